@@ -1,0 +1,38 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: run test lint check-deploy migrations-check ci clean
+
+$(STAMP_RUN): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "GPU Portal needs Python 3.11 or newer"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+$(STAMP_DEV): $(STAMP_RUN)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+run: $(STAMP_RUN)
+	$(PY) -m portal.launcher
+
+test: $(STAMP_DEV)
+	$(PY) -m portal.devservices $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP_DEV)
+	$(VENV)/bin/ruff check .
+
+migrations-check: $(STAMP_RUN)
+	$(PY) manage.py makemigrations --check --dry-run
+
+check-deploy: $(STAMP_RUN)
+	PORTAL_MODE=production SECRET_KEY=check-deploy-$$(date +%s)-only-for-this-check-abcdefghijklmnopqrstuvwxyz \
+		ALLOWED_HOSTS=portal.example.com $(PY) manage.py check --deploy --fail-level WARNING
+
+clean:
+	rm -rf $(VENV) .run .pytest_cache .ruff_cache

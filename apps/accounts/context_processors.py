@@ -1,0 +1,24 @@
+"""Navigation entries the signed-in user's roles allow (the access module decides)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from .access import Action, can, can_anywhere
+
+
+def navigation(request: HttpRequest) -> dict[str, Any]:
+    user = request.user
+    if not user.is_authenticated:
+        return {"nav": {}}
+    return {
+        "nav": {
+            "manage_installation": can(user, Action.MANAGE),
+            "manage_projects": can_anywhere(user, Action.MANAGE_PROJECTS),
+            "edit_weights": can_anywhere(user, Action.EDIT_WEIGHT),
+            "manage_members": can_anywhere(user, Action.MANAGE_MEMBERS),
+            "view_audit": can_anywhere(user, Action.VIEW_AUDIT),
+        }
+    }

@@ -1,0 +1,49 @@
+"""Audit rows for privileged changes; services call these inside their own transaction."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db import models
+
+from .models import AuditEvent, Department, Project
+
+
+def snapshot(obj: models.Model) -> dict[str, Any]:
+    """The object's concrete fields as JSON-safe values (foreign keys by id)."""
+    data: dict[str, Any] = {}
+    for model_field in obj._meta.concrete_fields:
+        if model_field.name in {"created_at", "updated_at"}:
+            continue
+        value = getattr(obj, model_field.attname)
+        if isinstance(value, Decimal):
+            value = format(value.normalize(), "f")
+        data[model_field.attname if model_field.is_relation else model_field.name] = value
+    return data
+
+
+def audit_record(
+    *,
+    actor: Any,
+    action: str,
+    obj: models.Model,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    department: Department | None = None,
+    project: Project | None = None,
+) -> AuditEvent:
+    """Write one audit row; the department/project scope lets department admins read their own rows."""
+    if project is not None and department is None:
+        department = project.department
+    return AuditEvent.objects.create(
+        actor=actor if getattr(actor, "is_authenticated", False) else None,
+        action=action,
+        object_type=obj._meta.model_name or "",
+        object_id=str(obj.pk),
+        object_repr=str(obj)[:200],
+        department=department,
+        project=project,
+        before=before,
+        after=after,
+    )

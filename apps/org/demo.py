@@ -1,0 +1,133 @@
+"""The demo organisation of DESIGN section 8: a mixed cluster, three departments, one login per role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+
+from apps.accounts.models import Role, RoleBinding, Scope
+from apps.accounts.services import role_binding_create
+
+from . import services
+from .models import Department, NodePool, PriorityClass, Project, Quota
+
+DEMO_PASSWORD = "demo"  # noqa: S105 - only ever set in demo mode, see seed_demo()
+
+POOLS = [
+    {"slug": "h100", "name": "H100 80GB", "gpu_resource": "nvidia.com/gpu", "gpu_product": "NVIDIA-H100-80GB-HBM3",
+     "cut": NodePool.Cut.FULL, "capacity": 16, "node_labels": {"portal.gpu/pool": "h100"},
+     "card_fraction_numerator": 1, "card_fraction_denominator": 1,
+     "description": "Full H100 cards for large training runs."},
+    {"slug": "a100-mig-3g40gb", "name": "A100 MIG 3g.40gb", "gpu_resource": "nvidia.com/mig-3g.40gb",
+     "gpu_product": "NVIDIA-A100-SXM4-80GB", "cut": NodePool.Cut.MIG, "mig_profile": "3g.40gb", "capacity": 16,
+     "node_labels": {"portal.gpu/pool": "a100-mig-3g40gb"}, "card_fraction_numerator": 3,
+     "card_fraction_denominator": 7, "description": "A100 cards cut into 3g.40gb MIG slices."},
+    {"slug": "l40s-shared", "name": "L40S time-sliced", "gpu_resource": "nvidia.com/gpu",
+     "gpu_product": "NVIDIA-L40S-SHARED", "cut": NodePool.Cut.TIME_SLICED, "replicas_per_card": 8, "capacity": 48,
+     "node_labels": {"portal.gpu/pool": "l40s-shared"}, "card_fraction_numerator": 1,
+     "card_fraction_denominator": 8, "description": "L40S cards shared eight ways, for notebooks and light work."},
+]
+
+PRIORITY_CLASSES = [
+    {"name": "train", "value": 50, "preemptible": True, "description": "Training: preemptible by default."},
+    {"name": "interactive-preemptible", "value": 75, "preemptible": True,
+     "description": "Notebooks that may be preempted."},
+    {"name": "build", "value": 100, "preemptible": False, "description": "Interactive build work, not preemptible."},
+    {"name": "inference", "value": 125, "preemptible": False, "description": "Serving, never preempted."},
+]
+
+# department slug -> (name, {pool: (deserved, limit, weight)}, [(project slug, name, does_not_lend, quotas)])
+DEPARTMENTS: list[tuple[str, str, dict[str, tuple[int, int | None, int]], list[tuple[str, str, bool, dict]]]] = [
+    ("research", "Research",
+     {"h100": (8, 12, 2), "a100-mig-3g40gb": (6, 10, 2), "l40s-shared": (16, 32, 2)},
+     [("vision", "Vision", False, {"h100": (4, 8, 2), "a100-mig-3g40gb": (3, 6, 1), "l40s-shared": (8, 16, 1)}),
+      ("nlp", "NLP", False, {"h100": (4, 8, 1), "a100-mig-3g40gb": (3, 6, 1), "l40s-shared": (8, 16, 1)})]),
+    ("production", "Production",
+     {"h100": (4, 4, 1), "a100-mig-3g40gb": (4, 8, 1), "l40s-shared": (16, 24, 1)},
+     [("serving", "Serving", True, {"h100": (4, 4, 1), "a100-mig-3g40gb": (2, 4, 1), "l40s-shared": (8, 8, 1)}),
+      ("etl", "ETL", False, {"h100": (0, 4, 1), "a100-mig-3g40gb": (2, 4, 1), "l40s-shared": (8, 16, 1)})]),
+    ("data-science", "Data Science",
+     {"h100": (4, 8, 1), "a100-mig-3g40gb": (6, 10, 1), "l40s-shared": (16, 32, 1)},
+     [("forecasting", "Forecasting", False,
+       {"h100": (2, 6, 1), "a100-mig-3g40gb": (4, 8, 1), "l40s-shared": (8, 16, 1)}),
+      ("analytics", "Analytics", False, {"h100": (2, 4, 1), "a100-mig-3g40gb": (2, 4, 1), "l40s-shared": (8, 16, 1)})]),
+]
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    username: str
+    role: str
+    department: str | None = None
+    project: str | None = None
+
+
+USERS = [
+    DemoUser("admin", Role.ADMIN),
+    DemoUser("deptadmin", Role.DEPARTMENT_ADMIN, department="research"),
+    DemoUser("lead", Role.TEAM_LEAD, department="research"),
+    DemoUser("alice", Role.RESEARCHER, project="vision"),
+    DemoUser("bob", Role.RESEARCHER, project="nlp"),
+    DemoUser("carol", Role.RESEARCHER, project="forecasting"),
+    DemoUser("viewer", Role.VIEWER),
+]
+
+
+def seed_demo() -> list[DemoUser]:
+    """Create (or complete) the demo organisation; running it again changes nothing."""
+    if not settings.DEMO_MODE:
+        raise ImproperlyConfigured("Demo logins with a shared password are refused outside the demo/embedded mode.")
+    user_model = get_user_model()
+    with transaction.atomic():
+        admin, _ = user_model.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+        if not RoleBinding.objects.filter(user=admin, role=Role.ADMIN, scope=Scope.EVERYTHING).exists():
+            # The first admin cannot be granted by anyone: bootstrap it directly.
+            RoleBinding.objects.create(user=admin, role=Role.ADMIN, scope=Scope.EVERYTHING)
+        for spec in PRIORITY_CLASSES:
+            if not PriorityClass.objects.filter(name=spec["name"]).exists():
+                services.priority_class_create(actor=admin, **spec)
+        pools = {}
+        for spec in POOLS:
+            pools[spec["slug"]] = NodePool.objects.filter(slug=spec["slug"]).first() or services.node_pool_create(
+                actor=admin, **spec
+            )
+        train = PriorityClass.objects.get(name="train")
+        for dept_slug, dept_name, dept_quotas, projects in DEPARTMENTS:
+            department = Department.objects.filter(slug=dept_slug).first() or services.department_create(
+                actor=admin, slug=dept_slug, name=dept_name
+            )
+            for pool_slug, (deserved, limit, weight) in dept_quotas.items():
+                _ensure_quota(admin, pools[pool_slug], deserved, limit, weight, department=department)
+            for project_slug, project_name, does_not_lend, project_quotas in projects:
+                project = Project.objects.filter(slug=project_slug).first() or services.project_create(
+                    actor=admin, department=department, slug=project_slug, name=project_name,
+                    does_not_lend=does_not_lend, default_priority_class=train,
+                )
+                for pool_slug, (deserved, limit, weight) in project_quotas.items():
+                    _ensure_quota(admin, pools[pool_slug], deserved, limit, weight, project=project)
+        for demo in USERS:
+            user, _ = user_model.objects.get_or_create(username=demo.username)
+            user.set_password(DEMO_PASSWORD)
+            user.save(update_fields=["password"])
+            scope: dict[str, Any] = {}
+            if demo.department:
+                scope["department"] = Department.objects.get(slug=demo.department)
+            if demo.project:
+                scope["project"] = Project.objects.get(slug=demo.project)
+            exists = RoleBinding.objects.filter(
+                user=user, role=demo.role, department=scope.get("department"), project=scope.get("project")
+            ).exists()
+            if not exists:
+                role_binding_create(actor=admin, role=demo.role, user=user, **scope)
+    return USERS
+
+
+def _ensure_quota(admin: Any, pool: NodePool, deserved: int, limit: int | None, weight: int, **owner: Any) -> None:
+    if not Quota.objects.filter(node_pool=pool, **owner).exists():
+        services.quota_set(actor=admin, node_pool=pool, deserved=deserved, limit=limit, over_quota_weight=weight,
+                           **owner)

@@ -1,0 +1,241 @@
+"""The organisation: node pools, departments, projects, their per-pool quotas, priority classes and the audit log.
+
+Quota semantics follow Run:ai (DESIGN section 4): deserved units are guaranteed, the limit caps deserved plus
+over-quota use, and the over-quota weight splits idle capacity. Rules that span rows live in services.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from .validators import validate_dns_label, validate_slug
+
+MAX_OVER_QUOTA_WEIGHT = 1000
+MAX_POOL_CAPACITY = 100_000
+
+
+class NodePool(models.Model):
+    """A slice of the cluster handed out as one unit: one GPU model cut one way; one Kueue ResourceFlavor."""
+
+    class Cut(models.TextChoices):
+        FULL = "full", "Full GPU"
+        MIG = "mig", "MIG slice"
+        TIME_SLICED = "time-sliced", "Time-sliced replicas"
+
+    slug = models.CharField(max_length=40, unique=True, validators=[validate_slug])
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    gpu_resource = models.CharField(
+        max_length=100, help_text="Extended resource name, e.g. nvidia.com/gpu or nvidia.com/mig-3g.40gb."
+    )
+    gpu_product = models.CharField(max_length=100, blank=True, help_text="nvidia.com/gpu.product of its nodes.")
+    cut = models.CharField(max_length=20, choices=Cut.choices, default=Cut.FULL)
+    mig_profile = models.CharField(max_length=30, blank=True, help_text="For MIG pools, e.g. 3g.40gb.")
+    replicas_per_card = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(64)], help_text="For time-sliced pools."
+    )
+    node_labels = models.JSONField(default=dict, blank=True, help_text="Labels that select this pool's nodes.")
+    node_taints = models.JSONField(default=list, blank=True, help_text="Taints on this pool's nodes.")
+    capacity = models.PositiveIntegerField(
+        validators=[MaxValueValidator(MAX_POOL_CAPACITY)], help_text="GPU units (cards, slices or replicas)."
+    )
+    card_fraction_numerator = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    card_fraction_denominator = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    over_subscribable = models.BooleanField(
+        default=False, help_text="Allow department quotas to add up to more than the pool's capacity."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(card_fraction_numerator__lte=models.F("card_fraction_denominator")),
+                name="nodepool_card_fraction_at_most_one",
+                violation_error_message="A unit cannot be more than one physical card.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def card_fraction(self) -> Fraction:
+        """What one unit is of a physical card: 1 for full cards, 3/7 for a 3g.40gb slice, 1/N for N replicas."""
+        return Fraction(self.card_fraction_numerator, self.card_fraction_denominator)
+
+    @property
+    def card_fraction_display(self) -> str:
+        fraction = self.card_fraction
+        return "1" if fraction == 1 else f"{fraction.numerator}/{fraction.denominator}"
+
+
+class Department(models.Model):
+    """A group of projects with its own deserved quota per pool, and bounds for its team leads' weights."""
+
+    slug = models.CharField(max_length=40, unique=True, validators=[validate_slug])
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    min_project_weight = models.DecimalField(
+        max_digits=8, decimal_places=2, default=0,
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_OVER_QUOTA_WEIGHT)],
+        help_text="Lowest over-quota weight a team lead may give a project.",
+    )
+    max_project_weight = models.DecimalField(
+        max_digits=8, decimal_places=2, default=10,
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_OVER_QUOTA_WEIGHT)],
+        help_text="Highest over-quota weight a team lead may give a project.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(min_project_weight__lte=models.F("max_project_weight")),
+                name="department_weight_bounds_ordered",
+                violation_error_message="The lowest weight cannot be above the highest.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PriorityClass(models.Model):
+    """An admin-managed priority, mirrored to a Kueue WorkloadPriorityClass of the same name."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
+    value = models.IntegerField(validators=[MinValueValidator(-1_000_000_000), MaxValueValidator(1_000_000_000)])
+    preemptible = models.BooleanField(default=True, help_text="Whether work of this class is preemptible by default.")
+    description = models.CharField(max_length=250, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["value", "name"]
+        verbose_name_plural = "priority classes"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    """A team's space: one Kubernetes namespace, per-pool quotas inside its department's."""
+
+    slug = models.CharField(max_length=40, unique=True, validators=[validate_slug])
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="projects")
+    namespace = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
+    does_not_lend = models.BooleanField(
+        default=False, help_text="Idle deserved quota stays with this project instead of being lent (e.g. serving)."
+    )
+    default_priority_class = models.ForeignKey(
+        PriorityClass, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["department__name", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["department", "name"],
+                name="project_name_unique_in_department",
+                violation_error_message="This department already has a project with that name.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Quota(models.Model):
+    """A department's or a project's share of one node pool (exactly one owner)."""
+
+    node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="quotas")
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, null=True, blank=True, related_name="quotas")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="quotas")
+    deserved = models.PositiveIntegerField(
+        default=0, validators=[MaxValueValidator(MAX_POOL_CAPACITY)], help_text="Guaranteed GPU units."
+    )
+    limit = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(MAX_POOL_CAPACITY)],
+        help_text="Most units including over-quota use; empty means unlimited.",
+    )
+    over_quota_weight = models.DecimalField(
+        max_digits=8, decimal_places=2, default=1,
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_OVER_QUOTA_WEIGHT)],
+    )
+    cpu_cores = models.DecimalField(max_digits=10, decimal_places=2, null=True, blank=True,
+                                    validators=[MinValueValidator(0)])
+    memory_gib = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["node_pool__slug", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(department__isnull=False) & Q(project__isnull=True))
+                | (Q(department__isnull=True) & Q(project__isnull=False)),
+                name="quota_exactly_one_owner",
+                violation_error_message="A quota belongs to exactly one department or project.",
+            ),
+            models.UniqueConstraint(
+                fields=["department", "node_pool"], condition=Q(department__isnull=False),
+                name="quota_unique_department_pool",
+                violation_error_message="This department already has a quota on that pool.",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "node_pool"], condition=Q(project__isnull=False),
+                name="quota_unique_project_pool",
+                violation_error_message="This project already has a quota on that pool.",
+            ),
+            models.CheckConstraint(
+                condition=Q(limit__isnull=True) | Q(limit__gte=models.F("deserved")),
+                name="quota_limit_at_least_deserved",
+                violation_error_message="The limit cannot be below the deserved quota.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.node_pool_id and self.node_pool.slug}"
+
+    @property
+    def owner(self) -> Department | Project:
+        return self.project if self.project_id else self.department  # type: ignore[return-value]
+
+    @property
+    def over_quota_units(self) -> int | None:
+        """How far above deserved the owner may go; None when unlimited."""
+        return None if self.limit is None else self.limit - self.deserved
+
+
+class AuditEvent(models.Model):
+    """Who changed what, when, with the state before and after; written in the change's own transaction."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    action = models.CharField(max_length=60, db_index=True)
+    object_type = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=60)
+    object_repr = models.CharField(max_length=200)
+    department = models.ForeignKey(Department, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.object_repr}"

@@ -1,0 +1,63 @@
+"""Reads of the organisation, always scoped through the access module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+
+from apps.accounts.access import Action, departments_for, projects_for
+
+from .models import Department, NodePool, Project, Quota
+
+
+@dataclass
+class ProjectRow:
+    project: Project
+    quotas: dict[int, Quota]  # node pool id -> quota
+
+
+@dataclass
+class DepartmentRow:
+    department: Department
+    quotas: dict[int, Quota]
+    projects: list[ProjectRow] = field(default_factory=list)
+
+    def projects_deserved(self, pool_id: int) -> int:
+        return sum(row.quotas[pool_id].deserved for row in self.projects if pool_id in row.quotas)
+
+
+def node_pools() -> QuerySet[NodePool]:
+    return NodePool.objects.all()
+
+
+def org_tree(*, user: Any) -> tuple[list[NodePool], list[DepartmentRow]]:
+    """Departments and projects the user may see, with their quotas per pool; a fixed number of queries."""
+    pools = list(node_pools())
+    visible_projects = projects_for(user, Action.VIEW).select_related("default_priority_class").prefetch_related(
+        Prefetch("quotas", queryset=Quota.objects.select_related("node_pool"))
+    )
+    departments = departments_for(user, Action.VIEW).prefetch_related(
+        Prefetch("quotas", queryset=Quota.objects.select_related("node_pool")),
+        Prefetch("projects", queryset=visible_projects, to_attr="visible_projects"),
+    )
+    rows = []
+    for department in departments:
+        row = DepartmentRow(department=department, quotas={q.node_pool_id: q for q in department.quotas.all()})
+        row.projects = [
+            ProjectRow(project=project, quotas={q.node_pool_id: q for q in project.quotas.all()})
+            for project in department.visible_projects
+        ]
+        rows.append(row)
+    return pools, rows
+
+
+def department_quota_table(*, department: Department) -> tuple[list[NodePool], dict[int, Quota], list[ProjectRow]]:
+    """The department's quota per pool and every project's, for the editable quota table."""
+    pools = list(node_pools())
+    department_quotas = {q.node_pool_id: q for q in department.quotas.all()}
+    projects = department.projects.prefetch_related("quotas")
+    return pools, department_quotas, [
+        ProjectRow(project=project, quotas={q.node_pool_id: q for q in project.quotas.all()}) for project in projects
+    ]

@@ -1,0 +1,9 @@
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("apps.org.urls")),
+    path("accounts/", include("apps.accounts.urls")),
+    path("api/v1/", include("portal.api_urls")),
+    path("django-admin/", admin.site.urls),
+]

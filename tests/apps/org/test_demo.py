@@ -1,0 +1,23 @@
+import pytest
+
+from apps.org.demo import seed_demo
+from apps.org.models import AuditEvent, Department, NodePool, Project, Quota
+
+
+def test_seed_is_idempotent(demo):
+    counts = (NodePool.objects.count(), Department.objects.count(), Project.objects.count(), Quota.objects.count())
+    audit_rows = AuditEvent.objects.count()
+    seed_demo()
+    assert counts == (3, 3, 6, 27)
+    assert (NodePool.objects.count(), Department.objects.count(), Project.objects.count(),
+            Quota.objects.count()) == counts
+    assert AuditEvent.objects.count() == audit_rows
+
+
+def test_demo_refused_outside_demo_mode(db, settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    settings.DEMO_MODE = False
+    with pytest.raises(ImproperlyConfigured, match="refused outside the demo"):
+        seed_demo()
+    assert not NodePool.objects.exists()

@@ -1,0 +1,42 @@
+"""Shared fixtures: the demo organisation and one signed-in client per demo persona."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests render templates without running collectstatic first.
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"} and "postgresql" not in settings.DATABASES["default"][
+        "ENGINE"
+    ]:
+        raise pytest.UsageError("CI=true requires DATABASE_URL to point at PostgreSQL (run through `make test`).")
+
+
+@pytest.fixture
+def demo(db):
+    """The demo organisation of DESIGN section 8, built through the services like an admin would."""
+    from apps.org.demo import seed_demo
+
+    seed_demo()
+    from django.contrib.auth import get_user_model
+
+    return {user.username: user for user in get_user_model().objects.all()}
+
+
+@pytest.fixture
+def client_for(demo):
+    """client_for("alice") -> a Django test client signed in as that demo user."""
+    from django.test import Client
+
+    def make(username: str) -> Client:
+        signed_in = Client()
+        signed_in.force_login(demo[username])
+        return signed_in
+
+    return make
