@@ -1,0 +1,88 @@
+"""The subset of Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) that kubesim honours."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kubesim.kueue import constants as C
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(value: str | int | float) -> float:
+    """Go duration strings such as `30m`, `1h30m`, `90s` (a bare number is seconds)."""
+    if isinstance(value, int | float):
+        return float(value)
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ValueError(f"invalid duration {value!r}")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+@dataclass
+class WaitForPodsReady:
+    """waitForPodsReady: evict admitted workloads whose pods are not ready in time, requeue with backoff."""
+
+    enable: bool = False
+    timeout_seconds: float = 1800.0
+    block_admission: bool = False
+    requeuing_timestamp: str = "Eviction"
+    backoff_limit_count: int | None = None
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 3600
+
+
+@dataclass
+class KueueConfig:
+    """Fair Sharing on (both preemption strategies) and IgnoreUndeclared by default: the portal's real-cluster setup."""
+
+    fair_sharing: bool = True
+    preemption_strategies: list[str] = field(
+        default_factory=lambda: [C.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, C.LESS_THAN_INITIAL_SHARE]
+    )
+    wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
+    quota_check_strategy: str = "IgnoreUndeclared"
+
+    @classmethod
+    def default(cls) -> KueueConfig:
+        return cls()
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> KueueConfig:
+        """Parse a Kueue Configuration document (or its subset); absent keys keep kubesim's defaults."""
+        cfg = cls()
+        d = d or {}
+        if "fairSharing" in d:
+            fs = d["fairSharing"]
+            if fs is None:
+                cfg.fair_sharing = False
+            else:
+                cfg.fair_sharing = bool(fs.get("enable", True))
+                strategies = fs.get("preemptionStrategies")
+                if strategies:
+                    allowed = {C.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, C.LESS_THAN_INITIAL_SHARE}
+                    bad = [s for s in strategies if s not in allowed]
+                    if bad:
+                        raise ValueError(f"unknown fairSharing.preemptionStrategies {bad}")
+                    cfg.preemption_strategies = list(strategies)
+        w = d.get("waitForPodsReady")
+        if w is not None:
+            rs = w.get("requeuingStrategy") or {}
+            limit = rs.get("backoffLimitCount")
+            cfg.wait_for_pods_ready = WaitForPodsReady(
+                enable=bool(w.get("enable", True)),
+                timeout_seconds=parse_duration(w.get("timeout") or "30m"),
+                block_admission=bool(w.get("blockAdmission", False)),
+                requeuing_timestamp=rs.get("timestamp", "Eviction"),
+                backoff_limit_count=None if limit is None else int(limit),
+                backoff_base_seconds=int(rs.get("backoffBaseSeconds", 60)),
+                backoff_max_seconds=int(rs.get("backoffMaxSeconds", 3600)),
+            )
+        res = d.get("resources") or {}
+        if res.get("quotaCheckStrategy"):
+            if res["quotaCheckStrategy"] not in ("BlockUndeclared", "IgnoreUndeclared"):
+                raise ValueError(f"unknown resources.quotaCheckStrategy {res['quotaCheckStrategy']!r}")
+            cfg.quota_check_strategy = res["quotaCheckStrategy"]
+        return cfg

@@ -1,0 +1,483 @@
+"""Plain-data view of Kueue's objects that the scheduler works on, built from the API objects (dicts).
+
+`Snapshot.from_objects(...)` is the entry point: it needs no store and no HTTP, so the portal can build one from its
+mirrored state and run `Scheduler.cycle` on it to forecast admissions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from kubesim.kueue import constants as C
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.quantity import parse, to_amount
+from kubesim.kueue.scheduler.quota import (
+    CohortNode,
+    FlavorResource,
+    Quota,
+    QuotaNode,
+    add_usage,
+    remove_usage,
+    update_tree,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def find_condition(obj: dict, ctype: str) -> dict | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def condition_true(obj: dict, ctype: str) -> bool:
+    c = find_condition(obj, ctype)
+    return c is not None and c.get("status") == "True"
+
+
+@dataclass(frozen=True)
+class ResourceGroup:
+    covered: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Preemption:
+    within_cluster_queue: str = C.NEVER
+    reclaim_within_cohort: str = C.NEVER
+    borrow_within_cohort: str = C.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True)
+class FlavorFungibility:
+    when_can_borrow: str = "MayStopSearch"
+    when_can_preempt: str = "TryNextFlavor"
+    preference: str = "BorrowingOverPreemption"
+
+
+@dataclass(eq=False)
+class ClusterQueueNode(QuotaNode):
+    """A ClusterQueue: its quota node plus queueing and preemption policy and its admitted workloads."""
+
+    resource_groups: list[ResourceGroup] = field(default_factory=list)
+    preemption: Preemption = field(default_factory=Preemption)
+    fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    queueing_strategy: str = C.BEST_EFFORT_FIFO
+    namespace_selector: dict | None = None
+    stop_policy: str = "None"
+    inactive_reason: str = ""  # empty when active
+    inactive_message: str = ""
+    workloads: dict[str, WorkloadInfo] = field(default_factory=dict)  # reserving quota, by key
+    cohort_name: str = ""
+
+    @property
+    def active(self) -> bool:
+        return not self.inactive_reason
+
+    def rg_for(self, resource: str) -> ResourceGroup | None:
+        for rg in self.resource_groups:
+            if resource in rg.covered:
+                return rg
+        return None
+
+    def covered_resources(self) -> set[str]:
+        return {r for rg in self.resource_groups for r in rg.covered}
+
+    def quota_for(self, fr: FlavorResource) -> Quota:
+        return self.quotas.get(fr, Quota(0))
+
+    def borrowing_with(self, fr: FlavorResource, val: int) -> bool:
+        return self.quota_for(fr).nominal < self.usage.get(fr, 0) + val
+
+    def borrowing(self, fr: FlavorResource) -> bool:
+        return self.borrowing_with(fr, 0)
+
+
+@dataclass(eq=False)
+class PodSetInfo:
+    name: str
+    count: int
+    min_count: int | None
+    requests: dict[str, int]  # per pod
+    node_selector: dict[str, str]
+    tolerations: list[dict]
+    affinity_terms: list[list[dict]] | None  # required node affinity terms (ORed), each a list of expressions
+
+
+@dataclass(eq=False)
+class WorkloadInfo:
+    """One Workload as the scheduler sees it."""
+
+    key: str  # namespace/name
+    name: str
+    namespace: str
+    uid: str
+    job_uid: str
+    queue_name: str
+    priority: int
+    creation: datetime
+    podsets: list[PodSetInfo]
+    obj: dict
+    cluster_queue: str = ""
+    usage: dict[FlavorResource, int] = field(default_factory=dict)  # while reserving quota
+    reserved_at: datetime | None = None
+    evicted: bool = False
+    order_time: datetime = EPOCH
+    generation: int = 0
+
+    @property
+    def has_reservation(self) -> bool:
+        return self.reserved_at is not None
+
+
+def _pod_requests(spec: dict) -> dict[str, int]:
+    """Per-pod requests: sum over containers, at least the largest init container, plus overhead."""
+
+    def container_requests(c: dict) -> dict[str, int]:
+        res = c.get("resources") or {}
+        merged = dict(res.get("limits") or {})
+        merged.update(res.get("requests") or {})
+        return {k: to_amount(k, v) for k, v in merged.items()}
+
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        for k, v in container_requests(c).items():
+            total[k] = total.get(k, 0) + v
+    for c in spec.get("initContainers") or []:
+        for k, v in container_requests(c).items():
+            total[k] = max(total.get(k, 0), v)
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] = total.get(k, 0) + to_amount(k, v)
+    return total
+
+
+def _affinity_terms(spec: dict) -> list[list[dict]] | None:
+    na = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not na:
+        return None
+    return [list(t.get("matchExpressions") or []) for t in na.get("nodeSelectorTerms") or []]
+
+
+def workload_info(obj: dict, config: KueueConfig) -> WorkloadInfo:
+    md = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    podsets = []
+    for ps in spec.get("podSets") or []:
+        pspec = (ps.get("template") or {}).get("spec") or {}
+        podsets.append(
+            PodSetInfo(
+                name=ps.get("name", "main"),
+                count=int(ps.get("count", 1)),
+                min_count=ps.get("minCount"),
+                requests=_pod_requests(pspec),
+                node_selector=dict(pspec.get("nodeSelector") or {}),
+                tolerations=list(pspec.get("tolerations") or []),
+                affinity_terms=_affinity_terms(pspec),
+            )
+        )
+    creation = parse_time(md.get("creationTimestamp")) or EPOCH
+    wl = WorkloadInfo(
+        key=f"{md.get('namespace', '')}/{md.get('name', '')}",
+        name=md.get("name", ""),
+        namespace=md.get("namespace", ""),
+        uid=md.get("uid", ""),
+        job_uid=(md.get("labels") or {}).get(C.JOB_UID_LABEL, ""),
+        queue_name=spec.get("queueName", ""),
+        priority=int(spec.get("priority") or 0),
+        creation=creation,
+        podsets=podsets,
+        obj=obj,
+        generation=int(md.get("generation") or 0),
+    )
+    qr = find_condition(obj, C.QUOTA_RESERVED)
+    admission = status.get("admission")
+    if qr is not None and qr.get("status") == "True" and admission and not is_finished(obj):
+        wl.reserved_at = parse_time(qr.get("lastTransitionTime")) or creation
+        wl.cluster_queue = admission.get("clusterQueue", "")
+        for psa in admission.get("podSetAssignments") or []:
+            flavors = psa.get("flavors") or {}
+            for res, qty in (psa.get("resourceUsage") or {}).items():
+                if res in flavors:
+                    fr = (flavors[res], res)
+                    wl.usage[fr] = wl.usage.get(fr, 0) + to_amount(res, qty)
+    wl.evicted = condition_true(obj, C.EVICTED)
+    wl.order_time = queue_order_time(obj, creation, config)
+    return wl
+
+
+def queue_order_time(obj: dict, creation: datetime, config: KueueConfig) -> datetime:
+    """GetQueueOrderTimestamp: creation, or the eviction time after a PodsReady-timeout / admission-check eviction."""
+    ev = find_condition(obj, C.EVICTED)
+    if ev is not None and ev.get("status") == "True":
+        reason = ev.get("reason")
+        by_timeout = reason == C.EVICTED_PODS_READY_TIMEOUT
+        if (by_timeout and config.wait_for_pods_ready.requeuing_timestamp == "Eviction") or reason == "AdmissionCheck":
+            return parse_time(ev.get("lastTransitionTime")) or creation
+    return creation
+
+
+def is_finished(obj: dict) -> bool:
+    return condition_true(obj, C.FINISHED)
+
+
+def is_active(obj: dict) -> bool:
+    return (obj.get("spec") or {}).get("active", True) is not False
+
+
+def is_admissible(obj: dict) -> bool:
+    """Kueue's IsAdmissible: active, not finished and holding no quota reservation."""
+    return is_active(obj) and not is_finished(obj) and not condition_true(obj, C.QUOTA_RESERVED)
+
+
+def label_selector_matches(selector: dict | None, labels: dict[str, str]) -> bool:
+    """metav1.LabelSelector semantics: None selects nothing, {} selects everything."""
+    if selector is None:
+        return False
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _quota_of(flavor: str, r: dict) -> tuple[FlavorResource, Quota]:
+    name = r["name"]
+
+    def amount(key: str) -> int | None:
+        return None if r.get(key) is None else to_amount(name, r[key])
+
+    return (flavor, name), Quota(amount("nominalQuota") or 0, amount("borrowingLimit"), amount("lendingLimit"))
+
+
+def _quotas(spec: dict) -> dict[FlavorResource, Quota]:
+    quotas: dict[FlavorResource, Quota] = {}
+    for rg in spec.get("resourceGroups") or []:
+        for fq in rg.get("flavors") or []:
+            for r in fq.get("resources") or []:
+                fr, q = _quota_of(fq["name"], r)
+                quotas[fr] = q
+    return quotas
+
+
+def _weight(spec: dict) -> float:
+    w = (spec.get("fairSharing") or {}).get("weight")
+    if w is None:
+        return 1.0
+    return float(parse(w))
+
+
+def _name(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("name", "")
+
+
+@dataclass(eq=False)
+class Snapshot:
+    """Everything one scheduling pass needs: flavors, the quota trees, queues, and workloads."""
+
+    config: KueueConfig
+    flavors: dict[str, dict] = field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueueNode] = field(default_factory=dict)
+    cohorts: dict[str, CohortNode] = field(default_factory=dict)
+    local_queues: dict[tuple[str, str], dict] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    workloads: dict[str, WorkloadInfo] = field(default_factory=dict)
+    pending: dict[str, list[WorkloadInfo]] = field(default_factory=dict)  # by ClusterQueue, queue order
+    orphans: list[tuple[WorkloadInfo, str, str]] = field(default_factory=list)  # (workload, reason, message)
+
+    @classmethod
+    def from_objects(
+        cls,
+        *,
+        resource_flavors: Iterable[dict] = (),
+        cohorts: Iterable[dict] = (),
+        cluster_queues: Iterable[dict] = (),
+        local_queues: Iterable[dict] = (),
+        workloads: Iterable[dict] = (),
+        namespaces: Iterable[dict] | None = None,
+        config: KueueConfig | None = None,
+        now: datetime | None = None,
+    ) -> Snapshot:
+        """Build from API objects. namespaces=None means every namespace is known but unlabelled.
+
+        Workloads in backoff (status.requeueState.requeueAt after now) are left out of the pending queues.
+        """
+        config = config or KueueConfig.default()
+        snap = cls(config=config)
+        snap.flavors = {_name(f): f for f in resource_flavors}
+        if namespaces is not None:
+            snap.namespaces = {_name(n): dict((n.get("metadata") or {}).get("labels") or {}) for n in namespaces}
+        cohort_objs = {_name(c): c for c in cohorts}
+        for name, obj in cohort_objs.items():
+            spec = obj.get("spec") or {}
+            snap.cohorts[name] = CohortNode(name=name, quotas=_quotas(spec), weight=_weight(spec))
+
+        def cohort(name: str) -> CohortNode:
+            if name not in snap.cohorts:
+                snap.cohorts[name] = CohortNode(name=name, exists=False)
+            return snap.cohorts[name]
+
+        for name, obj in cohort_objs.items():
+            parent = (obj.get("spec") or {}).get("parentName")
+            if parent and not snap._would_cycle(name, parent, cohort_objs):
+                node, pnode = snap.cohorts[name], cohort(parent)
+                node.parent = pnode
+                pnode.child_cohorts.append(node)
+        for obj in cluster_queues:
+            cq = snap._cluster_queue(obj)
+            snap.cluster_queues[cq.name] = cq
+            if cq.cohort_name:
+                parent = cohort(cq.cohort_name)
+                cq.parent = parent
+                parent.child_cqs.append(cq)
+        for lq in local_queues:
+            md = lq.get("metadata") or {}
+            snap.local_queues[(md.get("namespace", ""), md.get("name", ""))] = lq
+        for obj in workloads:
+            wl = workload_info(obj, config)
+            snap.workloads[wl.key] = wl
+            if wl.has_reservation:
+                cq = snap.cluster_queues.get(wl.cluster_queue)
+                if cq is not None:
+                    cq.workloads[wl.key] = wl
+                    for fr, v in wl.usage.items():
+                        cq.usage[fr] = cq.usage.get(fr, 0) + v
+        for c in snap.cohorts.values():
+            if c.parent is None:
+                update_tree(c)
+        for cq in snap.cluster_queues.values():
+            if cq.parent is None:
+                cq.subtree_quota = {fr: q.nominal for fr, q in cq.quotas.items()}
+        snap._collect_pending(now)
+        return snap
+
+    @staticmethod
+    def _would_cycle(name: str, parent: str, cohort_objs: dict[str, dict]) -> bool:
+        seen = {name}
+        cur: str | None = parent
+        while cur:
+            if cur in seen:
+                return True
+            seen.add(cur)
+            cur = ((cohort_objs.get(cur) or {}).get("spec") or {}).get("parentName")
+        return False
+
+    def _cluster_queue(self, obj: dict) -> ClusterQueueNode:
+        spec = obj.get("spec") or {}
+        pre = spec.get("preemption") or {}
+        bwc = pre.get("borrowWithinCohort") or {}
+        fung = spec.get("flavorFungibility") or {}
+        rgs = [
+            ResourceGroup(tuple(rg.get("coveredResources") or []), tuple(f["name"] for f in rg.get("flavors") or []))
+            for rg in spec.get("resourceGroups") or []
+        ]
+        cq = ClusterQueueNode(
+            name=_name(obj),
+            quotas=_quotas(spec),
+            weight=_weight(spec),
+            resource_groups=rgs,
+            preemption=Preemption(
+                within_cluster_queue=pre.get("withinClusterQueue") or C.NEVER,
+                reclaim_within_cohort=pre.get("reclaimWithinCohort") or C.NEVER,
+                borrow_within_cohort=bwc.get("policy") or C.NEVER,
+                max_priority_threshold=bwc.get("maxPriorityThreshold"),
+            ),
+            fungibility=FlavorFungibility(
+                when_can_borrow=fung.get("whenCanBorrow") or "MayStopSearch",
+                when_can_preempt=fung.get("whenCanPreempt") or "TryNextFlavor",
+                preference=fung.get("preference") or "BorrowingOverPreemption",
+            ),
+            queueing_strategy=spec.get("queueingStrategy") or C.BEST_EFFORT_FIFO,
+            namespace_selector=spec.get("namespaceSelector"),
+            stop_policy=spec.get("stopPolicy") or "None",
+            cohort_name=spec.get("cohortName") or "",
+        )
+        reasons, messages = [], []
+        if cq.stop_policy != "None":
+            reasons.append(C.CQ_REASON_STOPPED)
+            messages.append("is stopped")
+        missing = [f for rg in rgs for f in rg.flavors if f not in self.flavors]
+        if missing:
+            reasons.append(C.CQ_REASON_FLAVOR_NOT_FOUND)
+            messages.append(f"references missing ResourceFlavor(s): {','.join(missing)}")
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            cq.inactive_reason = "Terminating"
+            cq.inactive_message = "Can't admit new workloads; clusterQueue is terminating"
+        elif reasons:
+            cq.inactive_reason = reasons[0]
+            cq.inactive_message = f"Can't admit new workloads: {', '.join(messages)}."
+        return cq
+
+    def queue_blocker(self, wl: WorkloadInfo) -> tuple[str, str]:
+        """Why a pending workload cannot be queued at all (missing/stopped LocalQueue, missing ClusterQueue)."""
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        if lq is None:
+            return C.REASON_MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist"
+        if ((lq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            return C.REASON_SUSPENDED, f"LocalQueue {wl.queue_name} is inactive"
+        cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
+        if cq_name not in self.cluster_queues:
+            return C.REASON_MISCONFIGURED, f"ClusterQueue {cq_name} doesn't exist"
+        return "", ""
+
+    def cluster_queue_for(self, wl: WorkloadInfo) -> str:
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        return ((lq or {}).get("spec") or {}).get("clusterQueue", "")
+
+    def _collect_pending(self, now: datetime | None) -> None:
+        for wl in self.workloads.values():
+            if not is_admissible(wl.obj):
+                continue
+            reason, message = self.queue_blocker(wl)
+            if reason:
+                self.orphans.append((wl, reason, message))
+                continue
+            wl.cluster_queue = self.cluster_queue_for(wl)
+            requeue_at = parse_time(((wl.obj.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+            if now is not None and requeue_at is not None and requeue_at > now:
+                continue
+            self.pending.setdefault(wl.cluster_queue, []).append(wl)
+        for lst in self.pending.values():
+            lst.sort(key=order_key)
+
+    def remove_workload(self, wl: WorkloadInfo) -> None:
+        """Take an admitted workload's usage out of the tree (preemption simulation)."""
+        cq = self.cluster_queues[wl.cluster_queue]
+        cq.workloads.pop(wl.key, None)
+        for fr, v in wl.usage.items():
+            remove_usage(cq, fr, v)
+
+    def add_workload(self, wl: WorkloadInfo) -> None:
+        cq = self.cluster_queues[wl.cluster_queue]
+        cq.workloads[wl.key] = wl
+        for fr, v in wl.usage.items():
+            add_usage(cq, fr, v)
+
+    def namespace_matches(self, cq: ClusterQueueNode, namespace: str) -> bool:
+        labels = self.namespaces.get(namespace, {})
+        labels = {**labels, "kubernetes.io/metadata.name": namespace}
+        return label_selector_matches(cq.namespace_selector, labels)
+
+
+def order_key(wl: WorkloadInfo) -> tuple:
+    """Kueue's heap order: higher priority first, then earlier queue-order timestamp, then UID."""
+    return (-wl.priority, wl.order_time, wl.uid)

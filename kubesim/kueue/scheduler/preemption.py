@@ -1,0 +1,433 @@
+"""Preemption target selection: classic (withinClusterQueue / reclaimWithinCohort / borrowWithinCohort, with
+hierarchical reclaim) and Fair Sharing (DRS-ordered targets, the two strategies), both minimised by fill-back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from kubesim.kueue import constants as C
+from kubesim.kueue.scheduler.flavors import (
+    G_NO_CANDIDATES,
+    G_PREEMPT,
+    G_RECLAIM,
+    Assignment,
+    lowest_subtree_that_fits,
+)
+from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo
+from kubesim.kueue.scheduler.quota import (
+    DRS,
+    NEGATIVE_DRS,
+    CohortNode,
+    FlavorResource,
+    QuotaNode,
+    add_usage,
+    available,
+    compare_drs,
+    dominant_resource_share,
+    fits_in_quota,
+    remove_usage,
+    within_nominal,
+)
+
+# classic preemption variants
+_NEVER, _WITHIN_CQ, _HIER_RECLAIM, _RECLAIM_NO_BORROW, _RECLAIM_WHILE_BORROW = range(5)
+_VARIANT_REASON = {
+    _WITHIN_CQ: C.IN_CLUSTER_QUEUE,
+    _HIER_RECLAIM: C.IN_COHORT_RECLAMATION,
+    _RECLAIM_NO_BORROW: C.IN_COHORT_RECLAMATION,
+    _RECLAIM_WHILE_BORROW: C.IN_COHORT_RECLAIM_WHILE_BORROWING,
+}
+
+
+@dataclass
+class Target:
+    workload: WorkloadInfo
+    reason: str
+
+
+def cq_path(cq: ClusterQueueNode) -> str:
+    """`/root/.../cq`, as the Preempted message prints the preemptor and preemptee paths."""
+    parts = [cq.name] + [a.name for a in cq.path_to_root()]
+    return "/" + "/".join(reversed(parts))
+
+
+def satisfies_policy(preemptor: WorkloadInfo, candidate: WorkloadInfo, policy: str) -> bool:
+    lower = preemptor.priority > candidate.priority
+    if policy == C.LOWER_PRIORITY:
+        return lower
+    if policy == C.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return lower or (preemptor.priority == candidate.priority and preemptor.order_time < candidate.order_time)
+    return policy == C.ANY
+
+
+def uses_resources(wl: WorkloadInfo, frs: set[FlavorResource]) -> bool:
+    return any(fr in frs for fr in wl.usage)
+
+
+def candidate_key(wl: WorkloadInfo, cq_name: str, now: datetime) -> tuple:
+    """CandidatesOrdering: evicted first, other ClusterQueues first, lower priority, most recently reserved, UID."""
+    reserved = wl.reserved_at or now
+    return (not wl.evicted, wl.cluster_queue == cq_name, wl.priority, -reserved.timestamp(), wl.uid)
+
+
+class Preemptor:
+    """Finds preemption targets for a workload against a snapshot (which it mutates and restores)."""
+
+    def __init__(self, snapshot: Snapshot, now: datetime) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.fair_sharing = snapshot.config.fair_sharing
+        self.strategies = snapshot.config.preemption_strategies or [
+            C.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+            C.LESS_THAN_INITIAL_SHARE,
+        ]
+
+    def get_targets(self, wl: WorkloadInfo, assignment: Assignment) -> list[Target]:
+        cq = self.snapshot.cluster_queues[wl.cluster_queue]
+        return self._targets(wl, cq, assignment.frs_needing_preemption(), dict(assignment.usage))
+
+    def simulate(self, cq: ClusterQueueNode, wl: WorkloadInfo, fr: FlavorResource, quantity: int) -> tuple[int, int]:
+        """The preemption oracle of the flavor assigner: (granular mode, borrowing level after preemption)."""
+        targets = self._targets(wl, cq, {fr}, {fr: quantity})
+        if not targets:
+            return G_NO_CANDIDATES, lowest_subtree_that_fits(cq, fr, quantity)[0]
+        for t in targets:
+            self.snapshot.remove_workload(t.workload)
+        borrow = lowest_subtree_that_fits(cq, fr, quantity)[0]
+        for t in targets:
+            self.snapshot.add_workload(t.workload)
+        if any(t.workload.cluster_queue == cq.name for t in targets):
+            return G_PREEMPT, borrow
+        return G_RECLAIM, borrow
+
+    def _targets(
+        self, wl: WorkloadInfo, cq: ClusterQueueNode, frs: set[FlavorResource], requests: dict[FlavorResource, int]
+    ) -> list[Target]:
+        if self.fair_sharing:
+            return self._fair(wl, cq, frs, requests)
+        return self._classic(wl, cq, frs, requests)
+
+    # -- shared ---------------------------------------------------------------------------------------------
+
+    def _fits(self, cq: ClusterQueueNode, requests: dict[FlavorResource, int], allow_borrowing: bool) -> bool:
+        for fr, v in requests.items():
+            if not allow_borrowing and cq.borrowing_with(fr, v):
+                return False
+            if v > max(0, available(cq, fr)):
+                return False
+        return True
+
+    def _fill_back(
+        self, cq: ClusterQueueNode, requests: dict[FlavorResource, int], targets: list[Target], allow_borrowing: bool
+    ) -> list[Target]:
+        """Re-add targets from the second-to-last backwards while the preemptor still fits: a minimal set."""
+        for i in range(len(targets) - 2, -1, -1):
+            self.snapshot.add_workload(targets[i].workload)
+            if self._fits(cq, requests, allow_borrowing):
+                targets[i] = targets[-1]
+                targets.pop()
+            else:
+                self.snapshot.remove_workload(targets[i].workload)
+        return targets
+
+    def _restore(self, targets: list[Target]) -> None:
+        for t in targets:
+            self.snapshot.add_workload(t.workload)
+
+    # -- classic --------------------------------------------------------------------------------------------
+
+    def _classify(self, wl: WorkloadInfo, cq: ClusterQueueNode, cand: WorkloadInfo, frs: set, advantage: bool) -> int:
+        if not uses_resources(cand, frs):
+            return _NEVER
+        same = cand.cluster_queue == cq.name
+        policy = cq.preemption.within_cluster_queue if same else cq.preemption.reclaim_within_cohort
+        if not satisfies_policy(wl, cand, policy):
+            return _NEVER
+        if same:
+            return _WITHIN_CQ
+        if advantage:
+            return _HIER_RECLAIM
+        if cq.preemption.borrow_within_cohort == C.NEVER:
+            return _RECLAIM_NO_BORROW
+        threshold = cq.preemption.max_priority_threshold
+        if cand.priority >= wl.priority or (threshold is not None and cand.priority > threshold):
+            return _RECLAIM_NO_BORROW
+        return _RECLAIM_WHILE_BORROW
+
+    def _from_cq(self, wl, cq, source: ClusterQueueNode, lca, frs, advantage) -> list[tuple]:
+        out = []
+        for cand in source.workloads.values():
+            variant = self._classify(wl, cq, cand, frs, advantage)
+            if variant != _NEVER:
+                out.append((cand, lca, variant))
+        return out
+
+    def _collect_subtree(self, wl, cq, current: CohortNode, subtree_root, skip, frs, advantage, result) -> None:
+        for child in current.child_cohorts:
+            if child is skip or within_nominal(child, frs):
+                continue
+            self._collect_subtree(wl, cq, child, subtree_root, skip, frs, advantage, result)
+        for child_cq in current.child_cqs:
+            if child_cq is cq:
+                continue
+            if not within_nominal(child_cq, frs):
+                result.extend(self._from_cq(wl, cq, child_cq, subtree_root, frs, advantage))
+
+    def _classic(self, wl, cq: ClusterQueueNode, frs, requests) -> list[Target]:
+        same = [] if cq.preemption.within_cluster_queue == C.NEVER else self._from_cq(wl, cq, cq, None, frs, False)
+        hierarchy: list[tuple] = []
+        priority: list[tuple] = []
+        if cq.parent is not None and cq.preemption.reclaim_within_cohort != C.NEVER:
+            advantage, remaining = fits_in_quota(cq, requests)
+            previous = None
+            for subtree_root in cq.path_to_root():
+                bucket = hierarchy if advantage else priority
+                self._collect_subtree(wl, cq, subtree_root, subtree_root, previous, frs, advantage, bucket)
+                fits, remaining = fits_in_quota(subtree_root, remaining)
+                advantage = advantage or fits
+                previous = subtree_root
+        ordered = []
+        for lst in (hierarchy, priority, same):
+            lst.sort(key=lambda c: candidate_key(c[0], cq.name, self.now))
+        for evicted in (True, False):
+            for lst in (hierarchy, priority, same):
+                ordered.extend(c for c in lst if c[0].evicted == evicted)
+        no_borrow_forbidden = cq.preemption.borrow_within_cohort == C.NEVER
+        if (not hierarchy and not priority) or (no_borrow_forbidden and not self._under_nominal(cq, frs)):
+            attempts = [True]
+        elif no_borrow_forbidden and not hierarchy:
+            attempts = [False, True]
+        else:
+            attempts = [True, False]
+        for borrow in attempts:
+            targets: list[Target] = []
+            for cand, lca, variant in ordered:
+                if not self._valid(cq, cand, lca, variant, frs, borrow):
+                    continue
+                self.snapshot.remove_workload(cand)
+                targets.append(Target(cand, _VARIANT_REASON[variant]))
+                if self._fits(cq, requests, borrow):
+                    targets = self._fill_back(cq, requests, targets, borrow)
+                    self._restore(targets)
+                    return targets
+            self._restore(targets)
+        return []
+
+    def _under_nominal(self, cq: ClusterQueueNode, frs: set[FlavorResource]) -> bool:
+        return all(cq.quota_for(fr).nominal > cq.usage.get(fr, 0) for fr in frs)
+
+    def _valid(self, cq, cand: WorkloadInfo, lca, variant: int, frs, borrow: bool) -> bool:
+        if cand.cluster_queue == cq.name:
+            return True
+        if borrow and variant == _RECLAIM_NO_BORROW:
+            return False
+        cand_cq = self.snapshot.cluster_queues[cand.cluster_queue]
+        if within_nominal(cand_cq, frs):
+            return False
+        for node in cand_cq.path_to_root():
+            if node is lca:
+                break
+            if within_nominal(node, frs):
+                return False
+        return True
+
+    # -- fair sharing -----------------------------------------------------------------------------------------
+
+    def _fair_candidates(self, wl: WorkloadInfo, cq: ClusterQueueNode, frs) -> list[WorkloadInfo]:
+        out = []
+        if cq.preemption.within_cluster_queue != C.NEVER:
+            out += [
+                c
+                for c in cq.workloads.values()
+                if satisfies_policy(wl, c, cq.preemption.within_cluster_queue) and uses_resources(c, frs)
+            ]
+        if cq.parent is not None and cq.preemption.reclaim_within_cohort != C.NEVER:
+            for other in cq.parent.root().subtree_cluster_queues():
+                if other is cq or not any(other.borrowing(fr) for fr in frs):
+                    continue
+                out += [
+                    c
+                    for c in other.workloads.values()
+                    if satisfies_policy(wl, c, cq.preemption.reclaim_within_cohort) and uses_resources(c, frs)
+                ]
+        return out
+
+    def _fair(self, wl, cq: ClusterQueueNode, frs, requests) -> list[Target]:
+        candidates = self._fair_candidates(wl, cq, frs)
+        if not candidates:
+            return []
+        candidates.sort(key=lambda c: candidate_key(c, cq.name, self.now))
+        for fr, v in requests.items():
+            add_usage(cq, fr, v)
+        fits, targets, retry = self._first_strategy(wl, cq, frs, requests, candidates, self.strategies[0])
+        if not fits and len(self.strategies) > 1:
+            fits, targets = self._second_strategy(cq, requests, retry, targets)
+        for fr, v in requests.items():
+            remove_usage(cq, fr, v)
+        if not fits:
+            self._restore(targets)
+            return []
+        targets = self._fill_back(cq, requests, targets, True)
+        self._restore(targets)
+        return targets
+
+    def _fits_fair(self, cq: ClusterQueueNode, requests: dict[FlavorResource, int]) -> bool:
+        for fr, v in requests.items():
+            remove_usage(cq, fr, v)
+        ok = self._fits(cq, requests, True)
+        for fr, v in requests.items():
+            add_usage(cq, fr, v)
+        return ok
+
+    def _first_strategy(self, wl, cq, frs, requests, candidates, strategy: str):
+        ordering = TargetOrdering(cq, candidates, self.now)
+        within_nominal_now = not any(cq.borrowing(fr) for fr in frs)
+        targets: list[Target] = []
+        retry: list[WorkloadInfo] = []
+        for target_cq in ordering.iterate():
+            if target_cq is cq:
+                cand = ordering.pop(target_cq)
+                self.snapshot.remove_workload(cand)
+                targets.append(Target(cand, C.IN_CLUSTER_QUEUE))
+                if self._fits_fair(cq, requests):
+                    return True, targets, []
+                continue
+            if within_nominal_now:
+                cand = ordering.pop(target_cq)
+                self.snapshot.remove_workload(cand)
+                targets.append(Target(cand, C.IN_COHORT_RECLAMATION))
+                if self._fits_fair(cq, requests):
+                    return True, targets, []
+                continue
+            preemptor_new, target_old = ordering.shares(target_cq)
+            if preemptor_new.precise() == float("inf") and target_old.precise() != float("inf"):
+                while ordering.has_workload(target_cq):
+                    retry.append(ordering.pop(target_cq))
+                continue
+            while ordering.has_workload(target_cq):
+                cand = ordering.pop(target_cq)
+                target_new = ordering.target_share_after_removal(target_cq, cand)
+                if strategy == C.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
+                    passed = compare_drs(preemptor_new, target_new) <= 0
+                else:
+                    passed = compare_drs(preemptor_new, target_old) < 0
+                if passed:
+                    self.snapshot.remove_workload(cand)
+                    targets.append(Target(cand, C.IN_COHORT_FAIR_SHARING))
+                    if self._fits_fair(cq, requests):
+                        return True, targets, []
+                    break
+                retry.append(cand)
+        return False, targets, retry
+
+    def _second_strategy(self, cq, requests, retry: list[WorkloadInfo], targets: list[Target]):
+        ordering = TargetOrdering(cq, retry, self.now)
+        for target_cq in ordering.iterate():
+            preemptor_new, target_old = ordering.shares(target_cq)
+            passed = compare_drs(preemptor_new, target_old) < 0
+            cand = ordering.pop(target_cq)
+            if passed:
+                self.snapshot.remove_workload(cand)
+                targets.append(Target(cand, C.IN_COHORT_FAIR_SHARING))
+                if self._fits_fair(cq, requests):
+                    return True, targets
+            ordering.drop(target_cq)
+        return False, targets
+
+
+class TargetOrdering:
+    """Walks the cohort tree from the root into the child with the highest DRS to pick the next target queue."""
+
+    def __init__(self, cq: ClusterQueueNode, candidates: list[WorkloadInfo], now: datetime) -> None:
+        self.cq = cq
+        self.now = now
+        self.ancestors = set(map(id, cq.path_to_root()))
+        self.by_cq: dict[str, list[WorkloadInfo]] = {}
+        for c in candidates:
+            self.by_cq.setdefault(c.cluster_queue, []).append(c)
+        self.pruned_cqs: set[int] = set()
+        self.pruned_cohorts: set[int] = set()
+
+    def has_workload(self, cq: ClusterQueueNode) -> bool:
+        return bool(self.by_cq.get(cq.name))
+
+    def pop(self, cq: ClusterQueueNode) -> WorkloadInfo:
+        return self.by_cq[cq.name].pop(0)
+
+    def drop(self, cq: ClusterQueueNode) -> None:
+        self.pruned_cqs.add(id(cq))
+
+    def iterate(self) -> Iterator[ClusterQueueNode]:
+        if self.cq.parent is None:
+            while id(self.cq) not in self.pruned_cqs and self.has_workload(self.cq):
+                yield self.cq
+            return
+        root = self.cq.parent.root()
+        while id(root) not in self.pruned_cohorts:
+            target = self._next(root)
+            if target is not None:
+                yield target
+
+    def _next(self, cohort: CohortNode) -> ClusterQueueNode | None:
+        best_cq, best_cq_drs = None, NEGATIVE_DRS
+        for cq in cohort.child_cqs:
+            if id(cq) in self.pruned_cqs:
+                continue
+            drs = dominant_resource_share(cq)
+            if (not drs.borrowing and cq is not self.cq) or not self.has_workload(cq):
+                self.pruned_cqs.add(id(cq))
+            elif best_cq is not None and compare_drs(drs, best_cq_drs) == 0:
+                new_c, cur_c = self.by_cq[cq.name][0], self.by_cq[best_cq.name][0]
+                if candidate_key(new_c, self.cq.name, self.now) < candidate_key(cur_c, self.cq.name, self.now):
+                    best_cq = cq
+            elif compare_drs(drs, best_cq_drs) == 1:
+                best_cq, best_cq_drs = cq, drs
+        best_cohort, best_cohort_drs = None, NEGATIVE_DRS
+        for child in cohort.child_cohorts:
+            if id(child) in self.pruned_cohorts:
+                continue
+            drs = dominant_resource_share(child)
+            if not drs.borrowing and id(child) not in self.ancestors:
+                self.pruned_cohorts.add(id(child))
+            elif compare_drs(drs, best_cohort_drs) >= 0:
+                best_cohort, best_cohort_drs = child, drs
+        if best_cohort is None and best_cq is None:
+            self.pruned_cohorts.add(id(cohort))
+            return None
+        if best_cohort is not None and compare_drs(best_cohort_drs, best_cq_drs) >= 0:
+            return self._next(best_cohort)
+        return best_cq
+
+    def _lca(self, target: ClusterQueueNode) -> CohortNode:
+        for ancestor in target.path_to_root():
+            if id(ancestor) in self.ancestors:
+                return ancestor
+        raise RuntimeError("no common ancestor between preemptor and target")
+
+    @staticmethod
+    def _almost_lca(cq: ClusterQueueNode, lca: CohortNode) -> QuotaNode:
+        node: QuotaNode = cq
+        for ancestor in cq.path_to_root():
+            if ancestor is lca:
+                return node
+            node = ancestor
+        raise RuntimeError("no almost-LCA")
+
+    def shares(self, target: ClusterQueueNode) -> tuple[DRS, DRS]:
+        """(preemptor side's DRS with its workload, target side's current DRS) at their almost-LCAs."""
+        lca = self._lca(target)
+        return (
+            dominant_resource_share(self._almost_lca(self.cq, lca)),
+            dominant_resource_share(self._almost_lca(target, lca)),
+        )
+
+    def target_share_after_removal(self, target: ClusterQueueNode, wl: WorkloadInfo) -> DRS:
+        for fr, v in wl.usage.items():
+            remove_usage(target, fr, v)
+        drs = dominant_resource_share(self._almost_lca(target, self._lca(target)))
+        for fr, v in wl.usage.items():
+            add_usage(target, fr, v)
+        return drs

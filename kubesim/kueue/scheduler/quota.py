@@ -1,0 +1,235 @@
+"""Quota tree of ClusterQueues and Cohorts, with Kueue's hierarchical accounting (resource_node.go semantics).
+
+Every node holds, per (flavor, resource): its own quota, a subtree quota (own nominal plus what children lend), and
+usage (for a Cohort: the children's usage beyond what they keep locally). Lending limits keep part of a node's
+subtree quota local; borrowing limits cap what a node may take from its parent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+FlavorResource = tuple[str, str]  # (flavor, resource)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One resource's quota in one flavor: None limits mean unlimited (borrowing) or everything lendable."""
+
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(eq=False)
+class QuotaNode:
+    """Shared part of ClusterQueues and Cohorts: quotas, subtree quota, usage and the fair-sharing weight."""
+
+    name: str
+    quotas: dict[FlavorResource, Quota] = field(default_factory=dict)
+    weight: float = 1.0
+    parent: CohortNode | None = None
+    subtree_quota: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+
+    is_cohort = False
+
+    def path_to_root(self) -> Iterator[CohortNode]:
+        """Ancestors from the parent up to the root."""
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def root(self) -> QuotaNode:
+        node: QuotaNode = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+
+@dataclass(eq=False)
+class CohortNode(QuotaNode):
+    """A Cohort (explicit object or implied by a reference); its quota adds to what its children lend."""
+
+    child_cohorts: list[CohortNode] = field(default_factory=list)
+    child_cqs: list = field(default_factory=list)  # list[ClusterQueueNode]
+    exists: bool = True
+
+    is_cohort = True
+
+    def subtree_cluster_queues(self) -> Iterator:
+        for c in self.child_cohorts:
+            yield from c.subtree_cluster_queues()
+        yield from self.child_cqs
+
+
+def local_quota(node: QuotaNode, fr: FlavorResource) -> int:
+    """Capacity kept inside the subtree because of a lending limit (never visible to the parent)."""
+    q = node.quotas.get(fr)
+    if q is not None and q.lending_limit is not None:
+        return max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
+    return 0
+
+
+def local_available(node: QuotaNode, fr: FlavorResource) -> int:
+    return max(0, local_quota(node, fr) - node.usage.get(fr, 0))
+
+
+def available(node: QuotaNode, fr: FlavorResource) -> int:
+    """Unused capacity reachable from node, honouring borrowing limits up the tree (may be negative)."""
+    if node.parent is None:
+        return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
+    parent_available = available(node.parent, fr)
+    q = node.quotas.get(fr)
+    if q is not None and q.borrowing_limit is not None:
+        lq = local_quota(node, fr)
+        stored_in_parent = node.subtree_quota.get(fr, 0) - lq
+        used_in_parent = max(0, node.usage.get(fr, 0) - lq)
+        parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
+    return local_available(node, fr) + parent_available
+
+
+def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """The most node could ever use with nothing else running (bounded by borrowing limits)."""
+    if node.parent is None:
+        return node.subtree_quota.get(fr, 0)
+    avail = local_quota(node, fr) + potential_available(node.parent, fr)
+    q = node.quotas.get(fr)
+    if q is not None and q.borrowing_limit is not None:
+        avail = min(node.subtree_quota.get(fr, 0) + q.borrowing_limit, avail)
+    return avail
+
+
+def add_usage(node: QuotaNode, fr: FlavorResource, val: int) -> None:
+    """Add usage and bubble the part beyond the node's local quota to its parent."""
+    local_avail = local_available(node, fr)
+    node.usage[fr] = node.usage.get(fr, 0) + val
+    if node.parent is not None and val > local_avail:
+        add_usage(node.parent, fr, val - local_avail)
+
+
+def remove_usage(node: QuotaNode, fr: FlavorResource, val: int) -> None:
+    stored_in_parent = node.usage.get(fr, 0) - local_quota(node, fr)
+    node.usage[fr] = node.usage.get(fr, 0) - val
+    if stored_in_parent <= 0 or node.parent is None:
+        return
+    remove_usage(node.parent, fr, min(val, stored_in_parent))
+
+
+def fits_in_quota(node: QuotaNode, requests: dict[FlavorResource, int]) -> tuple[bool, dict[FlavorResource, int]]:
+    """Whether requests fit in node's subtree quota, and what remains for the parent after local capacity."""
+    fits = True
+    remaining: dict[FlavorResource, int] = {}
+    for fr, v in requests.items():
+        if node.subtree_quota.get(fr, 0) < node.usage.get(fr, 0) + v:
+            fits = False
+        remaining[fr] = max(0, v - local_available(node, fr))
+    return fits, remaining
+
+
+def within_nominal(node: QuotaNode, frs: set[FlavorResource]) -> bool:
+    return all(node.subtree_quota.get(fr, 0) >= node.usage.get(fr, 0) for fr in frs)
+
+
+def update_tree(root: CohortNode) -> None:
+    """Recompute subtree quotas and cohort usage bottom-up (ClusterQueue usage must already be set)."""
+    root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
+    root.usage = {}
+    children: list[QuotaNode] = []
+    for c in root.child_cohorts:
+        update_tree(c)
+        children.append(c)
+    for cq in root.child_cqs:
+        cq.subtree_quota = {fr: q.nominal for fr, q in cq.quotas.items()}
+        children.append(cq)
+    for child in children:
+        for fr, sq in child.subtree_quota.items():
+            root.subtree_quota[fr] = root.subtree_quota.get(fr, 0) + sq - local_quota(child, fr)
+        for fr, u in child.usage.items():
+            delta = max(0, u - local_quota(child, fr))
+            if delta:
+                root.usage[fr] = root.usage.get(fr, 0) + delta
+
+
+@dataclass(frozen=True)
+class DRS:
+    """Dominant resource share of a node towards its parent, per mille of what the tree could lend it."""
+
+    weight: float = 1.0
+    ratio: float = 0.0
+    dominant: str = ""
+    borrowing: bool = False
+    borrowed: frozenset[FlavorResource] = frozenset()
+
+    def is_zero(self) -> bool:
+        return self.ratio == 0
+
+    def zero_weight_borrows(self) -> bool:
+        return self.weight == 0 and not self.is_zero()
+
+    def precise(self) -> float:
+        if self.is_zero():
+            return 0.0
+        if self.weight == 0:
+            return math.inf
+        return self.ratio / self.weight
+
+    def weighted_share(self) -> int:
+        """The rounded value ClusterQueue and Cohort status report (MaxInt64 for a borrowing zero weight)."""
+        if self.zero_weight_borrows():
+            return 2**63 - 1
+        return math.ceil(self.precise())
+
+    def borrowing_on(self, requested: dict[FlavorResource, int]) -> bool:
+        return any(requested.get(fr, 0) > 0 for fr in self.borrowed)
+
+
+NEGATIVE_DRS = DRS(ratio=-1.0)
+
+
+def compare_drs(a: DRS, b: DRS) -> int:
+    if a.zero_weight_borrows() and b.zero_weight_borrows():
+        return (a.ratio > b.ratio) - (a.ratio < b.ratio)
+    if a.zero_weight_borrows():
+        return 1
+    if b.zero_weight_borrows():
+        return -1
+    pa, pb = a.precise(), b.precise()
+    return (pa > pb) - (pa < pb)
+
+
+def lendable(node: CohortNode) -> dict[str, int]:
+    """Per resource name: what the whole tree could lend to the children of node (sum over flavors)."""
+    root = node.root()
+    result: dict[str, int] = {}
+    for fr in root.subtree_quota:
+        result[fr[1]] = result.get(fr[1], 0) + potential_available(node, fr)
+    return result
+
+
+def dominant_resource_share(node: QuotaNode, extra: dict[FlavorResource, int] | None = None) -> DRS:
+    """DRS of node (optionally with a workload's requests added), as fair_sharing.go computes it."""
+    if node.parent is None:
+        return DRS(weight=node.weight)
+    extra = extra or {}
+    borrowing: dict[str, int] = {}
+    borrowed: list[FlavorResource] = []
+    for fr, quota in node.subtree_quota.items():
+        amount = extra.get(fr, 0) + node.usage.get(fr, 0) - quota
+        if amount > 0:
+            borrowing[fr[1]] = borrowing.get(fr[1], 0) + amount
+            borrowed.append(fr)
+    if not borrowing:
+        return DRS(weight=node.weight)
+    lend = lendable(node.parent)
+    ratio, dominant = 0.0, ""
+    for rname in sorted(borrowing):
+        lr = lend.get(rname, 0)
+        if lr > 0:
+            r = borrowing[rname] * 1000.0 / lr
+            if r > ratio:
+                ratio, dominant = r, rname
+    return DRS(weight=node.weight, ratio=ratio, dominant=dominant, borrowing=True, borrowed=frozenset(borrowed))

@@ -1,0 +1,410 @@
+"""The scheduling cycle (Kueue's scheduler.schedule) and the per-ClusterQueue queues with their inadmissible sets.
+
+One cycle pops one head per active ClusterQueue, nominates (flavor assignment, preemption targets), orders the
+entries (classic: non-borrowing first, priority, FIFO; Fair Sharing: the DRS tournament), then admits, preempts or
+requeues each. `Scheduler.run` repeats cycles on one snapshot until nothing changes, as the emulator needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kubesim.kueue import constants as C
+from kubesim.kueue.scheduler.flavors import NO_FIT, PREEMPT, Assignment, FlavorAssigner
+from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo, order_key
+from kubesim.kueue.scheduler.preemption import Preemptor, Target, cq_path
+from kubesim.kueue.scheduler.quota import (
+    CohortNode,
+    FlavorResource,
+    add_usage,
+    available,
+    compare_drs,
+    dominant_resource_share,
+    remove_usage,
+)
+
+# requeue reasons
+GENERIC = ""
+FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+NAMESPACE_MISMATCH = "NamespaceMismatch"
+NO_FIT_REASON = "NoFit"
+PENDING_PREEMPTION = "PendingPreemption"
+PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
+_IMMEDIATE = {FAILED_AFTER_NOMINATION, PENDING_PREEMPTION, "PreemptionFailed"}
+
+
+@dataclass
+class Admission:
+    """A quota reservation the cycle made: what status.admission should say."""
+
+    workload: WorkloadInfo
+    cluster_queue: str
+    podset_assignments: list[dict]
+    usage: dict[FlavorResource, int]
+
+
+@dataclass
+class Preemption:
+    victim: WorkloadInfo
+    preemptor: WorkloadInfo
+    reason: str  # InClusterQueue, InCohortReclamation, ...
+    message: str
+    preemptor_cq: str
+    victim_cq: str
+
+
+@dataclass
+class Pending:
+    """A head that was not admitted this cycle, with the QuotaReserved=False reason and message to write."""
+
+    workload: WorkloadInfo
+    reason: str
+    message: str
+
+
+@dataclass
+class CycleResult:
+    admitted: list[Admission] = field(default_factory=list)
+    preempted: list[Preemption] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    moved_aside: int = 0  # heads moved to the inadmissible set
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.admitted or self.preempted or self.moved_aside)
+
+
+@dataclass
+class _Entry:
+    wl: WorkloadInfo
+    cq: ClusterQueueNode | None
+    assignment: Assignment = field(default_factory=Assignment)
+    targets: list[Target] = field(default_factory=list)
+    status: str = ""  # "", skipped, assumed
+    message: str = ""
+    reason: str = ""
+    requeue: str = GENERIC
+
+
+class Queues:
+    """Per-ClusterQueue queue state that outlives a snapshot: the inadmissible sets and sticky preemptors."""
+
+    def __init__(self) -> None:
+        self.inadmissible: dict[str, set[str]] = {}
+        self.sticky: dict[str, str] = {}
+
+    def flush(self, cluster_queues: set[str] | None = None) -> None:
+        """Move inadmissible workloads back to the heap (a cluster event may have made room)."""
+        if cluster_queues is None:
+            self.inadmissible.clear()
+        else:
+            for name in cluster_queues:
+                self.inadmissible.pop(name, None)
+
+    def forget(self, key: str) -> None:
+        for s in self.inadmissible.values():
+            s.discard(key)
+
+    def is_inadmissible(self, cq: str, key: str) -> bool:
+        return key in self.inadmissible.get(cq, ())
+
+    def ordered(self, snapshot: Snapshot, cq: str) -> list[WorkloadInfo]:
+        """All pending workloads of cq in Kueue's order (sticky preemptor first); used for visibility too."""
+        items = list(snapshot.pending.get(cq, []))
+        sticky = self.sticky.get(cq)
+        if sticky:
+            items.sort(key=lambda w: (w.key != sticky, *order_key(w)))
+        return items
+
+    def heads(self, snapshot: Snapshot, consumed: set[str]) -> list[WorkloadInfo]:
+        heads = []
+        for name in sorted(snapshot.pending):
+            cq = snapshot.cluster_queues.get(name)
+            if cq is None or not cq.active:
+                continue
+            for wl in self.ordered(snapshot, name):
+                if wl.key not in consumed and not self.is_inadmissible(name, wl.key):
+                    heads.append(wl)
+                    break
+        return heads
+
+    def requeue(self, cq: ClusterQueueNode | None, wl: WorkloadInfo, reason: str) -> bool:
+        """Requeue a head that was not admitted; True when it was moved to the inadmissible set."""
+        name = wl.cluster_queue
+        strict = cq is not None and cq.queueing_strategy == C.STRICT_FIFO
+        immediate = reason != NAMESPACE_MISMATCH if strict else reason in _IMMEDIATE
+        if reason == PENDING_PREEMPTION and not strict:
+            self.sticky[name] = wl.key
+        elif self.sticky.get(name) == wl.key:
+            del self.sticky[name]
+        if immediate:
+            self.inadmissible.get(name, set()).discard(wl.key)
+            return False
+        self.inadmissible.setdefault(name, set()).add(wl.key)
+        return True
+
+
+class Scheduler:
+    """Kueue's scheduler over a Snapshot. Stateless apart from the Queues passed in."""
+
+    def run(self, snapshot: Snapshot, queues: Queues, now: datetime, max_cycles: int = 100000) -> list[CycleResult]:
+        """Cycles until a cycle changes nothing; the snapshot reflects the admissions made."""
+        consumed: set[str] = set()
+        results = []
+        for _ in range(max_cycles):
+            result = self.cycle(snapshot, queues, now, consumed)
+            results.append(result)
+            if not result.progressed:
+                break
+        return results
+
+    def cycle(self, snapshot: Snapshot, queues: Queues, now: datetime, consumed: set[str] | None = None) -> CycleResult:
+        """One scheduling cycle. consumed collects workloads admitted by earlier cycles on the same snapshot."""
+        consumed = consumed if consumed is not None else set()
+        result = CycleResult()
+        heads = queues.heads(snapshot, consumed)
+        if not heads:
+            return result
+        preemptor = Preemptor(snapshot, now)
+        entries, rejected = self._nominate(snapshot, heads, preemptor)
+        preempted_keys: set[str] = set()
+        if snapshot.config.fair_sharing:
+            order = self._tournament(entries)
+        else:
+            order = sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl)))
+        transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]] = []
+        for e in order:
+            self._process(snapshot, e, preemptor, preempted_keys, result, consumed, now, transient)
+        for cq, usage in transient:  # the next cycle starts from a fresh view of reservations
+            for fr, v in usage.items():
+                remove_usage(cq, fr, v)
+        for e in entries + rejected:
+            if e.status == "assumed":
+                continue
+            if e.requeue == GENERIC and e.status:
+                e.requeue = FAILED_AFTER_NOMINATION
+            if queues.requeue(e.cq, e.wl, e.requeue):
+                result.moved_aside += 1
+            result.pending.append(Pending(e.wl, e.reason, e.message))
+        return result
+
+    # -- nomination -----------------------------------------------------------------------------------------
+
+    def _nominate(self, snapshot: Snapshot, heads: list[WorkloadInfo], preemptor: Preemptor):
+        entries, rejected = [], []
+        for wl in heads:
+            cq = snapshot.cluster_queues.get(wl.cluster_queue)
+            e = _Entry(wl, cq)
+            if cq is None:
+                e.message, e.reason = f"ClusterQueue {wl.cluster_queue} not found", C.REASON_MISCONFIGURED
+            elif not cq.active:
+                e.message, e.reason = f"ClusterQueue {cq.name} is inactive", C.REASON_SUSPENDED
+            elif not snapshot.namespace_matches(cq, wl.namespace):
+                e.message, e.reason = "workload namespace doesn't match ClusterQueue selector", C.REASON_MISCONFIGURED
+                e.requeue = NAMESPACE_MISMATCH
+            else:
+                e.assignment, e.targets = self._assignments(snapshot, wl, cq, preemptor)
+                e.message = e.assignment.message()
+                entries.append(e)
+                continue
+            rejected.append(e)
+        return entries, rejected
+
+    def _assignments(
+        self, snapshot: Snapshot, wl: WorkloadInfo, cq: ClusterQueueNode, preemptor: Preemptor
+    ) -> tuple[Assignment, list[Target]]:
+        assigner = FlavorAssigner(wl, cq, snapshot, preemptor.simulate)
+        full = assigner.assign()
+        mode = full.mode()
+        if mode not in (NO_FIT, PREEMPT):
+            return full, []
+        if mode == PREEMPT:
+            targets = preemptor.get_targets(wl, full)
+            if targets:
+                return full, targets
+        reducible = [i for i, ps in enumerate(wl.podsets) if ps.min_count is not None and ps.min_count < ps.count]
+        if reducible:
+            i = reducible[0]
+            ps = wl.podsets[i]
+            best: tuple[Assignment, list[Target]] | None = None
+            lo, hi = ps.min_count or 0, ps.count - 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                counts = [p.count for p in wl.podsets]
+                counts[i] = mid
+                attempt = assigner.assign(counts)
+                found: tuple[Assignment, list[Target]] | None = None
+                if attempt.mode() not in (NO_FIT, PREEMPT):
+                    found = (attempt, [])
+                elif attempt.mode() == PREEMPT:
+                    t = preemptor.get_targets(wl, attempt)
+                    if t:
+                        found = (attempt, t)
+                if found:
+                    best, lo = found, mid + 1
+                else:
+                    hi = mid - 1
+            if best is not None:
+                return best
+        return full, []
+
+    # -- ordering ---------------------------------------------------------------------------------------------
+
+    def _tournament(self, entries: list[_Entry]) -> Iterator[_Entry]:
+        """Fair Sharing order: per root cohort, repeatedly pick the winner of a DRS tournament."""
+        by_cq = {id(e.cq): e for e in entries}
+        remaining = sorted(entries, key=lambda e: e.cq.name)
+        while remaining:
+            first = remaining[0]
+            if first.cq.parent is None:
+                winner = first
+            else:
+                root = first.cq.parent.root()
+                drs = self._tournament_drs(root, by_cq)
+                winner = self._run_tournament(root, by_cq, drs)
+            remaining.remove(winner)
+            del by_cq[id(winner.cq)]
+            yield winner
+
+    @staticmethod
+    def _tournament_drs(root: CohortNode, by_cq: dict[int, _Entry]) -> dict[tuple[int, str], object]:
+        values = {}
+        for cq in root.subtree_cluster_queues():
+            e = by_cq.get(id(cq))
+            if e is None:
+                continue
+            usage = dict(e.assignment.usage) if not e.wl.has_reservation else {}
+            for fr, v in usage.items():
+                add_usage(cq, fr, v)
+            drs = dominant_resource_share(cq)
+            for ancestor in cq.path_to_root():
+                values[(id(ancestor), e.wl.key)] = (drs, usage)
+                drs = dominant_resource_share(ancestor)
+            for fr, v in usage.items():
+                remove_usage(cq, fr, v)
+        return values
+
+    def _run_tournament(self, cohort: CohortNode, by_cq: dict[int, _Entry], drs: dict) -> _Entry | None:
+        candidates = []
+        for child in cohort.child_cohorts:
+            c = self._run_tournament(child, by_cq, drs)
+            if c is not None:
+                candidates.append(c)
+        candidates += [by_cq[id(cq)] for cq in cohort.child_cqs if id(cq) in by_cq]
+        if not candidates:
+            return None
+        best = candidates[0]
+        for cur in candidates[1:]:
+            if self._less(cur, best, id(cohort), drs):
+                best = cur
+        return best
+
+    @staticmethod
+    def _less(a: _Entry, b: _Entry, cohort: int, drs: dict) -> bool:
+        a_drs, a_req = drs[(cohort, a.wl.key)]
+        b_drs, b_req = drs[(cohort, b.wl.key)]
+        a_borrow, b_borrow = a_drs.borrowing_on(a_req), b_drs.borrowing_on(b_req)
+        if a_borrow != b_borrow:
+            return not a_borrow
+        c = compare_drs(a_drs, b_drs)
+        if c != 0:
+            return c == -1
+        if a.wl.priority != b.wl.priority:
+            return a.wl.priority > b.wl.priority
+        return a.wl.order_time < b.wl.order_time
+
+    # -- processing -------------------------------------------------------------------------------------------
+
+    def _process(
+        self,
+        snapshot: Snapshot,
+        e: _Entry,
+        preemptor: Preemptor,
+        preempted_keys: set[str],
+        result: CycleResult,
+        consumed: set[str],
+        now: datetime,
+        transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]],
+    ) -> None:
+        cq = e.cq
+        assert cq is not None
+        mode = e.assignment.mode()
+        usage = e.assignment.usage
+        if mode == NO_FIT:
+            e.requeue, e.reason = NO_FIT_REASON, e.assignment.no_fit_reason or C.REASON_WAITING_FOR_QUOTA
+            return
+        if mode == PREEMPT and not e.targets:
+            e.requeue, e.reason = PREEMPTION_NO_CANDIDATES, C.REASON_WAITING_FOR_QUOTA
+            if cq.preemption.reclaim_within_cohort != C.ANY:
+                reserve = self._to_reserve(e, cq)
+                for fr, v in reserve.items():
+                    add_usage(cq, fr, v)
+                transient.append((cq, reserve))
+            return
+        if any(t.workload.key in preempted_keys for t in e.targets):
+            e.status, e.message = "skipped", "Workload has overlapping preemption targets with another workload"
+            e.reason = C.REASON_WAITING_FOR_QUOTA
+            return
+        if not self._fits_after(snapshot, cq, usage, preempted_keys, e.targets):
+            e.status, e.message = "skipped", "Workload no longer fits after processing another workload"
+            e.reason = C.REASON_WAITING_FOR_QUOTA
+            return
+        preempted_keys.update(t.workload.key for t in e.targets)
+        for fr, v in usage.items():
+            add_usage(cq, fr, v)
+        if mode == PREEMPT:
+            e.reason = C.REASON_WAITING_FOR_PREEMPTED
+            for t in e.targets:
+                victim_cq = snapshot.cluster_queues[t.workload.cluster_queue]
+                message = preemption_message(e.wl, t.reason, cq_path(cq), cq_path(victim_cq))
+                if not t.workload.evicted:
+                    t.workload.evicted = True
+                    result.preempted.append(Preemption(t.workload, e.wl, t.reason, message, cq.name, victim_cq.name))
+            e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
+            e.requeue = PENDING_PREEMPTION
+            transient.append((cq, dict(usage)))  # not admitted yet: its usage only blocks the rest of this cycle
+            return
+        e.status = "assumed"
+        e.wl.cluster_queue = cq.name
+        e.wl.usage = dict(usage)
+        e.wl.reserved_at = now
+        cq.workloads[e.wl.key] = e.wl
+        consumed.add(e.wl.key)
+        snapshot.pending[cq.name] = [w for w in snapshot.pending.get(cq.name, []) if w.key != e.wl.key]
+        result.admitted.append(Admission(e.wl, cq.name, e.assignment.to_api(), dict(usage)))
+
+    @staticmethod
+    def _fits_after(snapshot: Snapshot, cq, usage, preempted_keys: set[str], targets: list[Target]) -> bool:
+        """Whether usage fits once this cycle's victims and this entry's targets are gone."""
+        removed = [snapshot.workloads[k] for k in preempted_keys if k in snapshot.workloads]
+        removed += [t.workload for t in targets if t.workload.key not in preempted_keys]
+        removed = [w for w in removed if w.key in snapshot.cluster_queues[w.cluster_queue].workloads]
+        for w in removed:
+            snapshot.remove_workload(w)
+        ok = all(max(0, available(cq, fr)) >= v for fr, v in usage.items())
+        for w in removed:
+            snapshot.add_workload(w)
+        return ok
+
+    @staticmethod
+    def _to_reserve(e: _Entry, cq: ClusterQueueNode) -> dict[FlavorResource, int]:
+        """Capacity a blocked preemptor holds for this cycle so lower entries cannot take it (resourcesToReserve)."""
+        reserved = {}
+        for fr, v in e.assignment.usage.items():
+            q = cq.quota_for(fr)
+            used = cq.usage.get(fr, 0)
+            if e.assignment.borrowing > 0:
+                reserved[fr] = v if q.borrowing_limit is None else min(v, q.nominal + q.borrowing_limit - used)
+            else:
+                reserved[fr] = max(0, min(v, q.nominal - used))
+        return reserved
+
+
+def preemption_message(preemptor: WorkloadInfo, reason: str, preemptor_path: str, preemptee_path: str) -> str:
+    return (
+        f"Preempted to accommodate a workload (UID: {preemptor.uid or 'UNKNOWN'}, JobUID: "
+        f"{preemptor.job_uid or 'UNKNOWN'}) due to {C.HUMAN_PREEMPTION_REASONS.get(reason, 'UNKNOWN')}; "
+        f"preemptor path: {preemptor_path}; preemptee path: {preemptee_path}"
+    )

@@ -1,0 +1,122 @@
+"""Pure functions that change a Workload dict's status the way Kueue's workload package does.
+
+Shared by the controllers (which then write through the store) and by anyone replaying scheduler decisions on
+plain objects (tests, the portal's forecasts). Each returns True when it changed something.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kubesim.kueue import constants as C
+from kubesim.kueue.scheduler.model import find_condition
+
+
+def ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(obj: dict, ctype: str, status: str, reason: str, message: str, now: datetime) -> bool:
+    """meta.SetStatusCondition: lastTransitionTime moves only when the status flips."""
+    conds = obj.setdefault("status", {}).setdefault("conditions", [])
+    gen = (obj.get("metadata") or {}).get("generation")
+    message = message[:32768]
+    for c in conds:
+        if c.get("type") == ctype:
+            changed = False
+            if c.get("status") != status:
+                c["status"], c["lastTransitionTime"], changed = status, ts(now), True
+            for key, val in (("reason", reason), ("message", message), ("observedGeneration", gen)):
+                if val is not None and c.get(key) != val:
+                    c[key], changed = val, True
+            return changed
+    cond = {"type": ctype, "status": status, "lastTransitionTime": ts(now), "reason": reason, "message": message}
+    if gen is not None:
+        cond["observedGeneration"] = gen
+    conds.append(cond)
+    return True
+
+
+def remove_condition(obj: dict, ctype: str) -> bool:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    kept = [c for c in conds if c.get("type") != ctype]
+    if len(kept) == len(conds):
+        return False
+    obj["status"]["conditions"] = kept
+    return True
+
+
+def _reset_active(obj: dict, ctype: str, reason: str, now: datetime) -> bool:
+    prev = find_condition(obj, ctype)
+    if prev is None or prev.get("status") != "True":
+        return False
+    return set_condition(obj, ctype, "False", reason, "Previously: " + (prev.get("message") or ""), now)
+
+
+def sync_admitted(obj: dict, now: datetime) -> bool:
+    """Admitted follows QuotaReserved (kubesim has no admission checks)."""
+    qr = find_condition(obj, C.QUOTA_RESERVED)
+    if qr is None and find_condition(obj, C.ADMITTED) is None:
+        return False
+    if qr is not None and qr.get("status") == "True":
+        return set_condition(obj, C.ADMITTED, "True", "Admitted", "The workload is admitted", now)
+    return set_condition(obj, C.ADMITTED, "False", "NoReservation", "The workload has no reservation", now)
+
+
+def set_quota_reservation(obj: dict, cluster_queue: str, podset_assignments: list[dict], now: datetime) -> bool:
+    """SetQuotaReservation + SyncAdmittedCondition: reserve, admit, and flip Evicted/Preempted to 'Previously'."""
+    obj.setdefault("status", {})["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": podset_assignments}
+    set_condition(obj, C.QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}", now)
+    _reset_active(obj, C.EVICTED, "QuotaReserved", now)
+    _reset_active(obj, C.PREEMPTED, "QuotaReserved", now)
+    sync_admitted(obj, now)
+    return True
+
+
+def unset_quota_reservation(obj: dict, reason: str, message: str, now: datetime) -> bool:
+    """UnsetQuotaReservationWithCondition: QuotaReserved=False with reason/message, admission cleared."""
+    changed = set_condition(obj, C.QUOTA_RESERVED, "False", reason, message, now)
+    status = obj.setdefault("status", {})
+    if status.get("admission") is not None:
+        status["admission"] = None
+        changed = True
+    return sync_admitted(obj, now) or changed
+
+
+def _count_eviction(obj: dict, reason: str, cause: str) -> None:
+    stats = obj.setdefault("status", {}).setdefault("schedulingStats", {})
+    evictions = stats.setdefault("evictions", [])
+    for e in evictions:
+        if e.get("reason") == reason and (e.get("underlyingCause") or "") == cause:
+            e["count"] = int(e.get("count", 0)) + 1
+            return
+    evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
+
+
+def evict(obj: dict, reason: str, message: str, now: datetime, cause: str = "") -> bool:
+    """workload evict: Evicted=True (reason Deactivated gets 'DueTo<cause>'), eviction counted in schedulingStats."""
+    ev_reason = f"{reason}DueTo{cause}" if reason == C.EVICTED_DEACTIVATED and cause else reason
+    set_condition(obj, C.EVICTED, "True", ev_reason, message, now)
+    _count_eviction(obj, reason, cause)
+    return True
+
+
+def preempt(obj: dict, reason: str, message: str, now: datetime) -> bool:
+    """Eviction by preemption: Preempted=True with the preemption reason, Evicted=True reason Preempted."""
+    set_condition(obj, C.PREEMPTED, "True", reason, message, now)
+    return evict(obj, C.EVICTED_PREEMPTED, message, now)
+
+
+def release_after_eviction(obj: dict, now: datetime) -> bool:
+    """What the job reconciler does once an evicted job has stopped: Requeued, and the reservation is released."""
+    ev = find_condition(obj, C.EVICTED)
+    if ev is None or ev.get("status") != "True":
+        return False
+    requeued = ev.get("reason") in (C.EVICTED_PREEMPTED, "NodeFailures")
+    changed = set_condition(obj, C.REQUEUED, "True" if requeued else "False", ev["reason"], ev.get("message", ""), now)
+    return unset_quota_reservation(obj, C.REASON_PENDING_EVALUATION, ev.get("message", ""), now) or changed
+
+
+def set_pending(obj: dict, reason: str, message: str, now: datetime) -> bool:
+    """A scheduler verdict for a pending workload (no-op when the condition already says so)."""
+    return unset_quota_reservation(obj, reason, message, now)
