@@ -66,7 +66,8 @@ def sync_admitted(obj: dict, now: datetime) -> bool:
 def set_quota_reservation(obj: dict, cluster_queue: str, podset_assignments: list[dict], now: datetime) -> bool:
     """SetQuotaReservation + SyncAdmittedCondition: reserve, admit, and flip Evicted/Preempted to 'Previously'."""
     obj.setdefault("status", {})["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": podset_assignments}
-    set_condition(obj, C.QUOTA_RESERVED, "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}", now)
+    message = f"Quota reserved in ClusterQueue {cluster_queue}"
+    set_condition(obj, C.QUOTA_RESERVED, "True", "QuotaReserved", message, now)
     _reset_active(obj, C.EVICTED, "QuotaReserved", now)
     _reset_active(obj, C.PREEMPTED, "QuotaReserved", now)
     sync_admitted(obj, now)

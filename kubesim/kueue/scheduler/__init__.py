@@ -1,8 +1,8 @@
 """Kueue's scheduler as an importable library: no HTTP, no store, plain data in and decisions out.
 
-    snapshot = Snapshot.from_objects(resource_flavors=..., cohorts=..., cluster_queues=..., local_queues=...,
-                                     workloads=..., config=KueueConfig.default(), now=now)
-    results = Scheduler().run(snapshot, Queues(), now)   # or .cycle(...) for one scheduling cycle
+snapshot = Snapshot.from_objects(resource_flavors=..., cohorts=..., cluster_queues=..., local_queues=...,
+                                 workloads=..., config=KueueConfig.default(), now=now)
+results = Scheduler().run(snapshot, Queues(), now)   # or .cycle(...) for one scheduling cycle
 """
 
 from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo

@@ -22,8 +22,9 @@ def flavor(name: str, labels: dict | None = None, taints: list | None = None) ->
     return {"metadata": {"name": name}, "spec": {"nodeLabels": labels or {}, "nodeTaints": taints or []}}
 
 
-def quota_spec(flavor_name: str, nominal: int, borrowing: int | None = None, lending: int | None = None,
-               resource: str = GPU) -> dict:
+def quota_spec(
+    flavor_name: str, nominal: int, borrowing: int | None = None, lending: int | None = None, resource: str = GPU
+) -> dict:
     r: dict = {"name": resource, "nominalQuota": str(nominal)}
     if borrowing is not None:
         r["borrowingLimit"] = str(borrowing)
@@ -32,10 +33,23 @@ def quota_spec(flavor_name: str, nominal: int, borrowing: int | None = None, len
     return {"coveredResources": [resource], "flavors": [{"name": flavor_name, "resources": [r]}]}
 
 
-def cluster_queue(name: str, nominal: int = 0, *, cohort: str = "", flavor_name: str = "f", borrowing=None,
-                  lending=None, within: str = "Never", reclaim: str = "Never", borrow_policy: str | None = None,
-                  threshold: int | None = None, strategy: str = "BestEffortFIFO", weight: str | None = None,
-                  namespace_selector: dict | None = None, groups: list | None = None) -> dict:
+def cluster_queue(
+    name: str,
+    nominal: int = 0,
+    *,
+    cohort: str = "",
+    flavor_name: str = "f",
+    borrowing=None,
+    lending=None,
+    within: str = "Never",
+    reclaim: str = "Never",
+    borrow_policy: str | None = None,
+    threshold: int | None = None,
+    strategy: str = "BestEffortFIFO",
+    weight: str | None = None,
+    namespace_selector: dict | None = None,
+    groups: list | None = None,
+) -> dict:
     spec: dict = {
         "namespaceSelector": {} if namespace_selector is None else namespace_selector,
         "queueingStrategy": strategy,
@@ -51,8 +65,16 @@ def cluster_queue(name: str, nominal: int = 0, *, cohort: str = "", flavor_name:
     return {"metadata": {"name": name}, "spec": spec}
 
 
-def cohort(name: str, parent: str | None = None, nominal: int | None = None, *, flavor_name: str = "f",
-           borrowing=None, lending=None, weight: str | None = None) -> dict:
+def cohort(
+    name: str,
+    parent: str | None = None,
+    nominal: int | None = None,
+    *,
+    flavor_name: str = "f",
+    borrowing=None,
+    lending=None,
+    weight: str | None = None,
+) -> dict:
     spec: dict = {}
     if parent:
         spec["parentName"] = parent
@@ -86,9 +108,20 @@ class Sim:
         self.preemptions: list = []
         self._seq = 0
 
-    def add(self, name: str, queue: str, gpu: int = 1, *, namespace: str = "default", priority: int = 0,
-            count: int = 1, min_count: int | None = None, node_selector: dict | None = None,
-            tolerations: list | None = None, cpu: str | None = None) -> dict:
+    def add(
+        self,
+        name: str,
+        queue: str,
+        gpu: int = 1,
+        *,
+        namespace: str = "default",
+        priority: int = 0,
+        count: int = 1,
+        min_count: int | None = None,
+        node_selector: dict | None = None,
+        tolerations: list | None = None,
+        cpu: str | None = None,
+    ) -> dict:
         """A pending workload created one second after the previous one (FIFO is by creation time)."""
         self._seq += 1
         requests = {GPU: str(gpu)}

@@ -164,11 +164,12 @@ def test_reclaim_within_cohort_classic_and_fair():
         sim.add("b", "lq-b", 4)
         sim.settle()
         assert "b" in sim.running()
-        victims = [p for p in sim.preemptions]
+        victims = list(sim.preemptions)
         assert len(victims) == 2
         assert {p.reason for p in victims} == {"InCohortReclamation"}
-        assert victims[0].message.endswith("due to reclamation within the cohort; preemptor path: /co/cq-b; "
-                                           "preemptee path: /co/cq-a")
+        assert victims[0].message.endswith(
+            "due to reclamation within the cohort; preemptor path: /co/cq-b; preemptee path: /co/cq-a"
+        )
         # most recently admitted go first; the two admitted last are a2 and a3 (same time: higher UID order)
         assert len(sim.running() & {"a0", "a1", "a2", "a3"}) == 2
 
@@ -186,8 +187,9 @@ def test_reclaim_never_waits():
 
 def test_borrow_within_cohort_threshold_classic():
     def build(threshold: int) -> Sim:
-        sim = two_queue_cohort(CLASSIC, b_kw={"reclaim": "Any", "borrow_policy": "LowerPriority",
-                                              "threshold": threshold})
+        sim = two_queue_cohort(
+            CLASSIC, b_kw={"reclaim": "Any", "borrow_policy": "LowerPriority", "threshold": threshold}
+        )
         sim.cqs.append(cluster_queue("cq-c", 4, cohort="co"))
         for i in range(5):
             sim.add(f"a{i}", "lq-a", 2, priority=10)
@@ -330,10 +332,15 @@ def test_no_matching_flavor():
 def test_untolerated_taint_then_next_flavor():
     sim = Sim()
     sim.flavors = [flavor("spot", taints=[{"key": "spot", "value": "true", "effect": "NoSchedule"}]), flavor("f")]
-    groups = [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-        {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]},
-        {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]},
-    ]}]
+    groups = [
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [
+                {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]},
+                {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]},
+            ],
+        }
+    ]
     sim.cqs.append(cluster_queue("cq", groups=groups))
     sim.lqs.append(local_queue("lq", "cq"))
     sim.add("plain", "lq", 1)
@@ -387,6 +394,6 @@ def test_multiple_resource_groups_resources():
     sim.add("y", "lq", 1, cpu="6")
     sim.settle()
     assert sim.running() == {"x"}
-    assert "insufficient unused quota for cpu in flavor f, 4 more needed" in sim.condition("y", "QuotaReserved")[
-        "message"
-    ]
+    assert (
+        "insufficient unused quota for cpu in flavor f, 4 more needed" in sim.condition("y", "QuotaReserved")["message"]
+    )
