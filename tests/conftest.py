@@ -9,6 +9,12 @@ from django.conf import settings
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # One test database per run, so several runs on one machine (developers, CI) never share one.
+    database = settings.DATABASES["default"]
+    if "postgresql" in database["ENGINE"]:
+        database["TEST"] = {**database.get("TEST", {}), "NAME": f"test_{database['NAME']}_{os.getpid()}"}
+    # Fast hashing: the suite logs demo users in thousands of times; production keeps Django's default.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Tests render templates without running collectstatic first.
     settings.STORAGES = {**settings.STORAGES,
                          "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}

@@ -235,8 +235,54 @@ def project_defaults_set(*, actor: Any, project: Project, default_priority_class
 # --- quotas ----------------------------------------------------------------------------------------------------
 
 
+def quota_rule_errors(
+    *,
+    pool: NodePool,
+    deserved: int,
+    limit: int | None,
+    department: Department,
+    for_project: bool,
+    department_deserved: int = 0,
+    siblings_deserved: int = 0,
+    projects_deserved: int = 0,
+    other_departments_deserved: int = 0,
+) -> dict[str, str]:
+    """The rules that span rows (DESIGN section 4) for one quota, given the sums around it; pure, no queries.
+
+    For a project quota: `department_deserved` is its department's deserved units on the pool and
+    `siblings_deserved` what the department's other projects hold. For a department quota: `projects_deserved`
+    is what its projects hold and `other_departments_deserved` what the other departments hold. Returns
+    field -> message in the order the rules are checked (empty: the quota is fine). The quota table's live
+    validation calls this with proposed values; `_check_quota_rules` with the stored ones.
+    """
+    errors: dict[str, str] = {}
+    if limit is not None and limit < deserved:
+        errors["limit"] = f"The limit ({limit}) cannot be below the deserved quota ({deserved})."
+    if for_project:
+        if siblings_deserved + deserved > department_deserved:
+            room = max(0, department_deserved - siblings_deserved)
+            errors["deserved"] = (
+                f"{department.name} has {department_deserved} deserved units on {pool.slug} and its other projects "
+                f"hold {siblings_deserved}, so this project can have at most {room}. Raise the department's quota "
+                "first or lower another project's."
+            )
+        return errors
+    if deserved < projects_deserved:
+        errors["deserved"] = (
+            f"The department's projects hold {projects_deserved} deserved units on {pool.slug}; "
+            "lower theirs before lowering the department's."
+        )
+    elif not pool.over_subscribable and other_departments_deserved + deserved > pool.capacity:
+        room = max(0, pool.capacity - other_departments_deserved)
+        errors["deserved"] = (
+            f"{pool.slug} has {pool.capacity} units and other departments hold {other_departments_deserved}, so at "
+            f"most {room} can be given here. Lower another department's quota, or mark the pool over-subscribable."
+        )
+    return errors
+
+
 def _check_quota_rules(quota: Quota) -> None:
-    """The rules that span rows (DESIGN section 4), with messages that say what to change."""
+    """The rules that span rows, checked against the stored sums; raises the first refusal."""
     pool = quota.node_pool
     if quota.limit is not None and quota.limit < quota.deserved:
         raise ValidationError(
@@ -245,41 +291,24 @@ def _check_quota_rules(quota: Quota) -> None:
     if quota.project_id:
         department = quota.project.department
         department_quota = Quota.objects.filter(department=department, node_pool=pool).first()
-        department_deserved = department_quota.deserved if department_quota else 0
-        siblings = (
-            Quota.objects.filter(project__department=department, node_pool=pool)
-            .exclude(pk=quota.pk)
-            .aggregate(total=Sum("deserved"))["total"] or 0
+        errors = quota_rule_errors(
+            pool=pool, deserved=quota.deserved, limit=quota.limit, department=department, for_project=True,
+            department_deserved=department_quota.deserved if department_quota else 0,
+            siblings_deserved=Quota.objects.filter(project__department=department, node_pool=pool)
+            .exclude(pk=quota.pk).aggregate(total=Sum("deserved"))["total"] or 0,
         )
-        if siblings + quota.deserved > department_deserved:
-            room = max(0, department_deserved - siblings)
-            raise ValidationError({"deserved": (
-                f"{department.name} has {department_deserved} deserved units on {pool.slug} and its other projects "
-                f"hold {siblings}, so this project can have at most {room}. Raise the department's quota first "
-                "or lower another project's."
-            )})
-        return
-    projects_total = (
-        Quota.objects.filter(project__department_id=quota.department_id, node_pool=pool)
-        .aggregate(total=Sum("deserved"))["total"] or 0
-    )
-    if quota.deserved < projects_total:
-        raise ValidationError({"deserved": (
-            f"The department's projects hold {projects_total} deserved units on {pool.slug}; "
-            "lower theirs before lowering the department's."
-        )})
-    if not pool.over_subscribable:
-        others = (
-            Quota.objects.filter(department__isnull=False, node_pool=pool)
-            .exclude(pk=quota.pk)
-            .aggregate(total=Sum("deserved"))["total"] or 0
+    else:
+        errors = quota_rule_errors(
+            pool=pool, deserved=quota.deserved, limit=quota.limit, department=quota.department, for_project=False,
+            projects_deserved=Quota.objects.filter(project__department_id=quota.department_id, node_pool=pool)
+            .aggregate(total=Sum("deserved"))["total"] or 0,
+            other_departments_deserved=0 if pool.over_subscribable else Quota.objects.filter(
+                department__isnull=False, node_pool=pool).exclude(pk=quota.pk).aggregate(total=Sum("deserved"))["total"]
+            or 0,
         )
-        if others + quota.deserved > pool.capacity:
-            room = max(0, pool.capacity - others)
-            raise ValidationError({"deserved": (
-                f"{pool.slug} has {pool.capacity} units and other departments hold {others}, so at most {room} "
-                "can be given here. Lower another department's quota, or mark the pool over-subscribable."
-            )})
+    if errors:
+        field_name, message = next(iter(errors.items()))
+        raise ValidationError({field_name: message})
 
 
 def _quota_scope(quota: Quota) -> dict[str, Any]:
@@ -321,8 +350,9 @@ def quota_set(
         }, {"deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"})
         if before is not None and not changed:
             return quota
-        quota.full_clean()
-        _check_quota_rules(quota)
+        quota.full_clean(validate_constraints=False)
+        _check_quota_rules(quota)  # before the constraints, whose messages are generic
+        quota.validate_constraints()
         for hook in _quota_guards:
             hook(quota)
         quota.save()
@@ -349,7 +379,11 @@ def quota_weight_set(*, actor: Any, quota: Quota, over_quota_weight: Decimal | i
     else:
         _require(actor, Action.EDIT_WEIGHT, quota.project)
     with transaction.atomic():
-        quota = Quota.objects.select_for_update().select_related("project__department", "node_pool").get(pk=quota.pk)
+        quota = (
+            Quota.objects.select_for_update(of=("self",))
+            .select_related("project__department", "node_pool")
+            .get(pk=quota.pk)
+        )
         if quota.project_id and not can(actor, Action.MANAGE_PROJECTS, quota.project):
             department = quota.project.department
             if not department.min_project_weight <= weight <= department.max_project_weight:

@@ -1,0 +1,210 @@
+"""Every quota rule, accepted and refused, with the message a user sees; refusals change nothing."""
+
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from apps.org import services
+from apps.org.models import AuditEvent, Department, NodePool, PriorityClass, Project, Quota
+
+
+def messages(exc: ValidationError) -> str:
+    return " ".join(str(m) for m in exc.messages)
+
+
+@pytest.fixture
+def org(demo):
+    return {
+        "admin": demo["admin"], "deptadmin": demo["deptadmin"], "lead": demo["lead"], "alice": demo["alice"],
+        "h100": NodePool.objects.get(slug="h100"), "research": Department.objects.get(slug="research"),
+        "production": Department.objects.get(slug="production"), "vision": Project.objects.get(slug="vision"),
+        "nlp": Project.objects.get(slug="nlp"),
+    }
+
+
+def unchanged(func):
+    """Run func, expecting a ValidationError, and check that no quota or audit row changed."""
+    before = (list(Quota.objects.values_list("pk", "deserved", "limit", "over_quota_weight")),
+              AuditEvent.objects.count())
+    with pytest.raises(ValidationError) as caught:
+        func()
+    after = (list(Quota.objects.values_list("pk", "deserved", "limit", "over_quota_weight")),
+             AuditEvent.objects.count())
+    assert after == before
+    return messages(caught.value)
+
+
+def test_limit_below_deserved_is_refused(org):
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=3))
+    assert "The limit (3) cannot be below the deserved quota (4)." in message
+
+
+def test_limit_equal_to_deserved_and_unlimited_are_accepted(org):
+    quota = services.quota_set(actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=4)
+    assert quota.limit == 4
+    quota = services.quota_set(actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=None)
+    assert quota.limit is None and quota.over_quota_units is None
+
+
+def test_projects_cannot_exceed_department_quota(org):
+    # Research has 8 on h100; vision and nlp hold 4 each.
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=5, limit=8))
+    assert "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have at most 4" \
+        in message
+
+
+def test_projects_may_fill_department_quota_exactly(org):
+    services.quota_set(actor=org["admin"], node_pool=org["h100"], project=org["nlp"], deserved=2, limit=8)
+    quota = services.quota_set(actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=6, limit=8)
+    assert quota.deserved == 6
+
+
+def test_department_quota_cannot_drop_below_its_projects(org):
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], department=org["research"], deserved=7, limit=12))
+    assert "The department's projects hold 8 deserved units on h100" in message
+
+
+def test_departments_cannot_exceed_pool_capacity(org):
+    # h100 has 16; departments hold 8 + 4 + 4.
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], department=org["production"], deserved=5, limit=8))
+    assert "h100 has 16 units and other departments hold 12, so at most 4 can be given here" in message
+    assert "mark the pool over-subscribable" in message
+
+
+def test_over_subscribable_pool_accepts_more_than_capacity(org):
+    services.node_pool_update(actor=org["admin"], node_pool=org["h100"], over_subscribable=True)
+    quota = services.quota_set(actor=org["admin"], node_pool=org["h100"], department=org["production"], deserved=10,
+                               limit=None)
+    assert quota.deserved == 10
+    # Going back to a strict pool is refused while departments hold more than the capacity.
+    with pytest.raises(ValidationError) as caught:
+        services.node_pool_update(actor=org["admin"], node_pool=org["h100"], over_subscribable=False)
+    assert "Departments hold 22 deserved units on h100, more than a capacity of 16" in messages(caught.value)
+    assert NodePool.objects.get(slug="h100").over_subscribable is True
+
+
+def test_pool_capacity_cannot_drop_below_assigned_quota(org):
+    with pytest.raises(ValidationError) as caught:
+        services.node_pool_update(actor=org["admin"], node_pool=org["h100"], capacity=15)
+    assert "more than a capacity of 15" in messages(caught.value)
+    assert NodePool.objects.get(slug="h100").capacity == 16
+
+
+@pytest.mark.parametrize("weight", [-1, 1001])
+def test_weight_bounds(org, weight):
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=8,
+        over_quota_weight=weight))
+    assert "Ensure this value is" in message
+
+
+@pytest.mark.parametrize("slug", ["Vision", "-vision", "vision-", "vi_sion", "v" * 41, ""])
+def test_project_slug_must_be_dns_label(org, slug):
+    with pytest.raises(ValidationError):
+        services.project_create(actor=org["admin"], department=org["research"], slug=slug, name="X")
+    assert not Project.objects.filter(name="X").exists()
+
+
+def test_duplicate_slugs_are_refused(org):
+    with pytest.raises(ValidationError) as caught:
+        services.project_create(actor=org["admin"], department=org["research"], slug="vision", name="Another")
+    assert "already exists" in messages(caught.value)
+    with pytest.raises(ValidationError):
+        services.department_create(actor=org["admin"], slug="research", name="Research 2")
+
+
+def test_project_gets_namespace_and_audit_row(org):
+    project = services.project_create(actor=org["deptadmin"], department=org["research"], slug="speech",
+                                      name="Speech")
+    assert project.namespace == "proj-speech"
+    event = AuditEvent.objects.get(action="project.create", object_id=str(project.pk))
+    assert event.actor == org["deptadmin"] and event.department == org["research"] and event.before is None
+    assert event.after["slug"] == "speech"
+
+
+def test_team_lead_weight_within_department_bounds(org):
+    quota = Quota.objects.get(project=org["vision"], node_pool=org["h100"])
+    updated = services.quota_weight_set(actor=org["lead"], quota=quota, over_quota_weight="3.5")
+    assert updated.over_quota_weight == Decimal("3.5")
+    event = AuditEvent.objects.get(action="quota.weight")
+    assert event.before["over_quota_weight"] == "2" and event.after["over_quota_weight"] == "3.5"
+    message = unchanged(lambda: services.quota_weight_set(actor=org["lead"], quota=quota, over_quota_weight=11))
+    assert "Choose a weight between 0 and 10, the bounds set for Research." in message
+
+
+def test_team_lead_cannot_change_deserved_quota(org):
+    with pytest.raises(PermissionDenied):
+        services.quota_set(actor=org["lead"], node_pool=org["h100"], project=org["vision"], deserved=2, limit=8)
+    assert Quota.objects.get(project=org["vision"], node_pool=org["h100"]).deserved == 4
+
+
+def test_department_admin_is_confined_to_own_department(org):
+    serving = Project.objects.get(slug="serving")
+    with pytest.raises(PermissionDenied):
+        services.quota_set(actor=org["deptadmin"], node_pool=org["h100"], project=serving, deserved=2, limit=4)
+    with pytest.raises(PermissionDenied):
+        services.quota_set(actor=org["deptadmin"], node_pool=org["h100"], department=org["research"], deserved=8,
+                           limit=16)
+    quota = services.quota_set(actor=org["deptadmin"], node_pool=org["h100"], project=org["vision"], deserved=3,
+                               limit=6)
+    assert quota.deserved == 3
+
+
+def test_researcher_cannot_change_anything(org):
+    quota = Quota.objects.get(project=org["vision"], node_pool=org["h100"])
+    with pytest.raises(PermissionDenied):
+        services.quota_weight_set(actor=org["alice"], quota=quota, over_quota_weight=3)
+    with pytest.raises(PermissionDenied):
+        services.node_pool_create(actor=org["alice"], slug="x", name="x", gpu_resource="nvidia.com/gpu", capacity=1)
+
+
+def test_unchanged_quota_writes_no_audit_row(org):
+    rows = AuditEvent.objects.count()
+    services.quota_set(actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=8,
+                       over_quota_weight=2)
+    assert AuditEvent.objects.count() == rows
+
+
+def test_deleting_pool_in_use_is_refused(org):
+    with pytest.raises(ValidationError) as caught:
+        services.node_pool_delete(actor=org["admin"], node_pool=org["h100"])
+    assert "quotas still use h100" in messages(caught.value)
+
+
+def test_deleting_department_with_projects_is_refused(org):
+    with pytest.raises(ValidationError) as caught:
+        services.department_delete(actor=org["admin"], department=org["research"])
+    assert "Research still has 2 projects" in messages(caught.value)
+
+
+def test_project_delete_audits_its_quotas(org):
+    project = services.project_create(actor=org["admin"], department=org["research"], slug="tmp", name="Tmp")
+    services.quota_set(actor=org["admin"], node_pool=NodePool.objects.get(slug="l40s-shared"), project=project,
+                       deserved=0, limit=4)
+    project_id = str(project.pk)
+    services.project_delete(actor=org["admin"], project=project)
+    assert set(AuditEvent.objects.filter(object_id=project_id).values_list("action", flat=True)) >= {
+        "project.create", "project.delete"}
+    assert AuditEvent.objects.filter(action="quota.delete").exists()
+
+
+def test_priority_class_rename_is_refused(org):
+    train = PriorityClass.objects.get(name="train")
+    with pytest.raises(ValidationError) as caught:
+        services.priority_class_update(actor=org["admin"], priority_class=train, name="training")
+    assert "cannot be renamed" in messages(caught.value)
+    updated = services.priority_class_update(actor=org["admin"], priority_class=train, value=60)
+    assert updated.value == 60
+    assert AuditEvent.objects.filter(action="priority_class.update", before__value=50, after__value=60).exists()
+
+
+def test_card_fraction_cannot_exceed_one(org):
+    with pytest.raises(ValidationError) as caught:
+        services.node_pool_create(actor=org["admin"], slug="big", name="Big", gpu_resource="nvidia.com/gpu",
+                                  capacity=4, card_fraction_numerator=2, card_fraction_denominator=1)
+    assert "more than one physical card" in messages(caught.value)
