@@ -1,0 +1,158 @@
+"""What kube-apiserver's built-in registry strategies add for core and batch kinds: defaults and the
+cross-field rules a schema cannot express (Job selector and labels, restartPolicy, template immutability)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubesim.validation import Cause
+
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+CONTROLLER_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+
+
+def default_pod_spec(spec: dict) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        if isinstance(c, dict):
+            image = str(c.get("image", ""))
+            tag_latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
+            c.setdefault("imagePullPolicy", "Always" if tag_latest else "IfNotPresent")
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+
+
+def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
+    """Defaults applied on create/update before webhooks, as the registry strategies do."""
+    spec = obj.get("spec")
+    if resource == "pods" and isinstance(spec, dict):
+        default_pod_spec(spec)
+        if old is None:
+            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    elif resource == "jobs" and isinstance(spec, dict):
+        _default_job(obj, spec, old)
+    elif resource == "namespaces":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        if old is None:
+            obj["status"] = {"phase": "Active"}
+        labels = obj.setdefault("metadata", {}).setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+
+def _default_job(obj: dict, spec: dict, old: dict | None) -> None:
+    if spec.get("parallelism") is None and spec.get("completions") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return
+    if isinstance(template.get("spec"), dict):
+        default_pod_spec(template["spec"])
+    if old is not None:
+        return
+    # The uid is only known after the store assigns it; Server.create fills the selector labels then.
+
+
+def label_job(job: dict) -> None:
+    """Selector and template labels the Job strategy sets from the new Job's uid."""
+    md = job["metadata"]
+    spec = job["spec"]
+    if spec.get("manualSelector"):
+        return
+    labels = {
+        CONTROLLER_UID_LABELS[0]: md["uid"],
+        JOB_NAME_LABELS[0]: md["name"],
+        CONTROLLER_UID_LABELS[1]: md["uid"],
+        JOB_NAME_LABELS[1]: md["name"],
+    }
+    spec["selector"] = {"matchLabels": {CONTROLLER_UID_LABELS[0]: md["uid"]}}
+    tmd = spec["template"].setdefault("metadata", {})
+    tmd["labels"] = {**(tmd.get("labels") or {}), **labels}
+
+
+def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
+    if resource == "jobs":
+        return _validate_job(obj, old)
+    if resource == "pods" and old is not None:
+        return _immutable_pod(obj, old)
+    return []
+
+
+def _validate_job(obj: dict, old: dict | None) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = obj.get("spec") or {}
+    tspec = (spec.get("template") or {}).get("spec") or {}
+    policy = tspec.get("restartPolicy")
+    if policy not in ("OnFailure", "Never"):
+        causes.append(
+            Cause(
+                "spec.template.spec.restartPolicy",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"',
+            )
+        )
+    if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
+        causes.append(
+            Cause("spec.completions", "FieldValueRequired", "Required value: when completion mode is Indexed")
+        )
+    if old is None:
+        return causes
+    old_spec = old.get("spec") or {}
+    for field in ("completionMode", "selector", "podFailurePolicy", "backoffLimitPerIndex"):
+        if spec.get(field) != old_spec.get(field):
+            causes.append(
+                Cause(
+                    f"spec.{field}",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_short(spec.get(field))}: field is immutable",
+                )
+            )
+    if spec.get("template") != old_spec.get("template") and not _template_mutable(spec, old_spec, old):
+        causes.append(Cause("spec.template", "FieldValueInvalid", 'Invalid value: "object": field is immutable'))
+    if spec.get("completions") != old_spec.get("completions") and spec.get("completionMode") != "Indexed":
+        causes.append(
+            Cause(
+                "spec.completions",
+                "FieldValueInvalid",
+                f"Invalid value: {_short(spec.get('completions'))}: field is immutable",
+            )
+        )
+    return causes
+
+
+def _template_mutable(spec: dict, old_spec: dict, old: dict) -> bool:
+    """The pod template may change only while the Job is suspended and has never started (status.startTime nil)."""
+    return bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
+
+
+def _immutable_pod(obj: dict, old: dict) -> list[Cause]:
+    spec, old_spec = dict(obj.get("spec") or {}), dict(old.get("spec") or {})
+    # image, activeDeadlineSeconds, tolerations additions and scheduling gates removal are the mutable bits.
+    for s in (spec, old_spec):
+        for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "nodeName"):
+            s.pop(key, None)
+        s["containers"] = [{k: v for k, v in c.items() if k != "image"} for c in s.get("containers") or []]
+    if spec != old_spec:
+        return [
+            Cause(
+                "spec",
+                "FieldValueForbidden",
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) "
+                "or `spec.schedulingGates`",
+            )
+        ]
+    return []
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, dict | list):
+        return '"object"'
+    return "null" if value is None else str(value)

@@ -1,0 +1,78 @@
+"""Command line: `python -m kubesim serve ...`."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from kubesim.cluster import load_cluster
+from kubesim.kubeconfig import write_kubeconfig
+from kubesim.server import KubeHTTPServer
+from kubesim.sim import Simulator
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubesim", description="Kubernetes + Kueue emulator for GPU Portal")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the Kubernetes API over HTTP")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=6443, help="0 picks a free port")
+    serve.add_argument("--kubeconfig", help="write a kubeconfig for this server to PATH")
+    serve.add_argument("--clock", choices=["real", "manual"], default="real")
+    serve.add_argument("--speed", type=float, default=1.0, help="real clock speed factor")
+    serve.add_argument("--state", help="persist the cluster to FILE (loaded on start)")
+    serve.add_argument("--cluster", help="YAML/JSON list of nodes (name, labels, allocatable)")
+    serve.add_argument("--config", help="Kueue Configuration subset (YAML)")
+    serve.add_argument(
+        "--default-run-seconds", type=float, default=60.0, help="run time of a container whose command has no `sleep N`"
+    )
+    serve.add_argument("--watch-history", type=int, default=5000, help="watch events kept for resuming")
+    serve.add_argument("--bookmark-interval", type=float, default=5.0, help="seconds between watch BOOKMARKs")
+    serve.add_argument("--verbose", action="store_true", help="log every request")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    kueue_config = yaml.safe_load(Path(args.config).read_text()) if args.config else None
+    sim = Simulator(
+        clock=args.clock,
+        speed=args.speed,
+        nodes=load_cluster(args.cluster),
+        kueue_config=kueue_config,
+        state_file=args.state,
+        history=args.watch_history,
+        default_run_seconds=args.default_run_seconds,
+        bookmark_interval=args.bookmark_interval,
+    )
+    server = KubeHTTPServer((args.host, args.port), sim, verbose=args.verbose)
+    host, port = server.server_address[:2]
+    url = f"http://{host}:{port}"
+    if args.kubeconfig:
+        write_kubeconfig(args.kubeconfig, url)
+    sim.start()
+    stopping = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    print(f"kubesim listening on {url}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        sim.stop()
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

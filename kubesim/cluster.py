@@ -1,0 +1,85 @@
+"""Cluster description (nodes) for --cluster, and the demo cluster of the design's three GPU pools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+POOL_LABEL = "portal.gpu/pool"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def _pool(pool: str, count: int, product: str, resource: str, per_node: int, cpu: str, memory: str) -> list[dict]:
+    return [
+        {
+            "name": f"{pool}-node-{i}",
+            "labels": {POOL_LABEL: pool, PRODUCT_LABEL: product},
+            "allocatable": {resource: str(per_node), "cpu": cpu, "memory": memory, "pods": "110"},
+        }
+        for i in range(count)
+    ]
+
+
+def demo_cluster() -> list[dict]:
+    """H100 full cards, A100 MIG 3g.40gb slices, L40S time-sliced replicas."""
+    return (
+        _pool("h100", 2, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", 8, "112", "2000Gi")
+        + _pool("a100-mig-3g40gb", 8, "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 2, "64", "1000Gi")
+        + _pool("l40s-shared", 6, "NVIDIA-L40S-SHARED", "nvidia.com/gpu", 8, "64", "512Gi")
+    )
+
+
+def load_cluster(path: str | None) -> list[dict]:
+    """Nodes from a YAML/JSON file: a list of {name, labels, allocatable, taints?} or {nodes: [...]}."""
+    if not path:
+        return demo_cluster()
+    text = Path(path).read_text()
+    data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    nodes = data["nodes"] if isinstance(data, dict) else data
+    for n in nodes:
+        if "name" not in n:
+            raise ValueError(f"cluster node without a name: {n!r}")
+    return nodes
+
+
+def node_object(spec: dict) -> dict:
+    """The core/v1 Node a cluster entry describes."""
+    name = spec["name"]
+    allocatable = {k: str(v) for k, v in (spec.get("allocatable") or {}).items()}
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        **(spec.get("labels") or {}),
+    }
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": spec["taints"]} if spec.get("taints") else {},
+        "status": {
+            "capacity": dict(allocatable),
+            "allocatable": allocatable,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                }
+            ],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": f"boot-{name}",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "kernelVersion": "6.8.0-kubesim",
+                "kubeProxyVersion": "v1.34.0",
+                "kubeletVersion": "v1.34.0",
+                "machineID": f"machine-{name}",
+                "operatingSystem": "linux",
+                "osImage": "kubesim",
+                "systemUUID": f"uuid-{name}",
+            },
+            "addresses": [{"type": "Hostname", "address": name}],
+        },
+    }

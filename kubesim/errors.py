@@ -1,0 +1,95 @@
+"""Kubernetes Status errors."""
+
+from __future__ import annotations
+
+from kubesim.resources import Resource
+from kubesim.validation import Cause
+
+REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    500: "InternalError",
+}
+
+
+class APIError(Exception):
+    """An error the API answers with a Status object."""
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        reason: str | None = None,
+        details: dict | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or REASONS.get(code, "Unknown")
+        self.details = details
+
+    def status(self) -> dict:
+        out = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            out["details"] = self.details
+        return out
+
+
+def qualified(res: Resource) -> str:
+    """pods, jobs.batch, clusterqueues.kueue.x-k8s.io: how Status messages name a resource."""
+    return f"{res.plural}.{res.group}" if res.group else res.plural
+
+
+def _details(res: Resource, name: str) -> dict:
+    out = {"name": name, "kind": res.plural}
+    if res.group:
+        out["group"] = res.group
+    return out
+
+
+def not_found(res: Resource, name: str) -> APIError:
+    return APIError(404, f'{qualified(res)} "{name}" not found', "NotFound", _details(res, name))
+
+
+def already_exists(res: Resource, name: str) -> APIError:
+    return APIError(409, f'{qualified(res)} "{name}" already exists', "AlreadyExists", _details(res, name))
+
+
+def conflict(res: Resource, name: str, why: str) -> APIError:
+    return APIError(
+        409, f'Operation cannot be fulfilled on {qualified(res)} "{name}": {why}', "Conflict", _details(res, name)
+    )
+
+
+def invalid(res: Resource, name: str, causes: list[Cause]) -> APIError:
+    kind = f"{res.kind}.{res.group}" if res.group else res.kind
+    parts = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
+    body = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    details = {"name": name, "kind": res.kind, "causes": [c.as_dict() for c in causes]}
+    if res.group:
+        details["group"] = res.group
+    return APIError(422, f'{kind} "{name}" is invalid: {body}', "Invalid", details)
+
+
+def bad_request(message: str) -> APIError:
+    return APIError(400, message, "BadRequest")
+
+
+def internal(message: str) -> APIError:
+    return APIError(500, message, "InternalError", {"causes": [{"message": message}]})

@@ -1,0 +1,88 @@
+"""Registry of the resource types kubesim serves: group/version/kind, scope and discovery data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+KUEUE_GROUP = "kueue.x-k8s.io"
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+
+ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource type, as discovery describes it."""
+
+    plural: str
+    singular: str
+    kind: str
+    group: str  # "" for core
+    version: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = tuple(ALL_VERBS)
+    crd: bool = False
+    categories: tuple[str, ...] = field(default=())
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+
+def _crd(plural: str) -> Resource:
+    data = json.loads((SCHEMA_DIR / f"{plural}.json").read_text())
+    return Resource(
+        plural=data["plural"],
+        singular=data["singular"],
+        kind=data["kind"],
+        group=data["group"],
+        version=data["version"],
+        namespaced=data["namespaced"],
+        short_names=tuple(data["shortNames"]),
+        subresources=tuple(data["subresources"]),
+        crd=True,
+        categories=("kueue",),
+    )
+
+
+@cache
+def crd_schema(plural: str) -> dict:
+    """The vendored OpenAPI v3 schema of a Kueue CRD."""
+    return json.loads((SCHEMA_DIR / f"{plural}.json").read_text())["schema"]
+
+
+CORE = [
+    Resource("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), ("status",)),
+    Resource("nodes", "node", "Node", "", "v1", False, ("no",), ("status",)),
+    Resource("pods", "pod", "Pod", "", "v1", True, ("po",), ("status", "log")),
+    Resource("services", "service", "Service", "", "v1", True, ("svc",), ("status",)),
+    Resource("events", "event", "Event", "", "v1", True, ("ev",)),
+    Resource("jobs", "job", "Job", "batch", "v1", True, (), ("status",)),
+]
+KUEUE = [
+    _crd(p)
+    for p in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses", "workloads")
+]
+RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE}
+"""plural -> Resource; plurals are unique across the served groups."""
+
+
+def by_group_version(group: str, version: str) -> list[Resource]:
+    return [r for r in RESOURCES.values() if r.group == group and r.version == version]
+
+
+def lookup(group: str, version: str, plural: str) -> Resource | None:
+    r = RESOURCES.get(plural)
+    if r is None or r.group != group or r.version != version:
+        return None
+    return r

@@ -1,0 +1,111 @@
+"""Label and field selectors with the syntax kube-apiserver accepts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+Matcher = Callable[[dict], bool]
+
+
+class SelectorError(ValueError):
+    """An unparseable selector: the API answers 400 BadRequest."""
+
+
+_SET = re.compile(r"^\s*(!?)\s*([A-Za-z0-9._/-]+)\s*(?:(notin|in)\s*\(([^)]*)\))?\s*$")
+_EQ = re.compile(r"^\s*([A-Za-z0-9._/-]+)\s*(==|=|!=)\s*([A-Za-z0-9._-]*)\s*$")
+
+
+def _split(selector: str) -> list[str]:
+    """Split on commas that are not inside parentheses."""
+    parts, depth, cur = [], 0, ""
+    for ch in selector:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p for p in parts if p.strip()]
+
+
+def parse_label_selector(selector: str | None) -> Matcher:
+    """Requirements joined by AND: =, ==, !=, in, notin, key (exists), !key (does not exist)."""
+    reqs: list[Matcher] = []
+    for part in _split(selector or ""):
+        eq = _EQ.match(part)
+        if eq:
+            key, op, value = eq.groups()
+            if op == "!=":
+                reqs.append(lambda labels, k=key, v=value: labels.get(k) != v)
+            else:
+                reqs.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            continue
+        st = _SET.match(part)
+        if not st:
+            raise SelectorError(f"unable to parse requirement: {part.strip()!r}")
+        neg, key, op, values = st.groups()
+        if op and neg:
+            raise SelectorError(f"unable to parse requirement: {part.strip()!r}")
+        if op:
+            vals = {v.strip() for v in values.split(",") if v.strip()}
+            if op == "in":
+                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) in vs)
+            else:
+                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) not in vs)
+        elif neg:
+            reqs.append(lambda labels, k=key: k not in labels)
+        else:
+            reqs.append(lambda labels, k=key: k in labels)
+
+    def match(obj: dict) -> bool:
+        labels = obj.get("metadata", {}).get("labels") or {}
+        return all(r(labels) for r in reqs)
+
+    return match
+
+
+def _field(obj: dict, path: str) -> str:
+    cur: object = obj
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    if cur is None:
+        return ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    return str(cur)
+
+
+FIELDS = {
+    "metadata.name",
+    "metadata.namespace",
+    "status.phase",
+    "spec.nodeName",
+    "involvedObject.name",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.uid",
+    "reason",
+    "type",
+}
+
+
+def parse_field_selector(selector: str | None) -> Matcher:
+    """metadata.name / metadata.namespace (and a few kind-specific fields) with =, ==, !=."""
+    reqs: list[Matcher] = []
+    for part in _split(selector or ""):
+        m = re.match(r"^\s*([A-Za-z.]+)\s*(==|=|!=)\s*(.*?)\s*$", part)
+        if not m:
+            raise SelectorError(f"invalid selector: {part.strip()!r}")
+        path, op, value = m.groups()
+        if path not in FIELDS:
+            raise SelectorError(f'field label not supported: "{path}"')
+        if op == "!=":
+            reqs.append(lambda o, p=path, v=value: _field(o, p) != v)
+        else:
+            reqs.append(lambda o, p=path, v=value: _field(o, p) == v)
+    return lambda obj: all(r(obj) for r in reqs)

@@ -1,0 +1,249 @@
+"""The simulator: store + controllers + clock + faults + persistence, independent of HTTP."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import tempfile
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kubesim import builtin
+from kubesim.clock import Clock, parse_rfc3339, rfc3339
+from kubesim.cluster import demo_cluster, node_object
+from kubesim.faults import Faults
+from kubesim.jobs import JobController
+from kubesim.kubelet import Kubelet
+from kubesim.resources import RESOURCES
+from kubesim.store import Store
+
+MAX_SETTLE_ROUNDS = 1000
+MAX_ADVANCE_STEPS = 100000
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class SettleError(RuntimeError):
+    """Controllers kept writing for MAX_SETTLE_ROUNDS rounds: a controller bug (ping-pong)."""
+
+
+def load_kueue() -> ModuleType | None:
+    """The Kueue half, if present; kubesim runs as a plain Kubernetes emulator without it."""
+    try:
+        module = importlib.import_module("kubesim.kueue")
+    except ModuleNotFoundError as exc:
+        if exc.name != "kubesim.kueue":
+            raise
+        module = None
+    if module is None or not hasattr(module, "controllers"):
+        print("kubesim: kubesim.kueue not available, running without Kueue", file=sys.stderr)
+        return None
+    return module
+
+
+class NamespaceController:
+    """Empties terminating namespaces, then drops their spec.finalizers so the store removes them."""
+
+    name = "namespace-controller"
+
+    def reconcile(self, store: Store) -> bool:
+        wrote = False
+        for ns in store.list("namespaces"):
+            if not ns["metadata"].get("deletionTimestamp"):
+                continue
+            name = ns["metadata"]["name"]
+            remaining = 0
+            for resource in _namespaced():
+                for obj in store.list(resource, name):
+                    remaining += 1
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        store.delete(resource, name, obj["metadata"]["name"])
+                        wrote = True
+            if not remaining and (ns.get("spec") or {}).get("finalizers"):
+                ns["spec"]["finalizers"] = []
+                store.update("namespaces", ns)
+                wrote = True
+        return wrote
+
+    def next_deadline(self, store: Store) -> datetime | None:
+        return None
+
+
+class GarbageCollector:
+    """ownerReference cascade for dependents created late, and foreground-deletion completion."""
+
+    name = "garbage-collector"
+
+    def reconcile(self, store: Store) -> bool:
+        return store.collect_orphans() | store.release_foreground()
+
+    def next_deadline(self, store: Store) -> datetime | None:
+        return None
+
+
+def _namespaced() -> list[str]:
+    return [r for r, info in RESOURCES.items() if info.namespaced]
+
+
+class Simulator:
+    """Everything but HTTP. All mutation happens under store.lock; settle() runs controllers to a fixpoint."""
+
+    def __init__(
+        self,
+        *,
+        clock: str = "manual",
+        speed: float = 1.0,
+        start: datetime | None = None,
+        nodes: list[dict] | None = None,
+        kueue_config: dict | None = None,
+        state_file: str | None = None,
+        history: int = 5000,
+        default_run_seconds: float = 60.0,
+        bookmark_interval: float = 5.0,
+        kueue: ModuleType | str | None = "auto",
+    ) -> None:
+        self.clock = Clock(clock, speed, start)
+        self.store = Store(self.clock, history)
+        self.faults = Faults()
+        self.nodes = nodes if nodes is not None else demo_cluster()
+        self.default_run_seconds = default_run_seconds
+        self.bookmark_interval = bookmark_interval
+        self.state_file = state_file
+        self.kueue = load_kueue() if kueue == "auto" else kueue
+        self.webhooks: list[Any] = []
+        self.controllers: list[Any] = []
+        if self.kueue is not None:
+            cfg_cls = self.kueue.KueueConfig
+            self.kueue_config = cfg_cls.from_dict(kueue_config) if kueue_config else cfg_cls.default()
+            self.controllers += list(self.kueue.controllers(self.kueue_config))
+            self.webhooks += list(self.kueue.admission_webhooks(self.kueue_config))
+        self.controllers += [JobController(), Kubelet(default_run_seconds), NamespaceController(), GarbageCollector()]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._saved_rv = -1
+        if state_file and Path(state_file).exists():
+            self._load(state_file)
+        else:
+            self.bootstrap()
+        self.settle()
+
+    # ---- lifecycle -----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Background threads: the real-clock ticker and the debounced state saver."""
+        if not self.clock.manual:
+            self._spawn(self._tick_loop, "kubesim-ticker")
+        if self.state_file:
+            self._spawn(self._save_loop, "kubesim-saver")
+
+    def _spawn(self, target: Any, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+        if self.state_file:
+            self.save()
+
+    def bootstrap(self) -> None:
+        with self.store.lock:
+            for name in SYSTEM_NAMESPACES:
+                ns: dict = {"metadata": {"name": name}}
+                builtin.apply_defaults("namespaces", ns, None)
+                self.store.create("namespaces", ns)
+            for spec in self.nodes:
+                self.store.create("nodes", node_object(spec))
+
+    def reset(self) -> None:
+        """Back to an empty cluster with the initial nodes; the clock keeps going."""
+        with self.store.lock:
+            self.store.wipe()
+            self.bootstrap()
+            self.settle()
+
+    # ---- controllers ---------------------------------------------------------------------------------------
+    def settle(self) -> None:
+        with self.store.lock:
+            for _ in range(MAX_SETTLE_ROUNDS):
+                wrote = False
+                for c in self.controllers:
+                    wrote = bool(c.reconcile(self.store)) or wrote
+                if not wrote:
+                    return
+            raise SettleError(f"controllers did not settle within {MAX_SETTLE_ROUNDS} rounds")
+
+    def next_deadline(self) -> datetime | None:
+        with self.store.lock:
+            deadlines = [d for c in self.controllers if (d := c.next_deadline(self.store)) is not None]
+            return min(deadlines) if deadlines else None
+
+    def advance(self, seconds: float) -> datetime:
+        """Manual clock: step to every controller deadline inside the window in order, settling at each."""
+        if not self.clock.manual:
+            raise ValueError("clock/advance needs --clock manual")
+        if seconds < 0:
+            raise ValueError("seconds must be >= 0")
+        with self.store.lock:
+            self.settle()
+            target = self.clock.now() + timedelta(seconds=seconds)
+            for _ in range(MAX_ADVANCE_STEPS):
+                deadline = self.next_deadline()
+                if deadline is None or deadline > target:
+                    break
+                if deadline <= self.clock.now():
+                    # A due deadline that settling does not clear: step a microsecond past it.
+                    deadline = self.clock.now() + timedelta(microseconds=1)
+                    if deadline > target:
+                        break
+                self.clock.set(deadline)
+                self.settle()
+            self.clock.set(target)
+            self.settle()
+            return self.clock.now()
+
+    def _tick_loop(self) -> None:
+        while not self._stop.is_set():
+            deadline = self.next_deadline()
+            wait = 1.0 if deadline is None else min(1.0, self.clock.real_seconds_until(deadline))
+            if self._stop.wait(wait):
+                return
+            if deadline is not None and deadline <= self.clock.now():
+                self.settle()
+
+    # ---- persistence ---------------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Atomic write of objects, resourceVersion counter and clock."""
+        if not self.state_file:
+            return
+        with self.store.lock:
+            data = {
+                "clock": rfc3339(self.clock.now()),
+                "clockExact": self.clock.now().isoformat(),
+                "store": self.store.snapshot(),
+            }
+            rv = self.store.resource_version
+        path = Path(self.state_file)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+        self._saved_rv = rv
+
+    def _save_loop(self) -> None:
+        while not self._stop.wait(0.5):
+            if self.store.resource_version != self._saved_rv:
+                self.save()
+
+    def _load(self, path: str) -> None:
+        data = json.loads(Path(path).read_text())
+        saved = datetime.fromisoformat(data["clockExact"]) if "clockExact" in data else parse_rfc3339(data["clock"])
+        if self.clock.manual or saved > self.clock.now():
+            self.clock.set(saved)
+        self.store.restore(data["store"])
+        self._saved_rv = self.store.resource_version

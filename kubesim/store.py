@@ -1,0 +1,415 @@
+"""Thread-safe in-memory object store with a global resourceVersion and a bounded watch-event history.
+
+Every write (API or controller) goes through here, so watches see exactly what Kubernetes would show.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from kubesim.clock import Clock, rfc3339
+from kubesim.resources import RESOURCES
+
+FOREGROUND_FINALIZER = "foregroundDeletion"
+ORPHAN_FINALIZER = "orphan"
+
+
+class StoreError(Exception):
+    """Base of store errors; carries the resource and name for the Status details."""
+
+    def __init__(self, resource: str, name: str, message: str = "") -> None:
+        super().__init__(message or f"{resource} {name!r}")
+        self.resource = resource
+        self.name = name
+
+
+class NotFound(StoreError):
+    pass
+
+
+class Conflict(StoreError):
+    pass
+
+
+class AlreadyExists(StoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    rv: int
+    resource: str
+    type: str  # ADDED / MODIFIED / DELETED
+    obj: dict
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    md = obj["metadata"]
+    return md.get("namespace") or "", md["name"]
+
+
+def labels_match(obj: dict, selector: dict[str, str] | None) -> bool:
+    if not selector:
+        return True
+    labels = obj["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class Store:
+    """Objects are plain JSON dicts; every accessor returns deep copies so callers can mutate freely."""
+
+    def __init__(self, clock: Clock, history: int = 5000) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.clock = clock
+        self.history_size = history
+        self._objects: dict[str, dict[tuple[str, str], dict]] = {r: {} for r in RESOURCES}
+        self._uids: dict[str, tuple[str, str, str]] = {}
+        self._rv = 0
+        self._history: deque[WatchEvent] = deque(maxlen=history)
+        self._compacted = 0  # events with rv <= this are no longer in the history
+        self._event_index: dict[tuple, str] = {}
+
+    # ---- bookkeeping -------------------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        with self.lock:
+            return self._rv
+
+    @property
+    def compacted_rv(self) -> int:
+        with self.lock:
+            return self._compacted
+
+    def set_history_size(self, size: int) -> None:
+        """Resize the watch window (tests shrink it to force 410 Gone)."""
+        with self.lock:
+            self.history_size = size
+            events = list(self._history)
+            self._history = deque(maxlen=size)
+            dropped = events[: max(0, len(events) - size)]
+            if dropped:
+                self._compacted = max(self._compacted, dropped[-1].rv)
+            self._history.extend(events[len(dropped) :])
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _emit(self, resource: str, type_: str, obj: dict) -> None:
+        if len(self._history) == self._history.maxlen and self._history:
+            self._compacted = self._history[0].rv
+        self._history.append(WatchEvent(int(obj["metadata"]["resourceVersion"]), resource, type_, copy.deepcopy(obj)))
+        self.changed.notify_all()
+
+    def events_since(self, rv: int) -> list[WatchEvent]:
+        """History events with rv > the given one; caller checks compacted_rv first."""
+        with self.lock:
+            if not self._history or self._history[-1].rv <= rv:
+                return []
+            return [e for e in self._history if e.rv > rv]
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    # ---- reads -------------------------------------------------------------------------------------------
+    def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
+        with self.lock:
+            obj = self._objects[resource].get((namespace or "", name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(
+        self, resource: str, namespace: str | None = None, label_selector: dict[str, str] | None = None
+    ) -> list[dict]:
+        with self.lock:
+            items = [
+                o
+                for (ns, _), o in self._objects[resource].items()
+                if (namespace is None or ns == namespace) and labels_match(o, label_selector)
+            ]
+            items.sort(key=lambda o: _key(o))
+            return copy.deepcopy(items)
+
+    def by_uid(self, uid: str) -> tuple[str, str, str] | None:
+        with self.lock:
+            return self._uids.get(uid)
+
+    def dependents(self, uid: str) -> Iterable[tuple[str, dict]]:
+        """Objects whose ownerReferences name this uid (live references, not copies)."""
+        for resource, objs in self._objects.items():
+            for o in list(objs.values()):
+                if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or []):
+                    yield resource, o
+
+    # ---- writes ------------------------------------------------------------------------------------------
+    def create(self, resource: str, obj: dict) -> dict:
+        """Store a new object: fills uid, resourceVersion, generation, creationTimestamp, generateName."""
+        with self.lock:
+            obj = copy.deepcopy(obj)
+            info = RESOURCES[resource]
+            obj["apiVersion"], obj["kind"] = info.api_version, info.kind
+            md = obj.setdefault("metadata", {})
+            if not info.namespaced:
+                md.pop("namespace", None)
+            if not md.get("name") and md.get("generateName"):
+                md["name"] = md["generateName"] + secrets.token_hex(3)[:5]
+            key = _key(obj)
+            if key in self._objects[resource]:
+                raise AlreadyExists(resource, md["name"])
+            for dropped in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+                md.pop(dropped, None)
+            md["uid"] = md.get("uid") or str(uuid.uuid4())  # callers may pre-assign (the API server does)
+            md["generation"] = 1
+            md["creationTimestamp"] = rfc3339(self.now())
+            md["resourceVersion"] = str(self._next_rv())
+            self._objects[resource][key] = obj
+            self._uids[md["uid"]] = (resource, key[0], key[1])
+            self._emit(resource, "ADDED", obj)
+            return copy.deepcopy(obj)
+
+    def _current(self, resource: str, obj: dict) -> dict:
+        md = obj.get("metadata") or {}
+        cur = self._objects[resource].get((md.get("namespace") or "", md.get("name", "")))
+        if cur is None:
+            raise NotFound(resource, md.get("name", ""))
+        rv = md.get("resourceVersion")
+        if rv and rv != cur["metadata"]["resourceVersion"]:
+            raise Conflict(
+                resource,
+                md["name"],
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+        return cur
+
+    def _commit(self, resource: str, new: dict) -> dict:
+        key = _key(new)
+        md = new["metadata"]
+        if md.get("deletionTimestamp") and not _finalizers(resource, new):
+            return self._remove(resource, key)
+        md["resourceVersion"] = str(self._next_rv())
+        self._objects[resource][key] = new
+        self._emit(resource, "MODIFIED", new)
+        return copy.deepcopy(new)
+
+    def update(self, resource: str, obj: dict) -> dict:
+        """Replace everything but status (kept when the type has a status subresource); bump generation on spec."""
+        with self.lock:
+            cur = self._current(resource, obj)
+            new = copy.deepcopy(obj)
+            info = RESOURCES[resource]
+            new["apiVersion"], new["kind"] = info.api_version, info.kind
+            if "status" in info.subresources:
+                new.pop("status", None)
+                if "status" in cur:
+                    new["status"] = copy.deepcopy(cur["status"])
+            md, old_md = new.setdefault("metadata", {}), cur["metadata"]
+            for fixed in ("uid", "creationTimestamp", "namespace", "name", "generation"):
+                if fixed in old_md:
+                    md[fixed] = old_md[fixed]
+            if old_md.get("deletionTimestamp"):
+                md["deletionTimestamp"] = old_md["deletionTimestamp"]
+            else:
+                md.pop("deletionTimestamp", None)
+            same_status = new.get("status") == cur.get("status")
+            if _body(new) == _body(cur) and _strip_rv(md) == _strip_rv(old_md) and same_status:
+                return copy.deepcopy(cur)  # no-op update: Kubernetes does not bump resourceVersion
+            if _body(new) != _body(cur):
+                md["generation"] = old_md.get("generation", 1) + 1
+            return self._commit(resource, new)
+
+    def update_status(self, resource: str, obj: dict) -> dict:
+        """Replace only status."""
+        with self.lock:
+            cur = self._current(resource, obj)
+            if obj.get("status") == cur.get("status"):
+                return copy.deepcopy(cur)
+            new = copy.deepcopy(cur)
+            if obj.get("status") is None:
+                new.pop("status", None)
+            else:
+                new["status"] = copy.deepcopy(obj["status"])
+            return self._commit(resource, new)
+
+    def _remove(self, resource: str, key: tuple[str, str]) -> dict:
+        obj = self._objects[resource].pop(key)
+        self._uids.pop(obj["metadata"]["uid"], None)
+        obj["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._emit(resource, "DELETED", obj)
+        return copy.deepcopy(obj)
+
+    def delete(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:
+        """Delete honouring finalizers; cascade to dependents (Background/Foreground) or orphan them (Orphan).
+
+        Returns the object as it was deleted, or with deletionTimestamp set when finalizers keep it.
+        """
+        with self.lock:
+            key = (namespace or "", name)
+            cur = self._objects[resource].get(key)
+            if cur is None:
+                raise NotFound(resource, name)
+            uid = cur["metadata"]["uid"]
+            deps = list(self.dependents(uid))
+            if propagation == "Orphan":
+                for dep_resource, dep in deps:
+                    new = copy.deepcopy(dep)
+                    refs = [r for r in new["metadata"]["ownerReferences"] if r.get("uid") != uid]
+                    new["metadata"]["ownerReferences"] = refs
+                    if not refs:
+                        del new["metadata"]["ownerReferences"]
+                    self._commit(dep_resource, new)
+                deps = []
+            for dep_resource, dep in deps:
+                dmd = dep["metadata"]
+                if not dmd.get("deletionTimestamp"):
+                    self.delete(dep_resource, dmd.get("namespace"), dmd["name"], propagation)
+            remaining = propagation == "Foreground" and any(True for _ in self.dependents(uid))
+            cur = self._objects[resource].get(key)
+            if cur is None:
+                raise NotFound(resource, name)
+            finalizers = list(cur["metadata"].get("finalizers") or [])
+            if remaining and FOREGROUND_FINALIZER not in finalizers:
+                finalizers.append(FOREGROUND_FINALIZER)
+            if not finalizers and not _finalizers(resource, cur):
+                return self._remove(resource, key)
+            new = copy.deepcopy(cur)
+            if finalizers:
+                new["metadata"]["finalizers"] = finalizers
+            if new["metadata"].get("deletionTimestamp") and new == cur:
+                return copy.deepcopy(cur)
+            if resource == "namespaces":
+                new.setdefault("status", {})["phase"] = "Terminating"
+            new["metadata"].setdefault("deletionTimestamp", rfc3339(self.now()))
+            new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+            return self._commit(resource, new)
+
+    def remove_finalizer(self, resource: str, namespace: str | None, name: str, finalizer: str) -> None:
+        with self.lock:
+            cur = self._objects[resource].get((namespace or "", name))
+            if cur is None or finalizer not in (cur["metadata"].get("finalizers") or []):
+                return
+            new = copy.deepcopy(cur)
+            new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != finalizer]
+            self._commit(resource, new)
+
+    def release_foreground(self) -> bool:
+        """Drop foregroundDeletion from owners whose dependents are all gone (the garbage collector's job)."""
+        wrote = False
+        with self.lock:
+            for resource, objs in self._objects.items():
+                for o in list(objs.values()):
+                    md = o["metadata"]
+                    if FOREGROUND_FINALIZER in (md.get("finalizers") or []) and not any(
+                        True for _ in self.dependents(md["uid"])
+                    ):
+                        self.remove_finalizer(resource, md.get("namespace"), md["name"], FOREGROUND_FINALIZER)
+                        wrote = True
+        return wrote
+
+    def collect_orphans(self) -> bool:
+        """Delete objects all of whose owners are gone (the garbage collector's other job)."""
+        wrote = False
+        with self.lock:
+            for resource, objs in self._objects.items():
+                for o in list(objs.values()):
+                    md = o["metadata"]
+                    refs = md.get("ownerReferences") or []
+                    if refs and not md.get("deletionTimestamp") and not any(r.get("uid") in self._uids for r in refs):
+                        self.delete(resource, md.get("namespace"), md["name"])
+                        wrote = True
+        return wrote
+
+    def record_event(self, involved: dict, type_: str, reason: str, message: str, component: str) -> None:
+        """Write a core/v1 Event as Kubernetes does: repeats of (object, reason, message) bump count."""
+        with self.lock:
+            md = involved.get("metadata") or {}
+            namespace = md.get("namespace") or "default"
+            ref = {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": md.get("name"),
+                "uid": md.get("uid"),
+                "resourceVersion": md.get("resourceVersion"),
+            }
+            if md.get("namespace"):
+                ref["namespace"] = md["namespace"]
+            now = rfc3339(self.now())
+            dedup = (namespace, ref["kind"], ref["name"], ref["uid"], type_, reason, message)
+            existing = self._event_index.get(dedup)
+            cur = self._objects["events"].get((namespace, existing)) if existing else None
+            if cur is not None:
+                new = copy.deepcopy(cur)
+                new["count"] = new.get("count", 1) + 1
+                new["lastTimestamp"] = now
+                self._commit("events", new)
+                return
+            name = f"{ref['name']}.{secrets.token_hex(8)}"
+            self._event_index[dedup] = name
+            self.create(
+                "events",
+                {
+                    "metadata": {"name": name, "namespace": namespace},
+                    "involvedObject": ref,
+                    "reason": reason,
+                    "message": message,
+                    "type": type_,
+                    "source": {"component": component},
+                    "firstTimestamp": now,
+                    "lastTimestamp": now,
+                    "count": 1,
+                    "reportingComponent": component,
+                    "reportingInstance": "",
+                },
+            )
+
+    # ---- whole-store operations --------------------------------------------------------------------------
+    def wipe(self) -> None:
+        """Delete every object at once, bypassing finalizers (reset), emitting DELETED events."""
+        with self.lock:
+            for resource, objs in self._objects.items():
+                for key in list(objs):
+                    self._remove(resource, key)
+            self._event_index.clear()
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return {
+                "resourceVersion": self._rv,
+                "objects": {r: copy.deepcopy(list(objs.values())) for r, objs in self._objects.items() if objs},
+            }
+
+    def restore(self, data: dict) -> None:
+        """Load a snapshot (on start, before any watch exists); the watch history starts after it."""
+        with self.lock:
+            for resource, items in data.get("objects", {}).items():
+                if resource not in self._objects:
+                    continue
+                for obj in items:
+                    self._objects[resource][_key(obj)] = obj
+                    self._uids[obj["metadata"]["uid"]] = (resource, *_key(obj))
+            self._rv = max(self._rv, int(data.get("resourceVersion", 0)))
+            self._compacted = self._rv
+            self._history.clear()
+
+
+def _finalizers(resource: str, obj: dict) -> list[str]:
+    """What blocks removal: metadata.finalizers, plus spec.finalizers for namespaces (the namespace controller)."""
+    out = list(obj["metadata"].get("finalizers") or [])
+    if resource == "namespaces":
+        out += (obj.get("spec") or {}).get("finalizers") or []
+    return out
+
+
+def _body(obj: dict) -> dict:
+    """Everything that counts for metadata.generation: all but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _strip_rv(md: dict) -> dict:
+    return {k: v for k, v in md.items() if k != "resourceVersion"}

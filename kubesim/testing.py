@@ -1,0 +1,157 @@
+"""Helpers for tests: an in-process server (thread) and a subprocess launcher (for restarts with --state)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kubesim.kubeconfig import write_kubeconfig
+from kubesim.server import KubeHTTPServer, serve_in_thread
+from kubesim.sim import Simulator
+
+
+def _control(url: str, method: str, path: str, body: dict | None = None, timeout: float = 60.0) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(  # noqa: S310 - http URL of our own server
+        f"{url}/kubesim/v1/{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http URL of our own server
+        return json.loads(resp.read())
+
+
+class _ClientMixin:
+    url: str
+    kubeconfig_path: str
+
+    def api_client(self) -> Any:
+        """An official kubernetes.client.ApiClient configured from the written kubeconfig."""
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=self.kubeconfig_path, client_configuration=cfg)
+        return client.ApiClient(configuration=cfg)
+
+    def advance(self, seconds: float) -> str:
+        """Move the manual clock (0 only settles); returns the new emulated time (ISO 8601)."""
+        return _control(self.url, "POST", "clock/advance", {"seconds": seconds})["time"]
+
+    def faults(self, **config: Any) -> dict:
+        """POST /kubesim/v1/faults (error_rate, latency_ms, verbs, resources, drop_watches, seed)."""
+        return _control(self.url, "POST", "faults", config)
+
+    def clear_faults(self) -> dict:
+        return _control(self.url, "DELETE", "faults")
+
+    def reset(self) -> dict:
+        return _control(self.url, "POST", "reset", {})
+
+    def configure(self, **settings: Any) -> dict:
+        """POST /kubesim/v1/config: watch_history (events kept), bookmark_interval (seconds)."""
+        return _control(self.url, "POST", "config", settings)
+
+    def healthz(self) -> dict:
+        return _control(self.url, "GET", "healthz")
+
+
+class InProcessKubesim(_ClientMixin):
+    """A kubesim served from a thread of this process; `.sim` gives direct access for white-box checks."""
+
+    def __init__(self, sim: Simulator, server: KubeHTTPServer, kubeconfig_path: str) -> None:
+        self.sim = sim
+        self.server = server
+        host, port = server.server_address[:2]
+        self.url = f"http://{host}:{port}"
+        self.kubeconfig_path = kubeconfig_path
+        write_kubeconfig(kubeconfig_path, self.url)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.sim.stop()
+
+
+@contextlib.contextmanager
+def serve(
+    clock: str = "manual", *, kubeconfig_path: str | None = None, **sim_kwargs: Any
+) -> Iterator[InProcessKubesim]:
+    """Run kubesim in a thread on a free port; keyword arguments go to kubesim.sim.Simulator."""
+    sim = Simulator(clock=clock, **sim_kwargs)
+    sim.start()
+    server, _ = serve_in_thread(sim)
+    with tempfile.TemporaryDirectory(prefix="kubesim-") as tmp:
+        ks = InProcessKubesim(sim, server, kubeconfig_path or os.path.join(tmp, "kubeconfig"))
+        try:
+            yield ks
+        finally:
+            ks.stop()
+
+
+class KubesimProcess(_ClientMixin):
+    """`python -m kubesim serve` in a subprocess; start() waits for the URL line."""
+
+    def __init__(self, workdir: str, *extra_args: str, clock: str = "manual") -> None:
+        self.workdir = Path(workdir)
+        self.kubeconfig_path = str(self.workdir / "kubeconfig")
+        self.args = ["--clock", clock, *extra_args]
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 30.0) -> KubesimProcess:
+        cmd = [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "serve",
+            "--port",
+            "0",
+            "--kubeconfig",
+            self.kubeconfig_path,
+            *self.args,
+        ]
+        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv: this interpreter running kubesim
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "listening on " not in line or time.monotonic() > deadline:
+            self.stop()
+            raise RuntimeError(f"kubesim did not start: {line!r}")
+        self.url = line.strip().rsplit(" ", 1)[-1]
+        return self
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM (state is saved on shutdown) and wait."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+        return code
+
+    def __enter__(self) -> KubesimProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,387 @@
+"""Structural-schema defaulting, pruning and validation plus CEL rules, as kube-apiserver applies them.
+
+The Kueue kinds use their vendored CRD schemas; the core and batch kinds use the hand-written schemas in
+kubesim.coreschemas. Both go through the same walker, so error messages and causes look alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from kubesim import cel
+from kubesim.coreschemas import CORE_SCHEMAS, METADATA
+from kubesim.resources import RESOURCES, crd_schema
+
+QUANTITY = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_NAMED = {"namespaces", "services"}  # these names must be RFC 1123 labels, the rest subdomains
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One StatusCause: reason (FieldValueInvalid, ...), message, field path."""
+
+    field: str
+    reason: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+
+def schema_for(resource: str) -> dict:
+    if RESOURCES[resource].crd:
+        return crd_schema(resource)
+    return CORE_SCHEMAS[resource]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return '"object"'
+    if isinstance(value, list):
+        return '"array"'
+    return json.dumps(value)
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+# ---- defaulting and pruning ------------------------------------------------------------------------------
+def default_and_prune(resource: str, obj: dict) -> list[str]:
+    """Apply schema defaults and drop unknown fields in place; return the unknown field paths."""
+    unknown: list[str] = []
+    schema = schema_for(resource)
+    body = {k: v for k, v in obj.items() if k != "metadata"}
+    _walk_defaults(schema, body, "", unknown, top=True)
+    if isinstance(obj.get("metadata"), dict):
+        _walk_defaults(METADATA, obj["metadata"], "metadata", unknown)
+    for k in list(obj):
+        if k != "metadata" and k not in body:
+            del obj[k]
+    obj.update(body)
+    return unknown
+
+
+def _walk_defaults(schema: dict, value: Any, path: str, unknown: list[str], top: bool = False) -> None:
+    if isinstance(value, dict) and _type_ok(schema, "object"):
+        props = schema.get("properties")
+        preserve = schema.get("x-kubernetes-preserve-unknown-fields")
+        for key in list(value):
+            if value[key] is None and not schema.get("nullable"):
+                sub = (props or {}).get(key, {})
+                if not sub.get("nullable"):
+                    del value[key]
+                    continue
+        if props is not None:
+            for key, sub in props.items():
+                if key not in value and "default" in sub and not (top and key == "metadata"):
+                    value[key] = copy.deepcopy(sub["default"])
+            extra = schema.get("additionalProperties")
+            for key in list(value):
+                if key in props:
+                    _walk_defaults(props[key], value[key], _join(path, key), unknown)
+                elif isinstance(extra, dict):
+                    _walk_defaults(extra, value[key], _join(path, key), unknown)
+                elif not preserve and extra is not True and not (top and key in ("apiVersion", "kind")):
+                    unknown.append(_join(path, key))
+                    del value[key]
+        elif isinstance(schema.get("additionalProperties"), dict):
+            for key in value:
+                _walk_defaults(schema["additionalProperties"], value[key], _join(path, key), unknown)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            _walk_defaults(schema["items"], item, f"{path}[{i}]", unknown)
+
+
+def _type_ok(schema: dict, typ: str) -> bool:
+    return schema.get("type") in (None, typ)
+
+
+# ---- validation --------------------------------------------------------------------------------------------
+def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
+    """Schema, CEL and metadata checks; returns the causes of a 422 (empty when valid)."""
+    causes = validate_metadata(resource, obj.get("metadata") or {})
+    body = {k: v for k, v in obj.items() if k != "metadata"}
+    old_body = {k: v for k, v in old.items() if k != "metadata"} if old is not None else None
+    _check(schema_for(resource), body, old_body, "", causes, top=True)
+    return causes
+
+
+def validate_metadata(resource: str, md: dict) -> list[Cause]:
+    causes: list[Cause] = []
+    name = md.get("name", "")
+    if not name and not md.get("generateName"):
+        causes.append(Cause("metadata.name", "FieldValueRequired", "Required value: name or generateName is required"))
+    elif name:
+        if resource in LABEL_NAMED:
+            ok, limit, what = DNS1123_LABEL.match(name), 63, "label"
+        else:  # Job names end up in the job-name pod label, hence 63
+            ok, limit, what = DNS1123_SUBDOMAIN.match(name), 63 if resource == "jobs" else 253, "subdomain"
+        if not ok:
+            chars = "'-'" if what == "label" else "'-' or '.'"
+            causes.append(
+                Cause(
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 {what} must consist of lower case alphanumeric '
+                    f"characters, {chars}, and must start and end with an alphanumeric character",
+                )
+            )
+        elif len(name) > limit:
+            causes.append(
+                Cause(
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": must be no more than {limit} characters',
+                )
+            )
+    for field in ("labels", "annotations"):
+        for key, value in (md.get(field) or {}).items():
+            prefix, _, short = key.rpartition("/")
+            if not QUALIFIED_NAME.match(short) or len(short) > 63 or (prefix and not DNS1123_SUBDOMAIN.match(prefix)):
+                causes.append(
+                    Cause(
+                        f"metadata.{field}",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{key}": name part must be a valid qualified name',
+                    )
+                )
+            if field == "labels" and (not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value)):
+                causes.append(
+                    Cause(
+                        "metadata.labels",
+                        "FieldValueInvalid",
+                        f"Invalid value: {_fmt(value)}: a valid label must be an empty string or consist of "
+                        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                        "character",
+                    )
+                )
+    return causes
+
+
+def _check(schema: dict, value: Any, old: Any, path: str, causes: list[Cause], top: bool = False) -> None:
+    if schema.get("x-kubernetes-int-or-string"):
+        if not isinstance(value, int | str) or isinstance(value, bool):
+            causes.append(_type_cause(path, value, "string"))
+            return
+        if isinstance(value, str) and schema.get("pattern") and not re.search(schema["pattern"], value):
+            causes.append(
+                Cause(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {_fmt(value)}: {path} in body should match '{schema['pattern']}'",
+                )
+            )
+        _rules(schema, value, old, path, causes)
+        return
+    typ = schema.get("type")
+    actual = _type_of(value)
+    if typ and actual != typ and not (typ == "number" and actual == "integer"):
+        causes.append(_type_cause(path, value, typ))
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        allowed = ", ".join(_fmt(v) for v in schema["enum"])
+        causes.append(
+            Cause(path, "FieldValueNotSupported", f"Unsupported value: {_fmt(value)}: supported values: {allowed}")
+        )
+    if actual in ("integer", "number"):
+        _check_number(schema, value, path, causes)
+    elif actual == "string":
+        _check_string(schema, value, path, causes)
+    elif actual == "array":
+        _check_array(schema, value, old, path, causes)
+    elif actual == "object":
+        _check_object(schema, value, old, path, causes, top)
+    _rules(schema, value, old, path, causes)
+
+
+def _type_cause(path: str, value: Any, typ: str) -> Cause:
+    actual = _type_of(value)
+    return Cause(
+        path, "FieldValueTypeInvalid", f'Invalid value: "{actual}": {path} in body must be of type {typ}: "{actual}"'
+    )
+
+
+def _check_number(schema: dict, value: float, path: str, causes: list[Cause]) -> None:
+    if "minimum" in schema and value < schema["minimum"]:
+        causes.append(
+            Cause(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {value}: {path} in body should be greater than or equal to {schema['minimum']}",
+            )
+        )
+    if "maximum" in schema and value > schema["maximum"]:
+        causes.append(
+            Cause(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {value}: {path} in body should be less than or equal to {schema['maximum']}",
+            )
+        )
+    if schema.get("format") == "int32" and not -(2**31) <= value < 2**31:
+        causes.append(
+            Cause(path, "FieldValueInvalid", f"Invalid value: {value}: {path} in body must be a 32-bit integer")
+        )
+
+
+def _check_string(schema: dict, value: str, path: str, causes: list[Cause]) -> None:
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        causes.append(Cause(path, "FieldValueTooLong", f"Too long: may not be more than {schema['maxLength']} bytes"))
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        causes.append(
+            Cause(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {_fmt(value)}: {path} in body should be at least {schema['minLength']} chars long",
+            )
+        )
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        causes.append(
+            Cause(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {_fmt(value)}: {path} in body should match '{schema['pattern']}'",
+            )
+        )
+    if schema.get("format") == "date-time":
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            causes.append(
+                Cause(
+                    path, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {path} in body must be of type date-time"
+                )
+            )
+    if schema.get("format") == "quantity" and not QUANTITY.match(value):
+        causes.append(
+            Cause(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {_fmt(value)}: quantities must match the regular expression '{QUANTITY.pattern}'",
+            )
+        )
+
+
+def _check_array(schema: dict, value: list, old: Any, path: str, causes: list[Cause]) -> None:
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        causes.append(
+            Cause(path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
+        )
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        causes.append(
+            Cause(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {len(value)}: {path} in body should have at least {schema['minItems']} items",
+            )
+        )
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        seen: set[str] = set()
+        for item in value:
+            if isinstance(item, dict):
+                k = json.dumps({key: item.get(key) for key in keys}, sort_keys=True)
+                if k in seen:
+                    causes.append(Cause(path, "FieldValueDuplicate", f"Duplicate value: {k}"))
+                seen.add(k)
+    elif list_type == "set":
+        dumped = [json.dumps(v, sort_keys=True) for v in value]
+        for i, d in enumerate(dumped):
+            if d in dumped[:i]:
+                causes.append(Cause(f"{path}[{i}]", "FieldValueDuplicate", f"Duplicate value: {d}"))
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(value):
+            _check(items, item, None, f"{path}[{i}]", causes)
+
+
+def _check_object(schema: dict, value: dict, old: Any, path: str, causes: list[Cause], top: bool) -> None:
+    old = old if isinstance(old, dict) else None
+    for req in schema.get("required") or []:
+        if req not in value and not (top and req == "metadata"):
+            causes.append(Cause(_join(path, req), "FieldValueRequired", "Required value"))
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        causes.append(
+            Cause(
+                path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxProperties']} items"
+            )
+        )
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    for key, sub in value.items():
+        sub_schema = props.get(key) or (extra if isinstance(extra, dict) else None)
+        if sub_schema is not None:
+            _check(sub_schema, sub, old.get(key) if old else None, _join(path, key), causes)
+
+
+@cache
+def _compiled(rule: str) -> tuple:
+    node = cel.compile_rule(rule)
+    return node, cel.uses_old_self(node)
+
+
+def known_rules(schema: dict) -> list[str]:
+    """Every CEL rule text in a schema (the test checks they all compile)."""
+    out: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            out.extend(v["rule"] for v in node.get("x-kubernetes-validations") or [])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    return out
+
+
+def _rules(schema: dict, value: Any, old: Any, path: str, causes: list[Cause]) -> None:
+    for rule in schema.get("x-kubernetes-validations") or []:
+        node, transition = _compiled(rule["rule"])
+        if transition and old is None:
+            continue  # transition rules only run on updates where the old value exists
+        env = {"self": value, "oldSelf": old}
+        try:
+            ok = cel.evaluate(node, env) is True
+        except cel.CELError:
+            ok = False
+        if not ok:
+            field = path
+            if rule.get("fieldPath"):
+                field = path + rule["fieldPath"]
+            message = rule.get("message") or f"failed rule: {rule['rule']}"
+            causes.append(Cause(field, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {message}"))
