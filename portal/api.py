@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions
+from django.db.models import Q, QuerySet
+from rest_framework import exceptions, permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -26,3 +28,72 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     return drf_exception_handler(exc, context)
+
+
+class ShapeOnlyModelSerializer(serializers.ModelSerializer):
+    """A ModelSerializer that checks shape only (types, lengths, choices, required/nullable).
+
+    The model's validators, bounds and uniqueness checks are dropped here on purpose: the services run them
+    (full_clean plus the rules that span rows) and their messages reach the client through the exception handler
+    above, so the API and the forms say the same thing.
+    """
+
+    def build_standard_field(self, field_name: str, model_field: Any) -> tuple[type, dict[str, Any]]:
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        for rule in ("validators", "min_value", "max_value"):
+            kwargs.pop(rule, None)
+        return field_class, kwargs
+
+    def get_validators(self) -> list:
+        return []
+
+
+class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A reference by id to a row the requesting user may see; other ids read as "does not exist".
+
+    `scope(user)` comes from the access module (departments_for, projects_for, ...); `queryset` names the model
+    for the schema only.
+    """
+
+    def __init__(self, *, scope: Callable[[Any], QuerySet], **kwargs: Any) -> None:
+        self.scope = scope
+        super().__init__(**kwargs)
+
+    def get_queryset(self) -> QuerySet:
+        request = self.context.get("request")
+        return self.scope(getattr(request, "user", None))
+
+
+class ServiceViewSet(viewsets.ModelViewSet):
+    """CRUD whose writes go through services. Reads come from access-scoped querysets (unseen rows: 404).
+
+    Before validating a write, `may_create()` / `may_change(obj)` (answered by the access module) turn away users
+    who may not write at all with 403; the services check again, and decide finer questions themselves.
+    PUT is not offered: PATCH changes the fields it names.
+    """
+
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    denied_message = "You may not make this change."
+
+    def may_create(self) -> bool:
+        return True
+
+    def may_change(self, obj: Any) -> bool:
+        return True
+
+    def create(self, request: Any, *args: Any, **kwargs: Any) -> Response:
+        if not self.may_create():
+            self.permission_denied(request, message=self.denied_message)
+        return super().create(request, *args, **kwargs)
+
+    def check_object_permissions(self, request: Any, obj: Any) -> None:
+        super().check_object_permissions(request, obj)
+        if request.method not in permissions.SAFE_METHODS and not self.may_change(obj):
+            self.permission_denied(request, message=self.denied_message)
+
+
+def id_or_slug(value: str, *, field: str, slug_field: str = "slug") -> Q:
+    """A filter matching a related row by numeric id or by slug (`?project=7` or `?project=vision`)."""
+    if value.isdigit():
+        return Q(**{f"{field}_id": int(value)})
+    return Q(**{f"{field}__{slug_field}": value})

@@ -1,0 +1,111 @@
+"""Shapes of the organisation API. Shape only: the rules (bounds, sums, names, uniqueness) live in the services."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from apps.accounts.access import departments_for, projects_for
+from apps.org.models import AuditEvent, Department, NodePool, PriorityClass, Project, Quota
+from portal.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+
+
+class NodePoolSerializer(ShapeOnlyModelSerializer):
+    card_fraction = serializers.CharField(source="card_fraction_display", read_only=True)
+
+    class Meta:
+        model = NodePool
+        fields = [
+            "id", "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile",
+            "replicas_per_card", "node_labels", "node_taints", "capacity", "card_fraction_numerator",
+            "card_fraction_denominator", "card_fraction", "over_subscribable", "created_at", "updated_at",
+        ]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class OwnedQuotaSerializer(ShapeOnlyModelSerializer):
+    """A quota as listed under its department or project."""
+
+    node_pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Quota
+        fields = ["id", "node_pool", "deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"]
+        read_only_fields = fields
+
+
+class DepartmentSerializer(ShapeOnlyModelSerializer):
+    quotas = OwnedQuotaSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Department
+        fields = [
+            "id", "slug", "name", "description", "min_project_weight", "max_project_weight", "quotas",
+            "created_at", "updated_at",
+        ]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class ProjectSerializer(ShapeOnlyModelSerializer):
+    department = ScopedPrimaryKeyRelatedField(scope=departments_for, queryset=Department.objects.all())
+    default_priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), allow_null=True, required=False
+    )
+    quotas = OwnedQuotaSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Project
+        fields = [
+            "id", "slug", "name", "description", "department", "namespace", "does_not_lend",
+            "default_priority_class", "quotas", "created_at", "updated_at",
+        ]
+        read_only_fields = ["created_at", "updated_at"]
+        extra_kwargs = {"namespace": {"required": False, "allow_blank": True,
+                                      "help_text": "Kubernetes namespace; defaults to proj-<slug>."}}
+
+
+class QuotaSerializer(ShapeOnlyModelSerializer):
+    """One department's or project's share of one pool: exactly one of `department` and `project` is set."""
+
+    node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all())
+    department = ScopedPrimaryKeyRelatedField(
+        scope=departments_for, queryset=Department.objects.all(), allow_null=True, required=False
+    )
+    project = ScopedPrimaryKeyRelatedField(
+        scope=projects_for, queryset=Project.objects.all(), allow_null=True, required=False
+    )
+
+    class Meta:
+        model = Quota
+        fields = [
+            "id", "node_pool", "department", "project", "deserved", "limit", "over_quota_weight", "cpu_cores",
+            "memory_gib", "updated_at",
+        ]
+        read_only_fields = ["updated_at"]
+        extra_kwargs = {"deserved": {"required": True}}
+
+
+class QuotaUpdateSerializer(ShapeOnlyModelSerializer):
+    """What a PATCH may change; the pool and the owner of a quota are fixed (delete and create instead)."""
+
+    class Meta:
+        model = Quota
+        fields = ["deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"]
+
+
+class PriorityClassSerializer(ShapeOnlyModelSerializer):
+    class Meta:
+        model = PriorityClass
+        fields = ["id", "name", "value", "preemptible", "description", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id", "at", "actor", "action", "object_type", "object_id", "object_repr", "department", "project",
+            "before", "after",
+        ]
+        read_only_fields = fields

@@ -1,0 +1,13 @@
+from rest_framework.routers import SimpleRouter
+
+from . import views
+
+router = SimpleRouter()
+router.register("node-pools", views.NodePoolViewSet, basename="node-pool")
+router.register("departments", views.DepartmentViewSet, basename="department")
+router.register("projects", views.ProjectViewSet, basename="project")
+router.register("quotas", views.QuotaViewSet, basename="quota")
+router.register("priority-classes", views.PriorityClassViewSet, basename="priority-class")
+router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
+
+urlpatterns = router.urls

@@ -1,0 +1,283 @@
+"""The organisation API: thin viewsets over access-scoped querysets, every write through a service."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.accounts.access import (
+    Action,
+    audit_events_for,
+    can,
+    can_anywhere,
+    departments_for,
+    projects_for,
+    quotas_for,
+)
+from apps.org import services
+from apps.org.models import AuditEvent, NodePool, PriorityClass, Quota
+from portal.api import ServiceViewSet, id_or_slug
+
+from .serializers import (
+    AuditEventSerializer,
+    DepartmentSerializer,
+    NodePoolSerializer,
+    PriorityClassSerializer,
+    ProjectSerializer,
+    QuotaSerializer,
+    QuotaUpdateSerializer,
+)
+
+
+def _owned_quotas() -> Prefetch:
+    return Prefetch("quotas", queryset=Quota.objects.select_related("node_pool"))
+
+
+class NodePoolViewSet(ServiceViewSet):
+    """GPU node pools. Everyone signed in reads them; admins change them."""
+
+    serializer_class = NodePoolSerializer
+    queryset = NodePool.objects.all()
+
+    def may_create(self) -> bool:
+        return can(self.request.user, Action.MANAGE)
+
+    def may_change(self, obj: NodePool) -> bool:
+        return can(self.request.user, Action.MANAGE, obj)
+
+    def perform_create(self, serializer: NodePoolSerializer) -> None:
+        serializer.instance = services.node_pool_create(actor=self.request.user, **serializer.validated_data)
+
+    def perform_update(self, serializer: NodePoolSerializer) -> None:
+        serializer.instance = services.node_pool_update(
+            actor=self.request.user, node_pool=serializer.instance, **serializer.validated_data
+        )
+
+    def perform_destroy(self, instance: NodePool) -> None:
+        services.node_pool_delete(actor=self.request.user, node_pool=instance)
+
+
+class DepartmentViewSet(ServiceViewSet):
+    """Departments the user may see, with their own quota per pool. Admins create, change and delete them."""
+
+    serializer_class = DepartmentSerializer
+
+    def get_queryset(self) -> QuerySet:
+        return departments_for(self.request.user).prefetch_related(_owned_quotas())
+
+    def may_create(self) -> bool:
+        return can(self.request.user, Action.MANAGE)
+
+    def may_change(self, obj: Any) -> bool:
+        return can(self.request.user, Action.MANAGE, obj)
+
+    def perform_create(self, serializer: DepartmentSerializer) -> None:
+        serializer.instance = services.department_create(actor=self.request.user, **serializer.validated_data)
+
+    def perform_update(self, serializer: DepartmentSerializer) -> None:
+        serializer.instance = services.department_update(
+            actor=self.request.user, department=serializer.instance, **serializer.validated_data
+        )
+
+    def perform_destroy(self, instance: Any) -> None:
+        services.department_delete(actor=self.request.user, department=instance)
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[
+        OpenApiParameter("department", OpenApiTypes.STR, description="Department id or slug."),
+    ]),
+    partial_update=extend_schema(description=(
+        "Change a project. A PATCH naming only `default_priority_class` is the team lead's change "
+        "(project_defaults_set); anything else needs the right to manage the department's projects."
+    )),
+)
+class ProjectViewSet(ServiceViewSet):
+    """Projects the user may see, with their quotas. Department admins manage those of their department."""
+
+    serializer_class = ProjectSerializer
+
+    def get_queryset(self) -> QuerySet:
+        queryset = projects_for(self.request.user).select_related("department", "default_priority_class")
+        queryset = queryset.prefetch_related(_owned_quotas())
+        if department := self.request.query_params.get("department"):
+            queryset = queryset.filter(id_or_slug(department, field="department"))
+        return queryset
+
+    def may_create(self) -> bool:
+        return can_anywhere(self.request.user, Action.MANAGE_PROJECTS)
+
+    def may_change(self, obj: Any) -> bool:
+        action = Action.EDIT_WEIGHT if self.action == "partial_update" else Action.MANAGE_PROJECTS
+        return can(self.request.user, action, obj)
+
+    def perform_create(self, serializer: ProjectSerializer) -> None:
+        fields = dict(serializer.validated_data)
+        serializer.instance = services.project_create(
+            actor=self.request.user, department=fields.pop("department"), **fields
+        )
+
+    def perform_update(self, serializer: ProjectSerializer) -> None:
+        changes = serializer.validated_data
+        if set(changes) == {"default_priority_class"}:
+            serializer.instance = services.project_defaults_set(
+                actor=self.request.user, project=serializer.instance,
+                default_priority_class=changes["default_priority_class"],
+            )
+        else:
+            serializer.instance = services.project_update(
+                actor=self.request.user, project=serializer.instance, **changes
+            )
+
+    def perform_destroy(self, instance: Any) -> None:
+        services.project_delete(actor=self.request.user, project=instance)
+
+
+_QUOTA_FILTERS = [
+    OpenApiParameter("project", OpenApiTypes.STR, description="Quotas of this project (id or slug)."),
+    OpenApiParameter("department", OpenApiTypes.STR,
+                     description="Quotas of this department itself (id or slug), not of its projects."),
+    OpenApiParameter("node_pool", OpenApiTypes.STR, description="Quotas on this pool (slug)."),
+]
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=_QUOTA_FILTERS),
+    partial_update=extend_schema(
+        request=QuotaUpdateSerializer,
+        responses=QuotaSerializer,
+        description=(
+            "A PATCH that changes only `over_quota_weight` is a weight change (team leads, within the department's "
+            "bounds); a change of deserved, limit, CPU or memory needs the right to manage the quota's projects "
+            "(department admins) or department (admins)."
+        ),
+    ),
+)
+class QuotaViewSet(ServiceViewSet):
+    """Per-pool quotas of the departments and projects the user may see: one row per owner and pool."""
+
+    serializer_class = QuotaSerializer
+
+    def get_queryset(self) -> QuerySet:
+        queryset = quotas_for(self.request.user).select_related("node_pool", "department", "project")
+        params = self.request.query_params
+        if project := params.get("project"):
+            queryset = queryset.filter(id_or_slug(project, field="project"))
+        if department := params.get("department"):
+            queryset = queryset.filter(id_or_slug(department, field="department"))
+        if node_pool := params.get("node_pool"):
+            queryset = queryset.filter(node_pool__slug=node_pool)
+        return queryset
+
+    def may_create(self) -> bool:
+        return can_anywhere(self.request.user, Action.MANAGE_PROJECTS)
+
+    def may_change(self, obj: Quota) -> bool:
+        if obj.project_id is None:
+            return can(self.request.user, Action.MANAGE, obj.department)
+        action = Action.EDIT_WEIGHT if self.action == "partial_update" else Action.MANAGE_PROJECTS
+        return can(self.request.user, action, obj.project)
+
+    def perform_create(self, serializer: QuotaSerializer) -> None:
+        serializer.instance = services.quota_set(actor=self.request.user, **serializer.validated_data)
+
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        quota: Quota = self.get_object()
+        serializer = QuotaUpdateSerializer(quota, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        current = {name: getattr(quota, name) for name in QuotaUpdateSerializer.Meta.fields}
+        wanted = {**current, **serializer.validated_data}
+        changed = {name for name, value in wanted.items() if value != current[name]}
+        if changed <= {"over_quota_weight"}:
+            quota = services.quota_weight_set(
+                actor=request.user, quota=quota, over_quota_weight=wanted["over_quota_weight"]
+            )
+        else:
+            quota = services.quota_set(
+                actor=request.user, node_pool=quota.node_pool, department=quota.department, project=quota.project,
+                **wanted,
+            )
+        return Response(QuotaSerializer(quota, context=self.get_serializer_context()).data)
+
+    def perform_destroy(self, instance: Quota) -> None:
+        services.quota_delete(actor=self.request.user, quota=instance)
+
+
+class PriorityClassViewSet(ServiceViewSet):
+    """Priority classes (Kueue WorkloadPriorityClasses). Everyone signed in reads them; admins change them."""
+
+    serializer_class = PriorityClassSerializer
+    queryset = PriorityClass.objects.all()
+
+    def may_create(self) -> bool:
+        return can(self.request.user, Action.MANAGE)
+
+    def may_change(self, obj: PriorityClass) -> bool:
+        return can(self.request.user, Action.MANAGE, obj)
+
+    def perform_create(self, serializer: PriorityClassSerializer) -> None:
+        serializer.instance = services.priority_class_create(actor=self.request.user, **serializer.validated_data)
+
+    def perform_update(self, serializer: PriorityClassSerializer) -> None:
+        serializer.instance = services.priority_class_update(
+            actor=self.request.user, priority_class=serializer.instance, **serializer.validated_data
+        )
+
+    def perform_destroy(self, instance: PriorityClass) -> None:
+        services.priority_class_delete(actor=self.request.user, priority_class=instance)
+
+
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("action", OpenApiTypes.STR, description="e.g. quota.update, quota.weight, project.create."),
+    OpenApiParameter("object_type", OpenApiTypes.STR, description="e.g. quota, project, nodepool, rolebinding."),
+    OpenApiParameter("object_id", OpenApiTypes.STR),
+    OpenApiParameter("actor", OpenApiTypes.STR, description="Username."),
+    OpenApiParameter("department", OpenApiTypes.STR, description="Department id or slug."),
+    OpenApiParameter("project", OpenApiTypes.STR, description="Project id or slug."),
+    OpenApiParameter("since", OpenApiTypes.DATETIME, description="At or after this time."),
+    OpenApiParameter("until", OpenApiTypes.DATETIME, description="Before this time."),
+]))
+class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+    """The audit log, scoped: admins see everything, department admins their departments. Newest first."""
+
+    serializer_class = AuditEventSerializer
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        queryset = audit_events_for(self.request.user).select_related("actor")
+        params = self.request.query_params
+        for name in ("action", "object_type", "object_id"):
+            if value := params.get(name):
+                queryset = queryset.filter(**{name: value})
+        if actor := params.get("actor"):
+            queryset = queryset.filter(actor__username=actor)
+        if department := params.get("department"):
+            queryset = queryset.filter(id_or_slug(department, field="department"))
+        if project := params.get("project"):
+            queryset = queryset.filter(id_or_slug(project, field="project"))
+        if since := params.get("since"):
+            queryset = queryset.filter(at__gte=_datetime_param("since", since))
+        if until := params.get("until"):
+            queryset = queryset.filter(at__lt=_datetime_param("until", until))
+        return queryset
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if not can_anywhere(request.user, Action.VIEW_AUDIT):
+            self.permission_denied(request, message="You may not read the audit log.")
+
+
+def _datetime_param(name: str, value: str) -> datetime:
+    parsed = parse_datetime(value.replace(" ", "+"))  # a '+' in a query string arrives as a space
+    if parsed is None:
+        raise ValidationError({name: "Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."})
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
