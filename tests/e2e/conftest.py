@@ -1,0 +1,59 @@
+"""Browser tests: Debian's chromium driven by Playwright against Django's live server.
+
+Playwright never downloads a browser here: it launches the system chromium. Without chromium the tests skip
+with a clear message on a developer machine, and fail under CI=true (where .ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    executable = shutil.which("chromium")
+    if executable is None:
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail("chromium is not installed; .ci/run installs Debian's chromium package")
+        pytest.skip("Debian chromium is not installed (apt-get install chromium); browser tests skipped")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the live server's ORM calls happen in its own.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def login(browser, live_server, transactional_db):
+    """login("alice") -> a Playwright page signed in as that demo user (password 'demo')."""
+    from apps.org.demo import seed_demo
+
+    seed_demo()
+    contexts = []
+
+    def sign_in(username: str):
+        context = browser.new_context(base_url=live_server.url)
+        context.set_default_timeout(10_000)
+        contexts.append(context)
+        page = context.new_page()
+        page.goto("/accounts/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", "demo")
+        page.click("button[type=submit]")
+        page.wait_for_url(lambda url: "/accounts/login/" not in url)
+        return page
+
+    yield sign_in
+    for context in contexts:
+        context.close()
