@@ -1,0 +1,238 @@
+"""The organisation -> Kueue contract of DESIGN section 4, as pure functions.
+
+Input is a plain snapshot of the organisation (no ORM), output is the list of Kubernetes objects the cluster
+should hold: per node pool a ResourceFlavor and its own cohort tree (root, department and project Cohorts), two
+ClusterQueues per project and pool, the project namespaces with their LocalQueues, and the
+WorkloadPriorityClasses. Every object carries the portal's ownership label, so reconcile never touches anything
+else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-portal"
+POOL_LABEL = "portal.gpu/pool"
+DEPARTMENT_LABEL = "portal.gpu/department"
+PROJECT_LABEL = "portal.gpu/project"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Name prefixes, configurable per installation (settings.KUEUE_*_PREFIX)."""
+
+    root_cohort_prefix: str = "portal-"
+    department_cohort_prefix: str = "dept-"
+    project_prefix: str = "proj-"
+
+    def root_cohort(self, pool: str) -> str:
+        return f"{self.root_cohort_prefix}{pool}"
+
+    def department_cohort(self, department: str, pool: str) -> str:
+        return f"{self.department_cohort_prefix}{department}-{pool}"
+
+    def project_cohort(self, project: str, pool: str) -> str:
+        return f"{self.project_prefix}{project}-{pool}"
+
+    def cluster_queue(self, project: str, pool: str, *, guaranteed: bool) -> str:
+        return f"{self.project_cohort(project, pool)}-{'guaranteed' if guaranteed else 'elastic'}"
+
+
+def local_queue_name(pool: str, *, guaranteed: bool) -> str:
+    """Non-preemptible work goes to the guaranteed queue, preemptible work to the elastic one."""
+    return f"{'guaranteed' if guaranteed else 'elastic'}-{pool}"
+
+
+@dataclass(frozen=True)
+class PoolQuota:
+    deserved: int
+    limit: int | None
+    weight: Decimal
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    slug: str
+    gpu_resource: str
+    capacity: int
+    node_labels: dict[str, str] = field(default_factory=dict)
+    node_taints: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    slug: str
+    namespace: str
+    does_not_lend: bool
+    quotas: dict[str, PoolQuota]  # pool slug -> quota
+
+
+@dataclass(frozen=True)
+class DepartmentSpec:
+    slug: str
+    quotas: dict[str, PoolQuota]
+    projects: tuple[ProjectSpec, ...]
+
+
+@dataclass(frozen=True)
+class PriorityClassSpec:
+    name: str
+    value: int
+    description: str
+
+
+@dataclass(frozen=True)
+class OrgSnapshot:
+    pools: tuple[PoolSpec, ...]
+    departments: tuple[DepartmentSpec, ...]
+    priority_classes: tuple[PriorityClassSpec, ...]
+
+
+def quantity(value: Decimal | int) -> str | int:
+    """A Kubernetes quantity: integers stay integers, decimals lose trailing zeros (2.50 -> "2.5")."""
+    if isinstance(value, int):
+        return value
+    normalized = value.normalize()
+    return int(normalized) if normalized == normalized.to_integral() else format(normalized, "f")
+
+
+def _metadata(name: str, labels: dict[str, str], namespace: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY, **labels}}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return metadata
+
+
+def _resource_group(pool: PoolSpec, resource: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "coveredResources": [pool.gpu_resource],
+        "flavors": [{"name": pool.slug, "resources": [{"name": pool.gpu_resource, **resource}]}],
+    }
+
+
+def resource_flavor(pool: PoolSpec) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if pool.node_labels:
+        spec["nodeLabels"] = dict(pool.node_labels)
+    if pool.node_taints:
+        spec["nodeTaints"] = [dict(taint) for taint in pool.node_taints]
+        # Portal workloads tolerate their own pool's taints; Kueue injects these on admission.
+        spec["tolerations"] = [
+            {"key": taint["key"], "operator": "Equal", "value": taint.get("value", ""), "effect": taint["effect"]}
+            for taint in pool.node_taints
+        ]
+    metadata = _metadata(pool.slug, {POOL_LABEL: pool.slug})
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": metadata, "spec": spec}
+
+
+def _pool_tree(pool: PoolSpec, departments: tuple[DepartmentSpec, ...], naming: Naming) -> list[dict[str, Any]]:
+    """The cohort tree and queues of one pool, for the departments and projects with a quota row on it."""
+    members = [
+        (department, [project for project in department.projects if pool.slug in project.quotas])
+        for department in departments
+    ]
+    members = [(department, projects) for department, projects in members if pool.slug in department.quotas or projects]
+    if not members:
+        return []
+    root_name = naming.root_cohort(pool.slug)
+    assigned = sum(department.quotas[pool.slug].deserved for department, _ in members if pool.slug in department.quotas)
+    root_spec: dict[str, Any] = {}
+    idle = max(0, pool.capacity - assigned)  # over-subscribed pools leave no unassigned quota
+    if idle:
+        root_spec["resourceGroups"] = [_resource_group(pool, {"nominalQuota": idle})]
+    objects: list[dict[str, Any]] = [{
+        "apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _metadata(root_name, {POOL_LABEL: pool.slug}),
+        "spec": root_spec,
+    }]
+    for department, projects in members:
+        quota = department.quotas.get(pool.slug, PoolQuota(deserved=0, limit=None, weight=Decimal(1)))
+        projects_deserved = sum(project.quotas[pool.slug].deserved for project in projects)
+        resource: dict[str, Any] = {"nominalQuota": max(0, quota.deserved - projects_deserved)}
+        if quota.limit is not None:
+            resource["borrowingLimit"] = max(0, quota.limit - quota.deserved)
+        department_cohort = naming.department_cohort(department.slug, pool.slug)
+        objects.append({
+            "apiVersion": KUEUE_API, "kind": "Cohort",
+            "metadata": _metadata(department_cohort, {POOL_LABEL: pool.slug, DEPARTMENT_LABEL: department.slug}),
+            "spec": {"parentName": root_name, "fairSharing": {"weight": quantity(quota.weight)},
+                     "resourceGroups": [_resource_group(pool, resource)]},
+        })
+        for project in projects:
+            objects.extend(_project_objects(pool, department, project, department_cohort, naming))
+    return objects
+
+
+def _project_objects(pool: PoolSpec, department: DepartmentSpec, project: ProjectSpec, parent: str,
+                     naming: Naming) -> list[dict[str, Any]]:
+    quota = project.quotas[pool.slug]
+    labels = {POOL_LABEL: pool.slug, DEPARTMENT_LABEL: department.slug, PROJECT_LABEL: project.slug}
+    cohort_name = naming.project_cohort(project.slug, pool.slug)
+    cohort_spec: dict[str, Any] = {"parentName": parent, "fairSharing": {"weight": quantity(quota.weight)}}
+    if quota.limit is not None:
+        # The project's limit lives on its cohort so both of its queues share it.
+        cohort_spec["resourceGroups"] = [_resource_group(
+            pool, {"nominalQuota": 0, "borrowingLimit": max(0, quota.limit - quota.deserved)}
+        )]
+    namespace_selector = {"matchLabels": {NAMESPACE_NAME_LABEL: project.namespace}}
+    guaranteed_resource: dict[str, Any] = {"nominalQuota": quota.deserved, "borrowingLimit": 0}
+    if project.does_not_lend:
+        guaranteed_resource["lendingLimit"] = 0
+    objects = [
+        {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _metadata(cohort_name, labels), "spec": cohort_spec},
+        {
+            "apiVersion": KUEUE_API, "kind": "ClusterQueue",
+            "metadata": _metadata(naming.cluster_queue(project.slug, pool.slug, guaranteed=True), labels),
+            "spec": {
+                "cohortName": cohort_name, "namespaceSelector": namespace_selector,
+                "queueingStrategy": "BestEffortFIFO",
+                "resourceGroups": [_resource_group(pool, guaranteed_resource)],
+                "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"},
+            },
+        },
+        {
+            "apiVersion": KUEUE_API, "kind": "ClusterQueue",
+            "metadata": _metadata(naming.cluster_queue(project.slug, pool.slug, guaranteed=False), labels),
+            "spec": {
+                "cohortName": cohort_name, "namespaceSelector": namespace_selector,
+                "queueingStrategy": "BestEffortFIFO",
+                "resourceGroups": [_resource_group(pool, {"nominalQuota": 0})],
+                "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            },
+        },
+    ]
+    for guaranteed in (True, False):
+        objects.append({
+            "apiVersion": KUEUE_API, "kind": "LocalQueue",
+            "metadata": _metadata(local_queue_name(pool.slug, guaranteed=guaranteed), labels, project.namespace),
+            "spec": {"clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=guaranteed)},
+        })
+    return objects
+
+
+def namespace(project: ProjectSpec, department: DepartmentSpec) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": _metadata(project.namespace, {DEPARTMENT_LABEL: department.slug, PROJECT_LABEL: project.slug})}
+
+
+def priority_class(spec: PriorityClassSpec) -> dict[str, Any]:
+    obj: dict[str, Any] = {"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
+                           "metadata": _metadata(spec.name, {}), "value": spec.value}
+    if spec.description:
+        obj["description"] = spec.description
+    return obj
+
+
+def desired_objects(org: OrgSnapshot, naming: Naming | None = None) -> list[dict[str, Any]]:
+    """Every object the cluster should hold, parents before children (the order creates must follow)."""
+    naming = naming or Naming()
+    objects: list[dict[str, Any]] = [priority_class(spec) for spec in org.priority_classes]
+    objects += [resource_flavor(pool) for pool in org.pools]
+    objects += [namespace(project, department) for department in org.departments for project in department.projects]
+    for pool in org.pools:
+        objects += _pool_tree(pool, org.departments, naming)
+    return objects
