@@ -1,0 +1,509 @@
+"""Kueue's controllers on kubesim's store: the scheduler loop, the Workload lifecycle (deactivation, backoff,
+waitForPodsReady, maximum execution time, stop policies) and the ClusterQueue / LocalQueue / Cohort status."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import weakref
+from datetime import datetime, timedelta
+
+from kubesim.kueue import constants as C
+from kubesim.kueue import workload_status as ws
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.jobs import JobIntegration
+from kubesim.kueue.quantity import format_amount
+from kubesim.kueue.scheduler import Queues, Scheduler, Snapshot
+from kubesim.kueue.scheduler.model import condition_true, find_condition, is_active, is_finished, parse_time
+from kubesim.kueue.scheduler.quota import dominant_resource_share
+
+# Queue state and configuration per store, so visibility() orders pending workloads exactly as the scheduler does.
+_QUEUES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CONFIGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def config_for(store) -> KueueConfig:
+    return _CONFIGS.get(store) or KueueConfig.default()
+
+
+def queues_for(store) -> Queues:
+    queues = _QUEUES.get(store)
+    if queues is None:
+        queues = _QUEUES[store] = Queues()
+    return queues
+
+
+def build_snapshot(store, config: KueueConfig, now: datetime | None) -> Snapshot:
+    return Snapshot.from_objects(
+        resource_flavors=store.list("resourceflavors"),
+        cohorts=store.list("cohorts"),
+        cluster_queues=store.list("clusterqueues"),
+        local_queues=store.list("localqueues"),
+        workloads=store.list("workloads"),
+        namespaces=store.list("namespaces"),
+        config=config,
+        now=now,
+    )
+
+
+def _fingerprint(store) -> str:
+    """Changes to queues, cohorts, flavors or namespaces flush the inadmissible sets."""
+    parts = []
+    for resource in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces"):
+        for obj in store.list(resource):
+            md = obj.get("metadata") or {}
+            parts.append((resource, md.get("namespace"), md.get("name"), obj.get("spec"), md.get("labels")))
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _root_name(snap: Snapshot, cq_name: str) -> str:
+    cq = snap.cluster_queues.get(cq_name)
+    return "" if cq is None else cq.root().name
+
+
+class SchedulerController:
+    """Runs scheduling cycles until nothing changes and writes the decisions as Kueue does."""
+
+    name = "kueue-scheduler"
+
+    def __init__(self, config: KueueConfig) -> None:
+        self.config = config
+        self.scheduler = Scheduler()
+        self._reserving: dict[str, str] = {}  # workload key -> ClusterQueue, after the last reconcile
+        self._generations: dict[str, int] = {}
+        self._fingerprint = ""
+
+    def next_deadline(self, store) -> datetime | None:
+        """Backoff expiries: a workload re-enters its queue at status.requeueState.requeueAt."""
+        now = store.clock.now()
+        best = None
+        for wl in store.list("workloads"):
+            at = parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+            if at is not None and at > now and (best is None or at < best):
+                best = at
+        return best
+
+    def reconcile(self, store) -> bool:
+        now = store.clock.now()
+        queues = queues_for(store)
+        _CONFIGS[store] = self.config
+        snap = build_snapshot(store, self.config, now)
+        self._flush_on_events(store, snap, queues)
+        results = self.scheduler.run(snap, queues, now)
+        wrote = False
+        pending = {}
+        for result in results:
+            for adm in result.admitted:
+                wrote = self._admit(store, adm, now) or wrote
+            for pre in result.preempted:
+                wrote = self._preempt(store, pre, now) or wrote
+            for p in result.pending:
+                pending[p.workload.key] = p
+        for key, p in pending.items():
+            if snap.workloads[key].has_reservation:
+                continue
+            wrote = self._set_pending(store, p.workload.obj, p.reason, p.message, now, event=True) or wrote
+        for wl, reason, message in snap.orphans:
+            wrote = self._set_pending(store, wl.obj, reason, message, now) or wrote
+        for cq_name, wls in snap.pending.items():
+            cq = snap.cluster_queues.get(cq_name)
+            if cq is not None and not cq.active:
+                for wl in wls:
+                    msg = f"ClusterQueue {cq_name} is inactive"
+                    wrote = self._set_pending(store, wl.obj, C.REASON_SUSPENDED, msg, now) or wrote
+        self._reserving = {k: w.cluster_queue for k, w in snap.workloads.items() if w.has_reservation}
+        return wrote
+
+    def _flush_on_events(self, store, snap: Snapshot, queues: Queues) -> None:
+        fingerprint = _fingerprint(store)
+        if fingerprint != self._fingerprint:
+            self._fingerprint = fingerprint
+            queues.flush()
+        reserving = {k for k, w in snap.workloads.items() if w.has_reservation}
+        released_roots = {_root_name(snap, cq) for k, cq in self._reserving.items() if k not in reserving}
+        if released_roots:
+            queues.flush({name for name, cq in snap.cluster_queues.items() if cq.root().name in released_roots})
+        pending_keys: dict[str, set[str]] = {}
+        for cq_name, wls in snap.pending.items():
+            pending_keys[cq_name] = {w.key for w in wls}
+            for w in wls:
+                if self._generations.get(w.key, w.generation) != w.generation:
+                    queues.forget(w.key)
+        self._generations = {k: w.generation for k, w in snap.workloads.items()}
+        for cq_name in list(queues.inadmissible):
+            queues.inadmissible[cq_name] &= pending_keys.get(cq_name, set())
+        for cq_name, key in list(queues.sticky.items()):
+            if key not in pending_keys.get(cq_name, set()):
+                del queues.sticky[cq_name]
+
+    def _set_pending(self, store, seen: dict, reason: str, message: str, now: datetime, event: bool = False) -> bool:
+        md = seen["metadata"]
+        obj = store.get("workloads", md["namespace"], md["name"])
+        if obj is None or condition_true(obj, C.QUOTA_RESERVED):
+            return False
+        before = json.dumps(obj.get("status"), sort_keys=True)
+        ws.set_pending(obj, reason, message, now)
+        if json.dumps(obj.get("status"), sort_keys=True) == before:
+            return False
+        store.update_status("workloads", obj)
+        if event:
+            store.record_event(obj, "Warning", reason, message, C.CONTROLLER_NAME)
+        return True
+
+    def _admit(self, store, adm, now: datetime) -> bool:
+        md = adm.workload.obj["metadata"]
+        obj = store.get("workloads", md["namespace"], md["name"])
+        if obj is None:
+            return False
+        requeued = find_condition(obj, C.REQUEUED)
+        queued_at = parse_time((requeued or {}).get("lastTransitionTime")) or adm.workload.creation
+        ws.set_quota_reservation(obj, adm.cluster_queue, adm.podset_assignments, now)
+        store.update_status("workloads", obj)
+        wait = round((now - queued_at).total_seconds())
+        store.record_event(
+            obj,
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {adm.cluster_queue}, wait time since queued was {wait}s",
+            C.CONTROLLER_NAME,
+        )
+        store.record_event(
+            obj,
+            "Normal",
+            "Admitted",
+            f"Admitted by ClusterQueue {adm.cluster_queue}, wait time since reservation was 0s",
+            C.CONTROLLER_NAME,
+        )
+        return True
+
+    def _preempt(self, store, pre, now: datetime) -> bool:
+        md = pre.victim.obj["metadata"]
+        obj = store.get("workloads", md["namespace"], md["name"])
+        if obj is None or condition_true(obj, C.EVICTED):
+            return False
+        ws.preempt(obj, pre.reason, pre.message, now)
+        store.update_status("workloads", obj)
+        prio = (
+            f"; preemptor effective priority: {pre.preemptor.priority} (base: {pre.preemptor.priority}, boost: 0); "
+            f"preemptee effective priority: {pre.victim.priority} (base: {pre.victim.priority}, boost: 0)"
+        )
+        store.record_event(obj, "Normal", "EvictedDueToPreempted", pre.message, C.CONTROLLER_NAME)
+        store.record_event(obj, "Normal", "Preempted", pre.message + prio, C.CONTROLLER_NAME)
+        store.record_event(
+            pre.preemptor.obj,
+            "Normal",
+            "PreemptedWorkload",
+            f"Preempted workload {md['namespace']}/{md['name']} (UID: {md.get('uid')}) in ClusterQueue "
+            f"{pre.victim_cq}{prio}",
+            C.CONTROLLER_NAME,
+        )
+        return True
+
+
+class WorkloadController:
+    """Workload lifecycle outside scheduling: deactivation and reactivation, requeue backoff, waitForPodsReady
+    timeouts, maximumExecutionTimeSeconds and ClusterQueue / LocalQueue HoldAndDrain."""
+
+    name = "kueue-workload-controller"
+
+    def __init__(self, config: KueueConfig) -> None:
+        self.config = config
+
+    def next_deadline(self, store) -> datetime | None:
+        now = store.clock.now()
+        deadlines = []
+        wfpr = self.config.wait_for_pods_ready
+        for wl in store.list("workloads"):
+            if is_finished(wl):
+                continue
+            at = parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+            if at is not None:
+                deadlines.append(at)
+            admitted = find_condition(wl, C.ADMITTED)
+            if admitted is None or admitted.get("status") != "True":
+                continue
+            since = parse_time(admitted.get("lastTransitionTime")) or now
+            if wfpr.enable and not condition_true(wl, C.PODS_READY) and not condition_true(wl, C.EVICTED):
+                deadlines.append(since + timedelta(seconds=wfpr.timeout_seconds))
+            max_exec = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+            if max_exec is not None:
+                past = int((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+                deadlines.append(since + timedelta(seconds=int(max_exec) - past))
+        future = [d for d in deadlines if d > now]
+        return min(future) if future else None
+
+    def reconcile(self, store) -> bool:
+        now = store.clock.now()
+        cqs = {o["metadata"]["name"]: o for o in store.list("clusterqueues")}
+        lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in store.list("localqueues")}
+        wrote = False
+        for wl in store.list("workloads"):
+            if is_finished(wl) or wl["metadata"].get("deletionTimestamp"):
+                continue
+            if is_active(wl):
+                wrote = self._active(store, wl, now, cqs, lqs) or wrote
+            else:
+                wrote = self._inactive(store, wl, now) or wrote
+        return wrote
+
+    def _active(self, store, wl: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+        if condition_true(wl, C.DEACTIVATION_TARGET):
+            wl["spec"]["active"] = False
+            store.update("workloads", wl)
+            return True
+        status = wl.setdefault("status", {})
+        requeue_at = parse_time((status.get("requeueState") or {}).get("requeueAt"))
+        requeued = find_condition(wl, C.REQUEUED)
+        if requeued is not None and requeued.get("status") == "False" and requeued.get("reason") == "Deactivated":
+            ws.set_condition(wl, C.REQUEUED, "True", "Reactivated", "The workload was reactivated", now)
+            store.update_status("workloads", wl)
+            return True
+        if (
+            requeued is not None
+            and requeued.get("status") == "False"
+            and requeued.get("reason") == C.EVICTED_PODS_READY_TIMEOUT
+            and (requeue_at is None or requeue_at <= now)
+        ):
+            if requeue_at is not None:
+                status["requeueState"]["requeueAt"] = None
+            ws.set_condition(wl, C.REQUEUED, "True", "BackoffFinished", "The workload backoff was finished", now)
+            store.update_status("workloads", wl)
+            return True
+        if not condition_true(wl, C.ADMITTED) or condition_true(wl, C.EVICTED):
+            return False
+        if self._drain(store, wl, now, cqs, lqs):
+            return True
+        admitted = find_condition(wl, C.ADMITTED) or {}
+        since = parse_time(admitted.get("lastTransitionTime")) or now
+        max_exec = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        if max_exec is not None:
+            past = int(status.get("accumulatedPastExecutionTimeSeconds") or 0)
+            if since + timedelta(seconds=int(max_exec) - past) <= now:
+                ws.set_condition(
+                    wl,
+                    C.DEACTIVATION_TARGET,
+                    "True",
+                    "MaximumExecutionTimeExceeded",
+                    "exceeding the maximum execution time",
+                    now,
+                )
+                status.pop("accumulatedPastExecutionTimeSeconds", None)
+                store.update_status("workloads", wl)
+                store.record_event(
+                    wl,
+                    "Warning",
+                    "MaximumExecutionTimeExceeded",
+                    f"The maximum execution time ({int(max_exec)}s) exceeded",
+                    C.CONTROLLER_NAME,
+                )
+                return True
+        wfpr = self.config.wait_for_pods_ready
+        if wfpr.enable and not condition_true(wl, C.PODS_READY):
+            if since + timedelta(seconds=wfpr.timeout_seconds) > now:
+                return False
+            count = int((status.get("requeueState") or {}).get("count") or 0)
+            if wfpr.backoff_limit_count is not None and count + 1 > wfpr.backoff_limit_count:
+                ws.set_condition(
+                    wl,
+                    C.DEACTIVATION_TARGET,
+                    "True",
+                    "RequeuingLimitExceeded",
+                    "exceeding the maximum number of re-queuing retries",
+                    now,
+                )
+                store.update_status("workloads", wl)
+                return True
+            delay = min(wfpr.backoff_base_seconds * 2**count, wfpr.backoff_max_seconds)
+            status["requeueState"] = {"count": count + 1, "requeueAt": ws.ts(now + timedelta(seconds=delay))}
+            md = wl["metadata"]
+            message = f"Exceeded the PodsReady timeout {md['namespace']}/{md['name']}"
+            ws.evict(wl, C.EVICTED_PODS_READY_TIMEOUT, message, now)
+            self._count_cause(wl, C.EVICTED_PODS_READY_TIMEOUT, "WaitForStart")
+            store.update_status("workloads", wl)
+            store.record_event(wl, "Normal", "EvictedDueToPodsReadyTimeout", message, C.CONTROLLER_NAME)
+            return True
+        return False
+
+    @staticmethod
+    def _count_cause(wl: dict, reason: str, cause: str) -> None:
+        """Kueue counts PodsReady-timeout evictions with their underlying cause."""
+        for e in wl["status"]["schedulingStats"]["evictions"]:
+            if e["reason"] == reason and e["underlyingCause"] == "":
+                e["count"] -= 1
+        evictions = [e for e in wl["status"]["schedulingStats"]["evictions"] if e["count"] > 0]
+        for e in evictions:
+            if e["reason"] == reason and e["underlyingCause"] == cause:
+                e["count"] += 1
+                break
+        else:
+            evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
+        wl["status"]["schedulingStats"]["evictions"] = evictions
+
+    def _drain(self, store, wl: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+        """HoldAndDrain on the ClusterQueue or LocalQueue evicts admitted workloads."""
+        admission = (wl.get("status") or {}).get("admission") or {}
+        cq = cqs.get(admission.get("clusterQueue", ""))
+        lq = lqs.get((wl["metadata"]["namespace"], (wl.get("spec") or {}).get("queueName", "")))
+        if cq is not None and (cq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
+            reason, message = C.EVICTED_CQ_STOPPED, "The ClusterQueue is stopped"
+        elif lq is not None and (lq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
+            reason, message = C.EVICTED_LQ_STOPPED, "The LocalQueue is stopped"
+        else:
+            return False
+        ws.evict(wl, reason, message, now)
+        store.update_status("workloads", wl)
+        store.record_event(wl, "Normal", f"EvictedDueTo{reason}", message, C.CONTROLLER_NAME)
+        return True
+
+    def _inactive(self, store, wl: dict, now: datetime) -> bool:
+        status = wl.setdefault("status", {})
+        wrote = False
+        if not condition_true(wl, C.EVICTED):
+            target = find_condition(wl, C.DEACTIVATION_TARGET)
+            cause, message = "", "The workload is deactivated"
+            if target is not None:
+                cause = target.get("reason", "")
+                message = f"{message} due to {target.get('message', '')}"
+            had_admission = status.get("admission") is not None
+            ws.evict(wl, C.EVICTED_DEACTIVATED, message, now, cause)
+            ws.remove_condition(wl, C.DEACTIVATION_TARGET)
+            status.pop("requeueState", None)
+            store.update_status("workloads", wl)
+            if had_admission:
+                reason = "EvictedDueToDeactivated" + (f"DueTo{cause}" if cause else "")
+                store.record_event(wl, "Normal", reason, message, C.CONTROLLER_NAME)
+            return True
+        if status.get("requeueState") is not None:
+            status.pop("requeueState")
+            wrote = True
+        if not condition_true(wl, C.QUOTA_RESERVED):
+            wrote = ws.unset_quota_reservation(wl, "Deactivated", "The workload is deactivated", now) or wrote
+        if wrote:
+            store.update_status("workloads", wl)
+        return wrote
+
+
+class StatusController:
+    """ClusterQueue, LocalQueue and Cohort status: counts, flavor reservation/usage, weighted share, Active."""
+
+    name = "kueue-status"
+
+    def __init__(self, config: KueueConfig) -> None:
+        self.config = config
+
+    def next_deadline(self, store) -> datetime | None:
+        return None
+
+    def reconcile(self, store) -> bool:
+        now = store.clock.now()
+        snap = build_snapshot(store, self.config, None)
+        wrote = False
+        pending_by_lq: dict[tuple[str, str], int] = {}
+        for wls in snap.pending.values():
+            for w in wls:
+                pending_by_lq[(w.namespace, w.queue_name)] = pending_by_lq.get((w.namespace, w.queue_name), 0) + 1
+        for obj in store.list("clusterqueues"):
+            cq = snap.cluster_queues[obj["metadata"]["name"]]
+            status = dict(obj.get("status") or {})
+            reservation = self._flavors(cq, cq.usage, borrowed=True)
+            admitted = sum(1 for w in cq.workloads.values() if condition_true(w.obj, C.ADMITTED))
+            status.update(
+                pendingWorkloads=len(snap.pending.get(cq.name, [])),
+                reservingWorkloads=len(cq.workloads),
+                admittedWorkloads=admitted,
+                flavorsReservation=reservation,
+                flavorsUsage=reservation,
+            )
+            if self.config.fair_sharing:
+                status["fairSharing"] = {"weightedShare": dominant_resource_share(cq).weighted_share()}
+            if cq.active:
+                status["conditions"] = self._active(obj, now, "True", C.CQ_REASON_READY, "Can admit new workloads")
+            else:
+                status["conditions"] = self._active(obj, now, "False", cq.inactive_reason, cq.inactive_message)
+            wrote = self._write(store, "clusterqueues", obj, status) or wrote
+        for obj in store.list("localqueues"):
+            md = obj["metadata"]
+            cq = snap.cluster_queues.get((obj.get("spec") or {}).get("clusterQueue", ""))
+            mine = [
+                w
+                for w in (cq.workloads.values() if cq else [])
+                if w.namespace == md["namespace"] and w.queue_name == md["name"]
+            ]
+            usage: dict = {}
+            for w in mine:
+                for fr, v in w.usage.items():
+                    usage[fr] = usage.get(fr, 0) + v
+            flavors = self._flavors(cq, usage, borrowed=False) if cq else []
+            status = dict(obj.get("status") or {})
+            status.update(
+                pendingWorkloads=pending_by_lq.get((md["namespace"], md["name"]), 0),
+                reservingWorkloads=len(mine),
+                admittedWorkloads=sum(1 for w in mine if condition_true(w.obj, C.ADMITTED)),
+                flavorsReservation=flavors,
+                flavorsUsage=flavors,
+            )
+            if ((obj.get("spec") or {}).get("stopPolicy") or "None") != "None":
+                cond = ("False", "Stopped", "LocalQueue is stopped")
+            elif cq is None or not cq.active:
+                cond = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+            else:
+                cond = ("True", "Ready", "Can submit new workloads to localQueue")
+            status["conditions"] = self._active(obj, now, *cond)
+            wrote = self._write(store, "localqueues", obj, status) or wrote
+        if self.config.fair_sharing:
+            for obj in store.list("cohorts"):
+                node = snap.cohorts.get(obj["metadata"]["name"])
+                if node is None:
+                    continue
+                status = dict(obj.get("status") or {})
+                status["fairSharing"] = {"weightedShare": dominant_resource_share(node).weighted_share()}
+                wrote = self._write(store, "cohorts", obj, status) or wrote
+        return wrote
+
+    @staticmethod
+    def _flavors(cq, usage: dict, borrowed: bool) -> list[dict]:
+        out = []
+        seen = set()
+        for rg in cq.resource_groups:
+            for flavor in rg.flavors:
+                if flavor in seen:
+                    continue
+                seen.add(flavor)
+                resources = []
+                for res in rg.covered:
+                    used = usage.get((flavor, res), 0)
+                    entry = {"name": res, "total": format_amount(res, used)}
+                    if borrowed:
+                        nominal = cq.quota_for((flavor, res)).nominal
+                        entry["borrowed"] = format_amount(res, max(0, used - nominal))
+                    resources.append(entry)
+                out.append({"name": flavor, "resources": resources})
+        return out
+
+    @staticmethod
+    def _active(obj: dict, now: datetime, status: str, reason: str, message: str) -> list[dict]:
+        """The Active condition; its lastTransitionTime moves only when the status flips."""
+        conds = [dict(c) for c in (obj.get("status") or {}).get("conditions") or []]
+        old = next((c for c in conds if c.get("type") == "Active"), None)
+        same = old is not None and old.get("status") == status and old.get("lastTransitionTime")
+        new = {
+            "type": "Active",
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "observedGeneration": (obj.get("metadata") or {}).get("generation"),
+            "lastTransitionTime": old["lastTransitionTime"] if same else ws.ts(now),
+        }
+        return [*(c for c in conds if c.get("type") != "Active"), new]
+
+    @staticmethod
+    def _write(store, resource: str, obj: dict, status: dict) -> bool:
+        if status == (obj.get("status") or {}):
+            return False
+        obj["status"] = status
+        store.update_status(resource, obj)
+        return True
+
+
+def kueue_controllers(config: KueueConfig) -> list:
+    return [JobIntegration(config), WorkloadController(config), SchedulerController(config), StatusController(config)]

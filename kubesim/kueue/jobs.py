@@ -1,0 +1,279 @@
+"""Kueue's batch/v1 Job integration: Job -> Workload, start/stop of the Job on admission/eviction, Finished.
+
+Mirrors pkg/controller/jobframework/reconciler.go for the subset kubesim needs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from datetime import datetime
+
+from kubesim.kueue import constants as C
+from kubesim.kueue import workload_status as ws
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler.model import condition_true, find_condition
+
+MAX_PREFIX = 253 - 1 - 5
+
+
+def workload_name(job_name: str, job_uid: str, kind: str = "Job", group: str = "batch") -> str:
+    """GetWorkloadNameForOwnerWithGVK: `job-<name>` truncated, `-`, first 5 hex of sha1(kind\\ngroup\\nname\\nuid)."""
+    digest = hashlib.sha1(f"{kind}\n{group}\n{job_name}\n{job_uid}".encode(), usedforsecurity=False).hexdigest()
+    prefix = f"{kind.lower()}-{job_name}"[:MAX_PREFIX]
+    return f"{prefix}-{digest[:5]}"
+
+
+def job_finished(job: dict) -> tuple[bool, bool, str]:
+    """(finished, succeeded, message) from the Job's Complete/Failed condition."""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+            return True, c["type"] == "Complete", c.get("message", "")
+    return False, True, ""
+
+
+def pod_count(job: dict) -> int:
+    spec = job.get("spec") or {}
+    parallelism = spec.get("parallelism", 1)
+    completions = spec.get("completions")
+    return min(parallelism, completions) if completions is not None else parallelism
+
+
+def owner_uid(wl: dict) -> str | None:
+    for ref in (wl.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Job":
+            return ref.get("uid")
+    return None
+
+
+class JobIntegration:
+    """The Job reconciler of Kueue's jobframework, for Jobs labelled with a queue name."""
+
+    name = "kueue-job-controller"
+
+    def __init__(self, config: KueueConfig) -> None:
+        self.config = config
+        self._warned: set[tuple[str, str]] = set()
+
+    def next_deadline(self, store) -> datetime | None:
+        return None
+
+    def reconcile(self, store) -> bool:
+        now = store.clock.now()
+        workloads = store.list("workloads")
+        by_owner = {uid: wl for wl in workloads if (uid := owner_uid(wl))}
+        wrote = False
+        job_uids = set()
+        for job in store.list("jobs"):
+            job_uids.add(job["metadata"]["uid"])
+            if not (job["metadata"].get("labels") or {}).get(C.QUEUE_NAME_LABEL):
+                continue
+            wrote = self._sync(store, job, by_owner.get(job["metadata"]["uid"]), now) or wrote
+        for wl in workloads:
+            md = wl["metadata"]
+            if md.get("deletionTimestamp") and C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or []):
+                uid = owner_uid(wl)
+                if uid is None or uid not in job_uids or condition_true(wl, C.FINISHED):
+                    store.remove_finalizer("workloads", md["namespace"], md["name"], C.RESOURCE_IN_USE_FINALIZER)
+                    wrote = True
+        return wrote
+
+    # -- one Job -------------------------------------------------------------------------------------------
+
+    def _sync(self, store, job: dict, wl: dict | None, now: datetime) -> bool:
+        finished, succeeded, message = job_finished(job)
+        if wl is None:
+            return False if finished else self._create_workload(store, job)
+        md = wl["metadata"]
+        if condition_true(wl, C.FINISHED):
+            if C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or []):
+                store.remove_finalizer("workloads", md["namespace"], md["name"], C.RESOURCE_IN_USE_FINALIZER)
+                return True
+            return False
+        if md.get("deletionTimestamp"):
+            self._stop(store, job, wl, "Workload is deleted")
+            store.remove_finalizer("workloads", md["namespace"], md["name"], C.RESOURCE_IN_USE_FINALIZER)
+            return True
+        if finished:
+            reason = "Succeeded" if succeeded else "Failed"
+            ws.set_condition(wl, C.FINISHED, "True", reason, message, now)
+            store.update_status("workloads", wl)
+            store.record_event(
+                job,
+                "Normal",
+                "FinishedWorkload",
+                f"Workload '{md['namespace']}/{md['name']}' is declared finished",
+                C.CONTROLLER_NAME,
+            )
+            return True
+        wrote = self._sync_queue_name(store, job, wl)
+        if self.config.wait_for_pods_ready.enable:
+            wrote = self._sync_pods_ready(store, job, wl, now) or wrote
+        evicted = find_condition(wl, C.EVICTED)
+        if evicted is not None and evicted.get("status") == "True":
+            wrote = self._stop(store, job, wl, evicted.get("message", "")) or wrote
+            job = store.get("jobs", job["metadata"]["namespace"], job["metadata"]["name"]) or job
+            if condition_true(wl, C.QUOTA_RESERVED) and not (job.get("status") or {}).get("active"):
+                wl = store.get("workloads", md["namespace"], md["name"]) or wl
+                if ws.release_after_eviction(wl, now):
+                    store.update_status("workloads", wl)
+                    wrote = True
+            return wrote
+        admitted = condition_true(wl, C.ADMITTED)
+        suspended = bool((job.get("spec") or {}).get("suspend"))
+        if suspended and admitted:
+            return self._start(store, job, wl) or wrote
+        if not suspended and not admitted:
+            return self._stop(store, job, wl, "Not admitted by cluster queue") or wrote
+        return wrote
+
+    def _create_workload(self, store, job: dict) -> bool:
+        md = job["metadata"]
+        labels = md.get("labels") or {}
+        spec = job.get("spec") or {}
+        wl_spec: dict = {"active": True, "queueName": labels[C.QUEUE_NAME_LABEL], "priority": 0}
+        pc_name = labels.get(C.PRIORITY_CLASS_LABEL)
+        if pc_name:
+            pc = store.get("workloadpriorityclasses", None, pc_name)
+            if pc is None:
+                key = (md["uid"], pc_name)
+                if key in self._warned:
+                    return False
+                self._warned.add(key)
+                store.record_event(
+                    job,
+                    "Warning",
+                    "WorkloadPriorityClassNotFound",
+                    f"workloadPriorityClass {pc_name} not found",
+                    C.CONTROLLER_NAME,
+                )
+                return True
+            wl_spec["priorityClassRef"] = {"group": C.KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": pc_name}
+            wl_spec["priority"] = int(pc.get("value", 0))
+        max_exec = labels.get(C.MAX_EXEC_TIME_LABEL)
+        if max_exec and max_exec.isdigit():
+            wl_spec["maximumExecutionTimeSeconds"] = int(max_exec)
+        podset: dict = {"name": "main", "count": pod_count(job), "template": copy.deepcopy(spec.get("template") or {})}
+        min_par = (md.get("annotations") or {}).get(C.MIN_PARALLELISM_ANNOTATION)
+        if min_par and min_par.isdigit() and int(min_par) < podset["count"]:
+            podset["minCount"] = int(min_par)
+        wl_spec["podSets"] = [podset]
+        name = workload_name(md["name"], md["uid"])
+        wl = {
+            "apiVersion": C.KUEUE_API,
+            "kind": "Workload",
+            "metadata": {
+                "name": name,
+                "namespace": md["namespace"],
+                "labels": {C.JOB_UID_LABEL: md["uid"]},
+                "finalizers": [C.RESOURCE_IN_USE_FINALIZER],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": md["name"],
+                        "uid": md["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": wl_spec,
+        }
+        store.create("workloads", wl)
+        store.record_event(
+            job, "Normal", "CreatedWorkload", f"Created Workload: {md['namespace']}/{name}", C.CONTROLLER_NAME
+        )
+        return True
+
+    def _sync_queue_name(self, store, job: dict, wl: dict) -> bool:
+        """The queue-name label may change while the Job is suspended and not admitted: follow it."""
+        queue = job["metadata"]["labels"][C.QUEUE_NAME_LABEL]
+        if wl["spec"].get("queueName") == queue or condition_true(wl, C.QUOTA_RESERVED):
+            return False
+        if not (job.get("spec") or {}).get("suspend"):
+            return False
+        wl["spec"]["queueName"] = queue
+        store.update("workloads", wl)
+        return True
+
+    def _sync_pods_ready(self, store, job: dict, wl: dict, now: datetime) -> bool:
+        """generatePodsReadyCondition."""
+        cur = find_condition(wl, C.PODS_READY)
+        status = job.get("status") or {}
+        count = sum(
+            int(p.get("count", 0))
+            for p in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+        )
+        ready = condition_true(wl, C.ADMITTED) and int(status.get("ready") or 0) + int(
+            status.get("succeeded") or 0
+        ) >= max(count, 1)
+        if not condition_true(wl, C.ADMITTED):
+            new = ("False", "WaitForStart", "Not all pods are ready or succeeded")
+        elif ready:
+            recovered = cur is not None and cur.get("reason") in ("WaitForRecovery", "Recovered")
+            new = (
+                "True",
+                "Recovered" if recovered else "Started",
+                "All pods reached readiness and the workload is running",
+            )
+        elif cur is not None and (cur.get("status") == "True" or cur.get("reason") == "WaitForRecovery"):
+            new = ("False", "WaitForRecovery", "At least one pod has failed, waiting for recovery")
+        else:
+            new = ("False", "WaitForStart", "Not all pods are ready or succeeded")
+        if cur is not None and (cur.get("status"), cur.get("reason"), cur.get("message")) == new:
+            return False
+        ws.set_condition(wl, C.PODS_READY, *new, now)
+        store.update_status("workloads", wl)
+        return True
+
+    def _start(self, store, job: dict, wl: dict) -> bool:
+        """startJob: inject the flavors' node labels and tolerations, set parallelism, unsuspend."""
+        admission = (wl.get("status") or {}).get("admission") or {}
+        psa = next(iter(admission.get("podSetAssignments") or []), None)
+        template = job["spec"].setdefault("template", {})
+        pod_spec = template.setdefault("spec", {})
+        if psa is not None:
+            for flavor_name in sorted(set((psa.get("flavors") or {}).values())):
+                flavor = store.get("resourceflavors", None, flavor_name) or {}
+                fspec = flavor.get("spec") or {}
+                if fspec.get("nodeLabels"):
+                    pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **fspec["nodeLabels"]}
+                for tol in fspec.get("tolerations") or []:
+                    tols = pod_spec.setdefault("tolerations", [])
+                    if tol not in tols:
+                        tols.append(tol)
+            count = psa.get("count")
+            if count is not None and count != pod_count(job):
+                job["spec"]["parallelism"] = count
+            template.setdefault("metadata", {}).setdefault("labels", {})[C.PODSET_LABEL] = psa.get("name", "main")
+        job["spec"]["suspend"] = False
+        store.update("jobs", job)
+        store.record_event(
+            job, "Normal", "Started", f"Admitted by clusterQueue {admission.get('clusterQueue')}", C.CONTROLLER_NAME
+        )
+        return True
+
+    def _stop(self, store, job: dict, wl: dict, message: str) -> bool:
+        """stopJob: suspend and restore the pod template and parallelism the Workload recorded."""
+        if (job.get("spec") or {}).get("suspend"):
+            return False
+        podsets = (wl.get("spec") or {}).get("podSets") or []
+        if podsets:
+            original = copy.deepcopy(podsets[0].get("template") or {})
+            template = job["spec"].setdefault("template", {})
+            tspec = template.setdefault("spec", {})
+            for key in ("nodeSelector", "tolerations"):
+                if key in (original.get("spec") or {}):
+                    tspec[key] = original["spec"][key]
+                else:
+                    tspec.pop(key, None)
+            labels = (template.get("metadata") or {}).get("labels")
+            if labels is not None:
+                labels.pop(C.PODSET_LABEL, None)
+            if job["spec"].get("parallelism") != podsets[0].get("count") and podsets[0].get("minCount") is not None:
+                job["spec"]["parallelism"] = podsets[0].get("count")
+        job["spec"]["suspend"] = True
+        store.update("jobs", job)
+        store.record_event(job, "Normal", "Stopped", message, C.CONTROLLER_NAME)
+        return True
