@@ -362,6 +362,29 @@ def quota_set(
     return quota
 
 
+def quota_create(
+    *,
+    actor: Any,
+    node_pool: NodePool,
+    department: Department | None = None,
+    project: Project | None = None,
+    **values: Any,
+) -> Quota:
+    """Give a department or project a quota on a pool it has none on yet (quota_set also changes existing ones)."""
+    if project is not None:
+        _require(actor, Action.MANAGE_PROJECTS, project)
+    elif department is not None:
+        _require(actor, Action.MANAGE, department)
+    with transaction.atomic():
+        NodePool.objects.select_for_update().filter(pk=node_pool.pk).first()  # the same lock quota_set takes
+        if (department is None) != (project is None) and Quota.objects.filter(
+            node_pool=node_pool, department=department, project=project
+        ).exists():
+            owner = "project" if project is not None else "department"
+            raise ValidationError(f"This {owner} already has a quota on that pool.")
+        return quota_set(actor=actor, node_pool=node_pool, department=department, project=project, **values)
+
+
 _quota_guards: list[Callable[[Quota], None]] = []
 
 

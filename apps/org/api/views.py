@@ -189,7 +189,7 @@ class QuotaViewSet(ServiceViewSet):
         return can(self.request.user, action, obj.project)
 
     def perform_create(self, serializer: QuotaSerializer) -> None:
-        serializer.instance = services.quota_set(actor=self.request.user, **serializer.validated_data)
+        serializer.instance = services.quota_create(actor=self.request.user, **serializer.validated_data)
 
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         quota: Quota = self.get_object()
