@@ -279,5 +279,5 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 def _datetime_param(name: str, value: str) -> datetime:
     parsed = parse_datetime(value.replace(" ", "+"))  # a '+' in a query string arrives as a space
     if parsed is None:
-        raise ValidationError({name: "Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."})
+        raise ValidationError({name: ["Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."]})
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
