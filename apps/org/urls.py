@@ -6,4 +6,22 @@ app_name = "org"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("pools/", views.pools, name="pools"),
+    path("pools/new/", views.pool_create, name="pool_create"),
+    path("pools/<slug:slug>/edit/", views.pool_edit, name="pool_edit"),
+    path("pools/<slug:slug>/delete/", views.pool_delete, name="pool_delete"),
+    path("departments/", views.departments, name="departments"),
+    path("departments/new/", views.department_create, name="department_create"),
+    path("departments/<slug:slug>/edit/", views.department_edit, name="department_edit"),
+    path("departments/<slug:slug>/delete/", views.department_delete, name="department_delete"),
+    path("departments/<slug:slug>/quotas/", views.department_quotas, name="department_quotas"),
+    path("departments/<slug:slug>/projects/new/", views.project_create, name="project_create"),
+    path("projects/<slug:slug>/edit/", views.project_edit, name="project_edit"),
+    path("projects/<slug:slug>/delete/", views.project_delete, name="project_delete"),
+    path("priority-classes/", views.priority_classes, name="priority_classes"),
+    path("priority-classes/new/", views.priority_class_create, name="priority_class_create"),
+    path("priority-classes/<slug:name>/edit/", views.priority_class_edit, name="priority_class_edit"),
+    path("priority-classes/<slug:name>/delete/", views.priority_class_delete, name="priority_class_delete"),
+    path("weights/", views.weights, name="weights"),
+    path("audit/", views.audit, name="audit"),
 ]

@@ -1,15 +1,461 @@
-"""Organisation pages. Views stay thin: access via apps.accounts.access, reads via selectors, writes via services."""
+"""Organisation pages. Views stay thin: access via apps.accounts.access, reads via selectors, writes via services.
+
+Conventions: rows the user may not see answer 404 (looked up through the access querysets); rows they may see but
+not change answer 403 (a PermissionDenied from the access check or the service). Forms post back to their own page
+and redirect on success (POST-redirect-GET) with a message; htmx requests get the page's partial instead.
+"""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from collections.abc import Callable
+from datetime import datetime, time
+from typing import Any
 
-from . import selectors
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
+
+from apps.accounts import access
+from apps.accounts.access import Action
+
+from . import selectors, services
+from .forms import (
+    AuditFilterForm,
+    DepartmentForm,
+    NodePoolForm,
+    PriorityClassForm,
+    ProjectDefaultsForm,
+    ProjectForm,
+    WeightForm,
+    apply_service_errors,
+)
+from .models import Department, NodePool, PriorityClass, Project, Quota
+from .quota_table import QuotaTable
+
+
+def _require(user: Any, action: Action, obj: Any = None) -> None:
+    if not access.can(user, action, obj):
+        raise PermissionDenied("You may not do this here.")
+
+
+def _form_page(
+    request: HttpRequest,
+    *,
+    form: Any,
+    save: Callable[[Any], Any],
+    success: str,
+    redirect_to: str,
+    template: str,
+    context: dict[str, Any],
+    aliases: dict[str, str] | None = None,
+) -> HttpResponse:
+    """The POST half of every create/edit page: shape check, service call, errors onto fields or redirect."""
+    if request.method == "POST" and form.is_valid():
+        try:
+            save(form)
+        except ValidationError as exc:
+            apply_service_errors(form, exc, aliases)
+        else:
+            messages.success(request, success)
+            return redirect(redirect_to)
+    return render(request, template, {**context, "form": form})
+
+
+def _delete_page(
+    request: HttpRequest, *, obj: Any, delete: Callable[[], None], kind: str, cancel: str, success: str,
+    redirect_to: str, consequences: str = "",
+) -> HttpResponse:
+    if request.method == "POST":
+        try:
+            delete()
+        except ValidationError as exc:
+            for message in exc.messages:
+                messages.error(request, message)
+            return redirect(cancel)
+        messages.success(request, success)
+        return redirect(redirect_to)
+    return render(request, "org/confirm_delete.html",
+                  {"object": obj, "kind": kind, "cancel": cancel, "consequences": consequences})
+
+
+# --- overview --------------------------------------------------------------------------------------------------
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     pools, departments = selectors.org_tree(user=request.user)
-    return render(request, "org/overview.html", {"pools": pools, "departments": departments})
+    user = request.user
+    # The grants are cached on the user, so these checks cost no queries however many rows there are.
+    manage_projects = {row.department.pk for row in departments if access.can(user, Action.MANAGE_PROJECTS,
+                                                                               row.department)}
+    return render(request, "org/overview.html", {
+        "pools": pools, "departments": departments, "manage_projects": manage_projects,
+        "manage_installation": access.can(user, Action.MANAGE),
+    })
+
+
+# --- node pools ------------------------------------------------------------------------------------------------
+
+
+@login_required
+def pools(request: HttpRequest) -> HttpResponse:
+    return render(request, "org/pools.html", {
+        "pools": selectors.node_pools(), "can_manage": access.can(request.user, Action.MANAGE),
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pool_create(request: HttpRequest) -> HttpResponse:
+    _require(request.user, Action.MANAGE)
+    form = NodePoolForm(request.POST or None)
+    return _form_page(
+        request, form=form, aliases=NodePoolForm.ALIASES,
+        save=lambda f: services.node_pool_create(actor=request.user, **f.service_fields()),
+        success="Node pool created.", redirect_to="org:pools", template="org/pool_form.html", context={},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    pool = get_object_or_404(NodePool, slug=slug)
+    _require(request.user, Action.MANAGE, pool)
+    form = NodePoolForm(request.POST or None, instance=pool)
+    return _form_page(
+        request, form=form, aliases=NodePoolForm.ALIASES,
+        save=lambda f: services.node_pool_update(actor=request.user, node_pool=pool, **f.service_fields()),
+        success=f"Node pool {pool.slug} saved.", redirect_to="org:pools", template="org/pool_form.html",
+        context={"pool": pool},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
+    pool = get_object_or_404(NodePool, slug=slug)
+    _require(request.user, Action.MANAGE, pool)
+    return _delete_page(
+        request, obj=pool, kind="node pool", cancel="org:pools", redirect_to="org:pools",
+        delete=lambda: services.node_pool_delete(actor=request.user, node_pool=pool),
+        success=f"Node pool {pool.slug} deleted.",
+        consequences="A pool that any quota still uses cannot be deleted.",
+    )
+
+
+# --- departments -----------------------------------------------------------------------------------------------
+
+
+@login_required
+def departments(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    rows = access.departments_for(user).prefetch_related(
+        Prefetch("projects", queryset=access.projects_for(user), to_attr="visible_projects")
+    )
+    return render(request, "org/departments.html", {
+        "departments": [
+            {"department": department, "can_manage": access.can(user, Action.MANAGE, department),
+             "can_manage_projects": access.can(user, Action.MANAGE_PROJECTS, department),
+             "projects": [{"project": project,
+                           "can_manage": access.can(user, Action.MANAGE_PROJECTS, project)}
+                          for project in department.visible_projects]}
+            for department in rows
+        ],
+        "can_create": access.can(user, Action.MANAGE),
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def department_create(request: HttpRequest) -> HttpResponse:
+    _require(request.user, Action.MANAGE)
+    form = DepartmentForm(request.POST or None)
+    return _form_page(
+        request, form=form,
+        save=lambda f: services.department_create(actor=request.user, **f.cleaned_data),
+        success="Department created. Give it quotas on the quota table.", redirect_to="org:departments",
+        template="org/department_form.html", context={},
+    )
+
+
+def _visible_department(request: HttpRequest, slug: str) -> Department:
+    return get_object_or_404(access.departments_for(request.user), slug=slug)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def department_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    department = _visible_department(request, slug)
+    _require(request.user, Action.MANAGE, department)
+    form = DepartmentForm(request.POST or None, instance=department)
+
+    def save(f: DepartmentForm) -> Any:
+        changes = {k: v for k, v in f.cleaned_data.items() if k != "slug"}
+        return services.department_update(actor=request.user, department=department, **changes)
+
+    return _form_page(request, form=form, save=save, success=f"Department {department.name} saved.",
+                      redirect_to="org:departments", template="org/department_form.html",
+                      context={"department": department})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def department_delete(request: HttpRequest, slug: str) -> HttpResponse:
+    department = _visible_department(request, slug)
+    _require(request.user, Action.MANAGE, department)
+    return _delete_page(
+        request, obj=department, kind="department", cancel="org:departments", redirect_to="org:departments",
+        delete=lambda: services.department_delete(actor=request.user, department=department),
+        success=f"Department {department.name} deleted.",
+        consequences="Its quotas go with it. A department that still has projects cannot be deleted.",
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def department_quotas(request: HttpRequest, slug: str) -> HttpResponse:
+    """The editable quota table; htmx posts re-check the proposal, a plain post saves it."""
+    department = _visible_department(request, slug)
+    _require(request.user, Action.MANAGE_PROJECTS, department)
+    table = QuotaTable(department=department, user=request.user,
+                       data=request.POST if request.method == "POST" else None)
+    if request.method == "POST":
+        table.check()
+        if request.htmx:
+            return render(request, "org/partials/_quota_totals.html", {"table": table})
+        count = table.save() if not table.error_count else 0
+        if not table.error_count:
+            if count:
+                messages.success(request, f"Saved {count} quota cell{'s' if count != 1 else ''} of {department.name}.")
+            else:
+                messages.info(request, "Nothing changed.")
+            return redirect("org:department_quotas", slug=department.slug)
+        messages.error(request, "Nothing was saved: fix the cells marked below.")
+    return render(request, "org/department_quotas.html", {"table": table, "department": department})
+
+
+# --- projects --------------------------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_create(request: HttpRequest, slug: str) -> HttpResponse:
+    department = _visible_department(request, slug)
+    _require(request.user, Action.MANAGE_PROJECTS, department)
+    form = ProjectForm(request.POST or None)
+    return _form_page(
+        request, form=form,
+        save=lambda f: services.project_create(actor=request.user, department=department, **f.cleaned_data),
+        success="Project created. Give it quotas on the department's quota table.",
+        redirect_to="org:departments", template="org/project_form.html", context={"department": department},
+    )
+
+
+def _visible_project(request: HttpRequest, slug: str) -> Project:
+    return get_object_or_404(access.projects_for(request.user).select_related("department"), slug=slug)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _visible_project(request, slug)
+    _require(request.user, Action.MANAGE_PROJECTS, project)
+    form = ProjectForm(request.POST or None, instance=project)
+
+    def save(f: ProjectForm) -> Any:
+        changes = {k: v for k, v in f.cleaned_data.items() if k not in {"slug", "namespace"}}
+        return services.project_update(actor=request.user, project=project, **changes)
+
+    return _form_page(request, form=form, save=save, success=f"Project {project.name} saved.",
+                      redirect_to="org:departments", template="org/project_form.html",
+                      context={"project": project, "department": project.department})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_delete(request: HttpRequest, slug: str) -> HttpResponse:
+    project = _visible_project(request, slug)
+    _require(request.user, Action.MANAGE_PROJECTS, project)
+    return _delete_page(
+        request, obj=project, kind="project", cancel="org:departments", redirect_to="org:departments",
+        delete=lambda: services.project_delete(actor=request.user, project=project),
+        success=f"Project {project.name} deleted.",
+        consequences=f"Its quotas go with it; its namespace {project.namespace} is no longer managed.",
+    )
+
+
+# --- priority classes ------------------------------------------------------------------------------------------
+
+
+@login_required
+def priority_classes(request: HttpRequest) -> HttpResponse:
+    return render(request, "org/priority_classes.html", {
+        "priority_classes": PriorityClass.objects.all(), "can_manage": access.can(request.user, Action.MANAGE),
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def priority_class_create(request: HttpRequest) -> HttpResponse:
+    _require(request.user, Action.MANAGE)
+    form = PriorityClassForm(request.POST or None)
+    return _form_page(
+        request, form=form,
+        save=lambda f: services.priority_class_create(actor=request.user, **f.cleaned_data),
+        success="Priority class created.", redirect_to="org:priority_classes",
+        template="org/priority_class_form.html", context={},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
+    priority_class = get_object_or_404(PriorityClass, name=name)
+    _require(request.user, Action.MANAGE, priority_class)
+    form = PriorityClassForm(request.POST or None, instance=priority_class)
+
+    def save(f: PriorityClassForm) -> Any:
+        changes = {k: v for k, v in f.cleaned_data.items() if k != "name"}
+        return services.priority_class_update(actor=request.user, priority_class=priority_class, **changes)
+
+    return _form_page(request, form=form, save=save, success=f"Priority class {priority_class.name} saved.",
+                      redirect_to="org:priority_classes", template="org/priority_class_form.html",
+                      context={"priority_class": priority_class})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
+    priority_class = get_object_or_404(PriorityClass, name=name)
+    _require(request.user, Action.MANAGE, priority_class)
+    return _delete_page(
+        request, obj=priority_class, kind="priority class", cancel="org:priority_classes",
+        redirect_to="org:priority_classes",
+        delete=lambda: services.priority_class_delete(actor=request.user, priority_class=priority_class),
+        success=f"Priority class {priority_class.name} deleted.",
+        consequences="Projects that default to it fall back to no default.",
+    )
+
+
+# --- team-lead weights -----------------------------------------------------------------------------------------
+
+
+def _weight_rows(user: Any, projects: Any) -> list[dict[str, Any]]:
+    pools = list(selectors.node_pools())
+    rows = []
+    for project in projects:
+        quotas = {q.node_pool_id: q for q in project.quotas.all()}
+        rows.append({"project": project, "cells": [{"pool": pool, "quota": quotas.get(pool.pk)} for pool in pools]})
+    return rows
+
+
+def _weight_projects(user: Any) -> Any:
+    return access.projects_for(user, Action.EDIT_WEIGHT).select_related(
+        "department", "default_priority_class"
+    ).prefetch_related(Prefetch("quotas", queryset=Quota.objects.select_related("node_pool"))).order_by(
+        "department__name", "name"
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def weights(request: HttpRequest) -> HttpResponse:
+    """Over-quota weights and default priority class of the projects in the user's EDIT_WEIGHT scope."""
+    user = request.user
+    if not access.can_anywhere(user, Action.EDIT_WEIGHT):
+        raise PermissionDenied("You may not change weights anywhere.")
+    if request.method == "POST":
+        return _weights_post(request)
+    return render(request, "org/weights.html", {
+        "pools": list(selectors.node_pools()),
+        "rows": _weight_rows(user, _weight_projects(user)),
+        "priority_classes": list(PriorityClass.objects.all()),
+    })
+
+
+def _weights_post(request: HttpRequest) -> HttpResponse:
+    """One change (a weight or the default priority class) of one project; the row re-renders with the outcome."""
+    user = request.user
+    status: dict[str, Any] = {}
+    if "quota" in request.POST:
+        form: Any = WeightForm(request.POST)
+        quota_id = request.POST.get("quota", "")
+        quota = get_object_or_404(access.quotas_for(user).filter(project__isnull=False), pk=_int(quota_id))
+        project_id = quota.project_id
+        status["pool"] = quota.node_pool_id
+        if form.is_valid():
+            try:
+                services.quota_weight_set(actor=user, quota=quota,
+                                          over_quota_weight=form.cleaned_data["over_quota_weight"])
+            except ValidationError as exc:
+                apply_service_errors(form, exc)
+    else:
+        form = ProjectDefaultsForm(request.POST)
+        project = get_object_or_404(access.projects_for(user), pk=_int(request.POST.get("project", "")))
+        project_id = project.pk
+        status["pool"] = "priority"
+        if form.is_valid():
+            try:
+                services.project_defaults_set(actor=user, project=project,
+                                              default_priority_class=form.cleaned_data["default_priority_class"])
+            except ValidationError as exc:
+                apply_service_errors(form, exc)
+    errors = [message for messages_ in form.errors.values() for message in messages_]
+    if not request.htmx:
+        if errors:
+            for message in errors:
+                messages.error(request, message)
+        else:
+            messages.success(request, "Saved.")
+        return redirect("org:weights")
+    project = get_object_or_404(_weight_projects(user), pk=project_id)
+    status.update({"errors": errors, "saved": not errors, "value": request.POST.get("over_quota_weight")})
+    return render(request, "org/partials/_weight_row.html", {
+        "row": _weight_rows(user, [project])[0], "status": status,
+        "priority_classes": list(PriorityClass.objects.all()),
+    })
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+# --- audit -----------------------------------------------------------------------------------------------------
+
+
+@login_required
+def audit(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    if not access.can_anywhere(user, Action.VIEW_AUDIT):
+        raise PermissionDenied("You may not read the audit log.")
+    form = AuditFilterForm(request.GET or None, departments=access.departments_for(user, Action.VIEW_AUDIT))
+    events = access.audit_events_for(user).select_related("actor", "department", "project")
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        if data["action"]:
+            events = events.filter(action__icontains=data["action"])
+        if data["object_type"]:
+            events = events.filter(object_type=data["object_type"])
+        if data["actor"]:
+            events = events.filter(actor__username=data["actor"])
+        if data["department"]:
+            events = events.filter(department=data["department"])
+        tz = timezone.get_current_timezone()
+        if data["since"]:
+            events = events.filter(at__gte=datetime.combine(data["since"], time.min, tzinfo=tz))
+        if data["until"]:
+            events = events.filter(at__lte=datetime.combine(data["until"], time.max, tzinfo=tz))
+    page = Paginator(events, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    template = "org/partials/_audit_table.html" if request.htmx else "org/audit.html"
+    return render(request, template, {"form": form, "page": page, "query": query.urlencode()})

@@ -1,0 +1,79 @@
+"""Access pages: who holds which role where. Thin: the access module scopes and decides, services write."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from apps.org.forms import apply_service_errors
+from apps.org.models import Department, Project
+
+from . import access, services
+from .access import Action
+from .forms import RoleBindingForm
+from .models import RoleBinding, Scope
+
+
+def _scope_object(binding: RoleBinding) -> Department | Project | None:
+    if binding.scope == Scope.PROJECT:
+        return binding.project
+    if binding.scope == Scope.DEPARTMENT:
+        return binding.department
+    return None
+
+
+@login_required
+def role_bindings(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    bindings = access.role_bindings_for(user).select_related("user", "group", "department", "project__department")
+    return render(request, "accounts/role_bindings.html", {
+        "rows": [{"binding": b, "can_delete": access.may_grant(user, b.role, _scope_object(b))} for b in bindings],
+        "can_create": access.can_anywhere(user, Action.MANAGE_MEMBERS),
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def role_binding_create(request: HttpRequest) -> HttpResponse:
+    if not access.can_anywhere(request.user, Action.MANAGE_MEMBERS):
+        raise PermissionDenied("You may not manage role bindings.")
+    form = RoleBindingForm(request.POST or None, actor=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            binding = services.role_binding_create(actor=request.user, **form.service_fields())
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        except PermissionDenied as exc:  # e.g. an admin role at a department scope: say why on the form
+            form.add_error("role", str(exc) + " Admins are granted over everything, by admins only.")
+        else:
+            messages.success(request, f"Granted {binding.get_role_display()} to {binding.subject_display} at "
+                                      f"{binding.scope_display}.")
+            return redirect("accounts:role_bindings")
+    return render(request, "accounts/role_binding_form.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def role_binding_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    binding = get_object_or_404(
+        access.role_bindings_for(request.user).select_related("user", "group", "department", "project"), pk=pk
+    )
+    if not access.may_grant(request.user, binding.role, _scope_object(binding)):
+        raise PermissionDenied("You may not remove this binding.")
+    if request.method == "POST":
+        try:
+            services.role_binding_delete(actor=request.user, binding=binding)
+        except ValidationError as exc:
+            for message in exc.messages:
+                messages.error(request, message)
+        else:
+            messages.success(request, f"Removed {binding}.")
+        return redirect("accounts:role_bindings")
+    return render(request, "org/confirm_delete.html", {
+        "object": binding, "kind": "role binding", "cancel": "accounts:role_bindings",
+        "consequences": "The subject loses this role at this scope and below.",
+    })

@@ -1,0 +1,318 @@
+"""Forms for the organisation pages: shape only. Rules live in services; their refusals land on the fields here."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+
+from .models import MAX_OVER_QUOTA_WEIGHT, MAX_POOL_CAPACITY, Department, NodePool, PriorityClass
+from .validators import SLUG_MAX_LENGTH, validate_dns_label, validate_label_key, validate_label_value, validate_slug
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[str, str] | None = None) -> None:
+    """Put a service's ValidationError onto the form: per field where the form has that field, else on top.
+
+    `aliases` maps a model field name to the form field that edits it (card_fraction_numerator -> card_fraction).
+    """
+    aliases = aliases or {}
+    if not hasattr(exc, "error_dict"):
+        for message in exc.messages:
+            form.add_error(None, message)
+        return
+    for name, errors in exc.message_dict.items():
+        target = aliases.get(name, name)
+        if target == NON_FIELD_ERRORS or target not in form.fields:
+            target = None
+        for message in errors:
+            form.add_error(target, message)
+
+
+class StyledForm(forms.Form):
+    """Marks fields with errors so the stylesheet can outline them."""
+
+    error_css_class = "field-error"
+    required_css_class = "required"
+
+
+# --- node pools ------------------------------------------------------------------------------------------------
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """`key=value` lines -> {key: value}; Kubernetes label rules on both sides."""
+    labels: dict[str, str] = {}
+    errors = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            errors.append(f"Line {number}: write key=value, e.g. portal.gpu/pool=h100.")
+            continue
+        try:
+            validate_label_key(key)
+            validate_label_value(value)
+        except ValidationError as exc:
+            errors.append(f"Line {number}: {exc.messages[0]}")
+            continue
+        if key in labels:
+            errors.append(f"Line {number}: {key} appears twice.")
+        labels[key] = value
+    if errors:
+        raise ValidationError(errors)
+    return labels
+
+
+def parse_taints(text: str) -> list[dict[str, str]]:
+    """`key=value:Effect` lines (value optional: `key:Effect`) -> Kubernetes taints."""
+    taints: list[dict[str, str]] = []
+    errors = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        head, sep, effect = line.rpartition(":")
+        if not sep or effect not in TAINT_EFFECTS:
+            errors.append(f"Line {number}: write key=value:Effect with Effect one of {', '.join(TAINT_EFFECTS)}.")
+            continue
+        key, _, value = head.partition("=")
+        key, value = key.strip(), value.strip()
+        try:
+            validate_label_key(key)
+            if value:
+                validate_label_value(value)
+        except ValidationError as exc:
+            errors.append(f"Line {number}: {exc.messages[0]}")
+            continue
+        taint = {"key": key, "effect": effect}
+        if value:
+            taint["value"] = value
+        taints.append(taint)
+    if errors:
+        raise ValidationError(errors)
+    return taints
+
+
+def labels_text(labels: dict[str, str]) -> str:
+    return "\n".join(f"{key}={value}" for key, value in (labels or {}).items())
+
+
+def taints_text(taints: list[dict[str, str]]) -> str:
+    lines = []
+    for taint in taints or []:
+        value = f"={taint['value']}" if taint.get("value") else ""
+        lines.append(f"{taint.get('key', '')}{value}:{taint.get('effect', '')}")
+    return "\n".join(lines)
+
+
+CARD_FRACTION = re.compile(r"^\s*(\d+)\s*(?:/\s*(\d+)\s*)?$")
+
+
+class NodePoolForm(StyledForm):
+    slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
+                           help_text="Kubernetes name of the pool's ResourceFlavor and cohort tree; fixed once in use.")
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    gpu_resource = forms.CharField(max_length=100, initial="nvidia.com/gpu", label="GPU resource",
+                                   help_text="Extended resource name, e.g. nvidia.com/gpu or nvidia.com/mig-3g.40gb.")
+    gpu_product = forms.CharField(max_length=100, required=False, label="GPU product",
+                                  help_text="nvidia.com/gpu.product of its nodes, e.g. NVIDIA-H100-80GB-HBM3.")
+    cut = forms.ChoiceField(choices=NodePool.Cut.choices, initial=NodePool.Cut.FULL)
+    mig_profile = forms.CharField(max_length=30, required=False, label="MIG profile",
+                                  help_text="For MIG pools, e.g. 3g.40gb.")
+    replicas_per_card = forms.IntegerField(min_value=1, max_value=64, initial=1,
+                                           help_text="For time-sliced pools: how many replicas share one card.")
+    node_labels = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
+                                  help_text="One key=value per line; the labels that select this pool's nodes.")
+    node_taints = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
+                                  help_text="One key=value:Effect per line (NoSchedule, PreferNoSchedule, NoExecute).")
+    capacity = forms.IntegerField(min_value=0, max_value=MAX_POOL_CAPACITY,
+                                  help_text="GPU units in the pool: cards, MIG slices or time-sliced replicas.")
+    card_fraction = forms.CharField(max_length=12, initial="1",
+                                    help_text="What one unit is of a physical card: 1 for full cards, 3/7 for an "
+                                              "A100 3g.40gb slice, 1/8 for eight time-sliced replicas.")
+    over_subscribable = forms.BooleanField(
+        required=False, label="Allow over-subscription",
+        help_text="When on, departments' deserved quotas on this pool may add up to more than its capacity: the "
+                  "guarantee then becomes a promise the cluster cannot always keep, and non-preemptible work may "
+                  "wait even inside its quota. Leave off unless you mean it.",
+    )
+
+    ALIASES = {"card_fraction_numerator": "card_fraction", "card_fraction_denominator": "card_fraction"}
+
+    def __init__(self, *args: Any, instance: NodePool | None = None, **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {
+                "slug": instance.slug, "name": instance.name, "description": instance.description,
+                "gpu_resource": instance.gpu_resource, "gpu_product": instance.gpu_product, "cut": instance.cut,
+                "mig_profile": instance.mig_profile, "replicas_per_card": instance.replicas_per_card,
+                "node_labels": labels_text(instance.node_labels), "node_taints": taints_text(instance.node_taints),
+                "capacity": instance.capacity, "card_fraction": instance.card_fraction_display,
+                "over_subscribable": instance.over_subscribable,
+            }
+        super().__init__(*args, **kwargs)
+
+    def clean_node_labels(self) -> dict[str, str]:
+        return parse_labels(self.cleaned_data["node_labels"])
+
+    def clean_node_taints(self) -> list[dict[str, str]]:
+        return parse_taints(self.cleaned_data["node_taints"])
+
+    def clean_card_fraction(self) -> Fraction:
+        match = CARD_FRACTION.match(self.cleaned_data["card_fraction"])
+        if not match:
+            raise ValidationError("Write a fraction such as 1, 3/7 or 1/8.")
+        numerator, denominator = int(match[1]), int(match[2] or 1)
+        if numerator < 1 or denominator < 1 or numerator > denominator:
+            raise ValidationError("A unit is a part of one card: between 1/N and 1.")
+        if denominator > 1000:
+            raise ValidationError("The denominator can be at most 1000.")
+        return Fraction(numerator, denominator)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("cut") == NodePool.Cut.MIG and not data.get("mig_profile"):
+            self.add_error("mig_profile", "A MIG pool needs its profile, e.g. 3g.40gb.")
+        if data.get("cut") == NodePool.Cut.TIME_SLICED and (data.get("replicas_per_card") or 1) < 2:
+            self.add_error("replicas_per_card", "A time-sliced pool shares each card between at least 2 replicas.")
+        return data
+
+    def service_fields(self) -> dict[str, Any]:
+        data = dict(self.cleaned_data)
+        fraction: Fraction = data.pop("card_fraction")
+        if data["cut"] != NodePool.Cut.MIG:
+            data["mig_profile"] = ""
+        if data["cut"] != NodePool.Cut.TIME_SLICED:
+            data["replicas_per_card"] = 1
+        data["card_fraction_numerator"] = fraction.numerator
+        data["card_fraction_denominator"] = fraction.denominator
+        return data
+
+
+# --- departments, projects, priority classes --------------------------------------------------------------------
+
+WEIGHT_BOUNDS = [MinValueValidator(0), MaxValueValidator(MAX_OVER_QUOTA_WEIGHT)]
+
+
+class DepartmentForm(StyledForm):
+    slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
+                           help_text="Kubernetes name (dept-<slug>-<pool> cohorts); cannot change later.")
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    min_project_weight = forms.DecimalField(
+        max_digits=8, decimal_places=2, initial=0, validators=WEIGHT_BOUNDS, label="Lowest project weight",
+        help_text="The lowest over-quota weight a team lead may give one of this department's projects.")
+    max_project_weight = forms.DecimalField(
+        max_digits=8, decimal_places=2, initial=10, validators=WEIGHT_BOUNDS, label="Highest project weight",
+        help_text="The highest over-quota weight a team lead may give one of this department's projects.")
+
+    def __init__(self, *args: Any, instance: Department | None = None, **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {name: getattr(instance, name) for name in
+                                 ("slug", "name", "description", "min_project_weight", "max_project_weight")}
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.fields["slug"].disabled = True
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        low, high = data.get("min_project_weight"), data.get("max_project_weight")
+        if low is not None and high is not None and low > high:
+            self.add_error("max_project_weight", "The highest weight cannot be below the lowest.")
+        return data
+
+
+class ProjectForm(StyledForm):
+    slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
+                           help_text="Kubernetes name (proj-<slug>-<pool> queues); cannot change later.")
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    namespace = forms.CharField(max_length=63, required=False, validators=[validate_dns_label],
+                                help_text="Kubernetes namespace; empty means proj-<slug>. Cannot change later.")
+    does_not_lend = forms.BooleanField(
+        required=False, label="Does not lend",
+        help_text="Keep this project's idle deserved quota for itself instead of lending it to others (e.g. serving).")
+    default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False,
+                                                    empty_label="(none)")
+
+    def __init__(self, *args: Any, instance: Any = None, **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {name: getattr(instance, name) for name in
+                                 ("slug", "name", "description", "namespace", "does_not_lend")}
+            kwargs["initial"]["default_priority_class"] = instance.default_priority_class_id
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.fields["slug"].disabled = True
+            self.fields["namespace"].disabled = True
+
+
+class PriorityClassForm(StyledForm):
+    name = forms.CharField(max_length=63, validators=[validate_dns_label],
+                           help_text="Name of the Kueue WorkloadPriorityClass; cannot change later.")
+    value = forms.IntegerField(min_value=-1_000_000_000, max_value=1_000_000_000,
+                               help_text="Higher values are admitted first and preempt lower ones.")
+    preemptible = forms.BooleanField(required=False, initial=True,
+                                     help_text="Work of this class is preemptible unless its submitter says otherwise.")
+    description = forms.CharField(max_length=250, required=False)
+
+    def __init__(self, *args: Any, instance: PriorityClass | None = None, **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {name: getattr(instance, name) for name in
+                                 ("name", "value", "preemptible", "description")}
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.fields["name"].disabled = True
+
+
+# --- weights and the audit filter ------------------------------------------------------------------------------
+
+
+class WeightForm(forms.Form):
+    quota = forms.IntegerField()
+    over_quota_weight = forms.DecimalField(max_digits=8, decimal_places=2, validators=WEIGHT_BOUNDS,
+                                           label="Over-quota weight")
+
+
+class ProjectDefaultsForm(forms.Form):
+    project = forms.IntegerField()
+    default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False)
+
+
+class AuditFilterForm(forms.Form):
+    action = forms.CharField(required=False, max_length=60)
+    object_type = forms.ChoiceField(required=False, label="Object type")
+    actor = forms.CharField(required=False, max_length=150, help_text="Username")
+    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False, empty_label="(any)")
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    OBJECT_TYPES = ("nodepool", "department", "project", "quota", "priorityclass", "rolebinding")
+
+    def __init__(self, *args: Any, departments: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["department"].queryset = departments
+        self.fields["object_type"].choices = [("", "(any)"), *((name, name) for name in self.OBJECT_TYPES)]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            self.add_error("until", "The end date is before the start date.")
+        return data
+
+
+def user_by_username(username: str) -> Any:
+    return get_user_model().objects.filter(username=username).first()
+
+
+def decimal_text(value: Decimal | None) -> str:
+    return "" if value is None else format(value.normalize(), "f")

@@ -1,0 +1,249 @@
+"""The editable quota table of one department: rows = the department and its projects, columns = node pools.
+
+The page validates the whole proposed table on every keystroke (htmx) with `services.quota_rule_errors`, the same
+rule code `quota_set` runs, and Save applies every changed cell through `services.quota_set` in one transaction:
+all or nothing, each refusal reported on its cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Prefetch, Sum
+
+from apps.accounts.access import Action, can
+
+from . import services
+from .forms import WEIGHT_BOUNDS
+from .models import MAX_POOL_CAPACITY, Department, NodePool, Project, Quota
+
+
+@dataclass
+class Cell:
+    key: str  # "d-<pool id>" for the department, "p<project id>-<pool id>" for a project
+    pool: NodePool
+    quota: Quota | None
+    editable: bool
+    deserved: int = 0
+    limit: int | None = None
+    weight: Decimal = Decimal(1)
+    active: bool = False  # the cell holds (or will hold) a quota
+    errors: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)  # bound form fields: deserved, limit, weight
+
+    @property
+    def changed(self) -> bool:
+        if self.quota is None:
+            return self.active
+        return (self.deserved, self.limit, self.weight) != (
+            self.quota.deserved, self.quota.limit, self.quota.over_quota_weight
+        )
+
+
+@dataclass
+class Row:
+    key: str
+    label: str
+    owner: Department | Project
+    editable: bool
+    cells: list[Cell]
+
+    @property
+    def is_department(self) -> bool:
+        return isinstance(self.owner, Department)
+
+
+@dataclass
+class PoolTotals:
+    pool: NodePool
+    department_deserved: int
+    projects_deserved: int
+    other_departments_deserved: int
+
+    @property
+    def department_remaining(self) -> int:
+        return self.department_deserved - self.projects_deserved
+
+    @property
+    def pool_remaining(self) -> int:
+        return self.pool.capacity - self.other_departments_deserved - self.department_deserved
+
+
+class QuotaTable:
+    """Build with the department and the user; pass the POST data to validate or save a proposal."""
+
+    def __init__(self, *, department: Department, user: Any, data: Any = None) -> None:
+        self.department = department
+        self.user = user
+        self.pools = list(NodePool.objects.all())
+        department_quotas = {q.node_pool_id: q for q in department.quotas.all()}
+        projects = list(
+            department.projects.order_by("name").prefetch_related(Prefetch("quotas", queryset=Quota.objects.all()))
+        )
+        self.other_departments = {
+            row["node_pool"]: row["total"]
+            for row in Quota.objects.filter(department__isnull=False).exclude(department=department)
+            .values("node_pool").annotate(total=Sum("deserved"))
+        }
+        self.rows = [self._row("d", department.name, department, department_quotas,
+                               can(user, Action.MANAGE, department))]
+        for project in projects:
+            self.rows.append(self._row(f"p{project.pk}", project.name, project,
+                                       {q.node_pool_id: q for q in project.quotas.all()},
+                                       can(user, Action.MANAGE_PROJECTS, project)))
+        self.form = self._form(data)
+        for row in self.rows:
+            for cell in row.cells:
+                cell.fields = {part: self.form[f"{cell.key}-{part}"] for part in ("deserved", "limit", "weight")}
+        self.bound = data is not None
+        self._read()
+
+    @property
+    def editable(self) -> bool:
+        return any(row.editable for row in self.rows)
+
+    def _row(self, key: str, label: str, owner: Any, quotas: dict[int, Quota], editable: bool) -> Row:
+        cells = []
+        for pool in self.pools:
+            quota = quotas.get(pool.pk)
+            cell = Cell(key=f"{key}-{pool.pk}", pool=pool, quota=quota, editable=editable)
+            if quota is not None:
+                cell.deserved, cell.limit, cell.weight = quota.deserved, quota.limit, quota.over_quota_weight
+                cell.active = True
+            cells.append(cell)
+        return Row(key=key, label=label, owner=owner, editable=editable, cells=cells)
+
+    def _form(self, data: Any) -> forms.Form:
+        form = forms.Form(data)
+        for row in self.rows:
+            for cell in row.cells:
+                quota = cell.quota
+                common = {"required": False, "disabled": not row.editable}
+                form.fields[f"{cell.key}-deserved"] = forms.IntegerField(
+                    min_value=0, max_value=MAX_POOL_CAPACITY, initial=quota.deserved if quota else None,
+                    label=f"{row.label} deserved on {cell.pool.slug}", **common)
+                form.fields[f"{cell.key}-limit"] = forms.IntegerField(
+                    min_value=0, max_value=MAX_POOL_CAPACITY, initial=quota.limit if quota else None,
+                    label=f"{row.label} limit on {cell.pool.slug}", **common)
+                form.fields[f"{cell.key}-weight"] = forms.DecimalField(
+                    max_digits=8, decimal_places=2, validators=WEIGHT_BOUNDS,
+                    initial=format(quota.over_quota_weight.normalize(), "f") if quota else None,
+                    label=f"{row.label} weight on {cell.pool.slug}", **common)
+        return form
+
+    def _read(self) -> None:
+        """Read the proposal from the form into the cells (shape errors land on their cells)."""
+        if not self.bound:
+            return
+        self.form.is_valid()
+        for row in self.rows:
+            for cell in row.cells:
+                for part in ("deserved", "limit", "weight"):
+                    cell.errors.extend(self.form.errors.get(f"{cell.key}-{part}", []))
+                if not row.editable or cell.errors:
+                    continue
+                data = self.form.cleaned_data
+                deserved = data.get(f"{cell.key}-deserved")
+                limit = data.get(f"{cell.key}-limit")
+                weight = data.get(f"{cell.key}-weight")
+                if cell.quota is None and deserved is None and limit is None:
+                    cell.active = False
+                    continue
+                if cell.quota is not None and deserved is None:
+                    cell.errors.append("Enter the deserved units (0 for none).")
+                    continue
+                cell.active = True
+                cell.deserved = deserved or 0
+                cell.limit = limit
+                if weight is not None:
+                    cell.weight = weight
+                elif cell.quota is None:
+                    cell.weight = Decimal(1)
+
+    # --- the live check -----------------------------------------------------------------------------------------
+
+    def _deserved(self, row: Row, pool_index: int) -> int:
+        cell = row.cells[pool_index]
+        return cell.deserved if cell.active else 0
+
+    def totals(self) -> list[PoolTotals]:
+        result = []
+        for index, pool in enumerate(self.pools):
+            result.append(PoolTotals(
+                pool=pool,
+                department_deserved=self._deserved(self.rows[0], index),
+                projects_deserved=sum(self._deserved(row, index) for row in self.rows[1:]),
+                other_departments_deserved=self.other_departments.get(pool.pk, 0),
+            ))
+        return result
+
+    def check(self) -> bool:
+        """Validate every editable cell of the proposal against the rules; True when all cells are fine."""
+        totals = self.totals()
+        for row in self.rows:
+            if not row.editable:
+                continue
+            for index, cell in enumerate(row.cells):
+                if not cell.active or cell.errors:
+                    continue
+                pool_totals = totals[index]
+                errors = services.quota_rule_errors(
+                    pool=cell.pool, deserved=cell.deserved, limit=cell.limit, department=self.department,
+                    for_project=not row.is_department,
+                    department_deserved=pool_totals.department_deserved,
+                    siblings_deserved=pool_totals.projects_deserved - cell.deserved,
+                    projects_deserved=pool_totals.projects_deserved,
+                    other_departments_deserved=pool_totals.other_departments_deserved,
+                )
+                cell.errors.extend(errors.values())
+        return not self.error_count
+
+    @property
+    def error_count(self) -> int:
+        return sum(1 for row in self.rows for cell in row.cells if cell.errors)
+
+    @property
+    def changed_cells(self) -> list[tuple[Row, Cell]]:
+        return [(row, cell) for row in self.rows if row.editable for cell in row.cells if cell.changed]
+
+    # --- save ---------------------------------------------------------------------------------------------------
+
+    def save(self) -> int:
+        """Apply every changed cell through quota_set in one transaction; returns how many cells changed.
+
+        Order keeps each intermediate state valid: projects that shrink, then the department, then the rest.
+        On a refusal nothing is saved and the message lands on its cell (ValidationError is raised).
+        """
+        changes = self.changed_cells
+
+        def order(item: tuple[Row, Cell]) -> int:
+            row, cell = item
+            if row.is_department:
+                return 1
+            shrinking = cell.quota is not None and cell.deserved < cell.quota.deserved
+            return 0 if shrinking else 2
+
+        changes.sort(key=order)
+        try:
+            with transaction.atomic():
+                for row, cell in changes:
+                    owner = {"department": row.owner} if row.is_department else {"project": row.owner}
+                    try:
+                        services.quota_set(
+                            actor=self.user, node_pool=cell.pool, deserved=cell.deserved, limit=cell.limit,
+                            over_quota_weight=cell.weight,
+                            cpu_cores=cell.quota.cpu_cores if cell.quota else None,
+                            memory_gib=cell.quota.memory_gib if cell.quota else None,
+                            **owner,
+                        )
+                    except ValidationError as exc:
+                        cell.errors.extend(exc.messages)
+                        raise
+        except ValidationError:
+            return 0
+        return len(changes)
