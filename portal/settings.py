@@ -163,6 +163,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# The cluster: a kubeconfig path (make run writes kubesim's to .run/kubeconfig); empty means in-cluster credentials.
+KUBECONFIG = os.environ.get("KUBECONFIG", "" if PRODUCTION else str(RUN_DIR / "kubeconfig"))
+
 # Kueue object naming (DESIGN section 4): prefixes are configurable per installation.
 KUEUE_ROOT_COHORT_PREFIX = os.environ.get("KUEUE_ROOT_COHORT_PREFIX", "portal-")
 KUEUE_DEPARTMENT_COHORT_PREFIX = os.environ.get("KUEUE_DEPARTMENT_COHORT_PREFIX", "dept-")

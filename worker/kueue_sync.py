@@ -8,12 +8,31 @@ is ever touched, and every write is sent with fieldValidation=Strict.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import yaml
 from django.conf import settings
 from django.db.models import Prefetch
 
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 
-from .kueue_objects import DepartmentSpec, Naming, OrgSnapshot, PoolQuota, PoolSpec, PriorityClassSpec, ProjectSpec
+from .gateway import Gateway
+from .kueue_objects import (
+    DEPARTMENT_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PROJECT_LABEL,
+    DepartmentSpec,
+    Naming,
+    OrgSnapshot,
+    PoolQuota,
+    PoolSpec,
+    PriorityClassSpec,
+    ProjectSpec,
+    desired_objects,
+)
 
 
 def naming() -> Naming:
@@ -61,3 +80,143 @@ def org_snapshot() -> OrgSnapshot:
             for pc in PriorityClass.objects.order_by("name")
         ),
     )
+
+
+# --- diff and apply ---------------------------------------------------------------------------------------------
+
+QUANTITY_KEYS = {"nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
+# Objects are read and applied in this order; deletes go the other way.
+KIND_ORDER = ["WorkloadPriorityClass", "ResourceFlavor", "Namespace", "Cohort", "ClusterQueue", "LocalQueue"]
+
+
+@dataclass
+class SyncResult:
+    changes: list[str] = field(default_factory=list)
+
+    def record(self, verb: str, obj: dict[str, Any]) -> None:
+        metadata = obj["metadata"]
+        where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+        self.changes.append(f"{verb} {obj['kind']} {where}{metadata['name']}")
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+def _normalize(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _normalize(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalize(item) for item in value]
+    if key in QUANTITY_KEYS and isinstance(value, int | str):
+        try:
+            return format(Decimal(str(value)).normalize(), "f")
+        except ArithmeticError:
+            return value
+    return value
+
+
+def _covers(desired: Any, actual: Any, key: str = "") -> bool:
+    """Whether `actual` holds everything `desired` says; quota groups must match exactly (no server defaults)."""
+    if key == "resourceGroups":
+        return _normalize(desired) == _normalize(actual)
+    if isinstance(desired, dict):
+        return isinstance(actual, dict) and all(_covers(v, actual.get(k), k) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(actual, list) and len(desired) == len(actual) and all(
+            _covers(d, a) for d, a in zip(desired, actual, strict=True))
+    return _normalize(desired, key) == _normalize(actual, key)
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the portal manages on an object: labels and spec (or a priority class's value and description)."""
+    content: dict[str, Any] = {"labels": obj["metadata"].get("labels", {})}
+    for field_name in ("spec", "value", "description"):
+        if field_name in obj:
+            content[field_name] = obj[field_name]
+    return content
+
+
+def _limits(obj: dict[str, Any]) -> dict[tuple[str, str, str], Decimal | None]:
+    limits: dict[tuple[str, str, str], Decimal | None] = {}
+    for group in (obj.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors", []):
+            for resource in flavor.get("resources", []):
+                for limit in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    value = resource.get(limit)
+                    limits[(flavor["name"], resource["name"], limit)] = (
+                        None if value is None else Decimal(str(value)))
+    return limits
+
+
+def _shrinks(desired: dict[str, Any], actual: dict[str, Any]) -> bool:
+    """Whether applying `desired` takes quota away: such updates go first, so the tree never over-commits."""
+    before, after = _limits(actual), _limits(desired)
+    for key, new in after.items():
+        old = before.get(key)
+        if key[2] == "nominalQuota":
+            if new is not None and old is not None and new < old:
+                return True
+        elif new is not None and (old is None or new < old):  # a limit appears or tightens
+            return True
+    return any(key[2] == "nominalQuota" and key not in after for key in before)
+
+
+def _delete_rank(obj: dict[str, Any]) -> tuple[int, int]:
+    labels = obj["metadata"].get("labels", {})
+    depth = 0 if PROJECT_LABEL in labels else 1 if DEPARTMENT_LABEL in labels else 2
+    return -KIND_ORDER.index(obj["kind"]), depth
+
+
+def read_owned(gw: Gateway) -> dict[tuple[str, str, str], dict[str, Any]]:
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    return {_key(obj): obj for kind in KIND_ORDER for obj in gw.list(kind, label_selector=selector)}
+
+
+def reconcile(gw: Gateway, desired: list[dict[str, Any]]) -> SyncResult:
+    """Make the cluster's portal-owned objects equal `desired`, writing only what differs."""
+    result = SyncResult()
+    actual = read_owned(gw)
+    wanted = {_key(obj): obj for obj in desired}
+    updates = [(obj, actual[key]) for key, obj in wanted.items()
+               if key in actual and not _covers(_content(obj), _content(actual[key]))]
+    shrinking = [(obj, current) for obj, current in updates if _shrinks(obj, current)]
+    growing = {id(obj) for obj, current in updates if not _shrinks(obj, current)}
+    for obj, current in reversed(shrinking):  # children first
+        _update(gw, obj, current, result)
+    for obj in desired:  # parents first
+        key = _key(obj)
+        if key not in actual:
+            gw.create(obj)
+            result.record("created", obj)
+        elif id(obj) in growing:
+            _update(gw, obj, actual[key], result)
+    for obj in sorted((obj for key, obj in actual.items() if key not in wanted), key=_delete_rank):
+        gw.delete(obj["kind"], obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
+        result.record("deleted", obj)
+    return result
+
+
+def _update(gw: Gateway, desired: dict[str, Any], current: dict[str, Any], result: SyncResult) -> None:
+    if desired["kind"] == "LocalQueue" and desired["spec"] != current.get("spec", {}) and (
+        desired["spec"]["clusterQueue"] != current.get("spec", {}).get("clusterQueue")
+    ):
+        # A LocalQueue's clusterQueue is immutable: replace the queue.
+        gw.delete("LocalQueue", current["metadata"]["name"], namespace=current["metadata"]["namespace"])
+        gw.create(desired)
+        result.record("recreated", desired)
+        return
+    body = {**current, **{k: v for k, v in desired.items() if k != "metadata"}}
+    body["metadata"] = {**current["metadata"],
+                        "labels": {**current["metadata"].get("labels", {}), **desired["metadata"].get("labels", {})}}
+    body.pop("status", None)
+    gw.replace(body)
+    result.record("updated", desired)
+
+
+def desired_from_database() -> list[dict[str, Any]]:
+    return desired_objects(org_snapshot(), naming())
+
+
+def as_yaml(objects: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)

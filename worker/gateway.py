@@ -1,0 +1,196 @@
+"""The worker's only door to the Kubernetes API (kubesim or a real cluster, through the official client).
+
+Objects travel as plain JSON dicts. Every write sends fieldValidation=Strict, so a typo in a manifest is an error
+from the API server instead of a silently dropped field. API errors are sorted into transient (retry with backoff)
+and permanent (the request itself is wrong) here, once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from django.conf import settings
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+STRICT = "Strict"
+TRANSIENT_STATUS = {0, 408, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str  # "" for core
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+KINDS: dict[str, Kind] = {
+    "Namespace": Kind("", "v1", "namespaces", False),
+    "Service": Kind("", "v1", "services", True),
+    "Pod": Kind("", "v1", "pods", True),
+    "Job": Kind("batch", "v1", "jobs", True),
+    "ResourceFlavor": Kind("kueue.x-k8s.io", "v1beta2", "resourceflavors", False),
+    "Cohort": Kind("kueue.x-k8s.io", "v1beta2", "cohorts", False),
+    "ClusterQueue": Kind("kueue.x-k8s.io", "v1beta2", "clusterqueues", False),
+    "LocalQueue": Kind("kueue.x-k8s.io", "v1beta2", "localqueues", True),
+    "WorkloadPriorityClass": Kind("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False),
+    "Workload": Kind("kueue.x-k8s.io", "v1beta2", "workloads", True),
+}
+
+
+class ClusterError(Exception):
+    """An API call failed; `transient` says whether trying again later can help."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def transient(self) -> bool:
+        return self.status in TRANSIENT_STATUS
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+
+def _error(exc: ApiException) -> ClusterError:
+    reason, message = exc.reason or "", str(exc.reason or exc)
+    try:
+        status = json.loads(exc.body or "{}")
+        reason, message = status.get("reason", reason), status.get("message", message)
+    except (TypeError, ValueError):
+        pass
+    return ClusterError(int(exc.status or 0), reason, message)
+
+
+def _path(kind: Kind, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+    base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    if kind.namespaced and namespace:
+        base += f"/namespaces/{namespace}"
+    path = f"{base}/{kind.plural}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+class Gateway:
+    """Thin JSON access to any kind in KINDS; one ApiClient, reused."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+
+    def _call(self, method: str, path: str, *, body: Any = None, query: list[tuple[str, Any]] | None = None,
+              content_type: str = "application/json", timeout: float = 30.0) -> Any:
+        method_, url, headers, serialized, post_params = self.api_client.param_serialize(
+            method, path, query_params=query or [], body=body,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(method_, url, header_params=headers, body=serialized,
+                                                post_params=post_params, _request_timeout=timeout)
+            data = response.read()
+        except ApiException as exc:
+            raise _error(exc) from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # refused, reset, timed out: the API is away for now
+            raise ClusterError(0, "Unavailable", f"Kubernetes API unreachable: {exc}") from exc
+        if not 200 <= response.status < 300:
+            raise _error(ApiException(status=response.status, reason=response.reason, body=data))
+        if not data:
+            return None
+        if "json" not in (response.getheader("Content-Type") or "application/json"):
+            return data.decode(errors="replace")
+        return json.loads(data)
+
+    def list(self, kind_name: str, *, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        kind = KINDS[kind_name]
+        query = [("labelSelector", label_selector)] if label_selector else []
+        items: list[dict] = []
+        continue_token = None
+        while True:
+            paging = [("limit", 500), *([("continue", continue_token)] if continue_token else [])]
+            page = self._call("GET", _path(kind, namespace=namespace), query=[*query, *paging])
+            for item in page.get("items", []):
+                item.setdefault("apiVersion", kind.api_version)
+                item.setdefault("kind", kind_name)
+            items.extend(page.get("items", []))
+            continue_token = (page.get("metadata") or {}).get("continue")
+            if not continue_token:
+                return items
+
+    def get(self, kind_name: str, name: str, *, namespace: str | None = None) -> dict:
+        return self._call("GET", _path(KINDS[kind_name], name, namespace))
+
+    def create(self, obj: dict) -> dict:
+        kind = KINDS[obj["kind"]]
+        return self._call("POST", _path(kind, namespace=obj["metadata"].get("namespace")), body=obj,
+                          query=[("fieldValidation", STRICT)])
+
+    def replace(self, obj: dict) -> dict:
+        """PUT the whole object; obj.metadata.resourceVersion makes a stale write a 409 Conflict."""
+        kind = KINDS[obj["kind"]]
+        metadata = obj["metadata"]
+        return self._call("PUT", _path(kind, metadata["name"], metadata.get("namespace")), body=obj,
+                          query=[("fieldValidation", STRICT)])
+
+    def patch(self, kind_name: str, name: str, patch: dict, *, namespace: str | None = None,
+              subresource: str | None = None) -> dict:
+        return self._call("PATCH", _path(KINDS[kind_name], name, namespace, subresource), body=patch,
+                          query=[("fieldValidation", STRICT)], content_type="application/merge-patch+json")
+
+    def delete(self, kind_name: str, name: str, *, namespace: str | None = None,
+               propagation: str = "Background") -> None:
+        try:
+            self._call("DELETE", _path(KINDS[kind_name], name, namespace),
+                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
+        except ClusterError as error:
+            if not error.not_found:
+                raise
+
+    def raw_get(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
+        """GET any API path (the visibility API, pod logs) as JSON or text."""
+        return self._call("GET", path, query=query)
+
+
+def api_client_from_settings() -> client.ApiClient:
+    """The kubeconfig named by settings.KUBECONFIG, else in-cluster service-account credentials."""
+    configuration = client.Configuration()
+    if settings.KUBECONFIG:
+        config.load_kube_config(config_file=str(settings.KUBECONFIG), client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration=configuration)
+
+
+_gateway: Gateway | None = None
+
+
+def gateway() -> Gateway:
+    """The process-wide gateway (one connection pool per worker process)."""
+    global _gateway
+    if _gateway is None:
+        _gateway = Gateway(api_client_from_settings())
+    return _gateway
+
+
+def reset_gateway(new: Gateway | None = None) -> None:
+    """Point the process at another cluster (tests start a kubesim per module)."""
+    global _gateway
+    _gateway = new
