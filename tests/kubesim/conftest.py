@@ -92,12 +92,17 @@ def cluster_queue(name: str, **spec: object) -> dict:
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
-def raw(api: SimpleNamespace, method: str, path: str, body: object = None, content_type: str = "application/json"):
-    """A request the typed client cannot express, over the client's own connection pool: (status, JSON body)."""
+def http(api: SimpleNamespace, method: str, path: str, body: object = None, content_type: str = "application/json"):
+    """A request the typed client refuses to send (it validates bodies), over the client's own connection pool."""
     data = json.dumps(body).encode() if body is not None else None
-    resp = api.client.rest_client.pool_manager.request(
+    return api.client.rest_client.pool_manager.request(
         method, api.client.configuration.host + path, body=data, headers={"Content-Type": content_type}
     )
+
+
+def raw(api: SimpleNamespace, method: str, path: str, body: object = None, content_type: str = "application/json"):
+    """(status, JSON body) of http()."""
+    resp = http(api, method, path, body, content_type)
     try:
         return resp.status, json.loads(resp.data)
     except ValueError:

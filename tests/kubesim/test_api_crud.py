@@ -149,7 +149,9 @@ def test_patches_merge_strategic_json(api, ns):
     api.batch.create_namespaced_job(ns, job)
     # strategic merge (the client's default for a dict body on core/batch kinds): containers merge by name
     api.batch.patch_namespaced_job(
-        "pj", ns, {"spec": {"template": {"spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]}}}}
+        "pj",
+        ns,
+        {"spec": {"template": {"spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]}}}},
     )
     got = api.batch.read_namespaced_job("pj", ns)
     containers = {c.name: c for c in got.spec.template.spec.containers}
@@ -169,10 +171,16 @@ def test_patches_merge_strategic_json(api, ns):
 
 
 def test_strategic_merge_on_crd_is_415(api):
-    api.custom.create_cluster_custom_object(*KUEUE, "resourceflavors", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "smp"}, "spec": {}})
+    api.custom.create_cluster_custom_object(
+        *KUEUE,
+        "resourceflavors",
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "smp"}, "spec": {}},
+    )
     code, body = raw(
-        api, "PATCH", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/smp", {"metadata": {"labels": {"a": "b"}}},
+        api,
+        "PATCH",
+        "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/smp",
+        {"metadata": {"labels": {"a": "b"}}},
         "application/strategic-merge-patch+json",
     )
     assert code == 415 and body["reason"] == "UnsupportedMediaType"
@@ -180,29 +188,80 @@ def test_strategic_merge_on_crd_is_415(api):
 
 def test_kueue_objects_crud(api, ns):
     co = api.custom
-    co.create_cluster_custom_object(*KUEUE, "resourceflavors", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
-        "spec": {"nodeLabels": {"portal.gpu/pool": "h100"}}})
-    co.create_cluster_custom_object(*KUEUE, "cohorts", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "root"}, "spec": {}})
+    co.create_cluster_custom_object(
+        *KUEUE,
+        "resourceflavors",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "h100"},
+            "spec": {"nodeLabels": {"portal.gpu/pool": "h100"}},
+        },
+    )
+    co.create_cluster_custom_object(
+        *KUEUE,
+        "cohorts",
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "root"}, "spec": {}},
+    )
     co.create_cluster_custom_object(*KUEUE, "clusterqueues", cluster_queue("crud-cq", cohortName="root"))
-    co.create_namespaced_custom_object(*KUEUE, ns, "localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"},
-        "spec": {"clusterQueue": "crud-cq"}})
-    co.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "high"},
-        "value": 1000, "description": "important"})
-    wl = co.create_namespaced_custom_object(*KUEUE, ns, "workloads", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "wl"},
-        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-            "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+    co.create_namespaced_custom_object(
+        *KUEUE,
+        ns,
+        "localqueues",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq"},
+            "spec": {"clusterQueue": "crud-cq"},
+        },
+    )
+    co.create_cluster_custom_object(
+        *KUEUE,
+        "workloadpriorityclasses",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+            "description": "important",
+        },
+    )
+    wl = co.create_namespaced_custom_object(
+        *KUEUE,
+        ns,
+        "workloads",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "wl"},
+            "spec": {
+                "queueName": "lq",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                    }
+                ],
+            },
+        },
+    )
     assert wl["spec"]["active"] is True  # schema default
     cq = co.get_cluster_custom_object(*KUEUE, "clusterqueues", "crud-cq")
     assert cq["spec"]["queueingStrategy"] == "BestEffortFIFO" and cq["spec"]["cohortName"] == "root"
     assert co.get_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "high")["value"] == 1000
     # status subresource: main writes ignore status, /status writes only status
-    wl["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                                    "message": "waiting", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    wl["status"] = {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "Pending",
+                "message": "waiting",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
     wl["spec"]["queueName"] = "lq"
     after = co.replace_namespaced_custom_object(*KUEUE, ns, "workloads", "wl", wl)
     assert "status" not in after
