@@ -43,8 +43,8 @@ def main(argv: list[str]) -> None:
     if not argv:
         raise SystemExit(__doc__)
     env = resolve(dict(os.environ))
-    print(f"devservices: DATABASE_URL={env.get('DATABASE_URL', '(sqlite)')} REDIS_URL={env.get('REDIS_URL', '(embedded)')}",
-          file=sys.stderr)
+    database, broker = env.get("DATABASE_URL", "(sqlite)"), env.get("REDIS_URL", "(embedded)")
+    print(f"devservices: DATABASE_URL={database} REDIS_URL={broker}", file=sys.stderr)
     os.execvpe(argv[0], argv, env)  # noqa: S606 - runs the command make asked for
 
 

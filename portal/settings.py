@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "apps.accounts",
     "apps.org",
+    "worker",
 ]
 
 MIDDLEWARE = [
@@ -140,6 +141,31 @@ STORAGES = {
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+
+# Celery: Redis when REDIS_URL is set, otherwise an embedded broker on the local file system (make run on a bare
+# machine). Tasks take ids, are idempotent and ignore results; the database holds every outcome.
+BROKER_DIR = RUN_DIR / "broker"
+CELERY_BROKER_URL = REDIS_URL or "filesystem://"
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {"visibility_timeout": 3600}
+    if REDIS_URL
+    else {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "store_processed": False}
+)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "portal")
+CELERY_TASK_SOFT_TIME_LIMIT = 120
+CELERY_TASK_TIME_LIMIT = 180
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    # Declarative and cheap when nothing changed: repairs drift and anything a lost message missed.
+    "kueue-sync": {"task": "worker.tasks.kueue_sync", "schedule": 60.0, "options": {"expires": 55}},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

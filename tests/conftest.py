@@ -13,6 +13,8 @@ def pytest_configure(config: pytest.Config) -> None:
     database = settings.DATABASES["default"]
     if "postgresql" in database["ENGINE"]:
         database["TEST"] = {**database.get("TEST", {}), "NAME": f"test_{database['NAME']}_{os.getpid()}"}
+    # One broker queue per run too, so parallel runs never take each other's tasks.
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"portal-test-{os.getpid()}"
     # Fast hashing: the suite logs demo users in thousands of times; production keeps Django's default.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Tests render templates without running collectstatic first.

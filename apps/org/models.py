@@ -239,3 +239,29 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.object_repr}"
+
+
+class KueueSyncState(models.Model):
+    """One row: whether an org -> Kueue reconcile is wanted and who is running it (a claim by conditional UPDATE)."""
+
+    requested_at = models.DateTimeField(null=True, blank=True)
+    running_since = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"kueue sync requested {self.requested_at}, running since {self.running_since}"
+
+
+class KueueSyncRun(models.Model):
+    """The outcome of one reconcile, shown to admins: what changed in the cluster, or why it failed."""
+
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    ok = models.BooleanField(null=True)
+    changes = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"kueue sync {self.started_at:%Y-%m-%d %H:%M:%S} ok={self.ok} changes={len(self.changes)}"

@@ -5,30 +5,25 @@ and writes its audit row in that same transaction, so a refused change leaves no
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, models, transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
+from django.utils import timezone
 
 from apps.accounts.access import Action, can
+from portal.tasks import enqueue_on_commit
 
 from .audit import audit_record, snapshot
-from .models import Department, NodePool, PriorityClass, Project, Quota
-
-_after_org_change_hooks: list[Callable[[], None]] = []
-
-
-def on_org_change(hook: Callable[[], None]) -> Callable[[], None]:
-    """Register a callback run after every committed organisation change (the worker's Kueue sync)."""
-    _after_org_change_hooks.append(hook)
-    return hook
+from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
 
 
 def _org_changed() -> None:
-    for hook in _after_org_change_hooks:
-        transaction.on_commit(hook)
+    """Every committed organisation change asks for a Kueue reconcile (it coalesces bursts of changes)."""
+    kueue_sync_request()
 
 
 def _require(actor: Any, action: Action, obj: Any = None) -> None:
@@ -484,3 +479,44 @@ def priority_class_delete(*, actor: Any, priority_class: PriorityClass) -> None:
                      after=None)
         priority_class.delete()
         _org_changed()
+
+
+# --- org -> Kueue reconcile bookkeeping (the worker runs the reconcile itself) -----------------------------------
+
+KUEUE_SYNC_TASK = "worker.tasks.kueue_sync"
+KUEUE_SYNC_STALE_AFTER = timedelta(minutes=5)  # a claim older than this belonged to a worker that died
+KUEUE_SYNC_RUNS_KEPT = 500
+
+
+def kueue_sync_request() -> None:
+    """Mark a reconcile as wanted and enqueue one after commit."""
+    KueueSyncState.objects.get_or_create(pk=1)
+    KueueSyncState.objects.filter(pk=1).update(requested_at=timezone.now())
+    enqueue_on_commit(KUEUE_SYNC_TASK)
+
+
+def kueue_sync_claim() -> KueueSyncRun | None:
+    """Claim the reconcile (conditional UPDATE); None when another worker holds a live claim."""
+    now = timezone.now()
+    KueueSyncState.objects.get_or_create(pk=1)
+    claimed = KueueSyncState.objects.filter(
+        Q(running_since__isnull=True) | Q(running_since__lt=now - KUEUE_SYNC_STALE_AFTER), pk=1
+    ).update(running_since=now)
+    if not claimed:
+        return None
+    return KueueSyncRun.objects.create(started_at=now)
+
+
+def kueue_sync_finish(*, run: KueueSyncRun, changes: list[str], error: str = "") -> bool:
+    """Record the outcome and release the claim; True when a change arrived meanwhile and another pass is due."""
+    with transaction.atomic():
+        run.finished_at = timezone.now()
+        run.ok = not error
+        run.changes = changes
+        run.error = error
+        run.save(update_fields=["finished_at", "ok", "changes", "error"])
+        KueueSyncState.objects.filter(pk=1).update(running_since=None)
+        stale = KueueSyncRun.objects.values_list("pk", flat=True)[KUEUE_SYNC_RUNS_KEPT:]
+        KueueSyncRun.objects.filter(pk__in=list(stale)).delete()
+        state = KueueSyncState.objects.get(pk=1)
+    return state.requested_at is not None and state.requested_at > run.started_at

@@ -19,3 +19,32 @@ def cluster(kubesim):
     reset_gateway(gw)
     yield gw
     reset_gateway(None)
+
+
+@pytest.fixture
+def celery_worker(transactional_db, settings):
+    """A real Celery worker (thread, solo pool) consuming this run's queue on the configured broker."""
+    from celery.contrib.testing.worker import start_worker
+
+    from portal.celery import app
+
+    settings.BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)  # leftovers of an aborted run
+    with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=30,
+                      queues=[settings.CELERY_TASK_DEFAULT_QUEUE]) as worker:
+        yield worker
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
+    """Poll until predicate() is truthy (work done by another thread or process); fail after timeout."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
