@@ -92,6 +92,14 @@ class Api:
             return self._visibility(method, parts[3:], query)
         target, watch_path = self._parse(parts)
         verb = self._verb(method, target, query, watch_path)
+        ctype = headers.get("content-type", "application/json").split(";")[0].strip()
+        if body and method in ("POST", "PUT") and ctype not in ("application/json", "*/*", ""):
+            raise APIError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types include: application/json, "
+                f'got "{ctype}"',
+                "UnsupportedMediaType",
+            )
         if self.sim.faults.inject(verb, target.res.plural):
             raise internal(f"kubesim: injected fault on {verb} {target.res.plural}")
         if verb == "watch":
