@@ -81,7 +81,7 @@ class QuotaSerializer(ShapeOnlyModelSerializer):
             "memory_gib", "updated_at",
         ]
         read_only_fields = ["updated_at"]
-        extra_kwargs = {"deserved": {"required": True}}
+        extra_kwargs = {"deserved": {"required": True}, "limit": {"default": None}}
 
 
 class QuotaUpdateSerializer(ShapeOnlyModelSerializer):

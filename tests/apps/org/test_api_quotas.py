@@ -192,3 +192,14 @@ def test_quota_filters(client_for, ids):
     rows = call(admin, "GET", "quotas/?project=vision&node_pool=h100").json()["results"]
     assert [row["id"] for row in rows] == [ids["q_vision_h100"]]
     assert call(client_for("bob"), "GET", "quotas/?project=vision").json()["results"] == []
+
+
+def test_quota_create_defaults_to_unlimited_and_weight_one(client_for, ids):
+    admin = client_for("admin")
+    assert call(admin, "DELETE", f"quotas/{ids['q_etl_h100']}/").status_code == 204
+    response = call(admin, "POST", "quotas/", {"node_pool": "h100", "project": ids["etl"], "deserved": 0})
+    assert response.status_code == 201
+    assert (response.json()["limit"], response.json()["over_quota_weight"]) == (None, "1.00")
+    assert refused(admin, "POST", "quotas/", {"node_pool": "h100", "project": ids["etl"]}) == {
+        "deserved": ["This field is required."]
+    }

@@ -35,3 +35,11 @@ def test_docs_page_uses_the_bundled_swagger(client_for):
     assert response.status_code == 200
     assert b"swagger-ui" in response.content
     assert b"/api/v1/schema/" in response.content
+
+
+@pytest.mark.parametrize("path", ["me/", "node-pools/", "departments/", "projects/", "quotas/", "priority-classes/",
+                                  "role-bindings/"])
+def test_browsable_api_renders_for_a_scoped_user(client_for, path):
+    response = client_for("alice").get("/api/v1/" + path, HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/html")
