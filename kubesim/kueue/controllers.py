@@ -10,12 +10,15 @@ from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
+from kubesim.kueue.cache import ChangeGate, listed
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.jobs import JobIntegration
 from kubesim.kueue.quantity import format_amount
 from kubesim.kueue.scheduler import Queues, Scheduler, Snapshot
 from kubesim.kueue.scheduler.model import condition_true, find_condition, is_active, is_finished, parse_time
 from kubesim.kueue.scheduler.quota import dominant_resource_share
+
+SCHEDULING_INPUTS = {"workloads", "clusterqueues", "cohorts", "localqueues", "resourceflavors", "namespaces"}
 
 # Queue state and configuration per store, so visibility() orders pending workloads exactly as the scheduler does.
 _QUEUES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -35,12 +38,12 @@ def queues_for(store) -> Queues:
 
 def build_snapshot(store, config: KueueConfig, now: datetime | None) -> Snapshot:
     return Snapshot.from_objects(
-        resource_flavors=store.list("resourceflavors"),
-        cohorts=store.list("cohorts"),
-        cluster_queues=store.list("clusterqueues"),
-        local_queues=store.list("localqueues"),
-        workloads=store.list("workloads"),
-        namespaces=store.list("namespaces"),
+        resource_flavors=listed(store, "resourceflavors"),
+        cohorts=listed(store, "cohorts"),
+        cluster_queues=listed(store, "clusterqueues"),
+        local_queues=listed(store, "localqueues"),
+        workloads=listed(store, "workloads"),
+        namespaces=listed(store, "namespaces"),
         config=config,
         now=now,
     )
@@ -50,7 +53,7 @@ def _fingerprint(store) -> str:
     """Changes to queues, cohorts, flavors or namespaces flush the inadmissible sets."""
     parts = []
     for resource in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces"):
-        for obj in store.list(resource):
+        for obj in listed(store, resource):
             md = obj.get("metadata") or {}
             parts.append((resource, md.get("namespace"), md.get("name"), obj.get("spec"), md.get("labels")))
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
@@ -72,18 +75,21 @@ class SchedulerController:
         self._reserving: dict[str, str] = {}  # workload key -> ClusterQueue, after the last reconcile
         self._generations: dict[str, int] = {}
         self._fingerprint = ""
+        self._gate = ChangeGate(SCHEDULING_INPUTS)
 
     def next_deadline(self, store) -> datetime | None:
         """Backoff expiries: a workload re-enters its queue at status.requeueState.requeueAt."""
         now = store.clock.now()
         best = None
-        for wl in store.list("workloads"):
+        for wl in listed(store, "workloads"):
             at = parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
             if at is not None and at > now and (best is None or at < best):
                 best = at
         return best
 
     def reconcile(self, store) -> bool:
+        if not self._gate.should_run(store):
+            return False
         now = store.clock.now()
         queues = queues_for(store)
         _CONFIGS[store] = self.config
@@ -208,12 +214,13 @@ class WorkloadController:
 
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
+        self._gate = ChangeGate({"workloads", "clusterqueues", "localqueues"})
 
     def next_deadline(self, store) -> datetime | None:
         now = store.clock.now()
         deadlines = []
         wfpr = self.config.wait_for_pods_ready
-        for wl in store.list("workloads"):
+        for wl in listed(store, "workloads"):
             if is_finished(wl):
                 continue
             at = parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
@@ -233,11 +240,13 @@ class WorkloadController:
         return min(future) if future else None
 
     def reconcile(self, store) -> bool:
+        if not self._gate.should_run(store):
+            return False
         now = store.clock.now()
-        cqs = {o["metadata"]["name"]: o for o in store.list("clusterqueues")}
-        lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in store.list("localqueues")}
+        cqs = {o["metadata"]["name"]: o for o in listed(store, "clusterqueues")}
+        lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in listed(store, "localqueues")}
         wrote = False
-        for wl in store.list("workloads"):
+        for wl in listed(store, "workloads"):
             if is_finished(wl) or wl["metadata"].get("deletionTimestamp"):
                 continue
             if is_active(wl):
@@ -251,7 +260,7 @@ class WorkloadController:
             wl["spec"]["active"] = False
             store.update("workloads", wl)
             return True
-        status = wl.setdefault("status", {})
+        status = wl.get("status") or {}  # listed objects are shared: mutate only right before writing
         requeue_at = parse_time((status.get("requeueState") or {}).get("requeueAt"))
         requeued = find_condition(wl, C.REQUEUED)
         if requeued is not None and requeued.get("status") == "False" and requeued.get("reason") == "Deactivated":
@@ -356,7 +365,7 @@ class WorkloadController:
         return True
 
     def _inactive(self, store, wl: dict, now: datetime) -> bool:
-        status = wl.setdefault("status", {})
+        status = wl.get("status") or {}
         wrote = False
         if not condition_true(wl, C.EVICTED):
             target = find_condition(wl, C.DEACTIVATION_TARGET)
@@ -367,7 +376,7 @@ class WorkloadController:
             had_admission = status.get("admission") is not None
             ws.evict(wl, C.EVICTED_DEACTIVATED, message, now, cause)
             ws.remove_condition(wl, C.DEACTIVATION_TARGET)
-            status.pop("requeueState", None)
+            wl["status"].pop("requeueState", None)
             store.update_status("workloads", wl)
             if had_admission:
                 reason = "EvictedDueToDeactivated" + (f"DueTo{cause}" if cause else "")
@@ -390,11 +399,14 @@ class StatusController:
 
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
+        self._gate = ChangeGate(SCHEDULING_INPUTS)
 
     def next_deadline(self, store) -> datetime | None:
         return None
 
     def reconcile(self, store) -> bool:
+        if not self._gate.should_run(store):
+            return False
         now = store.clock.now()
         snap = build_snapshot(store, self.config, None)
         wrote = False
@@ -402,7 +414,7 @@ class StatusController:
         for wls in snap.pending.values():
             for w in wls:
                 pending_by_lq[(w.namespace, w.queue_name)] = pending_by_lq.get((w.namespace, w.queue_name), 0) + 1
-        for obj in store.list("clusterqueues"):
+        for obj in listed(store, "clusterqueues"):
             cq = snap.cluster_queues[obj["metadata"]["name"]]
             status = dict(obj.get("status") or {})
             reservation = self._flavors(cq, cq.usage, borrowed=True)
@@ -421,7 +433,7 @@ class StatusController:
             else:
                 status["conditions"] = self._active(obj, now, "False", cq.inactive_reason, cq.inactive_message)
             wrote = self._write(store, "clusterqueues", obj, status) or wrote
-        for obj in store.list("localqueues"):
+        for obj in listed(store, "localqueues"):
             md = obj["metadata"]
             cq = snap.cluster_queues.get((obj.get("spec") or {}).get("clusterQueue", ""))
             mine = [
@@ -451,7 +463,7 @@ class StatusController:
             status["conditions"] = self._active(obj, now, *cond)
             wrote = self._write(store, "localqueues", obj, status) or wrote
         if self.config.fair_sharing:
-            for obj in store.list("cohorts"):
+            for obj in listed(store, "cohorts"):
                 node = snap.cohorts.get(obj["metadata"]["name"])
                 if node is None:
                     continue

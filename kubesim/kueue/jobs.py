@@ -11,6 +11,7 @@ from datetime import datetime
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
+from kubesim.kueue.cache import ChangeGate, listed
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.model import condition_true, find_condition
 
@@ -54,17 +55,20 @@ class JobIntegration:
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
         self._warned: set[tuple[str, str]] = set()
+        self._gate = ChangeGate({"jobs", "workloads", "resourceflavors", "workloadpriorityclasses"})
 
     def next_deadline(self, store) -> datetime | None:
         return None
 
     def reconcile(self, store) -> bool:
+        if not self._gate.should_run(store):
+            return False
         now = store.clock.now()
-        workloads = store.list("workloads")
+        workloads = listed(store, "workloads")
         by_owner = {uid: wl for wl in workloads if (uid := owner_uid(wl))}
         wrote = False
         job_uids = set()
-        for job in store.list("jobs"):
+        for job in listed(store, "jobs"):
             job_uids.add(job["metadata"]["uid"])
             if not (job["metadata"].get("labels") or {}).get(C.QUEUE_NAME_LABEL):
                 continue

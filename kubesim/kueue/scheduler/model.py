@@ -6,6 +6,7 @@ mirrored state and run `Scheduler.cycle` on it to forecast admissions.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -168,7 +169,31 @@ def _affinity_terms(spec: dict) -> list[list[dict]] | None:
     return [list(t.get("matchExpressions") or []) for t in na.get("nodeSelectorTerms") or []]
 
 
+_PARSED: dict[tuple[str, str, int], WorkloadInfo] = {}
+_PARSED_MAX = 100000
+
+
 def workload_info(obj: dict, config: KueueConfig) -> WorkloadInfo:
+    """Parse a Workload; parses are memoised per (uid, resourceVersion) since snapshots are rebuilt often."""
+    md = obj.get("metadata") or {}
+    key = (md.get("uid", ""), md.get("resourceVersion", ""), id(config))
+    cached = _PARSED.get(key) if key[1] else None
+    if cached is not None:
+        wl = copy.copy(cached)
+        wl.usage = dict(cached.usage)
+        wl.obj = obj
+        return wl
+    wl = _parse_workload(obj, config)
+    if key[1]:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = wl
+        wl = copy.copy(wl)
+        wl.usage = dict(_PARSED[key].usage)
+    return wl
+
+
+def _parse_workload(obj: dict, config: KueueConfig) -> WorkloadInfo:
     md = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
