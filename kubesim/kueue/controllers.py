@@ -71,7 +71,6 @@ class SchedulerController:
 
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
-        self.scheduler = Scheduler()
         self._reserving: dict[str, str] = {}  # workload key -> ClusterQueue, after the last reconcile
         self._generations: dict[str, int] = {}
         self._fingerprint = ""
@@ -95,7 +94,7 @@ class SchedulerController:
         _CONFIGS[store] = self.config
         snap = build_snapshot(store, self.config, now)
         self._flush_on_events(store, snap, queues)
-        results = self.scheduler.run(snap, queues, now)
+        results = Scheduler(self.config, queues).run(snap, now)
         wrote = False
         pending = {}
         for result in results:

@@ -2,7 +2,9 @@
 
 snapshot = Snapshot.from_objects(resource_flavors=..., cohorts=..., cluster_queues=..., local_queues=...,
                                  workloads=..., config=KueueConfig.default(), now=now)
-results = Scheduler().run(snapshot, Queues(), now)   # or .cycle(...) for one scheduling cycle
+scheduler = Scheduler(config)                 # keeps the queue state (inadmissible sets) between cycles
+result = scheduler.cycle(snapshot, now)       # one cycle: result.admitted / .preempted / .pending
+results = scheduler.run(snapshot, now)        # cycles until nothing changes (what the emulator does)
 """
 
 from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kubesim.kueue import constants as C
+from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.flavors import NO_FIT, PREEMPT, Assignment, FlavorAssigner
 from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo, order_key
 from kubesim.kueue.scheduler.preemption import Preemptor, Target, cq_path
@@ -147,21 +148,31 @@ class Queues:
 
 
 class Scheduler:
-    """Kueue's scheduler over a Snapshot. Stateless apart from the Queues passed in."""
+    """Kueue's scheduler. Holds the queue state (inadmissible sets, sticky preemptors) between cycles.
 
-    def run(self, snapshot: Snapshot, queues: Queues, now: datetime, max_cycles: int = 100000) -> list[CycleResult]:
-        """Cycles until a cycle changes nothing; the snapshot reflects the admissions made."""
+    config, when given, overrides the snapshot's configuration.
+    """
+
+    def __init__(self, config: KueueConfig | None = None, queues: Queues | None = None) -> None:
+        self.config = config
+        self.queues = queues if queues is not None else Queues()
+
+    def run(self, snapshot: Snapshot, now: datetime, max_cycles: int = 100000) -> list[CycleResult]:
+        """Cycles until a cycle changes nothing; the snapshot then reflects the admissions made."""
         consumed: set[str] = set()
         results = []
         for _ in range(max_cycles):
-            result = self.cycle(snapshot, queues, now, consumed)
+            result = self.cycle(snapshot, now, consumed)
             results.append(result)
             if not result.progressed:
                 break
         return results
 
-    def cycle(self, snapshot: Snapshot, queues: Queues, now: datetime, consumed: set[str] | None = None) -> CycleResult:
+    def cycle(self, snapshot: Snapshot, now: datetime, consumed: set[str] | None = None) -> CycleResult:
         """One scheduling cycle. consumed collects workloads admitted by earlier cycles on the same snapshot."""
+        if self.config is not None:
+            snapshot.config = self.config
+        queues = self.queues
         consumed = consumed if consumed is not None else set()
         result = CycleResult()
         heads = queues.heads(snapshot, consumed)

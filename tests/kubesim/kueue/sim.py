@@ -167,7 +167,7 @@ class Sim:
         by_key = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in self.workloads.values()}
         for _ in range(rounds):
             snap = self.snapshot()
-            results = Scheduler().run(snap, self.queues, self.now)
+            results = Scheduler(self.config, self.queues).run(snap, self.now)
             released = False
             last_pending = {}
             for r in results:
