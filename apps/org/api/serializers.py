@@ -2,15 +2,60 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from apps.accounts.access import departments_for, projects_for
 from apps.org.models import AuditEvent, Department, NodePool, PriorityClass, Project, Quota
+from apps.org.validators import validate_label_key, validate_label_value
 from portal.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _django_errors(check: Any, value: str) -> list[str]:
+    try:
+        check(value)
+    except DjangoValidationError as exc:
+        return list(exc.messages)
+    return []
+
+
+class NodeTaintSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    value = serializers.CharField(required=False, allow_blank=True)
+    effect = serializers.ChoiceField(choices=TAINT_EFFECTS)
+
+    def validate_key(self, value: str) -> str:
+        if errors := _django_errors(validate_label_key, value):
+            raise serializers.ValidationError(errors)
+        return value
+
+    def validate_value(self, value: str) -> str:
+        if value and (errors := _django_errors(validate_label_value, value)):
+            raise serializers.ValidationError(errors)
+        return value
 
 
 class NodePoolSerializer(ShapeOnlyModelSerializer):
+    """A node pool. `node_labels` select its nodes ({key: value}); `node_taints` are tolerated by its workloads."""
+
     card_fraction = serializers.CharField(source="card_fraction_display", read_only=True)
+    node_labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    node_taints = NodeTaintSerializer(many=True, required=False)
+
+    def validate_node_labels(self, labels: dict[str, str]) -> dict[str, str]:
+        # Labels are Kubernetes names: the same rules as the pages (apps.org.validators).
+        errors = [message for key, value in labels.items()
+                  for message in _django_errors(validate_label_key, key) + _django_errors(validate_label_value, value)]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return labels
+
+    def validate_node_taints(self, taints: list[dict[str, str]]) -> list[dict[str, str]]:
+        return [{name: value for name, value in taint.items() if name != "value" or value} for taint in taints]
 
     class Meta:
         model = NodePool

@@ -203,3 +203,20 @@ def test_quota_create_defaults_to_unlimited_and_weight_one(client_for, ids):
     assert refused(admin, "POST", "quotas/", {"node_pool": "h100", "project": ids["etl"]}) == {
         "deserved": ["This field is required."]
     }
+
+
+def test_pool_labels_and_taints_follow_kubernetes_rules(client_for, ids):
+    admin = client_for("admin")
+    path = f"node-pools/{ids['pool_h100']}/"
+    errors = refused(admin, "PATCH", path, {"node_labels": {"bad key!": "x"}})
+    assert errors == {"node_labels": ["'bad key!' is not a valid Kubernetes label key."]}
+    errors = refused(admin, "PATCH", path, {"node_taints": [{"key": "gpu", "effect": "Sometimes"}]})
+    assert errors == {"node_taints": {"0": {"effect": ['"Sometimes" is not a valid choice.']}}}
+    errors = refused(admin, "PATCH", path, {"node_labels": ["portal.gpu/pool"]})
+    assert errors == {"node_labels": ['Expected a dictionary of items but got type "list".']}
+    taint = {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}
+    response = call(admin, "PATCH", path, {"node_labels": {"portal.gpu/pool": "h100", "zone": "a"},
+                                           "node_taints": [taint]})
+    assert response.status_code == 200
+    assert response.json()["node_taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert response.json()["node_labels"] == {"portal.gpu/pool": "h100", "zone": "a"}
