@@ -1,0 +1,5 @@
+"""The Django project. Importing it loads the Celery app, so @shared_task binds to it in every process."""
+
+from .celery import app as celery_app
+
+__all__ = ("celery_app",)

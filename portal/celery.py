@@ -8,4 +8,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["worker"], related_name="tasks", force=True)
+app.autodiscover_tasks(["worker"])

@@ -18,6 +18,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("PORTAL_RUN_DIR", BASE_DIR / ".run"))
 HOST = os.environ.get("PORTAL_HOST", "127.0.0.1")
 PORT = os.environ.get("PORTAL_PORT", "8000")
+KUBESIM_PORT = os.environ.get("KUBESIM_PORT", "8001")
 
 
 @dataclass
@@ -36,10 +37,33 @@ def prepare(env: dict[str, str]) -> None:
 
 
 def services() -> list[Service]:
+    celery = [sys.executable, "-m", "celery", "-A", "portal.celery"]
     return [
+        Service("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-gossip",
+                           "--without-mingle"]),
+        Service("beat", [*celery, "beat", "--loglevel", "INFO"]),
         Service("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}",
                         "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--access-logfile", "-"]),
     ]
+
+
+def start_kubesim(env: dict[str, str]) -> subprocess.Popen:
+    """The embedded cluster, kept across restarts in .run/kubesim-state.json; returns once it serves."""
+    kubeconfig = RUN_DIR / "kubeconfig"
+    process = subprocess.Popen(  # noqa: S603 - fixed argv: this interpreter running kubesim
+        [sys.executable, "-m", "kubesim", "serve", "--host", "127.0.0.1", "--port", KUBESIM_PORT,
+         "--kubeconfig", str(kubeconfig), "--state", str(RUN_DIR / "kubesim-state.json"), "--clock", "real"],
+        env=env, cwd=BASE_DIR, stdout=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    if "listening on" not in line:
+        process.kill()
+        raise SystemExit(f"launcher: kubesim did not start ({line or 'no output'})")
+    print(f"launcher: {line}; kubeconfig written to {kubeconfig}", flush=True)
+    print(f"launcher: try  kubectl --kubeconfig {kubeconfig} get workloads -A", flush=True)
+    env["KUBECONFIG"] = str(kubeconfig)
+    return process
 
 
 def supervise(processes: dict[str, subprocess.Popen]) -> int:
@@ -78,11 +102,17 @@ def main() -> int:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     env.setdefault("PORTAL_RUN_DIR", str(RUN_DIR))
+    if not env.get("REDIS_URL"):
+        (RUN_DIR / "broker").mkdir(exist_ok=True)
+        print("launcher: REDIS_URL not set; using the embedded file-system broker in .run/broker", flush=True)
     prepare(env)
-    processes = {
-        service.name: subprocess.Popen(service.argv, env=env, cwd=BASE_DIR)  # noqa: S603 - fixed argv
-        for service in services()
-    }
+    processes: dict[str, subprocess.Popen] = {}
+    if not env.get("KUBECONFIG"):
+        processes["kubesim"] = start_kubesim(env)
+    else:
+        print(f"launcher: using the cluster of {env['KUBECONFIG']}", flush=True)
+    for service in services():
+        processes[service.name] = subprocess.Popen(service.argv, env=env, cwd=BASE_DIR)  # noqa: S603 - fixed argv
     print(f"\nGPU Portal is running on http://{HOST}:{PORT}/  (Ctrl-C stops everything)", flush=True)
     print("Sign in as admin, deptadmin, lead, alice, bob, carol or viewer with the password 'demo'.\n", flush=True)
     return supervise(processes)
