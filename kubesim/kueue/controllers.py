@@ -142,13 +142,22 @@ class SchedulerController:
                 del queues.sticky[cq_name]
 
     def _set_pending(self, store, seen: dict, reason: str, message: str, now: datetime, event: bool = False) -> bool:
+        if condition_true(seen, C.QUOTA_RESERVED):
+            return False
+        qr, adm = find_condition(seen, C.QUOTA_RESERVED), find_condition(seen, C.ADMITTED)
+        if (
+            qr is not None
+            and (qr.get("status"), qr.get("reason"), qr.get("message")) == ("False", reason, message)
+            and adm is not None
+            and adm.get("status") == "False"
+            and (seen.get("status") or {}).get("admission") is None
+        ):
+            return False  # already says so: no copy, no write
         md = seen["metadata"]
         obj = store.get("workloads", md["namespace"], md["name"])
         if obj is None or condition_true(obj, C.QUOTA_RESERVED):
             return False
-        before = json.dumps(obj.get("status"), sort_keys=True)
-        ws.set_pending(obj, reason, message, now)
-        if json.dumps(obj.get("status"), sort_keys=True) == before:
+        if not ws.set_pending(obj, reason, message, now):
             return False
         store.update_status("workloads", obj)
         if event:
@@ -516,5 +525,53 @@ class StatusController:
         return True
 
 
+class InUseFinalizers:
+    """`kueue.x-k8s.io/resource-in-use` on ClusterQueues and ResourceFlavors: a ClusterQueue being deleted stays
+    until no workload reserves quota in it; a flavor stays until no ClusterQueue references it."""
+
+    name = "kueue-in-use-finalizers"
+
+    def __init__(self) -> None:
+        self._gate = ChangeGate({"clusterqueues", "resourceflavors", "workloads"})
+
+    def next_deadline(self, store) -> datetime | None:
+        return None
+
+    def reconcile(self, store) -> bool:
+        if not self._gate.should_run(store):
+            return False
+        wrote = False
+        cqs = listed(store, "clusterqueues")
+        reserving = {
+            ((w.get("status") or {}).get("admission") or {}).get("clusterQueue")
+            for w in listed(store, "workloads")
+            if condition_true(w, C.QUOTA_RESERVED) and not is_finished(w)
+        }
+        used_flavors = {
+            f["name"] for cq in cqs for rg in (cq.get("spec") or {}).get("resourceGroups") or [] for f in rg["flavors"]
+        }
+        for resource, objs, in_use in (
+            ("clusterqueues", cqs, lambda o: o["metadata"]["name"] in reserving),
+            ("resourceflavors", listed(store, "resourceflavors"), lambda o: o["metadata"]["name"] in used_flavors),
+        ):
+            for obj in objs:
+                md = obj["metadata"]
+                has = C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or [])
+                if not md.get("deletionTimestamp") and not has:
+                    md["finalizers"] = [*(md.get("finalizers") or []), C.RESOURCE_IN_USE_FINALIZER]
+                    store.update(resource, obj)
+                    wrote = True
+                elif md.get("deletionTimestamp") and has and not in_use(obj):
+                    store.remove_finalizer(resource, None, md["name"], C.RESOURCE_IN_USE_FINALIZER)
+                    wrote = True
+        return wrote
+
+
 def kueue_controllers(config: KueueConfig) -> list:
-    return [JobIntegration(config), WorkloadController(config), SchedulerController(config), StatusController(config)]
+    return [
+        JobIntegration(config),
+        WorkloadController(config),
+        SchedulerController(config),
+        StatusController(config),
+        InUseFinalizers(),
+    ]

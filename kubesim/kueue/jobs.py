@@ -56,6 +56,7 @@ class JobIntegration:
         self.config = config
         self._warned: set[tuple[str, str]] = set()
         self._gate = ChangeGate({"jobs", "workloads", "resourceflavors", "workloadpriorityclasses"})
+        self._quiet: dict[str, tuple[str, str]] = {}  # job uid -> (job rv, workload rv) when a sync wrote nothing
 
     def next_deadline(self, store) -> datetime | None:
         return None
@@ -72,7 +73,20 @@ class JobIntegration:
             job_uids.add(job["metadata"]["uid"])
             if not (job["metadata"].get("labels") or {}).get(C.QUEUE_NAME_LABEL):
                 continue
-            wrote = self._sync(store, job, by_owner.get(job["metadata"]["uid"]), now) or wrote
+            wl = by_owner.get(job["metadata"]["uid"])
+            versions = (
+                job["metadata"].get("resourceVersion", ""),
+                (wl or {}).get("metadata", {}).get("resourceVersion", ""),
+            )
+            if wl is not None and self._quiet.get(job["metadata"]["uid"]) == versions:
+                continue
+            if self._sync(store, job, wl, now):
+                wrote = True
+                self._quiet.pop(job["metadata"]["uid"], None)
+            else:
+                self._quiet[job["metadata"]["uid"]] = versions
+        for uid in set(self._quiet) - job_uids:
+            del self._quiet[uid]
         for wl in workloads:
             md = wl["metadata"]
             if md.get("deletionTimestamp") and C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or []):

@@ -120,13 +120,19 @@ class Queues:
         return items
 
     def heads(self, snapshot: Snapshot, consumed: set[str]) -> list[WorkloadInfo]:
+        """One head per active ClusterQueue: the sticky preemptor, else the first queued workload not set aside."""
         heads = []
         for name in sorted(snapshot.pending):
             cq = snapshot.cluster_queues.get(name)
             if cq is None or not cq.active:
                 continue
-            for wl in self.ordered(snapshot, name):
-                if wl.key not in consumed and not self.is_inadmissible(name, wl.key):
+            aside = self.inadmissible.get(name, set())
+            sticky = self.sticky.get(name)
+            candidates = snapshot.pending[name]
+            if sticky:
+                candidates = sorted(candidates, key=lambda w: (w.key != sticky, *order_key(w)))
+            for wl in candidates:
+                if wl.key not in consumed and wl.key not in aside:
                     heads.append(wl)
                     break
         return heads

@@ -445,3 +445,21 @@ def test_wait_for_pods_ready_started(kc_ready: Cluster):
     )
     kc.settle(120)
     assert kc.condition(ns, "ok", "Evicted") is None
+
+
+def test_cluster_queue_deletion_waits_for_reserving_workloads(kc: Cluster):
+    ns = setup_queue(kc, 2)
+    kc.job(ns, "j", "lq", 1, seconds=30)
+    kc.settle(1)
+    assert kc.get("clusterqueues", "cq")["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    kc.custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", "cq")
+    kc.settle()
+    cq = kc.get("clusterqueues", "cq")
+    assert cq["metadata"]["deletionTimestamp"]
+    assert cq["status"]["conditions"][0]["reason"] == "Terminating"
+    kc.custom.delete_cluster_custom_object(*KUEUE, "resourceflavors", "h100")
+    kc.settle(40)  # the job finishes, its workload stops reserving quota, the ClusterQueue goes, then the flavor
+    for plural, name in (("clusterqueues", "cq"), ("resourceflavors", "h100")):
+        with pytest.raises(ApiException) as err:
+            kc.get(plural, name)
+        assert err.value.status == 404
