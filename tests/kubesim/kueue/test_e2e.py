@@ -301,19 +301,20 @@ def test_maximum_execution_time(kc: Cluster):
     assert kc.workload(ns, "slow")["spec"]["active"] is False
 
 
-def test_design_tree_guaranteed_reclaims_lent_quota(kc: Cluster):
+def design_tree(kc: Cluster, capacity: int, projects: dict[str, tuple[int, str]]) -> None:
+    """DESIGN.md section 4 for pool h100 and one department d: projects {name: (deserved, over-quota weight)}."""
     kc.flavor()
-    kc.cohort("portal-h100", nominal=0)
+    deserved_total = sum(d for d, _ in projects.values())
+    kc.cohort("portal-h100", nominal=max(0, capacity - deserved_total))
     kc.cohort("dept-d-h100", parent="portal-h100", nominal=0)
-    namespaces = {}
-    for proj in ("p", "q"):
-        kc.cohort(f"proj-{proj}-h100", parent="dept-d-h100")
+    for proj, (deserved, weight) in projects.items():
+        kc.cohort(f"proj-{proj}-h100", parent="dept-d-h100", weight=weight)
         ns = f"proj-{proj}"
         kc.core.create_namespace({"metadata": {"name": ns}})
         selector = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
         kc.cluster_queue(
             f"proj-{proj}-h100-guaranteed",
-            4,
+            deserved,
             cohortName=f"proj-{proj}-h100",
             borrowing=0,
             namespaceSelector=selector,
@@ -328,9 +329,12 @@ def test_design_tree_guaranteed_reclaims_lent_quota(kc: Cluster):
         )
         kc.local_queue("guaranteed-h100", f"proj-{proj}-h100-guaranteed", ns)
         kc.local_queue("elastic-h100", f"proj-{proj}-h100-elastic", ns)
-        namespaces[proj] = ns
     kc.priority_class("train", 50)
     kc.priority_class("inference", 125)
+
+
+def test_design_tree_guaranteed_reclaims_lent_quota(kc: Cluster):
+    design_tree(kc, 8, {"p": (4, "1"), "q": (4, "1")})
     elastic = [f"e{i}" for i in range(8)]
     for n in elastic:
         kc.job("proj-q", n, "elastic-h100", 1, priority_class="train")
@@ -347,15 +351,39 @@ def test_design_tree_guaranteed_reclaims_lent_quota(kc: Cluster):
         assert pre["reason"] == "InCohortReclamation"
         assert f"(UID: {serve['metadata']['uid']}," in pre["message"]
         assert "preemptor path: /portal-h100/dept-d-h100/proj-p-h100/proj-p-h100-guaranteed" in pre["message"]
-    # the guaranteed work is never a victim of the elastic work that comes back
-    kc.settle(5)
-    assert kc.admitted("proj-p", "serve")
     # a job in the wrong namespace for a queue is refused by the namespaceSelector
     kc.local_queue("sneaky", "proj-p-h100-guaranteed", "proj-q")
     kc.job("proj-q", "sneak", "sneaky", 1)
     kc.settle()
     qr = kc.condition("proj-q", "sneak", "QuotaReserved")
     assert (qr["reason"], qr["message"]) == ("Misconfigured", "workload namespace doesn't match ClusterQueue selector")
+
+
+def test_design_tree_non_preemptible_never_preempted(kc: Cluster):
+    design_tree(kc, 8, {"p": (4, "1"), "q": (4, "1")})
+    kc.job("proj-p", "serve", "guaranteed-h100", 4, priority_class="inference")
+    kc.settle(1)
+    floods = {proj: [f"{proj}-e{i}" for i in range(8)] for proj in ("p", "q")}
+    for proj, names in floods.items():
+        for n in names:
+            kc.job(f"proj-{proj}", n, "elastic-h100", 1, priority_class="train")
+    kc.settle(5)
+    assert kc.admitted("proj-p", "serve")
+    assert kc.condition("proj-p", "serve", "Evicted") is None
+    assert kc.running("proj-p", floods["p"]) == set()  # P's own elastic work cannot take P's guaranteed share
+    assert len(kc.running("proj-q", floods["q"])) == 4
+
+
+def test_design_tree_over_quota_splits_by_weight(kc: Cluster):
+    design_tree(kc, 12, {"p": (0, "2"), "q": (0, "1")})
+    names = {proj: [f"{proj}-e{i}" for i in range(12)] for proj in ("p", "q")}
+    for i in range(12):
+        for proj in ("p", "q"):
+            kc.job(f"proj-{proj}", names[proj][i], "elastic-h100", 1, priority_class="train")
+    kc.settle(1)
+    assert (len(kc.running("proj-p", names["p"])), len(kc.running("proj-q", names["q"]))) == (8, 4)
+    assert kc.get("cohorts", "proj-p-h100")["status"]["fairSharing"]["weightedShare"] == 334
+    assert kc.get("cohorts", "proj-q-h100")["status"]["fairSharing"]["weightedShare"] == 334
 
 
 def _status_of(exc: ApiException) -> dict:
