@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler import Scheduler
 from tests.kubesim.kueue.sim import Sim, cluster_queue, cohort, flavor, local_queue, quota_spec
 
 CLASSIC = KueueConfig(fair_sharing=False)
@@ -397,3 +398,26 @@ def test_multiple_resource_groups_resources():
     assert (
         "insufficient unused quota for cpu in flavor f, 4 more needed" in sim.condition("y", "QuotaReserved")["message"]
     )
+
+
+def test_single_cycle_api_and_no_longer_fits():
+    """Both heads fit alone; the non-borrowing one goes first and the other no longer fits (classic order)."""
+    sim = two_queue_cohort(CLASSIC)
+    sim.cqs[0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "2"
+    sim.cqs[1]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "2"
+    sim.add("a-borrows", "lq-a", 3)
+    sim.add("b-fits", "lq-b", 2)
+    result = Scheduler(CLASSIC).cycle(sim.snapshot(), sim.now)
+    assert [a.workload.name for a in result.admitted] == ["b-fits"]
+    assert [(p.workload.name, p.reason, p.message) for p in result.pending] == [
+        ("a-borrows", "WaitingForQuota", "Workload no longer fits after processing another workload")
+    ]
+
+
+def test_fair_sharing_tournament_prefers_lower_share():
+    """With Fair Sharing the head of the queue with the lower DRS (with its workload) is admitted first."""
+    sim = fair_pair("1", "1", capacity=4)
+    sim.add("a-big", "lq-a", 3)
+    sim.add("b-small", "lq-b", 2)
+    result = Scheduler().cycle(sim.snapshot(), sim.now)
+    assert [a.workload.name for a in result.admitted] == ["b-small"]
