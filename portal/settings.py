@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "apps.accounts",
     "apps.org",
+    "apps.workloads",
     "worker",
 ]
 
@@ -165,6 +166,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     # Declarative and cheap when nothing changed: repairs drift and anything a lost message missed.
     "kueue-sync": {"task": "worker.tasks.kueue_sync", "schedule": 60.0, "options": {"expires": 55}},
+    "workloads-sweep-submitting": {"task": "worker.tasks.workloads_sweep_submitting", "schedule": 30.0},
+    "notebooks-cull-idle": {"task": "worker.tasks.notebooks_cull_idle", "schedule": 60.0},
 }
 
 REST_FRAMEWORK = {

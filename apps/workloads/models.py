@@ -1,0 +1,171 @@
+"""Submissions (training, notebook, batch), their mirrored cluster state and their history.
+
+A workload is a row first (status `submitting`); the worker turns it into a Kueue-labelled batch/v1 Job whose
+name derives from the row's id, so retries never duplicate it. Status follows DESIGN section 5.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from apps.org.models import NodePool, PriorityClass, Project
+
+MAX_GPUS_PER_POD = 64
+MAX_PODS = 512
+MAX_CPU_PER_POD = 512
+MAX_MEMORY_GIB_PER_POD = 4096
+MAX_RUNTIME_SECONDS = 30 * 24 * 3600
+
+
+class Kind(models.TextChoices):
+    TRAINING = "training", "Training"
+    NOTEBOOK = "notebook", "Notebook"
+    BATCH = "batch", "Batch"
+
+
+class Status(models.TextChoices):
+    SUBMITTING = "submitting", "Submitting"
+    QUEUED = "queued", "Queued"
+    ADMITTED = "admitted", "Admitted"
+    RUNNING = "running", "Running"
+    PREEMPTED = "preempted", "Preempted"
+    STOPPING = "stopping", "Stopping"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    STOPPED = "stopped", "Stopped"
+    REJECTED = "rejected", "Rejected"
+    SUBMIT_FAILED = "submit_failed", "Submit failed"
+
+
+LIVE_STATUSES = frozenset({Status.SUBMITTING, Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.PREEMPTED,
+                           Status.STOPPING})
+# Workloads holding quota in the cluster right now.
+HOLDING_STATUSES = frozenset({Status.ADMITTED, Status.RUNNING})
+FINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.STOPPED, Status.REJECTED, Status.SUBMIT_FAILED})
+
+
+class Workload(models.Model):
+    """One submission and what the cluster did with it."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="workloads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    name = models.CharField(max_length=40, help_text="A short name you will recognise, e.g. resnet-sweep-3.")
+    image = models.CharField(max_length=255)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=list, blank=True, help_text="[{'name': ..., 'value': ...}]")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="workloads")
+    gpus = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_POD)],
+                                            help_text="GPU units per pod.")
+    cpu = models.DecimalField(max_digits=7, decimal_places=3, default=1,
+                              validators=[MinValueValidator(0), MaxValueValidator(MAX_CPU_PER_POD)],
+                              help_text="CPU cores per pod.")
+    memory_gib = models.DecimalField(max_digits=8, decimal_places=2, default=8,
+                                     validators=[MinValueValidator(0), MaxValueValidator(MAX_MEMORY_GIB_PER_POD)],
+                                     help_text="Memory per pod in GiB.")
+    pods = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_PODS)],
+                                       help_text="Training: pods started together as one gang.")
+    completions = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1),
+                                                                     MaxValueValidator(MAX_PODS * 100)])
+    parallelism = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1),
+                                                                     MaxValueValidator(MAX_PODS)])
+    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, related_name="workloads")
+    preemptible = models.BooleanField(default=True)
+    max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True,
+                                                      validators=[MinValueValidator(60),
+                                                                  MaxValueValidator(MAX_RUNTIME_SECONDS)])
+    model_label = models.CharField(max_length=63, help_text="Audit label: the model this work trains or serves.")
+    data_class = models.CharField(max_length=63, help_text="Audit label: the class of data it reads.")
+    notebook_idle_timeout_minutes = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(5), MaxValueValidator(7 * 24 * 60)])
+    notebook_port = models.PositiveIntegerField(null=True, blank=True,
+                                                validators=[MinValueValidator(1), MaxValueValidator(65535)])
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTING, db_index=True)
+    status_reason = models.CharField(max_length=100, blank=True)
+    status_message = models.TextField(blank=True)
+    job_name = models.CharField(max_length=63, blank=True)
+    k8s_uid = models.CharField(max_length=64, blank=True)
+    manifest = models.JSONField(null=True, blank=True, help_text="The Job as submitted.")
+    submit_claimed_at = models.DateTimeField(null=True, blank=True)
+    submit_attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_activity_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                          blank=True, related_name="+")
+    resubmitted_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "status"]),
+            models.Index(fields=["owner", "status"]),
+            models.Index(fields=["node_pool", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.name}" if self.project_id else self.name
+
+    @property
+    def pod_count(self) -> int:
+        """Pods that run at once: the whole gang, the batch parallelism, or one notebook."""
+        if self.kind == Kind.TRAINING:
+            return self.pods
+        if self.kind == Kind.BATCH:
+            return min(self.parallelism, self.completions)
+        return 1
+
+    @property
+    def gpu_units(self) -> int:
+        """Quota units the workload holds while admitted."""
+        return self.gpus * self.pod_count
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in LIVE_STATUSES
+
+    @property
+    def queue_name(self) -> str:
+        return f"{'elastic' if self.preemptible else 'guaranteed'}-{self.node_pool.slug}"
+
+
+class WorkloadEvent(models.Model):
+    """One status transition or notable happening: the history users and auditors read."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    from_status = models.CharField(max_length=20, blank=True)
+    to_status = models.CharField(max_length=20, blank=True)
+    reason = models.CharField(max_length=100, blank=True)
+    message = models.TextField(blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+")
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.from_status}->{self.to_status} {self.reason}"
+
+
+class WorkloadTemplate(models.Model):
+    """An admin-authored preset that prefills a submission form."""
+
+    name = models.CharField(max_length=80, unique=True)
+    description = models.CharField(max_length=250, blank=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    values = models.JSONField(default=dict, help_text="Form field -> value, e.g. {'image': ..., 'gpus': 2}.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kind", "name"]
+
+    def __str__(self) -> str:
+        return self.name

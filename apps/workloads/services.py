@@ -1,0 +1,252 @@
+"""Writes to workloads. Users submit and stop; the worker and the watcher move the status along.
+
+Every status change goes through `_transition`, which is a conditional UPDATE on the expected current status (so
+two processes can never both move the same workload) and writes the WorkloadEvent in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.accounts.access import Action, can
+from apps.org.audit import audit_record
+from apps.org.models import NodePool, PriorityClass, Project, Quota
+from apps.org.services import quota_guard
+from portal.tasks import enqueue_on_commit
+
+from .models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent
+from .validation import non_preemptible_units_held, validate_fits, validate_shape
+
+SUBMIT_TASK = "worker.tasks.workload_submit"
+STOP_TASK = "worker.tasks.workload_stop"
+SUBMIT_CLAIM_TIMEOUT = timedelta(minutes=2)  # a claim older than this belonged to a worker that died
+SUBMITTING_SWEEP_AFTER = timedelta(seconds=30)
+
+
+def _event(workload: Workload, *, from_status: str, to_status: str, reason: str = "", message: str = "",
+           actor: Any = None, at: datetime | None = None) -> WorkloadEvent:
+    return WorkloadEvent.objects.create(
+        workload=workload, at=at or timezone.now(), from_status=from_status, to_status=to_status, reason=reason,
+        message=message, actor=actor if getattr(actor, "is_authenticated", False) else None,
+    )
+
+
+def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, reason: str = "", message: str = "",
+                actor: Any = None, at: datetime | None = None, **fields: Any) -> bool:
+    """Move the workload to `to_status` if it is still in one of `expected`; False when someone moved it first."""
+    at = at or timezone.now()
+    with transaction.atomic():
+        current = Workload.objects.select_for_update().filter(pk=workload.pk, status__in=list(expected)).first()
+        if current is None:
+            return False
+        updated = {"status": to_status, "status_reason": reason, "status_message": message, **fields}
+        Workload.objects.filter(pk=workload.pk).update(**updated)
+        _event(current, from_status=current.status, to_status=to_status, reason=reason, message=message,
+               actor=actor, at=at)
+    for name, value in updated.items():
+        setattr(workload, name, value)
+    return True
+
+
+# --- what users do -----------------------------------------------------------------------------------------------
+
+
+def default_priority_class(*, project: Project, preemptible: bool) -> PriorityClass | None:
+    if project.default_priority_class and project.default_priority_class.preemptible == preemptible:
+        return project.default_priority_class
+    return PriorityClass.objects.filter(preemptible=preemptible).order_by("value").first()
+
+
+def workload_submit(
+    *,
+    actor: Any,
+    project: Project,
+    kind: str,
+    name: str,
+    image: str,
+    node_pool: NodePool,
+    gpus: int,
+    model_label: str,
+    data_class: str,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    env: list[dict[str, str]] | None = None,
+    cpu: Decimal | int | str = 1,
+    memory_gib: Decimal | int | str = 8,
+    pods: int = 1,
+    completions: int = 1,
+    parallelism: int = 1,
+    priority_class: PriorityClass | None = None,
+    preemptible: bool | None = None,
+    max_runtime_seconds: int | None = None,
+    notebook_idle_timeout_minutes: int | None = None,
+    notebook_port: int | None = None,
+    resubmitted_from: Workload | None = None,
+) -> Workload:
+    """Validate and record a submission; the worker creates the Job after commit."""
+    if not can(actor, Action.SUBMIT, project):
+        raise PermissionDenied("You may not submit work in this project.")
+    if kind not in Kind.values:
+        raise ValidationError({"kind": f"Choose one of: {', '.join(Kind.values)}."})
+    if preemptible is None:
+        preemptible = priority_class.preemptible if priority_class else True
+    if priority_class is None:
+        priority_class = default_priority_class(project=project, preemptible=preemptible)
+        if priority_class is None:
+            raise ValidationError({"priority_class": "No priority class exists yet; ask an admin to create one."})
+    if kind == Kind.NOTEBOOK:
+        notebook_port = notebook_port or 8888
+        notebook_idle_timeout_minutes = notebook_idle_timeout_minutes or 120
+    workload = Workload(
+        project=project, owner=actor, kind=kind, name=name, image=image, command=command or [], args=args or [],
+        env=env or [], node_pool=node_pool, gpus=gpus, cpu=Decimal(str(cpu)), memory_gib=Decimal(str(memory_gib)),
+        pods=pods if kind == Kind.TRAINING else 1,
+        completions=completions if kind == Kind.BATCH else 1, parallelism=parallelism if kind == Kind.BATCH else 1,
+        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=max_runtime_seconds,
+        model_label=model_label, data_class=data_class,
+        notebook_idle_timeout_minutes=notebook_idle_timeout_minutes if kind == Kind.NOTEBOOK else None,
+        notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=resubmitted_from,
+    )
+    validate_shape({"kind": kind, "name": name, "image": image, "command": workload.command, "args": workload.args,
+                    "env": workload.env, "model_label": model_label, "data_class": data_class, "pods": pods,
+                    "completions": completions, "parallelism": parallelism})
+    workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class"])
+    validate_fits(project=project, pool=node_pool, units=workload.gpu_units, gpus=gpus, preemptible=preemptible,
+                  cpu=workload.cpu, memory_gib=workload.memory_gib, pod_count=workload.pod_count)
+    with transaction.atomic():
+        workload.save()
+        workload.job_name = f"wl-{workload.pk}"
+        workload.save(update_fields=["job_name"])
+        _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
+               message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor,
+               at=workload.created_at)
+        enqueue_on_commit(SUBMIT_TASK, workload.pk)
+    return workload
+
+
+def workload_stop(*, actor: Any, workload: Workload) -> Workload:
+    """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job."""
+    own = workload.owner_id == actor.pk and can(actor, Action.SUBMIT, workload.project)
+    if not own and not can(actor, Action.STOP_ANY, workload.project):
+        raise PermissionDenied("You may not stop this workload.")
+    if workload.status not in LIVE_STATUSES or workload.status == Status.STOPPING:
+        raise ValidationError(f"This workload is {workload.get_status_display().lower()}; there is nothing to stop.")
+    with transaction.atomic():
+        if not _transition(workload, expected=LIVE_STATUSES - {Status.STOPPING}, to_status=Status.STOPPING,
+                           reason="StopRequested", message=f"Stop requested by {actor.get_username()}", actor=actor,
+                           stop_requested_by=actor):
+            raise ValidationError("This workload changed meanwhile; reload and try again.")
+        if not own:
+            audit_record(actor=actor, action="workload.stop", obj=workload, before={"status": "live"},
+                         after={"status": Status.STOPPING}, project=workload.project)
+        enqueue_on_commit(STOP_TASK, workload.pk)
+    return workload
+
+
+def workload_touch(*, actor: Any, workload: Workload) -> None:
+    """The owner is still using a notebook: push its idle deadline back."""
+    if workload.owner_id != actor.pk:
+        raise PermissionDenied("Only the owner can keep a notebook alive.")
+    Workload.objects.filter(pk=workload.pk).update(last_activity_at=timezone.now())
+
+
+# --- what the worker does ----------------------------------------------------------------------------------------
+
+
+def workload_claim_submit(*, workload_id: int) -> Workload | None:
+    """Claim a submitting workload for one worker (conditional UPDATE); None if it is not ours to submit."""
+    now = timezone.now()
+    claimed = Workload.objects.filter(
+        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
+        pk=workload_id, status=Status.SUBMITTING,
+    ).update(submit_claimed_at=now)
+    if not claimed:
+        return None
+    Workload.objects.filter(pk=workload_id).update(submit_attempts=F("submit_attempts") + 1)
+    return Workload.objects.select_related("project__department", "node_pool", "priority_class", "owner").get(
+        pk=workload_id)
+
+
+def workload_release_claim(*, workload: Workload) -> None:
+    """Give the claim back so a retry can take it."""
+    Workload.objects.filter(pk=workload.pk, status=Status.SUBMITTING).update(submit_claimed_at=None)
+
+
+def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
+    """The Job exists in the cluster; False when the workload was stopped meanwhile (the caller deletes the Job)."""
+    return _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                       message=f"Job {workload.job_name} created in {workload.project.namespace}; waiting for Kueue",
+                       k8s_uid=uid, manifest=manifest, submitted_at=timezone.now(), submit_claimed_at=None)
+
+
+def workload_mark_rejected(*, workload: Workload, message: str, reason: str = "Rejected") -> bool:
+    return _transition(workload, expected=[Status.SUBMITTING], to_status=Status.REJECTED, reason=reason,
+                       message=message, finished_at=timezone.now(), submit_claimed_at=None)
+
+
+def workload_mark_submit_failed(*, workload_id: int, message: str) -> bool:
+    workload = Workload(pk=workload_id)
+    return _transition(workload, expected=[Status.SUBMITTING], to_status=Status.SUBMIT_FAILED,
+                       reason="SubmitFailed", message=message, finished_at=timezone.now(), submit_claimed_at=None)
+
+
+def workload_mark_stopped(*, workload: Workload, message: str, reason: str = "Stopped") -> bool:
+    return _transition(workload, expected=[Status.STOPPING], to_status=Status.STOPPED, reason=reason,
+                       message=message, finished_at=timezone.now())
+
+
+def workloads_stuck_submitting(*, older_than: timedelta = SUBMITTING_SWEEP_AFTER) -> list[int]:
+    """Rows the broker may have lost: submitting for a while with no live claim."""
+    now = timezone.now()
+    return list(Workload.objects.filter(
+        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
+        status=Status.SUBMITTING, created_at__lt=now - older_than,
+    ).values_list("pk", flat=True)[:500])
+
+
+def notebooks_idle(*, now: datetime | None = None) -> list[Workload]:
+    """Running notebooks whose owner has been away longer than their idle timeout."""
+    now = now or timezone.now()
+    candidates = Workload.objects.filter(kind=Kind.NOTEBOOK, status__in=[Status.ADMITTED, Status.RUNNING])
+    idle = []
+    for workload in candidates.only("pk", "notebook_idle_timeout_minutes", "last_activity_at", "admitted_at",
+                                    "started_at", "submitted_at", "status"):
+        since = workload.last_activity_at or workload.started_at or workload.admitted_at or workload.submitted_at
+        if since and workload.notebook_idle_timeout_minutes and \
+                now - since > timedelta(minutes=workload.notebook_idle_timeout_minutes):
+            idle.append(workload)
+    return idle
+
+
+def notebook_cull(*, workload: Workload) -> bool:
+    """Stop an idle notebook (beat); the event says why."""
+    minutes = workload.notebook_idle_timeout_minutes
+    if _transition(workload, expected=[Status.ADMITTED, Status.RUNNING], to_status=Status.STOPPING,
+                   reason="IdleTimeout", message=f"Stopped after {minutes} minutes without activity"):
+        enqueue_on_commit(STOP_TASK, workload.pk)
+        return True
+    return False
+
+
+# --- the guarantee non-preemptible work relies on ----------------------------------------------------------------
+
+
+@quota_guard
+def _deserved_covers_running_non_preemptible(quota: Quota) -> None:
+    """Refuse lowering a project's deserved quota below what its running non-preemptible work holds."""
+    if not quota.project_id:
+        return
+    held = non_preemptible_units_held(project_id=quota.project_id, pool_id=quota.node_pool_id)
+    if quota.deserved < held:
+        raise ValidationError({"deserved": (
+            f"Running non-preemptible work in this project holds {held} {quota.node_pool.slug} units; the deserved "
+            "quota cannot go below that until it finishes or is stopped.")})
+
