@@ -94,7 +94,7 @@ class SchedulerController:
         _CONFIGS[store] = self.config
         snap = build_snapshot(store, self.config, now)
         self._flush_on_events(store, snap, queues)
-        results = Scheduler(self.config, queues).run(snap, now)
+        results = [] if self._blocked(snap) else Scheduler(self.config, queues).run(snap, now)
         wrote = False
         pending = {}
         for result in results:
@@ -118,6 +118,16 @@ class SchedulerController:
                     wrote = self._set_pending(store, wl.obj, C.REASON_SUSPENDED, msg, now) or wrote
         self._reserving = {k: w.cluster_queue for k, w in snap.workloads.items() if w.has_reservation}
         return wrote
+
+    def _blocked(self, snap: Snapshot) -> bool:
+        """waitForPodsReady.blockAdmission: no admission while an admitted workload's pods are not ready."""
+        wfpr = self.config.wait_for_pods_ready
+        if not (wfpr.enable and wfpr.block_admission):
+            return False
+        return any(
+            w.has_reservation and not condition_true(w.obj, C.PODS_READY) and not w.evicted
+            for w in snap.workloads.values()
+        )
 
     def _flush_on_events(self, store, snap: Snapshot, queues: Queues) -> None:
         fingerprint = _fingerprint(store)
