@@ -108,9 +108,6 @@ class Queues:
         for s in self.inadmissible.values():
             s.discard(key)
 
-    def is_inadmissible(self, cq: str, key: str) -> bool:
-        return key in self.inadmissible.get(cq, ())
-
     def ordered(self, snapshot: Snapshot, cq: str) -> list[WorkloadInfo]:
         """All pending workloads of cq in Kueue's order (sticky preemptor first); used for visibility too."""
         items = list(snapshot.pending.get(cq, []))
