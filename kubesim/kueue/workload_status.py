@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from kubesim.kueue import constants as C
-from kubesim.kueue.scheduler.model import find_condition
+from kubesim.kueue.scheduler.model import find_condition, parse_time
 
 
 def ts(t: datetime) -> str:
@@ -54,12 +54,18 @@ def _reset_active(obj: dict, ctype: str, reason: str, now: datetime) -> bool:
 
 
 def sync_admitted(obj: dict, now: datetime) -> bool:
-    """Admitted follows QuotaReserved (kubesim has no admission checks)."""
+    """Admitted follows QuotaReserved (kubesim has no admission checks); leaving Admitted accumulates run time."""
     qr = find_condition(obj, C.QUOTA_RESERVED)
-    if qr is None and find_condition(obj, C.ADMITTED) is None:
+    admitted = find_condition(obj, C.ADMITTED)
+    if qr is None and admitted is None:
         return False
     if qr is not None and qr.get("status") == "True":
         return set_condition(obj, C.ADMITTED, "True", "Admitted", "The workload is admitted", now)
+    if admitted is not None and admitted.get("status") == "True":
+        since = parse_time(admitted.get("lastTransitionTime")) or now
+        status = obj.setdefault("status", {})
+        past = int(status.get("accumulatedPastExecutionTimeSeconds") or 0)
+        status["accumulatedPastExecutionTimeSeconds"] = past + int((now - since).total_seconds())
     return set_condition(obj, C.ADMITTED, "False", "NoReservation", "The workload has no reservation", now)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler import Scheduler
 from tests.kubesim.kueue.sim import Sim, cluster_queue, cohort, flavor, local_queue, quota_spec
@@ -421,3 +423,13 @@ def test_fair_sharing_tournament_prefers_lower_share():
     sim.add("b-small", "lq-b", 2)
     result = Scheduler().cycle(sim.snapshot(), sim.now)
     assert [a.workload.name for a in result.admitted] == ["b-small"]
+
+
+def test_eviction_accumulates_past_execution_time():
+    sim = single_queue(2, within="LowerPriority")
+    sim.add("low", "lq", 2, priority=10)
+    sim.settle()
+    sim.now += timedelta(seconds=30)
+    sim.add("high", "lq", 2, priority=100)
+    sim.settle()
+    assert sim.workloads["low"]["status"]["accumulatedPastExecutionTimeSeconds"] == 30
