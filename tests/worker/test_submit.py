@@ -1,0 +1,153 @@
+"""Submission end to end: service -> task -> Job in kubesim -> Kueue admits it per the quota tree."""
+
+import pytest
+
+from apps.org.models import NodePool, Project
+from apps.workloads import services
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from tests.worker.conftest import wait_for
+from worker import tasks
+from worker.kueue_sync import desired_from_database, reconcile
+
+
+@pytest.fixture
+def synced(demo, cluster):
+    reconcile(cluster, desired_from_database())
+    return cluster
+
+
+def submit(user, *, project="vision", pool="h100", gpus=1, kind=Kind.TRAINING, preemptible=True, **extra):
+    return services.workload_submit(
+        actor=user, project=Project.objects.get(slug=project), kind=kind, name=extra.pop("name", "run"),
+        image="pytorch/pytorch:2.4.0", command=extra.pop("command", ["sleep", "600"]),
+        node_pool=NodePool.objects.get(slug=pool), gpus=gpus, model_label="resnet", data_class="public",
+        preemptible=preemptible, **extra)
+
+
+def kueue_workload(cluster, workload):
+    items = cluster.list("Workload", namespace=workload.project.namespace,
+                         label_selector=f"kueue.x-k8s.io/job-uid={workload.k8s_uid}")
+    return items[0] if items else None
+
+
+def condition(obj, kind):
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def test_submit_creates_a_suspended_kueue_job_that_kueue_admits(synced, demo, kubesim):
+    workload = submit(demo["alice"], gpus=2)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    workload.refresh_from_db()
+    assert workload.status == Status.QUEUED and workload.k8s_uid
+    job = synced.get("Job", f"wl-{workload.pk}", namespace="proj-vision")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "elastic-h100"
+    assert job["metadata"]["uid"] == workload.k8s_uid
+    kubesim.advance(0)
+    admitted = kueue_workload(synced, workload)
+    assert condition(admitted, "Admitted")["status"] == "True"
+    assert admitted["status"]["admission"]["clusterQueue"] == "proj-vision-h100-elastic"
+    assert synced.get("Job", workload.job_name, namespace="proj-vision")["spec"]["suspend"] is False
+    events = list(WorkloadEvent.objects.filter(workload=workload).values_list("to_status", flat=True))
+    assert events == [Status.SUBMITTING, Status.QUEUED]
+
+
+def test_non_preemptible_work_lands_in_the_guaranteed_queue(synced, demo, kubesim):
+    workload = submit(demo["alice"], gpus=4, preemptible=False, priority_class=None)
+    tasks.workload_submit.apply(args=[workload.pk])
+    kubesim.advance(0)
+    admitted = kueue_workload(synced, Workload.objects.get(pk=workload.pk))
+    assert admitted["status"]["admission"]["clusterQueue"] == "proj-vision-h100-guaranteed"
+
+
+def test_submit_twice_gives_one_job(synced, demo):
+    workload = submit(demo["alice"])
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "not claimed"
+    # Even a second worker that lost its claim and creates again adopts the existing Job.
+    Workload.objects.filter(pk=workload.pk).update(status=Status.SUBMITTING, submit_claimed_at=None)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    assert len(synced.list("Job", namespace="proj-vision")) == 1
+
+
+@pytest.mark.slow
+def test_retry_after_a_500_gives_one_job(synced, demo, kubesim, celery_worker):
+    kubesim.faults(error_rate=1.0, verbs=["create"], resources=["jobs"])
+    try:
+        workload = submit(demo["alice"])  # the real worker picks it up after commit
+        wait_for(lambda: Workload.objects.filter(pk=workload.pk, submit_attempts__gte=1,
+                                                 submit_claimed_at__isnull=True).exists())
+        assert Workload.objects.get(pk=workload.pk).status == Status.SUBMITTING
+    finally:
+        kubesim.clear_faults()
+    wait_for(lambda: Workload.objects.get(pk=workload.pk).status == Status.QUEUED)
+    assert len(synced.list("Job", namespace="proj-vision")) == 1
+    assert Workload.objects.get(pk=workload.pk).submit_attempts >= 2
+
+
+def test_exhausted_retries_mark_submit_failed(synced, demo, kubesim):
+    workload = submit(demo["alice"])
+    kubesim.faults(error_rate=1.0, verbs=["create"], resources=["jobs"])
+    try:
+        task = tasks.workload_submit
+        result = task.apply(args=[workload.pk], retries=task.max_retries)
+    finally:
+        kubesim.clear_faults()
+    assert result.get() == "submit_failed"
+    workload.refresh_from_db()
+    assert workload.status == Status.SUBMIT_FAILED and "Gave up after" in workload.status_message
+
+
+def test_api_refusal_marks_rejected_with_the_api_message(synced, demo):
+    workload = submit(demo["alice"])
+    # A row the API server refuses (written before today's label rule, say): its label value has a space.
+    Workload.objects.filter(pk=workload.pk).update(data_class="not public")
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "rejected"
+    workload.refresh_from_db()
+    assert workload.status == Status.REJECTED
+    assert "The cluster refused the job" in workload.status_message and "metadata.labels" in workload.status_message
+    assert not synced.list("Job", namespace="proj-vision")
+
+
+def test_notebook_gets_a_service_owned_by_its_job(synced, demo):
+    workload = submit(demo["alice"], kind=Kind.NOTEBOOK, pool="l40s-shared", name="nb", command=[])
+    tasks.workload_submit.apply(args=[workload.pk])
+    service = synced.get("Service", workload.job_name, namespace="proj-vision")
+    assert service["metadata"]["ownerReferences"][0]["uid"] == Workload.objects.get(pk=workload.pk).k8s_uid
+    assert service["spec"]["ports"][0]["targetPort"] == 8888
+
+
+def test_stop_deletes_the_job(synced, demo, kubesim):
+    workload = submit(demo["alice"])
+    tasks.workload_submit.apply(args=[workload.pk])
+    services.workload_stop(actor=demo["alice"], workload=Workload.objects.get(pk=workload.pk))
+    assert Workload.objects.get(pk=workload.pk).status == Status.STOPPING
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "stopped"
+    kubesim.advance(0)
+    assert not synced.list("Job", namespace="proj-vision")
+    assert not synced.list("Workload", namespace="proj-vision")
+    stopped = Workload.objects.get(pk=workload.pk)
+    assert stopped.status == Status.STOPPED and stopped.status_message == "Stopped by alice"
+
+
+def test_stop_while_submitting_never_leaves_a_job(synced, demo):
+    workload = submit(demo["alice"])
+    claimed = services.workload_claim_submit(workload_id=workload.pk)  # a worker is mid-submit
+    services.workload_stop(actor=demo["alice"], workload=workload)
+    tasks.workload_stop.apply(args=[workload.pk])
+    # The in-flight submit finishes its create and notices the stop.
+    from worker.manifests import job_manifest
+
+    synced.create(job_manifest(claimed))
+    assert services.workload_mark_submitted(workload=claimed, uid="x", manifest={}) is False
+    assert Workload.objects.get(pk=workload.pk).status == Status.STOPPED
+
+
+def test_sweep_re_enqueues_stuck_submissions(synced, demo):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    workload = submit(demo["alice"])
+    assert services.workloads_stuck_submitting() == []
+    Workload.objects.filter(pk=workload.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    assert services.workloads_stuck_submitting() == [workload.pk]
