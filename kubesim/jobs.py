@@ -8,7 +8,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_rfc3339, rfc3339
-from kubesim.store import Store
+from kubesim.store import Store, clone
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 COMPONENT = "job-controller"
@@ -16,9 +16,14 @@ BACKOFF_BASE_SECONDS = 10
 BACKOFF_MAX_SECONDS = 360
 
 
-def _owned(pods: list[dict], job: dict) -> list[dict]:
-    uid = job["metadata"]["uid"]
-    return [p for p in pods if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])]
+def _by_owner(pods: list[dict]) -> dict[str, list[dict]]:
+    """Pods grouped by the uid of their controller owner."""
+    out: dict[str, list[dict]] = {}
+    for p in pods:
+        for ref in p["metadata"].get("ownerReferences") or []:
+            if ref.get("controller"):
+                out.setdefault(ref.get("uid", ""), []).append(p)
+    return out
 
 
 def _phase(pod: dict) -> str:
@@ -79,29 +84,66 @@ class JobController:
 
     name = "job-controller"
 
+    def __init__(self) -> None:
+        self._seen: tuple | None = None  # (jobs/pods version, time) of the last pass that wrote nothing
+        self._deadline: tuple[int, datetime | None] | None = None
+        self._synced: dict[str, tuple] = {}  # job uid -> inputs of its last sync that wrote nothing
+
     def reconcile(self, store: Store) -> bool:
-        pods = store.list("pods")
+        key = (store.last_change("jobs", "pods"), store.now())
+        if key == self._seen:
+            return False
+        owned = _by_owner(store.list("pods", copy=False))
         wrote = False
-        for job in store.list("jobs"):
-            if job["metadata"].get("deletionTimestamp"):
+        synced: dict[str, tuple] = {}
+        for job in store.list("jobs", copy=False):
+            uid = job["metadata"]["uid"]
+            pods = owned.get(uid, [])
+            if job["metadata"].get("deletionTimestamp") or (finished(job) and not self._active(owned, job)):
                 continue
-            wrote |= self._sync(store, job, _owned(pods, job))
+            inputs = self._inputs(job, pods, key[1])
+            if self._synced.get(uid) == inputs:
+                synced[uid] = inputs
+                continue
+            if self._sync(store, clone(job), pods):
+                wrote = True
+            else:
+                synced[uid] = inputs
+        self._synced = synced
+        self._seen = None if wrote else key
         return wrote
 
+    def _inputs(self, job: dict, pods: list[dict], now: datetime) -> tuple:
+        """What a sync of this job depends on; time only matters with a deadline or a failure backoff."""
+        timed = job["spec"].get("activeDeadlineSeconds") is not None or any(_phase(p) == "Failed" for p in pods)
+        return (
+            job["metadata"]["resourceVersion"],
+            tuple(p["metadata"]["resourceVersion"] for p in pods),
+            now if timed else None,
+        )
+
+    def _active(self, owned: dict[str, list[dict]], job: dict) -> bool:
+        return any(_phase(p) in ("Pending", "Running") for p in owned.get(job["metadata"]["uid"], []))
+
     def next_deadline(self, store: Store) -> datetime | None:
+        version = store.last_change("jobs", "pods")
+        if self._deadline is not None and self._deadline[0] == version:
+            return self._deadline[1]
         deadlines = []
-        pods = store.list("pods")
-        for job in store.list("jobs"):
+        owned = _by_owner(store.list("pods", copy=False))
+        for job in store.list("jobs", copy=False):
             if finished(job) or job["spec"].get("suspend"):
                 continue
             status = job.get("status") or {}
             ads = job["spec"].get("activeDeadlineSeconds")
             if ads is not None and status.get("startTime"):
                 deadlines.append(parse_rfc3339(status["startTime"]) + timedelta(seconds=ads))
-            retry = self._retry_at(job, _owned(pods, job))
+            retry = self._retry_at(job, owned.get(job["metadata"]["uid"], []))
             if retry is not None:
                 deadlines.append(retry)
-        return min(deadlines) if deadlines else None
+        result = min(deadlines) if deadlines else None
+        self._deadline = (version, result)
+        return result
 
     def _retry_at(self, job: dict, owned: list[dict]) -> datetime | None:
         """Pod-failure backoff: 10s doubled per failure, capped at 6 minutes, from the last failure."""

@@ -9,7 +9,7 @@ import shlex
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_rfc3339, rfc3339
-from kubesim.store import Store
+from kubesim.store import Store, clone
 
 RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
 _SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
@@ -71,27 +71,37 @@ class Kubelet:
     def __init__(self, default_run_seconds: float = 60.0) -> None:
         self.default_run_seconds = default_run_seconds
         self._spread = 0
+        self._seen: tuple | None = None  # (pods/nodes version, time) of the last pass that wrote nothing
+        self._deadline: tuple[int, datetime | None] | None = None
 
     def reconcile(self, store: Store) -> bool:
-        wrote = False
         now = store.now()
+        key = (store.last_change("pods", "nodes"), now)
+        if key == self._seen:
+            return False
+        wrote = False
         nodes = None
-        for pod in store.list("pods"):
+        for pod in store.list("pods", copy=False):
             if pod["metadata"].get("deletionTimestamp"):
                 continue
             phase = (pod.get("status") or {}).get("phase", "Pending")
             if phase == "Pending":
                 if nodes is None:
-                    nodes = store.list("nodes")
-                wrote |= self._start(store, pod, nodes, now)
-            elif phase == "Running":
-                wrote |= self._maybe_finish(store, pod, now)
+                    nodes = store.list("nodes", copy=False)
+                wrote |= self._start(store, clone(pod), nodes, now)
+            elif phase == "Running" and (end := self._end_time(pod)) is not None and end <= now:
+                wrote |= self._maybe_finish(store, clone(pod), now)
+        self._seen = None if wrote else key
         return wrote
 
     def next_deadline(self, store: Store) -> datetime | None:
-        ends = [self._end_time(p) for p in store.list("pods") if (p.get("status") or {}).get("phase") == "Running"]
-        ends = [e for e in ends if e is not None]
-        return min(ends) if ends else None
+        version = store.last_change("pods")
+        if self._deadline is not None and self._deadline[0] == version:
+            return self._deadline[1]
+        running = [p for p in store.list("pods", copy=False) if (p.get("status") or {}).get("phase") == "Running"]
+        ends = [e for p in running if (e := self._end_time(p)) is not None]
+        self._deadline = (version, min(ends) if ends else None)
+        return self._deadline[1]
 
     def _end_time(self, pod: dict) -> datetime | None:
         started = (pod.get("status") or {}).get("startTime")

@@ -290,7 +290,7 @@ class Api:
     def _list(self, t: Target, query: dict, headers: dict, body: bytes) -> Response:
         labels, fields = self._matchers(query)
         with self.store.lock:
-            items = [o for o in self.store.list(t.res.plural, t.namespace) if labels(o) and fields(o)]
+            items = [o for o in self.store.list(t.res.plural, t.namespace, copy=False) if labels(o) and fields(o)]
             rv = self.store.resource_version
         token = _q(query, "continue")
         if token:
@@ -518,7 +518,7 @@ class Api:
 
         with store.lock:
             if start is None:
-                initial = [o for o in store.list(res.plural, t.namespace) if labels(o) and fields(o)]
+                initial = [o for o in store.list(res.plural, t.namespace, copy=False) if labels(o) and fields(o)]
                 start = store.resource_version
             elif start < store.compacted_rv:
                 initial = None

@@ -20,7 +20,7 @@ from kubesim.faults import Faults
 from kubesim.jobs import JobController
 from kubesim.kubelet import Kubelet
 from kubesim.resources import RESOURCES
-from kubesim.store import Store
+from kubesim.store import Store, clone
 
 MAX_SETTLE_ROUNDS = 1000
 MAX_ADVANCE_STEPS = 100000
@@ -52,13 +52,14 @@ class NamespaceController:
 
     def reconcile(self, store: Store) -> bool:
         wrote = False
-        for ns in store.list("namespaces"):
+        for ns in store.list("namespaces", copy=False):
             if not ns["metadata"].get("deletionTimestamp"):
                 continue
+            ns = clone(ns)
             name = ns["metadata"]["name"]
             remaining = 0
             for resource in _namespaced():
-                for obj in store.list(resource, name):
+                for obj in store.list(resource, name, copy=False):
                     remaining += 1
                     if not obj["metadata"].get("deletionTimestamp"):
                         store.delete(resource, name, obj["metadata"]["name"])
@@ -78,7 +79,13 @@ class GarbageCollector:
 
     name = "garbage-collector"
 
+    def __init__(self) -> None:
+        self._seen = -1
+
     def reconcile(self, store: Store) -> bool:
+        if store.deletions == self._seen:
+            return False  # only deletions can orphan objects or complete a foreground deletion
+        self._seen = store.deletions
         return store.collect_orphans() | store.release_foreground()
 
     def next_deadline(self, store: Store) -> datetime | None:

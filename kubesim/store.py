@@ -5,7 +5,6 @@ Every write (API or controller) goes through here, so watches see exactly what K
 
 from __future__ import annotations
 
-import copy
 import secrets
 import threading
 import uuid
@@ -13,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from kubesim.clock import Clock, rfc3339
 from kubesim.resources import RESOURCES
@@ -76,6 +76,8 @@ class Store:
         self._history: deque[WatchEvent] = deque(maxlen=history)
         self._compacted = 0  # events with rv <= this are no longer in the history
         self._event_index: dict[tuple, str] = {}
+        self._last_change: dict[str, int] = {}
+        self.deletions = 0  # bumped by every deletion step; the garbage collector runs only when it moves
 
     # ---- bookkeeping -------------------------------------------------------------------------------------
     @property
@@ -106,36 +108,57 @@ class Store:
     def _emit(self, resource: str, type_: str, obj: dict) -> None:
         if len(self._history) == self._history.maxlen and self._history:
             self._compacted = self._history[0].rv
-        self._history.append(WatchEvent(int(obj["metadata"]["resourceVersion"]), resource, type_, copy.deepcopy(obj)))
+        # Stored objects are never mutated in place (writes replace them), so history can share them.
+        self._history.append(WatchEvent(int(obj["metadata"]["resourceVersion"]), resource, type_, obj))
+        self._last_change[resource] = self._rv
+        if type_ == "DELETED" or obj["metadata"].get("deletionTimestamp"):
+            self.deletions += 1
         self.changed.notify_all()
 
     def events_since(self, rv: int) -> list[WatchEvent]:
         """History events with rv > the given one; caller checks compacted_rv first."""
         with self.lock:
-            if not self._history or self._history[-1].rv <= rv:
-                return []
-            return [e for e in self._history if e.rv > rv]
+            out = []
+            for e in reversed(self._history):  # newest first: cost is the number of new events
+                if e.rv <= rv:
+                    break
+                out.append(e)
+            out.reverse()
+            return out
 
     def now(self) -> datetime:
         return self.clock.now()
 
     # ---- reads -------------------------------------------------------------------------------------------
+    def last_change(self, *resources: str) -> int:
+        """The resourceVersion of the latest write to any of these resources (0 if none): lets controllers
+        skip a pass when nothing they read has changed."""
+        with self.lock:
+            return max((self._last_change.get(r, 0) for r in resources), default=0)
+
     def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
         with self.lock:
             obj = self._objects[resource].get((namespace or "", name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def list(
-        self, resource: str, namespace: str | None = None, label_selector: dict[str, str] | None = None
+        self,
+        resource: str,
+        namespace: str | None = None,
+        label_selector: dict[str, str] | None = None,
+        *,
+        copy: bool = True,
     ) -> list[dict]:
+        """Objects sorted by (namespace, name). copy=False returns the stored dicts themselves: much faster,
+        and safe only for callers that never mutate them (write back a clone() instead)."""
         with self.lock:
             items = [
                 o
                 for (ns, _), o in self._objects[resource].items()
                 if (namespace is None or ns == namespace) and labels_match(o, label_selector)
             ]
-            items.sort(key=lambda o: _key(o))
-            return copy.deepcopy(items)
+            items.sort(key=_key)
+            return clone(items) if copy else items
 
     def by_uid(self, uid: str) -> tuple[str, str, str] | None:
         with self.lock:
@@ -152,7 +175,7 @@ class Store:
     def create(self, resource: str, obj: dict) -> dict:
         """Store a new object: fills uid, resourceVersion, generation, creationTimestamp, generateName."""
         with self.lock:
-            obj = copy.deepcopy(obj)
+            obj = clone(obj)
             info = RESOURCES[resource]
             obj["apiVersion"], obj["kind"] = info.api_version, info.kind
             md = obj.setdefault("metadata", {})
@@ -172,7 +195,7 @@ class Store:
             self._objects[resource][key] = obj
             self._uids[md["uid"]] = (resource, key[0], key[1])
             self._emit(resource, "ADDED", obj)
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def _current(self, resource: str, obj: dict) -> dict:
         md = obj.get("metadata") or {}
@@ -196,19 +219,19 @@ class Store:
         md["resourceVersion"] = str(self._next_rv())
         self._objects[resource][key] = new
         self._emit(resource, "MODIFIED", new)
-        return copy.deepcopy(new)
+        return clone(new)
 
     def update(self, resource: str, obj: dict) -> dict:
         """Replace everything but status (kept when the type has a status subresource); bump generation on spec."""
         with self.lock:
             cur = self._current(resource, obj)
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             info = RESOURCES[resource]
             new["apiVersion"], new["kind"] = info.api_version, info.kind
             if "status" in info.subresources:
                 new.pop("status", None)
                 if "status" in cur:
-                    new["status"] = copy.deepcopy(cur["status"])
+                    new["status"] = clone(cur["status"])
             md, old_md = new.setdefault("metadata", {}), cur["metadata"]
             for fixed in ("uid", "creationTimestamp", "namespace", "name", "generation"):
                 if fixed in old_md:
@@ -219,7 +242,7 @@ class Store:
                 md.pop("deletionTimestamp", None)
             same_status = new.get("status") == cur.get("status")
             if _body(new) == _body(cur) and _strip_rv(md) == _strip_rv(old_md) and same_status:
-                return copy.deepcopy(cur)  # no-op update: Kubernetes does not bump resourceVersion
+                return clone(cur)  # no-op update: Kubernetes does not bump resourceVersion
             if _body(new) != _body(cur):
                 md["generation"] = old_md.get("generation", 1) + 1
             return self._commit(resource, new)
@@ -229,12 +252,12 @@ class Store:
         with self.lock:
             cur = self._current(resource, obj)
             if obj.get("status") == cur.get("status"):
-                return copy.deepcopy(cur)
-            new = copy.deepcopy(cur)
+                return clone(cur)
+            new = clone(cur)
             if obj.get("status") is None:
                 new.pop("status", None)
             else:
-                new["status"] = copy.deepcopy(obj["status"])
+                new["status"] = clone(obj["status"])
             return self._commit(resource, new)
 
     def _remove(self, resource: str, key: tuple[str, str]) -> dict:
@@ -242,7 +265,7 @@ class Store:
         self._uids.pop(obj["metadata"]["uid"], None)
         obj["metadata"]["resourceVersion"] = str(self._next_rv())
         self._emit(resource, "DELETED", obj)
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def delete(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:
         """Delete honouring finalizers; cascade to dependents (Background/Foreground) or orphan them (Orphan).
@@ -258,7 +281,7 @@ class Store:
             deps = list(self.dependents(uid))
             if propagation == "Orphan":
                 for dep_resource, dep in deps:
-                    new = copy.deepcopy(dep)
+                    new = clone(dep)
                     refs = [r for r in new["metadata"]["ownerReferences"] if r.get("uid") != uid]
                     new["metadata"]["ownerReferences"] = refs
                     if not refs:
@@ -278,11 +301,11 @@ class Store:
                 finalizers.append(FOREGROUND_FINALIZER)
             if not finalizers and not _finalizers(resource, cur):
                 return self._remove(resource, key)
-            new = copy.deepcopy(cur)
+            new = clone(cur)
             if finalizers:
                 new["metadata"]["finalizers"] = finalizers
             if new["metadata"].get("deletionTimestamp") and new == cur:
-                return copy.deepcopy(cur)
+                return clone(cur)
             if resource == "namespaces":
                 new.setdefault("status", {})["phase"] = "Terminating"
             new["metadata"].setdefault("deletionTimestamp", rfc3339(self.now()))
@@ -294,7 +317,7 @@ class Store:
             cur = self._objects[resource].get((namespace or "", name))
             if cur is None or finalizer not in (cur["metadata"].get("finalizers") or []):
                 return
-            new = copy.deepcopy(cur)
+            new = clone(cur)
             new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != finalizer]
             self._commit(resource, new)
 
@@ -344,7 +367,7 @@ class Store:
             existing = self._event_index.get(dedup)
             cur = self._objects["events"].get((namespace, existing)) if existing else None
             if cur is not None:
-                new = copy.deepcopy(cur)
+                new = clone(cur)
                 new["count"] = new.get("count", 1) + 1
                 new["lastTimestamp"] = now
                 self._commit("events", new)
@@ -381,7 +404,7 @@ class Store:
         with self.lock:
             return {
                 "resourceVersion": self._rv,
-                "objects": {r: copy.deepcopy(list(objs.values())) for r, objs in self._objects.items() if objs},
+                "objects": {r: clone(list(objs.values())) for r, objs in self._objects.items() if objs},
             }
 
     def restore(self, data: dict) -> None:
@@ -396,6 +419,15 @@ class Store:
             self._rv = max(self._rv, int(data.get("resourceVersion", 0)))
             self._compacted = self._rv
             self._history.clear()
+
+
+def clone(obj: Any) -> Any:
+    """Deep copy of a JSON tree; several times faster than copy.deepcopy (no memo, no reductions)."""
+    if type(obj) is dict:
+        return {k: clone(v) for k, v in obj.items()}
+    if type(obj) is list:
+        return [clone(v) for v in obj]
+    return obj
 
 
 def _finalizers(resource: str, obj: dict) -> list[str]:
