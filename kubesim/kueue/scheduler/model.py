@@ -25,6 +25,7 @@ from kubesim.kueue.scheduler.quota import (
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+NO_QUOTA = Quota(0)
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -95,7 +96,7 @@ class ClusterQueueNode(QuotaNode):
         return {r for rg in self.resource_groups for r in rg.covered}
 
     def quota_for(self, fr: FlavorResource) -> Quota:
-        return self.quotas.get(fr, Quota(0))
+        return self.quotas.get(fr, NO_QUOTA)
 
     def borrowing_with(self, fr: FlavorResource, val: int) -> bool:
         return self.quota_for(fr).nominal < self.usage.get(fr, 0) + val
