@@ -1,5 +1,5 @@
-"""Per-store list cache: Kueue's controllers run one after another inside a settle round, and most rounds write
-little, so they share one copy of each list until the store's resourceVersion moves.
+"""Per-store list cache: Kueue's controllers run one after another inside a settle round and mostly write other
+resources (events, status of other kinds), so they share one copy of each list until that resource changes.
 
 Callers must not mutate listed objects without writing them back (a write moves the resourceVersion and so
 invalidates the cache).
@@ -13,12 +13,16 @@ _LISTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def listed(store, resource: str) -> list[dict]:
-    """store.list(resource), shared while nothing in the store changes."""
+    """store.list(resource), shared until an object of that resource changes."""
     rv = store.resource_version
     per_store = _LISTS.setdefault(store, {})
     hit = per_store.get(resource)
-    if hit is not None and hit[0] == rv:
-        return hit[1]
+    if hit is not None:
+        if hit[0] == rv:
+            return hit[1]
+        if store.compacted_rv <= hit[0] and not any(e.resource == resource for e in store.events_since(hit[0])):
+            per_store[resource] = (rv, hit[1])
+            return hit[1]
     items = store.list(resource)
     per_store[resource] = (rv, items)
     return items
