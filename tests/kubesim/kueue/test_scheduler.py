@@ -433,3 +433,71 @@ def test_eviction_accumulates_past_execution_time():
     sim.add("high", "lq", 2, priority=100)
     sim.settle()
     assert sim.workloads["low"]["status"]["accumulatedPastExecutionTimeSeconds"] == 30
+
+
+def two_flavor_groups(a: int, b: int) -> list[dict]:
+    return [
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [
+                {"name": "fa", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(a)}]},
+                {"name": "fb", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(b)}]},
+            ],
+        }
+    ]
+
+
+def fungibility_sim(config, fungibility: dict | None, a: int, b: int, **kw) -> Sim:
+    sim = Sim(config)
+    sim.flavors = [flavor("fa"), flavor("fb")]
+    cq = cluster_queue("cq", groups=two_flavor_groups(a, b), **kw)
+    if fungibility:
+        cq["spec"]["flavorFungibility"] = fungibility
+    sim.cqs.append(cq)
+    sim.lqs.append(local_queue("lq", "cq"))
+    return sim
+
+
+def assigned_flavor(sim: Sim, name: str) -> str:
+    return sim.workloads[name]["status"]["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"]
+
+
+def test_flavor_fungibility_borrow_vs_next_flavor():
+    for fungibility, expected in ((None, "fa"), ({"whenCanBorrow": "TryNextFlavor"}, "fb")):
+        sim = fungibility_sim(CLASSIC, fungibility, 2, 4, cohort="co")
+        other = cluster_queue("lender", cohort="co", groups=two_flavor_groups(4, 0))
+        sim.cqs.append(other)
+        sim.add("three", "lq", 3)
+        sim.settle()
+        assert assigned_flavor(sim, "three") == expected
+
+
+def test_flavor_fungibility_preempt_vs_next_flavor():
+    for fungibility, expected, victims in (
+        (None, "fb", 0),
+        ({"whenCanPreempt": "MayStopSearch"}, "fa", 1),
+    ):
+        sim = fungibility_sim(CLASSIC, fungibility, 2, 2, within="LowerPriority")
+        sim.add("low", "lq", 2, priority=1)
+        sim.settle()
+        assert assigned_flavor(sim, "low") == "fa"
+        sim.add("high", "lq", 2, priority=10)
+        sim.settle()
+        assert assigned_flavor(sim, "high") == expected
+        assert len(sim.preemptions) == victims
+
+
+def test_fair_sharing_less_than_initial_share_only():
+    """S2-b alone: preempt while the preemptor (with its workload) stays below the target, so 7:5 becomes 6:6."""
+    config = KueueConfig(preemption_strategies=["LessThanInitialShare"])
+    sim = fair_pair("1", "1")
+    sim.config = config
+    for i in range(7):
+        sim.add(f"b{i}", "lq-b", 1)
+    sim.settle()
+    for i in range(7):
+        sim.add(f"a{i}", "lq-a", 1)
+    sim.settle()
+    running = sim.running()
+    assert len([n for n in running if n.startswith("a")]) == 6
+    assert len([n for n in running if n.startswith("b")]) == 6
