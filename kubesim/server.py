@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kubesim import builtin, discovery, validation
+from kubesim.clock import rfc3339
 from kubesim.errors import APIError, already_exists, bad_request, conflict, internal, invalid, not_found
 from kubesim.kubelet import pod_log
 from kubesim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -323,6 +324,13 @@ class Api:
             warnings = self._admit(t, obj, None, query, status_only=False)
             if not obj["metadata"].get("name"):
                 obj["metadata"]["name"] = self._generate_name(t, obj["metadata"]["generateName"])
+            if _dry_run(query):
+                if self.store.get(t.res.plural, t.namespace, obj["metadata"]["name"]) is not None:
+                    raise already_exists(t.res, obj["metadata"]["name"])
+                md = obj["metadata"]
+                md.setdefault("uid", str(uuid.uuid4()))
+                md.update(generation=1, creationTimestamp=rfc3339(self.sim.clock.now()))
+                return Response(201, obj, warnings=warnings)
             try:
                 created = self.store.create(t.res.plural, obj)
             except AlreadyExists as exc:
@@ -354,6 +362,16 @@ class Api:
                 if "status" in old:
                     final["status"] = copy.deepcopy(old["status"])
         warnings = self._admit(t, final, old, query, status_only)
+        if _dry_run(query):
+            rv = final["metadata"].get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise conflict(
+                    t.res,
+                    t.name or "",
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                )
+            final["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            return Response(200, final, warnings=warnings)
         try:
             if status_only:
                 saved = self.store.update_status(t.res.plural, final)
@@ -451,6 +469,8 @@ class Api:
                     f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                     f"{old['metadata']['resourceVersion']}",
                 )
+            if _dry_run(query):
+                return Response(200, old, warnings=warnings)
             try:
                 result = self.store.delete(t.res.plural, t.namespace, t.name or "", policy)
             except NotFound as exc:
@@ -509,12 +529,27 @@ class Api:
         epoch = self.sim.faults.watch_epoch
         deadline = time.monotonic() + timeout
 
-        def wanted(ev: WatchEvent) -> bool:
+        def selected(obj: dict | None) -> bool:
+            if obj is None:
+                return False
+            if t.namespace is not None and obj["metadata"].get("namespace") != t.namespace:
+                return False
+            return labels(obj) and fields(obj)
+
+        def translate(ev: WatchEvent) -> dict | None:
+            """Kubernetes' cacher semantics: an object entering the selector is ADDED, leaving it DELETED."""
             if ev.resource != res.plural:
-                return False
-            if t.namespace is not None and ev.obj["metadata"].get("namespace") != t.namespace:
-                return False
-            return labels(ev.obj) and fields(ev.obj)
+                return None
+            now_in, was_in = selected(ev.obj), selected(ev.prev)
+            if ev.type == "MODIFIED":
+                if now_in and not was_in:
+                    return {"type": "ADDED", "object": ev.obj}
+                if was_in and not now_in:
+                    return {"type": "DELETED", "object": ev.obj}
+                return {"type": "MODIFIED", "object": ev.obj} if now_in else None
+            if ev.type == "DELETED":
+                return {"type": "DELETED", "object": ev.obj} if was_in or now_in else None
+            return {"type": ev.type, "object": ev.obj} if now_in else None
 
         with store.lock:
             if start is None:
@@ -547,8 +582,9 @@ class Api:
                 return
             for ev in events:
                 start = ev.rv
-                if wanted(ev):
-                    yield {"type": ev.type, "object": ev.obj}
+                out = translate(ev)
+                if out is not None:
+                    yield out
             if bookmarks and time.monotonic() >= next_bookmark:
                 next_bookmark = time.monotonic() + self.sim.bookmark_interval
                 yield {
@@ -633,6 +669,14 @@ class Api:
                 "resourceVersion": str(self.store.resource_version),
                 "kueue": self.sim.kueue is not None,
             }
+
+
+def _dry_run(query: dict) -> bool:
+    """dryRun=All: full admission, nothing stored."""
+    values = query.get("dryRun") or []
+    if any(v != "All" for v in values):
+        raise bad_request(f"Invalid dryRun value {values}: the only supported value is All")
+    return bool(values)
 
 
 def _replace(obj: dict, mutated: dict | None) -> dict:

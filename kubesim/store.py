@@ -48,6 +48,7 @@ class WatchEvent:
     resource: str
     type: str  # ADDED / MODIFIED / DELETED
     obj: dict
+    prev: dict | None = None  # the object before this event (MODIFIED, DELETED): watch selectors need it
 
 
 def _key(obj: dict) -> tuple[str, str]:
@@ -105,11 +106,11 @@ class Store:
         self._rv += 1
         return self._rv
 
-    def _emit(self, resource: str, type_: str, obj: dict) -> None:
+    def _emit(self, resource: str, type_: str, obj: dict, prev: dict | None = None) -> None:
         if len(self._history) == self._history.maxlen and self._history:
             self._compacted = self._history[0].rv
         # Stored objects are never mutated in place (writes replace them), so history can share them.
-        self._history.append(WatchEvent(int(obj["metadata"]["resourceVersion"]), resource, type_, obj))
+        self._history.append(WatchEvent(int(obj["metadata"]["resourceVersion"]), resource, type_, obj, prev))
         self._last_change[resource] = self._rv
         if type_ == "DELETED" or obj["metadata"].get("deletionTimestamp"):
             self.deletions += 1
@@ -217,8 +218,9 @@ class Store:
         if md.get("deletionTimestamp") and not _finalizers(resource, new):
             return self._remove(resource, key)
         md["resourceVersion"] = str(self._next_rv())
+        prev = self._objects[resource].get(key)
         self._objects[resource][key] = new
-        self._emit(resource, "MODIFIED", new)
+        self._emit(resource, "MODIFIED", new, prev)
         return clone(new)
 
     def update(self, resource: str, obj: dict) -> dict:
@@ -261,10 +263,11 @@ class Store:
             return self._commit(resource, new)
 
     def _remove(self, resource: str, key: tuple[str, str]) -> dict:
-        obj = self._objects[resource].pop(key)
-        self._uids.pop(obj["metadata"]["uid"], None)
+        prev = self._objects[resource].pop(key)
+        self._uids.pop(prev["metadata"]["uid"], None)
+        obj = clone(prev)  # never mutate a stored object: watch history shares them
         obj["metadata"]["resourceVersion"] = str(self._next_rv())
-        self._emit(resource, "DELETED", obj)
+        self._emit(resource, "DELETED", obj, prev)
         return clone(obj)
 
     def delete(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:

@@ -158,6 +158,21 @@ def test_invalid_names_are_422(api, ns):
     assert err.value.status == 422
 
 
+def test_dry_run_validates_without_storing(api, ns):
+    made = api.custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cluster_queue("dry"), dry_run="All")
+    assert made["spec"]["queueingStrategy"] == "BestEffortFIFO" and made["metadata"]["uid"]
+    with pytest.raises(ApiException) as err:
+        api.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "dry")
+    assert err.value.status == 404
+    bad = cluster_queue("dry-bad", queueingStrategy="Nope")
+    with pytest.raises(ApiException) as err:
+        api.custom.create_cluster_custom_object(*KUEUE, "clusterqueues", bad, dry_run="All")
+    assert err.value.status == 422
+    api.core.create_namespaced_pod(ns, pod_body("keep-me"))
+    api.core.delete_namespaced_pod("keep-me", ns, dry_run="All")
+    assert api.core.read_namespaced_pod("keep-me", ns).metadata.deletion_timestamp is None
+
+
 def test_job_rules(api, ks, ns):
     body = job_body("always")
     body["spec"]["template"]["spec"]["restartPolicy"] = "Always"

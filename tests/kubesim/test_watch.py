@@ -54,6 +54,16 @@ def test_label_selector_filters_events(api, ns):
     assert names == {"sel-a"}
 
 
+def test_objects_entering_and_leaving_a_selector_are_added_and_deleted(api, ns):
+    api.core.create_namespaced_pod(ns, pod_body("mover"))
+    rv = api.core.list_namespaced_pod(ns).metadata.resource_version
+    api.core.patch_namespaced_pod("mover", ns, {"metadata": {"labels": {"keep": "1"}}})
+    api.core.patch_namespaced_pod("mover", ns, {"metadata": {"labels": {"keep": "1", "other": "x"}}})
+    api.core.patch_namespaced_pod("mover", ns, {"metadata": {"labels": {"keep": None}}})
+    events = _events(api, ns, resource_version=rv, label_selector="keep=1")
+    assert events == [("ADDED", "mover"), ("MODIFIED", "mover"), ("DELETED", "mover")]
+
+
 def test_bookmarks_when_requested(api, ns):
     rv = api.core.list_namespaced_pod(ns).metadata.resource_version
     with_bm = _events(api, ns, resource_version=rv, allow_watch_bookmarks=True)
