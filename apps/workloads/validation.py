@@ -13,11 +13,13 @@ from apps.org.validators import validate_dns_label, validate_label_value
 
 from .models import MAX_PODS, Kind
 
-# A container image reference as the container runtime parses it: [registry[:port]/]path[:tag][@digest].
+# A container image reference as the container runtime parses it: [registry[:port]/]path[:tag][@digest]. The first
+# component is a registry only when it has a dot or a port or is localhost; otherwise it is part of the path.
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:localhost(?::[0-9]+)?|{_DOMAIN_PART}(?:\.{_DOMAIN_PART})+(?::[0-9]+)?|{_DOMAIN_PART}:[0-9]+)"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_REFERENCE = re.compile(
-    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*"
-    r"(?::[0-9]+)?/)?"
-    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    rf"^(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*"
     r"(?::[\w][\w.-]{0,127})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
 )

@@ -1,0 +1,135 @@
+"""Submission rules through the service: what can never run is refused with a reason, and nothing is saved."""
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from apps.org import services as org_services
+from apps.org.models import NodePool, PriorityClass, Project, Quota
+from apps.workloads import services
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+
+
+def submit(user, **overrides):
+    values = {"project": Project.objects.get(slug="vision"), "kind": Kind.TRAINING, "name": "run",
+              "image": "nvcr.io/nvidia/pytorch:24.05-py3", "node_pool": NodePool.objects.get(slug="h100"),
+              "gpus": 1, "model_label": "resnet50", "data_class": "public"}
+    values.update(overrides)
+    return services.workload_submit(actor=user, **values)
+
+
+def refused(user, **overrides):
+    with pytest.raises(ValidationError) as caught:
+        submit(user, **overrides)
+    assert not Workload.objects.exists()
+    return caught.value.message_dict
+
+
+def test_accepted_submission_is_a_submitting_row_with_an_event(demo, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        workload = submit(demo["alice"], pods=2, gpus=2)
+    assert len(callbacks) == 1
+    assert workload.status == Status.SUBMITTING and workload.job_name == f"wl-{workload.pk}"
+    assert workload.gpu_units == 4 and workload.queue_name == "elastic-h100"
+    assert workload.priority_class.name == "train"
+    event = WorkloadEvent.objects.get(workload=workload)
+    assert (event.to_status, event.reason) == (Status.SUBMITTING, "Submitted")
+
+
+@pytest.mark.parametrize(("overrides", "field", "text"), [
+    ({"node_pool": "missing"}, "node_pool", "has no quota on"),
+    ({"gpus": 9}, "gpus", "may use at most 8 there (its limit)"),
+    ({"gpus": 3, "pods": 3}, "gpus", "asks for 9"),
+    ({"gpus": 17}, "gpus", "has 16 units in all"),
+    ({"gpus": 5, "preemptible": False}, "preemptible", "Non-preemptible work must fit in Vision's deserved quota"),
+    ({"image": "not an image"}, "image", "is not a valid image reference"),
+    ({"image": "UPPER/case:1"}, "image", "is not a valid image reference"),
+    ({"name": "Bad_Name"}, "name", "DNS-1123"),
+    ({"env": [{"name": "1BAD", "value": "x"}]}, "env", "is not a valid environment variable name"),
+    ({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "env", "A is set twice"),
+    ({"env": [{"name": "PORTAL_X", "value": "1"}]}, "env", "set by the portal"),
+    ({"model_label": ""}, "model_label", "The model audit label is required."),
+    ({"data_class": "has space"}, "data_class", "not a valid Kubernetes label value"),
+    ({"kind": Kind.NOTEBOOK, "pods": 2}, "pods", "A notebook runs in exactly one pod."),
+    ({"kind": Kind.BATCH, "completions": 2, "parallelism": 3}, "parallelism", "cannot exceed the number of"),
+    ({"gpus": 100}, "gpus", "less than or equal to 64"),
+    ({"cpu": -1}, "cpu", "greater than or equal to 0"),
+    ({"memory_gib": 100000}, "memory_gib", "less than or equal to 4096"),
+    ({"max_runtime_seconds": 10}, "max_runtime_seconds", "greater than or equal to 60"),
+    ({"command": ["ok", 3]}, "command", "list of strings"),
+])
+def test_refusals(demo, overrides, field, text):
+    if overrides.get("node_pool") == "missing":
+        overrides["node_pool"] = NodePool.objects.create(slug="h200", name="H200", gpu_resource="nvidia.com/gpu",
+                                                         capacity=8)
+    errors = refused(demo["alice"], **overrides)
+    assert field in errors, errors
+    assert any(text in message for message in errors[field]), errors
+
+
+def test_cpu_and_memory_quota_are_checked_per_pod(demo):
+    Quota.objects.filter(project__slug="vision", node_pool__slug="h100").update(cpu_cores=8, memory_gib=64)
+    assert "cpu" in refused(demo["alice"], pods=3, cpu=3)
+    assert "memory_gib" in refused(demo["alice"], pods=2, memory_gib=40)
+    assert submit(demo["alice"], pods=2, cpu=4, memory_gib=32).pk
+
+
+def test_only_members_submit(demo):
+    with pytest.raises(PermissionDenied):
+        submit(demo["bob"])
+    with pytest.raises(PermissionDenied):
+        submit(demo["viewer"])
+    assert not Workload.objects.exists()
+
+
+def test_non_preemptible_default_priority_class(demo):
+    workload = submit(demo["alice"], preemptible=False, gpus=2)
+    assert workload.priority_class == PriorityClass.objects.get(name="build")
+    assert workload.queue_name == "guaranteed-h100"
+
+
+def test_stop_rules(demo, django_capture_on_commit_callbacks):
+    workload = submit(demo["alice"])
+    with pytest.raises(PermissionDenied):
+        services.workload_stop(actor=demo["bob"], workload=workload)
+    with pytest.raises(PermissionDenied):
+        services.workload_stop(actor=demo["viewer"], workload=workload)
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.workload_stop(actor=demo["lead"], workload=workload)
+    assert len(callbacks) == 1
+    workload.refresh_from_db()
+    assert workload.status == Status.STOPPING and workload.stop_requested_by == demo["lead"]
+    from apps.org.models import AuditEvent
+
+    assert AuditEvent.objects.filter(action="workload.stop", actor=demo["lead"]).exists()
+    with pytest.raises(ValidationError, match="nothing to stop"):
+        services.workload_stop(actor=demo["alice"], workload=workload)
+
+
+def test_own_stop_is_not_audited(demo):
+    from apps.org.models import AuditEvent
+
+    workload = submit(demo["alice"])
+    services.workload_stop(actor=demo["alice"], workload=workload)
+    assert not AuditEvent.objects.filter(action="workload.stop").exists()
+
+
+def test_deserved_cannot_drop_below_running_non_preemptible_work(demo):
+    workload = submit(demo["alice"], preemptible=False, gpus=3)
+    Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+    pool = NodePool.objects.get(slug="h100")
+    vision = Project.objects.get(slug="vision")
+    with pytest.raises(ValidationError) as caught:
+        org_services.quota_set(actor=demo["admin"], node_pool=pool, project=vision, deserved=2, limit=8,
+                               over_quota_weight=2)
+    assert "Running non-preemptible work in this project holds 3 h100 units" in caught.value.message_dict["deserved"][0]
+    assert Quota.objects.get(project=vision, node_pool=pool).deserved == 4
+    # Preemptible or finished work does not hold the guarantee.
+    Workload.objects.filter(pk=workload.pk).update(status=Status.SUCCEEDED)
+    assert org_services.quota_set(actor=demo["admin"], node_pool=pool, project=vision, deserved=2, limit=8,
+                                  over_quota_weight=2).deserved == 2
+
+
+def test_claim_is_exclusive(demo):
+    workload = submit(demo["alice"])
+    assert services.workload_claim_submit(workload_id=workload.pk) is not None
+    assert services.workload_claim_submit(workload_id=workload.pk) is None
