@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import urllib.error
+
 import pytest
 from kubernetes.client.rest import ApiException
 
@@ -130,3 +133,32 @@ def test_unschedulable_pod_stays_pending(api, ks, ns):
     body["spec"]["nodeSelector"] = {"portal.gpu/pool": "h100"}
     api.core.create_namespaced_pod(ns, body)
     assert api.core.read_namespaced_pod("h100", ns).spec.node_name.startswith("h100-node-")
+
+
+def test_real_clock_with_speed_runs_jobs_on_its_own():
+    from kubernetes import client
+
+    from kubesim.testing import serve
+
+    with serve(clock="real", speed=20.0, kueue=None) as ks:
+        api = ks.api_client()
+        batch = client.BatchV1Api(api)
+        batch.create_namespaced_job("default", job_body("fast", "sleep 10"))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            job = batch.read_namespaced_job("fast", "default")
+            if job.status.succeeded:
+                break
+            time.sleep(0.05)
+        assert job.status.succeeded == 1, "10 emulated seconds at speed 20 take 0.5 s of wall time"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            ks.advance(1)  # only the manual clock can be stepped
+        assert err.value.code == 400
+        api.close()
+
+
+def test_delete_collection_by_label(api, ns):
+    for i in range(3):
+        api.core.create_namespaced_pod(ns, pod_body(f"dc-{i}", labels={"batch": "a" if i < 2 else "b"}))
+    api.core.delete_collection_namespaced_pod(ns, label_selector="batch=a")
+    assert [p.metadata.name for p in api.core.list_namespaced_pod(ns).items] == ["dc-2"]
