@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=6443, help="0 picks a free port")
     serve.add_argument("--kubeconfig", help="write a kubeconfig for this server to PATH")
+    serve.add_argument("--advertise-url", help="server URL written to the kubeconfig (e.g. http://kubesim:8001 in "
+                                               "docker compose); default: the listening address")
     serve.add_argument("--clock", choices=["real", "manual"], default="real")
     serve.add_argument("--speed", type=float, default=1.0, help="real clock speed factor")
     serve.add_argument("--state", help="persist the cluster to FILE (loaded on start)")
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     host, port = server.server_address[:2]
     url = f"http://{host}:{port}"
     if args.kubeconfig:
-        write_kubeconfig(args.kubeconfig, url)
+        write_kubeconfig(args.kubeconfig, args.advertise_url or url)
     sim.start()
     stopping = threading.Event()
 
