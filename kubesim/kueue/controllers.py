@@ -285,6 +285,9 @@ class WorkloadController:
             ws.set_condition(wl, C.REQUEUED, "True", "Reactivated", "The workload was reactivated", now)
             store.update_status("workloads", wl)
             return True
+        if requeued is not None and requeued.get("status") == "False" and self._restarted(wl, requeued, cqs, lqs, now):
+            store.update_status("workloads", wl)
+            return True
         if (
             requeued is not None
             and requeued.get("status") == "False"
@@ -349,6 +352,22 @@ class WorkloadController:
             store.update_status("workloads", wl)
             store.record_event(wl, "Normal", "EvictedDueToPodsReadyTimeout", message, C.CONTROLLER_NAME)
             return True
+        return False
+
+    @staticmethod
+    def _restarted(wl: dict, requeued: dict, cqs: dict, lqs: dict, now: datetime) -> bool:
+        """Requeued=True once the stopped ClusterQueue / LocalQueue that evicted the workload runs again."""
+        now_reason = requeued.get("reason")
+        lq = lqs.get((wl["metadata"]["namespace"], (wl.get("spec") or {}).get("queueName", "")))
+        lq_running = lq is not None and ((lq.get("spec") or {}).get("stopPolicy") or "None") == "None"
+        if now_reason == C.EVICTED_LQ_STOPPED and lq_running:
+            msg = "The LocalQueue was restarted after being stopped"
+            return ws.set_condition(wl, C.REQUEUED, "True", "LocalQueueRestarted", msg, now)
+        if now_reason == C.EVICTED_CQ_STOPPED and lq is not None:
+            cq = cqs.get((lq.get("spec") or {}).get("clusterQueue", ""))
+            if cq is not None and ((cq.get("spec") or {}).get("stopPolicy") or "None") == "None":
+                msg = "The ClusterQueue was restarted after being stopped"
+                return ws.set_condition(wl, C.REQUEUED, "True", "ClusterQueueRestarted", msg, now)
         return False
 
     @staticmethod

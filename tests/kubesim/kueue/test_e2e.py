@@ -491,3 +491,21 @@ def test_cluster_queue_deletion_waits_for_reserving_workloads(kc: Cluster):
         with pytest.raises(ApiException) as err:
             kc.get(plural, name)
         assert err.value.status == 404
+
+
+def test_hold_and_drain_then_restart(kc: Cluster):
+    ns = setup_queue(kc, 2)
+    kc.job(ns, "j", "lq", 1)
+    kc.settle(1)
+    assert kc.admitted(ns, "j")
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cq", {"spec": {"stopPolicy": "HoldAndDrain"}})
+    kc.settle(1)
+    ev = kc.condition(ns, "j", "Evicted")
+    assert (ev["reason"], ev["message"]) == ("ClusterQueueStopped", "The ClusterQueue is stopped")
+    qr = kc.condition(ns, "j", "QuotaReserved")
+    assert (qr["reason"], qr["message"]) == ("Suspended", "ClusterQueue cq is inactive")
+    assert kc.get("clusterqueues", "cq")["status"]["conditions"][0]["reason"] == "Stopped"
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cq", {"spec": {"stopPolicy": "None"}})
+    kc.settle(1)
+    assert kc.condition(ns, "j", "Requeued")["reason"] == "ClusterQueueRestarted"
+    assert kc.admitted(ns, "j")
