@@ -186,7 +186,10 @@ def gateway() -> Gateway:
     """The process-wide gateway (one connection pool per worker process)."""
     global _gateway
     if _gateway is None:
-        _gateway = Gateway(api_client_from_settings())
+        try:
+            _gateway = Gateway(api_client_from_settings())
+        except (config.ConfigException, OSError) as exc:  # kubeconfig not written yet, or no credentials mounted
+            raise ClusterError(0, "Unavailable", f"No cluster credentials yet: {exc}") from exc
     return _gateway
 
 
