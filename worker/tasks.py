@@ -52,9 +52,9 @@ def workload_submit(self: Task, workload_id: int) -> str:
     workload = workload_services.workload_claim_submit(workload_id=workload_id)
     if workload is None:
         return "not claimed"  # already submitted, stopped, or another worker holds it
-    gw = gateway()
     manifest = job_manifest(workload)
     try:
+        gw = gateway()
         uid = _create_or_adopt(gw, manifest)
         if workload.kind == Kind.NOTEBOOK:
             _create_or_adopt(gw, notebook_service(workload, uid))
