@@ -509,3 +509,30 @@ def test_hold_and_drain_then_restart(kc: Cluster):
     kc.settle(1)
     assert kc.condition(ns, "j", "Requeued")["reason"] == "ClusterQueueRestarted"
     assert kc.admitted(ns, "j")
+
+
+def test_partial_admission(kc: Cluster):
+    ns = setup_queue(kc, 4)
+    kc.job(ns, "gang", "lq", 1, parallelism=6, annotations={"kueue.x-k8s.io/job-min-parallelism": "2"})
+    kc.settle(1)
+    wl = kc.workload(ns, "gang")
+    assert wl["spec"]["podSets"][0]["minCount"] == 2
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 4
+    job = kc.batch.read_namespaced_job("gang", ns)
+    assert (job.spec.parallelism, job.spec.suspend) == (4, False)
+    assert job.status.active == 4
+
+
+def test_queue_name_change_while_suspended(kc: Cluster):
+    ns = setup_queue(kc, 1)
+    kc.cluster_queue("cq2", 1, flavor="h100")
+    kc.local_queue("lq2", "cq2", ns)
+    kc.job(ns, "first", "lq", 1)
+    kc.settle(1)
+    kc.job(ns, "moved", "lq", 1)
+    kc.settle(1)
+    assert not kc.admitted(ns, "moved")
+    kc.batch.patch_namespaced_job("moved", ns, {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "lq2"}}})
+    kc.settle()
+    assert kc.workload(ns, "moved")["spec"]["queueName"] == "lq2"
+    assert kc.workload(ns, "moved")["status"]["admission"]["clusterQueue"] == "cq2"
