@@ -1,46 +1,44 @@
-"""Per-store list cache: Kueue's controllers run one after another inside a settle round and mostly write other
-resources (events, status of other kinds), so they share one copy of each list until that resource changes.
+"""Cheap reads of the store for Kueue's controllers.
 
-Callers must not mutate listed objects without writing them back (a write moves the resourceVersion and so
-invalidates the cache).
+`listed` returns the store's own objects (no copy) and reuses one list per resource until that resource changes:
+callers must treat them as read-only and `clone` an object before changing and writing it back.
+`ChangeGate` lets a controller skip a pass when nothing it reads changed and time stood still.
 """
 
 from __future__ import annotations
 
 import weakref
 
+from kubesim.store import clone
+
 _LISTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+__all__ = ["ChangeGate", "clone", "listed"]
 
 
 def listed(store, resource: str) -> list[dict]:
-    """store.list(resource), shared until an object of that resource changes."""
-    rv = store.resource_version
+    """The stored objects of a resource, read-only, shared until one of them changes."""
+    last = store.last_change(resource)
     per_store = _LISTS.setdefault(store, {})
     hit = per_store.get(resource)
-    if hit is not None:
-        if hit[0] == rv:
-            return hit[1]
-        if store.compacted_rv <= hit[0] and not any(e.resource == resource for e in store.events_since(hit[0])):
-            per_store[resource] = (rv, hit[1])
-            return hit[1]
-    items = store.list(resource)
-    per_store[resource] = (rv, items)
+    if hit is not None and hit[0] == last:
+        return hit[1]
+    items = store.list(resource, copy=False)
+    per_store[resource] = (last, items)
     return items
 
 
 class ChangeGate:
-    """Lets a controller skip a reconcile when none of the resources it watches changed and time stood still."""
+    """Remembers the store position of a controller's last pass."""
 
     def __init__(self, watches: set[str]) -> None:
-        self.watches = watches
+        self.watches = tuple(watches)
         self._rv: int | None = None
         self._now = None
 
     def should_run(self, store) -> bool:
-        """True when the controller must reconcile; remembers the store's position either way."""
+        """True when a watched resource changed or the clock moved since the last call."""
         rv, now = store.resource_version, store.clock.now()
         previous, previous_now = self._rv, self._now
         self._rv, self._now = rv, now
-        if previous is None or now != previous_now or store.compacted_rv > previous:
-            return True
-        return any(e.resource in self.watches for e in store.events_since(previous))
+        return previous is None or now != previous_now or store.last_change(*self.watches) > previous

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, listed
+from kubesim.kueue.cache import ChangeGate, clone, listed
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.jobs import JobIntegration
 from kubesim.kueue.quantity import format_amount
@@ -273,86 +273,67 @@ class WorkloadController:
                 wrote = self._inactive(store, wl, now) or wrote
         return wrote
 
-    def _active(self, store, wl: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
-        if condition_true(wl, C.DEACTIVATION_TARGET):
+    def _active(self, store, seen: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+        """seen is the store's object (read-only): every branch that writes works on a clone."""
+        if condition_true(seen, C.DEACTIVATION_TARGET):
+            wl = clone(seen)
             wl["spec"]["active"] = False
             store.update("workloads", wl)
             return True
-        status = wl.get("status") or {}  # listed objects are shared: mutate only right before writing
-        requeue_at = parse_time((status.get("requeueState") or {}).get("requeueAt"))
-        requeued = find_condition(wl, C.REQUEUED)
-        if requeued is not None and requeued.get("status") == "False" and requeued.get("reason") == "Deactivated":
-            ws.set_condition(wl, C.REQUEUED, "True", "Reactivated", "The workload was reactivated", now)
-            store.update_status("workloads", wl)
-            return True
-        if requeued is not None and requeued.get("status") == "False" and self._restarted(wl, requeued, cqs, lqs, now):
-            store.update_status("workloads", wl)
-            return True
-        if (
-            requeued is not None
-            and requeued.get("status") == "False"
-            and requeued.get("reason") == C.EVICTED_PODS_READY_TIMEOUT
-            and (requeue_at is None or requeue_at <= now)
-        ):
-            if requeue_at is not None:
-                status["requeueState"]["requeueAt"] = None
-            ws.set_condition(wl, C.REQUEUED, "True", "BackoffFinished", "The workload backoff was finished", now)
-            store.update_status("workloads", wl)
-            return True
-        if not condition_true(wl, C.ADMITTED) or condition_true(wl, C.EVICTED):
-            return False
-        if self._drain(store, wl, now, cqs, lqs):
-            return True
-        admitted = find_condition(wl, C.ADMITTED) or {}
-        since = parse_time(admitted.get("lastTransitionTime")) or now
-        max_exec = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
-        if max_exec is not None:
-            past = int(status.get("accumulatedPastExecutionTimeSeconds") or 0)
-            if since + timedelta(seconds=int(max_exec) - past) <= now:
-                ws.set_condition(
-                    wl,
-                    C.DEACTIVATION_TARGET,
-                    "True",
-                    "MaximumExecutionTimeExceeded",
-                    "exceeding the maximum execution time",
-                    now,
-                )
-                status.pop("accumulatedPastExecutionTimeSeconds", None)
+        requeue_at = parse_time(((seen.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+        requeued = find_condition(seen, C.REQUEUED)
+        if requeued is not None and requeued.get("status") == "False":
+            wl = clone(seen)
+            if requeued.get("reason") == "Deactivated":
+                ws.set_condition(wl, C.REQUEUED, "True", "Reactivated", "The workload was reactivated", now)
+            elif requeued.get("reason") == C.EVICTED_PODS_READY_TIMEOUT and (requeue_at is None or requeue_at <= now):
+                if requeue_at is not None:
+                    wl["status"]["requeueState"]["requeueAt"] = None
+                ws.set_condition(wl, C.REQUEUED, "True", "BackoffFinished", "The workload backoff was finished", now)
+            elif not self._restarted(wl, requeued, cqs, lqs, now):
+                wl = None
+            if wl is not None:
                 store.update_status("workloads", wl)
-                store.record_event(
-                    wl,
-                    "Warning",
-                    "MaximumExecutionTimeExceeded",
-                    f"The maximum execution time ({int(max_exec)}s) exceeded",
-                    C.CONTROLLER_NAME,
-                )
+                return True
+        if not condition_true(seen, C.ADMITTED) or condition_true(seen, C.EVICTED):
+            return False
+        if self._drain(store, seen, now, cqs, lqs):
+            return True
+        since = parse_time((find_condition(seen, C.ADMITTED) or {}).get("lastTransitionTime")) or now
+        max_exec = (seen.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        if max_exec is not None:
+            past = int((seen.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+            if since + timedelta(seconds=int(max_exec) - past) <= now:
+                wl = clone(seen)
+                message = "exceeding the maximum execution time"
+                ws.set_condition(wl, C.DEACTIVATION_TARGET, "True", "MaximumExecutionTimeExceeded", message, now)
+                wl["status"].pop("accumulatedPastExecutionTimeSeconds", None)
+                store.update_status("workloads", wl)
+                message = f"The maximum execution time ({int(max_exec)}s) exceeded"
+                store.record_event(wl, "Warning", "MaximumExecutionTimeExceeded", message, C.CONTROLLER_NAME)
                 return True
         wfpr = self.config.wait_for_pods_ready
-        if wfpr.enable and not condition_true(wl, C.PODS_READY):
-            if since + timedelta(seconds=wfpr.timeout_seconds) > now:
-                return False
-            count = int((status.get("requeueState") or {}).get("count") or 0)
-            if wfpr.backoff_limit_count is not None and count + 1 > wfpr.backoff_limit_count:
-                ws.set_condition(
-                    wl,
-                    C.DEACTIVATION_TARGET,
-                    "True",
-                    "RequeuingLimitExceeded",
-                    "exceeding the maximum number of re-queuing retries",
-                    now,
-                )
-                store.update_status("workloads", wl)
-                return True
-            delay = min(wfpr.backoff_base_seconds * 2**count, wfpr.backoff_max_seconds)
-            status["requeueState"] = {"count": count + 1, "requeueAt": ws.ts(now + timedelta(seconds=delay))}
-            md = wl["metadata"]
-            message = f"Exceeded the PodsReady timeout {md['namespace']}/{md['name']}"
-            ws.evict(wl, C.EVICTED_PODS_READY_TIMEOUT, message, now)
-            self._count_cause(wl, C.EVICTED_PODS_READY_TIMEOUT, "WaitForStart")
+        if not wfpr.enable or condition_true(seen, C.PODS_READY):
+            return False
+        if since + timedelta(seconds=wfpr.timeout_seconds) > now:
+            return False
+        wl = clone(seen)
+        status = wl["status"]
+        count = int((status.get("requeueState") or {}).get("count") or 0)
+        if wfpr.backoff_limit_count is not None and count + 1 > wfpr.backoff_limit_count:
+            message = "exceeding the maximum number of re-queuing retries"
+            ws.set_condition(wl, C.DEACTIVATION_TARGET, "True", "RequeuingLimitExceeded", message, now)
             store.update_status("workloads", wl)
-            store.record_event(wl, "Normal", "EvictedDueToPodsReadyTimeout", message, C.CONTROLLER_NAME)
             return True
-        return False
+        delay = min(wfpr.backoff_base_seconds * 2**count, wfpr.backoff_max_seconds)
+        status["requeueState"] = {"count": count + 1, "requeueAt": ws.ts(now + timedelta(seconds=delay))}
+        md = wl["metadata"]
+        message = f"Exceeded the PodsReady timeout {md['namespace']}/{md['name']}"
+        ws.evict(wl, C.EVICTED_PODS_READY_TIMEOUT, message, now)
+        self._count_cause(wl, C.EVICTED_PODS_READY_TIMEOUT, "WaitForStart")
+        store.update_status("workloads", wl)
+        store.record_event(wl, "Normal", "EvictedDueToPodsReadyTimeout", message, C.CONTROLLER_NAME)
+        return True
 
     @staticmethod
     def _restarted(wl: dict, requeued: dict, cqs: dict, lqs: dict, now: datetime) -> bool:
@@ -396,13 +377,15 @@ class WorkloadController:
             reason, message = C.EVICTED_LQ_STOPPED, "The LocalQueue is stopped"
         else:
             return False
+        wl = clone(wl)
         ws.evict(wl, reason, message, now)
         store.update_status("workloads", wl)
         store.record_event(wl, "Normal", f"EvictedDueTo{reason}", message, C.CONTROLLER_NAME)
         return True
 
-    def _inactive(self, store, wl: dict, now: datetime) -> bool:
-        status = wl.get("status") or {}
+    def _inactive(self, store, seen: dict, now: datetime) -> bool:
+        wl = clone(seen)  # deactivated workloads are few: work on a copy
+        status = wl.setdefault("status", {})
         wrote = False
         if not condition_true(wl, C.EVICTED):
             target = find_condition(wl, C.DEACTIVATION_TARGET)
@@ -413,7 +396,7 @@ class WorkloadController:
             had_admission = status.get("admission") is not None
             ws.evict(wl, C.EVICTED_DEACTIVATED, message, now, cause)
             ws.remove_condition(wl, C.DEACTIVATION_TARGET)
-            wl["status"].pop("requeueState", None)
+            status.pop("requeueState", None)
             store.update_status("workloads", wl)
             if had_admission:
                 reason = "EvictedDueToDeactivated" + (f"DueTo{cause}" if cause else "")
@@ -549,8 +532,8 @@ class StatusController:
     def _write(store, resource: str, obj: dict, status: dict) -> bool:
         if status == (obj.get("status") or {}):
             return False
-        obj["status"] = status
-        store.update_status(resource, obj)
+        new = {**obj, "status": status}
+        store.update_status(resource, new)
         return True
 
 
@@ -587,8 +570,9 @@ class InUseFinalizers:
                 md = obj["metadata"]
                 has = C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or [])
                 if not md.get("deletionTimestamp") and not has:
-                    md["finalizers"] = [*(md.get("finalizers") or []), C.RESOURCE_IN_USE_FINALIZER]
-                    store.update(resource, obj)
+                    new = clone(obj)
+                    new["metadata"]["finalizers"] = [*(md.get("finalizers") or []), C.RESOURCE_IN_USE_FINALIZER]
+                    store.update(resource, new)
                     wrote = True
                 elif md.get("deletionTimestamp") and has and not in_use(obj):
                     store.remove_finalizer(resource, None, md["name"], C.RESOURCE_IN_USE_FINALIZER)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, listed
+from kubesim.kueue.cache import ChangeGate, clone, listed
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.model import condition_true, find_condition
 
@@ -99,6 +99,7 @@ class JobIntegration:
     # -- one Job -------------------------------------------------------------------------------------------
 
     def _sync(self, store, job: dict, wl: dict | None, now: datetime) -> bool:
+        job, wl = clone(job), clone(wl)  # listed objects are the store's own: change copies only
         finished, succeeded, message = job_finished(job)
         if wl is None:
             return False if finished else self._create_workload(store, job)
