@@ -140,6 +140,13 @@ def can(user: Any, action: Action, obj: Any = None) -> bool:
     return action in _actions(grants.everywhere)
 
 
+def can_stop_workload(user: Any, workload: Any) -> bool:
+    """Owners who may (still) submit in the project stop their own work; STOP_ANY stops anyone's in scope."""
+    if workload.owner_id == getattr(user, "pk", None) and can(user, Action.SUBMIT, workload.project):
+        return True
+    return can(user, Action.STOP_ANY, workload.project)
+
+
 def can_anywhere(user: Any, action: Action) -> bool:
     """Whether the user holds the action at any scope (drives navigation)."""
     return action in _actions(grants_for(user).all_roles)
@@ -197,6 +204,15 @@ def scoped_to_projects(queryset: QuerySet, user: Any, action: Action = Action.VI
         grants_for(user), action, department_field=f"{project_path}__department_id", project_field=f"{project_path}_id"
     )
     return queryset if condition is None else queryset.filter(condition)
+
+
+def workloads_for(user: Any) -> QuerySet:
+    """Workloads the user may see: their own, and every workload in the projects they may view."""
+    from apps.workloads.models import Workload
+
+    if user is None or not user.is_authenticated:
+        return Workload.objects.none()
+    return scoped_to_projects(Workload.objects.all(), user) | Workload.objects.filter(owner=user)
 
 
 def quotas_for(user: Any, action: Action = Action.VIEW) -> QuerySet:

@@ -20,5 +20,7 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             "edit_weights": can_anywhere(user, Action.EDIT_WEIGHT),
             "manage_members": can_anywhere(user, Action.MANAGE_MEMBERS),
             "view_audit": can_anywhere(user, Action.VIEW_AUDIT),
+            "view_workloads": can_anywhere(user, Action.VIEW),
+            "submit": can_anywhere(user, Action.SUBMIT),
         }
     }

@@ -22,7 +22,7 @@ from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
 from portal.tasks import enqueue_on_commit
 
-from .models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent
+from .models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent, WorkloadTemplate
 from .validation import non_preemptible_units_held, validate_fits, validate_shape
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
@@ -92,6 +92,52 @@ def workload_submit(
     resubmitted_from: Workload | None = None,
 ) -> Workload:
     """Validate and record a submission; the worker creates the Job after commit."""
+    workload = workload_validate(
+        actor=actor, project=project, kind=kind, name=name, image=image, node_pool=node_pool, gpus=gpus,
+        model_label=model_label, data_class=data_class, command=command, args=args, env=env, cpu=cpu,
+        memory_gib=memory_gib, pods=pods, completions=completions, parallelism=parallelism,
+        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=max_runtime_seconds,
+        notebook_idle_timeout_minutes=notebook_idle_timeout_minutes, notebook_port=notebook_port,
+        resubmitted_from=resubmitted_from,
+    )
+    with transaction.atomic():
+        workload.save()
+        workload.job_name = f"wl-{workload.pk}"
+        workload.save(update_fields=["job_name"])
+        _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
+               message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor,
+               at=workload.created_at)
+        enqueue_on_commit(SUBMIT_TASK, workload.pk)
+    return workload
+
+
+def workload_validate(
+    *,
+    actor: Any,
+    project: Project,
+    kind: str,
+    name: str,
+    image: str,
+    node_pool: NodePool,
+    gpus: int,
+    model_label: str,
+    data_class: str,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    env: list[dict[str, str]] | None = None,
+    cpu: Decimal | int | str = 1,
+    memory_gib: Decimal | int | str = 8,
+    pods: int = 1,
+    completions: int = 1,
+    parallelism: int = 1,
+    priority_class: PriorityClass | None = None,
+    preemptible: bool | None = None,
+    max_runtime_seconds: int | None = None,
+    notebook_idle_timeout_minutes: int | None = None,
+    notebook_port: int | None = None,
+    resubmitted_from: Workload | None = None,
+) -> Workload:
+    """Every check `workload_submit` makes, without saving or enqueueing: the unsaved row (the forms' live check)."""
     if not can(actor, Action.SUBMIT, project):
         raise PermissionDenied("You may not submit work in this project.")
     if kind not in Kind.values:
@@ -121,14 +167,6 @@ def workload_submit(
     workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class"])
     validate_fits(project=project, pool=node_pool, units=workload.gpu_units, gpus=gpus, preemptible=preemptible,
                   cpu=workload.cpu, memory_gib=workload.memory_gib, pod_count=workload.pod_count)
-    with transaction.atomic():
-        workload.save()
-        workload.job_name = f"wl-{workload.pk}"
-        workload.save(update_fields=["job_name"])
-        _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-               message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor,
-               at=workload.created_at)
-        enqueue_on_commit(SUBMIT_TASK, workload.pk)
     return workload
 
 
@@ -158,6 +196,50 @@ def workload_touch(*, actor: Any, workload: Workload) -> None:
     Workload.objects.filter(pk=workload.pk).update(last_activity_at=timezone.now())
 
 
+def workload_template_create(*, actor: Any, name: str, kind: str, values: dict[str, Any],
+                             description: str = "") -> WorkloadTemplate:
+    """An admin's preset for a submission form (the form checks that `values` names only its fields)."""
+    if not can(actor, Action.MANAGE):
+        raise PermissionDenied("Only admins manage workload templates.")
+    template = WorkloadTemplate(name=name, kind=kind, values=values, description=description)
+    template.full_clean()
+    with transaction.atomic():
+        template.save()
+        audit_record(actor=actor, action="workload_template.create", obj=template, before=None,
+                     after=_template_state(template))
+    return template
+
+
+def workload_template_update(*, actor: Any, template: WorkloadTemplate, **changes: Any) -> WorkloadTemplate:
+    if not can(actor, Action.MANAGE):
+        raise PermissionDenied("Only admins manage workload templates.")
+    before = _template_state(template)
+    for field, value in changes.items():
+        if field not in {"name", "kind", "values", "description"}:
+            raise TypeError(f"unknown template field {field}")
+        setattr(template, field, value)
+    template.full_clean()
+    with transaction.atomic():
+        template.save()
+        audit_record(actor=actor, action="workload_template.update", obj=template, before=before,
+                     after=_template_state(template))
+    return template
+
+
+def workload_template_delete(*, actor: Any, template: WorkloadTemplate) -> None:
+    if not can(actor, Action.MANAGE):
+        raise PermissionDenied("Only admins manage workload templates.")
+    with transaction.atomic():
+        audit_record(actor=actor, action="workload_template.delete", obj=template, before=_template_state(template),
+                     after=None)
+        template.delete()
+
+
+def _template_state(template: WorkloadTemplate) -> dict[str, Any]:
+    return {"name": template.name, "kind": template.kind, "description": template.description,
+            "values": template.values}
+
+
 # --- what the worker does ----------------------------------------------------------------------------------------
 
 
@@ -181,10 +263,17 @@ def workload_release_claim(*, workload: Workload) -> None:
 
 
 def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
-    """The Job exists in the cluster; False when the workload was stopped meanwhile (the caller deletes the Job)."""
-    return _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                       message=f"Job {workload.job_name} created in {workload.project.namespace}; waiting for Kueue",
-                       k8s_uid=uid, manifest=manifest, submitted_at=timezone.now(), submit_claimed_at=None)
+    """The Job exists in the cluster. False when the workload was stopped meanwhile (the caller deletes the Job);
+    when the watcher already saw it move on, only the submission details are filled in."""
+    fields = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(), "submit_claimed_at": None}
+    if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                   message=f"Job {workload.job_name} created in {workload.project.namespace}; waiting for Kueue",
+                   **fields):
+        return True
+    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
+        return False
+    Workload.objects.filter(pk=workload.pk).update(**fields)
+    return True
 
 
 def workload_mark_rejected(*, workload: Workload, message: str, reason: str = "Rejected") -> bool:
@@ -250,3 +339,77 @@ def _deserved_covers_running_non_preemptible(quota: Quota) -> None:
             f"Running non-preemptible work in this project holds {held} {quota.node_pool.slug} units; the deserved "
             "quota cannot go below that until it finishes or is stopped.")})
 
+
+
+# --- what the watcher does ---------------------------------------------------------------------------------------
+
+# Rows the watcher leaves alone: the portal itself is finishing them, or they are over.
+WATCHER_IGNORES = frozenset({Status.STOPPING, Status.STOPPED, Status.SUCCEEDED, Status.FAILED,
+                             Status.SUBMIT_FAILED})
+
+
+def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | None = None) -> list[str]:
+    """Record what the cluster says about a workload; returns the statuses it moved through (for notifications).
+
+    Idempotent: replaying the same observation (a resync, a re-delivered watch event) writes no new events.
+    """
+    moved: list[str] = []
+    with transaction.atomic():
+        row = Workload.objects.select_for_update().filter(pk=workload_id).first()
+        if row is None or row.status in WATCHER_IGNORES:
+            return moved
+        mirror = {"kueue_name": observation.kueue_name or row.kueue_name, "kueue_conditions": observation.conditions,
+                  "cluster_queue": observation.cluster_queue, "admission": observation.admission}
+        for name in ("admitted_at", "started_at", "finished_at"):
+            value = getattr(observation, name)
+            if value and not getattr(row, name):
+                mirror[name] = value
+        if row.status == Status.SUBMITTING:
+            _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                        message=f"Job {row.job_name} created in {row.project.namespace}; waiting for Kueue",
+                        at=observation.at)
+            moved.append(Status.QUEUED)
+        preemption = observation.preemption
+        if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
+            if row.status != Status.PREEMPTED:
+                from_status = row.status
+                Workload.objects.filter(pk=row.pk).update(status=Status.PREEMPTED, status_reason=preemption.reason,
+                                                          status_message=preemption.message)
+                WorkloadEvent.objects.create(
+                    workload=row, at=preemption.at, from_status=from_status, to_status=Status.PREEMPTED,
+                    reason=preemption.reason, message=preemption.message,
+                    details={"preemptor_workload_id": preemptor_id, "preemptor_job_uid": preemption.preemptor_job_uid,
+                             "preemptor_kueue_uid": preemption.preemptor_workload_uid})
+                row.status = Status.PREEMPTED
+                moved.append(Status.PREEMPTED)
+            mirror["last_preempted_at"] = preemption.at
+        if observation.status != row.status:
+            reason = "Requeued" if row.status == Status.PREEMPTED and observation.status == Status.QUEUED \
+                else observation.reason
+            _transition(row, expected=[row.status], to_status=observation.status, reason=reason,
+                        message=observation.message, at=observation.at)
+            moved.append(observation.status)
+        else:
+            mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
+        if observation.status != Status.QUEUED:
+            mirror.update(queue_position_local=None, queue_position_cluster=None)
+        Workload.objects.filter(pk=row.pk).update(**mirror)
+    return moved
+
+
+def workload_positions_set(*, positions: dict[int, tuple[int, int]], queued_ids: Iterable[int], at: datetime) -> None:
+    """Queue positions from Kueue's visibility API; queued workloads it did not list lose theirs."""
+    for workload_id, (local, cluster) in positions.items():
+        Workload.objects.filter(pk=workload_id, status=Status.QUEUED).exclude(
+            queue_position_local=local, queue_position_cluster=cluster).update(
+            queue_position_local=local, queue_position_cluster=cluster, positions_at=at)
+    Workload.objects.filter(pk__in=set(queued_ids) - set(positions)).exclude(
+        queue_position_local=None).update(queue_position_local=None, queue_position_cluster=None, positions_at=at)
+
+
+def workloads_gone(*, workload_ids: Iterable[int], at: datetime) -> None:
+    """Live workloads whose Job disappeared without the portal deleting it (someone else removed it)."""
+    for workload in Workload.objects.filter(pk__in=list(workload_ids)).exclude(
+            status__in=WATCHER_IGNORES | {Status.SUBMITTING, Status.REJECTED}):
+        _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
+                    message="The Job was deleted outside the portal", at=at, finished_at=at)

@@ -1,0 +1,304 @@
+"""Submission and template forms: shape only (parsing text into lists, choices the user may pick).
+
+Every rule about what may run lives in `services.workload_validate` / `workload_submit`; their refusals land on the
+fields here through `apps.org.forms.apply_service_errors`. One form class serves the three kinds: fields that do not
+apply to a kind are dropped in `__init__` (see KIND_FIELDS), so a template for a kind may only name those fields.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from apps.org.forms import StyledForm, apply_service_errors  # noqa: F401 - re-exported for the views
+from apps.org.models import NodePool, PriorityClass, Project
+
+from .models import (
+    MAX_CPU_PER_POD,
+    MAX_GPUS_PER_POD,
+    MAX_MEMORY_GIB_PER_POD,
+    MAX_PODS,
+    MAX_RUNTIME_SECONDS,
+    Kind,
+    Workload,
+    WorkloadTemplate,
+)
+
+COMMON_FIELDS = ("project", "name", "image")
+SIZE_FIELDS = ("node_pool", "gpus", "cpu", "memory_gib")
+POLICY_FIELDS = ("priority_class", "preemptible")
+LABEL_FIELDS = ("model_label", "data_class")
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    Kind.TRAINING: (*COMMON_FIELDS, "command", "args", "env", *SIZE_FIELDS, "pods", *POLICY_FIELDS,
+                    "max_runtime_minutes", *LABEL_FIELDS),
+    Kind.BATCH: (*COMMON_FIELDS, "command", "args", "env", *SIZE_FIELDS, "completions", "parallelism",
+                 *POLICY_FIELDS, "max_runtime_minutes", *LABEL_FIELDS),
+    Kind.NOTEBOOK: (*COMMON_FIELDS, *SIZE_FIELDS, "notebook_idle_timeout_minutes", "notebook_port", *POLICY_FIELDS,
+                    *LABEL_FIELDS),
+}
+# Fields a template may not preset: the project is the submitter's choice.
+NOT_IN_TEMPLATES = frozenset({"project"})
+# Service/model field -> the form field that edits it.
+ALIASES = {"max_runtime_seconds": "max_runtime_minutes"}
+MAX_RUNTIME_MINUTES = MAX_RUNTIME_SECONDS // 60
+
+
+def _size(label: str, *, maximum: int, minimum: int = 1, unit: str = "", **kwargs: Any) -> forms.IntegerField:
+    return forms.IntegerField(
+        label=label, min_value=minimum, max_value=maximum,
+        error_messages={"max_value": f"At most %(limit_value)s{unit}; nothing larger could ever be scheduled.",
+                        "min_value": f"At least %(limit_value)s{unit}."},
+        **kwargs,
+    )
+
+
+def parse_words(text: str) -> list[str]:
+    """A command line as a shell would split it: `python train.py --lr "1e-3"` -> 4 words."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ValidationError(f"Could not split this into words ({exc}); check the quotes.") from exc
+
+
+def parse_env(text: str) -> list[dict[str, str]]:
+    """`NAME=value` lines -> [{"name": NAME, "value": value}]; the service checks the names."""
+    env = []
+    errors = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            errors.append(f"Line {number}: write NAME=value, e.g. WANDB_MODE=offline.")
+            continue
+        env.append({"name": name.strip(), "value": value})
+    if errors:
+        raise ValidationError(errors)
+    return env
+
+
+def env_text(env: list[dict[str, str]]) -> str:
+    return "\n".join(f"{item.get('name', '')}={item.get('value', '')}" if isinstance(item, dict) else str(item)
+                     for item in env or [])
+
+
+class PriorityClassChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj: PriorityClass) -> str:
+        return f"{obj.name} ({obj.value}, {'preemptible' if obj.preemptible else 'non-preemptible'})"
+
+
+class PoolChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj: NodePool) -> str:
+        return f"{obj.name} ({obj.slug})"
+
+
+class ProjectChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Project) -> str:
+        return f"{obj.name} ({obj.department.name})"
+
+
+class WorkloadForm(StyledForm):
+    """The submission form of one kind; `service_kwargs()` is what `workload_submit` takes (minus the actor)."""
+
+    project = ProjectChoice(queryset=Project.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=63, help_text="A short name you will recognise, e.g. resnet-sweep-3 "
+                                                    "(lower-case letters, digits and '-').")
+    image = forms.CharField(max_length=255, help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
+    command = forms.CharField(required=False, max_length=20_000,
+                              help_text="Overrides the image's entrypoint, split like a shell would: "
+                                        "python train.py. Empty keeps the image's own.")
+    args = forms.CharField(required=False, max_length=20_000, label="Arguments",
+                           help_text="Arguments after the command, e.g. --epochs 10 --lr 3e-4.")
+    env = forms.CharField(required=False, max_length=50_000, label="Environment",
+                          widget=forms.Textarea(attrs={"rows": 3}),
+                          help_text="One NAME=value per line.")
+    node_pool = PoolChoice(queryset=NodePool.objects.all(), empty_label=None, label="Node pool",
+                           help_text="The GPU type and cut this work runs on; see what your project has there.")
+    gpus = _size("GPUs per pod", maximum=MAX_GPUS_PER_POD, initial=1, unit=" GPU units per pod",
+                 help_text="GPU units of the pool per pod (cards, MIG slices or shared replicas).")
+    pods = _size("Pods (gang size)", maximum=MAX_PODS, initial=1, unit=" pods",
+                 help_text="Pods started together as one gang; all or none are admitted.")
+    completions = _size("Completions", maximum=MAX_PODS * 100, initial=1, unit=" completions",
+                        help_text="How many pods must finish successfully.")
+    parallelism = _size("Parallelism", maximum=MAX_PODS, initial=1, unit=" pods at once",
+                        help_text="How many pods run at the same time.")
+    cpu = forms.DecimalField(label="CPU cores per pod", max_digits=7, decimal_places=3, initial=Decimal(1),
+                             min_value=Decimal("0.001"), max_value=MAX_CPU_PER_POD,
+                             error_messages={"max_value": "At most %(limit_value)s cores per pod."})
+    memory_gib = forms.DecimalField(label="Memory per pod (GiB)", max_digits=8, decimal_places=2, initial=Decimal(8),
+                                    min_value=Decimal("0.01"), max_value=MAX_MEMORY_GIB_PER_POD,
+                                    error_messages={"max_value": "At most %(limit_value)s GiB per pod."})
+    notebook_idle_timeout_minutes = _size("Idle timeout (minutes)", minimum=5, maximum=7 * 24 * 60, initial=120,
+                                          unit=" minutes",
+                                          help_text="The notebook is stopped after this long without activity.")
+    notebook_port = _size("Port", maximum=65535, initial=8888, help_text="The port Jupyter listens on.")
+    priority_class = PriorityClassChoice(queryset=PriorityClass.objects.all(), empty_label=None,
+                                         label="Priority class",
+                                         help_text="Orders work within your project; choosing one sets the "
+                                                   "preemptible default.")
+    preemptible = forms.BooleanField(
+        required=False, label="Preemptible: may exceed the project's deserved quota",
+        help_text="Preemptible work may use idle capacity beyond the deserved quota and may be stopped to give it "
+                  "back. Non-preemptible work must fit in the deserved quota and is never preempted.")
+    max_runtime_minutes = _size("Max runtime (minutes)", maximum=MAX_RUNTIME_MINUTES, unit=" minutes",
+                                required=False, help_text="Kueue stops the job after this long; empty: no limit.")
+    model_label = forms.CharField(max_length=63, label="Model (audit label)",
+                                  help_text="The model this work trains or serves, e.g. resnet50.")
+    data_class = forms.CharField(max_length=63, label="Data class (audit label)",
+                                 help_text="The class of data it reads, e.g. public, internal, pii.")
+
+    ALIASES = ALIASES
+
+    def __init__(self, *args: Any, kind: str, projects: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+        keep = KIND_FIELDS[kind]
+        for name in list(self.fields):
+            if name not in keep:
+                del self.fields[name]
+        self.order_fields(keep)
+        self.fields["project"].queryset = projects
+
+    # --- parsing ---
+
+    def clean_command(self) -> list[str]:
+        return parse_words(self.cleaned_data["command"])
+
+    def clean_args(self) -> list[str]:
+        return parse_words(self.cleaned_data["args"])
+
+    def clean_env(self) -> list[dict[str, str]]:
+        return parse_env(self.cleaned_data["env"])
+
+    def service_kwargs(self) -> dict[str, Any]:
+        data = dict(self.cleaned_data)
+        minutes = data.pop("max_runtime_minutes", None)
+        if "max_runtime_minutes" in self.fields:
+            data["max_runtime_seconds"] = minutes * 60 if minutes else None
+        data["kind"] = self.kind
+        return data
+
+
+def initial_from_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Template or old-workload values (lists for command/args/env) -> form initial data (text)."""
+    initial = dict(values)
+    for key in ("command", "args"):
+        if isinstance(initial.get(key), list):
+            initial[key] = shlex.join(initial[key])
+    if isinstance(initial.get("env"), list):
+        initial["env"] = env_text(initial["env"])
+    return initial
+
+
+def initial_from_workload(workload: Workload) -> dict[str, Any]:
+    """What "Submit again" prefills: every field of the old workload's kind."""
+    values: dict[str, Any] = {
+        "name": workload.name, "image": workload.image, "command": workload.command, "args": workload.args,
+        "env": workload.env, "node_pool": workload.node_pool_id, "gpus": workload.gpus, "cpu": workload.cpu,
+        "memory_gib": workload.memory_gib, "pods": workload.pods, "completions": workload.completions,
+        "parallelism": workload.parallelism, "priority_class": workload.priority_class_id,
+        "preemptible": workload.preemptible, "model_label": workload.model_label, "data_class": workload.data_class,
+        "notebook_idle_timeout_minutes": workload.notebook_idle_timeout_minutes,
+        "notebook_port": workload.notebook_port,
+        "max_runtime_minutes": workload.max_runtime_seconds // 60 if workload.max_runtime_seconds else None,
+    }
+    keep = KIND_FIELDS[workload.kind]
+    return initial_from_values({key: value for key, value in values.items() if key in keep})
+
+
+def template_field_names(kind: str) -> tuple[str, ...]:
+    return tuple(name for name in KIND_FIELDS[kind] if name not in NOT_IN_TEMPLATES)
+
+
+def initial_from_template(template: WorkloadTemplate) -> dict[str, Any]:
+    """A template's values with pool and priority class given by slug/name, as admins write them."""
+    values = {key: value for key, value in (template.values or {}).items() if key in template_field_names(
+        template.kind)}
+    if isinstance(values.get("node_pool"), str):
+        pool = NodePool.objects.filter(slug=values["node_pool"]).first()
+        values["node_pool"] = pool.pk if pool else None
+    if isinstance(values.get("priority_class"), str):
+        priority_class = PriorityClass.objects.filter(name=values["priority_class"]).first()
+        values["priority_class"] = priority_class.pk if priority_class else None
+    return initial_from_values({key: value for key, value in values.items() if value is not None})
+
+
+# --- templates ---------------------------------------------------------------------------------------------------
+
+
+class WorkloadTemplateForm(StyledForm):
+    name = forms.CharField(max_length=80)
+    description = forms.CharField(max_length=250, required=False)
+    kind = forms.ChoiceField(choices=Kind.choices)
+    values = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
+        help_text="A JSON object of form field -> value, e.g. {\"image\": \"pytorch/pytorch:2.4.0\", \"gpus\": 2, "
+                  "\"node_pool\": \"h100\", \"priority_class\": \"train\", \"command\": [\"python\", "
+                  "\"train.py\"]}. Pools by slug, priority classes by name.")
+
+    def __init__(self, *args: Any, instance: WorkloadTemplate | None = None, **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {"name": instance.name, "description": instance.description, "kind": instance.kind,
+                                 "values": json.dumps(instance.values, indent=2)}
+        super().__init__(*args, **kwargs)
+
+    def clean_values(self) -> dict[str, Any]:
+        try:
+            values = json.loads(self.cleaned_data["values"] or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from exc
+        if not isinstance(values, dict):
+            raise ValidationError("Write a JSON object: {\"field\": value, ...}.")
+        return values
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        kind, values = data.get("kind"), data.get("values")
+        if kind is None or values is None:
+            return data
+        known = template_field_names(kind)
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            self.add_error("values", f"Not a field of the {Kind(kind).label.lower()} form: {', '.join(unknown)}. "
+                                     f"Known fields: {', '.join(known)}.")
+            return data
+        # Each value must be something the submission form itself would accept in that field.
+        probe = WorkloadForm(kind=kind, projects=Project.objects.none())
+        prefilled = initial_from_template(WorkloadTemplate(kind=kind, values=values))
+        for key, value in values.items():
+            if key in ("node_pool", "priority_class") and prefilled.get(key) is None:
+                self.add_error("values", f"{key}: no {key.replace('_', ' ')} is called {value!r}.")
+                continue
+            field = probe.fields[key]
+            try:
+                cleaned = field.clean(prefilled[key])
+                if key == "env":
+                    parse_env(cleaned)
+                elif key in ("command", "args"):
+                    parse_words(cleaned)
+            except ValidationError as exc:
+                self.add_error("values", f"{key}: {' '.join(exc.messages)}")
+        return data
+
+
+class WorkloadFilterForm(forms.Form):
+    status = forms.ChoiceField(required=False)
+    kind = forms.ChoiceField(required=False, choices=[("", "(any)"), *Kind.choices])
+    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="(any)")
+    scope = forms.ChoiceField(required=False, choices=[("mine", "My workloads"), ("all", "Everything I can see")],
+                              label="Show")
+
+    def __init__(self, *args: Any, projects: Any, offer_scope: bool, **kwargs: Any) -> None:
+        from .models import Status
+
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = [("", "(any)"), ("live", "Live (not finished)"), *Status.choices]
+        self.fields["project"].queryset = projects
+        if not offer_scope:
+            del self.fields["scope"]

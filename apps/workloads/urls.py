@@ -1,0 +1,18 @@
+from django.urls import path
+
+from . import views
+
+app_name = "workloads"
+
+urlpatterns = [
+    path("", views.workload_list, name="list"),
+    path("submit/", views.submit, {"kind": "training"}, name="submit_default"),
+    path("submit/<slug:kind>/", views.submit, name="submit"),
+    path("templates/", views.templates, name="templates"),
+    path("templates/new/", views.template_create, name="template_create"),
+    path("templates/<int:pk>/edit/", views.template_edit, name="template_edit"),
+    path("templates/<int:pk>/delete/", views.template_delete, name="template_delete"),
+    path("<int:pk>/", views.detail, name="detail"),
+    path("<int:pk>/stop/", views.stop, name="stop"),
+    path("<int:pk>/keep-alive/", views.keep_alive, name="keep_alive"),
+]

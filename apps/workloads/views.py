@@ -1,0 +1,363 @@
+"""Workload pages: submit forms per kind, the list, the detail page, stop / keep alive, admin templates.
+
+Views stay thin (the org pages' conventions): access via apps.accounts.access, reads via selectors, writes via
+services. A workload the user may not see answers 404; one they see but may not act on, 403. One view serves its page
+and its htmx partial.
+
+Submit page protocol (htmx):
+- `GET ?panel=1` (htmx) returns only the side panel for the project/pool/size in the query string.
+- `POST` with `_validate=1` (htmx) is the live check: the form partial comes back with every refusal next to its
+  field (plus the panel, out of band) and nothing is saved. Empty required text fields are stood in for by
+  placeholders during the check, so quota refusals show before the whole form is filled in. When the change came
+  from the priority class select (`_changed=priority_class`, set by the form's hx-vals from the change event), the
+  preemptible box is reset to that class's default first.
+- A plain `POST` submits through `services.workload_submit` and redirects to the detail page.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
+
+from apps.accounts import access
+from apps.accounts.access import Action
+from apps.org.models import NodePool, PriorityClass, Quota
+
+from . import selectors, services
+from .forms import (
+    ALIASES,
+    KIND_FIELDS,
+    WorkloadFilterForm,
+    WorkloadForm,
+    WorkloadTemplateForm,
+    apply_service_errors,
+    initial_from_template,
+    initial_from_workload,
+)
+from .models import HOLDING_STATUSES, Kind, Status, Workload, WorkloadTemplate
+
+PAGE_SIZE = 25
+# Stand-ins for empty required text fields during the live check (never saved).
+DRAFT_VALUES = {"name": "draft", "image": "busybox", "model_label": "draft", "data_class": "draft"}
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _require(user: Any, action: Action, obj: Any = None) -> None:
+    if not access.can(user, action, obj):
+        raise PermissionDenied("You may not do this here.")
+
+
+# --- submit ------------------------------------------------------------------------------------------------------
+
+
+def _kind(kind: str) -> str:
+    if kind not in Kind.values:
+        raise Http404("No such kind of workload.")
+    return kind
+
+
+def _panel(kind: str, projects: Any, source: Any) -> selectors.PoolPanel | None:
+    """The side panel for whatever project, pool and size `source` (form data or initial values) names."""
+    project = projects.filter(pk=_int(source.get("project"))).first() if source.get("project") else None
+    project = project or projects.first()
+    pool = NodePool.objects.filter(pk=_int(source.get("node_pool"))).first() if source.get("node_pool") else None
+    if project is None or pool is None:
+        return None
+    sizes = {key: _int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
+    units = None
+    if sizes["gpus"] is not None:
+        probe = Workload(kind=kind, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
+                         completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1)
+        units = probe.gpu_units
+    preemptible = source.get("preemptible")
+    preemptible = preemptible if isinstance(preemptible, bool) else preemptible in ("on", "true", "1", "True")
+    return selectors.pool_panel(project=project, pool=pool, units=units, preemptible=preemptible)
+
+
+def _initial(request: HttpRequest, kind: str, projects: Any) -> tuple[dict[str, Any], Workload | None,
+                                                                      WorkloadTemplate | None]:
+    """Prefill from ?template=, ?from= and ?project=, then sensible defaults for the rest."""
+    initial: dict[str, Any] = {}
+    template = source = None
+    if request.GET.get("template"):
+        template = get_object_or_404(WorkloadTemplate, pk=_int(request.GET["template"]))
+        initial.update(initial_from_template(template))
+    if request.GET.get("from"):
+        source = selectors.workload_for_page(user=request.user, pk=_int(request.GET["from"]) or 0)
+        if source is None:
+            raise Http404("No such workload.")
+        initial.update(initial_from_workload(source))
+        if projects.filter(pk=source.project_id).exists():
+            initial["project"] = source.project_id
+    if request.GET.get("project"):
+        initial["project"] = get_object_or_404(projects, slug=request.GET["project"]).pk
+    project = projects.filter(pk=initial.get("project")).first() if initial.get("project") else projects.first()
+    if project is not None:
+        initial.setdefault("project", project.pk)
+        if "node_pool" not in initial:
+            quota = Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name")
+            first = quota.first()
+            if first is not None:
+                initial["node_pool"] = first.node_pool_id
+        if "priority_class" not in initial:
+            default = services.default_priority_class(project=project, preemptible=True)
+            if project.default_priority_class_id:
+                default = project.default_priority_class
+            if default is not None:
+                initial["priority_class"] = default.pk
+    if "preemptible" not in initial:
+        priority_class = PriorityClass.objects.filter(pk=initial.get("priority_class")).first()
+        initial["preemptible"] = priority_class.preemptible if priority_class else True
+    return initial, source, template
+
+
+def _live_check_data(request: HttpRequest) -> tuple[QueryDict, set[str]]:
+    """The posted data for a live check: priority class default applied, drafts for empty required text."""
+    data = request.POST.copy()
+    if "priority_class" in (data.get("_changed"), request.htmx.trigger_name):
+        priority_class = PriorityClass.objects.filter(pk=_int(data.get("priority_class"))).first()
+        if priority_class is not None:
+            if priority_class.preemptible:
+                data["preemptible"] = "on"
+            else:
+                data.pop("preemptible", None)
+    drafted = set()
+    for key, value in DRAFT_VALUES.items():
+        if not data.get(key, "").strip():
+            data[key] = value
+            drafted.add(key)
+    return data, drafted
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit(request: HttpRequest, kind: str) -> HttpResponse:
+    user = request.user
+    kind = _kind(kind)
+    if not access.can_anywhere(user, Action.SUBMIT):
+        raise PermissionDenied("You may not submit work in any project.")
+    projects = selectors.submit_projects(user=user)
+    validate_only = request.method == "POST" and bool(request.htmx) and (
+        "_validate" in request.POST or request.headers.get("X-Validate-Only") == "1")
+
+    if request.method == "GET":
+        if request.htmx and "panel" in request.GET:
+            if request.GET.get("project") and not projects.filter(pk=_int(request.GET["project"])).exists():
+                raise Http404("No such project.")
+            return render(request, "workloads/partials/_pool_panel.html",
+                          {"panel": _panel(kind, projects, request.GET)})
+        initial, source, template = _initial(request, kind, projects)
+        if source is not None and source.kind != kind:
+            return redirect(f"{reverse('workloads:submit', args=[source.kind])}?{request.GET.urlencode()}")
+        if template is not None and template.kind != kind:
+            return redirect(f"{reverse('workloads:submit', args=[template.kind])}?{request.GET.urlencode()}")
+        form = WorkloadForm(initial=initial, kind=kind, projects=projects)
+        return _submit_page(request, kind, form, projects, initial, source=source, template=template)
+
+    if request.POST.get("project") and not projects.filter(pk=_int(request.POST["project"])).exists():
+        raise Http404("No such project.")
+    source = None
+    if request.POST.get("resubmitted_from"):
+        source = selectors.workload_for_page(user=user, pk=_int(request.POST["resubmitted_from"]) or 0)
+        if source is None:
+            raise Http404("No such workload.")
+    data, drafted = _live_check_data(request) if validate_only else (request.POST, set())
+    form = WorkloadForm(data, kind=kind, projects=projects)
+    if form.is_valid():
+        try:
+            if validate_only:
+                services.workload_validate(actor=user, **form.service_kwargs())
+            else:
+                workload = services.workload_submit(actor=user, resubmitted_from=source, **form.service_kwargs())
+        except ValidationError as exc:
+            apply_service_errors(form, exc, ALIASES)
+        else:
+            if not validate_only:
+                messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
+                return redirect("workloads:detail", pk=workload.pk)
+    if validate_only:
+        for key in drafted:
+            form.errors.pop(key, None)
+        return render(request, "workloads/partials/_submit_response.html", {
+            "form": form, "kind": kind, "panel": _panel(kind, projects, data), "source": source,
+            "checked": not form.errors, "drafted": drafted,
+        })
+    if form.errors:
+        messages.error(request, "Nothing was submitted: fix the fields marked below.")
+    return _submit_page(request, kind, form, projects, request.POST, source=source)
+
+
+def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: Any, values: Any, *,
+                 source: Workload | None = None, template: WorkloadTemplate | None = None) -> HttpResponse:
+    return render(request, "workloads/submit.html", {
+        "form": form, "kind": kind, "kinds": Kind.choices, "kind_label": Kind(kind).label,
+        "panel": _panel(kind, projects, values), "source": source, "template": template,
+        "templates": selectors.templates(kind=kind),
+        "preemptible_by_class": {pc.pk: pc.preemptible for pc in PriorityClass.objects.all()},
+    })
+
+
+# --- list and detail ---------------------------------------------------------------------------------------------
+
+
+@login_required
+def workload_list(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    if not access.can_anywhere(user, Action.VIEW):
+        raise PermissionDenied("You may not see workloads anywhere.")
+    offer_scope = selectors.offers_scope_filter(user=user)
+    form = WorkloadFilterForm(request.GET or None, projects=access.projects_for(user).order_by("name"),
+                              offer_scope=offer_scope)
+    filters = form.cleaned_data if form.is_bound and form.is_valid() else {}
+    scope = selectors.default_scope(user=user)
+    if offer_scope and filters.get("scope"):
+        scope = filters["scope"]
+    rows = selectors.workload_list(user=user, scope=scope, status=filters.get("status", ""),
+                                   kind=filters.get("kind", ""), project=filters.get("project"))
+    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    may_submit = access.can_anywhere(user, Action.SUBMIT)
+    for workload in page:
+        # The grants are cached on the user: these checks cost no queries however many rows there are.
+        workload.may_stop = workload.is_live and workload.status != Status.STOPPING and access.can_stop_workload(
+            user, workload)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "query": query.urlencode(), "scope": scope, "may_submit": may_submit,
+               "live": any(workload.is_live for workload in page),
+               "poll_url": f"{reverse('workloads:list')}?{request.GET.urlencode()}"}
+    template = "workloads/partials/_list_table.html" if request.htmx else "workloads/list.html"
+    return render(request, template, context)
+
+
+def _visible(request: HttpRequest, pk: int) -> Workload:
+    workload = selectors.workload_for_page(user=request.user, pk=pk)
+    if workload is None:
+        raise Http404("No such workload.")
+    return workload
+
+
+@login_required
+def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    user = request.user
+    workload = _visible(request, pk)
+    context = {
+        "workload": workload,
+        "events": list(workload.events.select_related("actor")),
+        "may_stop": workload.is_live and workload.status != Status.STOPPING and access.can_stop_workload(
+            user, workload),
+        "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.owner_id == user.pk
+        and workload.status in HOLDING_STATUSES,
+        "may_submit_again": access.can_anywhere(user, Action.SUBMIT),
+        "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
+        "env": workload.env,
+    }
+    template = "workloads/partials/_detail_live.html" if request.htmx else "workloads/detail.html"
+    return render(request, template, context)
+
+
+def _back(request: HttpRequest, workload: Workload) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return redirect(target)
+    return redirect("workloads:detail", pk=workload.pk)
+
+
+@login_required
+@require_POST
+def stop(request: HttpRequest, pk: int) -> HttpResponse:
+    workload = _visible(request, pk)
+    try:
+        services.workload_stop(actor=request.user, workload=workload)
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, message)
+    else:
+        messages.success(request, f"Stopping {workload.name}; its Job is being deleted.")
+    return _back(request, workload)
+
+
+@login_required
+@require_POST
+def keep_alive(request: HttpRequest, pk: int) -> HttpResponse:
+    workload = _visible(request, pk)
+    if workload.kind != Kind.NOTEBOOK:
+        raise Http404("Only notebooks have an idle timeout.")
+    services.workload_touch(actor=request.user, workload=workload)
+    messages.success(request, f"{workload.name} stays up: its idle timeout of "
+                              f"{workload.notebook_idle_timeout_minutes} minutes starts again now.")
+    return _back(request, workload)
+
+
+# --- templates (admins) ------------------------------------------------------------------------------------------
+
+
+@login_required
+def templates(request: HttpRequest) -> HttpResponse:
+    _require(request.user, Action.MANAGE)
+    return render(request, "workloads/templates.html", {"templates": selectors.templates(),
+                                                        "fields": KIND_FIELDS})
+
+
+def _template_form(request: HttpRequest, *, form: WorkloadTemplateForm, save: Any, success: str,
+                   template: WorkloadTemplate | None = None) -> HttpResponse:
+    if request.method == "POST" and form.is_valid():
+        try:
+            save(form.cleaned_data)
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        else:
+            messages.success(request, success)
+            return redirect("workloads:templates")
+    return render(request, "workloads/template_form.html", {"form": form, "template": template,
+                                                            "fields": KIND_FIELDS})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def template_create(request: HttpRequest) -> HttpResponse:
+    _require(request.user, Action.MANAGE)
+    form = WorkloadTemplateForm(request.POST or None)
+    return _template_form(request, form=form, success="Template created.",
+                          save=lambda data: services.workload_template_create(actor=request.user, **data))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    _require(request.user, Action.MANAGE)
+    template = get_object_or_404(WorkloadTemplate, pk=pk)
+    form = WorkloadTemplateForm(request.POST or None, instance=template)
+    return _template_form(request, form=form, template=template, success=f"Template {template.name} saved.",
+                          save=lambda data: services.workload_template_update(actor=request.user, template=template,
+                                                                              **data))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def template_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    _require(request.user, Action.MANAGE)
+    template = get_object_or_404(WorkloadTemplate, pk=pk)
+    if request.method == "POST":
+        services.workload_template_delete(actor=request.user, template=template)
+        messages.success(request, f"Template {template.name} deleted.")
+        return redirect("workloads:templates")
+    return render(request, "org/confirm_delete.html", {
+        "object": template, "kind": "template", "cancel": "workloads:templates",
+        "consequences": "Workloads submitted from it are not affected."})
