@@ -23,8 +23,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=6443, help="0 picks a free port")
     serve.add_argument("--kubeconfig", help="write a kubeconfig for this server to PATH")
-    serve.add_argument("--advertise-url", help="server URL written to the kubeconfig (e.g. http://kubesim:8001 in "
-                                               "docker compose); default: the listening address")
+    serve.add_argument(
+        "--advertise-url",
+        help="server URL written to the kubeconfig (e.g. http://kubesim:8001 in "
+        "docker compose); default: the listening address",
+    )
     serve.add_argument("--clock", choices=["real", "manual"], default="real")
     serve.add_argument("--speed", type=float, default=1.0, help="real clock speed factor")
     serve.add_argument("--state", help="persist the cluster to FILE (loaded on start)")

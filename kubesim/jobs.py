@@ -8,7 +8,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_rfc3339, rfc3339
-from kubesim.store import Store, clone
+from kubesim.store import ChangeFeed, Store, clone
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 COMPONENT = "job-controller"
@@ -85,33 +85,58 @@ class JobController:
     name = "job-controller"
 
     def __init__(self) -> None:
-        self._seen: tuple | None = None  # (jobs/pods version, time) of the last pass that wrote nothing
+        self._feed = ChangeFeed("jobs", "pods")
+        self._now: datetime | None = None
         self._deadline: tuple[int, datetime | None] | None = None
         self._synced: dict[str, tuple] = {}  # job uid -> inputs of its last sync that wrote nothing
 
     def reconcile(self, store: Store) -> bool:
-        key = (store.last_change("jobs", "pods"), store.now())
-        if key == self._seen:
-            return False
+        """Sync the Jobs touched since the last pass (their own writes or their pods'); all Jobs when time moved."""
+        now = store.now()
+        events = self._feed.changed(store)
+        if events is None or now != self._now:
+            self._now = now
+            return self._sync_all(store, now)
+        touched: set[tuple[str, str]] = set()
+        for ev in events:
+            md = ev.obj["metadata"]
+            if ev.resource == "jobs":
+                touched.add((md["namespace"], md["name"]))
+                continue
+            for ref in md.get("ownerReferences") or []:
+                where = store.by_uid(ref.get("uid", "")) if ref.get("controller") else None
+                if where is not None and where[0] == "jobs":
+                    touched.add((where[1], where[2]))
+        wrote = False
+        for namespace, name in sorted(touched):
+            job = store.get("jobs", namespace, name)
+            if job is None:
+                continue
+            pods = _by_owner(store.list("pods", namespace, copy=False)).get(job["metadata"]["uid"], [])
+            wrote |= self._maybe_sync(store, job, pods, now)
+        return wrote
+
+    def _sync_all(self, store: Store, now: datetime) -> bool:
         owned = _by_owner(store.list("pods", copy=False))
         wrote = False
-        synced: dict[str, tuple] = {}
         for job in store.list("jobs", copy=False):
-            uid = job["metadata"]["uid"]
-            pods = owned.get(uid, [])
-            if job["metadata"].get("deletionTimestamp") or (finished(job) and not self._active(owned, job)):
-                continue
-            inputs = self._inputs(job, pods, key[1])
-            if self._synced.get(uid) == inputs:
-                synced[uid] = inputs
-                continue
-            if self._sync(store, clone(job), pods):
-                wrote = True
-            else:
-                synced[uid] = inputs
-        self._synced = synced
-        self._seen = None if wrote else key
+            wrote |= self._maybe_sync(store, job, owned.get(job["metadata"]["uid"], []), now)
         return wrote
+
+    def _maybe_sync(self, store: Store, job: dict, pods: list[dict], now: datetime) -> bool:
+        uid = job["metadata"]["uid"]
+        if job["metadata"].get("deletionTimestamp"):
+            return False
+        if finished(job) and not any(_phase(p) in ("Pending", "Running") for p in pods):
+            return False
+        inputs = self._inputs(job, pods, now)
+        if self._synced.get(uid) == inputs:
+            return False
+        if self._sync(store, clone(job), pods):
+            self._synced.pop(uid, None)
+            return True
+        self._synced[uid] = inputs
+        return False
 
     def _inputs(self, job: dict, pods: list[dict], now: datetime) -> tuple:
         """What a sync of this job depends on; time only matters with a deadline or a failure backoff."""
@@ -121,9 +146,6 @@ class JobController:
             tuple(p["metadata"]["resourceVersion"] for p in pods),
             now if timed else None,
         )
-
-    def _active(self, owned: dict[str, list[dict]], job: dict) -> bool:
-        return any(_phase(p) in ("Pending", "Running") for p in owned.get(job["metadata"]["uid"], []))
 
     def next_deadline(self, store: Store) -> datetime | None:
         version = store.last_change("jobs", "pods")

@@ -9,7 +9,7 @@ import shlex
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_rfc3339, rfc3339
-from kubesim.store import Store, clone
+from kubesim.store import ChangeFeed, Store, clone
 
 RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
 _SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
@@ -71,17 +71,24 @@ class Kubelet:
     def __init__(self, default_run_seconds: float = 60.0) -> None:
         self.default_run_seconds = default_run_seconds
         self._spread = 0
-        self._seen: tuple | None = None  # (pods/nodes version, time) of the last pass that wrote nothing
+        self._feed = ChangeFeed("pods", "nodes")
+        self._now: datetime | None = None
         self._deadline: tuple[int, datetime | None] | None = None
+        self._ends: dict[tuple[str, str], datetime] = {}  # (pod uid, startTime) -> end of the run
 
     def reconcile(self, store: Store) -> bool:
+        """Look at the pods written since the last pass; at every pod when time moved or nodes changed."""
         now = store.now()
-        key = (store.last_change("pods", "nodes"), now)
-        if key == self._seen:
-            return False
+        events = self._feed.changed(store)
+        if events is None or now != self._now or any(e.resource == "nodes" for e in events):
+            self._now = now
+            pods = store.list("pods", copy=False)
+        else:
+            keys = sorted({(e.obj["metadata"]["namespace"], e.obj["metadata"]["name"]) for e in events})
+            pods = [p for ns, name in keys if (p := store.get("pods", ns, name)) is not None]
         wrote = False
         nodes = None
-        for pod in store.list("pods", copy=False):
+        for pod in pods:
             if pod["metadata"].get("deletionTimestamp"):
                 continue
             phase = (pod.get("status") or {}).get("phase", "Pending")
@@ -91,7 +98,6 @@ class Kubelet:
                 wrote |= self._start(store, clone(pod), nodes, now)
             elif phase == "Running" and (end := self._end_time(pod)) is not None and end <= now:
                 wrote |= self._maybe_finish(store, clone(pod), now)
-        self._seen = None if wrote else key
         return wrote
 
     def next_deadline(self, store: Store) -> datetime | None:
@@ -107,8 +113,12 @@ class Kubelet:
         started = (pod.get("status") or {}).get("startTime")
         if not started:
             return None
-        seconds, _ = run_plan(pod, self.default_run_seconds)
-        return parse_rfc3339(started) + timedelta(seconds=seconds)
+        key = (pod["metadata"]["uid"], started)
+        end = self._ends.get(key)
+        if end is None:
+            seconds, _ = run_plan(pod, self.default_run_seconds)
+            end = self._ends[key] = parse_rfc3339(started) + timedelta(seconds=seconds)
+        return end
 
     def _start(self, store: Store, pod: dict, nodes: list[dict], now: datetime) -> bool:
         md = pod["metadata"]
@@ -186,6 +196,7 @@ class Kubelet:
             return False
         _, code = run_plan(pod, self.default_run_seconds)
         status = pod["status"]
+        self._ends.pop((pod["metadata"]["uid"], status.get("startTime", "")), None)
         ts = rfc3339(end)
         restart = pod["spec"].get("restartPolicy", "Always")
         if (code != 0 and restart in ("OnFailure", "Always")) or (code == 0 and restart == "Always"):

@@ -629,6 +629,8 @@ class Api:
         sim = self.sim
         if path == "healthz" and method == "GET":
             return Response(200, self._health())
+        if path == "stats" and method == "GET":
+            return Response(200, {"controllers": sim.stats_report(), "objects": self._counts()})
         if path == "clock" and method == "GET":
             return Response(200, {"time": sim.clock.now().isoformat(), "mode": sim.clock.mode})
         if path == "clock/advance" and method == "POST":
@@ -659,6 +661,10 @@ class Api:
             sim.settle()
             return Response(200, {"watch_history": self.store.history_size, "bookmark_interval": sim.bookmark_interval})
         raise APIError(404, f"unknown kubesim control endpoint {method} /kubesim/v1/{path}", "NotFound")
+
+    def _counts(self) -> dict[str, int]:
+        with self.store.lock:
+            return {r: len(self.store.list(r, copy=False)) for r in RESOURCES}
 
     def _health(self) -> dict:
         with self.store.lock:

@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -129,6 +130,7 @@ class Simulator:
             self.controllers += list(self.kueue.controllers(self.kueue_config))
             self.webhooks += list(self.kueue.admission_webhooks(self.kueue_config))
         self.controllers += [JobController(), Kubelet(default_run_seconds), NamespaceController(), GarbageCollector()]
+        self.stats: dict[str, list] = {}  # controller name -> [calls, writing calls, seconds, max seconds]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._saved_rv = -1
@@ -180,10 +182,28 @@ class Simulator:
             for _ in range(MAX_SETTLE_ROUNDS):
                 wrote = False
                 for c in self.controllers:
-                    wrote = bool(c.reconcile(self.store)) or wrote
+                    started = time.perf_counter()
+                    did = bool(c.reconcile(self.store))
+                    self._account(c, time.perf_counter() - started, did)
+                    wrote = did or wrote
                 if not wrote:
                     return
             raise SettleError(f"controllers did not settle within {MAX_SETTLE_ROUNDS} rounds")
+
+    def _account(self, controller: Any, seconds: float, wrote: bool) -> None:
+        entry = self.stats.setdefault(getattr(controller, "name", type(controller).__name__), [0, 0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += int(wrote)
+        entry[2] += seconds
+        entry[3] = max(entry[3], seconds)
+
+    def stats_report(self) -> dict:
+        """Per controller: reconcile calls, calls that wrote, total and longest reconcile time (seconds)."""
+        with self.store.lock:
+            return {
+                name: {"calls": c, "writes": w, "seconds": round(t, 6), "max_seconds": round(m, 6)}
+                for name, (c, w, t, m) in self.stats.items()
+            }
 
     def next_deadline(self) -> datetime | None:
         with self.store.lock:

@@ -424,6 +424,25 @@ class Store:
             self._history.clear()
 
 
+class ChangeFeed:
+    """A controller's cursor into the watch history: which objects of some resources changed since last asked.
+
+    changed() returns the new events, or None when the controller must resync from a full list (first call,
+    or the history window moved past the cursor).
+    """
+
+    def __init__(self, *resources: str) -> None:
+        self.resources = set(resources)
+        self._rv: int | None = None
+
+    def changed(self, store: Store) -> list[WatchEvent] | None:
+        with store.lock:
+            previous, self._rv = self._rv, store.resource_version
+            if previous is None or store.compacted_rv > previous:
+                return None
+            return [e for e in store.events_since(previous) if e.resource in self.resources]
+
+
 def clone(obj: Any) -> Any:
     """Deep copy of a JSON tree; several times faster than copy.deepcopy (no memo, no reductions)."""
     if type(obj) is dict:

@@ -1,0 +1,144 @@
+"""Admission throughput of kubesim through the whole path: Job create (official client, HTTP) -> Kueue webhook
+-> Workload -> scheduler admission -> unsuspended Job -> running pods.
+
+Setup (defaults follow issue 3): 100 ClusterQueues in 10 cohorts, one LocalQueue per ClusterQueue, quota for
+every workload, N pending Jobs of 1 cpu each. Phase 1 creates all Jobs while admission is held (every
+ClusterQueue has stopPolicy Hold), so N workloads are pending; phase 2 releases the holds and measures the time
+until every workload is admitted (create -> admitted throughput is reported for both phases together too).
+
+Usage: python bench/kubesim_admission.py [--cqs 100] [--cohorts 10] [--workloads 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+from kubernetes import client
+
+from kubesim.testing import serve
+
+K = ("kueue.x-k8s.io", "v1beta2")
+
+
+def _admitted(custom: client.CustomObjectsApi) -> int:
+    items = custom.list_cluster_custom_object(*K, "workloads")["items"]
+    return sum(
+        1
+        for w in items
+        if any(c["type"] == "Admitted" and c["status"] == "True" for c in (w.get("status") or {}).get("conditions", []))
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cqs", type=int, default=100)
+    parser.add_argument("--cohorts", type=int, default=10)
+    parser.add_argument("--workloads", type=int, default=10000)
+    args = parser.parse_args()
+    per_cq = -(-args.workloads // args.cqs)
+    with serve(clock="manual") as ks:
+        api = ks.api_client()
+        core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
+        custom.create_cluster_custom_object(
+            *K,
+            "resourceflavors",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "default"},
+                "spec": {},
+            },
+        )
+        for i in range(args.cqs):
+            custom.create_cluster_custom_object(
+                *K,
+                "clusterqueues",
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "ClusterQueue",
+                    "metadata": {"name": f"cq-{i}"},
+                    "spec": {
+                        "cohortName": f"cohort-{i % args.cohorts}",
+                        "namespaceSelector": {},
+                        "stopPolicy": "Hold",
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["cpu"],
+                                "flavors": [
+                                    {"name": "default", "resources": [{"name": "cpu", "nominalQuota": per_cq}]}
+                                ],
+                            }
+                        ],
+                    },
+                },
+            )
+            core.create_namespace({"metadata": {"name": f"ns-{i}"}})
+            custom.create_namespaced_custom_object(
+                *K,
+                f"ns-{i}",
+                "localqueues",
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "lq"},
+                    "spec": {"clusterQueue": f"cq-{i}"},
+                },
+            )
+        started = time.perf_counter()
+        for n in range(args.workloads):
+            batch.create_namespaced_job(
+                f"ns-{n % args.cqs}",
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {"name": f"job-{n}", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {
+                                        "name": "main",
+                                        "image": "busybox",
+                                        "command": ["sleep", "3600"],
+                                        "resources": {"requests": {"cpu": "1"}},
+                                    }
+                                ],
+                            }
+                        }
+                    },
+                },
+            )
+        created = time.perf_counter()
+        pending_stats = ks.sim.stats_report()
+        ks.sim.stats.clear()
+        release = time.perf_counter()
+        for i in range(args.cqs):
+            custom.patch_cluster_custom_object(*K, "clusterqueues", f"cq-{i}", {"spec": {"stopPolicy": "None"}})
+        ks.advance(0)
+        done = time.perf_counter()
+        admitted = _admitted(custom)
+        stats = ks.sim.stats_report()
+        result = {
+            "clusterqueues": args.cqs,
+            "cohorts": args.cohorts,
+            "workloads": args.workloads,
+            "admitted": admitted,
+            "create_seconds": round(created - started, 2),
+            "creates_per_second": round(args.workloads / (created - started), 1),
+            "admission_seconds": round(done - release, 2),
+            "admissions_per_second": round(admitted / (done - release), 1),
+            "end_to_end_per_second": round(admitted / (done - started), 1),
+            "scheduler": stats.get("kueue-scheduler"),
+            "controllers_during_creates": pending_stats,
+            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+        print(json.dumps(result, indent=2))
+        api.close()
+
+
+if __name__ == "__main__":
+    main()
