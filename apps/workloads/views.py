@@ -27,7 +27,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import access
 from apps.accounts.access import Action
@@ -217,6 +217,7 @@ def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: 
 
 
 @login_required
+@require_GET
 def workload_list(request: HttpRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW):
@@ -253,6 +254,7 @@ def _visible(request: HttpRequest, pk: int) -> Workload:
 
 
 @login_required
+@require_GET
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     user = request.user
     workload = _visible(request, pk)
@@ -309,6 +311,7 @@ def keep_alive(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def templates(request: HttpRequest) -> HttpResponse:
     _require(request.user, Action.MANAGE)
     return render(request, "workloads/templates.html", {"templates": selectors.templates(),

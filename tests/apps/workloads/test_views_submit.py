@@ -1,0 +1,316 @@
+"""The submit forms: every refusal through a POST lands next to its field with nothing saved and nothing enqueued;
+the htmx branches (pool panel, live check); templates prefill; submit again records where it came from."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from apps.org.models import NodePool, PriorityClass, Project
+from apps.workloads import services
+from apps.workloads.models import Kind, Status, Workload
+
+from .helpers import all_errors, field_errors, preemptible_checked, submit_payload
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def url(kind: str = "training") -> str:
+    return reverse("workloads:submit", args=[kind])
+
+
+@pytest.fixture
+def b200(people):
+    """A pool no project has quota on."""
+    return NodePool.objects.create(slug="b200", name="B200", gpu_resource="nvidia.com/gpu", capacity=8)
+
+
+# --- success ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", Kind.values)
+def test_every_kind_submits_and_redirects_to_its_detail_page(as_user, people, kind,
+                                                             django_capture_on_commit_callbacks):
+    client = as_user("alice")
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client.post(url(kind), submit_payload(kind))
+    workload = Workload.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("workloads:detail", args=[workload.pk])
+    assert len(callbacks) == 1  # the submit task, after commit
+    assert workload.kind == kind and workload.owner == people["alice"] and workload.status == Status.SUBMITTING
+    page = client.get(response["Location"])
+    assert f"Submitted my-{kind}" in page.content.decode()
+
+
+def test_the_form_fields_reach_the_row(as_user):
+    as_user("alice").post(url("training"), submit_payload(
+        "training", command='python train.py --note "two words"', args="--lr 3e-4", env="A=1\nB=x=y\n\n",
+        pods="2", gpus="2", max_runtime_minutes="90", preemptible=None, priority_class="build"))
+    workload = Workload.objects.get()
+    assert workload.command == ["python", "train.py", "--note", "two words"]
+    assert workload.args == ["--lr", "3e-4"]
+    assert workload.env == [{"name": "A", "value": "1"}, {"name": "B", "value": "x=y"}]
+    assert (workload.pods, workload.gpus, workload.gpu_units) == (2, 2, 4)
+    assert workload.max_runtime_seconds == 90 * 60
+    assert workload.preemptible is False and workload.priority_class.name == "build"
+    assert workload.queue_name == "guaranteed-h100"
+
+
+def test_batch_keeps_completions_and_parallelism(as_user):
+    as_user("alice").post(url("batch"), submit_payload("batch", completions="10", parallelism="3"))
+    workload = Workload.objects.get()
+    assert (workload.completions, workload.parallelism, workload.pods) == (10, 3, 1)
+
+
+def test_notebook_form_has_its_own_fields(as_user):
+    content = as_user("alice").get(url("notebook")).content.decode()
+    assert 'name="notebook_idle_timeout_minutes"' in content and 'name="notebook_port"' in content
+    assert 'name="pods"' not in content and 'name="command"' not in content
+    as_user("alice").post(url("notebook"), submit_payload("notebook", notebook_idle_timeout_minutes="30"))
+    workload = Workload.objects.get()
+    assert (workload.notebook_idle_timeout_minutes, workload.notebook_port) == (30, 8888)
+
+
+def test_unknown_kind_is_404(as_user):
+    assert as_user("alice").get("/workloads/submit/inference/").status_code == 404
+
+
+# --- refusals -----------------------------------------------------------------------------------------------------
+
+REFUSALS = [
+    # (case, kind, overrides, field, message)
+    ("pool without quota", "training", {"node_pool": "b200"}, "node_pool", "Vision has no quota on B200"),
+    ("more than the limit", "training", {"gpus": "3", "pods": "3"}, "gpus",
+     "asks for 9 H100 80GB units but Vision may use at most 8 there"),
+    ("non-preemptible beyond deserved", "training", {"gpus": "5", "preemptible": None}, "preemptible",
+     "Non-preemptible work must fit in Vision's deserved quota on H100 80GB (4 units)"),
+    ("more GPUs per pod than the pool has", "training", {"gpus": "17"}, "gpus", "has 16 units in all"),
+    ("invalid image", "training", {"image": "Not An Image!"}, "image", "is not a valid image reference"),
+    ("image with a bad tag", "notebook", {"image": "jupyter/base:bad tag"}, "image",
+     "is not a valid image reference"),
+    ("invalid name", "training", {"name": "My_Run"}, "name", "DNS-1123"),
+    ("name too long for the model", "training", {"name": "a" * 50}, "name", "at most 40 characters"),
+    ("invalid env name", "training", {"env": "1BAD=x"}, "env", "is not a valid environment variable name"),
+    ("reserved env name", "batch", {"env": "PORTAL_ID=1"}, "env", "set by the portal"),
+    ("duplicate env name", "training", {"env": "A=1\nA=2"}, "env", "A is set twice"),
+    ("env line without =", "training", {"env": "JUSTANAME"}, "env", "Line 1: write NAME=value"),
+    ("invalid model label", "training", {"model_label": "not valid!"}, "model_label", ""),
+    ("missing data class", "notebook", {"data_class": ""}, "data_class", "This field is required"),
+    ("absurd GPUs", "training", {"gpus": "1000"}, "gpus", "At most 64 GPU units per pod"),
+    ("absurd pods", "training", {"pods": "100000"}, "pods", "At most 512 pods"),
+    ("absurd CPU", "notebook", {"cpu": "100000"}, "cpu", ""),
+    ("absurd memory", "training", {"memory_gib": "99999"}, "memory_gib", "At most 4096 GiB per pod"),
+    ("zero GPUs", "training", {"gpus": "0"}, "gpus", "At least 1"),
+    ("absurd runtime", "training", {"max_runtime_minutes": "10000000"}, "max_runtime_minutes", "At most 43200"),
+    ("parallelism above completions", "batch", {"completions": "2", "parallelism": "3"}, "parallelism",
+     "Parallelism cannot exceed the number of completions"),
+    ("unbalanced quotes", "training", {"command": 'python -c "print(1)'}, "command", "check the quotes"),
+    ("idle timeout too short", "notebook", {"notebook_idle_timeout_minutes": "1"}, "notebook_idle_timeout_minutes",
+     "At least 5"),
+    ("port out of range", "notebook", {"notebook_port": "70000"}, "notebook_port", "At most 65535"),
+]
+
+
+@pytest.mark.parametrize(("case", "kind", "overrides", "field", "message"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_refusals_show_next_to_their_field_and_save_nothing(as_user, b200, case, kind, overrides, field, message,
+                                                            django_capture_on_commit_callbacks):
+    if overrides.get("node_pool") == "b200":
+        overrides = {**overrides, "node_pool": b200.pk}
+    before = Workload.objects.count()
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = as_user("alice").post(url(kind), submit_payload(kind, **overrides))
+    assert response.status_code == 200
+    errors = field_errors(response, field)
+    assert errors, f"no error next to {field}: {all_errors(response)}"
+    assert message in errors
+    assert "Nothing was submitted" in response.content.decode()
+    assert Workload.objects.count() == before
+    assert callbacks == []
+
+
+def test_a_project_named_in_the_post_that_the_user_may_not_submit_to_is_404(as_user):
+    response = as_user("alice").post(url(), submit_payload(project="nlp"))
+    assert response.status_code == 404 and Workload.objects.count() == 0
+
+
+# --- htmx: pool panel and live check ------------------------------------------------------------------------------
+
+
+def test_pool_panel_shows_what_the_project_has_on_the_pool(as_user):
+    vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
+    response = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2",
+                                            "pods": "1"}, **HTMX)
+    content = response.content.decode()
+    assert response.status_code == 200 and "<html" not in content
+    assert 'data-fact="deserved">4 units' in content
+    assert 'data-fact="limit">8 units' in content
+    assert "up to 4 more units" in content
+    assert "nvidia.com/gpu" in content and "fits non-preemptible" in content
+    assert "4 of 4 deserved units free" in content
+
+
+def test_pool_panel_for_a_mig_pool_and_a_request_only_preemptible_work_can_have(as_user):
+    vision, mig = Project.objects.get(slug="vision"), NodePool.objects.get(slug="a100-mig-3g40gb")
+    content = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": mig.pk, "gpus": "5"},
+                                   **HTMX).content.decode()
+    assert "nvidia.com/mig-3g.40gb" in content and "3/7 of a card" in content
+    assert "preemptible only" in content
+
+
+def test_pool_panel_counts_held_non_preemptible_units(as_user, make_workload):
+    workload = make_workload("alice", gpus=3, preemptible=False, priority_class=PriorityClass.objects.get(
+        name="build"))
+    Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+    vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
+    content = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2"},
+                                   **HTMX).content.decode()
+    assert "1 of 4 deserved units free" in content and "waits for running non-preemptible work" in content
+
+
+def test_pool_panel_says_when_the_project_has_no_quota(as_user, b200):
+    vision = Project.objects.get(slug="vision")
+    content = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": b200.pk},
+                                   **HTMX).content.decode()
+    assert 'data-fact="no-quota"' in content and "could never run" in content
+
+
+def test_pool_panel_of_a_project_outside_scope_is_404(as_user):
+    nlp, h100 = Project.objects.get(slug="nlp"), NodePool.objects.get(slug="h100")
+    response = as_user("alice").get(url(), {"panel": "1", "project": nlp.pk, "node_pool": h100.pk}, **HTMX)
+    assert response.status_code == 404
+
+
+def test_the_full_page_shows_the_panel_for_the_initial_pool(as_user):
+    content = as_user("alice").get(url()).content.decode()
+    assert 'id="pool-panel"' in content and "Vision on" in content
+    assert 'hx-post="/workloads/submit/training/"' in content and "_validate" in content
+
+
+def test_live_check_returns_errors_and_saves_nothing(as_user, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = as_user("alice").post(url(), {**submit_payload(gpus="3", pods="3"), "_validate": "1"}, **HTMX)
+    content = response.content.decode()
+    assert response.status_code == 200 and "<html" not in content
+    assert 'id="submit-fields"' in content
+    assert "Vision may use at most 8 there" in field_errors(response, "gpus")
+    assert 'id="pool-panel"' in content and 'hx-swap-oob="true"' in content and "over the limit" in content
+    assert Workload.objects.count() == 0 and callbacks == []
+
+
+def test_live_check_of_a_valid_form_saves_nothing_either(as_user, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = as_user("alice").post(url(), {**submit_payload(), "_validate": "1"}, **HTMX)
+    assert "The cluster would accept this" in response.content.decode()
+    assert all_errors(response) == ""
+    assert Workload.objects.count() == 0 and callbacks == []
+
+
+def test_live_check_of_a_half_filled_form_shows_quota_refusals_but_not_missing_fields(as_user):
+    data = submit_payload(name="", image="", model_label="", data_class="", gpus="5", preemptible=None)
+    response = as_user("alice").post(url(), {**data, "_validate": "1"}, **HTMX)
+    assert field_errors(response, "name") == "" and field_errors(response, "image") == ""
+    assert "Non-preemptible work must fit" in field_errors(response, "preemptible")
+    assert Workload.objects.count() == 0
+
+
+def test_live_check_shows_a_bad_value_the_user_typed(as_user):
+    response = as_user("alice").post(url(), {**submit_payload(image="Bad Image"), "_validate": "1"}, **HTMX)
+    assert "is not a valid image reference" in field_errors(response, "image")
+
+
+@pytest.mark.parametrize(("priority_class", "checked"), [("build", False), ("inference", False), ("train", True),
+                                                         ("interactive-preemptible", True)])
+def test_choosing_a_priority_class_sets_the_preemptible_default(as_user, priority_class, checked):
+    pc = PriorityClass.objects.get(name=priority_class)
+    data = submit_payload(priority_class=priority_class, preemptible=None if checked else "on")
+    response = as_user("alice").post(url(), {**data, "_validate": "1", "_changed": "priority_class"}, **HTMX)
+    content = response.content.decode()
+    assert preemptible_checked(content) is checked, pc
+
+
+def test_other_changes_keep_the_users_preemptible_choice(as_user):
+    data = submit_payload(priority_class="build", preemptible="on")
+    content = as_user("alice").post(url(), {**data, "_validate": "1", "_changed": "gpus"}, **HTMX).content.decode()
+    assert preemptible_checked(content) is True
+
+
+def test_the_initial_preemptible_default_follows_the_projects_priority_class(as_user):
+    serving = Project.objects.get(slug="serving")
+    serving.default_priority_class = PriorityClass.objects.get(name="inference")
+    serving.save()
+    content = as_user("admin").get(url(), {"project": "serving"}).content.decode()
+    assert preemptible_checked(content) is False
+
+
+# --- templates and submit again -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def template(people):
+    return services.workload_template_create(
+        actor=people["admin"], name="ResNet on MIG", kind=Kind.TRAINING, description="Small fine-tuning run",
+        values={"image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["python", "finetune.py"], "gpus": 2,
+                "node_pool": "a100-mig-3g40gb", "priority_class": "build", "preemptible": False,
+                "env": [{"name": "EPOCHS", "value": "3"}], "model_label": "resnet50"})
+
+
+def test_a_template_prefills_the_form(as_user, template):
+    response = as_user("alice").get(url(), {"template": template.pk})
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert 'value="nvcr.io/nvidia/pytorch:24.05-py3"' in content
+    assert 'value="python finetune.py"' in content and "EPOCHS=3" in content
+    mig = NodePool.objects.get(slug="a100-mig-3g40gb")
+    assert f'<option value="{mig.pk}" selected>' in content
+    assert "Prefilled from template" in content and "ResNet on MIG" in content
+    assert preemptible_checked(content) is False
+
+
+def test_the_template_picker_lists_the_kinds_templates(as_user, template):
+    assert "ResNet on MIG" in as_user("alice").get(url("training")).content.decode()
+    assert "ResNet on MIG" not in as_user("alice").get(url("notebook")).content.decode()
+
+
+def test_a_template_of_another_kind_redirects_to_its_form(as_user, template):
+    response = as_user("alice").get(url("notebook"), {"template": template.pk})
+    assert response.status_code == 302 and response["Location"].startswith(url("training"))
+
+
+def test_a_prefilled_template_submits(as_user, template):
+    data = submit_payload(image="nvcr.io/nvidia/pytorch:24.05-py3", pool="a100-mig-3g40gb", gpus="2")
+    assert as_user("alice").post(url(), data).status_code == 302
+
+
+def test_submit_again_prefills_from_an_old_workload_and_records_where_it_came_from(as_user, make_workload):
+    old = make_workload("alice", name="first-run", gpus=2, env=[{"name": "SEED", "value": "7"}],
+                        args=["--lr", "0.1"])
+    Workload.objects.filter(pk=old.pk).update(status=Status.FAILED)
+    client = as_user("alice")
+    page = client.get(url(), {"from": old.pk})
+    content = page.content.decode()
+    assert page.status_code == 200 and 'value="first-run"' in content and "SEED=7" in content
+    assert f'name="resubmitted_from" value="{old.pk}"' in content and "Submitting again from" in content
+    response = client.post(url(), {**submit_payload(name="first-run"), "resubmitted_from": old.pk})
+    assert response.status_code == 302
+    new = Workload.objects.exclude(pk=old.pk).get()
+    assert new.resubmitted_from_id == old.pk
+    assert f"#{old.pk} first-run" in client.get(response["Location"]).content.decode()
+
+
+def test_submit_again_of_another_kind_redirects_to_its_form(as_user, make_workload):
+    old = make_workload("alice", kind=Kind.NOTEBOOK, name="nb", image="jupyter/base-notebook:latest")
+    response = as_user("alice").get(url("training"), {"from": old.pk})
+    assert response.status_code == 302 and response["Location"].startswith(url("notebook"))
+
+
+def test_a_lead_may_submit_again_from_a_workload_of_their_team(as_user, make_workload):
+    old = make_workload("alice")
+    page = as_user("lead").get(url(), {"from": old.pk})
+    assert page.status_code == 200 and "Submitting again" in page.content.decode()
+
+
+def test_submit_again_from_a_workload_the_user_cannot_see_is_404(as_user, make_workload):
+    old = make_workload("alice")
+    assert as_user("bob").get(url(), {"from": old.pk}).status_code == 404
+    response = as_user("bob").post(url(), {**submit_payload(project="nlp"), "resubmitted_from": old.pk})
+    assert response.status_code == 404 and Workload.objects.count() == 1
