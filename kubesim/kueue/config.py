@@ -27,6 +27,7 @@ class WaitForPodsReady:
 
     enable: bool = False
     timeout_seconds: float = 1800.0
+    recovery_timeout_seconds: float | None = 1800.0  # defaults to the timeout; 0s (None) disables it
     block_admission: bool = False
     requeuing_timestamp: str = "Eviction"
     backoff_limit_count: int | None = None
@@ -71,9 +72,12 @@ class KueueConfig:
         if w is not None:
             rs = w.get("requeuingStrategy") or {}
             limit = rs.get("backoffLimitCount")
+            timeout = parse_duration(w.get("timeout") or "30m")
+            recovery = w.get("recoveryTimeout")
             cfg.wait_for_pods_ready = WaitForPodsReady(
                 enable=bool(w.get("enable", True)),
-                timeout_seconds=parse_duration(w.get("timeout") or "30m"),
+                timeout_seconds=timeout,
+                recovery_timeout_seconds=timeout if recovery is None else (parse_duration(recovery) or None),
                 block_admission=bool(w.get("blockAdmission", False)),
                 requeuing_timestamp=rs.get("timestamp", "Eviction"),
                 backoff_limit_count=None if limit is None else int(limit),

@@ -224,6 +224,18 @@ class SchedulerController:
         return True
 
 
+def pods_ready_deadline(wl: dict, admitted_since: datetime, wfpr) -> tuple[datetime | None, str]:
+    """When an admitted workload without ready pods times out, and the underlying cause: WaitForStart counts from
+    admission with timeout, WaitForRecovery (a pod failed after start) from that transition with recoveryTimeout."""
+    cond = find_condition(wl, C.PODS_READY)
+    if cond is not None and cond.get("reason") == "WaitForRecovery":
+        if wfpr.recovery_timeout_seconds is None:
+            return None, "WaitForRecovery"
+        since = parse_time(cond.get("lastTransitionTime")) or admitted_since
+        return since + timedelta(seconds=wfpr.recovery_timeout_seconds), "WaitForRecovery"
+    return admitted_since + timedelta(seconds=wfpr.timeout_seconds), "WaitForStart"
+
+
 class WorkloadController:
     """Workload lifecycle outside scheduling: deactivation and reactivation, requeue backoff, waitForPodsReady
     timeouts, maximumExecutionTimeSeconds and ClusterQueue / LocalQueue HoldAndDrain."""
@@ -249,7 +261,9 @@ class WorkloadController:
                 continue
             since = parse_time(admitted.get("lastTransitionTime")) or now
             if wfpr.enable and not condition_true(wl, C.PODS_READY) and not condition_true(wl, C.EVICTED):
-                deadlines.append(since + timedelta(seconds=wfpr.timeout_seconds))
+                deadline = pods_ready_deadline(wl, since, wfpr)[0]
+                if deadline is not None:
+                    deadlines.append(deadline)
             max_exec = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
             if max_exec is not None:
                 past = int((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
@@ -315,7 +329,8 @@ class WorkloadController:
         wfpr = self.config.wait_for_pods_ready
         if not wfpr.enable or condition_true(seen, C.PODS_READY):
             return False
-        if since + timedelta(seconds=wfpr.timeout_seconds) > now:
+        deadline, cause = pods_ready_deadline(seen, since, wfpr)
+        if deadline is None or deadline > now:
             return False
         wl = clone(seen)
         status = wl["status"]
@@ -330,7 +345,7 @@ class WorkloadController:
         md = wl["metadata"]
         message = f"Exceeded the PodsReady timeout {md['namespace']}/{md['name']}"
         ws.evict(wl, C.EVICTED_PODS_READY_TIMEOUT, message, now)
-        self._count_cause(wl, C.EVICTED_PODS_READY_TIMEOUT, "WaitForStart")
+        self._count_cause(wl, C.EVICTED_PODS_READY_TIMEOUT, cause)
         store.update_status("workloads", wl)
         store.record_event(wl, "Normal", "EvictedDueToPodsReadyTimeout", message, C.CONTROLLER_NAME)
         return True
