@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.org",
     "apps.workloads",
+    "apps.usage",
     "worker",
 ]
 

@@ -13,12 +13,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from apps.org.labels import DEPARTMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, PROJECT_LABEL
+
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "gpu-portal"
-POOL_LABEL = "portal.gpu/pool"
-DEPARTMENT_LABEL = "portal.gpu/department"
-PROJECT_LABEL = "portal.gpu/project"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 

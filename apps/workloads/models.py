@@ -97,6 +97,15 @@ class Workload(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     last_activity_at = models.DateTimeField(null=True, blank=True)
+    # The cluster's view, mirrored by the watcher.
+    kueue_name = models.CharField(max_length=253, blank=True, help_text="Kueue's Workload object for the Job.")
+    cluster_queue = models.CharField(max_length=253, blank=True)
+    admission = models.JSONField(default=dict, blank=True, help_text="Flavors and resource usage per pod set.")
+    kueue_conditions = models.JSONField(default=list, blank=True)
+    queue_position_local = models.PositiveIntegerField(null=True, blank=True)
+    queue_position_cluster = models.PositiveIntegerField(null=True, blank=True)
+    positions_at = models.DateTimeField(null=True, blank=True)
+    last_preempted_at = models.DateTimeField(null=True, blank=True)
     stop_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
                                           blank=True, related_name="+")
     resubmitted_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
@@ -146,6 +155,9 @@ class WorkloadEvent(models.Model):
     message = models.TextField(blank=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                               related_name="+")
+    details = models.JSONField(default=dict, blank=True, help_text="e.g. the preemptor of a preemption.")
+    cluster_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="When the cluster says it happened (its own clock).")
 
     class Meta:
         ordering = ["at", "id"]

@@ -32,17 +32,20 @@ SUBMITTING_SWEEP_AFTER = timedelta(seconds=30)
 
 
 def _event(workload: Workload, *, from_status: str, to_status: str, reason: str = "", message: str = "",
-           actor: Any = None, at: datetime | None = None) -> WorkloadEvent:
+           actor: Any = None, at: datetime | None = None, cluster_at: datetime | None = None,
+           details: dict[str, Any] | None = None) -> WorkloadEvent:
+    """Events are stamped with the portal's clock (their order) and, when known, the cluster's (their truth)."""
     return WorkloadEvent.objects.create(
-        workload=workload, at=at or timezone.now(), from_status=from_status, to_status=to_status, reason=reason,
-        message=message, actor=actor if getattr(actor, "is_authenticated", False) else None,
+        workload=workload, at=at or timezone.now(), cluster_at=cluster_at, from_status=from_status,
+        to_status=to_status, reason=reason, message=message, details=details or {},
+        actor=actor if getattr(actor, "is_authenticated", False) else None,
     )
 
 
 def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, reason: str = "", message: str = "",
-                actor: Any = None, at: datetime | None = None, **fields: Any) -> bool:
+                actor: Any = None, at: datetime | None = None, cluster_at: datetime | None = None,
+                **fields: Any) -> bool:
     """Move the workload to `to_status` if it is still in one of `expected`; False when someone moved it first."""
-    at = at or timezone.now()
     with transaction.atomic():
         current = Workload.objects.select_for_update().filter(pk=workload.pk, status__in=list(expected)).first()
         if current is None:
@@ -50,7 +53,7 @@ def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, 
         updated = {"status": to_status, "status_reason": reason, "status_message": message, **fields}
         Workload.objects.filter(pk=workload.pk).update(**updated)
         _event(current, from_status=current.status, to_status=to_status, reason=reason, message=message,
-               actor=actor, at=at)
+               actor=actor, at=at, cluster_at=cluster_at)
     for name, value in updated.items():
         setattr(workload, name, value)
     return True
@@ -105,8 +108,7 @@ def workload_submit(
         workload.job_name = f"wl-{workload.pk}"
         workload.save(update_fields=["job_name"])
         _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-               message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor,
-               at=workload.created_at)
+               message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
         enqueue_on_commit(SUBMIT_TASK, workload.pk)
     return workload
 
@@ -366,8 +368,7 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
                 mirror[name] = value
         if row.status == Status.SUBMITTING:
             _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                        message=f"Job {row.job_name} created in {row.project.namespace}; waiting for Kueue",
-                        at=observation.at)
+                        message=f"Job {row.job_name} created in {row.project.namespace}; waiting for Kueue")
             moved.append(Status.QUEUED)
         preemption = observation.preemption
         if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
@@ -375,11 +376,11 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
                 from_status = row.status
                 Workload.objects.filter(pk=row.pk).update(status=Status.PREEMPTED, status_reason=preemption.reason,
                                                           status_message=preemption.message)
-                WorkloadEvent.objects.create(
-                    workload=row, at=preemption.at, from_status=from_status, to_status=Status.PREEMPTED,
-                    reason=preemption.reason, message=preemption.message,
-                    details={"preemptor_workload_id": preemptor_id, "preemptor_job_uid": preemption.preemptor_job_uid,
-                             "preemptor_kueue_uid": preemption.preemptor_workload_uid})
+                _event(row, from_status=from_status, to_status=Status.PREEMPTED, reason=preemption.reason,
+                       message=preemption.message, cluster_at=preemption.at,
+                       details={"preemptor_workload_id": preemptor_id,
+                                "preemptor_job_uid": preemption.preemptor_job_uid,
+                                "preemptor_kueue_uid": preemption.preemptor_workload_uid})
                 row.status = Status.PREEMPTED
                 moved.append(Status.PREEMPTED)
             mirror["last_preempted_at"] = preemption.at
@@ -387,7 +388,7 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
             reason = "Requeued" if row.status == Status.PREEMPTED and observation.status == Status.QUEUED \
                 else observation.reason
             _transition(row, expected=[row.status], to_status=observation.status, reason=reason,
-                        message=observation.message, at=observation.at)
+                        message=observation.message, cluster_at=observation.at)
             moved.append(observation.status)
         else:
             mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
@@ -412,4 +413,4 @@ def workloads_gone(*, workload_ids: Iterable[int], at: datetime) -> None:
     for workload in Workload.objects.filter(pk__in=list(workload_ids)).exclude(
             status__in=WATCHER_IGNORES | {Status.SUBMITTING, Status.REJECTED}):
         _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
-                    message="The Job was deleted outside the portal", at=at, finished_at=at)
+                    message="The Job was deleted outside the portal", finished_at=at)

@@ -48,3 +48,14 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+@pytest.fixture
+def watcher(cluster, transactional_db):
+    """The real watcher, in threads of this process, against the test's kubesim."""
+    from worker.watcher import Watcher
+
+    running = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    running.start()
+    yield running
+    running.stop()

@@ -1,0 +1,128 @@
+"""The watcher against kubesim's manual clock: statuses, events, positions, preemption, restarts."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from apps.org.demo import seed_demo
+from apps.org.models import NodePool, Project
+from apps.usage.models import ClusterQueueState
+from apps.workloads import services
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from tests.worker.conftest import wait_for
+from worker import tasks
+from worker.kueue_sync import desired_from_database, reconcile
+from worker.watcher import Watcher
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def org(cluster, transactional_db):
+    seed_demo()
+    reconcile(cluster, desired_from_database())
+    return {user.username: user for user in get_user_model().objects.all()}
+
+
+def submit(kubesim, user, *, project="vision", gpus=4, preemptible=True, seconds=600, name="run"):
+    """Submit through the service, run the submit task, then let a second pass on the emulated clock."""
+    workload = services.workload_submit(
+        actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name,
+        image="pytorch/pytorch:2.4.0", command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug="h100"),
+        gpus=gpus, model_label="resnet", data_class="public", preemptible=preemptible)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    kubesim.advance(1)  # distinct creation times keep FIFO order deterministic
+    return workload
+
+
+def status_of(workload):
+    return Workload.objects.get(pk=workload.pk).status
+
+
+def positions(workloads):
+    return [Workload.objects.get(pk=w.pk).queue_position_local for w in workloads]
+
+
+def test_positions_admission_and_finish(kubesim, org, watcher):
+    alice = org["alice"]
+    # Vision may hold 8 H100 (limit): two 4-GPU runs fit, the next three wait in order.
+    running = [submit(kubesim, alice, name=f"run-{i}") for i in range(2)]
+    waiting = [submit(kubesim, alice, name=f"wait-{i}", seconds=300) for i in range(3)]
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in running))
+    wait_for(lambda: positions(waiting) == [0, 1, 2])
+    head = Workload.objects.get(pk=waiting[0].pk)
+    assert head.status == Status.QUEUED and head.status_reason
+    assert head.queue_position_cluster == 0
+    kubesim.advance(600)  # the first two finish; two of the waiting start
+    wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in running))
+    wait_for(lambda: [status_of(w) for w in waiting[:2]] == [Status.RUNNING, Status.RUNNING])
+    wait_for(lambda: positions(waiting) == [None, None, 0])
+    events = list(WorkloadEvent.objects.filter(workload=running[0]).values_list("to_status", flat=True))
+    assert events == [Status.SUBMITTING, Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.SUCCEEDED] or \
+        events == [Status.SUBMITTING, Status.QUEUED, Status.RUNNING, Status.SUCCEEDED]
+    done = Workload.objects.get(pk=running[0].pk)
+    assert done.admitted_at and done.started_at and done.finished_at
+    assert done.admission["pod_sets"][0]["flavors"] == {"nvidia.com/gpu": "h100"}
+    assert done.cluster_queue == "proj-vision-h100-elastic"
+
+
+def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
+    # Data Science fills its 4 cards and Serving keeps its 4 (does not lend): Research's 8 are all there is.
+    # Vision then borrows NLP's idle deserved cards, and NLP takes them back with non-preemptible work.
+    other = submit(kubesim, org["carol"], project="forecasting", name="ds")
+    wait_for(lambda: status_of(other) == Status.RUNNING)
+    borrowed = [submit(kubesim, org["alice"], name=f"b-{i}") for i in range(2)]
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in borrowed))
+    reclaimer = submit(kubesim, org["bob"], project="nlp", preemptible=False)
+    wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
+    victims = [w for w in borrowed if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
+    assert len(victims) == 1
+    victim = victims[0]
+    event = WorkloadEvent.objects.get(workload=victim, to_status=Status.PREEMPTED)
+    assert event.reason in {"InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"}
+    assert event.details["preemptor_workload_id"] == reclaimer.pk
+    wait_for(lambda: status_of(victim) == Status.QUEUED)
+    history = list(WorkloadEvent.objects.filter(workload=victim).values_list("to_status", "reason"))
+    assert (Status.QUEUED, "Requeued") in history
+    # The non-preemptible reclaimer is never a victim, whatever else arrives.
+    submit(kubesim, org["alice"], name="more")
+    kubesim.advance(5)
+    assert not WorkloadEvent.objects.filter(workload=reclaimer, to_status=Status.PREEMPTED).exists()
+    assert not WorkloadEvent.objects.filter(workload=other, to_status=Status.PREEMPTED).exists()
+    # When the reclaimer finishes, the victim is admitted again.
+    kubesim.advance(600)
+    wait_for(lambda: status_of(victim) in {Status.ADMITTED, Status.RUNNING})
+
+
+def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim, cluster, org, watcher):
+    first = submit(kubesim, org["alice"], name="first")
+    wait_for(lambda: status_of(first) == Status.RUNNING)
+    kubesim.faults(drop_watches=True)
+    second = submit(kubesim, org["alice"], name="second", seconds=30)
+    kubesim.clear_faults()
+    kubesim.advance(31)
+    wait_for(lambda: status_of(second) == Status.SUCCEEDED, timeout=30)
+    watcher.stop()
+    before = list(WorkloadEvent.objects.order_by("id").values_list("workload_id", "to_status", "reason"))
+    restarted = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    restarted.start()
+    try:
+        restarted.resync()
+        wait_for(lambda: restarted.synced.is_set())
+        after = list(WorkloadEvent.objects.order_by("id").values_list("workload_id", "to_status", "reason"))
+        assert after == before
+    finally:
+        restarted.stop()
+
+
+def test_queue_mirror_equals_kubesim_status(kubesim, cluster, org, watcher):
+    for i in range(3):
+        submit(kubesim, org["alice"], name=f"m-{i}")
+    wait_for(lambda: ClusterQueueState.objects.filter(name="proj-vision-h100-elastic",
+                                                      pending_workloads=1).exists())
+    status = cluster.get("ClusterQueue", "proj-vision-h100-elastic")["status"]
+    row = ClusterQueueState.objects.get(name="proj-vision-h100-elastic")
+    assert row.admitted_workloads == status["admittedWorkloads"] == 2
+    usage = status["flavorsUsage"][0]["resources"][0]
+    assert str(row.used.normalize()) == str(usage["total"]) and str(row.used_borrowed.normalize()) == str(
+        usage["borrowed"])
+    assert row.project.slug == "vision" and row.node_pool.slug == "h100" and not row.guaranteed

@@ -1,0 +1,143 @@
+"""Kueue's view of a workload -> the portal's status (DESIGN section 5), as pure functions.
+
+Input: the batch/v1 Job and its Kueue Workload as the API returns them (either may be missing). Output: what the
+portal should record: status, reason, message, admission, timestamps, and any preemption the conditions show.
+Conditions carry their own transition times, so a preemption that was followed by a requeue before the watcher
+looked is still seen and recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from apps.workloads.models import Status
+
+NEVER_ADMITTABLE = {"NoMatchingFlavor", "ExceedsMaxQuota"}
+PREEMPTOR = re.compile(r"\(UID: (?P<uid>[^,]*), JobUID: (?P<job_uid>[^)]*)\) due to (?P<why>[^;]*)")
+
+
+@dataclass(frozen=True)
+class Preemption:
+    at: datetime
+    reason: str
+    message: str
+    preemptor_workload_uid: str
+    preemptor_job_uid: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    status: str
+    reason: str = ""
+    message: str = ""
+    at: datetime | None = None  # when the cluster says the current state began
+    cluster_queue: str = ""
+    admission: dict[str, Any] = field(default_factory=dict)
+    admitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    preemption: Preemption | None = None
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    kueue_name: str = ""
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+
+
+def _true(conditions: dict[str, dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    condition = conditions.get(kind)
+    return condition if condition and condition.get("status") == "True" else None
+
+
+def _admission(workload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    admission = (workload.get("status") or {}).get("admission") or {}
+    assignments = [
+        {"name": podset.get("name", ""), "flavors": podset.get("flavors", {}), "count": podset.get("count"),
+         "resource_usage": podset.get("resourceUsage", {})}
+        for podset in admission.get("podSetAssignments") or []
+    ]
+    return admission.get("clusterQueue", ""), ({"pod_sets": assignments} if assignments else {})
+
+
+def _preemption(conditions: dict[str, dict[str, Any]]) -> Preemption | None:
+    preempted = _true(conditions, "Preempted")
+    if preempted is None:
+        return None
+    message = preempted.get("message", "")
+    match = PREEMPTOR.search(message)
+    return Preemption(
+        at=parse_time(preempted.get("lastTransitionTime")),  # type: ignore[arg-type]
+        reason=preempted.get("reason", ""), message=message,
+        preemptor_workload_uid=match.group("uid") if match else "",
+        preemptor_job_uid=match.group("job_uid") if match else "",
+    )
+
+
+def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Observation | None:
+    """What the portal status is now; None when there is nothing to say yet (no Job, no Workload)."""
+    if job is None and workload is None:
+        return None
+    job_conditions = _conditions(job)
+    conditions = _conditions(workload)
+    job_status = (job or {}).get("status") or {}
+    common: dict[str, Any] = {
+        "conditions": list(conditions.values()),
+        "kueue_name": ((workload or {}).get("metadata") or {}).get("name", ""),
+        "preemption": _preemption(conditions),
+        "started_at": parse_time(job_status.get("startTime")),
+    }
+    if workload is not None:
+        common["cluster_queue"], common["admission"] = _admission(workload)
+        admitted = _true(conditions, "Admitted")
+        common["admitted_at"] = parse_time(admitted.get("lastTransitionTime")) if admitted else None
+
+    for kind, status in (("Complete", Status.SUCCEEDED), ("Failed", Status.FAILED)):
+        done = _true(job_conditions, kind)
+        if done:
+            at = parse_time(job_status.get("completionTime") or done.get("lastTransitionTime"))
+            return Observation(status=status, reason=done.get("reason", kind), message=done.get("message", ""),
+                               at=at, finished_at=at, **common)
+    finished = _true(conditions, "Finished")
+    if finished:
+        at = parse_time(finished.get("lastTransitionTime"))
+        status = Status.SUCCEEDED if finished.get("reason") == "Succeeded" else Status.FAILED
+        return Observation(status=status, reason=finished.get("reason", ""), message=finished.get("message", ""),
+                           at=at, finished_at=at, **common)
+    evicted = _true(conditions, "Evicted")
+    if evicted and evicted.get("reason", "").startswith("Deactivated"):
+        at = parse_time(evicted.get("lastTransitionTime"))
+        return Observation(status=Status.STOPPED, reason=evicted["reason"], message=evicted.get("message", ""),
+                           at=at, finished_at=at, **common)
+    if workload is None:
+        return None  # Kueue has not made its Workload yet: nothing new to say
+    reserved = _true(conditions, "QuotaReserved")
+    if reserved and _true(conditions, "Admitted") and not evicted:
+        ready = _true(conditions, "PodsReady")
+        if ready or int(job_status.get("ready") or 0) > 0:
+            at = parse_time((ready or {}).get("lastTransitionTime") or job_status.get("startTime"))
+            return Observation(status=Status.RUNNING, reason="Running", message="Pods are running", at=at, **common)
+        return Observation(status=Status.ADMITTED, reason="Admitted",
+                           message=_true(conditions, "Admitted").get("message", ""),  # type: ignore[union-attr]
+                           at=common["admitted_at"], **common)
+    if evicted and evicted.get("reason") == "Preempted" and reserved:
+        # Evicted but still holding quota while its pods go away.
+        preempted = _true(conditions, "Preempted") or evicted
+        return Observation(status=Status.PREEMPTED, reason=preempted.get("reason", "Preempted"),
+                           message=preempted.get("message", ""), at=parse_time(evicted.get("lastTransitionTime")),
+                           **common)
+    pending = conditions.get("QuotaReserved") or {}
+    reason = pending.get("reason", "Pending")
+    status = Status.REJECTED if reason in NEVER_ADMITTABLE else Status.QUEUED
+    common["cluster_queue"], common["admission"] = "", {}
+    return Observation(status=status, reason=reason, message=pending.get("message", ""),
+                       at=parse_time(pending.get("lastTransitionTime")), **common)

@@ -1,0 +1,254 @@
+"""The watcher: the only reader of cluster state; mirrors Jobs, Kueue Workloads and queues into the database.
+
+One thread per watched kind keeps a watch open from the last resourceVersion it saw; a dropped watch resumes from
+there, a 410 Gone relists that kind. A periodic full resync repairs anything a watch missed, and a positions loop
+asks Kueue's visibility API for the order of every LocalQueue with pending portal workloads. Everything it writes
+is idempotent (state, not deltas), so a restart or a replayed event converges to the same rows and events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.db import close_old_connections, connection
+from django.utils import timezone
+from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
+from kubernetes.client.exceptions import ApiException
+
+from apps.org.labels import MANAGED_BY, MANAGED_BY_LABEL
+from apps.usage import services as mirror
+from apps.workloads import services as workload_services
+from apps.workloads.models import Status, Workload
+
+from .gateway import KINDS, ClusterError, Gateway
+from .manifests import WORKLOAD_ID_LABEL
+from .status_map import observe
+
+logger = logging.getLogger(__name__)
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED}
+MIRRORS: dict[str, Callable[..., None]] = {
+    "ClusterQueue": mirror.cluster_queue_mirror, "LocalQueue": mirror.local_queue_mirror,
+    "Cohort": mirror.cohort_mirror,
+}
+
+
+class Watcher:
+    def __init__(self, gw: Gateway, *, resync_seconds: float = 300.0, positions_seconds: float = 2.0,
+                 watch_timeout_seconds: int = 60) -> None:
+        self.gw = gw
+        self.custom = k8s.CustomObjectsApi(gw.api_client)
+        self.resync_seconds = resync_seconds
+        self.positions_seconds = positions_seconds
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.stopping = threading.Event()
+        self.lock = threading.RLock()
+        self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
+        self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload
+        self.resource_versions: dict[str, str] = {}
+        self.synced = threading.Event()
+
+    # --- applying what we see ------------------------------------------------------------------------------------
+
+    def apply_job_uid(self, job_uid: str) -> None:
+        """Bring the portal row of one Job up to date with the Job and its Kueue Workload."""
+        with self.lock:
+            job, kueue_workload = self.jobs.get(job_uid), self.workloads.get(job_uid)
+        if job is None:
+            return
+        workload_id = int((job["metadata"].get("labels") or {}).get(WORKLOAD_ID_LABEL, "0") or 0)
+        observation = observe(job, kueue_workload)
+        if not workload_id or observation is None:
+            return
+        preemptor_id = None
+        if observation.preemption and observation.preemption.preemptor_job_uid:
+            preemptor_id = Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
+                "pk", flat=True).first()
+        workload_services.workload_observe(workload_id=workload_id, observation=observation,
+                                           preemptor_id=preemptor_id)
+
+    def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        now = timezone.now()
+        metadata = obj.get("metadata") or {}
+        if kind in MIRRORS:
+            if event_type == "DELETED":
+                mirror.mirror_forget(kind=kind, name=metadata["name"], namespace=metadata.get("namespace", ""))
+            else:
+                MIRRORS[kind](obj=obj, at=now)
+            return
+        if kind == "Job":
+            job_uid = metadata["uid"]
+            with self.lock:
+                if event_type == "DELETED":
+                    self.jobs.pop(job_uid, None)
+                else:
+                    self.jobs[job_uid] = obj
+        else:
+            job_uid = (metadata.get("labels") or {}).get(JOB_UID_LABEL, "")
+            if not job_uid:
+                return
+            with self.lock:
+                if event_type == "DELETED":
+                    self.workloads.pop(job_uid, None)
+                else:
+                    self.workloads[job_uid] = obj
+        if event_type != "DELETED":
+            self.apply_job_uid(job_uid)
+
+    def relist(self, kind: str) -> str:
+        """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
+        kind_info = KINDS[kind]
+        response = self.custom.list_cluster_custom_object(
+            kind_info.group, kind_info.version, kind_info.plural, label_selector=WATCHED[kind] or None)
+        items = response.get("items", [])
+        now = timezone.now()
+        if kind == "Job":
+            with self.lock:
+                self.jobs = {item["metadata"]["uid"]: item for item in items}
+        elif kind == "Workload":
+            with self.lock:
+                self.workloads = {
+                    (item["metadata"].get("labels") or {})[JOB_UID_LABEL]: item for item in items
+                    if (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
+                }
+        else:
+            for item in items:
+                MIRRORS[kind](obj=item, at=now)
+            mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])
+                                                     for item in items})
+        return response["metadata"]["resourceVersion"]
+
+    def resync(self) -> None:
+        """Full relist of every kind, then every portal row of a known Job is re-applied."""
+        listed_at = timezone.now()
+        for kind in WATCHED:
+            self.resource_versions[kind] = self.relist(kind)
+        with self.lock:
+            job_uids = list(self.jobs)
+        for job_uid in job_uids:
+            self.apply_job_uid(job_uid)
+        self._jobs_gone(listed_at)
+        self.synced.set()
+
+    def _jobs_gone(self, listed_at: datetime) -> None:
+        """Live rows whose Job no longer exists in the cluster (deleted by someone else)."""
+        with self.lock:
+            present = set(self.jobs)
+        missing = Workload.objects.exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
+            status__in=[Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.PREEMPTED],
+            submitted_at__lt=listed_at,  # submitted after the list was taken: its Job may simply not be listed
+        ).values_list("pk", flat=True)
+        workload_services.workloads_gone(workload_ids=list(missing), at=timezone.now())
+
+    # --- queue positions -----------------------------------------------------------------------------------------
+
+    def refresh_positions(self) -> None:
+        queued = list(Workload.objects.filter(status=Status.QUEUED).exclude(kueue_name="").values_list(
+            "pk", "kueue_name", "project__namespace", "preemptible", "node_pool__slug"))
+        queues = {(namespace, f"{'elastic' if preemptible else 'guaranteed'}-{pool}")
+                  for _, _, namespace, preemptible, pool in queued}
+        by_name = {(namespace, name): pk for pk, name, namespace, _, _ in queued}
+        positions: dict[int, tuple[int, int]] = {}
+        for namespace, queue in sorted(queues):
+            summary = self.gw.raw_get(
+                f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues/{queue}/pendingworkloads",
+                query=[("limit", 1000)])
+            for item in (summary or {}).get("items", []):
+                workload_id = by_name.get((namespace, item["metadata"]["name"]))
+                if workload_id is not None:
+                    positions[workload_id] = (item["positionInLocalQueue"], item["positionInClusterQueue"])
+        workload_services.workload_positions_set(positions=positions, queued_ids=[pk for pk, *_ in queued],
+                                                 at=timezone.now())
+
+    # --- the loops -----------------------------------------------------------------------------------------------
+
+    def _watch_loop(self, kind: str) -> None:
+        kind_info = KINDS[kind]
+        while not self.stopping.is_set():
+            close_old_connections()
+            try:
+                stream = k8s_watch.Watch()
+                for event in stream.stream(
+                        self.custom.list_cluster_custom_object, kind_info.group, kind_info.version,
+                        kind_info.plural, label_selector=WATCHED[kind] or None,
+                        resource_version=self.resource_versions.get(kind), allow_watch_bookmarks=True,
+                        timeout_seconds=self.watch_timeout_seconds):
+                    if self.stopping.is_set():
+                        stream.stop()
+                        break
+                    event_type, obj = event["type"], event["object"]
+                    if event_type == "ERROR":
+                        raise ApiException(status=obj.get("code", 500), reason=obj.get("reason", ""))
+                    self.resource_versions[kind] = obj["metadata"].get("resourceVersion") or \
+                        self.resource_versions.get(kind, "")
+                    if event_type != "BOOKMARK":
+                        self.handle(kind, event_type, obj)
+            except ApiException as exc:
+                if exc.status == 410:
+                    logger.info("watch %s: resourceVersion too old, relisting", kind)
+                    self._relist_and_apply(kind)
+                else:
+                    logger.warning("watch %s failed (%s); retrying", kind, exc.status)
+                    self.stopping.wait(1.0)
+            except Exception:  # a dropped connection, a bad chunk: resume from the last resourceVersion
+                logger.warning("watch %s interrupted; resuming", kind, exc_info=True)
+                self.stopping.wait(1.0)
+
+    def _relist_and_apply(self, kind: str) -> None:
+        try:
+            self.resource_versions[kind] = self.relist(kind)
+            if kind in ("Job", "Workload"):
+                with self.lock:
+                    job_uids = list(self.jobs)
+                for job_uid in job_uids:
+                    self.apply_job_uid(job_uid)
+        except (ApiException, ClusterError, OSError):
+            logger.warning("relist %s failed; retrying", kind, exc_info=True)
+            self.stopping.wait(1.0)
+
+    def _every(self, seconds: float, action: Callable[[], None], name: str) -> None:
+        while not self.stopping.wait(seconds):
+            close_old_connections()
+            try:
+                action()
+            except Exception:
+                logger.warning("%s failed; will try again", name, exc_info=True)
+
+    def _thread(self, target: Callable[..., None], *args: Any, name: str) -> threading.Thread:
+        def run() -> None:
+            try:
+                target(*args)
+            finally:
+                connection.close()  # each thread's own database connection
+
+        return threading.Thread(target=run, name=name, daemon=True)
+
+    def start(self) -> list[threading.Thread]:
+        """Resync once (retrying until the cluster answers), then run the loops in daemon threads."""
+        while not self.stopping.is_set():
+            try:
+                self.resync()
+                break
+            except (ApiException, ClusterError, OSError):
+                logger.warning("initial sync failed; retrying", exc_info=True)
+                self.stopping.wait(2.0)
+        self.threads = [self._thread(self._watch_loop, kind, name=f"watch-{kind}") for kind in WATCHED]
+        self.threads.append(self._thread(self._every, self.positions_seconds, self.refresh_positions, "positions",
+                                         name="positions"))
+        self.threads.append(self._thread(self._every, self.resync_seconds, self.resync, "resync", name="resync"))
+        for thread in self.threads:
+            thread.start()
+        return self.threads
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every loop: open watch streams are cut by closing the client's connections."""
+        self.stopping.set()
+        self.custom.api_client.rest_client.pool_manager.clear()
+        for thread in getattr(self, "threads", []):
+            thread.join(timeout)
