@@ -42,6 +42,7 @@ def services() -> list[Service]:
         Service("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-gossip",
                            "--without-mingle"]),
         Service("beat", [*celery, "beat", "--loglevel", "INFO"]),
+        Service("watcher", _manage("watch_cluster")),
         Service("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}",
                         "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--access-logfile", "-"]),
     ]
