@@ -1,0 +1,91 @@
+"""Admin-authored workload templates: create, edit, delete; values may only name fields of the kind's form and must
+be values that form accepts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from apps.org.models import AuditEvent
+from apps.workloads import services
+from apps.workloads.models import Kind, WorkloadTemplate
+
+from .helpers import field_errors
+
+NEW = reverse("workloads:template_create")
+
+
+def post(client, url=NEW, **fields):
+    data = {"name": "Fine-tune", "description": "", "kind": "training",
+            "values": json.dumps({"image": "pytorch/pytorch:2.4.0", "gpus": 2, "node_pool": "h100"})}
+    data.update({key: json.dumps(value) if key == "values" and not isinstance(value, str) else value
+                 for key, value in fields.items()})
+    return client.post(url, data)
+
+
+def test_admin_creates_a_template_with_a_message_and_an_audit_row(as_user):
+    client = as_user("admin")
+    response = post(client)
+    assert response.status_code == 302 and response["Location"] == reverse("workloads:templates")
+    template = WorkloadTemplate.objects.get()
+    assert template.values == {"image": "pytorch/pytorch:2.4.0", "gpus": 2, "node_pool": "h100"}
+    assert "Template created." in client.get(response["Location"]).content.decode()
+    assert AuditEvent.objects.filter(action="workload_template.create", object_id=str(template.pk)).exists()
+
+
+@pytest.mark.parametrize(("case", "kind", "values", "message"), [
+    ("unknown field", "training", {"gpu": 2}, "Not a field of the training form: gpu"),
+    ("field of another kind", "notebook", {"pods": 2}, "Not a field of the notebook form: pods"),
+    ("project is the submitter's", "training", {"project": "vision"}, "Not a field of the training form: project"),
+    ("not an object", "training", "[1, 2]", "Write a JSON object"),
+    ("not JSON", "training", "{gpus: 2}", "Not valid JSON"),
+    ("bad number", "training", {"gpus": "many"}, "gpus: Enter a whole number."),
+    ("absurd size", "training", {"gpus": 1000}, "gpus: At most 64"),
+    ("unknown pool", "training", {"node_pool": "b300"}, "node_pool: no node pool is called 'b300'"),
+    ("unknown priority class", "batch", {"priority_class": "urgent"}, "priority_class: no priority class"),
+    ("bad env line", "training", {"env": "NOEQUALS"}, "env: Line 1: write NAME=value"),
+])
+def test_template_values_are_checked_against_the_kinds_form(as_user, case, kind, values, message):
+    response = post(as_user("admin"), kind=kind, values=values if isinstance(values, str) else json.dumps(values))
+    assert response.status_code == 200
+    assert message in field_errors(response, "values"), case
+    assert WorkloadTemplate.objects.count() == 0
+
+
+def test_admin_edits_and_deletes_a_template(as_user, people):
+    template = services.workload_template_create(actor=people["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
+    client = as_user("admin")
+    edit_url = reverse("workloads:template_edit", args=[template.pk])
+    assert '&quot;gpus&quot;: 1' in client.get(edit_url).content.decode()
+    response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 2, "notebook_port": 9999})
+    assert response.status_code == 302
+    template.refresh_from_db()
+    assert template.values == {"gpus": 2, "notebook_port": 9999}
+    response = client.post(reverse("workloads:template_delete", args=[template.pk]))
+    assert response.status_code == 302 and not WorkloadTemplate.objects.exists()
+    actions = set(AuditEvent.objects.filter(object_type="workloadtemplate").values_list("action", flat=True))
+    assert actions == {"workload_template.create", "workload_template.update", "workload_template.delete"}
+
+
+def test_template_names_are_unique(as_user, people):
+    services.workload_template_create(actor=people["admin"], name="Fine-tune", kind=Kind.TRAINING,
+                                      values={"gpus": 1})
+    response = post(as_user("admin"))
+    assert response.status_code == 200 and "already exists" in field_errors(response, "name")
+
+
+def test_the_template_list_offers_to_try_each_template(as_user, people):
+    template = services.workload_template_create(actor=people["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
+    content = as_user("admin").get(reverse("workloads:templates")).content.decode()
+    assert f"/workloads/submit/notebook/?template={template.pk}" in content
+
+
+def test_services_refuse_non_admins(people):
+    from django.core.exceptions import PermissionDenied
+
+    with pytest.raises(PermissionDenied):
+        services.workload_template_create(actor=people["lead"], name="x", kind=Kind.TRAINING, values={})
