@@ -143,6 +143,12 @@ class Workload(models.Model):
     def queue_name(self) -> str:
         return f"{'elastic' if self.preemptible else 'guaranteed'}-{self.node_pool.slug}"
 
+    @property
+    def cluster_queue_name(self) -> str:
+        """The ClusterQueue its LocalQueue points at (DESIGN section 4), admitted or not."""
+        kind = "elastic" if self.preemptible else "guaranteed"
+        return self.cluster_queue or f"proj-{self.project.slug}-{self.node_pool.slug}-{kind}"
+
 
 class WorkloadEvent(models.Model):
     """One status transition or notable happening: the history users and auditors read."""

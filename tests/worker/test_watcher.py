@@ -7,6 +7,7 @@ from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
 from apps.usage.models import ClusterQueueState
 from apps.workloads import services
+from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.worker.conftest import wait_for
 from worker import tasks
@@ -52,6 +53,12 @@ def test_positions_admission_and_finish(kubesim, org, watcher):
     head = Workload.objects.get(pk=waiting[0].pk)
     assert head.status == Status.QUEUED and head.status_reason
     assert head.queue_position_cluster == 0
+    rows = list(Workload.objects.filter(pk__in=[w.pk for w in waiting]).select_related("project__department",
+                                                                                       "node_pool").order_by("pk"))
+    sentences = {pk: e.sentence for pk, e in explain_workloads(rows).items()}
+    assert sentences[waiting[0].pk].startswith("Waiting for 4 x H100 80GB of idle capacity: your project uses 8 of "
+                                               "its limit 8")
+    assert sentences[waiting[2].pk].endswith("2 workloads are ahead of you.")
     kubesim.advance(600)  # the first two finish; two of the waiting start
     wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in running))
     wait_for(lambda: [status_of(w) for w in waiting[:2]] == [Status.RUNNING, Status.RUNNING])
