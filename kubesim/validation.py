@@ -380,8 +380,7 @@ def _rules(schema: dict, value: Any, old: Any, path: str, causes: list[Cause]) -
         except cel.CELError:
             ok = False
         if not ok:
-            field = path
-            if rule.get("fieldPath"):
-                field = path + rule["fieldPath"]
+            field = path + rule.get("fieldPath", "")
+            field = field or "<nil>"  # what kube-apiserver prints for a rule on the root of the schema
             message = rule.get("message") or f"failed rule: {rule['rule']}"
             causes.append(Cause(field, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {message}"))
