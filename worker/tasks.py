@@ -6,6 +6,9 @@ import logging
 from typing import Any
 
 from celery import Task, shared_task
+from django.conf import settings
+from django.core.mail import send_mail
+from django.urls import reverse
 
 from apps.org import services as org_services
 from apps.workloads import services as workload_services
@@ -120,3 +123,20 @@ def workloads_sweep_submitting() -> int:
 def notebooks_cull_idle() -> int:
     """Stop notebooks idle past their timeout."""
     return sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
+
+
+@shared_task
+def workload_notify(workload_id: int, status: str) -> bool:
+    """One e-mail to the owner about one transition they asked to hear about."""
+    workload = Workload.objects.select_related("owner", "project", "node_pool").filter(pk=workload_id).first()
+    if workload is None or not workload.owner.email:
+        return False
+    event = workload.events.filter(to_status=status).order_by("-id").first()
+    label = Status(status).label.lower()
+    body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} is {label}.",
+            f"GPUs: {workload.gpu_units} x {workload.node_pool.name}"]
+    if event and event.message:
+        body.append(f"Kueue says: {event.message}")
+    body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
+    send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [workload.owner.email])
+    return True

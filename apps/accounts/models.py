@@ -71,3 +71,22 @@ class RoleBinding(models.Model):
         if self.scope == Scope.PROJECT:
             return f"project:{self.project.slug}"  # type: ignore[union-attr]
         return "everything"
+
+
+class NotificationPreference(models.Model):
+    """Which workload events a user wants by e-mail (opt-in: nothing is sent until the user says so)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="notification_preference")
+    on_admitted = models.BooleanField(default=False)
+    on_preempted = models.BooleanField(default=False)
+    on_finished = models.BooleanField(default=False)
+    on_failed = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"notifications for {self.user}"
+
+    def wants(self, status: str) -> bool:
+        field = {"admitted": "on_admitted", "preempted": "on_preempted", "succeeded": "on_finished",
+                 "failed": "on_failed"}.get(status)
+        return bool(field and getattr(self, field))

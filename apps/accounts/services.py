@@ -12,7 +12,7 @@ from apps.org.audit import audit_record, snapshot
 from apps.org.models import Department, Project
 
 from .access import forget_grants, may_grant
-from .models import Role, RoleBinding, Scope
+from .models import NotificationPreference, Role, RoleBinding, Scope
 
 
 def _scope_object(binding: RoleBinding) -> Department | Project | None:
@@ -75,3 +75,12 @@ def role_binding_delete(*, actor: Any, binding: RoleBinding) -> None:
         audit_record(actor=actor, action="role_binding.delete", obj=binding, before=snapshot(binding), after=None,
                      **_audit_scope(binding))
         binding.delete()
+
+
+def notification_preference_set(*, user: Any, on_admitted: bool, on_preempted: bool, on_finished: bool,
+                                on_failed: bool) -> NotificationPreference:
+    """A user's own e-mail opt-ins (their own setting: no audit row)."""
+    preference, _ = NotificationPreference.objects.update_or_create(user=user, defaults={
+        "on_admitted": on_admitted, "on_preempted": on_preempted, "on_finished": on_finished, "on_failed": on_failed,
+    })
+    return preference

@@ -17,6 +17,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.accounts.access import Action, can
+from apps.accounts.models import NotificationPreference
 from apps.org.audit import audit_record
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
@@ -395,7 +396,23 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
         if observation.status != Status.QUEUED:
             mirror.update(queue_position_local=None, queue_position_cluster=None)
         Workload.objects.filter(pk=row.pk).update(**mirror)
+        _notify_on_commit(row, moved)
     return moved
+
+
+NOTIFY_TASK = "worker.tasks.workload_notify"
+NOTIFIABLE = frozenset({Status.ADMITTED, Status.PREEMPTED, Status.SUCCEEDED, Status.FAILED})
+
+
+def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
+    """E-mail the owner about the transitions they opted in to (after commit, by the worker)."""
+    wanted = [status for status in statuses if status in NOTIFIABLE]
+    if not wanted:
+        return
+    preference = NotificationPreference.objects.filter(user_id=workload.owner_id).first()
+    for status in wanted:
+        if preference and preference.wants(status):
+            enqueue_on_commit(NOTIFY_TASK, workload.pk, status)
 
 
 def workload_positions_set(*, positions: dict[int, tuple[int, int]], queued_ids: Iterable[int], at: datetime) -> None:
