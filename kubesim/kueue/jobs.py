@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, clone, listed
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.scheduler.model import condition_true, find_condition
+from kubesim.kueue.scheduler.model import condition_true, find_condition, parse_time
 
 MAX_PREFIX = 253 - 1 - 5
 
@@ -47,6 +47,22 @@ def owner_uid(wl: dict) -> str | None:
     return None
 
 
+REPEAT_PREEMPTIONS = 3
+
+
+def release_time(wl: dict) -> datetime | None:
+    """When an evicted workload's quota may be released once its Job stopped: at once, except after repeated
+    preemptions, which wait one emulated second. Pods take time to terminate in a real cluster, so a preemption
+    livelock (possible in Kueue, e.g. with capacity held for an unreclaimable preemptor) then advances with the
+    clock instead of spinning forever inside one settle."""
+    evictions = ((wl.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+    preempted = sum(int(e.get("count", 0)) for e in evictions if e.get("reason") == C.EVICTED_PREEMPTED)
+    if preempted < REPEAT_PREEMPTIONS:
+        return None
+    evicted = parse_time((find_condition(wl, C.EVICTED) or {}).get("lastTransitionTime"))
+    return None if evicted is None else evicted + timedelta(seconds=1)
+
+
 class JobIntegration:
     """The Job reconciler of Kueue's jobframework, for Jobs labelled with a queue name."""
 
@@ -59,7 +75,15 @@ class JobIntegration:
         self._quiet: dict[str, tuple[str, str]] = {}  # job uid -> (job rv, workload rv) when a sync wrote nothing
 
     def next_deadline(self, store) -> datetime | None:
-        return None
+        """Paced releases of repeatedly preempted workloads (see release_time)."""
+        now = store.clock.now()
+        times = [
+            at
+            for wl in listed(store, "workloads")
+            if condition_true(wl, C.EVICTED) and condition_true(wl, C.QUOTA_RESERVED)
+            if (at := release_time(wl)) is not None and at > now
+        ]
+        return min(times) if times else None
 
     def reconcile(self, store) -> bool:
         if not self._gate.should_run(store):
@@ -83,8 +107,8 @@ class JobIntegration:
             if self._sync(store, job, wl, now):
                 wrote = True
                 self._quiet.pop(job["metadata"]["uid"], None)
-            else:
-                self._quiet[job["metadata"]["uid"]] = versions
+            elif wl is None or not (condition_true(wl, C.EVICTED) and condition_true(wl, C.QUOTA_RESERVED)):
+                self._quiet[job["metadata"]["uid"]] = versions  # not waiting for a paced release
         for uid in set(self._quiet) - job_uids:
             del self._quiet[uid]
         for wl in workloads:
@@ -132,7 +156,9 @@ class JobIntegration:
         if evicted is not None and evicted.get("status") == "True":
             wrote = self._stop(store, job, wl, evicted.get("message", "")) or wrote
             job = store.get("jobs", job["metadata"]["namespace"], job["metadata"]["name"]) or job
-            if condition_true(wl, C.QUOTA_RESERVED) and not (job.get("status") or {}).get("active"):
+            inactive = not (job.get("status") or {}).get("active")
+            at = release_time(wl)
+            if condition_true(wl, C.QUOTA_RESERVED) and inactive and (at is None or at <= now):
                 wl = store.get("workloads", md["namespace"], md["name"]) or wl
                 if ws.release_after_eviction(wl, now):
                     store.update_status("workloads", wl)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.jobs import release_time
 from kubesim.kueue.scheduler import Queues, Scheduler, Snapshot
 from kubesim.kueue.scheduler.model import find_condition
 
@@ -166,6 +167,12 @@ class Sim:
         """Schedule, release preempted workloads, and repeat until nothing changes."""
         by_key = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in self.workloads.values()}
         for _ in range(rounds):
+            for obj in self.workloads.values():  # paced releases that are due
+                if self.condition_name(obj, C.EVICTED) and self.condition_name(obj, C.QUOTA_RESERVED):
+                    at = release_time(obj)
+                    if at is None or at <= self.now:
+                        ws.release_after_eviction(obj, self.now)
+                        self.queues.flush()
             snap = self.snapshot()
             results = Scheduler(self.config, self.queues).run(snap, self.now)
             released = False
@@ -177,8 +184,10 @@ class Sim:
                     self.preemptions.append(p)
                     obj = by_key[p.victim.key]
                     ws.preempt(obj, p.reason, p.message, self.now)
-                    ws.release_after_eviction(obj, self.now)
-                    released = True
+                    at = release_time(obj)
+                    if at is None or at <= self.now:  # as the Job integration paces repeated preemptions
+                        ws.release_after_eviction(obj, self.now)
+                        released = True
                 for p in r.pending:
                     last_pending[p.workload.key] = p
             for key, p in last_pending.items():
@@ -189,6 +198,7 @@ class Sim:
                 continue
             if not any(r.admitted for r in results):
                 return
+        raise AssertionError(f"scheduler did not settle in {rounds} rounds")
 
     def finish(self, name: str) -> None:
         obj = self.workloads[name]
@@ -207,6 +217,12 @@ class Sim:
     def cq_of(self, name: str) -> str | None:
         adm = self.workloads[name]["status"].get("admission")
         return adm["clusterQueue"] if adm else None
+
+    @staticmethod
+    def condition_name(obj: dict, ctype: str) -> bool:
+        """Whether the condition is True on a workload dict."""
+        c = find_condition(obj, ctype)
+        return c is not None and c["status"] == "True"
 
     def condition(self, name: str, ctype: str) -> dict | None:
         return find_condition(self.workloads[name], ctype)
