@@ -27,4 +27,7 @@ def audit_diff(event: Any) -> list[tuple[str, Any, Any]]:
     keys = list(after) + [key for key in before if key not in after]
     if event.before is not None and event.after is not None:
         keys = [key for key in keys if before.get(key) != after.get(key)]
+    else:  # a create or delete: leave out empty fields to keep the row short
+        state = after if event.after is not None else before
+        keys = [key for key in keys if state.get(key) not in (None, "", [], {})]
     return [(key, before.get(key), after.get(key)) for key in keys if key != "id"]
