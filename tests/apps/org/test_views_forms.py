@@ -159,3 +159,17 @@ def test_delete_pages_confirm_before_deleting(page_client):
     page_client("admin").post(reverse("org:priority_class_delete", args=["build"]))
     event = AuditEvent.objects.filter(action="priority_class.delete").latest("id")
     assert event.before["name"] == "build" and event.after is None
+
+
+def test_forms_carry_and_require_the_csrf_token(users):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(users["admin"])
+    page = client.get(reverse("org:department_create")).content.decode()
+    assert 'name="csrfmiddlewaretoken"' in page
+    assert "X-CSRFToken" in page  # htmx requests send it as a header (base.html hx-headers)
+    refused = client.post(reverse("org:department_create"), {"slug": "robotics", "name": "Robotics",
+                                                              "min_project_weight": "0", "max_project_weight": "1"})
+    assert refused.status_code == 403
+    assert not Department.objects.filter(slug="robotics").exists()
