@@ -18,6 +18,7 @@ from kubesim.kueue.scheduler import Queues, Scheduler, Snapshot
 from kubesim.kueue.scheduler.model import condition_true, find_condition, is_active, is_finished, parse_time
 from kubesim.kueue.scheduler.quota import dominant_resource_share
 
+QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces")
 SCHEDULING_INPUTS = {"workloads", "clusterqueues", "cohorts", "localqueues", "resourceflavors", "namespaces"}
 
 # Queue state and configuration per store, so visibility() orders pending workloads exactly as the scheduler does.
@@ -52,7 +53,7 @@ def build_snapshot(store, config: KueueConfig, now: datetime | None) -> Snapshot
 def _fingerprint(store) -> str:
     """Changes to queues, cohorts, flavors or namespaces flush the inadmissible sets."""
     parts = []
-    for resource in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces"):
+    for resource in QUEUE_CONFIG:
         for obj in listed(store, resource):
             md = obj.get("metadata") or {}
             parts.append((resource, md.get("namespace"), md.get("name"), obj.get("spec"), md.get("labels")))
@@ -74,6 +75,7 @@ class SchedulerController:
         self._reserving: dict[str, str] = {}  # workload key -> ClusterQueue, after the last reconcile
         self._generations: dict[str, int] = {}
         self._fingerprint = ""
+        self._config_rv = -1
         self._gate = ChangeGate(SCHEDULING_INPUTS)
 
     def next_deadline(self, store) -> datetime | None:
@@ -130,10 +132,13 @@ class SchedulerController:
         )
 
     def _flush_on_events(self, store, snap: Snapshot, queues: Queues) -> None:
-        fingerprint = _fingerprint(store)
-        if fingerprint != self._fingerprint:
-            self._fingerprint = fingerprint
-            queues.flush()
+        config_rv = store.last_change(*QUEUE_CONFIG)
+        if config_rv != self._config_rv:
+            self._config_rv = config_rv
+            fingerprint = _fingerprint(store)
+            if fingerprint != self._fingerprint:
+                self._fingerprint = fingerprint
+                queues.flush()
         reserving = {k for k, w in snap.workloads.items() if w.has_reservation}
         released_roots = {_root_name(snap, cq) for k, cq in self._reserving.items() if k not in reserving}
         if released_roots:
