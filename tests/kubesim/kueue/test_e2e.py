@@ -536,3 +536,54 @@ def test_queue_name_change_while_suspended(kc: Cluster):
     kc.settle()
     assert kc.workload(ns, "moved")["spec"]["queueName"] == "lq2"
     assert kc.workload(ns, "moved")["status"]["admission"]["clusterQueue"] == "cq2"
+
+
+def test_visibility_positions_across_local_queues_and_priority(kc: Cluster):
+    kc.priority_class("urgent", 100)
+    ns = setup_queue(kc, 1)
+    kc.local_queue("lq2", "cq", ns)
+    kc.job(ns, "running", "lq", 1)
+    kc.settle(1)
+    for name, queue, pc in (("a", "lq", None), ("b", "lq2", None), ("c", "lq", "urgent"), ("d", "lq2", None)):
+        kc.job(ns, name, queue, 1, priority_class=pc)
+        kc.settle(1)
+
+    def rows(items: list[dict]) -> list[tuple]:
+        return [
+            (
+                i["metadata"]["ownerReferences"][0]["name"],
+                i["localQueueName"],
+                i["priority"],
+                i["positionInClusterQueue"],
+                i["positionInLocalQueue"],
+            )
+            for i in items
+        ]
+
+    assert rows(kc.pending_cq("cq")) == [
+        ("c", "lq", 100, 0, 0),
+        ("a", "lq", 0, 1, 1),
+        ("b", "lq2", 0, 2, 0),
+        ("d", "lq2", 0, 3, 1),
+    ]
+    assert rows(kc.pending_lq(ns, "lq2")) == [("b", "lq2", 0, 2, 0), ("d", "lq2", 0, 3, 1)]
+    assert rows(kc.pending_lq(ns, "lq2", offset=1, limit=5)) == [("d", "lq2", 0, 3, 1)]
+    lq2 = kc.get("localqueues", "lq2", ns)["status"]
+    assert (lq2["pendingWorkloads"], lq2["admittedWorkloads"]) == (2, 0)
+
+
+def test_local_queue_stop_policy(kc: Cluster):
+    ns = setup_queue(kc, 2)
+    kc.job(ns, "running", "lq", 1)
+    kc.settle(1)
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "lq", {"spec": {"stopPolicy": "Hold"}})
+    kc.job(ns, "held", "lq", 1)
+    kc.settle(1)
+    assert kc.admitted(ns, "running")
+    qr = kc.condition(ns, "held", "QuotaReserved")
+    assert (qr["reason"], qr["message"]) == ("Suspended", "LocalQueue lq is inactive")
+    active = kc.get("localqueues", "lq", ns)["status"]["conditions"][0]
+    assert (active["status"], active["reason"], active["message"]) == ("False", "Stopped", "LocalQueue is stopped")
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "lq", {"spec": {"stopPolicy": "None"}})
+    kc.settle()
+    assert kc.admitted(ns, "held")
