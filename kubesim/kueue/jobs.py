@@ -149,6 +149,8 @@ class JobIntegration:
                 C.CONTROLLER_NAME,
             )
             return True
+        if self._match_job(store, job, wl):
+            return True
         wrote = self._sync_queue_name(store, job, wl)
         if self.config.wait_for_pods_ready.enable:
             wrote = self._sync_pods_ready(store, job, wl, now) or wrote
@@ -174,35 +176,9 @@ class JobIntegration:
 
     def _create_workload(self, store, job: dict) -> bool:
         md = job["metadata"]
-        labels = md.get("labels") or {}
-        spec = job.get("spec") or {}
-        wl_spec: dict = {"active": True, "queueName": labels[C.QUEUE_NAME_LABEL], "priority": 0}
-        pc_name = labels.get(C.PRIORITY_CLASS_LABEL)
-        if pc_name:
-            pc = store.get("workloadpriorityclasses", None, pc_name)
-            if pc is None:
-                key = (md["uid"], pc_name)
-                if key in self._warned:
-                    return False
-                self._warned.add(key)
-                store.record_event(
-                    job,
-                    "Warning",
-                    "WorkloadPriorityClassNotFound",
-                    f"workloadPriorityClass {pc_name} not found",
-                    C.CONTROLLER_NAME,
-                )
-                return True
-            wl_spec["priorityClassRef"] = {"group": C.KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": pc_name}
-            wl_spec["priority"] = int(pc.get("value", 0))
-        max_exec = labels.get(C.MAX_EXEC_TIME_LABEL)
-        if max_exec and max_exec.isdigit():
-            wl_spec["maximumExecutionTimeSeconds"] = int(max_exec)
-        podset: dict = {"name": "main", "count": pod_count(job), "template": copy.deepcopy(spec.get("template") or {})}
-        min_par = (md.get("annotations") or {}).get(C.MIN_PARALLELISM_ANNOTATION)
-        if min_par and min_par.isdigit() and int(min_par) < podset["count"]:
-            podset["minCount"] = int(min_par)
-        wl_spec["podSets"] = [podset]
+        wl_spec = self._desired_spec(store, job)
+        if wl_spec is None:
+            return self._warn_missing_priority_class(store, job)
         name = workload_name(md["name"], md["uid"])
         wl = {
             "apiVersion": C.KUEUE_API,
@@ -229,6 +205,58 @@ class JobIntegration:
         store.record_event(
             job, "Normal", "CreatedWorkload", f"Created Workload: {md['namespace']}/{name}", C.CONTROLLER_NAME
         )
+        return True
+
+    @staticmethod
+    def _desired_spec(store, job: dict) -> dict | None:
+        """The Workload spec Kueue constructs for this Job; None when its WorkloadPriorityClass is missing."""
+        md = job["metadata"]
+        labels = md.get("labels") or {}
+        wl_spec: dict = {"active": True, "queueName": labels[C.QUEUE_NAME_LABEL], "priority": 0}
+        pc_name = labels.get(C.PRIORITY_CLASS_LABEL)
+        if pc_name:
+            pc = store.get("workloadpriorityclasses", None, pc_name)
+            if pc is None:
+                return None
+            wl_spec["priorityClassRef"] = {"group": C.KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": pc_name}
+            wl_spec["priority"] = int(pc.get("value", 0))
+        max_exec = labels.get(C.MAX_EXEC_TIME_LABEL)
+        if max_exec and max_exec.isdigit():
+            wl_spec["maximumExecutionTimeSeconds"] = int(max_exec)
+        template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
+        podset: dict = {"name": "main", "count": pod_count(job), "template": template}
+        min_par = (md.get("annotations") or {}).get(C.MIN_PARALLELISM_ANNOTATION)
+        if min_par and min_par.isdigit() and int(min_par) < podset["count"]:
+            podset["minCount"] = int(min_par)
+        wl_spec["podSets"] = [podset]
+        return wl_spec
+
+    def _warn_missing_priority_class(self, store, job: dict) -> bool:
+        md = job["metadata"]
+        pc_name = md["labels"][C.PRIORITY_CLASS_LABEL]
+        if (md["uid"], pc_name) in self._warned:
+            return False
+        self._warned.add((md["uid"], pc_name))
+        message = f"workloadPriorityClass {pc_name} not found"
+        store.record_event(job, "Warning", "WorkloadPriorityClassNotFound", message, C.CONTROLLER_NAME)
+        return True
+
+    def _match_job(self, store, job: dict, wl: dict) -> bool:
+        """EquivalentToWorkload / updateWorkloadToMatchJob: a suspended Job edited before admission gets its
+        Workload's pod sets (and maximum execution time) rewritten to match."""
+        if not (job.get("spec") or {}).get("suspend") or condition_true(wl, C.QUOTA_RESERVED):
+            return False
+        desired = self._desired_spec(store, job)
+        if desired is None:
+            return False
+        key = ("podSets", "maximumExecutionTimeSeconds")
+        if all(desired.get(k) == (wl.get("spec") or {}).get(k) for k in key):
+            return False
+        wl["spec"] = {**desired, "active": (wl.get("spec") or {}).get("active", True)}
+        store.update("workloads", wl)
+        md = wl["metadata"]
+        message = f"Updated not matching Workload for suspended job: {md['namespace']}/{md['name']}"
+        store.record_event(job, "Normal", "UpdatedWorkload", message, C.CONTROLLER_NAME)
         return True
 
     def _sync_queue_name(self, store, job: dict, wl: dict) -> bool:
@@ -313,9 +341,10 @@ class JobIntegration:
                     tspec[key] = original["spec"][key]
                 else:
                     tspec.pop(key, None)
-            labels = (template.get("metadata") or {}).get("labels")
-            if labels is not None:
-                labels.pop(C.PODSET_LABEL, None)
+            if "metadata" in original:
+                template["metadata"] = original["metadata"]
+            else:
+                template.pop("metadata", None)
             if job["spec"].get("parallelism") != podsets[0].get("count") and podsets[0].get("minCount") is not None:
                 job["spec"]["parallelism"] = podsets[0].get("count")
         job["spec"]["suspend"] = True

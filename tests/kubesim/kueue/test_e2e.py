@@ -587,3 +587,29 @@ def test_local_queue_stop_policy(kc: Cluster):
     kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "lq", {"spec": {"stopPolicy": "None"}})
     kc.settle()
     assert kc.admitted(ns, "held")
+
+
+def test_suspended_job_edit_updates_workload_and_requeue_is_clean(kc: Cluster):
+    kc.priority_class("low", 1)
+    kc.priority_class("high", 10)
+    ns = setup_queue(kc, 2, preemption={"withinClusterQueue": "LowerPriority"})
+    kc.job(ns, "low", "lq", 2, priority_class="low")
+    kc.settle(1)
+    kc.job(ns, "high", "lq", 2, priority_class="high")
+    kc.settle(1)
+    assert not kc.admitted(ns, "low")
+    kc.batch.delete_namespaced_job("high", ns, propagation_policy="Background")
+    kc.settle(1)
+    assert kc.admitted(ns, "low")  # re-admitted after the preemption, with the same Workload
+    assert "UpdatedWorkload" not in [r for r, _ in kc.events(ns, "low")]
+    kc.job(ns, "edit", "lq", 1)
+    kc.settle(1)
+    assert not kc.admitted(ns, "edit")  # the queue is full: the Job stays suspended
+    selector = {"portal.gpu/pool": "h100", "team": "a"}
+    kc.batch.patch_namespaced_job("edit", ns, {"spec": {"template": {"spec": {"nodeSelector": selector}}}})
+    kc.settle()
+    assert kc.workload(ns, "edit")["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] == selector
+    wl_name = kc.workload(ns, "edit")["metadata"]["name"]
+    assert ("UpdatedWorkload", f"Updated not matching Workload for suspended job: {ns}/{wl_name}") in kc.events(
+        ns, "edit"
+    )
