@@ -6,8 +6,9 @@ and its htmx partial.
 
 Submit page protocol (htmx):
 - `GET ?panel=1` (htmx) returns only the side panel for the project/pool/size in the query string.
-- `POST` with `_validate=1` (htmx) is the live check: the form partial comes back with every refusal next to its
-  field (plus the panel, out of band) and nothing is saved. Empty required text fields are stood in for by
+- `POST` with `_validate=1` (htmx) is the live check: every refusal comes back next to its field and nothing is
+  saved. The answer never replaces an input (the user may be typing in another one): it targets the status line
+  and swaps each field's error block and the pool panel out of band. Empty required text fields are stood in for by
   placeholders during the check, so quota refusals show before the whole form is filled in. When the change came
   from the priority class select (`_changed=priority_class`, set by the form's hx-vals from the change event), the
   preemptible box is reset to that class's default first.
@@ -197,6 +198,7 @@ def submit(request: HttpRequest, kind: str) -> HttpResponse:
         return render(request, "workloads/partials/_submit_response.html", {
             "form": form, "kind": kind, "panel": _panel(kind, projects, data), "source": source,
             "checked": not form.errors, "drafted": drafted,
+            "reset_preemptible": "priority_class" in (data.get("_changed"), request.htmx.trigger_name),
         })
     if form.errors:
         messages.error(request, "Nothing was submitted: fix the fields marked below.")

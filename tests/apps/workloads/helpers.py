@@ -39,7 +39,7 @@ def submit_payload(kind: str = "training", *, project: str = "vision", pool: str
 def field_errors(response: Any, field: str) -> str:
     """The error text rendered next to a form field (empty when there is none)."""
     content = response.content.decode()
-    match = re.search(rf'<ul class="errorlist" id="id_{field}_errors">(.*?)</ul>', content, re.S)
+    match = re.search(rf'<ul class="errorlist" id="id_{field}_errors"[^>]*>(.*?)</ul>', content, re.S)
     return html.unescape(re.sub(r"<[^>]+>", " ", match.group(1))) if match else ""
 
 
