@@ -109,15 +109,15 @@ class SchedulerController:
         for key, p in pending.items():
             if snap.workloads[key].has_reservation:
                 continue
-            wrote = self._set_pending(store, p.workload.obj, p.reason, p.message, now, event=True) or wrote
+            wrote = self._set_pending(store, p.workload, p.reason, p.message, now, scheduled=True) or wrote
         for wl, reason, message in snap.orphans:
-            wrote = self._set_pending(store, wl.obj, reason, message, now) or wrote
+            wrote = self._set_pending(store, wl, reason, message, now) or wrote
         for cq_name, wls in snap.pending.items():
             cq = snap.cluster_queues.get(cq_name)
             if cq is not None and not cq.active:
                 for wl in wls:
                     msg = f"ClusterQueue {cq_name} is inactive"
-                    wrote = self._set_pending(store, wl.obj, C.REASON_SUSPENDED, msg, now) or wrote
+                    wrote = self._set_pending(store, wl, C.REASON_SUSPENDED, msg, now) or wrote
         self._reserving = {k: w.cluster_queue for k, w in snap.workloads.items() if w.has_reservation}
         return wrote
 
@@ -156,26 +156,32 @@ class SchedulerController:
             if key not in pending_keys.get(cq_name, set()):
                 del queues.sticky[cq_name]
 
-    def _set_pending(self, store, seen: dict, reason: str, message: str, now: datetime, event: bool = False) -> bool:
+    def _set_pending(self, store, wl, reason: str, message: str, now: datetime, scheduled: bool = False) -> bool:
+        """QuotaReserved=False with reason and message; a scheduler verdict (scheduled) also records the
+        requests and an event."""
+        seen = wl.obj
         if condition_true(seen, C.QUOTA_RESERVED):
             return False
+        requests = wl.resource_requests() if scheduled else None
         qr, adm = find_condition(seen, C.QUOTA_RESERVED), find_condition(seen, C.ADMITTED)
+        status = seen.get("status") or {}
         if (
             qr is not None
             and (qr.get("status"), qr.get("reason"), qr.get("message")) == ("False", reason, message)
             and adm is not None
             and adm.get("status") == "False"
-            and (seen.get("status") or {}).get("admission") is None
+            and status.get("admission") is None
+            and (requests is None or status.get("resourceRequests") == requests)
         ):
             return False  # already says so: no copy, no write
         md = seen["metadata"]
         obj = store.get("workloads", md["namespace"], md["name"])
         if obj is None or condition_true(obj, C.QUOTA_RESERVED):
             return False
-        if not ws.set_pending(obj, reason, message, now):
+        if not ws.set_pending(obj, reason, message, now, requests):
             return False
         store.update_status("workloads", obj)
-        if event:
+        if scheduled:
             store.record_event(obj, "Warning", reason, message, C.CONTROLLER_NAME)
         return True
 

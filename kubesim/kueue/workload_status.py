@@ -124,6 +124,13 @@ def release_after_eviction(obj: dict, now: datetime) -> bool:
     return unset_quota_reservation(obj, C.REASON_PENDING_EVALUATION, ev.get("message", ""), now) or changed
 
 
-def set_pending(obj: dict, reason: str, message: str, now: datetime) -> bool:
-    """A scheduler verdict for a pending workload (no-op when the condition already says so)."""
-    return unset_quota_reservation(obj, reason, message, now)
+def set_pending(
+    obj: dict, reason: str, message: str, now: datetime, resource_requests: list[dict] | None = None
+) -> bool:
+    """A scheduler verdict for a pending workload (no-op when the condition already says so); with the PodSets'
+    requests in status.resourceRequests when the scheduler evaluated it."""
+    changed = unset_quota_reservation(obj, reason, message, now)
+    if resource_requests is not None and obj["status"].get("resourceRequests") != resource_requests:
+        obj["status"]["resourceRequests"] = resource_requests
+        changed = True
+    return changed

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.quantity import parse, to_amount
+from kubesim.kueue.quantity import format_amount, parse, to_amount
 from kubesim.kueue.scheduler.quota import (
     CohortNode,
     FlavorResource,
@@ -140,6 +140,13 @@ class WorkloadInfo:
     @property
     def has_reservation(self) -> bool:
         return self.reserved_at is not None
+
+    def resource_requests(self) -> list[dict]:
+        """status.resourceRequests: each PodSet's total requests, as Kueue reports them for pending workloads."""
+        return [
+            {"name": ps.name, "resources": {r: format_amount(r, v * ps.count) for r, v in sorted(ps.requests.items())}}
+            for ps in self.podsets
+        ]
 
 
 def _pod_requests(spec: dict) -> dict[str, int]:

@@ -87,6 +87,9 @@ def test_fifo_and_visibility_positions(kc: Cluster):
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
         "in flavor h100, 1 more needed"
     )
+    assert kc.workload(ns, "j2")["status"]["resourceRequests"] == [
+        {"name": "main", "resources": {"cpu": "1", GPU: "1"}}
+    ]
     assert kc.get("clusterqueues", "cq")["status"]["pendingWorkloads"] == 3
     kc.batch.delete_namespaced_job("j0", ns, propagation_policy="Background")
     kc.settle()
