@@ -1,0 +1,71 @@
+"""Browser: alice submits a training job and a notebook from the forms and sees both in her list.
+
+The submit task is enqueued after commit; no worker runs here, so the rows stay `submitting`, which is all the list
+needs to show. The live check (htmx) runs while she fills the forms and must not disturb what she types.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def fill_common(page, *, name: str, image: str, model: str) -> None:
+    page.fill("#id_name", name)
+    page.fill("#id_image", image)
+    page.fill("#id_model_label", model)
+    page.fill("#id_data_class", "public")
+
+
+def test_alice_submits_a_training_job_and_a_notebook_and_sees_both_listed(login):
+    from apps.workloads.models import Kind, Workload
+
+    page = login("alice")
+    page.click("nav >> text=Submit")
+    page.wait_for_url(re.compile(r"/workloads/submit/training/$"))
+    assert page.locator("#pool-panel").inner_text().startswith("Vision on")
+
+    # A live refusal first: more GPUs than Vision's limit on the pool shows next to the field, nothing is saved.
+    page.select_option("#id_node_pool", label="H100 80GB (h100)")
+    page.fill("#id_gpus", "9")
+    page.locator("#id_gpus").blur()
+    page.wait_for_selector("#errors-gpus .errorlist")
+    assert "may use at most 8" in page.inner_text("#errors-gpus")
+    assert "8 units" in page.inner_text("#pool-panel [data-fact=limit]")
+    assert Workload.objects.count() == 0
+
+    page.fill("#id_gpus", "2")
+    fill_common(page, name="resnet-train", image="pytorch/pytorch:2.4.0", model="resnet50")
+    page.fill("#id_command", "python train.py")
+    page.fill("#id_env", "WANDB_MODE=offline")
+    page.locator("#id_env").blur()
+    page.wait_for_selector("#live-status .saved")
+    assert page.inner_text("#errors-gpus").strip() == ""
+    page.click("button[type=submit] >> text=Submit training")
+    page.wait_for_url(re.compile(r"/workloads/\d+/$"))
+    assert "Submitted resnet-train" in page.inner_text(".messages")
+    assert "Submitting" in page.inner_text("#workload-live")
+
+    page.goto("/workloads/submit/notebook/")
+    page.select_option("#id_node_pool", label="L40S time-sliced (l40s-shared)")
+    fill_common(page, name="explore", image="jupyter/base-notebook:latest", model="eda")
+    page.fill("#id_notebook_idle_timeout_minutes", "60")
+    page.click("button[type=submit] >> text=Submit notebook")
+    page.wait_for_url(re.compile(r"/workloads/\d+/$"))
+
+    page.click("nav >> text=Workloads")
+    page.wait_for_url(re.compile(r"/workloads/$"))
+    table = page.locator("#workload-table")
+    assert table.locator("tr[data-workload]").count() == 2
+    text = table.inner_text()
+    assert "resnet-train" in text and "explore" in text and "Training" in text and "Notebook" in text
+    assert table.get_attribute("hx-trigger") == "every 5s"  # live rows: the list polls
+
+    rows = {w.name: w for w in Workload.objects.all()}
+    assert rows["resnet-train"].kind == Kind.TRAINING and rows["resnet-train"].gpus == 2
+    assert rows["resnet-train"].env == [{"name": "WANDB_MODE", "value": "offline"}]
+    assert rows["explore"].kind == Kind.NOTEBOOK and rows["explore"].node_pool.slug == "l40s-shared"
+    assert rows["explore"].notebook_idle_timeout_minutes == 60
