@@ -1,0 +1,140 @@
+"""Cases ported from Kueue's own preemption tests (pkg/scheduler/preemption/preemption_fair_test.go), run through
+a full scheduling cycle on plain data: same trees, same admitted workloads, same expected victims and reasons."""
+
+from __future__ import annotations
+
+from kubesim.kueue import workload_status as ws
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler import Scheduler, Snapshot
+from tests.kubesim.kueue.sim import T0
+
+CPU = "cpu"
+
+
+def rg(nominal: int | None) -> list[dict]:
+    if nominal is None:
+        return []
+    return [
+        {
+            "coveredResources": [CPU],
+            "flavors": [{"name": "default", "resources": [{"name": CPU, "nominalQuota": str(nominal)}]}],
+        }
+    ]
+
+
+def cq(
+    name: str,
+    cohort: str,
+    nominal: int | None,
+    weight: str | None = None,
+    reclaim: str = "Never",
+    within: str = "Never",
+) -> dict:
+    spec: dict = {
+        "cohortName": cohort,
+        "namespaceSelector": {},
+        "resourceGroups": rg(nominal),
+        "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
+    }
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def cohort(name: str, parent: str | None = None, nominal: int | None = None, weight: str | None = None) -> dict:
+    spec: dict = {"resourceGroups": rg(nominal)}
+    if parent:
+        spec["parentName"] = parent
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def workload(name: str, cpu: int, priority: int = 0, admitted_in: str | None = None) -> dict:
+    obj = {
+        "metadata": {"name": name, "namespace": "", "uid": f"uid-{name}", "creationTimestamp": ws.ts(T0)},
+        "spec": {
+            "queueName": "incoming",
+            "priority": priority,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {CPU: str(cpu)}}}]}},
+                }
+            ],
+        },
+        "status": {},
+    }
+    if admitted_in:
+        psa = [{"name": "main", "flavors": {CPU: "default"}, "resourceUsage": {CPU: str(cpu)}, "count": 1}]
+        ws.set_quota_reservation(obj, admitted_in, psa, T0)
+    return obj
+
+
+def victims(cqs: list[dict], cohorts: list[dict], admitted: list[dict], incoming: dict, target: str) -> set:
+    lq = {"metadata": {"name": "incoming", "namespace": ""}, "spec": {"clusterQueue": target}}
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
+        cohorts=cohorts,
+        cluster_queues=cqs,
+        local_queues=[lq],
+        workloads=[*admitted, incoming],
+        config=KueueConfig(),
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    return {(p.victim.name, p.reason) for p in result.preempted}
+
+
+def test_hierarchical_preemption():
+    cqs = [
+        cq("a", "LEFT", 1, weight="2", reclaim="Any"),
+        cq("b", "LEFT", 1),
+        cq("c", "ROOT", 1),
+        cq("d", "RIGHT", 1),
+        cq("e", "RIGHT", 1, weight="0.99"),
+    ]
+    cohorts = [cohort("ROOT", nominal=5), cohort("LEFT", "ROOT", 5, weight="2"), cohort("RIGHT", "ROOT", 5)]
+    admitted = [workload(f"{q}{i}", 1, priority=i, admitted_in=q) for q in "bcde" for i in range(1, 6)]
+    got = victims(cqs, cohorts, admitted, workload("unit", 5), "a")
+    fs = "InCohortFairSharing"
+    assert got == {("b1", fs), ("b2", fs), ("c1", fs), ("c2", fs), ("e1", fs)}
+
+
+def test_borrowing_cq_in_non_borrowing_cohort_is_protected():
+    cqs = [cq("a", "ROOT", 5, weight="10", reclaim="Any", within="LowerPriority"), cq("b", "RIGHT", None, "0.1")]
+    cohorts = [cohort("ROOT"), cohort("RIGHT", "ROOT", 1, weight="0.1")]
+    admitted = [workload(n, 1, priority=-1, admitted_in="a") for n in ("a1", "a2", "a3")]
+    admitted.append(workload("b1", 1, priority=-1, admitted_in="b"))
+    got = victims(cqs, cohorts, admitted, workload("unit", 5), "a")
+    assert got == {("a1", "InClusterQueue"), ("a2", "InClusterQueue"), ("a3", "InClusterQueue")}
+
+
+def test_deep_preemption():
+    cqs = [cq("a", "AAA", 0, reclaim="Any"), cq("b", "BBB", 0)]
+    cohorts = [
+        cohort("ROOT"),
+        cohort("A", "ROOT", weight="1.01"),
+        cohort("AA", "A"),
+        cohort("AAA", "AA"),
+        cohort("B", "ROOT", weight="0.99"),
+        cohort("BB", "B"),
+        cohort("BBB", "BB"),
+        cohort("C", "ROOT"),
+        cohort("CC", "C"),
+        cohort("CCC", "CC"),
+        cohort("CCCC", "CCC", 1),
+    ]
+    got = victims(cqs, cohorts, [workload("b1", 1, admitted_in="b")], workload("a1", 1), "a")
+    assert got == {("b1", "InCohortFairSharing")}
+
+
+def test_zero_weight_cq_and_cohort_can_reclaim_nominal_quota():
+    cqs = [cq("a", "ROOT", 1, weight="0.0", reclaim="Any"), cq("b", "ROOT", 0, weight="1.0")]
+    got = victims(cqs, [], [workload("b1", 1, admitted_in="b")], workload("a1", 1), "a")
+    assert got == {("b1", "InCohortReclamation")}
+    cqs = [cq("a", "A", 0, weight="0.0", reclaim="Any"), cq("b", "ROOT", 0, weight="1.0")]
+    cohorts = [cohort("A", "ROOT", 1, weight="0.0")]
+    got = victims(cqs, cohorts, [workload("b1", 1, admitted_in="b")], workload("a1", 1), "a")
+    assert got == {("b1", "InCohortFairSharing")}
