@@ -83,21 +83,18 @@ class Watcher:
                 MIRRORS[kind](obj=obj, at=now)
             return
         if kind == "Job":
-            job_uid = metadata["uid"]
-            with self.lock:
-                if event_type == "DELETED":
-                    self.jobs.pop(job_uid, None)
-                else:
-                    self.jobs[job_uid] = obj
+            job_uid, cache = metadata["uid"], self.jobs
         else:
-            job_uid = (metadata.get("labels") or {}).get(JOB_UID_LABEL, "")
+            job_uid, cache = (metadata.get("labels") or {}).get(JOB_UID_LABEL, ""), self.workloads
             if not job_uid:
                 return
-            with self.lock:
-                if event_type == "DELETED":
-                    self.workloads.pop(job_uid, None)
-                else:
-                    self.workloads[job_uid] = obj
+        with self.lock:
+            if event_type == "DELETED":
+                cache.pop(job_uid, None)
+            elif _newer(obj, cache.get(job_uid)):
+                cache[job_uid] = obj
+            else:
+                return  # a replayed or reordered event older than what we hold
         if event_type != "DELETED":
             self.apply_job_uid(job_uid)
 
@@ -252,3 +249,13 @@ class Watcher:
         self.custom.api_client.rest_client.pool_manager.clear()
         for thread in getattr(self, "threads", []):
             thread.join(timeout)
+
+
+def _newer(obj: dict[str, Any], held: dict[str, Any] | None) -> bool:
+    """Whether obj is at least as new as the copy we hold (resourceVersions compare as numbers where they are)."""
+    if held is None:
+        return True
+    new, old = obj["metadata"].get("resourceVersion", ""), held["metadata"].get("resourceVersion", "")
+    if new.isdigit() and old.isdigit():
+        return int(new) >= int(old)
+    return True

@@ -7,6 +7,8 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.db.models import DateTimeField, F, Value
+from django.db.models.functions import Greatest
 
 from apps.org.labels import DEPARTMENT_LABEL, POOL_LABEL, PROJECT_LABEL
 from apps.org.models import Department, NodePool, Project
@@ -104,3 +106,31 @@ def mirror_keep_only(*, kind: str, keys: set[tuple[str, str]]) -> None:
         for row in model.objects.all():
             if (getattr(row, "namespace", ""), row.name) not in keys:
                 row.delete()
+
+
+# --- the GPU-hour ledger ------------------------------------------------------------------------------------------
+
+
+def usage_interval_open(*, workload: Any, at: datetime) -> bool:
+    """Start counting a workload's quota from `at`; no-op when an interval is already open."""
+    from .models import UsageInterval
+
+    if UsageInterval.objects.filter(workload_id=workload.pk, ended_at__isnull=True).exists():
+        return False
+    pool = workload.node_pool
+    UsageInterval.objects.create(
+        workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
+        user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
+        card_fraction_numerator=pool.card_fraction_numerator, card_fraction_denominator=pool.card_fraction_denominator,
+        queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
+        model_label=workload.model_label, data_class=workload.data_class, started_at=at,
+    )
+    return True
+
+
+def usage_interval_close(*, workload_id: int, at: datetime, reason: str) -> bool:
+    """Stop counting; an interval closes once (no-op when none is open). Never ends before it began."""
+    from .models import UsageInterval
+
+    return bool(UsageInterval.objects.filter(workload_id=workload_id, ended_at__isnull=True).update(
+        ended_at=Greatest(F("started_at"), Value(at, output_field=DateTimeField())), end_reason=reason[:100]))

@@ -21,9 +21,10 @@ from apps.accounts.models import NotificationPreference
 from apps.org.audit import audit_record
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
+from apps.usage.services import usage_interval_close, usage_interval_open
 from portal.tasks import enqueue_on_commit
 
-from .models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent, WorkloadTemplate
+from .models import HOLDING_STATUSES, LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent, WorkloadTemplate
 from .validation import non_preemptible_units_held, validate_fits, validate_shape
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
@@ -291,8 +292,11 @@ def workload_mark_submit_failed(*, workload_id: int, message: str) -> bool:
 
 
 def workload_mark_stopped(*, workload: Workload, message: str, reason: str = "Stopped") -> bool:
-    return _transition(workload, expected=[Status.STOPPING], to_status=Status.STOPPED, reason=reason,
-                       message=message, finished_at=timezone.now())
+    now = timezone.now()
+    with transaction.atomic():
+        usage_interval_close(workload_id=workload.pk, at=now, reason=reason)
+        return _transition(workload, expected=[Status.STOPPING], to_status=Status.STOPPED, reason=reason,
+                           message=message, finished_at=now)
 
 
 def workloads_stuck_submitting(*, older_than: timedelta = SUBMITTING_SWEEP_AFTER) -> list[int]:
@@ -385,6 +389,7 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
                 row.status = Status.PREEMPTED
                 moved.append(Status.PREEMPTED)
             mirror["last_preempted_at"] = preemption.at
+            usage_interval_close(workload_id=row.pk, at=preemption.at, reason=f"Preempted ({preemption.reason})")
         if observation.status != row.status:
             reason = "Requeued" if row.status == Status.PREEMPTED and observation.status == Status.QUEUED \
                 else observation.reason
@@ -396,8 +401,18 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
         if observation.status != Status.QUEUED:
             mirror.update(queue_position_local=None, queue_position_cluster=None)
         Workload.objects.filter(pk=row.pk).update(**mirror)
+        _account(row, observation)
         _notify_on_commit(row, moved)
     return moved
+
+
+def _account(workload: Workload, observation: Any) -> None:
+    """Keep the GPU-hour ledger in step: an interval is open exactly while the workload holds quota."""
+    if observation.status in HOLDING_STATUSES:
+        usage_interval_open(workload=workload, at=observation.admitted_at or observation.at or timezone.now())
+    else:
+        usage_interval_close(workload_id=workload.pk, at=observation.finished_at or observation.at or timezone.now(),
+                             reason=observation.reason or observation.status)
 
 
 NOTIFY_TASK = "worker.tasks.workload_notify"
@@ -429,5 +444,6 @@ def workloads_gone(*, workload_ids: Iterable[int], at: datetime) -> None:
     """Live workloads whose Job disappeared without the portal deleting it (someone else removed it)."""
     for workload in Workload.objects.filter(pk__in=list(workload_ids)).exclude(
             status__in=WATCHER_IGNORES | {Status.SUBMITTING, Status.REJECTED}):
+        usage_interval_close(workload_id=workload.pk, at=at, reason="JobDeleted")
         _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
                     message="The Job was deleted outside the portal", finished_at=at)

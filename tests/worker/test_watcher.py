@@ -5,9 +5,10 @@ from django.contrib.auth import get_user_model
 
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
-from apps.usage.models import ClusterQueueState
+from apps.usage.models import ClusterQueueState, UsageInterval
 from apps.workloads import services
 from apps.workloads.explain import explain_workloads
+from apps.workloads.history import preemptions
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.worker.conftest import wait_for
 from worker import tasks
@@ -86,7 +87,10 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     victim = victims[0]
     event = WorkloadEvent.objects.get(workload=victim, to_status=Status.PREEMPTED)
     assert event.reason in {"InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"}
-    assert event.details["preemptor_workload_id"] == reclaimer.pk
+    assert event.details["preemptor_job_uid"] == Workload.objects.get(pk=reclaimer.pk).k8s_uid
+    (preemption,) = preemptions(victim)
+    assert preemption["preemptor"] == {"id": reclaimer.pk, "name": "run", "project": "nlp"}
+    assert preemption["reason"] == event.reason and preemption["at"] == event.cluster_at
     wait_for(lambda: status_of(victim) == Status.QUEUED)
     history = list(WorkloadEvent.objects.filter(workload=victim).values_list("to_status", "reason"))
     assert (Status.QUEUED, "Requeued") in history
@@ -98,6 +102,16 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     # When the reclaimer finishes, the victim is admitted again.
     kubesim.advance(600)
     wait_for(lambda: status_of(victim) in {Status.ADMITTED, Status.RUNNING})
+    # The ledger has two stretches for the victim: until the preemption, and from the new admission.
+    wait_for(lambda: UsageInterval.objects.filter(workload=victim).count() == 2)
+    first, second = UsageInterval.objects.filter(workload=victim).order_by("started_at")
+    assert first.ended_at == event.cluster_at and first.end_reason.startswith("Preempted")
+    assert second.ended_at is None and second.started_at >= first.ended_at
+    assert first.queue == "elastic" and first.units == 4
+    wait_for(lambda: status_of(reclaimer) == Status.SUCCEEDED)
+    reclaimer_interval = UsageInterval.objects.get(workload=reclaimer)
+    assert reclaimer_interval.queue == "guaranteed" and reclaimer_interval.ended_at is not None
+    assert (reclaimer_interval.ended_at - reclaimer_interval.started_at).total_seconds() == pytest.approx(600, abs=2)
 
 
 def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim, cluster, org, watcher):
@@ -110,6 +124,9 @@ def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim
     wait_for(lambda: status_of(second) == Status.SUCCEEDED, timeout=30)
     watcher.stop()
     before = list(WorkloadEvent.objects.order_by("id").values_list("workload_id", "to_status", "reason"))
+    intervals = list(UsageInterval.objects.order_by("id").values_list("workload_id", "started_at", "ended_at",
+                                                                       "end_reason"))
+    assert len(intervals) == 2 and intervals[1][2] is not None, intervals
     restarted = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
     restarted.start()
     try:
@@ -117,6 +134,8 @@ def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim
         wait_for(lambda: restarted.synced.is_set())
         after = list(WorkloadEvent.objects.order_by("id").values_list("workload_id", "to_status", "reason"))
         assert after == before
+        assert list(UsageInterval.objects.order_by("id").values_list("workload_id", "started_at", "ended_at",
+                                                                     "end_reason")) == intervals
     finally:
         restarted.stop()
 
