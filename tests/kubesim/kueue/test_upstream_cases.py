@@ -11,15 +11,13 @@ from tests.kubesim.kueue.sim import T0
 CPU = "cpu"
 
 
-def rg(nominal: int | None) -> list[dict]:
+def rg(nominal: int | None, lending: int | None = None) -> list[dict]:
     if nominal is None:
         return []
-    return [
-        {
-            "coveredResources": [CPU],
-            "flavors": [{"name": "default", "resources": [{"name": CPU, "nominalQuota": str(nominal)}]}],
-        }
-    ]
+    r = {"name": CPU, "nominalQuota": str(nominal)}
+    if lending is not None:
+        r["lendingLimit"] = str(lending)
+    return [{"coveredResources": [CPU], "flavors": [{"name": "default", "resources": [r]}]}]
 
 
 def cq(
@@ -29,11 +27,12 @@ def cq(
     weight: str | None = None,
     reclaim: str = "Never",
     within: str = "Never",
+    lending: int | None = None,
 ) -> dict:
     spec: dict = {
         "cohortName": cohort,
         "namespaceSelector": {},
-        "resourceGroups": rg(nominal),
+        "resourceGroups": rg(nominal, lending),
         "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
     }
     if weight is not None:
@@ -72,7 +71,9 @@ def workload(name: str, cpu: int, priority: int = 0, admitted_in: str | None = N
     return obj
 
 
-def victims(cqs: list[dict], cohorts: list[dict], admitted: list[dict], incoming: dict, target: str) -> set:
+def victims(
+    cqs: list[dict], cohorts: list[dict], admitted: list[dict], incoming: dict, target: str, fair: bool = True
+) -> set:
     lq = {"metadata": {"name": "incoming", "namespace": ""}, "spec": {"clusterQueue": target}}
     snap = Snapshot.from_objects(
         resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
@@ -80,11 +81,14 @@ def victims(cqs: list[dict], cohorts: list[dict], admitted: list[dict], incoming
         cluster_queues=cqs,
         local_queues=[lq],
         workloads=[*admitted, incoming],
-        config=KueueConfig(),
+        config=KueueConfig(fair_sharing=fair),
         now=T0,
     )
     result = Scheduler().cycle(snap, T0)
-    return {(p.victim.name, p.reason) for p in result.preempted}
+    return {
+        (p.victim.name, p.reason, p.message.split("; ", 1)[1]) if not fair else (p.victim.name, p.reason)
+        for p in result.preempted
+    }
 
 
 def test_hierarchical_preemption():
@@ -138,3 +142,69 @@ def test_zero_weight_cq_and_cohort_can_reclaim_nominal_quota():
     cohorts = [cohort("A", "ROOT", 1, weight="0.0")]
     got = victims(cqs, cohorts, [workload("b1", 1, admitted_in="b")], workload("a1", 1), "a")
     assert got == {("b1", "InCohortFairSharing")}
+
+
+# Classic preemption: pkg/scheduler/preemption/preemption_hierarchical_test.go
+
+
+def test_classic_preempt_with_hierarchical_advantage():
+    cqs = [
+        cq("q", "c", 0, within="LowerPriority", reclaim="Any"),
+        cq("q_borrowing", "r", 0, within="LowerPriority", reclaim="Any"),
+    ]
+    cohorts = [cohort("r"), cohort("c", "r", 2)]
+    got = victims(
+        cqs, cohorts, [workload("admitted2", 2, admitted_in="q_borrowing")], workload("in", 2), "q", fair=False
+    )
+    assert got == {("admitted2", "InCohortReclamation", "preemptor path: /r/c/q; preemptee path: /r/q_borrowing")}
+
+
+def test_classic_respect_lending_limits():
+    cqs = [
+        cq("q", "c", 3, within="LowerPriority", reclaim="Any", lending=2),
+        cq("q_borrowing", "r", 0, within="LowerPriority", reclaim="Any"),
+    ]
+    cohorts = [cohort("r"), cohort("c", "r", 2)]
+    admitted = [workload("admitted_borrowing", 4, admitted_in="q_borrowing")]
+    got = victims(cqs, cohorts, admitted, workload("in", 5, priority=-2), "q", fair=False)
+    assert got == {
+        ("admitted_borrowing", "InCohortReclamation", "preemptor path: /r/c/q; preemptee path: /r/q_borrowing")
+    }
+
+
+def test_classic_reclaim_in_complex_hierarchy():
+    cohorts = [cohort("r")] + [
+        cohort(n, p, 4)
+        for n, p in (
+            ("c11", "r"),
+            ("c12", "r"),
+            ("c21", "c11"),
+            ("c22", "c11"),
+            ("c23", "c11"),
+            ("c31", "c21"),
+            ("c32", "c21"),
+        )
+    ]
+    cqs = [
+        cq(n, c, 0, within="LowerPriority", reclaim="Any")
+        for n, c in (("q1", "c12"), ("q2", "c23"), ("q3", "c22"), ("q4", "c32"), ("q5", "c31"))
+    ]
+    admitted = [
+        workload("admitted_borrowing_1", 4, -6, "q1"),
+        workload("admitted_borrowing_2", 4, -5, "q1"),
+        workload("admitted_borrowing_3", 4, -9, "q2"),
+        workload("admitted_borrowing_4", 4, -10, "q2"),
+        workload("admitted_borrowing_5", 4, -4, "q3"),
+        workload("admitted_borrowing_6", 3, -3, "q3"),
+        workload("admitted_borrowing_7", 2, 4, "q4"),
+        workload("admitted_borrowing_8", 3, 2, "q4"),
+    ]
+    got = victims(cqs, cohorts, admitted, workload("in", 7, priority=-2), "q5", fair=False)
+    assert got == {
+        ("admitted_borrowing_1", "InCohortReclamation", "preemptor path: /r/c11/c21/c31/q5; preemptee path: /r/c12/q1"),
+        (
+            "admitted_borrowing_4",
+            "InCohortReclamation",
+            "preemptor path: /r/c11/c21/c31/q5; preemptee path: /r/c11/c23/q2",
+        ),
+    }
