@@ -4,7 +4,6 @@ Job status (active, ready, succeeded, failed, startTime, completionTime, conditi
 from __future__ import annotations
 
 import copy
-import secrets
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_rfc3339, rfc3339
@@ -300,7 +299,6 @@ class JobController:
                 )
         pod = {
             "metadata": {
-                "name": prefix + secrets.token_hex(3)[:5],
                 "generateName": prefix,
                 "namespace": md["namespace"],
                 "labels": labels,

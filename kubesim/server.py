@@ -323,7 +323,9 @@ class Api:
             self._require_namespace(t, creating=True)
             warnings = self._admit(t, obj, None, query, status_only=False)
             if not obj["metadata"].get("name"):
-                obj["metadata"]["name"] = self._generate_name(t, obj["metadata"]["generateName"])
+                obj["metadata"]["name"] = self.store.free_name(
+                    t.res.plural, t.namespace, obj["metadata"]["generateName"]
+                )
             if _dry_run(query):
                 if self.store.get(t.res.plural, t.namespace, obj["metadata"]["name"]) is not None:
                     raise already_exists(t.res, obj["metadata"]["name"])
@@ -336,13 +338,6 @@ class Api:
             except AlreadyExists as exc:
                 raise already_exists(t.res, obj["metadata"]["name"]) from exc
             return self._settled(201, created, warnings)
-
-    def _generate_name(self, t: Target, prefix: str) -> str:
-        for _ in range(100):
-            name = prefix + uuid.uuid4().hex[:5]
-            if self.store.get(t.res.plural, t.namespace, name) is None:
-                return name
-        raise internal("could not generate a unique name")
 
     def _write(self, t: Target, old: dict, new: dict, query: dict) -> Response:
         """Shared tail of update and patch: admission then store write; status kept or replaced per path."""

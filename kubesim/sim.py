@@ -133,7 +133,7 @@ class Simulator:
         self.stats: dict[str, list] = {}  # controller name -> [calls, writing calls, seconds, max seconds]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._saved_rv = -1
+        self._saved_rv: tuple = ()  # (resourceVersion, manual time) of the last save
         if state_file and Path(state_file).exists():
             self._load(state_file)
         else:
@@ -254,7 +254,7 @@ class Simulator:
                 "clockExact": self.clock.now().isoformat(),
                 "store": self.store.snapshot(),
             }
-            rv = self.store.resource_version
+            rv = (self.store.resource_version, self.clock.now() if self.clock.manual else None)
         path = Path(self.state_file)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w") as f:
@@ -264,7 +264,7 @@ class Simulator:
 
     def _save_loop(self) -> None:
         while not self._stop.wait(0.5):
-            if self.store.resource_version != self._saved_rv:
+            if (self.store.resource_version, self.clock.now() if self.clock.manual else None) != self._saved_rv:
                 self.save()
 
     def _load(self, path: str) -> None:
@@ -273,4 +273,4 @@ class Simulator:
         if self.clock.manual or saved > self.clock.now():
             self.clock.set(saved)
         self.store.restore(data["store"])
-        self._saved_rv = self.store.resource_version
+        self._saved_rv = (self.store.resource_version, self.clock.now() if self.clock.manual else None)

@@ -18,6 +18,7 @@ from kubesim.clock import Clock, rfc3339
 from kubesim.resources import RESOURCES
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName suffix characters (no vowels)
 ORPHAN_FINALIZER = "orphan"
 
 
@@ -183,7 +184,7 @@ class Store:
             if not info.namespaced:
                 md.pop("namespace", None)
             if not md.get("name") and md.get("generateName"):
-                md["name"] = md["generateName"] + secrets.token_hex(3)[:5]
+                md["name"] = self.free_name(resource, md.get("namespace"), md["generateName"])
             key = _key(obj)
             if key in self._objects[resource]:
                 raise AlreadyExists(resource, md["name"])
@@ -197,6 +198,14 @@ class Store:
             self._uids[md["uid"]] = (resource, key[0], key[1])
             self._emit(resource, "ADDED", obj)
             return clone(obj)
+
+    def free_name(self, resource: str, namespace: str | None, prefix: str) -> str:
+        """generateName: prefix + 5 random characters from Kubernetes' alphabet, retried on collision."""
+        for _ in range(1000):
+            name = prefix + "".join(secrets.choice(NAME_ALPHABET) for _ in range(5))
+            if (namespace or "", name) not in self._objects[resource]:
+                return name
+        raise AlreadyExists(resource, prefix)
 
     def _current(self, resource: str, obj: dict) -> dict:
         md = obj.get("metadata") or {}
