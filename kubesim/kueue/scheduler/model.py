@@ -177,14 +177,14 @@ def _affinity_terms(spec: dict) -> list[list[dict]] | None:
     return [list(t.get("matchExpressions") or []) for t in na.get("nodeSelectorTerms") or []]
 
 
-_PARSED: dict[tuple[str, str, int], WorkloadInfo] = {}
+_PARSED: dict[tuple[str, str, str], WorkloadInfo] = {}
 _PARSED_MAX = 100000
 
 
 def workload_info(obj: dict, config: KueueConfig) -> WorkloadInfo:
     """Parse a Workload; parses are memoised per (uid, resourceVersion) since snapshots are rebuilt often."""
     md = obj.get("metadata") or {}
-    key = (md.get("uid", ""), md.get("resourceVersion", ""), id(config))
+    key = (md.get("uid", ""), md.get("resourceVersion", ""), config.wait_for_pods_ready.requeuing_timestamp)
     cached = _PARSED.get(key) if key[1] else None
     if cached is not None:
         wl = copy.copy(cached)
