@@ -208,3 +208,36 @@ def test_classic_reclaim_in_complex_hierarchy():
             "preemptor path: /r/c11/c21/c31/q5; preemptee path: /r/c11/c23/q2",
         ),
     }
+
+
+# Admission order with Fair Sharing: pkg/scheduler/scheduler_fs_test.go
+
+
+def test_hierarchical_fair_sharing_schedules_workload_which_wins_tournament():
+    cohorts = [cohort("A", nominal=200), cohort("B", "A"), cohort("C", "A")]
+    cqs = [cq(n, c, 0) for n, c in (("d", "B"), ("e", "B"), ("f", "C"), ("g", "C"))]
+    lqs = [{"metadata": {"name": f"lq-{n}", "namespace": ""}, "spec": {"clusterQueue": n}} for n in "defg"]
+    admitted = [
+        workload("d0", 10, admitted_in="d"),
+        workload("e0", 20, admitted_in="e"),
+        workload("g0", 100, admitted_in="g"),
+    ]
+    pending = []
+    for name, cpu in (("d1", 70), ("e1", 61), ("f1", 1), ("g1", 1)):
+        w = workload(name, cpu)
+        w["spec"]["queueName"] = f"lq-{name[0]}"
+        pending.append(w)
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
+        cohorts=cohorts,
+        cluster_queues=cqs,
+        local_queues=lqs,
+        workloads=admitted + pending,
+        config=KueueConfig(),
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    assert [a.workload.name for a in result.admitted] == ["d1"]
+    assert sorted((p.workload.name, p.reason, p.message) for p in result.pending) == [
+        (n, "WaitingForQuota", "Workload no longer fits after processing another workload") for n in ("e1", "f1", "g1")
+    ]
