@@ -241,3 +241,82 @@ def test_hierarchical_fair_sharing_schedules_workload_which_wins_tournament():
     assert sorted((p.workload.name, p.reason, p.message) for p in result.pending) == [
         (n, "WaitingForQuota", "Workload no longer fits after processing another workload") for n in ("e1", "f1", "g1")
     ]
+
+
+def test_fair_sharing_preempts_from_the_queue_with_the_highest_share():
+    def two_groups(on_demand: tuple[int, int], spot: tuple[int, int] | None) -> list[dict]:
+        flavors = [
+            {
+                "name": "on-demand",
+                "resources": [{"name": CPU, "nominalQuota": str(on_demand[0]), "borrowingLimit": str(on_demand[1])}],
+            }
+        ]
+        if spot is not None:
+            flavors.append(
+                {
+                    "name": "spot",
+                    "resources": [{"name": CPU, "nominalQuota": str(spot[0]), "borrowingLimit": str(spot[1])}],
+                }
+            )
+        return [{"coveredResources": [CPU], "flavors": flavors}]
+
+    def queue(name: str, groups: list[dict], **preemption: str) -> dict:
+        return {
+            "metadata": {"name": name},
+            "spec": {
+                "cohortName": "eng",
+                "namespaceSelector": {},
+                "queueingStrategy": "StrictFIFO",
+                "resourceGroups": groups,
+                "preemption": preemption,
+            },
+        }
+
+    cqs = [
+        queue("eng-alpha", two_groups((50, 50), (100, 0))),
+        queue(
+            "eng-beta", two_groups((50, 10), (0, 100)), reclaimWithinCohort="Any", withinClusterQueue="LowerPriority"
+        ),
+        queue("eng-gamma", two_groups((50, 0), None)),
+    ]
+
+    def reserved(name: str, cpu: int, cq_name: str, flavor: str) -> dict:
+        obj = workload(name, cpu)
+        psa = [{"name": "main", "flavors": {CPU: flavor}, "resourceUsage": {CPU: str(cpu)}, "count": 1}]
+        ws.set_quota_reservation(obj, cq_name, psa, T0)
+        return obj
+
+    admitted = [reserved("all_spot", 100, "eng-alpha", "spot")]
+    admitted += [reserved(f"alpha{i}", 20, "eng-alpha", "on-demand") for i in range(1, 5)]
+    admitted += [reserved("gamma1", 10, "eng-gamma", "on-demand")]
+    admitted += [reserved(f"gamma{i}", 20, "eng-gamma", "on-demand") for i in range(2, 5)]
+    preemptor = workload("preemptor", 30)
+    preemptor["metadata"]["uid"] = "wl-preemptor"
+    preemptor["metadata"]["labels"] = {"kueue.x-k8s.io/job-uid": "job-preemptor"}
+    lq = {"metadata": {"name": "incoming", "namespace": ""}, "spec": {"clusterQueue": "eng-beta"}}
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": f}, "spec": {}} for f in ("on-demand", "spot")],
+        cohorts=[],
+        cluster_queues=cqs,
+        local_queues=[lq],
+        workloads=[*admitted, preemptor],
+        config=KueueConfig(),
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    message = (
+        "Preempted to accommodate a workload (UID: wl-preemptor, JobUID: job-preemptor) due to reclamation "
+        "within the cohort; preemptor path: /eng/eng-beta; preemptee path: /eng/"
+    )
+    assert {(p.victim.name, p.reason, p.message) for p in result.preempted} == {
+        ("alpha1", "InCohortReclamation", message + "eng-alpha"),
+        ("gamma1", "InCohortReclamation", message + "eng-gamma"),
+    }
+    assert [(p.reason, p.message) for p in result.pending] == [
+        (
+            "WaitingForPreemptedWorkloads",
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 30 more "
+            "needed, insufficient unused quota for cpu in flavor spot, 30 more needed. Pending the preemption of 2 "
+            "workload(s)",
+        )
+    ]
