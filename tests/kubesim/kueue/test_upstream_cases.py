@@ -320,3 +320,85 @@ def test_fair_sharing_preempts_from_the_queue_with_the_highest_share():
             "workload(s)",
         )
     ]
+
+
+# Classic scheduling: pkg/scheduler/scheduler_test.go
+
+
+def test_capacity_held_for_a_lender_that_cannot_always_reclaim():
+    def run(reclaim: str):
+        def gpu_queue(name: str, nominal: int, **preemption: str) -> dict:
+            groups = [
+                {
+                    "coveredResources": ["gpu"],
+                    "flavors": [{"name": "on-demand", "resources": [{"name": "gpu", "nominalQuota": str(nominal)}]}],
+                }
+            ]
+            return {
+                "metadata": {"name": name},
+                "spec": {
+                    "cohortName": "root",
+                    "namespaceSelector": {},
+                    "resourceGroups": groups,
+                    "preemption": preemption,
+                },
+            }
+
+        def wl(name: str, ns: str, gpu: int, admitted_in: str | None = None) -> dict:
+            obj = {
+                "metadata": {"name": name, "namespace": ns, "uid": name, "creationTimestamp": ws.ts(T0)},
+                "spec": {
+                    "queueName": "lq",
+                    "priority": 0,
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {
+                                "spec": {"containers": [{"name": "c", "resources": {"requests": {"gpu": str(gpu)}}}]}
+                            },
+                        }
+                    ],
+                },
+                "status": {},
+            }
+            if admitted_in:
+                psa = [
+                    {"name": "main", "flavors": {"gpu": "on-demand"}, "resourceUsage": {"gpu": str(gpu)}, "count": 1}
+                ]
+                ws.set_quota_reservation(obj, admitted_in, psa, T0)
+            return obj
+
+        cqs = [gpu_queue("ClusterQueueA", 2, reclaimWithinCohort=reclaim), gpu_queue("ClusterQueueB", 0)]
+        lqs = [
+            {"metadata": {"name": "lq", "namespace": ns}, "spec": {"clusterQueue": cq_name}}
+            for ns, cq_name in (("eng-alpha", "ClusterQueueA"), ("eng-beta", "ClusterQueueB"))
+        ]
+        workloads = [
+            wl("a1-admitted", "eng-alpha", 1, "ClusterQueueA"),
+            wl("a2-pending", "eng-alpha", 2),
+            wl("b1-pending", "eng-beta", 1),
+        ]
+        snap = Snapshot.from_objects(
+            resource_flavors=[{"metadata": {"name": "on-demand"}, "spec": {}}],
+            cluster_queues=cqs,
+            local_queues=lqs,
+            workloads=workloads,
+            config=KueueConfig(fair_sharing=False),
+            now=T0,
+        )
+        return Scheduler().cycle(snap, T0)
+
+    blocked = run("LowerPriority")
+    assert blocked.admitted == []
+    assert sorted((p.workload.name, p.reason, p.message) for p in blocked.pending) == [
+        (
+            "a2-pending",
+            "WaitingForQuota",
+            "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor on-demand, "
+            "1 more needed",
+        ),
+        ("b1-pending", "WaitingForQuota", "Workload no longer fits after processing another workload"),
+    ]
+    free = run("Any")
+    assert [a.workload.name for a in free.admitted] == ["b1-pending"]
