@@ -402,3 +402,66 @@ def test_capacity_held_for_a_lender_that_cannot_always_reclaim():
     ]
     free = run("Any")
     assert [a.workload.name for a in free.admitted] == ["b1-pending"]
+
+
+def lending_case(
+    cqs: list[dict], cohorts: list[dict], admitted: tuple[str, str, int], pending: tuple[str, int], flavor: str
+) -> list[tuple[str, str]]:
+    lq = {"metadata": {"name": "incoming", "namespace": ""}, "spec": {"clusterQueue": pending[0]}}
+    done = workload("existing", admitted[2])
+    psa = [{"name": "main", "flavors": {CPU: flavor}, "resourceUsage": {CPU: str(admitted[2])}, "count": 1}]
+    ws.set_quota_reservation(done, admitted[0], psa, T0)
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": flavor}, "spec": {}}],
+        cohorts=cohorts,
+        cluster_queues=cqs,
+        local_queues=[lq],
+        workloads=[done, workload("pending", pending[1])],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    return [(p.reason, p.message) for p in Scheduler().cycle(snap, T0).pending]
+
+
+def limited_queue(name: str, cohort_name: str, flavor: str, nominal: int, lending=None, borrowing=None) -> dict:
+    r = {"name": CPU, "nominalQuota": str(nominal)}
+    if lending is not None:
+        r["lendingLimit"] = str(lending)
+    if borrowing is not None:
+        r["borrowingLimit"] = str(borrowing)
+    groups = [{"coveredResources": [CPU], "flavors": [{"name": flavor, "resources": [r]}]}]
+    return {
+        "metadata": {"name": name},
+        "spec": {"cohortName": cohort_name, "namespaceSelector": {}, "resourceGroups": groups},
+    }
+
+
+def test_workload_exceeds_lending_limit_when_borrowing_in_cohort():
+    cqs = [
+        limited_queue("lend-a", "lend", "default", 3, lending=2),
+        limited_queue("lend-b", "lend", "default", 2, lending=2),
+    ]
+    got = lending_case(cqs, [], ("lend-b", "", 2), ("lend-b", 3), "default")
+    assert got == [
+        (
+            "WaitingForQuota",
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, "
+            "1 more needed",
+        )
+    ]
+
+
+def test_hierarchical_cohort_respects_lending_limit_when_borrowing():
+    cqs = [
+        limited_queue("cq-lender", "child", "on-demand", 10, lending=3),
+        limited_queue("cq-borrower", "child", "on-demand", 5, borrowing=10),
+    ]
+    cohorts = [cohort("root"), cohort("child", "root")]
+    got = lending_case(cqs, cohorts, ("cq-borrower", "", 5), ("cq-borrower", 4), "on-demand")
+    assert got == [
+        (
+            "WaitingForQuota",
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, "
+            "1 more needed",
+        )
+    ]
