@@ -465,3 +465,28 @@ def test_hierarchical_cohort_respects_lending_limit_when_borrowing():
             "1 more needed",
         )
     ]
+
+
+def test_hierarchical_cohort_workload_borrowing_less_is_scheduled_first():
+    cohorts = [cohort("root"), cohort("guaranteed", "root", 4)]
+    cqs = [cq("guaranteed", "guaranteed", 0), cq("best-effort", "root", 0)]
+    lqs = [
+        {"metadata": {"name": f"lq-{n}", "namespace": ""}, "spec": {"clusterQueue": n}}
+        for n in ("guaranteed", "best-effort")
+    ]
+    g, b = workload("guaranteed", 4, priority=0), workload("best-effort", 4, priority=3)
+    g["spec"]["queueName"], b["spec"]["queueName"] = "lq-guaranteed", "lq-best-effort"
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
+        cohorts=cohorts,
+        cluster_queues=cqs,
+        local_queues=lqs,
+        workloads=[g, b],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    assert [a.workload.name for a in result.admitted] == ["guaranteed"]
+    assert [(p.workload.name, p.message) for p in result.pending] == [
+        ("best-effort", "Workload no longer fits after processing another workload")
+    ]
