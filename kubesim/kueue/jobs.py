@@ -237,7 +237,7 @@ class JobIntegration:
         if (md["uid"], pc_name) in self._warned:
             return False
         self._warned.add((md["uid"], pc_name))
-        message = f"workloadPriorityClass {pc_name} not found"
+        message = f'WorkloadPriorityClass "{pc_name}" not found'
         store.record_event(job, "Warning", "WorkloadPriorityClassNotFound", message, C.CONTROLLER_NAME)
         return True
 

@@ -616,3 +616,16 @@ def test_suspended_job_edit_updates_workload_and_requeue_is_clean(kc: Cluster):
     assert ("UpdatedWorkload", f"Updated not matching Workload for suspended job: {ns}/{wl_name}") in kc.events(
         ns, "edit"
     )
+
+
+def test_missing_workload_priority_class(kc: Cluster):
+    ns = setup_queue(kc, 2)
+    kc.job(ns, "j", "lq", 1, priority_class="ghost")
+    kc.settle()
+    assert ("WorkloadPriorityClassNotFound", 'WorkloadPriorityClass "ghost" not found') in kc.events(ns, "j")
+    assert kc.custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"] == []
+    kc.priority_class("ghost", 5)
+    kc.batch.patch_namespaced_job("j", ns, {"metadata": {"annotations": {"touch": "1"}}})
+    kc.settle()
+    assert kc.workload(ns, "j")["spec"]["priority"] == 5
+    assert kc.admitted(ns, "j")
