@@ -17,6 +17,7 @@ from kubesim.kueue.scheduler.flavors import NO_FIT, PREEMPT, Assignment, FlavorA
 from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo, order_key
 from kubesim.kueue.scheduler.preemption import Preemptor, Target, cq_path
 from kubesim.kueue.scheduler.quota import (
+    DRS,
     CohortNode,
     FlavorResource,
     add_usage,
@@ -48,6 +49,8 @@ class Admission:
 
 @dataclass
 class Preemption:
+    """An eviction the cycle issued: the victim keeps its quota until its Job has stopped."""
+
     victim: WorkloadInfo
     preemptor: WorkloadInfo
     reason: str  # InClusterQueue, InCohortReclamation, ...
@@ -67,6 +70,8 @@ class Pending:
 
 @dataclass
 class CycleResult:
+    """What one scheduling cycle decided."""
+
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[Preemption] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
@@ -283,7 +288,8 @@ class Scheduler:
             yield winner
 
     @staticmethod
-    def _tournament_drs(root: CohortNode, by_cq: dict[int, _Entry]) -> dict[tuple[int, str], object]:
+    def _tournament_drs(root: CohortNode, by_cq: dict[int, _Entry]) -> dict[tuple[int, str], tuple[DRS, dict]]:
+        """Per (cohort, workload): the DRS of the cohort's child on the workload's path, with the workload added."""
         values = {}
         for cq in root.subtree_cluster_queues():
             e = by_cq.get(id(cq))
