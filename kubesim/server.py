@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import builtin, discovery, validation
+from kubesim import builtin, discovery, tables, validation
 from kubesim.clock import rfc3339
 from kubesim.errors import APIError, already_exists, bad_request, conflict, internal, invalid, not_found
 from kubesim.kubelet import pod_log
@@ -255,7 +255,11 @@ class Api:
     def _get(self, t: Target, query: dict, headers: dict, body: bytes) -> Response:
         if t.sub == "log":
             return self._log(t, query)
-        return Response(200, self._existing(t))
+        obj = self._existing(t)
+        if t.sub is None and tables.wants_table(headers.get("accept", "")):
+            meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+            return Response(200, tables.table(t.res, [obj], self.sim.clock.now(), meta, _q(query, "includeObject", "")))
+        return Response(200, obj)
 
     def _log(self, t: Target, query: dict) -> Response:
         pod = self._existing(t)
@@ -311,6 +315,8 @@ class Api:
                 json.dumps({"ns": lmd.get("namespace") or "", "name": lmd["name"], "rv": rv}).encode()
             ).decode()
             meta["remainingItemCount"] = rest
+        if tables.wants_table(headers.get("accept", "")):
+            return Response(200, tables.table(t.res, items, self.sim.clock.now(), meta, _q(query, "includeObject", "")))
         return Response(
             200, {"kind": f"{t.res.kind}List", "apiVersion": t.res.api_version, "metadata": meta, "items": items}
         )

@@ -339,3 +339,44 @@ def test_events_written_and_deduplicated(api, ns, ks):
 def test_method_not_allowed(api):
     code, body = raw(api, "POST", "/api/v1/namespaces/default/pods/some-pod", {})
     assert code == 405 and body["reason"] == "MethodNotAllowed"
+
+
+def test_table_for_kubectl(api, ks, ns):
+    api.custom.create_namespaced_custom_object(
+        *KUEUE,
+        ns,
+        "workloads",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "tbl"},
+            "spec": {
+                "queueName": "lq",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                    }
+                ],
+            },
+        },
+    )
+    ks.advance(150)
+    resp = api.client.rest_client.pool_manager.request(
+        "GET",
+        f"{ks.url}/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads",
+        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"},
+    )
+    table = json.loads(resp.data)
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "Queue",
+        "Reserved in",
+        "Admitted",
+        "Finished",
+        "Age",
+    ]
+    assert table["rows"][0]["cells"] == ["tbl", "lq", None, None, None, "2m30s"]
+    assert table["rows"][0]["object"]["metadata"]["namespace"] == ns
