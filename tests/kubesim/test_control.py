@@ -1,0 +1,54 @@
+"""Control endpoints: healthz, clock, reset, config, stats; the CLI's one-line start and kubeconfig."""
+
+from __future__ import annotations
+
+from kubernetes import client, config
+
+from kubesim.testing import KubesimProcess, _control, serve
+from tests.kubesim.conftest import job_body, pod_body
+
+
+def test_reset_returns_to_the_initial_cluster():
+    with serve(kueue=None) as ks:
+        api = ks.api_client()
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": "scratch"}})
+        core.create_namespaced_pod("scratch", pod_body("p"))
+        core.delete_node("h100-node-0")
+        before = int(core.list_namespace().metadata.resource_version)
+        ks.reset()
+        assert sorted(n.metadata.name for n in core.list_namespace().items) == [
+            "default",
+            "kube-node-lease",
+            "kube-public",
+            "kube-system",
+        ]
+        assert len(core.list_node().items) == 16
+        assert core.list_pod_for_all_namespaces().items == []
+        assert int(core.list_namespace().metadata.resource_version) > before  # never goes backwards
+        api.close()
+
+
+def test_healthz_clock_and_stats():
+    with serve(kueue=None) as ks:
+        health = ks.healthz()
+        assert health["ok"] is True and health["clock"] == "manual" and health["kueue"] is False
+        assert ks.advance(90).startswith("2026-01-01T00:01:30")
+        batch = client.BatchV1Api(ks.api_client())
+        batch.create_namespaced_job("default", job_body("s"))
+        stats = _control(ks.url, "GET", "stats")
+        assert stats["controllers"]["job-controller"]["writes"] >= 1
+        assert stats["objects"]["jobs"] == 1 and stats["objects"]["nodes"] == 16
+
+
+def test_cli_writes_a_kubeconfig_the_client_loads(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("nodes:\n- {name: tiny, labels: {portal.gpu/pool: t}, allocatable: {nvidia.com/gpu: 1}}\n")
+    with KubesimProcess(str(tmp_path), "--cluster", str(cluster), clock="real") as proc:
+        assert proc.url.startswith("http://127.0.0.1:")
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=proc.kubeconfig_path, client_configuration=cfg)
+        with client.ApiClient(cfg) as api:
+            nodes = client.CoreV1Api(api).list_node().items
+            assert [n.metadata.name for n in nodes] == ["tiny"]
+            assert nodes[0].status.allocatable["nvidia.com/gpu"] == "1"
