@@ -114,7 +114,7 @@ class SchedulerController:
             wrote = self._set_pending(store, wl, reason, message, now) or wrote
         for cq_name, wls in snap.pending.items():
             cq = snap.cluster_queues.get(cq_name)
-            if cq is not None and not cq.active:
+            if cq is not None and not cq.schedulable:
                 for wl in wls:
                     msg = f"ClusterQueue {cq_name} is inactive"
                     wrote = self._set_pending(store, wl, C.REASON_SUSPENDED, msg, now) or wrote

@@ -82,9 +82,15 @@ class ClusterQueueNode(QuotaNode):
     workloads: dict[str, WorkloadInfo] = field(default_factory=dict)  # reserving quota, by key
     cohort_name: str = ""
 
+    in_cohort_cycle: bool = False  # Kueue keeps such a queue out of scheduling without changing its status
+
     @property
     def active(self) -> bool:
         return not self.inactive_reason
+
+    @property
+    def schedulable(self) -> bool:
+        return self.active and not self.in_cohort_cycle
 
     def rg_for(self, resource: str) -> ResourceGroup | None:
         for rg in self.resource_groups:
@@ -379,6 +385,7 @@ class Snapshot:
             cq = snap._cluster_queue(obj)
             snap.cluster_queues[cq.name] = cq
             if cq.cohort_name:
+                cq.in_cohort_cycle = snap._chain_has_cycle(cq.cohort_name, cohort_objs)
                 parent = cohort(cq.cohort_name)
                 cq.parent = parent
                 parent.child_cqs.append(cq)
@@ -402,6 +409,18 @@ class Snapshot:
                 cq.subtree_quota = {fr: q.nominal for fr, q in cq.quotas.items()}
         snap._collect_pending(now)
         return snap
+
+    @staticmethod
+    def _chain_has_cycle(name: str, cohort_objs: dict[str, dict]) -> bool:
+        """Whether following parentName from this cohort loops (Kueue then disables the queues under it)."""
+        seen: set[str] = set()
+        cur: str | None = name
+        while cur:
+            if cur in seen:
+                return True
+            seen.add(cur)
+            cur = ((cohort_objs.get(cur) or {}).get("spec") or {}).get("parentName")
+        return False
 
     @staticmethod
     def _would_cycle(name: str, parent: str, cohort_objs: dict[str, dict]) -> bool:

@@ -126,7 +126,7 @@ class Queues:
         heads = []
         for name in sorted(snapshot.pending):
             cq = snapshot.cluster_queues.get(name)
-            if cq is None or not cq.active:
+            if cq is None or not cq.schedulable:
                 continue
             aside = self.inadmissible.get(name, set())
             sticky = self.sticky.get(name)
@@ -218,7 +218,7 @@ class Scheduler:
             e = _Entry(wl, cq)
             if cq is None:
                 e.message, e.reason = f"ClusterQueue {wl.cluster_queue} not found", C.REASON_MISCONFIGURED
-            elif not cq.active:
+            elif not cq.schedulable:
                 e.message, e.reason = f"ClusterQueue {cq.name} is inactive", C.REASON_SUSPENDED
             elif not snapshot.namespace_matches(cq, wl.namespace):
                 e.message, e.reason = "workload namespace doesn't match ClusterQueue selector", C.REASON_MISCONFIGURED

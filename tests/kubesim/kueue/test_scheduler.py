@@ -501,3 +501,19 @@ def test_fair_sharing_less_than_initial_share_only():
     running = sim.running()
     assert len([n for n in running if n.startswith("a")]) == 6
     assert len([n for n in running if n.startswith("b")]) == 6
+
+
+def test_cohort_cycle_keeps_member_queues_out_of_scheduling():
+    sim = Sim()
+    sim.cohorts += [cohort("x", parent="y"), cohort("y", parent="x")]
+    sim.cqs.append(cluster_queue("cq", 4, cohort="x"))
+    sim.lqs.append(local_queue("lq", "cq"))
+    sim.add("w", "lq", 1)
+    sim.settle()
+    assert sim.running() == set()
+    qr = sim.condition("w", "QuotaReserved")
+    assert (qr["reason"], qr["message"]) == ("Suspended", "ClusterQueue cq is inactive")
+    sim.cohorts[1]["spec"].pop("parentName")  # break the cycle
+    sim.queues.flush()
+    sim.settle()
+    assert sim.running() == {"w"}
