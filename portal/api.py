@@ -81,10 +81,11 @@ class ServiceViewSet(viewsets.ModelViewSet):
     def may_change(self, obj: Any) -> bool:
         return True
 
-    def create(self, request: Any, *args: Any, **kwargs: Any) -> Response:
-        if not self.may_create():
+    def check_permissions(self, request: Any) -> None:
+        super().check_permissions(request)
+        # Also asked by OPTIONS (DRF's metadata), which then offers the POST form only to those who may create.
+        if request.method == "POST" and not self.detail and not self.may_create():
             self.permission_denied(request, message=self.denied_message)
-        return super().create(request, *args, **kwargs)
 
     def check_object_permissions(self, request: Any, obj: Any) -> None:
         super().check_object_permissions(request, obj)

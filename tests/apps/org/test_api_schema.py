@@ -43,3 +43,10 @@ def test_browsable_api_renders_for_a_scoped_user(client_for, path):
     response = client_for("alice").get("/api/v1/" + path, HTTP_ACCEPT="text/html")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize(("username", "offers_post"), [("admin", True), ("viewer", False)])
+def test_options_offers_the_create_form_only_to_creators(client_for, username, offers_post):
+    response = client_for(username).options("/api/v1/node-pools/")
+    assert response.status_code == 200
+    assert ("POST" in response.json().get("actions", {})) is offers_post
