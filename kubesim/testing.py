@@ -58,6 +58,10 @@ class _ClientMixin:
         """POST /kubesim/v1/config: watch_history (events kept), bookmark_interval (seconds)."""
         return _control(self.url, "POST", "config", settings)
 
+    def stats(self) -> dict:
+        """GET /kubesim/v1/stats: per-controller reconcile timing and object counts."""
+        return _control(self.url, "GET", "stats")
+
     def healthz(self) -> dict:
         return _control(self.url, "GET", "healthz")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client, config
 
-from kubesim.testing import KubesimProcess, _control, serve
+from kubesim.testing import KubesimProcess, serve
 from tests.kubesim.conftest import job_body, pod_body
 
 
@@ -36,7 +36,7 @@ def test_healthz_clock_and_stats():
         assert ks.advance(90).startswith("2026-01-01T00:01:30")
         batch = client.BatchV1Api(ks.api_client())
         batch.create_namespaced_job("default", job_body("s"))
-        stats = _control(ks.url, "GET", "stats")
+        stats = ks.stats()
         assert stats["controllers"]["job-controller"]["writes"] >= 1
         assert stats["objects"]["jobs"] == 1 and stats["objects"]["nodes"] == 16
 
