@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--clock", choices=["real", "manual"], default="real")
     serve.add_argument("--speed", type=float, default=1.0, help="real clock speed factor")
+    serve.add_argument(
+        "--start",
+        default=None,
+        help="start time: an ISO 8601 timestamp or 'now' (manual default: 2026-01-01T00:00:00Z)",
+    )
     serve.add_argument("--state", help="persist the cluster to FILE (loaded on start)")
     serve.add_argument("--cluster", help="YAML/JSON list of nodes (name, labels, allocatable)")
     serve.add_argument("--config", help="Kueue Configuration subset (YAML)")
@@ -42,12 +48,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _start_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    if value == "now":
+        return datetime.now(UTC)
+    start = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return start if start.tzinfo else start.replace(tzinfo=UTC)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     kueue_config = yaml.safe_load(Path(args.config).read_text()) if args.config else None
     sim = Simulator(
         clock=args.clock,
         speed=args.speed,
+        start=_start_time(args.start),
         nodes=load_cluster(args.cluster),
         kueue_config=kueue_config,
         state_file=args.state,
