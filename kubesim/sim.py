@@ -23,7 +23,7 @@ from kubesim.kubelet import Kubelet
 from kubesim.resources import RESOURCES
 from kubesim.store import Store, clone
 
-MAX_SETTLE_ROUNDS = 1000
+MAX_SETTLE_ROUNDS = 100_000  # Kueue admits one head per ClusterQueue per cycle: deep backlogs need many rounds
 MAX_ADVANCE_STEPS = 100000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
