@@ -103,7 +103,12 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     kubesim.advance(600)
     wait_for(lambda: status_of(victim) in {Status.ADMITTED, Status.RUNNING})
     # The ledger has two stretches for the victim: until the preemption, and from the new admission.
-    wait_for(lambda: UsageInterval.objects.filter(workload=victim).count() == 2)
+    try:
+        wait_for(lambda: UsageInterval.objects.filter(workload=victim).count() == 2)
+    except AssertionError:
+        raise AssertionError(list(UsageInterval.objects.filter(workload=victim).values_list(
+            "started_at", "ended_at", "end_reason")) + list(WorkloadEvent.objects.filter(workload=victim).values_list(
+            "to_status", "reason", "cluster_at"))) from None
     first, second = UsageInterval.objects.filter(workload=victim).order_by("started_at")
     assert first.ended_at == event.cluster_at and first.end_reason.startswith("Preempted")
     assert second.ended_at is None and second.started_at >= first.ended_at
