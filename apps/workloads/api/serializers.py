@@ -1,0 +1,304 @@
+"""Shapes of the workloads API. Shape only: every rule (names, image, env, labels, sizes, quota fit, who may submit)
+is checked by `apps.workloads.services.workload_submit`, whose messages reach the client through the handler.
+
+Input names differ from the model where the API is friendlier: `labels` {model, data_class} are `model_label` and
+`data_class`; `memory` (a Kubernetes quantity or GiB) is `memory_gib`; notebook `idle_timeout_minutes` and `port`
+are `notebook_idle_timeout_minutes` and `notebook_port`. `API_FIELD_NAMES` maps service error keys back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.accounts.access import projects_for
+from apps.org.models import NodePool, PriorityClass, Project
+from apps.workloads.models import Kind, Workload
+
+# service / model field -> API field; labels are nested: (parent, child)
+API_FIELD_NAMES: dict[str, str | tuple[str, str]] = {
+    "memory_gib": "memory",
+    "notebook_idle_timeout_minutes": "idle_timeout_minutes",
+    "notebook_port": "port",
+    "model_label": ("labels", "model"),
+    "data_class": ("labels", "data_class"),
+}
+
+# A Kubernetes quantity: a signed decimal with an optional binary (Ki..Ei) or decimal (m, k..E) suffix.
+QUANTITY = re.compile(
+    r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?\s*$"
+)
+_SUFFIX_BYTES = {
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+    "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+}
+_GIB = Decimal(2) ** 30
+_HUNDREDTH = Decimal("0.01")
+
+
+def _number(value: Any) -> Decimal | None:
+    """A JSON number or a numeric string as a Decimal; None for anything else (booleans included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | Decimal):
+        try:
+            return Decimal(str(value))
+        except InvalidOperation:
+            return None
+    return None
+
+
+@extend_schema_field({
+    "oneOf": [{"type": "integer"}, {"type": "string"}],
+    "description": "Project id or slug.",
+    "example": "vision",
+})
+class ProjectReferenceField(serializers.Field):
+    """A project by id or slug, among those the requesting user may see; any other reads as "does not exist"."""
+
+    default_error_messages = {"does_not_exist": 'Project "{value}" does not exist.',
+                              "invalid": "Give a project id or slug."}
+
+    def to_internal_value(self, data: Any) -> Project:
+        if isinstance(data, bool) or not isinstance(data, int | str) or data == "":
+            self.fail("invalid")
+        request = self.context.get("request")
+        visible = projects_for(getattr(request, "user", None))
+        text = str(data).strip()
+        lookup = {"pk": int(text)} if text.isdigit() else {"slug": text}
+        project = visible.select_related("department", "default_priority_class").filter(**lookup).first()
+        if project is None:
+            self.fail("does_not_exist", value=text)
+        return project
+
+    def to_representation(self, value: Project) -> int:
+        return value.pk
+
+
+@extend_schema_field({
+    "oneOf": [
+        {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
+                                                                     "value": {"type": "string"}},
+                                    "required": ["name", "value"]}},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+    ],
+    "description": 'Environment variables: [{"name": "EPOCHS", "value": "10"}] or {"EPOCHS": "10"}.',
+})
+class EnvField(serializers.Field):
+    """Environment variables as a list of {name, value} or an object {NAME: value}; stored as the list."""
+
+    default_error_messages = {
+        "invalid": 'Give a list of {{"name": ..., "value": ...}} objects or an object {{NAME: value}}.',
+        "value": "The value of {name} must be a string or a number.",
+    }
+
+    def to_internal_value(self, data: Any) -> list[dict[str, str]]:
+        if isinstance(data, Mapping):
+            pairs = list(data.items())
+        elif isinstance(data, list):
+            if not all(isinstance(item, Mapping) and set(item) == {"name", "value"} for item in data):
+                self.fail("invalid")
+            pairs = [(item["name"], item["value"]) for item in data]
+        else:
+            self.fail("invalid")
+        env = []
+        for name, value in pairs:
+            if not isinstance(name, str):
+                self.fail("invalid")
+            if isinstance(value, str):
+                env.append({"name": name, "value": value})
+            elif (number := _number(value)) is not None:
+                env.append({"name": name, "value": str(value if isinstance(value, int) else number)})
+            else:
+                self.fail("value", name=name)
+        return env
+
+    def to_representation(self, value: list[dict[str, str]]) -> list[dict[str, str]]:
+        return value
+
+
+@extend_schema_field({
+    "oneOf": [{"type": "number"}, {"type": "string"}],
+    "description": 'CPU cores per pod: a number or a Kubernetes quantity such as "500m".',
+    "example": "4",
+})
+class CpuField(serializers.Field):
+    default_error_messages = {"invalid": 'Give CPU cores as a number or a Kubernetes quantity such as "500m".'}
+
+    def to_internal_value(self, data: Any) -> Decimal:
+        number = _number(data)
+        if number is not None:
+            return number
+        match = QUANTITY.match(data) if isinstance(data, str) else None
+        if match is None or match["suffix"] not in (None, "m"):
+            self.fail("invalid")
+        cores = Decimal(match["number"])
+        return cores * _SUFFIX_BYTES["m"] if match["suffix"] == "m" else cores
+
+    def to_representation(self, value: Decimal) -> str:
+        return str(value)
+
+
+@extend_schema_field({
+    "oneOf": [{"type": "number"}, {"type": "string"}],
+    "description": ('Memory per pod: a Kubernetes quantity such as "16Gi" or "512Mi", or a plain number of GiB. '
+                    "Stored in GiB, rounded up to 0.01 GiB."),
+    "example": "16Gi",
+})
+class MemoryField(serializers.Field):
+    """Memory per pod as GiB. A plain number (JSON or string) means GiB, unlike in Kubernetes where it means bytes."""
+
+    default_error_messages = {"invalid": 'Give memory as a Kubernetes quantity such as "16Gi" or "512Mi", or a '
+                                         "number of GiB."}
+
+    def to_internal_value(self, data: Any) -> Decimal:
+        number = _number(data)
+        if number is not None:
+            return number
+        match = QUANTITY.match(data) if isinstance(data, str) else None
+        if match is None or match["suffix"] == "m":
+            self.fail("invalid")
+        amount = Decimal(match["number"])
+        if match["suffix"] is None:
+            return amount
+        gib = amount * _SUFFIX_BYTES[match["suffix"]] / _GIB
+        try:
+            return gib.quantize(_HUNDREDTH, rounding=ROUND_CEILING)
+        except InvalidOperation:  # too many digits for any pod; the service refuses it with the model's bounds
+            return gib
+
+    def to_representation(self, value: Decimal) -> str:
+        return str(value)
+
+
+class LabelsSerializer(serializers.Serializer):
+    """The mandatory audit labels (Kubernetes label values)."""
+
+    model = serializers.CharField(source="model_label", allow_blank=True, trim_whitespace=False,
+                                  error_messages={"required": "The model audit label is required."},
+                                  help_text="The model this work trains or serves, e.g. resnet50.")
+    data_class = serializers.CharField(allow_blank=True, trim_whitespace=False,
+                                       error_messages={"required": "The data class audit label is required."},
+                                       help_text="The class of data it reads, e.g. public or internal.")
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, Mapping) and (unknown := set(data) - {"model", "data_class"}):
+            raise serializers.ValidationError(
+                {name: ["Only the model and data_class labels are set here."] for name in sorted(unknown)})
+        return super().to_internal_value(data)
+
+
+def _strings(help_text: str) -> serializers.ListField:
+    return serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                 required=False, help_text=help_text)
+
+
+class WorkloadSubmitSerializer(serializers.Serializer):
+    """A submission. Only shape is checked here; `workload_submit` refuses what could never run and says why."""
+
+    project = ProjectReferenceField()
+    kind = serializers.ChoiceField(choices=Kind.choices)
+    name = serializers.CharField(help_text="A DNS label you will recognise, e.g. resnet-sweep-3.")
+    image = serializers.CharField(help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
+    command = _strings("Entrypoint, e.g. [\"python\", \"train.py\"]; empty keeps the image's.")
+    args = _strings("Arguments to the command.")
+    env = EnvField(required=False)
+    node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all(),
+                                             help_text="Node pool slug, e.g. h100.")
+    gpus = serializers.IntegerField(help_text="GPU units per pod.")
+    cpu = CpuField(required=False)
+    memory = MemoryField(required=False, source="memory_gib")
+    pods = serializers.IntegerField(required=False, help_text="Training: pods started together as one gang.")
+    completions = serializers.IntegerField(required=False, help_text="Batch: pods that must succeed.")
+    parallelism = serializers.IntegerField(required=False, help_text="Batch: pods running at once.")
+    priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True,
+        help_text="Priority class name; default: the project's default for the preemptibility asked.")
+    preemptible = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="Preemptible work may borrow idle quota; non-preemptible work must fit the deserved quota. "
+                  "Default: that of the priority class, else true.")
+    max_runtime_seconds = serializers.IntegerField(required=False, allow_null=True)
+    labels = LabelsSerializer(source="*")
+    idle_timeout_minutes = serializers.IntegerField(source="notebook_idle_timeout_minutes", required=False,
+                                                    allow_null=True, help_text="Notebook: stop after this idle time.")
+    port = serializers.IntegerField(source="notebook_port", required=False, allow_null=True,
+                                    help_text="Notebook: the port Jupyter listens on (default 8888).")
+
+
+class WorkloadEventSerializer(serializers.Serializer):
+    """One status transition: {at, from, to, reason, message, actor}."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {
+            "at": serializers.DateTimeField(read_only=True),
+            "from": serializers.CharField(source="from_status", read_only=True),
+            "to": serializers.CharField(source="to_status", read_only=True),
+            "reason": serializers.CharField(read_only=True),
+            "message": serializers.CharField(read_only=True),
+            "actor": serializers.CharField(source="actor.username", read_only=True, allow_null=True,
+                                           help_text="Who caused it; null for the cluster or the portal itself."),
+        }
+
+
+class WorkloadLabelsSerializer(serializers.Serializer):
+    model = serializers.CharField(source="model_label", read_only=True)
+    data_class = serializers.CharField(read_only=True)
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    """A workload as listed: what was asked and where it stands."""
+
+    project = serializers.PrimaryKeyRelatedField(read_only=True)
+    project_slug = serializers.SlugRelatedField(source="project", slug_field="slug", read_only=True)
+    namespace = serializers.CharField(source="project.namespace", read_only=True)
+    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    owner_id = serializers.IntegerField(read_only=True)
+    node_pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    env = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), read_only=True)
+    command = serializers.ListField(child=serializers.CharField(), read_only=True)
+    args = serializers.ListField(child=serializers.CharField(), read_only=True)
+    labels = WorkloadLabelsSerializer(source="*", read_only=True)
+    idle_timeout_minutes = serializers.IntegerField(source="notebook_idle_timeout_minutes", read_only=True,
+                                                    allow_null=True)
+    port = serializers.IntegerField(source="notebook_port", read_only=True, allow_null=True)
+    pod_count = serializers.IntegerField(read_only=True)
+    gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted.")
+    queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
+    stop_requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    resubmitted_from = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id", "project", "project_slug", "namespace", "owner", "owner_id", "kind", "name", "image", "command",
+            "args", "env", "node_pool", "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism",
+            "pod_count", "gpu_units", "priority_class", "preemptible", "queue_name", "max_runtime_seconds", "labels",
+            "idle_timeout_minutes", "port", "status", "status_reason", "status_message", "job_name", "k8s_uid",
+            "created_at", "submitted_at", "admitted_at", "started_at", "finished_at", "last_activity_at",
+            "stop_requested_by", "resubmitted_from",
+        ]
+        read_only_fields = fields
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    """One workload with its history and the Job as submitted.
+
+    Live cluster state (queue position, "why am I waiting", flavors assigned) belongs here too: add those fields to
+    this serializer, fed by the view, so the list stays one query.
+    """
+
+    events = WorkloadEventSerializer(many=True, read_only=True)
+    manifest = serializers.JSONField(read_only=True, allow_null=True)
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*WorkloadSerializer.Meta.fields, "events", "manifest"]
+        read_only_fields = fields

@@ -1,0 +1,137 @@
+"""The workloads API: submit, list, read and stop. Reads come from `workloads_for` (unseen rows: 404); submit and
+stop go through the services, which check everything again and decide the rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Prefetch, Q, QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.accounts.access import Action, can, can_anywhere, workloads_for
+from apps.workloads import services
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from portal.api import id_or_slug, validation_error_detail
+
+from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
+
+_RELATED = ("project", "node_pool", "priority_class", "owner", "stop_requested_by")
+
+
+def api_errors(error: DjangoValidationError) -> dict[str, Any]:
+    """A service ValidationError keyed by the API's field names (labels nested, memory for memory_gib, ...)."""
+    detail = validation_error_detail(error)
+    errors: dict[str, Any] = {}
+    for field, messages in detail.items():
+        name = API_FIELD_NAMES.get(field, field)
+        if isinstance(name, tuple):
+            parent, child = name
+            errors.setdefault(parent, {}).setdefault(child, []).extend(messages)
+        else:
+            errors.setdefault(name, []).extend(messages)
+    return errors
+
+
+def _choices(name: str, value: str, allowed: list[str]) -> list[str]:
+    wanted = [part.strip() for part in value.split(",") if part.strip()]
+    if unknown := [part for part in wanted if part not in allowed]:
+        raise exceptions.ValidationError(
+            {name: [f"Unknown {name} {', '.join(unknown)}; choose from {', '.join(allowed)}."]})
+    return wanted
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[
+        OpenApiParameter("project", OpenApiTypes.STR, description="Project id or slug."),
+        OpenApiParameter("status", OpenApiTypes.STR,
+                         description=f"One status or several, comma-separated: {', '.join(Status.values)}."),
+        OpenApiParameter("kind", OpenApiTypes.STR, description=f"One or several of {', '.join(Kind.values)}."),
+        OpenApiParameter("owner", OpenApiTypes.STR, description="Owner id or username."),
+    ]),
+    create=extend_schema(
+        request=WorkloadSubmitSerializer,
+        responses={201: WorkloadDetailSerializer},
+        description=(
+            "Submit a training job, notebook or batch job. The row is saved as `submitting` and the worker creates "
+            "the Kueue-labelled Job after commit. Refusals say why, keyed by field. A project you may not see reads "
+            "as not existing (400); one you see but may not submit to answers 403."
+        ),
+    ),
+)
+class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                      viewsets.GenericViewSet):
+    """Your own workloads and every workload in the projects you may see, newest first."""
+
+    serializer_class = WorkloadSerializer
+
+    def get_serializer_class(self) -> type:
+        if self.action == "create":
+            return WorkloadSubmitSerializer
+        if self.action == "list":
+            return WorkloadSerializer
+        return WorkloadDetailSerializer
+
+    def get_queryset(self) -> QuerySet[Workload]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no signed-in user
+            return Workload.objects.none()
+        queryset = workloads_for(self.request.user).select_related(*_RELATED)
+        if self.action != "list":
+            return queryset.prefetch_related(
+                Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor")))
+        params = self.request.query_params
+        if project := params.get("project"):
+            queryset = queryset.filter(id_or_slug(project, field="project"))
+        if wanted := params.get("status"):
+            queryset = queryset.filter(status__in=_choices("status", wanted, Status.values))
+        if wanted := params.get("kind"):
+            queryset = queryset.filter(kind__in=_choices("kind", wanted, Kind.values))
+        if owner := params.get("owner"):
+            queryset = queryset.filter(Q(owner_id=int(owner)) if owner.isdigit() else Q(owner__username=owner))
+        return queryset
+
+    def _detail(self, workload: Workload) -> dict[str, Any]:
+        fresh = workloads_for(self.request.user).select_related(*_RELATED).prefetch_related(
+            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor"))).get(pk=workload.pk)
+        return WorkloadDetailSerializer(fresh, context=self.get_serializer_context()).data
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        user = request.user
+        if not can_anywhere(user, Action.SUBMIT):
+            self.permission_denied(request, message="You may not submit work in any project.")
+        serializer = self.get_serializer(data=request.data)
+        # The project first: a project the user sees but may not submit to is a 403 whatever else is wrong.
+        if isinstance(request.data, Mapping) and "project" in request.data:
+            try:
+                project = serializer.fields["project"].run_validation(request.data["project"])
+            except exceptions.ValidationError:
+                project = None  # reported with the other field errors below
+            if project is not None and not can(user, Action.SUBMIT, project):
+                self.permission_denied(request, message="You may not submit work in this project.")
+        serializer.is_valid(raise_exception=True)
+        try:
+            workload = services.workload_submit(actor=user, **serializer.validated_data)
+        except DjangoValidationError as error:
+            raise exceptions.ValidationError(api_errors(error)) from error
+        return Response(self._detail(workload), status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=None,
+        responses={202: WorkloadDetailSerializer, 400: OpenApiResponse(description="Nothing to stop."),
+                   403: OpenApiResponse(description="You see the workload but may not stop it.")},
+        description=(
+            "Ask for a workload to stop: it becomes `stopping` and the worker deletes its Job. Owners stop their "
+            "own work; team leads and admins anything in their scope."
+        ),
+    )
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, pk: str | None = None) -> Response:
+        workload = self.get_object()
+        services.workload_stop(actor=request.user, workload=workload)
+        return Response(self._detail(workload), status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,563 @@
+"""The workloads API: submission and its refusals, the scoped list and detail, stop, the access matrix, query counts.
+
+Refusals come from `workload_submit` (the same messages as the forms) keyed by the API's field names; a refused
+submission saves nothing and enqueues nothing. Accepted ones enqueue exactly one submit task after commit: the
+tests capture the on-commit callbacks without running them and read which task each would send.
+"""
+
+from __future__ import annotations
+
+import inspect
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from tests.api_support import USERS, call, demo_ids
+
+SUBMIT_TASK = "worker.tasks.workload_submit"
+STOP_TASK = "worker.tasks.workload_stop"
+
+GOOD: dict[str, Any] = {
+    "project": "vision", "kind": "training", "name": "resnet-sweep-3", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+    "command": ["python", "train.py"], "args": ["--epochs", "3"], "env": {"EPOCHS": "3"}, "node_pool": "h100",
+    "gpus": 2, "cpu": "4", "memory": "16Gi", "pods": 2, "labels": {"model": "resnet50", "data_class": "public"},
+}
+
+
+def body(**changes: Any) -> dict[str, Any]:
+    data = {**GOOD, **changes}
+    return {key: value for key, value in data.items() if value is not DROP}
+
+
+DROP = object()
+
+
+def enqueued(callbacks: list) -> list[tuple[str, tuple]]:
+    """(task name, args) of each captured `enqueue_on_commit` callback, without running it."""
+    found = []
+    for callback in callbacks:
+        closure = inspect.getclosurevars(callback).nonlocals
+        found.append((closure["name"], tuple(closure["args"])))
+    return found
+
+
+def workload_rows() -> tuple[int, int]:
+    from apps.workloads.models import Workload, WorkloadEvent
+
+    return Workload.objects.count(), WorkloadEvent.objects.count()
+
+
+def submit_as(user: Any, *, project: str = "vision", name: str = "run", pool: str = "h100", **extra: Any):
+    """A workload made through the service (the way the forms and the API do)."""
+    from apps.org.models import NodePool, Project
+    from apps.workloads import services
+
+    return services.workload_submit(
+        actor=user, project=Project.objects.get(slug=project), kind=extra.pop("kind", "training"), name=name,
+        image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug=pool), gpus=extra.pop("gpus", 1),
+        model_label="resnet", data_class="public", **extra)
+
+
+@pytest.fixture
+def spare_pool(demo):
+    from apps.org import services
+
+    return services.node_pool_create(actor=demo["admin"], slug="spare", name="Spare", gpu_resource="nvidia.com/gpu",
+                                     capacity=8)
+
+
+# --- refusals ----------------------------------------------------------------------------------------------------
+
+# (id, body changes, path to the error list, a fragment of the message)
+REFUSALS: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
+    ("pool without quota", {"node_pool": "spare"}, ("node_pool",), "Vision has no quota on Spare"),
+    ("more than the limit", {"gpus": 4, "pods": 3}, ("gpus",),
+     "asks for 12 H100 80GB units but Vision may use at most 8 there"),
+    ("non-preemptible beyond deserved", {"gpus": 3, "pods": 2, "preemptible": False}, ("preemptible",),
+     "Non-preemptible work must fit in Vision's deserved quota on H100 80GB (4 units) and this asks for 6"),
+    ("invalid image", {"image": "Not An Image!"}, ("image",), "is not a valid image reference"),
+    ("image with upper case path", {"image": "nvcr.io/NVIDIA/pytorch"}, ("image",), "is not a valid image reference"),
+    ("invalid name", {"name": "My_Run"}, ("name",), "Kubernetes DNS-1123 label"),
+    ("name too long for Kubernetes", {"name": "a" * 64}, ("name",), "At most 63 characters"),
+    ("name too long for the portal", {"name": "a" * 50}, ("name",), "at most 40 characters"),
+    ("invalid env name", {"env": {"1BAD": "x"}}, ("env",), "'1BAD' is not a valid environment variable name"),
+    ("invalid env name in a list", {"env": [{"name": "A B", "value": "x"}]}, ("env",),
+     "'A B' is not a valid environment variable name"),
+    ("reserved env name", {"env": {"PORTAL_WORKLOAD": "1"}}, ("env",), "set by the portal"),
+    ("invalid label value", {"labels": {"model": "res net!", "data_class": "public"}}, ("labels", "model"),
+     "is not a valid Kubernetes label value"),
+    ("label value too long", {"labels": {"model": "resnet", "data_class": "x" * 64}}, ("labels", "data_class"),
+     "is not a valid Kubernetes label value"),
+    ("missing audit labels", {"labels": DROP}, ("labels",), "This field is required."),
+    ("missing model label", {"labels": {"data_class": "public"}}, ("labels", "model"),
+     "The model audit label is required."),
+    ("blank data class label", {"labels": {"model": "resnet", "data_class": ""}}, ("labels", "data_class"),
+     "The data class audit label is required."),
+    ("unknown label", {"labels": {"model": "resnet", "data_class": "public", "team": "x"}}, ("labels", "team"),
+     "Only the model and data_class labels"),
+    ("absurd gpus", {"gpus": 1000}, ("gpus",), "less than or equal to 64"),
+    ("no gpus", {"gpus": 0}, ("gpus",), "greater than or equal to 1"),
+    ("absurd pods", {"pods": 100000}, ("pods",), "At most 512 pods."),
+    ("negative cpu", {"cpu": -1}, ("cpu",), "greater than or equal to 0"),
+    ("absurd memory", {"memory": "100Ti"}, ("memory",), "less than or equal to 4096"),
+    ("memory that is not a quantity", {"memory": "lots"}, ("memory",), "Kubernetes quantity"),
+    ("cpu that is not a quantity", {"cpu": "4Gi"}, ("cpu",), "Kubernetes quantity"),
+    ("absurd runtime", {"max_runtime_seconds": 10**9}, ("max_runtime_seconds",), "less than or equal to"),
+    ("notebook with several pods", {"kind": "notebook", "pods": 2}, ("pods",), "A notebook runs in exactly one pod."),
+    ("batch parallelism beyond completions", {"kind": "batch", "pods": 1, "completions": 2, "parallelism": 4},
+     ("parallelism",), "Parallelism cannot exceed the number of completions."),
+    ("batch with pods", {"kind": "batch", "pods": 4}, ("pods",), "Only training runs several pods"),
+    ("notebook port out of range", {"kind": "notebook", "pods": 1, "port": 70000}, ("port",),
+     "less than or equal to 65535"),
+    ("notebook idle timeout too short", {"kind": "notebook", "pods": 1, "idle_timeout_minutes": 1},
+     ("idle_timeout_minutes",), "greater than or equal to 5"),
+    ("unknown kind", {"kind": "service"}, ("kind",), '"service" is not a valid choice.'),
+    ("unknown pool", {"node_pool": "tpu"}, ("node_pool",), "Object with slug=tpu does not exist."),
+    ("unknown priority class", {"priority_class": "urgent"}, ("priority_class",), "does not exist"),
+    ("command that is not a list", {"command": "python train.py"}, ("command",), "Expected a list of items"),
+    ("env that is neither list nor object", {"env": "A=1"}, ("env",), "Give a list of"),
+    ("project unknown", {"project": "robotics"}, ("project",), 'Project "robotics" does not exist.'),
+    ("project missing", {"project": DROP}, ("project",), "This field is required."),
+]
+
+
+def _messages(errors: Any, path: tuple[str, ...]) -> list[str]:
+    for key in path:
+        assert key in errors, f"no error at {path}: {errors}"
+        errors = errors[key]
+    return errors
+
+
+@pytest.mark.parametrize(("changes", "path", "fragment"),
+                         [pytest.param(changes, path, fragment, id=name) for name, changes, path, fragment in REFUSALS])
+def test_refusal_says_why_and_saves_and_enqueues_nothing(client_for, spare_pool, django_capture_on_commit_callbacks,
+                                                         changes, path, fragment):
+    before = workload_rows()
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client_for("alice"), "POST", "workloads/", body(**changes))
+    assert response.status_code == 400, response.content
+    messages = _messages(response.json(), path)
+    assert any(fragment in message for message in messages), messages
+    assert workload_rows() == before
+    assert callbacks == []
+
+
+def test_refused_submission_is_the_same_for_a_project_named_by_id(client_for, demo,
+                                                                  django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client_for("alice"), "POST", "workloads/", body(project=demo_ids()["vision"], gpus=9))
+    assert response.status_code == 400
+    assert "at most 8" in response.json()["gpus"][0]
+    assert callbacks == [] and workload_rows() == (0, 0)
+
+
+def test_a_project_the_user_cannot_see_does_not_exist(client_for, demo, django_capture_on_commit_callbacks):
+    ids = demo_ids()
+    for project in ("forecasting", ids["forecasting"], 999999):
+        with django_capture_on_commit_callbacks() as callbacks:
+            response = call(client_for("alice"), "POST", "workloads/", body(project=project))
+        assert response.status_code == 400
+        assert response.json() == {"project": [f'Project "{project}" does not exist.']}
+        assert callbacks == []
+    assert workload_rows() == (0, 0)
+
+
+def test_a_project_seen_but_not_submittable_is_403_even_with_a_bad_body(client_for, demo):
+    from apps.accounts.services import role_binding_create
+    from apps.org.models import Project
+
+    # alice also views nlp: she sees it but may not submit there
+    role_binding_create(actor=demo["admin"], role="viewer", user=demo["alice"], project=Project.objects.get(slug="nlp"))
+    response = call(client_for("alice"), "POST", "workloads/", body(project="nlp", name="Bad_Name", gpus=1000))
+    assert response.status_code == 403
+    assert response.json() == {"detail": "You may not submit work in this project."}
+    response = call(client_for("viewer"), "POST", "workloads/", body())
+    assert response.status_code == 403
+    assert response.json() == {"detail": "You may not submit work in any project."}
+    assert workload_rows() == (0, 0)
+
+
+# --- accepted submissions ---------------------------------------------------------------------------------------
+
+
+def test_good_submission_is_201_submitting_with_the_row_and_one_task(client_for, demo,
+                                                                     django_capture_on_commit_callbacks):
+    from apps.workloads.models import Workload
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client_for("alice"), "POST", "workloads/", GOOD)
+    assert response.status_code == 201, response.content
+    data = response.json()
+    workload = Workload.objects.get()
+    assert data["id"] == workload.pk
+    assert data["status"] == "submitting" == workload.status
+    assert enqueued(callbacks) == [(SUBMIT_TASK, (workload.pk,))]
+    assert workload.owner == demo["alice"] and workload.project.slug == "vision" and workload.node_pool.slug == "h100"
+    assert (workload.kind, workload.name, workload.image) == ("training", "resnet-sweep-3",
+                                                              "nvcr.io/nvidia/pytorch:24.05-py3")
+    assert workload.command == ["python", "train.py"] and workload.args == ["--epochs", "3"]
+    assert workload.env == [{"name": "EPOCHS", "value": "3"}]
+    assert (workload.gpus, workload.pods, workload.cpu, workload.memory_gib) == (2, 2, Decimal(4), Decimal(16))
+    assert (workload.model_label, workload.data_class) == ("resnet50", "public")
+    assert workload.preemptible is True and workload.priority_class.name == "train"  # the project's default
+    assert data["project"] == workload.project_id and data["project_slug"] == "vision"
+    assert data["namespace"] == workload.project.namespace
+    assert data["owner"] == "alice" and data["owner_id"] == demo["alice"].pk
+    assert data["node_pool"] == "h100" and data["priority_class"] == "train" and data["preemptible"] is True
+    assert data["env"] == [{"name": "EPOCHS", "value": "3"}]
+    assert data["labels"] == {"model": "resnet50", "data_class": "public"}
+    assert (data["gpus"], data["pods"], data["pod_count"], data["gpu_units"]) == (2, 2, 2, 4)
+    assert (data["cpu"], data["memory_gib"]) == ("4.000", "16.00")
+    assert data["job_name"] == f"wl-{workload.pk}" and data["k8s_uid"] == "" and data["manifest"] is None
+    assert data["queue_name"] == "elastic-h100"
+    assert data["status_reason"] == "" and data["created_at"] and data["submitted_at"] is None
+    assert data["idle_timeout_minutes"] is None and data["port"] is None
+    [event] = data["events"]
+    assert event["from"] == "" and event["to"] == "submitting" and event["reason"] == "Submitted"
+    assert event["actor"] == "alice" and "elastic-h100" in event["message"] and event["at"]
+
+
+def test_notebook_and_batch_submissions(client_for, demo, django_capture_on_commit_callbacks):
+    client = client_for("alice")
+    with django_capture_on_commit_callbacks() as callbacks:
+        notebook = call(client, "POST", "workloads/", body(kind="notebook", name="nb", pods=DROP, gpus=1, env=[],
+                                                           node_pool="l40s-shared", memory="512Mi", cpu="500m"))
+        batch = call(client, "POST", "workloads/", body(kind="batch", name="etl", pods=DROP, completions=8,
+                                                        parallelism=2, gpus=1, memory=24, max_runtime_seconds=3600))
+    assert notebook.status_code == 201, notebook.content
+    assert batch.status_code == 201, batch.content
+    notebook, batch = notebook.json(), batch.json()
+    assert (notebook["port"], notebook["idle_timeout_minutes"]) == (8888, 120)  # the service's defaults
+    assert (notebook["cpu"], notebook["memory_gib"], notebook["env"]) == ("0.500", "0.50", [])
+    assert (batch["completions"], batch["parallelism"], batch["pod_count"], batch["gpu_units"]) == (8, 2, 2, 2)
+    assert (batch["memory_gib"], batch["max_runtime_seconds"]) == ("24.00", 3600)
+    assert enqueued(callbacks) == [(SUBMIT_TASK, (notebook["id"],)), (SUBMIT_TASK, (batch["id"],))]
+
+
+def test_priority_class_defaults_follow_the_preemptibility_asked(client_for, demo):
+    client = client_for("alice")
+    guaranteed = call(client, "POST", "workloads/", body(name="a", preemptible=False, gpus=1, pods=1)).json()
+    assert (guaranteed["priority_class"], guaranteed["preemptible"], guaranteed["queue_name"]) == (
+        "build", False, "guaranteed-h100")
+    named = call(client, "POST", "workloads/", body(name="b", priority_class="inference", gpus=1, pods=1)).json()
+    assert (named["priority_class"], named["preemptible"]) == ("inference", False)  # the class decides
+
+
+@pytest.mark.parametrize(("memory", "gib"), [
+    ("16Gi", "16.00"), ("512Mi", "0.50"), ("100Mi", "0.10"), ("1.5Gi", "1.50"), ("16G", "14.91"), (24, "24.00"),
+    ("8", "8.00"), (0.25, "0.25"), ("1Ti", "1024.00"),
+])
+def test_memory_accepts_quantities_and_gib(client_for, demo, memory, gib):
+    response = call(client_for("alice"), "POST", "workloads/", body(memory=memory))
+    assert response.status_code == 201, response.content
+    assert response.json()["memory_gib"] == gib
+
+
+def test_env_accepts_a_list_or_an_object_with_numbers(client_for, demo):
+    client = client_for("alice")
+    as_list = call(client, "POST", "workloads/", body(name="a", env=[{"name": "LR", "value": "0.1"}]))
+    as_object = call(client, "POST", "workloads/", body(name="b", env={"EPOCHS": 10, "LR": 0.1, "EMPTY": ""}))
+    assert as_list.json()["env"] == [{"name": "LR", "value": "0.1"}]
+    assert as_object.json()["env"] == [{"name": "EPOCHS", "value": "10"}, {"name": "LR", "value": "0.1"},
+                                       {"name": "EMPTY", "value": ""}]
+    refused = call(client, "POST", "workloads/", body(name="c", env={"FLAG": True}))
+    assert refused.status_code == 400 and refused.json() == {"env": ["The value of FLAG must be a string or a number."]}
+
+
+def test_token_authentication_submits(client, demo, django_capture_on_commit_callbacks):
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=demo["alice"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client, "POST", "workloads/", GOOD, HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert response.status_code == 201, response.content
+    assert response.json()["owner"] == "alice"
+    assert enqueued(callbacks) == [(SUBMIT_TASK, (response.json()["id"],))]
+    refused = call(client, "POST", "workloads/", GOOD, HTTP_AUTHORIZATION="Token wrong")
+    assert refused.status_code == 403 and refused.json() == {"detail": "Invalid token."}
+
+
+def test_anonymous_is_refused(client, db):
+    assert call(client, "GET", "workloads/").status_code == 403
+    assert call(client, "POST", "workloads/", GOOD).status_code == 403
+    assert call(client, "POST", "workloads/1/stop/").status_code == 403
+
+
+# --- list, detail, filters --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def workloads(demo) -> dict[str, int]:
+    """One live workload per researcher, plus a finished one of alice's."""
+    from apps.workloads import services
+
+    alice = submit_as(demo["alice"], name="alice-run")
+    done = submit_as(demo["alice"], name="alice-done", kind="notebook", pool="l40s-shared")
+    services.workload_stop(actor=demo["alice"], workload=done)
+    services.workload_mark_stopped(workload=done, message="Job deleted")
+    bob = submit_as(demo["bob"], project="nlp", name="bob-run")
+    carol = submit_as(demo["carol"], project="forecasting", name="carol-run", kind="batch", completions=4,
+                      parallelism=2)
+    return {"wl_alice": alice.pk, "wl_done": done.pk, "wl_bob": bob.pk, "wl_carol": carol.pk}
+
+
+@pytest.mark.parametrize(("username", "visible"), [
+    ("admin", {"alice-run", "alice-done", "bob-run", "carol-run"}),
+    ("deptadmin", {"alice-run", "alice-done", "bob-run"}),
+    ("lead", {"alice-run", "alice-done", "bob-run"}),
+    ("alice", {"alice-run", "alice-done"}),
+    ("bob", {"bob-run"}),
+    ("carol", {"carol-run"}),
+    ("viewer", {"alice-run", "alice-done", "bob-run", "carol-run"}),
+])
+def test_list_shows_only_the_scope(client_for, workloads, username, visible):
+    response = call(client_for(username), "GET", "workloads/")
+    assert response.status_code == 200
+    data = response.json()
+    assert {row["name"] for row in data["results"]} == visible
+    assert data["count"] == len(visible)
+    assert "events" not in data["results"][0] and "manifest" not in data["results"][0]
+
+
+def test_own_workloads_stay_visible_after_leaving_the_project(client_for, demo, workloads):
+    from apps.accounts.models import RoleBinding
+
+    RoleBinding.objects.filter(user=demo["alice"]).delete()
+    client = client_for("alice")
+    assert {row["name"] for row in call(client, "GET", "workloads/").json()["results"]} == {"alice-run", "alice-done"}
+    assert call(client, "GET", f"workloads/{workloads['wl_alice']}/").status_code == 200
+    # ... but without a role she can no longer stop it
+    assert call(client, "POST", f"workloads/{workloads['wl_alice']}/stop/").status_code == 403
+
+
+def test_list_filters(client_for, demo, workloads):
+    ids = demo_ids()
+    client = client_for("admin")
+
+    def names(query: str) -> set[str]:
+        response = call(client, "GET", "workloads/" + query)
+        assert response.status_code == 200, response.content
+        return {row["name"] for row in response.json()["results"]}
+
+    assert names("?project=vision") == {"alice-run", "alice-done"}
+    assert names(f"?project={ids['nlp']}") == {"bob-run"}
+    assert names("?status=stopped") == {"alice-done"}
+    assert names("?status=submitting,stopped") == {"alice-run", "alice-done", "bob-run", "carol-run"}
+    assert names("?kind=batch") == {"carol-run"}
+    assert names("?kind=notebook,batch") == {"alice-done", "carol-run"}
+    assert names("?owner=bob") == {"bob-run"}
+    assert names(f"?owner={demo['carol'].pk}") == {"carol-run"}
+    assert names("?project=vision&status=submitting&kind=training&owner=alice") == {"alice-run"}
+    assert names("?project=forecasting&owner=alice") == set()
+    assert names("?limit=2")  # paginated
+    page = call(client, "GET", "workloads/?limit=1&offset=1").json()
+    assert page["count"] == 4 and len(page["results"]) == 1 and page["next"] and page["previous"]
+    refused = call(client, "GET", "workloads/?status=sleeping")
+    assert refused.status_code == 400 and "Unknown status sleeping" in refused.json()["status"][0]
+    assert call(client, "GET", "workloads/?kind=service").status_code == 400
+    # a filter never widens the scope
+    assert {row["name"] for row in call(client_for("bob"), "GET", "workloads/?project=vision").json()["results"]} \
+        == set()
+
+
+def test_detail_has_status_events_and_manifest(client_for, demo, workloads):
+    from apps.workloads import services
+    from apps.workloads.models import Workload
+
+    workload = Workload.objects.get(pk=workloads["wl_alice"])
+    services.workload_mark_submitted(workload=workload, uid="0f9e-uid", manifest={"kind": "Job"})
+    data = call(client_for("lead"), "GET", f"workloads/{workload.pk}/").json()
+    assert (data["status"], data["status_reason"], data["k8s_uid"]) == ("queued", "Created", "0f9e-uid")
+    assert "waiting for Kueue" in data["status_message"]
+    assert data["manifest"] == {"kind": "Job"} and data["job_name"] == f"wl-{workload.pk}"
+    assert data["submitted_at"] and data["gpu_units"] == 1
+    assert [(event["from"], event["to"], event["reason"]) for event in data["events"]] == [
+        ("", "submitting", "Submitted"), ("submitting", "queued", "Created")]
+    assert data["events"][1]["actor"] is None  # the worker, not a person
+    assert set(data["events"][0]) == {"at", "from", "to", "reason", "message", "actor"}
+
+
+# --- stop --------------------------------------------------------------------------------------------------------
+
+
+def test_owner_stops_own_workload(client_for, workloads, django_capture_on_commit_callbacks):
+    from apps.org.models import AuditEvent
+
+    audits = AuditEvent.objects.count()
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client_for("alice"), "POST", f"workloads/{workloads['wl_alice']}/stop/")
+    assert response.status_code == 202, response.content
+    data = response.json()
+    assert data["status"] == "stopping" and data["stop_requested_by"] == "alice"
+    assert data["events"][-1]["reason"] == "StopRequested" and data["events"][-1]["to"] == "stopping"
+    assert enqueued(callbacks) == [(STOP_TASK, (workloads["wl_alice"],))]
+    assert AuditEvent.objects.count() == audits  # stopping your own work is not audited
+
+
+def test_lead_stops_alices_workload_and_it_is_audited(client_for, workloads, django_capture_on_commit_callbacks):
+    from apps.org.models import AuditEvent
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client_for("lead"), "POST", f"workloads/{workloads['wl_alice']}/stop/")
+    assert response.status_code == 202
+    assert response.json()["status"] == "stopping" and response.json()["stop_requested_by"] == "lead"
+    assert enqueued(callbacks) == [(STOP_TASK, (workloads["wl_alice"],))]
+    assert AuditEvent.objects.filter(action="workload.stop", actor__username="lead").count() == 1
+
+
+def test_nothing_to_stop_is_400(client_for, workloads, django_capture_on_commit_callbacks):
+    client = client_for("alice")
+    with django_capture_on_commit_callbacks() as callbacks:
+        done = call(client, "POST", f"workloads/{workloads['wl_done']}/stop/")
+        assert call(client, "POST", f"workloads/{workloads['wl_alice']}/stop/").status_code == 202
+        again = call(client, "POST", f"workloads/{workloads['wl_alice']}/stop/")
+    assert done.status_code == 400
+    assert done.json() == {"non_field_errors": ["This workload is stopped; there is nothing to stop."]}
+    assert again.status_code == 400 and "stopping; there is nothing to stop" in again.json()["non_field_errors"][0]
+    assert len(callbacks) == 1
+
+
+def test_stop_refused_changes_nothing(client_for, workloads, django_capture_on_commit_callbacks):
+    from apps.workloads.models import Workload
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        viewer = call(client_for("viewer"), "POST", f"workloads/{workloads['wl_alice']}/stop/")
+        bob = call(client_for("bob"), "POST", f"workloads/{workloads['wl_alice']}/stop/")
+    assert viewer.status_code == 403 and viewer.json() == {"detail": "You may not stop this workload."}
+    assert bob.status_code == 404
+    assert Workload.objects.get(pk=workloads["wl_alice"]).status == "submitting"
+    assert callbacks == []
+
+
+# --- the access matrix ------------------------------------------------------------------------------------------
+
+VISION = {**GOOD, "name": "matrix", "gpus": 1, "pods": 1}
+FORECASTING = {**VISION, "project": "forecasting"}
+
+# (id, method, path, body) -> codes for admin, deptadmin, lead, alice, bob, carol, viewer
+MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
+    ("list", "GET", "workloads/", None, (200, 200, 200, 200, 200, 200, 200)),
+    ("alice's", "GET", "workloads/{wl_alice}/", None, (200, 200, 200, 200, 404, 404, 200)),
+    ("bob's", "GET", "workloads/{wl_bob}/", None, (200, 200, 200, 404, 200, 404, 200)),
+    ("carol's", "GET", "workloads/{wl_carol}/", None, (200, 404, 404, 404, 404, 200, 200)),
+    ("missing", "GET", "workloads/999999/", None, (404, 404, 404, 404, 404, 404, 404)),
+    ("submit in vision", "POST", "workloads/", VISION, (201, 201, 201, 201, 400, 400, 403)),
+    ("submit in vision by id", "POST", "workloads/", {**VISION, "project": "{vision}"},
+     (201, 201, 201, 201, 400, 400, 403)),
+    ("submit in forecasting", "POST", "workloads/", FORECASTING, (201, 400, 400, 400, 400, 201, 403)),
+    ("stop alice's", "POST", "workloads/{wl_alice}/stop/", None, (202, 202, 202, 202, 404, 404, 403)),
+    ("stop bob's", "POST", "workloads/{wl_bob}/stop/", None, (202, 202, 202, 404, 202, 404, 403)),
+    ("stop carol's", "POST", "workloads/{wl_carol}/stop/", None, (202, 404, 404, 404, 404, 202, 403)),
+    ("stop a stopped one", "POST", "workloads/{wl_done}/stop/", None, (400, 400, 400, 400, 404, 404, 403)),
+    # workloads are not edited or deleted through the API (stop them; resubmit to change)
+    ("no put", "PUT", "workloads/{wl_alice}/", VISION, (405, 405, 405, 405, 405, 405, 405)),
+    ("no patch", "PATCH", "workloads/{wl_alice}/", {"name": "x"}, (405, 405, 405, 405, 405, 405, 405)),
+    ("no delete", "DELETE", "workloads/{wl_alice}/", None, (405, 405, 405, 405, 405, 405, 405)),
+]
+
+
+def _fill(value: Any, ids: dict[str, int]) -> Any:
+    if isinstance(value, dict):
+        return {key: _fill(item, ids) for key, item in value.items()}
+    if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
+        return ids[value[1:-1]]
+    return value
+
+
+def _state() -> list[tuple]:
+    from apps.org.models import AuditEvent
+    from apps.workloads.models import Workload, WorkloadEvent
+
+    return [*Workload.objects.order_by("pk").values_list("pk", "status", "stop_requested_by"),
+            WorkloadEvent.objects.count(), AuditEvent.objects.count()]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "data", "expected"),
+    [pytest.param(method, path, data, dict(zip(USERS, codes, strict=True)), id=name)
+     for name, method, path, data, codes in MATRIX],
+)
+def test_access_matrix(client_for, workloads, django_capture_on_commit_callbacks, method, path, data, expected):
+    ids = {**demo_ids(), **workloads}
+    url, data = path.format(**ids), _fill(data, ids)
+    actual = {}
+    for username in USERS:
+        client = client_for(username)
+        with transaction.atomic():
+            before = _state()
+            with django_capture_on_commit_callbacks() as callbacks:
+                response = call(client, method, url, data)
+            actual[username] = response.status_code
+            if response.status_code >= 400:
+                assert _state() == before, f"{username}: a refused {method} changed something"
+                assert callbacks == [], f"{username}: a refused {method} enqueued something"
+            elif method == "POST":
+                assert len(callbacks) == 1
+            transaction.set_rollback(True)
+    assert actual == expected
+
+
+# --- query counts -------------------------------------------------------------------------------------------------
+
+
+def grow(demo: dict[str, Any], count: int = 12) -> None:
+    """More workloads, with events and stops, in every project the measured users see."""
+    from apps.workloads import services
+
+    for n in range(count):
+        for username, project in (("alice", "vision"), ("bob", "nlp"), ("carol", "forecasting")):
+            workload = submit_as(demo[username], project=project, name=f"grow-{n}")
+            if n % 3 == 0:
+                services.workload_stop(actor=demo["admin"], workload=workload)
+
+
+@pytest.mark.parametrize("username", ["admin", "deptadmin", "alice", "viewer"])
+@pytest.mark.parametrize("query", ["", "?project=vision", "?status=submitting,stopping&kind=training&owner=alice"])
+def test_list_query_count_is_pinned_and_constant(client_for, demo, workloads, django_assert_num_queries, username,
+                                                 query):
+    client = client_for(username)
+    with django_assert_num_queries(5):  # session, user, grants, count, rows with their relations
+        first = call(client, "GET", "workloads/" + query)
+    assert first.status_code == 200
+    grow(demo)
+    with django_assert_num_queries(5):
+        second = call(client, "GET", "workloads/" + query)
+    assert second.json()["count"] > first.json()["count"]
+
+
+def test_detail_and_token_list_query_counts(client, client_for, demo, workloads, django_assert_num_queries):
+    from rest_framework.authtoken.models import Token
+
+    grow(demo)
+    lead = client_for("lead")
+    with django_assert_num_queries(5):  # session, user, grants, row with its relations, events with actors
+        assert call(lead, "GET", f"workloads/{workloads['wl_alice']}/").status_code == 200
+    token = Token.objects.create(user=demo["deptadmin"])
+    with django_assert_num_queries(4):  # token with its user, grants, count, rows
+        assert call(client, "GET", "workloads/", HTTP_AUTHORIZATION=f"Token {token.key}").status_code == 200
+
+
+# --- schema ---------------------------------------------------------------------------------------------------------
+
+
+def test_schema_lists_the_workload_endpoints(client_for):
+    from drf_spectacular.validation import validate_schema
+
+    schema = client_for("alice").get("/api/v1/schema/", {"format": "json"}).json()
+    validate_schema(schema)
+    paths = schema["paths"]
+    assert {"get", "post"} <= set(paths["/api/v1/workloads/"])
+    assert set(paths["/api/v1/workloads/{id}/"]) >= {"get"} and "delete" not in paths["/api/v1/workloads/{id}/"]
+    assert "202" in paths["/api/v1/workloads/{id}/stop/"]["post"]["responses"]
+    assert "201" in paths["/api/v1/workloads/"]["post"]["responses"]
+    request = schema["components"]["schemas"]["WorkloadSubmitRequest"]
+    assert {"project", "kind", "name", "image", "node_pool", "gpus", "labels"} <= set(request["required"])
+
+
+def test_browsable_api_renders(client_for, workloads):
+    for path in ("workloads/", f"workloads/{workloads['wl_alice']}/"):
+        response = client_for("alice").get("/api/v1/" + path, HTTP_ACCEPT="text/html")
+        assert response.status_code == 200
+        assert response["Content-Type"].startswith("text/html")
