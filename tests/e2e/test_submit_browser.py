@@ -53,6 +53,10 @@ def test_alice_submits_a_training_job_and_a_notebook_and_sees_both_listed(login)
     page.select_option("#id_node_pool", label="L40S time-sliced (l40s-shared)")
     fill_common(page, name="explore", image="jupyter/base-notebook:latest", model="eda")
     page.fill("#id_notebook_idle_timeout_minutes", "60")
+    # Choosing a non-preemptible priority class clears the preemptible box (the class's default).
+    assert page.is_checked("#id_preemptible")
+    page.select_option("#id_priority_class", label="build (100, non-preemptible)")
+    page.wait_for_function("() => !document.querySelector('#id_preemptible').checked")
     page.click("button[type=submit] >> text=Submit notebook")
     page.wait_for_url(re.compile(r"/workloads/\d+/$"))
 
@@ -69,3 +73,4 @@ def test_alice_submits_a_training_job_and_a_notebook_and_sees_both_listed(login)
     assert rows["resnet-train"].env == [{"name": "WANDB_MODE", "value": "offline"}]
     assert rows["explore"].kind == Kind.NOTEBOOK and rows["explore"].node_pool.slug == "l40s-shared"
     assert rows["explore"].notebook_idle_timeout_minutes == 60
+    assert rows["explore"].preemptible is False and rows["explore"].priority_class.name == "build"
