@@ -490,3 +490,32 @@ def test_hierarchical_cohort_workload_borrowing_less_is_scheduled_first():
     assert [(p.workload.name, p.message) for p in result.pending] == [
         ("best-effort", "Workload no longer fits after processing another workload")
     ]
+
+
+def test_classic_preemption_only_when_the_workload_fits_within_nominal():
+    cqs = [
+        cq("other-alpha", "other", 2, reclaim="Any", within="LowerPriority"),
+        cq("other-beta", "other", 2),
+    ]
+    admitted = [
+        workload("a1", 1, priority=-1, admitted_in="other-alpha"),
+        workload("b1", 1, priority=-1, admitted_in="other-beta"),
+    ]
+    lq = {"metadata": {"name": "incoming", "namespace": ""}, "spec": {"clusterQueue": "other-alpha"}}
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
+        cluster_queues=cqs,
+        local_queues=[lq],
+        workloads=[*admitted, workload("incoming", 3, priority=1)],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    assert result.preempted == [] and result.admitted == []
+    assert [(p.reason, p.message) for p in result.pending] == [
+        (
+            "WaitingForQuota",
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, "
+            "1 more needed",
+        )
+    ]
