@@ -519,3 +519,43 @@ def test_classic_preemption_only_when_the_workload_fits_within_nominal():
             "1 more needed",
         )
     ]
+
+
+def test_preemption_while_borrowing_does_not_block_a_borrower_in_another_queue():
+    def queue(name: str, nominal: int, borrowing: int | None = None, **preemption) -> dict:
+        r = {"name": CPU, "nominalQuota": str(nominal)}
+        if borrowing is not None:
+            r["borrowingLimit"] = str(borrowing)
+        groups = [{"coveredResources": [CPU], "flavors": [{"name": "default", "resources": [r]}]}]
+        return {
+            "metadata": {"name": name},
+            "spec": {"cohortName": "pwb", "namespaceSelector": {}, "resourceGroups": groups, "preemption": preemption},
+        }
+
+    bwc = {"policy": "LowerPriority"}
+    cqs = [
+        queue("cq_shared", 4, 0),
+        queue("cq_a", 0, 3, reclaimWithinCohort="LowerPriority", borrowWithinCohort=bwc),
+        queue("cq_b", 0, reclaimWithinCohort="LowerPriority", borrowWithinCohort=bwc),
+    ]
+    lqs = [{"metadata": {"name": f"lq_{n}", "namespace": ""}, "spec": {"clusterQueue": f"cq_{n}"}} for n in "ab"]
+    a, b = workload("a", 3), workload("b", 1)
+    a["spec"]["queueName"], b["spec"]["queueName"] = "lq_a", "lq_b"
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
+        cluster_queues=cqs,
+        local_queues=lqs,
+        workloads=[workload("admitted_a", 2, admitted_in="cq_a"), a, b],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    assert [x.workload.name for x in result.admitted] == ["b"]
+    assert [(p.workload.name, p.reason, p.message) for p in result.pending] == [
+        (
+            "a",
+            "WaitingForQuota",
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 more "
+            "needed",
+        )
+    ]
