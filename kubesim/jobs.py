@@ -25,6 +25,10 @@ def _by_owner(pods: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def _controlled_by(pod: dict, uid: str) -> bool:
+    return any(r.get("uid") == uid and r.get("controller") for r in pod["metadata"].get("ownerReferences") or [])
+
+
 def _phase(pod: dict) -> str:
     return (pod.get("status") or {}).get("phase", "Pending")
 
@@ -111,7 +115,8 @@ class JobController:
             job = store.get("jobs", namespace, name)
             if job is None:
                 continue
-            pods = _by_owner(store.list("pods", namespace, copy=False)).get(job["metadata"]["uid"], [])
+            uid = job["metadata"]["uid"]
+            pods = [p for _, p in store.dependents(uid, "pods") if _controlled_by(p, uid)]
             wrote |= self._maybe_sync(store, job, pods, now)
         return wrote
 

@@ -9,7 +9,6 @@ import secrets
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -79,6 +78,8 @@ class Store:
         self._compacted = 0  # events with rv <= this are no longer in the history
         self._event_index: dict[tuple, str] = {}
         self._last_change: dict[str, int] = {}
+        self._owners: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> (resource, namespace, name)
+        self._sorted: dict[str, dict[str | None, list[tuple[str, str]]]] = {}  # resource -> namespace -> keys
         self.deletions = 0  # bumped by every deletion step; the garbage collector runs only when it moves
 
     # ---- bookkeeping -------------------------------------------------------------------------------------
@@ -154,24 +155,55 @@ class Store:
         """Objects sorted by (namespace, name). copy=False returns the stored dicts themselves: much faster,
         and safe only for callers that never mutate them (write back a clone() instead)."""
         with self.lock:
-            items = [
-                o
-                for (ns, _), o in self._objects[resource].items()
-                if (namespace is None or ns == namespace) and labels_match(o, label_selector)
-            ]
-            items.sort(key=_key)
+            objs = self._objects[resource]
+            items = [objs[k] for k in self._keys(resource, namespace)]
+            if label_selector:
+                items = [o for o in items if labels_match(o, label_selector)]
             return clone(items) if copy else items
+
+    def _keys(self, resource: str, namespace: str | None) -> list[tuple[str, str]]:
+        """Sorted keys of a resource (in a namespace), cached until an object is created or removed."""
+        per_ns = self._sorted.setdefault(resource, {})
+        keys = per_ns.get(namespace)
+        if keys is None:
+            everything = per_ns.get(None)
+            if everything is None:
+                everything = per_ns[None] = sorted(self._objects[resource])
+            keys = everything if namespace is None else [k for k in everything if k[0] == namespace]
+            per_ns[namespace] = keys
+        return keys
+
+    def _put(self, resource: str, key: tuple[str, str], obj: dict) -> dict | None:
+        """Store obj under key, keeping the uid, owner and sorted-key indexes; returns the replaced object."""
+        objs = self._objects[resource]
+        prev = objs.get(key)
+        objs[key] = obj
+        if prev is None:
+            self._sorted.pop(resource, None)
+        else:
+            self._unindex_owners(resource, key, prev)
+        self._uids[obj["metadata"]["uid"]] = (resource, key[0], key[1])
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            self._owners.setdefault(ref.get("uid", ""), set()).add((resource, key[0], key[1]))
+        return prev
+
+    def _unindex_owners(self, resource: str, key: tuple[str, str], obj: dict) -> None:
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            owned = self._owners.get(ref.get("uid", ""))
+            if owned is not None:
+                owned.discard((resource, key[0], key[1]))
+                if not owned:
+                    del self._owners[ref.get("uid", "")]
 
     def by_uid(self, uid: str) -> tuple[str, str, str] | None:
         with self.lock:
             return self._uids.get(uid)
 
-    def dependents(self, uid: str) -> Iterable[tuple[str, dict]]:
-        """Objects whose ownerReferences name this uid (live references, not copies)."""
-        for resource, objs in self._objects.items():
-            for o in list(objs.values()):
-                if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or []):
-                    yield resource, o
+    def dependents(self, uid: str, resource: str | None = None) -> list[tuple[str, dict]]:
+        """(resource, object) whose ownerReferences name this uid, sorted; live stored dicts: do not mutate."""
+        with self.lock:
+            found = sorted(r for r in self._owners.get(uid, ()) if resource is None or r[0] == resource)
+            return [(r, o) for r, ns, name in found if (o := self._objects[r].get((ns, name))) is not None]
 
     # ---- writes ------------------------------------------------------------------------------------------
     def create(self, resource: str, obj: dict) -> dict:
@@ -194,8 +226,7 @@ class Store:
             md["generation"] = 1
             md["creationTimestamp"] = rfc3339(self.now())
             md["resourceVersion"] = str(self._next_rv())
-            self._objects[resource][key] = obj
-            self._uids[md["uid"]] = (resource, key[0], key[1])
+            self._put(resource, key, obj)
             self._emit(resource, "ADDED", obj)
             return clone(obj)
 
@@ -227,8 +258,7 @@ class Store:
         if md.get("deletionTimestamp") and not _finalizers(resource, new):
             return self._remove(resource, key)
         md["resourceVersion"] = str(self._next_rv())
-        prev = self._objects[resource].get(key)
-        self._objects[resource][key] = new
+        prev = self._put(resource, key, new)
         self._emit(resource, "MODIFIED", new, prev)
         return clone(new)
 
@@ -273,6 +303,8 @@ class Store:
 
     def _remove(self, resource: str, key: tuple[str, str]) -> dict:
         prev = self._objects[resource].pop(key)
+        self._sorted.pop(resource, None)
+        self._unindex_owners(resource, key, prev)
         self._uids.pop(prev["metadata"]["uid"], None)
         obj = clone(prev)  # never mutate a stored object: watch history shares them
         obj["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -426,8 +458,7 @@ class Store:
                 if resource not in self._objects:
                     continue
                 for obj in items:
-                    self._objects[resource][_key(obj)] = obj
-                    self._uids[obj["metadata"]["uid"]] = (resource, *_key(obj))
+                    self._put(resource, _key(obj), obj)
             self._rv = max(self._rv, int(data.get("resourceVersion", 0)))
             self._compacted = self._rv
             self._history.clear()
