@@ -90,6 +90,8 @@ class Api:
             return Response(200, static[1], content_type=static[0])
         parts = [p for p in path.split("/") if p]
         if len(parts) >= 3 and parts[0] == "apis" and parts[1] == VISIBILITY_GROUP:
+            if self.sim.faults.inject("get", "pendingworkloads"):
+                raise internal("kubesim: injected fault on get pendingworkloads")
             return self._visibility(method, parts[3:], query)
         target, watch_path = self._parse(parts)
         verb = self._verb(method, target, query, watch_path)
