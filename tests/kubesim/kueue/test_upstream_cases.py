@@ -559,3 +559,120 @@ def test_preemption_while_borrowing_does_not_block_a_borrower_in_another_queue()
             "needed",
         )
     ]
+
+
+def test_fair_sharing_multiple_preemptions_skip_overlapping_targets():
+    def queue(name: str, quotas: dict[str, int]) -> dict:
+        groups = [
+            {
+                "coveredResources": list(quotas),
+                "flavors": [
+                    {"name": "default", "resources": [{"name": r, "nominalQuota": str(v)} for r, v in quotas.items()]}
+                ],
+            }
+        ]
+        return {
+            "metadata": {"name": name},
+            "spec": {
+                "cohortName": "other",
+                "namespaceSelector": {},
+                "resourceGroups": groups,
+                "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            },
+        }
+
+    def wl(name: str, ns: str, priority: int, requests: dict[str, int], admitted_in: str | None = None) -> dict:
+        obj = {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "uid": f"wl-{name}",
+                "creationTimestamp": ws.ts(T0),
+                "labels": {"kueue.x-k8s.io/job-uid": f"job-{name}"},
+            },
+            "spec": {
+                "queueName": "other",
+                "priority": priority,
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {"name": "c", "resources": {"requests": {r: str(v) for r, v in requests.items()}}}
+                                ]
+                            }
+                        },
+                    }
+                ],
+            },
+            "status": {},
+        }
+        if admitted_in:
+            psa = [
+                {
+                    "name": "main",
+                    "flavors": dict.fromkeys(requests, "default"),
+                    "resourceUsage": {r: str(v) for r, v in requests.items()},
+                    "count": 1,
+                }
+            ]
+            ws.set_quota_reservation(obj, admitted_in, psa, T0)
+        return obj
+
+    cqs = [
+        queue("other-alpha", {CPU: 0, "alpha-resource": 1}),
+        queue("other-beta", {CPU: 0, "beta-resource": 1}),
+        queue("other-gamma", {CPU: 0, "gamma-resource": 1}),
+        queue("resource-bank", {CPU: 9}),
+    ]
+    lqs = [
+        {"metadata": {"name": "other", "namespace": f"eng-{n}"}, "spec": {"clusterQueue": f"other-{n}"}}
+        for n in ("alpha", "beta", "gamma")
+    ]
+    workloads = [
+        wl("a1", "eng-alpha", 0, {"alpha-resource": 1}, "other-alpha"),
+        wl("b1", "eng-beta", 0, {"beta-resource": 1}, "other-beta"),
+        wl("c1", "eng-gamma", 0, {CPU: 9, "gamma-resource": 1}, "other-gamma"),
+        wl("preemptor", "eng-alpha", 100, {CPU: 3, "alpha-resource": 1}),
+        wl("pretending-preemptor", "eng-beta", 99, {CPU: 3, "beta-resource": 1}),
+    ]
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
+        cluster_queues=cqs,
+        local_queues=lqs,
+        workloads=workloads,
+        config=KueueConfig(),
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    prefix = "Preempted to accommodate a workload (UID: wl-preemptor, JobUID: job-preemptor) due to "
+    assert {(p.victim.name, p.reason, p.message) for p in result.preempted} == {
+        (
+            "a1",
+            "InClusterQueue",
+            prefix + "prioritization in the ClusterQueue; preemptor path: /other/other-alpha; "
+            "preemptee path: /other/other-alpha",
+        ),
+        (
+            "c1",
+            "InCohortFairSharing",
+            prefix + "Fair Sharing within the cohort; preemptor path: /other/other-alpha; "
+            "preemptee path: /other/other-gamma",
+        ),
+    }
+    assert sorted((p.workload.name, p.reason, p.message) for p in result.pending) == [
+        (
+            "preemptor",
+            "WaitingForPreemptedWorkloads",
+            "couldn't assign flavors to pod set main: insufficient unused quota for alpha-resource in flavor default, "
+            "1 more needed, insufficient unused quota for cpu in flavor default, 3 more needed. Pending the preemption "
+            "of 2 workload(s)",
+        ),
+        (
+            "pretending-preemptor",
+            "WaitingForQuota",
+            "Workload has overlapping preemption targets with another workload",
+        ),
+    ]
