@@ -72,7 +72,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
     serializer_class = WorkloadSerializer
 
     def get_serializer_class(self) -> type:
-        if self.action == "create":
+        if self.action in ("create", "metadata"):  # OPTIONS describes the submission form
             return WorkloadSubmitSerializer
         if self.action == "list":
             return WorkloadSerializer
@@ -101,10 +101,14 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor"))).get(pk=workload.pk)
         return WorkloadDetailSerializer(fresh, context=self.get_serializer_context()).data
 
+    def check_permissions(self, request: Request) -> None:
+        super().check_permissions(request)
+        # Also asked by OPTIONS (DRF's metadata), which then offers the submission form only to those who may submit.
+        if request.method == "POST" and not self.detail and not can_anywhere(request.user, Action.SUBMIT):
+            self.permission_denied(request, message="You may not submit work in any project.")
+
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         user = request.user
-        if not can_anywhere(user, Action.SUBMIT):
-            self.permission_denied(request, message="You may not submit work in any project.")
         serializer = self.get_serializer(data=request.data)
         # The project first: a project the user sees but may not submit to is a 403 whatever else is wrong.
         if isinstance(request.data, Mapping) and "project" in request.data:

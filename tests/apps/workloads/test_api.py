@@ -61,6 +61,18 @@ def submit_as(user: Any, *, project: str = "vision", name: str = "run", pool: st
 
 
 @pytest.fixture
+def demo(people):
+    """The demo users, from the organisation seeded once for this module (tests/apps/workloads/conftest.py)."""
+    return people
+
+
+@pytest.fixture
+def client_for(as_user):
+    """client_for("alice") -> a client signed in as that demo user (module-seeded organisation)."""
+    return as_user
+
+
+@pytest.fixture
 def spare_pool(demo):
     from apps.org import services
 
@@ -277,6 +289,16 @@ def test_token_authentication_submits(client, demo, django_capture_on_commit_cal
     assert enqueued(callbacks) == [(SUBMIT_TASK, (response.json()["id"],))]
     refused = call(client, "POST", "workloads/", GOOD, HTTP_AUTHORIZATION="Token wrong")
     assert refused.status_code == 403 and refused.json() == {"detail": "Invalid token."}
+
+
+@pytest.mark.parametrize(("username", "offers_post"), [("alice", True), ("lead", True), ("viewer", False)])
+def test_options_offers_the_submission_form_only_to_submitters(client_for, demo, username, offers_post):
+    response = client_for(username).options("/api/v1/workloads/")
+    assert response.status_code == 200
+    actions = response.json().get("actions", {})
+    assert ("POST" in actions) is offers_post
+    if offers_post:
+        assert {"project", "kind", "labels", "memory", "env"} <= set(actions["POST"])
 
 
 def test_anonymous_is_refused(client, db):
