@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere, workloads_for
 from apps.workloads import services
-from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from apps.workloads.models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent
 from portal.api import id_or_slug, validation_error_detail
 
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
@@ -51,7 +51,8 @@ def _choices(name: str, value: str, allowed: list[str]) -> list[str]:
     list=extend_schema(parameters=[
         OpenApiParameter("project", OpenApiTypes.STR, description="Project id or slug."),
         OpenApiParameter("status", OpenApiTypes.STR,
-                         description=f"One status or several, comma-separated: {', '.join(Status.values)}."),
+                         description=f"One status or several, comma-separated: {', '.join(Status.values)}; "
+                                     "`live` stands for every status before a final one."),
         OpenApiParameter("kind", OpenApiTypes.STR, description=f"One or several of {', '.join(Kind.values)}."),
         OpenApiParameter("owner", OpenApiTypes.STR, description="Owner id or username."),
     ]),
@@ -89,7 +90,10 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         if project := params.get("project"):
             queryset = queryset.filter(id_or_slug(project, field="project"))
         if wanted := params.get("status"):
-            queryset = queryset.filter(status__in=_choices("status", wanted, Status.values))
+            statuses = set(_choices("status", wanted, [*Status.values, "live"]))
+            if "live" in statuses:
+                statuses = (statuses - {"live"}) | set(LIVE_STATUSES)
+            queryset = queryset.filter(status__in=sorted(statuses))
         if wanted := params.get("kind"):
             queryset = queryset.filter(kind__in=_choices("kind", wanted, Kind.values))
         if owner := params.get("owner"):

@@ -367,6 +367,8 @@ def test_list_filters(client_for, demo, workloads):
     assert names(f"?project={ids['nlp']}") == {"bob-run"}
     assert names("?status=stopped") == {"alice-done"}
     assert names("?status=submitting,stopped") == {"alice-run", "alice-done", "bob-run", "carol-run"}
+    assert names("?status=live") == {"alice-run", "bob-run", "carol-run"}
+    assert names("?status=live,stopped&owner=alice") == {"alice-run", "alice-done"}
     assert names("?kind=batch") == {"carol-run"}
     assert names("?kind=notebook,batch") == {"alice-done", "carol-run"}
     assert names("?owner=bob") == {"bob-run"}
