@@ -182,10 +182,11 @@ class Watcher:
                     event_type, obj = event["type"], event["object"]
                     if event_type == "ERROR":
                         raise ApiException(status=obj.get("code", 500), reason=obj.get("reason", ""))
-                    self.resource_versions[kind] = obj["metadata"].get("resourceVersion") or \
-                        self.resource_versions.get(kind, "")
                     if event_type != "BOOKMARK":
                         self.handle(kind, event_type, obj)
+                    # Only once handled: if handling fails, the watch resumes before this event and gets it again.
+                    self.resource_versions[kind] = obj["metadata"].get("resourceVersion") or \
+                        self.resource_versions.get(kind, "")
             except ApiException as exc:
                 if exc.status == 410:
                     logger.info("watch %s: resourceVersion too old, relisting", kind)

@@ -112,6 +112,7 @@ class UsageInterval(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["workload"], condition=models.Q(ended_at__isnull=True),
                                     name="usageinterval_one_open_per_workload"),
+            models.UniqueConstraint(fields=["workload", "started_at"], name="usageinterval_one_per_admission"),
             models.CheckConstraint(condition=models.Q(ended_at__isnull=True) | models.Q(ended_at__gte=models.F(
                 "started_at")), name="usageinterval_ends_after_start"),
         ]

@@ -111,11 +111,17 @@ def mirror_keep_only(*, kind: str, keys: set[tuple[str, str]]) -> None:
 # --- the GPU-hour ledger ------------------------------------------------------------------------------------------
 
 
-def usage_interval_open(*, workload: Any, at: datetime) -> bool:
-    """Start counting a workload's quota from `at`; no-op when an interval is already open."""
+def usage_interval_open(*, workload: Any, at: datetime, ended_at: datetime | None = None, reason: str = "") -> bool:
+    """Record the stretch of quota that began at `at` (Kueue's admission time); idempotent.
+
+    No-op when an interval starting then exists already, or when another one is still open. With `ended_at` the
+    stretch is recorded closed at once: the watcher learnt of the admission only after it ended.
+    """
     from .models import UsageInterval
 
-    if UsageInterval.objects.filter(workload_id=workload.pk, ended_at__isnull=True).exists():
+    existing = UsageInterval.objects.filter(workload_id=workload.pk)
+    if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(ended_at__isnull=True)
+                                                      .exists()):
         return False
     pool = workload.node_pool
     UsageInterval.objects.create(
@@ -124,6 +130,7 @@ def usage_interval_open(*, workload: Any, at: datetime) -> bool:
         card_fraction_numerator=pool.card_fraction_numerator, card_fraction_denominator=pool.card_fraction_denominator,
         queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
         model_label=workload.model_label, data_class=workload.data_class, started_at=at,
+        ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else "",
     )
     return True
 

@@ -407,12 +407,20 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
 
 
 def _account(workload: Workload, observation: Any) -> None:
-    """Keep the GPU-hour ledger in step: an interval is open exactly while the workload holds quota."""
+    """Keep the GPU-hour ledger in step, on the cluster's clock: one interval per admission, open while held."""
+    admitted_at = observation.admitted_at
     if observation.status in HOLDING_STATUSES:
-        usage_interval_open(workload=workload, at=observation.admitted_at or observation.at or timezone.now())
-    else:
-        usage_interval_close(workload_id=workload.pk, at=observation.finished_at or observation.at or timezone.now(),
-                             reason=observation.reason or observation.status)
+        if admitted_at:
+            usage_interval_open(workload=workload, at=admitted_at)
+        return
+    ended_at = observation.finished_at or observation.at
+    if ended_at is None:
+        return  # no cluster time to close on yet; a later observation will have one
+    usage_interval_close(workload_id=workload.pk, at=ended_at, reason=observation.reason or observation.status)
+    if admitted_at and observation.finished_at:
+        # Finished before the watcher ever saw it running (a dropped watch): record the stretch closed.
+        usage_interval_open(workload=workload, at=admitted_at, ended_at=observation.finished_at,
+                            reason=observation.reason or observation.status)
 
 
 NOTIFY_TASK = "worker.tasks.workload_notify"

@@ -37,7 +37,7 @@ def celery_worker(transactional_db, settings):
         yield worker
 
 
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, describe=None):
     """Poll until predicate() is truthy (work done by another thread or process); fail after timeout."""
     import time
 
@@ -47,7 +47,8 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+    detail = f": {describe()}" if describe else ""
+    raise AssertionError(f"condition not met within {timeout}s{detail}")
 
 
 @pytest.fixture

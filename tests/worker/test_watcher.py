@@ -79,7 +79,8 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     other = submit(kubesim, org["carol"], project="forecasting", name="ds")
     wait_for(lambda: status_of(other) == Status.RUNNING)
     borrowed = [submit(kubesim, org["alice"], name=f"b-{i}") for i in range(2)]
-    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in borrowed))
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in borrowed),
+             describe=lambda: [(w.pk, status_of(w), Workload.objects.get(pk=w.pk).status_message) for w in borrowed])
     reclaimer = submit(kubesim, org["bob"], project="nlp", preemptible=False)
     wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
     victims = [w for w in borrowed if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
@@ -131,7 +132,7 @@ def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim
     before = list(WorkloadEvent.objects.order_by("id").values_list("workload_id", "to_status", "reason"))
     intervals = list(UsageInterval.objects.order_by("id").values_list("workload_id", "started_at", "ended_at",
                                                                        "end_reason"))
-    assert len(intervals) == 2 and intervals[1][2] is not None, intervals
+    assert len(intervals) == 2 and intervals[1][2] is not None, [(i[0], i[3], str(i[2])) for i in intervals]
     restarted = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
     restarted.start()
     try:

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.org.models import Department, NodePool, Project
+from apps.org.models import Department, NodePool, PriorityClass, Project
 from apps.workloads.explain import (
     MISCONFIGURED,
     NEVER_FITS,
@@ -85,7 +85,8 @@ def test_explain_workloads_reads_the_mirror_in_fixed_queries(demo, django_assert
     for index in range(5):
         rows.append(Workload.objects.create(
             project=vision, owner=demo["alice"], kind=Kind.TRAINING, name=f"w{index}", image="x", node_pool=pool,
-            gpus=2, priority_class_id=1, preemptible=False, model_label="m", data_class="d", status=Status.QUEUED,
+            gpus=2, priority_class=PriorityClass.objects.get(name="build"), preemptible=False, model_label="m",
+            data_class="d", status=Status.QUEUED,
             status_reason="Pending", queue_position_local=index, kueue_name=f"k{index}"))
     workloads = list(Workload.objects.select_related("project__department", "node_pool").order_by("pk"))
     with django_assert_num_queries(3):
