@@ -192,3 +192,27 @@ def test_unchanged_save_says_nothing_changed(page_client, org):
     response = page_client("admin").post(org["url"], quota_payload(org["research"]), follow=True)
     assert "Nothing changed." in response.content.decode()
     assert AuditEvent.objects.count() == audit
+
+
+def test_rule_check_is_pure(users, org, django_assert_num_queries):
+    """The live check and quota_set share services.quota_rule_errors, which runs no queries."""
+    with django_assert_num_queries(0):
+        errors = services.quota_rule_errors(
+            pool=org["h100"], deserved=5, limit=4, department=org["research"], for_project=True,
+            department_deserved=8, siblings_deserved=4)
+    assert errors == {
+        "limit": "The limit (4) cannot be below the deserved quota (5).",
+        "deserved": "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have "
+                    "at most 4. Raise the department's quota first or lower another project's.",
+    }
+
+
+def test_table_queries_do_not_grow_with_projects(page_client, users, org, django_assert_num_queries):
+    client = page_client("deptadmin")
+    with django_assert_num_queries(9):
+        client.get(org["url"])
+    for number in range(5):
+        services.project_create(actor=users["admin"], department=org["research"], slug=f"extra-{number}",
+                                name=f"Extra {number}")
+    with django_assert_num_queries(9):
+        client.get(org["url"])
