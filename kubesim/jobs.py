@@ -245,6 +245,7 @@ class JobController:
             status["completionTime"] = now
             store.record_event(job, "Normal", "Completed", "Job completed", COMPONENT)
         else:
+            active = self._scale_down(store, job, active)
             active += self._create_pods(store, job, active, succeeded, owned, now_dt)
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if _phase(p) == "Running")
@@ -258,6 +259,17 @@ class JobController:
         if ads is not None and now >= parse_rfc3339(status["startTime"]) + timedelta(seconds=ads):
             return "DeadlineExceeded", "Job was active longer than specified deadline"
         return None
+
+    def _scale_down(self, store: Store, job: dict, active: list[dict]) -> list[dict]:
+        """Lowering parallelism (Kueue's partial admission does) deletes the newest / highest-index pods."""
+        parallelism = job["spec"].get("parallelism", 1)
+        if len(active) <= parallelism:
+            return active
+        order = sorted(
+            active, key=lambda p: (_index(p) or 0, p["metadata"]["creationTimestamp"], p["metadata"]["name"])
+        )
+        self._delete_pods(store, job, order[parallelism:])
+        return order[:parallelism]
 
     def _create_pods(
         self, store: Store, job: dict, active: list[dict], succeeded: list[dict], owned: list[dict], now: datetime

@@ -89,6 +89,14 @@ def test_parallel_and_indexed_jobs(api, ks, ns):
     assert api.batch.read_namespaced_job("par", ns).status.succeeded == 3
 
 
+def test_lowering_parallelism_deletes_extra_pods(api, ks, ns):
+    api.batch.create_namespaced_job(ns, job_body("shrink", "sleep 100", parallelism=4, completions=4))
+    assert len(_pods(api, ns, "shrink")) == 4
+    api.batch.patch_namespaced_job("shrink", ns, {"spec": {"parallelism": 2}})
+    assert len(_pods(api, ns, "shrink")) == 2
+    assert api.batch.read_namespaced_job("shrink", ns).status.active == 2
+
+
 def test_suspending_a_running_job_deletes_its_pods(api, ks, ns):
     api.batch.create_namespaced_job(ns, job_body("stop", "sleep 100"))
     assert len(_pods(api, ns, "stop")) == 1
