@@ -109,7 +109,7 @@ class SchedulerController:
         for key, p in pending.items():
             if snap.workloads[key].has_reservation:
                 continue
-            wrote = self._set_pending(store, p.workload, p.reason, p.message, now, scheduled=True) or wrote
+            wrote = self._set_pending(store, p.workload, p.reason, p.message, now, scheduled=p.evaluated) or wrote
         for wl, reason, message in snap.orphans:
             wrote = self._set_pending(store, wl, reason, message, now) or wrote
         for cq_name, wls in snap.pending.items():

@@ -7,6 +7,7 @@ mirrored state and run `Scheduler.cycle` on it to forecast admissions.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -142,6 +143,7 @@ class WorkloadInfo:
     evicted: bool = False
     order_time: datetime = EPOCH
     generation: int = 0
+    shape: str = ""  # scheduling equivalence: workloads of one shape fit (or not) alike
 
     @property
     def has_reservation(self) -> bool:
@@ -252,7 +254,25 @@ def _parse_workload(obj: dict, config: KueueConfig) -> WorkloadInfo:
                     wl.usage[fr] = wl.usage.get(fr, 0) + to_amount(res, qty)
     wl.evicted = condition_true(obj, C.EVICTED)
     wl.order_time = queue_order_time(obj, creation, config)
+    wl.shape = _shape(wl, spec)
     return wl
+
+
+def _shape(wl: WorkloadInfo, spec: dict) -> str:
+    """computeSchedulingHash: priority plus each PodSet's name, count, minCount, requests and scheduling fields."""
+    podsets = []
+    for ps, raw in zip(wl.podsets, spec.get("podSets") or [], strict=False):
+        pod_spec = (raw.get("template") or {}).get("spec") or {}
+        podsets.append(
+            {
+                "name": ps.name,
+                "count": ps.count,
+                "minCount": ps.min_count,
+                "requests": ps.requests,
+                "spec": {k: pod_spec.get(k) for k in ("nodeSelector", "tolerations", "affinity", "priorityClassName")},
+            }
+        )
+    return json.dumps({"priority": wl.priority, "podSets": podsets}, sort_keys=True)
 
 
 def queue_order_time(obj: dict, creation: datetime, config: KueueConfig) -> datetime:

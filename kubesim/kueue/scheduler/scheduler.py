@@ -14,7 +14,7 @@ from datetime import datetime
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.flavors import NO_FIT, PREEMPT, Assignment, FlavorAssigner
-from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo, order_key
+from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo, find_condition, order_key
 from kubesim.kueue.scheduler.preemption import Preemptor, Target, cq_path
 from kubesim.kueue.scheduler.quota import (
     DRS,
@@ -61,11 +61,16 @@ class Preemption:
 
 @dataclass
 class Pending:
-    """A head that was not admitted this cycle, with the QuotaReserved=False reason and message to write."""
+    """A workload that was not admitted this cycle, with the QuotaReserved=False reason and message to write.
+
+    evaluated: the scheduler tried it (Kueue then also records its requests and an event); False for workloads
+    set aside with an equivalent one that failed (SchedulingEquivalenceHashing).
+    """
 
     workload: WorkloadInfo
     reason: str
     message: str
+    evaluated: bool = True
 
 
 @dataclass
@@ -154,6 +159,17 @@ class Queues:
         self.inadmissible.setdefault(name, set()).add(wl.key)
         return True
 
+    def set_aside_equivalent(self, snapshot: Snapshot, wl: WorkloadInfo, consumed: set[str]) -> list[WorkloadInfo]:
+        """SchedulingEquivalenceHashing (beta, on since Kueue 0.18): in a BestEffortFIFO queue, a head that did not
+        fit takes every queued workload of the same scheduling shape to the inadmissible set with it."""
+        aside = self.inadmissible.setdefault(wl.cluster_queue, set())
+        moved = []
+        for other in snapshot.pending.get(wl.cluster_queue, []):
+            if other.shape == wl.shape and other.key not in aside and other.key not in consumed:
+                aside.add(other.key)
+                moved.append(other)
+        return moved
+
 
 class Scheduler:
     """Kueue's scheduler. Holds the queue state (inadmissible sets, sticky preemptors) between cycles.
@@ -206,6 +222,11 @@ class Scheduler:
                 e.requeue = FAILED_AFTER_NOMINATION
             if queues.requeue(e.cq, e.wl, e.requeue):
                 result.moved_aside += 1
+                if e.requeue in (NO_FIT_REASON, PREEMPTION_NO_CANDIDATES) and e.cq.queueing_strategy != C.STRICT_FIFO:
+                    for other in queues.set_aside_equivalent(snapshot, e.wl, consumed):
+                        result.moved_aside += 1
+                        if _bypass_visible(other):
+                            result.pending.append(Pending(other, e.reason, BYPASSED, evaluated=False))
             result.pending.append(Pending(e.wl, e.reason, e.message))
         return result
 
@@ -420,6 +441,21 @@ class Scheduler:
             else:
                 reserved[fr] = max(0, min(v, q.nominal - used))
         return reserved
+
+
+BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+
+
+def _bypass_visible(wl: WorkloadInfo) -> bool:
+    """Kueue rewrites the condition of a set-aside workload only when it shows no scheduler verdict of its own."""
+    cond = find_condition(wl.obj, C.QUOTA_RESERVED)
+    return cond is not None and cond.get("reason", "") in (
+        "",
+        C.REASON_PENDING_EVALUATION,
+        C.REASON_SUSPENDED,
+        "Deactivated",
+        "Pending",
+    )
 
 
 def preemption_message(preemptor: WorkloadInfo, reason: str, preemptor_path: str, preemptee_path: str) -> str:

@@ -517,3 +517,40 @@ def test_cohort_cycle_keeps_member_queues_out_of_scheduling():
     sim.queues.flush()
     sim.settle()
     assert sim.running() == {"w"}
+
+
+def test_equivalent_workloads_are_set_aside_together():
+    """SchedulingEquivalenceHashing: one failed evaluation sets aside every queued workload of the same shape."""
+    sim = single_queue(2)
+    sim.add("running", "lq", 2)
+    sim.settle()
+    for i in range(5):
+        sim.add(f"same{i}", "lq", 1)
+    sim.add("other", "lq", 1, priority=-1)  # a different shape is still evaluated
+    results = Scheduler(sim.config, sim.queues).run(sim.snapshot(), sim.now)
+    assert len(results) == 3  # same0 (+ 4 set aside), other, then nothing left to pop
+    evaluated = [p.workload.name for r in results for p in r.pending if p.evaluated]
+    assert evaluated == ["same0", "other"]
+    sim.settle()
+    assert sim.condition("same3", "QuotaReserved") is None  # never evaluated, as in Kueue
+    sim.finish("running")
+    sim.settle()
+    assert sim.running() == {"same0", "same1"}
+
+
+def test_set_aside_workload_that_was_evicted_shows_the_bypass_message():
+    sim = single_queue(2, within="LowerPriority")
+    sim.add("low1", "lq", 1, priority=1)
+    sim.add("low2", "lq", 1, priority=1)
+    sim.settle()
+    sim.add("high", "lq", 2, priority=10)
+    sim.settle()
+    assert sim.running() == {"high"}
+    first = sim.condition("low1", "QuotaReserved")
+    second = sim.condition("low2", "QuotaReserved")
+    assert {first["message"], second["message"]} == {
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor f, "
+        "1 more needed",
+        "Bypassed scheduling evaluation because an equivalent workload recently failed",
+    }
+    assert first["reason"] == second["reason"] == "WaitingForQuota"
