@@ -35,7 +35,7 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
         if old is None:
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
     elif resource == "jobs" and isinstance(spec, dict):
-        _default_job(obj, spec, old)
+        _default_job(spec)
     elif resource == "namespaces":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         if old is None:
@@ -44,18 +44,14 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
 
 
-def _default_job(obj: dict, spec: dict, old: dict | None) -> None:
+def _default_job(spec: dict) -> None:
+    """completions defaults to 1 only when parallelism is unset too (a work-queue Job keeps it nil)."""
     if spec.get("parallelism") is None and spec.get("completions") is None:
         spec["completions"] = 1
     spec.setdefault("parallelism", 1)
     template = spec.get("template")
-    if not isinstance(template, dict):
-        return
-    if isinstance(template.get("spec"), dict):
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         default_pod_spec(template["spec"])
-    if old is not None:
-        return
-    # The uid is only known after the store assigns it; Server.create fills the selector labels then.
 
 
 def label_job(job: dict) -> None:
