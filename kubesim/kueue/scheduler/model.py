@@ -6,7 +6,6 @@ mirrored state and run `Scheduler.cycle` on it to forecast admissions.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -144,6 +143,8 @@ class WorkloadInfo:
     order_time: datetime = EPOCH
     generation: int = 0
     shape: str = ""  # scheduling equivalence: workloads of one shape fit (or not) alike
+    admissible: bool = False
+    requeue_at: datetime | None = None
 
     @property
     def has_reservation(self) -> bool:
@@ -194,18 +195,17 @@ def workload_info(obj: dict, config: KueueConfig) -> WorkloadInfo:
     md = obj.get("metadata") or {}
     key = (md.get("uid", ""), md.get("resourceVersion", ""), config.wait_for_pods_ready.requeuing_timestamp)
     cached = _PARSED.get(key) if key[1] else None
-    if cached is not None:
-        wl = copy.copy(cached)
-        wl.usage = dict(cached.usage)
-        wl.obj = obj
-        return wl
-    wl = _parse_workload(obj, config)
-    if key[1]:
+    if cached is None:
+        cached = _parse_workload(obj, config)
+        if not key[1]:
+            return cached
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
-        _PARSED[key] = wl
-        wl = copy.copy(wl)
-        wl.usage = dict(_PARSED[key].usage)
+        _PARSED[key] = cached
+    wl = WorkloadInfo.__new__(WorkloadInfo)  # a shallow copy, faster than copy.copy
+    wl.__dict__.update(cached.__dict__)
+    wl.usage = dict(cached.usage)
+    wl.obj = obj
     return wl
 
 
@@ -255,6 +255,8 @@ def _parse_workload(obj: dict, config: KueueConfig) -> WorkloadInfo:
     wl.evicted = condition_true(obj, C.EVICTED)
     wl.order_time = queue_order_time(obj, creation, config)
     wl.shape = _shape(wl, spec)
+    wl.admissible = is_admissible(obj)
+    wl.requeue_at = parse_time((status.get("requeueState") or {}).get("requeueAt"))
     return wl
 
 
@@ -517,15 +519,14 @@ class Snapshot:
 
     def _collect_pending(self, now: datetime | None) -> None:
         for wl in self.workloads.values():
-            if not is_admissible(wl.obj):
+            if not wl.admissible:
                 continue
             reason, message = self.queue_blocker(wl)
             if reason:
                 self.orphans.append((wl, reason, message))
                 continue
             wl.cluster_queue = self.cluster_queue_for(wl)
-            requeue_at = parse_time(((wl.obj.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
-            if now is not None and requeue_at is not None and requeue_at > now:
+            if now is not None and wl.requeue_at is not None and wl.requeue_at > now:
                 continue
             self.pending.setdefault(wl.cluster_queue, []).append(wl)
         for lst in self.pending.values():
