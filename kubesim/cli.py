@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--watch-history", type=int, default=5000, help="watch events kept for resuming")
     serve.add_argument("--bookmark-interval", type=float, default=5.0, help="seconds between watch BOOKMARKs")
+    serve.add_argument(
+        "--async-settle",
+        action="store_true",
+        help="controllers run in the background after writes (as in a real cluster) instead of before the response",
+    )
     serve.add_argument("--verbose", action="store_true", help="log every request")
     return parser
 
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         history=args.watch_history,
         default_run_seconds=args.default_run_seconds,
         bookmark_interval=args.bookmark_interval,
+        async_settle=args.async_settle,
     )
     server = KubeHTTPServer((args.host, args.port), sim, verbose=args.verbose)
     host, port = server.server_address[:2]

@@ -250,7 +250,7 @@ class Api:
         return warnings
 
     def _settled(self, code: int, obj: dict, warnings: list[str]) -> Response:
-        self.sim.settle()
+        self.sim.after_write()
         return Response(code, obj, warnings=warnings)
 
     # ---- verbs -------------------------------------------------------------------------------------------
@@ -493,7 +493,7 @@ class Api:
                     deleted.append(self.store.delete(t.res.plural, md.get("namespace"), md["name"], policy))
                 except NotFound:
                     continue
-            self.sim.settle()
+            self.sim.after_write()
             return Response(
                 200,
                 {
@@ -653,6 +653,9 @@ class Api:
             sim.faults.clear()
             sim.settle()
             return Response(200, sim.faults.config.as_dict())
+        if path == "settle" and method == "POST":
+            sim.settle()
+            return Response(200, self._health())
         if path == "reset" and method == "POST":
             sim.reset()
             return Response(200, self._health())

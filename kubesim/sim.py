@@ -113,6 +113,7 @@ class Simulator:
         default_run_seconds: float = 60.0,
         bookmark_interval: float = 5.0,
         kueue: ModuleType | str | None = "auto",
+        async_settle: bool = False,
     ) -> None:
         self.clock = Clock(clock, speed, start)
         self.store = Store(self.clock, history)
@@ -121,6 +122,8 @@ class Simulator:
         self.default_run_seconds = default_run_seconds
         self.bookmark_interval = bookmark_interval
         self.state_file = state_file
+        self.async_settle = async_settle
+        self._dirty = threading.Event()
         self.kueue = load_kueue() if kueue == "auto" else kueue
         self.webhooks: list[Any] = []
         self.controllers: list[Any] = []
@@ -145,6 +148,8 @@ class Simulator:
         """Background threads: the real-clock ticker and the debounced state saver."""
         if not self.clock.manual:
             self._spawn(self._tick_loop, "kubesim-ticker")
+        if self.async_settle:
+            self._spawn(self._settle_loop, "kubesim-settler")
         if self.state_file:
             self._spawn(self._save_loop, "kubesim-saver")
 
@@ -233,6 +238,20 @@ class Simulator:
             self.clock.set(target)
             self.settle()
             return self.clock.now()
+
+    def after_write(self) -> None:
+        """Called after every API write: settle now (default: a client reads its write's effects at once), or
+        with async_settle let a background thread settle, coalescing bursts of writes as real controllers do."""
+        if self.async_settle:
+            self._dirty.set()
+        else:
+            self.settle()
+
+    def _settle_loop(self) -> None:
+        while not self._stop.is_set():
+            if self._dirty.wait(0.5):
+                self._dirty.clear()
+                self.settle()
 
     def _tick_loop(self) -> None:
         while not self._stop.is_set():

@@ -51,6 +51,10 @@ class _ClientMixin:
     def clear_faults(self) -> dict:
         return _control(self.url, "DELETE", "faults")
 
+    def settle(self) -> dict:
+        """POST /kubesim/v1/settle: run the controllers to a fixpoint now (any clock)."""
+        return _control(self.url, "POST", "settle", {})
+
     def reset(self) -> dict:
         return _control(self.url, "POST", "reset", {})
 

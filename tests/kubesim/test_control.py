@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from kubernetes import client, config
 
 from kubesim.testing import KubesimProcess, serve
@@ -52,3 +54,16 @@ def test_cli_writes_a_kubeconfig_the_client_loads(tmp_path):
             nodes = client.CoreV1Api(api).list_node().items
             assert [n.metadata.name for n in nodes] == ["tiny"]
             assert nodes[0].status.allocatable["nvidia.com/gpu"] == "1"
+
+
+def test_async_settle_runs_controllers_in_the_background():
+    with serve(clock="real", kueue=None, async_settle=True) as ks:
+        core, batch = client.CoreV1Api(ks.api_client()), client.BatchV1Api(ks.api_client())
+        batch.create_namespaced_job("default", job_body("bg", "sleep 600"))
+        deadline = time.monotonic() + 5
+        while not core.list_namespaced_pod("default").items and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(core.list_namespaced_pod("default").items) == 1
+        batch.patch_namespaced_job("bg", "default", {"spec": {"suspend": True}})
+        ks.settle()  # returns once settled: the pod is gone now, whatever the settler thread did
+        assert core.list_namespaced_pod("default").items == []
