@@ -34,10 +34,6 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
-    def group_version(self) -> str:
-        return self.api_version
-
 
 def _crd(plural: str) -> Resource:
     data = json.loads((SCHEMA_DIR / f"{plural}.json").read_text())

@@ -18,7 +18,6 @@ from kubesim.resources import RESOURCES
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName suffix characters (no vowels)
-ORPHAN_FINALIZER = "orphan"
 
 
 class StoreError(Exception):
