@@ -629,3 +629,33 @@ def test_missing_workload_priority_class(kc: Cluster):
     kc.settle()
     assert kc.workload(ns, "j")["spec"]["priority"] == 5
     assert kc.admitted(ns, "j")
+
+
+def test_forecast_from_objects_read_through_the_client(kc: Cluster):
+    from datetime import timedelta
+
+    from kubesim.kueue.scheduler import Snapshot, forecast
+    from kubesim.kueue.scheduler.model import parse_time
+
+    ns = setup_queue(kc, 1)
+    for i in range(3):
+        kc.job(ns, f"j{i}", "lq", 1, seconds=60)
+        kc.settle(1)
+    now = parse_time(kc.ks.advance(0).replace("+00:00", "Z"))
+
+    def items(plural: str) -> list[dict]:
+        return kc.custom.list_cluster_custom_object(*KUEUE, plural)["items"]
+
+    snap = Snapshot.from_objects(
+        resource_flavors=items("resourceflavors"),
+        cohorts=items("cohorts"),
+        cluster_queues=items("clusterqueues"),
+        local_queues=kc.custom.list_namespaced_custom_object(*KUEUE, ns, "localqueues")["items"],
+        workloads=kc.custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"],
+        now=now,
+    )
+    starts = forecast(snap, lambda wl: 60, now)
+    by_job = {kc.workload(ns, f"j{i}")["metadata"]["name"]: f"j{i}" for i in range(3)}
+    got = {by_job[key.split("/")[1]]: (at - now) for key, at in starts.items()}
+    # j0 started 3 s ago and runs 60 s; j1 and j2 follow one after the other
+    assert got == {"j1": timedelta(seconds=57), "j2": timedelta(seconds=117)}
