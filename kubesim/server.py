@@ -106,7 +106,7 @@ class Api:
         if self.sim.faults.inject(verb, target.res.plural):
             raise internal(f"kubesim: injected fault on {verb} {target.res.plural}")
         if verb == "watch":
-            return self._watch(target, query)
+            return self._watch(target, query, headers)
         handler = {
             "get": self._get,
             "list": self._list,
@@ -505,7 +505,7 @@ class Api:
             )
 
     # ---- watch -------------------------------------------------------------------------------------------
-    def _watch(self, t: Target, query: dict) -> Response:
+    def _watch(self, t: Target, query: dict, headers: dict) -> Response:
         labels, fields = self._matchers(query)
         if t.name:
             by_name = parse_field_selector(f"metadata.name={t.name}")
@@ -517,7 +517,21 @@ class Api:
             start = int(rv_param) if rv_param not in ("", "0") else None
         except ValueError as exc:
             raise bad_request(f'invalid resource version "{rv_param}"') from exc
-        return Response(200, stream=self._watch_events(t, labels, fields, start, timeout, bookmarks))
+        events = self._watch_events(t, labels, fields, start, timeout, bookmarks)
+        if tables.wants_table(headers.get("accept", "")):
+            events = self._as_tables(t, events, _q(query, "includeObject", ""))
+        return Response(200, stream=events)
+
+    def _as_tables(self, t: Target, events: Iterator[dict], include: str) -> Iterator[dict]:
+        """kubectl get -w asks for Tables: each event carries a one-row Table (BOOKMARK and ERROR as they are)."""
+        for ev in events:
+            if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                meta = {"resourceVersion": ev["object"]["metadata"]["resourceVersion"]}
+                ev = {
+                    "type": ev["type"],
+                    "object": tables.table(t.res, [ev["object"]], self.sim.clock.now(), meta, include),
+                }
+            yield ev
 
     def _watch_events(
         self,
