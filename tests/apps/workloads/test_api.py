@@ -61,18 +61,6 @@ def submit_as(user: Any, *, project: str = "vision", name: str = "run", pool: st
 
 
 @pytest.fixture
-def demo(people):
-    """The demo users, from the organisation seeded once for this module (tests/apps/workloads/conftest.py)."""
-    return people
-
-
-@pytest.fixture
-def client_for(as_user):
-    """client_for("alice") -> a client signed in as that demo user (module-seeded organisation)."""
-    return as_user
-
-
-@pytest.fixture
 def spare_pool(demo):
     from apps.org import services
 
