@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
+from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.accounts.access import projects_for
+from apps.accounts.access import projects_for, workloads_for
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.workloads.models import Kind, Workload
+from portal.api import ScopedPrimaryKeyRelatedField
 
 # service / model field -> API field; labels are nested: (parent, child)
 API_FIELD_NAMES: dict[str, str | tuple[str, str]] = {
@@ -231,6 +233,18 @@ class WorkloadSubmitSerializer(serializers.Serializer):
                                                     allow_null=True, help_text="Notebook: stop after this idle time.")
     port = serializers.IntegerField(source="notebook_port", required=False, allow_null=True,
                                     help_text="Notebook: the port Jupyter listens on (default 8888).")
+    resubmitted_from = ScopedPrimaryKeyRelatedField(
+        scope=workloads_for, queryset=Workload.objects.all(), required=False, allow_null=True,
+        help_text="The id of an earlier workload this one submits again (recorded for its history).")
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        # A misspelt optional field ("preemtible") must not be silently dropped: it would change what runs.
+        # Form posts (browsable API) carry extra keys such as the CSRF token and are not checked.
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) and not isinstance(
+            data, QueryDict) else []
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
 
 
 class WorkloadEventSerializer(serializers.Serializer):

@@ -118,6 +118,8 @@ REFUSALS: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("unknown priority class", {"priority_class": "urgent"}, ("priority_class",), "does not exist"),
     ("command that is not a list", {"command": "python train.py"}, ("command",), "Expected a list of items"),
     ("env that is neither list nor object", {"env": "A=1"}, ("env",), "Give a list of"),
+    ("misspelt field", {"preemtible": False}, ("preemtible",), "Unknown field."),
+    ("resubmitting an unknown workload", {"resubmitted_from": 999999}, ("resubmitted_from",), "does not exist"),
     ("project unknown", {"project": "robotics"}, ("project",), 'Project "robotics" does not exist.'),
     ("project missing", {"project": DROP}, ("project",), "This field is required."),
 ]
@@ -264,6 +266,16 @@ def test_env_accepts_a_list_or_an_object_with_numbers(client_for, demo):
                                        {"name": "EMPTY", "value": ""}]
     refused = call(client, "POST", "workloads/", body(name="c", env={"FLAG": True}))
     assert refused.status_code == 400 and refused.json() == {"env": ["The value of FLAG must be a string or a number."]}
+
+
+def test_submit_again_records_the_source_only_when_visible(client_for, demo):
+    bobs = submit_as(demo["bob"], project="nlp", name="bob-run")
+    alices = submit_as(demo["alice"], name="first")
+    again = call(client_for("alice"), "POST", "workloads/", body(name="second", resubmitted_from=alices.pk))
+    assert again.status_code == 201 and again.json()["resubmitted_from"] == alices.pk
+    hidden = call(client_for("alice"), "POST", "workloads/", body(name="third", resubmitted_from=bobs.pk))
+    assert hidden.status_code == 400
+    assert hidden.json() == {"resubmitted_from": [f'Invalid pk "{bobs.pk}" - object does not exist.']}
 
 
 def test_token_authentication_submits(client, demo, django_capture_on_commit_callbacks):
