@@ -13,6 +13,11 @@ def pytest_configure(config: pytest.Config) -> None:
     database = settings.DATABASES["default"]
     if "postgresql" in database["ENGINE"]:
         database["TEST"] = {**database.get("TEST", {}), "NAME": f"test_{database['NAME']}_{os.getpid()}"}
+    else:
+        # A file, not SQLite's shared in-memory database: the watcher and worker threads of the end-to-end tests
+        # then wait for each other's writes instead of failing with "database table is locked".
+        settings.RUN_DIR.mkdir(parents=True, exist_ok=True)
+        database["TEST"] = {**database.get("TEST", {}), "NAME": str(settings.RUN_DIR / f"test-{os.getpid()}.sqlite3")}
     # One broker queue per run too, so parallel runs never take each other's tasks.
     settings.CELERY_TASK_DEFAULT_QUEUE = f"portal-test-{os.getpid()}"
     # Fast hashing: the suite logs demo users in thousands of times; production keeps Django's default.
@@ -26,15 +31,30 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("CI=true requires DATABASE_URL to point at PostgreSQL (run through `make test`).")
 
 
-@pytest.fixture
-def demo(db):
-    """The demo organisation of DESIGN section 8, built through the services like an admin would."""
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """Every test database starts with the demo organisation, seeded once; each `db` test rolls back to it."""
     from apps.org.demo import seed_demo
 
-    seed_demo()
+    with django_db_blocker.unblock():
+        seed_demo()
+
+
+@pytest.fixture
+def demo(db):
+    """The demo organisation of DESIGN section 8 (built through the services like an admin would), by username.
+
+    Transactional tests empty the database when they end (pytest-django runs them after the others), so the next
+    one seeds again here.
+    """
     from django.contrib.auth import get_user_model
 
-    return {user.username: user for user in get_user_model().objects.all()}
+    from apps.org.demo import seed_demo
+
+    users = get_user_model().objects
+    if not users.filter(username="admin").exists():
+        seed_demo()
+    return {user.username: user for user in users.all()}
 
 
 @pytest.fixture

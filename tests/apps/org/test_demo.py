@@ -15,9 +15,12 @@ def test_seed_is_idempotent(demo):
 
 
 def test_demo_refused_outside_demo_mode(db, settings):
+    from django.contrib.auth import get_user_model
     from django.core.exceptions import ImproperlyConfigured
 
+    get_user_model().objects.all().delete()
+    NodePool.objects.filter(quotas__isnull=True).delete()
     settings.DEMO_MODE = False
     with pytest.raises(ImproperlyConfigured, match="refused outside the demo"):
         seed_demo()
-    assert not NodePool.objects.exists()
+    assert not get_user_model().objects.exists()

@@ -1,34 +1,16 @@
-"""Fixtures for the workload page tests: the demo organisation seeded once per module, a client per persona.
-
-Seeding per test would dominate the access matrices; `wl_seeded` commits the demo once for the module and flushes the
-database afterwards (each test still runs in its own rolled-back transaction through `db`).
-"""
+"""Fixtures for the workload page tests: demo personas, signed-in clients, submitted workloads."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from django.core.management import call_command
-
-
-@pytest.fixture(scope="module")
-def wl_seeded(django_db_setup, django_db_blocker):
-    from apps.org.demo import seed_demo
-
-    with django_db_blocker.unblock():
-        seed_demo()
-    yield
-    with django_db_blocker.unblock():
-        call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture
-def people(wl_seeded, db):
+def people(demo):
     """username -> demo user."""
-    from django.contrib.auth import get_user_model
-
-    return {user.username: user for user in get_user_model().objects.all()}
+    return demo
 
 
 @pytest.fixture
