@@ -86,10 +86,13 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     victims = [w for w in borrowed if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
     assert len(victims) == 1
     victim = victims[0]
-    event = WorkloadEvent.objects.get(workload=victim, to_status=Status.PREEMPTED)
+    # Kueue may preempt the same workload again if it was readmitted in between; each is recorded once.
+    events = list(WorkloadEvent.objects.filter(workload=victim, to_status=Status.PREEMPTED).order_by("id"))
+    assert events and len({e.cluster_at for e in events}) == len(events)
+    event = events[0]
     assert event.reason in {"InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"}
     assert event.details["preemptor_job_uid"] == Workload.objects.get(pk=reclaimer.pk).k8s_uid
-    (preemption,) = preemptions(victim)
+    preemption = preemptions(victim)[0]
     assert preemption["preemptor"] == {"id": reclaimer.pk, "name": "run", "project": "nlp"}
     assert preemption["reason"] == event.reason and preemption["at"] == event.cluster_at
     wait_for(lambda: status_of(victim) == Status.QUEUED)
@@ -105,14 +108,15 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     wait_for(lambda: status_of(victim) in {Status.ADMITTED, Status.RUNNING})
     # The ledger has two stretches for the victim: until the preemption, and from the new admission.
     try:
-        wait_for(lambda: UsageInterval.objects.filter(workload=victim).count() == 2)
+        wait_for(lambda: UsageInterval.objects.filter(workload=victim).count() == len(events) + 1)
     except AssertionError:
         raise AssertionError(list(UsageInterval.objects.filter(workload=victim).values_list(
             "started_at", "ended_at", "end_reason")) + list(WorkloadEvent.objects.filter(workload=victim).values_list(
             "to_status", "reason", "cluster_at"))) from None
-    first, second = UsageInterval.objects.filter(workload=victim).order_by("started_at")
+    intervals = list(UsageInterval.objects.filter(workload=victim).order_by("started_at"))
+    first, last = intervals[0], intervals[-1]
     assert first.ended_at == event.cluster_at and first.end_reason.startswith("Preempted")
-    assert second.ended_at is None and second.started_at >= first.ended_at
+    assert last.ended_at is None and last.started_at >= first.ended_at
     assert first.queue == "elastic" and first.units == 4
     wait_for(lambda: status_of(reclaimer) == Status.SUCCEEDED)
     reclaimer_interval = UsageInterval.objects.get(workload=reclaimer)
