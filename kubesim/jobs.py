@@ -92,12 +92,14 @@ class JobController:
         self._now: datetime | None = None
         self._deadline: tuple[int, datetime | None] | None = None
         self._synced: dict[str, tuple] = {}  # job uid -> inputs of its last sync that wrote nothing
+        self._timed: set[tuple[str, str]] = set()  # Jobs whose sync depends on the time
 
     def reconcile(self, store: Store) -> bool:
-        """Sync the Jobs touched since the last pass (their own writes or their pods'); all Jobs when time moved."""
+        """Sync the Jobs touched since the last pass (their own writes or their pods'), plus, when time moved,
+        the Jobs whose state depends on time (deadline, failure backoff); all Jobs after a history gap."""
         now = store.now()
         events = self._feed.changed(store)
-        if events is None or now != self._now:
+        if events is None:
             self._now = now
             return self._sync_all(store, now)
         touched: set[tuple[str, str]] = set()
@@ -110,10 +112,14 @@ class JobController:
                 where = store.by_uid(ref.get("uid", "")) if ref.get("controller") else None
                 if where is not None and where[0] == "jobs":
                     touched.add((where[1], where[2]))
+        if now != self._now:
+            self._now = now
+            touched |= self._timed
         wrote = False
         for namespace, name in sorted(touched):
-            job = store.get("jobs", namespace, name)
+            job = store.get("jobs", namespace, name, copy=False)
             if job is None:
+                self._timed.discard((namespace, name))
                 continue
             uid = job["metadata"]["uid"]
             pods = [p for _, p in store.dependents(uid, "pods") if _controlled_by(p, uid)]
@@ -129,11 +135,17 @@ class JobController:
 
     def _maybe_sync(self, store: Store, job: dict, pods: list[dict], now: datetime) -> bool:
         uid = job["metadata"]["uid"]
-        if job["metadata"].get("deletionTimestamp"):
-            return False
-        if finished(job) and not any(_phase(p) in ("Pending", "Running") for p in pods):
+        where = (job["metadata"]["namespace"], job["metadata"]["name"])
+        if job["metadata"].get("deletionTimestamp") or (
+            finished(job) and not any(_phase(p) in ("Pending", "Running") for p in pods)
+        ):
+            self._timed.discard(where)
             return False
         inputs = self._inputs(job, pods, now)
+        if inputs[2] is None:
+            self._timed.discard(where)
+        else:
+            self._timed.add(where)
         if self._synced.get(uid) == inputs:
             return False
         if self._sync(store, clone(job), pods):

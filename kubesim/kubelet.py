@@ -80,12 +80,15 @@ class Kubelet:
         """Look at the pods written since the last pass; at every pod when time moved or nodes changed."""
         now = store.now()
         events = self._feed.changed(store)
-        if events is None or now != self._now or any(e.resource == "nodes" for e in events):
-            self._now = now
+        if events is None or any(e.resource == "nodes" for e in events):
             pods = store.list("pods", copy=False)
         else:
-            keys = sorted({(e.obj["metadata"]["namespace"], e.obj["metadata"]["name"]) for e in events})
-            pods = [p for ns, name in keys if (p := store.get("pods", ns, name)) is not None]
+            keys = {(e.obj["metadata"]["namespace"], e.obj["metadata"]["name"]) for e in events}
+            due = self.next_deadline(store)
+            if now != self._now and due is not None and due <= now:
+                keys |= {_key(p) for p in store.list("pods", copy=False) if self._finished_by(p, now)}
+            pods = [p for ns, name in sorted(keys) if (p := store.get("pods", ns, name, copy=False)) is not None]
+        self._now = now
         wrote = False
         nodes = None
         for pod in pods:
@@ -96,9 +99,16 @@ class Kubelet:
                 if nodes is None:
                     nodes = store.list("nodes", copy=False)
                 wrote |= self._start(store, clone(pod), nodes, now)
-            elif phase == "Running" and (end := self._end_time(pod)) is not None and end <= now:
+            elif self._finished_by(pod, now):
                 wrote |= self._maybe_finish(store, clone(pod), now)
         return wrote
+
+    def _finished_by(self, pod: dict, now: datetime) -> bool:
+        return (
+            (pod.get("status") or {}).get("phase") == "Running"
+            and (end := self._end_time(pod)) is not None
+            and (end <= now)
+        )
 
     def next_deadline(self, store: Store) -> datetime | None:
         version = store.last_change("pods")
@@ -235,6 +245,10 @@ class Kubelet:
             }
         store.update_status("pods", pod)
         return True
+
+
+def _key(pod: dict) -> tuple[str, str]:
+    return pod["metadata"]["namespace"], pod["metadata"]["name"]
 
 
 def _cond(type_: str, status: str, ts: str) -> dict:

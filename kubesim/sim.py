@@ -25,6 +25,7 @@ from kubesim.store import Store, clone
 
 MAX_SETTLE_ROUNDS = 100_000  # Kueue admits one head per ClusterQueue per cycle: deep backlogs need many rounds
 MAX_ADVANCE_STEPS = 100000
+ASYNC_SETTLE_DELAY = 0.05  # seconds between the first unsettled write and the background settle
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -250,6 +251,7 @@ class Simulator:
     def _settle_loop(self) -> None:
         while not self._stop.is_set():
             if self._dirty.wait(0.5):
+                self._stop.wait(ASYNC_SETTLE_DELAY)  # let a burst of writes land: one pass handles them all
                 self._dirty.clear()
                 self.settle()
 

@@ -138,10 +138,11 @@ class Store:
         with self.lock:
             return max((self._last_change.get(r, 0) for r in resources), default=0)
 
-    def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
+    def get(self, resource: str, namespace: str | None, name: str, *, copy: bool = True) -> dict | None:
+        """A copy of the object, or with copy=False the stored dict itself (never mutate it)."""
         with self.lock:
             obj = self._objects[resource].get((namespace or "", name))
-            return clone(obj) if obj is not None else None
+            return clone(obj) if obj is not None and copy else obj
 
     def list(
         self,
