@@ -148,6 +148,11 @@ class NodePoolForm(StyledForm):
                   "wait even inside its quota. Leave off unless you mean it.",
     )
 
+    price_per_card_hour = forms.DecimalField(
+        required=False, min_value=0, max_digits=12, decimal_places=4, label="Price per card-hour",
+        help_text="Optional: what one physical card costs per hour. Usage reports then show a cost (chargeback).",
+    )
+
     ALIASES = {"card_fraction_numerator": "card_fraction", "card_fraction_denominator": "card_fraction"}
 
     def __init__(self, *args: Any, instance: NodePool | None = None, **kwargs: Any) -> None:
@@ -158,7 +163,7 @@ class NodePoolForm(StyledForm):
                 "mig_profile": instance.mig_profile, "replicas_per_card": instance.replicas_per_card,
                 "node_labels": labels_text(instance.node_labels), "node_taints": taints_text(instance.node_taints),
                 "capacity": instance.capacity, "card_fraction": instance.card_fraction_display,
-                "over_subscribable": instance.over_subscribable,
+                "over_subscribable": instance.over_subscribable, "price_per_card_hour": instance.price_per_card_hour,
             }
         super().__init__(*args, **kwargs)
 

@@ -49,6 +49,10 @@ class NodePool(models.Model):
     over_subscribable = models.BooleanField(
         default=False, help_text="Allow department quotas to add up to more than the pool's capacity."
     )
+    price_per_card_hour = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="Optional price of one physical card for one hour; turns the usage showback into chargeback.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

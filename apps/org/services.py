@@ -58,7 +58,7 @@ def _apply(obj: models.Model, changes: dict[str, Any], allowed: set[str]) -> lis
 NODE_POOL_FIELDS = {
     "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile", "replicas_per_card",
     "node_labels", "node_taints", "capacity", "card_fraction_numerator", "card_fraction_denominator",
-    "over_subscribable",
+    "over_subscribable", "price_per_card_hour",
 }
 
 

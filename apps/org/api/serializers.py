@@ -62,7 +62,8 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
         fields = [
             "id", "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile",
             "replicas_per_card", "node_labels", "node_taints", "capacity", "card_fraction_numerator",
-            "card_fraction_denominator", "card_fraction", "over_subscribable", "created_at", "updated_at",
+            "card_fraction_denominator", "card_fraction", "over_subscribable", "price_per_card_hour", "created_at",
+            "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
 
