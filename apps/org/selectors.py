@@ -61,3 +61,13 @@ def department_quota_table(*, department: Department) -> tuple[list[NodePool], d
     return pools, department_quotas, [
         ProjectRow(project=project, quotas={q.node_pool_id: q for q in project.quotas.all()}) for project in projects
     ]
+
+
+def kueue_sync_status(*, limit: int = 50) -> dict[str, Any]:
+    """The reconcile's state and its latest runs, for admins."""
+    from .models import KueueSyncRun, KueueSyncState
+
+    state = KueueSyncState.objects.filter(pk=1).first()
+    runs = list(KueueSyncRun.objects.all()[:limit])
+    last_ok = next((run for run in runs if run.ok), None)
+    return {"state": state, "runs": runs, "last_ok": last_ok, "last": runs[0] if runs else None}

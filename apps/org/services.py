@@ -488,6 +488,16 @@ KUEUE_SYNC_STALE_AFTER = timedelta(minutes=5)  # a claim older than this belonge
 KUEUE_SYNC_RUNS_KEPT = 500
 
 
+def kueue_sync_request_by(*, actor: Any) -> None:
+    """An admin's "sync now": audited, then the same request as any org change."""
+    _require(actor, Action.MANAGE)
+    with transaction.atomic():
+        state, _ = KueueSyncState.objects.get_or_create(pk=1)
+        audit_record(actor=actor, action="kueue_sync.request", obj=state, before=None,
+                     after={"requested": True})
+        kueue_sync_request()
+
+
 def kueue_sync_request() -> None:
     """Mark a reconcile as wanted and enqueue one after commit."""
     KueueSyncState.objects.get_or_create(pk=1)

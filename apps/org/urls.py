@@ -24,4 +24,5 @@ urlpatterns = [
     path("priority-classes/<slug:name>/delete/", views.priority_class_delete, name="priority_class_delete"),
     path("weights/", views.weights, name="weights"),
     path("audit/", views.audit, name="audit"),
+    path("cluster-sync/", views.cluster_sync, name="cluster_sync"),
 ]

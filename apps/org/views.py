@@ -459,3 +459,17 @@ def audit(request: HttpRequest) -> HttpResponse:
     query.pop("page", None)
     template = "org/partials/_audit_table.html" if request.htmx else "org/audit.html"
     return render(request, template, {"form": form, "page": page, "query": query.urlencode()})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cluster_sync(request: HttpRequest) -> HttpResponse:
+    """Admins see what the last reconciles changed in Kueue, or why they failed, and can ask for one now."""
+    _require(request.user, Action.MANAGE)
+    if request.method == "POST":
+        services.kueue_sync_request_by(actor=request.user)
+        messages.success(request, "A reconcile with the cluster has been requested; results appear below.")
+        return redirect("org:cluster_sync")
+    context = selectors.kueue_sync_status()
+    template = "org/partials/_sync_runs.html" if request.htmx else "org/cluster_sync.html"
+    return render(request, template, context)
