@@ -28,7 +28,7 @@ lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .
 
 migrations-check: $(STAMP_RUN)
-	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m portal.devservices $(PY) manage.py makemigrations --check --dry-run
 
 check-deploy: $(STAMP_RUN)
 	PORTAL_MODE=production SECRET_KEY=check-deploy-$$(date +%s)-only-for-this-check-abcdefghijklmnopqrstuvwxyz \
