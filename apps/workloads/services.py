@@ -70,41 +70,10 @@ def default_priority_class(*, project: Project, preemptible: bool) -> PriorityCl
     return PriorityClass.objects.filter(preemptible=preemptible).order_by("value").first()
 
 
-def workload_submit(
-    *,
-    actor: Any,
-    project: Project,
-    kind: str,
-    name: str,
-    image: str,
-    node_pool: NodePool,
-    gpus: int,
-    model_label: str,
-    data_class: str,
-    command: list[str] | None = None,
-    args: list[str] | None = None,
-    env: list[dict[str, str]] | None = None,
-    cpu: Decimal | int | str = 1,
-    memory_gib: Decimal | int | str = 8,
-    pods: int = 1,
-    completions: int = 1,
-    parallelism: int = 1,
-    priority_class: PriorityClass | None = None,
-    preemptible: bool | None = None,
-    max_runtime_seconds: int | None = None,
-    notebook_idle_timeout_minutes: int | None = None,
-    notebook_port: int | None = None,
-    resubmitted_from: Workload | None = None,
-) -> Workload:
-    """Validate and record a submission; the worker creates the Job after commit."""
-    workload = workload_validate(
-        actor=actor, project=project, kind=kind, name=name, image=image, node_pool=node_pool, gpus=gpus,
-        model_label=model_label, data_class=data_class, command=command, args=args, env=env, cpu=cpu,
-        memory_gib=memory_gib, pods=pods, completions=completions, parallelism=parallelism,
-        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=max_runtime_seconds,
-        notebook_idle_timeout_minutes=notebook_idle_timeout_minutes, notebook_port=notebook_port,
-        resubmitted_from=resubmitted_from,
-    )
+def workload_submit(*, actor: Any, **fields: Any) -> Workload:
+    """Validate (the fields of `workload_validate`) and record a submission; the worker creates the Job after commit."""
+    workload = workload_validate(actor=actor, **fields)
+    project = workload.project
     with transaction.atomic():
         workload.save()
         workload.job_name = f"wl-{workload.pk}"
