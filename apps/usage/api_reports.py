@@ -1,0 +1,142 @@
+"""GET /api/v1/usage/: GPU-hours per department, project, user or pool in a window, scoped like everything else.
+
+Rows come from apps.usage.reports.usage_report (the same selector as the showback page and its CSV): see its module
+docstring for the definitions (physical card hours, [start, end) clipped, open intervals up to now, deserved hours
+from the current project quotas, cost from the pools' current price per card-hour).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.access import Action, departments_for, projects_for
+from apps.org.models import NodePool
+from portal.api import validation_error_detail
+
+from . import reports
+
+API_GROUPS = [reports.Group.DEPARTMENT, reports.Group.PROJECT, reports.Group.USER, reports.Group.POOL]
+# group -> (id field, name field) of each row
+ROW_NAMES = {
+    reports.Group.DEPARTMENT: ("department", "department_slug"),
+    reports.Group.PROJECT: ("project", "project_slug"),
+    reports.Group.USER: ("user", "username"),
+    reports.Group.POOL: ("node_pool", "node_pool_slug"),
+}
+
+
+def _hours(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+class UsageRowSerializer(serializers.Serializer):
+    """One group's GPU-hours. Only the two fields naming the requested group are present."""
+
+    department = serializers.IntegerField(required=False, help_text="group_by=department (and project rows).")
+    department_slug = serializers.CharField(required=False)
+    project = serializers.IntegerField(required=False, help_text="group_by=project.")
+    project_slug = serializers.CharField(required=False)
+    user = serializers.IntegerField(required=False, help_text="group_by=user.")
+    username = serializers.CharField(required=False)
+    node_pool = serializers.IntegerField(required=False, help_text="group_by=pool.")
+    node_pool_slug = serializers.CharField(required=False)
+    name = serializers.CharField()
+    gpu_hours = serializers.FloatField(help_text="Physical card hours: units x card fraction x hours in the window.")
+    gpu_hours_within_quota = serializers.FloatField(help_text="Of which in the guaranteed queue (deserved quota).")
+    gpu_hours_borrowed = serializers.FloatField(help_text="Of which in the elastic queue (borrowed, preemptible).")
+    deserved_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="Deserved units x card fraction x hours of the window (up to now), from the current "
+                                   "project quotas; null for users.")
+    used_over_deserved = serializers.FloatField(allow_null=True)
+    cost = serializers.DecimalField(max_digits=18, decimal_places=2, allow_null=True, coerce_to_string=False,
+                                    help_text="GPU-hours x price per card-hour of priced pools; null when unpriced.")
+
+
+class UsageReportSerializer(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=[group.value for group in API_GROUPS])
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    counted_until = serializers.DateTimeField(help_text="The end, or now when the window reaches into the future.")
+    rows = UsageRowSerializer(many=True)
+    total = UsageRowSerializer()
+
+
+def _row(report: reports.Report, row: reports.ReportRow, *, total: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if not total:
+        id_field, slug_field = ROW_NAMES[report.group]
+        data = {id_field: row.key, slug_field: row.slug}
+        if report.group == reports.Group.PROJECT:
+            data["department_slug"] = row.department_slug
+    return {**data, "name": row.name, "gpu_hours": _hours(row.gpu_hours),
+            "gpu_hours_within_quota": _hours(row.within_quota), "gpu_hours_borrowed": _hours(row.borrowed),
+            "deserved_gpu_hours": _hours(row.deserved),
+            "used_over_deserved": None if row.ratio is None else round(row.ratio, 4),
+            "cost": None if row.cost is None else round(row.cost, 2)}
+
+
+def _scope_id(request: Request, name: str, queryset: Any, slug_field: str = "slug") -> int | None:
+    """An id or slug among rows the user may see; unknown or unseen ones are a 400 that leaks nothing."""
+    value = request.query_params.get(name)
+    if not value:
+        return None
+    lookup = {"pk": int(value)} if value.isdigit() else {slug_field: value}
+    found = queryset.filter(**lookup).values_list("pk", flat=True).first()
+    if found is None:
+        raise ValidationError({name: [f"No {name.replace('_', ' ')} {value!r} that you may see."]})
+    return found
+
+
+class UsageReportView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("group_by", str, enum=[group.value for group in API_GROUPS], required=True),
+            OpenApiParameter("start", str, required=True,
+                             description="ISO date or date-time; naive ones are in the portal's time zone."),
+            OpenApiParameter("end", str, required=True,
+                             description=f"Exclusive; after start, at most {reports.MAX_SPAN.days} days later."),
+            OpenApiParameter("department", str, description="Only this department (id or slug)."),
+            OpenApiParameter("project", str, description="Only this project (id or slug)."),
+            OpenApiParameter("user", str, description="Only this user's workloads (id or username)."),
+            OpenApiParameter("node_pool", str, description="Only this pool (id or slug)."),
+        ],
+        responses={200: UsageReportSerializer},
+        description=(
+            "GPU-hours (physical card hours: units x card fraction x hours, allocation not utilisation) per group in "
+            "[start, end), split into within deserved quota (guaranteed queue) and borrowed (elastic queue), beside "
+            "the deserved quota's own hours and, where pools are priced, the cost. Only the projects you may see "
+            "count; open intervals count up to now."
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        group_by = params.get("group_by", "")
+        errors: dict[str, list[str]] = {}
+        if group_by not in {group.value for group in API_GROUPS}:
+            errors["group_by"] = [f"Choose one of: {', '.join(group.value for group in API_GROUPS)}."]
+        try:
+            window = reports.window_from(params.get("start", ""), params.get("end", ""))
+        except DjangoValidationError as exc:
+            errors.update(validation_error_detail(exc))
+        if errors:
+            raise ValidationError(errors)
+        user = request.user
+        filters = reports.Filters(
+            department_id=_scope_id(request, "department", departments_for(user, Action.VIEW)),
+            project_id=_scope_id(request, "project", projects_for(user, Action.VIEW)),
+            user_id=_scope_id(request, "user", reports.visible_users(user), "username"),
+            node_pool_id=_scope_id(request, "node_pool", NodePool.objects.all()),
+        )
+        report = reports.usage_report(user=user, group=reports.Group(group_by), window=window, filters=filters)
+        return Response({
+            "group_by": group_by, "start": window.start, "end": window.end, "counted_until": report.until,
+            "rows": [_row(report, row) for row in report.rows], "total": _row(report, report.total, total=True),
+        })

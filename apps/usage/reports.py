@@ -1,0 +1,499 @@
+"""GPU-hour reports over the usage ledger: reads only, always scoped through apps.accounts.access.
+
+Definitions (issue 6, DESIGN section 4):
+
+- **GPU-hours are physical card hours**: units x card fraction x hours. The fraction is the one copied onto each
+  interval when it opened (a 3g.40gb MIG slice is 3/7 of a card, one of 8 time-sliced replicas 1/8), so later edits
+  of a pool never rewrite history. Allocation, not utilisation: a held card counts whether or not it was busy.
+- **The window is [start, end)**. Every interval is clipped to it; an open interval counts up to `now`, and the
+  window itself ends at `now` when it reaches into the future.
+- **Within quota vs borrowed** is the queue the workload ran in: the guaranteed queue never exceeds the project's
+  deserved quota, the elastic queue always borrows (DESIGN section 4).
+- **Deserved GPU-hours** = deserved units x the pool's card fraction x the hours of the window (up to now), summed
+  over the *project* quotas in the group: the guaranteed queues' nominal quota is exactly what within-quota usage
+  draws from (a department's deserved units not handed to a project are only lent, never used directly). They come
+  from the **current** quota rows: quota history is not versioned here; the audit log (AuditEvent rows
+  `quota.*`, with before/after) has it. There is no deserved figure per user, nor when the report is narrowed to
+  one user.
+- **Cost** (chargeback) = GPU-hours x the pool's current `price_per_card_hour`, summed over priced pools; None when
+  none of the group's usage is on a priced pool. Unpriced pools add nothing to the cost.
+
+The arithmetic runs in the database: one aggregate query over the ledger, grouped by (group key, pool, queue), with
+each interval clipped by Greatest/Least and its duration turned into seconds (works on PostgreSQL and SQLite). The
+grouped rows (groups x pools x 2 at most) are folded into report rows in Python; the number of queries does not
+depend on the number of intervals, projects or users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db.models import (
+    DateTimeField,
+    DurationField,
+    Expression,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce, Greatest, Least
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from apps.accounts.access import Action, projects_for, scoped_to_projects, workloads_for
+from apps.org.models import Department, NodePool, Project, Quota
+
+from .models import UsageInterval
+
+MAX_SPAN = timedelta(days=400)
+SECONDS_PER_HOUR = 3600
+
+
+class Group(StrEnum):
+    DEPARTMENT = "department"
+    PROJECT = "project"
+    USER = "user"
+    POOL = "pool"
+    MONTH = "month"
+
+
+GROUP_LABELS = {Group.DEPARTMENT: "Department", Group.PROJECT: "Project", Group.USER: "User",
+                Group.POOL: "Node pool", Group.MONTH: "Month"}
+# The ledger column each group sums by (months are buckets of time, not a column).
+GROUP_FIELD = {Group.DEPARTMENT: "department_id", Group.PROJECT: "project_id", Group.USER: "user_id",
+               Group.POOL: "node_pool_id"}
+# The same key reached from a project quota row, for the deserved figures (users have none).
+QUOTA_GROUP_FIELD = {Group.DEPARTMENT: "project__department_id", Group.PROJECT: "project_id",
+                     Group.POOL: "node_pool_id"}
+
+
+# --- the window ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """The report period [start, end), both aware."""
+
+    start: datetime
+    end: datetime
+
+    def until(self, now: datetime) -> datetime:
+        """Where counting stops: the end, or now when the window reaches into the future."""
+        return max(self.start, min(self.end, now))
+
+    def hours(self, now: datetime) -> float:
+        return (self.until(now) - self.start).total_seconds() / SECONDS_PER_HOUR
+
+
+def _as_moment(value: str, name: str) -> datetime:
+    value = (value or "").strip()
+    if not value:
+        raise ValidationError({name: f"Give {name} as an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."})
+    try:
+        moment = parse_datetime(value)
+        if moment is None:
+            day = parse_date(value)
+            moment = None if day is None else datetime.combine(day, time.min)
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise ValidationError({name: f"{value!r} is not an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."})
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+
+
+def window_from(start: str, end: str) -> Window:
+    """Parse and check a window from ISO dates or date-times (naive ones are in the portal's time zone)."""
+    window = Window(_as_moment(start, "start"), _as_moment(end, "end"))
+    if window.end <= window.start:
+        raise ValidationError({"end": "The end must be after the start."})
+    if window.end - window.start > MAX_SPAN:
+        raise ValidationError({"end": f"A report spans at most {MAX_SPAN.days} days; choose a shorter period."})
+    return window
+
+
+def month_start(day: date | datetime) -> datetime:
+    return datetime(day.year, day.month, 1, tzinfo=timezone.get_current_timezone())
+
+
+def next_month(moment: datetime) -> datetime:
+    local = timezone.localtime(moment)
+    year, month = (local.year + 1, 1) if local.month == 12 else (local.year, local.month + 1)
+    return datetime(year, month, 1, tzinfo=timezone.get_current_timezone())
+
+
+def month_window(year: int, month: int) -> Window:
+    start = datetime(year, month, 1, tzinfo=timezone.get_current_timezone())
+    return Window(start, next_month(start))
+
+
+def months_in(window: Window) -> list[Window]:
+    """The calendar months the window touches, each clipped to it."""
+    months = []
+    cursor = month_start(timezone.localtime(window.start))
+    while cursor < window.end:
+        following = next_month(cursor)
+        months.append(Window(max(cursor, window.start), min(following, window.end)))
+        cursor = following
+    return months
+
+
+# --- the arithmetic -----------------------------------------------------------------------------------------------
+
+
+class DurationSeconds(Func):
+    """Seconds of a duration expression: PostgreSQL subtracts timestamps to an interval, Django's SQLite backend
+    to microseconds."""
+
+    output_field = FloatField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::double precision",
+                           **extra)
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template="(%(expressions)s) / 1000000.0", **extra)
+
+
+def _moment(value: datetime) -> Value:
+    return Value(value, output_field=DateTimeField())
+
+
+def overlapping(window: Window, now: datetime) -> Q:
+    """Intervals that held quota for some time inside the window (open ones up to now)."""
+    until = window.until(now)
+    return Q(started_at__lt=until) & (Q(ended_at__isnull=True) | Q(ended_at__gt=window.start))
+
+
+def card_hours(window: Window, now: datetime) -> Expression:
+    """Physical card hours of one interval inside the window: clipped seconds x units x card fraction / 3600."""
+    until = window.until(now)
+    held = ExpressionWrapper(
+        Least(Coalesce("ended_at", _moment(until)), _moment(until)) - Greatest("started_at", _moment(window.start)),
+        output_field=DurationField(),
+    )
+    return ExpressionWrapper(
+        DurationSeconds(held) * F("units") * F("card_fraction_numerator") / F("card_fraction_denominator")
+        / Value(float(SECONDS_PER_HOUR)),
+        output_field=FloatField(),
+    )
+
+
+def _in_window(window: Window, now: datetime) -> Expression:
+    """card_hours() counting only the intervals that overlap this window (for per-month buckets in one query)."""
+    return Sum(card_hours(window, now), filter=overlapping(window, now), default=0.0)
+
+
+# --- scope -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Narrowing inside what the viewer may see; ids of rows the caller has already checked are visible."""
+
+    department_id: int | None = None
+    project_id: int | None = None
+    user_id: int | None = None
+    node_pool_id: int | None = None
+
+    def ledger(self) -> dict[str, int]:
+        return {name: value for name, value in (("department_id", self.department_id),
+                                                  ("project_id", self.project_id), ("user_id", self.user_id),
+                                                  ("node_pool_id", self.node_pool_id)) if value is not None}
+
+    def quotas(self) -> dict[str, int]:
+        return {name: value for name, value in (("project__department_id", self.department_id),
+                                                  ("project_id", self.project_id),
+                                                  ("node_pool_id", self.node_pool_id)) if value is not None}
+
+
+def visible_users(user: Any) -> QuerySet:
+    """People who own workloads the viewer may see (the user filter's choices)."""
+    return get_user_model().objects.filter(pk__in=workloads_for(user).values("owner_id")).order_by("username")
+
+
+def intervals_for(user: Any) -> QuerySet[UsageInterval]:
+    """Ledger rows of the projects the user may see (researchers: their projects; department admins: theirs)."""
+    return scoped_to_projects(UsageInterval.objects.all(), user, Action.VIEW)
+
+
+# --- the report ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReportRow:
+    group: Group
+    key: Any  # the group's id (a month's start for months)
+    slug: str  # project/department/pool slug, username, or YYYY-MM
+    name: str
+    gpu_hours: float = 0.0
+    within_quota: float = 0.0
+    borrowed: float = 0.0
+    deserved: float | None = None
+    cost: Decimal | None = None
+    department_slug: str = ""  # for project rows
+
+    @property
+    def ratio(self) -> float | None:
+        """Used over deserved (1.0 = as much as was reserved); None without a deserved figure."""
+        return self.gpu_hours / self.deserved if self.deserved else None
+
+    @property
+    def within_share(self) -> float:
+        return self.within_quota / self.gpu_hours if self.gpu_hours else 0.0
+
+
+@dataclass
+class Report:
+    group: Group
+    window: Window
+    now: datetime
+    rows: list[ReportRow]
+    total: ReportRow
+    priced: bool  # some pool has a price: the report is chargeback, with a cost column
+    filters: Filters = field(default_factory=Filters)
+
+    @property
+    def until(self) -> datetime:
+        return self.window.until(self.now)
+
+    @property
+    def scale(self) -> float:
+        """The largest bar of the chart (used or deserved), so bars share one scale."""
+        return max([max(row.gpu_hours, row.deserved or 0.0) for row in self.rows] or [0.0]) or 1.0
+
+
+def _labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
+    """key -> (slug, name, department slug); one query."""
+    if group == Group.PROJECT:
+        return {pk: (slug, name, dept) for pk, slug, name, dept in Project.objects.filter(pk__in=keys).values_list(
+            "pk", "slug", "name", "department__slug")}
+    if group == Group.DEPARTMENT:
+        return {pk: (slug, name, "") for pk, slug, name in Department.objects.filter(pk__in=keys).values_list(
+            "pk", "slug", "name")}
+    if group == Group.USER:
+        users = get_user_model().objects.filter(pk__in=keys).values_list("pk", "username", "first_name", "last_name")
+        return {pk: (username, f"{first} {last}".strip() or username, "") for pk, username, first, last in users}
+    return {}
+
+
+def _deserved_units(user: Any, group: Group, filters: Filters) -> dict[tuple[Any, int], int]:
+    """(group key, pool id) -> deserved units of the visible project quotas; one query."""
+    if group == Group.USER or filters.user_id is not None:
+        return {}
+    quotas = Quota.objects.filter(project__in=projects_for(user, Action.VIEW), deserved__gt=0, **filters.quotas())
+    key_field = QUOTA_GROUP_FIELD.get(group)
+    columns = [key_field] if key_field else []
+    return {
+        (row[key_field] if key_field else None, row["node_pool_id"]): row["units"]
+        for row in quotas.values(*columns, "node_pool_id").annotate(units=Sum("deserved")).order_by()
+    }
+
+
+def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | None = None,
+                 now: datetime | None = None) -> Report:
+    """GPU-hours per group in the window, within quota and borrowed, beside deserved hours; a fixed number of queries.
+
+    Queries: the ledger aggregate, the deserved quotas, the pools, and (except for months) the group's names.
+    """
+    filters = filters or Filters()
+    now = now or timezone.now()
+    pools = {pool.pk: pool for pool in NodePool.objects.all()}
+    ledger = intervals_for(user).filter(**filters.ledger())
+    buckets = months_in(window) if group == Group.MONTH else [window]
+    keys = [GROUP_FIELD[group]] if group != Group.MONTH else []
+    aggregates = {f"b{index}": _in_window(bucket, now) for index, bucket in enumerate(buckets)}
+    grouped = ledger.filter(overlapping(window, now)).values(*keys, "node_pool_id", "queue").annotate(
+        **aggregates).order_by()
+
+    rows: dict[Any, ReportRow] = {}
+
+    def row_for(key: Any) -> ReportRow:
+        if key not in rows:
+            rows[key] = ReportRow(group=group, key=key, slug="", name="")
+        return rows[key]
+
+    if group == Group.MONTH:
+        for bucket in buckets:
+            local = timezone.localtime(bucket.start)
+            row = row_for(bucket.start)
+            row.slug, row.name = f"{local:%Y-%m}", f"{local:%B %Y}"
+    for entry in grouped:
+        for index, bucket in enumerate(buckets):
+            hours = float(entry[f"b{index}"] or 0.0)
+            if not hours:
+                continue
+            row = row_for(bucket.start if group == Group.MONTH else entry[keys[0]])
+            row.gpu_hours += hours
+            if entry["queue"] == UsageInterval.Queue.GUARANTEED:
+                row.within_quota += hours
+            else:
+                row.borrowed += hours
+            price = pools[entry["node_pool_id"]].price_per_card_hour
+            if price is not None:
+                row.cost = (row.cost or Decimal(0)) + Decimal(repr(hours)) * price
+
+    deserved = _deserved_units(user, group, filters)
+    if group != Group.USER and filters.user_id is None:
+        for (key, pool_id), units in deserved.items():
+            pool = pools[pool_id]
+            fraction = units * pool.card_fraction_numerator / pool.card_fraction_denominator
+            for bucket in buckets:
+                row = row_for(bucket.start if group == Group.MONTH else key)
+                row.deserved = (row.deserved or 0.0) + fraction * bucket.hours(now)
+        for row in rows.values():
+            if row.deserved is None:
+                row.deserved = 0.0
+
+    if group == Group.POOL:
+        for key, row in rows.items():
+            row.slug, row.name = pools[key].slug, pools[key].name
+    elif group != Group.MONTH:
+        labels = _labels(group, set(rows))
+        for key, row in rows.items():
+            row.slug, row.name, row.department_slug = labels.get(key, (str(key), str(key), ""))
+
+    ordered = sorted(rows.values(), key=lambda r: r.key) if group == Group.MONTH else sorted(
+        rows.values(), key=lambda r: (-r.gpu_hours, r.slug))
+    total = ReportRow(group=group, key=None, slug="total", name="Total")
+    for row in ordered:
+        total.gpu_hours += row.gpu_hours
+        total.within_quota += row.within_quota
+        total.borrowed += row.borrowed
+        if row.deserved is not None:
+            total.deserved = (total.deserved or 0.0) + row.deserved
+        if row.cost is not None:
+            total.cost = (total.cost or Decimal(0)) + row.cost
+    priced = any(pool.price_per_card_hour is not None for pool in pools.values())
+    return Report(group=group, window=window, now=now, rows=ordered, total=total, priced=priced, filters=filters)
+
+
+# --- one table for the page and the CSV -------------------------------------------------------------------------
+
+
+def hours_text(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def cost_text(value: Decimal | None) -> str:
+    return "" if value is None else f"{value.quantize(Decimal('0.01'))}"
+
+
+def ratio_text(value: float | None) -> str:
+    return "" if value is None else f"{value * 100:.1f}%"
+
+
+def report_header(report: Report) -> list[str]:
+    header = [GROUP_LABELS[report.group], "Name"]
+    if report.group == Group.PROJECT:
+        header.append("Department")
+    header += ["GPU-hours", "Within quota", "Borrowed", "Deserved GPU-hours", "Used / deserved"]
+    if report.priced:
+        header.append("Cost")
+    return header
+
+
+def report_cells(report: Report, row: ReportRow) -> list[str]:
+    cells = [row.slug, row.name]
+    if report.group == Group.PROJECT:
+        cells.append(row.department_slug)
+    cells += [hours_text(row.gpu_hours), hours_text(row.within_quota), hours_text(row.borrowed),
+              hours_text(row.deserved), ratio_text(row.ratio)]
+    if report.priced:
+        cells.append(cost_text(row.cost))
+    return cells
+
+
+def report_table(report: Report) -> Iterator[list[str]]:
+    """The header, then one list of cells per row: exactly what the page's table and the CSV show."""
+    yield report_header(report)
+    for row in report.rows:
+        yield report_cells(report, row)
+
+
+# --- who held the cards -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HolderFilters:
+    node_pool_id: int | None = None
+    project_id: int | None = None
+    user_id: int | None = None
+    model_label: str = ""
+    data_class: str = ""
+
+
+def holders(*, user: Any, window: Window, filters: HolderFilters, now: datetime | None = None
+            ) -> QuerySet[UsageInterval]:
+    """Intervals that held cards of the pool inside the window, oldest first, each with its card hours in the
+    window (`held_hours`), its project, user, pool and workload joined in."""
+    now = now or timezone.now()
+    queryset = intervals_for(user).filter(overlapping(window, now))
+    if filters.node_pool_id is not None:
+        queryset = queryset.filter(node_pool_id=filters.node_pool_id)
+    if filters.project_id is not None:
+        queryset = queryset.filter(project_id=filters.project_id)
+    if filters.user_id is not None:
+        queryset = queryset.filter(user_id=filters.user_id)
+    if filters.model_label:
+        queryset = queryset.filter(model_label__iexact=filters.model_label)
+    if filters.data_class:
+        queryset = queryset.filter(data_class__iexact=filters.data_class)
+    return queryset.annotate(held_hours=card_hours(window, now)).order_by("started_at", "id")
+
+
+HOLDER_COLUMNS = [
+    "Interval", "Workload", "Workload name", "Department", "Project", "User", "Node pool", "Units", "Card fraction",
+    "Queue", "Model", "Data class", "Started", "Ended", "End reason", "GPU-hours in window",
+]
+
+
+def _iso(moment: datetime | None) -> str:
+    return "" if moment is None else timezone.localtime(moment).isoformat()
+
+
+def holder_rows(queryset: QuerySet[UsageInterval]) -> Iterator[list[str]]:
+    """CSV cells of each interval; reads the rows in chunks (values, no model instances)."""
+    columns = ("pk", "workload_id", "workload__name", "department__slug", "project__slug", "user__username",
+               "node_pool__slug", "units", "card_fraction_numerator", "card_fraction_denominator", "queue",
+               "model_label", "data_class", "started_at", "ended_at", "end_reason", "held_hours")
+    for (pk, workload_id, workload_name, department, project, username, pool, units, numerator, denominator, queue,
+         model_label, data_class, started_at, ended_at, end_reason, held) in queryset.values_list(
+            *columns).iterator(chunk_size=5000):
+        yield [str(pk), str(workload_id), workload_name, department, project, username, pool, str(units),
+               f"{numerator}/{denominator}", queue, model_label, data_class, _iso(started_at), _iso(ended_at),
+               end_reason, hours_text(float(held or 0.0))]
+
+
+@dataclass
+class TimelineBar:
+    interval: UsageInterval
+    left: float  # percent of the window
+    width: float
+    open: bool
+
+
+def timeline(intervals: list[UsageInterval], window: Window, now: datetime) -> list[TimelineBar]:
+    """Bars positioned by percentage of the window (for the page's one page of rows)."""
+    until = window.until(now)
+    span = (until - window.start).total_seconds() or 1.0
+    bars = []
+    for interval in intervals:
+        begin = max(interval.started_at, window.start)
+        finish = min(interval.ended_at or until, until)
+        left = (begin - window.start).total_seconds() / span * 100
+        width = max((finish - begin).total_seconds() / span * 100, 0.3)
+        bars.append(TimelineBar(interval=interval, left=round(left, 3), width=round(min(width, 100 - left), 3),
+                                open=interval.ended_at is None))
+    return bars

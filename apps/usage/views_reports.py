@@ -1,0 +1,112 @@
+"""GPU-hour pages: the monthly showback/chargeback report and "who held the cards". Thin: forms pick the period and
+scope (choices limited to what the viewer may see), apps.usage.reports reads, these render or stream CSV.
+
+htmx: a filter change re-renders only the report (or the holders table) partial; every filter is in the query string,
+so the page, its CSV link and a bookmark all show the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from . import reports
+from .forms_reports import HolderFilterForm, ReportFilterForm
+
+HOLDERS_PER_PAGE = 200
+
+
+class _Echo:
+    """A file-like object whose write returns the line, so csv.writer feeds a streaming response."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_response(rows: Iterable[list[str]], filename: str) -> StreamingHttpResponse:
+    writer = csv.writer(_Echo())
+    lines: Iterator[str] = (writer.writerow(row) for row in rows)
+    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _window_slug(window: reports.Window) -> str:
+    start, end = timezone.localtime(window.start), timezone.localtime(window.end)
+    return f"{start:%Y%m%d}-{end:%Y%m%d}"
+
+
+@login_required
+@require_GET
+def usage_reports(request: HttpRequest) -> HttpResponse:
+    form = ReportFilterForm(request.GET, viewer=request.user)
+    report = None
+    if form.is_valid():
+        report = reports.usage_report(user=request.user, group=form.cleaned_data["group"],
+                                      window=form.cleaned_data["window"], filters=form.filters())
+    context = {"form": form, "report": report, "query": request.GET.urlencode(),
+               "table": list(reports.report_table(report)) if report else [],
+               "total_cells": reports.report_cells(report, report.total) if report else [],
+               "total_ratio": reports.ratio_text(report.total.ratio) if report else ""}
+    template = "usage/reports/partials/_report.html" if request.htmx else "usage/reports/showback.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def usage_reports_csv(request: HttpRequest) -> HttpResponse:
+    form = ReportFilterForm(request.GET, viewer=request.user)
+    if not form.is_valid():
+        return HttpResponse("\n".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()),
+                            status=400, content_type="text/plain; charset=utf-8")
+    report = reports.usage_report(user=request.user, group=form.cleaned_data["group"],
+                                  window=form.cleaned_data["window"], filters=form.filters())
+    return csv_response(reports.report_table(report),
+                        f"gpu-hours-by-{report.group.value}-{_window_slug(report.window)}.csv")
+
+
+@login_required
+@require_GET
+def usage_holders(request: HttpRequest) -> HttpResponse:
+    form = HolderFilterForm(request.GET, viewer=request.user)
+    params = request.GET.copy()
+    params.pop("page", None)
+    context: dict[str, Any] = {"form": form, "query": params.urlencode()}
+    if form.is_valid():
+        now = timezone.now()
+        window = form.cleaned_data["window"]
+        queryset = reports.holders(user=request.user, window=window, filters=form.filters(), now=now)
+        page = Paginator(queryset.select_related("workload", "project", "user"), HOLDERS_PER_PAGE).get_page(
+            request.GET.get("page"))
+        context.update({"window": window, "until": window.until(now), "page": page,
+                        "pool": form.cleaned_data["node_pool"],
+                        "bars": reports.timeline(list(page.object_list), window, now)})
+    template = "usage/reports/partials/_holders.html" if request.htmx else "usage/reports/holders.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def usage_holders_csv(request: HttpRequest) -> HttpResponse:
+    form = HolderFilterForm(request.GET, viewer=request.user)
+    if not form.is_valid():
+        return HttpResponse("\n".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()),
+                            status=400, content_type="text/plain; charset=utf-8")
+    window = form.cleaned_data["window"]
+    queryset = reports.holders(user=request.user, window=window, filters=form.filters())
+
+    def rows() -> Iterator[list[str]]:
+        yield reports.HOLDER_COLUMNS
+        yield from reports.holder_rows(queryset)
+
+    pool = form.cleaned_data["node_pool"]
+    return csv_response(rows(), f"card-holders-{pool.slug if pool else 'all'}-{_window_slug(window)}.csv")
