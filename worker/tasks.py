@@ -9,14 +9,16 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.core.mail import send_mail
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.org import services as org_services
+from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
 from apps.workloads.models import Kind, Status, Workload
 
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
-from .manifests import job_manifest, notebook_service
+from .manifests import WORKLOAD_ID_LABEL, job_manifest, notebook_service
 
 logger = logging.getLogger(__name__)
 
@@ -140,3 +142,29 @@ def workload_notify(workload_id: int, status: str) -> bool:
     body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
     send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [workload.owner.email])
     return True
+
+
+@shared_task(expires=30)
+def workload_logs_fetch(workload_id: int) -> int:
+    """Read the last lines of each pod of the workload and store them for the detail page; returns pods read."""
+    workload = Workload.objects.select_related("project").filter(pk=workload_id).first()
+    if workload is None or not workload.job_name:
+        return 0
+    namespace = workload.project.namespace
+    gw = gateway()
+    try:
+        listed = gw.raw_get(f"/api/v1/namespaces/{namespace}/pods",
+                            query=[("labelSelector", f"{WORKLOAD_ID_LABEL}={workload.pk}")])
+    except ClusterError as error:
+        logger.info("pods of workload %s not listed: %s", workload_id, error.message)
+        return 0  # the detail page asks again on its next poll
+    tails: dict[str, tuple[str, str]] = {}
+    for pod in (listed or {}).get("items", []):
+        name = pod["metadata"]["name"]
+        try:
+            text = gw.raw_get(f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+                              query=[("tailLines", workload_logs.TAIL_LINES)])
+            tails[name] = (text if isinstance(text, str) else "", "")
+        except ClusterError as error:
+            tails[name] = ("", error.message)
+    return workload_logs.workload_log_tails_store(workload_id=workload.pk, tails=tails, at=timezone.now())

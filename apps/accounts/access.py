@@ -257,3 +257,8 @@ def role_bindings_for(user: Any, action: Action = Action.VIEW) -> QuerySet[RoleB
     if action == Action.VIEW:
         condition |= Q(pk__in=bindings_for(user).values("pk"))
     return queryset.filter(condition)
+
+
+def sees_everything(user: Any, action: Action = Action.VIEW) -> bool:
+    """Whether the user holds the action over the whole installation (cluster-wide roll-ups, for example)."""
+    return action in _actions(grants_for(user).everywhere)

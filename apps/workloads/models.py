@@ -187,3 +187,20 @@ class WorkloadTemplate(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class WorkloadLogTail(models.Model):
+    """The last lines of one pod's log, fetched by the worker (the web process never talks to Kubernetes)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="log_tails")
+    pod = models.CharField(max_length=253)
+    text = models.TextField(blank=True)
+    error = models.CharField(max_length=500, blank=True, help_text="Why the log could not be read, if it could not.")
+    fetched_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["pod"]
+        constraints = [models.UniqueConstraint(fields=["workload", "pod"], name="workloadlogtail_unique_pod")]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}/{self.pod}"

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from apps.accounts.access import Action, can_anywhere, projects_for, scoped_to_projects
+from apps.accounts.access import Action, can_anywhere, projects_for, workloads_for
 from apps.org.models import NodePool, Project, Quota
 
 from .models import LIVE_STATUSES, Workload, WorkloadTemplate
@@ -15,8 +15,8 @@ from .validation import non_preemptible_units_held
 
 
 def visible_workloads(*, user: Any) -> QuerySet[Workload]:
-    """Every workload in a project the user may view."""
-    return scoped_to_projects(Workload.objects.all(), user, Action.VIEW)
+    """The user's own workloads and every workload in a project they may view (the same rows as the API)."""
+    return workloads_for(user)
 
 
 def offers_scope_filter(*, user: Any) -> bool:
@@ -105,3 +105,149 @@ def pool_panel(*, project: Project, pool: NodePool, units: int | None, preemptib
     held = non_preemptible_units_held(project_id=project.pk, pool_id=pool.pk) if quota else 0
     return PoolPanel(project=project, pool=pool, quota=quota, units=units, preemptible=preemptible,
                      held_non_preemptible=held, other_pools=[q for q in quotas if q.node_pool_id != pool.pk])
+
+
+# --- live queue state: positions, explanations, the project queue, the detail page's history -------------------
+
+
+def annotate_live(workloads: list[Workload], *, now: Any = None) -> list[Workload]:
+    """Attach `explanation` (why it waits), `position_label` and `runtime` to rows already joined with project and
+    node_pool: at most three queries for any number of rows (`explain_workloads`), none when nothing waits."""
+    from django.utils import timezone
+
+    from .explain import explain_workloads
+
+    now = now or timezone.now()
+    explanations = explain_workloads(workloads)
+    for workload in workloads:
+        workload.explanation = explanations.get(workload.pk)
+        workload.position_label = (f"#{workload.queue_position_local + 1} in {workload.queue_name}"
+                                   if workload.status == "queued" and workload.queue_position_local is not None
+                                   else "")
+        start = workload.started_at or workload.admitted_at
+        workload.runtime = ((workload.finished_at or now) - start) if start else None
+    return workloads
+
+
+PENDING_STATUSES = ("submitting", "queued", "preempted")
+
+
+@dataclass
+class PoolQuotaFigures:
+    """One project's quota on one pool as Kueue reports it, in GPU units."""
+
+    pool: NodePool
+    deserved: int
+    limit: int | None
+    used: Any = 0
+    used_guaranteed: Any = 0
+    used_elastic: Any = 0
+    pending_units: int = 0
+    weighted_share: int | None = None
+    observed: bool = False  # whether the watcher has mirrored the project's queues yet
+
+    @property
+    def borrowed(self) -> Any:
+        """Units in use beyond the deserved quota (idle capacity of others, preemptible)."""
+        return max(0, self.used - self.deserved)
+
+    @property
+    def free_deserved(self) -> Any:
+        return max(0, self.deserved - self.used)
+
+
+@dataclass
+class ProjectQueue:
+    project: Project
+    pending: list[Workload]
+    holding: list[Workload]
+    pools: list[PoolQuotaFigures]
+
+    @property
+    def live(self) -> bool:
+        return bool(self.pending or self.holding)
+
+
+def _queue_order(workload: Workload) -> tuple:
+    position = workload.queue_position_cluster
+    return (workload.node_pool.slug, workload.queue_name, position is None,
+            position if position is not None else 0, workload.created_at, workload.pk)
+
+
+def project_queue(*, project: Project) -> ProjectQueue:
+    """The project's live work in queue order and its quota per pool: a fixed number of queries (seven at most).
+
+    The caller has checked the viewer may see the project (the access module lets project members see all its
+    workloads); the page decides which details of other people's work it shows.
+    """
+    from apps.usage.models import ClusterQueueState, CohortState
+
+    rows = annotate_live(list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
+        "project__department", "node_pool", "owner", "priority_class")))
+    pending = sorted((w for w in rows if w.status in PENDING_STATUSES), key=_queue_order)
+    holding = sorted((w for w in rows if w.status not in PENDING_STATUSES),
+                     key=lambda w: (w.node_pool.slug, w.admitted_at or w.created_at, w.pk))
+    figures: dict[int, PoolQuotaFigures] = {}
+    for quota in Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"):
+        figures[quota.node_pool_id] = PoolQuotaFigures(pool=quota.node_pool, deserved=quota.deserved,
+                                                       limit=quota.limit)
+    for state in ClusterQueueState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        entry = figures[state.node_pool_id]
+        entry.used += state.used
+        entry.observed = True
+        if state.guaranteed:
+            entry.used_guaranteed += state.used
+        else:
+            entry.used_elastic += state.used
+    for cohort in CohortState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
+    for workload in pending:
+        if workload.node_pool_id in figures:
+            figures[workload.node_pool_id].pending_units += workload.gpu_units
+    return ProjectQueue(project=project, pending=pending, holding=holding, pools=list(figures.values()))
+
+
+def project_queue_marker(*, project: Project) -> str:
+    """A cheap fingerprint of everything the project queue page shows, in one query of aggregates (no rows fetched):
+    the live workloads' count and newest position and preemption, the newest event, and the newest mirror of the
+    project's queues, cohorts and quotas. It changes whenever the page would (runtimes and ages aside)."""
+    from django.db.models import Count, Max, OuterRef, Q, Subquery
+
+    from apps.usage.models import ClusterQueueState, CohortState
+
+    from .models import WorkloadEvent
+
+    def newest(queryset: QuerySet, column: str) -> Subquery:
+        return Subquery(queryset.filter(project=OuterRef("pk")).order_by().values("project").annotate(
+            newest=Max(column)).values("newest")[:1])
+
+    live = Q(workloads__status__in=LIVE_STATUSES)
+    row = Project.objects.filter(pk=project.pk).annotate(
+        live=Count("workloads", filter=live), positions=Max("workloads__positions_at", filter=live),
+        preempted=Max("workloads__last_preempted_at", filter=live),
+        event=Subquery(WorkloadEvent.objects.filter(workload__project=OuterRef("pk")).order_by("-id").values("id")[:1]),
+        queues=newest(ClusterQueueState.objects.all(), "observed_at"),
+        cohorts=newest(CohortState.objects.all(), "observed_at"),
+        quota_changed=newest(Quota.objects.all(), "updated_at"),
+    ).values_list("live", "positions", "preempted", "event", "queues", "cohorts", "quota_changed").first()
+    return "|".join(str(part) for part in row or ())
+
+
+def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
+    """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
+    the Kueue conditions and the stored log tails: five queries."""
+    from .history import preemptions
+    from .logs import log_tails
+
+    events = list(workload.events.select_related("actor"))
+    preempted = preemptions(workload)  # same order as the events (at, id)
+    visible = set(visible_workloads(user=user).filter(
+        pk__in=[p["preemptor"]["id"] for p in preempted if p["preemptor"]]).values_list("pk", flat=True))
+    remaining = iter(preempted)
+    for event in events:
+        event.preemption = next(remaining, None) if event.to_status == "preempted" else None
+        if event.preemption and event.preemption["preemptor"]:
+            event.preemption["preemptor"]["visible"] = event.preemption["preemptor"]["id"] in visible
+    flavors = sorted({flavor for pod_set in (workload.admission or {}).get("pod_sets", [])
+                      for flavor in (pod_set.get("flavors") or {}).values()})
+    return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload)}

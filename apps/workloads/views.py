@@ -17,6 +17,7 @@ Submit page protocol (htmx):
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -24,17 +25,18 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.cache import patch_vary_headers
+from django.utils.http import parse_etags, quote_etag, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.org.models import NodePool, PriorityClass, Quota
 
-from . import selectors, services
+from . import logs, selectors, services
 from .forms import (
     ALIASES,
     KIND_FIELDS,
@@ -234,6 +236,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     rows = selectors.workload_list(user=user, scope=scope, status=filters.get("status", ""),
                                    kind=filters.get("kind", ""), project=filters.get("project"))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = selectors.annotate_live(list(page.object_list))  # position, why waiting, runtime
     may_submit = access.can_anywhere(user, Action.SUBMIT)
     for workload in page:
         # The grants are cached on the user: these checks cost no queries however many rows there are.
@@ -260,9 +263,14 @@ def _visible(request: HttpRequest, pk: int) -> Workload:
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     user = request.user
     workload = _visible(request, pk)
+    history = selectors.workload_history(workload=workload, user=user)
+    selectors.annotate_live([workload])
+    last_fetch = max((tail.fetched_at for tail in history["log_tails"]), default=None)
+    logs.workload_logs_refresh_request(workload=workload, last_fetch=last_fetch)
     context = {
         "workload": workload,
-        "events": list(workload.events.select_related("actor")),
+        **history,
+        "logs_pending": workload.status in HOLDING_STATUSES and not history["log_tails"],
         "may_stop": workload.is_live and workload.status != Status.STOPPING and access.can_stop_workload(
             user, workload),
         "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.owner_id == user.pk
@@ -273,6 +281,35 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     }
     template = "workloads/partials/_detail_live.html" if request.htmx else "workloads/detail.html"
     return render(request, template, context)
+
+
+@login_required
+@require_GET
+def project_queue(request: HttpRequest, slug: str) -> HttpResponse:
+    """A project's pending work in queue order, its admitted and running work, and its quota per pool.
+
+    Anyone who may view the project sees every row (the access module lets project members see the project's
+    workloads); the page shows what orders the queue (owner, size, priority, position, why it waits) and leaves
+    image, command and environment to the detail page. Polls while anything is pending or running; each poll is a
+    conditional GET answered 304 from a few aggregates when nothing changed.
+    """
+    user = request.user
+    project = access.projects_for(user).select_related("department").filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project.")
+    marker = selectors.project_queue_marker(project=project)
+    etag = quote_etag(hashlib.sha256(f"{user.pk}|{bool(request.htmx)}|{marker}".encode()).hexdigest()[:32])
+    if etag in parse_etags(request.headers.get("If-None-Match", "")):
+        response: HttpResponse = HttpResponseNotModified()
+    else:
+        queue = selectors.project_queue(project=project)
+        template = "workloads/partials/_project_queue_live.html" if request.htmx else "workloads/project_queue.html"
+        response = render(request, template, {"queue": queue, "project": project,
+                                              "may_submit": access.can(user, Action.SUBMIT, project)})
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
+    patch_vary_headers(response, ["HX-Request", "Cookie"])
+    return response
 
 
 def _back(request: HttpRequest, workload: Workload) -> HttpResponse:

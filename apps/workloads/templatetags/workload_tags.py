@@ -1,0 +1,44 @@
+"""Small display filters for the workload and queue pages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def duration(value: timedelta | None) -> str:
+    """2h 05m, 4m 10s, 12s."""
+    if value is None:
+        return ""
+    seconds = max(0, int(value.total_seconds()))
+    days, seconds = divmod(seconds, 86400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {seconds:02d}s"
+    return f"{seconds}s"
+
+
+@register.filter
+def units(value: Any) -> str:
+    """GPU units without trailing zeros: 4, 0.5."""
+    if value is None:
+        return "—"
+    value = Decimal(value)
+    return format(value.normalize(), "f") if value != value.to_integral() else str(int(value))
+
+
+@register.filter
+def plus_one(value: int | None) -> int | None:
+    """Kueue's 0-based positions as people count them."""
+    return None if value is None else value + 1

@@ -1,0 +1,208 @@
+"""The live queue pages: my workloads with positions and explanations, the project queue, the detail page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.org.models import NodePool, Project
+from apps.usage.models import ClusterQueueState, CohortState
+from apps.workloads.models import Status, Workload, WorkloadEvent, WorkloadLogTail
+
+pytestmark = pytest.mark.django_db
+LIST = reverse("workloads:list")
+
+
+def queue_url(slug: str = "vision") -> str:
+    return reverse("workloads:project_queue", args=[slug])
+
+
+def queued(workload: Workload, position: int, *, reason: str = "Pending") -> Workload:
+    Workload.objects.filter(pk=workload.pk).update(
+        status=Status.QUEUED, status_reason=reason, status_message="couldn't assign flavors",
+        queue_position_local=position, queue_position_cluster=position, positions_at=timezone.now(),
+        kueue_name=f"job-wl-{workload.pk}", job_name=f"wl-{workload.pk}")
+    return Workload.objects.get(pk=workload.pk)
+
+
+def running(workload: Workload, *, cluster_queue: str = "proj-vision-h100-elastic") -> Workload:
+    now = timezone.now()
+    Workload.objects.filter(pk=workload.pk).update(
+        status=Status.RUNNING, status_reason="Running", admitted_at=now - timedelta(minutes=5),
+        started_at=now - timedelta(minutes=5), cluster_queue=cluster_queue, job_name=f"wl-{workload.pk}",
+        admission={"pod_sets": [{"name": "main", "flavors": {"nvidia.com/gpu": "h100"}, "count": 1,
+                                 "resource_usage": {"nvidia.com/gpu": "4"}}]},
+        kueue_conditions=[{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                           "message": "Quota reserved in ClusterQueue proj-vision-h100-elastic",
+                           "lastTransitionTime": "2026-01-01T00:00:00Z"}])
+    return Workload.objects.get(pk=workload.pk)
+
+
+def mirror(project: str = "vision", pool: str = "h100", *, guaranteed: int = 0, elastic: int = 0,
+           share: int | None = None) -> None:
+    at = timezone.now()
+    proj, node_pool = Project.objects.get(slug=project), NodePool.objects.get(slug=pool)
+    for kind, used in (("guaranteed", guaranteed), ("elastic", elastic)):
+        ClusterQueueState.objects.update_or_create(name=f"proj-{project}-{pool}-{kind}", defaults={
+            "project": proj, "node_pool": node_pool, "guaranteed": kind == "guaranteed",
+            "cohort": f"proj-{project}-{pool}", "used": Decimal(used), "observed_at": at,
+            "used_borrowed": Decimal(used) if kind == "elastic" else 0})
+    CohortState.objects.update_or_create(name=f"proj-{project}-{pool}", defaults={
+        "project": proj, "department": proj.department, "node_pool": node_pool,
+        "parent": f"dept-{proj.department.slug}-{pool}", "weighted_share": share, "observed_at": at})
+
+
+# --- my workloads -------------------------------------------------------------------------------------------------
+
+
+def test_my_workloads_show_position_explanation_runtime_and_units(as_user, make_workload):
+    mirror(elastic=8)
+    busy = running(make_workload("alice", name="busy", gpus=4))
+    waiting = queued(make_workload("alice", name="waiting", gpus=4), 2)
+    content = as_user("alice").get(LIST).content.decode()
+    assert "#3 in elastic-h100" in content
+    assert "Waiting for 4 x H100 80GB of idle capacity" in content and "2 workloads are ahead of you." in content
+    assert f'data-workload="{busy.pk}"' in content and "5m 0" in content  # runtime of the running one
+    assert f'data-workload="{waiting.pk}" data-status="queued"' in content
+
+
+@pytest.mark.parametrize("username", ["alice", "lead"])
+def test_the_list_with_waiting_work_makes_a_fixed_number_of_queries(as_user, make_workload,
+                                                                     django_assert_num_queries, username):
+    client = as_user(username)
+    params = {"scope": "all"} if username == "lead" else {}
+    mirror(elastic=8)
+    queued(make_workload("alice", name="w0", gpus=4), 0)
+    expected = 6 + 3  # the list's six, and explain_workloads' three once anything waits
+    with django_assert_num_queries(expected):
+        client.get(LIST, params)
+    for number in range(10):
+        queued(make_workload("alice", name=f"w{number + 1}", gpus=4), number + 1)
+        queued(make_workload("bob", name=f"b{number}", project="nlp", gpus=1), number)
+    with django_assert_num_queries(expected):
+        client.get(LIST, params)
+
+
+# --- project queue ------------------------------------------------------------------------------------------------
+
+
+def test_project_queue_orders_pending_work_and_shows_quota(as_user, make_workload):
+    mirror(guaranteed=0, elastic=8, share=250)
+    holder = running(make_workload("alice", name="holder", gpus=4))
+    second = queued(make_workload("alice", name="second", gpus=4), 1)
+    first = queued(make_workload("alice", name="first", gpus=4), 0)
+    response = as_user("alice").get(queue_url())
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert content.index(f'data-workload="{first.pk}"') < content.index(f'data-workload="{second.pk}"')
+    assert "#1 in elastic-h100" in content and "#2 in elastic-h100" in content
+    assert f'data-workload="{holder.pk}" data-status="running"' in content
+    row = content[content.index('data-pool="h100"'):]
+    row = row[:row.index("</tr>")]
+    assert 'data-fact="deserved">4<' in row and 'data-fact="used">8<' in row and 'data-fact="borrowed">4<' in row
+    assert 'data-fact="pending">8<' in row and 'data-fact="weighted-share">250<' in row
+    assert 'hx-trigger="every 5s"' in content
+    assert "pytorch/pytorch" not in content  # images and commands stay on the detail page
+
+
+def test_project_queue_stops_polling_when_nothing_is_live(as_user):
+    content = as_user("alice").get(queue_url()).content.decode()
+    assert "Nothing is waiting." in content and "hx-get" not in content.split('id="project-queue"')[1][:80]
+
+
+def test_project_queue_answers_304_while_nothing_changed(as_user, make_workload, django_assert_max_num_queries):
+    client = as_user("alice")
+    workload = queued(make_workload("alice", name="w", gpus=4), 0)
+    first = client.get(queue_url(), HTTP_HX_REQUEST="true")
+    etag = first["ETag"]
+    assert first.status_code == 200 and "HX-Request" in first["Vary"]
+    assert 'id="project-queue"' in first.content.decode() and "<html" not in first.content.decode()
+    with django_assert_max_num_queries(5):  # session, user, grants, project, the marker
+        again = client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
+    assert again.status_code == 304 and again["ETag"] == etag
+    # The full page has its own tag: same URL, other body.
+    assert client.get(queue_url(), HTTP_IF_NONE_MATCH=etag).status_code == 200
+    Workload.objects.filter(pk=workload.pk).update(queue_position_local=1, positions_at=timezone.now())
+    changed = client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
+    assert changed.status_code == 200 and changed["ETag"] != etag
+
+
+def test_project_queue_makes_a_fixed_number_of_queries(as_user, make_workload, django_assert_num_queries):
+    client = as_user("lead")
+    mirror(elastic=8)
+    queued(make_workload("alice", name="w0", gpus=4), 0)
+    running(make_workload("alice", name="r0", gpus=4))
+    # session, user, grants, project, the marker, rows, 3 explain, quotas, queue states, cohorts
+    expected = 12
+    with django_assert_num_queries(expected):
+        client.get(queue_url())
+    for number in range(8):
+        queued(make_workload("alice", name=f"w{number + 1}", gpus=2), number + 1)
+        running(make_workload("lead", name=f"r{number + 1}", gpus=1))
+    with django_assert_num_queries(expected):
+        client.get(queue_url())
+
+
+ACCESS = [
+    # (user, project, status)
+    ("admin", "vision", 200), ("admin", "serving", 200),
+    ("deptadmin", "vision", 200), ("deptadmin", "nlp", 200), ("deptadmin", "serving", 404),
+    ("lead", "vision", 200), ("lead", "forecasting", 404),
+    ("alice", "vision", 200), ("alice", "nlp", 404), ("alice", "serving", 404),
+    ("bob", "nlp", 200), ("bob", "vision", 404),
+    ("carol", "forecasting", 200), ("carol", "vision", 404),
+    ("viewer", "vision", 200), ("viewer", "serving", 200),
+    ("alice", "no-such-project", 404),
+]
+
+
+@pytest.mark.parametrize(("username", "project", "expected"), ACCESS)
+def test_project_queue_access(as_user, username, project, expected):
+    assert as_user(username).get(queue_url(project)).status_code == expected
+
+
+def test_project_queue_requires_sign_in(client):
+    response = client.get(queue_url())
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_researchers_see_colleagues_rows_without_their_details(as_user, make_workload):
+    queued(make_workload("lead", name="leads-run", gpus=2, image="secret/registry:1"), 0)
+    content = as_user("alice").get(queue_url()).content.decode()
+    assert "leads-run" in content and "lead" in content and "secret/registry" not in content
+
+
+# --- detail ---------------------------------------------------------------------------------------------------------
+
+
+def test_detail_shows_position_explanation_conditions_flavors_and_preemptor(as_user, make_workload):
+    mirror(elastic=8)
+    victim = running(make_workload("alice", name="victim", gpus=4))
+    preemptor = running(make_workload("bob", name="reclaimer", project="nlp", gpus=4),
+                        cluster_queue="proj-nlp-h100-guaranteed")
+    Workload.objects.filter(pk=preemptor.pk).update(k8s_uid="uid-of-reclaimer")
+    WorkloadEvent.objects.create(workload=victim, at=timezone.now(), from_status="running", to_status="preempted",
+                                 reason="InCohortReclamation", message="Preempted to accommodate a workload",
+                                 details={"preemptor_job_uid": "uid-of-reclaimer"}, cluster_at=timezone.now())
+    WorkloadEvent.objects.create(workload=victim, at=timezone.now(), from_status="preempted", to_status="queued",
+                                 reason="Requeued")
+    victim = queued(victim, 1)
+    alice = as_user("alice").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
+    assert "#2 in elastic-h100" in alice and "1 workload is ahead of you." in alice
+    assert "InCohortReclamation" in alice and "a workload of a project you cannot see" in alice
+    assert reverse("workloads:detail", args=[preemptor.pk]) not in alice
+    assert 'data-condition="QuotaReserved"' in alice
+    lead = as_user("lead").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
+    assert f'href="{reverse("workloads:detail", args=[preemptor.pk])}"' in lead and "reclaimer" in lead
+
+
+def test_detail_of_running_work_shows_flavors_and_the_stored_log_tail(as_user, make_workload, settings):
+    workload = running(make_workload("alice", name="logs", gpus=4))
+    WorkloadLogTail.objects.create(workload=workload, pod=f"wl-{workload.pk}-0-abc", text="step 1: elapsed 10s\n",
+                                   fetched_at=timezone.now())
+    content = as_user("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    assert "step 1: elapsed 10s" in content and "proj-vision-h100-elastic" in content and "<code>h100</code>" in content
