@@ -5,6 +5,7 @@ urlpatterns = [
     path("", include("apps.org.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("workloads/", include("apps.workloads.urls")),
+    path("usage/", include("apps.usage.urls")),
     path("api/v1/", include("portal.api_urls")),
     path("django-admin/", admin.site.urls),
 ]

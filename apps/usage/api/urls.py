@@ -1,0 +1,10 @@
+from django.urls import path
+
+from apps.usage.api_reports import UsageReportView
+
+from . import views
+
+urlpatterns = [
+    path("usage/quota/", views.QuotaUsageView.as_view(), name="usage-quota"),
+    path("usage/", UsageReportView.as_view(), name="usage-report"),
+]

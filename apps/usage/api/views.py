@@ -1,0 +1,59 @@
+"""GET /api/v1/usage/quota/: the quota dashboard's figures, scoped like the page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.usage import selectors
+
+_units = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
+
+
+def _figures(name: str, **extra: Any) -> serializers.Serializer:
+    return inline_serializer(name, fields={
+        "name": serializers.CharField(), "slug": serializers.CharField(),
+        "deserved": serializers.IntegerField(), "limit": serializers.IntegerField(allow_null=True),
+        "used": _units, "borrowed": _units, "lent": _units,
+        "pending": serializers.IntegerField(help_text="GPU units of waiting (queued or preempted) workloads."),
+        "weighted_share": serializers.IntegerField(allow_null=True), **extra})
+
+
+QUEUE = inline_serializer("QuotaQueue", fields={
+    "name": serializers.CharField(), "guaranteed": serializers.BooleanField(), "used": _units, "borrowed": _units,
+    "nominal": _units, "pending_workloads": serializers.IntegerField(),
+    "admitted_workloads": serializers.IntegerField()})
+PROJECT = _figures("QuotaProjectFigures", queues=QUEUE.__class__(many=True))
+DEPARTMENT = _figures("QuotaDepartmentFigures", projects=PROJECT.__class__(many=True))
+POOL = inline_serializer("QuotaPool", fields={
+    "pool": serializers.CharField(), "name": serializers.CharField(), "gpu_resource": serializers.CharField(),
+    "capacity": serializers.IntegerField(), "departments": DEPARTMENT.__class__(many=True),
+    "cluster": _figures("QuotaClusterFigures").__class__(allow_null=True)})
+
+
+class QuotaUsageView(APIView):
+    @extend_schema(
+        responses={200: inline_serializer("QuotaUsage", fields={"pools": POOL.__class__(many=True)})},
+        description=(
+            "Per node pool, the departments and projects you may see with their deserved quota, limit, GPU units in "
+            "use (Kueue's ClusterQueue flavorsUsage of the project's two queues), borrowed (in use beyond deserved), "
+            "lent (deserved left idle, when the project lends), pending demand and fair-sharing weighted share. "
+            "A department's figures count all its projects; `cluster` is given only to those who see everything."
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        pools = []
+        for dashboard in selectors.quota_dashboard(user=request.user):
+            pool = dashboard.pool
+            pools.append({
+                "pool": pool.slug, "name": pool.name, "gpu_resource": pool.gpu_resource, "capacity": pool.capacity,
+                "departments": [{**dept.as_dict(), "projects": [p.as_dict() for p in dept.children]}
+                                for dept in dashboard.departments],
+                "cluster": dashboard.cluster.as_dict() if dashboard.cluster else None,
+            })
+        return Response({"pools": pools})

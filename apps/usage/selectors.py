@@ -1,0 +1,158 @@
+"""Quota usage dashboards: per pool, the projects and departments a viewer may see, with Kueue's live figures.
+
+Everything comes from the watcher's mirror (`ClusterQueueState`, `CohortState`) and the org's quotas; a fixed number
+of queries whatever the number of projects. Scope (decided by the access module):
+- project rows: the projects the viewer may see;
+- department roll-ups: the departments the viewer may see (a researcher sees the department of their project); a
+  roll-up counts all of the department's projects, since it is the department's own figure;
+- the cluster roll-up: only for viewers who see everything.
+
+Definitions (GPU units): in use = the sum of `flavorsUsage` of the project's guaranteed and elastic ClusterQueues;
+borrowed = in use beyond the deserved quota; lent = deserved quota left idle (when the project lends: `does_not_lend`
+projects lend nothing); pending demand = the GPU units of the project's waiting workloads (queued or preempted, not
+yet re-admitted); weighted share = the fair-sharing share Kueue reports on the project's (department's) Cohort.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Case, F, IntegerField, Q, Sum, When
+from django.db.models.functions import Least
+
+from apps.accounts.access import departments_for, projects_for, sees_everything
+from apps.org.models import NodePool, Quota
+from apps.workloads.models import Kind, Status, Workload
+
+from .models import ClusterQueueState, CohortState
+
+ZERO = Decimal(0)
+WAITING = (Status.QUEUED, Status.PREEMPTED)
+
+
+@dataclass
+class Figures:
+    """One row of the dashboard: a project, a department or the cluster on one pool."""
+
+    name: str
+    slug: str
+    level: str  # "project" | "department" | "cluster"
+    deserved: int = 0
+    limit: int | None = None
+    used: Decimal = ZERO
+    pending: int = 0
+    weighted_share: int | None = None
+    lends: bool = True
+    queues: list[dict[str, Any]] = field(default_factory=list)
+    children: list[Figures] = field(default_factory=list)
+    has_quota: bool = True
+
+    @property
+    def borrowed(self) -> Decimal:
+        return max(ZERO, self.used - self.deserved)
+
+    @property
+    def lent(self) -> Decimal:
+        return max(ZERO, self.deserved - self.used) if self.lends else ZERO
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name, "slug": self.slug, "deserved": self.deserved, "limit": self.limit,
+            "used": self.used, "borrowed": self.borrowed, "lent": self.lent, "pending": self.pending,
+            "weighted_share": self.weighted_share,
+        }
+        if self.level == "project":
+            data["queues"] = self.queues
+        return data
+
+
+@dataclass
+class PoolDashboard:
+    pool: NodePool
+    departments: list[Figures]  # each with its visible projects as children
+    cluster: Figures | None
+
+
+def _units_expression() -> Case:
+    """A workload's GPU units in SQL (Workload.gpu_units): gang pods, batch parallelism, or one notebook pod."""
+    return Case(
+        When(kind=Kind.TRAINING, then=F("gpus") * F("pods")),
+        When(kind=Kind.BATCH, then=F("gpus") * Least(F("parallelism"), F("completions"))),
+        default=F("gpus"), output_field=IntegerField(),
+    )
+
+
+def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
+    """The dashboard figures for the viewer: eight queries, however many projects and pools."""
+    everything = sees_everything(user)
+    visible_projects = {p.pk: p for p in projects_for(user).select_related("department")}
+    departments = {d.pk: d for d in departments_for(user)}
+    pools = list(NodePool.objects.order_by("name"))
+    department_ids = list(departments)
+    quotas = list(Quota.objects.filter(Q(department_id__in=department_ids) | Q(
+        project__department_id__in=department_ids)).select_related("project"))
+    states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
+        "name", "project_id", "node_pool_id", "guaranteed", "used", "used_borrowed", "nominal", "pending_workloads",
+        "admitted_workloads"))
+    if everything:
+        cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in ClusterQueueState.objects.values(
+            "node_pool_id").annotate(used=Sum("used")).order_by()}
+    cohorts: dict[tuple[str, int | None, int | None], int | None] = {}
+    for cohort in CohortState.objects.filter(Q(department_id__in=department_ids) | Q(
+            project__department_id__in=department_ids)):
+        key = ("project", cohort.project_id) if cohort.project_id else ("department", cohort.department_id)
+        cohorts[(*key, cohort.node_pool_id)] = cohort.weighted_share
+    pending = {(row["project_id"], row["node_pool_id"]): row["units"] or 0 for row in Workload.objects.filter(
+        status__in=WAITING, project__department_id__in=department_ids).values("project_id", "node_pool_id").annotate(
+        units=Sum(_units_expression())).order_by()}
+
+    project_quota = {(q.project_id, q.node_pool_id): q for q in quotas if q.project_id}
+    department_quota = {(q.department_id, q.node_pool_id): q for q in quotas if q.department_id}
+    project_of = {q.project_id: q.project for q in quotas if q.project_id}
+    used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
+    queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for state in states:
+        key = (state["project_id"], state["node_pool_id"])
+        used[key] += state["used"]
+        queues[key].append({"name": state["name"], "guaranteed": state["guaranteed"], "used": state["used"],
+                            "borrowed": state["used_borrowed"], "nominal": state["nominal"],
+                            "pending_workloads": state["pending_workloads"],
+                            "admitted_workloads": state["admitted_workloads"]})
+
+    result = []
+    for pool in pools:
+        rows = []
+        for department in sorted(departments.values(), key=lambda d: d.name):
+            dq = department_quota.get((department.pk, pool.pk))
+            projects = sorted((project_of[project_id] for project_id, pool_id in project_quota
+                               if pool_id == pool.pk and project_of[project_id].department_id == department.pk),
+                              key=lambda p: p.name)
+            if dq is None and not projects:
+                continue
+            dept = Figures(name=department.name, slug=department.slug, level="department",
+                           deserved=dq.deserved if dq else 0, limit=dq.limit if dq else None, has_quota=dq is not None,
+                           weighted_share=cohorts.get(("department", department.pk, pool.pk)))
+            for project in projects:
+                key = (project.pk, pool.pk)
+                quota = project_quota[key]
+                dept.used += used[key]
+                dept.pending += pending.get(key, 0)
+                if project.pk not in visible_projects:
+                    continue  # counted in the department's roll-up, not shown on its own
+                dept.children.append(Figures(
+                    name=project.name, slug=project.slug, level="project", deserved=quota.deserved,
+                    limit=quota.limit, used=used[key], pending=pending.get(key, 0), lends=not project.does_not_lend,
+                    weighted_share=cohorts.get(("project", project.pk, pool.pk)),
+                    queues=sorted(queues[key], key=lambda q: q["name"])))
+            rows.append(dept)
+        cluster = None
+        if everything:
+            cluster = Figures(name="Cluster", slug=pool.slug, level="cluster", deserved=pool.capacity,
+                              limit=pool.capacity, used=cluster_used.get(pool.pk, ZERO),
+                              pending=sum(d.pending for d in rows), lends=False)
+        if rows or cluster:
+            result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster))
+    return result

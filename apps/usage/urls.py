@@ -1,0 +1,12 @@
+"""Usage pages (namespace "usage"): the quota dashboards here, the GPU-hour reports from urls_reports."""
+
+from django.urls import path
+
+from . import urls_reports, views
+
+app_name = "usage"
+
+urlpatterns = [
+    path("quota/", views.quota, name="quota"),
+    *urls_reports.urlpatterns,
+]

@@ -1,0 +1,138 @@
+"""Quota usage dashboards (page and API): figures from the mirror, scope from the access module, fixed queries."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.org.models import Department, NodePool, Project
+from apps.usage.models import ClusterQueueState, CohortState
+from apps.workloads.models import Status, Workload
+
+pytestmark = pytest.mark.django_db
+PAGE = reverse("usage:quota")
+API = "/api/v1/usage/quota/"
+
+
+def mirror(project: str, pool: str = "h100", *, guaranteed: int = 0, elastic: int = 0, share: int | None = None):
+    at = timezone.now()
+    proj, node_pool = Project.objects.get(slug=project), NodePool.objects.get(slug=pool)
+    for kind, used in (("guaranteed", guaranteed), ("elastic", elastic)):
+        ClusterQueueState.objects.update_or_create(name=f"proj-{project}-{pool}-{kind}", defaults={
+            "project": proj, "node_pool": node_pool, "guaranteed": kind == "guaranteed", "used": Decimal(used),
+            "used_borrowed": Decimal(used) if kind == "elastic" else 0, "observed_at": at})
+    CohortState.objects.update_or_create(name=f"proj-{project}-{pool}", defaults={
+        "project": proj, "department": proj.department, "node_pool": node_pool, "weighted_share": share,
+        "observed_at": at})
+
+
+@pytest.fixture
+def make_workload(demo):
+    from apps.workloads import services
+
+    def make(owner: str, *, project: str, gpus: int, pods: int = 1) -> Workload:
+        return services.workload_submit(
+            actor=demo[owner], project=Project.objects.get(slug=project), node_pool=NodePool.objects.get(slug="h100"),
+            kind="training", name="run", image="pytorch/pytorch:2.4.0", gpus=gpus, pods=pods, model_label="resnet",
+            data_class="public", command=["sleep", "60"])
+
+    return make
+
+
+def waiting(make_workload, owner: str, project: str, gpus: int, pods: int = 1) -> Workload:
+    workload = make_workload(owner, project=project, gpus=gpus, pods=pods)
+    Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED)
+    return workload
+
+
+def figures(client, pool: str = "h100") -> dict:
+    data = client.get(API).json()
+    (entry,) = [p for p in data["pools"] if p["pool"] == pool]
+    return entry
+
+
+def test_project_and_department_figures(client_for, make_workload):
+    mirror("vision", guaranteed=4, elastic=2, share=120)
+    mirror("nlp", guaranteed=1)
+    waiting(make_workload, "alice", "vision", 2, pods=2)
+    entry = figures(client_for("admin"))
+    research = next(d for d in entry["departments"] if d["slug"] == "research")
+    vision = next(p for p in research["projects"] if p["slug"] == "vision")
+    nlp = next(p for p in research["projects"] if p["slug"] == "nlp")
+    assert vision == {**vision, "deserved": 4, "limit": 8, "used": 6, "borrowed": 2, "lent": 0, "pending": 4,
+                      "weighted_share": 120}
+    assert nlp["used"] == 1 and nlp["lent"] == 3 and nlp["borrowed"] == 0
+    assert {q["name"] for q in vision["queues"]} == {"proj-vision-h100-guaranteed", "proj-vision-h100-elastic"}
+    assert research["deserved"] == 8 and research["used"] == 7 and research["lent"] == 1 and research["pending"] == 4
+    assert entry["cluster"]["used"] == 7 and entry["cluster"]["deserved"] == 16
+
+
+def test_projects_that_do_not_lend_lend_nothing(client_for):
+    mirror("serving", guaranteed=1)
+    production = next(d for d in figures(client_for("admin"))["departments"] if d["slug"] == "production")
+    serving = next(p for p in production["projects"] if p["slug"] == "serving")
+    assert serving["used"] == 1 and serving["lent"] == 0
+
+
+SCOPE = [
+    # user -> (departments shown, projects shown, cluster roll-up)
+    ("admin", {"research", "production", "data-science"}, {"vision", "nlp", "serving", "etl", "forecasting",
+                                                           "analytics"}, True),
+    ("viewer", {"research", "production", "data-science"}, {"vision", "nlp", "serving", "etl", "forecasting",
+                                                            "analytics"}, True),
+    ("deptadmin", {"research"}, {"vision", "nlp"}, False),
+    ("lead", {"research"}, {"vision", "nlp"}, False),
+    ("alice", {"research"}, {"vision"}, False),
+    ("bob", {"research"}, {"nlp"}, False),
+    ("carol", {"data-science"}, {"forecasting"}, False),
+]
+
+
+@pytest.mark.parametrize(("username", "departments", "projects", "cluster"), SCOPE)
+def test_the_api_is_scoped(client_for, username, departments, projects, cluster):
+    mirror("nlp", guaranteed=3)
+    entry = figures(client_for(username))
+    assert {d["slug"] for d in entry["departments"]} == departments
+    assert {p["slug"] for d in entry["departments"] for p in d["projects"]} == projects
+    assert (entry["cluster"] is not None) == cluster
+    if username == "alice":  # her department's roll-up counts NLP, whose own row she does not see
+        assert entry["departments"][0]["used"] == 3
+
+
+@pytest.mark.parametrize(("username", "departments", "projects", "cluster"), SCOPE)
+def test_the_page_is_scoped(client_for, username, departments, projects, cluster):
+    content = client_for(username).get(PAGE).content.decode()
+    shown_projects = {slug for slug in ("vision", "nlp", "serving", "etl", "forecasting", "analytics")
+                      if f'data-level="project" data-slug="{slug}"' in content}
+    shown_departments = {d.slug for d in Department.objects.all()
+                         if f'data-level="department" data-slug="{d.slug}"' in content}
+    assert shown_projects == projects and shown_departments == departments
+    assert ('data-level="cluster"' in content) == cluster
+
+
+def test_anonymous_users_are_sent_to_sign_in_and_the_api_refuses_them(client):
+    assert client.get(PAGE).status_code == 302
+    assert client.get(API).status_code in (401, 403)
+
+
+def test_the_page_draws_bars_a_tree_and_a_table(client_for):
+    mirror("vision", guaranteed=4, elastic=2)
+    content = client_for("alice").get(PAGE).content.decode()
+    assert 'class="qbar"' in content and 'class="cohort-tree"' in content and 'class="quota-usage"' in content
+    assert "6 in use of 4 deserved, 2 borrowed, limit 8" in content
+    assert "<script" not in content.split("</head>")[1]  # no chart library
+
+
+@pytest.mark.parametrize(("username", "expected"), [("admin", 11), ("alice", 10), ("lead", 10)])
+def test_dashboard_queries_are_fixed(client_for, make_workload, django_assert_num_queries, username, expected):
+    client = client_for(username)
+    with django_assert_num_queries(expected):
+        client.get(PAGE)
+    for project in ("vision", "nlp", "forecasting", "serving"):
+        mirror(project, guaranteed=1, elastic=1, share=5)
+        waiting(make_workload, "admin", project, 1)
+    with django_assert_num_queries(expected):
+        client.get(PAGE)
