@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -137,6 +138,7 @@ class UsageReportView(APIView):
         )
         report = reports.usage_report(user=user, group=reports.Group(group_by), window=window, filters=filters)
         return Response({
-            "group_by": group_by, "start": window.start, "end": window.end, "counted_until": report.until,
+            "group_by": group_by, "start": timezone.localtime(window.start), "end": timezone.localtime(window.end),
+            "counted_until": timezone.localtime(report.until),
             "rows": [_row(report, row) for row in report.rows], "total": _row(report, report.total, total=True),
         })

@@ -1,0 +1,300 @@
+"""The showback page, its CSV, "who held the cards" and GET /api/v1/usage/: scoping, CSV content, query counts."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+
+import pytest
+
+from apps.org.models import Project
+from apps.usage.models import UsageInterval
+
+from .reports_support import interval, workload
+
+MARCH = "month=2026-03"
+
+
+@pytest.fixture
+def ledger(demo):
+    """Three projects in two departments, two users of vision, a MIG row, a preempted-and-requeued workload."""
+    interval(workload(demo["alice"], project="vision", gpus=2, preemptible=False, model_label="llama",
+                      data_class="pii"), "2026-03-02 00:00", "2026-03-02 05:00")  # 10 within
+    requeued = workload(demo["lead"], project="vision", gpus=4, name="sweep")
+    interval(requeued, "2026-03-03 00:00", "2026-03-03 01:00", reason="Preempted: InCohortReclamation")  # 4
+    interval(requeued, "2026-03-03 02:00", "2026-03-03 03:30", reason="Succeeded")  # 6
+    interval(workload(demo["bob"], project="nlp", pool="a100-mig-3g40gb", gpus=7), "2026-03-04 00:00",
+             "2026-03-04 01:00")  # 3
+    interval(workload(demo["carol"], project="forecasting", gpus=1), "2026-03-05 00:00", "2026-03-05 08:00")  # 8
+    return demo
+
+
+def table_rows(response) -> list[list[str]]:
+    content = response.content.decode()
+    table = re.search(r'<table class="usage-table">(.*?)</table>', content, re.S).group(1)
+    body = re.sub(r"<tfoot>.*?</tfoot>", "", table, flags=re.S)
+    rows = []
+    for row in re.findall(r"<tr>(.*?)</tr>", body, re.S):
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(
+            r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+        if cells and "No GPU-hours" not in cells[0]:
+            rows.append(cells)
+    return rows
+
+
+def csv_rows(response) -> list[list[str]]:
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith('attachment; filename="gpu-hours-by-')
+    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def test_showback_page_lists_visible_projects_with_hours(ledger, client_for):
+    response = client_for("admin").get(f"/usage/reports/?{MARCH}&group=project")
+    assert response.status_code == 200
+    rows = {cells[0]: cells for cells in table_rows(response)[1:]}
+    assert rows["vision"][3:6] == ["20.000", "10.000", "10.000"]  # GPU-hours, within quota, borrowed
+    assert rows["nlp"][3] == "3.000" and rows["forecasting"][3] == "8.000"
+    assert rows["etl"][3] == "0.000"  # quota, no use
+    assert 'class="usage-chart"' in response.content.decode()
+
+
+def test_csv_is_exactly_the_pages_table(ledger, client_for):
+    client = client_for("deptadmin")
+    for query in (f"{MARCH}&group=project", f"{MARCH}&group=user", f"{MARCH}&group=pool",
+                  "start=2026-02-01&end=2026-04-30&group=month", f"{MARCH}&group=department&project=vision"):
+        page = table_rows(client.get(f"/usage/reports/?{query}"))
+        exported = csv_rows(client.get(f"/usage/reports.csv?{query}"))
+        assert exported == page, query
+        assert exported[0][:2] and len(exported) > 1
+
+
+def test_htmx_filter_change_renders_only_the_report(ledger, client_for):
+    response = client_for("alice").get(f"/usage/reports/?{MARCH}&group=user", HTTP_HX_REQUEST="true")
+    content = response.content.decode()
+    assert content.lstrip().startswith('<div id="usage-report">') and "<html" not in content
+    assert [row[0] for row in table_rows(response)[1:]] == ["alice", "lead"]  # 10 each: by name
+
+
+def test_researcher_sees_own_projects_only(ledger, client_for):
+    client = client_for("alice")
+    rows = [cells[0] for cells in table_rows(client.get(f"/usage/reports/?{MARCH}&group=project"))[1:]]
+    assert rows == ["vision"]
+    users = [cells[0] for cells in csv_rows(client.get(f"/usage/reports.csv?{MARCH}&group=user"))[1:]]
+    assert sorted(users) == ["alice", "lead"]
+    # Another department's project is not a choice: the form refuses it and nothing is shown or exported.
+    response = client.get(f"/usage/reports/?{MARCH}&project=forecasting")
+    content = response.content.decode()
+    assert "Select a valid choice" in content and 'class="usage-table"' not in content
+    assert client.get(f"/usage/reports.csv?{MARCH}&project=forecasting").status_code == 400
+
+
+def test_department_admin_sees_own_department(ledger, client_for):
+    rows = table_rows(client_for("deptadmin").get(f"/usage/reports/?{MARCH}&group=department"))
+    assert [cells[0] for cells in rows[1:]] == ["research"]
+    assert rows[1][2] == "23.000"
+
+
+def test_invalid_periods_are_explained(ledger, client_for):
+    client = client_for("admin")
+    content = client.get("/usage/reports/?start=2026-03-05&end=2026-03-01").content.decode()
+    assert "The end date is before the start date." in content
+    content = client.get("/usage/reports/?start=2025-01-01&end=2026-03-01").content.decode()
+    assert "at most 400 days" in content
+    assert "Give both ends" in client.get("/usage/reports/?start=2026-03-05").content.decode()
+    assert "Choose a month" in client.get("/usage/reports/?month=2026-13").content.decode()
+
+
+def test_custom_range_end_day_is_inclusive(ledger, client_for):
+    rows = table_rows(client_for("admin").get("/usage/reports/?start=2026-03-02&end=2026-03-03&group=project"))
+    assert {cells[0]: cells[3] for cells in rows[1:]}["vision"] == "20.000"
+    rows = table_rows(client_for("admin").get("/usage/reports/?start=2026-03-02&end=2026-03-02&group=project"))
+    assert {cells[0]: cells[3] for cells in rows[1:]}["vision"] == "10.000"
+
+
+def grow(demo, n: int) -> None:
+    """n more projects in research with quotas, each with intervals of several users."""
+    from apps.org import services
+    from apps.org.models import Department, NodePool
+
+    research = Department.objects.get(slug="research")
+    pools = list(NodePool.objects.all())
+    for i in range(n):
+        project = services.project_create(actor=demo["admin"], department=research, slug=f"grown-{i}",
+                                          name=f"Grown {i}")
+        services.quota_set(actor=demo["admin"], node_pool=pools[i % 3], project=project, deserved=0, limit=None)
+        for who in ("alice", "bob", "lead"):
+            work = workload(demo[who], project=project.slug, pool=pools[i % 3].slug)
+            interval(work, "2026-03-10 00:00", "2026-03-10 03:00")
+            interval(work, "2026-03-11 00:00", None)
+
+
+@pytest.mark.parametrize("username", ["admin", "deptadmin", "alice"])
+def test_page_and_csv_query_counts_do_not_grow(ledger, client_for, django_assert_num_queries,
+                                                django_assert_max_num_queries, username):
+    client = client_for(username)
+    client.get("/usage/reports/")  # warm the session
+    urls = [f"/usage/reports/?{MARCH}&group=project", f"/usage/reports/?{MARCH}&group=user",
+            f"/usage/reports.csv?{MARCH}&group=department", "/usage/holders/?node_pool=h100&start=2026-03-01T00:00"
+            "&end=2026-03-31T00:00", "/usage/holders.csv?node_pool=h100&start=2026-03-01T00:00&end=2026-03-31T00:00"]
+    counts = {}
+    for url in urls:
+        with django_assert_max_num_queries(1000) as captured:
+            response = client.get(url)
+            b"".join(response.streaming_content) if response.streaming else response.content
+        counts[url] = len(captured)
+    grow(ledger, 12)
+    for url in urls:
+        with django_assert_num_queries(counts[url]):
+            response = client.get(url)
+            b"".join(response.streaming_content) if response.streaming else response.content
+    assert counts[urls[0]] <= 12, counts
+
+
+# --- who held the cards -------------------------------------------------------------------------------------------
+
+
+def holder_csv(response) -> list[list[str]]:
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith('attachment; filename="card-holders-')
+    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def test_holders_timeline_and_table(ledger, client_for):
+    response = client_for("admin").get("/usage/holders/?node_pool=h100&start=2026-03-01T00:00&end=2026-03-06T00:00")
+    content = response.content.decode()
+    assert response.status_code == 200
+    ids = [int(pk) for pk in re.findall(r'data-interval="(\d+)"', content)]
+    expected = list(UsageInterval.objects.filter(node_pool__slug="h100").order_by("started_at").values_list(
+        "pk", flat=True))
+    assert ids == expected and len(ids) == 4
+    assert content.count('class="holders-track"') == 4
+    # The first stretch is 5 hours of a 5-day window, starting a day in: left 20%, width 4.167%.
+    assert 'style="left: 20.000%; width: 4.167%"' in content
+    assert "llama" in content and "pii" in content
+
+
+def test_holders_filters_and_csv(ledger, client_for):
+    client = client_for("admin")
+    base = "node_pool=h100&start=2026-03-01T00:00&end=2026-04-01T00:00"
+    rows = holder_csv(client.get(f"/usage/holders.csv?{base}"))
+    assert rows[0][:3] == ["Interval", "Workload", "Workload name"] and len(rows) == 5
+    sweep = [row for row in rows[1:] if row[2] == "sweep"]
+    assert [(row[4], row[5], row[7], row[14], row[15]) for row in sweep] == [
+        ("vision", "lead", "4", "Preempted: InCohortReclamation", "4.000"), ("vision", "lead", "4", "Succeeded",
+                                                                            "6.000")]
+    assert [row[5] for row in holder_csv(client.get(f"/usage/holders.csv?{base}&user=alice"))[1:]] == ["alice"]
+    assert [row[4] for row in holder_csv(client.get(f"/usage/holders.csv?{base}&project=forecasting"))[1:]] == [
+        "forecasting"]
+    by_label = holder_csv(client.get(f"/usage/holders.csv?{base}&model_label=LLAMA&data_class=pii"))
+    assert [(row[10], row[11]) for row in by_label[1:]] == [("llama", "pii")]
+    mig = holder_csv(client.get("/usage/holders.csv?node_pool=a100-mig-3g40gb&start=2026-03-01T00:00"
+                                "&end=2026-04-01T00:00"))
+    assert [(row[7], row[8], row[15]) for row in mig[1:]] == [("7", "3/7", "3.000")]
+
+
+def test_holders_are_scoped(ledger, client_for):
+    base = "start=2026-03-01T00:00&end=2026-04-01T00:00"
+    alice = client_for("alice")
+    projects = {row[4] for row in holder_csv(alice.get(f"/usage/holders.csv?node_pool=h100&{base}"))[1:]}
+    assert projects == {"vision"}
+    assert holder_csv(alice.get(f"/usage/holders.csv?node_pool=a100-mig-3g40gb&{base}"))[1:] == []
+    assert alice.get(f"/usage/holders/?node_pool=h100&project=forecasting&{base}").status_code == 200
+    assert "Select a valid choice" in alice.get(f"/usage/holders/?project=forecasting&{base}").content.decode()
+    assert alice.get(f"/usage/holders.csv?project=forecasting&{base}").status_code == 400
+    assert client_for("admin").get("/usage/holders/?start=2026-03-02T00:00&end=2026-03-01T00:00").content.decode(
+    ).count("The end must be after the start.") == 1
+
+
+def test_pages_need_a_login(client):
+    assert client.get("/usage/reports/").status_code == 302
+    assert client.get("/usage/holders.csv").status_code == 302
+
+
+# --- the API ------------------------------------------------------------------------------------------------------
+
+
+def test_api_rows_name_their_group(ledger, client_for):
+    client = client_for("admin")
+    body = client.get("/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01").json()
+    vision = next(row for row in body["rows"] if row["project_slug"] == "vision")
+    assert vision["project"] == Project.objects.get(slug="vision").pk and vision["department_slug"] == "research"
+    assert (vision["gpu_hours"], vision["gpu_hours_within_quota"], vision["gpu_hours_borrowed"]) == (20.0, 10.0, 10.0)
+    assert vision["deserved_gpu_hours"] == pytest.approx((4 + 3 * 3 / 7 + 1) * 31 * 24, abs=1e-3)
+    assert vision["cost"] is None
+    assert body["total"]["gpu_hours"] == 31.0 == sum(row["gpu_hours"] for row in body["rows"])
+    assert body["start"] == "2026-03-01T00:00:00Z" and body["end"] == "2026-04-01T00:00:00Z"
+    for group_by, id_field, slug_field, slug in [("department", "department", "department_slug", "research"),
+                                                 ("user", "user", "username", "alice"),
+                                                 ("pool", "node_pool", "node_pool_slug", "a100-mig-3g40gb")]:
+        rows = client.get(f"/api/v1/usage/?group_by={group_by}&start=2026-03-01&end=2026-04-01").json()["rows"]
+        row = next(row for row in rows if row[slug_field] == slug)
+        assert isinstance(row[id_field], int) and row["gpu_hours"] > 0
+    users = client.get("/api/v1/usage/?group_by=user&start=2026-03-01&end=2026-04-01").json()["rows"]
+    assert all(row["deserved_gpu_hours"] is None for row in users)
+
+
+def test_api_cost_when_priced(ledger, client_for):
+    from decimal import Decimal
+
+    from apps.org import services
+    from apps.org.models import NodePool
+
+    services.node_pool_update(actor=ledger["admin"], node_pool=NodePool.objects.get(slug="h100"),
+                              price_per_card_hour=Decimal("3"))
+    rows = client_for("admin").get("/api/v1/usage/?group_by=pool&start=2026-03-01&end=2026-04-01").json()["rows"]
+    assert {row["node_pool_slug"]: row["cost"] for row in rows}["h100"] == 84.0  # 28 card-hours x 3
+
+
+def test_api_is_scoped_and_filters_leak_nothing(ledger, client_for):
+    alice = client_for("alice")
+    rows = alice.get("/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01").json()["rows"]
+    assert [row["project_slug"] for row in rows] == ["vision"]
+    for project in ("forecasting", "no-such-project"):
+        response = alice.get(f"/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01&project={project}")
+        assert response.status_code == 400
+        assert response.json() == {"project": [f"No project '{project}' that you may see."]}
+    rows = client_for("deptadmin").get("/api/v1/usage/?group_by=user&start=2026-03-01&end=2026-04-01").json()["rows"]
+    assert sorted(row["username"] for row in rows) == ["alice", "bob", "lead"]
+    assert client_for("admin").get(
+        "/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01&user=carol").json()["total"][
+        "gpu_hours"] == 8.0
+
+
+def test_api_validation_messages(ledger, client_for):
+    client = client_for("admin")
+    cases = [
+        ("group_by=team&start=2026-03-01&end=2026-04-01",
+         {"group_by": ["Choose one of: department, project, user, pool."]}),
+        ("group_by=project&start=2026-04-01&end=2026-03-01", {"end": ["The end must be after the start."]}),
+        ("group_by=project&start=2025-01-01&end=2026-04-01",
+         {"end": ["A report spans at most 400 days; choose a shorter period."]}),
+        ("group_by=project&start=March&end=2026-04-01",
+         {"start": ["'March' is not an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."]}),
+        ("group_by=project&end=2026-04-01",
+         {"start": ["Give start as an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."]}),
+    ]
+    for query, errors in cases:
+        response = client.get(f"/api/v1/usage/?{query}")
+        assert (response.status_code, response.json()) == (400, errors), query
+    assert client.get("/api/v1/usage/?group_by=project&start=2026-03-01T06:00:00%2B02:00&end=2026-03-02").json()[
+        "start"] == "2026-03-01T04:00:00Z"
+
+
+@pytest.mark.parametrize("username", ["admin", "alice"])
+def test_api_query_count_is_constant(ledger, client_for, django_assert_num_queries, django_assert_max_num_queries,
+                                     username):
+    client = client_for(username)
+    url = "/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01"
+    client.get(url)
+    with django_assert_max_num_queries(1000) as captured:
+        client.get(url)
+    grow(ledger, 10)
+    with django_assert_num_queries(len(captured)):
+        assert client.get(url).status_code == 200
+    assert len(captured) <= 7
+
+
+def test_api_needs_authentication(client):
+    assert client.get("/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01").status_code in {401, 403}
