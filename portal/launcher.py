@@ -104,7 +104,7 @@ def main() -> int:
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     env.setdefault("PORTAL_RUN_DIR", str(RUN_DIR))
     if not env.get("REDIS_URL"):
-        (RUN_DIR / "broker").mkdir(exist_ok=True)
+        (RUN_DIR / "broker" / "control").mkdir(parents=True, exist_ok=True)
         print("launcher: REDIS_URL not set; using the embedded file-system broker in .run/broker", flush=True)
     prepare(env)
     processes: dict[str, subprocess.Popen] = {}

@@ -151,7 +151,8 @@ CELERY_BROKER_URL = REDIS_URL or "filesystem://"
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {"visibility_timeout": 3600}
     if REDIS_URL
-    else {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "store_processed": False}
+    else {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "store_processed": False,
+          "control_folder": str(BROKER_DIR / "control")}
 )
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

@@ -28,7 +28,7 @@ def celery_worker(transactional_db, settings):
 
     from portal.celery import app
 
-    settings.BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    (settings.BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     with app.connection_for_write() as connection:
         connection.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)  # leftovers of an aborted run
