@@ -1,0 +1,88 @@
+"""End to end: kubesim's manual clock, the real watcher writing the ledger, the report reading it.
+
+A borrowed workload is preempted by its sibling project's non-preemptible work and admitted again when that ends: the
+ledger holds two intervals for it, and the GPU-hours of every workload equal the times on the emulated clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from apps.org.demo import seed_demo
+from apps.org.models import NodePool, Project
+from apps.usage import reports
+from apps.usage.models import UsageInterval
+from apps.workloads import services
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from tests.worker.conftest import cluster, kubesim, wait_for, watcher  # noqa: F401 - fixtures
+from worker import tasks
+from worker.kueue_sync import desired_from_database, reconcile
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def org(cluster, transactional_db):  # noqa: F811 - the imported fixture
+    seed_demo()
+    reconcile(cluster, desired_from_database())
+    return {user.username: user for user in get_user_model().objects.all()}
+
+
+def submit(kubesim, user, *, project, name, preemptible=True):  # noqa: F811
+    """Submit 4 x H100 for 600 s; returns the workload and the emulated time it was created (= admitted, if it fits)."""
+    created = datetime.fromisoformat(kubesim.advance(0))
+    workload = services.workload_submit(
+        actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name,
+        image="pytorch/pytorch:2.4.0", command=["sleep", "600"], node_pool=NodePool.objects.get(slug="h100"),
+        gpus=4, model_label="resnet", data_class="public", preemptible=preemptible)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    kubesim.advance(1)
+    return workload, created
+
+
+def status_of(workload):
+    return Workload.objects.get(pk=workload.pk).status
+
+
+def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_times(kubesim, org, watcher):  # noqa: F811
+    ds, ds_at = submit(kubesim, org["carol"], project="forecasting", name="ds")
+    wait_for(lambda: status_of(ds) == Status.RUNNING)
+    borrowed = [submit(kubesim, org["alice"], project="vision", name=f"b-{i}") for i in range(2)]
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w, _ in borrowed))
+    reclaimer, preempted_at = submit(kubesim, org["bob"], project="nlp", name="reclaim", preemptible=False)
+    wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
+    ((victim, victim_at),) = [(w, at) for w, at in borrowed
+                              if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
+    ((survivor, survivor_at),) = [(w, at) for w, at in borrowed if w.pk != victim.pk]
+    # The first cards to come free are Data Science's, 600 s after its admission: the victim is admitted again then
+    # and runs its 600 s anew.
+    kubesim.advance(600)
+    wait_for(lambda: status_of(victim) == Status.RUNNING)
+    kubesim.advance(600)
+    wait_for(lambda: status_of(victim) == Status.SUCCEEDED)
+    readmitted_at, finished_at = ds_at + timedelta(seconds=600), ds_at + timedelta(seconds=1200)
+    wait_for(lambda: not UsageInterval.objects.filter(ended_at__isnull=True).exists())
+
+    first, second = UsageInterval.objects.filter(workload=victim).order_by("started_at")
+    assert (first.started_at, first.ended_at) == (victim_at, preempted_at)
+    assert (second.started_at, second.ended_at) == (readmitted_at, finished_at)
+
+    window = reports.Window(ds_at - timedelta(hours=1), finished_at + timedelta(hours=1))
+    now = finished_at + timedelta(hours=2)
+    held = {row.workload_id: 0.0 for row in UsageInterval.objects.all()}
+    for row in reports.holders(user=org["admin"], window=window, filters=reports.HolderFilters(), now=now):
+        held[row.workload_id] += row.held_hours
+    hours = 4 / 3600  # 4 full cards, per second
+    assert held[victim.pk] == pytest.approx(hours * ((preempted_at - victim_at).total_seconds() + 600))
+    assert held[survivor.pk] == pytest.approx(hours * 600)
+    assert held[reclaimer.pk] == pytest.approx(hours * 600)
+    assert held[ds.pk] == pytest.approx(hours * 600)
+    users = {row.slug: row for row in reports.usage_report(user=org["admin"], group=reports.Group.USER,
+                                                           window=window, now=now).rows}
+    assert users["alice"].borrowed == pytest.approx(held[victim.pk] + held[survivor.pk])
+    assert users["bob"].within_quota == pytest.approx(hours * 600) and users["bob"].borrowed == 0
+    assert sum(held.values()) == pytest.approx(sum(row.gpu_hours for row in users.values()))
+    assert ds_at < survivor_at < preempted_at
