@@ -64,3 +64,10 @@ class RoleBindingForm(StyledForm):
             "user": data["user"], "group": data["group"], "role": data["role"],
             "department": self._departments.get(scope), "project": self._projects.get(scope),
         }
+
+
+class NotificationPreferenceForm(StyledForm):
+    on_admitted = forms.BooleanField(required=False, label="A workload of mine is admitted (gets its GPUs)")
+    on_preempted = forms.BooleanField(required=False, label="A workload of mine is preempted")
+    on_finished = forms.BooleanField(required=False, label="A workload of mine finishes successfully")
+    on_failed = forms.BooleanField(required=False, label="A workload of mine fails")

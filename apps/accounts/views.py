@@ -14,8 +14,8 @@ from apps.org.models import Department, Project
 
 from . import access, services
 from .access import Action
-from .forms import RoleBindingForm
-from .models import RoleBinding, Scope
+from .forms import NotificationPreferenceForm, RoleBindingForm
+from .models import NotificationPreference, RoleBinding, Scope
 
 
 def _scope_object(binding: RoleBinding) -> Department | Project | None:
@@ -77,3 +77,20 @@ def role_binding_delete(request: HttpRequest, pk: int) -> HttpResponse:
         "object": binding, "kind": "role binding", "cancel": "accounts:role_bindings",
         "consequences": "The subject loses this role at this scope and below.",
     })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def my_settings(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's own settings: which workload events reach them by e-mail (opt-in)."""
+    user = request.user
+    preference = NotificationPreference.objects.filter(user=user).first()
+    fields = ("on_admitted", "on_preempted", "on_finished", "on_failed")
+    initial = {name: getattr(preference, name) for name in fields} if preference else {}
+    form = NotificationPreferenceForm(request.POST if request.method == "POST" else None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        services.notification_preference_set(user=user, **{name: form.cleaned_data[name] for name in fields})
+        messages.success(request, "Saved: you get e-mail for the events ticked below." if any(
+            form.cleaned_data.values()) else "Saved: you get no workload e-mail.")
+        return redirect("accounts:settings")
+    return render(request, "accounts/settings.html", {"form": form, "email": user.email})
