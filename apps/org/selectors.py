@@ -71,3 +71,13 @@ def kueue_sync_status(*, limit: int = 50) -> dict[str, Any]:
     runs = list(KueueSyncRun.objects.all()[:limit])
     last_ok = next((run for run in runs if run.ok), None)
     return {"state": state, "runs": runs, "last_ok": last_ok, "last": runs[0] if runs else None}
+
+
+def project_weighted_shares(*, project_ids: list[int]) -> dict[tuple[int, int], int | None]:
+    """(project id, pool id) -> the fair-sharing weighted share Kueue reports on the project's Cohort
+    (`proj-<slug>-<pool>`), as the watcher mirrored it; one query."""
+    from apps.usage.models import CohortState
+
+    return {(project_id, pool_id): share for project_id, pool_id, share in CohortState.objects.filter(
+        project_id__in=project_ids, node_pool__isnull=False).values_list("project_id", "node_pool_id",
+                                                                          "weighted_share")}

@@ -348,10 +348,14 @@ def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
 
 def _weight_rows(user: Any, projects: Any) -> list[dict[str, Any]]:
     pools = list(selectors.node_pools())
+    projects = list(projects)
+    shares = selectors.project_weighted_shares(project_ids=[project.pk for project in projects])
     rows = []
     for project in projects:
         quotas = {q.node_pool_id: q for q in project.quotas.all()}
-        rows.append({"project": project, "cells": [{"pool": pool, "quota": quotas.get(pool.pk)} for pool in pools]})
+        rows.append({"project": project, "cells": [{"pool": pool, "quota": quotas.get(pool.pk)} for pool in pools],
+                     "shares": [{"pool": pool, "share": shares[(project.pk, pool.pk)]} for pool in pools
+                                if (project.pk, pool.pk) in shares]})
     return rows
 
 
