@@ -303,16 +303,79 @@ class WorkloadSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class WorkloadDetailSerializer(WorkloadSerializer):
-    """One workload with its history and the Job as submitted.
+class QueuePositionSerializer(serializers.Serializer):
+    local_queue = serializers.IntegerField(help_text="0-based position in the project's LocalQueue (0 = next).")
+    cluster_queue = serializers.IntegerField(help_text="0-based position in the ClusterQueue.")
 
-    Live cluster state (queue position, "why am I waiting", flavors assigned) belongs here too: add those fields to
-    this serializer, fed by the view, so the list stays one query.
+
+class AdmissionSerializer(serializers.Serializer):
+    cluster_queue = serializers.CharField()
+    flavors = serializers.ListField(child=serializers.CharField(), help_text="ResourceFlavors (node pools) assigned.")
+    pod_sets = serializers.ListField(child=serializers.DictField(), help_text="Kueue's podSetAssignments.")
+
+
+class PreemptorSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    project = serializers.CharField()
+
+
+class PreemptionSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the cluster preempted it (its own clock).")
+    reason = serializers.CharField(help_text="InClusterQueue, InCohortReclamation, InCohortFairSharing, ...")
+    message = serializers.CharField()
+    preemptor = PreemptorSerializer(allow_null=True, help_text="The portal workload that took the GPUs; null when "
+                                                               "unknown or not visible to you.")
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    """One workload with its history, the Job as submitted and its live queue state.
+
+    The view attaches `explanation` and `preemption_list` (`_with_live_state`), so listing stays one query.
     """
 
     events = WorkloadEventSerializer(many=True, read_only=True)
     manifest = serializers.JSONField(read_only=True, allow_null=True)
+    queue_position = serializers.SerializerMethodField(help_text="Null unless queued with a position from Kueue.")
+    reason = serializers.CharField(source="status_reason", read_only=True, help_text="Kueue's (or the portal's) "
+                                                                                      "reason for the status.")
+    message = serializers.CharField(source="status_message", read_only=True)
+    explanation = serializers.SerializerMethodField(help_text="Why it waits, in one sentence; null unless queued "
+                                                              "or rejected.")
+    explanation_kind = serializers.SerializerMethodField(
+        help_text="quota, preempting, never_fits, misconfigured, stopped_queue; null without an explanation.")
+    admission = serializers.SerializerMethodField(help_text="Null until admitted.")
+    preemptions = serializers.SerializerMethodField()
 
     class Meta(WorkloadSerializer.Meta):
-        fields = [*WorkloadSerializer.Meta.fields, "events", "manifest"]
+        fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "explanation",
+                  "explanation_kind", "admission", "preemptions", "events", "manifest"]
         read_only_fields = fields
+
+    @extend_schema_field(QueuePositionSerializer(allow_null=True))
+    def get_queue_position(self, workload: Workload) -> dict[str, int] | None:
+        if workload.status != "queued" or workload.queue_position_local is None:
+            return None
+        return {"local_queue": workload.queue_position_local, "cluster_queue": workload.queue_position_cluster}
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_explanation(self, workload: Workload) -> str | None:
+        explanation = getattr(workload, "explanation", None)
+        return explanation.sentence if explanation else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_explanation_kind(self, workload: Workload) -> str | None:
+        explanation = getattr(workload, "explanation", None)
+        return explanation.kind if explanation else None
+
+    @extend_schema_field(AdmissionSerializer(allow_null=True))
+    def get_admission(self, workload: Workload) -> dict[str, Any] | None:
+        if not workload.cluster_queue:
+            return None
+        pod_sets = (workload.admission or {}).get("pod_sets", [])
+        flavors = sorted({f for pod_set in pod_sets for f in (pod_set.get("flavors") or {}).values()})
+        return {"cluster_queue": workload.cluster_queue, "flavors": flavors, "pod_sets": pod_sets}
+
+    @extend_schema_field(PreemptionSerializer(many=True))
+    def get_preemptions(self, workload: Workload) -> list[dict[str, Any]]:
+        return PreemptionSerializer(getattr(workload, "preemption_list", []), many=True).data

@@ -17,7 +17,9 @@ from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere, workloads_for
 from apps.workloads import services
+from apps.workloads.history import preemptions
 from apps.workloads.models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent
+from apps.workloads.selectors import annotate_live
 from portal.api import id_or_slug, validation_error_detail
 
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
@@ -103,7 +105,25 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
     def _detail(self, workload: Workload) -> dict[str, Any]:
         fresh = workloads_for(self.request.user).select_related(*_RELATED).prefetch_related(
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor"))).get(pk=workload.pk)
-        return WorkloadDetailSerializer(fresh, context=self.get_serializer_context()).data
+        return WorkloadDetailSerializer(self._with_live_state(fresh), context=self.get_serializer_context()).data
+
+    def _with_live_state(self, workload: Workload) -> Workload:
+        """Attach the "why am I waiting" explanation and the preemptions (preemptors the user may not see: null)."""
+        annotate_live([workload])
+        # The events are prefetched: ask for the preemptors only when there was a preemption.
+        found = preemptions(workload) if any(e.to_status == Status.PREEMPTED for e in workload.events.all()) else []
+        ids = [p["preemptor"]["id"] for p in found if p["preemptor"]]
+        visible = set(workloads_for(self.request.user).filter(pk__in=ids).values_list("pk", flat=True)) if ids \
+            else set()
+        for preemption in found:
+            if preemption["preemptor"] and preemption["preemptor"]["id"] not in visible:
+                preemption["preemptor"] = None
+        workload.preemption_list = found
+        return workload
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workload = self._with_live_state(self.get_object())
+        return Response(self.get_serializer(workload).data)
 
     def check_permissions(self, request: Request) -> None:
         super().check_permissions(request)

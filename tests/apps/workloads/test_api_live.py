@@ -1,0 +1,66 @@
+"""The workload detail API's live queue state: position, reason, explanation, admission, preemptions, events."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from apps.workloads.models import Workload, WorkloadEvent
+from tests.apps.workloads.test_views_queue import mirror, queued, running
+
+pytestmark = pytest.mark.django_db
+
+
+def detail(client, pk: int) -> dict:
+    response = client.get(f"/api/v1/workloads/{pk}/")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_a_queued_workload_has_a_position_and_an_explanation(client_for, make_workload):
+    mirror(elastic=8)
+    workload = queued(make_workload("alice", name="w", gpus=4), 2)
+    data = detail(client_for("alice"), workload.pk)
+    assert data["queue_position"] == {"local_queue": 2, "cluster_queue": 2}
+    assert data["reason"] == "Pending" and data["message"] == "couldn't assign flavors"
+    assert data["explanation"].startswith("Waiting for 4 x H100 80GB of idle capacity")
+    assert data["explanation_kind"] == "quota"
+    assert data["admission"] is None and data["preemptions"] == []
+    assert [e["to"] for e in data["events"]] == ["submitting"]
+
+
+def test_a_running_workload_has_its_admission_and_no_position(client_for, make_workload):
+    workload = running(make_workload("alice", name="r", gpus=4))
+    data = detail(client_for("alice"), workload.pk)
+    assert data["queue_position"] is None and data["explanation"] is None
+    assert data["admission"]["cluster_queue"] == "proj-vision-h100-elastic"
+    assert data["admission"]["flavors"] == ["h100"]
+
+
+def test_preemptions_name_the_preemptor_only_to_those_who_may_see_it(client_for, make_workload):
+    victim = running(make_workload("alice", name="victim", gpus=4))
+    preemptor = running(make_workload("bob", name="reclaimer", project="nlp", gpus=4))
+    Workload.objects.filter(pk=preemptor.pk).update(k8s_uid="uid-r")
+    at = timezone.now()
+    WorkloadEvent.objects.create(workload=victim, at=at, from_status="running", to_status="preempted",
+                                 reason="InCohortReclamation", message="Preempted to accommodate a workload",
+                                 details={"preemptor_job_uid": "uid-r"}, cluster_at=at)
+    (seen_by_lead,) = detail(client_for("lead"), victim.pk)["preemptions"]
+    assert seen_by_lead["reason"] == "InCohortReclamation"
+    assert seen_by_lead["preemptor"] == {"id": preemptor.pk, "name": "reclaimer", "project": "nlp"}
+    (seen_by_alice,) = detail(client_for("alice"), victim.pk)["preemptions"]
+    assert seen_by_alice["preemptor"] is None and seen_by_alice["reason"] == "InCohortReclamation"
+
+
+@pytest.mark.parametrize(("username", "expected"), [("admin", 200), ("deptadmin", 200), ("lead", 200),
+                                                    ("alice", 200), ("bob", 404), ("carol", 404), ("viewer", 200)])
+def test_detail_access(client_for, make_workload, username, expected):
+    workload = queued(make_workload("alice", name="w", gpus=1), 0)
+    assert client_for(username).get(f"/api/v1/workloads/{workload.pk}/").status_code == expected
+
+
+def test_the_schema_documents_the_new_fields(client_for):
+    schema = client_for("alice").get("/api/v1/schema/", {"format": "json"}).json()
+    fields = schema["components"]["schemas"]["WorkloadDetail"]["properties"]
+    assert {"queue_position", "reason", "message", "explanation", "admission", "preemptions", "events"} <= set(fields)
+    assert "/api/v1/usage/quota/" in schema["paths"]
