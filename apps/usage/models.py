@@ -121,6 +121,8 @@ class UsageInterval(models.Model):
             models.Index(fields=["node_pool", "started_at"]),
             models.Index(fields=["department", "started_at"]),
             models.Index(fields=["project", "started_at"]),
+            # Reports select intervals with ended_at IS NULL OR ended_at > the window's start (bench/README.md).
+            models.Index(fields=["ended_at"], name="usageinterval_ended_at"),
         ]
 
     def __str__(self) -> str:

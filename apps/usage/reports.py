@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
@@ -301,6 +301,18 @@ def _deserved_units(user: Any, group: Group, filters: Filters) -> dict[tuple[Any
     }
 
 
+def grouped_ledger(*, user: Any, group: Group, window: Window, filters: Filters, now: datetime
+                   ) -> tuple[QuerySet, list[Window]]:
+    """The one aggregate query: card hours per (group key, pool, queue), one sum per bucket (the window, or each
+    month of it), over the visible intervals that overlap the window."""
+    buckets = months_in(window) if group == Group.MONTH else [window]
+    keys = [GROUP_FIELD[group]] if group != Group.MONTH else []
+    aggregates = {f"b{index}": _in_window(bucket, now) for index, bucket in enumerate(buckets)}
+    ledger = intervals_for(user).filter(**filters.ledger())
+    return ledger.filter(overlapping(window, now)).values(*keys, "node_pool_id", "queue").annotate(
+        **aggregates).order_by(), buckets
+
+
 def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | None = None,
                  now: datetime | None = None) -> Report:
     """GPU-hours per group in the window, within quota and borrowed, beside deserved hours; a fixed number of queries.
@@ -310,12 +322,8 @@ def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | 
     filters = filters or Filters()
     now = now or timezone.now()
     pools = {pool.pk: pool for pool in NodePool.objects.all()}
-    ledger = intervals_for(user).filter(**filters.ledger())
-    buckets = months_in(window) if group == Group.MONTH else [window]
+    grouped, buckets = grouped_ledger(user=user, group=group, window=window, filters=filters, now=now)
     keys = [GROUP_FIELD[group]] if group != Group.MONTH else []
-    aggregates = {f"b{index}": _in_window(bucket, now) for index, bucket in enumerate(buckets)}
-    grouped = ledger.filter(overlapping(window, now)).values(*keys, "node_pool_id", "queue").annotate(
-        **aggregates).order_by()
 
     rows: dict[Any, ReportRow] = {}
 
@@ -460,7 +468,8 @@ HOLDER_COLUMNS = [
 
 
 def _iso(moment: datetime | None) -> str:
-    return "" if moment is None else timezone.localtime(moment).isoformat()
+    """UTC, unambiguous for auditors whatever the portal's time zone (and cheap for 100,000s of rows)."""
+    return "" if moment is None else moment.astimezone(UTC).isoformat()
 
 
 def holder_rows(queryset: QuerySet[UsageInterval]) -> Iterator[list[str]]:
