@@ -445,10 +445,12 @@ class Store:
             self._event_index.clear()
 
     def snapshot(self) -> dict:
+        """Everything --state persists: the objects (stored dicts, do not mutate) and the resourceVersion counter."""
         with self.lock:
             return {
                 "resourceVersion": self._rv,
-                "objects": {r: clone(list(objs.values())) for r, objs in self._objects.items() if objs},
+                # stored objects are never mutated in place, so references are a consistent snapshot
+                "objects": {r: list(objs.values()) for r, objs in self._objects.items() if objs},
             }
 
     def restore(self, data: dict) -> None:
