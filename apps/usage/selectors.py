@@ -156,3 +156,16 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
         if rows or cluster:
             result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster))
     return result
+
+
+def quota_dashboard_marker() -> str:
+    """A fingerprint of everything the dashboard shows, from four aggregates (no rows): the queue and cohort mirrors,
+    the quotas and the waiting workloads. The view adds the viewer's grants (their scope)."""
+    from django.db.models import Count, Max
+
+    queues = ClusterQueueState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
+    cohorts = CohortState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
+    quotas = Quota.objects.aggregate(n=Count("pk"), at=Max("updated_at"))
+    waiting = Workload.objects.filter(status__in=WAITING).aggregate(n=Count("pk"), newest=Max("pk"),
+                                                                    units=Sum(_units_expression()))
+    return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), *waiting.values()))
