@@ -112,20 +112,31 @@ def pool_panel(*, project: Project, pool: NodePool, units: int | None, preemptib
 
 def annotate_live(workloads: list[Workload], *, now: Any = None) -> list[Workload]:
     """Attach `explanation` (why it waits), `position_label` and `runtime` to rows already joined with project and
-    node_pool: at most three queries for any number of rows (`explain_workloads`), none when nothing waits."""
+    node_pool: at most four queries for any number of rows (three for `explain_workloads` when anything waits, one
+    for the runtimes when anything holds quota), none otherwise."""
+    from django.db.models import Max
     from django.utils import timezone
 
     from .explain import explain_workloads
+    from .models import HOLDING_STATUSES, WorkloadEvent
 
     now = now or timezone.now()
     explanations = explain_workloads(workloads)
+    # A live holder's runtime is measured on the portal's clock, from the event of its current stretch (the cluster's
+    # clock may differ: kubesim's manual clock does); a finished one's on the cluster's, from start to finish.
+    holding = [w.pk for w in workloads if w.status in HOLDING_STATUSES]
+    since = dict(WorkloadEvent.objects.filter(workload_id__in=holding, to_status__in=HOLDING_STATUSES).values(
+        "workload_id").annotate(at=Max("at")).order_by().values_list("workload_id", "at")) if holding else {}
     for workload in workloads:
         workload.explanation = explanations.get(workload.pk)
         workload.position_label = (f"#{workload.queue_position_local + 1} in {workload.queue_name}"
                                    if workload.status == "queued" and workload.queue_position_local is not None
                                    else "")
-        start = workload.started_at or workload.admitted_at
-        workload.runtime = ((workload.finished_at or now) - start) if start else None
+        if workload.pk in since:
+            workload.runtime = now - since[workload.pk]
+        else:
+            start = workload.started_at or workload.admitted_at
+            workload.runtime = ((workload.finished_at or now) - start) if start else None
     return workloads
 
 

@@ -71,18 +71,20 @@ def test_my_workloads_show_position_explanation_runtime_and_units(as_user, make_
 
 
 @pytest.mark.parametrize("username", ["alice", "lead"])
-def test_the_list_with_waiting_work_makes_a_fixed_number_of_queries(as_user, make_workload,
+def test_the_list_with_waiting_and_running_work_makes_a_fixed_number_of_queries(as_user, make_workload,
                                                                      django_assert_num_queries, username):
     client = as_user(username)
     params = {"scope": "all"} if username == "lead" else {}
     mirror(elastic=8)
     queued(make_workload("alice", name="w0", gpus=4), 0)
-    expected = 6 + 3  # the list's six, and explain_workloads' three once anything waits
+    running(make_workload("alice", name="r0", gpus=4))
+    expected = 6 + 3 + 1  # the list's six, explain_workloads' three once anything waits, runtimes once anything runs
     with django_assert_num_queries(expected):
         client.get(LIST, params)
     for number in range(10):
         queued(make_workload("alice", name=f"w{number + 1}", gpus=4), number + 1)
         queued(make_workload("bob", name=f"b{number}", project="nlp", gpus=1), number)
+        running(make_workload("alice", name=f"r{number + 1}", gpus=1))
     with django_assert_num_queries(expected):
         client.get(LIST, params)
 
@@ -136,8 +138,8 @@ def test_project_queue_makes_a_fixed_number_of_queries(as_user, make_workload, d
     mirror(elastic=8)
     queued(make_workload("alice", name="w0", gpus=4), 0)
     running(make_workload("alice", name="r0", gpus=4))
-    # session, user, grants, project, the marker, rows, 3 explain, quotas, queue states, cohorts
-    expected = 12
+    # session, user, grants, project, the marker, rows, 3 explain, runtimes, quotas, queue states, cohorts
+    expected = 13
     with django_assert_num_queries(expected):
         client.get(queue_url())
     for number in range(8):
@@ -206,3 +208,15 @@ def test_detail_of_running_work_shows_flavors_and_the_stored_log_tail(as_user, m
                                    fetched_at=timezone.now())
     content = as_user("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
     assert "step 1: elapsed 10s" in content and "proj-vision-h100-elastic" in content and "<code>h100</code>" in content
+
+
+def test_runtime_of_live_work_counts_on_the_portal_clock(as_user, make_workload):
+    workload = running(make_workload("alice", name="skewed", gpus=1))
+    # The cluster's clock is far behind (kubesim's manual clock): the portal's own event time counts.
+    Workload.objects.filter(pk=workload.pk).update(started_at=timezone.now() - timedelta(days=300))
+    WorkloadEvent.objects.create(workload=workload, at=timezone.now() - timedelta(minutes=2), from_status="admitted",
+                                 to_status="running", reason="Running")
+    content = as_user("alice").get(LIST).content.decode()
+    row = content[content.index(f'data-workload="{workload.pk}"'):]
+    runtime = row[row.index("data-runtime>") + len("data-runtime>"):]
+    assert runtime.startswith("2m ")
