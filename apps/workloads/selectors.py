@@ -222,7 +222,8 @@ def project_queue_marker(*, project: Project) -> str:
     """A cheap fingerprint of everything the project queue page shows, in one query of aggregates (no rows fetched):
     the live workloads' count and newest position and preemption, the newest event, and the newest mirror of the
     project's queues, cohorts and quotas. It changes whenever the page would (runtimes and ages aside)."""
-    from django.db.models import Count, Max, OuterRef, Q, Subquery
+    from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
+    from django.db.models.functions import Length
 
     from apps.usage.models import ClusterQueueState, CohortState
 
@@ -236,11 +237,13 @@ def project_queue_marker(*, project: Project) -> str:
     row = Project.objects.filter(pk=project.pk).annotate(
         live=Count("workloads", filter=live), positions=Max("workloads__positions_at", filter=live),
         preempted=Max("workloads__last_preempted_at", filter=live),
+        # Kueue's reason and message may change without a transition; their lengths catch most such changes.
+        reasons=Sum(Length("workloads__status_reason") + Length("workloads__status_message"), filter=live),
         event=Subquery(WorkloadEvent.objects.filter(workload__project=OuterRef("pk")).order_by("-id").values("id")[:1]),
         queues=newest(ClusterQueueState.objects.all(), "observed_at"),
         cohorts=newest(CohortState.objects.all(), "observed_at"),
         quota_changed=newest(Quota.objects.all(), "updated_at"),
-    ).values_list("live", "positions", "preempted", "event", "queues", "cohorts", "quota_changed").first()
+    ).values_list("live", "positions", "preempted", "reasons", "event", "queues", "cohorts", "quota_changed").first()
     return "|".join(str(part) for part in row or ())
 
 

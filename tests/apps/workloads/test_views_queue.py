@@ -131,6 +131,8 @@ def test_project_queue_answers_304_while_nothing_changed(as_user, make_workload,
     Workload.objects.filter(pk=workload.pk).update(queue_position_local=1, positions_at=timezone.now())
     changed = client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
     assert changed.status_code == 200 and changed["ETag"] != etag
+    Workload.objects.filter(pk=workload.pk).update(status_reason="WaitingForPreemptedWorkloads")
+    assert client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=changed["ETag"]).status_code == 200
 
 
 def test_project_queue_makes_a_fixed_number_of_queries(as_user, make_workload, django_assert_num_queries):
