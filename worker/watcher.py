@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -39,9 +40,57 @@ MIRRORS: dict[str, Callable[..., None]] = {
 }
 
 
+class WorkQueue:
+    """Keys waiting to be applied, coalesced as in client-go's workqueue.
+
+    A key added again before it is processed is processed once, with the latest state; a key is never processed by
+    two threads at once, and one added while it is being processed comes back afterwards. Bursts of events for one
+    Job (created, admitted, started, ready...) thus cost one database write when the appliers are behind.
+    """
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.queue: deque[Any] = deque()
+        self.dirty: set[Any] = set()
+        self.processing: set[Any] = set()
+        self.closed = False
+
+    def add(self, key: Any) -> None:
+        with self.condition:
+            if key in self.dirty:
+                return
+            self.dirty.add(key)
+            if key not in self.processing:
+                self.queue.append(key)
+                self.condition.notify()
+
+    def get(self, timeout: float) -> Any | None:
+        with self.condition:
+            if not self.queue and not self.closed:
+                self.condition.wait(timeout)
+            if self.closed or not self.queue:
+                return None
+            key = self.queue.popleft()
+            self.dirty.discard(key)
+            self.processing.add(key)
+            return key
+
+    def done(self, key: Any) -> None:
+        with self.condition:
+            self.processing.discard(key)
+            if key in self.dirty:
+                self.queue.append(key)
+                self.condition.notify()
+
+    def close(self) -> None:
+        with self.condition:
+            self.closed = True
+            self.condition.notify_all()
+
+
 class Watcher:
     def __init__(self, gw: Gateway, *, resync_seconds: float = 300.0, positions_seconds: float = 2.0,
-                 watch_timeout_seconds: int = 60) -> None:
+                 watch_timeout_seconds: int = 60, appliers: int = 4) -> None:
         self.gw = gw
         self.custom = k8s.CustomObjectsApi(gw.api_client)
         self.resync_seconds = resync_seconds
@@ -52,6 +101,10 @@ class Watcher:
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
         self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload
         self.resource_versions: dict[str, str] = {}
+        self.applied: dict[str, Any] = {}  # job uid -> the last observation written (most events change nothing)
+        self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
+        self.work = WorkQueue()
+        self.appliers = appliers
         self.synced = threading.Event()
 
     # --- applying what we see ------------------------------------------------------------------------------------
@@ -64,7 +117,7 @@ class Watcher:
             return
         workload_id = int((job["metadata"].get("labels") or {}).get(WORKLOAD_ID_LABEL, "0") or 0)
         observation = observe(job, kueue_workload)
-        if not workload_id or observation is None:
+        if not workload_id or observation is None or self.applied.get(job_uid) == observation:
             return
         preemptor_id = None
         if observation.preemption and observation.preemption.preemptor_job_uid:
@@ -72,15 +125,16 @@ class Watcher:
                 "pk", flat=True).first()
         workload_services.workload_observe(workload_id=workload_id, observation=observation,
                                            preemptor_id=preemptor_id)
+        self.applied[job_uid] = observation
 
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
-        now = timezone.now()
+        """Remember the object and queue its key; the appliers write the database."""
         metadata = obj.get("metadata") or {}
         if kind in MIRRORS:
-            if event_type == "DELETED":
-                mirror.mirror_forget(kind=kind, name=metadata["name"], namespace=metadata.get("namespace", ""))
-            else:
-                MIRRORS[kind](obj=obj, at=now)
+            key = ("mirror", kind, metadata.get("namespace", ""), metadata["name"])
+            with self.lock:
+                self.mirror_objects[key] = (event_type, obj)
+            self.work.add(key)
             return
         if kind == "Job":
             job_uid, cache = metadata["uid"], self.jobs
@@ -91,12 +145,43 @@ class Watcher:
         with self.lock:
             if event_type == "DELETED":
                 cache.pop(job_uid, None)
-            elif _newer(obj, cache.get(job_uid)):
-                cache[job_uid] = obj
-            else:
+                if kind == "Job":
+                    self.applied.pop(job_uid, None)
+                return
+            if not _newer(obj, cache.get(job_uid)):
                 return  # a replayed or reordered event older than what we hold
-        if event_type != "DELETED":
-            self.apply_job_uid(job_uid)
+            cache[job_uid] = obj
+        self.work.add(("job", job_uid))
+
+    def process(self, key: Any) -> None:
+        """Apply one queued key: a Job's portal row, or one mirrored queue or cohort."""
+        if key[0] == "job":
+            self.apply_job_uid(key[1])
+            return
+        _, kind, namespace, name = key
+        with self.lock:
+            event_type, obj = self.mirror_objects.pop(key, (None, None))
+        if obj is None:
+            return
+        if event_type == "DELETED":
+            mirror.mirror_forget(kind=kind, name=name, namespace=namespace)
+        else:
+            MIRRORS[kind](obj=obj, at=timezone.now())
+
+    def _apply_loop(self) -> None:
+        while not self.stopping.is_set():
+            key = self.work.get(timeout=0.5)
+            if key is None:
+                continue
+            close_old_connections()
+            try:
+                self.process(key)
+            except Exception:
+                logger.warning("applying %s failed; will retry", key, exc_info=True)
+                self.stopping.wait(0.5)
+                self.work.add(key)
+            finally:
+                self.work.done(key)
 
     def relist(self, kind: str) -> str:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
@@ -124,6 +209,7 @@ class Watcher:
     def resync(self) -> None:
         """Full relist of every kind, then every portal row of a known Job is re-applied."""
         listed_at = timezone.now()
+        self.applied.clear()  # a resync re-applies everything (idempotently) to repair what a watch missed
         for kind in WATCHED:
             self.resource_versions[kind] = self.relist(kind)
         with self.lock:
@@ -237,6 +323,7 @@ class Watcher:
                 logger.warning("initial sync failed; retrying", exc_info=True)
                 self.stopping.wait(2.0)
         self.threads = [self._thread(self._watch_loop, kind, name=f"watch-{kind}") for kind in WATCHED]
+        self.threads += [self._thread(self._apply_loop, name=f"apply-{n}") for n in range(self.appliers)]
         self.threads.append(self._thread(self._every, self.positions_seconds, self.refresh_positions, "positions",
                                          name="positions"))
         self.threads.append(self._thread(self._every, self.resync_seconds, self.resync, "resync", name="resync"))
@@ -247,6 +334,7 @@ class Watcher:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop every loop: open watch streams are cut by closing the client's connections."""
         self.stopping.set()
+        self.work.close()
         self.custom.api_client.rest_client.pool_manager.clear()
         for thread in getattr(self, "threads", []):
             thread.join(timeout)
