@@ -60,7 +60,8 @@ def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_
     # The first cards to come free are Data Science's, 600 s after its admission: the victim is admitted again then
     # and runs its 600 s anew.
     kubesim.advance(600)
-    wait_for(lambda: status_of(victim) == Status.RUNNING)
+    wait_for(lambda: status_of(victim) in {Status.ADMITTED, Status.RUNNING},
+             describe=lambda: list(WorkloadEvent.objects.filter(workload=victim).values_list("to_status", "reason")))
     kubesim.advance(600)
     wait_for(lambda: status_of(victim) == Status.SUCCEEDED)
     readmitted_at, finished_at = ds_at + timedelta(seconds=600), ds_at + timedelta(seconds=1200)
@@ -86,3 +87,37 @@ def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_
     assert users["bob"].within_quota == pytest.approx(hours * 600) and users["bob"].borrowed == 0
     assert sum(held.values()) == pytest.approx(sum(row.gpu_hours for row in users.values()))
     assert ds_at < survivor_at < preempted_at
+
+
+def test_a_watcher_restart_in_the_middle_counts_each_stretch_once(kubesim, cluster, org, watcher):  # noqa: F811
+    from worker.watcher import Watcher
+
+    first, first_at = submit(kubesim, org["alice"], project="vision", name="first")
+    wait_for(lambda: status_of(first) == Status.RUNNING)
+    watcher.stop()  # down while the first finishes and a second is admitted
+    kubesim.advance(300)
+    second, second_at = submit(kubesim, org["bob"], project="nlp", name="second", preemptible=False)
+    now = datetime.fromisoformat(kubesim.advance(400))  # the first ended at first_at + 600 s
+    window = reports.Window(first_at - timedelta(hours=1), now + timedelta(hours=1))
+
+    def totals() -> dict[str, tuple[float, float]]:
+        report = reports.usage_report(user=org["admin"], group=reports.Group.PROJECT, window=window, now=now)
+        return {row.slug: (row.within_quota, row.borrowed) for row in report.rows if row.gpu_hours}
+
+    for _ in range(2):  # a restart, then another one: resyncs replay everything and count nothing twice
+        restarted = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+        restarted.start()
+        try:
+            restarted.resync()
+            wait_for(restarted.synced.is_set)
+            wait_for(lambda: status_of(first) == Status.SUCCEEDED and UsageInterval.objects.filter(
+                workload=second).exists())
+        finally:
+            restarted.stop()
+        assert list(UsageInterval.objects.filter(workload=first).values_list("started_at", "ended_at")) == [
+            (first_at, first_at + timedelta(seconds=600))]
+        assert list(UsageInterval.objects.filter(workload=second).values_list("started_at", "ended_at")) == [
+            (second_at, None)]
+        hours = 4 / 3600
+        assert totals() == {"vision": (0.0, pytest.approx(hours * 600)),
+                            "nlp": (pytest.approx(hours * (now - second_at).total_seconds()), 0.0)}
