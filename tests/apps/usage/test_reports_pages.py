@@ -298,3 +298,25 @@ def test_api_query_count_is_constant(ledger, client_for, django_assert_num_queri
 
 def test_api_needs_authentication(client):
     assert client.get("/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01").status_code in {401, 403}
+
+
+def test_admin_sets_a_price_per_card_hour_on_the_pool_form(demo, client_for):
+    from decimal import Decimal
+
+    from apps.org.forms import NodePoolForm
+    from apps.org.models import AuditEvent, NodePool
+
+    pool = NodePool.objects.get(slug="h100")
+    initial = NodePoolForm(instance=pool).initial
+    data = {name: value for name, value in initial.items() if value not in (None, False)}
+    data["price_per_card_hour"] = "2.75"
+    response = client_for("admin").post("/pools/h100/edit/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    pool.refresh_from_db()
+    assert pool.price_per_card_hour == Decimal("2.75")
+    event = AuditEvent.objects.filter(action="node_pool.update", object_id=str(pool.pk)).latest("at")
+    assert (event.before["price_per_card_hour"], event.after["price_per_card_hour"]) == (None, "2.75")
+    assert "2.75 / card-h" in client_for("viewer").get("/pools/").content.decode()
+    data["price_per_card_hour"] = "-1"
+    assert client_for("admin").post("/pools/h100/edit/", data).status_code == 200  # refused on the form
+    assert client_for("alice").post("/pools/h100/edit/", {**data, "price_per_card_hour": "0"}).status_code == 403
