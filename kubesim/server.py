@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import json
 import threading
 import time
@@ -41,7 +42,7 @@ class Response:
     body: Any = None
     content_type: str = "application/json"
     warnings: list[str] = field(default_factory=list)
-    stream: Iterator[dict] | None = None
+    stream: Iterator[dict] | Iterator[str] | None = None  # watch events (JSON lines) or text (followed logs)
 
 
 @dataclass
@@ -278,15 +279,32 @@ class Api:
                 f'container "{container or names[0]}" in pod "{t.name}" is waiting to start: ContainerCreating'
             )
         tail = _q(query, "tailLines")
-        text = pod_log(
-            pod,
-            self.sim.clock.now(),
-            self.sim.default_run_seconds,
-            container,
-            int(tail) if tail not in (None, "") else None,
-            _truthy(_q(query, "timestamps")),
-        )
+        timestamps = _truthy(_q(query, "timestamps"))
+        now = self.sim.clock.now()
+        text = pod_log(pod, now, self.sim.default_run_seconds, container, int(tail) if tail else None, timestamps)
+        if _truthy(_q(query, "follow")):
+            sent = pod_log(pod, now, self.sim.default_run_seconds, container, None, timestamps).count("\n")
+            follow = self._follow(t, container, timestamps, sent)
+            return Response(200, content_type="text/plain", stream=itertools.chain([text], follow))
         return Response(200, text, content_type="text/plain")
+
+    def _follow(self, t: Target, container: str | None, timestamps: bool, sent: int) -> Iterator[str]:
+        """follow=true: new log lines as emulated time passes, until the container ends or the pod goes."""
+        store, stop_at = self.store, time.monotonic() + DEFAULT_WATCH_TIMEOUT
+        epoch = self.sim.faults.watch_epoch
+        while time.monotonic() < stop_at and self.sim.faults.watch_epoch == epoch:
+            with store.lock:
+                store.changed.wait(timeout=0.25)
+                pod = store.get("pods", t.namespace, t.name or "", copy=False)
+                now = self.sim.clock.now()
+            if pod is None:
+                return
+            lines = pod_log(pod, now, self.sim.default_run_seconds, container, None, timestamps).splitlines(True)
+            if len(lines) > sent:
+                yield "".join(lines[sent:])
+                sent = len(lines)
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return
 
     def _matchers(self, query: dict) -> tuple[Callable[[dict], bool], Callable[[dict], bool]]:
         try:
@@ -760,13 +778,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def _stream(self, resp: Response) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", resp.content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
         try:
             for event in resp.stream or ():
-                data = json.dumps(event).encode() + b"\n"
+                data = event.encode() if isinstance(event, str) else json.dumps(event).encode() + b"\n"
+                if not data:
+                    continue
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")

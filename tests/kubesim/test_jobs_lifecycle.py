@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.error
 
@@ -170,3 +171,29 @@ def test_delete_collection_by_label(api, ns):
         api.core.create_namespaced_pod(ns, pod_body(f"dc-{i}", labels={"batch": "a" if i < 2 else "b"}))
     api.core.delete_collection_namespaced_pod(ns, label_selector="batch=a")
     assert [p.metadata.name for p in api.core.list_namespaced_pod(ns).items] == ["dc-2"]
+
+
+def test_follow_pod_logs_streams_until_the_container_exits(api, ks, ns):
+    api.core.create_namespaced_pod(ns, pod_body("follow", "sleep 40"))
+    resp = api.core.read_namespaced_pod_log("follow", ns, follow=True, _preload_content=False)
+    chunks: list[str] = []
+    finished = threading.Event()
+
+    def read() -> None:
+        for chunk in resp.stream(1024):
+            chunks.append(chunk.decode())
+        finished.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 3
+    while "running sleep 40" not in "".join(chunks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "step 1" not in "".join(chunks)
+    ks.advance(20)
+    deadline = time.monotonic() + 3
+    while "step 2: elapsed 20s" not in "".join(chunks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "step 2: elapsed 20s" in "".join(chunks) and not finished.is_set()
+    ks.advance(20)
+    assert finished.wait(3)
+    assert "".join(chunks).splitlines()[-1] == "kubesim: container main exited with code 0"
