@@ -146,6 +146,31 @@ def test_transition_rule_localqueue_cluster_queue_is_immutable(api, ns):
     assert err.value.status == 422 and "field is immutable" in _causes(err.value)["spec.clusterQueue"]
 
 
+def test_workload_fields_stay_strict_while_its_pod_template_is_open(api, ns):
+    wl = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "strict-wl"},
+        "spec": {
+            "queueName": "lq",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox", "anyPodField": 1}]}},
+                }
+            ],
+        },
+    }
+    made = api.custom.create_namespaced_custom_object(*KUEUE, ns, "workloads", wl, field_validation="Strict")
+    assert made["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["anyPodField"] == 1
+    wl["metadata"]["name"] = "strict-wl2"
+    wl["spec"]["podSets"][0]["countt"] = 2
+    with pytest.raises(ApiException) as err:
+        api.custom.create_namespaced_custom_object(*KUEUE, ns, "workloads", wl, field_validation="Strict")
+    assert err.value.status == 400 and 'unknown field "spec.podSets[0].countt"' in _status(err.value)["message"]
+
+
 def test_invalid_names_are_422(api, ns):
     with pytest.raises(ApiException) as err:
         api.core.create_namespaced_pod(ns, pod_body("Bad_Name"))
@@ -238,6 +263,10 @@ def test_webhooks_are_called_per_contract_and_visibility_delegates():
         assert ("clusterqueues", "CREATE") in hook.calls
         custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "hooked", {"spec": {"stopPolicy": "Hold"}})
         assert ("clusterqueues", "UPDATE") in hook.calls
+        custom.patch_cluster_custom_object_status(
+            *KUEUE, "clusterqueues", "hooked", {"status": {"pendingWorkloads": 1}}
+        )
+        assert hook.calls[-1] == ("clusterqueues/status", "UPDATE")
         with pytest.raises(ApiException) as err:
             custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cluster_queue("refused"))
         assert err.value.status == 422
