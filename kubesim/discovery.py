@@ -84,7 +84,7 @@ def _visibility_resources() -> list[dict]:
     ]
 
 
-def static(path: str, sim: Any) -> tuple[str, Any] | None:
+def static(path: str) -> tuple[str, Any] | None:
     """(content type, body) for a discovery or health path, else None."""
     if path == "/version":
         return JSON, VERSION

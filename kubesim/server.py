@@ -84,7 +84,7 @@ class Api:
             return Response(exc.code, exc.status())
 
     def _kube(self, method: str, path: str, query: dict, headers: dict[str, str], body: bytes) -> Response:
-        static = discovery.static(path, self.sim)
+        static = discovery.static(path)
         if static is not None:
             if method != "GET":
                 raise APIError(405, f"the server does not allow this method on the requested resource ({method})")
