@@ -454,10 +454,13 @@ class Api:
             opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
         policy = opts.get("propagationPolicy")
         if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
-            raise invalid(
-                RESOURCES["namespaces"],
-                "",
-                [Cause("propagationPolicy", "FieldValueNotSupported", f'Unsupported value: "{policy}"')],
+            message = f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan", "nil"'
+            cause = Cause("propagationPolicy", "FieldValueNotSupported", message)
+            raise APIError(
+                422,
+                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: {message}',
+                "Invalid",
+                {"kind": "DeleteOptions", "group": "meta.k8s.io", "causes": [cause.as_dict()]},
             )
         return opts
 
