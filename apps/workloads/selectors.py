@@ -212,8 +212,8 @@ def project_queue(*, project: Project) -> ProjectQueue:
             entry.used_elastic += state.used
     for cohort in CohortState.objects.filter(project=project, node_pool_id__in=list(figures)):
         figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
-    for workload in pending:
-        if workload.node_pool_id in figures:
+    for workload in pending:  # demand as the dashboard counts it: what Kueue holds waiting (not yet submitted: no)
+        if workload.node_pool_id in figures and workload.status in ("queued", "preempted"):
             figures[workload.node_pool_id].pending_units += workload.gpu_units
     return ProjectQueue(project=project, pending=pending, holding=holding, pools=list(figures.values()))
 

@@ -222,3 +222,26 @@ def test_runtime_of_live_work_counts_on_the_portal_clock(as_user, make_workload)
     row = content[content.index(f'data-workload="{workload.pk}"'):]
     runtime = row[row.index("data-runtime>") + len("data-runtime>"):]
     assert runtime.startswith("2m ")
+
+
+DETAIL_ACCESS = [("admin", 200), ("deptadmin", 200), ("lead", 200), ("alice", 200), ("bob", 404), ("carol", 404),
+                 ("viewer", 200)]
+
+
+@pytest.mark.parametrize(("username", "expected"), DETAIL_ACCESS)
+def test_detail_with_its_live_parts_is_scoped(as_user, make_workload, username, expected):
+    workload = running(make_workload("alice", name="scoped", gpus=1))
+    WorkloadLogTail.objects.create(workload=workload, pod="p-0", text="secret step\n", fetched_at=timezone.now())
+    for htmx in (False, True):
+        response = as_user(username).get(reverse("workloads:detail", args=[workload.pk]),
+                                         **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
+        assert response.status_code == expected
+        assert ("secret step" in response.content.decode()) == (expected == 200)
+
+
+def test_submitting_work_waits_in_the_list_but_is_not_yet_demand(as_user, make_workload):
+    make_workload("alice", name="not-yet", gpus=4)  # still submitting: Kueue has not seen it
+    content = as_user("alice").get(queue_url()).content.decode()
+    assert "not-yet" in content
+    row = content[content.index('data-pool="h100"'):]
+    assert 'data-fact="pending">0<' in row[:row.index("</tr>")]
