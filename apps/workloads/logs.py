@@ -9,6 +9,7 @@ last fetch is made if the stored tail predates the finish, so the final lines (e
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.core.cache import cache
 from django.db import transaction
@@ -39,11 +40,17 @@ def _wants_fetch(workload: Workload, last_fetch: datetime | None, now: datetime)
     return False
 
 
-def workload_logs_refresh_request(*, workload: Workload, last_fetch: datetime | None = None,
+UNKNOWN: Any = object()
+
+
+def workload_logs_refresh_request(*, workload: Workload, last_fetch: datetime | None = UNKNOWN,
                                   now: datetime | None = None) -> bool:
-    """Enqueue a log fetch for the workload when one is due; True when it did. Cheap: no query when throttled."""
+    """Enqueue a log fetch for the workload when one is due; True when it did. `last_fetch` is the newest stored
+    tail's time when the caller knows it (None: there is none), else one query finds it."""
+    if not workload.job_name or workload.status not in HOLDING_STATUSES | FINAL_STATUSES:
+        return False  # no pods to read
     now = now or timezone.now()
-    if last_fetch is None:
+    if last_fetch is UNKNOWN:
         last_fetch = WorkloadLogTail.objects.filter(workload=workload).aggregate(at=Max("fetched_at"))["at"]
     if not _wants_fetch(workload, last_fetch, now):
         return False

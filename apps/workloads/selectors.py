@@ -247,6 +247,34 @@ def project_queue_marker(*, project: Project) -> str:
     return "|".join(str(part) for part in row or ())
 
 
+@dataclass(frozen=True)
+class LiveMarker:
+    key: str
+    last_log_fetch: Any
+
+
+def workload_live_marker(*, workload: Workload) -> LiveMarker:
+    """A fingerprint of the detail page's live part: the row's mirrored state (already loaded) and, in one query,
+    the newest event, log tail and mirror of its cluster queue (the explanation's numbers)."""
+    from django.db.models import Max, OuterRef, Subquery
+
+    from apps.usage.models import ClusterQueueState
+
+    from .models import WorkloadEvent, WorkloadLogTail
+
+    row = Workload.objects.filter(pk=workload.pk).annotate(
+        event=Subquery(WorkloadEvent.objects.filter(workload=OuterRef("pk")).order_by("-id").values("id")[:1]),
+        log=Subquery(WorkloadLogTail.objects.filter(workload=OuterRef("pk")).order_by().values("workload").annotate(
+            at=Max("fetched_at")).values("at")[:1]),
+        queue=Subquery(ClusterQueueState.objects.filter(project=OuterRef("project")).order_by().values(
+            "project").annotate(at=Max("observed_at")).values("at")[:1]),
+    ).values_list("event", "log", "queue").first() or (None, None, None)
+    mirrored = (workload.status, workload.status_reason, workload.status_message, workload.queue_position_local,
+                workload.queue_position_cluster, workload.cluster_queue, len(str(workload.kueue_conditions)),
+                workload.last_activity_at, workload.stop_requested_by_id, workload.finished_at)
+    return LiveMarker(key="|".join(str(part) for part in (*mirrored, *row)), last_log_fetch=row[1])
+
+
 def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
     the Kueue conditions and the stored log tails: five queries."""

@@ -263,10 +263,19 @@ def _visible(request: HttpRequest, pk: int) -> Workload:
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     user = request.user
     workload = _visible(request, pk)
+    etag = None
+    if request.htmx:
+        # The live part's polls are conditional: 304 from the row and one query of aggregates when nothing changed.
+        marker = selectors.workload_live_marker(workload=workload)
+        logs.workload_logs_refresh_request(workload=workload, last_fetch=marker.last_log_fetch)
+        etag = quote_etag(hashlib.sha256(f"{user.pk}|{marker.key}".encode()).hexdigest()[:32])
+        if etag in parse_etags(request.headers.get("If-None-Match", "")):
+            return _conditional(HttpResponseNotModified(), etag)
     history = selectors.workload_history(workload=workload, user=user)
     selectors.annotate_live([workload])
-    last_fetch = max((tail.fetched_at for tail in history["log_tails"]), default=None)
-    logs.workload_logs_refresh_request(workload=workload, last_fetch=last_fetch)
+    if not request.htmx:
+        last_fetch = max((tail.fetched_at for tail in history["log_tails"]), default=None)
+        logs.workload_logs_refresh_request(workload=workload, last_fetch=last_fetch)
     context = {
         "workload": workload,
         **history,
@@ -279,8 +288,18 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
         "env": workload.env,
     }
-    template = "workloads/partials/_detail_live.html" if request.htmx else "workloads/detail.html"
-    return render(request, template, context)
+    if request.htmx:
+        return _conditional(render(request, "workloads/partials/_detail_live.html", context), etag)
+    return render(request, "workloads/detail.html", context)
+
+
+def _conditional(response: HttpResponse, etag: str | None) -> HttpResponse:
+    """Tag a poll's answer: revalidated on every poll (private, no-cache), one tag per body (HX-Request varies it)."""
+    if etag:
+        response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
+    patch_vary_headers(response, ["HX-Request", "Cookie"])
+    return response
 
 
 @login_required
@@ -306,10 +325,7 @@ def project_queue(request: HttpRequest, slug: str) -> HttpResponse:
         template = "workloads/partials/_project_queue_live.html" if request.htmx else "workloads/project_queue.html"
         response = render(request, template, {"queue": queue, "project": project,
                                               "may_submit": access.can(user, Action.SUBMIT, project)})
-    response["ETag"] = etag
-    response["Cache-Control"] = "private, no-cache"
-    patch_vary_headers(response, ["HX-Request", "Cookie"])
-    return response
+    return _conditional(response, etag)
 
 
 def _back(request: HttpRequest, workload: Workload) -> HttpResponse:

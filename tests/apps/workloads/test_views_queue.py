@@ -245,3 +245,20 @@ def test_submitting_work_waits_in_the_list_but_is_not_yet_demand(as_user, make_w
     assert "not-yet" in content
     row = content[content.index('data-pool="h100"'):]
     assert 'data-fact="pending">0<' in row[:row.index("</tr>")]
+
+
+def test_detail_polls_answer_304_until_something_changes(as_user, make_workload, django_assert_max_num_queries):
+    client = as_user("alice")
+    workload = queued(make_workload("alice", name="polled", gpus=4), 1)
+    url = reverse("workloads:detail", args=[workload.pk])
+    first = client.get(url, HTTP_HX_REQUEST="true")
+    assert first.status_code == 200 and 'id="workload-live"' in first.content.decode()
+    with django_assert_max_num_queries(5):  # session, user, grants, the row, the marker
+        again = client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 304
+    assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200  # the full page: never 304
+    queued(workload, 0)
+    moved = client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert moved.status_code == 200 and "#1 in elastic-h100" in moved.content.decode()
+    WorkloadLogTail.objects.create(workload=workload, pod="p", text="new line", fetched_at=timezone.now())
+    assert client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=moved["ETag"]).status_code == 200
