@@ -150,3 +150,18 @@ def test_polls_answer_304_until_a_figure_changes(client_for, django_assert_max_n
     assert client_for("bob").get(PAGE, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200
     mirror("vision", guaranteed=2)
     assert client.get(PAGE, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200
+
+
+@pytest.mark.parametrize("username", ["admin", "alice"])
+def test_api_queries_are_fixed(client_for, make_workload, django_assert_max_num_queries, username):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for(username)
+    with CaptureQueriesContext(connection) as before:
+        client.get(API)
+    for project in ("vision", "nlp", "analytics", "etl"):
+        mirror(project, guaranteed=1, elastic=2, share=7)
+        waiting(make_workload, "admin", project, 2)
+    with django_assert_max_num_queries(len(before.captured_queries)):
+        assert client.get(API).status_code == 200
