@@ -282,9 +282,9 @@ def notebooks_idle(*, now: datetime | None = None) -> list[Workload]:
     now = now or timezone.now()
     candidates = Workload.objects.filter(kind=Kind.NOTEBOOK, status__in=[Status.ADMITTED, Status.RUNNING])
     idle = []
-    for workload in candidates.only("pk", "notebook_idle_timeout_minutes", "last_activity_at", "admitted_at",
-                                    "started_at", "submitted_at", "status"):
-        since = workload.last_activity_at or workload.started_at or workload.admitted_at or workload.submitted_at
+    for workload in candidates.only("pk", "notebook_idle_timeout_minutes", "last_activity_at", "submitted_at",
+                                    "status"):
+        since = workload.last_activity_at or workload.submitted_at  # the portal's clock, never the cluster's
         if since and workload.notebook_idle_timeout_minutes and \
                 now - since > timedelta(minutes=workload.notebook_idle_timeout_minutes):
             idle.append(workload)
@@ -369,6 +369,8 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
             mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
         if observation.status != Status.QUEUED:
             mirror.update(queue_position_local=None, queue_position_cluster=None)
+        if Status.RUNNING in moved and row.kind == Kind.NOTEBOOK:
+            mirror["last_activity_at"] = timezone.now()  # a notebook that just started counts as in use
         Workload.objects.filter(pk=row.pk).update(**mirror)
         _account(row, observation)
         _notify_on_commit(row, moved)
