@@ -240,8 +240,8 @@ def run(args: argparse.Namespace) -> None:
     print(query.explain(analyze=True) if connection.vendor == "postgresql" else query.explain())
     query, _ = reports.grouped_ledger(user=admin, group=reports.Group.PROJECT, window=older,
                                       filters=reports.Filters(), now=timezone.now())
-    print(f"\nthe whole organisation's report for {older.start:%Y-%m} (most of the ledger ends after that month began, "
-          "so the planner reads the table in parallel rather than through the index):")
+    print(f"\nthe whole organisation's report for {older.start:%Y-%m} (most of the ledger ended after that month "
+          "began, so PostgreSQL reads the table in parallel rather than through the ended_at index):")
     print(query.explain(analyze=True) if connection.vendor == "postgresql" else query.explain())
 
 
