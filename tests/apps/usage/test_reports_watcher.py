@@ -54,8 +54,12 @@ def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_
     wait_for(lambda: all(status_of(w) == Status.RUNNING for w, _ in borrowed))
     reclaimer, preempted_at = submit(kubesim, org["bob"], project="nlp", name="reclaim", preemptible=False)
     wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
-    ((victim, victim_at),) = [(w, at) for w, at in borrowed
-                              if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
+
+    def preempted() -> list:
+        return [(w, at) for w, at in borrowed
+                if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
+
+    ((victim, victim_at),) = wait_for(preempted)  # the watcher may record the reclaimer's admission first
     ((survivor, survivor_at),) = [(w, at) for w, at in borrowed if w.pk != victim.pk]
     # The first cards to come free are Data Science's, 600 s after its admission: the victim is admitted again then
     # and runs its 600 s anew.
