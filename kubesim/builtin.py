@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesim import corevalidation
 from kubesim.validation import Cause
 
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
@@ -72,11 +73,12 @@ def label_job(job: dict) -> None:
 
 
 def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
+    causes = corevalidation.validate(resource, obj, old)
     if resource == "jobs":
-        return _validate_job(obj, old)
-    if resource == "pods" and old is not None:
-        return _immutable_pod(obj, old)
-    return []
+        causes += _validate_job(obj, old)
+    elif resource == "pods" and old is not None:
+        causes += _immutable_pod(obj, old)
+    return causes
 
 
 def _validate_job(obj: dict, old: dict | None) -> list[Cause]:

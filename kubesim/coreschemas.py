@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
 S: dict = {"type": "string"}
 I32: dict = {"type": "integer", "format": "int32"}
 I64: dict = {"type": "integer", "format": "int64"}
 B: dict = {"type": "boolean"}
 ANY: dict = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 STRMAP: dict = {"type": "object", "additionalProperties": S}
-QUANTITY: dict = {"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}
+QUANTITY: dict = {"x-kubernetes-int-or-string": True}  # parsed by kubesim.corevalidation like kube's decoder
 QMAP: dict = {"type": "object", "additionalProperties": QUANTITY}
 
 
@@ -183,17 +180,17 @@ JOB = obj(
         "spec": obj(
             {
                 "template": POD_TEMPLATE,
-                "parallelism": {**I32, "minimum": 0},
-                "completions": {**I32, "minimum": 0},
-                "activeDeadlineSeconds": {**I64, "minimum": 0},
-                "backoffLimit": {**I32, "minimum": 0, "default": 6},
-                "backoffLimitPerIndex": {**I32, "minimum": 0},
-                "maxFailedIndexes": {**I32, "minimum": 0},
+                "parallelism": I32,
+                "completions": I32,
+                "activeDeadlineSeconds": I64,
+                "backoffLimit": {**I32, "default": 6},
+                "backoffLimitPerIndex": I32,
+                "maxFailedIndexes": I32,
                 "completionMode": {**enum("NonIndexed", "Indexed"), "default": "NonIndexed"},
                 "suspend": {**B, "default": False},
                 "selector": ANY,
                 "manualSelector": B,
-                "ttlSecondsAfterFinished": {**I32, "minimum": 0},
+                "ttlSecondsAfterFinished": I32,
                 "podFailurePolicy": ANY,
                 "successPolicy": ANY,
                 "podReplacementPolicy": {**enum("TerminatingOrFailed", "Failed"), "default": "TerminatingOrFailed"},

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import builtin, discovery, tables, validation
+from kubesim import builtin, corevalidation, discovery, tables, validation
 from kubesim.clock import rfc3339
 from kubesim.errors import APIError, already_exists, bad_request, conflict, internal, invalid, not_found
 from kubesim.kubelet import pod_log
@@ -222,6 +222,10 @@ class Api:
     def _admit(self, t: Target, obj: dict, old: dict | None, query: dict, status_only: bool) -> list[str]:
         """Defaulting, webhook mutation, schema+CEL+built-in validation, webhook validation. Mutates obj."""
         plural = t.res.plural
+        problem = corevalidation.decode_error(plural, obj)
+        if problem:  # kube fails to decode the body into its Go type: 400 before admission
+            kind = t.res.kind
+            raise bad_request(f'{kind} in version "{t.res.version}" cannot be handled as a {kind}: {problem}')
         unknown = validation.default_and_prune(plural, obj)
         mode = _q(query, "fieldValidation", "Warn")
         if mode not in ("Strict", "Warn", "Ignore"):

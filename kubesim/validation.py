@@ -25,6 +25,7 @@ DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+ANNOTATIONS_LIMIT = 256 * 1024  # TotalAnnotationSizeLimitB
 LABEL_NAMED = {"namespaces", "services"}  # these names must be RFC 1123 labels, the rest subdomains
 
 
@@ -165,27 +166,44 @@ def validate_metadata(resource: str, md: dict) -> list[Cause]:
                     f'Invalid value: "{name}": must be no more than {limit} characters',
                 )
             )
-    for field in ("labels", "annotations"):
-        for key, value in (md.get(field) or {}).items():
-            prefix, _, short = key.rpartition("/")
-            if not QUALIFIED_NAME.match(short) or len(short) > 63 or (prefix and not DNS1123_SUBDOMAIN.match(prefix)):
-                causes.append(
-                    Cause(
-                        f"metadata.{field}",
-                        "FieldValueInvalid",
-                        f'Invalid value: "{key}": name part must be a valid qualified name',
-                    )
+    causes += label_causes(md.get("labels") or {}, "metadata.labels")
+    causes += annotation_causes(md.get("annotations") or {}, "metadata.annotations")
+    return causes
+
+
+def _key_causes(key: str, path: str) -> list[Cause]:
+    prefix, _, short = key.rpartition("/")
+    if not QUALIFIED_NAME.match(short) or len(short) > 63 or (prefix and not DNS1123_SUBDOMAIN.match(prefix)):
+        return [Cause(path, "FieldValueInvalid", f'Invalid value: "{key}": name part must be a valid qualified name')]
+    return []
+
+
+def label_causes(labels: dict, path: str) -> list[Cause]:
+    """ValidateLabels: qualified-name keys and label values, for metadata, pod templates and selectors."""
+    causes: list[Cause] = []
+    for key, value in labels.items():
+        causes += _key_causes(key, path)
+        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+            causes.append(
+                Cause(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {_fmt(value)}: a valid label must be an empty string or consist of "
+                    "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                    "character",
                 )
-            if field == "labels" and (not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value)):
-                causes.append(
-                    Cause(
-                        "metadata.labels",
-                        "FieldValueInvalid",
-                        f"Invalid value: {_fmt(value)}: a valid label must be an empty string or consist of "
-                        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
-                        "character",
-                    )
-                )
+            )
+    return causes
+
+
+def annotation_causes(annotations: dict, path: str) -> list[Cause]:
+    """ValidateAnnotations: qualified-name keys and at most 256 KiB of keys plus values in all."""
+    causes: list[Cause] = []
+    for key in annotations:
+        causes += _key_causes(key.lower(), path)
+    size = sum(len(k.encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if size > ANNOTATIONS_LIMIT:
+        causes.append(Cause(path, "FieldValueTooLong", f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"))
     return causes
 
 

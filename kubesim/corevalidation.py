@@ -1,0 +1,403 @@
+"""kube-apiserver's hand-written validation of core and batch kinds (pkg/apis/core/validation and
+pkg/apis/batch/validation), for the rules a structural schema cannot express: names, env vars, ports,
+resource quantities and their request/limit relations, Job counts, Service ports and selectors.
+
+Paths and messages follow kube's field.ErrorList so clients see the same 422 causes as on a real cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Any
+
+from kubesim.validation import DNS1123_LABEL, Cause, label_causes
+
+# Go's resource.ParseQuantity grammar: sign, digits, then a binary suffix, a decimal suffix or an integer exponent.
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([KMGTPE]i)|([numkMGTPE])|[eE]([+-]?[0-9]+))?$")
+QUANTITY_ERROR = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_SUFFIX_OF = {exp: suffix for suffix, exp in _DECIMAL.items()}
+_STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+_OTHER_STANDARD_RESOURCES = {
+    "pods",
+    "services",
+    "replicationcontrollers",
+    "resourcequotas",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "storage",
+}
+_QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
+DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+QUALIFIED_NAME_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+ENV_NAME_MSG = "a valid environment variable name must consist only of printable ASCII characters other than '='"
+PORT_RANGE_MSG = "must be between 1 and 65535, inclusive"
+NONNEGATIVE_MSG = "must be greater than or equal to 0"
+
+
+# ---- quantities ------------------------------------------------------------------------------------------
+class Quantity:
+    """A parsed resource.Quantity: exact value plus the format kube keeps for printing it back."""
+
+    def __init__(self, text: str) -> None:
+        m = _QUANTITY.match(text)
+        if m is None:
+            raise ValueError(QUANTITY_ERROR)
+        number, binary, decimal, exponent = m.groups()
+        try:
+            base = Decimal(number)
+        except InvalidOperation as exc:  # "+." and the like
+            raise ValueError(QUANTITY_ERROR) from exc
+        if binary:
+            self.value, self.format = base * (1024 ** _BINARY[binary]), "binary"
+        elif exponent is not None:
+            self.value, self.format = base.scaleb(int(exponent)), "exponent"
+        else:
+            self.value, self.format = base.scaleb(_DECIMAL[decimal or ""]), "decimal"
+
+    def __str__(self) -> str:
+        """Canonical form (Quantity.String()): the largest suffix that keeps the value an integer."""
+        if self.value == 0:
+            return "0"
+        sign = "-" if self.value < 0 else ""
+        v = abs(self.value)
+        if self.format == "binary" and v >= 1024 and v == v.to_integral_value():
+            for suffix, power in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
+                if v % (1024**power) == 0:
+                    return f"{sign}{int(v) // 1024**power}{suffix}"
+            return f"{sign}{int(v)}"
+        v = (v.scaleb(9).to_integral_value(ROUND_CEILING)).scaleb(-9)  # kube keeps nano precision, rounding up
+        for exp in range(18, -12, -3):
+            scaled = v.scaleb(-exp)
+            if scaled == scaled.to_integral_value():
+                suffix = (f"e{exp}" if exp else "") if self.format == "exponent" else _SUFFIX_OF[exp]
+                return f"{sign}{int(scaled)}{suffix}"
+        return f"{sign}{v}"
+
+
+def parse_quantity(value: Any) -> Quantity | None:
+    """The quantity of a JSON string or number; None when it does not parse (a decode error in kube)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        return Quantity(value if isinstance(value, str) else repr(value))
+    except ValueError:
+        return None
+
+
+def decode_error(resource: str, obj: dict) -> str | None:
+    """A malformed quantity fails kube's JSON decoding (400 BadRequest) before any validation runs."""
+    for spec in _pod_specs(resource, obj):
+        lists = [spec.get("overhead")]
+        for c in _containers(spec):
+            resources = c.get("resources") if isinstance(c.get("resources"), dict) else {}
+            lists += [resources.get("limits"), resources.get("requests")]
+        for values in lists:
+            for value in (values or {}).values() if isinstance(values, dict) else ():
+                if isinstance(value, str | int | float) and not isinstance(value, bool) and not parse_quantity(value):
+                    return QUANTITY_ERROR
+    return None
+
+
+def _pod_specs(resource: str, obj: dict) -> list[dict]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    if resource == "pods":
+        return [spec]
+    if resource == "jobs":
+        tspec = (spec.get("template") or {}).get("spec") if isinstance(spec.get("template"), dict) else None
+        return [tspec] if isinstance(tspec, dict) else []
+    return []
+
+
+def _containers(spec: dict) -> list[dict]:
+    out = []
+    for key in ("initContainers", "containers"):
+        out += [c for c in spec.get(key) or [] if isinstance(c, dict)]
+    return out
+
+
+# ---- entry point -------------------------------------------------------------------------------------------
+def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
+    """Causes kube's type-specific validation adds for Pods (on create), Jobs and Services."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    if resource == "pods" and old is None:
+        return pod_spec(spec, "spec", template=False)
+    if resource == "jobs":
+        return job_spec(spec)
+    if resource == "services":
+        return service_spec(spec)
+    return []
+
+
+def job_spec(spec: dict) -> list[Cause]:
+    causes = [
+        _invalid(f"spec.{key}", spec[key], NONNEGATIVE_MSG)
+        for key in (
+            "parallelism",
+            "completions",
+            "activeDeadlineSeconds",
+            "backoffLimit",
+            "ttlSecondsAfterFinished",
+            "backoffLimitPerIndex",
+            "maxFailedIndexes",
+        )
+        if isinstance(spec.get(key), int) and not isinstance(spec[key], bool) and spec[key] < 0
+    ]
+    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    tmd = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    causes += label_causes(tmd.get("labels") or {}, "spec.template.metadata.labels")
+    if isinstance(template.get("spec"), dict):
+        causes += pod_spec(template["spec"], "spec.template.spec", template=True)
+    return causes
+
+
+# ---- pod spec ------------------------------------------------------------------------------------------------
+def pod_spec(spec: dict, path: str, *, template: bool) -> list[Cause]:
+    """Containers of a Pod or pod template: names, image, env, ports, resources (ValidatePodSpec's share)."""
+    causes: list[Cause] = []
+    names: set[str] = set()
+    for key in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(key) or []):
+            if isinstance(c, dict):
+                causes += _container(c, f"{path}.{key}[{i}]", names, template)
+    return causes
+
+
+def _container(c: dict, path: str, names: set[str], template: bool) -> list[Cause]:
+    causes: list[Cause] = []
+    name = c.get("name")
+    if isinstance(name, str):
+        if not name:
+            causes.append(_required(f"{path}.name"))
+        elif name in names:
+            causes.append(Cause(f"{path}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+        else:
+            causes += _dns_label(name, f"{path}.name")
+        names.add(name)
+    image = c.get("image")
+    if image == "":
+        causes.append(_required(f"{path}.image"))
+    elif isinstance(image, str) and not template and image != image.strip():
+        causes.append(_invalid(f"{path}.image", image, "must not have leading or trailing whitespace"))
+    for i, env in enumerate(c.get("env") or []):
+        env_name = env.get("name") if isinstance(env, dict) else None
+        if env_name == "":
+            causes.append(_required(f"{path}.env[{i}].name"))
+        elif isinstance(env_name, str) and any(ch == "=" or not " " <= ch <= "~" for ch in env_name):
+            causes.append(_invalid(f"{path}.env[{i}].name", env_name, ENV_NAME_MSG))
+    causes += _container_ports(c.get("ports") or [], f"{path}.ports")
+    if isinstance(c.get("resources"), dict):
+        causes += _resources(c["resources"], f"{path}.resources")
+    return causes
+
+
+def _container_ports(ports: list, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    names: set[str] = set()
+    for i, port in enumerate(ports):
+        if not isinstance(port, dict):
+            continue
+        p = f"{path}[{i}]"
+        name = port.get("name")
+        if isinstance(name, str) and name:
+            msgs = port_name_errors(name)
+            causes += [_invalid(f"{p}.name", name, msg) for msg in msgs]
+            if not msgs and name in names:
+                causes.append(Cause(f"{p}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+            names.add(name)
+        number = port.get("containerPort")
+        if number == 0:
+            causes.append(_required(f"{p}.containerPort"))
+        elif _is_int(number) and not 1 <= number <= 65535:
+            causes.append(_invalid(f"{p}.containerPort", number, PORT_RANGE_MSG))
+        host = port.get("hostPort")
+        if _is_int(host) and host != 0 and not 1 <= host <= 65535:
+            causes.append(_invalid(f"{p}.hostPort", host, PORT_RANGE_MSG))
+    return causes
+
+
+def _resources(resources: dict, path: str) -> list[Cause]:
+    """validateResourceRequirements: names, non-negative (integer for extended) values, requests vs limits."""
+    causes: list[Cause] = []
+    raw_limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
+    raw_requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
+    limits: dict[str, Quantity] = {}
+    for name, raw in sorted(raw_limits.items()):
+        qty = parse_quantity(raw)
+        causes += _resource_name(name, f"{path}.limits[{name}]")
+        if qty is not None:
+            causes += _quantity_value(name, qty, f"{path}.limits[{name}]")
+            limits[name] = qty
+    for name, raw in sorted(raw_requests.items()):
+        qty = parse_quantity(raw)
+        causes += _resource_name(name, f"{path}.requests[{name}]")
+        if qty is None:
+            continue
+        causes += _quantity_value(name, qty, f"{path}.requests[{name}]")
+        limit = limits.get(name)
+        if limit is not None:
+            if qty.value != limit.value and not _overcommit_allowed(name):
+                causes.append(_invalid(f"{path}.requests", str(qty), f"must be equal to {name} limit of {limit}"))
+            elif qty.value > limit.value:
+                causes.append(
+                    _invalid(f"{path}.requests", str(qty), f"must be less than or equal to {name} limit of {limit}")
+                )
+        elif name not in raw_limits and not _overcommit_allowed(name):
+            causes.append(
+                Cause(
+                    f"{path}.limits",
+                    "FieldValueRequired",
+                    "Required value: Limit must be set for non overcommitable resources",
+                )
+            )
+    return causes
+
+
+def _quantity_value(name: str, qty: Quantity, path: str) -> list[Cause]:
+    causes = []
+    if qty.value < 0:
+        causes.append(_invalid(path, str(qty), NONNEGATIVE_MSG))
+    if _is_extended(name) and qty.value != qty.value.to_integral_value():
+        causes.append(_invalid(path, str(qty), "must be an integer"))
+    return causes
+
+
+def _resource_name(name: str, path: str) -> list[Cause]:
+    """validateContainerResourceName: a qualified name, standard when unprefixed, extended-resource style else."""
+    causes = [_invalid(path, name, msg) for msg in qualified_name_errors(name)]
+    if causes:
+        if "/" not in name:
+            causes.append(_invalid(path, name, "must be a standard resource for containers"))
+        return causes
+    if "/" not in name:
+        if name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            if name not in _OTHER_STANDARD_RESOURCES:
+                causes.append(_invalid(path, name, "must be a standard resource type or fully qualified"))
+            causes.append(_invalid(path, name, "must be a standard resource for containers"))
+    elif not _is_native(name) and not _is_extended(name):
+        causes.append(_invalid(path, name, "doesn't follow extended resource name standard"))
+    return causes
+
+
+def _is_native(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _is_extended(name: str) -> bool:
+    return not _is_native(name) and not name.startswith("requests.") and not qualified_name_errors("requests." + name)
+
+
+def _overcommit_allowed(name: str) -> bool:
+    return _is_native(name) and not name.startswith("hugepages-")
+
+
+# ---- services ------------------------------------------------------------------------------------------------
+def service_spec(spec: dict) -> list[Cause]:
+    """ValidateService's port and selector basics."""
+    causes: list[Cause] = []
+    ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+    headless = spec.get("clusterIP") == "None"
+    if not ports and spec.get("type") != "ExternalName" and not headless:
+        causes.append(_required("spec.ports"))
+    names: set[str] = set()
+    seen: set[tuple[Any, Any]] = set()
+    for i, port in enumerate(ports):
+        p = f"spec.ports[{i}]"
+        name = port.get("name")
+        if len(ports) > 1 and not name:
+            causes.append(_required(f"{p}.name"))
+        elif isinstance(name, str) and name:
+            causes += _dns_label(name, f"{p}.name")
+            if name in names:
+                causes.append(Cause(f"{p}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+            names.add(name)
+        number = port.get("port")
+        if _is_int(number) and not 1 <= number <= 65535:
+            causes.append(_invalid(f"{p}.port", number, PORT_RANGE_MSG))
+        target = port.get("targetPort")
+        if _is_int(target) and target != 0 and not 1 <= target <= 65535:
+            causes.append(_invalid(f"{p}.targetPort", target, PORT_RANGE_MSG))
+        elif isinstance(target, str) and target:
+            causes += [_invalid(f"{p}.targetPort", target, msg) for msg in port_name_errors(target)]
+        key = (number, port.get("protocol", "TCP"))
+        if key in seen:
+            causes.append(
+                Cause(f"{p}", "FieldValueDuplicate", f"Duplicate value: {{port: {number}, protocol: {key[1]}}}")
+            )
+        seen.add(key)
+    if isinstance(spec.get("selector"), dict):
+        causes += label_causes(spec["selector"], "spec.selector")
+    return causes
+
+
+# ---- shared formats ------------------------------------------------------------------------------------------
+def port_name_errors(name: str) -> list[str]:
+    """IsValidPortName: an IANA service name."""
+    errors = []
+    if len(name) > 15:
+        errors.append("must be no more than 15 characters")
+    if not _PORT_NAME_CHARS.match(name):
+        errors.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not re.search(r"[a-z]", name):
+        errors.append("must contain at least one letter (a-z)")
+    if "--" in name:
+        errors.append("must not contain consecutive hyphens")
+    if name.startswith("-") or name.endswith("-"):
+        errors.append("must not begin or end with a hyphen")
+    return errors
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """IsQualifiedName's messages for the name part (resource names have no prefix problems in practice)."""
+    short = value.rpartition("/")[2]
+    if value.count("/") > 1:
+        return [
+            f"a qualified {QUALIFIED_NAME_MSG.removeprefix('name part ')} with an optional DNS subdomain prefix "
+            "and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not short:
+        return ["name part must be non-empty"]
+    errors = []
+    if len(short) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not _QUALIFIED.match(short):
+        errors.append(QUALIFIED_NAME_MSG)
+    return errors
+
+
+def _dns_label(value: str, path: str) -> list[Cause]:
+    causes = []
+    if len(value) > 63:
+        causes.append(_invalid(path, value, "must be no more than 63 characters"))
+    if not DNS1123_LABEL.match(value):
+        causes.append(_invalid(path, value, DNS1123_LABEL_MSG))
+    return causes
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _required(path: str) -> Cause:
+    return Cause(path, "FieldValueRequired", "Required value")
+
+
+def _invalid(path: str, value: Any, message: str) -> Cause:
+    shown = f'"{value}"' if isinstance(value, str) else str(value)
+    return Cause(path, "FieldValueInvalid", f"Invalid value: {shown}: {message}")
