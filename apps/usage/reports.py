@@ -397,6 +397,27 @@ def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | 
     return Report(group=group, window=window, now=now, rows=ordered, total=total, priced=priced, filters=filters)
 
 
+@dataclass(frozen=True)
+class ChartBar:
+    """One row of the page's CSS bar chart, in percent of the largest figure (used or deserved) of the report."""
+
+    row: ReportRow
+    within: float
+    borrowed: float
+    deserved: float | None
+
+
+def chart(report: Report) -> list[ChartBar]:
+    """Bars for the page; anything above zero stays visible (at least 0.4 %) even beside a large deserved figure."""
+    scale = report.scale
+
+    def percent(value: float | None) -> float:
+        return 0.0 if not value else min(max(value / scale * 100, 0.4), 100.0)
+
+    return [ChartBar(row=row, within=percent(row.within_quota), borrowed=percent(row.borrowed),
+                     deserved=percent(row.deserved) if row.deserved else None) for row in report.rows]
+
+
 # --- one table for the page and the CSV -------------------------------------------------------------------------
 
 

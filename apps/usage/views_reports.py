@@ -56,7 +56,9 @@ def usage_reports(request: HttpRequest) -> HttpResponse:
     context = {"form": form, "report": report, "query": request.GET.urlencode(),
                "table": list(reports.report_table(report)) if report else [],
                "total_cells": reports.report_cells(report, report.total) if report else [],
-               "total_ratio": reports.ratio_text(report.total.ratio) if report else ""}
+               "total_ratio": reports.ratio_text(report.total.ratio) if report else "",
+               "bars": reports.chart(report) if report else [],
+               "text_columns": 3 if report and report.group == reports.Group.PROJECT else 2}
     template = "usage/reports/partials/_report.html" if request.htmx else "usage/reports/showback.html"
     return render(request, template, context)
 
