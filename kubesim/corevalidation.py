@@ -11,7 +11,14 @@ import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
-from kubesim.validation import DNS1123_LABEL, Cause, label_causes
+from kubesim.validation import (
+    DNS1123_LABEL,
+    LABEL_VALUE,
+    LABEL_VALUE_ERROR,
+    Cause,
+    label_causes,
+    qualified_name_errors,
+)
 
 # Go's resource.ParseQuantity grammar: sign, digits, then a binary suffix, a decimal suffix or an integer exponent.
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([KMGTPE]i)|([numkMGTPE])|[eE]([+-]?[0-9]+))?$")
@@ -30,17 +37,11 @@ _OTHER_STANDARD_RESOURCES = {
     "persistentvolumeclaims",
     "storage",
 }
-_QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
 DNS1123_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
     "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-QUALIFIED_NAME_MSG = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
 )
 ENV_NAME_MSG = "a valid environment variable name must consist only of printable ASCII characters other than '='"
 PORT_RANGE_MSG = "must be between 1 and 65535, inclusive"
@@ -169,17 +170,93 @@ def job_spec(spec: dict) -> list[Cause]:
 
 # ---- pod spec ------------------------------------------------------------------------------------------------
 def pod_spec(spec: dict, path: str, *, template: bool) -> list[Cause]:
-    """Containers of a Pod or pod template: names, image, env, ports, resources (ValidatePodSpec's share)."""
-    causes: list[Cause] = []
+    """ValidatePodSpec's share kubesim covers: volumes, containers, nodeSelector, tolerations, deadlines."""
+    causes, volumes = _volumes(spec.get("volumes") or [], f"{path}.volumes")
     names: set[str] = set()
     for key in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(key) or []):
             if isinstance(c, dict):
-                causes += _container(c, f"{path}.{key}[{i}]", names, template)
+                causes += _container(c, f"{path}.{key}[{i}]", names, volumes, template)
+    if isinstance(spec.get("nodeSelector"), dict):
+        causes += label_causes(spec["nodeSelector"], f"{path}.nodeSelector")
+    for i, toleration in enumerate(spec.get("tolerations") or []):
+        if isinstance(toleration, dict):
+            causes += _toleration(toleration, f"{path}.tolerations[{i}]")
+    deadline = spec.get("activeDeadlineSeconds")
+    if _is_int(deadline) and not 1 <= deadline <= 2**31 - 1:
+        causes.append(
+            _invalid(f"{path}.activeDeadlineSeconds", deadline, "must be between 1 and 2147483647, inclusive")
+        )
     return causes
 
 
-def _container(c: dict, path: str, names: set[str], template: bool) -> list[Cause]:
+def _volumes(volumes: list, path: str) -> tuple[list[Cause], set[str]]:
+    """Volume names: DNS-1123 labels, unique; returns the causes and the names mounts may refer to."""
+    causes: list[Cause] = []
+    names: set[str] = set()
+    for i, volume in enumerate(volumes):
+        name = volume.get("name") if isinstance(volume, dict) else None
+        if not isinstance(name, str):
+            continue
+        if not name:
+            causes.append(_required(f"{path}[{i}].name"))
+        elif name in names:
+            causes.append(Cause(f"{path}[{i}].name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+        else:
+            causes += _dns_label(name, f"{path}[{i}].name")
+        names.add(name)
+    return causes, names
+
+
+def _volume_mounts(mounts: list, path: str, volumes: set[str]) -> list[Cause]:
+    causes: list[Cause] = []
+    paths: set[str] = set()
+    for i, mount in enumerate(mounts):
+        if not isinstance(mount, dict):
+            continue
+        name, mount_path = mount.get("name"), mount.get("mountPath")
+        if name == "":
+            causes.append(_required(f"{path}[{i}].name"))
+        if isinstance(name, str) and name not in volumes:
+            causes.append(Cause(f"{path}[{i}].name", "FieldValueNotFound", f'Not found: "{name}"'))
+        if mount_path == "":
+            causes.append(_required(f"{path}[{i}].mountPath"))
+        if isinstance(mount_path, str) and mount_path in paths:
+            causes.append(_invalid(f"{path}[{i}].mountPath", mount_path, "must be unique"))
+        paths.add(mount_path)
+    return causes
+
+
+def _toleration(toleration: dict, path: str) -> list[Cause]:
+    """ValidateTolerations: key, operator/value agreement, tolerationSeconds only with NoExecute."""
+    causes: list[Cause] = []
+    key, operator, value = toleration.get("key", ""), toleration.get("operator", "Equal"), toleration.get("value", "")
+    if key:
+        causes += [_invalid(f"{path}.key", key, msg) for msg in qualified_name_errors(key)]
+    elif operator != "Exists":
+        causes.append(
+            _invalid(
+                f"{path}.operator",
+                operator,
+                'operator must be Exists when `key` is empty, which means "match all values and all keys"',
+            )
+        )
+    if toleration.get("tolerationSeconds") is not None and toleration.get("effect") != "NoExecute":
+        causes.append(
+            _invalid(
+                f"{path}.effect",
+                toleration.get("effect", ""),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            )
+        )
+    if operator == "Exists" and value:
+        causes.append(_invalid(f"{path}.operator", value, "value must be empty when `operator` is 'Exists'"))
+    elif operator == "Equal" and isinstance(value, str) and (len(value) > 63 or not LABEL_VALUE.match(value)):
+        causes.append(_invalid(f"{path}.operator", value, LABEL_VALUE_ERROR))
+    return causes
+
+
+def _container(c: dict, path: str, names: set[str], volumes: set[str], template: bool) -> list[Cause]:
     causes: list[Cause] = []
     name = c.get("name")
     if isinstance(name, str):
@@ -202,6 +279,7 @@ def _container(c: dict, path: str, names: set[str], template: bool) -> list[Caus
         elif isinstance(env_name, str) and any(ch == "=" or not " " <= ch <= "~" for ch in env_name):
             causes.append(_invalid(f"{path}.env[{i}].name", env_name, ENV_NAME_MSG))
     causes += _container_ports(c.get("ports") or [], f"{path}.ports")
+    causes += _volume_mounts(c.get("volumeMounts") or [], f"{path}.volumeMounts", volumes)
     if isinstance(c.get("resources"), dict):
         causes += _resources(c["resources"], f"{path}.resources")
     return causes
@@ -360,24 +438,6 @@ def port_name_errors(name: str) -> list[str]:
         errors.append("must not contain consecutive hyphens")
     if name.startswith("-") or name.endswith("-"):
         errors.append("must not begin or end with a hyphen")
-    return errors
-
-
-def qualified_name_errors(value: str) -> list[str]:
-    """IsQualifiedName's messages for the name part (resource names have no prefix problems in practice)."""
-    short = value.rpartition("/")[2]
-    if value.count("/") > 1:
-        return [
-            f"a qualified {QUALIFIED_NAME_MSG.removeprefix('name part ')} with an optional DNS subdomain prefix "
-            "and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not short:
-        return ["name part must be non-empty"]
-    errors = []
-    if len(short) > 63:
-        errors.append("name part must be no more than 63 characters")
-    if not _QUALIFIED.match(short):
-        errors.append(QUALIFIED_NAME_MSG)
     return errors
 
 

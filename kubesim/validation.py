@@ -171,28 +171,78 @@ def validate_metadata(resource: str, md: dict) -> list[Cause]:
     return causes
 
 
-def _key_causes(key: str, path: str) -> list[Cause]:
-    prefix, _, short = key.rpartition("/")
-    if not QUALIFIED_NAME.match(short) or len(short) > 63 or (prefix and not DNS1123_SUBDOMAIN.match(prefix)):
-        return [Cause(path, "FieldValueInvalid", f'Invalid value: "{key}": name part must be a valid qualified name')]
-    return []
+def _regex_error(message: str, regex: str, *examples: str) -> str:
+    """apimachinery's RegexError: the rule, examples and the regular expression."""
+    shown = "',  or '".join(examples)
+    return f"{message} (e.g. '{shown}', regex used for validation is '{regex}')"
+
+
+QUALIFIED_NAME_ERROR = _regex_error(
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+    "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]",
+    "MyName",
+    "my.name",
+    "123-abc",
+)
+SUBDOMAIN_ERROR = _regex_error(
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    "and end with an alphanumeric character",
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+    "example.com",
+)
+LABEL_VALUE_ERROR = _regex_error(
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
+    "and end with an alphanumeric character",
+    "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
+    "MyValue",
+    "my_value",
+    "12345",
+)
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """IsQualifiedName: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [
+            f"a qualified name {QUALIFIED_NAME_ERROR} with an optional DNS subdomain prefix and '/' "
+            "(e.g. 'example.com/MyName')"
+        ]
+    errors: list[str] = []
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                errors.append("prefix part must be no more than 253 characters")
+            if not DNS1123_SUBDOMAIN.match(prefix):
+                errors.append(f"prefix part {SUBDOMAIN_ERROR}")
+    name = parts[-1]
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not QUALIFIED_NAME.match(name):
+        errors.append(f"name part {QUALIFIED_NAME_ERROR}")
+    return errors
 
 
 def label_causes(labels: dict, path: str) -> list[Cause]:
     """ValidateLabels: qualified-name keys and label values, for metadata, pod templates and selectors."""
     causes: list[Cause] = []
     for key, value in labels.items():
-        causes += _key_causes(key, path)
-        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+        causes += [
+            Cause(path, "FieldValueInvalid", f"Invalid value: {_fmt(key)}: {m}") for m in qualified_name_errors(key)
+        ]
+        if not isinstance(value, str):
+            continue  # the schema reports the type
+        if len(value) > 63:
             causes.append(
-                Cause(
-                    path,
-                    "FieldValueInvalid",
-                    f"Invalid value: {_fmt(value)}: a valid label must be an empty string or consist of "
-                    "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
-                    "character",
-                )
+                Cause(path, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: must be no more than 63 characters")
             )
+        if not LABEL_VALUE.match(value):
+            causes.append(Cause(path, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {LABEL_VALUE_ERROR}"))
     return causes
 
 
@@ -200,7 +250,10 @@ def annotation_causes(annotations: dict, path: str) -> list[Cause]:
     """ValidateAnnotations: qualified-name keys and at most 256 KiB of keys plus values in all."""
     causes: list[Cause] = []
     for key in annotations:
-        causes += _key_causes(key.lower(), path)
+        causes += [
+            Cause(path, "FieldValueInvalid", f"Invalid value: {_fmt(key)}: {m}")
+            for m in qualified_name_errors(key.lower())
+        ]
     size = sum(len(k.encode()) + len(str(v).encode()) for k, v in annotations.items())
     if size > ANNOTATIONS_LIMIT:
         causes.append(Cause(path, "FieldValueTooLong", f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"))

@@ -215,3 +215,47 @@ def test_quantity_canonical_form():
         "1e3",
         "0",
     ]
+
+
+def test_label_messages_are_kubes(api, ns):
+    body = job_body("label-msg")
+    body["metadata"]["labels"] = {"example.com/ok": "not ok!"}
+    assert _refused(api, ns, body) == {
+        "metadata.labels": 'Invalid value: "not ok!": a valid label must be an empty string or consist of '
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+        "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+        "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    }
+    body = job_body("key-msg")
+    body["metadata"]["labels"] = {"Example.com/x": "v"}
+    assert _refused(api, ns, body)["metadata.labels"].startswith(
+        'Invalid value: "Example.com/x": prefix part a lowercase RFC 1123 subdomain must consist of'
+    )
+
+
+def test_volumes_node_selector_and_tolerations(api, ns):
+    body = _job_with("mounts", volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    assert _refused(api, ns, body) == {f"{JOB_C0}.volumeMounts[0].name": 'Not found: "data"'}
+    body["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    body["metadata"]["name"] = "mounts-ok"
+    api.batch.create_namespaced_job(ns, body)
+    body = job_body("dup-volumes")
+    body["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}, {"name": "data", "emptyDir": {}}]
+    assert _refused(api, ns, body) == {"spec.template.spec.volumes[1].name": 'Duplicate value: "data"'}
+    body = job_body("node-selector")
+    body["spec"]["template"]["spec"]["nodeSelector"] = {"portal.gpu/pool": "h100 sxm"}
+    assert "spec.template.spec.nodeSelector" in _refused(api, ns, body)
+    body = job_body("toleration")
+    body["spec"]["template"]["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "value": "x"}]
+    assert _refused(api, ns, body) == {
+        "spec.template.spec.tolerations[0].operator": 'Invalid value: "x": value must be empty when `operator` is '
+        "'Exists'"
+    }
+    body["metadata"]["name"] = "toleration-ok"
+    body["spec"]["template"]["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    api.batch.create_namespaced_job(ns, body)
+    body = pod_body("deadline")
+    body["spec"]["activeDeadlineSeconds"] = 0
+    assert _refused(api, ns, body, "pods") == {
+        "spec.activeDeadlineSeconds": "Invalid value: 0: must be between 1 and 2147483647, inclusive"
+    }
