@@ -83,6 +83,8 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
              describe=lambda: [(w.pk, status_of(w), Workload.objects.get(pk=w.pk).status_message) for w in borrowed])
     reclaimer = submit(kubesim, org["bob"], project="nlp", preemptible=False)
     wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
+    # The watcher may record the reclaimer's admission before the victim's preemption: wait for both.
+    wait_for(lambda: WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).exists())
     victims = [w for w in borrowed if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
     assert len(victims) == 1
     victim = victims[0]
