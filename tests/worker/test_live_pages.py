@@ -88,6 +88,7 @@ def test_project_queue_page_lists_positions_in_order_then_admits_the_head(kubesi
     kubesim.advance(61)
     wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in holders))
     wait_for(lambda: positions(waiting) == [None, None, 0])
+    wait_for(lambda: status_of(waiting[0]) == Status.RUNNING)  # positions may land before the start
     page = client.get(reverse("workloads:project_queue", args=["vision"])).content.decode()
     assert f'data-workload="{waiting[0].pk}" data-status="running"' in page
     assert "#1 in elastic-h100" in page and "#2 in elastic-h100" not in page
