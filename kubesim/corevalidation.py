@@ -278,11 +278,31 @@ def _container(c: dict, path: str, names: set[str], volumes: set[str], template:
             causes.append(_required(f"{path}.env[{i}].name"))
         elif isinstance(env_name, str) and any(ch == "=" or not " " <= ch <= "~" for ch in env_name):
             causes.append(_invalid(f"{path}.env[{i}].name", env_name, ENV_NAME_MSG))
+        if isinstance(env, dict) and isinstance(env.get("valueFrom"), dict):
+            causes += _env_source(env, f"{path}.env[{i}].valueFrom")
     causes += _container_ports(c.get("ports") or [], f"{path}.ports")
     causes += _volume_mounts(c.get("volumeMounts") or [], f"{path}.volumeMounts", volumes)
     if isinstance(c.get("resources"), dict):
         causes += _resources(c["resources"], f"{path}.resources")
     return causes
+
+
+def _env_source(env: dict, path: str) -> list[Cause]:
+    """validateEnvVarValueFrom: exactly one source, and no literal value beside it."""
+    sources = [
+        k for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef") if env["valueFrom"].get(k)
+    ]
+    if not sources:
+        return [
+            _invalid(
+                path, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+            )
+        ]
+    if env.get("value"):
+        return [_invalid(path, "", "may not be specified when `value` is not empty")]
+    if len(sources) > 1:
+        return [_invalid(path, "", "may not have more than one field specified at a time")]
+    return []
 
 
 def _container_ports(ports: list, path: str) -> list[Cause]:

@@ -23,6 +23,7 @@ QUANTITY = re.compile(
 )
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 ANNOTATIONS_LIMIT = 256 * 1024  # TotalAnnotationSizeLimitB
@@ -148,6 +149,16 @@ def validate_metadata(resource: str, md: dict) -> list[Cause]:
             ok, limit, what = DNS1123_LABEL.match(name), 63, "label"
         else:  # Job names end up in the job-name pod label, hence 63
             ok, limit, what = DNS1123_SUBDOMAIN.match(name), 63 if resource == "jobs" else 253, "subdomain"
+        if ok and resource == "services" and not DNS1035_LABEL.match(name):  # Service names become DNS names
+            causes.append(
+                Cause(
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": a DNS-1035 label must consist of lower case alphanumeric characters or '
+                    "'-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  "
+                    "or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                )
+            )
         if not ok:
             chars = "'-'" if what == "label" else "'-' or '.'"
             causes.append(

@@ -259,3 +259,14 @@ def test_volumes_node_selector_and_tolerations(api, ns):
     assert _refused(api, ns, body, "pods") == {
         "spec.activeDeadlineSeconds": "Invalid value: 0: must be between 1 and 2147483647, inclusive"
     }
+
+
+def test_env_value_from_and_service_names(api, ns):
+    source = {"secretKeyRef": {"name": "creds", "key": "token"}}
+    body = _job_with("both", env=[{"name": "TOKEN", "value": "x", "valueFrom": source}])
+    assert _refused(api, ns, body) == {
+        f"{JOB_C0}.env[0].valueFrom": 'Invalid value: "": may not be specified when `value` is not empty'
+    }
+    api.batch.create_namespaced_job(ns, _job_with("secret-env", env=[{"name": "TOKEN", "valueFrom": source}]))
+    causes = _refused(api, ns, _service("1st", {"port": 80}), "services")
+    assert causes["metadata.name"].startswith('Invalid value: "1st": a DNS-1035 label must consist of')
