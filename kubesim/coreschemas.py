@@ -119,7 +119,7 @@ CONTAINER = obj(
 )
 POD_SPEC = obj(
     {
-        "containers": arr(CONTAINER, minItems=1),
+        "containers": arr(CONTAINER),  # an empty list: kubesim.corevalidation
         "initContainers": arr(CONTAINER),
         "ephemeralContainers": arr(ANY),
         "restartPolicy": enum("Always", "OnFailure", "Never"),

@@ -16,6 +16,7 @@ from kubesim.validation import (
     LABEL_VALUE,
     LABEL_VALUE_ERROR,
     Cause,
+    annotation_causes,
     label_causes,
     qualified_name_errors,
 )
@@ -163,6 +164,7 @@ def job_spec(spec: dict) -> list[Cause]:
     template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
     tmd = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
     causes += label_causes(tmd.get("labels") or {}, "spec.template.metadata.labels")
+    causes += annotation_causes(tmd.get("annotations") or {}, "spec.template.metadata.annotations")
     if isinstance(template.get("spec"), dict):
         causes += pod_spec(template["spec"], "spec.template.spec", template=True)
     return causes
@@ -172,6 +174,8 @@ def job_spec(spec: dict) -> list[Cause]:
 def pod_spec(spec: dict, path: str, *, template: bool) -> list[Cause]:
     """ValidatePodSpec's share kubesim covers: volumes, containers, nodeSelector, tolerations, deadlines."""
     causes, volumes = _volumes(spec.get("volumes") or [], f"{path}.volumes")
+    if spec.get("containers") == []:
+        causes.append(_required(f"{path}.containers"))
     names: set[str] = set()
     for key in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(key) or []):

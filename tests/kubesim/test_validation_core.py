@@ -270,3 +270,12 @@ def test_env_value_from_and_service_names(api, ns):
     api.batch.create_namespaced_job(ns, _job_with("secret-env", env=[{"name": "TOKEN", "valueFrom": source}]))
     causes = _refused(api, ns, _service("1st", {"port": 80}), "services")
     assert causes["metadata.name"].startswith('Invalid value: "1st": a DNS-1035 label must consist of')
+
+
+def test_a_pod_template_needs_a_container(api, ns):
+    body = job_body("no-containers")
+    body["spec"]["template"]["spec"]["containers"] = []
+    assert _refused(api, ns, body) == {"spec.template.spec.containers": "Required value"}
+    body = job_body("template-annotation")
+    body["spec"]["template"]["metadata"] = {"annotations": {"bad key!": "x"}}
+    assert "spec.template.metadata.annotations" in _refused(api, ns, body)
