@@ -2,18 +2,19 @@
 
 `listed` returns the store's own objects (no copy) and reuses one list per resource until that resource changes:
 callers must treat them as read-only and `clone` an object before changing and writing it back.
-`ChangeGate` lets a controller skip a pass when nothing it reads changed and time stood still.
+`ChangeGate` lets a controller skip a pass when nothing it reads changed and time stood still; `Changes` names the
+objects written since a controller's last pass, so a pass costs what changed rather than what exists.
 """
 
 from __future__ import annotations
 
 import weakref
 
-from kubesim.store import clone
+from kubesim.store import ChangeFeed, clone
 
 _LISTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-__all__ = ["ChangeGate", "clone", "listed"]
+__all__ = ["ChangeGate", "Changes", "clone", "listed"]
 
 
 def listed(store, resource: str) -> list[dict]:
@@ -42,3 +43,26 @@ class ChangeGate:
         previous, previous_now = self._rv, self._now
         self._rv, self._now = rv, now
         return previous is None or now != previous_now or store.last_change(*self.watches) > previous
+
+
+Key = tuple[str, str]  # (namespace or "", name), the store's key
+
+
+class Changes:
+    """A controller's view of the store's change feed: the keys written per resource since its previous call."""
+
+    def __init__(self, *resources: str) -> None:
+        self._feed = ChangeFeed(*resources)
+        self.resources = resources
+
+    def since_last(self, store) -> dict[str, dict[Key, dict]] | None:
+        """resource -> {key: the object as last written (as deleted for a deletion)}; None when the controller
+        must look at everything (first call, or the watch history no longer reaches back to the previous call)."""
+        events = self._feed.changed(store)
+        if events is None:
+            return None
+        out: dict[str, dict[Key, dict]] = {r: {} for r in self.resources}
+        for e in events:
+            md = e.obj["metadata"]
+            out[e.resource][(md.get("namespace") or "", md["name"])] = e.obj
+        return out

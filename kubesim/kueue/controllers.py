@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, clone, listed
+from kubesim.kueue.cache import ChangeGate, Changes, Key, clone, listed
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.jobs import JobIntegration
 from kubesim.kueue.quantity import format_amount
@@ -256,6 +256,9 @@ class WorkloadController:
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
         self._gate = ChangeGate({"workloads", "clusterqueues", "localqueues"})
+        self._changes = Changes("workloads", "clusterqueues", "localqueues")
+        self._timed: set[Key] = set()  # workloads whose next action waits for the clock (see _waits_for_time)
+        self._now: datetime | None = None
 
     def next_deadline(self, store) -> datetime | None:
         now = store.clock.now()
@@ -289,7 +292,7 @@ class WorkloadController:
         cqs = {o["metadata"]["name"]: o for o in listed(store, "clusterqueues")}
         lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in listed(store, "localqueues")}
         wrote = False
-        for wl in listed(store, "workloads"):
+        for wl in self._candidates(store, now):
             if is_finished(wl) or wl["metadata"].get("deletionTimestamp"):
                 continue
             if is_active(wl):
@@ -297,6 +300,41 @@ class WorkloadController:
             else:
                 wrote = self._inactive(store, wl, now) or wrote
         return wrote
+
+    def _candidates(self, store, now: datetime) -> list[dict]:
+        """The workloads this pass must look at, in store order: all of them after a queue change (stop policies
+        drain and restart), else those written since the last pass plus, when the clock moved, those waiting
+        for it. Keeps the set of waiting workloads current."""
+        changes = self._changes.since_last(store)
+        moved, self._now = now != self._now, now
+        if changes is None or changes["clusterqueues"] or changes["localqueues"]:
+            everything = listed(store, "workloads")
+            self._timed = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in everything if self._waits(o)}
+            return everything
+        keys = set(changes["workloads"]) | (self._timed if moved else set())
+        out = []
+        for key in sorted(keys):
+            obj = store.get("workloads", key[0], key[1], copy=False)
+            if obj is not None and self._waits(obj):
+                self._timed.add(key)
+            else:
+                self._timed.discard(key)
+            if obj is not None:
+                out.append(obj)
+        return out
+
+    def _waits(self, wl: dict) -> bool:
+        """Whether time alone can make this workload's next action due: backoff expiry, maximum execution time,
+        or the waitForPodsReady timeout."""
+        if is_finished(wl) or wl["metadata"].get("deletionTimestamp"):
+            return False
+        if ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt") is not None:
+            return True
+        if not condition_true(wl, C.ADMITTED) or condition_true(wl, C.EVICTED):
+            return False
+        wfpr = self.config.wait_for_pods_ready
+        max_exec = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        return max_exec is not None or (wfpr.enable and not condition_true(wl, C.PODS_READY))
 
     def _active(self, store, seen: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
         """seen is the store's object (read-only): every branch that writes works on a clone."""
@@ -580,9 +618,11 @@ class InUseFinalizers:
             return False
         wrote = False
         cqs = listed(store, "clusterqueues")
+        # Only a ClusterQueue being deleted asks which queues hold reservations: skip the workload scan otherwise.
+        deleting = any(o["metadata"].get("deletionTimestamp") for o in cqs)
         reserving = {
             ((w.get("status") or {}).get("admission") or {}).get("clusterQueue")
-            for w in listed(store, "workloads")
+            for w in (listed(store, "workloads") if deleting else ())
             if condition_true(w, C.QUOTA_RESERVED) and not is_finished(w)
         }
         used_flavors = {

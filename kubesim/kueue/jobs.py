@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, clone, listed
+from kubesim.kueue.cache import ChangeGate, Changes, Key, clone, listed
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.model import condition_true, find_condition, parse_time
 
@@ -73,6 +73,8 @@ class JobIntegration:
         self._warned: set[tuple[str, str]] = set()
         self._gate = ChangeGate({"jobs", "workloads", "resourceflavors", "workloadpriorityclasses"})
         self._quiet: dict[str, tuple[str, str]] = {}  # job uid -> (job rv, workload rv) when a sync wrote nothing
+        self._changes = Changes("jobs", "workloads", "resourceflavors", "workloadpriorityclasses")
+        self._busy: set[Key] = set()  # Jobs to sync again next pass although neither they nor their Workload changed
 
     def next_deadline(self, store) -> datetime | None:
         """Paced releases of repeatedly preempted workloads (see release_time)."""
@@ -89,36 +91,84 @@ class JobIntegration:
         if not self._gate.should_run(store):
             return False
         now = store.clock.now()
+        changes = self._changes.since_last(store)
+        if changes is None or changes["resourceflavors"] or changes["workloadpriorityclasses"]:
+            return self._full_pass(store, now)
+        jobs = set(changes["jobs"]) | self._busy
+        workloads: dict[Key, dict] = {}
+        for key, seen in changes["workloads"].items():
+            uid = owner_uid(seen)
+            owner = store.by_uid(uid) if uid else None
+            if owner is not None and owner[0] == "jobs":
+                jobs.add((owner[1], owner[2]))
+            if (wl := store.get("workloads", key[0], key[1], copy=False)) is not None:
+                workloads[key] = wl
+        for key, seen in changes["jobs"].items():
+            if store.get("jobs", key[0], key[1], copy=False) is None:  # deleted: its Workloads may be unblocked
+                uid = seen["metadata"]["uid"]
+                self._quiet.pop(uid, None)
+                for _, wl in store.dependents(uid, "workloads"):
+                    workloads[(wl["metadata"]["namespace"], wl["metadata"]["name"])] = wl
+        self._busy = set()
+        wrote = False
+        for key in sorted(jobs):
+            job = store.get("jobs", key[0], key[1], copy=False)
+            if job is not None:
+                uid = job["metadata"]["uid"]
+                owned = [wl for _, wl in store.dependents(uid, "workloads") if owner_uid(wl) == uid]
+                wrote = self._visit(store, job, owned[-1] if owned else None, now) or wrote
+        for _, wl in sorted(workloads.items()):
+            uid = owner_uid(wl)
+            owner = store.by_uid(uid) if uid else None
+            wrote = self._release_deleted(store, wl, owner is not None and owner[0] == "jobs") or wrote
+        return wrote
+
+    def _full_pass(self, store, now: datetime) -> bool:
+        """Every Job and Workload: on the first pass, after the change history ran out, or after a flavor or
+        priority class changed."""
         workloads = listed(store, "workloads")
         by_owner = {uid: wl for wl in workloads if (uid := owner_uid(wl))}
+        self._busy = set()
         wrote = False
         job_uids = set()
         for job in listed(store, "jobs"):
             job_uids.add(job["metadata"]["uid"])
-            if not (job["metadata"].get("labels") or {}).get(C.QUEUE_NAME_LABEL):
-                continue
-            wl = by_owner.get(job["metadata"]["uid"])
-            versions = (
-                job["metadata"].get("resourceVersion", ""),
-                (wl or {}).get("metadata", {}).get("resourceVersion", ""),
-            )
-            if wl is not None and self._quiet.get(job["metadata"]["uid"]) == versions:
-                continue
-            if self._sync(store, job, wl, now):
-                wrote = True
-                self._quiet.pop(job["metadata"]["uid"], None)
-            elif wl is None or not (condition_true(wl, C.EVICTED) and condition_true(wl, C.QUOTA_RESERVED)):
-                self._quiet[job["metadata"]["uid"]] = versions  # not waiting for a paced release
+            wrote = self._visit(store, job, by_owner.get(job["metadata"]["uid"]), now) or wrote
         for uid in set(self._quiet) - job_uids:
             del self._quiet[uid]
         for wl in workloads:
-            md = wl["metadata"]
-            if md.get("deletionTimestamp") and C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or []):
-                uid = owner_uid(wl)
-                if uid is None or uid not in job_uids or condition_true(wl, C.FINISHED):
-                    store.remove_finalizer("workloads", md["namespace"], md["name"], C.RESOURCE_IN_USE_FINALIZER)
-                    wrote = True
+            wrote = self._release_deleted(store, wl, owner_uid(wl) in job_uids) or wrote
         return wrote
+
+    def _visit(self, store, job: dict, wl: dict | None, now: datetime) -> bool:
+        """Sync one Job unless it and its Workload are as they were after a sync that wrote nothing."""
+        md = job["metadata"]
+        if not (md.get("labels") or {}).get(C.QUEUE_NAME_LABEL):
+            return False
+        versions = (md.get("resourceVersion", ""), (wl or {}).get("metadata", {}).get("resourceVersion", ""))
+        if wl is not None and self._quiet.get(md["uid"]) == versions:
+            return False
+        if self._sync(store, job, wl, now):
+            self._quiet.pop(md["uid"], None)
+            self._busy.add((md["namespace"], md["name"]))
+            return True
+        releasing = wl is not None and condition_true(wl, C.EVICTED) and condition_true(wl, C.QUOTA_RESERVED)
+        if not releasing:
+            self._quiet[md["uid"]] = versions  # not waiting for a paced release
+        if wl is None or releasing:
+            self._busy.add((md["namespace"], md["name"]))
+        return False
+
+    @staticmethod
+    def _release_deleted(store, wl: dict, job_exists: bool) -> bool:
+        """A deleted Workload keeps the in-use finalizer only while its Job exists and it is not finished."""
+        md = wl["metadata"]
+        if not (md.get("deletionTimestamp") and C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or [])):
+            return False
+        if owner_uid(wl) is not None and job_exists and not condition_true(wl, C.FINISHED):
+            return False
+        store.remove_finalizer("workloads", md["namespace"], md["name"], C.RESOURCE_IN_USE_FINALIZER)
+        return True
 
     # -- one Job -------------------------------------------------------------------------------------------
 
