@@ -18,7 +18,7 @@ def default_pod_spec(spec: dict) -> None:
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+    for c in [c for key in ("containers", "initContainers") if isinstance(spec.get(key), list) for c in spec[key]]:
         if isinstance(c, dict):
             image = str(c.get("image", ""))
             tag_latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")

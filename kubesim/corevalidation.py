@@ -128,7 +128,8 @@ def _pod_specs(resource: str, obj: dict) -> list[dict]:
 def _containers(spec: dict) -> list[dict]:
     out = []
     for key in ("initContainers", "containers"):
-        out += [c for c in spec.get(key) or [] if isinstance(c, dict)]
+        items = spec.get(key)
+        out += [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
     return out
 
 
@@ -227,7 +228,8 @@ def _volume_mounts(mounts: list, path: str, volumes: set[str]) -> list[Cause]:
             causes.append(_required(f"{path}[{i}].mountPath"))
         if isinstance(mount_path, str) and mount_path in paths:
             causes.append(_invalid(f"{path}[{i}].mountPath", mount_path, "must be unique"))
-        paths.add(mount_path)
+        if isinstance(mount_path, str):
+            paths.add(mount_path)
     return causes
 
 
@@ -235,7 +237,7 @@ def _toleration(toleration: dict, path: str) -> list[Cause]:
     """ValidateTolerations: key, operator/value agreement, tolerationSeconds only with NoExecute."""
     causes: list[Cause] = []
     key, operator, value = toleration.get("key", ""), toleration.get("operator", "Equal"), toleration.get("value", "")
-    if key:
+    if isinstance(key, str) and key:
         causes += [_invalid(f"{path}.key", key, msg) for msg in qualified_name_errors(key)]
     elif operator != "Exists":
         causes.append(
@@ -437,11 +439,10 @@ def service_spec(spec: dict) -> list[Cause]:
             causes.append(_invalid(f"{p}.targetPort", target, PORT_RANGE_MSG))
         elif isinstance(target, str) and target:
             causes += [_invalid(f"{p}.targetPort", target, msg) for msg in port_name_errors(target)]
-        key = (number, port.get("protocol", "TCP"))
+        key = (repr(number), repr(port.get("protocol", "TCP")))
         if key in seen:
-            causes.append(
-                Cause(f"{p}", "FieldValueDuplicate", f"Duplicate value: {{port: {number}, protocol: {key[1]}}}")
-            )
+            protocol = port.get("protocol", "TCP")
+            causes.append(Cause(p, "FieldValueDuplicate", f"Duplicate value: {{port: {number}, protocol: {protocol}}}"))
         seen.add(key)
     if isinstance(spec.get("selector"), dict):
         causes += label_causes(spec["selector"], "spec.selector")

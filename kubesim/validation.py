@@ -132,7 +132,11 @@ def _type_ok(schema: dict, typ: str) -> bool:
 # ---- validation --------------------------------------------------------------------------------------------
 def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
     """Schema, CEL and metadata checks; returns the causes of a 422 (empty when valid)."""
-    causes = validate_metadata(resource, obj.get("metadata") or {})
+    md = obj.get("metadata") or {}
+    causes: list[Cause] = []
+    _check(METADATA, md, None, "metadata", causes)
+    if not causes:  # the name and label checks need well-typed metadata
+        causes = validate_metadata(resource, md)
     body = {k: v for k, v in obj.items() if k != "metadata"}
     old_body = {k: v for k, v in old.items() if k != "metadata"} if old is not None else None
     _check(schema_for(resource), body, old_body, "", causes, top=True)

@@ -279,3 +279,23 @@ def test_a_pod_template_needs_a_container(api, ns):
     body = job_body("template-annotation")
     body["spec"]["template"]["metadata"] = {"annotations": {"bad key!": "x"}}
     assert "spec.template.metadata.annotations" in _refused(api, ns, body)
+
+
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        (("spec", "template", "spec", "containers"), 5),
+        (("spec", "template", "spec", "tolerations"), [{"key": 5, "operator": "Exists"}]),
+        (("spec", "template", "spec", "containers", 0, "volumeMounts"), [{"name": "d", "mountPath": {}}]),
+        (("metadata", "name"), 5),
+        (("metadata", "labels"), "team-a"),
+    ],
+)
+def test_ill_typed_bodies_are_422_not_500(api, ns, path, value):
+    body: Any = job_body("typed")
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    code, status = raw(api, "POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body)
+    assert code == 422 and status["reason"] == "Invalid", status
