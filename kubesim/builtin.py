@@ -33,6 +33,7 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
     spec = obj.get("spec")
     if resource == "pods" and isinstance(spec, dict):
         default_pod_spec(spec)
+        _default_requests_from_limits(spec)
         if old is None:
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
     elif resource == "jobs" and isinstance(spec, dict):
@@ -43,6 +44,18 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
             obj["status"] = {"phase": "Active"}
         labels = obj.setdefault("metadata", {}).setdefault("labels", {})
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+
+def _default_requests_from_limits(spec: dict) -> None:
+    """SetDefaults_Pod: a Pod's (not a pod template's) containers request what they limit unless told otherwise."""
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) if isinstance(spec.get(key), list) else []:
+            resources = c.get("resources") if isinstance(c, dict) else None
+            if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+                requests = resources.setdefault("requests", {})
+                if isinstance(requests, dict):
+                    for name, value in resources["limits"].items():
+                        requests.setdefault(name, value)
 
 
 def _default_job(spec: dict) -> None:

@@ -299,3 +299,18 @@ def test_ill_typed_bodies_are_422_not_500(api, ns, path, value):
     target[path[-1]] = value
     code, status = raw(api, "POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body)
     assert code == 422 and status["reason"] == "Invalid", status
+
+
+def test_a_pods_requests_default_to_its_limits(api, ns):
+    body = pod_body("half-gpu")
+    body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
+    assert _refused(api, ns, body, "pods") == {
+        "spec.containers[0].resources.limits[nvidia.com/gpu]": 'Invalid value: "500m": must be an integer',
+        "spec.containers[0].resources.requests[nvidia.com/gpu]": 'Invalid value: "500m": must be an integer',
+    }
+    body = pod_body("one-gpu")
+    body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1", "memory": "1Gi"}}
+    made = api.core.create_namespaced_pod(ns, body)
+    assert made.spec.containers[0].resources.requests == {"nvidia.com/gpu": "1", "memory": "1Gi"}
+    job = api.batch.create_namespaced_job(ns, _job_with("template", resources={"limits": {"nvidia.com/gpu": "1"}}))
+    assert job.spec.template.spec.containers[0].resources.requests is None  # templates are not defaulted
