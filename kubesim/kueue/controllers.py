@@ -3,6 +3,7 @@ waitForPodsReady, maximum execution time, stop policies) and the ClusterQueue / 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import weakref
@@ -15,7 +16,16 @@ from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.jobs import JobIntegration
 from kubesim.kueue.quantity import format_amount
 from kubesim.kueue.scheduler import Queues, Scheduler, Snapshot
-from kubesim.kueue.scheduler.model import condition_true, find_condition, is_active, is_finished, parse_time
+from kubesim.kueue.scheduler.model import (
+    WorkloadInfo,
+    condition_true,
+    find_condition,
+    is_active,
+    is_finished,
+    order_key,
+    parse_time,
+    workload_info,
+)
 from kubesim.kueue.scheduler.quota import dominant_resource_share
 
 QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces")
@@ -50,6 +60,80 @@ def build_snapshot(store, config: KueueConfig, now: datetime | None) -> Snapshot
     )
 
 
+class LiveSnapshot:
+    """A Snapshot kept across passes: rebuilt in full when queue configuration, a reservation or the history
+    changed (or the owner marked it stale), otherwise patched with the pending workloads written since the last
+    refresh, so a pass that only sees new or re-marked pending workloads costs what changed."""
+
+    def __init__(self, config: KueueConfig) -> None:
+        self.config = config
+        self.snap: Snapshot | None = None
+        self.stale = True
+        self._changes = Changes("workloads", *QUEUE_CONFIG)
+        self._now: datetime | None = None
+        self._backoff: set[str] = set()  # workloads with status.requeueState.requeueAt: time changes their place
+
+    def refresh(self, store, now: datetime | None) -> set[str] | None:
+        """Bring the snapshot up to date; returns the workload keys it patched, or None after a full build."""
+        changes = self._changes.since_last(store)
+        moved, self._now = now != self._now, now
+        if self.snap is None or self.stale or changes is None or any(changes[r] for r in QUEUE_CONFIG):
+            return self._rebuild(store, now)
+        objs = {f"{ns}/{name}": store.get("workloads", ns, name, copy=False) for ns, name in changes["workloads"]}
+        if moved and now is not None:
+            for key in self._backoff:
+                ns, name = key.split("/", 1)
+                objs.setdefault(key, store.get("workloads", ns, name, copy=False))
+        infos = {k: None if o is None else workload_info(o, self.config) for k, o in objs.items()}
+        snap = self.snap
+        if any(w is not None and w.has_reservation for w in [*infos.values(), *map(snap.workloads.get, infos)]):
+            return self._rebuild(store, now)
+        for key, wl in sorted(infos.items(), key=lambda kv: _store_order(kv[0])):
+            self._remove(snap, key)
+            if wl is not None:
+                self._add(snap, wl, now)
+        return set(infos)
+
+    def _rebuild(self, store, now: datetime | None) -> None:
+        self.snap = build_snapshot(store, self.config, now)
+        self.stale = False
+        self._backoff = {k for k, w in self.snap.workloads.items() if w.requeue_at is not None}
+        return None
+
+    def _remove(self, snap: Snapshot, key: str) -> None:
+        old = snap.workloads.pop(key, None)
+        self._backoff.discard(key)
+        if old is None:
+            return
+        lst = snap.pending.get(old.cluster_queue)
+        if lst is not None and old in lst:
+            lst.remove(old)
+        snap.orphans[:] = [o for o in snap.orphans if o[0] is not old]
+
+    def _add(self, snap: Snapshot, wl: WorkloadInfo, now: datetime | None) -> None:
+        """As Snapshot.from_objects files a workload without a reservation."""
+        snap.workloads[wl.key] = wl
+        if wl.requeue_at is not None:
+            self._backoff.add(wl.key)
+        if not wl.admissible:
+            return
+        reason, message = snap.queue_blocker(wl)
+        if reason:
+            at = bisect.bisect([_store_order(o[0].key) for o in snap.orphans], _store_order(wl.key))
+            snap.orphans.insert(at, (wl, reason, message))
+            return
+        wl.cluster_queue = snap.cluster_queue_for(wl)
+        if now is not None and wl.requeue_at is not None and wl.requeue_at > now:
+            return
+        lst = snap.pending.setdefault(wl.cluster_queue, [])
+        lst.insert(bisect.bisect([order_key(w) for w in lst], order_key(wl)), wl)
+
+
+def _store_order(key: str) -> tuple[str, str]:
+    ns, name = key.split("/", 1)
+    return ns, name
+
+
 def _fingerprint(store) -> str:
     """Changes to queues, cohorts, flavors or namespaces flush the inadmissible sets."""
     parts = []
@@ -77,6 +161,7 @@ class SchedulerController:
         self._fingerprint = ""
         self._config_rv = -1
         self._gate = ChangeGate(SCHEDULING_INPUTS)
+        self._live = LiveSnapshot(config)
 
     def next_deadline(self, store) -> datetime | None:
         """Backoff expiries: a workload re-enters its queue at status.requeueState.requeueAt."""
@@ -94,9 +179,13 @@ class SchedulerController:
         now = store.clock.now()
         queues = queues_for(store)
         _CONFIGS[store] = self.config
-        snap = build_snapshot(store, self.config, now)
-        self._flush_on_events(store, snap, queues)
+        touched = self._live.refresh(store, now)
+        snap = self._live.snap
+        self._flush_on_events(store, snap, queues, touched)
         results = [] if self._blocked(snap) else Scheduler(self.config, queues).run(snap, now)
+        # A cycle that looked at a head may have changed the snapshot (admissions, preemption trials).
+        acted = any(r.admitted or r.preempted or r.pending or r.moved_aside for r in results)
+        self._live.stale = acted
         wrote = False
         pending = {}
         for result in results:
@@ -110,15 +199,19 @@ class SchedulerController:
             if snap.workloads[key].has_reservation:
                 continue
             wrote = self._set_pending(store, p.workload, p.reason, p.message, now, scheduled=p.evaluated) or wrote
+        # Workloads neither written nor re-filed since the last pass already carry these conditions.
         for wl, reason, message in snap.orphans:
-            wrote = self._set_pending(store, wl, reason, message, now) or wrote
+            if touched is None or wl.key in touched:
+                wrote = self._set_pending(store, wl, reason, message, now) or wrote
         for cq_name, wls in snap.pending.items():
             cq = snap.cluster_queues.get(cq_name)
             if cq is not None and not cq.schedulable:
                 for wl in wls:
-                    msg = f"ClusterQueue {cq_name} is inactive"
-                    wrote = self._set_pending(store, wl, C.REASON_SUSPENDED, msg, now) or wrote
-        self._reserving = {k: w.cluster_queue for k, w in snap.workloads.items() if w.has_reservation}
+                    if touched is None or wl.key in touched:
+                        msg = f"ClusterQueue {cq_name} is inactive"
+                        wrote = self._set_pending(store, wl, C.REASON_SUSPENDED, msg, now) or wrote
+        if touched is None or acted:
+            self._reserving = {k: w.cluster_queue for k, w in snap.workloads.items() if w.has_reservation}
         return wrote
 
     def _blocked(self, snap: Snapshot) -> bool:
@@ -131,7 +224,7 @@ class SchedulerController:
             for w in snap.workloads.values()
         )
 
-    def _flush_on_events(self, store, snap: Snapshot, queues: Queues) -> None:
+    def _flush_on_events(self, store, snap: Snapshot, queues: Queues, touched: set[str] | None) -> None:
         config_rv = store.last_change(*QUEUE_CONFIG)
         if config_rv != self._config_rv:
             self._config_rv = config_rv
@@ -139,6 +232,9 @@ class SchedulerController:
             if fingerprint != self._fingerprint:
                 self._fingerprint = fingerprint
                 queues.flush()
+        if touched is not None:
+            self._forget_touched(snap, queues, touched)
+            return
         reserving = {k for k, w in snap.workloads.items() if w.has_reservation}
         released_roots = {_root_name(snap, cq) for k, cq in self._reserving.items() if k not in reserving}
         if released_roots:
@@ -154,6 +250,24 @@ class SchedulerController:
             queues.inadmissible[cq_name] &= pending_keys.get(cq_name, set())
         for cq_name, key in list(queues.sticky.items()):
             if key not in pending_keys.get(cq_name, set()):
+                del queues.sticky[cq_name]
+
+    def _forget_touched(self, snap: Snapshot, queues: Queues, touched: set[str]) -> None:
+        """_flush_on_events for a patched snapshot: reservations did not change, so only the touched workloads can
+        have left a queue or changed generation."""
+        where = {w.key: name for name, wls in snap.pending.items() for w in wls if w.key in touched}
+        for key in touched:
+            wl = snap.workloads.get(key)
+            if wl is None:
+                self._generations.pop(key, None)
+                continue
+            if key in where and self._generations.get(key, wl.generation) != wl.generation:
+                queues.forget(key)
+            self._generations[key] = wl.generation
+        for cq_name, aside in queues.inadmissible.items():
+            aside -= {k for k in touched if where.get(k) != cq_name}
+        for cq_name, key in list(queues.sticky.items()):
+            if key in touched and where.get(key) != cq_name:
                 del queues.sticky[cq_name]
 
     def _set_pending(self, store, wl, reason: str, message: str, now: datetime, scheduled: bool = False) -> bool:
@@ -484,6 +598,7 @@ class StatusController:
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
         self._gate = ChangeGate(SCHEDULING_INPUTS)
+        self._live = LiveSnapshot(config)
 
     def next_deadline(self, store) -> datetime | None:
         return None
@@ -492,7 +607,8 @@ class StatusController:
         if not self._gate.should_run(store):
             return False
         now = store.clock.now()
-        snap = build_snapshot(store, self.config, None)
+        self._live.refresh(store, None)
+        snap = self._live.snap
         wrote = False
         pending_by_lq: dict[tuple[str, str], int] = {}
         for wls in snap.pending.values():
