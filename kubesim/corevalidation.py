@@ -166,9 +166,46 @@ def job_spec(spec: dict) -> list[Cause]:
     tmd = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
     causes += label_causes(tmd.get("labels") or {}, "spec.template.metadata.labels")
     causes += annotation_causes(tmd.get("annotations") or {}, "spec.template.metadata.annotations")
+    causes += _job_selector(spec.get("selector"), tmd.get("labels") or {})
     if isinstance(template.get("spec"), dict):
         causes += pod_spec(template["spec"], "spec.template.spec", template=True)
     return causes
+
+
+def _job_selector(selector: Any, labels: dict) -> list[Cause]:
+    """Manual or generated, a Job's selector must be set and match the pods it will produce."""
+    if selector is None:
+        return [_required("spec.selector")]
+    if not isinstance(selector, dict) or _selector_matches(selector, labels):
+        return []
+    shown = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+    return [
+        Cause(
+            "spec.template.metadata.labels",
+            "FieldValueInvalid",
+            f"Invalid value: map[string]string{{{shown}}}: `selector` does not match template `labels`",
+        )
+    ]
+
+
+def _selector_matches(selector: dict, labels: dict) -> bool:
+    """metav1.LabelSelector semantics: matchLabels and In / NotIn / Exists / DoesNotExist expressions."""
+    match_labels = selector.get("matchLabels") if isinstance(selector.get("matchLabels"), dict) else {}
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        if not isinstance(expr, dict):
+            continue
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        present = key in labels
+        if (
+            (op == "In" and (not present or labels[key] not in values))
+            or (op == "NotIn" and present and labels[key] in values)
+            or (op == "Exists" and not present)
+            or (op == "DoesNotExist" and present)
+        ):
+            return False
+    return True
 
 
 # ---- pod spec ------------------------------------------------------------------------------------------------

@@ -314,3 +314,21 @@ def test_a_pods_requests_default_to_its_limits(api, ns):
     assert made.spec.containers[0].resources.requests == {"nvidia.com/gpu": "1", "memory": "1Gi"}
     job = api.batch.create_namespaced_job(ns, _job_with("template", resources={"limits": {"nvidia.com/gpu": "1"}}))
     assert job.spec.template.spec.containers[0].resources.requests is None  # templates are not defaulted
+
+
+def test_manual_selector_must_match_the_template(api, ns):
+    body = job_body("manual", manualSelector=True)
+    assert _refused(api, ns, body) == {"spec.selector": "Required value"}
+    body = job_body("manual-mismatch", manualSelector=True, selector={"matchLabels": {"app": "x"}})
+    body["spec"]["template"]["metadata"] = {"labels": {"app": "y", "team": "a"}}
+    assert _refused(api, ns, body) == {
+        "spec.template.metadata.labels": 'Invalid value: map[string]string{"app":"y", "team":"a"}: '
+        "`selector` does not match template `labels`"
+    }
+    body = job_body(
+        "manual-ok",
+        manualSelector=True,
+        selector={"matchExpressions": [{"key": "app", "operator": "In", "values": ["x", "y"]}]},
+    )
+    body["spec"]["template"]["metadata"] = {"labels": {"app": "y"}}
+    api.batch.create_namespaced_job(ns, body)
