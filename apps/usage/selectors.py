@@ -23,7 +23,7 @@ from typing import Any
 from django.db.models import Case, F, IntegerField, Q, Sum, When
 from django.db.models.functions import Least
 
-from apps.accounts.access import departments_for, projects_for, sees_everything
+from apps.accounts.access import departments_for, grants_for, projects_for, sees_everything
 from apps.org.models import NodePool, Quota
 from apps.workloads.models import Kind, Status, Workload
 
@@ -86,14 +86,20 @@ def _units_expression() -> Case:
 
 
 def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
-    """The dashboard figures for the viewer: eight queries, however many projects and pools."""
+    """The dashboard figures for the viewer: at most eight queries, however many projects and pools."""
     everything = sees_everything(user)
     visible_projects = {p.pk: p for p in projects_for(user).select_related("department")}
-    departments = {d.pk: d for d in departments_for(user)}
-    pools = list(NodePool.objects.order_by("name"))
+    if everything or grants_for(user).departments:
+        departments = {d.pk: d for d in departments_for(user)}
+    else:  # bound to projects only: their departments came with them
+        departments = {p.department_id: p.department for p in visible_projects.values()}
     department_ids = list(departments)
     quotas = list(Quota.objects.filter(Q(department_id__in=department_ids) | Q(
-        project__department_id__in=department_ids)).select_related("project"))
+        project__department_id__in=department_ids)).select_related("project", "node_pool"))
+    if everything:
+        pools = list(NodePool.objects.order_by("name"))
+    else:  # only pools where the viewer's scope holds quota have anything to show
+        pools = sorted({q.node_pool_id: q.node_pool for q in quotas}.values(), key=lambda pool: pool.name)
     states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
         "name", "project_id", "node_pool_id", "guaranteed", "used", "used_borrowed", "nominal", "pending_workloads",
         "admitted_workloads"))
