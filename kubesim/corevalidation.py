@@ -13,6 +13,7 @@ from typing import Any
 
 from kubesim.validation import (
     DNS1123_LABEL,
+    DNS1123_LABEL_ERROR,
     LABEL_VALUE,
     LABEL_VALUE_ERROR,
     Cause,
@@ -39,11 +40,6 @@ _OTHER_STANDARD_RESOURCES = {
     "storage",
 }
 _PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
-DNS1123_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
-    "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
 ENV_NAME_MSG = "a valid environment variable name must consist only of printable ASCII characters other than '='"
 PORT_RANGE_MSG = "must be between 1 and 65535, inclusive"
 NONNEGATIVE_MSG = "must be greater than or equal to 0"
@@ -508,7 +504,7 @@ def _dns_label(value: str, path: str) -> list[Cause]:
     if len(value) > 63:
         causes.append(_invalid(path, value, "must be no more than 63 characters"))
     if not DNS1123_LABEL.match(value):
-        causes.append(_invalid(path, value, DNS1123_LABEL_MSG))
+        causes.append(_invalid(path, value, DNS1123_LABEL_ERROR))
     return causes
 
 

@@ -149,31 +149,14 @@ def validate_metadata(resource: str, md: dict) -> list[Cause]:
     if not name and not md.get("generateName"):
         causes.append(Cause("metadata.name", "FieldValueRequired", "Required value: name or generateName is required"))
     elif name:
-        if resource in LABEL_NAMED:
-            ok, limit, what = DNS1123_LABEL.match(name), 63, "label"
-        else:  # Job names end up in the job-name pod label, hence 63
-            ok, limit, what = DNS1123_SUBDOMAIN.match(name), 63 if resource == "jobs" else 253, "subdomain"
-        if ok and resource == "services" and not DNS1035_LABEL.match(name):  # Service names become DNS names
-            causes.append(
-                Cause(
-                    "metadata.name",
-                    "FieldValueInvalid",
-                    f'Invalid value: "{name}": a DNS-1035 label must consist of lower case alphanumeric characters or '
-                    "'-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  "
-                    "or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
-                )
-            )
-        if not ok:
-            chars = "'-'" if what == "label" else "'-' or '.'"
-            causes.append(
-                Cause(
-                    "metadata.name",
-                    "FieldValueInvalid",
-                    f'Invalid value: "{name}": a lowercase RFC 1123 {what} must consist of lower case alphanumeric '
-                    f"characters, {chars}, and must start and end with an alphanumeric character",
-                )
-            )
-        elif len(name) > limit:
+        if resource == "services":  # Service names become DNS names: RFC 1035 labels
+            ok, message = DNS1035_LABEL.match(name), DNS1035_LABEL_ERROR
+        elif resource in LABEL_NAMED:
+            ok, message = DNS1123_LABEL.match(name), DNS1123_LABEL_ERROR
+        else:
+            ok, message = DNS1123_SUBDOMAIN.match(name), SUBDOMAIN_ERROR
+        limit = 63 if resource in LABEL_NAMED or resource == "jobs" else 253  # Job names become pod label values
+        if len(name) > limit:
             causes.append(
                 Cause(
                     "metadata.name",
@@ -181,6 +164,8 @@ def validate_metadata(resource: str, md: dict) -> list[Cause]:
                     f'Invalid value: "{name}": must be no more than {limit} characters',
                 )
             )
+        if not ok:
+            causes.append(Cause("metadata.name", "FieldValueInvalid", f'Invalid value: "{name}": {message}'))
     causes += label_causes(md.get("labels") or {}, "metadata.labels")
     causes += annotation_causes(md.get("annotations") or {}, "metadata.annotations")
     return causes
@@ -198,6 +183,20 @@ QUALIFIED_NAME_ERROR = _regex_error(
     "MyName",
     "my.name",
     "123-abc",
+)
+DNS1123_LABEL_ERROR = _regex_error(
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    "with an alphanumeric character",
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+    "my-name",
+    "123-abc",
+)
+DNS1035_LABEL_ERROR = _regex_error(
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, "
+    "and end with an alphanumeric character",
+    "[a-z]([-a-z0-9]*[a-z0-9])?",
+    "my-name",
+    "abc-123",
 )
 SUBDOMAIN_ERROR = _regex_error(
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "

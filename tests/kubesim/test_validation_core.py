@@ -332,3 +332,12 @@ def test_manual_selector_must_match_the_template(api, ns):
     )
     body["spec"]["template"]["metadata"] = {"labels": {"app": "y"}}
     api.batch.create_namespaced_job(ns, body)
+
+
+def test_object_name_messages_are_kubes(api, ns):
+    assert _refused(api, ns, pod_body("Bad_Name"), "pods") == {
+        "metadata.name": 'Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+        "'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    }
