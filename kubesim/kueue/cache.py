@@ -51,9 +51,12 @@ Key = tuple[str, str]  # (namespace or "", name), the store's key
 class Changes:
     """A controller's view of the store's change feed: the keys written per resource since its previous call."""
 
-    def __init__(self, *resources: str) -> None:
+    def __init__(self, *resources: str, status_only: tuple[str, ...] = ()) -> None:
+        """status_only: resources whose status-only writes do not count (the queue status controller writes
+        ClusterQueue / LocalQueue / Cohort status after nearly every pass; no reader here looks at it)."""
         self._feed = ChangeFeed(*resources)
         self.resources = resources
+        self._ignore = frozenset(status_only)
 
     def since_last(self, store) -> dict[str, dict[Key, dict]] | None:
         """resource -> {key: the object as last written (as deleted for a deletion)}; None when the controller
@@ -63,6 +66,19 @@ class Changes:
             return None
         out: dict[str, dict[Key, dict]] = {r: {} for r in self.resources}
         for e in events:
+            if e.resource in self._ignore and _status_only(e):
+                continue
             md = e.obj["metadata"]
             out[e.resource][(md.get("namespace") or "", md["name"])] = e.obj
         return out
+
+
+def _status_only(e) -> bool:
+    """Whether a MODIFIED event changed nothing but status (and the resourceVersion)."""
+    if e.type != "MODIFIED" or e.prev is None:
+        return False
+    new, old = e.obj, e.prev
+    if any(new.get(k) != old.get(k) for k in new.keys() | old.keys() if k not in ("status", "metadata")):
+        return False
+    nmd, omd = new["metadata"], old["metadata"]
+    return all(nmd.get(k) == omd.get(k) for k in nmd.keys() | omd.keys() if k != "resourceVersion")

@@ -69,7 +69,7 @@ class LiveSnapshot:
         self.config = config
         self.snap: Snapshot | None = None
         self.stale = True
-        self._changes = Changes("workloads", *QUEUE_CONFIG)
+        self._changes = Changes("workloads", *QUEUE_CONFIG, status_only=QUEUE_CONFIG)
         self._now: datetime | None = None
         self._backoff: set[str] = set()  # workloads with status.requeueState.requeueAt: time changes their place
 
@@ -370,8 +370,10 @@ class WorkloadController:
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
         self._gate = ChangeGate({"workloads", "clusterqueues", "localqueues"})
-        self._changes = Changes("workloads", "clusterqueues", "localqueues")
-        self._timed: set[Key] = set()  # workloads whose next action waits for the clock (see _waits_for_time)
+        self._changes = Changes(
+            "workloads", "clusterqueues", "localqueues", status_only=("clusterqueues", "localqueues")
+        )
+        self._timed: set[Key] = set()  # workloads whose next action waits for the clock (see _waits)
         self._now: datetime | None = None
 
     def next_deadline(self, store) -> datetime | None:
