@@ -72,6 +72,9 @@ class LiveSnapshot:
         self._changes = Changes("workloads", *QUEUE_CONFIG, status_only=QUEUE_CONFIG)
         self._now: datetime | None = None
         self._backoff: set[str] = set()  # workloads with status.requeueState.requeueAt: time changes their place
+        # After a patch: the ClusterQueues and (namespace, LocalQueue) whose pending workloads may have changed.
+        self.queues_touched: set[str] = set()
+        self.local_queues_touched: set[tuple[str, str]] = set()
 
     def refresh(self, store, now: datetime | None) -> set[str] | None:
         """Bring the snapshot up to date; returns the workload keys it patched, or None after a full build."""
@@ -79,6 +82,7 @@ class LiveSnapshot:
         moved, self._now = now != self._now, now
         if self.snap is None or self.stale or changes is None or any(changes[r] for r in QUEUE_CONFIG):
             return self._rebuild(store, now)
+        self.queues_touched, self.local_queues_touched = set(), set()
         objs = {f"{ns}/{name}": store.get("workloads", ns, name, copy=False) for ns, name in changes["workloads"]}
         if moved and now is not None:
             for key in self._backoff:
@@ -105,6 +109,8 @@ class LiveSnapshot:
         self._backoff.discard(key)
         if old is None:
             return
+        self.queues_touched.add(old.cluster_queue)
+        self.local_queues_touched.add((old.namespace, old.queue_name))
         lst = snap.pending.get(old.cluster_queue)
         if lst is not None and old in lst:
             lst.remove(old)
@@ -123,6 +129,8 @@ class LiveSnapshot:
             snap.orphans.insert(at, (wl, reason, message))
             return
         wl.cluster_queue = snap.cluster_queue_for(wl)
+        self.queues_touched.add(wl.cluster_queue)
+        self.local_queues_touched.add((wl.namespace, wl.queue_name))
         if now is not None and wl.requeue_at is not None and wl.requeue_at > now:
             return
         lst = snap.pending.setdefault(wl.cluster_queue, [])
@@ -601,22 +609,36 @@ class StatusController:
         self.config = config
         self._gate = ChangeGate(SCHEDULING_INPUTS)
         self._live = LiveSnapshot(config)
+        self._written: dict[tuple[str, str, str], str] = {}  # (resource, ns, name) -> resourceVersion we left
 
     def next_deadline(self, store) -> datetime | None:
         return None
+
+    def _unchanged(self, resource: str, obj: dict, touched: bool) -> bool:
+        """Skip a queue whose members did not change and whose object is as this controller left it."""
+        md = obj["metadata"]
+        return not touched and self._written.get((resource, md.get("namespace", ""), md["name"])) == md.get(
+            "resourceVersion"
+        )
 
     def reconcile(self, store) -> bool:
         if not self._gate.should_run(store):
             return False
         now = store.clock.now()
-        self._live.refresh(store, None)
-        snap = self._live.snap
+        full = self._live.refresh(store, None) is None
+        live = self._live
+        snap = live.snap
         wrote = False
         pending_by_lq: dict[tuple[str, str], int] = {}
-        for wls in snap.pending.values():
+        lq_cqs = {
+            ((snap.local_queues.get(k) or {}).get("spec") or {}).get("clusterQueue") for k in live.local_queues_touched
+        }
+        for wls in snap.pending.values() if full else [snap.pending.get(c, []) for c in live.queues_touched | lq_cqs]:
             for w in wls:
                 pending_by_lq[(w.namespace, w.queue_name)] = pending_by_lq.get((w.namespace, w.queue_name), 0) + 1
         for obj in listed(store, "clusterqueues"):
+            if self._unchanged("clusterqueues", obj, full or obj["metadata"]["name"] in live.queues_touched):
+                continue
             cq = snap.cluster_queues[obj["metadata"]["name"]]
             status = dict(obj.get("status") or {})
             reservation = self._flavors(cq, cq.usage, borrowed=True)
@@ -637,6 +659,8 @@ class StatusController:
             wrote = self._write(store, "clusterqueues", obj, status) or wrote
         for obj in listed(store, "localqueues"):
             md = obj["metadata"]
+            if self._unchanged("localqueues", obj, full or (md["namespace"], md["name"]) in live.local_queues_touched):
+                continue
             cq = snap.cluster_queues.get((obj.get("spec") or {}).get("clusterQueue", ""))
             mine = [
                 w
@@ -666,6 +690,8 @@ class StatusController:
             wrote = self._write(store, "localqueues", obj, status) or wrote
         if self.config.fair_sharing:
             for obj in listed(store, "cohorts"):
+                if self._unchanged("cohorts", obj, full):  # a patch changes no reservation, so no share
+                    continue
                 node = snap.cohorts.get(obj["metadata"]["name"])
                 if node is None:
                     continue
@@ -710,12 +736,14 @@ class StatusController:
         }
         return [*(c for c in conds if c.get("type") != "Active"), new]
 
-    @staticmethod
-    def _write(store, resource: str, obj: dict, status: dict) -> bool:
+    def _write(self, store, resource: str, obj: dict, status: dict) -> bool:
+        md = obj["metadata"]
+        key = (resource, md.get("namespace", ""), md["name"])
         if status == (obj.get("status") or {}):
+            self._written[key] = md.get("resourceVersion")
             return False
         new = {**obj, "status": status}
-        store.update_status(resource, new)
+        self._written[key] = store.update_status(resource, new)["metadata"]["resourceVersion"]
         return True
 
 
