@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -22,7 +23,8 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.CELERY_TASK_DEFAULT_QUEUE = f"portal-test-{os.getpid()}"
     # Fast hashing: the suite logs demo users in thousands of times; production keeps Django's default.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    # Tests render templates without running collectstatic first.
+    # Tests render templates without running collectstatic first (WhiteNoise only needs the folder to exist).
+    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
     settings.STORAGES = {**settings.STORAGES,
                          "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
     if os.environ.get("CI", "").lower() in {"1", "true", "yes"} and "postgresql" not in settings.DATABASES["default"][
