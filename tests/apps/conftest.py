@@ -12,13 +12,6 @@ def users(demo):
 
 
 @pytest.fixture
-def page_client(users):
-    """page_client("alice") -> a test client signed in as that demo user."""
-    from django.test import Client
-
-    def make(username: str) -> Client:
-        signed_in = Client()
-        signed_in.force_login(users[username])
-        return signed_in
-
-    return make
+def page_client(client_for):
+    """page_client("alice") -> a test client signed in as that demo user (the root conftest's `client_for`)."""
+    return client_for

@@ -9,21 +9,14 @@ import pytest
 
 @pytest.fixture
 def people(demo):
-    """username -> demo user."""
+    """username -> demo user (the name these tests use for `demo`)."""
     return demo
 
 
 @pytest.fixture
-def as_user(people):
-    """as_user("alice") -> a test client signed in as that demo user."""
-    from django.test import Client
-
-    def make(username: str) -> Client:
-        signed_in = Client()
-        signed_in.force_login(people[username])
-        return signed_in
-
-    return make
+def as_user(client_for):
+    """as_user("alice") -> a test client signed in as that demo user (the root conftest's `client_for`)."""
+    return client_for
 
 
 @pytest.fixture
