@@ -72,6 +72,7 @@ class LiveSnapshot:
         self._changes = Changes("workloads", *QUEUE_CONFIG, status_only=QUEUE_CONFIG)
         self._now: datetime | None = None
         self._backoff: set[str] = set()  # workloads with status.requeueState.requeueAt: time changes their place
+        self.config_changed = True  # whether the last refresh saw queue configuration (not status) change
         # After a patch: the ClusterQueues and (namespace, LocalQueue) whose pending workloads may have changed.
         self.queues_touched: set[str] = set()
         self.local_queues_touched: set[tuple[str, str]] = set()
@@ -80,7 +81,8 @@ class LiveSnapshot:
         """Bring the snapshot up to date; returns the workload keys it patched, or None after a full build."""
         changes = self._changes.since_last(store)
         moved, self._now = now != self._now, now
-        if self.snap is None or self.stale or changes is None or any(changes[r] for r in QUEUE_CONFIG):
+        self.config_changed = changes is None or any(changes[r] for r in QUEUE_CONFIG)
+        if self.snap is None or self.stale or self.config_changed:
             return self._rebuild(store, now)
         self.queues_touched, self.local_queues_touched = set(), set()
         objs = {f"{ns}/{name}": store.get("workloads", ns, name, copy=False) for ns, name in changes["workloads"]}
@@ -167,7 +169,6 @@ class SchedulerController:
         self._reserving: dict[str, str] = {}  # workload key -> ClusterQueue, after the last reconcile
         self._generations: dict[str, int] = {}
         self._fingerprint = ""
-        self._config_rv = -1
         self._gate = ChangeGate(SCHEDULING_INPUTS)
         self._live = LiveSnapshot(config)
 
@@ -213,7 +214,7 @@ class SchedulerController:
                 wrote = self._set_pending(store, wl, reason, message, now) or wrote
         for cq_name, wls in snap.pending.items():
             cq = snap.cluster_queues.get(cq_name)
-            if cq is not None and not cq.schedulable:
+            if cq is not None and not cq.schedulable and (touched is None or cq_name in self._live.queues_touched):
                 for wl in wls:
                     if touched is None or wl.key in touched:
                         msg = f"ClusterQueue {cq_name} is inactive"
@@ -233,9 +234,7 @@ class SchedulerController:
         )
 
     def _flush_on_events(self, store, snap: Snapshot, queues: Queues, touched: set[str] | None) -> None:
-        config_rv = store.last_change(*QUEUE_CONFIG)
-        if config_rv != self._config_rv:
-            self._config_rv = config_rv
+        if self._live.config_changed:  # status-only writes to queues do not change the fingerprint
             fingerprint = _fingerprint(store)
             if fingerprint != self._fingerprint:
                 self._fingerprint = fingerprint
@@ -263,7 +262,11 @@ class SchedulerController:
     def _forget_touched(self, snap: Snapshot, queues: Queues, touched: set[str]) -> None:
         """_flush_on_events for a patched snapshot: reservations did not change, so only the touched workloads can
         have left a queue or changed generation."""
-        where = {w.key: name for name, wls in snap.pending.items() for w in wls if w.key in touched}
+        where = {}
+        for key in touched:
+            wl = snap.workloads.get(key)
+            if wl is not None and wl in snap.pending.get(wl.cluster_queue, ()):
+                where[key] = wl.cluster_queue
         for key in touched:
             wl = snap.workloads.get(key)
             if wl is None:
