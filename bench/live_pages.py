@@ -49,7 +49,8 @@ def _use_bench_database() -> None:
 
 
 def _bare_urlconf() -> str:
-    """portal's URLs plus /bench/bare/?bytes=N: a view rendering a template of N bytes (the baseline)."""
+    """portal's URLs plus /bench/bare/?bytes=N: a view for the same signed-in user rendering a template of N bytes
+    (the baseline)."""
     from django.http import HttpRequest, HttpResponse
     from django.template import engines
     from django.urls import path
@@ -61,6 +62,8 @@ def _bare_urlconf() -> str:
         "<td>{{ row.2 }}</td></tr>{% endfor %}</table></body></html>")
 
     def bare(request: HttpRequest) -> HttpResponse:
+        # Signed in like the page it is compared with (every portal page is): session and user are loaded.
+        assert request.user.is_authenticated
         size = int(request.GET.get("bytes", "10000"))
         rows = [(f"row-{i}", "x" * 40, i) for i in range(max(1, size // 75))]
         return HttpResponse(template.render({"rows": rows}, request))
