@@ -94,35 +94,41 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
     else:  # bound to projects only: their departments came with them
         departments = {p.department_id: p.department for p in visible_projects.values()}
     department_ids = list(departments)
+    # Quota rows only for the departments and the projects on show; the roll-ups come from the queue mirror.
     quotas = list(Quota.objects.filter(Q(department_id__in=department_ids) | Q(
-        project__department_id__in=department_ids)).select_related("project", "node_pool"))
+        project_id__in=list(visible_projects))).select_related("project", "node_pool"))
     if everything:
         pools = list(NodePool.objects.order_by("name"))
     else:  # only pools where the viewer's scope holds quota have anything to show
         pools = sorted({q.node_pool_id: q.node_pool for q in quotas}.values(), key=lambda pool: pool.name)
     states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
-        "name", "project_id", "node_pool_id", "guaranteed", "used", "used_borrowed", "nominal", "pending_workloads",
-        "admitted_workloads"))
+        "name", "project_id", "project__department_id", "node_pool_id", "guaranteed", "used", "used_borrowed",
+        "nominal", "pending_workloads", "admitted_workloads"))
     if everything:
         cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in ClusterQueueState.objects.values(
             "node_pool_id").annotate(used=Sum("used")).order_by()}
     cohorts: dict[tuple[str, int | None, int | None], int | None] = {}
-    for cohort in CohortState.objects.filter(Q(department_id__in=department_ids) | Q(
-            project__department_id__in=department_ids)):
+    for cohort in CohortState.objects.filter(Q(department_id__in=department_ids, project__isnull=True) | Q(
+            project_id__in=list(visible_projects))):
         key = ("project", cohort.project_id) if cohort.project_id else ("department", cohort.department_id)
         cohorts[(*key, cohort.node_pool_id)] = cohort.weighted_share
-    pending = {(row["project_id"], row["node_pool_id"]): row["units"] or 0 for row in Workload.objects.filter(
-        status__in=WAITING, project__department_id__in=department_ids).values("project_id", "node_pool_id").annotate(
-        units=Sum(_units_expression())).order_by()}
+    pending_rows = list(Workload.objects.filter(status__in=WAITING, project__department_id__in=department_ids).values(
+        "project_id", "project__department_id", "node_pool_id").annotate(units=Sum(_units_expression())).order_by())
+    pending = {(row["project_id"], row["node_pool_id"]): row["units"] or 0 for row in pending_rows}
+    department_pending: dict[tuple[int, int], int] = defaultdict(int)
+    for row in pending_rows:
+        department_pending[(row["project__department_id"], row["node_pool_id"])] += row["units"] or 0
 
     project_quota = {(q.project_id, q.node_pool_id): q for q in quotas if q.project_id}
     department_quota = {(q.department_id, q.node_pool_id): q for q in quotas if q.department_id}
     project_of = {q.project_id: q.project for q in quotas if q.project_id}
     used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
+    department_used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for state in states:
         key = (state["project_id"], state["node_pool_id"])
         used[key] += state["used"]
+        department_used[(state["project__department_id"], state["node_pool_id"])] += state["used"]
         queues[key].append({"name": state["name"], "guaranteed": state["guaranteed"], "used": state["used"],
                             "borrowed": state["used_borrowed"], "nominal": state["nominal"],
                             "pending_workloads": state["pending_workloads"],
@@ -140,14 +146,12 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
                 continue
             dept = Figures(name=department.name, slug=department.slug, level="department",
                            deserved=dq.deserved if dq else 0, limit=dq.limit if dq else None, has_quota=dq is not None,
-                           weighted_share=cohorts.get(("department", department.pk, pool.pk)))
-            for project in projects:
+                           weighted_share=cohorts.get(("department", department.pk, pool.pk)),
+                           used=department_used[(department.pk, pool.pk)],
+                           pending=department_pending[(department.pk, pool.pk)])
+            for project in projects:  # only the projects on show; the roll-up above counts all of them
                 key = (project.pk, pool.pk)
                 quota = project_quota[key]
-                dept.used += used[key]
-                dept.pending += pending.get(key, 0)
-                if project.pk not in visible_projects:
-                    continue  # counted in the department's roll-up, not shown on its own
                 dept.children.append(Figures(
                     name=project.name, slug=project.slug, level="project", deserved=quota.deserved,
                     limit=quota.limit, used=used[key], pending=pending.get(key, 0), lends=not project.does_not_lend,
