@@ -63,13 +63,18 @@ def usage_reports(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
+def _form_errors(form: Any) -> HttpResponse:
+    """A CSV download with bad filters: 400 and the same messages the page shows, as plain text."""
+    return HttpResponse("\n".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()),
+                        status=400, content_type="text/plain; charset=utf-8")
+
+
 @login_required
 @require_GET
 def usage_reports_csv(request: HttpRequest) -> HttpResponse:
     form = ReportFilterForm(request.GET, viewer=request.user)
     if not form.is_valid():
-        return HttpResponse("\n".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()),
-                            status=400, content_type="text/plain; charset=utf-8")
+        return _form_errors(form)
     report = reports.usage_report(user=request.user, group=form.cleaned_data["group"],
                                   window=form.cleaned_data["window"], filters=form.filters())
     return csv_response(reports.report_table(report),
@@ -101,8 +106,7 @@ def usage_holders(request: HttpRequest) -> HttpResponse:
 def usage_holders_csv(request: HttpRequest) -> HttpResponse:
     form = HolderFilterForm(request.GET, viewer=request.user)
     if not form.is_valid():
-        return HttpResponse("\n".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()),
-                            status=400, content_type="text/plain; charset=utf-8")
+        return _form_errors(form)
     window = form.cleaned_data["window"]
     queryset = reports.holders(user=request.user, window=window, filters=form.filters())
 
