@@ -81,10 +81,10 @@ def build(workloads: int, projects: int) -> dict:
     from django.utils import timezone
 
     from apps.accounts.models import Role, RoleBinding, Scope
+    from apps.cluster.models import ClusterQueueState, CohortState
     from apps.org import services
     from apps.org.demo import seed_demo
     from apps.org.models import PriorityClass
-    from apps.usage.models import ClusterQueueState, CohortState
     from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 
     call_command("migrate", verbosity=0)

@@ -1,4 +1,4 @@
-"""The Celery app. Tasks live in worker/; the web enqueues them by name through portal.tasks.enqueue."""
+"""The Celery app. Tasks live in worker/; the web enqueues them by name through apps.core.tasks.enqueue."""
 
 import os
 

@@ -70,6 +70,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "apps.core",
+    "apps.cluster",
     "apps.accounts",
     "apps.org",
     "apps.workloads",
@@ -181,7 +183,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
-    "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "EXCEPTION_HANDLER": "apps.core.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",

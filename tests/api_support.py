@@ -43,7 +43,8 @@ def demo_ids() -> dict[str, int]:
 def org_state() -> dict[str, Any]:
     """Everything an API write could change, to show that a refused one changed nothing."""
     from apps.accounts.models import RoleBinding
-    from apps.org.models import AuditEvent, Department, NodePool, PriorityClass, Project, Quota
+    from apps.core.models import AuditEvent
+    from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 
     def rows(model: Any, *exclude: str) -> list[tuple]:
         names = [f.attname for f in model._meta.concrete_fields if f.name not in {"created_at", *exclude}]

@@ -13,36 +13,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from apps.org.labels import DEPARTMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, PROJECT_LABEL
+from apps.core.kueue_names import (
+    DEPARTMENT_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    POOL_LABEL,
+    PROJECT_LABEL,
+    KueueNames,
+    local_queue,
+    names,
+)
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-
-
-@dataclass(frozen=True)
-class Naming:
-    """Name prefixes, configurable per installation (settings.KUEUE_*_PREFIX)."""
-
-    root_cohort_prefix: str = "portal-"
-    department_cohort_prefix: str = "dept-"
-    project_prefix: str = "proj-"
-
-    def root_cohort(self, pool: str) -> str:
-        return f"{self.root_cohort_prefix}{pool}"
-
-    def department_cohort(self, department: str, pool: str) -> str:
-        return f"{self.department_cohort_prefix}{department}-{pool}"
-
-    def project_cohort(self, project: str, pool: str) -> str:
-        return f"{self.project_prefix}{project}-{pool}"
-
-    def cluster_queue(self, project: str, pool: str, *, guaranteed: bool) -> str:
-        return f"{self.project_cohort(project, pool)}-{'guaranteed' if guaranteed else 'elastic'}"
-
-
-def local_queue_name(pool: str, *, guaranteed: bool) -> str:
-    """Non-preemptible work goes to the guaranteed queue, preemptible work to the elastic one."""
-    return f"{'guaranteed' if guaranteed else 'elastic'}-{pool}"
 
 
 @dataclass(frozen=True)
@@ -127,7 +110,7 @@ def resource_flavor(pool: PoolSpec) -> dict[str, Any]:
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": metadata, "spec": spec}
 
 
-def _pool_tree(pool: PoolSpec, departments: tuple[DepartmentSpec, ...], naming: Naming) -> list[dict[str, Any]]:
+def _pool_tree(pool: PoolSpec, departments: tuple[DepartmentSpec, ...], naming: KueueNames) -> list[dict[str, Any]]:
     """The cohort tree and queues of one pool, for the departments and projects with a quota row on it."""
     members = [
         (department, [project for project in department.projects if pool.slug in project.quotas])
@@ -165,7 +148,7 @@ def _pool_tree(pool: PoolSpec, departments: tuple[DepartmentSpec, ...], naming: 
 
 
 def _project_objects(pool: PoolSpec, department: DepartmentSpec, project: ProjectSpec, parent: str,
-                     naming: Naming) -> list[dict[str, Any]]:
+                     naming: KueueNames) -> list[dict[str, Any]]:
     quota = project.quotas[pool.slug]
     labels = {POOL_LABEL: pool.slug, DEPARTMENT_LABEL: department.slug, PROJECT_LABEL: project.slug}
     cohort_name = naming.project_cohort(project.slug, pool.slug)
@@ -205,7 +188,7 @@ def _project_objects(pool: PoolSpec, department: DepartmentSpec, project: Projec
     for guaranteed in (True, False):
         objects.append({
             "apiVersion": KUEUE_API, "kind": "LocalQueue",
-            "metadata": _metadata(local_queue_name(pool.slug, guaranteed=guaranteed), labels, project.namespace),
+            "metadata": _metadata(local_queue(pool.slug, guaranteed=guaranteed), labels, project.namespace),
             "spec": {"clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=guaranteed)},
         })
     return objects
@@ -224,9 +207,9 @@ def priority_class(spec: PriorityClassSpec) -> dict[str, Any]:
     return obj
 
 
-def desired_objects(org: OrgSnapshot, naming: Naming | None = None) -> list[dict[str, Any]]:
+def desired_objects(org: OrgSnapshot, naming: KueueNames | None = None) -> list[dict[str, Any]]:
     """Every object the cluster should hold, parents before children (the order creates must follow)."""
-    naming = naming or Naming()
+    naming = naming or names()
     objects: list[dict[str, Any]] = [priority_class(spec) for spec in org.priority_classes]
     objects += [resource_flavor(pool) for pool in org.pools]
     objects += [namespace(project, department) for department in org.departments for project in department.projects]

@@ -13,9 +13,9 @@ from decimal import Decimal
 from typing import Any
 
 import yaml
-from django.conf import settings
 from django.db.models import Prefetch
 
+from apps.core.kueue_names import names as kueue_names
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 
 from .gateway import Gateway
@@ -25,7 +25,6 @@ from .kueue_objects import (
     MANAGED_BY_LABEL,
     PROJECT_LABEL,
     DepartmentSpec,
-    Naming,
     OrgSnapshot,
     PoolQuota,
     PoolSpec,
@@ -33,14 +32,6 @@ from .kueue_objects import (
     ProjectSpec,
     desired_objects,
 )
-
-
-def naming() -> Naming:
-    return Naming(
-        root_cohort_prefix=settings.KUEUE_ROOT_COHORT_PREFIX,
-        department_cohort_prefix=settings.KUEUE_DEPARTMENT_COHORT_PREFIX,
-        project_prefix=settings.KUEUE_PROJECT_PREFIX,
-    )
 
 
 def _quotas(quotas: list[Quota]) -> dict[str, PoolQuota]:
@@ -215,7 +206,7 @@ def _update(gw: Gateway, desired: dict[str, Any], current: dict[str, Any], resul
 
 
 def desired_from_database() -> list[dict[str, Any]]:
-    return desired_objects(org_snapshot(), naming())
+    return desired_objects(org_snapshot(), kueue_names())
 
 
 def as_yaml(objects: list[dict[str, Any]]) -> str:

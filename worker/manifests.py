@@ -10,11 +10,17 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from apps.core import kueue_names
+from apps.core.kueue_names import (
+    DEPARTMENT_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    POOL_LABEL,
+    PROJECT_LABEL,
+    QUEUE_NAME_LABEL,
+)
 from apps.workloads.models import Kind, Workload
 
-from .kueue_objects import DEPARTMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL, PROJECT_LABEL
-
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 WORKLOAD_ID_LABEL = "portal.gpu/workload-id"
@@ -29,7 +35,7 @@ BATCH_BACKOFF_LIMIT = 2
 
 
 def job_name(workload: Workload) -> str:
-    return f"wl-{workload.pk}"
+    return kueue_names.job_name(workload.pk)
 
 
 def portal_labels(workload: Workload) -> dict[str, str]:

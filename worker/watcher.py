@@ -21,8 +21,9 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
-from apps.org.labels import MANAGED_BY, MANAGED_BY_LABEL
-from apps.usage import services as mirror
+from apps.cluster import services as mirror
+from apps.core import kueue_names
+from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL
 from apps.workloads import services as workload_services
 from apps.workloads.models import Status, Workload
 
@@ -234,7 +235,7 @@ class Watcher:
     def refresh_positions(self) -> None:
         queued = list(Workload.objects.filter(status=Status.QUEUED).exclude(kueue_name="").values_list(
             "pk", "kueue_name", "project__namespace", "preemptible", "node_pool__slug"))
-        queues = {(namespace, f"{'elastic' if preemptible else 'guaranteed'}-{pool}")
+        queues = {(namespace, kueue_names.local_queue(pool, guaranteed=not preemptible))
                   for _, _, namespace, preemptible, pool in queued}
         by_name = {(namespace, name): pk for pk, name, namespace, _, _ in queued}
         positions: dict[int, tuple[int, int]] = {}

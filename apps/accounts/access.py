@@ -1,22 +1,32 @@
 """The one place that answers "may this user do that to this object" and "which rows may this user see".
 
-Every view, API view and task asks this module. Roles bound at a scope apply to everything below it
-(everything > department > project). Rows a user may not see are simply absent from the querysets
-below, so entry points answer 404 for them and leak no ids.
+Every view, API view, service and task asks this module. Roles bound at a scope apply to everything below it
+(everything > department > project). Rows a user may not see are simply absent from the querysets `restrict`
+returns, so entry points answer 404 for them and leak no ids.
+
+This module sits below the apps whose rows it scopes, so it imports none of them: each scoped model says where it
+hangs off the scope tree with class attributes, and `restrict` / `can` read those:
+- `access_department_paths`: lookups naming the department(s) a row belongs to (any match counts);
+- `access_project_path`: the lookup naming its project, if it belongs to one;
+- `access_member_department_path`: a department lookup that members of one of its projects may VIEW through;
+- `access_owner_path`: a user lookup; the row's owner always VIEWs it;
+- `access_scope()` on an instance: (department id, project id or None) for `can`.
+Models without them are installation-wide (node pools, priority classes): everyone signed in views them, admins
+change them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-from django.db.models import Q, QuerySet
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, Q, QuerySet
 
 from .models import Role, RoleBinding, Scope
 
-if TYPE_CHECKING:
-    from apps.org.models import Department, Project
+M = TypeVar("M", bound=Model)
 
 
 class Action(StrEnum):
@@ -124,20 +134,48 @@ def forget_grants(user: Any) -> None:
 
 def can(user: Any, action: Action, obj: Any = None) -> bool:
     """May the user do the action on the object (None: on the whole installation, e.g. node pools)."""
-    from apps.org.models import Department, Project
-
     grants = grants_for(user)
-    if isinstance(obj, Project):
-        return action in _actions(grants.roles_for_project(obj.pk, obj.department_id))
-    if isinstance(obj, Department):
-        if action in _actions(grants.roles_for_department(obj.pk)):
-            return True
-        # Being bound to one of its projects lets a user see the department that contains it.
-        return action == Action.VIEW and obj.pk in grants.project_departments.values()
-    # Installation-wide objects (node pools, priority classes): everyone signed in sees them, admins change them.
-    if action == Action.VIEW:
-        return bool(user is not None and user.is_authenticated and user.is_active)
-    return action in _actions(grants.everywhere)
+    scope = getattr(obj, "access_scope", None)
+    if scope is None:
+        # Installation-wide objects (node pools, priority classes): everyone signed in sees them, admins change them.
+        if action == Action.VIEW:
+            return bool(user is not None and user.is_authenticated and user.is_active)
+        return action in _actions(grants.everywhere)
+    department_id, project_id = scope()
+    if project_id is not None:
+        return action in _actions(grants.roles_for_project(project_id, department_id))
+    if action in _actions(grants.roles_for_department(department_id)):
+        return True
+    # Being bound to one of its projects lets a user see the department that contains it.
+    return action == Action.VIEW and department_id in grants.project_departments.values()
+
+
+def require(user: Any, action: Action, obj: Any = None, message: str = "You may not do this here.") -> None:
+    """`can`, or PermissionDenied (403) with `message`."""
+    if not can(user, action, obj):
+        raise PermissionDenied(message)
+
+
+def can_anywhere(user: Any, action: Action) -> bool:
+    """Whether the user holds the action at any scope (drives navigation)."""
+    return action in _actions(grants_for(user).all_roles)
+
+
+def sees_everything(user: Any, action: Action = Action.VIEW) -> bool:
+    """Whether the user holds the action over the whole installation (cluster-wide roll-ups, for example)."""
+    return action in _actions(grants_for(user).everywhere)
+
+
+def may_grant(user: Any, role: str, scope_object: Any) -> bool:
+    """Whether the user may bind `role` at the scope of `scope_object` (a department, a project, None = everything)."""
+    if not can(user, Action.MANAGE_MEMBERS, scope_object):
+        return False
+    if role in GRANTABLE_BY_MEMBER_MANAGERS:
+        return True
+    return Action.MANAGE in _actions(grants_for(user).everywhere) and scope_object is None
+
+
+# --- workloads: stop and keep alive -----------------------------------------------------------------------------
 
 
 def can_stop_workload(user: Any, workload: Any) -> bool:
@@ -147,100 +185,40 @@ def can_stop_workload(user: Any, workload: Any) -> bool:
     return can(user, Action.STOP_ANY, workload.project)
 
 
-def can_anywhere(user: Any, action: Action) -> bool:
-    """Whether the user holds the action at any scope (drives navigation)."""
-    return action in _actions(grants_for(user).all_roles)
-
-
-def may_grant(user: Any, role: str, scope_object: Department | Project | None) -> bool:
-    """Whether the user may bind `role` at the scope of `scope_object` (None = everything)."""
-    if not can(user, Action.MANAGE_MEMBERS, scope_object):
-        return False
-    if role in GRANTABLE_BY_MEMBER_MANAGERS:
-        return True
-    return Action.MANAGE in _actions(grants_for(user).everywhere) and scope_object is None
+def can_keep_alive(user: Any, workload: Any) -> bool:
+    """Only a notebook's owner says it is still in use (idle culling is about the person at the keyboard)."""
+    return bool(user is not None and user.is_authenticated and workload.owner_id == user.pk)
 
 
 # --- "which rows of this kind may U see" --------------------------------------------------------------------
 
 
-def _scoped_filter(grants: Grants, action: Action, *, department_field: str, project_field: str | None) -> Q | None:
-    """A Q selecting rows whose department or project the action is allowed on; None means all rows."""
+def _ids_with(roles_by_id: dict[int, frozenset[str]], action: Action) -> list[int]:
+    return [key for key, roles in roles_by_id.items() if action in _actions(roles)]
+
+
+def restrict(queryset: QuerySet[M], user: Any, action: Action = Action.VIEW) -> QuerySet[M]:
+    """The rows of `queryset` on which the user may do `action`, by the scope paths the model declares."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return queryset.none()
+    model = queryset.model
+    grants = grants_for(user)
     if action in _actions(grants.everywhere):
-        return None
-    department_ids = [dept for dept, roles in grants.departments.items() if action in _actions(roles)]
-    condition = Q(**{f"{department_field}__in": department_ids})
-    if project_field is not None:
-        project_ids = [proj for proj, roles in grants.projects.items() if action in _actions(roles)]
-        condition |= Q(**{f"{project_field}__in": project_ids})
-    return condition
-
-
-def departments_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Department]:
-    from apps.org.models import Department
-
-    grants = grants_for(user)
-    condition = _scoped_filter(grants, action, department_field="pk", project_field=None)
-    queryset = Department.objects.all()
-    if condition is None:
         return queryset
-    if action == Action.VIEW:
-        condition |= Q(pk__in=set(grants.project_departments.values()))
+    department_ids = _ids_with(grants.departments, action)
+    condition = Q(pk__in=[])
+    for path in getattr(model, "access_department_paths", ()):
+        condition |= Q(**{f"{path}__in": department_ids})
+    project_path = getattr(model, "access_project_path", None)
+    if project_path is not None:
+        condition |= Q(**{f"{project_path}__in": _ids_with(grants.projects, action)})
+    member_path = getattr(model, "access_member_department_path", None)
+    if action == Action.VIEW and member_path is not None:
+        condition |= Q(**{f"{member_path}__in": set(grants.project_departments.values())})
+    owner_path = getattr(model, "access_owner_path", None)
+    if action == Action.VIEW and owner_path is not None:
+        condition |= Q(**{owner_path: user})
     return queryset.filter(condition)
-
-
-def projects_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Project]:
-    from apps.org.models import Project
-
-    condition = _scoped_filter(grants_for(user), action, department_field="department_id", project_field="pk")
-    queryset = Project.objects.all()
-    return queryset if condition is None else queryset.filter(condition)
-
-
-def scoped_to_projects(queryset: QuerySet, user: Any, action: Action = Action.VIEW, *,
-                       project_path: str = "project") -> QuerySet:
-    """Restrict any queryset whose rows hang off a project (through `project_path`) to where the action is allowed."""
-    condition = _scoped_filter(
-        grants_for(user), action, department_field=f"{project_path}__department_id", project_field=f"{project_path}_id"
-    )
-    return queryset if condition is None else queryset.filter(condition)
-
-
-def workloads_for(user: Any) -> QuerySet:
-    """Workloads the user may see: their own, and every workload in the projects they may view."""
-    from apps.workloads.models import Workload
-
-    if user is None or not user.is_authenticated:
-        return Workload.objects.none()
-    return scoped_to_projects(Workload.objects.all(), user) | Workload.objects.filter(owner=user)
-
-
-def quotas_for(user: Any, action: Action = Action.VIEW) -> QuerySet:
-    """Department quotas of visible departments and project quotas of visible projects."""
-    from apps.org.models import Quota
-
-    grants = grants_for(user)
-    condition = _scoped_filter(grants, action, department_field="project__department_id", project_field="project_id")
-    queryset = Quota.objects.all()
-    if condition is None:
-        return queryset
-    department_condition = _scoped_filter(grants, action, department_field="department_id", project_field=None)
-    assert department_condition is not None
-    if action == Action.VIEW:
-        department_condition |= Q(department_id__in=set(grants.project_departments.values()))
-    return queryset.filter(
-        (Q(project__isnull=False) & condition) | (Q(department__isnull=False) & department_condition)
-    )
-
-
-def audit_events_for(user: Any) -> QuerySet:
-    """Audit rows of the departments and projects the user audits; installation-wide rows for global admins."""
-    from apps.org.models import AuditEvent
-
-    grants = grants_for(user)
-    queryset = AuditEvent.objects.all()
-    condition = _scoped_filter(grants, Action.VIEW_AUDIT, department_field="department_id", project_field="project_id")
-    return queryset if condition is None else queryset.filter(condition)
 
 
 def role_bindings_for(user: Any, action: Action = Action.VIEW) -> QuerySet[RoleBinding]:
@@ -249,8 +227,8 @@ def role_bindings_for(user: Any, action: Action = Action.VIEW) -> QuerySet[RoleB
     queryset = RoleBinding.objects.all()
     if action in _actions(grants.everywhere):
         return queryset
-    department_ids = [dept for dept, roles in grants.departments.items() if action in _actions(roles)]
-    project_ids = [proj for proj, roles in grants.projects.items() if action in _actions(roles)]
+    department_ids = _ids_with(grants.departments, action)
+    project_ids = _ids_with(grants.projects, action)
     condition = Q(department_id__in=department_ids) | Q(project_id__in=project_ids) | Q(
         project__department_id__in=department_ids
     )
@@ -259,6 +237,8 @@ def role_bindings_for(user: Any, action: Action = Action.VIEW) -> QuerySet[RoleB
     return queryset.filter(condition)
 
 
-def sees_everything(user: Any, action: Action = Action.VIEW) -> bool:
-    """Whether the user holds the action over the whole installation (cluster-wide roll-ups, for example)."""
-    return action in _actions(grants_for(user).everywhere)
+def grants_fingerprint(user: Any) -> str:
+    """What the user's scope is, for cache keys and ETags of pages whose rows depend on it."""
+    grants = grants_for(user)
+    return f"{getattr(user, 'pk', None)}|{sorted(grants.everywhere)}|{sorted(grants.departments.items())}|" \
+           f"{sorted(grants.projects.items())}"

@@ -9,11 +9,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 
-from apps.org.forms import StyledForm
+from apps.core.forms import StyledForm
 
 from . import access
 from .access import GRANTABLE_BY_MEMBER_MANAGERS, Action
-from .models import Role
+from .models import Role, scope_models
 
 
 class RoleBindingForm(StyledForm):
@@ -33,11 +33,12 @@ class RoleBindingForm(StyledForm):
         scopes: list[Any] = []
         if access.can(actor, Action.MANAGE_MEMBERS):
             scopes.append(("everything", "Everything"))
-        departments = access.departments_for(actor, Action.MANAGE_MEMBERS)
+        department_model, project_model = scope_models()
+        departments = access.restrict(department_model.objects.all(), actor, Action.MANAGE_MEMBERS)
         self._departments = {f"department:{d.pk}": d for d in departments}
         if self._departments:
             scopes.append(("Departments", [(key, d.name) for key, d in self._departments.items()]))
-        projects = access.projects_for(actor, Action.MANAGE_MEMBERS).select_related("department")
+        projects = access.restrict(project_model.objects.select_related("department"), actor, Action.MANAGE_MEMBERS)
         self._projects = {f"project:{p.pk}": p for p in projects}
         if self._projects:
             scopes.append(("Projects", [(key, f"{p.department.name} / {p.name}") for key, p in self._projects.items()]))

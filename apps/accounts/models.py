@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
@@ -65,6 +67,15 @@ class RoleBinding(models.Model):
         return f"user:{self.user.get_username()}" if self.user_id else f"group:{self.group.name}"  # type: ignore[union-attr]
 
     @property
+    def scope_object(self) -> Any:
+        """The department or project the binding is scoped to; None for everything."""
+        if self.scope == Scope.PROJECT:
+            return self.project
+        if self.scope == Scope.DEPARTMENT:
+            return self.department
+        return None
+
+    @property
     def scope_display(self) -> str:
         if self.scope == Scope.DEPARTMENT:
             return f"department:{self.department.slug}"  # type: ignore[union-attr]
@@ -90,3 +101,9 @@ class NotificationPreference(models.Model):
         field = {"admitted": "on_admitted", "preempted": "on_preempted", "succeeded": "on_finished",
                  "failed": "on_failed"}.get(status)
         return bool(field and getattr(self, field))
+
+
+def scope_models() -> tuple[Any, Any]:
+    """The department and project models a binding's scope names. They are org's; accounts sits below org, so it
+    reaches them through its own relations instead of importing them."""
+    return RoleBinding._meta.get_field("department").related_model, RoleBinding._meta.get_field("project").related_model

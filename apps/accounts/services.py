@@ -8,19 +8,10 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from apps.org.audit import audit_record, snapshot
-from apps.org.models import Department, Project
+from apps.core.audit import audit_record, snapshot
 
 from .access import forget_grants, may_grant
 from .models import NotificationPreference, Role, RoleBinding, Scope
-
-
-def _scope_object(binding: RoleBinding) -> Department | Project | None:
-    if binding.scope == Scope.PROJECT:
-        return binding.project
-    if binding.scope == Scope.DEPARTMENT:
-        return binding.department
-    return None
 
 
 def _audit_scope(binding: RoleBinding) -> dict[str, Any]:
@@ -37,8 +28,8 @@ def role_binding_create(
     role: str,
     user: Any = None,
     group: Group | None = None,
-    department: Department | None = None,
-    project: Project | None = None,
+    department: Any = None,
+    project: Any = None,
 ) -> RoleBinding:
     """Bind a role to a user or group at everything, a department or a project (the narrowest one given)."""
     if project is not None and department is not None:
@@ -65,7 +56,7 @@ def role_binding_create(
 
 
 def role_binding_delete(*, actor: Any, binding: RoleBinding) -> None:
-    if not may_grant(actor, binding.role, _scope_object(binding)):
+    if not may_grant(actor, binding.role, binding.scope_object):
         raise PermissionDenied("You may not remove this binding.")
     with transaction.atomic():
         if binding.role == Role.ADMIN and binding.scope == Scope.EVERYTHING:

@@ -9,21 +9,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from apps.org.forms import apply_service_errors
-from apps.org.models import Department, Project
+from apps.core.forms import apply_service_errors
 
 from . import access, services
 from .access import Action
 from .forms import NotificationPreferenceForm, RoleBindingForm
-from .models import NotificationPreference, RoleBinding, Scope
-
-
-def _scope_object(binding: RoleBinding) -> Department | Project | None:
-    if binding.scope == Scope.PROJECT:
-        return binding.project
-    if binding.scope == Scope.DEPARTMENT:
-        return binding.department
-    return None
+from .models import NotificationPreference
 
 
 @login_required
@@ -31,7 +22,7 @@ def role_bindings(request: HttpRequest) -> HttpResponse:
     user = request.user
     bindings = access.role_bindings_for(user).select_related("user", "group", "department", "project__department")
     return render(request, "accounts/role_bindings.html", {
-        "rows": [{"binding": b, "can_delete": access.may_grant(user, b.role, _scope_object(b))} for b in bindings],
+        "rows": [{"binding": b, "can_delete": access.may_grant(user, b.role, b.scope_object)} for b in bindings],
         "can_create": access.can_anywhere(user, Action.MANAGE_MEMBERS),
     })
 
@@ -62,7 +53,7 @@ def role_binding_delete(request: HttpRequest, pk: int) -> HttpResponse:
     binding = get_object_or_404(
         access.role_bindings_for(request.user).select_related("user", "group", "department", "project"), pk=pk
     )
-    if not access.may_grant(request.user, binding.role, _scope_object(binding)):
+    if not access.may_grant(request.user, binding.role, binding.scope_object):
         raise PermissionDenied("You may not remove this binding.")
     if request.method == "POST":
         try:
@@ -73,7 +64,7 @@ def role_binding_delete(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             messages.success(request, f"Removed {binding}.")
         return redirect("accounts:role_bindings")
-    return render(request, "org/confirm_delete.html", {
+    return render(request, "core/confirm_delete.html", {
         "object": binding, "kind": "role binding", "cancel": "accounts:role_bindings",
         "consequences": "The subject loses this role at this scope and below.",
     })

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -99,6 +98,10 @@ class Department(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # Scope paths for apps.accounts.access.restrict.
+    access_department_paths = ("pk",)
+    access_member_department_path = "pk"
+
     class Meta:
         ordering = ["name"]
         constraints = [
@@ -111,6 +114,9 @@ class Department(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def access_scope(self) -> tuple[int, int | None]:
+        return self.pk, None
 
 
 class PriorityClass(models.Model):
@@ -148,6 +154,9 @@ class Project(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    access_department_paths = ("department_id",)
+    access_project_path = "pk"
+
     class Meta:
         ordering = ["department__name", "name"]
         constraints = [
@@ -160,6 +169,9 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def access_scope(self) -> tuple[int, int | None]:
+        return self.department_id, self.pk
 
 
 class Quota(models.Model):
@@ -183,6 +195,11 @@ class Quota(models.Model):
                                     validators=[MinValueValidator(0)])
     memory_gib = models.PositiveIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # A department's quota belongs to it; a project's to the project (and its department's admins).
+    access_department_paths = ("department_id", "project__department_id")
+    access_project_path = "project_id"
+    access_member_department_path = "department_id"
 
     class Meta:
         ordering = ["node_pool__slug", "id"]
@@ -221,28 +238,6 @@ class Quota(models.Model):
     def over_quota_units(self) -> int | None:
         """How far above deserved the owner may go; None when unlimited."""
         return None if self.limit is None else self.limit - self.deserved
-
-
-class AuditEvent(models.Model):
-    """Who changed what, when, with the state before and after; written in the change's own transaction."""
-
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
-    action = models.CharField(max_length=60, db_index=True)
-    object_type = models.CharField(max_length=60)
-    object_id = models.CharField(max_length=60)
-    object_repr = models.CharField(max_length=200)
-    department = models.ForeignKey(Department, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["object_type", "object_id"])]
-
-    def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.object_repr}"
 
 
 class KueueSyncState(models.Model):

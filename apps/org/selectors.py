@@ -7,9 +7,30 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
-from apps.accounts.access import Action, departments_for, projects_for
+from apps.accounts import access
+from apps.accounts.access import Action
+from apps.cluster.models import CohortState
+from apps.core.models import AuditEvent
 
 from .models import Department, NodePool, Project, Quota
+
+
+def departments_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Department]:
+    return access.restrict(Department.objects.all(), user, action)
+
+
+def projects_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Project]:
+    return access.restrict(Project.objects.all(), user, action)
+
+
+def quotas_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Quota]:
+    """Department quotas of visible departments and project quotas of visible projects."""
+    return access.restrict(Quota.objects.all(), user, action)
+
+
+def audit_events_for(user: Any) -> QuerySet[AuditEvent]:
+    """Audit rows of the departments and projects the user audits; installation-wide rows for global admins."""
+    return access.restrict(AuditEvent.objects.all(), user, Action.VIEW_AUDIT)
 
 
 @dataclass
@@ -76,8 +97,6 @@ def kueue_sync_status(*, limit: int = 50) -> dict[str, Any]:
 def project_weighted_shares(*, project_ids: list[int]) -> dict[tuple[int, int], int | None]:
     """(project id, pool id) -> the fair-sharing weighted share Kueue reports on the project's Cohort
     (`proj-<slug>-<pool>`), as the watcher mirrored it; one query."""
-    from apps.usage.models import CohortState
-
     return {(project_id, pool_id): share for project_id, pool_id, share in CohortState.objects.filter(
         project_id__in=project_ids, node_pool__isnull=False).values_list("project_id", "node_pool_id",
                                                                           "weighted_share")}

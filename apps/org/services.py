@@ -15,9 +15,10 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.accounts.access import Action, can
-from portal.tasks import enqueue_on_commit
+from apps.core.audit import audit_record, snapshot
+from apps.core.kueue_names import names as kueue_names
+from apps.core.tasks import enqueue_on_commit
 
-from .audit import audit_record, snapshot
 from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
 
 
@@ -173,7 +174,7 @@ def project_create(*, actor: Any, department: Department, **fields: Any) -> Proj
     project = Project(department=department)
     _apply(project, fields, PROJECT_FIELDS - {"department"})
     if not project.namespace and project.slug:
-        project.namespace = f"proj-{project.slug}"
+        project.namespace = kueue_names().project_namespace(project.slug)
     with transaction.atomic():
         _save(project)
         audit_record(actor=actor, action="project.create", obj=project, before=None, after=snapshot(project),

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_http_methods
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.forms import apply_service_errors
 
 from . import selectors, services
 from .forms import (
@@ -33,7 +34,6 @@ from .forms import (
     ProjectDefaultsForm,
     ProjectForm,
     WeightForm,
-    apply_service_errors,
 )
 from .models import Department, NodePool, PriorityClass, Project, Quota
 from .quota_table import QuotaTable
@@ -80,7 +80,7 @@ def _delete_page(
             return redirect(cancel)
         messages.success(request, success)
         return redirect(redirect_to)
-    return render(request, "org/confirm_delete.html",
+    return render(request, "core/confirm_delete.html",
                   {"object": obj, "kind": kind, "cancel": cancel, "consequences": consequences})
 
 
@@ -155,8 +155,8 @@ def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def departments(request: HttpRequest) -> HttpResponse:
     user = request.user
-    rows = access.departments_for(user).prefetch_related(
-        Prefetch("projects", queryset=access.projects_for(user), to_attr="visible_projects")
+    rows = selectors.departments_for(user).prefetch_related(
+        Prefetch("projects", queryset=selectors.projects_for(user), to_attr="visible_projects")
     )
     return render(request, "org/departments.html", {
         "departments": [
@@ -185,7 +185,7 @@ def department_create(request: HttpRequest) -> HttpResponse:
 
 
 def _visible_department(request: HttpRequest, slug: str) -> Department:
-    return get_object_or_404(access.departments_for(request.user), slug=slug)
+    return get_object_or_404(selectors.departments_for(request.user), slug=slug)
 
 
 @login_required
@@ -258,7 +258,7 @@ def project_create(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _visible_project(request: HttpRequest, slug: str) -> Project:
-    return get_object_or_404(access.projects_for(request.user).select_related("department"), slug=slug)
+    return get_object_or_404(selectors.projects_for(request.user).select_related("department"), slug=slug)
 
 
 @login_required
@@ -360,7 +360,7 @@ def _weight_rows(user: Any, projects: Any) -> list[dict[str, Any]]:
 
 
 def _weight_projects(user: Any) -> Any:
-    return access.projects_for(user, Action.EDIT_WEIGHT).select_related(
+    return selectors.projects_for(user, Action.EDIT_WEIGHT).select_related(
         "department", "default_priority_class"
     ).prefetch_related(Prefetch("quotas", queryset=Quota.objects.select_related("node_pool"))).order_by(
         "department__name", "name"
@@ -390,7 +390,7 @@ def _weights_post(request: HttpRequest) -> HttpResponse:
     if "quota" in request.POST:
         form: Any = WeightForm(request.POST)
         quota_id = request.POST.get("quota", "")
-        quota = get_object_or_404(access.quotas_for(user).filter(project__isnull=False), pk=_int(quota_id))
+        quota = get_object_or_404(selectors.quotas_for(user).filter(project__isnull=False), pk=_int(quota_id))
         project_id = quota.project_id
         status["pool"] = quota.node_pool_id
         if form.is_valid():
@@ -401,7 +401,7 @@ def _weights_post(request: HttpRequest) -> HttpResponse:
                 apply_service_errors(form, exc)
     else:
         form = ProjectDefaultsForm(request.POST)
-        project = get_object_or_404(access.projects_for(user), pk=_int(request.POST.get("project", "")))
+        project = get_object_or_404(selectors.projects_for(user), pk=_int(request.POST.get("project", "")))
         project_id = project.pk
         status["pool"] = "priority"
         if form.is_valid():
@@ -441,8 +441,8 @@ def audit(request: HttpRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW_AUDIT):
         raise PermissionDenied("You may not read the audit log.")
-    form = AuditFilterForm(request.GET or None, departments=access.departments_for(user, Action.VIEW_AUDIT))
-    events = access.audit_events_for(user).select_related("actor", "department", "project")
+    form = AuditFilterForm(request.GET or None, departments=selectors.departments_for(user, Action.VIEW_AUDIT))
+    events = selectors.audit_events_for(user).select_related("actor", "department", "project")
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         if data["action"]:

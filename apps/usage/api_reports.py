@@ -18,9 +18,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.access import Action, departments_for, projects_for
+from apps.accounts.access import Action
+from apps.core.api import validation_error_detail
 from apps.org.models import NodePool
-from portal.api import validation_error_detail
+from apps.org.selectors import departments_for, projects_for
 
 from . import reports
 

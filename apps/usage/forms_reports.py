@@ -9,8 +9,9 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from apps.accounts.access import Action, departments_for, projects_for
+from apps.accounts.access import Action
 from apps.org.models import NodePool
+from apps.org.selectors import departments_for, projects_for
 
 from .reports import MAX_SPAN, Filters, Group, HolderFilters, Window, month_window, visible_users
 

@@ -1,8 +1,4 @@
-"""The cluster's quota state as Kueue reports it, mirrored by the watcher so pages never ask the cluster.
-
-One row per portal-owned ClusterQueue, LocalQueue and Cohort; the org rows they belong to come from the portal's
-labels on the objects.
-"""
+"""The GPU-hour ledger: one row per stretch a workload held quota."""
 
 from __future__ import annotations
 
@@ -10,74 +6,6 @@ from django.conf import settings
 from django.db import models
 
 from apps.org.models import Department, NodePool, Project
-
-
-class ClusterQueueState(models.Model):
-    """A project's guaranteed or elastic queue on one pool: counts, usage and borrowing in GPU units."""
-
-    name = models.CharField(max_length=253, unique=True)
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    guaranteed = models.BooleanField(default=False)
-    cohort = models.CharField(max_length=253, blank=True)
-    nominal = models.DecimalField(max_digits=12, decimal_places=3, default=0)
-    pending_workloads = models.PositiveIntegerField(default=0)
-    reserving_workloads = models.PositiveIntegerField(default=0)
-    admitted_workloads = models.PositiveIntegerField(default=0)
-    reserved = models.DecimalField(max_digits=12, decimal_places=3, default=0)
-    reserved_borrowed = models.DecimalField(max_digits=12, decimal_places=3, default=0)
-    used = models.DecimalField(max_digits=12, decimal_places=3, default=0)
-    used_borrowed = models.DecimalField(max_digits=12, decimal_places=3, default=0)
-    weighted_share = models.BigIntegerField(null=True, blank=True)
-    active = models.BooleanField(default=True)
-    active_reason = models.CharField(max_length=100, blank=True)
-    active_message = models.TextField(blank=True)
-    observed_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class LocalQueueState(models.Model):
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    cluster_queue = models.CharField(max_length=253, blank=True)
-    pending_workloads = models.PositiveIntegerField(default=0)
-    reserving_workloads = models.PositiveIntegerField(default=0)
-    admitted_workloads = models.PositiveIntegerField(default=0)
-    active = models.BooleanField(default=True)
-    active_reason = models.CharField(max_length=100, blank=True)
-    active_message = models.TextField(blank=True)
-    observed_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="localqueuestate_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-class CohortState(models.Model):
-    """A root, department or project Cohort of one pool and its fair-sharing weighted share."""
-
-    name = models.CharField(max_length=253, unique=True)
-    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    department = models.ForeignKey(Department, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    parent = models.CharField(max_length=253, blank=True)
-    weighted_share = models.BigIntegerField(null=True, blank=True)
-    observed_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class UsageInterval(models.Model):
@@ -106,6 +34,9 @@ class UsageInterval(models.Model):
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=100, blank=True)
+
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
 
     class Meta:
         ordering = ["started_at", "id"]

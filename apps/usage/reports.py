@@ -52,8 +52,11 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from apps.accounts.access import Action, projects_for, scoped_to_projects, workloads_for
+from apps.accounts import access
+from apps.accounts.access import Action
 from apps.org.models import Department, NodePool, Project, Quota
+from apps.org.selectors import projects_for
+from apps.workloads.selectors import workloads_for
 
 from .models import UsageInterval
 
@@ -235,7 +238,7 @@ def visible_users(user: Any) -> QuerySet:
 
 def intervals_for(user: Any) -> QuerySet[UsageInterval]:
     """Ledger rows of the projects the user may see (researchers: their projects; department admins: theirs)."""
-    return scoped_to_projects(UsageInterval.objects.all(), user, Action.VIEW)
+    return access.restrict(UsageInterval.objects.all(), user, Action.VIEW)
 
 
 # --- the report ----------------------------------------------------------------------------------------------

@@ -23,11 +23,11 @@ from typing import Any
 from django.db.models import Case, F, IntegerField, Q, Sum, When
 from django.db.models.functions import Least
 
-from apps.accounts.access import departments_for, grants_for, projects_for, sees_everything
+from apps.accounts.access import grants_for, sees_everything
+from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import NodePool, Quota
+from apps.org.selectors import departments_for, projects_for
 from apps.workloads.models import Kind, Status, Workload
-
-from .models import ClusterQueueState, CohortState
 
 ZERO = Decimal(0)
 WAITING = (Status.QUEUED, Status.PREEMPTED)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from apps.cluster.models import ClusterQueueState, LocalQueueState
 from apps.org.models import Quota
-from apps.usage.models import ClusterQueueState, LocalQueueState
 
 from .models import Status, Workload
 

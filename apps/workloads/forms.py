@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from apps.org.forms import StyledForm, apply_service_errors  # noqa: F401 - re-exported for the views
+from apps.core.forms import StyledForm
 from apps.org.models import NodePool, PriorityClass, Project
 
 from .models import (

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from portal.tasks import enqueue_on_commit
+from apps.core.tasks import enqueue_on_commit
 
 from .models import FINAL_STATUSES, HOLDING_STATUSES, Workload, WorkloadLogTail
 

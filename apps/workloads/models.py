@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from apps.core import kueue_names
 from apps.org.models import NodePool, PriorityClass, Project
 
 MAX_GPUS_PER_POD = 64
@@ -110,6 +111,11 @@ class Workload(models.Model):
                                           blank=True, related_name="+")
     resubmitted_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
 
+    # Scope paths for apps.accounts.access.restrict: the project's viewers, and always the owner.
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
+    access_owner_path = "owner"
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
@@ -141,13 +147,13 @@ class Workload(models.Model):
 
     @property
     def queue_name(self) -> str:
-        return f"{'elastic' if self.preemptible else 'guaranteed'}-{self.node_pool.slug}"
+        return kueue_names.local_queue(self.node_pool.slug, guaranteed=not self.preemptible)
 
     @property
     def cluster_queue_name(self) -> str:
         """The ClusterQueue its LocalQueue points at (DESIGN section 4), admitted or not."""
-        kind = "elastic" if self.preemptible else "guaranteed"
-        return self.cluster_queue or f"proj-{self.project.slug}-{self.node_pool.slug}-{kind}"
+        return self.cluster_queue or kueue_names.names().cluster_queue(
+            self.project.slug, self.node_pool.slug, guaranteed=not self.preemptible)
 
 
 class WorkloadEvent(models.Model):

@@ -7,16 +7,19 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from apps.accounts.access import Action, can_anywhere, projects_for, workloads_for
+from apps.accounts import access
+from apps.accounts.access import Action, can_anywhere
+from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import NodePool, Project, Quota
+from apps.org.selectors import projects_for
 
 from .models import LIVE_STATUSES, Workload, WorkloadTemplate
 from .validation import non_preemptible_units_held
 
 
-def visible_workloads(*, user: Any) -> QuerySet[Workload]:
+def workloads_for(user: Any) -> QuerySet[Workload]:
     """The user's own workloads and every workload in a project they may view (the same rows as the API)."""
-    return workloads_for(user)
+    return access.restrict(Workload.objects.all(), user, Action.VIEW)
 
 
 def offers_scope_filter(*, user: Any) -> bool:
@@ -32,7 +35,7 @@ def default_scope(*, user: Any) -> str:
 def workload_list(*, user: Any, scope: str = "mine", status: str = "", kind: str = "",
                   project: Project | None = None) -> QuerySet[Workload]:
     """The list page's rows with everything a row shows joined in: a fixed number of queries however many rows."""
-    rows = visible_workloads(user=user).select_related("project", "node_pool", "owner", "priority_class")
+    rows = workloads_for(user).select_related("project", "node_pool", "owner", "priority_class")
     if scope != "all":
         rows = rows.filter(owner=user)
     if status == "live":
@@ -47,7 +50,7 @@ def workload_list(*, user: Any, scope: str = "mine", status: str = "", kind: str
 
 
 def workload_for_page(*, user: Any, pk: int) -> Workload | None:
-    return visible_workloads(user=user).select_related(
+    return workloads_for(user).select_related(
         "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "resubmitted_from",
     ).filter(pk=pk).first()
 
@@ -191,8 +194,6 @@ def project_queue(*, project: Project) -> ProjectQueue:
     The caller has checked the viewer may see the project (the access module lets project members see all its
     workloads); the page decides which details of other people's work it shows.
     """
-    from apps.usage.models import ClusterQueueState, CohortState
-
     rows = annotate_live(list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
         "project__department", "node_pool", "owner", "priority_class")))
     pending = sorted((w for w in rows if w.status in PENDING_STATUSES), key=_queue_order)
@@ -225,8 +226,6 @@ def project_queue_marker(*, project: Project) -> str:
     from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
     from django.db.models.functions import Length
 
-    from apps.usage.models import ClusterQueueState, CohortState
-
     from .models import WorkloadEvent
 
     def newest(queryset: QuerySet, column: str) -> Subquery:
@@ -258,8 +257,6 @@ def workload_live_marker(*, workload: Workload) -> LiveMarker:
     the newest event, log tail and mirror of its cluster queue (the explanation's numbers)."""
     from django.db.models import Max, OuterRef, Subquery
 
-    from apps.usage.models import ClusterQueueState
-
     from .models import WorkloadEvent, WorkloadLogTail
 
     row = Workload.objects.filter(pk=workload.pk).annotate(
@@ -283,7 +280,7 @@ def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
 
     events = list(workload.events.select_related("actor"))
     preempted = preemptions(workload)  # same order as the events (at, id)
-    visible = set(visible_workloads(user=user).filter(
+    visible = set(workloads_for(user).filter(
         pk__in=[p["preemptor"]["id"] for p in preempted if p["preemptor"]]).values_list("pk", flat=True))
     remaining = iter(preempted)
     for event in events:

@@ -16,15 +16,17 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.accounts import access
 from apps.accounts.access import Action, can
 from apps.accounts.models import NotificationPreference
-from apps.org.audit import audit_record
+from apps.core import kueue_names
+from apps.core.audit import audit_record
+from apps.core.tasks import enqueue_on_commit
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
-from apps.usage.services import usage_interval_close, usage_interval_open
-from portal.tasks import enqueue_on_commit
 
 from .models import HOLDING_STATUSES, LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent, WorkloadTemplate
+from .signals import quota_held, quota_released
 from .validation import non_preemptible_units_held, validate_fits, validate_shape
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
@@ -76,7 +78,7 @@ def workload_submit(*, actor: Any, **fields: Any) -> Workload:
     project = workload.project
     with transaction.atomic():
         workload.save()
-        workload.job_name = f"wl-{workload.pk}"
+        workload.job_name = kueue_names.job_name(workload.pk)
         workload.save(update_fields=["job_name"])
         _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
                message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
@@ -145,9 +147,9 @@ def workload_validate(
 
 def workload_stop(*, actor: Any, workload: Workload) -> Workload:
     """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job."""
-    own = workload.owner_id == actor.pk and can(actor, Action.SUBMIT, workload.project)
-    if not own and not can(actor, Action.STOP_ANY, workload.project):
+    if not access.can_stop_workload(actor, workload):
         raise PermissionDenied("You may not stop this workload.")
+    own = workload.owner_id == actor.pk and access.can(actor, Action.SUBMIT, workload.project)
     if workload.status not in LIVE_STATUSES or workload.status == Status.STOPPING:
         raise ValidationError(f"This workload is {workload.get_status_display().lower()}; there is nothing to stop.")
     with transaction.atomic():
@@ -164,7 +166,7 @@ def workload_stop(*, actor: Any, workload: Workload) -> Workload:
 
 def workload_touch(*, actor: Any, workload: Workload) -> None:
     """The owner is still using a notebook: push its idle deadline back."""
-    if workload.owner_id != actor.pk:
+    if not access.can_keep_alive(actor, workload):
         raise PermissionDenied("Only the owner can keep a notebook alive.")
     Workload.objects.filter(pk=workload.pk).update(last_activity_at=timezone.now())
 
@@ -263,7 +265,7 @@ def workload_mark_submit_failed(*, workload_id: int, message: str) -> bool:
 def workload_mark_stopped(*, workload: Workload, message: str, reason: str = "Stopped") -> bool:
     now = timezone.now()
     with transaction.atomic():
-        usage_interval_close(workload_id=workload.pk, at=now, reason=reason)
+        quota_released.send(sender=Workload, workload_id=workload.pk, at=now, reason=reason)
         return _transition(workload, expected=[Status.STOPPING], to_status=Status.STOPPED, reason=reason,
                            message=message, finished_at=now)
 
@@ -358,7 +360,8 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
                 row.status = Status.PREEMPTED
                 moved.append(Status.PREEMPTED)
             mirror["last_preempted_at"] = preemption.at
-            usage_interval_close(workload_id=row.pk, at=preemption.at, reason=f"Preempted ({preemption.reason})")
+            quota_released.send(sender=Workload, workload_id=row.pk, at=preemption.at,
+                                reason=f"Preempted ({preemption.reason})")
         if observation.status != row.status:
             reason = "Requeued" if row.status == Status.PREEMPTED and observation.status == Status.QUEUED \
                 else observation.reason
@@ -382,15 +385,16 @@ def _account(workload: Workload, observation: Any) -> None:
     admitted_at = observation.admitted_at
     if observation.status in HOLDING_STATUSES:
         if admitted_at:
-            usage_interval_open(workload=workload, at=admitted_at)
+            quota_held.send(sender=Workload, workload=workload, at=admitted_at)
         return
     ended_at = observation.finished_at or observation.at
     if ended_at is None:
         return  # no cluster time to close on yet; a later observation will have one
-    usage_interval_close(workload_id=workload.pk, at=ended_at, reason=observation.reason or observation.status)
+    quota_released.send(sender=Workload, workload_id=workload.pk, at=ended_at,
+                        reason=observation.reason or observation.status)
     if admitted_at and observation.finished_at:
         # Finished before the watcher ever saw it running (a dropped watch): record the stretch closed.
-        usage_interval_open(workload=workload, at=admitted_at, ended_at=observation.finished_at,
+        quota_held.send(sender=Workload, workload=workload, at=admitted_at, ended_at=observation.finished_at,
                             reason=observation.reason or observation.status)
 
 
@@ -423,6 +427,6 @@ def workloads_gone(*, workload_ids: Iterable[int], at: datetime) -> None:
     """Live workloads whose Job disappeared without the portal deleting it (someone else removed it)."""
     for workload in Workload.objects.filter(pk__in=list(workload_ids)).exclude(
             status__in=WATCHER_IGNORES | {Status.SUBMITTING, Status.REJECTED}):
-        usage_interval_close(workload_id=workload.pk, at=at, reason="JobDeleted")
+        quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason="JobDeleted")
         _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
                     message="The Job was deleted outside the portal", finished_at=at)

@@ -34,7 +34,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.forms import apply_service_errors
 from apps.org.models import NodePool, PriorityClass, Quota
+from apps.org.selectors import projects_for
 
 from . import logs, selectors, services
 from .forms import (
@@ -43,7 +45,6 @@ from .forms import (
     WorkloadFilterForm,
     WorkloadForm,
     WorkloadTemplateForm,
-    apply_service_errors,
     initial_from_template,
     initial_from_workload,
 )
@@ -227,7 +228,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     if not access.can_anywhere(user, Action.VIEW):
         raise PermissionDenied("You may not see workloads anywhere.")
     offer_scope = selectors.offers_scope_filter(user=user)
-    form = WorkloadFilterForm(request.GET or None, projects=access.projects_for(user).order_by("name"),
+    form = WorkloadFilterForm(request.GET or None, projects=projects_for(user).order_by("name"),
                               offer_scope=offer_scope)
     filters = form.cleaned_data if form.is_bound and form.is_valid() else {}
     scope = selectors.default_scope(user=user)
@@ -313,7 +314,7 @@ def project_queue(request: HttpRequest, slug: str) -> HttpResponse:
     conditional GET answered 304 from a few aggregates when nothing changed.
     """
     user = request.user
-    project = access.projects_for(user).select_related("department").filter(slug=slug).first()
+    project = projects_for(user).select_related("department").filter(slug=slug).first()
     if project is None:
         raise Http404("No such project.")
     marker = selectors.project_queue_marker(project=project)
@@ -416,6 +417,6 @@ def template_delete(request: HttpRequest, pk: int) -> HttpResponse:
         services.workload_template_delete(actor=request.user, template=template)
         messages.success(request, f"Template {template.name} deleted.")
         return redirect("workloads:templates")
-    return render(request, "org/confirm_delete.html", {
+    return render(request, "core/confirm_delete.html", {
         "object": template, "kind": "template", "cancel": "workloads:templates",
         "consequences": "Workloads submitted from it are not affected."})

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.browser
 
 
 def test_admin_creates_a_department_and_a_project_with_a_quota(login):
-    from apps.org.models import AuditEvent, Quota
+    from apps.core.models import AuditEvent
+    from apps.org.models import Quota
 
     page = login("admin")
     page.goto("/departments/new/")

@@ -4,12 +4,12 @@ from decimal import Decimal
 
 import pytest
 
+from apps.core.kueue_names import KueueNames
 from tests.crd_schemas import validate_kueue_object
 from worker.kueue_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     DepartmentSpec,
-    Naming,
     OrgSnapshot,
     PoolQuota,
     PoolSpec,
@@ -136,7 +136,7 @@ def test_department_without_a_row_still_parents_its_projects():
 
 def test_prefixes_are_configurable():
     names = set(by_name(desired_objects(snapshot(PoolQuota(4, None, Decimal(1)), PoolQuota(4, None, Decimal(1))),
-                                        Naming("acme-", "d-", "p-")), "ClusterQueue"))
+                                        KueueNames("acme-", "d-", "p-")), "ClusterQueue"))
     assert names == {"p-p-h100-guaranteed", "p-p-h100-elastic"}
 
 

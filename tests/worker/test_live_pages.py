@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from apps.cluster.models import ClusterQueueState
 from apps.org.demo import seed_demo
-from apps.usage.models import ClusterQueueState
 from apps.workloads import logs
 from apps.workloads.models import Status, Workload, WorkloadLogTail
 from tests.worker.conftest import wait_for

@@ -21,6 +21,9 @@ def cohort_weight(cluster, name):
 @pytest.mark.slow
 def test_org_changes_reach_the_cluster_through_the_worker(cluster, celery_worker):
     seed_demo()  # every service call enqueues a reconcile after commit
+    # When the session seeded the demo organisation already, its reconciles were queued before this worker's queue
+    # was purged: ask again, as the beat does every minute.
+    services.kueue_sync_request()
     wait_for(lambda: cohort_weight(cluster, "proj-vision-h100") == "2", timeout=60)
     wait_for(lambda: KueueSyncRun.objects.filter(ok=True).exists())
     lead = Quota.objects.get(project__slug="vision", node_pool__slug="h100")

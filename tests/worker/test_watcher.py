@@ -3,9 +3,10 @@
 import pytest
 from django.contrib.auth import get_user_model
 
+from apps.cluster.models import ClusterQueueState
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
-from apps.usage.models import ClusterQueueState, UsageInterval
+from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.explain import explain_workloads
 from apps.workloads.history import preemptions

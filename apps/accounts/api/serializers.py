@@ -6,10 +6,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework import serializers
 
-from apps.accounts.access import departments_for, projects_for
-from apps.accounts.models import RoleBinding
-from apps.org.models import Department, Project
-from portal.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+from apps.accounts import access
+from apps.accounts.models import RoleBinding, scope_models
+from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+
+Department, Project = scope_models()
 
 
 class RoleBindingSerializer(ShapeOnlyModelSerializer):
@@ -22,10 +23,12 @@ class RoleBindingSerializer(ShapeOnlyModelSerializer):
     group = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), allow_null=True,
                                          required=False)
     department = ScopedPrimaryKeyRelatedField(
-        scope=departments_for, queryset=Department.objects.all(), allow_null=True, required=False
+        scope=lambda user: access.restrict(Department.objects.all(), user), queryset=Department.objects.all(),
+        allow_null=True, required=False,
     )
     project = ScopedPrimaryKeyRelatedField(
-        scope=projects_for, queryset=Project.objects.all(), allow_null=True, required=False
+        scope=lambda user: access.restrict(Project.objects.all(), user), queryset=Project.objects.all(),
+        allow_null=True, required=False,
     )
 
     class Meta:

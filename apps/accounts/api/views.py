@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from apps.accounts import services
 from apps.accounts.access import Action, bindings_for, can_anywhere, role_bindings_for
 from apps.accounts.models import RoleBinding
-from portal.api import ServiceViewSet
+from apps.core.api import ServiceViewSet
 
 from .serializers import MeSerializer, RoleBindingSerializer
 

@@ -7,10 +7,11 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
-from apps.accounts.access import departments_for, projects_for
-from apps.org.models import AuditEvent, Department, NodePool, PriorityClass, Project, Quota
+from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+from apps.core.models import AuditEvent
+from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
+from apps.org.selectors import departments_for, projects_for
 from apps.org.validators import validate_label_key, validate_label_value
-from portal.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 

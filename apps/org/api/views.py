@@ -15,18 +15,12 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.accounts.access import (
-    Action,
-    audit_events_for,
-    can,
-    can_anywhere,
-    departments_for,
-    projects_for,
-    quotas_for,
-)
+from apps.accounts.access import Action, can, can_anywhere
+from apps.core.api import ServiceViewSet, id_or_slug
+from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.models import AuditEvent, NodePool, PriorityClass, Quota
-from portal.api import ServiceViewSet, id_or_slug
+from apps.org.models import NodePool, PriorityClass, Quota
+from apps.org.selectors import audit_events_for, departments_for, projects_for, quotas_for
 
 from .serializers import (
     AuditEventSerializer,

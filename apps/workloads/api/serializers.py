@@ -17,10 +17,11 @@ from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.accounts.access import projects_for, workloads_for
+from apps.core.api import ScopedPrimaryKeyRelatedField
 from apps.org.models import NodePool, PriorityClass, Project
+from apps.org.selectors import projects_for
 from apps.workloads.models import Kind, Workload
-from portal.api import ScopedPrimaryKeyRelatedField
+from apps.workloads.selectors import workloads_for
 
 # service / model field -> API field; labels are nested: (parent, child)
 API_FIELD_NAMES: dict[str, str | tuple[str, str]] = {

@@ -15,12 +15,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.accounts.access import Action, can, can_anywhere, workloads_for
+from apps.accounts.access import Action, can, can_anywhere
+from apps.core.api import id_or_slug, validation_error_detail
 from apps.workloads import services
 from apps.workloads.history import preemptions
 from apps.workloads.models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent
-from apps.workloads.selectors import annotate_live
-from portal.api import id_or_slug, validation_error_detail
+from apps.workloads.selectors import annotate_live, workloads_for
 
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
 

@@ -9,7 +9,9 @@ from apps.accounts import access
 from apps.accounts.access import Action
 from apps.accounts.models import Role, RoleBinding
 from apps.accounts.services import role_binding_create, role_binding_delete
-from apps.org.models import AuditEvent, Department, NodePool, Project
+from apps.core.models import AuditEvent
+from apps.org import selectors as org_selectors
+from apps.org.models import Department, NodePool, Project
 
 
 @pytest.fixture
@@ -37,10 +39,10 @@ def slugs(queryset):
 ])
 def test_visible_rows(org, username, departments, projects):
     user = org[username]
-    assert slugs(access.departments_for(user)) == departments
-    assert slugs(access.projects_for(user)) == projects
+    assert slugs(org_selectors.departments_for(user)) == departments
+    assert slugs(org_selectors.projects_for(user)) == projects
     quota_owners = {q.project.slug if q.project_id else q.department.slug
-                    for q in access.quotas_for(user).select_related("project", "department")}
+                    for q in org_selectors.quotas_for(user).select_related("project", "department")}
     assert quota_owners == set(departments) | set(projects)
 
 
@@ -79,17 +81,17 @@ def test_anonymous_and_inactive_users_may_do_nothing(org):
     alice.save()
     alice = get_user_model().objects.get(pk=alice.pk)
     assert not access.can(alice, Action.VIEW, org["vision"])
-    assert not access.projects_for(alice).exists()
+    assert not org_selectors.projects_for(alice).exists()
 
 
 def test_group_binding_grants_its_members(org):
     group = Group.objects.create(name="nlp-team")
     dave = get_user_model().objects.create_user("dave")
     dave.groups.add(group)
-    assert not access.projects_for(dave).exists()
+    assert not org_selectors.projects_for(dave).exists()
     role_binding_create(actor=org["deptadmin"], role=Role.RESEARCHER, group=group, project=org["nlp"])
     dave = get_user_model().objects.get(pk=dave.pk)
-    assert slugs(access.projects_for(dave)) == ["nlp"]
+    assert slugs(org_selectors.projects_for(dave)) == ["nlp"]
     assert access.can(dave, Action.SUBMIT, org["nlp"])
 
 
@@ -134,17 +136,17 @@ def test_role_binding_delete_is_audited(org):
     role_binding_delete(actor=org["deptadmin"], binding=binding)
     event = AuditEvent.objects.get(action="role_binding.delete")
     assert event.before["user_id"] == org["alice"].pk and event.after is None
-    assert not access.projects_for(get_user_model().objects.get(username="alice")).exists()
+    assert not org_selectors.projects_for(get_user_model().objects.get(username="alice")).exists()
 
 
 def test_audit_events_are_scoped(org):
-    admin_rows = access.audit_events_for(org["admin"]).count()
-    research_rows = access.audit_events_for(org["deptadmin"])
+    admin_rows = org_selectors.audit_events_for(org["admin"]).count()
+    research_rows = org_selectors.audit_events_for(org["deptadmin"])
     assert 0 < research_rows.count() < admin_rows
     assert not research_rows.exclude(department=org["research"]).exists()
-    assert not access.audit_events_for(org["alice"]).exists()
-    assert not access.audit_events_for(org["viewer"]).exists()
+    assert not org_selectors.audit_events_for(org["alice"]).exists()
+    assert not org_selectors.audit_events_for(org["viewer"]).exists()
     # Pool changes are installation-wide: only global admins see them.
-    assert access.audit_events_for(org["admin"]).filter(object_type="nodepool").exists()
+    assert org_selectors.audit_events_for(org["admin"]).filter(object_type="nodepool").exists()
     assert not research_rows.filter(object_type="nodepool").exists()
     assert NodePool.objects.count() == 3

@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 
 from apps.accounts.models import RoleBinding
+from apps.core.models import AuditEvent
 from apps.org.demo import DEMO_PASSWORD
-from apps.org.models import AuditEvent
 from tests.api_support import call, demo_ids, org_state
 
 

@@ -7,7 +7,8 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from apps.accounts.models import RoleBinding
-from apps.org.models import AuditEvent, Department, Project
+from apps.core.models import AuditEvent
+from apps.org.models import Department, Project
 
 LIST = reverse("accounts:role_bindings")
 CREATE = reverse("accounts:role_binding_create")

@@ -131,8 +131,9 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
 @pytest.fixture
 def ids(demo) -> dict[str, int]:
     """The demo ids plus spare rows that can be deleted or given quotas without breaking a rule."""
+    from apps.core.models import AuditEvent
     from apps.org import services
-    from apps.org.models import AuditEvent, Department, NodePool
+    from apps.org.models import Department, NodePool
 
     admin = demo["admin"]
     spare_pool = services.node_pool_create(actor=admin, slug="spare", name="Spare", gpu_resource="nvidia.com/gpu",

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from apps.org.models import AuditEvent
+from apps.core.models import AuditEvent
 from tests.api_support import call, demo_ids
 
 # (username, method, path, body, action, scope key, before subset, after subset); None = that side is absent

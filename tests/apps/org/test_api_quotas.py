@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from apps.org.models import AuditEvent, Quota
+from apps.core.models import AuditEvent
+from apps.org.models import Quota
 from tests.api_support import call, demo_ids, org_state
 
 DNS_MESSAGE = (

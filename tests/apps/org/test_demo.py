@@ -1,7 +1,8 @@
 import pytest
 
+from apps.core.models import AuditEvent
 from apps.org.demo import seed_demo
-from apps.org.models import AuditEvent, Department, NodePool, Project, Quota
+from apps.org.models import Department, NodePool, Project, Quota
 
 
 def test_seed_is_idempotent(demo):

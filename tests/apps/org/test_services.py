@@ -5,8 +5,9 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.models import AuditEvent, Department, NodePool, PriorityClass, Project, Quota
+from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 
 
 def messages(exc: ValidationError) -> str:

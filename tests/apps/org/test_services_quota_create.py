@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.models import AuditEvent, NodePool, Project, Quota
+from apps.org.models import NodePool, Project, Quota
 
 
 def test_creates_with_the_rules_and_audit_of_quota_set(demo):

@@ -209,7 +209,7 @@ def test_post(page_client, spare, page, url, payload, user, expected, changed):
 
 
 def _audit_count() -> int:
-    from apps.org.models import AuditEvent
+    from apps.core.models import AuditEvent
 
     return AuditEvent.objects.count()
 

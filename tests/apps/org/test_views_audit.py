@@ -7,8 +7,9 @@ import datetime as dt
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.models import AuditEvent, Department, Project, Quota
+from apps.org.models import Department, Project, Quota
 
 URL = reverse("org:audit")
 

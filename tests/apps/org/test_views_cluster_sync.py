@@ -4,7 +4,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.org.models import AuditEvent, KueueSyncRun
+from apps.core.models import AuditEvent
+from apps.org.models import KueueSyncRun
 
 URL = reverse("org:cluster_sync")
 

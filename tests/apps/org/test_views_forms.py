@@ -7,7 +7,8 @@ from fractions import Fraction
 import pytest
 from django.urls import reverse
 
-from apps.org.models import AuditEvent, Department, NodePool, PriorityClass, Project
+from apps.core.models import AuditEvent
+from apps.org.models import Department, NodePool, PriorityClass, Project
 
 from .view_helpers import pool_payload
 

@@ -8,8 +8,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.models import AuditEvent, Department, NodePool, Project, Quota
+from apps.org.models import Department, NodePool, Project, Quota
 
 from .view_helpers import cell_key, quota_payload
 

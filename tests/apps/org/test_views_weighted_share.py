@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.cluster.models import CohortState
 from apps.org.models import NodePool, Project
-from apps.usage.models import CohortState
 
 pytestmark = pytest.mark.django_db
 
@@ -30,4 +30,4 @@ def test_weighted_shares_cost_one_query_for_all_rows(client_for, django_assert_n
     client = client_for("admin")
     with django_assert_num_queries(9) as first:
         client.get(reverse("org:weights"))
-    assert any("usage_cohortstate" in q["sql"] for q in first.captured_queries)
+    assert any("cluster_cohortstate" in q["sql"] for q in first.captured_queries)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from apps.org.models import AuditEvent, PriorityClass, Project, Quota
+from apps.core.models import AuditEvent
+from apps.org.models import PriorityClass, Project, Quota
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 URL = "org:weights"

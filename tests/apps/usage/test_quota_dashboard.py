@@ -8,8 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import Department, NodePool, Project
-from apps.usage.models import ClusterQueueState, CohortState
 from apps.workloads.models import Status, Workload
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,9 @@ from decimal import Decimal
 
 import pytest
 
+from apps.core.models import AuditEvent
 from apps.org import services as org_services
-from apps.org.models import AuditEvent, NodePool, Project
+from apps.org.models import NodePool, Project
 from apps.usage import reports
 from apps.usage.reports import Filters, Group, Window
 

@@ -310,8 +310,9 @@ def test_api_needs_authentication(client):
 def test_admin_sets_a_price_per_card_hour_on_the_pool_form(demo, client_for):
     from decimal import Decimal
 
+    from apps.core.models import AuditEvent
     from apps.org.forms import NodePoolForm
-    from apps.org.models import AuditEvent, NodePool
+    from apps.org.models import NodePool
 
     pool = NodePool.objects.get(slug="h100")
     initial = NodePoolForm(instance=pool).initial

@@ -407,7 +407,7 @@ def test_detail_has_status_events_and_manifest(client_for, demo, workloads):
 
 
 def test_owner_stops_own_workload(client_for, workloads, django_capture_on_commit_callbacks):
-    from apps.org.models import AuditEvent
+    from apps.core.models import AuditEvent
 
     audits = AuditEvent.objects.count()
     with django_capture_on_commit_callbacks() as callbacks:
@@ -421,7 +421,7 @@ def test_owner_stops_own_workload(client_for, workloads, django_capture_on_commi
 
 
 def test_lead_stops_alices_workload_and_it_is_audited(client_for, workloads, django_capture_on_commit_callbacks):
-    from apps.org.models import AuditEvent
+    from apps.core.models import AuditEvent
 
     with django_capture_on_commit_callbacks() as callbacks:
         response = call(client_for("lead"), "POST", f"workloads/{workloads['wl_alice']}/stop/")
@@ -491,7 +491,7 @@ def _fill(value: Any, ids: dict[str, int]) -> Any:
 
 
 def _state() -> list[tuple]:
-    from apps.org.models import AuditEvent
+    from apps.core.models import AuditEvent
     from apps.workloads.models import Workload, WorkloadEvent
 
     return [*Workload.objects.order_by("pk").values_list("pk", "status", "stop_requested_by"),

@@ -75,7 +75,7 @@ def test_nothing_to_explain_unless_waiting(status):
 def test_explain_workloads_reads_the_mirror_in_fixed_queries(demo, django_assert_num_queries):
     from django.utils import timezone
 
-    from apps.usage.models import ClusterQueueState
+    from apps.cluster.models import ClusterQueueState
 
     pool = NodePool.objects.get(slug="h100")
     vision = Project.objects.get(slug="vision")

@@ -60,7 +60,7 @@ def test_finished_work_gets_one_last_fetch(make_workload, monkeypatch):
 
 def test_the_detail_page_enqueues_after_commit(as_user, make_workload, django_capture_on_commit_callbacks,
                                                monkeypatch):
-    from portal import tasks as portal_tasks
+    from apps.core import tasks as portal_tasks
 
     sent = []
     monkeypatch.setattr(portal_tasks, "enqueue_now", lambda name, *args, **options: sent.append((name, args)))

@@ -98,7 +98,7 @@ def test_stop_rules(demo, django_capture_on_commit_callbacks):
     assert len(callbacks) == 1
     workload.refresh_from_db()
     assert workload.status == Status.STOPPING and workload.stop_requested_by == demo["lead"]
-    from apps.org.models import AuditEvent
+    from apps.core.models import AuditEvent
 
     assert AuditEvent.objects.filter(action="workload.stop", actor=demo["lead"]).exists()
     with pytest.raises(ValidationError, match="nothing to stop"):
@@ -106,7 +106,7 @@ def test_stop_rules(demo, django_capture_on_commit_callbacks):
 
 
 def test_own_stop_is_not_audited(demo):
-    from apps.org.models import AuditEvent
+    from apps.core.models import AuditEvent
 
     workload = submit(demo["alice"])
     services.workload_stop(actor=demo["alice"], workload=workload)

@@ -199,7 +199,7 @@ def test_stop_redirects_back_to_a_local_next_only(as_user, workloads):
 
 
 def test_a_stop_of_someone_elses_work_is_audited(as_user, workloads):
-    from apps.org.models import AuditEvent
+    from apps.core.models import AuditEvent
 
     as_user("lead").post(reverse("workloads:stop", args=[workloads["alice"].pk]))
     assert AuditEvent.objects.filter(action="workload.stop", actor__username="lead").count() == 1

@@ -9,8 +9,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import NodePool, Project
-from apps.usage.models import ClusterQueueState, CohortState
 from apps.workloads.models import Status, Workload, WorkloadEvent, WorkloadLogTail
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from apps.org.models import AuditEvent
+from apps.core.models import AuditEvent
 from apps.workloads import services
 from apps.workloads.models import Kind, WorkloadTemplate
 

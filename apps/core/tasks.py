@@ -7,15 +7,15 @@ from typing import Any
 
 from django.db import transaction
 
+from portal.celery import app as celery_app
+
 logger = logging.getLogger(__name__)
 
 
 def enqueue_now(name: str, *args: Any, **options: Any) -> bool:
     """Send a task; a broker outage is logged, not raised: beat sweeps pick the work up later."""
-    from .celery import app
-
     try:
-        app.send_task(name, args=args, **options)
+        celery_app.send_task(name, args=args, **options)
     except Exception:  # the broker is down or unreachable; nothing is lost, see DESIGN section 2 (outbox)
         logger.warning("could not enqueue %s%r; the periodic sweep will retry", name, args, exc_info=True)
         return False

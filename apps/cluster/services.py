@@ -1,0 +1,111 @@
+"""Writes of the cluster mirror (the watcher is the only caller). Upserts keyed by Kubernetes name, idempotent."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+
+from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
+
+from .models import ClusterQueueState, CohortState, LocalQueueState
+
+# The org models the mirror's labels name, reached through the mirror's own relations (cluster sits below org).
+_NodePool = CohortState._meta.get_field("node_pool").related_model
+_Department = CohortState._meta.get_field("department").related_model
+_Project = CohortState._meta.get_field("project").related_model
+
+
+def _units(value: Any) -> Decimal:
+    try:
+        return Decimal(str(value))
+    except ArithmeticError:
+        return Decimal(0)
+
+
+def _flavor_totals(entries: list[dict[str, Any]] | None) -> tuple[Decimal, Decimal]:
+    """Sum of total and borrowed over flavors (a portal queue covers one pool's GPU resource)."""
+    total = borrowed = Decimal(0)
+    for flavor in entries or []:
+        for resource in flavor.get("resources") or []:
+            total += _units(resource.get("total", 0))
+            borrowed += _units(resource.get("borrowed", 0))
+    return total, borrowed
+
+
+def _nominal(spec: dict[str, Any]) -> Decimal:
+    return sum((_units(resource.get("nominalQuota", 0)) for group in spec.get("resourceGroups") or []
+                for flavor in group.get("flavors") or [] for resource in flavor.get("resources") or []), Decimal(0))
+
+
+def _active(status: dict[str, Any]) -> tuple[bool, str, str]:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Active":
+            return condition.get("status") == "True", condition.get("reason", ""), condition.get("message", "")
+    return True, "", ""
+
+
+def _owners(labels: dict[str, str]) -> dict[str, Any]:
+    """The org rows named by the portal's labels (None when they no longer exist)."""
+    return {
+        "node_pool": _NodePool._default_manager.filter(slug=labels.get(POOL_LABEL, "")).first(),
+        "project": _Project._default_manager.filter(slug=labels.get(PROJECT_LABEL, "")).first(),
+    }
+
+
+def cluster_queue_mirror(*, obj: dict[str, Any], at: datetime) -> None:
+    metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    reserved, reserved_borrowed = _flavor_totals(status.get("flavorsReservation"))
+    used, used_borrowed = _flavor_totals(status.get("flavorsUsage"))
+    active, reason, message = _active(status)
+    ClusterQueueState.objects.update_or_create(name=metadata["name"], defaults={
+        **_owners(metadata.get("labels") or {}), "guaranteed": metadata["name"].endswith(f"-{GUARANTEED}"),
+        "cohort": spec.get("cohortName", ""), "nominal": _nominal(spec),
+        "pending_workloads": status.get("pendingWorkloads", 0) or 0,
+        "reserving_workloads": status.get("reservingWorkloads", 0) or 0,
+        "admitted_workloads": status.get("admittedWorkloads", 0) or 0,
+        "reserved": reserved, "reserved_borrowed": reserved_borrowed, "used": used, "used_borrowed": used_borrowed,
+        "weighted_share": (status.get("fairSharing") or {}).get("weightedShare"),
+        "active": active, "active_reason": reason, "active_message": message, "observed_at": at,
+    })
+
+
+def local_queue_mirror(*, obj: dict[str, Any], at: datetime) -> None:
+    metadata, status = obj["metadata"], obj.get("status") or {}
+    active, reason, message = _active(status)
+    LocalQueueState.objects.update_or_create(namespace=metadata["namespace"], name=metadata["name"], defaults={
+        "project": _owners(metadata.get("labels") or {})["project"],
+        "cluster_queue": (obj.get("spec") or {}).get("clusterQueue", ""),
+        "pending_workloads": status.get("pendingWorkloads", 0) or 0,
+        "reserving_workloads": status.get("reservingWorkloads", 0) or 0,
+        "admitted_workloads": status.get("admittedWorkloads", 0) or 0,
+        "active": active, "active_reason": reason, "active_message": message, "observed_at": at,
+    })
+
+
+def cohort_mirror(*, obj: dict[str, Any], at: datetime) -> None:
+    metadata, status = obj["metadata"], obj.get("status") or {}
+    labels = metadata.get("labels") or {}
+    CohortState.objects.update_or_create(name=metadata["name"], defaults={
+        **_owners(labels),
+        "department": _Department._default_manager.filter(slug=labels.get(DEPARTMENT_LABEL, "")).first(),
+        "parent": (obj.get("spec") or {}).get("parentName", ""),
+        "weighted_share": (status.get("fairSharing") or {}).get("weightedShare"), "observed_at": at,
+    })
+
+
+def mirror_forget(*, kind: str, name: str, namespace: str = "") -> None:
+    model = {"ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState}[kind]
+    filters = {"name": name, **({"namespace": namespace} if kind == "LocalQueue" else {})}
+    model.objects.filter(**filters).delete()
+
+
+def mirror_keep_only(*, kind: str, keys: set[tuple[str, str]]) -> None:
+    """After a full relist: drop mirror rows of objects that no longer exist."""
+    model = {"ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState}[kind]
+    with transaction.atomic():
+        for row in model.objects.all():
+            if (getattr(row, "namespace", ""), row.name) not in keys:
+                row.delete()

@@ -1,0 +1,48 @@
+"""Request helpers every app's views share: strict id parsing and conditional (ETag/304) polling."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
+from django.utils.cache import patch_vary_headers
+from django.utils.http import parse_etags, quote_etag
+
+MAX_ID = 2**63 - 1
+
+
+def parse_id(value: Any) -> int | None:
+    """A positive database id from a query or form value, or None. Only ASCII digits count: '²'.isdigit() is true
+    but it is no id."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.isascii() and value.isdigit():
+        number = int(value)
+    else:
+        return None
+    return number if 0 < number <= MAX_ID else None
+
+
+def poll_etag(*parts: Any) -> str:
+    """A strong tag for a poll's answer, from whatever decides its body (viewer, scope, change marker)."""
+    return quote_etag(hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()[:32])
+
+
+def not_modified(request: HttpRequest, etag: str) -> bool:
+    return etag in parse_etags(request.headers.get("If-None-Match", ""))
+
+
+def conditional(response: HttpResponse, etag: str | None) -> HttpResponse:
+    """Tag a poll's answer: revalidated on every poll (private, no-cache), one tag per body (HX-Request varies it)."""
+    if etag:
+        response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
+    patch_vary_headers(response, ["HX-Request", "Cookie"])
+    return response
+
+
+def conditional_poll(request: HttpRequest, etag: str, render: Any) -> HttpResponse:
+    """304 when the client holds `etag`, else `render()`; either way tagged for the next conditional poll."""
+    response = HttpResponseNotModified() if not_modified(request, etag) else render()
+    return conditional(response, etag)

@@ -1,0 +1,75 @@
+"""Every name and label the portal gives a Kubernetes object, in one place.
+
+The organisation -> Kueue contract (DESIGN section 4): per node pool a root cohort `<root prefix><pool>`, per
+department a cohort `<department prefix><department>-<pool>`, per project a cohort `<project prefix><project>-<pool>`
+with two ClusterQueues `...-guaranteed` and `...-elastic`; each project namespace `<project prefix><project>` holds
+the LocalQueues `guaranteed-<pool>` and `elastic-<pool>`; a workload's Job is `wl-<id>`. The prefixes are
+configurable per installation (settings.KUEUE_*_PREFIX) and `names()` honours them; nothing else builds these
+strings. Pure: no ORM, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-portal"
+POOL_LABEL = "portal.gpu/pool"
+DEPARTMENT_LABEL = "portal.gpu/department"
+PROJECT_LABEL = "portal.gpu/project"
+WORKLOAD_LABEL = "portal.gpu/workload"
+# Kueue's own label that puts a Job into a LocalQueue.
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+GUARANTEED = "guaranteed"
+ELASTIC = "elastic"
+JOB_PREFIX = "wl-"
+
+
+def queue_kind(*, guaranteed: bool) -> str:
+    """Non-preemptible work goes to the guaranteed queues, preemptible work to the elastic ones."""
+    return GUARANTEED if guaranteed else ELASTIC
+
+
+def local_queue(pool: str, *, guaranteed: bool) -> str:
+    return f"{queue_kind(guaranteed=guaranteed)}-{pool}"
+
+
+def job_name(workload_id: int) -> str:
+    """Deterministic, so a retried create that answers 409 is the same Job, never a duplicate."""
+    return f"{JOB_PREFIX}{workload_id}"
+
+
+@dataclass(frozen=True)
+class KueueNames:
+    """The installation's name prefixes and the names built from them."""
+
+    root_cohort_prefix: str = "portal-"
+    department_cohort_prefix: str = "dept-"
+    project_prefix: str = "proj-"
+
+    def root_cohort(self, pool: str) -> str:
+        return f"{self.root_cohort_prefix}{pool}"
+
+    def department_cohort(self, department: str, pool: str) -> str:
+        return f"{self.department_cohort_prefix}{department}-{pool}"
+
+    def project_cohort(self, project: str, pool: str) -> str:
+        return f"{self.project_prefix}{project}-{pool}"
+
+    def cluster_queue(self, project: str, pool: str, *, guaranteed: bool) -> str:
+        return f"{self.project_cohort(project, pool)}-{queue_kind(guaranteed=guaranteed)}"
+
+    def project_namespace(self, project: str) -> str:
+        return f"{self.project_prefix}{project}"
+
+
+def names() -> KueueNames:
+    """The names under this installation's configured prefixes."""
+    return KueueNames(
+        root_cohort_prefix=settings.KUEUE_ROOT_COHORT_PREFIX,
+        department_cohort_prefix=settings.KUEUE_DEPARTMENT_COHORT_PREFIX,
+        project_prefix=settings.KUEUE_PROJECT_PREFIX,
+    )
