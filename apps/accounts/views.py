@@ -44,7 +44,8 @@ def role_binding_create(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Granted {binding.get_role_display()} to {binding.subject_display} at "
                                       f"{binding.scope_display}.")
             return redirect("accounts:role_bindings")
-    return render(request, "accounts/role_binding_form.html", {"form": form})
+    return render(request, "core/form_page.html", {"form": form, "title": "Grant a role", "submit_label": "Grant",
+                                                   "cancel": "accounts:role_bindings"})
 
 
 @login_required

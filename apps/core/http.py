@@ -12,16 +12,22 @@ from django.utils.http import parse_etags, quote_etag
 MAX_ID = 2**63 - 1
 
 
-def parse_id(value: Any) -> int | None:
-    """A positive database id from a query or form value, or None. Only ASCII digits count: '²'.isdigit() is true
-    but it is no id."""
+def parse_int(value: Any) -> int | None:
+    """A non-negative integer from a query or form value, or None. Only ASCII digits count: '²'.isdigit() is true
+    but int('²') raises, and an Arabic-Indic one would silently read as 1."""
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif isinstance(value, str) and value.isascii() and value.isdigit():
         number = int(value)
     else:
         return None
-    return number if 0 < number <= MAX_ID else None
+    return number if 0 <= number <= MAX_ID else None
+
+
+def parse_id(value: Any) -> int | None:
+    """A database id (a positive integer) from a query or form value, or None."""
+    number = parse_int(value)
+    return number if number else None
 
 
 def poll_etag(*parts: Any) -> str:

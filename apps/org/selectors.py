@@ -12,7 +12,7 @@ from apps.accounts.access import Action
 from apps.cluster.models import CohortState
 from apps.core.models import AuditEvent
 
-from .models import Department, NodePool, Project, Quota
+from .models import Department, KueueSyncRun, KueueSyncState, NodePool, Project, Quota
 
 
 def departments_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Department]:
@@ -86,7 +86,6 @@ def department_quota_table(*, department: Department) -> tuple[list[NodePool], d
 
 def kueue_sync_status(*, limit: int = 50) -> dict[str, Any]:
     """The reconcile's state and its latest runs, for admins."""
-    from .models import KueueSyncRun, KueueSyncState
 
     state = KueueSyncState.objects.filter(pk=1).first()
     runs = list(KueueSyncRun.objects.all()[:limit])

@@ -9,11 +9,12 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from apps.accounts import access
 from apps.accounts.access import Action, can
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
@@ -28,8 +29,7 @@ def _org_changed() -> None:
 
 
 def _require(actor: Any, action: Action, obj: Any = None) -> None:
-    if not can(actor, action, obj):
-        raise PermissionDenied("You may not make this change.")
+    access.require(actor, action, obj, "You may not make this change.")
 
 
 def _save(obj: models.Model, *, update_fields: list[str] | None = None) -> None:

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_http_methods
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.forms import apply_service_errors
+from apps.core.http import parse_id
 
 from . import selectors, services
 from .forms import (
@@ -39,11 +40,6 @@ from .models import Department, NodePool, PriorityClass, Project, Quota
 from .quota_table import QuotaTable
 
 
-def _require(user: Any, action: Action, obj: Any = None) -> None:
-    if not access.can(user, action, obj):
-        raise PermissionDenied("You may not do this here.")
-
-
 def _form_page(
     request: HttpRequest,
     *,
@@ -51,8 +47,7 @@ def _form_page(
     save: Callable[[Any], Any],
     success: str,
     redirect_to: str,
-    template: str,
-    context: dict[str, Any],
+    title: str,
     aliases: dict[str, str] | None = None,
 ) -> HttpResponse:
     """The POST half of every create/edit page: shape check, service call, errors onto fields or redirect."""
@@ -64,7 +59,7 @@ def _form_page(
         else:
             messages.success(request, success)
             return redirect(redirect_to)
-    return render(request, template, {**context, "form": form})
+    return render(request, "core/form_page.html", {"form": form, "title": title, "cancel": redirect_to})
 
 
 def _delete_page(
@@ -113,12 +108,12 @@ def pools(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def pool_create(request: HttpRequest) -> HttpResponse:
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     form = NodePoolForm(request.POST or None)
     return _form_page(
         request, form=form, aliases=NodePoolForm.ALIASES,
         save=lambda f: services.node_pool_create(actor=request.user, **f.service_fields()),
-        success="Node pool created.", redirect_to="org:pools", template="org/pool_form.html", context={},
+        success="Node pool created.", redirect_to="org:pools", title="New node pool",
     )
 
 
@@ -126,13 +121,12 @@ def pool_create(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
     pool = get_object_or_404(NodePool, slug=slug)
-    _require(request.user, Action.MANAGE, pool)
+    access.require(request.user, Action.MANAGE, pool)
     form = NodePoolForm(request.POST or None, instance=pool)
     return _form_page(
         request, form=form, aliases=NodePoolForm.ALIASES,
         save=lambda f: services.node_pool_update(actor=request.user, node_pool=pool, **f.service_fields()),
-        success=f"Node pool {pool.slug} saved.", redirect_to="org:pools", template="org/pool_form.html",
-        context={"pool": pool},
+        success=f"Node pool {pool.slug} saved.", redirect_to="org:pools", title=f"Edit node pool {pool.slug}",
     )
 
 
@@ -140,7 +134,7 @@ def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
     pool = get_object_or_404(NodePool, slug=slug)
-    _require(request.user, Action.MANAGE, pool)
+    access.require(request.user, Action.MANAGE, pool)
     return _delete_page(
         request, obj=pool, kind="node pool", cancel="org:pools", redirect_to="org:pools",
         delete=lambda: services.node_pool_delete(actor=request.user, node_pool=pool),
@@ -174,13 +168,13 @@ def departments(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def department_create(request: HttpRequest) -> HttpResponse:
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     form = DepartmentForm(request.POST or None)
     return _form_page(
         request, form=form,
         save=lambda f: services.department_create(actor=request.user, **f.cleaned_data),
         success="Department created. Give it quotas on the quota table.", redirect_to="org:departments",
-        template="org/department_form.html", context={},
+        title="New department",
     )
 
 
@@ -192,7 +186,7 @@ def _visible_department(request: HttpRequest, slug: str) -> Department:
 @require_http_methods(["GET", "POST"])
 def department_edit(request: HttpRequest, slug: str) -> HttpResponse:
     department = _visible_department(request, slug)
-    _require(request.user, Action.MANAGE, department)
+    access.require(request.user, Action.MANAGE, department)
     form = DepartmentForm(request.POST or None, instance=department)
 
     def save(f: DepartmentForm) -> Any:
@@ -200,15 +194,14 @@ def department_edit(request: HttpRequest, slug: str) -> HttpResponse:
         return services.department_update(actor=request.user, department=department, **changes)
 
     return _form_page(request, form=form, save=save, success=f"Department {department.name} saved.",
-                      redirect_to="org:departments", template="org/department_form.html",
-                      context={"department": department})
+                      redirect_to="org:departments", title=f"Edit department {department.name}")
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def department_delete(request: HttpRequest, slug: str) -> HttpResponse:
     department = _visible_department(request, slug)
-    _require(request.user, Action.MANAGE, department)
+    access.require(request.user, Action.MANAGE, department)
     return _delete_page(
         request, obj=department, kind="department", cancel="org:departments", redirect_to="org:departments",
         delete=lambda: services.department_delete(actor=request.user, department=department),
@@ -222,7 +215,7 @@ def department_delete(request: HttpRequest, slug: str) -> HttpResponse:
 def department_quotas(request: HttpRequest, slug: str) -> HttpResponse:
     """The editable quota table; htmx posts re-check the proposal, a plain post saves it."""
     department = _visible_department(request, slug)
-    _require(request.user, Action.MANAGE_PROJECTS, department)
+    access.require(request.user, Action.MANAGE_PROJECTS, department)
     table = QuotaTable(department=department, user=request.user,
                        data=request.POST if request.method == "POST" else None)
     if request.method == "POST":
@@ -247,13 +240,13 @@ def department_quotas(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def project_create(request: HttpRequest, slug: str) -> HttpResponse:
     department = _visible_department(request, slug)
-    _require(request.user, Action.MANAGE_PROJECTS, department)
+    access.require(request.user, Action.MANAGE_PROJECTS, department)
     form = ProjectForm(request.POST or None)
     return _form_page(
         request, form=form,
         save=lambda f: services.project_create(actor=request.user, department=department, **f.cleaned_data),
         success="Project created. Give it quotas on the department's quota table.",
-        redirect_to="org:departments", template="org/project_form.html", context={"department": department},
+        redirect_to="org:departments", title=f"New project in {department.name}",
     )
 
 
@@ -265,7 +258,7 @@ def _visible_project(request: HttpRequest, slug: str) -> Project:
 @require_http_methods(["GET", "POST"])
 def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
     project = _visible_project(request, slug)
-    _require(request.user, Action.MANAGE_PROJECTS, project)
+    access.require(request.user, Action.MANAGE_PROJECTS, project)
     form = ProjectForm(request.POST or None, instance=project)
 
     def save(f: ProjectForm) -> Any:
@@ -273,15 +266,14 @@ def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
         return services.project_update(actor=request.user, project=project, **changes)
 
     return _form_page(request, form=form, save=save, success=f"Project {project.name} saved.",
-                      redirect_to="org:departments", template="org/project_form.html",
-                      context={"project": project, "department": project.department})
+                      redirect_to="org:departments", title=f"Edit project {project.name}")
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def project_delete(request: HttpRequest, slug: str) -> HttpResponse:
     project = _visible_project(request, slug)
-    _require(request.user, Action.MANAGE_PROJECTS, project)
+    access.require(request.user, Action.MANAGE_PROJECTS, project)
     return _delete_page(
         request, obj=project, kind="project", cancel="org:departments", redirect_to="org:departments",
         delete=lambda: services.project_delete(actor=request.user, project=project),
@@ -303,13 +295,13 @@ def priority_classes(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def priority_class_create(request: HttpRequest) -> HttpResponse:
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     form = PriorityClassForm(request.POST or None)
     return _form_page(
         request, form=form,
         save=lambda f: services.priority_class_create(actor=request.user, **f.cleaned_data),
         success="Priority class created.", redirect_to="org:priority_classes",
-        template="org/priority_class_form.html", context={},
+        title="New priority class",
     )
 
 
@@ -317,7 +309,7 @@ def priority_class_create(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
     priority_class = get_object_or_404(PriorityClass, name=name)
-    _require(request.user, Action.MANAGE, priority_class)
+    access.require(request.user, Action.MANAGE, priority_class)
     form = PriorityClassForm(request.POST or None, instance=priority_class)
 
     def save(f: PriorityClassForm) -> Any:
@@ -325,15 +317,14 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
         return services.priority_class_update(actor=request.user, priority_class=priority_class, **changes)
 
     return _form_page(request, form=form, save=save, success=f"Priority class {priority_class.name} saved.",
-                      redirect_to="org:priority_classes", template="org/priority_class_form.html",
-                      context={"priority_class": priority_class})
+                      redirect_to="org:priority_classes", title=f"Edit priority class {priority_class.name}")
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
     priority_class = get_object_or_404(PriorityClass, name=name)
-    _require(request.user, Action.MANAGE, priority_class)
+    access.require(request.user, Action.MANAGE, priority_class)
     return _delete_page(
         request, obj=priority_class, kind="priority class", cancel="org:priority_classes",
         redirect_to="org:priority_classes",
@@ -390,7 +381,7 @@ def _weights_post(request: HttpRequest) -> HttpResponse:
     if "quota" in request.POST:
         form: Any = WeightForm(request.POST)
         quota_id = request.POST.get("quota", "")
-        quota = get_object_or_404(selectors.quotas_for(user).filter(project__isnull=False), pk=_int(quota_id))
+        quota = get_object_or_404(selectors.quotas_for(user).filter(project__isnull=False), pk=parse_id(quota_id))
         project_id = quota.project_id
         status["pool"] = quota.node_pool_id
         if form.is_valid():
@@ -401,7 +392,7 @@ def _weights_post(request: HttpRequest) -> HttpResponse:
                 apply_service_errors(form, exc)
     else:
         form = ProjectDefaultsForm(request.POST)
-        project = get_object_or_404(selectors.projects_for(user), pk=_int(request.POST.get("project", "")))
+        project = get_object_or_404(selectors.projects_for(user), pk=parse_id(request.POST.get("project", "")))
         project_id = project.pk
         status["pool"] = "priority"
         if form.is_valid():
@@ -424,13 +415,6 @@ def _weights_post(request: HttpRequest) -> HttpResponse:
         "row": _weight_rows(user, [project])[0], "status": status,
         "priority_classes": list(PriorityClass.objects.all()),
     })
-
-
-def _int(value: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
 
 
 # --- audit -----------------------------------------------------------------------------------------------------
@@ -469,7 +453,7 @@ def audit(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def cluster_sync(request: HttpRequest) -> HttpResponse:
     """Admins see what the last reconciles changed in Kueue, or why they failed, and can ask for one now."""
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     if request.method == "POST":
         services.kueue_sync_request_by(actor=request.user)
         messages.success(request, "A reconcile with the cluster has been requested; results appear below.")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Case, F, IntegerField, Q, Sum, When
+from django.db.models import Case, Count, F, IntegerField, Max, Q, Sum, When
 from django.db.models.functions import Least
 
 from apps.accounts.access import grants_for, sees_everything
@@ -171,7 +171,6 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
 def quota_dashboard_marker() -> str:
     """A fingerprint of everything the dashboard shows, from four aggregates (no rows): the queue and cohort mirrors,
     the quotas and the waiting workloads. The view adds the viewer's grants (their scope)."""
-    from django.db.models import Count, Max
 
     queues = ClusterQueueState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
     cohorts = CohortState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))

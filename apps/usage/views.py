@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils.cache import patch_vary_headers
-from django.utils.http import parse_etags, quote_etag
 from django.views.decorators.http import require_GET
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.http import conditional_poll, poll_etag
 
 from . import selectors
 
@@ -29,15 +26,6 @@ def quota(request: HttpRequest) -> HttpResponse:
     user = request.user
     if not request.htmx:  # a full page load renders; only the polls need the fingerprint
         return render(request, "usage/quota.html", {"pools": selectors.quota_dashboard(user=user)})
-    grants = access.grants_for(user)
-    scope = f"{user.pk}|{sorted(grants.everywhere)}|{sorted(grants.departments.items())}|" \
-            f"{sorted(grants.projects.items())}"
-    etag = quote_etag(hashlib.sha256(f"{scope}|{selectors.quota_dashboard_marker()}".encode()).hexdigest()[:32])
-    if etag in parse_etags(request.headers.get("If-None-Match", "")):
-        response: HttpResponse = HttpResponseNotModified()
-    else:
-        response = render(request, "usage/partials/_quota_live.html", {"pools": selectors.quota_dashboard(user=user)})
-    response["ETag"] = etag
-    response["Cache-Control"] = "private, no-cache"
-    patch_vary_headers(response, ["HX-Request", "Cookie"])
-    return response
+    etag = poll_etag(access.grants_fingerprint(user), selectors.quota_dashboard_marker())
+    return conditional_poll(request, etag, lambda: render(request, "usage/partials/_quota_live.html",
+                                                          {"pools": selectors.quota_dashboard(user=user)}))

@@ -25,6 +25,7 @@ from .models import (
     MAX_PODS,
     MAX_RUNTIME_SECONDS,
     Kind,
+    Status,
     Workload,
     WorkloadTemplate,
 )
@@ -295,7 +296,6 @@ class WorkloadFilterForm(forms.Form):
                               label="Show")
 
     def __init__(self, *args: Any, projects: Any, offer_scope: bool, **kwargs: Any) -> None:
-        from .models import Status
 
         super().__init__(*args, **kwargs)
         self.fields["status"].choices = [("", "(any)"), ("live", "Live (not finished)"), *Status.choices]

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Length
+from django.utils import timezone
 
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
@@ -13,7 +15,10 @@ from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import NodePool, Project, Quota
 from apps.org.selectors import projects_for
 
-from .models import LIVE_STATUSES, Workload, WorkloadTemplate
+from .explain import explain_workloads
+from .history import preemptions
+from .logs import log_tails
+from .models import HOLDING_STATUSES, LIVE_STATUSES, Workload, WorkloadEvent, WorkloadLogTail, WorkloadTemplate
 from .validation import non_preemptible_units_held
 
 
@@ -117,11 +122,7 @@ def annotate_live(workloads: list[Workload], *, now: Any = None) -> list[Workloa
     """Attach `explanation` (why it waits), `position_label` and `runtime` to rows already joined with project and
     node_pool: at most four queries for any number of rows (three for `explain_workloads` when anything waits, one
     for the runtimes when anything holds quota), none otherwise."""
-    from django.db.models import Max
-    from django.utils import timezone
 
-    from .explain import explain_workloads
-    from .models import HOLDING_STATUSES, WorkloadEvent
 
     now = now or timezone.now()
     explanations = explain_workloads(workloads)
@@ -223,10 +224,7 @@ def project_queue_marker(*, project: Project) -> str:
     """A cheap fingerprint of everything the project queue page shows, in one query of aggregates (no rows fetched):
     the live workloads' count and newest position and preemption, the newest event, and the newest mirror of the
     project's queues, cohorts and quotas. It changes whenever the page would (runtimes and ages aside)."""
-    from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
-    from django.db.models.functions import Length
 
-    from .models import WorkloadEvent
 
     def newest(queryset: QuerySet, column: str) -> Subquery:
         return Subquery(queryset.filter(project=OuterRef("pk")).order_by().values("project").annotate(
@@ -255,9 +253,7 @@ class LiveMarker:
 def workload_live_marker(*, workload: Workload) -> LiveMarker:
     """A fingerprint of the detail page's live part: the row's mirrored state (already loaded) and, in one query,
     the newest event, log tail and mirror of its cluster queue (the explanation's numbers)."""
-    from django.db.models import Max, OuterRef, Subquery
 
-    from .models import WorkloadEvent, WorkloadLogTail
 
     row = Workload.objects.filter(pk=workload.pk).annotate(
         event=Subquery(WorkloadEvent.objects.filter(workload=OuterRef("pk")).order_by("-id").values("id")[:1]),
@@ -275,8 +271,6 @@ def workload_live_marker(*, workload: Workload) -> LiveMarker:
 def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
     the Kueue conditions and the stored log tails: five queries."""
-    from .history import preemptions
-    from .logs import log_tails
 
     events = list(workload.events.select_related("actor"))
     preempted = preemptions(workload)  # same order as the events (at, id)

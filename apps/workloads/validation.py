@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from apps.org.models import NodePool, Project, Quota
 from apps.org.validators import validate_dns_label, validate_label_value
 
-from .models import MAX_PODS, Kind
+from .models import HOLDING_STATUSES, MAX_PODS, Kind, Workload
 
 # A container image reference as the container runtime parses it: [registry[:port]/]path[:tag][@digest]. The first
 # component is a registry only when it has a dot or a port or is localhost; otherwise it is part of the path.
@@ -129,7 +129,6 @@ def validate_fits(*, project: Project, pool: NodePool, units: int, gpus: int, pr
 
 def non_preemptible_units_held(*, project_id: int, pool_id: int) -> int:
     """Units held right now by the project's admitted or running non-preemptible work on the pool."""
-    from .models import HOLDING_STATUSES, Workload
 
     rows = Workload.objects.filter(project_id=project_id, node_pool_id=pool_id, preemptible=False,
                                    status__in=HOLDING_STATUSES).only("kind", "gpus", "pods", "parallelism",

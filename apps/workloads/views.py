@@ -17,7 +17,6 @@ Submit page protocol (htmx):
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -28,13 +27,13 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
-from django.utils.http import parse_etags, quote_etag, url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.forms import apply_service_errors
+from apps.core.http import conditional, conditional_poll, not_modified, parse_id, parse_int, poll_etag
 from apps.org.models import NodePool, PriorityClass, Quota
 from apps.org.selectors import projects_for
 
@@ -55,18 +54,6 @@ PAGE_SIZE = 25
 DRAFT_VALUES = {"name": "draft", "image": "busybox", "model_label": "draft", "data_class": "draft"}
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _require(user: Any, action: Action, obj: Any = None) -> None:
-    if not access.can(user, action, obj):
-        raise PermissionDenied("You may not do this here.")
-
-
 # --- submit ------------------------------------------------------------------------------------------------------
 
 
@@ -78,12 +65,12 @@ def _kind(kind: str) -> str:
 
 def _panel(kind: str, projects: Any, source: Any) -> selectors.PoolPanel | None:
     """The side panel for whatever project, pool and size `source` (form data or initial values) names."""
-    project = projects.filter(pk=_int(source.get("project"))).first() if source.get("project") else None
+    project = projects.filter(pk=parse_id(source.get("project"))).first() if source.get("project") else None
     project = project or projects.first()
-    pool = NodePool.objects.filter(pk=_int(source.get("node_pool"))).first() if source.get("node_pool") else None
+    pool = NodePool.objects.filter(pk=parse_id(source.get("node_pool"))).first() if source.get("node_pool") else None
     if project is None or pool is None:
         return None
-    sizes = {key: _int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
+    sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
     units = None
     if sizes["gpus"] is not None:
         probe = Workload(kind=kind, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
@@ -100,10 +87,10 @@ def _initial(request: HttpRequest, kind: str, projects: Any) -> tuple[dict[str, 
     initial: dict[str, Any] = {}
     template = source = None
     if request.GET.get("template"):
-        template = get_object_or_404(WorkloadTemplate, pk=_int(request.GET["template"]))
+        template = get_object_or_404(WorkloadTemplate, pk=parse_id(request.GET["template"]))
         initial.update(initial_from_template(template))
     if request.GET.get("from"):
-        source = selectors.workload_for_page(user=request.user, pk=_int(request.GET["from"]) or 0)
+        source = selectors.workload_for_page(user=request.user, pk=parse_id(request.GET["from"]) or 0)
         if source is None:
             raise Http404("No such workload.")
         initial.update(initial_from_workload(source))
@@ -135,7 +122,7 @@ def _live_check_data(request: HttpRequest) -> tuple[QueryDict, set[str]]:
     """The posted data for a live check: priority class default applied, drafts for empty required text."""
     data = request.POST.copy()
     if "priority_class" in (data.get("_changed"), request.htmx.trigger_name):
-        priority_class = PriorityClass.objects.filter(pk=_int(data.get("priority_class"))).first()
+        priority_class = PriorityClass.objects.filter(pk=parse_id(data.get("priority_class"))).first()
         if priority_class is not None:
             if priority_class.preemptible:
                 data["preemptible"] = "on"
@@ -162,7 +149,7 @@ def submit(request: HttpRequest, kind: str) -> HttpResponse:
 
     if request.method == "GET":
         if request.htmx and "panel" in request.GET:
-            if request.GET.get("project") and not projects.filter(pk=_int(request.GET["project"])).exists():
+            if request.GET.get("project") and not projects.filter(pk=parse_id(request.GET["project"])).exists():
                 raise Http404("No such project.")
             return render(request, "workloads/partials/_pool_panel.html",
                           {"panel": _panel(kind, projects, request.GET)})
@@ -174,11 +161,11 @@ def submit(request: HttpRequest, kind: str) -> HttpResponse:
         form = WorkloadForm(initial=initial, kind=kind, projects=projects)
         return _submit_page(request, kind, form, projects, initial, source=source, template=template)
 
-    if request.POST.get("project") and not projects.filter(pk=_int(request.POST["project"])).exists():
+    if request.POST.get("project") and not projects.filter(pk=parse_id(request.POST["project"])).exists():
         raise Http404("No such project.")
     source = None
     if request.POST.get("resubmitted_from"):
-        source = selectors.workload_for_page(user=user, pk=_int(request.POST["resubmitted_from"]) or 0)
+        source = selectors.workload_for_page(user=user, pk=parse_id(request.POST["resubmitted_from"]) or 0)
         if source is None:
             raise Http404("No such workload.")
     data, drafted = _live_check_data(request) if validate_only else (request.POST, set())
@@ -269,9 +256,9 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         # The live part's polls are conditional: 304 from the row and one query of aggregates when nothing changed.
         marker = selectors.workload_live_marker(workload=workload)
         logs.workload_logs_refresh_request(workload=workload, last_fetch=marker.last_log_fetch)
-        etag = quote_etag(hashlib.sha256(f"{user.pk}|{marker.key}".encode()).hexdigest()[:32])
-        if etag in parse_etags(request.headers.get("If-None-Match", "")):
-            return _conditional(HttpResponseNotModified(), etag)
+        etag = poll_etag(user.pk, marker.key)
+        if not_modified(request, etag):
+            return conditional(HttpResponseNotModified(), etag)
     history = selectors.workload_history(workload=workload, user=user)
     selectors.annotate_live([workload])
     if not request.htmx:
@@ -283,24 +270,15 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "logs_pending": workload.status in HOLDING_STATUSES and not history["log_tails"],
         "may_stop": workload.is_live and workload.status != Status.STOPPING and access.can_stop_workload(
             user, workload),
-        "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.owner_id == user.pk
-        and workload.status in HOLDING_STATUSES,
+        "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.status in HOLDING_STATUSES
+        and access.can_keep_alive(user, workload),
         "may_submit_again": access.can_anywhere(user, Action.SUBMIT),
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
         "env": workload.env,
     }
     if request.htmx:
-        return _conditional(render(request, "workloads/partials/_detail_live.html", context), etag)
+        return conditional(render(request, "workloads/partials/_detail_live.html", context), etag)
     return render(request, "workloads/detail.html", context)
-
-
-def _conditional(response: HttpResponse, etag: str | None) -> HttpResponse:
-    """Tag a poll's answer: revalidated on every poll (private, no-cache), one tag per body (HX-Request varies it)."""
-    if etag:
-        response["ETag"] = etag
-    response["Cache-Control"] = "private, no-cache"
-    patch_vary_headers(response, ["HX-Request", "Cookie"])
-    return response
 
 
 @login_required
@@ -318,15 +296,10 @@ def project_queue(request: HttpRequest, slug: str) -> HttpResponse:
     if project is None:
         raise Http404("No such project.")
     marker = selectors.project_queue_marker(project=project)
-    etag = quote_etag(hashlib.sha256(f"{user.pk}|{bool(request.htmx)}|{marker}".encode()).hexdigest()[:32])
-    if etag in parse_etags(request.headers.get("If-None-Match", "")):
-        response: HttpResponse = HttpResponseNotModified()
-    else:
-        queue = selectors.project_queue(project=project)
-        template = "workloads/partials/_project_queue_live.html" if request.htmx else "workloads/project_queue.html"
-        response = render(request, template, {"queue": queue, "project": project,
-                                              "may_submit": access.can(user, Action.SUBMIT, project)})
-    return _conditional(response, etag)
+    template = "workloads/partials/_project_queue_live.html" if request.htmx else "workloads/project_queue.html"
+    return conditional_poll(request, poll_etag(user.pk, bool(request.htmx), marker), lambda: render(
+        request, template, {"queue": selectors.project_queue(project=project), "project": project,
+                            "may_submit": access.can(user, Action.SUBMIT, project)}))
 
 
 def _back(request: HttpRequest, workload: Workload) -> HttpResponse:
@@ -369,7 +342,7 @@ def keep_alive(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def templates(request: HttpRequest) -> HttpResponse:
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     return render(request, "workloads/templates.html", {"templates": selectors.templates(),
                                                         "fields": KIND_FIELDS})
 
@@ -384,14 +357,15 @@ def _template_form(request: HttpRequest, *, form: WorkloadTemplateForm, save: An
         else:
             messages.success(request, success)
             return redirect("workloads:templates")
-    return render(request, "workloads/template_form.html", {"form": form, "template": template,
-                                                            "fields": KIND_FIELDS})
+    title = f"Edit template {template.name}" if template else "New workload template"
+    return render(request, "workloads/template_form.html", {"form": form, "title": title, "fields": KIND_FIELDS,
+                                                            "cancel": "workloads:templates"})
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def template_create(request: HttpRequest) -> HttpResponse:
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     form = WorkloadTemplateForm(request.POST or None)
     return _template_form(request, form=form, success="Template created.",
                           save=lambda data: services.workload_template_create(actor=request.user, **data))
@@ -400,7 +374,7 @@ def template_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     template = get_object_or_404(WorkloadTemplate, pk=pk)
     form = WorkloadTemplateForm(request.POST or None, instance=template)
     return _template_form(request, form=form, template=template, success=f"Template {template.name} saved.",
@@ -411,7 +385,7 @@ def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def template_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request.user, Action.MANAGE)
+    access.require(request.user, Action.MANAGE)
     template = get_object_or_404(WorkloadTemplate, pk=pk)
     if request.method == "POST":
         services.workload_template_delete(actor=request.user, template=template)
