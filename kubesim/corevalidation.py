@@ -8,9 +8,9 @@ Paths and messages follow kube's field.ErrorList so clients see the same 422 cau
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
+from kubesim.quantity import Quantity, QuantityError, parse_quantity
 from kubesim.validation import (
     DNS1123_LABEL,
     DNS1123_LABEL_ERROR,
@@ -22,12 +22,6 @@ from kubesim.validation import (
     qualified_name_errors,
 )
 
-# Go's resource.ParseQuantity grammar: sign, digits, then a binary suffix, a decimal suffix or an integer exponent.
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([KMGTPE]i)|([numkMGTPE])|[eE]([+-]?[0-9]+))?$")
-QUANTITY_ERROR = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_SUFFIX_OF = {exp: suffix for suffix, exp in _DECIMAL.items()}
 _STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 _OTHER_STANDARD_RESOURCES = {
     "pods",
@@ -46,57 +40,17 @@ NONNEGATIVE_MSG = "must be greater than or equal to 0"
 
 
 # ---- quantities ------------------------------------------------------------------------------------------
-class Quantity:
-    """A parsed resource.Quantity: exact value plus the format kube keeps for printing it back."""
-
-    def __init__(self, text: str) -> None:
-        m = _QUANTITY.match(text)
-        if m is None:
-            raise ValueError(QUANTITY_ERROR)
-        number, binary, decimal, exponent = m.groups()
-        try:
-            base = Decimal(number)
-        except InvalidOperation as exc:  # "+." and the like
-            raise ValueError(QUANTITY_ERROR) from exc
-        if binary:
-            self.value, self.format = base * (1024 ** _BINARY[binary]), "binary"
-        elif exponent is not None:
-            self.value, self.format = base.scaleb(int(exponent)), "exponent"
-        else:
-            self.value, self.format = base.scaleb(_DECIMAL[decimal or ""]), "decimal"
-
-    def __str__(self) -> str:
-        """Canonical form (Quantity.String()): the largest suffix that keeps the value an integer."""
-        if self.value == 0:
-            return "0"
-        sign = "-" if self.value < 0 else ""
-        v = abs(self.value)
-        if self.format == "binary" and v >= 1024 and v == v.to_integral_value():
-            for suffix, power in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
-                if v % (1024**power) == 0:
-                    return f"{sign}{int(v) // 1024**power}{suffix}"
-            return f"{sign}{int(v)}"
-        v = (v.scaleb(9).to_integral_value(ROUND_CEILING)).scaleb(-9)  # kube keeps nano precision, rounding up
-        for exp in range(18, -12, -3):
-            scaled = v.scaleb(-exp)
-            if scaled == scaled.to_integral_value():
-                suffix = (f"e{exp}" if exp else "") if self.format == "exponent" else _SUFFIX_OF[exp]
-                return f"{sign}{int(scaled)}{suffix}"
-        return f"{sign}{v}"
-
-
-def parse_quantity(value: Any) -> Quantity | None:
-    """The quantity of a JSON string or number; None when it does not parse (a decode error in kube)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return None
+def _quantity_or_none(value: Any) -> Quantity | None:
+    """The quantity of a JSON string or number; None when it does not parse (decode_error reports those)."""
     try:
-        return Quantity(value if isinstance(value, str) else repr(value))
-    except ValueError:
+        return parse_quantity(value)
+    except QuantityError:
         return None
 
 
 def decode_error(resource: str, obj: dict) -> str | None:
-    """A malformed quantity fails kube's JSON decoding (400 BadRequest) before any validation runs."""
+    """A malformed quantity fails kube's JSON decoding (400 BadRequest) before any validation runs. A Workload's
+    pod templates count too: Kueue decodes them into typed PodSpecs (kubesim's Workload schema leaves them open)."""
     for spec in _pod_specs(resource, obj):
         lists = [spec.get("overhead")]
         for c in _containers(spec):
@@ -104,8 +58,11 @@ def decode_error(resource: str, obj: dict) -> str | None:
             lists += [resources.get("limits"), resources.get("requests")]
         for values in lists:
             for value in (values or {}).values() if isinstance(values, dict) else ():
-                if isinstance(value, str | int | float) and not isinstance(value, bool) and not parse_quantity(value):
-                    return QUANTITY_ERROR
+                if isinstance(value, str | int | float) and not isinstance(value, bool):
+                    try:
+                        parse_quantity(value)
+                    except QuantityError as exc:
+                        return str(exc)
     return None
 
 
@@ -116,9 +73,22 @@ def _pod_specs(resource: str, obj: dict) -> list[dict]:
     if resource == "pods":
         return [spec]
     if resource == "jobs":
-        tspec = (spec.get("template") or {}).get("spec") if isinstance(spec.get("template"), dict) else None
-        return [tspec] if isinstance(tspec, dict) else []
+        return _template_specs([spec])
+    if resource == "workloads":
+        podsets = spec.get("podSets")
+        return _template_specs([ps for ps in podsets if isinstance(ps, dict)] if isinstance(podsets, list) else [])
     return []
+
+
+def _template_specs(holders: list[dict]) -> list[dict]:
+    """The pod specs under holder.template.spec (a Job's spec, a Workload's podSets)."""
+    out = []
+    for holder in holders:
+        template = holder.get("template")
+        tspec = template.get("spec") if isinstance(template, dict) else None
+        if isinstance(tspec, dict):
+            out.append(tspec)
+    return out
 
 
 def _containers(spec: dict) -> list[dict]:
@@ -376,13 +346,13 @@ def _resources(resources: dict, path: str) -> list[Cause]:
     raw_requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
     limits: dict[str, Quantity] = {}
     for name, raw in sorted(raw_limits.items()):
-        qty = parse_quantity(raw)
+        qty = _quantity_or_none(raw)
         causes += _resource_name(name, f"{path}.limits[{name}]")
         if qty is not None:
             causes += _quantity_value(name, qty, f"{path}.limits[{name}]")
             limits[name] = qty
     for name, raw in sorted(raw_requests.items()):
-        qty = parse_quantity(raw)
+        qty = _quantity_or_none(raw)
         causes += _resource_name(name, f"{path}.requests[{name}]")
         if qty is None:
             continue

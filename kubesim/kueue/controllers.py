@@ -14,7 +14,6 @@ from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, Changes, Key, clone, listed
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.jobs import JobIntegration
-from kubesim.kueue.quantity import format_amount
 from kubesim.kueue.scheduler import Queues, Scheduler, Snapshot
 from kubesim.kueue.scheduler.model import (
     WorkloadInfo,
@@ -27,6 +26,7 @@ from kubesim.kueue.scheduler.model import (
     workload_info,
 )
 from kubesim.kueue.scheduler.quota import dominant_resource_share
+from kubesim.quantity import format_amount
 
 QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces")
 SCHEDULING_INPUTS = {"workloads", "clusterqueues", "cohorts", "localqueues", "resourceflavors", "namespaces"}

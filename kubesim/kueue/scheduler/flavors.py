@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kubesim.kueue import constants as C
-from kubesim.kueue.quantity import format_amount
 from kubesim.kueue.scheduler.model import ClusterQueueNode, PodSetInfo, Snapshot, WorkloadInfo
 from kubesim.kueue.scheduler.quota import FlavorResource, QuotaNode, available, local_available, potential_available
+from kubesim.quantity import format_amount
 
 # FlavorAssignmentMode, ordered worst to best
 NO_FIT, PREEMPT, FIT = 0, 1, 3

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.quantity import format_amount, parse, to_amount
 from kubesim.kueue.scheduler.quota import (
     CohortNode,
     FlavorResource,
@@ -23,6 +22,7 @@ from kubesim.kueue.scheduler.quota import (
     remove_usage,
     update_tree,
 )
+from kubesim.quantity import decimal_value, format_amount, to_amount
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NO_QUOTA = Quota(0)
@@ -344,7 +344,7 @@ def _weight(spec: dict) -> float:
     w = (spec.get("fairSharing") or {}).get("weight")
     if w is None:
         return 1.0
-    return float(parse(w))
+    return float(decimal_value(w))
 
 
 def _name(obj: dict) -> str:
