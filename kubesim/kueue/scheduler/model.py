@@ -186,27 +186,36 @@ def _affinity_terms(spec: dict) -> list[list[dict]] | None:
     return [list(t.get("matchExpressions") or []) for t in na.get("nodeSelectorTerms") or []]
 
 
-_PARSED: dict[tuple[str, str, str], WorkloadInfo] = {}
-_PARSED_MAX = 100000
+class ParseCache:
+    """Memoised Workload parses per (uid, resourceVersion): snapshots are rebuilt often from mostly unchanged
+    workloads. Owned by whoever builds the snapshots (the emulator's KueueState); bounded."""
 
+    MAX_ENTRIES = 100000
 
-def workload_info(obj: dict, config: KueueConfig) -> WorkloadInfo:
-    """Parse a Workload; parses are memoised per (uid, resourceVersion) since snapshots are rebuilt often."""
-    md = obj.get("metadata") or {}
-    key = (md.get("uid", ""), md.get("resourceVersion", ""), config.wait_for_pods_ready.requeuing_timestamp)
-    cached = _PARSED.get(key) if key[1] else None
-    if cached is None:
-        cached = _parse_workload(obj, config)
+    def __init__(self) -> None:
+        self._parsed: dict[tuple[str, str, str], WorkloadInfo] = {}
+
+    def workload(self, obj: dict, config: KueueConfig) -> WorkloadInfo:
+        md = obj.get("metadata") or {}
+        key = (md.get("uid", ""), md.get("resourceVersion", ""), config.wait_for_pods_ready.requeuing_timestamp)
         if not key[1]:
-            return cached
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED[key] = cached
-    wl = WorkloadInfo.__new__(WorkloadInfo)  # a shallow copy, faster than copy.copy
-    wl.__dict__.update(cached.__dict__)
-    wl.usage = dict(cached.usage)
-    wl.obj = obj
-    return wl
+            return _parse_workload(obj, config)
+        cached = self._parsed.get(key)
+        if cached is None:
+            cached = _parse_workload(obj, config)
+            if len(self._parsed) >= self.MAX_ENTRIES:
+                self._parsed.clear()
+            self._parsed[key] = cached
+        wl = WorkloadInfo.__new__(WorkloadInfo)  # a shallow copy, faster than copy.copy
+        wl.__dict__.update(cached.__dict__)
+        wl.usage = dict(cached.usage)
+        wl.obj = obj
+        return wl
+
+
+def workload_info(obj: dict, config: KueueConfig, cache: ParseCache | None = None) -> WorkloadInfo:
+    """Parse a Workload (through cache when given: parses are then memoised per uid and resourceVersion)."""
+    return _parse_workload(obj, config) if cache is None else cache.workload(obj, config)
 
 
 def _parse_workload(obj: dict, config: KueueConfig) -> WorkloadInfo:
@@ -377,10 +386,12 @@ class Snapshot:
         namespaces: Iterable[dict] | None = None,
         config: KueueConfig | None = None,
         now: datetime | None = None,
+        parse_cache: ParseCache | None = None,
     ) -> Snapshot:
         """Build from API objects. namespaces=None means every namespace is known but unlabelled.
 
         Workloads in backoff (status.requeueState.requeueAt after now) are left out of the pending queues.
+        parse_cache memoises workload parses across builds (the emulator keeps one per simulator).
         """
         config = config or KueueConfig.default()
         snap = cls(config=config)
@@ -415,7 +426,7 @@ class Snapshot:
             md = lq.get("metadata") or {}
             snap.local_queues[(md.get("namespace", ""), md.get("name", ""))] = lq
         for obj in workloads:
-            wl = workload_info(obj, config)
+            wl = workload_info(obj, config, parse_cache)
             snap.workloads[wl.key] = wl
             if wl.has_reservation:
                 cq = snap.cluster_queues.get(wl.cluster_queue)
