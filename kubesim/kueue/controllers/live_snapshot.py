@@ -107,8 +107,3 @@ class LiveSnapshot:
 def _store_order(key: str) -> tuple[str, str]:
     ns, name = key.split("/", 1)
     return ns, name
-
-
-def _store_order(key: str) -> tuple[str, str]:
-    ns, name = key.split("/", 1)
-    return ns, name
