@@ -8,7 +8,7 @@ Paths and messages follow kube's field.ErrorList so clients see the same 422 cau
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from kubesim.quantity import Quantity, QuantityError, parse_quantity
 from kubesim.validation import (
@@ -54,7 +54,7 @@ def decode_error(resource: str, obj: dict) -> str | None:
     for spec in _pod_specs(resource, obj):
         lists = [spec.get("overhead")]
         for c in _containers(spec):
-            resources = c.get("resources") if isinstance(c.get("resources"), dict) else {}
+            resources = _dict(c.get("resources"))
             lists += [resources.get("limits"), resources.get("requests")]
         for values in lists:
             for value in (values or {}).values() if isinstance(values, dict) else ():
@@ -128,8 +128,8 @@ def job_spec(spec: dict) -> list[Cause]:
         )
         if isinstance(spec.get(key), int) and not isinstance(spec[key], bool) and spec[key] < 0
     ]
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-    tmd = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    template = _dict(spec.get("template"))
+    tmd = _dict(template.get("metadata"))
     causes += label_causes(tmd.get("labels") or {}, "spec.template.metadata.labels")
     causes += annotation_causes(tmd.get("annotations") or {}, "spec.template.metadata.annotations")
     causes += _job_selector(spec.get("selector"), tmd.get("labels") or {})
@@ -156,7 +156,7 @@ def _job_selector(selector: Any, labels: dict) -> list[Cause]:
 
 def _selector_matches(selector: dict, labels: dict) -> bool:
     """metav1.LabelSelector semantics: matchLabels and In / NotIn / Exists / DoesNotExist expressions."""
-    match_labels = selector.get("matchLabels") if isinstance(selector.get("matchLabels"), dict) else {}
+    match_labels = _dict(selector.get("matchLabels"))
     if any(labels.get(k) != v for k, v in match_labels.items()):
         return False
     for expr in selector.get("matchExpressions") or []:
@@ -342,8 +342,8 @@ def _container_ports(ports: list, path: str) -> list[Cause]:
 def _resources(resources: dict, path: str) -> list[Cause]:
     """validateResourceRequirements: names, non-negative (integer for extended) values, requests vs limits."""
     causes: list[Cause] = []
-    raw_limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
-    raw_requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
+    raw_limits = _dict(resources.get("limits"))
+    raw_requests = _dict(resources.get("requests"))
     limits: dict[str, Quantity] = {}
     for name, raw in sorted(raw_limits.items()):
         qty = _quantity_or_none(raw)
@@ -478,8 +478,13 @@ def _dns_label(value: str, path: str) -> list[Cause]:
     return causes
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dict(value: Any) -> dict:
+    """value when it is a JSON object, else an empty one (validation reports wrong types elsewhere)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _required(path: str) -> Cause:

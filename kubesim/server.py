@@ -87,6 +87,12 @@ class KubeHTTPServer(ThreadingHTTPServer):
         self.api = Api(sim)
         self.verbose = verbose
 
+    @property
+    def url(self) -> str:
+        """http://HOST:PORT of the bound socket (the real port when bound to port 0)."""
+        host, port = self.server_address[:2]
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
+
 
 def serve_in_thread(sim: Simulator, host: str = "127.0.0.1", port: int = 0) -> tuple[KubeHTTPServer, threading.Thread]:
     server = KubeHTTPServer((host, port), sim)

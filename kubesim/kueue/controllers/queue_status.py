@@ -48,8 +48,10 @@ class StatusController:
         snap = live.snap
         wrote = False
         pending_by_lq: dict[tuple[str, str], int] = {}
-        lq_cqs = {
-            ((snap.local_queues.get(k) or {}).get("spec") or {}).get("clusterQueue") for k in live.local_queues_touched
+        lq_cqs: set[str] = {
+            name
+            for k in live.local_queues_touched
+            if isinstance(name := ((snap.local_queues.get(k) or {}).get("spec") or {}).get("clusterQueue"), str)
         }
         for wls in snap.pending.values() if full else [snap.pending.get(c, []) for c in live.queues_touched | lq_cqs]:
             for w in wls:
@@ -79,17 +81,17 @@ class StatusController:
             md = obj["metadata"]
             if self._unchanged("localqueues", obj, full or (md["namespace"], md["name"]) in live.local_queues_touched):
                 continue
-            cq = snap.cluster_queues.get((obj.get("spec") or {}).get("clusterQueue", ""))
+            lq_cq = snap.cluster_queues.get((obj.get("spec") or {}).get("clusterQueue", ""))
             mine = [
                 w
-                for w in (cq.workloads.values() if cq else [])
+                for w in (lq_cq.workloads.values() if lq_cq else [])
                 if w.namespace == md["namespace"] and w.queue_name == md["name"]
             ]
             usage: dict = {}
             for w in mine:
                 for fr, v in w.usage.items():
                     usage[fr] = usage.get(fr, 0) + v
-            flavors = self._flavors(cq, usage, borrowed=False) if cq else []
+            flavors = self._flavors(lq_cq, usage, borrowed=False) if lq_cq else []
             status = dict(obj.get("status") or {})
             status.update(
                 pendingWorkloads=pending_by_lq.get((md["namespace"], md["name"]), 0),
@@ -100,7 +102,7 @@ class StatusController:
             )
             if ((obj.get("spec") or {}).get("stopPolicy") or "None") != "None":
                 cond = ("False", "Stopped", "LocalQueue is stopped")
-            elif cq is None or not cq.active:
+            elif lq_cq is None or not lq_cq.active:
                 cond = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
             else:
                 cond = ("True", "Ready", "Can submit new workloads to localQueue")
@@ -143,14 +145,14 @@ class StatusController:
         """The Active condition; its lastTransitionTime moves only when the status flips."""
         conds = [dict(c) for c in (obj.get("status") or {}).get("conditions") or []]
         old = next((c for c in conds if c.get("type") == "Active"), None)
-        same = old is not None and old.get("status") == status and old.get("lastTransitionTime")
+        kept = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
         new = {
             "type": "Active",
             "status": status,
             "reason": reason,
             "message": message,
             "observedGeneration": (obj.get("metadata") or {}).get("generation"),
-            "lastTransitionTime": old["lastTransitionTime"] if same else ws.ts(now),
+            "lastTransitionTime": kept or ws.ts(now),
         }
         return [*(c for c in conds if c.get("type") != "Active"), new]
 

@@ -428,12 +428,11 @@ class Snapshot:
         for obj in workloads:
             wl = workload_info(obj, config, parse_cache)
             snap.workloads[wl.key] = wl
-            if wl.has_reservation:
-                cq = snap.cluster_queues.get(wl.cluster_queue)
-                if cq is not None:
-                    cq.workloads[wl.key] = wl
-                    for fr, v in wl.usage.items():
-                        cq.usage[fr] = cq.usage.get(fr, 0) + v
+            holder = snap.cluster_queues.get(wl.cluster_queue) if wl.has_reservation else None
+            if holder is not None:
+                holder.workloads[wl.key] = wl
+                for fr, v in wl.usage.items():
+                    holder.usage[fr] = holder.usage.get(fr, 0) + v
         for c in snap.cohorts.values():
             if c.parent is None:
                 update_tree(c)

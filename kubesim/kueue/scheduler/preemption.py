@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 
 from kubesim.kueue import constants as C
@@ -237,7 +238,7 @@ class Preemptor:
                 fits, remaining = fits_in_quota(subtree_root, remaining)
                 advantage = advantage or fits
                 previous = subtree_root
-        ordered = []
+        ordered: list[tuple[WorkloadInfo, CohortNode | None, int]] = []
         for lst in (hierarchy, priority, same):
             lst.sort(key=lambda c: candidate_key(c[0], cq.name, self.now))
         for evicted in (True, False):
@@ -257,7 +258,7 @@ class Preemptor:
                         continue
                     trial.take(cand, _VARIANT_REASON[variant])
                     if self._fits(cq, requests, borrow):
-                        return trial.minimal(lambda borrow=borrow: self._fits(cq, requests, borrow))
+                        return trial.minimal(partial(self._fits, cq, requests, borrow))
         return []
 
     def _under_nominal(self, cq: ClusterQueueNode, frs: set[FlavorResource]) -> bool:

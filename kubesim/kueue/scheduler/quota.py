@@ -60,6 +60,13 @@ class CohortNode(QuotaNode):
 
     is_cohort = True
 
+    def root(self) -> CohortNode:
+        """The root cohort of this cohort's tree."""
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
     def subtree_cluster_queues(self) -> Iterator:
         for c in self.child_cohorts:
             yield from c.subtree_cluster_queues()
