@@ -49,7 +49,8 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
 def _default_requests_from_limits(spec: dict) -> None:
     """SetDefaults_Pod: a Pod's (not a pod template's) containers request what they limit unless told otherwise."""
     for key in ("containers", "initContainers"):
-        for c in spec.get(key) if isinstance(spec.get(key), list) else []:
+        containers = spec.get(key)
+        for c in containers if isinstance(containers, list) else []:
             resources = c.get("resources") if isinstance(c, dict) else None
             if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
                 requests = resources.setdefault("requests", {})

@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         async_settle=args.async_settle,
     )
     server = KubeHTTPServer((args.host, args.port), sim, verbose=args.verbose)
-    host, port = server.server_address[:2]
-    url = f"http://{host}:{port}"
+    url = server.url
     if args.kubeconfig:
         write_kubeconfig(args.kubeconfig, args.advertise_url or url)
     sim.start()

@@ -8,9 +8,9 @@ Paths and messages follow kube's field.ErrorList so clients see the same 422 cau
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeGuard
 
+from kubesim.quantity import Quantity, QuantityError, parse_quantity
 from kubesim.validation import (
     DNS1123_LABEL,
     DNS1123_LABEL_ERROR,
@@ -22,12 +22,6 @@ from kubesim.validation import (
     qualified_name_errors,
 )
 
-# Go's resource.ParseQuantity grammar: sign, digits, then a binary suffix, a decimal suffix or an integer exponent.
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([KMGTPE]i)|([numkMGTPE])|[eE]([+-]?[0-9]+))?$")
-QUANTITY_ERROR = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_SUFFIX_OF = {exp: suffix for suffix, exp in _DECIMAL.items()}
 _STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 _OTHER_STANDARD_RESOURCES = {
     "pods",
@@ -46,66 +40,29 @@ NONNEGATIVE_MSG = "must be greater than or equal to 0"
 
 
 # ---- quantities ------------------------------------------------------------------------------------------
-class Quantity:
-    """A parsed resource.Quantity: exact value plus the format kube keeps for printing it back."""
-
-    def __init__(self, text: str) -> None:
-        m = _QUANTITY.match(text)
-        if m is None:
-            raise ValueError(QUANTITY_ERROR)
-        number, binary, decimal, exponent = m.groups()
-        try:
-            base = Decimal(number)
-        except InvalidOperation as exc:  # "+." and the like
-            raise ValueError(QUANTITY_ERROR) from exc
-        if binary:
-            self.value, self.format = base * (1024 ** _BINARY[binary]), "binary"
-        elif exponent is not None:
-            self.value, self.format = base.scaleb(int(exponent)), "exponent"
-        else:
-            self.value, self.format = base.scaleb(_DECIMAL[decimal or ""]), "decimal"
-
-    def __str__(self) -> str:
-        """Canonical form (Quantity.String()): the largest suffix that keeps the value an integer."""
-        if self.value == 0:
-            return "0"
-        sign = "-" if self.value < 0 else ""
-        v = abs(self.value)
-        if self.format == "binary" and v >= 1024 and v == v.to_integral_value():
-            for suffix, power in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
-                if v % (1024**power) == 0:
-                    return f"{sign}{int(v) // 1024**power}{suffix}"
-            return f"{sign}{int(v)}"
-        v = (v.scaleb(9).to_integral_value(ROUND_CEILING)).scaleb(-9)  # kube keeps nano precision, rounding up
-        for exp in range(18, -12, -3):
-            scaled = v.scaleb(-exp)
-            if scaled == scaled.to_integral_value():
-                suffix = (f"e{exp}" if exp else "") if self.format == "exponent" else _SUFFIX_OF[exp]
-                return f"{sign}{int(scaled)}{suffix}"
-        return f"{sign}{v}"
-
-
-def parse_quantity(value: Any) -> Quantity | None:
-    """The quantity of a JSON string or number; None when it does not parse (a decode error in kube)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return None
+def _quantity_or_none(value: Any) -> Quantity | None:
+    """The quantity of a JSON string or number; None when it does not parse (decode_error reports those)."""
     try:
-        return Quantity(value if isinstance(value, str) else repr(value))
-    except ValueError:
+        return parse_quantity(value)
+    except QuantityError:
         return None
 
 
 def decode_error(resource: str, obj: dict) -> str | None:
-    """A malformed quantity fails kube's JSON decoding (400 BadRequest) before any validation runs."""
+    """A malformed quantity fails kube's JSON decoding (400 BadRequest) before any validation runs. A Workload's
+    pod templates count too: Kueue decodes them into typed PodSpecs (kubesim's Workload schema leaves them open)."""
     for spec in _pod_specs(resource, obj):
         lists = [spec.get("overhead")]
         for c in _containers(spec):
-            resources = c.get("resources") if isinstance(c.get("resources"), dict) else {}
+            resources = _dict(c.get("resources"))
             lists += [resources.get("limits"), resources.get("requests")]
         for values in lists:
             for value in (values or {}).values() if isinstance(values, dict) else ():
-                if isinstance(value, str | int | float) and not isinstance(value, bool) and not parse_quantity(value):
-                    return QUANTITY_ERROR
+                if isinstance(value, str | int | float) and not isinstance(value, bool):
+                    try:
+                        parse_quantity(value)
+                    except QuantityError as exc:
+                        return str(exc)
     return None
 
 
@@ -116,9 +73,22 @@ def _pod_specs(resource: str, obj: dict) -> list[dict]:
     if resource == "pods":
         return [spec]
     if resource == "jobs":
-        tspec = (spec.get("template") or {}).get("spec") if isinstance(spec.get("template"), dict) else None
-        return [tspec] if isinstance(tspec, dict) else []
+        return _template_specs([spec])
+    if resource == "workloads":
+        podsets = spec.get("podSets")
+        return _template_specs([ps for ps in podsets if isinstance(ps, dict)] if isinstance(podsets, list) else [])
     return []
+
+
+def _template_specs(holders: list[dict]) -> list[dict]:
+    """The pod specs under holder.template.spec (a Job's spec, a Workload's podSets)."""
+    out = []
+    for holder in holders:
+        template = holder.get("template")
+        tspec = template.get("spec") if isinstance(template, dict) else None
+        if isinstance(tspec, dict):
+            out.append(tspec)
+    return out
 
 
 def _containers(spec: dict) -> list[dict]:
@@ -158,8 +128,8 @@ def job_spec(spec: dict) -> list[Cause]:
         )
         if isinstance(spec.get(key), int) and not isinstance(spec[key], bool) and spec[key] < 0
     ]
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-    tmd = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    template = _dict(spec.get("template"))
+    tmd = _dict(template.get("metadata"))
     causes += label_causes(tmd.get("labels") or {}, "spec.template.metadata.labels")
     causes += annotation_causes(tmd.get("annotations") or {}, "spec.template.metadata.annotations")
     causes += _job_selector(spec.get("selector"), tmd.get("labels") or {})
@@ -186,7 +156,7 @@ def _job_selector(selector: Any, labels: dict) -> list[Cause]:
 
 def _selector_matches(selector: dict, labels: dict) -> bool:
     """metav1.LabelSelector semantics: matchLabels and In / NotIn / Exists / DoesNotExist expressions."""
-    match_labels = selector.get("matchLabels") if isinstance(selector.get("matchLabels"), dict) else {}
+    match_labels = _dict(selector.get("matchLabels"))
     if any(labels.get(k) != v for k, v in match_labels.items()):
         return False
     for expr in selector.get("matchExpressions") or []:
@@ -372,17 +342,17 @@ def _container_ports(ports: list, path: str) -> list[Cause]:
 def _resources(resources: dict, path: str) -> list[Cause]:
     """validateResourceRequirements: names, non-negative (integer for extended) values, requests vs limits."""
     causes: list[Cause] = []
-    raw_limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
-    raw_requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
+    raw_limits = _dict(resources.get("limits"))
+    raw_requests = _dict(resources.get("requests"))
     limits: dict[str, Quantity] = {}
     for name, raw in sorted(raw_limits.items()):
-        qty = parse_quantity(raw)
+        qty = _quantity_or_none(raw)
         causes += _resource_name(name, f"{path}.limits[{name}]")
         if qty is not None:
             causes += _quantity_value(name, qty, f"{path}.limits[{name}]")
             limits[name] = qty
     for name, raw in sorted(raw_requests.items()):
-        qty = parse_quantity(raw)
+        qty = _quantity_or_none(raw)
         causes += _resource_name(name, f"{path}.requests[{name}]")
         if qty is None:
             continue
@@ -508,8 +478,13 @@ def _dns_label(value: str, path: str) -> list[Cause]:
     return causes
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dict(value: Any) -> dict:
+    """value when it is a JSON object, else an empty one (validation reports wrong types elsewhere)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _required(path: str) -> Cause:

@@ -69,7 +69,8 @@ def finished(job: dict) -> bool:
 
 def _compress(indexes: set[int]) -> str:
     """Kubernetes' interval notation for completed indexes, e.g. "0-2,5"."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[int] = []
     for i in sorted(indexes):
         if run and i == run[-1] + 1:
             run.append(i)

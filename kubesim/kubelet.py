@@ -273,7 +273,7 @@ def pod_log(
     finished = status.get("phase") in ("Succeeded", "Failed")
     elapsed = min((now - start).total_seconds(), seconds) if not finished else seconds
     name = container or (pod["spec"].get("containers") or [{"name": ""}])[0]["name"]
-    spec_c = next((c for c in pod["spec"].get("containers") or [] if c["name"] == name), {})
+    spec_c: dict = next((c for c in pod["spec"].get("containers") or [] if c["name"] == name), {})
     steps = int(elapsed // LOG_STEP_SECONDS)
     total = 2 + steps + (1 if finished else 0)
     first = 0 if tail_lines is None else max(0, total - tail_lines)

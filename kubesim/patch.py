@@ -145,6 +145,8 @@ def _remove(doc: Any, path: str) -> Any:
     parent, key = _walk(doc, path)
     value = _get(doc, path)
     if isinstance(parent, list):
+        if not isinstance(key, int):  # _get would have refused: a list is indexed by position
+            raise PatchError(f"doc is missing path: {path}")
         parent.pop(key)
     else:
         del parent[key]

@@ -33,6 +33,29 @@ def _split(selector: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
+def _label_equals(key: str, value: str, equal: bool) -> Matcher:
+    """key=value (equal) or key!=value on a labels dict; a missing label is never equal."""
+
+    def check(labels: dict) -> bool:
+        return (labels.get(key) == value) == equal
+
+    return check
+
+
+def _label_in(key: str, values: set[str], inside: bool) -> Matcher:
+    def check(labels: dict) -> bool:
+        return (labels.get(key) in values) == inside
+
+    return check
+
+
+def _label_exists(key: str, exists: bool) -> Matcher:
+    def check(labels: dict) -> bool:
+        return (key in labels) == exists
+
+    return check
+
+
 def parse_label_selector(selector: str | None) -> Matcher:
     """Requirements joined by AND: =, ==, !=, in, notin, key (exists), !key (does not exist)."""
     reqs: list[Matcher] = []
@@ -40,10 +63,7 @@ def parse_label_selector(selector: str | None) -> Matcher:
         eq = _EQ.match(part)
         if eq:
             key, op, value = eq.groups()
-            if op == "!=":
-                reqs.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                reqs.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            reqs.append(_label_equals(key, value, op != "!="))
             continue
         st = _SET.match(part)
         if not st:
@@ -53,14 +73,9 @@ def parse_label_selector(selector: str | None) -> Matcher:
             raise SelectorError(f"unable to parse requirement: {part.strip()!r}")
         if op:
             vals = {v.strip() for v in values.split(",") if v.strip()}
-            if op == "in":
-                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) in vs)
-            else:
-                reqs.append(lambda labels, k=key, vs=vals: labels.get(k) not in vs)
-        elif neg:
-            reqs.append(lambda labels, k=key: k not in labels)
+            reqs.append(_label_in(key, vals, op == "in"))
         else:
-            reqs.append(lambda labels, k=key: k in labels)
+            reqs.append(_label_exists(key, not neg))
 
     def match(obj: dict) -> bool:
         labels = obj.get("metadata", {}).get("labels") or {}
@@ -104,8 +119,16 @@ def parse_field_selector(selector: str | None) -> Matcher:
         path, op, value = m.groups()
         if path not in FIELDS:
             raise SelectorError(f'field label not supported: "{path}"')
-        if op == "!=":
-            reqs.append(lambda o, p=path, v=value: _field(o, p) != v)
-        else:
-            reqs.append(lambda o, p=path, v=value: _field(o, p) == v)
-    return lambda obj: all(r(obj) for r in reqs)
+        reqs.append(_field_equals(path, value, op != "!="))
+
+    def match(obj: dict) -> bool:
+        return all(r(obj) for r in reqs)
+
+    return match
+
+
+def _field_equals(path: str, value: str, equal: bool) -> Matcher:
+    def check(obj: dict) -> bool:
+        return (_field(obj, path) == value) == equal
+
+    return check

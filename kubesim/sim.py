@@ -11,7 +11,6 @@ import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from kubesim import builtin
@@ -20,6 +19,7 @@ from kubesim.cluster import demo_cluster, node_object
 from kubesim.faults import Faults
 from kubesim.jobs import JobController
 from kubesim.kubelet import Kubelet
+from kubesim.protocols import Controller, KueueHalf, KueueModule, Webhook
 from kubesim.resources import RESOURCES
 from kubesim.store import Store, clone
 
@@ -33,15 +33,17 @@ class SettleError(RuntimeError):
     """Controllers kept writing for MAX_SETTLE_ROUNDS rounds: a controller bug (ping-pong)."""
 
 
-def load_kueue() -> ModuleType | None:
-    """The Kueue half, if present; kubesim runs as a plain Kubernetes emulator without it."""
+def load_kueue() -> KueueModule | None:
+    """The Kueue half, if present; kubesim runs as a plain Kubernetes emulator without it (hence the import by
+    name at run time rather than a module-level import)."""
+    module: Any
     try:
         module = importlib.import_module("kubesim.kueue")
     except ModuleNotFoundError as exc:
         if exc.name != "kubesim.kueue":
             raise
         module = None
-    if module is None or not hasattr(module, "controllers"):
+    if module is None or not hasattr(module, "Kueue"):
         print("kubesim: kubesim.kueue not available, running without Kueue", file=sys.stderr)
         return None
     return module
@@ -113,7 +115,7 @@ class Simulator:
         history: int = 5000,
         default_run_seconds: float = 60.0,
         bookmark_interval: float = 5.0,
-        kueue: ModuleType | str | None = "auto",
+        kueue: KueueModule | str | None = "auto",
         async_settle: bool = False,
     ) -> None:
         self.clock = Clock(clock, speed, start)
@@ -125,14 +127,18 @@ class Simulator:
         self.state_file = state_file
         self.async_settle = async_settle
         self._dirty = threading.Event()
-        self.kueue = load_kueue() if kueue == "auto" else kueue
-        self.webhooks: list[Any] = []
-        self.controllers: list[Any] = []
-        if self.kueue is not None:
-            cfg_cls = self.kueue.KueueConfig
+        module = load_kueue() if kueue == "auto" else kueue
+        if isinstance(module, str):
+            raise ValueError(f'kueue must be "auto", None or the Kueue half, not {module!r}')
+        self.webhooks: list[Webhook] = []
+        self.controllers: list[Controller] = []
+        self.kueue: KueueHalf | None = None  # this simulator's Kueue half (None: plain Kubernetes)
+        if module is not None:
+            cfg_cls = module.KueueConfig
             self.kueue_config = cfg_cls.from_dict(kueue_config) if kueue_config else cfg_cls.default()
-            self.controllers += list(self.kueue.controllers(self.kueue_config))
-            self.webhooks += list(self.kueue.admission_webhooks(self.kueue_config))
+            self.kueue = module.Kueue(self.kueue_config)
+            self.controllers += self.kueue.controllers()
+            self.webhooks += self.kueue.admission_webhooks()
         self.controllers += [JobController(), Kubelet(default_run_seconds), NamespaceController(), GarbageCollector()]
         self.stats: dict[str, list] = {}  # controller name -> [calls, writing calls, seconds, max seconds]
         self._stop = threading.Event()
@@ -196,7 +202,7 @@ class Simulator:
                     return
             raise SettleError(f"controllers did not settle within {MAX_SETTLE_ROUNDS} rounds")
 
-    def _account(self, controller: Any, seconds: float, wrote: bool) -> None:
+    def _account(self, controller: Controller, seconds: float, wrote: bool) -> None:
         entry = self.stats.setdefault(getattr(controller, "name", type(controller).__name__), [0, 0, 0.0, 0.0])
         entry[0] += 1
         entry[1] += int(wrote)

@@ -5,6 +5,7 @@ Every write (API or controller) goes through here, so watches see exactly what K
 
 from __future__ import annotations
 
+import builtins
 import secrets
 import threading
 import uuid
@@ -151,7 +152,7 @@ class Store:
         label_selector: dict[str, str] | None = None,
         *,
         copy: bool = True,
-    ) -> list[dict]:
+    ) -> builtins.list[dict]:
         """Objects sorted by (namespace, name). copy=False returns the stored dicts themselves: much faster,
         and safe only for callers that never mutate them (write back a clone() instead)."""
         with self.lock:
@@ -161,7 +162,7 @@ class Store:
                 items = [o for o in items if labels_match(o, label_selector)]
             return clone(items) if copy else items
 
-    def _keys(self, resource: str, namespace: str | None) -> list[tuple[str, str]]:
+    def _keys(self, resource: str, namespace: str | None) -> builtins.list[tuple[str, str]]:
         """Sorted keys of a resource (in a namespace), cached until an object is created or removed."""
         per_ns = self._sorted.setdefault(resource, {})
         keys = per_ns.get(namespace)
@@ -199,7 +200,7 @@ class Store:
         with self.lock:
             return self._uids.get(uid)
 
-    def dependents(self, uid: str, resource: str | None = None) -> list[tuple[str, dict]]:
+    def dependents(self, uid: str, resource: str | None = None) -> builtins.list[tuple[str, dict]]:
         """(resource, object) whose ownerReferences name this uid, sorted; live stored dicts: do not mutate."""
         with self.lock:
             found = sorted(r for r in self._owners.get(uid, ()) if resource is None or r[0] == resource)
@@ -322,7 +323,7 @@ class Store:
             if cur is None:
                 raise NotFound(resource, name)
             uid = cur["metadata"]["uid"]
-            deps = list(self.dependents(uid))
+            deps = builtins.list(self.dependents(uid))
             if propagation == "Orphan":
                 for dep_resource, dep in deps:
                     new = clone(dep)
@@ -340,7 +341,7 @@ class Store:
             cur = self._objects[resource].get(key)
             if cur is None:
                 raise NotFound(resource, name)
-            finalizers = list(cur["metadata"].get("finalizers") or [])
+            finalizers = builtins.list(cur["metadata"].get("finalizers") or [])
             if remaining and FOREGROUND_FINALIZER not in finalizers:
                 finalizers.append(FOREGROUND_FINALIZER)
             if not finalizers and not _finalizers(resource, cur):
@@ -370,7 +371,7 @@ class Store:
         wrote = False
         with self.lock:
             for resource, objs in self._objects.items():
-                for o in list(objs.values()):
+                for o in builtins.list(objs.values()):
                     md = o["metadata"]
                     if FOREGROUND_FINALIZER in (md.get("finalizers") or []) and not any(
                         True for _ in self.dependents(md["uid"])
@@ -384,7 +385,7 @@ class Store:
         wrote = False
         with self.lock:
             for resource, objs in self._objects.items():
-                for o in list(objs.values()):
+                for o in builtins.list(objs.values()):
                     md = o["metadata"]
                     refs = md.get("ownerReferences") or []
                     if refs and not md.get("deletionTimestamp") and not any(r.get("uid") in self._uids for r in refs):
@@ -440,7 +441,7 @@ class Store:
         """Delete every object at once, bypassing finalizers (reset), emitting DELETED events."""
         with self.lock:
             for resource, objs in self._objects.items():
-                for key in list(objs):
+                for key in builtins.list(objs):
                     self._remove(resource, key)
             self._event_index.clear()
 
@@ -450,7 +451,7 @@ class Store:
             return {
                 "resourceVersion": self._rv,
                 # stored objects are never mutated in place, so references are a consistent snapshot
-                "objects": {r: list(objs.values()) for r, objs in self._objects.items() if objs},
+                "objects": {r: builtins.list(objs.values()) for r, objs in self._objects.items() if objs},
             }
 
     def restore(self, data: dict) -> None:

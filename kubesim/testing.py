@@ -34,6 +34,7 @@ class _ClientMixin:
 
     def api_client(self) -> Any:
         """An official kubernetes.client.ApiClient configured from the written kubeconfig."""
+        # kubernetes is only needed by callers that want a client (tests), and slow to import: import it here.
         from kubernetes import client, config
 
         cfg = client.Configuration()
@@ -76,8 +77,7 @@ class InProcessKubesim(_ClientMixin):
     def __init__(self, sim: Simulator, server: KubeHTTPServer, kubeconfig_path: str) -> None:
         self.sim = sim
         self.server = server
-        host, port = server.server_address[:2]
-        self.url = f"http://{host}:{port}"
+        self.url = server.url
         self.kubeconfig_path = kubeconfig_path
         write_kubeconfig(kubeconfig_path, self.url)
 

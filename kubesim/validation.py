@@ -16,11 +16,9 @@ from typing import Any
 
 from kubesim import cel
 from kubesim.coreschemas import CORE_SCHEMAS, METADATA
+from kubesim.quantity import OPENAPI_PATTERN, QuantityError, parse_quantity
 from kubesim.resources import RESOURCES, crd_schema
 
-QUANTITY = re.compile(
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -287,6 +285,8 @@ def _check(schema: dict, value: Any, old: Any, path: str, causes: list[Cause], t
                     f"Invalid value: {_fmt(value)}: {path} in body should match '{schema['pattern']}'",
                 )
             )
+        elif schema.get("pattern") == OPENAPI_PATTERN:  # the pattern admits a few non-quantities (`1e1.5`)
+            _check_quantity(value, path, causes)
         _rules(schema, value, old, path, causes)
         return
     typ = schema.get("type")
@@ -368,14 +368,15 @@ def _check_string(schema: dict, value: str, path: str, causes: list[Cause]) -> N
                     path, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {path} in body must be of type date-time"
                 )
             )
-    if schema.get("format") == "quantity" and not QUANTITY.match(value):
-        causes.append(
-            Cause(
-                path,
-                "FieldValueInvalid",
-                f"Invalid value: {_fmt(value)}: quantities must match the regular expression '{QUANTITY.pattern}'",
-            )
-        )
+    if schema.get("format") == "quantity":
+        _check_quantity(value, path, causes)
+
+
+def _check_quantity(value: Any, path: str, causes: list[Cause]) -> None:
+    try:
+        parse_quantity(value)
+    except QuantityError as exc:
+        causes.append(Cause(path, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {exc}"))
 
 
 def _check_array(schema: dict, value: list, old: Any, path: str, causes: list[Cause]) -> None:

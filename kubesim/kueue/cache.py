@@ -1,32 +1,35 @@
 """Cheap reads of the store for Kueue's controllers.
 
-`listed` returns the store's own objects (no copy) and reuses one list per resource until that resource changes:
-callers must treat them as read-only and `clone` an object before changing and writing it back.
+`ListCache.listed` returns the store's own objects (no copy) and reuses one list per resource until that resource
+changes: callers must treat them as read-only and `clone` an object before changing and writing it back. The
+KueueState of a simulator holds the one ListCache its controllers and visibility share.
 `ChangeGate` lets a controller skip a pass when nothing it reads changed and time stood still; `Changes` names the
 objects written since a controller's last pass, so a pass costs what changed rather than what exists.
 """
 
 from __future__ import annotations
 
-import weakref
+from datetime import datetime
 
-from kubesim.store import ChangeFeed, clone
+from kubesim.store import ChangeFeed, Store, WatchEvent, clone
 
-_LISTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-__all__ = ["ChangeGate", "Changes", "clone", "listed"]
+__all__ = ["ChangeGate", "Changes", "Key", "ListCache", "clone"]
 
 
-def listed(store, resource: str) -> list[dict]:
-    """The stored objects of a resource, read-only, shared until one of them changes."""
-    last = store.last_change(resource)
-    per_store = _LISTS.setdefault(store, {})
-    hit = per_store.get(resource)
-    if hit is not None and hit[0] == last:
-        return hit[1]
-    items = store.list(resource, copy=False)
-    per_store[resource] = (last, items)
-    return items
+class ListCache:
+    """The stored objects of each resource, read-only, one list shared until one of them changes."""
+
+    def __init__(self) -> None:
+        self._lists: dict[str, tuple[Store, int, list[dict]]] = {}  # resource -> (store, last change, objects)
+
+    def listed(self, store: Store, resource: str) -> list[dict]:
+        last = store.last_change(resource)
+        hit = self._lists.get(resource)
+        if hit is not None and hit[0] is store and hit[1] == last:
+            return hit[2]
+        items = store.list(resource, copy=False)
+        self._lists[resource] = (store, last, items)
+        return items
 
 
 class ChangeGate:
@@ -35,9 +38,9 @@ class ChangeGate:
     def __init__(self, watches: set[str]) -> None:
         self.watches = tuple(watches)
         self._rv: int | None = None
-        self._now = None
+        self._now: datetime | None = None
 
-    def should_run(self, store) -> bool:
+    def should_run(self, store: Store) -> bool:
         """True when a watched resource changed or the clock moved since the last call."""
         rv, now = store.resource_version, store.clock.now()
         previous, previous_now = self._rv, self._now
@@ -58,7 +61,7 @@ class Changes:
         self.resources = resources
         self._ignore = frozenset(status_only)
 
-    def since_last(self, store) -> dict[str, dict[Key, dict]] | None:
+    def since_last(self, store: Store) -> dict[str, dict[Key, dict]] | None:
         """resource -> {key: the object as last written (as deleted for a deletion)}; None when the controller
         must look at everything (first call, or the watch history no longer reaches back to the previous call)."""
         events = self._feed.changed(store)
@@ -73,7 +76,7 @@ class Changes:
         return out
 
 
-def _status_only(e) -> bool:
+def _status_only(e: WatchEvent) -> bool:
     """Whether a MODIFIED event changed nothing but status (and the resourceVersion)."""
     if e.type != "MODIFIED" or e.prev is None:
         return False

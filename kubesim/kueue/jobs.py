@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, Changes, Key, clone, listed
-from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
 from kubesim.kueue.scheduler.model import condition_true, find_condition, parse_time
+from kubesim.kueue.state import KueueState
 
 MAX_PREFIX = 253 - 1 - 5
 
@@ -68,8 +68,9 @@ class JobIntegration:
 
     name = "kueue-job-controller"
 
-    def __init__(self, config: KueueConfig) -> None:
-        self.config = config
+    def __init__(self, state: KueueState) -> None:
+        self.state = state
+        self.config = state.config
         self._warned: set[tuple[str, str]] = set()
         self._gate = ChangeGate({"jobs", "workloads", "resourceflavors", "workloadpriorityclasses"})
         self._quiet: dict[str, tuple[str, str]] = {}  # job uid -> (job rv, workload rv) when a sync wrote nothing
@@ -81,7 +82,7 @@ class JobIntegration:
         now = store.clock.now()
         times = [
             at
-            for wl in listed(store, "workloads")
+            for wl in self.state.listed(store, "workloads")
             if condition_true(wl, C.EVICTED) and condition_true(wl, C.QUOTA_RESERVED)
             if (at := release_time(wl)) is not None and at > now
         ]
@@ -126,12 +127,12 @@ class JobIntegration:
     def _full_pass(self, store, now: datetime) -> bool:
         """Every Job and Workload: on the first pass, after the change history ran out, or after a flavor or
         priority class changed."""
-        workloads = listed(store, "workloads")
+        workloads = self.state.listed(store, "workloads")
         by_owner = {uid: wl for wl in workloads if (uid := owner_uid(wl))}
         self._busy = set()
         wrote = False
         job_uids = set()
-        for job in listed(store, "jobs"):
+        for job in self.state.listed(store, "jobs"):
             job_uids.add(job["metadata"]["uid"])
             wrote = self._visit(store, job, by_owner.get(job["metadata"]["uid"]), now) or wrote
         for uid in set(self._quiet) - job_uids:

@@ -1,14 +1,19 @@
-"""The visibility API's PendingWorkloadsSummary, with positions in Kueue's queue order (pkg/visibility)."""
+"""The visibility API's PendingWorkloadsSummary, with positions in Kueue's queue order (pkg/visibility).
+
+Positions come from the same queue state the scheduler controller keeps (the KueueState's Queues: inadmissible
+sets, sticky preemptor), so they agree with the order the scheduler admits in.
+"""
 
 from __future__ import annotations
 
-from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.controllers import build_snapshot, queues_for
+from kubesim.kueue.scheduler import WorkloadInfo
+from kubesim.kueue.state import KueueState
+from kubesim.store import Store
 
 MAX_LIMIT = 100000
 
 
-def _item(wl, position_cq: int, position_lq: int) -> dict:
+def _item(wl: WorkloadInfo, position_cq: int, position_lq: int) -> dict:
     md = wl.obj.get("metadata") or {}
     meta = {"name": wl.name, "namespace": wl.namespace, "creationTimestamp": md.get("creationTimestamp")}
     if md.get("ownerReferences"):
@@ -23,8 +28,8 @@ def _item(wl, position_cq: int, position_lq: int) -> dict:
 
 
 def pending_workloads(
-    store,
-    config: KueueConfig,
+    state: KueueState,
+    store: Store,
     *,
     cluster_queue: str | None = None,
     namespace: str | None = None,
@@ -33,12 +38,11 @@ def pending_workloads(
     offset: int = 0,
 ) -> dict:
     """All pending workloads of a ClusterQueue (or of one LocalQueue of it), heap, inadmissible and backoff alike."""
-    snap = build_snapshot(store, config, None)
-    queues = queues_for(store)
+    snap = state.snapshot(store, None)
     if cluster_queue is None and local_queue is not None:
         lq = store.get("localqueues", namespace, local_queue)
         cluster_queue = ((lq or {}).get("spec") or {}).get("clusterQueue")
-    ordered = queues.ordered(snap, cluster_queue) if cluster_queue else []
+    ordered = state.queues.ordered(snap, cluster_queue) if cluster_queue else []
     per_lq: dict[tuple[str, str], int] = {}
     items = []
     for i, wl in enumerate(ordered):

@@ -7,8 +7,8 @@ import json
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.quantity import parse
 from kubesim.kueue.scheduler.model import condition_true
+from kubesim.quantity import QuantityError, decimal_value
 
 Errors = list[tuple[str, str]]
 
@@ -59,9 +59,9 @@ def _validate_quotas(spec: dict, has_parent: bool, is_cohort: bool) -> Errors:
                     if r.get(key) is None:
                         continue
                     try:
-                        values[key] = parse(r[key])
-                    except ValueError:
-                        continue  # the schema reports malformed quantities
+                        values[key] = decimal_value(r[key])
+                    except QuantityError:
+                        continue  # schema validation reports malformed quantities (before webhooks run)
                     if values[key] < 0:
                         errors.append((f"{base}.{key}", _invalid(str(r[key]), "must be greater than or equal to 0")))
                 for key in ("borrowingLimit", "lendingLimit"):
@@ -90,12 +90,12 @@ def _validate_weight(spec: dict) -> Errors:
     if weight is None:
         return []
     try:
-        w = parse(weight)
-    except ValueError:
-        return []
+        w = decimal_value(weight)
+    except QuantityError:
+        return []  # schema validation reports malformed quantities (before webhooks run)
     if w < 0:
         return [("spec.fairSharing.weight", _invalid(str(weight), "must be greater than or equal to 0"))]
-    if 0 < w < parse("1e-9"):
+    if 0 < w < decimal_value("1e-9"):
         return [("spec.fairSharing.weight", _invalid(str(weight), "must be 0 or greater than 1e-9"))]
     return []
 

@@ -248,9 +248,10 @@ def _fake_kueue(hook: _RecordingWebhook) -> SimpleNamespace:
             "items": items[offset : offset + limit],
         }
 
-    return SimpleNamespace(
-        KueueConfig=Config, controllers=lambda cfg: [], admission_webhooks=lambda cfg: [hook], visibility=visibility
-    )
+    def kueue(config):  # one simulator's Kueue half (kubesim.protocols.KueueHalf)
+        return SimpleNamespace(controllers=lambda: [], admission_webhooks=lambda: [hook], visibility=visibility)
+
+    return SimpleNamespace(KueueConfig=Config, Kueue=kueue)
 
 
 def test_webhooks_are_called_per_contract_and_visibility_delegates():

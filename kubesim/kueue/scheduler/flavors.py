@@ -12,9 +12,16 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kubesim.kueue import constants as C
-from kubesim.kueue.quantity import format_amount
 from kubesim.kueue.scheduler.model import ClusterQueueNode, PodSetInfo, Snapshot, WorkloadInfo
-from kubesim.kueue.scheduler.quota import FlavorResource, QuotaNode, available, local_available, potential_available
+from kubesim.kueue.scheduler.quota import (
+    CohortNode,
+    FlavorResource,
+    QuotaNode,
+    available,
+    local_available,
+    potential_available,
+)
+from kubesim.quantity import format_amount
 
 # FlavorAssignmentMode, ordered worst to best
 NO_FIT, PREEMPT, FIT = 0, 1, 3
@@ -154,7 +161,7 @@ class Assignment:
         self.no_fit_reason = overall
 
 
-def node_height(node: QuotaNode) -> int:
+def node_height(node: CohortNode) -> int:
     height = min(len(node.child_cohorts) + len(node.child_cqs), 1)
     for child in node.child_cohorts:
         height = max(height, node_height(child) + 1)
@@ -228,7 +235,7 @@ def flavor_mismatch(flavor_name: str, flavor: dict | None, ps: PodSetInfo) -> st
         if k in labels and labels[k] != v:
             return f"flavor {flavor_name} doesn't match node affinity"
     if ps.affinity_terms is not None:
-        terms = []
+        terms: list[list[dict]] = []
         for term in ps.affinity_terms:
             exprs = [e for e in term if e.get("key") in labels]
             if not exprs:
@@ -264,7 +271,7 @@ class FlavorAssigner:
             if self.cq.rg_for("pods") is not None:
                 requests["pods"] = count
             psa = PodSetAssignment(name=ps.name, count=count, requests=requests)
-            group: dict[str, FlavorAssignment] | None = {}
+            group: dict[str, FlavorAssignment] = {}
             reasons: list[str] = []
             for res in sorted(requests):
                 if self.cq.rg_for(res) is None and (requests[res] == 0 or self.ignore_undeclared):
@@ -272,12 +279,12 @@ class FlavorAssigner:
                 if res in group:
                     continue
                 flavors, ps_reasons, failed = self._find_flavor(ps, psa, requests, res, assignment.usage)
-                if failed:
-                    group, reasons = None, ps_reasons
+                if failed:  # the pod set gets no flavors at all
+                    group, reasons = {}, ps_reasons
                     break
                 group.update(flavors)
                 reasons.extend(ps_reasons)
-            psa.flavors = group or {}
+            psa.flavors = group
             psa.reasons = reasons
             assignment.podsets.append(psa)
             for r, fa in psa.flavors.items():

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.quantity import format_amount, parse, to_amount
 from kubesim.kueue.scheduler.quota import (
     CohortNode,
     FlavorResource,
@@ -23,6 +22,7 @@ from kubesim.kueue.scheduler.quota import (
     remove_usage,
     update_tree,
 )
+from kubesim.quantity import decimal_value, format_amount, to_amount
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NO_QUOTA = Quota(0)
@@ -186,27 +186,36 @@ def _affinity_terms(spec: dict) -> list[list[dict]] | None:
     return [list(t.get("matchExpressions") or []) for t in na.get("nodeSelectorTerms") or []]
 
 
-_PARSED: dict[tuple[str, str, str], WorkloadInfo] = {}
-_PARSED_MAX = 100000
+class ParseCache:
+    """Memoised Workload parses per (uid, resourceVersion): snapshots are rebuilt often from mostly unchanged
+    workloads. Owned by whoever builds the snapshots (the emulator's KueueState); bounded."""
 
+    MAX_ENTRIES = 100000
 
-def workload_info(obj: dict, config: KueueConfig) -> WorkloadInfo:
-    """Parse a Workload; parses are memoised per (uid, resourceVersion) since snapshots are rebuilt often."""
-    md = obj.get("metadata") or {}
-    key = (md.get("uid", ""), md.get("resourceVersion", ""), config.wait_for_pods_ready.requeuing_timestamp)
-    cached = _PARSED.get(key) if key[1] else None
-    if cached is None:
-        cached = _parse_workload(obj, config)
+    def __init__(self) -> None:
+        self._parsed: dict[tuple[str, str, str], WorkloadInfo] = {}
+
+    def workload(self, obj: dict, config: KueueConfig) -> WorkloadInfo:
+        md = obj.get("metadata") or {}
+        key = (md.get("uid", ""), md.get("resourceVersion", ""), config.wait_for_pods_ready.requeuing_timestamp)
         if not key[1]:
-            return cached
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED[key] = cached
-    wl = WorkloadInfo.__new__(WorkloadInfo)  # a shallow copy, faster than copy.copy
-    wl.__dict__.update(cached.__dict__)
-    wl.usage = dict(cached.usage)
-    wl.obj = obj
-    return wl
+            return _parse_workload(obj, config)
+        cached = self._parsed.get(key)
+        if cached is None:
+            cached = _parse_workload(obj, config)
+            if len(self._parsed) >= self.MAX_ENTRIES:
+                self._parsed.clear()
+            self._parsed[key] = cached
+        wl = WorkloadInfo.__new__(WorkloadInfo)  # a shallow copy, faster than copy.copy
+        wl.__dict__.update(cached.__dict__)
+        wl.usage = dict(cached.usage)
+        wl.obj = obj
+        return wl
+
+
+def workload_info(obj: dict, config: KueueConfig, cache: ParseCache | None = None) -> WorkloadInfo:
+    """Parse a Workload (through cache when given: parses are then memoised per uid and resourceVersion)."""
+    return _parse_workload(obj, config) if cache is None else cache.workload(obj, config)
 
 
 def _parse_workload(obj: dict, config: KueueConfig) -> WorkloadInfo:
@@ -344,7 +353,7 @@ def _weight(spec: dict) -> float:
     w = (spec.get("fairSharing") or {}).get("weight")
     if w is None:
         return 1.0
-    return float(parse(w))
+    return float(decimal_value(w))
 
 
 def _name(obj: dict) -> str:
@@ -377,10 +386,12 @@ class Snapshot:
         namespaces: Iterable[dict] | None = None,
         config: KueueConfig | None = None,
         now: datetime | None = None,
+        parse_cache: ParseCache | None = None,
     ) -> Snapshot:
         """Build from API objects. namespaces=None means every namespace is known but unlabelled.
 
         Workloads in backoff (status.requeueState.requeueAt after now) are left out of the pending queues.
+        parse_cache memoises workload parses across builds (the emulator keeps one per simulator).
         """
         config = config or KueueConfig.default()
         snap = cls(config=config)
@@ -415,14 +426,13 @@ class Snapshot:
             md = lq.get("metadata") or {}
             snap.local_queues[(md.get("namespace", ""), md.get("name", ""))] = lq
         for obj in workloads:
-            wl = workload_info(obj, config)
+            wl = workload_info(obj, config, parse_cache)
             snap.workloads[wl.key] = wl
-            if wl.has_reservation:
-                cq = snap.cluster_queues.get(wl.cluster_queue)
-                if cq is not None:
-                    cq.workloads[wl.key] = wl
-                    for fr, v in wl.usage.items():
-                        cq.usage[fr] = cq.usage.get(fr, 0) + v
+            holder = snap.cluster_queues.get(wl.cluster_queue) if wl.has_reservation else None
+            if holder is not None:
+                holder.workloads[wl.key] = wl
+                for fr, v in wl.usage.items():
+                    holder.usage[fr] = holder.usage.get(fr, 0) + v
         for c in snap.cohorts.values():
             if c.parent is None:
                 update_tree(c)

@@ -1,12 +1,20 @@
 """Preemption target selection: classic (withinClusterQueue / reclaimWithinCohort / borrowWithinCohort, with
-hierarchical reclaim) and Fair Sharing (DRS-ordered targets, the two strategies), both minimised by fill-back.
+hierarchical reclaim) and Fair Sharing (DRS-ordered targets, the two strategies).
+
+Both work the same way on the snapshot: take candidates out one at a time, in the order Kueue documents, until the
+preemptor fits; then make the set minimal (each victim is spared if the preemptor still fits without preempting
+it, trying the latest-chosen victims first), and finally put the snapshot back as it was. `_Trial` holds that
+what-if: the victims taken out so far, and the undo.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
+from types import TracebackType
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.scheduler.flavors import (
@@ -46,6 +54,65 @@ _VARIANT_REASON = {
 class Target:
     workload: WorkloadInfo
     reason: str
+
+
+class _Trial:
+    """Victims taken out of the snapshot for a what-if, in the order they were chosen. Leaving the `with` block
+    puts every workload still taken out back into the snapshot, whatever happened inside."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.victims: list[Target] = []
+
+    def __enter__(self) -> _Trial:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        for victim in self.victims:
+            self.snapshot.add_workload(victim.workload)
+        self.victims = []
+
+    def take(self, workload: WorkloadInfo, reason: str) -> None:
+        self.snapshot.remove_workload(workload)
+        self.victims.append(Target(workload, reason))
+
+    def minimal(self, preemptor_fits: Callable[[], bool]) -> list[Target]:
+        """The victims the preemptor needs. Victims are reconsidered from the most recently chosen backwards (the
+        last one is needed: the preemptor did not fit before it was taken); one whose workload, put back, leaves
+        the preemptor still fitting is spared (and stays back in the snapshot)."""
+        spared: set[int] = set()
+        for victim in reversed(self.victims[:-1]):
+            self.snapshot.add_workload(victim.workload)
+            if preemptor_fits():
+                spared.add(id(victim))
+            else:
+                self.snapshot.remove_workload(victim.workload)
+        self.victims = [v for v in self.victims if id(v) not in spared]
+        return list(self.victims)
+
+
+@contextmanager
+def _usage_added(node: QuotaNode, usage: dict[FlavorResource, int]) -> Iterator[None]:
+    """node (and its ancestors) charged with usage for the duration of the block."""
+    for fr, v in usage.items():
+        add_usage(node, fr, v)
+    try:
+        yield
+    finally:
+        for fr, v in usage.items():
+            remove_usage(node, fr, v)
+
+
+@contextmanager
+def _usage_removed(node: QuotaNode, usage: dict[FlavorResource, int]) -> Iterator[None]:
+    """node (and its ancestors) relieved of usage for the duration of the block."""
+    for fr, v in usage.items():
+        remove_usage(node, fr, v)
+    try:
+        yield
+    finally:
+        for fr, v in usage.items():
+            add_usage(node, fr, v)
 
 
 def cq_path(cq: ClusterQueueNode) -> str:
@@ -94,11 +161,10 @@ class Preemptor:
         targets = self._targets(wl, cq, {fr}, {fr: quantity})
         if not targets:
             return G_NO_CANDIDATES, lowest_subtree_that_fits(cq, fr, quantity)[0]
-        for t in targets:
-            self.snapshot.remove_workload(t.workload)
-        borrow = lowest_subtree_that_fits(cq, fr, quantity)[0]
-        for t in targets:
-            self.snapshot.add_workload(t.workload)
+        with _Trial(self.snapshot) as trial:
+            for t in targets:
+                trial.take(t.workload, t.reason)
+            borrow = lowest_subtree_that_fits(cq, fr, quantity)[0]
         if any(t.workload.cluster_queue == cq.name for t in targets):
             return G_PREEMPT, borrow
         return G_RECLAIM, borrow
@@ -119,23 +185,6 @@ class Preemptor:
             if v > max(0, available(cq, fr)):
                 return False
         return True
-
-    def _fill_back(
-        self, cq: ClusterQueueNode, requests: dict[FlavorResource, int], targets: list[Target], allow_borrowing: bool
-    ) -> list[Target]:
-        """Re-add targets from the second-to-last backwards while the preemptor still fits: a minimal set."""
-        for i in range(len(targets) - 2, -1, -1):
-            self.snapshot.add_workload(targets[i].workload)
-            if self._fits(cq, requests, allow_borrowing):
-                targets[i] = targets[-1]
-                targets.pop()
-            else:
-                self.snapshot.remove_workload(targets[i].workload)
-        return targets
-
-    def _restore(self, targets: list[Target]) -> None:
-        for t in targets:
-            self.snapshot.add_workload(t.workload)
 
     # -- classic --------------------------------------------------------------------------------------------
 
@@ -189,7 +238,7 @@ class Preemptor:
                 fits, remaining = fits_in_quota(subtree_root, remaining)
                 advantage = advantage or fits
                 previous = subtree_root
-        ordered = []
+        ordered: list[tuple[WorkloadInfo, CohortNode | None, int]] = []
         for lst in (hierarchy, priority, same):
             lst.sort(key=lambda c: candidate_key(c[0], cq.name, self.now))
         for evicted in (True, False):
@@ -203,17 +252,13 @@ class Preemptor:
         else:
             attempts = [True, False]
         for borrow in attempts:
-            targets: list[Target] = []
-            for cand, lca, variant in ordered:
-                if not self._valid(cq, cand, lca, variant, frs, borrow):
-                    continue
-                self.snapshot.remove_workload(cand)
-                targets.append(Target(cand, _VARIANT_REASON[variant]))
-                if self._fits(cq, requests, borrow):
-                    targets = self._fill_back(cq, requests, targets, borrow)
-                    self._restore(targets)
-                    return targets
-            self._restore(targets)
+            with _Trial(self.snapshot) as trial:
+                for cand, lca, variant in ordered:
+                    if not self._valid(cq, cand, lca, variant, frs, borrow):
+                        continue
+                    trial.take(cand, _VARIANT_REASON[variant])
+                    if self._fits(cq, requests, borrow):
+                        return trial.minimal(partial(self._fits, cq, requests, borrow))
         return []
 
     def _under_nominal(self, cq: ClusterQueueNode, frs: set[FlavorResource]) -> bool:
@@ -260,47 +305,33 @@ class Preemptor:
         if not candidates:
             return []
         candidates.sort(key=lambda c: candidate_key(c, cq.name, self.now))
-        for fr, v in requests.items():
-            add_usage(cq, fr, v)
-        fits, targets, retry = self._first_strategy(wl, cq, frs, requests, candidates, self.strategies[0])
-        if not fits and len(self.strategies) > 1:
-            fits, targets = self._second_strategy(cq, requests, retry, targets)
-        for fr, v in requests.items():
-            remove_usage(cq, fr, v)
-        if not fits:
-            self._restore(targets)
-            return []
-        targets = self._fill_back(cq, requests, targets, True)
-        self._restore(targets)
-        return targets
+        with _Trial(self.snapshot) as trial:
+            with _usage_added(cq, requests):  # shares are compared with the preemptor's workload admitted
+                retry = self._first_strategy(wl, cq, frs, requests, candidates, self.strategies[0], trial)
+                fits = retry is None
+                if not fits and len(self.strategies) > 1:
+                    fits = self._second_strategy(cq, requests, retry or [], trial)
+            if not fits:
+                return []
+            return trial.minimal(lambda: self._fits(cq, requests, True))
 
     def _fits_fair(self, cq: ClusterQueueNode, requests: dict[FlavorResource, int]) -> bool:
-        for fr, v in requests.items():
-            remove_usage(cq, fr, v)
-        ok = self._fits(cq, requests, True)
-        for fr, v in requests.items():
-            add_usage(cq, fr, v)
-        return ok
+        """Whether the preemptor fits, asked while its own usage is charged to cq (see _fair)."""
+        with _usage_removed(cq, requests):
+            return self._fits(cq, requests, True)
 
-    def _first_strategy(self, wl, cq, frs, requests, candidates, strategy: str):
+    def _first_strategy(self, wl, cq, frs, requests, candidates, strategy: str, trial: _Trial):
+        """Take candidates queue by queue in TargetOrdering's order under the first strategy. None when the
+        preemptor fits; otherwise the candidates the strategy turned down (for the second strategy)."""
         ordering = TargetOrdering(cq, candidates, self.now)
         within_nominal_now = not any(cq.borrowing(fr) for fr in frs)
-        targets: list[Target] = []
         retry: list[WorkloadInfo] = []
         for target_cq in ordering.iterate():
-            if target_cq is cq:
+            if target_cq is cq or within_nominal_now:
                 cand = ordering.pop(target_cq)
-                self.snapshot.remove_workload(cand)
-                targets.append(Target(cand, C.IN_CLUSTER_QUEUE))
+                trial.take(cand, C.IN_CLUSTER_QUEUE if target_cq is cq else C.IN_COHORT_RECLAMATION)
                 if self._fits_fair(cq, requests):
-                    return True, targets, []
-                continue
-            if within_nominal_now:
-                cand = ordering.pop(target_cq)
-                self.snapshot.remove_workload(cand)
-                targets.append(Target(cand, C.IN_COHORT_RECLAMATION))
-                if self._fits_fair(cq, requests):
-                    return True, targets, []
+                    return None
                 continue
             preemptor_new, target_old = ordering.shares(target_cq)
             if preemptor_new.precise() == float("inf") and target_old.precise() != float("inf"):
@@ -315,27 +346,25 @@ class Preemptor:
                 else:
                     passed = compare_drs(preemptor_new, target_old) < 0
                 if passed:
-                    self.snapshot.remove_workload(cand)
-                    targets.append(Target(cand, C.IN_COHORT_FAIR_SHARING))
+                    trial.take(cand, C.IN_COHORT_FAIR_SHARING)
                     if self._fits_fair(cq, requests):
-                        return True, targets, []
+                        return None
                     break
                 retry.append(cand)
-        return False, targets, retry
+        return retry
 
-    def _second_strategy(self, cq, requests, retry: list[WorkloadInfo], targets: list[Target]):
+    def _second_strategy(self, cq, requests, retry: list[WorkloadInfo], trial: _Trial) -> bool:
+        """LessThanInitialShare over what the first strategy turned down, one candidate per queue visit."""
         ordering = TargetOrdering(cq, retry, self.now)
         for target_cq in ordering.iterate():
             preemptor_new, target_old = ordering.shares(target_cq)
-            passed = compare_drs(preemptor_new, target_old) < 0
             cand = ordering.pop(target_cq)
-            if passed:
-                self.snapshot.remove_workload(cand)
-                targets.append(Target(cand, C.IN_COHORT_FAIR_SHARING))
+            if compare_drs(preemptor_new, target_old) < 0:
+                trial.take(cand, C.IN_COHORT_FAIR_SHARING)
                 if self._fits_fair(cq, requests):
-                    return True, targets
+                    return True
             ordering.drop(target_cq)
-        return False, targets
+        return False
 
 
 class TargetOrdering:
@@ -425,9 +454,6 @@ class TargetOrdering:
         )
 
     def target_share_after_removal(self, target: ClusterQueueNode, wl: WorkloadInfo) -> DRS:
-        for fr, v in wl.usage.items():
-            remove_usage(target, fr, v)
-        drs = dominant_resource_share(self._almost_lca(target, self._lca(target)))
-        for fr, v in wl.usage.items():
-            add_usage(target, fr, v)
-        return drs
+        """The target side's DRS if wl were preempted."""
+        with _usage_removed(target, wl.usage):
+            return dominant_resource_share(self._almost_lca(target, self._lca(target)))

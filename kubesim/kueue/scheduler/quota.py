@@ -60,6 +60,13 @@ class CohortNode(QuotaNode):
 
     is_cohort = True
 
+    def root(self) -> CohortNode:
+        """The root cohort of this cohort's tree."""
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
     def subtree_cluster_queues(self) -> Iterator:
         for c in self.child_cohorts:
             yield from c.subtree_cluster_queues()
@@ -201,35 +208,48 @@ def compare_drs(a: DRS, b: DRS) -> int:
     return (pa > pb) - (pa < pb)
 
 
-def lendable(node: CohortNode) -> dict[str, int]:
-    """Per resource name: what the whole tree could lend to the children of node (sum over flavors)."""
-    root = node.root()
-    result: dict[str, int] = {}
-    for fr in root.subtree_quota:
-        result[fr[1]] = result.get(fr[1], 0) + potential_available(node, fr)
-    return result
+def lendable(cohort: CohortNode) -> dict[str, int]:
+    """Per resource name, what the whole tree could lend to a child of this cohort: the potentially available
+    capacity of every (flavor, resource) the tree knows, summed over flavors."""
+    totals: dict[str, int] = {}
+    for flavor, resource in cohort.root().subtree_quota:
+        totals[resource] = totals.get(resource, 0) + potential_available(cohort, (flavor, resource))
+    return totals
+
+
+def over_quota(node: QuotaNode, extra: dict[FlavorResource, int]) -> dict[FlavorResource, int]:
+    """What node uses beyond its subtree quota, per (flavor, resource) it has quota for, with extra requests added."""
+    excess = {}
+    for fr, quota in node.subtree_quota.items():
+        amount = node.usage.get(fr, 0) + extra.get(fr, 0) - quota
+        if amount > 0:
+            excess[fr] = amount
+    return excess
 
 
 def dominant_resource_share(node: QuotaNode, extra: dict[FlavorResource, int] | None = None) -> DRS:
-    """DRS of node (optionally with a workload's requests added), as fair_sharing.go computes it."""
+    """Kueue's dominant resource share of node (optionally with a workload's requests added): for each resource,
+    what node borrows (over all flavors) as a per-mille share of what its parent's tree could lend; the largest
+    share wins, ties going to the alphabetically first resource. A root, or a node within its quota, shares 0."""
     if node.parent is None:
         return DRS(weight=node.weight)
-    extra = extra or {}
-    borrowing: dict[str, int] = {}
-    borrowed: list[FlavorResource] = []
-    for fr, quota in node.subtree_quota.items():
-        amount = extra.get(fr, 0) + node.usage.get(fr, 0) - quota
-        if amount > 0:
-            borrowing[fr[1]] = borrowing.get(fr[1], 0) + amount
-            borrowed.append(fr)
-    if not borrowing:
+    excess = over_quota(node, extra or {})
+    if not excess:
         return DRS(weight=node.weight)
-    lend = lendable(node.parent)
-    ratio, dominant = 0.0, ""
-    for rname in sorted(borrowing):
-        lr = lend.get(rname, 0)
-        if lr > 0:
-            r = borrowing[rname] * 1000.0 / lr
-            if r > ratio:
-                ratio, dominant = r, rname
-    return DRS(weight=node.weight, ratio=ratio, dominant=dominant, borrowing=True, borrowed=frozenset(borrowed))
+    borrowed_per_resource: dict[str, int] = {}
+    for (_, resource), amount in excess.items():
+        borrowed_per_resource[resource] = borrowed_per_resource.get(resource, 0) + amount
+    capacity = lendable(node.parent)
+    shares = {
+        resource: amount * 1000.0 / capacity[resource]
+        for resource, amount in borrowed_per_resource.items()
+        if capacity.get(resource, 0) > 0
+    }
+    dominant = max(sorted(shares), key=shares.__getitem__, default="")
+    return DRS(
+        weight=node.weight,
+        ratio=shares.get(dominant, 0.0),
+        dominant=dominant,
+        borrowing=True,
+        borrowed=frozenset(excess),
+    )

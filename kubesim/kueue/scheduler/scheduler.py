@@ -7,7 +7,7 @@ requeues each. `Scheduler.run` repeats cycles on one snapshot until nothing chan
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -97,6 +97,13 @@ class _Entry:
     message: str = ""
     reason: str = ""
     requeue: str = GENERIC
+
+    @property
+    def queue(self) -> ClusterQueueNode:
+        """The entry's ClusterQueue: every nominated entry has one (only rejected heads may lack it)."""
+        if self.cq is None:
+            raise RuntimeError(f"{self.wl.key} was nominated without a ClusterQueue")
+        return self.cq
 
 
 class Queues:
@@ -205,6 +212,7 @@ class Scheduler:
         preemptor = Preemptor(snapshot, now)
         entries, rejected = self._nominate(snapshot, heads, preemptor)
         preempted_keys: set[str] = set()
+        order: Iterable[_Entry]
         if snapshot.config.fair_sharing:
             order = self._tournament(entries)
         else:
@@ -222,7 +230,8 @@ class Scheduler:
                 e.requeue = FAILED_AFTER_NOMINATION
             if queues.requeue(e.cq, e.wl, e.requeue):
                 result.moved_aside += 1
-                if e.requeue in (NO_FIT_REASON, PREEMPTION_NO_CANDIDATES) and e.cq.queueing_strategy != C.STRICT_FIFO:
+                best_effort = e.cq is not None and e.cq.queueing_strategy != C.STRICT_FIFO
+                if e.requeue in (NO_FIT_REASON, PREEMPTION_NO_CANDIDATES) and best_effort:
                     for other in queues.set_aside_equivalent(snapshot, e.wl, consumed):
                         result.moved_aside += 1
                         if _bypass_visible(other):
@@ -232,8 +241,11 @@ class Scheduler:
 
     # -- nomination -----------------------------------------------------------------------------------------
 
-    def _nominate(self, snapshot: Snapshot, heads: list[WorkloadInfo], preemptor: Preemptor):
-        entries, rejected = [], []
+    def _nominate(
+        self, snapshot: Snapshot, heads: list[WorkloadInfo], preemptor: Preemptor
+    ) -> tuple[list[_Entry], list[_Entry]]:
+        entries: list[_Entry] = []
+        rejected: list[_Entry] = []
         for wl in heads:
             cq = snapshot.cluster_queues.get(wl.cluster_queue)
             e = _Entry(wl, cq)
@@ -294,16 +306,17 @@ class Scheduler:
 
     def _tournament(self, entries: list[_Entry]) -> Iterator[_Entry]:
         """Fair Sharing order: per root cohort, repeatedly pick the winner of a DRS tournament."""
-        by_cq = {id(e.cq): e for e in entries}
-        remaining = sorted(entries, key=lambda e: e.cq.name)
+        by_cq = {id(e.queue): e for e in entries}
+        remaining = sorted(entries, key=lambda e: e.queue.name)
         while remaining:
             first = remaining[0]
-            if first.cq.parent is None:
-                winner = first
-            else:
-                root = first.cq.parent.root()
+            parent = first.queue.parent
+            winner: _Entry | None = first
+            if parent is not None:
+                root = parent.root()
                 drs = self._tournament_drs(root, by_cq)
                 winner = self._run_tournament(root, by_cq, drs)
+            assert winner is not None, "first's own ClusterQueue takes part in its root's tournament"
             remaining.remove(winner)
             del by_cq[id(winner.cq)]
             yield winner

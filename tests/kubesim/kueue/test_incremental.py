@@ -3,8 +3,9 @@ optimisation, never a different answer."""
 
 from __future__ import annotations
 
-from kubesim.kueue.controllers import SchedulerController, StatusController, build_snapshot
+from kubesim.kueue.controllers import SchedulerController, StatusController
 from kubesim.kueue.scheduler import Snapshot
+from kubesim.kueue.state import build_snapshot
 
 from .conftest import Cluster
 

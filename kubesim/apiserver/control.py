@@ -1,0 +1,73 @@
+"""kubesim's control endpoints under /kubesim/v1/ (health, clock, settle, faults, reset, config, stats)."""
+
+from __future__ import annotations
+
+from kubesim.apiserver.common import Response, read_json
+from kubesim.errors import APIError, bad_request
+from kubesim.resources import RESOURCES
+from kubesim.sim import Simulator
+
+CONTROL_PREFIX = "/kubesim/v1/"
+
+
+class Control:
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.store = sim.store
+
+    def handle(self, method: str, path: str, body: bytes) -> Response:
+        """path: what follows /kubesim/v1/."""
+        data = read_json(body) if body else {}
+        data = data if isinstance(data, dict) else {}
+        sim = self.sim
+        if path == "healthz" and method == "GET":
+            return Response(200, self._health())
+        if path == "stats" and method == "GET":
+            return Response(200, {"controllers": sim.stats_report(), "objects": self._counts()})
+        if path == "clock" and method == "GET":
+            return Response(200, {"time": sim.clock.now().isoformat(), "mode": sim.clock.mode})
+        if path == "clock/advance" and method == "POST":
+            try:
+                now = sim.advance(float(data.get("seconds", 0)))
+            except (TypeError, ValueError) as exc:
+                raise bad_request(str(exc)) from exc
+            return Response(200, {"time": now.isoformat(), "resourceVersion": str(self.store.resource_version)})
+        if path == "faults" and method == "POST":
+            try:
+                cfg = sim.faults.set(data)
+            except (TypeError, ValueError) as exc:
+                raise bad_request(str(exc)) from exc
+            sim.settle()
+            return Response(200, cfg.as_dict())
+        if path == "faults" and method == "DELETE":
+            sim.faults.clear()
+            sim.settle()
+            return Response(200, sim.faults.config.as_dict())
+        if path == "settle" and method == "POST":
+            sim.settle()
+            return Response(200, self._health())
+        if path == "reset" and method == "POST":
+            sim.reset()
+            return Response(200, self._health())
+        if path == "config" and method == "POST":
+            if "watch_history" in data:
+                self.store.set_history_size(int(data["watch_history"]))
+            if "bookmark_interval" in data:
+                sim.bookmark_interval = float(data["bookmark_interval"])
+            sim.settle()
+            return Response(200, {"watch_history": self.store.history_size, "bookmark_interval": sim.bookmark_interval})
+        raise APIError(404, f"unknown kubesim control endpoint {method} /kubesim/v1/{path}", "NotFound")
+
+    def _counts(self) -> dict[str, int]:
+        with self.store.lock:
+            return {r: len(self.store.list(r, copy=False)) for r in RESOURCES}
+
+    def _health(self) -> dict:
+        with self.store.lock:
+            return {
+                "ok": True,
+                "time": self.sim.clock.now().isoformat(),
+                "clock": self.sim.clock.mode,
+                "resourceVersion": str(self.store.resource_version),
+                "kueue": self.sim.kueue is not None,
+            }

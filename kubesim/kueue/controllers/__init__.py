@@ -1,0 +1,45 @@
+"""Kueue's controllers on kubesim's store, one per module; they share one KueueState (per simulator), passed in.
+
+| module | controller |
+|---|---|
+| `kubesim.kueue.jobs` | `JobIntegration`: batch/v1 Job -> Workload, start/stop of the Job, Finished |
+| `workload.py` | `WorkloadController`: deactivation, backoff, waitForPodsReady, maximum execution time, HoldAndDrain |
+| `scheduler.py` | `SchedulerController`: scheduling cycles and their writes |
+| `queue_status.py` | `StatusController`: ClusterQueue / LocalQueue / Cohort status |
+| `in_use.py` | `InUseFinalizers`: resource-in-use finalizers |
+| `live_snapshot.py` | `LiveSnapshot`, the incrementally patched snapshot the scheduler and status controllers keep |
+"""
+
+from __future__ import annotations
+
+from kubesim.kueue.controllers.in_use import InUseFinalizers
+from kubesim.kueue.controllers.live_snapshot import LiveSnapshot
+from kubesim.kueue.controllers.queue_status import StatusController
+from kubesim.kueue.controllers.scheduler import SchedulerController
+from kubesim.kueue.controllers.workload import WorkloadController, pods_ready_deadline
+from kubesim.kueue.jobs import JobIntegration
+from kubesim.kueue.state import KueueState
+from kubesim.protocols import Controller
+
+
+def kueue_controllers(state: KueueState) -> list[Controller]:
+    """In Kueue's order: Job integration, Workload lifecycle, scheduler, queue status, finalizers."""
+    return [
+        JobIntegration(state),
+        WorkloadController(state),
+        SchedulerController(state),
+        StatusController(state),
+        InUseFinalizers(state),
+    ]
+
+
+__all__ = [
+    "InUseFinalizers",
+    "JobIntegration",
+    "LiveSnapshot",
+    "SchedulerController",
+    "StatusController",
+    "WorkloadController",
+    "kueue_controllers",
+    "pods_ready_deadline",
+]

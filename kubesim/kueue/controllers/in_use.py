@@ -1,0 +1,61 @@
+"""Kueue's resource-in-use finalizers on ClusterQueues and ResourceFlavors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kubesim.kueue import constants as C
+from kubesim.kueue.cache import ChangeGate, clone
+from kubesim.kueue.scheduler.model import condition_true, is_finished
+from kubesim.kueue.state import KueueState
+from kubesim.store import Store
+
+
+class InUseFinalizers:
+    """`kueue.x-k8s.io/resource-in-use` on ClusterQueues and ResourceFlavors: a ClusterQueue being deleted stays
+    until no workload reserves quota in it; a flavor stays until no ClusterQueue references it."""
+
+    name = "kueue-in-use-finalizers"
+
+    def __init__(self, state: KueueState) -> None:
+        self.state = state
+        self._gate = ChangeGate({"clusterqueues", "resourceflavors", "workloads"})
+
+    def next_deadline(self, store: Store) -> datetime | None:
+        return None
+
+    def reconcile(self, store: Store) -> bool:
+        if not self._gate.should_run(store):
+            return False
+        wrote = False
+        cqs = self.state.listed(store, "clusterqueues")
+        # Only a ClusterQueue being deleted asks which queues hold reservations: skip the workload scan otherwise.
+        deleting = any(o["metadata"].get("deletionTimestamp") for o in cqs)
+        reserving = {
+            ((w.get("status") or {}).get("admission") or {}).get("clusterQueue")
+            for w in (self.state.listed(store, "workloads") if deleting else ())
+            if condition_true(w, C.QUOTA_RESERVED) and not is_finished(w)
+        }
+        used_flavors = {
+            f["name"] for cq in cqs for rg in (cq.get("spec") or {}).get("resourceGroups") or [] for f in rg["flavors"]
+        }
+        for resource, objs, in_use in (
+            ("clusterqueues", cqs, lambda o: o["metadata"]["name"] in reserving),
+            (
+                "resourceflavors",
+                self.state.listed(store, "resourceflavors"),
+                lambda o: o["metadata"]["name"] in used_flavors,
+            ),
+        ):
+            for obj in objs:
+                md = obj["metadata"]
+                has = C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or [])
+                if not md.get("deletionTimestamp") and not has:
+                    new = clone(obj)
+                    new["metadata"]["finalizers"] = [*(md.get("finalizers") or []), C.RESOURCE_IN_USE_FINALIZER]
+                    store.update(resource, new)
+                    wrote = True
+                elif md.get("deletionTimestamp") and has and not in_use(obj):
+                    store.remove_finalizer(resource, None, md["name"], C.RESOURCE_IN_USE_FINALIZER)
+                    wrote = True
+        return wrote

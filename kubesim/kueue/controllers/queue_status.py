@@ -1,0 +1,167 @@
+"""Kueue's ClusterQueue, LocalQueue and Cohort status on kubesim's store: workload counts, flavor reservation and
+usage, the fair-sharing weighted share, and the Active condition."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kubesim.kueue import constants as C
+from kubesim.kueue import workload_status as ws
+from kubesim.kueue.cache import ChangeGate
+from kubesim.kueue.controllers.live_snapshot import SCHEDULING_INPUTS, LiveSnapshot
+from kubesim.kueue.scheduler import ClusterQueueNode
+from kubesim.kueue.scheduler.model import condition_true
+from kubesim.kueue.scheduler.quota import dominant_resource_share
+from kubesim.kueue.state import KueueState
+from kubesim.quantity import format_amount
+from kubesim.store import Store
+
+
+class StatusController:
+    """ClusterQueue, LocalQueue and Cohort status: counts, flavor reservation/usage, weighted share, Active."""
+
+    name = "kueue-status"
+
+    def __init__(self, state: KueueState) -> None:
+        self.state = state
+        self.config = state.config
+        self._gate = ChangeGate(SCHEDULING_INPUTS)
+        self._live = LiveSnapshot(state)
+        self._written: dict[tuple[str, str, str], str] = {}  # (resource, ns, name) -> resourceVersion we left
+
+    def next_deadline(self, store: Store) -> datetime | None:
+        return None
+
+    def _unchanged(self, resource: str, obj: dict, touched: bool) -> bool:
+        """Skip a queue whose members did not change and whose object is as this controller left it."""
+        md = obj["metadata"]
+        return not touched and self._written.get((resource, md.get("namespace", ""), md["name"])) == md.get(
+            "resourceVersion"
+        )
+
+    def reconcile(self, store: Store) -> bool:
+        if not self._gate.should_run(store):
+            return False
+        now = store.clock.now()
+        full = self._live.refresh(store, None) is None
+        live = self._live
+        snap = live.snap
+        wrote = False
+        pending_by_lq: dict[tuple[str, str], int] = {}
+        lq_cqs: set[str] = {
+            name
+            for k in live.local_queues_touched
+            if isinstance(name := ((snap.local_queues.get(k) or {}).get("spec") or {}).get("clusterQueue"), str)
+        }
+        for wls in snap.pending.values() if full else [snap.pending.get(c, []) for c in live.queues_touched | lq_cqs]:
+            for w in wls:
+                pending_by_lq[(w.namespace, w.queue_name)] = pending_by_lq.get((w.namespace, w.queue_name), 0) + 1
+        for obj in self.state.listed(store, "clusterqueues"):
+            if self._unchanged("clusterqueues", obj, full or obj["metadata"]["name"] in live.queues_touched):
+                continue
+            cq = snap.cluster_queues[obj["metadata"]["name"]]
+            status = dict(obj.get("status") or {})
+            reservation = self._flavors(cq, cq.usage, borrowed=True)
+            admitted = sum(1 for w in cq.workloads.values() if condition_true(w.obj, C.ADMITTED))
+            status.update(
+                pendingWorkloads=len(snap.pending.get(cq.name, [])),
+                reservingWorkloads=len(cq.workloads),
+                admittedWorkloads=admitted,
+                flavorsReservation=reservation,
+                flavorsUsage=reservation,
+            )
+            if self.config.fair_sharing:
+                status["fairSharing"] = {"weightedShare": dominant_resource_share(cq).weighted_share()}
+            if cq.active:
+                status["conditions"] = self._active(obj, now, "True", C.CQ_REASON_READY, "Can admit new workloads")
+            else:
+                status["conditions"] = self._active(obj, now, "False", cq.inactive_reason, cq.inactive_message)
+            wrote = self._write(store, "clusterqueues", obj, status) or wrote
+        for obj in self.state.listed(store, "localqueues"):
+            md = obj["metadata"]
+            if self._unchanged("localqueues", obj, full or (md["namespace"], md["name"]) in live.local_queues_touched):
+                continue
+            lq_cq = snap.cluster_queues.get((obj.get("spec") or {}).get("clusterQueue", ""))
+            mine = [
+                w
+                for w in (lq_cq.workloads.values() if lq_cq else [])
+                if w.namespace == md["namespace"] and w.queue_name == md["name"]
+            ]
+            usage: dict = {}
+            for w in mine:
+                for fr, v in w.usage.items():
+                    usage[fr] = usage.get(fr, 0) + v
+            flavors = self._flavors(lq_cq, usage, borrowed=False) if lq_cq else []
+            status = dict(obj.get("status") or {})
+            status.update(
+                pendingWorkloads=pending_by_lq.get((md["namespace"], md["name"]), 0),
+                reservingWorkloads=len(mine),
+                admittedWorkloads=sum(1 for w in mine if condition_true(w.obj, C.ADMITTED)),
+                flavorsReservation=flavors,
+                flavorsUsage=flavors,
+            )
+            if ((obj.get("spec") or {}).get("stopPolicy") or "None") != "None":
+                cond = ("False", "Stopped", "LocalQueue is stopped")
+            elif lq_cq is None or not lq_cq.active:
+                cond = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+            else:
+                cond = ("True", "Ready", "Can submit new workloads to localQueue")
+            status["conditions"] = self._active(obj, now, *cond)
+            wrote = self._write(store, "localqueues", obj, status) or wrote
+        if self.config.fair_sharing:
+            for obj in self.state.listed(store, "cohorts"):
+                if self._unchanged("cohorts", obj, full):  # a patch changes no reservation, so no share
+                    continue
+                node = snap.cohorts.get(obj["metadata"]["name"])
+                if node is None:
+                    continue
+                status = dict(obj.get("status") or {})
+                status["fairSharing"] = {"weightedShare": dominant_resource_share(node).weighted_share()}
+                wrote = self._write(store, "cohorts", obj, status) or wrote
+        return wrote
+
+    @staticmethod
+    def _flavors(cq: ClusterQueueNode, usage: dict, borrowed: bool) -> list[dict]:
+        out = []
+        seen = set()
+        for rg in cq.resource_groups:
+            for flavor in rg.flavors:
+                if flavor in seen:
+                    continue
+                seen.add(flavor)
+                resources = []
+                for res in rg.covered:
+                    used = usage.get((flavor, res), 0)
+                    entry = {"name": res, "total": format_amount(res, used)}
+                    if borrowed:
+                        nominal = cq.quota_for((flavor, res)).nominal
+                        entry["borrowed"] = format_amount(res, max(0, used - nominal))
+                    resources.append(entry)
+                out.append({"name": flavor, "resources": resources})
+        return out
+
+    @staticmethod
+    def _active(obj: dict, now: datetime, status: str, reason: str, message: str) -> list[dict]:
+        """The Active condition; its lastTransitionTime moves only when the status flips."""
+        conds = [dict(c) for c in (obj.get("status") or {}).get("conditions") or []]
+        old = next((c for c in conds if c.get("type") == "Active"), None)
+        kept = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
+        new = {
+            "type": "Active",
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "observedGeneration": (obj.get("metadata") or {}).get("generation"),
+            "lastTransitionTime": kept or ws.ts(now),
+        }
+        return [*(c for c in conds if c.get("type") != "Active"), new]
+
+    def _write(self, store: Store, resource: str, obj: dict, status: dict) -> bool:
+        md = obj["metadata"]
+        key = (resource, md.get("namespace", ""), md["name"])
+        if status == (obj.get("status") or {}):
+            self._written[key] = md.get("resourceVersion")
+            return False
+        new = {**obj, "status": status}
+        self._written[key] = store.update_status(resource, new)["metadata"]["resourceVersion"]
+        return True

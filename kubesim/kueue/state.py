@@ -1,0 +1,59 @@
+"""The Kueue half's in-memory state for one simulator, shared explicitly by its controllers and the visibility API.
+
+Kueue keeps state outside the API objects: the queue manager's inadmissible sets and sticky preemptor (which the
+visibility API's positions must agree with), plus kubesim's read caches. One KueueState belongs to one simulator
+(kubesim.kueue.Kueue creates it); nothing here is module-global.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kubesim.kueue.cache import ListCache
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler import Queues, Snapshot
+from kubesim.kueue.scheduler.model import ParseCache
+from kubesim.store import Store
+
+
+@dataclass(eq=False)
+class KueueState:
+    config: KueueConfig
+    queues: Queues = field(default_factory=Queues)  # the scheduler's queue state between cycles
+    lists: ListCache = field(default_factory=ListCache)  # shared read-only lists of stored objects
+    parsed: ParseCache = field(default_factory=ParseCache)  # workload parses per resourceVersion
+
+    def listed(self, store: Store, resource: str) -> list[dict]:
+        """The stored objects of a resource (read-only: clone before changing one)."""
+        return self.lists.listed(store, resource)
+
+    def snapshot(self, store: Store, now: datetime | None) -> Snapshot:
+        """A scheduler snapshot of the store (now=None keeps workloads in backoff in their queues)."""
+        return build_snapshot(store, self.config, now, lists=self.lists, parsed=self.parsed)
+
+
+def build_snapshot(
+    store: Store,
+    config: KueueConfig,
+    now: datetime | None,
+    *,
+    lists: ListCache | None = None,
+    parsed: ParseCache | None = None,
+) -> Snapshot:
+    """A scheduler snapshot of everything in the store; lists and parsed reuse a KueueState's caches."""
+
+    def objects(resource: str) -> list[dict]:
+        return lists.listed(store, resource) if lists is not None else store.list(resource, copy=False)
+
+    return Snapshot.from_objects(
+        resource_flavors=objects("resourceflavors"),
+        cohorts=objects("cohorts"),
+        cluster_queues=objects("clusterqueues"),
+        local_queues=objects("localqueues"),
+        workloads=objects("workloads"),
+        namespaces=objects("namespaces"),
+        config=config,
+        now=now,
+        parse_cache=parsed,
+    )
