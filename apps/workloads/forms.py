@@ -14,10 +14,15 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import Http404
+from django.shortcuts import get_object_or_404
 
 from apps.core.forms import StyledForm
-from apps.org.models import NodePool, PriorityClass, Project
+from apps.core.http import parse_id
+from apps.org.models import NodePool, PriorityClass, Project, Quota
 
+from . import selectors
 from .models import (
     MAX_CPU_PER_POD,
     MAX_GPUS_PER_POD,
@@ -228,6 +233,43 @@ def initial_from_template(template: WorkloadTemplate) -> dict[str, Any]:
         priority_class = PriorityClass.objects.filter(name=values["priority_class"]).first()
         values["priority_class"] = priority_class.pk if priority_class else None
     return initial_from_values({key: value for key, value in values.items() if value is not None})
+
+
+def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tuple[
+        dict[str, Any], Workload | None, WorkloadTemplate | None]:
+    """What the submit form starts with: ?template=, ?from= and ?project=, then sensible defaults for the rest
+    (404 for what the user may not see)."""
+    initial: dict[str, Any] = {}
+    template = source = None
+    if query.get("template"):
+        template = get_object_or_404(WorkloadTemplate, pk=parse_id(query["template"]))
+        initial.update(initial_from_template(template))
+    if query.get("from"):
+        source = selectors.workload_for_page(user=user, pk=parse_id(query["from"]) or 0)
+        if source is None:
+            raise Http404("No such workload.")
+        initial.update(initial_from_workload(source))
+        if projects.filter(pk=source.project_id).exists():
+            initial["project"] = source.project_id
+    if query.get("project"):
+        initial["project"] = get_object_or_404(projects, slug=query["project"]).pk
+    project = projects.filter(pk=initial.get("project")).first() if initial.get("project") else projects.first()
+    if project is not None:
+        initial.setdefault("project", project.pk)
+        if "node_pool" not in initial:
+            quota = Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name")
+            first = quota.first()
+            if first is not None:
+                initial["node_pool"] = first.node_pool_id
+        if "priority_class" not in initial:
+            default = project.default_priority_class if project.default_priority_class_id else \
+                selectors.default_priority_class(project=project, preemptible=True)
+            if default is not None:
+                initial["priority_class"] = default.pk
+    if "preemptible" not in initial:
+        preemptible = selectors.priority_class_preemptible(pk=initial.get("priority_class"))
+        initial["preemptible"] = True if preemptible is None else preemptible
+    return initial, source, template
 
 
 # --- templates ---------------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from django.utils import timezone
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
 from apps.cluster.models import ClusterQueueState, CohortState
-from apps.org.models import NodePool, Project, Quota
+from apps.core.http import parse_id, parse_int
+from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import projects_for
 
 from .explain import explain_workloads
@@ -113,6 +114,42 @@ def pool_panel(*, project: Project, pool: NodePool, units: int | None, preemptib
     held = non_preemptible_units_held(project_id=project.pk, pool_id=pool.pk) if quota else 0
     return PoolPanel(project=project, pool=pool, quota=quota, units=units, preemptible=preemptible,
                      held_non_preemptible=held, other_pools=[q for q in quotas if q.node_pool_id != pool.pk])
+
+
+def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any) -> PoolPanel | None:
+    """The side panel for whatever project, pool and size `source` (form data or initial values) names."""
+    project = projects.filter(pk=parse_id(source.get("project"))).first() if source.get("project") else None
+    project = project or projects.first()
+    pool = NodePool.objects.filter(pk=parse_id(source.get("node_pool"))).first() if source.get("node_pool") else None
+    if project is None or pool is None:
+        return None
+    sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
+    units = None
+    if sizes["gpus"] is not None:
+        probe = Workload(kind=kind, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
+                         completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1)
+        units = probe.gpu_units
+    preemptible = source.get("preemptible")
+    preemptible = preemptible if isinstance(preemptible, bool) else preemptible in ("on", "true", "1", "True")
+    return pool_panel(project=project, pool=pool, units=units, preemptible=preemptible)
+
+
+def default_priority_class(*, project: Project, preemptible: bool) -> PriorityClass | None:
+    """The project's default class when it matches, else the lowest class of that preemptibility."""
+    if project.default_priority_class and project.default_priority_class.preemptible == preemptible:
+        return project.default_priority_class
+    return PriorityClass.objects.filter(preemptible=preemptible).order_by("value").first()
+
+
+def preemptible_by_class() -> dict[int, bool]:
+    return dict(PriorityClass.objects.values_list("pk", "preemptible"))
+
+
+def priority_class_preemptible(*, pk: int | None) -> bool | None:
+    """Whether the priority class's work is preemptible by default; None when there is no such class."""
+    if pk is None:
+        return None
+    return PriorityClass.objects.filter(pk=pk).values_list("preemptible", flat=True).first()
 
 
 # --- live queue state: positions, explanations, the project queue, the detail page's history -------------------

@@ -26,6 +26,7 @@ from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
 
 from .models import HOLDING_STATUSES, LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent, WorkloadTemplate
+from .selectors import default_priority_class
 from .signals import quota_held, quota_released
 from .validation import non_preemptible_units_held, validate_fits, validate_shape
 
@@ -64,12 +65,6 @@ def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, 
 
 
 # --- what users do -----------------------------------------------------------------------------------------------
-
-
-def default_priority_class(*, project: Project, preemptible: bool) -> PriorityClass | None:
-    if project.default_priority_class and project.default_priority_class.preemptible == preemptible:
-        return project.default_priority_class
-    return PriorityClass.objects.filter(preemptible=preemptible).order_by("value").first()
 
 
 def workload_submit(*, actor: Any, **fields: Any) -> Workload:

@@ -33,8 +33,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.forms import apply_service_errors
-from apps.core.http import conditional, conditional_poll, not_modified, parse_id, parse_int, poll_etag
-from apps.org.models import NodePool, PriorityClass, Quota
+from apps.core.http import conditional, conditional_poll, not_modified, parse_id, poll_etag
 from apps.org.selectors import projects_for
 
 from . import logs, selectors, services
@@ -44,8 +43,7 @@ from .forms import (
     WorkloadFilterForm,
     WorkloadForm,
     WorkloadTemplateForm,
-    initial_from_template,
-    initial_from_workload,
+    submit_initial,
 )
 from .models import HOLDING_STATUSES, Kind, Status, Workload, WorkloadTemplate
 
@@ -63,68 +61,13 @@ def _kind(kind: str) -> str:
     return kind
 
 
-def _panel(kind: str, projects: Any, source: Any) -> selectors.PoolPanel | None:
-    """The side panel for whatever project, pool and size `source` (form data or initial values) names."""
-    project = projects.filter(pk=parse_id(source.get("project"))).first() if source.get("project") else None
-    project = project or projects.first()
-    pool = NodePool.objects.filter(pk=parse_id(source.get("node_pool"))).first() if source.get("node_pool") else None
-    if project is None or pool is None:
-        return None
-    sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
-    units = None
-    if sizes["gpus"] is not None:
-        probe = Workload(kind=kind, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
-                         completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1)
-        units = probe.gpu_units
-    preemptible = source.get("preemptible")
-    preemptible = preemptible if isinstance(preemptible, bool) else preemptible in ("on", "true", "1", "True")
-    return selectors.pool_panel(project=project, pool=pool, units=units, preemptible=preemptible)
-
-
-def _initial(request: HttpRequest, kind: str, projects: Any) -> tuple[dict[str, Any], Workload | None,
-                                                                      WorkloadTemplate | None]:
-    """Prefill from ?template=, ?from= and ?project=, then sensible defaults for the rest."""
-    initial: dict[str, Any] = {}
-    template = source = None
-    if request.GET.get("template"):
-        template = get_object_or_404(WorkloadTemplate, pk=parse_id(request.GET["template"]))
-        initial.update(initial_from_template(template))
-    if request.GET.get("from"):
-        source = selectors.workload_for_page(user=request.user, pk=parse_id(request.GET["from"]) or 0)
-        if source is None:
-            raise Http404("No such workload.")
-        initial.update(initial_from_workload(source))
-        if projects.filter(pk=source.project_id).exists():
-            initial["project"] = source.project_id
-    if request.GET.get("project"):
-        initial["project"] = get_object_or_404(projects, slug=request.GET["project"]).pk
-    project = projects.filter(pk=initial.get("project")).first() if initial.get("project") else projects.first()
-    if project is not None:
-        initial.setdefault("project", project.pk)
-        if "node_pool" not in initial:
-            quota = Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name")
-            first = quota.first()
-            if first is not None:
-                initial["node_pool"] = first.node_pool_id
-        if "priority_class" not in initial:
-            default = services.default_priority_class(project=project, preemptible=True)
-            if project.default_priority_class_id:
-                default = project.default_priority_class
-            if default is not None:
-                initial["priority_class"] = default.pk
-    if "preemptible" not in initial:
-        priority_class = PriorityClass.objects.filter(pk=initial.get("priority_class")).first()
-        initial["preemptible"] = priority_class.preemptible if priority_class else True
-    return initial, source, template
-
-
 def _live_check_data(request: HttpRequest) -> tuple[QueryDict, set[str]]:
     """The posted data for a live check: priority class default applied, drafts for empty required text."""
     data = request.POST.copy()
     if "priority_class" in (data.get("_changed"), request.htmx.trigger_name):
-        priority_class = PriorityClass.objects.filter(pk=parse_id(data.get("priority_class"))).first()
-        if priority_class is not None:
-            if priority_class.preemptible:
+        preemptible = selectors.priority_class_preemptible(pk=parse_id(data.get("priority_class")))
+        if preemptible is not None:
+            if preemptible:
                 data["preemptible"] = "on"
             else:
                 data.pop("preemptible", None)
@@ -152,8 +95,8 @@ def submit(request: HttpRequest, kind: str) -> HttpResponse:
             if request.GET.get("project") and not projects.filter(pk=parse_id(request.GET["project"])).exists():
                 raise Http404("No such project.")
             return render(request, "workloads/partials/_pool_panel.html",
-                          {"panel": _panel(kind, projects, request.GET)})
-        initial, source, template = _initial(request, kind, projects)
+                          {"panel": selectors.submit_panel(kind=kind, projects=projects, source=request.GET)})
+        initial, source, template = submit_initial(user=user, projects=projects, query=request.GET)
         if source is not None and source.kind != kind:
             return redirect(f"{reverse('workloads:submit', args=[source.kind])}?{request.GET.urlencode()}")
         if template is not None and template.kind != kind:
@@ -186,7 +129,8 @@ def submit(request: HttpRequest, kind: str) -> HttpResponse:
         for key in drafted:
             form.errors.pop(key, None)
         return render(request, "workloads/partials/_submit_response.html", {
-            "form": form, "kind": kind, "panel": _panel(kind, projects, data), "source": source,
+            "form": form, "kind": kind, "source": source,
+            "panel": selectors.submit_panel(kind=kind, projects=projects, source=data),
             "checked": not form.errors, "drafted": drafted,
             "reset_preemptible": "priority_class" in (data.get("_changed"), request.htmx.trigger_name),
         })
@@ -199,9 +143,10 @@ def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: 
                  source: Workload | None = None, template: WorkloadTemplate | None = None) -> HttpResponse:
     return render(request, "workloads/submit.html", {
         "form": form, "kind": kind, "kinds": Kind.choices, "kind_label": Kind(kind).label,
-        "panel": _panel(kind, projects, values), "source": source, "template": template,
+        "panel": selectors.submit_panel(kind=kind, projects=projects, source=values), "source": source,
+        "template": template,
         "templates": selectors.templates(kind=kind),
-        "preemptible_by_class": {pc.pk: pc.preemptible for pc in PriorityClass.objects.all()},
+        "preemptible_by_class": selectors.preemptible_by_class(),
     })
 
 
