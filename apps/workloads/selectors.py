@@ -305,19 +305,28 @@ def workload_live_marker(*, workload: Workload) -> LiveMarker:
     return LiveMarker(key="|".join(str(part) for part in (*mirrored, *row)), last_log_fetch=row[1])
 
 
+def preemptions_seen_by(*, workload: Workload, user: Any) -> list[dict[str, Any]]:
+    """The workload's preemptions; a preemptor the user may not see keeps only `visible: False` (no id, no name)."""
+    found = preemptions(workload)
+    ids = [p["preemptor"]["id"] for p in found if p["preemptor"]]
+    visible = set(workloads_for(user).filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
+    for preemption in found:
+        preemptor = preemption["preemptor"]
+        if preemptor is not None:
+            preemption["preemptor"] = {**preemptor, "visible": True} if preemptor["id"] in visible else \
+                {"visible": False}
+    return found
+
+
 def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
     the Kueue conditions and the stored log tails: five queries."""
 
     events = list(workload.events.select_related("actor"))
-    preempted = preemptions(workload)  # same order as the events (at, id)
-    visible = set(workloads_for(user).filter(
-        pk__in=[p["preemptor"]["id"] for p in preempted if p["preemptor"]]).values_list("pk", flat=True))
+    preempted = preemptions_seen_by(workload=workload, user=user)  # same order as the events (at, id)
     remaining = iter(preempted)
     for event in events:
         event.preemption = next(remaining, None) if event.to_status == "preempted" else None
-        if event.preemption and event.preemption["preemptor"]:
-            event.preemption["preemptor"]["visible"] = event.preemption["preemptor"]["id"] in visible
     flavors = sorted({flavor for pod_set in (workload.admission or {}).get("pod_sets", [])
                       for flavor in (pod_set.get("flavors") or {}).values()})
     return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload)}

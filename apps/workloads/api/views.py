@@ -18,9 +18,8 @@ from rest_framework.response import Response
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import id_or_slug, validation_error_detail
 from apps.workloads import services
-from apps.workloads.history import preemptions
 from apps.workloads.models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent
-from apps.workloads.selectors import annotate_live, workloads_for
+from apps.workloads.selectors import annotate_live, preemptions_seen_by, workloads_for
 
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
 
@@ -111,12 +110,10 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         """Attach the "why am I waiting" explanation and the preemptions (preemptors the user may not see: null)."""
         annotate_live([workload])
         # The events are prefetched: ask for the preemptors only when there was a preemption.
-        found = preemptions(workload) if any(e.to_status == Status.PREEMPTED for e in workload.events.all()) else []
-        ids = [p["preemptor"]["id"] for p in found if p["preemptor"]]
-        visible = set(workloads_for(self.request.user).filter(pk__in=ids).values_list("pk", flat=True)) if ids \
-            else set()
+        found = preemptions_seen_by(workload=workload, user=self.request.user) if any(
+            e.to_status == Status.PREEMPTED for e in workload.events.all()) else []
         for preemption in found:
-            if preemption["preemptor"] and preemption["preemptor"]["id"] not in visible:
+            if not (preemption["preemptor"] or {}).get("visible"):
                 preemption["preemptor"] = None
         workload.preemption_list = found
         return workload
