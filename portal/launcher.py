@@ -1,18 +1,26 @@
-"""`make run`: prepare the embedded portal and run its processes until Ctrl-C.
+"""`make run`: prepare the embedded portal and keep its processes running until Ctrl-C or SIGTERM.
 
 Migrates, collects static files, seeds the demo organisation, then starts every long-running process of
-DESIGN section 2 under one supervisor; if one dies, the others are stopped so nothing runs half-alive.
+DESIGN section 2 under one supervisor. A process that dies is started again after a back-off that doubles with
+each quick death (1 s up to 30 s, back to 1 s once it has stayed up a minute), with a log line each time, so one
+crash never takes the portal down. Ctrl-C or SIGTERM at any moment, during migrate and seeding too, stops
+everything the launcher started: each child runs in its own process group (gunicorn's and Celery's workers
+included), which gets SIGTERM, then SIGKILL after a grace period, so nothing is left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import IO
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("PORTAL_RUN_DIR", BASE_DIR / ".run"))
@@ -20,82 +28,184 @@ HOST = os.environ.get("PORTAL_HOST", "127.0.0.1")
 PORT = os.environ.get("PORTAL_PORT", "8000")
 KUBESIM_PORT = os.environ.get("KUBESIM_PORT", "8001")
 
+BACKOFF_FIRST = float(os.environ.get("PORTAL_RESTART_BACKOFF", "1"))
+BACKOFF_MAX = 30.0
+HEALTHY_AFTER = 60.0  # seconds up after which a restart counts as the first again
+STOP_GRACE = 10.0
+
+
+def log(message: str) -> None:
+    print(f"launcher: {message}", flush=True)
+
 
 @dataclass
-class Service:
+class Child:
+    """One supervised process: its argv, the running Popen, and its restart bookkeeping."""
+
     name: str
     argv: list[str]
+    process: subprocess.Popen | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+    backoff: float = BACKOFF_FIRST
+    restart_at: float | None = None
+    ready_line: str | None = None  # a line the process prints once it serves (kubesim)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Supervisor:
+    """Starts children in their own process groups, restarts the ones that die, stops them all on a signal."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.children: list[Child] = []
+        self.stopping = False
+
+    # --- signals -------------------------------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if not self.stopping:
+            log(f"{signal.Signals(signum).name} received; stopping everything")
+        self.stopping = True
+
+    # --- one-shot steps --------------------------------------------------------------------------------------------
+
+    def run_step(self, name: str, argv: list[str]) -> bool:
+        """Run a preparation step to completion; False when a signal stopped it (and its group) meanwhile."""
+        child = Child(name, argv)
+        self._spawn(child)
+        assert child.process is not None
+        while child.process.poll() is None:
+            if self.stopping:
+                self._stop_all([child])
+                return False
+            time.sleep(0.1)
+        if child.process.returncode != 0:
+            raise SystemExit(f"launcher: {name} failed with exit code {child.process.returncode}")
+        return True
+
+    # --- supervised children -------------------------------------------------------------------------------------
+
+    def add(self, child: Child) -> Child:
+        self.children.append(child)
+        self._spawn(child)
+        return child
+
+    def _spawn(self, child: Child) -> None:
+        child.process = subprocess.Popen(  # noqa: S603 - fixed argv: this interpreter running our own modules
+            child.argv, env={**self.env, **child.extra}, cwd=BASE_DIR, start_new_session=True,
+            stdout=subprocess.PIPE if child.ready_line else None, text=bool(child.ready_line),
+        )
+        child.started_at = time.monotonic()
+        child.restart_at = None
+        log(f"started {child.name} (pid {child.process.pid})")
+        if child.ready_line:
+            self._await_ready(child)
+
+    def _await_ready(self, child: Child) -> None:
+        assert child.process is not None and child.process.stdout is not None
+        line = child.process.stdout.readline().strip()
+        if child.ready_line not in line:
+            log(f"{child.name} did not start ({line or 'no output'})")
+        else:
+            log(line)
+        # Keep draining its output so a full pipe never blocks it.
+        threading.Thread(target=_drain, args=(child.process.stdout,), daemon=True).start()
+
+    def poll(self) -> None:
+        """One supervision step: notice deaths, schedule and perform restarts."""
+        now = time.monotonic()
+        for child in self.children:
+            process = child.process
+            if process is None:
+                continue
+            if child.restart_at is None and process.poll() is not None:
+                if now - child.started_at >= HEALTHY_AFTER:
+                    child.backoff = BACKOFF_FIRST
+                child.restart_at = now + child.backoff
+                _signal_group(child, signal.SIGKILL)  # workers the dead master left behind
+                log(f"{child.name} (pid {process.pid}) exited with code {process.returncode}; "
+                    f"restarting in {child.backoff:g} s")
+                child.backoff = min(BACKOFF_MAX, child.backoff * 2)
+            elif child.restart_at is not None and now >= child.restart_at:
+                child.restarts += 1
+                self._spawn(child)
+
+    def run_forever(self, interval: float = 0.5) -> None:
+        while not self.stopping:
+            self.poll()
+            time.sleep(interval)
+
+    # --- stopping ------------------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop_all(self.children)
+
+    def _stop_all(self, children: list[Child]) -> None:
+        """SIGTERM every child's process group, wait up to the grace period, then SIGKILL what is left."""
+        running = [child for child in children if child.process is not None]
+        for child in running:
+            _signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        for child in running:
+            assert child.process is not None
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log(f"{child.name} did not stop in {STOP_GRACE:g} s; killing it")
+        for child in running:
+            _signal_group(child, signal.SIGKILL)  # the group's stragglers (workers of a stopped master)
+            assert child.process is not None
+            child.process.wait()
+        log("stopped")
+
+
+def _drain(stream: IO[str]) -> None:
+    for line in stream:
+        sys.stdout.write(line)
+
+
+def _signal_group(child: Child, signum: int) -> None:
+    assert child.process is not None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.process.pid, signum)  # its own session: the group id is its pid
 
 
 def _manage(*args: str) -> list[str]:
     return [sys.executable, str(BASE_DIR / "manage.py"), *args]
 
 
-def prepare(env: dict[str, str]) -> None:
-    for step in (["migrate", "--noinput"], ["collectstatic", "--noinput", "--verbosity", "0"], ["seed_demo"]):
-        subprocess.run(_manage(*step), check=True, env=env, cwd=BASE_DIR)  # noqa: S603 - our own manage.py
+PREPARE_STEPS = [
+    ("migrate", _manage("migrate", "--noinput")),
+    ("collectstatic", _manage("collectstatic", "--noinput", "--verbosity", "0")),
+    ("seed_demo", _manage("seed_demo")),
+]
 
 
-def services() -> list[Service]:
+def services() -> list[Child]:
     celery = [sys.executable, "-m", "celery", "-A", "portal.celery"]
     return [
-        Service("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-gossip",
-                           "--without-mingle"]),
-        Service("beat", [*celery, "beat", "--loglevel", "INFO"]),
-        Service("watcher", _manage("watch_cluster")),
-        Service("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}",
-                        "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--access-logfile", "-"]),
+        Child("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-gossip",
+                         "--without-mingle"]),
+        Child("beat", [*celery, "beat", "--loglevel", "INFO"]),
+        Child("watcher", _manage("watch_cluster")),
+        Child("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}",
+                      "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--access-logfile", "-"]),
     ]
 
 
-def start_kubesim(env: dict[str, str]) -> subprocess.Popen:
-    """The embedded cluster, kept across restarts in .run/kubesim-state.json; returns once it serves."""
-    kubeconfig = RUN_DIR / "kubeconfig"
-    process = subprocess.Popen(  # noqa: S603 - fixed argv: this interpreter running kubesim
+def kubesim_child(kubeconfig: Path) -> Child:
+    """The embedded cluster, kept across restarts in .run/kubesim-state.json."""
+    return Child(
+        "kubesim",
         [sys.executable, "-m", "kubesim", "serve", "--host", "127.0.0.1", "--port", KUBESIM_PORT,
          "--kubeconfig", str(kubeconfig), "--state", str(RUN_DIR / "kubesim-state.json"), "--clock", "real"],
-        env=env, cwd=BASE_DIR, stdout=subprocess.PIPE, text=True,
+        ready_line="listening on",
     )
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if "listening on" not in line:
-        process.kill()
-        raise SystemExit(f"launcher: kubesim did not start ({line or 'no output'})")
-    print(f"launcher: {line}; kubeconfig written to {kubeconfig}", flush=True)
-    print(f"launcher: try  kubectl --kubeconfig {kubeconfig} get workloads -A", flush=True)
-    env["KUBECONFIG"] = str(kubeconfig)
-    return process
-
-
-def supervise(processes: dict[str, subprocess.Popen]) -> int:
-    """Wait until Ctrl-C or until any process exits; then stop the rest."""
-    stopping = False
-
-    def _stop(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-    code = 0
-    while not stopping:
-        for name, process in processes.items():
-            if process.poll() is not None:
-                print(f"launcher: {name} exited with code {process.returncode}; stopping the portal", flush=True)
-                code = process.returncode or 1
-                stopping = True
-                break
-        time.sleep(0.5)
-    for process in processes.values():
-        if process.poll() is None:
-            process.terminate()
-    deadline = time.monotonic() + 10
-    for process in processes.values():
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-    return code
 
 
 def main() -> int:
@@ -103,20 +213,37 @@ def main() -> int:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     env.setdefault("PORTAL_RUN_DIR", str(RUN_DIR))
+    supervisor = Supervisor(env)
+    supervisor.install_signal_handlers()
     if not env.get("REDIS_URL"):
         (RUN_DIR / "broker" / "control").mkdir(parents=True, exist_ok=True)
-        print("launcher: REDIS_URL not set; using the embedded file-system broker in .run/broker", flush=True)
-    prepare(env)
-    processes: dict[str, subprocess.Popen] = {}
+        log("REDIS_URL not set; using the embedded file-system broker in .run/broker")
+    for name, argv in PREPARE_STEPS:
+        if not supervisor.run_step(name, argv):
+            return 0
+    start_order: list[Child] = []
     if not env.get("KUBECONFIG"):
-        processes["kubesim"] = start_kubesim(env)
+        kubeconfig = RUN_DIR / "kubeconfig"
+        start_order.append(kubesim_child(kubeconfig))
+        env["KUBECONFIG"] = str(kubeconfig)
     else:
-        print(f"launcher: using the cluster of {env['KUBECONFIG']}", flush=True)
-    for service in services():
-        processes[service.name] = subprocess.Popen(service.argv, env=env, cwd=BASE_DIR)  # noqa: S603 - fixed argv
-    print(f"\nGPU Portal is running on http://{HOST}:{PORT}/  (Ctrl-C stops everything)", flush=True)
-    print("Sign in as admin, deptadmin, lead, alice, bob, carol or viewer with the password 'demo'.\n", flush=True)
-    return supervise(processes)
+        log(f"using the cluster of {env['KUBECONFIG']}")
+    start_order += services()
+    for child in start_order:
+        if supervisor.stopping:
+            break
+        supervisor.add(child)
+        if child.name == "kubesim":
+            log(f"kubeconfig written to {env['KUBECONFIG']}; try  kubectl --kubeconfig {env['KUBECONFIG']} "
+                "get workloads -A")
+    if not supervisor.stopping:
+        print(f"\nGPU Portal is running on http://{HOST}:{PORT}/  (Ctrl-C stops everything)", flush=True)
+        if env.get("PORTAL_MODE", "embedded") == "embedded":
+            print("Sign in as admin, deptadmin, lead, alice, bob, carol or viewer with the password 'demo'.\n",
+                  flush=True)
+        supervisor.run_forever()
+    supervisor.stop()
+    return 0
 
 
 if __name__ == "__main__":
