@@ -205,6 +205,7 @@ def project_queue(*, project: Project) -> ProjectQueue:
         figures[quota.node_pool_id] = PoolQuotaFigures(pool=quota.node_pool, deserved=quota.deserved,
                                                        limit=quota.limit)
     for state in ClusterQueueState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        assert state.node_pool_id is not None  # filtered by node_pool_id__in
         entry = figures[state.node_pool_id]
         entry.used += state.used
         entry.observed = True
@@ -213,6 +214,7 @@ def project_queue(*, project: Project) -> ProjectQueue:
         else:
             entry.used_elastic += state.used
     for cohort in CohortState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        assert cohort.node_pool_id is not None  # filtered by node_pool_id__in
         figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
     for workload in pending:  # demand as the dashboard counts it: what Kueue holds waiting (not yet submitted: no)
         if workload.node_pool_id in figures and workload.status in ("queued", "preempted"):
