@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -29,7 +29,7 @@ def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[s
             form.add_error(None, message)
         return
     for name, errors in exc.message_dict.items():
-        target = aliases.get(name, name)
+        target: str | None = aliases.get(name, name)
         if target == NON_FIELD_ERRORS or target not in form.fields:
             target = None
         for message in errors:
@@ -185,7 +185,8 @@ class NodePoolForm(StyledForm):
         return Fraction(numerator, denominator)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("cut") == NodePool.Cut.MIG and not data.get("mig_profile"):
             self.add_error("mig_profile", "A MIG pool needs its profile, e.g. 3g.40gb.")
         if data.get("cut") == NodePool.Cut.TIME_SLICED and (data.get("replicas_per_card") or 1) < 2:
@@ -230,7 +231,8 @@ class DepartmentForm(StyledForm):
             self.fields["slug"].disabled = True
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         low, high = data.get("min_project_weight"), data.get("max_project_weight")
         if low is not None and high is not None and low > high:
             self.add_error("max_project_weight", "The highest weight cannot be below the lowest.")
@@ -305,11 +307,13 @@ class AuditFilterForm(forms.Form):
 
     def __init__(self, *args: Any, departments: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["department"].queryset = departments
-        self.fields["object_type"].choices = [("", "(any)"), *((name, name) for name in self.OBJECT_TYPES)]
+        cast(forms.ModelChoiceField, self.fields["department"]).queryset = departments
+        cast(forms.ChoiceField, self.fields["object_type"]).choices = [
+            ("", "(any)"), *((name, name) for name in self.OBJECT_TYPES)]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
             self.add_error("until", "The end date is before the start date.")
         return data
