@@ -26,6 +26,8 @@ test: $(STAMP_DEV)
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 migrations-check: $(STAMP_RUN)
 	$(PY) -m portal.devservices $(PY) manage.py makemigrations --check --dry-run

@@ -7,6 +7,7 @@ and permanent (the request itself is wrong) here, once.
 
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -164,7 +165,7 @@ class Gateway:
             if not error.not_found:
                 raise
 
-    def raw_get(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
+    def raw_get(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> Any:
         """GET any API path (the visibility API, pod logs) as JSON or text."""
         return self._call("GET", path, query=query)
 

@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import close_old_connections, connection
 from django.utils import timezone
@@ -187,8 +187,9 @@ class Watcher:
     def relist(self, kind: str) -> str:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
         kind_info = KINDS[kind]
-        response = self.custom.list_cluster_custom_object(
-            kind_info.group, kind_info.version, kind_info.plural, label_selector=WATCHED[kind] or None)
+        # The generated client declares `object`; a custom-object list is a decoded JSON mapping.
+        response = cast(dict[str, Any], self.custom.list_cluster_custom_object(
+            kind_info.group, kind_info.version, kind_info.plural, label_selector=WATCHED[kind] or None))
         items = response.get("items", [])
         now = timezone.now()
         if kind == "Job":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -29,7 +29,7 @@ class RoleBindingForm(StyledForm):
         roles = Role.choices if access.can(actor, Action.MANAGE) else [
             (value, label) for value, label in Role.choices if value in GRANTABLE_BY_MEMBER_MANAGERS
         ]
-        self.fields["role"].choices = roles
+        cast(forms.ChoiceField, self.fields["role"]).choices = roles
         scopes: list[Any] = []
         if access.can(actor, Action.MANAGE_MEMBERS):
             scopes.append(("everything", "Everything"))
@@ -42,10 +42,11 @@ class RoleBindingForm(StyledForm):
         self._projects = {f"project:{p.pk}": p for p in projects}
         if self._projects:
             scopes.append(("Projects", [(key, f"{p.department.name} / {p.name}") for key, p in self._projects.items()]))
-        self.fields["scope"].choices = scopes
+        cast(forms.ChoiceField, self.fields["scope"]).choices = scopes
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         username, group = data.get("username", "").strip(), data.get("group")
         if bool(username) == bool(group):
             raise ValidationError("Choose a user or a group (exactly one).")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from apps.core.forms import apply_service_errors
+from apps.core.http import AuthenticatedRequest
 
 from . import access, services
 from .access import Action
@@ -18,7 +19,7 @@ from .models import NotificationPreference
 
 
 @login_required
-def role_bindings(request: HttpRequest) -> HttpResponse:
+def role_bindings(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     bindings = access.role_bindings_for(user).select_related("user", "group", "department", "project__department")
     return render(request, "accounts/role_bindings.html", {
@@ -29,7 +30,7 @@ def role_bindings(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def role_binding_create(request: HttpRequest) -> HttpResponse:
+def role_binding_create(request: AuthenticatedRequest) -> HttpResponse:
     if not access.can_anywhere(request.user, Action.MANAGE_MEMBERS):
         raise PermissionDenied("You may not manage role bindings.")
     form = RoleBindingForm(request.POST or None, actor=request.user)
@@ -50,7 +51,7 @@ def role_binding_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def role_binding_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def role_binding_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     binding = get_object_or_404(
         access.role_bindings_for(request.user).select_related("user", "group", "department", "project"), pk=pk
     )
@@ -73,7 +74,7 @@ def role_binding_delete(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def my_settings(request: HttpRequest) -> HttpResponse:
+def my_settings(request: AuthenticatedRequest) -> HttpResponse:
     """The signed-in user's own settings: which workload events reach them by e-mail (opt-in)."""
     user = request.user
     preference = NotificationPreference.objects.filter(user=user).first()

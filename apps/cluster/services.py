@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Model
 
 from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
 
@@ -47,11 +48,16 @@ def _active(status: dict[str, Any]) -> tuple[bool, str, str]:
     return True, "", ""
 
 
+def _org_row(model: type[Model], slug: str) -> Any:
+    """The org row with this slug, else None. Typed Any: this layer names org's models only by string reference."""
+    return model._default_manager.filter(slug=slug).first()
+
+
 def _owners(labels: dict[str, str]) -> dict[str, Any]:
     """The org rows named by the portal's labels (None when they no longer exist)."""
     return {
-        "node_pool": _NodePool._default_manager.filter(slug=labels.get(POOL_LABEL, "")).first(),
-        "project": _Project._default_manager.filter(slug=labels.get(PROJECT_LABEL, "")).first(),
+        "node_pool": _org_row(_NodePool, labels.get(POOL_LABEL, "")),
+        "project": _org_row(_Project, labels.get(PROJECT_LABEL, "")),
     }
 
 
@@ -90,21 +96,26 @@ def cohort_mirror(*, obj: dict[str, Any], at: datetime) -> None:
     labels = metadata.get("labels") or {}
     CohortState.objects.update_or_create(name=metadata["name"], defaults={
         **_owners(labels),
-        "department": _Department._default_manager.filter(slug=labels.get(DEPARTMENT_LABEL, "")).first(),
+        "department": _org_row(_Department, labels.get(DEPARTMENT_LABEL, "")),
         "parent": (obj.get("spec") or {}).get("parentName", ""),
         "weighted_share": (status.get("fairSharing") or {}).get("weightedShare"), "observed_at": at,
     })
 
 
+_MIRROR_MODELS: dict[str, type[ClusterQueueState] | type[LocalQueueState] | type[CohortState]] = {
+    "ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState,
+}
+
+
 def mirror_forget(*, kind: str, name: str, namespace: str = "") -> None:
-    model = {"ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState}[kind]
+    model = _MIRROR_MODELS[kind]
     filters = {"name": name, **({"namespace": namespace} if kind == "LocalQueue" else {})}
     model.objects.filter(**filters).delete()
 
 
 def mirror_keep_only(*, kind: str, keys: set[tuple[str, str]]) -> None:
     """After a full relist: drop mirror rows of objects that no longer exist."""
-    model = {"ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState}[kind]
+    model = _MIRROR_MODELS[kind]
     with transaction.atomic():
         for row in model.objects.all():
             if (getattr(row, "namespace", ""), row.name) not in keys:

@@ -1,15 +1,31 @@
-"""Request helpers every app's views share: strict id parsing and conditional (ETag/304) polling."""
+"""Request helpers every app's views share: typed requests, strict id parsing and conditional (ETag/304) polling."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags, quote_etag
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django_htmx.middleware import HtmxDetails
+
 MAX_ID = 2**63 - 1
+
+
+class HtmxRequest(HttpRequest):
+    """For annotations only: the request as HtmxMiddleware leaves it (`request.htmx`)."""
+
+    htmx: HtmxDetails
+
+
+class AuthenticatedRequest(HtmxRequest):
+    """For annotations only: the request of a login_required view, whose `request.user` is a signed-in User."""
+
+    user: User
 
 
 def parse_int(value: Any) -> int | None:

@@ -5,42 +5,19 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
+
+from apps.core.forms import StyledForm
 
 from .models import MAX_OVER_QUOTA_WEIGHT, MAX_POOL_CAPACITY, Department, NodePool, PriorityClass
 from .validators import SLUG_MAX_LENGTH, validate_dns_label, validate_label_key, validate_label_value, validate_slug
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
-
-def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[str, str] | None = None) -> None:
-    """Put a service's ValidationError onto the form: per field where the form has that field, else on top.
-
-    `aliases` maps a model field name to the form field that edits it (card_fraction_numerator -> card_fraction).
-    """
-    aliases = aliases or {}
-    if not hasattr(exc, "error_dict"):
-        for message in exc.messages:
-            form.add_error(None, message)
-        return
-    for name, errors in exc.message_dict.items():
-        target = aliases.get(name, name)
-        if target == NON_FIELD_ERRORS or target not in form.fields:
-            target = None
-        for message in errors:
-            form.add_error(target, message)
-
-
-class StyledForm(forms.Form):
-    """Marks fields with errors so the stylesheet can outline them."""
-
-    error_css_class = "field-error"
-    required_css_class = "required"
 
 
 # --- node pools ------------------------------------------------------------------------------------------------
@@ -185,7 +162,8 @@ class NodePoolForm(StyledForm):
         return Fraction(numerator, denominator)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("cut") == NodePool.Cut.MIG and not data.get("mig_profile"):
             self.add_error("mig_profile", "A MIG pool needs its profile, e.g. 3g.40gb.")
         if data.get("cut") == NodePool.Cut.TIME_SLICED and (data.get("replicas_per_card") or 1) < 2:
@@ -230,7 +208,8 @@ class DepartmentForm(StyledForm):
             self.fields["slug"].disabled = True
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         low, high = data.get("min_project_weight"), data.get("max_project_weight")
         if low is not None and high is not None and low > high:
             self.add_error("max_project_weight", "The highest weight cannot be below the lowest.")
@@ -305,11 +284,13 @@ class AuditFilterForm(forms.Form):
 
     def __init__(self, *args: Any, departments: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["department"].queryset = departments
-        self.fields["object_type"].choices = [("", "(any)"), *((name, name) for name in self.OBJECT_TYPES)]
+        cast(forms.ModelChoiceField, self.fields["department"]).queryset = departments
+        cast(forms.ChoiceField, self.fields["object_type"]).choices = [
+            ("", "(any)"), *((name, name) for name in self.OBJECT_TYPES)]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
             self.add_error("until", "The end date is before the start date.")
         return data

@@ -123,7 +123,7 @@ class QuotaTable:
         for row in self.rows:
             for cell in row.cells:
                 quota = cell.quota
-                common = {"required": False, "disabled": not row.editable}
+                common: dict[str, Any] = {"required": False, "disabled": not row.editable}
                 form.fields[f"{cell.key}-deserved"] = forms.IntegerField(
                     min_value=0, max_value=MAX_POOL_CAPACITY, initial=quota.deserved if quota else None,
                     label=f"{row.label} deserved on {cell.pool.slug}", **common)
@@ -144,7 +144,8 @@ class QuotaTable:
         for row in self.rows:
             for cell in row.cells:
                 for part in ("deserved", "limit", "weight"):
-                    cell.errors.extend(self.form.errors.get(f"{cell.key}-{part}", []))
+                    # An ErrorList iterates as its messages; the stubs type its items as ValidationError | str.
+                    cell.errors.extend(self.form.errors.get(f"{cell.key}-{part}", []))  # type: ignore[arg-type]
                 if not row.editable or cell.errors:
                     continue
                 data = self.form.cleaned_data
@@ -232,7 +233,7 @@ class QuotaTable:
         try:
             with transaction.atomic():
                 for row, cell in changes:
-                    owner = {"department": row.owner} if row.is_department else {"project": row.owner}
+                    owner: dict[str, Any] = {"department": row.owner} if row.is_department else {"project": row.owner}
                     try:
                         services.quota_set(
                             actor=self.user, node_pool=cell.pool, deserved=cell.deserved, limit=cell.limit,

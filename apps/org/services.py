@@ -284,7 +284,7 @@ def _check_quota_rules(quota: Quota) -> None:
         raise ValidationError(
             {"limit": f"The limit ({quota.limit}) cannot be below the deserved quota ({quota.deserved})."}
         )
-    if quota.project_id:
+    if quota.project is not None:
         department = quota.project.department
         department_quota = Quota.objects.filter(department=department, node_pool=pool).first()
         errors = quota_rule_errors(
@@ -294,6 +294,7 @@ def _check_quota_rules(quota: Quota) -> None:
             .exclude(pk=quota.pk).aggregate(total=Sum("deserved"))["total"] or 0,
         )
     else:
+        assert quota.department is not None and quota.department_id is not None  # one owner: quota_set checked
         errors = quota_rule_errors(
             pool=pool, deserved=quota.deserved, limit=quota.limit, department=quota.department, for_project=False,
             projects_deserved=Quota.objects.filter(project__department_id=quota.department_id, node_pool=pool)
@@ -403,7 +404,7 @@ def quota_weight_set(*, actor: Any, quota: Quota, over_quota_weight: Decimal | i
             .select_related("project__department", "node_pool")
             .get(pk=quota.pk)
         )
-        if quota.project_id and not can(actor, Action.MANAGE_PROJECTS, quota.project):
+        if quota.project is not None and not can(actor, Action.MANAGE_PROJECTS, quota.project):
             department = quota.project.department
             if not department.min_project_weight <= weight <= department.max_project_weight:
                 raise ValidationError({"over_quota_weight": (
@@ -427,6 +428,7 @@ def quota_delete(*, actor: Any, quota: Quota) -> None:
         _require(actor, Action.MANAGE_PROJECTS, quota.project)
     else:
         _require(actor, Action.MANAGE, quota.department)
+        assert quota.department_id is not None  # a stored quota has exactly one owner (its check constraint)
         if Quota.objects.filter(project__department_id=quota.department_id, node_pool_id=quota.node_pool_id).exists():
             raise ValidationError("The department's projects still have quotas on this pool; remove those first.")
     with transaction.atomic():

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_http_methods
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.forms import apply_service_errors
-from apps.core.http import parse_id
+from apps.core.http import AuthenticatedRequest, parse_id
 
 from . import selectors, services
 from .forms import (
@@ -212,7 +212,7 @@ def department_delete(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def department_quotas(request: HttpRequest, slug: str) -> HttpResponse:
+def department_quotas(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     """The editable quota table; htmx posts re-check the proposal, a plain post saves it."""
     department = _visible_department(request, slug)
     access.require(request.user, Action.MANAGE_PROJECTS, department)
@@ -360,7 +360,7 @@ def _weight_projects(user: Any) -> Any:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def weights(request: HttpRequest) -> HttpResponse:
+def weights(request: AuthenticatedRequest) -> HttpResponse:
     """Over-quota weights and default priority class of the projects in the user's EDIT_WEIGHT scope."""
     user = request.user
     if not access.can_anywhere(user, Action.EDIT_WEIGHT):
@@ -374,7 +374,7 @@ def weights(request: HttpRequest) -> HttpResponse:
     })
 
 
-def _weights_post(request: HttpRequest) -> HttpResponse:
+def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
     """One change (a weight or the default priority class) of one project; the row re-renders with the outcome."""
     user = request.user
     status: dict[str, Any] = {}
@@ -421,7 +421,7 @@ def _weights_post(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def audit(request: HttpRequest) -> HttpResponse:
+def audit(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW_AUDIT):
         raise PermissionDenied("You may not read the audit log.")
@@ -451,7 +451,7 @@ def audit(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def cluster_sync(request: HttpRequest) -> HttpResponse:
+def cluster_sync(request: AuthenticatedRequest) -> HttpResponse:
     """Admins see what the last reconciles changed in Kueue, or why they failed, and can ask for one now."""
     access.require(request.user, Action.MANAGE)
     if request.method == "POST":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.utils import timezone
@@ -18,20 +18,36 @@ from .reports import MAX_SPAN, Filters, Group, HolderFilters, Window, month_wind
 MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
 
+class _SlugChoiceField(forms.ModelChoiceField):
+    """Rows offered by their slug."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return obj.slug
+
+
+class _UsernameChoiceField(forms.ModelChoiceField):
+    """Users offered by their login name."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return obj.username
+
+
 class _ScopeForm(forms.Form):
     error_css_class = "field-error"
 
-    project = forms.ModelChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(all visible)")
-    user = forms.ModelChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(everyone)",
-                                  to_field_name="username")
+    project = _SlugChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(all visible)")
+    user = _UsernameChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(everyone)",
+                                to_field_name="username")
 
     def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.viewer = viewer
-        self.fields["project"].queryset = projects_for(viewer, Action.VIEW).order_by("slug")
-        self.fields["project"].label_from_instance = lambda project: project.slug
-        self.fields["user"].queryset = visible_users(viewer)
-        self.fields["user"].label_from_instance = lambda person: person.username
+        self.choice_field("project").queryset = projects_for(viewer, Action.VIEW).order_by("slug")
+        self.choice_field("user").queryset = visible_users(viewer)
+
+    def choice_field(self, name: str) -> forms.ModelChoiceField:
+        """A declared model-choice field of this form, typed as one (self.fields holds plain Fields)."""
+        return cast(forms.ModelChoiceField, self.fields[name])
 
 
 class ReportFilterForm(_ScopeForm):
@@ -44,21 +60,21 @@ class ReportFilterForm(_ScopeForm):
                             help_text="A calendar month, e.g. 2026-03.")
     start = forms.DateField(required=False, label="Or from", widget=forms.DateInput(attrs={"type": "date"}))
     end = forms.DateField(required=False, label="To (inclusive)", widget=forms.DateInput(attrs={"type": "date"}))
-    department = forms.ModelChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(all visible)")
-    node_pool = forms.ModelChoiceField(queryset=NodePool.objects.all(), required=False, empty_label="(all pools)",
-                                       label="Node pool", to_field_name="slug")
+    department = _SlugChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(all visible)")
+    node_pool = _SlugChoiceField(queryset=NodePool.objects.all(), required=False, empty_label="(all pools)",
+                                 label="Node pool", to_field_name="slug")
     field_order = ["group", "month", "start", "end", "department", "project", "user", "node_pool"]
 
     def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
         super().__init__(*args, viewer=viewer, **kwargs)
-        self.fields["department"].queryset = departments_for(viewer, Action.VIEW).order_by("slug")
-        self.fields["department"].label_from_instance = lambda department: department.slug
-        self.fields["department"].to_field_name = "slug"
-        self.fields["project"].to_field_name = "slug"
-        self.fields["node_pool"].label_from_instance = lambda pool: pool.slug
+        department = self.choice_field("department")
+        department.queryset = departments_for(viewer, Action.VIEW).order_by("slug")
+        department.to_field_name = "slug"
+        self.choice_field("project").to_field_name = "slug"
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         data["group"] = Group(data.get("group") or Group.PROJECT)
         start, end = data.get("start"), data.get("end")
         if start or end:
@@ -98,8 +114,8 @@ class ReportFilterForm(_ScopeForm):
 class HolderFilterForm(_ScopeForm):
     """One pool (the first by default), a window of date-times (the last 24 hours by default), project, user, labels."""
 
-    node_pool = forms.ModelChoiceField(queryset=NodePool.objects.all(), required=False, empty_label=None,
-                                       label="Node pool", to_field_name="slug")
+    node_pool = _SlugChoiceField(queryset=NodePool.objects.all(), required=False, empty_label=None,
+                                 label="Node pool", to_field_name="slug")
     start = forms.DateTimeField(required=False, label="From",
                                 widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     end = forms.DateTimeField(required=False, label="Until",
@@ -110,11 +126,11 @@ class HolderFilterForm(_ScopeForm):
 
     def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
         super().__init__(*args, viewer=viewer, **kwargs)
-        self.fields["project"].to_field_name = "slug"
-        self.fields["node_pool"].label_from_instance = lambda pool: pool.slug
+        self.choice_field("project").to_field_name = "slug"
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         end = data.get("end") or timezone.now()

@@ -172,7 +172,8 @@ class DurationSeconds(Func):
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
         duration = self.source_expressions[0]
         subtraction = getattr(duration, "expression", duration)
-        if getattr(subtraction, "connector", None) == "-" and hasattr(subtraction, "lhs"):
+        if (getattr(subtraction, "connector", None) == "-" and hasattr(subtraction, "lhs")
+                and hasattr(subtraction, "rhs")):
             lhs_sql, lhs_params = compiler.compile(subtraction.lhs)
             rhs_sql, rhs_params = compiler.compile(subtraction.rhs)
             return f"((julianday({lhs_sql}) - julianday({rhs_sql})) * 86400.0)", (*lhs_params, *rhs_params)

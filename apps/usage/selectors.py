@@ -110,8 +110,8 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
     cohorts: dict[tuple[str, int | None, int | None], int | None] = {}
     for cohort in CohortState.objects.filter(Q(department_id__in=department_ids, project__isnull=True) | Q(
             project_id__in=list(visible_projects))):
-        key = ("project", cohort.project_id) if cohort.project_id else ("department", cohort.department_id)
-        cohorts[(*key, cohort.node_pool_id)] = cohort.weighted_share
+        owner = ("project", cohort.project_id) if cohort.project_id else ("department", cohort.department_id)
+        cohorts[(*owner, cohort.node_pool_id)] = cohort.weighted_share
     pending_rows = list(Workload.objects.filter(status__in=WAITING, project__department_id__in=department_ids).values(
         "project_id", "project__department_id", "node_pool_id").annotate(units=Sum(_units_expression())).order_by())
     pending = {(row["project_id"], row["node_pool_id"]): row["units"] or 0 for row in pending_rows}
@@ -121,7 +121,7 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
 
     project_quota = {(q.project_id, q.node_pool_id): q for q in quotas if q.project_id}
     department_quota = {(q.department_id, q.node_pool_id): q for q in quotas if q.department_id}
-    project_of = {q.project_id: q.project for q in quotas if q.project_id}
+    project_of = {q.project_id: q.project for q in quotas if q.project is not None}
     used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     department_used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from apps.accounts import access
 from apps.accounts.access import Action
-from apps.core.http import conditional_poll, poll_etag
+from apps.core.http import AuthenticatedRequest, conditional_poll, poll_etag
 
 from . import selectors
 
 
 @login_required
 @require_GET
-def quota(request: HttpRequest) -> HttpResponse:
+def quota(request: AuthenticatedRequest) -> HttpResponse:
     """Per pool: bars, the cohort tree (cluster -> departments -> projects) and the table. Polls every 15 s while the
     tab is visible; each poll is a conditional GET answered 304 from four aggregates when nothing changed (full
     page loads skip those aggregates)."""

@@ -13,10 +13,12 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
+
+from apps.core.http import AuthenticatedRequest
 
 from . import reports
 from .forms_reports import HolderFilterForm, ReportFilterForm
@@ -47,7 +49,7 @@ def _window_slug(window: reports.Window) -> str:
 
 @login_required
 @require_GET
-def usage_reports(request: HttpRequest) -> HttpResponse:
+def usage_reports(request: AuthenticatedRequest) -> HttpResponse:
     form = ReportFilterForm(request.GET, viewer=request.user)
     report = None
     if form.is_valid():
@@ -71,7 +73,7 @@ def _form_errors(form: Any) -> HttpResponse:
 
 @login_required
 @require_GET
-def usage_reports_csv(request: HttpRequest) -> HttpResponse:
+def usage_reports_csv(request: AuthenticatedRequest) -> HttpResponse | StreamingHttpResponse:
     form = ReportFilterForm(request.GET, viewer=request.user)
     if not form.is_valid():
         return _form_errors(form)
@@ -83,7 +85,7 @@ def usage_reports_csv(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def usage_holders(request: HttpRequest) -> HttpResponse:
+def usage_holders(request: AuthenticatedRequest) -> HttpResponse:
     form = HolderFilterForm(request.GET, viewer=request.user)
     params = request.GET.copy()
     params.pop("page", None)
@@ -103,7 +105,7 @@ def usage_holders(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def usage_holders_csv(request: HttpRequest) -> HttpResponse:
+def usage_holders_csv(request: AuthenticatedRequest) -> HttpResponse | StreamingHttpResponse:
     form = HolderFilterForm(request.GET, viewer=request.user)
     if not form.is_valid():
         return _form_errors(form)

@@ -121,20 +121,22 @@ def explain_workloads(workloads: list[Workload]) -> dict[int, Explanation | None
     quotas = Quota.objects.filter(node_pool_id__in=pool_ids).filter(
         project_id__in=project_ids) | Quota.objects.filter(node_pool_id__in=pool_ids, department_id__in=department_ids)
     project_quota, department_quota = {}, {}
-    for quota in quotas:
-        if quota.project_id:
-            project_quota[(quota.project_id, quota.node_pool_id)] = quota
+    for row in quotas:
+        if row.project_id:
+            project_quota[(row.project_id, row.node_pool_id)] = row
         else:
-            department_quota[(quota.department_id, quota.node_pool_id)] = quota
+            department_quota[(row.department_id, row.node_pool_id)] = row
     queue_state: dict[str, ClusterQueueState] = {}
     project_used: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
     department_used: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
-    for state in ClusterQueueState.objects.filter(node_pool_id__in=pool_ids,
-                                                  project__department_id__in=department_ids).select_related(
+    for mirrored in ClusterQueueState.objects.filter(node_pool_id__in=pool_ids,
+                                                     project__department_id__in=department_ids).select_related(
             "project"):
-        queue_state[state.name] = state
-        project_used[(state.project_id, state.node_pool_id)] += state.used
-        department_used[(state.project.department_id, state.node_pool_id)] += state.used
+        # Both set: the filter above goes through project and node_pool.
+        assert mirrored.project is not None and mirrored.node_pool_id is not None
+        queue_state[mirrored.name] = mirrored
+        project_used[(mirrored.project.pk, mirrored.node_pool_id)] += mirrored.used
+        department_used[(mirrored.project.department_id, mirrored.node_pool_id)] += mirrored.used
     stopped_local = {(q.namespace, q.name): q for q in LocalQueueState.objects.filter(
         project_id__in=project_ids, active=False)}
     result: dict[int, Explanation | None] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -169,7 +169,7 @@ class WorkloadForm(StyledForm):
             if name not in keep:
                 del self.fields[name]
         self.order_fields(keep)
-        self.fields["project"].queryset = projects
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
 
     # --- parsing ---
 
@@ -253,7 +253,8 @@ def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tup
             initial["project"] = source.project_id
     if query.get("project"):
         initial["project"] = get_object_or_404(projects, slug=query["project"]).pk
-    project = projects.filter(pk=initial.get("project")).first() if initial.get("project") else projects.first()
+    project_id = initial.get("project")
+    project = projects.filter(pk=project_id).first() if project_id else projects.first()
     if project is not None:
         initial.setdefault("project", project.pk)
         if "node_pool" not in initial:
@@ -301,7 +302,8 @@ class WorkloadTemplateForm(StyledForm):
         return values
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         kind, values = data.get("kind"), data.get("values")
         if kind is None or values is None:
             return data
@@ -340,7 +342,8 @@ class WorkloadFilterForm(forms.Form):
     def __init__(self, *args: Any, projects: Any, offer_scope: bool, **kwargs: Any) -> None:
 
         super().__init__(*args, **kwargs)
-        self.fields["status"].choices = [("", "(any)"), ("live", "Live (not finished)"), *Status.choices]
-        self.fields["project"].queryset = projects
+        cast(forms.ChoiceField, self.fields["status"]).choices = [
+            ("", "(any)"), ("live", "Live (not finished)"), *Status.choices]
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
         if not offer_scope:
             del self.fields["scope"]

@@ -6,12 +6,18 @@ name derives from the row's id, so retries never duplicate it. Status follows DE
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.core import kueue_names
 from apps.org.models import NodePool, PriorityClass, Project
+
+if TYPE_CHECKING:
+    from .explain import Explanation
 
 MAX_GPUS_PER_POD = 64
 MAX_PODS = 512
@@ -116,6 +122,14 @@ class Workload(models.Model):
     access_project_path = "project_id"
     access_owner_path = "owner"
 
+    # Not columns: set on the rows a page or the API shows (selectors.annotate_live sets the first three; the list
+    # page sets may_stop; the API's detail sets preemption_list).
+    explanation: Explanation | None
+    position_label: str
+    runtime: timedelta | None
+    may_stop: bool
+    preemption_list: list[dict[str, Any]]
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
@@ -170,6 +184,9 @@ class WorkloadEvent(models.Model):
     details = models.JSONField(default=dict, blank=True, help_text="e.g. the preemptor of a preemption.")
     cluster_at = models.DateTimeField(null=True, blank=True,
                                       help_text="When the cluster says it happened (its own clock).")
+
+    # Not a column: selectors.workload_history sets it on preemption events (the preemption it records).
+    preemption: dict[str, Any] | None
 
     class Meta:
         ordering = ["at", "id"]

@@ -118,9 +118,9 @@ def pool_panel(*, project: Project, pool: NodePool, units: int | None, preemptib
 
 def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any) -> PoolPanel | None:
     """The side panel for whatever project, pool and size `source` (form data or initial values) names."""
-    project = projects.filter(pk=parse_id(source.get("project"))).first() if source.get("project") else None
-    project = project or projects.first()
-    pool = NodePool.objects.filter(pk=parse_id(source.get("node_pool"))).first() if source.get("node_pool") else None
+    project_id, pool_id = parse_id(source.get("project")), parse_id(source.get("node_pool"))
+    project = (projects.filter(pk=project_id).first() if project_id else None) or projects.first()
+    pool = NodePool.objects.filter(pk=pool_id).first() if pool_id else None
     if project is None or pool is None:
         return None
     sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
@@ -242,6 +242,7 @@ def project_queue(*, project: Project) -> ProjectQueue:
         figures[quota.node_pool_id] = PoolQuotaFigures(pool=quota.node_pool, deserved=quota.deserved,
                                                        limit=quota.limit)
     for state in ClusterQueueState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        assert state.node_pool_id is not None  # filtered by node_pool_id__in
         entry = figures[state.node_pool_id]
         entry.used += state.used
         entry.observed = True
@@ -250,6 +251,7 @@ def project_queue(*, project: Project) -> ProjectQueue:
         else:
             entry.used_elastic += state.used
     for cohort in CohortState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        assert cohort.node_pool_id is not None  # filtered by node_pool_id__in
         figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
     for workload in pending:  # demand as the dashboard counts it: what Kueue holds waiting (not yet submitted: no)
         if workload.node_pool_id in figures and workload.status in ("queued", "preempted"):

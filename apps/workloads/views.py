@@ -33,7 +33,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.forms import apply_service_errors
-from apps.core.http import conditional, conditional_poll, not_modified, parse_id, poll_etag
+from apps.core.http import AuthenticatedRequest, conditional, conditional_poll, not_modified, parse_id, poll_etag
 from apps.org.selectors import projects_for
 
 from . import logs, selectors, services
@@ -61,7 +61,7 @@ def _kind(kind: str) -> str:
     return kind
 
 
-def _live_check_data(request: HttpRequest) -> tuple[QueryDict, set[str]]:
+def _live_check_data(request: AuthenticatedRequest) -> tuple[QueryDict, set[str]]:
     """The posted data for a live check: priority class default applied, drafts for empty required text."""
     data = request.POST.copy()
     if "priority_class" in (data.get("_changed"), request.htmx.trigger_name):
@@ -81,7 +81,7 @@ def _live_check_data(request: HttpRequest) -> tuple[QueryDict, set[str]]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def submit(request: HttpRequest, kind: str) -> HttpResponse:
+def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
     user = request.user
     kind = _kind(kind)
     if not access.can_anywhere(user, Action.SUBMIT):
@@ -92,7 +92,7 @@ def submit(request: HttpRequest, kind: str) -> HttpResponse:
 
     if request.method == "GET":
         if request.htmx and "panel" in request.GET:
-            if request.GET.get("project") and not projects.filter(pk=parse_id(request.GET["project"])).exists():
+            if request.GET.get("project") and not projects.filter(pk=parse_id(request.GET["project"]) or 0).exists():
                 raise Http404("No such project.")
             return render(request, "workloads/partials/_pool_panel.html",
                           {"panel": selectors.submit_panel(kind=kind, projects=projects, source=request.GET)})
@@ -104,7 +104,7 @@ def submit(request: HttpRequest, kind: str) -> HttpResponse:
         form = WorkloadForm(initial=initial, kind=kind, projects=projects)
         return _submit_page(request, kind, form, projects, initial, source=source, template=template)
 
-    if request.POST.get("project") and not projects.filter(pk=parse_id(request.POST["project"])).exists():
+    if request.POST.get("project") and not projects.filter(pk=parse_id(request.POST["project"]) or 0).exists():
         raise Http404("No such project.")
     source = None
     if request.POST.get("resubmitted_from"):
@@ -155,7 +155,7 @@ def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: 
 
 @login_required
 @require_GET
-def workload_list(request: HttpRequest) -> HttpResponse:
+def workload_list(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW):
         raise PermissionDenied("You may not see workloads anywhere.")
@@ -193,7 +193,7 @@ def _visible(request: HttpRequest, pk: int) -> Workload:
 
 @login_required
 @require_GET
-def detail(request: HttpRequest, pk: int) -> HttpResponse:
+def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     user = request.user
     workload = _visible(request, pk)
     etag = None
@@ -228,7 +228,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def project_queue(request: HttpRequest, slug: str) -> HttpResponse:
+def project_queue(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     """A project's pending work in queue order, its admitted and running work, and its quota per pool.
 
     Anyone who may view the project sees every row (the access module lets project members see the project's

@@ -138,7 +138,7 @@ class Launched:
         env.update(PORTAL_RUN_DIR=str(run_dir), DATABASE_URL=f"sqlite:///{run_dir / 'portal.sqlite3'}",
                    PORTAL_PORT=str(self.port), KUBESIM_PORT=str(_free_port()), WEB_CONCURRENCY="1",
                    PORTAL_RESTART_BACKOFF="0.5", PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(  # noqa: S603 - this interpreter running our launcher
+        self.process = subprocess.Popen(
             [sys.executable, "-m", "portal.launcher"], env=env, cwd=launcher.BASE_DIR, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []

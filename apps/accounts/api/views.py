@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
@@ -17,6 +17,10 @@ from apps.core.api import ServiceViewSet
 
 from .serializers import MeSerializer, RoleBindingSerializer
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from rest_framework.serializers import BaseSerializer
+
 _BINDING_RELATIONS = ("user", "group", "department", "project")
 
 
@@ -25,7 +29,7 @@ class MeView(APIView):
 
     @extend_schema(responses=MeSerializer)
     def get(self, request: Request) -> Response:
-        user = request.user
+        user = cast("User", request.user)  # IsAuthenticated (the default permission) admits signed-in users only
         bindings = bindings_for(user).select_related(*_BINDING_RELATIONS)
         return Response(MeSerializer({
             "id": user.pk, "username": user.get_username(), "first_name": user.first_name,
@@ -51,7 +55,7 @@ class RoleBindingViewSet(ServiceViewSet):
     def may_change(self, obj: Any) -> bool:
         return can_anywhere(self.request.user, Action.MANAGE_MEMBERS)
 
-    def perform_create(self, serializer: RoleBindingSerializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[RoleBinding]) -> None:
         serializer.instance = services.role_binding_create(actor=self.request.user, **serializer.validated_data)
 
     def perform_destroy(self, instance: RoleBinding) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
@@ -12,6 +12,9 @@ from apps.core.models import AuditEvent
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import departments_for, projects_for
 from apps.org.validators import validate_label_key, validate_label_value
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -72,7 +75,7 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
 class OwnedQuotaSerializer(ShapeOnlyModelSerializer):
     """A quota as listed under its department or project."""
 
-    node_pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Quota
@@ -147,7 +150,7 @@ class PriorityClassSerializer(ShapeOnlyModelSerializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    actor: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = AuditEvent

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
@@ -32,6 +32,11 @@ from .serializers import (
     QuotaUpdateSerializer,
 )
 
+if TYPE_CHECKING:
+    from rest_framework.serializers import BaseSerializer
+
+    from apps.org.models import Department, Project
+
 
 def _owned_quotas() -> Prefetch:
     return Prefetch("quotas", queryset=Quota.objects.select_related("node_pool"))
@@ -49,10 +54,11 @@ class NodePoolViewSet(ServiceViewSet):
     def may_change(self, obj: NodePool) -> bool:
         return can(self.request.user, Action.MANAGE, obj)
 
-    def perform_create(self, serializer: NodePoolSerializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[NodePool]) -> None:
         serializer.instance = services.node_pool_create(actor=self.request.user, **serializer.validated_data)
 
-    def perform_update(self, serializer: NodePoolSerializer) -> None:
+    def perform_update(self, serializer: BaseSerializer[NodePool]) -> None:
+        assert serializer.instance is not None  # update() built the serializer on get_object()
         serializer.instance = services.node_pool_update(
             actor=self.request.user, node_pool=serializer.instance, **serializer.validated_data
         )
@@ -75,10 +81,11 @@ class DepartmentViewSet(ServiceViewSet):
     def may_change(self, obj: Any) -> bool:
         return can(self.request.user, Action.MANAGE, obj)
 
-    def perform_create(self, serializer: DepartmentSerializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[Department]) -> None:
         serializer.instance = services.department_create(actor=self.request.user, **serializer.validated_data)
 
-    def perform_update(self, serializer: DepartmentSerializer) -> None:
+    def perform_update(self, serializer: BaseSerializer[Department]) -> None:
+        assert serializer.instance is not None  # update() built the serializer on get_object()
         serializer.instance = services.department_update(
             actor=self.request.user, department=serializer.instance, **serializer.validated_data
         )
@@ -115,13 +122,14 @@ class ProjectViewSet(ServiceViewSet):
         action = Action.EDIT_WEIGHT if self.action == "partial_update" else Action.MANAGE_PROJECTS
         return can(self.request.user, action, obj)
 
-    def perform_create(self, serializer: ProjectSerializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[Project]) -> None:
         fields = dict(serializer.validated_data)
         serializer.instance = services.project_create(
             actor=self.request.user, department=fields.pop("department"), **fields
         )
 
-    def perform_update(self, serializer: ProjectSerializer) -> None:
+    def perform_update(self, serializer: BaseSerializer[Project]) -> None:
+        assert serializer.instance is not None  # update() built the serializer on get_object()
         changes = serializer.validated_data
         if set(changes) == {"default_priority_class"}:
             serializer.instance = services.project_defaults_set(
@@ -182,7 +190,7 @@ class QuotaViewSet(ServiceViewSet):
         action = Action.EDIT_WEIGHT if self.action == "partial_update" else Action.MANAGE_PROJECTS
         return can(self.request.user, action, obj.project)
 
-    def perform_create(self, serializer: QuotaSerializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[Quota]) -> None:
         serializer.instance = services.quota_create(actor=self.request.user, **serializer.validated_data)
 
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -219,10 +227,11 @@ class PriorityClassViewSet(ServiceViewSet):
     def may_change(self, obj: PriorityClass) -> bool:
         return can(self.request.user, Action.MANAGE, obj)
 
-    def perform_create(self, serializer: PriorityClassSerializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[PriorityClass]) -> None:
         serializer.instance = services.priority_class_create(actor=self.request.user, **serializer.validated_data)
 
-    def perform_update(self, serializer: PriorityClassSerializer) -> None:
+    def perform_update(self, serializer: BaseSerializer[PriorityClass]) -> None:
+        assert serializer.instance is not None  # update() built the serializer on get_object()
         serializer.instance = services.priority_class_update(
             actor=self.request.user, priority_class=serializer.instance, **serializer.validated_data
         )

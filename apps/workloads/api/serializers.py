@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
@@ -22,6 +22,9 @@ from apps.org.models import NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
 from apps.workloads.models import Kind, Workload
 from apps.workloads.selectors import workloads_for
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 # service / model field -> API field; labels are nested: (parent, child)
 API_FIELD_NAMES: dict[str, str | tuple[str, str]] = {
@@ -271,13 +274,15 @@ class WorkloadLabelsSerializer(serializers.Serializer):
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload as listed: what was asked and where it stands."""
 
-    project = serializers.PrimaryKeyRelatedField(read_only=True)
-    project_slug = serializers.SlugRelatedField(source="project", slug_field="slug", read_only=True)
+    project: serializers.PrimaryKeyRelatedField[Project] = serializers.PrimaryKeyRelatedField(read_only=True)
+    project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        source="project", slug_field="slug", read_only=True)
     namespace = serializers.CharField(source="project.namespace", read_only=True)
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     owner_id = serializers.IntegerField(read_only=True)
-    node_pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True)
     env = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), read_only=True)
     command = serializers.ListField(child=serializers.CharField(), read_only=True)
     args = serializers.ListField(child=serializers.CharField(), read_only=True)
@@ -288,8 +293,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
     pod_count = serializers.IntegerField(read_only=True)
     gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted.")
     queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
-    stop_requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-    resubmitted_from = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    stop_requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True)
+    resubmitted_from: serializers.PrimaryKeyRelatedField[Workload] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True)
 
     class Meta:
         model = Workload
@@ -354,7 +361,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         read_only_fields = fields
 
     @extend_schema_field(QueuePositionSerializer(allow_null=True))
-    def get_queue_position(self, workload: Workload) -> dict[str, int] | None:
+    def get_queue_position(self, workload: Workload) -> dict[str, int | None] | None:
         if workload.status != "queued" or workload.queue_position_local is None:
             return None
         return {"local_queue": workload.queue_position_local, "cluster_queue": workload.queue_position_cluster}
@@ -379,4 +386,5 @@ class WorkloadDetailSerializer(WorkloadSerializer):
 
     @extend_schema_field(PreemptionSerializer(many=True))
     def get_preemptions(self, workload: Workload) -> list[dict[str, Any]]:
-        return PreemptionSerializer(getattr(workload, "preemption_list", []), many=True).data
+        # The stubs type Serializer(many=True) as the Serializer (data: ReturnDict); DRF returns a ListSerializer.
+        return PreemptionSerializer(getattr(workload, "preemption_list", []), many=True).data  # type: ignore[return-value]

@@ -131,6 +131,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         user = request.user
         serializer = self.get_serializer(data=request.data)
+        assert isinstance(serializer, WorkloadSubmitSerializer)  # get_serializer_class() for "create"
         # The project first: a project the user sees but may not submit to is a 403 whatever else is wrong.
         if isinstance(request.data, Mapping) and "project" in request.data:
             try:

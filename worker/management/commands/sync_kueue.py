@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.org import services as org_services
 from worker.gateway import ClusterError, gateway
@@ -8,7 +8,7 @@ from worker.kueue_sync import as_yaml, desired_from_database, reconcile
 class Command(BaseCommand):
     help = "Reconcile Kueue's objects with the organisation once and print what changed (--dry-run: print YAML)."
 
-    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dry-run", action="store_true",
                             help="print every desired object as a YAML stream without contacting a cluster")
 

@@ -1,6 +1,6 @@
 import signal
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from worker.gateway import gateway
 from worker.watcher import Watcher
@@ -9,7 +9,7 @@ from worker.watcher import Watcher
 class Command(BaseCommand):
     help = "Mirror the cluster into the database until stopped: Jobs, Kueue Workloads, queues, queue positions."
 
-    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--resync-seconds", type=float, default=300.0, help="full relist period")
         parser.add_argument("--positions-seconds", type=float, default=2.0, help="queue position refresh period")
 
