@@ -51,6 +51,13 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, describe=N
     raise AssertionError(f"condition not met within {timeout}s{detail}")
 
 
+def kueue_workload(cluster, workload):
+    """Kueue's Workload object for a portal workload's Job (None until Kueue made one)."""
+    items = cluster.list("Workload", namespace=workload.project.namespace,
+                         label_selector=f"kueue.x-k8s.io/job-uid={workload.k8s_uid}")
+    return items[0] if items else None
+
+
 @pytest.fixture
 def watcher(cluster, transactional_db):
     """The real watcher, in threads of this process, against the test's kubesim."""
