@@ -9,6 +9,7 @@ from django.urls import reverse
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload
+from tests.factories import NodePoolFactory
 
 from .helpers import all_errors, field_errors, preemptible_checked, submit_payload
 
@@ -22,7 +23,7 @@ def url(kind: str = "training") -> str:
 @pytest.fixture
 def b200(people):
     """A pool no project has quota on."""
-    return NodePool.objects.create(slug="b200", name="B200", gpu_resource="nvidia.com/gpu", capacity=8)
+    return NodePoolFactory(slug="b200", name="B200")
 
 
 # --- success ------------------------------------------------------------------------------------------------------
