@@ -22,6 +22,38 @@ def cluster(kubesim):
 
 
 @pytest.fixture
+def synced(demo, cluster):
+    """The demo organisation (inside this test's transaction) reconciled into the cluster; the worker's gateway."""
+    from worker.kueue_sync import desired_from_database, reconcile
+
+    reconcile(cluster, desired_from_database())
+    return cluster
+
+
+@pytest.fixture
+def org(cluster, transactional_db):
+    """For tests with the real worker or watcher threads (committed rows): the demo organisation seeded and
+    reconciled into the cluster; username -> user."""
+    from django.contrib.auth import get_user_model
+
+    from apps.org.demo import seed_demo
+    from worker.kueue_sync import desired_from_database, reconcile
+
+    seed_demo()
+    reconcile(cluster, desired_from_database())
+    return {user.username: user for user in get_user_model().objects.all()}
+
+
+def signed_in(user):
+    """A Django test client signed in as `user`."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def celery_worker(transactional_db, settings):
     """A real Celery worker (thread, solo pool) consuming this run's queue on the configured broker."""
     from celery.contrib.testing.worker import start_worker

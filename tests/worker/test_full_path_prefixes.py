@@ -5,7 +5,6 @@ admits, the watcher mirrors it, and "why am I waiting" still finds the queue's n
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.test import Client
 from django.urls import reverse
 
 from apps.cluster.models import ClusterQueueState
@@ -13,7 +12,7 @@ from apps.org.demo import seed_demo
 from apps.workloads.explain import QUOTA, explain_workloads
 from apps.workloads.models import Status, Workload
 from tests.api_support import call
-from tests.worker.conftest import kueue_workload, wait_for
+from tests.worker.conftest import kueue_workload, signed_in, wait_for
 from worker.kueue_sync import desired_from_database, read_owned, reconcile
 
 pytestmark = pytest.mark.slow
@@ -33,9 +32,7 @@ def prefixed(settings, cluster, transactional_db):
     call_command("flush", interactive=False, verbosity=0)
     seed_demo()
     reconcile(cluster, desired_from_database())
-    client = Client()
-    client.force_login(get_user_model().objects.get(username="alice"))
-    return client
+    return signed_in(get_user_model().objects.get(username="alice"))
 
 
 def submit(client, name: str, gpus: int) -> Workload:

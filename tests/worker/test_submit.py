@@ -7,13 +7,6 @@ from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.worker.conftest import kueue_workload, wait_for
 from worker import tasks
-from worker.kueue_sync import desired_from_database, reconcile
-
-
-@pytest.fixture
-def synced(demo, cluster):
-    reconcile(cluster, desired_from_database())
-    return cluster
 
 
 def submit(user, *, project="vision", pool="h100", gpus=1, kind=Kind.TRAINING, preemptible=True, **extra):
