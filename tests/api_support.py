@@ -7,8 +7,6 @@ from typing import Any
 from django.test import Client
 
 API = "/api/v1/"
-USERS = ["admin", "deptadmin", "lead", "alice", "bob", "carol", "viewer"]
-
 
 def call(client: Client, method: str, path: str, body: dict[str, Any] | None = None, **extra: Any) -> Any:
     """One API call; `path` is relative to /api/v1/."""

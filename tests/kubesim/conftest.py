@@ -89,6 +89,30 @@ def cluster_queue(name: str, **spec: object) -> dict:
     }
 
 
+def local_queue_body(name: str, cluster_queue: str) -> dict:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": name},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def workload_body(name: str, queue: str = "lq") -> dict:
+    """A Kueue Workload of one busybox pod."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name},
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+            ],
+        },
+    }
+
+
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.kubesim.conftest import KUEUE, cluster_queue, job_body, pod_body, raw
+from tests.kubesim.conftest import KUEUE, cluster_queue, job_body, local_queue_body, pod_body, raw, workload_body
 
 
 def _status(exc: ApiException) -> dict:
@@ -208,12 +208,7 @@ def test_kueue_objects_crud(api, ns):
         *KUEUE,
         ns,
         "localqueues",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq"},
-            "spec": {"clusterQueue": "crud-cq"},
-        },
+        local_queue_body("lq", "crud-cq"),
     )
     co.create_cluster_custom_object(
         *KUEUE,
@@ -230,21 +225,7 @@ def test_kueue_objects_crud(api, ns):
         *KUEUE,
         ns,
         "workloads",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": "wl"},
-            "spec": {
-                "queueName": "lq",
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 1,
-                        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
-                    }
-                ],
-            },
-        },
+        workload_body("wl"),
     )
     assert wl["spec"]["active"] is True  # schema default
     cq = co.get_cluster_custom_object(*KUEUE, "clusterqueues", "crud-cq")
@@ -346,21 +327,7 @@ def test_table_for_kubectl(api, ks, ns):
         *KUEUE,
         ns,
         "workloads",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": "tbl"},
-            "spec": {
-                "queueName": "lq",
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 1,
-                        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
-                    }
-                ],
-            },
-        },
+        workload_body("tbl"),
     )
     ks.advance(150)
     resp = api.client.rest_client.pool_manager.request(

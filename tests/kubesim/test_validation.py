@@ -15,7 +15,7 @@ from kubesim import cel, validation
 from kubesim.resources import KUEUE as KUEUE_RESOURCES
 from kubesim.resources import crd_schema
 from kubesim.testing import serve
-from tests.kubesim.conftest import KUEUE, cluster_queue, http, job_body, pod_body, raw
+from tests.kubesim.conftest import KUEUE, cluster_queue, http, job_body, local_queue_body, pod_body, raw
 
 CRDS = Path("/work/shared/reference/kueue-crds")
 
@@ -134,12 +134,7 @@ def test_cel_rules(api, ns):
 
 
 def test_transition_rule_localqueue_cluster_queue_is_immutable(api, ns):
-    lq = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "LocalQueue",
-        "metadata": {"name": "lq"},
-        "spec": {"clusterQueue": "a"},
-    }
+    lq = local_queue_body("lq", "a")
     api.custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", lq)
     with pytest.raises(ApiException) as err:
         api.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "lq", {"spec": {"clusterQueue": "b"}})

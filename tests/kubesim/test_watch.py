@@ -9,7 +9,7 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from tests.kubesim.conftest import pod_body
+from tests.kubesim.conftest import local_queue_body, pod_body
 
 
 def _events(api, ns: str, **kwargs) -> list[tuple[str, str]]:
@@ -117,12 +117,7 @@ def test_watch_on_custom_objects(api, ns):
         *KUEUE,
         ns,
         "localqueues",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": "wq"},
-            "spec": {"clusterQueue": "any"},
-        },
+        local_queue_body("wq", "any"),
     )
     w = watch.Watch()
     events = list(

@@ -22,6 +22,38 @@ def cluster(kubesim):
 
 
 @pytest.fixture
+def synced(demo, cluster):
+    """The demo organisation (inside this test's transaction) reconciled into the cluster; the worker's gateway."""
+    from worker.kueue_sync import desired_from_database, reconcile
+
+    reconcile(cluster, desired_from_database())
+    return cluster
+
+
+@pytest.fixture
+def org(cluster, transactional_db):
+    """For tests with the real worker or watcher threads (committed rows): the demo organisation seeded and
+    reconciled into the cluster; username -> user."""
+    from django.contrib.auth import get_user_model
+
+    from apps.org.demo import seed_demo
+    from worker.kueue_sync import desired_from_database, reconcile
+
+    seed_demo()
+    reconcile(cluster, desired_from_database())
+    return {user.username: user for user in get_user_model().objects.all()}
+
+
+def signed_in(user):
+    """A Django test client signed in as `user`."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def celery_worker(transactional_db, settings):
     """A real Celery worker (thread, solo pool) consuming this run's queue on the configured broker."""
     from celery.contrib.testing.worker import start_worker
@@ -49,6 +81,13 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, describe=N
         time.sleep(interval)
     detail = f": {describe()}" if describe else ""
     raise AssertionError(f"condition not met within {timeout}s{detail}")
+
+
+def kueue_workload(cluster, workload):
+    """Kueue's Workload object for a portal workload's Job (None until Kueue made one)."""
+    items = cluster.list("Workload", namespace=workload.project.namespace,
+                         label_selector=f"kueue.x-k8s.io/job-uid={workload.k8s_uid}")
+    return items[0] if items else None
 
 
 @pytest.fixture

@@ -1,17 +1,9 @@
 """A submission through the API becomes the Job it describes: quantities, env, labels and queue survive the trip."""
 
-import pytest
 
 from apps.workloads.models import Status, Workload
 from tests.api_support import call
 from worker import tasks
-from worker.kueue_sync import desired_from_database, reconcile
-
-
-@pytest.fixture
-def synced(demo, cluster):
-    reconcile(cluster, desired_from_database())
-    return cluster
 
 
 def test_api_submission_becomes_the_job_it_describes(synced, client_for, kubesim, django_capture_on_commit_callbacks):

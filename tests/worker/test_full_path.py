@@ -4,35 +4,21 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.org.demo import seed_demo
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.apps.workloads.helpers import submit_payload
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import kueue_workload, signed_in, wait_for
 from worker import tasks
-from worker.kueue_sync import desired_from_database, reconcile
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def alice(cluster, transactional_db):
-    seed_demo()
-    reconcile(cluster, desired_from_database())
-    client = Client()
-    client.force_login(get_user_model().objects.get(username="alice"))
-    return client
-
-
-def kueue_workload(cluster, workload):
-    items = cluster.list("Workload", namespace=workload.project.namespace,
-                         label_selector=f"kueue.x-k8s.io/job-uid={workload.k8s_uid}")
-    return items[0] if items else None
+def alice(org):
+    return signed_in(org["alice"])
 
 
 @pytest.mark.parametrize(("preemptible", "queue"), [(True, "elastic-h100"), (False, "guaranteed-h100")])

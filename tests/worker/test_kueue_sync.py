@@ -14,28 +14,28 @@ def versions(gw):
 
 
 @pytest.fixture
-def synced(demo, cluster):
+def first_sync(demo, cluster):
     first = reconcile(cluster, desired_from_database())
     return first
 
 
-def test_first_run_creates_every_object(synced, cluster):
+def test_first_run_creates_every_object(first_sync, cluster):
     desired = desired_from_database()
-    assert len(synced.changes) == len(desired) == 115
-    assert all(change.startswith("created ") for change in synced.changes)
+    assert len(first_sync.changes) == len(desired) == 115
+    assert all(change.startswith("created ") for change in first_sync.changes)
     queue = cluster.get("ClusterQueue", "proj-vision-h100-guaranteed")
     assert queue["spec"]["cohortName"] == "proj-vision-h100"
     local = cluster.get("LocalQueue", "elastic-h100", namespace="proj-vision")
     assert local["spec"]["clusterQueue"] == "proj-vision-h100-elastic"
 
 
-def test_second_run_writes_nothing(synced, cluster):
+def test_second_run_writes_nothing(first_sync, cluster):
     before = versions(cluster)
     assert reconcile(cluster, desired_from_database()).changes == []
     assert versions(cluster) == before
 
 
-def test_weight_change_touches_exactly_one_object(synced, cluster, demo):
+def test_weight_change_touches_exactly_one_object(first_sync, cluster, demo):
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
     services.quota_weight_set(actor=demo["lead"], quota=quota, over_quota_weight=Decimal("3.5"))
     before = versions(cluster)
@@ -47,7 +47,7 @@ def test_weight_change_touches_exactly_one_object(synced, cluster, demo):
     assert cluster.get("Cohort", "proj-vision-h100")["spec"]["fairSharing"]["weight"] in ("3.5", 3.5)
 
 
-def test_hand_made_drift_is_repaired(synced, cluster):
+def test_hand_made_drift_is_repaired(first_sync, cluster):
     queue = cluster.get("ClusterQueue", "proj-nlp-h100-guaranteed")
     queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 9
     queue["spec"]["preemption"]["withinClusterQueue"] = "LowerPriority"
@@ -61,7 +61,7 @@ def test_hand_made_drift_is_repaired(synced, cluster):
     assert repaired["preemption"]["withinClusterQueue"] == "Never"
 
 
-def test_objects_not_owned_by_the_portal_are_never_touched(synced, cluster):
+def test_objects_not_owned_by_the_portal_are_never_touched(first_sync, cluster):
     foreign = cluster.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
                               "metadata": {"name": "someone-elses", "labels": {"team": "infra"}},
                               "spec": {"namespaceSelector": {}, "resourceGroups": []}})
@@ -76,7 +76,7 @@ def test_objects_not_owned_by_the_portal_are_never_touched(synced, cluster):
         assert after["spec"] == before["spec"]
 
 
-def test_moving_quota_shrinks_before_it_grows(synced, cluster, demo):
+def test_moving_quota_shrinks_before_it_grows(first_sync, cluster, demo):
     h100 = NodePool.objects.get(slug="h100")
     services.quota_set(actor=demo["admin"], node_pool=h100, project=Project.objects.get(slug="vision"),
                        deserved=2, limit=8, over_quota_weight=2)
@@ -87,7 +87,7 @@ def test_moving_quota_shrinks_before_it_grows(synced, cluster, demo):
         result.changes.index("updated ClusterQueue proj-nlp-h100-guaranteed")
 
 
-def test_removed_project_objects_are_deleted_children_first(synced, cluster, demo):
+def test_removed_project_objects_are_deleted_children_first(first_sync, cluster, demo):
     project = services.project_create(actor=demo["admin"], department=Department.objects.get(slug="research"),
                                       slug="speech", name="Speech")
     services.quota_set(actor=demo["admin"], node_pool=NodePool.objects.get(slug="l40s-shared"), project=project,

@@ -4,33 +4,16 @@ project queue shows positions in order, and the worker's log tail reads the pods
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django.urls import reverse
 
 from apps.cluster.models import ClusterQueueState
-from apps.org.demo import seed_demo
 from apps.workloads import logs
 from apps.workloads.models import Status, Workload, WorkloadLogTail
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import signed_in, wait_for
 from tests.worker.test_watcher import positions, status_of, submit
 from worker import tasks
-from worker.kueue_sync import desired_from_database, reconcile
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def org(cluster, transactional_db):
-    seed_demo()
-    reconcile(cluster, desired_from_database())
-    return {user.username: user for user in get_user_model().objects.all()}
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _total(status: dict) -> Decimal:

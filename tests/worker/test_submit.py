@@ -5,15 +5,8 @@ import pytest
 from apps.org.models import NodePool, Project
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import kueue_workload, wait_for
 from worker import tasks
-from worker.kueue_sync import desired_from_database, reconcile
-
-
-@pytest.fixture
-def synced(demo, cluster):
-    reconcile(cluster, desired_from_database())
-    return cluster
 
 
 def submit(user, *, project="vision", pool="h100", gpus=1, kind=Kind.TRAINING, preemptible=True, **extra):
@@ -22,12 +15,6 @@ def submit(user, *, project="vision", pool="h100", gpus=1, kind=Kind.TRAINING, p
         image="pytorch/pytorch:2.4.0", command=extra.pop("command", ["sleep", "600"]),
         node_pool=NodePool.objects.get(slug=pool), gpus=gpus, model_label="resnet", data_class="public",
         preemptible=preemptible, **extra)
-
-
-def kueue_workload(cluster, workload):
-    items = cluster.list("Workload", namespace=workload.project.namespace,
-                         label_selector=f"kueue.x-k8s.io/job-uid={workload.k8s_uid}")
-    return items[0] if items else None
 
 
 def condition(obj, kind):

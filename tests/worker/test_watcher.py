@@ -1,10 +1,8 @@
 """The watcher against kubesim's manual clock: statuses, events, positions, preemption, restarts."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from apps.cluster.models import ClusterQueueState
-from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
 from apps.usage.models import UsageInterval
 from apps.workloads import services
@@ -13,17 +11,9 @@ from apps.workloads.history import preemptions
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.worker.conftest import wait_for
 from worker import tasks
-from worker.kueue_sync import desired_from_database, reconcile
 from worker.watcher import Watcher
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def org(cluster, transactional_db):
-    seed_demo()
-    reconcile(cluster, desired_from_database())
-    return {user.username: user for user in get_user_model().objects.all()}
 
 
 def submit(kubesim, user, *, project="vision", gpus=4, preemptible=True, seconds=600, name="run"):

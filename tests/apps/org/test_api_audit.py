@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from apps.core.models import AuditEvent
+from tests.access_matrix import fill_ids
 from tests.api_support import call, demo_ids
 
 # (username, method, path, body, action, scope key, before subset, after subset); None = that side is absent
@@ -68,14 +69,6 @@ def ids(demo) -> dict[str, int]:
     return found
 
 
-def _fill(value: Any, ids: dict[str, int]) -> Any:
-    if isinstance(value, dict):
-        return {key: _fill(item, ids) for key, item in value.items()}
-    if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
-        return ids[value[1:-1]]
-    return value
-
-
 @pytest.mark.parametrize(
     ("username", "method", "path", "body", "action", "scope", "before", "after"),
     [pytest.param(*change, id=f"{change[4]}-by-{change[0]}") for change in CHANGES],
@@ -86,7 +79,7 @@ def test_privileged_change_is_audited(client_for, demo, ids, username, method, p
 
     research_id = ids["research"]
     last = AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first()
-    response = call(client_for(username), method, path.format(**ids), _fill(body, ids))
+    response = call(client_for(username), method, path.format(**ids), fill_ids(body, ids))
     assert response.status_code in {200, 201, 204}, response.content
 
     events = list(AuditEvent.objects.filter(pk__gt=last).order_by("pk"))
@@ -97,11 +90,11 @@ def test_privileged_change_is_audited(client_for, demo, ids, username, method, p
     if before is None:
         assert event.before is None
     else:
-        assert event.before.items() >= _fill(before, ids).items()
+        assert event.before.items() >= fill_ids(before, ids).items()
     if after is None:
         assert event.after is None
     else:
-        assert event.after.items() >= _fill(after, ids).items()
+        assert event.after.items() >= fill_ids(after, ids).items()
     if scope == "project":
         assert event.project_id is not None
         assert event.department_id == Project.objects.get(pk=event.project_id).department_id

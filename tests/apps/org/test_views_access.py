@@ -13,16 +13,9 @@ from django.urls import reverse
 from apps.accounts.models import RoleBinding
 from apps.org import services
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
+from tests.access_matrix import USERS, row
 
 from .view_helpers import pool_payload, quota_payload
-
-USERS = ("admin", "deptadmin", "lead", "alice", "bob", "carol", "viewer")
-
-
-def row(*statuses: int) -> dict[str, int]:
-    assert len(statuses) == len(USERS)
-    return dict(zip(USERS, statuses, strict=True))
-
 
 ALL = row(200, 200, 200, 200, 200, 200, 200)
 ADMIN_ONLY = row(200, 403, 403, 403, 403, 403, 403)

@@ -8,6 +8,7 @@ from typing import Any
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.usage.models import UsageInterval
 from apps.workloads.models import Workload
+from tests.factories import WorkloadFactory
 
 
 def at(text: str) -> datetime:
@@ -17,11 +18,10 @@ def at(text: str) -> datetime:
 
 def workload(owner: Any, *, project: str = "vision", pool: str = "h100", name: str = "run", gpus: int = 1,
              model_label: str = "resnet", data_class: str = "public", preemptible: bool = True) -> Workload:
-    return Workload.objects.create(
-        project=Project.objects.get(slug=project), owner=owner, kind="training", name=name,
-        image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug=pool), gpus=gpus,
-        priority_class=PriorityClass.objects.get(name="train"), preemptible=preemptible, model_label=model_label,
-        data_class=data_class, status="running")
+    return WorkloadFactory(
+        project=Project.objects.get(slug=project), owner=owner, name=name, node_pool=NodePool.objects.get(slug=pool),
+        gpus=gpus, priority_class=PriorityClass.objects.get(name="train"), preemptible=preemptible,
+        model_label=model_label, data_class=data_class, status="running")
 
 
 def interval(work: Workload, start: str, end: str | None, *, units: int | None = None,

@@ -12,9 +12,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import transaction
 
-from tests.api_support import USERS, call, demo_ids
+from tests.access_matrix import USERS, as_every_user, fill_ids, matrix_params
+from tests.api_support import call, demo_ids
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
 STOP_TASK = "worker.tasks.workload_stop"
@@ -482,14 +482,6 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
 ]
 
 
-def _fill(value: Any, ids: dict[str, int]) -> Any:
-    if isinstance(value, dict):
-        return {key: _fill(item, ids) for key, item in value.items()}
-    if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
-        return ids[value[1:-1]]
-    return value
-
-
 def _state() -> list[tuple]:
     from apps.core.models import AuditEvent
     from apps.workloads.models import Workload, WorkloadEvent
@@ -498,29 +490,19 @@ def _state() -> list[tuple]:
             WorkloadEvent.objects.count(), AuditEvent.objects.count()]
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "data", "expected"),
-    [pytest.param(method, path, data, dict(zip(USERS, codes, strict=True)), id=name)
-     for name, method, path, data, codes in MATRIX],
-)
+@pytest.mark.parametrize(("method", "path", "data", "expected"), matrix_params(MATRIX))
 def test_access_matrix(client_for, workloads, django_capture_on_commit_callbacks, method, path, data, expected):
     ids = {**demo_ids(), **workloads}
-    url, data = path.format(**ids), _fill(data, ids)
-    actual = {}
-    for username in USERS:
-        client = client_for(username)
-        with transaction.atomic():
-            before = _state()
-            with django_capture_on_commit_callbacks() as callbacks:
-                response = call(client, method, url, data)
-            actual[username] = response.status_code
-            if response.status_code >= 400:
-                assert _state() == before, f"{username}: a refused {method} changed something"
-                assert callbacks == [], f"{username}: a refused {method} enqueued something"
-            elif method == "POST":
-                assert len(callbacks) == 1
-            transaction.set_rollback(True)
-    assert actual == expected
+    url, data = path.format(**ids), fill_ids(data, ids)
+    clients = {username: client_for(username) for username in USERS}
+    outcomes = as_every_user(lambda username: call(clients[username], method, url, data), _state,
+                             django_capture_on_commit_callbacks)
+    for username, (code, callbacks) in outcomes.items():
+        if code >= 400:
+            assert callbacks == [], f"{username}: a refused {method} enqueued something"
+        elif method == "POST":
+            assert len(callbacks) == 1, f"{username}: an accepted {method} enqueued {len(callbacks)} tasks"
+    assert {username: code for username, (code, _) in outcomes.items()} == expected
 
 
 # --- query counts -------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from apps.workloads.explain import (
     explain_workloads,
 )
 from apps.workloads.models import Kind, Status, Workload
+from tests.factories import WorkloadFactory
 
 
 def queued(**overrides):
@@ -81,13 +82,10 @@ def test_explain_workloads_reads_the_mirror_in_fixed_queries(demo, django_assert
     vision = Project.objects.get(slug="vision")
     ClusterQueueState.objects.create(name="proj-vision-h100-guaranteed", project=vision, node_pool=pool,
                                      guaranteed=True, nominal=4, used=4, observed_at=timezone.now())
-    rows = []
-    for index in range(5):
-        rows.append(Workload.objects.create(
-            project=vision, owner=demo["alice"], kind=Kind.TRAINING, name=f"w{index}", image="x", node_pool=pool,
-            gpus=2, priority_class=PriorityClass.objects.get(name="build"), preemptible=False, model_label="m",
-            data_class="d", status=Status.QUEUED,
-            status_reason="Pending", queue_position_local=index, kueue_name=f"k{index}"))
+    build = PriorityClass.objects.get(name="build")
+    rows = [WorkloadFactory(project=vision, owner=demo["alice"], node_pool=pool, gpus=2, priority_class=build,
+                            preemptible=False, status=Status.QUEUED, status_reason="Pending",
+                            queue_position_local=index, kueue_name=f"k{index}") for index in range(5)]
     workloads = list(Workload.objects.select_related("project__department", "node_pool").order_by("pk"))
     with django_assert_num_queries(3):
         explanations = explain_workloads(workloads)

@@ -58,7 +58,7 @@ def test_finished_work_gets_one_last_fetch(make_workload, monkeypatch):
     assert len(sent) == 1
 
 
-def test_the_detail_page_enqueues_after_commit(as_user, make_workload, django_capture_on_commit_callbacks,
+def test_the_detail_page_enqueues_after_commit(page_client, make_workload, django_capture_on_commit_callbacks,
                                                monkeypatch):
     from apps.core import tasks as portal_tasks
 
@@ -66,7 +66,7 @@ def test_the_detail_page_enqueues_after_commit(as_user, make_workload, django_ca
     monkeypatch.setattr(portal_tasks, "enqueue_now", lambda name, *args, **options: sent.append((name, args)))
     workload = running(make_workload("alice", gpus=1))
     with django_capture_on_commit_callbacks(execute=True):
-        content = as_user("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+        content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
     assert sent == [("worker.tasks.workload_logs_fetch", (workload.pk,))]
     assert "Fetching the pods" in content
 

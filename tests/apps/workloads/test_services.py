@@ -7,6 +7,7 @@ from apps.org import services as org_services
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from tests.factories import NodePoolFactory
 
 
 def submit(user, **overrides):
@@ -59,8 +60,7 @@ def test_accepted_submission_is_a_submitting_row_with_an_event(demo, django_capt
 ])
 def test_refusals(demo, overrides, field, text):
     if overrides.get("node_pool") == "missing":
-        overrides["node_pool"] = NodePool.objects.create(slug="h200", name="H200", gpu_resource="nvidia.com/gpu",
-                                                         capacity=8)
+        overrides["node_pool"] = NodePoolFactory(slug="h200", name="H200")
     errors = refused(demo["alice"], **overrides)
     assert field in errors, errors
     assert any(text in message for message in errors[field]), errors

@@ -16,16 +16,9 @@ from django.urls import reverse
 
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload
+from tests.access_matrix import USERS, row
 
 from .helpers import submit_payload
-
-USERS = ("admin", "deptadmin", "lead", "alice", "bob", "carol", "viewer")
-
-
-def row(*statuses: int) -> dict[str, int]:
-    assert len(statuses) == len(USERS)
-    return dict(zip(USERS, statuses, strict=True))
-
 
 ALL = row(200, 200, 200, 200, 200, 200, 200)
 ADMIN_ONLY = row(200, 403, 403, 403, 403, 403, 403)
@@ -45,13 +38,13 @@ KEEP_ALICES_NOTEBOOK = row(403, 403, 403, 302, 404, 404, 403)  # only the owner 
 
 
 @pytest.fixture
-def workloads(people) -> dict[str, Workload]:
+def workloads(users) -> dict[str, Workload]:
     """A live workload of alice (vision), bob (nlp) and admin (serving), and a running notebook of alice."""
     from apps.org.models import NodePool, Project
 
     def make(owner: str, project: str, kind: str = Kind.TRAINING, **extra: Any) -> Workload:
         return services.workload_submit(
-            actor=people[owner], project=Project.objects.get(slug=project), kind=kind, name=f"{owner}-{kind}",
+            actor=users[owner], project=Project.objects.get(slug=project), kind=kind, name=f"{owner}-{kind}",
             image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug="l40s-shared"), gpus=1,
             model_label="m", data_class="public", **extra)
 
@@ -93,25 +86,25 @@ GET_MATRIX: list[tuple[str, Callable[[dict], str], dict[str, int]]] = [
 
 @pytest.mark.parametrize(("page", "url", "expected"), GET_MATRIX, ids=[entry[0] for entry in GET_MATRIX])
 @pytest.mark.parametrize("username", USERS)
-def test_get_matrix(as_user, workloads, page, url, expected, username):
-    response = as_user(username).get(url(workloads))
+def test_get_matrix(page_client, workloads, page, url, expected, username):
+    response = page_client(username).get(url(workloads))
     assert response.status_code == expected[username], (page, username)
 
 
 @pytest.mark.parametrize("kind", Kind.values)
-def test_submit_post_inside_scope(as_user, workloads, kind):
+def test_submit_post_inside_scope(page_client, workloads, kind):
     for username in USERS:
         before = Workload.objects.count()
-        response = as_user(username).post(reverse("workloads:submit", args=[kind]), submit_payload(
+        response = page_client(username).post(reverse("workloads:submit", args=[kind]), submit_payload(
             kind, project="vision", pool="l40s-shared"))
         assert response.status_code == SUBMIT_VISION_POST[username], (username, response.content[-2000:])
         assert Workload.objects.count() == before + (1 if response.status_code == 302 else 0)
 
 
-def test_submit_post_outside_scope(as_user, workloads):
+def test_submit_post_outside_scope(page_client, workloads):
     for username in USERS:
         before = Workload.objects.count()
-        response = as_user(username).post(reverse("workloads:submit", args=["training"]),
+        response = page_client(username).post(reverse("workloads:submit", args=["training"]),
                                           submit_payload(project="serving", pool="l40s-shared"))
         assert response.status_code == SUBMIT_SERVING_POST[username], username
         assert Workload.objects.count() == before + (1 if response.status_code == 302 else 0)
@@ -122,35 +115,35 @@ STOP_MATRIX = [("vision", "alice", STOP_VISION), ("nlp", "bob", STOP_NLP), ("ser
 
 @pytest.mark.parametrize(("case", "key", "expected"), STOP_MATRIX, ids=[entry[0] for entry in STOP_MATRIX])
 @pytest.mark.parametrize("username", USERS)
-def test_stop_matrix(as_user, workloads, case, key, expected, username):
+def test_stop_matrix(page_client, workloads, case, key, expected, username):
     workload = workloads[key]
-    response = as_user(username).post(reverse("workloads:stop", args=[workload.pk]))
+    response = page_client(username).post(reverse("workloads:stop", args=[workload.pk]))
     assert response.status_code == expected[username], (case, username)
     workload.refresh_from_db()
     assert (workload.status == Status.STOPPING) is (response.status_code == 302)
 
 
 @pytest.mark.parametrize("username", USERS)
-def test_stop_is_post_only(as_user, workloads, username):
-    assert as_user(username).get(reverse("workloads:stop", args=[workloads["alice"].pk])).status_code == 405
+def test_stop_is_post_only(page_client, workloads, username):
+    assert page_client(username).get(reverse("workloads:stop", args=[workloads["alice"].pk])).status_code == 405
 
 
 @pytest.mark.parametrize("username", USERS)
-def test_keep_alive_matrix(as_user, workloads, username):
+def test_keep_alive_matrix(page_client, workloads, username):
     notebook = workloads["notebook"]
-    response = as_user(username).post(reverse("workloads:keep_alive", args=[notebook.pk]))
+    response = page_client(username).post(reverse("workloads:keep_alive", args=[notebook.pk]))
     assert response.status_code == KEEP_ALICES_NOTEBOOK[username], username
     notebook.refresh_from_db()
     assert (notebook.last_activity_at is not None) is (response.status_code == 302)
 
 
 @pytest.mark.parametrize("username", USERS)
-def test_template_pages_post_matrix(as_user, people, username):
+def test_template_pages_post_matrix(page_client, users, username):
     from apps.workloads.models import WorkloadTemplate
 
-    template = services.workload_template_create(actor=people["admin"], name="base", kind=Kind.NOTEBOOK,
+    template = services.workload_template_create(actor=users["admin"], name="base", kind=Kind.NOTEBOOK,
                                                  values={"gpus": 1})
-    client = as_user(username)
+    client = page_client(username)
     create = client.post(reverse("workloads:template_create"),
                          {"name": "new", "kind": "training", "values": '{"gpus": 2}'})
     assert create.status_code == ADMIN_ONLY_POST[username]
@@ -166,31 +159,31 @@ def test_template_pages_post_matrix(as_user, people, username):
     assert WorkloadTemplate.objects.filter(pk=template.pk).exists() is (username != "admin")
 
 
-def test_stop_button_only_where_allowed(as_user, workloads):
+def test_stop_button_only_where_allowed(page_client, workloads):
     alices = reverse("workloads:stop", args=[workloads["alice"].pk])
     for username, shown in (("alice", True), ("lead", True), ("deptadmin", True), ("admin", True),
                             ("viewer", False)):
-        content = as_user(username).get(reverse("workloads:detail", args=[workloads["alice"].pk])).content.decode()
+        content = page_client(username).get(reverse("workloads:detail", args=[workloads["alice"].pk])).content.decode()
         assert (alices in content) is shown, username
 
 
-def test_keep_alive_button_only_for_the_owner(as_user, workloads):
+def test_keep_alive_button_only_for_the_owner(page_client, workloads):
     keep = reverse("workloads:keep_alive", args=[workloads["notebook"].pk])
     detail = reverse("workloads:detail", args=[workloads["notebook"].pk])
-    assert keep in as_user("alice").get(detail).content.decode()
-    assert keep not in as_user("lead").get(detail).content.decode()
+    assert keep in page_client("alice").get(detail).content.decode()
+    assert keep not in page_client("lead").get(detail).content.decode()
 
 
-def test_nothing_to_stop_says_so(as_user, workloads):
+def test_nothing_to_stop_says_so(page_client, workloads):
     workload = workloads["alice"]
     Workload.objects.filter(pk=workload.pk).update(status=Status.SUCCEEDED)
-    client = as_user("alice")
+    client = page_client("alice")
     response = client.post(reverse("workloads:stop", args=[workload.pk]), follow=True)
     assert "there is nothing to stop" in response.content.decode()
 
 
-def test_stop_redirects_back_to_a_local_next_only(as_user, workloads):
-    client = as_user("lead")
+def test_stop_redirects_back_to_a_local_next_only(page_client, workloads):
+    client = page_client("lead")
     response = client.post(reverse("workloads:stop", args=[workloads["alice"].pk]),
                            {"next": "https://evil.example/"})
     assert response["Location"] == reverse("workloads:detail", args=[workloads["alice"].pk])
@@ -198,10 +191,10 @@ def test_stop_redirects_back_to_a_local_next_only(as_user, workloads):
     assert response["Location"] == "/workloads/?scope=all"
 
 
-def test_a_stop_of_someone_elses_work_is_audited(as_user, workloads):
+def test_a_stop_of_someone_elses_work_is_audited(page_client, workloads):
     from apps.core.models import AuditEvent
 
-    as_user("lead").post(reverse("workloads:stop", args=[workloads["alice"].pk]))
+    page_client("lead").post(reverse("workloads:stop", args=[workloads["alice"].pk]))
     assert AuditEvent.objects.filter(action="workload.stop", actor__username="lead").count() == 1
 
 
@@ -221,20 +214,20 @@ def test_anonymous_users_are_sent_to_login(workloads, page, url):
     assert stop.status_code == 302 and Workload.objects.get(pk=workloads["alice"].pk).status == Status.SUBMITTING
 
 
-def test_csrf_is_enforced_on_submit_and_stop(people, workloads):
+def test_csrf_is_enforced_on_submit_and_stop(users, workloads):
     client = Client(enforce_csrf_checks=True)
-    client.force_login(people["alice"])
+    client.force_login(users["alice"])
     assert client.post(reverse("workloads:submit", args=["training"]), submit_payload()).status_code == 403
     assert client.post(reverse("workloads:stop", args=[workloads["alice"].pk])).status_code == 403
     page = client.get(reverse("workloads:submit", args=["training"])).content.decode()
     assert 'name="csrfmiddlewaretoken"' in page
 
 
-def test_nav_shows_workloads_and_submit_by_role(as_user, workloads):
-    alice = as_user("alice").get(reverse("workloads:list")).content.decode()
+def test_nav_shows_workloads_and_submit_by_role(page_client, workloads):
+    alice = page_client("alice").get(reverse("workloads:list")).content.decode()
     assert 'href="/workloads/"' in alice and 'href="/workloads/submit/training/"' in alice
     assert 'href="/workloads/templates/"' not in alice
-    viewer = as_user("viewer").get(reverse("workloads:list")).content.decode()
+    viewer = page_client("viewer").get(reverse("workloads:list")).content.decode()
     assert 'href="/workloads/"' in viewer and 'href="/workloads/submit/training/"' not in viewer
-    admin = as_user("admin").get(reverse("workloads:list")).content.decode()
+    admin = page_client("admin").get(reverse("workloads:list")).content.decode()
     assert 'href="/workloads/templates/"' in admin

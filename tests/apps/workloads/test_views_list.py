@@ -19,53 +19,53 @@ def rows(response) -> list[int]:
     return [int(pk) for pk in re.findall(r'data-workload="(\d+)"', response.content.decode())]
 
 
-def test_researchers_see_their_own_workloads(as_user, make_workload):
+def test_researchers_see_their_own_workloads(page_client, make_workload):
     mine = make_workload("alice", name="mine")
     lead_own = make_workload("lead", name="leads")
-    assert rows(as_user("alice").get(LIST)) == [mine.pk]
-    assert rows(as_user("lead").get(LIST)) == [lead_own.pk]
+    assert rows(page_client("alice").get(LIST)) == [mine.pk]
+    assert rows(page_client("lead").get(LIST)) == [lead_own.pk]
     # A researcher has no "everything" switch: the parameter is ignored.
-    assert rows(as_user("alice").get(LIST, {"scope": "all"})) == [mine.pk]
+    assert rows(page_client("alice").get(LIST, {"scope": "all"})) == [mine.pk]
 
 
-def test_leads_and_department_admins_may_see_everything_in_scope(as_user, make_workload):
+def test_leads_and_department_admins_may_see_everything_in_scope(page_client, make_workload):
     alices = make_workload("alice")
     bobs = make_workload("bob", project="nlp")
     carols = make_workload("carol", project="forecasting")
     for username in ("lead", "deptadmin"):
-        response = as_user(username).get(LIST, {"scope": "all"})
+        response = page_client(username).get(LIST, {"scope": "all"})
         assert sorted(rows(response)) == sorted([alices.pk, bobs.pk])
         assert 'name="scope"' in response.content.decode()
-    assert sorted(rows(as_user("admin").get(LIST, {"scope": "all"}))) == sorted([alices.pk, bobs.pk, carols.pk])
-    assert 'name="scope"' not in as_user("alice").get(LIST).content.decode()
+    assert sorted(rows(page_client("admin").get(LIST, {"scope": "all"}))) == sorted([alices.pk, bobs.pk, carols.pk])
+    assert 'name="scope"' not in page_client("alice").get(LIST).content.decode()
 
 
-def test_viewers_see_everything_they_may_see(as_user, make_workload):
+def test_viewers_see_everything_they_may_see(page_client, make_workload):
     alices = make_workload("alice")
     carols = make_workload("carol", project="forecasting")
-    assert sorted(rows(as_user("viewer").get(LIST))) == sorted([alices.pk, carols.pk])
+    assert sorted(rows(page_client("viewer").get(LIST))) == sorted([alices.pk, carols.pk])
 
 
-def test_filters_by_status_kind_and_project(as_user, make_workload):
+def test_filters_by_status_kind_and_project(page_client, make_workload):
     training = make_workload("alice", name="t")
     notebook = make_workload("alice", name="n", kind=Kind.NOTEBOOK)
     finished = make_workload("alice", name="f")
     Workload.objects.filter(pk=finished.pk).update(status=Status.SUCCEEDED)
     bobs = make_workload("bob", project="nlp")
-    client = as_user("alice")
+    client = page_client("alice")
     assert rows(client.get(LIST, {"kind": "notebook"})) == [notebook.pk]
     assert rows(client.get(LIST, {"status": "succeeded"})) == [finished.pk]
     assert sorted(rows(client.get(LIST, {"status": "live"}))) == sorted([training.pk, notebook.pk])
-    lead = as_user("lead")
+    lead = page_client("lead")
     from apps.org.models import Project
 
     nlp = Project.objects.get(slug="nlp")
     assert rows(lead.get(LIST, {"scope": "all", "project": nlp.pk})) == [bobs.pk]
 
 
-def test_the_row_shows_status_project_pool_units_kind_age_and_actions(as_user, make_workload):
+def test_the_row_shows_status_project_pool_units_kind_age_and_actions(page_client, make_workload):
     workload = make_workload("alice", name="wide", gpus=2, pods=3)
-    content = as_user("alice").get(LIST).content.decode()
+    content = page_client("alice").get(LIST).content.decode()
     row = content[content.index(f'data-workload="{workload.pk}"'):]
     row = row[:row.index("</tr>")]
     assert "Submitting" in row and "badge" in row and "vision" in row and "h100" in row
@@ -74,17 +74,17 @@ def test_the_row_shows_status_project_pool_units_kind_age_and_actions(as_user, m
     assert f"/workloads/submit/training/?from={workload.pk}" in row
 
 
-def test_no_stop_button_for_finished_work_or_for_viewers(as_user, make_workload):
+def test_no_stop_button_for_finished_work_or_for_viewers(page_client, make_workload):
     workload = make_workload("alice")
     stop = reverse("workloads:stop", args=[workload.pk])
-    assert stop not in as_user("viewer").get(LIST).content.decode()
+    assert stop not in page_client("viewer").get(LIST).content.decode()
     Workload.objects.filter(pk=workload.pk).update(status=Status.FAILED)
-    assert stop not in as_user("alice").get(LIST).content.decode()
+    assert stop not in page_client("alice").get(LIST).content.decode()
 
 
-def test_the_list_polls_only_while_a_listed_workload_is_live(as_user, make_workload):
+def test_the_list_polls_only_while_a_listed_workload_is_live(page_client, make_workload):
     workload = make_workload("alice")
-    client = as_user("alice")
+    client = page_client("alice")
     assert POLL in client.get(LIST).content.decode()
     for status in sorted(set(Status.values) - LIVE_STATUSES):
         Workload.objects.filter(pk=workload.pk).update(status=status)
@@ -94,18 +94,18 @@ def test_the_list_polls_only_while_a_listed_workload_is_live(as_user, make_workl
         assert POLL in client.get(LIST).content.decode(), status
 
 
-def test_the_htmx_poll_returns_the_table_only_and_keeps_the_filters(as_user, make_workload):
+def test_the_htmx_poll_returns_the_table_only_and_keeps_the_filters(page_client, make_workload):
     make_workload("alice", kind=Kind.NOTEBOOK)
-    response = as_user("alice").get(LIST, {"kind": "notebook"}, HTTP_HX_REQUEST="true")
+    response = page_client("alice").get(LIST, {"kind": "notebook"}, HTTP_HX_REQUEST="true")
     content = response.content.decode()
     assert "<html" not in content and content.lstrip().startswith("<div id=\"workload-table\"")
     assert 'hx-get="/workloads/?kind=notebook"' in content
 
 
-def test_the_list_paginates(as_user, make_workload):
+def test_the_list_paginates(page_client, make_workload):
     for number in range(PAGE_SIZE + 3):
         make_workload("alice", name=f"run-{number}", pool="l40s-shared")
-    client = as_user("alice")
+    client = page_client("alice")
     first, second = client.get(LIST), client.get(LIST, {"page": 2})
     assert len(rows(first)) == PAGE_SIZE and len(rows(second)) == 3
     assert not set(rows(first)) & set(rows(second))
@@ -117,9 +117,9 @@ EXPECTED_QUERIES = 6  # session, user, grants, count, the page of rows (all join
 
 @pytest.mark.parametrize(("username", "params"), [("alice", {}), ("lead", {"scope": "all"}),
                                                   ("viewer", {"status": "live"})])
-def test_the_list_makes_a_fixed_number_of_queries(as_user, make_workload, django_assert_num_queries, username,
+def test_the_list_makes_a_fixed_number_of_queries(page_client, make_workload, django_assert_num_queries, username,
                                                   params):
-    client = as_user(username)
+    client = page_client(username)
     make_workload("alice", pool="l40s-shared")
     make_workload("bob", project="nlp", pool="l40s-shared")
     with django_assert_num_queries(EXPECTED_QUERIES):
@@ -135,13 +135,13 @@ def test_the_list_makes_a_fixed_number_of_queries(as_user, make_workload, django
 # --- detail -------------------------------------------------------------------------------------------------------
 
 
-def test_detail_shows_fields_status_events_and_manifest(as_user, make_workload):
+def test_detail_shows_fields_status_events_and_manifest(page_client, make_workload):
     workload = make_workload("alice", name="detailed", env=[{"name": "SEED", "value": "1"}])
     Workload.objects.filter(pk=workload.pk).update(
         status=Status.QUEUED, status_reason="Pending",
         status_message="couldn't assign flavors to pod set main: insufficient quota",
         manifest={"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"wl-{workload.pk}"}})
-    content = as_user("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
     assert "detailed" in content and "SEED=1" in content and "pytorch/pytorch:2.4.0" in content
     assert "Queued" in content and "Pending" in content and "insufficient quota" in content
     assert 'data-to="submitting"' in content
@@ -149,24 +149,24 @@ def test_detail_shows_fields_status_events_and_manifest(as_user, make_workload):
     assert POLL in content
 
 
-def test_detail_stops_polling_once_final(as_user, make_workload):
+def test_detail_stops_polling_once_final(page_client, make_workload):
     workload = make_workload("alice")
     Workload.objects.filter(pk=workload.pk).update(status=Status.SUCCEEDED)
-    content = as_user("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
     assert POLL not in content
 
 
-def test_detail_htmx_returns_the_live_part(as_user, make_workload):
+def test_detail_htmx_returns_the_live_part(page_client, make_workload):
     workload = make_workload("alice")
-    content = as_user("alice").get(reverse("workloads:detail", args=[workload.pk]),
+    content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk]),
                                    HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in content and 'id="workload-live"' in content and "History" in content
 
 
-def test_stop_from_the_detail_page_moves_to_stopping_with_an_event(as_user, make_workload,
+def test_stop_from_the_detail_page_moves_to_stopping_with_an_event(page_client, make_workload,
                                                                    django_capture_on_commit_callbacks):
     workload = make_workload("alice")
-    client = as_user("lead")
+    client = page_client("lead")
     with django_capture_on_commit_callbacks() as callbacks:
         response = client.post(reverse("workloads:stop", args=[workload.pk]))
     assert len(callbacks) == 1
@@ -174,10 +174,10 @@ def test_stop_from_the_detail_page_moves_to_stopping_with_an_event(as_user, make
     assert "Stopping run" in page and "Stop requested by lead" in page
 
 
-def test_keep_alive_pushes_the_idle_deadline_back(as_user, make_workload):
+def test_keep_alive_pushes_the_idle_deadline_back(page_client, make_workload):
     notebook = make_workload("alice", kind=Kind.NOTEBOOK, notebook_idle_timeout_minutes=30)
     Workload.objects.filter(pk=notebook.pk).update(status=Status.RUNNING)
-    client = as_user("alice")
+    client = page_client("alice")
     detail = client.get(reverse("workloads:detail", args=[notebook.pk])).content.decode()
     assert "Keep alive" in detail
     response = client.post(reverse("workloads:keep_alive", args=[notebook.pk]), follow=True)
@@ -186,6 +186,6 @@ def test_keep_alive_pushes_the_idle_deadline_back(as_user, make_workload):
     assert notebook.last_activity_at is not None
 
 
-def test_keep_alive_of_a_training_job_is_404(as_user, make_workload):
+def test_keep_alive_of_a_training_job_is_404(page_client, make_workload):
     workload = make_workload("alice")
-    assert as_user("alice").post(reverse("workloads:keep_alive", args=[workload.pk])).status_code == 404
+    assert page_client("alice").post(reverse("workloads:keep_alive", args=[workload.pk])).status_code == 404

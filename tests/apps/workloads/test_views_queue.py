@@ -59,11 +59,11 @@ def mirror(project: str = "vision", pool: str = "h100", *, guaranteed: int = 0, 
 # --- my workloads -------------------------------------------------------------------------------------------------
 
 
-def test_my_workloads_show_position_explanation_runtime_and_units(as_user, make_workload):
+def test_my_workloads_show_position_explanation_runtime_and_units(page_client, make_workload):
     mirror(elastic=8)
     busy = running(make_workload("alice", name="busy", gpus=4))
     waiting = queued(make_workload("alice", name="waiting", gpus=4), 2)
-    content = as_user("alice").get(LIST).content.decode()
+    content = page_client("alice").get(LIST).content.decode()
     assert "#3 in elastic-h100" in content
     assert "Waiting for 4 x H100 80GB of idle capacity" in content and "2 workloads are ahead of you." in content
     assert f'data-workload="{busy.pk}"' in content and "5m 0" in content  # runtime of the running one
@@ -71,9 +71,9 @@ def test_my_workloads_show_position_explanation_runtime_and_units(as_user, make_
 
 
 @pytest.mark.parametrize("username", ["alice", "lead"])
-def test_the_list_with_waiting_and_running_work_makes_a_fixed_number_of_queries(as_user, make_workload,
+def test_the_list_with_waiting_and_running_work_makes_a_fixed_number_of_queries(page_client, make_workload,
                                                                      django_assert_num_queries, username):
-    client = as_user(username)
+    client = page_client(username)
     params = {"scope": "all"} if username == "lead" else {}
     mirror(elastic=8)
     queued(make_workload("alice", name="w0", gpus=4), 0)
@@ -92,12 +92,12 @@ def test_the_list_with_waiting_and_running_work_makes_a_fixed_number_of_queries(
 # --- project queue ------------------------------------------------------------------------------------------------
 
 
-def test_project_queue_orders_pending_work_and_shows_quota(as_user, make_workload):
+def test_project_queue_orders_pending_work_and_shows_quota(page_client, make_workload):
     mirror(guaranteed=0, elastic=8, share=250)
     holder = running(make_workload("alice", name="holder", gpus=4))
     second = queued(make_workload("alice", name="second", gpus=4), 1)
     first = queued(make_workload("alice", name="first", gpus=4), 0)
-    response = as_user("alice").get(queue_url())
+    response = page_client("alice").get(queue_url())
     content = response.content.decode()
     assert response.status_code == 200
     assert content.index(f'data-workload="{first.pk}"') < content.index(f'data-workload="{second.pk}"')
@@ -111,13 +111,13 @@ def test_project_queue_orders_pending_work_and_shows_quota(as_user, make_workloa
     assert "pytorch/pytorch" not in content  # images and commands stay on the detail page
 
 
-def test_project_queue_stops_polling_when_nothing_is_live(as_user):
-    content = as_user("alice").get(queue_url()).content.decode()
+def test_project_queue_stops_polling_when_nothing_is_live(page_client):
+    content = page_client("alice").get(queue_url()).content.decode()
     assert "Nothing is waiting." in content and "hx-get" not in content.split('id="project-queue"')[1][:80]
 
 
-def test_project_queue_answers_304_while_nothing_changed(as_user, make_workload, django_assert_max_num_queries):
-    client = as_user("alice")
+def test_project_queue_answers_304_while_nothing_changed(page_client, make_workload, django_assert_max_num_queries):
+    client = page_client("alice")
     workload = queued(make_workload("alice", name="w", gpus=4), 0)
     first = client.get(queue_url(), HTTP_HX_REQUEST="true")
     etag = first["ETag"]
@@ -135,8 +135,8 @@ def test_project_queue_answers_304_while_nothing_changed(as_user, make_workload,
     assert client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=changed["ETag"]).status_code == 200
 
 
-def test_project_queue_makes_a_fixed_number_of_queries(as_user, make_workload, django_assert_num_queries):
-    client = as_user("lead")
+def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workload, django_assert_num_queries):
+    client = page_client("lead")
     mirror(elastic=8)
     queued(make_workload("alice", name="w0", gpus=4), 0)
     running(make_workload("alice", name="r0", gpus=4))
@@ -165,8 +165,8 @@ ACCESS = [
 
 
 @pytest.mark.parametrize(("username", "project", "expected"), ACCESS)
-def test_project_queue_access(as_user, username, project, expected):
-    assert as_user(username).get(queue_url(project)).status_code == expected
+def test_project_queue_access(page_client, username, project, expected):
+    assert page_client(username).get(queue_url(project)).status_code == expected
 
 
 def test_project_queue_requires_sign_in(client):
@@ -174,16 +174,16 @@ def test_project_queue_requires_sign_in(client):
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-def test_researchers_see_colleagues_rows_without_their_details(as_user, make_workload):
+def test_researchers_see_colleagues_rows_without_their_details(page_client, make_workload):
     queued(make_workload("lead", name="leads-run", gpus=2, image="secret/registry:1"), 0)
-    content = as_user("alice").get(queue_url()).content.decode()
+    content = page_client("alice").get(queue_url()).content.decode()
     assert "leads-run" in content and "lead" in content and "secret/registry" not in content
 
 
 # --- detail ---------------------------------------------------------------------------------------------------------
 
 
-def test_detail_shows_position_explanation_conditions_flavors_and_preemptor(as_user, make_workload):
+def test_detail_shows_position_explanation_conditions_flavors_and_preemptor(page_client, make_workload):
     mirror(elastic=8)
     victim = running(make_workload("alice", name="victim", gpus=4))
     preemptor = running(make_workload("bob", name="reclaimer", project="nlp", gpus=4),
@@ -195,30 +195,30 @@ def test_detail_shows_position_explanation_conditions_flavors_and_preemptor(as_u
     WorkloadEvent.objects.create(workload=victim, at=timezone.now(), from_status="preempted", to_status="queued",
                                  reason="Requeued")
     victim = queued(victim, 1)
-    alice = as_user("alice").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
+    alice = page_client("alice").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
     assert "#2 in elastic-h100" in alice and "1 workload is ahead of you." in alice
     assert "InCohortReclamation" in alice and "a workload of a project you cannot see" in alice
     assert reverse("workloads:detail", args=[preemptor.pk]) not in alice
     assert 'data-condition="QuotaReserved"' in alice
-    lead = as_user("lead").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
+    lead = page_client("lead").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
     assert f'href="{reverse("workloads:detail", args=[preemptor.pk])}"' in lead and "reclaimer" in lead
 
 
-def test_detail_of_running_work_shows_flavors_and_the_stored_log_tail(as_user, make_workload, settings):
+def test_detail_of_running_work_shows_flavors_and_the_stored_log_tail(page_client, make_workload, settings):
     workload = running(make_workload("alice", name="logs", gpus=4))
     WorkloadLogTail.objects.create(workload=workload, pod=f"wl-{workload.pk}-0-abc", text="step 1: elapsed 10s\n",
                                    fetched_at=timezone.now())
-    content = as_user("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
     assert "step 1: elapsed 10s" in content and "proj-vision-h100-elastic" in content and "<code>h100</code>" in content
 
 
-def test_runtime_of_live_work_counts_on_the_portal_clock(as_user, make_workload):
+def test_runtime_of_live_work_counts_on_the_portal_clock(page_client, make_workload):
     workload = running(make_workload("alice", name="skewed", gpus=1))
     # The cluster's clock is far behind (kubesim's manual clock): the portal's own event time counts.
     Workload.objects.filter(pk=workload.pk).update(started_at=timezone.now() - timedelta(days=300))
     WorkloadEvent.objects.create(workload=workload, at=timezone.now() - timedelta(minutes=2), from_status="admitted",
                                  to_status="running", reason="Running")
-    content = as_user("alice").get(LIST).content.decode()
+    content = page_client("alice").get(LIST).content.decode()
     row = content[content.index(f'data-workload="{workload.pk}"'):]
     runtime = row[row.index("data-runtime>") + len("data-runtime>"):]
     assert runtime.startswith("2m ")
@@ -229,26 +229,26 @@ DETAIL_ACCESS = [("admin", 200), ("deptadmin", 200), ("lead", 200), ("alice", 20
 
 
 @pytest.mark.parametrize(("username", "expected"), DETAIL_ACCESS)
-def test_detail_with_its_live_parts_is_scoped(as_user, make_workload, username, expected):
+def test_detail_with_its_live_parts_is_scoped(page_client, make_workload, username, expected):
     workload = running(make_workload("alice", name="scoped", gpus=1))
     WorkloadLogTail.objects.create(workload=workload, pod="p-0", text="secret step\n", fetched_at=timezone.now())
     for htmx in (False, True):
-        response = as_user(username).get(reverse("workloads:detail", args=[workload.pk]),
+        response = page_client(username).get(reverse("workloads:detail", args=[workload.pk]),
                                          **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
         assert response.status_code == expected
         assert ("secret step" in response.content.decode()) == (expected == 200)
 
 
-def test_submitting_work_waits_in_the_list_but_is_not_yet_demand(as_user, make_workload):
+def test_submitting_work_waits_in_the_list_but_is_not_yet_demand(page_client, make_workload):
     make_workload("alice", name="not-yet", gpus=4)  # still submitting: Kueue has not seen it
-    content = as_user("alice").get(queue_url()).content.decode()
+    content = page_client("alice").get(queue_url()).content.decode()
     assert "not-yet" in content
     row = content[content.index('data-pool="h100"'):]
     assert 'data-fact="pending">0<' in row[:row.index("</tr>")]
 
 
-def test_detail_polls_answer_304_until_something_changes(as_user, make_workload, django_assert_max_num_queries):
-    client = as_user("alice")
+def test_detail_polls_answer_304_until_something_changes(page_client, make_workload, django_assert_max_num_queries):
+    client = page_client("alice")
     workload = queued(make_workload("alice", name="polled", gpus=4), 1)
     url = reverse("workloads:detail", args=[workload.pk])
     first = client.get(url, HTTP_HX_REQUEST="true")

@@ -9,6 +9,7 @@ from django.urls import reverse
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload
+from tests.factories import NodePoolFactory
 
 from .helpers import all_errors, field_errors, preemptible_checked, submit_payload
 
@@ -20,30 +21,30 @@ def url(kind: str = "training") -> str:
 
 
 @pytest.fixture
-def b200(people):
+def b200(users):
     """A pool no project has quota on."""
-    return NodePool.objects.create(slug="b200", name="B200", gpu_resource="nvidia.com/gpu", capacity=8)
+    return NodePoolFactory(slug="b200", name="B200")
 
 
 # --- success ------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", Kind.values)
-def test_every_kind_submits_and_redirects_to_its_detail_page(as_user, people, kind,
+def test_every_kind_submits_and_redirects_to_its_detail_page(page_client, users, kind,
                                                              django_capture_on_commit_callbacks):
-    client = as_user("alice")
+    client = page_client("alice")
     with django_capture_on_commit_callbacks() as callbacks:
         response = client.post(url(kind), submit_payload(kind))
     workload = Workload.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("workloads:detail", args=[workload.pk])
     assert len(callbacks) == 1  # the submit task, after commit
-    assert workload.kind == kind and workload.owner == people["alice"] and workload.status == Status.SUBMITTING
+    assert workload.kind == kind and workload.owner == users["alice"] and workload.status == Status.SUBMITTING
     page = client.get(response["Location"])
     assert f"Submitted my-{kind}" in page.content.decode()
 
 
-def test_the_form_fields_reach_the_row(as_user):
-    as_user("alice").post(url("training"), submit_payload(
+def test_the_form_fields_reach_the_row(page_client):
+    page_client("alice").post(url("training"), submit_payload(
         "training", command='python train.py --note "two words"', args="--lr 3e-4", env="A=1\nB=x=y\n\n",
         pods="2", gpus="2", max_runtime_minutes="90", preemptible=None, priority_class="build"))
     workload = Workload.objects.get()
@@ -56,23 +57,23 @@ def test_the_form_fields_reach_the_row(as_user):
     assert workload.queue_name == "guaranteed-h100"
 
 
-def test_batch_keeps_completions_and_parallelism(as_user):
-    as_user("alice").post(url("batch"), submit_payload("batch", completions="10", parallelism="3"))
+def test_batch_keeps_completions_and_parallelism(page_client):
+    page_client("alice").post(url("batch"), submit_payload("batch", completions="10", parallelism="3"))
     workload = Workload.objects.get()
     assert (workload.completions, workload.parallelism, workload.pods) == (10, 3, 1)
 
 
-def test_notebook_form_has_its_own_fields(as_user):
-    content = as_user("alice").get(url("notebook")).content.decode()
+def test_notebook_form_has_its_own_fields(page_client):
+    content = page_client("alice").get(url("notebook")).content.decode()
     assert 'name="notebook_idle_timeout_minutes"' in content and 'name="notebook_port"' in content
     assert 'name="pods"' not in content and 'name="command"' not in content
-    as_user("alice").post(url("notebook"), submit_payload("notebook", notebook_idle_timeout_minutes="30"))
+    page_client("alice").post(url("notebook"), submit_payload("notebook", notebook_idle_timeout_minutes="30"))
     workload = Workload.objects.get()
     assert (workload.notebook_idle_timeout_minutes, workload.notebook_port) == (30, 8888)
 
 
-def test_unknown_kind_is_404(as_user):
-    assert as_user("alice").get("/workloads/submit/inference/").status_code == 404
+def test_unknown_kind_is_404(page_client):
+    assert page_client("alice").get("/workloads/submit/inference/").status_code == 404
 
 
 # --- refusals -----------------------------------------------------------------------------------------------------
@@ -112,13 +113,13 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize(("case", "kind", "overrides", "field", "message"), REFUSALS, ids=[r[0] for r in REFUSALS])
-def test_refusals_show_next_to_their_field_and_save_nothing(as_user, b200, case, kind, overrides, field, message,
+def test_refusals_show_next_to_their_field_and_save_nothing(page_client, b200, case, kind, overrides, field, message,
                                                             django_capture_on_commit_callbacks):
     if overrides.get("node_pool") == "b200":
         overrides = {**overrides, "node_pool": b200.pk}
     before = Workload.objects.count()
     with django_capture_on_commit_callbacks() as callbacks:
-        response = as_user("alice").post(url(kind), submit_payload(kind, **overrides))
+        response = page_client("alice").post(url(kind), submit_payload(kind, **overrides))
     assert response.status_code == 200
     errors = field_errors(response, field)
     assert errors, f"no error next to {field}: {all_errors(response)}"
@@ -128,17 +129,17 @@ def test_refusals_show_next_to_their_field_and_save_nothing(as_user, b200, case,
     assert callbacks == []
 
 
-def test_a_project_named_in_the_post_that_the_user_may_not_submit_to_is_404(as_user):
-    response = as_user("alice").post(url(), submit_payload(project="nlp"))
+def test_a_project_named_in_the_post_that_the_user_may_not_submit_to_is_404(page_client):
+    response = page_client("alice").post(url(), submit_payload(project="nlp"))
     assert response.status_code == 404 and Workload.objects.count() == 0
 
 
 # --- htmx: pool panel and live check ------------------------------------------------------------------------------
 
 
-def test_pool_panel_shows_what_the_project_has_on_the_pool(as_user):
+def test_pool_panel_shows_what_the_project_has_on_the_pool(page_client):
     vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
-    response = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2",
+    response = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2",
                                             "pods": "1"}, **HTMX)
     content = response.content.decode()
     assert response.status_code == 200 and "<html" not in content
@@ -149,46 +150,46 @@ def test_pool_panel_shows_what_the_project_has_on_the_pool(as_user):
     assert "4 of 4 deserved units free" in content
 
 
-def test_pool_panel_for_a_mig_pool_and_a_request_only_preemptible_work_can_have(as_user):
+def test_pool_panel_for_a_mig_pool_and_a_request_only_preemptible_work_can_have(page_client):
     vision, mig = Project.objects.get(slug="vision"), NodePool.objects.get(slug="a100-mig-3g40gb")
-    content = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": mig.pk, "gpus": "5"},
+    content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": mig.pk, "gpus": "5"},
                                    **HTMX).content.decode()
     assert "nvidia.com/mig-3g.40gb" in content and "3/7 of a card" in content
     assert "preemptible only" in content
 
 
-def test_pool_panel_counts_held_non_preemptible_units(as_user, make_workload):
+def test_pool_panel_counts_held_non_preemptible_units(page_client, make_workload):
     workload = make_workload("alice", gpus=3, preemptible=False, priority_class=PriorityClass.objects.get(
         name="build"))
     Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
     vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
-    content = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2"},
+    content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2"},
                                    **HTMX).content.decode()
     assert "1 of 4 deserved units free" in content and "waits for running non-preemptible work" in content
 
 
-def test_pool_panel_says_when_the_project_has_no_quota(as_user, b200):
+def test_pool_panel_says_when_the_project_has_no_quota(page_client, b200):
     vision = Project.objects.get(slug="vision")
-    content = as_user("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": b200.pk},
+    content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": b200.pk},
                                    **HTMX).content.decode()
     assert 'data-fact="no-quota"' in content and "could never run" in content
 
 
-def test_pool_panel_of_a_project_outside_scope_is_404(as_user):
+def test_pool_panel_of_a_project_outside_scope_is_404(page_client):
     nlp, h100 = Project.objects.get(slug="nlp"), NodePool.objects.get(slug="h100")
-    response = as_user("alice").get(url(), {"panel": "1", "project": nlp.pk, "node_pool": h100.pk}, **HTMX)
+    response = page_client("alice").get(url(), {"panel": "1", "project": nlp.pk, "node_pool": h100.pk}, **HTMX)
     assert response.status_code == 404
 
 
-def test_the_full_page_shows_the_panel_for_the_initial_pool(as_user):
-    content = as_user("alice").get(url()).content.decode()
+def test_the_full_page_shows_the_panel_for_the_initial_pool(page_client):
+    content = page_client("alice").get(url()).content.decode()
     assert 'id="pool-panel"' in content and "Vision on" in content
     assert 'hx-post="/workloads/submit/training/"' in content and "_validate" in content
 
 
-def test_live_check_returns_errors_and_saves_nothing(as_user, django_capture_on_commit_callbacks):
+def test_live_check_returns_errors_and_saves_nothing(page_client, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
-        response = as_user("alice").post(url(), {**submit_payload(gpus="3", pods="3"), "_validate": "1"}, **HTMX)
+        response = page_client("alice").post(url(), {**submit_payload(gpus="3", pods="3"), "_validate": "1"}, **HTMX)
     content = response.content.decode()
     assert response.status_code == 200 and "<html" not in content
     assert 'id="errors-gpus"' in content and 'name="gpus"' not in content  # errors swapped, inputs left alone
@@ -197,48 +198,48 @@ def test_live_check_returns_errors_and_saves_nothing(as_user, django_capture_on_
     assert Workload.objects.count() == 0 and callbacks == []
 
 
-def test_live_check_of_a_valid_form_saves_nothing_either(as_user, django_capture_on_commit_callbacks):
+def test_live_check_of_a_valid_form_saves_nothing_either(page_client, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
-        response = as_user("alice").post(url(), {**submit_payload(), "_validate": "1"}, **HTMX)
+        response = page_client("alice").post(url(), {**submit_payload(), "_validate": "1"}, **HTMX)
     assert "The cluster would accept this" in response.content.decode()
     assert all_errors(response) == ""
     assert Workload.objects.count() == 0 and callbacks == []
 
 
-def test_live_check_of_a_half_filled_form_shows_quota_refusals_but_not_missing_fields(as_user):
+def test_live_check_of_a_half_filled_form_shows_quota_refusals_but_not_missing_fields(page_client):
     data = submit_payload(name="", image="", model_label="", data_class="", gpus="5", preemptible=None)
-    response = as_user("alice").post(url(), {**data, "_validate": "1"}, **HTMX)
+    response = page_client("alice").post(url(), {**data, "_validate": "1"}, **HTMX)
     assert field_errors(response, "name") == "" and field_errors(response, "image") == ""
     assert "Non-preemptible work must fit" in field_errors(response, "preemptible")
     assert Workload.objects.count() == 0
 
 
-def test_live_check_shows_a_bad_value_the_user_typed(as_user):
-    response = as_user("alice").post(url(), {**submit_payload(image="Bad Image"), "_validate": "1"}, **HTMX)
+def test_live_check_shows_a_bad_value_the_user_typed(page_client):
+    response = page_client("alice").post(url(), {**submit_payload(image="Bad Image"), "_validate": "1"}, **HTMX)
     assert "is not a valid image reference" in field_errors(response, "image")
 
 
 @pytest.mark.parametrize(("priority_class", "checked"), [("build", False), ("inference", False), ("train", True),
                                                          ("interactive-preemptible", True)])
-def test_choosing_a_priority_class_sets_the_preemptible_default(as_user, priority_class, checked):
+def test_choosing_a_priority_class_sets_the_preemptible_default(page_client, priority_class, checked):
     pc = PriorityClass.objects.get(name=priority_class)
     data = submit_payload(priority_class=priority_class, preemptible=None if checked else "on")
-    response = as_user("alice").post(url(), {**data, "_validate": "1", "_changed": "priority_class"}, **HTMX)
+    response = page_client("alice").post(url(), {**data, "_validate": "1", "_changed": "priority_class"}, **HTMX)
     content = response.content.decode()
     assert preemptible_checked(content) is checked, pc
 
 
-def test_other_changes_keep_the_users_preemptible_choice(as_user):
+def test_other_changes_keep_the_users_preemptible_choice(page_client):
     data = submit_payload(priority_class="build", preemptible="on")
-    content = as_user("alice").post(url(), {**data, "_validate": "1", "_changed": "gpus"}, **HTMX).content.decode()
+    content = page_client("alice").post(url(), {**data, "_validate": "1", "_changed": "gpus"}, **HTMX).content.decode()
     assert 'name="preemptible"' not in content  # the box the user set is not touched
 
 
-def test_the_initial_preemptible_default_follows_the_projects_priority_class(as_user):
+def test_the_initial_preemptible_default_follows_the_projects_priority_class(page_client):
     serving = Project.objects.get(slug="serving")
     serving.default_priority_class = PriorityClass.objects.get(name="inference")
     serving.save()
-    content = as_user("admin").get(url(), {"project": "serving"}).content.decode()
+    content = page_client("admin").get(url(), {"project": "serving"}).content.decode()
     assert preemptible_checked(content) is False
 
 
@@ -246,16 +247,16 @@ def test_the_initial_preemptible_default_follows_the_projects_priority_class(as_
 
 
 @pytest.fixture
-def template(people):
+def template(users):
     return services.workload_template_create(
-        actor=people["admin"], name="ResNet on MIG", kind=Kind.TRAINING, description="Small fine-tuning run",
+        actor=users["admin"], name="ResNet on MIG", kind=Kind.TRAINING, description="Small fine-tuning run",
         values={"image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["python", "finetune.py"], "gpus": 2,
                 "node_pool": "a100-mig-3g40gb", "priority_class": "build", "preemptible": False,
                 "env": [{"name": "EPOCHS", "value": "3"}], "model_label": "resnet50"})
 
 
-def test_a_template_prefills_the_form(as_user, template):
-    response = as_user("alice").get(url(), {"template": template.pk})
+def test_a_template_prefills_the_form(page_client, template):
+    response = page_client("alice").get(url(), {"template": template.pk})
     content = response.content.decode()
     assert response.status_code == 200
     assert 'value="nvcr.io/nvidia/pytorch:24.05-py3"' in content
@@ -266,26 +267,26 @@ def test_a_template_prefills_the_form(as_user, template):
     assert preemptible_checked(content) is False
 
 
-def test_the_template_picker_lists_the_kinds_templates(as_user, template):
-    assert "ResNet on MIG" in as_user("alice").get(url("training")).content.decode()
-    assert "ResNet on MIG" not in as_user("alice").get(url("notebook")).content.decode()
+def test_the_template_picker_lists_the_kinds_templates(page_client, template):
+    assert "ResNet on MIG" in page_client("alice").get(url("training")).content.decode()
+    assert "ResNet on MIG" not in page_client("alice").get(url("notebook")).content.decode()
 
 
-def test_a_template_of_another_kind_redirects_to_its_form(as_user, template):
-    response = as_user("alice").get(url("notebook"), {"template": template.pk})
+def test_a_template_of_another_kind_redirects_to_its_form(page_client, template):
+    response = page_client("alice").get(url("notebook"), {"template": template.pk})
     assert response.status_code == 302 and response["Location"].startswith(url("training"))
 
 
-def test_a_prefilled_template_submits(as_user, template):
+def test_a_prefilled_template_submits(page_client, template):
     data = submit_payload(image="nvcr.io/nvidia/pytorch:24.05-py3", pool="a100-mig-3g40gb", gpus="2")
-    assert as_user("alice").post(url(), data).status_code == 302
+    assert page_client("alice").post(url(), data).status_code == 302
 
 
-def test_submit_again_prefills_from_an_old_workload_and_records_where_it_came_from(as_user, make_workload):
+def test_submit_again_prefills_from_an_old_workload_and_records_where_it_came_from(page_client, make_workload):
     old = make_workload("alice", name="first-run", gpus=2, env=[{"name": "SEED", "value": "7"}],
                         args=["--lr", "0.1"])
     Workload.objects.filter(pk=old.pk).update(status=Status.FAILED)
-    client = as_user("alice")
+    client = page_client("alice")
     page = client.get(url(), {"from": old.pk})
     content = page.content.decode()
     assert page.status_code == 200 and 'value="first-run"' in content and "SEED=7" in content
@@ -297,20 +298,20 @@ def test_submit_again_prefills_from_an_old_workload_and_records_where_it_came_fr
     assert f"#{old.pk} first-run" in client.get(response["Location"]).content.decode()
 
 
-def test_submit_again_of_another_kind_redirects_to_its_form(as_user, make_workload):
+def test_submit_again_of_another_kind_redirects_to_its_form(page_client, make_workload):
     old = make_workload("alice", kind=Kind.NOTEBOOK, name="nb", image="jupyter/base-notebook:latest")
-    response = as_user("alice").get(url("training"), {"from": old.pk})
+    response = page_client("alice").get(url("training"), {"from": old.pk})
     assert response.status_code == 302 and response["Location"].startswith(url("notebook"))
 
 
-def test_a_lead_may_submit_again_from_a_workload_of_their_team(as_user, make_workload):
+def test_a_lead_may_submit_again_from_a_workload_of_their_team(page_client, make_workload):
     old = make_workload("alice")
-    page = as_user("lead").get(url(), {"from": old.pk})
+    page = page_client("lead").get(url(), {"from": old.pk})
     assert page.status_code == 200 and "Submitting again" in page.content.decode()
 
 
-def test_submit_again_from_a_workload_the_user_cannot_see_is_404(as_user, make_workload):
+def test_submit_again_from_a_workload_the_user_cannot_see_is_404(page_client, make_workload):
     old = make_workload("alice")
-    assert as_user("bob").get(url(), {"from": old.pk}).status_code == 404
-    response = as_user("bob").post(url(), {**submit_payload(project="nlp"), "resubmitted_from": old.pk})
+    assert page_client("bob").get(url(), {"from": old.pk}).status_code == 404
+    response = page_client("bob").post(url(), {**submit_payload(project="nlp"), "resubmitted_from": old.pk})
     assert response.status_code == 404 and Workload.objects.count() == 1

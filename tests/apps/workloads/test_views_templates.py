@@ -25,8 +25,8 @@ def post(client, url=NEW, **fields):
     return client.post(url, data)
 
 
-def test_admin_creates_a_template_with_a_message_and_an_audit_row(as_user):
-    client = as_user("admin")
+def test_admin_creates_a_template_with_a_message_and_an_audit_row(page_client):
+    client = page_client("admin")
     response = post(client)
     assert response.status_code == 302 and response["Location"] == reverse("workloads:templates")
     template = WorkloadTemplate.objects.get()
@@ -47,17 +47,17 @@ def test_admin_creates_a_template_with_a_message_and_an_audit_row(as_user):
     ("unknown priority class", "batch", {"priority_class": "urgent"}, "priority_class: no priority class"),
     ("bad env line", "training", {"env": "NOEQUALS"}, "env: Line 1: write NAME=value"),
 ])
-def test_template_values_are_checked_against_the_kinds_form(as_user, case, kind, values, message):
-    response = post(as_user("admin"), kind=kind, values=values if isinstance(values, str) else json.dumps(values))
+def test_template_values_are_checked_against_the_kinds_form(page_client, case, kind, values, message):
+    response = post(page_client("admin"), kind=kind, values=values if isinstance(values, str) else json.dumps(values))
     assert response.status_code == 200
     assert message in field_errors(response, "values"), case
     assert WorkloadTemplate.objects.count() == 0
 
 
-def test_admin_edits_and_deletes_a_template(as_user, people):
-    template = services.workload_template_create(actor=people["admin"], name="nb", kind=Kind.NOTEBOOK,
+def test_admin_edits_and_deletes_a_template(page_client, users):
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
                                                  values={"gpus": 1})
-    client = as_user("admin")
+    client = page_client("admin")
     edit_url = reverse("workloads:template_edit", args=[template.pk])
     assert '&quot;gpus&quot;: 1' in client.get(edit_url).content.decode()
     response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 2, "notebook_port": 9999})
@@ -70,22 +70,22 @@ def test_admin_edits_and_deletes_a_template(as_user, people):
     assert actions == {"workload_template.create", "workload_template.update", "workload_template.delete"}
 
 
-def test_template_names_are_unique(as_user, people):
-    services.workload_template_create(actor=people["admin"], name="Fine-tune", kind=Kind.TRAINING,
+def test_template_names_are_unique(page_client, users):
+    services.workload_template_create(actor=users["admin"], name="Fine-tune", kind=Kind.TRAINING,
                                       values={"gpus": 1})
-    response = post(as_user("admin"))
+    response = post(page_client("admin"))
     assert response.status_code == 200 and "already exists" in field_errors(response, "name")
 
 
-def test_the_template_list_offers_to_try_each_template(as_user, people):
-    template = services.workload_template_create(actor=people["admin"], name="nb", kind=Kind.NOTEBOOK,
+def test_the_template_list_offers_to_try_each_template(page_client, users):
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
                                                  values={"gpus": 1})
-    content = as_user("admin").get(reverse("workloads:templates")).content.decode()
+    content = page_client("admin").get(reverse("workloads:templates")).content.decode()
     assert f"/workloads/submit/notebook/?template={template.pk}" in content
 
 
-def test_services_refuse_non_admins(people):
+def test_services_refuse_non_admins(users):
     from django.core.exceptions import PermissionDenied
 
     with pytest.raises(PermissionDenied):
-        services.workload_template_create(actor=people["lead"], name="x", kind=Kind.TRAINING, values={})
+        services.workload_template_create(actor=users["lead"], name="x", kind=Kind.TRAINING, values={})

@@ -17,6 +17,17 @@ POOL_LABEL = "portal.gpu/pool"
 _names = itertools.count()
 
 
+def gpu_group(flavor: str, nominal: int | None, borrowing=None, lending=None) -> dict:
+    """A resource group of one flavor's GPUs, quantities as given (tests/kubesim/kueue/sim.py's quota_spec sends
+    them as strings, the form the scheduler core reads from the API server)."""
+    resource: dict = {"name": GPU, "nominalQuota": nominal}
+    if borrowing is not None:
+        resource["borrowingLimit"] = borrowing
+    if lending is not None:
+        resource["lendingLimit"] = lending
+    return {"coveredResources": [GPU], "flavors": [{"name": flavor, "resources": [resource]}]}
+
+
 class Cluster:
     """The official client against a served kubesim, plus helpers that speak Kueue objects."""
 
@@ -61,12 +72,7 @@ class Cluster:
         **spec: object,
     ) -> dict:
         if groups is None:
-            r: dict = {"name": GPU, "nominalQuota": nominal}
-            if borrowing is not None:
-                r["borrowingLimit"] = borrowing
-            if lending is not None:
-                r["lendingLimit"] = lending
-            groups = [{"coveredResources": [GPU], "flavors": [{"name": flavor, "resources": [r]}]}]
+            groups = [gpu_group(flavor, nominal, borrowing, lending)]
         body = {"namespaceSelector": {}, "resourceGroups": groups, **spec}
         return self.create("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": name}, "spec": body})
 
@@ -84,10 +90,7 @@ class Cluster:
         if parent:
             spec["parentName"] = parent
         if nominal is not None:
-            r: dict = {"name": GPU, "nominalQuota": nominal}
-            if borrowing is not None:
-                r["borrowingLimit"] = borrowing
-            spec["resourceGroups"] = [{"coveredResources": [GPU], "flavors": [{"name": flavor, "resources": [r]}]}]
+            spec["resourceGroups"] = [gpu_group(flavor, nominal, borrowing)]
         if weight is not None:
             spec["fairSharing"] = {"weight": weight}
         return self.create("cohorts", {"kind": "Cohort", "metadata": {"name": name}, "spec": spec})

@@ -109,6 +109,18 @@ class Sim:
         self.preemptions: list = []
         self._seq = 0
 
+    def apply(self, objects: list[dict]) -> None:
+        """Take the cluster's queueing objects from a list of API objects (e.g. an org mapping's output), replacing
+        the default flavor; objects the scheduler does not read (priority classes) are left out."""
+        by_kind: dict[str, list[dict]] = {}
+        for obj in objects:
+            by_kind.setdefault(obj["kind"], []).append(obj)
+        self.flavors = by_kind.get("ResourceFlavor", [])
+        self.cohorts = by_kind.get("Cohort", [])
+        self.cqs = by_kind.get("ClusterQueue", [])
+        self.lqs = by_kind.get("LocalQueue", [])
+        self.namespaces = by_kind.get("Namespace", [])
+
     def add(
         self,
         name: str,

@@ -1,47 +1,51 @@
 """The design's per-pool cohort tree (DESIGN.md section 4): root / department / project cohorts, and a guaranteed
-plus an elastic ClusterQueue per project. Outcomes from reference/quota-mapping-review.md section 3.3."""
+plus an elastic ClusterQueue per project. Outcomes from reference/quota-mapping-review.md section 3.3.
+
+The tree is the portal's own mapping (worker.kueue_objects.desired_objects on an organisation snapshot), applied to
+kubesim's scheduler, so these outcomes fail if the mapping drifts from the design.
+"""
 
 from __future__ import annotations
 
-from tests.kubesim.kueue.sim import Sim, cluster_queue, cohort, local_queue
+from decimal import Decimal
+
+from apps.core.kueue_names import KueueNames, local_queue
+from tests.kubesim.kueue.sim import GPU, Sim
+from worker.kueue_objects import DepartmentSpec, OrgSnapshot, PoolQuota, PoolSpec, ProjectSpec, desired_objects
 
 POOL = "h100"
 NP, PREEMPTIBLE = 125, 75
+# The default prefixes, whatever this installation configures: the preemption paths below spell them out.
+NAMES = KueueNames()
+
+
+def quota(deserved: int, weight: str | None = None) -> PoolQuota:
+    return PoolQuota(deserved=deserved, limit=None, weight=Decimal(weight or 1))
+
+
+def org(capacity: int, departments: dict[str, dict], project_weights: dict[str, str] | None = None) -> OrgSnapshot:
+    """departments: {dept: {"deserved": D, "weight": w, "projects": {proj: deserved}}}, all on one pool."""
+    return OrgSnapshot(
+        pools=(PoolSpec(slug=POOL, gpu_resource=GPU, capacity=capacity, node_labels={"portal.gpu/pool": POOL}),),
+        departments=tuple(
+            DepartmentSpec(
+                slug=dept, quotas={POOL: quota(d["deserved"], d.get("weight"))},
+                projects=tuple(
+                    ProjectSpec(slug=proj, namespace=NAMES.project_namespace(proj), does_not_lend=False,
+                                quotas={POOL: quota(deserved, (project_weights or {}).get(proj))})
+                    for proj, deserved in d["projects"].items()
+                ),
+            )
+            for dept, d in departments.items()
+        ),
+        priority_classes=(),
+    )
 
 
 def build(capacity: int, departments: dict[str, dict], project_weights: dict[str, str] | None = None) -> Sim:
-    """departments: {dept: {"deserved": D, "weight": w, "projects": {proj: deserved}}}."""
+    """A scheduler holding exactly the objects the portal maps this organisation to."""
     sim = Sim()
-    sim.flavors[0]["metadata"]["name"] = POOL
-    root = f"portal-{POOL}"
-    sim.cohorts.append(
-        cohort(root, nominal=max(0, capacity - sum(d["deserved"] for d in departments.values())), flavor_name=POOL)
-    )
-    for dept, d in departments.items():
-        dname = f"dept-{dept}-{POOL}"
-        own = d["deserved"] - sum(d["projects"].values())
-        sim.cohorts.append(cohort(dname, parent=root, nominal=own, flavor_name=POOL, weight=d.get("weight")))
-        for proj, deserved in d["projects"].items():
-            pname = f"proj-{proj}-{POOL}"
-            sim.cohorts.append(cohort(pname, parent=dname, weight=(project_weights or {}).get(proj)))
-            sim.cqs.append(
-                cluster_queue(
-                    f"{pname}-guaranteed",
-                    deserved,
-                    cohort=pname,
-                    flavor_name=POOL,
-                    borrowing=0,
-                    within="Never",
-                    reclaim="Any",
-                )
-            )
-            sim.cqs.append(
-                cluster_queue(
-                    f"{pname}-elastic", 0, cohort=pname, flavor_name=POOL, within="LowerPriority", reclaim="Any"
-                )
-            )
-            sim.lqs.append(local_queue(f"guaranteed-{POOL}", f"{pname}-guaranteed", namespace=f"proj-{proj}"))
-            sim.lqs.append(local_queue(f"elastic-{POOL}", f"{pname}-elastic", namespace=f"proj-{proj}"))
+    sim.apply(desired_objects(org(capacity, departments, project_weights), NAMES))
     return sim
 
 
@@ -50,11 +54,14 @@ def s1() -> Sim:
 
 
 def submit(sim: Sim, proj: str, queue: str, n: int, gpu: int = 1, prefix: str | None = None) -> list[str]:
-    prio = NP if queue == "guaranteed" else PREEMPTIBLE
+    """n workloads in the project's LocalQueue of that kind, as the portal's Jobs land (names `<proj>-<g|e>-<i>`)."""
+    guaranteed = queue == "guaranteed"
+    prio = NP if guaranteed else PREEMPTIBLE
     names = []
     for i in range(n):
         name = f"{prefix or proj + '-' + queue[0]}-{i}"
-        sim.add(name, f"{queue}-{POOL}", gpu, namespace=f"proj-{proj}", priority=prio)
+        sim.add(name, local_queue(POOL, guaranteed=guaranteed), gpu, namespace=NAMES.project_namespace(proj),
+                priority=prio)
         names.append(name)
     return names
 
