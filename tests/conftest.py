@@ -21,6 +21,10 @@ def pytest_configure(config: pytest.Config) -> None:
         database["TEST"] = {**database.get("TEST", {}), "NAME": str(settings.RUN_DIR / f"test-{os.getpid()}.sqlite3")}
     # One broker queue per run too, so parallel runs never take each other's tasks.
     settings.CELERY_TASK_DEFAULT_QUEUE = f"portal-test-{os.getpid()}"
+    # The suite's expected names use the documented default prefixes, whatever the environment configures (the
+    # tests of other prefixes set them per test).
+    settings.KUEUE_ROOT_COHORT_PREFIX, settings.KUEUE_DEPARTMENT_COHORT_PREFIX, settings.KUEUE_PROJECT_PREFIX = (
+        "portal-", "dept-", "proj-")
     # Fast hashing: the suite logs demo users in thousands of times; production keeps Django's default.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Tests render templates without running collectstatic first (WhiteNoise only needs the folder to exist).
