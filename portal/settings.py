@@ -216,6 +216,10 @@ KUBECONFIG = os.environ.get("KUBECONFIG", "" if PRODUCTION else str(RUN_DIR / "k
 KUEUE_ROOT_COHORT_PREFIX = os.environ.get("KUEUE_ROOT_COHORT_PREFIX", "portal-")
 KUEUE_DEPARTMENT_COHORT_PREFIX = os.environ.get("KUEUE_DEPARTMENT_COHORT_PREFIX", "dept-")
 KUEUE_PROJECT_PREFIX = os.environ.get("KUEUE_PROJECT_PREFIX", "proj-")
+# Project namespaces are the portal's own: they start with KUEUE_PROJECT_PREFIX or are on this admin-approved list
+# (comma-separated); never kube-*, default or the portal's own namespace (apps/org/validators.py).
+PORTAL_EXTRA_PROJECT_NAMESPACES = _env_list("PORTAL_EXTRA_PROJECT_NAMESPACES", [])
+PORTAL_NAMESPACE = os.environ.get("PORTAL_NAMESPACE") or os.environ.get("POD_NAMESPACE", "")
 
 LOGGING = {
     "version": 1,

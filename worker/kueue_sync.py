@@ -4,12 +4,20 @@ Compute the desired objects from the database, read what the portal owns in the 
 differences in a safe order: shrinking updates first (children before parents), then creates and growing updates
 (parents before children), then deletes (children before parents). Nothing without the portal's ownership label
 is ever touched, and every write is sent with fieldValidation=Strict.
+
+Namespaces are the portal's own. A project whose namespace breaks the rule (apps/org/validators.py; rows older
+than the rule), or whose namespace exists in the cluster without the portal's label or labelled for another
+project, is skipped: none of its objects is created, changed or deleted, nothing in that namespace is touched,
+and the run reports it. A project whose write the API server refuses is likewise reported and left for the next
+pass. One bad project never stops the others; only a transient or authorisation failure ends the whole run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import yaml
@@ -17,8 +25,9 @@ from django.db.models import Prefetch
 
 from apps.core.kueue_names import names as kueue_names
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
+from apps.org.validators import project_namespace_error
 
-from .gateway import Gateway
+from .gateway import ClusterError, Gateway
 from .kueue_objects import (
     DEPARTMENT_LABEL,
     MANAGED_BY,
@@ -80,14 +89,25 @@ QUANTITY_KEYS = {"nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
 KIND_ORDER = ["WorkloadPriorityClass", "ResourceFlavor", "Namespace", "Cohort", "ClusterQueue", "LocalQueue"]
 
 
+def _describe(obj: dict[str, Any]) -> str:
+    metadata = obj["metadata"]
+    where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+    return f"{obj['kind']} {where}{metadata['name']}"
+
+
 @dataclass
 class SyncResult:
     changes: list[str] = field(default_factory=list)
+    # One line per project left out of this pass, and why (shown on the admins' Cluster sync page).
+    project_errors: list[str] = field(default_factory=list)
+    failed_projects: set[str] = field(default_factory=set)
 
     def record(self, verb: str, obj: dict[str, Any]) -> None:
-        metadata = obj["metadata"]
-        where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
-        self.changes.append(f"{verb} {obj['kind']} {where}{metadata['name']}")
+        self.changes.append(f"{verb} {_describe(obj)}")
+
+    def refuse(self, project: str, message: str) -> None:
+        self.failed_projects.add(project)
+        self.project_errors.append(f"Project {project}: {message}")
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -164,28 +184,133 @@ def read_owned(gw: Gateway) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {_key(obj): obj for kind in KIND_ORDER for obj in gw.list(kind, label_selector=selector)}
 
 
+def _project_of(obj: dict[str, Any]) -> str | None:
+    return (obj["metadata"].get("labels") or {}).get(PROJECT_LABEL)
+
+
+@dataclass(frozen=True)
+class SkippedProject:
+    project: str
+    namespace: str
+    reason: str
+
+
+def namespace_rule_skips(desired: list[dict[str, Any]]) -> list[SkippedProject]:
+    """Projects whose namespace breaks the rule (rows saved before it): the cluster is never asked about them."""
+    skips = []
+    for obj in desired:
+        if obj["kind"] == "Namespace" and (error := project_namespace_error(obj["metadata"]["name"])):
+            skips.append(SkippedProject(
+                project=_project_of(obj) or "", namespace=obj["metadata"]["name"],
+                reason=f"{error} The reconcile leaves this project out; delete it and create it again with a "
+                       "namespace that follows the rule."))
+    return skips
+
+
+def namespace_owner_skips(gw: Gateway, desired: list[dict[str, Any]],
+                          actual: dict[tuple[str, str, str], dict[str, Any]]) -> list[SkippedProject]:
+    """Projects whose namespace exists in the cluster but is not the portal's for them: without the ownership
+    label (someone else's, never adopted), or labelled for another project. One GET per namespace the portal does
+    not own yet (new projects); owned ones are in `actual` already."""
+    skips = []
+    for obj in desired:
+        if obj["kind"] != "Namespace":
+            continue
+        name, project = obj["metadata"]["name"], _project_of(obj) or ""
+        current = actual.get(_key(obj))
+        if current is None:
+            try:
+                current = gw.get("Namespace", name)
+            except ClusterError as error:
+                if error.not_found:
+                    continue  # free: the portal creates it
+                raise
+        labels = current["metadata"].get("labels") or {}
+        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
+            reason = (f"namespace {name} exists in the cluster without the portal's label "
+                      f"{MANAGED_BY_LABEL}={MANAGED_BY}; the portal does not adopt namespaces it did not create, so "
+                      "it leaves the namespace and this project's queues alone. Delete that namespace in the cluster "
+                      "if it is unused, or recreate the project with another namespace.")
+        elif labels.get(PROJECT_LABEL) != project:
+            reason = (f"namespace {name} is labelled for project {labels.get(PROJECT_LABEL) or '(none)'} "
+                      f"({PROJECT_LABEL}); the portal leaves it and this project's queues alone. Delete that "
+                      "namespace in the cluster once it is unused, or recreate the project with another namespace.")
+        else:
+            continue
+        skips.append(SkippedProject(project=project, namespace=name, reason=reason))
+    return skips
+
+
+def _without(objects: dict[tuple[str, str, str], dict[str, Any]],
+             skips: list[SkippedProject]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """`objects` minus everything of a skipped project: labelled for it, inside its namespace, or the namespace."""
+    projects = {skip.project for skip in skips}
+    namespaces = {skip.namespace for skip in skips}
+    return {key: obj for key, obj in objects.items()
+            if _project_of(obj) not in projects and key[1] not in namespaces
+            and not (key[0] == "Namespace" and key[2] in namespaces)}
+
+
+def without_skipped(desired: list[dict[str, Any]], skips: list[SkippedProject]) -> list[dict[str, Any]]:
+    kept = _without({_key(obj): obj for obj in desired}, skips)
+    return [obj for obj in desired if _key(obj) in kept]
+
+
 def reconcile(gw: Gateway, desired: list[dict[str, Any]]) -> SyncResult:
-    """Make the cluster's portal-owned objects equal `desired`, writing only what differs."""
+    """Make the cluster's portal-owned objects equal `desired`, writing only what differs; projects whose namespace
+    is not the portal's are left out and reported (see the module docstring)."""
     result = SyncResult()
     actual = read_owned(gw)
+    skips = namespace_rule_skips(desired)
+    skips += namespace_owner_skips(gw, without_skipped(desired, skips), actual)
+    for skip in skips:
+        result.refuse(skip.project, skip.reason)
+    desired = without_skipped(desired, skips)
+    actual = _without(actual, skips)
     wanted = {_key(obj): obj for obj in desired}
     updates = [(obj, actual[key]) for key, obj in wanted.items()
                if key in actual and not _covers(_content(obj), _content(actual[key]))]
     shrinking = [(obj, current) for obj, current in updates if _shrinks(obj, current)]
     growing = {id(obj) for obj, current in updates if not _shrinks(obj, current)}
     for obj, current in reversed(shrinking):  # children first
-        _update(gw, obj, current, result)
+        _guarded(result, "update", obj, partial(_update, gw, obj, current, result))
     for obj in desired:  # parents first
         key = _key(obj)
         if key not in actual:
-            gw.create(obj)
-            result.record("created", obj)
+            _guarded(result, "create", obj, partial(_create, gw, obj, result))
         elif id(obj) in growing:
-            _update(gw, obj, actual[key], result)
+            _guarded(result, "update", obj, partial(_update, gw, obj, actual[key], result))
     for obj in sorted((obj for key, obj in actual.items() if key not in wanted), key=_delete_rank):
-        gw.delete(obj["kind"], obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
-        result.record("deleted", obj)
+        _guarded(result, "delete", obj, partial(_delete, gw, obj, result))
     return result
+
+
+# Refusals that are about the whole run, not one project's objects: end the run (transient ones are retried).
+RUN_LEVEL_STATUS = {401, 403}
+
+
+def _guarded(result: SyncResult, verb: str, obj: dict[str, Any], write: Callable[[], None]) -> None:
+    """Run one write; a project's refused write is recorded on the project, which sits out the rest of the pass."""
+    project = _project_of(obj)
+    if project is not None and project in result.failed_projects:
+        return
+    try:
+        write()
+    except ClusterError as error:
+        if project is None or error.transient or error.status in RUN_LEVEL_STATUS:
+            raise
+        result.refuse(project, f"the API server refused to {verb} {_describe(obj)}: {error.status} {error.reason}: "
+                               f"{error.message}. Its other objects wait for the next pass.")
+
+
+def _create(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:
+    gw.create(obj)
+    result.record("created", obj)
+
+
+def _delete(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:
+    gw.delete(obj["kind"], obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
+    result.record("deleted", obj)
 
 
 def _update(gw: Gateway, desired: dict[str, Any], current: dict[str, Any], result: SyncResult) -> None:

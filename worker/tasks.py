@@ -42,7 +42,7 @@ def kueue_sync() -> list[str]:
             raise TransientClusterError(error.message) from error
         logger.error("kueue sync refused by the API server: %s", error.message)
         return []
-    if org_services.kueue_sync_finish(run=run, changes=result.changes):
+    if org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors):
         kueue_sync.delay()
     return result.changes
 

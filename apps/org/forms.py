@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -235,6 +236,10 @@ class ProjectForm(StyledForm):
                                  ("slug", "name", "description", "namespace", "does_not_lend")}
             kwargs["initial"]["default_priority_class"] = instance.default_priority_class_id
         super().__init__(*args, **kwargs)
+        prefix = settings.KUEUE_PROJECT_PREFIX
+        self.fields["namespace"].help_text = (
+            f"Kubernetes namespace; empty means {prefix}<slug>. Others must start with '{prefix}' or be on the "
+            "admins' approved list. Cannot change later.")
         if instance is not None:
             self.fields["slug"].disabled = True
             self.fields["namespace"].disabled = True

@@ -258,6 +258,9 @@ class KueueSyncRun(models.Model):
     ok = models.BooleanField(null=True)
     changes = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
+    # Projects this run left out (namespace not the portal's, or a write refused), one line each; the run itself
+    # still completed for everyone else.
+    project_errors = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -21,6 +21,7 @@ from apps.core.kueue_names import names as kueue_names
 from apps.core.tasks import enqueue_on_commit
 
 from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
+from .validators import project_namespace_error, project_namespace_rule
 
 
 def _org_changed() -> None:
@@ -169,12 +170,40 @@ def department_delete(*, actor: Any, department: Department) -> None:
 PROJECT_FIELDS = {"slug", "name", "description", "department", "namespace", "does_not_lend", "default_priority_class"}
 
 
+def _project_namespace_error(project: Project) -> str | None:
+    """The namespace rule (validators.project_namespace_error) plus its database half: a namespace named after
+    another project (`<prefix><its slug>`) is that project's. One that another project holds already is refused
+    by the uniqueness check."""
+    if error := project_namespace_error(project.namespace):
+        return error
+    prefix = kueue_names().project_prefix
+    owner = project.namespace[len(prefix):] if project.namespace.startswith(prefix) else ""
+    if owner and owner != project.slug and Project.objects.filter(slug=owner).exclude(pk=project.pk).exists():
+        return f"{project_namespace_rule()}; '{project.namespace}' is reserved for project {owner}."
+    return None
+
+
+def _clean_project(project: Project) -> None:
+    """full_clean plus the namespace rule, every error at once (a namespace that is no DNS label, or that another
+    project holds, gets that one message)."""
+    errors: dict[str, list[ValidationError]] = {}
+    try:
+        project.full_clean()
+    except ValidationError as exc:
+        errors = exc.update_error_dict(errors)
+    if "namespace" not in errors and (namespace_error := _project_namespace_error(project)):
+        errors["namespace"] = [ValidationError(namespace_error, code="project_namespace")]
+    if errors:
+        raise ValidationError(errors)
+
+
 def project_create(*, actor: Any, department: Department, **fields: Any) -> Project:
     _require(actor, Action.MANAGE_PROJECTS, department)
     project = Project(department=department)
     _apply(project, fields, PROJECT_FIELDS - {"department"})
     if not project.namespace and project.slug:
         project.namespace = kueue_names().project_namespace(project.slug)
+    _clean_project(project)
     with transaction.atomic():
         _save(project)
         audit_record(actor=actor, action="project.create", obj=project, before=None, after=snapshot(project),
@@ -191,6 +220,8 @@ def project_update(*, actor: Any, project: Project, **changes: Any) -> Project:
         for immutable in ("slug", "namespace", "department"):
             if immutable in changes and changes[immutable] != getattr(project, immutable):
                 raise ValidationError({immutable: "This cannot change once the project exists in the cluster."})
+        # The namespace never changes here, so the namespace rule (checked on create) is not re-checked: a project
+        # created before the rule stays editable, and the reconcile reports it.
         changed = _apply(project, changes, PROJECT_FIELDS)
         if not changed:
             return project
@@ -520,14 +551,18 @@ def kueue_sync_claim() -> KueueSyncRun | None:
     return KueueSyncRun.objects.create(started_at=now)
 
 
-def kueue_sync_finish(*, run: KueueSyncRun, changes: list[str], error: str = "") -> bool:
-    """Record the outcome and release the claim; True when a change arrived meanwhile and another pass is due."""
+def kueue_sync_finish(*, run: KueueSyncRun, changes: list[str], error: str = "",
+                      project_errors: list[str] | None = None) -> bool:
+    """Record the outcome and release the claim; True when a change arrived meanwhile and another pass is due.
+
+    `error` is a run that failed as a whole; `project_errors` are the projects a completed run left out."""
     with transaction.atomic():
         run.finished_at = timezone.now()
         run.ok = not error
         run.changes = changes
         run.error = error
-        run.save(update_fields=["finished_at", "ok", "changes", "error"])
+        run.project_errors = project_errors or []
+        run.save(update_fields=["finished_at", "ok", "changes", "error", "project_errors"])
         KueueSyncState.objects.filter(pk=1).update(running_since=None)
         stale = KueueSyncRun.objects.values_list("pk", flat=True)[KUEUE_SYNC_RUNS_KEPT:]
         KueueSyncRun.objects.filter(pk__in=list(stale)).delete()

@@ -1,9 +1,11 @@
-"""Name rules shared by models, forms and the API: what Kubernetes accepts."""
+"""Name rules shared by models, forms, the API and the worker: what Kubernetes accepts, and which namespaces a
+project may have."""
 
 from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -51,3 +53,38 @@ def validate_label_value(value: str) -> None:
             "starting and ending alphanumeric).",
             code="label_value",
         )
+
+
+# --- project namespaces -----------------------------------------------------------------------------------------
+
+SYSTEM_NAMESPACE_PREFIX = "kube-"
+SYSTEM_NAMESPACES = frozenset({"default"})
+
+
+def project_namespace_rule() -> str:
+    """The rule in words, as every refusal starts."""
+    return f"Project namespaces start with '{settings.KUEUE_PROJECT_PREFIX}' (or are on the approved list)"
+
+
+def project_namespace_error(namespace: str) -> str | None:
+    """Why `namespace` may not be a project's namespace, or None when it may.
+
+    Namespaces are the portal's own: a project namespace starts with settings.KUEUE_PROJECT_PREFIX or is on the
+    admins' list settings.PORTAL_EXTRA_PROJECT_NAMESPACES, and is never a system namespace (kube-*, default) nor
+    the portal's own (settings.PORTAL_NAMESPACE), whatever the list says. Services refuse such a namespace on
+    create; the reconcile skips (and reports) projects that still have one. Another project's namespace is the
+    services' part of the rule (it needs the database). Pure apart from settings; no queries.
+    """
+    if not namespace:
+        return None
+    rule = project_namespace_rule()
+    if namespace in SYSTEM_NAMESPACES or namespace.startswith(SYSTEM_NAMESPACE_PREFIX):
+        return f"{rule}; '{namespace}' is a system namespace."
+    if settings.PORTAL_NAMESPACE and namespace == settings.PORTAL_NAMESPACE:
+        return f"{rule}; '{namespace}' is the portal's own namespace."
+    prefix = settings.KUEUE_PROJECT_PREFIX
+    if (namespace.startswith(prefix) and len(namespace) > len(prefix)) or (
+        namespace in settings.PORTAL_EXTRA_PROJECT_NAMESPACES
+    ):
+        return None
+    return f"{rule}; '{namespace}' does not start with '{prefix}' and is not on the approved list."

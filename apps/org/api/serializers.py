@@ -110,7 +110,10 @@ class ProjectSerializer(ShapeOnlyModelSerializer):
         ]
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {"namespace": {"required": False, "allow_blank": True,
-                                      "help_text": "Kubernetes namespace; defaults to proj-<slug>."}}
+                                      "help_text": "Kubernetes namespace; defaults to proj-<slug> (the installation's "
+                                                   "KUEUE_PROJECT_PREFIX). Others must start with that prefix or be on "
+                                                   "the approved list (PORTAL_EXTRA_PROJECT_NAMESPACES); never kube-*, "
+                                                   "default or the portal's own. Cannot change later."}}
 
 
 class QuotaSerializer(ShapeOnlyModelSerializer):

@@ -129,7 +129,7 @@ def test_team_lead_may_not_patch_deserved_or_limit(client_for, ids, change):
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [
-        ("projects/", {"slug": "Vision_2", "name": "Vision 2", "department": "research", "namespace": "vision-2"},
+        ("projects/", {"slug": "Vision_2", "name": "Vision 2", "department": "research", "namespace": "proj-vision-2"},
          "slug"),
         ("projects/", {"slug": "vision-2", "name": "Vision 2", "department": "research", "namespace": "Bad.NS"},
          "namespace"),

@@ -33,3 +33,15 @@ def test_sync_now_is_audited_and_enqueued(client_for, django_capture_on_commit_c
     assert AuditEvent.objects.filter(action="kueue_sync.request").exists()
     page = client_for("admin").get(URL, HTTP_HX_REQUEST="true").content.decode()
     assert 'id="sync-runs"' in page and "<html" not in page
+
+
+def test_projects_left_out_are_shown_on_a_partial_run(client_for):
+    now = timezone.now()
+    problem = ("Project speech: namespace proj-speech exists in the cluster without the portal's label "
+               "app.kubernetes.io/managed-by=gpu-portal")
+    KueueSyncRun.objects.create(started_at=now, finished_at=now, ok=True, changes=["updated Cohort proj-vision-h100"],
+                                project_errors=[problem])
+    page = client_for("admin").get(URL).content.decode()
+    assert '<span class="badge warn">partial</span> 1 change; 1 project left out' in page
+    assert page.count(problem.replace("'", "&#x27;")) == 2  # the last run's panel and its row in the table
+    assert 'hx-trigger="every 3s"' not in page

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.org import services as org_services
 from worker.gateway import ClusterError, gateway
-from worker.kueue_sync import as_yaml, desired_from_database, reconcile
+from worker.kueue_sync import as_yaml, desired_from_database, namespace_rule_skips, reconcile, without_skipped
 
 
 class Command(BaseCommand):
@@ -14,7 +14,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, dry_run: bool = False, **options: object) -> None:
         if dry_run:
-            self.stdout.write(as_yaml(desired_from_database()), ending="")
+            desired = desired_from_database()
+            skips = namespace_rule_skips(desired)
+            self.stdout.write(as_yaml(without_skipped(desired, skips)), ending="")
+            for skip in skips:
+                self.stderr.write(f"Project {skip.project}: {skip.reason}")
             return
         run = org_services.kueue_sync_claim()
         if run is None:
@@ -24,7 +28,12 @@ class Command(BaseCommand):
         except ClusterError as error:
             org_services.kueue_sync_finish(run=run, changes=[], error=f"{error.status} {error.reason}: {error.message}")
             raise CommandError(f"The cluster refused the change: {error.message}") from error
-        org_services.kueue_sync_finish(run=run, changes=result.changes)
+        org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors)
         for change in result.changes:
             self.stdout.write(change)
         self.stdout.write(self.style.SUCCESS(f"{len(result.changes)} change(s)."))
+        for problem in result.project_errors:
+            self.stderr.write(problem)
+        if result.project_errors:
+            count = len(result.project_errors)
+            raise CommandError(f"{count} project{'s' if count != 1 else ''} left out; the others were reconciled.")
