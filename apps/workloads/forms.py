@@ -25,7 +25,6 @@ from .models import (
     MAX_PODS,
     MAX_RUNTIME_SECONDS,
     Kind,
-    Status,
     Workload,
     WorkloadTemplate,
 )
@@ -286,19 +285,3 @@ class WorkloadTemplateForm(StyledForm):
             except ValidationError as exc:
                 self.add_error("values", f"{key}: {' '.join(exc.messages)}")
         return data
-
-
-class WorkloadFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False)
-    kind = forms.ChoiceField(required=False, choices=[("", "(any)"), *Kind.choices])
-    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="(any)")
-    scope = forms.ChoiceField(required=False, choices=[("mine", "My workloads"), ("all", "Everything I can see")],
-                              label="Show")
-
-    def __init__(self, *args: Any, projects: Any, offer_scope: bool, **kwargs: Any) -> None:
-
-        super().__init__(*args, **kwargs)
-        self.fields["status"].choices = [("", "(any)"), ("live", "Live (not finished)"), *Status.choices]
-        self.fields["project"].queryset = projects
-        if not offer_scope:
-            del self.fields["scope"]
