@@ -118,9 +118,9 @@ def test_ordering_is_stable_and_whitelisted(client_for, history):
 
 
 BAD_AUDIT_INPUT = [
-    ("department", "²"), ("department", "١"), ("department", "1e20"), ("department", "99999999999999999999"),
+    ("department", "²"), ("department", "\u0661"), ("department", "1e20"), ("department", "99999999999999999999"),
     ("department", "-1"), ("department", "no-such-department"), ("department", "research\x00"),
-    ("project", "٣"), ("project", "0"), ("project", "vision'--"),
+    ("project", "\u0663"), ("project", "0"), ("project", "vision'--"),
     ("object_type", "user"), ("object_type", "\x00"),
     ("action", "quota\x00"), ("actor", "a" * 151),
     ("since", "10000-01-01"), ("since", "0001-01-01"), ("until", "9999-12-31"), ("until", "2026-02-30"),
@@ -150,7 +150,7 @@ def test_null_characters_get_one_clear_message(client_for):
 
 
 @pytest.mark.parametrize("params", [{"limit": "1e20"}, {"limit": "0"}, {"limit": "-1"}, {"limit": "²"},
-                                    {"limit": "10" * 20}, {"offset": "99999999999999999999"}, {"offset": "١"},
+                                    {"limit": "10" * 20}, {"offset": "99999999999999999999"}, {"offset": "\u0661"},
                                     {"offset": "\x00"}])
 def test_absurd_api_pages_are_a_400(client_for, params):
     response = client_for("admin").get("/api/v1/audit-events/", params)
@@ -158,7 +158,7 @@ def test_absurd_api_pages_are_a_400(client_for, params):
     assert list(response.json()) == list(params)
 
 
-@pytest.mark.parametrize("number", ["99999999999999999999", "1e20", "١", "²", "-3", "\x00", "0"])
+@pytest.mark.parametrize("number", ["99999999999999999999", "1e20", "\u0661", "²", "-3", "\x00", "0"])
 def test_absurd_page_numbers_on_the_page_read_as_the_nearest_page(client_for, number):
     response = client_for("admin").get(AUDIT_PAGE, {"page": number})
     assert response.status_code == 200
