@@ -26,8 +26,6 @@ from django.core.validators import MaxValueValidator, MinValueValidator, Prohibi
 from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.choices import BaseChoiceIterator
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 
 from .http import MAX_ID, parse_id
 
@@ -57,6 +55,12 @@ class ReferenceField(forms.CharField):
         self.queryset = queryset
         self.slug_field = slug_field
 
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        attrs = super().widget_attrs(widget)
+        if isinstance(widget, forms.Select):
+            attrs.pop("maxlength", None)
+        return attrs
+
     def to_python(self, value: Any) -> str:
         text = super().to_python(value)
         if not text:
@@ -82,8 +86,7 @@ class QuerySetChoices(BaseChoiceIterator):
             yield str(row.pk), str(row)
 
 
-@extend_schema_field(OpenApiTypes.STR)
-class ReferenceFilter(django_filters.Filter):
+class ReferenceFilter(django_filters.CharFilter):
     """Rows whose `field_name` points at one of `choices(request)` named by id (or slug).
 
     `choices` is an access-scoped selector (e.g. `lambda request: projects_for(request.user)`): a user never sees
@@ -137,7 +140,6 @@ class IdOrNameField(forms.CharField):
         return text
 
 
-@extend_schema_field(OpenApiTypes.STR)
 class IdOrNameFilter(django_filters.CharFilter):
     """A related row by id or by a name field (`?owner=7` or `?owner=alice`). Not a scoped choice: the rows are
     already scoped, so a name the user cannot see simply matches nothing, as does one that does not exist."""

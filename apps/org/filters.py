@@ -41,11 +41,13 @@ class AuditEventFilterSet(ScopedFilterSet):
     - `ordering`: at, action, object_type, actor (newest first by default).
     """
 
-    action = django_filters.CharFilter(lookup_expr="icontains", max_length=60)
+    action = django_filters.CharFilter(lookup_expr="icontains", max_length=60, label="Action",
+                                       help_text="Part of the action, any case: quota finds quota.create, ...")
     object_type = django_filters.ChoiceFilter(choices=[(name, name) for name in AUDITED_OBJECT_TYPES],
                                               label="Object type", empty_label="(any)")
     object_id = django_filters.CharFilter(max_length=60, label="Object id")
-    actor = django_filters.CharFilter(field_name="actor__username", max_length=150, help_text="Username")
+    actor = django_filters.CharFilter(field_name="actor__username", max_length=150, label="Actor",
+                                      help_text="Username")
     department = ReferenceFilter(choices=lambda request: departments_for(request.user, Action.VIEW_AUDIT),
                                  help_text="Department id or slug.")
     project = ReferenceFilter(choices=lambda request: projects_for(request.user, Action.VIEW_AUDIT), select=False,
@@ -56,7 +58,7 @@ class AuditEventFilterSet(ScopedFilterSet):
                       help_text="A day (YYYY-MM-DD): events up to its end.")
     ordering = StableOrderingFilter(
         fields=[("at", "at"), ("action", "action"), ("object_type", "object_type"), ("actor__username", "actor")],
-        default=("-at", "-id"),
+        field_labels={"at": "Time"}, default=("-at", "-id"),
     )
 
     class Meta:

@@ -30,8 +30,8 @@ class WorkloadFilterSet(ScopedFilterSet):
     """
 
     status = ChoiceListFilter(choices=[("live", "Live (not finished)"), *Status.choices], noun="status",
-                              aliases={"live": LIVE_STATUSES})
-    kind = ChoiceListFilter(choices=Kind.choices, noun="kind")
+                              aliases={"live": LIVE_STATUSES}, label="Status")
+    kind = ChoiceListFilter(choices=Kind.choices, noun="kind", label="Kind")
     project = ReferenceFilter(choices=lambda request: projects_for(request.user).order_by("name"),
                               help_text="Project id or slug.")
     scope = django_filters.ChoiceFilter(choices=SCOPES, label="Show", empty_label=None, method="scope_applied_later",
