@@ -257,19 +257,27 @@ def workload_live_marker(*, workload: Workload) -> LiveMarker:
     return LiveMarker(key="|".join(str(part) for part in (*mirrored, *row)), last_log_fetch=row[1])
 
 
+def mark_visible_preemptors(preempted: list[dict[str, Any]], *, user: Any) -> list[dict[str, Any]]:
+    """Give each known preemptor `visible`: whether the user may see that workload (the same rows as
+    `workloads_for`). The detail page links only visible ones; the API shows them only when visible. One query,
+    none when no preemptor is known."""
+    ids = [p["preemptor"]["id"] for p in preempted if p["preemptor"]]
+    visible = set(workloads_for(user).filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
+    for preemption in preempted:
+        if preemption["preemptor"]:
+            preemption["preemptor"]["visible"] = preemption["preemptor"]["id"] in visible
+    return preempted
+
+
 def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
     the Kueue conditions and the stored log tails: five queries."""
 
     events = list(workload.events.select_related("actor"))
-    preempted = preemptions(workload)  # same order as the events (at, id)
-    visible = set(workloads_for(user).filter(
-        pk__in=[p["preemptor"]["id"] for p in preempted if p["preemptor"]]).values_list("pk", flat=True))
+    preempted = mark_visible_preemptors(preemptions(workload), user=user)  # same order as the events (at, id)
     remaining = iter(preempted)
     for event in events:
         event.preemption = next(remaining, None) if event.to_status == "preempted" else None
-        if event.preemption and event.preemption["preemptor"]:
-            event.preemption["preemptor"]["visible"] = event.preemption["preemptor"]["id"] in visible
     flavors = sorted({flavor for pod_set in (workload.admission or {}).get("pod_sets", [])
                       for flavor in (pod_set.get("flavors") or {}).values()})
     return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload)}

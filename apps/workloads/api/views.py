@@ -20,7 +20,7 @@ from apps.workloads import services
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.history import preemptions
 from apps.workloads.models import Status, Workload, WorkloadEvent
-from apps.workloads.selectors import annotate_live, workload_list, workloads_for
+from apps.workloads.selectors import annotate_live, mark_visible_preemptors, workload_list
 
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
 
@@ -84,11 +84,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         annotate_live([workload])
         # The events are prefetched: ask for the preemptors only when there was a preemption.
         found = preemptions(workload) if any(e.to_status == Status.PREEMPTED for e in workload.events.all()) else []
-        ids = [p["preemptor"]["id"] for p in found if p["preemptor"]]
-        visible = set(workloads_for(self.request.user).filter(pk__in=ids).values_list("pk", flat=True)) if ids \
-            else set()
-        for preemption in found:
-            if preemption["preemptor"] and preemption["preemptor"]["id"] not in visible:
+        for preemption in mark_visible_preemptors(found, user=self.request.user):
+            if preemption["preemptor"] and not preemption["preemptor"]["visible"]:
                 preemption["preemptor"] = None
         workload.preemption_list = found
         return workload
