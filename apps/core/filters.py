@@ -2,7 +2,7 @@
 
 A FilterSet here is bound to a request (its choices are scoped to the requesting user) and filters rows that come
 from an access-scoped selector. Pages render its form and paginate `filter_page(...)`; the API lists use it through
-`apps.core.api.FilterSetBackend`. Bad input is a form error on the page and a 400 in the API, never a 500.
+`apps.core.api_lists.FilterSetBackend`. Bad input is a form error on the page and a 400 in the API, never a 500.
 
 References to other rows (`?project=7` or `?project=vision`) are checked for shape only while the form validates,
 so a filtered list costs no query more than an unfiltered one: the rows are narrowed through a subquery of the
@@ -114,9 +114,10 @@ class ReferenceFilter(django_filters.CharFilter):
         return self._field
 
     def matching(self, value: str) -> QuerySet:
+        """The choices `value` names: by id, else by slug (the field lets a slug through only with a slug_field)."""
         if value.isascii() and value.isdigit():
             return self.scoped().filter(pk=int(value))
-        return self.scoped().filter(**{self.slug_field or "pk": value})
+        return self.scoped().filter(**{str(self.slug_field): value})
 
     def filter(self, qs: QuerySet, value: str) -> QuerySet:
         if not value:
@@ -185,7 +186,8 @@ class DayFilter(django_filters.DateFilter):
     """A day in the current timezone: `since` counts from its start, `until` through its end (both inclusive)."""
 
     def __init__(self, *args: Any, bound: str, **kwargs: Any) -> None:
-        assert bound in ("since", "until")
+        if bound not in ("since", "until"):
+            raise ValueError(f"bound is since or until, not {bound!r}")
         self.bound = bound
         kwargs.setdefault("widget", forms.DateInput(attrs={"type": "date"}))
         kwargs.setdefault("validators", [

@@ -21,7 +21,9 @@ AUDITED_OBJECT_TYPES = ("nodepool", "department", "project", "quota", "priorityc
                         "workloadtemplate", "kueuesyncstate")
 
 
-class AuditFilterForm(FilterForm):
+class AuditEventFilterForm(FilterForm):
+    """The audit filter's one rule across fields: the window may not end before it starts."""
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
@@ -64,7 +66,7 @@ class AuditEventFilterSet(ScopedFilterSet):
     class Meta:
         model = AuditEvent
         fields: list[str] = []
-        form = AuditFilterForm
+        form = AuditEventFilterForm
 
 
 class ProjectFilterSet(ScopedFilterSet):

@@ -99,6 +99,15 @@ def test_since_and_until_are_whole_days_in_the_current_timezone(client_for, user
         [events[0], events[1], events[2]])
 
 
+def test_a_window_ending_before_it_starts_is_refused_on_both_sides(client_for):
+    client = client_for("admin")
+    query = {"since": "2026-02-01", "until": "2026-01-31"}
+    response = client.get("/api/v1/audit-events/", query)
+    assert response.status_code == 400
+    assert response.json() == {"until": ["The end date is before the start date."]}
+    assert client.get(AUDIT_PAGE, query).context["form"].errors == response.json()
+
+
 def test_ordering_is_stable_and_whitelisted(client_for, history):
     client = client_for("admin")
     rows = call(client, "GET", "audit-events/?ordering=actor&limit=1000").json()["results"]
