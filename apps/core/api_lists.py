@@ -50,24 +50,23 @@ class Pagination(pagination.LimitOffsetPagination):
     or unknown project, say) turns the answer into a 400 (see `ScopedFilterSet.check_references`).
     """
 
-    def get_limit(self, request: Request) -> int:
-        return self._number(request, self.limit_query_param, self.default_limit, lowest=1)
+    def get_limit(self, request: Request) -> int | None:
+        raw = request.query_params.get(self.limit_query_param)
+        return self.default_limit if raw is None else self._number(self.limit_query_param, raw, lowest=1)
 
     def get_offset(self, request: Request) -> int:
-        return self._number(request, self.offset_query_param, 0, lowest=0)
+        raw = request.query_params.get(self.offset_query_param)
+        return 0 if raw is None else self._number(self.offset_query_param, raw, lowest=0)
 
     @staticmethod
-    def _number(request: Request, name: str, default: int, *, lowest: int) -> int:
-        raw = request.query_params.get(name)
-        if raw is None:
-            return default
+    def _number(name: str, raw: str, *, lowest: int) -> int:
         number = parse_int(raw)
         if number is None or number < lowest:
             raise exceptions.ValidationError({name: [f"Use a whole number from {lowest} to {MAX_ID}."]})
         return number
 
-    def paginate_queryset(self, queryset: QuerySet, request: Request, view: Any = None) -> list | None:
-        page = super().paginate_queryset(queryset, request, view)
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> list | None:
+        page: list | None = super().paginate_queryset(queryset, request, view)
         filterset = getattr(view, "filterset", None)
         if not self.count and isinstance(filterset, ScopedFilterSet) and not filterset.check_references():
             raise exceptions.ValidationError(form_error_detail(filterset.errors))

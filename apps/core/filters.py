@@ -135,7 +135,7 @@ class IdOrNameField(forms.CharField):
     """An id (ASCII digits, a database id) or a name; anything with digits only must be a valid id."""
 
     def to_python(self, value: Any) -> str:
-        text = super().to_python(value)
+        text = super().to_python(value) or ""
         if text.isascii() and text.isdigit() and parse_id(text) is None:
             raise ValidationError(f"An id is a whole number from 1 to {MAX_ID}.", code="invalid_id")
         return text
@@ -229,7 +229,7 @@ class FilterForm(forms.Form):
     dates and orderings would otherwise echo it back in theirs)."""
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or self.cleaned_data
         check = ProhibitNullCharactersValidator()
         for name in self.fields:
             raw = self.data.get(self.add_prefix(name))

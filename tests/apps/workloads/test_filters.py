@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from apps.accounts.models import RoleBinding
 from apps.org.models import Project
 from apps.workloads.models import Kind, Status, Workload
 from tests.api_support import call
@@ -156,8 +157,6 @@ def test_a_researcher_never_sees_another_departments_choices_or_rows(as_user, sp
 
 
 def test_own_work_in_a_project_no_longer_visible_is_listed_but_not_a_filter_choice(as_user, people, spread):
-    from apps.accounts.models import RoleBinding
-
     RoleBinding.objects.filter(user=people["alice"]).delete()
     client = as_user("alice")
     assert set(api_ids(client, "")) == {spread[key].pk for key in ("alice-train", "alice-notebook", "alice-done")}
