@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "django_filters",
     "apps.core",
     "apps.cluster",
     "apps.accounts",
@@ -181,7 +182,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "apps.core.api_lists.Pagination",
+    "DEFAULT_FILTER_BACKENDS": ["apps.core.api_lists.FilterSetBackend"],
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "apps.core.api.exception_handler",
 }

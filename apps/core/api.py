@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from rest_framework import exceptions, permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -91,10 +91,3 @@ class ServiceViewSet(viewsets.ModelViewSet):
         super().check_object_permissions(request, obj)
         if request.method not in permissions.SAFE_METHODS and not self.may_change(obj):
             self.permission_denied(request, message=self.denied_message)
-
-
-def id_or_slug(value: str, *, field: str, slug_field: str = "slug") -> Q:
-    """A filter matching a related row by numeric id or by slug (`?project=7` or `?project=vision`)."""
-    if value.isdigit():
-        return Q(**{f"{field}_id": int(value)})
-    return Q(**{f"{field}__{slug_field}": value})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, cast
+from typing import Any
 
 from django import forms
 from django.conf import settings
@@ -263,7 +263,7 @@ class PriorityClassForm(StyledForm):
             self.fields["name"].disabled = True
 
 
-# --- weights and the audit filter ------------------------------------------------------------------------------
+# --- weights ---------------------------------------------------------------------------------------------------
 
 
 class WeightForm(forms.Form):
@@ -275,30 +275,6 @@ class WeightForm(forms.Form):
 class ProjectDefaultsForm(forms.Form):
     project = forms.IntegerField()
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False)
-
-
-class AuditFilterForm(forms.Form):
-    action = forms.CharField(required=False, max_length=60)
-    object_type = forms.ChoiceField(required=False, label="Object type")
-    actor = forms.CharField(required=False, max_length=150, help_text="Username")
-    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False, empty_label="(any)")
-    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
-
-    OBJECT_TYPES = ("nodepool", "department", "project", "quota", "priorityclass", "rolebinding")
-
-    def __init__(self, *args: Any, departments: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        cast(forms.ModelChoiceField, self.fields["department"]).queryset = departments
-        cast(forms.ChoiceField, self.fields["object_type"]).choices = [
-            ("", "(any)"), *((name, name) for name in self.OBJECT_TYPES)]
-
-    def clean(self) -> dict[str, Any]:
-        super().clean()
-        data = self.cleaned_data
-        if data.get("since") and data.get("until") and data["since"] > data["until"]:
-            self.add_error("until", "The end date is before the start date.")
-        return data
 
 
 def user_by_username(username: str) -> Any:

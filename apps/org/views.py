@@ -8,27 +8,25 @@ and redirect on success (POST-redirect-GET) with a message; htmx requests get th
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, time
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.filters import filter_page
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest, parse_id
 
 from . import selectors, services
+from .filters import AuditEventFilterSet
 from .forms import (
-    AuditFilterForm,
     DepartmentForm,
     NodePoolForm,
     PriorityClassForm,
@@ -425,28 +423,13 @@ def audit(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW_AUDIT):
         raise PermissionDenied("You may not read the audit log.")
-    form = AuditFilterForm(request.GET or None, departments=selectors.departments_for(user, Action.VIEW_AUDIT))
     events = selectors.audit_events_for(user).select_related("actor", "department", "project")
-    if form.is_bound and form.is_valid():
-        data = form.cleaned_data
-        if data["action"]:
-            events = events.filter(action__icontains=data["action"])
-        if data["object_type"]:
-            events = events.filter(object_type=data["object_type"])
-        if data["actor"]:
-            events = events.filter(actor__username=data["actor"])
-        if data["department"]:
-            events = events.filter(department=data["department"])
-        tz = timezone.get_current_timezone()
-        if data["since"]:
-            events = events.filter(at__gte=datetime.combine(data["since"], time.min, tzinfo=tz))
-        if data["until"]:
-            events = events.filter(at__lte=datetime.combine(data["until"], time.max, tzinfo=tz))
-    page = Paginator(events, 50).get_page(request.GET.get("page"))
+    filterset = AuditEventFilterSet(request.GET, queryset=events, request=request)
+    page = filter_page(filterset, per_page=50, number=request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     template = "org/partials/_audit_table.html" if request.htmx else "org/audit.html"
-    return render(request, template, {"form": form, "page": page, "query": query.urlencode()})
+    return render(request, template, {"form": filterset.form, "page": page, "query": query.urlencode()})
 
 
 @login_required

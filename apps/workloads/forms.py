@@ -30,7 +30,6 @@ from .models import (
     MAX_PODS,
     MAX_RUNTIME_SECONDS,
     Kind,
-    Status,
     Workload,
     WorkloadTemplate,
 )
@@ -330,20 +329,3 @@ class WorkloadTemplateForm(StyledForm):
             except ValidationError as exc:
                 self.add_error("values", f"{key}: {' '.join(exc.messages)}")
         return data
-
-
-class WorkloadFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False)
-    kind = forms.ChoiceField(required=False, choices=[("", "(any)"), *Kind.choices])
-    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="(any)")
-    scope = forms.ChoiceField(required=False, choices=[("mine", "My workloads"), ("all", "Everything I can see")],
-                              label="Show")
-
-    def __init__(self, *args: Any, projects: Any, offer_scope: bool, **kwargs: Any) -> None:
-
-        super().__init__(*args, **kwargs)
-        cast(forms.ChoiceField, self.fields["status"]).choices = [
-            ("", "(any)"), ("live", "Live (not finished)"), *Status.choices]
-        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
-        if not offer_scope:
-            del self.fields["scope"]

@@ -38,21 +38,10 @@ def default_scope(*, user: Any) -> str:
     return "mine" if can_anywhere(user, Action.SUBMIT) else "all"
 
 
-def workload_list(*, user: Any, scope: str = "mine", status: str = "", kind: str = "",
-                  project: Project | None = None) -> QuerySet[Workload]:
-    """The list page's rows with everything a row shows joined in: a fixed number of queries however many rows."""
-    rows = workloads_for(user).select_related("project", "node_pool", "owner", "priority_class")
-    if scope != "all":
-        rows = rows.filter(owner=user)
-    if status == "live":
-        rows = rows.filter(status__in=LIVE_STATUSES)
-    elif status:
-        rows = rows.filter(status=status)
-    if kind:
-        rows = rows.filter(kind=kind)
-    if project is not None:
-        rows = rows.filter(project=project)
-    return rows
+def workload_list(*, user: Any) -> QuerySet[Workload]:
+    """The list's rows (page and API) with everything a row shows joined in: a fixed number of queries however many
+    rows; `filters.WorkloadFilterSet` narrows and orders them."""
+    return workloads_for(user).select_related("project", "node_pool", "owner", "priority_class", "stop_requested_by")
 
 
 def workload_for_page(*, user: Any, pk: int) -> Workload | None:

@@ -23,7 +23,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -32,15 +31,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.filters import filter_page
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest, conditional, conditional_poll, not_modified, parse_id, poll_etag
 from apps.org.selectors import projects_for
 
 from . import logs, selectors, services
+from .filters import WorkloadFilterSet
 from .forms import (
     ALIASES,
     KIND_FIELDS,
-    WorkloadFilterForm,
     WorkloadForm,
     WorkloadTemplateForm,
     submit_initial,
@@ -159,16 +159,10 @@ def workload_list(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW):
         raise PermissionDenied("You may not see workloads anywhere.")
-    offer_scope = selectors.offers_scope_filter(user=user)
-    form = WorkloadFilterForm(request.GET or None, projects=projects_for(user).order_by("name"),
-                              offer_scope=offer_scope)
-    filters = form.cleaned_data if form.is_bound and form.is_valid() else {}
-    scope = selectors.default_scope(user=user)
-    if offer_scope and filters.get("scope"):
-        scope = filters["scope"]
-    rows = selectors.workload_list(user=user, scope=scope, status=filters.get("status", ""),
-                                   kind=filters.get("kind", ""), project=filters.get("project"))
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    filterset = WorkloadFilterSet(request.GET, queryset=selectors.workload_list(user=user), request=request,
+                                  offer_scope=selectors.offers_scope_filter(user=user),
+                                  default_scope=selectors.default_scope(user=user))
+    page = filter_page(filterset, per_page=PAGE_SIZE, number=request.GET.get("page"))
     page.object_list = selectors.annotate_live(list(page.object_list))  # position, why waiting, runtime
     may_submit = access.can_anywhere(user, Action.SUBMIT)
     for workload in page:
@@ -177,8 +171,8 @@ def workload_list(request: AuthenticatedRequest) -> HttpResponse:
             user, workload)
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"form": form, "page": page, "query": query.urlencode(), "scope": scope, "may_submit": may_submit,
-               "live": any(workload.is_live for workload in page),
+    context = {"form": filterset.form, "page": page, "query": query.urlencode(), "scope": filterset.effective_scope,
+               "may_submit": may_submit, "live": any(workload.is_live for workload in page),
                "poll_url": f"{reverse('workloads:list')}?{request.GET.urlencode()}"}
     template = "workloads/partials/_list_table.html" if request.htmx else "workloads/list.html"
     return render(request, template, context)

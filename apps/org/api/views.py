@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Prefetch, QuerySet
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import viewsets
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import ServiceViewSet, id_or_slug
+from apps.core.api import ServiceViewSet
 from apps.core.models import AuditEvent
 from apps.org import services
+from apps.org.filters import AuditEventFilterSet, ProjectFilterSet, QuotaFilterSet
 from apps.org.models import NodePool, PriorityClass, Quota
 from apps.org.selectors import audit_events_for, departments_for, projects_for, quotas_for
 
@@ -95,9 +91,6 @@ class DepartmentViewSet(ServiceViewSet):
 
 
 @extend_schema_view(
-    list=extend_schema(parameters=[
-        OpenApiParameter("department", OpenApiTypes.STR, description="Department id or slug."),
-    ]),
     partial_update=extend_schema(description=(
         "Change a project. A PATCH naming only `default_priority_class` is the team lead's change "
         "(project_defaults_set); anything else needs the right to manage the department's projects."
@@ -107,13 +100,11 @@ class ProjectViewSet(ServiceViewSet):
     """Projects the user may see, with their quotas. Department admins manage those of their department."""
 
     serializer_class = ProjectSerializer
+    filterset_class = ProjectFilterSet
 
     def get_queryset(self) -> QuerySet:
         queryset = projects_for(self.request.user).select_related("department", "default_priority_class")
-        queryset = queryset.prefetch_related(_owned_quotas())
-        if department := self.request.query_params.get("department"):
-            queryset = queryset.filter(id_or_slug(department, field="department"))
-        return queryset
+        return queryset.prefetch_related(_owned_quotas())
 
     def may_create(self) -> bool:
         return can_anywhere(self.request.user, Action.MANAGE_PROJECTS)
@@ -145,16 +136,7 @@ class ProjectViewSet(ServiceViewSet):
         services.project_delete(actor=self.request.user, project=instance)
 
 
-_QUOTA_FILTERS = [
-    OpenApiParameter("project", OpenApiTypes.STR, description="Quotas of this project (id or slug)."),
-    OpenApiParameter("department", OpenApiTypes.STR,
-                     description="Quotas of this department itself (id or slug), not of its projects."),
-    OpenApiParameter("node_pool", OpenApiTypes.STR, description="Quotas on this pool (slug)."),
-]
-
-
 @extend_schema_view(
-    list=extend_schema(parameters=_QUOTA_FILTERS),
     partial_update=extend_schema(
         request=QuotaUpdateSerializer,
         responses=QuotaSerializer,
@@ -169,17 +151,10 @@ class QuotaViewSet(ServiceViewSet):
     """Per-pool quotas of the departments and projects the user may see: one row per owner and pool."""
 
     serializer_class = QuotaSerializer
+    filterset_class = QuotaFilterSet
 
     def get_queryset(self) -> QuerySet:
-        queryset = quotas_for(self.request.user).select_related("node_pool", "department", "project")
-        params = self.request.query_params
-        if project := params.get("project"):
-            queryset = queryset.filter(id_or_slug(project, field="project"))
-        if department := params.get("department"):
-            queryset = queryset.filter(id_or_slug(department, field="department"))
-        if node_pool := params.get("node_pool"):
-            queryset = queryset.filter(node_pool__slug=node_pool)
-        return queryset
+        return quotas_for(self.request.user).select_related("node_pool", "department", "project")
 
     def may_create(self) -> bool:
         return can_anywhere(self.request.user, Action.MANAGE_PROJECTS)
@@ -240,47 +215,19 @@ class PriorityClassViewSet(ServiceViewSet):
         services.priority_class_delete(actor=self.request.user, priority_class=instance)
 
 
-@extend_schema_view(list=extend_schema(parameters=[
-    OpenApiParameter("action", OpenApiTypes.STR, description="e.g. quota.update, quota.weight, project.create."),
-    OpenApiParameter("object_type", OpenApiTypes.STR, description="e.g. quota, project, nodepool, rolebinding."),
-    OpenApiParameter("object_id", OpenApiTypes.STR),
-    OpenApiParameter("actor", OpenApiTypes.STR, description="Username."),
-    OpenApiParameter("department", OpenApiTypes.STR, description="Department id or slug."),
-    OpenApiParameter("project", OpenApiTypes.STR, description="Project id or slug."),
-    OpenApiParameter("since", OpenApiTypes.DATETIME, description="At or after this time."),
-    OpenApiParameter("until", OpenApiTypes.DATETIME, description="Before this time."),
-]))
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
-    """The audit log, scoped: admins see everything, department admins their departments. Newest first."""
+    """The audit log, scoped: admins see everything, department admins their departments. Newest first.
+
+    Filters and ordering: `AuditEventFilterSet` (the audit page's too)."""
 
     serializer_class = AuditEventSerializer
+    filterset_class = AuditEventFilterSet
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
-        queryset = audit_events_for(self.request.user).select_related("actor")
-        params = self.request.query_params
-        for name in ("action", "object_type", "object_id"):
-            if value := params.get(name):
-                queryset = queryset.filter(**{name: value})
-        if actor := params.get("actor"):
-            queryset = queryset.filter(actor__username=actor)
-        if department := params.get("department"):
-            queryset = queryset.filter(id_or_slug(department, field="department"))
-        if project := params.get("project"):
-            queryset = queryset.filter(id_or_slug(project, field="project"))
-        if since := params.get("since"):
-            queryset = queryset.filter(at__gte=_datetime_param("since", since))
-        if until := params.get("until"):
-            queryset = queryset.filter(at__lt=_datetime_param("until", until))
-        return queryset
+        return audit_events_for(self.request.user).select_related("actor")
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         if not can_anywhere(request.user, Action.VIEW_AUDIT):
             self.permission_denied(request, message="You may not read the audit log.")
 
-
-def _datetime_param(name: str, value: str) -> datetime:
-    parsed = parse_datetime(value.replace(" ", "+"))  # a '+' in a query string arrives as a space
-    if parsed is None:
-        raise ValidationError({name: ["Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."]})
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)

@@ -7,23 +7,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Prefetch, Q, QuerySet
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from django.db.models import Prefetch, QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import id_or_slug, validation_error_detail
+from apps.core.api import validation_error_detail
 from apps.workloads import services
-from apps.workloads.models import LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent
-from apps.workloads.selectors import annotate_live, preemptions_seen_by, workloads_for
+from apps.workloads.filters import WorkloadFilterSet
+from apps.workloads.models import Status, Workload, WorkloadEvent
+from apps.workloads.selectors import annotate_live, preemptions_seen_by, workload_list
 
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
-
-_RELATED = ("project", "node_pool", "priority_class", "owner", "stop_requested_by")
 
 
 def api_errors(error: DjangoValidationError) -> dict[str, Any]:
@@ -40,23 +38,7 @@ def api_errors(error: DjangoValidationError) -> dict[str, Any]:
     return errors
 
 
-def _choices(name: str, value: str, allowed: list[str]) -> list[str]:
-    wanted = [part.strip() for part in value.split(",") if part.strip()]
-    if unknown := [part for part in wanted if part not in allowed]:
-        raise exceptions.ValidationError(
-            {name: [f"Unknown {name} {', '.join(unknown)}; choose from {', '.join(allowed)}."]})
-    return wanted
-
-
 @extend_schema_view(
-    list=extend_schema(parameters=[
-        OpenApiParameter("project", OpenApiTypes.STR, description="Project id or slug."),
-        OpenApiParameter("status", OpenApiTypes.STR,
-                         description=f"One status or several, comma-separated: {', '.join(Status.values)}; "
-                                     "`live` stands for every status before a final one."),
-        OpenApiParameter("kind", OpenApiTypes.STR, description=f"One or several of {', '.join(Kind.values)}."),
-        OpenApiParameter("owner", OpenApiTypes.STR, description="Owner id or username."),
-    ]),
     create=extend_schema(
         request=WorkloadSubmitSerializer,
         responses={201: WorkloadDetailSerializer},
@@ -69,9 +51,12 @@ def _choices(name: str, value: str, allowed: list[str]) -> list[str]:
 )
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                       viewsets.GenericViewSet):
-    """Your own workloads and every workload in the projects you may see, newest first."""
+    """Your own workloads and every workload in the projects you may see, newest first.
+
+    Filters and ordering: `WorkloadFilterSet` (the list page's too); without `scope` the API lists everything."""
 
     serializer_class = WorkloadSerializer
+    filterset_class = WorkloadFilterSet
 
     def get_serializer_class(self) -> type:
         if self.action in ("create", "metadata"):  # OPTIONS describes the submission form
@@ -83,26 +68,13 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
     def get_queryset(self) -> QuerySet[Workload]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no signed-in user
             return Workload.objects.none()
-        queryset = workloads_for(self.request.user).select_related(*_RELATED)
-        if self.action != "list":
-            return queryset.prefetch_related(
-                Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor")))
-        params = self.request.query_params
-        if project := params.get("project"):
-            queryset = queryset.filter(id_or_slug(project, field="project"))
-        if wanted := params.get("status"):
-            statuses = set(_choices("status", wanted, [*Status.values, "live"]))
-            if "live" in statuses:
-                statuses = (statuses - {"live"}) | set(LIVE_STATUSES)
-            queryset = queryset.filter(status__in=sorted(statuses))
-        if wanted := params.get("kind"):
-            queryset = queryset.filter(kind__in=_choices("kind", wanted, Kind.values))
-        if owner := params.get("owner"):
-            queryset = queryset.filter(Q(owner_id=int(owner)) if owner.isdigit() else Q(owner__username=owner))
-        return queryset
+        queryset = workload_list(user=self.request.user)
+        if self.action == "list":
+            return queryset
+        return queryset.prefetch_related(Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor")))
 
     def _detail(self, workload: Workload) -> dict[str, Any]:
-        fresh = workloads_for(self.request.user).select_related(*_RELATED).prefetch_related(
+        fresh = workload_list(user=self.request.user).prefetch_related(
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor"))).get(pk=workload.pk)
         return WorkloadDetailSerializer(self._with_live_state(fresh), context=self.get_serializer_context()).data
 

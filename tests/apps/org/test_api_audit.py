@@ -124,10 +124,10 @@ def test_audit_log_filters(client_for, ids):
     assert {row["department"] for row in by_department} == {ids["data_science"]}
     quota_rows = call(admin, "GET", f"audit-events/?object_type=quota&object_id={ids['q_vision_h100']}").json()
     assert [row["action"] for row in quota_rows["results"]] == ["quota.weight", "quota.create"]
-    assert call(admin, "GET", "audit-events/?since=2000-01-01T00:00:00Z").json()["count"] > 0
-    assert call(admin, "GET", "audit-events/?until=2000-01-01T00:00:00Z").json()["count"] == 0
+    assert call(admin, "GET", "audit-events/?since=2000-01-01").json()["count"] > 0
+    assert call(admin, "GET", "audit-events/?until=2000-01-01").json()["count"] == 0
     assert call(admin, "GET", "audit-events/?since=yesterday").json() == {
-        "since": ["Use an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z."]
+        "since": ["Use a date such as 2026-01-31."]
     }
 
 

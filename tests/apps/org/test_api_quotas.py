@@ -192,7 +192,11 @@ def test_quota_filters(client_for, ids):
         assert {(row["department"], row["project"]) for row in rows} == {(ids["research"], None)}
     rows = call(admin, "GET", "quotas/?project=vision&node_pool=h100").json()["results"]
     assert [row["id"] for row in rows] == [ids["q_vision_h100"]]
-    assert call(client_for("bob"), "GET", "quotas/?project=vision").json()["results"] == []
+    # A project the user cannot see is not a valid choice (the same answer as a project that does not exist).
+    unseen = call(client_for("bob"), "GET", "quotas/?project=vision")
+    assert unseen.status_code == 400 and "results" not in unseen.json()
+    assert unseen.json() == call(client_for("bob"), "GET", "quotas/?project=no-such-project").json() == {
+        "project": ["Select a valid choice. That choice is not one of the available choices."]}
 
 
 def test_quota_create_defaults_to_unlimited_and_weight_one(client_for, ids):

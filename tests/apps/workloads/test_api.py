@@ -381,9 +381,11 @@ def test_list_filters(client_for, demo, workloads):
     refused = call(client, "GET", "workloads/?status=sleeping")
     assert refused.status_code == 400 and "Unknown status sleeping" in refused.json()["status"][0]
     assert call(client, "GET", "workloads/?kind=service").status_code == 400
-    # a filter never widens the scope
-    assert {row["name"] for row in call(client_for("bob"), "GET", "workloads/?project=vision").json()["results"]} \
-        == set()
+    # a filter never widens the scope: a project the user cannot see is not a valid choice, like an unknown one
+    unseen = call(client_for("bob"), "GET", "workloads/?project=vision")
+    assert unseen.status_code == 400 and "results" not in unseen.json()
+    assert unseen.json() == call(client_for("bob"), "GET", "workloads/?project=no-such-project").json() == {
+        "project": ["Select a valid choice. That choice is not one of the available choices."]}
 
 
 def test_detail_has_status_events_and_manifest(client_for, demo, workloads):

@@ -1,0 +1,73 @@
+"""The API lists' filter backend and pagination (DEFAULT_FILTER_BACKENDS, DEFAULT_PAGINATION_CLASS).
+
+Kept apart from `api.py`, which imports DRF's viewsets: DRF reads these settings while importing its generics, so
+this module must not import them. Filters come from the apps' FilterSets (apps/core/filters.py); bad query
+parameters answer 400 in the API's error shape (a field name and its messages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework import exceptions, pagination
+from rest_framework.request import Request
+
+from .filters import ScopedFilterSet
+from .http import MAX_ID, parse_int
+
+
+def form_error_detail(errors: Any) -> dict[str, list[str]]:
+    """A form's errors in the API's error shape (the same as `validation_error_detail`)."""
+    return {("non_field_errors" if field == "__all__" else field): [str(message) for message in messages]
+            for field, messages in errors.items()}
+
+
+class FilterSetBackend(DjangoFilterBackend):
+    """The list's `filterset_class`, bound to the request: invalid filters answer 400 in the API's error shape.
+
+    Only lists are filtered (a detail, a change or a delete ignores the query string). The FilterSet is kept on the
+    view as `view.filterset` for `Pagination`, which checks its references when nothing matched.
+    """
+
+    def filter_queryset(self, request: Request, queryset: QuerySet, view: Any) -> QuerySet:
+        if getattr(view, "action", None) != "list":
+            return queryset
+        filterset = self.get_filterset(request, queryset, view)
+        if filterset is None:
+            return queryset
+        if not filterset.is_valid():
+            raise exceptions.ValidationError(form_error_detail(filterset.errors))
+        view.filterset = filterset
+        return filterset.qs
+
+
+class Pagination(pagination.LimitOffsetPagination):
+    """Limit/offset pages with strict parameters (a bad `limit` or `offset` is a 400, not silently the default).
+
+    When a filtered list comes back empty, a reference in the filter that names no row the user may see (an unseen
+    or unknown project, say) turns the answer into a 400 (see `ScopedFilterSet.check_references`).
+    """
+
+    def get_limit(self, request: Request) -> int | None:
+        raw = request.query_params.get(self.limit_query_param)
+        return self.default_limit if raw is None else self._number(self.limit_query_param, raw, lowest=1)
+
+    def get_offset(self, request: Request) -> int:
+        raw = request.query_params.get(self.offset_query_param)
+        return 0 if raw is None else self._number(self.offset_query_param, raw, lowest=0)
+
+    @staticmethod
+    def _number(name: str, raw: str, *, lowest: int) -> int:
+        number = parse_int(raw)
+        if number is None or number < lowest:
+            raise exceptions.ValidationError({name: [f"Use a whole number from {lowest} to {MAX_ID}."]})
+        return number
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> list | None:
+        page: list | None = super().paginate_queryset(queryset, request, view)
+        filterset = getattr(view, "filterset", None)
+        if not self.count and isinstance(filterset, ScopedFilterSet) and not filterset.check_references():
+            raise exceptions.ValidationError(form_error_detail(filterset.errors))
+        return page

@@ -1,0 +1,106 @@
+"""The organisation's list filters: one FilterSet per resource, shared by the pages and the API.
+
+Rows come from the access-scoped selectors; choices (departments, projects) are scoped to the requesting user.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+
+from apps.accounts.access import Action
+from apps.core.filters import DayFilter, FilterForm, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
+from apps.core.models import AuditEvent
+
+from .models import Project, Quota
+from .selectors import departments_for, node_pools, projects_for
+
+# The object_type values audit_record writes (each audited model's name).
+AUDITED_OBJECT_TYPES = ("nodepool", "department", "project", "quota", "priorityclass", "rolebinding", "workload",
+                        "workloadtemplate", "kueuesyncstate")
+
+
+class AuditEventFilterForm(FilterForm):
+    """The audit filter's one rule across fields: the window may not end before it starts."""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            self.add_error("until", "The end date is before the start date.")
+        return data
+
+
+class AuditEventFilterSet(ScopedFilterSet):
+    """The audit log's filters, the same on the page and in the API.
+
+    - `action`: case-insensitive "contains" (`quota` finds quota.create, quota.update, quota.weight, ...);
+    - `object_type`: one of AUDITED_OBJECT_TYPES; `object_id`: exact;
+    - `actor`: the username, exact;
+    - `department`, `project`: id or slug, among those whose audit log the user may read;
+    - `since`, `until`: days (YYYY-MM-DD) in the current timezone, both inclusive: `since` from the start of its
+      day, `until` through the end of its day (`since=until=2026-01-31` is that whole day);
+    - `ordering`: at, action, object_type, actor (newest first by default).
+    """
+
+    action = django_filters.CharFilter(lookup_expr="icontains", max_length=60, label="Action",
+                                       help_text="Part of the action, any case: quota finds quota.create, ...")
+    object_type = django_filters.ChoiceFilter(choices=[(name, name) for name in AUDITED_OBJECT_TYPES],
+                                              label="Object type", empty_label="(any)")
+    object_id = django_filters.CharFilter(max_length=60, label="Object id")
+    actor = django_filters.CharFilter(field_name="actor__username", max_length=150, label="Actor",
+                                      help_text="Username")
+    department = ReferenceFilter(choices=lambda request: departments_for(request.user, Action.VIEW_AUDIT),
+                                 help_text="Department id or slug.")
+    project = ReferenceFilter(choices=lambda request: projects_for(request.user, Action.VIEW_AUDIT), select=False,
+                              help_text="Project id or slug.")
+    since = DayFilter(field_name="at", bound="since", label="From",
+                      help_text="A day (YYYY-MM-DD): events from its start on.")
+    until = DayFilter(field_name="at", bound="until", label="To",
+                      help_text="A day (YYYY-MM-DD): events up to its end.")
+    ordering = StableOrderingFilter(
+        fields=[("at", "at"), ("action", "action"), ("object_type", "object_type"), ("actor__username", "actor")],
+        field_labels={"at": "Time"}, default=("-at", "-id"),
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields: list[str] = []
+        form = AuditEventFilterForm
+
+
+class ProjectFilterSet(ScopedFilterSet):
+    """Projects: by department (id or slug, among the departments the user sees); ordered by department and name
+    unless asked otherwise."""
+
+    department = ReferenceFilter(choices=lambda request: departments_for(request.user),
+                                 help_text="Department id or slug.")
+    ordering = StableOrderingFilter(
+        fields=[("name", "name"), ("slug", "slug"), ("department__name", "department"), ("created_at", "created_at")],
+        default=("department__name", "name", "id"),
+    )
+
+    class Meta:
+        model = Project
+        fields: list[str] = []
+
+
+class QuotaFilterSet(ScopedFilterSet):
+    """Quotas: of a project, of a department itself (not of its projects), or on a node pool; by pool unless asked
+    otherwise."""
+
+    project = ReferenceFilter(choices=lambda request: projects_for(request.user),
+                              help_text="Quotas of this project (id or slug).")
+    department = ReferenceFilter(choices=lambda request: departments_for(request.user),
+                                 help_text="Quotas of this department itself (id or slug), not of its projects.")
+    node_pool = ReferenceFilter(choices=lambda request: node_pools(),
+                                help_text="Quotas on this pool (id or slug).")
+    ordering = StableOrderingFilter(
+        fields=[("node_pool__slug", "node_pool"), ("deserved", "deserved"), ("limit", "limit"),
+                ("over_quota_weight", "over_quota_weight")],
+        default=("node_pool__slug", "id"),
+    )
+
+    class Meta:
+        model = Quota
+        fields: list[str] = []

@@ -1,0 +1,69 @@
+"""The workload list's filters: one FilterSet for the list page and the API list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+
+from apps.core.filters import ChoiceListFilter, IdOrNameFilter, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
+from apps.org.selectors import projects_for
+
+from .models import LIVE_STATUSES, Kind, Status, Workload
+
+SCOPES = [("mine", "My workloads"), ("all", "Everything I can see")]
+
+
+class WorkloadFilterSet(ScopedFilterSet):
+    """Workloads the user may see, filtered the same on the list page and in the API.
+
+    - `scope`: `mine` (the user's own) or `all` (everything they may see). Without it the entry point decides: the
+      API lists everything; the page starts submitters on their own work and viewers on everything, and offers the
+      switch only to those who may stop others' work (`offer_scope`); without the switch it ignores the parameter,
+      and `owner` with it when the page shows only the user's own work;
+    - `status`: one or several, comma-separated; `live` stands for every status before a final one;
+    - `kind`: one or several, comma-separated;
+    - `project`: id or slug, among the projects the user sees;
+    - `owner`: id or username;
+    - `ordering`: created_at, name, status, kind, project, node_pool, owner (newest first by default).
+    """
+
+    status = ChoiceListFilter(choices=[("live", "Live (not finished)"), *Status.choices], noun="status",
+                              aliases={"live": LIVE_STATUSES}, label="Status")
+    kind = ChoiceListFilter(choices=Kind.choices, noun="kind", label="Kind")
+    project = ReferenceFilter(choices=lambda request: projects_for(request.user).order_by("name"),
+                              help_text="Project id or slug.")
+    scope = django_filters.ChoiceFilter(choices=SCOPES, label="Show", empty_label=None, method="scope_applied_later",
+                                        help_text="mine: your own workloads; all: every workload you may see.")
+    owner = IdOrNameFilter(name_field="username", help_text="Owner id or username.")
+    ordering = StableOrderingFilter(
+        fields=[("created_at", "created_at"), ("name", "name"), ("status", "status"), ("kind", "kind"),
+                ("project__slug", "project"), ("node_pool__slug", "node_pool"), ("owner__username", "owner")],
+        default=("-created_at", "-id"),
+    )
+
+    class Meta:
+        model = Workload
+        fields: list[str] = []
+
+    def __init__(self, *args: Any, offer_scope: bool = True, default_scope: str = "all", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.default_scope = default_scope
+        if not offer_scope:
+            del self.filters["scope"]
+            if default_scope == "mine":
+                del self.filters["owner"]
+
+    @property
+    def effective_scope(self) -> str:
+        """`mine` or `all`: the one asked for (when offered and valid), else the entry point's default."""
+        chosen = self.form.cleaned_data.get("scope") if self.is_valid() else None
+        return chosen or self.default_scope
+
+    def scope_applied_later(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return queryset  # filter_queryset applies the scope, the default included
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        queryset = super().filter_queryset(queryset)
+        return queryset.filter(owner=self.request.user) if self.effective_scope == "mine" else queryset
