@@ -372,7 +372,9 @@ def _quota_field_errors(actor: Any, quota: Quota, changed: Iterable[str]) -> dic
             ]
             exclude.append(access.QUOTA_WEIGHT_FIELD)
     try:
-        quota.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
+        # The pool and the owner are rows the services looked up themselves: no query to check they exist.
+        quota.full_clean(exclude=[*exclude, "node_pool", "department", "project"], validate_unique=False,
+                         validate_constraints=False)
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             errors.setdefault(name, []).extend(messages)

@@ -13,6 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -24,6 +25,7 @@ from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.models import Department, NodePool, PriorityClass, Quota
 from apps.org.selectors import audit_events_for, department_quotas, departments_for, projects_for, quotas_for
+from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH
 
 from .serializers import (
     AuditEventSerializer,
@@ -204,18 +206,26 @@ class QuotaViewSet(ServiceViewSet):
         services.quota_delete(actor=self.request.user, quota=instance)
 
 
+@extend_schema(parameters=[
+    OpenApiParameter("department", OpenApiTypes.STR, OpenApiParameter.PATH, description="Department id or slug."),
+])
 class DepartmentQuotaTableView(GenericAPIView):
     """The quota table of one department: its own quota and its projects' on every pool, read and changed as one."""
 
     serializer_class = QuotaTableRowSerializer
+    pagination_class = None  # one department's pools x (projects + 1): the whole table, always
+    parser_classes = [JSONParser]
 
     def get_department(self) -> Department:
         """The department in the URL (id or slug) among those the user may see; 404 for any other."""
         lookup = self.kwargs["department"]
         number = parse_id(lookup)
-        found = departments_for(self.request.user).filter(pk=number) if number else departments_for(
-            self.request.user).filter(slug=lookup)
-        department = found.first()
+        if number:
+            department = departments_for(self.request.user).filter(pk=number).first()
+        elif len(lookup) <= SLUG_MAX_LENGTH and DNS1123_LABEL.fullmatch(lookup):
+            department = departments_for(self.request.user).filter(slug=lookup).first()
+        else:
+            department = None  # not an id or a slug (a NUL byte would not even reach the database)
         if department is None:
             raise NotFound()
         return department
