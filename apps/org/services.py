@@ -491,8 +491,8 @@ def quota_set(
 ) -> Quota:
     """Give a department or project its quota on a pool with every field as given: quota_update when it has one,
     quota_create when not (the demo organisation and scripts)."""
-    values = {"deserved": deserved, "limit": limit, "over_quota_weight": over_quota_weight, "cpu_cores": cpu_cores,
-              "memory_gib": memory_gib}
+    values: dict[str, Any] = {"deserved": deserved, "limit": limit, "over_quota_weight": over_quota_weight,
+                              "cpu_cores": cpu_cores, "memory_gib": memory_gib}
     existing = None
     if (department is None) != (project is None):
         existing = Quota.objects.filter(node_pool=node_pool, department=department, project=project).first()
@@ -563,9 +563,9 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
             Q(pk__in=[key for key in project_keys if isinstance(key, int)])
             | Q(slug__in=[key for key in project_keys if isinstance(key, str)])
         )}
-        project_by_key: dict[int | str, Project] = {
-            **projects, **{project.slug: project for project in projects.values()}
-        }
+        project_by_key: dict[int | str, Project] = {}
+        for found in projects.values():
+            project_by_key[found.pk] = project_by_key[found.slug] = found
         pools_by_pk = {pool.pk: pool for pool in pools.values()}
         # Every quota of the department and its projects on these pools: the sums the rules compare.
         cells: dict[tuple[int | None, int], Quota] = {}
@@ -590,10 +590,11 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
             values = {name: value for name, value in row.items() if name not in {"node_pool", "project"}}
             for name in sorted(set(values) - access.QUOTA_FIELDS):
                 refuse(index, name, "This field of a quota cannot be changed here.")
-            pool = pools.get(row.get("node_pool"))
+            slug = row.get("node_pool")
+            pool = pools.get(slug) if isinstance(slug, str) else None
             if pool is None:
-                refuse(index, "node_pool", f"There is no node pool {row.get('node_pool')!r}.")
-            project = None
+                refuse(index, "node_pool", f"There is no node pool {slug!r}.")
+            project: Project | None = None
             if row.get("project") is not None:
                 project = project_by_key.get(row["project"])
                 if project is None:
@@ -606,16 +607,16 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
                 continue
             seen[key] = index
             values = _quota_values(values)
-            quota = cells.get(key)
-            before = None
-            if quota is None:
+            stored_quota = cells.get(key)
+            before: dict[str, Any] | None = None
+            if stored_quota is None:
                 if "deserved" not in values:
                     refuse(index, "deserved", "A new quota needs its deserved units (0 for none).")
                     continue
                 quota = Quota(node_pool=pool, project=project, department=None if project else department)
                 changed = list(access.QUOTA_FIELDS)
             else:
-                before = snapshot(quota)
+                quota, before = stored_quota, snapshot(stored_quota)
                 changed = [name for name, value in values.items() if getattr(quota, name) != value]
             if before is None and not access.can_manage_quotas_of(actor, quota.owner):
                 refused = sorted(values)

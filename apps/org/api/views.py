@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import viewsets
+from rest_framework import serializers, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import JSONParser
@@ -258,8 +258,9 @@ class DepartmentQuotaTableView(GenericAPIView):
     def patch(self, request: Request, department: str) -> Response:
         table_department = self.get_department()
         access.require(request.user, Action.MANAGE_PROJECTS, table_department, services.DENIED)
-        rows = QuotaTableRowSerializer(data=request.data, many=True, max_length=QUOTA_TABLE_MAX_ROWS,
-                                       context=self.get_serializer_context())
+        rows: serializers.ListSerializer[Any] = serializers.ListSerializer(
+            child=QuotaTableRowSerializer(), data=request.data,
+            max_length=QUOTA_TABLE_MAX_ROWS, context=self.get_serializer_context())
         rows.is_valid(raise_exception=True)
         try:
             services.quota_table_save(actor=request.user, department=table_department, rows=rows.validated_data)
