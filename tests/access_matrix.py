@@ -28,9 +28,11 @@ def matrix_params(matrix: list[tuple[str, str, str, Any, tuple[int, ...]]]) -> l
 
 
 def fill_ids(value: Any, ids: dict[str, int]) -> Any:
-    """A request body with every "{key}" string replaced by ids[key] (nested dicts too)."""
+    """A request body with every "{key}" string replaced by ids[key] (nested dicts and lists too)."""
     if isinstance(value, dict):
         return {key: fill_ids(item, ids) for key, item in value.items()}
+    if isinstance(value, list):
+        return [fill_ids(item, ids) for item in value]
     if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
         return ids[value[1:-1]]
     return value

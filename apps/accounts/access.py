@@ -172,17 +172,74 @@ def may_grant(user: Any, role: str, scope_object: Any) -> bool:
         return False
     if role in GRANTABLE_BY_MEMBER_MANAGERS:
         return True
-    return Action.MANAGE in _actions(grants_for(user).everywhere) and scope_object is None
+    return role in grantable_roles(user) and scope_object is None
+
+
+def grantable_roles(user: Any) -> frozenset[str]:
+    """The roles a member manager may offer at all: admins over everything also hand out admin (at that scope)."""
+    if Action.MANAGE in _actions(grants_for(user).everywhere):
+        return frozenset(Role.values)
+    return GRANTABLE_BY_MEMBER_MANAGERS
+
+
+# --- organisation rows: which fields of a quota or project this user may change ---------------------------------
+# Field names of apps.org's Quota and Project (this module imports no app above it, so it names them as strings).
+
+QUOTA_WEIGHT_FIELD = "over_quota_weight"
+QUOTA_FIELDS = frozenset({"deserved", "limit", QUOTA_WEIGHT_FIELD, "cpu_cores", "memory_gib"})
+PROJECT_DEFAULTS_FIELDS = frozenset({"default_priority_class"})
+PROJECT_FIELDS = frozenset(
+    {"slug", "name", "description", "department", "namespace", "does_not_lend", *PROJECT_DEFAULTS_FIELDS}
+)
+
+
+def can_manage_quotas_of(user: Any, owner: Any) -> bool:
+    """Whether the user creates, sizes and deletes the quotas of `owner` (a department or a project): admins a
+    department's own quotas, department admins (and admins) its projects'."""
+    _, project_id = owner.access_scope()
+    return can(user, Action.MANAGE if project_id is None else Action.MANAGE_PROJECTS, owner)
+
+
+def quota_fields_editable(user: Any, quota: Any) -> frozenset[str]:
+    """The fields of `quota` (saved or proposed) the user may change: every field for those who manage its owner's
+    quotas; only the over-quota weight of a project's quota for team leads (within the department's bounds, see
+    `quota_weight_bounded`); nothing for anyone else."""
+    owner = quota.owner
+    if can_manage_quotas_of(user, owner):
+        return QUOTA_FIELDS
+    _, project_id = owner.access_scope()
+    if project_id is not None and can(user, Action.EDIT_WEIGHT, owner):
+        return frozenset({QUOTA_WEIGHT_FIELD})
+    return frozenset()
+
+
+def quota_weight_bounded(user: Any, quota: Any) -> bool:
+    """Whether the user's weights for this quota must stay within the bounds an admin set on the department: true
+    for team leads, whose right to the weight comes from EDIT_WEIGHT alone."""
+    return not can_manage_quotas_of(user, quota.owner)
+
+
+def project_fields_editable(user: Any, project: Any) -> frozenset[str]:
+    """The fields of a project the user may change: all for those who manage the department's projects; the
+    default priority class for team leads; nothing for anyone else."""
+    if can(user, Action.MANAGE_PROJECTS, project):
+        return PROJECT_FIELDS
+    if can(user, Action.EDIT_WEIGHT, project):
+        return PROJECT_DEFAULTS_FIELDS
+    return frozenset()
 
 
 # --- workloads: stop and keep alive -----------------------------------------------------------------------------
 
 
+def stops_own_workload(user: Any, workload: Any) -> bool:
+    """Whether the user stops this workload as its owner (who may still submit in the project): no audit row."""
+    return workload.owner_id == getattr(user, "pk", None) and can(user, Action.SUBMIT, workload.project)
+
+
 def can_stop_workload(user: Any, workload: Any) -> bool:
     """Owners who may (still) submit in the project stop their own work; STOP_ANY stops anyone's in scope."""
-    if workload.owner_id == getattr(user, "pk", None) and can(user, Action.SUBMIT, workload.project):
-        return True
-    return can(user, Action.STOP_ANY, workload.project)
+    return stops_own_workload(user, workload) or can(user, Action.STOP_ANY, workload.project)
 
 
 def can_keep_alive(user: Any, workload: Any) -> bool:

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from apps.core.forms import StyledForm
 
 from . import access
-from .access import GRANTABLE_BY_MEMBER_MANAGERS, Action
+from .access import Action
 from .models import Role, scope_models
 
 
@@ -26,10 +26,9 @@ class RoleBindingForm(StyledForm):
 
     def __init__(self, *args: Any, actor: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        roles = Role.choices if access.can(actor, Action.MANAGE) else [
-            (value, label) for value, label in Role.choices if value in GRANTABLE_BY_MEMBER_MANAGERS
-        ]
-        cast(forms.ChoiceField, self.fields["role"]).choices = roles
+        grantable = access.grantable_roles(actor)
+        cast(forms.ChoiceField, self.fields["role"]).choices = [
+            (value, label) for value, label in Role.choices if value in grantable]
         scopes: list[Any] = []
         if access.can(actor, Action.MANAGE_MEMBERS):
             scopes.append(("everything", "Everything"))

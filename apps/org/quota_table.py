@@ -1,8 +1,8 @@
 """The editable quota table of one department: rows = the department and its projects, columns = node pools.
 
 The page validates the whole proposed table on every keystroke (htmx) with `services.quota_rule_errors`, the same
-rule code `quota_set` runs, and Save applies every changed cell through `services.quota_set` in one transaction:
-all or nothing, each refusal reported on its cell.
+rule code the services run, and Save hands every changed cell to `services.quota_table_save` (which the API's
+`PATCH /api/v1/departments/<id>/quotas/` calls too): all or nothing, each refusal reported on its cell.
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Prefetch, Sum
 
-from apps.accounts.access import Action, can
+from apps.accounts import access
 
-from . import services
+from . import selectors, services
 from .forms import WEIGHT_BOUNDS
 from .models import MAX_POOL_CAPACITY, Department, NodePool, Project, Quota
 
@@ -80,22 +77,15 @@ class QuotaTable:
     def __init__(self, *, department: Department, user: Any, data: Any = None) -> None:
         self.department = department
         self.user = user
-        self.pools = list(NodePool.objects.all())
-        department_quotas = {q.node_pool_id: q for q in department.quotas.all()}
-        projects = list(
-            department.projects.order_by("name").prefetch_related(Prefetch("quotas", queryset=Quota.objects.all()))
-        )
-        self.other_departments = {
-            row["node_pool"]: row["total"]
-            for row in Quota.objects.filter(department__isnull=False).exclude(department=department)
-            .values("node_pool").annotate(total=Sum("deserved"))
-        }
-        self.rows = [self._row("d", department.name, department, department_quotas,
-                               can(user, Action.MANAGE, department))]
-        for project in projects:
-            self.rows.append(self._row(f"p{project.pk}", project.name, project,
-                                       {q.node_pool_id: q for q in project.quotas.all()},
-                                       can(user, Action.MANAGE_PROJECTS, project)))
+        table = selectors.department_quota_table(department=department)
+        self.pools = table.pools
+        self.other_departments = table.other_departments_deserved
+        self.rows = [self._row("d", department.name, department, table.department_quotas,
+                               access.can_manage_quotas_of(user, department))]
+        for project_row in table.projects:
+            project = project_row.project
+            self.rows.append(self._row(f"p{project.pk}", project.name, project, project_row.quotas,
+                                       access.can_manage_quotas_of(user, project)))
         self.form = self._form(data)
         for row in self.rows:
             for cell in row.cells:
@@ -215,36 +205,16 @@ class QuotaTable:
     # --- save ---------------------------------------------------------------------------------------------------
 
     def save(self) -> int:
-        """Apply every changed cell through quota_set in one transaction; returns how many cells changed.
-
-        Order keeps each intermediate state valid: projects that shrink, then the department, then the rest.
-        On a refusal nothing is saved and the message lands on its cell (ValidationError is raised).
-        """
+        """Apply every changed cell through services.quota_table_save: all or nothing. Returns how many cells
+        changed; on a refusal nothing is saved, every message lands on its cell and 0 is returned."""
         changes = self.changed_cells
-
-        def order(item: tuple[Row, Cell]) -> int:
-            row, cell = item
-            if row.is_department:
-                return 1
-            shrinking = cell.quota is not None and cell.deserved < cell.quota.deserved
-            return 0 if shrinking else 2
-
-        changes.sort(key=order)
+        rows = [{"node_pool": cell.pool.slug, "project": None if row.is_department else row.owner.pk,
+                 "deserved": cell.deserved, "limit": cell.limit, "over_quota_weight": cell.weight}
+                for row, cell in changes]
         try:
-            with transaction.atomic():
-                for row, cell in changes:
-                    owner: dict[str, Any] = {"department": row.owner} if row.is_department else {"project": row.owner}
-                    try:
-                        services.quota_set(
-                            actor=self.user, node_pool=cell.pool, deserved=cell.deserved, limit=cell.limit,
-                            over_quota_weight=cell.weight,
-                            cpu_cores=cell.quota.cpu_cores if cell.quota else None,
-                            memory_gib=cell.quota.memory_gib if cell.quota else None,
-                            **owner,
-                        )
-                    except ValidationError as exc:
-                        cell.errors.extend(exc.messages)
-                        raise
-        except ValidationError:
+            saved = services.quota_table_save(actor=self.user, department=self.department, rows=rows)
+        except services.QuotaTableError as exc:
+            for index, fields in exc.rows.items():
+                changes[index][1].errors.extend(message for messages in fields.values() for message in messages)
             return 0
-        return len(changes)
+        return len(saved)

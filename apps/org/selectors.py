@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, Q, QuerySet, Sum
 
 from apps.accounts import access
 from apps.accounts.access import Action
@@ -74,14 +74,38 @@ def org_tree(*, user: Any) -> tuple[list[NodePool], list[DepartmentRow]]:
     return pools, rows
 
 
-def department_quota_table(*, department: Department) -> tuple[list[NodePool], dict[int, Quota], list[ProjectRow]]:
-    """The department's quota per pool and every project's, for the editable quota table."""
-    pools = list(node_pools())
-    department_quotas = {q.node_pool_id: q for q in department.quotas.all()}
-    projects = department.projects.prefetch_related("quotas")
-    return pools, department_quotas, [
-        ProjectRow(project=project, quotas={q.node_pool_id: q for q in project.quotas.all()}) for project in projects
-    ]
+@dataclass
+class QuotaTableData:
+    """What the quota table of one department shows: every pool, the department's quota and each project's per
+    pool, and what the other departments hold per pool (for the pool capacity rule)."""
+
+    pools: list[NodePool]
+    department_quotas: dict[int, Quota]  # node pool id -> quota
+    projects: list[ProjectRow]
+    other_departments_deserved: dict[int, int]  # node pool id -> deserved units
+
+
+def department_quota_table(*, department: Department) -> QuotaTableData:
+    """The editable quota table's rows (the caller has checked the user may manage the department's projects)."""
+    projects = department.projects.order_by("name").prefetch_related(Prefetch("quotas", queryset=Quota.objects.all()))
+    return QuotaTableData(
+        pools=list(node_pools()),
+        department_quotas={q.node_pool_id: q for q in department.quotas.all()},
+        projects=[ProjectRow(project=project, quotas={q.node_pool_id: q for q in project.quotas.all()})
+                  for project in projects],
+        other_departments_deserved={
+            row["node_pool"]: row["total"]
+            for row in Quota.objects.filter(department__isnull=False).exclude(department=department)
+            .values("node_pool").annotate(total=Sum("deserved"))
+        },
+    )
+
+
+def department_quotas(*, user: Any, department: Department) -> QuerySet[Quota]:
+    """The quotas of a department and of its projects that the user may see, department first, then by project."""
+    return quotas_for(user).filter(Q(department=department) | Q(project__department=department)).select_related(
+        "node_pool", "department", "project"
+    ).order_by(F("project__name").asc(nulls_first=True), "node_pool__slug")
 
 
 def kueue_sync_status(*, limit: int = 50) -> dict[str, Any]:

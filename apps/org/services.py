@@ -4,18 +4,18 @@ and writes its audit row in that same transaction, so a refused change leaves no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, models, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.accounts import access
-from apps.accounts.access import Action, can
+from apps.accounts.access import Action
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
 from apps.core.tasks import enqueue_on_commit
@@ -29,8 +29,11 @@ def _org_changed() -> None:
     kueue_sync_request()
 
 
+DENIED = "You may not make this change."
+
+
 def _require(actor: Any, action: Action, obj: Any = None) -> None:
-    access.require(actor, action, obj, "You may not make this change.")
+    access.require(actor, action, obj, DENIED)
 
 
 def _save(obj: models.Model, *, update_fields: list[str] | None = None) -> None:
@@ -167,7 +170,7 @@ def department_delete(*, actor: Any, department: Department) -> None:
 
 # --- projects --------------------------------------------------------------------------------------------------
 
-PROJECT_FIELDS = {"slug", "name", "description", "department", "namespace", "does_not_lend", "default_priority_class"}
+PROJECT_FIELDS = set(access.PROJECT_FIELDS)
 
 
 def _project_namespace_error(project: Project) -> str | None:
@@ -212,24 +215,60 @@ def project_create(*, actor: Any, department: Department, **fields: Any) -> Proj
     return project
 
 
-def project_update(*, actor: Any, project: Project, **changes: Any) -> Project:
-    _require(actor, Action.MANAGE_PROJECTS, project)
+def project_update(
+    *, actor: Any, project: Project, over_quota_weights: Mapping[str, Any] | None = None, **changes: Any
+) -> Project:
+    """Change a project: the fields `access.project_fields_editable` gives this actor (team leads: the default
+    priority class; department admins and admins: every field), and, in the same transaction, its over-quota
+    weights per pool (`over_quota_weights`: pool slug -> weight, each through `quota_update`).
+
+    Resending a field's current value is no change. One audit row for the project ("project.default_priority_class"
+    when only that changed, else "project.update") plus one per changed quota.
+    """
+    editable = access.project_fields_editable(actor, project)
+    if not editable:
+        raise PermissionDenied(DENIED)
+    unknown = set(changes) - PROJECT_FIELDS
+    if unknown:
+        raise ValidationError(f"These fields cannot be changed here: {', '.join(sorted(unknown))}.")
     with transaction.atomic():
         project = Project.objects.select_for_update().get(pk=project.pk)
-        before = snapshot(project)
+        changed = [name for name, value in changes.items() if getattr(project, name) != value]
+        if set(changed) - editable:
+            raise PermissionDenied(DENIED)
         for immutable in ("slug", "namespace", "department"):
-            if immutable in changes and changes[immutable] != getattr(project, immutable):
+            if immutable in changed:
                 raise ValidationError({immutable: "This cannot change once the project exists in the cluster."})
-        # The namespace never changes here, so the namespace rule (checked on create) is not re-checked: a project
-        # created before the rule stays editable, and the reconcile reports it.
-        changed = _apply(project, changes, PROJECT_FIELDS)
-        if not changed:
-            return project
-        _save(project, update_fields=[*changed, "updated_at"])
-        audit_record(actor=actor, action="project.update", obj=project, before=before, after=snapshot(project),
-                     project=project)
-        _org_changed()
+        if changed:
+            before = snapshot(project)
+            for name in changed:
+                setattr(project, name, changes[name])
+            _save(project, update_fields=[*changed, "updated_at"])
+            only_defaults = set(changed) <= access.PROJECT_DEFAULTS_FIELDS
+            audit_record(actor=actor, action="project.default_priority_class" if only_defaults else "project.update",
+                         obj=project, before=before, after=snapshot(project), project=project)
+            if not only_defaults:  # the default priority class is the portal's; Kueue never sees it
+                _org_changed()
+        if over_quota_weights:
+            _project_weights_set(actor=actor, project=project, weights=over_quota_weights)
     return project
+
+
+def _project_weights_set(*, actor: Any, project: Project, weights: Mapping[str, Any]) -> None:
+    """Set a project's weight on several pools (pool slug -> weight); every refusal is reported, none is saved."""
+    quotas = {quota.node_pool.slug: quota for quota in project.quotas.select_related("node_pool")}
+    errors: list[str] = []
+    for slug, weight in weights.items():
+        quota = quotas.get(slug)
+        if quota is None:
+            errors.append(f"{project.name} has no quota on {slug}.")
+            continue
+        try:
+            quota_update(actor=actor, quota=quota, over_quota_weight=weight)
+        except ValidationError as exc:
+            errors.extend(f"{slug}: {message}" for message in exc.messages)
+    if errors:
+        raise ValidationError({"over_quota_weights": errors})
 
 
 def project_delete(*, actor: Any, project: Project) -> None:
@@ -242,21 +281,6 @@ def project_delete(*, actor: Any, project: Project) -> None:
                          department=project.department)
         project.delete()
         _org_changed()
-
-
-def project_defaults_set(*, actor: Any, project: Project, default_priority_class: PriorityClass | None) -> Project:
-    """A team lead's change of the priority class a project's submissions start from."""
-    _require(actor, Action.EDIT_WEIGHT, project)
-    with transaction.atomic():
-        project = Project.objects.select_for_update().get(pk=project.pk)
-        if project.default_priority_class_id == (default_priority_class.pk if default_priority_class else None):
-            return project
-        before = snapshot(project)
-        project.default_priority_class = default_priority_class
-        project.save(update_fields=["default_priority_class", "updated_at"])
-        audit_record(actor=actor, action="project.default_priority_class", obj=project, before=before,
-                     after=snapshot(project), project=project)
-    return project
 
 
 # --- quotas ----------------------------------------------------------------------------------------------------
@@ -343,6 +367,147 @@ def _quota_scope(quota: Quota) -> dict[str, Any]:
     return {"project": quota.project} if quota.project_id else {"department": quota.department}
 
 
+SIZE_FIELDS = access.QUOTA_FIELDS - {access.QUOTA_WEIGHT_FIELD}
+
+
+def _decimal(value: Any) -> Any:
+    """A weight or CPU count as a Decimal when it reads as a finite number; anything else is left for full_clean."""
+    if value is None or isinstance(value, Decimal):
+        return value
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        return value
+    return number if number.is_finite() else value
+
+
+def _quota_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _decimal(value) if name in {"over_quota_weight", "cpu_cores"} else value
+            for name, value in values.items()}
+
+
+def _quota_field_errors(actor: Any, quota: Quota, changed: Iterable[str]) -> dict[str, list[str]]:
+    """What is wrong with the changed fields of one quota on their own: a team lead's weight outside the
+    department's bounds, then each field's type and bounds (full_clean). No rule that spans rows."""
+    errors: dict[str, list[str]] = {}
+    exclude = []
+    weight = quota.over_quota_weight
+    if access.QUOTA_WEIGHT_FIELD in changed and quota.project is not None and access.quota_weight_bounded(
+            actor, quota):
+        department = quota.project.department
+        low, high = department.min_project_weight, department.max_project_weight
+        if not isinstance(weight, Decimal) or not weight.is_finite() or not low <= weight <= high:
+            errors[access.QUOTA_WEIGHT_FIELD] = [
+                f"Choose a weight between {format(low.normalize(), 'f')} and {format(high.normalize(), 'f')}, "
+                f"the bounds set for {department.name}."
+            ]
+            exclude.append(access.QUOTA_WEIGHT_FIELD)
+    try:
+        # The pool and the owner are rows the services looked up themselves: no query to check they exist.
+        quota.full_clean(exclude=[*exclude, "node_pool", "department", "project"], validate_unique=False,
+                         validate_constraints=False)
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    return errors
+
+
+def _run_quota_guards(quota: Quota) -> None:
+    for hook in _quota_guards:
+        hook(quota)
+
+
+def _quota_audit_action(before: dict[str, Any] | None, changed: Iterable[str]) -> str:
+    if before is None:
+        return "quota.create"
+    return "quota.weight" if set(changed) == {access.QUOTA_WEIGHT_FIELD} else "quota.update"
+
+
+def quota_update(*, actor: Any, quota: Quota, **changes: Any) -> Quota:
+    """Change an existing quota: the one entry for every role, pages and API alike.
+
+    `access.quota_fields_editable` says which fields this actor may change on this quota (team leads: the
+    over-quota weight of their projects' quotas, within the department's bounds; department admins: everything of
+    their projects' quotas; admins: everything). A change to any other field is refused with PermissionDenied and
+    nothing is saved; resending a field's current value is no change. The rules that span rows are checked against
+    the stored sums (the pool row is locked first when a size changes). One transaction, one audit row:
+    "quota.weight" when only the weight changed, else "quota.update".
+    """
+    unknown = set(changes) - access.QUOTA_FIELDS
+    if unknown:
+        raise ValidationError(dict.fromkeys(sorted(unknown), "This field of a quota cannot be changed here."))
+    changes = _quota_values(changes)
+    with transaction.atomic():
+        if set(changes) & SIZE_FIELDS:
+            # Sizes are compared with sums over the pool, so changes to one pool go one at a time (as on create).
+            NodePool.objects.select_for_update().filter(pk=quota.node_pool_id).first()
+        quota = (
+            Quota.objects.select_for_update(of=("self",))
+            .select_related("node_pool", "department", "project__department")
+            .get(pk=quota.pk)
+        )
+        editable = access.quota_fields_editable(actor, quota)
+        changed = [name for name, value in changes.items() if getattr(quota, name) != value]
+        if not editable or set(changed) - editable:
+            raise PermissionDenied(DENIED)
+        if not changed:
+            return quota
+        before = snapshot(quota)
+        for name in changed:
+            setattr(quota, name, changes[name])
+        if errors := _quota_field_errors(actor, quota, changed):
+            raise ValidationError(errors)
+        if set(changed) & SIZE_FIELDS:
+            _check_quota_rules(quota)  # before the constraints, whose messages are generic
+            quota.validate_constraints()
+            _run_quota_guards(quota)
+        quota.save(update_fields=[*changed, "updated_at"])
+        audit_record(actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
+                     after=snapshot(quota), **_quota_scope(quota))
+        _org_changed()
+    return quota
+
+
+def quota_create(
+    *,
+    actor: Any,
+    node_pool: NodePool,
+    department: Department | None = None,
+    project: Project | None = None,
+    deserved: int,
+    limit: int | None = None,
+    over_quota_weight: Decimal | int | str = 1,
+    cpu_cores: Decimal | None = None,
+    memory_gib: int | None = None,
+) -> Quota:
+    """Give a department or project a quota on a pool it has none on yet (quota_update changes existing ones):
+    admins for a department, department admins for its projects."""
+    if (department is None) == (project is None):
+        raise ValidationError("A quota belongs to exactly one department or project.")
+    quota = Quota(node_pool=node_pool, department=department, project=project, **_quota_values({
+        "deserved": deserved, "limit": limit, "over_quota_weight": over_quota_weight, "cpu_cores": cpu_cores,
+        "memory_gib": memory_gib,
+    }))
+    if not access.can_manage_quotas_of(actor, quota.owner):
+        raise PermissionDenied(DENIED)
+    with transaction.atomic():
+        # Lock the pool row: every rule compares sums over the pool, so changes to one pool go one at a time.
+        quota.node_pool = NodePool.objects.select_for_update().get(pk=node_pool.pk)
+        if Quota.objects.filter(node_pool=node_pool, department=department, project=project).exists():
+            raise ValidationError(f"This {'project' if project is not None else 'department'} already has a quota "
+                                  "on that pool.")
+        if errors := _quota_field_errors(actor, quota, access.QUOTA_FIELDS):
+            raise ValidationError(errors)
+        _check_quota_rules(quota)  # before the constraints, whose messages are generic
+        quota.validate_constraints()
+        _run_quota_guards(quota)
+        quota.save()
+        audit_record(actor=actor, action="quota.create", obj=quota, before=None, after=snapshot(quota),
+                     **_quota_scope(quota))
+        _org_changed()
+    return quota
+
+
 def quota_set(
     *,
     actor: Any,
@@ -355,121 +520,198 @@ def quota_set(
     cpu_cores: Decimal | None = None,
     memory_gib: int | None = None,
 ) -> Quota:
-    """Create or change a department's or project's quota on a pool."""
-    if (department is None) == (project is None):
-        raise ValidationError("A quota belongs to exactly one department or project.")
-    if project is not None:
-        _require(actor, Action.MANAGE_PROJECTS, project)
-    else:
-        _require(actor, Action.MANAGE, department)
-    with transaction.atomic():
-        # Lock the pool row: every rule compares sums over the pool, so changes to one pool go one at a time.
-        pool = NodePool.objects.select_for_update().get(pk=node_pool.pk)
-        quota = Quota.objects.select_for_update().filter(
-            node_pool=pool, department=department, project=project
-        ).first()
-        before = snapshot(quota) if quota else None
-        if quota is None:
-            quota = Quota(node_pool=pool, department=department, project=project)
-        quota.node_pool = pool
-        changed = _apply(quota, {
-            "deserved": deserved, "limit": limit, "over_quota_weight": Decimal(str(over_quota_weight)),
-            "cpu_cores": cpu_cores, "memory_gib": memory_gib,
-        }, {"deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"})
-        if before is not None and not changed:
-            return quota
-        quota.full_clean(validate_constraints=False)
-        _check_quota_rules(quota)  # before the constraints, whose messages are generic
-        quota.validate_constraints()
-        for hook in _quota_guards:
-            hook(quota)
-        quota.save()
-        audit_record(actor=actor, action="quota.create" if before is None else "quota.update", obj=quota,
-                     before=before, after=snapshot(quota), **_quota_scope(quota))
-        _org_changed()
-    return quota
-
-
-def quota_create(
-    *,
-    actor: Any,
-    node_pool: NodePool,
-    department: Department | None = None,
-    project: Project | None = None,
-    **values: Any,
-) -> Quota:
-    """Give a department or project a quota on a pool it has none on yet (quota_set also changes existing ones)."""
-    if project is not None:
-        _require(actor, Action.MANAGE_PROJECTS, project)
-    elif department is not None:
-        _require(actor, Action.MANAGE, department)
-    with transaction.atomic():
-        NodePool.objects.select_for_update().filter(pk=node_pool.pk).first()  # the same lock quota_set takes
-        if (department is None) != (project is None) and Quota.objects.filter(
-            node_pool=node_pool, department=department, project=project
-        ).exists():
-            owner = "project" if project is not None else "department"
-            raise ValidationError(f"This {owner} already has a quota on that pool.")
-        return quota_set(actor=actor, node_pool=node_pool, department=department, project=project, **values)
+    """Give a department or project its quota on a pool with every field as given: quota_update when it has one,
+    quota_create when not (the demo organisation and scripts)."""
+    values: dict[str, Any] = {"deserved": deserved, "limit": limit, "over_quota_weight": over_quota_weight,
+                              "cpu_cores": cpu_cores, "memory_gib": memory_gib}
+    existing = None
+    if (department is None) != (project is None):
+        existing = Quota.objects.filter(node_pool=node_pool, department=department, project=project).first()
+    if existing is not None:
+        return quota_update(actor=actor, quota=existing, **values)
+    return quota_create(actor=actor, node_pool=node_pool, department=department, project=project, **values)
 
 
 _quota_guards: list[Callable[[Quota], None]] = []
 
 
 def quota_guard(check: Callable[[Quota], None]) -> Callable[[Quota], None]:
-    """Register an extra check run before a quota is saved (the workloads app's non-preemptible guard)."""
+    """Register an extra check run before a quota's size is saved (the workloads app's non-preemptible guard)."""
     _quota_guards.append(check)
     return check
 
 
-def quota_weight_set(*, actor: Any, quota: Quota, over_quota_weight: Decimal | int | str) -> Quota:
-    """A team lead's change of a project's over-quota weight, inside the department's bounds."""
-    weight = Decimal(str(over_quota_weight))
-    if quota.project_id is None:
-        _require(actor, Action.MANAGE, quota.department)
-    else:
-        _require(actor, Action.EDIT_WEIGHT, quota.project)
-    with transaction.atomic():
-        quota = (
-            Quota.objects.select_for_update(of=("self",))
-            .select_related("project__department", "node_pool")
-            .get(pk=quota.pk)
-        )
-        if quota.project is not None and not can(actor, Action.MANAGE_PROJECTS, quota.project):
-            department = quota.project.department
-            if not department.min_project_weight <= weight <= department.max_project_weight:
-                raise ValidationError({"over_quota_weight": (
-                    f"Choose a weight between {format(department.min_project_weight.normalize(), 'f')} and "
-                    f"{format(department.max_project_weight.normalize(), 'f')}, the bounds set for {department.name}."
-                )})
-        if quota.over_quota_weight == weight:
-            return quota
-        before = snapshot(quota)
-        quota.over_quota_weight = weight
-        quota.full_clean()
-        quota.save(update_fields=["over_quota_weight", "updated_at"])
-        audit_record(actor=actor, action="quota.weight", obj=quota, before=before, after=snapshot(quota),
-                     **_quota_scope(quota))
-        _org_changed()
-    return quota
-
-
 def quota_delete(*, actor: Any, quota: Quota) -> None:
-    if quota.project_id:
-        _require(actor, Action.MANAGE_PROJECTS, quota.project)
-    else:
-        _require(actor, Action.MANAGE, quota.department)
-        assert quota.department_id is not None  # a stored quota has exactly one owner (its check constraint)
-        if Quota.objects.filter(project__department_id=quota.department_id, node_pool_id=quota.node_pool_id).exists():
-            raise ValidationError("The department's projects still have quotas on this pool; remove those first.")
+    if not access.can_manage_quotas_of(actor, quota.owner):
+        raise PermissionDenied(DENIED)
+    if quota.department_id is not None and Quota.objects.filter(
+        project__department_id=quota.department_id, node_pool_id=quota.node_pool_id
+    ).exists():
+        raise ValidationError("The department's projects still have quotas on this pool; remove those first.")
     with transaction.atomic():
-        for hook in _quota_guards:
-            hook(Quota(pk=quota.pk, node_pool=quota.node_pool, project=quota.project, department=quota.department,
-                       deserved=0))
+        _run_quota_guards(Quota(pk=quota.pk, node_pool=quota.node_pool, project=quota.project,
+                                department=quota.department, deserved=0))
         audit_record(actor=actor, action="quota.delete", obj=quota, before=snapshot(quota), after=None,
                      **_quota_scope(quota))
         quota.delete()
         _org_changed()
+
+
+# --- the quota table: many cells of one department at once ------------------------------------------------------
+
+
+class QuotaTableError(ValidationError):
+    """A refused quota table save: `rows` holds every message, by row index (in the order given) and field."""
+
+    def __init__(self, rows: dict[int, dict[str, list[str]]]) -> None:
+        self.rows = rows
+        super().__init__([f"Row {index}, {name}: {message}" for index, fields in sorted(rows.items())
+                          for name, messages in fields.items() for message in messages])
+
+
+def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mapping[str, Any]]) -> list[Quota]:
+    """Change many cells of a department's quota table at once: all or nothing, every refusal reported.
+
+    Each row names a cell, `node_pool` (a pool slug) and `project` (a project of the department by id or slug;
+    None for the department's own row), and any of deserved, limit, over_quota_weight, cpu_cores and memory_gib.
+    An existing quota changes only the fields its row names; a new one needs `deserved` (no limit and weight 1
+    unless given). Every row is checked (the fields this actor may change on it, per
+    `access.quota_fields_editable`, each field's bounds, then the rules that span rows on the proposed table as a
+    whole, so the order of the rows does not matter), and any refusal raises QuotaTableError with all of them and
+    saves nothing. Returns the quotas that changed; one audit row each.
+    """
+    _require(actor, Action.MANAGE_PROJECTS, department)
+    errors: dict[int, dict[str, list[str]]] = {}
+
+    def refuse(index: int, name: str, message: str) -> None:
+        errors.setdefault(index, {}).setdefault(name, []).append(message)
+
+    project_keys = [row.get("project") for row in rows if row.get("project") is not None]
+    with transaction.atomic():
+        pools = {pool.slug: pool for pool in NodePool.objects.select_for_update().filter(
+            slug__in={row.get("node_pool") for row in rows}).order_by("pk")}
+        projects = {project.pk: project for project in department.projects.filter(
+            Q(pk__in=[key for key in project_keys if isinstance(key, int)])
+            | Q(slug__in=[key for key in project_keys if isinstance(key, str)])
+        )}
+        project_by_key: dict[int | str, Project] = {}
+        for found in projects.values():
+            project_by_key[found.pk] = project_by_key[found.slug] = found
+        pools_by_pk = {pool.pk: pool for pool in pools.values()}
+        # Every quota of the department and its projects on these pools: the sums the rules compare.
+        cells: dict[tuple[int | None, int], Quota] = {}
+        for quota in Quota.objects.select_for_update(of=("self",)).filter(
+            Q(department=department) | Q(project__department=department), node_pool__in=list(pools_by_pk)
+        ):
+            quota.node_pool = pools_by_pk[quota.node_pool_id]
+            if quota.project_id is None:
+                quota.department = department
+            elif quota.project_id in projects:
+                quota.project = projects[quota.project_id]
+            cells[(quota.project_id, quota.node_pool_id)] = quota
+        other_departments = {
+            row["node_pool"]: row["total"] for row in Quota.objects.filter(
+                department__isnull=False, node_pool__in=list(pools_by_pk)).exclude(department=department)
+            .values("node_pool").annotate(total=Sum("deserved"))
+        }
+
+        seen: dict[tuple[int | None, int], int] = {}
+        proposals: list[tuple[int, Quota, list[str], dict[str, Any] | None]] = []
+        for index, row in enumerate(rows):
+            values = {name: value for name, value in row.items() if name not in {"node_pool", "project"}}
+            for name in sorted(set(values) - access.QUOTA_FIELDS):
+                refuse(index, name, "This field of a quota cannot be changed here.")
+            slug = row.get("node_pool")
+            pool = pools.get(slug) if isinstance(slug, str) else None
+            if pool is None:
+                refuse(index, "node_pool", f"There is no node pool {slug!r}.")
+            project: Project | None = None
+            if row.get("project") is not None:
+                project = project_by_key.get(row["project"])
+                if project is None:
+                    refuse(index, "project", f"{department.name} has no project {row['project']!r}.")
+            if index in errors or pool is None:
+                continue
+            key = (project.pk if project else None, pool.pk)
+            if key in seen:
+                refuse(index, "node_pool", f"Row {seen[key]} already changes this quota.")
+                continue
+            seen[key] = index
+            values = _quota_values(values)
+            stored_quota = cells.get(key)
+            before: dict[str, Any] | None = None
+            if stored_quota is None:
+                if "deserved" not in values:
+                    refuse(index, "deserved", "A new quota needs its deserved units (0 for none).")
+                    continue
+                quota = Quota(node_pool=pool, project=project, department=None if project else department)
+                changed = list(access.QUOTA_FIELDS)
+            else:
+                quota, before = stored_quota, snapshot(stored_quota)
+                changed = [name for name, value in values.items() if getattr(quota, name) != value]
+            if before is None and not access.can_manage_quotas_of(actor, quota.owner):
+                refused = sorted(values)
+            else:
+                editable = access.quota_fields_editable(actor, quota)
+                refused = sorted(name for name in changed if name not in editable)
+            for name in refused:
+                refuse(index, name, "You may not change this field of this quota.")
+            if refused:
+                continue
+            if not changed:
+                continue
+            stored = {name: getattr(quota, name) for name in access.QUOTA_FIELDS}
+            for name, value in values.items():
+                setattr(quota, name, value)
+            if field_errors := _quota_field_errors(actor, quota, changed):
+                for name, messages in field_errors.items():
+                    for message in messages:
+                        refuse(index, name, message)
+                for name, value in stored.items():  # the other rows' sums count what is stored
+                    setattr(quota, name, value)
+                continue
+            cells[key] = quota
+            proposals.append((index, quota, changed, before))
+
+        # The rules that span rows, on the proposed table: the sums include every proposed cell.
+        for index, quota, changed, before in proposals:
+            if not (before is None or set(changed) & SIZE_FIELDS):
+                continue
+            pool_id = quota.node_pool_id
+            department_quota = cells.get((None, pool_id))
+            projects_deserved = sum(cell.deserved for (project_id, cell_pool), cell in cells.items()
+                                    if project_id is not None and cell_pool == pool_id)
+            rule_errors = quota_rule_errors(
+                pool=quota.node_pool, deserved=quota.deserved, limit=quota.limit, department=department,
+                for_project=quota.project_id is not None,
+                department_deserved=department_quota.deserved if department_quota else 0,
+                siblings_deserved=projects_deserved - quota.deserved, projects_deserved=projects_deserved,
+                other_departments_deserved=other_departments.get(pool_id, 0),
+            )
+            for name, message in rule_errors.items():
+                refuse(index, name, message)
+        for index, quota, changed, before in proposals:
+            if index in errors or not (before is None or set(changed) & SIZE_FIELDS):
+                continue
+            try:
+                _run_quota_guards(quota)
+            except ValidationError as exc:
+                for name, messages in exc.message_dict.items():
+                    for message in messages:
+                        refuse(index, name, message)
+        if errors:
+            raise QuotaTableError(errors)
+
+        for _, quota, changed, before in proposals:
+            if before is None:
+                quota.save()
+            else:
+                quota.save(update_fields=[*changed, "updated_at"])
+            audit_record(actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
+                         after=snapshot(quota), **_quota_scope(quota))
+        if proposals:
+            _org_changed()
+    return [quota for _, quota, _, _ in proposals]
 
 
 # --- priority classes ------------------------------------------------------------------------------------------

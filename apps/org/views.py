@@ -384,8 +384,8 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
         status["pool"] = quota.node_pool_id
         if form.is_valid():
             try:
-                services.quota_weight_set(actor=user, quota=quota,
-                                          over_quota_weight=form.cleaned_data["over_quota_weight"])
+                services.quota_update(actor=user, quota=quota,
+                                      over_quota_weight=form.cleaned_data["over_quota_weight"])
             except ValidationError as exc:
                 apply_service_errors(form, exc)
     else:
@@ -395,8 +395,8 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
         status["pool"] = "priority"
         if form.is_valid():
             try:
-                services.project_defaults_set(actor=user, project=project,
-                                              default_priority_class=form.cleaned_data["default_priority_class"])
+                services.project_update(actor=user, project=project,
+                                        default_priority_class=form.cleaned_data["default_priority_class"])
             except ValidationError as exc:
                 apply_service_errors(form, exc)
     errors = [message for messages_ in form.errors.values() for message in messages_]

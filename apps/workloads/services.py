@@ -144,7 +144,7 @@ def workload_stop(*, actor: Any, workload: Workload) -> Workload:
     """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job."""
     if not access.can_stop_workload(actor, workload):
         raise PermissionDenied("You may not stop this workload.")
-    own = workload.owner_id == actor.pk and access.can(actor, Action.SUBMIT, workload.project)
+    own = access.stops_own_workload(actor, workload)
     if workload.status not in LIVE_STATUSES or workload.status == Status.STOPPING:
         raise ValidationError(f"This workload is {workload.get_status_display().lower()}; there is nothing to stop.")
     with transaction.atomic():

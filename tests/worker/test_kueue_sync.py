@@ -37,7 +37,7 @@ def test_second_run_writes_nothing(first_sync, cluster):
 
 def test_weight_change_touches_exactly_one_object(first_sync, cluster, demo):
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
-    services.quota_weight_set(actor=demo["lead"], quota=quota, over_quota_weight=Decimal("3.5"))
+    services.quota_update(actor=demo["lead"], quota=quota, over_quota_weight=Decimal("3.5"))
     before = versions(cluster)
     result = reconcile(cluster, desired_from_database())
     assert result.changes == ["updated Cohort proj-vision-h100"]

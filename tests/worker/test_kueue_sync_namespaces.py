@@ -49,7 +49,7 @@ def weight(cluster, cohort: str) -> str:
 
 def set_weight(demo, project: str, value: str) -> None:
     quota = Quota.objects.get(project__slug=project, node_pool__slug="h100")
-    services.quota_weight_set(actor=demo["lead"], quota=quota, over_quota_weight=Decimal(value))
+    services.quota_update(actor=demo["lead"], quota=quota, over_quota_weight=Decimal(value))
 
 
 def test_a_foreign_namespace_is_never_adopted_and_the_rest_reconciles(demo, cluster, core):

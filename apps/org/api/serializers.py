@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+from apps.core.http import parse_id
 from apps.core.models import AuditEvent
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import departments_for, projects_for
-from apps.org.validators import validate_label_key, validate_label_value
+from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH, validate_label_key, validate_label_value
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -143,6 +146,64 @@ class QuotaUpdateSerializer(ShapeOnlyModelSerializer):
     class Meta:
         model = Quota
         fields = ["deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"]
+
+
+class ProjectUpdateSerializer(ProjectSerializer):
+    """What a PATCH of a project changes: its fields, and its over-quota weight per pool in the same request."""
+
+    over_quota_weights = serializers.DictField(
+        child=serializers.DecimalField(max_digits=8, decimal_places=2), required=False, write_only=True,
+        help_text="The project's over-quota weight per pool, by pool slug: {\"h100\": \"3.5\"}.",
+    )
+
+    class Meta(ProjectSerializer.Meta):
+        fields = [*ProjectSerializer.Meta.fields, "over_quota_weights"]
+
+
+@extend_schema_field({"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]})
+class IdOrSlugField(serializers.Field):
+    """A row named by its id (a positive whole number, or its digits as a string) or by its slug."""
+
+    default_error_messages = {"invalid": "Give an id (a positive whole number) or a slug."}
+
+    def to_internal_value(self, data: Any) -> int | str:
+        if isinstance(data, int | str) and not isinstance(data, bool):
+            if number := parse_id(data):
+                return number
+            if isinstance(data, str) and len(data) <= SLUG_MAX_LENGTH and DNS1123_LABEL.fullmatch(data):
+                return data
+        self.fail("invalid")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class QuotaTableRowSerializer(ShapeOnlyModelSerializer):
+    """One cell of a department's quota table: the pool and the project (none: the department's own quota), and
+    the fields to change. Fields left out keep their value; a cell without a quota gets one (deserved required)."""
+
+    node_pool = serializers.CharField(max_length=SLUG_MAX_LENGTH, help_text="The pool's slug.")
+    project = IdOrSlugField(required=False, allow_null=True, default=None,
+                            help_text="A project of the department, by id or slug; null for the department's own.")
+
+    class Meta:
+        model = Quota
+        fields = ["node_pool", "project", "deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"]
+        extra_kwargs = {name: {"required": False} for name in
+                        ("deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib")}
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown = ({str(name): ["No such field of a quota table row."] for name in data if name not in self.fields}
+                   if isinstance(data, Mapping) else {})
+        try:
+            values = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **unknown}) from exc
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return values
 
 
 class PriorityClassSerializer(ShapeOnlyModelSerializer):

@@ -1,3 +1,4 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from . import views
@@ -10,4 +11,7 @@ router.register("quotas", views.QuotaViewSet, basename="quota")
 router.register("priority-classes", views.PriorityClassViewSet, basename="priority-class")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("departments/<str:department>/quotas/", views.DepartmentQuotaTableView.as_view(), name="department-quotas"),
+    *router.urls,
+]

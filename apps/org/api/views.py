@@ -5,18 +5,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import viewsets
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import serializers, viewsets
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.generics import GenericAPIView
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.accounts import access
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import ServiceViewSet
+from apps.core.http import parse_id
 from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.filters import AuditEventFilterSet, ProjectFilterSet, QuotaFilterSet
-from apps.org.models import NodePool, PriorityClass, Quota
-from apps.org.selectors import audit_events_for, departments_for, projects_for, quotas_for
+from apps.org.models import Department, NodePool, PriorityClass, Quota
+from apps.org.selectors import audit_events_for, department_quotas, departments_for, projects_for, quotas_for
+from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH
 
 from .serializers import (
     AuditEventSerializer,
@@ -24,7 +31,9 @@ from .serializers import (
     NodePoolSerializer,
     PriorityClassSerializer,
     ProjectSerializer,
+    ProjectUpdateSerializer,
     QuotaSerializer,
+    QuotaTableRowSerializer,
     QuotaUpdateSerializer,
 )
 
@@ -32,6 +41,8 @@ if TYPE_CHECKING:
     from rest_framework.serializers import BaseSerializer
 
     from apps.org.models import Department, Project
+
+QUOTA_TABLE_MAX_ROWS = 5000
 
 
 def _owned_quotas() -> Prefetch:
@@ -91,10 +102,15 @@ class DepartmentViewSet(ServiceViewSet):
 
 
 @extend_schema_view(
-    partial_update=extend_schema(description=(
-        "Change a project. A PATCH naming only `default_priority_class` is the team lead's change "
-        "(project_defaults_set); anything else needs the right to manage the department's projects."
-    )),
+    partial_update=extend_schema(
+        request=ProjectUpdateSerializer,
+        responses=ProjectSerializer,
+        description=(
+            "Change a project. Team leads change its `default_priority_class` and, in the same request, its "
+            "`over_quota_weights` (pool slug -> weight, within the department's bounds); every other field needs "
+            "the right to manage the department's projects. All or nothing."
+        ),
+    ),
 )
 class ProjectViewSet(ServiceViewSet):
     """Projects the user may see, with their quotas. Department admins manage those of their department."""
@@ -106,12 +122,16 @@ class ProjectViewSet(ServiceViewSet):
         queryset = projects_for(self.request.user).select_related("department", "default_priority_class")
         return queryset.prefetch_related(_owned_quotas())
 
+    def get_serializer_class(self) -> type[ProjectSerializer]:
+        return ProjectUpdateSerializer if self.action == "partial_update" else ProjectSerializer
+
     def may_create(self) -> bool:
         return can_anywhere(self.request.user, Action.MANAGE_PROJECTS)
 
     def may_change(self, obj: Any) -> bool:
-        action = Action.EDIT_WEIGHT if self.action == "partial_update" else Action.MANAGE_PROJECTS
-        return can(self.request.user, action, obj)
+        if self.action == "partial_update":
+            return bool(access.project_fields_editable(self.request.user, obj))
+        return can(self.request.user, Action.MANAGE_PROJECTS, obj)
 
     def perform_create(self, serializer: BaseSerializer[Project]) -> None:
         fields = dict(serializer.validated_data)
@@ -121,16 +141,9 @@ class ProjectViewSet(ServiceViewSet):
 
     def perform_update(self, serializer: BaseSerializer[Project]) -> None:
         assert serializer.instance is not None  # update() built the serializer on get_object()
-        changes = serializer.validated_data
-        if set(changes) == {"default_priority_class"}:
-            serializer.instance = services.project_defaults_set(
-                actor=self.request.user, project=serializer.instance,
-                default_priority_class=changes["default_priority_class"],
-            )
-        else:
-            serializer.instance = services.project_update(
-                actor=self.request.user, project=serializer.instance, **changes
-            )
+        serializer.instance = services.project_update(
+            actor=self.request.user, project=serializer.instance, **serializer.validated_data
+        )
 
     def perform_destroy(self, instance: Any) -> None:
         services.project_delete(actor=self.request.user, project=instance)
@@ -141,9 +154,9 @@ class ProjectViewSet(ServiceViewSet):
         request=QuotaUpdateSerializer,
         responses=QuotaSerializer,
         description=(
-            "A PATCH that changes only `over_quota_weight` is a weight change (team leads, within the department's "
-            "bounds); a change of deserved, limit, CPU or memory needs the right to manage the quota's projects "
-            "(department admins) or department (admins)."
+            "Change the fields it names. Team leads change only `over_quota_weight` (within the department's "
+            "bounds); deserved, limit, CPU and memory need the right to manage the quota's projects (department "
+            "admins) or department (admins). Resending a field's current value is no change."
         ),
     ),
 )
@@ -160,10 +173,9 @@ class QuotaViewSet(ServiceViewSet):
         return can_anywhere(self.request.user, Action.MANAGE_PROJECTS)
 
     def may_change(self, obj: Quota) -> bool:
-        if obj.project_id is None:
-            return can(self.request.user, Action.MANAGE, obj.department)
-        action = Action.EDIT_WEIGHT if self.action == "partial_update" else Action.MANAGE_PROJECTS
-        return can(self.request.user, action, obj.project)
+        if self.action == "partial_update":
+            return bool(access.quota_fields_editable(self.request.user, obj))
+        return access.can_manage_quotas_of(self.request.user, obj.owner)
 
     def perform_create(self, serializer: BaseSerializer[Quota]) -> None:
         serializer.instance = services.quota_create(actor=self.request.user, **serializer.validated_data)
@@ -172,22 +184,76 @@ class QuotaViewSet(ServiceViewSet):
         quota: Quota = self.get_object()
         serializer = QuotaUpdateSerializer(quota, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        current = {name: getattr(quota, name) for name in QuotaUpdateSerializer.Meta.fields}
-        wanted = {**current, **serializer.validated_data}
-        changed = {name for name, value in wanted.items() if value != current[name]}
-        if changed <= {"over_quota_weight"}:
-            quota = services.quota_weight_set(
-                actor=request.user, quota=quota, over_quota_weight=wanted["over_quota_weight"]
-            )
-        else:
-            quota = services.quota_set(
-                actor=request.user, node_pool=quota.node_pool, department=quota.department, project=quota.project,
-                **wanted,
-            )
+        quota = services.quota_update(actor=request.user, quota=quota, **serializer.validated_data)
         return Response(QuotaSerializer(quota, context=self.get_serializer_context()).data)
 
     def perform_destroy(self, instance: Quota) -> None:
         services.quota_delete(actor=self.request.user, quota=instance)
+
+
+@extend_schema(parameters=[
+    OpenApiParameter("department", OpenApiTypes.STR, OpenApiParameter.PATH, description="Department id or slug."),
+])
+class DepartmentQuotaTableView(GenericAPIView):
+    """The quota table of one department: its own quota and its projects' on every pool, read and changed as one."""
+
+    serializer_class = QuotaTableRowSerializer
+    queryset = Quota.objects.none()  # for the schema only; rows come from the department's quota table
+    filter_backends: list[type] = []  # the whole table, never filtered
+    pagination_class = None  # one department's pools x (projects + 1): the whole table, always
+    parser_classes = [JSONParser]
+
+    def get_department(self) -> Department:
+        """The department in the URL (id or slug) among those the user may see; 404 for any other."""
+        lookup = self.kwargs["department"]
+        number = parse_id(lookup)
+        if number:
+            department = departments_for(self.request.user).filter(pk=number).first()
+        elif len(lookup) <= SLUG_MAX_LENGTH and DNS1123_LABEL.fullmatch(lookup):
+            department = departments_for(self.request.user).filter(slug=lookup).first()
+        else:
+            department = None  # not an id or a slug (a NUL byte would not even reach the database)
+        if department is None:
+            raise NotFound()
+        return department
+
+    def table(self, department: Department) -> Response:
+        quotas = department_quotas(user=self.request.user, department=department)
+        return Response(QuotaSerializer(quotas, many=True, context=self.get_serializer_context()).data)
+
+    @extend_schema(responses=QuotaSerializer(many=True), description=(
+        "The department's own quota and its projects' quotas on every pool (the rows the user may see)."
+    ))
+    def get(self, request: Request, department: str) -> Response:
+        return self.table(self.get_department())
+
+    @extend_schema(
+        request=QuotaTableRowSerializer(many=True),
+        responses={200: QuotaSerializer(many=True), 400: OpenApiTypes.OBJECT},
+        description=(
+            "Change many cells of the department's quota table at once, as the quota table page does: all or "
+            "nothing. Each row names a cell by `node_pool` (slug) and `project` (id or slug; omitted or null for "
+            "the department's own quota) and gives any of deserved, limit, over_quota_weight, cpu_cores and "
+            "memory_gib; fields it leaves out keep their value, and a cell without a quota gets one (deserved "
+            "required). Every row is checked against the access rules and the quota rules on the proposed table "
+            "as a whole. A refusal answers 400 with every error keyed by row index, then field, e.g. "
+            '`{"1": {"deserved": ["..."]}}`, and changes nothing. Department admins change their projects\' '
+            "cells, admins every cell; others get 403, and departments the user may not see 404. Answers the "
+            "table after the change."
+        ),
+    )
+    def patch(self, request: Request, department: str) -> Response:
+        table_department = self.get_department()
+        access.require(request.user, Action.MANAGE_PROJECTS, table_department, services.DENIED)
+        rows: serializers.ListSerializer[Any] = serializers.ListSerializer(
+            child=QuotaTableRowSerializer(), data=request.data,
+            max_length=QUOTA_TABLE_MAX_ROWS, context=self.get_serializer_context())
+        rows.is_valid(raise_exception=True)
+        try:
+            services.quota_table_save(actor=request.user, department=table_department, rows=rows.validated_data)
+        except services.QuotaTableError as exc:
+            raise ValidationError({str(index): fields for index, fields in exc.rows.items()}) from exc
+        return self.table(table_department)
 
 
 class PriorityClassViewSet(ServiceViewSet):

@@ -104,6 +104,15 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
      (204, 404, 404, 404, 404, 403, 403)),
     ("delete spare dept quota", "DELETE", "quotas/{q_spare_dept_l40s_shared}/", None,
      (204, 404, 404, 404, 404, 404, 403)),
+    # --- a department's quota table ------------------------------------------------------------------------
+    ("quota table research", "GET", "departments/{research}/quotas/", None, (200, 200, 200, 200, 200, 404, 200)),
+    ("quota table data-science", "GET", "departments/{data_science}/quotas/", None,
+     (200, 404, 404, 404, 404, 200, 200)),
+    ("change quota table research", "PATCH", "departments/{research}/quotas/",
+     [{"node_pool": "h100", "project": "{vision}", "over_quota_weight": "3"}], (200, 200, 403, 403, 403, 404, 403)),
+    ("change quota table data-science", "PATCH", "departments/{data_science}/quotas/",
+     [{"node_pool": "h100", "project": "{forecasting}", "over_quota_weight": "3"}],
+     (200, 404, 404, 404, 404, 403, 403)),
     # --- priority classes ----------------------------------------------------------------------------------
     ("create priority class", "POST", "priority-classes/", {"name": "urgent", "value": 200, "preemptible": False},
      (201, 403, 403, 403, 403, 403, 403)),

@@ -27,6 +27,10 @@ def test_schema_endpoint_serves_valid_openapi(client_for, username):
     assert "/api/v1/auth/token/" in paths
     assert {"get", "patch", "delete"} <= set(schema["paths"]["/api/v1/quotas/{id}/"])
     assert "put" not in schema["paths"]["/api/v1/quotas/{id}/"]  # PATCH only: it changes the fields it names
+    table = schema["paths"]["/api/v1/departments/{department}/quotas/"]
+    assert set(table) >= {"get", "patch"} and "put" not in table
+    assert table["patch"]["requestBody"]["content"]["application/json"]["schema"]["type"] == "array"
+    assert set(table["patch"]["responses"]) == {"200", "400"}
     assert {"tokenAuth", "cookieAuth"} <= set(schema["components"]["securitySchemes"])
 
 

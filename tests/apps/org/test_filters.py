@@ -38,7 +38,7 @@ def api_ids(client, path: str, query: str) -> list[int]:
 def history(users):
     """A few more audit rows by different actors, spread over three days."""
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
-    services.quota_weight_set(actor=users["lead"], quota=quota, over_quota_weight=3)
+    services.quota_update(actor=users["lead"], quota=quota, over_quota_weight=3)
     services.project_update(actor=users["deptadmin"], project=Project.objects.get(slug="nlp"), name="NLP 2")
     services.department_update(actor=users["admin"], department=Department.objects.get(slug="production"),
                                name="Production 2")

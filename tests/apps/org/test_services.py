@@ -130,11 +130,11 @@ def test_project_gets_namespace_and_audit_row(org):
 
 def test_team_lead_weight_within_department_bounds(org):
     quota = Quota.objects.get(project=org["vision"], node_pool=org["h100"])
-    updated = services.quota_weight_set(actor=org["lead"], quota=quota, over_quota_weight="3.5")
+    updated = services.quota_update(actor=org["lead"], quota=quota, over_quota_weight="3.5")
     assert updated.over_quota_weight == Decimal("3.5")
     event = AuditEvent.objects.get(action="quota.weight")
     assert event.before["over_quota_weight"] == "2" and event.after["over_quota_weight"] == "3.5"
-    message = unchanged(lambda: services.quota_weight_set(actor=org["lead"], quota=quota, over_quota_weight=11))
+    message = unchanged(lambda: services.quota_update(actor=org["lead"], quota=quota, over_quota_weight=11))
     assert "Choose a weight between 0 and 10, the bounds set for Research." in message
 
 
@@ -159,7 +159,7 @@ def test_department_admin_is_confined_to_own_department(org):
 def test_researcher_cannot_change_anything(org):
     quota = Quota.objects.get(project=org["vision"], node_pool=org["h100"])
     with pytest.raises(PermissionDenied):
-        services.quota_weight_set(actor=org["alice"], quota=quota, over_quota_weight=3)
+        services.quota_update(actor=org["alice"], quota=quota, over_quota_weight=3)
     with pytest.raises(PermissionDenied):
         services.node_pool_create(actor=org["alice"], slug="x", name="x", gpu_resource="nvidia.com/gpu", capacity=1)
 

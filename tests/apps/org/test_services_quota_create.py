@@ -1,4 +1,4 @@
-"""quota_create: quota_set for a new (owner, pool) only, so a POST never silently overwrites a quota."""
+"""quota_create: a quota for a new (owner, pool) only, so a POST never silently overwrites a quota."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def test_filters(page_client, users):
     by_department = client.get(URL, {"department": Department.objects.get(slug="production").pk})
     assert {e.department.slug for e in by_department.context["page"]} == {"production"}
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
-    services.quota_weight_set(actor=users["lead"], quota=quota, over_quota_weight=3)
+    services.quota_update(actor=users["lead"], quota=quota, over_quota_weight=3)
     by_actor = client.get(URL, {"actor": "lead"})
     assert actions_in(by_actor) == ["quota.weight"]
     today = timezone.now().date()
@@ -63,7 +63,7 @@ def test_bad_date_range_is_explained(page_client):
 def test_pagination_keeps_filters(page_client, users):
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
     for weight in range(1, 62):
-        services.quota_weight_set(actor=users["admin"], quota=quota, over_quota_weight=weight % 10 + 1)
+        services.quota_update(actor=users["admin"], quota=quota, over_quota_weight=weight % 10 + 1)
     client = page_client("admin")
     first = client.get(URL, {"action": "quota.weight"})
     assert first.context["page"].paginator.num_pages == 2
@@ -97,6 +97,6 @@ def test_query_count_does_not_grow_with_rows(page_client, users, django_assert_n
         client.get(URL)
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
     for weight in range(2, 12):
-        services.quota_weight_set(actor=users["lead"], quota=quota, over_quota_weight=weight % 10)
+        services.quota_update(actor=users["lead"], quota=quota, over_quota_weight=weight % 10)
     with django_assert_num_queries(6):
         client.get(URL)

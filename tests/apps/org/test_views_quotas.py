@@ -1,4 +1,5 @@
-"""The department quota table: live totals and per-cell errors over htmx, all-or-nothing saves through quota_set."""
+"""The department quota table: live totals and per-cell errors over htmx, all-or-nothing saves through
+quota_table_save."""
 
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ def test_refused_over_subscription_on_save_shows_message_and_saves_nothing(page_
 
 
 def test_save_is_all_or_nothing_when_a_service_refuses(page_client, org, monkeypatch):
-    """A refusal raised inside quota_set (here a guard like the non-preemptible one) rolls back every cell."""
+    """A refusal raised inside the save (here a guard like the non-preemptible one) rolls back every cell."""
     def guard(quota):
         if quota.project_id == org["nlp"].pk:
             raise ValidationError({"deserved": "Running non-preemptible work uses 3 units here."})
@@ -196,7 +197,7 @@ def test_unchanged_save_says_nothing_changed(page_client, org):
 
 
 def test_rule_check_is_pure(users, org, django_assert_num_queries):
-    """The live check and quota_set share services.quota_rule_errors, which runs no queries."""
+    """The live check and the services share services.quota_rule_errors, which runs no queries."""
     with django_assert_num_queries(0):
         errors = services.quota_rule_errors(
             pool=org["h100"], deserved=5, limit=4, department=org["research"], for_project=True,
