@@ -339,6 +339,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # django-axes logs every sign-in at INFO; its lockouts and repeated failures come at WARNING.
+    "loggers": {"axes": {"level": os.environ.get("AXES_LOG_LEVEL", "WARNING")}},
 }
 
 if PRODUCTION:

@@ -112,7 +112,7 @@ def test_role_binding_scope_follows_the_target(client_for, ids):
     assert response.status_code == 201
     assert response.json() | {"id": 0, "created_at": ""} == {
         "id": 0, "user": "carol", "group": None, "role": "viewer", "scope": "department",
-        "department": ids["research"], "project": None, "created_at": "",
+        "department": ids["research"], "project": None, "created_at": "", "source": "manual",
     }
     # carol now sees Research
     assert call(client_for("carol"), "GET", f"departments/{ids['research']}/").status_code == 200
