@@ -8,6 +8,8 @@ import os
 import django
 from django.core.management import call_command
 
+OTHER_REDIRECT = "http://127.0.0.1/another-app/callback/"
+
 
 def main() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.oidc_provider.settings"
@@ -19,6 +21,12 @@ def main() -> None:
     Application.objects.update_or_create(client_id=settings.CLIENT_ID, defaults={
         "name": "GPU Portal (tests)", "client_secret": settings.CLIENT_SECRET, "client_type": "confidential",
         "authorization_grant_type": "authorization-code", "redirect_uris": settings.REDIRECT_URIS,
+        "skip_authorization": True, "algorithm": "RS256",
+    })
+    # Another relying party of the same provider: its ID tokens must not open the portal (audience check).
+    Application.objects.update_or_create(client_id="another-app", defaults={
+        "name": "Another app", "client_secret": settings.CLIENT_SECRET, "client_type": "confidential",
+        "authorization_grant_type": "authorization-code", "redirect_uris": OTHER_REDIRECT,
         "skip_authorization": True, "algorithm": "RS256",
     })
     call_command("runserver", f"127.0.0.1:{settings.PORT}", use_reloader=False, use_threading=True,

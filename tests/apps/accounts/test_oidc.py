@@ -4,14 +4,23 @@ fetches and verifies the ID token over HTTP. Nothing of the portal is mocked."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import secrets
+from urllib.parse import parse_qs, urlencode, urlsplit
+
 import pytest
+import requests
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.core.exceptions import SuspiciousOperation
+from django.test import Client, override_settings
 
 from apps.accounts import services
-from apps.accounts.models import BindingSource, ExternalIdentity, GroupRoleRule, RoleBinding
+from apps.accounts.models import ExternalIdentity, GroupRoleRule, RoleBinding
+from apps.accounts.oidc import PortalOIDCBackend
 from apps.core.models import AuditEvent
 from tests.oidc_provider.fixture import callback_path
+from tests.oidc_provider.serve import OTHER_REDIRECT
 
 
 @pytest.fixture
@@ -148,18 +157,35 @@ def test_inactive_user_is_refused(sso, rules):
     assert "_auth_user_id" not in portal.session
 
 
-def test_token_for_another_client_is_refused(sso, settings):
-    """An ID token whose audience is not this portal (here: the client id the portal expects differs) is refused:
-    mozilla-django-oidc does not check the audience itself; the portal's backend does."""
+def test_token_from_another_issuer_is_refused(sso, settings):
+    """The ID token's issuer must be the configured one (checked by the portal's backend on top of the library)."""
     sso.set_user("hal", groups=[])
-    portal = Client()
-    start = portal.get("/accounts/oidc/authenticate/")
-    back = sso.sign_in(start["Location"], "hal")
-    settings.OIDC_RP_CLIENT_ID = "another-portal"  # now the token (aud gpu-portal-tests) is not meant for us
-    response = portal.get(callback_path(back))
+    settings.OIDC_OP_ISSUER = "https://idp.example.org/realms/other"
+    portal, response = sign_in(sso, "hal")
     assert response["Location"] == "/accounts/login/"
     assert "Sign-in with Example Org failed" in portal.get("/accounts/login/").content.decode()
     assert not get_user_model().objects.filter(username="hal").exists()
+
+
+def test_id_token_for_another_client_is_refused(sso):
+    """A genuine ID token of the same provider, issued to another application, does not verify for the portal
+    (mozilla-django-oidc skips the audience; the portal's backend checks it)."""
+    sso.set_user("ida", groups=[])
+    verifier, nonce = secrets.token_urlsafe(48), secrets.token_urlsafe(16)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    authorize = f"{sso.issuer}/authorize/?" + urlencode({
+        "response_type": "code", "client_id": "another-app", "redirect_uri": OTHER_REDIRECT, "scope": "openid",
+        "state": "s", "nonce": nonce, "code_challenge": challenge, "code_challenge_method": "S256"})
+    code = parse_qs(urlsplit(sso.sign_in(authorize, "ida")).query)["code"][0]
+    tokens = requests.post(f"{sso.issuer}/token/", timeout=10, data={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": OTHER_REDIRECT, "client_id": "another-app",
+        "client_secret": sso.client_secret, "code_verifier": verifier}).json()
+    backend = PortalOIDCBackend()
+    with pytest.raises(SuspiciousOperation, match="audience"):
+        backend.verify_token(tokens["id_token"], nonce=nonce)
+    # The same token passes every other check: only the audience made the difference.
+    with override_settings(OIDC_RP_CLIENT_ID="another-app"):
+        assert PortalOIDCBackend().verify_token(tokens["id_token"], nonce=nonce)["preferred_username"] == "ida"
 
 
 def test_single_sign_on_is_off_until_configured(demo):
