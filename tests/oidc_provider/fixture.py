@@ -68,6 +68,11 @@ class Provider:
         response.raise_for_status()
         self.users[username] = password
 
+    def allow_redirect(self, uri: str) -> None:
+        """Register another callback URL of the portal (a live server's) with the provider."""
+        requests.post(f"{self.base}/control/redirects/", timeout=10, headers={"X-Control-Token": self.control_token},
+                      json={"uri": uri}).raise_for_status()
+
     def sign_in(self, authorize_url: str, username: str, password: str | None = None) -> str:
         """Play the browser at the provider: follow redirects, fill its login form, and return the URL it finally
         sends the browser to (the portal's callback, with code and state)."""
