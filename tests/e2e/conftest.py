@@ -11,6 +11,8 @@ import shutil
 
 import pytest
 
+from tests.oidc_provider.fixture import oidc_provider  # noqa: F401 - a fixture (single sign-on in the browser)
+
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",

@@ -9,7 +9,6 @@ import re
 import pytest
 
 from tests.e2e.conftest import watch_csp
-from tests.oidc_provider.fixture import oidc_provider  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,7 @@ from pathlib import Path
 PORT = int(os.environ["OIDC_PROVIDER_PORT"])
 ISSUER = f"http://127.0.0.1:{PORT}/o"
 
-SECRET_KEY = "tests-oidc-provider-only-" + "y" * 40  # noqa: S105 - a throwaway provider on loopback
+SECRET_KEY = "tests-oidc-provider-only-" + "y" * 40
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 ROOT_URLCONF = "tests.oidc_provider.urls"
