@@ -200,7 +200,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
 AXES_WHITELIST_CALLABLE = "apps.accounts.lockout.not_a_password_attempt"
-AXES_IPWARE_PROXY_COUNT = _env_int("LOGIN_PROXY_COUNT", 0) or None  # proxies in front of the portal, if any
+# Reverse proxies in front of the portal that append to X-Forwarded-For: 0 trusts only the connection's address.
+LOGIN_PROXY_COUNT = _env_int("LOGIN_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "apps.accounts.lockout.client_ip"
 AXES_VERBOSE = False
 
 # Sessions: an idle timeout (sliding: any request you make resets it; background polling does not) and an absolute

@@ -31,3 +31,14 @@ def lockout_response(request: HttpRequest, original_response: HttpResponse | Non
 def not_a_password_attempt(request: HttpRequest, credentials: dict[str, Any] | None) -> bool:
     """Axes counts password attempts only: single sign-on callbacks are the identity provider's to throttle."""
     return not (credentials or {}).get("password")
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The address lockouts count by: the connection's, or behind settings.LOGIN_PROXY_COUNT proxies the one the
+    outermost proxy saw (each appends to X-Forwarded-For; anything further left came from the client)."""
+    remote = request.META.get("REMOTE_ADDR", "") or ""
+    proxies = settings.LOGIN_PROXY_COUNT
+    if proxies <= 0:
+        return remote
+    forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+    return forwarded[-proxies] if len(forwarded) >= proxies else remote

@@ -11,9 +11,10 @@ import pytest
 from axes.models import AccessAttempt
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, RequestFactory
 
 from apps.accounts.backends import DEMO_REFUSED, DEMO_USERNAMES, LOCAL_LOGIN_OFF
+from apps.accounts.lockout import client_ip
 from apps.accounts.models import PersonalAccessToken
 from apps.accounts.signals import LAST_SEEN_AT, SIGNED_IN_AT
 from apps.org import demo as org_demo
@@ -73,6 +74,24 @@ def test_other_address_is_not_locked_and_success_resets_the_count(demo):
     assert form_login(Client(), "lead", "demo").status_code == 302  # the 4 failures are forgotten
     for attempt in range(4):
         assert form_login(Client(), "lead", f"wrong-again-{attempt}").status_code == 200
+
+
+@pytest.mark.parametrize(("proxies", "forwarded", "expected"), [
+    (0, "203.0.113.9", "10.1.1.1"),  # no proxy configured: X-Forwarded-For is the client's to forge, ignored
+    (1, "198.51.100.7, 203.0.113.9", "203.0.113.9"),  # the address our one proxy saw, not what the client claimed
+    (2, "198.51.100.7, 203.0.113.9, 10.0.0.5", "203.0.113.9"),
+    (2, "203.0.113.9", "10.1.1.1"),  # fewer hops than proxies: fall back to the connection
+])
+def test_lockout_address_behind_proxies(settings, proxies, forwarded, expected):
+    settings.LOGIN_PROXY_COUNT = proxies
+    request = RequestFactory().post(LOGIN, REMOTE_ADDR="10.1.1.1", HTTP_X_FORWARDED_FOR=forwarded)
+    assert client_ip(request) == expected
+
+
+def test_forged_forwarded_for_does_not_escape_the_lockout(demo):
+    for attempt in range(5):
+        form_login(Client(HTTP_X_FORWARDED_FOR=f"198.51.100.{attempt}"), "alice", f"wrong-{attempt}")
+    assert form_login(Client(HTTP_X_FORWARDED_FOR="198.51.100.99"), "alice", "demo").status_code == 429
 
 
 def test_admin_sees_and_clears_lockouts_in_the_django_admin(demo, client_for):
