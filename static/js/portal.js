@@ -30,6 +30,16 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   }
 });
 
+// Forms marked data-send-changed tell the server which field changed (_changed), e.g. the submit page's live
+// check; htmx's "js:" values would need eval, which the policy refuses.
+document.addEventListener("htmx:configRequest", (event) => {
+  const element = event.detail.elt;
+  if (element && element.hasAttribute && element.hasAttribute("data-send-changed")) {
+    const source = event.detail.triggeringEvent && event.detail.triggeringEvent.target;
+    event.detail.parameters["_changed"] = (source && source.name) || "";
+  }
+});
+
 // Requests the page makes by itself (polling: no triggering event) do not count as activity for the session's
 // idle timeout.
 document.addEventListener("htmx:configRequest", (event) => {
