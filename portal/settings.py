@@ -9,9 +9,11 @@ Modes (``PORTAL_MODE``):
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -30,6 +32,19 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     if not value:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _env_int(name: str, default: int, minimum: int = 0) -> int:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {value!r}") from None
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {number}")
+    return number
 
 
 def _env_secret(name: str) -> str | None:
@@ -66,7 +81,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "axes",
+    "csp",
+    "mozilla_django_oidc",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -82,14 +99,19 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "apps.accounts.middleware.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "apps.accounts.middleware.SessionIdleTimeoutMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a lockout flagged during authentication into the lockout page or JSON answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -127,6 +149,101 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "org:overview"
 LOGOUT_REDIRECT_URL = "accounts:login"
+
+# --- Sign-in (README "Sign-in and security") ----------------------------------------------------------------------
+# Passwords kept by the portal: optional, off by default in production (single sign-on instead); the embedded mode
+# keeps them for the demo logins. Demo accounts (the seeded usernames with the demo password) are refused in
+# production mode whatever this says.
+LOCAL_LOGIN = _env_bool("PORTAL_LOCAL_LOGIN", not PRODUCTION)
+
+# The first backend refuses locked-out credentials (django-axes); the portal's own backends follow.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "apps.accounts.backends.PasswordBackend",
+    "apps.accounts.oidc.PortalOIDCBackend",
+]
+
+# OpenID Connect single sign-on (mozilla-django-oidc): on when a client id is configured.
+OIDC_RP_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_RP_CLIENT_SECRET = _env_secret("OIDC_CLIENT_SECRET") or ""
+OIDC_OP_ISSUER = os.environ.get("OIDC_ISSUER", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("OIDC_USERINFO_ENDPOINT", "")  # optional: the ID token's claims come first
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("OIDC_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = os.environ.get("OIDC_SCOPES", "openid email profile")
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "your organisation")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = _env_int("OIDC_TIMEOUT", 10, minimum=1)
+OIDC_CALLBACK_CLASS = "apps.accounts.oidc.PortalOIDCCallbackView"
+OIDC_AUTHENTICATE_CLASS = "apps.accounts.oidc.PortalOIDCAuthenticateView"
+OIDC_AUTHENTICATION_CALLBACK_URL = "accounts:oidc_callback"
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+if OIDC_ENABLED:
+    _missing = [name for name, value in (
+        ("OIDC_ISSUER", OIDC_OP_ISSUER), ("OIDC_AUTHORIZATION_ENDPOINT", OIDC_OP_AUTHORIZATION_ENDPOINT),
+        ("OIDC_TOKEN_ENDPOINT", OIDC_OP_TOKEN_ENDPOINT), ("OIDC_JWKS_ENDPOINT", OIDC_OP_JWKS_ENDPOINT),
+        ("OIDC_CLIENT_SECRET", OIDC_RP_CLIENT_SECRET),
+    ) if not value]
+    if _missing:
+        raise ImproperlyConfigured(f"OIDC_CLIENT_ID is set, so these must be too: {', '.join(_missing)}")
+
+# Login throttling (django-axes): this many failures for one username from one address lock that pair out for the
+# cool-off period; a successful sign-in before then resets the count. Admins unlock in the Django admin ("Access
+# attempts") or with `manage.py axes_reset_username NAME`.
+AXES_FAILURE_LIMIT = _env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=_env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
+AXES_WHITELIST_CALLABLE = "apps.accounts.lockout.not_a_password_attempt"
+# Reverse proxies in front of the portal that append to X-Forwarded-For: 0 trusts only the connection's address.
+LOGIN_PROXY_COUNT = _env_int("LOGIN_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "apps.accounts.lockout.client_ip"
+AXES_VERBOSE = False
+
+# Sessions: an idle timeout (sliding: any request you make resets it; background polling does not) and an absolute
+# maximum age after which you sign in again whatever you did.
+SESSION_IDLE_TIMEOUT = _env_int("SESSION_IDLE_TIMEOUT", 30 * 60, minimum=60)
+SESSION_MAX_AGE = _env_int("SESSION_MAX_AGE", 12 * 60 * 60, minimum=60)
+SESSION_COOKIE_AGE = SESSION_MAX_AGE
+SESSION_IDLE_TOUCH_INTERVAL = 60  # seconds between two writes of "last seen" to the session store
+
+# Personal access tokens for the API: default and longest lifetime, in days.
+API_TOKEN_DEFAULT_DAYS = _env_int("API_TOKEN_DEFAULT_DAYS", 30, minimum=1)
+API_TOKEN_MAX_DAYS = _env_int("API_TOKEN_MAX_DAYS", 365, minimum=1)
+if API_TOKEN_DEFAULT_DAYS > API_TOKEN_MAX_DAYS:
+    raise ImproperlyConfigured("API_TOKEN_DEFAULT_DAYS must not exceed API_TOKEN_MAX_DAYS")
+API_TOKEN_TOUCH_INTERVAL = 60  # seconds between two writes of a token's "last used"
+
+# Content-Security-Policy (django-csp): our own static scripts and styles only, no inline code, no eval.
+_oidc_origin = "/".join(OIDC_OP_AUTHORIZATION_ENDPOINT.split("/")[:3]) if OIDC_ENABLED else ""
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF, *([_oidc_origin] if _oidc_origin else [])],
+    },
+}
+# Browser features the portal never uses, denied to it and anything it embeds.
+PERMISSIONS_POLICY: dict[str, list[str]] = {
+    feature: [] for feature in (
+        "accelerometer", "autoplay", "camera", "display-capture", "encrypted-media", "fullscreen", "geolocation",
+        "gyroscope", "hid", "idle-detection", "magnetometer", "microphone", "midi", "payment", "picture-in-picture",
+        "publickey-credentials-get", "screen-wake-lock", "serial", "usb", "xr-spatial-tracking",
+    )
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -177,8 +294,9 @@ CELERY_BEAT_SCHEDULE = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # Tokens first, so a bad, expired or revoked token answers 401 with a challenge.
+        "apps.accounts.authentication.PersonalTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -229,6 +347,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # django-axes logs every sign-in at INFO; its lockouts and repeated failures come at WARNING.
+    "loggers": {"axes": {"level": os.environ.get("AXES_LOG_LEVEL", "WARNING")}},
 }
 
 if PRODUCTION:

@@ -17,6 +17,17 @@ def call(client: Client, method: str, path: str, body: dict[str, Any] | None = N
     return handler(url, data=body or {}, content_type="application/json", **extra)
 
 
+def personal_token(user: Any, *, warm: bool = True) -> str:
+    """A new personal access token of `user` (through the service); `warm` uses it once, so its first-use
+    "last used" stamp (one UPDATE) is behind it and query counts show the steady state."""
+    from apps.accounts.services import personal_token_create
+
+    _, secret = personal_token_create(user=user, name="test")
+    if warm:
+        assert call(Client(), "GET", "me/", HTTP_AUTHORIZATION=f"Token {secret}").status_code == 200
+    return secret
+
+
 def demo_ids() -> dict[str, int]:
     """Ids of the demo rows the tests address, under short names (vision, q_vision_h100, rb_alice, ...)."""
     from apps.accounts.models import RoleBinding

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, Q, QuerySet
 
-from .models import Role, RoleBinding, Scope
+from .models import PersonalAccessToken, Role, RoleBinding, Scope
 
 M = TypeVar("M", bound=Model)
 
@@ -227,6 +227,28 @@ def project_fields_editable(user: Any, project: Any) -> frozenset[str]:
     if can(user, Action.EDIT_WEIGHT, project):
         return PROJECT_DEFAULTS_FIELDS
     return frozenset()
+
+
+# --- sign-in: IdP group rules and API tokens ---------------------------------------------------------------------
+
+
+def can_manage_group_rules(user: Any) -> bool:
+    """IdP group rules hand out any role anywhere, admin included: only admins over everything see and edit them."""
+    return can(user, Action.MANAGE)
+
+
+def can_revoke_token(user: Any, token: Any) -> bool:
+    """A token's owner revokes it; so does an admin (a leaked token must be stoppable without its owner)."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    return token.user_id == user.pk or can(user, Action.MANAGE)
+
+
+def tokens_for(user: Any) -> QuerySet[PersonalAccessToken]:
+    """The API tokens a user lists and manages on "My tokens" and /api/v1/tokens/: their own."""
+    if user is None or not user.is_authenticated:
+        return PersonalAccessToken.objects.none()
+    return PersonalAccessToken.objects.filter(user=user)
 
 
 # --- workloads: stop and keep alive -----------------------------------------------------------------------------

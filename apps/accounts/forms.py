@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from apps.core.forms import StyledForm
 
 from . import access
 from .access import Action
+from .backends import LOCAL_LOGIN_OFF, refusal
 from .models import Role, scope_models
+
+
+class PortalAuthenticationForm(AuthenticationForm):
+    """Django's login form, saying why a sign-in was refused (passwords off, a demo account in production)."""
+
+    def clean(self) -> dict[str, Any]:
+        if not settings.LOCAL_LOGIN:
+            raise ValidationError(LOCAL_LOGIN_OFF, code="local_login_off")
+        try:
+            return super().clean()
+        except ValidationError:
+            reason = refusal(self.request)
+            if reason:
+                raise ValidationError(reason, code="refused") from None
+            raise
 
 
 class RoleBindingForm(StyledForm):
@@ -72,3 +92,66 @@ class NotificationPreferenceForm(StyledForm):
     on_preempted = forms.BooleanField(required=False, label="A workload of mine is preempted")
     on_finished = forms.BooleanField(required=False, label="A workload of mine finishes successfully")
     on_failed = forms.BooleanField(required=False, label="A workload of mine fails")
+
+
+class _ScopeChoices:
+    """Everything, then departments, then projects, as one grouped choice ("department:<id>", "project:<id>")."""
+
+    def __init__(self) -> None:
+        department_model, project_model = scope_models()
+        self.departments = {f"department:{d.pk}": d for d in department_model.objects.order_by("name")}
+        self.projects = {f"project:{p.pk}": p for p in project_model.objects.select_related("department")
+                         .order_by("department__name", "name")}
+
+    def choices(self) -> list[Any]:
+        result: list[Any] = [("everything", "Everything")]
+        if self.departments:
+            result.append(("Departments", [(key, d.name) for key, d in self.departments.items()]))
+        if self.projects:
+            result.append(("Projects", [(key, f"{p.department.name} / {p.name}") for key, p in self.projects.items()]))
+        return result
+
+
+class GroupRoleRuleForm(StyledForm):
+    group_pattern = forms.CharField(max_length=200, label="IdP group",
+                                    help_text="A group name as the identity provider sends it, or a pattern: * any "
+                                              "characters, ? one character (case-sensitive).")
+    role = forms.ChoiceField(choices=Role.choices)
+    scope = forms.ChoiceField(help_text="The role applies to this scope and everything below it.")
+    description = forms.CharField(max_length=200, required=False, help_text="Why the rule exists (optional).")
+
+    def __init__(self, *args: Any, rule: Any = None, **kwargs: Any) -> None:
+        if rule is not None and "initial" not in kwargs:
+            scope = f"project:{rule.project_id}" if rule.project_id else (
+                f"department:{rule.department_id}" if rule.department_id else "everything")
+            kwargs["initial"] = {"group_pattern": rule.group_pattern, "role": rule.role, "scope": scope,
+                                 "description": rule.description}
+        super().__init__(*args, **kwargs)
+        self._scopes = _ScopeChoices()
+        cast(forms.ChoiceField, self.fields["scope"]).choices = self._scopes.choices()
+
+    def service_fields(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {"group_pattern": data["group_pattern"], "role": data["role"], "description": data["description"],
+                "department": self._scopes.departments.get(data["scope"]),
+                "project": self._scopes.projects.get(data["scope"])}
+
+
+class PersonalTokenForm(StyledForm):
+    name = forms.CharField(max_length=100, help_text="What will use it: a laptop, a CI pipeline, a notebook.")
+    expires_on = forms.DateField(required=False, label="Expires on",
+                                 widget=forms.DateInput(attrs={"type": "date"}),
+                                 help_text="Empty: the default lifetime.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        latest = timezone.now().date() + datetime.timedelta(days=settings.API_TOKEN_MAX_DAYS)
+        self.fields["expires_on"].help_text = (
+            f"The token works until the end of that day (UTC). Empty: {settings.API_TOKEN_DEFAULT_DAYS} days; at most "
+            f"{settings.API_TOKEN_MAX_DAYS} days (until {latest:%Y-%m-%d}).")
+
+    def expires_at(self) -> datetime.datetime | None:
+        day = self.cleaned_data.get("expires_on")
+        if day is None:
+            return None
+        return datetime.datetime.combine(day + datetime.timedelta(days=1), datetime.time.min, tzinfo=datetime.UTC)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
 from django.conf import settings
@@ -24,8 +25,17 @@ class Scope(models.TextChoices):
     PROJECT = "project", "Project"
 
 
+class BindingSource(models.TextChoices):
+    MANUAL = "manual", "Granted by hand"
+    GROUP_RULE = "group_rule", "From an IdP group rule"
+
+
 class RoleBinding(models.Model):
-    """(user or group, role, scope). A binding applies to its scope and everything below it."""
+    """(user or group, role, scope). A binding applies to its scope and everything below it.
+
+    `source` says who keeps it: bindings granted by hand stay until someone removes them; bindings made by IdP group
+    rules (GroupRoleRule) are kept in step with the user's groups at each single sign-on and with the rules.
+    """
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="role_bindings"
@@ -40,6 +50,9 @@ class RoleBinding(models.Model):
         "org.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="role_bindings"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    source = models.CharField(max_length=20, choices=BindingSource.choices, default=BindingSource.MANUAL)
+    rule = models.ForeignKey("GroupRoleRule", on_delete=models.SET_NULL, null=True, blank=True,
+                             related_name="bindings", help_text="The rule that made this binding, if one did.")
 
     class Meta:
         ordering = ["role", "id"]
@@ -82,6 +95,104 @@ class RoleBinding(models.Model):
         if self.scope == Scope.PROJECT:
             return f"project:{self.project.slug}"  # type: ignore[union-attr]
         return "everything"
+
+
+class GroupRoleRule(models.Model):
+    """Who in the identity provider's groups gets which role where (README "Groups and roles").
+
+    A rule matches a group name exactly or, when the pattern holds `*` or `?`, as a shell-style wildcard (`*` any
+    run of characters, `?` one character; case-sensitive). At each single sign-on a user gets one binding per
+    matching (rule, role, scope); bindings made by rules that no longer match go away. Rule changes apply at once
+    to every single-sign-on user, from the groups their identity provider gave at their last sign-in.
+    """
+
+    group_pattern = models.CharField(max_length=200, help_text="An IdP group name, or a pattern with * and ?.")
+    role = models.CharField(max_length=20, choices=Role.choices)
+    scope = models.CharField(max_length=20, choices=Scope.choices)
+    department = models.ForeignKey("org.Department", on_delete=models.CASCADE, null=True, blank=True,
+                                   related_name="group_role_rules")
+    project = models.ForeignKey("org.Project", on_delete=models.CASCADE, null=True, blank=True,
+                                related_name="group_role_rules")
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["group_pattern", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(scope="everything") & Q(department__isnull=True) & Q(project__isnull=True))
+                | (Q(scope="department") & Q(department__isnull=False) & Q(project__isnull=True))
+                | (Q(scope="project") & Q(department__isnull=True) & Q(project__isnull=False)),
+                name="grouprolerule_scope_matches_target",
+                violation_error_message="The scope must name exactly its department or project.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"group {self.group_pattern} -> {self.role} @ {self.scope_display}"
+
+    @property
+    def is_pattern(self) -> bool:
+        return any(char in self.group_pattern for char in "*?")
+
+    def matches(self, group: str) -> bool:
+        if not self.is_pattern:
+            return group == self.group_pattern
+        return fnmatchcase(group, self.group_pattern.replace("[", "[[]"))
+
+    @property
+    def scope_display(self) -> str:
+        if self.scope == Scope.DEPARTMENT:
+            return f"department:{self.department.slug}"  # type: ignore[union-attr]
+        if self.scope == Scope.PROJECT:
+            return f"project:{self.project.slug}"  # type: ignore[union-attr]
+        return "everything"
+
+
+class ExternalIdentity(models.Model):
+    """The single-sign-on identity (issuer, subject) a portal user signs in with, and the groups it last had."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identity")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="externalidentity_unique_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.issuer} {self.subject}"
+
+
+class PersonalAccessToken(models.Model):
+    """A named API credential of one user. Only a SHA-256 digest of the secret is stored; the secret is shown once.
+
+    Valid while not revoked and not expired; used as `Authorization: Token <secret>` or `Bearer <secret>`.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="The secret's first characters, to recognise it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def state(self, now: Any) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at <= now:
+            return "expired"
+        return "active"
 
 
 class NotificationPreference(models.Model):

@@ -2,20 +2,55 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpResponse
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest
 
 from . import access, services
 from .access import Action
-from .forms import NotificationPreferenceForm, RoleBindingForm
-from .models import NotificationPreference
+from .forms import (
+    GroupRoleRuleForm,
+    NotificationPreferenceForm,
+    PersonalTokenForm,
+    PortalAuthenticationForm,
+    RoleBindingForm,
+)
+from .models import GroupRoleRule, NotificationPreference
+
+
+def login_context(request: HttpRequest, *, lockout: str | None = None) -> dict[str, Any]:
+    """What the login page shows besides its form: single sign-on, whether passwords work, a lockout."""
+    return {
+        "oidc_enabled": settings.OIDC_ENABLED, "oidc_provider_name": settings.OIDC_PROVIDER_NAME,
+        "local_login": settings.LOCAL_LOGIN, "lockout": lockout,
+        "next": request.GET.get("next", "") or request.POST.get("next", ""),
+        "form": PortalAuthenticationForm(request) if lockout else None,
+    }
+
+
+class PortalLoginView(auth_views.LoginView):
+    template_name = "accounts/login.html"
+    authentication_form = PortalAuthenticationForm
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        extra = login_context(self.request)
+        extra.pop("form")
+        extra.pop("next")
+        return {**context, **extra}
 
 
 @login_required
@@ -23,8 +58,10 @@ def role_bindings(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     bindings = access.role_bindings_for(user).select_related("user", "group", "department", "project__department")
     return render(request, "accounts/role_bindings.html", {
-        "rows": [{"binding": b, "can_delete": access.may_grant(user, b.role, b.scope_object)} for b in bindings],
+        "rows": [{"binding": b, "can_delete": b.source == "manual" and access.may_grant(user, b.role, b.scope_object)}
+                 for b in bindings],
         "can_create": access.can_anywhere(user, Action.MANAGE_MEMBERS),
+        "can_manage_rules": access.can_manage_group_rules(user),
     })
 
 
@@ -87,3 +124,108 @@ def my_settings(request: AuthenticatedRequest) -> HttpResponse:
             form.cleaned_data.values()) else "Saved: you get no workload e-mail.")
         return redirect("accounts:settings")
     return render(request, "accounts/settings.html", {"form": form, "email": user.email})
+
+
+# --- IdP group rules (admins) ---------------------------------------------------------------------------------
+
+
+def _require_rule_manager(request: AuthenticatedRequest) -> None:
+    if not access.can_manage_group_rules(request.user):
+        raise PermissionDenied("Only admins manage IdP group rules.")
+
+
+@login_required
+def group_rules(request: AuthenticatedRequest) -> HttpResponse:
+    _require_rule_manager(request)
+    rules = GroupRoleRule.objects.select_related("department", "project__department").annotate(
+        binding_count=Count("bindings"))
+    return render(request, "accounts/group_rules.html", {
+        "rules": rules, "oidc_enabled": settings.OIDC_ENABLED, "groups_claim": settings.OIDC_GROUPS_CLAIM,
+    })
+
+
+def _rule_form_page(request: AuthenticatedRequest, form: GroupRoleRuleForm, save: Any, *, title: str,
+                    success: str) -> HttpResponse:
+    if request.method == "POST" and form.is_valid():
+        try:
+            save(form)
+        except ValidationError as exc:
+            apply_service_errors(form, exc, {"department": "scope", "project": "scope"})
+        else:
+            messages.success(request, success)
+            return redirect("accounts:group_rules")
+    return render(request, "core/form_page.html", {"form": form, "title": title, "cancel": "accounts:group_rules"})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def group_rule_create(request: AuthenticatedRequest) -> HttpResponse:
+    _require_rule_manager(request)
+    form = GroupRoleRuleForm(request.POST or None)
+    return _rule_form_page(
+        request, form, lambda f: services.group_role_rule_create(actor=request.user, **f.service_fields()),
+        title="New IdP group rule", success="Rule created; single-sign-on users' bindings follow it now.",
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def group_rule_edit(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    _require_rule_manager(request)
+    rule = get_object_or_404(GroupRoleRule, pk=pk)
+    form = GroupRoleRuleForm(request.POST or None, rule=rule)
+    return _rule_form_page(
+        request, form, lambda f: services.group_role_rule_update(actor=request.user, rule=rule, **f.service_fields()),
+        title=f"Edit IdP group rule {rule.group_pattern}", success="Rule saved; the bindings it makes follow it now.",
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def group_rule_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    _require_rule_manager(request)
+    rule = get_object_or_404(GroupRoleRule.objects.select_related("department", "project"), pk=pk)
+    if request.method == "POST":
+        services.group_role_rule_delete(actor=request.user, rule=rule)
+        messages.success(request, f"Removed the rule for {rule.group_pattern}.")
+        return redirect("accounts:group_rules")
+    return render(request, "core/confirm_delete.html", {
+        "object": rule, "kind": "IdP group rule", "cancel": "accounts:group_rules",
+        "consequences": "Role bindings that only this rule made are removed now (bindings granted by hand stay).",
+    })
+
+
+# --- my API tokens ------------------------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def my_tokens(request: AuthenticatedRequest) -> HttpResponse:
+    """The signed-in user's personal access tokens: create one (its secret shown once), see when each was used."""
+    form = PersonalTokenForm(request.POST if request.method == "POST" else None)
+    created = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            token, secret = services.personal_token_create(user=request.user, name=form.cleaned_data["name"],
+                                                           expires_at=form.expires_at())
+        except ValidationError as exc:
+            apply_service_errors(form, exc, {"expires_at": "expires_on"})
+        else:
+            created = {"token": token, "secret": secret}
+            form = PersonalTokenForm()
+    now = timezone.now()
+    tokens = [{"token": t, "state": t.state(now)} for t in access.tokens_for(request.user)]
+    response = render(request, "accounts/tokens.html", {"form": form, "tokens": tokens, "created": created,
+                                                        "max_days": settings.API_TOKEN_MAX_DAYS})
+    if created:
+        response["Cache-Control"] = "no-store"  # the secret must not linger in caches
+    return response
+
+
+@login_required
+@require_POST
+def my_token_revoke(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    token = get_object_or_404(access.tokens_for(request.user), pk=pk)
+    services.personal_token_revoke(actor=request.user, token=token)
+    messages.success(request, f"Revoked the token {token.name}: it no longer works.")
+    return redirect("accounts:tokens")

@@ -1,8 +1,47 @@
-// Small progressive enhancements; every page works without them.
+// Small progressive enhancements; every page works without them. No inline scripts or styles anywhere: the
+// Content-Security-Policy allows only this file and htmx (README "Sign-in and security").
 document.addEventListener("htmx:responseError", (event) => {
   const target = event.detail.target;
   if (target) {
     target.insertAdjacentHTML("beforebegin", '<p class="message error">The server refused the request (' +
       event.detail.xhr.status + '). Reload the page and try again.</p>');
   }
+});
+
+// Bar geometry comes as data-bar-left / data-bar-width (percent); style attributes would break the policy, while
+// setting element.style from a script is allowed.
+function applyBarGeometry(root) {
+  if (!root || !root.querySelectorAll) return;
+  const elements = Array.from(root.querySelectorAll("[data-bar-left], [data-bar-width]"));
+  if (root.matches && root.matches("[data-bar-left], [data-bar-width]")) elements.push(root);
+  for (const element of elements) {
+    if (element.dataset.barLeft !== undefined) element.style.left = element.dataset.barLeft + "%";
+    if (element.dataset.barWidth !== undefined) element.style.width = element.dataset.barWidth + "%";
+  }
+}
+document.addEventListener("DOMContentLoaded", () => applyBarGeometry(document));
+document.addEventListener("htmx:load", (event) => applyBarGeometry(event.detail.elt));
+
+// Polling that a hidden tab need not do (data-poll-when-visible), without htmx's eval-based trigger filters.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const element = event.detail.elt;
+  if (document.visibilityState !== "visible" && element && element.hasAttribute("data-poll-when-visible")) {
+    event.preventDefault();
+  }
+});
+
+// Forms marked data-send-changed tell the server which field changed (_changed), e.g. the submit page's live
+// check; htmx's "js:" values would need eval, which the policy refuses.
+document.addEventListener("htmx:configRequest", (event) => {
+  const element = event.detail.elt;
+  if (element && element.hasAttribute && element.hasAttribute("data-send-changed")) {
+    const source = event.detail.triggeringEvent && event.detail.triggeringEvent.target;
+    event.detail.parameters["_changed"] = (source && source.name) || "";
+  }
+});
+
+// Requests the page makes by itself (polling: no triggering event) do not count as activity for the session's
+// idle timeout.
+document.addEventListener("htmx:configRequest", (event) => {
+  if (!event.detail.triggeringEvent) event.detail.headers["X-Portal-Background"] = "1";
 });

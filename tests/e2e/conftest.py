@@ -11,6 +11,8 @@ import shutil
 
 import pytest
 
+from tests.oidc_provider.fixture import oidc_provider  # noqa: F401 - a fixture (single sign-on in the browser)
+
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
@@ -41,12 +43,14 @@ def login(browser, live_server, transactional_db):
 
     seed_demo()
     contexts = []
+    violations: list[str] = []
 
     def sign_in(username: str):
         context = browser.new_context(base_url=live_server.url)
         context.set_default_timeout(10_000)
         contexts.append(context)
         page = context.new_page()
+        watch_csp(page, violations)
         page.goto("/accounts/login/")
         page.fill("#id_username", username)
         page.fill("#id_password", "demo")
@@ -57,3 +61,20 @@ def login(browser, live_server, transactional_db):
     yield sign_in
     for context in contexts:
         context.close()
+    # Every browser test runs under the portal's Content-Security-Policy: whatever it blocked fails the test.
+    assert not violations, f"Content-Security-Policy violations: {violations}"
+
+
+CSP_LISTENER = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  console.error("CSP violation: " + event.violatedDirective + " blocked " + (event.blockedURI || "inline") +
+                " at " + event.sourceFile + ":" + event.lineNumber);
+});
+"""
+
+
+def watch_csp(page, violations: list[str]) -> None:
+    """Collect the page's CSP violations (the browser's own console report and the DOM event)."""
+    page.add_init_script(CSP_LISTENER)
+    page.on("console", lambda message: violations.append(message.text) if (
+        "Content Security Policy" in message.text or message.text.startswith("CSP violation")) else None)

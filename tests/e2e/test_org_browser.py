@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
@@ -55,7 +56,7 @@ def test_admin_creates_a_department_and_a_project_with_a_quota(login):
     page.get_by_label("Robotics deserved on b200").fill("4")
     page.get_by_label("Arms deserved on b200").fill("3")
     page.get_by_label("Arms limit on b200").fill("6")
-    page.wait_for_function("document.querySelector('#quota-totals td[data-pool=b200]').innerText.includes('3 / 4')")
+    expect(page.locator("#quota-totals td[data-pool=b200]")).to_contain_text("3 / 4")  # no eval: CSP
     assert "All cells valid" in page.inner_text("#quota-live")
     page.click("text=Save all")
     page.wait_for_load_state()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -83,8 +84,7 @@ def test_alice_sees_her_position_then_the_admission_without_reloading(kubesim, l
 
     # The page polls: the position and the reason appear without a reload.
     live = page.locator("#workload-live")
-    page.wait_for_function("() => document.querySelector('#workload-live').innerText.includes('#1 in elastic-h100')",
-                           timeout=30_000)
+    expect(live).to_contain_text("#1 in elastic-h100", timeout=30_000)  # no eval (wait_for_function): CSP
     text = live.inner_text()
     assert "Queued" in text and "You are next in line." in text and "Waiting for 4 x H100 80GB" in text
     url = page.url
@@ -92,9 +92,8 @@ def test_alice_sees_her_position_then_the_admission_without_reloading(kubesim, l
     # The holders finish on the emulated clock; Kueue admits alice's run and the page follows.
     kubesim.advance(61)
     wait_for(lambda: Workload.objects.get(pk=mine.pk).status in (Status.ADMITTED, Status.RUNNING))
-    page.wait_for_function(
-        "() => /Admitted|Running/.test(document.querySelector('#workload-live .status-line').innerText)",
-        timeout=30_000)
+    expect(page.locator("#workload-live .status-line")).to_contain_text(re.compile("Admitted|Running"),
+                                                                         timeout=30_000)
     assert page.url == url
     text = live.inner_text()
     assert "#1 in elastic-h100" not in text and "proj-vision-h100-elastic" in text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +57,7 @@ def test_alice_submits_a_training_job_and_a_notebook_and_sees_both_listed(login)
     # Choosing a non-preemptible priority class clears the preemptible box (the class's default).
     assert page.is_checked("#id_preemptible")
     page.select_option("#id_priority_class", label="build (100, non-preemptible)")
-    page.wait_for_function("() => !document.querySelector('#id_preemptible').checked")
+    expect(page.locator("#id_preemptible")).not_to_be_checked()  # no eval (wait_for_function): CSP
     page.click("button[type=submit] >> text=Submit notebook")
     page.wait_for_url(re.compile(r"/workloads/\d+/$"))
 

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group
 from rest_framework import serializers
 
 from apps.accounts import access
-from apps.accounts.models import RoleBinding, scope_models
+from apps.accounts.models import PersonalAccessToken, RoleBinding, scope_models
 from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
 
 Department, Project = scope_models()
@@ -33,8 +33,8 @@ class RoleBindingSerializer(ShapeOnlyModelSerializer):
 
     class Meta:
         model = RoleBinding
-        fields = ["id", "user", "group", "role", "scope", "department", "project", "created_at"]
-        read_only_fields = ["scope", "created_at"]
+        fields = ["id", "user", "group", "role", "scope", "department", "project", "created_at", "source"]
+        read_only_fields = ["scope", "created_at", "source"]
 
 
 class MeSerializer(serializers.Serializer):
@@ -44,3 +44,35 @@ class MeSerializer(serializers.Serializer):
     last_name = serializers.CharField()
     email = serializers.EmailField()
     role_bindings = RoleBindingSerializer(many=True, help_text="Bindings held directly or through a group.")
+
+
+class PersonalTokenSerializer(ShapeOnlyModelSerializer):
+    """A personal access token. `token` (the secret) appears once, in the answer to the POST that created it."""
+
+    state = serializers.SerializerMethodField(help_text="active, expired or revoked")
+    expires_at = serializers.DateTimeField(required=False, allow_null=True,
+                                           help_text="When it stops working; default and maximum from the settings.")
+
+    class Meta:
+        model = PersonalAccessToken
+        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at", "state"]
+        read_only_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def get_state(self, token: PersonalAccessToken) -> str:
+        return token.state(self.context["now"])
+
+
+class NewPersonalTokenSerializer(PersonalTokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="The secret: shown this once, never stored in clear.")
+
+    class Meta(PersonalTokenSerializer.Meta):
+        fields = [*PersonalTokenSerializer.Meta.fields, "token"]
+
+
+class PasswordSignInSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"})
+
+
+class SignInTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="A new personal access token (the default lifetime); shown once.")

@@ -38,6 +38,7 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     ("role bindings list", "GET", "role-bindings/", None, (200, 200, 200, 200, 200, 200, 200)),
     ("binding of alice", "GET", "role-bindings/{rb_alice}/", None, (200, 200, 200, 200, 404, 404, 200)),
     ("binding of carol", "GET", "role-bindings/{rb_carol}/", None, (200, 404, 404, 404, 404, 200, 200)),
+    ("my api tokens", "GET", "tokens/", None, (200, 200, 200, 200, 200, 200, 200)),
     ("audit list", "GET", "audit-events/", None, (200, 200, 403, 403, 403, 403, 403)),
     ("audit research row", "GET", "audit-events/{ev_vision}/", None, (200, 200, 403, 403, 403, 403, 403)),
     ("audit data-science row", "GET", "audit-events/{ev_forecasting}/", None, (200, 404, 403, 403, 403, 403, 403)),
@@ -131,6 +132,7 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     ("revoke carol", "DELETE", "role-bindings/{rb_carol}/", None, (204, 404, 404, 404, 404, 403, 403)),
     ("role bindings are not edited", "PATCH", "role-bindings/{rb_alice}/", {"role": "viewer"},
      (405, 405, 405, 405, 405, 405, 405)),
+    ("create my api token", "POST", "tokens/", {"name": "ci"}, (201, 201, 201, 201, 201, 201, 201)),
     # --- audit log is read only ----------------------------------------------------------------------------
     ("audit write", "POST", "audit-events/", {"action": "x"}, (405, 405, 403, 403, 403, 403, 403)),
     ("audit delete", "DELETE", "audit-events/{ev_vision}/", None, (405, 405, 403, 403, 403, 403, 403)),

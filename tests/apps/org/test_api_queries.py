@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_support import call
+from tests.api_support import call, personal_token
 
 LISTS = {
     "me/": 3,  # session, user, bindings
@@ -72,11 +72,9 @@ def test_list_query_count_is_pinned_and_constant(client_for, demo, django_assert
 
 
 def test_token_authenticated_list_costs_one_query_for_the_token(client, demo, django_assert_num_queries):
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.create(user=demo["deptadmin"])
+    token = personal_token(demo["deptadmin"])
     grow_organisation(demo["admin"])
     with django_assert_num_queries(5):  # token with its user, grants, count, rows, quotas with their pools
-        response = call(client, "GET", "projects/", HTTP_AUTHORIZATION=f"Token {token.key}")
+        response = call(client, "GET", "projects/", HTTP_AUTHORIZATION=f"Token {token}")
     assert response.status_code == 200
     assert response.json()["count"] == 10
