@@ -10,7 +10,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
@@ -18,6 +18,7 @@ from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
+from apps.core.services import model_save, model_update
 from apps.core.tasks import enqueue_on_commit
 
 from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
@@ -34,28 +35,6 @@ DENIED = "You may not make this change."
 
 def _require(actor: Any, action: Action, obj: Any = None) -> None:
     access.require(actor, action, obj, DENIED)
-
-
-def _save(obj: models.Model, *, update_fields: list[str] | None = None) -> None:
-    """Validate every field and model constraint, then save; database races surface as ValidationError too."""
-    obj.full_clean()
-    try:
-        with transaction.atomic():
-            obj.save(update_fields=update_fields)
-    except IntegrityError as exc:  # a concurrent write won a uniqueness race
-        raise ValidationError("This conflicts with a change made at the same time; reload and try again.") from exc
-
-
-def _apply(obj: models.Model, changes: dict[str, Any], allowed: set[str]) -> list[str]:
-    unknown = set(changes) - allowed
-    if unknown:
-        raise ValidationError(f"These fields cannot be changed here: {', '.join(sorted(unknown))}.")
-    changed = []
-    for name, value in changes.items():
-        if getattr(obj, name) != value:
-            setattr(obj, name, value)
-            changed.append(name)
-    return changed
 
 
 # --- node pools ------------------------------------------------------------------------------------------------
@@ -81,9 +60,9 @@ def _check_pool_capacity(pool: NodePool) -> None:
 def node_pool_create(*, actor: Any, **fields: Any) -> NodePool:
     _require(actor, Action.MANAGE)
     pool = NodePool()
-    _apply(pool, fields, NODE_POOL_FIELDS)
+    model_update(pool, fields, NODE_POOL_FIELDS)
     with transaction.atomic():
-        _save(pool)
+        model_save(pool)
         audit_record(actor=actor, action="node_pool.create", obj=pool, before=None, after=snapshot(pool))
         _org_changed()
     return pool
@@ -96,10 +75,10 @@ def node_pool_update(*, actor: Any, node_pool: NodePool, **changes: Any) -> Node
         before = snapshot(pool)
         if "slug" in changes and changes["slug"] != pool.slug and pool.quotas.exists():
             raise ValidationError({"slug": "The name of a pool in use cannot change: it names its Kueue objects."})
-        changed = _apply(pool, changes, NODE_POOL_FIELDS)
+        changed = model_update(pool, changes, NODE_POOL_FIELDS)
         if not changed:
             return pool
-        _save(pool, update_fields=[*changed, "updated_at"])
+        model_save(pool, update_fields=[*changed, "updated_at"])
         _check_pool_capacity(pool)
         audit_record(actor=actor, action="node_pool.update", obj=pool, before=before, after=snapshot(pool))
         _org_changed()
@@ -127,9 +106,9 @@ DEPARTMENT_FIELDS = {"slug", "name", "description", "min_project_weight", "max_p
 def department_create(*, actor: Any, **fields: Any) -> Department:
     _require(actor, Action.MANAGE)
     department = Department()
-    _apply(department, fields, DEPARTMENT_FIELDS)
+    model_update(department, fields, DEPARTMENT_FIELDS)
     with transaction.atomic():
-        _save(department)
+        model_save(department)
         audit_record(actor=actor, action="department.create", obj=department, before=None, after=snapshot(department),
                      department=department)
         _org_changed()
@@ -143,10 +122,10 @@ def department_update(*, actor: Any, department: Department, **changes: Any) -> 
         before = snapshot(department)
         if "slug" in changes and changes["slug"] != department.slug:
             raise ValidationError({"slug": "A department's name in Kubernetes cannot change once created."})
-        changed = _apply(department, changes, DEPARTMENT_FIELDS)
+        changed = model_update(department, changes, DEPARTMENT_FIELDS)
         if not changed:
             return department
-        _save(department, update_fields=[*changed, "updated_at"])
+        model_save(department, update_fields=[*changed, "updated_at"])
         audit_record(actor=actor, action="department.update", obj=department, before=before,
                      after=snapshot(department), department=department)
         _org_changed()
@@ -203,12 +182,12 @@ def _clean_project(project: Project) -> None:
 def project_create(*, actor: Any, department: Department, **fields: Any) -> Project:
     _require(actor, Action.MANAGE_PROJECTS, department)
     project = Project(department=department)
-    _apply(project, fields, PROJECT_FIELDS - {"department"})
+    model_update(project, fields, PROJECT_FIELDS - {"department"})
     if not project.namespace and project.slug:
         project.namespace = kueue_names().project_namespace(project.slug)
     _clean_project(project)
     with transaction.atomic():
-        _save(project)
+        model_save(project)
         audit_record(actor=actor, action="project.create", obj=project, before=None, after=snapshot(project),
                      project=project)
         _org_changed()
@@ -243,7 +222,7 @@ def project_update(
             before = snapshot(project)
             for name in changed:
                 setattr(project, name, changes[name])
-            _save(project, update_fields=[*changed, "updated_at"])
+            model_save(project, update_fields=[*changed, "updated_at"])
             only_defaults = set(changed) <= access.PROJECT_DEFAULTS_FIELDS
             audit_record(actor=actor, action="project.default_priority_class" if only_defaults else "project.update",
                          obj=project, before=before, after=snapshot(project), project=project)
@@ -722,9 +701,9 @@ PRIORITY_CLASS_FIELDS = {"name", "value", "preemptible", "description"}
 def priority_class_create(*, actor: Any, **fields: Any) -> PriorityClass:
     _require(actor, Action.MANAGE)
     priority_class = PriorityClass()
-    _apply(priority_class, fields, PRIORITY_CLASS_FIELDS)
+    model_update(priority_class, fields, PRIORITY_CLASS_FIELDS)
     with transaction.atomic():
-        _save(priority_class)
+        model_save(priority_class)
         audit_record(actor=actor, action="priority_class.create", obj=priority_class, before=None,
                      after=snapshot(priority_class))
         _org_changed()
@@ -738,10 +717,10 @@ def priority_class_update(*, actor: Any, priority_class: PriorityClass, **change
         before = snapshot(priority_class)
         if "name" in changes and changes["name"] != priority_class.name:
             raise ValidationError({"name": "A priority class cannot be renamed: running work refers to it by name."})
-        changed = _apply(priority_class, changes, PRIORITY_CLASS_FIELDS)
+        changed = model_update(priority_class, changes, PRIORITY_CLASS_FIELDS)
         if not changed:
             return priority_class
-        _save(priority_class, update_fields=[*changed, "updated_at"])
+        model_save(priority_class, update_fields=[*changed, "updated_at"])
         audit_record(actor=actor, action="priority_class.update", obj=priority_class, before=before,
                      after=snapshot(priority_class))
         _org_changed()

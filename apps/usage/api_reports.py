@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.access import Action
+from apps.core.http import parse_id
 from apps.core.api import validation_error_detail
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
@@ -90,7 +91,8 @@ def _scope_id(request: Request, name: str, queryset: Any, slug_field: str = "slu
     value = request.query_params.get(name)
     if not value:
         return None
-    lookup = {"pk": int(value)} if value.isdigit() else {slug_field: value}
+    number = parse_id(value)
+    lookup: dict[str, Any] = {"pk": number} if number is not None else {slug_field: value}
     found = queryset.filter(**lookup).values_list("pk", flat=True).first()
     if found is None:
         raise ValidationError({name: [f"No {name.replace('_', ' ')} {value!r} that you may see."]})
