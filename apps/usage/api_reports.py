@@ -19,8 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.access import Action
-from apps.core.http import parse_id
 from apps.core.api import validation_error_detail
+from apps.core.http import parse_id
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
 
