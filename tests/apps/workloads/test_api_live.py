@@ -23,8 +23,14 @@ def test_a_queued_workload_has_a_position_and_an_explanation(client_for, make_wo
     data = detail(client_for("alice"), workload.pk)
     assert data["queue_position"] == {"local_queue": 2, "cluster_queue": 2}
     assert data["reason"] == "Pending" and data["message"] == "couldn't assign flavors"
-    assert data["explanation"].startswith("Waiting for 4 x H100 80GB of idle capacity")
+    assert data["explanation"].startswith("Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in use")
     assert data["explanation_kind"] == "quota"
+    waiting = data["waiting"]
+    assert waiting["reason"] == "project_limit" and waiting["sentence"] == data["explanation"]
+    assert waiting["headline"] == "4 more H100 80GB needed: Vision is at its limit (8 of 8)"
+    numbers = waiting["numbers"]
+    assert (numbers["project_used"], numbers["limit"], numbers["requested"], numbers["more_needed"]) == (8, 8, 4, 4)
+    assert (numbers["pool_capacity"], numbers["pool_used"], numbers["pool_idle"], numbers["ahead"]) == (16, 8, 8, 2)
     assert data["admission"] is None and data["preemptions"] == []
     assert [e["to"] for e in data["events"]] == ["submitting"]
 

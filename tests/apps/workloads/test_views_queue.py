@@ -65,7 +65,10 @@ def test_my_workloads_show_position_explanation_runtime_and_units(page_client, m
     waiting = queued(make_workload("alice", name="waiting", gpus=4), 2)
     content = page_client("alice").get(LIST).content.decode()
     assert "#3 in elastic-h100" in content
-    assert "Waiting for 4 x H100 80GB of idle capacity" in content and "2 workloads are ahead of you." in content
+    # Vision holds its limit (8 of 8) while the rest of the pool is idle: the limit is the cause, not the pool.
+    assert ("Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in use, so 4 more are needed; 8 of the "
+            "pool&#x27;s 16 are idle") in content and "2 workloads are ahead of you." in content
+    assert 'data-reason="project_limit"' in content
     assert f'data-workload="{busy.pk}"' in content and "5m 0" in content  # runtime of the running one
     assert f'data-workload="{waiting.pk}" data-status="queued"' in content
 
