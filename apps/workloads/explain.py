@@ -490,8 +490,9 @@ class _Explainer:
         else:
             keepers = _keepers(kept) if kept else "projects that do not lend"
             verb = "keeps" if len(kept) == 1 else "keep"
+            lend = "does" if len(kept) == 1 else "do"
             where = f"{_n(self.idle)} of the pool's {f.pool_capacity} are idle, but {keepers} {verb} {_n(total)} of " \
-                    "them and do not lend"
+                    f"them for non-preemptible work and {lend} not lend them"
             short = f"{_n(total)} idle held back by {keepers}"
         return self.done(NOT_LENDABLE, f"Waiting for {self.ask}: {where}, so only {_n(max(ZERO, a.available))} are "
                                        f"free to {self.project} and {_n(a.more_needed)} more are needed."
@@ -577,12 +578,14 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
     mine = tree.projects.get(own)
     department_id = mine.department_id if mine else None
     dept = pool.department_quota.get(department_id) if department_id is not None else None
-    others = [p for p in tree.projects.values() if p.project_id != own]
+    # Idle deserved units that projects which do not lend keep out of each level (its own project's too: they are
+    # kept for its non-preemptible work, not lent to its preemptible work).
+    keeping = [p for p in tree.projects.values() if p.held_back > 0]
     held_back: dict[str, tuple[Share, ...]] = {
-        "project": (pool.share(own, mine.held_back, workload),) if mine and mine.held_back > 0 else (),
-        "department": tuple(pool.share(p.project_id, p.held_back, workload) for p in others
-                            if p.department_id == department_id and p.held_back > 0),
-        "pool": tuple(pool.share(p.project_id, p.held_back, workload) for p in others if p.held_back > 0),
+        "project": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping if p.project_id == own),
+        "department": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping
+                            if p.department_id == department_id),
+        "pool": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping),
     }
     inactive = local is not None or (queue is not None and not queue["active"])
     source: Any = local if local is not None else None
@@ -601,7 +604,7 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
         department_holders=tuple(pool.share(p.project_id, p.used, workload) for p in tree.projects.values()
                                  if p.department_id == department_id),
         held_back=held_back,
-        keepers=tuple(pool.share(p.project_id, Decimal(p.deserved), workload) for p in others
+        keepers=tuple(pool.share(p.project_id, Decimal(p.deserved), workload) for p in tree.projects.values()
                       if not p.lends and p.deserved > 0),
         queue_active=not inactive,
         queue_reason=source.active_reason if source else (queue["active_reason"] if queue else ""),

@@ -129,8 +129,8 @@ def test_preempted_then_requeued_behind_cards_serving_keeps(kubesim, org, watche
     line, said = status_line(content), sentence(content)
     assert line.startswith("Queued · 4 more H100 80GB needed: 4 idle held back by a project you cannot see (4)")
     assert said == ("Waiting for 4 x H100 80GB: 4 of the pool's 16 are idle, but a project you cannot see (4) keeps 4 "
-                    "of them and do not lend, so only 0 are free to Vision and 4 more are needed. You are next in "
-                    "line.")
+                    "of them for non-preemptible work and does not lend them, so only 0 are free to Vision and 4 "
+                    "more are needed. You are next in line.")
     same_numbers(line, said, 4)
     assert kueue_says == 4
     for secret in ("Serving", "serving", "Production"):

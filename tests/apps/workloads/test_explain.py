@@ -113,7 +113,7 @@ def test_pool_physically_full_says_who_holds_it():
 
 
 @pytest.mark.parametrize(("keepers", "wording"), [
-    ((Share("Serving", Decimal(4)),), "Serving (4) keeps 4 of them and do not lend"),
+    ((Share("Serving", Decimal(4)),), "Serving (4) keeps 4 of them for non-preemptible work and does not lend them"),
     ((Share(None, Decimal(4)),), "a project you cannot see (4) keeps 4 of them"),
 ])
 def test_idle_cards_a_non_lending_project_keeps(keepers, wording):
@@ -223,7 +223,8 @@ def demo_tree(**used):
                 "etl": (4, 2, 0, 4, True), "forecasting": (5, 3, 2, 6, True), "analytics": (6, 3, 2, 4, True)}
     return PoolTree.build(
         capacity=16, departments=[DepartmentQuota(1, 8, 12), DepartmentQuota(2, 4, 4), DepartmentQuota(3, 4, 8)],
-        projects=[ProjectQuota(pk, dept, deserved, limit, lends=lends, guaranteed_used=Decimal(used.get(slug, (0, 0))[0]),
+        projects=[ProjectQuota(pk, dept, deserved, limit, lends=lends,
+                               guaranteed_used=Decimal(used.get(slug, (0, 0))[0]),
                                elastic_used=Decimal(used.get(slug, (0, 0))[1]))
                   for slug, (pk, dept, deserved, limit, lends) in projects.items()])
 
