@@ -318,7 +318,8 @@ class _Explainer:
         if w.status_reason == "Deactivated":
             return self.done(INACTIVE, f"Waiting for {self.ask}: Kueue deactivated it, so it will not be "
                                        "admitted until it is reactivated.", "Deactivated by Kueue")
-        if (not f.queue_active and f.queue_reason in STOPPED_REASONS) or w.status_reason == "Suspended":
+        if (not f.queue_active and f.queue_reason in STOPPED_REASONS) or (
+                f.queue_active and w.status_reason == "Suspended"):  # held, and the mirror has not seen it yet
             return self.done(QUEUE_STOPPED, f"Waiting for {self.ask}: the {w.queue_name} queue is on hold by an "
                                             "admin; nothing new starts there until it is released. Your place is "
                                             "kept.", f"The {w.queue_name} queue is on hold")
@@ -588,7 +589,8 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
         "pool": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping),
     }
     inactive = local is not None or (queue is not None and not queue["active"])
-    source: Any = local if local is not None else None
+    # A stopped ClusterQueue makes its LocalQueues inactive too ("ClusterQueueIsInactive"): its own reason says why.
+    source: Any = local if local is not None and (queue is None or queue["active"]) else None
     preemptor, preemption_reason, victims = peers
     return WaitFacts(
         has_quota=quota is not None and mine is not None,

@@ -361,3 +361,15 @@ def test_preemptions_name_preemptors_and_victims_as_far_as_the_viewer_may_see(de
     for_lead = explain_workloads(rows, viewer=demo["lead"])
     assert for_lead[victim.pk].sentence.startswith("Preempted by reclaim (NLP)")
     assert for_lead[reclaimer.pk].numbers["victims"] == [{"id": victim.pk, "name": "victim", "project": "Vision"}]
+
+
+@pytest.mark.parametrize(("cluster_queue_reason", "expected"), [("Stopped", QUEUE_STOPPED),
+                                                                ("FlavorNotFound", MISCONFIGURED)])
+def test_a_stopped_cluster_queue_is_told_from_a_broken_one(demo, cluster_queue_reason, expected):
+    mirror_usage()
+    workload = waiting_in(demo, status_reason="Suspended")
+    ClusterQueueState.objects.filter(name="proj-vision-h100-elastic").update(
+        active=False, active_reason=cluster_queue_reason, active_message="ClusterQueue is inactive")
+    LocalQueueState.objects.create(namespace="proj-vision", name="elastic-h100", project=workload.project,
+                                   active=False, active_reason="ClusterQueueIsInactive", observed_at=timezone.now())
+    assert explained(workload, demo["alice"]).reason == expected
