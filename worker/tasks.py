@@ -14,6 +14,7 @@ from django.utils import timezone
 from apps.org import services as org_services
 from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
+from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Kind, Status, Workload
 
 from .gateway import ClusterError, gateway
@@ -139,6 +140,10 @@ def workload_notify(workload_id: int, status: str) -> bool:
             f"GPUs: {workload.gpu_units} x {workload.node_pool.name}"]
     if event and event.message:
         body.append(f"Kueue says: {event.message}")
+    # If it waits now (requeued after a preemption, a gang waiting for its pods), say why, as its owner may read it.
+    explanation = explain_workloads([workload], viewer=workload.owner)[workload.pk]
+    if explanation is not None:
+        body.append(f"Why it waits: {explanation.sentence}")
     body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
     send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [workload.owner.email])
     return True

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Length
 from django.utils import timezone
 
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
-from apps.cluster.models import ClusterQueueState, CohortState
+from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState
 from apps.core.http import parse_id, parse_int
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import projects_for
@@ -144,14 +144,13 @@ def priority_class_preemptible(*, pk: int | None) -> bool | None:
 # --- live queue state: positions, explanations, the project queue, the detail page's history -------------------
 
 
-def annotate_live(workloads: list[Workload], *, now: Any = None) -> list[Workload]:
-    """Attach `explanation` (why it waits), `position_label` and `runtime` to rows already joined with project and
-    node_pool: at most four queries for any number of rows (three for `explain_workloads` when anything waits, one
-    for the runtimes when anything holds quota), none otherwise."""
-
-
+def annotate_live(workloads: list[Workload], *, viewer: Any = None, now: Any = None) -> list[Workload]:
+    """Attach `explanation` (why it waits, worded for `viewer`: other projects are named only when the viewer may see
+    them), `position_label` and `runtime` to rows already joined with project and node_pool: a fixed number of
+    queries for any number of rows (three for `explain_workloads` when anything waits, one or two more when a row
+    was preempted or preempts others, one for the runtimes when anything holds quota), none otherwise."""
     now = now or timezone.now()
-    explanations = explain_workloads(workloads)
+    explanations = explain_workloads(workloads, viewer=viewer)
     # A live holder's runtime is measured on the portal's clock, from the event of its current stretch (the cluster's
     # clock may differ: kubesim's manual clock does); a finished one's on the cluster's, from start to finish.
     holding = [w.pk for w in workloads if w.status in HOLDING_STATUSES]
@@ -215,14 +214,15 @@ def _queue_order(workload: Workload) -> tuple:
             position if position is not None else 0, workload.created_at, workload.pk)
 
 
-def project_queue(*, project: Project) -> ProjectQueue:
-    """The project's live work in queue order and its quota per pool: a fixed number of queries (seven at most).
+def project_queue(*, project: Project, viewer: Any = None) -> ProjectQueue:
+    """The project's live work in queue order and its quota per pool: a fixed number of queries.
 
     The caller has checked the viewer may see the project (the access module lets project members see all its
-    workloads); the page decides which details of other people's work it shows.
+    workloads); the page decides which details of other people's work it shows, and the explanations name other
+    projects only as far as the viewer may see them.
     """
     rows = annotate_live(list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
-        "project__department", "node_pool", "owner", "priority_class")))
+        "project__department", "node_pool", "owner", "priority_class")), viewer=viewer)
     pending = sorted((w for w in rows if w.status in PENDING_STATUSES), key=_queue_order)
     holding = sorted((w for w in rows if w.status not in PENDING_STATUSES),
                      key=lambda w: (w.node_pool.slug, w.admitted_at or w.created_at, w.pk))
@@ -248,11 +248,26 @@ def project_queue(*, project: Project) -> ProjectQueue:
     return ProjectQueue(project=project, pending=pending, holding=holding, pools=list(figures.values()))
 
 
+def _newest(queryset: QuerySet, column: str) -> Subquery:
+    """The newest `column` of all the rows, as a subquery."""
+    return Subquery(queryset.order_by(F(column).desc(nulls_last=True)).values(column)[:1])
+
+
+def explanation_inputs() -> dict[str, Subquery]:
+    """Subqueries whose values change whenever any explanation's numbers may: explanations look at the whole pool
+    (who holds it, who keeps idle cards), so the newest mirror of every queue, every quota, pool and project."""
+    return {"queues_at": _newest(ClusterQueueState.objects.all(), "observed_at"),
+            "local_queues_at": _newest(LocalQueueState.objects.all(), "observed_at"),
+            "quotas_at": _newest(Quota.objects.all(), "updated_at"),
+            "pools_at": _newest(NodePool.objects.all(), "updated_at"),
+            "projects_at": _newest(Project.objects.all(), "updated_at")}
+
+
 def project_queue_marker(*, project: Project) -> str:
     """A cheap fingerprint of everything the project queue page shows, in one query of aggregates (no rows fetched):
-    the live workloads' count and newest position and preemption, the newest event, and the newest mirror of the
-    project's queues, cohorts and quotas. It changes whenever the page would (runtimes and ages aside)."""
-
+    the live workloads' count and newest position and preemption, the newest event, the newest mirror of the
+    project's cohorts, and everything explanations read (`explanation_inputs`). It changes whenever the page would
+    (runtimes and ages aside). The viewer's scope is not in it: callers add it to their cache keys."""
 
     def newest(queryset: QuerySet, column: str) -> Subquery:
         return Subquery(queryset.filter(project=OuterRef("pk")).order_by().values("project").annotate(
@@ -265,10 +280,10 @@ def project_queue_marker(*, project: Project) -> str:
         # Kueue's reason and message may change without a transition; their lengths catch most such changes.
         reasons=Sum(Length("workloads__status_reason") + Length("workloads__status_message"), filter=live),
         event=Subquery(WorkloadEvent.objects.filter(workload__project=OuterRef("pk")).order_by("-id").values("id")[:1]),
-        queues=newest(ClusterQueueState.objects.all(), "observed_at"),
         cohorts=newest(CohortState.objects.all(), "observed_at"),
-        quota_changed=newest(Quota.objects.all(), "updated_at"),
-    ).values_list("live", "positions", "preempted", "reasons", "event", "queues", "cohorts", "quota_changed").first()
+        **explanation_inputs(),
+    ).values_list("live", "positions", "preempted", "reasons", "event", "cohorts", "queues_at", "local_queues_at",
+                  "quotas_at", "pools_at", "projects_at").first()
     return "|".join(str(part) for part in row or ())
 
 
@@ -280,16 +295,15 @@ class LiveMarker:
 
 def workload_live_marker(*, workload: Workload) -> LiveMarker:
     """A fingerprint of the detail page's live part: the row's mirrored state (already loaded) and, in one query,
-    the newest event, log tail and mirror of its cluster queue (the explanation's numbers)."""
-
-
+    the newest event and log tail and everything the explanation reads (`explanation_inputs`). The viewer's scope is
+    not in it: callers add it to their cache keys."""
+    inputs = explanation_inputs()
     row = Workload.objects.filter(pk=workload.pk).annotate(
         event=Subquery(WorkloadEvent.objects.filter(workload=OuterRef("pk")).order_by("-id").values("id")[:1]),
         log=Subquery(WorkloadLogTail.objects.filter(workload=OuterRef("pk")).order_by().values("workload").annotate(
             at=Max("fetched_at")).values("at")[:1]),
-        queue=Subquery(ClusterQueueState.objects.filter(project=OuterRef("project")).order_by().values(
-            "project").annotate(at=Max("observed_at")).values("at")[:1]),
-    ).values_list("event", "log", "queue").first() or (None, None, None)
+        **inputs,
+    ).values_list("event", "log", *inputs).first() or (None,) * (2 + len(inputs))
     mirrored = (workload.status, workload.status_reason, workload.status_message, workload.queue_position_local,
                 workload.queue_position_cluster, workload.cluster_queue, len(str(workload.kueue_conditions)),
                 workload.last_activity_at, workload.stop_requested_by_id, workload.finished_at)

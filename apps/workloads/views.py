@@ -163,7 +163,7 @@ def workload_list(request: AuthenticatedRequest) -> HttpResponse:
                                   offer_scope=selectors.offers_scope_filter(user=user),
                                   default_scope=selectors.default_scope(user=user))
     page = filter_page(filterset, per_page=PAGE_SIZE, number=request.GET.get("page"))
-    page.object_list = selectors.annotate_live(list(page.object_list))  # position, why waiting, runtime
+    page.object_list = selectors.annotate_live(list(page.object_list), viewer=user)  # position, why waiting, runtime
     may_submit = access.can_anywhere(user, Action.SUBMIT)
     for workload in page:
         # The grants are cached on the user: these checks cost no queries however many rows there are.
@@ -195,11 +195,11 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         # The live part's polls are conditional: 304 from the row and one query of aggregates when nothing changed.
         marker = selectors.workload_live_marker(workload=workload)
         logs.workload_logs_refresh_request(workload=workload, last_fetch=marker.last_log_fetch)
-        etag = poll_etag(user.pk, marker.key)
+        etag = poll_etag(access.grants_fingerprint(user), marker.key)  # explanations depend on the viewer's scope
         if not_modified(request, etag):
             return conditional(HttpResponseNotModified(), etag)
     history = selectors.workload_history(workload=workload, user=user)
-    selectors.annotate_live([workload])
+    selectors.annotate_live([workload], viewer=user)
     if not request.htmx:
         last_fetch = max((tail.fetched_at for tail in history["log_tails"]), default=None)
         logs.workload_logs_refresh_request(workload=workload, last_fetch=last_fetch)
@@ -236,8 +236,10 @@ def project_queue(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         raise Http404("No such project.")
     marker = selectors.project_queue_marker(project=project)
     template = "workloads/partials/_project_queue_live.html" if request.htmx else "workloads/project_queue.html"
-    return conditional_poll(request, poll_etag(user.pk, bool(request.htmx), marker), lambda: render(
-        request, template, {"queue": selectors.project_queue(project=project), "project": project,
+    # Explanations name other projects only as far as the viewer may see them: the tag carries the viewer's scope.
+    etag = poll_etag(access.grants_fingerprint(user), bool(request.htmx), marker)
+    return conditional_poll(request, etag, lambda: render(
+        request, template, {"queue": selectors.project_queue(project=project, viewer=user), "project": project,
                             "may_submit": access.can(user, Action.SUBMIT, project)}))
 
 

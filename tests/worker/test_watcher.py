@@ -48,8 +48,8 @@ def test_positions_admission_and_finish(kubesim, org, watcher):
     rows = list(Workload.objects.filter(pk__in=[w.pk for w in waiting]).select_related("project__department",
                                                                                        "node_pool").order_by("pk"))
     sentences = {pk: e.sentence for pk, e in explain_workloads(rows).items()}
-    assert sentences[waiting[0].pk].startswith("Waiting for 4 x H100 80GB of idle capacity: your project uses 8 of "
-                                               "its limit 8")
+    assert sentences[waiting[0].pk].startswith("Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in "
+                                               "use, so 4 more are needed; 8 of the pool's 16 are idle")
     assert sentences[waiting[2].pk].endswith("2 workloads are ahead of you.")
     kubesim.advance(600)  # the first two finish; two of the waiting start
     wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in running))

@@ -20,6 +20,7 @@ from rest_framework import serializers
 from apps.core.api import ScopedPrimaryKeyRelatedField
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
+from apps.workloads.explain import REASONS
 from apps.workloads.models import Kind, Workload
 from apps.workloads.selectors import workloads_for
 
@@ -336,6 +337,73 @@ class PreemptionSerializer(serializers.Serializer):
                                                                "unknown or not visible to you.")
 
 
+class ShareSerializer(serializers.Serializer):
+    project = serializers.CharField(allow_null=True, help_text="The project's name; null for projects you may not "
+                                                               "see (summed into one row, \"others\").")
+    units = serializers.FloatField(help_text="GPU units of the pool.")
+
+
+class PeerSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True, help_text="Null (with name and project) when you may not see it.")
+    name = serializers.CharField(allow_null=True)
+    project = serializers.CharField(allow_null=True)
+
+
+def _units(help_text: str) -> serializers.FloatField:
+    return serializers.FloatField(allow_null=True, help_text=f"{help_text} (GPU units; null when unknown).")
+
+
+class WaitingNumbersSerializer(serializers.Serializer):
+    """The numbers behind the sentence; the keys a reason does not use are absent or null."""
+
+    requested = serializers.IntegerField(help_text="GPU units it needs at once (pods x GPUs per pod).")
+    pool = serializers.CharField(help_text="The node pool's slug.")
+    pool_name = serializers.CharField()
+    pods = serializers.IntegerField(help_text="Pods admitted together (a gang for multi-pod training).")
+    gpus_per_pod = serializers.IntegerField()
+    preemptible = serializers.BooleanField()
+    position = serializers.IntegerField(allow_null=True, help_text="0-based position in its LocalQueue (Kueue's "
+                                                                   "visibility API).")
+    ahead = serializers.IntegerField(allow_null=True, help_text="Workloads ahead of it in its queue.")
+    available = _units("Free to its queue now, by Kueue's cohort arithmetic")
+    more_needed = _units("Units that must free up before it fits (Kueue's \"N more needed\")")
+    deserved = serializers.IntegerField(allow_null=True, help_text="The project's deserved quota on the pool.")
+    limit = serializers.IntegerField(allow_null=True, help_text="The project's limit on the pool; null: unlimited.")
+    project_used = _units("In use by the project on the pool")
+    queue_used = _units("In use in its own ClusterQueue (guaranteed for non-preemptible work)")
+    department = serializers.CharField(allow_null=True)
+    department_deserved = serializers.IntegerField(allow_null=True)
+    department_limit = serializers.IntegerField(allow_null=True, help_text="Null: unlimited.")
+    department_used = _units("In use by the department's projects on the pool")
+    pool_capacity = serializers.IntegerField(allow_null=True)
+    pool_used = _units("In use on the whole pool")
+    pool_idle = _units("Idle on the whole pool")
+    kueue_reason = serializers.CharField(help_text="Kueue's (or the portal's) reason on the workload.")
+    holders = ShareSerializer(many=True, required=False, help_text="pool_full: who holds the pool; "
+                                                                   "department_limit: the department's projects.")
+    held_back = _units("not_lendable: idle units kept by projects that do not lend")
+    held_back_by = ShareSerializer(many=True, required=False)
+    held_back_at = serializers.ChoiceField(choices=["project", "department", "pool"], required=False,
+                                           help_text="The level of the cohort tree where the lending limit bites.")
+    victims = PeerSerializer(many=True, required=False, help_text="preempting: the workloads being preempted that "
+                                                                   "you may see.")
+    hidden_victims = serializers.IntegerField(required=False, help_text="preempting: those you may not see.")
+    preemptor = PeerSerializer(allow_null=True, required=False, help_text="preempted: who took the GPUs.")
+    preemption_reason = serializers.CharField(required=False, help_text="preempted: Kueue's preemption reason.")
+    change = serializers.CharField(required=False, help_text="never_fits / no_quota: what to change (request, "
+                                                             "preemptible, project_limit, department_limit, "
+                                                             "not_lendable, quota).")
+
+
+class WaitingSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(
+        choices=list(REASONS), help_text="Why it waits:\n" + "\n".join(f"- `{code}`: {text}"
+                                                                         for code, text in REASONS.items()))
+    sentence = serializers.CharField(help_text="The cause in one or two sentences, with the numbers.")
+    headline = serializers.CharField(help_text="The short form the status line shows (same numbers).")
+    numbers = WaitingNumbersSerializer()
+
+
 class WorkloadDetailSerializer(WorkloadSerializer):
     """One workload with its history, the Job as submitted and its live queue state.
 
@@ -348,16 +416,20 @@ class WorkloadDetailSerializer(WorkloadSerializer):
     reason = serializers.CharField(source="status_reason", read_only=True, help_text="Kueue's (or the portal's) "
                                                                                       "reason for the status.")
     message = serializers.CharField(source="status_message", read_only=True)
-    explanation = serializers.SerializerMethodField(help_text="Why it waits, in one sentence; null unless queued "
-                                                              "or rejected.")
+    explanation = serializers.SerializerMethodField(help_text="Why it waits, in one sentence (`waiting.sentence`); "
+                                                              "null unless it waits.")
     explanation_kind = serializers.SerializerMethodField(
-        help_text="quota, preempting, never_fits, misconfigured, stopped_queue; null without an explanation.")
+        help_text="The coarse kind: quota, pending, preempting, never_fits, misconfigured, stopped_queue; null "
+                  "without an explanation. `waiting.reason` is the precise cause.")
+    waiting = serializers.SerializerMethodField(
+        help_text="Why it waits, for you: a reason code, the sentence, the status line and the numbers (other "
+                  "projects named only where you may see them); null unless it waits.")
     admission = serializers.SerializerMethodField(help_text="Null until admitted.")
     preemptions = serializers.SerializerMethodField()
 
     class Meta(WorkloadSerializer.Meta):
         fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "explanation",
-                  "explanation_kind", "admission", "preemptions", "events", "manifest"]
+                  "explanation_kind", "waiting", "admission", "preemptions", "events", "manifest"]
         read_only_fields = fields
 
     @extend_schema_field(QueuePositionSerializer(allow_null=True))
@@ -375,6 +447,14 @@ class WorkloadDetailSerializer(WorkloadSerializer):
     def get_explanation_kind(self, workload: Workload) -> str | None:
         explanation = getattr(workload, "explanation", None)
         return explanation.kind if explanation else None
+
+    @extend_schema_field(WaitingSerializer(allow_null=True))
+    def get_waiting(self, workload: Workload) -> dict[str, Any] | None:
+        explanation = getattr(workload, "explanation", None)
+        if explanation is None:
+            return None
+        return {"reason": explanation.reason, "sentence": explanation.sentence, "headline": explanation.headline,
+                "numbers": explanation.numbers}
 
     @extend_schema_field(AdmissionSerializer(allow_null=True))
     def get_admission(self, workload: Workload) -> dict[str, Any] | None:

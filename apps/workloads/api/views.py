@@ -80,7 +80,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
 
     def _with_live_state(self, workload: Workload) -> Workload:
         """Attach the "why am I waiting" explanation and the preemptions (preemptors the user may not see: null)."""
-        annotate_live([workload])
+        annotate_live([workload], viewer=self.request.user)
         # The events are prefetched: ask for the preemptors only when there was a preemption.
         found = preemptions_seen_by(workload=workload, user=self.request.user) if any(
             e.to_status == Status.PREEMPTED for e in workload.events.all()) else []

@@ -23,8 +23,14 @@ def test_a_queued_workload_has_a_position_and_an_explanation(client_for, make_wo
     data = detail(client_for("alice"), workload.pk)
     assert data["queue_position"] == {"local_queue": 2, "cluster_queue": 2}
     assert data["reason"] == "Pending" and data["message"] == "couldn't assign flavors"
-    assert data["explanation"].startswith("Waiting for 4 x H100 80GB of idle capacity")
+    assert data["explanation"].startswith("Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in use")
     assert data["explanation_kind"] == "quota"
+    waiting = data["waiting"]
+    assert waiting["reason"] == "project_limit" and waiting["sentence"] == data["explanation"]
+    assert waiting["headline"] == "4 more H100 80GB needed: Vision is at its limit (8 of 8)"
+    numbers = waiting["numbers"]
+    assert (numbers["project_used"], numbers["limit"], numbers["requested"], numbers["more_needed"]) == (8, 8, 4, 4)
+    assert (numbers["pool_capacity"], numbers["pool_used"], numbers["pool_idle"], numbers["ahead"]) == (16, 8, 8, 2)
     assert data["admission"] is None and data["preemptions"] == []
     assert [e["to"] for e in data["events"]] == ["submitting"]
 
@@ -64,3 +70,43 @@ def test_the_schema_documents_the_new_fields(client_for):
     fields = schema["components"]["schemas"]["WorkloadDetail"]["properties"]
     assert {"queue_position", "reason", "message", "explanation", "admission", "preemptions", "events"} <= set(fields)
     assert "/api/v1/usage/quota/" in schema["paths"]
+
+
+def test_the_waiting_reason_is_a_documented_code_with_numbers(client_for, make_workload):
+    from apps.cluster.models import LocalQueueState
+    from apps.org.models import Project
+
+    alice = client_for("alice")
+    mirror(elastic=8)
+    at_limit = queued(make_workload("alice", name="limit", gpus=4), 0)
+    assert detail(alice, at_limit.pk)["waiting"]["reason"] == "project_limit"
+    mirror(elastic=4)
+    mirror(project="nlp", guaranteed=4, elastic=4)  # Research 12 of 12; alice may not see NLP
+    data = detail(alice, at_limit.pk)["waiting"]
+    assert data["reason"] == "department_limit"
+    assert data["numbers"]["holders"] == [{"project": "Vision", "units": 4}, {"project": None, "units": 8}]
+    assert data["headline"] == "4 more H100 80GB needed: Research is at its limit (12 of 12)"
+    non_preemptible = queued(make_workload("alice", name="np", gpus=4, preemptible=False), 0)
+    mirror(guaranteed=4)
+    assert detail(alice, non_preemptible.pk)["waiting"]["reason"] == "project_deserved"
+    LocalQueueState.objects.create(namespace="proj-vision", name="elastic-h100", project=Project.objects.get(
+        slug="vision"), active=False, active_reason="Stopped", observed_at=timezone.now())
+    assert detail(alice, at_limit.pk)["waiting"]["reason"] == "queue_stopped"
+    running_one = running(make_workload("alice", name="runs", gpus=1))
+    assert detail(alice, running_one.pk)["waiting"] is None
+
+
+def test_the_schema_documents_the_waiting_reasons_and_numbers(client_for):
+    from apps.workloads.explain import REASONS
+
+    schema = client_for("alice").get("/api/v1/schema/", {"format": "json"}).json()
+    components = schema["components"]["schemas"]
+    assert "waiting" in components["WorkloadDetail"]["properties"]
+    waiting = components["Waiting"]["properties"]
+    reason = waiting["reason"]
+    (ref,) = reason["allOf"]
+    assert set(components[ref["$ref"].rsplit("/", 1)[1]]["enum"]) == set(REASONS)
+    assert all(f"`{code}`" in reason["description"] for code in REASONS)
+    numbers = components["WaitingNumbers"]["properties"]
+    assert {"requested", "more_needed", "available", "project_used", "limit", "department_used", "pool_used",
+            "pool_capacity", "holders", "held_back", "held_back_by", "victims", "ahead"} <= set(numbers)

@@ -1,27 +1,51 @@
-"""The "why am I waiting" sentence for each kind of wait, and the facts gathered for it."""
+"""The cause of every kind of wait, with its numbers: the pure sentence builder, and the facts gathered for a viewer
+from the demo organisation's quotas and a hand-written mirror (the kubesim tests in tests/worker/test_explain_cluster.py
+get the mirror from the real watcher)."""
 
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
-from apps.org.models import Department, NodePool, PriorityClass, Project
+from apps.accounts import access
+from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
+from apps.workloads.capacity import Assessment, DepartmentQuota, PoolTree, ProjectQuota
 from apps.workloads.explain import (
+    ADMITTING,
+    BEHIND,
+    DEPARTMENT_LIMIT,
+    GANG,
+    INACTIVE,
     MISCONFIGURED,
     NEVER_FITS,
+    NO_QUOTA,
+    NOT_LENDABLE,
+    POOL_FULL,
+    PREEMPTED,
     PREEMPTING,
+    PROJECT_DESERVED,
+    PROJECT_LIMIT,
+    QUEUE_STOPPED,
     QUOTA,
+    REASONS,
     STOPPED_QUEUE,
-    QuotaFacts,
+    Share,
+    WaitFacts,
     explain,
     explain_workloads,
+    kueue_more_needed,
 )
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.factories import WorkloadFactory
+
+H100 = NodePool(slug="h100", name="H100", capacity=16)
 
 
 def queued(**overrides):
-    project = Project(slug="vision", name="Vision", namespace="proj-vision", department=Department(name="Research"))
-    values = {"pk": 1, "project": project, "kind": Kind.TRAINING, "node_pool": NodePool(slug="h100", name="H100"),
+    project = Project(pk=1, slug="vision", name="Vision", namespace="proj-vision",
+                      department=Department(name="Research"))
+    values = {"pk": 1, "project": project, "kind": Kind.TRAINING, "node_pool": H100,
               "gpus": 4, "pods": 1, "preemptible": False, "status": Status.QUEUED, "status_reason": "Pending",
               "status_message": "couldn't assign flavors to pod set main: insufficient unused quota for "
                                 "nvidia.com/gpu in flavor h100, 2 more needed", "queue_position_local": 3,
@@ -30,65 +54,322 @@ def queued(**overrides):
     return Workload(**values)
 
 
+def fits(available, units=4, potential=16, short_at=None):
+    return Assessment(units=units, available=Decimal(available), potential=Decimal(potential), short_at=short_at,
+                      room={})
+
+
 def test_guaranteed_queue_waiting_for_quota():
-    result = explain(queued(), QuotaFacts(deserved=4, limit=8, queue_used=Decimal(2), queue_nominal=Decimal(4)))
-    assert result.kind == QUOTA
-    assert result.sentence == ("Waiting for 4 x H100: your project's guaranteed queue has 2 of 4 in use. "
-                               "3 workloads are ahead of you.")
+    result = explain(queued(), WaitFacts(deserved=4, limit=8, queue_used=Decimal(2),
+                                         assessment=fits(2, short_at="queue")))
+    assert result.reason == PROJECT_DESERVED and result.kind == QUOTA
+    assert result.sentence == ("Waiting for 4 x H100: non-preemptible work runs only inside Vision's deserved quota, "
+                               "and your project's guaranteed queue has 2 of 4 in use, so 2 more are needed. Mark it "
+                               "preemptible to use idle capacity beyond it. 3 workloads are ahead of you.")
+    assert result.headline == "2 more H100 needed: non-preemptible work holds 2 of Vision's deserved 4"
     assert result.numbers["requested"] == 4 and result.numbers["position"] == 3
+    assert result.numbers["more_needed"] == 2 == kueue_more_needed(queued().status_message)
 
 
-def test_elastic_work_waits_for_idle_capacity():
+def test_elastic_work_at_its_limit_while_the_pool_idles():
+    """The first case of issue 11: 8 of 8 in use, 8 of 16 idle; the limit is the cause."""
     result = explain(queued(preemptible=True, queue_position_local=0),
-                     QuotaFacts(deserved=4, limit=8, project_used=Decimal(8), department_deserved=8,
-                                department_used=Decimal(8)))
-    assert result.kind == QUOTA
-    assert "of idle capacity: your project uses 8 of its limit 8, the department uses 8 of its deserved 8" \
-        in result.sentence
-    assert result.sentence.endswith("You are next in line.")
+                     WaitFacts(deserved=4, limit=8, project_used=Decimal(8), department_deserved=8,
+                               department_limit=12, department_used=Decimal(8), pool_capacity=16,
+                               pool_used=Decimal(8), assessment=fits(0, short_at="project")))
+    assert result.reason == PROJECT_LIMIT and result.kind == QUOTA
+    assert result.sentence == ("Waiting for 4 x H100: Vision is at its limit there, 8 of 8 in use, so 4 more are "
+                               "needed; 8 of the pool's 16 are idle, but the limit caps Vision. It starts when "
+                               "Vision's own work frees them, or when an admin raises the limit. You are next in "
+                               "line.")
+    assert "no other team has idle GPUs" not in result.sentence
+    assert result.headline == "4 more H100 needed: Vision is at its limit (8 of 8)"
+    assert (result.numbers["pool_idle"], result.numbers["project_used"], result.numbers["limit"]) == (8, 8, 8)
 
 
-def test_waiting_for_preempted_workloads():
-    result = explain(queued(status_reason="WaitingForPreemptedWorkloads", queue_position_local=None), QuotaFacts())
-    assert result.kind == PREEMPTING and "waits for the workloads it preempted" in result.sentence
+def test_department_at_its_limit_names_only_visible_projects():
+    result = explain(queued(preemptible=True),
+                     WaitFacts(deserved=4, limit=8, project_used=Decimal(4), department="Research",
+                               department_limit=12, department_used=Decimal(12), pool_capacity=16,
+                               pool_used=Decimal(12), assessment=fits(0, short_at="department"),
+                               department_holders=(Share("Vision", Decimal(4)), Share(None, Decimal(8)))))
+    assert result.reason == DEPARTMENT_LIMIT
+    assert "Research is at its limit there, 12 of 12 in use (Vision 4, others 8), so 4 more are needed; Vision " \
+           "itself uses 4 of its limit 8." in result.sentence
+    assert result.numbers["holders"] == [{"project": "Vision", "units": 4}, {"project": None, "units": 8}]
+
+
+def test_pool_physically_full_says_who_holds_it():
+    result = explain(queued(preemptible=True, queue_position_local=None),
+                     WaitFacts(deserved=4, limit=8, project_used=Decimal(4), department_limit=12,
+                               department_used=Decimal(8), pool_capacity=16, pool_used=Decimal(16),
+                               assessment=fits(0, short_at="pool"),
+                               holders=(Share("Vision", Decimal(4)), Share("NLP", Decimal(4)), Share(None, Decimal(5)),
+                                        Share(None, Decimal(3)))))
+    assert result.reason == POOL_FULL
+    assert result.sentence.startswith("Waiting for 4 x H100: 16 of the pool's 16 are in use (NLP 4, Vision 4, others "
+                                      "8), so 4 more are needed.")
+    assert result.headline == "4 more H100 needed: the pool is full (16 of 16 in use)"
+
+
+@pytest.mark.parametrize(("keepers", "wording"), [
+    ((Share("Serving", Decimal(4)),), "Serving (4) keeps 4 of them for non-preemptible work and does not lend them"),
+    ((Share(None, Decimal(4)),), "a project you cannot see (4) keeps 4 of them"),
+])
+def test_idle_cards_a_non_lending_project_keeps(keepers, wording):
+    """The second case of issue 11: 4 H100 idle because Serving does not lend, now said on the page."""
+    result = explain(queued(preemptible=True, queue_position_local=None),
+                     WaitFacts(deserved=4, limit=8, project_used=Decimal(4), department_limit=12,
+                               department_used=Decimal(8), pool_capacity=16, pool_used=Decimal(12),
+                               assessment=fits(0, short_at="pool"), held_back={"pool": keepers}))
+    assert result.reason == NOT_LENDABLE and wording in result.sentence
+    assert "4 of the pool's 16 are idle" in result.sentence and "4 more are needed" in result.sentence
+    assert result.numbers["held_back"] == 4 and result.numbers["held_back_at"] == "pool"
+
+
+def test_behind_earlier_work_when_there_is_room():
+    result = explain(queued(preemptible=True, queue_position_local=2),
+                     WaitFacts(deserved=4, limit=8, project_used=Decimal(0), pool_capacity=16, pool_used=Decimal(0),
+                               assessment=fits(8)))
+    assert result.reason == BEHIND and result.numbers["ahead"] == 2
+    assert result.sentence == ("Waiting for 4 x H100: there is room for it (8 free to Vision), but 2 earlier or "
+                               "higher-priority workloads ahead of you in elastic-h100 go first.")
+    first = explain(queued(preemptible=True, queue_position_local=0),
+                    WaitFacts(deserved=4, limit=8, project_used=Decimal(0), pool_capacity=16, pool_used=Decimal(0),
+                              assessment=fits(8)))
+    assert first.reason == ADMITTING and first.sentence.endswith("You are next in line.")
+
+
+def test_a_gang_names_its_pods_and_waits_for_them_once_admitted():
+    facts = WaitFacts(deserved=4, limit=8, project_used=Decimal(8), pool_capacity=16, pool_used=Decimal(8),
+                      assessment=fits(0, units=8, short_at="project"))
+    waiting = explain(queued(preemptible=True, gpus=2, pods=4), facts)
+    assert waiting.sentence.startswith("Waiting for 8 x H100 (4 pods x 2, admitted together): Vision is at its limit")
+    assert waiting.numbers["pods"] == 4 and waiting.numbers["gpus_per_pod"] == 2
+    admitted = explain(queued(status=Status.ADMITTED, gpus=2, pods=4), facts)
+    assert admitted.reason == GANG and admitted.headline == "Admitted: waiting for all 4 pods to be ready"
+    timed_out = explain(queued(preemptible=True, gpus=2, pods=4, kueue_conditions=[
+        {"type": "Requeued", "status": "False", "reason": "PodsReadyTimeout"}]), facts)
+    assert timed_out.reason == GANG and "not all 4 pods were ready within Kueue's timeout" in timed_out.sentence
+
+
+def test_waiting_for_preempted_workloads_names_only_visible_victims():
+    from apps.workloads.explain import Peer
+
+    result = explain(queued(status_reason="WaitingForPreemptedWorkloads", queue_position_local=None),
+                     WaitFacts(victims=(Peer(7, "sweep", "Vision"), Peer())))
+    assert result.reason == PREEMPTING and "waits for the workloads it preempted (2)" in result.sentence
+    assert result.sentence.endswith("sweep (Vision) and 1 in a project you cannot see.")
+    assert result.numbers["victims"] == [{"id": 7, "name": "sweep", "project": "Vision"}]
+    assert result.numbers["hidden_victims"] == 1
+
+
+def test_preempted_says_by_whom_as_far_as_the_viewer_may_see():
+    from apps.workloads.explain import Peer
+
+    hidden = explain(queued(status=Status.PREEMPTED, status_reason="InCohortReclamation"),
+                     WaitFacts(preemptor=Peer(), preemption_reason="InCohortReclamation"))
+    assert hidden.reason == PREEMPTED and hidden.kind == PREEMPTING
+    assert hidden.sentence.startswith("Preempted by a workload of a project you cannot see to give back quota its "
+                                      "owner reclaimed")
+    seen = explain(queued(status=Status.PREEMPTED), WaitFacts(preemptor=Peer(3, "serve", "NLP")))
+    assert "by serve (NLP)" in seen.sentence and seen.numbers["preemptor"]["id"] == 3
 
 
 def test_never_fits_says_what_to_change():
-    result = explain(queued(gpus=12, status_reason="ExceedsMaxQuota", preemptible=True), QuotaFacts(limit=8))
-    assert result.kind == NEVER_FITS
+    result = explain(queued(gpus=12, status_reason="ExceedsMaxQuota", preemptible=True),
+                     WaitFacts(limit=8, assessment=fits(0, units=12, potential=8)))
+    assert result.reason == NEVER_FITS and result.numbers["change"] == "project_limit"
     assert result.sentence == ("This can never start as submitted: it asks for 12 x H100 but Vision may use at most "
                                "8 there. Ask for fewer GPUs or pods, or ask your admin for more quota.")
+    held = explain(queued(preemptible=True, status=Status.REJECTED, status_reason="ExceedsMaxQuota"),
+                   WaitFacts(deserved=0, limit=4, department_limit=4, pool_capacity=16,
+                             assessment=fits(0, potential=0), keepers=(Share(None, Decimal(4)),)))
+    assert held.numbers["change"] == "not_lendable"
+    assert "at most 0 of them can ever be free to Vision, since a project you cannot see (4) does not lend" \
+        in held.sentence
 
 
-def test_misconfigured_and_stopped_queues():
+def test_no_quota_stopped_queue_misconfigured_and_inactive():
+    assert explain(queued(), WaitFacts(has_quota=False)).reason == NO_QUOTA
     broken = explain(queued(status_reason="Misconfigured", status_message="ClusterQueue x doesn't exist"),
-                     QuotaFacts())
-    assert broken.kind == MISCONFIGURED and "ClusterQueue x doesn't exist" in broken.sentence
-    held = explain(queued(), QuotaFacts(queue_active=False, queue_reason="Stopped"))
-    assert held.kind == STOPPED_QUEUE and "on hold by an admin" in held.sentence
+                     WaitFacts(assessment=fits(4)))
+    assert broken.reason == MISCONFIGURED and "ClusterQueue x doesn't exist" in broken.sentence
+    held = explain(queued(), WaitFacts(queue_active=False, queue_reason="Stopped", assessment=fits(4)))
+    assert held.reason == QUEUE_STOPPED and held.kind == STOPPED_QUEUE and "on hold by an admin" in held.sentence
+    gone = explain(queued(status=Status.STOPPED, status_reason="Deactivated",
+                          status_message="The workload is deactivated"), WaitFacts())
+    assert gone.reason == INACTIVE and "will not start again" in gone.sentence
 
 
-@pytest.mark.parametrize("status", [Status.RUNNING, Status.ADMITTED, Status.SUCCEEDED, Status.SUBMITTING])
+@pytest.mark.parametrize("status", [Status.RUNNING, Status.ADMITTED, Status.SUCCEEDED, Status.SUBMITTING,
+                                    Status.STOPPED])
 def test_nothing_to_explain_unless_waiting(status):
-    assert explain(queued(status=status), QuotaFacts()) is None
+    assert explain(queued(status=status), WaitFacts()) is None
+
+
+def test_every_reason_is_documented():
+    assert set(REASONS) >= {PROJECT_LIMIT, PROJECT_DESERVED, DEPARTMENT_LIMIT, POOL_FULL, NOT_LENDABLE, BEHIND,
+                            ADMITTING, GANG, PREEMPTING, PREEMPTED, QUEUE_STOPPED, MISCONFIGURED, NO_QUOTA, INACTIVE,
+                            NEVER_FITS}
+
+
+# --- the tree: Kueue's arithmetic on the demo organisation's H100 pool --------------------------------------------
+
+
+def demo_tree(**used):
+    """The demo's H100 tree; used = {"vision": (guaranteed, elastic), ...}."""
+    projects = {"vision": (1, 1, 4, 8, True), "nlp": (2, 1, 4, 8, True), "serving": (3, 2, 4, 4, False),
+                "etl": (4, 2, 0, 4, True), "forecasting": (5, 3, 2, 6, True), "analytics": (6, 3, 2, 4, True)}
+    return PoolTree.build(
+        capacity=16, departments=[DepartmentQuota(1, 8, 12), DepartmentQuota(2, 4, 4), DepartmentQuota(3, 4, 8)],
+        projects=[ProjectQuota(pk, dept, deserved, limit, lends=lends,
+                               guaranteed_used=Decimal(used.get(slug, (0, 0))[0]),
+                               elastic_used=Decimal(used.get(slug, (0, 0))[1]))
+                  for slug, (pk, dept, deserved, limit, lends) in projects.items()])
+
+
+def test_tree_limit_lending_and_capacity():
+    at_limit = demo_tree(vision=(0, 8)).assess(project_id=1, guaranteed=False, units=4)
+    assert (at_limit.available, at_limit.short_at) == (0, "project")
+    held = demo_tree(vision=(0, 4), nlp=(4, 0), forecasting=(0, 4)).assess(project_id=1, guaranteed=False, units=4)
+    assert (held.available, held.short_at, held.more_needed) == (0, "pool", 4)  # Serving's 4 idle, not lent
+    etl = demo_tree().assess(project_id=4, guaranteed=False, units=4)
+    assert etl.potential == 0 and not etl.ever_fits  # Production's quota is all Serving's, which does not lend
+    serving = demo_tree(nlp=(0, 4), vision=(0, 4), forecasting=(0, 4)).assess(project_id=3, guaranteed=True, units=4)
+    assert serving.fits  # what Serving keeps is always there for its non-preemptible work
+
+
+# --- gathering facts for a viewer ---------------------------------------------------------------------------------
+
+
+def mirror_usage(**used):
+    """Mirror rows for the demo H100 queues: used = {"vision": (guaranteed, elastic), ...}."""
+    pool, now = NodePool.objects.get(slug="h100"), timezone.now()
+    for project in Project.objects.filter(quotas__node_pool=pool):
+        guaranteed, elastic = used.get(project.slug, (0, 0))
+        for kind, units in (("guaranteed", guaranteed), ("elastic", elastic)):
+            ClusterQueueState.objects.update_or_create(name=f"proj-{project.slug}-h100-{kind}", defaults={
+                "project": project, "node_pool": pool, "guaranteed": kind == "guaranteed", "used": Decimal(units),
+                "nominal": Decimal(Quota.objects.get(project=project, node_pool=pool).deserved
+                                   if kind == "guaranteed" else 0), "observed_at": now})
+
+
+def waiting_in(demo, project="vision", owner="alice", **values):
+    defaults = {"gpus": 4, "preemptible": True, "status": Status.QUEUED, "status_reason": "Pending",
+                "queue_position_local": 0, "kueue_name": "k"}
+    defaults.update(values)
+    return WorkloadFactory(project=Project.objects.get(slug=project), owner=demo[owner],
+                           node_pool=NodePool.objects.get(slug="h100"),
+                           priority_class=PriorityClass.objects.get(name="train" if defaults["preemptible"]
+                                                                    else "build"), **defaults)
+
+
+def explained(workload, viewer):
+    row = Workload.objects.select_related("project", "node_pool").get(pk=workload.pk)
+    return explain_workloads([row], viewer=viewer)[row.pk]
 
 
 def test_explain_workloads_reads_the_mirror_in_fixed_queries(demo, django_assert_num_queries):
-    from django.utils import timezone
-
-    from apps.cluster.models import ClusterQueueState
-
-    pool = NodePool.objects.get(slug="h100")
-    vision = Project.objects.get(slug="vision")
-    ClusterQueueState.objects.create(name="proj-vision-h100-guaranteed", project=vision, node_pool=pool,
-                                     guaranteed=True, nominal=4, used=4, observed_at=timezone.now())
-    build = PriorityClass.objects.get(name="build")
-    rows = [WorkloadFactory(project=vision, owner=demo["alice"], node_pool=pool, gpus=2, priority_class=build,
-                            preemptible=False, status=Status.QUEUED, status_reason="Pending",
-                            queue_position_local=index, kueue_name=f"k{index}") for index in range(5)]
+    mirror_usage(vision=(4, 0))
+    rows = [waiting_in(demo, gpus=2, preemptible=False, queue_position_local=index, kueue_name=f"k{index}")
+            for index in range(5)]
+    workloads = list(Workload.objects.select_related("project__department", "node_pool").order_by("pk"))
+    access.grants_for(demo["alice"])  # a request has them already (the view asked the access module)
+    with django_assert_num_queries(3):
+        explanations = explain_workloads(workloads, viewer=demo["alice"])
+    assert explanations[rows[0].pk].sentence == (
+        "Waiting for 2 x H100 80GB: non-preemptible work runs only inside Vision's deserved quota, and your project's "
+        "guaranteed queue has 4 of 4 in use, so 2 more are needed. Mark it preemptible to use idle capacity beyond "
+        "it. You are next in line.")
+    assert explanations[rows[2].pk].sentence.endswith("2 workloads are ahead of you.")
+    for _ in range(10):
+        waiting_in(demo, project="forecasting", owner="carol")
     workloads = list(Workload.objects.select_related("project__department", "node_pool").order_by("pk"))
     with django_assert_num_queries(3):
-        explanations = explain_workloads(workloads)
-    assert explanations[rows[0].pk].sentence == (
-        "Waiting for 2 x H100 80GB: your project's guaranteed queue has 4 of 4 in use. You are next in line.")
-    assert explanations[rows[2].pk].sentence.endswith("2 workloads are ahead of you.")
+        explain_workloads(workloads, viewer=demo["alice"])
+
+
+def test_idle_cards_held_back_by_serving_are_named_only_for_those_who_may_see_serving(demo):
+    mirror_usage(vision=(0, 4), nlp=(4, 0), forecasting=(0, 4))
+    workload = waiting_in(demo)
+    for username in ("alice", "lead", "deptadmin"):
+        seen = explained(workload, demo[username])
+        assert seen.reason == NOT_LENDABLE
+        assert "a project you cannot see (4) keeps 4 of them" in seen.sentence and "Serving" not in seen.sentence
+        assert seen.numbers["held_back_by"] == [{"project": None, "units": 4}]
+    admin = explained(workload, demo["admin"])
+    assert "Serving (4) keeps 4 of them" in admin.sentence
+    assert admin.headline == "4 more H100 80GB needed: 4 idle held back by Serving (4)"
+
+
+def test_a_full_pool_is_broken_down_by_what_the_viewer_may_see(demo):
+    mirror_usage(vision=(0, 4), nlp=(0, 4), serving=(4, 0), forecasting=(0, 4))
+    workload = waiting_in(demo)
+    alice = explained(workload, demo["alice"])
+    assert alice.reason == POOL_FULL and "(Vision 4, others 12)" in alice.sentence
+    for name in ("NLP", "Serving", "Forecasting", "nlp", "serving", "forecasting"):
+        assert name not in alice.sentence and name not in str(alice.numbers)
+    assert "(NLP 4, Vision 4, others 8)" in explained(workload, demo["lead"]).sentence
+    assert "(Forecasting 4, NLP 4, Serving 4, Vision 4)" in explained(workload, demo["admin"]).sentence
+
+
+def test_department_limit_with_the_rest_of_the_pool_idle(demo):
+    mirror_usage(vision=(0, 4), nlp=(4, 4))
+    result = explained(waiting_in(demo), demo["alice"])
+    assert result.reason == DEPARTMENT_LIMIT
+    assert "Research is at its limit there, 12 of 12 in use (Vision 4, others 8)" in result.sentence
+    assert (result.numbers["department_used"], result.numbers["department_limit"]) == (12, 12)
+
+
+def test_never_fits_when_the_department_quota_is_a_non_lending_project_s(demo):
+    result = explained(waiting_in(demo, project="etl", owner="admin"), demo["admin"])
+    assert result.reason == NEVER_FITS and result.numbers["change"] == "not_lendable"
+    assert "at most 0 of them can ever be free to ETL, since Serving (4) does not lend" in result.sentence
+
+
+def test_non_preemptible_work_reclaims_its_lent_deserved_quota(demo):
+    mirror_usage(nlp=(0, 8), serving=(4, 0), forecasting=(0, 4))
+    result = explained(waiting_in(demo, preemptible=False), demo["alice"])
+    assert result.reason == PREEMPTING and "Vision's deserved quota is lent to others" in result.sentence
+
+
+def test_no_quota_and_a_stopped_queue(demo):
+    mirror_usage()
+    workload = waiting_in(demo)
+    LocalQueueState.objects.create(namespace="proj-vision", name="elastic-h100", project=workload.project,
+                                   active=False, active_reason="Stopped", observed_at=timezone.now())
+    assert explained(workload, demo["alice"]).reason == QUEUE_STOPPED
+    Quota.objects.filter(project=workload.project, node_pool__slug="h100").delete()
+    assert explained(workload, demo["alice"]).reason == NO_QUOTA
+
+
+def test_preemptions_name_preemptors_and_victims_as_far_as_the_viewer_may_see(demo, django_assert_num_queries):
+    mirror_usage(nlp=(4, 0), vision=(0, 4))
+    reclaimer = waiting_in(demo, project="nlp", owner="bob", name="reclaim", preemptible=False, k8s_uid="uid-r",
+                           status_reason="WaitingForPreemptedWorkloads")
+    victim = waiting_in(demo, name="victim", status=Status.PREEMPTED, status_reason="InCohortReclamation")
+    WorkloadEvent.objects.create(workload=victim, at=timezone.now(), from_status="running", to_status="preempted",
+                                 reason="InCohortReclamation", details={"preemptor_job_uid": "uid-r"})
+    rows = list(Workload.objects.select_related("project", "node_pool").filter(pk__in=[reclaimer.pk, victim.pk]))
+    access.grants_for(demo["alice"])
+    with django_assert_num_queries(5):  # quotas, queues, stopped local queues, preemption events, preemptors
+        for_alice = explain_workloads(rows, viewer=demo["alice"])
+    assert for_alice[victim.pk].sentence.startswith("Preempted by a workload of a project you cannot see")
+    for_bob = explain_workloads(rows, viewer=demo["bob"])
+    assert "to release their GPUs: 1 in a project you cannot see." in for_bob[reclaimer.pk].sentence
+    for_lead = explain_workloads(rows, viewer=demo["lead"])
+    assert for_lead[victim.pk].sentence.startswith("Preempted by reclaim (NLP)")
+    assert for_lead[reclaimer.pk].numbers["victims"] == [{"id": victim.pk, "name": "victim", "project": "Vision"}]
+
+
+@pytest.mark.parametrize(("cluster_queue_reason", "expected"), [("Stopped", QUEUE_STOPPED),
+                                                                ("FlavorNotFound", MISCONFIGURED)])
+def test_a_stopped_cluster_queue_is_told_from_a_broken_one(demo, cluster_queue_reason, expected):
+    mirror_usage()
+    workload = waiting_in(demo, status_reason="Suspended")
+    ClusterQueueState.objects.filter(name="proj-vision-h100-elastic").update(
+        active=False, active_reason=cluster_queue_reason, active_message="ClusterQueue is inactive")
+    LocalQueueState.objects.create(namespace="proj-vision", name="elastic-h100", project=workload.project,
+                                   active=False, active_reason="ClusterQueueIsInactive", observed_at=timezone.now())
+    assert explained(workload, demo["alice"]).reason == expected

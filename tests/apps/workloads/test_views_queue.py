@@ -65,7 +65,10 @@ def test_my_workloads_show_position_explanation_runtime_and_units(page_client, m
     waiting = queued(make_workload("alice", name="waiting", gpus=4), 2)
     content = page_client("alice").get(LIST).content.decode()
     assert "#3 in elastic-h100" in content
-    assert "Waiting for 4 x H100 80GB of idle capacity" in content and "2 workloads are ahead of you." in content
+    # Vision holds its limit (8 of 8) while the rest of the pool is idle: the limit is the cause, not the pool.
+    assert ("Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in use, so 4 more are needed; 8 of the "
+            "pool&#x27;s 16 are idle") in content and "2 workloads are ahead of you." in content
+    assert 'data-reason="project_limit"' in content
     assert f'data-workload="{busy.pk}"' in content and "5m 0" in content  # runtime of the running one
     assert f'data-workload="{waiting.pk}" data-status="queued"' in content
 
@@ -262,3 +265,86 @@ def test_detail_polls_answer_304_until_something_changes(page_client, make_workl
     assert moved.status_code == 200 and "#1 in elastic-h100" in moved.content.decode()
     WorkloadLogTail.objects.create(workload=workload, pod="p", text="new line", fetched_at=timezone.now())
     assert client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=moved["ETag"]).status_code == 200
+
+
+# --- why it waits, for the viewer ---------------------------------------------------------------------------------
+
+
+def why_texts(content: str) -> str:
+    """The explanations on a page (list, project queue), without the rest of the page (menus, filters)."""
+    import html
+    import re
+
+    return " ".join(html.unescape(m) for m in re.findall(r'data-explanation="[^"]*" data-reason="[^"]*">([^<]*)<',
+                                                          content))
+
+
+def test_pages_name_only_the_projects_the_viewer_may_see(page_client, make_workload):
+    mirror(elastic=4)
+    mirror(project="nlp", elastic=4)
+    mirror(project="serving", guaranteed=4)
+    mirror(project="forecasting", elastic=4)
+    queued(make_workload("alice", name="more", gpus=4), 0)
+    for url in (LIST, queue_url()):
+        alice = why_texts(page_client("alice").get(url).content.decode())
+        assert "16 of the pool's 16 are in use (Vision 4, others 12)" in alice
+        for name in ("NLP", "Serving", "Forecasting"):
+            assert name not in alice
+        lead = why_texts(page_client("lead").get(url, {"scope": "all"}).content.decode())
+        assert "(NLP 4, Vision 4, others 8)" in lead and "Forecasting" not in lead
+    admin = why_texts(page_client("admin").get(queue_url()).content.decode())
+    assert "(Forecasting 4, NLP 4, Serving 4, Vision 4)" in admin
+
+
+def test_cached_polls_follow_the_whole_pool_and_the_viewers_scope(page_client, make_workload, users):
+    from apps.accounts.models import Role
+    from apps.accounts.services import role_binding_create
+    from apps.org.models import Department
+
+    mirror(elastic=8)
+    workload = queued(make_workload("alice", name="w", gpus=4), 0)
+    client = page_client("alice")
+    for url in (queue_url(), reverse("workloads:detail", args=[workload.pk])):
+        first = client.get(url, HTTP_HX_REQUEST="true")
+        assert client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 304
+    tags = {url: client.get(url, HTTP_HX_REQUEST="true")["ETag"]
+            for url in (queue_url(), reverse("workloads:detail", args=[workload.pk]))}
+    # Another project's queue changes: who holds the pool may be in the sentence, so the pages change.
+    mirror(project="forecasting", elastic=4)
+    for url, etag in tags.items():
+        again = client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
+        assert again.status_code == 200
+        tags[url] = again["ETag"]
+    # The viewer's scope changes: the same numbers may name other projects now.
+    role_binding_create(actor=users["admin"], role=Role.VIEWER, user=users["alice"],
+                        department=Department.objects.get(slug="data-science"))
+    client = page_client("alice")
+    for url, etag in tags.items():
+        assert client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag).status_code == 200
+
+
+def test_the_list_with_preemptions_makes_a_fixed_number_of_queries(page_client, make_workload,
+                                                                   django_assert_num_queries):
+    client = page_client("alice")
+    mirror(elastic=8)
+
+    def preemption_pair(number: int) -> None:
+        victim = make_workload("alice", name=f"victim{number}", gpus=4)
+        Workload.objects.filter(pk=victim.pk).update(status=Status.PREEMPTED, status_reason="InCohortReclamation")
+        WorkloadEvent.objects.create(workload=victim, at=timezone.now(), from_status="running",
+                                     to_status="preempted", reason="InCohortReclamation",
+                                     details={"preemptor_job_uid": f"uid-{number}"})
+        preemptor = queued(make_workload("alice", name=f"preemptor{number}", gpus=2), number,
+                           reason="WaitingForPreemptedWorkloads")
+        Workload.objects.filter(pk=preemptor.pk).update(k8s_uid=f"uid-{number}")
+
+    preemption_pair(0)
+    expected = 6 + 3 + 2  # the list's six, explain_workloads' three, the preemption events and their preemptors
+    with django_assert_num_queries(expected):
+        content = client.get(LIST).content.decode()
+    assert 'data-reason="preempted"' in content and 'data-reason="preempting"' in content
+    assert "Preempted by preemptor0 (Vision)" in content
+    for number in range(1, 8):
+        preemption_pair(number)
+    with django_assert_num_queries(expected):
+        client.get(LIST)
