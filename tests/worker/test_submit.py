@@ -147,7 +147,20 @@ def test_sweep_re_enqueues_stuck_submissions(synced, demo):
 
     from django.utils import timezone
 
+    from apps.core.intents import intents_claim_due
+    from apps.core.models import Intent
+
     workload = submit(demo["alice"])
-    assert services.workloads_stuck_submitting() == []
-    Workload.objects.filter(pk=workload.pk).update(created_at=timezone.now() - timedelta(minutes=5))
-    assert services.workloads_stuck_submitting() == [workload.pk]
+    intent = Intent.objects.get(kind="workload.submit", target_id=workload.pk)
+    assert intent.task == "worker.tasks.workload_submit" and intent.dispatches == 1 and intent.done_at is None
+    submit_task = ("worker.tasks.workload_submit", workload.pk)
+    assert submit_task not in intents_claim_due()  # its deadline has not passed
+    # Its deadline passes without a worker having done it (the broker lost the message).
+    Intent.objects.filter(pk=intent.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    assert submit_task in intents_claim_due()
+    assert submit_task not in intents_claim_due()  # sent once; its next deadline is further off
+    intent.refresh_from_db()
+    assert intent.dispatches == 2 and intent.next_attempt_at > timezone.now() + timedelta(seconds=50)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    intent.refresh_from_db()
+    assert intent.done_at is not None and intent.outcome == Status.QUEUED and intent.attempts == 1
