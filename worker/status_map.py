@@ -43,6 +43,7 @@ class Observation:
     conditions: list[dict[str, Any]] = field(default_factory=list)
     kueue_name: str = ""
     deleted_at: datetime | None = None  # the Job is being deleted (its deletionTimestamp: the cluster's time)
+    job_uid: str = ""
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -97,6 +98,7 @@ def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Obse
         "preemption": _preemption(conditions),
         "started_at": parse_time(job_status.get("startTime")),
         "deleted_at": parse_time(((job or {}).get("metadata") or {}).get("deletionTimestamp")),
+        "job_uid": ((job or {}).get("metadata") or {}).get("uid", ""),
     }
     if workload is not None:
         common["cluster_queue"], common["admission"] = _admission(workload)

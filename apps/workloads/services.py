@@ -385,6 +385,9 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
             value = getattr(observation, name)
             if value and not getattr(row, name):
                 mirror[name] = value
+        if observation.job_uid and not row.k8s_uid:
+            # The Job exists but no worker recorded it (the one that created it died): the row adopts it.
+            mirror.update(k8s_uid=observation.job_uid, submitted_at=row.submitted_at or timezone.now())
         if row.status == Status.STOPPING:
             return _observe_stopping(row, observation, mirror)
         if row.status == Status.SUBMITTING:
