@@ -13,7 +13,7 @@ The design, one rule per line:
 - **A deadline, then the sweep.** `next_attempt_at` is when an intent not yet done is due. The beat task
   `worker.tasks.intents_sweep` (every 15 s) sends the task of every due intent again (`intents_claim_due`: a
   conditional claim, so two sweeps never both send it) and pushes the deadline back with exponential backoff
-  (30 s, 1, 2, 4, 8, then every 10 minutes), so a long backlog is not multiplied. Intents never expire: a stop is
+  (after the first deadline, 1, 2, 4 and 8 minutes, then every 10), so a long backlog is not multiplied. Intents never expire: a stop is
   retried until the Job is gone. Giving up is the domain's decision (a submission becomes `submit_failed`).
 - **Tasks lease what they work on.** A task starts with `intent_claim`: a conditional UPDATE that leases the open
   intents of its target (`claimed_until`, counted in `attempts`) unless another task holds them (`busy`: that task
