@@ -10,8 +10,8 @@ Load:
 - 20 API clients (token auth), each submitting 50 one-GPU training jobs to the L40S pool back to back
   (`POST /api/v1/workloads/`); half in Vision, half in NLP, so most wait in Kueue's queues.
 - 50 page users (session cookies), each polling every 5 s as the pages' htmx does: their workload list, and every
-  third poll their project's queue, with If-None-Match (the browser cache's revalidation; 304 when unchanged).
-  They poll until every submission has left `submitting`.
+  third poll (`--queue-every`; 0: never) their project's queue, with If-None-Match (the browser cache's
+  revalidation; 304 when unchanged). They poll until every submission has left `submitting`.
 
 Measured: submit latency (median, p95, max) and throughput, poll latency per page, submit-to-Job lag (the row's
 `Created` event minus its creation), and afterwards exactly-once: one Job per workload in kubesim, nothing left
@@ -19,7 +19,7 @@ submitting, every intent done. Machine: load average samples and CPU busy share 
 say so when writing results down).
 
 Usage: python -m portal.devservices .venv/bin/python bench/submit_load.py [--submissions 1000] [--clients 20]
-       [--pollers 50] [--web-workers 3]
+       [--pollers 50] [--web-workers 3] [--queue-every 3]
 """
 
 from __future__ import annotations
@@ -180,7 +180,8 @@ class Machine:
         return 1 - (idle - self.start_cpu[1]) / max(1, total - self.start_cpu[0])
 
 
-def run_load(base: str, people: list[dict], *, submissions: int, clients: int, pollers: int) -> dict:
+def run_load(base: str, people: list[dict], *, submissions: int, clients: int, pollers: int,
+             queue_every: int) -> dict:
     import requests
 
     from apps.workloads.models import Status, Workload
@@ -188,6 +189,7 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     submit_times: list[float] = []
     submit_errors: list[str] = []
     polls: dict[str, list[float]] = defaultdict(list)
+    sizes: dict[str, list[int]] = defaultdict(list)
     poll_status: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     lock = threading.Lock()
     submitting_done = threading.Event()
@@ -219,7 +221,7 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
         time.sleep(random.uniform(0, POLL_SECONDS))
         count = 0
         while not drained.is_set():
-            label = "project queue" if count % 3 == 2 else "workload list"
+            label = "project queue" if queue_every and count % queue_every == queue_every - 1 else "workload list"
             headers = {"HX-Request": "true"}
             if etags.get(label):
                 headers["If-None-Match"] = etags[label]
@@ -230,6 +232,7 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                 etags[label] = response.headers.get("ETag", "")
             with lock:
                 polls[label].append(elapsed)
+                sizes[label].append(len(response.content))
                 poll_status[label][response.status_code] += 1
             count += 1
             drained.wait(max(0.0, POLL_SECONDS - elapsed))
@@ -264,7 +267,8 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     for thread in threads:
         thread.join(timeout=POLL_SECONDS + 65)
     return {"submit_times": submit_times, "submit_errors": submit_errors, "submit_seconds": submit_seconds,
-            "drain_seconds": drain_seconds, "polls": polls, "poll_status": poll_status, "loads": machine.loads,
+            "drain_seconds": drain_seconds, "polls": polls, "sizes": sizes, "poll_status": poll_status,
+            "loads": machine.loads,
             "busy": machine.busy()}
 
 
@@ -295,14 +299,16 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> None:
               f"{percentile(values, 0.95) * 1000:.0f} | {max(values) * 1000:.0f} |{extra}")
 
     print(f"\n{args.submissions} submissions, {args.clients} API clients, {args.pollers} polling users, "
-          f"gunicorn --workers {args.web_workers}, {os.cpu_count()} cores\n")
+          f"gunicorn --workers {args.web_workers}, queue page every {args.queue_every or 'no'} polls, "
+          f"{os.cpu_count()} cores\n")
     print("| request | count | median ms | p95 ms | max ms | |")
     print("|---|---:|---:|---:|---:|---|")
     line("`POST /api/v1/workloads/`", load["submit_times"],
          f" {args.submissions / load['submit_seconds']:.1f} submissions/s, {len(load['submit_errors'])} errors |")
     for label, values in load["polls"].items():
         codes = ", ".join(f"{code}: {n}" for code, n in sorted(load["poll_status"][label].items()))
-        line(f"poll: {label}", values, f" {codes} |")
+        size = statistics.median(load["sizes"][label])
+        line(f"poll: {label}", values, f" {codes}; median {size:,.0f} bytes |")
     lags = result["lags"]
     print(f"\nsubmit -> Job created: median {statistics.median(lags):.2f} s, p95 {percentile(lags, 0.95):.2f} s, "
           f"max {max(lags):.2f} s")
@@ -323,6 +329,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--pollers", type=int, default=50)
     parser.add_argument("--web-workers", type=int, default=3)
+    parser.add_argument("--queue-every", type=int, default=3, help="every Nth poll is the project queue; 0: never")
     args = parser.parse_args()
     use_bench_database()
     import django
@@ -339,7 +346,7 @@ def main() -> None:
         fixture = prepare(max(args.clients, args.pollers), gateway)
         stack.start(kubesim.kubeconfig_path)
         load = run_load(stack.url, fixture["people"], submissions=args.submissions, clients=args.clients,
-                        pollers=args.pollers)
+                        pollers=args.pollers, queue_every=args.queue_every)
         report(load, check(gateway), args)
     finally:
         stack.stop()

@@ -13,8 +13,9 @@ The design, one rule per line:
 - **A deadline, then the sweep.** `next_attempt_at` is when an intent not yet done is due. The beat task
   `worker.tasks.intents_sweep` (every 15 s) sends the task of every due intent again (`intents_claim_due`: a
   conditional claim, so two sweeps never both send it) and pushes the deadline back with exponential backoff
-  (after the first deadline, 1, 2, 4 and 8 minutes, then every 10), so a long backlog is not multiplied. Intents never expire: a stop is
-  retried until the Job is gone. Giving up is the domain's decision (a submission becomes `submit_failed`).
+  (after the first deadline, 1, 2, 4 and 8 minutes, then every 10), so a long backlog is not multiplied. Intents
+  never expire: a stop is retried until the Job is gone. Giving up is the domain's decision (a submission becomes
+  `submit_failed`).
 - **Tasks lease what they work on.** A task starts with `intent_claim`: a conditional UPDATE that leases the open
   intents of its target (`claimed_until`, counted in `attempts`) unless another task holds them (`busy`: that task
   finishes, or its lease runs out and the sweep sends it again). The lease outlives the hard task time limit, so a
@@ -39,7 +40,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from .models import Intent
@@ -98,14 +100,15 @@ def intent_claim(*, kind: str, target_id: int | None) -> Claim:
 
 
 def intent_release(claim: Claim, *, error: str = "", retry_at: datetime | None = None) -> None:
-    """Give the lease back (the task failed or must wait); the sweep sends it again at `retry_at` at the latest."""
+    """Give the lease back (the task failed or must wait). The sweep sends it again once past its deadline, moved to
+    `retry_at` if that is later (a retry the task scheduled itself; a deadline the sweep backed off stays)."""
     if not claim.ids:
         return
     changes: dict[str, object] = {"claimed_until": None}
     if error:
         changes["last_error"] = error[:ERROR_CHARS]
     if retry_at is not None:
-        changes["next_attempt_at"] = retry_at
+        changes["next_attempt_at"] = Greatest(F("next_attempt_at"), Value(retry_at, output_field=DateTimeField()))
     Intent.objects.filter(pk__in=claim.ids, done_at__isnull=True).update(**changes)
 
 

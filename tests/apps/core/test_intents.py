@@ -120,6 +120,9 @@ def test_a_lease_keeps_other_tasks_out_until_it_runs_out(demo):
     assert intent.next_attempt_at == retry_at and intent.attempts == 1
     third = intents.intent_claim(kind="workload.submit", target_id=workload.pk)
     assert third.ids == first.ids and Intent.objects.get(pk=first.ids[0]).attempts == 2
+    # A sooner retry never pulls in a later deadline (one the sweep backed off).
+    intents.intent_release(third, error="500 again", retry_at=timezone.now())
+    assert Intent.objects.get(pk=first.ids[0]).next_attempt_at == retry_at
     # A lease past its end belonged to a killed worker.
     Intent.objects.filter(pk=first.ids[0]).update(claimed_until=timezone.now() - timedelta(seconds=1))
     assert intents.intent_claim(kind="workload.submit", target_id=workload.pk).ids == first.ids
