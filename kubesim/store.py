@@ -337,7 +337,10 @@ class Store:
                 dmd = dep["metadata"]
                 if not dmd.get("deletionTimestamp"):
                     self.delete(dep_resource, dmd.get("namespace"), dmd["name"], propagation)
-            remaining = propagation == "Foreground" and any(True for _ in self.dependents(uid))
+            # Foreground always goes through the finalizer, as in kube-apiserver: the object is marked
+            # (deletionTimestamp, foregroundDeletion) and the garbage collector removes it once its dependents are
+            # gone, even when that is at once.
+            remaining = propagation == "Foreground"
             cur = self._objects[resource].get(key)
             if cur is None:
                 raise NotFound(resource, name)

@@ -265,11 +265,15 @@ STORAGES = {
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 # Celery: Redis when REDIS_URL is set, otherwise an embedded broker on the local file system (make run on a bare
-# machine). Tasks take ids, are idempotent and ignore results; the database holds every outcome.
+# machine). Tasks take ids, are idempotent and ignore results; the database holds every outcome, and every change
+# asked of the cluster is an outbox row first (apps/core/intents.py), so a lost message delays work, never loses it.
+# acks_late: a message is acknowledged when its task ends, so a worker killed mid-task leaves it to be delivered
+# again once the visibility timeout passes (minutes: longer than the hard time limit plus the longest retry
+# countdown, 60 s, or a slow task would run twice at once).
 BROKER_DIR = RUN_DIR / "broker"
 CELERY_BROKER_URL = REDIS_URL or "filesystem://"
 CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {"visibility_timeout": 3600}
+    {"visibility_timeout": 300}
     if REDIS_URL
     else {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "store_processed": False,
           "control_folder": str(BROKER_DIR / "control")}
@@ -288,7 +292,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     # Declarative and cheap when nothing changed: repairs drift and anything a lost message missed.
     "kueue-sync": {"task": "worker.tasks.kueue_sync", "schedule": 60.0, "options": {"expires": 55}},
-    "workloads-sweep-submitting": {"task": "worker.tasks.workloads_sweep_submitting", "schedule": 30.0},
+    # The outbox: sends again every submit, stop or reconcile not done by its deadline (a lost message, a killed
+    # worker).
+    "intents-sweep": {"task": "worker.tasks.intents_sweep", "schedule": 15.0, "options": {"expires": 14}},
     "notebooks-cull-idle": {"task": "worker.tasks.notebooks_cull_idle", "schedule": 60.0},
 }
 

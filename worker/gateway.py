@@ -157,13 +157,16 @@ class Gateway:
                           query=[("fieldValidation", STRICT)], content_type="application/merge-patch+json")
 
     def delete(self, kind_name: str, name: str, *, namespace: str | None = None,
-               propagation: str = "Background") -> None:
+               propagation: str = "Background") -> dict | None:
+        """Delete; what the API answers (the object, marked with the cluster's deletionTimestamp when it waits for
+        finalizers such as Foreground's), or None when it was gone already: deleting twice is success."""
         try:
-            self._call("DELETE", _path(KINDS[kind_name], name, namespace),
-                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
+            return self._call("DELETE", _path(KINDS[kind_name], name, namespace),
+                              body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
         except ClusterError as error:
             if not error.not_found:
                 raise
+        return None
 
     def raw_get(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> Any:
         """GET any API path (the visibility API, pod logs) as JSON or text."""

@@ -42,6 +42,8 @@ class Observation:
     preemption: Preemption | None = None
     conditions: list[dict[str, Any]] = field(default_factory=list)
     kueue_name: str = ""
+    deleted_at: datetime | None = None  # the Job is being deleted (its deletionTimestamp: the cluster's time)
+    job_uid: str = ""
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -95,6 +97,8 @@ def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Obse
         "kueue_name": ((workload or {}).get("metadata") or {}).get("name", ""),
         "preemption": _preemption(conditions),
         "started_at": parse_time(job_status.get("startTime")),
+        "deleted_at": parse_time(((job or {}).get("metadata") or {}).get("deletionTimestamp")),
+        "job_uid": ((job or {}).get("metadata") or {}).get("uid", ""),
     }
     if workload is not None:
         common["cluster_queue"], common["admission"] = _admission(workload)
@@ -112,6 +116,12 @@ def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Obse
         at = parse_time(finished.get("lastTransitionTime"))
         status = Status.SUCCEEDED if finished.get("reason") == "Succeeded" else Status.FAILED
         return Observation(status=status, reason=finished.get("reason", ""), message=finished.get("message", ""),
+                           at=at, finished_at=at, **common)
+    if common["deleted_at"]:
+        # Deleted before it finished, its pods going away: the portal's stop, or someone else's delete (the message
+        # is for the latter; a stopping workload records its own stop).
+        at = common["deleted_at"]
+        return Observation(status=Status.STOPPED, reason="JobDeleted", message="The Job was deleted outside the portal",
                            at=at, finished_at=at, **common)
     evicted = _true(conditions, "Evicted")
     if evicted and evicted.get("reason", "").startswith("Deactivated"):

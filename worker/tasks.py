@@ -1,8 +1,14 @@
-"""Celery tasks: thin, id-based, idempotent. The logic lives in worker modules and app services."""
+"""Celery tasks: thin, id-based, idempotent. The logic lives in worker modules and app services.
+
+Submit, stop and the org reconcile work off outbox rows (apps.core.intents): each task leases its intents first
+(`intent_claim`; another task holding them means `busy`), records failures on them, and the transitions it makes
+close them. `intents_sweep` (beat) sends again whatever is past its deadline, so nothing a broker loses stays lost.
+"""
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from celery import Task, shared_task
@@ -11,6 +17,8 @@ from django.core.mail import send_mail
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core import intents
+from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
 from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
@@ -20,6 +28,7 @@ from apps.workloads.models import Kind, Status, Workload
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import WORKLOAD_ID_LABEL, job_manifest, notebook_service
+from .status_map import observe
 
 logger = logging.getLogger(__name__)
 
@@ -34,18 +43,30 @@ def kueue_sync() -> list[str]:
     """Reconcile Kueue's objects with the organisation; coalesces bursts of org changes into few passes."""
     run = org_services.kueue_sync_claim()
     if run is None:
-        return []  # another worker is reconciling; it sees the request flag and runs again
+        return []  # another worker is reconciling; it sees the open requests when it finishes and runs again
+    # The requests this pass covers: those committed by now, whose changes the reconcile below reads.
+    claim = intents.intent_claim(kind=org_services.KUEUE_SYNC_INTENT, target_id=None)
     try:
         result = reconcile(gateway(), desired_from_database())
     except ClusterError as error:
-        org_services.kueue_sync_finish(run=run, changes=[], error=f"{error.status} {error.reason}: {error.message}")
+        described = _describe(error)
+        org_services.kueue_sync_finish(run=run, changes=[], error=described)
+        intents.intent_release(claim, error=described,
+                               retry_at=timezone.now() + org_services.KUEUE_SYNC_DEADLINE)
         if error.transient:
             raise TransientClusterError(error.message) from error
         logger.error("kueue sync refused by the API server: %s", error.message)
         return []
-    if org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors):
+    intents.intents_complete(kind=org_services.KUEUE_SYNC_INTENT, target_id=None, outcome="reconciled",
+                             ids=claim.ids)
+    again = org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors)
+    if again or intents.intents_open(kind=org_services.KUEUE_SYNC_INTENT, target_id=None):
         kueue_sync.delay()
     return result.changes
+
+
+def _describe(error: ClusterError) -> str:
+    return f"{error.status} {error.reason}: {error.message}"
 
 
 # 404 is not here: a new project's namespace may not be synced yet, so it is worth a retry.
@@ -55,9 +76,16 @@ PERMANENT_STATUS = {400, 403, 422}
 @shared_task(bind=True, max_retries=6)
 def workload_submit(self: Task, workload_id: int) -> str:
     """Create the workload's Job (and a notebook's Service); idempotent through its deterministic name."""
+    claim = intents.intent_claim(kind=workload_services.SUBMIT_INTENT, target_id=workload_id)
+    if claim.busy:
+        return "busy"  # another task holds it: it finishes, or its lease runs out and the sweep sends it again
     workload = workload_services.workload_claim_submit(workload_id=workload_id)
-    if workload is None:
-        return "not claimed"  # already submitted, stopped, or another worker holds it
+    if workload is None:  # already submitted, stopped, or another worker holds it
+        if not Workload.objects.filter(pk=workload_id, status=Status.SUBMITTING).exists():
+            intents.intents_complete(kind=workload_services.SUBMIT_INTENT, target_id=workload_id,
+                                     outcome="not submitting", ids=claim.ids)
+        intents.intent_release(claim)
+        return "not claimed"
     manifest = job_manifest(workload)
     try:
         gw = gateway()
@@ -74,10 +102,16 @@ def workload_submit(self: Task, workload_id: int) -> str:
             workload_services.workload_mark_submit_failed(
                 workload_id=workload_id, message=f"Gave up after {self.request.retries + 1} attempts: {error.message}")
             return "submit_failed"
-        raise self.retry(exc=error, countdown=min(60, 2 ** (self.request.retries + 1))) from error
+        countdown = min(60, 2 ** (self.request.retries + 1))
+        # Should the retry's message be lost too, the sweep sends it again once this is past.
+        intents.intent_release(claim, error=_describe(error), retry_at=timezone.now() + timedelta(
+            seconds=countdown) + workload_services.SUBMIT_DEADLINE)
+        raise self.retry(exc=error, countdown=countdown) from error
     if not workload_services.workload_mark_submitted(workload=workload, uid=uid, manifest=manifest):
-        # Stopped while we were creating it: take the Job back out.
-        gw.delete("Job", manifest["metadata"]["name"], namespace=manifest["metadata"]["namespace"])
+        # Stopped while we were creating it: take the Job back out, and record the stop if nobody has yet.
+        deleted = gw.delete("Job", manifest["metadata"]["name"], namespace=manifest["metadata"]["namespace"],
+                            propagation=STOP_PROPAGATION)
+        _record_deletion(workload_id, deleted)
         return "stopped meanwhile"
     return "submitted"
 
@@ -93,33 +127,62 @@ def _create_or_adopt(gw: Any, obj: dict[str, Any]) -> str:
     return existing["metadata"]["uid"]
 
 
+# Foreground: the API marks the Job with the cluster's deletionTimestamp (the time the stop took effect, for the
+# GPU-hour ledger) and removes it once its pods are gone.
+STOP_PROPAGATION = "Foreground"
+STOP_RETRY_AFTER = timedelta(seconds=90)  # past the autoretry's longest backoff: the sweep's turn
+
+
 @shared_task(autoretry_for=(TransientClusterError,), retry_backoff=2, retry_backoff_max=60, max_retries=8)
 def workload_stop(workload_id: int) -> str:
-    """Delete a stopping workload's Job (Kueue drops its Workload with it) and record it stopped."""
-    workload = Workload.objects.select_related("project", "stop_requested_by").filter(
-        pk=workload_id, status=Status.STOPPING).first()
-    if workload is None:
+    """Delete a stopping workload's Job (Kueue drops its Workload with it) and record it stopped.
+
+    Also deletes the Job of an already stopped workload whose stop intent is still open: the follow-up recorded when
+    a submission was in flight during the stop (apps.workloads.services.workload_stop_finish).
+    """
+    claim = intents.intent_claim(kind=workload_services.STOP_INTENT, target_id=workload_id)
+    if claim.busy:
+        return "busy"  # another task holds it: it finishes, or its lease runs out and the sweep sends it again
+    workload = Workload.objects.select_related("project").filter(pk=workload_id).first()
+    follow_up = workload is not None and workload.status == Status.STOPPED and bool(claim.ids)
+    if workload is None or not (workload.status == Status.STOPPING or follow_up):
+        intents.intents_complete(kind=workload_services.STOP_INTENT, target_id=workload_id,
+                                 outcome="nothing to stop", ids=claim.ids)
         return "not stopping"
     try:
-        gateway().delete("Job", workload.job_name, namespace=workload.project.namespace, propagation="Background")
+        deleted = gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
+                                   propagation=STOP_PROPAGATION)
     except ClusterError as error:
+        intents.intent_release(claim, error=_describe(error), retry_at=timezone.now() + STOP_RETRY_AFTER)
         if error.transient:
             raise TransientClusterError(error.message) from error
         raise
-    who = workload.stop_requested_by.get_username() if workload.stop_requested_by else "the portal"
-    reason = "IdleTimeout" if workload.status_reason == "IdleTimeout" else "Stopped"
-    message = workload.status_message if reason == "IdleTimeout" else f"Stopped by {who}"
-    workload_services.workload_mark_stopped(workload=workload, message=message, reason=reason)
-    return "stopped"
+    if not follow_up:
+        _record_deletion(workload_id, deleted)
+    intents.intents_complete(kind=workload_services.STOP_INTENT, target_id=workload_id,
+                             outcome="deleted again" if follow_up else "stopped", ids=claim.ids)
+    return "deleted again" if follow_up else "stopped"
 
 
-@shared_task(expires=55)
-def workloads_sweep_submitting() -> int:
-    """Re-enqueue submissions a broker outage may have lost (the outbox of DESIGN section 2)."""
-    stuck = workload_services.workloads_stuck_submitting()
-    for workload_id in stuck:
-        workload_submit.delay(workload_id)
-    return len(stuck)
+def _record_deletion(workload_id: int, deleted: dict[str, Any] | None) -> None:
+    """Record a stopping workload's end from the Job the API answered the delete with: its final state if it had
+    finished first, else stopped at the deletion's time; stopped at the portal's time when it was gone already."""
+    observation = observe(deleted, None) if deleted and deleted.get("kind") == "Job" else None
+    if observation is not None:
+        workload_services.workload_observe(workload_id=workload_id, observation=observation)
+    workload_services.workload_stop_finish(workload_id=workload_id)  # no-op once recorded
+
+
+@shared_task(expires=14)
+def intents_sweep() -> int:
+    """Send again every intent past its deadline (the outbox, apps.core.intents); beat runs it every 15 s."""
+    sent = 0
+    for task, target_id in intents.intents_claim_due():
+        if not enqueue_now(task, *(() if target_id is None else (target_id,))):
+            break  # the broker is away: these come due again after their backoff
+        sent += 1
+    intents.intents_prune()
+    return sent
 
 
 @shared_task(expires=55)

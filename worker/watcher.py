@@ -4,6 +4,11 @@ One thread per watched kind keeps a watch open from the last resourceVersion it 
 there, a 410 Gone relists that kind. A periodic full resync repairs anything a watch missed, and a positions loop
 asks Kueue's visibility API for the order of every LocalQueue with pending portal workloads. Everything it writes
 is idempotent (state, not deltas), so a restart or a replayed event converges to the same rows and events.
+
+Stops the worker has not recorded yet (`stopping` rows) are finished here when the cluster got there first: a Job
+that completed or failed gives the workload its final state, a Job being deleted (the cluster's deletionTimestamp)
+or gone (a DELETED event, or missing at a resync) records the stop; the GPU-hour interval closes at the cluster's
+time when it says one.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from apps.workloads.models import Status, Workload
 
 from .gateway import KINDS, ClusterError, Gateway
 from .manifests import WORKLOAD_ID_LABEL
-from .status_map import observe
+from .status_map import observe, parse_time
 
 logger = logging.getLogger(__name__)
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
@@ -116,7 +121,7 @@ class Watcher:
             job, kueue_workload = self.jobs.get(job_uid), self.workloads.get(job_uid)
         if job is None:
             return
-        workload_id = int((job["metadata"].get("labels") or {}).get(WORKLOAD_ID_LABEL, "0") or 0)
+        workload_id = _workload_id(job)
         observation = observe(job, kueue_workload)
         if not workload_id or observation is None or self.applied.get(job_uid) == observation:
             return
@@ -148,6 +153,9 @@ class Watcher:
                 cache.pop(job_uid, None)
                 if kind == "Job":
                     self.applied.pop(job_uid, None)
+                    workload_id = _workload_id(obj)
+                    if workload_id:
+                        self.work.add(("deleted", workload_id, metadata.get("deletionTimestamp") or ""))
                 return
             if not _newer(obj, cache.get(job_uid)):
                 return  # a replayed or reordered event older than what we hold
@@ -155,9 +163,12 @@ class Watcher:
         self.work.add(("job", job_uid))
 
     def process(self, key: Any) -> None:
-        """Apply one queued key: a Job's portal row, or one mirrored queue or cohort."""
+        """Apply one queued key: a Job's portal row, a deleted Job's, or one mirrored queue or cohort."""
         if key[0] == "job":
             self.apply_job_uid(key[1])
+            return
+        if key[0] == "deleted":
+            workload_services.workloads_gone(workload_ids=[key[1]], at=timezone.now(), cluster_at=parse_time(key[2]))
             return
         _, kind, namespace, name = key
         with self.lock:
@@ -226,7 +237,7 @@ class Watcher:
         with self.lock:
             present = set(self.jobs)
         missing = Workload.objects.exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
-            status__in=[Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.PREEMPTED],
+            status__in=[Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.PREEMPTED, Status.STOPPING],
             submitted_at__lt=listed_at,  # submitted after the list was taken: its Job may simply not be listed
         ).values_list("pk", flat=True)
         workload_services.workloads_gone(workload_ids=list(missing), at=timezone.now())
@@ -340,6 +351,11 @@ class Watcher:
         self.custom.api_client.rest_client.pool_manager.clear()
         for thread in getattr(self, "threads", []):
             thread.join(timeout)
+
+
+def _workload_id(job: dict[str, Any]) -> int:
+    value = (job["metadata"].get("labels") or {}).get(WORKLOAD_ID_LABEL, "0") or "0"
+    return int(value) if value.isdigit() else 0
 
 
 def _newer(obj: dict[str, Any], held: dict[str, Any] | None) -> bool:

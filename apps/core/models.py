@@ -34,3 +34,36 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.object_repr}"
+
+
+class Intent(models.Model):
+    """One change the portal asked of the cluster, recorded with the user's action: the outbox (apps.core.intents).
+
+    Open while `done_at` is empty; the periodic sweep sends its task again once `next_attempt_at` passes.
+    """
+
+    kind = models.CharField(max_length=40, help_text="What is asked, e.g. workload.submit, workload.stop, kueue.sync.")
+    task = models.CharField(max_length=100, help_text="The Celery task that does it (sent with target_id).")
+    target_id = models.BigIntegerField(null=True, blank=True, help_text="The row it is about; empty for the org.")
+    created_at = models.DateTimeField()
+    next_attempt_at = models.DateTimeField(help_text="The deadline: not done by then, the sweep sends it again.")
+    dispatches = models.PositiveIntegerField(default=0, help_text="Times its task was sent.")
+    attempts = models.PositiveIntegerField(default=0, help_text="Times a task took it up.")
+    claimed_until = models.DateTimeField(null=True, blank=True, help_text="A task's lease on it.")
+    done_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=100, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["kind", "target_id"], condition=models.Q(done_at__isnull=True),
+                         name="core_intent_open_target"),
+            models.Index(fields=["next_attempt_at"], condition=models.Q(done_at__isnull=True),
+                         name="core_intent_open_due"),
+            models.Index(fields=["done_at"], name="core_intent_done"),
+        ]
+
+    def __str__(self) -> str:
+        state = f"done ({self.outcome})" if self.done_at else f"open, next {self.next_attempt_at:%H:%M:%S}"
+        return f"{self.kind} {self.target_id or ''} {state}".replace("  ", " ")

@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core import intents
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
 from apps.core.services import model_save, model_update
-from apps.core.tasks import enqueue_on_commit
 
 from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
 from .validators import project_namespace_error, project_namespace_rule
@@ -739,6 +739,8 @@ def priority_class_delete(*, actor: Any, priority_class: PriorityClass) -> None:
 # --- org -> Kueue reconcile bookkeeping (the worker runs the reconcile itself) -----------------------------------
 
 KUEUE_SYNC_TASK = "worker.tasks.kueue_sync"
+KUEUE_SYNC_INTENT = "kueue.sync"  # an outbox row per request (apps.core.intents); a pass closes those it covered
+KUEUE_SYNC_DEADLINE = timedelta(seconds=60)
 KUEUE_SYNC_STALE_AFTER = timedelta(minutes=5)  # a claim older than this belonged to a worker that died
 KUEUE_SYNC_RUNS_KEPT = 500
 
@@ -754,10 +756,10 @@ def kueue_sync_request_by(*, actor: Any) -> None:
 
 
 def kueue_sync_request() -> None:
-    """Mark a reconcile as wanted and enqueue one after commit."""
+    """Mark a reconcile as wanted (an outbox row in the caller's transaction) and enqueue one after commit."""
     KueueSyncState.objects.get_or_create(pk=1)
     KueueSyncState.objects.filter(pk=1).update(requested_at=timezone.now())
-    enqueue_on_commit(KUEUE_SYNC_TASK)
+    intents.intent_record(kind=KUEUE_SYNC_INTENT, task=KUEUE_SYNC_TASK, target_id=None, deadline=KUEUE_SYNC_DEADLINE)
 
 
 def kueue_sync_claim() -> KueueSyncRun | None:

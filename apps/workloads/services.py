@@ -2,6 +2,11 @@
 
 Every status change goes through `_transition`, which is a conditional UPDATE on the expected current status (so
 two processes can never both move the same workload) and writes the WorkloadEvent in the same transaction.
+
+What users ask of the cluster is an outbox row (apps.core.intents) recorded with their action: a submission records
+a `workload.submit` intent, a stop (the user's, or the idle-notebook cull) a `workload.stop` intent. `_transition`
+closes them in the transition that leaves `submitting` or `stopping`, whoever makes it: the worker, or the watcher
+when the cluster got there first (a Job that finished before its stop took effect, a Job already deleted).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from django.utils import timezone
 from apps.accounts import access
 from apps.accounts.access import Action, can
 from apps.accounts.models import NotificationPreference
-from apps.core import kueue_names
+from apps.core import intents, kueue_names
 from apps.core.audit import audit_record
 from apps.core.tasks import enqueue_on_commit
 from apps.org.models import NodePool, PriorityClass, Project, Quota
@@ -32,8 +37,12 @@ from .validation import non_preemptible_units_held, validate_fits, validate_shap
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
 STOP_TASK = "worker.tasks.workload_stop"
-SUBMIT_CLAIM_TIMEOUT = timedelta(minutes=2)  # a claim older than this belonged to a worker that died
-SUBMITTING_SWEEP_AFTER = timedelta(seconds=30)
+SUBMIT_INTENT = "workload.submit"
+STOP_INTENT = "workload.stop"
+# A claim older than this belonged to a task Celery has killed (it outlives the hard time limit).
+SUBMIT_CLAIM_TIMEOUT = intents.lease()
+SUBMIT_DEADLINE = timedelta(seconds=30)  # not submitted by then: the sweep sends the task again
+STOP_DEADLINE = timedelta(seconds=30)
 
 
 def _event(workload: Workload, *, from_status: str, to_status: str, reason: str = "", message: str = "",
@@ -59,9 +68,24 @@ def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, 
         Workload.objects.filter(pk=workload.pk).update(**updated)
         _event(current, from_status=current.status, to_status=to_status, reason=reason, message=message,
                actor=actor, at=at, cluster_at=cluster_at)
+        _close_intents(current.status, to_status, workload.pk)
     for name, value in updated.items():
         setattr(workload, name, value)
     return True
+
+
+def _close_intents(from_status: str, to_status: str, workload_id: int) -> None:
+    """Leaving `submitting` or `stopping` is what their intents asked for, or the sign they never can be done."""
+    if from_status == to_status:
+        return
+    if from_status == Status.SUBMITTING:
+        intents.intents_complete(kind=SUBMIT_INTENT, target_id=workload_id, outcome=to_status)
+    elif from_status == Status.STOPPING:
+        intents.intents_complete(kind=STOP_INTENT, target_id=workload_id, outcome=to_status)
+
+
+def _record_stop(workload: Workload, *, deadline: timedelta = STOP_DEADLINE, send: bool = True) -> None:
+    intents.intent_record(kind=STOP_INTENT, task=STOP_TASK, target_id=workload.pk, deadline=deadline, send=send)
 
 
 # --- what users do -----------------------------------------------------------------------------------------------
@@ -77,7 +101,7 @@ def workload_submit(*, actor: Any, **fields: Any) -> Workload:
         workload.save(update_fields=["job_name"])
         _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
                message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
-        enqueue_on_commit(SUBMIT_TASK, workload.pk)
+        intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk, deadline=SUBMIT_DEADLINE)
     return workload
 
 
@@ -155,7 +179,7 @@ def workload_stop(*, actor: Any, workload: Workload) -> Workload:
         if not own:
             audit_record(actor=actor, action="workload.stop", obj=workload, before={"status": "live"},
                          after={"status": Status.STOPPING}, project=workload.project)
-        enqueue_on_commit(STOP_TASK, workload.pk)
+        _record_stop(workload)
     return workload
 
 
@@ -258,21 +282,42 @@ def workload_mark_submit_failed(*, workload_id: int, message: str) -> bool:
                        reason="SubmitFailed", message=message, finished_at=timezone.now(), submit_claimed_at=None)
 
 
-def workload_mark_stopped(*, workload: Workload, message: str, reason: str = "Stopped") -> bool:
-    now = timezone.now()
+def workload_mark_stopped(*, workload: Workload, message: str, reason: str = "Stopped",
+                          cluster_at: datetime | None = None) -> bool:
+    """stopping -> stopped; the GPU-hour interval closes at the cluster's time of the stop when known."""
+    ended_at = cluster_at or timezone.now()
     with transaction.atomic():
-        quota_released.send(sender=Workload, workload_id=workload.pk, at=now, reason=reason)
-        return _transition(workload, expected=[Status.STOPPING], to_status=Status.STOPPED, reason=reason,
-                           message=message, finished_at=now)
+        if not _transition(workload, expected=[Status.STOPPING], to_status=Status.STOPPED, reason=reason,
+                           message=message, cluster_at=cluster_at, finished_at=ended_at):
+            return False
+        quota_released.send(sender=Workload, workload_id=workload.pk, at=ended_at, reason=reason)
+    return True
 
 
-def workloads_stuck_submitting(*, older_than: timedelta = SUBMITTING_SWEEP_AFTER) -> list[int]:
-    """Rows the broker may have lost: submitting for a while with no live claim."""
-    now = timezone.now()
-    return list(Workload.objects.filter(
-        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
-        status=Status.SUBMITTING, created_at__lt=now - older_than,
-    ).values_list("pk", flat=True)[:500])
+def workload_stop_finish(*, workload_id: int, cluster_at: datetime | None = None) -> bool:
+    """The Job is gone or going (the worker deleted it, or the watcher saw it deleted): record the stop.
+
+    `cluster_at`: the cluster's time of the deletion when known. If a submission was in flight (its claim still
+    live), that task may yet create the Job after this; it deletes it when it notices the stop, and a follow-up stop
+    intent, due when its claim runs out, deletes it again in case that worker died first. False when the workload was
+    not stopping.
+    """
+    workload = Workload.objects.select_related("stop_requested_by").filter(pk=workload_id,
+                                                                          status=Status.STOPPING).first()
+    if workload is None:
+        return False
+    if workload.status_reason == "IdleTimeout":
+        reason, message = "IdleTimeout", workload.status_message
+    else:
+        who = workload.stop_requested_by.get_username() if workload.stop_requested_by else "the portal"
+        reason, message = "Stopped", f"Stopped by {who}"
+    with transaction.atomic():
+        if not workload_mark_stopped(workload=workload, message=message, reason=reason, cluster_at=cluster_at):
+            return False
+        claimed_at = workload.submit_claimed_at
+        if claimed_at and claimed_at > timezone.now() - SUBMIT_CLAIM_TIMEOUT:
+            _record_stop(workload, deadline=claimed_at + SUBMIT_CLAIM_TIMEOUT - timezone.now(), send=False)
+    return True
 
 
 def notebooks_idle(*, now: datetime | None = None) -> list[Workload]:
@@ -292,11 +337,12 @@ def notebooks_idle(*, now: datetime | None = None) -> list[Workload]:
 def notebook_cull(*, workload: Workload) -> bool:
     """Stop an idle notebook (beat); the event says why."""
     minutes = workload.notebook_idle_timeout_minutes
-    if _transition(workload, expected=[Status.ADMITTED, Status.RUNNING], to_status=Status.STOPPING,
-                   reason="IdleTimeout", message=f"Stopped after {minutes} minutes without activity"):
-        enqueue_on_commit(STOP_TASK, workload.pk)
-        return True
-    return False
+    with transaction.atomic():
+        if not _transition(workload, expected=[Status.ADMITTED, Status.RUNNING], to_status=Status.STOPPING,
+                           reason="IdleTimeout", message=f"Stopped after {minutes} minutes without activity"):
+            return False
+        _record_stop(workload)
+    return True
 
 
 # --- the guarantee non-preemptible work relies on ----------------------------------------------------------------
@@ -317,9 +363,8 @@ def _deserved_covers_running_non_preemptible(quota: Quota) -> None:
 
 # --- what the watcher does ---------------------------------------------------------------------------------------
 
-# Rows the watcher leaves alone: the portal itself is finishing them, or they are over.
-WATCHER_IGNORES = frozenset({Status.STOPPING, Status.STOPPED, Status.SUCCEEDED, Status.FAILED,
-                             Status.SUBMIT_FAILED})
+# Rows the watcher leaves alone: they are over.
+WATCHER_IGNORES = frozenset({Status.STOPPED, Status.SUCCEEDED, Status.FAILED, Status.SUBMIT_FAILED})
 
 
 def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | None = None) -> list[str]:
@@ -332,12 +377,19 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
         row = Workload.objects.select_for_update().filter(pk=workload_id).first()
         if row is None or row.status in WATCHER_IGNORES:
             return moved
-        mirror = {"kueue_name": observation.kueue_name or row.kueue_name, "kueue_conditions": observation.conditions,
-                  "cluster_queue": observation.cluster_queue, "admission": observation.admission}
+        mirror: dict[str, Any] = {}
+        if observation.kueue_name:  # else Kueue's Workload is gone (a deleted Job): keep what it last said
+            mirror.update(kueue_name=observation.kueue_name, kueue_conditions=observation.conditions,
+                          cluster_queue=observation.cluster_queue, admission=observation.admission)
         for name in ("admitted_at", "started_at", "finished_at"):
             value = getattr(observation, name)
             if value and not getattr(row, name):
                 mirror[name] = value
+        if observation.job_uid and not row.k8s_uid:
+            # The Job exists but no worker recorded it (the one that created it died): the row adopts it.
+            mirror.update(k8s_uid=observation.job_uid, submitted_at=row.submitted_at or timezone.now())
+        if row.status == Status.STOPPING:
+            return _observe_stopping(row, observation, mirror)
         if row.status == Status.SUBMITTING:
             _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
                         message=f"Job {row.job_name} created in {row.project.namespace}; waiting for Kueue")
@@ -370,9 +422,33 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
             mirror.update(queue_position_local=None, queue_position_cluster=None)
         if Status.RUNNING in moved and row.kind == Kind.NOTEBOOK:
             mirror["last_activity_at"] = timezone.now()  # a notebook that just started counts as in use
-        Workload.objects.filter(pk=row.pk).update(**mirror)
+        if mirror:
+            Workload.objects.filter(pk=row.pk).update(**mirror)
         _account(row, observation)
         _notify_on_commit(row, moved)
+    return moved
+
+
+def _observe_stopping(row: Workload, observation: Any, mirror: dict[str, Any]) -> list[str]:
+    """A stop not yet done by the worker: mirror the cluster and keep the ledger (the Job holds its GPUs until it is
+    gone), and move the status only when the Job is over: finished on its own (its final state, at the cluster's
+    time) or being deleted (stopped, at the deletion's time). Either closes the stop intent."""
+    moved: list[str] = []
+    preemption = observation.preemption
+    if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
+        mirror["last_preempted_at"] = preemption.at
+    mirror.update(queue_position_local=None, queue_position_cluster=None)
+    Workload.objects.filter(pk=row.pk).update(**mirror)
+    _account(row, observation)
+    if observation.status in {Status.SUCCEEDED, Status.FAILED} or (
+            observation.status == Status.STOPPED and not observation.deleted_at):
+        if _transition(row, expected=[Status.STOPPING], to_status=observation.status, reason=observation.reason,
+                       message=observation.message, cluster_at=observation.at,
+                       finished_at=observation.finished_at or observation.at or timezone.now()):
+            moved.append(observation.status)
+    elif observation.deleted_at and workload_stop_finish(workload_id=row.pk, cluster_at=observation.deleted_at):
+        moved.append(Status.STOPPED)
+    _notify_on_commit(row, moved)
     return moved
 
 
@@ -419,10 +495,16 @@ def workload_positions_set(*, positions: dict[int, tuple[int, int]], queued_ids:
         queue_position_local=None).update(queue_position_local=None, queue_position_cluster=None, positions_at=at)
 
 
-def workloads_gone(*, workload_ids: Iterable[int], at: datetime) -> None:
-    """Live workloads whose Job disappeared without the portal deleting it (someone else removed it)."""
+def workloads_gone(*, workload_ids: Iterable[int], at: datetime, cluster_at: datetime | None = None) -> None:
+    """Live workloads whose Job disappeared: a stop the worker did not get to record (the stop is done), or a Job
+    someone else removed. `cluster_at`: the cluster's time of the deletion when known (else `at`, the portal's)."""
+    at = cluster_at or at
     for workload in Workload.objects.filter(pk__in=list(workload_ids)).exclude(
             status__in=WATCHER_IGNORES | {Status.SUBMITTING, Status.REJECTED}):
-        quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason="JobDeleted")
-        _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
-                    message="The Job was deleted outside the portal", finished_at=at)
+        if workload.status == Status.STOPPING:
+            workload_stop_finish(workload_id=workload.pk, cluster_at=cluster_at)
+            continue
+        with transaction.atomic():
+            if _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
+                           message="The Job was deleted outside the portal", cluster_at=cluster_at, finished_at=at):
+                quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason="JobDeleted")

@@ -177,7 +177,9 @@ class JobIntegration:
         job, wl = clone(job), clone(wl)  # listed objects are the store's own: change copies only
         finished, succeeded, message = job_finished(job)
         if wl is None:
-            return False if finished else self._create_workload(store, job)
+            # No Workload for a finished Job, nor for one being deleted (jobframework returns early for those).
+            deleting = bool(job["metadata"].get("deletionTimestamp"))
+            return False if finished or deleting else self._create_workload(store, job)
         md = wl["metadata"]
         if condition_true(wl, C.FINISHED):
             if C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or []):

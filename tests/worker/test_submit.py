@@ -1,12 +1,18 @@
 """Submission end to end: service -> task -> Job in kubesim -> Kueue admits it per the quota tree."""
 
-import pytest
+from datetime import datetime, timedelta
 
+import pytest
+from django.utils import timezone
+
+from apps.core.intents import intents_claim_due
+from apps.core.models import Intent
 from apps.org.models import NodePool, Project
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.worker.conftest import kueue_workload, wait_for
 from worker import tasks
+from worker.manifests import job_manifest
 
 
 def submit(user, *, project="vision", pool="h100", gpus=1, kind=Kind.TRAINING, preemptible=True, **extra):
@@ -122,19 +128,63 @@ def test_stop_while_submitting_never_leaves_a_job(synced, demo):
     services.workload_stop(actor=demo["alice"], workload=workload)
     tasks.workload_stop.apply(args=[workload.pk])
     # The in-flight submit finishes its create and notices the stop.
-    from worker.manifests import job_manifest
-
     synced.create(job_manifest(claimed))
     assert services.workload_mark_submitted(workload=claimed, uid="x", manifest={}) is False
     assert Workload.objects.get(pk=workload.pk).status == Status.STOPPED
 
 
 def test_sweep_re_enqueues_stuck_submissions(synced, demo):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     workload = submit(demo["alice"])
-    assert services.workloads_stuck_submitting() == []
-    Workload.objects.filter(pk=workload.pk).update(created_at=timezone.now() - timedelta(minutes=5))
-    assert services.workloads_stuck_submitting() == [workload.pk]
+    intent = Intent.objects.get(kind="workload.submit", target_id=workload.pk)
+    assert intent.task == "worker.tasks.workload_submit" and intent.dispatches == 1 and intent.done_at is None
+    submit_task = ("worker.tasks.workload_submit", workload.pk)
+    assert submit_task not in intents_claim_due()  # its deadline has not passed
+    # Its deadline passes without a worker having done it (the broker lost the message).
+    Intent.objects.filter(pk=intent.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    assert submit_task in intents_claim_due()
+    assert submit_task not in intents_claim_due()  # sent once; its next deadline is further off
+    intent.refresh_from_db()
+    assert intent.dispatches == 2 and intent.next_attempt_at > timezone.now() + timedelta(seconds=50)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    intent.refresh_from_db()
+    assert intent.done_at is not None and intent.outcome == Status.QUEUED and intent.attempts == 1
+
+
+def test_a_stop_of_a_job_that_finished_meanwhile_records_its_final_state(synced, demo, kubesim):
+    workload = submit(demo["alice"], command=["sleep", "5"])
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    kubesim.advance(6)  # it completes; no watcher has said so yet
+    services.workload_stop(actor=demo["alice"], workload=Workload.objects.get(pk=workload.pk))
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "stopped"
+    done = Workload.objects.get(pk=workload.pk)
+    assert done.status == Status.SUCCEEDED and done.finished_at is not None
+    assert Intent.objects.get(kind="workload.stop", target_id=workload.pk).outcome == Status.SUCCEEDED
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "not stopping"
+
+
+def test_a_stop_records_the_cluster_time_of_the_deletion(synced, demo, kubesim):
+    workload = submit(demo["alice"])
+    tasks.workload_submit.apply(args=[workload.pk])
+    cluster_now = kubesim.advance(7)
+    services.workload_stop(actor=demo["alice"], workload=Workload.objects.get(pk=workload.pk))
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "stopped"
+    stopped = Workload.objects.get(pk=workload.pk)
+    assert stopped.finished_at == datetime.fromisoformat(cluster_now)  # the cluster's clock, not the portal's
+    event = WorkloadEvent.objects.filter(workload=workload).order_by("-id").first()
+    assert event.cluster_at == stopped.finished_at and event.message == "Stopped by alice"
+
+
+def test_a_job_created_after_the_stop_is_deleted_by_the_follow_up(synced, demo):
+    workload = submit(demo["alice"])
+    claimed = services.workload_claim_submit(workload_id=workload.pk)  # a worker is mid-submit...
+    services.workload_stop(actor=demo["alice"], workload=workload)
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "stopped"
+    synced.create(job_manifest(claimed))  # ...creates the Job after the stop deleted nothing, and dies
+    follow_up = Intent.objects.get(kind="workload.stop", target_id=workload.pk, done_at__isnull=True)
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "deleted again"  # the sweep sent it when due
+    assert not synced.list("Job", namespace="proj-vision")
+    follow_up.refresh_from_db()
+    assert follow_up.done_at is not None and follow_up.outcome == "deleted again"
+    assert Workload.objects.get(pk=workload.pk).status == Status.STOPPED
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "not stopping"
+    assert follow_up.next_attempt_at > timezone.now() + timedelta(minutes=3)  # it waited for the claim to run out

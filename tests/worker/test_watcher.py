@@ -155,3 +155,59 @@ def test_queue_mirror_equals_kubesim_status(kubesim, cluster, org, watcher):
     assert str(row.used.normalize()) == str(usage["total"]) and str(row.used_borrowed.normalize()) == str(
         usage["borrowed"])
     assert row.project.slug == "vision" and row.node_pool.slug == "h100" and not row.guaranteed
+
+
+def open_stop_intents(workload):
+    from apps.core.models import Intent
+
+    return Intent.objects.filter(kind="workload.stop", target_id=workload.pk, done_at__isnull=True).count()
+
+
+def test_stops_the_worker_never_ran_are_finished_from_the_cluster(kubesim, cluster, org, watcher):
+    """The broker lost both stops: one Job runs to Complete meanwhile, the other is deleted by a worker that died
+    before recording it. The watcher closes both, their stop intents and their GPU-hour intervals, on the cluster's
+    clock."""
+    finishing = submit(kubesim, org["alice"], name="finishing", seconds=30)
+    deleted = submit(kubesim, org["alice"], name="deleted", seconds=600)
+    wait_for(lambda: status_of(finishing) == status_of(deleted) == Status.RUNNING)
+    wait_for(lambda: UsageInterval.objects.filter(workload__in=[finishing, deleted], ended_at=None).count() == 2)
+    for workload in (finishing, deleted):
+        services.workload_stop(actor=org["alice"], workload=Workload.objects.get(pk=workload.pk))
+        assert status_of(workload) == Status.STOPPING and open_stop_intents(workload) == 1
+    kubesim.advance(31)  # the first Job completes before any worker deleted it
+    wait_for(lambda: status_of(finishing) == Status.SUCCEEDED)
+    done = Workload.objects.get(pk=finishing.pk)
+    interval = UsageInterval.objects.get(workload=finishing)
+    assert interval.ended_at == done.finished_at and interval.end_reason
+    assert (interval.ended_at - interval.started_at).total_seconds() == pytest.approx(30, abs=2)
+    assert open_stop_intents(finishing) == 0
+    # The second still holds its cards while it runs: its interval stays open, its row stopping.
+    assert status_of(deleted) == Status.STOPPING
+    assert UsageInterval.objects.get(workload=deleted).ended_at is None
+    answer = cluster.delete("Job", f"wl-{deleted.pk}", namespace="proj-vision", propagation="Foreground")
+    deleted_at = answer["metadata"]["deletionTimestamp"]
+    wait_for(lambda: status_of(deleted) == Status.STOPPED)
+    row = Workload.objects.get(pk=deleted.pk)
+    assert row.status_reason == "Stopped" and row.status_message == "Stopped by alice"
+    assert row.finished_at.isoformat().replace("+00:00", "Z") == deleted_at
+    assert UsageInterval.objects.get(workload=deleted).ended_at == row.finished_at
+    assert open_stop_intents(deleted) == 0
+    last = WorkloadEvent.objects.filter(workload=deleted).order_by("-id").first()
+    assert (last.from_status, last.to_status, last.cluster_at) == (Status.STOPPING, Status.STOPPED, row.finished_at)
+
+
+def test_a_restarted_watcher_finishes_stops_whose_job_is_gone(kubesim, cluster, org, watcher):
+    workload = submit(kubesim, org["alice"], name="gone")
+    wait_for(lambda: status_of(workload) == Status.RUNNING)
+    watcher.stop()
+    services.workload_stop(actor=org["lead"], workload=Workload.objects.get(pk=workload.pk))
+    cluster.delete("Job", f"wl-{workload.pk}", namespace="proj-vision")  # Background: no deletion time is known
+    restarted = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    restarted.start()
+    try:
+        wait_for(lambda: status_of(workload) == Status.STOPPED)
+    finally:
+        restarted.stop()
+    row = Workload.objects.get(pk=workload.pk)
+    assert row.status_message == "Stopped by lead" and open_stop_intents(workload) == 0
+    assert UsageInterval.objects.get(workload=workload).ended_at is not None

@@ -1,0 +1,358 @@
+"""Submissions under load against a served portal (issue 18): 1,000 API submissions from 20 concurrent clients while
+50 signed-in users poll their pages, everything on 127.0.0.1.
+
+It starts, and stops by the pids it recorded, the whole stack as `make run` does: gunicorn (3 sync workers, as in
+docker compose), the Celery worker (prefork, concurrency 2), Celery beat (the outbox sweep), the watcher, its own
+redis-server on a free port and kubesim (real clock, --async-settle, as a real cluster settles), on its own database
+(`<name>_bench_load` next to DATABASE_URL's; it is flushed and seeded with the demo organisation plus 50 researchers).
+
+Load:
+- 20 API clients (token auth), each submitting 50 one-GPU training jobs to the L40S pool back to back
+  (`POST /api/v1/workloads/`); half in Vision, half in NLP, so most wait in Kueue's queues.
+- 50 page users (session cookies), each polling every 5 s as the pages' htmx does: their workload list, and every
+  third poll (`--queue-every`; 0: never) their project's queue, with If-None-Match (the browser cache's
+  revalidation; 304 when unchanged). They poll until every submission has left `submitting`.
+
+Measured: submit latency (median, p95, max) and throughput, poll latency per page, submit-to-Job lag (the row's
+`Created` event minus its creation), and afterwards exactly-once: one Job per workload in kubesim, nothing left
+submitting, every intent done. Machine: load average samples and CPU busy share over the run (the machine is shared;
+say so when writing results down).
+
+Usage: python -m portal.devservices .venv/bin/python bench/submit_load.py [--submissions 1000] [--clients 20]
+       [--pollers 50] [--web-workers 3] [--queue-every 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+POLL_SECONDS = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def use_bench_database() -> None:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit("Run it through portal.devservices with a PostgreSQL: the served stack shares the database.")
+    base, name = url.rsplit("/", 1)
+    bench_name = f"{name}_bench_load"
+    import psycopg
+
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as connection:
+        if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [bench_name]).fetchone():
+            connection.execute(f'CREATE DATABASE "{bench_name}"')
+    os.environ["DATABASE_URL"] = f"{base}/{bench_name}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+
+class Stack:
+    """The processes of a served portal; each in its own session, stopped by the pid recorded at start."""
+
+    def __init__(self, workdir: Path, web_workers: int) -> None:
+        self.workdir = workdir
+        self.web_workers = web_workers
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.redis_port, self.web_port = free_port(), free_port()
+        self.env: dict[str, str] = {}
+
+    def start(self, kubeconfig: str) -> None:
+        self.env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0", "KUBECONFIG": kubeconfig,
+                    "PORTAL_RUN_DIR": str(self.workdir), "STATIC_ROOT": str(self.workdir / "static"),
+                    "ALLOWED_HOSTS": "127.0.0.1", "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "portal.settings"}
+        self._spawn("redis", ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no"])
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+                       env=self.env, cwd=ROOT, check=True)
+        celery = [sys.executable, "-m", "celery", "-A", "portal.celery"]
+        self._spawn("worker", [*celery, "worker", "--loglevel", "WARNING", "--concurrency", "2",
+                               "--without-gossip", "--without-mingle"])
+        self._spawn("beat", [*celery, "beat", "--loglevel", "WARNING", "--schedule",
+                             str(self.workdir / "celerybeat-schedule")])
+        self._spawn("watcher", [sys.executable, "manage.py", "watch_cluster"])
+        self._spawn("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind",
+                            f"127.0.0.1:{self.web_port}", "--workers", str(self.web_workers)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.web_port), timeout=1):
+                return
+            time.sleep(0.5)
+        raise RuntimeError("gunicorn did not start; see " + str(self.workdir / "web.log"))
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self.workdir / f"{name}.log").open("wb")
+        self.procs[name] = subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)  # the group this process leads (its session, started here)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+
+def prepare(users: int, gateway) -> dict:
+    """Flush, migrate, seed the demo organisation, reconcile Kueue, add `users` researchers (half Vision, half NLP)
+    with API tokens and signed-in sessions."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    from apps.accounts import services as accounts
+    from apps.core.models import Intent
+    from apps.org.demo import seed_demo
+    from apps.org.models import Project
+    from worker.kueue_sync import desired_from_database, reconcile
+
+    call_command("migrate", verbosity=0)
+    call_command("flush", interactive=False, verbosity=0)
+    seed_demo()
+    reconcile(gateway, desired_from_database())
+    Intent.objects.filter(kind="kueue.sync").delete()  # done just now; the worker need not repeat it
+    admin = get_user_model().objects.get(username="admin")
+    projects = [Project.objects.get(slug="vision"), Project.objects.get(slug="nlp")]
+    people = []
+    for index in range(users):
+        project = projects[index % 2]
+        user = get_user_model().objects.create_user(f"bench{index:02d}", email=f"bench{index:02d}@example.org")
+        accounts.role_binding_create(actor=admin, role="researcher", user=user, project=project)
+        client = Client()
+        client.force_login(user)
+        people.append({"user": user.username, "project": project.slug,
+                       "token": Token.objects.create(user=user).key, "session": client.cookies["sessionid"].value})
+    return {"people": people}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+class Machine:
+    """Load average and CPU busy share, sampled while the load runs."""
+
+    def __init__(self) -> None:
+        self.loads: list[float] = []
+        self.stop = threading.Event()
+        self.start_cpu = self._cpu()
+
+    @staticmethod
+    def _cpu() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields), idle
+
+    def run(self) -> None:
+        while not self.stop.wait(2.0):
+            self.loads.append(os.getloadavg()[0])
+
+    def busy(self) -> float:
+        total, idle = self._cpu()
+        return 1 - (idle - self.start_cpu[1]) / max(1, total - self.start_cpu[0])
+
+
+def run_load(base: str, people: list[dict], *, submissions: int, clients: int, pollers: int,
+             queue_every: int) -> dict:
+    import requests
+
+    from apps.workloads.models import Status, Workload
+
+    submit_times: list[float] = []
+    submit_errors: list[str] = []
+    polls: dict[str, list[float]] = defaultdict(list)
+    sizes: dict[str, list[int]] = defaultdict(list)
+    poll_status: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    lock = threading.Lock()
+    submitting_done = threading.Event()
+    drained = threading.Event()
+
+    def submitter(person: dict, count: int) -> None:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Token {person['token']}"
+        for index in range(count):
+            body = {"project": person["project"], "kind": "training", "name": f"load-{index}",
+                    "image": "pytorch/pytorch:2.4.0", "command": ["sleep", "3600"], "node_pool": "l40s-shared",
+                    "gpus": 1, "cpu": "1", "memory": "4Gi", "labels": {"model": "resnet50", "data_class": "public"}}
+            started = time.perf_counter()
+            response = session.post(f"{base}/api/v1/workloads/", json=body, timeout=60)
+            elapsed = time.perf_counter() - started
+            with lock:
+                submit_times.append(elapsed)
+                if response.status_code != 201:
+                    submit_errors.append(f"{response.status_code} {response.text[:200]}")
+
+    def poller(person: dict) -> None:
+        session = requests.Session()
+        session.cookies.set("sessionid", person["session"])
+        pages = {"workload list": "/workloads/", "project queue": f"/workloads/projects/{person['project']}/queue/"}
+        etags: dict[str, str] = {}
+        for label, path in pages.items():  # the first, full page load
+            response = session.get(base + path, timeout=60)
+            etags[label] = response.headers.get("ETag", "")
+        time.sleep(random.uniform(0, POLL_SECONDS))
+        count = 0
+        while not drained.is_set():
+            label = "project queue" if queue_every and count % queue_every == queue_every - 1 else "workload list"
+            headers = {"HX-Request": "true"}
+            if etags.get(label):
+                headers["If-None-Match"] = etags[label]
+            started = time.perf_counter()
+            response = session.get(base + pages[label], headers=headers, timeout=60)
+            elapsed = time.perf_counter() - started
+            if response.status_code == 200:
+                etags[label] = response.headers.get("ETag", "")
+            with lock:
+                polls[label].append(elapsed)
+                sizes[label].append(len(response.content))
+                poll_status[label][response.status_code] += 1
+            count += 1
+            drained.wait(max(0.0, POLL_SECONDS - elapsed))
+
+    # Warm up: every gunicorn worker has served the API and the pages once (templates compiled, URLs resolved).
+    warm = requests.Session()
+    warm.cookies.set("sessionid", people[0]["session"])
+    for _ in range(6):
+        warm.get(f"{base}/api/v1/workloads/", headers={"Authorization": f"Token {people[0]['token']}"}, timeout=60)
+        warm.get(f"{base}/workloads/", timeout=60)
+        warm.get(f"{base}/workloads/projects/{people[0]['project']}/queue/", timeout=60)
+    per_client = [submissions // clients + (1 if i < submissions % clients else 0) for i in range(clients)]
+    machine = Machine()
+    threads = [threading.Thread(target=machine.run, daemon=True)]
+    threads += [threading.Thread(target=poller, args=(people[i % len(people)],), daemon=True) for i in range(pollers)]
+    for thread in threads:
+        thread.start()
+    began = time.monotonic()
+    submitters = [threading.Thread(target=submitter, args=(people[i % len(people)], per_client[i]))
+                  for i in range(clients)]
+    for thread in submitters:
+        thread.start()
+    for thread in submitters:
+        thread.join()
+    submit_seconds = time.monotonic() - began
+    submitting_done.set()
+    while Workload.objects.filter(status=Status.SUBMITTING).exists() and time.monotonic() - began < 600:
+        time.sleep(0.5)
+    drain_seconds = time.monotonic() - began
+    drained.set()
+    machine.stop.set()
+    for thread in threads:
+        thread.join(timeout=POLL_SECONDS + 65)
+    return {"submit_times": submit_times, "submit_errors": submit_errors, "submit_seconds": submit_seconds,
+            "drain_seconds": drain_seconds, "polls": polls, "sizes": sizes, "poll_status": poll_status,
+            "loads": machine.loads,
+            "busy": machine.busy()}
+
+
+def check(gateway) -> dict:
+    """Exactly once: one Job per workload (by its label), nothing submitting, every intent done; the lag."""
+    from apps.core.models import Intent
+    from apps.workloads.models import Status, Workload, WorkloadEvent
+    from worker.manifests import WORKLOAD_ID_LABEL
+
+    jobs: dict[str, int] = defaultdict(int)
+    for namespace in ("proj-vision", "proj-nlp"):
+        for job in gateway.list("Job", namespace=namespace):
+            jobs[job["metadata"]["labels"][WORKLOAD_ID_LABEL]] += 1
+    rows = dict(Workload.objects.values_list("pk", "created_at"))
+    created = dict(WorkloadEvent.objects.filter(to_status=Status.QUEUED, reason="Created").values_list(
+        "workload_id", "at"))
+    lags = [(created[pk] - at).total_seconds() for pk, at in rows.items() if pk in created]
+    return {"workloads": len(rows), "with_one_job": sum(1 for pk in rows if jobs.get(str(pk)) == 1),
+            "duplicated": sum(1 for count in jobs.values() if count > 1),
+            "submitting": Workload.objects.filter(status=Status.SUBMITTING).count(),
+            "open_intents": Intent.objects.filter(done_at__isnull=True, kind__startswith="workload.").count(),
+            "lags": lags}
+
+
+def report(load: dict, result: dict, args: argparse.Namespace) -> None:
+    def line(label: str, values: list[float], extra: str = "") -> None:
+        print(f"| {label} | {len(values)} | {statistics.median(values) * 1000:.0f} | "
+              f"{percentile(values, 0.95) * 1000:.0f} | {max(values) * 1000:.0f} |{extra}")
+
+    print(f"\n{args.submissions} submissions, {args.clients} API clients, {args.pollers} polling users, "
+          f"gunicorn --workers {args.web_workers}, queue page every {args.queue_every or 'no'} polls, "
+          f"{os.cpu_count()} cores\n")
+    print("| request | count | median ms | p95 ms | max ms | |")
+    print("|---|---:|---:|---:|---:|---|")
+    line("`POST /api/v1/workloads/`", load["submit_times"],
+         f" {args.submissions / load['submit_seconds']:.1f} submissions/s, {len(load['submit_errors'])} errors |")
+    for label, values in load["polls"].items():
+        codes = ", ".join(f"{code}: {n}" for code, n in sorted(load["poll_status"][label].items()))
+        size = statistics.median(load["sizes"][label])
+        line(f"poll: {label}", values, f" {codes}; median {size:,.0f} bytes |")
+    lags = result["lags"]
+    print(f"\nsubmit -> Job created: median {statistics.median(lags):.2f} s, p95 {percentile(lags, 0.95):.2f} s, "
+          f"max {max(lags):.2f} s")
+    print(f"all submitted in {load['submit_seconds']:.1f} s; all Jobs created after {load['drain_seconds']:.1f} s")
+    loads = load["loads"]
+    print(f"machine: load average (1 min) min {min(loads):.1f} / median {statistics.median(loads):.1f} / "
+          f"max {max(loads):.1f} on {os.cpu_count()} cores; CPU busy {load['busy'] * 100:.0f}% over the run")
+    print(f"exactly once: {result['workloads']} workloads, {result['with_one_job']} with exactly one Job, "
+          f"{result['duplicated']} duplicated, {result['submitting']} still submitting, "
+          f"{result['open_intents']} open intents")
+    if load["submit_errors"]:
+        print("first errors:", load["submit_errors"][:3])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--submissions", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--pollers", type=int, default=50)
+    parser.add_argument("--web-workers", type=int, default=3)
+    parser.add_argument("--queue-every", type=int, default=3, help="every Nth poll is the project queue; 0: never")
+    args = parser.parse_args()
+    use_bench_database()
+    import django
+
+    django.setup()
+    from kubesim.testing import KubesimProcess
+    from worker.gateway import Gateway
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-load-"))
+    kubesim = KubesimProcess(str(workdir), "--async-settle", clock="real").start()
+    stack = Stack(workdir, args.web_workers)
+    try:
+        gateway = Gateway(kubesim.api_client())
+        fixture = prepare(max(args.clients, args.pollers), gateway)
+        stack.start(kubesim.kubeconfig_path)
+        load = run_load(stack.url, fixture["people"], submissions=args.submissions, clients=args.clients,
+                        pollers=args.pollers, queue_every=args.queue_every)
+        report(load, check(gateway), args)
+    finally:
+        stack.stop()
+        kubesim.stop()
+        print(f"logs: {workdir}")
+
+
+if __name__ == "__main__":
+    main()
