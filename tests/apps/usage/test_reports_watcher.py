@@ -87,8 +87,21 @@ def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_
     assert held[ds.pk] == pytest.approx(hours * 600)
     users = {row.slug: row for row in reports.usage_report(user=org["admin"], group=reports.Group.USER,
                                                            window=window, now=now).rows}
-    assert users["alice"].borrowed == pytest.approx(held[victim.pk] + held[survivor.pk])
+    # Alice's two preemptible 4 x H100 are within Vision's 4 deserved, except while both ran: then 4 of the 8 units
+    # were over quota (shared by the two in proportion to units).
+    survivor_span = (survivor_at, survivor_at + timedelta(seconds=600))
+
+    def overlap(a: tuple, b: tuple) -> float:
+        return max(0.0, (min(a[1], b[1]) - max(a[0], b[0])).total_seconds())
+
+    both = overlap((victim_at, preempted_at), survivor_span) + overlap((readmitted_at, finished_at), survivor_span)
+    assert both > 0
+    assert users["alice"].borrowed == pytest.approx(hours * both)
+    assert users["alice"].within_quota == pytest.approx(held[victim.pk] + held[survivor.pk] - hours * both)
     assert users["bob"].within_quota == pytest.approx(hours * 600) and users["bob"].borrowed == 0
+    # Data Science's Forecasting deserves 2 H100: its preemptible 4 are half within, half over quota.
+    assert users["carol"].within_quota == pytest.approx(hours * 300)
+    assert users["carol"].borrowed == pytest.approx(hours * 300)
     assert sum(held.values()) == pytest.approx(sum(row.gpu_hours for row in users.values()))
     assert ds_at < survivor_at < preempted_at
 
@@ -123,5 +136,5 @@ def test_a_watcher_restart_in_the_middle_counts_each_stretch_once(kubesim, clust
         assert list(UsageInterval.objects.filter(workload=second).values_list("started_at", "ended_at")) == [
             (second_at, None)]
         hours = 4 / 3600
-        assert totals() == {"vision": (0.0, pytest.approx(hours * 600)),
+        assert totals() == {"vision": (pytest.approx(hours * 600), 0.0),  # preemptible, inside its 4 deserved
                             "nlp": (pytest.approx(hours * (now - second_at).total_seconds()), 0.0)}
