@@ -54,22 +54,35 @@ def expected_hours(rows: list[UsageInterval], start: datetime, end: datetime) ->
 
 
 def expected_within(rows: list[UsageInterval], start: datetime, end: datetime,
-                    deserved: dict[tuple[int, int], int]) -> dict[int, float]:
+                    deserved: dict[tuple[int, int], int | list[tuple[datetime, int]]]) -> dict[int, float]:
     """Within-deserved card hours of each interval in [start, end), by brute force (the reference for the split).
 
-    Cuts the window at every start and end of every interval; in each piece, per project and pool: guaranteed units
-    G, elastic units E, deserved D (`deserved[(project_id, pool_id)]`, constant). Guaranteed work gets min(G, D) in
-    proportion to units, elastic work min(E, D - min(G, D)) in proportion to units.
+    `deserved[(project_id, pool_id)]` is a number of units, or a list of (from, units) periods. Cuts the window at
+    every start and end of every interval and every quota change; in each piece, per project and pool: guaranteed
+    units G, elastic units E, deserved D. Guaranteed work gets min(G, D) in proportion to units, elastic work
+    min(E, D - min(G, D)) in proportion to units.
     """
+    def quota_at(key: tuple[int, int], moment: datetime) -> int:
+        value = deserved.get(key, 0)
+        if isinstance(value, int):
+            return value
+        current = 0
+        for since, units in sorted(value):
+            if since <= moment:
+                current = units
+        return current
+
+    changes = {since for value in deserved.values() if not isinstance(value, int) for since, _ in value}
     cuts = sorted({start, end} | {moment for row in rows for moment in (row.started_at, row.ended_at)
-                                  if moment is not None and start < moment < end})
+                                  if moment is not None and start < moment < end}
+                  | {moment for moment in changes if start < moment < end})
     within = {row.pk: 0.0 for row in rows}
     for begin, finish in zip(cuts, cuts[1:], strict=False):
         live = [row for row in rows if row.started_at <= begin and (row.ended_at is None or row.ended_at >= finish)]
         hours = (finish - begin).total_seconds() / 3600
         for key in {(row.project_id, row.node_pool_id) for row in live}:
             mine = [row for row in live if (row.project_id, row.node_pool_id) == key]
-            quota = deserved.get(key, 0)
+            quota = quota_at(key, begin)
             guaranteed = sum(row.units for row in mine if row.queue == "guaranteed")
             elastic = sum(row.units for row in mine if row.queue != "guaranteed")
             g_within = min(guaranteed, quota)
