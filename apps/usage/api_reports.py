@@ -54,9 +54,9 @@ class UsageRowSerializer(serializers.Serializer):
     name = serializers.CharField()
     gpu_hours = serializers.FloatField(help_text="Physical card hours: units x card fraction x hours in the window.")
     gpu_hours_within_quota = serializers.FloatField(
-        help_text="Of which within the project's deserved quota: at each moment the project's units held on a pool (both "
-                  "queues) up to its deserved quota; non-preemptible work first, preemptible work shares the rest in "
-                  "proportion to units.")
+        help_text="Of which within the project's deserved quota: at each moment the project's units held on a pool "
+                  "(both queues) up to its deserved quota; non-preemptible work first, preemptible work shares the "
+                  "rest in proportion to units.")
     gpu_hours_borrowed = serializers.FloatField(
         help_text="Of which over the project's deserved quota (borrowed idle capacity). Within plus over is gpu_hours.")
     deserved_gpu_hours = serializers.FloatField(
@@ -119,8 +119,8 @@ class UsageReportView(APIView):
         description=(
             "GPU-hours (physical card hours: units x card fraction x hours, allocation not utilisation) per group in "
             "[start, end), split into within the project's deserved quota and over it (borrowed), whichever queue "
-            "the work ran in, beside the deserved quota's own hours and, where pools are priced, the cost. Only the projects you may see "
-            "count; open intervals count up to now."
+            "the work ran in, beside the deserved quota's own hours and, where pools are priced, the cost. Only the "
+            "projects you may see count; open intervals count up to now."
         ),
     )
     def get(self, request: Request) -> Response:

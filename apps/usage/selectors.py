@@ -132,11 +132,13 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
     used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     # Every project of the departments on show, seen or not: department, and whether it lends.
-    owner: dict[int, tuple[int, bool]] = {p.pk: (p.department_id, not p.does_not_lend) for p in project_of.values()}
+    project_owner: dict[int, tuple[int, bool]] = {p.pk: (p.department_id, not p.does_not_lend)
+                                                  for p in project_of.values()}
     for state in states:
         key = (state["project_id"], state["node_pool_id"])
         used[key] += state["used"]
-        owner.setdefault(state["project_id"], (state["project__department_id"], not state["project__does_not_lend"]))
+        project_owner.setdefault(state["project_id"], (state["project__department_id"],
+                                                       not state["project__does_not_lend"]))
         queues[key].append({"name": state["name"], "guaranteed": state["guaranteed"], "used": state["used"],
                             "borrowed": state["used_borrowed"], "nominal": state["nominal"],
                             "pending_workloads": state["pending_workloads"],
@@ -146,7 +148,7 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
     department_borrowed: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     department_lent: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     for project_id, pool_id in set(used) | set(project_quota):
-        department_id, lends = owner[project_id]
+        department_id, lends = project_owner[project_id]
         quota = project_quota.get((project_id, pool_id))
         borrowed, lent = balance(deserved=quota.deserved if quota else 0, used=used[(project_id, pool_id)],
                                  lends=lends)

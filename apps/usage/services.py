@@ -178,16 +178,16 @@ def on_quota_released(*, workload_id: int, at: datetime, reason: str, **_: Any) 
 
 def on_quota_saved(*, instance: Quota, update_fields: Any = None, raw: bool = False, **_: Any) -> None:
     """A project quota was created or changed (org services save it inside their transaction)."""
-    if raw or instance.project_id is None or (update_fields is not None and "deserved" not in update_fields):
+    if raw or instance.project is None or (update_fields is not None and "deserved" not in update_fields):
         return
-    deserved_period_set(project_id=instance.project_id, department_id=instance.project.department_id,
+    deserved_period_set(project_id=instance.project.pk, department_id=instance.project.department_id,
                         node_pool_id=instance.node_pool_id, deserved=instance.deserved)
 
 
 def on_quota_deleted(*, instance: Quota, origin: Any = None, **_: Any) -> None:
     """A project quota was removed: nothing deserved from now on. A project's own deletion takes its periods with it
     (and is refused while it has ledger rows), so only deletions of the quota itself count."""
-    if instance.project_id is None or not isinstance(origin, Quota):
+    if not isinstance(origin, Quota) or instance.project_id is None or instance.project is None:
         return
-    deserved_period_set(project_id=instance.project_id, department_id=instance.project.department_id,
+    deserved_period_set(project_id=instance.project.pk, department_id=instance.project.department_id,
                         node_pool_id=instance.node_pool_id, deserved=0)

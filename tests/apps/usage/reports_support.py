@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,7 +78,7 @@ def expected_within(rows: list[UsageInterval], start: datetime, end: datetime,
                                   if moment is not None and start < moment < end}
                   | {moment for moment in changes if start < moment < end})
     within = {row.pk: 0.0 for row in rows}
-    for begin, finish in zip(cuts, cuts[1:], strict=False):
+    for begin, finish in itertools.pairwise(cuts):
         live = [row for row in rows if row.started_at <= begin and (row.ended_at is None or row.ended_at >= finish)]
         hours = (finish - begin).total_seconds() / 3600
         for key in {(row.project_id, row.node_pool_id) for row in live}:

@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
+from apps.cluster.models import ClusterQueueState
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
-from apps.usage import reports
+from apps.usage import reports, selectors
 from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
@@ -138,3 +139,24 @@ def test_a_watcher_restart_in_the_middle_counts_each_stretch_once(kubesim, clust
         hours = 4 / 3600
         assert totals() == {"vision": (pytest.approx(hours * 600), 0.0),  # preemptible, inside its 4 deserved
                             "nlp": (pytest.approx(hours * (now - second_at).total_seconds()), 0.0)}
+
+
+def test_bob_preemptible_inside_nlps_deserved_is_within_on_the_real_path(kubesim, org, watcher):  # noqa: F811
+    """The issue's case through kubesim, the worker and the watcher: bob's preemptible 4 x H100 run in NLP's elastic
+    queue, inside NLP's 4 deserved: within-deserved GPU-hours, and borrowed 0 on the quota dashboard too."""
+    run, created = submit(kubesim, org["bob"], project="nlp", name="bob-4")
+    wait_for(lambda: status_of(run) == Status.RUNNING)
+    wait_for(lambda: ClusterQueueState.objects.filter(project__slug="nlp", guaranteed=False, used=4).exists())
+    now = datetime.fromisoformat(kubesim.advance(360))
+    (interval,) = UsageInterval.objects.filter(workload=run)
+    assert interval.queue == UsageInterval.Queue.ELASTIC and interval.started_at == created
+    hours = 4 * (now - interval.started_at).total_seconds() / 3600
+    window = reports.Window(created - timedelta(hours=1), now + timedelta(hours=1))
+    bob = {row.slug: row for row in reports.usage_report(user=org["bob"], group=reports.Group.USER, window=window,
+                                                          now=now).rows}["bob"]
+    assert (bob.gpu_hours, bob.within_quota, bob.borrowed) == (pytest.approx(hours), pytest.approx(hours), 0.0)
+    (h100,) = [entry for entry in selectors.quota_dashboard(user=org["admin"]) if entry.pool.slug == "h100"]
+    figures = {f.slug: f for d in h100.departments for f in (d, *d.children)}
+    assert (figures["nlp"].used, figures["nlp"].borrowed, figures["nlp"].lent) == (4, 0, 0)
+    assert (figures["research"].borrowed, figures["research"].lent) == (0, 4)  # Vision's idle 4
+    assert figures["production"].lent == 0  # Serving does not lend, ETL deserves none

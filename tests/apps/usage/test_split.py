@@ -3,6 +3,7 @@ proportional sharing of the rest, canonical pieces, and incremental recomputatio
 
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -127,7 +128,7 @@ def test_random_timelines_match_brute_force_and_add_up(seed):
             assert mine == []
             continue
         assert mine[0].start == item.start and mine[-1].end == item.end
-        for before, after in zip(mine, mine[1:], strict=False):
+        for before, after in itertools.pairwise(mine):
             assert before.end == after.start and before.share != after.share
         held_hours = sum(((piece.end or until) - piece.start).total_seconds() / 3600 * item.units for piece in mine)
         assert held_hours == pytest.approx(expected_total[item.id])
