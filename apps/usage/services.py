@@ -39,13 +39,12 @@ def _lock_timeline(project_id: int, node_pool_id: int) -> None:
 def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetime) -> int:
     """Recompute the within-deserved slices of a project's intervals on a pool from `since` on; returns the number of
     slice rows written. Call with the timeline locked, inside the transaction that changed it."""
-    intervals = [
-        split.Held(pk, started_at, ended_at, units, queue == UsageInterval.Queue.GUARANTEED)
-        for pk, started_at, ended_at, units, queue in UsageInterval.objects.filter(
-            project_id=project_id, node_pool_id=node_pool_id).filter(
-            Q(ended_at__isnull=True) | Q(ended_at__gt=since)).values_list(
-            "pk", "started_at", "ended_at", "units", "queue")
-    ]
+    rows = {row["pk"]: row for row in UsageInterval.objects.filter(
+        project_id=project_id, node_pool_id=node_pool_id).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .values("pk", "started_at", "ended_at", "units", "queue", "department_id", "user_id",
+                "card_fraction_numerator", "card_fraction_denominator")}
+    intervals = [split.Held(row["pk"], row["started_at"], row["ended_at"], row["units"],
+                            row["queue"] == UsageInterval.Queue.GUARANTEED) for row in rows.values()]
     periods = list(DeservedPeriod.objects.filter(project_id=project_id, node_pool_id=node_pool_id).values_list(
         "started_at", "deserved"))
     pieces = split.split(intervals, periods, since)
@@ -53,28 +52,24 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
         Q(ended_at__isnull=True) | Q(ended_at__gt=since))
     current.filter(started_at__gte=since).delete()
     straddling = {piece.interval_id: piece for piece in current.filter(started_at__lt=since)}
-    written = 0
+    changed: list[UsageSlice] = []
     new: list[split.Piece] = []
     for piece in pieces:
         before = straddling.pop(piece.interval_id, None) if piece.start == since else None
         if before is not None and (before.share_numerator, before.share_denominator) == piece.share:
             before.ended_at = piece.end  # the same share goes on: one slice, as a full recompute would give
-            before.save(update_fields=["ended_at"])
-            written += 1
+            changed.append(before)
             continue
         if before is not None:
             before.ended_at = since
-            before.save(update_fields=["ended_at"])
-            written += 1
+            changed.append(before)
         new.append(piece)
     for before in straddling.values():  # intervals that ended at `since`
         before.ended_at = since
-        before.save(update_fields=["ended_at"])
-        written += 1
+        changed.append(before)
+    if changed:
+        UsageSlice.objects.bulk_update(changed, ["ended_at"])
     if new:
-        rows = {row["pk"]: row for row in UsageInterval.objects.filter(
-            pk__in={piece.interval_id for piece in new}).values(
-            "pk", "department_id", "user_id", "units", "card_fraction_numerator", "card_fraction_denominator")}
         UsageSlice.objects.bulk_create([
             UsageSlice(interval_id=piece.interval_id, project_id=project_id, node_pool_id=node_pool_id,
                        department_id=rows[piece.interval_id]["department_id"],
@@ -84,7 +79,7 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
                        share_numerator=piece.numerator, share_denominator=piece.denominator,
                        started_at=piece.start, ended_at=piece.end)
             for piece in new])
-    return written + len(new)
+    return len(changed) + len(new)
 
 
 def usage_interval_open(*, workload: Any, at: datetime, ended_at: datetime | None = None, reason: str = "") -> bool:
