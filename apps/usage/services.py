@@ -48,8 +48,10 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
     periods = list(DeservedPeriod.objects.filter(project_id=project_id, node_pool_id=node_pool_id).values_list(
         "started_at", "deserved"))
     pieces = split.split(intervals, periods, since)
+    # Slices reaching `since` (or ending there: an equal share after it continues them) are cut or continued; the
+    # ones after it are replaced.
     current = UsageSlice.objects.filter(project_id=project_id, node_pool_id=node_pool_id).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        Q(ended_at__isnull=True) | Q(ended_at__gte=since))
     current.filter(started_at__gte=since).delete()
     straddling = {piece.interval_id: piece for piece in current.filter(started_at__lt=since)}
     changed: list[UsageSlice] = []
@@ -60,13 +62,14 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
             before.ended_at = piece.end  # the same share goes on: one slice, as a full recompute would give
             changed.append(before)
             continue
-        if before is not None:
+        if before is not None and before.ended_at != since:
             before.ended_at = since
             changed.append(before)
         new.append(piece)
-    for before in straddling.values():  # intervals that ended at `since`
-        before.ended_at = since
-        changed.append(before)
+    for before in straddling.values():  # intervals that ended at `since` (or had a cut there already)
+        if before.ended_at != since:
+            before.ended_at = since
+            changed.append(before)
     if changed:
         UsageSlice.objects.bulk_update(changed, ["ended_at"])
     if new:

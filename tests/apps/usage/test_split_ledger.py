@@ -215,3 +215,19 @@ def test_a_project_that_does_not_lend_shows_lent_0_and_so_does_its_department(de
     assert figures["production"].deserved == 4 and figures["production"].lent == 0
     mirror("serving", guaranteed=1)
     assert dashboard(demo["admin"])["production"].lent == 0
+
+
+def test_a_stretch_that_vanishes_leaves_canonical_slices(demo):
+    """A workload admitted and released at the same moment (zero length) undoes the cut it caused: the neighbour's
+    slices merge back into one, exactly what a full recompute gives."""
+    steady = workload(demo["alice"], gpus=4)
+    held(steady, "2026-03-02 10:00")
+    blip = workload(demo["lead"], gpus=2)
+    held(blip, "2026-03-02 11:00")
+    assert [s[3:5] for s in slices()] == [(1, 1), (2, 3), (2, 3)]  # steady cut at 11:00, and the blip
+    signals.quota_released.send(sender=Workload, workload_id=blip.pk, at=at("2026-03-02 11:00"), reason="Stopped")
+    assert [s[:5] for s in slices()] == [(steady.usage_intervals.get().pk, at("2026-03-02 10:00"), None, 1, 1)]
+    incremental = slices()
+    vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
+    services.usage_timeline_refresh(project_id=vision.pk, node_pool_id=h100.pk, since=split.BEGINNING)
+    assert slices() == incremental
