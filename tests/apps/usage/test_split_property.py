@@ -39,6 +39,7 @@ START = at("2026-03-02 00:00")
 WINDOW = Window(at("2026-03-01 00:00"), at("2026-03-05 00:00"))
 NOW = at("2026-03-04 12:00")
 FACTS = ("gpu_hours", "within_quota", "borrowed", "deserved")
+# Tolerances: SQLite's julianday() arithmetic is exact to ~1e-8 relative; PostgreSQL's to ~1e-15.
 
 
 def generate(rng: random.Random) -> list[Workload]:
@@ -124,8 +125,8 @@ def test_generated_organisations_add_up_everywhere(seed):
     assert any(row.over_hours > 0 for row in holders) and any(row.within_hours > 0 for row in holders)
     assert {row.pk for row in holders} == {row.pk for row in intervals}
     for row in holders:
-        assert row.within_hours + row.over_hours == pytest.approx(row.held_hours, abs=1e-9)
-        assert row.within_hours == pytest.approx(reference[row.pk], abs=1e-9), row
+        assert row.within_hours + row.over_hours == pytest.approx(row.held_hours, rel=1e-6, abs=1e-6)
+        assert row.within_hours == pytest.approx(reference[row.pk], rel=1e-6, abs=1e-6), row
         assert row.over_hours >= 0
 
     # The selector: departments are the sums of their projects; users, pools and projects add up to one total.
@@ -139,18 +140,18 @@ def test_generated_organisations_add_up_everywhere(seed):
     assert {row.key for row in by[Group.DEPARTMENT].rows} == set(sums)
     for department in by[Group.DEPARTMENT].rows:
         for fact in FACTS:
-            assert (getattr(department, fact) or 0.0) == pytest.approx(sums[department.key][fact], abs=1e-9), fact
+            assert (getattr(department, fact) or 0.0) == pytest.approx(sums[department.key][fact], rel=1e-6, abs=1e-6), fact
     within_total = sum(reference.values())
     held_total = sum(row.held_hours for row in holders)
     for group in Group:
         total = by[group].total
-        assert total.within_quota == pytest.approx(within_total, abs=1e-9), group
-        assert total.gpu_hours == pytest.approx(held_total, abs=1e-9), group
-        assert total.within_quota + total.borrowed == pytest.approx(total.gpu_hours, abs=1e-9)
+        assert total.within_quota == pytest.approx(within_total, rel=1e-6, abs=1e-6), group
+        assert total.gpu_hours == pytest.approx(held_total, rel=1e-6, abs=1e-6), group
+        assert total.within_quota + total.borrowed == pytest.approx(total.gpu_hours, rel=1e-6, abs=1e-6)
     for user in by[Group.USER].rows:
         mine = [row for row in holders if row.user_id == user.key]
-        assert user.within_quota == pytest.approx(sum(row.within_hours for row in mine), abs=1e-9)
-        assert user.borrowed == pytest.approx(sum(row.over_hours for row in mine), abs=1e-9)
+        assert user.within_quota == pytest.approx(sum(row.within_hours for row in mine), rel=1e-6, abs=1e-6)
+        assert user.borrowed == pytest.approx(sum(row.over_hours for row in mine), rel=1e-6, abs=1e-6)
 
     # The CSV and the API show the same figures, departments still the sums of their projects. They count up to the
     # real now, after the window: open intervals up to its end.
