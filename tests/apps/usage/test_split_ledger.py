@@ -52,8 +52,8 @@ def test_bob_preemptible_inside_nlps_deserved_is_within_not_borrowed(demo):
     bob = rows(report)["bob"]
     assert (bob.gpu_hours, bob.within_quota, bob.borrowed) == (pytest.approx(0.4), pytest.approx(0.4), 0.0)
     (holder,) = reports.holders(user=demo["bob"], window=MARCH, filters=reports.HolderFilters(), now=AFTER)
-    assert (holder.held_hours, holder.within_hours, holder.over_hours) == (pytest.approx(0.4), pytest.approx(0.4),
-                                                                           0.0)
+    assert holder.held_hours == pytest.approx(0.4)
+    assert reports.held_split(holder.held_hours, holder.within_hours) == (pytest.approx(0.4), 0.0)
 
 
 def test_work_above_deserved_splits_exactly_at_d_between_users(demo):
@@ -76,7 +76,7 @@ def test_mixed_guaranteed_and_elastic(demo):
     # 10-12: 5 held, 4 within (3 + 1); 12-14: the elastic 2 alone, within.
     assert (vision.gpu_hours, vision.within_quota, vision.borrowed) == (
         pytest.approx(14.0), pytest.approx(12.0), pytest.approx(2.0))
-    by_workload = {row.workload_id: (row.within_hours, row.over_hours) for row in reports.holders(
+    by_workload = {row.workload_id: reports.held_split(row.held_hours, row.within_hours) for row in reports.holders(
         user=demo["admin"], window=MARCH, filters=reports.HolderFilters(), now=AFTER)}
     # The elastic 2 units: half within for 2 h (the one unit left), then all within for 2 h.
     assert by_workload[elastic.pk] == (pytest.approx(2 * 0.5 * 2 + 2 * 2), pytest.approx(2 * 0.5 * 2))
@@ -152,8 +152,9 @@ def test_report_rows_agree_with_a_brute_force_reference(demo):
     deserved = {(q.project_id, q.node_pool_id): q.deserved for q in Quota.objects.filter(project__isnull=False)}
     reference = expected_within(list(UsageInterval.objects.all()), MARCH.start, now, deserved)
     for row in reports.holders(user=demo["admin"], window=MARCH, filters=reports.HolderFilters(), now=now):
-        assert row.within_hours == pytest.approx(reference[row.pk]), row
-        assert row.within_hours + row.over_hours == pytest.approx(row.held_hours)
+        within, over = reports.held_split(row.held_hours, row.within_hours)
+        assert within == pytest.approx(reference[row.pk]) and row.within_hours == pytest.approx(reference[row.pk]), row
+        assert within + over == pytest.approx(row.held_hours)
     projects = rows(reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH, now=now))
     vision = [row.pk for row in UsageInterval.objects.filter(project__slug="vision")]
     assert projects["vision"].within_quota == pytest.approx(sum(reference[pk] for pk in vision))
