@@ -6,7 +6,8 @@ it, bulk-creates the organisation and the ledger, then times, as the installatio
 - the monthly report (last full calendar month) grouped by project, department, user and pool, and by month over the
   whole year: apps.usage.reports.usage_report, the selector behind the page, the CSV and the API;
 - the report page and its CSV export through the Django test client (view, form, template, streaming);
-- "who held the cards" CSV for one pool and one month (every interval, streamed);
+- "who held the cards" CSV for one pool and one month (every interval, streamed, with its within/over split);
+- the ledger writer: opening and closing one interval on a busy project timeline (the split's recompute included);
 
 each several times, reporting the median; then prints the query plan of the report's aggregate (EXPLAIN ANALYZE on
 PostgreSQL, EXPLAIN QUERY PLAN on SQLite). The database is dropped at the end unless --keep.
@@ -36,13 +37,14 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.models import Count  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from apps.accounts.models import Role, RoleBinding, Scope  # noqa: E402
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota  # noqa: E402
-from apps.usage import reports  # noqa: E402
-from apps.usage.models import UsageInterval  # noqa: E402
+from apps.usage import reports, services, split  # noqa: E402
+from apps.usage.models import DeservedPeriod, UsageInterval, UsageSlice  # noqa: E402
 from apps.workloads.models import Workload  # noqa: E402
 
 POOLS = [("h100", 1, 1, 64), ("a100-mig-3g40gb", 3, 7, 112), ("l40s-shared", 1, 8, 256)]
@@ -126,12 +128,31 @@ def build(*, intervals: int, projects: int, seed: int = 6) -> None:
             batch = []
     UsageInterval.objects.bulk_create(batch)
     print(f"  {made:,} intervals in {time.perf_counter() - started:.1f}s", flush=True)
+    started = time.perf_counter()
+    backfill_split()
+    print(f"  {DeservedPeriod.objects.count():,} deserved periods and {UsageSlice.objects.count():,} slices "
+          f"(the within-deserved split) in {time.perf_counter() - started:.1f}s", flush=True)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE usage_usageinterval")
+            cursor.execute("VACUUM ANALYZE usage_usageslice")
     else:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
+
+
+def backfill_split() -> None:
+    """What migration usage 0006 does for an existing ledger: a deserved period per project quota (quotas were
+    bulk-created, so no receiver wrote them), then every project timeline's slices, through the ledger service."""
+    from django.db import transaction
+
+    DeservedPeriod.objects.bulk_create([
+        DeservedPeriod(project_id=quota.project_id, department_id=quota.project.department_id,
+                       node_pool_id=quota.node_pool_id, deserved=quota.deserved, started_at=split.BEGINNING)
+        for quota in Quota.objects.filter(project__isnull=False).select_related("project")])
+    for project_id, pool_id in UsageInterval.objects.values_list("project_id", "node_pool_id").distinct().order_by():
+        with transaction.atomic():
+            services.usage_timeline_refresh(project_id=project_id, node_pool_id=pool_id, since=split.BEGINNING)
 
 
 def median_ms(runs: int, action) -> tuple[float, list[float]]:
@@ -213,6 +234,24 @@ def run(args: argparse.Namespace) -> None:
             f"/usage/holders.csv?node_pool=h100&start={last_month.start:%Y-%m-%dT%H:%M}"
             f"&end={last_month.end:%Y-%m-%dT%H:%M}")),
     ]
+    # The ledger writer on the busiest H100 timeline: open an interval an hour ago, close it now (each run its own
+    # workload), with the split recomputed from the change on, as the watcher's transitions do.
+    busy = (UsageInterval.objects.filter(node_pool=h100).values("project_id").annotate(n=Count("pk"))
+            .order_by("-n").values_list("project_id", flat=True).first())
+    template = Workload.objects.filter(project_id=busy, node_pool=h100).select_related("project", "node_pool").first()
+    spare = iter(Workload.objects.bulk_create([
+        Workload(project_id=busy, owner_id=template.owner_id, kind="training", name=f"bench-{n}",
+                 image=template.image, node_pool=h100, gpus=4, priority_class_id=template.priority_class_id,
+                 preemptible=True, model_label="bench", data_class="public", status="running")
+        for n in range(args.runs + 1)]))
+
+    def ledger_write() -> None:
+        work = Workload.objects.select_related("project", "node_pool").get(pk=next(spare).pk)
+        moment = timezone.now()
+        services.usage_interval_open(workload=work, at=moment - timedelta(hours=1))
+        services.usage_interval_close(workload_id=work.pk, at=moment, reason="Succeeded")
+
+    cases.append(("ledger write: open + close one interval (split included)", ledger_write))
     print(f"\n{'case':58} {'median ms':>10}   runs (ms)")
     for name, action in cases:
         action()  # warm caches once

@@ -1,8 +1,9 @@
 """GET /api/v1/usage/: GPU-hours per department, project, user or pool in a window, scoped like everything else.
 
 Rows come from apps.usage.reports.usage_report (the same selector as the showback page and its CSV): see its module
-docstring for the definitions (physical card hours, [start, end) clipped, open intervals up to now, deserved hours
-from the current project quotas, cost from the pools' current price per card-hour).
+docstring for the definitions (physical card hours, [start, end) clipped, open intervals up to now, within deserved
+vs over quota by the project's deserved quota at each moment, deserved hours from the quotas in force, cost from the
+pools' current price per card-hour).
 """
 
 from __future__ import annotations
@@ -53,11 +54,15 @@ class UsageRowSerializer(serializers.Serializer):
     node_pool_slug = serializers.CharField(required=False)
     name = serializers.CharField()
     gpu_hours = serializers.FloatField(help_text="Physical card hours: units x card fraction x hours in the window.")
-    gpu_hours_within_quota = serializers.FloatField(help_text="Of which in the guaranteed queue (deserved quota).")
-    gpu_hours_borrowed = serializers.FloatField(help_text="Of which in the elastic queue (borrowed, preemptible).")
+    gpu_hours_within_quota = serializers.FloatField(
+        help_text="Of which within the project's deserved quota: at each moment the project's units held on a pool "
+                  "(both queues) up to its deserved quota; non-preemptible work first, preemptible work shares the "
+                  "rest in proportion to units.")
+    gpu_hours_borrowed = serializers.FloatField(
+        help_text="Of which over the project's deserved quota (borrowed idle capacity). Within plus over is gpu_hours.")
     deserved_gpu_hours = serializers.FloatField(
-        allow_null=True, help_text="Deserved units x card fraction x hours of the window (up to now), from the current "
-                                   "project quotas; null for users.")
+        allow_null=True, help_text="Deserved units x card fraction x hours of the window (up to now), from the project "
+                                   "quotas in force at each moment; null for users.")
     used_over_deserved = serializers.FloatField(allow_null=True)
     cost = serializers.DecimalField(max_digits=18, decimal_places=2, allow_null=True, coerce_to_string=False,
                                     help_text="GPU-hours x price per card-hour of priced pools; null when unpriced.")
@@ -115,9 +120,9 @@ class UsageReportView(APIView):
         responses={200: UsageReportSerializer},
         description=(
             "GPU-hours (physical card hours: units x card fraction x hours, allocation not utilisation) per group in "
-            "[start, end), split into within deserved quota (guaranteed queue) and borrowed (elastic queue), beside "
-            "the deserved quota's own hours and, where pools are priced, the cost. Only the projects you may see "
-            "count; open intervals count up to now."
+            "[start, end), split into within the project's deserved quota and over it (borrowed), whichever queue "
+            "the work ran in, beside the deserved quota's own hours and, where pools are priced, the cost. Only the "
+            "projects you may see count; open intervals count up to now."
         ),
     )
     def get(self, request: Request) -> Response:

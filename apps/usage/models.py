@@ -1,4 +1,5 @@
-"""The GPU-hour ledger: one row per stretch a workload held quota."""
+"""The GPU-hour ledger: one row per stretch a workload held quota, its within-deserved / over-quota slices, and the
+deserved quota in force at each moment (apps/usage/split.py has the attribution rule)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ class UsageInterval(models.Model):
     """
 
     class Queue(models.TextChoices):
-        GUARANTEED = "guaranteed", "Within deserved quota"
-        ELASTIC = "elastic", "Over quota (borrowed)"
+        # The queue the workload ran in. Not the within/over split: preemptible work inside the project's deserved
+        # quota is within deserved (UsageSlice holds the split).
+        GUARANTEED = "guaranteed", "Guaranteed (non-preemptible)"
+        ELASTIC = "elastic", "Elastic (preemptible)"
 
     workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="usage_intervals")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
@@ -58,3 +61,85 @@ class UsageInterval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id} {self.units}x{self.node_pool_id} {self.started_at}..{self.ended_at or 'now'}"
+
+
+class DeservedPeriod(models.Model):
+    """A project's deserved units on a pool from `started_at` until `ended_at` (None: still in force).
+
+    Written inside the quota change's transaction (a receiver of the Quota model's save and delete), so the split of
+    GPU-hours uses the quota in force at each moment and a quota change never rewrites closed months. The first
+    period of a project and pool starts at split.BEGINNING: quotas set before this table existed (the migration
+    backfilled today's rows) count for all earlier time.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="+")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="+")
+    deserved = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
+
+    class Meta:
+        ordering = ["project_id", "node_pool_id", "started_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "node_pool"], condition=models.Q(ended_at__isnull=True),
+                                    name="deservedperiod_one_current"),
+            models.UniqueConstraint(fields=["project", "node_pool", "started_at"], name="deservedperiod_one_start"),
+            models.CheckConstraint(condition=models.Q(ended_at__isnull=True) | models.Q(ended_at__gt=models.F(
+                "started_at")), name="deservedperiod_ends_after_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id}x{self.node_pool_id}: {self.deserved} from {self.started_at}"
+
+
+class UsageSlice(models.Model):
+    """A stretch of one interval during which its within-deserved share stayed the same.
+
+    share = share_numerator / share_denominator of the interval's card hours in the stretch are within the
+    project's deserved quota, the rest over quota. Maintained by apps.usage.services in the ledger writer's
+    transaction (a pure function of the project's intervals and deserved periods on the pool: apps/usage/split.py);
+    the grouping columns are copied from the interval so reports aggregate slices without joins.
+    """
+
+    interval = models.ForeignKey(UsageInterval, on_delete=models.CASCADE, related_name="slices")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
+    department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="+")
+    units = models.PositiveIntegerField()
+    card_fraction_numerator = models.PositiveSmallIntegerField()
+    card_fraction_denominator = models.PositiveSmallIntegerField()
+    share_numerator = models.PositiveIntegerField()
+    share_denominator = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    access_department_paths = ("department_id",)  # a copied column: no join for scoped reports
+    access_project_path = "project_id"
+
+    class Meta:
+        ordering = ["interval_id", "started_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["interval"], condition=models.Q(ended_at__isnull=True),
+                                    name="usageslice_one_open_per_interval"),
+            models.UniqueConstraint(fields=["interval", "started_at"], name="usageslice_one_start"),
+            models.CheckConstraint(condition=models.Q(share_denominator__gt=0) & models.Q(
+                share_numerator__lte=models.F("share_denominator")), name="usageslice_share_at_most_one"),
+            models.CheckConstraint(condition=models.Q(ended_at__isnull=True) | models.Q(ended_at__gt=models.F(
+                "started_at")), name="usageslice_ends_after_start"),
+        ]
+        indexes = [
+            models.Index(fields=["node_pool", "started_at"]),
+            models.Index(fields=["department", "started_at"]),
+            models.Index(fields=["project", "node_pool", "started_at"]),
+            models.Index(fields=["user", "started_at"]),
+            models.Index(fields=["ended_at"], name="usageslice_ended_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.interval_id} {self.started_at}..{self.ended_at or 'now'} {self.share_numerator}/" \
+               f"{self.share_denominator}"

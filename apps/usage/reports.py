@@ -7,21 +7,29 @@ Definitions (issue 6, DESIGN section 4):
   of a pool never rewrite history. Allocation, not utilisation: a held card counts whether or not it was busy.
 - **The window is [start, end)**. Every interval is clipped to it; an open interval counts up to `now`, and the
   window itself ends at `now` when it reaches into the future.
-- **Within quota vs borrowed** is the queue the workload ran in: the guaranteed queue never exceeds the project's
-  deserved quota, the elastic queue always borrows (DESIGN section 4).
-- **Deserved GPU-hours** = deserved units x the pool's card fraction x the hours of the window (up to now), summed
-  over the *project* quotas in the group: the guaranteed queues' nominal quota is exactly what within-quota usage
-  draws from (a department's deserved units not handed to a project are only lent, never used directly). They come
-  from the **current** quota rows: quota history is not versioned here; the audit log (AuditEvent rows
-  `quota.*`, with before/after) has it. There is no deserved figure per user, nor when the report is narrowed to
-  one user.
+- **Within deserved vs over quota** follows the organisation's quota, not the ClusterQueue a workload ran in: at each
+  moment a project's held units H(t) on a pool (guaranteed and elastic queues together) are within deserved up to
+  its deserved quota D(t) and over quota above it; non-preemptible work fills deserved first, preemptible work shares
+  the rest of it in proportion to units (apps/usage/split.py has the rule and why). A preemptible job inside its
+  project's deserved quota is not borrowing. The split is precomputed by the ledger writers as UsageSlice rows
+  (stretches of an interval with a constant within-deserved share), so reports stay one aggregate query; within
+  plus over quota is every interval's GPU-hours, and per-user, per-workload, per-project, per-department and
+  per-pool rows add up to one another.
+- **Deserved at each moment** comes from DeservedPeriod rows: written whenever a project quota changes (inside the
+  quota change's transaction), so a change counts from then on and closed months keep the quota they had. Quotas set
+  before the periods existed count from the beginning with the value they had then (the migration backfilled the
+  quota rows of that day; older history is only in the audit log, AuditEvent rows `quota.*`).
+- **Deserved GPU-hours** = deserved units x the pool's card fraction x the hours of the window (up to now) each
+  quota was in force, summed over the *project* quotas in the group: within-deserved usage draws from exactly that (a
+  department's deserved units not handed to a project are only lent, never used directly). There is no deserved
+  figure per user, nor when the report is narrowed to one user.
 - **Cost** (chargeback) = GPU-hours x the pool's current `price_per_card_hour`, summed over priced pools; None when
   none of the group's usage is on a priced pool. Unpriced pools add nothing to the cost.
 
-The arithmetic runs in the database: one aggregate query over the ledger, grouped by (group key, pool, queue), with
-each interval clipped by Greatest/Least and its duration turned into seconds (works on PostgreSQL and SQLite). The
-grouped rows (groups x pools x 2 at most) are folded into report rows in Python; the number of queries does not
-depend on the number of intervals, projects or users.
+The arithmetic runs in the database: one aggregate query over the slices, grouped by (group key, pool), with each
+slice clipped by Greatest/Least, its duration turned into seconds (works on PostgreSQL and SQLite) and weighted by
+its within-deserved share; one more over the deserved periods. The grouped rows (groups x pools at most) are folded
+into report rows in Python; the number of queries does not depend on the number of intervals, projects or users.
 """
 
 from __future__ import annotations
@@ -43,8 +51,10 @@ from django.db.models import (
     F,
     FloatField,
     Func,
+    OuterRef,
     Q,
     QuerySet,
+    Subquery,
     Sum,
     Value,
 )
@@ -54,11 +64,11 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from apps.accounts import access
 from apps.accounts.access import Action
-from apps.org.models import Department, NodePool, Project, Quota
+from apps.org.models import Department, NodePool, Project
 from apps.org.selectors import projects_for
 from apps.workloads.selectors import workloads_for
 
-from .models import UsageInterval
+from .models import DeservedPeriod, UsageInterval, UsageSlice
 
 MAX_SPAN = timedelta(days=400)
 SECONDS_PER_HOUR = 3600
@@ -77,9 +87,8 @@ GROUP_LABELS = {Group.DEPARTMENT: "Department", Group.PROJECT: "Project", Group.
 # The ledger column each group sums by (months are buckets of time, not a column).
 GROUP_FIELD = {Group.DEPARTMENT: "department_id", Group.PROJECT: "project_id", Group.USER: "user_id",
                Group.POOL: "node_pool_id"}
-# The same key reached from a project quota row, for the deserved figures (users have none).
-QUOTA_GROUP_FIELD = {Group.DEPARTMENT: "project__department_id", Group.PROJECT: "project_id",
-                     Group.POOL: "node_pool_id"}
+# The same key on a deserved period, for the deserved figures (users have none).
+PERIOD_GROUP_FIELD = {Group.DEPARTMENT: "department_id", Group.PROJECT: "project_id", Group.POOL: "node_pool_id"}
 
 
 # --- the window ---------------------------------------------------------------------------------------------------
@@ -204,9 +213,30 @@ def card_hours(window: Window, now: datetime) -> Expression:
     )
 
 
-def _in_window(window: Window, now: datetime) -> Expression:
-    """card_hours() counting only the intervals that overlap this window (for per-month buckets in one query)."""
-    return Sum(card_hours(window, now), filter=overlapping(window, now), default=0.0)
+def _clipped_seconds(window: Window, now: datetime) -> Expression:
+    until = window.until(now)
+    return DurationSeconds(ExpressionWrapper(
+        Least(Coalesce("ended_at", _moment(until)), _moment(until)) - Greatest("started_at", _moment(window.start)),
+        output_field=DurationField(),
+    ))
+
+
+def within_hours(window: Window, now: datetime) -> Expression:
+    """Within-deserved card hours of one slice inside the window: its card hours x its share."""
+    return ExpressionWrapper(card_hours(window, now) * F("share_numerator") / F("share_denominator"),
+                             output_field=FloatField())
+
+
+def over_hours(window: Window, now: datetime) -> Expression:
+    """Over-quota card hours of one slice inside the window: its card hours x (1 - its share)."""
+    return ExpressionWrapper(card_hours(window, now) * (F("share_denominator") - F("share_numerator"))
+                             / F("share_denominator"), output_field=FloatField())
+
+
+def deserved_unit_hours(window: Window, now: datetime) -> Expression:
+    """Deserved units x hours of one deserved period inside the window (the pool's card fraction comes after)."""
+    return ExpressionWrapper(_clipped_seconds(window, now) * F("deserved") / Value(float(SECONDS_PER_HOUR)),
+                             output_field=FloatField())
 
 
 # --- scope -----------------------------------------------------------------------------------------------------
@@ -226,8 +256,8 @@ class Filters:
                                                   ("project_id", self.project_id), ("user_id", self.user_id),
                                                   ("node_pool_id", self.node_pool_id)) if value is not None}
 
-    def quotas(self) -> dict[str, int]:
-        return {name: value for name, value in (("project__department_id", self.department_id),
+    def periods(self) -> dict[str, int]:
+        return {name: value for name, value in (("department_id", self.department_id),
                                                   ("project_id", self.project_id),
                                                   ("node_pool_id", self.node_pool_id)) if value is not None}
 
@@ -240,6 +270,11 @@ def visible_users(user: Any) -> QuerySet:
 def intervals_for(user: Any) -> QuerySet[UsageInterval]:
     """Ledger rows of the projects the user may see (researchers: their projects; department admins: theirs)."""
     return access.restrict(UsageInterval.objects.all(), user, Action.VIEW)
+
+
+def slices_for(user: Any) -> QuerySet[UsageSlice]:
+    """The within-deserved slices of the ledger rows the user may see."""
+    return access.restrict(UsageSlice.objects.all(), user, Action.VIEW)
 
 
 # --- the report ----------------------------------------------------------------------------------------------
@@ -302,36 +337,47 @@ def _labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
     return {}
 
 
-def _deserved_units(user: Any, group: Group, filters: Filters) -> dict[tuple[Any, int], int]:
-    """(group key, pool id) -> deserved units of the visible project quotas; one query."""
+def grouped_deserved(*, user: Any, group: Group, buckets: list[Window], filters: Filters, now: datetime
+                     ) -> QuerySet | None:
+    """Deserved unit-hours per (group key, pool), one sum per bucket, over the visible projects' deserved periods
+    that overlap the buckets; None where there is no deserved figure (users, or a report narrowed to one user)."""
     if group == Group.USER or filters.user_id is not None:
-        return {}
-    quotas = Quota.objects.filter(project__in=projects_for(user, Action.VIEW), deserved__gt=0, **filters.quotas())
-    key_field = QUOTA_GROUP_FIELD.get(group)
+        return None
+    key_field = PERIOD_GROUP_FIELD.get(group)
     columns = [key_field] if key_field else []
-    return {
-        (row[key_field] if key_field else None, row["node_pool_id"]): row["units"]
-        for row in quotas.values(*columns, "node_pool_id").annotate(units=Sum("deserved")).order_by()
-    }
+    whole = Window(buckets[0].start, buckets[-1].end)
+    periods = DeservedPeriod.objects.filter(project__in=projects_for(user, Action.VIEW), deserved__gt=0,
+                                            **filters.periods()).filter(overlapping(whole, now))
+    return periods.values(*columns, "node_pool_id").annotate(**{
+        f"b{index}": Sum(deserved_unit_hours(bucket, now), filter=overlapping(bucket, now) if len(buckets) > 1
+                         else None, default=0.0)
+        for index, bucket in enumerate(buckets)}).order_by()
 
 
 def grouped_ledger(*, user: Any, group: Group, window: Window, filters: Filters, now: datetime
                    ) -> tuple[QuerySet, list[Window]]:
-    """The one aggregate query: card hours per (group key, pool, queue), one sum per bucket (the window, or each
-    month of it), over the visible intervals that overlap the window."""
+    """The one aggregate query: within-deserved and over-quota card hours per (group key, pool), one pair of sums per
+    bucket (the window, or each month of it), over the visible slices that overlap the window."""
     buckets = months_in(window) if group == Group.MONTH else [window]
     keys = [GROUP_FIELD[group]] if group != Group.MONTH else []
-    aggregates = {f"b{index}": _in_window(bucket, now) for index, bucket in enumerate(buckets)}
-    ledger = intervals_for(user).filter(**filters.ledger())
-    return ledger.filter(overlapping(window, now)).values(*keys, "node_pool_id", "queue").annotate(
+    aggregates = {}
+    for index, bucket in enumerate(buckets):
+        # One bucket is the whole window, which the WHERE clause already selects: no FILTER (about a third faster).
+        only = overlapping(bucket, now) if len(buckets) > 1 else None
+        aggregates[f"w{index}"] = Sum(within_hours(bucket, now), filter=only, default=0.0)
+        aggregates[f"o{index}"] = Sum(over_hours(bucket, now), filter=only, default=0.0)
+    ledger = slices_for(user).filter(**filters.ledger())
+    return ledger.filter(overlapping(window, now)).values(*keys, "node_pool_id").annotate(
         **aggregates).order_by(), buckets
 
 
 def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | None = None,
                  now: datetime | None = None) -> Report:
-    """GPU-hours per group in the window, within quota and borrowed, beside deserved hours; a fixed number of queries.
+    """GPU-hours per group in the window, within deserved and over quota, beside deserved hours; a fixed number of
+    queries.
 
-    Queries: the ledger aggregate, the deserved quotas, the pools, and (except for months) the group's names.
+    Queries: the ledger aggregate, the deserved periods' aggregate, the pools, and (except for months) the group's
+    names.
     """
     filters = filters or Filters()
     now = now or timezone.now()
@@ -353,27 +399,30 @@ def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | 
             row.slug, row.name = f"{local:%Y-%m}", f"{local:%B %Y}"
     for entry in grouped:
         for index, bucket in enumerate(buckets):
-            hours = float(entry[f"b{index}"] or 0.0)
+            within, over = float(entry[f"w{index}"] or 0.0), float(entry[f"o{index}"] or 0.0)
+            hours = within + over
             if not hours:
                 continue
             row = row_for(bucket.start if group == Group.MONTH else entry[keys[0]])
             row.gpu_hours += hours
-            if entry["queue"] == UsageInterval.Queue.GUARANTEED:
-                row.within_quota += hours
-            else:
-                row.borrowed += hours
+            row.within_quota += within
+            row.borrowed += over
             price = pools[entry["node_pool_id"]].price_per_card_hour
             if price is not None:
                 row.cost = (row.cost or Decimal(0)) + Decimal(repr(hours)) * price
 
-    deserved = _deserved_units(user, group, filters)
-    if group != Group.USER and filters.user_id is None:
-        for (key, pool_id), units in deserved.items():
-            pool = pools[pool_id]
-            fraction = units * pool.card_fraction_numerator / pool.card_fraction_denominator
-            for bucket in buckets:
-                row = row_for(bucket.start if group == Group.MONTH else key)
-                row.deserved = (row.deserved or 0.0) + fraction * bucket.hours(now)
+    deserved = grouped_deserved(user=user, group=group, buckets=buckets, filters=filters, now=now)
+    if deserved is not None:
+        key_field = PERIOD_GROUP_FIELD.get(group)
+        for entry in deserved:
+            pool = pools[entry["node_pool_id"]]
+            fraction = pool.card_fraction_numerator / pool.card_fraction_denominator
+            for index, bucket in enumerate(buckets):
+                unit_hours = float(entry[f"b{index}"] or 0.0)
+                if not unit_hours and group == Group.MONTH:
+                    continue
+                row = row_for(bucket.start if group == Group.MONTH else entry[key_field] if key_field else None)
+                row.deserved = (row.deserved or 0.0) + fraction * unit_hours
         for row in rows.values():
             if row.deserved is None:
                 row.deserved = 0.0
@@ -441,7 +490,7 @@ def report_header(report: Report) -> list[str]:
     header = [GROUP_LABELS[report.group], "Name"]
     if report.group == Group.PROJECT:
         header.append("Department")
-    header += ["GPU-hours", "Within quota", "Borrowed", "Deserved GPU-hours", "Used / deserved"]
+    header += ["GPU-hours", "Within deserved", "Over quota", "Deserved GPU-hours", "Used / deserved"]
     if report.priced:
         header.append("Cost")
     return header
@@ -480,8 +529,11 @@ class HolderFilters:
 def holders(*, user: Any, window: Window, filters: HolderFilters, now: datetime | None = None
             ) -> QuerySet[UsageInterval]:
     """Intervals that held cards of the pool inside the window, oldest first, each with its card hours in the
-    window (`held_hours`), its project, user, pool and workload joined in."""
+    window (`held_hours`) and of which within the project's deserved quota (`within_hours`, from its slices; one
+    correlated subquery, evaluated once per row). held_split() gives within and over quota, which add up to it."""
     now = now or timezone.now()
+    within = UsageSlice.objects.filter(interval_id=OuterRef("pk")).filter(overlapping(window, now)).order_by().values(
+        "interval_id").annotate(hours=Sum(within_hours(window, now))).values("hours")
     queryset = intervals_for(user).filter(overlapping(window, now))
     if filters.node_pool_id is not None:
         queryset = queryset.filter(node_pool_id=filters.node_pool_id)
@@ -493,12 +545,23 @@ def holders(*, user: Any, window: Window, filters: HolderFilters, now: datetime 
         queryset = queryset.filter(model_label__iexact=filters.model_label)
     if filters.data_class:
         queryset = queryset.filter(data_class__iexact=filters.data_class)
-    return queryset.annotate(held_hours=card_hours(window, now)).order_by("started_at", "id")
+    return queryset.annotate(held_hours=card_hours(window, now),
+                             within_hours=Coalesce(Subquery(within, output_field=FloatField()), Value(0.0)),
+                             ).order_by("started_at", "id")
+
+
+def held_split(held: float | None, within: float | None) -> tuple[float, float]:
+    """(within deserved, over quota) card hours of a holders() row: within is never above the held hours (the
+    slices' float sum may differ in the last bits), over is the rest, so the two add up to the held hours exactly."""
+    held = float(held or 0.0)
+    within = min(max(float(within or 0.0), 0.0), held)
+    return within, held - within
 
 
 HOLDER_COLUMNS = [
     "Interval", "Workload", "Workload name", "Department", "Project", "User", "Node pool", "Units", "Card fraction",
-    "Queue", "Model", "Data class", "Started", "Ended", "End reason", "GPU-hours in window",
+    "Queue", "Model", "Data class", "Started", "Ended", "End reason", "GPU-hours in window", "Within deserved",
+    "Over quota",
 ]
 
 
@@ -511,13 +574,14 @@ def holder_rows(queryset: QuerySet[UsageInterval]) -> Iterator[list[str]]:
     """CSV cells of each interval; reads the rows in chunks (values, no model instances)."""
     columns = ("pk", "workload_id", "workload__name", "department__slug", "project__slug", "user__username",
                "node_pool__slug", "units", "card_fraction_numerator", "card_fraction_denominator", "queue",
-               "model_label", "data_class", "started_at", "ended_at", "end_reason", "held_hours")
+               "model_label", "data_class", "started_at", "ended_at", "end_reason", "held_hours", "within_hours")
     for (pk, workload_id, workload_name, department, project, username, pool, units, numerator, denominator, queue,
-         model_label, data_class, started_at, ended_at, end_reason, held) in queryset.values_list(
+         model_label, data_class, started_at, ended_at, end_reason, held, within) in queryset.values_list(
             *columns).iterator(chunk_size=5000):
+        inside, over = held_split(held, within)
         yield [str(pk), str(workload_id), workload_name, department, project, username, pool, str(units),
                f"{numerator}/{denominator}", queue, model_label, data_class, _iso(started_at), _iso(ended_at),
-               end_reason, hours_text(float(held or 0.0))]
+               end_reason, hours_text(float(held or 0.0)), hours_text(inside), hours_text(over)]
 
 
 @dataclass
@@ -526,6 +590,8 @@ class TimelineBar:
     left: float  # percent of the window
     width: float
     open: bool
+    within: float = 0.0  # card hours in the window within the project's deserved quota
+    over: float = 0.0  # and over it
 
 
 def timeline(intervals: list[UsageInterval], window: Window, now: datetime) -> list[TimelineBar]:
@@ -538,6 +604,7 @@ def timeline(intervals: list[UsageInterval], window: Window, now: datetime) -> l
         finish = min(interval.ended_at or until, until)
         left = (begin - window.start).total_seconds() / span * 100
         width = max((finish - begin).total_seconds() / span * 100, 0.3)
+        within, over = held_split(getattr(interval, "held_hours", None), getattr(interval, "within_hours", None))
         bars.append(TimelineBar(interval=interval, left=round(left, 3), width=round(min(width, 100 - left), 3),
-                                open=interval.ended_at is None))
+                                open=interval.ended_at is None, within=within, over=over))
     return bars

@@ -7,10 +7,18 @@ of queries whatever the number of projects. Scope (decided by the access module)
   roll-up counts all of the department's projects, since it is the department's own figure;
 - the cluster roll-up: only for viewers who see everything.
 
-Definitions (GPU units): in use = the sum of `flavorsUsage` of the project's guaranteed and elastic ClusterQueues;
-borrowed = in use beyond the deserved quota; lent = deserved quota left idle (when the project lends: `does_not_lend`
-projects lend nothing); pending demand = the GPU units of the project's waiting workloads (queued or preempted, not
-yet re-admitted); weighted share = the fair-sharing share Kueue reports on the project's (department's) Cohort.
+Definitions (GPU units), per project and pool, by the organisation's quota rather than by ClusterQueue (the same
+rule as the GPU-hour reports, apps/usage/split.py): in use = the sum of `flavorsUsage` of the project's guaranteed
+and elastic ClusterQueues together; borrowed = in use beyond the project's deserved quota (preemptible work inside
+deserved is not borrowing, although Kueue runs it in the elastic queue); lent = deserved quota left idle, which Kueue
+lets the cohort borrow (a `does_not_lend` project's guaranteed queue has lendingLimit 0: it lends nothing); pending
+demand = the GPU units of the project's waiting workloads (queued or preempted, not yet re-admitted); weighted share
+= the fair-sharing share Kueue reports on the project's (department's) Cohort.
+
+A department's in use, borrowed, lent and pending are the sums of those of all its projects on the pool (borrowed
+and lent are per project: a project above its deserved quota borrows even when a sibling's idle quota is what it
+uses, and that sibling lends); its deserved and limit are the department's own quota (deserved units not handed to
+a project sit in the department's cohort and are in no project's figures). The cluster row has no lent figure.
 """
 
 from __future__ import annotations
@@ -45,18 +53,11 @@ class Figures:
     used: Decimal = ZERO
     pending: int = 0
     weighted_share: int | None = None
-    lends: bool = True
+    borrowed: Decimal = ZERO
+    lent: Decimal = ZERO
     queues: list[dict[str, Any]] = field(default_factory=list)
     children: list[Figures] = field(default_factory=list)
     has_quota: bool = True
-
-    @property
-    def borrowed(self) -> Decimal:
-        return max(ZERO, self.used - self.deserved)
-
-    @property
-    def lent(self) -> Decimal:
-        return max(ZERO, self.deserved - self.used) if self.lends else ZERO
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -74,6 +75,11 @@ class PoolDashboard:
     pool: NodePool
     departments: list[Figures]  # each with its visible projects as children
     cluster: Figures | None
+
+
+def balance(*, deserved: int, used: Decimal, lends: bool) -> tuple[Decimal, Decimal]:
+    """(borrowed, lent) of one project on one pool: use beyond deserved, and idle deserved quota when it lends."""
+    return max(ZERO, used - deserved), max(ZERO, deserved - used) if lends else ZERO
 
 
 def _units_expression() -> Case:
@@ -94,16 +100,17 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
     else:  # bound to projects only: their departments came with them
         departments = {p.department_id: p.department for p in visible_projects.values()}
     department_ids = list(departments)
-    # Quota rows only for the departments and the projects on show; the roll-ups come from the queue mirror.
+    # Quota rows of the departments on show and of all their projects (a roll-up sums every project's borrowed and
+    # lent, seen or not); usage comes from the queue mirror.
     quotas = list(Quota.objects.filter(Q(department_id__in=department_ids) | Q(
-        project_id__in=list(visible_projects))).select_related("project", "node_pool"))
+        project__department_id__in=department_ids)).select_related("project", "node_pool"))
     if everything:
         pools = list(NodePool.objects.order_by("name"))
     else:  # only pools where the viewer's scope holds quota have anything to show
         pools = sorted({q.node_pool_id: q.node_pool for q in quotas}.values(), key=lambda pool: pool.name)
     states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
-        "name", "project_id", "project__department_id", "node_pool_id", "guaranteed", "used", "used_borrowed",
-        "nominal", "pending_workloads", "admitted_workloads"))
+        "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
+        "used_borrowed", "nominal", "pending_workloads", "admitted_workloads"))
     if everything:
         cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in ClusterQueueState.objects.values(
             "node_pool_id").annotate(used=Sum("used")).order_by()}
@@ -123,16 +130,31 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
     department_quota = {(q.department_id, q.node_pool_id): q for q in quotas if q.department_id}
     project_of = {q.project_id: q.project for q in quotas if q.project is not None}
     used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
-    department_used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    # Every project of the departments on show, seen or not: department, and whether it lends.
+    project_owner: dict[int, tuple[int, bool]] = {p.pk: (p.department_id, not p.does_not_lend)
+                                                  for p in project_of.values()}
     for state in states:
         key = (state["project_id"], state["node_pool_id"])
         used[key] += state["used"]
-        department_used[(state["project__department_id"], state["node_pool_id"])] += state["used"]
+        project_owner.setdefault(state["project_id"], (state["project__department_id"],
+                                                       not state["project__does_not_lend"]))
         queues[key].append({"name": state["name"], "guaranteed": state["guaranteed"], "used": state["used"],
                             "borrowed": state["used_borrowed"], "nominal": state["nominal"],
                             "pending_workloads": state["pending_workloads"],
                             "admitted_workloads": state["admitted_workloads"]})
+    # Department roll-ups: the sums of their projects' figures (in use, borrowed, lent).
+    department_used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
+    department_borrowed: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
+    department_lent: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
+    for project_id, pool_id in set(used) | set(project_quota):
+        department_id, lends = project_owner[project_id]
+        quota = project_quota.get((project_id, pool_id))
+        borrowed, lent = balance(deserved=quota.deserved if quota else 0, used=used[(project_id, pool_id)],
+                                 lends=lends)
+        department_used[(department_id, pool_id)] += used[(project_id, pool_id)]
+        department_borrowed[(department_id, pool_id)] += borrowed
+        department_lent[(department_id, pool_id)] += lent
 
     result = []
     for pool in pools:
@@ -140,29 +162,33 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
         for department in sorted(departments.values(), key=lambda d: d.name):
             dq = department_quota.get((department.pk, pool.pk))
             projects = sorted((project_of[project_id] for project_id, pool_id in project_quota
-                               if pool_id == pool.pk and project_of[project_id].department_id == department.pk),
-                              key=lambda p: p.name)
-            if dq is None and not projects:
-                continue
+                               if pool_id == pool.pk and project_of[project_id].department_id == department.pk
+                               and project_id in visible_projects), key=lambda p: p.name)
             dept = Figures(name=department.name, slug=department.slug, level="department",
                            deserved=dq.deserved if dq else 0, limit=dq.limit if dq else None, has_quota=dq is not None,
                            weighted_share=cohorts.get(("department", department.pk, pool.pk)),
                            used=department_used[(department.pk, pool.pk)],
+                           borrowed=department_borrowed[(department.pk, pool.pk)],
+                           lent=department_lent[(department.pk, pool.pk)],
                            pending=department_pending[(department.pk, pool.pk)])
+            if dq is None and not projects:
+                continue
             for project in projects:  # only the projects on show; the roll-up above counts all of them
                 key = (project.pk, pool.pk)
                 quota = project_quota[key]
+                borrowed, lent = balance(deserved=quota.deserved, used=used[key], lends=not project.does_not_lend)
                 dept.children.append(Figures(
                     name=project.name, slug=project.slug, level="project", deserved=quota.deserved,
-                    limit=quota.limit, used=used[key], pending=pending.get(key, 0), lends=not project.does_not_lend,
+                    limit=quota.limit, used=used[key], pending=pending.get(key, 0), borrowed=borrowed, lent=lent,
                     weighted_share=cohorts.get(("project", project.pk, pool.pk)),
                     queues=sorted(queues[key], key=lambda q: q["name"])))
             rows.append(dept)
         cluster = None
         if everything:
+            in_use = cluster_used.get(pool.pk, ZERO)
             cluster = Figures(name="Cluster", slug=pool.slug, level="cluster", deserved=pool.capacity,
-                              limit=pool.capacity, used=cluster_used.get(pool.pk, ZERO),
-                              pending=sum(d.pending for d in rows), lends=False)
+                              limit=pool.capacity, used=in_use, borrowed=max(ZERO, in_use - pool.capacity),
+                              pending=sum(d.pending for d in rows))
         if rows or cluster:
             result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster))
     return result

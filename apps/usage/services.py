@@ -1,15 +1,88 @@
-"""Writes of the GPU-hour ledger. The workloads app announces quota held and released (apps.workloads.signals);
-the receivers below record it inside the same transaction as the workload's transition."""
+"""Writes of the GPU-hour ledger. The workloads app announces quota held and released (apps.workloads.signals); the
+org app saves quotas. The receivers below record both inside the same transaction as the change that caused them.
+
+Three tables move together, per project and node pool (a "timeline"):
+- UsageInterval: one row per stretch a workload held quota (admission to eviction, finish or stop);
+- DeservedPeriod: the project's deserved units on the pool over time;
+- UsageSlice: the intervals cut where their within-deserved share changes (apps/usage/split.py).
+
+Every write takes the timeline's lock (a transaction-level advisory lock on PostgreSQL; SQLite serialises writers
+anyway), changes intervals or periods, then recomputes the slices from the moment of the change on. Slices are a pure
+function of the intervals and periods, kept in canonical form (maximal stretches of constant share), so a replayed
+observation, which changes no interval, changes no slice either, and recomputing any stretch again gives the same
+rows.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from django.db.models import DateTimeField, F, Value
-from django.db.models.functions import Greatest
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
 
-from .models import UsageInterval
+from apps.org.models import Quota
+
+from . import split
+from .models import DeservedPeriod, UsageInterval, UsageSlice
+
+
+def _lock_timeline(project_id: int, node_pool_id: int) -> None:
+    """Serialise writers of one project's ledger on one pool until the transaction ends."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                           [f"usage-timeline:{project_id}:{node_pool_id}"])
+
+
+def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetime) -> int:
+    """Recompute the within-deserved slices of a project's intervals on a pool from `since` on; returns the number of
+    slice rows written. Call with the timeline locked, inside the transaction that changed it."""
+    rows = {row["pk"]: row for row in UsageInterval.objects.filter(
+        project_id=project_id, node_pool_id=node_pool_id).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .values("pk", "started_at", "ended_at", "units", "queue", "department_id", "user_id",
+                "card_fraction_numerator", "card_fraction_denominator")}
+    intervals = [split.Held(row["pk"], row["started_at"], row["ended_at"], row["units"],
+                            row["queue"] == UsageInterval.Queue.GUARANTEED) for row in rows.values()]
+    periods = list(DeservedPeriod.objects.filter(project_id=project_id, node_pool_id=node_pool_id).values_list(
+        "started_at", "deserved"))
+    pieces = split.split(intervals, periods, since)
+    # Slices reaching `since` (or ending there: an equal share after it continues them) are cut or continued; the
+    # ones after it are replaced.
+    current = UsageSlice.objects.filter(project_id=project_id, node_pool_id=node_pool_id).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gte=since))
+    current.filter(started_at__gte=since).delete()
+    straddling = {piece.interval_id: piece for piece in current.filter(started_at__lt=since)}
+    changed: list[UsageSlice] = []
+    new: list[split.Piece] = []
+    for piece in pieces:
+        before = straddling.pop(piece.interval_id, None) if piece.start == since else None
+        if before is not None and (before.share_numerator, before.share_denominator) == piece.share:
+            before.ended_at = piece.end  # the same share goes on: one slice, as a full recompute would give
+            changed.append(before)
+            continue
+        if before is not None and before.ended_at != since:
+            before.ended_at = since
+            changed.append(before)
+        new.append(piece)
+    for before in straddling.values():  # intervals that ended at `since` (or had a cut there already)
+        if before.ended_at != since:
+            before.ended_at = since
+            changed.append(before)
+    if changed:
+        UsageSlice.objects.bulk_update(changed, ["ended_at"])
+    if new:
+        UsageSlice.objects.bulk_create([
+            UsageSlice(interval_id=piece.interval_id, project_id=project_id, node_pool_id=node_pool_id,
+                       department_id=rows[piece.interval_id]["department_id"],
+                       user_id=rows[piece.interval_id]["user_id"], units=rows[piece.interval_id]["units"],
+                       card_fraction_numerator=rows[piece.interval_id]["card_fraction_numerator"],
+                       card_fraction_denominator=rows[piece.interval_id]["card_fraction_denominator"],
+                       share_numerator=piece.numerator, share_denominator=piece.denominator,
+                       started_at=piece.start, ended_at=piece.end)
+            for piece in new])
+    return len(changed) + len(new)
 
 
 def usage_interval_open(*, workload: Any, at: datetime, ended_at: datetime | None = None, reason: str = "") -> bool:
@@ -18,26 +91,78 @@ def usage_interval_open(*, workload: Any, at: datetime, ended_at: datetime | Non
     No-op when an interval starting then exists already, or when another one is still open. With `ended_at` the
     stretch is recorded closed at once: the watcher learnt of the admission only after it ended.
     """
-    existing = UsageInterval.objects.filter(workload_id=workload.pk)
-    if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(ended_at__isnull=True)
-                                                      .exists()):
-        return False
     pool = workload.node_pool
-    UsageInterval.objects.create(
-        workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
-        user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
-        card_fraction_numerator=pool.card_fraction_numerator, card_fraction_denominator=pool.card_fraction_denominator,
-        queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
-        model_label=workload.model_label, data_class=workload.data_class, started_at=at,
-        ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else "",
-    )
+    with transaction.atomic():
+        _lock_timeline(workload.project_id, pool.pk)
+        existing = UsageInterval.objects.filter(workload_id=workload.pk)
+        if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(
+                ended_at__isnull=True).exists()):
+            return False
+        UsageInterval.objects.create(
+            workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
+            user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
+            card_fraction_numerator=pool.card_fraction_numerator,
+            card_fraction_denominator=pool.card_fraction_denominator,
+            queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
+            model_label=workload.model_label, data_class=workload.data_class, started_at=at,
+            ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else "",
+        )
+        usage_timeline_refresh(project_id=workload.project_id, node_pool_id=pool.pk, since=at)
     return True
 
 
 def usage_interval_close(*, workload_id: int, at: datetime, reason: str) -> bool:
     """Stop counting; an interval closes once (no-op when none is open). Never ends before it began."""
-    return bool(UsageInterval.objects.filter(workload_id=workload_id, ended_at__isnull=True).update(
-        ended_at=Greatest(F("started_at"), Value(at, output_field=DateTimeField())), end_reason=reason[:100]))
+    opened = UsageInterval.objects.filter(workload_id=workload_id, ended_at__isnull=True)
+    timeline = opened.values_list("project_id", "node_pool_id").first()
+    if timeline is None:
+        return False
+    with transaction.atomic():
+        _lock_timeline(*timeline)
+        interval = opened.first()
+        if interval is None:  # closed meanwhile by another writer
+            return False
+        interval.ended_at = max(interval.started_at, at)
+        interval.end_reason = reason[:100]
+        interval.save(update_fields=["ended_at", "end_reason"])
+        usage_timeline_refresh(project_id=interval.project_id, node_pool_id=interval.node_pool_id,
+                               since=interval.ended_at)
+    return True
+
+
+def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: int, deserved: int,
+                        at: datetime | None = None) -> bool:
+    """The project's deserved units on the pool are `deserved` from `at` (now) on; False when nothing changed.
+
+    The first period of a project and pool starts at split.BEGINNING (see DeservedPeriod). Recomputes the slices
+    from the change on; closed stretches before it keep the quota they had.
+    """
+    at = at or timezone.now()
+    with transaction.atomic():
+        _lock_timeline(project_id, node_pool_id)
+        periods = DeservedPeriod.objects.filter(project_id=project_id, node_pool_id=node_pool_id)
+        current = periods.filter(ended_at__isnull=True).first()
+        if current is not None and current.deserved == deserved:
+            return False
+        if current is None:
+            since = split.BEGINNING
+            DeservedPeriod.objects.create(project_id=project_id, department_id=department_id,
+                                          node_pool_id=node_pool_id, deserved=deserved, started_at=since)
+        elif at <= current.started_at:  # a second change at the same moment (or a clock behind the last one)
+            since = current.started_at
+            current.deserved = deserved
+            current.save(update_fields=["deserved"])
+        else:
+            since = at
+            current.ended_at = at
+            current.save(update_fields=["ended_at"])
+            DeservedPeriod.objects.create(project_id=project_id, department_id=department_id,
+                                          node_pool_id=node_pool_id, deserved=deserved, started_at=at)
+        usage_timeline_refresh(project_id=project_id, node_pool_id=node_pool_id, since=since)
+    return True
+
+
+# --- receivers --------------------------------------------------------------------------------------------------
 
 
 def on_quota_held(*, workload: Any, at: datetime, ended_at: datetime | None = None, reason: str = "",
@@ -47,3 +172,20 @@ def on_quota_held(*, workload: Any, at: datetime, ended_at: datetime | None = No
 
 def on_quota_released(*, workload_id: int, at: datetime, reason: str, **_: Any) -> None:
     usage_interval_close(workload_id=workload_id, at=at, reason=reason)
+
+
+def on_quota_saved(*, instance: Quota, update_fields: Any = None, raw: bool = False, **_: Any) -> None:
+    """A project quota was created or changed (org services save it inside their transaction)."""
+    if raw or instance.project is None or (update_fields is not None and "deserved" not in update_fields):
+        return
+    deserved_period_set(project_id=instance.project.pk, department_id=instance.project.department_id,
+                        node_pool_id=instance.node_pool_id, deserved=instance.deserved)
+
+
+def on_quota_deleted(*, instance: Quota, origin: Any = None, **_: Any) -> None:
+    """A project quota was removed: nothing deserved from now on. A project's own deletion takes its periods with it
+    (and is refused while it has ledger rows), so only deletions of the quota itself count."""
+    if not isinstance(origin, Quota) or instance.project_id is None or instance.project is None:
+        return
+    deserved_period_set(project_id=instance.project.pk, department_id=instance.project.department_id,
+                        node_pool_id=instance.node_pool_id, deserved=0)

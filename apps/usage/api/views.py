@@ -41,9 +41,11 @@ class QuotaUsageView(APIView):
         responses={200: inline_serializer("QuotaUsage", fields={"pools": POOL.__class__(many=True)})},
         description=(
             "Per node pool, the departments and projects you may see with their deserved quota, limit, GPU units in "
-            "use (Kueue's ClusterQueue flavorsUsage of the project's two queues), borrowed (in use beyond deserved), "
-            "lent (deserved left idle, when the project lends), pending demand and fair-sharing weighted share. "
-            "A department's figures count all its projects; `cluster` is given only to those who see everything."
+            "use (Kueue's ClusterQueue flavorsUsage of the project's two queues together), borrowed (in use beyond the "
+            "project's deserved quota, whichever queue: preemptible work inside deserved is not borrowing), lent "
+            "(deserved left idle, 0 for a project that does not lend), pending demand and fair-sharing weighted "
+            "share. A department's in use, borrowed, lent and pending are the sums over all its projects; its "
+            "deserved and limit are its own quota. `cluster` is given only to those who see everything."
         ),
     )
     def get(self, request: Request) -> Response:

@@ -66,7 +66,10 @@ def test_project_and_department_figures(client_for, make_workload):
                       "weighted_share": 120}
     assert nlp["used"] == 1 and nlp["lent"] == 3 and nlp["borrowed"] == 0
     assert {q["name"] for q in vision["queues"]} == {"proj-vision-h100-guaranteed", "proj-vision-h100-elastic"}
-    assert research["deserved"] == 8 and research["used"] == 7 and research["lent"] == 1 and research["pending"] == 4
+    # The department's figures are its projects' sums: Vision borrows 2 while NLP lends 3 of its idle 4.
+    assert research["deserved"] == 8 and research["used"] == 7 and research["pending"] == 4
+    assert research["borrowed"] == vision["borrowed"] + nlp["borrowed"] == 2
+    assert research["lent"] == vision["lent"] + nlp["lent"] == 3
     assert entry["cluster"]["used"] == 7 and entry["cluster"]["deserved"] == 16
 
 

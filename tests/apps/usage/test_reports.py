@@ -9,11 +9,11 @@ import pytest
 
 from apps.core.models import AuditEvent
 from apps.org import services as org_services
-from apps.org.models import NodePool, Project
+from apps.org.models import NodePool, Project, Quota
 from apps.usage import reports
 from apps.usage.reports import Filters, Group, Window
 
-from .reports_support import at, expected_hours, interval, workload
+from .reports_support import at, expected_hours, expected_within, interval, workload
 
 MARCH = Window(at("2026-03-01 00:00"), at("2026-04-01 00:00"))
 AFTER = at("2026-06-01 00:00")  # a frozen "now" after every window below
@@ -83,16 +83,18 @@ def test_preemption_and_requeue_are_two_intervals_summed(demo, alice):
     report = reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH, now=AFTER)
     vision = by_slug(report)["vision"]
     assert vision.gpu_hours == pytest.approx(4 * 3.5)
-    assert vision.borrowed == pytest.approx(4 * 3.5) and vision.within_quota == 0
+    # Preemptible (elastic queue), but inside Vision's 4 deserved H100: not borrowing.
+    assert vision.within_quota == pytest.approx(4 * 3.5) and vision.borrowed == 0
 
 
-def test_within_quota_and_borrowed_split_by_queue(demo, alice):
+def test_within_deserved_and_over_quota_split_by_the_projects_quota(demo, alice):
     interval(workload(alice, gpus=2, preemptible=False), "2026-03-05 00:00", "2026-03-05 10:00")  # guaranteed 20
     interval(workload(alice, gpus=3, preemptible=True), "2026-03-05 00:00", "2026-03-05 02:00")  # elastic 6
     vision = by_slug(reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH, now=AFTER))["vision"]
-    assert (vision.within_quota, vision.borrowed, vision.gpu_hours) == (pytest.approx(20), pytest.approx(6),
+    # 5 units held for 2 h against 4 deserved: the guaranteed 2 within, 2 of the elastic 3 within, 1 over.
+    assert (vision.within_quota, vision.borrowed, vision.gpu_hours) == (pytest.approx(24), pytest.approx(2),
                                                                         pytest.approx(26))
-    assert vision.within_share == pytest.approx(20 / 26)
+    assert vision.within_share == pytest.approx(24 / 26)
 
 
 def test_deserved_hours_from_current_project_quotas_and_the_ratio(demo, alice):
@@ -152,7 +154,9 @@ def test_report_sums_equal_the_ledger(demo):
         assert sum(row.gpu_hours for row in report.rows) == pytest.approx(expected), group
         assert report.total.gpu_hours == pytest.approx(expected)
         assert report.total.within_quota + report.total.borrowed == pytest.approx(expected)
-    within = expected_hours([r for r in rows if r.queue == "guaranteed"], window.start, now)
+    deserved = {(quota.project_id, quota.node_pool_id): quota.deserved
+                for quota in Quota.objects.filter(project__isnull=False)}
+    within = sum(expected_within(rows, window.start, now, deserved).values())
     assert reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=window,
                                 now=now).total.within_quota == pytest.approx(within)
 

@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
+from apps.cluster.models import ClusterQueueState
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
-from apps.usage import reports
+from apps.usage import reports, selectors
 from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
@@ -87,8 +88,22 @@ def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_
     assert held[ds.pk] == pytest.approx(hours * 600)
     users = {row.slug: row for row in reports.usage_report(user=org["admin"], group=reports.Group.USER,
                                                            window=window, now=now).rows}
-    assert users["alice"].borrowed == pytest.approx(held[victim.pk] + held[survivor.pk])
+    # Alice's two preemptible 4 x H100 are within Vision's 4 deserved, except while both ran: then 4 of the 8 units
+    # were over quota (shared by the two in proportion to units).
+    survivor_span = (survivor_at, survivor_at + timedelta(seconds=600))
+
+    def overlap(a: tuple, b: tuple) -> float:
+        return max(0.0, (min(a[1], b[1]) - max(a[0], b[0])).total_seconds())
+
+    both = overlap((victim_at, preempted_at), survivor_span) + overlap((readmitted_at, finished_at), survivor_span)
+    assert both > 0
+    # (abs: on SQLite, julianday() differences of a few seconds are exact only to ~50 us)
+    assert users["alice"].borrowed == pytest.approx(hours * both, abs=1e-7)
+    assert users["alice"].within_quota == pytest.approx(held[victim.pk] + held[survivor.pk] - hours * both, abs=1e-7)
     assert users["bob"].within_quota == pytest.approx(hours * 600) and users["bob"].borrowed == 0
+    # Data Science's Forecasting deserves 2 H100: its preemptible 4 are half within, half over quota.
+    assert users["carol"].within_quota == pytest.approx(hours * 300)
+    assert users["carol"].borrowed == pytest.approx(hours * 300)
     assert sum(held.values()) == pytest.approx(sum(row.gpu_hours for row in users.values()))
     assert ds_at < survivor_at < preempted_at
 
@@ -123,5 +138,26 @@ def test_a_watcher_restart_in_the_middle_counts_each_stretch_once(kubesim, clust
         assert list(UsageInterval.objects.filter(workload=second).values_list("started_at", "ended_at")) == [
             (second_at, None)]
         hours = 4 / 3600
-        assert totals() == {"vision": (0.0, pytest.approx(hours * 600)),
+        assert totals() == {"vision": (pytest.approx(hours * 600), 0.0),  # preemptible, inside its 4 deserved
                             "nlp": (pytest.approx(hours * (now - second_at).total_seconds()), 0.0)}
+
+
+def test_bob_preemptible_inside_nlps_deserved_is_within_on_the_real_path(kubesim, org, watcher):  # noqa: F811
+    """The issue's case through kubesim, the worker and the watcher: bob's preemptible 4 x H100 run in NLP's elastic
+    queue, inside NLP's 4 deserved: within-deserved GPU-hours, and borrowed 0 on the quota dashboard too."""
+    run, created = submit(kubesim, org["bob"], project="nlp", name="bob-4")
+    wait_for(lambda: status_of(run) == Status.RUNNING)
+    wait_for(lambda: ClusterQueueState.objects.filter(project__slug="nlp", guaranteed=False, used=4).exists())
+    now = datetime.fromisoformat(kubesim.advance(360))
+    (interval,) = UsageInterval.objects.filter(workload=run)
+    assert interval.queue == UsageInterval.Queue.ELASTIC and interval.started_at == created
+    hours = 4 * (now - interval.started_at).total_seconds() / 3600
+    window = reports.Window(created - timedelta(hours=1), now + timedelta(hours=1))
+    bob = {row.slug: row for row in reports.usage_report(user=org["bob"], group=reports.Group.USER, window=window,
+                                                          now=now).rows}["bob"]
+    assert (bob.gpu_hours, bob.within_quota, bob.borrowed) == (pytest.approx(hours), pytest.approx(hours), 0.0)
+    (h100,) = [entry for entry in selectors.quota_dashboard(user=org["admin"]) if entry.pool.slug == "h100"]
+    figures = {f.slug: f for d in h100.departments for f in (d, *d.children)}
+    assert (figures["nlp"].used, figures["nlp"].borrowed, figures["nlp"].lent) == (4, 0, 0)
+    assert (figures["research"].borrowed, figures["research"].lent) == (0, 4)  # Vision's idle 4
+    assert figures["production"].lent == 0  # Serving does not lend, ETL deserves none
