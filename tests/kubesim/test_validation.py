@@ -17,7 +17,7 @@ from kubesim.resources import crd_schema
 from kubesim.testing import serve
 from tests.kubesim.conftest import KUEUE, cluster_queue, http, job_body, local_queue_body, pod_body, raw
 
-CRDS = Path("/work/shared/reference/kueue-crds")
+CRDS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kueue-crds"  # ../shared beside the repo
 
 
 def _status(exc: ApiException) -> dict:
