@@ -19,13 +19,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.access import Action
 from apps.core.api import validation_error_detail
-from apps.core.http import parse_id
-from apps.org.models import NodePool
-from apps.org.selectors import departments_for, projects_for
 
 from . import reports
+from .forms_reports import ReportScopeForm
 
 API_GROUPS = [reports.Group.DEPARTMENT, reports.Group.PROJECT, reports.Group.USER, reports.Group.POOL]
 # group -> (id field, name field) of each row
@@ -91,19 +88,6 @@ def _row(report: reports.Report, row: reports.ReportRow, *, total: bool = False)
             "cost": None if row.cost is None else round(row.cost, 2)}
 
 
-def _scope_id(request: Request, name: str, queryset: Any, slug_field: str = "slug") -> int | None:
-    """An id or slug among rows the user may see; unknown or unseen ones are a 400 that leaks nothing."""
-    value = request.query_params.get(name)
-    if not value:
-        return None
-    number = parse_id(value)
-    lookup: dict[str, Any] = {"pk": number} if number is not None else {slug_field: value}
-    found = queryset.filter(**lookup).values_list("pk", flat=True).first()
-    if found is None:
-        raise ValidationError({name: [f"No {name.replace('_', ' ')} {value!r} that you may see."]})
-    return found
-
-
 class UsageReportView(APIView):
     @extend_schema(
         parameters=[
@@ -135,15 +119,13 @@ class UsageReportView(APIView):
             window = reports.window_from(params.get("start", ""), params.get("end", ""))
         except DjangoValidationError as exc:
             errors.update(validation_error_detail(exc))
+        user = request.user
+        scope = ReportScopeForm(params, viewer=user)  # the same scope fields as the showback page
+        if not scope.is_valid():
+            errors.update({name: [str(message) for message in messages] for name, messages in scope.errors.items()})
         if errors:
             raise ValidationError(errors)
-        user = request.user
-        filters = reports.Filters(
-            department_id=_scope_id(request, "department", departments_for(user, Action.VIEW)),
-            project_id=_scope_id(request, "project", projects_for(user, Action.VIEW)),
-            user_id=_scope_id(request, "user", reports.visible_users(user), "username"),
-            node_pool_id=_scope_id(request, "node_pool", NodePool.objects.all()),
-        )
+        filters = scope.report_filters()
         report = reports.usage_report(user=user, group=reports.Group(group_by), window=window, filters=filters)
         return Response({
             "group_by": group_by, "start": timezone.localtime(window.start), "end": timezone.localtime(window.end),

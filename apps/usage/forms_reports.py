@@ -10,6 +10,7 @@ from django import forms
 from django.utils import timezone
 
 from apps.accounts.access import Action
+from apps.core.http import parse_id
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
 
@@ -18,39 +19,69 @@ from .reports import MAX_SPAN, Filters, Group, HolderFilters, Window, month_wind
 MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
 
-class _SlugChoiceField(forms.ModelChoiceField):
-    """Rows offered by their slug."""
+class ScopeChoiceField(forms.ModelChoiceField):
+    """A row the viewer may see, named by id or by its slug (username for users); shown by slug. Pages and the API
+    share these fields, so one reference means the same row, and is refused with the same message, in both."""
+
+    def __init__(self, *, noun: str, slug_field: str = "slug", **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        super().__init__(queryset=NodePool.objects.none(), to_field_name=slug_field, **kwargs)
+        self.noun, self.slug_field = noun, slug_field
 
     def label_from_instance(self, obj: Any) -> str:
-        return obj.slug
+        return str(getattr(obj, self.slug_field))
+
+    def to_python(self, value: Any) -> Any:
+        if value in self.empty_values:
+            return None
+        number = parse_id(value)
+        lookup: dict[str, Any] = {"pk": number} if number is not None else {self.slug_field: str(value)}
+        queryset = self.queryset
+        assert queryset is not None  # set by the form for its viewer
+        found = queryset.filter(**lookup).first() if "\x00" not in str(value) else None
+        if found is None:
+            raise forms.ValidationError(f"No {self.noun} {value!r} that you may see.", code="invalid_choice")
+        return found
 
 
-class _UsernameChoiceField(forms.ModelChoiceField):
-    """Users offered by their login name."""
+class ReportScopeForm(forms.Form):
+    """Which part of the ledger a report covers: department, project, user and pool, among what the viewer sees."""
 
-    def label_from_instance(self, obj: Any) -> str:
-        return obj.username
-
-
-class _ScopeForm(forms.Form):
     error_css_class = "field-error"
 
-    project = _SlugChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(all visible)")
-    user = _UsernameChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(everyone)",
-                                to_field_name="username")
+    department = ScopeChoiceField(noun="department", empty_label="(all visible)")
+    project = ScopeChoiceField(noun="project", empty_label="(all visible)")
+    user = ScopeChoiceField(noun="user", slug_field="username", empty_label="(everyone)")
+    node_pool = ScopeChoiceField(noun="node pool", empty_label="(all pools)", label="Node pool")
 
     def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.viewer = viewer
-        self.choice_field("project").queryset = projects_for(viewer, Action.VIEW).order_by("slug")
-        self.choice_field("user").queryset = visible_users(viewer)
+        querysets = {
+            "department": departments_for(viewer, Action.VIEW).order_by("slug"),
+            "project": projects_for(viewer, Action.VIEW).order_by("slug"),
+            "user": visible_users(viewer),
+            "node_pool": NodePool.objects.order_by("name"),
+        }
+        for name, queryset in querysets.items():
+            if name in self.fields:
+                self.choice_field(name).queryset = queryset
 
     def choice_field(self, name: str) -> forms.ModelChoiceField:
         """A declared model-choice field of this form, typed as one (self.fields holds plain Fields)."""
         return cast(forms.ModelChoiceField, self.fields[name])
 
+    def report_filters(self) -> Filters:
+        data = self.cleaned_data
+        return Filters(
+            department_id=data["department"].pk if data.get("department") else None,
+            project_id=data["project"].pk if data.get("project") else None,
+            user_id=data["user"].pk if data.get("user") else None,
+            node_pool_id=data["node_pool"].pk if data.get("node_pool") else None,
+        )
 
-class ReportFilterForm(_ScopeForm):
+
+class ReportFilterForm(ReportScopeForm):
     """A calendar month (the default: this month) or a custom range of days, a grouping and a scope."""
 
     group = forms.ChoiceField(choices=[(g.value, label) for g, label in (
@@ -60,17 +91,10 @@ class ReportFilterForm(_ScopeForm):
                             help_text="A calendar month, e.g. 2026-03.")
     start = forms.DateField(required=False, label="Or from", widget=forms.DateInput(attrs={"type": "date"}))
     end = forms.DateField(required=False, label="To (inclusive)", widget=forms.DateInput(attrs={"type": "date"}))
-    department = _SlugChoiceField(queryset=NodePool.objects.none(), required=False, empty_label="(all visible)")
-    node_pool = _SlugChoiceField(queryset=NodePool.objects.all(), required=False, empty_label="(all pools)",
-                                 label="Node pool", to_field_name="slug")
     field_order = ["group", "month", "start", "end", "department", "project", "user", "node_pool"]
 
-    def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
-        super().__init__(*args, viewer=viewer, **kwargs)
-        department = self.choice_field("department")
-        department.queryset = departments_for(viewer, Action.VIEW).order_by("slug")
-        department.to_field_name = "slug"
-        self.choice_field("project").to_field_name = "slug"
+    def filters(self) -> Filters:
+        return self.report_filters()
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -101,21 +125,12 @@ class ReportFilterForm(_ScopeForm):
         data["window"] = window
         return data
 
-    def filters(self) -> Filters:
-        data = self.cleaned_data
-        return Filters(
-            department_id=data["department"].pk if data.get("department") else None,
-            project_id=data["project"].pk if data.get("project") else None,
-            user_id=data["user"].pk if data.get("user") else None,
-            node_pool_id=data["node_pool"].pk if data.get("node_pool") else None,
-        )
 
-
-class HolderFilterForm(_ScopeForm):
+class HolderFilterForm(ReportScopeForm):
     """One pool (the first by default), a window of date-times (the last 24 hours by default), project, user, labels."""
 
-    node_pool = _SlugChoiceField(queryset=NodePool.objects.all(), required=False, empty_label=None,
-                                 label="Node pool", to_field_name="slug")
+    department = None  # type: ignore[assignment]  # the timeline is per pool and project, not per department
+    node_pool = ScopeChoiceField(noun="node pool", empty_label=None, label="Node pool")
     start = forms.DateTimeField(required=False, label="From",
                                 widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     end = forms.DateTimeField(required=False, label="Until",
@@ -123,10 +138,6 @@ class HolderFilterForm(_ScopeForm):
     model_label = forms.CharField(required=False, max_length=63, label="Model")
     data_class = forms.CharField(required=False, max_length=63, label="Data class")
     field_order = ["node_pool", "start", "end", "project", "user", "model_label", "data_class"]
-
-    def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
-        super().__init__(*args, viewer=viewer, **kwargs)
-        self.choice_field("project").to_field_name = "slug"
 
     def clean(self) -> dict[str, Any]:
         super().clean()

@@ -87,7 +87,7 @@ def test_researcher_sees_own_projects_only(ledger, client_for):
     # Another department's project is not a choice: the form refuses it and nothing is shown or exported.
     response = client.get(f"/usage/reports/?{MARCH}&project=forecasting")
     content = response.content.decode()
-    assert "Select a valid choice" in content and 'class="usage-table"' not in content
+    assert "No project &#x27;forecasting&#x27; that you may see." in content and 'class="usage-table"' not in content
     assert client.get(f"/usage/reports.csv?{MARCH}&project=forecasting").status_code == 400
 
 
@@ -210,7 +210,8 @@ def test_holders_are_scoped(ledger, client_for):
     assert projects == {"vision"}
     assert holder_csv(alice.get(f"/usage/holders.csv?node_pool=a100-mig-3g40gb&{base}"))[1:] == []
     assert alice.get(f"/usage/holders/?node_pool=h100&project=forecasting&{base}").status_code == 200
-    assert "Select a valid choice" in alice.get(f"/usage/holders/?project=forecasting&{base}").content.decode()
+    assert "No project &#x27;forecasting&#x27; that you may see." in alice.get(
+        f"/usage/holders/?project=forecasting&{base}").content.decode()
     assert alice.get(f"/usage/holders.csv?project=forecasting&{base}").status_code == 400
     assert client_for("admin").get("/usage/holders/?start=2026-03-02T00:00&end=2026-03-01T00:00").content.decode(
     ).count("The end must be after the start.") == 1

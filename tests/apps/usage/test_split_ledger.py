@@ -132,7 +132,7 @@ def test_quota_changes_count_from_then_on_and_keep_history(demo):
     assert a100  # the other pools' periods did not change
     # Saving the same deserved again (a weight change) adds no period.
     quota = Quota.objects.get(project=nlp, node_pool=h100)
-    org_services.quota_weight_set(actor=demo["admin"], quota=quota, over_quota_weight=3)
+    org_services.quota_update(actor=demo["admin"], quota=quota, over_quota_weight=3)
     assert DeservedPeriod.objects.filter(project=nlp, node_pool=h100).count() == 2
     # Removing a quota: nothing deserved from then on.
     etl, l40s = Project.objects.get(slug="etl"), NodePool.objects.get(slug="l40s-shared")
