@@ -30,6 +30,14 @@ class BindingSource(models.TextChoices):
     GROUP_RULE = "group_rule", "From an IdP group rule"
 
 
+# A binding or rule at a scope names exactly its department or project (none for everything).
+SCOPE_NAMES_ITS_TARGET = (
+    (Q(scope="everything") & Q(department__isnull=True) & Q(project__isnull=True))
+    | (Q(scope="department") & Q(department__isnull=False) & Q(project__isnull=True))
+    | (Q(scope="project") & Q(department__isnull=True) & Q(project__isnull=False))
+)
+
+
 class RoleBinding(models.Model):
     """(user or group, role, scope). A binding applies to its scope and everything below it.
 
@@ -64,9 +72,7 @@ class RoleBinding(models.Model):
                 violation_error_message="Bind the role to a user or to a group, not both.",
             ),
             models.CheckConstraint(
-                condition=(Q(scope="everything") & Q(department__isnull=True) & Q(project__isnull=True))
-                | (Q(scope="department") & Q(department__isnull=False) & Q(project__isnull=True))
-                | (Q(scope="project") & Q(department__isnull=True) & Q(project__isnull=False)),
+                condition=SCOPE_NAMES_ITS_TARGET,
                 name="rolebinding_scope_matches_target",
                 violation_error_message="The scope must name exactly its department or project.",
             ),
@@ -121,9 +127,7 @@ class GroupRoleRule(models.Model):
         ordering = ["group_pattern", "id"]
         constraints = [
             models.CheckConstraint(
-                condition=(Q(scope="everything") & Q(department__isnull=True) & Q(project__isnull=True))
-                | (Q(scope="department") & Q(department__isnull=False) & Q(project__isnull=True))
-                | (Q(scope="project") & Q(department__isnull=True) & Q(project__isnull=False)),
+                condition=SCOPE_NAMES_ITS_TARGET,
                 name="grouprolerule_scope_matches_target",
                 violation_error_message="The scope must name exactly its department or project.",
             ),
