@@ -165,13 +165,13 @@ def broker(transactional_db):
     original = app.conf.broker_url
     _point(app, server.url)
     yield server
+    app.pool.force_close_all()  # this test's connections (kombu keeps pools per URL; the port is never reused)
     server.stop()
     _point(app, original)
 
 
 def _point(app, url: str) -> None:
-    if app._pool is not None:
-        app._pool.force_close_all()
+    """Send to `url` from now on; the pools of other URLs stay as they are, for whoever uses them next."""
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
