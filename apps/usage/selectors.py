@@ -58,6 +58,7 @@ class Figures:
     queues: list[dict[str, Any]] = field(default_factory=list)
     children: list[Figures] = field(default_factory=list)
     has_quota: bool = True
+    lends: bool = True  # a project marked "does not lend" keeps its idle deserved quota (lendingLimit 0)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -180,7 +181,7 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
                 dept.children.append(Figures(
                     name=project.name, slug=project.slug, level="project", deserved=quota.deserved,
                     limit=quota.limit, used=used[key], pending=pending.get(key, 0), borrowed=borrowed, lent=lent,
-                    weighted_share=cohorts.get(("project", project.pk, pool.pk)),
+                    lends=not project.does_not_lend, weighted_share=cohorts.get(("project", project.pk, pool.pk)),
                     queues=sorted(queues[key], key=lambda q: q["name"])))
             rows.append(dept)
         cluster = None

@@ -116,6 +116,8 @@ def reclaim(kubesim, org):
     wait_for(lambda: status_of(victim) == Status.QUEUED)
     mirrored(**{"proj-forecasting-h100-elastic": 4, "proj-vision-h100-elastic": 4, "proj-nlp-h100-guaranteed": 4})
     wait_for(lambda: kueue_more_needed(Workload.objects.get(pk=victim.pk).status_message) is not None)
+    # Queue positions come from the watcher's periodic visibility poll: wait for the victim's.
+    wait_for(lambda: Workload.objects.get(pk=victim.pk).queue_position_local is not None)
     return victim
 
 
