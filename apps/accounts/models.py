@@ -38,7 +38,29 @@ SCOPE_NAMES_ITS_TARGET = (
 )
 
 
-class RoleBinding(models.Model):
+class ScopeTarget:
+    """What a binding or a group rule is scoped to: everything, one department or one project."""
+
+    scope: str
+    department: Any
+    project: Any
+
+    @property
+    def scope_object(self) -> Any:
+        """The department or project named; None for everything."""
+        if self.scope == Scope.PROJECT:
+            return self.project
+        if self.scope == Scope.DEPARTMENT:
+            return self.department
+        return None
+
+    @property
+    def scope_display(self) -> str:
+        target = self.scope_object
+        return "everything" if target is None else f"{self.scope}:{target.slug}"
+
+
+class RoleBinding(ScopeTarget, models.Model):
     """(user or group, role, scope). A binding applies to its scope and everything below it.
 
     `source` says who keeps it: bindings granted by hand stay until someone removes them; bindings made by IdP group
@@ -85,25 +107,8 @@ class RoleBinding(models.Model):
     def subject_display(self) -> str:
         return f"user:{self.user.get_username()}" if self.user_id else f"group:{self.group.name}"  # type: ignore[union-attr]
 
-    @property
-    def scope_object(self) -> Any:
-        """The department or project the binding is scoped to; None for everything."""
-        if self.scope == Scope.PROJECT:
-            return self.project
-        if self.scope == Scope.DEPARTMENT:
-            return self.department
-        return None
 
-    @property
-    def scope_display(self) -> str:
-        if self.scope == Scope.DEPARTMENT:
-            return f"department:{self.department.slug}"  # type: ignore[union-attr]
-        if self.scope == Scope.PROJECT:
-            return f"project:{self.project.slug}"  # type: ignore[union-attr]
-        return "everything"
-
-
-class GroupRoleRule(models.Model):
+class GroupRoleRule(ScopeTarget, models.Model):
     """Who in the identity provider's groups gets which role where (README "Groups and roles").
 
     A rule matches a group name exactly or, when the pattern holds `*` or `?`, as a shell-style wildcard (`*` any
@@ -144,14 +149,6 @@ class GroupRoleRule(models.Model):
         if not self.is_pattern:
             return group == self.group_pattern
         return fnmatchcase(group, self.group_pattern.replace("[", "[[]"))
-
-    @property
-    def scope_display(self) -> str:
-        if self.scope == Scope.DEPARTMENT:
-            return f"department:{self.department.slug}"  # type: ignore[union-attr]
-        if self.scope == Scope.PROJECT:
-            return f"project:{self.project.slug}"  # type: ignore[union-attr]
-        return "everything"
 
 
 class ExternalIdentity(models.Model):
