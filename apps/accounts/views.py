@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest
+from apps.core.views import confirm_delete_page
 
 from . import access, services
 from .access import Action
@@ -94,19 +95,11 @@ def role_binding_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     )
     if not access.may_grant(request.user, binding.role, binding.scope_object):
         raise PermissionDenied("You may not remove this binding.")
-    if request.method == "POST":
-        try:
-            services.role_binding_delete(actor=request.user, binding=binding)
-        except ValidationError as exc:
-            for message in exc.messages:
-                messages.error(request, message)
-        else:
-            messages.success(request, f"Removed {binding}.")
-        return redirect("accounts:role_bindings")
-    return render(request, "core/confirm_delete.html", {
-        "object": binding, "kind": "role binding", "cancel": "accounts:role_bindings",
-        "consequences": "The subject loses this role at this scope and below.",
-    })
+    return confirm_delete_page(
+        request, obj=binding, kind="role binding", cancel="accounts:role_bindings",
+        redirect_to="accounts:role_bindings", success=f"Removed {binding}.",
+        delete=lambda: services.role_binding_delete(actor=request.user, binding=binding),
+        consequences="The subject loses this role at this scope and below.")
 
 
 @login_required
@@ -185,14 +178,11 @@ def group_rule_edit(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 def group_rule_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     _require_rule_manager(request)
     rule = get_object_or_404(GroupRoleRule.objects.select_related("department", "project"), pk=pk)
-    if request.method == "POST":
-        services.group_role_rule_delete(actor=request.user, rule=rule)
-        messages.success(request, f"Removed the rule for {rule.group_pattern}.")
-        return redirect("accounts:group_rules")
-    return render(request, "core/confirm_delete.html", {
-        "object": rule, "kind": "IdP group rule", "cancel": "accounts:group_rules",
-        "consequences": "Role bindings that only this rule made are removed now (bindings granted by hand stay).",
-    })
+    return confirm_delete_page(
+        request, obj=rule, kind="IdP group rule", cancel="accounts:group_rules", redirect_to="accounts:group_rules",
+        success=f"Removed the rule for {rule.group_pattern}.",
+        delete=lambda: services.group_role_rule_delete(actor=request.user, rule=rule),
+        consequences="Role bindings that only this rule made are removed now (bindings granted by hand stay).")
 
 
 # --- my API tokens ------------------------------------------------------------------------------------------------

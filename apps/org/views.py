@@ -23,6 +23,7 @@ from apps.accounts.access import Action
 from apps.core.filters import filter_page
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest, parse_id
+from apps.core.views import confirm_delete_page
 
 from . import selectors, services
 from .filters import AuditEventFilterSet
@@ -58,23 +59,6 @@ def _form_page(
             messages.success(request, success)
             return redirect(redirect_to)
     return render(request, "core/form_page.html", {"form": form, "title": title, "cancel": redirect_to})
-
-
-def _delete_page(
-    request: HttpRequest, *, obj: Any, delete: Callable[[], None], kind: str, cancel: str, success: str,
-    redirect_to: str, consequences: str = "",
-) -> HttpResponse:
-    if request.method == "POST":
-        try:
-            delete()
-        except ValidationError as exc:
-            for message in exc.messages:
-                messages.error(request, message)
-            return redirect(cancel)
-        messages.success(request, success)
-        return redirect(redirect_to)
-    return render(request, "core/confirm_delete.html",
-                  {"object": obj, "kind": kind, "cancel": cancel, "consequences": consequences})
 
 
 # --- overview --------------------------------------------------------------------------------------------------
@@ -133,7 +117,7 @@ def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
 def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
     pool = get_object_or_404(NodePool, slug=slug)
     access.require(request.user, Action.MANAGE, pool)
-    return _delete_page(
+    return confirm_delete_page(
         request, obj=pool, kind="node pool", cancel="org:pools", redirect_to="org:pools",
         delete=lambda: services.node_pool_delete(actor=request.user, node_pool=pool),
         success=f"Node pool {pool.slug} deleted.",
@@ -200,7 +184,7 @@ def department_edit(request: HttpRequest, slug: str) -> HttpResponse:
 def department_delete(request: HttpRequest, slug: str) -> HttpResponse:
     department = _visible_department(request, slug)
     access.require(request.user, Action.MANAGE, department)
-    return _delete_page(
+    return confirm_delete_page(
         request, obj=department, kind="department", cancel="org:departments", redirect_to="org:departments",
         delete=lambda: services.department_delete(actor=request.user, department=department),
         success=f"Department {department.name} deleted.",
@@ -272,7 +256,7 @@ def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
 def project_delete(request: HttpRequest, slug: str) -> HttpResponse:
     project = _visible_project(request, slug)
     access.require(request.user, Action.MANAGE_PROJECTS, project)
-    return _delete_page(
+    return confirm_delete_page(
         request, obj=project, kind="project", cancel="org:departments", redirect_to="org:departments",
         delete=lambda: services.project_delete(actor=request.user, project=project),
         success=f"Project {project.name} deleted.",
@@ -323,7 +307,7 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
 def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
     priority_class = get_object_or_404(PriorityClass, name=name)
     access.require(request.user, Action.MANAGE, priority_class)
-    return _delete_page(
+    return confirm_delete_page(
         request, obj=priority_class, kind="priority class", cancel="org:priority_classes",
         redirect_to="org:priority_classes",
         delete=lambda: services.priority_class_delete(actor=request.user, priority_class=priority_class),

@@ -34,6 +34,7 @@ from apps.accounts.access import Action
 from apps.core.filters import filter_page
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest, conditional, conditional_poll, not_modified, parse_id, poll_etag
+from apps.core.views import confirm_delete_page
 from apps.org.selectors import projects_for
 
 from . import logs, selectors, services
@@ -328,10 +329,7 @@ def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
 def template_delete(request: HttpRequest, pk: int) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     template = get_object_or_404(WorkloadTemplate, pk=pk)
-    if request.method == "POST":
-        services.workload_template_delete(actor=request.user, template=template)
-        messages.success(request, f"Template {template.name} deleted.")
-        return redirect("workloads:templates")
-    return render(request, "core/confirm_delete.html", {
-        "object": template, "kind": "template", "cancel": "workloads:templates",
-        "consequences": "Workloads submitted from it are not affected."})
+    return confirm_delete_page(
+        request, obj=template, kind="template", cancel="workloads:templates", redirect_to="workloads:templates",
+        delete=lambda: services.workload_template_delete(actor=request.user, template=template),
+        success=f"Template {template.name} deleted.", consequences="Workloads submitted from it are not affected.")
