@@ -29,11 +29,13 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the live server's ORM calls happen in its own.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        yield launched
-        launched.close()
+    # Only for the browser tests: a later test's subprocess (check --deploy) must not inherit it.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+            yield launched
+            launched.close()
 
 
 @pytest.fixture

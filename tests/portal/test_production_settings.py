@@ -29,6 +29,7 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
     clean = {key: value for key, value in os.environ.items()
              if not key.startswith(("OIDC_", "PORTAL_", "SESSION_", "API_TOKEN_", "LOGIN_"))}
     clean.pop("DJANGO_SETTINGS_MODULE", None)
+    clean.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the browser tests' setting, never a deployment's
     return subprocess.run([sys.executable, *args], cwd=ROOT, env={**clean, "DJANGO_SETTINGS_MODULE": "portal.settings",
                                                                    **env},
                           capture_output=True, text=True, timeout=120, check=False)
