@@ -274,9 +274,9 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
 
 def check(gateway) -> dict:
     """Exactly once: one Job per workload (by its label), nothing submitting, every intent done; the lag."""
+    from apps.core.kueue_names import WORKLOAD_ID_LABEL
     from apps.core.models import Intent
     from apps.workloads.models import Status, Workload, WorkloadEvent
-    from worker.manifests import WORKLOAD_ID_LABEL
 
     jobs: dict[str, int] = defaultdict(int)
     for namespace in ("proj-vision", "proj-nlp"):

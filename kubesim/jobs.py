@@ -7,7 +7,7 @@ import copy
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_rfc3339, rfc3339
-from kubesim.store import ChangeFeed, Store, clone
+from kubesim.store import ChangeFeed, Store, clone, controller_reference
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 COMPONENT = "job-controller"
@@ -333,16 +333,7 @@ class JobController:
                 "namespace": md["namespace"],
                 "labels": labels,
                 "annotations": annotations,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": md["name"],
-                        "uid": md["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_reference(job)],
             },
             "spec": pod_spec,
             "status": {"phase": "Pending", "qosClass": "BestEffort"},

@@ -489,6 +489,13 @@ class ChangeFeed:
             return [e for e in store.events_since(previous) if e.resource in self.resources]
 
 
+def controller_reference(owner: dict) -> dict:
+    """The ownerReference that makes owner the controller of an object it creates (cascading delete follows it)."""
+    md = owner["metadata"]
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": md["name"],
+            "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
 def clone(obj: Any) -> Any:
     """Deep copy of a JSON tree; several times faster than copy.deepcopy (no memo, no reductions)."""
     if type(obj) is dict:

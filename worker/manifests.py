@@ -12,24 +12,24 @@ from typing import Any
 
 from apps.core import kueue_names
 from apps.core.kueue_names import (
+    DATA_CLASS_LABEL,
     DEPARTMENT_LABEL,
+    KIND_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    MAX_EXEC_TIME_LABEL,
+    MODEL_LABEL,
+    NAME_ANNOTATION,
+    OWNER_ANNOTATION,
+    OWNER_ID_LABEL,
     POOL_LABEL,
+    PRIORITY_CLASS_LABEL,
     PROJECT_LABEL,
     QUEUE_NAME_LABEL,
+    WORKLOAD_ID_LABEL,
 )
 from apps.workloads.models import Kind, Workload
 
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
-WORKLOAD_ID_LABEL = "portal.gpu/workload-id"
-OWNER_ID_LABEL = "portal.gpu/owner-id"
-KIND_LABEL = "portal.gpu/kind"
-MODEL_LABEL = "portal.gpu/model"
-DATA_CLASS_LABEL = "portal.gpu/data-class"
-OWNER_ANNOTATION = "portal.gpu/owner"
-NAME_ANNOTATION = "portal.gpu/name"
 CONTAINER_NAME = "main"
 BATCH_BACKOFF_LIMIT = 2
 

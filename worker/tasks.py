@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core import intents
+from apps.core.kueue_names import WORKLOAD_ID_LABEL
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
 from apps.workloads import logs as workload_logs
@@ -27,7 +28,7 @@ from apps.workloads.models import Kind, Status, Workload
 
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
-from .manifests import WORKLOAD_ID_LABEL, job_manifest, notebook_service
+from .manifests import job_manifest, notebook_service
 from .status_map import observe
 
 logger = logging.getLogger(__name__)

@@ -28,12 +28,11 @@ from kubernetes.client.exceptions import ApiException
 
 from apps.cluster import services as mirror
 from apps.core import kueue_names
-from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL
+from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
 from apps.workloads import services as workload_services
 from apps.workloads.models import Status, Workload
 
 from .gateway import KINDS, ClusterError, Gateway
-from .manifests import WORKLOAD_ID_LABEL
 from .status_map import observe, parse_time
 
 logger = logging.getLogger(__name__)

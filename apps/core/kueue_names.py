@@ -19,9 +19,18 @@ MANAGED_BY = "gpu-portal"
 POOL_LABEL = "portal.gpu/pool"
 DEPARTMENT_LABEL = "portal.gpu/department"
 PROJECT_LABEL = "portal.gpu/project"
-WORKLOAD_LABEL = "portal.gpu/workload"
-# Kueue's own label that puts a Job into a LocalQueue.
+# Who and what a workload's Job is: for selectors, audits and the GPU-hour ledger.
+WORKLOAD_ID_LABEL = "portal.gpu/workload-id"
+OWNER_ID_LABEL = "portal.gpu/owner-id"
+KIND_LABEL = "portal.gpu/kind"
+MODEL_LABEL = "portal.gpu/model"
+DATA_CLASS_LABEL = "portal.gpu/data-class"
+OWNER_ANNOTATION = "portal.gpu/owner"
+NAME_ANNOTATION = "portal.gpu/name"
+# Kueue's own labels: the LocalQueue a Job goes to, its WorkloadPriorityClass and its maximum execution time.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 GUARANTEED = "guaranteed"
 ELASTIC = "elastic"

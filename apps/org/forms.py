@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 
@@ -276,10 +274,3 @@ class ProjectDefaultsForm(forms.Form):
     project = forms.IntegerField()
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False)
 
-
-def user_by_username(username: str) -> Any:
-    return get_user_model().objects.filter(username=username).first()
-
-
-def decimal_text(value: Decimal | None) -> str:
-    return "" if value is None else format(value.normalize(), "f")

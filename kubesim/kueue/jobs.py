@@ -14,6 +14,7 @@ from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
 from kubesim.kueue.scheduler.model import condition_true, find_condition, parse_time
 from kubesim.kueue.state import KueueState
+from kubesim.store import controller_reference
 
 MAX_PREFIX = 253 - 1 - 5
 
@@ -241,16 +242,7 @@ class JobIntegration:
                 "namespace": md["namespace"],
                 "labels": {C.JOB_UID_LABEL: md["uid"]},
                 "finalizers": [C.RESOURCE_IN_USE_FINALIZER],
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": md["name"],
-                        "uid": md["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_reference(job)],
             },
             "spec": wl_spec,
         }

@@ -29,6 +29,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from apps.core.kueue_names import WORKLOAD_ID_LABEL
 from apps.core.models import Intent
 from apps.org.demo import seed_demo
 from apps.usage.models import UsageInterval
@@ -36,7 +37,6 @@ from apps.workloads.models import HOLDING_STATUSES, Status, Workload, WorkloadEv
 from kubesim.testing import KubesimProcess
 from tests.worker.conftest import wait_for
 from worker.kueue_sync import desired_from_database, reconcile
-from worker.manifests import WORKLOAD_ID_LABEL
 from worker.watcher import Watcher
 
 pytestmark = [

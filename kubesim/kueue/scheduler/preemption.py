@@ -27,7 +27,6 @@ from kubesim.kueue.scheduler.flavors import (
 from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo
 from kubesim.kueue.scheduler.quota import (
     DRS,
-    NEGATIVE_DRS,
     CohortNode,
     FlavorResource,
     QuotaNode,
@@ -307,10 +306,10 @@ class Preemptor:
         candidates.sort(key=lambda c: candidate_key(c, cq.name, self.now))
         with _Trial(self.snapshot) as trial:
             with _usage_added(cq, requests):  # shares are compared with the preemptor's workload admitted
-                retry = self._first_strategy(wl, cq, frs, requests, candidates, self.strategies[0], trial)
+                retry = self._take_by_strategy(wl, cq, frs, requests, candidates, self.strategies[0], trial)
                 fits = retry is None
                 if not fits and len(self.strategies) > 1:
-                    fits = self._second_strategy(cq, requests, retry or [], trial)
+                    fits = self._take_below_initial_share(cq, requests, retry or [], trial)
             if not fits:
                 return []
             return trial.minimal(lambda: self._fits(cq, requests, True))
@@ -320,10 +319,10 @@ class Preemptor:
         with _usage_removed(cq, requests):
             return self._fits(cq, requests, True)
 
-    def _first_strategy(self, wl, cq, frs, requests, candidates, strategy: str, trial: _Trial):
-        """Take candidates queue by queue in TargetOrdering's order under the first strategy. None when the
+    def _take_by_strategy(self, wl, cq, frs, requests, candidates, strategy: str, trial: _Trial):
+        """Take candidates queue by queue in FairTargets' order under the first strategy. None when the
         preemptor fits; otherwise the candidates the strategy turned down (for the second strategy)."""
-        ordering = TargetOrdering(cq, candidates, self.now)
+        ordering = FairTargets(cq, candidates, self.now)
         within_nominal_now = not any(cq.borrowing(fr) for fr in frs)
         retry: list[WorkloadInfo] = []
         for target_cq in ordering.iterate():
@@ -353,9 +352,9 @@ class Preemptor:
                 retry.append(cand)
         return retry
 
-    def _second_strategy(self, cq, requests, retry: list[WorkloadInfo], trial: _Trial) -> bool:
+    def _take_below_initial_share(self, cq, requests, retry: list[WorkloadInfo], trial: _Trial) -> bool:
         """LessThanInitialShare over what the first strategy turned down, one candidate per queue visit."""
-        ordering = TargetOrdering(cq, retry, self.now)
+        ordering = FairTargets(cq, retry, self.now)
         for target_cq in ordering.iterate():
             preemptor_new, target_old = ordering.shares(target_cq)
             cand = ordering.pop(target_cq)
@@ -367,93 +366,105 @@ class Preemptor:
         return False
 
 
-class TargetOrdering:
-    """Walks the cohort tree from the root into the child with the highest DRS to pick the next target queue."""
+class FairTargets:
+    """Where fair sharing takes its next victim from (Kueue's documented rule: the queue furthest above its fair
+    share, compared level by level from the root of the preemptor's tree).
+
+    A queue is open while it still has candidates, has not been set aside, and borrows (the preemptor's own queue
+    is always open); a cohort is open while it borrows or lies on the preemptor's path, and some queue below it is
+    open. Preemption only lowers usage, so a closed node never reopens: each pick is computed afresh from the
+    current snapshot instead of keeping pruned sets.
+    """
 
     def __init__(self, cq: ClusterQueueNode, candidates: list[WorkloadInfo], now: datetime) -> None:
-        self.cq = cq
+        self.preemptor_queue = cq
         self.now = now
-        self.ancestors = set(map(id, cq.path_to_root()))
-        self.by_cq: dict[str, list[WorkloadInfo]] = {}
-        for c in candidates:
-            self.by_cq.setdefault(c.cluster_queue, []).append(c)
-        self.pruned_cqs: set[int] = set()
-        self.pruned_cohorts: set[int] = set()
+        self.preemptor_path = list(cq.path_to_root())
+        self.on_path = {id(node) for node in self.preemptor_path}
+        self.queued: dict[str, list[WorkloadInfo]] = {}
+        for candidate in candidates:
+            self.queued.setdefault(candidate.cluster_queue, []).append(candidate)
+        self.set_aside: set[int] = set()
 
     def has_workload(self, cq: ClusterQueueNode) -> bool:
-        return bool(self.by_cq.get(cq.name))
+        return bool(self.queued.get(cq.name))
 
     def pop(self, cq: ClusterQueueNode) -> WorkloadInfo:
-        return self.by_cq[cq.name].pop(0)
+        return self.queued[cq.name].pop(0)
 
     def drop(self, cq: ClusterQueueNode) -> None:
-        self.pruned_cqs.add(id(cq))
+        """Visit cq no more (the second strategy looks at each queue once)."""
+        self.set_aside.add(id(cq))
 
     def iterate(self) -> Iterator[ClusterQueueNode]:
-        if self.cq.parent is None:
-            while id(self.cq) not in self.pruned_cqs and self.has_workload(self.cq):
-                yield self.cq
+        """The queue to take from next, as long as one is open."""
+        if not self.preemptor_path:
+            while self._queue_open(self.preemptor_queue):
+                yield self.preemptor_queue
             return
-        root = self.cq.parent.root()
-        while id(root) not in self.pruned_cohorts:
-            target = self._next(root)
-            if target is not None:
-                yield target
+        root = self.preemptor_path[-1]
+        while self._cohort_open(root):
+            yield self._descend(root)
 
-    def _next(self, cohort: CohortNode) -> ClusterQueueNode | None:
-        best_cq, best_cq_drs = None, NEGATIVE_DRS
-        for cq in cohort.child_cqs:
-            if id(cq) in self.pruned_cqs:
-                continue
-            drs = dominant_resource_share(cq)
-            if (not drs.borrowing and cq is not self.cq) or not self.has_workload(cq):
-                self.pruned_cqs.add(id(cq))
-            elif best_cq is not None and compare_drs(drs, best_cq_drs) == 0:
-                new_c, cur_c = self.by_cq[cq.name][0], self.by_cq[best_cq.name][0]
-                if candidate_key(new_c, self.cq.name, self.now) < candidate_key(cur_c, self.cq.name, self.now):
-                    best_cq = cq
-            elif compare_drs(drs, best_cq_drs) == 1:
-                best_cq, best_cq_drs = cq, drs
-        best_cohort, best_cohort_drs = None, NEGATIVE_DRS
-        for child in cohort.child_cohorts:
-            if id(child) in self.pruned_cohorts:
-                continue
-            drs = dominant_resource_share(child)
-            if not drs.borrowing and id(child) not in self.ancestors:
-                self.pruned_cohorts.add(id(child))
-            elif compare_drs(drs, best_cohort_drs) >= 0:
-                best_cohort, best_cohort_drs = child, drs
-        if best_cohort is None and best_cq is None:
-            self.pruned_cohorts.add(id(cohort))
-            return None
-        if best_cohort is not None and compare_drs(best_cohort_drs, best_cq_drs) >= 0:
-            return self._next(best_cohort)
-        return best_cq
+    def _queue_open(self, cq: ClusterQueueNode) -> bool:
+        if id(cq) in self.set_aside or not self.has_workload(cq):
+            return False
+        return cq is self.preemptor_queue or dominant_resource_share(cq).borrowing
 
-    def _lca(self, target: ClusterQueueNode) -> CohortNode:
-        for ancestor in target.path_to_root():
-            if id(ancestor) in self.ancestors:
-                return ancestor
-        raise RuntimeError("no common ancestor between preemptor and target")
+    def _cohort_open(self, cohort: CohortNode) -> bool:
+        if id(cohort) not in self.on_path and not dominant_resource_share(cohort).borrowing:
+            return False
+        return any(map(self._queue_open, cohort.child_cqs)) or any(map(self._cohort_open, cohort.child_cohorts))
 
-    @staticmethod
-    def _almost_lca(cq: ClusterQueueNode, lca: CohortNode) -> QuotaNode:
-        node: QuotaNode = cq
-        for ancestor in cq.path_to_root():
-            if ancestor is lca:
-                return node
-            node = ancestor
-        raise RuntimeError("no almost-LCA")
+    def _descend(self, cohort: CohortNode) -> ClusterQueueNode:
+        """From an open cohort down to the open queue with the highest share. Between queues of equal share the
+        one whose next candidate comes first wins; a cohort wins over queues of no higher share, and between
+        cohorts of equal share the later child."""
+        queue: tuple[DRS, ClusterQueueNode] | None = None
+        for cq in filter(self._queue_open, cohort.child_cqs):
+            share = dominant_resource_share(cq)
+            if queue is None or self._queue_first(share, cq, *queue):
+                queue = (share, cq)
+        child: tuple[DRS, CohortNode] | None = None
+        for sub in filter(self._cohort_open, cohort.child_cohorts):
+            share = dominant_resource_share(sub)
+            if child is None or compare_drs(share, child[0]) >= 0:
+                child = (share, sub)
+        if child is not None and (queue is None or compare_drs(child[0], queue[0]) >= 0):
+            return self._descend(child[1])
+        assert queue is not None, "an open cohort has an open queue below it"
+        return queue[1]
+
+    def _queue_first(self, share: DRS, cq: ClusterQueueNode, best_share: DRS, best: ClusterQueueNode) -> bool:
+        order = compare_drs(share, best_share)
+        if order != 0:
+            return order > 0
+        mine = candidate_key(self.queued[cq.name][0], self.preemptor_queue.name, self.now)
+        return mine < candidate_key(self.queued[best.name][0], self.preemptor_queue.name, self.now)
+
+    def _sides(self, target: ClusterQueueNode) -> tuple[QuotaNode, QuotaNode]:
+        """The preemptor's and the target's nodes just below where their paths to the root meet: fair sharing
+        compares those two."""
+        theirs: QuotaNode = target
+        for meeting in target.path_to_root():
+            if id(meeting) in self.on_path:
+                break
+            theirs = meeting
+        else:
+            raise RuntimeError("the target is not in the preemptor's tree")
+        mine: QuotaNode = self.preemptor_queue
+        for node in self.preemptor_path:
+            if node is meeting:
+                return mine, theirs
+            mine = node
+        raise RuntimeError("unreachable: the meeting point lies on the preemptor's path")
 
     def shares(self, target: ClusterQueueNode) -> tuple[DRS, DRS]:
-        """(preemptor side's DRS with its workload, target side's current DRS) at their almost-LCAs."""
-        lca = self._lca(target)
-        return (
-            dominant_resource_share(self._almost_lca(self.cq, lca)),
-            dominant_resource_share(self._almost_lca(target, lca)),
-        )
+        """(preemptor side's DRS with its workload, target side's current DRS) where their paths meet."""
+        mine, theirs = self._sides(target)
+        return dominant_resource_share(mine), dominant_resource_share(theirs)
 
     def target_share_after_removal(self, target: ClusterQueueNode, wl: WorkloadInfo) -> DRS:
         """The target side's DRS if wl were preempted."""
         with _usage_removed(target, wl.usage):
-            return dominant_resource_share(self._almost_lca(target, self._lca(target)))
+            return dominant_resource_share(self._sides(target)[1])

@@ -194,7 +194,6 @@ class DRS:
         return any(requested.get(fr, 0) > 0 for fr in self.borrowed)
 
 
-NEGATIVE_DRS = DRS(ratio=-1.0)
 
 
 def compare_drs(a: DRS, b: DRS) -> int:
