@@ -161,6 +161,7 @@ class Supervisor:
             _signal_group(child, signal.SIGKILL)  # the group's stragglers (workers of a stopped master)
             assert child.process is not None
             child.process.wait()
+            _wait_group_gone(child.process.pid)
         log("stopped")
 
 
@@ -173,6 +174,28 @@ def _signal_group(child: Child, signum: int) -> None:
     assert child.process is not None
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.process.pid, signum)  # its own session: the group id is its pid
+
+
+def _wait_group_gone(group: int, timeout: float = 5.0) -> None:
+    """Wait until no live process is left in the group we started (a SIGKILL is delivered asynchronously; on a busy
+    machine a grandchild can outlive our return by a moment). Zombies count as gone: their parent reaps them."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(_live_member(entry, group) for entry in proc.iterdir() if entry.name.isdigit()):
+            return
+        time.sleep(0.05)
+    log(f"processes of group {group} still running after SIGKILL")
+
+
+def _live_member(entry: Path, group: int) -> bool:
+    try:
+        state, _parent, process_group = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[:3]
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return False
+    return int(process_group) == group and state != "Z"
 
 
 def _manage(*args: str) -> list[str]:
