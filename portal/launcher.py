@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -134,6 +135,17 @@ class Supervisor:
             elif child.restart_at is not None and now >= child.restart_at:
                 child.restarts += 1
                 self._spawn(child)
+
+    def await_port(self, host: str, port: int, timeout: float = 180.0) -> bool:
+        """Supervise until something accepts connections on host:port (the URL we print must answer); False when a
+        signal or the timeout came first."""
+        deadline = time.monotonic() + timeout
+        while not self.stopping and time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+                return True
+            self.poll()
+            time.sleep(0.2)
+        return False
 
     def run_forever(self, interval: float = 0.5) -> None:
         while not self.stopping:
@@ -259,6 +271,8 @@ def main() -> int:
         if child.name == "kubesim":
             log(f"kubeconfig written to {env['KUBECONFIG']}; try  kubectl --kubeconfig {env['KUBECONFIG']} "
                 "get workloads -A")
+    if not supervisor.stopping and not supervisor.await_port(HOST, int(PORT)):
+        log(f"the web server is not answering on {HOST}:{PORT} yet; see its output above")
     if not supervisor.stopping:
         print(f"\nGPU Portal is running on http://{HOST}:{PORT}/  (Ctrl-C stops everything)", flush=True)
         if env.get("PORTAL_MODE", "embedded") == "embedded":

@@ -186,7 +186,7 @@ def test_make_run_survives_a_killed_worker_and_sigterm_leaves_nothing_running(tm
         portal.wait_for(rf"worker \(pid {worker}\) exited with code -9; restarting", after=mark)
         restarted = int(portal.wait_for(r"started worker \(pid (\d+)\)", after=mark).group(1))
         assert restarted != worker and alive(restarted)
-        with urllib.request.urlopen(f"http://127.0.0.1:{portal.port}/accounts/login/", timeout=10) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{portal.port}/accounts/login/", timeout=60) as response:
             assert response.status == 200
         pids = portal.started_pids()
         descendants = [pid for parent in pids for pid in _children_of(parent)]
