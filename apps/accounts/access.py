@@ -283,6 +283,12 @@ def can_stop_workload(user: Any, workload: Any) -> bool:
     return stops_own_workload(user, workload) or can(user, Action.STOP_ANY, workload.project)
 
 
+def starts_on_own_workloads(user: Any) -> bool:
+    """Whether the workload list opens on the user's own work: researchers, whose scope is their own; team leads and
+    admins, who look after others' work (STOP_ANY), and viewers, who own none, open on everything in their scope."""
+    return can_anywhere(user, Action.SUBMIT) and not can_anywhere(user, Action.STOP_ANY)
+
+
 def can_keep_alive(user: Any, workload: Any) -> bool:
     """Only a notebook's owner says it is still in use (idle culling is about the person at the keyboard)."""
     return bool(user is not None and user.is_authenticated and workload.owner_id == user.pk)

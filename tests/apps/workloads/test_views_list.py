@@ -19,11 +19,18 @@ def rows(response) -> list[int]:
     return [int(pk) for pk in re.findall(r'data-workload="(\d+)"', response.content.decode())]
 
 
-def test_researchers_see_their_own_workloads(page_client, make_workload):
+def test_researchers_land_on_their_own_work_and_leads_on_their_scopes(page_client, make_workload):
+    """Issue 11 changes the lead's landing view: it used to be their own rows only (an empty "my workloads" for most
+    leads); leads and admins now land on their scope's workloads and switch to their own with scope=mine."""
     mine = make_workload("alice", name="mine")
     lead_own = make_workload("lead", name="leads")
+    carols = make_workload("carol", project="forecasting")
     assert rows(page_client("alice").get(LIST)) == [mine.pk]
-    assert rows(page_client("lead").get(LIST)) == [lead_own.pk]
+    for username in ("lead", "deptadmin"):
+        landing = page_client(username).get(LIST)
+        assert sorted(rows(landing)) == sorted([mine.pk, lead_own.pk]) and landing.context["scope"] == "all"
+        assert rows(page_client(username).get(LIST, {"scope": "mine"})) == ([lead_own.pk] if username == "lead" else [])
+    assert sorted(rows(page_client("admin").get(LIST))) == sorted([mine.pk, lead_own.pk, carols.pk])
     # A researcher has no "everything" switch: the parameter is ignored.
     assert rows(page_client("alice").get(LIST, {"scope": "all"})) == [mine.pk]
 
