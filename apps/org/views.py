@@ -407,9 +407,10 @@ def audit(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW_AUDIT):
         raise PermissionDenied("You may not read the audit log.")
-    events = selectors.audit_events_for(user).select_related("actor", "department", "project")
+    events = selectors.audit_events_for(user).select_related("actor", "department", "project__department")
     filterset = AuditEventFilterSet(request.GET, queryset=events, request=request)
     page = filter_page(filterset, per_page=50, number=request.GET.get("page"))
+    page.object_list = selectors.audit_changes(list(page.object_list))
     query = request.GET.copy()
     query.pop("page", None)
     template = "org/partials/_audit_table.html" if request.htmx else "org/audit.html"
