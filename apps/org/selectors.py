@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.apps import apps
@@ -188,6 +190,41 @@ def kueue_sync_status(*, limit: int = 50) -> dict[str, Any]:
     runs = list(KueueSyncRun.objects.all()[:limit])
     last_ok = next((run for run in runs if run.ok), None)
     return {"state": state, "runs": runs, "last_ok": last_ok, "last": runs[0] if runs else None}
+
+
+KUEUE_MAX_SHARE = 2**63 - 1  # what Kueue reports for a borrowing cohort of weight 0
+
+
+@dataclass(frozen=True)
+class WeightedShare:
+    """Kueue's weighted share of a project cohort on one pool, in per mille (‰): the GPUs the cohort borrows above
+    its deserved quota as ‰ of what the pool's cohort tree can lend (the dominant resource: queues cover only the
+    pool's GPU resource), divided by the weight and rounded up. The borrowed ‰ does not depend on the weight, so
+    the share at another weight follows from the observed one."""
+
+    pool: NodePool
+    share: int | None  # as Kueue reported it (None: not observed yet)
+    observed_weight: Decimal  # the weight Kueue computed it with
+    weight: Decimal  # the weight the portal has now
+
+    @property
+    def borrowed_per_mille(self) -> int | None:
+        """Borrowed ‰ of the lendable capacity (at most the observed share x weight: Kueue rounds the share up)."""
+        if self.share is None or self.share >= KUEUE_MAX_SHARE:
+            return None
+        return int(self.share * self.observed_weight)
+
+    @property
+    def expected(self) -> int | None:
+        """The share Kueue will report at `weight` once it has the new weight (None: unchanged or unknown)."""
+        if self.share is None or self.weight == self.observed_weight:
+            return None
+        if self.share == 0:
+            return 0
+        borrowed = self.borrowed_per_mille
+        if borrowed is None:  # borrowing at weight 0: the per-mille figure is not reported
+            return None
+        return KUEUE_MAX_SHARE if self.weight == 0 else math.ceil(borrowed / self.weight)
 
 
 def project_weighted_shares(*, project_ids: list[int]) -> dict[tuple[int, int], int | None]:
