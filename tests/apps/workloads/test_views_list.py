@@ -156,6 +156,22 @@ def test_detail_shows_fields_status_events_and_manifest(page_client, make_worklo
     assert POLL in content
 
 
+def test_detail_shows_the_max_runtime_in_the_forms_unit(page_client, make_workload):
+    workload = make_workload("alice", max_runtime_seconds=90 * 60)
+    content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    assert "<dd data-max-runtime>90 min (1 h 30 min)</dd>" in content and "5400 s" not in content
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (45 * 60, "45 min"), (60 * 60, "60 min (1 h)"), (90 * 60, "90 min (1 h 30 min)"),
+    (5415, "1 h 30 min 15 s"), (30, "30 s"), (None, ""),
+])
+def test_runtime_limits_read_in_minutes_like_the_form(seconds, shown):
+    from apps.workloads.templatetags.workload_tags import runtime_limit
+
+    assert runtime_limit(seconds) == shown
+
+
 def test_detail_stops_polling_once_final(page_client, make_workload):
     workload = make_workload("alice")
     Workload.objects.filter(pk=workload.pk).update(status=Status.SUCCEEDED)
