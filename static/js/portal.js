@@ -61,3 +61,14 @@ document.addEventListener("click", (event) => {
   dialog.querySelector("[data-confirm-submit]").textContent = link.dataset.confirmLabel || "Confirm";
   dialog.showModal();
 });
+
+// The bar's menus (<details class="nav-group">) close when the user clicks elsewhere or presses Escape.
+document.addEventListener("click", (event) => {
+  for (const menu of document.querySelectorAll("details.nav-group[open]")) {
+    if (!(event.target instanceof Node) || !menu.contains(event.target)) menu.removeAttribute("open");
+  }
+});
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape") return;
+  for (const menu of document.querySelectorAll("details.nav-group[open]")) menu.removeAttribute("open");
+});
