@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, Q, QuerySet
 
-from .models import PersonalAccessToken, Role, RoleBinding, Scope
+from .models import BindingSource, PersonalAccessToken, Role, RoleBinding, Scope
 
 M = TypeVar("M", bound=Model)
 
@@ -182,6 +182,25 @@ def grantable_roles(user: Any) -> frozenset[str]:
     return GRANTABLE_BY_MEMBER_MANAGERS
 
 
+def manual_admin_binding_count() -> int:
+    """How many admin bindings over everything were granted by hand (rule-made ones come and go with IdP groups)."""
+    return RoleBinding.objects.filter(role=Role.ADMIN, scope=Scope.EVERYTHING, source=BindingSource.MANUAL).count()
+
+
+def is_last_manual_admin(binding: RoleBinding, *, manual_admin_bindings: int) -> bool:
+    """Whether removing `binding` would leave no hand-made admin: the installation would lose its way back in."""
+    return (binding.role == Role.ADMIN and binding.scope == Scope.EVERYTHING and binding.source == BindingSource.MANUAL
+            and manual_admin_bindings <= 1)
+
+
+def may_remove_binding(user: Any, binding: RoleBinding, *, manual_admin_bindings: int) -> bool:
+    """Whether the page offers "Remove" for `binding`: hand-made, within what the user may grant, and not the last
+    hand-made admin (`manual_admin_bindings` from `manual_admin_binding_count`, counted once per page)."""
+    return (binding.source == BindingSource.MANUAL
+            and not is_last_manual_admin(binding, manual_admin_bindings=manual_admin_bindings)
+            and may_grant(user, binding.role, binding.scope_object))
+
+
 # --- organisation rows: which fields of a quota or project this user may change ---------------------------------
 # Field names of apps.org's Quota and Project (this module imports no app above it, so it names them as strings).
 
@@ -262,6 +281,12 @@ def stops_own_workload(user: Any, workload: Any) -> bool:
 def can_stop_workload(user: Any, workload: Any) -> bool:
     """Owners who may (still) submit in the project stop their own work; STOP_ANY stops anyone's in scope."""
     return stops_own_workload(user, workload) or can(user, Action.STOP_ANY, workload.project)
+
+
+def starts_on_own_workloads(user: Any) -> bool:
+    """Whether the workload list opens on the user's own work: researchers, whose scope is their own; team leads and
+    admins, who look after others' work (STOP_ANY), and viewers, who own none, open on everything in their scope."""
+    return can_anywhere(user, Action.SUBMIT) and not can_anywhere(user, Action.STOP_ANY)
 
 
 def can_keep_alive(user: Any, workload: Any) -> bool:

@@ -10,8 +10,8 @@ from .access import Action, can, can_anywhere
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
-    user = request.user
-    if not user.is_authenticated:
+    user = getattr(request, "user", None)  # absent when a 400 comes before the authentication middleware
+    if user is None or not user.is_authenticated:
         return {"nav": {}}
     return {
         "nav": {

@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.core.audit import audit_record, snapshot
 
 from . import access
-from .access import forget_grants, may_grant
+from .access import forget_grants, is_last_manual_admin, manual_admin_binding_count, may_grant
 from .models import (
     BindingSource,
     ExternalIdentity,
@@ -83,13 +83,8 @@ def role_binding_delete(*, actor: Any, binding: RoleBinding) -> None:
         raise ValidationError("This binding comes from an IdP group rule and follows the user's groups: change the "
                               "rule (Access > IdP group rules) or the user's groups at the identity provider.")
     with transaction.atomic():
-        if binding.role == Role.ADMIN and binding.scope == Scope.EVERYTHING:
-            # Rule-made admin bindings come and go with IdP groups: one granted by hand must remain.
-            remaining = RoleBinding.objects.filter(
-                role=Role.ADMIN, scope=Scope.EVERYTHING, source=BindingSource.MANUAL
-            ).exclude(pk=binding.pk)
-            if not remaining.exists():
-                raise ValidationError("This is the last admin binding; add another admin first.")
+        if is_last_manual_admin(binding, manual_admin_bindings=manual_admin_binding_count()):
+            raise ValidationError("This is the last admin binding; add another admin first.")
         audit_record(actor=actor, action="role_binding.delete", obj=binding, before=snapshot(binding), after=None,
                      **_audit_scope(binding))
         binding.delete()

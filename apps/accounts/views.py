@@ -30,6 +30,8 @@ from .forms import (
 )
 from .models import GroupRoleRule, NotificationPreference
 
+REMOVE_BINDING_CONSEQUENCES = "The subject loses this role at this scope and below."
+
 
 def login_context(request: HttpRequest, *, lockout: str | None = None) -> dict[str, Any]:
     """What the login page shows besides its form: single sign-on, whether passwords work, a lockout."""
@@ -58,10 +60,13 @@ class PortalLoginView(auth_views.LoginView):
 def role_bindings(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     bindings = access.role_bindings_for(user).select_related("user", "group", "department", "project__department")
+    manual_admin_bindings = access.manual_admin_binding_count()
     return render(request, "accounts/role_bindings.html", {
-        "rows": [{"binding": b, "can_delete": b.source == "manual" and access.may_grant(user, b.role, b.scope_object)}
+        "rows": [{"binding": b, "can_delete": access.may_remove_binding(user, b,
+                                                                        manual_admin_bindings=manual_admin_bindings)}
                  for b in bindings],
         "can_create": access.can_anywhere(user, Action.MANAGE_MEMBERS),
+        "remove_consequences": REMOVE_BINDING_CONSEQUENCES,
         "can_manage_rules": access.can_manage_group_rules(user),
     })
 
@@ -96,10 +101,10 @@ def role_binding_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     if not access.may_grant(request.user, binding.role, binding.scope_object):
         raise PermissionDenied("You may not remove this binding.")
     return confirm_delete_page(
-        request, obj=binding, kind="role binding", cancel="accounts:role_bindings",
+        request, obj=binding, kind="role binding", verb="Remove", cancel="accounts:role_bindings",
         redirect_to="accounts:role_bindings", success=f"Removed {binding}.",
         delete=lambda: services.role_binding_delete(actor=request.user, binding=binding),
-        consequences="The subject loses this role at this scope and below.")
+        consequences=REMOVE_BINDING_CONSEQUENCES)
 
 
 @login_required

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -27,6 +29,9 @@ class AuditEvent(models.Model):
     # How the access module scopes these rows (see apps.accounts.access.restrict).
     access_department_paths = ("department_id",)
     access_project_path = "project_id"
+
+    # Not a column: the audit page sets it (apps.org.selectors.audit_changes), the fields changed with names for ids.
+    changes: list[Any]
 
     class Meta:
         ordering = ["-at", "-id"]

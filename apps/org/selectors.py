@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, Prefetch, Q, QuerySet, Sum
+from django.apps import apps
+from django.db.models import F, Model, Prefetch, Q, QuerySet, Sum
 
 from apps.accounts import access
 from apps.accounts.access import Action
@@ -31,6 +34,78 @@ def quotas_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Quota]:
 def audit_events_for(user: Any) -> QuerySet[AuditEvent]:
     """Audit rows of the departments and projects the user audits; installation-wide rows for global admins."""
     return access.restrict(AuditEvent.objects.all(), user, Action.VIEW_AUDIT)
+
+
+@dataclass(frozen=True)
+class AuditChange:
+    """One field of an audit row as people read it: foreign keys by name, not id."""
+
+    field: str
+    before: Any
+    after: Any
+
+
+def _audited_models() -> dict[str, type[Model]]:
+    """model_name -> model, as AuditEvent.object_type names them (a name two apps share is left unresolved)."""
+    by_name: dict[str, list[type[Model]]] = {}
+    for model in apps.get_models():
+        by_name.setdefault(model._meta.model_name or "", []).append(model)
+    return {name: models[0] for name, models in by_name.items() if len(models) == 1}
+
+
+def _changed_keys(event: AuditEvent) -> list[str]:
+    """The fields an update changed; every non-empty field of a create or delete (short rows)."""
+    before, after = event.before or {}, event.after or {}
+    keys = list(after) + [key for key in before if key not in after]
+    if event.before is not None and event.after is not None:
+        keys = [key for key in keys if before.get(key) != after.get(key)]
+    else:
+        state = after if event.after is not None else before
+        keys = [key for key in keys if state.get(key) not in (None, "", [], {})]
+    return [key for key in keys if key != "id"]
+
+
+def _display_name(row: Model) -> str:
+    name = getattr(row, "name", None)
+    return name if isinstance(name, str) and name else str(row)
+
+
+def audit_changes(events: list[AuditEvent]) -> list[AuditEvent]:
+    """Sets `changes` (a list of AuditChange) on each event, foreign keys resolved to names at render time (the
+    snapshot keeps ids, which stay true when a name changes later): one query per kind of row the page names,
+    however many events; a row deleted since reads "#id (deleted)"."""
+    models = _audited_models()
+    wanted: dict[type[Model], set[Any]] = {}
+    Plan = list[tuple[str, str, type[Model] | None]]  # (snapshot key, label, model its id names)
+    plans: list[tuple[AuditEvent, Plan]] = []
+    for event in events:
+        fields = {f.attname: f for f in models[event.object_type]._meta.concrete_fields} \
+            if event.object_type in models else {}
+        plan: Plan = []
+        for key in _changed_keys(event):
+            model_field = fields.get(key)
+            related = model_field.related_model if model_field is not None and model_field.is_relation else None
+            if model_field is not None and isinstance(related, type) and issubclass(related, Model):
+                plan.append((key, model_field.name, related))
+                for state in (event.before, event.after):
+                    if state and state.get(key) is not None:
+                        wanted.setdefault(related, set()).add(state[key])
+            else:
+                plan.append((key, key, None))
+        plans.append((event, plan))
+    names = {model: {pk: _display_name(row) for pk, row in model._default_manager.in_bulk(ids).items()}
+             for model, ids in wanted.items()}
+
+    def shown(value: Any, related: type[Model] | None) -> Any:
+        if related is None or value is None:
+            return value
+        return names[related].get(value, f"#{value} (deleted)")
+
+    for event, plan in plans:
+        before, after = event.before or {}, event.after or {}
+        event.changes = [AuditChange(label, shown(before.get(key), related), shown(after.get(key), related))
+                         for key, label, related in plan]
+    return events
 
 
 @dataclass
@@ -115,6 +190,41 @@ def kueue_sync_status(*, limit: int = 50) -> dict[str, Any]:
     runs = list(KueueSyncRun.objects.all()[:limit])
     last_ok = next((run for run in runs if run.ok), None)
     return {"state": state, "runs": runs, "last_ok": last_ok, "last": runs[0] if runs else None}
+
+
+KUEUE_MAX_SHARE = 2**63 - 1  # what Kueue reports for a borrowing cohort of weight 0
+
+
+@dataclass(frozen=True)
+class WeightedShare:
+    """Kueue's weighted share of a project cohort on one pool, in per mille (‰): the GPUs the cohort borrows above
+    its deserved quota as ‰ of what the pool's cohort tree can lend (the dominant resource: queues cover only the
+    pool's GPU resource), divided by the weight and rounded up. The borrowed ‰ does not depend on the weight, so
+    the share at another weight follows from the observed one."""
+
+    pool: NodePool
+    share: int | None  # as Kueue reported it (None: not observed yet)
+    observed_weight: Decimal  # the weight Kueue computed it with
+    weight: Decimal  # the weight the portal has now
+
+    @property
+    def borrowed_per_mille(self) -> int | None:
+        """Borrowed ‰ of the lendable capacity (at most the observed share x weight: Kueue rounds the share up)."""
+        if self.share is None or self.share >= KUEUE_MAX_SHARE:
+            return None
+        return int(self.share * self.observed_weight)
+
+    @property
+    def expected(self) -> int | None:
+        """The share Kueue will report at `weight` once it has the new weight (None: unchanged or unknown)."""
+        if self.share is None or self.weight == self.observed_weight:
+            return None
+        if self.share == 0:
+            return 0
+        borrowed = self.borrowed_per_mille
+        if borrowed is None:  # borrowing at weight 0: the per-mille figure is not reported
+            return None
+        return KUEUE_MAX_SHARE if self.weight == 0 else math.ceil(borrowed / self.weight)
 
 
 def project_weighted_shares(*, project_ids: list[int]) -> dict[tuple[int, int], int | None]:

@@ -319,16 +319,23 @@ def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
 # --- team-lead weights -----------------------------------------------------------------------------------------
 
 
-def _weight_rows(user: Any, projects: Any) -> list[dict[str, Any]]:
+def _weight_rows(user: Any, projects: Any, *, observed_weights: dict[int, Any] | None = None) -> list[dict[str, Any]]:
+    """Rows of the weights page. `observed_weights` (pool id -> weight): the weight Kueue last computed the share
+    with, when it is not the saved one (the row answering a weight change, before the cluster has the new weight)."""
     pools = list(selectors.node_pools())
     projects = list(projects)
     shares = selectors.project_weighted_shares(project_ids=[project.pk for project in projects])
+    observed_weights = observed_weights or {}
     rows = []
     for project in projects:
         quotas = {q.node_pool_id: q for q in project.quotas.all()}
-        rows.append({"project": project, "cells": [{"pool": pool, "quota": quotas.get(pool.pk)} for pool in pools],
-                     "shares": [{"pool": pool, "share": shares[(project.pk, pool.pk)]} for pool in pools
-                                if (project.pk, pool.pk) in shares]})
+        rows.append({
+            "project": project, "cells": [{"pool": pool, "quota": quotas.get(pool.pk)} for pool in pools],
+            "shares": [selectors.WeightedShare(
+                pool=pool, share=shares[(project.pk, pool.pk)], weight=quotas[pool.pk].over_quota_weight,
+                observed_weight=observed_weights.get(pool.pk, quotas[pool.pk].over_quota_weight),
+            ) for pool in pools if (project.pk, pool.pk) in shares and pool.pk in quotas],
+        })
     return rows
 
 
@@ -360,12 +367,14 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
     """One change (a weight or the default priority class) of one project; the row re-renders with the outcome."""
     user = request.user
     status: dict[str, Any] = {}
+    observed_weights: dict[int, Any] = {}
     if "quota" in request.POST:
         form: Any = WeightForm(request.POST)
         quota_id = request.POST.get("quota", "")
         quota = get_object_or_404(selectors.quotas_for(user).filter(project__isnull=False), pk=parse_id(quota_id))
         project_id = quota.project_id
         status["pool"] = quota.node_pool_id
+        observed_weights[quota.node_pool_id] = quota.over_quota_weight  # Kueue's share was computed with it
         if form.is_valid():
             try:
                 services.quota_update(actor=user, quota=quota,
@@ -394,7 +403,7 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
     project = get_object_or_404(_weight_projects(user), pk=project_id)
     status.update({"errors": errors, "saved": not errors, "value": request.POST.get("over_quota_weight")})
     return render(request, "org/partials/_weight_row.html", {
-        "row": _weight_rows(user, [project])[0], "status": status,
+        "row": _weight_rows(user, [project], observed_weights=observed_weights)[0], "status": status,
         "priority_classes": list(PriorityClass.objects.all()),
     })
 
@@ -407,9 +416,10 @@ def audit(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW_AUDIT):
         raise PermissionDenied("You may not read the audit log.")
-    events = selectors.audit_events_for(user).select_related("actor", "department", "project")
+    events = selectors.audit_events_for(user).select_related("actor", "department", "project__department")
     filterset = AuditEventFilterSet(request.GET, queryset=events, request=request)
     page = filter_page(filterset, per_page=50, number=request.GET.get("page"))
+    page.object_list = selectors.audit_changes(list(page.object_list))
     query = request.GET.copy()
     query.pop("page", None)
     template = "org/partials/_audit_table.html" if request.htmx else "org/audit.html"

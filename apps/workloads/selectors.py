@@ -34,8 +34,8 @@ def offers_scope_filter(*, user: Any) -> bool:
 
 
 def default_scope(*, user: Any) -> str:
-    """Users who submit start on their own work; viewers, who own none, on everything they may see."""
-    return "mine" if can_anywhere(user, Action.SUBMIT) else "all"
+    """`mine` or `all`, as the access module decides (researchers start on their own work, leads on their scope's)."""
+    return "mine" if access.starts_on_own_workloads(user) else "all"
 
 
 def workload_list(*, user: Any) -> QuerySet[Workload]:

@@ -50,6 +50,9 @@ from .models import HOLDING_STATUSES, Kind, Status, Workload, WorkloadTemplate
 
 PAGE_SIZE = 25
 # Stand-ins for empty required text fields during the live check (never saved).
+# What a stop does, said before it is done (the confirmation page and the dialog).
+STOP_CONSEQUENCES = ("Its Job and pods are deleted and its GPUs go back to the queue; what it has not saved is lost. "
+                     "Submit it again to start over.")
 DRAFT_VALUES = {"name": "draft", "image": "busybox", "model_label": "draft", "data_class": "draft"}
 
 
@@ -174,6 +177,7 @@ def workload_list(request: AuthenticatedRequest) -> HttpResponse:
     query.pop("page", None)
     context = {"form": filterset.form, "page": page, "query": query.urlencode(), "scope": filterset.effective_scope,
                "may_submit": may_submit, "live": any(workload.is_live for workload in page),
+               "stop_consequences": STOP_CONSEQUENCES,
                "poll_url": f"{reverse('workloads:list')}?{request.GET.urlencode()}"}
     template = "workloads/partials/_list_table.html" if request.htmx else "workloads/list.html"
     return render(request, template, context)
@@ -213,6 +217,7 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.status in HOLDING_STATUSES
         and access.can_keep_alive(user, workload),
         "may_submit_again": access.can_anywhere(user, Action.SUBMIT),
+        "stop_consequences": STOP_CONSEQUENCES,
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
         "env": workload.env,
     }
@@ -244,26 +249,30 @@ def project_queue(request: AuthenticatedRequest, slug: str) -> HttpResponse:
                             "may_submit": access.can(user, Action.SUBMIT, project)}))
 
 
-def _back(request: HttpRequest, workload: Workload) -> HttpResponse:
-    target = request.POST.get("next", "")
+def _back_url(request: HttpRequest, workload: Workload) -> str:
+    """Where a stop or keep-alive returns: a local `next` (posted, or in the confirmation page's query string), else
+    the workload's page."""
+    target = request.POST.get("next", "") or request.GET.get("next", "")
     if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
                                                   require_https=request.is_secure()):
-        return redirect(target)
-    return redirect("workloads:detail", pk=workload.pk)
+        return target
+    return reverse("workloads:detail", args=[workload.pk])
 
 
 @login_required
-@require_POST
-def stop(request: HttpRequest, pk: int) -> HttpResponse:
+@require_http_methods(["GET", "POST"])
+def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """GET asks "stop this?" (the confirmation without JavaScript; portal.js asks in a dialog and posts); POST stops."""
+    user = request.user
     workload = _visible(request, pk)
-    try:
-        services.workload_stop(actor=request.user, workload=workload)
-    except ValidationError as exc:
-        for message in exc.messages:
-            messages.error(request, message)
-    else:
-        messages.success(request, f"Stopping {workload.name}; its Job is being deleted.")
-    return _back(request, workload)
+    if not access.can_stop_workload(user, workload):
+        raise PermissionDenied("You may not stop this workload.")
+    back = _back_url(request, workload)
+    return confirm_delete_page(
+        request, obj=workload.name, kind=workload.get_kind_display().lower(), verb="Stop", cancel=back,
+        redirect_to=back, success=f"Stopping {workload.name}; its Job is being deleted.",
+        delete=lambda: services.workload_stop(actor=user, workload=workload),
+        consequences=STOP_CONSEQUENCES, audited=not access.stops_own_workload(user, workload))
 
 
 @login_required
@@ -275,7 +284,7 @@ def keep_alive(request: HttpRequest, pk: int) -> HttpResponse:
     services.workload_touch(actor=request.user, workload=workload)
     messages.success(request, f"{workload.name} stays up: its idle timeout of "
                               f"{workload.notebook_idle_timeout_minutes} minutes starts again now.")
-    return _back(request, workload)
+    return redirect(_back_url(request, workload))
 
 
 # --- templates (admins) ------------------------------------------------------------------------------------------

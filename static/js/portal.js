@@ -45,3 +45,30 @@ document.addEventListener("htmx:configRequest", (event) => {
 document.addEventListener("htmx:configRequest", (event) => {
   if (!event.detail.triggeringEvent) event.detail.headers["X-Portal-Background"] = "1";
 });
+
+// Links marked data-confirm (stop, remove) lead to a confirmation page; with this script the same question comes as
+// a dialog whose form posts to the link's address (the page's view answers GET with the question, POST with the
+// deed). Cancel is a method="dialog" form: it closes without a request.
+document.addEventListener("click", (event) => {
+  const link = event.target instanceof Element ? event.target.closest("a[data-confirm]") : null;
+  const dialog = document.getElementById("confirm-dialog");
+  if (!link || !dialog || typeof dialog.showModal !== "function") return;
+  if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+  event.preventDefault();
+  dialog.querySelector("[data-confirm-question]").textContent = link.dataset.confirm;
+  dialog.querySelector("[data-confirm-detail]").textContent = link.dataset.confirmDetail || "";
+  dialog.querySelector("form.confirm-form").action = link.href;
+  dialog.querySelector("[data-confirm-submit]").textContent = link.dataset.confirmLabel || "Confirm";
+  dialog.showModal();
+});
+
+// The bar's menus (<details class="nav-group">) close when the user clicks elsewhere or presses Escape.
+document.addEventListener("click", (event) => {
+  for (const menu of document.querySelectorAll("details.nav-group[open]")) {
+    if (!(event.target instanceof Node) || !menu.contains(event.target)) menu.removeAttribute("open");
+  }
+});
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape") return;
+  for (const menu of document.querySelectorAll("details.nav-group[open]")) menu.removeAttribute("open");
+});

@@ -30,6 +30,21 @@ def duration(value: timedelta | None) -> str:
 
 
 @register.filter
+def runtime_limit(seconds: int | None) -> str:
+    """A max runtime in the form's unit, minutes, with hours beside it: "45 min", "90 min (1 h 30 min)"; seconds
+    only when the API set a limit that is not whole minutes ("1 h 30 min 15 s")."""
+    if not seconds:
+        return ""
+    minutes, rest = divmod(seconds, 60)
+    hours, minutes_left = divmod(minutes, 60)
+    spoken = " ".join(part for part in (f"{hours} h" if hours else "", f"{minutes_left} min" if minutes_left else "",
+                                        f"{rest} s" if rest else "") if part)
+    if rest or not hours:
+        return spoken
+    return f"{minutes} min ({spoken})"
+
+
+@register.filter
 def units(value: Any) -> str:
     """GPU units without trailing zeros: 4, 0.5."""
     if value is None:

@@ -131,6 +131,26 @@ def test_duplicate_binding_and_last_admin_are_refused(org):
     assert RoleBinding.objects.filter(pk=only_admin.pk).exists()
 
 
+def test_remove_is_offered_where_the_service_would_remove(org):
+    """The list's "Remove" and the service agree: never a group-rule binding, never the last hand-made admin."""
+    only_admin = RoleBinding.objects.get(role=Role.ADMIN)
+    alice = RoleBinding.objects.get(user=org["alice"])
+    count = access.manual_admin_binding_count()
+    assert count == 1
+    assert not access.may_remove_binding(org["admin"], only_admin, manual_admin_bindings=count)
+    assert access.may_remove_binding(org["admin"], alice, manual_admin_bindings=count)
+    assert not access.may_remove_binding(org["lead"], alice, manual_admin_bindings=count)  # leads grant nothing
+    rule_made = RoleBinding.objects.create(user=org["carol"], role=Role.ADMIN, scope="everything", source="group_rule")
+    assert access.manual_admin_binding_count() == 1  # rule-made admins come and go with groups: they do not count
+    assert not access.may_remove_binding(org["admin"], rule_made, manual_admin_bindings=1)
+    second = role_binding_create(actor=org["admin"], role=Role.ADMIN, user=org["bob"])
+    assert access.may_remove_binding(org["admin"], only_admin,
+                                     manual_admin_bindings=access.manual_admin_binding_count())
+    role_binding_delete(actor=org["admin"], binding=second)
+    assert not access.may_remove_binding(org["admin"], only_admin,
+                                         manual_admin_bindings=access.manual_admin_binding_count())
+
+
 def test_role_binding_delete_is_audited(org):
     binding = RoleBinding.objects.get(user=org["alice"])
     role_binding_delete(actor=org["deptadmin"], binding=binding)

@@ -122,3 +122,27 @@ def test_delete_binding_writes_audit_and_last_admin_stays(page_client, users):
     refused = page_client("admin").post(reverse("accounts:role_binding_delete", args=[admin.pk]), follow=True)
     assert "This is the last admin binding; add another admin first." in refused.content.decode()
     assert RoleBinding.objects.filter(pk=admin.pk).exists()
+
+
+def test_no_remove_on_the_last_hand_made_admin_binding(page_client, users):
+    admin = RoleBinding.objects.get(user__username="admin")
+    delete_url = reverse("accounts:role_binding_delete", args=[admin.pk])
+    rows = {row["binding"].pk: row["can_delete"] for row in page_client("admin").get(LIST).context["rows"]}
+    assert rows[admin.pk] is False
+    assert delete_url not in page_client("admin").get(LIST).content.decode()
+    # A second admin granted by hand: each of the two may now go.
+    second = RoleBinding.objects.create(user=users["carol"], role="admin", scope="everything")
+    rows = {row["binding"].pk: row["can_delete"] for row in page_client("admin").get(LIST).context["rows"]}
+    assert rows[admin.pk] is True and rows[second.pk] is True
+
+
+def test_removing_a_binding_asks_first(page_client):
+    alice = RoleBinding.objects.get(user__username="alice")
+    url = reverse("accounts:role_binding_delete", args=[alice.pk])
+    listing = page_client("deptadmin").get(LIST).content.decode()
+    assert f'href="{url}"' in listing and 'data-confirm="Remove role binding user:alice researcher' in listing
+    question = page_client("deptadmin").get(url)
+    content = question.content.decode()
+    assert question.status_code == 200 and "Remove role binding user:alice researcher @ project:vision?" in content
+    assert f'href="{LIST}"' in content and 'method="post"' in content
+    assert RoleBinding.objects.filter(pk=alice.pk).exists()

@@ -92,11 +92,66 @@ def test_htmx_request_gets_the_table_partial(page_client):
 
 def test_query_count_does_not_grow_with_rows(page_client, users, django_assert_num_queries):
     client = page_client("admin")
-    # session, user, grants, the department filter's choices, the count, the page (actor, scope joined)
-    with django_assert_num_queries(6):
+    # session, user, grants, the department filter's choices, the count, the page (actor, scope joined), and one
+    # per kind of row the page's changes name (users, projects, departments, node pools, priority classes)
+    with django_assert_num_queries(11):
         client.get(URL)
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
     for weight in range(2, 12):
         services.quota_update(actor=users["lead"], quota=quota, over_quota_weight=weight % 10)
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(11):
         client.get(URL)
+
+
+def test_the_log_names_rows_instead_of_ids(page_client, users):
+    from apps.accounts.models import RoleBinding
+    from apps.accounts.services import role_binding_create, role_binding_delete
+    from apps.org.models import PriorityClass
+
+    vision = Project.objects.get(slug="vision")
+    old_class = vision.default_priority_class
+    new_class = PriorityClass.objects.exclude(pk=vision.default_priority_class_id).order_by("name").first()
+    services.project_update(actor=users["lead"], project=vision, default_priority_class=new_class)
+    binding = role_binding_create(actor=users["admin"], role="viewer", user=users["carol"], project=vision)
+    role_binding_delete(actor=users["admin"], binding=RoleBinding.objects.get(pk=binding.pk))
+    html = page_client("admin").get(URL).content.decode()
+    moved = html[html.index('data-action="project.default_priority_class"'):]
+    moved = moved[:moved.index("</tr>")]
+    old_name = old_class.name if old_class else "∅"
+    assert f"<del>{old_name}</del> → <ins>{new_class.name}</ins>" in moved and "priority_class_id" not in moved
+    assert "Research / Vision" in moved  # the scope column reads as names too
+    removed = html[html.index('data-action="role_binding.delete"'):]
+    removed = removed[:removed.index("</tr>")]
+    assert "<del>carol</del>" in removed and "<del>Vision</del>" in removed and "user_id" not in removed
+
+
+def test_a_row_deleted_since_reads_as_deleted(page_client, users):
+    from apps.core.audit import audit_record
+
+    vision = Project.objects.get(slug="vision")
+    audit_record(actor=users["admin"], action="project.update", obj=vision, before={"department_id": 999_999},
+                 after={"department_id": vision.department_id})
+    html = page_client("admin").get(URL, {"action": "project.update"}).content.decode()
+    assert "<del>#999999 (deleted)</del> → <ins>Research</ins>" in html
+
+
+def test_names_cost_one_query_per_kind_of_row_not_per_event(page_client, users):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.accounts.services import role_binding_create
+
+    client = page_client("admin")
+    client.get(URL)  # warm the session
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            client.get(URL)
+        return len(queries)
+
+    eve = users["carol"]
+    role_binding_create(actor=users["admin"], role="viewer", user=eve, project=Project.objects.get(slug="vision"))
+    before = count()
+    for slug in ("nlp", "serving", "etl", "analytics", "forecasting"):
+        role_binding_create(actor=users["admin"], role="viewer", user=eve, project=Project.objects.get(slug=slug))
+    assert count() == before

@@ -75,9 +75,15 @@ def test_a_researchers_own_list_is_the_same_on_both_sides(page_client, spread, q
     assert rows and rows == api_ids(client, query)
 
 
-def test_without_scope_the_page_starts_submitters_on_their_own_work_and_the_api_lists_everything(page_client, spread):
+def test_without_scope_the_page_starts_researchers_on_their_own_work_and_the_api_lists_everything(page_client,
+                                                                                                   spread):
+    """Issue 11 changes the lead's default: the page used to start them on their own work only; it now starts them
+    on their scope's work, the same rows as the API. Researchers still start on their own."""
+    alice = page_client("alice")
+    assert set(page_ids(alice, "")) == {w.pk for w in spread.values() if w.owner.username == "alice"}
+    assert set(api_ids(alice, "")) >= set(page_ids(alice, ""))
     client = page_client("lead")
-    assert set(page_ids(client, "")) == {spread["lead-train"].pk}
+    assert set(page_ids(client, "")) == {w.pk for key, w in spread.items() if key != "carol-train"}
     assert set(api_ids(client, "")) == {w.pk for key, w in spread.items() if key != "carol-train"}
     viewer = page_client("viewer")
     assert page_ids(viewer, "") == api_ids(viewer, "")

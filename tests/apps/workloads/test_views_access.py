@@ -34,6 +34,7 @@ SEE_SERVING = row(200, 404, 404, 404, 404, 404, 200)
 STOP_VISION = row(302, 302, 302, 302, 404, 404, 403)  # lead stops alice's work; the viewer sees it, may not stop it
 STOP_NLP = row(302, 302, 302, 404, 302, 404, 403)  # alice may not stop bob's: she cannot even see it
 STOP_SERVING = row(302, 404, 404, 404, 404, 404, 403)
+STOP_VISION_GET = row(200, 200, 200, 200, 404, 404, 403)  # the confirmation page, for those who may stop
 KEEP_ALICES_NOTEBOOK = row(403, 403, 403, 302, 404, 404, 403)  # only the owner keeps a notebook alive
 
 
@@ -124,8 +125,26 @@ def test_stop_matrix(page_client, workloads, case, key, expected, username):
 
 
 @pytest.mark.parametrize("username", USERS)
-def test_stop_is_post_only(page_client, workloads, username):
-    assert page_client(username).get(reverse("workloads:stop", args=[workloads["alice"].pk])).status_code == 405
+def test_stop_get_asks_first_and_changes_nothing(page_client, workloads, username):
+    """Was test_stop_is_post_only (GET answered 405): issue 11 makes GET the confirmation page, the question that
+    browsers without JavaScript get before the stop is posted."""
+    workload = workloads["alice"]
+    response = page_client(username).get(reverse("workloads:stop", args=[workload.pk]), {"next": "/workloads/"})
+    assert response.status_code == STOP_VISION_GET[username]
+    if response.status_code == 200:
+        content = response.content.decode()
+        assert "Stop training alice-training?" in content and 'method="post"' in content
+        assert 'href="/workloads/"' in content  # Cancel goes back where the user came from
+        assert ("recorded in the audit log" in content) is (username != "alice")  # own stops are not audited
+    workload.refresh_from_db()
+    assert workload.status == Status.SUBMITTING
+
+
+def test_the_confirmed_stop_returns_to_the_list_it_came_from(page_client, workloads):
+    url = reverse("workloads:stop", args=[workloads["alice"].pk]) + "?next=/workloads/%3Fscope%3Dall"
+    response = page_client("lead").post(url)
+    assert response.status_code == 302 and response["Location"] == "/workloads/?scope=all"
+    assert Workload.objects.get(pk=workloads["alice"].pk).status == Status.STOPPING
 
 
 @pytest.mark.parametrize("username", USERS)

@@ -19,11 +19,18 @@ def rows(response) -> list[int]:
     return [int(pk) for pk in re.findall(r'data-workload="(\d+)"', response.content.decode())]
 
 
-def test_researchers_see_their_own_workloads(page_client, make_workload):
+def test_researchers_land_on_their_own_work_and_leads_on_their_scopes(page_client, make_workload):
+    """Issue 11 changes the lead's landing view: it used to be their own rows only (an empty "my workloads" for most
+    leads); leads and admins now land on their scope's workloads and switch to their own with scope=mine."""
     mine = make_workload("alice", name="mine")
     lead_own = make_workload("lead", name="leads")
+    carols = make_workload("carol", project="forecasting")
     assert rows(page_client("alice").get(LIST)) == [mine.pk]
-    assert rows(page_client("lead").get(LIST)) == [lead_own.pk]
+    for username in ("lead", "deptadmin"):
+        landing = page_client(username).get(LIST)
+        assert sorted(rows(landing)) == sorted([mine.pk, lead_own.pk]) and landing.context["scope"] == "all"
+        assert rows(page_client(username).get(LIST, {"scope": "mine"})) == ([lead_own.pk] if username == "lead" else [])
+    assert sorted(rows(page_client("admin").get(LIST))) == sorted([mine.pk, lead_own.pk, carols.pk])
     # A researcher has no "everything" switch: the parameter is ignored.
     assert rows(page_client("alice").get(LIST, {"scope": "all"})) == [mine.pk]
 
@@ -147,6 +154,22 @@ def test_detail_shows_fields_status_events_and_manifest(page_client, make_worklo
     assert 'data-to="submitting"' in content
     assert "&quot;apiVersion&quot;: &quot;batch/v1&quot;" in content  # pretty JSON, escaped
     assert POLL in content
+
+
+def test_detail_shows_the_max_runtime_in_the_forms_unit(page_client, make_workload):
+    workload = make_workload("alice", max_runtime_seconds=90 * 60)
+    content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    assert "<dd data-max-runtime>90 min (1 h 30 min)</dd>" in content and "5400 s" not in content
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (45 * 60, "45 min"), (60 * 60, "60 min (1 h)"), (90 * 60, "90 min (1 h 30 min)"),
+    (5415, "1 h 30 min 15 s"), (30, "30 s"), (None, ""),
+])
+def test_runtime_limits_read_in_minutes_like_the_form(seconds, shown):
+    from apps.workloads.templatetags.workload_tags import runtime_limit
+
+    assert runtime_limit(seconds) == shown
 
 
 def test_detail_stops_polling_once_final(page_client, make_workload):

@@ -109,7 +109,7 @@ def test_project_queue_orders_pending_work_and_shows_quota(page_client, make_wor
     row = content[content.index('data-pool="h100"'):]
     row = row[:row.index("</tr>")]
     assert 'data-fact="deserved">4<' in row and 'data-fact="used">8<' in row and 'data-fact="borrowed">4<' in row
-    assert 'data-fact="pending">8<' in row and 'data-fact="weighted-share">250<' in row
+    assert 'data-fact="pending">8<' in row and 'data-fact="weighted-share">250 ‰<' in row
     assert 'hx-trigger="every 5s"' in content
     assert "pytorch/pytorch" not in content  # images and commands stay on the detail page
 
