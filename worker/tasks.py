@@ -25,6 +25,7 @@ from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.selectors import preemptions_seen_by
 
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
@@ -202,7 +203,12 @@ def workload_notify(workload_id: int, status: str) -> bool:
     label = Status(status).label.lower()
     body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} is {label}.",
             f"GPUs: {workload.gpu_units} x {workload.node_pool.name}"]
-    if event and event.message:
+    if status == Status.PREEMPTED:
+        # The plain sentence of the pages (when, by whom as the owner may see it, why), never Kueue's UIDs and paths.
+        found = preemptions_seen_by(workload=workload, user=workload.owner)
+        if found:
+            body.append(found[-1]["note"].sentence)
+    elif event and event.message:
         body.append(f"Kueue says: {event.message}")
     # If it waits now (requeued after a preemption, a gang waiting for its pods), say why, as its owner may read it.
     explanation = explain_workloads([workload], viewer=workload.owner)[workload.pk]

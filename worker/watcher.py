@@ -30,7 +30,7 @@ from apps.cluster import services as mirror
 from apps.core import kueue_names
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
 from apps.workloads import services as workload_services
-from apps.workloads.models import Status, Workload
+from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Status, Workload
 
 from .gateway import KINDS, ClusterError, Gateway
 from .status_map import observe, parse_time
@@ -236,7 +236,7 @@ class Watcher:
         with self.lock:
             present = set(self.jobs)
         missing = Workload.objects.exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
-            status__in=[Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.PREEMPTED, Status.STOPPING],
+            status__in=LIVE_STATUSES - {Status.SUBMITTING},
             submitted_at__lt=listed_at,  # submitted after the list was taken: its Job may simply not be listed
         ).values_list("pk", flat=True)
         workload_services.workloads_gone(workload_ids=list(missing), at=timezone.now())
@@ -244,7 +244,7 @@ class Watcher:
     # --- queue positions -----------------------------------------------------------------------------------------
 
     def refresh_positions(self) -> None:
-        queued = list(Workload.objects.filter(status=Status.QUEUED).exclude(kueue_name="").values_list(
+        queued = list(Workload.objects.filter(status__in=QUEUED_STATUSES).exclude(kueue_name="").values_list(
             "pk", "kueue_name", "project__namespace", "preemptible", "node_pool__slug"))
         queues = {(namespace, kueue_names.local_queue(pool, guaranteed=not preemptible))
                   for _, _, namespace, preemptible, pool in queued}

@@ -35,10 +35,9 @@ from apps.accounts.access import grants_for, sees_everything
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import NodePool, Quota
 from apps.org.selectors import departments_for, projects_for
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import WAITING_STATUSES, Kind, Workload
 
 ZERO = Decimal(0)
-WAITING = (Status.QUEUED, Status.PREEMPTED)
 
 
 @dataclass
@@ -120,7 +119,8 @@ def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
             project_id__in=list(visible_projects))):
         owner = ("project", cohort.project_id) if cohort.project_id else ("department", cohort.department_id)
         cohorts[(*owner, cohort.node_pool_id)] = cohort.weighted_share
-    pending_rows = list(Workload.objects.filter(status__in=WAITING, project__department_id__in=department_ids).values(
+    pending_rows = list(Workload.objects.filter(
+        status__in=WAITING_STATUSES, project__department_id__in=department_ids).values(
         "project_id", "project__department_id", "node_pool_id").annotate(units=Sum(_units_expression())).order_by())
     pending = {(row["project_id"], row["node_pool_id"]): row["units"] or 0 for row in pending_rows}
     department_pending: dict[tuple[int, int], int] = defaultdict(int)
@@ -202,6 +202,6 @@ def quota_dashboard_marker() -> str:
     queues = ClusterQueueState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
     cohorts = CohortState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
     quotas = Quota.objects.aggregate(n=Count("pk"), at=Max("updated_at"))
-    waiting = Workload.objects.filter(status__in=WAITING).aggregate(n=Count("pk"), newest=Max("pk"),
+    waiting = Workload.objects.filter(status__in=WAITING_STATUSES).aggregate(n=Count("pk"), newest=Max("pk"),
                                                                     units=Sum(_units_expression()))
     return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), *waiting.values()))

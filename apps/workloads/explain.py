@@ -24,10 +24,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Value
 
 from apps.accounts import access
 from apps.accounts.access import Action
@@ -35,7 +36,7 @@ from apps.cluster.models import ClusterQueueState, LocalQueueState
 from apps.org.models import Project, Quota
 
 from .capacity import ZERO, Assessment, DepartmentQuota, PoolTree, ProjectQuota
-from .models import Status, Workload, WorkloadEvent
+from .models import PREEMPTED_STATUSES, QUEUED_STATUSES, Status, Workload, WorkloadEvent
 
 # --- the reasons -----------------------------------------------------------------------------------------------
 
@@ -72,7 +73,8 @@ REASONS: dict[str, str] = {
           "requeued after its pods were not all ready in time.",
     PREEMPTING: "Kueue preempts other work to make room for it (victims, as far as the viewer may see them; "
                 "hidden_victims counts the others), or reclaims the project's lent deserved quota.",
-    PREEMPTED: "It was preempted (preemptor, when the viewer may see it) and goes back into the queue.",
+    PREEMPTED: "It was preempted (preemptor, when the viewer may see it; preemption_reason; preempted_at) and goes "
+               "back into the queue once its pods have stopped.",
     QUEUE_STOPPED: "Its LocalQueue or ClusterQueue is held or stopped by an admin.",
     MISCONFIGURED: "Its queue is not usable (Kueue's message says why).",
     NO_QUOTA: "The project has no quota on this pool, so there is no queue for it there.",
@@ -93,10 +95,11 @@ _KIND = {PROJECT_LIMIT: QUOTA, PROJECT_DESERVED: QUOTA, DEPARTMENT_LIMIT: QUOTA,
 
 STOPPED_REASONS = frozenset({"Stopped", "LocalQueueStopped", "ClusterQueueStopped", "Suspended"})
 NEVER_ADMITTABLE = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
-HUMAN_PREEMPTION = {"InClusterQueue": "to make room in its own queue",
-                    "InCohortReclamation": "to give back quota its owner reclaimed",
-                    "InCohortFairSharing": "by fair sharing",
-                    "InCohortReclaimWhileBorrowing": "to give back quota its owner reclaimed"}
+# Kueue's preemption reasons in plain words (after "Preempted ... by <preemptor>, ").
+HUMAN_PREEMPTION = {"InClusterQueue": "to make room for higher-priority work in the same queue",
+                    "InCohortReclamation": "to give back borrowed quota to the project that deserves it",
+                    "InCohortFairSharing": "to share the pool fairly between projects (fair sharing)",
+                    "InCohortReclaimWhileBorrowing": "to make room for higher-priority work of another project"}
 MORE_NEEDED = re.compile(r"(\d+(?:\.\d+)?) more needed")
 
 
@@ -119,6 +122,38 @@ class Peer:
     @property
     def visible(self) -> bool:
         return self.id is not None
+
+
+@dataclass(frozen=True)
+class PreemptionNote:
+    """A workload's last preemption in one plain sentence: when, by which workload (as far as the viewer may see it;
+    None: a workload the portal does not know) and why. No UIDs, no cohort paths: those stay in Kueue's conditions."""
+
+    at: datetime | None
+    reason: str
+    preemptor: Peer | None
+
+    @property
+    def when(self) -> str:
+        return f"on {self.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if self.at else ""
+
+    @property
+    def who(self) -> str:
+        if self.preemptor is None:
+            return ""  # the portal does not know the preemptor (Kueue named none, or a Job it did not submit)
+        if self.preemptor.visible:
+            return f"by #{self.preemptor.id} {self.preemptor.name} ({self.preemptor.project})"
+        return "by a workload of a project you cannot see"
+
+    @property
+    def why(self) -> str:
+        return HUMAN_PREEMPTION.get(self.reason, "")
+
+    @property
+    def sentence(self) -> str:
+        """E.g. "Preempted on 2026-03-01 10:00:00 UTC by #12 reclaim (NLP), to give back borrowed quota ..."."""
+        parts = " ".join(part for part in ("Preempted", self.when, self.who) if part)
+        return f"{parts}, {self.why}." if self.why else f"{parts}."
 
 
 @dataclass(frozen=True)
@@ -147,6 +182,7 @@ class WaitFacts:
     victims: tuple[Peer, ...] = ()
     preemptor: Peer | None = None
     preemption_reason: str = ""
+    preempted_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +191,7 @@ class Explanation:
     sentence: str
     headline: str
     numbers: dict[str, Any] = field(default_factory=dict)
+    preemption: PreemptionNote | None = None  # preempted or requeued: its last preemption
 
     @property
     def kind(self) -> str:
@@ -240,7 +277,7 @@ def _peer(peer: Peer | None) -> dict[str, Any] | None:
 
 def waits(workload: Workload) -> bool:
     """Whether the workload has something to explain: it waits for admission, for its pods, or was deactivated."""
-    if workload.status in (Status.QUEUED, Status.REJECTED, Status.PREEMPTED):
+    if workload.status in (*QUEUED_STATUSES, Status.REJECTED, Status.PREEMPTED):
         return True
     if workload.status == Status.ADMITTED:
         return workload.pod_count > 1
@@ -279,7 +316,7 @@ class _Explainer:
         pods = workload.pod_count
         gang = f" ({pods} pods x {workload.gpus}, admitted together)" if pods > 1 else ""
         self.ask = f"{self.units} x {self.pool}{gang}"
-        position = workload.queue_position_local if workload.status == Status.QUEUED else None
+        position = workload.queue_position_local if workload.status in QUEUED_STATUSES else None
         self.position = position
         idle = None
         if facts.pool_capacity is not None and facts.pool_used is not None:
@@ -297,8 +334,16 @@ class _Explainer:
             "pool_used": _num(facts.pool_used), "pool_idle": _num(idle), "kueue_reason": workload.status_reason,
         }
 
+        self.note: PreemptionNote | None = None
+        if workload.status in PREEMPTED_STATUSES:
+            reason = facts.preemption_reason or (workload.status_reason if workload.status == Status.PREEMPTED else "")
+            self.note = PreemptionNote(at=facts.preempted_at or workload.last_preempted_at, reason=reason,
+                                       preemptor=facts.preemptor)
+            self.numbers.update(preemptor=_peer(facts.preemptor), preemption_reason=reason,
+                                preempted_at=self.note.at.isoformat() if self.note.at else None)
+
     def done(self, reason: str, sentence: str, headline: str, **numbers: Any) -> Explanation:
-        return Explanation(reason, sentence, headline, {**self.numbers, **numbers})
+        return Explanation(reason, sentence, headline, {**self.numbers, **numbers}, preemption=self.note)
 
     def run(self) -> Explanation:
         w, f = self.w, self.f
@@ -380,19 +425,9 @@ class _Explainer:
                          f"Can never start: {what}", change=change)
 
     def preempted(self) -> Explanation:
-        f = self.f
-        why = HUMAN_PREEMPTION.get(f.preemption_reason or self.w.status_reason, "")
-        if f.preemptor is not None and f.preemptor.visible:
-            who = f"by {f.preemptor.name} ({f.preemptor.project})"
-        elif f.preemptor is not None:
-            who = "by a workload of a project you cannot see"
-        else:
-            who = ""
-        cause = " ".join(part for part in (who, why) if part)
-        return self.done(PREEMPTED, f"Preempted{' ' + cause if cause else ''}: it goes back into the queue for "
-                                    f"{self.ask} once its pods have stopped.",
-                         "Preempted: back into the queue soon", preemptor=_peer(f.preemptor),
-                         preemption_reason=f.preemption_reason or self.w.status_reason)
+        assert self.note is not None  # set for every preempted workload
+        return self.done(PREEMPTED, f"{self.note.sentence[:-1]}; it goes back into the queue for {self.ask} once "
+                                    "its pods have stopped.", "its pods are stopping, then back into the queue")
 
     def preempting(self, *, reclaim: bool = False) -> Explanation:
         f = self.f
@@ -572,8 +607,12 @@ def _pools(waiting: list[Workload], quotas: list[Quota], states: list[dict[str, 
     return pools
 
 
+# A preempted workload's preemptor, Kueue's reason and when; a preempting one's victims.
+_PeerFacts = tuple[Peer | None, str, datetime | None, tuple[Peer, ...]]
+
+
 def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local: LocalQueueState | None,
-           peers: tuple[Peer | None, str, tuple[Peer, ...]]) -> WaitFacts:
+           peers: _PeerFacts) -> WaitFacts:
     tree, own = pool.tree, workload.project_id
     quota = pool.project_quota.get(own)
     mine = tree.projects.get(own)
@@ -591,7 +630,7 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
     inactive = local is not None or (queue is not None and not queue["active"])
     # A stopped ClusterQueue makes its LocalQueues inactive too ("ClusterQueueIsInactive"): its own reason says why.
     source: Any = local if local is not None and (queue is None or queue["active"]) else None
-    preemptor, preemption_reason, victims = peers
+    preemptor, preemption_reason, preempted_at, victims = peers
     return WaitFacts(
         has_quota=quota is not None and mine is not None,
         deserved=quota.deserved if quota else None, limit=quota.limit if quota else None,
@@ -611,7 +650,7 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
         queue_active=not inactive,
         queue_reason=source.active_reason if source else (queue["active_reason"] if queue else ""),
         queue_message=source.active_message if source else (queue["active_message"] if queue else ""),
-        preemptor=preemptor, preemption_reason=preemption_reason, victims=victims,
+        preemptor=preemptor, preemption_reason=preemption_reason, preempted_at=preempted_at, victims=victims,
     )
 
 
@@ -635,53 +674,58 @@ def explain_workloads(workloads: list[Workload], *, viewer: Any = None) -> dict[
     stopped_local = {(q.namespace, q.name): q for q in LocalQueueState.objects.filter(
         project_id__in={w.project_id for w in waiting}, active=False)}
     pools = _pools(waiting, quotas, states)
-    visible = {project_id for pool in pools.values() for project_id in pool.names}
-    peers = _peers(waiting, visible, viewer)
+    peers = _peers(waiting, viewer)
     queues = {state["name"]: state for state in states}
     for workload in waiting:
         facts = _facts(workload, pools[workload.node_pool_id], queues.get(workload.cluster_queue_name),
                        stopped_local.get((workload.project.namespace, workload.queue_name)),
-                       peers.get(workload.pk, (None, "", ())))
+                       peers.get(workload.pk, (None, "", None, ())))
         result[workload.pk] = explain(workload, facts)
     return result
 
 
-def _peers(waiting: list[Workload], visible: set[int], viewer: Any
-           ) -> dict[int, tuple[Peer | None, str, tuple[Peer, ...]]]:
-    """For preempted workloads their last preemptor, for preempting ones their victims: one query, none if neither.
+def _peers(waiting: list[Workload], viewer: Any) -> dict[int, _PeerFacts]:
+    """For preempted and requeued workloads their last preemption (preemptor, reason, when), for preempting ones their
+    victims: one query for the events, one for the preemptors, none if neither.
 
-    A peer is named when the viewer owns it or may see its project (preemption happens within one pool's tree, so
-    `visible`, the pool's projects the viewer may see, covers them)."""
-    preempted = {w.pk: w for w in waiting if w.status == Status.PREEMPTED}
+    Whether the viewer may see a peer is the access module's answer (a subquery in the same queries), as on every
+    other page."""
+    preempted = {w.pk: w for w in waiting if w.status in PREEMPTED_STATUSES}
     preempting = {w.k8s_uid: w for w in waiting
                   if w.status_reason == "WaitingForPreemptedWorkloads" and w.k8s_uid}
     if not preempted and not preempting:
         return {}
-    viewer_id = getattr(viewer, "pk", None)
-    events = list(WorkloadEvent.objects.filter(to_status=Status.PREEMPTED).filter(
-        Q(workload_id__in=list(preempted)) | Q(details__preemptor_job_uid__in=list(preempting))).select_related(
-        "workload__project").order_by("at", "id"))
+    events = list(_seen(WorkloadEvent.objects.filter(to_status=Status.PREEMPTED).filter(
+        Q(workload_id__in=list(preempted)) | Q(details__preemptor_job_uid__in=list(preempting))), viewer,
+        "workload_id").select_related("workload__project").order_by("at", "id"))
     uids = {e.details.get("preemptor_job_uid") for e in events if e.workload_id in preempted} - {None, ""}
-    preemptors = {w.k8s_uid: w for w in Workload.objects.filter(k8s_uid__in=uids).select_related("project")} \
-        if uids else {}
+    preemptors = {w.k8s_uid: w for w in _seen(Workload.objects.filter(k8s_uid__in=uids), viewer, "pk")
+                  .select_related("project")} if uids else {}
 
-    def peer(other: Workload) -> Peer:
-        if other.owner_id == viewer_id or other.project_id in visible:
-            return Peer(other.pk, other.name, other.project.name)
-        return Peer()
+    def peer(other: Workload, visible: bool) -> Peer:
+        return Peer(other.pk, other.name, other.project.name) if visible else Peer()
 
-    found: dict[int, tuple[Peer | None, str, tuple[Peer, ...]]] = {}
+    found: dict[int, _PeerFacts] = {}
     victims: dict[int, dict[int, Peer]] = defaultdict(dict)
     for event in events:
         if event.workload_id in preempted:
             other = preemptors.get(event.details.get("preemptor_job_uid", ""))
-            found[event.workload_id] = (peer(other) if other else None, event.reason, ())
+            found[event.workload_id] = (peer(other, other.visible) if other else None, event.reason,
+                                        event.cluster_at or event.at, ())
         preemptor = preempting.get(event.details.get("preemptor_job_uid", ""))
         if preemptor is not None and event.at >= (preemptor.last_preempted_at or preemptor.created_at):
-            victims[preemptor.pk][event.workload_id] = peer(event.workload)
+            victims[preemptor.pk][event.workload_id] = peer(event.workload, event.visible)
     for workload_id, seen in victims.items():
-        found[workload_id] = (None, "", tuple(seen.values()))
+        found[workload_id] = (None, "", None, tuple(seen.values()))
     return found
+
+
+def _seen(queryset: Any, viewer: Any, workload_path: str) -> Any:
+    """The rows annotated with `visible`: whether the viewer may see the workload at `workload_path`."""
+    if viewer is None or not getattr(viewer, "is_authenticated", False):
+        return queryset.annotate(visible=Value(False))
+    may_see = access.restrict(Workload.objects.filter(pk=OuterRef(workload_path)), viewer, Action.VIEW)
+    return queryset.annotate(visible=Exists(may_see))
 
 
 def kueue_more_needed(message: str) -> Decimal | None:

@@ -10,9 +10,12 @@ from django.db.models import QuerySet
 from apps.core.filters import ChoiceListFilter, IdOrNameFilter, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
 from apps.org.selectors import projects_for
 
-from .models import LIVE_STATUSES, Kind, Status, Workload
+from .models import LIVE_STATUSES, PREEMPTED_STATUSES, Kind, Status, Workload
 
 SCOPES = [("mine", "My workloads"), ("all", "Everything I can see")]
+# "Preempted" finds the requeued too: both were preempted and are not running again yet.
+STATUS_CHOICES = [(value, "Preempted (stopping or requeued)" if value == Status.PREEMPTED else label)
+                  for value, label in Status.choices]
 
 
 class WorkloadFilterSet(ScopedFilterSet):
@@ -22,15 +25,16 @@ class WorkloadFilterSet(ScopedFilterSet):
       API lists everything; the page starts submitters on their own work and viewers on everything, and offers the
       switch only to those who may stop others' work (`offer_scope`); without the switch it ignores the parameter,
       and `owner` with it when the page shows only the user's own work;
-    - `status`: one or several, comma-separated; `live` stands for every status before a final one;
+    - `status`: one or several, comma-separated; `live` stands for every status before a final one, `preempted` for
+      every preempted workload not admitted again yet (its pods stopping, or `requeued`: back in the queue);
     - `kind`: one or several, comma-separated;
     - `project`: id or slug, among the projects the user sees;
     - `owner`: id or username;
     - `ordering`: created_at, name, status, kind, project, node_pool, owner (newest first by default).
     """
 
-    status = ChoiceListFilter(choices=[("live", "Live (not finished)"), *Status.choices], noun="status",
-                              aliases={"live": LIVE_STATUSES}, label="Status")
+    status = ChoiceListFilter(choices=[("live", "Live (not finished)"), *STATUS_CHOICES], noun="status",
+                              aliases={"live": LIVE_STATUSES, Status.PREEMPTED: PREEMPTED_STATUSES}, label="Status")
     kind = ChoiceListFilter(choices=Kind.choices, noun="kind", label="Kind")
     project = ReferenceFilter(choices=lambda request: projects_for(request.user).order_by("name"),
                               help_text="Project id or slug.")

@@ -38,6 +38,7 @@ class Status(models.TextChoices):
     ADMITTED = "admitted", "Admitted"
     RUNNING = "running", "Running"
     PREEMPTED = "preempted", "Preempted"
+    REQUEUED = "requeued", "Preempted · requeued"
     STOPPING = "stopping", "Stopping"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
@@ -47,7 +48,14 @@ class Status(models.TextChoices):
 
 
 LIVE_STATUSES = frozenset({Status.SUBMITTING, Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.PREEMPTED,
-                           Status.STOPPING})
+                           Status.REQUEUED, Status.STOPPING})
+# Waiting in Kueue's queue for admission: queued, or back there after a preemption (`requeued`, its own status until
+# Kueue admits it again, so lists and filters can tell it from work that never ran).
+QUEUED_STATUSES = frozenset({Status.QUEUED, Status.REQUEUED})
+# What Kueue holds waiting (the dashboard's pending demand): queued, requeued, or preempted with its pods stopping.
+WAITING_STATUSES = frozenset({*QUEUED_STATUSES, Status.PREEMPTED})
+# Preempted and not admitted again yet: its pods going away, or back in the queue.
+PREEMPTED_STATUSES = frozenset({Status.PREEMPTED, Status.REQUEUED})
 # Workloads holding quota in the cluster right now.
 HOLDING_STATUSES = frozenset({Status.ADMITTED, Status.RUNNING})
 FINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.STOPPED, Status.REJECTED, Status.SUBMIT_FAILED})

@@ -16,10 +16,20 @@ from apps.core.http import parse_id, parse_int
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import projects_for
 
-from .explain import explain_workloads
+from .explain import Peer, PreemptionNote, explain_workloads
 from .history import preemptions
 from .logs import log_tails
-from .models import HOLDING_STATUSES, LIVE_STATUSES, Workload, WorkloadEvent, WorkloadLogTail, WorkloadTemplate
+from .models import (
+    HOLDING_STATUSES,
+    LIVE_STATUSES,
+    QUEUED_STATUSES,
+    WAITING_STATUSES,
+    Status,
+    Workload,
+    WorkloadEvent,
+    WorkloadLogTail,
+    WorkloadTemplate,
+)
 from .validation import non_preemptible_units_held
 
 
@@ -159,7 +169,7 @@ def annotate_live(workloads: list[Workload], *, viewer: Any = None, now: Any = N
     for workload in workloads:
         workload.explanation = explanations.get(workload.pk)
         workload.position_label = (f"#{workload.queue_position_local + 1} in {workload.queue_name}"
-                                   if workload.status == "queued" and workload.queue_position_local is not None
+                                   if workload.status in QUEUED_STATUSES and workload.queue_position_local is not None
                                    else "")
         if workload.pk in since:
             workload.runtime = now - since[workload.pk]
@@ -169,7 +179,7 @@ def annotate_live(workloads: list[Workload], *, viewer: Any = None, now: Any = N
     return workloads
 
 
-PENDING_STATUSES = ("submitting", "queued", "preempted")
+PENDING_STATUSES = frozenset({Status.SUBMITTING, *QUEUED_STATUSES, Status.PREEMPTED})
 
 
 @dataclass
@@ -243,7 +253,7 @@ def project_queue(*, project: Project, viewer: Any = None) -> ProjectQueue:
         assert cohort.node_pool_id is not None  # filtered by node_pool_id__in
         figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
     for workload in pending:  # demand as the dashboard counts it: what Kueue holds waiting (not yet submitted: no)
-        if workload.node_pool_id in figures and workload.status in ("queued", "preempted"):
+        if workload.node_pool_id in figures and workload.status in WAITING_STATUSES:
             figures[workload.node_pool_id].pending_units += workload.gpu_units
     return ProjectQueue(project=project, pending=pending, holding=holding, pools=list(figures.values()))
 
@@ -311,15 +321,18 @@ def workload_live_marker(*, workload: Workload) -> LiveMarker:
 
 
 def preemptions_seen_by(*, workload: Workload, user: Any) -> list[dict[str, Any]]:
-    """The workload's preemptions; a preemptor the user may not see keeps only `visible: False` (no id, no name)."""
+    """The workload's preemptions, each with its plain sentence (`note`, an `explain.PreemptionNote`); a preemptor
+    the user may not see keeps only `visible: False` (no id, no name)."""
     found = preemptions(workload)
     ids = [p["preemptor"]["id"] for p in found if p["preemptor"]]
-    visible = set(workloads_for(user).filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
+    visible = dict(workloads_for(user).filter(pk__in=ids).values_list("pk", "project__name")) if ids else {}
     for preemption in found:
-        preemptor = preemption["preemptor"]
+        preemptor, peer = preemption["preemptor"], None
         if preemptor is not None:
-            preemption["preemptor"] = {**preemptor, "visible": True} if preemptor["id"] in visible else \
-                {"visible": False}
+            seen = preemptor["id"] in visible
+            preemption["preemptor"] = {**preemptor, "visible": True} if seen else {"visible": False}
+            peer = Peer(preemptor["id"], preemptor["name"], visible[preemptor["id"]]) if seen else Peer()
+        preemption["note"] = PreemptionNote(at=preemption["at"], reason=preemption["reason"], preemptor=peer)
     return found
 
 

@@ -30,7 +30,17 @@ from apps.core.tasks import enqueue_on_commit
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
 
-from .models import HOLDING_STATUSES, LIVE_STATUSES, Kind, Status, Workload, WorkloadEvent, WorkloadTemplate
+from .models import (
+    HOLDING_STATUSES,
+    LIVE_STATUSES,
+    PREEMPTED_STATUSES,
+    QUEUED_STATUSES,
+    Kind,
+    Status,
+    Workload,
+    WorkloadEvent,
+    WorkloadTemplate,
+)
 from .selectors import default_priority_class
 from .signals import quota_held, quota_released
 from .validation import non_preemptible_units_held, validate_fits, validate_shape
@@ -410,15 +420,17 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
             mirror["last_preempted_at"] = preemption.at
             quota_released.send(sender=Workload, workload_id=row.pk, at=preemption.at,
                                 reason=f"Preempted ({preemption.reason})")
-        if observation.status != row.status:
-            reason = "Requeued" if row.status == Status.PREEMPTED and observation.status == Status.QUEUED \
-                else observation.reason
-            _transition(row, expected=[row.status], to_status=observation.status, reason=reason,
+        status = observation.status
+        if status == Status.QUEUED and row.status in PREEMPTED_STATUSES:
+            status = Status.REQUEUED  # back in the queue after a preemption: its own status until admitted again
+        if status != row.status:
+            reason = "Requeued" if status == Status.REQUEUED else observation.reason
+            _transition(row, expected=[row.status], to_status=status, reason=reason,
                         message=observation.message, cluster_at=observation.at)
-            moved.append(observation.status)
+            moved.append(status)
         else:
             mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
-        if observation.status != Status.QUEUED:
+        if status not in QUEUED_STATUSES:
             mirror.update(queue_position_local=None, queue_position_cluster=None)
         if Status.RUNNING in moved and row.kind == Kind.NOTEBOOK:
             mirror["last_activity_at"] = timezone.now()  # a notebook that just started counts as in use
@@ -488,7 +500,7 @@ def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
 def workload_positions_set(*, positions: dict[int, tuple[int, int]], queued_ids: Iterable[int], at: datetime) -> None:
     """Queue positions from Kueue's visibility API; queued workloads it did not list lose theirs."""
     for workload_id, (local, cluster) in positions.items():
-        Workload.objects.filter(pk=workload_id, status=Status.QUEUED).exclude(
+        Workload.objects.filter(pk=workload_id, status__in=QUEUED_STATUSES).exclude(
             queue_position_local=local, queue_position_cluster=cluster).update(
             queue_position_local=local, queue_position_cluster=cluster, positions_at=at)
     Workload.objects.filter(pk__in=set(queued_ids) - set(positions)).exclude(

@@ -4,6 +4,7 @@ in the status line and the sentence, and other projects named only for those who
 
 import html
 import re
+from datetime import UTC
 from decimal import Decimal
 
 import pytest
@@ -113,7 +114,7 @@ def reclaim(kubesim, org):
     wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
     wait_for(lambda: WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).exists())
     victim = next(w for w in borrowed if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists())
-    wait_for(lambda: status_of(victim) == Status.QUEUED)
+    wait_for(lambda: status_of(victim) == Status.REQUEUED)
     mirrored(**{"proj-forecasting-h100-elastic": 4, "proj-vision-h100-elastic": 4, "proj-nlp-h100-guaranteed": 4})
     wait_for(lambda: kueue_more_needed(Workload.objects.get(pk=victim.pk).status_message) is not None)
     # Queue positions come from the watcher's periodic visibility poll: wait for the victim's.
@@ -129,7 +130,8 @@ def test_preempted_then_requeued_behind_cards_serving_keeps(kubesim, org, watche
     kueue_says = kueue_more_needed(row.status_message)
     content = page(org["alice"], victim)
     line, said = status_line(content), sentence(content)
-    assert line.startswith("Queued · 4 more H100 80GB needed: 4 idle held back by a project you cannot see (4)")
+    assert line.startswith("Preempted · requeued · 4 more H100 80GB needed: 4 idle held back by a project you cannot "
+                           "see (4)")
     assert said == ("Waiting for 4 x H100 80GB: 4 of the pool's 16 are idle, but a project you cannot see (4) keeps 4 "
                     "of them for non-preemptible work and does not lend them, so only 0 are free to Vision and 4 "
                     "more are needed. You are next in line.")
@@ -147,6 +149,57 @@ def test_preempted_then_requeued_behind_cards_serving_keeps(kubesim, org, watche
     assert h100.cluster.used == 12
     serving = next(p for d in h100.departments for p in d.children if p.slug == "serving")
     assert not serving.lends and serving.used == 0 and serving.deserved == 4
+
+
+def outside_conditions(content):
+    """The page without its "Kueue conditions" section (where Kueue's raw words stay)."""
+    start = content.find('aria-label="Kueue conditions"')
+    if start < 0:
+        return content
+    return content[:start] + content[content.index("</section>", start):]
+
+
+def preemption_sentence(content):
+    start = content.index("data-preemption")
+    return text(content[start:content.index("</p>", start)].split(">", 1)[1])
+
+
+def test_preempted_then_requeued_has_its_status_filter_and_one_plain_sentence(kubesim, org, watcher):
+    """Issue 11, the preempted case: the requeued victim is `requeued` in the list, the filter and the API, and its
+    detail page says in one sentence when, by which workload (linked for the lead, who may see NLP; unnamed for
+    alice, who may not) and why; no UIDs or cohort paths outside Kueue's conditions."""
+    victim = reclaim(kubesim, org)
+    reclaimer = Workload.objects.get(project__slug="nlp", name="reclaim")
+    event = WorkloadEvent.objects.filter(workload=victim, to_status=Status.PREEMPTED).latest("id")
+    assert event.reason == "InCohortReclamation" and "UID" in event.message  # Kueue's own words, kept raw
+    when = f"on {(event.cluster_at or event.at).astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    alice = signed_in(org["alice"])
+    # The list page and the API find it by its own status, and the "Preempted" filter finds it too.
+    for query in ("status=requeued", "status=preempted"):
+        listed = alice.get(f"{reverse('workloads:list')}?{query}").content.decode()
+        assert f'data-workload="{victim.pk}" data-status="requeued"' in listed
+        assert "Preempted · requeued" in listed
+        rows = alice.get(f"/api/v1/workloads/?{query}").json()["results"]
+        assert [(row["id"], row["status"]) for row in rows] == [(victim.pk, "requeued")]
+    assert victim.pk not in {row["id"] for row in alice.get("/api/v1/workloads/?status=queued").json()["results"]}
+    data = alice.get(f"/api/v1/workloads/{victim.pk}/").json()
+    assert data["status"] == "requeued" and data["waiting"]["numbers"]["preemption_reason"] == "InCohortReclamation"
+    # The sentence, for someone who may not see the preemptor, and for someone who may.
+    why = "to give back borrowed quota to the project that deserves it."
+    content = page(org["alice"], victim)
+    assert preemption_sentence(content) == f"Preempted {when} by a workload of a project you cannot see, {why}"
+    assert data["waiting"]["preemption"] == preemption_sentence(content)
+    assert reverse("workloads:detail", args=[reclaimer.pk]) not in content
+    assert status_line(content).startswith("Preempted · requeued · 4 more H100 80GB needed")
+    for_lead = page(org["lead"], victim)
+    assert preemption_sentence(for_lead) == f"Preempted {when} by #{reclaimer.pk} reclaim (NLP), {why}"
+    assert f'<a href="{reverse("workloads:detail", args=[reclaimer.pk])}">#{reclaimer.pk} reclaim</a>' in for_lead
+    # Kueue's raw words stay under its conditions: no UIDs or cohort paths anywhere else.
+    for shown in (content, for_lead):
+        assert 'data-condition="Preempted"' in shown and "UID" in shown  # the raw condition is still there
+        readable = outside_conditions(shown)
+        assert "UID" not in readable and "preemptor path" not in readable and "InCohortReclamation" not in readable
+        assert not re.search(r"/(portal|dept|proj)-[a-z0-9-]+/", readable), re.findall(r"\S*/proj-\S*", readable)
 
 
 def test_the_pool_physically_full_is_broken_down_by_scope(kubesim, org, watcher):

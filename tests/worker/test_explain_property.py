@@ -1,6 +1,9 @@
 """Property: over generated organisations and workload mixes run by kubesim (fixed seeds, bounded), every waiting
 workload's reason code agrees with the quota figures the dashboard (`apps.usage.selectors.quota_dashboard`) shows
-at that moment, its numbers are the dashboard's, and a researcher's wording names no project they may not see.
+at that moment, its numbers are the dashboard's, and a researcher's wording names no project they may not see; and
+the ledger the watcher wrote adds up: every admitted interval's within-deserved plus over-quota hours are its hours
+(within deserved as a brute-force reference computes it from the deserved periods), and department rows are the
+sums of their projects' in the GPU-hour report and on the quota dashboard (in use, borrowed, lent, pending).
 
 The mirror comes from the real watcher code (`Watcher.resync` and `refresh_positions`, called in the test's thread
 so each check sees one settled moment); submissions go through the service and the real submit task."""
@@ -8,7 +11,9 @@ so each check sees one settled moment); submissions go through the service and t
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -19,6 +24,9 @@ from apps.accounts.models import Role
 from apps.accounts.services import role_binding_create
 from apps.org import services as org_services
 from apps.org.models import Department, NodePool, Project
+from apps.usage import reports
+from apps.usage.models import DeservedPeriod, UsageInterval
+from apps.usage.reports import Group, HolderFilters, Window
 from apps.usage.selectors import quota_dashboard
 from apps.workloads import services
 from apps.workloads.explain import (
@@ -34,7 +42,8 @@ from apps.workloads.explain import (
     PROJECT_LIMIT,
     explain_workloads,
 )
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import QUEUED_STATUSES, Kind, Status, Workload
+from tests.apps.usage.reports_support import expected_hours, expected_within
 from worker import tasks
 from worker.kueue_sync import desired_from_database, reconcile
 from worker.watcher import Watcher
@@ -102,7 +111,7 @@ def check(world: World, admin, researcher, *, settled: bool) -> dict[str, int]:
     seen: dict[str, int] = {}
     for workload in rows:
         explanation = explanations[workload.pk]
-        if workload.status not in (Status.QUEUED, Status.PREEMPTED, Status.REJECTED):
+        if workload.status not in (*QUEUED_STATUSES, Status.PREEMPTED, Status.REJECTED):
             continue
         assert explanation is not None, workload
         reason, numbers, units = explanation.reason, explanation.numbers, workload.gpu_units
@@ -159,6 +168,48 @@ def check(world: World, admin, researcher, *, settled: bool) -> dict[str, int]:
     return seen
 
 
+def check_ledger(world: World, admin, now: datetime) -> int:
+    """The GPU-hours of the pool's admitted intervals, on the cluster's clock `now`; returns how many intervals."""
+    intervals = list(UsageInterval.objects.filter(node_pool=world.pool))
+    if not intervals:
+        return 0
+    window = Window(min(row.started_at for row in intervals) - timedelta(hours=1), now + timedelta(hours=1))
+    periods: dict[tuple[int, int], list] = defaultdict(list)
+    for period in DeservedPeriod.objects.filter(node_pool=world.pool):
+        periods[(period.project_id, period.node_pool_id)].append((period.started_at, period.deserved))
+    reference = expected_within(intervals, window.start, now, dict(periods))
+    held = list(reports.holders(user=admin, window=window, filters=HolderFilters(node_pool_id=world.pool.pk),
+                                now=now))
+    assert {row.pk for row in held} == {row.pk for row in intervals}
+    for row in held:
+        within, over = reports.held_split(row.held_hours, row.within_hours)
+        context = f"{row.workload_id} {row.started_at}-{row.ended_at} x{row.units}: {within} + {over}"
+        assert row.held_hours == pytest.approx(expected_hours([row], window.start, now), rel=1e-6, abs=1e-6), context
+        assert within + over == pytest.approx(row.held_hours, rel=1e-9, abs=1e-9), context
+        assert within == pytest.approx(reference[row.pk], rel=1e-6, abs=1e-6), context
+        assert over >= 0 and within >= 0, context
+    # The report: each department is the sum of its projects.
+    project_rows = reports.usage_report(user=admin, group=Group.PROJECT, window=window, now=now,
+                                        filters=reports.Filters(node_pool_id=world.pool.pk)).rows
+    department_rows = reports.usage_report(user=admin, group=Group.DEPARTMENT, window=window, now=now,
+                                           filters=reports.Filters(node_pool_id=world.pool.pk)).rows
+    department_of = {p.pk: p.department_id for p in world.projects}
+    for department in department_rows:
+        children = [row for row in project_rows if department_of.get(row.key) == department.key]
+        for fact in ("gpu_hours", "within_quota", "borrowed"):
+            assert (getattr(department, fact) or 0.0) == pytest.approx(
+                sum(getattr(row, fact) or 0.0 for row in children), rel=1e-6, abs=1e-6), (department.key, fact)
+    assert sum(row.gpu_hours or 0.0 for row in project_rows) == pytest.approx(
+        sum(row.held_hours for row in held), rel=1e-6, abs=1e-6)
+    # The quota dashboard: each department's figures are the sums of its projects' (lent and borrowed included).
+    dashboard, _ = figures(admin, world.pool)
+    for department in dashboard.departments:
+        for fact in ("used", "borrowed", "lent", "pending"):
+            assert getattr(department, fact) == sum(getattr(p, fact) for p in department.children), \
+                (department.slug, fact)
+    return len(intervals)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_reasons_agree_with_the_dashboard(seed, kubesim, cluster, org):
     rng = random.Random(seed)
@@ -185,9 +236,11 @@ def test_reasons_agree_with_the_dashboard(seed, kubesim, cluster, org):
         kubesim.advance(1)
     assert submitted >= 3
     seen: dict[str, int] = {}
+    now = datetime.fromisoformat(kubesim.advance(0))
     for step in range(3):
         settle(watcher)
         for reason, count in check(world, admin, researcher, settled=True).items():
             seen[reason] = seen.get(reason, 0) + count
-        kubesim.advance(rng.choice([70, 310]) if step < 2 else 0)  # some finish, others start or are preempted
+        assert check_ledger(world, admin, now) > 0, "nothing was ever admitted"
+        now = datetime.fromisoformat(kubesim.advance(rng.choice([70, 310]) if step < 2 else 0))
     assert seen, "no workload ever waited: the generator is too generous"

@@ -75,3 +75,41 @@ def test_the_preempted_mail_says_why_it_waits_as_its_owner_may_read_it(demo, set
     Workload.objects.filter(pk=running.pk).update(status=Status.RUNNING)
     tasks.workload_notify.apply(args=[running.pk, Status.ADMITTED]).get()
     assert "Why it waits" not in mail.outbox[1].body  # it does not wait
+
+
+def test_the_preempted_mail_says_when_by_whom_and_why_in_one_plain_sentence(demo, settings):
+    """Preempted by NLP's work (alice may not see NLP), then requeued: the mail says it as the detail page does,
+    without Kueue's UIDs and cohort paths, and the workload is `requeued` with its own event."""
+    from datetime import UTC, datetime
+
+    from worker.status_map import Preemption
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    demo["alice"].email = "alice@example.com"
+    demo["alice"].save()
+    workload = make(demo)
+    Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+    preemptor = services.workload_submit(
+        actor=demo["bob"], project=Project.objects.get(slug="nlp"), kind=Kind.TRAINING, name="reclaim",
+        image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug="h100"), gpus=2, model_label="m",
+        data_class="public", preemptible=False)
+    Workload.objects.filter(pk=preemptor.pk).update(status=Status.RUNNING, k8s_uid="job-uid-r")
+    at = datetime(2026, 3, 1, 10, 0, 5, tzinfo=UTC)
+    message = ("Preempted to accommodate a workload (UID: kueue-uid-r, JobUID: job-uid-r) due to reclamation within "
+               "the cohort; preemptor path: /portal-h100/dept-research/proj-nlp; preemptee path: "
+               "/portal-h100/dept-research/proj-vision")
+    preemption = Preemption(at=at, reason="InCohortReclamation", message=message,
+                            preemptor_workload_uid="kueue-uid-r", preemptor_job_uid="job-uid-r")
+    moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.PREEMPTED, reason="InCohortReclamation", message=message, at=at, preemption=preemption))
+    assert moved == [Status.PREEMPTED]
+    moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.QUEUED, reason="Pending", message="couldn't assign flavors", at=at, preemption=preemption))
+    assert moved == [Status.REQUEUED]
+    assert Workload.objects.get(pk=workload.pk).status == Status.REQUEUED
+    assert tasks.workload_notify.apply(args=[workload.pk, Status.PREEMPTED]).get() is True
+    (mail_sent,) = mail.outbox
+    assert ("Preempted on 2026-03-01 10:00:05 UTC by a workload of a project you cannot see, to give back borrowed "
+            "quota to the project that deserves it.") in mail_sent.body.splitlines()
+    for raw in ("UID", "preemptor path", "/portal-h100", "Kueue says"):
+        assert raw not in mail_sent.body

@@ -88,9 +88,9 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     preemption = preemptions(victim)[0]
     assert preemption["preemptor"] == {"id": reclaimer.pk, "name": "run", "project": "nlp"}
     assert preemption["reason"] == event.reason and preemption["at"] == event.cluster_at
-    wait_for(lambda: status_of(victim) == Status.QUEUED)
+    wait_for(lambda: status_of(victim) == Status.REQUEUED)
     history = list(WorkloadEvent.objects.filter(workload=victim).values_list("to_status", "reason"))
-    assert (Status.QUEUED, "Requeued") in history
+    assert (Status.REQUEUED, "Requeued") in history
     # The non-preemptible reclaimer is never a victim, whatever else arrives.
     submit(kubesim, org["alice"], name="more")
     kubesim.advance(5)

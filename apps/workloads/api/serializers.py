@@ -21,7 +21,7 @@ from apps.core.api import ScopedPrimaryKeyRelatedField
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
 from apps.workloads.explain import REASONS
-from apps.workloads.models import Kind, Workload
+from apps.workloads.models import QUEUED_STATUSES, Kind, Status, Workload
 from apps.workloads.selectors import workloads_for
 
 if TYPE_CHECKING:
@@ -272,71 +272,6 @@ class WorkloadLabelsSerializer(serializers.Serializer):
     data_class = serializers.CharField(read_only=True)
 
 
-class WorkloadSerializer(serializers.ModelSerializer):
-    """A workload as listed: what was asked and where it stands."""
-
-    project: serializers.PrimaryKeyRelatedField[Project] = serializers.PrimaryKeyRelatedField(read_only=True)
-    project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
-        source="project", slug_field="slug", read_only=True)
-    namespace = serializers.CharField(source="project.namespace", read_only=True)
-    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    owner_id = serializers.IntegerField(read_only=True)
-    node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True)
-    env = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), read_only=True)
-    command = serializers.ListField(child=serializers.CharField(), read_only=True)
-    args = serializers.ListField(child=serializers.CharField(), read_only=True)
-    labels = WorkloadLabelsSerializer(source="*", read_only=True)
-    idle_timeout_minutes = serializers.IntegerField(source="notebook_idle_timeout_minutes", read_only=True,
-                                                    allow_null=True)
-    port = serializers.IntegerField(source="notebook_port", read_only=True, allow_null=True)
-    pod_count = serializers.IntegerField(read_only=True)
-    gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted.")
-    queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
-    stop_requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, allow_null=True)
-    resubmitted_from: serializers.PrimaryKeyRelatedField[Workload] = serializers.PrimaryKeyRelatedField(
-        read_only=True, allow_null=True)
-
-    class Meta:
-        model = Workload
-        fields = [
-            "id", "project", "project_slug", "namespace", "owner", "owner_id", "kind", "name", "image", "command",
-            "args", "env", "node_pool", "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism",
-            "pod_count", "gpu_units", "priority_class", "preemptible", "queue_name", "max_runtime_seconds", "labels",
-            "idle_timeout_minutes", "port", "status", "status_reason", "status_message", "job_name", "k8s_uid",
-            "created_at", "submitted_at", "admitted_at", "started_at", "finished_at", "last_activity_at",
-            "stop_requested_by", "resubmitted_from",
-        ]
-        read_only_fields = fields
-
-
-class QueuePositionSerializer(serializers.Serializer):
-    local_queue = serializers.IntegerField(help_text="0-based position in the project's LocalQueue (0 = next).")
-    cluster_queue = serializers.IntegerField(help_text="0-based position in the ClusterQueue.")
-
-
-class AdmissionSerializer(serializers.Serializer):
-    cluster_queue = serializers.CharField()
-    flavors = serializers.ListField(child=serializers.CharField(), help_text="ResourceFlavors (node pools) assigned.")
-    pod_sets = serializers.ListField(child=serializers.DictField(), help_text="Kueue's podSetAssignments.")
-
-
-class PreemptorSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    project = serializers.CharField()
-
-
-class PreemptionSerializer(serializers.Serializer):
-    at = serializers.DateTimeField(help_text="When the cluster preempted it (its own clock).")
-    reason = serializers.CharField(help_text="InClusterQueue, InCohortReclamation, InCohortFairSharing, ...")
-    message = serializers.CharField()
-    preemptor = PreemptorSerializer(allow_null=True, help_text="The portal workload that took the GPUs; null when "
-                                                               "unknown or not visible to you.")
-
-
 class ShareSerializer(serializers.Serializer):
     project = serializers.CharField(allow_null=True, help_text="The project's name; null for projects you may not "
                                                                "see (summed into one row, \"others\").")
@@ -388,8 +323,14 @@ class WaitingNumbersSerializer(serializers.Serializer):
     victims = PeerSerializer(many=True, required=False, help_text="preempting: the workloads being preempted that "
                                                                    "you may see.")
     hidden_victims = serializers.IntegerField(required=False, help_text="preempting: those you may not see.")
-    preemptor = PeerSerializer(allow_null=True, required=False, help_text="preempted: who took the GPUs.")
-    preemption_reason = serializers.CharField(required=False, help_text="preempted: Kueue's preemption reason.")
+    preemptor = PeerSerializer(allow_null=True, required=False, help_text="Preempted or requeued: who took the GPUs "
+                                                                          "(null: a workload the portal does not "
+                                                                          "know).")
+    preemption_reason = serializers.CharField(required=False, help_text="Preempted or requeued: Kueue's reason for "
+                                              "its last preemption (InClusterQueue, InCohortReclamation, "
+                                              "InCohortFairSharing, InCohortReclaimWhileBorrowing).")
+    preempted_at = serializers.DateTimeField(required=False, allow_null=True,
+                                             help_text="Preempted or requeued: when (the cluster's clock).")
     change = serializers.CharField(required=False, help_text="never_fits / no_quota: what to change (request, "
                                                              "preemptible, project_limit, department_limit, "
                                                              "not_lendable, quota).")
@@ -402,41 +343,64 @@ class WaitingSerializer(serializers.Serializer):
     sentence = serializers.CharField(help_text="The cause in one or two sentences, with the numbers.")
     headline = serializers.CharField(help_text="The short form the status line shows (same numbers).")
     numbers = WaitingNumbersSerializer()
+    preemption = serializers.CharField(allow_null=True, help_text="Preempted or requeued: its last preemption in one "
+                                                                  "plain sentence (when, by which workload as far as "
+                                                                  "you may see it, why); null otherwise.")
 
 
-class WorkloadDetailSerializer(WorkloadSerializer):
-    """One workload with its history, the Job as submitted and its live queue state.
+class WorkloadSerializer(serializers.ModelSerializer):
+    """A workload as listed: what was asked and where it stands, and why it waits (the view attaches `explanation`
+    to the page's rows in a fixed number of queries, `selectors.annotate_live`)."""
 
-    The view attaches `explanation` and `preemption_list` (`_with_live_state`), so listing stays one query.
-    """
-
-    events = WorkloadEventSerializer(many=True, read_only=True)
-    manifest = serializers.JSONField(read_only=True, allow_null=True)
-    queue_position = serializers.SerializerMethodField(help_text="Null unless queued with a position from Kueue.")
-    reason = serializers.CharField(source="status_reason", read_only=True, help_text="Kueue's (or the portal's) "
-                                                                                      "reason for the status.")
-    message = serializers.CharField(source="status_message", read_only=True)
+    project: serializers.PrimaryKeyRelatedField[Project] = serializers.PrimaryKeyRelatedField(read_only=True)
+    project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        source="project", slug_field="slug", read_only=True)
+    namespace = serializers.CharField(source="project.namespace", read_only=True)
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    owner_id = serializers.IntegerField(read_only=True)
+    node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True)
+    env = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), read_only=True)
+    command = serializers.ListField(child=serializers.CharField(), read_only=True)
+    args = serializers.ListField(child=serializers.CharField(), read_only=True)
+    labels = WorkloadLabelsSerializer(source="*", read_only=True)
+    idle_timeout_minutes = serializers.IntegerField(source="notebook_idle_timeout_minutes", read_only=True,
+                                                    allow_null=True)
+    port = serializers.IntegerField(source="notebook_port", read_only=True, allow_null=True)
+    pod_count = serializers.IntegerField(read_only=True)
+    gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted.")
+    queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
+    stop_requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True)
+    resubmitted_from: serializers.PrimaryKeyRelatedField[Workload] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True)
+    status = serializers.ChoiceField(choices=Status.choices, read_only=True, help_text=(
+        "The portal's status. `requeued`: preempted and back in Kueue's queue, until admitted again (`preempted`: "
+        "its pods are still stopping)."))
+    status_reason = serializers.CharField(read_only=True, help_text="Kueue's (or the portal's) own reason for the "
+                                                                    "status, e.g. Pending, InCohortReclamation.")
     explanation = serializers.SerializerMethodField(help_text="Why it waits, in one sentence (`waiting.sentence`); "
                                                               "null unless it waits.")
     explanation_kind = serializers.SerializerMethodField(
         help_text="The coarse kind: quota, pending, preempting, never_fits, misconfigured, stopped_queue; null "
                   "without an explanation. `waiting.reason` is the precise cause.")
     waiting = serializers.SerializerMethodField(
-        help_text="Why it waits, for you: a reason code, the sentence, the status line and the numbers (other "
-                  "projects named only where you may see them); null unless it waits.")
-    admission = serializers.SerializerMethodField(help_text="Null until admitted.")
-    preemptions = serializers.SerializerMethodField()
+        help_text="Why it waits, for you: the machine-readable `reason` code, the sentence, the status line and the "
+                  "numbers (other projects named only where you may see them); null unless it waits. The same in "
+                  "the list and the detail.")
 
-    class Meta(WorkloadSerializer.Meta):
-        fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "explanation",
-                  "explanation_kind", "waiting", "admission", "preemptions", "events", "manifest"]
+    class Meta:
+        model = Workload
+        fields = [
+            "id", "project", "project_slug", "namespace", "owner", "owner_id", "kind", "name", "image", "command",
+            "args", "env", "node_pool", "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism",
+            "pod_count", "gpu_units", "priority_class", "preemptible", "queue_name", "max_runtime_seconds", "labels",
+            "idle_timeout_minutes", "port", "status", "status_reason", "status_message", "job_name", "k8s_uid",
+            "created_at", "submitted_at", "admitted_at", "started_at", "finished_at", "last_activity_at",
+            "stop_requested_by", "resubmitted_from", "explanation", "explanation_kind", "waiting",
+        ]
         read_only_fields = fields
-
-    @extend_schema_field(QueuePositionSerializer(allow_null=True))
-    def get_queue_position(self, workload: Workload) -> dict[str, int | None] | None:
-        if workload.status != "queued" or workload.queue_position_local is None:
-            return None
-        return {"local_queue": workload.queue_position_local, "cluster_queue": workload.queue_position_cluster}
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_explanation(self, workload: Workload) -> str | None:
@@ -454,7 +418,65 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         if explanation is None:
             return None
         return {"reason": explanation.reason, "sentence": explanation.sentence, "headline": explanation.headline,
-                "numbers": explanation.numbers}
+                "numbers": explanation.numbers,
+                "preemption": explanation.preemption.sentence if explanation.preemption else None}
+
+
+class QueuePositionSerializer(serializers.Serializer):
+    local_queue = serializers.IntegerField(help_text="0-based position in the project's LocalQueue (0 = next).")
+    cluster_queue = serializers.IntegerField(help_text="0-based position in the ClusterQueue.")
+
+
+class AdmissionSerializer(serializers.Serializer):
+    cluster_queue = serializers.CharField()
+    flavors = serializers.ListField(child=serializers.CharField(), help_text="ResourceFlavors (node pools) assigned.")
+    pod_sets = serializers.ListField(child=serializers.DictField(), help_text="Kueue's podSetAssignments.")
+
+
+class PreemptorSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    project = serializers.CharField()
+
+
+class PreemptionSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the cluster preempted it (its own clock).")
+    reason = serializers.CharField(help_text="InClusterQueue, InCohortReclamation, InCohortFairSharing, ...")
+    message = serializers.CharField(help_text="Kueue's own message (its UIDs and cohort paths included).")
+    sentence = serializers.CharField(source="note.sentence", help_text="The preemption in one plain sentence: when, "
+                                                                      "by which workload (as far as you may see it) "
+                                                                      "and why.")
+    preemptor = PreemptorSerializer(allow_null=True, help_text="The portal workload that took the GPUs; null when "
+                                                               "unknown or not visible to you.")
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    """One workload with its history, the Job as submitted and its live queue state.
+
+    The view attaches `explanation` and `preemption_list` (`_with_live_state`).
+    """
+
+    events = WorkloadEventSerializer(many=True, read_only=True)
+    manifest = serializers.JSONField(read_only=True, allow_null=True)
+    queue_position = serializers.SerializerMethodField(help_text="Null unless queued with a position from Kueue.")
+    reason = serializers.CharField(source="status_reason", read_only=True, help_text=(
+        "Kueue's (or the portal's) own reason for the status: the same as `status_reason`. The portal's "
+        "machine-readable cause of a wait is `waiting.reason`, with its `waiting.numbers` (list and detail alike)."))
+    message = serializers.CharField(source="status_message", read_only=True, help_text="Kueue's own message (the "
+                                                                                       "same as `status_message`).")
+    admission = serializers.SerializerMethodField(help_text="Null until admitted.")
+    preemptions = serializers.SerializerMethodField()
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "admission", "preemptions",
+                  "events", "manifest"]
+        read_only_fields = fields
+
+    @extend_schema_field(QueuePositionSerializer(allow_null=True))
+    def get_queue_position(self, workload: Workload) -> dict[str, int | None] | None:
+        if workload.status not in QUEUED_STATUSES or workload.queue_position_local is None:
+            return None
+        return {"local_queue": workload.queue_position_local, "cluster_queue": workload.queue_position_cluster}
 
     @extend_schema_field(AdmissionSerializer(allow_null=True))
     def get_admission(self, workload: Workload) -> dict[str, Any] | None:

@@ -90,6 +90,14 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         workload.preemption_list = found
         return workload
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The page of rows with why each waits, for this user: a fixed number of queries however many rows."""
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        rows = annotate_live(list(page if page is not None else queryset), viewer=request.user)
+        data = self.get_serializer(rows, many=True).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
+
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workload = self._with_live_state(self.get_object())
         return Response(self.get_serializer(workload).data)

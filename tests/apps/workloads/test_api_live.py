@@ -110,3 +110,99 @@ def test_the_schema_documents_the_waiting_reasons_and_numbers(client_for):
     numbers = components["WaitingNumbers"]["properties"]
     assert {"requested", "more_needed", "available", "project_used", "limit", "department_used", "pool_used",
             "pool_capacity", "holders", "held_back", "held_back_by", "victims", "ahead"} <= set(numbers)
+
+
+def requeued_victim(make_workload, number: int) -> tuple[Workload, Workload]:
+    """A Vision run of alice's preempted by one of bob's in NLP and requeued, and the preemptor."""
+    from apps.workloads.models import Status
+
+    victim = running(make_workload("alice", name=f"victim{number}", gpus=4))
+    preemptor = running(make_workload("bob", name=f"reclaimer{number}", project="nlp", gpus=4),
+                        cluster_queue="proj-nlp-h100-guaranteed")
+    Workload.objects.filter(pk=preemptor.pk).update(k8s_uid=f"uid-{number}")
+    at = timezone.now()
+    WorkloadEvent.objects.create(workload=victim, at=at, from_status="running", to_status="preempted",
+                                 reason="InCohortReclamation", details={"preemptor_job_uid": f"uid-{number}"},
+                                 message=f"Preempted to accommodate a workload (UID: k-{number}, JobUID: uid-{number})",
+                                 cluster_at=at)
+    queued(victim, number)
+    Workload.objects.filter(pk=victim.pk).update(status=Status.REQUEUED, status_reason="Requeued",
+                                                 last_preempted_at=at)
+    return Workload.objects.get(pk=victim.pk), preemptor
+
+
+def listed(client, query: str = "") -> dict[int, dict]:
+    response = client.get(f"/api/v1/workloads/{query}")
+    assert response.status_code == 200, response.content
+    return {row["id"]: row for row in response.json()["results"]}
+
+
+def test_the_list_says_why_each_waits_as_the_detail_does(client_for, make_workload):
+    """The list carries the detail's `explanation`, `explanation_kind` and `waiting` (reason code, numbers and the
+    preemption sentence), worded for the caller."""
+    mirror(elastic=8)
+    at_limit = queued(make_workload("alice", name="limit", gpus=4), 0)
+    victim, preemptor = requeued_victim(make_workload, 1)
+    alice, lead = client_for("alice"), client_for("lead")
+    rows = listed(alice)
+    for workload in (at_limit, victim):
+        one = detail(alice, workload.pk)
+        assert {key: rows[workload.pk][key] for key in ("explanation", "explanation_kind", "waiting")} == \
+            {key: one[key] for key in ("explanation", "explanation_kind", "waiting")}
+    assert rows[at_limit.pk]["waiting"]["reason"] == "project_limit"
+    assert rows[at_limit.pk]["waiting"]["numbers"]["more_needed"] == 4
+    assert rows[victim.pk]["status"] == "requeued"
+    said = rows[victim.pk]["waiting"]["preemption"]
+    assert said.startswith("Preempted on ") and said.endswith(
+        "UTC by a workload of a project you cannot see, to give back borrowed quota to the project that deserves it.")
+    assert "UID" not in said
+    assert rows[victim.pk]["waiting"]["numbers"]["preemptor"] == {"id": None, "name": None, "project": None}
+    assert rows[victim.pk]["waiting"]["numbers"]["preemption_reason"] == "InCohortReclamation"
+    for_lead = listed(lead)[victim.pk]["waiting"]
+    assert f"UTC by #{preemptor.pk} reclaimer1 (NLP), to give back" in for_lead["preemption"]
+    assert for_lead["numbers"]["preemptor"] == {"id": preemptor.pk, "name": "reclaimer1", "project": "NLP"}
+    (preemption,) = detail(lead, victim.pk)["preemptions"]
+    assert preemption["sentence"] == for_lead["preemption"]
+    assert preemptor.pk not in listed(alice)  # bob's NLP run: alice may not see it
+
+
+def test_the_status_filter_finds_the_requeued(client_for, make_workload):
+    mirror(elastic=8)
+    victim, _ = requeued_victim(make_workload, 1)
+    never_ran = queued(make_workload("alice", name="fresh", gpus=4), 2)
+    alice = client_for("alice")
+    assert set(listed(alice, "?status=requeued")) == {victim.pk}
+    assert set(listed(alice, "?status=preempted")) == {victim.pk}  # preempted: stopping or requeued
+    assert set(listed(alice, "?status=queued")) == {never_ran.pk}
+    assert victim.pk in listed(alice, "?status=live")
+
+
+def test_the_list_with_explanations_makes_a_fixed_number_of_queries(client_for, make_workload,
+                                                                    django_assert_num_queries):
+    mirror(elastic=8)
+    lead = client_for("lead")
+    queued(make_workload("alice", name="limit-0", gpus=4), 0)
+    requeued_victim(make_workload, 0)
+    # session, user, grants, count, rows; explain's quotas, queues and stopped local queues; preemption events and
+    # their preemptors; the running rows' runtimes
+    expected = 5 + 3 + 2 + 1
+    with django_assert_num_queries(expected):
+        first = listed(lead)
+    for number in range(1, 6):
+        queued(make_workload("alice", name=f"limit-{number}", gpus=4), number)
+        requeued_victim(make_workload, number + 10)
+    with django_assert_num_queries(expected):
+        second = listed(lead)
+    assert len(second) > len(first)
+    assert sum(1 for row in second.values() if row["waiting"]) == 12
+
+
+def test_the_schema_documents_the_list_reason_and_the_requeued_status(client_for):
+    schema = client_for("alice").get("/api/v1/schema/", {"format": "json"}).json()
+    components = schema["components"]["schemas"]
+    listed_fields = components["Workload"]["properties"]
+    assert {"explanation", "explanation_kind", "waiting"} <= set(listed_fields)
+    assert "waiting.reason" in components["WorkloadDetail"]["properties"]["reason"]["description"]
+    assert "`requeued`" in listed_fields["status"]["description"]
+    assert "preemption" in components["Waiting"]["properties"]
+    assert "sentence" in components["Preemption"]["properties"]

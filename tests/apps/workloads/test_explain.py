@@ -2,6 +2,7 @@
 from the demo organisation's quotas and a hand-written mirror (the kubesim tests in tests/worker/test_explain_cluster.py
 get the mirror from the real watcher)."""
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -170,10 +171,15 @@ def test_preempted_says_by_whom_as_far_as_the_viewer_may_see():
     hidden = explain(queued(status=Status.PREEMPTED, status_reason="InCohortReclamation"),
                      WaitFacts(preemptor=Peer(), preemption_reason="InCohortReclamation"))
     assert hidden.reason == PREEMPTED and hidden.kind == PREEMPTING
-    assert hidden.sentence.startswith("Preempted by a workload of a project you cannot see to give back quota its "
-                                      "owner reclaimed")
-    seen = explain(queued(status=Status.PREEMPTED), WaitFacts(preemptor=Peer(3, "serve", "NLP")))
-    assert "by serve (NLP)" in seen.sentence and seen.numbers["preemptor"]["id"] == 3
+    assert hidden.sentence.startswith("Preempted by a workload of a project you cannot see, to give back borrowed "
+                                      "quota to the project that deserves it; it goes back into the queue")
+    at = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    seen = explain(queued(status=Status.PREEMPTED, status_reason="InClusterQueue"),
+                   WaitFacts(preemptor=Peer(3, "serve", "NLP"), preemption_reason="InClusterQueue", preempted_at=at))
+    assert seen.sentence.startswith("Preempted on 2026-03-01 10:00:00 UTC by #3 serve (NLP), to make room for "
+                                    "higher-priority work in the same queue; it goes back into the queue")
+    assert seen.numbers["preemptor"]["id"] == 3 and seen.numbers["preempted_at"] == at.isoformat()
+    assert seen.preemption is not None and seen.sentence.startswith(seen.preemption.sentence[:-1])
 
 
 def test_never_fits_says_what_to_change():
@@ -355,11 +361,12 @@ def test_preemptions_name_preemptors_and_victims_as_far_as_the_viewer_may_see(de
     access.grants_for(demo["alice"])
     with django_assert_num_queries(5):  # quotas, queues, stopped local queues, preemption events, preemptors
         for_alice = explain_workloads(rows, viewer=demo["alice"])
-    assert for_alice[victim.pk].sentence.startswith("Preempted by a workload of a project you cannot see")
+    assert for_alice[victim.pk].sentence.startswith("Preempted on ") and \
+        "UTC by a workload of a project you cannot see, to give back borrowed quota" in for_alice[victim.pk].sentence
     for_bob = explain_workloads(rows, viewer=demo["bob"])
     assert "to release their GPUs: 1 in a project you cannot see." in for_bob[reclaimer.pk].sentence
     for_lead = explain_workloads(rows, viewer=demo["lead"])
-    assert for_lead[victim.pk].sentence.startswith("Preempted by reclaim (NLP)")
+    assert f"UTC by #{reclaimer.pk} reclaim (NLP), to give back" in for_lead[victim.pk].sentence
     assert for_lead[reclaimer.pk].numbers["victims"] == [{"id": victim.pk, "name": "victim", "project": "Vision"}]
 
 
