@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-from apps.core.forms import StyledForm
+from apps.core.forms import VersionedForm
 
 from .models import MAX_OVER_QUOTA_WEIGHT, MAX_POOL_CAPACITY, Department, NodePool, PriorityClass
 from .validators import SLUG_MAX_LENGTH, validate_dns_label, validate_label_key, validate_label_value, validate_slug
@@ -96,7 +96,7 @@ def taints_text(taints: list[dict[str, str]]) -> str:
 CARD_FRACTION = re.compile(r"^\s*(\d+)\s*(?:/\s*(\d+)\s*)?$")
 
 
-class NodePoolForm(StyledForm):
+class NodePoolForm(VersionedForm):
     slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
                            help_text="Kubernetes name of the pool's ResourceFlavor and cohort tree; fixed once in use.")
     name = forms.CharField(max_length=100)
@@ -144,6 +144,8 @@ class NodePoolForm(StyledForm):
                 "over_subscribable": instance.over_subscribable, "price_per_card_hour": instance.price_per_card_hour,
             }
         super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.carry_version(instance)
 
     def clean_node_labels(self) -> dict[str, str]:
         return parse_labels(self.cleaned_data["node_labels"])
@@ -188,7 +190,7 @@ class NodePoolForm(StyledForm):
 WEIGHT_BOUNDS = [MinValueValidator(0), MaxValueValidator(MAX_OVER_QUOTA_WEIGHT)]
 
 
-class DepartmentForm(StyledForm):
+class DepartmentForm(VersionedForm):
     slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
                            help_text="Kubernetes name (dept-<slug>-<pool> cohorts); cannot change later.")
     name = forms.CharField(max_length=100)
@@ -207,6 +209,7 @@ class DepartmentForm(StyledForm):
         super().__init__(*args, **kwargs)
         if instance is not None:
             self.fields["slug"].disabled = True
+            self.carry_version(instance)
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -217,7 +220,7 @@ class DepartmentForm(StyledForm):
         return data
 
 
-class ProjectForm(StyledForm):
+class ProjectForm(VersionedForm):
     slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
                            help_text="Kubernetes name (proj-<slug>-<pool> queues); cannot change later.")
     name = forms.CharField(max_length=100)
@@ -243,9 +246,10 @@ class ProjectForm(StyledForm):
         if instance is not None:
             self.fields["slug"].disabled = True
             self.fields["namespace"].disabled = True
+            self.carry_version(instance)
 
 
-class PriorityClassForm(StyledForm):
+class PriorityClassForm(VersionedForm):
     name = forms.CharField(max_length=63, validators=[validate_dns_label],
                            help_text="Name of the Kueue WorkloadPriorityClass; cannot change later.")
     value = forms.IntegerField(min_value=-1_000_000_000, max_value=1_000_000_000,
@@ -261,6 +265,7 @@ class PriorityClassForm(StyledForm):
         super().__init__(*args, **kwargs)
         if instance is not None:
             self.fields["name"].disabled = True
+            self.carry_version(instance)
 
 
 # --- weights ---------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import F, Prefetch, Q, QuerySet, Sum
 
@@ -68,7 +68,7 @@ def org_tree(*, user: Any) -> tuple[list[NodePool], list[DepartmentRow]]:
         row = DepartmentRow(department=department, quotas={q.node_pool_id: q for q in department.quotas.all()})
         row.projects = [
             ProjectRow(project=project, quotas={q.node_pool_id: q for q in project.quotas.all()})
-            for project in department.visible_projects
+            for project in cast("list[Project]", department.visible_projects)  # the plugin reads the base class
         ]
         rows.append(row)
     return pools, rows

@@ -43,7 +43,8 @@ def test_admin_creates_edits_and_deletes_rules_with_audit(client_for, demo, djan
     vision = Project.objects.get(slug="vision")
     response = client.post(f"/accounts/group-rules/{rule.pk}/edit/", {"group_pattern": "gpu-vision",
                                                                        "role": "researcher",
-                                                                       "scope": f"project:{vision.pk}"})
+                                                                       "scope": f"project:{vision.pk}",
+                                                                       "version": rule.version})
     assert response.status_code == 302
     rule.refresh_from_db()
     assert (rule.group_pattern, rule.scope, rule.project, rule.department) == ("gpu-vision", "project", vision, None)

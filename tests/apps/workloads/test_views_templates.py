@@ -60,7 +60,8 @@ def test_admin_edits_and_deletes_a_template(page_client, users):
     client = page_client("admin")
     edit_url = reverse("workloads:template_edit", args=[template.pk])
     assert '&quot;gpus&quot;: 1' in client.get(edit_url).content.decode()
-    response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 2, "notebook_port": 9999})
+    response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 2, "notebook_port": 9999},
+                    version=template.version)
     assert response.status_code == 302
     template.refresh_from_db()
     assert template.values == {"gpus": 2, "notebook_port": 9999}
