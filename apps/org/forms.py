@@ -271,15 +271,21 @@ class PriorityClassForm(VersionedForm):
 # --- weights ---------------------------------------------------------------------------------------------------
 
 
-class WeightForm(forms.Form):
+class WeightForm(VersionedForm):
+    """One quota's weight on the weights page; `version` is the quota's as the row was rendered."""
+
     quota = forms.IntegerField()
     over_quota_weight = forms.DecimalField(max_digits=8, decimal_places=2, validators=WEIGHT_BOUNDS,
                                            label="Over-quota weight")
+    version = forms.CharField(widget=forms.HiddenInput, required=False)
 
 
-class ProjectDefaultsForm(forms.Form):
+class ProjectDefaultsForm(VersionedForm):
+    """One project's default priority class on the weights page; `version` is the project's as rendered."""
+
     project = forms.IntegerField()
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False)
+    version = forms.CharField(widget=forms.HiddenInput, required=False)
 
 
 def user_by_username(username: str) -> Any:

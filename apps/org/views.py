@@ -374,7 +374,7 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
         status["pool"] = quota.node_pool_id
         if form.is_valid():
             try:
-                services.quota_update(actor=user, quota=quota,
+                services.quota_update(actor=user, quota=quota, expected_version=form.expected_version,
                                       over_quota_weight=form.cleaned_data["over_quota_weight"])
             except ValidationError as exc:
                 apply_service_errors(form, exc)
@@ -385,7 +385,7 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
         status["pool"] = "priority"
         if form.is_valid():
             try:
-                services.project_update(actor=user, project=project,
+                services.project_update(actor=user, project=project, expected_version=form.expected_version,
                                         default_priority_class=form.cleaned_data["default_priority_class"])
             except ValidationError as exc:
                 apply_service_errors(form, exc)

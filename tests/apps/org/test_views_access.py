@@ -107,8 +107,10 @@ def _quota_change(slug: str) -> Callable[[], dict[str, str]]:
 
 
 def _weight(project_slug: str) -> Callable[[], dict[str, Any]]:
-    return lambda: {"quota": Quota.objects.get(project__slug=project_slug, node_pool__slug="h100").pk,
-                    "over_quota_weight": "3"}
+    def payload() -> dict[str, Any]:
+        quota = Quota.objects.get(project__slug=project_slug, node_pool__slug="h100")
+        return {"quota": quota.pk, "over_quota_weight": "3", "version": quota.version}
+    return payload
 
 
 WRITE_OK = 302
