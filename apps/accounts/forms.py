@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from apps.core.forms import StyledForm
+from apps.core.forms import StyledForm, VersionedForm
 
 from . import access
 from .access import Action
@@ -112,7 +112,7 @@ class _ScopeChoices:
         return result
 
 
-class GroupRoleRuleForm(StyledForm):
+class GroupRoleRuleForm(VersionedForm):
     group_pattern = forms.CharField(max_length=200, label="IdP group",
                                     help_text="A group name as the identity provider sends it, or a pattern: * any "
                                               "characters, ? one character (case-sensitive).")
@@ -127,6 +127,8 @@ class GroupRoleRuleForm(StyledForm):
             kwargs["initial"] = {"group_pattern": rule.group_pattern, "role": rule.role, "scope": scope,
                                  "description": rule.description}
         super().__init__(*args, **kwargs)
+        if rule is not None:
+            self.carry_version(rule)
         self._scopes = _ScopeChoices()
         cast(forms.ChoiceField, self.fields["scope"]).choices = self._scopes.choices()
 

@@ -10,6 +10,8 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
+from apps.core.models import VersionedModel
+
 
 class Role(models.TextChoices):
     ADMIN = "admin", "Admin"
@@ -108,7 +110,7 @@ class RoleBinding(ScopeTarget, models.Model):
         return f"user:{self.user.get_username()}" if self.user_id else f"group:{self.group.name}"  # type: ignore[union-attr]
 
 
-class GroupRoleRule(ScopeTarget, models.Model):
+class GroupRoleRule(ScopeTarget, VersionedModel):
     """Who in the identity provider's groups gets which role where (README "Groups and roles").
 
     A rule matches a group name exactly or, when the pattern holds `*` or `?`, as a shell-style wildcard (`*` any

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.audit import audit_record, snapshot
+from apps.core.services import version_check
 
 from . import access
 from .access import forget_grants, is_last_manual_admin, manual_admin_binding_count, may_grant
@@ -234,7 +235,9 @@ def group_role_rule_create(*, actor: Any, group_pattern: str, role: str, departm
 
 
 def group_role_rule_update(*, actor: Any, rule: GroupRoleRule, group_pattern: str, role: str, department: Any = None,
-                           project: Any = None, description: str = "") -> GroupRoleRule:
+                           project: Any = None, description: str = "",
+                           expected_version: int | None = None) -> GroupRoleRule:
+    """Change a rule; `expected_version` is the version the change was read at (a stale one raises StaleWrite)."""
     _require_rule_manager(actor)
     group_pattern = group_pattern.strip()
     errors = _rule_errors(group_pattern=group_pattern, role=role, department=department, project=project,
@@ -243,6 +246,7 @@ def group_role_rule_update(*, actor: Any, rule: GroupRoleRule, group_pattern: st
         raise ValidationError(errors)
     with transaction.atomic():
         rule = GroupRoleRule.objects.select_for_update().get(pk=rule.pk)
+        version_check(rule, expected_version, label=f"the rule for {rule.group_pattern}")
         before = snapshot(rule)
         rule.group_pattern, rule.role, rule.description = group_pattern, role, description.strip()
         rule.department, rule.project = department, project

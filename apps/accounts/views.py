@@ -173,7 +173,9 @@ def group_rule_edit(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     rule = get_object_or_404(GroupRoleRule, pk=pk)
     form = GroupRoleRuleForm(request.POST or None, rule=rule)
     return _rule_form_page(
-        request, form, lambda f: services.group_role_rule_update(actor=request.user, rule=rule, **f.service_fields()),
+        request, form, lambda f: services.group_role_rule_update(actor=request.user, rule=rule,
+                                                                 expected_version=f.expected_version,
+                                                                 **f.service_fields()),
         title=f"Edit IdP group rule {rule.group_pattern}", success="Rule saved; the bindings it makes follow it now.",
     )
 

@@ -8,9 +8,16 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
-from rest_framework import exceptions, permissions, serializers, viewsets
+from django.utils.http import parse_etags
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import exceptions, permissions, serializers, status, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from .http import parse_int
+from .services import StaleWrite
 
 
 def validation_error_detail(error: DjangoValidationError) -> Any:
@@ -22,7 +29,19 @@ def validation_error_detail(error: DjangoValidationError) -> Any:
     return {"non_field_errors": list(error.messages)}
 
 
+class PreconditionFailed(exceptions.APIException):
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "The row changed since the version you read; nothing was saved."
+    default_code = "stale"
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, StaleWrite):
+        response = drf_exception_handler(PreconditionFailed(exc.messages[0]), context)
+        if response is not None:
+            response.data["current_version"] = exc.current_version
+            response["ETag"] = version_etag(exc.current_version)
+        return response
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(validation_error_detail(exc))
     elif isinstance(exc, DjangoPermissionDenied):
@@ -64,6 +83,53 @@ class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         return self.scope(getattr(request, "user", None))
 
 
+def version_etag(version: int) -> str:
+    """The ETag of a versioned row: weak, as it tags the row's own fields (nested rows carry their own versions)."""
+    return f'W/"{version}"'
+
+
+def if_match_version(request: Request) -> int | None:
+    """The version an `If-Match` header names (`W/"3"` or `"3"`), None without one or for `*`; 400 for anything
+    else, since a condition the portal cannot read must not turn into an unconditional write."""
+    header = request.headers.get("If-Match")
+    if header is None or header.strip() == "*":
+        return None
+    tags = parse_etags(header)
+    version = parse_int(tags[0].removeprefix("W/").strip('"')) if len(tags) == 1 else None
+    if not version:
+        raise exceptions.ValidationError({"If-Match": [
+            'Send one ETag as read from this row, e.g. If-Match: W/"3" (or leave the header out).']})
+    return version
+
+
+def expected_version(request: Request, body_version: int | None) -> int | None:
+    """The version a PATCH was based on, from `If-Match` or the body's `version` (400 when both are sent and
+    disagree); None when it names none (the write is then unconditional)."""
+    header = if_match_version(request)
+    if header is not None and body_version is not None and header != body_version:
+        raise exceptions.ValidationError({"version": [
+            f"The body says version {body_version} but If-Match says {header}; send one of them."]})
+    return header if header is not None else body_version
+
+
+class VersionField(serializers.IntegerField):
+    """A row's `version`: read with the row; sent back on PATCH it makes the change conditional (as If-Match)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("help_text", "Bumped by every change. Send the version you read with a PATCH (or its "
+                                       "ETag as If-Match): a stale one is refused with 412 and nothing changes.")
+        super().__init__(**kwargs)
+
+
+IF_MATCH = OpenApiParameter(
+    "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description='The ETag of the row as you read it (e.g. W/"3"): a row changed since is not changed and answers 412 '
+                "with what changed. Without it (or a `version` in the body) the change is unconditional.")
+
+
+@extend_schema_view(partial_update=extend_schema(parameters=[IF_MATCH]))
 class ServiceViewSet(viewsets.ModelViewSet):
     """CRUD whose writes go through services. Reads come from access-scoped querysets (unseen rows: 404).
 
@@ -91,3 +157,20 @@ class ServiceViewSet(viewsets.ModelViewSet):
         super().check_object_permissions(request, obj)
         if request.method not in permissions.SAFE_METHODS and not self.may_change(obj):
             self.permission_denied(request, message=self.denied_message)
+
+    def expected_version(self, serializer: Any) -> int | None:
+        """For perform_update: the version the PATCH was based on (taken out of the validated data)."""
+        return expected_version(self.request, serializer.validated_data.pop("version", None))
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if isinstance(request.data, dict) and "version" in request.data:
+            raise exceptions.ValidationError({"version": ["A new row starts at version 1; leave version out."]})
+        return super().create(request, *args, **kwargs)
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        """A versioned row read or written alone answers its ETag (If-Match takes it back)."""
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if response.status_code < 300 and isinstance(response.data, dict) and isinstance(
+                response.data.get("version"), int):
+            response["ETag"] = version_etag(response.data["version"])
+        return response

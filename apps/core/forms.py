@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+
+from .http import parse_id
 
 
 def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[str, str] | None = None) -> None:
@@ -29,3 +33,27 @@ class StyledForm(forms.Form):
 
     error_css_class = "field-error"
     required_css_class = "required"
+
+
+VERSION_MISSING = ("This form does not say which version of the row it was read at, so saving it could undo "
+                   "someone else's change. Nothing was saved; reload the page and make your change again.")
+
+
+class VersionedForm(StyledForm):
+    """An edit form that carries, in a hidden field, the version of the row it was rendered from; after is_valid()
+    `expected_version` holds it for the service's `expected_version` (a missing or garbled one is a form error on
+    top: a page always says what it read). Create forms (no row) carry none."""
+
+    expected_version: int | None = None
+
+    def carry_version(self, instance: Any) -> None:
+        """Call from __init__ when the form edits `instance`."""
+        self.fields["version"] = forms.CharField(widget=forms.HiddenInput, required=False, initial=instance.version)
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        if "version" in self.fields:
+            self.expected_version = parse_id(self.cleaned_data.pop("version", None))
+            if self.expected_version is None:
+                self.add_error(None, VERSION_MISSING)
+        return self.cleaned_data

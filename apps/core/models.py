@@ -1,4 +1,4 @@
-"""Rows every app writes: the audit log of privileged changes."""
+"""Rows every app writes: the audit log of privileged changes, the outbox of intents; the versioned-row base."""
 
 from __future__ import annotations
 
@@ -6,6 +6,30 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+
+
+class VersionedModel(models.Model):
+    """A row people edit from pages and the API: `version` counts its saves, so a save based on an older read can
+    be told apart and refused (apps.core.services.version_check). Every save of an existing row bumps it."""
+
+    version = models.PositiveIntegerField(default=1, editable=False,
+                                          help_text="Bumped by every save; edits carry the version they read.")
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self._state.adding:
+            super().save(*args, **kwargs)
+            return
+        self.version += 1
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = [*kwargs["update_fields"], "version"]
+        try:
+            super().save(*args, **kwargs)
+        except Exception:
+            self.version -= 1  # nothing was written: the row in memory still is the version it was read at
+            raise
 
 
 class AuditEvent(models.Model):

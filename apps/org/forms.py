@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-from apps.core.forms import StyledForm
+from apps.core.forms import VersionedForm
 
 from .models import MAX_OVER_QUOTA_WEIGHT, MAX_POOL_CAPACITY, Department, NodePool, PriorityClass
 from .validators import SLUG_MAX_LENGTH, validate_dns_label, validate_label_key, validate_label_value, validate_slug
@@ -94,7 +94,7 @@ def taints_text(taints: list[dict[str, str]]) -> str:
 CARD_FRACTION = re.compile(r"^\s*(\d+)\s*(?:/\s*(\d+)\s*)?$")
 
 
-class NodePoolForm(StyledForm):
+class NodePoolForm(VersionedForm):
     slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
                            help_text="Kubernetes name of the pool's ResourceFlavor and cohort tree; fixed once in use.")
     name = forms.CharField(max_length=100)
@@ -142,6 +142,8 @@ class NodePoolForm(StyledForm):
                 "over_subscribable": instance.over_subscribable, "price_per_card_hour": instance.price_per_card_hour,
             }
         super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.carry_version(instance)
 
     def clean_node_labels(self) -> dict[str, str]:
         return parse_labels(self.cleaned_data["node_labels"])
@@ -186,7 +188,7 @@ class NodePoolForm(StyledForm):
 WEIGHT_BOUNDS = [MinValueValidator(0), MaxValueValidator(MAX_OVER_QUOTA_WEIGHT)]
 
 
-class DepartmentForm(StyledForm):
+class DepartmentForm(VersionedForm):
     slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
                            help_text="Kubernetes name (dept-<slug>-<pool> cohorts); cannot change later.")
     name = forms.CharField(max_length=100)
@@ -205,6 +207,7 @@ class DepartmentForm(StyledForm):
         super().__init__(*args, **kwargs)
         if instance is not None:
             self.fields["slug"].disabled = True
+            self.carry_version(instance)
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -215,7 +218,7 @@ class DepartmentForm(StyledForm):
         return data
 
 
-class ProjectForm(StyledForm):
+class ProjectForm(VersionedForm):
     slug = forms.CharField(max_length=SLUG_MAX_LENGTH, validators=[validate_slug],
                            help_text="Kubernetes name (proj-<slug>-<pool> queues); cannot change later.")
     name = forms.CharField(max_length=100)
@@ -241,9 +244,10 @@ class ProjectForm(StyledForm):
         if instance is not None:
             self.fields["slug"].disabled = True
             self.fields["namespace"].disabled = True
+            self.carry_version(instance)
 
 
-class PriorityClassForm(StyledForm):
+class PriorityClassForm(VersionedForm):
     name = forms.CharField(max_length=63, validators=[validate_dns_label],
                            help_text="Name of the Kueue WorkloadPriorityClass; cannot change later.")
     value = forms.IntegerField(min_value=-1_000_000_000, max_value=1_000_000_000,
@@ -259,18 +263,25 @@ class PriorityClassForm(StyledForm):
         super().__init__(*args, **kwargs)
         if instance is not None:
             self.fields["name"].disabled = True
+            self.carry_version(instance)
 
 
 # --- weights ---------------------------------------------------------------------------------------------------
 
 
-class WeightForm(forms.Form):
+class WeightForm(VersionedForm):
+    """One quota's weight on the weights page; `version` is the quota's as the row was rendered."""
+
     quota = forms.IntegerField()
     over_quota_weight = forms.DecimalField(max_digits=8, decimal_places=2, validators=WEIGHT_BOUNDS,
                                            label="Over-quota weight")
+    version = forms.CharField(widget=forms.HiddenInput, required=False)
 
 
-class ProjectDefaultsForm(forms.Form):
+class ProjectDefaultsForm(VersionedForm):
+    """One project's default priority class on the weights page; `version` is the project's as rendered."""
+
     project = forms.IntegerField()
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False)
+    version = forms.CharField(widget=forms.HiddenInput, required=False)
 

@@ -12,13 +12,15 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from apps.core.models import VersionedModel
+
 from .validators import validate_dns_label, validate_slug
 
 MAX_OVER_QUOTA_WEIGHT = 1000
 MAX_POOL_CAPACITY = 100_000
 
 
-class NodePool(models.Model):
+class NodePool(VersionedModel):
     """A slice of the cluster handed out as one unit: one GPU model cut one way; one Kueue ResourceFlavor."""
 
     class Cut(models.TextChoices):
@@ -79,7 +81,7 @@ class NodePool(models.Model):
         return "1" if fraction == 1 else f"{fraction.numerator}/{fraction.denominator}"
 
 
-class Department(models.Model):
+class Department(VersionedModel):
     """A group of projects with its own deserved quota per pool, and bounds for its team leads' weights."""
 
     slug = models.CharField(max_length=40, unique=True, validators=[validate_slug])
@@ -119,7 +121,7 @@ class Department(models.Model):
         return self.pk, None
 
 
-class PriorityClass(models.Model):
+class PriorityClass(VersionedModel):
     """An admin-managed priority, mirrored to a Kueue WorkloadPriorityClass of the same name."""
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns_label])
@@ -137,7 +139,7 @@ class PriorityClass(models.Model):
         return self.name
 
 
-class Project(models.Model):
+class Project(VersionedModel):
     """A team's space: one Kubernetes namespace, per-pool quotas inside its department's."""
 
     slug = models.CharField(max_length=40, unique=True, validators=[validate_slug])
@@ -174,7 +176,7 @@ class Project(models.Model):
         return self.department_id, self.pk
 
 
-class Quota(models.Model):
+class Quota(VersionedModel):
     """A department's or a project's share of one node pool (exactly one owner)."""
 
     node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="quotas")

@@ -14,6 +14,8 @@ from typing import Any
 from django import forms
 
 from apps.accounts import access
+from apps.core.forms import VERSION_MISSING
+from apps.core.http import parse_int
 
 from . import selectors, services
 from .forms import WEIGHT_BOUNDS
@@ -30,8 +32,9 @@ class Cell:
     limit: int | None = None
     weight: Decimal = Decimal(1)
     active: bool = False  # the cell holds (or will hold) a quota
+    read_version: int | None = None  # the version of its quota the page was rendered from (0: none), as posted
     errors: list[str] = field(default_factory=list)
-    fields: dict[str, Any] = field(default_factory=dict)  # bound form fields: deserved, limit, weight
+    fields: dict[str, Any] = field(default_factory=dict)  # bound form fields: deserved, limit, weight, version
 
     @property
     def changed(self) -> bool:
@@ -89,8 +92,10 @@ class QuotaTable:
         self.form = self._form(data)
         for row in self.rows:
             for cell in row.cells:
-                cell.fields = {part: self.form[f"{cell.key}-{part}"] for part in ("deserved", "limit", "weight")}
+                cell.fields = {part: self.form[f"{cell.key}-{part}"]
+                               for part in ("deserved", "limit", "weight", "version")}
         self.bound = data is not None
+        self.stale = False  # a save refused because a cell changed since the page was rendered
         self._read()
 
     @property
@@ -124,6 +129,8 @@ class QuotaTable:
                     max_digits=8, decimal_places=2, validators=WEIGHT_BOUNDS,
                     initial=format(quota.over_quota_weight.normalize(), "f") if quota else None,
                     label=f"{row.label} weight on {cell.pool.slug}", **common)
+                form.fields[f"{cell.key}-version"] = forms.CharField(
+                    widget=forms.HiddenInput, initial=quota.version if quota else 0, **common)
         return form
 
     def _read(self) -> None:
@@ -139,6 +146,7 @@ class QuotaTable:
                 if not row.editable or cell.errors:
                     continue
                 data = self.form.cleaned_data
+                cell.read_version = parse_int(data.get(f"{cell.key}-version"))
                 deserved = data.get(f"{cell.key}-deserved")
                 limit = data.get(f"{cell.key}-limit")
                 weight = data.get(f"{cell.key}-weight")
@@ -155,6 +163,8 @@ class QuotaTable:
                     cell.weight = weight
                 elif cell.quota is None:
                     cell.weight = Decimal(1)
+                if cell.changed and cell.read_version is None:
+                    cell.errors.append(VERSION_MISSING)
 
     # --- the live check -----------------------------------------------------------------------------------------
 
@@ -209,12 +219,14 @@ class QuotaTable:
         changed; on a refusal nothing is saved, every message lands on its cell and 0 is returned."""
         changes = self.changed_cells
         rows = [{"node_pool": cell.pool.slug, "project": None if row.is_department else row.owner.pk,
-                 "deserved": cell.deserved, "limit": cell.limit, "over_quota_weight": cell.weight}
+                 "deserved": cell.deserved, "limit": cell.limit, "over_quota_weight": cell.weight,
+                 "version": cell.read_version}
                 for row, cell in changes]
         try:
             saved = services.quota_table_save(actor=self.user, department=self.department, rows=rows)
         except services.QuotaTableError as exc:
             for index, fields in exc.rows.items():
                 changes[index][1].errors.extend(message for messages in fields.values() for message in messages)
+            self.stale = any("version" in fields for fields in exc.rows.values())
             return 0
         return len(saved)

@@ -19,7 +19,7 @@ from apps.accounts.access import Action
 from apps.core import intents
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
-from apps.core.services import model_save, model_update
+from apps.core.services import model_save, model_update, stale_message, version_check
 
 from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
 from .validators import project_namespace_error, project_namespace_rule
@@ -68,10 +68,14 @@ def node_pool_create(*, actor: Any, **fields: Any) -> NodePool:
     return pool
 
 
-def node_pool_update(*, actor: Any, node_pool: NodePool, **changes: Any) -> NodePool:
+def node_pool_update(*, actor: Any, node_pool: NodePool, expected_version: int | None = None,
+                     **changes: Any) -> NodePool:
+    """`expected_version`: the version the change was read at (a stale one raises StaleWrite), as in every
+    `*_update` service here."""
     _require(actor, Action.MANAGE)
     with transaction.atomic():
         pool = NodePool.objects.select_for_update().get(pk=node_pool.pk)
+        version_check(pool, expected_version)
         before = snapshot(pool)
         if "slug" in changes and changes["slug"] != pool.slug and pool.quotas.exists():
             raise ValidationError({"slug": "The name of a pool in use cannot change: it names its Kueue objects."})
@@ -115,10 +119,12 @@ def department_create(*, actor: Any, **fields: Any) -> Department:
     return department
 
 
-def department_update(*, actor: Any, department: Department, **changes: Any) -> Department:
+def department_update(*, actor: Any, department: Department, expected_version: int | None = None,
+                      **changes: Any) -> Department:
     _require(actor, Action.MANAGE, department)
     with transaction.atomic():
         department = Department.objects.select_for_update().get(pk=department.pk)
+        version_check(department, expected_version)
         before = snapshot(department)
         if "slug" in changes and changes["slug"] != department.slug:
             raise ValidationError({"slug": "A department's name in Kubernetes cannot change once created."})
@@ -195,7 +201,8 @@ def project_create(*, actor: Any, department: Department, **fields: Any) -> Proj
 
 
 def project_update(
-    *, actor: Any, project: Project, over_quota_weights: Mapping[str, Any] | None = None, **changes: Any
+    *, actor: Any, project: Project, over_quota_weights: Mapping[str, Any] | None = None,
+    expected_version: int | None = None, **changes: Any
 ) -> Project:
     """Change a project: the fields `access.project_fields_editable` gives this actor (team leads: the default
     priority class; department admins and admins: every field), and, in the same transaction, its over-quota
@@ -212,6 +219,7 @@ def project_update(
         raise ValidationError(f"These fields cannot be changed here: {', '.join(sorted(unknown))}.")
     with transaction.atomic():
         project = Project.objects.select_for_update().get(pk=project.pk)
+        version_check(project, expected_version)
         changed = [name for name, value in changes.items() if getattr(project, name) != value]
         if set(changed) - editable:
             raise PermissionDenied(DENIED)
@@ -402,7 +410,7 @@ def _quota_audit_action(before: dict[str, Any] | None, changed: Iterable[str]) -
     return "quota.weight" if set(changed) == {access.QUOTA_WEIGHT_FIELD} else "quota.update"
 
 
-def quota_update(*, actor: Any, quota: Quota, **changes: Any) -> Quota:
+def quota_update(*, actor: Any, quota: Quota, expected_version: int | None = None, **changes: Any) -> Quota:
     """Change an existing quota: the one entry for every role, pages and API alike.
 
     `access.quota_fields_editable` says which fields this actor may change on this quota (team leads: the
@@ -425,6 +433,7 @@ def quota_update(*, actor: Any, quota: Quota, **changes: Any) -> Quota:
             .select_related("node_pool", "department", "project__department")
             .get(pk=quota.pk)
         )
+        version_check(quota, expected_version)
         editable = access.quota_fields_editable(actor, quota)
         changed = [name for name, value in changes.items() if getattr(quota, name) != value]
         if not editable or set(changed) - editable:
@@ -553,6 +562,8 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
 
     Each row names a cell, `node_pool` (a pool slug) and `project` (a project of the department by id or slug;
     None for the department's own row), and any of deserved, limit, over_quota_weight, cpu_cores and memory_gib.
+    A row's `version` is the version of the cell's quota it was read at (0: read without a quota); a cell changed
+    since is refused with a message that names the change (the page always sends it, the API may).
     An existing quota changes only the fields its row names; a new one needs `deserved` (no limit and weight 1
     unless given). Every row is checked (the fields this actor may change on it, per
     `access.quota_fields_editable`, each field's bounds, then the rules that span rows on the proposed table as a
@@ -597,7 +608,7 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
         seen: dict[tuple[int | None, int], int] = {}
         proposals: list[tuple[int, Quota, list[str], dict[str, Any] | None]] = []
         for index, row in enumerate(rows):
-            values = {name: value for name, value in row.items() if name not in {"node_pool", "project"}}
+            values = {name: value for name, value in row.items() if name not in {"node_pool", "project", "version"}}
             for name in sorted(set(values) - access.QUOTA_FIELDS):
                 refuse(index, name, "This field of a quota cannot be changed here.")
             slug = row.get("node_pool")
@@ -618,6 +629,9 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
             seen[key] = index
             values = _quota_values(values)
             stored_quota = cells.get(key)
+            if (stale := _quota_cell_stale(stored_quota, row.get("version"), project or department, pool)) is not None:
+                refuse(index, "version", stale)
+                continue
             before: dict[str, Any] | None = None
             if stored_quota is None:
                 if "deserved" not in values:
@@ -693,6 +707,18 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
     return [quota for _, quota, _, _ in proposals]
 
 
+def _quota_cell_stale(quota: Quota | None, read_version: int | None, owner: Department | Project,
+                      pool: NodePool) -> str | None:
+    """Why a quota table row read at `read_version` is stale (None: it is not, or the row did not say)."""
+    if read_version is None or read_version == (quota.version if quota else 0):
+        return None
+    label = f"the quota of {owner.name} on {pool.slug}"
+    if quota is None:
+        return (f"{label[:1].upper()}{label[1:]} was removed since you opened the table. Nothing was saved; reload "
+                "to see the current values, then make your change again.")
+    return stale_message(quota, read_version, label=label)
+
+
 # --- priority classes ------------------------------------------------------------------------------------------
 
 PRIORITY_CLASS_FIELDS = {"name", "value", "preemptible", "description"}
@@ -710,10 +736,12 @@ def priority_class_create(*, actor: Any, **fields: Any) -> PriorityClass:
     return priority_class
 
 
-def priority_class_update(*, actor: Any, priority_class: PriorityClass, **changes: Any) -> PriorityClass:
+def priority_class_update(*, actor: Any, priority_class: PriorityClass, expected_version: int | None = None,
+                          **changes: Any) -> PriorityClass:
     _require(actor, Action.MANAGE)
     with transaction.atomic():
         priority_class = PriorityClass.objects.select_for_update().get(pk=priority_class.pk)
+        version_check(priority_class, expected_version)
         before = snapshot(priority_class)
         if "name" in changes and changes["name"] != priority_class.name:
             raise ValidationError({"name": "A priority class cannot be renamed: running work refers to it by name."})

@@ -107,7 +107,8 @@ def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
     form = NodePoolForm(request.POST or None, instance=pool)
     return _form_page(
         request, form=form, aliases=NodePoolForm.ALIASES,
-        save=lambda f: services.node_pool_update(actor=request.user, node_pool=pool, **f.service_fields()),
+        save=lambda f: services.node_pool_update(actor=request.user, node_pool=pool,
+                                                 expected_version=f.expected_version, **f.service_fields()),
         success=f"Node pool {pool.slug} saved.", redirect_to="org:pools", title=f"Edit node pool {pool.slug}",
     )
 
@@ -173,7 +174,8 @@ def department_edit(request: HttpRequest, slug: str) -> HttpResponse:
 
     def save(f: DepartmentForm) -> Any:
         changes = {k: v for k, v in f.cleaned_data.items() if k != "slug"}
-        return services.department_update(actor=request.user, department=department, **changes)
+        return services.department_update(actor=request.user, department=department,
+                                          expected_version=f.expected_version, **changes)
 
     return _form_page(request, form=form, save=save, success=f"Department {department.name} saved.",
                       redirect_to="org:departments", title=f"Edit department {department.name}")
@@ -211,7 +213,9 @@ def department_quotas(request: AuthenticatedRequest, slug: str) -> HttpResponse:
             else:
                 messages.info(request, "Nothing changed.")
             return redirect("org:department_quotas", slug=department.slug)
-        messages.error(request, "Nothing was saved: fix the cells marked below.")
+        messages.error(request, "Someone changed this table since you opened it, so nothing was saved: reload to see "
+                                "their changes (the cells marked below say what), then make yours again."
+                       if table.stale else "Nothing was saved: fix the cells marked below.")
     return render(request, "org/department_quotas.html", {"table": table, "department": department})
 
 
@@ -245,7 +249,8 @@ def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
 
     def save(f: ProjectForm) -> Any:
         changes = {k: v for k, v in f.cleaned_data.items() if k not in {"slug", "namespace"}}
-        return services.project_update(actor=request.user, project=project, **changes)
+        return services.project_update(actor=request.user, project=project, expected_version=f.expected_version,
+                                       **changes)
 
     return _form_page(request, form=form, save=save, success=f"Project {project.name} saved.",
                       redirect_to="org:departments", title=f"Edit project {project.name}")
@@ -296,7 +301,8 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
 
     def save(f: PriorityClassForm) -> Any:
         changes = {k: v for k, v in f.cleaned_data.items() if k != "name"}
-        return services.priority_class_update(actor=request.user, priority_class=priority_class, **changes)
+        return services.priority_class_update(actor=request.user, priority_class=priority_class,
+                                              expected_version=f.expected_version, **changes)
 
     return _form_page(request, form=form, save=save, success=f"Priority class {priority_class.name} saved.",
                       redirect_to="org:priority_classes", title=f"Edit priority class {priority_class.name}")
@@ -377,7 +383,7 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
         observed_weights[quota.node_pool_id] = quota.over_quota_weight  # Kueue's share was computed with it
         if form.is_valid():
             try:
-                services.quota_update(actor=user, quota=quota,
+                services.quota_update(actor=user, quota=quota, expected_version=form.expected_version,
                                       over_quota_weight=form.cleaned_data["over_quota_weight"])
             except ValidationError as exc:
                 apply_service_errors(form, exc)
@@ -388,7 +394,7 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
         status["pool"] = "priority"
         if form.is_valid():
             try:
-                services.project_update(actor=user, project=project,
+                services.project_update(actor=user, project=project, expected_version=form.expected_version,
                                         default_priority_class=form.cleaned_data["default_priority_class"])
             except ValidationError as exc:
                 apply_service_errors(form, exc)

@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from apps.core.forms import StyledForm
+from apps.core.forms import StyledForm, VersionedForm
 from apps.core.http import parse_id
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 
@@ -275,7 +275,7 @@ def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tup
 # --- templates ---------------------------------------------------------------------------------------------------
 
 
-class WorkloadTemplateForm(StyledForm):
+class WorkloadTemplateForm(VersionedForm):
     name = forms.CharField(max_length=80)
     description = forms.CharField(max_length=250, required=False)
     kind = forms.ChoiceField(choices=Kind.choices)
@@ -290,6 +290,8 @@ class WorkloadTemplateForm(StyledForm):
             kwargs["initial"] = {"name": instance.name, "description": instance.description, "kind": instance.kind,
                                  "values": json.dumps(instance.values, indent=2)}
         super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.carry_version(instance)
 
     def clean_values(self) -> dict[str, Any]:
         try:

@@ -14,6 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.core import kueue_names
+from apps.core.models import VersionedModel
 from apps.org.models import NodePool, PriorityClass, Project
 
 if TYPE_CHECKING:
@@ -124,6 +125,10 @@ class Workload(models.Model):
     stop_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
                                           blank=True, related_name="+")
     resubmitted_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # A repeat of one submission (a submit form posted twice, an API call retried with its Idempotency-Key) finds
+    # the first workload by this key, unique per owner; the digest of the API request tells a retry from a misuse.
+    submission_key = models.CharField(max_length=120, blank=True, default="", editable=False)
+    submission_digest = models.CharField(max_length=64, blank=True, editable=False)
 
     # Scope paths for apps.accounts.access.restrict: the project's viewers, and always the owner.
     access_department_paths = ("project__department_id",)
@@ -144,6 +149,10 @@ class Workload(models.Model):
             models.Index(fields=["project", "status"]),
             models.Index(fields=["owner", "status"]),
             models.Index(fields=["node_pool", "status"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "submission_key"], condition=~models.Q(submission_key=""),
+                                    name="workload_unique_submission_key"),
         ]
 
     def __str__(self) -> str:
@@ -203,7 +212,7 @@ class WorkloadEvent(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.from_status}->{self.to_status} {self.reason}"
 
 
-class WorkloadTemplate(models.Model):
+class WorkloadTemplate(VersionedModel):
     """An admin-authored preset that prefills a submission form."""
 
     name = models.CharField(max_length=80, unique=True)

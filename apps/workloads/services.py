@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -26,6 +26,7 @@ from apps.accounts.access import Action, can
 from apps.accounts.models import NotificationPreference
 from apps.core import intents, kueue_names
 from apps.core.audit import audit_record
+from apps.core.services import version_check
 from apps.core.tasks import enqueue_on_commit
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
@@ -103,16 +104,49 @@ def _record_stop(workload: Workload, *, deadline: timedelta = STOP_DEADLINE, sen
 
 def workload_submit(*, actor: Any, **fields: Any) -> Workload:
     """Validate (the fields of `workload_validate`) and record a submission; the worker creates the Job after commit."""
-    workload = workload_validate(actor=actor, **fields)
-    project = workload.project
-    with transaction.atomic():
-        workload.save()
-        workload.job_name = kueue_names.job_name(workload.pk)
-        workload.save(update_fields=["job_name"])
-        _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-               message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
-        intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk, deadline=SUBMIT_DEADLINE)
+    workload, _ = workload_submit_once(actor=actor, submission_key=None, **fields)
     return workload
+
+
+class SubmissionKeyReused(ValidationError):
+    """An idempotency key sent again with a different request: refused, since it names another submission."""
+
+
+def _earlier_submission(actor: Any, submission_key: str, submission_digest: str) -> Workload | None:
+    earlier = Workload.objects.filter(owner=actor, submission_key=submission_key).first()
+    if earlier is not None and submission_digest and earlier.submission_digest != submission_digest:
+        raise SubmissionKeyReused(
+            f"This Idempotency-Key was used for another request (workload {earlier.pk}, {earlier.name}); "
+            "nothing was submitted. Send a new key with a new submission.")
+    return earlier
+
+
+def workload_submit_once(*, actor: Any, submission_key: str | None, submission_digest: str = "",
+                         **fields: Any) -> tuple[Workload, bool]:
+    """`workload_submit`, once per `submission_key` (a submit form's one-time token, an API Idempotency-Key; unique
+    per owner): a repeat answers the first workload and records nothing (one row, one intent). With a
+    `submission_digest` (of the API request), a repeat with another digest raises SubmissionKeyReused. Returns the
+    workload and whether this call created it."""
+    if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
+        return earlier, False
+    workload = workload_validate(actor=actor, **fields)
+    workload.submission_key, workload.submission_digest = submission_key or "", submission_digest
+    project = workload.project
+    try:
+        with transaction.atomic():
+            workload.save()
+            workload.job_name = kueue_names.job_name(workload.pk)
+            workload.save(update_fields=["job_name"])
+            _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
+                   message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
+            intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
+                                  deadline=SUBMIT_DEADLINE)
+    except IntegrityError:
+        # The same key committed meanwhile (a double click racing itself): that one is the submission.
+        if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
+            return earlier, False
+        raise
+    return workload, True
 
 
 def workload_validate(
@@ -214,16 +248,20 @@ def workload_template_create(*, actor: Any, name: str, kind: str, values: dict[s
     return template
 
 
-def workload_template_update(*, actor: Any, template: WorkloadTemplate, **changes: Any) -> WorkloadTemplate:
+def workload_template_update(*, actor: Any, template: WorkloadTemplate, expected_version: int | None = None,
+                             **changes: Any) -> WorkloadTemplate:
+    """`expected_version`: the version the change was read at (a stale one raises StaleWrite)."""
     if not can(actor, Action.MANAGE):
         raise PermissionDenied("Only admins manage workload templates.")
-    before = _template_state(template)
-    for field, value in changes.items():
-        if field not in {"name", "kind", "values", "description"}:
-            raise TypeError(f"unknown template field {field}")
-        setattr(template, field, value)
-    template.full_clean()
     with transaction.atomic():
+        template = WorkloadTemplate.objects.select_for_update().get(pk=template.pk)
+        version_check(template, expected_version)
+        before = _template_state(template)
+        for field, value in changes.items():
+            if field not in {"name", "kind", "values", "description"}:
+                raise TypeError(f"unknown template field {field}")
+            setattr(template, field, value)
+        template.full_clean()
         template.save()
         audit_record(actor=actor, action="workload_template.update", obj=template, before=before,
                      after=_template_state(template))
@@ -241,7 +279,7 @@ def workload_template_delete(*, actor: Any, template: WorkloadTemplate) -> None:
 
 def _template_state(template: WorkloadTemplate) -> dict[str, Any]:
     return {"name": template.name, "kind": template.kind, "description": template.description,
-            "values": template.values}
+            "values": template.values, "version": template.version}
 
 
 # --- what the worker does ----------------------------------------------------------------------------------------

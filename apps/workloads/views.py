@@ -12,12 +12,16 @@ Submit page protocol (htmx):
   placeholders during the check, so quota refusals show before the whole form is filled in. When the change came
   from the priority class select (`_changed=priority_class`, set by the form's hx-vals from the change event), the
   preemptible box is reset to that class's default first.
-- A plain `POST` submits through `services.workload_submit` and redirects to the detail page.
+- A plain `POST` submits through `services.workload_submit_once` and redirects to the detail page. The form carries
+  a one-time `submission_token` (made when the page is rendered): posting the same form again (a double click, the
+  back button) leads to the workload it made instead of making another.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from typing import Any
 
 from django.contrib import messages
@@ -49,6 +53,9 @@ from .forms import (
 from .models import HOLDING_STATUSES, Kind, Status, Workload, WorkloadTemplate
 
 PAGE_SIZE = 25
+SUBMISSION_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+UNGUARDED_FORM = ("This form has no valid submission token, so a second post of it could submit twice. "
+                            "Nothing was submitted; reload the page and submit again.")
 # Stand-ins for empty required text fields during the live check (never saved).
 # What a stop does, said before it is done (the confirmation page and the dialog).
 STOP_CONSEQUENCES = ("Its Job and pods are deleted and its GPUs go back to the queue; what it has not saved is lost. "
@@ -117,17 +124,25 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
             raise Http404("No such workload.")
     data, drafted = _live_check_data(request) if validate_only else (request.POST, set())
     form = WorkloadForm(data, kind=kind, projects=projects)
+    token = request.POST.get("submission_token", "")
+    if not validate_only and not SUBMISSION_TOKEN.fullmatch(token):
+        form.add_error(None, UNGUARDED_FORM)
     if form.is_valid():
         try:
             if validate_only:
                 services.workload_validate(actor=user, **form.service_kwargs())
             else:
-                workload = services.workload_submit(actor=user, resubmitted_from=source, **form.service_kwargs())
+                workload, created = services.workload_submit_once(
+                    actor=user, submission_key=f"form:{token}", resubmitted_from=source, **form.service_kwargs())
         except ValidationError as exc:
             apply_service_errors(form, exc, ALIASES)
         else:
             if not validate_only:
-                messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
+                if created:
+                    messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
+                else:
+                    messages.info(request, f"This form was submitted already: here is {workload.name}, the workload "
+                                           "it made. Nothing else was submitted.")
                 return redirect("workloads:detail", pk=workload.pk)
     if validate_only:
         for key in drafted:
@@ -140,13 +155,17 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         })
     if form.errors:
         messages.error(request, "Nothing was submitted: fix the fields marked below.")
-    return _submit_page(request, kind, form, projects, request.POST, source=source)
+    return _submit_page(request, kind, form, projects, request.POST, source=source,
+                        token=token if SUBMISSION_TOKEN.fullmatch(token) else None)
 
 
 def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: Any, values: Any, *,
-                 source: Workload | None = None, template: WorkloadTemplate | None = None) -> HttpResponse:
+                 source: Workload | None = None, template: WorkloadTemplate | None = None,
+                 token: str | None = None) -> HttpResponse:
+    """The submit page; `token` is the form's submission token (a new one unless a refused post brought one)."""
     return render(request, "workloads/submit.html", {
         "form": form, "kind": kind, "kinds": Kind.choices, "kind_label": Kind(kind).label,
+        "submission_token": token or secrets.token_urlsafe(24),
         "panel": selectors.submit_panel(kind=kind, projects=projects, source=values), "source": source,
         "template": template,
         "templates": selectors.templates(kind=kind),
@@ -329,8 +348,8 @@ def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
     template = get_object_or_404(WorkloadTemplate, pk=pk)
     form = WorkloadTemplateForm(request.POST or None, instance=template)
     return _template_form(request, form=form, template=template, success=f"Template {template.name} saved.",
-                          save=lambda data: services.workload_template_update(actor=request.user, template=template,
-                                                                              **data))
+                          save=lambda data: services.workload_template_update(
+                              actor=request.user, template=template, expected_version=form.expected_version, **data))
 
 
 @login_required

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer, VersionField
 from apps.core.http import parse_id
 from apps.core.models import AuditEvent
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
@@ -52,6 +52,7 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
     card_fraction = serializers.CharField(source="card_fraction_display", read_only=True)
     node_labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
     node_taints = NodeTaintSerializer(many=True, required=False)
+    version = VersionField()
 
     def validate_node_labels(self, labels: dict[str, str]) -> dict[str, str]:
         # Labels are Kubernetes names: the same rules as the pages (apps.org.validators).
@@ -69,8 +70,8 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
         fields = [
             "id", "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile",
             "replicas_per_card", "node_labels", "node_taints", "capacity", "card_fraction_numerator",
-            "card_fraction_denominator", "card_fraction", "over_subscribable", "price_per_card_hour", "created_at",
-            "updated_at",
+            "card_fraction_denominator", "card_fraction", "over_subscribable", "price_per_card_hour", "version",
+            "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
 
@@ -82,17 +83,18 @@ class OwnedQuotaSerializer(ShapeOnlyModelSerializer):
 
     class Meta:
         model = Quota
-        fields = ["id", "node_pool", "deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"]
+        fields = ["id", "node_pool", "deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib", "version"]
         read_only_fields = fields
 
 
 class DepartmentSerializer(ShapeOnlyModelSerializer):
     quotas = OwnedQuotaSerializer(many=True, read_only=True)
+    version = VersionField()
 
     class Meta:
         model = Department
         fields = [
-            "id", "slug", "name", "description", "min_project_weight", "max_project_weight", "quotas",
+            "id", "slug", "name", "description", "min_project_weight", "max_project_weight", "quotas", "version",
             "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
@@ -104,12 +106,13 @@ class ProjectSerializer(ShapeOnlyModelSerializer):
         slug_field="name", queryset=PriorityClass.objects.all(), allow_null=True, required=False
     )
     quotas = OwnedQuotaSerializer(many=True, read_only=True)
+    version = VersionField()
 
     class Meta:
         model = Project
         fields = [
             "id", "slug", "name", "description", "department", "namespace", "does_not_lend",
-            "default_priority_class", "quotas", "created_at", "updated_at",
+            "default_priority_class", "quotas", "version", "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {"namespace": {"required": False, "allow_blank": True,
@@ -129,12 +132,13 @@ class QuotaSerializer(ShapeOnlyModelSerializer):
     project = ScopedPrimaryKeyRelatedField(
         scope=projects_for, queryset=Project.objects.all(), allow_null=True, required=False
     )
+    version = VersionField()
 
     class Meta:
         model = Quota
         fields = [
             "id", "node_pool", "department", "project", "deserved", "limit", "over_quota_weight", "cpu_cores",
-            "memory_gib", "updated_at",
+            "memory_gib", "version", "updated_at",
         ]
         read_only_fields = ["updated_at"]
         extra_kwargs = {"deserved": {"required": True}, "limit": {"default": None}}
@@ -143,9 +147,11 @@ class QuotaSerializer(ShapeOnlyModelSerializer):
 class QuotaUpdateSerializer(ShapeOnlyModelSerializer):
     """What a PATCH may change; the pool and the owner of a quota are fixed (delete and create instead)."""
 
+    version = VersionField()
+
     class Meta:
         model = Quota
-        fields = ["deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"]
+        fields = ["deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib", "version"]
 
 
 class ProjectUpdateSerializer(ProjectSerializer):
@@ -185,10 +191,14 @@ class QuotaTableRowSerializer(ShapeOnlyModelSerializer):
     node_pool = serializers.CharField(max_length=SLUG_MAX_LENGTH, help_text="The pool's slug.")
     project = IdOrSlugField(required=False, allow_null=True, default=None,
                             help_text="A project of the department, by id or slug; null for the department's own.")
+    version = VersionField(min_value=0, help_text=(
+        "The version of the cell's quota you read (0: read without a quota). A cell changed since is refused "
+        "like any other refusal of the row (400, keyed by row index, field `version`) and nothing is saved."))
 
     class Meta:
         model = Quota
-        fields = ["node_pool", "project", "deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib"]
+        fields = ["node_pool", "project", "deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib",
+                  "version"]
         extra_kwargs = {name: {"required": False} for name in
                         ("deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib")}
 
@@ -207,9 +217,11 @@ class QuotaTableRowSerializer(ShapeOnlyModelSerializer):
 
 
 class PriorityClassSerializer(ShapeOnlyModelSerializer):
+    version = VersionField()
+
     class Meta:
         model = PriorityClass
-        fields = ["id", "name", "value", "preemptible", "description", "created_at", "updated_at"]
+        fields = ["id", "name", "value", "preemptible", "description", "version", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
 

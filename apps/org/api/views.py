@@ -67,7 +67,8 @@ class NodePoolViewSet(ServiceViewSet):
     def perform_update(self, serializer: BaseSerializer[NodePool]) -> None:
         assert serializer.instance is not None  # update() built the serializer on get_object()
         serializer.instance = services.node_pool_update(
-            actor=self.request.user, node_pool=serializer.instance, **serializer.validated_data
+            actor=self.request.user, node_pool=serializer.instance, expected_version=self.expected_version(serializer),
+            **serializer.validated_data
         )
 
     def perform_destroy(self, instance: NodePool) -> None:
@@ -94,7 +95,8 @@ class DepartmentViewSet(ServiceViewSet):
     def perform_update(self, serializer: BaseSerializer[Department]) -> None:
         assert serializer.instance is not None  # update() built the serializer on get_object()
         serializer.instance = services.department_update(
-            actor=self.request.user, department=serializer.instance, **serializer.validated_data
+            actor=self.request.user, department=serializer.instance,
+            expected_version=self.expected_version(serializer), **serializer.validated_data
         )
 
     def perform_destroy(self, instance: Any) -> None:
@@ -142,7 +144,8 @@ class ProjectViewSet(ServiceViewSet):
     def perform_update(self, serializer: BaseSerializer[Project]) -> None:
         assert serializer.instance is not None  # update() built the serializer on get_object()
         serializer.instance = services.project_update(
-            actor=self.request.user, project=serializer.instance, **serializer.validated_data
+            actor=self.request.user, project=serializer.instance, expected_version=self.expected_version(serializer),
+            **serializer.validated_data
         )
 
     def perform_destroy(self, instance: Any) -> None:
@@ -184,7 +187,8 @@ class QuotaViewSet(ServiceViewSet):
         quota: Quota = self.get_object()
         serializer = QuotaUpdateSerializer(quota, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        quota = services.quota_update(actor=request.user, quota=quota, **serializer.validated_data)
+        quota = services.quota_update(actor=request.user, quota=quota,
+                                      expected_version=self.expected_version(serializer), **serializer.validated_data)
         return Response(QuotaSerializer(quota, context=self.get_serializer_context()).data)
 
     def perform_destroy(self, instance: Quota) -> None:
@@ -274,7 +278,8 @@ class PriorityClassViewSet(ServiceViewSet):
     def perform_update(self, serializer: BaseSerializer[PriorityClass]) -> None:
         assert serializer.instance is not None  # update() built the serializer on get_object()
         serializer.instance = services.priority_class_update(
-            actor=self.request.user, priority_class=serializer.instance, **serializer.validated_data
+            actor=self.request.user, priority_class=serializer.instance,
+            expected_version=self.expected_version(serializer), **serializer.validated_data
         )
 
     def perform_destroy(self, instance: PriorityClass) -> None:

@@ -3,12 +3,16 @@ stop go through the services, which check everything again and decide the rules.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -22,6 +26,31 @@ from apps.workloads.models import Status, Workload, WorkloadEvent
 from apps.workloads.selectors import annotate_live, preemptions_seen_by, workload_list
 
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
+
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,100}")
+
+
+class IdempotencyKeyReused(exceptions.APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "idempotency_key_reused"
+
+
+def request_digest(data: Any) -> str:
+    """A fingerprint of a submission's body, to tell a retry (same body) from a key reused for another one."""
+    if hasattr(data, "lists"):  # a form-encoded body: every value of every key
+        data = dict(data.lists())
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str, separators=(",", ":")).encode()).hexdigest()
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The request's `Idempotency-Key` (1 to 100 visible ASCII characters), None without one; 400 otherwise."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.fullmatch(key):
+        raise exceptions.ValidationError({"Idempotency-Key": [
+            "Send 1 to 100 visible ASCII characters, e.g. a UUID, one per submission."]})
+    return key
 
 
 def api_errors(error: DjangoValidationError) -> dict[str, Any]:
@@ -41,7 +70,13 @@ def api_errors(error: DjangoValidationError) -> dict[str, Any]:
 @extend_schema_view(
     create=extend_schema(
         request=WorkloadSubmitSerializer,
-        responses={201: WorkloadDetailSerializer},
+        parameters=[OpenApiParameter(
+            "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+            description="Makes a retry safe: the same key from the same user answers the workload the first request "
+                        "made (201, the same body, header Idempotent-Replayed: true) and submits nothing; the same "
+                        "key with another body answers 422. 1 to 100 visible ASCII characters, e.g. a UUID.")],
+        responses={201: WorkloadDetailSerializer,
+                   422: OpenApiResponse(description="The Idempotency-Key was used for another request.")},
         description=(
             "Submit a training job, notebook or batch job. The row is saved as `submitting` and the worker creates "
             "the Kueue-labelled Job after commit. Refusals say why, keyed by field. A project you may not see reads "
@@ -120,12 +155,18 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
                 project = None  # reported with the other field errors below
             if project is not None and not can(user, Action.SUBMIT, project):
                 self.permission_denied(request, message="You may not submit work in this project.")
+        key = idempotency_key(request)
         serializer.is_valid(raise_exception=True)
         try:
-            workload = services.workload_submit(actor=user, **serializer.validated_data)
+            workload, created = services.workload_submit_once(
+                actor=user, submission_key=f"api:{key}" if key else None,
+                submission_digest=request_digest(request.data) if key else "", **serializer.validated_data)
+        except services.SubmissionKeyReused as error:
+            raise IdempotencyKeyReused(error.messages[0]) from error
         except DjangoValidationError as error:
             raise exceptions.ValidationError(api_errors(error)) from error
-        return Response(self._detail(workload), status=status.HTTP_201_CREATED)
+        headers = {} if created else {"Idempotent-Replayed": "true"}
+        return Response(self._detail(workload), status=status.HTTP_201_CREATED, headers=headers)
 
     @extend_schema(
         request=None,

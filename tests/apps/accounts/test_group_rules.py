@@ -43,7 +43,8 @@ def test_admin_creates_edits_and_deletes_rules_with_audit(client_for, demo, djan
     vision = Project.objects.get(slug="vision")
     response = client.post(f"/accounts/group-rules/{rule.pk}/edit/", {"group_pattern": "gpu-vision",
                                                                        "role": "researcher",
-                                                                       "scope": f"project:{vision.pk}"})
+                                                                       "scope": f"project:{vision.pk}",
+                                                                       "version": rule.version})
     assert response.status_code == 302
     rule.refresh_from_db()
     assert (rule.group_pattern, rule.scope, rule.project, rule.department) == ("gpu-vision", "project", vision, None)
@@ -115,3 +116,29 @@ def test_last_admin_must_be_a_hand_made_one(demo):
     own = RoleBinding.objects.get(user=demo["admin"], role="admin")
     with pytest.raises(ValidationError, match="last admin"):
         services.role_binding_delete(actor=demo["viewer"], binding=own)
+
+
+def test_a_stale_rule_save_is_refused_saying_what_changed(client_for, demo):
+    rule = services.group_role_rule_create(actor=demo["admin"], group_pattern="gpu-*", role="viewer")
+    client = client_for("admin")
+    read = int(client.get(f"/accounts/group-rules/{rule.pk}/edit/").context["form"]["version"].value())
+    services.group_role_rule_update(actor=demo["admin"], rule=rule, group_pattern="gpu-*", role="researcher",
+                                    project=Project.objects.get(slug="vision"))
+    audit_rows = AuditEvent.objects.count()
+    response = client.post(f"/accounts/group-rules/{rule.pk}/edit/", {
+        "group_pattern": "gpu-*", "role": "viewer", "scope": "everything", "description": "mine", "version": read})
+    assert response.status_code == 200
+    message = " ".join(response.context["form"].non_field_errors())
+    assert "The rule for gpu-* was changed by admin since you opened it" in message
+    assert "role" in message and "project" in message
+    rule.refresh_from_db()
+    assert (rule.role, rule.description, rule.version) == ("researcher", "", read + 1)
+    assert AuditEvent.objects.count() == audit_rows
+    missing = client.post(f"/accounts/group-rules/{rule.pk}/edit/", {
+        "group_pattern": "gpu-*", "role": "viewer", "scope": "everything"})
+    assert missing.status_code == 200 and "does not say which version" in missing.content.decode()
+    fresh = client.post(f"/accounts/group-rules/{rule.pk}/edit/", {
+        "group_pattern": "gpu-*", "role": "viewer", "scope": "everything", "version": read + 1})
+    assert fresh.status_code == 302
+    rule.refresh_from_db()
+    assert (rule.role, rule.version) == ("viewer", read + 2)

@@ -173,7 +173,8 @@ def test_a_legacy_row_still_renders_and_stays_editable(page_client, client_for, 
         response = page_client("admin").get(url)
         assert response.status_code == 200 and "kube-system" in response.content.decode()
     response = page_client("deptadmin").post(reverse("org:project_edit", args=["nlp"]),
-                                             {"slug": "nlp", "name": "NLP renamed", "namespace": "kube-system"})
+                                             {"slug": "nlp", "name": "NLP renamed", "namespace": "kube-system",
+                                              "version": Project.objects.get(slug="nlp").version})
     assert response.status_code == 302
     nlp = Project.objects.get(slug="nlp")
     response = call(client_for("deptadmin"), "PATCH", f"projects/{nlp.pk}/", {"description": "legacy namespace"})

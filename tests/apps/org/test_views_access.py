@@ -95,7 +95,7 @@ def _research() -> Department:
 
 def _pool_edit_payload() -> dict[str, Any]:
     return pool_payload(slug="h100", name="H100 renamed", gpu_product="NVIDIA-H100-80GB-HBM3", capacity="16",
-                        node_labels="portal.gpu/pool=h100")
+                        node_labels="portal.gpu/pool=h100", version=NodePool.objects.get(slug="h100").version)
 
 
 def _quota_change(slug: str) -> Callable[[], dict[str, str]]:
@@ -107,8 +107,10 @@ def _quota_change(slug: str) -> Callable[[], dict[str, str]]:
 
 
 def _weight(project_slug: str) -> Callable[[], dict[str, Any]]:
-    return lambda: {"quota": Quota.objects.get(project__slug=project_slug, node_pool__slug="h100").pk,
-                    "over_quota_weight": "3"}
+    def payload() -> dict[str, Any]:
+        quota = Quota.objects.get(project__slug=project_slug, node_pool__slug="h100")
+        return {"quota": quota.pk, "over_quota_weight": "3", "version": quota.version}
+    return payload
 
 
 WRITE_OK = 302
@@ -124,10 +126,12 @@ POST_MATRIX: list[tuple[str, Url, Callable[[], dict[str, Any]], dict[str, int], 
      lambda: {"slug": "robotics", "name": "Robotics", "min_project_weight": "0", "max_project_weight": "5"},
      row(302, 403, 403, 403, 403, 403, 403), lambda: Department.objects.filter(slug="robotics").exists()),
     ("department_edit:inside", lambda: reverse("org:department_edit", args=["research"]),
-     lambda: {"name": "Research", "description": "changed", "min_project_weight": "0", "max_project_weight": "10"},
+     lambda: {"name": "Research", "description": "changed", "min_project_weight": "0", "max_project_weight": "10",
+              "version": _research().version},
      row(302, 403, 403, 403, 403, 404, 403), lambda: _research().description == "changed"),
     ("department_edit:outside", lambda: reverse("org:department_edit", args=["production"]),
-     lambda: {"name": "Production", "description": "changed", "min_project_weight": "0", "max_project_weight": "10"},
+     lambda: {"name": "Production", "description": "changed", "min_project_weight": "0", "max_project_weight": "10",
+              "version": Department.objects.get(slug="production").version},
      PRODUCTION | {"admin": 302}, lambda: Department.objects.get(slug="production").description == "changed"),
     ("department_delete:outside", lambda: reverse("org:department_delete", args=["empty"]),
      dict, row(302, 404, 404, 404, 404, 404, 403), lambda: not Department.objects.filter(slug="empty").exists()),
@@ -144,10 +148,12 @@ POST_MATRIX: list[tuple[str, Url, Callable[[], dict[str, Any]], dict[str, int], 
      lambda: {"slug": "speech", "name": "Speech"}, PRODUCTION | {"admin": 302},
      lambda: Project.objects.filter(slug="speech").exists()),
     ("project_edit:inside", lambda: reverse("org:project_edit", args=["vision"]),
-     lambda: {"name": "Vision 2"}, row(302, 302, 403, 403, 404, 404, 403),
+     lambda: {"name": "Vision 2", "version": Project.objects.get(slug="vision").version},
+     row(302, 302, 403, 403, 404, 404, 403),
      lambda: Project.objects.get(slug="vision").name == "Vision 2"),
     ("project_edit:outside", lambda: reverse("org:project_edit", args=["serving"]),
-     lambda: {"name": "Serving 2", "does_not_lend": "on"}, SERVING | {"admin": 302},
+     lambda: {"name": "Serving 2", "does_not_lend": "on", "version": Project.objects.get(slug="serving").version},
+     SERVING | {"admin": 302},
      lambda: Project.objects.get(slug="serving").name == "Serving 2"),
     ("project_delete:inside", lambda: reverse("org:project_delete", args=["vision"]), dict,
      row(302, 302, 403, 403, 404, 404, 403), lambda: not Project.objects.filter(slug="vision").exists()),
@@ -157,7 +163,8 @@ POST_MATRIX: list[tuple[str, Url, Callable[[], dict[str, Any]], dict[str, int], 
      lambda: {"name": "urgent", "value": "200"}, row(302, 403, 403, 403, 403, 403, 403),
      lambda: PriorityClass.objects.filter(name="urgent", preemptible=False).exists()),
     ("priority_class_edit", lambda: reverse("org:priority_class_edit", args=["train"]),
-     lambda: {"value": "55", "preemptible": "on"}, row(302, 403, 403, 403, 403, 403, 403),
+     lambda: {"value": "55", "preemptible": "on", "version": PriorityClass.objects.get(name="train").version},
+     row(302, 403, 403, 403, 403, 403, 403),
      lambda: PriorityClass.objects.get(name="train").value == 55),
     ("priority_class_delete", lambda: reverse("org:priority_class_delete", args=["build"]), dict,
      row(302, 403, 403, 403, 403, 403, 403), lambda: not PriorityClass.objects.filter(name="build").exists()),

@@ -69,7 +69,8 @@ def test_pool_duplicate_slug_is_refused_by_the_service_on_the_slug_field(page_cl
 
 
 def test_pool_capacity_below_assigned_quotas_is_refused_on_the_capacity_field(page_client):
-    payload = pool_payload(slug="h100", name="H100 80GB", capacity="10", node_labels="portal.gpu/pool=h100")
+    payload = pool_payload(slug="h100", name="H100 80GB", capacity="10", node_labels="portal.gpu/pool=h100",
+                           version=NodePool.objects.get(slug="h100").version)
     response = page_client("admin").post(reverse("org:pool_edit", args=["h100"]), payload)
     assert any("Departments hold 16 deserved units on h100, more than a capacity of 10" in text
                for text in errors_of(response)["capacity"])
@@ -99,7 +100,8 @@ def test_department_create_edit_and_bounds(page_client, users):
     assert "Department with this Name already exists." in errors_of(duplicate)["name"]
     assert not Department.objects.filter(slug="robotics").exists()
     edit = client.post(reverse("org:department_edit", args=["research"]),
-                       {"slug": "ignored", "name": "Research", "min_project_weight": "1", "max_project_weight": "4"})
+                       {"slug": "ignored", "name": "Research", "min_project_weight": "1", "max_project_weight": "4",
+                        "version": Department.objects.get(slug="research").version})
     assert edit.status_code == 302
     research = Department.objects.get(slug="research")
     assert (research.min_project_weight, research.max_project_weight) == (1, 4)
@@ -137,7 +139,8 @@ def response_errors(response) -> list[str]:
 
 def test_project_edit_keeps_slug_and_namespace(page_client):
     response = page_client("deptadmin").post(reverse("org:project_edit", args=["vision"]),
-                                             {"slug": "other", "namespace": "other", "name": "Vision X"})
+                                             {"slug": "other", "namespace": "other", "name": "Vision X",
+                                              "version": Project.objects.get(slug="vision").version})
     assert response.status_code == 302
     vision = Project.objects.get(slug="vision")
     assert (vision.name, vision.namespace, vision.does_not_lend) == ("Vision X", "proj-vision", False)
@@ -147,7 +150,8 @@ def test_priority_class_create_and_rename_refused(page_client, users):
     client = page_client("admin")
     duplicate = client.post(reverse("org:priority_class_create"), {"name": "train", "value": "10"})
     assert "Priority class with this Name already exists." in errors_of(duplicate)["name"]
-    client.post(reverse("org:priority_class_edit", args=["train"]), {"name": "training", "value": "60"})
+    client.post(reverse("org:priority_class_edit", args=["train"]),
+                {"name": "training", "value": "60", "version": PriorityClass.objects.get(name="train").version})
     assert PriorityClass.objects.filter(name="train", value=60).exists()
     event = AuditEvent.objects.filter(action="priority_class.update").latest("id")
     assert (event.before["value"], event.after["value"], event.actor) == (50, 60, users["admin"])

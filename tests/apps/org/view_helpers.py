@@ -12,8 +12,8 @@ def cell_key(owner: Department | Project, pool: NodePool) -> str:
 
 
 def quota_payload(department: Department, changes: dict[tuple[Any, str, str], Any] | None = None) -> dict[str, str]:
-    """The quota table's POST data with every cell at its stored value, then `changes`:
-    {(owner, pool slug, "deserved" | "limit" | "weight"): value}."""
+    """The quota table's POST data with every cell at its stored value and version (0: no quota), then `changes`:
+    {(owner, pool slug, "deserved" | "limit" | "weight" | "version"): value}."""
     pools = list(NodePool.objects.all())
     owners: list[Department | Project] = [department, *department.projects.all()]
     data: dict[str, str] = {}
@@ -24,6 +24,7 @@ def quota_payload(department: Department, changes: dict[tuple[Any, str, str], An
             data[f"{key}-deserved"] = "" if quota is None else str(quota.deserved)
             data[f"{key}-limit"] = "" if quota is None or quota.limit is None else str(quota.limit)
             data[f"{key}-weight"] = "" if quota is None else format(quota.over_quota_weight.normalize(), "f")
+            data[f"{key}-version"] = "0" if quota is None else str(quota.version)
     pools_by_slug = {pool.slug: pool for pool in pools}
     for (owner, pool_slug, part), value in (changes or {}).items():
         data[f"{cell_key(owner, pools_by_slug[pool_slug])}-{part}"] = "" if value is None else str(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import secrets
 from typing import Any
 
 from apps.org.models import NodePool, PriorityClass, Project
@@ -11,8 +12,10 @@ from apps.org.models import NodePool, PriorityClass, Project
 
 def submit_payload(kind: str = "training", *, project: str = "vision", pool: str = "h100",
                    priority_class: str = "train", **overrides: Any) -> dict[str, Any]:
-    """A valid POST for the submit form of `kind`; overrides replace fields (None drops one)."""
+    """A valid POST for the submit form of `kind`, with a fresh submission token (as each rendered form has);
+    overrides replace fields (None drops one)."""
     data: dict[str, Any] = {
+        "submission_token": secrets.token_urlsafe(24),
         "project": Project.objects.get(slug=project).pk, "name": f"my-{kind}", "image": "pytorch/pytorch:2.4.0",
         "node_pool": NodePool.objects.get(slug=pool).pk, "gpus": "1", "cpu": "2", "memory_gib": "16",
         "priority_class": PriorityClass.objects.get(name=priority_class).pk, "preemptible": "on",

@@ -169,7 +169,7 @@ def test_template_pages_post_matrix(page_client, users, username):
     edit_get = client.get(reverse("workloads:template_edit", args=[template.pk]))
     assert edit_get.status_code == ADMIN_ONLY[username]
     edit = client.post(reverse("workloads:template_edit", args=[template.pk]),
-                       {"name": "base", "kind": "notebook", "values": '{"gpus": 3}'})
+                       {"name": "base", "kind": "notebook", "values": '{"gpus": 3}', "version": template.version})
     assert edit.status_code == ADMIN_ONLY_POST[username]
     delete_get = client.get(reverse("workloads:template_delete", args=[template.pk]))
     assert delete_get.status_code == ADMIN_ONLY[username]

@@ -60,7 +60,8 @@ def test_admin_edits_and_deletes_a_template(page_client, users):
     client = page_client("admin")
     edit_url = reverse("workloads:template_edit", args=[template.pk])
     assert '&quot;gpus&quot;: 1' in client.get(edit_url).content.decode()
-    response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 2, "notebook_port": 9999})
+    response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 2, "notebook_port": 9999},
+                    version=template.version)
     assert response.status_code == 302
     template.refresh_from_db()
     assert template.values == {"gpus": 2, "notebook_port": 9999}
@@ -89,3 +90,34 @@ def test_services_refuse_non_admins(users):
 
     with pytest.raises(PermissionDenied):
         services.workload_template_create(actor=users["lead"], name="x", kind=Kind.TRAINING, values={})
+
+
+def test_a_stale_template_save_is_refused_saying_what_changed(page_client, users):
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
+    client = page_client("admin")
+    edit_url = reverse("workloads:template_edit", args=[template.pk])
+    read = int(client.get(edit_url).context["form"]["version"].value())
+    services.workload_template_update(actor=users["admin"], template=template, description="theirs")
+    audit_rows = AuditEvent.objects.count()
+    response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 4}, version=read)
+    assert response.status_code == 200
+    message = " ".join(response.context["form"].non_field_errors())
+    assert "Workload template nb was changed by admin since you opened it" in message and "description" in message
+    template.refresh_from_db()
+    assert (template.values, template.description, template.version) == ({"gpus": 1}, "theirs", read + 1)
+    assert AuditEvent.objects.count() == audit_rows
+    fresh = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 4}, version=read + 1)
+    assert fresh.status_code == 302
+    template.refresh_from_db()
+    assert (template.values, template.version) == ({"gpus": 4}, read + 2)
+
+
+def test_a_template_save_without_its_version_is_refused(page_client, users):
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
+    response = post(page_client("admin"), url=reverse("workloads:template_edit", args=[template.pk]), name="nb",
+                    kind="notebook", values={"gpus": 4})
+    assert response.status_code == 200 and "does not say which version" in response.content.decode()
+    template.refresh_from_db()
+    assert template.values == {"gpus": 1}
