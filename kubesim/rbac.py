@@ -88,7 +88,7 @@ class Rbac:
         """Decide, recording the rule that allowed it or the denial (not for an access review: asking is no use)."""
         if ADMIN_GROUP in user.groups:
             return True
-        if not attrs.resource_request and attrs.path in PUBLIC_PATHS:
+        if not attrs.resource_request and public(attrs.path):
             return True
         for role, index, rule in _rules(store, user, attrs.namespace):
             if _matches(rule, attrs):
@@ -127,7 +127,12 @@ class Rbac:
             self.grants.clear()
 
 
-PUBLIC_PATHS = ("/version", "/healthz", "/readyz", "/livez", "/api", "/apis")
+def public(path: str) -> bool:
+    """Discovery, version and health: what kube's bootstrap roles system:discovery and system:public-info-viewer
+    grant every authenticated user."""
+    return path in ("/version", "/healthz", "/readyz", "/livez", "/api", "/apis") or path.startswith(
+        ("/api/", "/apis/", "/openapi/")
+    )
 
 
 def service_account_user(namespace: str, name: str) -> User:

@@ -57,6 +57,7 @@ def test_a_service_account_without_bindings_is_forbidden_with_kubes_message(ks, 
                                  'group "kueue.x-k8s.io" at the cluster scope')
     assert status["details"] == {"name": "cq", "group": "kueue.x-k8s.io", "kind": "clusterqueues"}
     assert call(ks, sa, "GET", "/version")["major"] == "1"  # discovery is open to every authenticated user
+    assert call(ks, sa, "GET", "/apis/batch/v1")["groupVersion"] == "batch/v1"
     assert len(ks.rbac()["denials"]) == 2
 
 
