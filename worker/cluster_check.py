@@ -87,7 +87,9 @@ def run_checks(api_client: client.ApiClient, permissions: Iterable[Permission]) 
         checks += _permissions(cluster, permissions)
         checks.append(_ingress_class(cluster))
     except Unreachable as exc:
-        checks.append(Check(FAIL, "API server", f"cannot reach the cluster at {url} ({exc})",
+        detail = str(exc)  # the gateway may say it in these words already
+        reason = detail if detail.startswith("cannot reach") else f"cannot reach the cluster at {url} ({detail})"
+        checks.append(Check(FAIL, "API server", reason,
                             "check KUBECONFIG (or the pod's service account), the server address and the network"))
     return checks
 
