@@ -49,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="controllers run in the background after writes (as in a real cluster) instead of before the response",
     )
+    serve.add_argument(
+        "--rbac",
+        action="store_true",
+        help="authenticate bearer tokens and authorize requests with RBAC (the kubeconfig's token is the admin)",
+    )
     serve.add_argument("--verbose", action="store_true", help="log every request")
     return parser
 
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         default_run_seconds=args.default_run_seconds,
         bookmark_interval=args.bookmark_interval,
         async_settle=args.async_settle,
+        rbac=args.rbac,
     )
     server = KubeHTTPServer((args.host, args.port), sim, verbose=args.verbose)
     url = server.url

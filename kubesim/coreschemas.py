@@ -283,6 +283,72 @@ EVENT = obj(
     ["involvedObject"],
 )
 
+LABEL_SELECTOR = obj({"matchLabels": STRMAP, "matchExpressions": arr(ANY)})
+CONFIG_MAP = obj({**TOP, "data": STRMAP, "binaryData": STRMAP, "immutable": B})
+SECRET = obj({**TOP, "data": STRMAP, "stringData": STRMAP, "type": S, "immutable": B})
+SERVICE_ACCOUNT = obj(
+    {**TOP, "secrets": arr(ANY), "imagePullSecrets": arr(obj({"name": S})), "automountServiceAccountToken": B}
+)
+DEPLOYMENT = obj(
+    {
+        **TOP,
+        "spec": obj(
+            {
+                "replicas": I32,
+                "selector": LABEL_SELECTOR,
+                "template": POD_TEMPLATE,
+                "strategy": obj({"type": enum("Recreate", "RollingUpdate"), "rollingUpdate": ANY}),
+                "minReadySeconds": I32,
+                "revisionHistoryLimit": I32,
+                "paused": B,
+                "progressDeadlineSeconds": I32,
+            },
+            ["selector", "template"],
+        ),
+        "status": ANY,
+    },
+    ["spec"],
+)
+INGRESS = obj(
+    {
+        **TOP,
+        "spec": obj({"ingressClassName": S, "defaultBackend": ANY, "tls": arr(ANY), "rules": arr(ANY)}),
+        "status": ANY,
+    }
+)
+INGRESS_CLASS = obj({**TOP, "spec": obj({"controller": S, "parameters": ANY})})
+NETWORK_POLICY = obj(
+    {
+        **TOP,
+        "spec": obj(
+            {
+                "podSelector": LABEL_SELECTOR,
+                "policyTypes": arr(enum("Ingress", "Egress")),
+                "ingress": arr(obj({"from": arr(ANY), "ports": arr(ANY)})),
+                "egress": arr(obj({"to": arr(ANY), "ports": arr(ANY)})),
+            }
+        ),
+    }
+)
+POLICY_RULE = obj(
+    {
+        "apiGroups": arr(S),
+        "resources": arr(S),
+        "verbs": arr(S),
+        "resourceNames": arr(S),
+        "nonResourceURLs": arr(S),
+    },
+    ["verbs"],
+)
+ROLE = obj({**TOP, "rules": arr(POLICY_RULE)})
+CLUSTER_ROLE = obj({**TOP, "rules": arr(POLICY_RULE), "aggregationRule": ANY})
+SUBJECT = obj(
+    {"kind": enum("ServiceAccount", "User", "Group"), "apiGroup": S, "name": S, "namespace": S}, ["kind", "name"]
+)
+ROLE_REF = obj({"apiGroup": S, "kind": enum("Role", "ClusterRole"), "name": S}, ["apiGroup", "kind", "name"])
+BINDING = obj({**TOP, "subjects": arr(SUBJECT), "roleRef": ROLE_REF}, ["roleRef"])
+CRD = obj({**TOP, "spec": ANY, "status": ANY}, ["spec"])
+
 CORE_SCHEMAS: dict[str, dict] = {
     "pods": POD,
     "jobs": JOB,
@@ -290,4 +356,16 @@ CORE_SCHEMAS: dict[str, dict] = {
     "nodes": NODE,
     "services": SERVICE,
     "events": EVENT,
+    "configmaps": CONFIG_MAP,
+    "secrets": SECRET,
+    "serviceaccounts": SERVICE_ACCOUNT,
+    "deployments": DEPLOYMENT,
+    "ingresses": INGRESS,
+    "ingressclasses": INGRESS_CLASS,
+    "networkpolicies": NETWORK_POLICY,
+    "roles": ROLE,
+    "clusterroles": CLUSTER_ROLE,
+    "rolebindings": BINDING,
+    "clusterrolebindings": BINDING,
+    "customresourcedefinitions": CRD,
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import VISIBILITY_GROUP, Resource, by_group_version
+from kubesim.resources import AUTHORIZATION_GROUP, RESOURCES, VISIBILITY_GROUP, Resource, by_group_version
 
 VERSION = {
     "major": "1",
@@ -17,7 +17,11 @@ VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-GROUPS = [("batch", "v1"), ("kueue.x-k8s.io", "v1beta2"), (VISIBILITY_GROUP, "v1beta2")]
+GROUPS = [
+    *dict.fromkeys((r.group, r.version) for r in RESOURCES.values() if r.group),
+    (VISIBILITY_GROUP, "v1beta2"),
+    (AUTHORIZATION_GROUP, "v1"),
+]
 JSON = "application/json"
 
 
@@ -43,8 +47,8 @@ def _resource_entries(r: Resource) -> list[dict]:
         main["categories"] = ["all"]
     out = [main]
     for sub in r.subresources:
-        verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
-        kind = "Pod" if sub == "log" else r.kind
+        verbs = {"log": ["get"], "token": ["create"]}.get(sub, ["get", "patch", "update"])
+        kind = {"log": "Pod", "token": "TokenRequest"}.get(sub, r.kind)
         out.append(
             {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs}
         )
@@ -112,6 +116,16 @@ def static(path: str) -> tuple[str, Any] | None:
     if len(parts) == 3 and parts[0] == "apis" and (parts[1], parts[2]) in GROUPS:
         if parts[1] == VISIBILITY_GROUP:
             resources = _visibility_resources()
+        elif parts[1] == AUTHORIZATION_GROUP:
+            resources = [
+                {
+                    "name": "selfsubjectaccessreviews",
+                    "singularName": "selfsubjectaccessreview",
+                    "namespaced": False,
+                    "kind": "SelfSubjectAccessReview",
+                    "verbs": ["create"],
+                }
+            ]
         else:
             resources = [e for r in by_group_version(parts[1], parts[2]) for e in _resource_entries(r)]
         return JSON, {

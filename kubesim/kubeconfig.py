@@ -7,15 +7,15 @@ from pathlib import Path
 
 import yaml
 
-TOKEN = "kubesim-token"  # noqa: S105 - a fixed, public token: kubesim has no authentication
+TOKEN = "kubesim-token"  # noqa: S105 - a fixed, public token: the cluster admin's when RBAC is on (kubesim.rbac)
 
 
-def write_kubeconfig(path: str, url: str, namespace: str = "default") -> None:
+def write_kubeconfig(path: str, url: str, namespace: str = "default", token: str = TOKEN) -> None:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "kubesim", "cluster": {"server": url}}],
-        "users": [{"name": "kubesim", "user": {"token": TOKEN}}],
+        "users": [{"name": "kubesim", "user": {"token": token}}],
         "contexts": [{"name": "kubesim", "context": {"cluster": "kubesim", "user": "kubesim", "namespace": namespace}}],
         "current-context": "kubesim",
         "preferences": {},

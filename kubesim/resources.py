@@ -10,6 +10,9 @@ from pathlib import Path
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 KUEUE_GROUP = "kueue.x-k8s.io"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+NETWORKING_GROUP = "networking.k8s.io"
+AUTHORIZATION_GROUP = "authorization.k8s.io"
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -64,6 +67,27 @@ CORE = [
     Resource("services", "service", "Service", "", "v1", True, ("svc",), ("status",)),
     Resource("events", "event", "Event", "", "v1", True, ("ev",)),
     Resource("jobs", "job", "Job", "batch", "v1", True, (), ("status",)),
+    Resource("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+    Resource("secrets", "secret", "Secret", "", "v1", True),
+    Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",), ("token",)),
+    Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status",)),
+    Resource("ingresses", "ingress", "Ingress", NETWORKING_GROUP, "v1", True, ("ing",), ("status",)),
+    Resource("ingressclasses", "ingressclass", "IngressClass", NETWORKING_GROUP, "v1", False),
+    Resource("networkpolicies", "networkpolicy", "NetworkPolicy", NETWORKING_GROUP, "v1", True, ("netpol",)),
+    Resource("roles", "role", "Role", RBAC_GROUP, "v1", True),
+    Resource("clusterroles", "clusterrole", "ClusterRole", RBAC_GROUP, "v1", False),
+    Resource("rolebindings", "rolebinding", "RoleBinding", RBAC_GROUP, "v1", True),
+    Resource("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", RBAC_GROUP, "v1", False),
+    Resource(
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io",
+        "v1",
+        False,
+        ("crd", "crds"),
+        ("status",),
+    ),
 ]
 KUEUE = [
     _crd(p)

@@ -18,9 +18,11 @@ from kubesim.clock import Clock, parse_rfc3339, rfc3339
 from kubesim.cluster import demo_cluster, node_object
 from kubesim.faults import Faults
 from kubesim.jobs import JobController
+from kubesim.kubeconfig import TOKEN
 from kubesim.kubelet import Kubelet
 from kubesim.protocols import Controller, KueueHalf, KueueModule, Webhook
-from kubesim.resources import RESOURCES
+from kubesim.rbac import Rbac
+from kubesim.resources import KUEUE, RESOURCES, Resource, crd_schema
 from kubesim.store import Store, clone
 
 MAX_SETTLE_ROUNDS = 100_000  # Kueue admits one head per ClusterQueue per cycle: deep backlogs need many rounds
@@ -96,6 +98,33 @@ class GarbageCollector:
         return None
 
 
+def _crd_object(res: Resource) -> dict:
+    """The CustomResourceDefinition a Kueue install creates for res, from the vendored schema."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{res.plural}.{res.group}"},
+        "spec": {
+            "group": res.group,
+            "names": {"plural": res.plural, "singular": res.singular, "kind": res.kind,
+                      "shortNames": list(res.short_names), "categories": list(res.categories)},
+            "scope": "Namespaced" if res.namespaced else "Cluster",
+            "versions": [{
+                "name": res.version,
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": crd_schema(res.plural)},
+                "subresources": {sub: {} for sub in res.subresources},
+            }],
+        },
+        "status": {
+            "acceptedNames": {"plural": res.plural, "kind": res.kind},
+            "storedVersions": [res.version],
+            "conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
+        },
+    }
+
+
 def _namespaced() -> list[str]:
     return [r for r, info in RESOURCES.items() if info.namespaced]
 
@@ -117,10 +146,12 @@ class Simulator:
         bookmark_interval: float = 5.0,
         kueue: KueueModule | str | None = "auto",
         async_settle: bool = False,
+        rbac: bool = False,
     ) -> None:
         self.clock = Clock(clock, speed, start)
         self.store = Store(self.clock, history)
         self.faults = Faults()
+        self.rbac = Rbac(enabled=rbac, admin_token=TOKEN)
         self.nodes = nodes if nodes is not None else demo_cluster()
         self.default_run_seconds = default_run_seconds
         self.bookmark_interval = bookmark_interval
@@ -180,11 +211,20 @@ class Simulator:
                 self.store.create("namespaces", ns)
             for spec in self.nodes:
                 self.store.create("nodes", node_object(spec))
+            if self.kueue is not None:
+                for res in KUEUE:
+                    self.store.create("customresourcedefinitions", _crd_object(res))
+                # A stand-in Kueue half (tests) may have no installation to show.
+                for resource, obj in getattr(self.kueue, "installation", list)():
+                    if resource == "namespaces":
+                        builtin.apply_defaults("namespaces", obj, None)
+                    self.store.create(resource, obj)
 
     def reset(self) -> None:
         """Back to an empty cluster with the initial nodes; the clock keeps going."""
         with self.store.lock:
             self.store.wipe()
+            self.rbac.reset()
             self.bootstrap()
             self.settle()
 

@@ -9,14 +9,39 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kubesim.kubeconfig import write_kubeconfig
+from kubesim.kubeconfig import TOKEN, write_kubeconfig
+from kubesim.resources import RESOURCES
 from kubesim.server import KubeHTTPServer, serve_in_thread
 from kubesim.sim import Simulator
+
+
+class RequestError(Exception):
+    """The API answered an error: `status` is its Status object."""
+
+    def __init__(self, status: dict) -> None:
+        super().__init__(f"{status.get('code')} {status.get('reason')}: {status.get('message')}")
+        self.status = status
+
+
+def _request(
+    url: str, method: str, path: str, body: dict | None = None, timeout: float = 60.0, token: str | None = None
+) -> Any:
+    """A Kubernetes API request as `token` (JSON in; JSON out, or text such as a log); RequestError on an error."""
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    req = urllib.request.Request(f"{url}{path}", data=data, method=method, headers=headers)  # noqa: S310
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http URL of our own server
+            data = resp.read()
+            return json.loads(data) if "json" in resp.headers.get("Content-Type", "") else data.decode()
+    except urllib.error.HTTPError as exc:
+        raise RequestError(json.loads(exc.read() or b"{}")) from exc
 
 
 def _control(url: str, method: str, path: str, body: dict | None = None, timeout: float = 60.0) -> dict:
@@ -26,6 +51,9 @@ def _control(url: str, method: str, path: str, body: dict | None = None, timeout
     )
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http URL of our own server
         return json.loads(resp.read())
+
+
+RESOURCES_BY_KIND = {r.kind: r.plural for r in RESOURCES.values()}
 
 
 class _ClientMixin:
@@ -69,6 +97,35 @@ class _ClientMixin:
 
     def healthz(self) -> dict:
         return _control(self.url, "GET", "healthz")
+
+    def apply(self, obj: dict) -> dict:
+        """Create obj through the API as the admin, with strict field validation (RequestError when refused)."""
+        group, _, version = obj["apiVersion"].rpartition("/")
+        plural = RESOURCES_BY_KIND[obj["kind"]]
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        namespace = obj["metadata"].get("namespace")
+        if namespace:
+            base += f"/namespaces/{namespace}"
+        return _request(self.url, "POST", f"{base}/{plural}?fieldValidation=Strict", obj, token=TOKEN)
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token for ServiceAccount namespace/name, from a TokenRequest made as the admin."""
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        answer = _request(self.url, "POST", path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                                   "spec": {}}, token=TOKEN)
+        return answer["status"]["token"]
+
+    def write_kubeconfig(self, path: str, token: str) -> str:
+        """A kubeconfig for this server authenticating with `token`; returns path."""
+        write_kubeconfig(path, self.url, token=token)
+        return path
+
+    def rbac(self) -> dict:
+        """GET /kubesim/v1/rbac: enabled, denials (messages) and grants (role, rule, verb, group, resource used)."""
+        return _control(self.url, "GET", "rbac")
+
+    def clear_rbac_records(self) -> dict:
+        return _control(self.url, "DELETE", "rbac")
 
 
 class InProcessKubesim(_ClientMixin):

@@ -1,4 +1,4 @@
-"""kubesim's control endpoints under /kubesim/v1/ (health, clock, settle, faults, reset, config, stats)."""
+"""kubesim's control endpoints under /kubesim/v1/ (health, clock, settle, faults, reset, config, stats, rbac)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ class Control:
         if path == "reset" and method == "POST":
             sim.reset()
             return Response(200, self._health())
+        if path == "rbac" and method == "GET":
+            return Response(200, sim.rbac.report())
+        if path == "rbac" and method == "DELETE":
+            sim.rbac.clear_records()
+            return Response(200, sim.rbac.report())
         if path == "config" and method == "POST":
             if "watch_history" in data:
                 self.store.set_history_size(int(data["watch_history"]))

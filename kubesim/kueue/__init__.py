@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kubesim.kueue.config import KueueConfig, WaitForPodsReady
 from kubesim.kueue.controllers import kueue_controllers
+from kubesim.kueue.install import installation
 from kubesim.kueue.state import KueueState
 from kubesim.kueue.visibility import pending_workloads
 from kubesim.kueue.webhooks import kueue_webhooks
@@ -33,6 +34,10 @@ class Kueue:
 
     def admission_webhooks(self) -> list[Webhook]:
         return admission_webhooks(self.config)
+
+    def installation(self) -> list[tuple[str, dict]]:
+        """The kueue-system objects a Kueue install adds (namespace, controller Deployment, its ConfigMap)."""
+        return installation(self.config)
 
     def visibility(
         self,

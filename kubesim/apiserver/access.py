@@ -1,0 +1,88 @@
+"""Who may do what: TokenRequests (a bearer token for a ServiceAccount) and SelfSubjectAccessReviews, both answered
+from kubesim.rbac, the same rules that authorize every request."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from kubesim.apiserver.common import Response, Target, existing, read_json
+from kubesim.clock import rfc3339
+from kubesim.errors import bad_request
+from kubesim.rbac import Attributes, User
+from kubesim.resources import AUTHORIZATION_GROUP
+from kubesim.sim import Simulator
+
+TOKEN_SECONDS = 3600
+
+
+class Access:
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.store = sim.store
+
+    def token_request(self, t: Target, body: bytes) -> Response:
+        """POST .../serviceaccounts/<name>/token: an authentication.k8s.io/v1 TokenRequest with a fresh token."""
+        request = read_json(body) if body else {}
+        if not isinstance(request, dict):
+            raise bad_request("the request body must be a TokenRequest object")
+        existing(self.store, t)  # 404 for a ServiceAccount that does not exist
+        seconds = int((request.get("spec") or {}).get("expirationSeconds") or TOKEN_SECONDS)
+        token = self.sim.rbac.mint(t.namespace or "", t.name or "")
+        expires = self.sim.clock.now() + timedelta(seconds=seconds)
+        return Response(
+            201,
+            {
+                "kind": "TokenRequest",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": t.name, "namespace": t.namespace},
+                "spec": {"audiences": (request.get("spec") or {}).get("audiences") or [], "expirationSeconds": seconds},
+                "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
+            },
+        )
+
+    def review(self, user: User | None, body: bytes) -> Response:
+        """POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews: may the caller do this?"""
+        review = read_json(body)
+        spec = review.get("spec") if isinstance(review, dict) else None
+        if not isinstance(spec, dict):
+            raise bad_request("a SelfSubjectAccessReview needs a spec")
+        attrs = _attributes(spec)
+        if user is None:
+            status = {"allowed": True, "reason": "kubesim runs without RBAC: every request is allowed"}
+        else:
+            with self.store.lock:
+                allowed = self.sim.rbac.allowed(self.store, user, attrs, record=False)
+            status = {"allowed": allowed}
+            if not allowed:
+                status["reason"] = "no RBAC rule bound to the user allows this"
+        return Response(
+            201,
+            {
+                "kind": "SelfSubjectAccessReview",
+                "apiVersion": f"{AUTHORIZATION_GROUP}/v1",
+                "metadata": {"creationTimestamp": None},
+                "spec": spec,
+                "status": status,
+            },
+        )
+
+
+def _attributes(spec: dict) -> Attributes:
+    resource = spec.get("resourceAttributes")
+    if isinstance(resource, dict):
+        name = str(resource.get("resource") or "")
+        if resource.get("subresource"):
+            name = f"{name}/{resource['subresource']}"
+        if not name or not resource.get("verb"):
+            raise bad_request("spec.resourceAttributes needs verb and resource")
+        return Attributes(
+            str(resource["verb"]),
+            str(resource.get("group") or ""),
+            name,
+            str(resource.get("namespace") or ""),
+            str(resource.get("name") or ""),
+        )
+    other = spec.get("nonResourceAttributes")
+    if isinstance(other, dict) and other.get("path") and other.get("verb"):
+        return Attributes(str(other["verb"]), path=str(other["path"]))
+    raise bad_request("spec needs resourceAttributes or nonResourceAttributes")
