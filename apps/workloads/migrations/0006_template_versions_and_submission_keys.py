@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('org', '0006_versions_for_stale_edits'),
-        ('workloads', '0004_outbox_intents'),
+        ('workloads', '0005_requeued_status'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
