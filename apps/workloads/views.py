@@ -7,12 +7,14 @@ and its htmx partial.
 Submit page protocol (htmx):
 - `GET ?panel=1` (htmx) returns only the side panel for the project/pool/size in the query string.
 - `POST` with `_validate=1` (htmx) is the live check: every refusal comes back next to its field and nothing is
-  saved. The answer never replaces an input (the user may be typing in another one): it targets the status line
+  saved (the form's own field errors and the service's refusals of the other fields, `services.workload_check`).
+  The answer never replaces an input (the user may be typing in another one): it targets the status line
   and swaps each field's error block and the pool panel out of band. Empty required text fields are stood in for by
   placeholders during the check, so quota refusals show before the whole form is filled in. When the change came
   from the priority class select (`_changed=priority_class`, set by the form's hx-vals from the change event), the
   preemptible box is reset to that class's default first.
-- A plain `POST` submits through `services.workload_submit` and redirects to the detail page.
+- A plain `POST` submits through `services.workload_submit` and redirects to the detail page; when anything is
+  wrong it shows the page with every error at once, as the live check does.
 """
 
 from __future__ import annotations
@@ -114,18 +116,16 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
             raise Http404("No such workload.")
     data, drafted = _live_check_data(request) if validate_only else (request.POST, set())
     form = WorkloadForm(data, kind=kind, projects=projects)
-    if form.is_valid():
-        try:
-            if validate_only:
-                services.workload_validate(actor=user, **form.service_kwargs())
-            else:
-                workload = services.workload_submit(actor=user, resubmitted_from=source, **form.service_kwargs())
-        except ValidationError as exc:
-            apply_service_errors(form, exc, ALIASES)
-        else:
-            if not validate_only:
-                messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
-                return redirect("workloads:detail", pk=workload.pk)
+    try:
+        if form.is_valid() and not validate_only:
+            workload = services.workload_submit(actor=user, resubmitted_from=source, **form.service_kwargs())
+            messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
+            return redirect("workloads:detail", pk=workload.pk)
+        # Every refusal of the fields that passed their own checks, next to those fields' own errors.
+        services.workload_check(actor=user, unknown=form.failed_fields(), resubmitted_from=source,
+                                **form.service_kwargs())
+    except ValidationError as exc:
+        apply_service_errors(form, exc, ALIASES)
     if validate_only:
         for key in drafted:
             form.errors.pop(key, None)

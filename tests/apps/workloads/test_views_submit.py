@@ -315,3 +315,36 @@ def test_submit_again_from_a_workload_the_user_cannot_see_is_404(page_client, ma
     assert page_client("bob").get(url(), {"from": old.pk}).status_code == 404
     response = page_client("bob").post(url(), {**submit_payload(project="nlp"), "resubmitted_from": old.pk})
     assert response.status_code == 404 and Workload.objects.count() == 1
+
+
+def test_submit_shows_every_error_at_once(page_client, django_capture_on_commit_callbacks):
+    """A field's own error (a typo in the environment), the service's shape refusals (name, image) and its quota
+    refusals (over the limit, non-preemptible beyond deserved) all come back in one answer."""
+    data = submit_payload(name="My_Run", image="Bad Image", env="no equals sign", gpus="3", pods="3",
+                          preemptible=None)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = page_client("alice").post(url(), data)
+    assert response.status_code == 200
+    assert "Line 1: write NAME=value" in field_errors(response, "env")
+    assert "Kubernetes DNS-1123 label" in field_errors(response, "name")
+    assert "is not a valid image reference" in field_errors(response, "image")
+    assert "Vision may use at most 8 there" in field_errors(response, "gpus")
+    assert "Non-preemptible work must fit in Vision's deserved quota" in field_errors(response, "preemptible")
+    assert Workload.objects.count() == 0 and callbacks == []
+
+
+def test_live_check_shows_every_error_at_once_too(page_client):
+    data = submit_payload(image="Bad Image", gpus="lots", cpu="0", memory_gib="100000", pods="3")
+    response = page_client("alice").post(url(), {**data, "_validate": "1"}, **HTMX)
+    assert "Enter a whole number." in field_errors(response, "gpus")
+    assert field_errors(response, "cpu") != ""
+    assert "At most" in field_errors(response, "memory_gib")
+    assert "is not a valid image reference" in field_errors(response, "image")
+    assert Workload.objects.count() == 0
+
+
+def test_a_failed_size_field_leaves_out_only_the_quota_checks_that_need_it(page_client, b200):
+    """With the GPUs unreadable the units are unknown: no made-up "over the limit", but the pool is still checked."""
+    response = page_client("alice").post(url(), submit_payload(gpus="lots", pool="b200"))
+    assert field_errors(response, "gpus").strip() == "Enter a whole number."
+    assert "Vision has no quota on" in field_errors(response, "node_pool")
