@@ -3,6 +3,8 @@ the htmx branches (pool panel, live check); templates prefill; submit again reco
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -348,3 +350,13 @@ def test_a_failed_size_field_leaves_out_only_the_quota_checks_that_need_it(page_
     response = page_client("alice").post(url(), submit_payload(gpus="lots", pool="b200"))
     assert field_errors(response, "gpus").strip() == "Enter a whole number."
     assert "Vision has no quota on" in field_errors(response, "node_pool")
+
+
+def test_required_fields_are_marked(page_client):
+    html = page_client("alice").get(url()).content.decode()
+    mark = '<span class="required-mark" aria-hidden="true">*</span><span class="visually-hidden"> (required)</span>'
+    for field in ("name", "image", "gpus", "model_label", "data_class"):
+        assert re.search(rf'<label for="id_{field}">[^<]*{re.escape(mark)}</label>', html), field
+    for field in ("command", "env", "max_runtime_minutes"):
+        assert re.search(rf'<label for="id_{field}">[^<]*</label>', html), field
+    assert "marks a required field." in html
