@@ -98,7 +98,8 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
             if request.GET.get("project") and not projects.filter(pk=parse_id(request.GET["project"]) or 0).exists():
                 raise Http404("No such project.")
             return render(request, "workloads/partials/_pool_panel.html",
-                          {"panel": selectors.submit_panel(kind=kind, projects=projects, source=request.GET)})
+                          {"panel": selectors.submit_panel(kind=kind, projects=projects, source=request.GET,
+                                                           viewer=user)})
         initial, source, template = submit_initial(user=user, projects=projects, query=request.GET)
         if source is not None and source.kind != kind:
             return redirect(f"{reverse('workloads:submit', args=[source.kind])}?{request.GET.urlencode()}")
@@ -131,7 +132,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
             form.errors.pop(key, None)
         return render(request, "workloads/partials/_submit_response.html", {
             "form": form, "kind": kind, "source": source,
-            "panel": selectors.submit_panel(kind=kind, projects=projects, source=data),
+            "panel": selectors.submit_panel(kind=kind, projects=projects, source=data, viewer=user),
             "checked": not form.errors, "drafted": drafted,
             "reset_preemptible": "priority_class" in (data.get("_changed"), request.htmx.trigger_name),
         })
@@ -144,8 +145,8 @@ def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: 
                  source: Workload | None = None, template: WorkloadTemplate | None = None) -> HttpResponse:
     return render(request, "workloads/submit.html", {
         "form": form, "kind": kind, "kinds": Kind.choices, "kind_label": Kind(kind).label,
-        "panel": selectors.submit_panel(kind=kind, projects=projects, source=values), "source": source,
-        "template": template,
+        "panel": selectors.submit_panel(kind=kind, projects=projects, source=values, viewer=request.user),
+        "source": source, "template": template,
         "templates": selectors.templates(kind=kind),
         "preemptible_by_class": selectors.preemptible_by_class(),
     })

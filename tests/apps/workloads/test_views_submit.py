@@ -7,6 +7,7 @@ import re
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.workloads import services
@@ -360,3 +361,36 @@ def test_required_fields_are_marked(page_client):
     for field in ("command", "env", "max_runtime_minutes"):
         assert re.search(rf'<label for="id_{field}">[^<]*</label>', html), field
     assert "marks a required field." in html
+
+
+def test_pool_panel_says_whether_the_work_would_start_now_or_wait(page_client):
+    from apps.cluster.models import ClusterQueueState
+
+    vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
+    query = {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2", "pods": "1"}
+    content = page_client("alice").get(url(), query, **HTMX).content.decode()
+    assert 'data-reason="admitting"' in content
+    assert "Would start now (4 of 4 deserved H100 80GB free)." in content
+    ClusterQueueState.objects.create(name="proj-vision-h100-elastic", project=vision, node_pool=h100,
+                                     guaranteed=False, used=8, observed_at=timezone.now())
+    response = page_client("alice").post(url(), {**submit_payload(gpus="2"), "_validate": "1"}, **HTMX)
+    assert "Would wait: Vision is at its limit (8 of 8 H100 80GB); 2 more H100 80GB needed." in \
+        response.content.decode()
+
+
+LIVE_CHECK_QUERIES = 17  # session, user, grants; the form (project, pool, class); the panel (project, pool,
+# class, its quotas, held non-preemptible units) and its forecast (quotas, ClusterQueues, stopped LocalQueue, ahead)
+
+
+def test_live_check_query_count_is_pinned(page_client, users, make_workload, django_assert_num_queries):
+    """The live check with its forecast costs the same whatever is queued or running on the pool."""
+    client = page_client("alice")
+    data = {**submit_payload(gpus="2"), "_validate": "1"}
+    with django_assert_num_queries(LIVE_CHECK_QUERIES):
+        assert client.post(url(), data, **HTMX).status_code == 200
+    for number in range(3):
+        make_workload("alice", name=f"queued-{number}")
+        make_workload("bob", project="nlp", name=f"other-{number}")
+    Workload.objects.update(status=Status.QUEUED)
+    with django_assert_num_queries(LIVE_CHECK_QUERIES):
+        assert client.post(url(), data, **HTMX).status_code == 200
