@@ -47,15 +47,25 @@ NODE_POOL_FIELDS = {
 }
 
 
-def _check_pool_capacity(pool: NodePool) -> None:
+def _pool_capacity_error(pool: NodePool) -> str | None:
     if pool.over_subscribable:
-        return
+        return None
     assigned = Quota.objects.filter(node_pool=pool, department__isnull=False).aggregate(total=Sum("deserved"))["total"]
     if assigned and assigned > pool.capacity:
-        raise ValidationError({
-            "capacity": f"Departments hold {assigned} deserved units on {pool.slug}, more than a capacity of "
-                        f"{pool.capacity}. Lower their quotas first, or mark the pool over-subscribable."
-        })
+        return (f"Departments hold {assigned} deserved units on {pool.slug}, more than a capacity of {pool.capacity}. "
+                "Lower their quotas first, or mark the pool over-subscribable.")
+    return None
+
+
+def _field_errors(obj: Any, errors: dict[str, list[str]]) -> dict[str, list[str]]:
+    """`errors` plus every field and constraint error of full_clean (a change refused for several reasons says them
+    all at once)."""
+    try:
+        obj.full_clean()
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    return errors
 
 
 def node_pool_create(*, actor: Any, **fields: Any) -> NodePool:
@@ -74,13 +84,18 @@ def node_pool_update(*, actor: Any, node_pool: NodePool, **changes: Any) -> Node
     with transaction.atomic():
         pool = NodePool.objects.select_for_update().get(pk=node_pool.pk)
         before = snapshot(pool)
+        errors: dict[str, list[str]] = {}
         if "slug" in changes and changes["slug"] != pool.slug and pool.quotas.exists():
-            raise ValidationError({"slug": "The name of a pool in use cannot change: it names its Kueue objects."})
+            errors["slug"] = ["The name of a pool in use cannot change: it names its Kueue objects."]
         changed = model_update(pool, changes, NODE_POOL_FIELDS)
         if not changed:
             return pool
+        _field_errors(pool, errors)
+        if not {"capacity", "over_subscribable"} & set(errors) and (capacity_error := _pool_capacity_error(pool)):
+            errors["capacity"] = [capacity_error]
+        if errors:
+            raise ValidationError(errors)
         model_save(pool, update_fields=[*changed, "updated_at"])
-        _check_pool_capacity(pool)
         audit_record(actor=actor, action="node_pool.update", obj=pool, before=before, after=snapshot(pool))
         _org_changed()
     return pool
@@ -121,11 +136,14 @@ def department_update(*, actor: Any, department: Department, **changes: Any) -> 
     with transaction.atomic():
         department = Department.objects.select_for_update().get(pk=department.pk)
         before = snapshot(department)
+        errors: dict[str, list[str]] = {}
         if "slug" in changes and changes["slug"] != department.slug:
-            raise ValidationError({"slug": "A department's name in Kubernetes cannot change once created."})
+            errors["slug"] = ["A department's name in Kubernetes cannot change once created."]
         changed = model_update(department, changes, DEPARTMENT_FIELDS)
         if not changed:
             return department
+        if _field_errors(department, errors):
+            raise ValidationError(errors)
         model_save(department, update_fields=[*changed, "updated_at"])
         audit_record(actor=actor, action="department.update", obj=department, before=before,
                      after=snapshot(department), department=department)
