@@ -614,8 +614,7 @@ def quota_table_check(*, actor: Any, department: Department,
     non-preemptible one), so what the check passes Save accepts, unless the stored table changed in between.
     """
     _require(actor, Action.MANAGE_PROJECTS, department)
-    with transaction.atomic():
-        return _quota_table_plan(actor=actor, department=department, rows=rows, lock=False).errors
+    return _quota_table_plan(actor=actor, department=department, rows=rows, lock=False).errors
 
 
 @dataclass

@@ -264,3 +264,19 @@ def test_save_with_a_shape_error_reports_the_rule_errors_of_other_cells_too(page
     assert "Enter a whole number." in cell_errors(html, org["vision"], org["h100"])
     assert "so this project can have at most" in cell_errors(html, org["nlp"], org["h100"])
     assert stored() == before
+
+
+# The table page's 9 (test_table_queries_do_not_grow_with_projects), then Save's own plan for the changed cell: its
+# pool, projects, quotas, other departments' sums and the cell's guard.
+LIVE_CHECK_QUERIES = 9 + 5
+
+
+def test_live_check_queries_do_not_grow_with_projects(page_client, users, org, django_assert_num_queries):
+    client = page_client("deptadmin")
+    for round_number in range(2):
+        payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 3})
+        with django_assert_num_queries(LIVE_CHECK_QUERIES):
+            client.post(org["url"], payload, **HTMX)
+        for number in range(3):
+            services.project_create(actor=users["admin"], department=org["research"],
+                                    slug=f"extra-{round_number}-{number}", name=f"Extra {round_number} {number}")
