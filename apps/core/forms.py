@@ -29,10 +29,15 @@ def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[s
 
 
 class StyledForm(forms.Form):
-    """Marks fields with errors so the stylesheet can outline them."""
+    """Marks fields with errors so the stylesheet can outline them; the field templates mark required ones."""
 
     error_css_class = "field-error"
     required_css_class = "required"
+
+    @property
+    def any_required(self) -> bool:
+        """Whether a visible field must be filled in (the form then says what its asterisk means)."""
+        return any(field.field.required for field in self.visible_fields())
 
 
 VERSION_MISSING = ("This form does not say which version of the row it was read at, so saving it could undo "

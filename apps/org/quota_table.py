@@ -1,8 +1,11 @@
 """The editable quota table of one department: rows = the department and its projects, columns = node pools.
 
-The page validates the whole proposed table on every keystroke (htmx) with `services.quota_rule_errors`, the same
-rule code the services run, and Save hands every changed cell to `services.quota_table_save` (which the API's
-`PATCH /api/v1/departments/<id>/quotas/` calls too): all or nothing, each refusal reported on its cell.
+The page checks the proposed table on every keystroke (htmx) with `services.quota_table_check`, and Save hands the
+same changed cells to `services.quota_table_save` (which the API's `PATCH /api/v1/departments/<id>/quotas/` calls
+too): both run the services' one rule function over them (the quota guards included, such as the running
+non-preemptible one), so the live check never passes what Save refuses. Only changed cells are checked: an
+untouched cell is never flagged, and a rule that spans rows is reported on the changed cell that breaks it.
+Save is all or nothing, each refusal reported on its cell.
 """
 
 from __future__ import annotations
@@ -184,24 +187,11 @@ class QuotaTable:
         return result
 
     def check(self) -> bool:
-        """Validate every editable cell of the proposal against the rules; True when all cells are fine."""
-        totals = self.totals()
-        for row in self.rows:
-            if not row.editable:
-                continue
-            for index, cell in enumerate(row.cells):
-                if not cell.active or cell.errors:
-                    continue
-                pool_totals = totals[index]
-                errors = services.quota_rule_errors(
-                    pool=cell.pool, deserved=cell.deserved, limit=cell.limit, department=self.department,
-                    for_project=not row.is_department,
-                    department_deserved=pool_totals.department_deserved,
-                    siblings_deserved=pool_totals.projects_deserved - cell.deserved,
-                    projects_deserved=pool_totals.projects_deserved,
-                    other_departments_deserved=pool_totals.other_departments_deserved,
-                )
-                cell.errors.extend(errors.values())
+        """The live check: every refusal Save would give, on its cell (shape errors are on their cells already);
+        True when there is none."""
+        changes, rows = self._changes()
+        if rows:
+            self._report(changes, services.quota_table_check(actor=self.user, department=self.department, rows=rows))
         return not self.error_count
 
     @property
@@ -214,19 +204,32 @@ class QuotaTable:
 
     # --- save ---------------------------------------------------------------------------------------------------
 
-    def save(self) -> int:
-        """Apply every changed cell through services.quota_table_save: all or nothing. Returns how many cells
-        changed; on a refusal nothing is saved, every message lands on its cell and 0 is returned."""
-        changes = self.changed_cells
+    def _changes(self) -> tuple[list[tuple[Row, Cell]], list[dict[str, Any]]]:
+        """The changed cells without shape errors, and the rows the services take for them (in the same order)."""
+        changes = [(row, cell) for row, cell in self.changed_cells if not cell.errors]
         rows = [{"node_pool": cell.pool.slug, "project": None if row.is_department else row.owner.pk,
                  "deserved": cell.deserved, "limit": cell.limit, "over_quota_weight": cell.weight,
                  "version": cell.read_version}
                 for row, cell in changes]
+        return changes, rows
+
+    @staticmethod
+    def _report(changes: list[tuple[Row, Cell]], errors: dict[int, dict[str, list[str]]]) -> None:
+        for index, fields in errors.items():
+            changes[index][1].errors.extend(message for messages in fields.values() for message in messages)
+
+    def save(self) -> int:
+        """Apply every changed cell through services.quota_table_save: all or nothing. Returns how many cells
+        changed; on a refusal (or a shape error on any cell, when the live check runs instead so that every
+        message shows) nothing is saved, every message lands on its cell and 0 is returned."""
+        if self.error_count:
+            self.check()
+            return 0
+        changes, rows = self._changes()
         try:
             saved = services.quota_table_save(actor=self.user, department=self.department, rows=rows)
         except services.QuotaTableError as exc:
-            for index, fields in exc.rows.items():
-                changes[index][1].errors.extend(message for messages in fields.values() for message in messages)
+            self._report(changes, exc.rows)
             self.stale = any("version" in fields for fields in exc.rows.values())
             return 0
         return len(saved)

@@ -5,11 +5,12 @@ and writes its audit row in that same transaction, so a refused change leaves no
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
@@ -46,15 +47,25 @@ NODE_POOL_FIELDS = {
 }
 
 
-def _check_pool_capacity(pool: NodePool) -> None:
+def _pool_capacity_error(pool: NodePool) -> str | None:
     if pool.over_subscribable:
-        return
+        return None
     assigned = Quota.objects.filter(node_pool=pool, department__isnull=False).aggregate(total=Sum("deserved"))["total"]
     if assigned and assigned > pool.capacity:
-        raise ValidationError({
-            "capacity": f"Departments hold {assigned} deserved units on {pool.slug}, more than a capacity of "
-                        f"{pool.capacity}. Lower their quotas first, or mark the pool over-subscribable."
-        })
+        return (f"Departments hold {assigned} deserved units on {pool.slug}, more than a capacity of {pool.capacity}. "
+                "Lower their quotas first, or mark the pool over-subscribable.")
+    return None
+
+
+def _field_errors(obj: Any, errors: dict[str, list[str]]) -> dict[str, list[str]]:
+    """`errors` plus every field and constraint error of full_clean (a change refused for several reasons says them
+    all at once)."""
+    try:
+        obj.full_clean()
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    return errors
 
 
 def node_pool_create(*, actor: Any, **fields: Any) -> NodePool:
@@ -77,13 +88,18 @@ def node_pool_update(*, actor: Any, node_pool: NodePool, expected_version: int |
         pool = NodePool.objects.select_for_update().get(pk=node_pool.pk)
         version_check(pool, expected_version)
         before = snapshot(pool)
+        errors: dict[str, list[str]] = {}
         if "slug" in changes and changes["slug"] != pool.slug and pool.quotas.exists():
-            raise ValidationError({"slug": "The name of a pool in use cannot change: it names its Kueue objects."})
+            errors["slug"] = ["The name of a pool in use cannot change: it names its Kueue objects."]
         changed = model_update(pool, changes, NODE_POOL_FIELDS)
         if not changed:
             return pool
+        _field_errors(pool, errors)
+        if not {"capacity", "over_subscribable"} & set(errors) and (capacity_error := _pool_capacity_error(pool)):
+            errors["capacity"] = [capacity_error]
+        if errors:
+            raise ValidationError(errors)
         model_save(pool, update_fields=[*changed, "updated_at"])
-        _check_pool_capacity(pool)
         audit_record(actor=actor, action="node_pool.update", obj=pool, before=before, after=snapshot(pool))
         _org_changed()
     return pool
@@ -126,11 +142,14 @@ def department_update(*, actor: Any, department: Department, expected_version: i
         department = Department.objects.select_for_update().get(pk=department.pk)
         version_check(department, expected_version)
         before = snapshot(department)
+        errors: dict[str, list[str]] = {}
         if "slug" in changes and changes["slug"] != department.slug:
-            raise ValidationError({"slug": "A department's name in Kubernetes cannot change once created."})
+            errors["slug"] = ["A department's name in Kubernetes cannot change once created."]
         changed = model_update(department, changes, DEPARTMENT_FIELDS)
         if not changed:
             return department
+        if _field_errors(department, errors):
+            raise ValidationError(errors)
         model_save(department, update_fields=[*changed, "updated_at"])
         audit_record(actor=actor, action="department.update", obj=department, before=before,
                      after=snapshot(department), department=department)
@@ -290,8 +309,8 @@ def quota_rule_errors(
     For a project quota: `department_deserved` is its department's deserved units on the pool and
     `siblings_deserved` what the department's other projects hold. For a department quota: `projects_deserved`
     is what its projects hold and `other_departments_deserved` what the other departments hold. Returns
-    field -> message in the order the rules are checked (empty: the quota is fine). The quota table's live
-    validation calls this with proposed values; `_check_quota_rules` with the stored ones.
+    field -> message in the order the rules are checked (empty: the quota is fine). The quota table (its Save and
+    its live check, `_quota_table_plan`) calls this with proposed values; `_check_quota_rules` with the stored ones.
     """
     errors: dict[str, str] = {}
     if limit is not None and limit < deserved:
@@ -320,34 +339,38 @@ def quota_rule_errors(
 
 
 def _check_quota_rules(quota: Quota) -> None:
-    """The rules that span rows, checked against the stored sums; raises the first refusal."""
+    """The rules that span rows (against the stored sums), the model's constraints, then the quota guards: raises
+    every refusal at once. The constraints come after the rules, whose messages say more than theirs."""
+    errors: dict[str, list[str]] = {name: [message] for name, message in _quota_rule_errors(quota).items()}
+    if not errors:
+        quota.validate_constraints()
+    for name, messages in _quota_guard_errors(quota).items():
+        errors.setdefault(name, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _quota_rule_errors(quota: Quota) -> dict[str, str]:
+    """`quota_rule_errors` for one quota against the stored sums around it."""
     pool = quota.node_pool
-    if quota.limit is not None and quota.limit < quota.deserved:
-        raise ValidationError(
-            {"limit": f"The limit ({quota.limit}) cannot be below the deserved quota ({quota.deserved})."}
-        )
     if quota.project is not None:
         department = quota.project.department
         department_quota = Quota.objects.filter(department=department, node_pool=pool).first()
-        errors = quota_rule_errors(
+        return quota_rule_errors(
             pool=pool, deserved=quota.deserved, limit=quota.limit, department=department, for_project=True,
             department_deserved=department_quota.deserved if department_quota else 0,
             siblings_deserved=Quota.objects.filter(project__department=department, node_pool=pool)
             .exclude(pk=quota.pk).aggregate(total=Sum("deserved"))["total"] or 0,
         )
-    else:
-        assert quota.department is not None and quota.department_id is not None  # one owner: quota_set checked
-        errors = quota_rule_errors(
-            pool=pool, deserved=quota.deserved, limit=quota.limit, department=quota.department, for_project=False,
-            projects_deserved=Quota.objects.filter(project__department_id=quota.department_id, node_pool=pool)
-            .aggregate(total=Sum("deserved"))["total"] or 0,
-            other_departments_deserved=0 if pool.over_subscribable else Quota.objects.filter(
-                department__isnull=False, node_pool=pool).exclude(pk=quota.pk).aggregate(total=Sum("deserved"))["total"]
-            or 0,
-        )
-    if errors:
-        field_name, message = next(iter(errors.items()))
-        raise ValidationError({field_name: message})
+    assert quota.department is not None and quota.department_id is not None  # one owner: quota_set checked
+    return quota_rule_errors(
+        pool=pool, deserved=quota.deserved, limit=quota.limit, department=quota.department, for_project=False,
+        projects_deserved=Quota.objects.filter(project__department_id=quota.department_id, node_pool=pool)
+        .aggregate(total=Sum("deserved"))["total"] or 0,
+        other_departments_deserved=0 if pool.over_subscribable else Quota.objects.filter(
+            department__isnull=False, node_pool=pool).exclude(pk=quota.pk).aggregate(total=Sum("deserved"))["total"]
+        or 0,
+    )
 
 
 def _quota_scope(quota: Quota) -> dict[str, Any]:
@@ -399,9 +422,22 @@ def _quota_field_errors(actor: Any, quota: Quota, changed: Iterable[str]) -> dic
     return errors
 
 
-def _run_quota_guards(quota: Quota) -> None:
+def _quota_guard_errors(quota: Quota) -> dict[str, list[str]]:
+    """Every registered guard's refusal of this quota's proposed size, by field (empty: all guards pass)."""
+    errors: dict[str, list[str]] = {}
     for hook in _quota_guards:
-        hook(quota)
+        try:
+            hook(quota)
+        except ValidationError as exc:
+            found = exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD_ERRORS: exc.messages}
+            for name, messages in found.items():
+                errors.setdefault(name, []).extend(messages)
+    return errors
+
+
+def _run_quota_guards(quota: Quota) -> None:
+    if errors := _quota_guard_errors(quota):
+        raise ValidationError(errors)
 
 
 def _quota_audit_action(before: dict[str, Any] | None, changed: Iterable[str]) -> str:
@@ -446,9 +482,7 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None = Non
         if errors := _quota_field_errors(actor, quota, changed):
             raise ValidationError(errors)
         if set(changed) & SIZE_FIELDS:
-            _check_quota_rules(quota)  # before the constraints, whose messages are generic
-            quota.validate_constraints()
-            _run_quota_guards(quota)
+            _check_quota_rules(quota)
         quota.save(update_fields=[*changed, "updated_at"])
         audit_record(actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
                      after=snapshot(quota), **_quota_scope(quota))
@@ -486,9 +520,7 @@ def quota_create(
                                   "on that pool.")
         if errors := _quota_field_errors(actor, quota, access.QUOTA_FIELDS):
             raise ValidationError(errors)
-        _check_quota_rules(quota)  # before the constraints, whose messages are generic
-        quota.validate_constraints()
-        _run_quota_guards(quota)
+        _check_quota_rules(quota)
         quota.save()
         audit_record(actor=actor, action="quota.create", obj=quota, before=None, after=snapshot(quota),
                      **_quota_scope(quota))
@@ -565,146 +597,171 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
     A row's `version` is the version of the cell's quota it was read at (0: read without a quota); a cell changed
     since is refused with a message that names the change (the page always sends it, the API may).
     An existing quota changes only the fields its row names; a new one needs `deserved` (no limit and weight 1
-    unless given). Every row is checked (the fields this actor may change on it, per
-    `access.quota_fields_editable`, each field's bounds, then the rules that span rows on the proposed table as a
-    whole, so the order of the rows does not matter), and any refusal raises QuotaTableError with all of them and
-    saves nothing. Returns the quotas that changed; one audit row each.
+    unless given). Every row is checked by `_quota_table_plan` (see there), and any refusal raises QuotaTableError
+    with all of them and saves nothing. Returns the quotas that changed; one audit row each.
     """
     _require(actor, Action.MANAGE_PROJECTS, department)
-    errors: dict[int, dict[str, list[str]]] = {}
-
-    def refuse(index: int, name: str, message: str) -> None:
-        errors.setdefault(index, {}).setdefault(name, []).append(message)
-
-    project_keys = [row.get("project") for row in rows if row.get("project") is not None]
     with transaction.atomic():
-        pools = {pool.slug: pool for pool in NodePool.objects.select_for_update().filter(
-            slug__in={row.get("node_pool") for row in rows}).order_by("pk")}
-        projects = {project.pk: project for project in department.projects.filter(
-            Q(pk__in=[key for key in project_keys if isinstance(key, int)])
-            | Q(slug__in=[key for key in project_keys if isinstance(key, str)])
-        )}
-        project_by_key: dict[int | str, Project] = {}
-        for found in projects.values():
-            project_by_key[found.pk] = project_by_key[found.slug] = found
-        pools_by_pk = {pool.pk: pool for pool in pools.values()}
-        # Every quota of the department and its projects on these pools: the sums the rules compare.
-        cells: dict[tuple[int | None, int], Quota] = {}
-        for quota in Quota.objects.select_for_update(of=("self",)).filter(
-            Q(department=department) | Q(project__department=department), node_pool__in=list(pools_by_pk)
-        ):
-            quota.node_pool = pools_by_pk[quota.node_pool_id]
-            if quota.project_id is None:
-                quota.department = department
-            elif quota.project_id in projects:
-                quota.project = projects[quota.project_id]
-            cells[(quota.project_id, quota.node_pool_id)] = quota
-        other_departments = {
-            row["node_pool"]: row["total"] for row in Quota.objects.filter(
-                department__isnull=False, node_pool__in=list(pools_by_pk)).exclude(department=department)
-            .values("node_pool").annotate(total=Sum("deserved"))
-        }
-
-        seen: dict[tuple[int | None, int], int] = {}
-        proposals: list[tuple[int, Quota, list[str], dict[str, Any] | None]] = []
-        for index, row in enumerate(rows):
-            values = {name: value for name, value in row.items() if name not in {"node_pool", "project", "version"}}
-            for name in sorted(set(values) - access.QUOTA_FIELDS):
-                refuse(index, name, "This field of a quota cannot be changed here.")
-            slug = row.get("node_pool")
-            pool = pools.get(slug) if isinstance(slug, str) else None
-            if pool is None:
-                refuse(index, "node_pool", f"There is no node pool {slug!r}.")
-            project: Project | None = None
-            if row.get("project") is not None:
-                project = project_by_key.get(row["project"])
-                if project is None:
-                    refuse(index, "project", f"{department.name} has no project {row['project']!r}.")
-            if index in errors or pool is None:
-                continue
-            key = (project.pk if project else None, pool.pk)
-            if key in seen:
-                refuse(index, "node_pool", f"Row {seen[key]} already changes this quota.")
-                continue
-            seen[key] = index
-            values = _quota_values(values)
-            stored_quota = cells.get(key)
-            if (stale := _quota_cell_stale(stored_quota, row.get("version"), project or department, pool)) is not None:
-                refuse(index, "version", stale)
-                continue
-            before: dict[str, Any] | None = None
-            if stored_quota is None:
-                if "deserved" not in values:
-                    refuse(index, "deserved", "A new quota needs its deserved units (0 for none).")
-                    continue
-                quota = Quota(node_pool=pool, project=project, department=None if project else department)
-                changed = list(access.QUOTA_FIELDS)
-            else:
-                quota, before = stored_quota, snapshot(stored_quota)
-                changed = [name for name, value in values.items() if getattr(quota, name) != value]
-            if before is None and not access.can_manage_quotas_of(actor, quota.owner):
-                refused = sorted(values)
-            else:
-                editable = access.quota_fields_editable(actor, quota)
-                refused = sorted(name for name in changed if name not in editable)
-            for name in refused:
-                refuse(index, name, "You may not change this field of this quota.")
-            if refused:
-                continue
-            if not changed:
-                continue
-            stored = {name: getattr(quota, name) for name in access.QUOTA_FIELDS}
-            for name, value in values.items():
-                setattr(quota, name, value)
-            if field_errors := _quota_field_errors(actor, quota, changed):
-                for name, messages in field_errors.items():
-                    for message in messages:
-                        refuse(index, name, message)
-                for name, value in stored.items():  # the other rows' sums count what is stored
-                    setattr(quota, name, value)
-                continue
-            cells[key] = quota
-            proposals.append((index, quota, changed, before))
-
-        # The rules that span rows, on the proposed table: the sums include every proposed cell.
-        for index, quota, changed, before in proposals:
-            if not (before is None or set(changed) & SIZE_FIELDS):
-                continue
-            pool_id = quota.node_pool_id
-            department_quota = cells.get((None, pool_id))
-            projects_deserved = sum(cell.deserved for (project_id, cell_pool), cell in cells.items()
-                                    if project_id is not None and cell_pool == pool_id)
-            rule_errors = quota_rule_errors(
-                pool=quota.node_pool, deserved=quota.deserved, limit=quota.limit, department=department,
-                for_project=quota.project_id is not None,
-                department_deserved=department_quota.deserved if department_quota else 0,
-                siblings_deserved=projects_deserved - quota.deserved, projects_deserved=projects_deserved,
-                other_departments_deserved=other_departments.get(pool_id, 0),
-            )
-            for name, message in rule_errors.items():
-                refuse(index, name, message)
-        for index, quota, changed, before in proposals:
-            if index in errors or not (before is None or set(changed) & SIZE_FIELDS):
-                continue
-            try:
-                _run_quota_guards(quota)
-            except ValidationError as exc:
-                for name, messages in exc.message_dict.items():
-                    for message in messages:
-                        refuse(index, name, message)
-        if errors:
-            raise QuotaTableError(errors)
-
-        for _, quota, changed, before in proposals:
+        plan = _quota_table_plan(actor=actor, department=department, rows=rows, lock=True)
+        if plan.errors:
+            raise QuotaTableError(plan.errors)
+        for _, quota, changed, before in plan.proposals:
             if before is None:
                 quota.save()
             else:
                 quota.save(update_fields=[*changed, "updated_at"])
             audit_record(actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
                          after=snapshot(quota), **_quota_scope(quota))
-        if proposals:
+        if plan.proposals:
             _org_changed()
-    return [quota for _, quota, _, _ in proposals]
+    return [quota for _, quota, _, _ in plan.proposals]
+
+
+def quota_table_check(*, actor: Any, department: Department,
+                      rows: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, list[str]]]:
+    """Every refusal `quota_table_save` would give for these rows, by row index and field; saves nothing.
+
+    The quota table's live check: it runs Save's own `_quota_table_plan` (the guards included, such as the running
+    non-preemptible one), so what the check passes Save accepts, unless the stored table changed in between.
+    """
+    _require(actor, Action.MANAGE_PROJECTS, department)
+    return _quota_table_plan(actor=actor, department=department, rows=rows, lock=False).errors
+
+
+@dataclass
+class _QuotaTablePlan:
+    errors: dict[int, dict[str, list[str]]]
+    # (row index, the quota with the proposed values, the fields that change, its snapshot before or None if new)
+    proposals: list[tuple[int, Quota, list[str], dict[str, Any] | None]]
+
+
+def _quota_table_plan(*, actor: Any, department: Department, rows: Sequence[Mapping[str, Any]],
+                      lock: bool) -> _QuotaTablePlan:
+    """The proposed table and every refusal of it: the one rule function of the quota table's Save and live check.
+
+    Every row is checked (the fields this actor may change on it, per `access.quota_fields_editable`, each field's
+    bounds, then the rules that span rows on the proposed table as a whole, so the order of the rows does not
+    matter, then the quota guards for the rows still fine). Only the cells the rows name are checked: a rule that
+    spans rows is reported on the changed cell that breaks it. `lock` takes the pool and quota rows for update (Save).
+    """
+    errors: dict[int, dict[str, list[str]]] = {}
+
+    def refuse(index: int, name: str, message: str) -> None:
+        errors.setdefault(index, {}).setdefault(name, []).append(message)
+
+    project_keys = [row.get("project") for row in rows if row.get("project") is not None]
+    pool_rows = NodePool.objects.filter(slug__in={row.get("node_pool") for row in rows}).order_by("pk")
+    pools = {pool.slug: pool for pool in (pool_rows.select_for_update() if lock else pool_rows)}
+    projects = {project.pk: project for project in department.projects.filter(
+        Q(pk__in=[key for key in project_keys if isinstance(key, int)])
+        | Q(slug__in=[key for key in project_keys if isinstance(key, str)])
+    )}
+    project_by_key: dict[int | str, Project] = {}
+    for found in projects.values():
+        project_by_key[found.pk] = project_by_key[found.slug] = found
+    pools_by_pk = {pool.pk: pool for pool in pools.values()}
+    # Every quota of the department and its projects on these pools: the sums the rules compare.
+    cells: dict[tuple[int | None, int], Quota] = {}
+    quota_rows = Quota.objects.filter(Q(department=department) | Q(project__department=department),
+                                      node_pool__in=list(pools_by_pk))
+    for quota in (quota_rows.select_for_update(of=("self",)) if lock else quota_rows):
+        quota.node_pool = pools_by_pk[quota.node_pool_id]
+        if quota.project_id is None:
+            quota.department = department
+        elif quota.project_id in projects:
+            quota.project = projects[quota.project_id]
+        cells[(quota.project_id, quota.node_pool_id)] = quota
+    other_departments = {
+        row["node_pool"]: row["total"] for row in Quota.objects.filter(
+            department__isnull=False, node_pool__in=list(pools_by_pk)).exclude(department=department)
+        .values("node_pool").annotate(total=Sum("deserved"))
+    }
+
+    seen: dict[tuple[int | None, int], int] = {}
+    proposals: list[tuple[int, Quota, list[str], dict[str, Any] | None]] = []
+    for index, row in enumerate(rows):
+        values = {name: value for name, value in row.items() if name not in {"node_pool", "project", "version"}}
+        for name in sorted(set(values) - access.QUOTA_FIELDS):
+            refuse(index, name, "This field of a quota cannot be changed here.")
+        slug = row.get("node_pool")
+        pool = pools.get(slug) if isinstance(slug, str) else None
+        if pool is None:
+            refuse(index, "node_pool", f"There is no node pool {slug!r}.")
+        project: Project | None = None
+        if row.get("project") is not None:
+            project = project_by_key.get(row["project"])
+            if project is None:
+                refuse(index, "project", f"{department.name} has no project {row['project']!r}.")
+        if index in errors or pool is None:
+            continue
+        key = (project.pk if project else None, pool.pk)
+        if key in seen:
+            refuse(index, "node_pool", f"Row {seen[key]} already changes this quota.")
+            continue
+        seen[key] = index
+        values = _quota_values(values)
+        stored_quota = cells.get(key)
+        if (stale := _quota_cell_stale(stored_quota, row.get("version"), project or department, pool)) is not None:
+            refuse(index, "version", stale)
+            continue
+        before: dict[str, Any] | None = None
+        if stored_quota is None:
+            if "deserved" not in values:
+                refuse(index, "deserved", "A new quota needs its deserved units (0 for none).")
+                continue
+            quota = Quota(node_pool=pool, project=project, department=None if project else department)
+            changed = list(access.QUOTA_FIELDS)
+        else:
+            quota, before = stored_quota, snapshot(stored_quota)
+            changed = [name for name, value in values.items() if getattr(quota, name) != value]
+        if before is None and not access.can_manage_quotas_of(actor, quota.owner):
+            refused = sorted(values)
+        else:
+            editable = access.quota_fields_editable(actor, quota)
+            refused = sorted(name for name in changed if name not in editable)
+        for name in refused:
+            refuse(index, name, "You may not change this field of this quota.")
+        if refused:
+            continue
+        if not changed:
+            continue
+        stored = {name: getattr(quota, name) for name in access.QUOTA_FIELDS}
+        for name, value in values.items():
+            setattr(quota, name, value)
+        if field_errors := _quota_field_errors(actor, quota, changed):
+            for name, messages in field_errors.items():
+                for message in messages:
+                    refuse(index, name, message)
+            for name, value in stored.items():  # the other rows' sums count what is stored
+                setattr(quota, name, value)
+            continue
+        cells[key] = quota
+        proposals.append((index, quota, changed, before))
+
+    # The rules that span rows, on the proposed table: the sums include every proposed cell.
+    for index, quota, changed, before in proposals:
+        if not (before is None or set(changed) & SIZE_FIELDS):
+            continue
+        pool_id = quota.node_pool_id
+        department_quota = cells.get((None, pool_id))
+        projects_deserved = sum(cell.deserved for (project_id, cell_pool), cell in cells.items()
+                                if project_id is not None and cell_pool == pool_id)
+        rule_errors = quota_rule_errors(
+            pool=quota.node_pool, deserved=quota.deserved, limit=quota.limit, department=department,
+            for_project=quota.project_id is not None,
+            department_deserved=department_quota.deserved if department_quota else 0,
+            siblings_deserved=projects_deserved - quota.deserved, projects_deserved=projects_deserved,
+            other_departments_deserved=other_departments.get(pool_id, 0),
+        )
+        for name, message in rule_errors.items():
+            refuse(index, name, message)
+    for index, quota, changed, before in proposals:
+        if index in errors or not (before is None or set(changed) & SIZE_FIELDS):
+            continue
+        for name, messages in _quota_guard_errors(quota).items():
+            for message in messages:
+                refuse(index, name, message)
+    return _QuotaTablePlan(errors=errors, proposals=proposals)
 
 
 def _quota_cell_stale(quota: Quota | None, read_version: int | None, owner: Department | Project,

@@ -203,10 +203,10 @@ def department_quotas(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     table = QuotaTable(department=department, user=request.user,
                        data=request.POST if request.method == "POST" else None)
     if request.method == "POST":
-        table.check()
         if request.htmx:
+            table.check()
             return render(request, "org/partials/_quota_totals.html", {"table": table})
-        count = table.save() if not table.error_count else 0
+        count = table.save()
         if not table.error_count:
             if count:
                 messages.success(request, f"Saved {count} quota cell{'s' if count != 1 else ''} of {department.name}.")

@@ -1,8 +1,9 @@
 """Submission and template forms: shape only (parsing text into lists, choices the user may pick).
 
-Every rule about what may run lives in `services.workload_validate` / `workload_submit`; their refusals land on the
-fields here through `apps.org.forms.apply_service_errors`. One form class serves the three kinds: fields that do not
-apply to a kind are dropped in `__init__` (see KIND_FIELDS), so a template for a kind may only name those fields.
+Every rule about what may run lives in `services.workload_check` / `workload_submit`; their refusals land on the
+fields here through `apps.core.forms.apply_service_errors`, beside the fields' own errors (all in one answer).
+One form class serves the three kinds: fields that do not apply to a kind are dropped in `__init__` (see
+KIND_FIELDS), so a template for a kind may only name those fields.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django import forms
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -182,12 +183,18 @@ class WorkloadForm(StyledForm):
         return parse_env(self.cleaned_data["env"])
 
     def service_kwargs(self) -> dict[str, Any]:
+        """The cleaned fields under the service's names (on an invalid form: those that passed their checks)."""
         data = dict(self.cleaned_data)
-        minutes = data.pop("max_runtime_minutes", None)
-        if "max_runtime_minutes" in self.fields:
+        if "max_runtime_minutes" in data:
+            minutes = data.pop("max_runtime_minutes")
             data["max_runtime_seconds"] = minutes * 60 if minutes else None
         data["kind"] = self.kind
         return data
+
+    def failed_fields(self) -> set[str]:
+        """The service's names of the fields that failed their own checks (`services.workload_check`'s unknown)."""
+        service_names = {form_name: name for name, form_name in self.ALIASES.items()}
+        return {service_names.get(name, name) for name in self.errors if name != NON_FIELD_ERRORS}
 
 
 def initial_from_values(values: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from apps.core.http import parse_id, parse_int
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import projects_for
 
-from .explain import Peer, PreemptionNote, explain_workloads
+from .explain import Forecast, Peer, PreemptionNote, explain_probe, explain_workloads, forecast
 from .history import preemptions
 from .logs import log_tails
 from .models import (
@@ -81,6 +81,7 @@ class PoolPanel:
     preemptible: bool
     held_non_preemptible: int = 0
     other_pools: list[Quota] = field(default_factory=list)
+    forecast: Forecast | None = None  # whether it would start now or wait, and why (when the size is known)
 
     @property
     def non_preemptible_room(self) -> int:
@@ -107,30 +108,42 @@ class PoolPanel:
         return self.units <= self.non_preemptible_room
 
 
-def pool_panel(*, project: Project, pool: NodePool, units: int | None, preemptible: bool) -> PoolPanel:
+def pool_panel(*, project: Project, pool: NodePool, probe: Workload | None, preemptible: bool,
+               viewer: Any = None) -> PoolPanel:
+    """The panel for `project` on `pool`; with a `probe` (the workload being filled in, sizes known) it also says
+    whether that would start now or wait, and why (`explain.explain_probe`: the mirror, no cluster call)."""
     quotas = list(Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"))
     quota = next((q for q in quotas if q.node_pool_id == pool.pk), None)
     held = non_preemptible_units_held(project_id=project.pk, pool_id=pool.pk) if quota else 0
-    return PoolPanel(project=project, pool=pool, quota=quota, units=units, preemptible=preemptible,
-                     held_non_preemptible=held, other_pools=[q for q in quotas if q.node_pool_id != pool.pk])
+    expected = None
+    if probe is not None and quota is not None:
+        explanation = explain_probe(probe, viewer=viewer)
+        expected = forecast(probe, explanation) if explanation is not None else None
+    return PoolPanel(project=project, pool=pool, quota=quota, units=probe.gpu_units if probe else None,
+                     preemptible=preemptible, held_non_preemptible=held,
+                     other_pools=[q for q in quotas if q.node_pool_id != pool.pk], forecast=expected)
 
 
-def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any) -> PoolPanel | None:
-    """The side panel for whatever project, pool and size `source` (form data or initial values) names."""
+def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any, viewer: Any = None) -> PoolPanel | None:
+    """The side panel for whatever project, pool, size and priority class `source` (form data or initial values)
+    names, worded for `viewer`."""
     project_id, pool_id = parse_id(source.get("project")), parse_id(source.get("node_pool"))
     project = (projects.filter(pk=project_id).first() if project_id else None) or projects.first()
     pool = NodePool.objects.filter(pk=pool_id).first() if pool_id else None
     if project is None or pool is None:
         return None
-    sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
-    units = None
-    if sizes["gpus"] is not None:
-        probe = Workload(kind=kind, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
-                         completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1)
-        units = probe.gpu_units
     preemptible = source.get("preemptible")
     preemptible = preemptible if isinstance(preemptible, bool) else preemptible in ("on", "true", "1", "True")
-    return pool_panel(project=project, pool=pool, units=units, preemptible=preemptible)
+    sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
+    probe = None
+    if sizes["gpus"] is not None and sizes["gpus"] > 0 and all(size is None or size > 0 for size in sizes.values()):
+        priority_class_id = parse_id(source.get("priority_class"))
+        probe = Workload(kind=kind, project=project, node_pool=pool, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
+                         completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1,
+                         preemptible=preemptible,
+                         priority_class=PriorityClass.objects.filter(pk=priority_class_id).first()
+                         if priority_class_id else None)
+    return pool_panel(project=project, pool=pool, probe=probe, preemptible=preemptible, viewer=viewer)
 
 
 def default_priority_class(*, project: Project, preemptible: bool) -> PriorityClass | None:

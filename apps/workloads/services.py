@@ -44,7 +44,7 @@ from .models import (
 )
 from .selectors import default_priority_class
 from .signals import quota_held, quota_released
-from .validation import non_preemptible_units_held, validate_fits, validate_shape
+from .validation import fits_errors, non_preemptible_units_held, shape_errors
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
 STOP_TASK = "worker.tasks.workload_stop"
@@ -175,37 +175,98 @@ def workload_validate(
     notebook_port: int | None = None,
     resubmitted_from: Workload | None = None,
 ) -> Workload:
-    """Every check `workload_submit` makes, without saving or enqueueing: the unsaved row (the forms' live check)."""
-    if not can(actor, Action.SUBMIT, project):
+    """Every check `workload_submit` makes, without saving or enqueueing: the unsaved row (the forms' live check).
+    Raises every refusal at once (field -> messages)."""
+    values = {
+        "project": project, "kind": kind, "name": name, "image": image, "node_pool": node_pool, "gpus": gpus,
+        "model_label": model_label, "data_class": data_class, "command": command, "args": args, "env": env,
+        "cpu": cpu, "memory_gib": memory_gib, "pods": pods, "completions": completions, "parallelism": parallelism,
+        "priority_class": priority_class, "preemptible": preemptible, "max_runtime_seconds": max_runtime_seconds,
+        "notebook_idle_timeout_minutes": notebook_idle_timeout_minutes, "notebook_port": notebook_port,
+        "resubmitted_from": resubmitted_from,
+    }
+    workload, errors = _workload_draft(actor=actor, values=values, unknown=set())
+    if errors:
+        raise ValidationError(errors)
+    return workload
+
+
+def workload_check(*, actor: Any, unknown: Iterable[str], **known: Any) -> None:
+    """Every refusal `workload_submit` would give, as far as the fields' values are known: the forms and the API
+    call this when some fields failed their own checks (`unknown`: the service's names of those fields), so one
+    answer shows those fields' errors and every refusal of the others. Raises them all; None when there is none.
+
+    The checks that need an unknown value are left out; a field neither known nor unknown takes its default.
+    """
+    values = {name: value for name, value in known.items() if name in _WORKLOAD_FIELDS}
+    _, errors = _workload_draft(actor=actor, values=values, unknown=set(unknown) | (_REQUIRED - set(values)))
+    if errors:
+        raise ValidationError(errors)
+
+
+_REQUIRED = frozenset({"project", "kind", "name", "image", "node_pool", "gpus", "model_label", "data_class"})
+_DEFAULTS: dict[str, Any] = {
+    "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1, "completions": 1,
+    "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
+    "notebook_idle_timeout_minutes": None, "notebook_port": None, "resubmitted_from": None,
+}
+_WORKLOAD_FIELDS = _REQUIRED | set(_DEFAULTS)
+# The sizes that decide how many units a workload holds, by kind.
+_UNIT_FIELDS = {Kind.TRAINING: {"gpus", "pods"}, Kind.BATCH: {"gpus", "completions", "parallelism"},
+                Kind.NOTEBOOK: {"gpus"}}
+
+
+def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) -> tuple[Workload, dict[str, list[str]]]:
+    """The unsaved row for `values` and every refusal of it; checks that need a field in `unknown` are left out."""
+    values = {**_DEFAULTS, **{name: value for name, value in values.items() if name not in unknown}}
+    project, kind, node_pool = values.get("project"), values.get("kind"), values.get("node_pool")
+    if project is not None and not can(actor, Action.SUBMIT, project):
         raise PermissionDenied("You may not submit work in this project.")
     if kind not in Kind.values:
         raise ValidationError({"kind": f"Choose one of: {', '.join(Kind.values)}."})
+    errors: dict[str, list[str]] = {}
+    priority_class, preemptible = values["priority_class"], values["preemptible"]
     if preemptible is None:
         preemptible = priority_class.preemptible if priority_class else True
-    if priority_class is None:
+    if priority_class is None and project is not None and "priority_class" not in unknown:
         priority_class = default_priority_class(project=project, preemptible=preemptible)
         if priority_class is None:
-            raise ValidationError({"priority_class": "No priority class exists yet; ask an admin to create one."})
+            errors["priority_class"] = ["No priority class exists yet; ask an admin to create one."]
+    notebook_port, idle_minutes = values["notebook_port"], values["notebook_idle_timeout_minutes"]
     if kind == Kind.NOTEBOOK:
         notebook_port = notebook_port or 8888
-        notebook_idle_timeout_minutes = notebook_idle_timeout_minutes or 120
+        idle_minutes = idle_minutes or 120
+    pods, completions, parallelism = values["pods"], values["completions"], values["parallelism"]
     workload = Workload(
-        project=project, owner=actor, kind=kind, name=name, image=image, command=command or [], args=args or [],
-        env=env or [], node_pool=node_pool, gpus=gpus, cpu=Decimal(str(cpu)), memory_gib=Decimal(str(memory_gib)),
+        project=project, owner=actor, kind=kind, name=values.get("name", ""), image=values.get("image", ""),
+        command=values["command"] or [], args=values["args"] or [], env=values["env"] or [], node_pool=node_pool,
+        gpus=values.get("gpus", 0), cpu=Decimal(str(values["cpu"])), memory_gib=Decimal(str(values["memory_gib"])),
         pods=pods if kind == Kind.TRAINING else 1,
         completions=completions if kind == Kind.BATCH else 1, parallelism=parallelism if kind == Kind.BATCH else 1,
-        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=max_runtime_seconds,
-        model_label=model_label, data_class=data_class,
-        notebook_idle_timeout_minutes=notebook_idle_timeout_minutes if kind == Kind.NOTEBOOK else None,
-        notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=resubmitted_from,
+        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=values["max_runtime_seconds"],
+        model_label=values.get("model_label", ""), data_class=values.get("data_class", ""),
+        notebook_idle_timeout_minutes=idle_minutes if kind == Kind.NOTEBOOK else None,
+        notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=values["resubmitted_from"],
     )
-    validate_shape({"kind": kind, "name": name, "image": image, "command": workload.command, "args": workload.args,
-                    "env": workload.env, "model_label": model_label, "data_class": data_class, "pods": pods,
-                    "completions": completions, "parallelism": parallelism})
-    workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class"])
-    validate_fits(project=project, pool=node_pool, units=workload.gpu_units, gpus=gpus, preemptible=preemptible,
-                  cpu=workload.cpu, memory_gib=workload.memory_gib, pod_count=workload.pod_count)
-    return workload
+    shape: dict[str, Any] = {"kind": kind, "command": workload.command, "args": workload.args, "env": workload.env,
+             **{name: values[name] for name in ("name", "image", "model_label", "data_class", "pods", "completions",
+                                                 "parallelism") if name in values}}
+    errors.update(shape_errors(shape))
+    try:
+        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", *unknown, *errors])
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    if project is not None and node_pool is not None:
+        sizes_known = not (_UNIT_FIELDS[Kind(kind)] & unknown)
+        for name, messages in fits_errors(
+                project=project, pool=node_pool, units=workload.gpu_units if sizes_known else None,
+                gpus=None if "gpus" in unknown else workload.gpus, preemptible=preemptible,
+                cpu=None if "cpu" in unknown else workload.cpu,
+                memory_gib=None if "memory_gib" in unknown else workload.memory_gib,
+                pod_count=workload.pod_count if sizes_known else None).items():
+            errors.setdefault(name, []).extend(messages)
+    return workload, errors
 
 
 def workload_stop(*, actor: Any, workload: Workload) -> Workload:

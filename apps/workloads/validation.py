@@ -1,4 +1,7 @@
-"""What can never run, refused before anything is saved, with a message that says why and what to change."""
+"""What can never run, refused before anything is saved, with a message that says why and what to change.
+
+Every check reports every problem it finds (field -> messages), so a form or an API answer shows them all at once.
+"""
 
 from __future__ import annotations
 
@@ -30,101 +33,130 @@ MAX_ARGUMENT_LENGTH = 4096
 MAX_ENV = 128
 
 
-def validate_image(image: str) -> None:
-    if not image or len(image) > 255 or not IMAGE_REFERENCE.match(image):
-        raise ValidationError(
-            {"image": f"{image!r} is not a valid image reference; use e.g. nvcr.io/nvidia/pytorch:24.05-py3."})
+Errors = dict[str, list[str]]
 
 
-def _validate_strings(field: str, values: Any) -> None:
+def _add(errors: Errors, field: str, messages: list[str]) -> None:
+    if messages:
+        errors.setdefault(field, []).extend(messages)
+
+
+def image_errors(image: Any) -> list[str]:
+    if not isinstance(image, str) or not image or len(image) > 255 or not IMAGE_REFERENCE.match(image):
+        return [f"{image!r} is not a valid image reference; use e.g. nvcr.io/nvidia/pytorch:24.05-py3."]
+    return []
+
+
+def _string_list_errors(values: Any) -> list[str]:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise ValidationError({field: "Give a list of strings."})
+        return ["Give a list of strings."]
+    errors = []
     if len(values) > MAX_ARGUMENTS:
-        raise ValidationError({field: f"At most {MAX_ARGUMENTS} entries."})
+        errors.append(f"At most {MAX_ARGUMENTS} entries.")
     if any(len(v) > MAX_ARGUMENT_LENGTH or "\x00" in v for v in values):
-        raise ValidationError({field: f"Each entry must be under {MAX_ARGUMENT_LENGTH} characters, without NUL."})
+        errors.append(f"Each entry must be under {MAX_ARGUMENT_LENGTH} characters, without NUL.")
+    return errors
 
 
-def validate_env(env: Any) -> None:
+def env_errors(env: Any) -> list[str]:
+    """Every problem of the variables, one message each."""
     if not isinstance(env, list) or len(env) > MAX_ENV:
-        raise ValidationError({"env": f"Give at most {MAX_ENV} variables as a list of name/value pairs."})
+        return [f"Give at most {MAX_ENV} variables as a list of name/value pairs."]
+    errors = []
     seen = set()
     for item in env:
         if not isinstance(item, dict) or set(item) != {"name", "value"} or not all(
                 isinstance(item[key], str) for key in ("name", "value")):
-            raise ValidationError({"env": "Each variable needs a name and a string value."})
+            errors.append("Each variable needs a name and a string value.")
+            continue
         name = item["name"]
         if not ENV_NAME.match(name) or len(name) > 253:
-            raise ValidationError({"env": f"{name!r} is not a valid environment variable name (letters, digits, "
-                                          "'_', '-', '.', not starting with a digit)."})
-        if name.startswith(RESERVED_ENV_PREFIX):
-            raise ValidationError({"env": f"Names starting with {RESERVED_ENV_PREFIX} are set by the portal."})
-        if name in seen:
-            raise ValidationError({"env": f"{name} is set twice."})
+            errors.append(f"{name!r} is not a valid environment variable name (letters, digits, '_', '-', '.', not "
+                          "starting with a digit).")
+        elif name.startswith(RESERVED_ENV_PREFIX):
+            errors.append(f"Names starting with {RESERVED_ENV_PREFIX} are set by the portal.")
+        elif name in seen:
+            errors.append(f"{name} is set twice.")
         seen.add(name)
+    return errors
 
 
-def _label(field: str, value: str, what: str) -> None:
+def _label_errors(value: str, what: str) -> list[str]:
     if not value:
-        raise ValidationError({field: f"The {what} audit label is required."})
+        return [f"The {what} audit label is required."]
     try:
         validate_label_value(value)
     except ValidationError as exc:
-        raise ValidationError({field: exc.messages}) from exc
+        return list(exc.messages)
+    return []
 
 
-def validate_shape(values: dict[str, Any]) -> None:
-    """Checks that need no database: names, image, command, env, labels, sizes per kind."""
-    try:
-        validate_dns_label(values["name"])
-    except ValidationError as exc:
-        raise ValidationError({"name": exc.messages}) from exc
-    validate_image(values["image"])
-    _validate_strings("command", values.get("command", []))
-    _validate_strings("args", values.get("args", []))
-    validate_env(values.get("env", []))
-    _label("model_label", values.get("model_label", ""), "model")
-    _label("data_class", values.get("data_class", ""), "data class")
-    kind = values["kind"]
-    if kind == Kind.NOTEBOOK and values.get("pods", 1) != 1:
-        raise ValidationError({"pods": "A notebook runs in exactly one pod."})
-    if kind == Kind.BATCH and values.get("parallelism", 1) > values.get("completions", 1):
-        raise ValidationError({"parallelism": "Parallelism cannot exceed the number of completions."})
-    if kind != Kind.TRAINING and values.get("pods", 1) != 1:
-        raise ValidationError({"pods": "Only training runs several pods as one gang; use completions for batch."})
-    if kind == Kind.TRAINING and values.get("pods", 1) > MAX_PODS:
-        raise ValidationError({"pods": f"At most {MAX_PODS} pods."})
+def shape_errors(values: dict[str, Any]) -> Errors:
+    """Checks that need no database (names, image, command, env, labels, sizes per kind), every one of them: a
+    field missing from `values` is not checked (its value is not known)."""
+    errors: Errors = {}
+    if "name" in values:
+        try:
+            validate_dns_label(values["name"])
+        except ValidationError as exc:
+            _add(errors, "name", list(exc.messages))
+    if "image" in values:
+        _add(errors, "image", image_errors(values["image"]))
+    for field in ("command", "args"):
+        if field in values:
+            _add(errors, field, _string_list_errors(values[field]))
+    if "env" in values:
+        _add(errors, "env", env_errors(values["env"]))
+    if "model_label" in values:
+        _add(errors, "model_label", _label_errors(values["model_label"], "model"))
+    if "data_class" in values:
+        _add(errors, "data_class", _label_errors(values["data_class"], "data class"))
+    kind, pods = values["kind"], values.get("pods")
+    if kind == Kind.NOTEBOOK and pods not in (None, 1):
+        _add(errors, "pods", ["A notebook runs in exactly one pod."])
+    elif kind != Kind.TRAINING and pods not in (None, 1):
+        _add(errors, "pods", ["Only training runs several pods as one gang; use completions for batch."])
+    elif kind == Kind.TRAINING and pods is not None and pods > MAX_PODS:
+        _add(errors, "pods", [f"At most {MAX_PODS} pods."])
+    parallelism, completions = values.get("parallelism"), values.get("completions")
+    if kind == Kind.BATCH and parallelism is not None and completions is not None and parallelism > completions:
+        _add(errors, "parallelism", ["Parallelism cannot exceed the number of completions."])
+    return errors
 
 
 def project_quota(project: Project, pool: NodePool) -> Quota | None:
     return Quota.objects.filter(project=project, node_pool=pool).first()
 
 
-def validate_fits(*, project: Project, pool: NodePool, units: int, gpus: int, preemptible: bool, cpu: Decimal,
-                  memory_gib: Decimal, pod_count: int) -> None:
-    """Refuse what this project could never run on this pool, whatever else is running."""
+def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: int | None, preemptible: bool,
+                cpu: Decimal | None, memory_gib: Decimal | None, pod_count: int | None) -> Errors:
+    """Everything this project could never run on this pool, whatever else is running: every refusal (None: that
+    size is not known, so the checks that need it are left out)."""
     quota = project_quota(project, pool)
     if quota is None:
-        raise ValidationError({"node_pool": f"{project.name} has no quota on {pool.name}; choose a pool listed for "
-                                            "the project or ask your department admin for quota there."})
-    if gpus > pool.capacity:
-        raise ValidationError({"gpus": f"{pool.name} has {pool.capacity} units in all; one pod cannot ask for "
-                                       f"{gpus}."})
-    if quota.limit is not None and units > quota.limit:
-        raise ValidationError({"gpus": f"This asks for {units} {pool.name} units but {project.name} may use at most "
-                                       f"{quota.limit} there (its limit); ask for fewer GPUs or pods."})
-    if units > pool.capacity and not pool.over_subscribable:
-        raise ValidationError({"gpus": f"This asks for {units} units but {pool.name} only has {pool.capacity}."})
-    if not preemptible and units > quota.deserved:
-        raise ValidationError({"preemptible": (
-            f"Non-preemptible work must fit in {project.name}'s deserved quota on {pool.name} ({quota.deserved} "
-            f"units) and this asks for {units}. Mark it preemptible to use idle capacity, or ask for fewer GPUs.")})
-    if quota.cpu_cores is not None and cpu * pod_count > quota.cpu_cores:
-        raise ValidationError({"cpu": f"{project.name} has {quota.cpu_cores} CPU cores on {pool.name}; this asks "
-                                      f"for {cpu * pod_count}."})
-    if quota.memory_gib is not None and memory_gib * pod_count > quota.memory_gib:
-        raise ValidationError({"memory_gib": f"{project.name} has {quota.memory_gib} GiB of memory on {pool.name}; "
-                                             f"this asks for {memory_gib * pod_count}."})
+        return {"node_pool": [f"{project.name} has no quota on {pool.name}; choose a pool listed for the project or "
+                              "ask your department admin for quota there."]}
+    errors: Errors = {}
+    if gpus is not None and gpus > pool.capacity:
+        _add(errors, "gpus", [f"{pool.name} has {pool.capacity} units in all; one pod cannot ask for {gpus}."])
+    if units is not None:
+        if quota.limit is not None and units > quota.limit:
+            _add(errors, "gpus", [f"This asks for {units} {pool.name} units but {project.name} may use at most "
+                                  f"{quota.limit} there (its limit); ask for fewer GPUs or pods."])
+        if units > pool.capacity and not pool.over_subscribable:
+            _add(errors, "gpus", [f"This asks for {units} units but {pool.name} only has {pool.capacity}."])
+        if not preemptible and units > quota.deserved:
+            _add(errors, "preemptible", [
+                f"Non-preemptible work must fit in {project.name}'s deserved quota on {pool.name} ({quota.deserved} "
+                f"units) and this asks for {units}. Mark it preemptible to use idle capacity, or ask for fewer GPUs."])
+    if pod_count is not None and cpu is not None and quota.cpu_cores is not None and cpu * pod_count > quota.cpu_cores:
+        _add(errors, "cpu", [f"{project.name} has {quota.cpu_cores} CPU cores on {pool.name}; this asks for "
+                             f"{cpu * pod_count}."])
+    if pod_count is not None and memory_gib is not None and quota.memory_gib is not None and \
+            memory_gib * pod_count > quota.memory_gib:
+        _add(errors, "memory_gib", [f"{project.name} has {quota.memory_gib} GiB of memory on {pool.name}; this asks "
+                                    f"for {memory_gib * pod_count}."])
+    return errors
 
 
 def non_preemptible_units_held(*, project_id: int, pool_id: int) -> int:

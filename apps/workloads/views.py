@@ -7,14 +7,16 @@ and its htmx partial.
 Submit page protocol (htmx):
 - `GET ?panel=1` (htmx) returns only the side panel for the project/pool/size in the query string.
 - `POST` with `_validate=1` (htmx) is the live check: every refusal comes back next to its field and nothing is
-  saved. The answer never replaces an input (the user may be typing in another one): it targets the status line
+  saved (the form's own field errors and the service's refusals of the other fields, `services.workload_check`).
+  The answer never replaces an input (the user may be typing in another one): it targets the status line
   and swaps each field's error block and the pool panel out of band. Empty required text fields are stood in for by
   placeholders during the check, so quota refusals show before the whole form is filled in. When the change came
   from the priority class select (`_changed=priority_class`, set by the form's hx-vals from the change event), the
   preemptible box is reset to that class's default first.
-- A plain `POST` submits through `services.workload_submit_once` and redirects to the detail page. The form carries
-  a one-time `submission_token` (made when the page is rendered): posting the same form again (a double click, the
-  back button) leads to the workload it made instead of making another.
+- A plain `POST` submits through `services.workload_submit_once` and redirects to the detail page; when anything is
+  wrong it shows the page with every error at once, as the live check does. The form carries a one-time
+  `submission_token` (made when the page is rendered): posting the same form again (a double click, the back
+  button) leads to the workload it made instead of making another.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
             if request.GET.get("project") and not projects.filter(pk=parse_id(request.GET["project"]) or 0).exists():
                 raise Http404("No such project.")
             return render(request, "workloads/partials/_pool_panel.html",
-                          {"panel": selectors.submit_panel(kind=kind, projects=projects, source=request.GET)})
+                          {"panel": selectors.submit_panel(kind=kind, projects=projects, source=request.GET,
+                                                           viewer=user)})
         initial, source, template = submit_initial(user=user, projects=projects, query=request.GET)
         if source is not None and source.kind != kind:
             return redirect(f"{reverse('workloads:submit', args=[source.kind])}?{request.GET.urlencode()}")
@@ -127,29 +130,27 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
     token = request.POST.get("submission_token", "")
     if not validate_only and not SUBMISSION_TOKEN.fullmatch(token):
         form.add_error(None, UNGUARDED_FORM)
-    if form.is_valid():
-        try:
-            if validate_only:
-                services.workload_validate(actor=user, **form.service_kwargs())
+    try:
+        if form.is_valid() and not validate_only:
+            workload, created = services.workload_submit_once(
+                actor=user, submission_key=f"form:{token}", resubmitted_from=source, **form.service_kwargs())
+            if created:
+                messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
             else:
-                workload, created = services.workload_submit_once(
-                    actor=user, submission_key=f"form:{token}", resubmitted_from=source, **form.service_kwargs())
-        except ValidationError as exc:
-            apply_service_errors(form, exc, ALIASES)
-        else:
-            if not validate_only:
-                if created:
-                    messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
-                else:
-                    messages.info(request, f"This form was submitted already: here is {workload.name}, the workload "
-                                           "it made. Nothing else was submitted.")
-                return redirect("workloads:detail", pk=workload.pk)
+                messages.info(request, f"This form was submitted already: here is {workload.name}, the workload "
+                                       "it made. Nothing else was submitted.")
+            return redirect("workloads:detail", pk=workload.pk)
+        # Every refusal of the fields that passed their own checks, next to those fields' own errors.
+        services.workload_check(actor=user, unknown=form.failed_fields(), resubmitted_from=source,
+                                **form.service_kwargs())
+    except ValidationError as exc:
+        apply_service_errors(form, exc, ALIASES)
     if validate_only:
         for key in drafted:
             form.errors.pop(key, None)
         return render(request, "workloads/partials/_submit_response.html", {
             "form": form, "kind": kind, "source": source,
-            "panel": selectors.submit_panel(kind=kind, projects=projects, source=data),
+            "panel": selectors.submit_panel(kind=kind, projects=projects, source=data, viewer=user),
             "checked": not form.errors, "drafted": drafted,
             "reset_preemptible": "priority_class" in (data.get("_changed"), request.htmx.trigger_name),
         })
@@ -166,8 +167,8 @@ def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: 
     return render(request, "workloads/submit.html", {
         "form": form, "kind": kind, "kinds": Kind.choices, "kind_label": Kind(kind).label,
         "submission_token": token or secrets.token_urlsafe(24),
-        "panel": selectors.submit_panel(kind=kind, projects=projects, source=values), "source": source,
-        "template": template,
+        "panel": selectors.submit_panel(kind=kind, projects=projects, source=values, viewer=request.user),
+        "source": source, "template": template,
         "templates": selectors.templates(kind=kind),
         "preemptible_by_class": selectors.preemptible_by_class(),
     })

@@ -75,3 +75,46 @@ def test_alice_submits_a_training_job_and_a_notebook_and_sees_both_listed(login)
     assert rows["explore"].kind == Kind.NOTEBOOK and rows["explore"].node_pool.slug == "l40s-shared"
     assert rows["explore"].notebook_idle_timeout_minutes == 60
     assert rows["explore"].preemptible is False and rows["explore"].priority_class.name == "build"
+
+
+def test_submit_shows_every_error_at_once_and_says_whether_the_work_would_start_now_or_wait(login):
+    from django.utils import timezone
+
+    from apps.cluster.models import ClusterQueueState
+    from apps.org.models import NodePool, Project
+    from apps.workloads.models import Workload
+
+    page = login("alice")
+    page.goto("/workloads/submit/training/")
+    assert page.locator("label[for=id_name] .required-mark").is_visible()
+    assert page.locator("label[for=id_command] .required-mark").count() == 0
+
+    # Before submitting, the panel says whether it would start now, and why, from the mirror.
+    page.select_option("#id_node_pool", label="H100 80GB (h100)")
+    page.fill("#id_gpus", "2")
+    page.locator("#id_gpus").blur()
+    expect(page.locator("#pool-panel [data-fact=forecast]")).to_have_text(
+        "Would start now (4 of 4 deserved H100 80GB free).")
+    vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
+    ClusterQueueState.objects.create(name="proj-vision-h100-elastic", project=vision, node_pool=h100,
+                                     guaranteed=False, used=8, observed_at=timezone.now())
+    page.fill("#id_gpus", "4")
+    page.locator("#id_gpus").blur()
+    expect(page.locator("#pool-panel [data-fact=forecast]")).to_have_text(
+        "Would wait: Vision is at its limit (8 of 8 H100 80GB); 4 more H100 80GB needed.")
+
+    # Several mistakes at once: every one is shown after one submit, each at its field.
+    fill_common(page, name="My_Run", image="Bad Image", model="resnet50")
+    page.fill("#id_env", "no equals sign")
+    page.fill("#id_gpus", "3")
+    page.fill("#id_pods", "3")
+    page.uncheck("#id_preemptible")
+    page.click("button[type=submit] >> text=Submit training")
+    page.wait_for_selector(".messages")
+    assert "Nothing was submitted" in page.inner_text(".messages")
+    assert "DNS-1123" in page.inner_text("#errors-name")
+    assert "not a valid image reference" in page.inner_text("#errors-image")
+    assert "NAME=value" in page.inner_text("#errors-env")
+    assert "may use at most 8" in page.inner_text("#errors-gpus")
+    assert "Non-preemptible work must fit" in page.inner_text("#errors-preemptible")
+    assert Workload.objects.count() == 0

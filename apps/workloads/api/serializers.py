@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import SkipField
 
 from apps.core.api import ScopedPrimaryKeyRelatedField
 from apps.org.models import NodePool, PriorityClass, Project
@@ -241,6 +242,26 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     resubmitted_from = ScopedPrimaryKeyRelatedField(
         scope=workloads_for, queryset=Workload.objects.all(), required=False, allow_null=True,
         help_text="The id of an earlier workload this one submits again (recorded for its history).")
+
+    def known_values(self) -> tuple[dict[str, Any], set[str]]:
+        """After a failed `is_valid()`: the validated values of the fields that passed their own checks (as
+        `validated_data` would hold them) and the service's names of those that did not, for
+        `services.workload_check`, so one 400 carries every field's messages."""
+        known: dict[str, Any] = {}
+        unknown: set[str] = set()
+        data = self.initial_data if isinstance(self.initial_data, Mapping) else {}
+        for field in self._writable_fields:
+            children = field.fields.values() if isinstance(field, serializers.Serializer) else [field]
+            sources = {child.source for child in children if child.source}
+            try:
+                if field.field_name in self.errors:
+                    raise serializers.ValidationError("failed")
+                self.set_value(known, field.source_attrs, field.run_validation(field.get_value(data)))
+            except serializers.ValidationError:
+                unknown.update(sources)
+            except SkipField:
+                pass
+        return known, unknown
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # A misspelt optional field ("preemtible") must not be silently dropped: it would change what runs.

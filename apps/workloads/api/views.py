@@ -67,6 +67,17 @@ def api_errors(error: DjangoValidationError) -> dict[str, Any]:
     return errors
 
 
+def _merge(errors: dict[str, Any], more: dict[str, Any]) -> None:
+    """Add `more` (field -> messages, nested for labels) to `errors` of the same shape."""
+    for name, messages in more.items():
+        if isinstance(messages, dict) and isinstance(errors.get(name, {}), dict):
+            _merge(errors.setdefault(name, {}), messages)
+        elif isinstance(messages, dict):
+            errors[name].extend(message for nested in messages.values() for message in nested)
+        else:
+            errors.setdefault(name, []).extend(messages)
+
+
 @extend_schema_view(
     create=extend_schema(
         request=WorkloadSubmitSerializer,
@@ -156,7 +167,16 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
             if project is not None and not can(user, Action.SUBMIT, project):
                 self.permission_denied(request, message="You may not submit work in this project.")
         key = idempotency_key(request)
-        serializer.is_valid(raise_exception=True)
+        if not serializer.is_valid():
+            # Every field's messages in one 400: the shape errors, then the service's refusals of the other fields.
+            errors = {name: list(messages) if isinstance(messages, list) else dict(messages)
+                      for name, messages in serializer.errors.items()}
+            known, unknown = serializer.known_values()
+            try:
+                services.workload_check(actor=user, unknown=unknown, **known)
+            except DjangoValidationError as error:
+                _merge(errors, api_errors(error))
+            raise exceptions.ValidationError(errors)
         try:
             workload, created = services.workload_submit_once(
                 actor=user, submission_key=f"api:{key}" if key else None,

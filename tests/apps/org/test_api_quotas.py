@@ -34,10 +34,15 @@ def test_limit_below_deserved(client_for, ids):
 
 
 def test_limit_below_deserved_on_create(client_for, ids):
+    """Every rule's refusal in one answer: the limit below deserved, and the full pool."""
     department = call(client_for("admin"), "POST", "departments/", {"slug": "robotics", "name": "Robotics"}).json()
     errors = refused(client_for("admin"), "POST", "quotas/",
                      {"node_pool": "h100", "department": department["id"], "deserved": 2, "limit": 1})
-    assert errors == {"limit": ["The limit (1) cannot be below the deserved quota (2)."]}
+    assert errors == {
+        "limit": ["The limit (1) cannot be below the deserved quota (2)."],
+        "deserved": ["h100 has 16 units and other departments hold 16, so at most 0 can be given here. Lower another "
+                     "department's quota, or mark the pool over-subscribable."],
+    }
 
 
 def test_projects_above_their_department(client_for, ids):

@@ -96,6 +96,25 @@ def test_pool_capacity_cannot_drop_below_assigned_quota(org):
     assert NodePool.objects.get(slug="h100").capacity == 16
 
 
+def test_pool_update_reports_every_refusal_at_once(org):
+    with pytest.raises(ValidationError) as caught:
+        services.node_pool_update(actor=org["admin"], node_pool=org["h100"], slug="h200", capacity=15, name="")
+    errors = caught.value.message_dict
+    assert errors["slug"] == ["The name of a pool in use cannot change: it names its Kueue objects."]
+    assert "more than a capacity of 15" in errors["capacity"][0]
+    assert errors["name"] == ["This field cannot be blank."]
+    assert NodePool.objects.filter(slug="h100", capacity=16).exists()
+
+
+def test_department_update_reports_every_refusal_at_once(org):
+    with pytest.raises(ValidationError) as caught:
+        services.department_update(actor=org["admin"], department=org["research"], slug="science", name="")
+    errors = caught.value.message_dict
+    assert errors["slug"] == ["A department's name in Kubernetes cannot change once created."]
+    assert errors["name"] == ["This field cannot be blank."]
+    assert Department.objects.get(pk=org["research"].pk).name == "Research"
+
+
 @pytest.mark.parametrize("weight", [-1, 1001])
 def test_weight_bounds(org, weight):
     message = unchanged(lambda: services.quota_set(

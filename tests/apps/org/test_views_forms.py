@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
@@ -178,3 +179,16 @@ def test_forms_carry_and_require_the_csrf_token(users):
                                                               "min_project_weight": "0", "max_project_weight": "1"})
     assert refused.status_code == 403
     assert not Department.objects.filter(slug="robotics").exists()
+
+
+REQUIRED = ('<span class="required-mark" aria-hidden="true">*</span><span class="visually-hidden"> (required)'
+            '</span></label>')
+
+
+def test_required_fields_are_marked(page_client):
+    """Every form page marks its required fields (an asterisk, and "(required)" for screen readers) and says what
+    the asterisk means; optional fields carry no mark."""
+    html = page_client("admin").get(reverse("org:pool_create")).content.decode()
+    assert re.search(rf'<label for="id_slug">[^<]*{re.escape(REQUIRED)}', html)
+    assert re.search(r'<label for="id_description">[^<]*</label>', html)  # optional: no mark
+    assert "marks a required field." in html

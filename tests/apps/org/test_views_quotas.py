@@ -218,3 +218,65 @@ def test_table_queries_do_not_grow_with_projects(page_client, users, org, django
                                 name=f"Extra {number}")
     with django_assert_num_queries(9):
         client.get(org["url"])
+
+
+def _running_non_preemptible(users, org, gpus: int):
+    """A running non-preemptible workload of Vision on h100 (submitted through the service, then mirrored running)."""
+    from apps.workloads import services as workload_services
+    from apps.workloads.models import Status, Workload
+
+    workload = workload_services.workload_submit(
+        actor=users["alice"], project=org["vision"], node_pool=org["h100"], kind="training", name="held",
+        image="pytorch/pytorch:2.4.0", gpus=gpus, preemptible=False, model_label="resnet", data_class="public")
+    Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+
+
+def test_live_check_reports_the_running_non_preemptible_refusal_exactly_as_save(page_client, users, org):
+    _running_non_preemptible(users, org, gpus=3)
+    payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 2})
+    client = page_client("deptadmin")
+    live = cell_errors(client.post(org["url"], payload, **HTMX).content.decode(), org["vision"], org["h100"])
+    before, audit = stored(), AuditEvent.objects.count()
+    saved = cell_errors(client.post(org["url"], payload).content.decode(), org["vision"], org["h100"])
+    assert live == saved == (
+        "Running non-preemptible work in this project holds 3 h100 units; the deserved quota cannot go below that "
+        "until it finishes or is stopped.")
+    assert stored() == before and AuditEvent.objects.count() == audit
+
+
+def test_live_check_never_flags_an_untouched_cell(page_client, org):
+    """Raising a project past its department flags that project only: the department's cell and the sibling's,
+    untouched, stay clean although the stored sums around them now break a rule too."""
+    payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 6})
+    for username in ("admin", "deptadmin"):
+        html = page_client(username).post(org["url"], payload, **HTMX).content.decode()
+        assert "so this project can have at most 4" in cell_errors(html, org["vision"], org["h100"])
+        assert cell_errors(html, org["research"], org["h100"]) == ""
+        assert cell_errors(html, org["nlp"], org["h100"]) == ""
+        assert "1 cell needs attention" in html
+
+
+def test_save_with_a_shape_error_reports_the_rule_errors_of_other_cells_too(page_client, org):
+    before = stored()
+    payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): "lots",
+                                              (org["nlp"], "h100", "deserved"): 5})
+    html = page_client("admin").post(org["url"], payload).content.decode()
+    assert "Enter a whole number." in cell_errors(html, org["vision"], org["h100"])
+    assert "so this project can have at most" in cell_errors(html, org["nlp"], org["h100"])
+    assert stored() == before
+
+
+# The table page's 9 (test_table_queries_do_not_grow_with_projects), then Save's own plan for the changed cell: its
+# pool, projects, quotas, other departments' sums and the cell's guard.
+LIVE_CHECK_QUERIES = 9 + 5
+
+
+def test_live_check_queries_do_not_grow_with_projects(page_client, users, org, django_assert_num_queries):
+    client = page_client("deptadmin")
+    for round_number in range(2):
+        payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 3})
+        with django_assert_num_queries(LIVE_CHECK_QUERIES):
+            client.post(org["url"], payload, **HTMX)
+        for number in range(3):
+            services.project_create(actor=users["admin"], department=org["research"],
+                                    slug=f"extra-{round_number}-{number}", name=f"Extra {round_number} {number}")

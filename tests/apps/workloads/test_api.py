@@ -568,3 +568,29 @@ def test_browsable_api_renders(client_for, workloads):
         response = client_for("alice").get("/api/v1/" + path, HTTP_ACCEPT="text/html")
         assert response.status_code == 200
         assert response["Content-Type"].startswith("text/html")
+
+
+def test_every_field_error_comes_in_one_400(client_for, demo, django_capture_on_commit_callbacks):
+    """Shape errors of the serializer (gpus, memory), the service's refusals of the fields that passed (name,
+    labels) and its quota refusals (non-preemptible beyond deserved) in one answer, in the API's error shape."""
+    changes = {"name": "My_Run", "memory": "lots", "pods": 3, "preemptible": False, "cpu": -1,
+               "labels": {"model": "res net!", "data_class": "public"}}
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = call(client_for("alice"), "POST", "workloads/", body(**changes))
+    assert response.status_code == 400
+    errors = response.json()
+    assert "Kubernetes quantity" in errors["memory"][0]
+    assert "greater than or equal to 0" in errors["cpu"][0]
+    assert "Kubernetes DNS-1123 label" in errors["name"][0]
+    assert "is not a valid Kubernetes label value" in errors["labels"]["model"][0]
+    assert "Non-preemptible work must fit in Vision's deserved quota" in errors["preemptible"][0]
+    assert set(errors) == {"memory", "cpu", "name", "labels", "preemptible"}
+    assert workload_rows() == (0, 0) and callbacks == []
+
+
+def test_an_unknown_field_still_reports_the_other_refusals(client_for, demo):
+    response = call(client_for("alice"), "POST", "workloads/", body(preemtible=False, gpus=9))
+    assert response.status_code == 400
+    errors = response.json()
+    assert errors["preemtible"] == ["Unknown field."]
+    assert "at most 8" in errors["gpus"][0]

@@ -34,7 +34,9 @@ from apps.workloads.explain import (
     Share,
     WaitFacts,
     explain,
+    explain_probe,
     explain_workloads,
+    forecast,
     kueue_more_needed,
 )
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
@@ -380,3 +382,67 @@ def test_a_stopped_cluster_queue_is_told_from_a_broken_one(demo, cluster_queue_r
     LocalQueueState.objects.create(namespace="proj-vision", name="elastic-h100", project=workload.project,
                                    active=False, active_reason="ClusterQueueIsInactive", observed_at=timezone.now())
     assert explained(workload, demo["alice"]).reason == expected
+
+
+# --- the submit form's forecast: the model run on a workload not submitted yet -------------------------------------
+
+
+def probe(*, gpus, preemptible=True, pods=1, project="vision"):
+    return Workload(kind=Kind.TRAINING, project=Project.objects.get(slug=project),
+                    node_pool=NodePool.objects.get(slug="h100"), gpus=gpus, pods=pods, preemptible=preemptible,
+                    priority_class=PriorityClass.objects.get(name="train" if preemptible else "build"))
+
+
+def forecast_of(draft, viewer):
+    explanation = explain_probe(draft, viewer=viewer)
+    assert explanation is not None
+    return forecast(draft, explanation)
+
+
+def test_forecast_says_it_would_start_now_with_the_free_deserved_units(demo):
+    mirror_usage(vision=(0, 0))
+    result = forecast_of(probe(gpus=2, preemptible=False), demo["alice"])
+    assert result.starts_now and result.explanation.reason == ADMITTING
+    assert result.sentence == "Would start now (4 of 4 deserved H100 80GB free)."
+    mirror_usage(vision=(0, 4))
+    borrowing = forecast_of(probe(gpus=2), demo["alice"])
+    assert borrowing.starts_now
+    assert borrowing.sentence == "Would start now (4 H100 80GB free to Vision, beyond its deserved 4: preemptible)."
+
+
+def test_forecast_says_it_would_wait_at_the_project_limit_with_the_numbers_of_the_waiting_sentence(demo):
+    mirror_usage(vision=(0, 8))
+    draft = probe(gpus=4)
+    result = forecast_of(draft, demo["alice"])
+    assert not result.starts_now and result.explanation.reason == PROJECT_LIMIT
+    assert result.sentence == "Would wait: Vision is at its limit (8 of 8 H100 80GB); 4 more H100 80GB needed."
+    # The same model as for a workload already waiting: its sentence carries the same numbers.
+    assert "8 of 8 in use, so 4 more are needed" in explained(waiting_in(demo), demo["alice"]).sentence
+
+
+def test_forecast_for_non_preemptible_work_inside_a_held_deserved_quota(demo):
+    mirror_usage(vision=(4, 0))
+    result = forecast_of(probe(gpus=2, preemptible=False), demo["alice"])
+    assert result.explanation.reason == PROJECT_DESERVED
+    assert result.sentence == ("Would wait: non-preemptible work holds 4 of Vision's deserved 4 H100 80GB; 2 more "
+                               "H100 80GB needed.")
+
+
+def test_forecast_counts_the_queued_work_ahead_and_words_held_back_cards_for_the_viewer(demo):
+    mirror_usage()
+    waiting_in(demo, gpus=1)
+    behind = forecast_of(probe(gpus=1), demo["alice"])
+    assert behind.explanation.reason == BEHIND
+    assert behind.sentence == ("Would wait: there is room, but 1 earlier or higher-priority workload in elastic-h100 "
+                               "goes first.")
+    Workload.objects.all().delete()
+    mirror_usage(vision=(0, 4), nlp=(4, 0), forecasting=(0, 4))
+    held = forecast_of(probe(gpus=4), demo["alice"])
+    assert held.explanation.reason == NOT_LENDABLE and "Serving" not in held.sentence
+    assert held.sentence.startswith("Would wait: 4 idle held back by a project you cannot see")
+
+
+def test_forecast_of_what_could_never_start(demo):
+    result = forecast_of(probe(gpus=8, pods=2), demo["alice"])
+    assert not result.starts_now and result.explanation.reason == NEVER_FITS
+    assert result.sentence == "Would never start: Vision may use at most 8 there."

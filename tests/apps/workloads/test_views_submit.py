@@ -3,8 +3,11 @@ the htmx branches (pool panel, live check); templates prefill; submit again reco
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.workloads import services
@@ -315,3 +318,79 @@ def test_submit_again_from_a_workload_the_user_cannot_see_is_404(page_client, ma
     assert page_client("bob").get(url(), {"from": old.pk}).status_code == 404
     response = page_client("bob").post(url(), {**submit_payload(project="nlp"), "resubmitted_from": old.pk})
     assert response.status_code == 404 and Workload.objects.count() == 1
+
+
+def test_submit_shows_every_error_at_once(page_client, django_capture_on_commit_callbacks):
+    """A field's own error (a typo in the environment), the service's shape refusals (name, image) and its quota
+    refusals (over the limit, non-preemptible beyond deserved) all come back in one answer."""
+    data = submit_payload(name="My_Run", image="Bad Image", env="no equals sign", gpus="3", pods="3",
+                          preemptible=None)
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = page_client("alice").post(url(), data)
+    assert response.status_code == 200
+    assert "Line 1: write NAME=value" in field_errors(response, "env")
+    assert "Kubernetes DNS-1123 label" in field_errors(response, "name")
+    assert "is not a valid image reference" in field_errors(response, "image")
+    assert "Vision may use at most 8 there" in field_errors(response, "gpus")
+    assert "Non-preemptible work must fit in Vision's deserved quota" in field_errors(response, "preemptible")
+    assert Workload.objects.count() == 0 and callbacks == []
+
+
+def test_live_check_shows_every_error_at_once_too(page_client):
+    data = submit_payload(image="Bad Image", gpus="lots", cpu="0", memory_gib="100000", pods="3")
+    response = page_client("alice").post(url(), {**data, "_validate": "1"}, **HTMX)
+    assert "Enter a whole number." in field_errors(response, "gpus")
+    assert field_errors(response, "cpu") != ""
+    assert "At most" in field_errors(response, "memory_gib")
+    assert "is not a valid image reference" in field_errors(response, "image")
+    assert Workload.objects.count() == 0
+
+
+def test_a_failed_size_field_leaves_out_only_the_quota_checks_that_need_it(page_client, b200):
+    """With the GPUs unreadable the units are unknown: no made-up "over the limit", but the pool is still checked."""
+    response = page_client("alice").post(url(), submit_payload(gpus="lots", pool="b200"))
+    assert field_errors(response, "gpus").strip() == "Enter a whole number."
+    assert "Vision has no quota on" in field_errors(response, "node_pool")
+
+
+def test_required_fields_are_marked(page_client):
+    html = page_client("alice").get(url()).content.decode()
+    mark = '<span class="required-mark" aria-hidden="true">*</span><span class="visually-hidden"> (required)</span>'
+    for field in ("name", "image", "gpus", "model_label", "data_class"):
+        assert re.search(rf'<label for="id_{field}">[^<]*{re.escape(mark)}</label>', html), field
+    for field in ("command", "env", "max_runtime_minutes"):
+        assert re.search(rf'<label for="id_{field}">[^<]*</label>', html), field
+    assert "marks a required field." in html
+
+
+def test_pool_panel_says_whether_the_work_would_start_now_or_wait(page_client):
+    from apps.cluster.models import ClusterQueueState
+
+    vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
+    query = {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2", "pods": "1"}
+    content = page_client("alice").get(url(), query, **HTMX).content.decode()
+    assert 'data-reason="admitting"' in content
+    assert "Would start now (4 of 4 deserved H100 80GB free)." in content
+    ClusterQueueState.objects.create(name="proj-vision-h100-elastic", project=vision, node_pool=h100,
+                                     guaranteed=False, used=8, observed_at=timezone.now())
+    response = page_client("alice").post(url(), {**submit_payload(gpus="2"), "_validate": "1"}, **HTMX)
+    assert "Would wait: Vision is at its limit (8 of 8 H100 80GB); 2 more H100 80GB needed." in \
+        response.content.decode()
+
+
+LIVE_CHECK_QUERIES = 17  # session, user, grants; the form (project, pool, class); the panel (project, pool,
+# class, its quotas, held non-preemptible units) and its forecast (quotas, ClusterQueues, stopped LocalQueue, ahead)
+
+
+def test_live_check_query_count_is_pinned(page_client, users, make_workload, django_assert_num_queries):
+    """The live check with its forecast costs the same whatever is queued or running on the pool."""
+    client = page_client("alice")
+    data = {**submit_payload(gpus="2"), "_validate": "1"}
+    with django_assert_num_queries(LIVE_CHECK_QUERIES):
+        assert client.post(url(), data, **HTMX).status_code == 200
+    for number in range(3):
+        make_workload("alice", name=f"queued-{number}")
+        make_workload("bob", project="nlp", name=f"other-{number}")
+    Workload.objects.update(status=Status.QUEUED)
+    with django_assert_num_queries(LIVE_CHECK_QUERIES):
+        assert client.post(url(), data, **HTMX).status_code == 200
