@@ -53,7 +53,8 @@ class VersionedForm(StyledForm):
 
     def carry_version(self, instance: Any) -> None:
         """Call from __init__ when the form edits `instance`."""
-        self.fields["version"] = forms.CharField(widget=forms.HiddenInput, required=False, initial=instance.version)
+        self.fields["version"] = forms.CharField(widget=forms.HiddenInput, required=False)
+        self.initial["version"] = instance.version  # with the other initial values the page renders
 
     def clean(self) -> dict[str, Any]:
         super().clean()
