@@ -3,9 +3,10 @@ their messages when on, Roles and ClusterRoles through their bindings, resourceN
 and the records of denials and used rules."""
 
 import pytest
+from kubernetes import client
 
 from kubesim.kubeconfig import TOKEN
-from kubesim.testing import RequestError, _request, serve
+from kubesim.testing import KubesimProcess, RequestError, _request, serve
 
 NS = "team"
 
@@ -125,3 +126,11 @@ def test_kueue_installation_is_visible(ks, sa):
     groups = {g["name"] for g in call(ks, TOKEN, "GET", "/apis")["groups"]}
     assert {"apps", "networking.k8s.io", "rbac.authorization.k8s.io", "apiextensions.k8s.io",
             "authorization.k8s.io"} <= groups
+
+
+def test_the_cli_flag_turns_rbac_on(tmp_path):
+    with KubesimProcess(str(tmp_path), "--rbac") as ks:
+        assert refusal(ks, None, "GET", "/api/v1/namespaces")["code"] == 401
+        assert ks.rbac()["enabled"] is True
+        names = [n.metadata.name for n in client.CoreV1Api(ks.api_client()).list_namespace().items]
+        assert "kueue-system" in names  # the written kubeconfig holds the admin's token
