@@ -56,12 +56,14 @@ def test_changing_the_weight_shows_the_share_it_leads_to(client_for):
     vision = Project.objects.get(slug="vision")
     mirror_share(vision, "h100", 350)  # computed by Kueue at weight 2: 700 ‰ borrowed
     quota = vision.quotas.get(node_pool__slug="h100")
-    response = client_for("lead").post(reverse("org:weights"), {"quota": quota.pk, "over_quota_weight": "4"},
-                                       HTTP_HX_REQUEST="true")
+    response = client_for("lead").post(reverse("org:weights"), {"quota": quota.pk, "over_quota_weight": "4",
+                                                                "version": quota.version}, HTTP_HX_REQUEST="true")
     html = response.content.decode()
     assert "Saved" in html and "h100 350 ‰" in html
     assert 'data-expected="175"' in html and "→ ≈ 175 ‰ at weight 4, once the cluster has it" in html
-    zero = client_for("deptadmin").post(reverse("org:weights"), {"quota": quota.pk, "over_quota_weight": "0"},
+    quota.refresh_from_db()
+    zero = client_for("deptadmin").post(reverse("org:weights"), {"quota": quota.pk, "over_quota_weight": "0",
+                                                                 "version": quota.version},
                                         HTTP_HX_REQUEST="true").content.decode()
     assert "→ ≈ ∞ at weight 0" in zero  # Kueue's MaxInt64 for a borrowing cohort of weight 0
 
