@@ -50,13 +50,13 @@ def kueue_sync() -> list[str]:
     try:
         result = reconcile(gateway(), desired_from_database())
     except ClusterError as error:
-        described = _describe(error)
+        described = error.describe()
         org_services.kueue_sync_finish(run=run, changes=[], error=described)
         intents.intent_release(claim, error=described,
                                retry_at=timezone.now() + org_services.KUEUE_SYNC_DEADLINE)
         if error.transient:
             raise TransientClusterError(error.message) from error
-        logger.error("kueue sync refused by the API server: %s", error.message)
+        logger.error("kueue sync refused by the API server: %s", error.describe())
         return []
     intents.intents_complete(kind=org_services.KUEUE_SYNC_INTENT, target_id=None, outcome="reconciled",
                              ids=claim.ids)
@@ -64,10 +64,6 @@ def kueue_sync() -> list[str]:
     if again or intents.intents_open(kind=org_services.KUEUE_SYNC_INTENT, target_id=None):
         kueue_sync.delay()
     return result.changes
-
-
-def _describe(error: ClusterError) -> str:
-    return f"{error.status} {error.reason}: {error.message}"
 
 
 # 404 is not here: a new project's namespace may not be synced yet, so it is worth a retry.
@@ -105,7 +101,7 @@ def workload_submit(self: Task, workload_id: int) -> str:
             return "submit_failed"
         countdown = min(60, 2 ** (self.request.retries + 1))
         # Should the retry's message be lost too, the sweep sends it again once this is past.
-        intents.intent_release(claim, error=_describe(error), retry_at=timezone.now() + timedelta(
+        intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + timedelta(
             seconds=countdown) + workload_services.SUBMIT_DEADLINE)
         raise self.retry(exc=error, countdown=countdown) from error
     if not workload_services.workload_mark_submitted(workload=workload, uid=uid, manifest=manifest):
@@ -154,7 +150,7 @@ def workload_stop(workload_id: int) -> str:
         deleted = gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
                                    propagation=STOP_PROPAGATION)
     except ClusterError as error:
-        intents.intent_release(claim, error=_describe(error), retry_at=timezone.now() + STOP_RETRY_AFTER)
+        intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + STOP_RETRY_AFTER)
         if error.transient:
             raise TransientClusterError(error.message) from error
         raise
