@@ -150,6 +150,11 @@ LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "org:overview"
 LOGOUT_REDIRECT_URL = "accounts:login"
 
+# The first installation admin (`manage.py bootstrap_admin`; its flags win over these).
+PORTAL_ADMIN_USERNAME = os.environ.get("PORTAL_ADMIN_USERNAME", "")
+PORTAL_ADMIN_EMAIL = os.environ.get("PORTAL_ADMIN_EMAIL", "")
+PORTAL_ADMIN_PASSWORD = _env_secret("PORTAL_ADMIN_PASSWORD") or ""
+
 # --- Sign-in (README "Sign-in and security") ----------------------------------------------------------------------
 # Passwords kept by the portal: optional, off by default in production (single sign-on instead); the embedded mode
 # keeps them for the demo logins. Demo accounts (the seeded usernames with the demo password) are refused in
