@@ -52,25 +52,26 @@ class ExternalIdentityAdmin(admin.ModelAdmin):
         return False
 
 
+def _scope_of(data: dict[str, Any]) -> str:
+    """The scope follows from the department or project given, as in the services."""
+    return "project" if data.get("project") else "department" if data.get("department") else "everything"
+
+
 class RoleBindingForm(forms.ModelForm):
     class Meta:
         model = RoleBinding
         fields = ["user", "group", "role", "department", "project"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
+        self.instance.scope = _scope_of(data)
         if data.get("department") and data.get("project"):
             raise forms.ValidationError("Choose a department or a project as the scope, not both.")
         if services.role_binding_exists(user=data.get("user"), group=data.get("group"), role=data.get("role", ""),
                                         department=data.get("department"), project=data.get("project")):
             raise forms.ValidationError("This binding already exists.")
         return data
-
-    def _post_clean(self) -> None:
-        # The scope follows from the department or project given, as in role_binding_create.
-        self.instance.scope = "project" if self.cleaned_data.get("project") else (
-            "department" if self.cleaned_data.get("department") else "everything")
-        super()._post_clean()
 
 
 @admin.register(RoleBinding)
@@ -107,7 +108,9 @@ class GroupRoleRuleForm(forms.ModelForm):
         fields = ["group_pattern", "role", "department", "project", "description"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
+        self.instance.scope = _scope_of(data)
         errors = services.group_role_rule_errors(
             group_pattern=(data.get("group_pattern") or "").strip(), role=data.get("role", ""),
             department=data.get("department"), project=data.get("project"), exclude_pk=self.instance.pk)
@@ -115,11 +118,6 @@ class GroupRoleRuleForm(forms.ModelForm):
             for message in messages_:
                 self.add_error(None if field == "__all__" else field, message)
         return data
-
-    def _post_clean(self) -> None:
-        self.instance.scope = "project" if self.cleaned_data.get("project") else (
-            "department" if self.cleaned_data.get("department") else "everything")
-        super()._post_clean()
 
 
 @admin.register(GroupRoleRule)
@@ -129,12 +127,14 @@ class GroupRoleRuleAdmin(admin.ModelAdmin):
     search_fields = ["group_pattern", "description"]
 
     def save_model(self, request: HttpRequest, obj: GroupRoleRule, form: Any, change: bool) -> None:
-        fields = {"group_pattern": obj.group_pattern, "role": obj.role, "department": obj.department,
-                  "project": obj.project, "description": obj.description}
         if change:
-            services.group_role_rule_update(actor=request.user, rule=GroupRoleRule.objects.get(pk=obj.pk), **fields)
+            services.group_role_rule_update(
+                actor=request.user, rule=GroupRoleRule.objects.get(pk=obj.pk), group_pattern=obj.group_pattern,
+                role=obj.role, department=obj.department, project=obj.project, description=obj.description)
         else:
-            obj.pk = services.group_role_rule_create(actor=request.user, **fields).pk
+            obj.pk = services.group_role_rule_create(
+                actor=request.user, group_pattern=obj.group_pattern, role=obj.role, department=obj.department,
+                project=obj.project, description=obj.description).pk
 
     def delete_model(self, request: HttpRequest, obj: GroupRoleRule) -> None:
         services.group_role_rule_delete(actor=request.user, rule=obj)
