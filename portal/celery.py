@@ -1,11 +1,54 @@
-"""The Celery app. Tasks live in worker/; the web enqueues them by name through apps.core.tasks.enqueue."""
+"""The Celery app. Tasks live in worker/; the web enqueues them by name through apps.core.tasks.enqueue.
+
+Signals carry the request id (apps/core/request_ids.py) from whoever sends a task into the task's log lines and
+whatever it creates, count task failures, and start the worker's metrics port.
+"""
 
 import os
+from contextvars import Token
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
+from django.conf import settings
+
+from apps.core import metrics, request_ids
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["worker"])
+
+_bound: dict[str, Token[str]] = {}  # task id -> the token to restore when it ends
+
+
+@signals.before_task_publish.connect
+def _send_request_id(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    if headers is not None and request_ids.current():
+        headers.setdefault(request_ids.TASK_HEADER, request_ids.current())
+
+
+@signals.task_prerun.connect
+def _bind_request_id(task_id: str = "", task: Any = None, **_: Any) -> None:
+    request = task.request if task is not None else None
+    sent = getattr(request, request_ids.TASK_HEADER, None) or (getattr(request, "headers", None) or {}).get(
+        request_ids.TASK_HEADER)
+    if sent:
+        _bound[task_id] = request_ids.bind(request_ids.accepted(sent))
+
+
+@signals.task_postrun.connect
+def _unbind_request_id(task_id: str = "", **_: Any) -> None:
+    token = _bound.pop(task_id, None)
+    if token is not None:
+        request_ids.unbind(token)
+
+
+@signals.task_failure.connect
+def _count_failure(sender: Any = None, **_: Any) -> None:
+    metrics.TASK_FAILURES.labels(getattr(sender, "name", "unknown")).inc()
+
+
+@signals.worker_init.connect
+def _serve_worker_metrics(**_: Any) -> None:
+    metrics.serve_metrics(settings.WORKER_METRICS_PORT)

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "django_filters",
+    "django_prometheus",
     "apps.core",
     "apps.cluster",
     "apps.accounts",
@@ -98,6 +99,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Probes and metrics first: /healthz, /readyz and /metrics skip host checks, redirects and sessions
+    # (portal/observability.py).
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "portal.observability.ProbeMiddleware",
+    "portal.observability.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "apps.accounts.middleware.PermissionsPolicyMiddleware",
@@ -112,6 +118,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Last: turns a lockout flagged during authentication into the lockout page or JSON answer.
     "axes.middleware.AxesMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -149,6 +156,11 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "org:overview"
 LOGOUT_REDIRECT_URL = "accounts:login"
+
+# The first installation admin (`manage.py bootstrap_admin`; its flags win over these).
+PORTAL_ADMIN_USERNAME = os.environ.get("PORTAL_ADMIN_USERNAME", "")
+PORTAL_ADMIN_EMAIL = os.environ.get("PORTAL_ADMIN_EMAIL", "")
+PORTAL_ADMIN_PASSWORD = _env_secret("PORTAL_ADMIN_PASSWORD") or ""
 
 # --- Sign-in (README "Sign-in and security") ----------------------------------------------------------------------
 # Passwords kept by the portal: optional, off by default in production (single sign-on instead); the embedded mode
@@ -288,6 +300,7 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "portal")
 CELERY_TASK_SOFT_TIME_LIMIT = 120
 CELERY_TASK_TIME_LIMIT = 180
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False  # the worker logs through LOGGING below (JSON, request ids)
 CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     # Declarative and cheap when nothing changed: repairs drift and anything a lost message missed.
@@ -347,18 +360,48 @@ KUEUE_PROJECT_PREFIX = os.environ.get("KUEUE_PROJECT_PREFIX", "proj-")
 PORTAL_EXTRA_PROJECT_NAMESPACES = _env_list("PORTAL_EXTRA_PROJECT_NAMESPACES", [])
 PORTAL_NAMESPACE = os.environ.get("PORTAL_NAMESPACE") or os.environ.get("POD_NAMESPACE", "")
 
+# --- Health, metrics and logs (README "Health, metrics and logs"; portal/observability.py) ---------------------------
+# /readyz fails the cluster check when the watcher has not reached the API server for this long (it tries every
+# WATCHER_HEARTBEAT_SECONDS).
+WATCHER_HEARTBEAT_SECONDS = _env_int("WATCHER_HEARTBEAT_SECONDS", 10, minimum=1)
+READYZ_CLUSTER_MAX_AGE = _env_int("READYZ_CLUSTER_MAX_AGE", 60, minimum=1)
+# The web's /metrics answers these networks (CIDRs: the cluster's pod network, say) or a bearer token.
+METRICS_ALLOWED_NETWORKS = _env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+METRICS_TOKEN = _env_secret("METRICS_TOKEN") or ""
+# The worker's and watcher's own metrics ports (0: none; the embedded mode runs several on one machine).
+WORKER_METRICS_PORT = _env_int("WORKER_METRICS_PORT", 9101 if PRODUCTION else 0)
+WATCHER_METRICS_PORT = _env_int("WATCHER_METRICS_PORT", 9102 if PRODUCTION else 0)
+
+# Logs: one JSON object a line in production (LOG_FORMAT=plain for people), each with the request id.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "json" if PRODUCTION else "plain")
+if LOG_FORMAT not in {"json", "plain"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be 'json' or 'plain', not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "apps.core.request_ids.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # django-axes logs every sign-in at INFO; its lockouts and repeated failures come at WARNING.
-    "loggers": {"axes": {"level": os.environ.get("AXES_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        # django-axes logs every sign-in at INFO; its lockouts and repeated failures come at WARNING.
+        "axes": {"level": os.environ.get("AXES_LOG_LEVEL", "WARNING")},
+        # One line per request (portal/observability.py); gunicorn's access log says the same without the id.
+        "portal.request": {"level": os.environ.get("REQUEST_LOG_LEVEL", "INFO")},
+    },
 }
 
 if PRODUCTION:
     SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", True)
+    # The probes' and Prometheus' plain-HTTP paths (answered before the redirect anyway: ProbeMiddleware).
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

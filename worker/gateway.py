@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 STRICT = "Strict"
 TRANSIENT_STATUS = {0, 408, 429, 500, 502, 503, 504}
+UNREACHABLE = "Unreachable"  # a ClusterError's reason when the API server never answered
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,15 @@ class ClusterError(Exception):
     def already_exists(self) -> bool:
         return self.status == 409 and self.reason == "AlreadyExists"
 
+    @property
+    def unreachable(self) -> bool:
+        """No answer at all (connection refused, reset, timed out): never a refusal by the API server."""
+        return self.reason == UNREACHABLE
+
+    def describe(self) -> str:
+        """One line for a run's or an intent's error: the API's status and reason when it answered."""
+        return self.message if self.unreachable else f"{self.status} {self.reason}: {self.message}"
+
 
 def _error(exc: ApiException) -> ClusterError:
     reason, message = exc.reason or "", str(exc.reason or exc)
@@ -77,6 +87,14 @@ def _error(exc: ApiException) -> ClusterError:
     except (TypeError, ValueError):
         pass
     return ClusterError(int(exc.status or 0), reason, message)
+
+
+def _cause(exc: Exception) -> str:
+    """The reason of a connection failure ("Failed to establish a new connection: ... refused"), without urllib3's
+    retry wrapper and its repeat of the host."""
+    reason = getattr(exc, "reason", None) or exc
+    text = str(reason)
+    return text.split(": ", 1)[-1] if isinstance(reason, urllib3.exceptions.NewConnectionError) else text
 
 
 def _path(kind: Kind, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
@@ -97,6 +115,10 @@ class Gateway:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
 
+    @property
+    def host(self) -> str:
+        return str(self.api_client.configuration.host)
+
     def _call(self, method: str, path: str, *, body: Any = None, query: list[tuple[str, Any]] | None = None,
               content_type: str = "application/json", timeout: float = 30.0) -> Any:
         method_, url, headers, serialized, post_params = self.api_client.param_serialize(
@@ -111,7 +133,7 @@ class Gateway:
         except ApiException as exc:
             raise _error(exc) from exc
         except (OSError, urllib3.exceptions.HTTPError) as exc:  # refused, reset, timed out: the API is away for now
-            raise ClusterError(0, "Unavailable", f"Kubernetes API unreachable: {exc}") from exc
+            raise ClusterError(0, UNREACHABLE, f"cannot reach the cluster at {self.host}: {_cause(exc)}") from exc
         if not 200 <= response.status < 300:
             raise _error(ApiException(status=response.status, reason=response.reason, body=data))
         if not data:

@@ -26,6 +26,7 @@ from apps.core.kueue_names import (
     PRIORITY_CLASS_LABEL,
     PROJECT_LABEL,
     QUEUE_NAME_LABEL,
+    REQUEST_ID_ANNOTATION,
     WORKLOAD_ID_LABEL,
 )
 from apps.workloads.models import Kind, Workload
@@ -97,7 +98,8 @@ def _counts(workload: Workload) -> dict[str, Any]:
     return {"parallelism": 1, "completions": 1, "backoffLimit": 0}
 
 
-def job_manifest(workload: Workload) -> dict[str, Any]:
+def job_manifest(workload: Workload, *, request_id: str = "") -> dict[str, Any]:
+    """The Job; `request_id`, when the submission came with one, is annotated so its log lines can be found."""
     labels = portal_labels(workload)
     job_labels = {
         **labels,
@@ -113,7 +115,8 @@ def job_manifest(workload: Workload) -> dict[str, Any]:
             "name": job_name(workload),
             "namespace": workload.project.namespace,
             "labels": job_labels,
-            "annotations": {OWNER_ANNOTATION: workload.owner.get_username(), NAME_ANNOTATION: workload.name},
+            "annotations": {OWNER_ANNOTATION: workload.owner.get_username(), NAME_ANNOTATION: workload.name,
+                            **({REQUEST_ID_ANNOTATION: request_id} if request_id else {})},
         },
         "spec": {
             "suspend": True,  # Kueue starts it on admission

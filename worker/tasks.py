@@ -8,6 +8,7 @@ close them. `intents_sweep` (beat) sends again whatever is past its deadline, so
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.core.mail import send_mail
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.core import intents
+from apps.core import intents, metrics, request_ids
 from apps.core.kueue_names import WORKLOAD_ID_LABEL
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
@@ -48,27 +49,27 @@ def kueue_sync() -> list[str]:
         return []  # another worker is reconciling; it sees the open requests when it finishes and runs again
     # The requests this pass covers: those committed by now, whose changes the reconcile below reads.
     claim = intents.intent_claim(kind=org_services.KUEUE_SYNC_INTENT, target_id=None)
+    started = time.monotonic()
     try:
         result = reconcile(gateway(), desired_from_database())
     except ClusterError as error:
-        described = _describe(error)
+        metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+        described = error.describe()
         org_services.kueue_sync_finish(run=run, changes=[], error=described)
         intents.intent_release(claim, error=described,
                                retry_at=timezone.now() + org_services.KUEUE_SYNC_DEADLINE)
         if error.transient:
             raise TransientClusterError(error.message) from error
-        logger.error("kueue sync refused by the API server: %s", error.message)
+        logger.error("kueue sync refused by the API server: %s", error.describe())
         return []
+    metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+    metrics.RECONCILE_CHANGES.inc(len(result.changes))
     intents.intents_complete(kind=org_services.KUEUE_SYNC_INTENT, target_id=None, outcome="reconciled",
                              ids=claim.ids)
     again = org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors)
     if again or intents.intents_open(kind=org_services.KUEUE_SYNC_INTENT, target_id=None):
         kueue_sync.delay()
     return result.changes
-
-
-def _describe(error: ClusterError) -> str:
-    return f"{error.status} {error.reason}: {error.message}"
 
 
 # 404 is not here: a new project's namespace may not be synced yet, so it is worth a retry.
@@ -88,7 +89,7 @@ def workload_submit(self: Task, workload_id: int) -> str:
                                      outcome="not submitting", ids=claim.ids)
         intents.intent_release(claim)
         return "not claimed"
-    manifest = job_manifest(workload)
+    manifest = job_manifest(workload, request_id=request_ids.current())
     try:
         gw = gateway()
         uid = _create_or_adopt(gw, manifest)
@@ -98,23 +99,29 @@ def workload_submit(self: Task, workload_id: int) -> str:
         if error.status in PERMANENT_STATUS or not error.transient:
             workload_services.workload_mark_rejected(workload=workload, message=f"The cluster refused the job: "
                                                                                 f"{error.message}")
+            metrics.SUBMISSIONS.labels("rejected").inc()
             return "rejected"
         workload_services.workload_release_claim(workload=workload)
         if self.request.retries >= self.max_retries:
             workload_services.workload_mark_submit_failed(
                 workload_id=workload_id, message=f"Gave up after {self.request.retries + 1} attempts: {error.message}")
+            metrics.SUBMISSIONS.labels("submit_failed").inc()
             return "submit_failed"
         countdown = min(60, 2 ** (self.request.retries + 1))
         # Should the retry's message be lost too, the sweep sends it again once this is past.
-        intents.intent_release(claim, error=_describe(error), retry_at=timezone.now() + timedelta(
+        intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + timedelta(
             seconds=countdown) + workload_services.SUBMIT_DEADLINE)
+        metrics.SUBMISSIONS.labels("retry").inc()
         raise self.retry(exc=error, countdown=countdown) from error
     if not workload_services.workload_mark_submitted(workload=workload, uid=uid, manifest=manifest):
         # Stopped while we were creating it: take the Job back out, and record the stop if nobody has yet.
         deleted = gw.delete("Job", manifest["metadata"]["name"], namespace=manifest["metadata"]["namespace"],
                             propagation=STOP_PROPAGATION)
         _record_deletion(workload_id, deleted)
+        metrics.SUBMISSIONS.labels("stopped_meanwhile").inc()
         return "stopped meanwhile"
+    metrics.SUBMISSIONS.labels("submitted").inc()
+    metrics.SUBMIT_TO_JOB.observe((timezone.now() - workload.created_at).total_seconds())
     return "submitted"
 
 
@@ -155,7 +162,7 @@ def workload_stop(workload_id: int) -> str:
         deleted = gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
                                    propagation=STOP_PROPAGATION)
     except ClusterError as error:
-        intents.intent_release(claim, error=_describe(error), retry_at=timezone.now() + STOP_RETRY_AFTER)
+        intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + STOP_RETRY_AFTER)
         if error.transient:
             raise TransientClusterError(error.message) from error
         raise

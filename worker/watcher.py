@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, cast
 
+from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 from kubernetes import client as k8s
@@ -27,7 +29,7 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
 from apps.cluster import services as mirror
-from apps.core import kueue_names
+from apps.core import kueue_names, metrics
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
 from apps.workloads import services as workload_services
 from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Status, Workload
@@ -58,6 +60,7 @@ class WorkQueue:
         self.queue: deque[Any] = deque()
         self.dirty: set[Any] = set()
         self.processing: set[Any] = set()
+        self.added_at: dict[Any, float] = {}  # when a waiting key first came in, for the lag metric
         self.closed = False
 
     def add(self, key: Any) -> None:
@@ -65,6 +68,7 @@ class WorkQueue:
             if key in self.dirty:
                 return
             self.dirty.add(key)
+            self.added_at.setdefault(key, time.monotonic())
             if key not in self.processing:
                 self.queue.append(key)
                 self.condition.notify()
@@ -79,6 +83,11 @@ class WorkQueue:
             self.dirty.discard(key)
             self.processing.add(key)
             return key
+
+    def waited(self, key: Any) -> float:
+        """Seconds since `key` came in (taken once it is processed: a key added meanwhile starts again)."""
+        with self.condition:
+            return time.monotonic() - self.added_at.pop(key, time.monotonic())
 
     def done(self, key: Any) -> None:
         with self.condition:
@@ -187,6 +196,7 @@ class Watcher:
             close_old_connections()
             try:
                 self.process(key)
+                metrics.WATCHER_LAG.observe(self.work.waited(key))
             except Exception:
                 logger.warning("applying %s failed; will retry", key, exc_info=True)
                 self.stopping.wait(0.5)
@@ -229,7 +239,19 @@ class Watcher:
         for job_uid in job_uids:
             self.apply_job_uid(job_uid)
         self._jobs_gone(listed_at)
+        metrics.WATCHER_RESYNCS.inc()
         self.synced.set()
+
+    def heartbeat(self) -> None:
+        """One cheap list (a LocalQueue, a verb the watcher holds anyway) recorded for /readyz and the metrics."""
+        try:
+            self.gw.raw_get(f"/apis/{KINDS['LocalQueue'].group}/{KINDS['LocalQueue'].version}/localqueues",
+                            query=[("labelSelector", OWNED), ("limit", 1)])
+        except ClusterError as error:
+            logger.warning("heartbeat: %s", error.describe())
+            mirror.watcher_heartbeat(at=timezone.now(), error=error.describe())
+            return
+        mirror.watcher_heartbeat(at=timezone.now())
 
     def _jobs_gone(self, listed_at: datetime) -> None:
         """Live rows whose Job no longer exists in the cluster (deleted by someone else)."""
@@ -329,6 +351,7 @@ class Watcher:
         """Resync once (retrying until the cluster answers), then run the loops in daemon threads."""
         while not self.stopping.is_set():
             try:
+                self.heartbeat()
                 self.resync()
                 break
             except (ApiException, ClusterError, OSError):
@@ -339,6 +362,8 @@ class Watcher:
         self.threads.append(self._thread(self._every, self.positions_seconds, self.refresh_positions, "positions",
                                          name="positions"))
         self.threads.append(self._thread(self._every, self.resync_seconds, self.resync, "resync", name="resync"))
+        self.threads.append(self._thread(self._every, settings.WATCHER_HEARTBEAT_SECONDS, self.heartbeat,
+                                         "heartbeat", name="heartbeat"))
         for thread in self.threads:
             thread.start()
         return self.threads

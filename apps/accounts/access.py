@@ -166,8 +166,16 @@ def sees_everything(user: Any, action: Action = Action.VIEW) -> bool:
     return action in _actions(grants_for(user).everywhere)
 
 
+def is_break_glass(user: Any) -> bool:
+    """A Django superuser (`manage.py bootstrap_admin`, or createsuperuser from a shell on the installation) may
+    always manage role bindings and group rules, in django-admin too: the way back in when no portal admin is left."""
+    return bool(user is not None and user.is_authenticated and user.is_active and user.is_superuser)
+
+
 def may_grant(user: Any, role: str, scope_object: Any) -> bool:
     """Whether the user may bind `role` at the scope of `scope_object` (a department, a project, None = everything)."""
+    if is_break_glass(user):
+        return role != Role.ADMIN or scope_object is None  # admins are granted over everything only
     if not can(user, Action.MANAGE_MEMBERS, scope_object):
         return False
     if role in GRANTABLE_BY_MEMBER_MANAGERS:
@@ -253,7 +261,7 @@ def project_fields_editable(user: Any, project: Any) -> frozenset[str]:
 
 def can_manage_group_rules(user: Any) -> bool:
     """IdP group rules hand out any role anywhere, admin included: only admins over everything see and edit them."""
-    return can(user, Action.MANAGE)
+    return is_break_glass(user) or can(user, Action.MANAGE)
 
 
 def can_revoke_token(user: Any, token: Any) -> bool:

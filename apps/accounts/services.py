@@ -7,12 +7,14 @@ import hashlib
 import secrets
 import string
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -63,11 +65,7 @@ def role_binding_create(
         raise PermissionDenied("You may not grant this role at this scope.")
     with transaction.atomic():
         binding.full_clean()
-        duplicate = RoleBinding.objects.filter(
-            user=user, group=group, role=role, scope=scope, department=department, project=project,
-            source=BindingSource.MANUAL,
-        ).exists()
-        if duplicate:
+        if role_binding_exists(user=user, group=group, role=role, department=department, project=project):
             raise ValidationError("This binding already exists.")
         binding.save()
         audit_record(actor=actor, action="role_binding.create", obj=binding, before=None, after=snapshot(binding),
@@ -89,6 +87,62 @@ def role_binding_delete(*, actor: Any, binding: RoleBinding) -> None:
         audit_record(actor=actor, action="role_binding.delete", obj=binding, before=snapshot(binding), after=None,
                      **_audit_scope(binding))
         binding.delete()
+
+
+def role_binding_exists(*, user: Any, group: Group | None, role: str, department: Any, project: Any) -> bool:
+    """Whether this binding was granted by hand already (creating it again is refused)."""
+    scope = Scope.PROJECT if project else Scope.DEPARTMENT if department else Scope.EVERYTHING
+    return RoleBinding.objects.filter(user=user, group=group, role=role, scope=scope, department=department,
+                                      project=project, source=BindingSource.MANUAL).exists()
+
+
+@dataclass(frozen=True)
+class AdminBootstrap:
+    user: Any
+    changes: list[str]
+
+
+def _admin_account(user: Any) -> dict[str, Any]:
+    """What an audit row keeps of the installation admin's account (never the password hash)."""
+    return {"username": user.get_username(), "email": user.email, "is_staff": user.is_staff,
+            "is_superuser": user.is_superuser, "is_active": user.is_active}
+
+
+def installation_admin_bootstrap(*, username: str, email: str, password: str) -> AdminBootstrap:
+    """Make `username` an installation admin: the account (staff and superuser, for django-admin break-glass use)
+    and its admin binding over everything, each change audited. Idempotent: an existing account keeps its password
+    and e-mail, and an admin that is complete already changes nothing (`changes` is empty).
+
+    In production the password must pass Django's validators (AUTH_PASSWORD_VALIDATORS)."""
+    user_model = get_user_model()
+    changes: list[str] = []
+    with transaction.atomic():
+        user = user_model.objects.select_for_update().filter(username=username).first()
+        if user is None:
+            candidate = user_model(username=username, email=email, is_staff=True, is_superuser=True)
+            UnicodeUsernameValidator()(username)
+            if not password:
+                raise ValidationError("A new admin needs a password (PORTAL_ADMIN_PASSWORD or --password-file).")
+            if settings.PRODUCTION:
+                validate_password(password, candidate)
+            candidate.set_password(password)
+            candidate.save()
+            user = candidate
+            audit_record(actor=None, action="user.bootstrap_admin", obj=user, before=None, after=_admin_account(user))
+            changes.append(f"created the account {username!r}")
+        elif not (user.is_staff and user.is_superuser and user.is_active):
+            before = _admin_account(user)
+            user.is_staff = user.is_superuser = user.is_active = True
+            user.save(update_fields=["is_staff", "is_superuser", "is_active"])
+            audit_record(actor=None, action="user.bootstrap_admin", obj=user, before=before,
+                         after=_admin_account(user))
+            changes.append(f"made {username!r} an active staff superuser")
+        if not RoleBinding.objects.filter(user=user, role=Role.ADMIN, scope=Scope.EVERYTHING).exists():
+            binding = RoleBinding.objects.create(user=user, role=Role.ADMIN, scope=Scope.EVERYTHING)
+            audit_record(actor=None, action="role_binding.create", obj=binding, before=None, after=snapshot(binding))
+            changes.append(f"bound {username!r} to the admin role over everything")
+    forget_grants(user)
+    return AdminBootstrap(user=user, changes=changes)
 
 
 def notification_preference_set(*, user: Any, on_admitted: bool, on_preempted: bool, on_finished: bool,
@@ -173,7 +227,7 @@ def _sync_everyone(*, actor: Any) -> None:
             _sync_rule_bindings(actor=actor, user=orphans[0].user, desired={}, existing=orphans)
 
 
-def _rule_errors(*, group_pattern: str, role: str, department: Any, project: Any,
+def group_role_rule_errors(*, group_pattern: str, role: str, department: Any, project: Any,
                  exclude_pk: int | None = None) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if not group_pattern:
@@ -219,7 +273,7 @@ def group_role_rule_create(*, actor: Any, group_pattern: str, role: str, departm
     """A rule giving `role` at the scope (everything, a department or a project) to members of matching groups."""
     _require_rule_manager(actor)
     group_pattern = group_pattern.strip()
-    errors = _rule_errors(group_pattern=group_pattern, role=role, department=department, project=project)
+    errors = group_role_rule_errors(group_pattern=group_pattern, role=role, department=department, project=project)
     if errors:
         raise ValidationError(errors)
     scope = Scope.PROJECT if project else Scope.DEPARTMENT if department else Scope.EVERYTHING
@@ -240,7 +294,7 @@ def group_role_rule_update(*, actor: Any, rule: GroupRoleRule, group_pattern: st
     """Change a rule; `expected_version` is the version the change was read at (a stale one raises StaleWrite)."""
     _require_rule_manager(actor)
     group_pattern = group_pattern.strip()
-    errors = _rule_errors(group_pattern=group_pattern, role=role, department=department, project=project,
+    errors = group_role_rule_errors(group_pattern=group_pattern, role=role, department=department, project=project,
                           exclude_pk=rule.pk)
     if errors:
         raise ValidationError(errors)

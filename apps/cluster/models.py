@@ -76,3 +76,14 @@ class CohortState(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class WatcherHeartbeat(models.Model):
+    """One row: when the watcher last tried the API server and last got an answer (/readyz, the metrics)."""
+
+    beat_at = models.DateTimeField()
+    cluster_seen_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="Why the last try failed; empty when it answered.")
+
+    def __str__(self) -> str:
+        return f"watcher heartbeat at {self.beat_at:%Y-%m-%d %H:%M:%S}"

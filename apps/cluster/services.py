@@ -11,7 +11,7 @@ from django.db.models import Model
 
 from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
 
-from .models import ClusterQueueState, CohortState, LocalQueueState
+from .models import ClusterQueueState, CohortState, LocalQueueState, WatcherHeartbeat
 
 # The org models the mirror's labels name, reached through the mirror's own relations (cluster sits below org).
 _NodePool = CohortState._meta.get_field("node_pool").related_model
@@ -120,3 +120,11 @@ def mirror_keep_only(*, kind: str, keys: set[tuple[str, str]]) -> None:
         for row in model.objects.all():
             if (getattr(row, "namespace", ""), row.name) not in keys:
                 row.delete()
+
+
+def watcher_heartbeat(*, at: datetime, error: str = "") -> None:
+    """Record one try of the watcher's: the cluster answered (no error) or why not."""
+    fields: dict[str, Any] = {"beat_at": at, "error": error}
+    if not error:
+        fields["cluster_seen_at"] = at
+    WatcherHeartbeat.objects.update_or_create(pk=1, defaults=fields)

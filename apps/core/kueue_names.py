@@ -27,6 +27,8 @@ MODEL_LABEL = "portal.gpu/model"
 DATA_CLASS_LABEL = "portal.gpu/data-class"
 OWNER_ANNOTATION = "portal.gpu/owner"
 NAME_ANNOTATION = "portal.gpu/name"
+# The request that submitted the work (apps/core/request_ids.py), to find its log lines from the Job.
+REQUEST_ID_ANNOTATION = "portal.gpu/request-id"
 # Kueue's own labels: the LocalQueue a Job goes to, its WorkloadPriorityClass and its maximum execution time.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

@@ -83,3 +83,26 @@ def test_check_deploy_is_clean_in_production_mode():
     result = run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], PRODUCTION)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+OPERATIONS_PROBE = """
+import json, django
+django.setup()
+from django.conf import settings
+print(json.dumps({name: getattr(settings, name) for name in (
+    "LOG_FORMAT", "SECURE_REDIRECT_EXEMPT", "WORKER_METRICS_PORT", "WATCHER_METRICS_PORT", "PORTAL_ADMIN_USERNAME",
+    "PORTAL_ADMIN_PASSWORD")}))
+"""
+
+
+def test_production_logs_json_exempts_the_probes_and_reads_the_admin_password_file(tmp_path):
+    secret = tmp_path / "admin-password"
+    secret.write_text("from-a-mounted-secret\n")
+    result = run(["-c", OPERATIONS_PROBE], {**PRODUCTION, "PORTAL_ADMIN_USERNAME": "ops",
+                                            "PORTAL_ADMIN_PASSWORD_FILE": str(secret)})
+    assert result.returncode == 0, result.stderr
+    values = json.loads(result.stdout.strip().splitlines()[-1])
+    assert values["LOG_FORMAT"] == "json"
+    assert values["SECURE_REDIRECT_EXEMPT"] == ["^healthz$", "^readyz$", "^metrics$"]
+    assert (values["WORKER_METRICS_PORT"], values["WATCHER_METRICS_PORT"]) == (9101, 9102)
+    assert (values["PORTAL_ADMIN_USERNAME"], values["PORTAL_ADMIN_PASSWORD"]) == ("ops", "from-a-mounted-secret")

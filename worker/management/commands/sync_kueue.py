@@ -26,7 +26,9 @@ class Command(BaseCommand):
         try:
             result = reconcile(gateway(), desired_from_database())
         except ClusterError as error:
-            org_services.kueue_sync_finish(run=run, changes=[], error=f"{error.status} {error.reason}: {error.message}")
+            org_services.kueue_sync_finish(run=run, changes=[], error=error.describe())
+            if error.unreachable:
+                raise CommandError(error.message) from error
             raise CommandError(f"The cluster refused the change: {error.message}") from error
         org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors)
         for change in result.changes:

@@ -1,7 +1,9 @@
 import signal
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from apps.core.metrics import serve_metrics
 from worker.gateway import gateway
 from worker.watcher import Watcher
 
@@ -15,6 +17,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, resync_seconds: float = 300.0, positions_seconds: float = 2.0,
                **options: object) -> None:
+        serve_metrics(settings.WATCHER_METRICS_PORT)
         watcher = Watcher(gateway(), resync_seconds=resync_seconds, positions_seconds=positions_seconds)
         signal.signal(signal.SIGTERM, lambda *_: watcher.stop())
         signal.signal(signal.SIGINT, lambda *_: watcher.stop())

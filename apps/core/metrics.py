@@ -1,0 +1,40 @@
+"""The portal's own Prometheus metrics, one definition each, and the metrics port of the worker and the watcher.
+
+Counters and histograms only, so they are safe under prometheus_client's multiprocess mode: with
+PROMETHEUS_MULTIPROC_DIR set (gunicorn's and Celery's prefork children), each process writes its own files there and
+the exporter adds them up. Gauges read from the database (queues, the watcher's heartbeat) are collected at scrape
+time by apps.cluster.metrics instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
+
+SUBMISSIONS = Counter("portal_submissions_total", "Submit task outcomes (submitted, rejected, submit_failed, retry, "
+                      "...)", ["outcome"])
+SUBMIT_TO_JOB = Histogram("portal_submit_to_job_seconds", "From the submission saved to its Job created",
+                          buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900))
+WATCHER_LAG = Histogram("portal_watcher_lag_seconds", "From a cluster event's arrival at the watcher to its row "
+                        "written", buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+WATCHER_RESYNCS = Counter("portal_watcher_resyncs_total", "Full relists of every watched kind")
+RECONCILE_DURATION = Histogram("portal_reconcile_duration_seconds", "One Kueue reconcile pass, failed ones included",
+                               buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+RECONCILE_CHANGES = Counter("portal_reconcile_changes_total", "Objects created, updated or deleted by reconciles")
+TASK_FAILURES = Counter("portal_celery_task_failures_total", "Celery tasks that ended in an exception", ["task"])
+
+
+def registry() -> CollectorRegistry:
+    """What this process exports: every process's files in multiprocess mode, else this process's registry."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        combined = CollectorRegistry()
+        multiprocess.MultiProcessCollector(combined)
+        return combined
+    return REGISTRY
+
+
+def serve_metrics(port: int) -> None:
+    """The worker's or watcher's /metrics on `port` (0: none), on every interface for the cluster's scraper."""
+    if port:
+        start_http_server(port, registry=registry())
