@@ -264,6 +264,12 @@ def can_manage_group_rules(user: Any) -> bool:
     return is_break_glass(user) or can(user, Action.MANAGE)
 
 
+def require_rule_manager(user: Any) -> None:
+    """Refuse (403) anyone who may not manage IdP group rules (see can_manage_group_rules)."""
+    if not can_manage_group_rules(user):
+        raise PermissionDenied("Only admins manage IdP group rules.")
+
+
 def can_revoke_token(user: Any, token: Any) -> bool:
     """A token's owner revokes it; so does an admin (a leaked token must be stoppable without its owner)."""
     if user is None or not user.is_authenticated or not user.is_active:

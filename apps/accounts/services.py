@@ -255,11 +255,6 @@ def group_role_rule_errors(*, group_pattern: str, role: str, department: Any, pr
     return errors
 
 
-def _require_rule_manager(actor: Any) -> None:
-    if not access.can_manage_group_rules(actor):
-        raise PermissionDenied("Only admins manage IdP group rules.")
-
-
 def _rule_audit_scope(rule: GroupRoleRule) -> dict[str, Any]:
     if rule.project_id:
         return {"project": rule.project}
@@ -271,7 +266,7 @@ def _rule_audit_scope(rule: GroupRoleRule) -> dict[str, Any]:
 def group_role_rule_create(*, actor: Any, group_pattern: str, role: str, department: Any = None,
                            project: Any = None, description: str = "") -> GroupRoleRule:
     """A rule giving `role` at the scope (everything, a department or a project) to members of matching groups."""
-    _require_rule_manager(actor)
+    access.require_rule_manager(actor)
     group_pattern = group_pattern.strip()
     errors = group_role_rule_errors(group_pattern=group_pattern, role=role, department=department, project=project)
     if errors:
@@ -292,7 +287,7 @@ def group_role_rule_update(*, actor: Any, rule: GroupRoleRule, group_pattern: st
                            project: Any = None, description: str = "",
                            expected_version: int | None = None) -> GroupRoleRule:
     """Change a rule; `expected_version` is the version the change was read at (a stale one raises StaleWrite)."""
-    _require_rule_manager(actor)
+    access.require_rule_manager(actor)
     group_pattern = group_pattern.strip()
     errors = group_role_rule_errors(group_pattern=group_pattern, role=role, department=department, project=project,
                           exclude_pk=rule.pk)
@@ -315,7 +310,7 @@ def group_role_rule_update(*, actor: Any, rule: GroupRoleRule, group_pattern: st
 
 def group_role_rule_delete(*, actor: Any, rule: GroupRoleRule) -> None:
     """Remove the rule; the bindings it alone made go with it (audited one by one)."""
-    _require_rule_manager(actor)
+    access.require_rule_manager(actor)
     with transaction.atomic():
         audit_record(actor=actor, action="group_role_rule.delete", obj=rule, before=snapshot(rule), after=None,
                      **_rule_audit_scope(rule))

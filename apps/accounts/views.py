@@ -9,7 +9,6 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -19,7 +18,7 @@ from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest
 from apps.core.views import confirm_delete_page
 
-from . import access, services
+from . import access, selectors, services
 from .access import Action
 from .forms import (
     GroupRoleRuleForm,
@@ -28,7 +27,6 @@ from .forms import (
     PortalAuthenticationForm,
     RoleBindingForm,
 )
-from .models import GroupRoleRule, NotificationPreference
 
 REMOVE_BINDING_CONSEQUENCES = "The subject loses this role at this scope and below."
 
@@ -112,7 +110,7 @@ def role_binding_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 def my_settings(request: AuthenticatedRequest) -> HttpResponse:
     """The signed-in user's own settings: which workload events reach them by e-mail (opt-in)."""
     user = request.user
-    preference = NotificationPreference.objects.filter(user=user).first()
+    preference = selectors.notification_preference(user)
     fields = ("on_admitted", "on_preempted", "on_finished", "on_failed")
     initial = {name: getattr(preference, name) for name in fields} if preference else {}
     form = NotificationPreferenceForm(request.POST if request.method == "POST" else None, initial=initial)
@@ -127,16 +125,10 @@ def my_settings(request: AuthenticatedRequest) -> HttpResponse:
 # --- IdP group rules (admins) ---------------------------------------------------------------------------------
 
 
-def _require_rule_manager(request: AuthenticatedRequest) -> None:
-    if not access.can_manage_group_rules(request.user):
-        raise PermissionDenied("Only admins manage IdP group rules.")
-
-
 @login_required
 def group_rules(request: AuthenticatedRequest) -> HttpResponse:
-    _require_rule_manager(request)
-    rules = GroupRoleRule.objects.select_related("department", "project__department").annotate(
-        binding_count=Count("bindings"))
+    access.require_rule_manager(request.user)
+    rules = selectors.group_rules()
     return render(request, "accounts/group_rules.html", {
         "rules": rules, "oidc_enabled": settings.OIDC_ENABLED, "groups_claim": settings.OIDC_GROUPS_CLAIM,
     })
@@ -158,7 +150,7 @@ def _rule_form_page(request: AuthenticatedRequest, form: GroupRoleRuleForm, save
 @login_required
 @require_http_methods(["GET", "POST"])
 def group_rule_create(request: AuthenticatedRequest) -> HttpResponse:
-    _require_rule_manager(request)
+    access.require_rule_manager(request.user)
     form = GroupRoleRuleForm(request.POST or None)
     return _rule_form_page(
         request, form, lambda f: services.group_role_rule_create(actor=request.user, **f.service_fields()),
@@ -169,8 +161,8 @@ def group_rule_create(request: AuthenticatedRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def group_rule_edit(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    _require_rule_manager(request)
-    rule = get_object_or_404(GroupRoleRule, pk=pk)
+    access.require_rule_manager(request.user)
+    rule = get_object_or_404(selectors.group_rules(), pk=pk)
     form = GroupRoleRuleForm(request.POST or None, rule=rule)
     return _rule_form_page(
         request, form, lambda f: services.group_role_rule_update(actor=request.user, rule=rule,
@@ -183,8 +175,8 @@ def group_rule_edit(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def group_rule_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    _require_rule_manager(request)
-    rule = get_object_or_404(GroupRoleRule.objects.select_related("department", "project"), pk=pk)
+    access.require_rule_manager(request.user)
+    rule = get_object_or_404(selectors.group_rules(), pk=pk)
     return confirm_delete_page(
         request, obj=rule, kind="IdP group rule", cancel="accounts:group_rules", redirect_to="accounts:group_rules",
         success=f"Removed the rule for {rule.group_pattern}.",

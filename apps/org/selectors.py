@@ -15,7 +15,7 @@ from apps.accounts.access import Action
 from apps.cluster.models import CohortState
 from apps.core.models import AuditEvent
 
-from .models import Department, KueueSyncRun, KueueSyncState, NodePool, Project, Quota
+from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
 
 
 def departments_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Department]:
@@ -29,6 +29,13 @@ def projects_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Project]:
 def quotas_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Quota]:
     """Department quotas of visible departments and project quotas of visible projects."""
     return access.restrict(Quota.objects.all(), user, action)
+
+
+def departments_with_projects(user: Any) -> list[tuple[Department, list[Project]]]:
+    """The departments the user sees, each with the projects the user sees in it (two queries)."""
+    rows = departments_for(user).prefetch_related(
+        Prefetch("projects", queryset=projects_for(user), to_attr="visible_projects"))
+    return [(department, department.visible_projects) for department in rows]  # type: ignore[attr-defined]
 
 
 def audit_events_for(user: Any) -> QuerySet[AuditEvent]:
@@ -126,6 +133,20 @@ class DepartmentRow:
 
 def node_pools() -> QuerySet[NodePool]:
     return NodePool.objects.all()
+
+
+def priority_classes() -> QuerySet[PriorityClass]:
+    """Every priority class (everyone signed in may read them: they are what a submission picks from)."""
+    return PriorityClass.objects.all()
+
+
+def weight_projects(user: Any) -> QuerySet[Project]:
+    """The projects whose weights and default priority class the user may change, with their quotas' pools."""
+    return projects_for(user, Action.EDIT_WEIGHT).select_related(
+        "department", "default_priority_class"
+    ).prefetch_related(Prefetch("quotas", queryset=Quota.objects.select_related("node_pool"))).order_by(
+        "department__name", "name"
+    )
 
 
 def org_tree(*, user: Any) -> tuple[list[NodePool], list[DepartmentRow]]:

@@ -13,7 +13,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
@@ -35,7 +34,7 @@ from .forms import (
     ProjectForm,
     WeightForm,
 )
-from .models import Department, NodePool, PriorityClass, Project, Quota
+from .models import Department, Project
 from .quota_table import QuotaTable
 
 
@@ -102,7 +101,7 @@ def pool_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
-    pool = get_object_or_404(NodePool, slug=slug)
+    pool = get_object_or_404(selectors.node_pools(), slug=slug)
     access.require(request.user, Action.MANAGE, pool)
     form = NodePoolForm(request.POST or None, instance=pool)
     return _form_page(
@@ -116,7 +115,7 @@ def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
-    pool = get_object_or_404(NodePool, slug=slug)
+    pool = get_object_or_404(selectors.node_pools(), slug=slug)
     access.require(request.user, Action.MANAGE, pool)
     return confirm_delete_page(
         request, obj=pool, kind="node pool", cancel="org:pools", redirect_to="org:pools",
@@ -132,17 +131,15 @@ def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def departments(request: HttpRequest) -> HttpResponse:
     user = request.user
-    rows = selectors.departments_for(user).prefetch_related(
-        Prefetch("projects", queryset=selectors.projects_for(user), to_attr="visible_projects")
-    )
+    rows = selectors.departments_with_projects(user)
     return render(request, "org/departments.html", {
         "departments": [
             {"department": department, "can_manage": access.can(user, Action.MANAGE, department),
              "can_manage_projects": access.can(user, Action.MANAGE_PROJECTS, department),
              "projects": [{"project": project,
                            "can_manage": access.can(user, Action.MANAGE_PROJECTS, project)}
-                          for project in department.visible_projects]}
-            for department in rows
+                          for project in projects]}
+            for department, projects in rows
         ],
         "can_create": access.can(user, Action.MANAGE),
     })
@@ -275,7 +272,7 @@ def project_delete(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def priority_classes(request: HttpRequest) -> HttpResponse:
     return render(request, "org/priority_classes.html", {
-        "priority_classes": PriorityClass.objects.all(), "can_manage": access.can(request.user, Action.MANAGE),
+        "priority_classes": selectors.priority_classes(), "can_manage": access.can(request.user, Action.MANAGE),
     })
 
 
@@ -295,7 +292,7 @@ def priority_class_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
-    priority_class = get_object_or_404(PriorityClass, name=name)
+    priority_class = get_object_or_404(selectors.priority_classes(), name=name)
     access.require(request.user, Action.MANAGE, priority_class)
     form = PriorityClassForm(request.POST or None, instance=priority_class)
 
@@ -311,7 +308,7 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
-    priority_class = get_object_or_404(PriorityClass, name=name)
+    priority_class = get_object_or_404(selectors.priority_classes(), name=name)
     access.require(request.user, Action.MANAGE, priority_class)
     return confirm_delete_page(
         request, obj=priority_class, kind="priority class", cancel="org:priority_classes",
@@ -345,14 +342,6 @@ def _weight_rows(user: Any, projects: Any, *, observed_weights: dict[int, Any] |
     return rows
 
 
-def _weight_projects(user: Any) -> Any:
-    return selectors.projects_for(user, Action.EDIT_WEIGHT).select_related(
-        "department", "default_priority_class"
-    ).prefetch_related(Prefetch("quotas", queryset=Quota.objects.select_related("node_pool"))).order_by(
-        "department__name", "name"
-    )
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def weights(request: AuthenticatedRequest) -> HttpResponse:
@@ -364,8 +353,8 @@ def weights(request: AuthenticatedRequest) -> HttpResponse:
         return _weights_post(request)
     return render(request, "org/weights.html", {
         "pools": list(selectors.node_pools()),
-        "rows": _weight_rows(user, _weight_projects(user)),
-        "priority_classes": list(PriorityClass.objects.all()),
+        "rows": _weight_rows(user, selectors.weight_projects(user)),
+        "priority_classes": list(selectors.priority_classes()),
     })
 
 
@@ -406,11 +395,11 @@ def _weights_post(request: AuthenticatedRequest) -> HttpResponse:
         else:
             messages.success(request, "Saved.")
         return redirect("org:weights")
-    project = get_object_or_404(_weight_projects(user), pk=project_id)
+    project = get_object_or_404(selectors.weight_projects(user), pk=project_id)
     status.update({"errors": errors, "saved": not errors, "value": request.POST.get("over_quota_weight")})
     return render(request, "org/partials/_weight_row.html", {
         "row": _weight_rows(user, [project], observed_weights=observed_weights)[0], "status": status,
-        "priority_classes": list(PriorityClass.objects.all()),
+        "priority_classes": list(selectors.priority_classes()),
     })
 
 

@@ -65,6 +65,11 @@ def submit_projects(*, user: Any) -> QuerySet[Project]:
         "department__name", "name")
 
 
+def submit_project_known(*, projects: QuerySet[Project], raw: str) -> bool:
+    """Whether `raw` (a project id from the page) names one of the projects the submit page offers."""
+    return projects.filter(pk=parse_id(raw) or 0).exists()
+
+
 def templates(*, kind: str | None = None) -> QuerySet[WorkloadTemplate]:
     rows = WorkloadTemplate.objects.all()
     return rows if kind is None else rows.filter(kind=kind)

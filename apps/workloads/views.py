@@ -105,8 +105,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
 
     if request.method == "GET":
         if request.htmx and "panel" in request.GET:
-            if request.GET.get("project") and not projects.filter(pk=parse_id(request.GET["project"]) or 0).exists():
-                raise Http404("No such project.")
+            _require_offered(projects, request.GET.get("project", ""))
             return render(request, "workloads/partials/_pool_panel.html",
                           {"panel": selectors.submit_panel(kind=kind, projects=projects, source=request.GET,
                                                            viewer=user)})
@@ -118,8 +117,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         form = WorkloadForm(initial=initial, kind=kind, projects=projects)
         return _submit_page(request, kind, form, projects, initial, source=source, template=template)
 
-    if request.POST.get("project") and not projects.filter(pk=parse_id(request.POST["project"]) or 0).exists():
-        raise Http404("No such project.")
+    _require_offered(projects, request.POST.get("project", ""))
     source = None
     if request.POST.get("resubmitted_from"):
         source = selectors.workload_for_page(user=user, pk=parse_id(request.POST["resubmitted_from"]) or 0)
@@ -158,6 +156,12 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         messages.error(request, "Nothing was submitted: fix the fields marked below.")
     return _submit_page(request, kind, form, projects, request.POST, source=source,
                         token=token if SUBMISSION_TOKEN.fullmatch(token) else None)
+
+
+def _require_offered(projects: Any, raw: str) -> None:
+    """A project named on the submit page must be one it offers: 404 otherwise, as for any row one may not see."""
+    if raw and not selectors.submit_project_known(projects=projects, raw=raw):
+        raise Http404("No such project.")
 
 
 def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: Any, values: Any, *,
@@ -346,7 +350,7 @@ def template_create(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
-    template = get_object_or_404(WorkloadTemplate, pk=pk)
+    template = get_object_or_404(selectors.templates(), pk=pk)
     form = WorkloadTemplateForm(request.POST or None, instance=template)
     return _template_form(request, form=form, template=template, success=f"Template {template.name} saved.",
                           save=lambda data: services.workload_template_update(
@@ -357,7 +361,7 @@ def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def template_delete(request: HttpRequest, pk: int) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
-    template = get_object_or_404(WorkloadTemplate, pk=pk)
+    template = get_object_or_404(selectors.templates(), pk=pk)
     return confirm_delete_page(
         request, obj=template, kind="template", cancel="workloads:templates", redirect_to="workloads:templates",
         delete=lambda: services.workload_template_delete(actor=request.user, template=template),

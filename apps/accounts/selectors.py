@@ -1,0 +1,20 @@
+"""Reads of accounts' own rows for its pages (role bindings and tokens are scoped in the access module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, QuerySet
+
+from .models import GroupRoleRule, NotificationPreference
+
+
+def notification_preference(user: Any) -> NotificationPreference | None:
+    """The user's e-mail opt-ins, None until they first save them (nothing is sent then)."""
+    return NotificationPreference.objects.filter(user=user).first()
+
+
+def group_rules() -> QuerySet[GroupRoleRule]:
+    """Every IdP group rule with its scope and how many bindings it holds (only rule managers call it)."""
+    return GroupRoleRule.objects.select_related("department", "project__department").annotate(
+        binding_count=Count("bindings"))
