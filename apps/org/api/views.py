@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from apps.accounts import access
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import ServiceViewSet
-from apps.core.http import parse_id
+from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.filters import AuditEventFilterSet, ProjectFilterSet, QuotaFilterSet
@@ -205,14 +205,11 @@ class DepartmentQuotaTableView(GenericAPIView):
 
     def get_department(self) -> Department:
         """The department in the URL (id or slug) among those the user may see; 404 for any other."""
-        lookup = self.kwargs["department"]
-        number = parse_id(lookup)
-        if number:
-            department = departments_for(self.request.user).filter(pk=number).first()
-        elif len(lookup) <= SLUG_MAX_LENGTH and DNS1123_LABEL.fullmatch(lookup):
-            department = departments_for(self.request.user).filter(slug=lookup).first()
-        else:
-            department = None  # not an id or a slug (a NUL byte would not even reach the database)
+        lookup = reference_lookup(self.kwargs["department"], name_field="slug")
+        if lookup is None or ("slug" in lookup and not (
+                len(lookup["slug"]) <= SLUG_MAX_LENGTH and DNS1123_LABEL.fullmatch(lookup["slug"]))):
+            raise NotFound()  # not an id or a slug
+        department = departments_for(self.request.user).filter(**lookup).first()
         if department is None:
             raise NotFound()
         return department

@@ -18,6 +18,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.api import ScopedPrimaryKeyRelatedField
+from apps.core.http import reference_lookup
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
 from apps.workloads.explain import REASONS
@@ -79,8 +80,9 @@ class ProjectReferenceField(serializers.Field):
         request = self.context.get("request")
         visible = projects_for(getattr(request, "user", None))
         text = str(data).strip()
-        lookup = {"pk": int(text)} if text.isdigit() else {"slug": text}
-        project = visible.select_related("department", "default_priority_class").filter(**lookup).first()
+        lookup = reference_lookup(text, name_field="slug")
+        project = visible.select_related("department", "default_priority_class").filter(
+            **lookup).first() if lookup is not None else None
         if project is None:
             self.fail("does_not_exist", value=text)
         return project
