@@ -1,4 +1,5 @@
-"""The API lists' filter backend and pagination (DEFAULT_FILTER_BACKENDS, DEFAULT_PAGINATION_CLASS).
+"""The API lists' filter backend and pagination (DEFAULT_FILTER_BACKENDS, DEFAULT_PAGINATION_CLASS), and the
+JSON parser of every request body (DEFAULT_PARSER_CLASSES).
 
 Kept apart from `api.py`, which imports DRF's viewsets: DRF reads these settings while importing its generics, so
 this module must not import them. Filters come from the apps' FilterSets (apps/core/filters.py); bad query
@@ -7,11 +8,14 @@ parameters answer 400 in the API's error shape (a field name and its messages).
 
 from __future__ import annotations
 
+import codecs
+import json
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework import exceptions, pagination
+from rest_framework import exceptions, pagination, parsers
 from rest_framework.request import Request
 
 from .filters import ScopedFilterSet
@@ -71,3 +75,30 @@ class Pagination(pagination.LimitOffsetPagination):
         if not self.count and isinstance(filterset, ScopedFilterSet) and not filterset.check_references():
             raise exceptions.ValidationError(form_error_detail(filterset.errors))
         return page
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        raise ValueError(f"a key appears twice in one object: {', '.join(twice)}")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+class StrictJSONParser(parsers.JSONParser):
+    """DRF's JSON parser, stricter: nesting too deep for the parser (RecursionError, which DRF lets through as a
+    500), a key given twice in one object (which would silently keep the last) and NaN/Infinity answer 400."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            return json.load(codecs.getreader(encoding)(stream), object_pairs_hook=_unique_keys,
+                             parse_constant=_no_constant)
+        except RecursionError as exc:
+            raise exceptions.ParseError("JSON parse error - the body is nested too deeply.") from exc
+        except ValueError as exc:
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from exc

@@ -33,6 +33,7 @@ from .models import (
     Workload,
     WorkloadTemplate,
 )
+from .validation import template_shape_errors
 
 COMMON_FIELDS = ("project", "name", "image")
 SIZE_FIELDS = ("node_pool", "gpus", "cpu", "memory_gib")
@@ -275,6 +276,14 @@ def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tup
 # --- templates ---------------------------------------------------------------------------------------------------
 
 
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    return isinstance(value, list) and any(_holds_nul(item) for item in value)
+
+
 class WorkloadTemplateForm(StyledForm):
     name = forms.CharField(max_length=80)
     description = forms.CharField(max_length=250, required=False)
@@ -296,8 +305,12 @@ class WorkloadTemplateForm(StyledForm):
             values = json.loads(self.cleaned_data["values"] or "{}")
         except json.JSONDecodeError as exc:
             raise ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from exc
+        except RecursionError as exc:
+            raise ValidationError("Not valid JSON here: it is nested too deeply.") from exc
         if not isinstance(values, dict):
             raise ValidationError("Write a JSON object: {\"field\": value, ...}.")
+        if _holds_nul(values):  # a \u0000 escape, which PostgreSQL's jsonb refuses
+            raise ValidationError("The values contain a NUL character (\\u0000); remove it.")
         return values
 
     def clean(self) -> dict[str, Any]:
@@ -315,17 +328,19 @@ class WorkloadTemplateForm(StyledForm):
         # Each value must be something the submission form itself would accept in that field.
         probe = WorkloadForm(kind=kind, projects=Project.objects.none())
         prefilled = initial_from_template(WorkloadTemplate(kind=kind, values=values))
+        shape: dict[str, Any] = {}
         for key, value in values.items():
             if key in ("node_pool", "priority_class") and prefilled.get(key) is None:
                 self.add_error("values", f"{key}: no {key.replace('_', ' ')} is called {value!r}.")
                 continue
             field = probe.fields[key]
             try:
-                cleaned = field.clean(prefilled[key])
-                if key == "env":
-                    parse_env(cleaned)
-                elif key in ("command", "args"):
-                    parse_words(cleaned)
+                cleaned = field.clean(prefilled.get(key))
+                shape[key] = parse_env(cleaned) if key == "env" else parse_words(cleaned) if key in (
+                    "command", "args") else cleaned
             except ValidationError as exc:
                 self.add_error("values", f"{key}: {' '.join(exc.messages)}")
+        # ... and each value as a submission would meet it (an image reference, env names, audit labels, sizes).
+        for field, messages in template_shape_errors(kind, shape).items():
+            self.add_error("values", f"{field}: {' '.join(messages)}")
         return data

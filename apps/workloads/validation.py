@@ -61,6 +61,8 @@ def validate_env(env: Any) -> None:
             raise ValidationError({"env": f"Names starting with {RESERVED_ENV_PREFIX} are set by the portal."})
         if name in seen:
             raise ValidationError({"env": f"{name} is set twice."})
+        if "\x00" in item["value"]:
+            raise ValidationError({"env": f"The value of {name} contains a NUL character; remove it."})
         seen.add(name)
 
 
@@ -94,6 +96,30 @@ def validate_shape(values: dict[str, Any]) -> None:
         raise ValidationError({"pods": "Only training runs several pods as one gang; use completions for batch."})
     if kind == Kind.TRAINING and values.get("pods", 1) > MAX_PODS:
         raise ValidationError({"pods": f"At most {MAX_PODS} pods."})
+
+
+# What a template leaves out is checked as if a submission filled it with these (valid) values.
+_SUBMISSION_FILLERS: dict[str, Any] = {"name": "template", "image": "busybox", "command": [], "args": [], "env": [],
+                                       "model_label": "template", "data_class": "template", "pods": 1,
+                                       "completions": 1, "parallelism": 1}
+
+
+def template_shape_errors(kind: str, values: dict[str, Any]) -> dict[str, list[str]]:
+    """Every shape error (validate_shape) a submission with these template values would meet, by field: each value
+    checked on its own, then all together for the rules across fields. Empty when a submission would pass."""
+    errors: dict[str, list[str]] = {}
+    for key in values:
+        try:
+            validate_shape({**_SUBMISSION_FILLERS, key: values[key], "kind": kind})
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors.setdefault(field, []).extend(m for m in messages if m not in errors.get(field, []))
+    if not errors:
+        try:
+            validate_shape({**_SUBMISSION_FILLERS, **values, "kind": kind})
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+    return errors
 
 
 def project_quota(project: Project, pool: NodePool) -> Quota | None:

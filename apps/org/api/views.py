@@ -10,13 +10,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts import access
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import ServiceViewSet
+from apps.core.api_lists import StrictJSONParser
 from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
@@ -201,7 +201,7 @@ class DepartmentQuotaTableView(GenericAPIView):
     queryset = Quota.objects.none()  # for the schema only; rows come from the department's quota table
     filter_backends: list[type] = []  # the whole table, never filtered
     pagination_class = None  # one department's pools x (projects + 1): the whole table, always
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     def get_department(self) -> Department:
         """The department in the URL (id or slug) among those the user may see; 404 for any other."""
