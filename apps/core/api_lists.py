@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -93,7 +94,8 @@ class StrictJSONParser(parsers.JSONParser):
     """DRF's JSON parser, stricter: nesting too deep for the parser (RecursionError, which DRF lets through as a
     500), a key given twice in one object (which would silently keep the last) and NaN/Infinity answer 400."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             return json.load(codecs.getreader(encoding)(stream), object_pairs_hook=_unique_keys,

@@ -341,6 +341,6 @@ class WorkloadTemplateForm(StyledForm):
             except ValidationError as exc:
                 self.add_error("values", f"{key}: {' '.join(exc.messages)}")
         # ... and each value as a submission would meet it (an image reference, env names, audit labels, sizes).
-        for field, messages in template_shape_errors(kind, shape).items():
-            self.add_error("values", f"{field}: {' '.join(messages)}")
+        for name, messages in template_shape_errors(kind, shape).items():
+            self.add_error("values", f"{name}: {' '.join(messages)}")
         return data
