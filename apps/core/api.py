@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
+from django.http import QueryDict
 from rest_framework import exceptions, permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -33,6 +34,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 class ShapeOnlyModelSerializer(serializers.ModelSerializer):
     """A ModelSerializer that checks shape only (types, lengths, choices, required/nullable).
 
+    A field the body names but the serializer does not write is refused by name (400).
     The model's validators, bounds and uniqueness checks are dropped here on purpose: the services run them
     (full_clean plus the rules that span rows) and their messages reach the client through the exception handler
     above, so the API and the forms say the same thing.
@@ -46,6 +48,18 @@ class ShapeOnlyModelSerializer(serializers.ModelSerializer):
 
     def get_validators(self) -> list:
         return []
+
+    def to_internal_value(self, data: Any) -> Any:
+        """A field the body names that this serializer would not write (read-only or unknown) is refused by name,
+        not silently dropped: the client believes it changed something. Form posts (the browsable API) carry
+        extra keys such as the CSRF token and are not checked."""
+        if isinstance(data, Mapping) and not isinstance(data, QueryDict):
+            errors = {}
+            for name in sorted(set(data) - {n for n, f in self.fields.items() if not f.read_only}):
+                errors[name] = ["This field is read-only." if name in self.fields else "Unknown field."]
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
 
 
 class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
