@@ -49,25 +49,29 @@ class FilterSetBackend(DjangoFilterBackend):
 
 
 class Pagination(pagination.LimitOffsetPagination):
-    """Limit/offset pages with strict parameters (a bad `limit` or `offset` is a 400, not silently the default).
+    """Limit/offset pages with strict parameters (a bad `limit` or `offset` is a 400, not silently the default;
+    a page holds at most `max_limit` rows).
 
     When a filtered list comes back empty, a reference in the filter that names no row the user may see (an unseen
     or unknown project, say) turns the answer into a 400 (see `ScopedFilterSet.check_references`).
     """
 
+    max_limit = 1000
+
     def get_limit(self, request: Request) -> int | None:
         raw = request.query_params.get(self.limit_query_param)
-        return self.default_limit if raw is None else self._number(self.limit_query_param, raw, lowest=1)
+        return self.default_limit if raw is None else self._number(self.limit_query_param, raw, lowest=1,
+                                                                  highest=self.max_limit)
 
     def get_offset(self, request: Request) -> int:
         raw = request.query_params.get(self.offset_query_param)
-        return 0 if raw is None else self._number(self.offset_query_param, raw, lowest=0)
+        return 0 if raw is None else self._number(self.offset_query_param, raw, lowest=0, highest=MAX_ID)
 
     @staticmethod
-    def _number(name: str, raw: str, *, lowest: int) -> int:
+    def _number(name: str, raw: str, *, lowest: int, highest: int) -> int:
         number = parse_int(raw)
-        if number is None or number < lowest:
-            raise exceptions.ValidationError({name: [f"Use a whole number from {lowest} to {MAX_ID}."]})
+        if number is None or not lowest <= number <= highest:
+            raise exceptions.ValidationError({name: [f"Use a whole number from {lowest} to {highest}."]})
         return number
 
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> list | None:
