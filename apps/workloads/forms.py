@@ -19,7 +19,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from apps.core.forms import StyledForm
-from apps.core.http import parse_id
+from apps.core.http import parse_id, reference_lookup
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 
 from . import selectors
@@ -252,7 +252,8 @@ def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tup
         if projects.filter(pk=source.project_id).exists():
             initial["project"] = source.project_id
     if query.get("project"):
-        initial["project"] = get_object_or_404(projects, slug=query["project"]).pk
+        initial["project"] = get_object_or_404(
+            projects, **(reference_lookup(query["project"], name_field="slug") or {"pk__in": []})).pk
     project_id = initial.get("project")
     project = projects.filter(pk=project_id).first() if project_id else projects.first()
     if project is not None:
