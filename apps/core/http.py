@@ -60,6 +60,16 @@ def reference_lookup(value: Any, *, name_field: str | None) -> dict[str, Any] | 
     return None if name_field is None else {name_field: value}
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a NUL character is anywhere in a parsed JSON value (keys too): PostgreSQL stores none in text or
+    jsonb, so such input is refused before it gets there."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    return isinstance(value, list) and any(holds_nul(item) for item in value)
+
+
 def poll_etag(*parts: Any) -> str:
     """A strong tag for a poll's answer, from whatever decides its body (viewer, scope, change marker)."""
     return quote_etag(hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()[:32])

@@ -19,7 +19,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from apps.core.forms import StyledForm
-from apps.core.http import parse_id, reference_lookup
+from apps.core.http import holds_nul, parse_id, reference_lookup
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 
 from . import selectors
@@ -277,14 +277,6 @@ def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tup
 # --- templates ---------------------------------------------------------------------------------------------------
 
 
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
-    return isinstance(value, list) and any(_holds_nul(item) for item in value)
-
-
 class WorkloadTemplateForm(StyledForm):
     name = forms.CharField(max_length=80)
     description = forms.CharField(max_length=250, required=False)
@@ -310,7 +302,7 @@ class WorkloadTemplateForm(StyledForm):
             raise ValidationError("Not valid JSON here: it is nested too deeply.") from exc
         if not isinstance(values, dict):
             raise ValidationError("Write a JSON object: {\"field\": value, ...}.")
-        if _holds_nul(values):  # a \u0000 escape, which PostgreSQL's jsonb refuses
+        if holds_nul(values):  # a \u0000 escape, which PostgreSQL's jsonb refuses
             raise ValidationError("The values contain a NUL character (\\u0000); remove it.")
         return values
 
