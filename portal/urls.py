@@ -9,3 +9,5 @@ urlpatterns = [
     path("api/v1/", include("portal.api_urls")),
     path("django-admin/", admin.site.urls),
 ]
+
+handler404 = "apps.core.views.not_found"

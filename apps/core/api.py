@@ -13,6 +13,8 @@ from rest_framework import exceptions, permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from .http import parse_id
+
 
 def validation_error_detail(error: DjangoValidationError) -> Any:
     if hasattr(error, "error_dict"):
@@ -78,7 +80,19 @@ class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         return self.scope(getattr(request, "user", None))
 
 
-class ServiceViewSet(viewsets.ModelViewSet):
+class StrictIdLookupMixin:
+    """Detail URLs name a row by its id in ASCII digits; anything else is a 404 in the API's shape. The router lets
+    any text through, and int() would read U+0661 (Arabic-Indic one) as row 1."""
+
+    lookup_field = "pk"
+
+    def get_object(self) -> Any:
+        if self.lookup_field == "pk" and parse_id(self.kwargs.get(self.lookup_field)) is None:  # type: ignore[attr-defined]
+            raise exceptions.NotFound()
+        return super().get_object()  # type: ignore[misc]
+
+
+class ServiceViewSet(StrictIdLookupMixin, viewsets.ModelViewSet):
     """CRUD whose writes go through services. Reads come from access-scoped querysets (unseen rows: 404).
 
     Before validating a write, `may_create()` / `may_change(obj)` (answered by the access module) turn away users

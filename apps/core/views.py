@@ -7,8 +7,9 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views import defaults
 
 
 def confirm_delete_page(
@@ -27,3 +28,10 @@ def confirm_delete_page(
         return redirect(redirect_to)
     return render(request, "core/confirm_delete.html",
                   {"object": obj, "kind": kind, "cancel": cancel, "consequences": consequences})
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: under /api/ a path that names no endpoint answers in the API's error shape, not a page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)

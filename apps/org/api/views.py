@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 from apps.accounts import access
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import ServiceViewSet
+from apps.core.api import ServiceViewSet, StrictIdLookupMixin
 from apps.core.api_lists import StrictJSONParser
 from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
@@ -278,7 +278,7 @@ class PriorityClassViewSet(ServiceViewSet):
         services.priority_class_delete(actor=self.request.user, priority_class=instance)
 
 
-class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+class AuditEventViewSet(StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
     """The audit log, scoped: admins see everything, department admins their departments. Newest first.
 
     Filters and ordering: `AuditEventFilterSet` (the audit page's too)."""

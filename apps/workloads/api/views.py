@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import validation_error_detail
+from apps.core.api import StrictIdLookupMixin, validation_error_detail
 from apps.workloads import services
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.models import Status, Workload, WorkloadEvent
@@ -49,7 +49,7 @@ def api_errors(error: DjangoValidationError) -> dict[str, Any]:
         ),
     ),
 )
-class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                       viewsets.GenericViewSet):
     """Your own workloads and every workload in the projects you may see, newest first.
 
