@@ -24,8 +24,23 @@ def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[s
             form.add_error(target, message)
 
 
+NUMBER_FIELDS = (forms.IntegerField, forms.DecimalField, forms.FloatField)
+
+
 class StyledForm(forms.Form):
-    """Marks fields with errors so the stylesheet can outline them."""
+    """Marks fields with errors so the stylesheet can outline them. Number fields take ASCII digits only: Django's
+    int() would read U+0661 (Arabic-Indic one) as 1, a silent coercion of what the user typed."""
 
     error_css_class = "field-error"
     required_css_class = "required"
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        if not self.is_bound:
+            return
+        for name, field in self.fields.items():
+            raw = self.data.get(self.add_prefix(name))
+            if isinstance(field, NUMBER_FIELDS) and isinstance(raw, str) and not raw.isascii():
+                self.errors.pop(name, None)
+                self.add_error(name, forms.ValidationError("Write the number with the digits 0-9.",
+                                                           code="ascii_digits"))

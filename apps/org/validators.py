@@ -64,7 +64,8 @@ def validate_extended_resource_name(value: str) -> None:
     if not slash or not domain:
         raise ValidationError(f"{value!r} is not an extended resource name: {example}.", code="extended_resource")
     if "kubernetes.io/" in value:
-        raise ValidationError(f"{value!r} is in the kubernetes.io namespace, which is Kubernetes' own; {example}.",
+        raise ValidationError(f"{value!r} is not an extended resource name: the kubernetes.io namespace is "
+                              f"Kubernetes' own; {example}.",
                               code="extended_resource_native")
     if not LABEL_KEY.match(value) or len(name) > 63 or len(f"requests.{domain}") > 253:
         raise ValidationError(
