@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
 from django.db.models import QuerySet
 from django.http import QueryDict
 from rest_framework import exceptions, permissions, serializers, viewsets
@@ -33,6 +34,24 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return drf_exception_handler(exc, context)
 
 
+class AsciiIntegerField(serializers.IntegerField):
+    """An integer whose text form has ASCII digits only: DRF's int() would read '\u0661' as 1."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str) and not data.isascii():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class AsciiDecimalField(serializers.DecimalField):
+    """A decimal whose text form has ASCII digits only (Decimal() reads Unicode digits too)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and not data.isascii():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ShapeOnlyModelSerializer(serializers.ModelSerializer):
     """A ModelSerializer that checks shape only (types, lengths, choices, required/nullable).
 
@@ -41,6 +60,14 @@ class ShapeOnlyModelSerializer(serializers.ModelSerializer):
     (full_clean plus the rules that span rows) and their messages reach the client through the exception handler
     above, so the API and the forms say the same thing.
     """
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        **dict.fromkeys((models.IntegerField, models.SmallIntegerField, models.BigIntegerField,
+                         models.PositiveIntegerField, models.PositiveSmallIntegerField,
+                         models.PositiveBigIntegerField), AsciiIntegerField),
+        models.DecimalField: AsciiDecimalField,
+    }
 
     def build_standard_field(self, field_name: str, model_field: Any) -> tuple[type, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)

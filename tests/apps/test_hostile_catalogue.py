@@ -51,6 +51,7 @@ NUMBER = {
     "negative": -5,
     "string-for-int": "many",
     "unicode-digit": "²",
+    "arabic-digit": "\u0661",  # int() and Decimal() would read it as 1
     "list-for-int": [1],
 }
 BAD_RESOURCE = ["nvidia.com/gpu;rm", "gpu", "kubernetes.io/gpu", "Nvidia.com/GPU ", "nvidia.com/" + "g" * 64]
@@ -154,6 +155,8 @@ for kind, body in SUBMITS.items():
         "name": {k: TEXT[k] for k in ("nul", "xss", "10k-chars", "csv-formula", "empty")},
         "project": {"superscript-digit": "²", "arabic-digit": "\u0661", "nul": "vis\x00ion", "2**63": 2**63},
         "gpus": NUMBER,
+        "cpu": {"arabic-digit": "\u0661", "arabic-quantity": "\u0665\u0660\u0660m", "nan": "NaN"},
+        "memory": {"arabic-digit": "\u0661Gi"},
         "image": {"bad-image": "BAD IMAGE", "nul": "busybox\x00"},
         "env": {"nul-value": {"A": "x\x00y"}, "reserved-name": {"PORTAL_TOKEN": "x"}, "list-of-strings": ["A=1"]},
         "preemtible-typo": {"unknown-field": True},
