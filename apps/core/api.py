@@ -14,7 +14,7 @@ from rest_framework import exceptions, permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from .http import parse_id
+from .http import holds_nul, parse_id
 
 
 def validation_error_detail(error: DjangoValidationError) -> Any:
@@ -32,6 +32,18 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     return drf_exception_handler(exc, context)
+
+
+NUL_MESSAGE = "Null characters are not allowed."
+
+
+def nul_errors(data: Any, fields: Mapping[str, serializers.Field]) -> dict[str, list[str]]:
+    """The references (related fields) of a request body whose value holds a NUL: DRF would look the row up with
+    it and PostgreSQL refuses NUL in a query (a 500). Text fields refuse NUL themselves."""
+    if not isinstance(data, Mapping) or isinstance(data, QueryDict):
+        return {}
+    return {name: [NUL_MESSAGE] for name, value in data.items()
+            if isinstance(fields.get(name), serializers.RelatedField) and holds_nul(value)}
 
 
 class AsciiIntegerField(serializers.IntegerField):
@@ -86,7 +98,7 @@ class ShapeOnlyModelSerializer(serializers.ModelSerializer):
             errors = {}
             for name in sorted(set(data) - {n for n, f in self.fields.items() if not f.read_only}):
                 errors[name] = ["This field is read-only." if name in self.fields else "Unknown field."]
-            if errors:
+            if errors := errors or nul_errors(data, self.fields):
                 raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 

@@ -20,7 +20,7 @@ from rest_framework import exceptions, pagination, parsers
 from rest_framework.request import Request
 
 from .filters import ScopedFilterSet
-from .http import MAX_ID, holds_nul, parse_int
+from .http import MAX_ID, parse_int
 
 
 def form_error_detail(errors: Any) -> dict[str, list[str]]:
@@ -96,8 +96,8 @@ def _no_constant(name: str) -> Any:
 
 class StrictJSONParser(parsers.JSONParser):
     """DRF's JSON parser, stricter: nesting too deep for the parser (RecursionError, which DRF lets through as a
-    500), a key given twice in one object (which would silently keep the last), NaN/Infinity and a NUL character
-    anywhere answer 400."""
+    500), a key given twice in one object (which would silently keep the last) and NaN/Infinity answer 400.
+    A NUL is refused per field by the serializers (apps.core.api.nul_errors)."""
 
     def parse(self, stream: Any, media_type: str | None = None,
               parser_context: Mapping[str, Any] | None = None) -> Any:
@@ -109,6 +109,4 @@ class StrictJSONParser(parsers.JSONParser):
             raise exceptions.ParseError("JSON parse error - the body is nested too deeply.") from exc
         except ValueError as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from exc
-        if holds_nul(data):  # PostgreSQL stores no NUL in text or jsonb; no field takes one
-            raise exceptions.ParseError("The body contains a NUL character (\\u0000); no field accepts one.")
         return data

@@ -17,7 +17,7 @@ from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField
+from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, nul_errors
 from apps.core.http import reference_lookup
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
@@ -251,6 +251,8 @@ class WorkloadSubmitSerializer(serializers.Serializer):
             data, QueryDict) else []
         if unknown:
             raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        if errors := nul_errors(data, self.fields):
+            raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 
