@@ -93,3 +93,20 @@ def bad_request(message: str) -> APIError:
 
 def internal(message: str) -> APIError:
     return APIError(500, message, "InternalError", {"causes": [{"message": message}]})
+
+
+def number_param(name: str, value: object, *, minimum: float = 0, maximum: float = 10**9,
+                 integer: bool = False) -> float:
+    """A query or control value as a finite number from `minimum` to `maximum` (an int with `integer`), else the 400
+    Status the API server answers for a bad parameter (never a 500)."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value) if not integer else int(value)
+        if integer and isinstance(value, float) and value != number:
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise bad_request(f"{name}: invalid value {value!r}: expected a number") from None
+    if not minimum <= number <= maximum:  # NaN and the infinities too
+        raise bad_request(f"{name}: invalid value {value!r}: expected a number from {minimum:g} to {maximum:g}")
+    return number

@@ -35,7 +35,7 @@ def _phase(pod: dict) -> str:
 
 def _index(pod: dict) -> int | None:
     value = (pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX)
-    return int(value) if value is not None and value.isdigit() else None
+    return int(value) if value is not None and value.isascii() and value.isdigit() else None
 
 
 def _condition(status: dict, type_: str) -> dict | None:

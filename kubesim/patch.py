@@ -112,7 +112,7 @@ def _walk(doc: Any, path: str) -> tuple[Any, str | int]:
     if isinstance(cur, list):
         if last == "-":
             return cur, len(cur)
-        if not last.isdigit():
+        if not (last.isascii() and last.isdigit()):
             raise PatchError(f"invalid array index {last!r} in {path}")
         return cur, int(last)
     if not isinstance(cur, dict):
@@ -123,7 +123,7 @@ def _walk(doc: Any, path: str) -> tuple[Any, str | int]:
 def _child(cur: Any, tok: str, path: str) -> Any:
     if isinstance(cur, dict) and tok in cur:
         return cur[tok]
-    if isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
+    if isinstance(cur, list) and tok.isascii() and tok.isdigit() and int(tok) < len(cur):
         return cur[int(tok)]
     raise PatchError(f"doc is missing path: {path}")
 

@@ -319,6 +319,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PARSER_CLASSES": [
+        "apps.core.api_lists.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "apps.core.api_lists.Pagination",
     "DEFAULT_FILTER_BACKENDS": ["apps.core.api_lists.FilterSetBackend"],
     "PAGE_SIZE": 100,

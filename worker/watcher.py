@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from apps.cluster import services as mirror
 from apps.core import kueue_names, metrics
+from apps.core.http import parse_id, parse_int
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
 from apps.workloads import services as workload_services
 from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Status, Workload
@@ -379,7 +380,7 @@ class Watcher:
 
 def _workload_id(job: dict[str, Any]) -> int:
     value = (job["metadata"].get("labels") or {}).get(WORKLOAD_ID_LABEL, "0") or "0"
-    return int(value) if value.isdigit() else 0
+    return parse_id(value) or 0
 
 
 def _newer(obj: dict[str, Any], held: dict[str, Any] | None) -> bool:
@@ -387,6 +388,7 @@ def _newer(obj: dict[str, Any], held: dict[str, Any] | None) -> bool:
     if held is None:
         return True
     new, old = obj["metadata"].get("resourceVersion", ""), held["metadata"].get("resourceVersion", "")
-    if new.isdigit() and old.isdigit():
-        return int(new) >= int(old)
+    new_number, old_number = parse_int(new), parse_int(old)
+    if new_number is not None and old_number is not None:
+        return new_number >= old_number
     return True

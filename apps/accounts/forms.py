@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.utils import timezone
 
 from apps.core.forms import StyledForm, VersionedForm
@@ -20,6 +21,8 @@ from .access import Action
 from .backends import LOCAL_LOGIN_OFF, refusal
 from .models import Role, scope_models
 
+USERNAME_MAX_LENGTH = 150  # auth.User.username
+
 
 class PortalAuthenticationForm(AuthenticationForm):
     """Django's login form, saying why a sign-in was refused (passwords off, a demo account in production)."""
@@ -27,6 +30,11 @@ class PortalAuthenticationForm(AuthenticationForm):
     def clean(self) -> dict[str, Any]:
         if not settings.LOCAL_LOGIN:
             raise ValidationError(LOCAL_LOGIN_OFF, code="local_login_off")
+        # Credentials no account can have (a NUL, a username longer than any) are the usual refusal, said once and
+        # never passed to authenticate(): the lockout's log would store them (and refuse them with a 500).
+        raw = [self.data.get(self.add_prefix(name), "") for name in ("username", "password")]
+        if any("\x00" in str(value) for value in raw) or len(str(raw[0])) > USERNAME_MAX_LENGTH:
+            raise self.get_invalid_login_error()
         try:
             return super().clean()
         except ValidationError:
@@ -148,6 +156,9 @@ class PersonalTokenForm(StyledForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         latest = timezone.now().date() + datetime.timedelta(days=settings.API_TOKEN_MAX_DAYS)
+        # The service refuses a day past the maximum; the last representable day must not overflow before it does.
+        self.fields["expires_on"].validators.append(MaxValueValidator(
+            datetime.date.max - datetime.timedelta(days=1), f"Pick a day up to {latest:%Y-%m-%d}."))
         self.fields["expires_on"].help_text = (
             f"The token works until the end of that day (UTC). Empty: {settings.API_TOKEN_DEFAULT_DAYS} days; at most "
             f"{settings.API_TOKEN_MAX_DAYS} days (until {latest:%Y-%m-%d}).")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
 from django.db.models import QuerySet
+from django.http import QueryDict
 from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
@@ -16,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from .http import parse_int
+from .http import holds_nul, parse_id, parse_int
 from .services import StaleWrite
 
 
@@ -49,13 +51,52 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return drf_exception_handler(exc, context)
 
 
+NUL_MESSAGE = "Null characters are not allowed."
+
+
+def nul_errors(data: Any, fields: Mapping[str, serializers.Field]) -> dict[str, list[str]]:
+    """The references (related fields) of a request body whose value holds a NUL: DRF would look the row up with
+    it and PostgreSQL refuses NUL in a query (a 500). Text fields refuse NUL themselves."""
+    if not isinstance(data, Mapping) or isinstance(data, QueryDict):
+        return {}
+    return {name: [NUL_MESSAGE] for name, value in data.items()
+            if isinstance(fields.get(name), serializers.RelatedField) and holds_nul(value)}
+
+
+class AsciiIntegerField(serializers.IntegerField):
+    """An integer whose text form has ASCII digits only: DRF's int() would read '\u0661' as 1."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str) and not data.isascii():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class AsciiDecimalField(serializers.DecimalField):
+    """A decimal whose text form has ASCII digits only (Decimal() reads Unicode digits too)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and not data.isascii():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ShapeOnlyModelSerializer(serializers.ModelSerializer):
     """A ModelSerializer that checks shape only (types, lengths, choices, required/nullable).
 
+    A field the body names but the serializer does not write is refused by name (400).
     The model's validators, bounds and uniqueness checks are dropped here on purpose: the services run them
     (full_clean plus the rules that span rows) and their messages reach the client through the exception handler
     above, so the API and the forms say the same thing.
     """
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        **dict.fromkeys((models.IntegerField, models.SmallIntegerField, models.BigIntegerField,
+                         models.PositiveIntegerField, models.PositiveSmallIntegerField,
+                         models.PositiveBigIntegerField), AsciiIntegerField),
+        models.DecimalField: AsciiDecimalField,
+    }
 
     def build_standard_field(self, field_name: str, model_field: Any) -> tuple[type, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)
@@ -65,6 +106,18 @@ class ShapeOnlyModelSerializer(serializers.ModelSerializer):
 
     def get_validators(self) -> list:
         return []
+
+    def to_internal_value(self, data: Any) -> Any:
+        """A field the body names that this serializer would not write (read-only or unknown) is refused by name,
+        not silently dropped: the client believes it changed something. Form posts (the browsable API) carry
+        extra keys such as the CSRF token and are not checked."""
+        if isinstance(data, Mapping) and not isinstance(data, QueryDict):
+            errors = {}
+            for name in sorted(set(data) - {n for n, f in self.fields.items() if not f.read_only}):
+                errors[name] = ["This field is read-only." if name in self.fields else "Unknown field."]
+            if errors := errors or nul_errors(data, self.fields):
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
 
 
 class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
@@ -81,6 +134,20 @@ class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
     def get_queryset(self) -> QuerySet:
         request = self.context.get("request")
         return self.scope(getattr(request, "user", None))
+
+
+class StrictIdLookupMixin:
+    """Detail URLs name a row by its id in ASCII digits; anything else is a 404 in the API's shape. The router lets
+    any text through, and int() would read U+0661 (Arabic-Indic one) as row 1."""
+
+    lookup_field = "pk"
+
+    def get_object(self) -> Any:
+        if self.lookup_field == "pk" and parse_id(self.kwargs.get(self.lookup_field)) is None:  # type: ignore[attr-defined]
+            raise exceptions.NotFound()
+        return super().get_object()  # type: ignore[misc]
+
+
 
 
 def version_etag(version: int) -> str:
@@ -130,7 +197,7 @@ IF_MATCH = OpenApiParameter(
 
 
 @extend_schema_view(partial_update=extend_schema(parameters=[IF_MATCH]))
-class ServiceViewSet(viewsets.ModelViewSet):
+class ServiceViewSet(StrictIdLookupMixin, viewsets.ModelViewSet):
     """CRUD whose writes go through services. Reads come from access-scoped querysets (unseen rows: 404).
 
     Before validating a write, `may_create()` / `may_change(obj)` (answered by the access module) turn away users

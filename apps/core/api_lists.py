@@ -1,4 +1,5 @@
-"""The API lists' filter backend and pagination (DEFAULT_FILTER_BACKENDS, DEFAULT_PAGINATION_CLASS).
+"""The API lists' filter backend and pagination (DEFAULT_FILTER_BACKENDS, DEFAULT_PAGINATION_CLASS), and the
+JSON parser of every request body (DEFAULT_PARSER_CLASSES).
 
 Kept apart from `api.py`, which imports DRF's viewsets: DRF reads these settings while importing its generics, so
 this module must not import them. Filters come from the apps' FilterSets (apps/core/filters.py); bad query
@@ -7,11 +8,15 @@ parameters answer 400 in the API's error shape (a field name and its messages).
 
 from __future__ import annotations
 
+import codecs
+import json
+from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework import exceptions, pagination
+from rest_framework import exceptions, pagination, parsers
 from rest_framework.request import Request
 
 from .filters import ScopedFilterSet
@@ -44,25 +49,29 @@ class FilterSetBackend(DjangoFilterBackend):
 
 
 class Pagination(pagination.LimitOffsetPagination):
-    """Limit/offset pages with strict parameters (a bad `limit` or `offset` is a 400, not silently the default).
+    """Limit/offset pages with strict parameters (a bad `limit` or `offset` is a 400, not silently the default;
+    a page holds at most `max_limit` rows).
 
     When a filtered list comes back empty, a reference in the filter that names no row the user may see (an unseen
     or unknown project, say) turns the answer into a 400 (see `ScopedFilterSet.check_references`).
     """
 
+    max_limit = 1000
+
     def get_limit(self, request: Request) -> int | None:
         raw = request.query_params.get(self.limit_query_param)
-        return self.default_limit if raw is None else self._number(self.limit_query_param, raw, lowest=1)
+        return self.default_limit if raw is None else self._number(self.limit_query_param, raw, lowest=1,
+                                                                  highest=self.max_limit)
 
     def get_offset(self, request: Request) -> int:
         raw = request.query_params.get(self.offset_query_param)
-        return 0 if raw is None else self._number(self.offset_query_param, raw, lowest=0)
+        return 0 if raw is None else self._number(self.offset_query_param, raw, lowest=0, highest=MAX_ID)
 
     @staticmethod
-    def _number(name: str, raw: str, *, lowest: int) -> int:
+    def _number(name: str, raw: str, *, lowest: int, highest: int) -> int:
         number = parse_int(raw)
-        if number is None or number < lowest:
-            raise exceptions.ValidationError({name: [f"Use a whole number from {lowest} to {MAX_ID}."]})
+        if number is None or not lowest <= number <= highest:
+            raise exceptions.ValidationError({name: [f"Use a whole number from {lowest} to {highest}."]})
         return number
 
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> list | None:
@@ -71,3 +80,33 @@ class Pagination(pagination.LimitOffsetPagination):
         if not self.count and isinstance(filterset, ScopedFilterSet) and not filterset.check_references():
             raise exceptions.ValidationError(form_error_detail(filterset.errors))
         return page
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        raise ValueError(f"a key appears twice in one object: {', '.join(twice)}")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+class StrictJSONParser(parsers.JSONParser):
+    """DRF's JSON parser, stricter: nesting too deep for the parser (RecursionError, which DRF lets through as a
+    500), a key given twice in one object (which would silently keep the last) and NaN/Infinity answer 400.
+    A NUL is refused per field by the serializers (apps.core.api.nul_errors)."""
+
+    def parse(self, stream: Any, media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            data = json.load(codecs.getreader(encoding)(stream), object_pairs_hook=_unique_keys,
+                             parse_constant=_no_constant)
+        except RecursionError as exc:
+            raise exceptions.ParseError("JSON parse error - the body is nested too deeply.") from exc
+        except ValueError as exc:
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from exc
+        return data

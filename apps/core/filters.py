@@ -27,7 +27,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.choices import BaseChoiceIterator
 
-from .http import MAX_ID, parse_id
+from .http import MAX_ID, reference_lookup
 
 SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
 INVALID_CHOICE = "Select a valid choice. That choice is not one of the available choices."
@@ -65,11 +65,8 @@ class ReferenceField(forms.CharField):
         text = super().to_python(value)
         if not text:
             return ""
-        if text.isascii() and text.isdigit():
-            valid = parse_id(text) is not None
-        else:
-            valid = self.slug_field is not None and bool(SLUG.match(text))
-        if not valid:
+        lookup = reference_lookup(text, name_field=self.slug_field)
+        if lookup is None or ("pk" not in lookup and not SLUG.match(text)):
             raise ValidationError(self.error_messages["invalid_choice"], code="invalid_choice")
         return text
 
@@ -115,9 +112,7 @@ class ReferenceFilter(django_filters.CharFilter):
 
     def matching(self, value: str) -> QuerySet:
         """The choices `value` names: by id, else by slug (the field lets a slug through only with a slug_field)."""
-        if value.isascii() and value.isdigit():
-            return self.scoped().filter(pk=int(value))
-        return self.scoped().filter(**{str(self.slug_field): value})
+        return self.scoped().filter(**(reference_lookup(value, name_field=self.slug_field) or {"pk__in": []}))
 
     def filter(self, qs: QuerySet, value: str) -> QuerySet:
         if not value:
@@ -136,7 +131,7 @@ class IdOrNameField(forms.CharField):
 
     def to_python(self, value: Any) -> str:
         text = super().to_python(value) or ""
-        if text.isascii() and text.isdigit() and parse_id(text) is None:
+        if text.isascii() and text.isdigit() and reference_lookup(text, name_field=None) is None:
             raise ValidationError(f"An id is a whole number from 1 to {MAX_ID}.", code="invalid_id")
         return text
 
@@ -155,9 +150,8 @@ class IdOrNameFilter(django_filters.CharFilter):
     def filter(self, qs: QuerySet, value: str) -> QuerySet:
         if not value:
             return qs
-        if value.isascii() and value.isdigit():
-            return qs.filter(**{f"{self.field_name}_id": int(value)})
-        return qs.filter(**{f"{self.field_name}__{self.name_field}": value})
+        lookup = reference_lookup(value, name_field=self.name_field) or {"pk__in": []}
+        return qs.filter(**{f"{self.field_name}__{key}": wanted for key, wanted in lookup.items()})
 
 
 class ChoiceListFilter(django_filters.BaseInFilter, django_filters.ChoiceFilter):

@@ -28,8 +28,13 @@ def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[s
             form.add_error(target, message)
 
 
+NUMBER_FIELDS = (forms.IntegerField, forms.DecimalField, forms.FloatField)
+
+
 class StyledForm(forms.Form):
-    """Marks fields with errors so the stylesheet can outline them; the field templates mark required ones."""
+    """Marks fields with errors so the stylesheet can outline them; the field templates mark required ones. Number
+    fields take ASCII digits only: Django's int() would read U+0661 (Arabic-Indic one) as 1, a silent coercion of
+    what the user typed."""
 
     error_css_class = "field-error"
     required_css_class = "required"
@@ -38,6 +43,18 @@ class StyledForm(forms.Form):
     def any_required(self) -> bool:
         """Whether a visible field must be filled in (the form then says what its asterisk means)."""
         return any(field.field.required for field in self.visible_fields())
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        if not self.is_bound:
+            return
+        for name, field in self.fields.items():
+            raw = self.data.get(self.add_prefix(name))
+            if isinstance(field, NUMBER_FIELDS) and isinstance(raw, str) and not raw.isascii():
+                self.errors.pop(name, None)
+                self.add_error(name, forms.ValidationError("Write the number with the digits 0-9.",
+                                                           code="ascii_digits"))
+
 
 
 VERSION_MISSING = ("This form does not say which version of the row it was read at, so saving it could undo "

@@ -46,6 +46,30 @@ def parse_id(value: Any) -> int | None:
     return number if number else None
 
 
+def reference_lookup(value: Any, *, name_field: str | None) -> dict[str, Any] | None:
+    """How a reference names a row: `{"pk": n}` for ASCII digits, `{name_field: text}` for other text, or None when
+    it can name nothing (digits out of range, a NUL, no name field, not text). The one reading of "id or name"
+    (filters, report scopes, API references, URLs): a Unicode digit such as '²' or U+0661 is a name, never an id."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value or "\x00" in value:
+        return None
+    if value.isascii() and value.isdigit():
+        number = parse_id(value)
+        return None if number is None else {"pk": number}
+    return None if name_field is None else {name_field: value}
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a NUL character is anywhere in a parsed JSON value (keys too): PostgreSQL stores none in text or
+    jsonb, so such input is refused before it gets there."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    return isinstance(value, list) and any(holds_nul(item) for item in value)
+
+
 def poll_etag(*parts: Any) -> str:
     """A strong tag for a poll's answer, from whatever decides its body (viewer, scope, change marker)."""
     return quote_etag(hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()[:32])

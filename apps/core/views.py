@@ -19,15 +19,16 @@ def confirm_delete_page(
     redirect_to: str, consequences: str = "", verb: str = "Delete", audited: bool = True,
 ) -> HttpResponse:
     """GET asks "delete this?" (or `verb` it: remove, stop); POST deletes through the service, or shows its refusal
-    back on the cancel page. `cancel` and `redirect_to` are URL names or paths. The GET page is the confirmation
-    without JavaScript; portal.js asks the same question in a dialog before posting (links marked data-confirm)."""
+    on this page (400), nothing changed. `cancel` and `redirect_to` are URL names or paths. The GET page is the
+    confirmation without JavaScript; portal.js asks the same question in a dialog before posting (links marked
+    data-confirm)."""
     if request.method == "POST":
         try:
             delete()
-        except ValidationError as exc:
-            for message in exc.messages:
-                messages.error(request, message)
-            return redirect(cancel)
+        except ValidationError as exc:  # refused: the confirm page again, saying why, with nothing deleted
+            return render(request, "core/confirm_delete.html", {
+                "object": obj, "kind": kind, "cancel_url": resolve_url(cancel), "verb": verb,
+                "refusals": exc.messages}, status=400)
         messages.success(request, success)
         return redirect(redirect_to)
     return render(request, "core/confirm_delete.html", {

@@ -14,7 +14,7 @@ from django.db.models import Q
 
 from apps.core.models import VersionedModel
 
-from .validators import validate_dns_label, validate_slug
+from .validators import validate_dns_label, validate_extended_resource_name, validate_slug
 
 MAX_OVER_QUOTA_WEIGHT = 1000
 MAX_POOL_CAPACITY = 100_000
@@ -32,7 +32,8 @@ class NodePool(VersionedModel):
     name = models.CharField(max_length=100)
     description = models.TextField(blank=True)
     gpu_resource = models.CharField(
-        max_length=100, help_text="Extended resource name, e.g. nvidia.com/gpu or nvidia.com/mig-3g.40gb."
+        max_length=100, validators=[validate_extended_resource_name],
+        help_text="Extended resource name, e.g. nvidia.com/gpu or nvidia.com/mig-3g.40gb.",
     )
     gpu_product = models.CharField(max_length=100, blank=True, help_text="nvidia.com/gpu.product of its nodes.")
     cut = models.CharField(max_length=20, choices=Cut.choices, default=Cut.FULL)

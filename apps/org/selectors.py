@@ -35,7 +35,7 @@ def departments_with_projects(user: Any) -> list[tuple[Department, list[Project]
     """The departments the user sees, each with the projects the user sees in it (two queries)."""
     rows = departments_for(user).prefetch_related(
         Prefetch("projects", queryset=projects_for(user), to_attr="visible_projects"))
-    return [(department, department.visible_projects) for department in rows]  # type: ignore[attr-defined]
+    return [(department, department.visible_projects) for department in rows]
 
 
 def audit_events_for(user: Any) -> QuerySet[AuditEvent]:

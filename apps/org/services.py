@@ -20,7 +20,7 @@ from apps.accounts.access import Action
 from apps.core import intents
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
-from apps.core.services import model_save, model_update, stale_message, version_check
+from apps.core.services import model_delete, model_save, model_update, stale_message, version_check
 
 from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
 from .validators import project_namespace_error, project_namespace_rule
@@ -114,7 +114,7 @@ def node_pool_delete(*, actor: Any, node_pool: NodePool) -> None:
                 f"{count} quota{'s' if count != 1 else ''} still use {node_pool.slug}; remove them first."
             )
         audit_record(actor=actor, action="node_pool.delete", obj=node_pool, before=snapshot(node_pool), after=None)
-        node_pool.delete()
+        model_delete(node_pool, what=f"pool {node_pool.slug}")
         _org_changed()
 
 
@@ -168,7 +168,7 @@ def department_delete(*, actor: Any, department: Department) -> None:
         audit_record(actor=actor, action="department.delete", obj=department, before=snapshot(department), after=None)
         for quota in department.quotas.select_related("node_pool"):
             audit_record(actor=actor, action="quota.delete", obj=quota, before=snapshot(quota), after=None)
-        department.delete()
+        model_delete(department, what=f"department {department.slug}")
         _org_changed()
 
 
@@ -285,7 +285,7 @@ def project_delete(*, actor: Any, project: Project) -> None:
         for quota in project.quotas.all():
             audit_record(actor=actor, action="quota.delete", obj=quota, before=snapshot(quota), after=None,
                          department=project.department)
-        project.delete()
+        model_delete(project, what=f"project {project.slug}")
         _org_changed()
 
 
@@ -817,7 +817,7 @@ def priority_class_delete(*, actor: Any, priority_class: PriorityClass) -> None:
     with transaction.atomic():
         audit_record(actor=actor, action="priority_class.delete", obj=priority_class, before=snapshot(priority_class),
                      after=None)
-        priority_class.delete()
+        model_delete(priority_class, what=f"priority class {priority_class.name}")
         _org_changed()
 
 

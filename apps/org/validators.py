@@ -55,6 +55,24 @@ def validate_label_value(value: str) -> None:
         )
 
 
+def validate_extended_resource_name(value: str) -> None:
+    """A Kubernetes extended resource name, as the API server checks it (IsExtendedResourceName): a qualified name
+    with a domain prefix (`vendor.tld/name`) outside the kubernetes.io namespace, also valid as a quota's
+    `requests.<name>`."""
+    domain, slash, name = (value or "").partition("/")
+    example = "use a domain-prefixed name such as nvidia.com/gpu or nvidia.com/mig-3g.40gb"
+    if not slash or not domain:
+        raise ValidationError(f"{value!r} is not an extended resource name: {example}.", code="extended_resource")
+    if "kubernetes.io/" in value:
+        raise ValidationError(f"{value!r} is not an extended resource name: the kubernetes.io namespace is "
+                              f"Kubernetes' own; {example}.",
+                              code="extended_resource_native")
+    if not LABEL_KEY.match(value) or len(name) > 63 or len(f"requests.{domain}") > 253:
+        raise ValidationError(
+            f"{value!r} is not a valid extended resource name (a DNS domain, '/', then at most 63 letters, digits, "
+            f"'-', '_' or '.', starting and ending alphanumeric); {example}.", code="extended_resource")
+
+
 # --- project namespaces -----------------------------------------------------------------------------------------
 
 SYSTEM_NAMESPACE_PREFIX = "kube-"

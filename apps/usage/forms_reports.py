@@ -10,7 +10,7 @@ from django import forms
 from django.utils import timezone
 
 from apps.accounts.access import Action
-from apps.core.http import parse_id
+from apps.core.http import reference_lookup
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
 
@@ -34,11 +34,10 @@ class ScopeChoiceField(forms.ModelChoiceField):
     def to_python(self, value: Any) -> Any:
         if value in self.empty_values:
             return None
-        number = parse_id(value)
-        lookup: dict[str, Any] = {"pk": number} if number is not None else {self.slug_field: str(value)}
+        lookup = reference_lookup(str(value), name_field=self.slug_field)
         queryset = self.queryset
         assert queryset is not None  # set by the form for its viewer
-        found = queryset.filter(**lookup).first() if "\x00" not in str(value) else None
+        found = queryset.filter(**lookup).first() if lookup is not None else None
         if found is None:
             raise forms.ValidationError(f"No {self.noun} {value!r} that you may see.", code="invalid_choice")
         return found

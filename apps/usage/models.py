@@ -40,6 +40,7 @@ class UsageInterval(models.Model):
 
     access_department_paths = ("project__department_id",)
     access_project_path = "project_id"
+    reference_noun = ("GPU-hour record", "GPU-hour records")  # what a refused delete says (core.services)
 
     class Meta:
         ordering = ["started_at", "id"]
@@ -120,6 +121,7 @@ class UsageSlice(models.Model):
 
     access_department_paths = ("department_id",)  # a copied column: no join for scoped reports
     access_project_path = "project_id"
+    reference_noun = None  # counted with their intervals when a delete is refused
 
     class Meta:
         ordering = ["interval_id", "started_at"]

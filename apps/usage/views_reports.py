@@ -8,6 +8,7 @@ so the page, its CSV link and a bookmark all show the same rows.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -33,9 +34,21 @@ class _Echo:
         return value
 
 
-def csv_response(rows: Iterable[list[str]], filename: str) -> StreamingHttpResponse:
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+PLAIN_NUMBER = re.compile(r"^[-+]?\d+(\.\d+)?$")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell a spreadsheet shows as text, never runs: text starting like a formula (= + - @, tab, CR; a project
+    named =HYPERLINK(...), say) gets a leading apostrophe (OWASP's advice). Plain numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not PLAIN_NUMBER.match(value):
+        return f"'{value}"
+    return value
+
+
+def csv_response(rows: Iterable[list[Any]], filename: str) -> StreamingHttpResponse:
     writer = csv.writer(_Echo())
-    lines: Iterator[str] = (writer.writerow(row) for row in rows)
+    lines: Iterator[str] = (writer.writerow([csv_cell(value) for value in row]) for row in rows)
     response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["Cache-Control"] = "no-store"

@@ -20,7 +20,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from apps.core.forms import StyledForm, VersionedForm
-from apps.core.http import parse_id
+from apps.core.http import holds_nul, parse_id, reference_lookup
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 
 from . import selectors
@@ -34,6 +34,7 @@ from .models import (
     Workload,
     WorkloadTemplate,
 )
+from .validation import template_shape_errors
 
 COMMON_FIELDS = ("project", "name", "image")
 SIZE_FIELDS = ("node_pool", "gpus", "cpu", "memory_gib")
@@ -258,7 +259,8 @@ def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tup
         if projects.filter(pk=source.project_id).exists():
             initial["project"] = source.project_id
     if query.get("project"):
-        initial["project"] = get_object_or_404(projects, slug=query["project"]).pk
+        initial["project"] = get_object_or_404(
+            projects, **(reference_lookup(query["project"], name_field="slug") or {"pk__in": []})).pk
     project_id = initial.get("project")
     project = projects.filter(pk=project_id).first() if project_id else projects.first()
     if project is not None:
@@ -305,8 +307,12 @@ class WorkloadTemplateForm(VersionedForm):
             values = json.loads(self.cleaned_data["values"] or "{}")
         except json.JSONDecodeError as exc:
             raise ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from exc
+        except RecursionError as exc:
+            raise ValidationError("Not valid JSON here: it is nested too deeply.") from exc
         if not isinstance(values, dict):
             raise ValidationError("Write a JSON object: {\"field\": value, ...}.")
+        if holds_nul(values):  # a \u0000 escape, which PostgreSQL's jsonb refuses
+            raise ValidationError("The values contain a NUL character (\\u0000); remove it.")
         return values
 
     def clean(self) -> dict[str, Any]:
@@ -324,17 +330,19 @@ class WorkloadTemplateForm(VersionedForm):
         # Each value must be something the submission form itself would accept in that field.
         probe = WorkloadForm(kind=kind, projects=Project.objects.none())
         prefilled = initial_from_template(WorkloadTemplate(kind=kind, values=values))
+        shape: dict[str, Any] = {}
         for key, value in values.items():
             if key in ("node_pool", "priority_class") and prefilled.get(key) is None:
                 self.add_error("values", f"{key}: no {key.replace('_', ' ')} is called {value!r}.")
                 continue
             field = probe.fields[key]
             try:
-                cleaned = field.clean(prefilled[key])
-                if key == "env":
-                    parse_env(cleaned)
-                elif key in ("command", "args"):
-                    parse_words(cleaned)
+                cleaned = field.clean(prefilled.get(key))
+                shape[key] = parse_env(cleaned) if key == "env" else parse_words(cleaned) if key in (
+                    "command", "args") else cleaned
             except ValidationError as exc:
                 self.add_error("values", f"{key}: {' '.join(exc.messages)}")
+        # ... and each value as a submission would meet it (an image reference, env names, audit labels, sizes).
+        for name, messages in template_shape_errors(kind, shape).items():
+            self.add_error("values", f"{name}: {' '.join(messages)}")
         return data

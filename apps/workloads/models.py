@@ -158,6 +158,12 @@ class Workload(models.Model):
     def __str__(self) -> str:
         return f"{self.project.slug}/{self.name}" if self.project_id else self.name
 
+    @classmethod
+    def reference_note(cls, rows: models.QuerySet[Workload]) -> str:
+        """For a refused delete of what these rows use (apps.core.services.references_in_use)."""
+        live = rows.filter(status__in=LIVE_STATUSES).count()
+        return f"{live} not finished" if live else "all finished, kept for history"
+
     @property
     def pod_count(self) -> int:
         """Pods that run at once: the whole gang, the batch parallelism, or one notebook."""

@@ -233,9 +233,9 @@ def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) ->
         if priority_class is None:
             errors["priority_class"] = ["No priority class exists yet; ask an admin to create one."]
     notebook_port, idle_minutes = values["notebook_port"], values["notebook_idle_timeout_minutes"]
-    if kind == Kind.NOTEBOOK:
-        notebook_port = notebook_port or 8888
-        idle_minutes = idle_minutes or 120
+    if kind == Kind.NOTEBOOK:  # defaults only for what was not given: the model refuses port 0 (not 8888)
+        notebook_port = 8888 if notebook_port is None else notebook_port
+        idle_minutes = 120 if idle_minutes is None else idle_minutes
     pods, completions, parallelism = values["pods"], values["completions"], values["parallelism"]
     workload = Workload(
         project=project, owner=actor, kind=kind, name=values.get("name", ""), image=values.get("image", ""),

@@ -77,6 +77,8 @@ def env_errors(env: Any) -> list[str]:
             errors.append(f"Names starting with {RESERVED_ENV_PREFIX} are set by the portal.")
         elif name in seen:
             errors.append(f"{name} is set twice.")
+        elif "\x00" in item["value"]:
+            errors.append(f"The value of {name} contains a NUL character; remove it.")
         seen.add(name)
     return errors
 
@@ -122,6 +124,12 @@ def shape_errors(values: dict[str, Any]) -> Errors:
     if kind == Kind.BATCH and parallelism is not None and completions is not None and parallelism > completions:
         _add(errors, "parallelism", ["Parallelism cannot exceed the number of completions."])
     return errors
+
+
+def template_shape_errors(kind: str, values: dict[str, Any]) -> Errors:
+    """Every shape error a submission with these template values would meet, by field (what the template leaves
+    out is the submitter's to fill in, so it is not checked). Empty when a submission would pass."""
+    return shape_errors({**values, "kind": kind})
 
 
 def project_quota(project: Project, pool: NodePool) -> Quota | None:

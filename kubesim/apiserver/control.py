@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubesim.apiserver.common import Response, read_json
-from kubesim.errors import APIError, bad_request
+from kubesim.errors import APIError, bad_request, number_param
 from kubesim.resources import RESOURCES
 from kubesim.sim import Simulator
 
@@ -28,7 +28,7 @@ class Control:
             return Response(200, {"time": sim.clock.now().isoformat(), "mode": sim.clock.mode})
         if path == "clock/advance" and method == "POST":
             try:
-                now = sim.advance(float(data.get("seconds", 0)))
+                now = sim.advance(number_param("seconds", data.get("seconds", 0)))
             except (TypeError, ValueError) as exc:
                 raise bad_request(str(exc)) from exc
             return Response(200, {"time": now.isoformat(), "resourceVersion": str(self.store.resource_version)})
@@ -55,10 +55,15 @@ class Control:
             sim.rbac.clear_records()
             return Response(200, sim.rbac.report())
         if path == "config" and method == "POST":
-            if "watch_history" in data:
-                self.store.set_history_size(int(data["watch_history"]))
-            if "bookmark_interval" in data:
-                sim.bookmark_interval = float(data["bookmark_interval"])
+            # Both checked before either is applied: a bad config is a 400 that changes nothing.
+            history = number_param("watch_history", data["watch_history"], minimum=1, integer=True) \
+                if "watch_history" in data else None
+            bookmark = number_param("bookmark_interval", data["bookmark_interval"], minimum=0.001) \
+                if "bookmark_interval" in data else None
+            if history is not None:
+                self.store.set_history_size(int(history))
+            if bookmark is not None:
+                sim.bookmark_interval = bookmark
             sim.settle()
             return Response(200, {"watch_history": self.store.history_size, "bookmark_interval": sim.bookmark_interval})
         raise APIError(404, f"unknown kubesim control endpoint {method} /kubesim/v1/{path}", "NotFound")

@@ -17,7 +17,7 @@ from kubesim.apiserver.common import (
     q,
     truthy,
 )
-from kubesim.errors import bad_request
+from kubesim.errors import bad_request, number_param
 from kubesim.selectors import parse_field_selector
 from kubesim.sim import Simulator
 from kubesim.store import WatchEvent
@@ -34,7 +34,7 @@ class Watches:
             by_name = parse_field_selector(f"metadata.name={t.name}")
             fields = (lambda f: lambda o: f(o) and by_name(o))(fields)
         rv_param = q(query, "resourceVersion", "") or ""
-        timeout = float(q(query, "timeoutSeconds", "") or DEFAULT_WATCH_TIMEOUT)
+        timeout = number_param("timeoutSeconds", q(query, "timeoutSeconds", "") or DEFAULT_WATCH_TIMEOUT)
         bookmarks = truthy(q(query, "allowWatchBookmarks"))
         try:
             start = int(rv_param) if rv_param not in ("", "0") else None

@@ -266,12 +266,12 @@ class JobIntegration:
             wl_spec["priorityClassRef"] = {"group": C.KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": pc_name}
             wl_spec["priority"] = int(pc.get("value", 0))
         max_exec = labels.get(C.MAX_EXEC_TIME_LABEL)
-        if max_exec and max_exec.isdigit():
+        if max_exec and max_exec.isascii() and max_exec.isdigit():
             wl_spec["maximumExecutionTimeSeconds"] = int(max_exec)
         template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
         podset: dict = {"name": "main", "count": pod_count(job), "template": template}
         min_par = (md.get("annotations") or {}).get(C.MIN_PARALLELISM_ANNOTATION)
-        if min_par and min_par.isdigit() and int(min_par) < podset["count"]:
+        if min_par and min_par.isascii() and min_par.isdigit() and int(min_par) < podset["count"]:
             podset["minCount"] = int(min_par)
         wl_spec["podSets"] = [podset]
         return wl_spec

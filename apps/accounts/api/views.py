@@ -20,7 +20,7 @@ from apps.accounts.access import Action, bindings_for, can_anywhere, role_bindin
 from apps.accounts.backends import refusal
 from apps.accounts.lockout import lockout_message
 from apps.accounts.models import PersonalAccessToken, RoleBinding
-from apps.core.api import ServiceViewSet
+from apps.core.api import ServiceViewSet, StrictIdLookupMixin
 
 from .serializers import (
     MeSerializer,
@@ -104,8 +104,8 @@ class PasswordTokenView(APIView):
         return Response({"token": secret})
 
 
-class PersonalTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                           mixins.DestroyModelMixin, viewsets.GenericViewSet):
+class PersonalTokenViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                           mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """Your personal access tokens. POST creates one and answers its secret once; DELETE revokes one (it stays
     listed as revoked). Creating needs a signed-in session or your password (/api/v1/auth/token/): a token cannot
     mint tokens."""

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer, VersionField
+from apps.core.api import AsciiDecimalField, ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer, VersionField
 from apps.core.http import parse_id
 from apps.core.models import AuditEvent
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
@@ -158,7 +158,7 @@ class ProjectUpdateSerializer(ProjectSerializer):
     """What a PATCH of a project changes: its fields, and its over-quota weight per pool in the same request."""
 
     over_quota_weights = serializers.DictField(
-        child=serializers.DecimalField(max_digits=8, decimal_places=2), required=False, write_only=True,
+        child=AsciiDecimalField(max_digits=8, decimal_places=2), required=False, write_only=True,
         help_text="The project's over-quota weight per pool, by pool slug: {\"h100\": \"3.5\"}.",
     )
 

@@ -10,14 +10,14 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts import access
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import ServiceViewSet
-from apps.core.http import parse_id
+from apps.core.api import ServiceViewSet, StrictIdLookupMixin
+from apps.core.api_lists import StrictJSONParser
+from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.filters import AuditEventFilterSet, ProjectFilterSet, QuotaFilterSet
@@ -205,18 +205,15 @@ class DepartmentQuotaTableView(GenericAPIView):
     queryset = Quota.objects.none()  # for the schema only; rows come from the department's quota table
     filter_backends: list[type] = []  # the whole table, never filtered
     pagination_class = None  # one department's pools x (projects + 1): the whole table, always
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     def get_department(self) -> Department:
         """The department in the URL (id or slug) among those the user may see; 404 for any other."""
-        lookup = self.kwargs["department"]
-        number = parse_id(lookup)
-        if number:
-            department = departments_for(self.request.user).filter(pk=number).first()
-        elif len(lookup) <= SLUG_MAX_LENGTH and DNS1123_LABEL.fullmatch(lookup):
-            department = departments_for(self.request.user).filter(slug=lookup).first()
-        else:
-            department = None  # not an id or a slug (a NUL byte would not even reach the database)
+        lookup = reference_lookup(self.kwargs["department"], name_field="slug")
+        if lookup is None or ("slug" in lookup and not (
+                len(lookup["slug"]) <= SLUG_MAX_LENGTH and DNS1123_LABEL.fullmatch(lookup["slug"]))):
+            raise NotFound()  # not an id or a slug
+        department = departments_for(self.request.user).filter(**lookup).first()
         if department is None:
             raise NotFound()
         return department
@@ -286,7 +283,7 @@ class PriorityClassViewSet(ServiceViewSet):
         services.priority_class_delete(actor=self.request.user, priority_class=instance)
 
 
-class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+class AuditEventViewSet(StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
     """The audit log, scoped: admins see everything, department admins their departments. Newest first.
 
     Filters and ordering: `AuditEventFilterSet` (the audit page's too)."""

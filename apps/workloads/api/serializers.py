@@ -18,7 +18,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
-from apps.core.api import ScopedPrimaryKeyRelatedField
+from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, nul_errors
+from apps.core.http import reference_lookup
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
 from apps.workloads.explain import REASONS
@@ -38,8 +39,8 @@ API_FIELD_NAMES: dict[str, str | tuple[str, str]] = {
 }
 
 # A Kubernetes quantity: a signed decimal with an optional binary (Ki..Ei) or decimal (m, k..E) suffix.
-QUANTITY = re.compile(
-    r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?\s*$"
+QUANTITY = re.compile(  # ASCII digits only: Decimal() would read Unicode ones too
+    r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?\s*$", re.ASCII
 )
 _SUFFIX_BYTES = {
     "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
@@ -80,8 +81,9 @@ class ProjectReferenceField(serializers.Field):
         request = self.context.get("request")
         visible = projects_for(getattr(request, "user", None))
         text = str(data).strip()
-        lookup = {"pk": int(text)} if text.isdigit() else {"slug": text}
-        project = visible.select_related("department", "default_priority_class").filter(**lookup).first()
+        lookup = reference_lookup(text, name_field="slug")
+        project = visible.select_related("department", "default_priority_class").filter(
+            **lookup).first() if lookup is not None else None
         if project is None:
             self.fail("does_not_exist", value=text)
         return project
@@ -220,12 +222,12 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     env = EnvField(required=False)
     node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all(),
                                              help_text="Node pool slug, e.g. h100.")
-    gpus = serializers.IntegerField(help_text="GPU units per pod.")
+    gpus = AsciiIntegerField(help_text="GPU units per pod.")
     cpu = CpuField(required=False)
     memory = MemoryField(required=False, source="memory_gib")
-    pods = serializers.IntegerField(required=False, help_text="Training: pods started together as one gang.")
-    completions = serializers.IntegerField(required=False, help_text="Batch: pods that must succeed.")
-    parallelism = serializers.IntegerField(required=False, help_text="Batch: pods running at once.")
+    pods = AsciiIntegerField(required=False, help_text="Training: pods started together as one gang.")
+    completions = AsciiIntegerField(required=False, help_text="Batch: pods that must succeed.")
+    parallelism = AsciiIntegerField(required=False, help_text="Batch: pods running at once.")
     priority_class = serializers.SlugRelatedField(
         slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True,
         help_text="Priority class name; default: the project's default for the preemptibility asked.")
@@ -233,11 +235,11 @@ class WorkloadSubmitSerializer(serializers.Serializer):
         required=False, allow_null=True, default=None,
         help_text="Preemptible work may borrow idle quota; non-preemptible work must fit the deserved quota. "
                   "Default: that of the priority class, else true.")
-    max_runtime_seconds = serializers.IntegerField(required=False, allow_null=True)
+    max_runtime_seconds = AsciiIntegerField(required=False, allow_null=True)
     labels = LabelsSerializer(source="*")
-    idle_timeout_minutes = serializers.IntegerField(source="notebook_idle_timeout_minutes", required=False,
+    idle_timeout_minutes = AsciiIntegerField(source="notebook_idle_timeout_minutes", required=False,
                                                     allow_null=True, help_text="Notebook: stop after this idle time.")
-    port = serializers.IntegerField(source="notebook_port", required=False, allow_null=True,
+    port = AsciiIntegerField(source="notebook_port", required=False, allow_null=True,
                                     help_text="Notebook: the port Jupyter listens on (default 8888).")
     resubmitted_from = ScopedPrimaryKeyRelatedField(
         scope=workloads_for, queryset=Workload.objects.all(), required=False, allow_null=True,
@@ -270,6 +272,8 @@ class WorkloadSubmitSerializer(serializers.Serializer):
             data, QueryDict) else []
         if unknown:
             raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        if errors := nul_errors(data, self.fields):
+            raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import validation_error_detail
+from apps.core.api import StrictIdLookupMixin, validation_error_detail
 from apps.workloads import services
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.models import Status, Workload, WorkloadEvent
@@ -95,7 +95,7 @@ def _merge(errors: dict[str, Any], more: dict[str, Any]) -> None:
         ),
     ),
 )
-class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                       viewsets.GenericViewSet):
     """Your own workloads and every workload in the projects you may see, newest first.
 

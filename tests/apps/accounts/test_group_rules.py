@@ -99,7 +99,8 @@ def test_rule_made_bindings_are_not_removed_by_hand(client_for, demo):
     row = page.split(f'data-binding="{binding.pk}"')[1].split("</tr>")[0]
     assert "IdP group rule" in row and "Remove" not in row
     response = client_for("admin").post(f"/accounts/role-bindings/{binding.pk}/delete/")
-    assert response.status_code == 302
+    assert response.status_code == 400  # the confirm page again, with the refusal
+    assert "comes from an IdP group rule" in response.text
     assert RoleBinding.objects.filter(pk=binding.pk).exists()
     with pytest.raises(ValidationError, match="comes from an IdP group rule"):
         services.role_binding_delete(actor=demo["admin"], binding=binding)

@@ -6,7 +6,7 @@ import pytest
 from django.http import HttpResponse
 from django.test import RequestFactory
 
-from apps.core.http import conditional_poll, parse_id, parse_int, poll_etag
+from apps.core.http import conditional_poll, parse_id, parse_int, poll_etag, reference_lookup
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -16,6 +16,21 @@ from apps.core.http import conditional_poll, parse_id, parse_int, poll_etag
 ])
 def test_parse_id_accepts_only_plain_positive_ascii_integers(value, expected):
     assert parse_id(value) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("7", {"pk": 7}), (7, {"pk": 7}), ("vision", {"slug": "vision"}),
+    # Unicode digits are names (a slug check then refuses them), never ids: '²' would raise, U+0661 read as 1.
+    ("²", {"slug": "²"}), ("\u0661", {"slug": "\u0661"}),
+    ("0", None), (str(2**63), None), ("", None), ("a\x00", None), (None, None), (True, None), (["7"], None),
+])
+def test_reference_lookup_reads_ascii_digits_as_an_id_and_anything_else_as_a_name(value, expected):
+    assert reference_lookup(value, name_field="slug") == expected
+
+
+def test_reference_lookup_without_a_name_field_takes_ids_only():
+    assert reference_lookup("vision", name_field=None) is None
+    assert reference_lookup("7", name_field=None) == {"pk": 7}
 
 
 def test_parse_int_accepts_zero():

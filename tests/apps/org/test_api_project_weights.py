@@ -77,8 +77,10 @@ def test_the_access_rules_hold(client_for, ids, username, body, status):
 
 
 def test_a_new_project_has_no_weights_to_set(client_for, ids):
+    """Weights are set on an existing project's quotas; a create that names them is refused, not half-done."""
     response = call(client_for("deptadmin"), "POST", "projects/",
                     {"slug": "robots", "name": "Robots", "department": ids["research"],
                      "over_quota_weights": {"h100": "3"}})
-    assert response.status_code == 201
-    assert "over_quota_weights" not in response.json()
+    assert response.status_code == 400
+    assert response.json() == {"over_quota_weights": ["Unknown field."]}
+    assert not Project.objects.filter(slug="robots").exists()

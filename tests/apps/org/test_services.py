@@ -8,6 +8,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
+from tests.apps.usage.reports_support import interval
+from tests.factories import NodePoolFactory, PriorityClassFactory, WorkloadFactory
 
 
 def messages(exc: ValidationError) -> str:
@@ -200,6 +202,31 @@ def test_deleting_department_with_projects_is_refused(org):
     with pytest.raises(ValidationError) as caught:
         services.department_delete(actor=org["admin"], department=org["research"])
     assert "Research still has 2 projects" in messages(caught.value)
+
+
+def test_deleting_a_pool_that_workloads_and_gpu_hours_use_is_refused_naming_them(org):
+    pool = NodePoolFactory(slug="spare")
+    train = PriorityClass.objects.get(name="train")
+    running = WorkloadFactory(project=org["vision"], node_pool=pool, priority_class=train, status="running")
+    for status in ("succeeded", "failed"):
+        WorkloadFactory(project=org["vision"], node_pool=pool, priority_class=train, status=status)
+    interval(running, "2026-03-01 10:00", "2026-03-01 11:00")
+    message = unchanged(lambda: services.node_pool_delete(actor=org["admin"], node_pool=pool))
+    assert message == ("3 workloads (1 not finished) and 1 GPU-hour record still use pool spare; it cannot be "
+                       "deleted while they exist.")
+    assert NodePool.objects.filter(pk=pool.pk).exists()
+
+
+def test_deleting_a_priority_class_or_project_a_finished_workload_used_is_refused(org):
+    priority_class = PriorityClassFactory(name="rare")
+    project = services.project_create(actor=org["admin"], department=org["research"], slug="tmp", name="Tmp")
+    WorkloadFactory(project=project, node_pool=org["h100"], priority_class=priority_class, status="succeeded")
+    assert unchanged(lambda: services.priority_class_delete(actor=org["admin"], priority_class=priority_class)) == (
+        "1 workload (all finished, kept for history) still uses priority class rare; it cannot be deleted while "
+        "they exist.")
+    assert unchanged(lambda: services.project_delete(actor=org["admin"], project=project)).startswith(
+        "1 workload (all finished, kept for history) still uses project tmp;")
+    assert PriorityClass.objects.filter(pk=priority_class.pk).exists() and Project.objects.filter(pk=project.pk)
 
 
 def test_project_delete_audits_its_quotas(org):

@@ -56,6 +56,9 @@ def test_pool_edit_round_trips_its_text_fields(page_client):
     ({"cut": "mig", "mig_profile": ""}, "mig_profile", "A MIG pool needs its profile"),
     ({"cut": "time-sliced", "replicas_per_card": "1"}, "replicas_per_card", "at least 2 replicas"),
     ({"capacity": ""}, "capacity", "This field is required."),
+    ({"gpu_resource": "nvidia.com/gpu;rm"}, "gpu_resource", "is not a valid extended resource name"),
+    ({"gpu_resource": "gpu"}, "gpu_resource", "use a domain-prefixed name such as nvidia.com/gpu"),
+    ({"gpu_resource": "kubernetes.io/gpu"}, "gpu_resource", "the kubernetes.io namespace is Kubernetes"),
 ])
 def test_pool_form_shape_errors(page_client, overrides, field, message):
     response = page_client("admin").post(reverse("org:pool_create"), pool_payload(**overrides))

@@ -71,6 +71,18 @@ def test_csv_is_exactly_the_pages_table(ledger, client_for):
         assert exported[0][:2] and len(exported) > 1
 
 
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(ledger, client_for):
+    Project.objects.filter(slug="vision").update(name='=HYPERLINK("http://evil.example","x")')
+    Project.objects.filter(slug="nlp").update(name="@SUM(1+1)")
+    Project.objects.filter(slug="forecasting").update(name="\tplain")
+    exported = {cells[0]: cells for cells in csv_rows(
+        client_for("admin").get(f"/usage/reports.csv?{MARCH}&group=project"))[1:]}
+    assert exported["vision"][1] == '\'=HYPERLINK("http://evil.example","x")'
+    assert exported["nlp"][1] == "'@SUM(1+1)"
+    assert exported["forecasting"][1] == "'\tplain"
+    assert exported["vision"][3] == "20.000"  # numbers stay numbers
+
+
 def test_htmx_filter_change_renders_only_the_report(ledger, client_for):
     response = client_for("alice").get(f"/usage/reports/?{MARCH}&group=user", HTTP_HX_REQUEST="true")
     content = response.content.decode()

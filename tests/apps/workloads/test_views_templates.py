@@ -46,6 +46,16 @@ def test_admin_creates_a_template_with_a_message_and_an_audit_row(page_client):
     ("unknown pool", "training", {"node_pool": "b300"}, "node_pool: no node pool is called 'b300'"),
     ("unknown priority class", "batch", {"priority_class": "urgent"}, "priority_class: no priority class"),
     ("bad env line", "training", {"env": "NOEQUALS"}, "env: Line 1: write NAME=value"),
+    # Values the submission itself refuses (validate_shape), not only the form field.
+    ("bad image", "training", {"image": "BAD IMAGE"}, "image: 'BAD IMAGE' is not a valid image reference"),
+    ("bad name", "batch", {"name": "Not_A_Label"}, "name:"),
+    ("reserved env name", "training", {"env": ["PORTAL_X=1"]}, "env: Names starting with PORTAL_"),
+    ("bad audit label", "notebook", {"model_label": "has spaces"}, "model_label:"),
+    ("parallelism above completions", "batch", {"completions": 2, "parallelism": 4},
+     "parallelism: Parallelism cannot exceed the number of completions."),
+    ("null value", "training", {"gpus": None}, "gpus: This field is required."),
+    ("NUL in a value", "training", {"image": "busybox\u0000"}, "NUL character"),
+    ("nested too deeply", "training", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ])
 def test_template_values_are_checked_against_the_kinds_form(page_client, case, kind, values, message):
     response = post(page_client("admin"), kind=kind, values=values if isinstance(values, str) else json.dumps(values))
