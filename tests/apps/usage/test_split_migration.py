@@ -25,8 +25,11 @@ def at(hour: int) -> datetime:
 
 
 def migrate(targets):
+    """Migrate to `targets` (None: the latest), the apps they do not name staying at their latest, and return the
+    historical apps of that state (the other apps' newer columns, such as versions, must be in it)."""
     executor = MigrationExecutor(connection)
-    targets = targets or executor.loader.graph.leaf_nodes()
+    named = {app for app, _ in targets or []}
+    targets = [*(targets or []), *(leaf for leaf in executor.loader.graph.leaf_nodes() if leaf[0] not in named)]
     executor.migrate(targets)
     executor.loader.build_graph()
     return executor.loader.project_state([target for target in targets if target[1]]).apps
