@@ -34,12 +34,33 @@ def unbind(token: Token[str]) -> None:
     _current.reset(token)
 
 
+def _tag(record: logging.LogRecord) -> None:
+    request_id = current()
+    record.request_id = request_id
+    record.request_tag = f" [{request_id}]" if request_id else ""
+
+
+def install_record_factory() -> None:
+    """Every log record carries the id from its creation, whichever handler (or test capture) reads it, even where
+    a library reconfigured the handlers (Celery's worker does). Idempotent."""
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "tags_request_id", False):
+        return
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        _tag(record)
+        return record
+
+    factory.tags_request_id = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
+
+
 class RequestIdFilter(logging.Filter):
     """Gives every log record a `request_id` (empty when there is none) and, for the plain format, `request_tag`
     (" [<id>]", or nothing)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        request_id = current()
-        record.request_id = request_id
-        record.request_tag = f" [{request_id}]" if request_id else ""
+        if not hasattr(record, "request_id"):  # made before the factory was installed
+            _tag(record)
         return True
