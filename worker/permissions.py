@@ -44,6 +44,7 @@ WATCHER: tuple[Permission, ...] = (
     *(Permission(KUEUE, plural, ("list", "watch"))
       for plural in ("workloads", "clusterqueues", "localqueues", "cohorts")),
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions
+    Permission("", "nodes", ("list", "watch")),  # how many of a pool's nodes can host a gang's pod
 )
 
 COMPONENTS: dict[str, tuple[Permission, ...]] = {"worker": WORKER, "watcher": WATCHER}

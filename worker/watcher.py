@@ -1,4 +1,4 @@
-"""The watcher: the only reader of cluster state; mirrors Jobs, Kueue Workloads and queues into the database.
+"""The watcher: the only reader of cluster state; mirrors Jobs, Kueue Workloads, queues and Nodes into the database.
 
 One thread per watched kind keeps a watch open from the last resourceVersion it saw; a dropped watch resumes from
 there, a 410 Gone relists that kind. A periodic full resync repairs anything a watch missed, and a positions loop
@@ -13,6 +13,7 @@ time when it says one.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -41,10 +42,11 @@ from .status_map import observe, parse_time
 logger = logging.getLogger(__name__)
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED}
+# Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
+WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None}
 MIRRORS: dict[str, Callable[..., None]] = {
     "ClusterQueue": mirror.cluster_queue_mirror, "LocalQueue": mirror.local_queue_mirror,
-    "Cohort": mirror.cohort_mirror,
+    "Cohort": mirror.cohort_mirror, "Node": mirror.node_mirror,
 }
 
 
@@ -108,6 +110,7 @@ class Watcher:
                  watch_timeout_seconds: int = 60, appliers: int = 4) -> None:
         self.gw = gw
         self.custom = k8s.CustomObjectsApi(gw.api_client)
+        self.core = k8s.CoreV1Api(gw.api_client)
         self.resync_seconds = resync_seconds
         self.positions_seconds = positions_seconds
         self.watch_timeout_seconds = watch_timeout_seconds
@@ -207,10 +210,12 @@ class Watcher:
 
     def relist(self, kind: str) -> str:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
-        kind_info = KINDS[kind]
-        # The generated client declares `object`; a custom-object list is a decoded JSON mapping.
-        response = cast(dict[str, Any], self.custom.list_cluster_custom_object(
-            kind_info.group, kind_info.version, kind_info.plural, label_selector=WATCHED[kind] or None))
+        lister, args = self._lister(kind)
+        if kind == "Node":  # core v1: the raw JSON, as the custom objects come
+            response = json.loads(lister(*args, _preload_content=False).data)
+        else:
+            # The generated client declares `object`; a custom-object list is a decoded JSON mapping.
+            response = cast(dict[str, Any], lister(*args, label_selector=WATCHED[kind] or None))
         items = response.get("items", [])
         now = timezone.now()
         if kind == "Job":
@@ -286,21 +291,28 @@ class Watcher:
 
     # --- the loops -----------------------------------------------------------------------------------------------
 
-    def _watch_loop(self, kind: str) -> None:
+    def _lister(self, kind: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
+        """The list call of a kind and its arguments (a watch is the same call): Nodes are core v1, the rest the
+        portal's batch and Kueue kinds, read as custom objects."""
+        if kind == "Node":
+            return self.core.list_node, ()
         kind_info = KINDS[kind]
+        return self.custom.list_cluster_custom_object, (kind_info.group, kind_info.version, kind_info.plural)
+
+    def _watch_loop(self, kind: str) -> None:
+        lister, args = self._lister(kind)
         while not self.stopping.is_set():
             close_old_connections()
             try:
                 stream = k8s_watch.Watch()
                 for event in stream.stream(
-                        self.custom.list_cluster_custom_object, kind_info.group, kind_info.version,
-                        kind_info.plural, label_selector=WATCHED[kind] or None,
+                        lister, *args, label_selector=WATCHED[kind] or None,
                         resource_version=self.resource_versions.get(kind), allow_watch_bookmarks=True,
                         timeout_seconds=self.watch_timeout_seconds):
                     if self.stopping.is_set():
                         stream.stop()
                         break
-                    event_type, obj = event["type"], event["object"]
+                    event_type, obj = event["type"], event["raw_object"]  # JSON, whatever the client's model
                     if event_type == "ERROR":
                         raise ApiException(status=obj.get("code", 500), reason=obj.get("reason", ""))
                     if event_type != "BOOKMARK":

@@ -1,7 +1,8 @@
 """The cluster's quota state as Kueue reports it, mirrored by the watcher so pages never ask the cluster.
 
-One row per portal-owned ClusterQueue, LocalQueue and Cohort; the org rows they belong to come from the portal's
-labels on the objects (string references: this app sits below org and imports no app but core).
+One row per portal-owned ClusterQueue, LocalQueue and Cohort, and per Node; the org rows they belong to come from
+the portal's labels on the objects, a Node's pool from the pool's node labels (string references: this app sits below
+org and imports no app but core).
 """
 
 from __future__ import annotations
@@ -69,6 +70,24 @@ class CohortState(models.Model):
     project = models.ForeignKey("org.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     parent = models.CharField(max_length=253, blank=True)
     weighted_share = models.BigIntegerField(null=True, blank=True)
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NodeState(models.Model):
+    """One cluster node: the pool its labels select and its allocatable units of the pool's GPU resource, so a gang's
+    explanation can say on how many nodes its pods fit."""
+
+    name = models.CharField(max_length=253, unique=True)
+    node_pool = models.ForeignKey("org.NodePool", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    allocatable_gpus = models.PositiveIntegerField(default=0)
+    ready = models.BooleanField(default=False)
+    unschedulable = models.BooleanField(default=False)
     observed_at = models.DateTimeField()
 
     class Meta:

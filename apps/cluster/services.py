@@ -11,7 +11,7 @@ from django.db.models import Model
 
 from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
 
-from .models import ClusterQueueState, CohortState, LocalQueueState, WatcherHeartbeat
+from .models import ClusterQueueState, CohortState, LocalQueueState, NodeState, WatcherHeartbeat
 
 # The org models the mirror's labels name, reached through the mirror's own relations (cluster sits below org).
 _NodePool = CohortState._meta.get_field("node_pool").related_model
@@ -102,8 +102,30 @@ def cohort_mirror(*, obj: dict[str, Any], at: datetime) -> None:
     })
 
 
-_MIRROR_MODELS: dict[str, type[ClusterQueueState] | type[LocalQueueState] | type[CohortState]] = {
-    "ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState,
+def _node_pool_of(labels: dict[str, str]) -> Any:
+    """The pool whose node labels the node carries (the first by slug), else None: nodes are not the portal's, so
+    the pool's selector decides, as it does for the pool's pods."""
+    for pool_id, selector in _NodePool._default_manager.exclude(node_labels={}).order_by("slug").values_list(
+            "pk", "node_labels"):
+        if all(labels.get(key) == value for key, value in selector.items()):
+            return _NodePool._default_manager.get(pk=pool_id)
+    return None
+
+
+def node_mirror(*, obj: dict[str, Any], at: datetime) -> None:
+    metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    pool = _node_pool_of(metadata.get("labels") or {})
+    allocatable = (status.get("allocatable") or {}).get(pool.gpu_resource, 0) if pool is not None else 0
+    ready = any(condition.get("type") == "Ready" and condition.get("status") == "True"
+                for condition in status.get("conditions") or [])
+    NodeState.objects.update_or_create(name=metadata["name"], defaults={
+        "node_pool": pool, "allocatable_gpus": max(0, int(_units(allocatable))), "ready": ready,
+        "unschedulable": bool(spec.get("unschedulable")), "observed_at": at,
+    })
+
+
+_MIRROR_MODELS: dict[str, type[ClusterQueueState] | type[LocalQueueState] | type[CohortState] | type[NodeState]] = {
+    "ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState, "Node": NodeState,
 }
 
 

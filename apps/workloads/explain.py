@@ -32,7 +32,7 @@ from django.db.models import Exists, OuterRef, Q, Value
 
 from apps.accounts import access
 from apps.accounts.access import Action
-from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
 from apps.org.models import Project, Quota
 
 from .capacity import ZERO, Assessment, DepartmentQuota, PoolTree, ProjectQuota
@@ -183,6 +183,8 @@ class WaitFacts:
     preemptor: Peer | None = None
     preemption_reason: str = ""
     preempted_at: datetime | None = None
+    # Allocatable units of each ready, schedulable node of the pool (the watcher's node mirror); None: none mirrored.
+    node_allocatable: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,17 @@ def _ahead(position: int | None) -> str:
     if position == 0:
         return " You are next in line."
     return f" {position} workload{'s are' if position != 1 else ' is'} ahead of you."
+
+
+def _gang(pods: int, per_pod: int, nodes: tuple[int, ...] | None, hosting: int | None) -> str:
+    """' (4 pods of 2 each, admitted together; 2 of the pool's 3 nodes can host such a pod)', '' for one pod."""
+    if pods <= 1:
+        return ""
+    where = ""
+    if nodes is not None and hosting is not None:
+        where = f"; {'none' if hosting == 0 else hosting} of the pool's {_plural(len(nodes), 'node')} can host " \
+                "such a pod"
+    return f" ({pods} pods of {per_pod} each, admitted together{where})"
 
 
 def _plural(count: int, word: str) -> str:
@@ -313,9 +326,11 @@ class _Explainer:
         self.pool = workload.node_pool.name
         self.project = workload.project.name
         self.a = facts.assessment
-        pods = workload.pod_count
-        gang = f" ({pods} pods x {workload.gpus}, admitted together)" if pods > 1 else ""
-        self.ask = f"{self.units} x {self.pool}{gang}"
+        pods, per_pod, nodes = workload.pod_count, workload.gpus, facts.node_allocatable
+        # A node hosts a pod when its allocatable units are at least the pod's: what each node holds now is not
+        # mirrored, so this counts the nodes that could, not the ones free this moment.
+        hosting = None if nodes is None else sum(1 for units in nodes if units >= per_pod)
+        self.ask = f"{self.units} x {self.pool}{_gang(pods, per_pod, nodes, hosting)}"
         position = workload.queue_position_local if workload.status in QUEUED_STATUSES else None
         self.position = position
         idle = None
@@ -332,6 +347,7 @@ class _Explainer:
             "department_deserved": facts.department_deserved, "department_limit": facts.department_limit,
             "department_used": _num(facts.department_used), "pool_capacity": facts.pool_capacity,
             "pool_used": _num(facts.pool_used), "pool_idle": _num(idle), "kueue_reason": workload.status_reason,
+            "pool_nodes": None if nodes is None else len(nodes), "nodes_hosting_a_pod": hosting,
         }
 
         self.note: PreemptionNote | None = None
@@ -612,7 +628,7 @@ _PeerFacts = tuple[Peer | None, str, datetime | None, tuple[Peer, ...]]
 
 
 def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local: LocalQueueState | None,
-           peers: _PeerFacts) -> WaitFacts:
+           peers: _PeerFacts, node_allocatable: tuple[int, ...] | None = None) -> WaitFacts:
     tree, own = pool.tree, workload.project_id
     quota = pool.project_quota.get(own)
     mine = tree.projects.get(own)
@@ -651,14 +667,16 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
         queue_reason=source.active_reason if source else (queue["active_reason"] if queue else ""),
         queue_message=source.active_message if source else (queue["active_message"] if queue else ""),
         preemptor=preemptor, preemption_reason=preemption_reason, preempted_at=preempted_at, victims=victims,
+        node_allocatable=node_allocatable,
     )
 
 
 def explain_workloads(workloads: list[Workload], *, viewer: Any = None) -> dict[int, Explanation | None]:
     """Explanations for many workloads as `viewer` may read them (None: names no other project): three queries
     whatever their number (the pools' quotas with the viewer's visibility, the pools' ClusterQueues, the projects'
-    stopped LocalQueues), one or two more when any of them was preempted or is preempting others, and one for the
-    viewer's grants unless the request has asked the access module already.
+    stopped LocalQueues), one or two more when any of them was preempted or is preempting others, one more when a
+    gang waits for admission (its pool's nodes), and one for the viewer's grants unless the request has asked the
+    access module already.
 
     The rows need `project` and `node_pool` joined.
     """
@@ -675,13 +693,29 @@ def explain_workloads(workloads: list[Workload], *, viewer: Any = None) -> dict[
         project_id__in={w.project_id for w in waiting}, active=False)}
     pools = _pools(waiting, quotas, states)
     peers = _peers(waiting, viewer)
+    nodes = _nodes(waiting)
     queues = {state["name"]: state for state in states}
     for workload in waiting:
         facts = _facts(workload, pools[workload.node_pool_id], queues.get(workload.cluster_queue_name),
                        stopped_local.get((workload.project.namespace, workload.queue_name)),
-                       peers.get(workload.pk, (None, "", None, ())))
+                       peers.get(workload.pk, (None, "", None, ())), nodes.get(workload.node_pool_id))
         result[workload.pk] = explain(workload, facts)
     return result
+
+
+def _nodes(waiting: list[Workload]) -> dict[int, tuple[int, ...]]:
+    """Pool id -> allocatable units of its ready, schedulable nodes, for the pools of gangs waiting for admission:
+    one query, none without such a gang. A pool without mirrored nodes is left out (unknown)."""
+    pool_ids = {w.node_pool_id for w in waiting if w.pod_count > 1 and w.status != Status.ADMITTED}
+    if not pool_ids:
+        return {}
+    found: dict[int, list[int]] = {}
+    for pool_id, units, ready, unschedulable in NodeState.objects.filter(node_pool_id__in=pool_ids).values_list(
+            "node_pool_id", "allocatable_gpus", "ready", "unschedulable"):
+        found.setdefault(pool_id, [])
+        if ready and not unschedulable:
+            found[pool_id].append(units)
+    return {pool_id: tuple(units) for pool_id, units in found.items()}
 
 
 def _peers(waiting: list[Workload], viewer: Any) -> dict[int, _PeerFacts]:
@@ -742,8 +776,8 @@ def explain_probe(probe: Workload, *, viewer: Any) -> Explanation | None:
 
     The submit form's pool panel runs this on what is being filled in: the same facts as for waiting work (the
     pool's quotas and the mirror of its ClusterQueues; no cluster call), with its place in the queue the queued
-    workloads of its ClusterQueue at its priority or higher. Four queries. The probe needs `project`, `node_pool`,
-    its sizes and `preemptible`; `priority_class` when known.
+    workloads of its ClusterQueue at its priority or higher. Four queries, five for a gang (its pool's nodes). The
+    probe needs `project`, `node_pool`, its sizes and `preemptible`; `priority_class` when known.
     """
     probe.status, probe.status_reason, probe.status_message = Status.QUEUED, "", ""
     pool_ids = {probe.node_pool_id}
@@ -760,7 +794,8 @@ def explain_probe(probe: Workload, *, viewer: Any) -> Explanation | None:
     probe.queue_position_local = ahead.count() or None
     pool = _pools([probe], quotas, states)[probe.node_pool_id]
     queue = next((state for state in states if state["name"] == probe.cluster_queue_name), None)
-    return explain(probe, _facts(probe, pool, queue, local, (None, "", None, ())))
+    return explain(probe, _facts(probe, pool, queue, local, (None, "", None, ()),
+                                 _nodes([probe]).get(probe.node_pool_id)))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
 from apps.org import services as org_services
 from apps.org.models import NodePool, Project, Quota
 from apps.usage.selectors import quota_dashboard
@@ -242,6 +242,32 @@ def test_behind_earlier_work_in_the_queue(kubesim, org, watcher):
     queue = text(client.get(reverse("workloads:project_queue", args=["vision"])).content.decode())
     for phrase in ("3 workloads are ahead of you.", "1 workload is ahead of you.", "You are next in line."):
         assert phrase in listing and phrase in queue
+
+
+def test_a_waiting_gang_says_how_many_pods_on_how_many_nodes(kubesim, org, watcher):
+    """Issue 11: a gang that needs N pods on M nodes. A 4-pod gang of 2 H100 each waits behind Vision's limit; the
+    watcher's node mirror of kubesim's demo nodes (two H100 nodes of 8) gives the node figures, the same in the page,
+    the list and the API."""
+    alice = org["alice"]
+    running = [submit(kubesim, alice, name=f"r-{i}") for i in range(2)]
+    gang = submit(kubesim, alice, gpus=2, pods=4, name="gang")
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in running))
+    wait_for(lambda: Workload.objects.get(pk=gang.pk).queue_position_local == 0)
+    mirrored(**{"proj-vision-h100-elastic": 8})
+    assert NodeState.objects.filter(node_pool__slug="h100", ready=True, unschedulable=False).count() == 2
+    content = page(alice, gang)
+    line, said = status_line(content), sentence(content)
+    assert said.startswith("Waiting for 8 x H100 80GB (4 pods of 2 each, admitted together; 2 of the pool's 2 nodes "
+                           "can host such a pod): Vision is at its limit there, 8 of 8 in use")
+    same_numbers(line, said, 8)
+    assert status_of(gang) == Status.QUEUED
+    data = waiting(signed_in(alice), gang)
+    assert data["reason"] == "project_limit" and data["sentence"] == said
+    numbers = data["numbers"]
+    assert (numbers["pods"], numbers["gpus_per_pod"], numbers["pool_nodes"], numbers["nodes_hosting_a_pod"]) == (
+        4, 2, 2, 2)
+    listing = text(signed_in(alice).get(reverse("workloads:list")).content.decode())
+    assert "4 pods of 2 each, admitted together; 2 of the pool's 2 nodes can host such a pod" in listing
 
 
 def test_a_held_queue_says_so(kubesim, cluster, org, watcher):

@@ -1,8 +1,9 @@
 """The watcher against kubesim's manual clock: statuses, events, positions, preemption, restarts."""
 
 import pytest
+from kubernetes import client as k8s
 
-from apps.cluster.models import ClusterQueueState
+from apps.cluster.models import ClusterQueueState, NodeState
 from apps.org.models import NodePool, Project
 from apps.usage.models import UsageInterval
 from apps.workloads import services
@@ -211,3 +212,32 @@ def test_a_restarted_watcher_finishes_stops_whose_job_is_gone(kubesim, cluster, 
     row = Workload.objects.get(pk=workload.pk)
     assert row.status_message == "Stopped by lead" and open_stop_intents(workload) == 0
     assert UsageInterval.objects.get(workload=workload).ended_at is not None
+
+
+def test_node_mirror_follows_the_cluster_nodes(kubesim, cluster, org, watcher):
+    """The initial list mirrors kubesim's demo nodes into their pools by the pools' node labels; the watch then
+    follows a cordon, a new node and a removed one, and a resync agrees."""
+    wait_for(lambda: NodeState.objects.count() == 16)
+    h100 = NodeState.objects.filter(node_pool__slug="h100")
+    assert sorted(h100.values_list("name", "allocatable_gpus", "ready", "unschedulable")) == [
+        ("h100-node-0", 8, True, False), ("h100-node-1", 8, True, False)]
+    assert set(NodeState.objects.filter(node_pool__slug="a100-mig-3g40gb").values_list("allocatable_gpus",
+                                                                                        flat=True)) == {2}
+    core = k8s.CoreV1Api(kubesim.api_client())
+    core.patch_node("h100-node-1", {"spec": {"unschedulable": True}})
+    core.create_node({"metadata": {"name": "h100-node-9", "labels": {"portal.gpu/pool": "h100"}},
+                      "status": {"allocatable": {"nvidia.com/gpu": "4"}}})
+    core.create_node({"metadata": {"name": "cpu-node-0", "labels": {"kubernetes.io/os": "linux"}},
+                      "status": {"allocatable": {"cpu": "8"}}})
+    core.delete_node("a100-mig-3g40gb-node-7")
+    wait_for(lambda: NodeState.objects.filter(name="h100-node-1", unschedulable=True).exists()
+             and NodeState.objects.filter(name="h100-node-9").exists()
+             and not NodeState.objects.filter(name="a100-mig-3g40gb-node-7").exists()
+             and NodeState.objects.filter(name="cpu-node-0").exists(),
+             describe=lambda: list(NodeState.objects.values_list("name", "unschedulable")))
+    assert NodeState.objects.get(name="h100-node-9").allocatable_gpus == 4
+    cpu = NodeState.objects.get(name="cpu-node-0")
+    assert cpu.node_pool is None and cpu.allocatable_gpus == 0
+    NodeState.objects.filter(name="h100-node-0").delete()  # a row a watch missed: the resync brings it back
+    watcher.resync()
+    assert NodeState.objects.count() == 17 and NodeState.objects.get(name="h100-node-0").node_pool.slug == "h100"

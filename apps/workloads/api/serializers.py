@@ -339,6 +339,11 @@ class WaitingNumbersSerializer(serializers.Serializer):
     pool_used = _units("In use on the whole pool")
     pool_idle = _units("Idle on the whole pool")
     kueue_reason = serializers.CharField(help_text="Kueue's (or the portal's) reason on the workload.")
+    pool_nodes = serializers.IntegerField(allow_null=True, help_text="A gang waiting for admission: the pool's "
+                                                                     "ready, schedulable nodes (null: unknown).")
+    nodes_hosting_a_pod = serializers.IntegerField(allow_null=True, help_text="A gang waiting for admission: how "
+                                                   "many of them have allocatable units for one of its pods (what "
+                                                   "they hold now is not counted).")
     holders = ShareSerializer(many=True, required=False, help_text="pool_full: who holds the pool; "
                                                                    "department_limit: the department's projects.")
     held_back = _units("not_lendable: idle units kept by projects that do not lend")

@@ -2,6 +2,7 @@
 from the demo organisation's quotas and a hand-written mirror (the kubesim tests in tests/worker/test_explain_cluster.py
 get the mirror from the real watcher)."""
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -9,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from apps.accounts import access
-from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 from apps.workloads.capacity import Assessment, DepartmentQuota, PoolTree, ProjectQuota
 from apps.workloads.explain import (
@@ -146,9 +147,16 @@ def test_behind_earlier_work_when_there_is_room():
 def test_a_gang_names_its_pods_and_waits_for_them_once_admitted():
     facts = WaitFacts(deserved=4, limit=8, project_used=Decimal(8), pool_capacity=16, pool_used=Decimal(8),
                       assessment=fits(0, units=8, short_at="project"))
-    waiting = explain(queued(preemptible=True, gpus=2, pods=4), facts)
-    assert waiting.sentence.startswith("Waiting for 8 x H100 (4 pods x 2, admitted together): Vision is at its limit")
+    waiting = explain(queued(preemptible=True, gpus=2, pods=4), replace(facts, node_allocatable=(8, 8, 1)))
+    assert waiting.sentence.startswith("Waiting for 8 x H100 (4 pods of 2 each, admitted together; 2 of the pool's "
+                                       "3 nodes can host such a pod): Vision is at its limit")
     assert waiting.numbers["pods"] == 4 and waiting.numbers["gpus_per_pod"] == 2
+    assert (waiting.numbers["pool_nodes"], waiting.numbers["nodes_hosting_a_pod"]) == (3, 2)
+    too_small = explain(queued(preemptible=True, gpus=2, pods=4), replace(facts, node_allocatable=(1, 1)))
+    assert "none of the pool's 2 nodes can host such a pod" in too_small.sentence
+    unknown = explain(queued(preemptible=True, gpus=2, pods=4), facts)  # no nodes mirrored: no node figures
+    assert unknown.sentence.startswith("Waiting for 8 x H100 (4 pods of 2 each, admitted together): Vision")
+    assert unknown.numbers["pool_nodes"] is None and unknown.numbers["nodes_hosting_a_pod"] is None
     admitted = explain(queued(status=Status.ADMITTED, gpus=2, pods=4), facts)
     assert admitted.reason == GANG and admitted.headline == "Admitted: waiting for all 4 pods to be ready"
     timed_out = explain(queued(preemptible=True, gpus=2, pods=4, kueue_conditions=[
@@ -296,6 +304,25 @@ def test_explain_workloads_reads_the_mirror_in_fixed_queries(demo, django_assert
     workloads = list(Workload.objects.select_related("project__department", "node_pool").order_by("pk"))
     with django_assert_num_queries(3):
         explain_workloads(workloads, viewer=demo["alice"])
+
+
+def test_waiting_gangs_read_their_pools_nodes_in_one_more_query(demo, django_assert_num_queries):
+    """The node figures come from the watcher's node mirror: ready, schedulable nodes only, one query for all."""
+    mirror_usage(vision=(0, 8))
+    pool, now = NodePool.objects.get(slug="h100"), timezone.now()
+    for name, units, ready, cordoned in (("n-0", 8, True, False), ("n-1", 8, True, False), ("n-2", 1, True, False),
+                                         ("n-cordoned", 8, True, True), ("n-not-ready", 8, False, False)):
+        NodeState.objects.create(name=name, node_pool=pool, allocatable_gpus=units, ready=ready,
+                                 unschedulable=cordoned, observed_at=now)
+    rows = [waiting_in(demo, gpus=2, pods=4, queue_position_local=index, kueue_name=f"k{index}") for index in range(4)]
+    workloads = list(Workload.objects.select_related("project__department", "node_pool").order_by("pk"))
+    access.grants_for(demo["alice"])
+    with django_assert_num_queries(4):  # quotas, queues, stopped local queues, the pools' nodes
+        explanations = explain_workloads(workloads, viewer=demo["alice"])
+    first = explanations[rows[0].pk]
+    assert first.sentence.startswith("Waiting for 8 x H100 80GB (4 pods of 2 each, admitted together; 2 of the "
+                                     "pool's 3 nodes can host such a pod): ")
+    assert (first.numbers["pool_nodes"], first.numbers["nodes_hosting_a_pod"]) == (3, 2)
 
 
 def test_idle_cards_held_back_by_serving_are_named_only_for_those_who_may_see_serving(demo):
