@@ -17,8 +17,27 @@ from worker import tasks
 pytestmark = pytest.mark.slow
 
 
-def test_the_request_id_reaches_the_job_and_the_task_logs(org, cluster, celery_worker, caplog):
+@pytest.fixture
+def celery_records(caplog):
+    """caplog, also fed directly by Celery's own loggers at INFO: an earlier in-process worker may have left them
+    with a higher level, disabled or not propagating (Celery configures its logging once per process)."""
     caplog.set_level(logging.INFO)
+    names = ["celery", *(name for name in logging.root.manager.loggerDict if name.startswith("celery."))]
+    loggers = [logging.getLogger(name) for name in names]
+    saved = [(logger.level, logger.disabled) for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.INFO)
+        logger.disabled = False
+        logger.addHandler(caplog.handler)
+    yield caplog
+    for logger, (level, disabled) in zip(loggers, saved, strict=True):
+        logger.removeHandler(caplog.handler)
+        logger.setLevel(level)
+        logger.disabled = disabled
+
+
+def test_the_request_id_reaches_the_job_and_the_task_logs(org, cluster, celery_worker, celery_records):
+    caplog = celery_records
     alice = signed_in(org["alice"])
     response = alice.post(reverse("workloads:submit", args=["training"]),
                           submit_payload("training", gpus="1", command="sleep 600"),
