@@ -29,6 +29,7 @@ REASON_EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 REASON_WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 REASON_MISCONFIGURED = "Misconfigured"
 REASON_SUSPENDED = "Suspended"
+REASON_WAITING_FOR_PODS_READY = "WaitingForPodsReady"  # waitForPodsReady.blockAdmission holds the next admission
 
 # Evicted reasons
 EVICTED_PREEMPTED = "Preempted"

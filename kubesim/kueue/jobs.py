@@ -205,7 +205,8 @@ class JobIntegration:
             return True
         if self._match_job(store, job, wl):
             return True
-        wrote = self._sync_queue_name(store, job, wl)
+        wrote = self._sync_priority_class(store, job, wl)
+        wrote = self._sync_queue_name(store, job, wl) or wrote
         if self.config.wait_for_pods_ready.enable:
             wrote = self._sync_pods_ready(store, job, wl, now) or wrote
         evicted = find_condition(wl, C.EVICTED)
@@ -302,6 +303,27 @@ class JobIntegration:
         md = wl["metadata"]
         message = f"Updated not matching Workload for suspended job: {md['namespace']}/{md['name']}"
         store.record_event(job, "Normal", "UpdatedWorkload", message, C.CONTROLLER_NAME)
+        return True
+
+    @staticmethod
+    def _sync_priority_class(store, job: dict, wl: dict) -> bool:
+        """The Job's priority-class label names another WorkloadPriorityClass: the Workload follows it, admitted or
+        not, so a running workload whose class is lowered becomes a preemption candidate. Only a Workload without a
+        class (before quota is reserved: the CRD freezes its presence after) or with a WorkloadPriorityClass moves;
+        a change of a class's value reaches no existing Workload (as in Kueue)."""
+        pc_name = (job["metadata"].get("labels") or {}).get(C.PRIORITY_CLASS_LABEL)
+        spec = wl.setdefault("spec", {})
+        ref = spec.get("priorityClassRef")
+        if not pc_name or (ref is not None and ref.get("group") != C.KUEUE_GROUP):
+            return False
+        if (ref is None and condition_true(wl, C.QUOTA_RESERVED)) or (ref is not None and ref["name"] == pc_name):
+            return False
+        pc = store.get("workloadpriorityclasses", None, pc_name)
+        if pc is None:
+            return False
+        spec["priorityClassRef"] = {"group": C.KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": pc_name}
+        spec["priority"] = int(pc.get("value", 0))
+        store.update("workloads", wl)
         return True
 
     def _sync_queue_name(self, store, job: dict, wl: dict) -> bool:

@@ -40,7 +40,7 @@ class SchedulerController:
     def __init__(self, state: KueueState) -> None:
         self.state = state
         self.config = state.config
-        self._reserving: dict[str, str] = {}  # workload key -> ClusterQueue, after the last reconcile
+        self._reserving: dict[str, tuple[str, int]] = {}  # workload key -> (ClusterQueue, priority), last pass
         self._generations: dict[str, int] = {}
         self._fingerprint = ""
         self._gate = ChangeGate(SCHEDULING_INPUTS)
@@ -64,7 +64,7 @@ class SchedulerController:
         touched = self._live.refresh(store, now)
         snap = self._live.snap
         self._flush_on_events(store, snap, queues, touched)
-        results = [] if self._blocked(snap) else Scheduler(self.config, queues).run(snap, now)
+        results = Scheduler(self.config, queues).run(snap, now)
         # A cycle that looked at a head may have changed the snapshot (admissions, preemption trials).
         acted = any(r.admitted or r.preempted or r.pending or r.moved_aside for r in results)
         self._live.stale = acted
@@ -93,18 +93,8 @@ class SchedulerController:
                         msg = f"ClusterQueue {cq_name} is inactive"
                         wrote = self._set_pending(store, wl, C.REASON_SUSPENDED, msg, now) or wrote
         if touched is None or acted:
-            self._reserving = {k: w.cluster_queue for k, w in snap.workloads.items() if w.has_reservation}
+            self._reserving = {k: (w.cluster_queue, w.priority) for k, w in snap.workloads.items() if w.has_reservation}
         return wrote
-
-    def _blocked(self, snap: Snapshot) -> bool:
-        """waitForPodsReady.blockAdmission: no admission while an admitted workload's pods are not ready."""
-        wfpr = self.config.wait_for_pods_ready
-        if not (wfpr.enable and wfpr.block_admission):
-            return False
-        return any(
-            w.has_reservation and not condition_true(w.obj, C.PODS_READY) and not w.evicted
-            for w in snap.workloads.values()
-        )
 
     def _flush_on_events(self, store: Store, snap: Snapshot, queues: Queues, touched: set[str] | None) -> None:
         if self._live.config_changed:  # status-only writes to queues do not change the fingerprint
@@ -115,10 +105,16 @@ class SchedulerController:
         if touched is not None:
             self._forget_touched(snap, queues, touched)
             return
-        reserving = {k for k, w in snap.workloads.items() if w.has_reservation}
-        released_roots = {_root_name(snap, cq) for k, cq in self._reserving.items() if k not in reserving}
-        if released_roots:
-            queues.flush({name for name, cq in snap.cluster_queues.items() if cq.root().name in released_roots})
+        # A released reservation, or a priority change of a workload holding one (its Job's priority class
+        # changed), may let a set-aside workload in the same tree in: flush that tree.
+        reserving = {k: w.priority for k, w in snap.workloads.items() if w.has_reservation}
+        changed_roots = {
+            _root_name(snap, cq)
+            for k, (cq, priority) in self._reserving.items()
+            if k not in reserving or reserving[k] != priority
+        }
+        if changed_roots:
+            queues.flush({name for name, cq in snap.cluster_queues.items() if cq.root().name in changed_roots})
         pending_keys: dict[str, set[str]] = {}
         for cq_name, wls in snap.pending.items():
             pending_keys[cq_name] = {w.key for w in wls}

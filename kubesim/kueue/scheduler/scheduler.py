@@ -14,7 +14,14 @@ from datetime import datetime
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.flavors import NO_FIT, PREEMPT, Assignment, FlavorAssigner
-from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo, find_condition, order_key
+from kubesim.kueue.scheduler.model import (
+    ClusterQueueNode,
+    Snapshot,
+    WorkloadInfo,
+    condition_true,
+    find_condition,
+    order_key,
+)
 from kubesim.kueue.scheduler.preemption import Preemptor, Target, cq_path
 from kubesim.kueue.scheduler.quota import (
     DRS,
@@ -34,7 +41,9 @@ NAMESPACE_MISMATCH = "NamespaceMismatch"
 NO_FIT_REASON = "NoFit"
 PENDING_PREEMPTION = "PendingPreemption"
 PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
-_IMMEDIATE = {FAILED_AFTER_NOMINATION, PENDING_PREEMPTION, "PreemptionFailed"}
+WAITING_FOR_PODS_READY = "WaitingForPodsReady"  # kubesim's name: the head stays in the heap while admission waits
+_IMMEDIATE = {FAILED_AFTER_NOMINATION, PENDING_PREEMPTION, "PreemptionFailed", WAITING_FOR_PODS_READY}
+PODS_READY_MESSAGE = "waiting for all admitted workloads to be in PodsReady condition"
 
 
 @dataclass
@@ -93,7 +102,7 @@ class _Entry:
     cq: ClusterQueueNode | None
     assignment: Assignment = field(default_factory=Assignment)
     targets: list[Target] = field(default_factory=list)
-    status: str = ""  # "", skipped, assumed
+    status: str = ""  # "", skipped, assumed, waiting (for PodsReady), deferred (behind a waiting entry)
     message: str = ""
     reason: str = ""
     requeue: str = GENERIC
@@ -218,13 +227,21 @@ class Scheduler:
         else:
             order = sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl)))
         transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]] = []
+        gate = _PodsReadyGate.of(snapshot)
         for e in order:
-            self._process(snapshot, e, preemptor, preempted_keys, result, consumed, now, transient)
+            if gate is not None and gate.holding:
+                e.status = "deferred"  # Kueue's scheduler is itself blocked: later entries wait unseen
+                continue
+            self._process(snapshot, e, preemptor, preempted_keys, result, consumed, now, transient, gate)
         for cq, usage in transient:  # the next cycle starts from a fresh view of reservations
             for fr, v in usage.items():
                 remove_usage(cq, fr, v)
         for e in entries + rejected:
-            if e.status == "assumed":
+            if e.status in ("assumed", "deferred"):
+                continue
+            if e.status == "waiting":
+                queues.requeue(e.cq, e.wl, WAITING_FOR_PODS_READY)
+                result.pending.append(Pending(e.wl, e.reason, e.message, evaluated=False))
                 continue
             if e.requeue == GENERIC and e.status:
                 e.requeue = FAILED_AFTER_NOMINATION
@@ -381,6 +398,7 @@ class Scheduler:
         consumed: set[str],
         now: datetime,
         transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]],
+        gate: _PodsReadyGate | None = None,
     ) -> None:
         cq = e.cq
         assert cq is not None
@@ -405,6 +423,10 @@ class Scheduler:
             e.status, e.message = "skipped", "Workload no longer fits after processing another workload"
             e.reason = C.REASON_WAITING_FOR_QUOTA
             return
+        if mode != PREEMPT and gate is not None and gate.blocked:
+            e.status, e.reason, e.message = "waiting", C.REASON_WAITING_FOR_PODS_READY, PODS_READY_MESSAGE
+            gate.holding = True
+            return
         preempted_keys.update(t.workload.key for t in e.targets)
         for fr, v in usage.items():
             add_usage(cq, fr, v)
@@ -420,6 +442,8 @@ class Scheduler:
             e.requeue = PENDING_PREEMPTION
             transient.append((cq, dict(usage)))  # not admitted yet: its usage only blocks the rest of this cycle
             return
+        if gate is not None:
+            gate.blocked = True  # the workload admitted now has no ready pods yet
         e.status = "assumed"
         e.wl.cluster_queue = cq.name
         e.wl.usage = dict(usage)
@@ -454,6 +478,29 @@ class Scheduler:
             else:
                 reserved[fr] = max(0, min(v, q.nominal - used))
         return reserved
+
+
+@dataclass
+class _PodsReadyGate:
+    """waitForPodsReady.blockAdmission within one cycle: while any workload holding quota has no ready pods, the
+    first entry that would be admitted is marked WaitingForPodsReady and holds the rest of the cycle (Kueue's
+    scheduler waits right there until the pods are ready); each admission closes the gate again."""
+
+    blocked: bool
+    holding: bool = False
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> _PodsReadyGate | None:
+        wfpr = snapshot.config.wait_for_pods_ready
+        if not (wfpr.enable and wfpr.block_admission):
+            return None
+        return cls(
+            blocked=any(
+                not w.evicted and not condition_true(w.obj, C.PODS_READY)
+                for cq in snapshot.cluster_queues.values()
+                for w in cq.workloads.values()
+            )
+        )
 
 
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"

@@ -1,0 +1,133 @@
+"""Kueue behaviours kubesim emulates since issue 15, end to end: official kubernetes client -> served kubesim
+(manual clock) -> Kueue half. Each test names the upstream Kueue test whose scenario and expectations it follows
+(kubernetes-sigs/kueue; the scenarios are re-told here, nothing is carried over)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kubesim.cluster import node_object
+from tests.kubesim.kueue.conftest import GPU, POOL_LABEL, Cluster, _cluster
+
+
+@pytest.fixture(scope="module")
+def kc_block() -> Iterator[Cluster]:
+    """waitForPodsReady with blockAdmission (timeout 5m)."""
+    yield from _cluster(kueue_config={"waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": True}})
+
+
+def _reason(kc: Cluster, ns: str, job: str, ctype: str = "QuotaReserved") -> tuple[str, str, str] | None:
+    cond = kc.condition(ns, job, ctype)
+    return None if cond is None else (cond["status"], cond["reason"], cond["message"])
+
+
+def add_node(kc: Cluster, name: str, pool: str, **labels: str) -> None:
+    """A node of the pool appears (as a cluster autoscaler would bring one up): pending pods bind to it."""
+    spec = {"name": name, "labels": {POOL_LABEL: pool, **labels}, "allocatable": {GPU: 8, "cpu": 64, "pods": 110}}
+    node = node_object(spec)
+    kc.core.create_node({"metadata": node["metadata"], "spec": node["spec"]})
+    kc.core.patch_node_status(name, {"status": node["status"]})
+
+
+def test_running_workload_follows_lowered_priority_class(kc: Cluster):
+    """Follows Kueue's job integration test "should allow to change the priority class of a running workload"
+    (test/integration/singlecluster/controller/jobs/job/job_controller_test.go, WorkloadPriorityClass context)
+    and the e2e preemption after a lowered priority: the Job's kueue.x-k8s.io/priority-class label is re-applied
+    to its admitted Workload, so pending work of a priority now higher preempts it."""
+    kc.priority_class("low", 10)
+    kc.priority_class("mid", 50)
+    kc.priority_class("high", 100)
+    kc.flavor()
+    kc.cluster_queue("cq", 2, preemption={"withinClusterQueue": "LowerPriority"})
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    kc.job(ns, "runner", "lq", 2, priority_class="high")
+    kc.settle(1)
+    kc.job(ns, "waiter", "lq", 2, priority_class="mid")
+    kc.settle(1)
+    assert kc.admitted(ns, "runner") and not kc.admitted(ns, "waiter")
+    kc.batch.patch_namespaced_job("runner", ns, {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": "low"}}})
+    kc.settle()
+    runner = kc.workload(ns, "runner")
+    assert runner["spec"]["priority"] == 10
+    assert runner["spec"]["priorityClassRef"] == {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": "low",
+    }
+    assert kc.condition(ns, "runner", "Preempted")["reason"] == "InClusterQueue"
+    assert kc.admitted(ns, "waiter")
+    assert not kc.admitted(ns, "runner")
+
+
+def test_priority_class_value_change_reaches_no_existing_workload(kc: Cluster):
+    """Follows Kueue's jobframework unit case "a value already under the resolved class is left alone"
+    (pkg/controller/jobframework, ApplyWorkloadPriority): only a change of the class named by the Job moves the
+    Workload's priority."""
+    kc.priority_class("team", 10)
+    kc.flavor()
+    kc.cluster_queue("cq", 2)
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    kc.job(ns, "j", "lq", 1, priority_class="team")
+    kc.settle(1)
+    kc.custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "team", {"value": 99})
+    kc.settle(1)
+    assert kc.workload(ns, "j")["spec"]["priority"] == 10
+
+
+def test_block_admission_gates_every_admission(kc_block: Cluster):
+    """Follows Kueue's "SchedulerWithWaitForPodsReady" integration tests with blockAdmission
+    (test/integration/singlecluster/scheduler/podsready/scheduler_test.go: the second workload waits until the
+    first is PodsReady, then the third until the second is): one admission at a time, the next fitting head is
+    marked QuotaReserved=False with reason WaitingForPodsReady until the admitted workload's pods are ready."""
+    kc = kc_block
+    kc.ks.reset()
+    kc.flavor("spot", "spot")  # no node of this pool yet: pods wait for one
+    kc.cluster_queue("cq", 4, flavor="spot")
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    for name in ("a", "b", "c"):  # b's pod also needs a node in zone b (a label its flavor does not set)
+        kc.job(ns, name, "lq", 1, node_selector={"zone": "b"} if name == "b" else None)
+        kc.settle(1)  # FIFO needs distinct creation seconds (ties go by UID, as in Kueue)
+    assert kc.running(ns, ["a", "b", "c"]) == {"a"}
+    waiting = ("False", "WaitingForPodsReady", "waiting for all admitted workloads to be in PodsReady condition")
+    assert _reason(kc, ns, "b") == waiting
+    assert _reason(kc, ns, "c") is None  # Kueue's scheduler waits on b: c is not looked at yet
+    add_node(kc, "spot-1", "spot")
+    kc.settle(1)  # a's pod is ready on the new node: b is admitted (its pod finds no node), c now waits for b
+    assert _reason(kc, ns, "a", "PodsReady")[:2] == ("True", "Started")
+    assert kc.running(ns, ["a", "b", "c"]) == {"a", "b"}
+    assert _reason(kc, ns, "c") == waiting
+    add_node(kc, "spot-2", "spot", zone="b")
+    kc.settle(1)
+    assert kc.running(ns, ["a", "b", "c"]) == {"a", "b", "c"}
+
+
+def test_blocked_admission_still_gives_heads_their_verdict(kc_block: Cluster):
+    """Follows Kueue's podsready scheduler test of a workload that does not fit while admission is blocked
+    (test/integration/singlecluster/scheduler/podsready/scheduler_test.go): while an admitted workload's pods are
+    not ready, a head that cannot fit still gets its QuotaReserved=False verdict (WaitingForQuota and the
+    flavor assigner's message), it is only admission that waits."""
+    kc = kc_block
+    kc.ks.reset()
+    kc.flavor("nowhere", "no-such-pool")  # pods of this flavor never become ready: admission stays blocked
+    kc.cluster_queue("cq", 2, flavor="nowhere")
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    kc.job(ns, "stuck", "lq", 1)
+    kc.settle(1)
+    kc.job(ns, "huge", "lq", 2)
+    kc.settle(1)
+    kc.job(ns, "small", "lq", 1)
+    kc.settle(1)
+    assert kc.running(ns, ["stuck", "huge", "small"]) == {"stuck"}
+    status, reason, message = _reason(kc, ns, "huge")
+    assert (status, reason) == ("False", "WaitingForQuota")
+    assert message == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor nowhere, "
+        "1 more needed"
+    )
+    assert _reason(kc, ns, "small")[1] == "WaitingForPodsReady"
