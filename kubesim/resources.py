@@ -91,7 +91,15 @@ CORE = [
 ]
 KUEUE = [
     _crd(p)
-    for p in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses", "workloads")
+    for p in (
+        "resourceflavors",
+        "cohorts",
+        "clusterqueues",
+        "localqueues",
+        "workloadpriorityclasses",
+        "workloads",
+        "admissionchecks",
+    )
 ]
 RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE}
 """plural -> Resource; plurals are unique across the served groups."""

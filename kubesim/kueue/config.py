@@ -45,6 +45,9 @@ class KueueConfig:
     )
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     quota_check_strategy: str = "IgnoreUndeclared"
+    # kubesim's own (`kubesim.provisioningRequestDelay`): how long a ProvisioningRequest admission check stays
+    # Pending before kubesim marks it Ready, standing for the time a cluster autoscaler takes to bring capacity up.
+    provisioning_delay_seconds: float = 0.0
 
     @classmethod
     def default(cls) -> KueueConfig:
@@ -84,6 +87,9 @@ class KueueConfig:
                 backoff_base_seconds=int(rs.get("backoffBaseSeconds", 60)),
                 backoff_max_seconds=int(rs.get("backoffMaxSeconds", 3600)),
             )
+        own = d.get("kubesim") or {}
+        if own.get("provisioningRequestDelay") is not None:
+            cfg.provisioning_delay_seconds = parse_duration(own["provisioningRequestDelay"])
         res = d.get("resources") or {}
         if res.get("quotaCheckStrategy"):
             if res["quotaCheckStrategy"] not in ("BlockUndeclared", "IgnoreUndeclared"):

@@ -10,6 +10,8 @@ MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 CONTROLLER_NAME = "kueue-admission"
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"  # AdmissionCheck controllerName kubesim serves
+CONSUME_PROVISIONING_REQUEST = "autoscaling.x-k8s.io/consume-provisioning-request"
 
 # Workload condition types
 QUOTA_RESERVED = "QuotaReserved"
@@ -31,12 +33,19 @@ REASON_MISCONFIGURED = "Misconfigured"
 REASON_SUSPENDED = "Suspended"
 REASON_WAITING_FOR_PODS_READY = "WaitingForPodsReady"  # waitForPodsReady.blockAdmission holds the next admission
 
+# Admission check states (Workload status.admissionChecks[].state)
+CHECK_PENDING = "Pending"
+CHECK_READY = "Ready"
+CHECK_RETRY = "Retry"
+CHECK_REJECTED = "Rejected"
+
 # Evicted reasons
 EVICTED_PREEMPTED = "Preempted"
 EVICTED_PODS_READY_TIMEOUT = "PodsReadyTimeout"
 EVICTED_DEACTIVATED = "Deactivated"
 EVICTED_CQ_STOPPED = "ClusterQueueStopped"
 EVICTED_LQ_STOPPED = "LocalQueueStopped"
+EVICTED_ADMISSION_CHECK = "AdmissionCheck"
 
 # Preempted reasons
 IN_CLUSTER_QUEUE = "InClusterQueue"
@@ -62,6 +71,8 @@ STRICT_FIFO = "StrictFIFO"
 CQ_REASON_READY = "Ready"
 CQ_REASON_STOPPED = "Stopped"
 CQ_REASON_FLAVOR_NOT_FOUND = "FlavorNotFound"
+CQ_REASON_CHECK_NOT_FOUND = "AdmissionCheckNotFound"
+CQ_REASON_CHECK_INACTIVE = "AdmissionCheckInactive"
 
 # Fair sharing preemption strategies
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"

@@ -387,12 +387,31 @@ class JobIntegration:
             if count is not None and count != pod_count(job):
                 job["spec"]["parallelism"] = count
             template.setdefault("metadata", {}).setdefault("labels", {})[C.PODSET_LABEL] = psa.get("name", "main")
+            self._apply_check_updates(wl, psa.get("name", "main"), template)
         job["spec"]["suspend"] = False
         store.update("jobs", job)
         store.record_event(
             job, "Normal", "Started", f"Admitted by clusterQueue {admission.get('clusterQueue')}", C.CONTROLLER_NAME
         )
         return True
+
+    @staticmethod
+    def _apply_check_updates(wl: dict, podset: str, template: dict) -> None:
+        """The admission checks' podSetUpdates (labels, annotations, nodeSelector, tolerations) for this pod set."""
+        for check in (wl.get("status") or {}).get("admissionChecks") or []:
+            for update in check.get("podSetUpdates") or []:
+                if update.get("name") != podset:
+                    continue
+                md = template.setdefault("metadata", {})
+                for key in ("labels", "annotations"):
+                    if update.get(key):
+                        md[key] = {**(md.get(key) or {}), **update[key]}
+                pod_spec = template.setdefault("spec", {})
+                if update.get("nodeSelector"):
+                    pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **update["nodeSelector"]}
+                for tol in update.get("tolerations") or []:
+                    if tol not in pod_spec.setdefault("tolerations", []):
+                        pod_spec["tolerations"].append(tol)
 
     def _stop(self, store, job: dict, wl: dict, message: str) -> bool:
         """stopJob: suspend and restore the pod template and parallelism the Workload recorded."""

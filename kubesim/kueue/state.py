@@ -53,6 +53,7 @@ def build_snapshot(
         local_queues=objects("localqueues"),
         workloads=objects("workloads"),
         namespaces=objects("namespaces"),
+        admission_checks=objects("admissionchecks"),
         config=config,
         now=now,
         parse_cache=parsed,

@@ -6,7 +6,7 @@ plain objects (tests, the portal's forecasts). Each returns True when it changed
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.scheduler.model import find_condition, parse_time
@@ -53,25 +53,90 @@ def _reset_active(obj: dict, ctype: str, reason: str, now: datetime) -> bool:
     return set_condition(obj, ctype, "False", reason, "Previously: " + (prev.get("message") or ""), now)
 
 
+def checks_ready(obj: dict) -> bool:
+    """HasAllChecksReady: every admission check listed in status.admissionChecks is Ready."""
+    return all(c.get("state") == C.CHECK_READY for c in (obj.get("status") or {}).get("admissionChecks") or [])
+
+
 def sync_admitted(obj: dict, now: datetime) -> bool:
-    """Admitted follows QuotaReserved (kubesim has no admission checks); leaving Admitted accumulates run time."""
+    """Admitted = QuotaReserved and every admission check Ready; leaving Admitted accumulates run time."""
     qr = find_condition(obj, C.QUOTA_RESERVED)
     admitted = find_condition(obj, C.ADMITTED)
     if qr is None and admitted is None:
         return False
-    if qr is not None and qr.get("status") == "True":
+    reserved = qr is not None and qr.get("status") == "True"
+    if reserved and checks_ready(obj):
         return set_condition(obj, C.ADMITTED, "True", "Admitted", "The workload is admitted", now)
     if admitted is not None and admitted.get("status") == "True":
         since = parse_time(admitted.get("lastTransitionTime")) or now
         status = obj.setdefault("status", {})
         past = int(status.get("accumulatedPastExecutionTimeSeconds") or 0)
         status["accumulatedPastExecutionTimeSeconds"] = past + int((now - since).total_seconds())
+    if reserved:
+        message = "The workload has not all checks ready"
+        return set_condition(obj, C.ADMITTED, "False", "UnsatisfiedAdmissionChecks", message, now)
     return set_condition(obj, C.ADMITTED, "False", "NoReservation", "The workload has no reservation", now)
 
 
-def set_quota_reservation(obj: dict, cluster_queue: str, podset_assignments: list[dict], now: datetime) -> bool:
-    """SetQuotaReservation + SyncAdmittedCondition: reserve, admit, and flip Evicted/Preempted to 'Previously'."""
+def set_check_state(obj: dict, name: str, state: str, message: str, now: datetime, **extra: object) -> bool:
+    """SetAdmissionCheckState: add or update one check; lastTransitionTime moves when the state does."""
+    checks = obj.setdefault("status", {}).setdefault("admissionChecks", [])
+    for c in checks:
+        if c.get("name") == name:
+            before = dict(c)
+            if c.get("state") != state:
+                c["state"], c["lastTransitionTime"] = state, ts(now)
+            c["message"] = message
+            c.update({k: v for k, v in extra.items() if v is not None})
+            return c != before
+    checks.append({"name": name, "state": state, "message": message, "lastTransitionTime": ts(now), **extra})
+    return True
+
+
+def sync_checks(obj: dict, names: list[str], now: datetime) -> bool:
+    """The workload lists exactly the checks its ClusterQueue asks of this reservation (new ones Pending)."""
+    status = obj.setdefault("status", {})
+    before = status.get("admissionChecks")
+    if not names and not before:
+        return False
+    status["admissionChecks"] = [c for c in before or [] if c.get("name") in names]
+    for name in names:
+        if not any(c.get("name") == name for c in status["admissionChecks"]):
+            set_check_state(obj, name, C.CHECK_PENDING, "", now)
+    return status["admissionChecks"] != before
+
+
+def reset_checks_on_eviction(obj: dict, now: datetime) -> None:
+    """Every check not Pending goes back to Pending; a Retry counts one more retry."""
+    for c in (obj.get("status") or {}).get("admissionChecks") or []:
+        state = c.get("state")
+        if state == C.CHECK_PENDING:
+            continue
+        if state == C.CHECK_RETRY:
+            c["retryCount"] = int(c.get("retryCount") or 0) + 1
+        c.update(state=C.CHECK_PENDING, message=f"Reset to Pending after eviction. Previously: {state}")
+        c["lastTransitionTime"] = ts(now)
+        c.pop("podSetUpdates", None)
+
+
+def retry_time(obj: dict) -> datetime | None:
+    """The latest lastTransitionTime + requeueAfterSeconds over the checks in Retry (GetMaxRetryTime)."""
+    times = [
+        at + timedelta(seconds=int(c["requeueAfterSeconds"]))
+        for c in (obj.get("status") or {}).get("admissionChecks") or []
+        if c.get("state") == C.CHECK_RETRY and c.get("requeueAfterSeconds") is not None
+        if (at := parse_time(c.get("lastTransitionTime"))) is not None
+    ]
+    return max(times) if times else None
+
+
+def set_quota_reservation(
+    obj: dict, cluster_queue: str, podset_assignments: list[dict], now: datetime, checks: list[str] | None = None
+) -> bool:
+    """SetQuotaReservation + SyncAdmittedCondition: reserve, list the admission checks the ClusterQueue asks
+    (admitted at once when there are none), and flip Evicted/Preempted to 'Previously'."""
     obj.setdefault("status", {})["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": podset_assignments}
+    sync_checks(obj, checks or [], now)
     message = f"Quota reserved in ClusterQueue {cluster_queue}"
     set_condition(obj, C.QUOTA_RESERVED, "True", "QuotaReserved", message, now)
     _reset_active(obj, C.EVICTED, "QuotaReserved", now)
@@ -121,6 +186,13 @@ def release_after_eviction(obj: dict, now: datetime) -> bool:
         return False
     requeued = ev.get("reason") in (C.EVICTED_PREEMPTED, "NodeFailures")
     changed = set_condition(obj, C.REQUEUED, "True" if requeued else "False", ev["reason"], ev.get("message", ""), now)
+    if ev.get("reason") == C.EVICTED_ADMISSION_CHECK:
+        at = retry_time(obj)  # a Retry check's requeueAfterSeconds holds the workload back (requeueState)
+        if at is not None and at > now:
+            state = obj["status"].setdefault("requeueState", {})
+            state["requeueAt"] = ts(at)
+            state.setdefault("count", 0)
+    reset_checks_on_eviction(obj, now)
     return unset_quota_reservation(obj, C.REASON_PENDING_EVALUATION, ev.get("message", ""), now) or changed
 
 

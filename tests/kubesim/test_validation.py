@@ -30,7 +30,7 @@ def _causes(exc: ApiException) -> dict[str, str]:
 
 def test_every_cel_rule_in_the_vendored_schemas_compiles():
     rules = [r for res in KUEUE_RESOURCES for r in validation.known_rules(crd_schema(res.plural))]
-    assert len(rules) == 37
+    assert len(rules) == 38
     for rule in rules:
         cel.compile_rule(rule)  # raises CELError on any construct the evaluator does not implement
 
@@ -42,6 +42,8 @@ def test_vendored_schemas_are_current(tmp_path, monkeypatch):
     monkeypatch.setattr(regenerate, "HERE", tmp_path)
     regenerate.main(str(CRDS))
     for res in KUEUE_RESOURCES:
+        if res.plural in regenerate.WRITTEN_BY_HAND:
+            continue
         fresh = json.loads((tmp_path / f"{res.plural}.json").read_text())
         assert fresh["schema"] == crd_schema(res.plural), res.plural
 

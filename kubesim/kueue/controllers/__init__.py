@@ -5,6 +5,7 @@
 | `kubesim.kueue.jobs` | `JobIntegration`: batch/v1 Job -> Workload, start/stop of the Job, Finished |
 | `workload.py` | `WorkloadController`: deactivation, backoff, waitForPodsReady, maximum execution time, HoldAndDrain |
 | `scheduler.py` | `SchedulerController`: scheduling cycles and their writes |
+| `admission_checks.py` | `AdmissionChecksController`: check states -> Admitted, eviction, deactivation; provisioning |
 | `queue_status.py` | `StatusController`: ClusterQueue / LocalQueue / Cohort status |
 | `in_use.py` | `InUseFinalizers`: resource-in-use finalizers |
 | `live_snapshot.py` | `LiveSnapshot`, the incrementally patched snapshot the scheduler and status controllers keep |
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+from kubesim.kueue.controllers.admission_checks import AdmissionChecksController
 from kubesim.kueue.controllers.in_use import InUseFinalizers
 from kubesim.kueue.controllers.live_snapshot import LiveSnapshot
 from kubesim.kueue.controllers.queue_status import StatusController
@@ -23,17 +25,20 @@ from kubesim.protocols import Controller
 
 
 def kueue_controllers(state: KueueState) -> list[Controller]:
-    """In Kueue's order: Job integration, Workload lifecycle, scheduler, queue status, finalizers."""
+    """In Kueue's order: Job integration, Workload lifecycle, scheduler, admission checks, queue status,
+    finalizers."""
     return [
         JobIntegration(state),
         WorkloadController(state),
         SchedulerController(state),
+        AdmissionChecksController(state),
         StatusController(state),
         InUseFinalizers(state),
     ]
 
 
 __all__ = [
+    "AdmissionChecksController",
     "InUseFinalizers",
     "JobIntegration",
     "LiveSnapshot",

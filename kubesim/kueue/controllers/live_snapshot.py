@@ -12,8 +12,10 @@ from kubesim.kueue.scheduler.model import WorkloadInfo, order_key, workload_info
 from kubesim.kueue.state import KueueState
 from kubesim.store import Store
 
-QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces")
-SCHEDULING_INPUTS = {"workloads", "clusterqueues", "cohorts", "localqueues", "resourceflavors", "namespaces"}
+QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces", "admissionchecks")
+SCHEDULING_INPUTS = {"workloads", *QUEUE_CONFIG}
+# Status-only writes to these do not change what the scheduler sees (an AdmissionCheck's Active condition does).
+_STATUS_IGNORED = tuple(r for r in QUEUE_CONFIG if r != "admissionchecks")
 
 
 class LiveSnapshot:
@@ -26,7 +28,7 @@ class LiveSnapshot:
         self.config = state.config
         self._snap: Snapshot | None = None
         self.stale = True
-        self._changes = Changes("workloads", *QUEUE_CONFIG, status_only=QUEUE_CONFIG)
+        self._changes = Changes("workloads", *QUEUE_CONFIG, status_only=_STATUS_IGNORED)
         self._now: datetime | None = None
         self._backoff: set[str] = set()  # workloads with status.requeueState.requeueAt: time changes their place
         self.config_changed = True  # whether the last refresh saw queue configuration (not status) change

@@ -62,13 +62,15 @@ class StatusController:
             cq = snap.cluster_queues[obj["metadata"]["name"]]
             status = dict(obj.get("status") or {})
             reservation = self._flavors(cq, cq.usage, borrowed=True)
-            admitted = sum(1 for w in cq.workloads.values() if condition_true(w.obj, C.ADMITTED))
+            admitted = [w for w in cq.workloads.values() if condition_true(w.obj, C.ADMITTED)]
+            # Usage counts admitted workloads only: a reservation waiting on admission checks is not in use yet.
+            in_use = reservation if len(admitted) == len(cq.workloads) else self._flavors(cq, _sum(admitted), True)
             status.update(
                 pendingWorkloads=len(snap.pending.get(cq.name, [])),
                 reservingWorkloads=len(cq.workloads),
-                admittedWorkloads=admitted,
+                admittedWorkloads=len(admitted),
                 flavorsReservation=reservation,
-                flavorsUsage=reservation,
+                flavorsUsage=in_use,
             )
             if self.config.fair_sharing:
                 status["fairSharing"] = {"weightedShare": dominant_resource_share(cq).weighted_share()}
@@ -87,18 +89,18 @@ class StatusController:
                 for w in (lq_cq.workloads.values() if lq_cq else [])
                 if w.namespace == md["namespace"] and w.queue_name == md["name"]
             ]
-            usage: dict = {}
-            for w in mine:
-                for fr, v in w.usage.items():
-                    usage[fr] = usage.get(fr, 0) + v
-            flavors = self._flavors(lq_cq, usage, borrowed=False) if lq_cq else []
+            admitted_here = [w for w in mine if condition_true(w.obj, C.ADMITTED)]
+            flavors = self._flavors(lq_cq, _sum(mine), borrowed=False) if lq_cq else []
+            in_use = flavors
+            if lq_cq and len(admitted_here) != len(mine):
+                in_use = self._flavors(lq_cq, _sum(admitted_here), borrowed=False)
             status = dict(obj.get("status") or {})
             status.update(
                 pendingWorkloads=pending_by_lq.get((md["namespace"], md["name"]), 0),
                 reservingWorkloads=len(mine),
-                admittedWorkloads=sum(1 for w in mine if condition_true(w.obj, C.ADMITTED)),
+                admittedWorkloads=len(admitted_here),
                 flavorsReservation=flavors,
-                flavorsUsage=flavors,
+                flavorsUsage=in_use,
             )
             if ((obj.get("spec") or {}).get("stopPolicy") or "None") != "None":
                 cond = ("False", "Stopped", "LocalQueue is stopped")
@@ -165,3 +167,12 @@ class StatusController:
         new = {**obj, "status": status}
         self._written[key] = store.update_status(resource, new)["metadata"]["resourceVersion"]
         return True
+
+
+def _sum(workloads: list) -> dict:
+    """The (flavor, resource) usage of these workloads."""
+    usage: dict = {}
+    for w in workloads:
+        for fr, v in w.usage.items():
+            usage[fr] = usage.get(fr, 0) + v
+    return usage

@@ -27,6 +27,14 @@ def _fingerprint(state: KueueState, store: Store) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def record_admitted(store: Store, obj: dict, cluster_queue: str, now: datetime) -> None:
+    """The Admitted event, with the wait since the quota reservation."""
+    reserved = parse_time((find_condition(obj, C.QUOTA_RESERVED) or {}).get("lastTransitionTime")) or now
+    wait = round((now - reserved).total_seconds())
+    message = f"Admitted by ClusterQueue {cluster_queue}, wait time since reservation was {wait}s"
+    store.record_event(obj, "Normal", "Admitted", message, C.CONTROLLER_NAME)
+
+
 def _root_name(snap: Snapshot, cq_name: str) -> str:
     cq = snap.cluster_queues.get(cq_name)
     return "" if cq is None else cq.root().name
@@ -188,7 +196,9 @@ class SchedulerController:
             return False
         requeued = find_condition(obj, C.REQUEUED)
         queued_at = parse_time((requeued or {}).get("lastTransitionTime")) or adm.workload.creation
-        ws.set_quota_reservation(obj, adm.cluster_queue, adm.podset_assignments, now)
+        cq = self._live.snap.cluster_queues.get(adm.cluster_queue)
+        checks = cq.checks_for(adm.podset_assignments) if cq is not None else []
+        ws.set_quota_reservation(obj, adm.cluster_queue, adm.podset_assignments, now, checks)
         store.update_status("workloads", obj)
         wait = round((now - queued_at).total_seconds())
         store.record_event(
@@ -198,13 +208,8 @@ class SchedulerController:
             f"Quota reserved in ClusterQueue {adm.cluster_queue}, wait time since queued was {wait}s",
             C.CONTROLLER_NAME,
         )
-        store.record_event(
-            obj,
-            "Normal",
-            "Admitted",
-            f"Admitted by ClusterQueue {adm.cluster_queue}, wait time since reservation was 0s",
-            C.CONTROLLER_NAME,
-        )
+        if condition_true(obj, C.ADMITTED):  # else the admission checks controller admits it once all are Ready
+            record_admitted(store, obj, adm.cluster_queue, now)
         return True
 
     def _preempt(self, store: Store, pre: Preemption, now: datetime) -> bool:

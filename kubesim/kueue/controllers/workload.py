@@ -131,7 +131,9 @@ class WorkloadController:
             wl = clone(seen)
             if requeued.get("reason") == "Deactivated":
                 ws.set_condition(wl, C.REQUEUED, "True", "Reactivated", "The workload was reactivated", now)
-            elif requeued.get("reason") == C.EVICTED_PODS_READY_TIMEOUT and (requeue_at is None or requeue_at <= now):
+            elif requeued.get("reason") in (C.EVICTED_PODS_READY_TIMEOUT, C.EVICTED_ADMISSION_CHECK) and (
+                requeue_at is None or requeue_at <= now
+            ):
                 if requeue_at is not None:
                     wl["status"]["requeueState"]["requeueAt"] = None
                 ws.set_condition(wl, C.REQUEUED, "True", "BackoffFinished", "The workload backoff was finished", now)

@@ -81,6 +81,7 @@ class ClusterQueueNode(QuotaNode):
     inactive_message: str = ""
     workloads: dict[str, WorkloadInfo] = field(default_factory=dict)  # reserving quota, by key
     cohort_name: str = ""
+    admission_checks: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, onFlavors) from admissionChecksStrategy
 
     in_cohort_cycle: bool = False  # Kueue keeps such a queue out of scheduling without changing its status
 
@@ -97,6 +98,12 @@ class ClusterQueueNode(QuotaNode):
             if resource in rg.covered:
                 return rg
         return None
+
+    def checks_for(self, podset_assignments: list[dict]) -> list[str]:
+        """The admission checks a reservation with these assignments must pass: those without onFlavors, and those
+        naming one of the flavors assigned."""
+        flavors = {f for psa in podset_assignments for f in (psa.get("flavors") or {}).values()}
+        return [name for name, on in self.admission_checks if not on or flavors & set(on)]
 
     def covered_resources(self) -> set[str]:
         return {r for rg in self.resource_groups for r in rg.covered}
@@ -373,6 +380,7 @@ class Snapshot:
     workloads: dict[str, WorkloadInfo] = field(default_factory=dict)
     pending: dict[str, list[WorkloadInfo]] = field(default_factory=dict)  # by ClusterQueue, queue order
     orphans: list[tuple[WorkloadInfo, str, str]] = field(default_factory=list)  # (workload, reason, message)
+    admission_checks: dict[str, dict] = field(default_factory=dict)  # AdmissionCheck objects by name
 
     @classmethod
     def from_objects(
@@ -387,6 +395,7 @@ class Snapshot:
         config: KueueConfig | None = None,
         now: datetime | None = None,
         parse_cache: ParseCache | None = None,
+        admission_checks: Iterable[dict] = (),
     ) -> Snapshot:
         """Build from API objects. namespaces=None means every namespace is known but unlabelled.
 
@@ -396,6 +405,7 @@ class Snapshot:
         config = config or KueueConfig.default()
         snap = cls(config=config)
         snap.flavors = {_name(f): f for f in resource_flavors}
+        snap.admission_checks = {_name(a): a for a in admission_checks}
         if namespaces is not None:
             snap.namespaces = {_name(n): dict((n.get("metadata") or {}).get("labels") or {}) for n in namespaces}
         cohort_objs = {_name(c): c for c in cohorts}
@@ -494,6 +504,10 @@ class Snapshot:
             namespace_selector=spec.get("namespaceSelector"),
             stop_policy=spec.get("stopPolicy") or "None",
             cohort_name=spec.get("cohortName") or "",
+            admission_checks=tuple(
+                (c.get("name", ""), tuple(c.get("onFlavors") or []))
+                for c in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+            ),
         )
         reasons, messages = [], []
         if cq.stop_policy != "None":
@@ -503,6 +517,17 @@ class Snapshot:
         if missing:
             reasons.append(C.CQ_REASON_FLAVOR_NOT_FOUND)
             messages.append(f"references missing ResourceFlavor(s): {','.join(missing)}")
+        checks = [name for name, _ in cq.admission_checks]
+        absent = [c for c in checks if c not in self.admission_checks]
+        if absent:
+            reasons.append(C.CQ_REASON_CHECK_NOT_FOUND)
+            messages.append(f"references missing AdmissionCheck(s): {','.join(absent)}")
+        inactive = [
+            c for c in checks if c in self.admission_checks and not condition_true(self.admission_checks[c], "Active")
+        ]
+        if inactive:
+            reasons.append(C.CQ_REASON_CHECK_INACTIVE)
+            messages.append(f"references inactive AdmissionCheck(s): {','.join(inactive)}")
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             cq.inactive_reason = "Terminating"
             cq.inactive_message = "Can't admit new workloads; clusterQueue is terminating"

@@ -131,3 +131,161 @@ def test_blocked_admission_still_gives_heads_their_verdict(kc_block: Cluster):
         "1 more needed"
     )
     assert _reason(kc, ns, "small")[1] == "WaitingForPodsReady"
+
+
+@pytest.fixture(scope="module")
+def kc_checks() -> Iterator[Cluster]:
+    """ProvisioningRequest checks that kubesim marks Ready 60 s after they start waiting."""
+    yield from _cluster(kueue_config={"kubesim": {"provisioningRequestDelay": "60s"}})
+
+
+def admission_check(kc: Cluster, name: str, controller: str) -> dict:
+    return kc.create(
+        "admissionchecks",
+        {"kind": "AdmissionCheck", "metadata": {"name": name}, "spec": {"controllerName": controller}},
+    )
+
+
+def checked_queue(kc: Cluster, check: str, **strategy: object) -> str:
+    kc.flavor()
+    kc.cluster_queue("cq", 4, admissionChecksStrategy={"admissionChecks": [{"name": check, **strategy}]})
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    return ns
+
+
+def set_check(kc: Cluster, ns: str, job: str, name: str, state: str, **extra: object) -> None:
+    """What an admission check's own controller does: write the check's state on the Workload."""
+    wl = kc.workload(ns, job)
+    now = kc.ks.advance(0)  # the emulated time: the state changes now
+    change = {"state": state, "message": f"set to {state} by the test", "lastTransitionTime": now, **extra}
+    checks = [{**c, **change} if c["name"] == name else c for c in wl["status"]["admissionChecks"]]
+    kc.custom.patch_namespaced_custom_object_status(
+        "kueue.x-k8s.io", "v1beta2", ns, "workloads", wl["metadata"]["name"], {"status": {"admissionChecks": checks}}
+    )
+
+
+def test_provisioning_check_admits_once_capacity_is_up(kc_checks: Cluster):
+    """Follows Kueue's provisioning admission check integration test "Should set the check Ready and admit the
+    workload when the ProvisioningRequest is provisioned" (test/integration/singlecluster/controller/
+    admissionchecks/provisioning/provisioning_test.go): quota is reserved first, the workload is Admitted only once
+    its check is Ready, and the Job starts with the pod set updates that consume the ProvisioningRequest."""
+    kc = kc_checks
+    kc.ks.reset()
+    admission_check(kc, "capacity", "kueue.x-k8s.io/provisioning-request")
+    ns = checked_queue(kc, "capacity")
+    kc.settle()
+    active = next(c for c in kc.get("admissionchecks", "capacity")["status"]["conditions"] if c["type"] == "Active")
+    assert (active["status"], active["reason"]) == ("True", "Active")
+    assert kc.get("clusterqueues", "cq")["status"]["conditions"][0]["reason"] == "Ready"
+    kc.job(ns, "train", "lq", 2)
+    kc.settle(1)
+    wl = kc.workload(ns, "train")
+    assert _reason(kc, ns, "train")[:2] == ("True", "QuotaReserved")
+    assert _reason(kc, ns, "train", "Admitted") == (
+        "False",
+        "UnsatisfiedAdmissionChecks",
+        "The workload has not all checks ready",
+    )
+    request = f"{wl['metadata']['name']}-capacity-1"
+    [check] = wl["status"]["admissionChecks"]
+    assert (check["name"], check["state"]) == ("capacity", "Pending")
+    assert check["message"] == f"Waiting for ProvisioningRequest {request} to be provisioned"
+    assert kc.batch.read_namespaced_job("train", ns).spec.suspend is True
+    cq = kc.get("clusterqueues", "cq")["status"]
+    assert (cq["reservingWorkloads"], cq["admittedWorkloads"]) == (1, 0)
+    assert cq["flavorsReservation"][0]["resources"][0]["total"] == "2"
+    assert cq["flavorsUsage"][0]["resources"][0]["total"] == "0"
+    kc.settle(58)  # reserved when the Job was created: 59 s ago
+    assert not kc.admitted(ns, "train")
+    kc.settle(1)
+    [check] = kc.workload(ns, "train")["status"]["admissionChecks"]
+    assert check["state"] == "Ready"
+    assert check["podSetUpdates"] == [
+        {"name": "main", "annotations": {"autoscaling.x-k8s.io/consume-provisioning-request": request}}
+    ]
+    assert kc.admitted(ns, "train")
+    job = kc.batch.read_namespaced_job("train", ns)
+    assert job.spec.suspend is False
+    assert job.spec.template.metadata.annotations["autoscaling.x-k8s.io/consume-provisioning-request"] == request
+    assert ("Admitted", "Admitted by ClusterQueue cq, wait time since reservation was 60s") in kc.events(
+        ns, wl["metadata"]["name"]
+    )
+
+
+def test_cluster_queue_inactive_while_its_check_is_missing_or_inactive(kc: Cluster):
+    """Follows Kueue's ClusterQueue controller integration test "Should update status when admission checks are
+    missing or inactive" (test/integration/singlecluster/controller/core/clusterqueue_controller_test.go)."""
+    ns = checked_queue(kc, "later")
+    kc.job(ns, "j", "lq", 1)
+    kc.settle()
+    cond = kc.get("clusterqueues", "cq")["status"]["conditions"][0]
+    assert (cond["status"], cond["reason"]) == ("False", "AdmissionCheckNotFound")
+    assert cond["message"] == "Can't admit new workloads: references missing AdmissionCheck(s): later."
+    assert _reason(kc, ns, "j") == ("False", "Suspended", "ClusterQueue cq is inactive")
+    admission_check(kc, "later", "example.com/manual")  # no controller has marked it Active yet
+    kc.settle()
+    cond = kc.get("clusterqueues", "cq")["status"]["conditions"][0]
+    assert (cond["reason"], cond["message"]) == (
+        "AdmissionCheckInactive",
+        "Can't admit new workloads: references inactive AdmissionCheck(s): later.",
+    )
+    active = {
+        "type": "Active",
+        "status": "True",
+        "reason": "Active",
+        "message": "ok",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    kc.custom.patch_cluster_custom_object_status(
+        "kueue.x-k8s.io", "v1beta2", "admissionchecks", "later", {"status": {"conditions": [active]}}
+    )
+    kc.settle()
+    assert kc.get("clusterqueues", "cq")["status"]["conditions"][0]["reason"] == "Ready"
+    assert kc.workload(ns, "j")["status"]["admissionChecks"][0]["state"] == "Pending"
+
+
+def test_check_retry_requeues_and_rejected_deactivates(kc: Cluster):
+    """Follows Kueue's workload controller integration tests for admission checks "Should evict and requeue the
+    workload when a check is Retry" and "Should deactivate the workload when a check is Rejected"
+    (test/integration/singlecluster/controller/core/workload_controller_test.go, admission checks context)."""
+    admission_check(kc, "manual", "example.com/manual")
+    active = {
+        "type": "Active",
+        "status": "True",
+        "reason": "Active",
+        "message": "ok",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    kc.custom.patch_cluster_custom_object_status(
+        "kueue.x-k8s.io", "v1beta2", "admissionchecks", "manual", {"status": {"conditions": [active]}}
+    )
+    ns = checked_queue(kc, "manual")
+    kc.job(ns, "j", "lq", 1)
+    kc.settle(1)
+    set_check(kc, ns, "j", "manual", "Retry", requeueAfterSeconds=30)
+    kc.settle()
+    ev = kc.condition(ns, "j", "Evicted")
+    assert (ev["reason"], ev["message"]) == ("AdmissionCheck", "At least one admission check is false")
+    wl = kc.workload(ns, "j")
+    assert _reason(kc, ns, "j")[0] == "False"
+    [check] = wl["status"]["admissionChecks"]
+    assert (check["state"], check["retryCount"], check["message"]) == (
+        "Pending",
+        1,
+        "Reset to Pending after eviction. Previously: Retry",
+    )
+    assert kc.condition(ns, "j", "Requeued")["status"] == "False"
+    kc.settle(29)
+    assert _reason(kc, ns, "j")[0] == "False"  # requeueAfterSeconds holds it back
+    kc.settle(2)
+    assert _reason(kc, ns, "j")[:2] == ("True", "QuotaReserved")
+    set_check(kc, ns, "j", "manual", "Rejected")
+    kc.settle()
+    wl = kc.workload(ns, "j")
+    assert wl["spec"]["active"] is False
+    ev = kc.condition(ns, "j", "Evicted")
+    assert (ev["reason"], ev["message"]) == (
+        "DeactivatedDueToAdmissionCheck",
+        "The workload is deactivated due to Admission check(s): manual, were rejected",
+    )
