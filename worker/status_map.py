@@ -71,6 +71,12 @@ def _admission(workload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return admission.get("clusterQueue", ""), ({"pod_sets": assignments} if assignments else {})
 
 
+def _checks(workload: dict[str, Any]) -> list[dict[str, str]]:
+    """The Workload's admission checks (status.admissionChecks): name, state and message each."""
+    return [{"name": c.get("name", ""), "state": c.get("state", ""), "message": c.get("message", "")}
+            for c in (workload.get("status") or {}).get("admissionChecks") or []]
+
+
 def _preemption(conditions: dict[str, dict[str, Any]]) -> Preemption | None:
     preempted = _true(conditions, "Preempted")
     if preempted is None:
@@ -139,6 +145,15 @@ def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Obse
         return Observation(status=Status.ADMITTED, reason="Admitted",
                            message=_true(conditions, "Admitted").get("message", ""),  # type: ignore[union-attr]
                            at=common["admitted_at"], **common)
+    checks = _checks(workload)
+    if reserved and not evicted and any(c["state"] != "Ready" for c in checks):
+        # Quota reserved, admission waits on its admission checks (e.g. capacity a ProvisioningRequest brings up).
+        common["admission"] = {**common["admission"], "checks": checks}
+        waiting = [c for c in checks if c["state"] != "Ready"]
+        message = "; ".join(f"{c['name']}: {c['state']}" + (f" ({c['message']})" if c["message"] else "")
+                            for c in waiting)
+        return Observation(status=Status.QUEUED, reason="UnsatisfiedAdmissionChecks", message=message,
+                           at=parse_time(reserved.get("lastTransitionTime")), **common)
     if evicted and evicted.get("reason") == "Preempted" and reserved:
         # Evicted but still holding quota while its pods go away.
         preempted = _true(conditions, "Preempted") or evicted

@@ -50,6 +50,7 @@ ADMITTING = "admitting"
 GANG = "gang"
 PREEMPTING = "preempting"
 PREEMPTED = "preempted"
+ADMISSION_CHECKS = "admission_checks"
 QUEUE_STOPPED = "queue_stopped"
 MISCONFIGURED = "misconfigured"
 NO_QUOTA = "no_quota"
@@ -75,6 +76,8 @@ REASONS: dict[str, str] = {
                 "hidden_victims counts the others), or reclaims the project's lent deserved quota.",
     PREEMPTED: "It was preempted (preemptor, when the viewer may see it; preemption_reason; preempted_at) and goes "
                "back into the queue once its pods have stopped.",
+    ADMISSION_CHECKS: "Quota is reserved; Kueue admits it once its admission checks are Ready (admission_checks: "
+                      "name, state, message each; a provisioning check waits for capacity to be brought up).",
     QUEUE_STOPPED: "Its LocalQueue or ClusterQueue is held or stopped by an admin.",
     MISCONFIGURED: "Its queue is not usable (Kueue's message says why).",
     NO_QUOTA: "The project has no quota on this pool, so there is no queue for it there.",
@@ -91,7 +94,8 @@ PENDING = "pending"
 _KIND = {PROJECT_LIMIT: QUOTA, PROJECT_DESERVED: QUOTA, DEPARTMENT_LIMIT: QUOTA, POOL_FULL: QUOTA,
          NOT_LENDABLE: QUOTA, BEHIND: QUOTA, ADMITTING: PENDING, GANG: PENDING, PREEMPTING: PREEMPTING,
          PREEMPTED: PREEMPTING, QUEUE_STOPPED: STOPPED_QUEUE, MISCONFIGURED: MISCONFIGURED, NO_QUOTA: NEVER_FITS,
-         INACTIVE: MISCONFIGURED, NEVER_FITS: NEVER_FITS, UNKNOWN: PENDING}
+         INACTIVE: MISCONFIGURED, NEVER_FITS: NEVER_FITS, UNKNOWN: PENDING,
+         ADMISSION_CHECKS: PENDING}
 
 STOPPED_REASONS = frozenset({"Stopped", "LocalQueueStopped", "ClusterQueueStopped", "Suspended"})
 NEVER_ADMITTABLE = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
@@ -371,6 +375,8 @@ class _Explainer:
             return self.gang_starting()
         if w.status == Status.PREEMPTED:
             return self.preempted()
+        if w.status_reason == "UnsatisfiedAdmissionChecks":
+            return self.admission_checks()
         if not f.has_quota:
             return self.no_quota()
         never = self.never_fits()
@@ -405,6 +411,16 @@ class _Explainer:
                                "together, and Kueue waits until every one of them is ready; if they are not ready in "
                                "time, Kueue evicts the gang and queues it again.",
                          f"Admitted: waiting for all {pods} pods to be ready")
+
+    def admission_checks(self) -> Explanation:
+        checks = [c for c in (self.w.admission or {}).get("checks") or [] if c.get("state") != "Ready"]
+        capacity = any(c.get("message", "").startswith("Waiting for ProvisioningRequest") for c in checks)
+        states = _join([f"{c.get('name')} is {c.get('state')}" + (f" ({c['message']})" if c.get("message") else "")
+                        for c in checks]) or "not all are Ready yet"
+        what = "capacity being brought up for it" if capacity else "its admission checks"
+        return self.done(ADMISSION_CHECKS, f"Quota is reserved for {self.ask}; Kueue admits it once its admission "
+                                           f"checks pass: {states}.",
+                         f"Quota reserved: waiting for {what}", admission_checks=checks)
 
     def no_quota(self) -> Explanation:
         return self.done(NO_QUOTA, f"Waiting for {self.ask}: {self.project} has no quota on {self.pool}, so Kueue "

@@ -361,6 +361,10 @@ class WaitingNumbersSerializer(serializers.Serializer):
                                               "InCohortFairSharing, InCohortReclaimWhileBorrowing).")
     preempted_at = serializers.DateTimeField(required=False, allow_null=True,
                                              help_text="Preempted or requeued: when (the cluster's clock).")
+    admission_checks = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField(allow_blank=True)), required=False,
+        help_text="admission_checks: the Workload's admission checks not Ready yet (name, state: Pending, Retry or "
+                  "Rejected, and the check controller's message).")
     change = serializers.CharField(required=False, help_text="never_fits / no_quota: what to change (request, "
                                                              "preemptible, project_limit, department_limit, "
                                                              "not_lendable, quota).")

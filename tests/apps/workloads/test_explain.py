@@ -473,3 +473,23 @@ def test_forecast_of_what_could_never_start(demo):
     result = forecast_of(probe(gpus=8, pods=2), demo["alice"])
     assert not result.starts_now and result.explanation.reason == NEVER_FITS
     assert result.sentence == "Would never start: Vision may use at most 8 there."
+
+
+def test_reserved_quota_waiting_for_capacity_names_its_checks():
+    from apps.workloads.explain import ADMISSION_CHECKS, PENDING
+
+    checks = [{"name": "capacity", "state": "Pending",
+               "message": "Waiting for ProvisioningRequest job-train-1a2b3-capacity-1 to be provisioned"},
+              {"name": "budget", "state": "Ready", "message": ""}]
+    result = explain(queued(status_reason="UnsatisfiedAdmissionChecks", queue_position_local=None,
+                            admission={"pod_sets": [], "checks": checks}), WaitFacts())
+    assert result.reason == ADMISSION_CHECKS and result.kind == PENDING
+    assert result.headline == "Quota reserved: waiting for capacity being brought up for it"
+    assert result.sentence == ("Quota is reserved for 4 x H100; Kueue admits it once its admission checks pass: "
+                               "capacity is Pending (Waiting for ProvisioningRequest job-train-1a2b3-capacity-1 to be "
+                               "provisioned).")
+    assert result.numbers["admission_checks"] == checks[:1]
+    retry = explain(queued(status_reason="UnsatisfiedAdmissionChecks", admission={"checks": [
+        {"name": "budget", "state": "Retry", "message": ""}]}), WaitFacts())
+    assert retry.headline == "Quota reserved: waiting for its admission checks"
+    assert retry.sentence.endswith("admission checks pass: budget is Retry.")
