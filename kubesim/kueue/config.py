@@ -36,6 +36,22 @@ class WaitForPodsReady:
 
 
 @dataclass
+class AdmissionFairSharing:
+    """admissionFairSharing: LocalQueue usage decayed with a half-life, sampled every interval, weighted per
+    resource; it orders heads inside ClusterQueues whose admissionScope asks for it."""
+
+    usage_half_life_seconds: float = 168 * 3600.0
+    usage_sampling_interval_seconds: float = 300.0
+    resource_weights: dict[str, float] = field(default_factory=dict)  # a resource without a weight counts 1
+
+    def alpha(self, elapsed_seconds: float) -> float:
+        """The share of the current usage a sample after elapsed_seconds takes in (1 - 0.5^(elapsed/halfLife))."""
+        if self.usage_half_life_seconds <= 0:
+            return 1.0
+        return 1.0 - 0.5 ** (elapsed_seconds / self.usage_half_life_seconds)
+
+
+@dataclass
 class KueueConfig:
     """Fair Sharing on (both preemption strategies) and IgnoreUndeclared by default: the portal's real-cluster setup."""
 
@@ -48,6 +64,7 @@ class KueueConfig:
     # kubesim's own (`kubesim.provisioningRequestDelay`): how long a ProvisioningRequest admission check stays
     # Pending before kubesim marks it Ready, standing for the time a cluster autoscaler takes to bring capacity up.
     provisioning_delay_seconds: float = 0.0
+    admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing is off
 
     @classmethod
     def default(cls) -> KueueConfig:
@@ -86,6 +103,13 @@ class KueueConfig:
                 backoff_limit_count=None if limit is None else int(limit),
                 backoff_base_seconds=int(rs.get("backoffBaseSeconds", 60)),
                 backoff_max_seconds=int(rs.get("backoffMaxSeconds", 3600)),
+            )
+        afs = d.get("admissionFairSharing")
+        if afs is not None:
+            cfg.admission_fair_sharing = AdmissionFairSharing(
+                usage_half_life_seconds=parse_duration(afs.get("usageHalfLifeTime") or 0),
+                usage_sampling_interval_seconds=parse_duration(afs.get("usageSamplingInterval") or "5m"),
+                resource_weights={k: float(v) for k, v in (afs.get("resourceWeights") or {}).items()},
             )
         own = d.get("kubesim") or {}
         if own.get("provisioningRequestDelay") is not None:

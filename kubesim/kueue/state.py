@@ -23,6 +23,10 @@ class KueueState:
     queues: Queues = field(default_factory=Queues)  # the scheduler's queue state between cycles
     lists: ListCache = field(default_factory=ListCache)  # shared read-only lists of stored objects
     parsed: ParseCache = field(default_factory=ParseCache)  # workload parses per resourceVersion
+    # Admission Fair Sharing: entry penalties per LocalQueue since its last usage sample (Kueue keeps them in
+    # memory too), and a counter bumped when samples or penalties change, so kept snapshots rebuild.
+    afs_penalty: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    afs_epoch: int = 0
 
     def listed(self, store: Store, resource: str) -> list[dict]:
         """The stored objects of a resource (read-only: clone before changing one)."""
@@ -30,7 +34,9 @@ class KueueState:
 
     def snapshot(self, store: Store, now: datetime | None) -> Snapshot:
         """A scheduler snapshot of the store (now=None keeps workloads in backoff in their queues)."""
-        return build_snapshot(store, self.config, now, lists=self.lists, parsed=self.parsed)
+        return build_snapshot(
+            store, self.config, now, lists=self.lists, parsed=self.parsed, afs_penalties=self.afs_penalty
+        )
 
 
 def build_snapshot(
@@ -40,6 +46,7 @@ def build_snapshot(
     *,
     lists: ListCache | None = None,
     parsed: ParseCache | None = None,
+    afs_penalties: dict[tuple[str, str], dict[str, float]] | None = None,
 ) -> Snapshot:
     """A scheduler snapshot of everything in the store; lists and parsed reuse a KueueState's caches."""
 
@@ -57,4 +64,5 @@ def build_snapshot(
         config=config,
         now=now,
         parse_cache=parsed,
+        afs_penalties=afs_penalties,
     )

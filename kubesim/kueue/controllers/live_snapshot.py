@@ -32,6 +32,7 @@ class LiveSnapshot:
         self._now: datetime | None = None
         self._backoff: set[str] = set()  # workloads with status.requeueState.requeueAt: time changes their place
         self.config_changed = True  # whether the last refresh saw queue configuration (not status) change
+        self._afs_epoch = -1
         # After a patch: the ClusterQueues and (namespace, LocalQueue) whose pending workloads may have changed.
         self.queues_touched: set[str] = set()
         self.local_queues_touched: set[tuple[str, str]] = set()
@@ -48,7 +49,8 @@ class LiveSnapshot:
         changes = self._changes.since_last(store)
         moved, self._now = now != self._now, now
         self.config_changed = changes is None or any(changes[r] for r in QUEUE_CONFIG)
-        if changes is None or self._snap is None or self.stale or self.config_changed:
+        usage_moved = self._afs_epoch != self.state.afs_epoch  # Admission Fair Sharing usage was sampled
+        if changes is None or self._snap is None or self.stale or self.config_changed or usage_moved:
             self._rebuild(store, now)
             return None
         self.queues_touched, self.local_queues_touched = set(), set()
@@ -71,6 +73,7 @@ class LiveSnapshot:
     def _rebuild(self, store: Store, now: datetime | None) -> None:
         snap = self._snap = self.state.snapshot(store, now)
         self.stale = False
+        self._afs_epoch = self.state.afs_epoch
         self._backoff = {k for k, w in snap.workloads.items() if w.requeue_at is not None}
 
     def _remove(self, snap: Snapshot, key: str) -> None:

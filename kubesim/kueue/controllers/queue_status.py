@@ -3,14 +3,20 @@ usage, the fair-sharing weighted share, and the Active condition."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate
 from kubesim.kueue.controllers.live_snapshot import SCHEDULING_INPUTS, LiveSnapshot
 from kubesim.kueue.scheduler import ClusterQueueNode
-from kubesim.kueue.scheduler.model import condition_true
+from kubesim.kueue.scheduler.model import (
+    condition_true,
+    consumed_resources,
+    local_queue_usage,
+    parse_time,
+    quantity_of,
+)
 from kubesim.kueue.scheduler.quota import dominant_resource_share
 from kubesim.kueue.state import KueueState
 from kubesim.quantity import format_amount
@@ -30,7 +36,70 @@ class StatusController:
         self._written: dict[tuple[str, str, str], str] = {}  # (resource, ns, name) -> resourceVersion we left
 
     def next_deadline(self, store: Store) -> datetime | None:
-        return None
+        """The next Admission Fair Sharing usage sample of a LocalQueue in a queue that uses it."""
+        afs = self.config.admission_fair_sharing
+        if afs is None:
+            return None
+        now, times = store.clock.now(), []
+        for lq in self._afs_local_queues(store):
+            last = parse_time(_afs_status(lq).get("lastUpdate"))
+            if last is not None and (at := last + timedelta(seconds=afs.usage_sampling_interval_seconds)) > now:
+                times.append(at)
+        return min(times) if times else None
+
+    def _afs_local_queues(self, store: Store) -> list[dict]:
+        cqs = {
+            o["metadata"]["name"]
+            for o in self.state.listed(store, "clusterqueues")
+            if ((o.get("spec") or {}).get("admissionScope") or {}).get("admissionMode")
+            == "UsageBasedAdmissionFairSharing"
+        }
+        return [o for o in self.state.listed(store, "localqueues") if (o.get("spec") or {}).get("clusterQueue") in cqs]
+
+    def _sample_usage(self, store: Store, snap, now: datetime) -> bool:
+        """Admission Fair Sharing: every sampling interval a LocalQueue's consumed usage decays toward what its
+        admitted workloads use now (consumed x (1 - alpha) + current x alpha), and its entry penalties are
+        dropped, the sample having taken those admissions in (Kueue's LocalQueue reconcileConsumedUsage)."""
+        afs = self.config.admission_fair_sharing
+        if afs is None:
+            return False
+        wrote = False
+        for lq in self._afs_local_queues(store):
+            md = lq["metadata"]
+            key = (md["namespace"], md["name"])
+            previous = _afs_status(lq)
+            last = parse_time(previous.get("lastUpdate"))
+            if last is not None and (now - last).total_seconds() < afs.usage_sampling_interval_seconds:
+                continue
+            cq = snap.cluster_queues.get((lq.get("spec") or {}).get("clusterQueue", ""))
+            current: dict[str, float] = {}
+            for w in cq.workloads.values() if cq else []:
+                if (w.namespace, w.queue_name) == key and condition_true(w.obj, C.ADMITTED):
+                    for (_, r), v in w.usage.items():
+                        current[r] = current.get(r, 0.0) + v
+            consumed = consumed_resources(lq)
+            if last is None:
+                consumed = dict.fromkeys(current, 0.0)
+            else:
+                alpha = afs.alpha((now - last).total_seconds())
+                for r in consumed.keys() | current.keys():
+                    consumed[r] = consumed.get(r, 0.0) * (1 - alpha) + current.get(r, 0.0) * alpha
+            self.state.afs_penalty.pop(key, None)
+            self.state.afs_epoch += 1
+            status = dict(lq.get("status") or {})
+            sample = {
+                "consumedResources": {r: quantity_of(r, v) for r, v in sorted(consumed.items())},
+                "lastUpdate": ws.ts(now),
+            }
+            usage = local_queue_usage(
+                {**lq, "status": {"fairSharing": {"admissionFairSharingStatus": sample}}}, self.config
+            )
+            status["fairSharing"] = {
+                "weightedShare": round(usage) if usage != float("inf") else 9223372036854775807,
+                "admissionFairSharingStatus": sample,
+            }
+            wrote = self._write(store, "localqueues", lq, status) or wrote
+        return wrote
 
     def _unchanged(self, resource: str, obj: dict, touched: bool) -> bool:
         """Skip a queue whose members did not change and whose object is as this controller left it."""
@@ -46,7 +115,7 @@ class StatusController:
         full = self._live.refresh(store, None) is None
         live = self._live
         snap = live.snap
-        wrote = False
+        wrote = self._sample_usage(store, snap, now)
         pending_by_lq: dict[tuple[str, str], int] = {}
         lq_cqs: set[str] = {
             name
@@ -176,3 +245,7 @@ def _sum(workloads: list) -> dict:
         for fr, v in w.usage.items():
             usage[fr] = usage.get(fr, 0) + v
     return usage
+
+
+def _afs_status(lq: dict) -> dict:
+    return ((lq.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus") or {}

@@ -12,7 +12,7 @@ from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate
 from kubesim.kueue.controllers.live_snapshot import QUEUE_CONFIG, SCHEDULING_INPUTS, LiveSnapshot
 from kubesim.kueue.scheduler import Admission, Pending, Preemption, Queues, Scheduler, Snapshot, WorkloadInfo
-from kubesim.kueue.scheduler.model import condition_true, find_condition, parse_time
+from kubesim.kueue.scheduler.model import condition_true, entry_penalty, find_condition, parse_time
 from kubesim.kueue.state import KueueState
 from kubesim.store import Store
 
@@ -208,6 +208,10 @@ class SchedulerController:
             f"Quota reserved in ClusterQueue {adm.cluster_queue}, wait time since queued was {wait}s",
             C.CONTROLLER_NAME,
         )
+        if cq is not None and cq.admission_fair_sharing:
+            penalty = self.state.afs_penalty.setdefault((adm.workload.namespace, adm.workload.queue_name), {})
+            for r, v in entry_penalty(adm.workload, self.config).items():
+                penalty[r] = penalty.get(r, 0.0) + v
         if condition_true(obj, C.ADMITTED):  # else the admission checks controller admits it once all are Ready
             record_admitted(store, obj, adm.cluster_queue, now)
         return True

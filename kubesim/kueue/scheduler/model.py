@@ -82,6 +82,7 @@ class ClusterQueueNode(QuotaNode):
     workloads: dict[str, WorkloadInfo] = field(default_factory=dict)  # reserving quota, by key
     cohort_name: str = ""
     admission_checks: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, onFlavors) from admissionChecksStrategy
+    admission_fair_sharing: bool = False  # admissionScope UsageBasedAdmissionFairSharing, with the config's AFS on
 
     in_cohort_cycle: bool = False  # Kueue keeps such a queue out of scheduling without changing its status
 
@@ -381,6 +382,8 @@ class Snapshot:
     pending: dict[str, list[WorkloadInfo]] = field(default_factory=dict)  # by ClusterQueue, queue order
     orphans: list[tuple[WorkloadInfo, str, str]] = field(default_factory=list)  # (workload, reason, message)
     admission_checks: dict[str, dict] = field(default_factory=dict)  # AdmissionCheck objects by name
+    # Admission Fair Sharing: each LocalQueue's weighted, decayed usage (plus entry penalties), lower goes first.
+    lq_usage: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @classmethod
     def from_objects(
@@ -396,6 +399,7 @@ class Snapshot:
         now: datetime | None = None,
         parse_cache: ParseCache | None = None,
         admission_checks: Iterable[dict] = (),
+        afs_penalties: dict[tuple[str, str], dict[str, float]] | None = None,
     ) -> Snapshot:
         """Build from API objects. namespaces=None means every namespace is known but unlabelled.
 
@@ -434,7 +438,10 @@ class Snapshot:
                 parent.child_cqs.append(cq)
         for lq in local_queues:
             md = lq.get("metadata") or {}
-            snap.local_queues[(md.get("namespace", ""), md.get("name", ""))] = lq
+            key = (md.get("namespace", ""), md.get("name", ""))
+            snap.local_queues[key] = lq
+            if config.admission_fair_sharing is not None:
+                snap.lq_usage[key] = local_queue_usage(lq, config, (afs_penalties or {}).get(key))
         for obj in workloads:
             wl = workload_info(obj, config, parse_cache)
             snap.workloads[wl.key] = wl
@@ -504,6 +511,8 @@ class Snapshot:
             namespace_selector=spec.get("namespaceSelector"),
             stop_policy=spec.get("stopPolicy") or "None",
             cohort_name=spec.get("cohortName") or "",
+            admission_fair_sharing=self.config.admission_fair_sharing is not None
+            and (spec.get("admissionScope") or {}).get("admissionMode") == "UsageBasedAdmissionFairSharing",
             admission_checks=tuple(
                 (c.get("name", ""), tuple(c.get("onFlavors") or []))
                 for c in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
@@ -584,6 +593,50 @@ class Snapshot:
         labels = self.namespaces.get(namespace, {})
         labels = {**labels, "kubernetes.io/metadata.name": namespace}
         return label_selector_matches(cq.namespace_selector, labels)
+
+
+def consumed_resources(lq: dict) -> dict[str, float]:
+    """A LocalQueue's decayed usage per resource (status.fairSharing.admissionFairSharingStatus)."""
+    afs = ((lq.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus") or {}
+    return {r: amount_of(r, q) for r, q in (afs.get("consumedResources") or {}).items()}
+
+
+def amount_of(resource: str, quantity: object) -> float:
+    """A quantity in Kueue's int64 units (CPU in millicores), without rounding: decayed usage is fractional."""
+    value = float(decimal_value(quantity))
+    return value * 1000 if resource == "cpu" else value
+
+
+def quantity_of(resource: str, amount: float) -> str:
+    """Back from amount_of: a quantity string (millis where the value is fractional)."""
+    milli = round(amount if resource == "cpu" else amount * 1000)
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def entry_penalty(wl: WorkloadInfo, config: KueueConfig) -> dict[str, float]:
+    """What admitting wl adds to its LocalQueue's usage at once: its requests x alpha(sampling interval)."""
+    afs = config.admission_fair_sharing
+    if afs is None:
+        return {}
+    alpha = afs.alpha(afs.usage_sampling_interval_seconds)
+    out: dict[str, float] = {}
+    for (_, r), v in wl.usage.items():
+        out[r] = out.get(r, 0.0) + v * alpha
+    return out
+
+
+def local_queue_usage(lq: dict, config: KueueConfig, penalty: dict[str, float] | None = None) -> float:
+    """Sum over resources of weight x (consumed + entry penalty), over the LocalQueue's fair-sharing weight."""
+    afs = config.admission_fair_sharing
+    weights = afs.resource_weights if afs is not None else {}
+    consumed = consumed_resources(lq)
+    for r, v in (penalty or {}).items():
+        consumed[r] = consumed.get(r, 0.0) + v
+    total = sum(weights.get(r, 1.0) * v for r, v in consumed.items())
+    weight = _weight(lq.get("spec") or {})
+    if weight <= 0:
+        return float("inf")
+    return total / weight
 
 
 def order_key(wl: WorkloadInfo) -> tuple:

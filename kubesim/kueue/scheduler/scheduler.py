@@ -19,7 +19,9 @@ from kubesim.kueue.scheduler.model import (
     Snapshot,
     WorkloadInfo,
     condition_true,
+    entry_penalty,
     find_condition,
+    local_queue_usage,
     order_key,
 )
 from kubesim.kueue.scheduler.preemption import Preemptor, Target, cq_path
@@ -136,11 +138,21 @@ class Queues:
 
     def ordered(self, snapshot: Snapshot, cq: str) -> list[WorkloadInfo]:
         """All pending workloads of cq in Kueue's order (sticky preemptor first); used for visibility too."""
-        items = list(snapshot.pending.get(cq, []))
+        return self._in_order(snapshot, cq, snapshot.pending.get(cq, []))
+
+    def _in_order(self, snapshot: Snapshot, cq: str, items: list[WorkloadInfo]) -> list[WorkloadInfo]:
+        """Sticky preemptor first; with Admission Fair Sharing the LocalQueue's usage (lower first) comes before
+        priority and queue-order time (Kueue's queueOrderingFunc). The pending lists are kept in order_key order."""
         sticky = self.sticky.get(cq)
+        node = snapshot.cluster_queues.get(cq)
+        if node is not None and node.admission_fair_sharing:
+            usage = snapshot.lq_usage
+            return sorted(
+                items, key=lambda w: (w.key != sticky, usage.get((w.namespace, w.queue_name), 0.0), *order_key(w))
+            )
         if sticky:
-            items.sort(key=lambda w: (w.key != sticky, *order_key(w)))
-        return items
+            return sorted(items, key=lambda w: (w.key != sticky, *order_key(w)))
+        return list(items)
 
     def heads(self, snapshot: Snapshot, consumed: set[str]) -> list[WorkloadInfo]:
         """One head per active ClusterQueue: the sticky preemptor, else the first queued workload not set aside."""
@@ -150,10 +162,9 @@ class Queues:
             if cq is None or not cq.schedulable:
                 continue
             aside = self.inadmissible.get(name, set())
-            sticky = self.sticky.get(name)
             candidates = snapshot.pending[name]
-            if sticky:
-                candidates = sorted(candidates, key=lambda w: (w.key != sticky, *order_key(w)))
+            if self.sticky.get(name) or cq.admission_fair_sharing:
+                candidates = self._in_order(snapshot, name, candidates)
             for wl in candidates:
                 if wl.key not in consumed and wl.key not in aside:
                     heads.append(wl)
@@ -451,6 +462,13 @@ class Scheduler:
         cq.workloads[e.wl.key] = e.wl
         consumed.add(e.wl.key)
         snapshot.pending[cq.name] = [w for w in snapshot.pending.get(cq.name, []) if w.key != e.wl.key]
+        if cq.admission_fair_sharing:  # the entry penalty: the next head of this queue sees the admission at once
+            lq = snapshot.local_queues.get((e.wl.namespace, e.wl.queue_name)) or {}
+            penalty = local_queue_usage(
+                {"spec": lq.get("spec") or {}}, snapshot.config, entry_penalty(e.wl, snapshot.config)
+            )
+            key = (e.wl.namespace, e.wl.queue_name)
+            snapshot.lq_usage[key] = snapshot.lq_usage.get(key, 0.0) + penalty
         result.admitted.append(Admission(e.wl, cq.name, e.assignment.to_api(), dict(usage)))
 
     @staticmethod

@@ -289,3 +289,74 @@ def test_check_retry_requeues_and_rejected_deactivates(kc: Cluster):
         "DeactivatedDueToAdmissionCheck",
         "The workload is deactivated due to Admission check(s): manual, were rejected",
     )
+
+
+@pytest.fixture(scope="module")
+def kc_afs() -> Iterator[Cluster]:
+    """Admission Fair Sharing: half-life 10 min, a usage sample every minute."""
+    config = {"admissionFairSharing": {"usageHalfLifeTime": "10m", "usageSamplingInterval": "1m"}}
+    yield from _cluster(kueue_config=config)
+
+
+def test_admission_fair_sharing_admits_the_less_used_local_queue_first(kc_afs: Cluster):
+    """Follows Kueue's Admission Fair Sharing integration test "should admit workloads from the LocalQueue with
+    the lower usage first" (test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go, the
+    AdmissionFairSharing context): in a ClusterQueue with admissionScope UsageBasedAdmissionFairSharing, the
+    LocalQueue whose decayed usage is lower goes first, before FIFO."""
+    kc = kc_afs
+    kc.ks.reset()
+    kc.flavor()
+    kc.cluster_queue("cq", 4, admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"})
+    heavy, light = kc.namespace(), kc.namespace()
+    kc.local_queue("lq", "cq", heavy)
+    kc.local_queue("lq", "cq", light)
+    kc.job(heavy, "long", "lq", 4, seconds=600)
+    kc.settle(900)  # it ran 10 minutes, then its usage decays for 5
+    afs = kc.get("localqueues", "lq", heavy)["status"]["fairSharing"]["admissionFairSharingStatus"]
+    consumed = float(afs["consumedResources"]["nvidia.com/gpu"].rstrip("m")) / 1000
+    assert 0.5 < consumed < 2  # about 4 x (1 - 0.5) after 10 min, halved again within 5 min
+    kc.custom.patch_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq", {"spec": {"stopPolicy": "Hold"}}
+    )
+    kc.settle()
+    kc.job(heavy, "first", "lq", 4)
+    kc.settle(1)
+    kc.job(light, "second", "lq", 4)
+    kc.settle(1)
+    positions = [(p["metadata"]["namespace"], p["positionInClusterQueue"]) for p in kc.pending_cq("cq")]
+    assert positions == [(light, 0), (heavy, 1)]
+    kc.custom.patch_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq", {"spec": {"stopPolicy": "None"}}
+    )
+    kc.settle()
+    assert kc.admitted(light, "second")
+    assert not kc.admitted(heavy, "first")
+
+
+def test_without_admission_scope_the_queue_stays_fifo(kc_afs: Cluster):
+    """Follows the same upstream context's control case: Admission Fair Sharing orders only ClusterQueues whose
+    admissionScope asks for it; elsewhere the earlier workload goes first whatever its LocalQueue used."""
+    kc = kc_afs
+    kc.ks.reset()
+    kc.flavor()
+    kc.cluster_queue("cq", 4)
+    heavy, light = kc.namespace(), kc.namespace()
+    kc.local_queue("lq", "cq", heavy)
+    kc.local_queue("lq", "cq", light)
+    kc.job(heavy, "long", "lq", 4, seconds=600)
+    kc.settle(900)
+    assert "fairSharing" not in kc.get("localqueues", "lq", heavy)["status"]
+    kc.custom.patch_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq", {"spec": {"stopPolicy": "Hold"}}
+    )
+    kc.settle()
+    kc.job(heavy, "first", "lq", 4)
+    kc.settle(1)
+    kc.job(light, "second", "lq", 4)
+    kc.settle(1)
+    kc.custom.patch_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq", {"spec": {"stopPolicy": "None"}}
+    )
+    kc.settle()
+    assert kc.admitted(heavy, "first")
+    assert not kc.admitted(light, "second")
