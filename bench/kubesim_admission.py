@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import time
 
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=10000)
     parser.add_argument("--async", dest="async_settle", action="store_true")
     args = parser.parse_args()
+    load_before = os.getloadavg()  # the machine is shared: every result says what else was running
     per_cq = -(-args.workloads // args.cqs)
     clock = "real" if args.async_settle else "manual"
     with serve(clock=clock, async_settle=args.async_settle) as ks:
@@ -142,6 +144,9 @@ def main() -> None:
             "scheduler": stats.get("kueue-scheduler"),
             "controllers_during_creates": pending_stats,
             "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "cpus": os.cpu_count(),
         }
         print(json.dumps(result, indent=2))
         api.close()
