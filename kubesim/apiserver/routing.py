@@ -3,9 +3,10 @@ the Kubernetes resource paths, each Kubernetes request resolved to a verb and ha
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery
+from kubesim import discovery, k8sproto
 from kubesim.apiserver.access import Access
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.common import (
@@ -62,6 +63,7 @@ class Api:
 
     def _kube(self, method: str, path: str, query: Query, headers: dict[str, str], body: bytes) -> Response:
         user = self.sim.rbac.authenticate(headers)
+        body = _protobuf_as_json(headers, body)
         static = discovery.static(path)
         if static is not None:
             if method != "GET":
@@ -156,6 +158,19 @@ class Api:
         if verb is None:
             raise method_not_allowed(method)
         return verb
+
+
+def _protobuf_as_json(headers: dict[str, str], body: bytes) -> bytes:
+    """A protobuf body (kubectl's generator commands) re-encoded as JSON; headers then say JSON. Responses stay JSON:
+    every client that sends protobuf also accepts it."""
+    if not body or headers.get("content-type", "").split(";")[0].strip() != k8sproto.MEDIA_TYPE:
+        return body
+    try:
+        obj = k8sproto.decode(body)
+    except k8sproto.ProtobufError as exc:
+        raise APIError(415, f"the body of the request could not be decoded: {exc}", "UnsupportedMediaType") from exc
+    headers["content-type"] = "application/json"
+    return json.dumps(obj).encode()
 
 
 def _visibility_attributes(rest: list[str]) -> Attributes:
