@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import AUTHORIZATION_GROUP, RESOURCES, VISIBILITY_GROUP, Resource, by_group_version
+from kubesim.resources import (
+    AUTHENTICATION_GROUP,
+    AUTHORIZATION_GROUP,
+    RESOURCES,
+    VISIBILITY_GROUP,
+    Resource,
+    by_group_version,
+)
 
 VERSION = {
     "major": "1",
@@ -21,6 +28,7 @@ GROUPS = [
     *dict.fromkeys((r.group, r.version) for r in RESOURCES.values() if r.group),
     (VISIBILITY_GROUP, "v1beta2"),
     (AUTHORIZATION_GROUP, "v1"),
+    (AUTHENTICATION_GROUP, "v1"),
 ]
 JSON = "application/json"
 
@@ -123,6 +131,16 @@ def static(path: str) -> tuple[str, Any] | None:
                     "singularName": "selfsubjectaccessreview",
                     "namespaced": False,
                     "kind": "SelfSubjectAccessReview",
+                    "verbs": ["create"],
+                }
+            ]
+        elif parts[1] == AUTHENTICATION_GROUP:
+            resources = [
+                {
+                    "name": "selfsubjectreviews",
+                    "singularName": "selfsubjectreview",
+                    "namespaced": False,
+                    "kind": "SelfSubjectReview",
                     "verbs": ["create"],
                 }
             ]

@@ -19,6 +19,7 @@ from kubesim.errors import APIError
 from kubesim.store import Store
 
 ADMIN_GROUP = "system:masters"
+ADMIN_USER = "kubesim-admin"
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Rbac:
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         if token and token == self.admin_token:
-            return User("kubesim-admin", (ADMIN_GROUP, "system:authenticated"))
+            return User(ADMIN_USER, (ADMIN_GROUP, "system:authenticated"))
         with self.lock:
             sa = self.tokens.get(token)
         if sa is None:

@@ -25,7 +25,7 @@ from kubesim.apiserver.visibility import Visibility
 from kubesim.apiserver.watch import Watches
 from kubesim.errors import APIError, internal
 from kubesim.rbac import Attributes, User
-from kubesim.resources import AUTHORIZATION_GROUP, VISIBILITY_GROUP, lookup
+from kubesim.resources import AUTHENTICATION_GROUP, AUTHORIZATION_GROUP, VISIBILITY_GROUP, lookup
 from kubesim.sim import Simulator
 
 # HTTP method -> (verb without a name in the path, verb with one)
@@ -75,6 +75,10 @@ class Api:
             if method != "POST":
                 raise method_not_allowed(method)
             return self.access.review(user, body)
+        if parts[:2] == ["apis", AUTHENTICATION_GROUP] and parts[3:] == ["selfsubjectreviews"]:
+            if method != "POST":
+                raise method_not_allowed(method)
+            return self.access.whoami(user)
         if len(parts) >= 3 and parts[0] == "apis" and parts[1] == VISIBILITY_GROUP:
             self._authorize(user, _visibility_attributes(parts[3:]))
             if self.sim.faults.inject("get", "pendingworkloads"):
