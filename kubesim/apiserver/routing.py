@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery, k8sproto
+from kubesim import discovery, k8sproto, openapi
 from kubesim.apiserver.access import Access
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.common import (
@@ -70,6 +70,14 @@ class Api:
                 raise method_not_allowed(method)
             self._authorize(user, Attributes("get", path=path))
             return Response(200, static[1], content_type=static[0])
+        if path.startswith("/openapi/"):
+            doc = openapi.document(path)
+            if doc is None:
+                raise not_found_path()
+            if method != "GET":
+                raise method_not_allowed(method)
+            self._authorize(user, Attributes("get", path=path))
+            return Response(200, doc)
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["apis", AUTHORIZATION_GROUP] and parts[3:] == ["selfsubjectaccessreviews"]:
             if method != "POST":
