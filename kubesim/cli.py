@@ -13,13 +13,11 @@ from pathlib import Path
 import yaml
 
 from kubesim import discovery
-
 from kubesim.cluster import load_cluster
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.kueue.install import VERSION as KUEUE_VERSION
 from kubesim.server import KubeHTTPServer
 from kubesim.sim import Simulator
-
 
 DEFAULT_PORT = 8001  # plain HTTP: not 6443, which every kubeconfig tool assumes speaks TLS
 CONTROL_HELP = """control endpoints (JSON, never authenticated; each returns after the controllers settled):
@@ -61,8 +59,12 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on (plain HTTP); 0 picks a free port")
-    serve.add_argument("--kubeconfig", metavar="PATH", help="write a kubeconfig for this server to PATH (default: none written)")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="port to listen on (plain HTTP); 0 picks a free port"
+    )
+    serve.add_argument(
+        "--kubeconfig", metavar="PATH", help="write a kubeconfig for this server to PATH (default: none written)"
+    )
     serve.add_argument(
         "--advertise-url",
         help="server URL written to the kubeconfig (e.g. http://kubesim:8001 in "
@@ -78,10 +80,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--start",
         default=None,
-        help="start time: an ISO 8601 timestamp or 'now' (default: now for the real clock, 2026-01-01T00:00:00Z for the manual one)",
+        help="start time: an ISO 8601 timestamp or 'now' "
+        "(default: now for the real clock, 2026-01-01T00:00:00Z for the manual one)",
     )
     serve.add_argument("--state", help="persist the cluster to FILE (loaded on start; default: in memory only)")
-    serve.add_argument("--cluster", help="YAML/JSON list of nodes (name, labels, allocatable, taints); default: the demo GPU cluster")
+    serve.add_argument(
+        "--cluster", help="YAML/JSON list of nodes (name, labels, allocatable, taints); default: the demo GPU cluster"
+    )
     serve.add_argument("--config", help="Kueue Configuration subset (YAML); default: Kueue's defaults")
     serve.add_argument(
         "--default-run-seconds", type=float, default=60.0, help="run time of a container whose command has no `sleep N`"

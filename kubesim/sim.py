@@ -106,16 +106,23 @@ def _crd_object(res: Resource) -> dict:
         "metadata": {"name": f"{res.plural}.{res.group}"},
         "spec": {
             "group": res.group,
-            "names": {"plural": res.plural, "singular": res.singular, "kind": res.kind,
-                      "shortNames": list(res.short_names), "categories": list(res.categories)},
+            "names": {
+                "plural": res.plural,
+                "singular": res.singular,
+                "kind": res.kind,
+                "shortNames": list(res.short_names),
+                "categories": list(res.categories),
+            },
             "scope": "Namespaced" if res.namespaced else "Cluster",
-            "versions": [{
-                "name": res.version,
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": crd_schema(res.plural)},
-                "subresources": {sub: {} for sub in res.subresources},
-            }],
+            "versions": [
+                {
+                    "name": res.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": crd_schema(res.plural)},
+                    "subresources": {sub: {} for sub in res.subresources},
+                }
+            ],
         },
         "status": {
             "acceptedNames": {"plural": res.plural, "kind": res.kind},

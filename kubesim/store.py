@@ -492,8 +492,14 @@ class ChangeFeed:
 def controller_reference(owner: dict) -> dict:
     """The ownerReference that makes owner the controller of an object it creates (cascading delete follows it)."""
     md = owner["metadata"]
-    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": md["name"],
-            "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": md["name"],
+        "uid": md["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def clone(obj: Any) -> Any:

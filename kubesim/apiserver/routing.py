@@ -95,9 +95,7 @@ class Api:
         target, watch_path = self._parse(parts)
         verb = self._verb(method, target, query, watch_path)
         resource = f"{target.res.plural}/{target.sub}" if target.sub else target.res.plural
-        self._authorize(
-            user, Attributes(verb, target.res.group, resource, target.namespace or "", target.name or "")
-        )
+        self._authorize(user, Attributes(verb, target.res.group, resource, target.namespace or "", target.name or ""))
         ctype = headers.get("content-type", "application/json").split(";")[0].strip()
         if body and method in ("POST", "PUT") and ctype not in ("application/json", "*/*", ""):
             raise APIError(

@@ -47,18 +47,14 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("maxUnavailable", 1, "optional", "k8s.io.apimachinery.pkg.util.intstr.IntOrString"),
         ("maxSurge", 2, "optional", "k8s.io.apimachinery.pkg.util.intstr.IntOrString"),
     ),
-    "k8s.io.api.authentication.v1.AttestationValue": (
-        ("items", 1, "repeated", "string"),
-    ),
+    "k8s.io.api.authentication.v1.AttestationValue": (("items", 1, "repeated", "string"),),
     "k8s.io.api.authentication.v1.BoundObjectReference": (
         ("kind", 1, "optional", "string"),
         ("apiVersion", 2, "optional", "string"),
         ("name", 3, "optional", "string"),
         ("uID", 4, "optional", "string"),
     ),
-    "k8s.io.api.authentication.v1.ExtraValue": (
-        ("items", 1, "repeated", "string"),
-    ),
+    "k8s.io.api.authentication.v1.ExtraValue": (("items", 1, "repeated", "string"),),
     "k8s.io.api.authentication.v1.SelfSubjectReview": (
         ("metadata", 1, "optional", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
         ("status", 2, "optional", "k8s.io.api.authentication.v1.SelfSubjectReviewStatus"),
@@ -138,8 +134,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("reason", 5, "optional", "string"),
         ("message", 6, "optional", "string"),
     ),
-    "k8s.io.api.batch.v1.JobSchedulingConfiguration": (
-    ),
+    "k8s.io.api.batch.v1.JobSchedulingConfiguration": (),
     "k8s.io.api.batch.v1.JobSpec": (
         ("parallelism", 1, "optional", "int32"),
         ("completions", 2, "optional", "int32"),
@@ -172,9 +167,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("uncountedTerminatedPods", 8, "optional", "k8s.io.api.batch.v1.UncountedTerminatedPods"),
         ("ready", 9, "optional", "int32"),
     ),
-    "k8s.io.api.batch.v1.PodFailurePolicy": (
-        ("rules", 1, "repeated", "k8s.io.api.batch.v1.PodFailurePolicyRule"),
-    ),
+    "k8s.io.api.batch.v1.PodFailurePolicy": (("rules", 1, "repeated", "k8s.io.api.batch.v1.PodFailurePolicyRule"),),
     "k8s.io.api.batch.v1.PodFailurePolicyOnExitCodesRequirement": (
         ("containerName", 1, "optional", "string"),
         ("operator", 2, "optional", "string"),
@@ -189,9 +182,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("onExitCodes", 2, "optional", "k8s.io.api.batch.v1.PodFailurePolicyOnExitCodesRequirement"),
         ("onPodConditions", 3, "repeated", "k8s.io.api.batch.v1.PodFailurePolicyOnPodConditionsPattern"),
     ),
-    "k8s.io.api.batch.v1.SuccessPolicy": (
-        ("rules", 1, "repeated", "k8s.io.api.batch.v1.SuccessPolicyRule"),
-    ),
+    "k8s.io.api.batch.v1.SuccessPolicy": (("rules", 1, "repeated", "k8s.io.api.batch.v1.SuccessPolicyRule"),),
     "k8s.io.api.batch.v1.SuccessPolicyRule": (
         ("succeededIndexes", 1, "optional", "string"),
         ("succeededCount", 2, "optional", "int32"),
@@ -253,9 +244,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("readOnly", 3, "optional", "bool"),
         ("secretRef", 4, "optional", "k8s.io.api.core.v1.LocalObjectReference"),
     ),
-    "k8s.io.api.core.v1.ClientIPConfig": (
-        ("timeoutSeconds", 1, "optional", "int32"),
-    ),
+    "k8s.io.api.core.v1.ClientIPConfig": (("timeoutSeconds", 1, "optional", "int32"),),
     "k8s.io.api.core.v1.ClusterTrustBundleProjection": (
         ("name", 1, "optional", "string"),
         ("signerName", 2, "optional", "string"),
@@ -380,12 +369,8 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("allocatedResourcesStatus", 14, "repeated", "k8s.io.api.core.v1.ResourceStatus"),
         ("stopSignal", 15, "optional", "string"),
     ),
-    "k8s.io.api.core.v1.ContainerUser": (
-        ("linux", 1, "optional", "k8s.io.api.core.v1.LinuxContainerUser"),
-    ),
-    "k8s.io.api.core.v1.DownwardAPIProjection": (
-        ("items", 1, "repeated", "k8s.io.api.core.v1.DownwardAPIVolumeFile"),
-    ),
+    "k8s.io.api.core.v1.ContainerUser": (("linux", 1, "optional", "k8s.io.api.core.v1.LinuxContainerUser"),),
+    "k8s.io.api.core.v1.DownwardAPIProjection": (("items", 1, "repeated", "k8s.io.api.core.v1.DownwardAPIVolumeFile"),),
     "k8s.io.api.core.v1.DownwardAPIVolumeFile": (
         ("path", 1, "optional", "string"),
         ("fieldRef", 2, "optional", "k8s.io.api.core.v1.ObjectFieldSelector"),
@@ -483,9 +468,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("name", 1, "optional", "string"),
         ("priority", 2, "optional", "int32"),
     ),
-    "k8s.io.api.core.v1.ExecAction": (
-        ("command", 1, "repeated", "string"),
-    ),
+    "k8s.io.api.core.v1.ExecAction": (("command", 1, "repeated", "string"),),
     "k8s.io.api.core.v1.FCVolumeSource": (
         ("targetWWNs", 1, "repeated", "string"),
         ("lun", 2, "optional", "int32"),
@@ -547,9 +530,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("ip", 1, "optional", "string"),
         ("hostnames", 2, "repeated", "string"),
     ),
-    "k8s.io.api.core.v1.HostIP": (
-        ("ip", 1, "optional", "string"),
-    ),
+    "k8s.io.api.core.v1.HostIP": (("ip", 1, "optional", "string"),),
     "k8s.io.api.core.v1.HostPathVolumeSource": (
         ("path", 1, "optional", "string"),
         ("type", 2, "optional", "string"),
@@ -571,9 +552,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("reference", 1, "optional", "string"),
         ("pullPolicy", 2, "optional", "string"),
     ),
-    "k8s.io.api.core.v1.ImageVolumeStatus": (
-        ("imageRef", 1, "optional", "string"),
-    ),
+    "k8s.io.api.core.v1.ImageVolumeStatus": (("imageRef", 1, "optional", "string"),),
     "k8s.io.api.core.v1.KeyToPath": (
         ("key", 1, "optional", "string"),
         ("path", 2, "optional", "string"),
@@ -602,12 +581,8 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("ipMode", 3, "optional", "string"),
         ("ports", 4, "repeated", "k8s.io.api.core.v1.PortStatus"),
     ),
-    "k8s.io.api.core.v1.LoadBalancerStatus": (
-        ("ingress", 1, "repeated", "k8s.io.api.core.v1.LoadBalancerIngress"),
-    ),
-    "k8s.io.api.core.v1.LocalObjectReference": (
-        ("name", 1, "optional", "string"),
-    ),
+    "k8s.io.api.core.v1.LoadBalancerStatus": (("ingress", 1, "repeated", "k8s.io.api.core.v1.LoadBalancerIngress"),),
+    "k8s.io.api.core.v1.LocalObjectReference": (("name", 1, "optional", "string"),),
     "k8s.io.api.core.v1.ModifyVolumeStatus": (
         ("targetVolumeAttributesClassName", 1, "optional", "string"),
         ("status", 2, "optional", "string"),
@@ -629,16 +604,19 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("reason", 5, "optional", "string"),
         ("message", 6, "optional", "string"),
     ),
-    "k8s.io.api.core.v1.NamespaceSpec": (
-        ("finalizers", 1, "repeated", "string"),
-    ),
+    "k8s.io.api.core.v1.NamespaceSpec": (("finalizers", 1, "repeated", "string"),),
     "k8s.io.api.core.v1.NamespaceStatus": (
         ("phase", 1, "optional", "string"),
         ("conditions", 2, "repeated", "k8s.io.api.core.v1.NamespaceCondition"),
     ),
     "k8s.io.api.core.v1.NodeAffinity": (
         ("requiredDuringSchedulingIgnoredDuringExecution", 1, "optional", "k8s.io.api.core.v1.NodeSelector"),
-        ("preferredDuringSchedulingIgnoredDuringExecution", 2, "repeated", "k8s.io.api.core.v1.PreferredSchedulingTerm"),
+        (
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            2,
+            "repeated",
+            "k8s.io.api.core.v1.PreferredSchedulingTerm",
+        ),
     ),
     "k8s.io.api.core.v1.NodeAllocatableMappedResources": (
         ("name", 1, "optional", "string"),
@@ -655,9 +633,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("mapping", 4, "repeated", "k8s.io.api.core.v1.NodeAllocatableMappedResources"),
         ("overhead", 5, "repeated", "k8s.io.api.core.v1.NodeAllocatableOverheadResources"),
     ),
-    "k8s.io.api.core.v1.NodeSelector": (
-        ("nodeSelectorTerms", 1, "repeated", "k8s.io.api.core.v1.NodeSelectorTerm"),
-    ),
+    "k8s.io.api.core.v1.NodeSelector": (("nodeSelectorTerms", 1, "repeated", "k8s.io.api.core.v1.NodeSelectorTerm"),),
     "k8s.io.api.core.v1.NodeSelectorRequirement": (
         ("key", 1, "optional", "string"),
         ("operator", 2, "optional", "string"),
@@ -734,7 +710,12 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     ),
     "k8s.io.api.core.v1.PodAffinity": (
         ("requiredDuringSchedulingIgnoredDuringExecution", 1, "repeated", "k8s.io.api.core.v1.PodAffinityTerm"),
-        ("preferredDuringSchedulingIgnoredDuringExecution", 2, "repeated", "k8s.io.api.core.v1.WeightedPodAffinityTerm"),
+        (
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            2,
+            "repeated",
+            "k8s.io.api.core.v1.WeightedPodAffinityTerm",
+        ),
     ),
     "k8s.io.api.core.v1.PodAffinityTerm": (
         ("labelSelector", 1, "optional", "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector"),
@@ -746,7 +727,12 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
     ),
     "k8s.io.api.core.v1.PodAntiAffinity": (
         ("requiredDuringSchedulingIgnoredDuringExecution", 1, "repeated", "k8s.io.api.core.v1.PodAffinityTerm"),
-        ("preferredDuringSchedulingIgnoredDuringExecution", 2, "repeated", "k8s.io.api.core.v1.WeightedPodAffinityTerm"),
+        (
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            2,
+            "repeated",
+            "k8s.io.api.core.v1.WeightedPodAffinityTerm",
+        ),
     ),
     "k8s.io.api.core.v1.PodCertificateProjection": (
         ("signerName", 1, "optional", "string"),
@@ -780,15 +766,9 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("requestMappings", 1, "repeated", "k8s.io.api.core.v1.ContainerExtendedResourceRequest"),
         ("resourceClaimName", 2, "optional", "string"),
     ),
-    "k8s.io.api.core.v1.PodIP": (
-        ("ip", 1, "optional", "string"),
-    ),
-    "k8s.io.api.core.v1.PodOS": (
-        ("name", 1, "optional", "string"),
-    ),
-    "k8s.io.api.core.v1.PodReadinessGate": (
-        ("conditionType", 1, "optional", "string"),
-    ),
+    "k8s.io.api.core.v1.PodIP": (("ip", 1, "optional", "string"),),
+    "k8s.io.api.core.v1.PodOS": (("name", 1, "optional", "string"),),
+    "k8s.io.api.core.v1.PodReadinessGate": (("conditionType", 1, "optional", "string"),),
     "k8s.io.api.core.v1.PodResourceClaim": (
         ("name", 1, "optional", "string"),
         ("resourceClaimName", 3, "optional", "string"),
@@ -798,12 +778,8 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("name", 1, "optional", "string"),
         ("resourceClaimName", 2, "optional", "string"),
     ),
-    "k8s.io.api.core.v1.PodSchedulingGate": (
-        ("name", 1, "optional", "string"),
-    ),
-    "k8s.io.api.core.v1.PodSchedulingGroup": (
-        ("podGroupName", 1, "optional", "string"),
-    ),
+    "k8s.io.api.core.v1.PodSchedulingGate": (("name", 1, "optional", "string"),),
+    "k8s.io.api.core.v1.PodSchedulingGroup": (("podGroupName", 1, "optional", "string"),),
     "k8s.io.api.core.v1.PodSecurityContext": (
         ("seLinuxOptions", 1, "optional", "k8s.io.api.core.v1.SELinuxOptions"),
         ("windowsOptions", 8, "optional", "k8s.io.api.core.v1.WindowsSecurityContextOptions"),
@@ -885,7 +861,12 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("extendedResourceClaimStatus", 18, "optional", "k8s.io.api.core.v1.PodExtendedResourceClaimStatus"),
         ("allocatedResources", 19, "optional", "map<string,k8s.io.apimachinery.pkg.api.resource.Quantity>"),
         ("resources", 20, "optional", "k8s.io.api.core.v1.ResourceRequirements"),
-        ("nodeAllocatableResourceClaimStatuses", 21, "repeated", "k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus"),
+        (
+            "nodeAllocatableResourceClaimStatuses",
+            21,
+            "repeated",
+            "k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus",
+        ),
         ("volumeHealth", 22, "repeated", "k8s.io.api.core.v1.PodVolumeHealth"),
     ),
     "k8s.io.api.core.v1.PodTemplateSpec": (
@@ -1087,12 +1068,8 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("loadBalancer", 1, "optional", "k8s.io.api.core.v1.LoadBalancerStatus"),
         ("conditions", 2, "repeated", "k8s.io.apimachinery.pkg.apis.meta.v1.Condition"),
     ),
-    "k8s.io.api.core.v1.SessionAffinityConfig": (
-        ("clientIP", 1, "optional", "k8s.io.api.core.v1.ClientIPConfig"),
-    ),
-    "k8s.io.api.core.v1.SleepAction": (
-        ("seconds", 1, "optional", "int64"),
-    ),
+    "k8s.io.api.core.v1.SessionAffinityConfig": (("clientIP", 1, "optional", "k8s.io.api.core.v1.ClientIPConfig"),),
+    "k8s.io.api.core.v1.SleepAction": (("seconds", 1, "optional", "int64"),),
     "k8s.io.api.core.v1.StorageOSVolumeSource": (
         ("volumeName", 1, "optional", "string"),
         ("volumeNamespace", 2, "optional", "string"),
@@ -1214,9 +1191,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("ephemeral", 29, "optional", "k8s.io.api.core.v1.EphemeralVolumeSource"),
         ("image", 30, "optional", "k8s.io.api.core.v1.ImageVolumeSource"),
     ),
-    "k8s.io.api.core.v1.VolumeStatus": (
-        ("image", 1, "optional", "k8s.io.api.core.v1.ImageVolumeStatus"),
-    ),
+    "k8s.io.api.core.v1.VolumeStatus": (("image", 1, "optional", "k8s.io.api.core.v1.ImageVolumeStatus"),),
     "k8s.io.api.core.v1.VsphereVirtualDiskVolumeSource": (
         ("volumePath", 1, "optional", "string"),
         ("fsType", 2, "optional", "string"),
@@ -1331,9 +1306,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("name", 3, "optional", "string"),
         ("namespace", 4, "optional", "string"),
     ),
-    "k8s.io.apimachinery.pkg.api.resource.Quantity": (
-        ("string", 1, "optional", "string"),
-    ),
+    "k8s.io.apimachinery.pkg.api.resource.Quantity": (("string", 1, "optional", "string"),),
     "k8s.io.apimachinery.pkg.apis.meta.v1.Condition": (
         ("type", 1, "optional", "string"),
         ("status", 2, "optional", "string"),
@@ -1355,9 +1328,7 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("operator", 2, "optional", "string"),
         ("values", 3, "repeated", "string"),
     ),
-    "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1": (
-        ("Raw", 1, "optional", "bytes"),
-    ),
+    "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1": (("Raw", 1, "optional", "bytes"),),
     "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector": (
         ("matchLabels", 1, "optional", "map<string,string>"),
         ("matchExpressions", 2, "repeated", "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement"),
