@@ -10,6 +10,7 @@ import secrets
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -81,6 +82,8 @@ class Store:
         self._owners: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> (resource, namespace, name)
         self._sorted: dict[str, dict[str | None, list[tuple[str, str]]]] = {}  # resource -> namespace -> keys
         self.deletions = 0  # bumped by every deletion step; the garbage collector runs only when it moves
+        # Called on every commit, under the lock, with (resource, ADDED|MODIFIED|DELETED, object, previous): cheap.
+        self.observers: list[Callable[[str, str, dict, dict | None], None]] = []
 
     # ---- bookkeeping -------------------------------------------------------------------------------------
     @property
@@ -114,6 +117,8 @@ class Store:
         # Stored objects are never mutated in place (writes replace them), so history can share them.
         self._history.append(WatchEvent(int(obj["metadata"]["resourceVersion"]), resource, type_, obj, prev))
         self._last_change[resource] = self._rv
+        for observe in self.observers:
+            observe(resource, type_, obj, prev)
         if type_ == "DELETED" or obj["metadata"].get("deletionTimestamp"):
             self.deletions += 1
         self.changed.notify_all()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery, k8sproto, openapi
+from kubesim import discovery, k8sproto, metrics, openapi
 from kubesim.apiserver.access import Access
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.common import (
@@ -49,6 +49,7 @@ class Api:
         self.watches = Watches(sim)
         self.verbs = Verbs(sim, Admission(sim))
         self.access = Access(sim)
+        self.metrics = metrics.Metrics(sim)
 
     def handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Response:
         url = urlsplit(raw_path)
@@ -70,6 +71,11 @@ class Api:
                 raise method_not_allowed(method)
             self._authorize(user, Attributes("get", path=path))
             return Response(200, static[1], content_type=static[0])
+        if path == "/metrics":
+            if method != "GET":
+                raise method_not_allowed(method)
+            self._authorize(user, Attributes("get", path=path))
+            return Response(200, self.metrics.render(), content_type=metrics.CONTENT_TYPE)
         if path.startswith("/openapi/"):
             doc = openapi.document(path)
             if doc is None:
