@@ -226,7 +226,7 @@ class Store:
             key = _key(obj)
             if key in self._objects[resource]:
                 raise AlreadyExists(resource, md["name"])
-            for dropped in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            for dropped in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 md.pop(dropped, None)
             md["uid"] = md.get("uid") or str(uuid.uuid4())  # callers may pre-assign (the API server does)
             md["generation"] = 1

@@ -92,6 +92,7 @@ class Verbs:
     # ---- writes ------------------------------------------------------------------------------------------
     def create(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         obj = self.admission.check_identity(t, read_json(body))
+        obj["metadata"].pop("managedFields", None)  # ownership is tracked from the first apply on
         with self.store.lock:
             return self._create_admitted(t, obj, query)
 
