@@ -107,13 +107,15 @@ def core(ks: InProcessKubesim) -> Iterator[client.CoreV1Api]:
 
 
 def _get(url: str) -> tuple[str, str]:
-    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - the test's own kubesim
+    with urllib.request.urlopen(url, timeout=10) as resp:
         return resp.headers.get("Content-Type", ""), resp.read().decode()
 
 
 def test_apply_create_and_edit_with_default_validation(kubectl: Kubectl, core: client.CoreV1Api, tmp_path: Path):
     manifest = tmp_path / "cm.yaml"
-    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {a: '1'}\n")
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {a: '1'}\n"
+    )
     assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "configmap/settings created"
     assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "configmap/settings unchanged"
     manifest.write_text(manifest.read_text().replace("'1'", "'2'"))
@@ -124,7 +126,7 @@ def test_apply_create_and_edit_with_default_validation(kubectl: Kubectl, core: c
     assert 'configmaps "settings" already exists' in refused.stderr
 
     editor = tmp_path / "editor.sh"
-    editor.write_text("#!/bin/sh\nsed -i 's/a: \"2\"/a: \"3\"/' \"$1\"\n")
+    editor.write_text('#!/bin/sh\nsed -i \'s/a: "2"/a: "3"/\' "$1"\n')
     editor.chmod(0o755)
     edited = kubectl("edit", "configmap", "settings", env={"KUBE_EDITOR": str(editor)})
     assert edited.stdout.strip() == "configmap/settings edited"
@@ -155,7 +157,8 @@ def test_server_side_apply_conflicts_and_force(kubectl: Kubectl, core: client.Co
     manifest.write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared, namespace: default}\ndata: {a: '1', b: '2'}\n"
     )
-    assert kubectl("apply", "--server-side", "-f", str(manifest)).stdout.strip() == "configmap/shared serverside-applied"
+    applied = kubectl("apply", "--server-side", "-f", str(manifest))
+    assert applied.stdout.strip() == "configmap/shared serverside-applied"
     other = tmp_path / "other.yaml"
     other.write_text(manifest.read_text().replace("a: '1'", "a: '9'"))
 
