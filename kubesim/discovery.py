@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesim.conversion import old_versions
 from kubesim.resources import (
     AUTHENTICATION_GROUP,
     AUTHORIZATION_GROUP,
@@ -34,8 +35,10 @@ JSON = "application/json"
 
 
 def _group(name: str, version: str) -> dict:
-    gv = {"groupVersion": f"{name}/{version}", "version": version}
-    return {"name": name, "versions": [gv], "preferredVersion": gv}
+    """A group with its preferred version first, then the deprecated versions kubesim converts."""
+    versions = [version, *[r.version for r in old_versions() if r.group == name][:1]]
+    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
 
 def _resource_entries(r: Resource) -> list[dict]:
@@ -121,6 +124,14 @@ def static(path: str) -> tuple[str, Any] | None:
         match = next(((g, v) for g, v in GROUPS if g == parts[1]), None)
         if match:
             return JSON, {"kind": "APIGroup", "apiVersion": "v1", **_group(*match)}
+    old = [r for r in old_versions() if (r.group, r.version) == tuple(parts[1:])]
+    if len(parts) == 3 and parts[0] == "apis" and old:
+        return JSON, {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{parts[1]}/{parts[2]}",
+            "resources": [e for r in old for e in _resource_entries(r)],
+        }
     if len(parts) == 3 and parts[0] == "apis" and (parts[1], parts[2]) in GROUPS:
         if parts[1] == VISIBILITY_GROUP:
             resources = _visibility_resources()

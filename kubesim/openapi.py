@@ -14,6 +14,7 @@ import json
 from functools import cache
 from typing import Any
 
+from kubesim import conversion
 from kubesim.coreschemas import CORE_SCHEMAS, METADATA
 from kubesim.discovery import VERSION
 from kubesim.resources import RESOURCES, Resource, crd_schema
@@ -43,7 +44,11 @@ def definition_name(r: Resource) -> str:
 
 
 def _kind_schema(r: Resource, ref_prefix: str) -> dict:
-    schema = copy.deepcopy(crd_schema(r.plural) if r.crd else CORE_SCHEMAS[r.plural])
+    if r.crd:
+        stored = RESOURCES[r.plural].version == r.version
+        schema = copy.deepcopy(crd_schema(r.plural)) if stored else conversion.schema(r)
+    else:
+        schema = copy.deepcopy(CORE_SCHEMAS[r.plural])
     schema.setdefault("type", "object")
     props = schema.setdefault("properties", {})
     props["apiVersion"] = {
@@ -125,6 +130,10 @@ def _paths(r: Resource, ref: str, v3: bool) -> dict[str, dict]:
     }
 
 
+def _served() -> list[Resource]:
+    return [*RESOURCES.values(), *conversion.old_versions()]
+
+
 def _doc_key(r: Resource) -> str:
     return "api/v1" if not r.group else f"apis/{r.group}/{r.version}"
 
@@ -132,7 +141,7 @@ def _doc_key(r: Resource) -> str:
 @cache
 def v3_document(key: str) -> dict | None:
     """The OpenAPI 3.0 document of one group-version (`api/v1`, `apis/batch/v1`), None for one kubesim lacks."""
-    served = [r for r in RESOURCES.values() if _doc_key(r) == key]
+    served = [r for r in _served() if _doc_key(r) == key]
     if not served:
         return None
     prefix = "#/components/schemas/"
@@ -155,7 +164,7 @@ def _hash(key: str) -> str:
 
 
 def v3_index() -> dict:
-    keys = sorted({_doc_key(r) for r in RESOURCES.values()})
+    keys = sorted({_doc_key(r) for r in _served()})
     return {"paths": {k: {"serverRelativeURL": f"{V3_PREFIX}/{k}?hash={_hash(k)}"} for k in keys}}
 
 
@@ -165,7 +174,7 @@ def v2_document() -> dict:
     prefix = "#/definitions/"
     definitions = _common_schemas()
     paths: dict[str, dict] = {}
-    for r in RESOURCES.values():
+    for r in _served():
         definitions[definition_name(r)] = _v2_schema(_kind_schema(r, prefix))
         paths.update(_paths(r, prefix + definition_name(r), v3=False))
     return {

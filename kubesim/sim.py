@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kubesim import builtin
+from kubesim import builtin, conversion
 from kubesim.clock import Clock, parse_rfc3339, rfc3339
 from kubesim.cluster import demo_cluster, node_object
 from kubesim.faults import Faults
@@ -121,7 +121,20 @@ def _crd_object(res: Resource) -> dict:
                     "storage": True,
                     "schema": {"openAPIV3Schema": crd_schema(res.plural)},
                     "subresources": {sub: {} for sub in res.subresources},
-                }
+                },
+                *(
+                    {
+                        "name": old.version,
+                        "served": True,
+                        "storage": False,
+                        "deprecated": True,
+                        "deprecationWarning": conversion.DEPRECATION_WARNING,
+                        "schema": {"openAPIV3Schema": conversion.schema(old)},
+                        "subresources": {sub: {} for sub in res.subresources},
+                    }
+                    for old in conversion.old_versions()
+                    if old.plural == res.plural
+                ),
             ],
         },
         "status": {

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery, k8sproto, metrics, openapi
+import yaml
+
+from kubesim import conversion, discovery, k8sproto, metrics, openapi
 from kubesim.apiserver.access import Access
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.common import (
@@ -23,9 +25,9 @@ from kubesim.apiserver.logs import PodLogs
 from kubesim.apiserver.verbs import Verbs
 from kubesim.apiserver.visibility import Visibility
 from kubesim.apiserver.watch import Watches
-from kubesim.errors import APIError, internal
+from kubesim.errors import APIError, bad_request, internal
 from kubesim.rbac import Attributes, User
-from kubesim.resources import AUTHENTICATION_GROUP, AUTHORIZATION_GROUP, VISIBILITY_GROUP, lookup
+from kubesim.resources import AUTHENTICATION_GROUP, AUTHORIZATION_GROUP, VISIBILITY_GROUP, Resource, lookup
 from kubesim.sim import Simulator
 
 # HTTP method -> (verb without a name in the path, verb with one)
@@ -112,6 +114,28 @@ class Api:
             )
         if self.sim.faults.inject(verb, target.res.plural):
             raise internal(f"kubesim: injected fault on {verb} {target.res.plural}")
+        if target.served_version:
+            return self._converted(verb, target, query, headers, body)
+        return self._dispatch(verb, target, query, headers, body)
+
+    def _converted(self, verb: str, target: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
+        """A request to a deprecated version: its body up to the stored version, the answer back down."""
+        kind = target.res.kind
+        ctype = headers.get("content-type", "").split(";")[0].strip()
+        if body and ctype != "application/json-patch+json":
+            try:
+                decoded = yaml.safe_load(body) if ctype == "application/apply-patch+yaml" else json.loads(body)
+            except (ValueError, yaml.YAMLError) as exc:
+                raise bad_request(f"the request body could not be decoded: {exc}") from exc
+            body = json.dumps(conversion.to_storage(kind, decoded)).encode()
+        resp = self._dispatch(verb, target, query, headers, body)
+        resp.body = conversion.response_from_storage(kind, resp.body)
+        if resp.stream is not None:
+            resp.stream = (conversion.response_from_storage(kind, event) for event in resp.stream)
+        resp.warnings = [*resp.warnings, conversion.DEPRECATION_WARNING]
+        return resp
+
+    def _dispatch(self, verb: str, target: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         if verb == "watch":
             return self.watches.watch(target, query, headers)
         if verb == "get" and target.sub == "log":
@@ -147,17 +171,17 @@ class Api:
             raise not_found_path()
         namespace = None
         if rest[0] == "namespaces" and len(rest) >= 3:
-            candidate = lookup(group, version, rest[2])
+            candidate = _served(group, version, rest[2])
             if candidate is not None and candidate.namespaced:
                 namespace, rest = rest[1], rest[2:]
-        res = lookup(group, version, rest[0])
+        res = _served(group, version, rest[0])
         if res is None or len(rest) > 3 or (res.namespaced and namespace is None and len(rest) > 1):
             raise not_found_path()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and sub not in res.subresources and not (res.plural == "namespaces" and sub == "finalize"):
             raise not_found_path()
-        return Target(res, namespace, name, sub), watch_path
+        return Target(res, namespace, name, sub, None if version == res.version else version), watch_path
 
     def _verb(self, method: str, t: Target, query: Query, watch_path: bool) -> str:
         if (t.sub == "log" and method != "GET") or (t.sub == "token" and method != "POST"):
@@ -174,6 +198,11 @@ class Api:
         if verb is None:
             raise method_not_allowed(method)
         return verb
+
+
+def _served(group: str, version: str, plural: str) -> Resource | None:
+    """The resource a path names: a served version, or a deprecated one converted to the stored version."""
+    return lookup(group, version, plural) or conversion.old_version_resource(group, version, plural)
 
 
 def _protobuf_as_json(headers: dict[str, str], body: bytes) -> bytes:
