@@ -135,14 +135,14 @@ def _merge(live: Any, applied: Any, name: str = "") -> Any:
             return copy.deepcopy(live) + [copy.deepcopy(i) for i in applied if i not in live]
         key = MERGE_KEYS.get(name)
         if key and all(isinstance(i, dict) for i in live + applied):
-            out = copy.deepcopy(live)
+            items = copy.deepcopy(live)
             for item in applied:
-                idx = next((n for n, cur in enumerate(out) if cur.get(key) == item.get(key)), None)
+                idx = next((n for n, cur in enumerate(items) if cur.get(key) == item.get(key)), None)
                 if idx is None:
-                    out.append(copy.deepcopy(item))
+                    items.append(copy.deepcopy(item))
                 else:
-                    out[idx] = _merge(out[idx], item, "")
-            return out
+                    items[idx] = _merge(items[idx], item, "")
+            return items
     return copy.deepcopy(applied)
 
 

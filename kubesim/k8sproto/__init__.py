@@ -84,7 +84,7 @@ def _pool() -> descriptor_pool.DescriptorPool:
 
 def _typed(field: descriptor_pb2.FieldDescriptorProto, typ: str) -> None:
     if typ in _SCALARS:
-        field.type = _SCALARS[typ]  # type: ignore[assignment]
+        field.type = _SCALARS[typ]
     else:
         field.type = FieldDescriptor.TYPE_MESSAGE
         field.type_name = f".{_PACKAGE}.{_local(typ)}"
@@ -113,11 +113,11 @@ def decode(body: bytes) -> dict:
     if not body.startswith(MAGIC):
         raise ProtobufError("the body does not start with the Kubernetes protobuf magic number")
     envelope = _parse(UNKNOWN, body[len(MAGIC) :])
-    api_version, kind = envelope.typeMeta.apiVersion, envelope.typeMeta.kind  # type: ignore[attr-defined]
+    api_version, kind = envelope.typeMeta.apiVersion, envelope.typeMeta.kind
     full = message_name(api_version, kind)
     if full is None:
         raise ProtobufError(f"kubesim cannot decode {kind} ({api_version}) from protobuf; send it as JSON")
-    obj = to_json(_parse(full, envelope.raw))  # type: ignore[attr-defined]
+    obj = to_json(_parse(full, envelope.raw))
     return {"apiVersion": api_version, "kind": kind, **obj}
 
 

@@ -47,11 +47,11 @@ def parse(directory: Path) -> dict[str, list[tuple[str, int, str, str]]]:
     raw: dict[str, tuple[str, str]] = {}
     for path in sorted(directory.glob("*.proto")):
         text = re.sub(r"//[^\n]*", "", path.read_text())
-        package = _PACKAGE.search(text)
-        if package is None:
+        declared = _PACKAGE.search(text)
+        if declared is None:
             continue
         for name, body in _MESSAGE.findall(text):
-            raw[f"{package.group(1)}.{name}"] = (package.group(1), body)
+            raw[f"{declared.group(1)}.{name}"] = (declared.group(1), body)
     messages: dict[str, list[tuple[str, int, str, str]]] = {}
     for full, (package, body) in raw.items():
         rows = []
