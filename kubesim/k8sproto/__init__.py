@@ -90,9 +90,13 @@ def _typed(field: descriptor_pb2.FieldDescriptorProto, typ: str) -> None:
         field.type_name = f".{_PACKAGE}.{_local(typ)}"
 
 
+def message_class(full: str) -> type[Message]:
+    """The protobuf message class of a Kubernetes message (`k8s.io.api.core.v1.ConfigMap`)."""
+    return message_factory.GetMessageClass(_pool().FindMessageTypeByName(f"{_PACKAGE}.{_local(full)}"))
+
+
 def _parse(full: str, data: bytes) -> Message:
-    descriptor = _pool().FindMessageTypeByName(f"{_PACKAGE}.{_local(full)}")
-    message = message_factory.GetMessageClass(descriptor)()
+    message = message_class(full)()
     try:
         message.ParseFromString(data)
     except DecodeError as exc:
