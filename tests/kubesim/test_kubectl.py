@@ -282,3 +282,34 @@ def test_cli_help_version_and_start_line(tmp_path: Path):
         assert Kubectl(proc.kubeconfig_path, tmp_path)("get", "ns", "kueue-system", "-o", "name").stdout.strip() == (
             "namespace/kueue-system"
         )
+
+
+def test_persistent_volume_claims_and_tokens(kubectl: Kubectl):
+    claim = (
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: scratch, namespace: default}\n"
+        "spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}, storageClassName: fast}\n"
+    )
+    assert kubectl("apply", "-f", "-", stdin=claim).stdout.strip() == "persistentvolumeclaim/scratch created"
+    header, row = kubectl("get", "pvc", "scratch").stdout.splitlines()
+    assert header.split()[:6] == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES"]
+    assert row.split()[:4] == ["scratch", "Pending", "RWO", "fast"]
+
+    kubectl("create", "serviceaccount", "runner")
+    assert len(kubectl("create", "token", "runner").stdout.strip()) > 20
+
+
+def test_kueue_v1beta1_is_served_with_a_deprecation_warning(kubectl: Kubectl):
+    legacy = (
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: legacy-cq}\n"
+        "spec: {cohort: research, namespaceSelector: {}, resourceGroups: [{coveredResources: [cpu], "
+        "flavors: [{name: default-flavor, resources: [{name: cpu, nominalQuota: '1'}]}]}]}\n"
+    )
+    applied = kubectl("apply", "-f", "-", stdin=legacy)
+    assert applied.stdout.strip() == "clusterqueue.kueue.x-k8s.io/legacy-cq created"
+    assert "Warning: This version is deprecated. Use v1beta2 instead." in applied.stderr
+    path = "{.apiVersion} {.spec.cohort}"
+    old = kubectl("get", "clusterqueues.v1beta1.kueue.x-k8s.io", "legacy-cq", "-o", f"jsonpath={path}")
+    assert old.stdout == "kueue.x-k8s.io/v1beta1 research"
+    new = kubectl("get", "clusterqueues.v1beta2.kueue.x-k8s.io", "legacy-cq", "-o", "jsonpath={.spec.cohortName}")
+    assert new.stdout == "research"
+    assert "kueue.x-k8s.io/v1beta1" in kubectl("api-versions").stdout.split()
