@@ -143,7 +143,14 @@ def static(path: str) -> tuple[str, Any] | None:
                     "namespaced": False,
                     "kind": "SelfSubjectAccessReview",
                     "verbs": ["create"],
-                }
+                },
+                {
+                    "name": "selfsubjectrulesreviews",
+                    "singularName": "selfsubjectrulesreview",
+                    "namespaced": False,
+                    "kind": "SelfSubjectRulesReview",
+                    "verbs": ["create"],
+                },
             ]
         elif parts[1] == AUTHENTICATION_GROUP:
             resources = [

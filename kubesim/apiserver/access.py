@@ -66,6 +66,25 @@ class Access:
             },
         )
 
+    def rules_review(self, user: User | None, body: bytes) -> Response:
+        """POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews (`kubectl auth can-i --list`)."""
+        review = read_json(body)
+        spec = review.get("spec") if isinstance(review, dict) else None
+        namespace = str((spec or {}).get("namespace") or "")
+        who = user or User(ADMIN_USER, (ADMIN_GROUP, "system:authenticated"))
+        with self.store.lock:
+            resource_rules, other_rules = self.sim.rbac.rules(self.store, who, namespace)
+        return Response(
+            201,
+            {
+                "kind": "SelfSubjectRulesReview",
+                "apiVersion": f"{AUTHORIZATION_GROUP}/v1",
+                "metadata": {"creationTimestamp": None},
+                "spec": {"namespace": namespace} if namespace else {},
+                "status": {"resourceRules": resource_rules, "nonResourceRules": other_rules, "incomplete": False},
+            },
+        )
+
     def whoami(self, user: User | None) -> Response:
         """POST /apis/authentication.k8s.io/v1/selfsubjectreviews: who the caller is authenticated as. Without RBAC
         every caller is the kubeconfig's admin, as the kubeconfig kubesim writes says."""

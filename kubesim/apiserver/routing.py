@@ -91,6 +91,10 @@ class Api:
             if method != "POST":
                 raise method_not_allowed(method)
             return self.access.review(user, body)
+        if parts[:2] == ["apis", AUTHORIZATION_GROUP] and parts[3:] == ["selfsubjectrulesreviews"]:
+            if method != "POST":
+                raise method_not_allowed(method)
+            return self.access.rules_review(user, body)
         if parts[:2] == ["apis", AUTHENTICATION_GROUP] and parts[3:] == ["selfsubjectreviews"]:
             if method != "POST":
                 raise method_not_allowed(method)

@@ -95,6 +95,10 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("path", 1, "optional", "string"),
         ("verb", 2, "optional", "string"),
     ),
+    "k8s.io.api.authorization.v1.NonResourceRule": (
+        ("verbs", 1, "repeated", "string"),
+        ("nonResourceURLs", 2, "repeated", "string"),
+    ),
     "k8s.io.api.authorization.v1.ResourceAttributes": (
         ("namespace", 1, "optional", "string"),
         ("verb", 2, "optional", "string"),
@@ -106,6 +110,12 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("fieldSelector", 8, "optional", "k8s.io.api.authorization.v1.FieldSelectorAttributes"),
         ("labelSelector", 9, "optional", "k8s.io.api.authorization.v1.LabelSelectorAttributes"),
     ),
+    "k8s.io.api.authorization.v1.ResourceRule": (
+        ("verbs", 1, "repeated", "string"),
+        ("apiGroups", 2, "repeated", "string"),
+        ("resources", 3, "repeated", "string"),
+        ("resourceNames", 4, "repeated", "string"),
+    ),
     "k8s.io.api.authorization.v1.SelfSubjectAccessReview": (
         ("metadata", 1, "optional", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
         ("spec", 2, "optional", "k8s.io.api.authorization.v1.SelfSubjectAccessReviewSpec"),
@@ -115,11 +125,23 @@ MESSAGES: dict[str, tuple[tuple[str, int, str, str], ...]] = {
         ("resourceAttributes", 1, "optional", "k8s.io.api.authorization.v1.ResourceAttributes"),
         ("nonResourceAttributes", 2, "optional", "k8s.io.api.authorization.v1.NonResourceAttributes"),
     ),
+    "k8s.io.api.authorization.v1.SelfSubjectRulesReview": (
+        ("metadata", 1, "optional", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+        ("spec", 2, "optional", "k8s.io.api.authorization.v1.SelfSubjectRulesReviewSpec"),
+        ("status", 3, "optional", "k8s.io.api.authorization.v1.SubjectRulesReviewStatus"),
+    ),
+    "k8s.io.api.authorization.v1.SelfSubjectRulesReviewSpec": (("namespace", 1, "optional", "string"),),
     "k8s.io.api.authorization.v1.SubjectAccessReviewStatus": (
         ("allowed", 1, "optional", "bool"),
         ("denied", 4, "optional", "bool"),
         ("reason", 2, "optional", "string"),
         ("evaluationError", 3, "optional", "string"),
+    ),
+    "k8s.io.api.authorization.v1.SubjectRulesReviewStatus": (
+        ("resourceRules", 1, "repeated", "k8s.io.api.authorization.v1.ResourceRule"),
+        ("nonResourceRules", 2, "repeated", "k8s.io.api.authorization.v1.NonResourceRule"),
+        ("incomplete", 3, "optional", "bool"),
+        ("evaluationError", 4, "optional", "string"),
     ),
     "k8s.io.api.batch.v1.Job": (
         ("metadata", 1, "optional", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"),

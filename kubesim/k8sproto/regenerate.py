@@ -1,6 +1,6 @@
 """Regenerate kubesim/k8sproto/messages.py, the field table of the Kubernetes protobuf messages kubesim decodes.
 
-Usage: python -m kubesim.k8sproto.regenerate DIR
+Usage: python -m kubesim.k8sproto.regenerate DIR && ruff format kubesim/k8sproto/messages.py
 
 DIR holds Kubernetes' published `generated.proto` files (k8s.io/api and k8s.io/apimachinery, Apache-2.0), under any
 names. Only the messages reachable from ROOTS are kept, as (field name, number, label, type) rows: field numbers are
@@ -32,6 +32,7 @@ ROOTS = [
     "k8s.io.api.rbac.v1.RoleBinding",
     "k8s.io.api.rbac.v1.ClusterRoleBinding",
     "k8s.io.api.authorization.v1.SelfSubjectAccessReview",
+    "k8s.io.api.authorization.v1.SelfSubjectRulesReview",
     "k8s.io.api.authentication.v1.SelfSubjectReview",
     "k8s.io.api.authentication.v1.TokenRequest",
     "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",

@@ -207,6 +207,9 @@ def test_generator_commands_send_protobuf(kubectl: Kubectl, core: client.CoreV1A
 
 def test_auth_can_i_and_whoami(kubectl: Kubectl):
     assert kubectl("auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    listed = kubectl("auth", "can-i", "--list").stdout.splitlines()
+    assert listed[0].split() == ["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"]
+    assert listed[1].split() == ["*.*", "[]", "[]", "[*]"]
     whoami = kubectl("auth", "whoami").stdout
     assert "kubesim-admin" in whoami
     assert "system:masters" in whoami

@@ -176,3 +176,39 @@ def test_the_cli_flag_turns_rbac_on(tmp_path):
         assert ks.rbac()["enabled"] is True
         names = [n.metadata.name for n in client.CoreV1Api(ks.api_client()).list_namespace().items]
         assert "kueue-system" in names  # the written kubeconfig holds the admin's token
+
+
+def test_whoami_and_rules_review_name_the_token_and_its_rules(ks, sa):
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "pods", "namespace": NS},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+        }
+    )
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "pods", "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+            "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": NS}],
+        }
+    )
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    who = call(ks, sa, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)["status"]["userInfo"]
+    assert who["username"] == f"system:serviceaccount:{NS}:runner"
+    assert f"system:serviceaccounts:{NS}" in who["groups"]
+    admin = call(ks, TOKEN, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+    assert admin["status"]["userInfo"]["username"] == "kubesim-admin"
+
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": NS}}
+    rules = call(ks, sa, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", body)["status"]
+    assert rules["resourceRules"] == [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]
+    assert any("/version" in r["nonResourceURLs"] for r in rules["nonResourceRules"])
+    body["spec"] = {"namespace": "elsewhere"}
+    assert (
+        call(ks, sa, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", body)["status"]["resourceRules"]
+        == []
+    )
