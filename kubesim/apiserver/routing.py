@@ -60,7 +60,7 @@ class Api:
         try:
             if path.startswith(CONTROL_PREFIX.rstrip("/")):
                 return self.control.handle(method, path[len(CONTROL_PREFIX) :], body)
-            return self._kube(method, path, query, headers, body)
+            return _as_protobuf(headers, self._kube(method, path, query, headers, body))
         except APIError as exc:
             return Response(exc.code, exc.status())
 
@@ -209,9 +209,21 @@ def _served(group: str, version: str, plural: str) -> Resource | None:
     return lookup(group, version, plural) or conversion.old_version_resource(group, version, plural)
 
 
+def _as_protobuf(headers: dict[str, str], resp: Response) -> Response:
+    """A successful single-object answer in protobuf for a client that prefers it, when kubesim has the kind's
+    message; lists, tables, Status and everything else stay JSON (the client accepts JSON too)."""
+    if resp.stream is not None or resp.code >= 300 or not isinstance(resp.body, dict):
+        return resp
+    if not k8sproto.wants_protobuf(headers.get("accept", "")):
+        return resp
+    encoded = k8sproto.encode(resp.body)
+    if encoded is not None:
+        resp.body, resp.content_type = encoded, k8sproto.MEDIA_TYPE
+    return resp
+
+
 def _protobuf_as_json(headers: dict[str, str], body: bytes) -> bytes:
-    """A protobuf body (kubectl's generator commands) re-encoded as JSON; headers then say JSON. Responses stay JSON:
-    every client that sends protobuf also accepts it."""
+    """A protobuf body (kubectl's generator commands) re-encoded as JSON; headers then say JSON."""
     if not body or headers.get("content-type", "").split(";")[0].strip() != k8sproto.MEDIA_TYPE:
         return body
     try:

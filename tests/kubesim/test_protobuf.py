@@ -6,10 +6,8 @@ numbers are Kubernetes' own is what tests/kubesim/test_kubectl.py checks against
 
 from __future__ import annotations
 
-import json
-
 from kubesim import k8sproto
-from tests.kubesim.conftest import http
+from tests.kubesim.conftest import http, raw
 
 CORE = "k8s.io.api.core.v1"
 META = "k8s.io.apimachinery.pkg.apis.meta.v1"
@@ -53,13 +51,17 @@ def test_a_protobuf_job_is_stored_as_kube_would_decode_it(api, ns):
         headers={"Content-Type": k8sproto.MEDIA_TYPE, "Accept": f"{k8sproto.MEDIA_TYPE},application/json"},
     )
     assert resp.status == 201, resp.data
-    stored = json.loads(resp.data)
+    assert resp.headers["Content-Type"] == k8sproto.MEDIA_TYPE  # the answer in the protobuf the client prefers
+    stored = k8sproto.decode(resp.data)
+    assert stored["metadata"]["uid"] and stored["metadata"]["creationTimestamp"]
     assert stored["metadata"]["labels"] == {"team": "ml"}
     assert stored["spec"]["backoffLimit"] == 0
     container = stored["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["sleep", "5"]
     assert container["resources"] == {"requests": {"cpu": "500m"}}
     assert stored["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    _, as_json = raw(api, "GET", f"/apis/batch/v1/namespaces/{ns}/jobs/from-proto")
+    assert as_json["spec"]["template"]["spec"]["containers"] == stored["spec"]["template"]["spec"]["containers"]
 
 
 def test_secret_bytes_become_base64_and_times_rfc3339():
