@@ -1,6 +1,5 @@
 """`/metrics` with Kueue's metric names (kubesim/metrics.py) through a served kubesim: queue depth, reservations,
-admissions, evictions and preemptions as a within-ClusterQueue preemption scenario produces them (the scenario of
-Kueue's test/integration/singlecluster/scheduler/preemption_test.go "should preempt Workloads with lower priority")."""
+admissions, evictions and preemptions as a within-ClusterQueue preemption by priority produces them."""
 
 from __future__ import annotations
 
