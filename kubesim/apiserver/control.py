@@ -56,16 +56,10 @@ class Control:
             return Response(200, sim.rbac.report())
         if path == "config" and method == "POST":
             # Both checked before either is applied: a bad config is a 400 that changes nothing.
-            history = (
-                number_param("watch_history", data["watch_history"], minimum=1, integer=True)
-                if "watch_history" in data
-                else None
-            )
-            bookmark = (
-                number_param("bookmark_interval", data["bookmark_interval"], minimum=0.001)
-                if "bookmark_interval" in data
-                else None
-            )
+            history = number_param("watch_history", data["watch_history"], minimum=1, integer=True) \
+                if "watch_history" in data else None
+            bookmark = number_param("bookmark_interval", data["bookmark_interval"], minimum=0.001) \
+                if "bookmark_interval" in data else None
             if history is not None:
                 self.store.set_history_size(int(history))
             if bookmark is not None:

@@ -194,6 +194,8 @@ class DRS:
         return any(requested.get(fr, 0) > 0 for fr in self.borrowed)
 
 
+
+
 def compare_drs(a: DRS, b: DRS) -> int:
     if a.zero_weight_borrows() and b.zero_weight_borrows():
         return (a.ratio > b.ratio) - (a.ratio < b.ratio)
