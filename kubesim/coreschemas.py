@@ -284,6 +284,26 @@ EVENT = obj(
 )
 
 LABEL_SELECTOR = obj({"matchLabels": STRMAP, "matchExpressions": arr(ANY)})
+PERSISTENT_VOLUME_CLAIM = obj(
+    {
+        **TOP,
+        "spec": obj(
+            {
+                "accessModes": arr(enum("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")),
+                "selector": LABEL_SELECTOR,
+                "resources": obj({"requests": QMAP, "limits": QMAP}),
+                "volumeName": S,
+                "storageClassName": S,
+                "volumeMode": {**enum("Filesystem", "Block"), "default": "Filesystem"},
+                "dataSource": ANY,
+                "dataSourceRef": ANY,
+                "volumeAttributesClassName": S,
+            }
+        ),
+        "status": ANY,
+    },
+    ["spec"],
+)
 CONFIG_MAP = obj({**TOP, "data": STRMAP, "binaryData": STRMAP, "immutable": B})
 SECRET = obj({**TOP, "data": STRMAP, "stringData": STRMAP, "type": S, "immutable": B})
 SERVICE_ACCOUNT = obj(
@@ -357,6 +377,7 @@ CORE_SCHEMAS: dict[str, dict] = {
     "services": SERVICE,
     "events": EVENT,
     "configmaps": CONFIG_MAP,
+    "persistentvolumeclaims": PERSISTENT_VOLUME_CLAIM,
     "secrets": SECRET,
     "serviceaccounts": SERVICE_ACCOUNT,
     "deployments": DEPLOYMENT,

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import AUTHORIZATION_GROUP, RESOURCES, VISIBILITY_GROUP, Resource, by_group_version
+from kubesim.conversion import old_versions
+from kubesim.resources import (
+    AUTHENTICATION_GROUP,
+    AUTHORIZATION_GROUP,
+    RESOURCES,
+    VISIBILITY_GROUP,
+    Resource,
+    by_group_version,
+)
 
 VERSION = {
     "major": "1",
@@ -21,13 +29,16 @@ GROUPS = [
     *dict.fromkeys((r.group, r.version) for r in RESOURCES.values() if r.group),
     (VISIBILITY_GROUP, "v1beta2"),
     (AUTHORIZATION_GROUP, "v1"),
+    (AUTHENTICATION_GROUP, "v1"),
 ]
 JSON = "application/json"
 
 
 def _group(name: str, version: str) -> dict:
-    gv = {"groupVersion": f"{name}/{version}", "version": version}
-    return {"name": name, "versions": [gv], "preferredVersion": gv}
+    """A group with its preferred version first, then the deprecated versions kubesim converts."""
+    versions = [version, *[r.version for r in old_versions() if r.group == name][:1]]
+    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
 
 def _resource_entries(r: Resource) -> list[dict]:
@@ -113,6 +124,14 @@ def static(path: str) -> tuple[str, Any] | None:
         match = next(((g, v) for g, v in GROUPS if g == parts[1]), None)
         if match:
             return JSON, {"kind": "APIGroup", "apiVersion": "v1", **_group(*match)}
+    old = [r for r in old_versions() if (r.group, r.version) == tuple(parts[1:])]
+    if len(parts) == 3 and parts[0] == "apis" and old:
+        return JSON, {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{parts[1]}/{parts[2]}",
+            "resources": [e for r in old for e in _resource_entries(r)],
+        }
     if len(parts) == 3 and parts[0] == "apis" and (parts[1], parts[2]) in GROUPS:
         if parts[1] == VISIBILITY_GROUP:
             resources = _visibility_resources()
@@ -123,6 +142,23 @@ def static(path: str) -> tuple[str, Any] | None:
                     "singularName": "selfsubjectaccessreview",
                     "namespaced": False,
                     "kind": "SelfSubjectAccessReview",
+                    "verbs": ["create"],
+                },
+                {
+                    "name": "selfsubjectrulesreviews",
+                    "singularName": "selfsubjectrulesreview",
+                    "namespaced": False,
+                    "kind": "SelfSubjectRulesReview",
+                    "verbs": ["create"],
+                },
+            ]
+        elif parts[1] == AUTHENTICATION_GROUP:
+            resources = [
+                {
+                    "name": "selfsubjectreviews",
+                    "singularName": "selfsubjectreview",
+                    "namespaced": False,
+                    "kind": "SelfSubjectReview",
                     "verbs": ["create"],
                 }
             ]

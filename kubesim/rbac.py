@@ -19,6 +19,7 @@ from kubesim.errors import APIError
 from kubesim.store import Store
 
 ADMIN_GROUP = "system:masters"
+ADMIN_USER = "kubesim-admin"
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Rbac:
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         if token and token == self.admin_token:
-            return User("kubesim-admin", (ADMIN_GROUP, "system:authenticated"))
+            return User(ADMIN_USER, (ADMIN_GROUP, "system:authenticated"))
         with self.lock:
             sa = self.tokens.get(token)
         if sa is None:
@@ -100,6 +101,39 @@ class Rbac:
             with self.lock:
                 self.denials.append(forbidden_message(user, attrs))
         return False
+
+    def rules(self, store: Store, user: User, namespace: str) -> tuple[list[dict], list[dict]]:
+        """(resource rules, non-resource rules) the user holds in `namespace`, as a SelfSubjectRulesReview lists
+        them: the bound roles' rules plus the discovery paths every authenticated user may read."""
+        if ADMIN_GROUP in user.groups:
+            return [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}], [
+                {"verbs": ["*"], "nonResourceURLs": ["*"]}
+            ]
+        resource_rules: list[dict] = []
+        other = [
+            {
+                "verbs": ["get"],
+                "nonResourceURLs": [
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
+                    "/healthz",
+                    "/livez",
+                    "/openapi",
+                    "/openapi/*",
+                    "/readyz",
+                    "/version",
+                ],
+            }
+        ]
+        for _, _, rule in _rules(store, user, namespace):
+            if rule.get("nonResourceURLs"):
+                other.append({"verbs": rule.get("verbs") or [], "nonResourceURLs": rule["nonResourceURLs"]})
+                continue
+            entry = {k: rule[k] for k in ("verbs", "apiGroups", "resources", "resourceNames") if rule.get(k)}
+            resource_rules.append(entry)
+        return resource_rules, other
 
     def authorize(self, store: Store, user: User | None, attrs: Attributes) -> None:
         """403 Forbidden unless allowed (nothing to check while RBAC is off)."""

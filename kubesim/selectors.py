@@ -104,6 +104,10 @@ FIELDS = {
     "involvedObject.kind",
     "involvedObject.namespace",
     "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "source",
     "reason",
     "type",
 }

@@ -42,7 +42,10 @@ class Handler(BaseHTTPRequestHandler):
         if resp.stream is not None:
             self._stream(resp)
             return
-        payload = resp.body.encode() if isinstance(resp.body, str) else json.dumps(resp.body).encode()
+        if isinstance(resp.body, bytes):
+            payload = resp.body
+        else:
+            payload = resp.body.encode() if isinstance(resp.body, str) else json.dumps(resp.body).encode()
         self.send_response(resp.code)
         self.send_header("Content-Type", resp.content_type)
         self.send_header("Content-Length", str(len(payload)))

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kubesim import builtin
+from kubesim import builtin, conversion
 from kubesim.clock import Clock, parse_rfc3339, rfc3339
 from kubesim.cluster import demo_cluster, node_object
 from kubesim.faults import Faults
@@ -106,16 +106,36 @@ def _crd_object(res: Resource) -> dict:
         "metadata": {"name": f"{res.plural}.{res.group}"},
         "spec": {
             "group": res.group,
-            "names": {"plural": res.plural, "singular": res.singular, "kind": res.kind,
-                      "shortNames": list(res.short_names), "categories": list(res.categories)},
+            "names": {
+                "plural": res.plural,
+                "singular": res.singular,
+                "kind": res.kind,
+                "shortNames": list(res.short_names),
+                "categories": list(res.categories),
+            },
             "scope": "Namespaced" if res.namespaced else "Cluster",
-            "versions": [{
-                "name": res.version,
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": crd_schema(res.plural)},
-                "subresources": {sub: {} for sub in res.subresources},
-            }],
+            "versions": [
+                {
+                    "name": res.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": crd_schema(res.plural)},
+                    "subresources": {sub: {} for sub in res.subresources},
+                },
+                *(
+                    {
+                        "name": old.version,
+                        "served": True,
+                        "storage": False,
+                        "deprecated": True,
+                        "deprecationWarning": conversion.DEPRECATION_WARNING,
+                        "schema": {"openAPIV3Schema": conversion.schema(old)},
+                        "subresources": {sub: {} for sub in res.subresources},
+                    }
+                    for old in conversion.old_versions()
+                    if old.plural == res.plural
+                ),
+            ],
         },
         "status": {
             "acceptedNames": {"plural": res.plural, "kind": res.kind},

@@ -10,6 +10,7 @@ import secrets
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -81,6 +82,8 @@ class Store:
         self._owners: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> (resource, namespace, name)
         self._sorted: dict[str, dict[str | None, list[tuple[str, str]]]] = {}  # resource -> namespace -> keys
         self.deletions = 0  # bumped by every deletion step; the garbage collector runs only when it moves
+        # Called on every commit, under the lock, with (resource, ADDED|MODIFIED|DELETED, object, previous): cheap.
+        self.observers: list[Callable[[str, str, dict, dict | None], None]] = []
 
     # ---- bookkeeping -------------------------------------------------------------------------------------
     @property
@@ -114,6 +117,8 @@ class Store:
         # Stored objects are never mutated in place (writes replace them), so history can share them.
         self._history.append(WatchEvent(int(obj["metadata"]["resourceVersion"]), resource, type_, obj, prev))
         self._last_change[resource] = self._rv
+        for observe in self.observers:
+            observe(resource, type_, obj, prev)
         if type_ == "DELETED" or obj["metadata"].get("deletionTimestamp"):
             self.deletions += 1
         self.changed.notify_all()
@@ -221,7 +226,7 @@ class Store:
             key = _key(obj)
             if key in self._objects[resource]:
                 raise AlreadyExists(resource, md["name"])
-            for dropped in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            for dropped in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 md.pop(dropped, None)
             md["uid"] = md.get("uid") or str(uuid.uuid4())  # callers may pre-assign (the API server does)
             md["generation"] = 1
@@ -492,8 +497,14 @@ class ChangeFeed:
 def controller_reference(owner: dict) -> dict:
     """The ownerReference that makes owner the controller of an object it creates (cascading delete follows it)."""
     md = owner["metadata"]
-    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": md["name"],
-            "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": md["name"],
+        "uid": md["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def clone(obj: Any) -> Any:

@@ -118,6 +118,7 @@ def _field(path: str) -> Callable[[dict, datetime], Any]:
     return lambda obj, now: json_path(obj, path)
 
 
+_ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
 CORE_COLUMNS: dict[str, list[Column]] = {
     "pods": [
         ("Ready", "string", 0, _pod_ready),
@@ -155,6 +156,20 @@ CORE_COLUMNS: dict[str, list[Column]] = {
         ("Version", "string", 0, _field(".status.nodeInfo.kubeletVersion")),
     ],
     "namespaces": [("Status", "string", 0, _field(".status.phase")), ("Age", "string", 0, _age)],
+    "persistentvolumeclaims": [
+        ("Status", "string", 0, lambda c, n: (c.get("status") or {}).get("phase", "Pending")),
+        ("Volume", "string", 0, _field(".spec.volumeName")),
+        ("Capacity", "string", 0, lambda c, n: ((c.get("status") or {}).get("capacity") or {}).get("storage", "")),
+        (
+            "Access Modes",
+            "string",
+            0,
+            lambda c, n: ",".join(_ACCESS_MODES.get(m, m) for m in c["spec"].get("accessModes") or []),
+        ),
+        ("StorageClass", "string", 0, _field(".spec.storageClassName")),
+        ("VolumeAttributesClass", "string", 0, lambda c, n: c["spec"].get("volumeAttributesClassName") or "<unset>"),
+        ("Age", "string", 0, _age),
+    ],
     "services": [
         ("Type", "string", 0, _field(".spec.type")),
         ("Cluster-IP", "string", 0, lambda s, n: (s.get("spec") or {}).get("clusterIP", "<none>")),

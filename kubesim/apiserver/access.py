@@ -8,8 +8,8 @@ from datetime import timedelta
 from kubesim.apiserver.common import Response, Target, existing, read_json
 from kubesim.clock import rfc3339
 from kubesim.errors import bad_request
-from kubesim.rbac import Attributes, User
-from kubesim.resources import AUTHORIZATION_GROUP
+from kubesim.rbac import ADMIN_GROUP, ADMIN_USER, Attributes, User
+from kubesim.resources import AUTHENTICATION_GROUP, AUTHORIZATION_GROUP
 from kubesim.sim import Simulator
 
 TOKEN_SECONDS = 3600
@@ -63,6 +63,39 @@ class Access:
                 "metadata": {"creationTimestamp": None},
                 "spec": spec,
                 "status": status,
+            },
+        )
+
+    def rules_review(self, user: User | None, body: bytes) -> Response:
+        """POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews (`kubectl auth can-i --list`)."""
+        review = read_json(body)
+        spec = review.get("spec") if isinstance(review, dict) else None
+        namespace = str((spec or {}).get("namespace") or "")
+        who = user or User(ADMIN_USER, (ADMIN_GROUP, "system:authenticated"))
+        with self.store.lock:
+            resource_rules, other_rules = self.sim.rbac.rules(self.store, who, namespace)
+        return Response(
+            201,
+            {
+                "kind": "SelfSubjectRulesReview",
+                "apiVersion": f"{AUTHORIZATION_GROUP}/v1",
+                "metadata": {"creationTimestamp": None},
+                "spec": {"namespace": namespace} if namespace else {},
+                "status": {"resourceRules": resource_rules, "nonResourceRules": other_rules, "incomplete": False},
+            },
+        )
+
+    def whoami(self, user: User | None) -> Response:
+        """POST /apis/authentication.k8s.io/v1/selfsubjectreviews: who the caller is authenticated as. Without RBAC
+        every caller is the kubeconfig's admin, as the kubeconfig kubesim writes says."""
+        who = user or User(ADMIN_USER, (ADMIN_GROUP, "system:authenticated"))
+        return Response(
+            201,
+            {
+                "kind": "SelfSubjectReview",
+                "apiVersion": f"{AUTHENTICATION_GROUP}/v1",
+                "metadata": {"creationTimestamp": rfc3339(self.sim.clock.now())},
+                "status": {"userInfo": {"username": who.name, "groups": list(who.groups)}},
             },
         )
 

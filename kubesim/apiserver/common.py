@@ -36,6 +36,7 @@ class Target:
     namespace: str | None
     name: str | None
     sub: str | None
+    served_version: str | None = None  # a deprecated version the request is converted from/to (kubesim.conversion)
 
 
 def q(query: Query, key: str, default: str | None = None) -> str | None:

@@ -3,9 +3,12 @@ the Kubernetes resource paths, each Kubernetes request resolved to a verb and ha
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim import discovery
+import yaml
+
+from kubesim import conversion, discovery, k8sproto, metrics, openapi
 from kubesim.apiserver.access import Access
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.common import (
@@ -22,9 +25,9 @@ from kubesim.apiserver.logs import PodLogs
 from kubesim.apiserver.verbs import Verbs
 from kubesim.apiserver.visibility import Visibility
 from kubesim.apiserver.watch import Watches
-from kubesim.errors import APIError, internal
+from kubesim.errors import APIError, bad_request, internal
 from kubesim.rbac import Attributes, User
-from kubesim.resources import AUTHORIZATION_GROUP, VISIBILITY_GROUP, lookup
+from kubesim.resources import AUTHENTICATION_GROUP, AUTHORIZATION_GROUP, VISIBILITY_GROUP, Resource, lookup
 from kubesim.sim import Simulator
 
 # HTTP method -> (verb without a name in the path, verb with one)
@@ -48,6 +51,7 @@ class Api:
         self.watches = Watches(sim)
         self.verbs = Verbs(sim, Admission(sim))
         self.access = Access(sim)
+        self.metrics = metrics.Metrics(sim)
 
     def handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Response:
         url = urlsplit(raw_path)
@@ -56,23 +60,45 @@ class Api:
         try:
             if path.startswith(CONTROL_PREFIX.rstrip("/")):
                 return self.control.handle(method, path[len(CONTROL_PREFIX) :], body)
-            return self._kube(method, path, query, headers, body)
+            return _as_protobuf(headers, self._kube(method, path, query, headers, body))
         except APIError as exc:
             return Response(exc.code, exc.status())
 
     def _kube(self, method: str, path: str, query: Query, headers: dict[str, str], body: bytes) -> Response:
         user = self.sim.rbac.authenticate(headers)
+        body = _protobuf_as_json(headers, body)
         static = discovery.static(path)
         if static is not None:
             if method != "GET":
                 raise method_not_allowed(method)
             self._authorize(user, Attributes("get", path=path))
             return Response(200, static[1], content_type=static[0])
+        if path == "/metrics":
+            if method != "GET":
+                raise method_not_allowed(method)
+            self._authorize(user, Attributes("get", path=path))
+            return Response(200, self.metrics.render(), content_type=metrics.CONTENT_TYPE)
+        if path.startswith("/openapi/"):
+            doc = openapi.document(path)
+            if doc is None:
+                raise not_found_path()
+            if method != "GET":
+                raise method_not_allowed(method)
+            self._authorize(user, Attributes("get", path=path))
+            return Response(200, doc)
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["apis", AUTHORIZATION_GROUP] and parts[3:] == ["selfsubjectaccessreviews"]:
             if method != "POST":
                 raise method_not_allowed(method)
             return self.access.review(user, body)
+        if parts[:2] == ["apis", AUTHORIZATION_GROUP] and parts[3:] == ["selfsubjectrulesreviews"]:
+            if method != "POST":
+                raise method_not_allowed(method)
+            return self.access.rules_review(user, body)
+        if parts[:2] == ["apis", AUTHENTICATION_GROUP] and parts[3:] == ["selfsubjectreviews"]:
+            if method != "POST":
+                raise method_not_allowed(method)
+            return self.access.whoami(user)
         if len(parts) >= 3 and parts[0] == "apis" and parts[1] == VISIBILITY_GROUP:
             self._authorize(user, _visibility_attributes(parts[3:]))
             if self.sim.faults.inject("get", "pendingworkloads"):
@@ -81,9 +107,7 @@ class Api:
         target, watch_path = self._parse(parts)
         verb = self._verb(method, target, query, watch_path)
         resource = f"{target.res.plural}/{target.sub}" if target.sub else target.res.plural
-        self._authorize(
-            user, Attributes(verb, target.res.group, resource, target.namespace or "", target.name or "")
-        )
+        self._authorize(user, Attributes(verb, target.res.group, resource, target.namespace or "", target.name or ""))
         ctype = headers.get("content-type", "application/json").split(";")[0].strip()
         if body and method in ("POST", "PUT") and ctype not in ("application/json", "*/*", ""):
             raise APIError(
@@ -94,6 +118,28 @@ class Api:
             )
         if self.sim.faults.inject(verb, target.res.plural):
             raise internal(f"kubesim: injected fault on {verb} {target.res.plural}")
+        if target.served_version:
+            return self._converted(verb, target, query, headers, body)
+        return self._dispatch(verb, target, query, headers, body)
+
+    def _converted(self, verb: str, target: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
+        """A request to a deprecated version: its body up to the stored version, the answer back down."""
+        kind = target.res.kind
+        ctype = headers.get("content-type", "").split(";")[0].strip()
+        if body and ctype != "application/json-patch+json":
+            try:
+                decoded = yaml.safe_load(body) if ctype == "application/apply-patch+yaml" else json.loads(body)
+            except (ValueError, yaml.YAMLError) as exc:
+                raise bad_request(f"the request body could not be decoded: {exc}") from exc
+            body = json.dumps(conversion.to_storage(kind, decoded)).encode()
+        resp = self._dispatch(verb, target, query, headers, body)
+        resp.body = conversion.response_from_storage(kind, resp.body)
+        if resp.stream is not None:
+            resp.stream = (conversion.response_from_storage(kind, event) for event in resp.stream)
+        resp.warnings = [*resp.warnings, conversion.DEPRECATION_WARNING]
+        return resp
+
+    def _dispatch(self, verb: str, target: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         if verb == "watch":
             return self.watches.watch(target, query, headers)
         if verb == "get" and target.sub == "log":
@@ -129,17 +175,17 @@ class Api:
             raise not_found_path()
         namespace = None
         if rest[0] == "namespaces" and len(rest) >= 3:
-            candidate = lookup(group, version, rest[2])
+            candidate = _served(group, version, rest[2])
             if candidate is not None and candidate.namespaced:
                 namespace, rest = rest[1], rest[2:]
-        res = lookup(group, version, rest[0])
+        res = _served(group, version, rest[0])
         if res is None or len(rest) > 3 or (res.namespaced and namespace is None and len(rest) > 1):
             raise not_found_path()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and sub not in res.subresources and not (res.plural == "namespaces" and sub == "finalize"):
             raise not_found_path()
-        return Target(res, namespace, name, sub), watch_path
+        return Target(res, namespace, name, sub, None if version == res.version else version), watch_path
 
     def _verb(self, method: str, t: Target, query: Query, watch_path: bool) -> str:
         if (t.sub == "log" and method != "GET") or (t.sub == "token" and method != "POST"):
@@ -156,6 +202,36 @@ class Api:
         if verb is None:
             raise method_not_allowed(method)
         return verb
+
+
+def _served(group: str, version: str, plural: str) -> Resource | None:
+    """The resource a path names: a served version, or a deprecated one converted to the stored version."""
+    return lookup(group, version, plural) or conversion.old_version_resource(group, version, plural)
+
+
+def _as_protobuf(headers: dict[str, str], resp: Response) -> Response:
+    """A successful single-object answer in protobuf for a client that prefers it, when kubesim has the kind's
+    message; lists, tables, Status and everything else stay JSON (the client accepts JSON too)."""
+    if resp.stream is not None or resp.code >= 300 or not isinstance(resp.body, dict):
+        return resp
+    if not k8sproto.wants_protobuf(headers.get("accept", "")):
+        return resp
+    encoded = k8sproto.encode(resp.body)
+    if encoded is not None:
+        resp.body, resp.content_type = encoded, k8sproto.MEDIA_TYPE
+    return resp
+
+
+def _protobuf_as_json(headers: dict[str, str], body: bytes) -> bytes:
+    """A protobuf body (kubectl's generator commands) re-encoded as JSON; headers then say JSON."""
+    if not body or headers.get("content-type", "").split(";")[0].strip() != k8sproto.MEDIA_TYPE:
+        return body
+    try:
+        obj = k8sproto.decode(body)
+    except k8sproto.ProtobufError as exc:
+        raise APIError(415, f"the body of the request could not be decoded: {exc}", "UnsupportedMediaType") from exc
+    headers["content-type"] = "application/json"
+    return json.dumps(obj).encode()
 
 
 def _visibility_attributes(rest: list[str]) -> Attributes:

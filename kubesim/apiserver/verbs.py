@@ -9,7 +9,9 @@ import json
 import uuid
 from typing import Any
 
-from kubesim import tables
+import yaml
+
+from kubesim import fieldmanager, tables
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.common import (
     Query,
@@ -21,6 +23,7 @@ from kubesim.apiserver.common import (
     method_not_allowed,
     q,
     read_json,
+    truthy,
 )
 from kubesim.clock import rfc3339
 from kubesim.errors import APIError, already_exists, bad_request, conflict, not_found
@@ -33,6 +36,7 @@ JOB_ORPHAN_WARNING = (
     "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them "
     "or set propagationPolicy=Orphan to suppress this warning"
 )
+APPLY_PATCH = "application/apply-patch+yaml"
 PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
 
 
@@ -88,30 +92,39 @@ class Verbs:
     # ---- writes ------------------------------------------------------------------------------------------
     def create(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         obj = self.admission.check_identity(t, read_json(body))
+        obj["metadata"].pop("managedFields", None)  # ownership is tracked from the first apply on
+        with self.store.lock:
+            return self._create_admitted(t, obj, query)
+
+    def _create_admitted(self, t: Target, obj: dict, query: Query) -> Response:
+        """Admission and store of a new object (create, or an apply that finds nothing); the store lock held."""
         for dropped in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
             obj["metadata"].pop(dropped, None)
-        with self.store.lock:
-            self.admission.require_namespace(t, creating=True)
-            obj, warnings = self.admission.admit(t, obj, None, query, status_only=False)
-            if not obj["metadata"].get("name"):
-                obj["metadata"]["name"] = self.store.free_name(
-                    t.res.plural, t.namespace, obj["metadata"]["generateName"]
-                )
-            if dry_run(query):
-                if self.store.get(t.res.plural, t.namespace, obj["metadata"]["name"]) is not None:
-                    raise already_exists(t.res, obj["metadata"]["name"])
-                md = obj["metadata"]
-                md.setdefault("uid", str(uuid.uuid4()))
-                md.update(generation=1, creationTimestamp=rfc3339(self.sim.clock.now()))
-                return Response(201, obj, warnings=warnings)
-            try:
-                created = self.store.create(t.res.plural, obj)
-            except AlreadyExists as exc:
-                raise already_exists(t.res, obj["metadata"]["name"]) from exc
-            return self._settled(201, created, warnings)
+        self.admission.require_namespace(t, creating=True)
+        obj, warnings = self.admission.admit(t, obj, None, query, status_only=False)
+        if not obj["metadata"].get("name"):
+            obj["metadata"]["name"] = self.store.free_name(t.res.plural, t.namespace, obj["metadata"]["generateName"])
+        if dry_run(query):
+            if self.store.get(t.res.plural, t.namespace, obj["metadata"]["name"]) is not None:
+                raise already_exists(t.res, obj["metadata"]["name"])
+            md = obj["metadata"]
+            md.setdefault("uid", str(uuid.uuid4()))
+            md.update(generation=1, creationTimestamp=rfc3339(self.sim.clock.now()))
+            return Response(201, obj, warnings=warnings)
+        try:
+            created = self.store.create(t.res.plural, obj)
+        except AlreadyExists as exc:
+            raise already_exists(t.res, obj["metadata"]["name"]) from exc
+        return self._settled(201, created, warnings)
 
-    def _write(self, t: Target, old: dict, new: dict, query: Query) -> Response:
-        """Shared tail of update and patch: admission then store write; status kept or replaced per path."""
+    def _write(
+        self, t: Target, old: dict, new: dict, query: Query, headers: dict[str, str], applying: bool = False
+    ) -> Response:
+        """Shared tail of update, patch and apply: field ownership, admission then store write; status kept or
+        replaced per path."""
+        if not applying:
+            manager = fieldmanager.manager_from(q(query, "fieldManager"), headers.get("user-agent", ""))
+            fieldmanager.track_update(old, new, manager, rfc3339(self.sim.clock.now()), t.sub)
         status_only = t.sub == "status"
         if t.sub not in (None, "status", "finalize"):
             raise method_not_allowed(t.sub)
@@ -121,6 +134,8 @@ class Verbs:
             if final["status"] is None:
                 final.pop("status")
             final["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion")
+            if "managedFields" in new["metadata"]:
+                final["metadata"]["managedFields"] = new["metadata"]["managedFields"]
         else:
             final = new
             if "status" in t.res.subresources:
@@ -154,10 +169,14 @@ class Verbs:
         with self.store.lock:
             self.admission.require_namespace(t, creating=False)
             old = existing(self.store, t)
-            return self._write(t, old, obj, query)
+            return self._write(t, old, obj, query, headers)
 
     def patch(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         ctype = headers.get("content-type", "").split(";")[0].strip()
+        if ctype == APPLY_PATCH:
+            return self._apply(t, query, headers, body)
+        if truthy(q(query, "force")):
+            raise bad_request("force is only allowed for apply patches")
         patch = read_json(body)
         accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
         if (ctype == "application/strategic-merge-patch+json" and t.res.crd) or ctype not in PATCH_TYPES:
@@ -184,7 +203,45 @@ class Verbs:
             ):
                 new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
             new = self.admission.check_identity(t, new)
-            return self._write(t, old, new, query)
+            return self._write(t, old, new, query, headers)
+
+    def _apply(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
+        """Server-side apply (kubesim.fieldmanager): creates the object when it does not exist."""
+        try:
+            applied = yaml.safe_load(body or b"")
+        except yaml.YAMLError as exc:
+            raise bad_request(f"error decoding YAML: {exc}") from exc
+        if not isinstance(applied, dict) or not applied.get("apiVersion") or not applied.get("kind"):
+            raise bad_request("an apply patch must be an object with apiVersion and kind")
+        manager = q(query, "fieldManager")
+        if not manager:
+            cause = Cause("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
+            raise APIError(
+                422,
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                "Invalid",
+                {"kind": "PatchOptions", "group": "meta.k8s.io", "causes": [cause.as_dict()]},
+            )
+        applied = self.admission.check_identity(t, applied)
+        now = rfc3339(self.sim.clock.now())
+        force = truthy(q(query, "force"))
+        with self.store.lock:
+            live = self.store.get(t.res.plural, t.namespace, t.name or "")
+            if live is None:
+                if t.sub is not None:
+                    raise not_found(t.res, t.name or "")
+                obj = fieldmanager.apply(None, applied, manager, force, now)
+                return self._create_admitted(t, obj, query)
+            want_rv = applied["metadata"].get("resourceVersion")
+            if want_rv and want_rv != live["metadata"]["resourceVersion"]:
+                raise conflict(
+                    t.res,
+                    t.name or "",
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                )
+            new = fieldmanager.apply(live, applied, manager, force, now, t.sub)
+            new["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+            return self._write(t, live, self.admission.check_identity(t, new), query, headers, applying=True)
 
     # ---- deletes -----------------------------------------------------------------------------------------
     def _delete_options(self, query: Query, body: bytes) -> dict:

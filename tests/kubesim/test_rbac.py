@@ -37,8 +37,12 @@ def refusal(ks, token, method, path, body=None):
 
 
 def pod(name):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": "c", "image": "busybox:1", "command": ["sleep", "5"]}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1", "command": ["sleep", "5"]}]},
+    }
 
 
 def test_unknown_or_missing_token_is_401_and_the_admin_may_do_anything(ks, sa):
@@ -50,12 +54,16 @@ def test_unknown_or_missing_token_is_401_and_the_admin_may_do_anything(ks, sa):
 def test_a_service_account_without_bindings_is_forbidden_with_kubes_message(ks, sa):
     status = refusal(ks, sa, "GET", f"/apis/batch/v1/namespaces/{NS}/jobs")
     assert status["code"] == 403 and status["reason"] == "Forbidden"
-    assert status["message"] == (f'jobs.batch is forbidden: User "system:serviceaccount:{NS}:runner" cannot list '
-                                 f'resource "jobs" in API group "batch" in the namespace "{NS}"')
+    assert status["message"] == (
+        f'jobs.batch is forbidden: User "system:serviceaccount:{NS}:runner" cannot list '
+        f'resource "jobs" in API group "batch" in the namespace "{NS}"'
+    )
     status = refusal(ks, sa, "GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq")
-    assert status["message"] == ('clusterqueues.kueue.x-k8s.io "cq" is forbidden: User '
-                                 f'"system:serviceaccount:{NS}:runner" cannot get resource "clusterqueues" in API '
-                                 'group "kueue.x-k8s.io" at the cluster scope')
+    assert status["message"] == (
+        'clusterqueues.kueue.x-k8s.io "cq" is forbidden: User '
+        f'"system:serviceaccount:{NS}:runner" cannot get resource "clusterqueues" in API '
+        'group "kueue.x-k8s.io" at the cluster scope'
+    )
     assert status["details"] == {"name": "cq", "group": "kueue.x-k8s.io", "kind": "clusterqueues"}
     assert call(ks, sa, "GET", "/version")["major"] == "1"  # discovery is open to every authenticated user
     assert call(ks, sa, "GET", "/apis/batch/v1")["groupVersion"] == "batch/v1"
@@ -65,15 +73,27 @@ def test_a_service_account_without_bindings_is_forbidden_with_kubes_message(ks, 
 def test_role_binding_resource_names_and_subresources(ks, sa):
     call(ks, TOKEN, "POST", f"/api/v1/namespaces/{NS}/pods", pod("a"))
     call(ks, TOKEN, "POST", f"/api/v1/namespaces/{NS}/pods", pod("b"))
-    ks.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-              "metadata": {"name": "reader", "namespace": NS},
-              "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": ["a"]},
-                        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]})
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "reader", "namespace": NS},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": ["a"]},
+                {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            ],
+        }
+    )
     assert refusal(ks, sa, "GET", f"/api/v1/namespaces/{NS}/pods/a")["code"] == 403  # no binding yet
-    ks.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-              "metadata": {"name": "reader", "namespace": NS},
-              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
-              "subjects": [{"kind": "ServiceAccount", "name": "runner"}]})
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "reader", "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "runner"}],
+        }
+    )
     ks.clear_rbac_records()
     assert call(ks, sa, "GET", f"/api/v1/namespaces/{NS}/pods/a")["metadata"]["name"] == "a"
     assert refusal(ks, sa, "GET", f"/api/v1/namespaces/{NS}/pods/b")["message"].startswith('pods "b" is forbidden')
@@ -83,22 +103,39 @@ def test_role_binding_resource_names_and_subresources(ks, sa):
     assert "started" in call(ks, sa, "GET", f"/api/v1/namespaces/{NS}/pods/b/log")  # no resourceNames on pods/log
     report = ks.rbac()
     assert {(g["role"], g["rule"], g["verb"], g["resource"]) for g in report["grants"]} == {
-        (f"Role/{NS}/reader", 0, "get", "pods"), (f"Role/{NS}/reader", 1, "get", "pods/log")}
+        (f"Role/{NS}/reader", 0, "get", "pods"),
+        (f"Role/{NS}/reader", 1, "get", "pods/log"),
+    }
     assert len(report["denials"]) == 3
 
 
 def test_cluster_role_binding_and_access_review(ks, sa):
-    ks.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "jobs"},
-              "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch"]}]})
-    ks.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "jobs"},
-              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "jobs"},
-              "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": NS}]})
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "jobs"},
+            "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch"]}],
+        }
+    )
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "jobs"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "jobs"},
+            "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": NS}],
+        }
+    )
     assert call(ks, sa, "GET", "/apis/batch/v1/jobs")["items"] == []
     assert call(ks, sa, "GET", f"/apis/batch/v1/namespaces/{NS}/jobs")["items"] == []
 
     def review(**attributes):
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": attributes}}
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
         return call(ks, sa, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body)["status"]
 
     before = ks.rbac()
@@ -124,8 +161,13 @@ def test_kueue_installation_is_visible(ks, sa):
     config = call(ks, TOKEN, "GET", "/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config")
     assert "fairSharing" in config["data"]["controller_manager_config.yaml"]
     groups = {g["name"] for g in call(ks, TOKEN, "GET", "/apis")["groups"]}
-    assert {"apps", "networking.k8s.io", "rbac.authorization.k8s.io", "apiextensions.k8s.io",
-            "authorization.k8s.io"} <= groups
+    assert {
+        "apps",
+        "networking.k8s.io",
+        "rbac.authorization.k8s.io",
+        "apiextensions.k8s.io",
+        "authorization.k8s.io",
+    } <= groups
 
 
 def test_the_cli_flag_turns_rbac_on(tmp_path):
@@ -134,3 +176,39 @@ def test_the_cli_flag_turns_rbac_on(tmp_path):
         assert ks.rbac()["enabled"] is True
         names = [n.metadata.name for n in client.CoreV1Api(ks.api_client()).list_namespace().items]
         assert "kueue-system" in names  # the written kubeconfig holds the admin's token
+
+
+def test_whoami_and_rules_review_name_the_token_and_its_rules(ks, sa):
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "pods", "namespace": NS},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+        }
+    )
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "pods", "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+            "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": NS}],
+        }
+    )
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    who = call(ks, sa, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)["status"]["userInfo"]
+    assert who["username"] == f"system:serviceaccount:{NS}:runner"
+    assert f"system:serviceaccounts:{NS}" in who["groups"]
+    admin = call(ks, TOKEN, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+    assert admin["status"]["userInfo"]["username"] == "kubesim-admin"
+
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": NS}}
+    rules = call(ks, sa, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", body)["status"]
+    assert rules["resourceRules"] == [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]
+    assert any("/version" in r["nonResourceURLs"] for r in rules["nonResourceRules"])
+    body["spec"] = {"namespace": "elsewhere"}
+    assert (
+        call(ks, sa, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", body)["status"]["resourceRules"]
+        == []
+    )

@@ -1,0 +1,58 @@
+"""`/metrics` with Kueue's metric names (kubesim/metrics.py) through a served kubesim: queue depth, reservations,
+admissions, evictions and preemptions as a within-ClusterQueue preemption by priority produces them."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+
+from tests.kubesim.kueue.conftest import Cluster
+from tests.kubesim.kueue.test_e2e import setup_queue
+
+
+def scrape(kc: Cluster) -> dict[str, float]:
+    with urllib.request.urlopen(f"{kc.ks.url}/metrics", timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = resp.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            match = re.fullmatch(r"(\S+) (\S+)", line)
+            assert match, line
+            samples[match.group(1)] = float(match.group(2))
+    return samples
+
+
+def test_queue_depth_admissions_and_preemptions(kc: Cluster):
+    kc.priority_class("low", 10)
+    kc.priority_class("high", 100)
+    ns = setup_queue(kc, 2, preemption={"withinClusterQueue": "LowerPriority"})
+    before = scrape(kc)
+    admitted = 'kueue_admitted_workloads_total{cluster_queue="cq"}'
+    evicted = 'kueue_evicted_workloads_total{cluster_queue="cq",reason="Preempted"}'
+    preempted = 'kueue_preempted_workloads_total{preempting_cluster_queue="cq",reason="InClusterQueue"}'
+
+    kc.job(ns, "low", "lq", 2, priority_class="low")
+    kc.job(ns, "waiting", "lq", 1, priority_class="low")
+    kc.settle(1)
+    now = scrape(kc)
+    assert now[admitted] - before.get(admitted, 0) == 1
+    assert now['kueue_pending_workloads{cluster_queue="cq",status="inadmissible"}'] == 1
+    assert now['kueue_pending_workloads{cluster_queue="cq",status="active"}'] == 0
+    assert now['kueue_unadmitted_workloads{cluster_queue="cq",reason="WaitingForQuota"}'] == 1
+    assert now['kueue_admitted_active_workloads{cluster_queue="cq"}'] == 1
+    lq_pending = 'kueue_local_queue_pending_workloads{name="lq",namespace="' + ns + '",status="inadmissible"}'
+    assert now[lq_pending] == 1
+    assert now['kueue_cluster_queue_status{cluster_queue="cq",status="active"}'] == 1
+    usage = 'kueue_cluster_queue_resource_usage{cohort="",cluster_queue="cq",flavor="h100",resource="nvidia.com/gpu"}'
+    assert now[usage] == 2
+    assert now[usage.replace("resource_usage", "nominal_quota")] == 2
+
+    kc.job(ns, "high", "lq", 2, priority_class="high")
+    kc.settle()
+    assert kc.admitted(ns, "high") and not kc.admitted(ns, "low")
+    after = scrape(kc)
+    assert after[admitted] - before.get(admitted, 0) == 2
+    assert after[evicted] - before.get(evicted, 0) == 1
+    assert after[preempted] - before.get(preempted, 0) == 1
+    assert after['kueue_pending_workloads{cluster_queue="cq",status="inadmissible"}'] == 2

@@ -1,0 +1,318 @@
+"""kubectl's everyday commands, with default flags, against a served kubesim (with the Kueue half).
+
+Skipped where kubectl is absent (CI installs Debian's `kubernetes-client`). Each test asserts what kubectl prints
+and, where it wrote, what the cluster holds through the official client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from kubesim.testing import InProcessKubesim, KubesimProcess, serve
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl is not installed (apt-get install kubernetes-client) - kubectl tests skipped"
+)
+
+KUEUE_SETUP = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default-flavor
+      resources: [{name: cpu, nominalQuota: "2"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: team, namespace: default}
+spec: {clusterQueue: team-cq}
+"""
+
+
+def queued_job(name: str) -> str:
+    return f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}, namespace: default, labels: {{kueue.x-k8s.io/queue-name: team}}}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: main, image: busybox, command: [sleep, "600"], resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+
+
+class Kubectl:
+    """Runs kubectl against one kubesim with a private cache dir (discovery and OpenAPI are cached per host)."""
+
+    def __init__(self, kubeconfig: str, home: Path) -> None:
+        self.env = {**os.environ, "KUBECONFIG": kubeconfig, "HOME": str(home), "KUBECACHEDIR": str(home / "cache")}
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, ok: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        assert KUBECTL is not None
+        done = subprocess.run(
+            [KUBECTL, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**self.env, **(env or {})},
+            check=False,
+        )
+        if ok:
+            assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
+        else:
+            assert done.returncode != 0, f"kubectl {' '.join(args)} should have failed: {done.stdout}"
+        return done
+
+
+@pytest.fixture(scope="module")
+def ks() -> Iterator[InProcessKubesim]:
+    with serve(clock="manual") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def kubectl(ks: InProcessKubesim, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return Kubectl(ks.kubeconfig_path, tmp_path_factory.mktemp("kubectl-home"))
+
+
+@pytest.fixture(scope="module")
+def core(ks: InProcessKubesim) -> Iterator[client.CoreV1Api]:
+    api_client = ks.api_client()
+    yield client.CoreV1Api(api_client)
+    api_client.close()
+
+
+def _get(url: str) -> tuple[str, str]:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.headers.get("Content-Type", ""), resp.read().decode()
+
+
+def test_apply_create_and_edit_with_default_validation(kubectl: Kubectl, core: client.CoreV1Api, tmp_path: Path):
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {a: '1'}\n"
+    )
+    assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "configmap/settings created"
+    assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "configmap/settings unchanged"
+    manifest.write_text(manifest.read_text().replace("'1'", "'2'"))
+    assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "configmap/settings configured"
+    assert core.read_namespaced_config_map("settings", "default").data == {"a": "2"}
+
+    refused = kubectl("create", "-f", str(manifest), ok=False)
+    assert 'configmaps "settings" already exists' in refused.stderr
+
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nsed -i \'s/a: "2"/a: "3"/\' "$1"\n')
+    editor.chmod(0o755)
+    edited = kubectl("edit", "configmap", "settings", env={"KUBE_EDITOR": str(editor)})
+    assert edited.stdout.strip() == "configmap/settings edited"
+    assert core.read_namespaced_config_map("settings", "default").data == {"a": "3"}
+
+
+def test_create_from_file_is_validated_by_the_server(kubectl: Kubectl, tmp_path: Path):
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad, namespace: default}\ndatta: {}\n")
+    refused = kubectl("create", "-f", str(manifest), ok=False)
+    assert 'unknown field "datta"' in refused.stderr
+    assert kubectl("create", "-f", str(manifest), "--validate=false").stdout.strip() == "configmap/bad created"
+
+
+def test_explain_built_in_and_kueue_kinds(kubectl: Kubectl):
+    pods = kubectl("explain", "pods.spec.containers").stdout
+    assert "KIND:       Pod" in pods
+    assert "VERSION:    v1" in pods
+    assert "image\t<string>" in pods
+    queues = kubectl("explain", "clusterqueues.spec").stdout
+    assert "GROUP:      kueue.x-k8s.io" in queues
+    assert "KIND:       ClusterQueue" in queues
+    assert "resourceGroups\t<[]Object>" in queues
+
+
+def test_server_side_apply_conflicts_and_force(kubectl: Kubectl, core: client.CoreV1Api, tmp_path: Path):
+    manifest = tmp_path / "ssa.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared, namespace: default}\ndata: {a: '1', b: '2'}\n"
+    )
+    applied = kubectl("apply", "--server-side", "-f", str(manifest))
+    assert applied.stdout.strip() == "configmap/shared serverside-applied"
+    other = tmp_path / "other.yaml"
+    other.write_text(manifest.read_text().replace("a: '1'", "a: '9'"))
+
+    refused = kubectl("apply", "--server-side", "--field-manager=ops", "-f", str(other), ok=False)
+    assert 'Apply failed with 1 conflict: conflict with "kubectl": .data.a' in refused.stderr
+    assert core.read_namespaced_config_map("shared", "default").data == {"a": "1", "b": "2"}
+
+    forced = kubectl("apply", "--server-side", "--field-manager=ops", "--force-conflicts", "-f", str(other))
+    assert forced.stdout.strip() == "configmap/shared serverside-applied"
+    live = core.read_namespaced_config_map("shared", "default")
+    assert live.data == {"a": "9", "b": "2"}
+    owners = {m.manager: json.dumps(m.fields_v1, sort_keys=True) for m in live.metadata.managed_fields}
+    assert '"f:a"' not in owners["kubectl"] and '"f:b"' in owners["kubectl"]
+    assert '"f:a"' in owners["ops"]
+
+    # kubectl drops b from its configuration: ops still applies b, so it stays.
+    manifest.write_text(manifest.read_text().replace(", b: '2'", ""))
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+    assert core.read_namespaced_config_map("shared", "default").data == {"a": "1", "b": "2"}
+
+
+def test_generator_commands_send_protobuf(kubectl: Kubectl, core: client.CoreV1Api, ks: InProcessKubesim):
+    assert kubectl("create", "namespace", "gen").stdout.strip() == "namespace/gen created"
+    assert kubectl("create", "configmap", "cfg", "-n", "gen", "--from-literal=k=v").stdout.strip() == (
+        "configmap/cfg created"
+    )
+    assert kubectl("create", "secret", "generic", "pw", "-n", "gen", "--from-literal=p=s3cret").stdout.strip() == (
+        "secret/pw created"
+    )
+    assert kubectl("create", "serviceaccount", "bot", "-n", "gen").stdout.strip() == "serviceaccount/bot created"
+    created = kubectl("create", "job", "once", "-n", "gen", "--image=busybox", "--", "sleep", "5")
+    assert created.stdout.strip() == "job.batch/once created"
+    deployed = kubectl("create", "deployment", "web", "-n", "gen", "--image=nginx", "--replicas=2")
+    assert deployed.stdout.strip() == "deployment.apps/web created"
+
+    assert core.read_namespaced_config_map("cfg", "gen").data == {"k": "v"}
+    assert core.read_namespaced_secret("pw", "gen").data == {"p": "czNjcmV0"}
+    api_client = ks.api_client()
+    job = client.BatchV1Api(api_client).read_namespaced_job("once", "gen")
+    container = job.spec.template.spec.containers[0]
+    assert (container.name, container.image, container.command) == ("once", "busybox", ["sleep", "5"])
+    assert job.spec.template.spec.restart_policy == "Never"
+    assert client.AppsV1Api(api_client).read_namespaced_deployment("web", "gen").spec.replicas == 2
+    api_client.close()
+
+
+def test_auth_can_i_and_whoami(kubectl: Kubectl):
+    assert kubectl("auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    listed = kubectl("auth", "can-i", "--list").stdout.splitlines()
+    assert listed[0].split() == ["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"]
+    assert listed[1].split() == ["*.*", "[]", "[]", "[*]"]
+    whoami = kubectl("auth", "whoami").stdout
+    assert "kubesim-admin" in whoami
+    assert "system:masters" in whoami
+
+
+def test_events_for_an_object(kubectl: Kubectl, ks: InProcessKubesim):
+    kubectl("create", "namespace", "ev")
+    kubectl("create", "job", "traced", "-n", "ev", "--image=busybox", "--", "sleep", "1")
+    events = kubectl("events", "-n", "ev", "--for", "job/traced").stdout
+    assert "SuccessfulCreate" in events
+    assert "Job/traced" in events
+    assert "Pod/" not in events
+
+
+def test_kueue_is_installed_and_queues_work(kubectl: Kubectl, ks: InProcessKubesim):
+    crds = kubectl("get", "crd").stdout
+    for plural in ("clusterqueues", "localqueues", "workloads", "resourceflavors"):
+        assert f"{plural}.kueue.x-k8s.io" in crds
+    assert "kueue-controller-manager" in kubectl("get", "deploy", "-n", "kueue-system").stdout
+
+    kubectl("apply", "-f", "-", stdin=KUEUE_SETUP)
+    for name in ("first", "second", "third"):
+        kubectl("create", "-f", "-", stdin=queued_job(name))
+    queues = kubectl("get", "clusterqueues").stdout.splitlines()
+    assert queues[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"]
+    assert queues[1].split() == ["team-cq", "1"]
+    workloads = kubectl("get", "workloads", "-n", "default", "--no-headers").stdout.splitlines()
+    assert len(workloads) == 3
+    assert sorted(line.split()[2:4] for line in workloads if "team-cq" in line) == [["team-cq", "True"]] * 2
+
+    content_type, metrics = _get(f"{ks.url}/metrics")
+    assert content_type.startswith("text/plain")
+    assert 'kueue_admitted_workloads_total{cluster_queue="team-cq"} 2' in metrics
+    assert 'kueue_pending_workloads{cluster_queue="team-cq",status="inadmissible"} 1' in metrics
+    assert 'kueue_reserving_active_workloads{cluster_queue="team-cq"} 2' in metrics
+    assert "# TYPE kueue_evicted_workloads_total counter" in metrics
+
+
+def test_openapi_documents(ks: InProcessKubesim):
+    _, index = _get(f"{ks.url}/openapi/v3")
+    paths = json.loads(index)["paths"]
+    assert {"api/v1", "apis/batch/v1", "apis/kueue.x-k8s.io/v1beta2"} <= set(paths)
+    _, core_doc = _get(ks.url + paths["api/v1"]["serverRelativeURL"])
+    schema = json.loads(core_doc)["components"]["schemas"]["io.k8s.api.core.v1.ConfigMap"]
+    assert schema["x-kubernetes-group-version-kind"] == [{"group": "", "version": "v1", "kind": "ConfigMap"}]
+    patch = json.loads(core_doc)["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"]
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+    assert "application/apply-patch+yaml" in patch["requestBody"]["content"]
+
+    _, v2 = _get(f"{ks.url}/openapi/v2")
+    swagger = json.loads(v2)
+    assert swagger["swagger"] == "2.0"
+    assert "io.x-k8s.kueue.v1beta2.ClusterQueue" in swagger["definitions"]
+
+
+def test_cli_help_version_and_start_line(tmp_path: Path):
+    version = subprocess.run(
+        [sys.executable, "-m", "kubesim", "--version"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert version.stdout.startswith("kubesim ") and "Kueue v0." in version.stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "kubesim", "serve", "--help"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert "(default: 8001)" in help_text
+    assert "(default: 5000)" in help_text
+    assert "/kubesim/v1/clock/advance" in help_text
+
+    with KubesimProcess(str(tmp_path)) as proc:
+        assert proc.proc is not None and proc.proc.stdout is not None
+        second = proc.proc.stdout.readline()
+        assert "over plain HTTP" in second
+        assert f"kubeconfig: {tmp_path / 'kubeconfig'}" in second
+        assert Kubectl(proc.kubeconfig_path, tmp_path)("get", "ns", "kueue-system", "-o", "name").stdout.strip() == (
+            "namespace/kueue-system"
+        )
+
+
+def test_persistent_volume_claims_and_tokens(kubectl: Kubectl):
+    claim = (
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: scratch, namespace: default}\n"
+        "spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}, storageClassName: fast}\n"
+    )
+    assert kubectl("apply", "-f", "-", stdin=claim).stdout.strip() == "persistentvolumeclaim/scratch created"
+    header, row = kubectl("get", "pvc", "scratch").stdout.splitlines()
+    assert header.split()[:6] == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES"]
+    assert row.split()[:4] == ["scratch", "Pending", "RWO", "fast"]
+
+    kubectl("create", "serviceaccount", "runner")
+    assert len(kubectl("create", "token", "runner").stdout.strip()) > 20
+
+
+def test_kueue_v1beta1_is_served_with_a_deprecation_warning(kubectl: Kubectl):
+    legacy = (
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: legacy-cq}\n"
+        "spec: {cohort: research, namespaceSelector: {}, resourceGroups: [{coveredResources: [cpu], "
+        "flavors: [{name: default-flavor, resources: [{name: cpu, nominalQuota: '1'}]}]}]}\n"
+    )
+    applied = kubectl("apply", "-f", "-", stdin=legacy)
+    assert applied.stdout.strip() == "clusterqueue.kueue.x-k8s.io/legacy-cq created"
+    assert "Warning: This version is deprecated. Use v1beta2 instead." in applied.stderr
+    path = "{.apiVersion} {.spec.cohort}"
+    old = kubectl("get", "clusterqueues.v1beta1.kueue.x-k8s.io", "legacy-cq", "-o", f"jsonpath={path}")
+    assert old.stdout == "kueue.x-k8s.io/v1beta1 research"
+    new = kubectl("get", "clusterqueues.v1beta2.kueue.x-k8s.io", "legacy-cq", "-o", "jsonpath={.spec.cohortName}")
+    assert new.stdout == "research"
+    assert "kueue.x-k8s.io/v1beta1" in kubectl("api-versions").stdout.split()
