@@ -180,6 +180,11 @@ def forecasts_for(*, workload_ids: Any) -> dict[int, WorkloadForecast]:
     return {row.workload_id: row for row in WorkloadForecast.objects.filter(workload_id__in=list(workload_ids))}
 
 
+def forecasts_computed_since(*, at: Any) -> bool:
+    """Whether a forecast refresh started at or after `at` (so it saw everything committed before then)."""
+    return WorkloadForecast.objects.filter(computed_at__gte=at).exists()
+
+
 # --- live queue state: positions, explanations, the project queue, the detail page's history -------------------
 
 
