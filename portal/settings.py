@@ -309,6 +309,8 @@ CELERY_BEAT_SCHEDULE = {
     # worker).
     "intents-sweep": {"task": "worker.tasks.intents_sweep", "schedule": 15.0, "options": {"expires": 14}},
     "notebooks-cull-idle": {"task": "worker.tasks.notebooks_cull_idle", "schedule": 60.0},
+    # Start-time forecasts go stale as time passes even when nothing moves (worker/forecast.py).
+    "forecasts-refresh": {"task": "worker.tasks.forecasts_refresh", "schedule": 60.0, "options": {"expires": 55}},
 }
 
 REST_FRAMEWORK = {

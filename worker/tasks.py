@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Task, shared_task
@@ -26,8 +26,9 @@ from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Kind, Status, Workload
-from apps.workloads.selectors import preemptions_seen_by
+from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by
 
+from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import job_manifest, notebook_service
@@ -198,6 +199,25 @@ def intents_sweep() -> int:
 def notebooks_cull_idle() -> int:
     """Stop notebooks idle past their timeout."""
     return sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
+
+
+# A change to a queue asks for a refresh this many seconds later, so a burst of changes costs one (worker/forecast.py).
+FORECAST_COALESCE_SECONDS = 2
+FORECAST_TASK = "worker.tasks.forecasts_refresh"
+
+
+@shared_task(expires=55)
+def forecasts_refresh(requested_at: str | None = None) -> int:
+    """Recompute every waiting workload's start forecast; beat runs it every minute and the watcher asks for it when
+    a workload moves. A request that a refresh started since has covered is dropped, so bursts coalesce."""
+    if requested_at and forecasts_computed_since(at=datetime.fromisoformat(requested_at)):
+        return 0
+    return forecasts_compute_and_store()
+
+
+def forecasts_refresh_soon() -> bool:
+    """Ask for a refresh after the coalescing delay (the watcher calls this when a workload's status moved)."""
+    return enqueue_now(FORECAST_TASK, timezone.now().isoformat(), countdown=FORECAST_COALESCE_SECONDS)
 
 
 @shared_task

@@ -38,6 +38,7 @@ from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Status, Worklo
 
 from .gateway import KINDS, ClusterError, Gateway
 from .status_map import observe, parse_time
+from .tasks import forecasts_refresh_soon
 
 logger = logging.getLogger(__name__)
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
@@ -141,9 +142,11 @@ class Watcher:
         if observation.preemption and observation.preemption.preemptor_job_uid:
             preemptor_id = Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
                 "pk", flat=True).first()
-        workload_services.workload_observe(workload_id=workload_id, observation=observation,
-                                           preemptor_id=preemptor_id)
+        moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
+                                                   preemptor_id=preemptor_id)
         self.applied[job_uid] = observation
+        if moved:  # a queue changed: the start forecasts are due again
+            forecasts_refresh_soon()
 
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Remember the object and queue its key; the appliers write the database."""

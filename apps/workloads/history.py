@@ -1,7 +1,10 @@
-"""Reads of a workload's history that need more than its own rows: preemptions with their preemptors."""
+"""Reads of a workload's history that need more than its own rows: preemptions with their preemptors, and how long
+similar work ran (the start forecast's expected ends)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from .models import Status, Workload, WorkloadEvent
@@ -25,3 +28,40 @@ def preemptions(workload: Workload) -> list[dict[str, Any]]:
                 "id": preemptor.pk, "name": preemptor.name, "project": preemptor.project.slug},
         })
     return result
+
+
+# --- runtimes of finished work, for the start forecast (worker/forecast.py) -------------------------------------
+
+# How far back "similar work" is looked for, and how many of the newest runs of one family count.
+RUNTIME_HISTORY_DAYS = 30
+RUNTIME_SAMPLES_PER_FAMILY = 50
+
+SimilarWork = tuple[int, str, str]  # (project id, kind, image family)
+
+
+def image_family(image: str) -> str:
+    """The image without its tag or digest: "nvcr.io/nvidia/pytorch:24.01-py3" -> "nvcr.io/nvidia/pytorch" (a
+    registry port, "host:5000/x", is not a tag)."""
+    name = image.split("@", 1)[0]
+    if name.rfind(":") > name.rfind("/"):
+        name = name[: name.rfind(":")]
+    return name
+
+
+def similar_work(workload: Workload) -> SimilarWork:
+    return (workload.project_id, workload.kind, image_family(workload.image))
+
+
+def runtime_samples(*, now: datetime) -> dict[SimilarWork, list[float]]:
+    """Seconds each recent succeeded run held its quota (admission to finish, on the cluster's clock), newest first,
+    per family of similar work: one query. Failed and stopped runs are left out: they end early for reasons that do
+    not repeat."""
+    rows = (Workload.objects.filter(status=Status.SUCCEEDED, admitted_at__isnull=False, finished_at__isnull=False,
+                                    finished_at__gte=now - timedelta(days=RUNTIME_HISTORY_DAYS))
+            .order_by("-finished_at", "-id").values_list("project_id", "kind", "image", "admitted_at", "finished_at"))
+    samples: dict[SimilarWork, list[float]] = defaultdict(list)
+    for project_id, kind, image, admitted_at, finished_at in rows.iterator(chunk_size=2000):
+        family = samples[(project_id, kind, image_family(image))]
+        if len(family) < RUNTIME_SAMPLES_PER_FAMILY and admitted_at and finished_at:
+            family.append(max(0.0, (finished_at - admitted_at).total_seconds()))
+    return dict(samples)

@@ -6,12 +6,13 @@ name derives from the row's id, so retries never duplicate it. Status follows DE
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from apps.core import kueue_names
 from apps.core.models import VersionedModel
@@ -250,3 +251,77 @@ class WorkloadLogTail(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id}/{self.pod}"
+
+
+class ForecastBasis(models.TextChoices):
+    """Where the expected ends the replay used came from (the work ahead of it and, for those behind, its own)."""
+
+    STARTS_NOW = "starts_now", "room for it now"
+    MAX_RUNTIME = "max_runtime", "max runtimes"
+    HISTORY = "history", "history of similar work"
+    MIXED = "mixed", "max runtimes and history of similar work"
+    NONE = "none", "cannot estimate"
+
+
+class ForecastReason(models.TextChoices):
+    """Why a waiting workload has no estimate."""
+
+    NO_RUNTIME = "no_runtime", "work it waits for has no max runtime and no history of similar runs"
+    NEVER_FITS = "never_fits", "it can never fit as submitted"
+    QUEUE_STOPPED = "queue_stopped", "its queue is stopped"
+    NO_QUEUE = "no_queue", "its queue does not exist"
+    BEYOND_HORIZON = "beyond_horizon", "not within the next 7 days"
+
+
+class WorkloadForecast(models.Model):
+    """The worker's latest start-time estimate for one waiting workload (worker/forecast.py writes every row).
+
+    earliest / likely / latest bound when it gets quota, from replaying Kueue's admission decisions forward with the
+    ends of the running work (and of the work admitted before it) taken optimistic, likely and pessimistic. When the
+    replay cannot say, the three are empty, basis is `none` and reason says why. Rows exist only for waiting work;
+    read them with `select_related("forecast")` or `selectors.forecasts_for`.
+    """
+
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, primary_key=True, related_name="forecast")
+    computed_at = models.DateTimeField()
+    earliest = models.DateTimeField(null=True, blank=True)
+    likely = models.DateTimeField(null=True, blank=True)
+    latest = models.DateTimeField(null=True, blank=True)
+    basis = models.CharField(max_length=20, choices=ForecastBasis.choices)
+    reason = models.CharField(max_length=20, choices=ForecastReason.choices, blank=True)
+    message = models.CharField(max_length=300, blank=True, help_text="The reason in plain words, with its numbers.")
+
+    class Meta:
+        ordering = ["workload_id"]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {self.phrase(now=self.computed_at)}"
+
+    @property
+    def estimated(self) -> bool:
+        return self.likely is not None
+
+    def phrase(self, *, now: datetime | None = None) -> str:
+        """The line pages show, from `now`: "likely in 30 min (25-40 min)", "likely now", "cannot estimate: ..."."""
+        if self.likely is None or self.earliest is None or self.latest is None:
+            return f"cannot estimate: {self.message or self.get_reason_display()}"
+        now = now or timezone.now()
+        likely = _minutes(self.likely - now)
+        if likely <= 0 and _minutes(self.latest - now) <= 0:
+            return "likely now"
+        low, high = _minutes(self.earliest - now), _minutes(self.latest - now)
+        return f"likely in {_duration(likely)} ({_duration(low)}-{_duration(high)})" if high > low else \
+            f"likely in {_duration(likely)}"
+
+
+def _minutes(delta: timedelta) -> int:
+    """Whole minutes, rounded up (a start 10 s away reads "1 min"), never negative."""
+    return max(0, -int(-delta.total_seconds() // 60))
+
+
+def _duration(minutes: int) -> str:
+    if minutes < 90:
+        return f"{minutes} min"
+    if minutes < 48 * 60:
+        return f"{minutes / 60:.1f} h".replace(".0 h", " h")
+    return f"{minutes / 1440:.1f} days".replace(".0 days", " days")

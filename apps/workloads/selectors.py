@@ -27,6 +27,7 @@ from .models import (
     Status,
     Workload,
     WorkloadEvent,
+    WorkloadForecast,
     WorkloadLogTail,
     WorkloadTemplate,
 )
@@ -167,6 +168,21 @@ def priority_class_preemptible(*, pk: int | None) -> bool | None:
     if pk is None:
         return None
     return PriorityClass.objects.filter(pk=pk).values_list("preemptible", flat=True).first()
+
+
+# --- start-time forecasts (worker/forecast.py computes them; pages and the API only read) -------------------------
+
+
+def forecasts_for(*, workload_ids: Any) -> dict[int, WorkloadForecast]:
+    """The latest forecast of each of these workloads that waits, by workload id: one query. Rows the caller may show
+    only (the ids come from a scoped queryset); a workload that does not wait has none. Lists may instead join it
+    with `select_related("forecast")` (the reverse one-to-one; absent reads as no attribute in templates)."""
+    return {row.workload_id: row for row in WorkloadForecast.objects.filter(workload_id__in=list(workload_ids))}
+
+
+def forecasts_computed_since(*, at: Any) -> bool:
+    """Whether a forecast refresh started at or after `at` (so it saw everything committed before then)."""
+    return WorkloadForecast.objects.filter(computed_at__gte=at).exists()
 
 
 # --- live queue state: positions, explanations, the project queue, the detail page's history -------------------

@@ -40,6 +40,7 @@ from .models import (
     Status,
     Workload,
     WorkloadEvent,
+    WorkloadForecast,
     WorkloadTemplate,
 )
 from .selectors import default_priority_class
@@ -619,3 +620,22 @@ def workloads_gone(*, workload_ids: Iterable[int], at: datetime, cluster_at: dat
             if _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
                            message="The Job was deleted outside the portal", cluster_at=cluster_at, finished_at=at):
                 quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason="JobDeleted")
+
+
+# --- start-time forecasts (computed by worker/forecast.py) --------------------------------------------------------
+
+FORECAST_FIELDS = ("computed_at", "earliest", "likely", "latest", "basis", "reason", "message")
+
+
+def workload_forecasts_store(*, computed_at: datetime, forecasts: dict[int, dict[str, Any]]) -> int:
+    """Replace the stored forecasts with one refresh's (it covers every waiting workload): each workload in
+    `forecasts` gets its row (earliest, likely, latest, basis, reason, message), every other row goes. Workloads
+    deleted meanwhile are skipped. One transaction; returns the rows written."""
+    with transaction.atomic():
+        WorkloadForecast.objects.exclude(workload_id__in=list(forecasts)).delete()
+        present = set(Workload.objects.filter(pk__in=list(forecasts)).values_list("pk", flat=True))
+        rows = [WorkloadForecast(workload_id=workload_id, computed_at=computed_at, **values)
+                for workload_id, values in forecasts.items() if workload_id in present]
+        WorkloadForecast.objects.bulk_create(rows, batch_size=1000, update_conflicts=True,
+                                             unique_fields=["workload"], update_fields=list(FORECAST_FIELDS))
+    return len(rows)

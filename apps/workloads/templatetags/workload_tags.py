@@ -57,3 +57,9 @@ def units(value: Any) -> str:
 def plus_one(value: int | None) -> int | None:
     """Kueue's 0-based positions as people count them."""
     return None if value is None else value + 1
+
+
+@register.filter
+def forecast_phrase(forecast: Any) -> str:
+    """A WorkloadForecast counted from now: "likely in 30 min (25-40 min)" or "cannot estimate: ..."."""
+    return forecast.phrase() if forecast else ""

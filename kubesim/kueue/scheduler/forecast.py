@@ -15,7 +15,7 @@ from kubesim.kueue.scheduler.scheduler import Scheduler
 
 def forecast(
     snapshot: Snapshot,
-    runtime: Callable[[WorkloadInfo], float],
+    runtime: Callable[[WorkloadInfo], float | None],
     now: datetime,
     *,
     config: KueueConfig | None = None,
@@ -24,14 +24,17 @@ def forecast(
 ) -> dict[str, datetime]:
     """Estimated reservation time per pending (and re-queued) workload key, within the horizon.
 
-    runtime(workload) gives the seconds a workload runs once admitted; running workloads are assumed to have
-    started at their reservation time. The snapshot is consumed (mutated).
+    runtime(workload) gives the seconds a workload runs once admitted, or None when it is not known (it then holds
+    its quota to the end of the replay); running workloads are assumed to have started at their reservation time.
+    The snapshot is consumed (mutated).
     """
     scheduler = Scheduler(config)
     ends: dict[str, datetime] = {}
     for cq in snapshot.cluster_queues.values():
         for wl in cq.workloads.values():
-            ends[wl.key] = max(now, (wl.reserved_at or now) + timedelta(seconds=runtime(wl)))
+            seconds = runtime(wl)
+            if seconds is not None:
+                ends[wl.key] = max(now, (wl.reserved_at or now) + timedelta(seconds=seconds))
     starts: dict[str, datetime] = {}
     t = now
     for _ in range(max_steps):
@@ -39,7 +42,9 @@ def forecast(
         for result in scheduler.run(snapshot, t):
             for adm in result.admitted:
                 starts.setdefault(adm.workload.key, t)
-                ends[adm.workload.key] = t + timedelta(seconds=runtime(adm.workload))
+                seconds = runtime(adm.workload)
+                if seconds is not None:
+                    ends[adm.workload.key] = t + timedelta(seconds=seconds)
             for pre in result.preempted:
                 _requeue(snapshot, pre.victim)
                 ends.pop(pre.victim.key, None)

@@ -1,0 +1,151 @@
+"""The forecast's replay on fixed snapshots whose answers are worked out by hand (worker/forecast.py `replay`).
+
+One pool of 8 H100 cards in one department; vision and nlp deserve 4 each (the Kueue objects are the reconcile's
+own `desired_objects`). Times are seconds after NOW.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from apps.workloads.models import ForecastBasis, ForecastReason
+from worker.forecast import Job, Runtime, expected_runtime, quantile, replay
+from worker.kueue_objects import (
+    DepartmentSpec,
+    OrgSnapshot,
+    PoolQuota,
+    PoolSpec,
+    PriorityClassSpec,
+    ProjectSpec,
+    desired_objects,
+)
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+GPU = "nvidia.com/gpu"
+
+
+def org(*, capacity=8, vision=4, nlp=4, nlp_limit=None) -> list[dict]:
+    quotas = {"vision": PoolQuota(vision, None, Decimal(1)), "nlp": PoolQuota(nlp, nlp_limit, Decimal(1))}
+    projects = tuple(ProjectSpec(slug=slug, namespace=f"proj-{slug}", does_not_lend=False, quotas={"h100": quota})
+                     for slug, quota in quotas.items())
+    department = DepartmentSpec(slug="research", quotas={"h100": PoolQuota(vision + nlp, None, Decimal(1))},
+                                projects=projects)
+    return desired_objects(OrgSnapshot(pools=(PoolSpec(slug="h100", gpu_resource=GPU, capacity=capacity),),
+                                       departments=(department,),
+                                       priority_classes=(PriorityClassSpec("train", 50, ""),)))
+
+
+def fixed(seconds: float) -> Runtime:
+    return Runtime(seconds, seconds, seconds, ForecastBasis.MAX_RUNTIME)
+
+
+def job(pk: int, project: str, units: int, *, guaranteed=True, priority=50, created=0, runtime=None,
+        running_since: float | None = None) -> Job:
+    holding = running_since is not None
+    queue = f"{'guaranteed' if guaranteed else 'elastic'}-h100"
+    return Job(id=pk, namespace=f"proj-{project}", queue=queue, priority=priority,
+               created=NOW - timedelta(hours=1) + timedelta(seconds=created), resource=GPU, units_per_pod=units,
+               pods=1, runtime=runtime,
+               cluster_queue=f"proj-{project}-h100-{'guaranteed' if guaranteed else 'elastic'}" if holding else "",
+               flavor="h100", reserved_at=NOW - timedelta(seconds=running_since) if holding else None)
+
+
+def seconds(estimate) -> tuple:
+    return tuple(None if t is None else (t - NOW).total_seconds()
+                 for t in (estimate.earliest, estimate.likely, estimate.latest))
+
+
+def test_empty_pool_starts_now():
+    estimates = replay(objects=org(), holding=[], waiting=[job(1, "vision", 4, runtime=fixed(600))], now=NOW)
+    assert seconds(estimates[1]) == (0, 0, 0)
+    assert estimates[1].basis == ForecastBasis.STARTS_NOW
+
+
+def test_full_pool_waits_for_the_known_ends():
+    """vision's own 4 cards free at +500 (max runtime 600, running 100 s); nlp's from its history: similar runs of
+    200, 300, 400, 500 and 600 s give 240 / 400 / 560 (10th, 50th, 90th percentiles, interpolated)."""
+    history = expected_runtime(max_runtime=None, samples=[600, 200, 400, 300, 500])
+    assert history == Runtime(240, 400, 560, ForecastBasis.HISTORY)
+    holding = [job(1, "vision", 4, runtime=fixed(600), running_since=100),
+               job(2, "nlp", 4, runtime=history, running_since=0)]
+    waiting = [job(3, "vision", 4, created=10, runtime=fixed(60)), job(4, "nlp", 4, created=20, runtime=fixed(60))]
+    estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
+    assert seconds(estimates[3]) == (500, 500, 500) and estimates[3].basis == ForecastBasis.MAX_RUNTIME
+    assert seconds(estimates[4]) == (240, 400, 560) and estimates[4].basis == ForecastBasis.HISTORY
+
+
+def test_a_higher_priority_arrival_goes_first():
+    """One queue, 4 cards held until +600: the later but higher-priority workload (300 s) starts at +600, the
+    earlier one after it, at +900."""
+    holding = [job(1, "vision", 4, runtime=fixed(600), running_since=0)]
+    waiting = [job(2, "vision", 4, priority=50, created=0, runtime=fixed(300)),
+               job(3, "vision", 4, priority=100, created=30, runtime=fixed(300))]
+    estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
+    assert seconds(estimates[3]) == (600, 600, 600)
+    assert seconds(estimates[2]) == (900, 900, 900)
+
+
+def test_reclaim_starts_at_once_and_the_borrower_waits():
+    """nlp's preemptible work borrows vision's idle 4 cards for an hour; vision's non-preemptible work reclaims
+    them now. nlp's next preemptible workload then waits for nlp's own running work (+200)."""
+    holding = [job(1, "nlp", 4, runtime=fixed(200), running_since=0),
+               job(2, "nlp", 4, guaranteed=False, runtime=fixed(3600), running_since=0)]
+    waiting = [job(3, "vision", 4, created=10, runtime=fixed(600)),
+               job(4, "nlp", 4, guaranteed=False, created=20, runtime=fixed(100))]
+    estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
+    assert seconds(estimates[3]) == (0, 0, 0) and estimates[3].basis == ForecastBasis.STARTS_NOW
+    # The preempted borrower (#2, created first) goes back in its queue ahead of #4: it restarts at +200, and #4
+    # follows when vision's work ends at +600 and gives its lent cards back to the cohort.
+    assert seconds(estimates[4]) == (600, 600, 600)
+
+
+def test_unknown_runtime_is_said_only_where_it_matters():
+    """nlp runs work with no max runtime and no history: nlp's next non-preemptible workload cannot be estimated,
+    vision's, which does not wait on it, can."""
+    holding = [job(1, "nlp", 4, runtime=None, running_since=0)]
+    waiting = [job(2, "nlp", 4, runtime=fixed(60)), job(3, "vision", 4, runtime=fixed(60))]
+    estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
+    assert seconds(estimates[2]) == (None, None, None)
+    assert estimates[2].basis == ForecastBasis.NONE and estimates[2].reason == ForecastReason.NO_RUNTIME
+    assert estimates[2].message == "1 workload it waits for has no max runtime and no history of similar runs"
+    assert seconds(estimates[3]) == (0, 0, 0)
+
+
+def test_work_that_can_never_fit():
+    estimates = replay(objects=org(), holding=[], waiting=[job(1, "vision", 6, runtime=fixed(60))], now=NOW)
+    assert estimates[1].reason == ForecastReason.NEVER_FITS
+    assert estimates[1].message == ("it asks for 6 GPU units; its queue can never get more than 4, whatever else "
+                                    "finishes")
+
+
+def test_a_stopped_queue_and_a_missing_queue():
+    stopped = {("ClusterQueue", "proj-vision-h100-guaranteed")}
+    waiting = [job(1, "vision", 1, runtime=fixed(60)), job(2, "etl", 1, runtime=fixed(60))]
+    estimates = replay(objects=org(), holding=[], waiting=waiting, now=NOW, stopped=stopped)
+    assert estimates[1].reason == ForecastReason.QUEUE_STOPPED
+    assert estimates[2].reason == ForecastReason.NO_QUEUE
+
+
+def test_beyond_the_horizon():
+    holding = [job(1, "vision", 4, runtime=fixed(8 * 86400), running_since=0)]
+    estimates = replay(objects=org(), holding=holding, waiting=[job(2, "vision", 4, runtime=fixed(60))], now=NOW)
+    assert estimates[2].reason == ForecastReason.BEYOND_HORIZON
+
+
+@pytest.mark.parametrize(("samples", "elapsed", "max_runtime", "expected"), [
+    ([100, 200], 0, None, None),  # too few similar runs and no max runtime
+    ([100, 200], 0, 900, Runtime(900, 900, 900, ForecastBasis.MAX_RUNTIME)),
+    ([100, 200, 300, 400, 500], 250, None, Runtime(320, 400, 480, ForecastBasis.HISTORY)),  # ran 250 s already
+    ([100, 200, 300, 400, 500], 600, None, Runtime(600, 600, 920, ForecastBasis.HISTORY)),  # longer than any
+    ([100, 200, 300, 400, 500], 0, 250, Runtime(140, 250, 250, ForecastBasis.HISTORY)),  # capped by its max
+])
+def test_expected_runtime(samples, elapsed, max_runtime, expected):
+    assert expected_runtime(max_runtime=max_runtime, samples=samples, elapsed=elapsed) == expected
+
+
+def test_quantile_interpolates():
+    assert quantile([10.0], 0.9) == 10.0
+    assert quantile([0.0, 10.0], 0.25) == 2.5

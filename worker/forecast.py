@@ -1,0 +1,318 @@
+"""When will it start: a start-time forecast for every waiting workload, computed in the worker.
+
+The forecast replays Kueue's admission decisions forward in time with kubesim's scheduling core
+(`kubesim.kueue.scheduler`, a pure library: no HTTP, no store, no controllers), on a snapshot of what the portal
+knows: the organisation's quota tree as Kueue objects (the same `desired_objects` the reconcile applies), the
+admitted workloads with their expected ends and the waiting ones in queue order. So the replay decides as Kueue
+does: priorities, FIFO, borrowing, fair sharing, preemption and reclaim.
+
+Expected ends (`expected_runtime`): the max runtime when one is set (Kueue stops the Job then); otherwise the runs
+of similar work (same project, kind and image family) of the last 30 days, whose 10th, 50th and 90th percentiles
+give an optimistic, a likely and a pessimistic end; work already running is measured against the similar runs that
+lasted longer than it has run so far. Three replays (all ends optimistic, likely, pessimistic) give each waiting
+workload its earliest, likely and latest start. Work with neither a max runtime nor history never ends in the
+replay, so whatever waits on it gets "cannot estimate" with that reason; so do work that can never fit, work in a
+stopped queue or with no queue, and starts beyond the 7-day horizon.
+
+`replay` is pure (plain records in, estimates out): the benchmark (bench/forecast_accuracy.py) drives it from
+kubesim's objects, `forecasts_refresh` from the database.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.workloads import services as workload_services
+from apps.workloads.explain import STOPPED_REASONS
+from apps.workloads.history import runtime_samples, similar_work
+from apps.workloads.models import ForecastBasis, ForecastReason, Status, Workload
+from kubesim.kueue import constants as kueue
+from kubesim.kueue.scheduler import Snapshot, forecast
+from kubesim.kueue.scheduler.model import ParseCache
+from kubesim.kueue.scheduler.quota import potential_available
+
+from .kueue_sync import desired_from_database
+
+HORIZON = timedelta(days=7)
+MIN_SAMPLES = 3  # fewer similar runs than this say too little about the spread
+LOW, LIKELY, HIGH = 0.1, 0.5, 0.9  # the quantiles of similar runtimes behind earliest, likely and latest
+
+# Held quota: admitted or running. Waiting: not in Kueue yet, queued, or preempted (back in the queue once its pods
+# stop). A stopping workload is about to give its quota back, so it is in neither.
+HOLDING = (Status.ADMITTED, Status.RUNNING)
+WAITING = (Status.SUBMITTING, Status.QUEUED, Status.REQUEUED, Status.PREEMPTED)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Seconds a workload holds its quota once admitted, counted from its admission: optimistic, likely and
+    pessimistic, and where they come from (a ForecastBasis)."""
+
+    low: float
+    likely: float
+    high: float
+    basis: str
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    """Linear interpolation between the closest ranks of an ascending list."""
+    position = (len(ordered) - 1) * q
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def expected_runtime(*, max_runtime: float | None, samples: Iterable[float], elapsed: float = 0.0) -> Runtime | None:
+    """How long a workload holds its quota, having held it `elapsed` seconds already; None when nothing says."""
+    ordered = sorted(samples)
+    if len(ordered) >= MIN_SAMPLES:
+        longer = [s for s in ordered if s > elapsed]
+        if longer:
+            low, likely, high = (quantile(longer, q) for q in (LOW, LIKELY, HIGH))
+        else:  # it ran longer than every similar run: it may end any moment, or run on for about their spread
+            spread = max(60.0, quantile(ordered, HIGH) - quantile(ordered, LOW))
+            low, likely, high = elapsed, elapsed, elapsed + spread
+        if max_runtime is not None:
+            low, likely, high = (min(v, max_runtime) for v in (low, likely, high))
+        return Runtime(low, likely, high, ForecastBasis.HISTORY)
+    if max_runtime is not None:
+        return Runtime(max_runtime, max_runtime, max_runtime, ForecastBasis.MAX_RUNTIME)
+    return None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One workload as the replay sees it: its LocalQueue, priority, size and expected runtime; for work holding
+    quota also its ClusterQueue, flavor and when it was admitted."""
+
+    id: int
+    namespace: str
+    queue: str
+    priority: int
+    created: datetime
+    resource: str
+    units_per_pod: int
+    pods: int
+    runtime: Runtime | None
+    cluster_queue: str = ""
+    flavor: str = ""
+    reserved_at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{_name(self.id)}"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A forecast: earliest, likely and latest start, or no times and the reason (a ForecastReason) with a message."""
+
+    earliest: datetime | None
+    likely: datetime | None
+    latest: datetime | None
+    basis: str
+    reason: str = ""
+    message: str = ""
+
+
+def _name(workload_id: int) -> str:
+    return f"forecast-{workload_id}"
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def _workload_object(job: Job) -> dict[str, Any]:
+    """A Kueue Workload with what the scheduler reads: queue, priority, pods and their requests, and the admission of
+    work holding quota. The uid orders equal creation times by id, as the portal numbered them."""
+    obj: dict[str, Any] = {
+        "metadata": {"name": _name(job.id), "namespace": job.namespace, "uid": f"{job.id:012d}",
+                     "resourceVersion": "1", "creationTimestamp": _iso(job.created)},
+        "spec": {"queueName": job.queue, "priority": job.priority, "podSets": [{
+            "name": "main", "count": job.pods,
+            "template": {"spec": {"containers": [{"name": "main", "resources": {
+                "requests": {job.resource: str(job.units_per_pod)}}}]}},
+        }]},
+    }
+    if job.reserved_at is not None:
+        obj["status"] = {
+            "conditions": [{"type": kueue.QUOTA_RESERVED, "status": "True", "reason": "QuotaReserved",
+                            "lastTransitionTime": _iso(job.reserved_at)}],
+            "admission": {"clusterQueue": job.cluster_queue, "podSetAssignments": [{
+                "name": "main", "count": job.pods, "flavors": {job.resource: job.flavor},
+                "resourceUsage": {job.resource: str(job.units_per_pod * job.pods)}}]},
+        }
+    return obj
+
+
+def _held(objects: list[dict[str, Any]], stopped: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The objects with the queues an admin stopped (kind, name or namespace/name) on Hold, as Kueue sees them."""
+    result = []
+    for obj in objects:
+        md = obj.get("metadata") or {}
+        name = md.get("name", "") if obj["kind"] == "ClusterQueue" else f"{md.get('namespace', '')}/{md.get('name')}"
+        if (obj["kind"], name) in stopped:
+            obj = {**obj, "spec": {**obj.get("spec", {}), "stopPolicy": "Hold"}}
+        result.append(obj)
+    return result
+
+
+def replay(*, objects: list[dict[str, Any]], holding: list[Job], waiting: list[Job], now: datetime,
+           stopped: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+           horizon: timedelta = HORIZON) -> dict[int, Estimate]:
+    """The forecast of every waiting job, by id, from the organisation's Kueue objects (Cohorts, ClusterQueues,
+    LocalQueues, ResourceFlavors; anything else is ignored) and the jobs holding quota at `now`."""
+    objects = _held(objects, set(stopped))
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for obj in objects:
+        by_kind[obj["kind"]].append(obj)
+    jobs = {job.key: job for job in (*holding, *waiting)}
+    workload_objects = [_workload_object(job) for job in jobs.values()]
+    cache = ParseCache()
+
+    def snapshot() -> Snapshot:
+        return Snapshot.from_objects(resource_flavors=by_kind["ResourceFlavor"], cohorts=by_kind["Cohort"],
+                                     cluster_queues=by_kind["ClusterQueue"], local_queues=by_kind["LocalQueue"],
+                                     workloads=workload_objects, now=now, parse_cache=cache)
+
+    def runs(scenario: int) -> Any:
+        def seconds(wl: Any) -> float | None:
+            runtime = jobs[wl.key].runtime
+            return None if runtime is None else (runtime.low, runtime.likely, runtime.high)[scenario]
+        return seconds
+
+    starts = [forecast(snapshot(), runs(scenario), now, horizon=horizon) for scenario in range(3)]
+    base = snapshot()
+    orphans = {wl.key: reason for wl, reason, _ in base.orphans}
+    estimates: dict[int, Estimate] = {}
+    for job in waiting:
+        low, likely, high = (found.get(job.key) for found in starts)
+        if likely is None:
+            estimates[job.id] = _cannot(job, base, orphans.get(job.key), jobs, starts[1], horizon)
+            continue
+        times = sorted(t for t in (low, likely, high) if t is not None)
+        latest = times[-1] if high is not None else max(times[-1], now + horizon)
+        basis = ForecastBasis.STARTS_NOW if likely <= now else _basis(job, jobs, starts[1], likely)
+        estimates[job.id] = Estimate(earliest=min(times[0], likely), likely=likely, latest=max(latest, likely),
+                                     basis=basis)
+    return estimates
+
+
+def _basis(job: Job, jobs: dict[str, Job], likely_starts: dict[str, datetime], start: datetime) -> str:
+    """Where the ends it waits for come from: the runtimes of the work whose likely end freed its quota (those that
+    end at its start in the likely replay), else of all the work holding its pool before it."""
+    def end(other: Job) -> datetime | None:
+        began = other.reserved_at or likely_starts.get(other.key)
+        if began is None or other.runtime is None:
+            return None
+        return began + timedelta(seconds=other.runtime.likely)
+
+    before = [other for other in jobs.values()
+              if other.runtime is not None and other.resource == job.resource and other.key != job.key
+              and (other.reserved_at is not None or likely_starts.get(other.key, start) < start)]
+    freeing = [other for other in before
+               if (ended := end(other)) is not None and abs(ended - start) < timedelta(seconds=1)]
+    bases = {other.runtime.basis for other in (freeing or before) if other.runtime is not None}
+    if bases == {ForecastBasis.MAX_RUNTIME}:
+        return ForecastBasis.MAX_RUNTIME
+    if bases == {ForecastBasis.HISTORY}:
+        return ForecastBasis.HISTORY
+    return ForecastBasis.MIXED
+
+
+def _cannot(job: Job, snapshot: Snapshot, orphaned: str | None, jobs: dict[str, Job],
+            likely_starts: dict[str, datetime], horizon: timedelta) -> Estimate:
+    """Why the likely replay never started it, most fundamental first."""
+    def no(reason: str, message: str) -> Estimate:
+        return Estimate(None, None, None, ForecastBasis.NONE, reason, message)
+
+    if orphaned == kueue.REASON_SUSPENDED:
+        return no(ForecastReason.QUEUE_STOPPED, f"its queue {job.queue} is stopped")
+    if orphaned is not None:
+        return no(ForecastReason.NO_QUEUE, f"there is no queue {job.queue} for it (no quota on this pool)")
+    cq = snapshot.cluster_queues.get(snapshot.cluster_queue_for(snapshot.workloads[job.key]))
+    if cq is not None and not cq.active:
+        return no(ForecastReason.QUEUE_STOPPED, f"its cluster queue {cq.name} is stopped")
+    asked = job.units_per_pod * job.pods
+    if cq is not None:
+        group = cq.rg_for(job.resource)
+        flavors = group.flavors if group is not None else ()
+        most = max((potential_available(cq, (flavor, job.resource)) for flavor in flavors), default=0)
+        if asked > most:
+            return no(ForecastReason.NEVER_FITS, f"it asks for {asked} GPU units; its queue can never get more than "
+                                                 f"{most}, whatever else finishes")
+    unknown = [other for other in jobs.values()
+               if other.runtime is None and other.resource == job.resource and other.key != job.key
+               and (other.reserved_at is not None or other.key in likely_starts)]
+    if unknown:
+        count = len(unknown)
+        return no(ForecastReason.NO_RUNTIME,
+                  f"{count} workload{'s' if count != 1 else ''} it waits for {'have' if count != 1 else 'has'} no "
+                  f"max runtime and no history of similar runs")
+    return no(ForecastReason.BEYOND_HORIZON, f"not within the next {horizon.days} days")
+
+
+# --- from the database -------------------------------------------------------------------------------------------
+
+
+def _reserved_at(workload: Workload, now: datetime) -> datetime:
+    """When its current stretch of quota began: Kueue's QuotaReserved transition as mirrored, else its admission."""
+    for condition in workload.kueue_conditions or []:
+        if condition.get("type") == kueue.QUOTA_RESERVED and condition.get("status") == "True":
+            at = condition.get("lastTransitionTime")
+            if at:
+                return datetime.fromisoformat(at.replace("Z", "+00:00"))
+    return workload.admitted_at or now
+
+
+def _job(workload: Workload, *, samples: dict[Any, list[float]], now: datetime, holding: bool) -> Job:
+    reserved_at = _reserved_at(workload, now) if holding else None
+    elapsed = max(0.0, (now - reserved_at).total_seconds()) if reserved_at else 0.0
+    return Job(
+        id=workload.pk, namespace=workload.project.namespace, queue=workload.queue_name,
+        priority=workload.priority_class.value, created=workload.submitted_at or workload.created_at,
+        resource=workload.node_pool.gpu_resource, units_per_pod=workload.gpus, pods=workload.pod_count,
+        runtime=expected_runtime(max_runtime=workload.max_runtime_seconds, samples=samples.get(similar_work(workload),
+                                 ()), elapsed=elapsed),
+        cluster_queue=workload.cluster_queue_name if holding else "", flavor=workload.node_pool.slug,
+        reserved_at=reserved_at,
+    )
+
+
+def forecasts_compute(*, now: datetime | None = None) -> dict[int, Estimate]:
+    """The forecast of every waiting workload from the database (organisation, mirror, workloads, history): a fixed
+    number of queries. `now` is the cluster's clock, which the mirrored admission times are on."""
+    now = now or timezone.now()
+    rows = list(Workload.objects.filter(status__in=(*HOLDING, *WAITING)).select_related(
+        "project", "node_pool", "priority_class").order_by("id"))
+    samples = runtime_samples(now=now)
+    holding = [_job(w, samples=samples, now=now, holding=True) for w in rows if w.status in HOLDING]
+    waiting = [_job(w, samples=samples, now=now, holding=False) for w in rows if w.status in WAITING]
+    if not waiting:
+        return {}
+    stopped = {("ClusterQueue", name) for name in ClusterQueueState.objects.filter(
+        active=False, active_reason__in=STOPPED_REASONS).values_list("name", flat=True)}
+    stopped |= {("LocalQueue", f"{namespace}/{name}") for namespace, name in LocalQueueState.objects.filter(
+        active=False, active_reason__in=STOPPED_REASONS).values_list("namespace", "name")}
+    return replay(objects=desired_from_database(), holding=holding, waiting=waiting, now=now, stopped=stopped)
+
+
+def forecasts_refresh(*, now: datetime | None = None) -> int:
+    """Compute and store every waiting workload's forecast; the rows of work no longer waiting go. Returns how many
+    were stored."""
+    now = now or timezone.now()
+    estimates = forecasts_compute(now=now)
+    workload_services.workload_forecasts_store(computed_at=now, forecasts={
+        workload_id: {"earliest": e.earliest, "likely": e.likely, "latest": e.latest, "basis": e.basis,
+                      "reason": e.reason, "message": e.message}
+        for workload_id, e in estimates.items()})
+    return len(estimates)
