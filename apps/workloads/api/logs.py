@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.utils import timezone
+
+from apps.core.tasks import enqueue_on_commit
 from apps.workloads import logs
 from apps.workloads.models import FINAL_STATUSES, Workload, WorkloadLogTail
 
 POLL_SECONDS = 1.0
 MAX_FOLLOW_SECONDS = 3600
+FINAL_READ_SECONDS = 20
 
 
 def new_lines(sent: list[str], current: list[str]) -> list[str]:
@@ -40,26 +45,26 @@ def tails_payload(workload: Workload, tails: list[WorkloadLogTail], lines: int |
     }
 
 
-def _done(workload: Workload, tails: list[WorkloadLogTail]) -> bool:
-    """Finished, and the last lines read (or there never were pods to read)."""
-    if workload.status not in FINAL_STATUSES:
-        return False
-    if not workload.job_name or not workload.started_at:
-        return True
-    newest = max((tail.fetched_at for tail in tails), default=None)
-    return newest is not None and (workload.finished_at is None or newest >= workload.finished_at)
-
-
 def follow(*, workload_id: int, timeout: float, multi_pod: bool,
            sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
-    """The lines of each pod as they come, prefixed with the pod's name when there are several pods."""
+    """The lines of each pod as they come, prefixed with the pod's name when there are several pods.
+
+    Once the workload has finished, one more read is asked for and awaited (up to FINAL_READ_SECONDS: the pods of a
+    finished Job may be gone), so the last lines, the exit, are sent before the closing line."""
     sent: dict[str, list[str]] = {}
     deadline = time.monotonic() + min(timeout, MAX_FOLLOW_SECONDS)
+    final_seen: datetime | None = None
     while True:
         workload = Workload.objects.filter(pk=workload_id).first()
         if workload is None:
             return
-        logs.workload_logs_refresh_request(workload=workload)
+        finished = workload.status in FINAL_STATUSES
+        if finished and final_seen is None:
+            final_seen = timezone.now()
+            if workload.job_name and workload.started_at:
+                enqueue_on_commit(logs.LOGS_TASK, workload.pk)
+        elif not finished:
+            logs.workload_logs_refresh_request(workload=workload)
         tails = logs.log_tails(workload=workload)
         for tail in tails:
             current = tail.text.splitlines()
@@ -68,7 +73,10 @@ def follow(*, workload_id: int, timeout: float, multi_pod: bool,
             if tail.error and sent.get(tail.pod) is None:
                 yield f"[{tail.pod}: {tail.error}]\n"
             sent[tail.pod] = current
-        if _done(workload, tails):
+        if final_seen is not None and (
+                not workload.job_name or not workload.started_at
+                or any(tail.fetched_at >= final_seen for tail in tails)
+                or timezone.now() - final_seen > timedelta(seconds=FINAL_READ_SECONDS)):
             yield f"[{workload.name} {workload.status}]\n"
             return
         if time.monotonic() >= deadline:
