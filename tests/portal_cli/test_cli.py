@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import requests
 from click.testing import CliRunner
 
 from apps.workloads.models import Status, Workload
@@ -153,9 +154,8 @@ def test_templates_by_name_usage_and_quota(signed_in, home, live_server, org):
          "--password-stdin", "-o", "json"], input="demo\n", cwd=ROOT, capture_output=True, text=True,
         env={**os.environ, "XDG_CONFIG_HOME": str(home / "admin")}, check=True)
     admin = json.loads((Path(json.loads(admin_token.stdout)["config"])).read_text())["token"]
-    import requests
-
-    made = requests.post(f"{live_server.url}/api/v1/templates/", timeout=30, headers={"Authorization": f"Token {admin}"},
+    made = requests.post(f"{live_server.url}/api/v1/templates/", timeout=30,
+                         headers={"Authorization": f"Token {admin}"},
                          json={"name": "small-sleep", "kind": "training", "values": {
                              "image": "busybox:1.36", "node_pool": "h100", "gpus": 1, "command": "sleep 5",
                              "model_label": "tiny", "data_class": "public", "max_runtime_minutes": 10}})
