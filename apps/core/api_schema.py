@@ -48,6 +48,7 @@ DESCRIPTIONS = {
     "403": "Signed in, but your roles do not allow this here.",
     "404": "No such row, or none you may see.",
     "412": "The row changed since the version you sent (If-Match or `version`); nothing changed.",
+    "429": "Too many failed sign-ins for this username from this address: locked out for a while.",
     "415": "The body's media type is not one this operation reads (send application/json).",
     "500": "A server error; the request id in the X-Request-ID header finds it in the logs.",
 }
@@ -66,6 +67,8 @@ def _error_codes(method: str, operation: dict[str, Any]) -> list[str]:
     codes = ["500", "403"]
     if any(requirement for requirement in operation.get("security", [{}])):  # {} alone: no credentials needed
         codes.append("401")
+    else:  # signing in: failures count towards the lockout
+        codes.append("429")
     if method in WRITE_METHODS or any(p.get("in") in ("query", "header") for p in parameters):
         codes.append("400")
     if "requestBody" in operation:

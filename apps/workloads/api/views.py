@@ -283,9 +283,12 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             OpenApiParameter("timeout", OpenApiTypes.INT, description=f"Following: stop after this many seconds "
                              f"(1 to {MAX_FOLLOW_SECONDS}; default {MAX_FOLLOW_SECONDS})."),
         ],
-        responses={200: OpenApiResponse(response=LogsSerializer, description=(
-            "The stored tail of each pod (JSON); with follow=true a text/plain stream of lines (`<pod> | <line>` "
-            "when there are several pods), ending with `[<name> <status>]` when the workload has finished."))},
+        responses={
+            (200, "application/json"): OpenApiResponse(response=LogsSerializer, description=(
+                "The stored tail of each pod; with follow=true a text/plain stream of lines (`<pod> | <line>` when "
+                "there are several pods), ending with `[<name> <status>]` when the workload has finished.")),
+            (200, "text/plain"): OpenApiResponse(response=OpenApiTypes.STR, description="follow=true: the lines."),
+        },
         description=(
             f"The pods' logs: the last {TAIL_LINES} lines of each pod, as the worker last read them (reading them "
             "asks for a fresh read when one is due, at most every few seconds while the workload runs). `pending`: "
