@@ -220,8 +220,19 @@ IF_MATCH = OpenApiParameter(
                 "with what changed. Without it (or a `version` in the body) the change is unconditional.")
 
 
+class VersionETagMixin:
+    """A versioned row read or written alone answers its ETag (If-Match takes it back)."""
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if response.status_code < 300 and isinstance(response.data, dict) and isinstance(
+                response.data.get("version"), int):
+            response["ETag"] = version_etag(response.data["version"], nested_versions_digest(response.data))
+        return response
+
+
 @extend_schema_view(partial_update=extend_schema(parameters=[IF_MATCH]))
-class ServiceViewSet(StrictIdLookupMixin, viewsets.ModelViewSet):
+class ServiceViewSet(VersionETagMixin, StrictIdLookupMixin, viewsets.ModelViewSet):
     """CRUD whose writes go through services. Reads come from access-scoped querysets (unseen rows: 404).
 
     Before validating a write, `may_create()` / `may_change(obj)` (answered by the access module) turn away users
@@ -258,10 +269,3 @@ class ServiceViewSet(StrictIdLookupMixin, viewsets.ModelViewSet):
             raise exceptions.ValidationError({"version": ["A new row starts at version 1; leave version out."]})
         return super().create(request, *args, **kwargs)
 
-    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
-        """A versioned row read or written alone answers its ETag (If-Match takes it back)."""
-        response = super().finalize_response(request, response, *args, **kwargs)
-        if response.status_code < 300 and isinstance(response.data, dict) and isinstance(
-                response.data.get("version"), int):
-            response["ETag"] = version_etag(response.data["version"], nested_versions_digest(response.data))
-        return response

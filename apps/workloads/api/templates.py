@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can
-from apps.core.api import StrictIdLookupMixin, VersionField
+from apps.core.api import StrictIdLookupMixin, VersionETagMixin, VersionField
 from apps.core.api_lists import form_error_detail
 from apps.org.models import NodePool, PriorityClass
 from apps.workloads import selectors, services
@@ -77,7 +77,7 @@ class WorkloadTemplateSerializer(serializers.ModelSerializer):
         return template_submission(template)
 
 
-class WorkloadTemplateViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class WorkloadTemplateViewSet(VersionETagMixin, StrictIdLookupMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                               mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Workload templates (presets for the submit forms), ordered by kind and name. Admins create them."""
 

@@ -125,7 +125,7 @@ def test_a_stale_quota_table_save_is_refused_naming_the_cell(page_client, users)
     response = page_client("deptadmin").post(reverse("org:department_quotas", args=["research"]), data)
     assert response.status_code == 200
     page = response.content.decode().replace("&#x27;", "'")
-    assert "Someone changed this table since you opened it, so nothing was saved" in page
+    assert "Someone changed this table since you opened it, so nothing was saved: reload" in page
     assert "The quota of Vision on h100 was changed by admin since you opened it" in page
     assert "over quota weight" in page
     assert org_state() == before and AuditEvent.objects.count() == audit_rows
