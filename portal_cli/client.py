@@ -31,24 +31,33 @@ class CliError(Exception):
         self.code = code
 
 
-def flatten_errors(body: Any, prefix: str = "") -> list[str]:
-    """The API's error shape ({"detail": ...} or field -> messages, nested) as "field: message" parts."""
+def flatten_errors(body: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """The API's error shape ({"detail": ...} or field -> messages, nested) as (field path, message) pairs."""
     if isinstance(body, dict):
         if set(body) <= {"detail", "current_version"} and "detail" in body:
-            return [f"{prefix}{body['detail']}" if not prefix else f"{prefix}: {body['detail']}"]
-        parts = []
+            return [(prefix, str(body["detail"]))]
+        pairs = []
         for key, value in body.items():
-            label = "" if key in ("non_field_errors", "detail") else (f"{prefix}.{key}" if prefix else str(key))
-            parts.extend(flatten_errors(value, label))
-        return parts
+            label = prefix if key in ("non_field_errors", "detail") else (f"{prefix}.{key}" if prefix else str(key))
+            pairs.extend(flatten_errors(value, label))
+        return pairs
     if isinstance(body, list):
-        return [part for item in body for part in flatten_errors(item, prefix)]
-    return [f"{prefix}: {body}" if prefix else str(body)]
+        return [pair for item in body for pair in flatten_errors(item, prefix)]
+    return [(prefix, str(body))]
+
+
+def one_line(body: Any) -> str:
+    """Every message on one line, grouped by field: `gpus: At least 1. name: Use a DNS label.`"""
+    by_field: dict[str, list[str]] = {}
+    for field, message in flatten_errors(body):
+        by_field.setdefault(field, []).append(message if message.endswith((".", "!", "?")) else f"{message}.")
+    return " ".join(f"{field}: {' '.join(messages)}" if field else " ".join(messages)
+                    for field, messages in by_field.items())
 
 
 def error_from(response: requests.Response) -> CliError:
     try:
-        message = "; ".join(flatten_errors(response.json()))
+        message = one_line(response.json())
     except ValueError:
         message = response.text.strip().splitlines()[0] if response.text.strip() else response.reason
     code = _BY_STATUS.get(response.status_code, UNAVAILABLE if response.status_code >= 500 else FAILED)
