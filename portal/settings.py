@@ -116,6 +116,8 @@ MIDDLEWARE = [
     "apps.accounts.middleware.SessionIdleTimeoutMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # ETag and 304 on every API read (apps/core/api_http.py).
+    "apps.core.api_http.ConditionalApiReadMiddleware",
     # Last: turns a lockout flagged during authentication into the lockout page or JSON answer.
     "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
@@ -340,6 +342,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation documents its errors in the one error shape (apps/core/api_schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "apps.core.api_schema.document_errors"],
 }
 
 # E-mail (workload notifications): the console in the embedded mode, SMTP from the environment otherwise.

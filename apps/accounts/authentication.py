@@ -33,7 +33,8 @@ class PersonalTokenAuthentication(BaseAuthentication):
     """Looks the token up by the digest of the presented secret (one query, with its user).
 
     Unknown, revoked and expired tokens, and tokens of deactivated users, answer 401 with a `WWW-Authenticate`
-    challenge; requests that present no token fall through to session authentication.
+    challenge; requests that present no token fall through to session authentication, and answer the same 401 when
+    no session signs them in either.
     """
 
     def authenticate(self, request: Request) -> tuple[Any, PersonalAccessToken] | None:
@@ -54,12 +55,10 @@ class PersonalTokenAuthentication(BaseAuthentication):
         services.personal_token_touch(token=token, now=now)
         return token.user, token
 
-    def authenticate_header(self, request: Request) -> str | None:
-        # Challenge only clients that presented a token: anonymous calls keep their 403 (session authentication).
-        header = get_authorization_header(request).split()
-        if header and header[0].lower() in KEYWORDS:
-            return 'Token realm="api"'
-        return None
+    def authenticate_header(self, request: Request) -> str:
+        # Every refused call without valid credentials (none, or a bad token) answers 401 with this challenge
+        # (RFC 9110 section 11.6.1): a script can tell "sign in" from "not allowed" (403).
+        return 'Token realm="api"'
 
 
 class PersonalTokenScheme(OpenApiAuthenticationExtension):

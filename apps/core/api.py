@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -14,6 +16,7 @@ from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, permissions, serializers, status, viewsets
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -38,6 +41,15 @@ class PreconditionFailed(exceptions.APIException):
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Service errors in the API's error shape (apps/core/api_schema.py), always as JSON: the browsable API's HTML is
+    for reading rows, an error is answered to scripts and browsers alike in one shape."""
+    request = context.get("request")
+    if request is not None:
+        request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+    return _error_response(exc, context)
+
+
+def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, StaleWrite):
         response = drf_exception_handler(PreconditionFailed(exc.messages[0]), context)
         if response is not None:
@@ -150,9 +162,20 @@ class StrictIdLookupMixin:
 
 
 
-def version_etag(version: int) -> str:
-    """The ETag of a versioned row: weak, as it tags the row's own fields (nested rows carry their own versions)."""
-    return f'W/"{version}"'
+def version_etag(version: int, nested: str = "") -> str:
+    """The ETag of a versioned row: weak, `W/"<version>"`; a row read with versioned rows nested in it (a project's
+    quotas) adds their digest, `W/"<version>.<digest>"`, so a conditional read (If-None-Match) sees them change.
+    If-Match reads the version before the dot: a PATCH is conditional on the row's own fields."""
+    return f'W/"{version}.{nested}"' if nested else f'W/"{version}"'
+
+
+def nested_versions_digest(data: Mapping[str, Any]) -> str:
+    """A digest of the (id, version) of the versioned rows listed in a row's representation; "" when there are none."""
+    nested = [(name, item.get("id"), item["version"]) for name, value in sorted(data.items())
+              if isinstance(value, list) for item in value if isinstance(item, Mapping) and "version" in item]
+    if not nested:
+        return ""
+    return hashlib.sha256(json.dumps(nested, default=str).encode()).hexdigest()[:12]
 
 
 def if_match_version(request: Request) -> int | None:
@@ -162,10 +185,11 @@ def if_match_version(request: Request) -> int | None:
     if header is None or header.strip() == "*":
         return None
     tags = parse_etags(header)
-    version = parse_int(tags[0].removeprefix("W/").strip('"')) if len(tags) == 1 else None
+    version = parse_int(tags[0].removeprefix("W/").strip('"').split(".")[0]) if len(tags) == 1 else None
     if not version:
         raise exceptions.ValidationError({"If-Match": [
-            'Send one ETag as read from this row, e.g. If-Match: W/"3" (or leave the header out).']})
+            'Send one ETag as read from this row, e.g. If-Match: W/"3" (or leave the header out); the ETag of a '
+            "list or of another resource names no version."]})
     return version
 
 
@@ -196,8 +220,19 @@ IF_MATCH = OpenApiParameter(
                 "with what changed. Without it (or a `version` in the body) the change is unconditional.")
 
 
+class VersionETagMixin:
+    """A versioned row read or written alone answers its ETag (If-Match takes it back)."""
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if response.status_code < 300 and isinstance(response.data, dict) and isinstance(
+                response.data.get("version"), int):
+            response["ETag"] = version_etag(response.data["version"], nested_versions_digest(response.data))
+        return response
+
+
 @extend_schema_view(partial_update=extend_schema(parameters=[IF_MATCH]))
-class ServiceViewSet(StrictIdLookupMixin, viewsets.ModelViewSet):
+class ServiceViewSet(VersionETagMixin, StrictIdLookupMixin, viewsets.ModelViewSet):
     """CRUD whose writes go through services. Reads come from access-scoped querysets (unseen rows: 404).
 
     Before validating a write, `may_create()` / `may_change(obj)` (answered by the access module) turn away users
@@ -234,10 +269,3 @@ class ServiceViewSet(StrictIdLookupMixin, viewsets.ModelViewSet):
             raise exceptions.ValidationError({"version": ["A new row starts at version 1; leave version out."]})
         return super().create(request, *args, **kwargs)
 
-    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
-        """A versioned row read or written alone answers its ETag (If-Match takes it back)."""
-        response = super().finalize_response(request, response, *args, **kwargs)
-        if response.status_code < 300 and isinstance(response.data, dict) and isinstance(
-                response.data.get("version"), int):
-            response["ETag"] = version_etag(response.data["version"])
-        return response

@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import StreamingHttpResponse
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -23,6 +25,7 @@ from apps.core.api import validation_error_detail
 
 from . import reports
 from .forms_reports import ReportScopeForm
+from .views_reports import csv_response, window_slug
 
 API_GROUPS = [reports.Group.DEPARTMENT, reports.Group.PROJECT, reports.Group.USER, reports.Group.POOL]
 # group -> (id field, name field) of each row
@@ -88,19 +91,56 @@ def _row(report: reports.Report, row: reports.ReportRow, *, total: bool = False)
             "cost": None if row.cost is None else round(row.cost, 2)}
 
 
+REPORT_PARAMETERS = [
+    OpenApiParameter("group_by", str, enum=[group.value for group in API_GROUPS], required=True),
+    OpenApiParameter("start", str, required=True,
+                     description="ISO date or date-time; naive ones are in the portal's time zone."),
+    OpenApiParameter("end", str, required=True,
+                     description=f"Exclusive; after start, at most {reports.MAX_SPAN.days} days later."),
+    OpenApiParameter("department", str, description="Only this department (id or slug)."),
+    OpenApiParameter("project", str, description="Only this project (id or slug)."),
+    OpenApiParameter("user", str, description="Only this user's workloads (id or username)."),
+    OpenApiParameter("node_pool", str, description="Only this pool (id or slug)."),
+]
+
+
+def requested_report(request: Request) -> reports.Report:
+    """The report the query string asks for; every bad parameter at once as a 400."""
+    params = request.query_params
+    group_by = params.get("group_by", "")
+    errors: dict[str, list[str]] = {}
+    if group_by not in {group.value for group in API_GROUPS}:
+        errors["group_by"] = [f"Choose one of: {', '.join(group.value for group in API_GROUPS)}."]
+    try:
+        window = reports.window_from(params.get("start", ""), params.get("end", ""))
+    except DjangoValidationError as exc:
+        errors.update(validation_error_detail(exc))
+    user = request.user
+    scope = ReportScopeForm(params, viewer=user)  # the same scope fields as the showback page
+    if not scope.is_valid():
+        errors.update({name: [str(message) for message in messages] for name, messages in scope.errors.items()})
+    if errors:
+        raise ValidationError(errors)
+    return reports.usage_report(user=user, group=reports.Group(group_by), window=window,
+                                filters=scope.report_filters())
+
+
+class UsageReportCsvView(APIView):
+    @extend_schema(
+        parameters=REPORT_PARAMETERS,
+        responses={(200, "text/csv"): OpenApiResponse(response=OpenApiTypes.STR, description=(
+            "The report as CSV: the showback page's table and its CSV (a header line, one line per group)."))},
+        description="GPU-hours per group in [start, end) as CSV, the same rows as GET /api/v1/usage/.",
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        report = requested_report(request)
+        return csv_response(reports.report_table(report),
+                            f"gpu-hours-by-{report.group.value}-{window_slug(report.window)}.csv")
+
+
 class UsageReportView(APIView):
     @extend_schema(
-        parameters=[
-            OpenApiParameter("group_by", str, enum=[group.value for group in API_GROUPS], required=True),
-            OpenApiParameter("start", str, required=True,
-                             description="ISO date or date-time; naive ones are in the portal's time zone."),
-            OpenApiParameter("end", str, required=True,
-                             description=f"Exclusive; after start, at most {reports.MAX_SPAN.days} days later."),
-            OpenApiParameter("department", str, description="Only this department (id or slug)."),
-            OpenApiParameter("project", str, description="Only this project (id or slug)."),
-            OpenApiParameter("user", str, description="Only this user's workloads (id or username)."),
-            OpenApiParameter("node_pool", str, description="Only this pool (id or slug)."),
-        ],
+        parameters=REPORT_PARAMETERS,
         responses={200: UsageReportSerializer},
         description=(
             "GPU-hours (physical card hours: units x card fraction x hours, allocation not utilisation) per group in "
@@ -110,25 +150,10 @@ class UsageReportView(APIView):
         ),
     )
     def get(self, request: Request) -> Response:
-        params = request.query_params
-        group_by = params.get("group_by", "")
-        errors: dict[str, list[str]] = {}
-        if group_by not in {group.value for group in API_GROUPS}:
-            errors["group_by"] = [f"Choose one of: {', '.join(group.value for group in API_GROUPS)}."]
-        try:
-            window = reports.window_from(params.get("start", ""), params.get("end", ""))
-        except DjangoValidationError as exc:
-            errors.update(validation_error_detail(exc))
-        user = request.user
-        scope = ReportScopeForm(params, viewer=user)  # the same scope fields as the showback page
-        if not scope.is_valid():
-            errors.update({name: [str(message) for message in messages] for name, messages in scope.errors.items()})
-        if errors:
-            raise ValidationError(errors)
-        filters = scope.report_filters()
-        report = reports.usage_report(user=user, group=reports.Group(group_by), window=window, filters=filters)
+        report = requested_report(request)
+        window = report.window
         return Response({
-            "group_by": group_by, "start": timezone.localtime(window.start), "end": timezone.localtime(window.end),
-            "counted_until": timezone.localtime(report.until),
+            "group_by": report.group.value, "start": timezone.localtime(window.start),
+            "end": timezone.localtime(window.end), "counted_until": timezone.localtime(report.until),
             "rows": [_row(report, row) for row in report.rows], "total": _row(report, report.total, total=True),
         })

@@ -42,7 +42,7 @@ class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
     first_name = serializers.CharField()
     last_name = serializers.CharField()
-    email = serializers.EmailField()
+    email = serializers.CharField(help_text="An e-mail address, or empty when none is known.")
     role_bindings = RoleBindingSerializer(many=True, help_text="Bindings held directly or through a group.")
 
 

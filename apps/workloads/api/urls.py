@@ -1,8 +1,9 @@
 from rest_framework.routers import SimpleRouter
 
-from . import views
+from . import templates, views
 
 router = SimpleRouter()
 router.register("workloads", views.WorkloadViewSet, basename="workload")
+router.register("templates", templates.WorkloadTemplateViewSet, basename="workload-template")
 
 urlpatterns = router.urls

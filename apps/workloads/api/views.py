@@ -1,5 +1,10 @@
-"""The workloads API: submit, list, read and stop. Reads come from `workloads_for` (unseen rows: 404); submit and
-stop go through the services, which check everything again and decide the rules."""
+"""The workloads API: submit, list, read, stop, submit again, keep a notebook alive and read logs. Reads come from
+`workloads_for` (unseen rows: 404); writes go through the services, which check everything again and decide the rules.
+
+Workloads are addressed by id only. A name is a label the owner picks (a DNS label, shown everywhere beside the id):
+it need not be unique, since "submit again" keeps it and the Job's name comes from the id, so two workloads of one
+name are told apart by id (`gpu list` shows both).
+"""
 
 from __future__ import annotations
 
@@ -11,20 +16,32 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Prefetch, QuerySet
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import exceptions, mixins, status, viewsets
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import StrictIdLookupMixin, validation_error_detail
+from apps.core.http import parse_int
+from apps.workloads import logs as workload_logs
 from apps.workloads import services
 from apps.workloads.filters import WorkloadFilterSet
-from apps.workloads.models import Status, Workload, WorkloadEvent
+from apps.workloads.logs import TAIL_LINES
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from apps.workloads.selectors import annotate_live, preemptions_seen_by, workload_list
 
+from . import logs as api_logs
+from .logs import MAX_FOLLOW_SECONDS
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,100}")
@@ -78,14 +95,28 @@ def _merge(errors: dict[str, Any], more: dict[str, Any]) -> None:
             errors.setdefault(name, []).extend(messages)
 
 
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description="Makes a retry safe: the same key from the same user answers the workload the first request "
+                "made (201, the same body, header Idempotent-Replayed: true) and submits nothing; the same "
+                "key with another body answers 422. 1 to 100 visible ASCII characters, e.g. a UUID.")
+
+
+class LogsSerializer(serializers.Serializer):
+    workload = serializers.IntegerField()
+    status = serializers.CharField()
+    pending = serializers.BooleanField(help_text="No lines read yet (the pods are starting, or the first read is on "
+                                                 "its way): ask again in a few seconds.")
+    pods = inline_serializer("PodLogTail", fields={
+        "pod": serializers.CharField(), "lines": serializers.ListField(child=serializers.CharField()),
+        "error": serializers.CharField(help_text="Why the log could not be read; empty when it was."),
+        "fetched_at": serializers.DateTimeField()}, many=True)
+
+
 @extend_schema_view(
     create=extend_schema(
         request=WorkloadSubmitSerializer,
-        parameters=[OpenApiParameter(
-            "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
-            description="Makes a retry safe: the same key from the same user answers the workload the first request "
-                        "made (201, the same body, header Idempotent-Replayed: true) and submits nothing; the same "
-                        "key with another body answers 422. 1 to 100 visible ASCII characters, e.g. a UUID.")],
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={201: WorkloadDetailSerializer,
                    422: OpenApiResponse(description="The Idempotency-Key was used for another request.")},
         description=(
@@ -155,13 +186,16 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             self.permission_denied(request, message="You may not submit work in any project.")
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self._submit(request, request.data)
+
+    def _submit(self, request: Request, data: Any) -> Response:
+        """Submit `data` (a submission body): every refusal at once, once per Idempotency-Key."""
         user = request.user
-        serializer = self.get_serializer(data=request.data)
-        assert isinstance(serializer, WorkloadSubmitSerializer)  # get_serializer_class() for "create"
+        serializer = WorkloadSubmitSerializer(data=data, context=self.get_serializer_context())
         # The project first: a project the user sees but may not submit to is a 403 whatever else is wrong.
-        if isinstance(request.data, Mapping) and "project" in request.data:
+        if isinstance(data, Mapping) and "project" in data:
             try:
-                project = serializer.fields["project"].run_validation(request.data["project"])
+                project = serializer.fields["project"].run_validation(data["project"])
             except exceptions.ValidationError:
                 project = None  # reported with the other field errors below
             if project is not None and not can(user, Action.SUBMIT, project):
@@ -180,7 +214,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         try:
             workload, created = services.workload_submit_once(
                 actor=user, submission_key=f"api:{key}" if key else None,
-                submission_digest=request_digest(request.data) if key else "", **serializer.validated_data)
+                submission_digest=request_digest(data) if key else "", **serializer.validated_data)
         except services.SubmissionKeyReused as error:
             raise IdempotencyKeyReused(error.messages[0]) from error
         except DjangoValidationError as error:
@@ -202,3 +236,109 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         workload = self.get_object()
         services.workload_stop(actor=request.user, workload=workload)
         return Response(self._detail(workload), status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={201: WorkloadDetailSerializer,
+                   422: OpenApiResponse(description="The Idempotency-Key was used for another request.")},
+        description=(
+            "Submit a workload again: the same request as this one (project, kind, name, image, command, size, "
+            "policy, labels), with `resubmitted_from` set to it, changed by the fields the body gives (any field of "
+            "a submission, e.g. {\"gpus\": 2}; an empty body submits it as it was). Checked and answered like a "
+            "submission."
+        ),
+    )
+    @action(detail=True, methods=["post"])
+    def resubmit(self, request: Request, pk: str | None = None) -> Response:
+        source = self.get_object()
+        changes = request.data if request.data is not None else {}
+        if not isinstance(changes, Mapping):
+            raise exceptions.ValidationError({"non_field_errors": [
+                "Send a JSON object of the fields to change, or nothing."]})
+        return self._submit(request, {**submission_of(source), **dict(changes.items()), "resubmitted_from": source.pk})
+
+    @extend_schema(
+        request=None,
+        responses={200: WorkloadDetailSerializer},
+        description=(
+            "Keep a notebook up: its idle timeout starts again now. Only the owner may; only notebooks have one "
+            "(anything else: 400)."
+        ),
+    )
+    @action(detail=True, methods=["post"], url_path="keep-alive")
+    def keep_alive(self, request: Request, pk: str | None = None) -> Response:
+        workload = self.get_object()
+        if workload.kind != Kind.NOTEBOOK:
+            raise exceptions.ValidationError({"non_field_errors": ["Only notebooks have an idle timeout."]})
+        services.workload_touch(actor=request.user, workload=workload)
+        return Response(self._detail(workload))
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("lines", OpenApiTypes.INT, description=f"The last N lines of each pod (1 to "
+                             f"{TAIL_LINES}; default all the tail holds)."),
+            OpenApiParameter("follow", OpenApiTypes.BOOL, description="Stream the lines as they come (text/plain) "
+                             "until the workload has finished and its last lines were read, or `timeout`."),
+            OpenApiParameter("timeout", OpenApiTypes.INT, description=f"Following: stop after this many seconds "
+                             f"(1 to {MAX_FOLLOW_SECONDS}; default {MAX_FOLLOW_SECONDS})."),
+        ],
+        responses={
+            (200, "application/json"): OpenApiResponse(response=LogsSerializer, description=(
+                "The stored tail of each pod; with follow=true a text/plain stream of lines (`<pod> | <line>` when "
+                "there are several pods), ending with `[<name> <status>]` when the workload has finished.")),
+            (200, "text/plain"): OpenApiResponse(response=OpenApiTypes.STR, description="follow=true: the lines."),
+        },
+        description=(
+            f"The pods' logs: the last {TAIL_LINES} lines of each pod, as the worker last read them (reading them "
+            "asks for a fresh read when one is due, at most every few seconds while the workload runs). `pending`: "
+            "no lines read yet."
+        ),
+    )
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str | None = None) -> Response | StreamingHttpResponse:
+        workload = self.get_object()
+        params = request.query_params
+        errors: dict[str, list[str]] = {}
+        lines = _bounded(params, "lines", 1, TAIL_LINES, errors)
+        timeout = _bounded(params, "timeout", 1, MAX_FOLLOW_SECONDS, errors)
+        following = params.get("follow", "false").lower()
+        if following not in ("true", "false", "1", "0"):
+            errors["follow"] = ["Use true or false."]
+        if errors:
+            raise exceptions.ValidationError(errors)
+        if following in ("true", "1"):
+            response = StreamingHttpResponse(
+                api_logs.follow(workload_id=workload.pk, timeout=timeout or MAX_FOLLOW_SECONDS,
+                                multi_pod=workload.pod_count > 1),
+                content_type="text/plain; charset=utf-8")
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"  # a proxy in front must pass the lines on as they come
+            return response
+        workload_logs.workload_logs_refresh_request(workload=workload)
+        return Response(api_logs.tails_payload(workload, workload_logs.log_tails(workload=workload), lines))
+
+
+def _bounded(params: Any, name: str, lowest: int, highest: int, errors: dict[str, list[str]]) -> int | None:
+    raw = params.get(name)
+    if raw is None:
+        return None
+    number = parse_int(raw)
+    if number is None or not lowest <= number <= highest:
+        errors[name] = [f"Use a whole number from {lowest} to {highest}."]
+    return number
+
+
+def submission_of(workload: Workload) -> dict[str, Any]:
+    """What was asked for `workload`, as a submission body (the fields of its kind, as the API names them)."""
+    return {
+        "project": workload.project_id, "kind": workload.kind, "name": workload.name, "image": workload.image,
+        "command": list(workload.command or []), "args": list(workload.args or []), "env": list(workload.env or []),
+        "node_pool": workload.node_pool.slug, "gpus": workload.gpus, "cpu": str(workload.cpu),
+        "memory": str(workload.memory_gib), "pods": workload.pods, "completions": workload.completions,
+        "parallelism": workload.parallelism,
+        "priority_class": workload.priority_class.name if workload.priority_class else None,
+        "preemptible": workload.preemptible, "max_runtime_seconds": workload.max_runtime_seconds,
+        "labels": {"model": workload.model_label, "data_class": workload.data_class},
+        "idle_timeout_minutes": workload.notebook_idle_timeout_minutes, "port": workload.notebook_port,
+    }

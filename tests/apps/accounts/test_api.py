@@ -72,13 +72,13 @@ def test_token_header_authenticates(demo, ids):
 
 def test_bad_token_and_no_credentials_are_refused(demo):
     response = call(Client(), "GET", "me/", HTTP_AUTHORIZATION="Token " + "0" * 40)
-    # 401 with a challenge since personal tokens (issue 18): token authentication comes first and challenges the
-    # clients that presented a token; calls with no credentials keep their 403 (session authentication).
+    # 401 with a challenge for a bad token and for no credentials at all (issue 17): a script tells "sign in" from
+    # "not allowed" (403).
     assert response.status_code == 401
     assert response["WWW-Authenticate"] == 'Token realm="api"'
     assert response.json() == {"detail": "Invalid token."}
     response = call(Client(), "GET", "me/")
-    assert response.status_code == 403
+    assert response.status_code == 401 and response["WWW-Authenticate"] == 'Token realm="api"'
     assert response.json() == {"detail": "Authentication credentials were not provided."}
 
 

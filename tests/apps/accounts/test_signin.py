@@ -215,7 +215,7 @@ def test_expired_session_on_the_api_is_simply_unauthenticated(client_for):
     client = client_for("alice")
     stamp(client, idle=31 * 60, age=31 * 60)
     response = client.get("/api/v1/me/")
-    assert response.status_code == 403
+    assert response.status_code == 401
     assert response.json() == {"detail": "Authentication credentials were not provided."}
 
 

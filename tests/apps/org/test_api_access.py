@@ -190,9 +190,9 @@ def test_every_route_is_in_the_matrix():
                                   "role-bindings/", "audit-events/"])
 def test_anonymous_is_refused(client, db, path):
     response = call(client, "GET", path)
-    assert response.status_code == 403
+    assert response.status_code == 401 and response["WWW-Authenticate"] == 'Token realm="api"'
     assert response.json() == {"detail": "Authentication credentials were not provided."}
-    assert call(client, "POST", path, {}).status_code == 403
+    assert call(client, "POST", path, {}).status_code == 401
 
 
 @pytest.mark.parametrize(

@@ -149,8 +149,8 @@ def test_403_comes_before_the_body_is_read(client_for):
 
 
 def test_anonymous_is_refused(client, demo):
-    assert call(client, "GET", path("research")).status_code == 403
-    assert call(client, "PATCH", path("research"), []).status_code == 403
+    assert call(client, "GET", path("research")).status_code == 401
+    assert call(client, "PATCH", path("research"), []).status_code == 401
 
 
 # --- hostile input: always 400 with a message, never 500, nothing changed --------------------------------------

@@ -30,7 +30,17 @@ def test_schema_endpoint_serves_valid_openapi(client_for, username):
     table = schema["paths"]["/api/v1/departments/{department}/quotas/"]
     assert set(table) >= {"get", "patch"} and "put" not in table
     assert table["patch"]["requestBody"]["content"]["application/json"]["schema"]["type"] == "array"
-    assert set(table["patch"]["responses"]) == {"200", "400"}
+    assert {"200", "400", "401", "403", "404", "500"} <= set(table["patch"]["responses"])
+    assert "401" not in schema["paths"]["/api/v1/auth/token/"]["post"]["responses"]  # needs no credentials
+    # Every operation documents its errors, each with the one error shape (apps/core/api_schema.py).
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            errors = {code: response for code, response in operation["responses"].items() if code[0] in "45"}
+            assert {"403", "500"} <= set(errors), (method, path)
+            for code, response in errors.items():
+                refs = str(response["content"]["application/json"]["schema"])
+                assert "#/components/schemas/Error" in refs, (method, path, code)
+    assert {"Error", "FieldErrors"} <= set(schema["components"]["schemas"])
     assert {"tokenAuth", "cookieAuth"} <= set(schema["components"]["securitySchemes"])
 
 
@@ -47,6 +57,12 @@ def test_browsable_api_renders_for_a_scoped_user(client_for, path):
     response = client_for("alice").get("/api/v1/" + path, HTTP_ACCEPT="text/html")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_errors_are_json_even_for_a_browser(client_for):
+    response = client_for("alice").get("/api/v1/workloads/999999/", HTTP_ACCEPT="text/html")
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "No Workload matches the given query."}
 
 
 @pytest.mark.parametrize(("username", "offers_post"), [("admin", True), ("viewer", False)])

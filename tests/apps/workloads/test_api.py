@@ -303,9 +303,9 @@ def test_options_offers_the_submission_form_only_to_submitters(client_for, demo,
 
 
 def test_anonymous_is_refused(client, db):
-    assert call(client, "GET", "workloads/").status_code == 403
-    assert call(client, "POST", "workloads/", GOOD).status_code == 403
-    assert call(client, "POST", "workloads/1/stop/").status_code == 403
+    assert call(client, "GET", "workloads/").status_code == 401
+    assert call(client, "POST", "workloads/", GOOD).status_code == 401
+    assert call(client, "POST", "workloads/1/stop/").status_code == 401
 
 
 # --- list, detail, filters --------------------------------------------------------------------------------------

@@ -1,0 +1,345 @@
+"""The `gpu` commands. Each one is one or a few REST calls; what the portal refuses is printed as its own message in
+one line on stderr, with an exit code from `client` (0 ok, 3 not signed in, 4 forbidden, 5 not found, 6 refused,
+7 portal unreachable or failing, 2 bad command line, 1 anything else)."""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import sys
+import uuid
+from collections.abc import Callable
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from . import config
+from .client import NOT_FOUND, NOT_SIGNED_IN, USAGE, Api, CliError
+from .output import FORMATS, emit
+
+# `gpu submit` flags -> submission fields (the API's names, as `-f job.yaml` writes them)
+SUBMIT_FLAGS = {
+    "project": "project", "kind": "kind", "name": "name", "image": "image", "pool": "node_pool", "gpus": "gpus",
+    "cpu": "cpu", "memory": "memory", "pods": "pods", "completions": "completions", "parallelism": "parallelism",
+    "priority_class": "priority_class", "preemptible": "preemptible", "max_runtime": "max_runtime_seconds",
+    "idle_timeout": "idle_timeout_minutes", "port": "port",
+}
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"gpu: {message}", err=True)
+    sys.exit(code)
+
+
+def command(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A command with `-o/--output` that reports a CliError in one line and exits with its code."""
+
+    @click.option("-o", "--output", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                  help="json and yaml print the API's data as it is.")
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except CliError as error:
+            _fail(str(error), error.code)
+
+    return run
+
+
+def api() -> Api:
+    credentials = config.load()
+    if credentials is None:
+        raise CliError("not signed in: run `gpu login --url https://<portal>`", NOT_SIGNED_IN)
+    return Api(credentials.url, credentials.token)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Submit and follow work on the GPU Portal from a terminal (its REST API: /api/v1/)."""
+
+
+# --- login ---------------------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--url", required=True, envvar="GPU_PORTAL_URL", help="The portal, e.g. https://gpu.example.org.")
+@click.option("--token", help="A token made on My tokens (/accounts/tokens/); else your username and password "
+                              "make a new one.")
+@click.option("--username", help="Sign in with this username (asked when no --token is given).")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input (for scripts).")
+@command
+def login(url: str, token: str | None, username: str | None, password_stdin: bool, fmt: str) -> None:
+    """Store a token for the portal (0600, in $XDG_CONFIG_HOME/gpu-portal/)."""
+    url = url.rstrip("/")
+    if token is None:
+        username = username or click.prompt("Username")
+        password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass("Password: ")
+        token = Api(url).post("auth/token/", {"username": username, "password": password})["token"]
+    me = Api(url, token).get("me/")  # the token works before it is stored
+    path = config.save(config.Credentials(url=url, token=token))
+    emit({"username": me["username"], "url": url, "config": str(path)}, fmt)
+
+
+# --- submit --------------------------------------------------------------------------------------------------------
+
+
+def _template(portal: Api, name: str) -> dict[str, Any]:
+    for template in portal.pages("templates/"):
+        if template["name"] == name:
+            return dict(template["submission"])
+    raise CliError(f'no template is called "{name}" (gpu templates lists them)', NOT_FOUND)
+
+
+def _env(pairs: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise CliError(f"--env takes NAME=VALUE, not {pair!r}", USAGE)
+        env[name] = value
+    return env
+
+
+def _job_file(path: str) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(Path(path).read_text()) if path != "-" else yaml.safe_load(sys.stdin)
+    except (OSError, yaml.YAMLError) as error:
+        raise CliError(f"cannot read {path}: {error}", USAGE) from None
+    if not isinstance(loaded, dict):
+        raise CliError(f"{path}: write a YAML mapping of submission fields (see the README's CLI section)", USAGE)
+    return loaded
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.option("-f", "--file", "job_file", help="A job file (YAML, the submission's fields; - for stdin).")
+@click.option("-t", "--template", help="Start from the workload template of this name.")
+@click.option("-p", "--project", help="Project slug or id.")
+@click.option("-k", "--kind", type=click.Choice(["training", "notebook", "batch"]), help="Default: training.")
+@click.option("-n", "--name", help="A DNS label you will recognise (not unique: workloads are known by id).")
+@click.option("-i", "--image", help="Container image.")
+@click.option("--pool", help="Node pool slug, e.g. h100.")
+@click.option("-g", "--gpus", type=int, help="GPU units per pod.")
+@click.option("--cpu", help='CPU cores per pod, e.g. 4 or "500m".')
+@click.option("--memory", help='Memory per pod, e.g. "16Gi" (a plain number is GiB).')
+@click.option("--pods", type=int, help="Training: pods started together as one gang.")
+@click.option("--completions", type=int, help="Batch: pods that must succeed.")
+@click.option("--parallelism", type=int, help="Batch: pods running at once.")
+@click.option("--priority-class", help="Priority class name.")
+@click.option("--preemptible/--non-preemptible", default=None, help="Default: that of the priority class.")
+@click.option("--max-runtime", type=int, help="Seconds before Kueue stops it.")
+@click.option("--idle-timeout", type=int, help="Notebook: minutes idle before it is stopped.")
+@click.option("--port", type=int, help="Notebook: the port Jupyter listens on.")
+@click.option("-e", "--env", "env_pairs", multiple=True, help="NAME=VALUE (repeatable).")
+@click.option("--model", "model_label", help="Audit label: the model it trains or serves.")
+@click.option("--data-class", help="Audit label: the class of data it reads.")
+@click.option("--idempotency-key", help="Default: a new UUID, so the CLI's own retry never submits twice.")
+@click.argument("command_line", nargs=-1)
+@command
+def submit(job_file: str | None, template: str | None, env_pairs: tuple[str, ...], model_label: str | None,
+           data_class: str | None, idempotency_key: str | None, command_line: tuple[str, ...], fmt: str,
+           **flags: Any) -> None:
+    """Submit a workload: a template, then the job file, then the flags (each overrides the one before); the
+    words after `--` are the command, e.g. `gpu submit -p vision -n sweep -- python train.py --lr 3e-4`."""
+    portal = api()
+    from_file = _job_file(job_file) if job_file else {}
+    template = template or from_file.pop("template", None)
+    body: dict[str, Any] = _template(portal, template) if template else {}
+    body.update(from_file)
+    body.update({SUBMIT_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
+    if env_pairs:
+        earlier = body.get("env")
+        body["env"] = {**(earlier if isinstance(earlier, dict) else {}), **_env(env_pairs)}
+    labels = dict(body.get("labels") or {})
+    labels.update({key: value for key, value in (("model", model_label), ("data_class", data_class)) if value})
+    if labels:
+        body["labels"] = labels
+    if command_line:
+        body["command"] = list(command_line)
+    body.setdefault("kind", "training")
+    created = portal.post("workloads/", body, headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
+    emit(created, fmt, columns=_LIST_COLUMNS, rows=[created])
+
+
+# --- list, status, queue -------------------------------------------------------------------------------------------
+
+
+def _position(workload: dict[str, Any]) -> Any:
+    queue_position = workload.get("queue_position")
+    if queue_position:
+        return queue_position["local_queue"]
+    return ((workload.get("waiting") or {}).get("numbers") or {}).get("position")
+
+
+def _why(workload: dict[str, Any]) -> str:
+    waiting = workload.get("waiting") or {}
+    return waiting.get("headline") or workload.get("status_reason") or ""
+
+
+_LIST_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("ID", lambda w: w["id"]), ("NAME", lambda w: w["name"]), ("PROJECT", lambda w: w["project_slug"]),
+    ("KIND", lambda w: w["kind"]), ("STATUS", lambda w: w["status"]), ("POOL", lambda w: w["node_pool"]),
+    ("GPUS", lambda w: w["gpu_units"]), ("OWNER", lambda w: w["owner"]), ("POSITION", _position),
+    ("WHY", _why),
+]
+
+
+@cli.command(name="list")
+@click.option("--all", "everyone", is_flag=True, help="Everything you may see, not only your own.")
+@click.option("--status", help="Comma-separated statuses; live = not finished.")
+@click.option("-p", "--project", help="Only this project (slug or id).")
+@click.option("--kind", help="training, notebook or batch (comma-separated).")
+@command
+def list_(everyone: bool, status: str | None, project: str | None, kind: str | None, fmt: str) -> None:
+    """Your workloads, newest first, with queue position and why each waits."""
+    rows = list(api().pages("workloads/", scope="all" if everyone else "mine", status=status, project=project,
+                            kind=kind))
+    emit(rows, fmt, columns=_LIST_COLUMNS)
+
+
+@cli.command()
+@click.argument("workload_id")
+@command
+def status(workload_id: str, fmt: str) -> None:
+    """One workload: status, Kueue's reason, queue position, why it waits (and the forecast where the API gives one)."""
+    workload = api().get(f"workloads/{_id(workload_id)}/")
+    if fmt != "table":
+        emit(workload, fmt)
+        return
+    waiting = workload.get("waiting") or {}
+    summary = {
+        "id": workload["id"], "name": workload["name"], "project": workload["project_slug"],
+        "kind": workload["kind"], "owner": workload["owner"], "status": workload["status"],
+        "reason": workload.get("reason"), "message": workload.get("message"),
+        "pool": workload["node_pool"], "gpu units": workload["gpu_units"],
+        "priority class": workload["priority_class"], "preemptible": workload["preemptible"],
+        "queue position": _position(workload), "why waiting": waiting.get("sentence"),
+        "preemption": waiting.get("preemption"), "submitted": workload.get("submitted_at"),
+        "started": workload.get("started_at"), "finished": workload.get("finished_at"),
+    }
+    if "forecast" in workload:
+        summary["forecast"] = workload["forecast"]
+    emit(summary, fmt)
+
+
+def _id(text: str) -> str:
+    if not (text.isascii() and text.isdigit()):
+        raise CliError(f"workloads are known by id (gpu list shows them), not {text!r}", USAGE)
+    return text
+
+
+@cli.command()
+@click.argument("project")
+@command
+def queue(project: str, fmt: str) -> None:
+    """A project's live work in queue order: the waiting by position, then the admitted and running."""
+    rows = list(api().pages("workloads/", scope="all", project=project, status="live"))
+    rows.sort(key=lambda w: (_position(w) is None, _position(w) if _position(w) is not None else 0, w["id"]))
+    emit(rows, fmt, columns=_LIST_COLUMNS, title=f"queue of {project}")
+
+
+# --- logs, stop ----------------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("workload_id")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they come, until the workload ends.")
+@click.option("--lines", type=int, help="The last N lines of each pod.")
+@click.option("--timeout", type=int, help="Following: give up after this many seconds.")
+@command
+def logs(workload_id: str, follow: bool, lines: int | None, timeout: int | None, fmt: str) -> None:
+    """The pods' logs (the last lines the portal read; -f follows them)."""
+    portal, path = api(), f"workloads/{_id(workload_id)}/logs/"
+    if follow:
+        params = {"follow": "true", **({"timeout": timeout} if timeout else {})}
+        for line in portal.lines(path, **params):
+            click.echo(line)
+        return
+    answer = portal.get(path, lines=lines)
+    if fmt != "table":
+        emit(answer, fmt)
+        return
+    if answer["pending"]:
+        click.echo(f"(no lines yet: workload {answer['workload']} is {answer['status']}; try again shortly)", err=True)
+    several = len(answer["pods"]) > 1
+    for pod in answer["pods"]:
+        for line in pod["lines"]:
+            click.echo(f"{pod['pod']} | {line}" if several else line)
+        if pod["error"]:
+            click.echo(f"[{pod['pod']}: {pod['error']}]", err=True)
+
+
+@cli.command()
+@click.argument("workload_id")
+@command
+def stop(workload_id: str, fmt: str) -> None:
+    """Stop a workload: its Job and pods are deleted and its GPUs go back to the queue."""
+    workload = api().post(f"workloads/{_id(workload_id)}/stop/")
+    emit(workload, fmt, columns=_LIST_COLUMNS, rows=[workload])
+
+
+# --- usage, quota, templates ---------------------------------------------------------------------------------------
+
+
+def _month(text: str | None) -> tuple[str, str]:
+    today = datetime.now().astimezone().date()
+    year, month = today.year, today.month
+    if text:
+        try:
+            year, month = (int(part) for part in text.split("-"))
+            date(year, month, 1)
+        except ValueError:
+            raise CliError(f"--month takes YYYY-MM, not {text!r}", USAGE) from None
+    following = (year + month // 12, month % 12 + 1)
+    return f"{year:04d}-{month:02d}-01", f"{following[0]:04d}-{following[1]:02d}-01"
+
+
+@cli.command()
+@click.option("--month", help="YYYY-MM; default: this month.")
+@click.option("--by", "group_by", type=click.Choice(["project", "department", "user", "pool"]), default="project",
+              show_default=True)
+@click.option("--csv", "as_csv", is_flag=True, help="The showback CSV instead.")
+@command
+def usage(month: str | None, group_by: str, as_csv: bool, fmt: str) -> None:
+    """GPU-hours of a month (physical card hours), within deserved quota and borrowed."""
+    start, end = _month(month)
+    portal = api()
+    if as_csv:
+        click.echo(portal.text("usage/csv/", group_by=group_by, start=start, end=end), nl=False)
+        return
+    report = portal.get("usage/", group_by=group_by, start=start, end=end)
+    emit(report, fmt, rows=[*report["rows"], {**report["total"], "name": "total"}], title=f"GPU-hours {start} to {end}",
+         columns=[("NAME", lambda r: r["name"]), ("GPU-HOURS", lambda r: r["gpu_hours"]),
+                  ("WITHIN QUOTA", lambda r: r["gpu_hours_within_quota"]),
+                  ("BORROWED", lambda r: r["gpu_hours_borrowed"]), ("DESERVED", lambda r: r["deserved_gpu_hours"]),
+                  ("COST", lambda r: r["cost"])])
+
+
+@cli.command()
+@command
+def quota(fmt: str) -> None:
+    """Deserved quota, limit and use per pool for the departments and projects you may see."""
+    answer = api().get("usage/quota/")
+    rows = [{"pool": pool["pool"], "level": level, **figures}
+            for pool in answer["pools"] for department in pool["departments"]
+            for level, figures in [("department", department)] + [("project", p) for p in department["projects"]]]
+    emit(answer, fmt, rows=rows, columns=[
+        ("POOL", lambda r: r["pool"]), ("LEVEL", lambda r: r["level"]), ("NAME", lambda r: r["slug"]),
+        ("DESERVED", lambda r: r["deserved"]), ("LIMIT", lambda r: r["limit"] if r["limit"] is not None else "none"),
+        ("USED", lambda r: r["used"]), ("BORROWED", lambda r: r["borrowed"]), ("PENDING", lambda r: r["pending"])])
+
+
+@cli.command()
+@command
+def templates(fmt: str) -> None:
+    """The workload templates (`gpu submit -t NAME` starts from one)."""
+    rows = list(api().pages("templates/"))
+    emit(rows, fmt, columns=[("NAME", lambda t: t["name"]), ("KIND", lambda t: t["kind"]),
+                             ("DESCRIPTION", lambda t: t["description"]), ("VALUES", lambda t: t["submission"])])
+
+
+def main() -> None:
+    """The console script (`gpu`)."""
+    cli()

@@ -1,0 +1,175 @@
+"""`gpu` against a served portal: real HTTP to the live server, the demo organisation reconciled into kubesim, the
+real Celery worker and watcher. Commands run in-process through click's runner (its output and exit code), and as
+the real console program in a subprocess where it must run alongside the test (logs -f) or prove its exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from click.testing import CliRunner
+
+from apps.workloads.models import Status, Workload
+from portal_cli.main import cli
+from tests.worker.conftest import wait_for
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBMIT = ["-p", "vision", "--image", "busybox:1.36", "--pool", "h100", "-g", "1", "--model", "resnet50",
+          "--data-class", "public"]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A config directory of this test's own (XDG_CONFIG_HOME), and no credentials from the environment."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("GPU_PORTAL_URL", raising=False)
+    monkeypatch.delenv("GPU_PORTAL_TOKEN", raising=False)
+    return tmp_path
+
+
+def gpu(*args: str, input: str | None = None):
+    result = CliRunner().invoke(cli, list(args), input=input)
+    return result
+
+
+def gpu_json(name: str, *args: str):
+    result = gpu(name, "-o", "json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def gpu_process(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "portal_cli", *args], cwd=ROOT, env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def signed_in(home, live_server, org):
+    result = gpu("login", "--url", live_server.url, "--username", "alice", "--password-stdin", input="demo\n")
+    assert result.exit_code == 0, result.output
+    return live_server.url
+
+
+def test_login_stores_the_token_for_its_owner_only(home, live_server, org):
+    os.umask(0o022)
+    result = gpu("login", "--url", live_server.url, "--username", "alice", "--password-stdin", "-o", "json",
+                 input="demo\n")
+    assert result.exit_code == 0, result.output
+    stored = Path(json.loads(result.stdout)["config"])
+    assert stored == home / "config" / "gpu-portal" / "config.json"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600 and stat.S_IMODE(stored.parent.stat().st_mode) == 0o700
+    token = json.loads(stored.read_text())["token"]
+    assert gpu_json("quota") and token  # the stored token signs the next command in
+    # A wrong password: the API's message, exit code 6, nothing stored over the good token.
+    refused = gpu("login", "--url", live_server.url, "--username", "alice", "--password-stdin", input="nope\n")
+    assert refused.exit_code == 6
+    assert refused.stderr.strip() == "gpu: Unable to log in with provided credentials. (HTTP 400)"
+    assert json.loads(stored.read_text())["token"] == token
+    # A token from My tokens works the same; a bad one is refused with the portal's 401 (exit 3).
+    assert gpu("login", "--url", live_server.url, "--token", "not-a-token").exit_code == 3
+    assert gpu("login", "--url", live_server.url, "--token", token).exit_code == 0
+
+
+def test_without_credentials_every_command_says_to_log_in(home):
+    result = gpu("list")
+    assert result.exit_code == 3 and "gpu login" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_submit_list_status_logs_stop(signed_in, kubesim, celery_worker, watcher, home, tmp_path):
+    # From flags: the words after -- are the command.
+    created = gpu_json("submit", *SUBMIT, "-n", "cli-flags", "--", "sleep", "30")
+    assert created["status"] == "submitting" and created["command"] == ["sleep", "30"]
+    assert created["owner"] == "alice" and created["project_slug"] == "vision" and created["gpu_units"] == 1
+    # From a job file in the documented format (the submission's fields), with a flag overriding it.
+    job = tmp_path / "job.yaml"
+    job.write_text("project: vision\nkind: batch\nname: cli-yaml\nimage: busybox:1.36\ncommand: [sleep, '600']\n"
+                   "node_pool: h100\ngpus: 1\ncompletions: 2\nparallelism: 1\nenv: {EPOCHS: '3'}\n"
+                   "labels: {model: resnet50, data_class: public}\n")
+    from_file = gpu_json("submit", "-f", str(job), "--completions", "3")
+    assert from_file["kind"] == "batch" and from_file["completions"] == 3
+    assert from_file["env"] == [{"name": "EPOCHS", "value": "3"}]
+
+    listed = gpu_json("list")
+    assert {row["id"] for row in listed} == {created["id"], from_file["id"]}
+    table = gpu("list")
+    assert table.exit_code == 0 and "cli-flags" in table.stdout and "cli-yaml" in table.stdout
+
+    wait_for(lambda: Workload.objects.get(pk=created["id"]).k8s_uid)
+    kubesim.advance(1)
+    wait_for(lambda: Workload.objects.get(pk=created["id"]).status == Status.RUNNING)
+    status = gpu("status", str(created["id"]))
+    assert status.exit_code == 0 and "running" in status.stdout and "queue position" in status.stdout
+    assert gpu_json("status", str(created["id"]))["status"] == "running"
+
+    # The tail: the worker reads it on request; then following prints the lines as they come, to the end.
+    def tail():
+        answer = gpu_json("logs", str(created["id"]))
+        return answer["pods"] and any("kubesim: running sleep 30" in line for line in answer["pods"][0]["lines"])
+
+    wait_for(tail, timeout=30)
+    printed = gpu("logs", str(created["id"]))
+    assert printed.exit_code == 0 and "kubesim: running sleep 30" in printed.stdout
+    follower = gpu_process("logs", str(created["id"]), "-f", "--timeout", "90")
+    kubesim.advance(31)
+    wait_for(lambda: Workload.objects.get(pk=created["id"]).status == Status.SUCCEEDED)
+    out, err = follower.communicate(timeout=90)
+    assert follower.returncode == 0, err
+    lines = out.splitlines()
+    assert "kubesim: running sleep 30" in lines and "kubesim: container main exited with code 0" in lines, out
+    assert lines[-1] == "[cli-flags succeeded]" and len(lines) == len(set(lines))  # in order, none repeated
+
+    stopped = gpu_json("stop", str(from_file["id"]))
+    assert stopped["status"] == "stopping"
+    again = gpu("stop", str(from_file["id"]))
+    assert again.exit_code == 6 and again.stderr.startswith("gpu: This workload is stopping; there is nothing to stop.")
+
+
+def test_bad_input_gives_the_apis_message_and_an_exit_code(signed_in, home):
+    refused = gpu_process("submit", *SUBMIT[:-2], "-n", "Not_A_DNS_Label", "-g", "0")
+    _, err = refused.communicate(timeout=60)
+    assert refused.returncode == 6
+    assert len(err.strip().splitlines()) == 1 and err.startswith("gpu: ") and "(HTTP 400)" in err
+    assert "gpus:" in err and "name:" in err and "labels.data_class:" in err  # every refusal, by field
+    assert Workload.objects.count() == 0
+    missing = gpu("status", "999999")
+    assert missing.exit_code == 5 and missing.stderr.strip() == "gpu: No Workload matches the given query. (HTTP 404)"
+    assert gpu("status", "resnet").exit_code == 2  # workloads are known by id
+    assert gpu("usage", "--month", "2026-13").exit_code == 2
+    assert gpu("submit", "-t", "no-such-template", "-p", "vision").exit_code == 5
+    viewer = gpu("queue", "no-such-project")
+    assert viewer.exit_code == 6 and "project" in viewer.stderr
+
+
+def test_templates_by_name_usage_and_quota(signed_in, home, live_server, org):
+    admin_token = subprocess.run(
+        [sys.executable, "-m", "portal_cli", "login", "--url", live_server.url, "--username", "admin",
+         "--password-stdin", "-o", "json"], input="demo\n", cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "XDG_CONFIG_HOME": str(home / "admin")}, check=True)
+    admin = json.loads((Path(json.loads(admin_token.stdout)["config"])).read_text())["token"]
+    made = requests.post(f"{live_server.url}/api/v1/templates/", timeout=30,
+                         headers={"Authorization": f"Token {admin}"},
+                         json={"name": "small-sleep", "kind": "training", "values": {
+                             "image": "busybox:1.36", "node_pool": "h100", "gpus": 1, "command": "sleep 5",
+                             "model_label": "tiny", "data_class": "public", "max_runtime_minutes": 10}})
+    assert made.status_code == 201, made.text
+    assert gpu_json("templates")[0]["submission"]["max_runtime_seconds"] == 600
+    created = gpu_json("submit", "-t", "small-sleep", "-p", "vision", "-n", "from-template", "-g", "2")
+    assert created["image"] == "busybox:1.36" and created["command"] == ["sleep", "5"] and created["gpus"] == 2
+    assert created["labels"] == {"model": "tiny", "data_class": "public"} and created["max_runtime_seconds"] == 600
+
+    usage = gpu_json("usage")
+    assert usage["group_by"] == "project" and usage["start"].startswith(usage["start"][:7])
+    csv = gpu("usage", "--csv", "--month", "2026-01")
+    assert csv.exit_code == 0 and csv.stdout.splitlines()[0].lower().startswith("project")
+    quota = gpu("quota")
+    assert quota.exit_code == 0 and "vision" in quota.stdout and "h100" in quota.stdout
+    queue = gpu_json("queue", "vision")
+    assert [row["id"] for row in queue] == [created["id"]]
