@@ -230,11 +230,14 @@ class ProjectForm(VersionedForm):
         help_text="Keep this project's idle deserved quota for itself instead of lending it to others (e.g. serving).")
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False,
                                                     empty_label="(none)")
+    notebooks_shared = forms.BooleanField(
+        required=False, label="Members may open each other's notebooks",
+        help_text="Off: only a notebook's owner can connect to it.")
 
     def __init__(self, *args: Any, instance: Any = None, **kwargs: Any) -> None:
         if instance is not None and "initial" not in kwargs:
             kwargs["initial"] = {name: getattr(instance, name) for name in
-                                 ("slug", "name", "description", "namespace", "does_not_lend")}
+                                 ("slug", "name", "description", "namespace", "does_not_lend", "notebooks_shared")}
             kwargs["initial"]["default_priority_class"] = instance.default_priority_class_id
         super().__init__(*args, **kwargs)
         prefix = settings.KUEUE_PROJECT_PREFIX
