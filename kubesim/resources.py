@@ -13,6 +13,7 @@ VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 NETWORKING_GROUP = "networking.k8s.io"
 AUTHORIZATION_GROUP = "authorization.k8s.io"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -69,6 +70,10 @@ CORE = [
     Resource("jobs", "job", "Job", "batch", "v1", True, (), ("status",)),
     Resource("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
     Resource("secrets", "secret", "Secret", "", "v1", True),
+    Resource("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", "", "v1", True, ("pvc",),
+             ("status",)),
+    Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
+    Resource("httproutes", "httproute", "HTTPRoute", GATEWAY_GROUP, "v1", True, (), ("status",)),
     Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",), ("token",)),
     Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status",)),
     Resource("ingresses", "ingress", "Ingress", NETWORKING_GROUP, "v1", True, ("ing",), ("status",)),

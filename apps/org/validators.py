@@ -160,3 +160,13 @@ def validate_secret_key(value: str) -> None:
 def validate_nfs_server(value: str) -> None:
     if not value or len(value) > 253 or not NFS_SERVER.match(value):
         raise ValidationError(f"{value!r} is not a host name or IP address of an NFS server.")
+
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def validate_dns_subdomain(value: str) -> None:
+    """An object name such as a PersistentVolumeClaim's or a Secret's."""
+    if not value or len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+        raise ValidationError(f"{value!r} is not a valid Kubernetes name: lower-case letters, digits, '-' and '.', "
+                              "at most 253 characters.")

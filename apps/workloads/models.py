@@ -150,6 +150,9 @@ class Workload(models.Model):
     runtime: timedelta | None
     may_stop: bool
     preemption_list: list[dict[str, Any]]
+    # Not columns: what a draft (services._workload_draft) will attach once saved.
+    chosen_data_sources: list[DataSource]
+    chosen_credentials: list[Credential]
 
     class Meta:
         ordering = ["-created_at", "-id"]
