@@ -897,8 +897,8 @@ def kueue_sync_finish(*, run: KueueSyncRun, changes: list[str], error: str = "",
 
 # --- data sources and image pull secrets (per project; admins and department admins) ----------------------------
 
-PULL_SECRET_INTENT = "pull_secret.sync"
-PULL_SECRET_TASK = "worker.tasks.pull_secret_sync"
+PULL_SECRET_INTENT = "pull_secret.sync"  # noqa: S105 - an intent kind
+PULL_SECRET_TASK = "worker.tasks.pull_secret_sync"  # noqa: S105 - a task name
 SECRET_SYNC_DEADLINE = timedelta(seconds=60)
 
 

@@ -113,9 +113,8 @@ def project_namespace_error(namespace: str) -> str | None:
 
 # Where a mount would hide what the container needs to run (or what Kubernetes itself mounts).
 SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
-                "/var/run", "/var/lib/kubelet", "/tmp")
+                "/var/run", "/var/lib/kubelet")
 MOUNT_PATH_MAX_LENGTH = 255
-SECRET_KEY_PATTERN = re.compile(r"^[-._a-zA-Z0-9]+$")  # a Secret's data key, as Kubernetes allows it
 NFS_SERVER = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.:\[\]]*[A-Za-z0-9\]])?$")
 
 
@@ -150,11 +149,6 @@ def mount_collisions(paths: list[tuple[str, str]]) -> list[str]:
 def validate_mount_path(value: str) -> None:
     if errors := mount_path_errors(value):
         raise ValidationError(errors)
-
-
-def validate_secret_key(value: str) -> None:
-    if not value or len(value) > 253 or not SECRET_KEY_PATTERN.match(value) or value in (".", ".."):
-        raise ValidationError(f"{value!r} is not a valid key: letters, digits, '-', '_' and '.', at most 253.")
 
 
 def validate_nfs_server(value: str) -> None:

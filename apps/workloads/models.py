@@ -6,7 +6,7 @@ name derives from the row's id, so retries never duplicate it. Status follows DE
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -106,7 +106,9 @@ class Workload(models.Model):
     data_sources = models.ManyToManyField(DataSource, blank=True, related_name="workloads")
     credentials = models.ManyToManyField("Credential", blank=True, related_name="workloads")
     # What the notebook server itself last reported as activity (its /api/status), read by the culler.
-    server_activity_at = models.DateTimeField(null=True, blank=True)
+    server_activity_at = models.DateTimeField(null=True, blank=True, help_text="On the portal's clock.")
+    server_activity_mark = models.CharField(max_length=64, blank=True, help_text="The server's own last_activity, "
+                                                                                 "as it last reported it.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTING, db_index=True)
     status_reason = models.CharField(max_length=100, blank=True)
     status_message = models.TextField(blank=True)
@@ -153,6 +155,7 @@ class Workload(models.Model):
     # Not columns: what a draft (services._workload_draft) will attach once saved.
     chosen_data_sources: list[DataSource]
     chosen_credentials: list[Credential]
+    idle_since: datetime  # services.notebooks_idle: the last sign of use
 
     class Meta:
         ordering = ["-created_at", "-id"]
