@@ -51,7 +51,7 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
 
 def _merge_string_data(secret: dict) -> None:
     """The Secret strategy: stringData is write-only, merged into data (base64) and never stored or returned."""
-    data = secret.get("data") if isinstance(secret.get("data"), dict) else {}
+    data: dict = secret["data"] if isinstance(secret.get("data"), dict) else {}
     for key, value in secret.pop("stringData").items():
         data[key] = base64.b64encode(str(value).encode()).decode()
     secret["data"] = data

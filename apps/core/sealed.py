@@ -43,5 +43,5 @@ def unseal(text: str) -> dict[str, Any]:
 def derived_token(purpose: str, subject: str) -> str:
     """A stable secret for `subject` (e.g. a notebook's access token): an HMAC of SECRET_KEY, so neither the web
     process nor the worker needs to store it, and both compute the same one."""
-    mac = hmac.new(settings.SECRET_KEY.encode(), f"{purpose}:{subject}".encode(), hashlib.sha256)
+    mac = hmac.new(str(settings.SECRET_KEY).encode(), f"{purpose}:{subject}".encode(), hashlib.sha256)
     return mac.hexdigest()[:48]

@@ -104,7 +104,8 @@ class Workload(models.Model):
                                   validators=[MinValueValidator(0), MaxValueValidator(MAX_MEMORY_GIB_PER_POD)],
                                   help_text="Shared memory (/dev/shm) per pod in GiB, counted in its memory.")
     data_sources = models.ManyToManyField(DataSource, blank=True, related_name="workloads")
-    credentials = models.ManyToManyField("Credential", blank=True, related_name="workloads")
+    credentials: models.ManyToManyField[Credential, Any] = models.ManyToManyField(
+        "Credential", blank=True, related_name="workloads")
     # What the notebook server itself last reported as activity (its /api/status), read by the culler.
     server_activity_at = models.DateTimeField(null=True, blank=True, help_text="On the portal's clock.")
     server_activity_mark = models.CharField(max_length=64, blank=True, help_text="The server's own last_activity, "

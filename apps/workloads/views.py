@@ -348,7 +348,7 @@ NOTEBOOK_SANDBOX = "sandbox allow-forms allow-scripts allow-downloads allow-popu
                    "'unsafe-inline' 'unsafe-eval'"
 
 
-@csp_exempt()
+@csp_exempt()  # type: ignore[arg-type]  # django-csp's decorator is typed for one-argument views
 @login_required
 @require_http_methods(["GET", "POST", "PUT", "PATCH", "DELETE"])
 def notebook(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResponse:
@@ -358,7 +358,8 @@ def notebook(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResp
         raise Http404("This notebook is not served through the portal.")
     try:
         relayed = notebooks.relay(namespace=workload.project.namespace, workload_id=workload.pk,
-                                  method=request.method or "GET", path=path, query=list(request.GET.items()),
+                                  method=request.method or "GET", path=path, query=[
+                                      (key, value) for key in request.GET for value in request.GET.getlist(key)],
                                   headers=dict(request.headers), body=request.body)
     except notebooks.NotebookUnreachable:
         return HttpResponse("The notebook did not answer; try again in a moment.", status=502,
