@@ -3,6 +3,7 @@ cross-field rules a schema cannot express (Job selector and labels, restartPolic
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from kubesim import corevalidation
@@ -38,12 +39,22 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
     elif resource == "jobs" and isinstance(spec, dict):
         _default_job(spec)
+    elif resource == "secrets" and isinstance(obj.get("stringData"), dict):
+        _merge_string_data(obj)
     elif resource == "namespaces":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         if old is None:
             obj["status"] = {"phase": "Active"}
         labels = obj.setdefault("metadata", {}).setdefault("labels", {})
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+
+def _merge_string_data(secret: dict) -> None:
+    """The Secret strategy: stringData is write-only, merged into data (base64) and never stored or returned."""
+    data: dict = secret["data"] if isinstance(secret.get("data"), dict) else {}
+    for key, value in secret.pop("stringData").items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    secret["data"] = data
 
 
 def _default_requests_from_limits(spec: dict) -> None:

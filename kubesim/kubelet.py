@@ -4,11 +4,13 @@ runs them for the time their command says, and finishes them with the exit code 
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import shlex
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_rfc3339, rfc3339
+from kubesim.servers import is_server
 from kubesim.store import ChangeFeed, Store, clone
 
 RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
@@ -31,7 +33,8 @@ def run_plan(pod: dict, default_seconds: float) -> tuple[float, int]:
         if sleep:
             seconds = max(seconds, float(sleep.group(1)))
         elif not exit_:
-            seconds = max(seconds, default_seconds)
+            # A server (kubesim.servers) serves until it is stopped; anything else runs the default time.
+            seconds = max(seconds, math.inf if is_server(c) else default_seconds)
         if exit_ and code == 0:
             code = int(exit_.group(1))
     if annotation is not None:
@@ -127,6 +130,8 @@ class Kubelet:
         end = self._ends.get(key)
         if end is None:
             seconds, _ = run_plan(pod, self.default_run_seconds)
+            if math.isinf(seconds):
+                return None  # runs until deleted
             end = self._ends[key] = parse_rfc3339(started) + timedelta(seconds=seconds)
         return end
 

@@ -14,6 +14,7 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 NETWORKING_GROUP = "networking.k8s.io"
 AUTHORIZATION_GROUP = "authorization.k8s.io"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -70,6 +71,8 @@ CORE = [
     Resource("jobs", "job", "Job", "batch", "v1", True, (), ("status",)),
     Resource("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
     Resource("secrets", "secret", "Secret", "", "v1", True),
+    Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
+    Resource("httproutes", "httproute", "HTTPRoute", GATEWAY_GROUP, "v1", True, (), ("status",)),
     Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",), ("token",)),
     Resource(
         "persistentvolumeclaims",

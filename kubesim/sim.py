@@ -16,6 +16,7 @@ from typing import Any
 from kubesim import builtin, conversion
 from kubesim.clock import Clock, parse_rfc3339, rfc3339
 from kubesim.cluster import demo_cluster, node_object
+from kubesim.endpoints import EndpointsController
 from kubesim.faults import Faults
 from kubesim.jobs import JobController
 from kubesim.kubeconfig import TOKEN
@@ -23,6 +24,7 @@ from kubesim.kubelet import Kubelet
 from kubesim.protocols import Controller, KueueHalf, KueueModule, Webhook
 from kubesim.rbac import Rbac
 from kubesim.resources import KUEUE, RESOURCES, Resource, crd_schema
+from kubesim.servers import ServerActivity
 from kubesim.store import Store, clone
 
 MAX_SETTLE_ROUNDS = 100_000  # Kueue admits one head per ClusterQueue per cycle: deep backlogs need many rounds
@@ -190,7 +192,9 @@ class Simulator:
             self.kueue = module.Kueue(self.kueue_config)
             self.controllers += self.kueue.controllers()
             self.webhooks += self.kueue.admission_webhooks()
-        self.controllers += [JobController(), Kubelet(default_run_seconds), NamespaceController(), GarbageCollector()]
+        self.controllers += [JobController(), Kubelet(default_run_seconds), EndpointsController(),
+                             NamespaceController(), GarbageCollector()]
+        self.server_activity = ServerActivity()  # what pods serving HTTP saw (kubesim.servers)
         self.stats: dict[str, list] = {}  # controller name -> [calls, writing calls, seconds, max seconds]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -18,6 +18,7 @@ from kubesim import cel
 from kubesim.coreschemas import CORE_SCHEMAS, METADATA
 from kubesim.quantity import OPENAPI_PATTERN, QuantityError, parse_quantity
 from kubesim.resources import RESOURCES, crd_schema
+from kubesim.workloadschemas import SCHEMAS as WORKLOAD_SCHEMAS
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -43,7 +44,7 @@ class Cause:
 def schema_for(resource: str) -> dict:
     if RESOURCES[resource].crd:
         return crd_schema(resource)
-    return CORE_SCHEMAS[resource]
+    return WORKLOAD_SCHEMAS.get(resource) or CORE_SCHEMAS[resource]
 
 
 def _fmt(value: Any) -> str:

@@ -363,6 +363,23 @@ PORTAL_BASE_URL = os.environ.get("PORTAL_BASE_URL", "http://127.0.0.1:8000")
 # The cluster: a kubeconfig path (make run writes kubesim's to .run/kubeconfig); empty means in-cluster credentials.
 KUBECONFIG = os.environ.get("KUBECONFIG", "" if PRODUCTION else str(RUN_DIR / "kubeconfig"))
 
+# Notebooks (README "Notebooks, data and credentials"): how Connect reaches a running notebook. "proxy" (the default,
+# and what the embedded kubesim serves): the portal relays the owner's requests through the API server's service
+# proxy. "ingress" / "httproute": one Ingress (networking.k8s.io/v1) or Gateway API HTTPRoute per notebook at
+# <job>.<NOTEBOOK_BASE_DOMAIN>; Connect redirects there with the notebook's token.
+NOTEBOOK_EXPOSE = os.environ.get("NOTEBOOK_EXPOSE", "proxy")
+if NOTEBOOK_EXPOSE not in {"proxy", "ingress", "httproute"}:
+    raise ImproperlyConfigured("NOTEBOOK_EXPOSE must be proxy, ingress or httproute")
+NOTEBOOK_BASE_DOMAIN = os.environ.get("NOTEBOOK_BASE_DOMAIN", "")
+if NOTEBOOK_EXPOSE != "proxy" and not NOTEBOOK_BASE_DOMAIN:
+    raise ImproperlyConfigured("NOTEBOOK_BASE_DOMAIN must be set when NOTEBOOK_EXPOSE is ingress or httproute")
+NOTEBOOK_INGRESS_CLASS = os.environ.get("NOTEBOOK_INGRESS_CLASS", "")
+NOTEBOOK_TLS_SECRET = os.environ.get("NOTEBOOK_TLS_SECRET", "")  # a wildcard certificate for the base domain
+NOTEBOOK_GATEWAY = os.environ.get("NOTEBOOK_GATEWAY", "")  # "<namespace>/<name>" of the Gateway HTTPRoutes attach to
+# Credentials on their way to the cluster are encrypted at rest with this Fernet key (urlsafe base64 of 32 bytes);
+# empty: one derived from SECRET_KEY.
+CREDENTIALS_KEY = _env_secret("CREDENTIALS_KEY") or ""
+
 # Kueue object naming (DESIGN section 4): prefixes are configurable per installation.
 KUEUE_ROOT_COHORT_PREFIX = os.environ.get("KUEUE_ROOT_COHORT_PREFIX", "portal-")
 KUEUE_DEPARTMENT_COHORT_PREFIX = os.environ.get("KUEUE_DEPARTMENT_COHORT_PREFIX", "dept-")

@@ -7,8 +7,13 @@ workload id, so a retried create answers 409 AlreadyExists instead of making a s
 
 from __future__ import annotations
 
+import base64
+import json
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+
+from django.conf import settings
 
 from apps.core import kueue_names
 from apps.core.kueue_names import (
@@ -29,10 +34,39 @@ from apps.core.kueue_names import (
     REQUEST_ID_ANNOTATION,
     WORKLOAD_ID_LABEL,
 )
-from apps.workloads.models import Kind, Workload
+from apps.org.models import DataSource, ImagePullSecret
+from apps.workloads import notebooks
+from apps.workloads.models import Credential, Kind, Workload
+from apps.workloads.validation import SHM_PATH
 
 CONTAINER_NAME = "main"
 BATCH_BACKOFF_LIMIT = 2
+MASTER_PORT = 29500  # torchrun's default rendezvous port
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+SHM_VOLUME = "dshm"
+
+
+@dataclass(frozen=True)
+class Attachments:
+    """What the pods mount and read besides the image: the workload's data sources and credentials, and the
+    project's image pull secrets (read by the submit task, so the manifest functions stay pure)."""
+
+    data_sources: list[DataSource] = field(default_factory=list)
+    credentials: list[Credential] = field(default_factory=list)
+    pull_secrets: list[ImagePullSecret] = field(default_factory=list)
+
+
+def attachments_of(workload: Workload) -> Attachments:
+    return Attachments(
+        data_sources=list(workload.data_sources.order_by("name")),
+        credentials=list(workload.credentials.order_by("name")),
+        pull_secrets=list(ImagePullSecret.objects.filter(project_id=workload.project_id, deleted_at=None)
+                          .order_by("name")),
+    )
+
+
+def is_distributed(workload: Workload) -> bool:
+    return workload.kind == Kind.TRAINING and workload.pods > 1
 
 
 def job_name(workload: Workload) -> str:
@@ -62,15 +96,56 @@ def _memory(gib: Decimal) -> str:
     return f"{int(gib * 1024)}Mi"
 
 
-def _container(workload: Workload) -> dict[str, Any]:
+def _launcher_env(workload: Workload) -> list[dict[str, Any]]:
+    """What torchrun and similar launchers read: rank 0 is pod 0 of the Indexed Job, found by its stable hostname
+    under the headless Service; one node per pod, one process per GPU."""
+    name = job_name(workload)
+    return [
+        {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},
+        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+        {"name": "WORLD_SIZE", "value": str(workload.pods)},
+        {"name": "NNODES", "value": str(workload.pods)},
+        {"name": "NPROC_PER_NODE", "value": str(workload.gpus)},
+        {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+    ]
+
+
+def _volume_name(source: DataSource) -> str:
+    return f"data-{source.name}"[:63]
+
+
+def _volumes(workload: Workload, attachments: Attachments) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pod volumes, container mounts): the data sources, and /dev/shm as memory when a size is asked for."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for source in attachments.data_sources:
+        if source.kind == DataSource.Kind.NFS:
+            volume = {"nfs": {"server": source.nfs_server, "path": source.nfs_path, "readOnly": source.read_only}}
+        else:
+            volume = {"persistentVolumeClaim": {"claimName": source.claim_name, "readOnly": source.read_only}}
+        volumes.append({"name": _volume_name(source), **volume})
+        mounts.append({"name": _volume_name(source), "mountPath": source.mount_path, "readOnly": source.read_only})
+    if workload.shm_gib:
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": _memory(workload.shm_gib)}})
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    return volumes, mounts
+
+
+def _container(workload: Workload, attachments: Attachments, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     gpu = {workload.node_pool.gpu_resource: str(workload.gpus)}
+    own_env = [{"name": item["name"], "value": item["value"]} for item in workload.env]
+    if workload.kind == Kind.NOTEBOOK:
+        own_env.append({"name": notebooks.TOKEN_ENV, "valueFrom": {"secretKeyRef": {
+            "name": notebooks.token_secret_name(workload.pk), "key": notebooks.TOKEN_KEY}}})
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": workload.image,
         "env": [
             {"name": "PORTAL_WORKLOAD_ID", "value": str(workload.pk)},
             {"name": "PORTAL_PROJECT", "value": workload.project.slug},
-            *({"name": item["name"], "value": item["value"]} for item in workload.env),
+            *(_launcher_env(workload) if is_distributed(workload) else []),
+            *own_env,
         ],
         "resources": {
             "requests": {"cpu": _cpu(workload.cpu), "memory": _memory(workload.memory_gib), **gpu},
@@ -81,8 +156,17 @@ def _container(workload: Workload) -> dict[str, Any]:
         container["command"] = list(workload.command)
     if workload.args:
         container["args"] = list(workload.args)
+    if attachments.credentials:
+        # By reference: the values live only in the Secrets, never in the Job.
+        container["envFrom"] = [{"secretRef": {"name": credential.secret_name}} for credential in
+                                attachments.credentials]
+    if mounts:
+        container["volumeMounts"] = mounts
     if workload.kind == Kind.NOTEBOOK:
-        container["ports"] = [{"name": "http", "containerPort": workload.notebook_port or 8888, "protocol": "TCP"}]
+        container["ports"] = [{"name": notebooks.PORT_NAME, "containerPort": workload.notebook_port or 8888,
+                               "protocol": "TCP"}]
+    elif is_distributed(workload):
+        container["ports"] = [{"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}]
     return container
 
 
@@ -98,8 +182,25 @@ def _counts(workload: Workload) -> dict[str, Any]:
     return {"parallelism": 1, "completions": 1, "backoffLimit": 0}
 
 
-def job_manifest(workload: Workload, *, request_id: str = "") -> dict[str, Any]:
+def _pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
+    volumes, mounts = _volumes(workload, attachments)
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 30,
+        "containers": [_container(workload, attachments, mounts)],
+    }
+    if volumes:
+        spec["volumes"] = volumes
+    if attachments.pull_secrets:
+        spec["imagePullSecrets"] = [{"name": secret.secret_name} for secret in attachments.pull_secrets]
+    if is_distributed(workload):
+        spec["subdomain"] = job_name(workload)  # pods are <job>-<index>.<job>: the headless Service's names
+    return spec
+
+
+def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attachments | None = None) -> dict[str, Any]:
     """The Job; `request_id`, when the submission came with one, is annotated so its log lines can be found."""
+    attachments = attachments or Attachments()
     labels = portal_labels(workload)
     job_labels = {
         **labels,
@@ -123,31 +224,127 @@ def job_manifest(workload: Workload, *, request_id: str = "") -> dict[str, Any]:
             **_counts(workload),
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [_container(workload)],
-                },
+                "spec": _pod_spec(workload, attachments),
             },
         },
     }
 
 
+def _owned_by_job(workload: Workload, job_uid: str) -> list[dict[str, Any]]:
+    """Owned by the Job, so they go when the Job goes."""
+    return [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name(workload), "uid": job_uid,
+             "controller": True, "blockOwnerDeletion": True}]
+
+
+def _metadata(workload: Workload, job_uid: str, name: str | None = None) -> dict[str, Any]:
+    return {"name": name or job_name(workload), "namespace": workload.project.namespace,
+            "labels": portal_labels(workload), "ownerReferences": _owned_by_job(workload, job_uid)}
+
+
 def notebook_service(workload: Workload, job_uid: str) -> dict[str, Any]:
-    """A ClusterIP Service in front of the notebook pod, owned by the Job so it goes when the Job goes."""
+    """A ClusterIP Service in front of the notebook pod."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": job_name(workload),
-            "namespace": workload.project.namespace,
-            "labels": portal_labels(workload),
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name(workload),
-                                 "uid": job_uid, "controller": True, "blockOwnerDeletion": True}],
-        },
+        "metadata": _metadata(workload, job_uid),
         "spec": {
             "type": "ClusterIP",
             "selector": {WORKLOAD_ID_LABEL: str(workload.pk)},
-            "ports": [{"name": "http", "port": 80, "targetPort": workload.notebook_port or 8888, "protocol": "TCP"}],
+            "ports": [{"name": notebooks.PORT_NAME, "port": notebooks.SERVICE_PORT,
+                       "targetPort": workload.notebook_port or 8888, "protocol": "TCP"}],
         },
     }
+
+
+def notebook_token_secret(workload: Workload, job_uid: str) -> dict[str, Any]:
+    """The notebook's token, which its container reads by reference (never written into the Job)."""
+    value = base64.b64encode(notebooks.token(workload.pk).encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(workload, job_uid, notebooks.token_secret_name(workload.pk)),
+        "type": "Opaque",
+        "data": {notebooks.TOKEN_KEY: value},
+    }
+
+
+def notebook_ingress(workload: Workload, job_uid: str) -> dict[str, Any]:
+    """networking.k8s.io/v1 Ingress: <job>.<NOTEBOOK_BASE_DOMAIN> to the notebook's Service."""
+    host = notebooks.host(workload.pk)
+    spec: dict[str, Any] = {
+        "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {
+            "service": {"name": job_name(workload), "port": {"name": notebooks.PORT_NAME}}}}]}}],
+    }
+    if settings.NOTEBOOK_INGRESS_CLASS:
+        spec["ingressClassName"] = settings.NOTEBOOK_INGRESS_CLASS
+    if settings.NOTEBOOK_TLS_SECRET:
+        spec["tls"] = [{"hosts": [host], "secretName": settings.NOTEBOOK_TLS_SECRET}]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": _metadata(workload, job_uid),
+            "spec": spec}
+
+
+def notebook_http_route(workload: Workload, job_uid: str) -> dict[str, Any]:
+    """Gateway API HTTPRoute attached to settings.NOTEBOOK_GATEWAY ("<namespace>/<name>")."""
+    gateway_namespace, _, gateway_name = settings.NOTEBOOK_GATEWAY.rpartition("/")
+    parent: dict[str, Any] = {"name": gateway_name}
+    if gateway_namespace:
+        parent["namespace"] = gateway_namespace
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": _metadata(workload, job_uid),
+        "spec": {
+            "parentRefs": [parent],
+            "hostnames": [notebooks.host(workload.pk)],
+            "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                       "backendRefs": [{"name": job_name(workload), "port": notebooks.SERVICE_PORT}]}],
+        },
+    }
+
+
+def rendezvous_service(workload: Workload, job_uid: str) -> dict[str, Any]:
+    """The headless Service that gives each pod of a distributed training job its stable DNS name
+    (<job>-<index>.<job>), published before the pods are ready so rank 0 is found while the gang starts."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(workload, job_uid),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {WORKLOAD_ID_LABEL: str(workload.pk)},
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rendezvous", "port": MASTER_PORT, "targetPort": MASTER_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def companions(workload: Workload, job_uid: str) -> list[dict[str, Any]]:
+    """Every object the Job needs beside it, in the order they are created."""
+    if workload.kind == Kind.NOTEBOOK:
+        objects = [notebook_token_secret(workload, job_uid), notebook_service(workload, job_uid)]
+        if settings.NOTEBOOK_EXPOSE == "ingress":
+            objects.append(notebook_ingress(workload, job_uid))
+        elif settings.NOTEBOOK_EXPOSE == "httproute":
+            objects.append(notebook_http_route(workload, job_uid))
+        return objects
+    if is_distributed(workload):
+        return [rendezvous_service(workload, job_uid)]
+    return []
+
+
+def user_secret(*, name: str, namespace: str, values: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:
+    """A credential's Secret: Opaque, its keys as given (read by workloads through envFrom)."""
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace,
+                                                                "labels": labels},
+            "type": "Opaque", "data": {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}}
+
+
+def pull_secret(*, name: str, namespace: str, registry: str, username: str, password: str,
+                labels: dict[str, str]) -> dict[str, Any]:
+    """A kubernetes.io/dockerconfigjson Secret, the shape kubelets read imagePullSecrets in."""
+    auth = base64.b64encode(f"{username}:{password}".encode()).decode()
+    config = {"auths": {registry: {"username": username, "password": password, "auth": auth}}}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace,
+                                                                "labels": labels},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()}}

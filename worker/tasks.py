@@ -18,20 +18,22 @@ from django.core.mail import send_mail
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.core import intents, metrics, request_ids
-from apps.core.kueue_names import WORKLOAD_ID_LABEL
+from apps.core import intents, metrics, request_ids, sealed
+from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL, WORKLOAD_ID_LABEL
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
+from apps.org.models import ImagePullSecret
 from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import Credential, Status, Workload
 from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by
 
 from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
-from .manifests import job_manifest, notebook_service
+from .manifests import attachments_of, companions, job_manifest, pull_secret, user_secret
+from .notebook_activity import read_server_activity
 from .status_map import observe
 
 logger = logging.getLogger(__name__)
@@ -90,12 +92,12 @@ def workload_submit(self: Task, workload_id: int) -> str:
                                      outcome="not submitting", ids=claim.ids)
         intents.intent_release(claim)
         return "not claimed"
-    manifest = job_manifest(workload, request_id=request_ids.current())
+    manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
     try:
         gw = gateway()
         uid = _create_or_adopt(gw, manifest)
-        if workload.kind == Kind.NOTEBOOK:
-            _create_or_adopt(gw, notebook_service(workload, uid))
+        for companion in companions(workload, uid):  # a notebook's token, Service and route; a gang's Service
+            _create_or_adopt(gw, companion)
     except ClusterError as error:
         if error.status in PERMANENT_STATUS or not error.transient:
             workload_services.workload_mark_rejected(workload=workload, message=f"The cluster refused the job: "
@@ -197,7 +199,15 @@ def intents_sweep() -> int:
 
 @shared_task(expires=55)
 def notebooks_cull_idle() -> int:
-    """Stop notebooks idle past their timeout."""
+    """Stop notebooks idle past their timeout: first read what each notebook server says of its own activity (through
+    the service proxy), then stop those with no sign of use (keep-alive, server activity) for their timeout."""
+    running = workload_services.notebooks_running()
+    try:
+        observed = read_server_activity(gateway(), running)
+    except ClusterError as error:
+        logger.info("notebook activity not read: %s", error.describe())
+        observed = {}  # the cluster is away: decide on what the portal knows (never stop on a guess of activity)
+    workload_services.notebook_server_activity_record(observed=observed)
     return sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
 
 
@@ -218,6 +228,81 @@ def forecasts_refresh(requested_at: str | None = None) -> int:
 def forecasts_refresh_soon() -> bool:
     """Ask for a refresh after the coalescing delay (the watcher calls this when a workload's status moved)."""
     return enqueue_now(FORECAST_TASK, timezone.now().isoformat(), countdown=FORECAST_COALESCE_SECONDS)
+SECRET_RETRY_AFTER = timedelta(seconds=60)
+
+
+def _create_or_replace(gw: Any, obj: dict[str, Any]) -> None:
+    try:
+        gw.create(obj)
+        return
+    except ClusterError as error:
+        if not error.already_exists:
+            raise
+    existing = gw.get(obj["kind"], obj["metadata"]["name"], namespace=obj["metadata"]["namespace"])
+    gw.replace({**obj, "metadata": {**obj["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}})
+
+
+def _sync_secret(*, kind: str, target_id: int, row: Any, build: Any, applied: Any) -> str:
+    """Write (or delete) the Secret of a credential or pull secret row; the sealed values are cleared once written."""
+    claim = intents.intent_claim(kind=kind, target_id=target_id)
+    if claim.busy:
+        return "busy"
+    if row is None:
+        intents.intents_complete(kind=kind, target_id=target_id, outcome="gone", ids=claim.ids)
+        return "gone"
+    namespace = row.project.namespace
+    try:
+        if row.deleted_at is not None:
+            gateway().delete("Secret", row.secret_name, namespace=namespace)
+            type(row).objects.filter(pk=row.pk).delete()
+            outcome = "deleted"
+        elif row.sealed:
+            sealed_text = row.sealed
+            try:
+                values = sealed.unseal(sealed_text)
+            except sealed.SealBroken as error:
+                applied(sealed=sealed_text, error=str(error))
+                intents.intents_complete(kind=kind, target_id=target_id, outcome="unreadable", ids=claim.ids)
+                return "unreadable"
+            _create_or_replace(gateway(), build(row, values))
+            applied(sealed=sealed_text)
+            outcome = "applied"
+        else:
+            outcome = "nothing to write"
+    except ClusterError as error:
+        applied(sealed="", error=error.describe())
+        intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + SECRET_RETRY_AFTER)
+        return "retry later"  # the sweep sends it again (a new project's namespace may not exist yet)
+    intents.intents_complete(kind=kind, target_id=target_id, outcome=outcome, ids=claim.ids)
+    return outcome
+
+
+def _secret_labels(row: Any) -> dict[str, str]:
+    return {MANAGED_BY_LABEL: MANAGED_BY, PROJECT_LABEL: row.project.slug}
+
+
+@shared_task
+def credential_sync(credential_id: int) -> str:
+    """Write a user's credential into its Kubernetes Secret (or remove it once deleted)."""
+    row = Credential.objects.select_related("project").filter(pk=credential_id).first()
+    return _sync_secret(
+        kind=workload_services.CREDENTIAL_INTENT, target_id=credential_id, row=row,
+        build=lambda credential, values: user_secret(name=credential.secret_name,
+                                                     namespace=credential.project.namespace, values=values,
+                                                     labels=_secret_labels(credential)),
+        applied=lambda **kwargs: workload_services.credential_applied(credential_id=credential_id, **kwargs))
+
+
+@shared_task
+def pull_secret_sync(pull_secret_id: int) -> str:
+    """Write a project's registry credentials into their dockerconfigjson Secret (or remove it once deleted)."""
+    row = ImagePullSecret.objects.select_related("project").filter(pk=pull_secret_id).first()
+    return _sync_secret(
+        kind=org_services.PULL_SECRET_INTENT, target_id=pull_secret_id, row=row,
+        build=lambda secret, values: pull_secret(name=secret.secret_name, namespace=secret.project.namespace,
+                                                 registry=values["registry"], username=values["username"],
+                                                 password=values["password"], labels=_secret_labels(secret)),
+        applied=lambda **kwargs: org_services.pull_secret_applied(pull_secret_id=pull_secret_id, **kwargs))
 
 
 @shared_task

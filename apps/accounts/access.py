@@ -216,7 +216,8 @@ QUOTA_WEIGHT_FIELD = "over_quota_weight"
 QUOTA_FIELDS = frozenset({"deserved", "limit", QUOTA_WEIGHT_FIELD, "cpu_cores", "memory_gib"})
 PROJECT_DEFAULTS_FIELDS = frozenset({"default_priority_class"})
 PROJECT_FIELDS = frozenset(
-    {"slug", "name", "description", "department", "namespace", "does_not_lend", *PROJECT_DEFAULTS_FIELDS}
+    {"slug", "name", "description", "department", "namespace", "does_not_lend", "notebooks_shared",
+     *PROJECT_DEFAULTS_FIELDS}
 )
 
 
@@ -301,6 +302,21 @@ def starts_on_own_workloads(user: Any) -> bool:
     """Whether the workload list opens on the user's own work: researchers, whose scope is their own; team leads and
     admins, who look after others' work (STOP_ANY), and viewers, who own none, open on everything in their scope."""
     return can_anywhere(user, Action.SUBMIT) and not can_anywhere(user, Action.STOP_ANY)
+
+
+def can_connect_notebook(user: Any, workload: Any) -> bool:
+    """A notebook is its owner's desk: only the owner opens it, or the project's members (those who may submit there)
+    when an admin marked the project `notebooks_shared`. Anyone else gets 404, as for a row they may not see."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    if workload.owner_id == user.pk:
+        return True
+    return bool(workload.project.notebooks_shared) and can(user, Action.SUBMIT, workload.project)
+
+
+def can_manage_data_of(user: Any, project: Any) -> bool:
+    """Data sources and image pull secrets of a project: admins and the department's admins."""
+    return can(user, Action.MANAGE_PROJECTS, project)
 
 
 def can_keep_alive(user: Any, workload: Any) -> bool:

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-from apps.core.forms import VersionedForm
+from apps.core.forms import StyledForm, VersionedForm
 
-from .models import MAX_OVER_QUOTA_WEIGHT, MAX_POOL_CAPACITY, Department, NodePool, PriorityClass
+from .models import (
+    MAX_OVER_QUOTA_WEIGHT,
+    MAX_POOL_CAPACITY,
+    DataSource,
+    Department,
+    NodePool,
+    PriorityClass,
+    Project,
+)
 from .validators import SLUG_MAX_LENGTH, validate_dns_label, validate_label_key, validate_label_value, validate_slug
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -230,11 +238,14 @@ class ProjectForm(VersionedForm):
         help_text="Keep this project's idle deserved quota for itself instead of lending it to others (e.g. serving).")
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False,
                                                     empty_label="(none)")
+    notebooks_shared = forms.BooleanField(
+        required=False, label="Members may open each other's notebooks",
+        help_text="Off: only a notebook's owner can connect to it.")
 
     def __init__(self, *args: Any, instance: Any = None, **kwargs: Any) -> None:
         if instance is not None and "initial" not in kwargs:
             kwargs["initial"] = {name: getattr(instance, name) for name in
-                                 ("slug", "name", "description", "namespace", "does_not_lend")}
+                                 ("slug", "name", "description", "namespace", "does_not_lend", "notebooks_shared")}
             kwargs["initial"]["default_priority_class"] = instance.default_priority_class_id
         super().__init__(*args, **kwargs)
         prefix = settings.KUEUE_PROJECT_PREFIX
@@ -285,3 +296,42 @@ class ProjectDefaultsForm(VersionedForm):
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False)
     version = forms.CharField(widget=forms.HiddenInput, required=False)
 
+
+
+class _ProjectChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.name} ({obj.namespace})"
+
+
+class DataSourceForm(StyledForm):
+    """A PVC in the project's namespace or an NFS export; services.data_source_create checks every rule."""
+
+    project = _ProjectChoice(queryset=Project.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=40, help_text="What users pick in the form, e.g. imagenet.")
+    kind = forms.ChoiceField(choices=DataSource.Kind.choices, initial=DataSource.Kind.PVC)
+    claim_name = forms.CharField(max_length=253, required=False, label="PVC name",
+                                 help_text="For a PVC: the claim in the project's namespace (it must exist there).")
+    nfs_server = forms.CharField(max_length=253, required=False, label="NFS server")
+    nfs_path = forms.CharField(max_length=255, required=False, label="NFS path", help_text="e.g. /exports/imagenet")
+    mount_path = forms.CharField(max_length=255, help_text="Where it appears in the container, e.g. /data/imagenet.")
+    read_only = forms.BooleanField(required=False, initial=True, label="Read-only")
+    description = forms.CharField(max_length=250, required=False)
+
+    def __init__(self, *args: Any, projects: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
+
+
+class PullSecretForm(StyledForm):
+    """Registry credentials; the password goes sealed to the worker and is never shown again."""
+
+    project = _ProjectChoice(queryset=Project.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=40, help_text="e.g. nvcr")
+    registry = forms.CharField(max_length=253, help_text="e.g. nvcr.io or registry.example.org:5000")
+    username = forms.CharField(max_length=253)
+    password = forms.CharField(max_length=4096, strip=False, widget=forms.PasswordInput(render_value=False),
+                               label="Password or token")
+
+    def __init__(self, *args: Any, projects: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects

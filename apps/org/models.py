@@ -154,6 +154,9 @@ class Project(VersionedModel):
     default_priority_class = models.ForeignKey(
         PriorityClass, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    notebooks_shared = models.BooleanField(
+        default=False, help_text="Members of the project may open each other's notebooks (else only the owner)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -270,3 +273,73 @@ class KueueSyncRun(models.Model):
 
     def __str__(self) -> str:
         return f"kueue sync {self.started_at:%Y-%m-%d %H:%M:%S} ok={self.ok} changes={len(self.changes)}"
+
+
+class DataSource(models.Model):
+    """Data a project's workloads may mount: an existing PersistentVolumeClaim, or an NFS export."""
+
+    class Kind(models.TextChoices):
+        PVC = "pvc", "PersistentVolumeClaim"
+        NFS = "nfs", "NFS export"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="data_sources")
+    name = models.CharField(max_length=40, validators=[validate_dns_label],
+                            help_text="What users pick in the form, e.g. imagenet.")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PVC)
+    claim_name = models.CharField(max_length=253, blank=True, help_text="The PersistentVolumeClaim in the project's "
+                                                                        "namespace.")
+    nfs_server = models.CharField(max_length=253, blank=True)
+    nfs_path = models.CharField(max_length=255, blank=True)
+    mount_path = models.CharField(max_length=255, help_text="Where it appears in the container, e.g. /data/imagenet.")
+    read_only = models.BooleanField(default=True)
+    description = models.CharField(max_length=250, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
+
+    class Meta:
+        ordering = ["project__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="datasource_unique_name_in_project",
+                                               violation_error_message="This project has a data source by that "
+                                                                       "name already.")]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.name}" if self.project_id else self.name
+
+    @property
+    def target(self) -> str:
+        """Where the data comes from, for pages."""
+        return f"pvc/{self.claim_name}" if self.kind == self.Kind.PVC else f"{self.nfs_server}:{self.nfs_path}"
+
+
+class ImagePullSecret(models.Model):
+    """Registry credentials for a project's images: a kubernetes.io/dockerconfigjson Secret every pod of the project
+    names in imagePullSecrets. Only the registry and user name are kept; the password goes to the cluster sealed
+    (apps.core.sealed) and is cleared once the worker has written the Secret."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pull_secrets")
+    name = models.CharField(max_length=40, validators=[validate_dns_label])
+    registry = models.CharField(max_length=253, help_text="e.g. nvcr.io or registry.example.org:5000")
+    username = models.CharField(max_length=253)
+    sealed = models.TextField(blank=True, editable=False, help_text="Encrypted values not yet in the cluster.")
+    applied_at = models.DateTimeField(null=True, blank=True)
+    apply_error = models.CharField(max_length=500, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True, help_text="Deleted here; the Secret is being removed.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
+
+    class Meta:
+        ordering = ["project__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="pullsecret_unique_name_in_project",
+                                               violation_error_message="This project has a pull secret by that "
+                                                                       "name already.")]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.name}" if self.project_id else self.name
+
+    @property
+    def secret_name(self) -> str:
+        return f"portal-pull-{self.pk}"

@@ -15,7 +15,17 @@ from apps.accounts.access import Action
 from apps.cluster.models import CohortState
 from apps.core.models import AuditEvent
 
-from .models import Department, KueueSyncRun, KueueSyncState, NodePool, PriorityClass, Project, Quota
+from .models import (
+    DataSource,
+    Department,
+    ImagePullSecret,
+    KueueSyncRun,
+    KueueSyncState,
+    NodePool,
+    PriorityClass,
+    Project,
+    Quota,
+)
 
 
 def departments_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Department]:
@@ -254,3 +264,19 @@ def project_weighted_shares(*, project_ids: list[int]) -> dict[tuple[int, int], 
     return {(project_id, pool_id): share for project_id, pool_id, share in CohortState.objects.filter(
         project_id__in=project_ids, node_pool__isnull=False).values_list("project_id", "node_pool_id",
                                                                           "weighted_share")}
+
+
+def data_projects_for(user: Any) -> QuerySet[Project]:
+    """Projects whose data sources and pull secrets the user manages (admins, department admins)."""
+    return projects_for(user, Action.MANAGE_PROJECTS).select_related("department").order_by("department__name",
+                                                                                            "name")
+
+
+def data_sources_for(user: Any) -> QuerySet[DataSource]:
+    return DataSource.objects.filter(project__in=data_projects_for(user)).select_related("project")
+
+
+def pull_secrets_for(user: Any) -> QuerySet[ImagePullSecret]:
+    """Registry, user name and state only: the password is never read back (it is not kept once written)."""
+    return ImagePullSecret.objects.filter(project__in=data_projects_for(user), deleted_at=None).select_related(
+        "project").defer("sealed")

@@ -25,4 +25,7 @@ urlpatterns = [
     path("weights/", views.weights, name="weights"),
     path("audit/", views.audit, name="audit"),
     path("cluster-sync/", views.cluster_sync, name="cluster_sync"),
+    path("data/", views.data, name="data"),
+    path("data/sources/<int:pk>/delete/", views.data_source_delete, name="data_source_delete"),
+    path("data/registries/<int:pk>/delete/", views.pull_secret_delete, name="pull_secret_delete"),
 ]

@@ -4,6 +4,7 @@ project may have."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -106,3 +107,60 @@ def project_namespace_error(namespace: str) -> str | None:
     ):
         return None
     return f"{rule}; '{namespace}' does not start with '{prefix}' and is not on the approved list."
+
+
+# --- data sources, credentials and their mount paths -------------------------------------------------------------
+
+# Where a mount would hide what the container needs to run (or what Kubernetes itself mounts).
+SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
+                "/var/run", "/var/lib/kubelet")
+MOUNT_PATH_MAX_LENGTH = 255
+NFS_SERVER = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.:\[\]]*[A-Za-z0-9\]])?$")
+
+
+def mount_path_errors(path: Any) -> list[str]:
+    """Why `path` cannot be a mount path: absolute, plain (no '..', '//', trailing '/'), not a system directory."""
+    if not isinstance(path, str) or not path:
+        return ["Give an absolute path, e.g. /data/imagenet."]
+    if len(path) > MOUNT_PATH_MAX_LENGTH or "\x00" in path or any(c.isspace() for c in path):
+        return [f"A mount path is at most {MOUNT_PATH_MAX_LENGTH} characters, without spaces or NUL."]
+    if not path.startswith("/") or path == "/":
+        return [f"{path!r} is not an absolute path below /; use e.g. /data/imagenet."]
+    parts = path[1:].split("/")
+    if any(part in ("", ".", "..") for part in parts) or ":" in path:
+        return [f"{path!r} must be a plain path: no '..', '.', '//', ':' or trailing '/'."]
+    for system in SYSTEM_PATHS:
+        if path == system or path.startswith(system + "/") or system.startswith(path + "/"):
+            return [f"{path} would shadow the system directory {system}; mount below /data, /mnt or /home instead."]
+    return []
+
+
+def mount_collisions(paths: list[tuple[str, str]]) -> list[str]:
+    """(label, path) pairs: one message per pair where one path is the other or lies inside it."""
+    problems = []
+    for index, (label, path) in enumerate(paths):
+        for other_label, other in paths[index + 1:]:
+            if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
+                problems.append(f"{label} ({path}) and {other_label} ({other}) would mount over each other; "
+                                "give them separate paths.")
+    return problems
+
+
+def validate_mount_path(value: str) -> None:
+    if errors := mount_path_errors(value):
+        raise ValidationError(errors)
+
+
+def validate_nfs_server(value: str) -> None:
+    if not value or len(value) > 253 or not NFS_SERVER.match(value):
+        raise ValidationError(f"{value!r} is not a host name or IP address of an NFS server.")
+
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def validate_dns_subdomain(value: str) -> None:
+    """An object name such as a PersistentVolumeClaim's or a Secret's."""
+    if not value or len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+        raise ValidationError(f"{value!r} is not a valid Kubernetes name: lower-case letters, digits, '-' and '.', "
+                              "at most 253 characters.")

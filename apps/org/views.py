@@ -27,11 +27,13 @@ from apps.core.views import confirm_delete_page
 from . import selectors, services
 from .filters import AuditEventFilterSet
 from .forms import (
+    DataSourceForm,
     DepartmentForm,
     NodePoolForm,
     PriorityClassForm,
     ProjectDefaultsForm,
     ProjectForm,
+    PullSecretForm,
     WeightForm,
 )
 from .models import Department, Project
@@ -433,3 +435,60 @@ def cluster_sync(request: AuthenticatedRequest) -> HttpResponse:
     context = selectors.kueue_sync_status()
     template = "org/partials/_sync_runs.html" if request.htmx else "org/cluster_sync.html"
     return render(request, template, context)
+
+
+# --- data sources and image pull secrets -------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def data(request: HttpRequest) -> HttpResponse:
+    """A project's data sources and registries, for admins and department admins; users pick data sources in the
+    submit form, and every pod of the project names its pull secrets."""
+    user = request.user
+    projects = selectors.data_projects_for(user)
+    if not projects.exists():
+        raise PermissionDenied("Only admins and department admins manage data sources.")
+    which = request.POST.get("form") if request.method == "POST" else None
+    source_form = DataSourceForm(request.POST if which == "data_source" else None, projects=projects,
+                                 prefix="source")
+    secret_form = PullSecretForm(request.POST if which == "pull_secret" else None, projects=projects,
+                                 prefix="registry")
+    bound = source_form if which == "data_source" else secret_form if which == "pull_secret" else None
+    if bound is not None and bound.is_valid():
+        try:
+            if bound is source_form:
+                created: Any = services.data_source_create(actor=user, **source_form.cleaned_data)
+            else:
+                created = services.pull_secret_create(actor=user, **secret_form.cleaned_data)
+        except ValidationError as exc:
+            apply_service_errors(bound, exc)
+        else:
+            messages.success(request, f"{created.name} saved for {created.project.name}.")
+            return redirect("org:data")
+    return render(request, "org/data.html", {
+        "data_sources": selectors.data_sources_for(user), "pull_secrets": selectors.pull_secrets_for(user),
+        "source_form": source_form, "secret_form": secret_form,
+    })
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def data_source_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    source = get_object_or_404(selectors.data_sources_for(request.user), pk=pk)
+    return confirm_delete_page(
+        request, obj=source.name, kind="data source", cancel="org:data", redirect_to="org:data",
+        delete=lambda: services.data_source_delete(actor=request.user, data_source=source),
+        success=f"Data source {source.name} deleted.",
+        consequences="Workloads already submitted keep their mount; new ones cannot pick it.")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pull_secret_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    secret = get_object_or_404(selectors.pull_secrets_for(request.user), pk=pk)
+    return confirm_delete_page(
+        request, obj=secret.name, kind="image pull secret", cancel="org:data", redirect_to="org:data",
+        delete=lambda: services.pull_secret_delete(actor=request.user, pull_secret=secret),
+        success=f"Image pull secret {secret.name} deleted.",
+        consequences="Its Kubernetes Secret is removed; new pods of the project no longer use it.")

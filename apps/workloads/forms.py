@@ -21,7 +21,8 @@ from django.shortcuts import get_object_or_404
 
 from apps.core.forms import StyledForm, VersionedForm
 from apps.core.http import holds_nul, parse_id, reference_lookup
-from apps.org.models import NodePool, PriorityClass, Project, Quota
+from apps.org.models import DataSource, NodePool, PriorityClass, Project, Quota
+from apps.org.validators import validate_dns_label
 
 from . import selectors
 from .models import (
@@ -30,6 +31,7 @@ from .models import (
     MAX_MEMORY_GIB_PER_POD,
     MAX_PODS,
     MAX_RUNTIME_SECONDS,
+    Credential,
     Kind,
     Workload,
     WorkloadTemplate,
@@ -40,13 +42,16 @@ COMMON_FIELDS = ("project", "name", "image")
 SIZE_FIELDS = ("node_pool", "gpus", "cpu", "memory_gib")
 POLICY_FIELDS = ("priority_class", "preemptible")
 LABEL_FIELDS = ("model_label", "data_class")
+ATTACHMENT_FIELDS = ("shm_gib", "data_sources", "credentials")
+# Chosen by name in templates (a template serves every project: the names are looked up in the submitter's).
+NAMED_FIELDS = ("data_sources", "credentials")
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    Kind.TRAINING: (*COMMON_FIELDS, "command", "args", "env", *SIZE_FIELDS, "pods", *POLICY_FIELDS,
-                    "max_runtime_minutes", *LABEL_FIELDS),
+    Kind.TRAINING: (*COMMON_FIELDS, "command", "args", "env", *SIZE_FIELDS, "pods", *ATTACHMENT_FIELDS,
+                    *POLICY_FIELDS, "max_runtime_minutes", *LABEL_FIELDS),
     Kind.BATCH: (*COMMON_FIELDS, "command", "args", "env", *SIZE_FIELDS, "completions", "parallelism",
-                 *POLICY_FIELDS, "max_runtime_minutes", *LABEL_FIELDS),
-    Kind.NOTEBOOK: (*COMMON_FIELDS, *SIZE_FIELDS, "notebook_idle_timeout_minutes", "notebook_port", *POLICY_FIELDS,
-                    *LABEL_FIELDS),
+                 *ATTACHMENT_FIELDS, *POLICY_FIELDS, "max_runtime_minutes", *LABEL_FIELDS),
+    Kind.NOTEBOOK: (*COMMON_FIELDS, *SIZE_FIELDS, "notebook_idle_timeout_minutes", "notebook_port",
+                    *ATTACHMENT_FIELDS, *POLICY_FIELDS, *LABEL_FIELDS),
 }
 # Fields a template may not preset: the project is the submitter's choice.
 NOT_IN_TEMPLATES = frozenset({"project"})
@@ -110,6 +115,17 @@ class ProjectChoice(forms.ModelChoiceField):
         return f"{obj.name} ({obj.department.name})"
 
 
+class DataSourceChoice(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: DataSource) -> str:
+        access = "read-only" if obj.read_only else "read-write"
+        return f"{obj.name} ({obj.project.slug}): {obj.target} at {obj.mount_path}, {access}"
+
+
+class CredentialChoice(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: Credential) -> str:
+        return f"{obj.name} ({obj.project.slug}): {', '.join(obj.keys)}"
+
+
 class WorkloadForm(StyledForm):
     """The submission form of one kind; `service_kwargs()` is what `workload_submit` takes (minus the actor)."""
 
@@ -145,6 +161,18 @@ class WorkloadForm(StyledForm):
                                           unit=" minutes",
                                           help_text="The notebook is stopped after this long without activity.")
     notebook_port = _size("Port", maximum=65535, initial=8888, help_text="The port Jupyter listens on.")
+    shm_gib = forms.DecimalField(
+        label="Shared memory (GiB)", required=False, max_digits=8, decimal_places=2, min_value=Decimal("0.01"),
+        max_value=MAX_MEMORY_GIB_PER_POD,
+        help_text="Shared memory in RAM, counted in the pod's memory; PyTorch data loaders with workers need it. "
+                  "Empty: the container default (64 MiB).")
+    data_sources = DataSourceChoice(
+        queryset=DataSource.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        label="Data sources", help_text="Volumes your project's admins set up, mounted at their paths.")
+    credentials = CredentialChoice(
+        queryset=Credential.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        label="Credentials", help_text="Your stored secrets in this project, passed as environment variables "
+                                       "(by reference: their values never enter the portal's pages or the Job).")
     priority_class = PriorityClassChoice(queryset=PriorityClass.objects.all(), empty_label=None,
                                          label="Priority class",
                                          help_text="Orders work within your project; choosing one sets the "
@@ -162,7 +190,7 @@ class WorkloadForm(StyledForm):
 
     ALIASES = ALIASES
 
-    def __init__(self, *args: Any, kind: str, projects: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, kind: str, projects: Any, owner: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
         keep = KIND_FIELDS[kind]
@@ -171,6 +199,12 @@ class WorkloadForm(StyledForm):
                 del self.fields[name]
         self.order_fields(keep)
         cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
+        # Offered across the user's projects; the service refuses those of another project than the one chosen.
+        cast(forms.ModelMultipleChoiceField, self.fields["data_sources"]).queryset = DataSource.objects.filter(
+            project__in=projects).select_related("project")
+        cast(forms.ModelMultipleChoiceField, self.fields["credentials"]).queryset = (
+            selectors.credentials_of(owner=owner).filter(project__in=projects) if owner is not None
+            else Credential.objects.none())
 
     # --- parsing ---
 
@@ -190,6 +224,9 @@ class WorkloadForm(StyledForm):
             minutes = data.pop("max_runtime_minutes")
             data["max_runtime_seconds"] = minutes * 60 if minutes else None
         data["kind"] = self.kind
+        for name in NAMED_FIELDS:
+            if name in data:
+                data[name] = list(data[name] or [])
         return data
 
     def failed_fields(self) -> set[str]:
@@ -218,7 +255,9 @@ def initial_from_workload(workload: Workload) -> dict[str, Any]:
         "parallelism": workload.parallelism, "priority_class": workload.priority_class_id,
         "preemptible": workload.preemptible, "model_label": workload.model_label, "data_class": workload.data_class,
         "notebook_idle_timeout_minutes": workload.notebook_idle_timeout_minutes,
-        "notebook_port": workload.notebook_port,
+        "notebook_port": workload.notebook_port, "shm_gib": workload.shm_gib,
+        "data_sources": [source.pk for source in workload.data_sources.all()],
+        "credentials": [credential.pk for credential in workload.credentials.filter(deleted_at=None)],
         "max_runtime_minutes": workload.max_runtime_seconds // 60 if workload.max_runtime_seconds else None,
     }
     keep = KIND_FIELDS[workload.kind]
@@ -229,10 +268,25 @@ def template_field_names(kind: str) -> tuple[str, ...]:
     return tuple(name for name in KIND_FIELDS[kind] if name not in NOT_IN_TEMPLATES)
 
 
-def initial_from_template(template: WorkloadTemplate) -> dict[str, Any]:
-    """A template's values with pool and priority class given by slug/name, as admins write them."""
+def _named(model: Any, names: Any, **scope: Any) -> list[int]:
+    """The ids of the rows called `names` within `scope` (a template names data sources and credentials)."""
+    if not isinstance(names, list):
+        return []
+    return list(model.objects.filter(name__in=[n for n in names if isinstance(n, str)], **scope)
+                .values_list("pk", flat=True))
+
+
+def initial_from_template(template: WorkloadTemplate, *, project: Project | None = None,
+                          owner: Any = None) -> dict[str, Any]:
+    """A template's values with pool and priority class given by slug/name, as admins write them; data sources and
+    credentials by name, looked up in `project` (and among `owner`'s credentials)."""
     values = {key: value for key, value in (template.values or {}).items() if key in template_field_names(
         template.kind)}
+    if "data_sources" in values:
+        values["data_sources"] = _named(DataSource, values["data_sources"], project=project) if project else []
+    if "credentials" in values:
+        values["credentials"] = _named(Credential, values["credentials"], project=project, owner=owner,
+                                       deleted_at=None) if project and owner else []
     if isinstance(values.get("node_pool"), str):
         pool = NodePool.objects.filter(slug=values["node_pool"]).first()
         values["node_pool"] = pool.pk if pool else None
@@ -250,7 +304,9 @@ def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tup
     template = source = None
     if query.get("template"):
         template = get_object_or_404(WorkloadTemplate, pk=parse_id(query["template"]))
-        initial.update(initial_from_template(template))
+        chosen = projects.filter(**(reference_lookup(query.get("project", ""), name_field="slug") or {})).first() \
+            if query.get("project") else projects.first()
+        initial.update(initial_from_template(template, project=chosen, owner=user))
     if query.get("from"):
         source = selectors.workload_for_page(user=user, pk=parse_id(query["from"]) or 0)
         if source is None:
@@ -331,7 +387,12 @@ class WorkloadTemplateForm(VersionedForm):
         probe = WorkloadForm(kind=kind, projects=Project.objects.none())
         prefilled = initial_from_template(WorkloadTemplate(kind=kind, values=values))
         shape: dict[str, Any] = {}
+        for key in NAMED_FIELDS:
+            if key in values:
+                self._check_names(key, values[key])
         for key, value in values.items():
+            if key in NAMED_FIELDS:
+                continue
             if key in ("node_pool", "priority_class") and prefilled.get(key) is None:
                 self.add_error("values", f"{key}: no {key.replace('_', ' ')} is called {value!r}.")
                 continue
@@ -342,7 +403,52 @@ class WorkloadTemplateForm(VersionedForm):
                     "command", "args") else cleaned
             except ValidationError as exc:
                 self.add_error("values", f"{key}: {' '.join(exc.messages)}")
+        if shape.get("shm_gib") is not None and values.get("memory_gib") is not None and \
+                Decimal(str(shape["shm_gib"])) > Decimal(str(values["memory_gib"])):
+            self.add_error("values", "shm_gib: shared memory counts in the pod's memory; at most memory_gib.")
         # ... and each value as a submission would meet it (an image reference, env names, audit labels, sizes).
         for name, messages in template_shape_errors(kind, shape).items():
             self.add_error("values", f"{name}: {' '.join(messages)}")
         return data
+
+    def _check_names(self, key: str, names: Any) -> None:
+        """Data sources and credentials are named in a template: a list of names as Kubernetes allows them."""
+        what = key.replace("_", " ")
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            self.add_error("values", f"{key}: give a list of {what} names, e.g. [\"imagenet\"].")
+            return
+        for name in names:
+            try:
+                validate_dns_label(name)
+            except ValidationError as exc:
+                self.add_error("values", f"{key}: {' '.join(exc.messages)}")
+
+
+class SecretTextarea(forms.Textarea):
+    """A textarea that never renders what was typed into it (a refused form comes back with it empty)."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+class CredentialForm(StyledForm):
+    """A credential's values arrive here once and go straight into the sealed intent (services.credential_create);
+    the form never renders them back (the field is a password-style textarea that is always empty)."""
+
+    project = ProjectChoice(queryset=Project.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=40, help_text="e.g. wandb or s3-scratch (lower-case letters, digits, '-').")
+    values = forms.CharField(
+        max_length=100_000, label="Values", strip=False,
+        widget=SecretTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="One NAME=value per line, e.g. WANDB_API_KEY=...; workloads read them as environment variables.")
+
+    def __init__(self, *args: Any, projects: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
+
+    def clean_values(self) -> dict[str, str]:
+        pairs = parse_env(self.cleaned_data["values"])
+        names = [pair["name"] for pair in pairs]
+        if len(set(names)) != len(names):
+            raise ValidationError("A key is given twice.")
+        return {pair["name"]: pair["value"] for pair in pairs}

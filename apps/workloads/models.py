@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from apps.core import kueue_names
 from apps.core.models import VersionedModel
-from apps.org.models import NodePool, PriorityClass, Project
+from apps.org.models import DataSource, NodePool, PriorityClass, Project
+from apps.org.validators import validate_dns_label
 
 if TYPE_CHECKING:
     from .explain import Explanation
@@ -100,6 +101,16 @@ class Workload(models.Model):
         null=True, blank=True, validators=[MinValueValidator(5), MaxValueValidator(7 * 24 * 60)])
     notebook_port = models.PositiveIntegerField(null=True, blank=True,
                                                 validators=[MinValueValidator(1), MaxValueValidator(65535)])
+    shm_gib = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True,
+                                  validators=[MinValueValidator(0), MaxValueValidator(MAX_MEMORY_GIB_PER_POD)],
+                                  help_text="Shared memory (/dev/shm) per pod in GiB, counted in its memory.")
+    data_sources = models.ManyToManyField(DataSource, blank=True, related_name="workloads")
+    credentials: models.ManyToManyField[Credential, Any] = models.ManyToManyField(
+        "Credential", blank=True, related_name="workloads")
+    # What the notebook server itself last reported as activity (its /api/status), read by the culler.
+    server_activity_at = models.DateTimeField(null=True, blank=True, help_text="On the portal's clock.")
+    server_activity_mark = models.CharField(max_length=64, blank=True, help_text="The server's own last_activity, "
+                                                                                 "as it last reported it.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTING, db_index=True)
     status_reason = models.CharField(max_length=100, blank=True)
     status_message = models.TextField(blank=True)
@@ -143,6 +154,10 @@ class Workload(models.Model):
     runtime: timedelta | None
     may_stop: bool
     preemption_list: list[dict[str, Any]]
+    # Not columns: what a draft (services._workload_draft) will attach once saved.
+    chosen_data_sources: list[DataSource]
+    chosen_credentials: list[Credential]
+    idle_since: datetime  # services.notebooks_idle: the last sign of use
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -234,6 +249,40 @@ class WorkloadTemplate(VersionedModel):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Credential(models.Model):
+    """A user's key/value secret (a W&B key, S3 keys) in one project: a Kubernetes Secret in its namespace that the
+    user's workloads read as environment variables by reference (envFrom). The portal keeps its name and keys only;
+    the values go to the cluster sealed (apps.core.sealed) and are cleared once the worker has written the Secret."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="credentials")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="credentials")
+    name = models.CharField(max_length=40, validators=[validate_dns_label], help_text="e.g. wandb or s3-scratch.")
+    keys = models.JSONField(default=list, help_text="The variable names it holds (never their values).")
+    sealed = models.TextField(blank=True, editable=False, help_text="Encrypted values not yet in the cluster.")
+    applied_at = models.DateTimeField(null=True, blank=True)
+    apply_error = models.CharField(max_length=500, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True, help_text="Deleted here; the Secret is being removed.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
+    access_owner_path = "owner"
+
+    class Meta:
+        ordering = ["project__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "project", "name"],
+                                               name="credential_unique_name_per_owner_project",
+                                               violation_error_message="You have a credential by that name in this "
+                                                                       "project already.")]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.name}" if self.project_id else self.name
+
+    @property
+    def secret_name(self) -> str:
+        return f"portal-cred-{self.pk}"
 
 
 class WorkloadLogTail(models.Model):

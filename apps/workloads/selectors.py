@@ -24,6 +24,8 @@ from .models import (
     LIVE_STATUSES,
     QUEUED_STATUSES,
     WAITING_STATUSES,
+    Credential,
+    Kind,
     Status,
     Workload,
     WorkloadEvent,
@@ -59,6 +61,20 @@ def workload_for_page(*, user: Any, pk: int) -> Workload | None:
     return workloads_for(user).select_related(
         "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "resubmitted_from",
     ).filter(pk=pk).first()
+
+
+def notebook_to_connect(*, user: Any, pk: int) -> Workload | None:
+    """A notebook the user may open (its owner; project members where the project shares notebooks); None for
+    anything else, which the views answer 404 whatever the user may otherwise see."""
+    workload = Workload.objects.select_related("project").filter(pk=pk, kind=Kind.NOTEBOOK).first()
+    if workload is None or not access.can_connect_notebook(user, workload):
+        return None
+    return workload
+
+
+def credentials_of(*, owner: Any) -> QuerySet[Credential]:
+    """A user's credentials (not being deleted): names and keys only, never values."""
+    return Credential.objects.filter(owner=owner, deleted_at=None).select_related("project").defer("sealed")
 
 
 def submit_projects(*, user: Any) -> QuerySet[Project]:

@@ -11,7 +11,7 @@ when the cluster got there first (a Job that finished before its stop took effec
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -26,9 +26,10 @@ from apps.accounts.access import Action, can
 from apps.accounts.models import NotificationPreference
 from apps.core import intents, kueue_names
 from apps.core.audit import audit_record
+from apps.core.sealed import seal
 from apps.core.services import version_check
 from apps.core.tasks import enqueue_on_commit
-from apps.org.models import NodePool, PriorityClass, Project, Quota
+from apps.org.models import DataSource, NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
 
 from .models import (
@@ -36,6 +37,7 @@ from .models import (
     LIVE_STATUSES,
     PREEMPTED_STATUSES,
     QUEUED_STATUSES,
+    Credential,
     Kind,
     Status,
     Workload,
@@ -45,7 +47,7 @@ from .models import (
 )
 from .selectors import default_priority_class
 from .signals import quota_held, quota_released
-from .validation import fits_errors, non_preemptible_units_held, shape_errors
+from .validation import attachments_errors, env_errors, fits_errors, non_preemptible_units_held, shape_errors
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
 STOP_TASK = "worker.tasks.workload_stop"
@@ -138,6 +140,8 @@ def workload_submit_once(*, actor: Any, submission_key: str | None, submission_d
             workload.save()
             workload.job_name = kueue_names.job_name(workload.pk)
             workload.save(update_fields=["job_name"])
+            workload.data_sources.set(workload.chosen_data_sources)
+            workload.credentials.set(workload.chosen_credentials)
             _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
                    message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
@@ -174,6 +178,9 @@ def workload_validate(
     max_runtime_seconds: int | None = None,
     notebook_idle_timeout_minutes: int | None = None,
     notebook_port: int | None = None,
+    shm_gib: Decimal | int | str | None = None,
+    data_sources: Iterable[DataSource] | None = None,
+    credentials: Iterable[Credential] | None = None,
     resubmitted_from: Workload | None = None,
 ) -> Workload:
     """Every check `workload_submit` makes, without saving or enqueueing: the unsaved row (the forms' live check).
@@ -184,6 +191,7 @@ def workload_validate(
         "cpu": cpu, "memory_gib": memory_gib, "pods": pods, "completions": completions, "parallelism": parallelism,
         "priority_class": priority_class, "preemptible": preemptible, "max_runtime_seconds": max_runtime_seconds,
         "notebook_idle_timeout_minutes": notebook_idle_timeout_minutes, "notebook_port": notebook_port,
+        "shm_gib": shm_gib, "data_sources": data_sources, "credentials": credentials,
         "resubmitted_from": resubmitted_from,
     }
     workload, errors = _workload_draft(actor=actor, values=values, unknown=set())
@@ -209,7 +217,8 @@ _REQUIRED = frozenset({"project", "kind", "name", "image", "node_pool", "gpus", 
 _DEFAULTS: dict[str, Any] = {
     "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1, "completions": 1,
     "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
-    "notebook_idle_timeout_minutes": None, "notebook_port": None, "resubmitted_from": None,
+    "notebook_idle_timeout_minutes": None, "notebook_port": None, "shm_gib": None, "data_sources": None,
+    "credentials": None, "resubmitted_from": None,
 }
 _WORKLOAD_FIELDS = _REQUIRED | set(_DEFAULTS)
 # The sizes that decide how many units a workload holds, by kind.
@@ -248,11 +257,19 @@ def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) ->
         model_label=values.get("model_label", ""), data_class=values.get("data_class", ""),
         notebook_idle_timeout_minutes=idle_minutes if kind == Kind.NOTEBOOK else None,
         notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=values["resubmitted_from"],
+        shm_gib=None if values["shm_gib"] in (None, "") else Decimal(str(values["shm_gib"])),
     )
+    workload.chosen_data_sources = list(values["data_sources"] or [])
+    workload.chosen_credentials = list(values["credentials"] or [])
     shape: dict[str, Any] = {"kind": kind, "command": workload.command, "args": workload.args, "env": workload.env,
              **{name: values[name] for name in ("name", "image", "model_label", "data_class", "pods", "completions",
                                                  "parallelism") if name in values}}
     errors.update(shape_errors(shape))
+    for name, messages in attachments_errors(
+            project=project, owner=actor, data_sources=workload.chosen_data_sources,
+            credentials=workload.chosen_credentials, shm_gib=None if "shm_gib" in unknown else workload.shm_gib,
+            memory_gib=None if "memory_gib" in unknown else workload.memory_gib).items():
+        errors.setdefault(name, []).extend(messages)
     try:
         workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", *unknown, *errors])
     except ValidationError as exc:
@@ -294,6 +311,72 @@ def workload_touch(*, actor: Any, workload: Workload) -> None:
     if not access.can_keep_alive(actor, workload):
         raise PermissionDenied("Only the owner can keep a notebook alive.")
     Workload.objects.filter(pk=workload.pk).update(last_activity_at=timezone.now())
+
+
+CREDENTIAL_INTENT = "credential.sync"
+CREDENTIAL_TASK = "worker.tasks.credential_sync"
+CREDENTIAL_DEADLINE = timedelta(seconds=60)
+MAX_CREDENTIAL_KEYS = 32
+MAX_CREDENTIAL_VALUE = 16_384
+
+
+def _credential_values_errors(values: Any) -> list[str]:
+    if not isinstance(values, dict) or not values:
+        return ["Give at least one NAME=value pair."]
+    if len(values) > MAX_CREDENTIAL_KEYS:
+        return [f"At most {MAX_CREDENTIAL_KEYS} keys in one credential."]
+    errors = env_errors([{"name": key, "value": value} for key, value in values.items()
+                         if isinstance(key, str) and isinstance(value, str)])
+    if any(not isinstance(value, str) or not value or len(value) > MAX_CREDENTIAL_VALUE for value in values.values()):
+        errors.append(f"Every key needs a value of at most {MAX_CREDENTIAL_VALUE} characters.")
+    return errors
+
+
+def credential_create(*, actor: Any, project: Project, name: str, values: dict[str, str]) -> Credential:
+    """A user's secret in a project. Only the name and the keys are kept in clear; the values are sealed until the
+    worker writes the Kubernetes Secret, then cleared (they are never shown again, nor audited)."""
+    if not can(actor, Action.SUBMIT, project):
+        raise PermissionDenied("You may not submit work in this project, so you cannot store credentials there.")
+    credential = Credential(owner=actor, project=project, name=name, keys=sorted(values) if isinstance(
+        values, dict) else [])
+    errors: dict[str, list[str]] = {}
+    try:
+        credential.full_clean()
+    except ValidationError as exc:
+        errors = exc.message_dict
+    if messages := _credential_values_errors(values):
+        errors["values"] = messages
+    if errors:
+        raise ValidationError(errors)
+    credential.sealed = seal(values)
+    with transaction.atomic():
+        credential.save()
+        audit_record(actor=actor, action="credential.create", obj=credential, before=None,
+                     after={"name": credential.name, "keys": credential.keys}, project=project)
+        intents.intent_record(kind=CREDENTIAL_INTENT, task=CREDENTIAL_TASK, target_id=credential.pk,
+                              deadline=CREDENTIAL_DEADLINE)
+    return credential
+
+
+def credential_delete(*, actor: Any, credential: Credential) -> None:
+    """Its owner deletes it: new workloads cannot pick it; the worker removes the Secret, then the row."""
+    if credential.owner_id != getattr(actor, "pk", None):
+        raise PermissionDenied("Only its owner deletes a credential.")
+    with transaction.atomic():
+        Credential.objects.filter(pk=credential.pk).update(deleted_at=timezone.now(), sealed="")
+        audit_record(actor=actor, action="credential.delete", obj=credential,
+                     before={"name": credential.name, "keys": credential.keys}, after=None, project=credential.project)
+        intents.intent_record(kind=CREDENTIAL_INTENT, task=CREDENTIAL_TASK, target_id=credential.pk,
+                              deadline=CREDENTIAL_DEADLINE)
+
+
+def credential_applied(*, credential_id: int, sealed: str, error: str = "") -> None:
+    """The worker wrote (or failed to write) the Secret from `sealed`: forget the values unless they changed."""
+    if error:
+        Credential.objects.filter(pk=credential_id).update(apply_error=error[:500])
+        return
+    Credential.objects.filter(pk=credential_id, sealed=sealed).update(sealed="", applied_at=timezone.now(),
+                                                                      apply_error="")
 
 
 def workload_template_create(*, actor: Any, name: str, kind: str, values: dict[str, Any],
@@ -430,26 +513,65 @@ def workload_stop_finish(*, workload_id: int, cluster_at: datetime | None = None
     return True
 
 
-def notebooks_idle(*, now: datetime | None = None) -> list[Workload]:
-    """Running notebooks whose owner has been away longer than their idle timeout."""
+def notebooks_running() -> list[Workload]:
+    """Notebooks whose server may be up: what the culler asks about its activity."""
+    return list(Workload.objects.filter(kind=Kind.NOTEBOOK, status__in=[Status.ADMITTED, Status.RUNNING])
+                .select_related("project").only("pk", "project__namespace", "server_activity_mark"))
+
+
+def notebook_server_activity_record(*, observed: Mapping[int, Any], now: datetime | None = None) -> None:
+    """What notebook servers reported (worker.notebook_activity.ServerStatus by workload id): a `last_activity`
+    that changed since the last report, or one past the server's start on the first report, is activity now."""
     now = now or timezone.now()
+    marks = dict(Workload.objects.filter(pk__in=list(observed)).values_list("pk", "server_activity_mark"))
+    for workload_id, status in observed.items():
+        previous = marks.get(workload_id)
+        if previous is None or previous == status.last_activity:
+            continue
+        fields: dict[str, Any] = {"server_activity_mark": status.last_activity[:64]}
+        if previous or status.used_since_start:
+            fields["server_activity_at"] = now
+        Workload.objects.filter(pk=workload_id).update(**fields)
+
+
+def _last_sign_of_use(workload: Workload, activity: Mapping[int, datetime]) -> datetime | None:
+    """The latest of: start or the owner's keep-alive, the server's own activity, any other signal given."""
+    signs = [workload.last_activity_at or workload.submitted_at, workload.server_activity_at,
+             activity.get(workload.pk)]
+    return max((sign for sign in signs if sign is not None), default=None)
+
+
+def notebooks_idle(*, now: datetime | None = None, activity: Mapping[int, datetime] | None = None) -> list[Workload]:
+    """Running notebooks with no sign of use for longer than their idle timeout, all on the portal's clock.
+
+    Signs of use: the notebook starting, the owner's "keep alive" (an override: it counts whatever the server says),
+    the notebook server's own activity (notebook_server_activity_record), and `activity`: more signals by workload
+    id (e.g. GPU utilisation above a threshold), the latest sign of each.
+    """
+    now = now or timezone.now()
+    activity = activity or {}
     candidates = Workload.objects.filter(kind=Kind.NOTEBOOK, status__in=[Status.ADMITTED, Status.RUNNING])
     idle = []
     for workload in candidates.only("pk", "notebook_idle_timeout_minutes", "last_activity_at", "submitted_at",
-                                    "status"):
-        since = workload.last_activity_at or workload.submitted_at  # the portal's clock, never the cluster's
+                                    "server_activity_at", "status"):
+        since = _last_sign_of_use(workload, activity)
         if since and workload.notebook_idle_timeout_minutes and \
                 now - since > timedelta(minutes=workload.notebook_idle_timeout_minutes):
+            workload.idle_since = since
             idle.append(workload)
     return idle
 
 
 def notebook_cull(*, workload: Workload) -> bool:
-    """Stop an idle notebook (beat); the event says why."""
+    """Stop an idle notebook (beat); the event says why and since when."""
     minutes = workload.notebook_idle_timeout_minutes
+    since = getattr(workload, "idle_since", None)
+    message = f"Stopped after {minutes} minutes without activity"
+    if since is not None:
+        message += f" (no sign of use in the notebook or the portal since {since:%Y-%m-%d %H:%M} UTC)"
     with transaction.atomic():
         if not _transition(workload, expected=[Status.ADMITTED, Status.RUNNING], to_status=Status.STOPPING,
-                           reason="IdleTimeout", message=f"Stopped after {minutes} minutes without activity"):
+                           reason="IdleTimeout", message=message):
             return False
         _record_stop(workload)
     return True

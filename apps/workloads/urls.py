@@ -16,4 +16,8 @@ urlpatterns = [
     path("<int:pk>/", views.detail, name="detail"),
     path("<int:pk>/stop/", views.stop, name="stop"),
     path("<int:pk>/keep-alive/", views.keep_alive, name="keep_alive"),
+    path("<int:pk>/connect/", views.connect, name="connect"),
+    path("<int:pk>/notebook/<path:path>", views.notebook, name="notebook"),
+    path("credentials/", views.credentials, name="credentials"),
+    path("credentials/<int:pk>/delete/", views.credential_delete, name="credential_delete"),
 ]

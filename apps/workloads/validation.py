@@ -11,10 +11,10 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from apps.org.models import NodePool, Project, Quota
-from apps.org.validators import validate_dns_label, validate_label_value
+from apps.org.models import DataSource, NodePool, Project, Quota
+from apps.org.validators import mount_collisions, validate_dns_label, validate_label_value
 
-from .models import HOLDING_STATUSES, MAX_PODS, Kind, Workload
+from .models import HOLDING_STATUSES, MAX_PODS, Credential, Kind, Workload
 
 # A container image reference as the container runtime parses it: [registry[:port]/]path[:tag][@digest]. The first
 # component is a registry only when it has a dot or a port or is localhost; otherwise it is part of the path.
@@ -175,3 +175,36 @@ def non_preemptible_units_held(*, project_id: int, pool_id: int) -> int:
                                                                      "completions")
     return sum(workload.gpu_units for workload in rows)
 
+
+
+SHM_PATH = "/dev/shm"  # noqa: S108 - the container's shared memory, not a temporary file
+
+
+def attachments_errors(*, project: Project | None, owner: Any, data_sources: list[DataSource],
+                       credentials: list[Credential], shm_gib: Decimal | None,
+                       memory_gib: Decimal | None) -> Errors:
+    """What the chosen data sources, credentials and shared memory could never do in this project: sources and
+    credentials of another project (or another user), mounts over each other, keys set twice, shm beyond memory."""
+    errors: Errors = {}
+    if project is not None:
+        foreign = [source.name for source in data_sources if source.project_id != project.pk]
+        if foreign:
+            _add(errors, "data_sources", [f"Not a data source of {project.name}: {', '.join(foreign)}."])
+        not_yours = [c.name for c in credentials if c.project_id != project.pk or c.owner_id != getattr(
+            owner, "pk", None) or c.deleted_at is not None]
+        if not_yours:
+            _add(errors, "credentials", [f"Not one of your credentials in {project.name}: {', '.join(not_yours)}."])
+    _add(errors, "data_sources", mount_collisions([(f"data source {s.name}", s.mount_path) for s in data_sources]))
+    seen: dict[str, str] = {}
+    for credential in credentials:
+        for key in credential.keys:
+            if key in seen and seen[key] != credential.name:
+                _add(errors, "credentials", [f"{key} is set by both {seen[key]} and {credential.name}; pick one."])
+            seen.setdefault(key, credential.name)
+    if shm_gib is not None:
+        if shm_gib <= 0:
+            _add(errors, "shm_gib", ["Give a positive size, or leave it empty for the container default (64 MiB)."])
+        elif memory_gib is not None and shm_gib > memory_gib:
+            _add(errors, "shm_gib", [f"Shared memory counts in the pod's memory: at most {memory_gib} GiB here "
+                                     "(raise the memory or lower this)."])
+    return errors

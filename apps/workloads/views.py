@@ -26,6 +26,8 @@ import re
 import secrets
 from typing import Any
 
+from csp.decorators import csp_exempt
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -43,11 +45,12 @@ from apps.core.http import AuthenticatedRequest, conditional, conditional_poll, 
 from apps.core.views import confirm_delete_page
 from apps.org.selectors import projects_for
 
-from . import logs, selectors, services
+from . import logs, notebooks, selectors, services
 from .filters import WorkloadFilterSet
 from .forms import (
     ALIASES,
     KIND_FIELDS,
+    CredentialForm,
     WorkloadForm,
     WorkloadTemplateForm,
     submit_initial,
@@ -114,7 +117,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
             return redirect(f"{reverse('workloads:submit', args=[source.kind])}?{request.GET.urlencode()}")
         if template is not None and template.kind != kind:
             return redirect(f"{reverse('workloads:submit', args=[template.kind])}?{request.GET.urlencode()}")
-        form = WorkloadForm(initial=initial, kind=kind, projects=projects)
+        form = WorkloadForm(initial=initial, kind=kind, projects=projects, owner=user)
         return _submit_page(request, kind, form, projects, initial, source=source, template=template)
 
     _require_offered(projects, request.POST.get("project", ""))
@@ -124,7 +127,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         if source is None:
             raise Http404("No such workload.")
     data, drafted = _live_check_data(request) if validate_only else (request.POST, set())
-    form = WorkloadForm(data, kind=kind, projects=projects)
+    form = WorkloadForm(data, kind=kind, projects=projects, owner=user)
     token = request.POST.get("submission_token", "")
     if not validate_only and not SUBMISSION_TOKEN.fullmatch(token):
         form.add_error(None, UNGUARDED_FORM)
@@ -240,6 +243,10 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             user, workload),
         "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.status in HOLDING_STATUSES
         and access.can_keep_alive(user, workload),
+        "may_connect": workload.kind == Kind.NOTEBOOK and workload.status == Status.RUNNING
+        and access.can_connect_notebook(user, workload),
+        "data_sources": list(workload.data_sources.all()),
+        "credentials": list(workload.credentials.all().only("name", "keys")),
         "may_submit_again": access.can_anywhere(user, Action.SUBMIT),
         "stop_consequences": STOP_CONSEQUENCES,
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
@@ -309,6 +316,94 @@ def keep_alive(request: HttpRequest, pk: int) -> HttpResponse:
     messages.success(request, f"{workload.name} stays up: its idle timeout of "
                               f"{workload.notebook_idle_timeout_minutes} minutes starts again now.")
     return redirect(_back_url(request, workload))
+
+
+# --- notebooks: connect ------------------------------------------------------------------------------------------
+
+
+def _connectable(request: AuthenticatedRequest, pk: int) -> Workload:
+    """The notebook, for its owner (or a member where the project shares notebooks): 404 for anyone else."""
+    workload = selectors.notebook_to_connect(user=request.user, pk=pk)
+    if workload is None:
+        raise Http404("No such notebook.")
+    return workload
+
+
+@login_required
+@require_GET
+def connect(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Open the notebook: through the portal's relay (proxy mode) or at its own address with its token."""
+    workload = _connectable(request, pk)
+    if workload.status != Status.RUNNING:
+        messages.info(request, f"{workload.name} is {workload.get_status_display().lower()}: it can be opened once "
+                               "it runs.")
+        return redirect("workloads:detail", pk=workload.pk)
+    if settings.NOTEBOOK_EXPOSE == "proxy":
+        return redirect("workloads:notebook", pk=workload.pk, path="lab")
+    return redirect(notebooks.external_url(workload.pk))
+
+
+# The relayed pages are the notebook's, not the portal's: no script of theirs may run with the portal's origin.
+NOTEBOOK_SANDBOX = "sandbox allow-forms allow-scripts allow-downloads allow-popups; default-src 'self' data: blob: " \
+                   "'unsafe-inline' 'unsafe-eval'"
+
+
+@csp_exempt()  # type: ignore[arg-type]  # django-csp's decorator is typed for one-argument views
+@login_required
+@require_http_methods(["GET", "POST", "PUT", "PATCH", "DELETE"])
+def notebook(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResponse:
+    """The owner's requests relayed to the running notebook through the API server's service proxy (proxy mode)."""
+    workload = _connectable(request, pk)
+    if settings.NOTEBOOK_EXPOSE != "proxy" or workload.status != Status.RUNNING:
+        raise Http404("This notebook is not served through the portal.")
+    try:
+        relayed = notebooks.relay(namespace=workload.project.namespace, workload_id=workload.pk,
+                                  method=request.method or "GET", path=path, query=[
+                                      (key, value) for key in request.GET for value in request.GET.getlist(key)],
+                                  headers=dict(request.headers), body=request.body)
+    except notebooks.NotebookUnreachable:
+        return HttpResponse("The notebook did not answer; try again in a moment.", status=502,
+                            content_type="text/plain")
+    response = HttpResponse(relayed.body, status=relayed.status)
+    for name, value in relayed.headers.items():
+        response[name] = value
+    response["Content-Security-Policy"] = NOTEBOOK_SANDBOX
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+# --- credentials (each user's own) --------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def credentials(request: AuthenticatedRequest) -> HttpResponse:
+    """The user's credentials: names and keys only (values are never shown back), and a form to add one."""
+    user = request.user
+    projects = selectors.submit_projects(user=user)
+    form = CredentialForm(request.POST or None, projects=projects)
+    if request.method == "POST" and form.is_valid():
+        try:
+            credential = services.credential_create(actor=user, **form.cleaned_data)
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        else:
+            messages.success(request, f"Credential {credential.name} saved; it is being written to "
+                                      f"{credential.project.namespace}. Its values will not be shown again.")
+            return redirect("workloads:credentials")
+    return render(request, "workloads/credentials.html", {
+        "form": form, "credentials": selectors.credentials_of(owner=user).order_by("project__slug", "name")})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def credential_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    credential = get_object_or_404(selectors.credentials_of(owner=request.user), pk=pk)
+    return confirm_delete_page(
+        request, obj=credential.name, kind="credential", cancel="workloads:credentials",
+        redirect_to="workloads:credentials", success=f"Credential {credential.name} deleted.",
+        delete=lambda: services.credential_delete(actor=request.user, credential=credential),
+        consequences="Its Kubernetes Secret is removed; running workloads keep what they read at start.")
 
 
 # --- templates (admins) ------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kubesim.apiserver.common import Response, read_json
+from kubesim.apiserver.proxy import ServiceProxy
 from kubesim.errors import APIError, bad_request, number_param
 from kubesim.resources import RESOURCES
 from kubesim.sim import Simulator
@@ -20,6 +21,9 @@ class Control:
         data = read_json(body) if body else {}
         data = data if isinstance(data, dict) else {}
         sim = self.sim
+        server = path.split("/")
+        if len(server) == 4 and server[0] == "servers" and server[3] == "activity" and method == "POST":
+            return ServiceProxy(self.store, sim.server_activity).report_activity(server[1], server[2], data)
         if path == "healthz" and method == "GET":
             return Response(200, self._health())
         if path == "stats" and method == "GET":

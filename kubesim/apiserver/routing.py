@@ -22,6 +22,7 @@ from kubesim.apiserver.common import (
 )
 from kubesim.apiserver.control import CONTROL_PREFIX, Control
 from kubesim.apiserver.logs import PodLogs
+from kubesim.apiserver.proxy import ServiceProxy, proxy_path
 from kubesim.apiserver.verbs import Verbs
 from kubesim.apiserver.visibility import Visibility
 from kubesim.apiserver.watch import Watches
@@ -52,6 +53,7 @@ class Api:
         self.verbs = Verbs(sim, Admission(sim))
         self.access = Access(sim)
         self.metrics = metrics.Metrics(sim)
+        self.service_proxy = ServiceProxy(sim.store, sim.server_activity)
 
     def handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Response:
         url = urlsplit(raw_path)
@@ -104,6 +106,11 @@ class Api:
             if self.sim.faults.inject("get", "pendingworkloads"):
                 raise internal("kubesim: injected fault on get pendingworkloads")
             return self.visibility.get(method, parts[3:], query)
+        if (proxied := proxy_path(parts)) is not None:
+            namespace, service, rest = proxied
+            verb = {"GET": "get", "HEAD": "get"}.get(method, "create")
+            self._authorize(user, Attributes(verb, "", "services/proxy", namespace, service.partition(":")[0]))
+            return self.service_proxy.handle(method, namespace, service, rest, query, headers)
         target, watch_path = self._parse(parts)
         verb = self._verb(method, target, query, watch_path)
         resource = f"{target.res.plural}/{target.sub}" if target.sub else target.res.plural

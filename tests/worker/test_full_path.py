@@ -60,5 +60,6 @@ def test_idle_notebooks_are_stopped_with_an_event_that_says_so(alice, cluster, k
     stopped = Workload.objects.get(pk=notebook.pk)
     assert stopped.status == Status.STOPPED and stopped.status_reason == "IdleTimeout"
     event = WorkloadEvent.objects.filter(workload=notebook).order_by("-id").first()
-    assert event.message == "Stopped after 30 minutes without activity"
+    assert event.message.startswith("Stopped after 30 minutes without activity (no sign of use in the notebook or "
+                                    "the portal since ")
     assert not cluster.list("Job", namespace="proj-vision")

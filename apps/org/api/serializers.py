@@ -111,7 +111,7 @@ class ProjectSerializer(ShapeOnlyModelSerializer):
     class Meta:
         model = Project
         fields = [
-            "id", "slug", "name", "description", "department", "namespace", "does_not_lend",
+            "id", "slug", "name", "description", "department", "namespace", "does_not_lend", "notebooks_shared",
             "default_priority_class", "quotas", "version", "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]

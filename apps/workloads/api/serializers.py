@@ -20,10 +20,10 @@ from rest_framework.fields import SkipField
 
 from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, nul_errors
 from apps.core.http import reference_lookup
-from apps.org.models import NodePool, PriorityClass, Project
+from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
 from apps.workloads.explain import REASONS
-from apps.workloads.models import QUEUED_STATUSES, Kind, Status, Workload
+from apps.workloads.models import QUEUED_STATUSES, Credential, Kind, Status, Workload
 from apps.workloads.selectors import workloads_for
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ API_FIELD_NAMES: dict[str, str | tuple[str, str]] = {
     "memory_gib": "memory",
     "notebook_idle_timeout_minutes": "idle_timeout_minutes",
     "notebook_port": "port",
+    "shm_gib": "shm",
     "model_label": ("labels", "model"),
     "data_class": ("labels", "data_class"),
 }
@@ -241,9 +242,53 @@ class WorkloadSubmitSerializer(serializers.Serializer):
                                                     allow_null=True, help_text="Notebook: stop after this idle time.")
     port = AsciiIntegerField(source="notebook_port", required=False, allow_null=True,
                                     help_text="Notebook: the port Jupyter listens on (default 8888).")
+    shm = MemoryField(required=False, allow_null=True, source="shm_gib",
+                      help_text='Shared memory (/dev/shm, in RAM, counted in the memory), e.g. "8Gi"; default: the '
+                                "container's 64 MiB.")
+    data_sources = serializers.ListField(
+        child=serializers.CharField(max_length=40), required=False, max_length=32,
+        help_text="Names of the project's data sources to mount (GET /api/v1/data-sources/ is not needed: the "
+                  "project's admins tell you their names; the submit page lists them).")
+    credentials = serializers.ListField(
+        child=serializers.CharField(max_length=40), required=False, max_length=32,
+        help_text="Names of your credentials in the project, passed as environment variables by reference.")
     resubmitted_from = ScopedPrimaryKeyRelatedField(
         scope=workloads_for, queryset=Workload.objects.all(), required=False, allow_null=True,
         help_text="The id of an earlier workload this one submits again (recorded for its history).")
+
+    NAMED = ("data_sources", "credentials")
+
+    def resolve_named(self, values: dict[str, Any]) -> dict[str, list[str]]:
+        """Data sources and credentials by name, looked up in the project given (credentials: the caller's own);
+        replaces the names in `values` with the rows, returns a message per name not found."""
+        errors: dict[str, list[str]] = {}
+        project = values.get("project")
+        user = self.context["request"].user
+        for key in self.NAMED:
+            names = values.get(key)
+            if names is None:
+                continue
+            if project is None:
+                values.pop(key)
+                continue
+            rows: dict[str, Any] = {
+                row.name: row for row in (DataSource.objects.filter(project=project, name__in=names)
+                                          if key == "data_sources" else
+                                          Credential.objects.filter(project=project, owner=user, name__in=names,
+                                                                    deleted_at=None).defer("sealed"))}
+            missing = [name for name in names if name not in rows]
+            if missing:
+                what = "data source" if key == "data_sources" else "credential of yours"
+                errors[key] = [f"No {what} called {name!r} in {project.slug}." for name in missing]
+                values.pop(key)
+            else:
+                values[key] = [rows[name] for name in dict.fromkeys(names)]
+        return errors
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if errors := self.resolve_named(attrs):
+            raise serializers.ValidationError(errors)
+        return attrs
 
     def known_values(self) -> tuple[dict[str, Any], set[str]]:
         """After a failed `is_valid()`: the validated values of the fields that passed their own checks (as
@@ -263,6 +308,8 @@ class WorkloadSubmitSerializer(serializers.Serializer):
                 unknown.update(sources)
             except SkipField:
                 pass
+        self.named_errors = self.resolve_named(known)
+        unknown.update(self.named_errors)
         return known, unknown
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -402,6 +449,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
     idle_timeout_minutes = serializers.IntegerField(source="notebook_idle_timeout_minutes", read_only=True,
                                                     allow_null=True)
     port = serializers.IntegerField(source="notebook_port", read_only=True, allow_null=True)
+    shm = serializers.DecimalField(source="shm_gib", max_digits=8, decimal_places=2, read_only=True, allow_null=True,
+                                   help_text="Shared memory in GiB (/dev/shm), null for the container default.")
+    data_sources: serializers.SlugRelatedField[DataSource] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True, help_text="Names of the mounted data sources.")
+    credentials: serializers.SlugRelatedField[Credential] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True, help_text="Names of the credentials it reads (never values).")
     pod_count = serializers.IntegerField(read_only=True)
     gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted.")
     queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
@@ -430,7 +483,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "id", "project", "project_slug", "namespace", "owner", "owner_id", "kind", "name", "image", "command",
             "args", "env", "node_pool", "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism",
             "pod_count", "gpu_units", "priority_class", "preemptible", "queue_name", "max_runtime_seconds", "labels",
-            "idle_timeout_minutes", "port", "status", "status_reason", "status_message", "job_name", "k8s_uid",
+            "idle_timeout_minutes", "port", "shm", "data_sources", "credentials", "status", "status_reason",
+            "status_message", "job_name", "k8s_uid",
             "created_at", "submitted_at", "admitted_at", "started_at", "finished_at", "last_activity_at",
             "stop_requested_by", "resubmitted_from", "explanation", "explanation_kind", "waiting",
         ]

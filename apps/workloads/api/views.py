@@ -33,11 +33,12 @@ from rest_framework.response import Response
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import StrictIdLookupMixin, validation_error_detail
 from apps.core.http import parse_int
+from apps.org.models import DataSource
 from apps.workloads import logs as workload_logs
 from apps.workloads import services
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.logs import TAIL_LINES
-from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from apps.workloads.models import Credential, Kind, Status, Workload, WorkloadEvent
 from apps.workloads.selectors import annotate_live, preemptions_seen_by, workload_list
 
 from . import logs as api_logs
@@ -82,6 +83,12 @@ def api_errors(error: DjangoValidationError) -> dict[str, Any]:
         else:
             errors.setdefault(name, []).extend(messages)
     return errors
+
+
+def _with_attachments(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
+    """Data source and credential names in two queries per page (never a credential's sealed values)."""
+    return queryset.prefetch_related(Prefetch("data_sources", queryset=DataSource.objects.only("id", "name")),
+                                     Prefetch("credentials", queryset=Credential.objects.only("id", "name")))
 
 
 def _merge(errors: dict[str, Any], more: dict[str, Any]) -> None:
@@ -145,13 +152,13 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
     def get_queryset(self) -> QuerySet[Workload]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no signed-in user
             return Workload.objects.none()
-        queryset = workload_list(user=self.request.user)
+        queryset = _with_attachments(workload_list(user=self.request.user))
         if self.action == "list":
             return queryset
         return queryset.prefetch_related(Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor")))
 
     def _detail(self, workload: Workload) -> dict[str, Any]:
-        fresh = workload_list(user=self.request.user).prefetch_related(
+        fresh = _with_attachments(workload_list(user=self.request.user)).prefetch_related(
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor"))).get(pk=workload.pk)
         return WorkloadDetailSerializer(self._with_live_state(fresh), context=self.get_serializer_context()).data
 
@@ -206,6 +213,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             errors = {name: list(messages) if isinstance(messages, list) else dict(messages)
                       for name, messages in serializer.errors.items()}
             known, unknown = serializer.known_values()
+            _merge(errors, serializer.named_errors)
             try:
                 services.workload_check(actor=user, unknown=unknown, **known)
             except DjangoValidationError as error:

@@ -527,11 +527,12 @@ def grow(demo: dict[str, Any], count: int = 12) -> None:
 def test_list_query_count_is_pinned_and_constant(client_for, demo, workloads, django_assert_num_queries, username,
                                                  query):
     client = client_for(username)
-    with django_assert_num_queries(5):  # session, user, grants, count, rows with their relations
+    # session, user, grants, count, rows with their relations, their data sources, their credentials
+    with django_assert_num_queries(7):
         first = call(client, "GET", "workloads/" + query)
     assert first.status_code == 200
     grow(demo)
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(7):
         second = call(client, "GET", "workloads/" + query)
     assert second.json()["count"] > first.json()["count"]
 
@@ -539,10 +540,11 @@ def test_list_query_count_is_pinned_and_constant(client_for, demo, workloads, dj
 def test_detail_and_token_list_query_counts(client, client_for, demo, workloads, django_assert_num_queries):
     grow(demo)
     lead = client_for("lead")
-    with django_assert_num_queries(5):  # session, user, grants, row with its relations, events with actors
+    # session, user, grants, row with its relations, data sources, credentials, events with actors
+    with django_assert_num_queries(7):
         assert call(lead, "GET", f"workloads/{workloads['wl_alice']}/").status_code == 200
     token = personal_token(demo["deptadmin"])
-    with django_assert_num_queries(4):  # token with its user, grants, count, rows
+    with django_assert_num_queries(6):  # token with its user, grants, count, rows, data sources, credentials
         assert call(client, "GET", "workloads/", HTTP_AUTHORIZATION=f"Token {token}").status_code == 200
 
 
