@@ -25,9 +25,10 @@ from apps.org import services as org_services
 from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import IdlePolicy, Kind, Status, Workload
 from apps.workloads.selectors import preemptions_seen_by
 
+from . import utilisation
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import job_manifest, notebook_service
@@ -196,8 +197,42 @@ def intents_sweep() -> int:
 
 @shared_task(expires=55)
 def notebooks_cull_idle() -> int:
-    """Stop notebooks idle past their timeout."""
-    return sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
+    """Stop notebooks idle past their timeout, then those whose GPUs stayed idle (the admin's idle policy)."""
+    culled = sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
+    return culled + sum(workload_services.notebook_cull_gpu_idle(workload=workload)
+                        for workload in workload_services.notebooks_gpu_idle())
+
+
+@shared_task(expires=55)
+def utilisation_refresh() -> int:
+    """Store the GPU utilisation Prometheus reports (chart, idle flags, showback); samples stored, 0 without one."""
+    prometheus = utilisation.client()
+    if prometheus is None:
+        return 0
+    try:
+        return utilisation.refresh(prometheus).samples
+    except utilisation.PrometheusUnavailable as error:
+        logger.warning("GPU utilisation not refreshed: %s", error)
+        return 0
+
+
+@shared_task
+def workload_idle_notify(workload_id: int) -> bool:
+    """One e-mail to the owner: their workload holds GPUs it does not use."""
+    workload = Workload.objects.select_related("owner", "project", "node_pool").filter(pk=workload_id).first()
+    if workload is None or not workload.owner.email:
+        return False
+    policy = IdlePolicy.current()
+    event = workload.events.filter(reason=workload_services.GPU_IDLE_REASON).order_by("-id").first()
+    body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} holds "
+            f"{workload.gpu_units} x {workload.node_pool.name} GPUs that are not being used: "
+            f"{event.message if event else f'below {policy.threshold_percent}%'}.",
+            "Stop it if you are done, so others can use the cards."]
+    if workload.kind == Kind.NOTEBOOK and policy.cull_notebooks:
+        body.append("Idle notebooks are stopped automatically.")
+    body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
+    send_mail(f"[GPU Portal] {workload.name} holds idle GPUs", "\n".join(body), None, [workload.owner.email])
+    return True
 
 
 @shared_task

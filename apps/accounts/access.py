@@ -303,6 +303,11 @@ def starts_on_own_workloads(user: Any) -> bool:
     return can_anywhere(user, Action.SUBMIT) and not can_anywhere(user, Action.STOP_ANY)
 
 
+def can_manage_idle_policy(user: Any) -> bool:
+    """The GPU idle rule and the "held but idle" list are installation-wide: admins only."""
+    return sees_everything(user, Action.MANAGE)
+
+
 def can_keep_alive(user: Any, workload: Any) -> bool:
     """Only a notebook's owner says it is still in use (idle culling is about the person at the keyboard)."""
     return bool(user is not None and user.is_authenticated and workload.owner_id == user.pk)

@@ -18,11 +18,13 @@ class Control:
         self.sim = sim
         self.store = sim.store
 
-    def handle(self, method: str, path: str, body: bytes) -> Response:
-        """path: what follows /kubesim/v1/."""
+    def handle(self, method: str, path: str, body: bytes, host: str = "") -> Response:
+        """path: what follows /kubesim/v1/; host: the Host the request came to (for the exporters' targets)."""
         data = read_json(body) if body else {}
         data = data if isinstance(data, dict) else {}
         sim = self.sim
+        if path == "dcgm/targets" and method == "GET":
+            return Response(200, self._dcgm_targets(host))
         if path.startswith("dcgm/") and path.endswith("/metrics") and method == "GET":
             return self._dcgm(path.removeprefix("dcgm/").removesuffix("/metrics"))
         if path == "healthz" and method == "GET":
@@ -78,6 +80,15 @@ class Control:
             sim.settle()
             return Response(200, {"watch_history": self.store.history_size, "bookmark_interval": sim.bookmark_interval})
         raise APIError(404, f"unknown kubesim control endpoint {method} /kubesim/v1/{path}", "NotFound")
+
+    def _dcgm_targets(self, host: str) -> list[dict]:
+        """Prometheus HTTP service discovery: one target per node, its exporter's path as `__metrics_path__`."""
+        with self.store.lock:
+            names = sorted(n["metadata"]["name"] for n in self.store.list("nodes", copy=False))
+        return [
+            {"targets": [host], "labels": {"__metrics_path__": f"{CONTROL_PREFIX}dcgm/{name}/metrics", "node": name}}
+            for name in names
+        ]
 
     def _dcgm(self, node_name: str) -> Response:
         with self.store.lock:

@@ -55,7 +55,7 @@ class Api:
         query = parse_qs(url.query, keep_blank_values=True)
         try:
             if path.startswith(CONTROL_PREFIX.rstrip("/")):
-                return self.control.handle(method, path[len(CONTROL_PREFIX) :], body)
+                return self.control.handle(method, path[len(CONTROL_PREFIX) :], body, headers.get("host", ""))
             return self._kube(method, path, query, headers, body)
         except APIError as exc:
             return Response(exc.code, exc.status())
@@ -81,9 +81,7 @@ class Api:
         target, watch_path = self._parse(parts)
         verb = self._verb(method, target, query, watch_path)
         resource = f"{target.res.plural}/{target.sub}" if target.sub else target.res.plural
-        self._authorize(
-            user, Attributes(verb, target.res.group, resource, target.namespace or "", target.name or "")
-        )
+        self._authorize(user, Attributes(verb, target.res.group, resource, target.namespace or "", target.name or ""))
         ctype = headers.get("content-type", "application/json").split(";")[0].strip()
         if body and method in ("POST", "PUT") and ctype not in ("application/json", "*/*", ""):
             raise APIError(
