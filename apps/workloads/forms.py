@@ -346,3 +346,11 @@ class WorkloadTemplateForm(VersionedForm):
         for name, messages in template_shape_errors(kind, shape).items():
             self.add_error("values", f"{name}: {' '.join(messages)}")
         return data
+
+
+class IdlePolicyForm(StyledForm):
+    """The admin's "held but idle" rule: a threshold and how long GPUs must stay below it."""
+
+    threshold_percent = forms.IntegerField(min_value=1, max_value=100, label="Idle below (% GPU utilisation)")
+    idle_minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, label="for at least (minutes)")
+    cull_notebooks = forms.BooleanField(required=False, label="Stop notebooks idle this long")
