@@ -279,7 +279,8 @@ def exposition(node: dict, pods: list[dict], now: datetime) -> str:
             continue
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
         for entity, v in rows:
-            for holder in entity.holders or [None]:
+            holders: list[Holder | None] = list(entity.holders or []) or [None]
+            for holder in holders:
                 lines.append(f"{metric}{{{_labels(entity, node, holder)}}} {_number(v[metric])}")
     return "\n".join(lines) + "\n" if lines else ""
 

@@ -140,13 +140,13 @@ def refresh(prometheus: Prometheus, now: datetime | None = None) -> Refresh:
     util_points: dict[int, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     memory_points: dict[int, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for series in utilisation:
-        if (workload := owner(series)) is not None:
+        if (held_by := owner(series)) is not None:
             for moment, value in series.get("values") or []:
-                util_points[workload.pk][float(moment)].append(float(value))
+                util_points[held_by.pk][float(moment)].append(float(value))
     for series in memory:
-        if (workload := owner(series)) is not None:
+        if (held_by := owner(series)) is not None:
             for moment, value in series.get("values") or []:
-                memory_points[workload.pk][float(moment)] += float(value)
+                memory_points[held_by.pk][float(moment)] += float(value)
 
     policy = IdlePolicy.current()
     for workload in workloads:

@@ -685,13 +685,13 @@ def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datet
                 row.idle_since = row.idle_since or moment
             else:
                 row.idle_since, row.idle_flagged_at = None, None
-        flag = (row.idle_since is not None and row.idle_flagged_at is None
-                and (row.sampled_until - row.idle_since).total_seconds() >= policy.idle_seconds)
-        if flag:
+        idle_since = row.idle_since
+        if idle_since is not None and row.idle_flagged_at is None and \
+                (fresh[-1][0] - idle_since).total_seconds() >= policy.idle_seconds:
             row.idle_flagged_at = now
             _event(workload, from_status=workload.status, to_status=workload.status, reason=GPU_IDLE_REASON,
                    message=f"GPUs below {policy.threshold_percent}% for {_duration_text(policy.idle_seconds)}",
-                   at=now, details={"idle_since": row.idle_since.isoformat()})
+                   at=now, details={"idle_since": idle_since.isoformat()})
             enqueue_on_commit(IDLE_NOTIFY_TASK, workload.pk)
         row.save()
     return fresh
