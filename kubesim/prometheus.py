@@ -32,6 +32,7 @@ def scrape_config(kubesim_url: str, interval_seconds: float = 15.0) -> dict:
                 "job_name": JOB_NAME,
                 "scrape_interval": interval,
                 "scrape_timeout": interval,
+                "honor_labels": True,  # the exporter's namespace/pod/container labels are the pod's, keep them
                 "http_sd_configs": [
                     {"url": f"{kubesim_url.rstrip('/')}/kubesim/v1/dcgm/targets", "refresh_interval": interval}
                 ],
