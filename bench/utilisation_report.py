@@ -23,15 +23,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import usage_report  # noqa: E402  (django.setup() happens there)
-from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.utils import timezone  # noqa: E402
+import usage_report  # the ledger builder; it runs django.setup()
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
 
-from apps.usage import reports  # noqa: E402
-from apps.usage.models import UsageInterval, UtilisationHour  # noqa: E402
+from apps.usage import reports
+from apps.usage.models import UsageInterval, UtilisationHour
 
 BATCH = 10_000
 
