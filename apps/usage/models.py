@@ -170,7 +170,9 @@ class UtilisationHour(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workload", "hour"], name="utilisationhour_one_per_hour")]
-        indexes = [models.Index(fields=["hour"], name="utilisationhour_hour")]
+        # Covering: showback reads a month of rows by index alone (bench/README.md, utilisation).
+        indexes = [models.Index(fields=["hour", "project", "department", "user", "node_pool", "observed_card_hours",
+                                        "used_card_hours", "idle_card_hours"], name="utilisationhour_report")]
 
     def __str__(self) -> str:
         return f"{self.workload_id} {self.hour:%Y-%m-%d %H}h {self.used_card_hours:.3f}/{self.observed_card_hours:.3f}"
