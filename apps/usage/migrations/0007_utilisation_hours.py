@@ -10,7 +10,6 @@ class Migration(migrations.Migration):
     dependencies = [
         ('org', '0007_nodepool_gpu_resource_extended_resource_name'),
         ('usage', '0006_backfill_split'),
-        ('workloads', '0007_idle_policy_and_workload_utilisation'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
