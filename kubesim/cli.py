@@ -1,4 +1,4 @@
-"""Command line: `python -m kubesim serve ...`."""
+"""Command line: `python -m kubesim serve ...`, `python -m kubesim prometheus ...`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from kubesim import discovery
 from kubesim.cluster import load_cluster
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.kueue.install import VERSION as KUEUE_VERSION
+from kubesim.prometheus import exec_prometheus
 from kubesim.server import KubeHTTPServer
 from kubesim.sim import Simulator
 
@@ -105,6 +106,11 @@ def _parser() -> argparse.ArgumentParser:
         "default: off, everything allowed)",
     )
     serve.add_argument("--verbose", action="store_true", help="log every request")
+    prom = sub.add_parser("prometheus", help="exec a Prometheus (on the PATH) scraping a kubesim's DCGM exporters")
+    prom.add_argument("--kubesim-url", required=True, help="e.g. http://127.0.0.1:8001")
+    prom.add_argument("--listen", default="127.0.0.1:8002", help="Prometheus' web listen address")
+    prom.add_argument("--data-dir", required=True, help="configuration and TSDB live here")
+    prom.add_argument("--scrape-interval", type=float, default=15.0, help="seconds")
     return parser
 
 
@@ -139,6 +145,8 @@ def _start_time(value: str | None) -> datetime | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "prometheus":
+        exec_prometheus(args.kubesim_url, Path(args.data_dir), args.listen, args.scrape_interval)
     kueue_config = yaml.safe_load(Path(args.config).read_text()) if args.config else None
     sim = Simulator(
         clock=args.clock,

@@ -9,13 +9,16 @@ import yaml
 
 POOL_LABEL = "portal.gpu/pool"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 
 
-def _pool(pool: str, count: int, product: str, resource: str, per_node: int, cpu: str, memory: str) -> list[dict]:
+def _pool(
+    pool: str, count: int, product: str, resource: str, per_node: int, cpu: str, memory: str, **labels: str
+) -> list[dict]:
     return [
         {
             "name": f"{pool}-node-{i}",
-            "labels": {POOL_LABEL: pool, PRODUCT_LABEL: product},
+            "labels": {POOL_LABEL: pool, PRODUCT_LABEL: product, **labels},
             "allocatable": {resource: str(per_node), "cpu": cpu, "memory": memory, "pods": "110"},
         }
         for i in range(count)
@@ -23,11 +26,12 @@ def _pool(pool: str, count: int, product: str, resource: str, per_node: int, cpu
 
 
 def demo_cluster() -> list[dict]:
-    """H100 full cards, A100 MIG 3g.40gb slices, L40S time-sliced replicas."""
+    """H100 full cards, A100 MIG 3g.40gb slices, L40S time-sliced replicas (8 per card, one card per node, labelled
+    as NVIDIA's GPU feature discovery labels a time-sliced node)."""
     return (
         _pool("h100", 2, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", 8, "112", "2000Gi")
         + _pool("a100-mig-3g40gb", 8, "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 2, "64", "1000Gi")
-        + _pool("l40s-shared", 6, "NVIDIA-L40S-SHARED", "nvidia.com/gpu", 8, "64", "512Gi")
+        + _pool("l40s-shared", 6, "NVIDIA-L40S-SHARED", "nvidia.com/gpu", 8, "64", "512Gi", **{REPLICAS_LABEL: "8"})
     )
 
 

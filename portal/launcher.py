@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +29,7 @@ RUN_DIR = Path(os.environ.get("PORTAL_RUN_DIR", BASE_DIR / ".run"))
 HOST = os.environ.get("PORTAL_HOST", "127.0.0.1")
 PORT = os.environ.get("PORTAL_PORT", "8000")
 KUBESIM_PORT = os.environ.get("KUBESIM_PORT", "8001")
+PROMETHEUS_PORT = os.environ.get("PROMETHEUS_PORT", "8002")
 
 BACKOFF_FIRST = float(os.environ.get("PORTAL_RESTART_BACKOFF", "1"))
 BACKOFF_MAX = 30.0
@@ -243,6 +245,17 @@ def kubesim_child(kubeconfig: Path) -> Child:
     )
 
 
+def prometheus_child() -> Child:
+    """A Prometheus scraping kubesim's emulated DCGM exporters every 15 s, data in .run/prometheus (exec'd by kubesim's
+    CLI, so its pid is Prometheus' own)."""
+    return Child(
+        "prometheus",
+        [sys.executable, "-m", "kubesim", "prometheus", "--kubesim-url", f"http://127.0.0.1:{KUBESIM_PORT}",
+         "--listen", f"127.0.0.1:{PROMETHEUS_PORT}", "--data-dir", str(RUN_DIR / "prometheus"),
+         "--scrape-interval", "15"],
+    )
+
+
 def main() -> int:
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -261,6 +274,12 @@ def main() -> int:
         kubeconfig = RUN_DIR / "kubeconfig"
         start_order.append(kubesim_child(kubeconfig))
         env["KUBECONFIG"] = str(kubeconfig)
+        if not env.get("PROMETHEUS_URL") and shutil.which("prometheus"):
+            start_order.append(prometheus_child())
+            env["PROMETHEUS_URL"] = f"http://127.0.0.1:{PROMETHEUS_PORT}"
+            log(f"GPU utilisation: Prometheus on {env['PROMETHEUS_URL']} scrapes kubesim's DCGM exporters")
+        elif not env.get("PROMETHEUS_URL"):
+            log("no `prometheus` on the PATH: GPU utilisation not available (apt-get install prometheus)")
     else:
         log(f"using the cluster of {env['KUBECONFIG']}")
     start_order += services()

@@ -313,6 +313,8 @@ CELERY_BEAT_SCHEDULE = {
     "notebooks-cull-idle": {"task": "worker.tasks.notebooks_cull_idle", "schedule": 60.0},
     # Start-time forecasts go stale as time passes even when nothing moves (worker/forecast.py).
     "forecasts-refresh": {"task": "worker.tasks.forecasts_refresh", "schedule": 60.0, "options": {"expires": 55}},
+    # GPU utilisation from Prometheus (does nothing without PROMETHEUS_URL): stored for pages, showback and idling.
+    "utilisation-refresh": {"task": "worker.tasks.utilisation_refresh", "schedule": 60.0, "options": {"expires": 55}},
 }
 
 REST_FRAMEWORK = {
@@ -359,6 +361,12 @@ EMAIL_HOST_PASSWORD = _env_secret("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
 PORTAL_BASE_URL = os.environ.get("PORTAL_BASE_URL", "http://127.0.0.1:8000")
+
+# GPU utilisation: the Prometheus that scrapes NVIDIA's DCGM exporter (README "GPU utilisation"). Empty: pages say
+# utilisation is not available. Only the worker queries it (timeout per query, seconds), never a page's request.
+PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL", "").strip().rstrip("/")
+PROMETHEUS_TIMEOUT = _env_int("PROMETHEUS_TIMEOUT", 5, minimum=1)
+UTILISATION_STEP_SECONDS = _env_int("UTILISATION_STEP_SECONDS", 60, minimum=1)  # resolution of the stored samples
 
 # The cluster: a kubeconfig path (make run writes kubesim's to .run/kubeconfig); empty means in-cluster credentials.
 KUBECONFIG = os.environ.get("KUBECONFIG", "" if PRODUCTION else str(RUN_DIR / "kubeconfig"))

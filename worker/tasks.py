@@ -26,9 +26,10 @@ from apps.org.models import ImagePullSecret
 from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
-from apps.workloads.models import Credential, Status, Workload
+from apps.workloads.models import Credential, IdlePolicy, Kind, Status, Workload
 from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by
 
+from . import utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
@@ -200,7 +201,8 @@ def intents_sweep() -> int:
 @shared_task(expires=55)
 def notebooks_cull_idle() -> int:
     """Stop notebooks idle past their timeout: first read what each notebook server says of its own activity (through
-    the service proxy), then stop those with no sign of use (keep-alive, server activity) for their timeout."""
+    the service proxy), then stop those with no sign of use (keep-alive, server activity) for their timeout, then
+    those whose GPUs stayed idle under the admin's idle policy."""
     running = workload_services.notebooks_running()
     try:
         observed = read_server_activity(gateway(), running)
@@ -208,7 +210,41 @@ def notebooks_cull_idle() -> int:
         logger.info("notebook activity not read: %s", error.describe())
         observed = {}  # the cluster is away: decide on what the portal knows (never stop on a guess of activity)
     workload_services.notebook_server_activity_record(observed=observed)
-    return sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
+    culled = sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
+    return culled + sum(workload_services.notebook_cull_gpu_idle(workload=workload)
+                        for workload in workload_services.notebooks_gpu_idle())
+
+
+@shared_task(expires=55)
+def utilisation_refresh() -> int:
+    """Store the GPU utilisation Prometheus reports (chart, idle flags, showback); samples stored, 0 without one."""
+    prometheus = utilisation.client()
+    if prometheus is None:
+        return 0
+    try:
+        return utilisation.refresh(prometheus).samples
+    except utilisation.PrometheusUnavailable as error:
+        logger.warning("GPU utilisation not refreshed: %s", error)
+        return 0
+
+
+@shared_task
+def workload_idle_notify(workload_id: int) -> bool:
+    """One e-mail to the owner: their workload holds GPUs it does not use."""
+    workload = Workload.objects.select_related("owner", "project", "node_pool").filter(pk=workload_id).first()
+    if workload is None or not workload.owner.email:
+        return False
+    policy = IdlePolicy.current()
+    event = workload.events.filter(reason=workload_services.GPU_IDLE_REASON).order_by("-id").first()
+    body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} holds "
+            f"{workload.gpu_units} x {workload.node_pool.name} GPUs that are not being used: "
+            f"{event.message if event else f'below {policy.threshold_percent}%'}.",
+            "Stop it if you are done, so others can use the cards."]
+    if workload.kind == Kind.NOTEBOOK and policy.cull_notebooks:
+        body.append("Idle notebooks are stopped automatically.")
+    body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
+    send_mail(f"[GPU Portal] {workload.name} holds idle GPUs", "\n".join(body), None, [workload.owner.email])
+    return True
 
 
 # A change to a queue asks for a refresh this many seconds later, so a burst of changes costs one (worker/forecast.py).
@@ -228,6 +264,8 @@ def forecasts_refresh(requested_at: str | None = None) -> int:
 def forecasts_refresh_soon() -> bool:
     """Ask for a refresh after the coalescing delay (the watcher calls this when a workload's status moved)."""
     return enqueue_now(FORECAST_TASK, timezone.now().isoformat(), countdown=FORECAST_COALESCE_SECONDS)
+
+
 SECRET_RETRY_AFTER = timedelta(seconds=60)
 
 

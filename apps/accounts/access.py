@@ -317,6 +317,9 @@ def can_connect_notebook(user: Any, workload: Any) -> bool:
 def can_manage_data_of(user: Any, project: Any) -> bool:
     """Data sources and image pull secrets of a project: admins and the department's admins."""
     return can(user, Action.MANAGE_PROJECTS, project)
+def can_manage_idle_policy(user: Any) -> bool:
+    """The GPU idle rule and the "held but idle" list are installation-wide: admins only."""
+    return sees_everything(user, Action.MANAGE)
 
 
 def can_keep_alive(user: Any, workload: Any) -> bool:

@@ -66,6 +66,12 @@ class UsageRowSerializer(serializers.Serializer):
     used_over_deserved = serializers.FloatField(allow_null=True)
     cost = serializers.DecimalField(max_digits=18, decimal_places=2, allow_null=True, coerce_to_string=False,
                                     help_text="GPU-hours x price per card-hour of priced pools; null when unpriced.")
+    gpu_utilisation = serializers.FloatField(
+        allow_null=True, help_text="Mean GPU utilisation (0..1) of the allocated GPU-hours Prometheus measured; null "
+                                   "without a Prometheus or without measurements.")
+    idle_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="Allocated but idle: measured GPU-hours below the idle policy's threshold; null "
+                                   "without a Prometheus or without measurements.")
 
 
 class UsageReportSerializer(serializers.Serializer):
@@ -73,6 +79,7 @@ class UsageReportSerializer(serializers.Serializer):
     start = serializers.DateTimeField()
     end = serializers.DateTimeField()
     counted_until = serializers.DateTimeField(help_text="The end, or now when the window reaches into the future.")
+    utilisation_available = serializers.BooleanField(help_text="False: no Prometheus configured (PROMETHEUS_URL).")
     rows = UsageRowSerializer(many=True)
     total = UsageRowSerializer()
 
@@ -88,7 +95,9 @@ def _row(report: reports.Report, row: reports.ReportRow, *, total: bool = False)
             "gpu_hours_within_quota": _hours(row.within_quota), "gpu_hours_borrowed": _hours(row.borrowed),
             "deserved_gpu_hours": _hours(row.deserved),
             "used_over_deserved": None if row.ratio is None else round(row.ratio, 4),
-            "cost": None if row.cost is None else round(row.cost, 2)}
+            "cost": None if row.cost is None else round(row.cost, 2),
+            "gpu_utilisation": None if row.utilisation is None else round(row.utilisation, 4),
+            "idle_gpu_hours": _hours(row.idle_hours) if row.measured_hours else None}
 
 
 REPORT_PARAMETERS = [
@@ -155,5 +164,6 @@ class UsageReportView(APIView):
         return Response({
             "group_by": report.group.value, "start": timezone.localtime(window.start),
             "end": timezone.localtime(window.end), "counted_until": timezone.localtime(report.until),
+            "utilisation_available": report.measured,
             "rows": [_row(report, row) for row in report.rows], "total": _row(report, report.total, total=True),
         })

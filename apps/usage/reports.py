@@ -23,6 +23,11 @@ Definitions (issue 6, DESIGN section 4):
   quota was in force, summed over the *project* quotas in the group: within-deserved usage draws from exactly that (a
   department's deserved units not handed to a project are only lent, never used directly). There is no deserved
   figure per user, nor when the report is narrowed to one user.
+- **Utilisation** (with a Prometheus, `PROMETHEUS_URL`): the mean GPU utilisation of the allocated GPU-hours that
+  were measured (used card hours / measured card hours) and the "allocated but idle" GPU-hours, measured below the
+  idle policy's threshold, from the hourly UtilisationHour rows the worker adds up from Prometheus' samples (one
+  more aggregate query; hours whose start lies in the window count). Without a Prometheus both are absent and the
+  page says why.
 - **Cost** (chargeback) = GPU-hours x the pool's current `price_per_card_hour`, summed over priced pools; None when
   none of the group's usage is on a priced pool. Unpriced pools add nothing to the cost.
 
@@ -41,6 +46,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db.models import (
@@ -68,7 +74,7 @@ from apps.org.models import Department, NodePool, Project
 from apps.org.selectors import projects_for
 from apps.workloads.selectors import workloads_for
 
-from .models import DeservedPeriod, UsageInterval, UsageSlice
+from .models import DeservedPeriod, UsageInterval, UsageSlice, UtilisationHour
 
 MAX_SPAN = timedelta(days=400)
 SECONDS_PER_HOUR = 3600
@@ -292,6 +298,14 @@ class ReportRow:
     deserved: float | None = None
     cost: Decimal | None = None
     department_slug: str = ""  # for project rows
+    measured_hours: float = 0.0  # card hours Prometheus sampled
+    used_hours: float = 0.0  # of which busy (weighted by utilisation)
+    idle_hours: float = 0.0  # of which below the idle threshold
+
+    @property
+    def utilisation(self) -> float | None:
+        """Mean utilisation of the measured GPU-hours (0..1); None where nothing was measured."""
+        return self.used_hours / self.measured_hours if self.measured_hours else None
 
     @property
     def ratio(self) -> float | None:
@@ -312,6 +326,7 @@ class Report:
     total: ReportRow
     priced: bool  # some pool has a price: the report is chargeback, with a cost column
     filters: Filters = field(default_factory=Filters)
+    measured: bool = False  # a Prometheus is configured: utilisation columns
 
     @property
     def until(self) -> datetime:
@@ -371,13 +386,34 @@ def grouped_ledger(*, user: Any, group: Group, window: Window, filters: Filters,
         **aggregates).order_by(), buckets
 
 
+def utilisation_available() -> bool:
+    return bool(settings.PROMETHEUS_URL)
+
+
+def grouped_utilisation(*, user: Any, group: Group, buckets: list[Window], filters: Filters, now: datetime
+                        ) -> QuerySet:
+    """Measured, busy and idle card hours per group key, one triple per bucket, over the visible hourly rows whose
+    hour starts inside the buckets."""
+    keys = [GROUP_FIELD[group]] if group != Group.MONTH else []
+    whole = Window(buckets[0].start, buckets[-1].until(now))
+    rows = access.restrict(UtilisationHour.objects.all(), user, Action.VIEW).filter(
+        hour__gte=whole.start, hour__lt=whole.end, **filters.ledger())
+    aggregates = {}
+    for index, bucket in enumerate(buckets):
+        only = Q(hour__gte=bucket.start, hour__lt=bucket.end) if len(buckets) > 1 else None
+        aggregates[f"m{index}"] = Sum("observed_card_hours", filter=only, default=0.0)
+        aggregates[f"u{index}"] = Sum("used_card_hours", filter=only, default=0.0)
+        aggregates[f"i{index}"] = Sum("idle_card_hours", filter=only, default=0.0)
+    return rows.values(*keys).annotate(**aggregates).order_by()
+
+
 def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | None = None,
                  now: datetime | None = None) -> Report:
     """GPU-hours per group in the window, within deserved and over quota, beside deserved hours; a fixed number of
     queries.
 
-    Queries: the ledger aggregate, the deserved periods' aggregate, the pools, and (except for months) the group's
-    names.
+    Queries: the ledger aggregate, the deserved periods' aggregate, the pools, (with a Prometheus) the utilisation
+    aggregate, and (except for months) the group's names.
     """
     filters = filters or Filters()
     now = now or timezone.now()
@@ -427,6 +463,18 @@ def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | 
             if row.deserved is None:
                 row.deserved = 0.0
 
+    measured = utilisation_available()
+    if measured:
+        for entry in grouped_utilisation(user=user, group=group, buckets=buckets, filters=filters, now=now):
+            for index, bucket in enumerate(buckets):
+                observed = float(entry[f"m{index}"] or 0.0)
+                if not observed:
+                    continue
+                row = row_for(bucket.start if group == Group.MONTH else entry[keys[0]])
+                row.measured_hours += observed
+                row.used_hours += float(entry[f"u{index}"] or 0.0)
+                row.idle_hours += float(entry[f"i{index}"] or 0.0)
+
     if group == Group.POOL:
         for key, row in rows.items():
             row.slug, row.name = pools[key].slug, pools[key].name
@@ -446,8 +494,12 @@ def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | 
             total.deserved = (total.deserved or 0.0) + row.deserved
         if row.cost is not None:
             total.cost = (total.cost or Decimal(0)) + row.cost
+        total.measured_hours += row.measured_hours
+        total.used_hours += row.used_hours
+        total.idle_hours += row.idle_hours
     priced = any(pool.price_per_card_hour is not None for pool in pools.values())
-    return Report(group=group, window=window, now=now, rows=ordered, total=total, priced=priced, filters=filters)
+    return Report(group=group, window=window, now=now, rows=ordered, total=total, priced=priced, filters=filters,
+                  measured=measured)
 
 
 @dataclass(frozen=True)
@@ -491,6 +543,8 @@ def report_header(report: Report) -> list[str]:
     if report.group == Group.PROJECT:
         header.append("Department")
     header += ["GPU-hours", "Within deserved", "Over quota", "Deserved GPU-hours", "Used / deserved"]
+    if report.measured:
+        header += ["GPU utilisation", "Allocated but idle GPU-hours"]
     if report.priced:
         header.append("Cost")
     return header
@@ -502,6 +556,8 @@ def report_cells(report: Report, row: ReportRow) -> list[str]:
         cells.append(row.department_slug)
     cells += [hours_text(row.gpu_hours), hours_text(row.within_quota), hours_text(row.borrowed),
               hours_text(row.deserved), ratio_text(row.ratio)]
+    if report.measured:
+        cells += [ratio_text(row.utilisation), hours_text(row.idle_hours if row.measured_hours else None)]
     if report.priced:
         cells.append(cost_text(row.cost))
     return cells

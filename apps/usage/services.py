@@ -15,17 +15,18 @@ rows.
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.org.models import Quota
 
 from . import split
-from .models import DeservedPeriod, UsageInterval, UsageSlice
+from .models import DeservedPeriod, UsageInterval, UsageSlice, UtilisationHour
 
 
 def _lock_timeline(project_id: int, node_pool_id: int) -> None:
@@ -189,3 +190,33 @@ def on_quota_deleted(*, instance: Quota, origin: Any = None, **_: Any) -> None:
         return
     deserved_period_set(project_id=instance.project.pk, department_id=instance.project.department_id,
                         node_pool_id=instance.node_pool_id, deserved=0)
+
+
+def utilisation_hours_add(*, workload: Any, samples: list[tuple[datetime, float, float]], sample_seconds: float,
+                          threshold_percent: float) -> int:
+    """Add one workload's new utilisation samples (each standing for `sample_seconds` of its run) to its hourly
+    showback figures: observed, utilisation-weighted and below-threshold card hours. Returns the hours touched.
+
+    The caller passes only samples not counted before (apps.workloads.services.workload_utilisation_record returns
+    them), in the same transaction, so a repeated refresh adds nothing twice."""
+    pool = workload.node_pool
+    card_hours = workload.gpu_units * pool.card_fraction_numerator / pool.card_fraction_denominator \
+        * sample_seconds / 3600
+    per_hour: dict[datetime, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for moment, util, _memory in samples:
+        figures = per_hour[moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)]
+        figures[0] += card_hours
+        figures[1] += card_hours * min(max(util, 0.0), 100.0) / 100
+        figures[2] += card_hours if util < threshold_percent else 0.0
+    with transaction.atomic():
+        for hour, (observed, used, idle) in per_hour.items():
+            row, created = UtilisationHour.objects.get_or_create(
+                workload_id=workload.pk, hour=hour,
+                defaults={"project_id": workload.project_id, "department_id": workload.project.department_id,
+                          "user_id": workload.owner_id, "node_pool_id": pool.pk, "observed_card_hours": observed,
+                          "used_card_hours": used, "idle_card_hours": idle})
+            if not created:
+                UtilisationHour.objects.filter(pk=row.pk).update(
+                    observed_card_hours=F("observed_card_hours") + observed,
+                    used_card_hours=F("used_card_hours") + used, idle_card_hours=F("idle_card_hours") + idle)
+    return len(per_hour)

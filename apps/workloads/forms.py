@@ -452,3 +452,10 @@ class CredentialForm(StyledForm):
         if len(set(names)) != len(names):
             raise ValidationError("A key is given twice.")
         return {pair["name"]: pair["value"] for pair in pairs}
+
+class IdlePolicyForm(StyledForm):
+    """The admin's "held but idle" rule: a threshold and how long GPUs must stay below it."""
+
+    threshold_percent = forms.IntegerField(min_value=1, max_value=100, label="Idle below (% GPU utilisation)")
+    idle_minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, label="for at least (minutes)")
+    cull_notebooks = forms.BooleanField(required=False, label="Stop notebooks idle this long")

@@ -374,3 +374,56 @@ def _duration(minutes: int) -> str:
     if minutes < 48 * 60:
         return f"{minutes / 60:.1f} h".replace(".0 h", " h")
     return f"{minutes / 1440:.1f} days".replace(".0 days", " days")
+class IdlePolicy(models.Model):
+    """The admin's rule for "held but idle": GPUs below `threshold_percent` for `idle_seconds` (one row, pk 1).
+
+    Flagged workloads show it on their page and their owner gets an e-mail; notebooks idle this long are culled
+    when `cull_notebooks` is on (unless their owner showed activity meanwhile)."""
+
+    threshold_percent = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Mean GPU utilisation below this percent counts as idle.")
+    idle_seconds = models.PositiveIntegerField(
+        default=30 * 60, validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 3600)],
+        help_text="How long a workload must stay below the threshold to be flagged.")
+    cull_notebooks = models.BooleanField(default=True, help_text="Stop notebooks whose GPUs stay idle this long.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"below {self.threshold_percent}% for {self.idle_seconds} s"
+
+    @classmethod
+    def current(cls) -> IdlePolicy:
+        return cls.objects.get_or_create(pk=1)[0]
+
+    @property
+    def idle_minutes(self) -> float:
+        return self.idle_seconds / 60
+
+
+class WorkloadUtilisation(models.Model):
+    """GPU utilisation of one workload's pods as Prometheus reported it, stored by the worker once a minute.
+
+    `series` is the detail page's chart: [[epoch seconds, mean GPU util %, framebuffer used MiB], ...] over the run,
+    at most MAX_POINTS (older points merged pairwise when it grows). `idle_since` is the start of the current stretch
+    below the idle policy's threshold; `idle_flagged_at` when that stretch reached the policy's duration."""
+
+    MAX_POINTS = 240
+
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, primary_key=True, related_name="utilisation")
+    series = models.JSONField(default=list, blank=True)
+    sampled_until = models.DateTimeField(null=True, blank=True, help_text="The last sample already counted.")
+    samples = models.PositiveIntegerField(default=0)
+    mean_percent = models.FloatField(null=True, blank=True)
+    peak_memory_mib = models.FloatField(null=True, blank=True)
+    last_percent = models.FloatField(null=True, blank=True)
+    idle_since = models.DateTimeField(null=True, blank=True)
+    idle_flagged_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    access_department_paths = ("workload__project__department_id",)
+    access_project_path = "workload__project_id"
+    access_owner_path = "workload__owner"
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {self.mean_percent}%"

@@ -12,6 +12,7 @@ urlpatterns = [
     path("templates/new/", views.template_create, name="template_create"),
     path("templates/<int:pk>/edit/", views.template_edit, name="template_edit"),
     path("templates/<int:pk>/delete/", views.template_delete, name="template_delete"),
+    path("held-idle/", views.held_idle, name="held_idle"),
     path("projects/<slug:slug>/queue/", views.project_queue, name="project_queue"),
     path("<int:pk>/", views.detail, name="detail"),
     path("<int:pk>/stop/", views.stop, name="stop"),

@@ -51,11 +51,12 @@ from .forms import (
     ALIASES,
     KIND_FIELDS,
     CredentialForm,
+    IdlePolicyForm,
     WorkloadForm,
     WorkloadTemplateForm,
     submit_initial,
 )
-from .models import HOLDING_STATUSES, Kind, Status, Workload, WorkloadTemplate
+from .models import HOLDING_STATUSES, IdlePolicy, Kind, Status, Workload, WorkloadTemplate
 
 PAGE_SIZE = 25
 SUBMISSION_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
@@ -252,9 +253,39 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
         "env": workload.env,
     }
+    if not request.htmx:
+        context.update({"utilisation_available": selectors.utilisation_available(),
+                        "utilisation": selectors.workload_utilisation_chart(workload=workload),
+                        "idle_policy": IdlePolicy.current()})
     if request.htmx:
         return conditional(render(request, "workloads/partials/_detail_live.html", context), etag)
     return render(request, "workloads/detail.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def held_idle(request: AuthenticatedRequest) -> HttpResponse:
+    """Admins: workloads holding GPUs they do not use (the idle policy flagged them), and the policy itself."""
+    if not access.can_manage_idle_policy(request.user):
+        raise Http404("No such page.")
+    policy = IdlePolicy.current()
+    initial = {"threshold_percent": policy.threshold_percent, "idle_minutes": max(1, round(policy.idle_minutes)),
+               "cull_notebooks": policy.cull_notebooks}
+    form = IdlePolicyForm(request.POST if request.method == "POST" else None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.idle_policy_update(actor=request.user, threshold_percent=data["threshold_percent"],
+                                        idle_seconds=data["idle_minutes"] * 60, cull_notebooks=data["cull_notebooks"])
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        else:
+            messages.success(request, "Idle rule saved.")
+            return redirect("workloads:held_idle")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "workloads/held_idle.html", {
+        "form": form, "policy": policy, "utilisation_available": selectors.utilisation_available(),
+        "workloads": selectors.workloads_held_idle(user=request.user)}, status=status)
 
 
 @login_required

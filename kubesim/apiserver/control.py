@@ -1,7 +1,9 @@
-"""kubesim's control endpoints under /kubesim/v1/ (health, clock, settle, faults, reset, config, stats, rbac)."""
+"""kubesim's control endpoints under /kubesim/v1/ (health, clock, settle, faults, reset, config, stats, rbac), and
+each node's emulated DCGM exporter (`dcgm/<node>/metrics`, for a Prometheus to scrape)."""
 
 from __future__ import annotations
 
+from kubesim import dcgm
 from kubesim.apiserver.common import Response, read_json
 from kubesim.apiserver.proxy import ServiceProxy
 from kubesim.errors import APIError, bad_request, number_param
@@ -9,6 +11,7 @@ from kubesim.resources import RESOURCES
 from kubesim.sim import Simulator
 
 CONTROL_PREFIX = "/kubesim/v1/"
+EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Control:
@@ -16,14 +19,18 @@ class Control:
         self.sim = sim
         self.store = sim.store
 
-    def handle(self, method: str, path: str, body: bytes) -> Response:
-        """path: what follows /kubesim/v1/."""
+    def handle(self, method: str, path: str, body: bytes, host: str = "") -> Response:
+        """path: what follows /kubesim/v1/; host: the Host the request came to (for the exporters' targets)."""
         data = read_json(body) if body else {}
         data = data if isinstance(data, dict) else {}
         sim = self.sim
         server = path.split("/")
         if len(server) == 4 and server[0] == "servers" and server[3] == "activity" and method == "POST":
             return ServiceProxy(self.store, sim.server_activity).report_activity(server[1], server[2], data)
+        if path == "dcgm/targets" and method == "GET":
+            return Response(200, self._dcgm_targets(host))
+        if path.startswith("dcgm/") and path.endswith("/metrics") and method == "GET":
+            return self._dcgm(path.removeprefix("dcgm/").removesuffix("/metrics"))
         if path == "healthz" and method == "GET":
             return Response(200, self._health())
         if path == "stats" and method == "GET":
@@ -60,10 +67,16 @@ class Control:
             return Response(200, sim.rbac.report())
         if path == "config" and method == "POST":
             # Both checked before either is applied: a bad config is a 400 that changes nothing.
-            history = number_param("watch_history", data["watch_history"], minimum=1, integer=True) \
-                if "watch_history" in data else None
-            bookmark = number_param("bookmark_interval", data["bookmark_interval"], minimum=0.001) \
-                if "bookmark_interval" in data else None
+            history = (
+                number_param("watch_history", data["watch_history"], minimum=1, integer=True)
+                if "watch_history" in data
+                else None
+            )
+            bookmark = (
+                number_param("bookmark_interval", data["bookmark_interval"], minimum=0.001)
+                if "bookmark_interval" in data
+                else None
+            )
             if history is not None:
                 self.store.set_history_size(int(history))
             if bookmark is not None:
@@ -71,6 +84,23 @@ class Control:
             sim.settle()
             return Response(200, {"watch_history": self.store.history_size, "bookmark_interval": sim.bookmark_interval})
         raise APIError(404, f"unknown kubesim control endpoint {method} /kubesim/v1/{path}", "NotFound")
+
+    def _dcgm_targets(self, host: str) -> list[dict]:
+        """Prometheus HTTP service discovery: one target per node, its exporter's path as `__metrics_path__`."""
+        with self.store.lock:
+            names = sorted(n["metadata"]["name"] for n in self.store.list("nodes", copy=False))
+        return [
+            {"targets": [host], "labels": {"__metrics_path__": f"{CONTROL_PREFIX}dcgm/{name}/metrics", "node": name}}
+            for name in names
+        ]
+
+    def _dcgm(self, node_name: str) -> Response:
+        with self.store.lock:
+            node = self.store.get("nodes", None, node_name, copy=False)
+            if node is None:
+                raise APIError(404, f'node "{node_name}" not found', "NotFound")
+            text = dcgm.exposition(node, self.store.list("pods", copy=False), self.store.now())
+        return Response(200, text, content_type=EXPOSITION_TYPE)
 
     def _counts(self) -> dict[str, int]:
         with self.store.lock:

@@ -61,7 +61,7 @@ class Api:
         query = parse_qs(url.query, keep_blank_values=True)
         try:
             if path.startswith(CONTROL_PREFIX.rstrip("/")):
-                return self.control.handle(method, path[len(CONTROL_PREFIX) :], body)
+                return self.control.handle(method, path[len(CONTROL_PREFIX) :], body, headers.get("host", ""))
             return _as_protobuf(headers, self._kube(method, path, query, headers, body))
         except APIError as exc:
             return Response(exc.code, exc.status())

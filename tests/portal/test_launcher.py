@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -137,6 +138,7 @@ class Launched:
                if key not in {"REDIS_URL", "KUBECONFIG", "CELERY_QUEUE", "DATABASE_URL"}}
         env.update(PORTAL_RUN_DIR=str(run_dir), DATABASE_URL=f"sqlite:///{run_dir / 'portal.sqlite3'}",
                    PORTAL_PORT=str(self.port), KUBESIM_PORT=str(_free_port()), WEB_CONCURRENCY="1",
+                   PROMETHEUS_PORT=str(_free_port()),
                    PORTAL_RESTART_BACKOFF="0.5", PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "portal.launcher"], env=env, cwd=launcher.BASE_DIR, start_new_session=True,
@@ -188,6 +190,8 @@ def test_make_run_survives_a_killed_worker_and_sigterm_leaves_nothing_running(tm
         assert restarted != worker and alive(restarted)
         with urllib.request.urlopen(f"http://127.0.0.1:{portal.port}/accounts/login/", timeout=60) as response:
             assert response.status == 200
+        if shutil.which("prometheus"):  # make run adds a Prometheus scraping kubesim's DCGM exporters
+            portal.wait_for(r"started prometheus \(pid \d+\)")
         pids = portal.started_pids()
         descendants = [pid for parent in pids for pid in _children_of(parent)]
     finally:

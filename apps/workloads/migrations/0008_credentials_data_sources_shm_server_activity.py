@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('org', '0008_data_sources_pull_secrets_notebook_sharing'),
-        ('workloads', '0006_template_versions_and_submission_keys'),
+        ('workloads', '0007_workload_forecast'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
