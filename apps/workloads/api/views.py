@@ -11,16 +11,19 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Prefetch, QuerySet
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import StrictIdLookupMixin, validation_error_detail
-from apps.workloads import services
+from apps.core.api import AsciiIntegerField, StrictIdLookupMixin, validation_error_detail
+from apps.core.csv_export import csv_response
+from apps.core.http import MAX_ID
+from apps.workloads import services, table
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.models import Status, Workload, WorkloadEvent
 from apps.workloads.selectors import annotate_live, preemptions_seen_by, workload_list
@@ -28,6 +31,12 @@ from apps.workloads.selectors import annotate_live, preemptions_seen_by, workloa
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,100}")
+
+
+class BulkStopSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=AsciiIntegerField(min_value=1, max_value=MAX_ID), allow_empty=False,
+                                max_length=services.BULK_STOP_LIMIT,
+                                help_text=f"Ids of the workloads to stop, at most {services.BULK_STOP_LIMIT}.")
 
 
 class IdempotencyKeyReused(exceptions.APIException):
@@ -202,3 +211,38 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         workload = self.get_object()
         services.workload_stop(actor=request.user, workload=workload)
         return Response(self._detail(workload), status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=BulkStopSerializer,
+        responses={202: WorkloadSerializer(many=True),
+                   400: OpenApiResponse(description="One of them has nothing to stop; nothing was stopped."),
+                   403: OpenApiResponse(description="You may not stop one of them; nothing was stopped."),
+                   404: OpenApiResponse(description="One of the ids is no workload you may see.")},
+        description=(
+            "Stop several workloads at once, all or none: each becomes `stopping` as with `{id}/stop/`. Refused "
+            "whole when one is not yours to stop (403, naming it) or has nothing to stop (400)."
+        ),
+    )
+    @action(detail=False, methods=["post"], url_path="stop", url_name="bulk-stop")
+    def bulk_stop(self, request: Request) -> Response:
+        body = BulkStopSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        ids = set(body.validated_data["ids"])
+        workloads = list(workload_list(user=request.user).filter(pk__in=ids))
+        if len(workloads) != len(ids):
+            missing = sorted(ids - {w.pk for w in workloads})
+            raise exceptions.NotFound(f"No such workload: {', '.join(map(str, missing))}; nothing was stopped.")
+        services.workloads_stop(actor=request.user, workloads=workloads)
+        rows = annotate_live(list(workload_list(user=request.user).filter(pk__in=ids)), viewer=request.user)
+        return Response(WorkloadSerializer(rows, many=True, context=self.get_serializer_context()).data,
+                        status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        description="The filtered list (the same filters and ordering as the list) as CSV, every column of the "
+                    "list page, unpaginated (at most 50,000 rows).",
+    )
+    @action(detail=False, methods=["get"], url_path="export", url_name="export")
+    def export(self, request: Request) -> StreamingHttpResponse:
+        queryset = self.filter_queryset(self.get_queryset())
+        return csv_response(table.export_rows(queryset, viewer=request.user), "workloads.csv")

@@ -8,6 +8,8 @@ from typing import Any
 
 from django import template
 
+from apps.workloads import table
+
 register = template.Library()
 
 
@@ -57,3 +59,14 @@ def units(value: Any) -> str:
 def plus_one(value: int | None) -> int | None:
     """Kueue's 0-based positions as people count them."""
     return None if value is None else value + 1
+
+
+@register.filter
+def allocated_units(workload: Any) -> int:
+    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
+    return table.allocated_units(workload)
+
+
+@register.filter
+def pods_running(workload: Any) -> int:
+    return table.pods_running(workload)
