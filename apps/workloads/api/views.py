@@ -21,6 +21,7 @@ from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import AsciiIntegerField, StrictIdLookupMixin, validation_error_detail
+from apps.core.api_lists import form_error_detail
 from apps.core.csv_export import csv_response
 from apps.core.http import MAX_ID
 from apps.workloads import services, table
@@ -244,5 +245,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
     )
     @action(detail=False, methods=["get"], url_path="export", url_name="export")
     def export(self, request: Request) -> StreamingHttpResponse:
-        queryset = self.filter_queryset(self.get_queryset())
-        return csv_response(table.export_rows(queryset, viewer=request.user), "workloads.csv")
+        filterset = WorkloadFilterSet(request.query_params, queryset=self.get_queryset(), request=request)
+        if not filterset.is_valid():
+            raise exceptions.ValidationError(form_error_detail(filterset.errors))
+        return csv_response(table.export_rows(filterset.qs, viewer=request.user), "workloads.csv")
