@@ -214,6 +214,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         return Response(self._detail(workload), status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
+        operation_id="workloads_bulk_stop",
         request=BulkStopSerializer,
         responses={202: WorkloadSerializer(many=True),
                    400: OpenApiResponse(description="One of them has nothing to stop; nothing was stopped."),
@@ -239,6 +240,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
                         status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
+        operation_id="workloads_export_csv",
         responses={(200, "text/csv"): OpenApiTypes.STR},
         description="The filtered list (the same filters and ordering as the list) as CSV, every column of the "
                     "list page, unpaginated (at most 50,000 rows).",
