@@ -11,11 +11,14 @@ POOL_LABEL = "portal.gpu/pool"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
-def _pool(pool: str, count: int, product: str, resource: str, per_node: int, cpu: str, memory: str) -> list[dict]:
+def _pool(
+    pool: str, count: int, product: str, resource: str, per_node: int, cpu: str, memory: str, gpu: dict[str, str]
+) -> list[dict]:
+    """`gpu`: the labels NVIDIA's GPU feature discovery would add (card memory in MiB, card count, replicas)."""
     return [
         {
             "name": f"{pool}-node-{i}",
-            "labels": {POOL_LABEL: pool, PRODUCT_LABEL: product},
+            "labels": {POOL_LABEL: pool, PRODUCT_LABEL: product, **gpu},
             "allocatable": {resource: str(per_node), "cpu": cpu, "memory": memory, "pods": "110"},
         }
         for i in range(count)
@@ -23,11 +26,44 @@ def _pool(pool: str, count: int, product: str, resource: str, per_node: int, cpu
 
 
 def demo_cluster() -> list[dict]:
-    """H100 full cards, A100 MIG 3g.40gb slices, L40S time-sliced replicas."""
+    """H100 full cards, A100 MIG 3g.40gb slices (one card per node, two slices), L40S time-sliced replicas (two
+    cards per node, four replicas each)."""
     return (
-        _pool("h100", 2, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", 8, "112", "2000Gi")
-        + _pool("a100-mig-3g40gb", 8, "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 2, "64", "1000Gi")
-        + _pool("l40s-shared", 6, "NVIDIA-L40S-SHARED", "nvidia.com/gpu", 8, "64", "512Gi")
+        _pool(
+            "h100",
+            2,
+            "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/gpu",
+            8,
+            "112",
+            "2000Gi",
+            {"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "8"},
+        )
+        + _pool(
+            "a100-mig-3g40gb",
+            8,
+            "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/mig-3g.40gb",
+            2,
+            "64",
+            "1000Gi",
+            {"nvidia.com/gpu.memory": "81920", "nvidia.com/gpu.count": "1", "nvidia.com/mig.config": "all-3g.40gb"},
+        )
+        + _pool(
+            "l40s-shared",
+            6,
+            "NVIDIA-L40S-SHARED",
+            "nvidia.com/gpu",
+            8,
+            "64",
+            "512Gi",
+            {
+                "nvidia.com/gpu.memory": "46068",
+                "nvidia.com/gpu.count": "2",
+                "nvidia.com/gpu.replicas": "4",
+                "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            },
+        )
     )
 
 

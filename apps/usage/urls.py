@@ -2,11 +2,12 @@
 
 from django.urls import path
 
-from . import urls_reports, views
+from . import urls_queues, urls_reports, views
 
 app_name = "usage"
 
 urlpatterns = [
     path("quota/", views.quota, name="quota"),
     *urls_reports.urlpatterns,
+    *urls_queues.urlpatterns,
 ]
