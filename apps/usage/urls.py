@@ -8,6 +8,7 @@ app_name = "usage"
 
 urlpatterns = [
     path("quota/", views.quota, name="quota"),
+    path("quota/history/", views.quota_history_page, name="quota_history"),
     *urls_reports.urlpatterns,
     *urls_queues.urlpatterns,
 ]
