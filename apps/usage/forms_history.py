@@ -37,7 +37,7 @@ class QuotaHistoryForm(forms.Form):
         return self.cleaned_data["span"] or "week"
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         project = data.get("project")
         if project is None or "pool" not in data:
             return data

@@ -236,8 +236,9 @@ def bulk_stop(request: AuthenticatedRequest) -> HttpResponse:
     403, as for a single stop."""
     user = request.user
     raw = request.POST.getlist("ids")
-    ids = [parse_id(value) for value in raw]
-    if not raw or None in ids or len(raw) > services.BULK_STOP_LIMIT:
+    parsed = [parse_id(value) for value in raw]
+    ids = [pk for pk in parsed if pk is not None]
+    if not raw or len(ids) != len(raw) or len(raw) > services.BULK_STOP_LIMIT:
         messages.error(request, "Tick the workloads to stop first (ids of up to "
                                 f"{services.BULK_STOP_LIMIT}); nothing was stopped.")
         return redirect(_list_url(request))
