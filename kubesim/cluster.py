@@ -26,12 +26,18 @@ def _pool(
 
 
 def demo_cluster() -> list[dict]:
-    """H100 full cards, A100 MIG 3g.40gb slices, L40S time-sliced replicas (8 per card, one card per node, labelled
-    as NVIDIA's GPU feature discovery labels a time-sliced node)."""
+    """H100 full cards, A100 MIG 3g.40gb slices (one card per node, two slices), L40S time-sliced replicas (8 per
+    card, one card per node). Labels as NVIDIA's GPU feature discovery sets them (card memory in MiB, card count,
+    MIG layout, sharing strategy and replicas)."""
     return (
-        _pool("h100", 2, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", 8, "112", "2000Gi")
-        + _pool("a100-mig-3g40gb", 8, "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 2, "64", "1000Gi")
-        + _pool("l40s-shared", 6, "NVIDIA-L40S-SHARED", "nvidia.com/gpu", 8, "64", "512Gi", **{REPLICAS_LABEL: "8"})
+        _pool("h100", 2, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", 8, "112", "2000Gi",
+              **{"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "8"})
+        + _pool("a100-mig-3g40gb", 8, "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 2, "64", "1000Gi",
+                **{"nvidia.com/gpu.memory": "81920", "nvidia.com/gpu.count": "1",
+                   "nvidia.com/mig.config": "all-3g.40gb"})
+        + _pool("l40s-shared", 6, "NVIDIA-L40S-SHARED", "nvidia.com/gpu", 8, "64", "512Gi",
+                **{REPLICAS_LABEL: "8", "nvidia.com/gpu.memory": "46068", "nvidia.com/gpu.count": "1",
+                   "nvidia.com/gpu.sharing-strategy": "time-slicing"})
     )
 
 

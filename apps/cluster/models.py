@@ -32,6 +32,10 @@ class ClusterQueueState(models.Model):
     active_message = models.TextField(blank=True)
     observed_at = models.DateTimeField()
 
+    # Scope paths for apps.accounts.access.restrict (the queues pages): the project's viewers.
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
+
     class Meta:
         ordering = ["name"]
 
@@ -51,6 +55,9 @@ class LocalQueueState(models.Model):
     active_reason = models.CharField(max_length=100, blank=True)
     active_message = models.TextField(blank=True)
     observed_at = models.DateTimeField()
+
+    access_department_paths = ("project__department_id",)
+    access_project_path = "project_id"
 
     class Meta:
         ordering = ["namespace", "name"]
@@ -72,6 +79,11 @@ class CohortState(models.Model):
     weighted_share = models.BigIntegerField(null=True, blank=True)
     observed_at = models.DateTimeField()
 
+    # A project's cohort for the project's viewers, a department's for the department's; the pool's root only for
+    # those who see everything (apps/usage/queues.py adds the department cohorts of a member's projects).
+    access_department_paths = ("department_id", "project__department_id")
+    access_project_path = "project_id"
+
     class Meta:
         ordering = ["name"]
 
@@ -79,15 +91,27 @@ class CohortState(models.Model):
         return self.name
 
 
+# Labels NVIDIA's GPU feature discovery puts on GPU nodes (what the Nodes page shows of each node's cards).
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB per card
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"  # physical cards
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # time-slicing: schedulable replicas per card
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
 class NodeState(models.Model):
     """One cluster node: the pool its labels select and its allocatable units of the pool's GPU resource, so a gang's
-    explanation can say on how many nodes its pods fit."""
+    explanation can say on how many nodes its pods fit; its labels, taints and allocatable resources as the cluster
+    reports them, for the Nodes page (GPU product, memory, count, MIG slices or time-slice replicas)."""
 
     name = models.CharField(max_length=253, unique=True)
     node_pool = models.ForeignKey("org.NodePool", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     allocatable_gpus = models.PositiveIntegerField(default=0)
     ready = models.BooleanField(default=False)
     unschedulable = models.BooleanField(default=False)
+    labels = models.JSONField(default=dict, blank=True)
+    taints = models.JSONField(default=list, blank=True, help_text="[{key, value, effect}] from the node's spec.")
+    allocatable = models.JSONField(default=dict, blank=True, help_text="Resource name -> quantity, as reported.")
     observed_at = models.DateTimeField()
 
     class Meta:
@@ -95,6 +119,39 @@ class NodeState(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def gpu_product(self) -> str:
+        return self.labels.get(GPU_PRODUCT_LABEL, "")
+
+    @property
+    def gpu_memory_gib(self) -> float | None:
+        """Memory per card, from the MiB label."""
+        raw = self.labels.get(GPU_MEMORY_LABEL, "")
+        return round(int(raw) / 1024, 1) if raw.isascii() and raw.isdigit() else None
+
+    @property
+    def gpu_count(self) -> int | None:
+        """Physical cards, from the feature-discovery label (None without it)."""
+        raw = self.labels.get(GPU_COUNT_LABEL, "")
+        return int(raw) if raw.isascii() and raw.isdigit() else None
+
+    @property
+    def mig_slices(self) -> dict[str, str]:
+        """MIG profile -> allocatable slices (`{"3g.40gb": "2"}`); empty on a node without MIG."""
+        return {name.removeprefix(MIG_RESOURCE_PREFIX): quantity for name, quantity in sorted(self.allocatable.items())
+                if name.startswith(MIG_RESOURCE_PREFIX)}
+
+    @property
+    def replicas_per_card(self) -> int | None:
+        """Time-slice replicas per card, when the node's cards are shared that way."""
+        raw = self.labels.get(GPU_REPLICAS_LABEL, "")
+        return int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 1 else None
+
+    @property
+    def schedulable(self) -> bool:
+        """Whether new pods may land here: ready and not cordoned."""
+        return self.ready and not self.unschedulable
 
 
 class WatcherHeartbeat(models.Model):

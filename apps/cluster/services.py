@@ -118,9 +118,14 @@ def node_mirror(*, obj: dict[str, Any], at: datetime) -> None:
     allocatable = (status.get("allocatable") or {}).get(pool.gpu_resource, 0) if pool is not None else 0
     ready = any(condition.get("type") == "Ready" and condition.get("status") == "True"
                 for condition in status.get("conditions") or [])
+    taints = [{key: taint[key] for key in ("key", "value", "effect") if taint.get(key)}
+              for taint in spec.get("taints") or [] if isinstance(taint, dict)]
     NodeState.objects.update_or_create(name=metadata["name"], defaults={
         "node_pool": pool, "allocatable_gpus": max(0, int(_units(allocatable))), "ready": ready,
-        "unschedulable": bool(spec.get("unschedulable")), "observed_at": at,
+        "unschedulable": bool(spec.get("unschedulable")), "labels": dict(metadata.get("labels") or {}),
+        "taints": taints, "allocatable": {name: str(quantity) for name, quantity in
+                                          (status.get("allocatable") or {}).items()},
+        "observed_at": at,
     })
 
 

@@ -22,10 +22,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api import validation_error_detail
+from apps.core.csv_export import csv_response
 
 from . import reports
 from .forms_reports import ReportScopeForm
-from .views_reports import csv_response, window_slug
+from .views_reports import window_slug
 
 API_GROUPS = [reports.Group.DEPARTMENT, reports.Group.PROJECT, reports.Group.USER, reports.Group.POOL]
 # group -> (id field, name field) of each row

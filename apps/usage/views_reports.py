@@ -7,9 +7,7 @@ so the page, its CSV link and a bookmark all show the same rows.
 
 from __future__ import annotations
 
-import csv
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -19,40 +17,13 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from apps.core.csv_export import csv_response
 from apps.core.http import AuthenticatedRequest
 
 from . import reports
 from .forms_reports import HolderFilterForm, ReportFilterForm
 
 HOLDERS_PER_PAGE = 200
-
-
-class _Echo:
-    """A file-like object whose write returns the line, so csv.writer feeds a streaming response."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-PLAIN_NUMBER = re.compile(r"^[-+]?\d+(\.\d+)?$")
-
-
-def csv_cell(value: Any) -> Any:
-    """A cell a spreadsheet shows as text, never runs: text starting like a formula (= + - @, tab, CR; a project
-    named =HYPERLINK(...), say) gets a leading apostrophe (OWASP's advice). Plain numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not PLAIN_NUMBER.match(value):
-        return f"'{value}"
-    return value
-
-
-def csv_response(rows: Iterable[list[Any]], filename: str) -> StreamingHttpResponse:
-    writer = csv.writer(_Echo())
-    lines: Iterator[str] = (writer.writerow([csv_cell(value) for value in row]) for row in rows)
-    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    response["Cache-Control"] = "no-store"
-    return response
 
 
 def window_slug(window: reports.Window) -> str:

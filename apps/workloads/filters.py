@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from apps.core.filters import ChoiceListFilter, IdOrNameFilter, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
-from apps.org.selectors import projects_for
+from apps.org.selectors import departments_for, projects_for
 
 from .models import LIVE_STATUSES, PREEMPTED_STATUSES, Kind, Status, Workload
 
+SEARCH_WORDS = 8  # more words than this narrow nothing a person would notice; the rest are ignored
 SCOPES = [("mine", "My workloads"), ("all", "Everything I can see")]
 # "Preempted" finds the requeued too: both were preempted and are not running again yet.
 STATUS_CHOICES = [(value, "Preempted (stopping or requeued)" if value == Status.PREEMPTED else label)
@@ -28,22 +29,32 @@ class WorkloadFilterSet(ScopedFilterSet):
     - `status`: one or several, comma-separated; `live` stands for every status before a final one, `preempted` for
       every preempted workload not admitted again yet (its pods stopping, or `requeued`: back in the queue);
     - `kind`: one or several, comma-separated;
-    - `project`: id or slug, among the projects the user sees;
+    - `q`: words that must each appear in the name, image, project, department or creator (any case);
+    - `project`, `department`: id or slug, among those the user sees;
     - `owner`: id or username;
-    - `ordering`: created_at, name, status, kind, project, node_pool, owner (newest first by default).
+    - `ordering`: created_at (age), name, status, kind, project, department, node_pool, owner, gpus (units
+      requested), position (in the ClusterQueue); newest first by default.
     """
+
+    q = django_filters.CharFilter(method="search", label="Search", max_length=100,
+                                  help_text="Words found in the name, image, project, department or creator.")
 
     status = ChoiceListFilter(choices=[("live", "Live (not finished)"), *STATUS_CHOICES], noun="status",
                               aliases={"live": LIVE_STATUSES, Status.PREEMPTED: PREEMPTED_STATUSES}, label="Status")
     kind = ChoiceListFilter(choices=Kind.choices, noun="kind", label="Kind")
     project = ReferenceFilter(choices=lambda request: projects_for(request.user).order_by("name"),
                               help_text="Project id or slug.")
+    department = ReferenceFilter(field_name="project__department",
+                                 choices=lambda request: departments_for(request.user).order_by("name"),
+                                 help_text="Department id or slug.")
     scope = django_filters.ChoiceFilter(choices=SCOPES, label="Show", empty_label=None, method="scope_applied_later",
                                         help_text="mine: your own workloads; all: every workload you may see.")
     owner = IdOrNameFilter(name_field="username", help_text="Owner id or username.")
     ordering = StableOrderingFilter(
         fields=[("created_at", "created_at"), ("name", "name"), ("status", "status"), ("kind", "kind"),
-                ("project__slug", "project"), ("node_pool__slug", "node_pool"), ("owner__username", "owner")],
+                ("project__slug", "project"), ("project__department__slug", "department"),
+                ("node_pool__slug", "node_pool"), ("owner__username", "owner"), ("requested_units", "gpus"),
+                ("queue_position_cluster", "position")],
         default=("-created_at", "-id"),
     )
 
@@ -64,6 +75,15 @@ class WorkloadFilterSet(ScopedFilterSet):
         """`mine` or `all`: the one asked for (when offered and valid), else the entry point's default."""
         chosen = self.form.cleaned_data.get("scope") if self.is_valid() else None
         return chosen or self.default_scope
+
+    def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        """Every word must match one of the row's texts (`workload_list` joins them, so no query is added)."""
+        for word in value.split()[:SEARCH_WORDS]:
+            queryset = queryset.filter(Q(name__icontains=word) | Q(image__icontains=word)
+                                       | Q(project__slug__icontains=word) | Q(project__name__icontains=word)
+                                       | Q(project__department__slug__icontains=word)
+                                       | Q(owner__username__icontains=word))
+        return queryset
 
     def scope_applied_later(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return queryset  # filter_queryset applies the scope, the default included

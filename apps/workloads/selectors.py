@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import Length
+from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Sum, When
+from django.db.models.functions import Least, Length
 from django.utils import timezone
 
 from apps.accounts import access
@@ -54,10 +54,29 @@ def default_scope(*, user: Any) -> str:
     return "mine" if access.starts_on_own_workloads(user) else "all"
 
 
+def requested_units() -> Case:
+    """A workload's GPU units in SQL (`Workload.gpu_units`), so lists sort by them: gang pods, batch parallelism, or
+    one notebook pod."""
+    return Case(
+        When(kind=Kind.TRAINING, then=F("gpus") * F("pods")),
+        When(kind=Kind.BATCH, then=F("gpus") * Least(F("parallelism"), F("completions"))),
+        default=F("gpus"), output_field=IntegerField(),
+    )
+
+
+def forecast_join() -> tuple[str, ...]:
+    """The start forecast's row, joined when the forecast engine's model exists (issue 12 items 1-2 add the
+    reverse one-to-one `forecast`); nothing otherwise, so the list's column stays empty instead of failing."""
+    return tuple(relation.name for relation in Workload._meta.related_objects
+                 if relation.name == "forecast" and relation.one_to_one)
+
+
 def workload_list(*, user: Any) -> QuerySet[Workload]:
-    """The list's rows (page and API) with everything a row shows joined in: a fixed number of queries however many
-    rows; `filters.WorkloadFilterSet` narrows and orders them."""
-    return workloads_for(user).select_related("project", "node_pool", "owner", "priority_class", "stop_requested_by")
+    """The list's rows (page, CSV and API) with everything a row shows joined in: a fixed number of queries however
+    many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_units` too)."""
+    return workloads_for(user).select_related(
+        "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", *forecast_join(),
+    ).annotate(requested_units=requested_units())
 
 
 def workload_for_page(*, user: Any, pk: int) -> Workload | None:

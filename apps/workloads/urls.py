@@ -6,6 +6,8 @@ app_name = "workloads"
 
 urlpatterns = [
     path("", views.workload_list, name="list"),
+    path("export.csv", views.workload_export, name="export"),
+    path("stop/", views.bulk_stop, name="bulk_stop"),
     path("submit/", views.submit, {"kind": "training"}, name="submit_default"),
     path("submit/<slug:kind>/", views.submit, name="submit"),
     path("templates/", views.templates, name="templates"),

@@ -31,21 +31,23 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.csv_export import csv_response
 from apps.core.filters import filter_page
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest, conditional, conditional_poll, not_modified, parse_id, poll_etag
 from apps.core.views import confirm_delete_page
 from apps.org.selectors import projects_for
 
-from . import logs, notebooks, selectors, services
+from . import logs, notebooks, selectors, services, table
 from .filters import WorkloadFilterSet
 from .forms import (
     ALIASES,
@@ -189,11 +191,7 @@ def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: 
 @require_GET
 def workload_list(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
-    if not access.can_anywhere(user, Action.VIEW):
-        raise PermissionDenied("You may not see workloads anywhere.")
-    filterset = WorkloadFilterSet(request.GET, queryset=selectors.workload_list(user=user), request=request,
-                                  offer_scope=selectors.offers_scope_filter(user=user),
-                                  default_scope=selectors.default_scope(user=user))
+    filterset = _list_filterset(request)
     page = filter_page(filterset, per_page=PAGE_SIZE, number=request.GET.get("page"))
     page.object_list = selectors.annotate_live(list(page.object_list), viewer=user)  # position, why waiting, runtime
     may_submit = access.can_anywhere(user, Action.SUBMIT)
@@ -205,10 +203,76 @@ def workload_list(request: AuthenticatedRequest) -> HttpResponse:
     query.pop("page", None)
     context = {"form": filterset.form, "page": page, "query": query.urlencode(), "scope": filterset.effective_scope,
                "may_submit": may_submit, "live": any(workload.is_live for workload in page),
+               "may_stop_any": any(workload.may_stop for workload in page),
+               "columns": table.header_links(request.GET, request.GET.get("ordering", "")),
                "stop_consequences": STOP_CONSEQUENCES,
                "poll_url": f"{reverse('workloads:list')}?{request.GET.urlencode()}"}
     template = "workloads/partials/_list_table.html" if request.htmx else "workloads/list.html"
     return render(request, template, context)
+
+
+def _list_filterset(request: AuthenticatedRequest) -> WorkloadFilterSet:
+    user = request.user
+    if not access.can_anywhere(user, Action.VIEW):
+        raise PermissionDenied("You may not see workloads anywhere.")
+    return WorkloadFilterSet(request.GET, queryset=selectors.workload_list(user=user), request=request,
+                             offer_scope=selectors.offers_scope_filter(user=user),
+                             default_scope=selectors.default_scope(user=user))
+
+
+@login_required
+@require_GET
+def workload_export(request: AuthenticatedRequest) -> HttpResponse | StreamingHttpResponse:
+    """The list's filtered rows as CSV, every column (the same FilterSet and scope as the page)."""
+    filterset = _list_filterset(request)
+    if not filterset.is_valid():
+        errors = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in filterset.errors.items())
+        return HttpResponse(f"Nothing exported: {errors}", status=400, content_type="text/plain; charset=utf-8")
+    return csv_response(table.export_rows(filterset.qs, viewer=request.user),
+                        f"workloads-{timezone.now():%Y%m%d-%H%M}.csv")
+
+
+@login_required
+@require_POST
+def bulk_stop(request: AuthenticatedRequest) -> HttpResponse:
+    """Stop the workloads ticked on the list: the first post asks to confirm (naming each), the confirmed post stops
+    them all or none (`services.workloads_stop`). A workload the user may not see answers 404, one they may not stop
+    403, as for a single stop."""
+    user = request.user
+    raw = request.POST.getlist("ids")
+    parsed = [parse_id(value) for value in raw]
+    ids = [pk for pk in parsed if pk is not None]
+    if not raw or len(ids) != len(raw) or len(raw) > services.BULK_STOP_LIMIT:
+        messages.error(request, "Tick the workloads to stop first (ids of up to "
+                                f"{services.BULK_STOP_LIMIT}); nothing was stopped.")
+        return redirect(_list_url(request))
+    workloads = list(selectors.workload_list(user=user).filter(pk__in=ids))
+    if len(workloads) != len(set(ids)):
+        raise Http404("No such workload.")
+    back = _list_url(request)
+    if request.POST.get("confirmed") != "1":
+        forbidden = [w for w in workloads if not access.can_stop_workload(user, w)]
+        if forbidden:
+            raise PermissionDenied(f"You may not stop {', '.join(w.name for w in forbidden)}.")
+        return render(request, "workloads/bulk_stop.html", {"workloads": workloads, "back": back,
+                                                            "stop_consequences": STOP_CONSEQUENCES})
+    try:
+        services.workloads_stop(actor=user, workloads=workloads)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, f"Stopping {len(workloads)} workload{'s' if len(workloads) != 1 else ''}: "
+                                  f"{', '.join(w.name for w in workloads)}.")
+    return redirect(back)
+
+
+def _list_url(request: HttpRequest) -> str:
+    """A local `next` posted with the form, else the list."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return reverse("workloads:list")
 
 
 def _visible(request: HttpRequest, pk: int) -> Workload:

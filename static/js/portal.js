@@ -72,3 +72,51 @@ document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape") return;
   for (const menu of document.querySelectorAll("details.nav-group[open]")) menu.removeAttribute("open");
 });
+
+// Column choosers (data-column-chooser="<table>"): ticking a column shows or hides every cell with that data-col in
+// the table marked data-columns-table="<table>"; the choice is kept in this browser (localStorage) and applied
+// again whenever htmx swaps the table in (its polls).
+function chosenColumns(name) {
+  try {
+    return JSON.parse(window.localStorage.getItem("portal.columns." + name) || "null");
+  } catch (error) {
+    return null;
+  }
+}
+function applyColumns(root) {
+  if (!root || !root.querySelectorAll) return;
+  for (const chooser of document.querySelectorAll("[data-column-chooser]")) {
+    const name = chooser.dataset.columnChooser;
+    const hidden = chosenColumns(name);
+    const boxes = Array.from(chooser.querySelectorAll("[data-column-toggle]"));
+    for (const box of boxes) {
+      if (hidden) box.checked = !hidden.includes(box.dataset.columnToggle);
+    }
+    const off = boxes.filter((box) => !box.checked).map((box) => box.dataset.columnToggle);
+    for (const table of document.querySelectorAll('[data-columns-table="' + name + '"]')) {
+      for (const cell of table.querySelectorAll("[data-col]")) cell.hidden = off.includes(cell.dataset.col);
+    }
+  }
+}
+document.addEventListener("change", (event) => {
+  const box = event.target;
+  if (!box.matches || !box.matches("[data-column-toggle]")) return;
+  const chooser = box.closest("[data-column-chooser]");
+  const off = Array.from(chooser.querySelectorAll("[data-column-toggle]")).filter((b) => !b.checked)
+    .map((b) => b.dataset.columnToggle);
+  try {
+    window.localStorage.setItem("portal.columns." + chooser.dataset.columnChooser, JSON.stringify(off));
+  } catch (error) { /* storage refused: the choice lasts for this page only */ }
+  applyColumns(document);
+});
+document.addEventListener("DOMContentLoaded", () => applyColumns(document));
+document.addEventListener("htmx:load", () => applyColumns(document));
+
+// A table whose rows are being ticked for a bulk action holds its poll, which would replace the ticks.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const element = event.detail.elt;
+  if (element && element.hasAttribute && element.hasAttribute("data-poll-held-while-ticked") &&
+      !event.detail.triggeringEvent && element.querySelector("input[name=ids]:checked")) {
+    event.preventDefault();
+  }
+});

@@ -204,7 +204,11 @@ add(Case("delete-pool-in-use-by-workloads", "admin", "DELETE", "node-pools/{pool
     Case("delete-project-in-use", "admin", "DELETE", "projects/{vision}/"),
     Case("delete-department-with-projects", "admin", "DELETE", "departments/{research}/"),
     Case("stop-finished-workload", "alice", "POST", "workloads/{finished}/stop/"),
-    Case("stop-another-users-workload", "bob", "POST", "workloads/{finished}/stop/"))
+    Case("stop-another-users-workload", "bob", "POST", "workloads/{finished}/stop/"),
+    Case("bulk-stop-finished-workload", "alice", "POST", "workloads/stop/", {"ids": ["{finished}"]}),
+    Case("bulk-stop-another-users-workload", "bob", "POST", "workloads/stop/", {"ids": ["{finished}"]}),
+    *(Case(f"bulk-stop-ids-{label}", "alice", "POST", "workloads/stop/", {"ids": [value]})
+      for label, value in NUMBER.items()))
 
 # --- API paths and query parameters -------------------------------------------------------------------------------
 
@@ -213,12 +217,13 @@ for label, value in {"superscript-digit": "%C2%B2", "arabic-digit": "%D9%A1", "n
     for resource in ("projects", "workloads", "node-pools"):
         add(Case(f"path-{resource}-{label}", "admin", "GET", f"{resource}/{value}/"))
     add(Case(f"path-quota-table-{label}", "admin", "GET", f"departments/{value}/quotas/"))
-FILTERS = {"workloads/": ["project", "status", "kind", "scope", "owner", "ordering"],
+FILTERS = {"workloads/": ["project", "status", "kind", "scope", "owner", "ordering", "q", "department"],
            "projects/": ["department", "ordering"], "quotas/": ["project", "department", "node_pool"],
            "audit-events/": ["actor", "department", "project", "since", "until", "object_id"],
            "usage/": ["project", "user", "node_pool", "start", "group_by"]}
 # Free-text names (a username, an object id) may hold any letter or digit: a Unicode one matches nothing.
 NAMES = {("workloads/", "owner"): ("superscript-digit", "arabic-digit", "invalid-utf8"),  # digits: an id
+         ("workloads/", "q"): ("superscript-digit", "arabic-digit", "invalid-utf8", "2**63"),  # words: any text
          ("audit-events/", "actor"): ("superscript-digit", "arabic-digit", "invalid-utf8", "2**63"),
          ("audit-events/", "object_id"): ("superscript-digit", "arabic-digit", "invalid-utf8", "2**63")}
 for path, params in FILTERS.items():
@@ -336,9 +341,15 @@ for label, values in {"deep-json": DEEP, "bad-image": '{"image": "BAD IMAGE"}', 
     page(f"form-template-{label}", "admin", "workloads:template_create", [], {**TEMPLATE_FORM, "values": values})
 page("form-stop-finished", "alice", "workloads:stop", ["{finished}"], {}, shows="nothing to stop", follow=True)
 page("form-stop-others", "bob", "workloads:stop", ["{finished}"], {}, status=404)
+page("form-bulk-stop-others", "bob", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"}, status=404)
+page("form-bulk-stop-finished", "alice", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"},
+     shows="Nothing to stop", follow=True)
+page("form-bulk-stop-nul", "alice", "workloads:bulk_stop", [], {"ids": "1\x00", "confirmed": "1"},
+     shows="Tick the workloads to stop first", follow=True)
 page("form-keep-alive-training", "alice", "workloads:keep_alive", ["{finished}"], {}, status=404)
 # Page filters (GET): a list, the audit log, the reports and the card holders.
-PAGE_FILTERS = {"workloads:list": ["project", "status", "ordering"], "org:audit": ["until", "department"],
+PAGE_FILTERS = {"workloads:list": ["project", "status", "ordering", "department"],
+                "org:audit": ["until", "department"],
                 "usage:reports": ["project", "user", "month", "start"], "usage:holders": ["project", "user", "start"],
                 "usage:reports_csv": ["project", "month"]}
 for url_name, params in PAGE_FILTERS.items():
@@ -347,6 +358,10 @@ for url_name, params in PAGE_FILTERS.items():
             csv_export = url_name.endswith("_csv")
             add(Case(f"filter-{url_name.replace(':', '-')}-{param}-{label}", "deptadmin", "GET",
                      f"@{url_name}|?{param}={QUERY[label]}", api=False, status=400 if csv_export else None))
+# Search words may be any text (a Unicode digit is a word); NUL is refused, and the CSV of a bad filter is a 400.
+add(Case("filter-workloads-list-q-nul", "deptadmin", "GET", f"@workloads:list|?q={QUERY['nul']}", api=False),
+    *(Case(f"filter-workloads-export-{param}-nul", "deptadmin", "GET", f"@workloads:export|?{param}={QUERY['nul']}",
+           api=False, status=400) for param in ("q", "project", "department", "status")))
 for label, query in {"submit-project-nul": "project=%00", "submit-template-2**63": f"template={2**63}",
                      "submit-from-superscript": "from=%C2%B2"}.items():
     add(Case(f"filter-{label}", "alice", "GET", f"@workloads:submit|training?{query}", api=False, status=404))

@@ -31,11 +31,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import StrictIdLookupMixin, validation_error_detail
-from apps.core.http import parse_int
+from apps.core.api import AsciiIntegerField, StrictIdLookupMixin, validation_error_detail
+from apps.core.api_lists import form_error_detail
+from apps.core.csv_export import csv_response
+from apps.core.http import MAX_ID, parse_int
 from apps.org.models import DataSource
 from apps.workloads import logs as workload_logs
-from apps.workloads import services
+from apps.workloads import services, table
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.logs import TAIL_LINES
 from apps.workloads.models import Credential, Kind, Status, Workload, WorkloadEvent
@@ -46,6 +48,12 @@ from .logs import MAX_FOLLOW_SECONDS
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,100}")
+
+
+class BulkStopSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=AsciiIntegerField(min_value=1, max_value=MAX_ID), allow_empty=False,
+                                max_length=services.BULK_STOP_LIMIT,
+                                help_text=f"Ids of the workloads to stop, at most {services.BULK_STOP_LIMIT}.")
 
 
 class IdempotencyKeyReused(exceptions.APIException):
@@ -244,6 +252,45 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         workload = self.get_object()
         services.workload_stop(actor=request.user, workload=workload)
         return Response(self._detail(workload), status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        operation_id="workloads_bulk_stop",
+        request=BulkStopSerializer,
+        responses={202: WorkloadSerializer(many=True),
+                   400: OpenApiResponse(description="One of them has nothing to stop; nothing was stopped."),
+                   403: OpenApiResponse(description="You may not stop one of them; nothing was stopped."),
+                   404: OpenApiResponse(description="One of the ids is no workload you may see.")},
+        description=(
+            "Stop several workloads at once, all or none: each becomes `stopping` as with `{id}/stop/`. Refused "
+            "whole when one is not yours to stop (403, naming it) or has nothing to stop (400)."
+        ),
+    )
+    @action(detail=False, methods=["post"], url_path="stop", url_name="bulk-stop")
+    def bulk_stop(self, request: Request) -> Response:
+        body = BulkStopSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        ids = set(body.validated_data["ids"])
+        workloads = list(workload_list(user=request.user).filter(pk__in=ids))
+        if len(workloads) != len(ids):
+            missing = sorted(ids - {w.pk for w in workloads})
+            raise exceptions.NotFound(f"No such workload: {', '.join(map(str, missing))}; nothing was stopped.")
+        services.workloads_stop(actor=request.user, workloads=workloads)
+        rows = annotate_live(list(workload_list(user=request.user).filter(pk__in=ids)), viewer=request.user)
+        return Response(WorkloadSerializer(rows, many=True, context=self.get_serializer_context()).data,
+                        status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        operation_id="workloads_export_csv",
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        description="The filtered list (the same filters and ordering as the list) as CSV, every column of the "
+                    "list page, unpaginated (at most 50,000 rows).",
+    )
+    @action(detail=False, methods=["get"], url_path="export", url_name="export")
+    def export(self, request: Request) -> StreamingHttpResponse:
+        filterset = WorkloadFilterSet(request.query_params, queryset=self.get_queryset(), request=request)
+        if not filterset.is_valid():
+            raise exceptions.ValidationError(form_error_detail(filterset.errors))
+        return csv_response(table.export_rows(filterset.qs, viewer=request.user), "workloads.csv")
 
     @extend_schema(
         request=OpenApiTypes.OBJECT,

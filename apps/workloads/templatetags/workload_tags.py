@@ -8,6 +8,8 @@ from typing import Any
 
 from django import template
 
+from apps.workloads import table
+
 register = template.Library()
 
 
@@ -63,3 +65,14 @@ def plus_one(value: int | None) -> int | None:
 def forecast_phrase(forecast: Any) -> str:
     """A WorkloadForecast counted from now: "likely in 30 min (25-40 min)" or "cannot estimate: ..."."""
     return forecast.phrase() if forecast else ""
+
+
+@register.filter
+def allocated_units(workload: Any) -> int:
+    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
+    return table.allocated_units(workload)
+
+
+@register.filter
+def pods_running(workload: Any) -> int:
+    return table.pods_running(workload)

@@ -76,7 +76,7 @@ def test_the_row_shows_status_project_pool_units_kind_age_and_actions(page_clien
     row = content[content.index(f'data-workload="{workload.pk}"'):]
     row = row[:row.index("</tr>")]
     assert "Submitting" in row and "badge" in row and "vision" in row and "h100" in row
-    assert '<td class="num">6</td>' in row and "Training" in row and "minute" in row
+    assert '<td data-col="gpus_requested" class="num">6</td>' in row and "Training" in row and "minute" in row
     assert reverse("workloads:stop", args=[workload.pk]) in row
     assert f"/workloads/submit/training/?from={workload.pk}" in row
 
@@ -119,7 +119,8 @@ def test_the_list_paginates(page_client, make_workload):
     assert "Page 1 of 2" in first.content.decode()
 
 
-EXPECTED_QUERIES = 6  # session, user, grants, count, the page of rows (all joined), the filter's project choices
+# session, user, grants, count, the page of rows (all joined), the filter's project and department choices
+EXPECTED_QUERIES = 7
 
 
 @pytest.mark.parametrize(("username", "params"), [("alice", {}), ("lead", {"scope": "all"}),

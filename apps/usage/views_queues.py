@@ -1,0 +1,67 @@
+"""Queue and node pages (KueueViz's views, scoped by role): thin, `apps.usage.queues` reads the mirror.
+
+Each page polls every 15 s while its tab is visible; a poll is a conditional GET answered 304 from a few aggregates
+when nothing in the mirror changed. One view serves a page and its live partial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from apps.accounts import access
+from apps.accounts.access import Action
+from apps.core.http import AuthenticatedRequest, conditional_poll, poll_etag
+
+from . import queues as reads
+
+
+def _require_viewer(request: AuthenticatedRequest) -> None:
+    if not access.can_anywhere(request.user, Action.VIEW):
+        raise PermissionDenied("You may not see queues anywhere.")
+
+
+def _tab_context(tab: str, user: Any) -> dict[str, Any]:
+    if tab == "cluster-queues":
+        return {"cluster_queues": reads.cluster_queues(user=user)}
+    if tab == "local-queues":
+        return {"local_queues": reads.local_queues(user=user)}
+    if tab == "cohorts":
+        return {"cohort_pools": reads.cohorts(user=user)}
+    return {"flavors": reads.flavors(user=user)}
+
+
+@login_required
+@require_GET
+def queues(request: AuthenticatedRequest, tab: str = "cluster-queues") -> HttpResponse:
+    if tab not in reads.TABS:
+        raise Http404("No such queue page.")
+    _require_viewer(request)
+    user = request.user
+    etag = poll_etag(access.grants_fingerprint(user), bool(request.htmx), tab, reads.queues_marker())
+    template = "usage/partials/_queues_live.html" if request.htmx else "usage/queues.html"
+    return conditional_poll(request, etag, lambda: render(request, template, {
+        "tab": tab, "tabs": reads.TABS, "tab_label": reads.TABS[tab], "everything": access.sees_everything(user),
+        **_tab_context(tab, user)}))
+
+
+@login_required
+@require_GET
+def nodes(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    _require_viewer(request)
+    user = request.user
+    etag = poll_etag(access.grants_fingerprint(user), bool(request.htmx), slug, reads.queues_marker())
+
+    def page() -> HttpResponse:
+        found = reads.pool_nodes(user=user, slug=slug)
+        if found is None:
+            raise Http404("No such node pool.")
+        template = "usage/partials/_nodes_live.html" if request.htmx else "usage/nodes.html"
+        return render(request, template, {"found": found, "pools": reads.flavors(user=user)})
+
+    return conditional_poll(request, etag, page)
