@@ -202,6 +202,11 @@ def test_generator_commands_send_protobuf(kubectl: Kubectl, core: client.CoreV1A
     assert (container.name, container.image, container.command) == ("once", "busybox", ["sleep", "5"])
     assert job.spec.template.spec.restart_policy == "Never"
     assert client.AppsV1Api(api_client).read_namespaced_deployment("web", "gen").spec.replicas == 2
+    assert (
+        kubectl("scale", "deployment", "web", "-n", "gen", "--replicas=4").stdout.strip()
+        == "deployment.apps/web scaled"
+    )
+    assert client.AppsV1Api(api_client).read_namespaced_deployment("web", "gen").spec.replicas == 4
     api_client.close()
 
 
