@@ -59,10 +59,17 @@ def _resource_entries(r: Resource) -> list[dict]:
     out = [main]
     for sub in r.subresources:
         verbs = {"log": ["get"], "token": ["create"]}.get(sub, ["get", "patch", "update"])
-        kind = {"log": "Pod", "token": "TokenRequest"}.get(sub, r.kind)
-        out.append(
-            {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs}
-        )
+        kind = {"log": "Pod", "token": "TokenRequest", "scale": "Scale"}.get(sub, r.kind)
+        entry = {
+            "name": f"{r.plural}/{sub}",
+            "singularName": "",
+            "namespaced": r.namespaced,
+            "kind": kind,
+            "verbs": verbs,
+        }
+        if sub == "scale":
+            entry.update(group="autoscaling", version="v1")
+        out.append(entry)
     return out
 
 

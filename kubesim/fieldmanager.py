@@ -262,7 +262,7 @@ def track_update(old: dict, new: dict, manager: str, now: str, sub: str | None =
     kept: list[dict] = []
     mine: set[Path] = set()
     for entry in entries:
-        owned = _entry_fields(entry) & (present | {p for p in _entry_fields(entry) if p[-1] == "."})
+        owned = _entry_fields(entry) & present  # fields the write removed are nobody's any more
         if _same(entry, manager, "Update", sub):
             mine |= owned
             continue

@@ -84,7 +84,7 @@ CORE = [
         ("pvc",),
         ("status",),
     ),
-    Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status",)),
+    Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status", "scale")),
     Resource("ingresses", "ingress", "Ingress", NETWORKING_GROUP, "v1", True, ("ing",), ("status",)),
     Resource("ingressclasses", "ingressclass", "IngressClass", NETWORKING_GROUP, "v1", False),
     Resource("networkpolicies", "networkpolicy", "NetworkPolicy", NETWORKING_GROUP, "v1", True, ("netpol",)),

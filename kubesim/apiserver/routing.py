@@ -153,6 +153,8 @@ class Api:
             return self.logs.get(target, query)
         if target.sub == "token":
             return self.access.token_request(target, body)
+        if target.sub == "scale":
+            return self.verbs.scale(verb, target, query, headers, body)
         handler = {
             "get": self.verbs.get,
             "list": self.verbs.list,

@@ -243,6 +243,41 @@ class Verbs:
             new["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
             return self._write(t, live, self.admission.check_identity(t, new), query, headers, applying=True)
 
+    def scale(self, verb: str, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
+        """The scale subresource (autoscaling/v1 Scale) of a Deployment: spec.replicas read and written through it."""
+        whole = Target(t.res, t.namespace, t.name, None)
+        with self.store.lock:
+            obj = existing(self.store, whole)
+            if verb == "get":
+                return Response(200, _scale_of(obj))
+            if verb not in ("update", "patch"):
+                raise method_not_allowed(verb)
+            current = _scale_of(obj)
+            ctype = headers.get("content-type", "").split(";")[0].strip()
+            try:
+                if verb == "update":
+                    wanted = read_json(body)
+                elif ctype == "application/json-patch+json":
+                    wanted = json_patch(current, read_json(body))
+                else:
+                    wanted = merge_patch(current, read_json(body))
+            except PatchError as exc:
+                raise APIError(422, str(exc), "Invalid") from exc
+            replicas = ((wanted or {}).get("spec") or {}).get("replicas") if isinstance(wanted, dict) else None
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+                cause = Cause("spec.replicas", "FieldValueInvalid", "must be greater than or equal to 0")
+                raise APIError(
+                    422,
+                    f'Scale.autoscaling "{t.name}" is invalid: spec.replicas: Invalid value: {replicas}: must be '
+                    "greater than or equal to 0",
+                    "Invalid",
+                    {"name": t.name, "group": "autoscaling", "kind": "Scale", "causes": [cause.as_dict()]},
+                )
+            new = copy.deepcopy(obj)
+            new["spec"]["replicas"] = replicas
+            saved = self._write(whole, obj, new, query, headers)
+            return Response(200, _scale_of(saved.body), warnings=saved.warnings)
+
     # ---- deletes -----------------------------------------------------------------------------------------
     def _delete_options(self, query: Query, body: bytes) -> dict:
         opts = read_json(body) if body else None
@@ -323,3 +358,18 @@ class Verbs:
                     "items": deleted,
                 },
             )
+
+
+def _scale_of(obj: dict) -> dict:
+    md = obj["metadata"]
+    selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in md},
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+        "status": {
+            "replicas": (obj.get("status") or {}).get("replicas", 0),
+            "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+        },
+    }

@@ -134,7 +134,7 @@ def to_json(message: Message) -> dict:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             value_field = field.message_type.fields_by_name["value"]
             out[field.name] = {k: _value(value_field, v) for k, v in value.items()}
-        elif field.is_repeated:
+        elif _repeated(field):
             out[field.name] = [_value(field, v) for v in value]
         else:
             converted = _value(field, value)
@@ -144,6 +144,12 @@ def to_json(message: Message) -> dict:
                 continue
             out[field.name] = converted
     return out
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    """protobuf 7 dropped FieldDescriptor.label for is_repeated; older releases have only label."""
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == FieldDescriptor.LABEL_REPEATED
 
 
 def _value(field: FieldDescriptor, value: Any) -> Any:
@@ -201,7 +207,7 @@ def _fill(message: Message, data: dict) -> None:
                     target[k] = _scalar(value_field, v)
                 else:
                     _fill_value(target[k], v)
-        elif field.is_repeated:
+        elif _repeated(field):
             for item in value or []:
                 if field.message_type is None:
                     target.append(_scalar(field, item))

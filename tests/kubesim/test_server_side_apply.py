@@ -89,3 +89,31 @@ def test_an_apply_body_must_be_a_typed_object(api, ns, body):
     code, status = raw(api, "PATCH", f"/api/v1/namespaces/{ns}/configmaps/cfg?fieldManager=x", body, APPLY)
     assert code == 400
     assert "apiVersion and kind" in status["message"]
+
+
+def _deployment(ns: str, *containers: dict) -> dict:
+    labels = {"app": "web"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": list(containers)}},
+        },
+    }
+
+
+def test_keyed_lists_merge_by_key_and_conflicts_name_the_item(api, ns):
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments/web?fieldManager="
+    code, _ = raw(api, "PATCH", path + "deployer", _deployment(ns, {"name": "web", "image": "nginx:1"}), APPLY)
+    assert code == 201
+    code, status = raw(api, "PATCH", path + "ops", _deployment(ns, {"name": "web", "image": "nginx:2"}), APPLY)
+    assert code == 409
+    assert status["message"] == (
+        'Apply failed with 1 conflict: conflict with "deployer": .spec.template.spec.containers[name="web"].image'
+    )
+    code, merged = raw(api, "PATCH", path + "ops", _deployment(ns, {"name": "proxy", "image": "envoy:1"}), APPLY)
+    assert code == 200
+    containers = merged["spec"]["template"]["spec"]["containers"]
+    assert [(c["name"], c["image"]) for c in containers] == [("web", "nginx:1"), ("proxy", "envoy:1")]
