@@ -127,15 +127,16 @@ def refresh(prometheus: Prometheus, now: datetime | None = None) -> Refresh:
     utilisation = prometheus.query_range(utilisation_expr(), start, end, step)
     memory = prometheus.query_range(memory_expr(), start, end, step)
 
-    by_namespace: dict[str, list[Workload]] = defaultdict(list)
-    for workload in workloads:
-        by_namespace[workload.project.namespace].append(workload)
+    by_job = {(workload.project.namespace, workload.job_name): workload for workload in workloads}
 
     def owner(series: dict[str, Any]) -> Workload | None:
+        """The workload whose Job made the pod: the longest `<job name>-` prefix of the pod's name we know."""
         labels = series.get("metric") or {}
-        pod = labels.get("pod", "")
-        return next((w for w in by_namespace.get(labels.get("namespace", ""), [])
-                     if pod.startswith(f"{w.job_name}-")), None)
+        namespace, parts = labels.get("namespace", ""), labels.get("pod", "").split("-")
+        for cut in range(len(parts) - 1, 0, -1):
+            if (found := by_job.get((namespace, "-".join(parts[:cut])))) is not None:
+                return found
+        return None
 
     util_points: dict[int, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     memory_points: dict[int, dict[float, float]] = defaultdict(lambda: defaultdict(float))

@@ -394,7 +394,8 @@ class IdlePolicy(models.Model):
 
     @classmethod
     def current(cls) -> IdlePolicy:
-        return cls.objects.get_or_create(pk=1)[0]
+        """The rule in force: the admin's row, or the defaults until an admin saves one (reads never write)."""
+        return cls.objects.filter(pk=1).first() or cls(pk=1)
 
     @property
     def idle_minutes(self) -> float:

@@ -199,3 +199,24 @@ def user(username: str):
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.get(username=username)
+
+
+def test_the_held_idle_list_costs_the_same_queries_for_one_row_or_many(demo, client_for, django_assert_num_queries,
+                                                                      django_assert_max_num_queries):
+    policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 60})[0]
+    admin = client_for("admin")
+    now = datetime.now(UTC)
+
+    def idle_workload(name: str) -> None:
+        run = workload(alice_user(), name=name)
+        workload_services.workload_utilisation_record(
+            workload=run, samples=samples([0.0] * 3, start=now - timedelta(minutes=3)), policy=policy, now=now)
+
+    idle_workload("idle-0")
+    with django_assert_max_num_queries(100) as one:
+        assert "idle-0" in admin.get(reverse("workloads:held_idle")).content.decode()
+    for index in range(1, 6):
+        idle_workload(f"idle-{index}")
+    with django_assert_num_queries(len(one)):
+        page = admin.get(reverse("workloads:held_idle")).content.decode()
+    assert all(f"idle-{index}" in page for index in range(6))

@@ -65,12 +65,16 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
                       submit_payload("training", command="sleep 3600", name="busy-train")).status_code == 302
     assert alice.post(reverse("workloads:submit", args=["notebook"]),
                       submit_payload("notebook", pool="l40s-shared", name="idle-nb")).status_code == 302
-    busy = Workload.objects.get(kind=Kind.TRAINING)
+    assert alice.post(reverse("workloads:submit", args=["training"]),
+                      submit_payload("training", pool="a100-mig-3g40gb", command="sleep 3600",
+                                     name="mig-half")).status_code == 302
+    busy = Workload.objects.get(name="busy-train")
     idle = Workload.objects.get(kind=Kind.NOTEBOOK)
-    for workload in (busy, idle):
+    mig = Workload.objects.get(name="mig-half")
+    for workload in (busy, idle, mig):
         wait_for(lambda w=workload: Workload.objects.get(pk=w.pk).status == Status.RUNNING, timeout=60)
     core = client.CoreV1Api(kubesim.api_client())
-    for workload, pattern in ((busy, "busy"), (idle, "idle")):
+    for workload, pattern in ((busy, "busy"), (idle, "idle"), (mig, "50")):
         workload.refresh_from_db()
         pods = wait_for(lambda w=workload: core.list_namespaced_pod(
             w.project.namespace, label_selector=f"{WORKLOAD_ID_LABEL}={w.pk}").items)
@@ -88,17 +92,21 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     tasks.utilisation_refresh.apply().get()
     busy_row = WorkloadUtilisation.objects.get(workload=busy)
     idle_row = WorkloadUtilisation.objects.get(workload=idle)
-    # The first samples of the busy job may predate its annotation (the default pattern ramps up): judge the last.
+    # The first samples may predate the annotations (the default pattern, training-like, ramps up): judge the last.
     assert abs(busy_row.last_percent - 95.5) <= TOLERANCE and busy_row.idle_flagged_at is None
     assert busy_row.mean_percent > 50 and len(busy_row.series) >= 5
     assert idle_row.last_percent == 0 and idle_row.idle_since is not None
+    # A MIG slice has no device utilisation: its graphics engine activity stands in.
+    assert WorkloadUtilisation.objects.get(workload=mig).last_percent == pytest.approx(50)
 
     # The detail pages show what was measured, and the idle flag.
     page = alice.get(reverse("workloads:detail", args=[busy.pk])).content.decode()
     mean = int(re.search(r'data-utilisation="mean">(\d+)%', page).group(1))
     assert abs(mean - busy_row.mean_percent) <= 1 and "<polyline" in page
     idle_page = alice.get(reverse("workloads:detail", args=[idle.pk])).content.decode()
-    assert 'data-utilisation="idle"' in idle_page and 'data-utilisation="mean">0%' in idle_page
+    assert 'data-utilisation="idle"' in idle_page
+    shown = int(re.search(r'data-utilisation="mean">(\d+)%', idle_page).group(1))
+    assert abs(shown - idle_row.mean_percent) <= 1
 
     # Showback and its API: the mean utilisation of the allocated GPU-hours per project, and the idle hours.
     today = timezone.localdate()
@@ -109,7 +117,8 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     assert body["utilisation_available"] is True
     pools = {row["node_pool_slug"]: row for row in body["rows"]}
     assert abs(pools["h100"]["gpu_utilisation"] * 100 - busy_row.mean_percent) <= 1
-    assert pools["l40s-shared"]["gpu_utilisation"] == 0 and pools["l40s-shared"]["idle_gpu_hours"] > 0
+    assert abs(pools["l40s-shared"]["gpu_utilisation"] * 100 - idle_row.mean_percent) <= 1
+    assert pools["l40s-shared"]["idle_gpu_hours"] > 0
     assert pools["h100"]["idle_gpu_hours"] <= pools["l40s-shared"]["idle_gpu_hours"] * 8
     showback = alice.get(reverse("usage:reports"), {"group": "pool", **window}).content.decode()
     assert "GPU utilisation" in showback and "Allocated but idle GPU-hours" in showback
