@@ -29,7 +29,10 @@ _RECONCILED = ("list", "create", "update", "delete")  # worker.kueue_sync: read 
 
 WORKER: tuple[Permission, ...] = (
     Permission("batch", "jobs", ("create", "get", "delete")),  # submit (adopt on retry), stop
-    Permission("", "services", ("create", "get")),  # a notebook's Service (adopt on retry)
+    Permission("", "services", ("create", "get")),  # a notebook's or a gang's Service (adopt on retry)
+    # credentials and pull secrets (replaced when they exist), a notebook's token; removed when deleted
+    Permission("", "secrets", ("create", "get", "update", "delete")),
+    Permission("", "services/proxy", ("get",)),  # the idle culler reads a notebook server's /api/status
     Permission("", "pods", ("list",)),  # the log tail finds a workload's pods
     Permission("", "pods/log", ("get",)),
     Permission("", "namespaces", ("get", *_RECONCILED)),  # get: is an existing namespace the portal's?
@@ -48,3 +51,9 @@ WATCHER: tuple[Permission, ...] = (
 )
 
 COMPONENTS: dict[str, tuple[Permission, ...]] = {"worker": WORKER, "watcher": WATCHER}
+
+# Only with NOTEBOOK_EXPOSE=ingress or httproute: the worker publishes each notebook (deploy/notebook-routes/).
+NOTEBOOK_ROUTES: dict[str, tuple[Permission, ...]] = {
+    "ingress": (Permission("networking.k8s.io", "ingresses", ("create", "get")),),
+    "httproute": (Permission("gateway.networking.k8s.io", "httproutes", ("create", "get")),),
+}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import urllib3
 from django.conf import settings
@@ -51,9 +51,18 @@ def external_url(workload_id: int) -> str:
     return f"https://{host(workload_id)}/lab?token={token(workload_id)}"
 
 
+class NotANotebookPath(ValueError):
+    """A relayed path that would climb out of the notebook's proxy ('..') and reach other API paths."""
+
+
 def service_proxy_path(namespace: str, workload_id: int, path: str) -> str:
-    return (f"/api/v1/namespaces/{namespace}/services/{kueue_names.job_name(workload_id)}:{PORT_NAME}/proxy/"
-            f"{path.lstrip('/')}")
+    """The API server path of `path` inside the notebook; every segment is quoted and '.' / '..' are refused, so a
+    relayed request can never name anything but the notebook's own pages."""
+    segments = [segment for segment in path.split("/") if segment]
+    if any(segment in (".", "..") for segment in segments):
+        raise NotANotebookPath(path)
+    quoted = "/".join(quote(segment, safe="") for segment in segments)
+    return f"/api/v1/namespaces/{namespace}/services/{kueue_names.job_name(workload_id)}:{PORT_NAME}/proxy/{quoted}"
 
 
 @dataclass(frozen=True)

@@ -456,6 +456,8 @@ def notebook(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResp
                                   method=request.method or "GET", path=path, query=[
                                       (key, value) for key in request.GET for value in request.GET.getlist(key)],
                                   headers=dict(request.headers), body=request.body)
+    except notebooks.NotANotebookPath as exc:
+        raise Http404("No such page in this notebook.") from exc
     except notebooks.NotebookUnreachable:
         return HttpResponse("The notebook did not answer; try again in a moment.", status=502,
                             content_type="text/plain")

@@ -11,10 +11,11 @@ import yaml
 from django.contrib.auth import get_user_model
 
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL
+from apps.core.sealed import seal
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
 from apps.workloads import services
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import Credential, Kind, Status, Workload
 from kubesim.testing import serve
 from tests.worker.conftest import wait_for
 from worker import tasks
@@ -114,11 +115,22 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         notebook = submit(enforcing, alice, kind=Kind.NOTEBOOK, gpus=1, name="nb")
         assert tasks._create_or_adopt(tasks.gateway(), job_manifest(notebook)) == notebook.k8s_uid
         tasks._create_or_adopt(tasks.gateway(), notebook_service(notebook, notebook.k8s_uid))
+        # A credential is written, written again (replaced), and removed.
+        credential = services.credential_create(actor=alice, project=Project.objects.get(slug="vision"),
+                                                name="wandb", values={"WANDB_API_KEY": "k"})
+        assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
+        Credential.objects.filter(pk=credential.pk).update(sealed=seal({"WANDB_API_KEY": "k2"}))
+        assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
+        services.credential_delete(actor=alice, credential=credential)
+        assert tasks.credential_sync.apply(args=[credential.pk]).get() == "deleted"
         enforcing.advance(60)  # the runs finish, the waiting one starts
         wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in runs))
         enforcing.advance(1)
         wait_for(lambda: status_of(waiting) == Status.RUNNING,
                  describe=lambda: (status_of(waiting), Workload.objects.get(pk=waiting.pk).status_message))
+        wait_for(lambda: status_of(notebook) == Status.RUNNING)
+        assert tasks.notebooks_cull_idle.apply().get() == 0  # reads the notebook server's activity
+        assert Workload.objects.get(pk=notebook.pk).server_activity_mark  # its server answered
         services.workload_stop(actor=alice, workload=Workload.objects.get(pk=waiting.pk))
         assert tasks.workload_stop.apply(args=[waiting.pk]).get() == "stopped"
         wait_for(lambda: status_of(waiting) == Status.STOPPED)

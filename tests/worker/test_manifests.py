@@ -85,3 +85,46 @@ def test_field_check_catches_a_typo():
     job = job_manifest(make())
     job["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
     assert unknown_fields(job, "V1Job") == ["spec.template.spec.containers[0].resource"]
+
+
+def _attachments():
+    from apps.org.models import DataSource, ImagePullSecret
+    from apps.workloads.models import Credential
+    from worker.manifests import Attachments
+
+    project = Project(slug="vision", namespace="proj-vision")
+    return Attachments(
+        data_sources=[DataSource(project=project, name="imagenet", kind="pvc", claim_name="imagenet-pvc",
+                                 mount_path="/data/imagenet", read_only=True),
+                      DataSource(project=project, name="scratch", kind="nfs", nfs_server="10.0.0.9",
+                                 nfs_path="/exports/s", mount_path="/mnt/s", read_only=False)],
+        credentials=[Credential(pk=5, project=project, name="wandb", keys=["WANDB_API_KEY"])],
+        pull_secrets=[ImagePullSecret(pk=3, project=project, name="nvcr")])
+
+
+@pytest.mark.parametrize("kind", [Kind.TRAINING, Kind.NOTEBOOK, Kind.BATCH])
+def test_attachments_are_volumes_mounts_env_sources_and_pull_secrets(kind):
+    job = job_manifest(make(kind=kind, shm_gib=Decimal("1.5")), attachments=_attachments())
+    assert unknown_fields(job, "V1Job") == []
+    spec = job["spec"]["template"]["spec"]
+    assert [v["name"] for v in spec["volumes"]] == ["data-imagenet", "data-scratch", "dshm"]
+    assert spec["volumes"][2]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1536Mi"}
+    assert spec["imagePullSecrets"] == [{"name": "portal-pull-3"}]
+    container = spec["containers"][0]
+    assert container["envFrom"] == [{"secretRef": {"name": "portal-cred-5"}}]
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/data/imagenet", "/mnt/s", "/dev/shm"]
+    assert "subdomain" not in spec and not any(e["name"] == "MASTER_ADDR" for e in container["env"])
+
+
+def test_only_a_multi_pod_training_job_gets_the_launcher_env_and_its_headless_service():
+    from worker.manifests import companions
+
+    single = make(pods=1)
+    assert companions(single, "uid") == []
+    gang = make(pods=3, gpus=4)
+    job = job_manifest(gang)
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"]["value"] == "wl-42-0.wl-42" and env["WORLD_SIZE"]["value"] == "3"
+    assert env["NPROC_PER_NODE"]["value"] == "4" and "fieldRef" in env["RANK"]["valueFrom"]
+    [service] = companions(gang, "uid")
+    assert service["spec"]["clusterIP"] == "None" and unknown_fields(service, "V1Service") == []

@@ -103,6 +103,13 @@ def test_a_notebook_opens_through_the_portal_for_its_owner_only(org, cluster, ku
     page = alice.get(redirect["Location"])
     assert page.status_code == 200 and "<title>JupyterLab</title>" in page.content.decode()
     assert "sandbox" in page["Content-Security-Policy"] and notebooks.token(notebook.pk) not in page.content.decode()
+    # The relay serves the notebook's pages only: no climbing to other API paths with the portal's credentials.
+    climb = reverse("workloads:notebook", args=[notebook.pk, "lab"]).replace("/lab", "/../../../secrets")
+    assert alice.get(climb).status_code == 404
+    assert notebooks.service_proxy_path("ns", 1, "lab/a b%2F..") == \
+        "/api/v1/namespaces/ns/services/wl-1:http/proxy/lab/a%20b%252F.."
+    with pytest.raises(notebooks.NotANotebookPath):
+        notebooks.service_proxy_path("ns", 1, "lab/../../../secrets")
     for name in ("bob", "viewer", "lead"):  # lead sees the workload (team lead of vision), still may not open it
         other = signed_in(org[name])
         assert other.get(connect).status_code == 404

@@ -183,9 +183,9 @@ def test_the_list_with_explanations_makes_a_fixed_number_of_queries(client_for, 
     lead = client_for("lead")
     queued(make_workload("alice", name="limit-0", gpus=4), 0)
     requeued_victim(make_workload, 0)
-    # session, user, grants, count, rows; the rows' data sources and credentials; explain's quotas, queues and stopped
+    # session, user, grants, count, rows, their data sources and credentials; explain's quotas, queues and stopped
     # local queues; preemption events and their preemptors; the running rows' runtimes
-    expected = 5 + 2 + 3 + 2 + 1
+    expected = 7 + 3 + 2 + 1
     with django_assert_num_queries(expected):
         first = listed(lead)
     for number in range(1, 6):
