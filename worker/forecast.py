@@ -42,6 +42,8 @@ from kubesim.kueue.scheduler.quota import potential_available
 from .kueue_sync import desired_from_database
 
 HORIZON = timedelta(days=7)
+RESOLUTION = timedelta(seconds=60)
+PREEMPT_LATER = False
 MIN_SAMPLES = 3  # fewer similar runs than this say too little about the spread
 LOW, LIKELY, HIGH = 0.1, 0.5, 0.9  # the quantiles of similar runtimes behind earliest, likely and latest
 
@@ -168,7 +170,8 @@ def _held(objects: list[dict[str, Any]], stopped: set[tuple[str, str]]) -> list[
 
 def replay(*, objects: list[dict[str, Any]], holding: list[Job], waiting: list[Job], now: datetime,
            stopped: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
-           horizon: timedelta = HORIZON) -> dict[int, Estimate]:
+           horizon: timedelta = HORIZON, resolution: timedelta = RESOLUTION,
+           preempt_later: bool = PREEMPT_LATER) -> dict[int, Estimate]:
     """The forecast of every waiting job, by id, from the organisation's Kueue objects (Cohorts, ClusterQueues,
     LocalQueues, ResourceFlavors; anything else is ignored) and the jobs holding quota at `now`."""
     objects = _held(objects, set(stopped))
@@ -190,7 +193,8 @@ def replay(*, objects: list[dict[str, Any]], holding: list[Job], waiting: list[J
             return None if runtime is None else (runtime.low, runtime.likely, runtime.high)[scenario]
         return seconds
 
-    starts = [forecast(snapshot(), runs(scenario), now, horizon=horizon) for scenario in range(3)]
+    starts = [forecast(snapshot(), runs(scenario), now, horizon=horizon, resolution=resolution,
+                       preempt_later=preempt_later) for scenario in range(3)]
     base = snapshot()
     orphans = {wl.key: reason for wl, reason, _ in base.orphans}
     estimates: dict[int, Estimate] = {}

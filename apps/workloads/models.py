@@ -61,6 +61,8 @@ WAITING_STATUSES = frozenset({*QUEUED_STATUSES, Status.PREEMPTED})
 PREEMPTED_STATUSES = frozenset({Status.PREEMPTED, Status.REQUEUED})
 # Workloads holding quota in the cluster right now.
 HOLDING_STATUSES = frozenset({Status.ADMITTED, Status.RUNNING})
+# Waiting for quota, so given a start forecast (worker/forecast.py): not in Kueue yet, queued, or preempted.
+FORECAST_STATUSES = frozenset({Status.SUBMITTING, *WAITING_STATUSES})
 FINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.STOPPED, Status.REJECTED, Status.SUBMIT_FAILED})
 
 
@@ -197,6 +199,16 @@ class Workload(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in LIVE_STATUSES
+
+    @property
+    def start_forecast(self) -> WorkloadForecast | None:
+        """The worker's start forecast while it waits (join it with `select_related("forecast")`); else None."""
+        if self.status not in FORECAST_STATUSES:
+            return None
+        try:
+            return self.forecast
+        except WorkloadForecast.DoesNotExist:
+            return None
 
     @property
     def queue_name(self) -> str:

@@ -18,7 +18,7 @@ from apps.core.http import parse_id, parse_int
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import projects_for
 
-from .explain import Forecast, Peer, PreemptionNote, explain_probe, explain_workloads, forecast
+from .explain import NEVER_FITS, Forecast, Peer, PreemptionNote, explain_probe, explain_workloads, forecast
 from .history import preemptions
 from .logs import log_tails
 from .models import (
@@ -27,6 +27,7 @@ from .models import (
     QUEUED_STATUSES,
     WAITING_STATUSES,
     Credential,
+    ForecastBasis,
     Kind,
     Status,
     Workload,
@@ -64,24 +65,18 @@ def requested_units() -> Case:
     )
 
 
-def forecast_join() -> tuple[str, ...]:
-    """The start forecast's row, joined when the forecast engine's model exists (issue 12 items 1-2 add the
-    reverse one-to-one `forecast`); nothing otherwise, so the list's column stays empty instead of failing."""
-    return tuple(relation.name for relation in Workload._meta.related_objects
-                 if relation.name == "forecast" and relation.one_to_one)
-
-
 def workload_list(*, user: Any) -> QuerySet[Workload]:
     """The list's rows (page, CSV and API) with everything a row shows joined in: a fixed number of queries however
     many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_units` too)."""
     return workloads_for(user).select_related(
-        "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", *forecast_join(),
+        "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "forecast",
     ).annotate(requested_units=requested_units())
 
 
 def workload_for_page(*, user: Any, pk: int) -> Workload | None:
     return workloads_for(user).select_related(
         "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "resubmitted_from",
+        "forecast",
     ).filter(pk=pk).first()
 
 
@@ -126,6 +121,9 @@ class PoolPanel:
     held_non_preemptible: int = 0
     other_pools: list[Quota] = field(default_factory=list)
     forecast: Forecast | None = None  # whether it would start now or wait, and why (when the size is known)
+    # "If you submit this now": the stored forecasts of the work ahead of it in its queue (`queue_start_forecast`)
+    start: WorkloadForecast | None = None
+    ahead: int = 0
 
     @property
     def non_preemptible_room(self) -> int:
@@ -159,13 +157,35 @@ def pool_panel(*, project: Project, pool: NodePool, probe: Workload | None, pree
     quotas = list(Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"))
     quota = next((q for q in quotas if q.node_pool_id == pool.pk), None)
     held = non_preemptible_units_held(project_id=project.pk, pool_id=pool.pk) if quota else 0
-    expected = None
+    expected, start, ahead = None, None, 0
     if probe is not None and quota is not None:
         explanation = explain_probe(probe, viewer=viewer)
         expected = forecast(probe, explanation) if explanation is not None else None
+        start, ahead = queue_start_forecast(probe)  # always, so the live check costs the same whatever it says
+        if expected is None or expected.starts_now or explanation is None or explanation.reason == NEVER_FITS:
+            start, ahead = None, 0
     return PoolPanel(project=project, pool=pool, quota=quota, units=probe.gpu_units if probe else None,
                      preemptible=preemptible, held_non_preemptible=held,
-                     other_pools=[q for q in quotas if q.node_pool_id != pool.pk], forecast=expected)
+                     other_pools=[q for q in quotas if q.node_pool_id != pool.pk], forecast=expected, start=start,
+                     ahead=ahead)
+
+
+def queue_start_forecast(probe: Workload) -> tuple[WorkloadForecast | None, int]:
+    """For a workload not submitted yet: no sooner than the work ahead of it in its queue (same project, pool and
+    kind of queue, at its priority or higher) is forecast to start, read from the worker's stored forecasts (the web
+    never replays). The bound and how many are ahead; None when nothing ahead has an estimate. One query."""
+    ahead = WorkloadForecast.objects.filter(
+        workload__project_id=probe.project_id, workload__node_pool_id=probe.node_pool_id,
+        workload__preemptible=probe.preemptible, workload__status__in=WAITING_STATUSES)
+    if probe.priority_class_id is not None:
+        ahead = ahead.filter(workload__priority_class__value__gte=probe.priority_class.value)
+    found = ahead.aggregate(count=Count("pk"), estimated=Count("likely"), earliest_bound=Max("earliest"),
+                            likely_bound=Max("likely"), latest_bound=Max("latest"), computed=Max("computed_at"))
+    if not found["count"] or found["estimated"] < found["count"]:
+        return None, found["count"]
+    bound = WorkloadForecast(earliest=found["earliest_bound"], likely=found["likely_bound"],
+                             latest=found["latest_bound"], computed_at=found["computed"], basis=ForecastBasis.MIXED)
+    return bound, found["count"]
 
 
 def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any, viewer: Any = None) -> PoolPanel | None:
@@ -304,7 +324,7 @@ def project_queue(*, project: Project, viewer: Any = None) -> ProjectQueue:
     projects only as far as the viewer may see them.
     """
     rows = annotate_live(list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
-        "project__department", "node_pool", "owner", "priority_class")), viewer=viewer)
+        "project__department", "node_pool", "owner", "priority_class", "forecast")), viewer=viewer)
     pending = sorted((w for w in rows if w.status in PENDING_STATUSES), key=_queue_order)
     holding = sorted((w for w in rows if w.status not in PENDING_STATUSES),
                      key=lambda w: (w.node_pool.slug, w.admitted_at or w.created_at, w.pk))

@@ -1,7 +1,8 @@
 """The forecast's replay on fixed snapshots whose answers are worked out by hand (worker/forecast.py `replay`).
 
 One pool of 8 H100 cards in one department; vision and nlp deserve 4 each (the Kueue objects are the reconcile's
-own `desired_objects`). Times are seconds after NOW.
+own `desired_objects`). Times are seconds after NOW; the replay groups ends to the minute (rounded up), so the
+snapshots end work on whole minutes.
 """
 
 from __future__ import annotations
@@ -65,16 +66,16 @@ def test_empty_pool_starts_now():
 
 
 def test_full_pool_waits_for_the_known_ends():
-    """vision's own 4 cards free at +500 (max runtime 600, running 100 s); nlp's from its history: similar runs of
-    200, 300, 400, 500 and 600 s give 240 / 400 / 560 (10th, 50th, 90th percentiles, interpolated)."""
-    history = expected_runtime(max_runtime=None, samples=[600, 200, 400, 300, 500])
-    assert history == Runtime(240, 400, 560, ForecastBasis.HISTORY)
-    holding = [job(1, "vision", 4, runtime=fixed(600), running_since=100),
+    """vision's own 4 cards free at +480 (max runtime 600, running 120 s); nlp's from its history: similar runs of
+    60, 210, 300, 420 and 520 s give 120 / 300 / 480 (10th, 50th, 90th percentiles, interpolated)."""
+    history = expected_runtime(max_runtime=None, samples=[520, 60, 300, 210, 420])
+    assert history == Runtime(120, 300, 480, ForecastBasis.HISTORY)
+    holding = [job(1, "vision", 4, runtime=fixed(600), running_since=120),
                job(2, "nlp", 4, runtime=history, running_since=0)]
     waiting = [job(3, "vision", 4, created=10, runtime=fixed(60)), job(4, "nlp", 4, created=20, runtime=fixed(60))]
     estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
-    assert seconds(estimates[3]) == (500, 500, 500) and estimates[3].basis == ForecastBasis.MAX_RUNTIME
-    assert seconds(estimates[4]) == (240, 400, 560) and estimates[4].basis == ForecastBasis.HISTORY
+    assert seconds(estimates[3]) == (480, 480, 480) and estimates[3].basis == ForecastBasis.MAX_RUNTIME
+    assert seconds(estimates[4]) == (120, 300, 480) and estimates[4].basis == ForecastBasis.HISTORY
 
 
 def test_a_higher_priority_arrival_goes_first():
@@ -149,3 +150,9 @@ def test_expected_runtime(samples, elapsed, max_runtime, expected):
 def test_quantile_interpolates():
     assert quantile([10.0], 0.9) == 10.0
     assert quantile([0.0, 10.0], 0.25) == 2.5
+
+
+def test_ends_are_grouped_to_the_minute_rounded_up():
+    holding = [job(1, "vision", 4, runtime=fixed(600), running_since=100)]  # ends at +500
+    estimates = replay(objects=org(), holding=holding, waiting=[job(2, "vision", 4, runtime=fixed(60))], now=NOW)
+    assert seconds(estimates[2]) == (540, 540, 540)

@@ -23,7 +23,7 @@ from apps.core.http import reference_lookup
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
 from apps.workloads.explain import REASONS
-from apps.workloads.models import QUEUED_STATUSES, Credential, Kind, Status, Workload
+from apps.workloads.models import QUEUED_STATUSES, Credential, ForecastBasis, Kind, Status, Workload
 from apps.workloads.selectors import workloads_for
 
 if TYPE_CHECKING:
@@ -429,6 +429,20 @@ class WaitingSerializer(serializers.Serializer):
                                                                   "you may see it, why); null otherwise.")
 
 
+class ForecastSerializer(serializers.Serializer):
+    earliest = serializers.DateTimeField(allow_null=True, help_text="Earliest start the replay gives (all ends early).")
+    likely = serializers.DateTimeField(allow_null=True, help_text="Likely start (every end at its likely time).")
+    latest = serializers.DateTimeField(allow_null=True, help_text="Latest start (all ends late).")
+    basis = serializers.ChoiceField(choices=ForecastBasis.choices, help_text=(
+        "Where the ends it waits for come from: starts_now, max_runtime, history (similar runs), mixed; none when "
+        "it cannot estimate."))
+    reason = serializers.CharField(allow_null=True, help_text=(
+        "Why it cannot estimate (no_runtime, never_fits, queue_stopped, no_queue, beyond_horizon); null otherwise."))
+    message = serializers.CharField(allow_null=True, help_text="The reason in plain words; null otherwise.")
+    computed_at = serializers.DateTimeField()
+    summary = serializers.CharField(help_text='As the pages say it: "likely in 30 min (25-40 min)".')
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload as listed: what was asked and where it stands, and why it waits (the view attaches `explanation`
     to the page's rows in a fixed number of queries, `selectors.annotate_live`)."""
@@ -477,6 +491,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
                   "numbers (other projects named only where you may see them); null unless it waits. The same in "
                   "the list and the detail.")
 
+    forecast = serializers.SerializerMethodField(
+        help_text="When it is likely to start, from the worker's replay of Kueue's decisions (refreshed when a queue "
+                  "changes and every minute); null unless it waits.")
+
     class Meta:
         model = Workload
         fields = [
@@ -486,7 +504,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "idle_timeout_minutes", "port", "shm", "data_sources", "credentials", "status", "status_reason",
             "status_message", "job_name", "k8s_uid",
             "created_at", "submitted_at", "admitted_at", "started_at", "finished_at", "last_activity_at",
-            "stop_requested_by", "resubmitted_from", "explanation", "explanation_kind", "waiting",
+            "stop_requested_by", "resubmitted_from", "explanation", "explanation_kind", "waiting", "forecast",
         ]
         read_only_fields = fields
 
@@ -508,6 +526,16 @@ class WorkloadSerializer(serializers.ModelSerializer):
         return {"reason": explanation.reason, "sentence": explanation.sentence, "headline": explanation.headline,
                 "numbers": explanation.numbers,
                 "preemption": explanation.preemption.sentence if explanation.preemption else None}
+
+
+    @extend_schema_field(ForecastSerializer(allow_null=True))
+    def get_forecast(self, workload: Workload) -> dict[str, Any] | None:
+        found = workload.start_forecast
+        if found is None:
+            return None
+        return {"earliest": found.earliest, "likely": found.likely, "latest": found.latest, "basis": found.basis,
+                "reason": found.reason or None, "message": found.message or None, "computed_at": found.computed_at,
+                "summary": found.phrase()}
 
 
 class QueuePositionSerializer(serializers.Serializer):

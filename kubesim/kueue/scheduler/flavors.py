@@ -162,9 +162,12 @@ class Assignment:
 
 
 def node_height(node: CohortNode) -> int:
+    if node.height is not None:
+        return node.height
     height = min(len(node.child_cohorts) + len(node.child_cqs), 1)
     for child in node.child_cohorts:
         height = max(height, node_height(child) + 1)
+    node.height = height
     return height
 
 

@@ -1,16 +1,28 @@
 """Start-time forecasts: replay the scheduler forward in time on a snapshot, finishing workloads at their estimated
 run times and releasing preempted ones at once. For the portal's "when will my job start" estimates; no ETA is
 exact (Kueue's own KEP declines to give one), so callers should present these as estimates.
+
+Cost: each end of a workload requeues the pending heads of its quota tree only (trees share no quota), and ends
+may be grouped to a `resolution` (rounded up, so a start is never forecast earlier than the replay would give).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
+from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.scheduler.model import Snapshot, WorkloadInfo, order_key
+from kubesim.kueue.scheduler.model import ClusterQueueNode, Snapshot, WorkloadInfo, order_key
+from kubesim.kueue.scheduler.quota import QuotaNode, available
 from kubesim.kueue.scheduler.scheduler import Scheduler
+
+# Preemption rounds at one instant before the replay stops preempting: each round releases its victims at once (their
+# Jobs stop instantly here), so a victim may preempt back at the same instant, which a cluster, where stopping takes
+# time, would not see.
+MAX_PREEMPTION_ROUNDS = 3
 
 
 def forecast(
@@ -21,22 +33,38 @@ def forecast(
     config: KueueConfig | None = None,
     horizon: timedelta = timedelta(days=7),
     max_steps: int = 10000,
+    resolution: timedelta = timedelta(0),
+    preempt_later: bool = True,
 ) -> dict[str, datetime]:
     """Estimated reservation time per pending (and re-queued) workload key, within the horizon.
 
     runtime(workload) gives the seconds a workload runs once admitted, or None when it is not known (it then holds
     its quota to the end of the replay); running workloads are assumed to have started at their reservation time.
-    The snapshot is consumed (mutated).
+    With preempt_later False, preemption is tried at `now` only (the arrivals and reclaims the snapshot holds); later
+    passes only admit into freed quota, which is much cheaper on a full cluster. The snapshot is consumed (mutated).
     """
     scheduler = Scheduler(config)
+    step = resolution.total_seconds()
+
+    def end_at(start: datetime, seconds: float) -> datetime:
+        at = max(now, start + timedelta(seconds=seconds))
+        if step > 0:
+            at = now + timedelta(seconds=math.ceil((at - now).total_seconds() / step) * step)
+        return at
+
+    trees = {name: _root(cq) for name, cq in snapshot.cluster_queues.items()}
+    members: dict[int, set[str]] = {}
+    for name, root in trees.items():
+        members.setdefault(id(root), set()).add(name)
     ends: dict[str, datetime] = {}
     for cq in snapshot.cluster_queues.values():
         for wl in cq.workloads.values():
             seconds = runtime(wl)
             if seconds is not None:
-                ends[wl.key] = max(now, (wl.reserved_at or now) + timedelta(seconds=seconds))
+                ends[wl.key] = end_at(wl.reserved_at or now, seconds)
     starts: dict[str, datetime] = {}
     t = now
+    rounds = 0  # preemption rounds at t
     for _ in range(max_steps):
         released = False
         for result in scheduler.run(snapshot, t):
@@ -44,27 +72,75 @@ def forecast(
                 starts.setdefault(adm.workload.key, t)
                 seconds = runtime(adm.workload)
                 if seconds is not None:
-                    ends[adm.workload.key] = t + timedelta(seconds=seconds)
+                    ends[adm.workload.key] = end_at(t, seconds)
             for pre in result.preempted:
                 _requeue(snapshot, pre.victim)
                 ends.pop(pre.victim.key, None)
                 starts.pop(pre.victim.key, None)
                 released = True
         if released:
+            rounds += 1
+            if rounds >= MAX_PREEMPTION_ROUNDS:  # victims preempting back at the same instant: stop the ping-pong
+                _no_preemption(snapshot)
             scheduler.queues.flush()
             continue
+        rounds = 0
+        if t == now and not preempt_later:
+            _no_preemption(snapshot)
         if not any(snapshot.pending.values()) or not ends:
             break
         t = min(ends.values())
         if t > now + horizon:
             break
+        touched: set[str] = set()
         for key in [k for k, end in ends.items() if end <= t]:
             del ends[key]
             wl = snapshot.workloads[key]
             if wl.has_reservation and key in snapshot.cluster_queues[wl.cluster_queue].workloads:
                 snapshot.remove_workload(wl)
-        scheduler.queues.flush()
+                touched |= members[id(trees[wl.cluster_queue])]
+        if not preempt_later:  # admission only: retry just the queues where some pending workload now has room
+            touched = {name for name in touched if _room_for_one(snapshot, name)}
+        scheduler.queues.flush(touched)
     return starts
+
+
+def _room_for_one(snapshot: Snapshot, name: str) -> bool:
+    """Whether some pending workload of the ClusterQueue could fit its free quota now, each resource it asks for in
+    one of the flavors the queue has for it (necessary for an admission without preemption, and cheap)."""
+    cq = snapshot.cluster_queues[name]
+    pending = snapshot.pending.get(name)
+    if not pending:
+        return False
+    for wl in pending:
+        needs: dict[str, int] = {}
+        for ps in wl.podsets:
+            for resource, amount in ps.requests.items():
+                needs[resource] = needs.get(resource, 0) + amount * ps.count
+        fits = True
+        for resource, amount in needs.items():
+            group = cq.rg_for(resource)
+            if group is None:
+                continue  # not covered: quotaCheckStrategy decides; the scheduler will say
+            if not any(available(cq, (flavor, resource)) >= amount for flavor in group.flavors):
+                fits = False
+                break
+        if fits:
+            return True
+    return False
+
+
+def _no_preemption(snapshot: Snapshot) -> None:
+    for cq in snapshot.cluster_queues.values():
+        cq.preemption = replace(cq.preemption, within_cluster_queue=C.NEVER, reclaim_within_cohort=C.NEVER,
+                                borrow_within_cohort=C.NEVER)
+
+
+def _root(cq: ClusterQueueNode) -> QuotaNode:
+    node: QuotaNode = cq
+    while node.parent is not None:
+        node = node.parent
+    return node
 
 
 def _requeue(snapshot: Snapshot, wl: WorkloadInfo) -> None:

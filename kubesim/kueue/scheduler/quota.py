@@ -57,6 +57,7 @@ class CohortNode(QuotaNode):
     child_cohorts: list[CohortNode] = field(default_factory=list)
     child_cqs: list = field(default_factory=list)  # list[ClusterQueueNode]
     exists: bool = True
+    height: int | None = field(default=None, init=False)  # memo of flavors.node_height: a built tree keeps its shape
 
     is_cohort = True
 

@@ -1,0 +1,228 @@
+"""How good the start forecast is: drive kubesim's Kueue scheduling core with a seeded mix and compare, for every
+workload, the forecast made when it was submitted with when it actually started (issue 12: the real start inside the
+range for >= 80 % of workloads, median error <= 20 % of the actual wait).
+
+The cluster: kubesim's scheduler (`kubesim.kueue.scheduler`, the same core the emulator runs) on the Kueue objects
+the portal's reconcile makes (`worker.kueue_objects.desired_objects`) for one 16-card pool, two departments, four
+projects (deserved 4, limit 8), with Fair Sharing and preemption on. It is driven event by event: arrivals (Poisson),
+admissions at each arrival or end, preempted work released at once and requeued (it starts over), ends at the
+workload's true runtime. The mix: 8 families (project x image), each with its own lognormal runtime (median 8-40
+min, sigma 0.35); 70 % non-preemptible, 30 % preemptible of which a fifth at a higher priority (so higher-priority
+arrivals preempt); 25 % carry a max runtime (Kueue stops them there; their true runtime is capped by it). History:
+12 finished runs per family before the start, then every finished run joins it (as the portal's history does).
+
+The forecast at submission is `worker.forecast.replay`, exactly what the worker task runs, on the cluster's state at
+that instant (running work with its elapsed time, the waiting work, the new workload), expected ends from
+`expected_runtime` (max runtime, else the family's history conditioned on elapsed time).
+
+Usage: python bench/forecast_accuracy.py [--workloads 400] [--seed 7] [--load 0.85]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+import django
+
+django.setup()
+
+from kubesim.kueue import constants as kueue  # noqa: E402
+from kubesim.kueue.scheduler import Scheduler, Snapshot  # noqa: E402
+from worker.forecast import RESOLUTION, Job, expected_runtime, replay  # noqa: E402
+from worker.kueue_objects import (  # noqa: E402
+    DepartmentSpec,
+    OrgSnapshot,
+    PoolQuota,
+    PoolSpec,
+    PriorityClassSpec,
+    ProjectSpec,
+    desired_objects,
+)
+
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+GPU = "nvidia.com/gpu"
+PROJECTS = ("vision", "nlp", "etl", "serving")
+
+
+def organisation() -> list[dict]:
+    def project(slug: str) -> ProjectSpec:
+        return ProjectSpec(slug=slug, namespace=f"proj-{slug}", does_not_lend=False,
+                           quotas={"h100": PoolQuota(4, 8, Decimal(1))})
+    departments = (DepartmentSpec(slug="research", quotas={"h100": PoolQuota(8, 12, Decimal(1))},
+                                  projects=(project("vision"), project("nlp"))),
+                   DepartmentSpec(slug="production", quotas={"h100": PoolQuota(8, 12, Decimal(1))},
+                                  projects=(project("etl"), project("serving"))))
+    return desired_objects(OrgSnapshot(pools=(PoolSpec(slug="h100", gpu_resource=GPU, capacity=16),),
+                                       departments=departments,
+                                       priority_classes=(PriorityClassSpec("train", 50, ""),)))
+
+
+class Workload:
+    def __init__(self, pk: int, project: str, family: str, units: int, guaranteed: bool, priority: int,
+                 arrival: datetime, runtime: float, max_runtime: float | None) -> None:
+        self.pk, self.project, self.family, self.units = pk, project, family, units
+        self.guaranteed, self.priority, self.arrival = guaranteed, priority, arrival
+        self.runtime, self.max_runtime = runtime, max_runtime
+        self.reserved_at: datetime | None = None
+        self.cluster_queue = ""
+        self.first_start: datetime | None = None
+        self.forecast = None
+
+    @property
+    def key(self) -> str:
+        return f"proj-{self.project}/forecast-{self.pk}"
+
+    def obj(self) -> dict:
+        obj = {"metadata": {"name": f"forecast-{self.pk}", "namespace": f"proj-{self.project}",
+                            "uid": f"{self.pk:012d}", "creationTimestamp": self.arrival.isoformat()},
+               "spec": {"queueName": f"{'guaranteed' if self.guaranteed else 'elastic'}-h100",
+                        "priority": self.priority,
+                        "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [{
+                            "name": "main", "resources": {"requests": {GPU: str(self.units)}}}]}}}]}}
+        if self.reserved_at is not None:
+            obj["status"] = {"conditions": [{"type": kueue.QUOTA_RESERVED, "status": "True",
+                                             "lastTransitionTime": self.reserved_at.isoformat()}],
+                             "admission": {"clusterQueue": self.cluster_queue, "podSetAssignments": [{
+                                 "name": "main", "count": 1, "flavors": {GPU: "h100"},
+                                 "resourceUsage": {GPU: str(self.units)}}]}}
+        return obj
+
+    def job(self, history: dict[str, list[float]], now: datetime) -> Job:
+        elapsed = (now - self.reserved_at).total_seconds() if self.reserved_at else 0.0
+        return Job(id=self.pk, namespace=f"proj-{self.project}",
+                   queue=f"{'guaranteed' if self.guaranteed else 'elastic'}-h100", priority=self.priority,
+                   created=self.arrival, resource=GPU, units_per_pod=self.units, pods=1,
+                   runtime=expected_runtime(max_runtime=self.max_runtime, samples=history[self.family],
+                                            elapsed=elapsed),
+                   cluster_queue=self.cluster_queue if self.reserved_at else "", flavor="h100",
+                   reserved_at=self.reserved_at)
+
+
+def mix(count: int, rng: random.Random, load: float) -> tuple[list[Workload], dict[str, tuple[float, float]]]:
+    families = {}
+    for i in range(8):
+        families[f"{PROJECTS[i % 4]}/image-{i}"] = (rng.uniform(8, 40) * 60, 0.35)
+    names = list(families)
+    mean_units, mean_runtime = 2.5, statistics.mean(m for m, _ in families.values()) * 1.06
+    gap = mean_units * mean_runtime / (16 * load)  # arrivals keeping the pool at about `load`
+    workloads, t = [], T0
+    for pk in range(1, count + 1):
+        t += timedelta(seconds=rng.expovariate(1 / gap))
+        family = rng.choice(names)
+        median, sigma = families[family]
+        runtime = rng.lognormvariate(0, sigma) * median
+        max_runtime = round(median * 1.3) if rng.random() < 0.25 else None
+        if max_runtime is not None:
+            runtime = min(runtime, max_runtime)
+        guaranteed = rng.random() < 0.7
+        priority = 100 if not guaranteed and rng.random() < 0.2 else 50
+        workloads.append(Workload(pk, family.split("/")[0], family, rng.choice((1, 2, 2, 4)), guaranteed, priority, t,
+                                  runtime, max_runtime))
+    return workloads, families
+
+
+def schedule(scheduler: Scheduler, objects: dict, live: dict[str, Workload], t: datetime) -> int:
+    """Admit and preempt until the cluster settles at t (victims released at once); returns preemptions."""
+    preempted = 0
+    for _ in range(10):
+        snapshot = Snapshot.from_objects(resource_flavors=objects["ResourceFlavor"], cohorts=objects["Cohort"],
+                                         cluster_queues=objects["ClusterQueue"], local_queues=objects["LocalQueue"],
+                                         workloads=[w.obj() for w in live.values()], now=t)
+        victims = False
+        for result in scheduler.run(snapshot, t):
+            for adm in result.admitted:
+                w = live[adm.workload.key]
+                w.reserved_at, w.cluster_queue = t, adm.cluster_queue
+                w.first_start = w.first_start or t
+            for pre in result.preempted:
+                w = live[pre.victim.key]
+                w.reserved_at, w.cluster_queue = None, ""
+                preempted += 1
+                victims = True
+        if not victims:
+            break
+        scheduler.queues.flush()
+    return preempted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workloads", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--load", type=float, default=0.85)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    objects: dict[str, list[dict]] = defaultdict(list)
+    for obj in organisation():
+        objects[obj["kind"]].append(obj)
+    workloads, families = mix(args.workloads, rng, args.load)
+    history: dict[str, list[float]] = defaultdict(list)
+    for family, (median, sigma) in families.items():
+        history[family] = [rng.lognormvariate(0, sigma) * median for _ in range(12)]
+    scheduler = Scheduler()
+    live: dict[str, Workload] = {}
+    arrivals = list(workloads)
+    preemptions, forecast_seconds = 0, []
+    t = T0
+    while arrivals or live:
+        ends = [w.reserved_at + timedelta(seconds=w.runtime) for w in live.values() if w.reserved_at]
+        t = min([*ends, *([arrivals[0].arrival] if arrivals else [])])
+        for w in [w for w in live.values() if w.reserved_at and w.reserved_at + timedelta(seconds=w.runtime) <= t]:
+            del live[w.key]
+            history[w.family].insert(0, w.runtime)
+            scheduler.queues.flush()
+        while arrivals and arrivals[0].arrival <= t:
+            new = arrivals.pop(0)
+            holding = [w.job(history, t) for w in live.values() if w.reserved_at]
+            waiting = [w.job(history, t) for w in live.values() if not w.reserved_at] + [new.job(history, t)]
+            started = time.process_time()
+            new.forecast = replay(objects=organisation(), holding=holding, waiting=waiting, now=t)[new.pk]
+            forecast_seconds.append(time.process_time() - started)
+            live[new.key] = new
+            scheduler.queues.flush()
+        preemptions += schedule(scheduler, objects, live, t)
+    report(workloads, preemptions, forecast_seconds, args)
+
+
+def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[float], args) -> None:
+    tolerance = RESOLUTION.total_seconds()
+    estimated = [w for w in workloads if w.forecast.likely is not None]
+    waits = [(w.first_start - w.arrival).total_seconds() for w in estimated]
+    errors = [abs((w.forecast.likely - w.first_start).total_seconds()) for w in estimated]
+    inside = [w.forecast.earliest <= w.first_start <= w.forecast.latest for w in estimated]
+    inside_tol = [w.forecast.earliest - timedelta(seconds=tolerance) <= w.first_start
+                  <= w.forecast.latest + timedelta(seconds=tolerance) for w in estimated]
+    waited = [(e, wait) for e, wait in zip(errors, waits, strict=True) if wait > tolerance]
+    relative = [e / wait for e, wait in waited]
+    reasons: dict[str, int] = defaultdict(int)
+    for w in workloads:
+        if w.forecast.likely is None:
+            reasons[w.forecast.reason] += 1
+    print(f"seed {args.seed}, load {args.load}, {len(workloads)} workloads, {preemptions} preemptions; "
+          f"estimated {len(estimated)}, cannot estimate {dict(reasons) or 0}")
+    print(f"waited at all (> {tolerance:.0f} s): {len(waited)}; median actual wait of those "
+          f"{statistics.median(w for _, w in waited) / 60:.1f} min")
+    print(f"real start inside [earliest, latest]: {100 * sum(inside) / len(inside):.1f} % "
+          f"(within one {tolerance:.0f} s step of it: {100 * sum(inside_tol) / len(inside_tol):.1f} %)")
+    print(f"median absolute error of `likely`: {statistics.median(errors) / 60:.2f} min over all estimated; "
+          f"{statistics.median(e for e, _ in waited) / 60:.2f} min over those that waited")
+    median_wait = statistics.median(w for _, w in waited)
+    print(f"median error / actual wait, over those that waited: {100 * statistics.median(relative):.1f} %; "
+          f"median error / median wait: {100 * statistics.median(e for e, _ in waited) / median_wait:.1f} %")
+    print(f"forecast CPU time per submission: median {1000 * statistics.median(forecast_seconds):.1f} ms, "
+          f"max {1000 * max(forecast_seconds):.1f} ms; load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Start forecasts from the database and against kubesim: what the worker stores, what the pages and the API show,
+the "cannot estimate" reasons, and (end to end, with the real worker task and watcher) a forecast shown and then met.
+
+The demo organisation's H100 pool: vision deserves 4 cards (limit 8); non-preemptible work runs only inside it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.urls import reverse
+
+from apps.org.models import NodePool, Project
+from apps.workloads import services
+from apps.workloads.models import ForecastBasis, ForecastReason, Kind, Status, Workload, WorkloadForecast
+from tests.worker.conftest import signed_in, wait_for
+from worker import tasks
+from worker.forecast import forecasts_refresh
+
+NOW = datetime.fromisoformat("2026-06-01T12:00:00+00:00")
+
+
+def workload(user, *, project="vision", gpus=4, preemptible=False, max_runtime=None, image="pytorch/pytorch:2.4.0",
+             seconds=600, name="run"):
+    return services.workload_submit(
+        actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name, image=image,
+        command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug="h100"), gpus=gpus,
+        model_label="resnet", data_class="public", preemptible=preemptible, max_runtime_seconds=max_runtime)
+
+
+def running(row, *, since: float):
+    Workload.objects.filter(pk=row.pk).update(status=Status.RUNNING, admitted_at=NOW - timedelta(seconds=since))
+
+
+def queued(row, *, at: float = 0):
+    Workload.objects.filter(pk=row.pk).update(status=Status.QUEUED, submitted_at=NOW - timedelta(hours=1, seconds=-at))
+
+
+def finished(row, *, ran: float, ago: float):
+    end = NOW - timedelta(seconds=ago)
+    Workload.objects.filter(pk=row.pk).update(status=Status.SUCCEEDED, admitted_at=end - timedelta(seconds=ran),
+                                              finished_at=end)
+
+
+def offsets(row) -> tuple:
+    forecast = WorkloadForecast.objects.get(workload=row)
+    return tuple(None if t is None else (t - NOW).total_seconds()
+                 for t in (forecast.earliest, forecast.likely, forecast.latest))
+
+
+def test_max_runtime_then_history_then_nothing(demo):
+    """vision's deserved 4 H100 held by a run with a max runtime of 10 min, 4 min in: the next one starts at +6
+    min. Behind it, nothing can be estimated while the next one's own runtime is unknown; once three finished runs
+    of its family (same project, kind and image without its tag: 5, 10 and 15 min) say it runs 6 / 10 / 14 min
+    (10th, 50th and 90th percentiles), the one behind it starts at +12 / +16 / +20 min."""
+    alice, bob = demo["alice"], demo["bob"]
+    running(workload(alice, max_runtime=600, image="nvcr.io/nvidia/pytorch:24.01"), since=240)
+    first = workload(alice, image="pytorch/pytorch:2.5.0", name="next")
+    queued(first, at=0)
+    old = [workload(alice, image="jax/jax:0.4", name=f"old-{minutes}") for minutes in (5, 10, 15)]
+    for row, minutes in zip(old, (5, 10, 15), strict=True):
+        finished(row, ran=minutes * 60, ago=3600)
+    assert forecasts_refresh(now=NOW) == 1
+    assert offsets(first) == (360, 360, 360)
+    assert WorkloadForecast.objects.get(workload=first).basis == ForecastBasis.MAX_RUNTIME
+
+    second = workload(alice, image="nvcr.io/other/thing:1", name="behind")
+    queued(second, at=10)
+    assert forecasts_refresh(now=NOW) == 2
+    row = WorkloadForecast.objects.get(workload=second)
+    assert row.likely is None and row.reason == ForecastReason.NO_RUNTIME
+    assert row.message == "1 workload it waits for has no max runtime and no history of similar runs"
+    assert row.phrase() == f"cannot estimate: {row.message}"
+
+    Workload.objects.filter(pk__in=[w.pk for w in old]).update(image="pytorch/pytorch:2.1")
+    forecasts_refresh(now=NOW)
+    assert offsets(second) == (360 + 360, 360 + 600, 360 + 840)
+    assert WorkloadForecast.objects.get(workload=second).basis == ForecastBasis.HISTORY
+
+    never = workload(bob, project="nlp", gpus=4, name="huge")
+    Workload.objects.filter(pk=never.pk).update(gpus=8)  # nlp deserves 4: non-preemptible 8 never fits
+    queued(never)
+    forecasts_refresh(now=NOW)
+    assert WorkloadForecast.objects.get(workload=never).reason == ForecastReason.NEVER_FITS
+
+    # Work that no longer waits loses its forecast at the next refresh.
+    Workload.objects.filter(pk=never.pk).update(status=Status.STOPPED)
+    forecasts_refresh(now=NOW)
+    assert not WorkloadForecast.objects.filter(workload=never).exists()
+
+
+def test_shown_on_the_list_the_detail_the_queue_and_the_api(demo, django_assert_max_num_queries):
+    alice = demo["alice"]
+    running(workload(alice, max_runtime=600), since=0)
+    waiting = workload(alice, name="waits")
+    queued(waiting)
+    forecasts_refresh(now=NOW)
+    stored = WorkloadForecast.objects.get(workload=waiting)
+    client = signed_in(alice)
+    data = client.get(f"/api/v1/workloads/{waiting.pk}/").json()["forecast"]
+    assert data["likely"] == stored.likely.isoformat().replace("+00:00", "Z")
+    assert data["basis"] == "max_runtime" and data["reason"] is None and data["summary"] == stored.phrase()
+    for url in (reverse("workloads:list"), reverse("workloads:detail", args=[waiting.pk]),
+                reverse("workloads:project_queue", args=["vision"])):
+        html = client.get(url).content.decode()
+        assert 'data-forecast="max_runtime"' in html, url
+    # The list joins the forecast: more waiting rows cost no more queries.
+    with django_assert_max_num_queries(40) as before:
+        client.get("/api/v1/workloads/")
+    for number in range(5):
+        queued(workload(alice, name=f"more-{number}", gpus=1))
+    forecasts_refresh(now=NOW)
+    with django_assert_max_num_queries(len(before.captured_queries)):
+        rows = client.get("/api/v1/workloads/").json()["results"]
+    assert sum(1 for row in rows if row["forecast"]) == 6
+
+
+def test_the_submit_panel_says_when_it_would_start(demo):
+    """Vision's deserved 4 held by non-preemptible work (as mirrored): for non-preemptible work, the panel adds when
+    the work ahead of it is forecast to start."""
+    from django.utils import timezone
+
+    from apps.cluster.models import ClusterQueueState
+
+    alice = demo["alice"]
+    vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
+    running(workload(alice, max_runtime=600), since=0)
+    queued(workload(alice, name="waits", max_runtime=600))
+    ClusterQueueState.objects.create(name="proj-vision-h100-guaranteed", project=vision, node_pool=h100,
+                                     guaranteed=True, used=4, nominal=4, observed_at=timezone.now())
+    forecasts_refresh(now=NOW)
+    page = signed_in(alice).get(reverse("workloads:submit", args=["training"]), {
+        "panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2", "pods": "1"},
+        HTTP_HX_REQUEST="true").content.decode()
+    assert "Would wait" in page and 'data-fact="start-forecast"' in page
+    assert "If you submit this now: likely" in page and "after the 1 workload ahead of it" in page
+
+
+@pytest.mark.slow
+def test_forecast_shown_then_met(kubesim, org, watcher):
+    """Against kubesim with the real worker task and watcher: vision's 4 deserved cards held by a 10-minute run
+    with a 10-minute max runtime; the next one is forecast to start when it ends, the page says so, and after 10
+    minutes of cluster time it has started within the range."""
+    alice = org["alice"]
+    holder = workload(alice, max_runtime=600, seconds=600, name="holder")
+    assert tasks.workload_submit.apply(args=[holder.pk]).get() == "submitted"
+    kubesim.advance(1)
+    wait_for(lambda: Workload.objects.get(pk=holder.pk).status == Status.RUNNING)
+    waiting = workload(alice, max_runtime=600, seconds=60, name="waiting")
+    assert tasks.workload_submit.apply(args=[waiting.pk]).get() == "submitted"
+    kubesim.advance(1)
+    wait_for(lambda: Workload.objects.get(pk=waiting.pk).status == Status.QUEUED)
+    cluster_now = datetime.fromisoformat(kubesim.advance(0).replace("Z", "+00:00"))
+    forecasts_refresh(now=cluster_now)
+    forecast = WorkloadForecast.objects.get(workload=waiting)
+    admitted = Workload.objects.get(pk=holder.pk).admitted_at
+    assert forecast.basis == ForecastBasis.MAX_RUNTIME
+    assert admitted + timedelta(seconds=600) <= forecast.likely <= admitted + timedelta(seconds=660)
+    page = signed_in(alice).get(reverse("workloads:detail", args=[waiting.pk])).content.decode()
+    assert "data-start-forecast" in page and 'data-forecast="max_runtime"' in page
+    kubesim.advance(600)
+    wait_for(lambda: Workload.objects.get(pk=waiting.pk).admitted_at is not None)
+    started = Workload.objects.get(pk=waiting.pk).admitted_at
+    assert forecast.earliest - timedelta(seconds=60) <= started <= forecast.latest
