@@ -32,6 +32,17 @@ def duration(value: timedelta | None) -> str:
 
 
 @register.filter
+def allocated_units(workload: Any) -> int:
+    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
+    return table.allocated_units(workload)
+
+
+@register.filter
+def pods_running(workload: Any) -> int:
+    return table.pods_running(workload)
+
+
+@register.filter
 def runtime_limit(seconds: int | None) -> str:
     """A max runtime in the form's unit, minutes, with hours beside it: "45 min", "90 min (1 h 30 min)"; seconds
     only when the API set a limit that is not whole minutes ("1 h 30 min 15 s")."""
@@ -59,14 +70,3 @@ def units(value: Any) -> str:
 def plus_one(value: int | None) -> int | None:
     """Kueue's 0-based positions as people count them."""
     return None if value is None else value + 1
-
-
-@register.filter
-def allocated_units(workload: Any) -> int:
-    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
-    return table.allocated_units(workload)
-
-
-@register.filter
-def pods_running(workload: Any) -> int:
-    return table.pods_running(workload)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -260,3 +261,51 @@ def test_bulk_stop_makes_a_fixed_number_of_queries_per_row(page_client, make_wor
         assert call(client, "POST", "workloads/stop/", {"ids": many}).status_code == 202
     per_row = (len(large.captured_queries) - len(small.captured_queries)) / 6
     assert per_row == int(per_row) and per_row <= 12
+
+
+# --- the forecast column (issue 12 items 1-2 bring the forecast; until they are merged these tests skip) -------------
+
+
+def _forecast_model():
+    from apps.workloads import models
+
+    model = getattr(models, "WorkloadForecast", None)
+    if model is None:
+        pytest.skip("the forecast engine's WorkloadForecast is not in this tree yet")
+    return model
+
+
+def _forecast(model, workload: Workload, minutes: int) -> None:
+    from django.utils import timezone
+
+    now = timezone.now()
+    model.objects.create(workload=workload, computed_at=now, basis="history",
+                         earliest=now + timedelta(minutes=minutes - 5), likely=now + timedelta(minutes=minutes),
+                         latest=now + timedelta(minutes=minutes + 10))
+
+
+def test_the_forecast_column_shows_the_engines_estimate_on_the_page_and_in_the_csv(page_client, make_workload):
+    model = _forecast_model()
+    waiting = make_workload("alice", name="waits")
+    Workload.objects.filter(pk=waiting.pk).update(status=Status.QUEUED)
+    _forecast(model, waiting, 30)
+    client = page_client("alice")
+    content = client.get(LIST).content.decode()
+    cell = content[content.index(f'data-workload="{waiting.pk}"'):]
+    cell = cell[cell.index('data-col="forecast"'):cell.index("</td>", cell.index('data-col="forecast"'))]
+    assert "likely in" in cell
+    (line,) = csv_table(client.get(EXPORT))
+    assert line["Forecast"].startswith("likely in")
+
+
+def test_forecasts_cost_no_query_per_row(page_client, make_workload, django_assert_num_queries):
+    model = _forecast_model()
+    client = page_client("alice")
+    first = make_workload("alice", name="first")
+    _forecast(model, first, 10)
+    with django_assert_num_queries(7):  # the list's queries (test_views_list.EXPECTED_QUERIES): the forecast is joined
+        client.get(LIST)
+    for number in range(10):
+        _forecast(model, make_workload("alice", name=f"w-{number}"), 20 + number)
+    with django_assert_num_queries(7):
+        client.get(LIST)
