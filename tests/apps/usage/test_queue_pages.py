@@ -19,32 +19,67 @@ def mirror(project: str, pool: str = "h100") -> None:
     now = timezone.now()
     row = Project.objects.select_related("department").get(slug=project)
     node_pool = NodePool.objects.get(slug=pool)
-    department, _ = CohortState.objects.get_or_create(name=f"dept-{row.department.slug}-{pool}", defaults={
-        "node_pool": node_pool, "department": row.department, "parent": f"portal-{pool}", "observed_at": now})
+    department, _ = CohortState.objects.get_or_create(
+        name=f"dept-{row.department.slug}-{pool}",
+        defaults={"node_pool": node_pool, "department": row.department, "parent": f"portal-{pool}", "observed_at": now},
+    )
     CohortState.objects.get_or_create(name=f"portal-{pool}", defaults={"node_pool": node_pool, "observed_at": now})
-    CohortState.objects.update_or_create(name=f"proj-{project}-{pool}", defaults={
-        "node_pool": node_pool, "department": row.department, "project": row, "parent": department.name,
-        "observed_at": now})
+    CohortState.objects.update_or_create(
+        name=f"proj-{project}-{pool}",
+        defaults={
+            "node_pool": node_pool,
+            "department": row.department,
+            "project": row,
+            "parent": department.name,
+            "observed_at": now,
+        },
+    )
     for kind, used in (("guaranteed", 1), ("elastic", 2)):
         guaranteed = kind == "guaranteed"
-        ClusterQueueState.objects.update_or_create(name=f"proj-{project}-{pool}-{kind}", defaults={
-            "project": row, "node_pool": node_pool, "guaranteed": guaranteed, "cohort": f"proj-{project}-{pool}",
-            "nominal": 4 if guaranteed else 0, "used": used, "used_borrowed": 0 if guaranteed else 2,
-            "pending_workloads": 1, "admitted_workloads": 1, "observed_at": now})
-        LocalQueueState.objects.update_or_create(namespace=row.namespace, name=f"{kind}-{pool}", defaults={
-            "project": row, "cluster_queue": f"proj-{project}-{pool}-{kind}", "pending_workloads": 1,
-            "admitted_workloads": 1, "observed_at": now})
+        ClusterQueueState.objects.update_or_create(
+            name=f"proj-{project}-{pool}-{kind}",
+            defaults={
+                "project": row,
+                "node_pool": node_pool,
+                "guaranteed": guaranteed,
+                "cohort": f"proj-{project}-{pool}",
+                "nominal": 4 if guaranteed else 0,
+                "used": used,
+                "used_borrowed": 0 if guaranteed else 2,
+                "pending_workloads": 1,
+                "admitted_workloads": 1,
+                "observed_at": now,
+            },
+        )
+        LocalQueueState.objects.update_or_create(
+            namespace=row.namespace,
+            name=f"{kind}-{pool}",
+            defaults={
+                "project": row,
+                "cluster_queue": f"proj-{project}-{pool}-{kind}",
+                "pending_workloads": 1,
+                "admitted_workloads": 1,
+                "observed_at": now,
+            },
+        )
 
 
 def node(name: str, pool: str = "h100") -> None:
-    NodeState.objects.create(name=name, node_pool=NodePool.objects.get(slug=pool), allocatable_gpus=8, ready=True,
-                             labels={"nvidia.com/gpu.product": "H100"}, allocatable={"nvidia.com/gpu": "8"},
-                             observed_at=timezone.now())
+    NodeState.objects.create(
+        name=name,
+        node_pool=NodePool.objects.get(slug=pool),
+        allocatable_gpus=8,
+        ready=True,
+        labels={"nvidia.com/gpu.product": "H100"},
+        allocatable={"nvidia.com/gpu": "8"},
+        observed_at=timezone.now(),
+    )
 
 
 @pytest.mark.parametrize("tab", TABS)
-def test_each_tab_makes_a_fixed_number_of_queries(client_for, django_assert_num_queries,
-                                                  django_assert_max_num_queries, tab):
+def test_each_tab_makes_a_fixed_number_of_queries(
+    client_for, django_assert_num_queries, django_assert_max_num_queries, tab
+):
     client = client_for("lead")
     url = reverse("usage:queues_tab", args=[tab])
     mirror("vision")
@@ -60,8 +95,9 @@ def test_each_tab_makes_a_fixed_number_of_queries(client_for, django_assert_num_
         assert client.get(url).status_code == 200
 
 
-def test_nodes_page_makes_a_fixed_number_of_queries(client_for, django_assert_num_queries,
-                                                    django_assert_max_num_queries):
+def test_nodes_page_makes_a_fixed_number_of_queries(
+    client_for, django_assert_num_queries, django_assert_max_num_queries
+):
     client = client_for("admin")
     url = reverse("usage:nodes", args=["h100"])
     node("h100-a")
@@ -100,6 +136,6 @@ def test_each_tab_is_scoped(client_for):
     lead = client_for("lead").get(reverse("usage:queues_tab", args=["cohorts"])).content.decode()
     assert 'data-cohort="proj-nlp-h100"' in lead and 'data-cohort="proj-forecasting-h100"' not in lead
     admin = client_for("admin").get(reverse("usage:queues_tab", args=["cohorts"])).content.decode()
-    row = admin[admin.index('data-cohort="portal-h100"'):]
-    assert 'data-fact="used">9<' in row[:row.index("</tr>")]  # 3 projects x (1 + 2), the whole tree
+    row = admin[admin.index('data-cohort="portal-h100"') :]
+    assert 'data-fact="used">9<' in row[: row.index("</tr>")]  # 3 projects x (1 + 2), the whole tree
     assert client_for("alice").get(reverse("usage:queues_tab", args=["nope"])).status_code == 404
