@@ -29,8 +29,9 @@ class QuotaHistoryForm(forms.Form):
         slug = self.cleaned_data["project"]
         project = self.projects.filter(slug=slug).first() if slug else self.projects.first()
         if project is None:
-            raise forms.ValidationError("No such project among those you may see." if slug else
-                                        "You may see no project.")
+            raise forms.ValidationError(
+                "No such project among those you may see." if slug else "You may see no project."
+            )
         return project
 
     def clean_span(self) -> str:
@@ -45,8 +46,10 @@ class QuotaHistoryForm(forms.Form):
         pools = NodePool.objects.filter(pk__in=Quota.objects.filter(project=project).values("node_pool_id"))
         pool = pools.filter(slug=slug).first() if slug else pools.order_by("name").first()
         if pool is None:
-            self.add_error("pool", f"{project.name} has no quota on that pool." if slug else
-                           f"{project.name} has no quota on any pool.")
+            self.add_error(
+                "pool",
+                f"{project.name} has no quota on that pool." if slug else f"{project.name} has no quota on any pool.",
+            )
         else:
             data["pool"] = pool
         return data
@@ -56,5 +59,8 @@ class QuotaHistoryForm(forms.Form):
         project = getattr(self, "cleaned_data", {}).get("project")
         if not isinstance(project, Project):
             return []
-        return list(NodePool.objects.filter(pk__in=Quota.objects.filter(project=project).values("node_pool_id"))
-                    .order_by("name"))
+        return list(
+            NodePool.objects.filter(pk__in=Quota.objects.filter(project=project).values("node_pool_id")).order_by(
+                "name"
+            )
+        )

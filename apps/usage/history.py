@@ -52,15 +52,18 @@ class QuotaHistory:
 
     def chart_data(self) -> dict[str, Any]:
         """What static/js/quota-history.js draws: epoch seconds and the three series, rounded to 0.01 unit."""
-        return {"t": [int(moment.timestamp()) for moment in self.times],
-                "deserved": [round(value, 2) for value in self.deserved],
-                "used": [round(value, 2) for value in self.used],
-                "borrowed": [round(value, 2) for value in self.borrowed],
-                "title": f"{self.project.name} on {self.pool.name}: {SPANS[self.span][0].lower()}"}
+        return {
+            "t": [int(moment.timestamp()) for moment in self.times],
+            "deserved": [round(value, 2) for value in self.deserved],
+            "used": [round(value, 2) for value in self.used],
+            "borrowed": [round(value, 2) for value in self.borrowed],
+            "title": f"{self.project.name} on {self.pool.name}: {SPANS[self.span][0].lower()}",
+        }
 
 
-def _spread(values: list[float], amount: float, since: datetime, until: datetime, *, start: datetime,
-            step: timedelta) -> None:
+def _spread(
+    values: list[float], amount: float, since: datetime, until: datetime, *, start: datetime, step: timedelta
+) -> None:
     """Add `amount` x the seconds of [since, until) that fall in each step's bucket."""
     end = start + step * len(values)
     since, until = max(since, start), min(until, end)
@@ -82,13 +85,14 @@ def quota_history(*, project: Project, pool: NodePool, span: str, now: datetime 
     used, borrowed, deserved = [0.0] * count, [0.0] * count, [0.0] * count
     overlapping = Q(started_at__lt=end) & (Q(ended_at__isnull=True) | Q(ended_at__gt=start))
     for units, numerator, denominator, since, until in UsageSlice.objects.filter(
-            overlapping, project=project, node_pool=pool).values_list(
-            "units", "share_numerator", "share_denominator", "started_at", "ended_at"):
+        overlapping, project=project, node_pool=pool
+    ).values_list("units", "share_numerator", "share_denominator", "started_at", "ended_at"):
         until = min(until or now, now)  # an open slice holds its cards until now, not until the step's end
         _spread(used, units, since, until, start=start, step=step)
         _spread(borrowed, units * (1 - numerator / denominator), since, until, start=start, step=step)
     for units, since, until in DeservedPeriod.objects.filter(overlapping, project=project, node_pool=pool).values_list(
-            "deserved", "started_at", "ended_at"):
+        "deserved", "started_at", "ended_at"
+    ):
         _spread(deserved, units, since, min(until or end, end), start=start, step=step)
     seconds = step.total_seconds()
     # The current step has only run until now: its averages are over the part that has passed.
@@ -97,5 +101,14 @@ def quota_history(*, project: Project, pool: NodePool, span: str, now: datetime 
         values[:-1] = [value / seconds for value in values[:-1]]
         values[-1] = values[-1] / current
     deserved[:] = [value / seconds for value in deserved]
-    return QuotaHistory(project=project, pool=pool, span=span, start=start, step=step, deserved=deserved, used=used,
-                        borrowed=borrowed, current_seconds=current)
+    return QuotaHistory(
+        project=project,
+        pool=pool,
+        span=span,
+        start=start,
+        step=step,
+        deserved=deserved,
+        used=used,
+        borrowed=borrowed,
+        current_seconds=current,
+    )

@@ -32,8 +32,12 @@ from apps.org.models import NodePool
 from apps.org.selectors import projects_for
 
 ZERO = Decimal(0)
-TABS = {"cluster-queues": "Cluster queues", "local-queues": "Local queues", "cohorts": "Cohorts",
-        "flavors": "Resource flavors"}
+TABS = {
+    "cluster-queues": "Cluster queues",
+    "local-queues": "Local queues",
+    "cohorts": "Cohorts",
+    "flavors": "Resource flavors",
+}
 
 
 def lending(queue: ClusterQueueState) -> Decimal:
@@ -44,16 +48,22 @@ def lending(queue: ClusterQueueState) -> Decimal:
 
 def cluster_queues(*, user: Any) -> list[ClusterQueueState]:
     """The cluster queues the viewer may see, by pool then name, each with `lending` set."""
-    rows = list(access.restrict(ClusterQueueState.objects.all(), user, Action.VIEW).select_related(
-        "project__department", "node_pool").order_by("node_pool__name", "name"))
+    rows = list(
+        access.restrict(ClusterQueueState.objects.all(), user, Action.VIEW)
+        .select_related("project__department", "node_pool")
+        .order_by("node_pool__name", "name")
+    )
     for row in rows:
         row.lending = lending(row)  # type: ignore[attr-defined]
     return rows
 
 
 def local_queues(*, user: Any) -> list[LocalQueueState]:
-    return list(access.restrict(LocalQueueState.objects.all(), user, Action.VIEW).select_related(
-        "project__department").order_by("namespace", "name"))
+    return list(
+        access.restrict(LocalQueueState.objects.all(), user, Action.VIEW)
+        .select_related("project__department")
+        .order_by("namespace", "name")
+    )
 
 
 @dataclass
@@ -79,18 +89,24 @@ def cohorts(*, user: Any) -> list[tuple[NodePool | None, list[CohortFigures]]]:
     visible = access.restrict(CohortState.objects.all(), user, Action.VIEW)
     if not everything:
         member_departments = projects_for(user).values("department_id")
-        visible = CohortState.objects.filter(Q(pk__in=visible.values("pk")) | Q(
-            project__isnull=True, department_id__in=member_departments))
+        visible = CohortState.objects.filter(
+            Q(pk__in=visible.values("pk")) | Q(project__isnull=True, department_id__in=member_departments)
+        )
     shown = set(visible.values_list("pk", flat=True))
     every = list(CohortState.objects.select_related("node_pool", "department", "project"))
     by_name = {row.name: row for row in every}
     children: dict[str, list[CohortState]] = defaultdict(list)
     for row in every:
         children[row.parent].append(row)
-    figures = {row.name: CohortFigures(cohort=row, level="project" if row.project_id else "department"
-                                       if row.department_id else "root", depth=0) for row in every}
-    for queue in ClusterQueueState.objects.values("cohort", "used", "used_borrowed", "nominal", "pending_workloads",
-                                                  "admitted_workloads"):
+    figures = {
+        row.name: CohortFigures(
+            cohort=row, level="project" if row.project_id else "department" if row.department_id else "root", depth=0
+        )
+        for row in every
+    }
+    for queue in ClusterQueueState.objects.values(
+        "cohort", "used", "used_borrowed", "nominal", "pending_workloads", "admitted_workloads"
+    ):
         name, seen = queue["cohort"], set()
         while name in figures and name not in seen:  # up the tree: every ancestor counts the queue
             seen.add(name)
@@ -115,8 +131,10 @@ def cohorts(*, user: Any) -> list[tuple[NodePool | None, list[CohortFigures]]]:
     for root in sorted((row for row in every if row.parent not in by_name), key=lambda r: r.name):
         walk(root, 0)
     pool_rows = {row.node_pool_id: row.node_pool for row in every}
-    return sorted(((pool_rows[pool_id], rows) for pool_id, rows in pools.items()),
-                  key=lambda item: item[0].name if item[0] else "~")
+    return sorted(
+        ((pool_rows[pool_id], rows) for pool_id, rows in pools.items()),
+        key=lambda item: item[0].name if item[0] else "~",
+    )
 
 
 @dataclass
@@ -137,8 +155,9 @@ class FlavorFigures:
 def flavors(*, user: Any) -> list[FlavorFigures]:
     """Every pool with its nodes' totals; three queries."""
     result = {pool.pk: FlavorFigures(pool=pool) for pool in NodePool.objects.order_by("name")}
-    for node in NodeState.objects.filter(node_pool__isnull=False).values("node_pool_id", "allocatable_gpus", "ready",
-                                                                         "unschedulable"):
+    for node in NodeState.objects.filter(node_pool__isnull=False).values(
+        "node_pool_id", "allocatable_gpus", "ready", "unschedulable"
+    ):
         entry = result.get(node["node_pool_id"])
         if entry is None:
             continue
@@ -148,9 +167,17 @@ def flavors(*, user: Any) -> list[FlavorFigures]:
             entry.schedulable_nodes += 1
             entry.schedulable_allocatable += node["allocatable_gpus"]
     if sees_everything(user):
-        for usage in ClusterQueueState.objects.filter(node_pool__isnull=False).values("node_pool_id").annotate(
-                used=Sum("used"), borrowed=Sum("used_borrowed"), pending=Sum("pending_workloads"),
-                admitted=Sum("admitted_workloads")).order_by():
+        for usage in (
+            ClusterQueueState.objects.filter(node_pool__isnull=False)
+            .values("node_pool_id")
+            .annotate(
+                used=Sum("used"),
+                borrowed=Sum("used_borrowed"),
+                pending=Sum("pending_workloads"),
+                admitted=Sum("admitted_workloads"),
+            )
+            .order_by()
+        ):
             entry = result.get(usage["node_pool_id"])
             if entry is not None:
                 entry.used, entry.borrowed = usage["used"], usage["borrowed"]
@@ -178,8 +205,11 @@ def pool_nodes(*, user: Any, slug: str) -> PoolNodes | None:
             flavor.schedulable_allocatable += node.allocatable_gpus
     if sees_everything(user):
         usage = ClusterQueueState.objects.filter(node_pool=pool).aggregate(
-            used=Sum("used"), borrowed=Sum("used_borrowed"), pending=Sum("pending_workloads"),
-            admitted=Sum("admitted_workloads"))
+            used=Sum("used"),
+            borrowed=Sum("used_borrowed"),
+            pending=Sum("pending_workloads"),
+            admitted=Sum("admitted_workloads"),
+        )
         flavor.used, flavor.borrowed = usage["used"] or ZERO, usage["borrowed"] or ZERO
         flavor.pending, flavor.admitted = usage["pending"] or 0, usage["admitted"] or 0
     return PoolNodes(pool=pool, nodes=nodes, flavor=flavor)

@@ -45,9 +45,21 @@ def queues(request: AuthenticatedRequest, tab: str = "cluster-queues") -> HttpRe
     user = request.user
     etag = poll_etag(access.grants_fingerprint(user), bool(request.htmx), tab, reads.queues_marker())
     template = "usage/partials/_queues_live.html" if request.htmx else "usage/queues.html"
-    return conditional_poll(request, etag, lambda: render(request, template, {
-        "tab": tab, "tabs": reads.TABS, "tab_label": reads.TABS[tab], "everything": access.sees_everything(user),
-        **_tab_context(tab, user)}))
+    return conditional_poll(
+        request,
+        etag,
+        lambda: render(
+            request,
+            template,
+            {
+                "tab": tab,
+                "tabs": reads.TABS,
+                "tab_label": reads.TABS[tab],
+                "everything": access.sees_everything(user),
+                **_tab_context(tab, user),
+            },
+        ),
+    )
 
 
 @login_required

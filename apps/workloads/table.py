@@ -50,6 +50,7 @@ class Column:
     value: Callable[[Workload], Any]
     ordering: str = ""  # the FilterSet's ordering value, when the column sorts
     shown: bool = True  # shown until the user hides it
+    csv_label: str = ""  # the CSV's heading when its value differs from the page's (a time rather than an age)
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -66,21 +67,29 @@ COLUMNS: tuple[Column, ...] = (
     Column("position", "Position", lambda w: w.position_label, "position"),
     Column("waiting_for", "Waiting for", waiting_for),
     Column("forecast", "Forecast", forecast_text),
-    Column("runtime", "Runtime", lambda w: int(w.runtime.total_seconds()) if w.runtime else "", shown=False),
-    Column("age", "Age", lambda w: w.created_at, "created_at"),
+    Column(
+        "runtime",
+        "Runtime",
+        lambda w: int(w.runtime.total_seconds()) if w.runtime else "",
+        shown=False,
+        csv_label="Runtime (seconds)",
+    ),
+    Column("age", "Age", lambda w: w.created_at, "created_at", csv_label="Submitted (UTC)"),
 )
 
 
 def csv_header() -> list[str]:
-    return ["id", *(column.label for column in COLUMNS)]
+    return ["id", *(column.csv_label or column.label for column in COLUMNS)]
 
 
 def csv_rows(workloads: Iterable[Workload]) -> Iterator[list[Any]]:
     """One line per workload with every column (age as the submission time, ISO 8601 in UTC)."""
     for workload in workloads:
         values = [column.value(workload) for column in COLUMNS]
-        yield [workload.pk, *(value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value
-                              for value in values)]
+        yield [
+            workload.pk,
+            *(value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value for value in values),
+        ]
 
 
 def header_links(query: Any, ordering: str) -> list[dict[str, Any]]:
@@ -89,11 +98,17 @@ def header_links(query: Any, ordering: str) -> list[dict[str, Any]]:
     current = ordering.split(",")[0] if ordering else ""
     headings = []
     for column in COLUMNS:
-        heading: dict[str, Any] = {"key": column.key, "label": column.label, "shown": column.shown, "sort_url": "",
-                                   "sorted": ""}
+        heading: dict[str, Any] = {
+            "key": column.key,
+            "label": column.label,
+            "shown": column.shown,
+            "sort_url": "",
+            "sorted": "",
+        }
         if column.ordering:
-            heading["sorted"] = "asc" if current == column.ordering else "desc" if current == f"-{column.ordering}" \
-                else ""
+            heading["sorted"] = (
+                "asc" if current == column.ordering else "desc" if current == f"-{column.ordering}" else ""
+            )
             sorted_query = query.copy()
             sorted_query.pop("page", None)
             sorted_query["ordering"] = f"-{column.ordering}" if heading["sorted"] == "asc" else column.ordering
@@ -111,6 +126,7 @@ def export_rows(workloads: Any, *, viewer: Any) -> Iterator[list[Any]]:
     yield csv_header()
     rows = list(workloads[:EXPORT_LIMIT].values_list("pk", flat=True))
     for start in range(0, len(rows), EXPORT_CHUNK):
-        chunk = {w.pk: w for w in workloads.filter(pk__in=rows[start:start + EXPORT_CHUNK])}
-        yield from csv_rows(annotate_live([chunk[pk] for pk in rows[start:start + EXPORT_CHUNK] if pk in chunk],
-                                          viewer=viewer))
+        chunk = {w.pk: w for w in workloads.filter(pk__in=rows[start : start + EXPORT_CHUNK])}
+        yield from csv_rows(
+            annotate_live([chunk[pk] for pk in rows[start : start + EXPORT_CHUNK] if pk in chunk], viewer=viewer)
+        )

@@ -7,7 +7,7 @@
     const target = document.getElementById("quota-history-chart");
     if (!source || !target || typeof window.uPlot !== "function") return;
     const data = JSON.parse(source.textContent);
-    const width = Math.max(320, target.clientWidth || 800);
+    const width = Math.max(200, target.clientWidth || 600);
     const options = {
       title: data.title,
       width: width,
@@ -24,7 +24,7 @@
     target.replaceChildren();
     const chart = new window.uPlot(options, [data.t, data.deserved, data.used, data.borrowed], target);
     target.dataset.drawn = String(data.t.length);
-    window.addEventListener("resize", () => chart.setSize({ width: Math.max(320, target.clientWidth), height: 320 }));
+    window.addEventListener("resize", () => chart.setSize({ width: Math.max(200, target.clientWidth), height: 320 }));
   }
   document.addEventListener("DOMContentLoaded", draw);
 })();

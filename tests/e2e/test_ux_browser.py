@@ -21,7 +21,8 @@ MAIN_PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/ho
               "/departments/", "/departments/research/quotas/", "/weights/", "/pools/", "/priority-classes/",
               "/audit/", "/cluster-sync/", "/accounts/role-bindings/", "/accounts/group-rules/",
               "/accounts/tokens/", "/accounts/settings/", "/workloads/templates/", "/workloads/projects/vision/queue/",
-              "/workloads/999999/"]
+              "/workloads/999999/", "/usage/queues/", "/usage/queues/local-queues/", "/usage/queues/cohorts/",
+              "/usage/queues/flavors/", "/usage/nodes/h100/", "/usage/quota/history/"]
 
 
 def alice_workload(name: str = "resnet-train", **extra):

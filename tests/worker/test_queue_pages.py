@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 def _row(page: str, attribute: str, value: str) -> str:
     start = page.index(f'{attribute}="{value}"')
-    return page[start:page.index("</tr>", start)]
+    return page[start : page.index("</tr>", start)]
 
 
 def _fact(row: str, name: str) -> str:
@@ -32,8 +32,14 @@ def _fact(row: str, name: str) -> str:
 
 
 def _usage(status: dict, key: str) -> Decimal:
-    return sum((Decimal(str(resource.get(key, 0))) for flavor in status.get("flavorsUsage") or []
-                for resource in flavor["resources"]), Decimal(0))
+    return sum(
+        (
+            Decimal(str(resource.get(key, 0)))
+            for flavor in status.get("flavorsUsage") or []
+            for resource in flavor["resources"]
+        ),
+        Decimal(0),
+    )
 
 
 def test_queue_pages_show_kueues_figures_scoped_by_role(kubesim, cluster, org, watcher):
@@ -45,8 +51,10 @@ def test_queue_pages_show_kueues_figures_scoped_by_role(kubesim, cluster, org, w
     elastic, nlp_guaranteed = "proj-vision-h100-elastic", "proj-nlp-h100-guaranteed"
 
     def mirrored() -> bool:
-        want = {name: _usage(cluster.get("ClusterQueue", name).get("status") or {}, "total")
-                for name in (elastic, nlp_guaranteed)}
+        want = {
+            name: _usage(cluster.get("ClusterQueue", name).get("status") or {}, "total")
+            for name in (elastic, nlp_guaranteed)
+        }
         have = dict(ClusterQueueState.objects.filter(name__in=want).values_list("name", "used"))
         pending = ClusterQueueState.objects.filter(name=elastic, pending_workloads=1).exists()
         return want == have and pending
@@ -72,8 +80,10 @@ def test_queue_pages_show_kueues_figures_scoped_by_role(kubesim, cluster, org, w
     local = signed_in(org["alice"]).get(reverse("usage:queues_tab", args=["local-queues"])).content.decode()
     row = _row(local, "data-queue", "proj-vision/elastic-h100")
     lq = cluster.get("LocalQueue", "elastic-h100", namespace="proj-vision")["status"]
-    assert _fact(row, "pending") == str(lq["pendingWorkloads"]) and _fact(row, "admitted") == str(
-        lq["admittedWorkloads"]) == "2"
+    assert (
+        _fact(row, "pending") == str(lq["pendingWorkloads"])
+        and _fact(row, "admitted") == str(lq["admittedWorkloads"]) == "2"
+    )
     assert "proj-nlp/" not in local
 
     # Cohorts: the department's roll-up counts both projects; the root only for those who see everything.
@@ -113,8 +123,10 @@ def test_nodes_page_shows_cards_cut_and_state_and_follows_a_cordon(kubesim, clus
     assert 'data-fact="schedulable_allocatable">48<' in shared
 
     core = k8s.CoreV1Api(kubesim.api_client())
-    core.patch_node("h100-node-1", {"spec": {"unschedulable": True, "taints": [
-        {"key": "maintenance", "value": "disk", "effect": "NoSchedule"}]}})
+    core.patch_node(
+        "h100-node-1",
+        {"spec": {"unschedulable": True, "taints": [{"key": "maintenance", "value": "disk", "effect": "NoSchedule"}]}},
+    )
     wait_for(lambda: NodeState.objects.filter(name="h100-node-1", unschedulable=True).exclude(taints=[]).exists())
     h100 = client.get(reverse("usage:nodes", args=["h100"])).content.decode()
     row = _row(h100, "data-node", "h100-node-1")

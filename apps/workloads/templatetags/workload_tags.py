@@ -32,6 +32,17 @@ def duration(value: timedelta | None) -> str:
 
 
 @register.filter
+def allocated_units(workload: Any) -> int:
+    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
+    return table.allocated_units(workload)
+
+
+@register.filter
+def pods_running(workload: Any) -> int:
+    return table.pods_running(workload)
+
+
+@register.filter
 def runtime_limit(seconds: int | None) -> str:
     """A max runtime in the form's unit, minutes, with hours beside it: "45 min", "90 min (1 h 30 min)"; seconds
     only when the API set a limit that is not whole minutes ("1 h 30 min 15 s")."""
@@ -65,14 +76,3 @@ def plus_one(value: int | None) -> int | None:
 def forecast_phrase(forecast: Any) -> str:
     """A WorkloadForecast counted from now: "likely in 30 min (25-40 min)" or "cannot estimate: ..."."""
     return forecast.phrase() if forecast else ""
-
-
-@register.filter
-def allocated_units(workload: Any) -> int:
-    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
-    return table.allocated_units(workload)
-
-
-@register.filter
-def pods_running(workload: Any) -> int:
-    return table.pods_running(workload)

@@ -20,8 +20,9 @@ HISTORY = "/usage/quota/history/"
 
 
 def _history(span: str = "day", now: str = "2026-03-02 12:07"):
-    return quota_history(project=Project.objects.get(slug="vision"), pool=NodePool.objects.get(slug="h100"),
-                         span=span, now=at(now))
+    return quota_history(
+        project=Project.objects.get(slug="vision"), pool=NodePool.objects.get(slug="h100"), span=span, now=at(now)
+    )
 
 
 def test_a_day_in_quarter_hours_by_hand(users):
@@ -34,8 +35,12 @@ def test_a_day_in_quarter_hours_by_hand(users):
     history = _history()
     assert history.step == timedelta(minutes=15) and len(history.used) == 96
     assert history.start == at("2026-03-01 12:15") and history.times[-1] == at("2026-03-02 12:00")
-    by_time = {moment: (deserved, used, borrowed) for moment, deserved, used, borrowed in zip(
-        history.times, history.deserved, history.used, history.borrowed, strict=True)}
+    by_time = {
+        moment: (deserved, used, borrowed)
+        for moment, deserved, used, borrowed in zip(
+            history.times, history.deserved, history.used, history.borrowed, strict=True
+        )
+    }
     assert by_time[at("2026-03-02 09:00")] == (4, 2, 0)  # 4 units for half the quarter
     for quarter in ("10:00", "10:15", "10:30", "10:45"):
         assert by_time[at(f"2026-03-02 {quarter}")] == (4, 6, 2)
@@ -51,12 +56,19 @@ def test_a_day_in_quarter_hours_by_hand(users):
 def test_a_quota_change_moves_deserved_and_the_borrowed_split(users):
     """Deserved goes from 4 to 2 at 10:30: the same 6 units borrow 2 before and 4 after (the ledger's split)."""
     alice = users["alice"]
-    quota = Quota.objects.select_related("project__department", "node_pool").get(project__slug="vision",
-                                                                                 node_pool__slug="h100")
-    DeservedPeriod.objects.filter(project=quota.project, node_pool=quota.node_pool).update(ended_at=at(
-        "2026-03-02 10:30"))
-    DeservedPeriod.objects.create(project=quota.project, department=quota.project.department,
-                                  node_pool=quota.node_pool, deserved=2, started_at=at("2026-03-02 10:30"))
+    quota = Quota.objects.select_related("project__department", "node_pool").get(
+        project__slug="vision", node_pool__slug="h100"
+    )
+    DeservedPeriod.objects.filter(project=quota.project, node_pool=quota.node_pool).update(
+        ended_at=at("2026-03-02 10:30")
+    )
+    DeservedPeriod.objects.create(
+        project=quota.project,
+        department=quota.project.department,
+        node_pool=quota.node_pool,
+        deserved=2,
+        started_at=at("2026-03-02 10:30"),
+    )
     interval(workload(alice, name="wide", gpus=6), "2026-03-02 10:00", "2026-03-02 11:00")
     history = _history()
     rows = dict(zip(history.times, zip(history.deserved, history.used, history.borrowed, strict=True), strict=True))
@@ -84,9 +96,10 @@ def test_the_page_draws_the_chosen_project_and_pool_with_the_kept_library(client
     assert response.status_code == 200
     content = response.content.decode()
     assert "/static/vendor/uplot/uPlot.iife.min.js" in content and "/static/js/quota-history.js" in content
-    assert "https://" not in re.sub(r'<a [^>]*>', "", content.split("<body")[0])  # nothing from a CDN
-    data = json.loads(re.search(r'<script id="quota-history-data" type="application/json">(.*?)</script>',
-                                content, re.S).group(1))
+    assert "https://" not in re.sub(r"<a [^>]*>", "", content.split("<body")[0])  # nothing from a CDN
+    data = json.loads(
+        re.search(r'<script id="quota-history-data" type="application/json">(.*?)</script>', content, re.S).group(1)
+    )
     assert len(data["t"]) == 96 and max(data["used"]) == 6 and max(data["borrowed"]) == 2
     assert set(data["deserved"]) == {4}
     assert 'data-fact="borrowed_hours">4.0<' in content  # 2 over quota for 2 hours
@@ -96,13 +109,16 @@ def test_the_page_draws_the_chosen_project_and_pool_with_the_kept_library(client
     assert "/week" in re.search(r'data-history="([^"]+)"', default.content.decode()).group(1)
 
 
-@pytest.mark.parametrize(("query", "message"), [
-    ({"project": "nlp"}, "No such project among those you may see."),  # another project of alice's department
-    ({"project": "forecasting"}, "No such project among those you may see."),
-    ({"project": "vision", "pool": "nope"}, "Vision has no quota on that pool."),
-    ({"project": "vision", "span": "year"}, "Select a valid choice."),
-    ({"project": "vi\x00sion"}, "Null characters are not allowed."),
-])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"project": "nlp"}, "No such project among those you may see."),  # another project of alice's department
+        ({"project": "forecasting"}, "No such project among those you may see."),
+        ({"project": "vision", "pool": "nope"}, "Vision has no quota on that pool."),
+        ({"project": "vision", "span": "year"}, "Select a valid choice."),
+        ({"project": "vi\x00sion"}, "Null characters are not allowed."),
+    ],
+)
 def test_the_page_refuses_what_the_viewer_may_not_see_or_what_does_not_exist(client_for, query, message):
     response = client_for("alice").get(HISTORY, query)
     assert response.status_code == 400
@@ -119,14 +135,18 @@ def test_the_page_makes_a_fixed_number_of_queries(client_for, users, django_asse
     client = client_for("alice")
     now = timezone.now()
     for hours in range(1, 4):
-        interval(workload(users["alice"], name=f"run-{hours}", gpus=1),
-                 (now - timedelta(hours=hours + 1)).strftime("%Y-%m-%d %H:%M"),
-                 (now - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M"))
+        interval(
+            workload(users["alice"], name=f"run-{hours}", gpus=1),
+            (now - timedelta(hours=hours + 1)).strftime("%Y-%m-%d %H:%M"),
+            (now - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M"),
+        )
     with django_assert_max_num_queries(9) as few:
         client.get(HISTORY, {"project": "vision", "pool": "h100", "span": "month"})
     for hours in range(5, 40):
-        interval(workload(users["alice"], name=f"more-{hours}", gpus=1),
-                 (now - timedelta(hours=hours + 1)).strftime("%Y-%m-%d %H:%M"),
-                 (now - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M"))
+        interval(
+            workload(users["alice"], name=f"more-{hours}", gpus=1),
+            (now - timedelta(hours=hours + 1)).strftime("%Y-%m-%d %H:%M"),
+            (now - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M"),
+        )
     with django_assert_max_num_queries(len(few.captured_queries)):
         client.get(HISTORY, {"project": "vision", "pool": "h100", "span": "month"})

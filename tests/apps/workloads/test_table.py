@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -91,8 +92,10 @@ def test_headings_sort_and_reverse_and_every_column_is_offered_in_the_chooser(pa
     make_workload("alice")
     content = page_client("alice").get(LIST, {"ordering": "gpus", "kind": "training"}).content.decode()
     # The sorted column links to the reverse order and keeps the filters; the others sort ascending.
-    assert 'href="?ordering=-gpus&amp;kind=training" data-sort="gpus_requested"' in content or \
-        'href="?kind=training&amp;ordering=-gpus" data-sort="gpus_requested"' in content
+    assert (
+        'href="?ordering=-gpus&amp;kind=training" data-sort="gpus_requested"' in content
+        or 'href="?kind=training&amp;ordering=-gpus" data-sort="gpus_requested"' in content
+    )
     assert 'aria-sort="ascending"' in content
     for column in COLUMNS:
         assert f'data-column-toggle="{column.key}"' in content
@@ -107,8 +110,8 @@ def test_the_row_shows_department_creator_allocation_pods_and_forecast_cells(pag
     content = page_client("alice").get(LIST).content.decode()
 
     def row(workload: Workload) -> str:
-        found = content[content.index(f'data-workload="{workload.pk}"'):]
-        return found[:found.index("</tr>")]
+        found = content[content.index(f'data-workload="{workload.pk}"') :]
+        return found[: found.index("</tr>")]
 
     assert '<td data-col="department">research</td>' in row(running)
     assert '<td data-col="creator">alice</td>' in row(running)
@@ -189,8 +192,10 @@ def test_bulk_stop_refuses_rows_the_user_may_not_stop_and_stops_none(page_client
     assert not Workload.objects.filter(status=Status.STOPPING).exists()
 
 
-@pytest.mark.parametrize("body", [{}, {"ids": []}, {"ids": ["²"]}, {"ids": [0]}, {"ids": "1"}, {"ids": [2**63]},
-                                  {"ids": list(range(1, 300))}])
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"ids": []}, {"ids": ["²"]}, {"ids": [0]}, {"ids": "1"}, {"ids": [2**63]}, {"ids": list(range(1, 300))}],
+)
 def test_bulk_stop_api_refuses_bad_bodies_with_a_400(page_client, make_workload, body):
     make_workload("alice")
     response = call(page_client("alice"), "POST", "workloads/stop/", body)
@@ -206,7 +211,8 @@ def test_a_lead_bulk_stops_others_work_in_scope_through_the_api_with_audit_rows(
     response = call(lead, "POST", "workloads/stop/", {"ids": [alices.pk, bobs.pk]})
     assert response.status_code == 202
     assert sorted((row["id"], row["status"]) for row in response.json()) == sorted(
-        [(alices.pk, "stopping"), (bobs.pk, "stopping")])
+        [(alices.pk, "stopping"), (bobs.pk, "stopping")]
+    )
     assert AuditEvent.objects.filter(action="workload.stop").count() == 2
     assert Workload.objects.get(pk=carols.pk).status == Status.SUBMITTING
 
@@ -223,16 +229,24 @@ def test_bulk_stop_without_ticks_says_so(page_client, make_workload):
 
 def _grow(make_workload, count: int) -> None:
     for number in range(count):
-        make_workload("alice", name=f"more-{number}", pool="l40s-shared",
-                      kind=Kind.NOTEBOOK if number % 2 else Kind.TRAINING)
+        make_workload(
+            "alice", name=f"more-{number}", pool="l40s-shared", kind=Kind.NOTEBOOK if number % 2 else Kind.TRAINING
+        )
         make_workload("bob", name=f"more-{number}", project="nlp", pool="l40s-shared")
 
 
-@pytest.mark.parametrize("url", [LIST + "?q=more&ordering=-gpus", EXPORT + "?q=more",
-                                 "/api/v1/workloads/?q=more&ordering=department",
-                                 "/api/v1/workloads/export/?ordering=-gpus"])
-def test_search_sort_and_export_make_a_fixed_number_of_queries(page_client, make_workload, django_assert_num_queries,
-                                                               django_assert_max_num_queries, url):
+@pytest.mark.parametrize(
+    "url",
+    [
+        LIST + "?q=more&ordering=-gpus",
+        EXPORT + "?q=more",
+        "/api/v1/workloads/?q=more&ordering=department",
+        "/api/v1/workloads/export/?ordering=-gpus",
+    ],
+)
+def test_search_sort_and_export_make_a_fixed_number_of_queries(
+    page_client, make_workload, django_assert_num_queries, django_assert_max_num_queries, url
+):
     client = page_client("lead")
     _grow(make_workload, 1)
 
@@ -260,3 +274,56 @@ def test_bulk_stop_makes_a_fixed_number_of_queries_per_row(page_client, make_wor
         assert call(client, "POST", "workloads/stop/", {"ids": many}).status_code == 202
     per_row = (len(large.captured_queries) - len(small.captured_queries)) / 6
     assert per_row == int(per_row) and per_row <= 12
+
+
+# --- the forecast column (issue 12 items 1-2 bring the forecast; until they are merged these tests skip) -------------
+
+
+def _forecast_model():
+    from apps.workloads import models
+
+    model = getattr(models, "WorkloadForecast", None)
+    if model is None:
+        pytest.skip("the forecast engine's WorkloadForecast is not in this tree yet")
+    return model
+
+
+def _forecast(model, workload: Workload, minutes: int) -> None:
+    from django.utils import timezone
+
+    now = timezone.now()
+    model.objects.create(
+        workload=workload,
+        computed_at=now,
+        basis="history",
+        earliest=now + timedelta(minutes=minutes - 5),
+        likely=now + timedelta(minutes=minutes),
+        latest=now + timedelta(minutes=minutes + 10),
+    )
+
+
+def test_the_forecast_column_shows_the_engines_estimate_on_the_page_and_in_the_csv(page_client, make_workload):
+    model = _forecast_model()
+    waiting = make_workload("alice", name="waits")
+    Workload.objects.filter(pk=waiting.pk).update(status=Status.QUEUED)
+    _forecast(model, waiting, 30)
+    client = page_client("alice")
+    content = client.get(LIST).content.decode()
+    cell = content[content.index(f'data-workload="{waiting.pk}"') :]
+    cell = cell[cell.index('data-col="forecast"') : cell.index("</td>", cell.index('data-col="forecast"'))]
+    assert "likely in" in cell
+    (line,) = csv_table(client.get(EXPORT))
+    assert line["Forecast"].startswith("likely in")
+
+
+def test_forecasts_cost_no_query_per_row(page_client, make_workload, django_assert_num_queries):
+    model = _forecast_model()
+    client = page_client("alice")
+    first = make_workload("alice", name="first")
+    _forecast(model, first, 10)
+    with django_assert_num_queries(7):  # the list's queries (test_views_list.EXPECTED_QUERIES): the forecast is joined
+        client.get(LIST)
+    for number in range(10):
+        _forecast(model, make_workload("alice", name=f"w-{number}"), 20 + number)
+    with django_assert_num_queries(7):
+        client.get(LIST)

@@ -81,7 +81,7 @@ def test_the_list_with_waiting_and_running_work_makes_a_fixed_number_of_queries(
     mirror(elastic=8)
     queued(make_workload("alice", name="w0", gpus=4), 0)
     running(make_workload("alice", name="r0", gpus=4))
-    expected = 6 + 3 + 1  # the list's six, explain_workloads' three once anything waits, runtimes once anything runs
+    expected = 7 + 3 + 1  # the list's seven, explain_workloads' three once anything waits, runtimes once anything runs
     with django_assert_num_queries(expected):
         client.get(LIST, params)
     for number in range(10):
@@ -342,7 +342,7 @@ def test_the_list_with_preemptions_makes_a_fixed_number_of_queries(page_client, 
         Workload.objects.filter(pk=preemptor.pk).update(k8s_uid=f"uid-{number}")
 
     preemption_pair(0)
-    expected = 6 + 3 + 2  # the list's six, explain_workloads' three, the preemption events and their preemptors
+    expected = 7 + 3 + 2  # the list's seven, explain_workloads' three, the preemption events and their preemptors
     with django_assert_num_queries(expected):
         content = client.get(LIST).content.decode()
     assert 'data-reason="preempted"' in content and 'data-reason="preempting"' in content
