@@ -49,11 +49,16 @@ def command(function: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def api() -> Api:
-    credentials = config.load()
-    if credentials is None:
-        raise CliError("not signed in: run `gpu login --url https://<portal>`", NOT_SIGNED_IN)
-    return Api(credentials.url, credentials.token)
+def api(url: str | None = None, token: str | None = None) -> Api:
+    """The portal, as `gpu login` stored it (or at `url` with `token`); its connections close with the command."""
+    if url is None:
+        credentials = config.load()
+        if credentials is None:
+            raise CliError("not signed in: run `gpu login --url https://<portal>`", NOT_SIGNED_IN)
+        url, token = credentials.url, credentials.token
+    portal = Api(url, token)
+    click.get_current_context().call_on_close(portal.session.close)
+    return portal
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,8 +82,8 @@ def login(url: str, token: str | None, username: str | None, password_stdin: boo
     if token is None:
         username = username or click.prompt("Username")
         password = sys.stdin.readline().rstrip("\n") if password_stdin else getpass.getpass("Password: ")
-        token = Api(url).post("auth/token/", {"username": username, "password": password})["token"]
-    me = Api(url, token).get("me/")  # the token works before it is stored
+        token = api(url).post("auth/token/", {"username": username, "password": password})["token"]
+    me = api(url, token).get("me/")  # the token works before it is stored
     path = config.save(config.Credentials(url=url, token=token))
     emit({"username": me["username"], "url": url, "config": str(path)}, fmt)
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 ROLES = ["admin", "deptadmin", "lead", "alice", "viewer"]
 EXAMPLES_PER_OPERATION = 4
-SECONDS_PER_ROLE = 120
+SECONDS_PER_ROLE = 300  # a loaded CI machine; unloaded, one role and mode takes about 20 s
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 

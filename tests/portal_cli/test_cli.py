@@ -58,8 +58,15 @@ def signed_in(home, live_server, org):
     return live_server.url
 
 
-def test_login_stores_the_token_for_its_owner_only(home, live_server, org):
-    os.umask(0o022)
+@pytest.fixture
+def permissive_umask():
+    """A umask that lets every new file be world-readable: the token file must be 0600 all the same."""
+    previous = os.umask(0)
+    yield
+    os.umask(previous)
+
+
+def test_login_stores_the_token_for_its_owner_only(home, live_server, org, permissive_umask):
     result = gpu("login", "--url", live_server.url, "--username", "alice", "--password-stdin", "-o", "json",
                  input="demo\n")
     assert result.exit_code == 0, result.output
