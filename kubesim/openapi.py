@@ -48,7 +48,8 @@ def _kind_schema(r: Resource, ref_prefix: str) -> dict:
         stored = RESOURCES[r.plural].version == r.version
         schema = copy.deepcopy(crd_schema(r.plural)) if stored else conversion.schema(r)
     else:
-        schema = copy.deepcopy(CORE_SCHEMAS[r.plural])
+        # a kind served without a schema of its own (Endpoints, HTTPRoute) is documented as an open object
+        schema = copy.deepcopy(CORE_SCHEMAS.get(r.plural, {"x-kubernetes-preserve-unknown-fields": True}))
     schema.setdefault("type", "object")
     props = schema.setdefault("properties", {})
     props["apiVersion"] = {
