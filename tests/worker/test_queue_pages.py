@@ -119,7 +119,7 @@ def test_nodes_page_shows_cards_cut_and_state_and_follows_a_cordon(kubesim, clus
     mig = client.get(reverse("usage:nodes", args=["a100-mig-3g40gb"])).content.decode()
     assert _fact(_row(mig, "data-node", "a100-mig-3g40gb-node-3"), "cut") == "MIG 2 x 3g.40gb"
     shared = client.get(reverse("usage:nodes", args=["l40s-shared"])).content.decode()
-    assert _fact(_row(shared, "data-node", "l40s-shared-node-0"), "cut") == "time-sliced, 4 replicas per card"
+    assert _fact(_row(shared, "data-node", "l40s-shared-node-0"), "cut") == "time-sliced, 8 replicas per card"
     assert 'data-fact="schedulable_allocatable">48<' in shared
 
     core = k8s.CoreV1Api(kubesim.api_client())
