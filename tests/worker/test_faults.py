@@ -175,6 +175,7 @@ def _point(app, url: str) -> None:
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
+    app.conf.CELERY_BROKER_URL = url  # the settings' own key, which Celery 5.6 reads before broker_url
 
 
 @pytest.fixture
