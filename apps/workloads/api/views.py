@@ -396,4 +396,7 @@ def submission_of(workload: Workload) -> dict[str, Any]:
         "preemptible": workload.preemptible, "max_runtime_seconds": workload.max_runtime_seconds,
         "labels": {"model": workload.model_label, "data_class": workload.data_class},
         "idle_timeout_minutes": workload.notebook_idle_timeout_minutes, "port": workload.notebook_port,
+        "shm": str(workload.shm_gib) if workload.shm_gib is not None else None,
+        "data_sources": [source.name for source in workload.data_sources.all()],
+        "credentials": [credential.name for credential in workload.credentials.all()],
     }

@@ -163,6 +163,14 @@ def test_the_api_takes_names_with_the_forms_checks(client_for, vision_data):
     assert good.status_code == 201, good.json()
     shown = good.json()
     assert (shown["shm"], shown["data_sources"], shown["credentials"]) == ("2.00", ["imagenet"], ["wandb"])
+    again = call(alice, "POST", f"workloads/{shown['id']}/resubmit/", {})  # the attachments come along
+    assert again.status_code == 201, again.json()
+    assert (again.json()["shm"], again.json()["data_sources"], again.json()["credentials"]) == (
+        "2.00", ["imagenet"], ["wandb"])
+    changed = call(alice, "POST", f"workloads/{shown['id']}/resubmit/", {"data_sources": [], "shm": None})
+    assert changed.status_code == 201, changed.json()
+    assert (changed.json()["shm"], changed.json()["data_sources"], changed.json()["credentials"]) == (
+        None, [], ["wandb"])
 
 
 def test_templates_name_data_sources_and_credentials(client_for, vision_data):
