@@ -224,8 +224,9 @@ def status(workload_id: str, fmt: str) -> None:
         "preemption": waiting.get("preemption"), "submitted": workload.get("submitted_at"),
         "started": workload.get("started_at"), "finished": workload.get("finished_at"),
     }
-    if "forecast" in workload:
-        summary["forecast"] = workload["forecast"]
+    forecast = workload.get("forecast")
+    if forecast:  # the portal's own sentence ("likely in 25-40 min", or why it cannot say)
+        summary["expected start"] = forecast.get("summary") or forecast.get("message")
     emit(summary, fmt)
 
 

@@ -180,3 +180,26 @@ def test_templates_by_name_usage_and_quota(signed_in, home, live_server, org):
     assert quota.exit_code == 0 and "vision" in quota.stdout and "h100" in quota.stdout
     queue = gpu_json("queue", "vision")
     assert [row["id"] for row in queue] == [created["id"]]
+
+
+def test_status_gives_the_start_forecast_in_words(signed_in, home, org):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.org.models import NodePool, PriorityClass, Project
+    from apps.workloads.models import ForecastBasis, WorkloadForecast
+    from tests.factories import WorkloadFactory
+
+    waiting = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=org["alice"],
+                              node_pool=NodePool.objects.get(slug="h100"), status=Status.QUEUED,
+                              priority_class=PriorityClass.objects.order_by("value").first())
+    now = timezone.now()
+    WorkloadForecast.objects.create(workload=waiting, computed_at=now, basis=ForecastBasis.HISTORY,
+                                    earliest=now + timedelta(minutes=25, seconds=30),
+                                    likely=now + timedelta(minutes=30, seconds=30),
+                                    latest=now + timedelta(minutes=40, seconds=30))
+    shown = gpu("status", str(waiting.pk))
+    assert shown.exit_code == 0, shown.output
+    assert "expected start" in shown.stdout and "likely in 31 min (26 min-41 min)" in shown.stdout
+    assert gpu_json("status", str(waiting.pk))["forecast"]["basis"] == "history"
