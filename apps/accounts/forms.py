@@ -100,6 +100,7 @@ class NotificationPreferenceForm(StyledForm):
     on_preempted = forms.BooleanField(required=False, label="A workload of mine is preempted")
     on_finished = forms.BooleanField(required=False, label="A workload of mine finishes successfully")
     on_failed = forms.BooleanField(required=False, label="A workload of mine fails")
+    on_idle = forms.BooleanField(required=False, label="A workload of mine holds GPUs it does not use (held but idle)")
 
 
 class _ScopeChoices:

@@ -207,13 +207,14 @@ class NotificationPreference(models.Model):
     on_preempted = models.BooleanField(default=False)
     on_finished = models.BooleanField(default=False)
     on_failed = models.BooleanField(default=False)
+    on_idle = models.BooleanField(default=False, help_text="A workload of theirs holds GPUs it does not use.")
 
     def __str__(self) -> str:
         return f"notifications for {self.user}"
 
     def wants(self, status: str) -> bool:
         field = {"admitted": "on_admitted", "preempted": "on_preempted", "succeeded": "on_finished",
-                 "failed": "on_failed"}.get(status)
+                 "failed": "on_failed", "idle": "on_idle"}.get(status)
         return bool(field and getattr(self, field))
 
 

@@ -146,10 +146,11 @@ def installation_admin_bootstrap(*, username: str, email: str, password: str) ->
 
 
 def notification_preference_set(*, user: Any, on_admitted: bool, on_preempted: bool, on_finished: bool,
-                                on_failed: bool) -> NotificationPreference:
+                                on_failed: bool, on_idle: bool = False) -> NotificationPreference:
     """A user's own e-mail opt-ins (their own setting: no audit row)."""
     preference, _ = NotificationPreference.objects.update_or_create(user=user, defaults={
         "on_admitted": on_admitted, "on_preempted": on_preempted, "on_finished": on_finished, "on_failed": on_failed,
+        "on_idle": on_idle,
     })
     return preference
 

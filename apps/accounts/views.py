@@ -111,7 +111,7 @@ def my_settings(request: AuthenticatedRequest) -> HttpResponse:
     """The signed-in user's own settings: which workload events reach them by e-mail (opt-in)."""
     user = request.user
     preference = selectors.notification_preference(user)
-    fields = ("on_admitted", "on_preempted", "on_finished", "on_failed")
+    fields = ("on_admitted", "on_preempted", "on_finished", "on_failed", "on_idle")
     initial = {name: getattr(preference, name) for name in fields} if preference else {}
     form = NotificationPreferenceForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():

@@ -111,6 +111,29 @@ def test_samples_count_once_and_the_idle_stretch_flags_after_the_policys_duratio
     assert not mail.outbox  # the e-mail goes out after commit, by the worker (the test's transaction never commits)
 
 
+def test_the_idle_mail_goes_only_to_owners_who_opted_in(demo, django_capture_on_commit_callbacks):
+    from apps.accounts.services import notification_preference_set
+
+    policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 120})[0]
+    now = START + timedelta(minutes=10)
+
+    def flag(name: str) -> list:
+        run = workload(alice_user(), name=name, gpus=1)
+        with django_capture_on_commit_callbacks() as sent:
+            workload_services.workload_utilisation_record(workload=run, samples=samples([0, 0, 0, 0]), policy=policy,
+                                                          now=now)
+        assert WorkloadUtilisation.objects.get(workload=run).idle_flagged_at == now  # flagged either way
+        return sent
+
+    assert flag("quiet") == []  # no opt-in row: nothing is sent
+    notification_preference_set(user=alice_user(), on_admitted=True, on_preempted=False, on_finished=False,
+                                on_failed=False, on_idle=False)
+    assert flag("still-quiet") == []
+    notification_preference_set(user=alice_user(), on_admitted=False, on_preempted=False, on_finished=False,
+                                on_failed=False, on_idle=True)
+    assert len(flag("told")) == 1
+
+
 def test_the_chart_stays_bounded(demo):
     policy = IdlePolicy.current()
     run = workload(alice_user(), name="long")

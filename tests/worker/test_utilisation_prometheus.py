@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from kubernetes import client
 
+from apps.accounts.services import notification_preference_set
 from apps.core.kueue_names import WORKLOAD_ID_LABEL
 from apps.workloads.models import IdlePolicy, Kind, Status, Workload, WorkloadEvent, WorkloadUtilisation
 from kubesim import dcgm
@@ -58,6 +59,8 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     alice_user = org["alice"]
     alice_user.email = "alice@example.org"
     alice_user.save(update_fields=["email"])
+    notification_preference_set(user=alice_user, on_admitted=False, on_preempted=False, on_finished=False,
+                                on_failed=False, on_idle=True)
     IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 6,
                                                         "cull_notebooks": True})
     alice = signed_in(alice_user)
