@@ -69,8 +69,8 @@ def workload_list(*, user: Any) -> QuerySet[Workload]:
     """The list's rows (page, CSV and API) with everything a row shows joined in: a fixed number of queries however
     many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_units` too)."""
     return workloads_for(user).select_related(
-        "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "forecast",
-    ).annotate(requested_units=requested_units())
+        "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "forecast", "utilisation",
+    ).defer("utilisation__series").annotate(requested_units=requested_units())
 
 
 def workload_for_page(*, user: Any, pk: int) -> Workload | None:

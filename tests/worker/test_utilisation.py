@@ -134,6 +134,22 @@ def test_the_idle_mail_goes_only_to_owners_who_opted_in(demo, django_capture_on_
     assert len(flag("told")) == 1
 
 
+def test_the_workload_api_gives_what_was_measured(demo, client_for, django_assert_max_num_queries):
+    policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 120})[0]
+    measured = workload(alice_user(), name="measured", gpus=1)
+    unmeasured = workload(alice_user(), name="unmeasured", gpus=1)
+    workload_services.workload_utilisation_record(workload=measured, samples=samples([40, 0, 0, 0]), policy=policy,
+                                                  now=START + timedelta(minutes=10))
+    api = client_for("alice")
+    shown = api.get(f"/api/v1/workloads/{measured.pk}/").json()["utilisation"]
+    assert shown["mean_percent"] == pytest.approx(10) and shown["last_percent"] == 0 and shown["samples"] == 4
+    assert shown["idle"] is True and shown["idle_since"].startswith("2026-03-02T10:01")
+    assert api.get(f"/api/v1/workloads/{unmeasured.pk}/").json()["utilisation"] is None
+    with django_assert_max_num_queries(12):  # joined into the list's one query, not one per row
+        rows = {row["name"]: row["utilisation"] for row in api.get("/api/v1/workloads/").json()["results"]}
+    assert rows["measured"]["idle"] is True and rows["unmeasured"] is None
+
+
 def test_the_chart_stays_bounded(demo):
     policy = IdlePolicy.current()
     run = workload(alice_user(), name="long")

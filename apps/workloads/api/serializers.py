@@ -23,7 +23,15 @@ from apps.core.http import reference_lookup
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
 from apps.workloads.explain import REASONS
-from apps.workloads.models import QUEUED_STATUSES, Credential, ForecastBasis, Kind, Status, Workload
+from apps.workloads.models import (
+    QUEUED_STATUSES,
+    Credential,
+    ForecastBasis,
+    Kind,
+    Status,
+    Workload,
+    WorkloadUtilisation,
+)
 from apps.workloads.selectors import workloads_for
 
 if TYPE_CHECKING:
@@ -443,6 +451,19 @@ class ForecastSerializer(serializers.Serializer):
     summary = serializers.CharField(help_text='As the pages say it: "likely in 30 min (25-40 min)".')
 
 
+class WorkloadUtilisationSerializer(serializers.ModelSerializer):
+    idle = serializers.SerializerMethodField(help_text="Flagged as holding GPUs it does not use (the admin's policy).")
+
+    class Meta:
+        model = WorkloadUtilisation
+        fields = ["mean_percent", "last_percent", "peak_memory_mib", "samples", "idle", "idle_since",
+                  "idle_flagged_at", "updated_at"]
+        read_only_fields = fields
+
+    def get_idle(self, measured: WorkloadUtilisation) -> bool:
+        return measured.idle_flagged_at is not None
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload as listed: what was asked and where it stands, and why it waits (the view attaches `explanation`
     to the page's rows in a fixed number of queries, `selectors.annotate_live`)."""
@@ -491,6 +512,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
                   "numbers (other projects named only where you may see them); null unless it waits. The same in "
                   "the list and the detail.")
 
+    utilisation = serializers.SerializerMethodField(
+        help_text="What DCGM measured on its GPUs (the worker reads Prometheus; percentages 0-100): mean and last "
+                  "utilisation, peak framebuffer memory, how many samples, and the held-but-idle flag; null until "
+                  "something was measured.")
     forecast = serializers.SerializerMethodField(
         help_text="When it is likely to start, from the worker's replay of Kueue's decisions (refreshed when a queue "
                   "changes and every minute); null unless it waits.")
@@ -505,6 +530,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "status_message", "job_name", "k8s_uid",
             "created_at", "submitted_at", "admitted_at", "started_at", "finished_at", "last_activity_at",
             "stop_requested_by", "resubmitted_from", "explanation", "explanation_kind", "waiting", "forecast",
+            "utilisation",
         ]
         read_only_fields = fields
 
@@ -529,6 +555,14 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
 
     @extend_schema_field(ForecastSerializer(allow_null=True))
+    @extend_schema_field(WorkloadUtilisationSerializer(allow_null=True))
+    def get_utilisation(self, workload: Workload) -> dict[str, Any] | None:
+        try:
+            measured = workload.utilisation
+        except WorkloadUtilisation.DoesNotExist:
+            return None
+        return WorkloadUtilisationSerializer(measured).data
+
     def get_forecast(self, workload: Workload) -> dict[str, Any] | None:
         found = workload.start_forecast
         if found is None:
