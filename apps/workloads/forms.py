@@ -453,6 +453,14 @@ class CredentialForm(StyledForm):
             raise ValidationError("A key is given twice.")
         return {pair["name"]: pair["value"] for pair in pairs}
 
+class CredentialValuesForm(StyledForm):
+    """New values for an existing credential (all of them: the old ones are never shown, so none are kept)."""
+
+    values = CredentialForm.base_fields["values"]
+
+    clean_values = CredentialForm.clean_values
+
+
 class IdlePolicyForm(StyledForm):
     """The admin's "held but idle" rule: a threshold and how long GPUs must stay below it."""
 

@@ -386,6 +386,25 @@ def credential_create(*, actor: Any, project: Project, name: str, values: dict[s
     return credential
 
 
+def credential_values_replace(*, actor: Any, credential: Credential, values: dict[str, str]) -> Credential:
+    """Its owner rotates a credential: new values (and keys) sealed until the worker rewrites the Secret; workloads
+    started before keep what they read at start."""
+    if credential.owner_id != getattr(actor, "pk", None) or credential.deleted_at is not None:
+        raise PermissionDenied("Only its owner changes a credential.")
+    if messages := _credential_values_errors(values):
+        raise ValidationError({"values": messages})
+    before = {"name": credential.name, "keys": list(credential.keys)}
+    with transaction.atomic():
+        locked = Credential.objects.select_for_update().get(pk=credential.pk)
+        locked.keys, locked.sealed, locked.applied_at, locked.apply_error = sorted(values), seal(values), None, ""
+        locked.save(update_fields=["keys", "sealed", "applied_at", "apply_error"])
+        audit_record(actor=actor, action="credential.replace_values", obj=locked, before=before,
+                     after={"name": locked.name, "keys": locked.keys}, project=locked.project)
+        intents.intent_record(kind=CREDENTIAL_INTENT, task=CREDENTIAL_TASK, target_id=locked.pk,
+                              deadline=CREDENTIAL_DEADLINE)
+    return locked
+
+
 def credential_delete(*, actor: Any, credential: Credential) -> None:
     """Its owner deletes it: new workloads cannot pick it; the worker removes the Secret, then the row."""
     if credential.owner_id != getattr(actor, "pk", None):

@@ -23,4 +23,5 @@ urlpatterns = [
     path("<int:pk>/notebook/<path:path>", views.notebook, name="notebook"),
     path("credentials/", views.credentials, name="credentials"),
     path("credentials/<int:pk>/delete/", views.credential_delete, name="credential_delete"),
+    path("credentials/<int:pk>/values/", views.credential_values, name="credential_values"),
 ]

@@ -53,6 +53,7 @@ from .forms import (
     ALIASES,
     KIND_FIELDS,
     CredentialForm,
+    CredentialValuesForm,
     IdlePolicyForm,
     WorkloadForm,
     WorkloadTemplateForm,
@@ -490,6 +491,26 @@ def credentials(request: AuthenticatedRequest) -> HttpResponse:
             return redirect("workloads:credentials")
     return render(request, "workloads/credentials.html", {
         "form": form, "credentials": selectors.credentials_of(owner=user).order_by("project__slug", "name")})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def credential_values(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Replace a credential's values (rotation): the old ones are never shown, the new ones replace them all."""
+    credential = get_object_or_404(selectors.credentials_of(owner=request.user).select_related("project"), pk=pk)
+    form = CredentialValuesForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.credential_values_replace(actor=request.user, credential=credential,
+                                               values=form.cleaned_data["values"])
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        else:
+            messages.success(request, f"New values for {credential.name} saved; the Secret in "
+                                      f"{credential.project.namespace} is being rewritten. Workloads already running "
+                                      f"keep the values they started with.")
+            return redirect("workloads:credentials")
+    return render(request, "workloads/credential_values.html", {"form": form, "credential": credential})
 
 
 @login_required

@@ -11,11 +11,10 @@ import yaml
 from django.contrib.auth import get_user_model
 
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL
-from apps.core.sealed import seal
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
 from apps.workloads import services
-from apps.workloads.models import Credential, Kind, Status, Workload
+from apps.workloads.models import Kind, Status, Workload
 from kubesim.testing import serve
 from tests.worker.conftest import wait_for
 from worker import tasks
@@ -119,7 +118,7 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         credential = services.credential_create(actor=alice, project=Project.objects.get(slug="vision"),
                                                 name="wandb", values={"WANDB_API_KEY": "k"})
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
-        Credential.objects.filter(pk=credential.pk).update(sealed=seal({"WANDB_API_KEY": "k2"}))
+        services.credential_values_replace(actor=alice, credential=credential, values={"WANDB_API_KEY": "k2"})
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
         services.credential_delete(actor=alice, credential=credential)
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "deleted"

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 
 CREDENTIAL_VALUE = "s3-secret-key-9d1e77c0aa"
 REGISTRY_PASSWORD = "registry-token-41f0c2bb39"
+ROTATED_VALUE = "rotated-key-5be20d71f3"
 
 
 def _rows_holding(text: str) -> list[str]:
@@ -76,6 +77,23 @@ def test_secret_values_are_never_kept_audited_served_or_shown(saved, cluster, or
         text = page.content.decode()
         assert CREDENTIAL_VALUE not in text and REGISTRY_PASSWORD not in text
     assert "AWS_SECRET_ACCESS_KEY" in pages[1].content.decode()  # the keys are shown, the values never
+    # Rotation: new values replace all the old ones, sealed until the worker rewrites the Secret; only the owner.
+    rotate = reverse("workloads:credential_values", args=[credential.pk])
+    assert signed_in(org["bob"]).get(rotate).status_code == 404
+    assert signed_in(org["bob"]).post(rotate, {"values": "X=1"}).status_code == 404
+    refused = alice.post(rotate, {"values": f"not a pair\nAWS_SECRET_ACCESS_KEY={ROTATED_VALUE}"})
+    assert refused.status_code == 200 and ROTATED_VALUE not in refused.content.decode()
+    assert Credential.objects.get(pk=credential.pk).sealed == ""  # nothing changed
+    assert alice.post(rotate, {"values": f"AWS_SECRET_ACCESS_KEY={ROTATED_VALUE}"}).status_code == 302
+    rotated = Credential.objects.get(pk=credential.pk)
+    assert rotated.keys == ["AWS_SECRET_ACCESS_KEY"] and rotated.sealed and rotated.applied_at is None
+    assert _rows_holding(ROTATED_VALUE) == []
+    assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
+    secret = cluster.get("Secret", credential.secret_name, namespace="proj-vision")
+    assert set(secret.get("data") or secret.get("stringData") or {}) == {"AWS_SECRET_ACCESS_KEY"}
+    assert Credential.objects.get(pk=credential.pk).sealed == "" and _rows_holding(ROTATED_VALUE) == []
+    audit = admin.get(reverse("org:audit")).content.decode()
+    assert "credential.replace_values" in audit and ROTATED_VALUE not in audit
     # Deleting takes the Secret out of the cluster, then the row.
     assert alice.post(reverse("workloads:credential_delete", args=[credential.pk])).status_code == 302
     assert tasks.credential_sync.apply(args=[credential.pk]).get() == "deleted"
