@@ -453,6 +453,7 @@ class CredentialForm(StyledForm):
             raise ValidationError("A key is given twice.")
         return {pair["name"]: pair["value"] for pair in pairs}
 
+
 class CredentialValuesForm(StyledForm):
     """New values for an existing credential (all of them: the old ones are never shown, so none are kept)."""
 

@@ -760,10 +760,14 @@ def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
     wanted = [status for status in statuses if status in NOTIFIABLE]
     if not wanted:
         return
-    preference = NotificationPreference.objects.filter(user_id=workload.owner_id).first()
+    preference = _owner_preference(workload)
     for status in wanted:
         if preference and preference.wants(status):
             enqueue_on_commit(NOTIFY_TASK, workload.pk, status)
+
+
+def _owner_preference(workload: Workload) -> NotificationPreference | None:
+    return NotificationPreference.objects.filter(user_id=workload.owner_id).first()
 
 
 def workload_positions_set(*, positions: dict[int, tuple[int, int]], queued_ids: Iterable[int], at: datetime) -> None:
@@ -877,7 +881,7 @@ def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datet
             _event(workload, from_status=workload.status, to_status=workload.status, reason=GPU_IDLE_REASON,
                    message=f"GPUs below {policy.threshold_percent}% for {_duration_text(policy.idle_seconds)}",
                    at=now, details={"idle_since": idle_since.isoformat()})
-            preference = NotificationPreference.objects.filter(user_id=workload.owner_id).first()
+            preference = _owner_preference(workload)
             if preference and preference.wants("idle"):  # the flag and the page show it either way
                 enqueue_on_commit(IDLE_NOTIFY_TASK, workload.pk)
         row.save()

@@ -554,7 +554,6 @@ class WorkloadSerializer(serializers.ModelSerializer):
                 "preemption": explanation.preemption.sentence if explanation.preemption else None}
 
 
-    @extend_schema_field(ForecastSerializer(allow_null=True))
     @extend_schema_field(WorkloadUtilisationSerializer(allow_null=True))
     def get_utilisation(self, workload: Workload) -> dict[str, Any] | None:
         try:
@@ -563,6 +562,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             return None
         return WorkloadUtilisationSerializer(measured).data
 
+    @extend_schema_field(ForecastSerializer(allow_null=True))
     def get_forecast(self, workload: Workload) -> dict[str, Any] | None:
         found = workload.start_forecast
         if found is None:
