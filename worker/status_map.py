@@ -16,6 +16,7 @@ from typing import Any
 from apps.workloads.models import Status
 
 NEVER_ADMITTABLE = {"NoMatchingFlavor", "ExceedsMaxQuota"}
+REQUEUED_AFTER_PREEMPTION = "Back in the queue after a preemption, waiting for its next scheduling attempt"
 PREEMPTOR = re.compile(r"\(UID: (?P<uid>[^,]*), JobUID: (?P<job_uid>[^)]*)\) due to (?P<why>[^;]*)")
 
 
@@ -163,6 +164,11 @@ def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Obse
     pending = conditions.get("QuotaReserved") or {}
     reason = pending.get("reason", "Pending")
     status = Status.REJECTED if reason in NEVER_ADMITTABLE else Status.QUEUED
+    message = pending.get("message", "")
+    if PREEMPTOR.search(message):
+        # Kueue's eviction leaves the preemption's own message (UIDs, cohort paths) on QuotaReserved until the next
+        # scheduling attempt; the preemption is recorded with those words, the wait that follows reads plainly.
+        message = REQUEUED_AFTER_PREEMPTION
     common["cluster_queue"], common["admission"] = "", {}
-    return Observation(status=status, reason=reason, message=pending.get("message", ""),
+    return Observation(status=status, reason=reason, message=message,
                        at=parse_time(pending.get("lastTransitionTime")), **common)

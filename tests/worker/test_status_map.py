@@ -49,3 +49,24 @@ def test_reserved_workload_waiting_on_its_provisioning_check(kc: Cluster):
     kc.settle(60)
     seen = observe(*_objects(kc, ns, "train"))
     assert seen.status in (Status.ADMITTED, Status.RUNNING)
+
+
+def test_requeued_after_preemption_waits_in_plain_words():
+    """Until its next scheduling attempt, a preempted Workload's QuotaReserved=False carries the preemption's own
+    message (UIDs, cohort paths), as Kueue's eviction sets it: the wait reads plainly, the preemption keeps the raw
+    words (the watcher records those on the preemption event)."""
+    raw = ("Preempted to accommodate a workload (UID: 3f2c, JobUID: 9a1b) due to reclamation within the cohort; "
+           "preemptor path: /portal-h100/proj-nlp-h100; preemptee path: /portal-h100/proj-vision-h100")
+    at = "2026-12-02T10:00:00Z"
+    conditions = [
+        {"type": "QuotaReserved", "status": "False", "reason": "Preempted", "message": raw, "lastTransitionTime": at},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": raw, "lastTransitionTime": at},
+        {"type": "Preempted", "status": "True", "reason": "InCohortReclamation", "message": raw,
+         "lastTransitionTime": at},
+        {"type": "Requeued", "status": "True", "reason": "Preempted", "message": raw, "lastTransitionTime": at},
+    ]
+    workload = {"metadata": {"name": "job-train-1"}, "status": {"conditions": conditions}}
+    seen = observe(None, workload)
+    assert seen.status == Status.QUEUED and seen.reason == "Preempted"
+    assert seen.message == "Back in the queue after a preemption, waiting for its next scheduling attempt"
+    assert seen.preemption.message == raw and seen.preemption.preemptor_job_uid == "9a1b"
