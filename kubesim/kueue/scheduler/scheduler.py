@@ -7,7 +7,8 @@ requeues each. `Scheduler.run` repeats cycles on one snapshot until nothing chan
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -198,6 +199,80 @@ class Queues:
         return moved
 
 
+class _Tournament:
+    """One root cohort's Fair Sharing tournament, kept between picks (see `Scheduler._tournament`).
+
+    `shares[(cohort, key)]` is the DRS, with the entry's own request added, of the child of `cohort` on the entry's
+    path, with that request; `winners[cohort]` the entry that wins the cohort's subtree.
+    """
+
+    def __init__(self, root: CohortNode, by_cq: dict[int, _Entry],
+                 less: Callable[[_Entry, _Entry, int, dict], bool]) -> None:
+        self.root, self.by_cq, self.less = root, by_cq, less
+        self.shares: dict[tuple[int, str], tuple[DRS, dict]] = {}
+        self.winners: dict[int, _Entry | None] = {}
+        # The entries below each cohort other than the root: those whose shares a pick under that cohort changes.
+        self.below: dict[int, list[_Entry]] = defaultdict(list)
+        for cq in root.subtree_cluster_queues():
+            e = by_cq.get(id(cq))
+            if e is None:
+                continue
+            self._measure(e)
+            for cohort in list(cq.path_to_root())[:-1]:
+                self.below[id(cohort)].append(e)
+        self._play(root)
+        self.last: _Entry | None = None
+
+    def winner(self) -> _Entry | None:
+        return self.winners.get(id(self.root))
+
+    def picked(self, e: _Entry) -> None:
+        self.last = e
+
+    def replay_after_pick(self) -> None:
+        """The last winner was processed (its usage may have changed along its path): measure again the entries
+        that share a cohort below the root with it, and play again the tournaments on its path."""
+        e, self.last = self.last, None
+        if e is None:
+            return
+        path = list(e.queue.path_to_root())
+        affected = {id(other): other for cohort in path[:-1] for other in self.below[id(cohort)]
+                    if id(other.queue) in self.by_cq}
+        for other in affected.values():
+            self._measure(other)
+        for cohort in path:
+            self._decide(cohort)
+
+    def _measure(self, e: _Entry) -> None:
+        cq = e.queue
+        usage = dict(e.assignment.usage) if not e.wl.has_reservation else {}
+        for fr, v in usage.items():
+            add_usage(cq, fr, v)
+        drs = dominant_resource_share(cq)
+        for ancestor in cq.path_to_root():
+            self.shares[(id(ancestor), e.wl.key)] = (drs, usage)
+            drs = dominant_resource_share(ancestor)
+        for fr, v in usage.items():
+            remove_usage(cq, fr, v)
+
+    def _play(self, cohort: CohortNode) -> _Entry | None:
+        for child in cohort.child_cohorts:
+            self._play(child)
+        return self._decide(cohort)
+
+    def _decide(self, cohort: CohortNode) -> _Entry | None:
+        """The cohort's winner from its children's (cached) winners and its own ClusterQueues' entries, in Kueue's
+        order of candidates: child cohorts first, then ClusterQueues."""
+        candidates = [w for child in cohort.child_cohorts if (w := self.winners.get(id(child))) is not None]
+        candidates += [self.by_cq[id(cq)] for cq in cohort.child_cqs if id(cq) in self.by_cq]
+        best: _Entry | None = None
+        for cur in candidates:
+            if best is None or self.less(cur, best, id(cohort), self.shares):
+                best = cur
+        self.winners[id(cohort)] = best
+        return best
+
+
 class Scheduler:
     """Kueue's scheduler. Holds the queue state (inadmissible sets, sticky preemptors) between cycles.
 
@@ -333,55 +408,37 @@ class Scheduler:
     # -- ordering ---------------------------------------------------------------------------------------------
 
     def _tournament(self, entries: list[_Entry]) -> Iterator[_Entry]:
-        """Fair Sharing order: per root cohort, repeatedly pick the winner of a DRS tournament."""
+        """Fair Sharing order: per root cohort, repeatedly pick the winner of a DRS tournament.
+
+        Kueue recomputes every entry's shares after each pick. A share only depends on the usage of the node it is
+        measured for, and a pick changes usage only along the winner's path, so after a pick only the entries below
+        that path's cohorts get new shares and only the tournaments on that path are played again (the others keep
+        their winners): the same order, without a pass over the whole tree per pick.
+        """
         by_cq = {id(e.queue): e for e in entries}
         remaining = sorted(entries, key=lambda e: e.queue.name)
+        trees: dict[int, _Tournament] = {}
+        last: _Tournament | None = None
         while remaining:
+            if last is not None:
+                last.replay_after_pick()
             first = remaining[0]
             parent = first.queue.parent
             winner: _Entry | None = first
             if parent is not None:
                 root = parent.root()
-                drs = self._tournament_drs(root, by_cq)
-                winner = self._run_tournament(root, by_cq, drs)
+                tree = trees.get(id(root))
+                if tree is None:
+                    tree = trees[id(root)] = _Tournament(root, by_cq, self._less)
+                winner, last = tree.winner(), tree
+            else:
+                last = None
             assert winner is not None, "first's own ClusterQueue takes part in its root's tournament"
             remaining.remove(winner)
-            del by_cq[id(winner.cq)]
+            del by_cq[id(winner.queue)]
+            if last is not None:
+                last.picked(winner)
             yield winner
-
-    @staticmethod
-    def _tournament_drs(root: CohortNode, by_cq: dict[int, _Entry]) -> dict[tuple[int, str], tuple[DRS, dict]]:
-        """Per (cohort, workload): the DRS of the cohort's child on the workload's path, with the workload added."""
-        values = {}
-        for cq in root.subtree_cluster_queues():
-            e = by_cq.get(id(cq))
-            if e is None:
-                continue
-            usage = dict(e.assignment.usage) if not e.wl.has_reservation else {}
-            for fr, v in usage.items():
-                add_usage(cq, fr, v)
-            drs = dominant_resource_share(cq)
-            for ancestor in cq.path_to_root():
-                values[(id(ancestor), e.wl.key)] = (drs, usage)
-                drs = dominant_resource_share(ancestor)
-            for fr, v in usage.items():
-                remove_usage(cq, fr, v)
-        return values
-
-    def _run_tournament(self, cohort: CohortNode, by_cq: dict[int, _Entry], drs: dict) -> _Entry | None:
-        candidates = []
-        for child in cohort.child_cohorts:
-            c = self._run_tournament(child, by_cq, drs)
-            if c is not None:
-                candidates.append(c)
-        candidates += [by_cq[id(cq)] for cq in cohort.child_cqs if id(cq) in by_cq]
-        if not candidates:
-            return None
-        best = candidates[0]
-        for cur in candidates[1:]:
-            if self._less(cur, best, id(cohort), drs):
-                best = cur
-        return best
 
     @staticmethod
     def _less(a: _Entry, b: _Entry, cohort: int, drs: dict) -> bool:

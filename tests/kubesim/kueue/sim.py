@@ -96,8 +96,9 @@ def local_queue(name: str, cq: str, namespace: str = "default", stop_policy: str
 class Sim:
     """Holds objects, runs the scheduler until stable and applies its decisions."""
 
-    def __init__(self, config: KueueConfig | None = None) -> None:
+    def __init__(self, config: KueueConfig | None = None, scheduler: type[Scheduler] = Scheduler) -> None:
         self.config = config or KueueConfig.default()
+        self.scheduler = scheduler
         self.flavors: list[dict] = [flavor("f")]
         self.cohorts: list[dict] = []
         self.cqs: list[dict] = []
@@ -186,7 +187,7 @@ class Sim:
                         ws.release_after_eviction(obj, self.now)
                         self.queues.flush()
             snap = self.snapshot()
-            results = Scheduler(self.config, self.queues).run(snap, self.now)
+            results = self.scheduler(self.config, self.queues).run(snap, self.now)
             released = False
             last_pending = {}
             for r in results:
