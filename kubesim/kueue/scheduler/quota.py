@@ -58,6 +58,7 @@ class CohortNode(QuotaNode):
     child_cqs: list = field(default_factory=list)  # list[ClusterQueueNode]
     exists: bool = True
     height: int | None = field(default=None, init=False)  # memo of flavors.node_height: a built tree keeps its shape
+    lendable_totals: dict[str, int] | None = field(default=None, init=False)  # memo of `lendable` (quotas only)
 
     is_cohort = True
 
@@ -146,6 +147,7 @@ def update_tree(root: CohortNode) -> None:
     """Recompute subtree quotas and cohort usage bottom-up (ClusterQueue usage must already be set)."""
     root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
     root.usage = {}
+    root.lendable_totals = None
     children: list[QuotaNode] = []
     for c in root.child_cohorts:
         update_tree(c)
@@ -208,10 +210,14 @@ def compare_drs(a: DRS, b: DRS) -> int:
 
 def lendable(cohort: CohortNode) -> dict[str, int]:
     """Per resource name, what the whole tree could lend to a child of this cohort: the potentially available
-    capacity of every (flavor, resource) the tree knows, summed over flavors."""
+    capacity of every (flavor, resource) the tree knows, summed over flavors. It depends on quotas only, which a
+    built tree keeps, so it is kept on the cohort until `update_tree` rebuilds it."""
+    if cohort.lendable_totals is not None:
+        return cohort.lendable_totals
     totals: dict[str, int] = {}
     for flavor, resource in cohort.root().subtree_quota:
         totals[resource] = totals.get(resource, 0) + potential_available(cohort, (flavor, resource))
+    cohort.lendable_totals = totals
     return totals
 
 

@@ -206,40 +206,44 @@ class _Tournament:
     path, with that request; `winners[cohort]` the entry that wins the cohort's subtree.
     """
 
-    def __init__(self, root: CohortNode, by_cq: dict[int, _Entry],
+    def __init__(self, root: CohortNode, entries: list[_Entry], by_cq: dict[int, _Entry],
                  less: Callable[[_Entry, _Entry, int, dict], bool]) -> None:
         self.root, self.by_cq, self.less = root, by_cq, less
         self.shares: dict[tuple[int, str], tuple[DRS, dict]] = {}
         self.winners: dict[int, _Entry | None] = {}
         # The entries below each cohort other than the root: those whose shares a pick under that cohort changes.
         self.below: dict[int, list[_Entry]] = defaultdict(list)
-        for cq in root.subtree_cluster_queues():
-            e = by_cq.get(id(cq))
-            if e is None:
-                continue
+        depth: dict[int, tuple[int, CohortNode]] = {}  # the cohorts with entries below them, by height from the root
+        for e in entries:
             self._measure(e)
-            for cohort in list(cq.path_to_root())[:-1]:
-                self.below[id(cohort)].append(e)
-        self._play(root)
+            path = list(e.queue.path_to_root())
+            for level, cohort in enumerate(path):
+                depth[id(cohort)] = (len(path) - level, cohort)
+                if cohort is not root:
+                    self.below[id(cohort)].append(e)
+        for _, cohort in sorted(depth.values(), key=lambda item: -item[0]):  # children before their parents
+            self._decide(cohort)
         self.last: _Entry | None = None
+        self.usage_before: dict[FlavorResource, int] = {}
 
     def winner(self) -> _Entry | None:
         return self.winners.get(id(self.root))
 
     def picked(self, e: _Entry) -> None:
-        self.last = e
+        self.last, self.usage_before = e, dict(e.queue.usage)
 
     def replay_after_pick(self) -> None:
-        """The last winner was processed (its usage may have changed along its path): measure again the entries
-        that share a cohort below the root with it, and play again the tournaments on its path."""
+        """The last winner was processed: if that changed its ClusterQueue's usage (and so its path's), measure again
+        the entries that share a cohort below the root with it; play again the tournaments on its path."""
         e, self.last = self.last, None
         if e is None:
             return
         path = list(e.queue.path_to_root())
-        affected = {id(other): other for cohort in path[:-1] for other in self.below[id(cohort)]
-                    if id(other.queue) in self.by_cq}
-        for other in affected.values():
-            self._measure(other)
+        if e.queue.usage != self.usage_before:  # admitted or reserved: usage moved along its path (else only gone)
+            affected = {id(other): other for cohort in path[:-1] for other in self.below[id(cohort)]
+                        if id(other.queue) in self.by_cq}
+            for other in affected.values():
+                self._measure(other)
         for cohort in path:
             self._decide(cohort)
 
@@ -254,11 +258,6 @@ class _Tournament:
             drs = dominant_resource_share(ancestor)
         for fr, v in usage.items():
             remove_usage(cq, fr, v)
-
-    def _play(self, cohort: CohortNode) -> _Entry | None:
-        for child in cohort.child_cohorts:
-            self._play(child)
-        return self._decide(cohort)
 
     def _decide(self, cohort: CohortNode) -> _Entry | None:
         """The cohort's winner from its children's (cached) winners and its own ClusterQueues' entries, in Kueue's
@@ -417,6 +416,10 @@ class Scheduler:
         """
         by_cq = {id(e.queue): e for e in entries}
         remaining = sorted(entries, key=lambda e: e.queue.name)
+        in_tree: dict[int, list[_Entry]] = defaultdict(list)
+        for e in entries:
+            if e.queue.parent is not None:
+                in_tree[id(e.queue.parent.root())].append(e)
         trees: dict[int, _Tournament] = {}
         last: _Tournament | None = None
         while remaining:
@@ -429,7 +432,7 @@ class Scheduler:
                 root = parent.root()
                 tree = trees.get(id(root))
                 if tree is None:
-                    tree = trees[id(root)] = _Tournament(root, by_cq, self._less)
+                    tree = trees[id(root)] = _Tournament(root, in_tree[id(root)], by_cq, self._less)
                 winner, last = tree.winner(), tree
             else:
                 last = None
