@@ -306,13 +306,9 @@ class Scheduler:
         preemptor = Preemptor(snapshot, now)
         entries, rejected = self._nominate(snapshot, heads, preemptor)
         preempted_keys: set[str] = set()
-        order: Iterable[_Entry]
-        if snapshot.config.fair_sharing:
-            order = self._tournament(entries)
-        else:
-            order = sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl)))
-        transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]] = []
         gate = _PodsReadyGate.of(snapshot)
+        order = self._order(snapshot, entries, gated=gate is not None)
+        transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]] = []
         for e in order:
             if gate is not None and gate.holding:
                 e.status = "deferred"  # Kueue's scheduler is itself blocked: later entries wait unseen
@@ -405,6 +401,17 @@ class Scheduler:
         return full, []
 
     # -- ordering ---------------------------------------------------------------------------------------------
+
+    def _order(self, snapshot: Snapshot, entries: list[_Entry], *, gated: bool) -> Iterable[_Entry]:
+        """The order entries are processed in: classic (non-borrowing first, priority, FIFO) or the Fair Sharing
+        tournament."""
+        if not snapshot.config.fair_sharing:
+            return sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl)))
+        if not gated and sum(1 for e in entries if e.assignment.mode() != NO_FIT) <= 1:
+            # Entries that fit nowhere change nothing when processed: beside at most one other entry the outcome is
+            # the same in any order, so the tournament need not be played.
+            return entries
+        return self._tournament(entries)
 
     def _tournament(self, entries: list[_Entry]) -> Iterator[_Entry]:
         """Fair Sharing order: per root cohort, repeatedly pick the winner of a DRS tournament.
