@@ -39,7 +39,13 @@ django.setup()
 
 from kubesim.kueue import constants as kueue  # noqa: E402
 from kubesim.kueue.scheduler import Scheduler, Snapshot  # noqa: E402
-from worker.forecast import RESOLUTION, Job, expected_runtime, replay  # noqa: E402
+from worker.forecast import (  # noqa: E402
+    RESOLUTION,
+    Job,
+    Runtime,
+    expected_runtime,
+    replay,
+)
 from worker.kueue_objects import (  # noqa: E402
     DepartmentSpec,
     OrgSnapshot,
@@ -53,6 +59,7 @@ from worker.kueue_objects import (  # noqa: E402
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 GPU = "nvidia.com/gpu"
 PROJECTS = ("vision", "nlp", "etl", "serving")
+ORACLE = False
 
 
 def organisation() -> list[dict]:
@@ -100,6 +107,13 @@ class Workload:
 
     def job(self, history: dict[str, list[float]], now: datetime) -> Job:
         elapsed = (now - self.reserved_at).total_seconds() if self.reserved_at else 0.0
+        if ORACLE:  # the error left when every runtime is known exactly: what future submissions alone cause
+            return Job(id=self.pk, namespace=f"proj-{self.project}",
+                       queue=f"{'guaranteed' if self.guaranteed else 'elastic'}-h100", priority=self.priority,
+                       created=self.arrival, resource=GPU, units_per_pod=self.units, pods=1,
+                       runtime=Runtime(self.runtime, self.runtime, self.runtime, "max_runtime"),
+                       cluster_queue=self.cluster_queue if self.reserved_at else "", flavor="h100",
+                       reserved_at=self.reserved_at)
         return Job(id=self.pk, namespace=f"proj-{self.project}",
                    queue=f"{'guaranteed' if self.guaranteed else 'elastic'}-h100", priority=self.priority,
                    created=self.arrival, resource=GPU, units_per_pod=self.units, pods=1,
@@ -109,10 +123,11 @@ class Workload:
                    reserved_at=self.reserved_at)
 
 
-def mix(count: int, rng: random.Random, load: float) -> tuple[list[Workload], dict[str, tuple[float, float]]]:
+def mix(count: int, rng: random.Random, load: float, sigma: float = 0.35,
+        ) -> tuple[list[Workload], dict[str, tuple[float, float]]]:
     families = {}
     for i in range(8):
-        families[f"{PROJECTS[i % 4]}/image-{i}"] = (rng.uniform(8, 40) * 60, 0.35)
+        families[f"{PROJECTS[i % 4]}/image-{i}"] = (rng.uniform(8, 40) * 60, sigma)
     names = list(families)
     mean_units, mean_runtime = 2.5, statistics.mean(m for m, _ in families.values()) * 1.06
     gap = mean_units * mean_runtime / (16 * load)  # arrivals keeping the pool at about `load`
@@ -161,12 +176,17 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=400)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--load", type=float, default=0.85)
+    parser.add_argument("--oracle-runtimes", action="store_true",
+                        help="give the forecast every workload's true runtime (to separate the two sources of error)")
+    parser.add_argument("--sigma", type=float, default=0.35, help="the spread of each family's lognormal runtimes")
     args = parser.parse_args()
+    global ORACLE
+    ORACLE = args.oracle_runtimes
     rng = random.Random(args.seed)
     objects: dict[str, list[dict]] = defaultdict(list)
     for obj in organisation():
         objects[obj["kind"]].append(obj)
-    workloads, families = mix(args.workloads, rng, args.load)
+    workloads, families = mix(args.workloads, rng, args.load, args.sigma)
     history: dict[str, list[float]] = defaultdict(list)
     for family, (median, sigma) in families.items():
         history[family] = [rng.lognormvariate(0, sigma) * median for _ in range(12)]
@@ -209,7 +229,9 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
     for w in workloads:
         if w.forecast.likely is None:
             reasons[w.forecast.reason] += 1
-    print(f"seed {args.seed}, load {args.load}, {len(workloads)} workloads, {preemptions} preemptions; "
+    oracle = ", true runtimes" if args.oracle_runtimes else ""
+    print(f"seed {args.seed}, load {args.load}, sigma {args.sigma}{oracle}, {len(workloads)} workloads, "
+          f"{preemptions} preemptions; "
           f"estimated {len(estimated)}, cannot estimate {dict(reasons) or 0}")
     print(f"waited at all (> {tolerance:.0f} s): {len(waited)}; median actual wait of those "
           f"{statistics.median(w for _, w in waited) / 60:.1f} min")
@@ -220,6 +242,13 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
     median_wait = statistics.median(w for _, w in waited)
     print(f"median error / actual wait, over those that waited: {100 * statistics.median(relative):.1f} %; "
           f"median error / median wait: {100 * statistics.median(e for e, _ in waited) / median_wait:.1f} %")
+    for label, member in (("non-preemptible", lambda w: w.guaranteed), ("preemptible", lambda w: not w.guaranteed)):
+        rows = [(w, e, wait) for w, e, wait in zip(estimated, errors, waits, strict=True)
+                if member(w) and wait > tolerance]
+        if rows:
+            early = sum(1 for w, _, _ in rows if w.forecast.likely < w.first_start)
+            print(f"  {label}: {len(rows)} waited, median error / actual wait "
+                  f"{100 * statistics.median(e / wait for _, e, wait in rows):.1f} %, forecast too early for {early}")
     print(f"forecast CPU time per submission: median {1000 * statistics.median(forecast_seconds):.1f} ms, "
           f"max {1000 * max(forecast_seconds):.1f} ms; load average {os.getloadavg()}")
 
