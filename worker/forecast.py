@@ -20,11 +20,13 @@ kubesim's objects, `forecasts_refresh` from the database.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from django.utils import timezone
@@ -108,7 +110,7 @@ class Job:
     flavor: str = ""
     reserved_at: datetime | None = None
 
-    @property
+    @cached_property
     def key(self) -> str:
         return f"{self.namespace}/{_name(self.id)}"
 
@@ -198,6 +200,7 @@ def replay(*, objects: list[dict[str, Any]], holding: list[Job], waiting: list[J
     base = snapshot()
     orphans = {wl.key: reason for wl, reason, _ in base.orphans}
     estimates: dict[int, Estimate] = {}
+    bases = _Bases(jobs, starts[1])
     for job in waiting:
         low, likely, high = (found.get(job.key) for found in starts)
         if likely is None:
@@ -205,32 +208,53 @@ def replay(*, objects: list[dict[str, Any]], holding: list[Job], waiting: list[J
             continue
         times = sorted(t for t in (low, likely, high) if t is not None)
         latest = times[-1] if high is not None else max(times[-1], now + horizon)
-        basis = ForecastBasis.STARTS_NOW if likely <= now else _basis(job, jobs, starts[1], likely)
+        basis = ForecastBasis.STARTS_NOW if likely <= now else bases.of(job, likely)
         estimates[job.id] = Estimate(earliest=min(times[0], likely), likely=likely, latest=max(latest, likely),
                                      basis=basis)
     return estimates
 
 
-def _basis(job: Job, jobs: dict[str, Job], likely_starts: dict[str, datetime], start: datetime) -> str:
-    """Where the ends it waits for come from: the runtimes of the work whose likely end freed its quota (those that
-    end at its start in the likely replay), else of all the work holding its pool before it."""
-    def end(other: Job) -> datetime | None:
-        began = other.reserved_at or likely_starts.get(other.key)
-        if began is None or other.runtime is None:
-            return None
-        return began + timedelta(seconds=other.runtime.likely)
+class _Bases:
+    """Where the ends a workload waits for come from, for every waiting workload of one replay at once: the runtimes
+    of the work whose likely end freed its quota (those that end at its start in the likely replay), else of all
+    the work that held its pool before it (indexed once, so each answer is a lookup, not a pass over all work)."""
 
-    before = [other for other in jobs.values()
-              if other.runtime is not None and other.resource == job.resource and other.key != job.key
-              and (other.reserved_at is not None or likely_starts.get(other.key, start) < start)]
-    freeing = [other for other in before
-               if (ended := end(other)) is not None and abs(ended - start) < timedelta(seconds=1)]
-    bases = {other.runtime.basis for other in (freeing or before) if other.runtime is not None}
-    if bases == {ForecastBasis.MAX_RUNTIME}:
-        return ForecastBasis.MAX_RUNTIME
-    if bases == {ForecastBasis.HISTORY}:
-        return ForecastBasis.HISTORY
-    return ForecastBasis.MIXED
+    def __init__(self, jobs: dict[str, Job], likely_starts: dict[str, datetime]) -> None:
+        began_at: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
+        self.ending: dict[tuple[str, int], list[tuple[datetime, datetime, str]]] = defaultdict(list)
+        for other in jobs.values():
+            began = other.reserved_at or likely_starts.get(other.key)
+            if other.runtime is None or began is None:
+                continue
+            since = datetime.min.replace(tzinfo=began.tzinfo) if other.reserved_at is not None else began
+            began_at[other.resource].append((since, other.runtime.basis))
+            ended = began + timedelta(seconds=other.runtime.likely)
+            self.ending[(other.resource, math.floor(ended.timestamp()))].append((since, ended, other.runtime.basis))
+        # Per resource: start times in order, with the bases seen up to each.
+        self.seen: dict[str, tuple[list[datetime], list[frozenset[str]]]] = {}
+        for resource, rows in began_at.items():
+            rows.sort(key=lambda row: row[0])
+            times, bases, so_far = [], [], frozenset[str]()
+            for since, basis in rows:
+                so_far = so_far | {basis}
+                times.append(since)
+                bases.append(so_far)
+            self.seen[resource] = (times, bases)
+
+    def of(self, job: Job, start: datetime) -> str:
+        second = math.floor(start.timestamp())
+        near = (row for key in range(second - 1, second + 2) for row in self.ending.get((job.resource, key), ()))
+        freeing = {basis for since, ended, basis in near if since < start and abs(ended - start) < timedelta(seconds=1)}
+        bases: frozenset[str] | set[str] = freeing
+        if not freeing:
+            times, seen = self.seen.get(job.resource, ([], []))
+            count = bisect.bisect_left(times, start)  # those that began strictly before it
+            bases = seen[count - 1] if count else frozenset()
+        if bases == {ForecastBasis.MAX_RUNTIME}:
+            return ForecastBasis.MAX_RUNTIME
+        if bases == {ForecastBasis.HISTORY}:
+            return ForecastBasis.HISTORY
+        return ForecastBasis.MIXED
 
 
 def _cannot(job: Job, snapshot: Snapshot, orphaned: str | None, jobs: dict[str, Job],

@@ -78,6 +78,16 @@ def test_full_pool_waits_for_the_known_ends():
     assert seconds(estimates[4]) == (120, 300, 480) and estimates[4].basis == ForecastBasis.HISTORY
 
 
+def test_basis_falls_back_to_all_the_work_before_it():
+    """vision's work ends at +590, which the replay groups to +600: no end falls on the waiting workload's start, so
+    its basis is that of all the work holding the pool before it, a max runtime and a history: mixed."""
+    history = expected_runtime(max_runtime=None, samples=[900, 1000, 1100])
+    holding = [job(1, "vision", 4, runtime=fixed(590), running_since=0),
+               job(2, "nlp", 4, runtime=history, running_since=0)]
+    estimates = replay(objects=org(), holding=holding, waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)
+    assert seconds(estimates[3]) == (600, 600, 600) and estimates[3].basis == ForecastBasis.MIXED
+
+
 def test_a_higher_priority_arrival_goes_first():
     """One queue, 4 cards held until +600: the later but higher-priority workload (300 s) starts at +600, the
     earlier one after it, at +900."""
