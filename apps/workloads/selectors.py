@@ -301,13 +301,23 @@ class PoolQuotaFigures:
 @dataclass
 class ProjectQueue:
     project: Project
-    pending: list[Workload]
+    pending: list[Workload]  # the first PROJECT_QUEUE_ROWS in queue order
     holding: list[Workload]
     pools: list[PoolQuotaFigures]
+    pending_total: int = 0
 
     @property
     def live(self) -> bool:
         return bool(self.pending or self.holding)
+
+    @property
+    def pending_hidden(self) -> int:
+        return self.pending_total - len(self.pending)
+
+
+# The project queue page shows this many waiting workloads (in queue order) with their explanations; the rest are
+# counted, their demand summed, and found on the workload list (a long queue rendered whole was 378 kB a poll).
+PROJECT_QUEUE_ROWS = 100
 
 
 def _queue_order(workload: Workload) -> tuple:
@@ -323,11 +333,12 @@ def project_queue(*, project: Project, viewer: Any = None) -> ProjectQueue:
     workloads); the page decides which details of other people's work it shows, and the explanations name other
     projects only as far as the viewer may see them.
     """
-    rows = annotate_live(list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
-        "project__department", "node_pool", "owner", "priority_class", "forecast")), viewer=viewer)
+    rows = list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
+        "project__department", "node_pool", "owner", "priority_class", "forecast"))
     pending = sorted((w for w in rows if w.status in PENDING_STATUSES), key=_queue_order)
     holding = sorted((w for w in rows if w.status not in PENDING_STATUSES),
                      key=lambda w: (w.node_pool.slug, w.admitted_at or w.created_at, w.pk))
+    annotate_live([*pending[:PROJECT_QUEUE_ROWS], *holding], viewer=viewer)
     figures: dict[int, PoolQuotaFigures] = {}
     for quota in Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"):
         figures[quota.node_pool_id] = PoolQuotaFigures(pool=quota.node_pool, deserved=quota.deserved,
@@ -347,7 +358,8 @@ def project_queue(*, project: Project, viewer: Any = None) -> ProjectQueue:
     for workload in pending:  # demand as the dashboard counts it: what Kueue holds waiting (not yet submitted: no)
         if workload.node_pool_id in figures and workload.status in WAITING_STATUSES:
             figures[workload.node_pool_id].pending_units += workload.gpu_units
-    return ProjectQueue(project=project, pending=pending, holding=holding, pools=list(figures.values()))
+    return ProjectQueue(project=project, pending=pending[:PROJECT_QUEUE_ROWS], holding=holding,
+                        pools=list(figures.values()), pending_total=len(pending))
 
 
 def _newest(queryset: QuerySet, column: str) -> Subquery:

@@ -154,6 +154,24 @@ def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workloa
         client.get(queue_url())
 
 
+def test_a_long_queue_shows_its_head_and_counts_the_rest(page_client, make_workload, monkeypatch):
+    """Past PROJECT_QUEUE_ROWS waiting workloads the page shows the first ones in queue order with their
+    explanations, counts the rest (their demand included) and links to all of them on the workload list."""
+    monkeypatch.setattr("apps.workloads.selectors.PROJECT_QUEUE_ROWS", 3)
+    waiting = [queued(make_workload("alice", name=f"w{n}", gpus=1), n) for n in range(5)]
+    content = page_client("alice").get(queue_url()).content.decode()
+    shown = [w.pk for w in waiting if f'data-workload="{w.pk}"' in content]
+    assert shown == [w.pk for w in waiting[:3]]
+    assert "Waiting <span class=\"muted small\">(5)</span>" in content and 'data-queue-more="2"' in content
+    link = (f'{LIST}?project=vision&amp;scope=all&amp;status=submitting,queued,requeued,preempted'
+            f'&amp;ordering=position')
+    assert f'<a href="{link}">all 5 on the workload list</a>' in content
+    row = content[content.index('data-pool="h100"'):]
+    assert 'data-fact="pending">5<' in row[:row.index("</tr>")]  # every waiting workload's demand
+    listed = page_client("alice").get(link.replace("&amp;", "&")).content.decode()
+    assert all(f'data-workload="{w.pk}"' in listed for w in waiting)
+
+
 ACCESS = [
     # (user, project, status)
     ("admin", "vision", 200), ("admin", "serving", 200),
