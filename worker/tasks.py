@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from apps.core import intents, metrics, request_ids, sealed
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL, WORKLOAD_ID_LABEL
+from apps.core.services import sealed_secret_applied
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
 from apps.org.models import ImagePullSecret
@@ -328,7 +329,7 @@ def credential_sync(credential_id: int) -> str:
         build=lambda credential, values: user_secret(name=credential.secret_name,
                                                      namespace=credential.project.namespace, values=values,
                                                      labels=_secret_labels(credential)),
-        applied=lambda **kwargs: workload_services.credential_applied(credential_id=credential_id, **kwargs))
+        applied=lambda **kwargs: sealed_secret_applied(model=Credential, pk=credential_id, **kwargs))
 
 
 @shared_task
@@ -340,7 +341,7 @@ def pull_secret_sync(pull_secret_id: int) -> str:
         build=lambda secret, values: pull_secret(name=secret.secret_name, namespace=secret.project.namespace,
                                                  registry=values["registry"], username=values["username"],
                                                  password=values["password"], labels=_secret_labels(secret)),
-        applied=lambda **kwargs: org_services.pull_secret_applied(pull_secret_id=pull_secret_id, **kwargs))
+        applied=lambda **kwargs: sealed_secret_applied(model=ImagePullSecret, pk=pull_secret_id, **kwargs))
 
 
 @shared_task

@@ -1,4 +1,5 @@
-"""Rows every app writes: the audit log of privileged changes, the outbox of intents; the versioned-row base."""
+"""Rows every app writes: the audit log of privileged changes, the outbox of intents; the versioned-row and
+sealed-secret bases."""
 
 from __future__ import annotations
 
@@ -6,6 +7,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+
+
+class SealedSecretModel(models.Model):
+    """A row whose values live in a Kubernetes Secret (a user's credential, a project's pull secret): the values wait
+    here sealed (apps.core.sealed) until the worker has written the Secret (`sealed_secret_applied`), then they are
+    cleared; a delete marks the row and the worker removes the Secret, then the row."""
+
+    sealed = models.TextField(blank=True, editable=False, help_text="Encrypted values not yet in the cluster.")
+    applied_at = models.DateTimeField(null=True, blank=True)
+    apply_error = models.CharField(max_length=500, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True, help_text="Deleted here; the Secret is being removed.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
 
 
 class VersionedModel(models.Model):

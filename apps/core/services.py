@@ -10,7 +10,7 @@ from django.db.models import ForeignObjectRel
 from django.db.models.deletion import ProtectedError, RestrictedError, get_candidate_relations_to_delete
 from django.utils import timezone
 
-from .models import AuditEvent, VersionedModel
+from .models import AuditEvent, SealedSecretModel, VersionedModel
 
 
 def model_update(obj: models.Model, changes: dict[str, Any], allowed: set[str]) -> list[str]:
@@ -130,3 +130,12 @@ def model_delete(obj: models.Model, *, what: str) -> None:
             obj.delete()
     except (ProtectedError, RestrictedError) as exc:  # a reference further down a cascade
         raise ValidationError(f"Other records still use {what}; it cannot be deleted.") from exc
+
+
+def sealed_secret_applied(*, model: type[SealedSecretModel], pk: int, sealed: str, error: str = "") -> None:
+    """The worker wrote (or failed to write) the row's Secret from `sealed`: forget the values, unless they were
+    replaced meanwhile (then the newer ones wait for their own write); a failure is kept to be shown."""
+    if error:
+        model._default_manager.filter(pk=pk).update(apply_error=error[:500])
+        return
+    model._default_manager.filter(pk=pk, sealed=sealed).update(sealed="", applied_at=timezone.now(), apply_error="")

@@ -12,7 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from apps.core.models import VersionedModel
+from apps.core.models import SealedSecretModel, VersionedModel
 
 from .validators import validate_dns_label, validate_extended_resource_name, validate_slug
 
@@ -313,7 +313,7 @@ class DataSource(models.Model):
         return f"pvc/{self.claim_name}" if self.kind == self.Kind.PVC else f"{self.nfs_server}:{self.nfs_path}"
 
 
-class ImagePullSecret(models.Model):
+class ImagePullSecret(SealedSecretModel):
     """Registry credentials for a project's images: a kubernetes.io/dockerconfigjson Secret every pod of the project
     names in imagePullSecrets. Only the registry and user name are kept; the password goes to the cluster sealed
     (apps.core.sealed) and is cleared once the worker has written the Secret."""
@@ -322,11 +322,6 @@ class ImagePullSecret(models.Model):
     name = models.CharField(max_length=40, validators=[validate_dns_label])
     registry = models.CharField(max_length=253, help_text="e.g. nvcr.io or registry.example.org:5000")
     username = models.CharField(max_length=253)
-    sealed = models.TextField(blank=True, editable=False, help_text="Encrypted values not yet in the cluster.")
-    applied_at = models.DateTimeField(null=True, blank=True)
-    apply_error = models.CharField(max_length=500, blank=True)
-    deleted_at = models.DateTimeField(null=True, blank=True, help_text="Deleted here; the Secret is being removed.")
-    created_at = models.DateTimeField(auto_now_add=True)
 
     access_department_paths = ("project__department_id",)
     access_project_path = "project_id"

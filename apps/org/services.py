@@ -1000,10 +1000,3 @@ def pull_secret_delete(*, actor: Any, pull_secret: ImagePullSecret) -> None:
                               deadline=SECRET_SYNC_DEADLINE)
 
 
-def pull_secret_applied(*, pull_secret_id: int, sealed: str, error: str = "") -> None:
-    """The worker wrote (or failed to write) the Secret from `sealed`: forget the values unless they changed."""
-    if error:
-        ImagePullSecret.objects.filter(pk=pull_secret_id).update(apply_error=error[:500])
-        return
-    ImagePullSecret.objects.filter(pk=pull_secret_id, sealed=sealed).update(sealed="", applied_at=timezone.now(),
-                                                                            apply_error="")

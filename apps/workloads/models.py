@@ -15,7 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from apps.core import kueue_names
-from apps.core.models import VersionedModel
+from apps.core.models import SealedSecretModel, VersionedModel
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.validators import validate_dns_label
 
@@ -263,7 +263,7 @@ class WorkloadTemplate(VersionedModel):
         return self.name
 
 
-class Credential(models.Model):
+class Credential(SealedSecretModel):
     """A user's key/value secret (a W&B key, S3 keys) in one project: a Kubernetes Secret in its namespace that the
     user's workloads read as environment variables by reference (envFrom). The portal keeps its name and keys only;
     the values go to the cluster sealed (apps.core.sealed) and are cleared once the worker has written the Secret."""
@@ -272,11 +272,6 @@ class Credential(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="credentials")
     name = models.CharField(max_length=40, validators=[validate_dns_label], help_text="e.g. wandb or s3-scratch.")
     keys = models.JSONField(default=list, help_text="The variable names it holds (never their values).")
-    sealed = models.TextField(blank=True, editable=False, help_text="Encrypted values not yet in the cluster.")
-    applied_at = models.DateTimeField(null=True, blank=True)
-    apply_error = models.CharField(max_length=500, blank=True)
-    deleted_at = models.DateTimeField(null=True, blank=True, help_text="Deleted here; the Secret is being removed.")
-    created_at = models.DateTimeField(auto_now_add=True)
 
     access_department_paths = ("project__department_id",)
     access_project_path = "project_id"

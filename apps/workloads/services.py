@@ -417,15 +417,6 @@ def credential_delete(*, actor: Any, credential: Credential) -> None:
                               deadline=CREDENTIAL_DEADLINE)
 
 
-def credential_applied(*, credential_id: int, sealed: str, error: str = "") -> None:
-    """The worker wrote (or failed to write) the Secret from `sealed`: forget the values unless they changed."""
-    if error:
-        Credential.objects.filter(pk=credential_id).update(apply_error=error[:500])
-        return
-    Credential.objects.filter(pk=credential_id, sealed=sealed).update(sealed="", applied_at=timezone.now(),
-                                                                      apply_error="")
-
-
 def workload_template_create(*, actor: Any, name: str, kind: str, values: dict[str, Any],
                              description: str = "") -> WorkloadTemplate:
     """An admin's preset for a submission form (the form checks that `values` names only its fields)."""
