@@ -54,9 +54,6 @@ class Child:
     restart_at: float | None = None
     ready_line: str | None = None  # a line the process prints once it serves (kubesim)
     extra: dict[str, str] = field(default_factory=dict)
-    # Stop by signalling the leader only, which stops its own children (Celery's prefork pool: a SIGTERM to the
-    # whole group kills the pool processes first and Celery starts new ones during its warm shutdown).
-    term_leader_only: bool = False
 
 
 class Supervisor:
@@ -163,16 +160,10 @@ class Supervisor:
         self._stop_all(self.children)
 
     def _stop_all(self, children: list[Child]) -> None:
-        """SIGTERM every child's process group (or only its leader, where it stops its own children), wait up to the
-        grace period, then SIGKILL what is left of every group."""
+        """SIGTERM every child's process group, wait up to the grace period, then SIGKILL what is left."""
         running = [child for child in children if child.process is not None]
         for child in running:
-            if child.term_leader_only:
-                assert child.process is not None
-                with contextlib.suppress(ProcessLookupError):
-                    child.process.send_signal(signal.SIGTERM)
-            else:
-                _signal_group(child, signal.SIGTERM)
+            _signal_group(child, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE
         for child in running:
             assert child.process is not None
@@ -236,7 +227,7 @@ def services() -> list[Child]:
     celery = [sys.executable, "-m", "celery", "-A", "portal.celery"]
     return [
         Child("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-gossip",
-                         "--without-mingle"], term_leader_only=True),
+                         "--without-mingle"]),
         Child("beat", [*celery, "beat", "--loglevel", "INFO"]),
         Child("watcher", _manage("watch_cluster")),
         Child("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}",

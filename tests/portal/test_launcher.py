@@ -97,34 +97,6 @@ def test_stop_ends_the_whole_process_group(supervisor):
     assert not alive(grandchild)
 
 
-# A child that, on SIGTERM, stops its grandchild with SIGINT and exits; the grandchild notes a SIGTERM in a file.
-NOTING_GRANDCHILD = ("import signal, sys, time\n"
-                     "def noted(*_):\n    open(sys.argv[1], 'w').write('TERM'); sys.exit(0)\n"
-                     "signal.signal(signal.SIGTERM, noted)\ntime.sleep(600)\n")
-STOPS_ITS_OWN = [sys.executable, "-c", (
-    "import signal, subprocess, sys, time\n"
-    f"p = subprocess.Popen([sys.executable, '-c', {NOTING_GRANDCHILD!r}, sys.argv[1]])\n"
-    "def stop(*_):\n    p.send_signal(signal.SIGINT); p.wait(); sys.exit(0)\n"
-    "signal.signal(signal.SIGTERM, stop)\ntime.sleep(600)\n")]
-
-
-def test_a_leader_that_stops_its_own_children_is_signalled_alone(supervisor, tmp_path):
-    """The Celery worker's case: its pool processes get no SIGTERM of their own (the leader stops them), and nothing
-    is left; a group member that does get one is what the default does."""
-    for leader_only, noted in ((True, False), (False, True)):
-        note = tmp_path / f"noted-{leader_only}"
-        child = supervisor.add(launcher.Child("leader", [*STOPS_ITS_OWN, str(note)], term_leader_only=leader_only))
-        wait_until(lambda child=child: bool(_children_of(child.process.pid)))
-        time.sleep(0.5)  # the grandchild has installed its handler
-        grandchild = _children_of(child.process.pid)[0]
-        started = time.monotonic()
-        supervisor.stop()
-        supervisor.children.clear()
-        assert not alive(child.process.pid) and not alive(grandchild)
-        assert note.exists() is noted
-        assert time.monotonic() - started < launcher.STOP_GRACE  # stopped by the signal, not the SIGKILL
-
-
 def _children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
