@@ -108,17 +108,12 @@ class Workload:
     def job(self, history: dict[str, list[float]], now: datetime) -> Job:
         elapsed = (now - self.reserved_at).total_seconds() if self.reserved_at else 0.0
         if ORACLE:  # the error left when every runtime is known exactly: what future submissions alone cause
-            return Job(id=self.pk, namespace=f"proj-{self.project}",
-                       queue=f"{'guaranteed' if self.guaranteed else 'elastic'}-h100", priority=self.priority,
-                       created=self.arrival, resource=GPU, units_per_pod=self.units, pods=1,
-                       runtime=Runtime(self.runtime, self.runtime, self.runtime, "max_runtime"),
-                       cluster_queue=self.cluster_queue if self.reserved_at else "", flavor="h100",
-                       reserved_at=self.reserved_at)
+            runtime: Runtime | None = Runtime(self.runtime, self.runtime, self.runtime, "max_runtime")
+        else:
+            runtime = expected_runtime(max_runtime=self.max_runtime, samples=history[self.family], elapsed=elapsed)
         return Job(id=self.pk, namespace=f"proj-{self.project}",
                    queue=f"{'guaranteed' if self.guaranteed else 'elastic'}-h100", priority=self.priority,
-                   created=self.arrival, resource=GPU, units_per_pod=self.units, pods=1,
-                   runtime=expected_runtime(max_runtime=self.max_runtime, samples=history[self.family],
-                                            elapsed=elapsed),
+                   created=self.arrival, resource=GPU, units_per_pod=self.units, pods=1, runtime=runtime,
                    cluster_queue=self.cluster_queue if self.reserved_at else "", flavor="h100",
                    reserved_at=self.reserved_at)
 
