@@ -14,7 +14,7 @@ from datetime import datetime
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.scheduler.flavors import NO_FIT, PREEMPT, Assignment, FlavorAssigner
+from kubesim.kueue.scheduler.flavors import FIT, NO_FIT, PREEMPT, Assignment, FlavorAssigner
 from kubesim.kueue.scheduler.model import (
     ClusterQueueNode,
     Snapshot,
@@ -309,11 +309,18 @@ class Scheduler:
         gate = _PodsReadyGate.of(snapshot)
         order = self._order(snapshot, entries, gated=gate is not None)
         transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]] = []
+        unprocessed = {id(e): e for e in entries}
         for e in order:
             if gate is not None and gate.holding:
                 e.status = "deferred"  # Kueue's scheduler is itself blocked: later entries wait unseen
                 continue
             self._process(snapshot, e, preemptor, preempted_keys, result, consumed, now, transient, gate)
+            del unprocessed[id(e)]
+            if gate is None and snapshot.config.fair_sharing and self._settled(
+                    snapshot, unprocessed.values(), preempted_keys):
+                for rest in list(unprocessed.values()):  # in any order: no pick is left for the tournament to make
+                    self._process(snapshot, rest, preemptor, preempted_keys, result, consumed, now, transient, gate)
+                break
         for cq, usage in transient:  # the next cycle starts from a fresh view of reservations
             for fr, v in usage.items():
                 remove_usage(cq, fr, v)
@@ -407,11 +414,26 @@ class Scheduler:
         tournament."""
         if not snapshot.config.fair_sharing:
             return sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl)))
-        if not gated and sum(1 for e in entries if e.assignment.mode() != NO_FIT) <= 1:
-            # Entries that fit nowhere change nothing when processed: beside at most one other entry the outcome is
-            # the same in any order, so the tournament need not be played.
+        live = [e for e in entries if e.assignment.mode() != NO_FIT]
+        if not gated and (len(live) <= 1 or not any(e.targets or e.assignment.mode() == FIT for e in live)):
+            # Entries that fit nowhere change nothing when processed, and one that needs a preemption it cannot make
+            # only holds back quota from the entries after it that would be admitted: beside at most one other
+            # entry, or with none that is admitted or preempts, the outcome is the same in any order, so the
+            # tournament need not be played.
             return entries
         return self._tournament(entries)
+
+    def _settled(self, snapshot: Snapshot, entries: Iterable[_Entry], preempted_keys: set[str]) -> bool:
+        """Whether the order of the entries left in a cycle can no longer matter: none has preemption targets and
+        none that fits at its nomination still fits, so each ends the same way (requeued with the same reason)
+        whichever is processed first; quota a blocked preemptor holds back only lowers what the others find."""
+        for e in entries:
+            if e.targets:
+                return False
+            if e.assignment.mode() == FIT and self._fits_after(snapshot, e.queue, e.assignment.usage, preempted_keys,
+                                                               e.targets):
+                return False
+        return True
 
     def _tournament(self, entries: list[_Entry]) -> Iterator[_Entry]:
         """Fair Sharing order: per root cohort, repeatedly pick the winner of a DRS tournament.

@@ -1,7 +1,7 @@
-"""The Fair Sharing tournament is kept between picks (only the winner's path is measured and played again) and is
-not played when at most one entry fits; the decisions must be exactly those of Kueue's tournament played from
-scratch after every pick in every cycle (scheduler.go's fair sharing iterator, which recomputes every share after
-each admission). The reference below is that from-scratch form."""
+"""The Fair Sharing tournament is kept between picks (only the winner's path is measured and played again), is not
+played when at most one entry fits, and stops when no entry left would be admitted or preempt; the decisions must be
+exactly those of Kueue's tournament played from scratch after every pick in every cycle (scheduler.go's fair sharing
+iterator, which recomputes every share after each admission). The reference below is that from-scratch form."""
 
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ from tests.kubesim.kueue.test_invariants import random_sim
 
 class FromScratch(Scheduler):
     """Every share measured again and every tournament played again before each pick, in every cycle (no shortcut
-    when at most one entry fits)."""
+    when at most one entry fits, or when no entry left can be admitted or preempt)."""
 
     def _order(self, snapshot, entries: list, *, gated: bool):
         return self._tournament(entries)
+
+    def _settled(self, snapshot, entries, preempted_keys) -> bool:
+        return False
 
     def _tournament(self, entries: list) -> Iterator:
         by_cq = {id(e.queue): e for e in entries}
