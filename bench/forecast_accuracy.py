@@ -244,6 +244,15 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
             early = sum(1 for w, _, _ in rows if w.forecast.likely < w.first_start)
             print(f"  {label}: {len(rows)} waited, median error / actual wait "
                   f"{100 * statistics.median(e / wait for _, e, wait in rows):.1f} %, forecast too early for {early}")
+    for low, high in ((60, 600), (600, 1800), (1800, None)):
+        rows = [(w, e, wait) for w, e, wait in zip(estimated, errors, waits, strict=True)
+                if wait > low and (high is None or wait <= high)]
+        if rows:
+            within = sum(1 for w, _, _ in rows if w.forecast.earliest <= w.first_start <= w.forecast.latest)
+            span = f"{low // 60}-{high // 60} min" if high else f"over {low // 60} min"
+            print(f"  waited {span}: {len(rows)}, median error / actual wait "
+                  f"{100 * statistics.median(e / wait for _, e, wait in rows):.1f} %, "
+                  f"inside the range {100 * within / len(rows):.1f} %")
     print(f"forecast CPU time per submission: median {1000 * statistics.median(forecast_seconds):.1f} ms, "
           f"max {1000 * max(forecast_seconds):.1f} ms; load average {os.getloadavg()}")
 

@@ -9,10 +9,12 @@ does: priorities, FIFO, borrowing, fair sharing, preemption and reclaim.
 Expected ends (`expected_runtime`): the max runtime when one is set (Kueue stops the Job then); otherwise the runs
 of similar work (same project, kind and image family) of the last 30 days, whose 10th, 50th and 90th percentiles
 give an optimistic, a likely and a pessimistic end; work already running is measured against the similar runs that
-lasted longer than it has run so far. Three replays (all ends optimistic, likely, pessimistic) give each waiting
-workload its earliest, likely and latest start. Work with neither a max runtime nor history never ends in the
-replay, so whatever waits on it gets "cannot estimate" with that reason; so do work that can never fit, work in a
-stopped queue or with no queue, and starts beyond the 7-day horizon.
+lasted longer than it has run so far. The replay runs every workload for its likely time and gives each waiting
+workload its likely start; its earliest and latest start follow the chain of ends that made room for it in that
+replay (`_spread`): as early as the first of those ends can come, as late as the last (one replay, not three: the
+other two cost twice as much again and gave no better ranges). Work with neither a max runtime nor history never
+ends in the replay, so whatever waits on it gets "cannot estimate" with that reason; so do work that can never fit,
+work in a stopped queue or with no queue, and starts beyond the 7-day horizon.
 
 `replay` is pure (plain records in, estimates out): the benchmark (bench/forecast_accuracy.py) drives it from
 kubesim's objects, `forecasts_refresh` from the database.
@@ -20,10 +22,11 @@ kubesim's objects, `forecasts_refresh` from the database.
 
 from __future__ import annotations
 
-import bisect
+import gc
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -45,6 +48,7 @@ from .kueue_sync import desired_from_database
 
 HORIZON = timedelta(days=7)
 RESOLUTION = timedelta(seconds=60)
+RELATIVE_RESOLUTION = 0.1  # ends further out are grouped over a tenth of their distance from now (see `forecast`)
 PREEMPT_LATER = False
 MIN_SAMPLES = 3  # fewer similar runs than this say too little about the spread
 LOW, LIKELY, HIGH = 0.1, 0.5, 0.9  # the quantiles of similar runtimes behind earliest, likely and latest
@@ -173,6 +177,7 @@ def _held(objects: list[dict[str, Any]], stopped: set[tuple[str, str]]) -> list[
 def replay(*, objects: list[dict[str, Any]], holding: list[Job], waiting: list[Job], now: datetime,
            stopped: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
            horizon: timedelta = HORIZON, resolution: timedelta = RESOLUTION,
+           relative_resolution: float = RELATIVE_RESOLUTION,
            preempt_later: bool = PREEMPT_LATER) -> dict[int, Estimate]:
     """The forecast of every waiting job, by id, from the organisation's Kueue objects (Cohorts, ClusterQueues,
     LocalQueues, ResourceFlavors; anything else is ignored) and the jobs holding quota at `now`."""
@@ -189,72 +194,84 @@ def replay(*, objects: list[dict[str, Any]], holding: list[Job], waiting: list[J
                                      cluster_queues=by_kind["ClusterQueue"], local_queues=by_kind["LocalQueue"],
                                      workloads=workload_objects, now=now, parse_cache=cache)
 
-    def runs(scenario: int) -> Any:
-        def seconds(wl: Any) -> float | None:
-            runtime = jobs[wl.key].runtime
-            return None if runtime is None else (runtime.low, runtime.likely, runtime.high)[scenario]
-        return seconds
+    def likely_runtime(wl: Any) -> float | None:
+        runtime = jobs[wl.key].runtime
+        return None if runtime is None else runtime.likely
 
-    starts = [forecast(snapshot(), runs(scenario), now, horizon=horizon, resolution=resolution,
-                       preempt_later=preempt_later) for scenario in range(3)]
+    causes: dict[str, list[str]] = {}
+    with _collector_paused():
+        likely_starts = forecast(snapshot(), likely_runtime, now, horizon=horizon, resolution=resolution,
+                                 relative_resolution=relative_resolution, preempt_later=preempt_later, causes=causes)
+    earliest_starts, latest_starts = _spread(jobs, likely_starts, causes, now)
     base = snapshot()
     orphans = {wl.key: reason for wl, reason, _ in base.orphans}
     estimates: dict[int, Estimate] = {}
-    bases = _Bases(jobs, starts[1])
+    holding_bases: dict[str, set[str]] = defaultdict(set)
+    for other in holding:
+        if other.runtime is not None:
+            holding_bases[other.resource].add(other.runtime.basis)
     for job in waiting:
-        low, likely, high = (found.get(job.key) for found in starts)
+        likely = likely_starts.get(job.key)
         if likely is None:
-            estimates[job.id] = _cannot(job, base, orphans.get(job.key), jobs, starts[1], horizon)
+            estimates[job.id] = _cannot(job, base, orphans.get(job.key), jobs, likely_starts, horizon)
             continue
-        times = sorted(t for t in (low, likely, high) if t is not None)
-        latest = times[-1] if high is not None else max(times[-1], now + horizon)
-        basis = ForecastBasis.STARTS_NOW if likely <= now else bases.of(job, likely)
-        estimates[job.id] = Estimate(earliest=min(times[0], likely), likely=likely, latest=max(latest, likely),
-                                     basis=basis)
+        basis = (ForecastBasis.STARTS_NOW if likely <= now
+                 else _basis(jobs, causes.get(job.key, []), holding_bases, job))
+        estimates[job.id] = Estimate(earliest=earliest_starts[job.key], likely=likely,
+                                     latest=latest_starts[job.key], basis=basis)
     return estimates
 
 
-class _Bases:
-    """Where the ends a workload waits for come from, for every waiting workload of one replay at once: the runtimes
-    of the work whose likely end freed its quota (those that end at its start in the likely replay), else of all
-    the work that held its pool before it (indexed once, so each answer is a lookup, not a pass over all work)."""
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for the replay: it allocates many short-lived records, freed as they go, and
+    the collector's passes over them found nothing but took a tenth of the time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
-    def __init__(self, jobs: dict[str, Job], likely_starts: dict[str, datetime]) -> None:
-        began_at: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
-        self.ending: dict[tuple[str, int], list[tuple[datetime, datetime, str]]] = defaultdict(list)
-        for other in jobs.values():
-            began = other.reserved_at or likely_starts.get(other.key)
-            if other.runtime is None or began is None:
-                continue
-            since = datetime.min.replace(tzinfo=began.tzinfo) if other.reserved_at is not None else began
-            began_at[other.resource].append((since, other.runtime.basis))
-            ended = began + timedelta(seconds=other.runtime.likely)
-            self.ending[(other.resource, math.floor(ended.timestamp()))].append((since, ended, other.runtime.basis))
-        # Per resource: start times in order, with the bases seen up to each.
-        self.seen: dict[str, tuple[list[datetime], list[frozenset[str]]]] = {}
-        for resource, rows in began_at.items():
-            rows.sort(key=lambda row: row[0])
-            times, bases, so_far = [], [], frozenset[str]()
-            for since, basis in rows:
-                so_far = so_far | {basis}
-                times.append(since)
-                bases.append(so_far)
-            self.seen[resource] = (times, bases)
 
-    def of(self, job: Job, start: datetime) -> str:
-        second = math.floor(start.timestamp())
-        near = (row for key in range(second - 1, second + 2) for row in self.ending.get((job.resource, key), ()))
-        freeing = {basis for since, ended, basis in near if since < start and abs(ended - start) < timedelta(seconds=1)}
-        bases: frozenset[str] | set[str] = freeing
-        if not freeing:
-            times, seen = self.seen.get(job.resource, ([], []))
-            count = bisect.bisect_left(times, start)  # those that began strictly before it
-            bases = seen[count - 1] if count else frozenset()
-        if bases == {ForecastBasis.MAX_RUNTIME}:
-            return ForecastBasis.MAX_RUNTIME
-        if bases == {ForecastBasis.HISTORY}:
-            return ForecastBasis.HISTORY
-        return ForecastBasis.MIXED
+def _spread(jobs: dict[str, Job], likely: dict[str, datetime], causes: dict[str, list[str]],
+            now: datetime) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """The earliest and latest start of every workload the likely replay started, along the chain of ends that
+    made room for it: a start after now is as early as the first of those ends can come (their own earliest start
+    plus their optimistic runtime) and as late as the last of them (latest start plus pessimistic runtime)."""
+    low_end: dict[str, datetime] = {}
+    high_end: dict[str, datetime] = {}
+    for job in jobs.values():
+        if job.reserved_at is not None and job.runtime is not None:
+            low_end[job.key] = max(now, job.reserved_at + timedelta(seconds=job.runtime.low))
+            high_end[job.key] = max(now, job.reserved_at + timedelta(seconds=job.runtime.high))
+    earliest: dict[str, datetime] = {}
+    latest: dict[str, datetime] = {}
+    for key in sorted(likely, key=likely.__getitem__):
+        start = likely[key]
+        made_room = [c for c in causes.get(key, ()) if c in low_end]
+        low = min((low_end[c] for c in made_room), default=start)
+        high = max((high_end[c] for c in made_room), default=start)
+        earliest[key], latest[key] = min(low, start), max(high, start)
+        runtime = jobs[key].runtime
+        if runtime is not None:
+            low_end[key] = earliest[key] + timedelta(seconds=runtime.low)
+            high_end[key] = latest[key] + timedelta(seconds=runtime.high)
+    return earliest, latest
+
+
+def _basis(jobs: dict[str, Job], made_room: list[str], holding_bases: dict[str, set[str]], job: Job) -> str:
+    """Where the ends a workload waits for come from: the runtimes of the work whose ends made room for it in the
+    replay, else (no such end: it never happens after now with preemption off, but is not assumed) of all the work
+    holding its pool at now."""
+    bases = {jobs[key].runtime.basis for key in made_room if jobs[key].runtime is not None}  # type: ignore[union-attr]
+    bases = bases or holding_bases.get(job.resource, set())
+    if bases == {ForecastBasis.MAX_RUNTIME}:
+        return ForecastBasis.MAX_RUNTIME
+    if bases == {ForecastBasis.HISTORY}:
+        return ForecastBasis.HISTORY
+    return ForecastBasis.MIXED
 
 
 def _cannot(job: Job, snapshot: Snapshot, orphaned: str | None, jobs: dict[str, Job],

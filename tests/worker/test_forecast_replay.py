@@ -1,8 +1,8 @@
 """The forecast's replay on fixed snapshots whose answers are worked out by hand (worker/forecast.py `replay`).
 
 One pool of 8 H100 cards in one department; vision and nlp deserve 4 each (the Kueue objects are the reconcile's
-own `desired_objects`). Times are seconds after NOW; the replay groups ends to the minute (rounded up), so the
-snapshots end work on whole minutes.
+own `desired_objects`). Times are seconds after NOW; the replay plays ends within a minute of each other together,
+at the last of them, so the snapshots space their ends further apart unless a test is about that.
 """
 
 from __future__ import annotations
@@ -78,14 +78,31 @@ def test_full_pool_waits_for_the_known_ends():
     assert seconds(estimates[4]) == (120, 300, 480) and estimates[4].basis == ForecastBasis.HISTORY
 
 
-def test_basis_falls_back_to_all_the_work_before_it():
-    """vision's work ends at +590, which the replay groups to +600: no end falls on the waiting workload's start, so
-    its basis is that of all the work holding the pool before it, a max runtime and a history: mixed."""
-    history = expected_runtime(max_runtime=None, samples=[900, 1000, 1100])
+def test_ends_within_a_minute_are_replayed_together_and_the_range_spans_them():
+    """vision's work ends at +590 (max runtime), nlp's from its history (540, 600, 660 s: 552 / 600 / 648): both
+    ends fall within a minute of the first, so the replay plays them together at the later, +600, and either
+    makes room for vision's next workload (the department lends nlp's cards). Its range runs from the first those
+    ends can come (nlp's optimistic +552) to the last (nlp's pessimistic +648); its basis is mixed."""
+    history = expected_runtime(max_runtime=None, samples=[540, 600, 660])
+    assert history == Runtime(552, 600, 648, ForecastBasis.HISTORY)
     holding = [job(1, "vision", 4, runtime=fixed(590), running_since=0),
                job(2, "nlp", 4, runtime=history, running_since=0)]
     estimates = replay(objects=org(), holding=holding, waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)
-    assert seconds(estimates[3]) == (600, 600, 600) and estimates[3].basis == ForecastBasis.MIXED
+    assert seconds(estimates[3]) == (552, 600, 648) and estimates[3].basis == ForecastBasis.MIXED
+
+
+def test_a_range_follows_the_chain_of_ends():
+    """vision's 4 cards are held until +600 (nlp's by work that never ends); two waiting vision workloads with a
+    history of 110 / 300 / 490 s (10th, 50th and 90th percentiles of 50, 200, 300, 400, 550). The first starts at
+    +600 exactly; the second when the first ends: likely +900, as early as +710 and as late as +1090."""
+    history = expected_runtime(max_runtime=None, samples=[50, 200, 300, 400, 550])
+    assert history == Runtime(110, 300, 490, ForecastBasis.HISTORY)
+    holding = [job(1, "vision", 4, runtime=fixed(600), running_since=0)]
+    waiting = [job(2, "vision", 4, created=0, runtime=history), job(3, "vision", 4, created=10, runtime=history)]
+    holding.append(job(4, "nlp", 4, runtime=None, running_since=0))
+    estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
+    assert seconds(estimates[2]) == (600, 600, 600) and estimates[2].basis == ForecastBasis.MAX_RUNTIME
+    assert seconds(estimates[3]) == (710, 900, 1090) and estimates[3].basis == ForecastBasis.HISTORY
 
 
 def test_a_higher_priority_arrival_goes_first():
@@ -162,7 +179,17 @@ def test_quantile_interpolates():
     assert quantile([0.0, 10.0], 0.25) == 2.5
 
 
-def test_ends_are_grouped_to_the_minute_rounded_up():
+def test_an_end_alone_is_replayed_at_its_own_time():
     holding = [job(1, "vision", 4, runtime=fixed(600), running_since=100)]  # ends at +500
     estimates = replay(objects=org(), holding=holding, waiting=[job(2, "vision", 4, runtime=fixed(60))], now=NOW)
-    assert seconds(estimates[2]) == (540, 540, 540)
+    assert seconds(estimates[2]) == (500, 500, 500)
+
+
+@pytest.mark.parametrize(("nlp_ends", "start"), [(10_400, 10_400), (10_600, 10_000)])
+def test_ends_far_ahead_are_grouped_over_a_twentieth_of_their_distance(nlp_ends, start):
+    """vision's cards free at +10,000; nlp's work ends 400 s later (within 5 % of 10,000 s: replayed together, at
+    the later end) or 600 s later (not: vision's next workload starts when vision's own work ends)."""
+    holding = [job(1, "vision", 4, runtime=fixed(10_000), running_since=0),
+               job(2, "nlp", 4, runtime=fixed(nlp_ends), running_since=0)]
+    estimates = replay(objects=org(), holding=holding, waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)
+    assert seconds(estimates[3])[1] == start

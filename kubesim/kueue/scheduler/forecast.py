@@ -3,12 +3,13 @@ run times and releasing preempted ones at once. For the portal's "when will my j
 exact (Kueue's own KEP declines to give one), so callers should present these as estimates.
 
 Cost: each end of a workload requeues the pending heads of its quota tree only (trees share no quota), and ends
-may be grouped to a `resolution` (rounded up, so a start is never forecast earlier than the replay would give).
+close together are replayed together (within a `resolution`, or a `relative_resolution` of their distance from now
+when that is longer: far ahead every estimate is coarse anyway), at the last of them, so a start is never forecast
+earlier than the ends it waits for.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -34,7 +35,9 @@ def forecast(
     horizon: timedelta = timedelta(days=7),
     max_steps: int = 10000,
     resolution: timedelta = timedelta(0),
+    relative_resolution: float = 0.0,
     preempt_later: bool = True,
+    causes: dict[str, list[str]] | None = None,
 ) -> dict[str, datetime]:
     """Estimated reservation time per pending (and re-queued) workload key, within the horizon.
 
@@ -42,15 +45,24 @@ def forecast(
     its quota to the end of the replay); running workloads are assumed to have started at their reservation time.
     With preempt_later False, preemption is tried at `now` only (the arrivals and reclaims the snapshot holds); later
     passes only admit into freed quota, which is much cheaper on a full cluster. The snapshot is consumed (mutated).
+    `causes`, when given, is filled with the keys of the workloads whose ends made room for each start: those that
+    ended at its instant in its quota tree (none for a start at `now`).
     """
     scheduler = Scheduler(config)
     step = resolution.total_seconds()
 
     def end_at(start: datetime, seconds: float) -> datetime:
-        at = max(now, start + timedelta(seconds=seconds))
-        if step > 0:
-            at = now + timedelta(seconds=math.ceil((at - now).total_seconds() / step) * step)
-        return at
+        return max(now, start + timedelta(seconds=seconds))
+
+    def next_batch() -> tuple[datetime, list[str]]:
+        """The next instant replayed and the ends replayed at it: every end within a window after the first one
+        (`resolution`, or `relative_resolution` of its distance from now when that is longer), at the window's last
+        end, so that no start is forecast earlier than the ends it waits for."""
+        first = min(ends.values())
+        window = max(step, relative_resolution * (first - now).total_seconds())
+        limit = first + timedelta(seconds=window)
+        keys = [key for key, end in ends.items() if end <= limit]
+        return max(ends[key] for key in keys), keys
 
     trees = {name: _root(cq) for name, cq in snapshot.cluster_queues.items()}
     members: dict[int, set[str]] = {}
@@ -63,6 +75,8 @@ def forecast(
             if seconds is not None:
                 ends[wl.key] = end_at(wl.reserved_at or now, seconds)
     starts: dict[str, datetime] = {}
+    ended: dict[int, list[str]] = {}  # per quota tree, the workloads that ended at t
+    causes = causes if causes is not None else {}
     t = now
     rounds = 0  # preemption rounds at t
     for _ in range(max_steps):
@@ -70,6 +84,7 @@ def forecast(
         for result in scheduler.run(snapshot, t):
             for adm in result.admitted:
                 starts.setdefault(adm.workload.key, t)
+                causes.setdefault(adm.workload.key, ended.get(id(trees[adm.cluster_queue]), []))
                 seconds = runtime(adm.workload)
                 if seconds is not None:
                     ends[adm.workload.key] = end_at(t, seconds)
@@ -77,6 +92,7 @@ def forecast(
                 _requeue(snapshot, pre.victim)
                 ends.pop(pre.victim.key, None)
                 starts.pop(pre.victim.key, None)
+                causes.pop(pre.victim.key, None)
                 released = True
         if released:
             rounds += 1
@@ -89,16 +105,19 @@ def forecast(
             _no_preemption(snapshot)
         if not any(snapshot.pending.values()) or not ends:
             break
-        t = min(ends.values())
+        t, batch = next_batch()
         if t > now + horizon:
             break
         touched: set[str] = set()
-        for key in [k for k, end in ends.items() if end <= t]:
+        ended = {}
+        for key in batch:
             del ends[key]
             wl = snapshot.workloads[key]
             if wl.has_reservation and key in snapshot.cluster_queues[wl.cluster_queue].workloads:
                 snapshot.remove_workload(wl)
-                touched |= members[id(trees[wl.cluster_queue])]
+                tree = id(trees[wl.cluster_queue])
+                touched |= members[tree]
+                ended.setdefault(tree, []).append(key)
         if not preempt_later:  # admission only: retry just the queues where some pending workload now has room
             touched = {name for name in touched if _room_for_one(snapshot, name)}
         scheduler.queues.flush(touched)

@@ -36,6 +36,7 @@ from kubesim.kueue.scheduler.quota import (
     dominant_resource_share,
     fits_in_quota,
     remove_usage,
+    usage_version,
     within_nominal,
 )
 
@@ -146,6 +147,7 @@ class Preemptor:
         self.snapshot = snapshot
         self.now = now
         self.fair_sharing = snapshot.config.fair_sharing
+        self._borrowers: dict[tuple[int, frozenset], tuple[int, list[ClusterQueueNode]]] = {}
         self.strategies = snapshot.config.preemption_strategies or [
             C.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
             C.LESS_THAN_INITIAL_SHARE,
@@ -289,8 +291,8 @@ class Preemptor:
                 if satisfies_policy(wl, c, cq.preemption.within_cluster_queue) and uses_resources(c, frs)
             ]
         if cq.parent is not None and cq.preemption.reclaim_within_cohort != C.NEVER:
-            for other in cq.parent.root().subtree_cluster_queues():
-                if other is cq or not any(other.borrowing(fr) for fr in frs):
+            for other in self._borrowing_queues(cq.parent.root(), frs):
+                if other is cq:
                     continue
                 out += [
                     c
@@ -298,6 +300,17 @@ class Preemptor:
                     if satisfies_policy(wl, c, cq.preemption.reclaim_within_cohort) and uses_resources(c, frs)
                 ]
         return out
+
+    def _borrowing_queues(self, root: CohortNode, frs) -> list[ClusterQueueNode]:
+        """The ClusterQueues of root's tree that borrow any of frs, kept while no usage changes (every head of a
+        cycle asks the same question of the whole tree)."""
+        key = (id(root), frozenset(frs))
+        kept = self._borrowers.get(key)
+        if kept is None or kept[0] != usage_version():
+            kept = (usage_version(), [other for other in root.subtree_cluster_queues()
+                                      if any(other.borrowing(fr) for fr in frs)])
+            self._borrowers[key] = kept
+        return kept[1]
 
     def _fair(self, wl, cq: ClusterQueueNode, frs, requests) -> list[Target]:
         candidates = self._fair_candidates(wl, cq, frs)

@@ -33,6 +33,11 @@ class QuotaNode:
     parent: CohortNode | None = None
     subtree_quota: dict[FlavorResource, int] = field(default_factory=dict)
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    # memos of `potential_available` and `local_quota` (quotas only, which a built tree keeps: update_tree clears
+    # them) and of `available` (with the usage_version it was computed at)
+    potential: dict[FlavorResource, int] = field(default_factory=dict, init=False, repr=False)
+    local: dict[FlavorResource, int] = field(default_factory=dict, init=False, repr=False)
+    free: dict[FlavorResource, tuple[int, int]] = field(default_factory=dict, init=False, repr=False)
 
     is_cohort = False
 
@@ -59,6 +64,7 @@ class CohortNode(QuotaNode):
     exists: bool = True
     height: int | None = field(default=None, init=False)  # memo of flavors.node_height: a built tree keeps its shape
     lendable_totals: dict[str, int] | None = field(default=None, init=False)  # memo of `lendable` (quotas only)
+    cqs_below: tuple | None = field(default=None, init=False, repr=False)  # memo of subtree_cluster_queues
 
     is_cohort = True
 
@@ -69,18 +75,21 @@ class CohortNode(QuotaNode):
             node = node.parent
         return node
 
-    def subtree_cluster_queues(self) -> Iterator:
-        for c in self.child_cohorts:
-            yield from c.subtree_cluster_queues()
-        yield from self.child_cqs
+    def subtree_cluster_queues(self) -> tuple:
+        """Every ClusterQueue below the cohort, depth first (kept: a built tree keeps its shape)."""
+        if self.cqs_below is None:
+            self.cqs_below = (*(cq for c in self.child_cohorts for cq in c.subtree_cluster_queues()), *self.child_cqs)
+        return self.cqs_below
 
 
 def local_quota(node: QuotaNode, fr: FlavorResource) -> int:
     """Capacity kept inside the subtree because of a lending limit (never visible to the parent)."""
-    q = node.quotas.get(fr)
-    if q is not None and q.lending_limit is not None:
-        return max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
-    return 0
+    known = node.local.get(fr)
+    if known is None:
+        q = node.quotas.get(fr)
+        known = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit) if q and q.lending_limit is not None else 0
+        node.local[fr] = known
+    return known
 
 
 def local_available(node: QuotaNode, fr: FlavorResource) -> int:
@@ -89,31 +98,53 @@ def local_available(node: QuotaNode, fr: FlavorResource) -> int:
 
 def available(node: QuotaNode, fr: FlavorResource) -> int:
     """Unused capacity reachable from node, honouring borrowing limits up the tree (may be negative)."""
+    known = node.free.get(fr)
+    if known is not None and known[0] == _usage_changes:
+        return known[1]
     if node.parent is None:
-        return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
-    parent_available = available(node.parent, fr)
-    q = node.quotas.get(fr)
-    if q is not None and q.borrowing_limit is not None:
-        lq = local_quota(node, fr)
-        stored_in_parent = node.subtree_quota.get(fr, 0) - lq
-        used_in_parent = max(0, node.usage.get(fr, 0) - lq)
-        parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
-    return local_available(node, fr) + parent_available
+        result = node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
+    else:
+        parent_available = available(node.parent, fr)
+        q = node.quotas.get(fr)
+        if q is not None and q.borrowing_limit is not None:
+            lq = local_quota(node, fr)
+            stored_in_parent = node.subtree_quota.get(fr, 0) - lq
+            used_in_parent = max(0, node.usage.get(fr, 0) - lq)
+            parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
+        result = local_available(node, fr) + parent_available
+    node.free[fr] = (_usage_changes, result)
+    return result
 
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     """The most node could ever use with nothing else running (bounded by borrowing limits)."""
+    known = node.potential.get(fr)
+    if known is not None:
+        return known
     if node.parent is None:
-        return node.subtree_quota.get(fr, 0)
-    avail = local_quota(node, fr) + potential_available(node.parent, fr)
-    q = node.quotas.get(fr)
-    if q is not None and q.borrowing_limit is not None:
-        avail = min(node.subtree_quota.get(fr, 0) + q.borrowing_limit, avail)
+        avail = node.subtree_quota.get(fr, 0)
+    else:
+        avail = local_quota(node, fr) + potential_available(node.parent, fr)
+        q = node.quotas.get(fr)
+        if q is not None and q.borrowing_limit is not None:
+            avail = min(node.subtree_quota.get(fr, 0) + q.borrowing_limit, avail)
+    node.potential[fr] = avail
     return avail
+
+
+_usage_changes = 0
+
+
+def usage_version() -> int:
+    """A number that changes whenever `add_usage` or `remove_usage` changes any node's usage: what is derived from
+    usage may be kept while it stays the same."""
+    return _usage_changes
 
 
 def add_usage(node: QuotaNode, fr: FlavorResource, val: int) -> None:
     """Add usage and bubble the part beyond the node's local quota to its parent."""
+    global _usage_changes
+    _usage_changes += 1
     local_avail = local_available(node, fr)
     node.usage[fr] = node.usage.get(fr, 0) + val
     if node.parent is not None and val > local_avail:
@@ -121,6 +152,8 @@ def add_usage(node: QuotaNode, fr: FlavorResource, val: int) -> None:
 
 
 def remove_usage(node: QuotaNode, fr: FlavorResource, val: int) -> None:
+    global _usage_changes
+    _usage_changes += 1
     stored_in_parent = node.usage.get(fr, 0) - local_quota(node, fr)
     node.usage[fr] = node.usage.get(fr, 0) - val
     if stored_in_parent <= 0 or node.parent is None:
@@ -147,13 +180,15 @@ def update_tree(root: CohortNode) -> None:
     """Recompute subtree quotas and cohort usage bottom-up (ClusterQueue usage must already be set)."""
     root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
     root.usage = {}
-    root.lendable_totals = None
+    root.lendable_totals = root.cqs_below = None
+    root.potential, root.local, root.free = {}, {}, {}
     children: list[QuotaNode] = []
     for c in root.child_cohorts:
         update_tree(c)
         children.append(c)
     for cq in root.child_cqs:
         cq.subtree_quota = {fr: q.nominal for fr, q in cq.quotas.items()}
+        cq.potential, cq.local, cq.free = {}, {}, {}
         children.append(cq)
     for child in children:
         for fr, sq in child.subtree_quota.items():

@@ -7,6 +7,7 @@ requeues each. `Scheduler.run` repeats cycles on one snapshot until nothing chan
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -414,14 +415,18 @@ class Scheduler:
         tournament."""
         if not snapshot.config.fair_sharing:
             return sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl)))
+        if gated:
+            return self._tournament(entries)
         live = [e for e in entries if e.assignment.mode() != NO_FIT]
-        if not gated and (len(live) <= 1 or not any(e.targets or e.assignment.mode() == FIT for e in live)):
+        if len(live) <= 1 or not any(e.targets or e.assignment.mode() == FIT for e in live):
             # Entries that fit nowhere change nothing when processed, and one that needs a preemption it cannot make
             # only holds back quota from the entries after it that would be admitted: beside at most one other
             # entry, or with none that is admitted or preempts, the outcome is the same in any order, so the
             # tournament need not be played.
             return entries
-        return self._tournament(entries)
+        # Nor need those that fit nowhere take part: picking one changes no share, so the others' order is the
+        # same without them.
+        return itertools.chain(self._tournament(live), (e for e in entries if e.assignment.mode() == NO_FIT))
 
     def _settled(self, snapshot: Snapshot, entries: Iterable[_Entry], preempted_keys: set[str]) -> bool:
         """Whether the order of the entries left in a cycle can no longer matter: none has preemption targets and
