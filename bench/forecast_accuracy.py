@@ -15,7 +15,8 @@ The forecast at submission is `worker.forecast.replay`, exactly what the worker 
 that instant (running work with its elapsed time, the waiting work, the new workload), expected ends from
 `expected_runtime` (max runtime, else the family's history conditioned on elapsed time).
 
-Usage: python bench/forecast_accuracy.py [--workloads 400] [--seed 7] [--load 0.85]
+Usage: python bench/forecast_accuracy.py [--workloads 400] [--seed 7] [--load 0.85] [--sigma 0.35]
+       [--oracle-runtimes] [--ideal-history N]
 """
 
 from __future__ import annotations
@@ -174,6 +175,9 @@ def main() -> None:
     parser.add_argument("--oracle-runtimes", action="store_true",
                         help="give the forecast every workload's true runtime (to separate the two sources of error)")
     parser.add_argument("--sigma", type=float, default=0.35, help="the spread of each family's lognormal runtimes")
+    parser.add_argument("--ideal-history", type=int, default=0, metavar="N",
+                        help="give every family N runs drawn from its true distribution and add no finished runs "
+                             "(the floor of the error any estimate from history can reach)")
     args = parser.parse_args()
     global ORACLE
     ORACLE = args.oracle_runtimes
@@ -184,7 +188,7 @@ def main() -> None:
     workloads, families = mix(args.workloads, rng, args.load, args.sigma)
     history: dict[str, list[float]] = defaultdict(list)
     for family, (median, sigma) in families.items():
-        history[family] = [rng.lognormvariate(0, sigma) * median for _ in range(12)]
+        history[family] = [rng.lognormvariate(0, sigma) * median for _ in range(args.ideal_history or 12)]
     scheduler = Scheduler()
     live: dict[str, Workload] = {}
     arrivals = list(workloads)
@@ -195,7 +199,8 @@ def main() -> None:
         t = min([*ends, *([arrivals[0].arrival] if arrivals else [])])
         for w in [w for w in live.values() if w.reserved_at and w.reserved_at + timedelta(seconds=w.runtime) <= t]:
             del live[w.key]
-            history[w.family].insert(0, w.runtime)
+            if not args.ideal_history:
+                history[w.family].insert(0, w.runtime)
             scheduler.queues.flush()
         while arrivals and arrivals[0].arrival <= t:
             new = arrivals.pop(0)
@@ -225,6 +230,7 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
         if w.forecast.likely is None:
             reasons[w.forecast.reason] += 1
     oracle = ", true runtimes" if args.oracle_runtimes else ""
+    oracle += f", ideal history of {args.ideal_history}" if args.ideal_history else ""
     print(f"seed {args.seed}, load {args.load}, sigma {args.sigma}{oracle}, {len(workloads)} workloads, "
           f"{preemptions} preemptions; "
           f"estimated {len(estimated)}, cannot estimate {dict(reasons) or 0}")

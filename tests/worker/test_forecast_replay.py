@@ -185,10 +185,10 @@ def test_an_end_alone_is_replayed_at_its_own_time():
     assert seconds(estimates[2]) == (500, 500, 500)
 
 
-@pytest.mark.parametrize(("nlp_ends", "start"), [(10_400, 10_400), (10_600, 10_000)])
-def test_ends_far_ahead_are_grouped_over_a_twentieth_of_their_distance(nlp_ends, start):
-    """vision's cards free at +10,000; nlp's work ends 400 s later (within 5 % of 10,000 s: replayed together, at
-    the later end) or 600 s later (not: vision's next workload starts when vision's own work ends)."""
+@pytest.mark.parametrize(("nlp_ends", "start"), [(10_900, 10_900), (11_100, 10_000)])
+def test_ends_far_ahead_are_grouped_over_a_tenth_of_their_distance(nlp_ends, start):
+    """vision's cards free at +10,000; nlp's work ends 900 s later (within a tenth of 10,000 s: replayed together,
+    at the later end) or 1,100 s later (not: vision's next workload starts when vision's own work ends)."""
     holding = [job(1, "vision", 4, runtime=fixed(10_000), running_since=0),
                job(2, "nlp", 4, runtime=fixed(nlp_ends), running_since=0)]
     estimates = replay(objects=org(), holding=holding, waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)
