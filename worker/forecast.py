@@ -12,9 +12,14 @@ give an optimistic, a likely and a pessimistic end; work already running is meas
 lasted longer than it has run so far. The replay runs every workload for its likely time and gives each waiting
 workload its likely start; its earliest and latest start follow the chain of ends that made room for it in that
 replay (`_spread`): as early as the first of those ends can come, as late as the last (one replay, not three: the
-other two cost twice as much again and gave no better ranges). Work with neither a max runtime nor history never
-ends in the replay, so whatever waits on it gets "cannot estimate" with that reason; so do work that can never fit,
-work in a stopped queue or with no queue, and starts beyond the 7-day horizon.
+other two cost twice as much again and gave no better ranges). The replay cannot see work not yet submitted, which
+overtakes the waiting (a higher priority, a smaller fair share) or delays it; so the ranges shown are widened by
+the record of earlier first estimates against when that work then started (`widening_from`, a split conformal
+calibration; the record keeps the replay's own ranges, so it does not feed on itself).
+
+Work with neither a max runtime nor history never ends in the replay, so whatever waits on it gets "cannot
+estimate" with that reason; so do work that can never fit, work in a stopped queue or with no queue, and starts
+beyond the 7-day horizon.
 
 `replay` is pure (plain records in, estimates out): the benchmark (bench/forecast_accuracy.py) drives it from
 kubesim's objects, `forecasts_refresh` from the database.
@@ -27,7 +32,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -35,6 +40,7 @@ from typing import Any
 from django.utils import timezone
 
 from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.explain import STOPPED_REASONS
 from apps.workloads.history import runtime_samples, similar_work
@@ -52,6 +58,8 @@ RELATIVE_RESOLUTION = 0.1  # ends further out are grouped over a tenth of their 
 PREEMPT_LATER = False
 MIN_SAMPLES = 3  # fewer similar runs than this say too little about the spread
 LOW, LIKELY, HIGH = 0.1, 0.5, 0.9  # the quantiles of similar runtimes behind earliest, likely and latest
+WIDEN_QUANTILE = 0.9  # a range is widened until this share of recorded waits ended inside each of its edges
+WIDEN_MIN_RECORD = 20  # fewer recorded waits than this say too little to widen by
 
 # Held quota: admitted or running. Waiting: not in Kueue yet, queued, or preempted (back in the queue once its pods
 # stop). A stopping workload is about to give its quota back, so it is in neither.
@@ -351,13 +359,56 @@ def forecasts_compute(*, now: datetime | None = None) -> dict[int, Estimate]:
     return replay(objects=desired_from_database(), holding=holding, waiting=waiting, now=now, stopped=stopped)
 
 
+@dataclass(frozen=True)
+class Widening:
+    """How far the replay's ranges are stretched, as factors on the wait from the estimate: `earlier` (at most 1)
+    on the earliest start, `later` (at least 1) on the latest."""
+
+    earlier: float = 1.0
+    later: float = 1.0
+
+
+def widening_from(record: Iterable[tuple[datetime, datetime, datetime, datetime | None]]) -> Widening:
+    """The widening that would have put WIDEN_QUANTILE of recorded waits inside each edge of their range (a split
+    conformal calibration: the replay is blind to work not yet submitted, which overtakes or delays the waiting).
+    `record`: (estimated at, earliest, latest, started) of work that waited; what has not started is left out."""
+    later: list[float] = []
+    earlier: list[float] = []
+    for at, earliest, latest, started in record:
+        if started is None:
+            continue
+        waited = (started - at).total_seconds()
+        if latest > at:
+            later.append(waited / (latest - at).total_seconds())
+        if earliest > at:
+            earlier.append(waited / (earliest - at).total_seconds())
+    if len(later) < WIDEN_MIN_RECORD:
+        return Widening()
+    return Widening(
+        earlier=min(1.0, quantile(sorted(earlier), 1 - WIDEN_QUANTILE)) if len(earlier) >= WIDEN_MIN_RECORD else 1.0,
+        later=max(1.0, quantile(sorted(later), WIDEN_QUANTILE)))
+
+
+def widened(estimate: Estimate, widening: Widening, now: datetime) -> Estimate:
+    """The estimate with its range stretched from `now`; its likely start and anything starting now stay."""
+    if estimate.likely is None or estimate.earliest is None or estimate.latest is None or estimate.likely <= now:
+        return estimate
+    earliest = now + max(timedelta(0), estimate.earliest - now) * widening.earlier
+    latest = now + max(timedelta(0), estimate.latest - now) * widening.later
+    return replace(estimate, earliest=min(earliest, estimate.likely), latest=max(latest, estimate.likely))
+
+
 def forecasts_refresh(*, now: datetime | None = None) -> int:
-    """Compute and store every waiting workload's forecast; the rows of work no longer waiting go. Returns how many
-    were stored."""
+    """Compute and store every waiting workload's forecast, its range widened by the record of earlier estimates
+    against their starts; the rows of work no longer waiting go. Returns how many were stored."""
     now = now or timezone.now()
     estimates = forecasts_compute(now=now)
+    widening = widening_from(workload_selectors.forecast_record(now=now))
+    shown = {workload_id: widened(e, widening, now) for workload_id, e in estimates.items()}
     workload_services.workload_forecasts_store(computed_at=now, forecasts={
         workload_id: {"earliest": e.earliest, "likely": e.likely, "latest": e.latest, "basis": e.basis,
                       "reason": e.reason, "message": e.message}
-        for workload_id, e in estimates.items()})
+        for workload_id, e in shown.items()}, replayed={
+        workload_id: (e.earliest, e.likely, e.latest) for workload_id, e in estimates.items()
+        if e.earliest is not None and e.likely is not None and e.latest is not None})
     return len(estimates)

@@ -332,8 +332,8 @@ class ForecastReason(models.TextChoices):
 class WorkloadForecast(models.Model):
     """The worker's latest start-time estimate for one waiting workload (worker/forecast.py writes every row).
 
-    earliest / likely / latest bound when it gets quota, from replaying Kueue's admission decisions forward with the
-    ends of the running work (and of the work admitted before it) taken optimistic, likely and pessimistic. When the
+    earliest / likely / latest bound when it gets quota, from replaying Kueue's admission decisions forward (the range
+    follows the ends that made room for it, widened by the record of earlier estimates: ForecastRecord). When the
     replay cannot say, the three are empty, basis is `none` and reason says why. Rows exist only for waiting work;
     read them with `select_related("forecast")` or `selectors.forecasts_for`.
     """
@@ -368,6 +368,29 @@ class WorkloadForecast(models.Model):
         low, high = _minutes(self.earliest - now), _minutes(self.latest - now)
         return f"likely in {_duration(likely)} ({_duration(low)}-{_duration(high)})" if high > low else \
             f"likely in {_duration(likely)}"
+
+
+FORECAST_RECORD_DAYS = 30  # first estimates and their starts older than this go
+
+
+class ForecastRecord(models.Model):
+    """The first estimate the replay made for a workload while it waited, and when it then got quota: the record
+    the worker calibrates its ranges on (worker/forecast.py `widening_from`). It keeps the replay's own range, before
+    any widening, so the calibration does not feed on itself, and it outlives the wait (WorkloadForecast does not)."""
+
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    forecast_at = models.DateTimeField()
+    earliest = models.DateTimeField()
+    likely = models.DateTimeField()
+    latest = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When it first got quota after the estimate.")
+
+    class Meta:
+        ordering = ["-forecast_at"]
+        indexes = [models.Index(fields=["forecast_at"], name="forecastrecord_forecast_at")]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} at {self.forecast_at:%Y-%m-%d %H:%M}"
 
 
 def _minutes(delta: timedelta) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -22,12 +22,14 @@ from .explain import NEVER_FITS, Forecast, Peer, PreemptionNote, explain_probe, 
 from .history import preemptions
 from .logs import log_tails
 from .models import (
+    FORECAST_RECORD_DAYS,
     HOLDING_STATUSES,
     LIVE_STATUSES,
     QUEUED_STATUSES,
     WAITING_STATUSES,
     Credential,
     ForecastBasis,
+    ForecastRecord,
     Kind,
     Status,
     Workload,
@@ -38,6 +40,8 @@ from .models import (
     WorkloadUtilisation,
 )
 from .validation import non_preemptible_units_held
+
+FORECAST_RECORD_SIZE = 100  # recorded waits the range calibration reads: few enough to follow the cluster's changes
 
 
 def workloads_for(user: Any) -> QuerySet[Workload]:
@@ -236,6 +240,17 @@ def forecasts_for(*, workload_ids: Any) -> dict[int, WorkloadForecast]:
     only (the ids come from a scoped queryset); a workload that does not wait has none. Lists may instead join it
     with `select_related("forecast")` (the reverse one-to-one; absent reads as no attribute in templates)."""
     return {row.workload_id: row for row in WorkloadForecast.objects.filter(workload_id__in=list(workload_ids))}
+
+
+def forecast_record(*, now: datetime, size: int = FORECAST_RECORD_SIZE,
+                    ) -> list[tuple[datetime, datetime, datetime, datetime | None]]:
+    """(estimated at, earliest, latest, started) of the latest `size` first estimates of work that waited (likely
+    after the estimate) and has since got quota, estimated within FORECAST_RECORD_DAYS of `now`: what the worker
+    calibrates its ranges on (no user's view, so not scoped). One query."""
+    recorded = ForecastRecord.objects.filter(started_at__isnull=False, likely__gt=F("forecast_at"),
+                                             forecast_at__gte=now - timedelta(days=FORECAST_RECORD_DAYS))
+    return list(recorded.order_by("-forecast_at", "-workload_id").values_list(
+        "forecast_at", "earliest", "latest", "started_at")[:size])
 
 
 def forecasts_computed_since(*, at: Any) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from apps.accounts import access
@@ -33,11 +33,13 @@ from apps.org.models import DataSource, NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
 
 from .models import (
+    FORECAST_RECORD_DAYS,
     HOLDING_STATUSES,
     LIVE_STATUSES,
     PREEMPTED_STATUSES,
     QUEUED_STATUSES,
     Credential,
+    ForecastRecord,
     IdlePolicy,
     Kind,
     Status,
@@ -791,10 +793,13 @@ def workloads_gone(*, workload_ids: Iterable[int], at: datetime, cluster_at: dat
 FORECAST_FIELDS = ("computed_at", "earliest", "likely", "latest", "basis", "reason", "message")
 
 
-def workload_forecasts_store(*, computed_at: datetime, forecasts: dict[int, dict[str, Any]]) -> int:
+def workload_forecasts_store(*, computed_at: datetime, forecasts: dict[int, dict[str, Any]],
+                             replayed: Mapping[int, tuple[datetime, datetime, datetime]] | None = None) -> int:
     """Replace the stored forecasts with one refresh's (it covers every waiting workload): each workload in
     `forecasts` gets its row (earliest, likely, latest, basis, reason, message), every other row goes. Workloads
-    deleted meanwhile are skipped. One transaction; returns the rows written."""
+    deleted meanwhile are skipped. `replayed`: the replay's own (earliest, likely, latest) of the estimated ones,
+    recorded the first time each is estimated; records get their start once the workload has quota, and go after
+    FORECAST_RECORD_DAYS. One transaction; returns the rows written."""
     with transaction.atomic():
         WorkloadForecast.objects.exclude(workload_id__in=list(forecasts)).delete()
         present = set(Workload.objects.filter(pk__in=list(forecasts)).values_list("pk", flat=True))
@@ -802,7 +807,24 @@ def workload_forecasts_store(*, computed_at: datetime, forecasts: dict[int, dict
                 for workload_id, values in forecasts.items() if workload_id in present]
         WorkloadForecast.objects.bulk_create(rows, batch_size=1000, update_conflicts=True,
                                              unique_fields=["workload"], update_fields=list(FORECAST_FIELDS))
+        _forecast_record_keep(computed_at=computed_at, replayed={
+            workload_id: times for workload_id, times in (replayed or {}).items() if workload_id in present})
     return len(rows)
+
+
+def _forecast_record_keep(*, computed_at: datetime,
+                          replayed: Mapping[int, tuple[datetime, datetime, datetime]]) -> None:
+    """Record first estimates (a workload already recorded keeps its first), give the records whose workload got
+    quota after its estimate that start, and drop the old ones."""
+    ForecastRecord.objects.bulk_create(
+        [ForecastRecord(workload_id=workload_id, forecast_at=computed_at, earliest=earliest, likely=likely,
+                        latest=latest) for workload_id, (earliest, likely, latest) in replayed.items()],
+        batch_size=1000, ignore_conflicts=True)
+    ForecastRecord.objects.filter(started_at__isnull=True, workload__admitted_at__gte=F("forecast_at")).update(
+        started_at=Subquery(Workload.objects.filter(pk=OuterRef("workload_id")).values("admitted_at")[:1]))
+    ForecastRecord.objects.filter(forecast_at__lt=computed_at - timedelta(days=FORECAST_RECORD_DAYS)).delete()
+
+
 # --- GPU utilisation and idle detection (the worker stores what Prometheus reports) ----------------------------
 
 IDLE_NOTIFY_TASK = "worker.tasks.workload_idle_notify"

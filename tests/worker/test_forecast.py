@@ -12,11 +12,19 @@ import pytest
 from django.urls import reverse
 
 from apps.org.models import NodePool, Project
-from apps.workloads import services
-from apps.workloads.models import ForecastBasis, ForecastReason, Kind, Status, Workload, WorkloadForecast
+from apps.workloads import selectors, services
+from apps.workloads.models import (
+    ForecastBasis,
+    ForecastReason,
+    ForecastRecord,
+    Kind,
+    Status,
+    Workload,
+    WorkloadForecast,
+)
 from tests.worker.conftest import signed_in, wait_for
 from worker import tasks
-from worker.forecast import forecasts_refresh
+from worker.forecast import WIDEN_MIN_RECORD, forecasts_refresh
 
 NOW = datetime.fromisoformat("2026-06-01T12:00:00+00:00")
 
@@ -163,3 +171,66 @@ def test_forecast_shown_then_met(kubesim, org, watcher):
     wait_for(lambda: Workload.objects.get(pk=waiting.pk).admitted_at is not None)
     started = Workload.objects.get(pk=waiting.pk).admitted_at
     assert forecast.earliest - timedelta(seconds=60) <= started <= forecast.latest
+
+
+def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
+    """The record keeps a workload's first replayed range (later refreshes do not move it) and, once the workload
+    has quota, when it started; its forecast row goes, the record stays. Records older than 30 days go."""
+    alice = demo["alice"]
+    running(workload(alice, max_runtime=600), since=0)
+    waiting = workload(alice, name="waits")
+    queued(waiting)
+    forecasts_refresh(now=NOW)
+    forecasts_refresh(now=NOW + timedelta(seconds=60))
+    record = ForecastRecord.objects.get(workload=waiting)
+    assert (record.forecast_at, record.likely, record.started_at) == (NOW, NOW + timedelta(seconds=600), None)
+    assert selectors.forecast_record(now=NOW) == []  # not started yet
+
+    Workload.objects.filter(pk=waiting.pk).update(status=Status.ADMITTED, admitted_at=NOW + timedelta(seconds=650))
+    forecasts_refresh(now=NOW + timedelta(seconds=700))
+    assert not WorkloadForecast.objects.filter(workload=waiting).exists()
+    record.refresh_from_db()
+    assert record.started_at == NOW + timedelta(seconds=650)
+    assert selectors.forecast_record(now=NOW) == [(NOW, record.earliest, record.latest, NOW + timedelta(seconds=650))]
+    forecasts_refresh(now=NOW + timedelta(days=31))
+    assert not ForecastRecord.objects.filter(workload=waiting).exists()
+
+
+def test_the_record_reads_recent_waits_that_started_in_one_query(demo, django_assert_num_queries):
+    alice = demo["alice"]
+    rows = [workload(alice, name=f"w{number}", gpus=1) for number in range(5)]
+
+    def record(row, *, likely: float, started: float | None, days_ago: float = 0):
+        at = NOW - timedelta(days=days_ago)
+        ForecastRecord.objects.create(workload=row, forecast_at=at, earliest=at, likely=at + timedelta(seconds=likely),
+                                      latest=at + timedelta(seconds=likely + 60),
+                                      started_at=None if started is None else at + timedelta(seconds=started))
+
+    record(rows[0], likely=300, started=400, days_ago=1)
+    record(rows[1], likely=300, started=200)
+    record(rows[2], likely=0, started=30)  # it was to start at once: no wait to learn from
+    record(rows[3], likely=300, started=None)  # still waiting
+    record(rows[4], likely=300, started=400, days_ago=40)  # too old
+    with django_assert_num_queries(1):
+        got = selectors.forecast_record(now=NOW)
+    assert [started - at for at, _, _, started in got] == [timedelta(seconds=200), timedelta(seconds=400)]
+    assert len(selectors.forecast_record(now=NOW, size=1)) == 1
+
+
+def test_ranges_are_widened_by_the_record(demo):
+    """Twenty recorded waits that all started at twice their latest: the next range shown reaches twice as far;
+    the record keeps the replay's own range."""
+    alice = demo["alice"]
+    for number in range(WIDEN_MIN_RECORD):
+        old = workload(alice, name=f"old-{number}", gpus=1)
+        at = NOW - timedelta(hours=2)
+        ForecastRecord.objects.create(workload=old, forecast_at=at, earliest=at + timedelta(seconds=300),
+                                      likely=at + timedelta(seconds=300), latest=at + timedelta(seconds=300),
+                                      started_at=at + timedelta(seconds=600))
+    running(workload(alice, max_runtime=600), since=0)
+    waiting = workload(alice, name="waits")
+    queued(waiting)
+    forecasts_refresh(now=NOW)
+    assert offsets(waiting) == (600, 600, 1200)
+    record = ForecastRecord.objects.get(workload=waiting)
+    assert record.latest == NOW + timedelta(seconds=600)

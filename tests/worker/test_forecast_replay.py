@@ -13,7 +13,17 @@ from decimal import Decimal
 import pytest
 
 from apps.workloads.models import ForecastBasis, ForecastReason
-from worker.forecast import Job, Runtime, expected_runtime, quantile, replay
+from worker.forecast import (
+    WIDEN_MIN_RECORD,
+    Job,
+    Runtime,
+    Widening,
+    expected_runtime,
+    quantile,
+    replay,
+    widened,
+    widening_from,
+)
 from worker.kueue_objects import (
     DepartmentSpec,
     OrgSnapshot,
@@ -193,3 +203,40 @@ def test_ends_far_ahead_are_grouped_over_a_tenth_of_their_distance(nlp_ends, sta
                job(2, "nlp", 4, runtime=fixed(nlp_ends), running_since=0)]
     estimates = replay(objects=org(), holding=holding, waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)
     assert seconds(estimates[3])[1] == start
+
+
+def waits(*rows: tuple[float, float, float]) -> list[tuple]:
+    """Records estimated at NOW: (earliest, latest, started) in seconds after it."""
+    return [(NOW, *(NOW + timedelta(seconds=s) for s in row)) for row in rows]
+
+
+def test_no_widening_from_too_short_a_record():
+    assert widening_from(waits(*[(100, 200, 900)] * (WIDEN_MIN_RECORD - 1))) == Widening()
+
+
+def test_widening_puts_the_recorded_starts_inside_each_edge():
+    """Twenty waits estimated at 100-200 s: fourteen started inside, three at 300 s and three at 50 s. The 90th
+    percentile of started/latest and the 10th of started/earliest make the edges (latest x 1.5, earliest x 0.5); one
+    start outside on each side is within the tenth allowed; a record of good ranges leaves them as they are (never
+    narrower)."""
+    record = waits(*[(100, 200, 150)] * 14, *[(100, 200, 300)] * 3, *[(100, 200, 50)] * 3)
+    widening = widening_from(record)
+    assert widening == Widening(earlier=0.5, later=1.5)
+    assert widening_from(waits(*[(100, 200, 150)] * 18, (100, 200, 300), (100, 200, 50))) == Widening()
+    assert widening_from(waits(*[(100, 200, 150)] * 20)) == Widening()
+    # What has not started is left out; a range starting at once gives its earliest edge nothing to learn from.
+    assert widening_from([*record, (NOW, NOW, NOW + timedelta(seconds=900), None)]) == widening
+    assert widening_from(waits(*[(0, 200, 150)] * 20)).earlier == 1.0
+
+
+def test_a_widened_range_stretches_from_now_and_keeps_its_likely_start():
+    estimate = replay(objects=org(), holding=[job(1, "vision", 4, runtime=Runtime(400, 600, 800, "history"),
+                                                 running_since=0)],
+                      waiting=[job(2, "vision", 4, runtime=fixed(60))], now=NOW)[2]
+    assert seconds(estimate) == (400, 600, 800)
+    assert seconds(widened(estimate, Widening(earlier=0.5, later=1.5), NOW)) == (200, 600, 1200)
+    # Something starting now, or without an estimate, stays as it is.
+    now = replay(objects=org(), holding=[], waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)[3]
+    assert widened(now, Widening(0.5, 1.5), NOW) == now
+    never = replay(objects=org(), holding=[], waiting=[job(4, "vision", 20, runtime=fixed(60))], now=NOW)[4]
+    assert never.likely is None and widened(never, Widening(0.5, 1.5), NOW) == never
