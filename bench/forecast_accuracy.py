@@ -15,8 +15,12 @@ The forecast at submission is `worker.forecast.replay`, exactly what the worker 
 that instant (running work with its elapsed time, the waiting work, the new workload), expected ends from
 `expected_runtime` (max runtime, else the family's history conditioned on elapsed time).
 
+The range shown is the replay's widened by the record of earlier estimates against their starts
+(`worker.forecast.widening_from` on what `selectors.forecast_record` would hold at that instant), as the worker
+does; `--no-widening` shows the replay's own.
+
 Usage: python bench/forecast_accuracy.py [--workloads 400] [--seed 7] [--load 0.85] [--sigma 0.35]
-       [--oracle-runtimes] [--ideal-history N]
+       [--oracle-runtimes] [--ideal-history N] [--no-widening]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import django
 
 django.setup()
 
+from apps.workloads.selectors import FORECAST_RECORD_SIZE  # noqa: E402
 from kubesim.kueue import constants as kueue  # noqa: E402
 from kubesim.kueue.scheduler import Scheduler, Snapshot  # noqa: E402
 from worker.forecast import (  # noqa: E402
@@ -46,6 +51,8 @@ from worker.forecast import (  # noqa: E402
     Runtime,
     expected_runtime,
     replay,
+    widened,
+    widening_from,
 )
 from worker.kueue_objects import (  # noqa: E402
     DepartmentSpec,
@@ -86,6 +93,7 @@ class Workload:
         self.cluster_queue = ""
         self.first_start: datetime | None = None
         self.forecast = None
+        self.replayed = None  # the replay's own estimate, before widening (what the worker records)
 
     @property
     def key(self) -> str:
@@ -175,6 +183,8 @@ def main() -> None:
     parser.add_argument("--oracle-runtimes", action="store_true",
                         help="give the forecast every workload's true runtime (to separate the two sources of error)")
     parser.add_argument("--sigma", type=float, default=0.35, help="the spread of each family's lognormal runtimes")
+    parser.add_argument("--no-widening", action="store_true",
+                        help="show the replay's own ranges, not widened by the record of earlier estimates")
     parser.add_argument("--ideal-history", type=int, default=0, metavar="N",
                         help="give every family N runs drawn from its true distribution and add no finished runs "
                              "(the floor of the error any estimate from history can reach)")
@@ -207,12 +217,23 @@ def main() -> None:
             holding = [w.job(history, t) for w in live.values() if w.reserved_at]
             waiting = [w.job(history, t) for w in live.values() if not w.reserved_at] + [new.job(history, t)]
             started = time.process_time()
-            new.forecast = replay(objects=organisation(), holding=holding, waiting=waiting, now=t)[new.pk]
+            new.replayed = replay(objects=organisation(), holding=holding, waiting=waiting, now=t)[new.pk]
             forecast_seconds.append(time.process_time() - started)
+            new.forecast = new.replayed if args.no_widening else widened(
+                new.replayed, widening_from(record(workloads, t)), t)
             live[new.key] = new
             scheduler.queues.flush()
         preemptions += schedule(scheduler, objects, live, t)
     report(workloads, preemptions, forecast_seconds, args)
+
+
+def record(workloads: list[Workload], t: datetime) -> list[tuple]:
+    """What `selectors.forecast_record` gives the worker at t: the latest first estimates of work that waited and
+    has started, with their replayed (unwidened) ranges."""
+    started = [(w.arrival, w.replayed.earliest, w.replayed.latest, w.first_start) for w in workloads
+               if w.replayed is not None and w.first_start is not None and w.first_start <= t
+               and w.replayed.likely is not None and w.replayed.likely > w.arrival]
+    return sorted(started, key=lambda row: row[0], reverse=True)[:FORECAST_RECORD_SIZE]
 
 
 def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[float], args) -> None:
@@ -230,6 +251,7 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
         if w.forecast.likely is None:
             reasons[w.forecast.reason] += 1
     oracle = ", true runtimes" if args.oracle_runtimes else ""
+    oracle += ", ranges not widened" if args.no_widening else ""
     oracle += f", ideal history of {args.ideal_history}" if args.ideal_history else ""
     print(f"seed {args.seed}, load {args.load}, sigma {args.sigma}{oracle}, {len(workloads)} workloads, "
           f"{preemptions} preemptions; "
@@ -238,6 +260,9 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
           f"{statistics.median(w for _, w in waited) / 60:.1f} min")
     print(f"real start inside [earliest, latest]: {100 * sum(inside) / len(inside):.1f} % "
           f"(within one {tolerance:.0f} s step of it: {100 * sum(inside_tol) / len(inside_tol):.1f} %)")
+    widths = [(w.forecast.latest - w.forecast.earliest) / (w.forecast.likely - w.arrival) for w in estimated
+              if w.forecast.likely > w.arrival]
+    print(f"range width / forecast wait, over those forecast to wait: median {statistics.median(widths):.2f}")
     print(f"median absolute error of `likely`: {statistics.median(errors) / 60:.2f} min over all estimated; "
           f"{statistics.median(e for e, _ in waited) / 60:.2f} min over those that waited")
     median_wait = statistics.median(w for _, w in waited)
