@@ -308,7 +308,7 @@ class Scheduler:
         entries, rejected = self._nominate(snapshot, heads, preemptor)
         preempted_keys: set[str] = set()
         gate = _PodsReadyGate.of(snapshot)
-        order = self._order(snapshot, entries, gated=gate is not None)
+        order, tournament = self._order(snapshot, entries, gated=gate is not None)
         transient: list[tuple[ClusterQueueNode, dict[FlavorResource, int]]] = []
         unprocessed = {id(e): e for e in entries}
         for e in order:
@@ -317,8 +317,7 @@ class Scheduler:
                 continue
             self._process(snapshot, e, preemptor, preempted_keys, result, consumed, now, transient, gate)
             del unprocessed[id(e)]
-            if gate is None and snapshot.config.fair_sharing and self._settled(
-                    snapshot, unprocessed.values(), preempted_keys):
+            if tournament and gate is None and self._settled(snapshot, unprocessed.values(), preempted_keys):
                 for rest in list(unprocessed.values()):  # in any order: no pick is left for the tournament to make
                     self._process(snapshot, rest, preemptor, preempted_keys, result, consumed, now, transient, gate)
                 break
@@ -410,23 +409,24 @@ class Scheduler:
 
     # -- ordering ---------------------------------------------------------------------------------------------
 
-    def _order(self, snapshot: Snapshot, entries: list[_Entry], *, gated: bool) -> Iterable[_Entry]:
+    def _order(self, snapshot: Snapshot, entries: list[_Entry], *, gated: bool) -> tuple[Iterable[_Entry], bool]:
         """The order entries are processed in: classic (non-borrowing first, priority, FIFO) or the Fair Sharing
-        tournament."""
+        tournament; and whether that tournament is being played (only then can it stop early: `_settled`)."""
         if not snapshot.config.fair_sharing:
-            return sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl)))
+            return sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl))), False
         if gated:
-            return self._tournament(entries)
-        live = [e for e in entries if e.assignment.mode() != NO_FIT]
-        if len(live) <= 1 or not any(e.targets or e.assignment.mode() == FIT for e in live):
+            return self._tournament(entries), True
+        modes = {id(e): e.assignment.mode() for e in entries}
+        live = [e for e in entries if modes[id(e)] != NO_FIT]
+        if len(live) <= 1 or not any(e.targets or modes[id(e)] == FIT for e in live):
             # Entries that fit nowhere change nothing when processed, and one that needs a preemption it cannot make
             # only holds back quota from the entries after it that would be admitted: beside at most one other
             # entry, or with none that is admitted or preempts, the outcome is the same in any order, so the
             # tournament need not be played.
-            return entries
+            return entries, False
         # Nor need those that fit nowhere take part: picking one changes no share, so the others' order is the
         # same without them.
-        return itertools.chain(self._tournament(live), (e for e in entries if e.assignment.mode() == NO_FIT))
+        return itertools.chain(self._tournament(live), (e for e in entries if modes[id(e)] == NO_FIT)), True
 
     def _settled(self, snapshot: Snapshot, entries: Iterable[_Entry], preempted_keys: set[str]) -> bool:
         """Whether the order of the entries left in a cycle can no longer matter: none has preemption targets and

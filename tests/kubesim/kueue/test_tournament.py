@@ -22,7 +22,7 @@ class FromScratch(Scheduler):
     when at most one entry fits, or when no entry left can be admitted or preempt)."""
 
     def _order(self, snapshot, entries: list, *, gated: bool):
-        return self._tournament(entries)
+        return self._tournament(entries), True
 
     def _settled(self, snapshot, entries, preempted_keys) -> bool:
         return False
