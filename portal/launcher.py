@@ -5,7 +5,8 @@ DESIGN section 2 under one supervisor. A process that dies is started again afte
 each quick death (1 s up to 30 s, back to 1 s once it has stayed up a minute), with a log line each time, so one
 crash never takes the portal down. Ctrl-C or SIGTERM at any moment, during migrate and seeding too, stops
 everything the launcher started: each child runs in its own process group (gunicorn's and Celery's workers
-included), which gets SIGTERM, then SIGKILL after a grace period, so nothing is left behind.
+included): the child gets SIGTERM (and stops its own workers), then after a grace period SIGKILL goes to whatever
+is left of its group, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -160,10 +161,14 @@ class Supervisor:
         self._stop_all(self.children)
 
     def _stop_all(self, children: list[Child]) -> None:
-        """SIGTERM every child's process group, wait up to the grace period, then SIGKILL what is left."""
+        """SIGTERM every child, wait up to the grace period, then SIGKILL what is left of its process group. Only the
+        child itself is asked to stop: gunicorn's and Celery's masters stop their own workers (a worker signalled
+        with its master dies at once, and Celery's master starts a new one in its warm shutdown)."""
         running = [child for child in children if child.process is not None]
         for child in running:
-            _signal_group(child, signal.SIGTERM)
+            assert child.process is not None
+            with contextlib.suppress(ProcessLookupError):
+                child.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE
         for child in running:
             assert child.process is not None

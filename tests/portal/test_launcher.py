@@ -97,6 +97,29 @@ def test_stop_ends_the_whole_process_group(supervisor):
     assert not alive(grandchild)
 
 
+def test_stop_asks_the_child_and_leaves_its_workers_to_it(supervisor, tmp_path):
+    """A master that stops its own worker a second after its SIGTERM (as gunicorn and Celery do): the worker hears
+    from the master, not from the supervisor at the same instant; both are gone afterwards."""
+    log = tmp_path / "signals"
+    worker = ("import signal, sys, time; "
+              f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'worker {{time.time()}}\\n'),"
+              " sys.exit(0))); time.sleep(600)")
+    master = launcher.Child("master", [sys.executable, "-c", (
+        "import signal, subprocess, sys, time; "
+        f"w = subprocess.Popen([sys.executable, '-c', {worker!r}]); "
+        f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'master {{time.time()}}\\n'), "
+        "time.sleep(1), w.terminate(), w.wait(), sys.exit(0))); time.sleep(600)")])
+    supervisor.add(master)
+    wait_until(lambda: bool(_children_of(master.process.pid)))
+    time.sleep(0.5)  # the worker's handler is installed
+    worker_pid = _children_of(master.process.pid)[0]
+    supervisor.stop()
+    heard = dict(line.split() for line in log.read_text().splitlines())
+    assert set(heard) == {"master", "worker"}
+    assert float(heard["worker"]) - float(heard["master"]) >= 0.9
+    assert master.process.returncode == 0 and not alive(worker_pid)
+
+
 def _children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
