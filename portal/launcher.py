@@ -54,6 +54,7 @@ class Child:
     backoff: float = BACKOFF_FIRST
     restart_at: float | None = None
     ready_line: str | None = None  # a line the process prints once it serves (kubesim)
+    stops_last: bool = False  # others talk to it (the embedded cluster): it stops once they have
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -158,7 +159,10 @@ class Supervisor:
     # --- stopping ------------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        self._stop_all(self.children)
+        """Stop the portal's processes, then what they talk to (so none of them logs a lost cluster on its way)."""
+        self._stop_all([child for child in self.children if not child.stops_last])
+        self._stop_all([child for child in self.children if child.stops_last])
+        log("stopped")
 
     def _stop_all(self, children: list[Child]) -> None:
         """SIGTERM every child, wait up to the grace period, then SIGKILL what is left of its process group. Only the
@@ -181,7 +185,6 @@ class Supervisor:
             assert child.process is not None
             child.process.wait()
             _wait_group_gone(child.process.pid)
-        log("stopped")
 
 
 def _drain(stream: IO[str]) -> None:
@@ -246,7 +249,7 @@ def kubesim_child(kubeconfig: Path) -> Child:
         "kubesim",
         [sys.executable, "-m", "kubesim", "serve", "--host", "127.0.0.1", "--port", KUBESIM_PORT,
          "--kubeconfig", str(kubeconfig), "--state", str(RUN_DIR / "kubesim-state.json"), "--clock", "real"],
-        ready_line="listening on",
+        ready_line="listening on", stops_last=True,
     )
 
 
@@ -258,6 +261,7 @@ def prometheus_child() -> Child:
         [sys.executable, "-m", "kubesim", "prometheus", "--kubesim-url", f"http://127.0.0.1:{KUBESIM_PORT}",
          "--listen", f"127.0.0.1:{PROMETHEUS_PORT}", "--data-dir", str(RUN_DIR / "prometheus"),
          "--scrape-interval", "15"],
+        stops_last=True,
     )
 
 

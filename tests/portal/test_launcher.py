@@ -120,6 +120,21 @@ def test_stop_asks_the_child_and_leaves_its_workers_to_it(supervisor, tmp_path):
     assert master.process.returncode == 0 and not alive(worker_pid)
 
 
+def test_what_others_talk_to_stops_after_them(supervisor, tmp_path):
+    log = tmp_path / "signals"
+
+    def child(name: str, **kwargs) -> launcher.Child:
+        return launcher.Child(name, [sys.executable, "-c", (
+            "import signal, sys, time; "
+            f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write('{name}\\n'), time.sleep(0.5), "
+            "sys.exit(0))); print('ready', flush=True); time.sleep(600)")], ready_line="ready", **kwargs)
+
+    supervisor.add(child("cluster", stops_last=True))
+    supervisor.add(child("portal"))
+    supervisor.stop()
+    assert log.read_text().split() == ["portal", "cluster"]
+
+
 def _children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
