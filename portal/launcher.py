@@ -87,6 +87,7 @@ class Supervisor:
         while child.process.poll() is None:
             if self.stopping:
                 self._stop_all([child])
+                log("stopped")
                 return False
             time.sleep(0.1)
         if child.process.returncode != 0:
