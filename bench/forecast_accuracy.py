@@ -52,7 +52,7 @@ from worker.forecast import (  # noqa: E402
     expected_runtime,
     replay,
     widened,
-    widening_from,
+    widenings_by_kind,
 )
 from worker.kueue_objects import (  # noqa: E402
     DepartmentSpec,
@@ -220,7 +220,7 @@ def main() -> None:
             new.replayed = replay(objects=organisation(), holding=holding, waiting=waiting, now=t)[new.pk]
             forecast_seconds.append(time.process_time() - started)
             new.forecast = new.replayed if args.no_widening else widened(
-                new.replayed, widening_from(record(workloads, t)), t)
+                new.replayed, widenings_by_kind(record(workloads, t))[not new.guaranteed], t)
             live[new.key] = new
             scheduler.queues.flush()
         preemptions += schedule(scheduler, objects, live, t)
@@ -228,12 +228,13 @@ def main() -> None:
 
 
 def record(workloads: list[Workload], t: datetime) -> list[tuple]:
-    """What `selectors.forecast_record` gives the worker at t: the latest first estimates of work that waited and
-    has started, with their replayed (unwidened) ranges."""
-    started = [(w.arrival, w.replayed.earliest, w.replayed.latest, w.first_start) for w in workloads
+    """What `selectors.forecast_record` gives the worker at t: the latest first estimates of each kind of work
+    (preemptible or not) that waited and has started, with their replayed (unwidened) ranges."""
+    started = [(w.arrival, w.replayed.earliest, w.replayed.latest, w.first_start, not w.guaranteed)
+               for w in sorted(workloads, key=lambda w: w.arrival, reverse=True)
                if w.replayed is not None and w.first_start is not None and w.first_start <= t
                and w.replayed.likely is not None and w.replayed.likely > w.arrival]
-    return sorted(started, key=lambda row: row[0], reverse=True)[:FORECAST_RECORD_SIZE]
+    return [row for kind in (False, True) for row in [row for row in started if row[4] == kind][:FORECAST_RECORD_SIZE]]
 
 
 def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[float], args) -> None:

@@ -398,13 +398,29 @@ def widened(estimate: Estimate, widening: Widening, now: datetime) -> Estimate:
     return replace(estimate, earliest=min(earliest, estimate.likely), latest=max(latest, estimate.likely))
 
 
+def widenings_by_kind(record: Iterable[tuple[datetime, datetime, datetime, datetime | None, bool]],
+                      ) -> dict[bool, Widening]:
+    """The widening of each kind of work (preemptible or not, the key) from its own recorded waits: the two wait
+    for different things (lent capacity that arrivals reclaim, or the project's deserved quota) and miss their
+    ranges differently. A kind whose record is too short gets the widening of the whole record."""
+    rows = list(record)
+    whole = widening_from(row[:4] for row in rows)
+    kinds: dict[bool, Widening] = {}
+    for kind in (False, True):
+        own = [row[:4] for row in rows if row[4] == kind]
+        kinds[kind] = widening_from(own) if len(own) >= WIDEN_MIN_RECORD else whole
+    return kinds
+
+
 def forecasts_refresh(*, now: datetime | None = None) -> int:
     """Compute and store every waiting workload's forecast, its range widened by the record of earlier estimates
-    against their starts; the rows of work no longer waiting go. Returns how many were stored."""
+    of its kind against their starts; the rows of work no longer waiting go. Returns how many were stored."""
     now = now or timezone.now()
     estimates = forecasts_compute(now=now)
-    widening = widening_from(workload_selectors.forecast_record(now=now))
-    shown = {workload_id: widened(e, widening, now) for workload_id, e in estimates.items()}
+    widenings = widenings_by_kind(workload_selectors.forecast_record(now=now))
+    preemptible = dict(Workload.objects.filter(pk__in=list(estimates)).values_list("pk", "preemptible"))
+    shown = {workload_id: widened(e, widenings[preemptible.get(workload_id, False)], now)  # absent: deleted since
+             for workload_id, e in estimates.items()}
     workload_services.workload_forecasts_store(computed_at=now, forecasts={
         workload_id: {"earliest": e.earliest, "likely": e.likely, "latest": e.latest, "basis": e.basis,
                       "reason": e.reason, "message": e.message}

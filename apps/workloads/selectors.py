@@ -7,8 +7,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Sum, When
-from django.db.models.functions import Least, Length
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    When,
+    Window,
+)
+from django.db.models.functions import Least, Length, RowNumber
 from django.utils import timezone
 
 from apps.accounts import access
@@ -243,14 +256,18 @@ def forecasts_for(*, workload_ids: Any) -> dict[int, WorkloadForecast]:
 
 
 def forecast_record(*, now: datetime, size: int = FORECAST_RECORD_SIZE,
-                    ) -> list[tuple[datetime, datetime, datetime, datetime | None]]:
-    """(estimated at, earliest, latest, started) of the latest `size` first estimates of work that waited (likely
-    after the estimate) and has since got quota, estimated within FORECAST_RECORD_DAYS of `now`: what the worker
-    calibrates its ranges on (no user's view, so not scoped). One query."""
-    recorded = ForecastRecord.objects.filter(started_at__isnull=False, likely__gt=F("forecast_at"),
-                                             forecast_at__gte=now - timedelta(days=FORECAST_RECORD_DAYS))
-    return list(recorded.order_by("-forecast_at", "-workload_id").values_list(
-        "forecast_at", "earliest", "latest", "started_at")[:size])
+                    ) -> list[tuple[datetime, datetime, datetime, datetime | None, bool]]:
+    """(estimated at, earliest, latest, started, preemptible) of the latest `size` first estimates of each kind of
+    work (preemptible or not) that waited (likely after the estimate) and has since got quota, estimated within
+    FORECAST_RECORD_DAYS of `now`: what the worker calibrates its ranges on (no user's view, so not scoped). One
+    query."""
+    latest_first = [F("forecast_at").desc(), F("workload_id").desc()]
+    recorded = ForecastRecord.objects.filter(
+        started_at__isnull=False, likely__gt=F("forecast_at"),
+        forecast_at__gte=now - timedelta(days=FORECAST_RECORD_DAYS),
+    ).annotate(rank=Window(RowNumber(), partition_by=F("workload__preemptible"), order_by=latest_first))
+    return list(recorded.filter(rank__lte=size).order_by(*latest_first).values_list(
+        "forecast_at", "earliest", "latest", "started_at", "workload__preemptible"))
 
 
 def forecasts_computed_since(*, at: Any) -> bool:

@@ -191,14 +191,16 @@ def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
     assert not WorkloadForecast.objects.filter(workload=waiting).exists()
     record.refresh_from_db()
     assert record.started_at == NOW + timedelta(seconds=650)
-    assert selectors.forecast_record(now=NOW) == [(NOW, record.earliest, record.latest, NOW + timedelta(seconds=650))]
+    assert selectors.forecast_record(now=NOW) == [
+        (NOW, record.earliest, record.latest, NOW + timedelta(seconds=650), False)]
     forecasts_refresh(now=NOW + timedelta(days=31))
     assert not ForecastRecord.objects.filter(workload=waiting).exists()
 
 
 def test_the_record_reads_recent_waits_that_started_in_one_query(demo, django_assert_num_queries):
+    """Of each kind (preemptible or not) the latest started waits of the last 30 days, newest first."""
     alice = demo["alice"]
-    rows = [workload(alice, name=f"w{number}", gpus=1) for number in range(5)]
+    rows = [workload(alice, name=f"w{number}", gpus=1, preemptible=number >= 5) for number in range(7)]
 
     def record(row, *, likely: float, started: float | None, days_ago: float = 0):
         at = NOW - timedelta(days=days_ago)
@@ -211,14 +213,20 @@ def test_the_record_reads_recent_waits_that_started_in_one_query(demo, django_as
     record(rows[2], likely=0, started=30)  # it was to start at once: no wait to learn from
     record(rows[3], likely=300, started=None)  # still waiting
     record(rows[4], likely=300, started=400, days_ago=40)  # too old
+    record(rows[5], likely=300, started=500, days_ago=2)
+    record(rows[6], likely=300, started=600, days_ago=3)
     with django_assert_num_queries(1):
         got = selectors.forecast_record(now=NOW)
-    assert [started - at for at, _, _, started in got] == [timedelta(seconds=200), timedelta(seconds=400)]
-    assert len(selectors.forecast_record(now=NOW, size=1)) == 1
+    assert [(started - at, preemptible) for at, _, _, started, preemptible in got] == [
+        (timedelta(seconds=200), False), (timedelta(seconds=400), False), (timedelta(seconds=500), True),
+        (timedelta(seconds=600), True)]
+    assert [(started - at, preemptible) for at, _, _, started, preemptible in selectors.forecast_record(
+        now=NOW, size=1)] == [(timedelta(seconds=200), False), (timedelta(seconds=500), True)]
 
 
 def test_ranges_are_widened_by_the_record(demo):
-    """Twenty recorded waits that all started at twice their latest: the next range shown reaches twice as far;
+    """Twenty recorded waits of non-preemptible work that all started at twice their latest: the next range shown
+    for non-preemptible work reaches twice as far, and so does preemptible work's, which has no record of its own;
     the record keeps the replay's own range."""
     alice = demo["alice"]
     for number in range(WIDEN_MIN_RECORD):

@@ -23,6 +23,7 @@ from worker.forecast import (
     replay,
     widened,
     widening_from,
+    widenings_by_kind,
 )
 from worker.kueue_objects import (
     DepartmentSpec,
@@ -240,3 +241,14 @@ def test_a_widened_range_stretches_from_now_and_keeps_its_likely_start():
     assert widened(now, Widening(0.5, 1.5), NOW) == now
     never = replay(objects=org(), holding=[], waiting=[job(4, "vision", 20, runtime=fixed(60))], now=NOW)[4]
     assert never.likely is None and widened(never, Widening(0.5, 1.5), NOW) == never
+
+
+def test_each_kind_is_widened_by_its_own_record_else_by_the_whole():
+    """Non-preemptible work's twenty waits all started inside; preemptible work's twenty all at twice their latest:
+    each kind keeps its own widening. With only ten preemptible waits, preemptible work gets the whole record's."""
+    inside = [(*row, False) for row in waits(*[(100, 200, 150)] * 20)]
+    late = [(*row, True) for row in waits(*[(100, 200, 400)] * 20)]
+    assert widenings_by_kind(inside + late) == {False: Widening(), True: Widening(later=2.0)}
+    whole = widening_from(row[:4] for row in inside + late[:10])
+    assert whole.later > 1.0
+    assert widenings_by_kind(inside + late[:10]) == {False: Widening(), True: whole}
