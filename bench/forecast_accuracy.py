@@ -220,7 +220,7 @@ def main() -> None:
             new.replayed = replay(objects=organisation(), holding=holding, waiting=waiting, now=t)[new.pk]
             forecast_seconds.append(time.process_time() - started)
             new.forecast = new.replayed if args.no_widening else widened(
-                new.replayed, widenings_by_kind(record(workloads, t))[not new.guaranteed], t)
+                new.replayed, widenings_by_kind(record(workloads, t), now=t)[not new.guaranteed], t)
             live[new.key] = new
             scheduler.queues.flush()
         preemptions += schedule(scheduler, objects, live, t)
@@ -229,12 +229,14 @@ def main() -> None:
 
 def record(workloads: list[Workload], t: datetime) -> list[tuple]:
     """What `selectors.forecast_record` gives the worker at t: the latest first estimates of each kind of work
-    (preemptible or not) that waited and has started, with their replayed (unwidened) ranges."""
-    started = [(w.arrival, w.replayed.earliest, w.replayed.latest, w.first_start, not w.guaranteed)
-               for w in sorted(workloads, key=lambda w: w.arrival, reverse=True)
-               if w.replayed is not None and w.first_start is not None and w.first_start <= t
-               and w.replayed.likely is not None and w.replayed.likely > w.arrival]
-    return [row for kind in (False, True) for row in [row for row in started if row[4] == kind][:FORECAST_RECORD_SIZE]]
+    (preemptible or not) that was to wait, with their replayed (unwidened) ranges and their start (None while still
+    waiting)."""
+    rows = [(w.arrival, w.replayed.earliest, w.replayed.latest,
+             w.first_start if w.first_start is not None and w.first_start <= t else None, not w.guaranteed)
+            for w in sorted(workloads, key=lambda w: w.arrival, reverse=True)
+            if w.replayed is not None and w.arrival < t and w.replayed.likely is not None
+            and w.replayed.likely > w.arrival]
+    return [row for kind in (False, True) for row in [row for row in rows if row[4] == kind][:FORECAST_RECORD_SIZE]]
 
 
 def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[float], args) -> None:
@@ -263,7 +265,8 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
           f"(within one {tolerance:.0f} s step of it: {100 * sum(inside_tol) / len(inside_tol):.1f} %)")
     widths = [(w.forecast.latest - w.forecast.earliest) / (w.forecast.likely - w.arrival) for w in estimated
               if w.forecast.likely > w.arrival]
-    print(f"range width / forecast wait, over those forecast to wait: median {statistics.median(widths):.2f}")
+    if widths:
+        print(f"range width / forecast wait, over those forecast to wait: median {statistics.median(widths):.2f}")
     print(f"median absolute error of `likely`: {statistics.median(errors) / 60:.2f} min over all estimated; "
           f"{statistics.median(e for e, _ in waited) / 60:.2f} min over those that waited")
     median_wait = statistics.median(w for _, w in waited)

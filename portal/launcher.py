@@ -160,9 +160,11 @@ class Supervisor:
     # --- stopping ------------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop the portal's processes, then what they talk to (so none of them logs a lost cluster on its way)."""
+        """Stop the portal's processes together, then what they talk to one by one, the last started first
+        (Prometheus before the kubesim it scrapes), so none of them logs a lost peer on its way down."""
         self._stop_all([child for child in self.children if not child.stops_last])
-        self._stop_all([child for child in self.children if child.stops_last])
+        for child in reversed([child for child in self.children if child.stops_last]):
+            self._stop_all([child])
         log("stopped")
 
     def _stop_all(self, children: list[Child]) -> None:

@@ -14,8 +14,9 @@ workload its likely start; its earliest and latest start follow the chain of end
 replay (`_spread`): as early as the first of those ends can come, as late as the last (one replay, not three: the
 other two cost twice as much again and gave no better ranges). The replay cannot see work not yet submitted, which
 overtakes the waiting (a higher priority, a smaller fair share) or delays it; so the ranges shown are widened by
-the record of earlier first estimates against when that work then started (`widening_from`, a split conformal
-calibration; the record keeps the replay's own ranges, so it does not feed on itself).
+the record of earlier first estimates of the same kind of work against when that work then started
+(`widenings_by_kind`, calibrated as split conformal prediction does; the record keeps the replay's own ranges, so
+it does not feed on itself).
 
 Work with neither a max runtime nor history never ends in the replay, so whatever waits on it gets "cannot
 estimate" with that reason; so do work that can never fit, work in a stopped queue or with no queue, and starts
@@ -368,22 +369,24 @@ class Widening:
     later: float = 1.0
 
 
-def widening_from(record: Iterable[tuple[datetime, datetime, datetime, datetime | None]]) -> Widening:
-    """The widening that would have put WIDEN_QUANTILE of recorded waits inside each edge of their range (a split
-    conformal calibration: the replay is blind to work not yet submitted, which overtakes or delays the waiting).
-    `record`: (estimated at, earliest, latest, started) of work that waited; what has not started is left out."""
+def widening_from(record: Iterable[tuple[datetime, datetime, datetime, datetime | None]], *,
+                  now: datetime) -> Widening | None:
+    """The widening that would have put WIDEN_QUANTILE of recorded waits inside each edge of their range (the
+    empirical quantile of the misses, as split conformal prediction calibrates; the replay is blind to work not yet
+    submitted, which overtakes or delays the waiting). `record`: (estimated at, earliest, latest, started or None
+    while still waiting at `now`). A wait still going counts where its outcome is known already: past its latest it
+    is a miss by at least the wait so far, past its earliest it was not early (leaving them out would keep only the
+    waits short enough to have ended). None when fewer than WIDEN_MIN_RECORD say."""
     later: list[float] = []
     earlier: list[float] = []
     for at, earliest, latest, started in record:
-        if started is None:
-            continue
-        waited = (started - at).total_seconds()
-        if latest > at:
+        waited = ((started or now) - at).total_seconds()
+        if latest > at and (started is not None or now > latest):
             later.append(waited / (latest - at).total_seconds())
-        if earliest > at:
+        if earliest > at and (started is not None or now > earliest):
             earlier.append(waited / (earliest - at).total_seconds())
     if len(later) < WIDEN_MIN_RECORD:
-        return Widening()
+        return None
     return Widening(
         earlier=min(1.0, quantile(sorted(earlier), 1 - WIDEN_QUANTILE)) if len(earlier) >= WIDEN_MIN_RECORD else 1.0,
         later=max(1.0, quantile(sorted(later), WIDEN_QUANTILE)))
@@ -398,18 +401,15 @@ def widened(estimate: Estimate, widening: Widening, now: datetime) -> Estimate:
     return replace(estimate, earliest=min(earliest, estimate.likely), latest=max(latest, estimate.likely))
 
 
-def widenings_by_kind(record: Iterable[tuple[datetime, datetime, datetime, datetime | None, bool]],
-                      ) -> dict[bool, Widening]:
+def widenings_by_kind(record: Iterable[tuple[datetime, datetime, datetime, datetime | None, bool]], *,
+                      now: datetime) -> dict[bool, Widening]:
     """The widening of each kind of work (preemptible or not, the key) from its own recorded waits: the two wait
     for different things (lent capacity that arrivals reclaim, or the project's deserved quota) and miss their
-    ranges differently. A kind whose record is too short gets the widening of the whole record."""
+    ranges differently. A kind whose record says too little gets the widening of the whole record, or none."""
     rows = list(record)
-    whole = widening_from(row[:4] for row in rows)
-    kinds: dict[bool, Widening] = {}
-    for kind in (False, True):
-        own = [row[:4] for row in rows if row[4] == kind]
-        kinds[kind] = widening_from(own) if len(own) >= WIDEN_MIN_RECORD else whole
-    return kinds
+    whole = widening_from((row[:4] for row in rows), now=now) or Widening()
+    return {kind: widening_from((row[:4] for row in rows if row[4] == kind), now=now) or whole
+            for kind in (False, True)}
 
 
 def forecasts_refresh(*, now: datetime | None = None) -> int:
@@ -417,7 +417,7 @@ def forecasts_refresh(*, now: datetime | None = None) -> int:
     of its kind against their starts; the rows of work no longer waiting go. Returns how many were stored."""
     now = now or timezone.now()
     estimates = forecasts_compute(now=now)
-    widenings = widenings_by_kind(workload_selectors.forecast_record(now=now))
+    widenings = widenings_by_kind(workload_selectors.forecast_record(now=now), now=now)
     preemptible = dict(Workload.objects.filter(pk__in=list(estimates)).values_list("pk", "preemptible"))
     shown = {workload_id: widened(e, widenings[preemptible.get(workload_id, False)], now)  # absent: deleted since
              for workload_id, e in estimates.items()}

@@ -36,6 +36,7 @@ from .history import preemptions
 from .logs import log_tails
 from .models import (
     FORECAST_RECORD_DAYS,
+    FORECAST_STATUSES,
     HOLDING_STATUSES,
     LIVE_STATUSES,
     QUEUED_STATUSES,
@@ -257,13 +258,13 @@ def forecasts_for(*, workload_ids: Any) -> dict[int, WorkloadForecast]:
 
 def forecast_record(*, now: datetime, size: int = FORECAST_RECORD_SIZE,
                     ) -> list[tuple[datetime, datetime, datetime, datetime | None, bool]]:
-    """(estimated at, earliest, latest, started, preemptible) of the latest `size` first estimates of each kind of
-    work (preemptible or not) that waited (likely after the estimate) and has since got quota, estimated within
-    FORECAST_RECORD_DAYS of `now`: what the worker calibrates its ranges on (no user's view, so not scoped). One
-    query."""
+    """(estimated at, earliest, latest, started or None, preemptible) of the latest `size` first estimates of each
+    kind of work (preemptible or not) that was to wait (likely after the estimate), estimated within
+    FORECAST_RECORD_DAYS of `now`, and that has got quota since or waits still (work stopped before it started says
+    nothing): what the worker calibrates its ranges on (no user's view, so not scoped). One query."""
     latest_first = [F("forecast_at").desc(), F("workload_id").desc()]
     recorded = ForecastRecord.objects.filter(
-        started_at__isnull=False, likely__gt=F("forecast_at"),
+        Q(started_at__isnull=False) | Q(workload__status__in=FORECAST_STATUSES), likely__gt=F("forecast_at"),
         forecast_at__gte=now - timedelta(days=FORECAST_RECORD_DAYS),
     ).annotate(rank=Window(RowNumber(), partition_by=F("workload__preemptible"), order_by=latest_first))
     return list(recorded.filter(rank__lte=size).order_by(*latest_first).values_list(

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from apps.accounts import access
@@ -814,14 +814,18 @@ def workload_forecasts_store(*, computed_at: datetime, forecasts: dict[int, dict
 
 def _forecast_record_keep(*, computed_at: datetime,
                           replayed: Mapping[int, tuple[datetime, datetime, datetime]]) -> None:
-    """Record first estimates (a workload already recorded keeps its first), give the records whose workload got
-    quota after its estimate that start, and drop the old ones."""
+    """Record first estimates (a workload already recorded keeps its first), give each record whose workload has
+    got quota since its estimate that start (the first admission the mirror recorded after it, on the cluster's
+    clock, whose times have whole seconds), and drop the old ones."""
     ForecastRecord.objects.bulk_create(
         [ForecastRecord(workload_id=workload_id, forecast_at=computed_at, earliest=earliest, likely=likely,
-                        latest=latest) for workload_id, (earliest, likely, latest) in replayed.items()],
+                        latest=latest) for workload_id, (earliest, likely, latest) in sorted(replayed.items())],
         batch_size=1000, ignore_conflicts=True)
-    ForecastRecord.objects.filter(started_at__isnull=True, workload__admitted_at__gte=F("forecast_at")).update(
-        started_at=Subquery(Workload.objects.filter(pk=OuterRef("workload_id")).values("admitted_at")[:1]))
+    admissions = WorkloadEvent.objects.filter(
+        workload_id=OuterRef("workload_id"), to_status__in=HOLDING_STATUSES,
+        cluster_at__gte=OuterRef("forecast_at") - timedelta(seconds=1)).order_by("cluster_at")
+    ForecastRecord.objects.filter(Exists(admissions), started_at__isnull=True).update(
+        started_at=Subquery(admissions.values("cluster_at")[:1]))
     ForecastRecord.objects.filter(forecast_at__lt=computed_at - timedelta(days=FORECAST_RECORD_DAYS)).delete()
 
 

@@ -101,17 +101,17 @@ def test_stop_asks_the_child_and_leaves_its_workers_to_it(supervisor, tmp_path):
     """A master that stops its own worker a second after its SIGTERM (as gunicorn and Celery do): the worker hears
     from the master, not from the supervisor at the same instant; both are gone afterwards."""
     log = tmp_path / "signals"
+    ready = tmp_path / "ready"
     worker = ("import signal, sys, time; "
               f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'worker {{time.time()}}\\n'),"
-              " sys.exit(0))); time.sleep(600)")
+              f" sys.exit(0))); open({str(ready)!r}, 'w').close(); time.sleep(600)")
     master = launcher.Child("master", [sys.executable, "-c", (
         "import signal, subprocess, sys, time; "
-        f"w = subprocess.Popen([sys.executable, '-c', {worker!r}]); "
         f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'master {{time.time()}}\\n'), "
-        "time.sleep(1), w.terminate(), w.wait(), sys.exit(0))); time.sleep(600)")])
+        "time.sleep(1), w.terminate(), w.wait(), sys.exit(0))); "
+        f"w = subprocess.Popen([sys.executable, '-c', {worker!r}]); time.sleep(600)")])
     supervisor.add(master)
-    wait_until(lambda: bool(_children_of(master.process.pid)))
-    time.sleep(0.5)  # the worker's handler is installed
+    wait_until(ready.exists)  # the worker's handler is installed (the master's before it started the worker)
     worker_pid = _children_of(master.process.pid)[0]
     supervisor.stop()
     heard = dict(line.split() for line in log.read_text().splitlines())
@@ -130,9 +130,10 @@ def test_what_others_talk_to_stops_after_them(supervisor, tmp_path):
             "sys.exit(0))); print('ready', flush=True); time.sleep(600)")], ready_line="ready", **kwargs)
 
     supervisor.add(child("cluster", stops_last=True))
+    supervisor.add(child("scraper", stops_last=True))
     supervisor.add(child("portal"))
     supervisor.stop()
-    assert log.read_text().split() == ["portal", "cluster"]
+    assert log.read_text().split() == ["portal", "scraper", "cluster"]
 
 
 def _children_of(pid: int) -> list[int]:

@@ -20,6 +20,7 @@ from apps.workloads.models import (
     Kind,
     Status,
     Workload,
+    WorkloadEvent,
     WorkloadForecast,
 )
 from tests.worker.conftest import signed_in, wait_for
@@ -171,6 +172,16 @@ def test_forecast_shown_then_met(kubesim, org, watcher):
     wait_for(lambda: Workload.objects.get(pk=waiting.pk).admitted_at is not None)
     started = Workload.objects.get(pk=waiting.pk).admitted_at
     assert forecast.earliest - timedelta(seconds=60) <= started <= forecast.latest
+    # The record of its first estimate gets that start from the mirrored admission.
+    forecasts_refresh(now=datetime.fromisoformat(kubesim.advance(0).replace("Z", "+00:00")))
+    assert ForecastRecord.objects.get(workload=waiting).started_at == started
+
+
+def admitted(row, *, at: datetime) -> None:
+    """What the mirror records when Kueue admits it: the status and the event at the cluster's time."""
+    Workload.objects.filter(pk=row.pk).update(status=Status.ADMITTED, admitted_at=row.admitted_at or at)
+    WorkloadEvent.objects.create(workload=row, at=at, cluster_at=at, from_status=Status.QUEUED,
+                                 to_status=Status.ADMITTED)
 
 
 def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
@@ -184,9 +195,9 @@ def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
     forecasts_refresh(now=NOW + timedelta(seconds=60))
     record = ForecastRecord.objects.get(workload=waiting)
     assert (record.forecast_at, record.likely, record.started_at) == (NOW, NOW + timedelta(seconds=600), None)
-    assert selectors.forecast_record(now=NOW) == []  # not started yet
+    assert selectors.forecast_record(now=NOW) == [(NOW, record.earliest, record.latest, None, False)]  # waits still
 
-    Workload.objects.filter(pk=waiting.pk).update(status=Status.ADMITTED, admitted_at=NOW + timedelta(seconds=650))
+    admitted(waiting, at=NOW + timedelta(seconds=650))
     forecasts_refresh(now=NOW + timedelta(seconds=700))
     assert not WorkloadForecast.objects.filter(workload=waiting).exists()
     record.refresh_from_db()
@@ -197,8 +208,30 @@ def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
     assert not ForecastRecord.objects.filter(workload=waiting).exists()
 
 
+def test_the_start_recorded_is_the_first_admission_after_the_estimate(demo):
+    """Work admitted, preempted and requeued before its first estimate: its start is its next admission, not the
+    one before (Workload.admitted_at keeps the first). Kueue's times have whole seconds: an admission in the second
+    of the estimate counts."""
+    alice = demo["alice"]
+    running(workload(alice, max_runtime=600), since=0)
+    requeued = workload(alice, name="requeued")
+    admitted(requeued, at=NOW - timedelta(seconds=300))
+    Workload.objects.filter(pk=requeued.pk).update(status=Status.REQUEUED)
+    soon = workload(alice, name="soon", gpus=1, max_runtime=600)
+    queued(soon, at=5)
+    estimated_at = NOW + timedelta(microseconds=400_000)
+    forecasts_refresh(now=estimated_at)
+    assert not ForecastRecord.objects.filter(started_at__isnull=False).exists()
+    admitted(soon, at=NOW)
+    admitted(Workload.objects.get(pk=requeued.pk), at=NOW + timedelta(seconds=650))
+    forecasts_refresh(now=NOW + timedelta(seconds=700))
+    starts = dict(ForecastRecord.objects.values_list("workload_id", "started_at"))
+    assert starts == {requeued.pk: NOW + timedelta(seconds=650), soon.pk: NOW}
+
+
 def test_the_record_reads_recent_waits_that_started_in_one_query(demo, django_assert_num_queries):
-    """Of each kind (preemptible or not) the latest started waits of the last 30 days, newest first."""
+    """Of each kind (preemptible or not) the latest waits of the last 30 days that started or wait still, newest
+    first."""
     alice = demo["alice"]
     rows = [workload(alice, name=f"w{number}", gpus=1, preemptible=number >= 5) for number in range(7)]
 
@@ -213,21 +246,25 @@ def test_the_record_reads_recent_waits_that_started_in_one_query(demo, django_as
     record(rows[2], likely=0, started=30)  # it was to start at once: no wait to learn from
     record(rows[3], likely=300, started=None)  # still waiting
     record(rows[4], likely=300, started=400, days_ago=40)  # too old
+    stopped = workload(alice, name="stopped", gpus=1)
+    Workload.objects.filter(pk=stopped.pk).update(status=Status.STOPPED)
+    record(stopped, likely=300, started=None)  # stopped before it started: says nothing
     record(rows[5], likely=300, started=500, days_ago=2)
     record(rows[6], likely=300, started=600, days_ago=3)
     with django_assert_num_queries(1):
         got = selectors.forecast_record(now=NOW)
-    assert [(started - at, preemptible) for at, _, _, started, preemptible in got] == [
-        (timedelta(seconds=200), False), (timedelta(seconds=400), False), (timedelta(seconds=500), True),
-        (timedelta(seconds=600), True)]
-    assert [(started - at, preemptible) for at, _, _, started, preemptible in selectors.forecast_record(
-        now=NOW, size=1)] == [(timedelta(seconds=200), False), (timedelta(seconds=500), True)]
+    def waits(rows):
+        return [(started and started - at, preemptible) for at, _, _, started, preemptible in rows]
+
+    assert waits(got) == [(None, False), (timedelta(seconds=200), False), (timedelta(seconds=400), False),
+                          (timedelta(seconds=500), True), (timedelta(seconds=600), True)]
+    assert waits(selectors.forecast_record(now=NOW, size=2)) == [
+        (None, False), (timedelta(seconds=200), False), (timedelta(seconds=500), True), (timedelta(seconds=600), True)]
 
 
 def test_ranges_are_widened_by_the_record(demo):
     """Twenty recorded waits of non-preemptible work that all started at twice their latest: the next range shown
-    for non-preemptible work reaches twice as far, and so does preemptible work's, which has no record of its own;
-    the record keeps the replay's own range."""
+    reaches twice as far; the record keeps the replay's own range."""
     alice = demo["alice"]
     for number in range(WIDEN_MIN_RECORD):
         old = workload(alice, name=f"old-{number}", gpus=1)

@@ -206,13 +206,16 @@ def test_ends_far_ahead_are_grouped_over_a_tenth_of_their_distance(nlp_ends, sta
     assert seconds(estimates[3])[1] == start
 
 
-def waits(*rows: tuple[float, float, float]) -> list[tuple]:
-    """Records estimated at NOW: (earliest, latest, started) in seconds after it."""
-    return [(NOW, *(NOW + timedelta(seconds=s) for s in row)) for row in rows]
+def waits(*rows: tuple[float, float, float | None]) -> list[tuple]:
+    """Records estimated at NOW: (earliest, latest, started or None) in seconds after it."""
+    return [(NOW, *(None if s is None else NOW + timedelta(seconds=s) for s in row)) for row in rows]
+
+
+LATER = NOW + timedelta(hours=1)  # when the widening is asked for
 
 
 def test_no_widening_from_too_short_a_record():
-    assert widening_from(waits(*[(100, 200, 900)] * (WIDEN_MIN_RECORD - 1))) == Widening()
+    assert widening_from(waits(*[(100, 200, 900)] * (WIDEN_MIN_RECORD - 1)), now=LATER) is None
 
 
 def test_widening_puts_the_recorded_starts_inside_each_edge():
@@ -221,13 +224,19 @@ def test_widening_puts_the_recorded_starts_inside_each_edge():
     start outside on each side is within the tenth allowed; a record of good ranges leaves them as they are (never
     narrower)."""
     record = waits(*[(100, 200, 150)] * 14, *[(100, 200, 300)] * 3, *[(100, 200, 50)] * 3)
-    widening = widening_from(record)
-    assert widening == Widening(earlier=0.5, later=1.5)
-    assert widening_from(waits(*[(100, 200, 150)] * 18, (100, 200, 300), (100, 200, 50))) == Widening()
-    assert widening_from(waits(*[(100, 200, 150)] * 20)) == Widening()
-    # What has not started is left out; a range starting at once gives its earliest edge nothing to learn from.
-    assert widening_from([*record, (NOW, NOW, NOW + timedelta(seconds=900), None)]) == widening
-    assert widening_from(waits(*[(0, 200, 150)] * 20)).earlier == 1.0
+    assert widening_from(record, now=LATER) == Widening(earlier=0.5, later=1.5)
+    assert widening_from(waits(*[(100, 200, 150)] * 18, (100, 200, 300), (100, 200, 50)), now=LATER) == Widening()
+    assert widening_from(waits(*[(100, 200, 150)] * 20), now=LATER) == Widening()
+    # A range starting at once gives its earliest edge nothing to learn from.
+    assert widening_from(waits(*[(0, 200, 150)] * 20), now=LATER).earlier == 1.0
+
+
+def test_a_wait_still_going_counts_once_its_outcome_is_known():
+    """Seventeen waits started inside 100-200 s; three still wait. Asked 150 s after the estimate, nothing is known of
+    the three (too few to widen); asked 600 s after, they missed their latest by three times at least."""
+    record = waits(*[(100, 200, 150)] * 17, *[(100, 200, None)] * 3)
+    assert widening_from(record, now=NOW + timedelta(seconds=150)) is None
+    assert widening_from(record, now=NOW + timedelta(seconds=600)) == Widening(later=3.0)
 
 
 def test_a_widened_range_stretches_from_now_and_keeps_its_likely_start():
@@ -245,10 +254,12 @@ def test_a_widened_range_stretches_from_now_and_keeps_its_likely_start():
 
 def test_each_kind_is_widened_by_its_own_record_else_by_the_whole():
     """Non-preemptible work's twenty waits all started inside; preemptible work's twenty all at twice their latest:
-    each kind keeps its own widening. With only ten preemptible waits, preemptible work gets the whole record's."""
+    each kind keeps its own widening. With only ten preemptible waits, preemptible work gets the whole record's;
+    with too few in all, nothing is widened."""
     inside = [(*row, False) for row in waits(*[(100, 200, 150)] * 20)]
     late = [(*row, True) for row in waits(*[(100, 200, 400)] * 20)]
-    assert widenings_by_kind(inside + late) == {False: Widening(), True: Widening(later=2.0)}
-    whole = widening_from(row[:4] for row in inside + late[:10])
-    assert whole.later > 1.0
-    assert widenings_by_kind(inside + late[:10]) == {False: Widening(), True: whole}
+    assert widenings_by_kind(inside + late, now=LATER) == {False: Widening(), True: Widening(later=2.0)}
+    whole = widening_from((row[:4] for row in inside + late[:10]), now=LATER)
+    assert whole is not None and whole.later > 1.0
+    assert widenings_by_kind(inside + late[:10], now=LATER) == {False: Widening(), True: whole}
+    assert widenings_by_kind(late[:10], now=LATER) == {False: Widening(), True: Widening()}
