@@ -64,9 +64,25 @@ def celery_worker(transactional_db, settings):
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     with app.connection_for_write() as connection:
         connection.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)  # leftovers of an aborted run
-    with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=30,
-                      queues=[settings.CELERY_TASK_DEFAULT_QUEUE]) as worker:
-        yield worker
+    import threading
+
+    from celery.signals import task_postrun
+    from django.db import connection
+
+    def close_connection(**_: object) -> None:
+        """After each task in the worker's thread, its own connection (kept for CONN_MAX_AGE otherwise, it would
+        outlive the test and hold the test database open at teardown); tasks applied in the test's thread keep
+        theirs."""
+        if threading.current_thread() is not threading.main_thread():
+            connection.close()
+
+    task_postrun.connect(close_connection, weak=False)
+    try:
+        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=30,
+                          queues=[settings.CELERY_TASK_DEFAULT_QUEUE]) as worker:
+            yield worker
+    finally:
+        task_postrun.disconnect(close_connection)
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, describe=None):
