@@ -342,12 +342,16 @@ def _job(workload: Workload, *, samples: dict[Any, list[float]], now: datetime, 
     )
 
 
-def forecasts_compute(*, now: datetime | None = None) -> dict[int, Estimate]:
+def forecasts_compute(*, now: datetime | None = None, preemptible: dict[int, bool] | None = None,
+                      ) -> dict[int, Estimate]:
     """The forecast of every waiting workload from the database (organisation, mirror, workloads, history): a fixed
-    number of queries. `now` is the cluster's clock, which the mirrored admission times are on."""
+    number of queries. `now` is the cluster's clock, which the mirrored admission times are on. `preemptible`, when
+    given, is filled with whether each waiting workload is (the kind its range is calibrated by)."""
     now = now or timezone.now()
     rows = list(Workload.objects.filter(status__in=(*HOLDING, *WAITING)).select_related(
         "project", "node_pool", "priority_class").order_by("id"))
+    if preemptible is not None:
+        preemptible.update((w.pk, w.preemptible) for w in rows if w.status in WAITING)
     samples = runtime_samples(now=now)
     holding = [_job(w, samples=samples, now=now, holding=True) for w in rows if w.status in HOLDING]
     waiting = [_job(w, samples=samples, now=now, holding=False) for w in rows if w.status in WAITING]
@@ -416,11 +420,10 @@ def forecasts_refresh(*, now: datetime | None = None) -> int:
     """Compute and store every waiting workload's forecast, its range widened by the record of earlier estimates
     of its kind against their starts; the rows of work no longer waiting go. Returns how many were stored."""
     now = now or timezone.now()
-    estimates = forecasts_compute(now=now)
+    preemptible: dict[int, bool] = {}
+    estimates = forecasts_compute(now=now, preemptible=preemptible)
     widenings = widenings_by_kind(workload_selectors.forecast_record(now=now), now=now)
-    preemptible = dict(Workload.objects.filter(pk__in=list(estimates)).values_list("pk", "preemptible"))
-    shown = {workload_id: widened(e, widenings[preemptible.get(workload_id, False)], now)  # absent: deleted since
-             for workload_id, e in estimates.items()}
+    shown = {workload_id: widened(e, widenings[preemptible[workload_id]], now) for workload_id, e in estimates.items()}
     workload_services.workload_forecasts_store(computed_at=now, forecasts={
         workload_id: {"earliest": e.earliest, "likely": e.likely, "latest": e.latest, "basis": e.basis,
                       "reason": e.reason, "message": e.message}
