@@ -1,0 +1,937 @@
+"""Classic preemption cases ported from Kueue's own tests (pkg/scheduler/preemption/preemption_test.go,
+TestPreemption, and preemption_hierarchical_test.go, TestHierarchicalPreemptions; identical at v0.19.2 and later).
+
+Each case asks kubesim's preemptor for the targets of the incoming workload under the flavor assignment the upstream
+case gives (upstream calls GetTargets with it too), on a snapshot built from plain API objects: same trees, same
+admitted workloads, same incoming workload, same expected victims with their reasons and preemptor / preemptee
+paths. The snapshot must be left as it was. Cases whose assignment the flavor assigner would choose itself are also
+run through a full scheduling cycle, which must preempt the same workloads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+
+from kubesim.kueue import workload_status as ws
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler import Scheduler, Snapshot
+from kubesim.kueue.scheduler.flavors import FIT, PREEMPT, Assignment, FlavorAssignment, PodSetAssignment
+from kubesim.kueue.scheduler.model import workload_info
+from kubesim.kueue.scheduler.preemption import Preemptor, cq_path
+from tests.kubesim.kueue.sim import T0
+
+CPU, MEM = "cpu", "memory"
+LP, LONEP, ANY, NEVER = "LowerPriority", "LowerOrNewerEqualPriority", "Any", "Never"
+ICQ, RECLAIM, WHILE_BORROWING = "InClusterQueue", "InCohortReclamation", "InCohortReclaimWhileBorrowing"
+
+
+# -- objects ----------------------------------------------------------------------------------------------------
+
+
+def res(name: str, nominal: str, borrowing: str | None = None, lending: str | None = None) -> dict:
+    r = {"name": name, "nominalQuota": nominal}
+    if borrowing is not None:
+        r["borrowingLimit"] = borrowing
+    if lending is not None:
+        r["lendingLimit"] = lending
+    return r
+
+
+def group(**flavors: list[dict]) -> dict:
+    covered = sorted({r["name"] for rs in flavors.values() for r in rs})
+    return {"coveredResources": covered, "flavors": [{"name": f, "resources": rs} for f, rs in flavors.items()]}
+
+
+def cluster_queue(
+    name: str,
+    cohort: str | None,
+    *groups: dict,
+    within: str | None = None,
+    reclaim: str | None = None,
+    borrow_threshold: int | None = None,
+) -> dict:
+    preemption: dict = {}
+    if within:
+        preemption["withinClusterQueue"] = within
+    if reclaim:
+        preemption["reclaimWithinCohort"] = reclaim
+    if borrow_threshold is not None:
+        preemption["borrowWithinCohort"] = {"policy": LP, "maxPriorityThreshold": borrow_threshold}
+    spec: dict = {"namespaceSelector": {}, "resourceGroups": list(groups), "preemption": preemption}
+    if cohort:
+        spec["cohortName"] = cohort
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def cohort(name: str, parent: str | None = None, *groups: dict) -> dict:
+    spec: dict = {"resourceGroups": list(groups)}
+    if parent:
+        spec["parentName"] = parent
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def workload(
+    name: str,
+    priority: int = 0,
+    requests: dict[str, str] | None = None,
+    admitted_in: str | None = None,
+    flavors: dict[str, str] | None = None,
+    usage: dict[str, str] | None = None,
+    reserved_at=T0,
+    created=T0,
+    podsets: list[tuple[str, int, dict[str, str]]] | None = None,
+    evicted: bool = False,
+) -> dict:
+    """A Workload; admitted_in reserves quota there (flavor "default" for every resource unless flavors says
+    otherwise, usage the requests unless given, as upstream's admissions may say)."""
+    podsets = podsets or [("main", 1, requests or {})]
+    obj: dict = {
+        "metadata": {
+            "name": name,
+            "namespace": "",
+            "uid": f"wl-{name}",
+            "creationTimestamp": ws.ts(created),
+            "labels": {"kueue.x-k8s.io/job-uid": f"job-{name}"},
+        },
+        "spec": {
+            "queueName": "incoming",
+            "priority": priority,
+            "podSets": [
+                {
+                    "name": ps_name,
+                    "count": count,
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": dict(reqs)}}]}},
+                }
+                for ps_name, count, reqs in podsets
+            ],
+        },
+        "status": {},
+    }
+    if admitted_in:
+        used = usage or requests or {}
+        psa = [
+            {
+                "name": "main",
+                "flavors": {r: (flavors or {}).get(r, "default") for r in used},
+                "resourceUsage": dict(used),
+                "count": 1,
+            }
+        ]
+        ws.set_quota_reservation(obj, admitted_in, psa, reserved_at)
+    if evicted:
+        obj["status"]["conditions"].append(
+            {
+                "type": "Evicted",
+                "status": "True",
+                "reason": "Preempted",
+                "message": "preempted",
+                "lastTransitionTime": ws.ts(T0),
+            }
+        )
+    return obj
+
+
+def default_cluster_queues() -> list[dict]:
+    """TestPreemption's defaultClusterQueues."""
+    cohort_quota = group(default=[res(CPU, "6", "6"), res(MEM, "3Gi", "3Gi")])
+    no_limits = group(default=[res(CPU, "6"), res(MEM, "3Gi")])
+    return [
+        cluster_queue(
+            "standalone",
+            None,
+            group(default=[res(CPU, "6")]),
+            group(alpha=[res(MEM, "3Gi")], beta=[res(MEM, "3Gi")]),
+            within=LP,
+        ),
+        cluster_queue("c1", "cohort", cohort_quota, within=LP, reclaim=LP),
+        cluster_queue("c2", "cohort", cohort_quota, within=NEVER, reclaim=ANY),
+        cluster_queue("d1", "cohort-no-limits", no_limits, within=LP, reclaim=LP),
+        cluster_queue("d2", "cohort-no-limits", no_limits, within=NEVER, reclaim=ANY),
+        cluster_queue(
+            "l1", "legion", group(default=[res(CPU, "6", "12"), res(MEM, "3Gi", "6Gi")]), within=LP, reclaim=LP
+        ),
+        cluster_queue("preventStarvation", None, group(default=[res(CPU, "6")]), within=LONEP),
+        cluster_queue(
+            "a_standard",
+            "with_shared_cq",
+            group(default=[res(CPU, "1", "12")]),
+            within=NEVER,
+            reclaim=LP,
+            borrow_threshold=0,
+        ),
+        cluster_queue(
+            "b_standard",
+            "with_shared_cq",
+            group(default=[res(CPU, "1", "12")]),
+            within=LP,
+            reclaim=ANY,
+            borrow_threshold=0,
+        ),
+        cluster_queue(
+            "a_best_effort",
+            "with_shared_cq",
+            group(default=[res(CPU, "1", "12")]),
+            within=NEVER,
+            reclaim=LP,
+            borrow_threshold=0,
+        ),
+        cluster_queue(
+            "b_best_effort",
+            "with_shared_cq",
+            group(default=[res(CPU, "0", "13")]),
+            within=NEVER,
+            reclaim=LP,
+            borrow_threshold=0,
+        ),
+        cluster_queue("shared", "with_shared_cq", group(default=[res(CPU, "10")])),
+        cluster_queue("lend1", "cohort-lend", group(default=[res(CPU, "6", lending="4")]), within=LP, reclaim=LP),
+        cluster_queue("lend2", "cohort-lend", group(default=[res(CPU, "6", lending="2")]), within=LP, reclaim=LP),
+        cluster_queue("a", "cohort-three", group(default=[res(CPU, "2"), res(MEM, "2")]), within=LP, reclaim=ANY),
+        cluster_queue("b", "cohort-three", group(default=[res(CPU, "2"), res(MEM, "2")])),
+        cluster_queue("c", "cohort-three", group(default=[res(CPU, "2"), res(MEM, "2")])),
+    ]
+
+
+@dataclass
+class Case:
+    """One upstream case: the incoming workload, its ClusterQueue, the assignment upstream gives GetTargets, the
+    admitted workloads, the expected victims; cycle says whether a full cycle must preempt the same ones (only
+    when the flavor assigner would itself produce upstream's assignment). cqs None: TestPreemption's defaults."""
+
+    incoming: dict
+    target: str
+    modes: dict[str, dict[str, tuple[str, int]]]
+    admitted: list[dict]
+    want: set[tuple[str, str, str]]
+    cycle: bool = True
+    cqs: list[dict] | None = None
+    cohorts: list[dict] = field(default_factory=list)
+
+
+# -- running a case -------------------------------------------------------------------------------------------
+
+
+def _snapshot(case: Case, workloads: list[dict]) -> Snapshot:
+    lq = {"metadata": {"name": "incoming", "namespace": ""}, "spec": {"clusterQueue": case.target}}
+    return Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": f}, "spec": {}} for f in ("default", "alpha", "beta")],
+        cohorts=case.cohorts,
+        cluster_queues=default_cluster_queues() if case.cqs is None else case.cqs,
+        local_queues=[lq],
+        workloads=workloads,
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+
+
+def _usages(snap: Snapshot) -> dict:
+    nodes = {f"cq/{n}": q for n, q in snap.cluster_queues.items()} | {f"cohort/{n}": c for n, c in snap.cohorts.items()}
+    return {k: {fr: v for fr, v in node.usage.items() if v} for k, node in nodes.items()}
+
+
+def targets(case: Case) -> set[tuple[str, str, str]]:
+    """(victim, reason, 'preemptor path: ...; preemptee path: ...') for GetTargets under the assignment modes
+    ({podset: {resource: (flavor, FIT | PREEMPT)}})."""
+    target, modes = case.target, case.modes
+    snap = _snapshot(case, case.admitted)
+    wl = workload_info(case.incoming, snap.config)
+    wl.cluster_queue = target
+    assignment = Assignment()
+    for ps in wl.podsets:
+        psa = PodSetAssignment(ps.name, ps.count, {r: v * ps.count for r, v in ps.requests.items()})
+        for r, (flavor, mode) in modes[ps.name].items():
+            psa.flavors[r] = FlavorAssignment(flavor, mode, 0)
+            fr = (flavor, r)
+            assignment.usage[fr] = assignment.usage.get(fr, 0) + psa.requests.get(r, 0)
+        assignment.podsets.append(psa)
+    before = _usages(snap)
+    got = Preemptor(snap, T0).get_targets(wl, assignment)
+    assert _usages(snap) == before, "the snapshot was left modified"
+    cq = snap.cluster_queues[target]
+    return {
+        (
+            t.workload.name,
+            t.reason,
+            f"preemptor path: {cq_path(cq)}; preemptee path: {cq_path(snap.cluster_queues[t.workload.cluster_queue])}",
+        )
+        for t in got
+    }
+
+
+def cycle_victims(case: Case) -> set[tuple[str, str, str]]:
+    """The same question through a whole scheduling cycle (flavor assignment included)."""
+    snap = _snapshot(case, [*case.admitted, case.incoming])
+    result = Scheduler().cycle(snap, T0)
+    return {(p.victim.name, p.reason, p.message.split("; ", 1)[1]) for p in result.preempted}
+
+
+def one(**resources: tuple[str, int]) -> dict[str, dict[str, tuple[str, int]]]:
+    """singlePodSetAssignment: the main PodSet's resources -> (flavor, mode)."""
+    return {"main": dict(resources)}
+
+
+def paths(preemptor: str, preemptee: str) -> str:
+    return f"preemptor path: {preemptor}; preemptee path: {preemptee}"
+
+
+def incoming(priority: int = 0, created=T0, **requests: str) -> dict:
+    return workload("in", priority, requests, created=created)
+
+
+# -- TestPreemption ----------------------------------------------------------------------------------------------
+
+DEFAULT_PREEMPT = one(cpu=("default", PREEMPT))
+
+
+def standalone(name: str, priority: int, cpu: str) -> dict:
+    return workload(name, priority, {CPU: cpu}, "standalone")
+
+
+CASES: dict[str, Case] = {
+    "preempt lowest priority": Case(
+        incoming(1, cpu="2"),
+        "standalone",
+        DEFAULT_PREEMPT,
+        [standalone("low", -1, "2"), standalone("mid", 0, "2"), standalone("high", 1, "2")],
+        {("low", ICQ, paths("/standalone", "/standalone"))},
+    ),
+    "preempt multiple": Case(
+        incoming(1, cpu="3"),
+        "standalone",
+        DEFAULT_PREEMPT,
+        [standalone("low", -1, "2"), standalone("mid", 0, "2"), standalone("high", 1, "2")],
+        {("low", ICQ, paths("/standalone", "/standalone")), ("mid", ICQ, paths("/standalone", "/standalone"))},
+    ),
+    "no preemption for low priority": Case(
+        incoming(-1, cpu="1"),
+        "standalone",
+        DEFAULT_PREEMPT,
+        [standalone("low", -1, "3"), standalone("mid", 0, "3")],
+        set(),
+    ),
+    "not enough low priority workloads": Case(
+        incoming(0, cpu="4"),
+        "standalone",
+        DEFAULT_PREEMPT,
+        [standalone("low", -1, "3"), standalone("mid", 0, "3")],
+        set(),
+    ),
+    "some free quota, preempt low priority": Case(
+        incoming(1, cpu="2"),
+        "standalone",
+        DEFAULT_PREEMPT,
+        [standalone("low", -1, "1"), standalone("mid", 0, "1"), standalone("high", 1, "3")],
+        {("low", ICQ, paths("/standalone", "/standalone"))},
+    ),
+    "minimal set excludes low priority": Case(
+        incoming(1, cpu="2"),
+        "standalone",
+        DEFAULT_PREEMPT,
+        [standalone("low", -1, "1"), standalone("mid", 0, "2"), standalone("high", 1, "3")],
+        {("mid", ICQ, paths("/standalone", "/standalone"))},
+    ),
+    "only preempt workloads using the chosen flavor": Case(
+        incoming(1, cpu="1", memory="2Gi"),
+        "standalone",
+        one(cpu=("default", FIT), memory=("beta", PREEMPT)),
+        [
+            workload("low", -1, {MEM: "2Gi"}, "standalone", {MEM: "alpha"}),
+            workload("mid", 0, {MEM: "1Gi"}, "standalone", {MEM: "beta"}),
+            workload("high", 1, {MEM: "1Gi"}, "standalone", {MEM: "beta"}),
+        ],
+        {("mid", ICQ, paths("/standalone", "/standalone"))},
+        cycle=False,  # the flavor assigner would pick alpha, the first flavor where preemption frees enough
+    ),
+    "reclaim quota from borrower": Case(
+        incoming(1, cpu="3"),
+        "c1",
+        DEFAULT_PREEMPT,
+        [
+            workload("c1-low", -1, {CPU: "3"}, "c1"),
+            workload("c2-mid", 0, {CPU: "3"}, "c2"),
+            workload("c2-high", 1, {CPU: "6"}, "c2"),
+        ],
+        {("c2-mid", RECLAIM, paths("/cohort/c1", "/cohort/c2"))},
+    ),
+    "reclaim quota if workload requests 0 resources for a resource at nominal quota": Case(
+        incoming(1, cpu="3", memory="0"),
+        "c1",
+        one(cpu=("default", PREEMPT), memory=("default", FIT)),
+        [
+            workload("c1-low", -1, {CPU: "3", MEM: "3Gi"}, "c1"),
+            workload("c2-mid", 0, {CPU: "3"}, "c2"),
+            workload("c2-high", 1, {CPU: "6"}, "c2"),
+        ],
+        {("c2-mid", RECLAIM, paths("/cohort/c1", "/cohort/c2"))},
+    ),
+    "no workloads borrowing": Case(
+        incoming(1, cpu="4"),
+        "c1",
+        DEFAULT_PREEMPT,
+        [workload("c1-high", 1, {CPU: "4"}, "c1"), workload("c2-low-1", -1, {CPU: "4"}, "c2")],
+        set(),
+    ),
+    "not enough workloads borrowing": Case(
+        incoming(1, cpu="4"),
+        "c1",
+        DEFAULT_PREEMPT,
+        [
+            workload("c1-high", 1, {CPU: "4"}, "c1"),
+            workload("c2-low-1", -1, {CPU: "4"}, "c2"),
+            workload("c2-low-2", -1, {CPU: "4"}, "c2"),
+        ],
+        set(),
+    ),
+    "preempting locally and borrowing other resources in cohort, without cohort candidates": Case(
+        incoming(1, cpu="4", memory="5Gi"),
+        "c1",
+        one(cpu=("default", PREEMPT), memory=("default", PREEMPT)),
+        [
+            workload("c1-low", -1, {CPU: "4"}, "c1"),
+            workload("c2-low-1", -1, {CPU: "4"}, "c2"),
+            workload("c2-high-2", 1, {CPU: "4"}, "c2"),
+        ],
+        {("c1-low", ICQ, paths("/cohort/c1", "/cohort/c1"))},
+        cycle=False,  # memory fits by borrowing: the assigner's assignment differs (memory Fit)
+    ),
+    "preempting locally and borrowing same resource in cohort": Case(
+        incoming(1, cpu="4"),
+        "c1",
+        DEFAULT_PREEMPT,
+        [
+            workload("c1-med", 0, {CPU: "4"}, "c1"),
+            workload("c1-low", -1, {CPU: "4"}, "c1"),
+            workload("c2-low-1", -1, {CPU: "4"}, "c2"),
+        ],
+        {("c1-low", ICQ, paths("/cohort/c1", "/cohort/c1"))},
+    ),
+    "preempting locally and borrowing same resource in cohort; no borrowing limit in the cohort": Case(
+        incoming(1, cpu="4"),
+        "d1",
+        DEFAULT_PREEMPT,
+        [
+            workload("d1-med", 0, {CPU: "4"}, "d1"),
+            workload("d1-low", -1, {CPU: "4"}, "d1"),
+            workload("d2-low-1", -1, {CPU: "4"}, "d2"),
+        ],
+        {("d1-low", ICQ, paths("/cohort-no-limits/d1", "/cohort-no-limits/d1"))},
+    ),
+    "preempting locally and borrowing other resources in cohort, with cohort candidates": Case(
+        incoming(1, cpu="2", memory="5Gi"),
+        "c1",
+        one(cpu=("default", PREEMPT), memory=("default", PREEMPT)),
+        [
+            workload("c1-med", 0, {CPU: "4"}, "c1"),
+            workload("c2-low-1", -1, {CPU: "5"}, "c2"),
+            workload("c2-low-2", -1, {CPU: "1"}, "c2"),
+            workload("c2-low-3", -1, {CPU: "1"}, "c2"),
+        ],
+        {("c1-med", ICQ, paths("/cohort/c1", "/cohort/c1"))},
+        cycle=False,  # memory fits by borrowing: the assigner's assignment differs (memory Fit)
+    ),
+    "preempting locally and not borrowing same resource in 1-queue cohort": Case(
+        incoming(1, cpu="4"),
+        "l1",
+        DEFAULT_PREEMPT,
+        [workload("l1-med", 0, {CPU: "4"}, "l1"), workload("l1-low", -1, {CPU: "2"}, "l1")],
+        {("l1-med", ICQ, paths("/legion/l1", "/legion/l1"))},
+    ),
+    "do not reclaim borrowed quota from same priority for withinCohort=ReclaimFromLowerPriority": Case(
+        incoming(0, cpu="4"),
+        "c1",
+        DEFAULT_PREEMPT,
+        [
+            workload("c1", 0, {CPU: "2"}, "c1"),
+            workload("c2-1", 0, {CPU: "4"}, "c2"),
+            workload("c2-2", 0, {CPU: "4"}, "c2"),
+        ],
+        set(),
+    ),
+    "reclaim borrowed quota from same priority for withinCohort=ReclaimFromAny": Case(
+        incoming(0, cpu="4"),
+        "c2",
+        DEFAULT_PREEMPT,
+        [
+            workload("c1-1", 0, {CPU: "4"}, "c1"),
+            workload("c1-2", 1, {CPU: "4"}, "c1"),
+            workload("c2", 0, {CPU: "2"}, "c2"),
+        ],
+        {("c1-1", RECLAIM, paths("/cohort/c2", "/cohort/c1"))},
+    ),
+    "preempt from all ClusterQueues in cohort": Case(
+        incoming(0, cpu="4"),
+        "c1",
+        DEFAULT_PREEMPT,
+        [
+            workload("c1-low", -1, {CPU: "3"}, "c1"),
+            workload("c1-mid", 0, {CPU: "2"}, "c1"),
+            workload("c2-low", -1, {CPU: "3"}, "c2"),
+            workload("c2-mid", 0, {CPU: "4"}, "c2"),
+        ],
+        {("c1-low", ICQ, paths("/cohort/c1", "/cohort/c1")), ("c2-low", RECLAIM, paths("/cohort/c1", "/cohort/c2"))},
+    ),
+    "can't preempt workloads in ClusterQueue for withinClusterQueue=Never": Case(
+        incoming(1, cpu="4"),
+        "c2",
+        DEFAULT_PREEMPT,
+        [workload("c2-low", -1, {CPU: "3"}, "c2")],
+        set(),
+    ),
+    "each podset preempts a different flavor": Case(
+        workload("in", 0, podsets=[("launcher", 1, {MEM: "2Gi"}), ("workers", 2, {MEM: "1Gi"})]),
+        "standalone",
+        {"launcher": {MEM: ("alpha", PREEMPT)}, "workers": {MEM: ("beta", PREEMPT)}},
+        [
+            workload("low-alpha", -1, {MEM: "2Gi"}, "standalone", {MEM: "alpha"}),
+            workload("low-beta", -1, {MEM: "2Gi"}, "standalone", {MEM: "beta"}),
+        ],
+        {
+            ("low-alpha", ICQ, paths("/standalone", "/standalone")),
+            ("low-beta", ICQ, paths("/standalone", "/standalone")),
+        },
+        cycle=False,  # the assigner would put both PodSets on alpha (one resource group: one flavor per PodSet)
+    ),
+    "preempt newer workloads with the same priority": Case(
+        workload("in", 1, podsets=[("launcher", 1, {CPU: "2"})], created=T0 - timedelta(seconds=15)),
+        "preventStarvation",
+        {"launcher": {CPU: ("default", PREEMPT)}},
+        [
+            workload("wl1", 2, {CPU: "2"}, "preventStarvation"),
+            workload("wl2", 1, {CPU: "2"}, "preventStarvation", reserved_at=T0 + timedelta(seconds=1)),
+            workload("wl3", 1, {CPU: "2"}, "preventStarvation"),
+        ],
+        {("wl2", ICQ, paths("/preventStarvation", "/preventStarvation"))},
+    ),
+    "use BorrowWithinCohort; allow preempting a lower-priority workload from another ClusterQueue "
+    "while borrowing": Case(
+        incoming(0, cpu="10"),
+        "a_standard",
+        DEFAULT_PREEMPT,
+        [
+            workload("a_best_effort_low", -1, {CPU: "10"}, "a_best_effort"),
+            workload("b_best_effort_low", -1, {CPU: "1"}, "b_best_effort"),
+        ],
+        {("a_best_effort_low", WHILE_BORROWING, paths("/with_shared_cq/a_standard", "/with_shared_cq/a_best_effort"))},
+    ),
+    "use BorrowWithinCohort; don't allow preempting a lower-priority workload with priority above "
+    "MaxPriorityThreshold, if borrowing is required even after the preemption": Case(
+        incoming(2, cpu="10"),
+        "a_standard",
+        DEFAULT_PREEMPT,
+        [workload("b_standard", 1, {CPU: "10"}, "b_standard")],
+        set(),
+    ),
+    "use BorrowWithinCohort; allow preempting a lower-priority workload with priority above MaxPriorityThreshold, "
+    "if borrowing is not required after the preemption": Case(
+        incoming(2, cpu="1"),
+        "a_standard",
+        DEFAULT_PREEMPT,
+        [workload("b_standard", 1, {CPU: "13"}, "b_standard")],
+        {("b_standard", RECLAIM, paths("/with_shared_cq/a_standard", "/with_shared_cq/b_standard"))},
+    ),
+    "use BorrowWithinCohort; don't allow for preemption of lower-priority workload from the same ClusterQueue": Case(
+        incoming(2, cpu="1"),
+        "a_standard",
+        DEFAULT_PREEMPT,
+        [workload("a_standard", 1, {CPU: "13"}, "a_standard")],
+        set(),
+    ),
+    "use BorrowWithinCohort; only preempt from CQ if no workloads below threshold and already above nominal": Case(
+        incoming(3, cpu="1"),
+        "b_standard",
+        DEFAULT_PREEMPT,
+        [
+            workload("a_standard_1", 1, {CPU: "10"}, "a_standard"),
+            workload("a_standard_2", 1, {CPU: "1"}, "a_standard"),
+            workload("b_standard_1", 1, {CPU: "1"}, "b_standard"),
+            workload("b_standard_2", 2, {CPU: "1"}, "b_standard"),
+        ],
+        {("b_standard_1", ICQ, paths("/with_shared_cq/b_standard", "/with_shared_cq/b_standard"))},
+    ),
+    "use BorrowWithinCohort; preempt from CQ and from other CQs with workloads below threshold": Case(
+        incoming(2, cpu="2"),
+        "b_standard",
+        DEFAULT_PREEMPT,
+        [
+            workload("b_standard_high", 2, {CPU: "10"}, "b_standard"),
+            workload("b_standard_mid", 1, {CPU: "1"}, "b_standard"),
+            workload("a_best_effort_low", -1, {CPU: "1"}, "a_best_effort"),
+            workload("a_best_effort_lower", -2, {CPU: "1"}, "a_best_effort"),
+        ],
+        {
+            (
+                "a_best_effort_lower",
+                WHILE_BORROWING,
+                paths("/with_shared_cq/b_standard", "/with_shared_cq/a_best_effort"),
+            ),
+            ("b_standard_mid", ICQ, paths("/with_shared_cq/b_standard", "/with_shared_cq/b_standard")),
+        },
+    ),
+    "reclaim quota from lender": Case(
+        incoming(1, cpu="3"),
+        "lend1",
+        DEFAULT_PREEMPT,
+        [
+            workload("lend1-low", -1, {CPU: "3"}, "lend1"),
+            workload("lend2-mid", 0, {CPU: "3"}, "lend2"),
+            workload("lend2-high", 1, {CPU: "4"}, "lend2"),
+        ],
+        {("lend2-mid", RECLAIM, paths("/cohort-lend/lend1", "/cohort-lend/lend2"))},
+    ),
+    "preempt from all ClusterQueues in cohort-lend": Case(
+        incoming(0, cpu="4"),
+        "lend1",
+        DEFAULT_PREEMPT,
+        [
+            workload("lend1-low", -1, {CPU: "3"}, "lend1"),
+            workload("lend1-mid", 0, {CPU: "2"}, "lend1"),
+            workload("lend2-low", -1, {CPU: "3"}, "lend2"),
+            workload("lend2-mid", 0, {CPU: "4"}, "lend2"),
+        ],
+        {
+            ("lend1-low", ICQ, paths("/cohort-lend/lend1", "/cohort-lend/lend1")),
+            ("lend2-low", RECLAIM, paths("/cohort-lend/lend1", "/cohort-lend/lend2")),
+        },
+    ),
+    "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit": Case(
+        incoming(0, cpu="9"),
+        "lend1",
+        DEFAULT_PREEMPT,
+        [workload("lend2-low", -1, {CPU: "10"}, "lend2")],
+        set(),
+        cycle=False,  # the assigner finds no fit at all (9 > 6 + 2 requestable): there is no preemption to ask for
+    ),
+    "preemptions from cq when target queue is exhausted for the single requested resource": Case(
+        incoming(0, cpu="2"),
+        "a",
+        DEFAULT_PREEMPT,
+        [
+            workload("a1", -2, {CPU: "1"}, "a"),
+            workload("a2", -2, {CPU: "1"}, "a"),
+            workload("a3", -1, {CPU: "1"}, "a"),
+            workload("b1", 0, {CPU: "1"}, "b"),
+            workload("b2", 0, {CPU: "1"}, "b"),
+            workload("b3", 0, {CPU: "1"}, "b"),
+        ],
+        {
+            ("a1", ICQ, paths("/cohort-three/a", "/cohort-three/a")),
+            ("a2", ICQ, paths("/cohort-three/a", "/cohort-three/a")),
+        },
+    ),
+    "preemptions from cq when target queue is exhausted for two requested resources": Case(
+        incoming(0, cpu="2", memory="2"),
+        "a",
+        one(cpu=("default", PREEMPT), memory=("default", PREEMPT)),
+        [
+            workload("a1", -2, {CPU: "1", MEM: "1"}, "a"),
+            workload("a2", -2, {CPU: "1", MEM: "1"}, "a"),
+            workload("a3", -1, {CPU: "1", MEM: "1"}, "a"),
+            workload("b1", 0, {CPU: "1", MEM: "1"}, "b"),
+            workload("b2", 0, {CPU: "1", MEM: "1"}, "b"),
+            workload("b3", 0, {CPU: "1", MEM: "1"}, "b"),
+        ],
+        {
+            ("a1", ICQ, paths("/cohort-three/a", "/cohort-three/a")),
+            ("a2", ICQ, paths("/cohort-three/a", "/cohort-three/a")),
+        },
+    ),
+    "preemptions from cq when target queue is exhausted for one requested resource, but not the other": Case(
+        incoming(0, cpu="2", memory="2"),
+        "a",
+        one(cpu=("default", PREEMPT), memory=("default", PREEMPT)),
+        [
+            workload("a1", -2, {CPU: "1"}, "a"),
+            workload("a2", -2, {CPU: "1"}, "a"),
+            workload("a3", -1, {CPU: "1"}, "a"),
+            workload("b1", 0, {CPU: "1"}, "b"),
+            workload("b2", 0, {CPU: "1"}, "b"),
+            workload("b3", 0, {CPU: "1"}, "b"),
+        ],
+        {
+            ("a1", ICQ, paths("/cohort-three/a", "/cohort-three/a")),
+            ("a2", ICQ, paths("/cohort-three/a", "/cohort-three/a")),
+        },
+        cycle=False,  # memory fits: the assigner's assignment differs (memory Fit)
+    ),
+    "allow preemption from other cluster queues if target cq is not exhausted for the requested resource": Case(
+        incoming(0, cpu="2"),
+        "a",
+        DEFAULT_PREEMPT,
+        [
+            workload("a1", -1, {CPU: "1"}, "a"),
+            workload("b1", 0, {CPU: "1"}, "b"),
+            workload("b2", 0, {CPU: "1"}, "b"),
+            workload("b3", 0, {CPU: "1"}, "b"),
+            workload("b4", 0, {CPU: "1"}, "b"),
+            workload("b5", -1, {CPU: "1"}, "b"),
+        ],
+        {
+            ("a1", ICQ, paths("/cohort-three/a", "/cohort-three/a")),
+            ("b5", RECLAIM, paths("/cohort-three/a", "/cohort-three/b")),
+        },
+    ),
+    "long range preemption": Case(
+        incoming(0, cpu="8"),
+        "cq-left",
+        DEFAULT_PREEMPT,
+        [workload("to-be-preempted", 0, {CPU: "5"}, "cq-right")],
+        {("to-be-preempted", RECLAIM, paths("/root/cohort-left/cq-left", "/root/cohort-right/cq-right"))},
+        cqs=[
+            cluster_queue("cq-left", "cohort-left", group(default=[res(CPU, "10")]), reclaim=ANY),
+            cluster_queue("cq-right", "cohort-right", group(default=[res(CPU, "0")])),
+        ],
+        cohorts=[cohort("cohort-left", "root"), cohort("cohort-right", "root")],
+    ),
+}
+
+
+# -- TestHierarchicalPreemptions ---------------------------------------------------------------------------------
+# Upstream's ClusterQueues without quota list the flavor with no resources (or no resource group at all); a nominal
+# quota of 0 is the same quota.
+
+
+def hq(
+    name: str, parent: str, cpu: str = "0", reclaim: str = ANY, borrow_threshold: int | None = None, **more: str
+) -> dict:
+    """A ClusterQueue of the hierarchical cases: withinClusterQueue LowerPriority."""
+    resources = [res(CPU, cpu, lending=more.pop("lending", None))] + [res(r, v) for r, v in more.items()]
+    return cluster_queue(
+        name, parent, group(default=resources), within=LP, reclaim=reclaim, borrow_threshold=borrow_threshold
+    )
+
+
+def hc(name: str, parent: str | None = None, **quota: str) -> dict:
+    return cohort(name, parent, *([group(default=[res(r, v) for r, v in quota.items()])] if quota else []))
+
+
+def cpu_in(name: str, priority: int, cpu: str, cq_name: str, **kw) -> dict:
+    return workload(name, priority, {CPU: cpu}, cq_name, **kw)
+
+
+R_C2 = [hc("r"), hc("c", "r", cpu="2")]
+R1_C4 = [hc("r", cpu="1"), hc("c", "r", cpu="4")]
+Q_RC = paths("/r/c/q", "/r/c/q")
+Q_BORROWING = paths("/r/c/q", "/r/q_borrowing")
+Q_SAME_COHORT = paths("/r/c/q", "/r/c/q_same_cohort")
+
+HIERARCHICAL: dict[str, Case] = {
+    "preempt with hierarchical advantage": Case(
+        incoming(0, cpu="2"),
+        "q",
+        DEFAULT_PREEMPT,
+        [cpu_in("admitted2", 0, "2", "q_borrowing")],
+        {("admitted2", RECLAIM, Q_BORROWING)},
+        cqs=[hq("q", "c"), hq("q_borrowing", "r")],
+        cohorts=R_C2,
+    ),
+    "avoid queues within nominal quota": Case(
+        incoming(0, cpu="2"),
+        "q",
+        DEFAULT_PREEMPT,
+        [cpu_in("admitted1", -10, "2", "q_nominal"), cpu_in("admitted2", 0, "2", "q_borrowing")],
+        {("admitted2", RECLAIM, Q_BORROWING)},
+        cqs=[hq("q_nominal", "r", "2"), hq("q", "c"), hq("q_borrowing", "r")],
+        cohorts=R_C2,
+    ),
+    "preempt multiple with hierarchical advantage": Case(
+        incoming(0, cpu="2"),
+        "q",
+        DEFAULT_PREEMPT,
+        [cpu_in("admitted1", 1, "1", "q_borrowing"), cpu_in("admitted2", 2, "1", "q_borrowing")],
+        {("admitted1", RECLAIM, Q_BORROWING), ("admitted2", RECLAIM, Q_BORROWING)},
+        cqs=[hq("q", "c"), hq("q_borrowing", "r")],
+        cohorts=R_C2,
+    ),
+    "preempt in cohort and own CQ": Case(
+        incoming(1, cpu="2"),
+        "q",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_not_preemptible", 1, "1", "q_same_cohort"),
+            cpu_in("admitted_preemptible", 0, "1", "q_same_cohort", usage={CPU: "2"}),
+            cpu_in("admitted_own_queue", -1, "1", "q"),
+        ],
+        {("admitted_own_queue", ICQ, Q_RC), ("admitted_preemptible", WHILE_BORROWING, Q_SAME_COHORT)},
+        cqs=[hq("q", "c", borrow_threshold=0), hq("q_same_cohort", "c")],
+        cohorts=[hc("r"), hc("c", "r", cpu="3")],
+    ),
+    "prefer to preempt hierarchical candidate": Case(
+        incoming(0, cpu="1"),
+        "q",
+        DEFAULT_PREEMPT,
+        [cpu_in("admitted_borrowing", 1, "1", "q_borrowing"), cpu_in("admitted_same_queue", -2, "1", "q")],
+        {("admitted_borrowing", RECLAIM, Q_BORROWING)},
+        cqs=[hq("q", "c"), hq("q_borrowing", "r")],
+        cohorts=R_C2,
+    ),
+    "forced to preempt priority candidate": Case(
+        incoming(0, cpu="2"),
+        "q",
+        DEFAULT_PREEMPT,
+        [cpu_in("admitted_nominal", -10, "2", "q_nominal"), cpu_in("admitted_same_cohort", -1, "2", "q_same_cohort")],
+        {("admitted_same_cohort", WHILE_BORROWING, Q_SAME_COHORT)},
+        cqs=[hq("q", "c", borrow_threshold=0), hq("q_nominal", "r", "2"), hq("q_same_cohort", "c")],
+        cohorts=R_C2,
+    ),
+    "incoming workload fits in CQ nominal quota": Case(
+        incoming(0, cpu="4"),
+        "q",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_borrowing", 10, "3", "q_borrowing"),
+            cpu_in("admitted_same_cohort", 10, "3", "q_same_cohort"),
+        ],
+        {("admitted_borrowing", RECLAIM, Q_BORROWING), ("admitted_same_cohort", RECLAIM, Q_SAME_COHORT)},
+        cqs=[hq("q", "c", "4"), hq("q_borrowing", "r"), hq("q_same_cohort", "c")],
+        cohorts=R_C2,
+    ),
+    "preempt hierarchical and priority candidates": Case(
+        incoming(0, cpu="3"),
+        "q",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_borrowing", -1, "2", "q_borrowing"),
+            cpu_in("admitted_same_cohort_preemptible", -1, "1", "q_same_cohort"),
+            cpu_in("admitted_borrowing_not_preemptible", 1, "2", "q_borrowing"),
+        ],
+        {
+            ("admitted_borrowing", RECLAIM, Q_BORROWING),
+            ("admitted_same_cohort_preemptible", WHILE_BORROWING, Q_SAME_COHORT),
+        },
+        cqs=[hq("q", "c", reclaim=LP, borrow_threshold=0), hq("q_borrowing", "r"), hq("q_same_cohort", "c")],
+        cohorts=R1_C4,
+    ),
+    "preempt hierarchical candidates and inside CQ": Case(
+        incoming(0, cpu="3"),
+        "q",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_borrowing", -1, "2", "q_borrowing"),
+            cpu_in("admitted_same_queue_preemptible", -1, "1", "q"),
+            cpu_in("admitted_borrowing_not_preemptible", 1, "2", "q_borrowing"),
+        ],
+        {("admitted_borrowing", RECLAIM, Q_BORROWING), ("admitted_same_queue_preemptible", ICQ, Q_RC)},
+        cqs=[hq("q", "c", reclaim=LP, borrow_threshold=0), hq("q_borrowing", "r"), hq("q_same_cohort", "c")],
+        cohorts=R1_C4,
+    ),
+    "reclaim nominal quota from lowest priority workload, excluding non-borrowing": Case(
+        incoming(0, cpu="1"),
+        "q",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_borrowing_prio_8", 8, "1", "q_borrowing"),
+            cpu_in("admitted_borrowing_prio_9", 9, "1", "q_borrowing"),
+            cpu_in("admitted_borrowing_prio_10", 9, "1", "q_borrowing"),
+            cpu_in("admitted_nominal", -2, "2", "q_nominal"),
+        ],
+        {("admitted_borrowing_prio_8", RECLAIM, Q_BORROWING)},
+        cqs=[hq("q", "c"), hq("q_borrowing", "r"), hq("q_nominal", "r", "2")],
+        cohorts=[hc("r"), hc("c", "r", cpu="3")],
+    ),
+    "infeasible preemption all available workloads in pruned subtrees": Case(
+        incoming(0, cpu="2"),
+        "q",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_other_1", -10, "1", "q_other"),
+            cpu_in("admitted_other_2", -10, "1", "q_other"),
+            cpu_in("admitted_same_cohort", 0, "2", "q_same_cohort"),
+        ],
+        set(),
+        cqs=[hq("q_other", "c_other"), hq("q", "c"), hq("q_same_cohort", "c")],
+        cohorts=[hc("r"), hc("c", "r", cpu="2"), hc("c_other", "r", cpu="2")],
+    ),
+    "hiearchical preemption with multiple resources": Case(
+        incoming(-2, cpu="2", memory="1Gi"),
+        "q",
+        one(cpu=("default", PREEMPT), memory=("default", PREEMPT)),
+        [
+            workload("admitted_borrowing", 0, {CPU: "3", MEM: "1Gi"}, "q_borrowing"),
+            workload("admitted_same_cohort", -2, {CPU: "1", MEM: "3Gi"}, "q_same_cohort"),
+        ],
+        {("admitted_borrowing", RECLAIM, Q_BORROWING)},
+        cqs=[hq("q", "c", memory="0"), hq("q_borrowing", "r", memory="0"), hq("q_same_cohort", "c", memory="0")],
+        cohorts=[hc("r", cpu="3"), hc("c", "r", cpu="4", memory="4Gi")],
+    ),
+    "respect lending limits": Case(
+        incoming(-2, cpu="5"),
+        "q",
+        DEFAULT_PREEMPT,
+        [cpu_in("admitted_borrowing", 0, "4", "q_borrowing")],
+        {("admitted_borrowing", RECLAIM, Q_BORROWING)},
+        cqs=[hq("q", "c", "3", lending="2"), hq("q_borrowing", "r")],
+        cohorts=R_C2,
+    ),
+    "reclaim in complex hierarchy": Case(
+        incoming(-2, cpu="7"),
+        "q5",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_borrowing_1", -6, "4", "q1"),
+            cpu_in("admitted_borrowing_2", -5, "4", "q1"),
+            cpu_in("admitted_borrowing_3", -9, "4", "q2"),
+            cpu_in("admitted_borrowing_4", -10, "4", "q2"),
+            cpu_in("admitted_borrowing_5", -4, "4", "q3"),
+            cpu_in("admitted_borrowing_6", -3, "3", "q3"),
+            cpu_in("admitted_borrowing_7", 4, "2", "q4"),
+            cpu_in("admitted_borrowing_8", 2, "3", "q4"),
+        ],
+        {
+            ("admitted_borrowing_1", RECLAIM, paths("/r/c11/c21/c31/q5", "/r/c12/q1")),
+            ("admitted_borrowing_4", RECLAIM, paths("/r/c11/c21/c31/q5", "/r/c11/c23/q2")),
+        },
+        cqs=[hq(q, c) for q, c in (("q1", "c12"), ("q2", "c23"), ("q3", "c22"), ("q4", "c32"), ("q5", "c31"))],
+        cohorts=[hc("r")]
+        + [
+            hc(n, p, cpu="4")
+            for n, p in (
+                ("c11", "r"),
+                ("c12", "r"),
+                ("c21", "c11"),
+                ("c22", "c11"),
+                ("c23", "c11"),
+                ("c31", "c21"),
+                ("c32", "c21"),
+            )
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_preemption(name: str) -> None:
+    """TestPreemption."""
+    case = CASES[name]
+    assert targets(case) == case.want
+    if case.cycle:
+        assert cycle_victims(case) == case.want
+
+
+@pytest.mark.parametrize("name", list(HIERARCHICAL))
+def test_hierarchical_preemptions(name: str) -> None:
+    """TestHierarchicalPreemptions."""
+    case = HIERARCHICAL[name]
+    assert targets(case) == case.want
+    if case.cycle:
+        assert cycle_victims(case) == case.want
+
+
+def test_hierarchical_preemptions_prefer_to_preempt_evicted_workloads() -> None:
+    """TestHierarchicalPreemptions "prefer to preempt evicted workloads": the workload already being evicted is the
+    target (upstream counts it as preempted without writing to it again)."""
+    case = Case(
+        incoming(0, cpu="1"),
+        "q",
+        DEFAULT_PREEMPT,
+        [
+            cpu_in("admitted_borrowing", -10, "1", "q_borrowing"),
+            cpu_in("evicted_same_cohort", -1, "1", "q_same_cohort", evicted=True),
+        ],
+        set(),
+        cqs=[hq("q", "c", borrow_threshold=0), hq("q_borrowing", "r"), hq("q_same_cohort", "c")],
+        cohorts=R_C2,
+    )
+    assert {name for name, _, _ in targets(case)} == {"evicted_same_cohort"}
