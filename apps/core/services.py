@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import ForeignObjectRel
 from django.db.models.deletion import ProtectedError, RestrictedError, get_candidate_relations_to_delete
 from django.utils import timezone
@@ -24,6 +24,14 @@ def model_update(obj: models.Model, changes: dict[str, Any], allowed: set[str]) 
             setattr(obj, name, value)
             changed.append(name)
     return changed
+
+
+def lock_for_transaction(key: str) -> None:
+    """Serialise the writers that name `key` until the current transaction ends (a transaction-level advisory lock on
+    PostgreSQL; SQLite serialises writers anyway). Call inside `transaction.atomic()`."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
 
 
 def model_save(obj: models.Model, *, update_fields: list[str] | None = None) -> None:

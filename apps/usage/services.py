@@ -19,10 +19,11 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.core.services import lock_for_transaction
 from apps.org.models import Quota
 
 from . import split
@@ -31,10 +32,7 @@ from .models import DeservedPeriod, UsageInterval, UsageSlice, UtilisationHour
 
 def _lock_timeline(project_id: int, node_pool_id: int) -> None:
     """Serialise writers of one project's ledger on one pool until the transaction ends."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                           [f"usage-timeline:{project_id}:{node_pool_id}"])
+    lock_for_transaction(f"usage-timeline:{project_id}:{node_pool_id}")
 
 
 def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetime) -> int:

@@ -27,7 +27,7 @@ from apps.accounts.models import NotificationPreference
 from apps.core import intents, kueue_names
 from apps.core.audit import audit_record
 from apps.core.sealed import seal
-from apps.core.services import version_check
+from apps.core.services import lock_for_transaction, version_check
 from apps.core.tasks import enqueue_on_commit
 from apps.org.models import DataSource, NodePool, PriorityClass, Project, Quota
 from apps.org.services import quota_guard
@@ -799,8 +799,14 @@ def workload_forecasts_store(*, computed_at: datetime, forecasts: dict[int, dict
     `forecasts` gets its row (earliest, likely, latest, basis, reason, message), every other row goes. Workloads
     deleted meanwhile are skipped. `replayed`: the replay's own (earliest, likely, latest) of the estimated ones,
     recorded the first time each is estimated; records get their start once the workload has quota, and go after
-    FORECAST_RECORD_DAYS. One transaction; returns the rows written."""
+    FORECAST_RECORD_DAYS. One transaction; returns the rows written.
+
+    Refreshes can overlap (beat's and the watcher's): they store one at a time, and one computed before the stored
+    forecasts were is dropped (0), so an older picture never replaces a newer one."""
     with transaction.atomic():
+        lock_for_transaction("workload-forecasts")
+        if WorkloadForecast.objects.filter(computed_at__gt=computed_at).exists():
+            return 0
         WorkloadForecast.objects.exclude(workload_id__in=list(forecasts)).delete()
         present = set(Workload.objects.filter(pk__in=list(forecasts)).values_list("pk", flat=True))
         rows = [WorkloadForecast(workload_id=workload_id, computed_at=computed_at, **values)

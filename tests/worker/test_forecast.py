@@ -208,6 +208,24 @@ def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
     assert not ForecastRecord.objects.filter(workload=waiting).exists()
 
 
+def test_an_older_refresh_never_replaces_a_newer_one(demo):
+    """Refreshes overlap (beat's and the watcher's); one computed before the stored forecasts were, committing after
+    them, is dropped: the newer rows and their time stay."""
+    alice = demo["alice"]
+    running(workload(alice, max_runtime=600), since=0)
+    waiting = workload(alice, name="waits")
+    queued(waiting)
+    forecasts_refresh(now=NOW + timedelta(seconds=60))
+    def stored():
+        return WorkloadForecast.objects.filter(workload=waiting).values_list("computed_at", "likely", "reason").get()
+
+    assert stored() == (NOW + timedelta(seconds=60), NOW + timedelta(seconds=600), "")
+    assert services.workload_forecasts_store(computed_at=NOW, forecasts={waiting.pk: {
+        "earliest": None, "likely": None, "latest": None, "basis": "", "reason": ForecastReason.NO_RUNTIME,
+        "message": "older"}}) == 0
+    assert stored() == (NOW + timedelta(seconds=60), NOW + timedelta(seconds=600), "")
+
+
 def test_the_start_recorded_is_the_first_admission_after_the_estimate(demo):
     """Work admitted, preempted and requeued before its first estimate: its start is its next admission, not the
     one before (Workload.admitted_at keeps the first). Kueue's times have whole seconds: an admission in the second
