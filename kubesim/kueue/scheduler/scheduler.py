@@ -381,28 +381,32 @@ class Scheduler:
             targets = preemptor.get_targets(wl, full)
             if targets:
                 return full, targets
-        reducible = [i for i, ps in enumerate(wl.podsets) if ps.min_count is not None and ps.min_count < ps.count]
-        if reducible:
-            i = reducible[0]
-            ps = wl.podsets[i]
-            best: tuple[Assignment, list[Target]] | None = None
-            lo, hi = ps.min_count or 0, ps.count - 1
-            while lo <= hi:
-                mid = (lo + hi) // 2
-                counts = [p.count for p in wl.podsets]
-                counts[i] = mid
-                attempt = assigner.assign(counts)
-                found: tuple[Assignment, list[Target]] | None = None
-                if attempt.mode() not in (NO_FIT, PREEMPT):
-                    found = (attempt, [])
-                elif attempt.mode() == PREEMPT:
-                    t = preemptor.get_targets(wl, attempt)
+        # Partial admission (Kueue's PodSetReducer): every PodSet with a minCount gives up the same fraction of its
+        # reducible pods, searched for the smallest such step (the most pods) that fits or finds preemption targets.
+        deltas = [ps.count - ps.min_count if ps.min_count is not None else 0 for ps in wl.podsets]
+        total = sum(deltas)
+        if total > 0:
+
+            def attempt(step: int) -> tuple[Assignment, list[Target]] | None:
+                counts = [ps.count - d * step // total for ps, d in zip(wl.podsets, deltas, strict=True)]
+                tried = assigner.assign(counts)
+                if tried.mode() not in (NO_FIT, PREEMPT):
+                    return tried, []
+                if tried.mode() == PREEMPT:
+                    t = preemptor.get_targets(wl, tried)
                     if t:
-                        found = (attempt, t)
+                        return tried, t
+                return None
+
+            best: tuple[Assignment, list[Target]] | None = None
+            lo, hi = 0, total + 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                found = attempt(mid)
                 if found:
-                    best, lo = found, mid + 1
+                    best, hi = found, mid
                 else:
-                    hi = mid - 1
+                    lo = mid + 1
             if best is not None:
                 return best
         return full, []
