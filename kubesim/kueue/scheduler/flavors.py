@@ -190,8 +190,9 @@ def lowest_subtree_that_fits(cq: ClusterQueueNode, fr: FlavorResource, val: int)
 
 
 def _taint_str(t: dict) -> str:
-    value = t.get("value")
-    return f"{t.get('key')}={value}:{t.get('effect')}" if value else f"{t.get('key')}:{t.get('effect')}"
+    """A taint as Kueue's message prints it: Go's default formatting of the corev1.Taint struct (key, value, effect,
+    timeAdded), e.g. "{key val NoSchedule <nil>}"."""
+    return f"{{{t.get('key') or ''} {t.get('value') or ''} {t.get('effect') or ''} <nil>}}"
 
 
 def _tolerates(tol: dict, taint: dict) -> bool:

@@ -1,0 +1,994 @@
+"""Admission, flavor assignment and borrowing cases ported from Kueue's own tests (v0.19.2), run through one
+scheduling cycle of kubesim's core on plain data: same objects, same admitted workloads with the same flavors (and
+counts), same workloads left in the queues or set aside as inadmissible, same victims where a case preempts.
+
+Sources: pkg/scheduler/scheduler_test.go (TestSchedule) and pkg/scheduler/scheduler_fs_test.go
+(TestScheduleForFairSharing). Each test id is the upstream case name. Cases that need what kubesim does not model
+(TAS, MultiKueue, AFS, workload slices, limit ranges, preemption gates, API errors) are not ported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+
+from kubesim.kueue import workload_status as ws
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler import Scheduler, Snapshot
+from tests.kubesim.kueue.sim import T0
+
+CPU = "cpu"
+GPU = "example.com/gpu"
+MAIN = "main"
+
+# -- plain-data builders, shaped like Kueue's test wrappers ----------------------------------------------------------
+
+
+def res(name: str, nominal: str, borrowing: str = "", lending: str = "") -> dict:
+    """FlavorQuotas.Resource(name, nominal, borrowingLimit, lendingLimit): '' leaves a limit unset."""
+    r = {"name": name, "nominalQuota": nominal}
+    if borrowing:
+        r["borrowingLimit"] = borrowing
+    if lending:
+        r["lendingLimit"] = lending
+    return r
+
+
+def fq(flavor: str, *resources: dict) -> dict:
+    return {"name": flavor, "resources": list(resources)}
+
+
+def rg(*flavors: dict) -> dict:
+    covered: list[str] = []
+    for f in flavors:
+        for r in f["resources"]:
+            if r["name"] not in covered:
+                covered.append(r["name"])
+    return {"coveredResources": covered, "flavors": list(flavors)}
+
+
+def cq(
+    name: str,
+    *groups: dict,
+    cohort: str = "",
+    selector: dict | None = None,
+    strict: bool = False,
+    preemption: dict | None = None,
+    fungibility: dict | None = None,
+    weight: str | None = None,
+) -> dict:
+    """MakeClusterQueue: selects every namespace, BestEffortFIFO, whenCanBorrow MayStopSearch and whenCanPreempt
+    TryNextFlavor unless told."""
+    spec: dict = {
+        "namespaceSelector": {} if selector is None else selector,
+        "queueingStrategy": "StrictFIFO" if strict else "BestEffortFIFO",
+        "flavorFungibility": {
+            "whenCanBorrow": "MayStopSearch",
+            "whenCanPreempt": "TryNextFlavor",
+            **(fungibility or {}),
+        },
+        "resourceGroups": list(groups),
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    if preemption:
+        spec["preemption"] = preemption
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def cohort(name: str, *groups: dict, parent: str = "", weight: str | None = None) -> dict:
+    spec: dict = {"resourceGroups": list(groups)}
+    if parent:
+        spec["parentName"] = parent
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def dep(value: str) -> dict:
+    return {"matchExpressions": [{"key": "dep", "operator": "In", "values": [value]}]}
+
+
+def lq(name: str, namespace: str, cluster_queue: str) -> dict:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue}}
+
+
+def pod_set(
+    name: str,
+    count: int,
+    requests: dict[str, str],
+    min_count: int | None = None,
+    tolerations: list | None = None,
+    selector: dict | None = None,
+) -> dict:
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": dict(requests)}}]}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if selector:
+        spec["nodeSelector"] = selector
+    out = {"name": name, "count": count, "template": {"spec": spec}}
+    if min_count is not None:
+        out["minCount"] = min_count
+    return out
+
+
+def wl(
+    name: str,
+    namespace: str,
+    queue: str = "",
+    requests: dict[str, str] | None = None,
+    podsets: list[dict] | None = None,
+    priority: int = 0,
+    created: float = 0.0,
+    admitted: tuple[str, dict[str, dict[str, str]]] | None = None,
+    uid: str = "",
+) -> dict:
+    """MakeWorkload: one 'main' PodSet of one pod unless podsets are given; requests go to that PodSet.
+    admitted=(cluster queue, {pod set: {resource: flavor}}) reserves quota (usage = requests x count)."""
+    if podsets is None:
+        podsets = [pod_set(MAIN, 1, requests or {})]
+    obj: dict = {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"{namespace}/{name}",
+            "creationTimestamp": ws.ts(T0 + timedelta(seconds=created)),
+        },
+        "spec": {"queueName": queue, "priority": priority, "podSets": podsets},
+        "status": {},
+    }
+    if admitted is not None:
+        cq_name, flavors = admitted
+        psas = []
+        for p in podsets:
+            if p["name"] not in flavors:
+                continue
+            reqs = p["template"]["spec"]["containers"][0]["resources"]["requests"]
+            from kubesim.quantity import format_amount, to_amount
+
+            usage = {
+                r: format_amount(r, to_amount(r, v) * p["count"]) for r, v in reqs.items() if r in flavors[p["name"]]
+            }
+            psas.append({"name": p["name"], "flavors": flavors[p["name"]], "resourceUsage": usage, "count": p["count"]})
+        ws.set_quota_reservation(obj, cq_name, psas, T0)
+    return obj
+
+
+def flavor(name: str, taints: list[dict] | None = None, labels: dict | None = None) -> dict:
+    return {"metadata": {"name": name}, "spec": {"nodeTaints": taints or [], "nodeLabels": labels or {}}}
+
+
+def taint(key: str, value: str, effect: str = "NoSchedule") -> dict:
+    return {"key": key, "value": value, "effect": effect}
+
+
+# -- TestSchedule's fixture -----------------------------------------------------------------------------------------
+
+SCHEDULE_FLAVORS = [
+    flavor("default"),
+    flavor("on-demand"),
+    flavor("spot"),
+    flavor("model-a"),
+    flavor("spot-tainted", [taint("key", "val")]),
+    flavor("spot-tainted-2", [taint("key", "val2")]),
+]
+
+NAMESPACES = [
+    {"metadata": {"name": "default"}},
+    *({"metadata": {"name": n, "labels": {"dep": "eng"}}} for n in ("eng-alpha", "eng-beta", "eng-gamma")),
+    {"metadata": {"name": "sales", "labels": {"dep": "sales"}}},
+    {"metadata": {"name": "lend", "labels": {"dep": "lend"}}},
+]
+
+RECLAIM_ANY = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+
+SCHEDULE_CQS = [
+    cq("sales", rg(fq("default", res(CPU, "50", "0"))), selector=dep("sales"), strict=True),
+    cq(
+        "eng-alpha",
+        rg(fq("on-demand", res(CPU, "50", "50")), fq("spot", res(CPU, "100", "0"))),
+        cohort="eng",
+        selector=dep("eng"),
+        strict=True,
+    ),
+    cq(
+        "eng-beta",
+        rg(fq("on-demand", res(CPU, "50", "10")), fq("spot", res(CPU, "0", "100"))),
+        rg(fq("model-a", res(GPU, "20", "0"))),
+        cohort="eng",
+        selector=dep("eng"),
+        strict=True,
+        preemption=RECLAIM_ANY,
+    ),
+    cq("flavor-nonexistent-cq", rg(fq("nonexistent-flavor", res(CPU, "50"))), strict=True),
+    cq("lend-a", rg(fq("default", res(CPU, "3", "", "2"))), cohort="lend", selector=dep("lend")),
+    cq("lend-b", rg(fq("default", res(CPU, "2", "", "2"))), cohort="lend", selector=dep("lend")),
+]
+
+SCHEDULE_LQS = [
+    lq("main", "sales", "sales"),
+    lq("blocked", "sales", "eng-alpha"),
+    lq("main", "eng-alpha", "eng-alpha"),
+    lq("main", "eng-beta", "eng-beta"),
+    lq("flavor-nonexistent-queue", "sales", "flavor-nonexistent-cq"),
+    lq("cq-nonexistent-queue", "sales", "nonexistent-cq"),
+    lq("lend-a-queue", "lend", "lend-a"),
+    lq("lend-b-queue", "lend", "lend-b"),
+]
+
+
+@dataclass
+class Case:
+    """One upstream case: inputs and the outcome of one cycle.
+
+    admitted: workloads admitted in this cycle -> (cluster queue, {pod set: {resource: flavor}}), or with counts
+    (cluster queue, {pod set: ({resource: flavor}, count)}); left / inadmissible: pending workloads per cluster
+    queue after the cycle (in the heap / set aside); preempted: victims; messages: QuotaReserved=False messages.
+    """
+
+    workloads: list[dict]
+    admitted: dict = field(default_factory=dict)
+    left: dict[str, list[str]] = field(default_factory=dict)
+    inadmissible: dict[str, list[str]] = field(default_factory=dict)
+    preempted: set[str] = field(default_factory=set)
+    messages: dict[str, str] = field(default_factory=dict)
+    cluster_queues: list[dict] = field(default_factory=list)
+    local_queues: list[dict] = field(default_factory=list)
+    cohorts: list[dict] = field(default_factory=list)
+    fair_sharing: bool = False
+    base: bool = True  # TestSchedule's fixture queues (False: only the case's own)
+    flavors: list[dict] | None = None
+
+
+def run_case(case: Case) -> None:
+    snap = Snapshot.from_objects(
+        resource_flavors=case.flavors if case.flavors is not None else SCHEDULE_FLAVORS,
+        cohorts=case.cohorts,
+        cluster_queues=(SCHEDULE_CQS if case.base else []) + case.cluster_queues,
+        local_queues=(SCHEDULE_LQS if case.base else []) + case.local_queues,
+        workloads=case.workloads,
+        namespaces=NAMESPACES,
+        config=KueueConfig(fair_sharing=case.fair_sharing, quota_check_strategy="BlockUndeclared"),
+        now=T0,
+    )
+    scheduler = Scheduler()
+    result = scheduler.cycle(snap, T0)
+
+    got_admitted = {}
+    for a in result.admitted:
+        want = case.admitted.get(a.workload.key)
+        with_counts = want is not None and any(isinstance(v, tuple) for v in want[1].values())
+        got_admitted[a.workload.key] = (
+            a.cluster_queue,
+            {p["name"]: (p["flavors"], p["count"]) if with_counts else p["flavors"] for p in a.podset_assignments},
+        )
+    assert got_admitted == case.admitted
+
+    admitted_keys = {a.workload.key for a in result.admitted}
+    left: dict[str, list[str]] = {}
+    aside: dict[str, list[str]] = {}
+    for name, pending in snap.pending.items():
+        for w in pending:
+            if w.key in admitted_keys:
+                continue
+            target = aside if w.key in scheduler.queues.inadmissible.get(name, set()) else left
+            target.setdefault(name, []).append(w.key)
+    assert {k: sorted(v) for k, v in left.items()} == {k: sorted(v) for k, v in case.left.items()}
+    assert {k: sorted(v) for k, v in aside.items()} == {k: sorted(v) for k, v in case.inadmissible.items()}
+    assert {p.victim.key for p in result.preempted} == case.preempted
+    got_messages = {p.workload.key: p.message for p in result.pending}
+    for key, message in case.messages.items():
+        assert got_messages.get(key) == message, key
+
+
+def on(cq_name: str, **podsets: dict[str, str]) -> tuple[str, dict[str, dict[str, str]]]:
+    return cq_name, podsets
+
+
+def at(cq_name: str, flavor_name: str, podset: str = MAIN, resource: str = CPU) -> tuple[str, dict]:
+    """An admission of one pod set with one resource in one flavor."""
+    return cq_name, {podset: {resource: flavor_name}}
+
+
+# -- pkg/scheduler/scheduler_test.go: TestSchedule -------------------------------------------------------------------
+
+OTHER_ALPHA_MAY_STOP = cq(
+    "other-alpha",
+    rg(fq("on-demand", res(CPU, "50", "50")), fq("spot", res(CPU, "100", "0"))),
+    preemption={"withinClusterQueue": "LowerPriority"},
+    fungibility={"whenCanPreempt": "MayStopSearch"},
+)
+
+SCHEDULE_CASES: dict[str, Case] = {
+    "use second flavor when the first has no preemption candidates; WhenCanPreempt: MayStopSearch": Case(
+        cluster_queues=[OTHER_ALPHA_MAY_STOP],
+        local_queues=[lq("other", "eng-alpha", "other-alpha")],
+        workloads=[
+            wl("admitted", "eng-alpha", "other", {CPU: "50"}, admitted=at("other-alpha", "on-demand")),
+            wl("new", "eng-alpha", "other", {CPU: "20"}),
+        ],
+        admitted={"eng-alpha/new": at("other-alpha", "spot")},
+    ),
+    "workload fits in single clusterQueue, with check state ready": Case(
+        workloads=[wl("foo", "sales", "main", podsets=[pod_set("one", 10, {CPU: "1"})])],
+        admitted={"sales/foo": ("sales", {"one": ({CPU: "default"}, 10)})},
+    ),
+    "skip workload with missing or deleted ClusterQueue (NoFit)": Case(
+        workloads=[wl("missing-cq-workload", "sales", "non-existent-queue", podsets=[pod_set("set", 1, {CPU: "1"})])],
+    ),
+    "flavors with mixed misconfiguration and insufficient quota": Case(
+        cluster_queues=[
+            cq(
+                "custom-cq",
+                rg(fq("spot-tainted", res(CPU, "20", "20")), fq("on-demand", res(CPU, "15", "15"))),
+                strict=True,
+            )
+        ],
+        local_queues=[lq("custom-q", "sales", "custom-cq")],
+        workloads=[
+            wl("existing-on-demand-job", "sales", "custom-q", {CPU: "10"}, admitted=at("custom-cq", "on-demand")),
+            wl("new-job", "sales", "custom-q", {CPU: "10"}),
+        ],
+        left={"custom-cq": ["sales/new-job"]},
+        messages={
+            "sales/new-job": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+            "on-demand, 5 more needed, untolerated taint {key val NoSchedule <nil>} in flavor spot-tainted",
+        },
+    ),
+    "flavors with mixed taint mismatch and exceeding limits": Case(
+        cluster_queues=[
+            cq(
+                "custom-cq2",
+                rg(fq("spot-tainted", res(CPU, "20", "20")), fq("on-demand", res(CPU, "5", "5"))),
+                strict=True,
+            )
+        ],
+        local_queues=[lq("custom-q2", "sales", "custom-cq2")],
+        workloads=[wl("new-job2", "sales", "custom-q2", {CPU: "10"})],
+        left={"custom-cq2": ["sales/new-job2"]},
+    ),
+    "flavors are structurally incompatible": Case(
+        cluster_queues=[
+            cq(
+                "custom-cq3",
+                rg(fq("spot-tainted", res(CPU, "20", "20")), fq("spot-tainted-2", res(CPU, "5", "5"))),
+                strict=True,
+            )
+        ],
+        local_queues=[lq("custom-q3", "sales", "custom-cq3")],
+        workloads=[wl("new-job3", "sales", "custom-q3", {CPU: "1"})],
+        left={"custom-cq3": ["sales/new-job3"]},
+    ),
+    "workload fits in single clusterQueue, with check state pending": Case(
+        workloads=[wl("foo", "sales", "main", podsets=[pod_set("one", 10, {CPU: "1"})])],
+        admitted={"sales/foo": ("sales", {"one": ({CPU: "default"}, 10)})},
+    ),
+    "single clusterQueue full": Case(
+        workloads=[
+            wl("new", "sales", "main", podsets=[pod_set("one", 11, {CPU: "1"})]),
+            wl(
+                "assigned",
+                "sales",
+                podsets=[pod_set("one", 40, {CPU: "1"})],
+                admitted=on("sales", one={CPU: "default"}),
+            ),
+        ],
+        left={"sales": ["sales/new"]},
+        messages={
+            "sales/new": "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor default, "
+            "1 more needed"
+        },
+    ),
+    "failed to match clusterQueue selector": Case(
+        workloads=[wl("new", "sales", "blocked", podsets=[pod_set("one", 1, {CPU: "1"})])],
+        inadmissible={"eng-alpha": ["sales/new"]},
+        messages={"sales/new": "workload namespace doesn't match ClusterQueue selector"},
+    ),
+    "admit in different cohorts": Case(
+        workloads=[
+            wl("new", "sales", "main", podsets=[pod_set("one", 1, {CPU: "1"})]),
+            wl("new", "eng-alpha", "main", podsets=[pod_set("one", 51, {CPU: "1"})]),
+        ],
+        admitted={
+            "sales/new": ("sales", {"one": ({CPU: "default"}, 1)}),
+            "eng-alpha/new": ("eng-alpha", {"one": ({CPU: "on-demand"}, 51)}),
+        },
+    ),
+    "admit in same cohort with no borrowing": Case(
+        workloads=[
+            wl("new", "eng-alpha", "main", podsets=[pod_set("one", 40, {CPU: "1"})]),
+            wl("new", "eng-beta", "main", podsets=[pod_set("one", 40, {CPU: "1"})]),
+        ],
+        admitted={
+            "eng-alpha/new": ("eng-alpha", {"one": ({CPU: "on-demand"}, 40)}),
+            "eng-beta/new": ("eng-beta", {"one": ({CPU: "on-demand"}, 40)}),
+        },
+    ),
+    "assign multiple resources and flavors": Case(
+        workloads=[
+            wl(
+                "new",
+                "eng-beta",
+                "main",
+                podsets=[pod_set("one", 10, {CPU: "6", GPU: "1"}), pod_set("two", 40, {CPU: "1"})],
+            )
+        ],
+        admitted={
+            "eng-beta/new": (
+                "eng-beta",
+                {"one": ({CPU: "on-demand", GPU: "model-a"}, 10), "two": ({CPU: "spot"}, 40)},
+            )
+        },
+    ),
+    "cannot borrow if cohort was assigned and would result in overadmission": Case(
+        workloads=[
+            wl("new", "eng-alpha", "main", podsets=[pod_set("one", 45, {CPU: "1"})]),
+            wl("new", "eng-beta", "main", podsets=[pod_set("one", 56, {CPU: "1"})]),
+        ],
+        admitted={"eng-alpha/new": ("eng-alpha", {"one": ({CPU: "on-demand"}, 45)})},
+        left={"eng-beta": ["eng-beta/new"]},
+        messages={"eng-beta/new": "Workload no longer fits after processing another workload"},
+    ),
+    "can borrow if cohort was assigned and will not result in overadmission": Case(
+        workloads=[
+            wl("new", "eng-alpha", "main", podsets=[pod_set("one", 45, {CPU: "1"})]),
+            wl("new", "eng-beta", "main", podsets=[pod_set("one", 55, {CPU: "1"})]),
+        ],
+        admitted={
+            "eng-alpha/new": ("eng-alpha", {"one": ({CPU: "on-demand"}, 45)}),
+            "eng-beta/new": ("eng-beta", {"one": ({CPU: "on-demand"}, 55)}),
+        },
+    ),
+    "can borrow if needs reclaim from cohort in different flavor": Case(
+        workloads=[
+            wl("can-reclaim", "eng-alpha", "main", {CPU: "100"}),
+            wl("needs-to-borrow", "eng-beta", "main", {CPU: "1"}),
+            wl("user-on-demand", "eng-beta", requests={CPU: "50"}, admitted=at("eng-beta", "on-demand")),
+            wl("user-spot", "eng-beta", requests={CPU: "1"}, admitted=at("eng-beta", "spot")),
+        ],
+        admitted={"eng-beta/needs-to-borrow": at("eng-beta", "on-demand")},
+        left={"eng-alpha": ["eng-alpha/can-reclaim"]},
+        messages={
+            "eng-alpha/can-reclaim": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in "
+            "flavor on-demand, 50 more needed, insufficient unused quota for cpu in flavor spot, 1 more needed"
+        },
+    ),
+    "workload exceeds lending limit when borrow in cohort": Case(
+        workloads=[
+            wl("a", "lend", requests={CPU: "2"}, admitted=at("lend-b", "default")),
+            wl("b", "lend", "lend-b-queue", {CPU: "3"}),
+        ],
+        inadmissible={"lend-b": ["lend/b"]},
+        messages={
+            "lend/b": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, "
+            "1 more needed"
+        },
+    ),
+}
+
+LENDER_BORROWER = [cohort("root"), cohort("child", parent="root")]
+
+
+def lender_borrower_queues(lending: str) -> list[dict]:
+    lender = {"name": CPU, "nominalQuota": "10", "lendingLimit": lending}
+    borrower = {"name": CPU, "nominalQuota": "5", "borrowingLimit": "10"}
+    return [
+        cq("cq-lender", rg(fq("on-demand", lender)), cohort="child", selector=dep("eng")),
+        cq("cq-borrower", rg(fq("on-demand", borrower)), cohort="child", selector=dep("eng")),
+    ]
+
+
+LENDER_BORROWER_LQS = [lq("lq-lender", "eng-alpha", "cq-lender"), lq("lq-borrower", "eng-alpha", "cq-borrower")]
+
+SCHEDULE_CASES.update(
+    {
+        "hierarchical cohort respects lending limit when borrowing": Case(
+            cohorts=LENDER_BORROWER,
+            cluster_queues=lender_borrower_queues("3"),
+            local_queues=LENDER_BORROWER_LQS,
+            workloads=[
+                wl("wl-existing", "eng-alpha", requests={CPU: "5"}, admitted=at("cq-borrower", "on-demand")),
+                wl("wl-pending", "eng-alpha", "lq-borrower", {CPU: "4"}),
+            ],
+            inadmissible={"cq-borrower": ["eng-alpha/wl-pending"]},
+        ),
+        "hierarchical cohort allows borrowing up to lending limit": Case(
+            cohorts=LENDER_BORROWER,
+            cluster_queues=lender_borrower_queues("5"),
+            local_queues=LENDER_BORROWER_LQS,
+            workloads=[
+                wl("wl-existing", "eng-alpha", requests={CPU: "5"}, admitted=at("cq-borrower", "on-demand")),
+                wl("wl-borrowing", "eng-alpha", "lq-borrower", {CPU: "5"}),
+            ],
+            admitted={"eng-alpha/wl-borrowing": at("cq-borrower", "on-demand")},
+        ),
+        "preempt workloads in ClusterQueue and cohort": Case(
+            workloads=[
+                wl("preemptor", "eng-beta", "main", {CPU: "20"}),
+                wl("use-all-spot", "eng-alpha", requests={CPU: "100"}, admitted=at("eng-alpha", "spot")),
+                wl("low-1", "eng-beta", requests={CPU: "30"}, priority=-1, admitted=at("eng-beta", "on-demand")),
+                wl("low-2", "eng-beta", requests={CPU: "10"}, priority=-2, admitted=at("eng-beta", "on-demand")),
+                wl("borrower", "eng-alpha", requests={CPU: "60"}, admitted=at("eng-alpha", "on-demand")),
+            ],
+            left={"eng-beta": ["eng-beta/preemptor"]},
+            preempted={"eng-alpha/borrower", "eng-beta/low-2"},
+        ),
+        "multiple CQs need preemption": Case(
+            cluster_queues=[
+                cq("other-alpha", rg(fq("on-demand", res(CPU, "50", "50"))), cohort="other"),
+                cq("other-beta", rg(fq("on-demand", res(CPU, "50", "10"))), cohort="other", preemption=RECLAIM_ANY),
+            ],
+            local_queues=[lq("other", "eng-alpha", "other-alpha"), lq("other", "eng-beta", "other-beta")],
+            workloads=[
+                wl("preemptor", "eng-beta", "other", {CPU: "1"}, priority=-1),
+                wl("pending", "eng-alpha", "other", {CPU: "1"}, priority=1),
+                wl("use-all", "eng-alpha", requests={CPU: "100"}, admitted=at("other-alpha", "on-demand")),
+            ],
+            left={"other-beta": ["eng-beta/preemptor"]},
+            inadmissible={"other-alpha": ["eng-alpha/pending"]},
+            preempted={"eng-alpha/use-all"},
+        ),
+        "cannot borrow resource not listed in clusterQueue": Case(
+            workloads=[wl("new", "eng-alpha", "main", {GPU: "1"})],
+            left={"eng-alpha": ["eng-alpha/new"]},
+            messages={
+                "eng-alpha/new": "couldn't assign flavors to pod set main: resource example.com/gpu unavailable in "
+                "ClusterQueue"
+            },
+        ),
+        "not enough resources to borrow, fallback to next flavor; WhenCanPreempt: TryNextFlavor": Case(
+            workloads=[
+                wl("new", "eng-alpha", "main", podsets=[pod_set("one", 60, {CPU: "1"})]),
+                wl(
+                    "existing",
+                    "eng-beta",
+                    podsets=[pod_set("one", 45, {CPU: "1"})],
+                    admitted=on("eng-beta", one={CPU: "on-demand"}),
+                ),
+            ],
+            admitted={"eng-alpha/new": ("eng-alpha", {"one": ({CPU: "spot"}, 60)})},
+        ),
+        "workload should not fit in nonexistent clusterQueue": Case(
+            workloads=[wl("foo", "sales", "cq-nonexistent-queue", {CPU: "1"})],
+        ),
+        "workload should not fit in clusterQueue with nonexistent flavor": Case(
+            workloads=[wl("foo", "sales", "flavor-nonexistent-queue", {CPU: "1"})],
+            left={"flavor-nonexistent-cq": ["sales/foo"]},
+        ),
+        "no overadmission while borrowing": Case(
+            cluster_queues=[
+                cq(
+                    "eng-gamma",
+                    rg(fq("on-demand", res(CPU, "50", "10")), fq("spot", res(CPU, "0", "100"))),
+                    cohort="eng",
+                    preemption=RECLAIM_ANY,
+                )
+            ],
+            local_queues=[lq("main", "eng-gamma", "eng-gamma")],
+            workloads=[
+                wl("new", "eng-beta", "main", podsets=[pod_set("one", 50, {CPU: "1"})], created=-2),
+                wl("new-alpha", "eng-alpha", "main", podsets=[pod_set("one", 1, {CPU: "1"})], created=-1),
+                wl("new-gamma", "eng-gamma", "main", podsets=[pod_set("one", 50, {CPU: "1"})]),
+                wl(
+                    "existing",
+                    "eng-gamma",
+                    podsets=[pod_set("borrow-on-demand", 51, {CPU: "1"}), pod_set("use-all-spot", 100, {CPU: "1"})],
+                    admitted=on("eng-gamma", **{"borrow-on-demand": {CPU: "on-demand"}, "use-all-spot": {CPU: "spot"}}),
+                ),
+            ],
+            admitted={
+                "eng-beta/new": ("eng-beta", {"one": ({CPU: "on-demand"}, 50)}),
+                "eng-alpha/new-alpha": ("eng-alpha", {"one": ({CPU: "on-demand"}, 1)}),
+            },
+            inadmissible={"eng-gamma": ["eng-gamma/new-gamma"]},
+            messages={
+                "eng-gamma/new-gamma": "couldn't assign flavors to pod set one: insufficient unused quota for cpu in "
+                "flavor on-demand, 41 more needed, insufficient unused quota for cpu in flavor spot, 50 more needed"
+            },
+        ),
+        "partial admission single variable pod set": Case(
+            workloads=[wl("new", "sales", "main", podsets=[pod_set("one", 50, {CPU: "2"}, min_count=20)])],
+            admitted={"sales/new": ("sales", {"one": ({CPU: "default"}, 25)})},
+        ),
+        "partial admission single variable pod set, preempt first": Case(
+            workloads=[
+                wl("new", "eng-beta", "main", podsets=[pod_set("one", 20, {GPU: "1"}, min_count=10)], priority=4),
+                wl(
+                    "old",
+                    "eng-beta",
+                    podsets=[pod_set("one", 10, {GPU: "1"})],
+                    priority=-4,
+                    admitted=on("eng-beta", one={GPU: "model-a"}),
+                ),
+            ],
+            left={"eng-beta": ["eng-beta/new"]},
+            preempted={"eng-beta/old"},
+            messages={
+                "eng-beta/new": "couldn't assign flavors to pod set one: insufficient unused quota for "
+                "example.com/gpu in flavor model-a, 10 more needed. Pending the preemption of 1 workload(s)"
+            },
+        ),
+        "partial admission single variable pod set, preempt with partial admission": Case(
+            workloads=[
+                wl("new", "eng-beta", "main", podsets=[pod_set("one", 30, {GPU: "1"}, min_count=10)], priority=4),
+                wl(
+                    "old",
+                    "eng-beta",
+                    podsets=[pod_set("one", 10, {GPU: "1"})],
+                    priority=-4,
+                    admitted=on("eng-beta", one={GPU: "model-a"}),
+                ),
+            ],
+            left={"eng-beta": ["eng-beta/new"]},
+            preempted={"eng-beta/old"},
+            messages={
+                "eng-beta/new": "couldn't assign flavors to pod set one: insufficient unused quota for "
+                "example.com/gpu in flavor model-a, 10 more needed. Pending the preemption of 1 workload(s)"
+            },
+        ),
+        "partial admission multiple variable pod sets": Case(
+            workloads=[
+                wl(
+                    "new",
+                    "sales",
+                    "main",
+                    podsets=[
+                        pod_set("one", 20, {CPU: "1"}),
+                        pod_set("two", 30, {CPU: "1"}, min_count=10),
+                        pod_set("three", 15, {CPU: "1"}, min_count=5),
+                    ],
+                )
+            ],
+            admitted={
+                "sales/new": (
+                    "sales",
+                    {"one": ({CPU: "default"}, 20), "two": ({CPU: "default"}, 20), "three": ({CPU: "default"}, 10)},
+                )
+            },
+        ),
+    }
+)
+
+R1R2 = rg(fq("default", res("r1", "10", "10"), res("r2", "10", "10")))
+CO_QUEUES = [cq(n, R1R2, cohort="co", preemption=RECLAIM_ANY) for n in ("cq1", "cq2", "cq3")]
+CO_LQS = [lq(f"lq{i}", "sales", f"cq{i}") for i in (1, 2, 3)]
+
+
+def co_case(r2: str, amount2: str, admitted2: bool) -> Case:
+    w1 = wl("wl1", "sales", "lq1", {"r1": "16"}, priority=-1)
+    w2 = wl("wl2", "sales", "lq2", {r2: amount2}, priority=-2)
+    admitted = {"sales/wl1": at("cq1", "default", resource="r1")}
+    if admitted2:
+        admitted["sales/wl2"] = at("cq2", "default", resource=r2)
+    return Case(
+        cluster_queues=CO_QUEUES,
+        local_queues=CO_LQS,
+        workloads=[w1, w2],
+        admitted=admitted,
+        left={} if admitted2 else {"cq2": ["sales/wl2"]},
+        messages={} if admitted2 else {"sales/wl2": "Workload no longer fits after processing another workload"},
+    )
+
+
+SCHEDULE_CASES.update(
+    {
+        "two workloads can borrow different resources from the same flavor in the same cycle": co_case(
+            "r2", "16", True
+        ),
+        "two workloads can borrow the same resources from the same flavor in the same cycle if fits in the cohort "
+        "quota": co_case("r1", "14", True),
+        "only one workload can borrow one resources from the same flavor in the same cycle if cohort quota cannot "
+        "fit": co_case("r1", "16", False),
+    }
+)
+
+
+def other_queues(*specs: tuple[str, dict, dict | None], cohort_name: str = "other") -> list[dict]:
+    """ClusterQueues of the cohort 'other' as several TestSchedule cases build them: (name, group, preemption)."""
+    return [cq(name, group, cohort=cohort_name, preemption=pre) for name, group, pre in specs]
+
+
+OTHER_LQS = [lq("other", "eng-alpha", "other-alpha"), lq("other", "eng-beta", "other-beta")]
+WITHIN_LOWER = {"withinClusterQueue": "LowerPriority"}
+BORROW_LOWER = {"withinClusterQueue": "LowerPriority", "borrowWithinCohort": {"policy": "LowerPriority"}}
+BOTH_LOWER = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}
+ON_DEMAND_2 = rg(fq("on-demand", res(CPU, "2")))
+DEFAULT_2 = rg(fq("default", res(CPU, "2")))
+GPU_OD_SPOT_10 = rg(fq("on-demand", res("gpu", "10")), fq("spot", res("gpu", "10")))
+GPU_OD_SPOT_0 = rg(fq("on-demand", res("gpu", "0")), fq("spot", res("gpu", "0")))
+
+SCHEDULE_CASES.update(
+    {
+        "minimal preemptions when target queue is exhausted": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", ON_DEMAND_2, RECLAIM_ANY),
+                ("other-beta", ON_DEMAND_2, None),
+                ("other-gamma", ON_DEMAND_2, None),
+            ),
+            local_queues=[*OTHER_LQS, lq("other", "eng-gamma", "other-gamma")],
+            workloads=[
+                wl("a1", "eng-alpha", "other", {CPU: "1"}, priority=-2, admitted=at("other-alpha", "on-demand")),
+                wl("a2", "eng-alpha", "other", {CPU: "1"}, priority=-2, admitted=at("other-alpha", "on-demand")),
+                wl("a3", "eng-alpha", "other", {CPU: "1"}, priority=-1, admitted=at("other-alpha", "on-demand")),
+                *(
+                    wl(f"b{i}", "eng-beta", "other", {CPU: "1"}, admitted=at("other-beta", "on-demand"))
+                    for i in (1, 2, 3)
+                ),
+                wl("incoming", "eng-alpha", "other", {CPU: "2"}),
+            ],
+            left={"other-alpha": ["eng-alpha/incoming"]},
+            preempted={"eng-alpha/a1", "eng-alpha/a2"},
+        ),
+        "A workload is only eligible to do preemptions if it fits fully within nominal quota": Case(
+            cluster_queues=other_queues(("other-alpha", ON_DEMAND_2, RECLAIM_ANY), ("other-beta", ON_DEMAND_2, None)),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl("a1", "eng-alpha", "other", {CPU: "1"}, priority=-1, admitted=at("other-alpha", "on-demand")),
+                wl("b1", "eng-beta", "other", {CPU: "1"}, priority=-1, admitted=at("other-beta", "on-demand")),
+                wl("incoming", "eng-alpha", "other", {CPU: "3"}, priority=1),
+            ],
+            inadmissible={"other-alpha": ["eng-alpha/incoming"]},
+            messages={
+                "eng-alpha/incoming": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in "
+                "flavor on-demand, 1 more needed"
+            },
+        ),
+        "multiple preemptions without borrowing": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", DEFAULT_2, WITHIN_LOWER), ("other-beta", DEFAULT_2, WITHIN_LOWER)
+            ),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl("a1", "eng-alpha", "other", {CPU: "2"}, admitted=at("other-alpha", "default")),
+                wl("b1", "eng-beta", "other", {CPU: "2"}, admitted=at("other-beta", "default")),
+                wl("preemptor", "eng-alpha", "other", {CPU: "2"}, priority=100),
+                wl("preemptor", "eng-beta", "other", {CPU: "2"}, priority=100),
+            ],
+            left={"other-alpha": ["eng-alpha/preemptor"], "other-beta": ["eng-beta/preemptor"]},
+            preempted={"eng-alpha/a1", "eng-beta/b1"},
+        ),
+        "multiple preemptions preemption possible after earlier workload fits": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", rg(fq("default", res(CPU, "1"))), WITHIN_LOWER),
+                ("other-beta", DEFAULT_2, WITHIN_LOWER),
+            ),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl("b1", "eng-beta", "other", {CPU: "2"}, admitted=at("other-beta", "default")),
+                wl("fit", "eng-alpha", "other", {CPU: "1"}, priority=100),
+                wl("preemptor", "eng-beta", "other", {CPU: "2"}, priority=99),
+            ],
+            admitted={"eng-alpha/fit": at("other-alpha", "default")},
+            left={"other-beta": ["eng-beta/preemptor"]},
+            preempted={"eng-beta/b1"},
+        ),
+        "multiple preemptions skip preemption when shared limited resource": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", DEFAULT_2, BORROW_LOWER),
+                ("other-beta", DEFAULT_2, BORROW_LOWER),
+                ("resource-bank", rg(fq("default", res(CPU, "1"))), None),
+            ),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl("a1", "eng-alpha", "other", {CPU: "2"}, admitted=at("other-alpha", "default")),
+                wl("b1", "eng-beta", "other", {CPU: "2"}, admitted=at("other-beta", "default")),
+                wl("preemptor", "eng-alpha", "other", {CPU: "3"}, priority=100),
+                wl("pretending-preemptor", "eng-beta", "other", {CPU: "3"}, priority=99),
+            ],
+            left={"other-alpha": ["eng-alpha/preemptor"], "other-beta": ["eng-beta/pretending-preemptor"]},
+            preempted={"eng-alpha/a1"},
+            messages={"eng-beta/pretending-preemptor": "Workload no longer fits after processing another workload"},
+        ),
+        "not enough resources": Case(
+            workloads=[wl("new", "sales", "main", podsets=[pod_set("one", 1, {CPU: "100"})])],
+            left={"sales": ["sales/new"]},
+            messages={
+                "sales/new": "couldn't assign flavors to pod set one: insufficient quota for cpu in flavor default, "
+                "previously considered podsets requests (0) + current podset request (100) > maximum capacity (50)"
+            },
+        ),
+        "prefer reclamation over cq priority based preemption": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", GPU_OD_SPOT_10, BOTH_LOWER), ("other-beta", GPU_OD_SPOT_0, BOTH_LOWER)
+            ),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl(
+                    "a1",
+                    "eng-alpha",
+                    "other",
+                    {"gpu": "5"},
+                    priority=50,
+                    admitted=at("other-alpha", "on-demand", resource="gpu"),
+                ),
+                wl(
+                    "b1",
+                    "eng-beta",
+                    "other",
+                    {"gpu": "5"},
+                    priority=50,
+                    admitted=at("other-beta", "spot", resource="gpu"),
+                ),
+                wl("preemptor", "eng-alpha", "other", {"gpu": "6"}, priority=100),
+            ],
+            left={"other-alpha": ["eng-alpha/preemptor"]},
+            preempted={"eng-beta/b1"},
+            messages={
+                "eng-alpha/preemptor": "couldn't assign flavors to pod set main: insufficient unused quota for gpu in "
+                "flavor on-demand, 1 more needed, insufficient unused quota for gpu in flavor spot, 1 more needed. "
+                "Pending the preemption of 1 workload(s)"
+            },
+        ),
+    }
+)
+
+
+def gpu_at(cq_name: str, flavor_name: str) -> tuple[str, dict]:
+    return at(cq_name, flavor_name, resource="gpu")
+
+
+def reclaim_policy_case(policy: str) -> Case:
+    """ClusterQueueA (2 gpu, 1 used, a 2-gpu workload pending) lends to ClusterQueueB (0 gpu, a 1-gpu workload
+    pending): only with reclaimWithinCohort Any does it let B borrow what it will want back."""
+    lends = policy == "Any"
+    return Case(
+        cluster_queues=[
+            cq(
+                "ClusterQueueA",
+                rg(fq("on-demand", res("gpu", "2"))),
+                cohort="root",
+                preemption={"reclaimWithinCohort": policy},
+            ),
+            cq("ClusterQueueB", rg(fq("on-demand", res("gpu", "0"))), cohort="root"),
+        ],
+        local_queues=[lq("lq", "eng-alpha", "ClusterQueueA"), lq("lq", "eng-beta", "ClusterQueueB")],
+        workloads=[
+            wl("a1-admitted", "eng-alpha", "lq", {"gpu": "1"}, admitted=gpu_at("ClusterQueueA", "on-demand")),
+            wl("a2-pending", "eng-alpha", "lq", {"gpu": "2"}),
+            wl("b1-pending", "eng-beta", "lq", {"gpu": "1"}),
+        ],
+        admitted={"eng-beta/b1-pending": gpu_at("ClusterQueueB", "on-demand")} if lends else {},
+        left={} if lends else {"ClusterQueueB": ["eng-beta/b1-pending"]},
+        inadmissible={"ClusterQueueA": ["eng-alpha/a2-pending"]},
+        messages={
+            "eng-alpha/a2-pending": "couldn't assign flavors to pod set main: insufficient unused quota for gpu in "
+            "flavor on-demand, 1 more needed",
+            **({} if lends else {"eng-beta/b1-pending": "Workload no longer fits after processing another workload"}),
+        },
+    )
+
+
+SCHEDULE_CASES.update(
+    {
+        "prefer first preemption flavor when second flavor requires both reclaim and cq priority preemption": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", GPU_OD_SPOT_10, BOTH_LOWER), ("other-beta", GPU_OD_SPOT_0, None)
+            ),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl("a1", "eng-alpha", "other", {"gpu": "5"}, priority=50, admitted=gpu_at("other-alpha", "on-demand")),
+                wl("a2", "eng-alpha", "other", {"gpu": "5"}, priority=50, admitted=gpu_at("other-alpha", "spot")),
+                wl("b1", "eng-beta", "other", {"gpu": "5"}, priority=50, admitted=gpu_at("other-beta", "spot")),
+                wl("preemptor", "eng-alpha", "other", {"gpu": "6"}, priority=100),
+            ],
+            left={"other-alpha": ["eng-alpha/preemptor"]},
+            preempted={"eng-alpha/a1"},
+            messages={
+                "eng-alpha/preemptor": "couldn't assign flavors to pod set main: insufficient unused quota for gpu in "
+                "flavor on-demand, 1 more needed, insufficient unused quota for gpu in flavor spot, 6 more needed. "
+                "Pending the preemption of 1 workload(s)"
+            },
+        ),
+        "prefer first preemption flavor when second flavor also requires cq preemption": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", GPU_OD_SPOT_10, BOTH_LOWER), ("other-beta", GPU_OD_SPOT_0, None)
+            ),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl("a1", "eng-alpha", "other", {"gpu": "6"}, priority=50, admitted=gpu_at("other-alpha", "on-demand")),
+                wl("a2", "eng-alpha", "other", {"gpu": "5"}, priority=50, admitted=gpu_at("other-alpha", "spot")),
+                wl("b1", "eng-beta", "other", {"gpu": "5"}, priority=9001, admitted=gpu_at("other-beta", "spot")),
+                wl("preemptor", "eng-alpha", "other", {"gpu": "5"}, priority=100),
+            ],
+            left={"other-alpha": ["eng-alpha/preemptor"]},
+            preempted={"eng-alpha/a1"},
+            messages={
+                "eng-alpha/preemptor": "couldn't assign flavors to pod set main: insufficient unused quota for gpu in "
+                "flavor on-demand, 1 more needed, insufficient unused quota for gpu in flavor spot, 5 more needed. "
+                "Pending the preemption of 1 workload(s)"
+            },
+        ),
+        "workload requiring reclaimation prioritized over wl in another full cq": Case(
+            cluster_queues=[
+                cq("CQ1", rg(fq("on-demand", res("gpu", "10"))), cohort="other"),
+                cq(
+                    "CQ2",
+                    rg(fq("on-demand", res("gpu", "10"))),
+                    cohort="other",
+                    preemption={"reclaimWithinCohort": "Any"},
+                ),
+                cq("CQ3", rg(fq("on-demand", res("gpu", "0"))), cohort="other"),
+            ],
+            local_queues=[lq("lq", "eng-alpha", "CQ1"), lq("lq", "eng-beta", "CQ2"), lq("lq", "eng-gamma", "CQ3")],
+            workloads=[
+                wl("Admitted-Workload-1", "eng-alpha", "lq", {"gpu": "5"}, admitted=gpu_at("CQ1", "on-demand")),
+                wl("WL1", "eng-alpha", "lq", {"gpu": "10"}),
+                wl("WL2", "eng-beta", "lq", {"gpu": "10"}, created=1),
+                wl("Admitted-Workload-2", "eng-gamma", "lq", {"gpu": "5"}, admitted=gpu_at("CQ3", "on-demand")),
+                wl(
+                    "Admitted-Workload-3",
+                    "eng-gamma",
+                    "lq",
+                    {"gpu": "5"},
+                    priority=1,
+                    admitted=gpu_at("CQ3", "on-demand"),
+                ),
+            ],
+            left={"CQ2": ["eng-beta/WL2"]},
+            inadmissible={"CQ1": ["eng-alpha/WL1"]},
+            preempted={"eng-gamma/Admitted-Workload-2"},
+            messages={
+                "eng-alpha/WL1": "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor "
+                "on-demand, 5 more needed",
+                "eng-beta/WL2": "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor "
+                "on-demand, 5 more needed. Pending the preemption of 1 workload(s)",
+            },
+        ),
+        "capacity not blocked when lending clusterqueue can reclaim (ReclaimWithinCohort=Any)": reclaim_policy_case(
+            "Any"
+        ),
+        "capacity blocked when lending clusterqueue not guaranteed to reclaim (ReclaimWithinCohort=LowerPriority)": (
+            reclaim_policy_case("LowerPriority")
+        ),
+        "capacity blocked when lending clusterqueue not guaranteed to reclaim (ReclaimWithinCohort=Never)": (
+            reclaim_policy_case("Never")
+        ),
+        "in a hierarchical cohort, workload borrowing less is scheduled first": Case(
+            cohorts=[cohort("root"), cohort("guaranteed", rg(fq("default", res(CPU, "4"))), parent="root")],
+            cluster_queues=[
+                cq("guaranteed", rg(fq("default", res(CPU, "0"))), cohort="guaranteed"),
+                cq("best-effort", rg(fq("default", res(CPU, "0"))), cohort="root"),
+            ],
+            local_queues=[
+                lq("lq-guaranteed", "eng-alpha", "guaranteed"),
+                lq("lq-best-effort", "eng-alpha", "best-effort"),
+            ],
+            workloads=[
+                wl("guaranteed", "eng-alpha", "lq-guaranteed", podsets=[pod_set("one", 1, {CPU: "4"})]),
+                wl("best-effort", "eng-alpha", "lq-best-effort", podsets=[pod_set("one", 1, {CPU: "4"})], priority=3),
+            ],
+            admitted={"eng-alpha/guaranteed": ("guaranteed", {"one": {CPU: "default"}})},
+            left={"best-effort": ["eng-alpha/best-effort"]},
+            messages={"eng-alpha/best-effort": "Workload no longer fits after processing another workload"},
+        ),
+        "don't assign flavor if there are no candidates for preemption": Case(
+            cluster_queues=[
+                cq(
+                    "cq1",
+                    rg(fq("on-demand", res(CPU, "0", "1")), fq("spot", res(CPU, "0", "1"))),
+                    cohort="cohort",
+                    preemption={**RECLAIM_ANY, "borrowWithinCohort": {"policy": "LowerPriority"}},
+                    fungibility={"whenCanPreempt": "MayStopSearch", "whenCanBorrow": "MayStopSearch"},
+                ),
+                cq("cq2", rg(fq("on-demand", res(CPU, "1")), fq("spot", res(CPU, "1"))), cohort="cohort"),
+            ],
+            local_queues=[lq("lq1", "eng-alpha", "cq1"), lq("lq2", "eng-alpha", "cq2")],
+            workloads=[
+                wl("admitted", "eng-alpha", "lq2", {CPU: "1"}, admitted=at("cq2", "on-demand")),
+                wl("new", "eng-alpha", "lq1", {CPU: "1"}, priority=100),
+            ],
+            admitted={"eng-alpha/new": at("cq1", "spot")},
+        ),
+    }
+)
+
+# -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(SCHEDULE_CASES))
+def test_schedule(name: str) -> None:
+    run_case(SCHEDULE_CASES[name])
