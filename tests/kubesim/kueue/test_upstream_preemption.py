@@ -52,6 +52,7 @@ def cluster_queue(
     within: str | None = None,
     reclaim: str | None = None,
     borrow_threshold: int | None = None,
+    weight: str | None = None,
 ) -> dict:
     preemption: dict = {}
     if within:
@@ -63,13 +64,17 @@ def cluster_queue(
     spec: dict = {"namespaceSelector": {}, "resourceGroups": list(groups), "preemption": preemption}
     if cohort:
         spec["cohortName"] = cohort
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
     return {"metadata": {"name": name}, "spec": spec}
 
 
-def cohort(name: str, parent: str | None = None, *groups: dict) -> dict:
+def cohort(name: str, parent: str | None = None, *groups: dict, weight: str | None = None) -> dict:
     spec: dict = {"resourceGroups": list(groups)}
     if parent:
         spec["parentName"] = parent
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
     return {"metadata": {"name": name}, "spec": spec}
 
 
@@ -209,6 +214,8 @@ class Case:
     cycle: bool = True
     cqs: list[dict] | None = None
     cohorts: list[dict] = field(default_factory=list)
+    fair: bool = False  # Fair Sharing on (TestFairPreemptions), with these preemption strategies (None: default)
+    strategies: list[str] | None = None
 
 
 # -- running a case -------------------------------------------------------------------------------------------
@@ -216,13 +223,18 @@ class Case:
 
 def _snapshot(case: Case, workloads: list[dict]) -> Snapshot:
     lq = {"metadata": {"name": "incoming", "namespace": ""}, "spec": {"clusterQueue": case.target}}
+    config = KueueConfig(fair_sharing=case.fair)
+    if case.strategies is not None:
+        config.preemption_strategies = list(case.strategies)
     return Snapshot.from_objects(
-        resource_flavors=[{"metadata": {"name": f}, "spec": {}} for f in ("default", "alpha", "beta")],
+        resource_flavors=[
+            {"metadata": {"name": f}, "spec": {}} for f in ("default", "alpha", "beta", "premium", "cheap")
+        ],
         cohorts=case.cohorts,
         cluster_queues=default_cluster_queues() if case.cqs is None else case.cqs,
         local_queues=[lq],
         workloads=workloads,
-        config=KueueConfig(fair_sharing=False),
+        config=config,
         now=T0,
     )
 
@@ -935,3 +947,355 @@ def test_hierarchical_preemptions_prefer_to_preempt_evicted_workloads() -> None:
         cohorts=R_C2,
     )
     assert {name for name, _, _ in targets(case)} == {"evicted_same_cohort"}
+
+
+# -- TestFairPreemptions (preemption_fair_test.go) ---------------------------------------------------------------
+# Upstream checks the targets' names and reasons there (no paths). Its admitted workloads' UIDs are their names, as
+# here (the wl- prefix keeps their order).
+
+FS = "InCohortFairSharing"
+
+
+def fair_cq(
+    name: str,
+    cohort_name: str | None,
+    cpu: str | None,
+    *,
+    within: str | None = LP,
+    reclaim: str | None = ANY,
+    weight: str | None = None,
+    borrow_threshold: int | None = None,
+) -> dict:
+    groups = [group(default=[res(CPU, cpu)])] if cpu is not None else []
+    return cluster_queue(
+        name, cohort_name, *groups, within=within, reclaim=reclaim, weight=weight, borrow_threshold=borrow_threshold
+    )
+
+
+def fair_cohort(name: str, parent: str | None = None, cpu: str | None = None, weight: str | None = None) -> dict:
+    return cohort(name, parent, *([group(default=[res(CPU, cpu)])] if cpu is not None else []), weight=weight)
+
+
+def base_cqs() -> list[dict]:
+    """TestFairPreemptions' baseCQs."""
+    return [fair_cq(n, "all", "3", borrow_threshold=-3) for n in "abc"] + [
+        fair_cq("preemptible", "all", "0", within=None, reclaim=None)
+    ]
+
+
+def units(cq_name: str, *names: str, priority: int = 0) -> list[dict]:
+    return [workload(n, priority, {CPU: "1"}, cq_name) for n in names]
+
+
+def sized(name: str, cpu: str, cq_name: str, priority: int = 0) -> list[dict]:
+    return [workload(name, priority, {CPU: cpu}, cq_name)]
+
+
+def fair(incoming_cpu: str, target: str, admitted: list[dict], want: set, **kw) -> Case:
+    kw.setdefault("cqs", base_cqs())
+    return Case(incoming(0, cpu=incoming_cpu), target, DEFAULT_PREEMPT, admitted, want, fair=True, **kw)
+
+
+def stop_at_first(cq: dict) -> dict:
+    """flavorFungibility whenCanBorrow and whenCanPreempt MayStopSearch."""
+    cq["spec"]["flavorFungibility"] = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+    return cq
+
+
+A3, B5 = units("a", "a1", "a2", "a3"), units("b", "b1", "b2", "b3", "b4", "b5")
+FAIR: dict[str, Case] = {
+    "reclaim nominal from user using the most": fair("1", "c", A3 + B5 + units("c", "c1"), {("b1", RECLAIM)}),
+    "can reclaim from queue using less, if taking the latest workload from user using the most isn't enough": fair(
+        "3",
+        "c",
+        sized("a1", "3", "a") + sized("a2", "1", "a") + sized("b1", "2", "b") + sized("b2", "3", "b"),
+        {("a1", RECLAIM)},
+    ),
+    "reclaim borrowable quota from user using the most": fair("1", "a", A3 + B5 + units("c", "c1"), {("b1", FS)}),
+    "preempt one from each CQ borrowing": fair(
+        "2",
+        "c",
+        sized("a1", "0.5", "a")
+        + sized("a2", "0.5", "a")
+        + sized("a3", "3", "a")
+        + sized("b1", "0.5", "b")
+        + sized("b2", "0.5", "b")
+        + sized("b3", "3", "b"),
+        {("a1", RECLAIM), ("b1", RECLAIM)},
+    ),
+    "can't preempt when everyone under nominal": fair(
+        "1", "c", A3 + units("b", "b1", "b2", "b3") + units("c", "c1", "c2", "c3"), set()
+    ),
+    "can't preempt when it would switch the imbalance": fair("2", "a", A3 + B5, set()),
+    "can preempt lower priority workloads from same CQ": fair(
+        "2",
+        "a",
+        units("a", "a1_low", "a2_low", priority=-1) + units("a", "a3", "a4") + B5,
+        {("a1_low", ICQ), ("a2_low", ICQ)},
+    ),
+    "can preempt a combination of same CQ and highest user": fair(
+        "2",
+        "a",
+        units("a", "a_low", priority=-1) + units("a", "a2", "a3") + B5 + units("b", "b6"),
+        {("a_low", ICQ), ("b1", FS)},
+    ),
+    "preempt huge workload if there is no other option, as long as the target CQ gets a lower share": fair(
+        "2", "a", sized("b1", "9", "b"), {("b1", RECLAIM)}
+    ),
+    "can't preempt huge workload if the incoming is also huge": fair(
+        "5", "a", sized("a1", "2", "a") + sized("b1", "7", "b"), set()
+    ),
+    "can't preempt 2 smaller workloads if the incoming is huge": fair(
+        "6", "a", sized("b1", "2", "b") + sized("b2", "2", "b") + sized("b3", "3", "b"), set()
+    ),
+    "preempt from target and others even if over nominal": fair(
+        "4",
+        "a",
+        sized("a1_low", "2", "a", -1) + sized("a2_low", "1", "a", -1) + sized("b1", "3", "b") + sized("b2", "3", "b"),
+        {("a1_low", ICQ), ("b1", FS)},
+    ),
+    "prefer to preempt workloads that don't make the target CQ have the biggest share": fair(
+        "3.5",
+        "a",
+        sized("b1", "2", "b") + sized("b2", "1", "b") + sized("b3", "2", "b") + sized("c1", "1", "c"),
+        {("b2", FS)},
+    ),
+    "preempt from different cluster queues if the end result has a smaller max share": fair(
+        "3.5",
+        "a",
+        sized("b1", "2", "b") + sized("b2", "2.5", "b") + sized("c1", "2", "c") + sized("c2", "2.5", "c"),
+        {("b1", FS), ("c1", FS)},
+    ),
+    "scenario above does not flap": fair(
+        "2", "b", sized("a1", "3.5", "a") + sized("b2", "2.5", "b") + sized("c2", "2.5", "c"), set()
+    ),
+    "cannot preempt if it would make the candidate CQ go under nominal after preempting one element": fair(
+        "4", "a", sized("b1", "3", "b") + sized("b2", "3", "b") + sized("c1", "3", "c"), set()
+    ),
+    "workloads under priority threshold not capriciously preempted": fair(
+        "2",
+        "a",
+        A3
+        + units("b", "b1", "b2", "b3")
+        + units("preemptible", "preemptible1", "preemptible2", "preemptible3", priority=-3),
+        set(),
+    ),
+    "preempt lower priority first, even if big": fair(
+        "1",
+        "a",
+        sized("a1", "3", "a") + sized("b_low", "5", "b", 0) + sized("b_high", "1", "b", 1),
+        {("b_low", FS)},
+        strategies=["LessThanInitialShare"],
+    ),
+    "preempt workload that doesn't transfer the imbalance, even if high priority": fair(
+        "1",
+        "a",
+        sized("a1", "3", "a") + sized("b_low", "5", "b", 0) + sized("b_high", "1", "b", 1),
+        {("b_high", FS)},
+        strategies=["LessThanOrEqualToFinalShare"],
+    ),
+    "CQ with higher weight can preempt more": fair(
+        "2",
+        "a",
+        A3 + B5 + units("b", "b6"),
+        {("b1", FS), ("b2", FS)},
+        cqs=[fair_cq("a", "all", "3", weight="2"), fair_cq("b", "all", "3"), fair_cq("c", "all", "3")],
+    ),
+    "can preempt anything borrowing from CQ with 0 weight": fair(
+        "3",
+        "a",
+        A3 + B5 + units("b", "b6"),
+        {("b1", FS), ("b2", FS), ("b3", FS)},
+        cqs=[fair_cq("a", "all", "3"), fair_cq("b", "all", "3", weight="0"), fair_cq("c", "all", "3")],
+    ),
+    "can't preempt nominal from CQ with 0 weight": fair(
+        "1",
+        "a",
+        A3 + units("b", "b1", "b2", "b3"),
+        set(),
+        cqs=[fair_cq("a", "all", "3"), fair_cq("b", "all", "3", weight="0")],
+    ),
+    "can't preempt nominal from Cohort with 0 weight": fair(
+        "1",
+        "left-cq",
+        units("right-cq", "right-1"),
+        set(),
+        cqs=[
+            fair_cq("left-cq", "root", "0", within=None),
+            fair_cq("right-cq", "right-cohort", "0", within=None, weight="0"),
+        ],
+        cohorts=[fair_cohort("right-cohort", "root", "1", weight="0")],
+    ),
+    "can preempt within cluster queue when no cohort": Case(
+        incoming(1000, cpu="1"),
+        "a",
+        DEFAULT_PREEMPT,
+        units("a", "a1"),
+        {("a1", ICQ)},
+        cqs=[fair_cq("a", None, "1", reclaim=None)],
+        fair=True,
+    ),
+    "hierarchical preemption": fair(
+        "5",
+        "a",
+        [workload(f"{q}{i}", i, {CPU: "1"}, q) for q in "bcde" for i in range(1, 6)],
+        {("b1", FS), ("b2", FS), ("c1", FS), ("c2", FS), ("e1", FS)},
+        cqs=[
+            fair_cq("a", "LEFT", "1", within=None, weight="2"),
+            fair_cq("b", "LEFT", "1", within=None, reclaim=None),
+            fair_cq("c", "ROOT", "1", within=None, reclaim=None),
+            fair_cq("d", "RIGHT", "1", within=None, reclaim=None),
+            fair_cq("e", "RIGHT", "1", within=None, reclaim=None, weight="0.99"),
+        ],
+        cohorts=[
+            fair_cohort("ROOT", cpu="5"),
+            fair_cohort("LEFT", "ROOT", "5", weight="2"),
+            fair_cohort("RIGHT", "ROOT", "5"),
+        ],
+    ),
+    "borrowing cq in non-borrowing cohort is protected": fair(
+        "5",
+        "a",
+        units("a", "a1", "a2", "a3", priority=-1) + units("b", "b1", priority=-1),
+        {("a1", ICQ), ("a2", ICQ), ("a3", ICQ)},
+        cqs=[
+            fair_cq("a", "ROOT", "5", weight="10"),
+            fair_cq("b", "RIGHT", None, within=None, reclaim=None, weight="0.1"),
+        ],
+        cohorts=[fair_cohort("ROOT"), fair_cohort("RIGHT", "ROOT", "1", weight="0.1")],
+    ),
+    "forced to preempt within clusterqueue because borrowing workload too important": fair(
+        "4",
+        "a",
+        units("a", "a1", "a2", "a3", priority=-1) + sized("b1", "4", "b", 100),
+        {("a1", ICQ), ("a2", ICQ), ("a3", ICQ)},
+        cqs=[
+            fair_cq("a", "ROOT", "5", reclaim=LP, weight="10"),
+            fair_cq("b", "RIGHT", None, within=None, reclaim=None, weight="0.1"),
+        ],
+        cohorts=[fair_cohort("ROOT"), fair_cohort("RIGHT", "ROOT", "3", weight="0.1")],
+    ),
+    "deep preemption": fair(
+        "1",
+        "a",
+        units("b", "b1"),
+        {("b1", FS)},
+        cqs=[fair_cq("a", "AAA", "0", within=None), fair_cq("b", "BBB", "0", within=None, reclaim=None)],
+        cohorts=[
+            fair_cohort("ROOT"),
+            fair_cohort("A", "ROOT", weight="1.01"),
+            fair_cohort("AA", "A"),
+            fair_cohort("AAA", "AA"),
+            fair_cohort("B", "ROOT", weight="0.99"),
+            fair_cohort("BB", "B"),
+            fair_cohort("BBB", "BB"),
+            fair_cohort("C", "ROOT"),
+            fair_cohort("CC", "C"),
+            fair_cohort("CCC", "CC"),
+            fair_cohort("CCCC", "CCC", "1"),
+        ],
+    ),
+    "cq with zero weight can reclaim nominal quota": fair(
+        "1",
+        "a",
+        units("b", "b1"),
+        {("b1", RECLAIM)},
+        cqs=[
+            fair_cq("a", "ROOT", "1", within=None, weight="0.0"),
+            fair_cq("b", "ROOT", "0", within=None, reclaim=None, weight="1.0"),
+        ],
+    ),
+    "cohort with zero weight can reclaim nominal quota": fair(
+        "1",
+        "a",
+        units("b", "b1"),
+        {("b1", FS)},
+        cqs=[
+            fair_cq("a", "A", "0", within=None, weight="0.0"),
+            fair_cq("b", "ROOT", "0", within=None, reclaim=None, weight="1.0"),
+        ],
+        cohorts=[fair_cohort("A", "ROOT", "1", weight="0.0")],
+    ),
+    "nominal first: workload fitting within nominal can preempt despite high aggregate DRS": Case(
+        incoming(0, cpu="1"),
+        "a",
+        one(cpu=("premium", PREEMPT)),
+        [workload(n, 0, {CPU: "1"}, "a", {CPU: "premium"}) for n in ("a_prem1", "a_prem2")]
+        + [workload(f"a_cheap{i}", 0, {CPU: "1"}, "a", {CPU: "cheap"}) for i in range(1, 6)]
+        + [workload("b_prem1", 0, {CPU: "1"}, "b", {CPU: "premium"})],
+        {("b_prem1", RECLAIM)},
+        cqs=[
+            stop_at_first(
+                cluster_queue("a", "all", group(premium=[res(CPU, "3")], cheap=[res(CPU, "0")]), reclaim=ANY)
+            ),
+            cluster_queue("b", "all", group(premium=[res(CPU, "0")], cheap=[res(CPU, "6")])),
+        ],
+        fair=True,
+    ),
+    "zero weight borrowing preemptor cannot preempt from a borrowing CQ with a non-zero weight": fair(
+        "1",
+        "a",
+        units("a", "a1") + units("b", "b1", "b2"),
+        set(),
+        cqs=[
+            fair_cq("a", "all", "1", within=None, weight="0"),
+            fair_cq("b", "all", "1", within=None, reclaim=None, weight="1"),
+        ],
+    ),
+    "zero weight borrowing preemptor can preempt from a borrowing CQ which also has zero weight": fair(
+        "2",
+        "a",
+        units("b", "b1", "b2", "b3"),
+        {("b1", FS)},
+        cqs=[
+            fair_cq("a", "all", "1", within=None, weight="0"),
+            fair_cq("b", "all", "0", within=None, reclaim=None, weight="0"),
+        ],
+        cohorts=[fair_cohort("all", cpu="3")],
+    ),
+    "non-zero weight borrowing preemptor preempts from a borrowing CQ": fair(
+        "2",
+        "a",
+        units("b", "b1", "b2", "b3"),
+        {("b1", FS)},
+        cqs=[
+            fair_cq("a", "all", "1", within=None, weight="1"),
+            fair_cq("b", "all", "0", within=None, reclaim=None, weight="1"),
+        ],
+        cohorts=[fair_cohort("all", cpu="3")],
+    ),
+    "candidates skipped by the first strategy are still available to the second strategy": fair(
+        "1",
+        "p",
+        sized("p1", "2", "p") + sized("y1", "2", "y") + sized("y2", "2", "y") + units("x", "x1", "x2"),
+        {("y1", FS), ("x1", FS)},
+        cqs=[
+            fair_cq("p", "A", "2", within=None, weight="1"),
+            fair_cq("y", "A", "2", within=None, reclaim=None, weight="1"),
+            fair_cq("x", "ROOT", "1", within=None, reclaim=None, weight="1"),
+        ],
+        cohorts=[fair_cohort("A", "ROOT", "1", weight="0")],
+    ),
+}
+# TestFairPreemptionSkipsUnsatisfiableTournament: the outcome (no target) with either preemptor weight; upstream also
+# counts its log lines, which kubesim does not write.
+for _weight in ("0", "1"):
+    FAIR[f"skips unsatisfiable tournament: preemptor weight {_weight}"] = fair(
+        "1",
+        "a",
+        units("a", "a1") + units("b", "b1", "b2"),
+        set(),
+        cqs=[
+            fair_cq("a", "all", "1", within=None, weight=_weight),
+            fair_cq("b", "all", "1", within=None, reclaim=None, weight="1"),
+        ],
+    )
+
+
+@pytest.mark.parametrize("name", list(FAIR))
+def test_fair_preemptions(name: str) -> None:
+    """TestFairPreemptions."""
+    case = FAIR[name]
+    assert {(n, r) for n, r, _ in targets(case)} == case.want
+    if case.cycle:
+        assert {(n, r) for n, r, _ in cycle_victims(case)} == case.want
