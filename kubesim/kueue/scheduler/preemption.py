@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import cmp_to_key, partial
+from operator import itemgetter
 from types import TracebackType
 
 from kubesim.kueue import constants as C
@@ -140,6 +141,34 @@ def candidate_key(wl: WorkloadInfo, cq_name: str, now: datetime) -> tuple:
     return (not wl.evicted, wl.cluster_queue == cq_name, wl.priority, -reserved.timestamp(), wl.uid)
 
 
+def order_candidates(snapshot: Snapshot, candidates: list, cq_name: str, now: datetime, wl_of=lambda c: c) -> None:
+    """Sort candidates (items whose workload is wl_of(item)) in CandidatesOrdering's order, in place.
+
+    With Admission Fair Sharing, two candidates of one ClusterQueue whose admissionScope uses it, queued through
+    LocalQueues of different names, go by their LocalQueues' usage first (the higher first), before priority:
+    preemption then takes from the LocalQueue that used the most. Kueue asks this only of such pairs, so the order
+    is a comparison, not a key; without an AFS queue among the candidates it is the plain key.
+    """
+    afs = {name for name, q in snapshot.cluster_queues.items() if q.admission_fair_sharing}
+    if not afs or not any(wl_of(c).cluster_queue in afs for c in candidates):
+        candidates.sort(key=lambda c: candidate_key(wl_of(c), cq_name, now))
+        return
+    usage = snapshot.lq_usage
+
+    def compare(x: object, y: object) -> int:
+        a, b = wl_of(x), wl_of(y)
+        ka, kb = candidate_key(a, cq_name, now), candidate_key(b, cq_name, now)
+        if ka[:2] != kb[:2]:
+            return -1 if ka[:2] < kb[:2] else 1
+        if a.cluster_queue == b.cluster_queue and a.cluster_queue in afs and a.queue_name != b.queue_name:
+            ua, ub = usage.get((a.namespace, a.queue_name), 0.0), usage.get((b.namespace, b.queue_name), 0.0)
+            if ua != ub:
+                return -1 if ua > ub else 1
+        return (ka > kb) - (ka < kb)
+
+    candidates.sort(key=cmp_to_key(compare))
+
+
 class Preemptor:
     """Finds preemption targets for a workload against a snapshot (which it mutates and restores)."""
 
@@ -241,7 +270,7 @@ class Preemptor:
                 previous = subtree_root
         ordered: list[tuple[WorkloadInfo, CohortNode | None, int]] = []
         for lst in (hierarchy, priority, same):
-            lst.sort(key=lambda c: candidate_key(c[0], cq.name, self.now))
+            order_candidates(self.snapshot, lst, cq.name, self.now, itemgetter(0))
         for evicted in (True, False):
             for lst in (hierarchy, priority, same):
                 ordered.extend(c for c in lst if c[0].evicted == evicted)
@@ -316,7 +345,7 @@ class Preemptor:
         candidates = self._fair_candidates(wl, cq, frs)
         if not candidates:
             return []
-        candidates.sort(key=lambda c: candidate_key(c, cq.name, self.now))
+        order_candidates(self.snapshot, candidates, cq.name, self.now)
         with _Trial(self.snapshot) as trial:
             with _usage_added(cq, requests):  # shares are compared with the preemptor's workload admitted
                 retry = self._take_by_strategy(wl, cq, frs, requests, candidates, self.strategies[0], trial)

@@ -20,7 +20,7 @@ from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler import Scheduler, Snapshot
 from kubesim.kueue.scheduler.flavors import FIT, PREEMPT, Assignment, FlavorAssignment, PodSetAssignment
 from kubesim.kueue.scheduler.model import workload_info
-from kubesim.kueue.scheduler.preemption import Preemptor, cq_path
+from kubesim.kueue.scheduler.preemption import Preemptor, cq_path, order_candidates
 from tests.kubesim.kueue.sim import T0
 
 CPU, MEM = "cpu", "memory"
@@ -127,7 +127,7 @@ def workload(
         ]
         ws.set_quota_reservation(obj, admitted_in, psa, reserved_at)
     if evicted:
-        obj["status"]["conditions"].append(
+        obj["status"].setdefault("conditions", []).append(
             {
                 "type": "Evicted",
                 "status": "True",
@@ -1299,3 +1299,71 @@ def test_fair_preemptions(name: str) -> None:
     assert {(n, r) for n, r, _ in targets(case)} == case.want
     if case.cycle:
         assert {(n, r) for n, r, _ in cycle_victims(case)} == case.want
+
+
+# -- TestCandidatesOrdering (preemption_test.go) -----------------------------------------------------------------
+# The priority-boost cases are not ported: kubesim does not model the PriorityBoost annotation.
+
+
+def _ordered(workloads: list[dict], usage: dict[str, float] | None = None) -> list[str]:
+    """The candidates in CandidatesOrdering's order for a preemptor in ClusterQueue "preemptor"; usage gives the
+    LocalQueues' Admission Fair Sharing usage (both ClusterQueues then use AFS admission)."""
+    config = KueueConfig.from_dict({"admissionFairSharing": {"usageHalfLifeTime": "168h"}} if usage else {})
+    scope = {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}} if usage else {}
+    cqs = [cluster_queue(n, None, group(default=[res(CPU, "10")])) for n in ("preemptor", "different_cq")]
+    for q in cqs:
+        q["spec"].update(scope)
+    snap = Snapshot.from_objects(
+        resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}], cluster_queues=cqs, config=config, now=T0
+    )
+    snap.lq_usage.update({("", lq): v for lq, v in (usage or {}).items()})
+    candidates = [workload_info(w, config) for w in workloads]
+    order_candidates(snap, candidates, "preemptor", T0)
+    return [c.name for c in candidates]
+
+
+def _in(name: str, cq_name: str, priority: int = 0, reserved_at=T0, queue: str = "incoming") -> dict:
+    obj = workload(name, priority, {CPU: "1"}, cq_name, reserved_at=reserved_at)
+    obj["spec"]["queueName"] = queue
+    return obj
+
+
+def test_candidates_ordering_workloads_sorted_by_priority() -> None:
+    assert _ordered([_in("high", "preemptor", 10), _in("low", "preemptor", -10)]) == ["low", "high"]
+
+
+def test_candidates_ordering_evicted_workload_first() -> None:
+    evicted = workload("evicted", 0, {CPU: "1"}, evicted=True)
+    assert _ordered([_in("other", "preemptor", 10), evicted]) == ["evicted", "other"]
+
+
+def test_candidates_ordering_workload_from_different_cq_first() -> None:
+    assert _ordered([_in("preemptorCq", "preemptor", 10), _in("other", "different_cq", 10)]) == [
+        "other",
+        "preemptorCq",
+    ]
+
+
+def test_candidates_ordering_old_workloads_last() -> None:
+    got = _ordered(
+        [
+            _in("older", "preemptor", reserved_at=T0 - timedelta(seconds=1)),
+            _in("younger", "preemptor", reserved_at=T0 + timedelta(seconds=1)),
+            _in("current", "preemptor"),
+        ]
+    )
+    assert got == ["younger", "current", "older"]
+
+
+def test_candidates_ordering_workloads_with_higher_lq_usage_first() -> None:
+    low = _in("low_lq_usage", "preemptor", 1, queue="low_usage_lq")
+    mid = _in("mid_lq_usage", "preemptor", 10, queue="mid_usage_lq")
+    usage = {"low_usage_lq": 0.1, "mid_usage_lq": 0.5}
+    assert _ordered([low, mid], usage) == ["mid_lq_usage", "low_lq_usage"]
+
+
+def test_candidates_ordering_workloads_from_different_cq_are_sorted_based_on_priority_and_timestamp() -> None:
+    mid = _in("mid_lq_usage", "preemptor", 10, queue="mid_usage_lq")
+    high = _in("high_lq_usage_different_cq", "different_cq", 1, queue="high_usage_lq_different_cq")
+    usage = {"mid_usage_lq": 0.5, "high_usage_lq_different_cq": 1.0}
+    assert _ordered([mid, high], usage) == ["high_lq_usage_different_cq", "mid_lq_usage"]
