@@ -20,7 +20,7 @@ from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler import Scheduler, Snapshot
 from kubesim.kueue.scheduler.flavors import FIT, PREEMPT, Assignment, FlavorAssignment, PodSetAssignment
 from kubesim.kueue.scheduler.model import workload_info
-from kubesim.kueue.scheduler.preemption import Preemptor, cq_path, order_candidates
+from kubesim.kueue.scheduler.preemption import FairTargets, Preemptor, cq_path, order_candidates, satisfies_policy
 from tests.kubesim.kueue.sim import T0
 
 CPU, MEM = "cpu", "memory"
@@ -1367,3 +1367,135 @@ def test_candidates_ordering_workloads_from_different_cq_are_sorted_based_on_pri
     high = _in("high_lq_usage_different_cq", "different_cq", 1, queue="high_usage_lq_different_cq")
     usage = {"mid_usage_lq": 0.5, "high_usage_lq_different_cq": 1.0}
     assert _ordered([mid, high], usage) == ["high_lq_usage_different_cq", "mid_lq_usage"]
+
+
+# -- TestSatisfiesPreemptionPolicy (common/preemption_policy_test.go) ---------------------------------------------
+# Not ported: the SchedulerTimestampPreemptionBuffer cases (an alpha gate, off by default, removed after v0.19) and
+# the PriorityBoost ones (not modelled).
+
+POLICY_CASES = {
+    "LowerPriority: preemptor has higher priority": ((10, 0), (5, 0), LP, True),
+    "LowerPriority: preemptor has same priority": ((10, 0), (10, 0), LP, False),
+    "LowerOrNewerEqualPriority: preemptor has same priority, same timestamp": ((10, 0), (10, 0), LONEP, False),
+    "LowerOrNewerEqualPriority: preemptor has same priority, newer timestamp (within 5min buffer)": (
+        (10, 60),
+        (10, 0),
+        LONEP,
+        False,
+    ),
+    "LowerOrNewerEqualPriority: preemptor has same priority, older timestamp (within 5min buffer)": (
+        (10, 0),
+        (10, 60),
+        LONEP,
+        True,
+    ),
+    "PreemptionPolicyAny": ((10, 0), (10, 360), ANY, True),
+    "PreemptionPolicyNever": ((10, 0), (10, 360), NEVER, False),
+}
+
+
+@pytest.mark.parametrize("name", list(POLICY_CASES))
+def test_satisfies_preemption_policy(name: str) -> None:
+    (p_priority, p_created), (c_priority, c_created), policy, want = POLICY_CASES[name]
+    config = KueueConfig(fair_sharing=False)
+    preemptor = workload_info(workload("preemptor", p_priority, created=T0 + timedelta(seconds=p_created)), config)
+    candidate = workload_info(workload("candidate", c_priority, created=T0 + timedelta(seconds=c_created)), config)
+    assert satisfies_policy(preemptor, candidate, policy) is want
+
+
+# -- TestMakeClusterQueueOrdering (fairsharing/ordering_test.go) ---------------------------------------------------
+
+ORDERING_CASES: dict[str, tuple] = {
+    # (ClusterQueues (name, cohort, nominal cpu), cohorts, admitted (name, cq, cpu), preemptor, candidate queues,
+    #  actions, expected order of target queues)
+    "no cohort: preemptor CQ yielded for in-CQ preemption; repro for nil pointer panic issue": (
+        [("preemptor", None, "4")],
+        [],
+        [("wl1", "preemptor", "1")],
+        "preemptor",
+        {"preemptor"},
+        [],
+        ["preemptor"],
+    ),
+    "no cohort: DropQueue ends the iteration with candidates remaining": (
+        [("preemptor", None, "4")],
+        [],
+        [("wl1", "preemptor", "1"), ("wl2", "preemptor", "1")],
+        "preemptor",
+        {"preemptor"},
+        ["drop"],
+        ["preemptor"],
+    ),
+    "non-borrowing CQ is pruned even with candidates": (
+        [("preemptor", "all", "4"), ("target", "all", "5")],
+        [],
+        [("t1", "target", "2")],
+        "preemptor",
+        {"target"},
+        [],
+        [],
+    ),
+    "higher DRS CQ returned before lower DRS CQ": (
+        [("preemptor", "all", "4"), ("high", "all", "2"), ("low", "all", "2")],
+        [],
+        [("h1", "high", "5"), ("l1", "low", "3")],
+        "preemptor",
+        {"high", "low"},
+        [],
+        ["high", "low"],
+    ),
+    "CQ with highest DRS returned again while it still has candidates": (
+        [("preemptor", "all", "4"), ("high", "all", "2"), ("low", "all", "2")],
+        [],
+        [("h1", "high", "3"), ("h2", "high", "2"), ("l1", "low", "3")],
+        "preemptor",
+        {"high", "low"},
+        [],
+        ["high", "high", "low"],
+    ),
+    "drop queue prevents CQ from being returned again": (
+        [("preemptor", "all", "4"), ("high", "all", "2"), ("low", "all", "2")],
+        [],
+        [("h1", "high", "3"), ("h2", "high", "2"), ("l1", "low", "3")],
+        "preemptor",
+        {"high", "low"},
+        ["drop", "pop"],
+        ["high", "low"],
+    ),
+    "hierarchical cohorts: higher-DRS subtree visited first": (
+        [("preemptor-cq", "root", "4"), ("left-cq", "left-cohort", "2"), ("right-cq", "right-cohort", "2")],
+        [cohort("root"), cohort("left-cohort", "root"), cohort("right-cohort", "root")],
+        [("lc1", "left-cq", "5"), ("rc1", "right-cq", "3")],
+        "preemptor-cq",
+        {"left-cq", "right-cq"},
+        [],
+        ["left-cq", "right-cq"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ORDERING_CASES))
+def test_make_cluster_queue_ordering(name: str) -> None:
+    queues, cohorts, admitted, preemptor, candidate_queues, actions, want = ORDERING_CASES[name]
+    case = Case(
+        incoming(),
+        preemptor,
+        DEFAULT_PREEMPT,
+        [workload(n, 0, {CPU: cpu}, q) for n, q, cpu in admitted],
+        set(),
+        cqs=[cluster_queue(n, c, group(default=[res(CPU, cpu)])) for n, c, cpu in queues],
+        cohorts=cohorts,
+        fair=True,
+    )
+    snap = _snapshot(case, case.admitted)
+    candidates = [w for w in snap.workloads.values() if w.cluster_queue in candidate_queues]
+    ordering = FairTargets(snap.cluster_queues[preemptor], candidates, T0)
+    got = []
+    for i, target in enumerate(ordering.iterate()):
+        got.append(target.name)
+        if i < len(actions) and actions[i] == "drop":
+            ordering.drop(target)
+        else:
+            ordering.pop(target)
+        assert len(got) <= 50, "the ordering does not end"
+    assert got == want
