@@ -484,9 +484,20 @@ class Snapshot:
 
     def _cluster_queue(self, obj: dict) -> ClusterQueueNode:
         spec = obj.get("spec") or {}
-        pre = spec.get("preemption") or {}
-        bwc = pre.get("borrowWithinCohort") or {}
-        fung = spec.get("flavorFungibility") or {}
+        # Kueue reads the ClusterQueue's Go struct: an absent preemption or flavorFungibility takes Kueue's defaults,
+        # but a field left out of one that is given is the empty string (`unset`), which is neither Never nor
+        # TryNextFlavor (an unset reclaimWithinCohort still lets Fair Sharing preempt while borrowing; an unset
+        # whenCanPreempt stops at a flavor that needs preemption). The API server's schema defaults fill every such
+        # field, so only objects that skipped it (Kueue's own unit-test fixtures, plain-data snapshots) tell.
+        pre = spec.get("preemption")
+        pre_default = C.NEVER if pre is None else ""
+        pre = pre or {}
+        bwc = pre.get("borrowWithinCohort")
+        bwc_default = C.NEVER if bwc is None else ""
+        bwc = bwc or {}
+        fung = spec.get("flavorFungibility")
+        borrow_default, preempt_default = ("MayStopSearch", "TryNextFlavor") if fung is None else ("", "")
+        fung = fung or {}
         rgs = [
             ResourceGroup(tuple(rg.get("coveredResources") or []), tuple(f["name"] for f in rg.get("flavors") or []))
             for rg in spec.get("resourceGroups") or []
@@ -497,14 +508,14 @@ class Snapshot:
             weight=_weight(spec),
             resource_groups=rgs,
             preemption=Preemption(
-                within_cluster_queue=pre.get("withinClusterQueue") or C.NEVER,
-                reclaim_within_cohort=pre.get("reclaimWithinCohort") or C.NEVER,
-                borrow_within_cohort=bwc.get("policy") or C.NEVER,
+                within_cluster_queue=pre.get("withinClusterQueue") or pre_default,
+                reclaim_within_cohort=pre.get("reclaimWithinCohort") or pre_default,
+                borrow_within_cohort=bwc.get("policy") or bwc_default,
                 max_priority_threshold=bwc.get("maxPriorityThreshold"),
             ),
             fungibility=FlavorFungibility(
-                when_can_borrow=fung.get("whenCanBorrow") or "MayStopSearch",
-                when_can_preempt=fung.get("whenCanPreempt") or "TryNextFlavor",
+                when_can_borrow=fung.get("whenCanBorrow") or borrow_default,
+                when_can_preempt=fung.get("whenCanPreempt") or preempt_default,
                 preference=fung.get("preference") or "BorrowingOverPreemption",
             ),
             queueing_strategy=spec.get("queueingStrategy") or C.BEST_EFFORT_FIFO,
