@@ -41,6 +41,27 @@ MAX_LEVEL = 2**31
 Oracle = Callable[[ClusterQueueNode, WorkloadInfo, FlavorResource, int], tuple[int, int]]
 
 
+_MAX_INT64 = 2**63 - 1
+_DECIMAL_SUFFIXES = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def quantity_string(resource: str, amount: int) -> str:
+    """An amount as Kueue's messages print it: a resource.Quantity in canonical form (CPU from millis, memory and
+    storage binary, the rest decimal: the largest suffix that keeps the number whole, `1k` for 1000), with Kueue's
+    int64 amounts saturating at MaxInt64."""
+    amount = min(amount, _MAX_INT64)
+    binary = resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-")
+    if binary and abs(amount) >= 1024:
+        return format_amount("memory", amount)
+    exponent = -3 if resource == "cpu" else 0
+    while amount and amount % 1000 == 0 and exponent < 18:
+        amount //= 1000
+        exponent += 3
+    if amount == 0:
+        return "0"
+    return f"{amount}{_DECIMAL_SUFFIXES[exponent]}"
+
+
 def most_severe(a: str, b: str) -> str:
     return a if _SEVERITY.get(a, 0) >= _SEVERITY.get(b, 0) else b
 
@@ -362,14 +383,14 @@ class FlavorAssigner:
         if val > max_capacity:
             msg = (
                 f"insufficient quota for {res} in flavor {flavor}, previously considered podsets requests "
-                f"({format_amount(res, assumed)}) + current podset request ({format_amount(res, request)}) "
-                f"> maximum capacity ({format_amount(res, max_capacity)})"
+                f"({quantity_string(res, assumed)}) + current podset request ({quantity_string(res, request)}) "
+                f"> maximum capacity ({quantity_string(res, max_capacity)})"
             )
             return G_NO_FIT, 0, msg, C.REASON_EXCEEDS_MAX_QUOTA
         borrow, may_reclaim = lowest_subtree_that_fits(cq, fr, val)
         if val <= avail:
             return G_FIT, borrow, "", ""
-        msg = f"insufficient unused quota for {res} in flavor {flavor}, {format_amount(res, val - avail)} more needed"
+        msg = f"insufficient unused quota for {res} in flavor {flavor}, {quantity_string(res, val - avail)} more needed"
         if cq.quota_for(fr).nominal >= val or may_reclaim or self._can_preempt_while_borrowing():
             pmode, borrow_after = self.oracle(cq, self.wl, fr, val)
             return pmode, borrow_after, msg, "" if pmode != G_NO_FIT else C.REASON_WAITING_FOR_QUOTA
