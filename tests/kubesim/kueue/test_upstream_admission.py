@@ -59,16 +59,13 @@ def cq(
     fungibility: dict | None = None,
     weight: str | None = None,
 ) -> dict:
-    """MakeClusterQueue: selects every namespace, BestEffortFIFO, whenCanBorrow MayStopSearch and whenCanPreempt
-    TryNextFlavor unless told."""
+    """MakeClusterQueue: selects every namespace, BestEffortFIFO, flavorFungibility whenCanBorrow MayStopSearch and
+    whenCanPreempt TryNextFlavor unless given (a given one replaces it whole, as FlavorFungibility() does; fields left
+    out of it, or out of a given preemption, stay unset as in Kueue's Go structs)."""
     spec: dict = {
         "namespaceSelector": {} if selector is None else selector,
         "queueingStrategy": "StrictFIFO" if strict else "BestEffortFIFO",
-        "flavorFungibility": {
-            "whenCanBorrow": "MayStopSearch",
-            "whenCanPreempt": "TryNextFlavor",
-            **(fungibility or {}),
-        },
+        "flavorFungibility": fungibility or {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
         "resourceGroups": list(groups),
     }
     if cohort:
@@ -986,9 +983,572 @@ SCHEDULE_CASES.update(
     }
 )
 
+
+POB = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "PreemptionOverBorrowing"}
+BOP = {**POB, "preference": "BorrowingOverPreemption"}
+
+
+def preference_case(prefix: str, fungibility: dict, low: str = "", high: str = "") -> Case:
+    """A ClusterQueue whose first flavor needs a preemption and whose second needs borrowing from a lender."""
+    return Case(
+        cluster_queues=[
+            cq(
+                f"{prefix}-cq",
+                rg(fq("on-demand", res(CPU, "5", "0")), fq("spot", res(CPU, "0", "5"))),
+                cohort=f"{prefix}-cohort",
+                preemption=WITHIN_LOWER,
+                fungibility=fungibility,
+            ),
+            cq(
+                f"{prefix}-lender",
+                rg(fq("on-demand", res(CPU, "0")), fq("spot", res(CPU, "5"))),
+                cohort=f"{prefix}-cohort",
+            ),
+        ],
+        local_queues=[lq(f"{prefix}-queue", "default", f"{prefix}-cq")],
+        workloads=[
+            wl(
+                low or f"low-{prefix}",
+                "default",
+                f"{prefix}-queue",
+                {CPU: "5"},
+                priority=-1,
+                admitted=at(f"{prefix}-cq", "on-demand"),
+            ),
+            wl(high or f"high-{prefix}", "default", f"{prefix}-queue", {CPU: "5"}),
+        ],
+    )
+
+
+def _pob() -> Case:
+    case = preference_case("pob", POB)
+    case.left = {"pob-cq": ["default/high-pob"]}
+    case.preempted = {"default/low-pob"}
+    case.messages = {
+        "default/high-pob": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+        "on-demand, 5 more needed. Pending the preemption of 1 workload(s)"
+    }
+    return case
+
+
+def _bop() -> Case:
+    case = preference_case("bop", BOP)
+    case.admitted = {"default/high-bop": at("bop-cq", "spot")}
+    return case
+
+
+SCHEDULE_CASES.update(
+    {
+        "pending admission check with nofit and fit flavors": Case(
+            workloads=[wl("pending-check", "eng-beta", "main", {CPU: "80"})],
+            admitted={"eng-beta/pending-check": at("eng-beta", "spot")},
+        ),
+        "admit to second flavor when first needs preemption; WhenCanPreempt: TryNextFlavor": Case(
+            cluster_queues=[
+                cq(
+                    "preempt-attempts-cq",
+                    rg(fq("on-demand", res(CPU, "1")), fq("spot", res(CPU, "1"))),
+                    preemption=WITHIN_LOWER,
+                    fungibility={"whenCanPreempt": "TryNextFlavor"},
+                )
+            ],
+            local_queues=[lq("preempt-attempts-lq", "eng-alpha", "preempt-attempts-cq")],
+            workloads=[
+                wl(
+                    "blocker",
+                    "eng-alpha",
+                    "preempt-attempts-lq",
+                    {CPU: "1"},
+                    priority=50,
+                    admitted=at("preempt-attempts-cq", "on-demand"),
+                ),
+                wl("test-wl", "eng-alpha", "preempt-attempts-lq", {CPU: "1"}, priority=100),
+            ],
+            admitted={"eng-alpha/test-wl": at("preempt-attempts-cq", "spot")},
+        ),
+        "admit workload with zero-quantity request for resource not in ClusterQueue": Case(
+            workloads=[wl("zero-resource-wl", "sales", "main", {CPU: "1", GPU: "0"})],
+            admitted={"sales/zero-resource-wl": at("sales", "default")},
+        ),
+        "preempt when workload requests zero of a resource not defined in ClusterQueue": Case(
+            cluster_queues=[cq("preempt-zero-gpu-cq", rg(fq("default", res(CPU, "4"))), preemption=WITHIN_LOWER)],
+            local_queues=[lq("preempt-zero-gpu-lq", "sales", "preempt-zero-gpu-cq")],
+            workloads=[
+                wl("preemptor", "sales", "preempt-zero-gpu-lq", {CPU: "2", GPU: "0"}),
+                wl(
+                    "low-priority",
+                    "sales",
+                    "preempt-zero-gpu-lq",
+                    {CPU: "4"},
+                    priority=-1,
+                    admitted=at("preempt-zero-gpu-cq", "default"),
+                ),
+            ],
+            left={"preempt-zero-gpu-cq": ["sales/preemptor"]},
+            preempted={"sales/low-priority"},
+            messages={
+                "sales/preemptor": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in "
+                "flavor default, 2 more needed. Pending the preemption of 1 workload(s)"
+            },
+        ),
+        "PreemptionOverBorrowing preference: preempt in first flavor instead of borrowing in second": _pob(),
+        "PreemptionOverBorrowing preference: select fitting second flavor over first flavor with no preemption "
+        "candidates": Case(
+            cohorts=[
+                cohort("nopc-root", rg(fq("on-demand", res(CPU, "0")), fq("spot", res(CPU, "5")))),
+                cohort("nopc-mid", parent="nopc-root"),
+            ],
+            cluster_queues=[
+                cq(
+                    "nopc-cq",
+                    rg(fq("on-demand", res(CPU, "5", "0")), fq("spot", res(CPU, "0"))),
+                    cohort="nopc-mid",
+                    preemption=WITHIN_LOWER,
+                    fungibility=POB,
+                ),
+                cq("nopc-sibling", rg(fq("on-demand", res(CPU, "5")), fq("spot", res(CPU, "0"))), cohort="nopc-mid"),
+            ],
+            local_queues=[lq("nopc-queue", "default", "nopc-cq")],
+            workloads=[
+                wl("admitted-nopc", "default", "nopc-queue", {CPU: "5"}, admitted=at("nopc-cq", "on-demand")),
+                wl("pending-nopc", "default", "nopc-queue", {CPU: "5"}),
+            ],
+            admitted={"default/pending-nopc": at("nopc-cq", "spot")},
+        ),
+        "BorrowingOverPreemption preference: borrow in second flavor instead of preempting in first": _bop(),
+        "prevent integer overflow when sum of requests over podsets exceeds MaxInt64": Case(
+            cluster_queues=[cq("overflow-cq", rg(fq("default", res(CPU, "10000"))))],
+            local_queues=[lq("overflow-queue", "default", "overflow-cq")],
+            workloads=[
+                wl(
+                    "vuln-wl",
+                    "default",
+                    "overflow-queue",
+                    podsets=[pod_set("ps1", 1, {CPU: "1000000m"}), pod_set("ps2", 1, {CPU: "9223372036854775000m"})],
+                )
+            ],
+            inadmissible={"overflow-cq": ["default/vuln-wl"]},
+            messages={
+                "default/vuln-wl": "couldn't assign flavors to pod set ps2: insufficient quota for cpu in flavor "
+                "default, previously considered podsets requests (1k) + current podset request (9223372036854775) > "
+                "maximum capacity (10k)"
+            },
+        ),
+        "prevent integer overflow in ResourceValue conversion to MilliValue": Case(
+            cluster_queues=[cq("overflow-cq", rg(fq("default", res(CPU, "10"))))],
+            local_queues=[lq("overflow-queue", "default", "overflow-cq")],
+            workloads=[
+                wl("vuln-wl", "default", "overflow-queue", podsets=[pod_set("ps1", 1, {CPU: "9223372036854776"})])
+            ],
+            inadmissible={"overflow-cq": ["default/vuln-wl"]},
+            messages={
+                "default/vuln-wl": "couldn't assign flavors to pod set ps1: insufficient quota for cpu in flavor "
+                "default, previously considered podsets requests (0) + current podset request (9223372036854775807m) "
+                "> maximum capacity (10)"
+            },
+        ),
+    }
+)
+
+
+# -- pkg/scheduler/scheduler_fs_test.go: TestScheduleForFairSharing (TestSchedule's fixture, Fair Sharing on) -------
+
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+
+
+def one(name: str, queue: str, cpu: str, admitted_in: str = "", flavor_name: str = "on-demand", **kw) -> dict:
+    """A workload in eng-alpha with one pod set 'one' of one pod."""
+    admitted = (admitted_in, {"one": {CPU: flavor_name}}) if admitted_in else None
+    return wl(name, "eng-alpha", queue, podsets=[pod_set("one", 1, {CPU: cpu})], admitted=admitted, **kw)
+
+
+def od(nominal: str) -> dict:
+    return rg(fq("on-demand", res(CPU, nominal)))
+
+
+FS_CASES: dict[str, Case] = {
+    "with fair sharing: schedule workload with lowest share first": Case(
+        cluster_queues=[cq("eng-shared", rg(fq("on-demand", res(CPU, "10", "0"))), cohort="eng")],
+        workloads=[
+            wl(
+                "all_nominal",
+                "eng-alpha",
+                "main",
+                podsets=[pod_set("one", 50, {CPU: "1"})],
+                admitted=on("eng-alpha", one={CPU: "on-demand"}),
+            ),
+            wl(
+                "borrowing",
+                "eng-beta",
+                "main",
+                podsets=[pod_set("one", 55, {CPU: "1"})],
+                admitted=on("eng-beta", one={CPU: "on-demand"}),
+            ),
+            wl("older_new", "eng-beta", "main", podsets=[pod_set("one", 1, {CPU: "1"})], created=-60),
+            wl("new", "eng-alpha", "main", podsets=[pod_set("one", 5, {CPU: "1"})]),
+        ],
+        admitted={"eng-alpha/new": ("eng-alpha", {"one": ({CPU: "on-demand"}, 5)})},
+        left={"eng-beta": ["eng-beta/older_new"]},
+        messages={"eng-beta/older_new": NO_LONGER_FITS},
+    ),
+    "with fair sharing: nominal-first ordering admits workload fitting within nominal despite higher CQ DRS": Case(
+        cluster_queues=[
+            cq(
+                "fs-nom-a",
+                rg(fq("on-demand", res(CPU, "50", "0"))),
+                rg(fq("spot", res(CPU, "50", "50"))),
+                cohort="fs-nom",
+            ),
+            cq(
+                "fs-nom-b",
+                rg(fq("on-demand", res(CPU, "10", "50"))),
+                rg(fq("spot", res(CPU, "50", "0"))),
+                cohort="fs-nom",
+            ),
+        ],
+        local_queues=[lq("fs-nom", "eng-alpha", "fs-nom-a"), lq("fs-nom", "eng-beta", "fs-nom-b")],
+        workloads=[
+            wl(
+                "spot-heavy",
+                "eng-alpha",
+                "fs-nom",
+                podsets=[pod_set("one", 80, {CPU: "1"})],
+                admitted=on("fs-nom-a", one={CPU: "spot"}),
+            ),
+            wl(
+                "light-usage",
+                "eng-beta",
+                "fs-nom",
+                podsets=[pod_set("one", 5, {CPU: "1"})],
+                admitted=on("fs-nom-b", one={CPU: "on-demand"}),
+            ),
+            wl("borrow-wl", "eng-beta", "fs-nom", podsets=[pod_set("one", 15, {CPU: "1"})], created=-60),
+            wl("nom-wl", "eng-alpha", "fs-nom", podsets=[pod_set("one", 45, {CPU: "1"})]),
+        ],
+        admitted={"eng-alpha/nom-wl": ("fs-nom-a", {"one": ({CPU: "on-demand"}, 45)})},
+        left={"fs-nom-b": ["eng-beta/borrow-wl"]},
+        messages={"eng-beta/borrow-wl": NO_LONGER_FITS},
+    ),
+    "with fair sharing: hierarchical nominal-first prefers non-borrowing subtree": Case(
+        cohorts=[cohort("root"), cohort("Cohort-A", od("10"), parent="root"), cohort("Cohort-B", parent="root")],
+        cluster_queues=[
+            cq("cq-a", od("0"), cohort="Cohort-A"),
+            cq("cq-b", od("5"), cohort="Cohort-B"),
+            cq("cq-c", od("0"), cohort="Cohort-B"),
+        ],
+        local_queues=[lq(f"lq-{x}", "eng-alpha", f"cq-{x}") for x in "abc"],
+        workloads=[one("c0", "lq-c", "10", "cq-c"), one("wl-a", "lq-a", "5"), one("wl-b", "lq-b", "5")],
+        admitted={"eng-alpha/wl-a": ("cq-a", {"one": {CPU: "on-demand"}})},
+        left={"cq-b": ["eng-alpha/wl-b"]},
+        messages={"eng-alpha/wl-b": NO_LONGER_FITS},
+    ),
+    "with fair sharing: hierarchical nominal-first with deeper nesting": Case(
+        cohorts=[
+            cohort("root"),
+            cohort("Cohort-A", parent="root"),
+            cohort("SUB-A", od("10"), parent="Cohort-A"),
+            cohort("Cohort-B", parent="root"),
+        ],
+        cluster_queues=[
+            cq("cq-a", od("0"), cohort="SUB-A"),
+            cq("cq-b", od("5"), cohort="Cohort-B"),
+            cq("cq-c", od("0"), cohort="Cohort-B"),
+        ],
+        local_queues=[lq(f"lq-{x}", "eng-alpha", f"cq-{x}") for x in "abc"],
+        workloads=[one("c0", "lq-c", "10", "cq-c"), one("wl-a", "lq-a", "5"), one("wl-b", "lq-b", "5")],
+        admitted={"eng-alpha/wl-a": ("cq-a", {"one": {CPU: "on-demand"}})},
+        left={"cq-b": ["eng-alpha/wl-b"]},
+        messages={"eng-alpha/wl-b": NO_LONGER_FITS},
+    ),
+    "with fair sharing: hierarchical nominal-first with mixed CQ and cohort quotas": Case(
+        cohorts=[
+            cohort("root"),
+            cohort("Cohort-A", od("10"), parent="root"),
+            cohort("Cohort-B", od("10"), parent="root"),
+        ],
+        cluster_queues=[
+            cq("cq-a1", od("5"), cohort="Cohort-A"),
+            cq("cq-a2", od("3"), cohort="Cohort-A"),
+            cq("cq-b", od("5"), cohort="Cohort-B"),
+            cq("cq-c", od("3"), cohort="Cohort-B"),
+        ],
+        local_queues=[lq(f"lq-{x}", "eng-alpha", f"cq-{x}") for x in ("a1", "a2", "b", "c")],
+        workloads=[
+            one("a2-admitted", "lq-a2", "6", "cq-a2"),
+            one("c-admitted", "lq-c", "20", "cq-c"),
+            one("wl-a1", "lq-a1", "7"),
+            one("wl-b", "lq-b", "4"),
+        ],
+        admitted={"eng-alpha/wl-a1": ("cq-a1", {"one": {CPU: "on-demand"}})},
+        left={"cq-b": ["eng-alpha/wl-b"]},
+        messages={"eng-alpha/wl-b": NO_LONGER_FITS},
+    ),
+    "with fair sharing: hierarchical nominal-first per-flavor ignores cross-flavor borrowing": Case(
+        cohorts=[
+            cohort("root"),
+            cohort("Cohort-A", od("10"), parent="root"),
+            cohort("Cohort-B", rg(fq("spot", res(CPU, "10"))), parent="root"),
+        ],
+        cluster_queues=[
+            cq("cq-a", rg(fq("on-demand", res(CPU, "0")), fq("spot", res(CPU, "0"))), cohort="Cohort-A"),
+            cq("cq-b", rg(fq("on-demand", res(CPU, "5")), fq("spot", res(CPU, "0"))), cohort="Cohort-B"),
+        ],
+        local_queues=[lq(f"lq-{x}", "eng-alpha", f"cq-{x}") for x in "ab"],
+        workloads=[
+            one("spot-admitted", "lq-a", "5", "cq-a", "spot"),
+            one("od-admitted", "lq-b", "8", "cq-b"),
+            one("wl-a", "lq-a", "4"),
+            one("wl-b", "lq-b", "4"),
+        ],
+        admitted={"eng-alpha/wl-a": ("cq-a", {"one": {CPU: "on-demand"}})},
+        left={"cq-b": ["eng-alpha/wl-b"]},
+        messages={"eng-alpha/wl-b": NO_LONGER_FITS},
+    ),
+    "hierarchical fair sharing schedule workload which wins tournament": Case(
+        cohorts=[cohort("A", od("200")), cohort("B", parent="A"), cohort("C", parent="A")],
+        cluster_queues=[cq(x, od("0"), cohort="B" if x in "de" else "C") for x in "defg"],
+        local_queues=[lq(f"lq-{x}", "eng-alpha", x) for x in "defg"],
+        workloads=[
+            one("d0", "lq-d", "10", "d"),
+            one("e0", "lq-e", "20", "e"),
+            one("g0", "lq-g", "100", "g"),
+            one("d1", "lq-d", "70"),
+            one("e1", "lq-e", "61"),
+            one("f1", "lq-f", "1"),
+            one("g1", "lq-g", "1"),
+        ],
+        admitted={"eng-alpha/d1": ("d", {"one": {CPU: "on-demand"}})},
+        left={"e": ["eng-alpha/e1"], "f": ["eng-alpha/f1"], "g": ["eng-alpha/g1"]},
+        messages=dict.fromkeys(("eng-alpha/e1", "eng-alpha/f1", "eng-alpha/g1"), NO_LONGER_FITS),
+    ),
+}
+
+
+def two_borrowers(weight: str) -> Case:
+    """Queues b and c with no quota borrow from cohort A (8 cpu); b already borrows 4."""
+    pre = {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
+    return Case(
+        cohorts=[cohort("A", od("8"))],
+        cluster_queues=[cq(x, od("0"), cohort="A", preemption=pre, weight=weight) for x in "bc"],
+        local_queues=[lq(f"lq-{x}", "eng-alpha", x) for x in "bc"],
+        workloads=[
+            one("b0", "lq-b", "4", "b"),
+            one("b1", "lq-b", "4", priority=9001),
+            one("c1", "lq-c", "4"),
+        ],
+        admitted={"eng-alpha/c1": ("c", {"one": {CPU: "on-demand"}})},
+        left={"b": ["eng-alpha/b1"]},
+        messages={"eng-alpha/b1": NO_LONGER_FITS},
+    )
+
+
+def two_in_cohort_a(b1: dict, c1: dict) -> Case:
+    return Case(
+        cohorts=[cohort("A", od("10")), cohort("B")],
+        cluster_queues=[cq(x, od("0"), cohort="A") for x in "bc"],
+        local_queues=[lq(f"lq-{x}", "eng-alpha", x) for x in "bc"],
+        workloads=[b1, c1],
+        admitted={"eng-alpha/c1": ("c", {"one": {CPU: "on-demand"}})},
+        left={"b": ["eng-alpha/b1"]},
+        messages={"eng-alpha/b1": NO_LONGER_FITS},
+    )
+
+
+FS_CASES.update(
+    {
+        "fair sharing schedule workload with lowest drf after admission": Case(
+            cohorts=[cohort("A", od("100"))],
+            cluster_queues=[cq(x, od("0"), cohort="A") for x in "bc"],
+            local_queues=[lq(f"lq-{x}", "eng-alpha", x) for x in "bc"],
+            workloads=[one("b0", "lq-b", "10", "b"), one("b1", "lq-b", "50"), one("c1", "lq-c", "75")],
+            admitted={"eng-alpha/b1": ("b", {"one": {CPU: "on-demand"}})},
+            left={"c": ["eng-alpha/c1"]},
+            messages={"eng-alpha/c1": NO_LONGER_FITS},
+        ),
+        "fair sharing two queues with weight 0 schedules workload which borrows less": two_borrowers("0"),
+        "fair sharing two queues with high weight schedules workload which borrows less": two_borrowers("123456789"),
+        "fair sharing schedule singleton cqs and cq without cohort": Case(
+            cohorts=[cohort("A", od("10")), cohort("B")],
+            cluster_queues=[cq("a", od("0"), cohort="A"), cq("b", od("10"), cohort="B"), cq("c", od("10"))],
+            local_queues=[lq(f"lq-{x}", "eng-alpha", x) for x in "abc"],
+            workloads=[one("a1", "lq-a", "10"), one("b1", "lq-b", "10"), one("c1", "lq-c", "10")],
+            admitted={f"eng-alpha/{x}1": (x, {"one": {CPU: "on-demand"}}) for x in "abc"},
+        ),
+        "fair sharing schedule highest priority first": two_in_cohort_a(
+            one("b1", "lq-b", "10", priority=99), one("c1", "lq-c", "10", priority=101)
+        ),
+        "fair sharing schedule earliest timestamp first": two_in_cohort_a(
+            one("b1", "lq-b", "10", priority=101, created=1), one("c1", "lq-c", "10", priority=101)
+        ),
+        "with fair sharing: preempt workload from CQ with the highest share": Case(
+            cluster_queues=[cq("eng-gamma", rg(fq("on-demand", res(CPU, "50", "0"))), cohort="eng")],
+            workloads=[
+                wl("all_spot", "eng-alpha", requests={CPU: "100"}, admitted=at("eng-alpha", "spot")),
+                *(
+                    wl(
+                        f"alpha{i}",
+                        "eng-alpha",
+                        requests={CPU: "20"},
+                        uid=f"alpha{i}",
+                        admitted=at("eng-alpha", "on-demand"),
+                    )
+                    for i in (1, 2, 3, 4)
+                ),
+                *(
+                    wl(
+                        f"gamma{i}",
+                        "eng-gamma",
+                        requests={CPU: cpu},
+                        uid=f"gamma{i}",
+                        admitted=at("eng-gamma", "on-demand"),
+                    )
+                    for i, cpu in ((1, "10"), (2, "20"), (3, "20"), (4, "20"))
+                ),
+                wl("preemptor", "eng-beta", "main", {CPU: "30"}, uid="wl-preemptor"),
+            ],
+            left={"eng-beta": ["eng-beta/preemptor"]},
+            preempted={"eng-alpha/alpha1", "eng-gamma/gamma1"},
+            messages={
+                "eng-beta/preemptor": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in "
+                "flavor on-demand, 30 more needed, insufficient unused quota for cpu in flavor spot, 30 more needed. "
+                "Pending the preemption of 2 workload(s)"
+            },
+        ),
+    }
+)
+
+
+BOTH_ANY = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+
+
+def local_capacity_case() -> Case:
+    return Case(
+        cohorts=[
+            cohort("root-cohort", rg(fq("on-demand", res("gpu", "2")), fq("spot", res("gpu", "0")))),
+            cohort(
+                "child-cohort", rg(fq("on-demand", res("gpu", "5")), fq("spot", res("gpu", "7"))), parent="root-cohort"
+            ),
+        ],
+        cluster_queues=[
+            cq(
+                "queue1",
+                rg(fq("on-demand", res("gpu", "3")), fq("spot", res("gpu", "3"))),
+                cohort="child-cohort",
+                preemption=BOTH_ANY,
+                fungibility={"whenCanPreempt": "TryNextFlavor", "whenCanBorrow": "TryNextFlavor"},
+            )
+        ],
+        local_queues=[lq("queue1", "default", "queue1")],
+        workloads=[
+            wl("a1", "default", "queue1", {"gpu": "8"}, admitted=gpu_at("queue1", "on-demand")),
+            wl("a2", "default", "queue1", {"gpu": "3"}, admitted=gpu_at("queue1", "spot")),
+            wl("a3", "default", "queue1", {"gpu": "1"}),
+        ],
+        admitted={"default/a3": gpu_at("queue1", "spot")},
+    )
+
+
+def _fs_pob() -> Case:
+    case = preference_case("fs-pob", POB, "fs-low-pob", "fs-high-pob")
+    for q in case.cluster_queues:
+        q["spec"]["fairSharing"] = {"weight": "1"}
+    case.left = {"fs-pob-cq": ["default/fs-high-pob"]}
+    case.preempted = {"default/fs-low-pob"}
+    return case
+
+
+FS_CASES.update(
+    {
+        "multiple preemptions within cq when fair sharing": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", DEFAULT_2, WITHIN_LOWER),
+                ("other-beta", DEFAULT_2, WITHIN_LOWER),
+                ("other-gamma", DEFAULT_2, WITHIN_LOWER),
+                ("resource-bank", rg(fq("default", res(CPU, "3"))), None),
+            ),
+            local_queues=[*OTHER_LQS, lq("other", "eng-gamma", "other-gamma")],
+            workloads=[
+                wl("a1", "eng-alpha", "other", {CPU: "3"}, admitted=at("other-alpha", "default")),
+                wl("b1", "eng-beta", "other", {CPU: "3"}, admitted=at("other-beta", "default")),
+                wl("c1", "eng-gamma", "other", {CPU: "3"}, admitted=at("other-gamma", "default")),
+                *(
+                    wl("preemptor", ns, "other", {CPU: "3"}, priority=100)
+                    for ns in ("eng-alpha", "eng-beta", "eng-gamma")
+                ),
+            ],
+            left={
+                "other-alpha": ["eng-alpha/preemptor"],
+                "other-beta": ["eng-beta/preemptor"],
+                "other-gamma": ["eng-gamma/preemptor"],
+            },
+            preempted={"eng-alpha/a1", "eng-beta/b1", "eng-gamma/c1"},
+        ),
+        "not enough resources with fair sharing enabled": Case(
+            workloads=[wl("new", "sales", "main", podsets=[pod_set("one", 1, {CPU: "100"})])],
+            left={"sales": ["sales/new"]},
+            messages={
+                "sales/new": "couldn't assign flavors to pod set one: insufficient quota for cpu in flavor default, "
+                "previously considered podsets requests (0) + current podset request (100) > maximum capacity (50)"
+            },
+        ),
+        "with fair sharing: prefer reclamation over cq priority based preemption; with preemption while "
+        "borrowing": Case(
+            cluster_queues=other_queues(
+                ("other-alpha", rg(fq("on-demand", res("gpu", "7")), fq("spot", res("gpu", "7"))), BOTH_LOWER),
+                ("other-beta", rg(fq("on-demand", res("gpu", "3")), fq("spot", res("gpu", "3"))), None),
+            ),
+            local_queues=OTHER_LQS,
+            workloads=[
+                wl("a1", "eng-alpha", "other", {"gpu": "5"}, priority=50, admitted=gpu_at("other-alpha", "on-demand")),
+                wl("b1", "eng-beta", "other", {"gpu": "5"}, priority=50, admitted=gpu_at("other-beta", "spot")),
+                wl("preemptor", "eng-alpha", "other", {"gpu": "8"}, priority=100),
+            ],
+            left={"other-alpha": ["eng-alpha/preemptor"]},
+            preempted={"eng-beta/b1"},
+            messages={
+                "eng-alpha/preemptor": "couldn't assign flavors to pod set main: insufficient unused quota for gpu in "
+                "flavor on-demand, 3 more needed, insufficient unused quota for gpu in flavor spot, 3 more needed. "
+                "Pending the preemption of 1 workload(s)"
+            },
+        ),
+        "prefer flavor with most local capacity": local_capacity_case(),
+        "fair sharing: in-CQ preemption for CQ without cohort; repro for nil pointer panic": Case(
+            cluster_queues=[cq("no-cohort-cq", rg(fq("default", res(CPU, "4"))), preemption=WITHIN_LOWER)],
+            local_queues=[lq("no-cohort-queue", "default", "no-cohort-cq")],
+            workloads=[
+                wl(
+                    "nc-low",
+                    "default",
+                    "no-cohort-queue",
+                    {CPU: "4"},
+                    priority=-1,
+                    admitted=at("no-cohort-cq", "default"),
+                ),
+                wl("nc-high", "default", "no-cohort-queue", {CPU: "4"}, priority=100),
+            ],
+            left={"no-cohort-cq": ["default/nc-high"]},
+            preempted={"default/nc-low"},
+            messages={
+                "default/nc-high": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in "
+                "flavor default, 4 more needed. Pending the preemption of 1 workload(s)"
+            },
+        ),
+        "PreemptionOverBorrowing with fair sharing: preempt in first flavor instead of borrowing in second": _fs_pob(),
+    }
+)
+
+SCHEDULE_CASES["prefer flavor with most local capacity (FS=false) [scheduler_fs_test.go]"] = local_capacity_case()
+
 # -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", list(SCHEDULE_CASES))
 def test_schedule(name: str) -> None:
     run_case(SCHEDULE_CASES[name])
+
+
+@pytest.mark.parametrize("name", list(FS_CASES))
+def test_schedule_fair_sharing(name: str) -> None:
+    case = FS_CASES[name]
+    case.fair_sharing = True
+    run_case(case)
