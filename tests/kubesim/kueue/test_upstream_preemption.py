@@ -21,6 +21,8 @@ from kubesim.kueue.scheduler import Scheduler, Snapshot
 from kubesim.kueue.scheduler.flavors import FIT, PREEMPT, Assignment, FlavorAssignment, PodSetAssignment
 from kubesim.kueue.scheduler.model import workload_info
 from kubesim.kueue.scheduler.preemption import FairTargets, Preemptor, cq_path, order_candidates, satisfies_policy
+from kubesim.kueue.scheduler.quota import dominant_resource_share
+from kubesim.quantity import format_amount
 from tests.kubesim.kueue.sim import T0
 
 CPU, MEM = "cpu", "memory"
@@ -1498,4 +1500,178 @@ def test_make_cluster_queue_ordering(name: str) -> None:
         else:
             ordering.pop(target)
         assert len(got) <= 50, "the ordering does not end"
+    assert got == want
+
+
+# -- TestDominantResourceShare (pkg/cache/scheduler/fair_sharing_test.go) ------------------------------------------
+# The shares Fair Sharing preemption compares. Usage is reserved by workloads in ClusterQueue "cq" (one per flavor
+# and resource, in Kueue's int64 units: CPU in millis); extra is the workload's request added to every node's share.
+# Results: {node: (rounded weighted share, dominant resource, borrowing)}.
+
+GPU = "example.com/gpu"
+MAX_SHARE = 2**63 - 1
+
+
+def quota(name: str, nominal: str, lending: str | None = None, borrowing: str | None = None) -> dict:
+    return res(name, nominal, borrowing, lending)
+
+
+def drs_queue(name: str, cohort_name: str | None, weight: str | None, **flavors: list[dict]) -> dict:
+    return cluster_queue(name, cohort_name, group(**flavors), weight=weight)
+
+
+def _pair(cq_quota: list[dict], lending_quota: list[dict], cq_weight: str = "1", lending_weight: str = "1") -> list:
+    return [
+        drs_queue("cq", "test-cohort", cq_weight, default=cq_quota),
+        drs_queue("lending-cq", "test-cohort", lending_weight, default=lending_quota),
+    ]
+
+
+_NOT_BORROWING = (0, "", False)
+_LENDER_AND_COHORT = {"lending-cq": _NOT_BORROWING, "test-cohort": _NOT_BORROWING}
+CPU_GPU_2_5 = [quota(CPU, "2"), quota(GPU, "5")]
+CPU_GPU_8_5 = [quota(CPU, "8"), quota(GPU, "5")]
+
+DRS_CASES: dict[str, tuple] = {
+    # (ClusterQueues, cohorts, usage {(flavor, resource): amount}, extra, want)
+    "no cohort": (
+        [drs_queue("cq", None, None, default=[quota(CPU, "2000"), quota(GPU, "5")])],
+        [],
+        {("default", CPU): 1_000, ("default", GPU): 2},
+        {},
+        {"cq": _NOT_BORROWING},
+    ),
+    "usage below nominal": (
+        _pair(CPU_GPU_2_5, CPU_GPU_8_5),
+        [],
+        {("default", CPU): 1_000, ("default", GPU): 2},
+        {},
+        {"cq": _NOT_BORROWING, **_LENDER_AND_COHORT},
+    ),
+    "usage above nominal": (
+        _pair(CPU_GPU_2_5, CPU_GPU_8_5),
+        [],
+        {("default", CPU): 3_000, ("default", GPU): 7},
+        {},
+        {"cq": (200, GPU, True), **_LENDER_AND_COHORT},
+    ),
+    "usage slightly above nominal in a cohort with large quotas": (
+        _pair([quota(GPU, "500")], [quota(GPU, "1000")], lending_weight="300"),
+        [],
+        {("default", GPU): 501},
+        {},
+        {"cq": (1, GPU, True), **_LENDER_AND_COHORT},
+    ),
+    "usage way above nominal in a cohort with large quotas and weights": (
+        _pair([quota(GPU, "500")], [quota(GPU, "1000")], cq_weight="300", lending_weight="300"),
+        [],
+        {("default", GPU): 800},
+        {},
+        {"cq": (1, GPU, True), **_LENDER_AND_COHORT},
+    ),
+    "one resource above nominal": (
+        _pair(CPU_GPU_2_5, CPU_GPU_8_5),
+        [],
+        {("default", CPU): 3_000, ("default", GPU): 3},
+        {},
+        {"cq": (100, CPU, True), **_LENDER_AND_COHORT},
+    ),
+    "usage with workload above nominal": (
+        _pair(CPU_GPU_2_5, CPU_GPU_8_5),
+        [],
+        {("default", CPU): 1_000, ("default", GPU): 2},
+        {("default", CPU): 4_000, ("default", GPU): 4},
+        {"cq": (300, CPU, True), **_LENDER_AND_COHORT},
+    ),
+    "A resource with zero lendable": (
+        _pair([quota(CPU, "2"), quota(GPU, "2", lending="0")], [quota(CPU, "8"), quota(GPU, "64", lending="0")]),
+        [],
+        {("default", CPU): 1_000, ("default", GPU): 1},
+        {("default", CPU): 4_000, ("default", GPU): 4},
+        {"cq": (300, CPU, True), **_LENDER_AND_COHORT},
+    ),
+    "multiple flavors": (
+        [
+            cluster_queue(
+                "cq",
+                "test-cohort",
+                group(**{"on-demand": [quota(CPU, "20")], "spot": [quota(CPU, "80")]}),
+                weight="1",
+            ),
+            drs_queue("lending-cq", "test-cohort", "1", default=[quota(CPU, "100")]),
+        ],
+        [],
+        {("on-demand", CPU): 15_000, ("spot", CPU): 5_000},
+        {("on-demand", CPU): 10_000},
+        {"cq": (25, CPU, True), **_LENDER_AND_COHORT},
+    ),
+    "above nominal with integer weight": (
+        _pair([quota(GPU, "5")], [quota(GPU, "5")], cq_weight="2"),
+        [],
+        {("default", GPU): 7},
+        {},
+        {"cq": (100, GPU, True), **_LENDER_AND_COHORT},
+    ),
+    "above nominal with decimal weight": (
+        _pair([quota(GPU, "5")], [quota(GPU, "5")], cq_weight="0.5"),
+        [],
+        {("default", GPU): 7},
+        {},
+        {"cq": (400, GPU, True), **_LENDER_AND_COHORT},
+    ),
+    "above nominal with zero weight": (
+        _pair([quota(GPU, "5")], [quota(GPU, "10")], cq_weight="0"),
+        [],
+        {("default", GPU): 7},
+        {},
+        {"cq": (MAX_SHARE, GPU, True), **_LENDER_AND_COHORT},
+    ),
+    "cohort has resource share": (
+        [drs_queue("cq", "child-cohort", "1", default=[quota(GPU, "5")])],
+        [cohort("child-cohort", "root", weight="2"), cohort("root", None, group(default=[quota(GPU, "45")]))],
+        {("default", GPU): 10},
+        {},
+        {"cq": (100, GPU, True), "child-cohort": (50, GPU, True), "root": _NOT_BORROWING},
+    ),
+    "resource share defined for resources only available at the root cohort": (
+        [drs_queue("cq", "child-cohort", "1", default=[quota(GPU, "0")])],
+        [cohort("child-cohort", "root", weight="2"), cohort("root", None, group(default=[quota(GPU, "50")]))],
+        {("default", GPU): 10},
+        {},
+        {"cq": (200, GPU, True), "child-cohort": (100, GPU, True), "root": _NOT_BORROWING},
+    ),
+    "resource share affected by borrowing limit": (
+        [drs_queue("cq", "child-cohort", None, default=[quota(GPU, "0")])],
+        [
+            cohort("child-cohort", "root", group(default=[quota(GPU, "0", borrowing="10")])),
+            cohort("root", None, group(default=[quota(GPU, "50")])),
+        ],
+        {("default", GPU): 10},
+        {},
+        {"cq": (1000, GPU, True), "child-cohort": (200, GPU, True), "root": _NOT_BORROWING},
+    ),
+    "borrowing against unlimited lendable capacity (exabyte-scale quota)": (
+        _pair([quota(CPU, "0")], [quota(CPU, "1E")]),
+        [],
+        {("default", CPU): 1_000},
+        {},
+        {"cq": (1, CPU, True), **_LENDER_AND_COHORT},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(DRS_CASES))
+def test_dominant_resource_share(name: str) -> None:
+    queues, cohorts, usage, extra, want = DRS_CASES[name]
+    admitted = []
+    for i, ((flavor, resource), amount) in enumerate(usage.items()):
+        quantity = format_amount(resource, amount)
+        admitted.append(workload(f"workload-{i}", 0, {resource: quantity}, "cq", {resource: flavor}))
+    case = Case(incoming(), "cq", DEFAULT_PREEMPT, admitted, set(), cqs=queues, cohorts=cohorts, fair=True)
+    snap = _snapshot(case, admitted)
+    nodes = {**snap.cluster_queues, **snap.cohorts}
+    got = {}
+    for node_name, node in nodes.items():
+        share = dominant_resource_share(node, extra)
+        got[node_name] = (share.weighted_share(), share.dominant, share.borrowing)
     assert got == want
