@@ -101,8 +101,15 @@ def pod_set(
     min_count: int | None = None,
     tolerations: list | None = None,
     selector: dict | None = None,
+    affinity: list[list[dict]] | None = None,
 ) -> dict:
+    """A PodSet of count pods with one container; affinity: required node affinity terms (ORed) of expressions."""
     spec: dict = {"containers": [{"name": "c", "resources": {"requests": dict(requests)}}]}
+    if affinity is not None:
+        terms = [{"matchExpressions": exprs} for exprs in affinity]
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
     if tolerations:
         spec["tolerations"] = tolerations
     if selector:
@@ -1539,6 +1546,565 @@ FS_CASES.update(
 
 SCHEDULE_CASES["prefer flavor with most local capacity (FS=false) [scheduler_fs_test.go]"] = local_capacity_case()
 
+
+# -- pkg/scheduler/flavorassigner/flavorassigner_test.go: TestAssignFlavors --------------------------------------------
+#
+# Kueue's test runs its flavor assigner on one ClusterQueue (and an optional second one in the same cohort) whose usage
+# it sets directly, with a stand-in for the preemption simulation that answers "preemption possible" unless told
+# otherwise. Here the usage is held by admitted workloads and the answer comes from kubesim's own preemption
+# simulation: where a case relies on that default answer, the usage is made preemptible (priority -1 against the
+# incoming 0, and withinClusterQueue LowerPriority on a ClusterQueue that sets no preemption), so the real simulation
+# answers the same. Borrowing levels the stand-in made up are not compared.
+
+FA_FLAVORS = [
+    flavor("default"),
+    flavor("one", labels={"type": "one"}),
+    flavor("two", labels={"type": "two"}),
+    flavor("b_one", labels={"b_type": "one"}),
+    flavor("b_two", labels={"b_type": "two"}),
+    flavor("tainted", [taint("instance", "spot")]),
+    {
+        "metadata": {"name": "taint_and_toleration"},
+        "spec": {
+            "nodeTaints": [taint("instance", "spot")],
+            "tolerations": [{"key": "instance", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}],
+        },
+    },
+    flavor("label-x-a", labels={"x": "a"}),
+    flavor("label-xy-b", labels={"x": "b", "y": "k"}),
+]
+SPOT_TOLERATION = [{"key": "instance", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}]
+FIT, PREEMPT_MODE, NO_FIT_MODE = "Fit", "Preempt", "NoFit"
+
+
+@dataclass
+class FA:
+    """One TestAssignFlavors case: the incoming pod sets, the ClusterQueue (and a second one in its cohort) with their
+    usage {(flavor, resource): amount}, and the expected mode, flavors {pod set: {resource: (flavor, mode)}},
+    reasons {pod set: [...]} and borrowing (None: not compared)."""
+
+    podsets: list[dict]
+    cluster_queue: dict
+    mode: str
+    flavors: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+    usage: dict[tuple[str, str], str] = field(default_factory=dict)
+    secondary: dict | None = None
+    secondary_usage: dict[tuple[str, str], str] = field(default_factory=dict)
+    borrowing: int | None = 0
+    fair_sharing: bool = False
+    preemptible: bool = False
+
+
+def usage_workload(name: str, cluster_queue: str, usage: dict[tuple[str, str], str], priority: int) -> dict:
+    """An admitted workload holding the given usage: one pod set per (flavor, resource)."""
+    podsets = [pod_set(f"u{i}", 1, {r: amount}) for i, ((_, r), amount) in enumerate(usage.items())]
+    flavors = {f"u{i}": {r: f} for i, (f, r) in enumerate(usage)}
+    return wl(name, "default", podsets=podsets, priority=priority, admitted=(cluster_queue, flavors))
+
+
+def run_fa(case: FA) -> None:
+    from kubesim.kueue.scheduler.flavors import FIT as K_FIT
+    from kubesim.kueue.scheduler.flavors import NO_FIT as K_NO_FIT
+    from kubesim.kueue.scheduler.flavors import FlavorAssigner
+    from kubesim.kueue.scheduler.preemption import Preemptor
+
+    queue = case.cluster_queue
+    if case.preemptible and "preemption" not in queue["spec"]:
+        queue = {**queue, "spec": {**queue["spec"], "preemption": {"withinClusterQueue": "LowerPriority"}}}
+    name = queue["metadata"]["name"]
+    queues = [queue] + ([case.secondary] if case.secondary else [])
+    priority = -1 if case.preemptible else 0
+    workloads = [wl("incoming", "default", "lq", podsets=case.podsets)]
+    if case.usage:
+        workloads.append(usage_workload("usage", name, case.usage, priority))
+    if case.secondary and case.secondary_usage:
+        secondary = case.secondary["metadata"]["name"]
+        workloads.append(usage_workload("secondary-usage", secondary, case.secondary_usage, priority))
+    snap = Snapshot.from_objects(
+        resource_flavors=FA_FLAVORS,
+        cluster_queues=queues,
+        local_queues=[lq("lq", "default", name)],
+        workloads=workloads,
+        config=KueueConfig(fair_sharing=case.fair_sharing, quota_check_strategy="BlockUndeclared"),
+        now=T0,
+    )
+    incoming = snap.workloads["default/incoming"]
+    assignment = FlavorAssigner(incoming, snap.cluster_queues[name], snap, Preemptor(snap, T0).simulate).assign()
+    modes = {K_FIT: FIT, K_NO_FIT: NO_FIT_MODE}
+    assert modes.get(assignment.mode(), PREEMPT_MODE) == case.mode
+    got_flavors = {
+        ps.name: {r: (fa.name, modes.get(fa.mode, PREEMPT_MODE)) for r, fa in ps.flavors.items()}
+        for ps in assignment.podsets
+        if ps.flavors
+    }
+    assert got_flavors == case.flavors
+    got_reasons = {ps.name: sorted(ps.reasons) for ps in assignment.podsets if ps.reasons}
+    assert got_reasons == {k: sorted(v) for k, v in case.reasons.items()}
+    if case.borrowing is not None:
+        assert assignment.borrowing == case.borrowing
+
+
+def fa_cq(*groups: dict, cohort_name: str = "", **kw) -> dict:
+    return cq("test-clusterqueue", *groups, cohort=cohort_name, **kw)
+
+
+def fa_secondary(*groups: dict) -> dict:
+    return cq("test-secondary-clusterqueue", *groups, cohort="test-cohort")
+
+
+def main(
+    count: int = 1,
+    tolerations: list | None = None,
+    selector: dict | None = None,
+    affinity: list[list[dict]] | None = None,
+    **requests: str,
+) -> dict:
+    return pod_set(MAIN, count, requests, tolerations=tolerations, selector=selector, affinity=affinity)
+
+
+def node_in(key: str, *values: str) -> dict:
+    return {"key": key, "operator": "In", "values": list(values)}
+
+
+MEM = "memory"
+PODS = "pods"
+MAY_STOP_BOTH = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+TRY_NEXT_BOTH = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+EXCEEDS = (
+    "insufficient quota for {r} in flavor {f}, previously considered podsets requests ({a}) + current podset request "
+    "({q}) > maximum capacity ({m})"
+)
+UNUSED = "insufficient unused quota for {r} in flavor {f}, {n} more needed"
+
+
+def exceeds(r: str, f: str, a: str, q: str, m: str) -> str:
+    return EXCEEDS.format(r=r, f=f, a=a, q=q, m=m)
+
+
+def unused(r: str, f: str, n: str) -> str:
+    return UNUSED.format(r=r, f=f, n=n)
+
+
+def pods_cpu(flavor_name: str, cpu: dict | str) -> dict:
+    cpu_res = res(CPU, cpu) if isinstance(cpu, str) else cpu
+    return fq(flavor_name, res(PODS, "10"), cpu_res)
+
+
+FA_CASES: dict[str, FA] = {
+    "single flavor, fits": FA(
+        [main(cpu="1", memory="1Mi")],
+        fa_cq(rg(fq("default", res(CPU, "1"), res(MEM, "2Mi")))),
+        FIT,
+        {MAIN: {CPU: ("default", FIT), MEM: ("default", FIT)}},
+    ),
+    "single flavor, fits tainted flavor": FA(
+        [main(cpu="1", tolerations=SPOT_TOLERATION)],
+        fa_cq(rg(fq("tainted", res(CPU, "4")))),
+        FIT,
+        {MAIN: {CPU: ("tainted", FIT)}},
+    ),
+    "single flavor, fits tainted flavor with toleration": FA(
+        [main(cpu="1")],
+        fa_cq(rg(fq("taint_and_toleration", res(CPU, "4")))),
+        FIT,
+        {MAIN: {CPU: ("taint_and_toleration", FIT)}},
+    ),
+    "single flavor, used resources, doesn't fit": FA(
+        [main(cpu="2")],
+        fa_cq(rg(fq("default", res(CPU, "4")))),
+        PREEMPT_MODE,
+        {MAIN: {CPU: ("default", PREEMPT_MODE)}},
+        {MAIN: [unused(CPU, "default", "1")]},
+        usage={("default", CPU): "3"},
+    ),
+    "multiple resource groups, fits": FA(
+        [main(cpu="3", memory="10Mi")],
+        fa_cq(
+            rg(fq("one", res(CPU, "2")), fq("two", res(CPU, "4"))),
+            rg(fq("b_one", res(MEM, "1Gi")), fq("b_two", res(MEM, "5Gi"))),
+        ),
+        FIT,
+        {MAIN: {CPU: ("two", FIT), MEM: ("b_one", FIT)}},
+    ),
+    "multiple resource groups, one could fit with preemption, other doesn't fit": FA(
+        [main(cpu="3", memory="10Mi")],
+        fa_cq(rg(fq("one", res(CPU, "3"))), rg(fq("b_one", res(MEM, "1Mi")))),
+        NO_FIT_MODE,
+        {},
+        {MAIN: [exceeds(MEM, "b_one", "0", "10Mi", "1Mi")]},
+        usage={("one", CPU): "1"},
+    ),
+    "multiple resource groups with multiple resources, fits": FA(
+        [main(cpu="3", memory="10Mi", **{GPU: "3"})],
+        fa_cq(
+            rg(fq("one", res(CPU, "2"), res(MEM, "1Gi")), fq("two", res(CPU, "4"), res(MEM, "15Mi"))),
+            rg(fq("b_one", res(GPU, "4")), fq("b_two", res(GPU, "2"))),
+        ),
+        FIT,
+        {MAIN: {CPU: ("two", FIT), MEM: ("two", FIT), GPU: ("b_one", FIT)}},
+    ),
+    "multiple resources in a group, doesn't fit": FA(
+        [main(cpu="3", memory="10Mi")],
+        fa_cq(rg(fq("one", res(CPU, "2"), res(MEM, "1Gi")), fq("two", res(CPU, "4"), res(MEM, "5Mi")))),
+        NO_FIT_MODE,
+        {},
+        {MAIN: [exceeds(CPU, "one", "0", "3", "2"), exceeds(MEM, "two", "0", "10Mi", "5Mi")]},
+    ),
+    "multiple flavors, fits while skipping tainted flavor": FA(
+        [main(cpu="3")],
+        fa_cq(rg(fq("tainted", res(CPU, "4")), fq("two", res(CPU, "4")))),
+        FIT,
+        {MAIN: {CPU: ("two", FIT)}},
+    ),
+    "multiple flavors with different label keys, selector only uses flavor's own keys": FA(
+        [main(cpu="1", selector={"x": "a", "y": "g"})],
+        fa_cq(rg(fq("label-x-a", res(CPU, "4")), fq("label-xy-b", res(CPU, "4")))),
+        FIT,
+        {MAIN: {CPU: ("label-x-a", FIT)}},
+    ),
+    "labelless flavor in group with labeled flavor, workload uses labeled selector": FA(
+        [main(cpu="1", selector={"type": "two"})],
+        fa_cq(rg(fq("default", res(CPU, "4")), fq("two", res(CPU, "4")))),
+        FIT,
+        {MAIN: {CPU: ("default", FIT)}},
+    ),
+    "multiple specs, fit different flavors": FA(
+        [pod_set("driver", 1, {CPU: "5"}), pod_set("worker", 1, {CPU: "3"})],
+        fa_cq(rg(fq("one", res(CPU, "4")), fq("two", res(CPU, "10")))),
+        FIT,
+        {"driver": {CPU: ("two", FIT)}, "worker": {CPU: ("one", FIT)}},
+    ),
+    "multiple specs, fits borrowing": FA(
+        [pod_set("driver", 1, {CPU: "4", MEM: "1Gi"}), pod_set("worker", 1, {CPU: "6", MEM: "4Gi"})],
+        fa_cq(rg(fq("default", res(CPU, "2", "98"), res(MEM, "2Gi"))), cohort_name="test-cohort"),
+        FIT,
+        {
+            "driver": {CPU: ("default", FIT), MEM: ("default", FIT)},
+            "worker": {CPU: ("default", FIT), MEM: ("default", FIT)},
+        },
+        secondary=fa_secondary(rg(fq("default", res(CPU, "198"), res(MEM, "198Gi")))),
+        borrowing=1,
+    ),
+    "not enough space to borrow": FA(
+        [main(cpu="2")],
+        fa_cq(rg(fq("one", res(CPU, "1"))), cohort_name="test-cohort"),
+        NO_FIT_MODE,
+        {},
+        {MAIN: [exceeds(CPU, "one", "0", "2", "1")]},
+        secondary=fa_secondary(rg(fq("one", res(CPU, "10", "", "0")))),
+        secondary_usage={("one", CPU): "9"},
+    ),
+    "past min, but can preempt in ClusterQueue": FA(
+        [main(cpu="2")],
+        fa_cq(rg(fq("one", res(CPU, "2")))),
+        PREEMPT_MODE,
+        {MAIN: {CPU: ("one", PREEMPT_MODE)}},
+        {MAIN: [unused(CPU, "one", "1")]},
+        usage={("one", CPU): "1"},
+    ),
+    "can only preempt flavors that match affinity": FA(
+        [main(cpu="2", selector={"type": "two"})],
+        fa_cq(rg(fq("one", res(CPU, "4")), fq("two", res(CPU, "4")))),
+        PREEMPT_MODE,
+        {MAIN: {CPU: ("two", PREEMPT_MODE)}},
+        {MAIN: ["flavor one doesn't match node affinity", unused(CPU, "two", "1")]},
+        usage={("one", CPU): "3", ("two", CPU): "3"},
+        preemptible=True,
+    ),
+    "each podset requires preemption on a different flavor": FA(
+        [pod_set("launcher", 1, {CPU: "2"}), pod_set("workers", 10, {CPU: "1"}, tolerations=SPOT_TOLERATION)],
+        fa_cq(rg(fq("one", res(CPU, "4")), fq("tainted", res(CPU, "10")))),
+        PREEMPT_MODE,
+        {"launcher": {CPU: ("one", PREEMPT_MODE)}, "workers": {CPU: ("tainted", PREEMPT_MODE)}},
+        {
+            "launcher": [
+                unused(CPU, "one", "1"),
+                "untolerated taint {instance spot NoSchedule <nil>} in flavor tainted",
+            ],
+            "workers": [exceeds(CPU, "one", "2", "10", "4"), unused(CPU, "tainted", "3")],
+        },
+        usage={("one", CPU): "3", ("tainted", CPU): "3"},
+        preemptible=True,
+    ),
+    "resource not listed in clusterQueue": FA(
+        [main(**{GPU: "2"})],
+        fa_cq(rg(fq("one", res(CPU, "4")))),
+        NO_FIT_MODE,
+        {},
+        {MAIN: ["resource example.com/gpu unavailable in ClusterQueue"]},
+    ),
+    "zero resource request not in clusterQueue should succeed": FA(
+        [main(cpu="1", **{GPU: "0"})], fa_cq(rg(fq("default", res(CPU, "4")))), FIT, {MAIN: {CPU: ("default", FIT)}}
+    ),
+    "zero resource request defined in clusterQueue should get flavor assigned": FA(
+        [main(cpu="1", **{GPU: "0"})],
+        fa_cq(rg(fq("default", res(CPU, "4"), res(GPU, "4")))),
+        FIT,
+        {MAIN: {CPU: ("default", FIT), GPU: ("default", FIT)}},
+    ),
+    "num pods fit": FA(
+        [main(3, cpu="1")],
+        fa_cq(rg(fq("default", res(PODS, "3"), res(CPU, "10")))),
+        FIT,
+        {MAIN: {CPU: ("default", FIT), PODS: ("default", FIT)}},
+    ),
+    "num pods don't fit": FA(
+        [main(3, cpu="1")],
+        fa_cq(rg(fq("default", res(PODS, "2"), res(CPU, "10")))),
+        NO_FIT_MODE,
+        {},
+        {MAIN: [exceeds(PODS, "default", "0", "3", "2")]},
+    ),
+    "preempt before try next flavor": FA(
+        [main(cpu="9")],
+        fa_cq(rg(pods_cpu("one", "10"), pods_cpu("two", "10")), fungibility=MAY_STOP_BOTH),
+        PREEMPT_MODE,
+        {MAIN: {CPU: ("one", PREEMPT_MODE), PODS: ("one", FIT)}},
+        {MAIN: [unused(CPU, "one", "1")]},
+        usage={("one", CPU): "2"},
+        preemptible=True,
+    ),
+    "preempt try next flavor": FA(
+        [main(cpu="9")],
+        fa_cq(rg(pods_cpu("one", "10"), pods_cpu("two", "10"))),
+        FIT,
+        {MAIN: {CPU: ("two", FIT), PODS: ("two", FIT)}},
+        usage={("one", CPU): "2"},
+        preemptible=True,
+    ),
+    "borrow try next flavor, found the first flavor": FA(
+        [main(cpu="9")],
+        fa_cq(
+            rg(pods_cpu("one", res(CPU, "10", "1")), pods_cpu("two", "1")),
+            cohort_name="test-cohort",
+            fungibility=TRY_NEXT_BOTH,
+        ),
+        FIT,
+        {MAIN: {CPU: ("one", FIT), PODS: ("one", FIT)}},
+        usage={("one", CPU): "2"},
+        secondary=fa_secondary(rg(fq("one", res(CPU, "1")))),
+        borrowing=1,
+    ),
+    "borrow try next flavor, found the second flavor": FA(
+        [main(cpu="9")],
+        fa_cq(
+            rg(pods_cpu("one", res(CPU, "10", "1")), pods_cpu("two", "10")),
+            cohort_name="test-cohort",
+            fungibility=TRY_NEXT_BOTH,
+        ),
+        FIT,
+        {MAIN: {CPU: ("two", FIT), PODS: ("two", FIT)}},
+        usage={("one", CPU): "2"},
+        secondary=fa_secondary(rg(fq("one", res(CPU, "1")))),
+    ),
+    "borrow before try next flavor": FA(
+        [main(cpu="9")],
+        fa_cq(rg(pods_cpu("one", res(CPU, "10", "1")), pods_cpu("two", "10")), cohort_name="test-cohort"),
+        FIT,
+        {MAIN: {CPU: ("one", FIT), PODS: ("one", FIT)}},
+        usage={("one", CPU): "2"},
+        secondary=fa_secondary(rg(fq("one", res(CPU, "1")))),
+        borrowing=1,
+    ),
+}
+
+
+BORROW_LOWER_RECLAIM = {"reclaimWithinCohort": "LowerPriority", "borrowWithinCohort": {"policy": "LowerPriority"}}
+
+
+def borrow_try_next(preempt: str) -> FA:
+    return FA(
+        [main(cpu="12")],
+        fa_cq(
+            rg(fq("one", res(CPU, "0", "12")), fq("two", res(CPU, "12"))),
+            cohort_name="test-cohort",
+            preemption=BORROW_LOWER_RECLAIM,
+            fungibility={"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": preempt},
+        ),
+        FIT,
+        {MAIN: {CPU: ("two", FIT)}},
+        secondary=fa_secondary(rg(fq("one", res(CPU, "12")))),
+    )
+
+
+def oracle_none_case() -> FA:
+    return FA(
+        [main(cpu="2")],
+        fa_cq(
+            rg(fq("one", res(CPU, "0", "2")), fq("two", res(CPU, "0", "2"))),
+            cohort_name="test-cohort",
+            preemption=BORROW_LOWER_RECLAIM,
+            fungibility=MAY_STOP_BOTH,
+        ),
+        FIT,
+        {MAIN: {CPU: ("two", FIT)}},
+        secondary=fa_secondary(rg(fq("one", res(CPU, "2")), fq("two", res(CPU, "2")))),
+        secondary_usage={("one", CPU): "2"},
+        borrowing=1,
+    )
+
+
+def fs_reclaim_never_case() -> FA:
+    return FA(
+        [main(cpu="12")],
+        fa_cq(
+            rg(fq("one", res(CPU, "0")), fq("two", res(CPU, "12"))),
+            cohort_name="test-cohort",
+            preemption={"reclaimWithinCohort": "Never"},
+            fungibility=MAY_STOP_BOTH,
+        ),
+        FIT,
+        {MAIN: {CPU: ("two", FIT)}},
+        secondary=fa_secondary(rg(fq("one", res(CPU, "12")))),
+        secondary_usage={("one", CPU): "10"},
+        fair_sharing=True,
+    )
+
+
+FA_CASES.update(
+    {
+        "when borrowing while preemption is needed for flavor one; WhenCanBorrow=TryNextFlavor": borrow_try_next(
+            "MayStopSearch"
+        ),
+        "when borrowing while preemption is needed for flavor one; WhenCanBorrow=TryNextFlavor,"
+        "WhenCanPreempt=MayStopSearch": borrow_try_next("MayStopSearch"),
+        "when borrowing while preemption is needed, but borrowingLimit exceeds the quota available in the cohort": FA(
+            [main(cpu="12")],
+            fa_cq(rg(fq("one", res(CPU, "0", "12"))), cohort_name="test-cohort", preemption=BORROW_LOWER_RECLAIM),
+            NO_FIT_MODE,
+            {},
+            {MAIN: [exceeds(CPU, "one", "0", "12", "11")]},
+            secondary=fa_secondary(rg(fq("one", res(CPU, "11")))),
+            secondary_usage={("one", CPU): "10"},
+        ),
+        "lend try next flavor, found the second flavor": FA(
+            [main(cpu="9")],
+            fa_cq(
+                rg(pods_cpu("one", res(CPU, "10", "", "1")), pods_cpu("two", res(CPU, "10", "", "0"))),
+                cohort_name="test-cohort",
+                fungibility=TRY_NEXT_BOTH,
+            ),
+            FIT,
+            {MAIN: {CPU: ("two", FIT), PODS: ("two", FIT)}},
+            usage={("one", CPU): "2"},
+            secondary=fa_secondary(rg(fq("one", res(CPU, "1")))),
+        ),
+        "lend try next flavor, found the first flavor": FA(
+            [main(cpu="9")],
+            fa_cq(
+                rg(pods_cpu("one", res(CPU, "10", "", "1")), pods_cpu("two", res(CPU, "1", "", "0"))),
+                cohort_name="test-cohort",
+                fungibility=TRY_NEXT_BOTH,
+            ),
+            FIT,
+            {MAIN: {CPU: ("one", FIT), PODS: ("one", FIT)}},
+            usage={("one", CPU): "2"},
+            secondary=fa_secondary(rg(fq("one", res(CPU, "1")))),
+            borrowing=1,
+        ),
+        "cannot preempt in cohort (oracle returns None) for the first flavor, tries the second flavor (which "
+        "fits)": oracle_none_case(),
+        "cannot preempt in cohort (oracle returns None) for the first flavor, tries the second flavor (which fits); "
+        "using deprecated WhenCanBorrow=MayStopSearch,WhenCanPreempt=MayStopSearch": oracle_none_case(),
+        "quota exhausted, but can preempt in cohort and ClusterQueue": FA(
+            [main(cpu="9")],
+            fa_cq(rg(pods_cpu("one", res(CPU, "10", "", "0"))), cohort_name="test-cohort"),
+            PREEMPT_MODE,
+            {MAIN: {CPU: ("one", PREEMPT_MODE), PODS: ("one", FIT)}},
+            {MAIN: [unused(CPU, "one", "1")]},
+            usage={("one", CPU): "2"},
+            secondary=fa_secondary(rg(fq("one", res(PODS, "0"), res(CPU, "0")))),
+            borrowing=None,
+            preemptible=True,
+        ),
+        "when borrowing while preemption is needed for flavor one, fair sharing enabled, reclaimWithinCohort=Never": (
+            fs_reclaim_never_case()
+        ),
+        "when borrowing while preemption is needed for flavor one, fair sharing enabled, reclaimWithinCohort=Never; "
+        "using deprecated WhenCanBorrow=MayStopSearch,WhenCanPreempt=MayStopSearch": fs_reclaim_never_case(),
+    }
+)
+
+
+ONE_TWO_CPU4 = rg(fq("one", res(CPU, "4")), fq("two", res(CPU, "4")))
+
+FA_CASES.update(
+    {
+        "multiple resource groups with multiple resources, fits with different modes": FA(
+            [main(cpu="3", memory="10Mi", **{GPU: "3"})],
+            fa_cq(
+                rg(fq("one", res(CPU, "2"), res(MEM, "1Gi")), fq("two", res(CPU, "4"), res(MEM, "15Mi"))),
+                rg(fq("b_one", res(GPU, "4"))),
+                cohort_name="test-cohort",
+            ),
+            PREEMPT_MODE,
+            {MAIN: {CPU: ("two", FIT), MEM: ("two", PREEMPT_MODE), GPU: ("b_one", PREEMPT_MODE)}},
+            {
+                MAIN: [
+                    exceeds(CPU, "one", "0", "3", "2"),
+                    unused(MEM, "two", "5Mi"),
+                    unused(GPU, "b_one", "1"),
+                ]
+            },
+            usage={("two", MEM): "10Mi"},
+            secondary=cq("test-secondary-clusterqueue", rg(fq("b_one", res(GPU, "0"))), cohort="test-cohort"),
+            secondary_usage={("b_one", GPU): "2"},
+            borrowing=None,
+            preemptible=True,
+        ),
+        "multiple flavors, fits a node selector": FA(
+            [main(cpu="1", selector={"type": "two", "ignored1": "foo"}, affinity=[[node_in("ignored2", "bar")]])],
+            fa_cq(ONE_TWO_CPU4),
+            FIT,
+            {MAIN: {CPU: ("two", FIT)}},
+        ),
+        "multiple flavors, fits with node affinity": FA(
+            [main(cpu="1", memory="1Mi", selector={"ignored1": "foo"}, affinity=[[node_in("type", "two")]])],
+            fa_cq(rg(fq("one", res(CPU, "4"), res(MEM, "1Gi")), fq("two", res(CPU, "4"), res(MEM, "1Gi")))),
+            FIT,
+            {MAIN: {CPU: ("two", FIT), MEM: ("two", FIT)}},
+        ),
+        "multiple flavors, node affinity fits any flavor": FA(
+            [main(cpu="1", affinity=[[node_in("ignored2", "bar")], [node_in("cpuType", "two")]])],
+            fa_cq(ONE_TWO_CPU4),
+            FIT,
+            {MAIN: {CPU: ("one", FIT)}},
+        ),
+        "multiple flavors, doesn't fit node affinity": FA(
+            [main(cpu="1", affinity=[[node_in("type", "three")]])],
+            fa_cq(ONE_TWO_CPU4),
+            NO_FIT_MODE,
+            {},
+            {MAIN: ["flavor one doesn't match node affinity", "flavor two doesn't match node affinity"]},
+        ),
+        "past max, but can preempt in ClusterQueue": FA(
+            [main(cpu="2")],
+            fa_cq(rg(fq("one", res(CPU, "2", "8"))), cohort_name="test-cohort"),
+            PREEMPT_MODE,
+            {MAIN: {CPU: ("one", PREEMPT_MODE)}},
+            {MAIN: [unused(CPU, "one", "1")]},
+            usage={("one", CPU): "9"},
+            secondary=fa_secondary(rg(fq("one", res(CPU, "98")))),
+            secondary_usage={("one", CPU): "9"},
+            borrowing=None,
+            preemptible=True,
+        ),
+        "past min, but can preempt in cohort and ClusterQueue": FA(
+            [main(cpu="2")],
+            fa_cq(rg(fq("one", res(CPU, "3"))), cohort_name="test-cohort"),
+            PREEMPT_MODE,
+            {MAIN: {CPU: ("one", PREEMPT_MODE)}},
+            {MAIN: [unused(CPU, "one", "2")]},
+            usage={("one", CPU): "2"},
+            secondary=fa_secondary(rg(fq("one", res(CPU, "7")))),
+            secondary_usage={("one", CPU): "8"},
+            borrowing=None,
+            preemptible=True,
+        ),
+    }
+)
+
 # -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
 
 
@@ -1552,3 +2118,8 @@ def test_schedule_fair_sharing(name: str) -> None:
     case = FS_CASES[name]
     case.fair_sharing = True
     run_case(case)
+
+
+@pytest.mark.parametrize("name", list(FA_CASES))
+def test_assign_flavors(name: str) -> None:
+    run_fa(FA_CASES[name])
