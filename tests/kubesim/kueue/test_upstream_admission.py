@@ -1572,6 +1572,11 @@ FA_FLAVORS = [
     },
     flavor("label-x-a", labels={"x": "a"}),
     flavor("label-xy-b", labels={"x": "b", "y": "k"}),
+    flavor("uno"),
+    flavor("due"),
+    flavor("tre"),
+    flavor("flavor"),
+    flavor("three"),
 ]
 SPOT_TOLERATION = [{"key": "instance", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}]
 FIT, PREEMPT_MODE, NO_FIT_MODE = "Fit", "Preempt", "NoFit"
@@ -1587,13 +1592,14 @@ class FA:
     cluster_queue: dict
     mode: str
     flavors: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
-    reasons: dict[str, list[str]] = field(default_factory=dict)
+    reasons: dict[str, list[str]] | None = field(default_factory=dict)  # None: not compared
     usage: dict[tuple[str, str], str] = field(default_factory=dict)
     secondary: dict | None = None
     secondary_usage: dict[tuple[str, str], str] = field(default_factory=dict)
     borrowing: int | None = 0
     fair_sharing: bool = False
     preemptible: bool = False
+    cohorts: list[dict] = field(default_factory=list)
 
 
 def usage_workload(name: str, cluster_queue: str, usage: dict[tuple[str, str], str], priority: int) -> dict:
@@ -1623,6 +1629,7 @@ def run_fa(case: FA) -> None:
         workloads.append(usage_workload("secondary-usage", secondary, case.secondary_usage, priority))
     snap = Snapshot.from_objects(
         resource_flavors=FA_FLAVORS,
+        cohorts=case.cohorts,
         cluster_queues=queues,
         local_queues=[lq("lq", "default", name)],
         workloads=workloads,
@@ -1638,9 +1645,14 @@ def run_fa(case: FA) -> None:
         for ps in assignment.podsets
         if ps.flavors
     }
+    for podset, wanted in case.flavors.items():  # a mode of "" compares the flavor only
+        for r, (_, mode) in wanted.items():
+            if not mode and r in got_flavors.get(podset, {}):
+                got_flavors[podset][r] = (got_flavors[podset][r][0], "")
     assert got_flavors == case.flavors
-    got_reasons = {ps.name: sorted(ps.reasons) for ps in assignment.podsets if ps.reasons}
-    assert got_reasons == {k: sorted(v) for k, v in case.reasons.items()}
+    if case.reasons is not None:
+        got_reasons = {ps.name: sorted(ps.reasons) for ps in assignment.podsets if ps.reasons}
+        assert got_reasons == {k: sorted(v) for k, v in case.reasons.items()}
     if case.borrowing is not None:
         assert assignment.borrowing == case.borrowing
 
@@ -2105,6 +2117,140 @@ FA_CASES.update(
     }
 )
 
+
+# TestReclaimBeforePriorityPreemption: three flavors of 10 compute and 10 gpu each, lent to a cohort where another
+# ClusterQueue has none; usage in the other ClusterQueue can be reclaimed, usage in this one preempted by priority.
+
+UNO_DUE_TRE = rg(*(fq(f, res("compute", "10"), res("gpu", "10")) for f in ("uno", "due", "tre")))
+UNO_DUE_TRE_0 = rg(*(fq(f, res("compute", "0"), res("gpu", "0")) for f in ("uno", "due", "tre")))
+
+
+def reclaim_first(
+    requests: dict[str, str],
+    usage: dict[tuple[str, str], str],
+    other_usage: dict[tuple[str, str], str],
+    mode: str,
+    flavors: dict[str, str],
+    fungibility: dict | None = None,
+) -> FA:
+    case = FA(
+        [main(**requests)],
+        cq(
+            "test-clusterqueue",
+            UNO_DUE_TRE,
+            cohort="cohort",
+            preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"},
+            fungibility=fungibility or {"whenCanPreempt": "TryNextFlavor"},
+        ),
+        mode,
+        {MAIN: {r: (f, mode if mode == FIT else "") for r, f in flavors.items()}},
+        usage=usage,
+        secondary=cq("other-clusterqueue", UNO_DUE_TRE_0, cohort="cohort"),
+        secondary_usage=other_usage,
+        borrowing=None,
+        preemptible=True,
+    )
+    case.reasons = None
+    return case
+
+
+RECLAIM_CASES: dict[str, FA] = {
+    "Select first flavor which fits": reclaim_first(
+        {"gpu": "10"}, {("uno", "gpu"): "1"}, {("due", "gpu"): "1"}, FIT, {"gpu": "tre"}
+    ),
+    "Select first flavor where gpu reclamation is possible": reclaim_first(
+        {"gpu": "10"}, {("uno", "gpu"): "1"}, {("due", "gpu"): "1", ("tre", "gpu"): "1"}, PREEMPT_MODE, {"gpu": "due"}
+    ),
+    "Select first flavor when flavor fungibility is disabled": reclaim_first(
+        {"gpu": "10"},
+        {("uno", "gpu"): "1"},
+        {("due", "gpu"): "1", ("tre", "gpu"): "1"},
+        PREEMPT_MODE,
+        {"gpu": "uno"},
+        {"whenCanPreempt": "MayStopSearch"},
+    ),
+    "Select first flavor where priority based preemption is possible": reclaim_first(
+        {"gpu": "10"}, {(f, "gpu"): "1" for f in ("uno", "due", "tre")}, {}, PREEMPT_MODE, {"gpu": "uno"}
+    ),
+    "Select second flavor where gpu reclamation is possible, as compute Fits": reclaim_first(
+        {"gpu": "10", "compute": "10"},
+        {("uno", "gpu"): "1", ("uno", "compute"): "1", ("due", "compute"): "1"},
+        {("due", "gpu"): "1", ("tre", "gpu"): "1"},
+        PREEMPT_MODE,
+        {"gpu": "tre", "compute": "tre"},
+    ),
+}
+
+
+# TestDeletedFlavors: the ClusterQueue names a ResourceFlavor that no longer exists (kubesim's snapshot then marks the
+# ClusterQueue inactive, so only the assigner itself sees this).
+
+FA_CASES.update(
+    {
+        "multiple flavors, skip missing ResourceFlavor [TestDeletedFlavors]": FA(
+            [main(cpu="3")],
+            fa_cq(rg(fq("deleted-flavor", res(CPU, "4")), fq("flavor", res(CPU, "4")))),
+            FIT,
+            {MAIN: {CPU: ("flavor", FIT)}},
+        ),
+        "flavor not found [TestDeletedFlavors]": FA(
+            [main(cpu="1")],
+            fa_cq(rg(fq("deleted-flavor", res(CPU, "4")))),
+            NO_FIT_MODE,
+            {},
+            {MAIN: ["flavor deleted-flavor not found"]},
+        ),
+    }
+)
+
+# TestHierarchical: cohorts three > two > one, each with 4 cpu of its own flavor; the ClusterQueue sits in one, another
+# in two.
+
+HIERARCHY = [
+    cohort("three", rg(fq("three", res(CPU, "4")))),
+    cohort("two", rg(fq("two", res(CPU, "4"))), parent="three"),
+    cohort("one", rg(fq("one", res(CPU, "4"))), parent="two"),
+]
+ONE_TWO_THREE_0 = rg(*(fq(f, res(CPU, "0")) for f in ("one", "two", "three")))
+
+
+def hierarchical(
+    usage: dict, other_usage: dict, flavor_name: str, group: dict = ONE_TWO_THREE_0, fungibility: dict | None = None
+) -> FA:
+    return FA(
+        [main(cpu="4")],
+        cq(
+            "test-clusterqueue",
+            group,
+            cohort="one",
+            preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"},
+            fungibility=fungibility or {"whenCanPreempt": "TryNextFlavor"},
+        ),
+        FIT,
+        {MAIN: {CPU: (flavor_name, FIT)}},
+        None,
+        usage=usage,
+        secondary=cq("other-clusterqueue", ONE_TWO_THREE_0, cohort="two"),
+        secondary_usage=other_usage,
+        borrowing=None,
+        cohorts=HIERARCHY,
+    )
+
+
+HIERARCHICAL_CASES: dict[str, FA] = {
+    "Select the top flavor": hierarchical({("one", CPU): "4"}, {("two", CPU): "4"}, "three"),
+    "Select the first flavor which fits": hierarchical({("one", CPU): "4"}, {}, "two"),
+    "Select deeper-borrowing flavor that fits when shallower-borrowing flavor has no preemption candidates": (
+        hierarchical(
+            {("one", CPU): "4"},
+            {},
+            "two",
+            rg(fq("one", res(CPU, "4", "0")), fq("two", res(CPU, "0")), fq("three", res(CPU, "0"))),
+            POB,
+        )
+    ),
+}
+
 # -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
 
 
@@ -2123,3 +2269,13 @@ def test_schedule_fair_sharing(name: str) -> None:
 @pytest.mark.parametrize("name", list(FA_CASES))
 def test_assign_flavors(name: str) -> None:
     run_fa(FA_CASES[name])
+
+
+@pytest.mark.parametrize("name", list(RECLAIM_CASES))
+def test_reclaim_before_priority_preemption(name: str) -> None:
+    run_fa(RECLAIM_CASES[name])
+
+
+@pytest.mark.parametrize("name", list(HIERARCHICAL_CASES))
+def test_hierarchical_flavors(name: str) -> None:
+    run_fa(HIERARCHICAL_CASES[name])
