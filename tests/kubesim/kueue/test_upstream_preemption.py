@@ -23,7 +23,10 @@ from kubesim.kueue.scheduler.model import workload_info
 from kubesim.kueue.scheduler.preemption import FairTargets, Preemptor, cq_path, order_candidates, satisfies_policy
 from kubesim.kueue.scheduler.quota import dominant_resource_share
 from kubesim.quantity import format_amount
-from tests.kubesim.kueue.sim import T0
+from tests.kubesim.kueue.sim import GPU, T0, Sim, local_queue, quota_spec
+from tests.kubesim.kueue.sim import cluster_queue as sim_cq
+from tests.kubesim.kueue.sim import cohort as sim_cohort
+from tests.kubesim.kueue.sim import flavor as sim_flavor
 
 CPU, MEM = "cpu", "memory"
 LP, LONEP, ANY, NEVER = "LowerPriority", "LowerOrNewerEqualPriority", "Any", "Never"
@@ -1508,7 +1511,7 @@ def test_make_cluster_queue_ordering(name: str) -> None:
 # and resource, in Kueue's int64 units: CPU in millis); extra is the workload's request added to every node's share.
 # Results: {node: (rounded weighted share, dominant resource, borrowing)}.
 
-GPU = "example.com/gpu"
+EXAMPLE_GPU = "example.com/gpu"
 MAX_SHARE = 2**63 - 1
 
 
@@ -1529,65 +1532,68 @@ def _pair(cq_quota: list[dict], lending_quota: list[dict], cq_weight: str = "1",
 
 _NOT_BORROWING = (0, "", False)
 _LENDER_AND_COHORT = {"lending-cq": _NOT_BORROWING, "test-cohort": _NOT_BORROWING}
-CPU_GPU_2_5 = [quota(CPU, "2"), quota(GPU, "5")]
-CPU_GPU_8_5 = [quota(CPU, "8"), quota(GPU, "5")]
+CPU_GPU_2_5 = [quota(CPU, "2"), quota(EXAMPLE_GPU, "5")]
+CPU_GPU_8_5 = [quota(CPU, "8"), quota(EXAMPLE_GPU, "5")]
 
 DRS_CASES: dict[str, tuple] = {
     # (ClusterQueues, cohorts, usage {(flavor, resource): amount}, extra, want)
     "no cohort": (
-        [drs_queue("cq", None, None, default=[quota(CPU, "2000"), quota(GPU, "5")])],
+        [drs_queue("cq", None, None, default=[quota(CPU, "2000"), quota(EXAMPLE_GPU, "5")])],
         [],
-        {("default", CPU): 1_000, ("default", GPU): 2},
+        {("default", CPU): 1_000, ("default", EXAMPLE_GPU): 2},
         {},
         {"cq": _NOT_BORROWING},
     ),
     "usage below nominal": (
         _pair(CPU_GPU_2_5, CPU_GPU_8_5),
         [],
-        {("default", CPU): 1_000, ("default", GPU): 2},
+        {("default", CPU): 1_000, ("default", EXAMPLE_GPU): 2},
         {},
         {"cq": _NOT_BORROWING, **_LENDER_AND_COHORT},
     ),
     "usage above nominal": (
         _pair(CPU_GPU_2_5, CPU_GPU_8_5),
         [],
-        {("default", CPU): 3_000, ("default", GPU): 7},
+        {("default", CPU): 3_000, ("default", EXAMPLE_GPU): 7},
         {},
-        {"cq": (200, GPU, True), **_LENDER_AND_COHORT},
+        {"cq": (200, EXAMPLE_GPU, True), **_LENDER_AND_COHORT},
     ),
     "usage slightly above nominal in a cohort with large quotas": (
-        _pair([quota(GPU, "500")], [quota(GPU, "1000")], lending_weight="300"),
+        _pair([quota(EXAMPLE_GPU, "500")], [quota(EXAMPLE_GPU, "1000")], lending_weight="300"),
         [],
-        {("default", GPU): 501},
+        {("default", EXAMPLE_GPU): 501},
         {},
-        {"cq": (1, GPU, True), **_LENDER_AND_COHORT},
+        {"cq": (1, EXAMPLE_GPU, True), **_LENDER_AND_COHORT},
     ),
     "usage way above nominal in a cohort with large quotas and weights": (
-        _pair([quota(GPU, "500")], [quota(GPU, "1000")], cq_weight="300", lending_weight="300"),
+        _pair([quota(EXAMPLE_GPU, "500")], [quota(EXAMPLE_GPU, "1000")], cq_weight="300", lending_weight="300"),
         [],
-        {("default", GPU): 800},
+        {("default", EXAMPLE_GPU): 800},
         {},
-        {"cq": (1, GPU, True), **_LENDER_AND_COHORT},
+        {"cq": (1, EXAMPLE_GPU, True), **_LENDER_AND_COHORT},
     ),
     "one resource above nominal": (
         _pair(CPU_GPU_2_5, CPU_GPU_8_5),
         [],
-        {("default", CPU): 3_000, ("default", GPU): 3},
+        {("default", CPU): 3_000, ("default", EXAMPLE_GPU): 3},
         {},
         {"cq": (100, CPU, True), **_LENDER_AND_COHORT},
     ),
     "usage with workload above nominal": (
         _pair(CPU_GPU_2_5, CPU_GPU_8_5),
         [],
-        {("default", CPU): 1_000, ("default", GPU): 2},
-        {("default", CPU): 4_000, ("default", GPU): 4},
+        {("default", CPU): 1_000, ("default", EXAMPLE_GPU): 2},
+        {("default", CPU): 4_000, ("default", EXAMPLE_GPU): 4},
         {"cq": (300, CPU, True), **_LENDER_AND_COHORT},
     ),
     "A resource with zero lendable": (
-        _pair([quota(CPU, "2"), quota(GPU, "2", lending="0")], [quota(CPU, "8"), quota(GPU, "64", lending="0")]),
+        _pair(
+            [quota(CPU, "2"), quota(EXAMPLE_GPU, "2", lending="0")],
+            [quota(CPU, "8"), quota(EXAMPLE_GPU, "64", lending="0")],
+        ),
         [],
-        {("default", CPU): 1_000, ("default", GPU): 1},
-        {("default", CPU): 4_000, ("default", GPU): 4},
+        {("default", CPU): 1_000, ("default", EXAMPLE_GPU): 1},
+        {("default", CPU): 4_000, ("default", EXAMPLE_GPU): 4},
         {"cq": (300, CPU, True), **_LENDER_AND_COHORT},
     ),
     "multiple flavors": (
@@ -1606,49 +1612,49 @@ DRS_CASES: dict[str, tuple] = {
         {"cq": (25, CPU, True), **_LENDER_AND_COHORT},
     ),
     "above nominal with integer weight": (
-        _pair([quota(GPU, "5")], [quota(GPU, "5")], cq_weight="2"),
+        _pair([quota(EXAMPLE_GPU, "5")], [quota(EXAMPLE_GPU, "5")], cq_weight="2"),
         [],
-        {("default", GPU): 7},
+        {("default", EXAMPLE_GPU): 7},
         {},
-        {"cq": (100, GPU, True), **_LENDER_AND_COHORT},
+        {"cq": (100, EXAMPLE_GPU, True), **_LENDER_AND_COHORT},
     ),
     "above nominal with decimal weight": (
-        _pair([quota(GPU, "5")], [quota(GPU, "5")], cq_weight="0.5"),
+        _pair([quota(EXAMPLE_GPU, "5")], [quota(EXAMPLE_GPU, "5")], cq_weight="0.5"),
         [],
-        {("default", GPU): 7},
+        {("default", EXAMPLE_GPU): 7},
         {},
-        {"cq": (400, GPU, True), **_LENDER_AND_COHORT},
+        {"cq": (400, EXAMPLE_GPU, True), **_LENDER_AND_COHORT},
     ),
     "above nominal with zero weight": (
-        _pair([quota(GPU, "5")], [quota(GPU, "10")], cq_weight="0"),
+        _pair([quota(EXAMPLE_GPU, "5")], [quota(EXAMPLE_GPU, "10")], cq_weight="0"),
         [],
-        {("default", GPU): 7},
+        {("default", EXAMPLE_GPU): 7},
         {},
-        {"cq": (MAX_SHARE, GPU, True), **_LENDER_AND_COHORT},
+        {"cq": (MAX_SHARE, EXAMPLE_GPU, True), **_LENDER_AND_COHORT},
     ),
     "cohort has resource share": (
-        [drs_queue("cq", "child-cohort", "1", default=[quota(GPU, "5")])],
-        [cohort("child-cohort", "root", weight="2"), cohort("root", None, group(default=[quota(GPU, "45")]))],
-        {("default", GPU): 10},
+        [drs_queue("cq", "child-cohort", "1", default=[quota(EXAMPLE_GPU, "5")])],
+        [cohort("child-cohort", "root", weight="2"), cohort("root", None, group(default=[quota(EXAMPLE_GPU, "45")]))],
+        {("default", EXAMPLE_GPU): 10},
         {},
-        {"cq": (100, GPU, True), "child-cohort": (50, GPU, True), "root": _NOT_BORROWING},
+        {"cq": (100, EXAMPLE_GPU, True), "child-cohort": (50, EXAMPLE_GPU, True), "root": _NOT_BORROWING},
     ),
     "resource share defined for resources only available at the root cohort": (
-        [drs_queue("cq", "child-cohort", "1", default=[quota(GPU, "0")])],
-        [cohort("child-cohort", "root", weight="2"), cohort("root", None, group(default=[quota(GPU, "50")]))],
-        {("default", GPU): 10},
+        [drs_queue("cq", "child-cohort", "1", default=[quota(EXAMPLE_GPU, "0")])],
+        [cohort("child-cohort", "root", weight="2"), cohort("root", None, group(default=[quota(EXAMPLE_GPU, "50")]))],
+        {("default", EXAMPLE_GPU): 10},
         {},
-        {"cq": (200, GPU, True), "child-cohort": (100, GPU, True), "root": _NOT_BORROWING},
+        {"cq": (200, EXAMPLE_GPU, True), "child-cohort": (100, EXAMPLE_GPU, True), "root": _NOT_BORROWING},
     ),
     "resource share affected by borrowing limit": (
-        [drs_queue("cq", "child-cohort", None, default=[quota(GPU, "0")])],
+        [drs_queue("cq", "child-cohort", None, default=[quota(EXAMPLE_GPU, "0")])],
         [
-            cohort("child-cohort", "root", group(default=[quota(GPU, "0", borrowing="10")])),
-            cohort("root", None, group(default=[quota(GPU, "50")])),
+            cohort("child-cohort", "root", group(default=[quota(EXAMPLE_GPU, "0", borrowing="10")])),
+            cohort("root", None, group(default=[quota(EXAMPLE_GPU, "50")])),
         ],
-        {("default", GPU): 10},
+        {("default", EXAMPLE_GPU): 10},
         {},
-        {"cq": (1000, GPU, True), "child-cohort": (200, GPU, True), "root": _NOT_BORROWING},
+        {"cq": (1000, EXAMPLE_GPU, True), "child-cohort": (200, EXAMPLE_GPU, True), "root": _NOT_BORROWING},
     ),
     "borrowing against unlimited lendable capacity (exabyte-scale quota)": (
         _pair([quota(CPU, "0")], [quota(CPU, "1E")]),
@@ -1675,3 +1681,280 @@ def test_dominant_resource_share(name: str) -> None:
         share = dominant_resource_share(node, extra)
         got[node_name] = (share.weighted_share(), share.dominant, share.borrowing)
     assert got == want
+
+
+# -- Integration scenarios (test/integration/singlecluster/scheduler/preemption_test.go) ----------------------------
+# Driven through tests/kubesim/kueue/sim.py, which applies the scheduler's decisions as the controllers do and
+# finishes every eviction at once (upstream finishes them by hand, so only the settled outcome is compared, never the
+# interim). The suite runs classic preemption; priorities are upstream's low -1, mid 0, high 1, very high 2.
+# Not ported: "Should retry on failed preemptions" and "Should issue preemption exactly once" (API write failures),
+# the ElasticJobs and preemption-gate contexts (not modelled), and "Should prevent other workloads from stealing quota
+# when a preemptor is waiting for multiple evictions", which turns on the alpha PrioritizePreemptorWorkloads gate
+# (off by default in v0.19 and v0.20; kubesim models the defaults).
+
+LOW, MID, HIGH, VERY_HIGH = -1, 0, 1, 2
+
+
+def _sim(*queues: dict, cohorts: list[dict] | None = None, flavors: tuple[str, ...] = ("f",)) -> Sim:
+    sim = Sim(KueueConfig(fair_sharing=False))
+    sim.flavors = [sim_flavor(f) for f in flavors]
+    sim.cqs = list(queues)
+    sim.cohorts = cohorts or []
+    sim.lqs = [local_queue(q["metadata"]["name"], q["metadata"]["name"]) for q in queues]
+    return sim
+
+
+def _victims(sim: Sim) -> set[tuple[str, str]]:
+    return {(p.victim.name, p.reason) for p in sim.preemptions}
+
+
+def test_integration_single_cq_preempt_lower_priority_when_not_enough_quota() -> None:
+    """In a single ClusterQueue: Should preempt Workloads with lower priority when there is not enough quota."""
+    sim = _sim(sim_cq("cq", 4, within=LONEP))
+    for name, priority in (("low-wl-1", LOW), ("low-wl-2", LOW), ("mid-wl", MID), ("high-wl-1", HIGH)):
+        sim.add(name, "cq", 1, priority=priority)
+    sim.settle()
+    assert sim.running() == {"low-wl-1", "low-wl-2", "mid-wl", "high-wl-1"}
+    sim.add("low-wl-3", "cq", 1, priority=LOW)
+    sim.settle()
+    assert not sim.admitted("low-wl-3")
+    sim.add("high-wl-2", "cq", 2, priority=HIGH)
+    sim.settle()
+    assert sim.running() == {"mid-wl", "high-wl-1", "high-wl-2"}
+    assert _victims(sim) == {("low-wl-1", ICQ), ("low-wl-2", ICQ)}
+
+
+def test_integration_single_cq_preempt_newer_workloads_with_the_same_priority() -> None:
+    """In a single ClusterQueue: Should preempt newer Workloads with the same priority when there is not enough
+    quota."""
+    sim = _sim(sim_cq("cq", 4, within=LONEP))
+    sim.add("wl-1", "cq", 1, priority=LOW)
+    sim.add("wl-2", "cq", 1, priority=LOW)
+    sim.settle()
+    sim.add("wl-3", "cq", 3, priority=LOW)
+    sim.settle()
+    assert not sim.admitted("wl-3")
+    sim.add("wl-4", "cq", 1, priority=LOW)
+    sim.settle()
+    assert sim.running() == {"wl-1", "wl-2", "wl-4"}
+    sim.finish("wl-1")
+    sim.settle()
+    assert sim.running() == {"wl-2", "wl-3"}
+    assert _victims(sim) == {("wl-4", ICQ)}
+
+
+def _three_in_cohort() -> Sim:
+    return _sim(
+        sim_cq("alpha-cq", 2, cohort="all", within=LP, reclaim=ANY),
+        sim_cq("beta-cq", 2, cohort="all"),
+        sim_cq("gamma-cq", 2, cohort="all", within=LP, reclaim=ANY),
+    )
+
+
+def test_integration_cohort_preempt_borrowers_when_using_less_than_nominal() -> None:
+    """In a ClusterQueue that is part of a cohort: Should preempt Workloads in the cohort borrowing quota, when the
+    ClusterQueue is using less than nominal quota (and the Preempted condition once they are admitted again)."""
+    sim = _three_in_cohort()
+    sim.add("alpha-low", "alpha-cq", 1, priority=LOW)
+    sim.add("beta-mid", "beta-cq", 1, priority=MID)
+    sim.add("beta-high", "beta-cq", 4, priority=HIGH)
+    sim.settle()
+    assert sim.running() == {"alpha-low", "beta-mid", "beta-high"}
+    mid = sim.add("alpha-mid", "alpha-cq", 2, priority=MID)
+    sim.settle()
+    assert sim.running() == {"alpha-mid", "beta-high"}
+    assert sim.cq_of("alpha-mid") == "alpha-cq"
+    prefix = f"Preempted to accommodate a workload (UID: {mid['metadata']['uid']}, JobUID: "
+    prefix += f"{mid['metadata']['labels']['kueue.x-k8s.io/job-uid']}) due to "
+    want = {
+        "alpha-low": (
+            ICQ,
+            prefix + "prioritization in the ClusterQueue; preemptor path: /all/alpha-cq; preemptee path: /all/alpha-cq",
+        ),
+        "beta-mid": (
+            RECLAIM,
+            prefix + "reclamation within the cohort; preemptor path: /all/alpha-cq; preemptee path: /all/beta-cq",
+        ),
+    }
+    for name, (reason, message) in want.items():
+        condition = sim.condition(name, "Preempted")
+        assert (condition["status"], condition["reason"], condition["message"]) == ("True", reason, message)
+    sim.finish("alpha-mid")
+    sim.settle()
+    assert sim.running() == {"alpha-low", "beta-mid", "beta-high"}
+    for name, (_, message) in want.items():
+        condition = sim.condition(name, "Preempted")
+        assert (condition["status"], condition["reason"], condition["message"]) == (
+            "False",
+            "QuotaReserved",
+            "Previously: " + message,
+        )
+
+
+def test_integration_cohort_no_preemption_if_the_cluster_queue_requires_borrowing() -> None:
+    """In a ClusterQueue that is part of a cohort: Should not preempt Workloads in the cohort, if the ClusterQueue
+    requires borrowing."""
+    sim = _three_in_cohort()
+    sim.add("alpha-high-1", "alpha-cq", 2, priority=HIGH)
+    sim.add("beta-low", "beta-cq", 4, priority=LOW)
+    sim.settle()
+    sim.add("alpha-high-2", "alpha-cq", 2, priority=HIGH)
+    sim.settle()
+    assert sim.running() == {"alpha-high-1", "beta-low"}
+    assert not sim.preemptions
+
+
+def test_integration_cohort_concurrent_preemptors_with_different_priorities() -> None:
+    """In a ClusterQueue that is part of a cohort: Should preempt all necessary workloads in concurrent scheduling
+    with different priorities."""
+    sim = _three_in_cohort()
+    sim.add("beta-mid", "beta-cq", 3, priority=MID)
+    sim.add("beta-high", "beta-cq", 3, priority=HIGH)
+    sim.settle()
+    sim.add("alpha-mid", "alpha-cq", 2, priority=MID)
+    sim.add("gamma-mid", "gamma-cq", 2, priority=MID)
+    sim.settle()
+    assert sim.running() == {"alpha-mid", "gamma-mid"}
+    assert _victims(sim) == {("beta-mid", RECLAIM), ("beta-high", RECLAIM)}
+
+
+def test_integration_cohort_concurrent_preemptors_with_the_same_priority() -> None:
+    """In a ClusterQueue that is part of a cohort: Should preempt all necessary workloads in concurrent scheduling
+    with the same priority (RecomputeAssignmentUponPreemptionTargetsOverlap=false, v0.19's default; the settled
+    outcome is the same with it on)."""
+    sim = _three_in_cohort()
+    for i in range(3):
+        sim.add(f"beta-{i}", "beta-cq", 2)
+    sim.settle()
+    sim.add("alpha", "alpha-cq", 2)
+    sim.add("gamma", "gamma-cq", 2)
+    sim.settle()
+    running = sim.running()
+    assert {"alpha", "gamma"} <= running and len(running - {"alpha", "gamma"}) == 1
+    assert len(sim.preemptions) == 2
+
+
+def test_integration_strict_fifo_reclaims_from_cohort_despite_pending_workloads() -> None:
+    """In a cohort with StrictFIFO: Should reclaim from cohort even if another CQ has pending workloads."""
+    sim = _sim(
+        sim_cq("alpha-cq", 2, cohort="all", strategy="StrictFIFO", within=LP, reclaim=ANY),
+        sim_cq("beta-cq", 2, cohort="all", strategy="StrictFIFO", within=LP, reclaim=ANY),
+    )
+    sim.add("use-all", "alpha-cq", 4, priority=1)
+    sim.settle()
+    sim.add("pending", "alpha-cq", 1, priority=0)
+    sim.settle()
+    assert sim.running() == {"use-all"}
+    sim.add("preemptor", "beta-cq", 1, priority=-1)
+    sim.settle()
+    assert sim.admitted("preemptor") and not sim.admitted("use-all")
+    assert _victims(sim) == {("use-all", RECLAIM)}
+
+
+def test_integration_shared_cluster_queue_preempting_while_borrowing() -> None:
+    """When most quota is in a shared ClusterQueue in a cohort: should allow preempting workloads while borrowing
+    (the victim comes back on the fallback flavor)."""
+
+    def tier(name: str, threshold: int | None) -> dict:
+        groups = [
+            {
+                "coveredResources": [GPU],
+                "flavors": [
+                    {"name": "one", "resources": [{"name": GPU, "nominalQuota": "1", "borrowingLimit": "10"}]},
+                    {"name": "fallback", "resources": [{"name": GPU, "nominalQuota": "10", "borrowingLimit": "0"}]},
+                ],
+            }
+        ]
+        q = sim_cq(name, 0, cohort="all", reclaim=LP, borrow_policy=LP, threshold=threshold, groups=groups)
+        q["spec"]["flavorFungibility"] = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+        return q
+
+    shared = sim_cq("shared-cq", 0, cohort="all", groups=[quota_spec("one", 10)])
+    sim = _sim(
+        tier("a-standard-cq", MID),
+        tier("a-best-effort-cq", None),
+        tier("b-best-effort-cq", None),
+        tier("b-standard-cq", MID),
+        shared,
+        flavors=("one", "fallback"),
+    )
+
+    def flavor_of(name: str) -> tuple[str | None, str | None]:
+        adm = sim.workloads[name]["status"].get("admission") or {}
+        flavors = [f for ps in adm.get("podSetAssignments") or [] for f in (ps.get("flavors") or {}).values()]
+        return adm.get("clusterQueue"), (flavors[0] if flavors else None)
+
+    sim.add("a-best-effort-low", "a-best-effort-cq", 5, priority=LOW)
+    sim.settle()
+    assert flavor_of("a-best-effort-low") == ("a-best-effort-cq", "one")
+    sim.add("b-best-effort-low", "b-best-effort-cq", 1, priority=LOW)
+    sim.settle()
+    assert flavor_of("b-best-effort-low") == ("b-best-effort-cq", "one")
+    sim.add("b-standard-high", "b-standard-cq", 5, priority=HIGH)
+    sim.settle()
+    assert flavor_of("b-standard-high") == ("b-standard-cq", "one")
+    top = sim.add("a-standard-very-high", "a-standard-cq", 7, priority=VERY_HIGH)
+    sim.settle()
+    assert _victims(sim) == {("a-best-effort-low", WHILE_BORROWING)}
+    assert sim.condition("a-best-effort-low", "Preempted")["message"].endswith(
+        "preemptor path: /all/a-standard-cq; preemptee path: /all/a-best-effort-cq"
+    )
+    assert top["status"]["admission"]["clusterQueue"] == "a-standard-cq"
+    assert flavor_of("a-standard-very-high") == ("a-standard-cq", "one")
+    assert flavor_of("a-best-effort-low") == ("a-best-effort-cq", "fallback")
+    assert flavor_of("b-standard-high") == ("b-standard-cq", "one")
+    assert flavor_of("b-best-effort-low") == ("b-best-effort-cq", "one")
+
+
+def test_integration_preempt_with_lending_limit() -> None:
+    """With lending limit: Should be able to preempt when lending limit enabled."""
+    sim = _sim(sim_cq("prod-cq", 5, cohort="all", lending=4, reclaim=ANY), sim_cq("dev-cq", 5, cohort="all"))
+    sim.add("wl-1", "dev-cq", 4, priority=0)
+    sim.add("wl-2", "dev-cq", 5, priority=1)
+    sim.settle()
+    assert sim.running() == {"wl-1", "wl-2"}
+    sim.add("wl-3", "prod-cq", 4)
+    sim.settle()
+    assert sim.running() == {"wl-2", "wl-3"} and sim.cq_of("wl-3") == "prod-cq"
+    assert _victims(sim) == {("wl-1", RECLAIM)}
+
+
+def test_integration_borrow_within_cohort_preempts_while_borrowing() -> None:
+    """When borrowWithinCohort is used and PrioritySortingWithinCohort disabled: should allow preempting workloads
+    while borrowing (one preemptor at a time, so the entry order the gate changes plays no part)."""
+
+    def queue(name: str, nominal: int, borrowing: int | None, **kw) -> dict:
+        q = sim_cq(name, nominal, cohort="all", borrowing=borrowing, within=LP, reclaim=ANY, **kw)
+        q["spec"]["flavorFungibility"] = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+        return q
+
+    sim = _sim(
+        queue("a-cq", 0, 10),
+        queue("b-cq", 5, 5, borrow_policy=LP, threshold=VERY_HIGH),
+        queue("c-cq", 5, None),
+    )
+    sim.add("a-low", "a-cq", 4, priority=MID)
+    sim.settle()
+    sim.add("b1-high", "b-cq", 4, priority=HIGH)
+    sim.settle()
+    assert sim.running() == {"a-low", "b1-high"}
+    sim.add("b2-high", "b-cq", 4, priority=HIGH)
+    sim.settle()
+    assert sim.running() == {"b1-high", "b2-high"}
+    assert _victims(sim) == {("a-low", WHILE_BORROWING)}
+
+
+def test_integration_multi_level_cohort_guaranteed_queue_has_preferential_access() -> None:
+    """In a multi-level cohort: workloads in guaranteed cq should have preferential access to the resources."""
+    sim = _sim(
+        sim_cq("best-effort", 0, cohort="root", within=LP, reclaim=ANY),
+        sim_cq("guaranteed", 0, cohort="guaranteed", within=LP, reclaim=ANY),
+        cohorts=[sim_cohort("root"), sim_cohort("guaranteed", "root", 3)],
+    )
+    sim.add("best-effort-wl", "best-effort", 3, priority=HIGH)
+    sim.settle()
+    assert sim.running() == {"best-effort-wl"}
+    sim.add("guaranteed-wl", "guaranteed", 3, priority=MID)
+    sim.settle()
+    assert sim.running() == {"guaranteed-wl"}
+    assert _victims(sim) == {("best-effort-wl", RECLAIM)}
