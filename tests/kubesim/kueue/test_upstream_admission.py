@@ -2251,6 +2251,117 @@ HIERARCHICAL_CASES: dict[str, FA] = {
     ),
 }
 
+
+# -- pkg/scheduler/scheduler_test.go: TestEntryOrdering (classic order of a cycle's entries) ---------------------------
+#
+# Non-borrowing entries first (then by borrowing level), higher priority first, then FIFO on the queue-order timestamp
+# (the PodsReady-timeout eviction time with requeuingStrategy.timestamp Eviction). Kueue's PrioritySortingWithinCohort
+# gate is on by default and kubesim has no switch for it, nor for the alpha PrioritizePreemptorWorkloads: the cases
+# with either changed from its default are not ported.
+
+
+def entry(name: str, created: int, priority: int = 0, borrowing: int = 0, conditions: list[dict] | None = None):
+    return name, created, priority, borrowing, conditions or []
+
+
+def evicted_by_timeout(at: int) -> dict:
+    return {
+        "type": "Evicted",
+        "status": "True",
+        "reason": "PodsReadyTimeout",
+        "lastTransitionTime": ws.ts(T0 + timedelta(seconds=at)),
+    }
+
+
+def preempted(reason: str, at: int) -> dict:
+    return {
+        "type": "Preempted",
+        "status": "True",
+        "reason": reason,
+        "lastTransitionTime": ws.ts(T0 + timedelta(seconds=at)),
+    }
+
+
+ORDERING_INPUT = [
+    entry("old_borrowing", 0, borrowing=1),
+    entry("old", 1),
+    entry("new", 3),
+    entry("high_pri_borrowing", 3, 1, borrowing=1),
+    entry("new_high_pri", 4, 1),
+    entry("new_borrowing", 3, borrowing=1),
+    entry("evicted_borrowing", 1, borrowing=1, conditions=[evicted_by_timeout(2)]),
+    entry("recently_evicted", 0, conditions=[evicted_by_timeout(2)]),
+    entry("high_pri_borrowing_more", 3, 1, borrowing=2),
+]
+PREEMPTED_INPUT = [
+    entry("old-mid-recently-preempted-in-queue", 0, 1, conditions=[preempted("InClusterQueue", 5)]),
+    entry(
+        "old-mid-recently-reclaimed-while-borrowing", 0, 1, conditions=[preempted("InCohortReclaimWhileBorrowing", 6)]
+    ),
+    entry(
+        "old-mid-more-recently-reclaimed-while-borrowing",
+        0,
+        1,
+        conditions=[preempted("InCohortReclaimWhileBorrowing", 7)],
+    ),
+    entry("old-mid-not-preempted-yet", 1, 1),
+    entry("preemptor", 7, 2),
+]
+PREEMPTOR_INPUT = [
+    entry("preemptor-borrowing", 1, 1, borrowing=1),
+    entry("preemptor-not-borrowing", 2, 1),
+    entry("not-preemptor-not-borrowing", 0, 2),
+]
+
+ORDERING_CASES = {
+    "Priority sorting is enabled (default) using pods-ready Eviction timestamp (default)": (
+        ORDERING_INPUT,
+        "Eviction",
+        [
+            "new_high_pri",
+            "old",
+            "recently_evicted",
+            "new",
+            "high_pri_borrowing",
+            "old_borrowing",
+            "evicted_borrowing",
+            "new_borrowing",
+            "high_pri_borrowing_more",
+        ],
+    ),
+    "Priority sorting is enabled (default) using pods-ready Creation timestamp": (
+        ORDERING_INPUT,
+        "Creation",
+        [
+            "new_high_pri",
+            "recently_evicted",
+            "old",
+            "new",
+            "high_pri_borrowing",
+            "old_borrowing",
+            "evicted_borrowing",
+            "new_borrowing",
+            "high_pri_borrowing_more",
+        ],
+    ),
+    "Some workloads are preempted; Priority sorting is enabled": (
+        PREEMPTED_INPUT,
+        "Eviction",
+        [
+            "preemptor",
+            "old-mid-recently-preempted-in-queue",
+            "old-mid-recently-reclaimed-while-borrowing",
+            "old-mid-more-recently-reclaimed-while-borrowing",
+            "old-mid-not-preempted-yet",
+        ],
+    ),
+    "Some workloads are preemptors; PrioritizePreemptorWorkloads is disabled": (
+        PREEMPTOR_INPUT,
+        "Eviction",
+        ["not-preemptor-not-borrowing", "preemptor-not-borrowing", "preemptor-borrowing"],
+    ),
+}
+
 # -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
 
 
@@ -2279,3 +2390,22 @@ def test_reclaim_before_priority_preemption(name: str) -> None:
 @pytest.mark.parametrize("name", list(HIERARCHICAL_CASES))
 def test_hierarchical_flavors(name: str) -> None:
     run_fa(HIERARCHICAL_CASES[name])
+
+
+@pytest.mark.parametrize("name", list(ORDERING_CASES))
+def test_entry_ordering(name: str) -> None:
+    from kubesim.kueue.config import WaitForPodsReady
+    from kubesim.kueue.scheduler.flavors import Assignment
+    from kubesim.kueue.scheduler.model import workload_info
+    from kubesim.kueue.scheduler.scheduler import _Entry
+
+    inputs, timestamp, want = ORDERING_CASES[name]
+    config = KueueConfig(fair_sharing=False, wait_for_pods_ready=WaitForPodsReady(requeuing_timestamp=timestamp))
+    entries = []
+    for i, (wl_name, created, priority, borrowing, conditions) in enumerate(inputs):
+        obj = wl(wl_name, "default", "lq", {CPU: "1"}, priority=priority, created=created, uid=f"{i:02d}")
+        obj["status"]["conditions"] = conditions
+        entries.append(_Entry(workload_info(obj, config), None, Assignment(borrowing=borrowing)))
+    snap = Snapshot.from_objects(config=config, now=T0)
+    order, _ = Scheduler()._order(snap, entries, gated=False)
+    assert [e.wl.name for e in order] == want
