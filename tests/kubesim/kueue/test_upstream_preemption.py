@@ -1958,3 +1958,46 @@ def test_integration_multi_level_cohort_guaranteed_queue_has_preferential_access
     sim.settle()
     assert sim.running() == {"guaranteed-wl"}
     assert _victims(sim) == {("best-effort-wl", RECLAIM)}
+
+
+def test_integration_afs_preempts_from_the_local_queue_with_higher_recent_usage() -> None:
+    """Using AdmissionFairSharing at Cohort level (test/integration/singlecluster/scheduler/fairsharing/
+    fair_sharing_test.go): should preempt a workload from LQ with higher recent usage, despite its higher priority.
+    The LocalQueues' sampled usage is given as their status would show it; upstream's suite runs Fair Sharing, and
+    classic preemption orders its candidates the same way."""
+    cq1 = cluster_queue("cq1", "all", group(default=[res(CPU, "16")]), within=NEVER)
+    cq1["spec"]["queueingStrategy"] = "StrictFIFO"
+    cq1["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    cq2 = cluster_queue("cq2", "all", group(default=[res(CPU, "16")]), within=LP, reclaim=ANY)
+
+    def lq(name: str, cq_name: str, consumed: str | None) -> dict:
+        obj: dict = {
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterQueue": cq_name, "fairSharing": {"weight": "1"}},
+        }
+        if consumed:
+            obj["status"] = {"fairSharing": {"admissionFairSharingStatus": {"consumedResources": {CPU: consumed}}}}
+        return obj
+
+    def in_queue(name: str, queue: str, cpu: str, priority: int, admitted_in: str | None = None) -> dict:
+        obj = workload(name, priority, {CPU: cpu}, admitted_in)
+        obj["metadata"]["namespace"] = "ns"
+        obj["spec"]["queueName"] = queue
+        return obj
+
+    admitted = [in_queue("high-a", "lq-a", "20", 10, "cq1"), in_queue("low-b", "lq-b", "12", 1, "cq1")]
+    for fair_sharing in (True, False):
+        config = KueueConfig.from_dict(
+            {"admissionFairSharing": {"usageHalfLifeTime": "2s", "usageSamplingInterval": "1s"}}
+        )
+        config.fair_sharing = fair_sharing
+        snap = Snapshot.from_objects(
+            resource_flavors=[{"metadata": {"name": "default"}, "spec": {}}],
+            cluster_queues=[cq1, cq2],
+            local_queues=[lq("lq-a", "cq1", "20"), lq("lq-b", "cq1", "12"), lq("lq-c", "cq2", None)],
+            workloads=[*admitted, in_queue("reclaimer", "lq-c", "10", 0)],
+            config=config,
+            now=T0,
+        )
+        result = Scheduler().cycle(snap, T0)
+        assert [(p.victim.name, p.reason) for p in result.preempted] == [("high-a", RECLAIM)], fair_sharing
