@@ -10,6 +10,7 @@ run through a full scheduling cycle, which must preempt the same workloads.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -1695,8 +1696,10 @@ def test_dominant_resource_share(name: str) -> None:
 LOW, MID, HIGH, VERY_HIGH = -1, 0, 1, 2
 
 
-def _sim(*queues: dict, cohorts: list[dict] | None = None, flavors: tuple[str, ...] = ("f",)) -> Sim:
-    sim = Sim(KueueConfig(fair_sharing=False))
+def _sim(
+    *queues: dict, cohorts: list[dict] | None = None, flavors: tuple[str, ...] = ("f",), fair: bool = False
+) -> Sim:
+    sim = Sim(KueueConfig(fair_sharing=fair))
     sim.flavors = [sim_flavor(f) for f in flavors]
     sim.cqs = list(queues)
     sim.cohorts = cohorts or []
@@ -2001,3 +2004,135 @@ def test_integration_afs_preempts_from_the_local_queue_with_higher_recent_usage(
         )
         result = Scheduler().cycle(snap, T0)
         assert [(p.victim.name, p.reason) for p in result.preempted] == [("high-a", RECLAIM)], fair_sharing
+
+
+# -- Fair Sharing integration scenarios (test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go) --
+
+
+def _running_per_queue(sim: Sim) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name in sim.running():
+        cq_name = sim.cq_of(name) or ""
+        counts[cq_name] = counts.get(cq_name, 0) + 1
+    return counts
+
+
+def _weighted_share(sim: Sim, name: str) -> int:
+    snap = sim.snapshot()
+    node = snap.cluster_queues.get(name) or snap.cohorts[name]
+    return dominant_resource_share(node).weighted_share()
+
+
+def test_fair_integration_admits_workloads_respecting_fair_share() -> None:
+    """Preemption is enabled: Admits workloads respecting fair share (cq-b reclaims four units from cq-a, cq-c one
+    more; cq-a's weighted share is then 112)."""
+    sim = _sim(*(sim_cq(n, 3, cohort="all", within=LP, reclaim=ANY) for n in "abc"), fair=True)
+    for i in range(10):
+        sim.add(f"a{i}", "a", 1)
+    sim.settle()
+    for i in range(5):
+        sim.add(f"b{i}", "b", 1)
+    sim.settle()
+    assert _running_per_queue(sim) == {"a": 5, "b": 4}
+    sim.add("c0", "c", 1)
+    sim.settle()
+    assert _running_per_queue(sim) == {"a": 4, "b": 4, "c": 1}
+    assert _weighted_share(sim, "a") == 112
+
+
+def test_fair_integration_zero_weights_do_not_cause_an_infinite_preemption_cycle() -> None:
+    """Preemption is enabled and CQs have 0 weight: should not cause an infinite preemption cycle."""
+    cohorts = [sim_cohort("top-cohort", None, 8)]
+    sim = _sim(
+        sim_cq("best-effort-cq-a", 0, cohort="top-cohort", reclaim=ANY, weight="0"),
+        sim_cq("best-effort-cq-b", 0, cohort="top-cohort", reclaim=ANY, weight="0"),
+        cohorts=cohorts,
+        fair=True,
+    )
+    sim.add("wl-a1", "best-effort-cq-a", 4, priority=9001)
+    sim.add("wl-a2", "best-effort-cq-a", 4, priority=100)
+    sim.settle()
+    sim.add("wl-b1", "best-effort-cq-b", 4, priority=100)
+    sim.settle()
+    assert sim.running() == {"wl-a1", "wl-b1"}
+    assert [p.victim.name for p in sim.preemptions] == ["wl-a2"]
+
+
+def test_fair_integration_hierarchical_cohorts_preempt_to_enforce_fair_share() -> None:
+    """using hierarchical cohorts: preempts workloads to enforce fair share (weights best-effort 0.5, llm 2)."""
+    cohorts = [
+        sim_cohort("root", None, 12),
+        sim_cohort("research", "root"),
+        sim_cohort("chemistry", "research"),
+        sim_cohort("physics", "research"),
+        sim_cohort("llm", "research", weight="2.0"),
+        sim_cohort("best-effort", "root", weight="0.5"),
+    ]
+    queues = [
+        sim_cq("chemistry-queue", 0, cohort="chemistry", reclaim=LP),
+        sim_cq("physics-queue", 0, cohort="physics", reclaim=LP),
+        sim_cq("llm-queue", 0, cohort="llm", reclaim=LP),
+        sim_cq("best-effort-queue", 0, cohort="best-effort"),
+    ]
+    sim = _sim(*queues, cohorts=cohorts, fair=True)
+    for i in range(6):
+        sim.add(f"best-effort-low-{i}", "best-effort-queue", 1, priority=-1)
+        sim.add(f"physics-low-{i}", "physics-queue", 1, priority=-1)
+    sim.settle()
+    assert _weighted_share(sim, "best-effort") == 1000 and _weighted_share(sim, "physics") == 500
+    for i in range(6):
+        for q in queues:
+            sim.add(f"{q['metadata']['name']}-high-{i}", q["metadata"]["name"], 1, priority=100)
+    sim.settle()
+    assert _running_per_queue(sim) == {
+        "best-effort-queue": 4,
+        "physics-queue": 2,
+        "chemistry-queue": 2,
+        "llm-queue": 4,
+    }
+    shares = {n: _weighted_share(sim, n) for n in ("best-effort", "research", "chemistry", "physics", "llm")}
+    assert shares == {
+        "best-effort": math.ceil(4 * 1000 / 12 / 0.5),
+        "research": math.ceil(8 * 1000 / 12),
+        "chemistry": math.ceil(2 * 1000 / 12),
+        "physics": math.ceil(2 * 1000 / 12),
+        "llm": math.ceil(4 * 1000 / 12 / 2),
+    }
+
+
+def _dominant_share_head_sim() -> Sim:
+    """ClusterQueue head is ineligible for admission due to DominantResourceShare (kueue#7101)."""
+    fungibility = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+    queues = [sim_cq(n, 0, cohort="cohort-a", within=LP, reclaim=ANY, weight="1") for n in ("cq-p1", "cq-p2")]
+    for q in queues:
+        q["spec"]["flavorFungibility"] = fungibility
+    cohorts = [sim_cohort("root-cohort"), sim_cohort("cohort-a", "root-cohort", 9, weight="1")]
+    sim = _sim(*queues, cohorts=cohorts, fair=True)
+    for i in range(4):
+        sim.add(f"p1-{i}", "cq-p1", 2)
+    sim.settle()
+    assert _running_per_queue(sim) == {"cq-p1": 4}
+    return sim
+
+
+@pytest.mark.parametrize(
+    "blocking, admissible",
+    [((), 5), ((6,), 5), ((6,), 4), ((7, 6), 5)],
+    ids=[
+        "workload of size 5 preempts using LessThanInitialShare policy and admits",
+        "workload of size 5 admits with inadmissible higher priority workload at ClusterQueue head",
+        "workload of size 4 admits with inadmissible higher priority workload at ClusterQueue head",
+        "workload admits when several higher priority blocking workloads in front",
+    ],
+)
+def test_fair_integration_admits_behind_an_ineligible_head(blocking: tuple[int, ...], admissible: int) -> None:
+    sim = _dominant_share_head_sim()
+    for i, size in enumerate(blocking):
+        sim.add(f"blocking-{i}", "cq-p2", size, priority=999)
+        sim.settle()
+        assert _running_per_queue(sim) == {"cq-p1": 4}
+    sim.add("admissible", "cq-p2", admissible)
+    sim.settle()
+    assert _running_per_queue(sim) == {"cq-p1": 2, "cq-p2": 1} and sim.admitted("admissible")
+    assert _weighted_share(sim, "cq-p1") == math.ceil(4 * 1000 / 9)
+    assert _weighted_share(sim, "cq-p2") == math.ceil(admissible * 1000 / 9)
