@@ -2136,3 +2136,59 @@ def test_fair_integration_admits_behind_an_ineligible_head(blocking: tuple[int, 
     assert _running_per_queue(sim) == {"cq-p1": 2, "cq-p2": 1} and sim.admitted("admissible")
     assert _weighted_share(sim, "cq-p1") == math.ceil(4 * 1000 / 9)
     assert _weighted_share(sim, "cq-p2") == math.ceil(admissible * 1000 / 9)
+
+
+def test_fair_integration_workload_behind_an_inadmissible_head_admits() -> None:
+    """ClusterQueue head has inadmissible workload (kueue#6929): workload which fits behind ClusterQueue head is able
+    to admit (it reclaims cohort-a's quota from cq2's borrowers)."""
+    fungibility = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+    queues = [
+        sim_cq("cq1", 0, cohort="cohort-a", within=LP, reclaim=ANY, weight="1"),
+        sim_cq("cq2", 0, cohort="root", within=LP, reclaim=ANY, weight="1"),
+    ]
+    for q in queues:
+        q["spec"]["flavorFungibility"] = fungibility
+    sim = _sim(*queues, cohorts=[sim_cohort("cohort-a", "root", 3, weight="1")], fair=True)
+    sim.add("cq2-1", "cq2", 1)
+    sim.add("cq2-2", "cq2", 1)
+    sim.settle()
+    sim.add("inadmissible", "cq1", 4, priority=999)
+    sim.settle()
+    assert _running_per_queue(sim) == {"cq2": 2}
+    sim.add("admissible", "cq1", 3)
+    sim.settle()
+    assert _running_per_queue(sim) == {"cq1": 1} and sim.admitted("admissible")
+    assert _weighted_share(sim, "cq1") == 1000 and _weighted_share(sim, "cq2") == 0
+
+
+def test_fair_integration_queue_can_reclaim_its_nominal_quota() -> None:
+    """Preemption is enabled in fairsharing and there are large values of quota and weights: Queue can reclaim its
+    nominal quota."""
+    sim = _sim(*(sim_cq(n, 600, cohort="all", within=LP, reclaim=ANY, weight="300") for n in "ab"), fair=True)
+    for i in range(10):
+        sim.add(f"a{i}", "a", 100)
+    sim.settle()
+    assert _running_per_queue(sim) == {"a": 10}
+    sim.add("b0", "b", 500)
+    sim.settle()
+    assert _running_per_queue(sim) == {"a": 7, "b": 1}
+
+
+def test_fair_integration_guaranteed_workload_preempts_a_single_best_effort_workload() -> None:
+    """Preemption is enabled in fairsharing and there are best effort and guaranteed workloads: Guaranteed workloads
+    cause preemption of a single best effort workload (the lower-priority one, the queues' shares being equal)."""
+    sim = _sim(
+        sim_cq("best-effort-a", 0, cohort="all"),
+        sim_cq("best-effort-b", 0, cohort="all"),
+        sim_cq("guaranteed", 8, cohort="all", reclaim=ANY),
+        fair=True,
+    )
+    sim.add("best-effort-a-wl", "best-effort-a", 4, priority=2)
+    sim.settle()
+    sim.add("best-effort-b-wl", "best-effort-b", 4, priority=1)
+    sim.settle()
+    assert sim.running() == {"best-effort-a-wl", "best-effort-b-wl"}
+    sim.add("guaranteed-wl", "guaranteed", 4)
+    sim.settle()
+    assert sim.running() == {"best-effort-a-wl", "guaranteed-wl"}
+    assert _victims(sim) == {("best-effort-b-wl", RECLAIM)}
