@@ -130,6 +130,7 @@ def wl(
     created: float = 0.0,
     admitted: tuple[str, dict[str, dict[str, str]]] | None = None,
     uid: str = "",
+    reserved: float = 0.0,
 ) -> dict:
     """MakeWorkload: one 'main' PodSet of one pod unless podsets are given; requests go to that PodSet.
     admitted=(cluster queue, {pod set: {resource: flavor}}) reserves quota (usage = requests x count)."""
@@ -158,7 +159,7 @@ def wl(
                 r: format_amount(r, to_amount(r, v) * p["count"]) for r, v in reqs.items() if r in flavors[p["name"]]
             }
             psas.append({"name": p["name"], "flavors": flavors[p["name"]], "resourceUsage": usage, "count": p["count"]})
-        ws.set_quota_reservation(obj, cq_name, psas, T0)
+        ws.set_quota_reservation(obj, cq_name, psas, T0 + timedelta(seconds=reserved))
     return obj
 
 
@@ -2362,6 +2363,221 @@ ORDERING_CASES = {
     ),
 }
 
+
+# -- pkg/scheduler/scheduler_test.go: TestLastSchedulingContext (two cycles, some workloads deleted in between) -----
+
+
+@dataclass
+class TwoCycles:
+    """One cycle, then the listed workloads are deleted (their cohort's set-aside workloads requeued) and another
+    cycle runs: first = admissions of the first cycle, final = every reservation {key: (cluster queue, cpu flavor)}
+    after the second."""
+
+    cluster_queues: list[dict]
+    workloads: list[dict]
+    first: dict
+    final: dict[str, tuple[str, str]]
+    delete: list[str] = field(default_factory=list)
+    first_preempted: set[str] = field(default_factory=set)
+    first_messages: dict[str, str] = field(default_factory=dict)
+
+
+LAST_CONTEXT_LQS = [
+    lq("main", "default", "eng-alpha"),
+    lq("main-alpha", "default", "eng-cohort-alpha"),
+    lq("main-beta", "default", "eng-cohort-beta"),
+    lq("main-theta", "default", "eng-cohort-theta"),
+]
+NEVER_WITHIN_LOWER_RECLAIM = {"withinClusterQueue": "Never", "reclaimWithinCohort": "LowerPriority"}
+OD_50_50_SPOT_100 = rg(fq("on-demand", res(CPU, "50", "50")), fq("spot", res(CPU, "100", "0")))
+CONTEXT_COHORT = [
+    cq(
+        f"eng-cohort-{n}",
+        OD_50_50_SPOT_100,
+        cohort="cohort",
+        strict=True,
+        preemption=NEVER_WITHIN_LOWER_RECLAIM,
+        fungibility=f,
+    )
+    for n, f in (("alpha", MAY_STOP_BOTH), ("beta", MAY_STOP_BOTH), ("theta", TRY_NEXT_BOTH))
+]
+
+
+def run_two_cycles(case: TwoCycles) -> None:
+    import copy
+
+    objects = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": copy.deepcopy(o) for o in case.workloads}
+
+    def snapshot() -> Snapshot:
+        return Snapshot.from_objects(
+            resource_flavors=[flavor("on-demand"), flavor("spot")],
+            cluster_queues=case.cluster_queues,
+            local_queues=LAST_CONTEXT_LQS,
+            workloads=list(objects.values()),
+            config=KueueConfig(fair_sharing=False, quota_check_strategy="BlockUndeclared"),
+            now=T0,
+        )
+
+    scheduler = Scheduler()
+    first = scheduler.cycle(snapshot(), T0)
+    assert {
+        a.workload.key: (a.cluster_queue, {p["name"]: p["flavors"] for p in a.podset_assignments})
+        for a in first.admitted
+    } == case.first
+    assert {p.victim.key for p in first.preempted} == case.first_preempted
+    messages = {p.workload.key: p.message for p in first.pending}
+    for key, message in case.first_messages.items():
+        assert messages.get(key) == message, key
+    for a in first.admitted:
+        ws.set_quota_reservation(objects[a.workload.key], a.cluster_queue, a.podset_assignments, T0)
+    for p in first.preempted:
+        ws.preempt(objects[p.victim.key], p.reason, p.message, T0)
+    for key in case.delete:
+        del objects[key]
+    scheduler.queues.flush()  # a deletion requeues the set-aside workloads of the cohort
+    snap = snapshot()
+    scheduler.cycle(snap, T0 + timedelta(seconds=1))
+    final = {
+        key: (name, next(iter(w.usage))[0])
+        for name, node in snap.cluster_queues.items()
+        for key, w in node.workloads.items()
+    }
+    assert final == case.final
+
+
+def od_at(cq_name: str) -> tuple[str, dict]:
+    return at(cq_name, "on-demand")
+
+
+LAST_CONTEXT_CASES: dict[str, TwoCycles] = {
+    "scheduling on the first flavor is unblocked after some workloads were deleted": TwoCycles(
+        [
+            cq(
+                "eng-alpha",
+                rg(fq("on-demand", res(CPU, "50", "50")), fq("spot", res(CPU, "10", "0"))),
+                preemption=WITHIN_LOWER,
+                fungibility={"whenCanPreempt": "MayStopSearch"},
+            )
+        ],
+        [
+            wl("low-1", "default", "main", {CPU: "50"}, admitted=od_at("eng-alpha")),
+            wl("preemptor", "default", "main", {CPU: "20"}),
+        ],
+        {},
+        {"default/preemptor": ("eng-alpha", "on-demand")},
+        delete=["default/low-1"],
+        first_messages={
+            "default/preemptor": "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor spot, "
+            "previously considered podsets requests (0) + current podset request (20) > maximum capacity (10), "
+            "insufficient unused quota for cpu in flavor on-demand, 20 more needed"
+        },
+    ),
+    "borrow before next flavor": TwoCycles(
+        CONTEXT_COHORT,
+        [
+            wl("placeholder", "default", requests={CPU: "50"}, admitted=od_at("eng-cohort-alpha")),
+            wl("borrower", "default", "main-alpha", {CPU: "20"}),
+            wl("workload1", "default", "main-beta", {CPU: "20"}),
+        ],
+        {"default/borrower": od_at("eng-cohort-alpha"), "default/workload1": od_at("eng-cohort-beta")},
+        {
+            "default/placeholder": ("eng-cohort-alpha", "on-demand"),
+            "default/workload1": ("eng-cohort-beta", "on-demand"),
+            "default/borrower": ("eng-cohort-alpha", "on-demand"),
+        },
+    ),
+    "borrow after all flavors": TwoCycles(
+        CONTEXT_COHORT,
+        [
+            wl("placeholder", "default", requests={CPU: "50"}, admitted=od_at("eng-cohort-alpha")),
+            wl("placeholder1", "default", requests={CPU: "50"}, admitted=od_at("eng-cohort-theta")),
+            wl("workload", "default", "main-theta", {CPU: "20"}),
+        ],
+        {"default/workload": at("eng-cohort-theta", "spot")},
+        {
+            "default/placeholder": ("eng-cohort-alpha", "on-demand"),
+            "default/placeholder1": ("eng-cohort-theta", "on-demand"),
+            "default/workload": ("eng-cohort-theta", "spot"),
+        },
+    ),
+    "when the next flavor is full, but can borrow on first": TwoCycles(
+        CONTEXT_COHORT,
+        [
+            wl("placeholder", "default", requests={CPU: "40"}, admitted=od_at("eng-cohort-alpha")),
+            wl("placeholder1", "default", requests={CPU: "40"}, admitted=od_at("eng-cohort-theta")),
+            wl("placeholder2", "default", requests={CPU: "100"}, admitted=at("eng-cohort-theta", "spot")),
+            wl("workload", "default", "main-theta", {CPU: "20"}),
+        ],
+        {"default/workload": od_at("eng-cohort-theta")},
+        {
+            "default/placeholder": ("eng-cohort-alpha", "on-demand"),
+            "default/placeholder1": ("eng-cohort-theta", "on-demand"),
+            "default/placeholder2": ("eng-cohort-theta", "spot"),
+            "default/workload": ("eng-cohort-theta", "on-demand"),
+        },
+    ),
+    "when the next flavor is full, but can preempt on first": TwoCycles(
+        CONTEXT_COHORT,
+        [
+            wl("placeholder-alpha", "default", requests={CPU: "150"}, priority=-1, admitted=od_at("eng-cohort-alpha")),
+            wl("placeholder-theta-spot", "default", requests={CPU: "100"}, admitted=at("eng-cohort-theta", "spot")),
+            wl("new", "default", "main-theta", {CPU: "20"}),
+        ],
+        {},
+        {
+            "default/placeholder-theta-spot": ("eng-cohort-theta", "spot"),
+            "default/new": ("eng-cohort-theta", "on-demand"),
+        },
+        delete=["default/placeholder-alpha"],
+        first_preempted={"default/placeholder-alpha"},
+        first_messages={
+            "default/new": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+            "on-demand, 20 more needed, insufficient unused quota for cpu in flavor spot, 20 more needed. Pending the "
+            "preemption of 1 workload(s)"
+        },
+    ),
+    "TryNextFlavor, but second flavor is full and can preempt on first": TwoCycles(
+        [
+            cq(
+                "eng-cohort-alpha",
+                rg(fq("on-demand", res(CPU, "0", "60")), fq("spot", res(CPU, "30", "30"))),
+                cohort="cohort",
+                preemption=RECLAIM_ANY,
+                fungibility=TRY_NEXT_BOTH,
+            ),
+            cq(
+                "eng-cohort-beta",
+                rg(fq("on-demand", res(CPU, "30", "30")), fq("spot", res(CPU, "30", "30"))),
+                cohort="cohort",
+                preemption=RECLAIM_ANY,
+                fungibility=TRY_NEXT_BOTH,
+            ),
+            cq("eng-cohort-shared", rg(fq("on-demand", res(CPU, "30"))), cohort="cohort"),
+        ],
+        [
+            wl("alpha1", "default", requests={CPU: "22"}, admitted=od_at("eng-cohort-alpha"), reserved=-1),
+            wl("alpha2", "default", requests={CPU: "22"}, admitted=od_at("eng-cohort-alpha")),
+            wl("alpha3", "default", requests={CPU: "22"}, admitted=at("eng-cohort-alpha", "spot")),
+            wl("beta1", "default", requests={CPU: "22"}, admitted=at("eng-cohort-beta", "spot")),
+            wl("new", "default", "main-beta", {CPU: "22"}, uid="wl-new"),
+        ],
+        {},
+        {
+            "default/alpha1": ("eng-cohort-alpha", "on-demand"),
+            "default/alpha3": ("eng-cohort-alpha", "spot"),
+            "default/beta1": ("eng-cohort-beta", "spot"),
+            "default/new": ("eng-cohort-beta", "on-demand"),
+        },
+        delete=["default/alpha2"],
+        first_preempted={"default/alpha2"},
+        first_messages={
+            "default/new": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+            "on-demand, 6 more needed, insufficient unused quota for cpu in flavor spot, 6 more needed. Pending the "
+            "preemption of 1 workload(s)"
+        },
+    ),
+}
+
 # -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
 
 
@@ -2409,3 +2625,8 @@ def test_entry_ordering(name: str) -> None:
     snap = Snapshot.from_objects(config=config, now=T0)
     order, _ = Scheduler()._order(snap, entries, gated=False)
     assert [e.wl.name for e in order] == want
+
+
+@pytest.mark.parametrize("name", list(LAST_CONTEXT_CASES))
+def test_last_scheduling_context(name: str) -> None:
+    run_two_cycles(LAST_CONTEXT_CASES[name])
