@@ -510,7 +510,6 @@ CASES: dict[str, Case] = {
             ("low-alpha", ICQ, paths("/standalone", "/standalone")),
             ("low-beta", ICQ, paths("/standalone", "/standalone")),
         },
-        cycle=False,  # the assigner would put both PodSets on alpha (one resource group: one flavor per PodSet)
     ),
     "preempt newer workloads with the same priority": Case(
         workload("in", 1, podsets=[("launcher", 1, {CPU: "2"})], created=T0 - timedelta(seconds=15)),
