@@ -1,0 +1,283 @@
+"""Browser: every demo role walks the site breadth-first from the home page, following every same-origin link the
+pages show (GET only, bounded in pages and time), and each page must answer below 400 with no JavaScript error, no
+failed request for the portal's assets, and htmx partials that answer without an error. On the way: a researcher
+never sees a link to another department's project, workload or queue, and a viewer sees no form or link that would
+change anything (beyond their own settings and tokens).
+
+The data is the demo organisation reconciled into an in-process kubesim with the real watcher mirroring it, plus
+workloads in several states across departments, so the tables, queues and reports have rows.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROLES = ["admin", "deptadmin", "lead", "alice", "bob", "carol", "viewer"]
+MAX_PAGES = 60  # per role
+MAX_SECONDS = 30.0  # per role's walk
+MAX_QUERY_VARIANTS = 3  # of one path (filters, sorts, tabs): the first few are enough
+MAX_OF_A_SHAPE = 2  # pages of one shape (/workloads/N/stop/...): the rest look the same
+MAX_PAGE_NUMBER = 2
+SCREENSHOTS = Path("/tmp/journey")
+SCREENSHOT_PATHS = {"/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/queues/", "/weights/",
+                    "/departments/", "/accounts/role-bindings/", "/workloads/submit/training/"}
+# Not pages of the portal, or not ours to walk: signing out ends the journey; Django's admin and the notebook proxy
+# are other applications (their first page is visited, not their links).
+SKIP = re.compile(r"^/accounts/logout/|^/accounts/oidc/|/notebook/|/connect/$")
+OUTSIDE = re.compile(r"^/django-admin/.+|^/api/v1/.+")
+DOWNLOAD = re.compile(r"\.(csv|json|yaml|txt)$|/export|/values/$")
+# Links that lead to a write (a confirmation page or a form): a viewer must be offered none.
+WRITE_LINK = re.compile(r"/(new|edit|delete|stop|keep-alive|revoke)/$|^/workloads/submit/")
+# Forms a viewer may post: their own session, e-mail settings and personal tokens.
+VIEWER_OWN_FORMS = re.compile(r"^/accounts/(logout|settings|tokens)/")
+DEPARTMENT_OF = {"admin": None, "viewer": None, "deptadmin": "research", "lead": "research", "alice": "research",
+                 "bob": "research", "carol": "data-science"}
+
+
+@pytest.fixture(scope="module")
+def kubesim():
+    from kubesim.testing import serve
+
+    with serve(clock="manual") as served:
+        yield served
+
+
+@pytest.fixture
+def journey_data(kubesim, login):
+    """The demo organisation in kubesim with the watcher running; workloads running, queued and finished in three
+    departments. Returns {department slug: {workload ids}}."""
+    from django.contrib.auth import get_user_model
+
+    from apps.org.models import NodePool, Project
+    from apps.workloads import services
+    from apps.workloads.models import Kind, Status, Workload
+    from tests.worker.conftest import wait_for
+    from worker import tasks
+    from worker.gateway import Gateway, reset_gateway
+    from worker.kueue_sync import desired_from_database, reconcile
+    from worker.watcher import Watcher
+
+    kubesim.reset()
+    gw = Gateway(kubesim.api_client())
+    reset_gateway(gw)
+    reconcile(gw, desired_from_database())  # `login` has seeded the organisation
+    watcher = Watcher(gw, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    watcher.start()
+    users = get_user_model().objects
+
+    def submit(username, project, pool, name, gpus, kind=Kind.TRAINING, seconds=600, **extra):
+        workload = services.workload_submit(
+            actor=users.get(username=username), project=Project.objects.get(slug=project), kind=kind, name=name,
+            image="pytorch/pytorch:2.4.0", command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug=pool),
+            gpus=gpus, model_label="resnet", data_class="public", **extra)
+        assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+        return workload
+
+    try:
+        # Vision may hold 8 H100 units: two 4-unit runs fill it, a third waits.
+        live = [submit("alice", "vision", "h100", "vision-a", 4), submit("alice", "vision", "h100", "vision-b", 4)]
+        kubesim.advance(1)
+        wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live))
+        queued = submit("alice", "vision", "h100", "vision-waits", 4, max_runtime_seconds=3600)
+        live += [submit("bob", "nlp", "l40s-shared", "nlp-batch", 2, kind=Kind.BATCH),
+                 submit("carol", "forecasting", "a100-mig-3g40gb", "forecast-train", 2),
+                 submit("admin", "etl", "l40s-shared", "etl-train", 1)]
+        # Serving lends nothing and keeps no preemptible quota: Kueue never admits a preemptible run there.
+        rejected = submit("admin", "serving", "l40s-shared", "serving-train", 1)
+        done = submit("bob", "nlp", "l40s-shared", "nlp-short", 1, seconds=30)
+        kubesim.advance(1)
+        statuses = lambda: dict(Workload.objects.values_list("name", "status"))  # noqa: E731
+        wait_for(lambda: Workload.objects.get(pk=queued.pk).status == Status.QUEUED, describe=statuses)
+        wait_for(lambda: Workload.objects.get(pk=rejected.pk).status == Status.REJECTED, describe=statuses)
+        wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live),
+                 describe=statuses)
+        kubesim.advance(40)
+        wait_for(lambda: Workload.objects.get(pk=done.pk).status == Status.SUCCEEDED, describe=statuses)
+        by_department: dict[str, set[int]] = {}
+        for workload in Workload.objects.select_related("project__department"):
+            by_department.setdefault(workload.project.department.slug, set()).add(workload.pk)
+        yield by_department
+    finally:
+        watcher.stop()
+        reset_gateway(None)
+
+
+def forbidden_links(username: str, by_department: dict[str, set[int]]) -> Scope | None:
+    """What this user must never be shown: another department's projects, workloads and queues."""
+    from apps.org.models import Department, Project
+
+    own = DEPARTMENT_OF[username]
+    if own is None:
+        return None
+    others = list(Project.objects.exclude(department__slug=own).values_list("pk", "slug", "namespace"))
+    workload_ids = [str(pk) for slug, ids in by_department.items() if slug != own for pk in ids]
+    links = [rf"/workloads/({'|'.join(workload_ids)})/"] if workload_ids else []
+    names = []
+    for _pk, slug, namespace in others:
+        links += [rf"/projects/{slug}/", rf"[?&]project={slug}(&|$)", rf"\b{re.escape(namespace)}\b"]
+        names += [rf"\b{re.escape(namespace)}\b", rf"\bproj-{slug}-"]
+    projects = {str(pk) for pk, _slug, _namespace in others} | {slug for _pk, slug, _namespace in others}
+    departments = {str(value) for row in Department.objects.exclude(slug=own).values_list("pk", "slug")
+                   for value in row}
+    return Scope(links=re.compile("|".join(links)), text=re.compile("|".join(names)), projects=projects,
+                 departments=departments)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Another department's traces: links, queue and namespace names in the text, choices in the filters."""
+
+    links: re.Pattern[str]
+    text: re.Pattern[str]
+    projects: set[str]  # ids and slugs
+    departments: set[str]
+
+
+def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
+    """Breadth-first from "/": returns the problems found and how many pages were visited."""
+    problems: list[str] = []
+    origin = urlsplit(page.url)
+    current = {"path": "/"}
+
+    def on_console(message):
+        if message.type == "error" and "favicon" not in message.text:
+            problems.append(f"{current['path']}: console error: {message.text}")
+
+    def on_response(response):
+        request = response.request
+        if response.status < 400 or urlsplit(response.url).netloc != origin.netloc:
+            return
+        if request.resource_type in {"stylesheet", "script", "image", "font"} or request.headers.get("hx-request"):
+            problems.append(f"{current['path']}: {request.resource_type} {response.url} answered {response.status}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: problems.append(f"{current['path']}: page error: {error}"))
+    page.on("requestfailed", lambda request: problems.append(
+        f"{current['path']}: request failed: {request.url} ({request.failure})") if (
+        urlsplit(request.url).netloc == origin.netloc and request.resource_type != "document"
+        and "ERR_ABORTED" not in (request.failure or "")) else None)  # aborted: the walk went on to the next page
+    page.on("response", on_response)
+
+    seen: set[str] = {"/"}
+    variants: dict[str, int] = {}
+    shapes: dict[str, int] = {}
+    queue: deque[tuple[str, str]] = deque([("/", "start")])
+    visited = 0
+    deadline = time.monotonic() + MAX_SECONDS
+    while queue and visited < MAX_PAGES and time.monotonic() < deadline:
+        path, came_from = queue.popleft()
+        current["path"] = path
+        if DOWNLOAD.search(urlsplit(path).path):
+            answer = page.request.get(path)
+            if answer.status >= 400:
+                problems.append(f"{path} (linked from {came_from}): download answered {answer.status}")
+            continue
+        response = page.goto(path)
+        visited += 1
+        status = response.status if response else 0
+        if status >= 400 or not status:
+            problems.append(f"{path} (linked from {came_from}): answered {status}")
+            continue
+        if urlsplit(page.url).path.startswith("/accounts/login/"):
+            problems.append(f"{path} (linked from {came_from}): sent back to the login page")
+            continue
+        if OUTSIDE.search(urlsplit(path).path) or path.startswith("/django-admin/"):
+            continue  # another application's page: visited, not walked or judged by our rules
+        check_page(page, path, username, forbidden, problems)
+        if urlsplit(path).path in SCREENSHOT_PATHS and not urlsplit(path).query:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            name = urlsplit(path).path.strip("/").replace("/", "_") or "home"
+            page.screenshot(path=str(SCREENSHOTS / f"{username}-{name}.png"), full_page=True)
+        for href in page.eval_on_selector_all("a[href]", "links => links.map(a => a.getAttribute('href'))"):
+            target = next_link(urljoin(page.url, href), origin)
+            if target is None or target in seen:
+                continue
+            bare, query = urlsplit(target).path, urlsplit(target).query
+            shape = re.sub(r"\d+", "N", bare) + "?" + ",".join(sorted(parse_qs(query)))
+            shapes[shape] = shapes.get(shape, 0) + 1
+            if shapes[shape] > MAX_OF_A_SHAPE and re.search(r"\d", target):
+                continue
+            if query:
+                variants[bare] = variants.get(bare, 0) + 1
+                if variants[bare] > MAX_QUERY_VARIANTS:
+                    continue
+            seen.add(target)
+            queue.append((target, path))
+    return problems, visited
+
+
+def next_link(url: str, origin) -> str | None:
+    """The path (and query) to visit for a link, or None when the walk leaves it alone."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or parts.netloc != origin.netloc or SKIP.search(parts.path):
+        return None
+    page_numbers = parse_qs(parts.query).get("page", ["1"])
+    if any(not number.isdigit() or int(number) > MAX_PAGE_NUMBER for number in page_numbers):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def check_page(page, path: str, username: str, forbidden: Scope | None, problems: list[str]) -> None:
+    """What holds on every page: no raw template syntax or 'None' shown, the portal's stylesheet applied, htmx
+    partials answering, and the role's scope (links shown, write forms offered)."""
+    text = page.inner_text("main") if page.locator("main").count() else page.inner_text("body")
+    for leak in ("{{", "{%", "None", "undefined", "NaN", "Traceback"):
+        if re.search(rf"(?<![\w-]){re.escape(leak)}(?![\w-])", text):
+            line = next(line for line in text.splitlines() if leak in line)
+            problems.append(f"{path}: shows {leak!r}: {line.strip()[:160]}")
+    if not page.locator("link[rel=stylesheet][href*='/static/']").count():
+        problems.append(f"{path}: no portal stylesheet")
+    for partial in page.eval_on_selector_all("[hx-get]", "els => els.map(e => e.getAttribute('hx-get'))"):
+        answer = page.request.get(urljoin(page.url, partial), headers={"HX-Request": "true"})
+        if answer.status >= 400:
+            problems.append(f"{path}: htmx partial {partial} answered {answer.status}")
+    hrefs = page.eval_on_selector_all("a[href]", "links => links.map(a => a.getAttribute('href'))")
+    if forbidden is not None:
+        for href in hrefs:
+            if forbidden.links.search(href):
+                problems.append(f"{path}: {username} is shown a link to another department: {href}")
+        if match := forbidden.text.search(text):
+            problems.append(f"{path}: {username} is shown another department's queue or namespace: {match[0]}")
+        options = page.eval_on_selector_all(
+            "select option", "els => els.map(o => [o.closest('select').name, o.value, o.textContent.trim()])")
+        for name, value, label in options:
+            if ("department" in name and value in forbidden.departments) or (
+                    "department" not in name and "project" in name and value in forbidden.projects):
+                problems.append(f"{path}: {username} may choose another department's {name}: {label}")
+    if username == "viewer":
+        for href in hrefs:
+            if WRITE_LINK.search(urlsplit(urljoin(page.url, href)).path):
+                problems.append(f"{path}: the viewer is offered a write link: {href}")
+        # The confirmation dialog's form posts only where a data-confirm link leads (those links are checked above).
+        posts = page.eval_on_selector_all(
+            "form[method=post]:not(.confirm-form), form[method=POST]:not(.confirm-form), [hx-post]",
+            "els => els.map(e => e.getAttribute('action') || e.getAttribute('hx-post') || location.pathname)")
+        for action in posts:
+            if not VIEWER_OWN_FORMS.search(urlsplit(urljoin(page.url, action)).path):
+                problems.append(f"{path}: the viewer is offered a form posting to {action}")
+
+
+def test_every_page_each_role_reaches_works_and_stays_in_scope(journey_data, login):
+    """One walk per role on one set of data (the setup is the slow part); every role's problems reported."""
+    report = []
+    for username in ROLES:
+        page = login(username)
+        page.set_viewport_size({"width": 1400, "height": 900})
+        started = time.monotonic()
+        problems, visited = walk(page, username, forbidden_links(username, journey_data))
+        page.context.close()
+        if visited < 10:
+            problems.append(f"reached only {visited} pages")
+        if problems:
+            report.append(f"{username} ({visited} pages in {time.monotonic() - started:.0f} s):")
+            report += [f"  {problem}" for problem in problems]
+    assert not report, "\n".join(report)
