@@ -149,7 +149,7 @@ def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
     current = {"path": "/"}
 
     def on_console(message):
-        if message.type == "error" and "favicon" not in message.text:
+        if message.type == "error":
             problems.append(f"{current['path']}: console error: {message.text}")
 
     def on_response(response):

@@ -59,3 +59,13 @@ def test_a_bad_request_before_the_authentication_middleware_still_renders():
     response = views.bad_request(RequestFactory().get("/"), SuspiciousOperation("bad host"))
     assert response.status_code == 400 and 'data-error="400"' in response.content.decode()
     assert "bad host" not in response.content.decode()  # Django's reason is for the log, not the visitor
+
+
+def test_the_portal_has_an_icon_so_browsers_asking_for_favicon_ico_get_no_404(db):
+    from django.contrib.staticfiles import finders
+
+    answer = Client().get("/favicon.ico")
+    assert answer.status_code == 301 and answer["Location"].endswith("/favicon.svg")
+    assert finders.find("favicon.svg") is not None
+    page = Client().get(reverse("accounts:login")).content.decode()
+    assert 'rel="icon"' in page and "favicon.svg" in page
