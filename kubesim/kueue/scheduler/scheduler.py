@@ -635,8 +635,9 @@ def _bypass_visible(wl: WorkloadInfo) -> bool:
 
 
 def preemption_message(preemptor: WorkloadInfo, reason: str, preemptor_path: str, preemptee_path: str) -> str:
+    """The Preempted / Evicted message; any part that is missing reads UNKNOWN, as in Kueue's."""
     return (
         f"Preempted to accommodate a workload (UID: {preemptor.uid or 'UNKNOWN'}, JobUID: "
         f"{preemptor.job_uid or 'UNKNOWN'}) due to {C.HUMAN_PREEMPTION_REASONS.get(reason, 'UNKNOWN')}; "
-        f"preemptor path: {preemptor_path}; preemptee path: {preemptee_path}"
+        f"preemptor path: {preemptor_path or 'UNKNOWN'}; preemptee path: {preemptee_path or 'UNKNOWN'}"
     )

@@ -23,6 +23,7 @@ from kubesim.kueue.scheduler.flavors import FIT, PREEMPT, Assignment, FlavorAssi
 from kubesim.kueue.scheduler.model import workload_info
 from kubesim.kueue.scheduler.preemption import FairTargets, Preemptor, cq_path, order_candidates, satisfies_policy
 from kubesim.kueue.scheduler.quota import dominant_resource_share
+from kubesim.kueue.scheduler.scheduler import preemption_message
 from kubesim.quantity import format_amount
 from tests.kubesim.kueue.sim import GPU, T0, Sim, local_queue, quota_spec
 from tests.kubesim.kueue.sim import cluster_queue as sim_cq
@@ -2191,3 +2192,49 @@ def test_fair_integration_guaranteed_workload_preempts_a_single_best_effort_work
     sim.settle()
     assert sim.running() == {"best-effort-a-wl", "guaranteed-wl"}
     assert _victims(sim) == {("best-effort-b-wl", RECLAIM)}
+
+
+# -- TestPreemptionMessage (preemption_test.go) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "uid, job_uid, reason, paths_given, want",
+    [
+        (
+            "",
+            "",
+            "",
+            ("", ""),
+            "(UID: UNKNOWN, JobUID: UNKNOWN) due to UNKNOWN; preemptor path: UNKNOWN; preemptee path: UNKNOWN",
+        ),
+        (
+            "uid",
+            "",
+            "",
+            ("", ""),
+            "(UID: uid, JobUID: UNKNOWN) due to UNKNOWN; preemptor path: UNKNOWN; preemptee path: UNKNOWN",
+        ),
+        (
+            "uid",
+            "juid",
+            "",
+            ("", ""),
+            "(UID: uid, JobUID: juid) due to UNKNOWN; preemptor path: UNKNOWN; preemptee path: UNKNOWN",
+        ),
+        (
+            "uid",
+            "juid",
+            ICQ,
+            ("/a", "/b"),
+            "(UID: uid, JobUID: juid) due to prioritization in the ClusterQueue; "
+            "preemptor path: /a; preemptee path: /b",
+        ),
+    ],
+)
+def test_preemption_message(uid: str, job_uid: str, reason: str, paths_given: tuple[str, str], want: str) -> None:
+    obj = workload("preemptor")
+    obj["metadata"]["uid"] = uid
+    obj["metadata"]["labels"] = {"kueue.x-k8s.io/job-uid": job_uid} if job_uid else {}
+    preemptor = workload_info(obj, KueueConfig())
+    got = preemption_message(preemptor, reason, *paths_given)
+    assert got == "Preempted to accommodate a workload " + want
