@@ -1,9 +1,12 @@
-"""Classic preemption cases ported from Kueue's own tests (pkg/scheduler/preemption/preemption_test.go,
-TestPreemption, and preemption_hierarchical_test.go, TestHierarchicalPreemptions; identical at v0.19.2 and later).
+"""Preemption cases ported from Kueue's own tests (identical at v0.19.2 and later), each named after its upstream case:
+pkg/scheduler/preemption/preemption_test.go (TestPreemption, TestCandidatesOrdering, TestPreemptionMessage),
+preemption_hierarchical_test.go (TestHierarchicalPreemptions), preemption_fair_test.go (TestFairPreemptions),
+common/preemption_policy_test.go, fairsharing/ordering_test.go, pkg/cache/scheduler/fair_sharing_test.go
+(TestDominantResourceShare), and the preemption and Fair Sharing integration scenarios.
 
-Each case asks kubesim's preemptor for the targets of the incoming workload under the flavor assignment the upstream
-case gives (upstream calls GetTargets with it too), on a snapshot built from plain API objects: same trees, same
-admitted workloads, same incoming workload, same expected victims with their reasons and preemptor / preemptee
+Each unit case asks kubesim's preemptor for the targets of the incoming workload under the flavor assignment the
+upstream case gives (upstream calls GetTargets with it too), on a snapshot built from plain API objects: same trees,
+same admitted workloads, same incoming workload, same expected victims with their reasons and preemptor / preemptee
 paths. The snapshot must be left as it was. Cases whose assignment the flavor assigner would choose itself are also
 run through a full scheduling cycle, which must preempt the same workloads.
 """
