@@ -149,7 +149,9 @@ def order_candidates(snapshot: Snapshot, candidates: list, cq_name: str, now: da
     preemption then takes from the LocalQueue that used the most. Kueue asks this only of such pairs, so the order
     is a comparison, not a key; without an AFS queue among the candidates it is the plain key.
     """
-    afs = {name for name, q in snapshot.cluster_queues.items() if q.admission_fair_sharing}
+    afs = set()
+    if snapshot.config.admission_fair_sharing is not None:  # else no queue admits by usage: skip the scan
+        afs = {name for name, q in snapshot.cluster_queues.items() if q.admission_fair_sharing}
     if not afs or not any(wl_of(c).cluster_queue in afs for c in candidates):
         candidates.sort(key=lambda c: candidate_key(wl_of(c), cq_name, now))
         return
