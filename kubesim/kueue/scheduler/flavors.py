@@ -98,6 +98,7 @@ class FlavorAssignment:
     name: str
     mode: int
     borrow: int
+    tried: int = -1  # index of the last flavor of its resource group the search looked at; -1 once it reached the end
 
 
 @dataclass
@@ -138,6 +139,14 @@ class Assignment:
     def message(self) -> str:
         parts = [f"couldn't assign flavors to pod set {ps.name}: {ps.message()}" for ps in self.podsets if not ps.fit()]
         return "; ".join(parts)
+
+    def last_tried(self) -> list[dict[str, int]]:
+        """Per pod set, the index of the flavor each resource's search stopped at (-1: it looked at every flavor)."""
+        return [{r: fa.tried for r, fa in ps.flavors.items()} for ps in self.podsets]
+
+    def pending_flavors(self) -> bool:
+        """Whether some search stopped before the last flavor of its resource group (flavorFungibility said stop)."""
+        return any(t != -1 for tried in self.last_tried() for t in tried.values())
 
     def to_api(self) -> list[dict]:
         """status.admission.podSetAssignments."""
@@ -283,8 +292,18 @@ def _should_try_next(mode: Granular, cq: ClusterQueueNode) -> bool:
 class FlavorAssigner:
     """Assigns flavors for one workload in one ClusterQueue against the current snapshot."""
 
-    def __init__(self, wl: WorkloadInfo, cq: ClusterQueueNode, snapshot: Snapshot, oracle: Oracle) -> None:
+    def __init__(
+        self,
+        wl: WorkloadInfo,
+        cq: ClusterQueueNode,
+        snapshot: Snapshot,
+        oracle: Oracle,
+        resume: list[dict[str, int]] | None = None,
+    ) -> None:
+        """resume: the flavors an earlier cycle's search stopped at (`Assignment.last_tried`); each resource group's
+        search then starts after them (Kueue's preserved flavor scan progress)."""
         self.wl, self.cq, self.snapshot, self.oracle = wl, cq, snapshot, oracle
+        self.resume = resume or []
         self.ignore_undeclared = snapshot.config.quota_check_strategy == "IgnoreUndeclared"
         self.fair_sharing = snapshot.config.fair_sharing
 
@@ -303,7 +322,8 @@ class FlavorAssigner:
                     continue
                 if res in group:
                     continue
-                flavors, ps_reasons, failed = self._find_flavor(ps, psa, requests, res, assignment.usage)
+                start = self.resume[i].get(res, -1) + 1 if i < len(self.resume) else 0
+                flavors, ps_reasons, failed = self._find_flavor(ps, psa, requests, res, assignment.usage, start)
                 if failed:  # the pod set gets no flavors at all
                     group, reasons = {}, ps_reasons
                     break
@@ -330,8 +350,10 @@ class FlavorAssigner:
         requests: dict[str, int],
         res: str,
         usage: dict[FlavorResource, int],
+        start: int = 0,
     ) -> tuple[dict[str, FlavorAssignment], list[str], bool]:
-        """Flavor for res's resource group: (assignments, reasons, failed)."""
+        """Flavor for res's resource group, searched from the flavor at index start: (assignments, reasons, failed).
+        The assignments record where the search stopped (`FlavorAssignment.tried`)."""
         rg = self.cq.rg_for(res)
         if rg is None:
             return {}, [f"resource {res} unavailable in ClusterQueue"], True
@@ -340,7 +362,10 @@ class FlavorAssigner:
         best: dict[str, FlavorAssignment] | None = None
         best_mode = WORST
         preference = self.cq.fungibility.preference
-        for fname in rg.flavors:
+        attempted = -1
+        for index in range(start, len(rg.flavors)):
+            fname = rg.flavors[index]
+            attempted = index
             mismatch = flavor_mismatch(fname, self.snapshot.flavors.get(fname), ps)
             if mismatch:
                 reasons.append(mismatch)
@@ -367,6 +392,9 @@ class FlavorAssigner:
                 break
             if is_preferred(rep, best_mode, preference):
                 best, best_mode = assignments, rep
+        tried = -1 if attempted == len(rg.flavors) - 1 else attempted
+        for fa in (best or {}).values():
+            fa.tried = tried
         if best_mode.pmode == G_FIT:
             return best or {}, [], False
         if not best:

@@ -94,10 +94,11 @@ class CycleResult:
     preempted: list[Preemption] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     moved_aside: int = 0  # heads moved to the inadmissible set
+    resumed: int = 0  # heads back in the heap to resume their flavor search next cycle
 
     @property
     def progressed(self) -> bool:
-        return bool(self.admitted or self.preempted or self.moved_aside)
+        return bool(self.admitted or self.preempted or self.moved_aside or self.resumed)
 
 
 @dataclass
@@ -119,12 +120,42 @@ class _Entry:
         return self.cq
 
 
+def _quota_signature(cq: ClusterQueueNode) -> tuple:
+    return tuple(cq.resource_groups), tuple(sorted(cq.quotas.items()))
+
+
+@dataclass
+class _ScanProgress:
+    """Where a cycle's flavor search stopped for a workload it did not admit (Kueue's LastAssignment, kept with
+    FlavorFungibilityPreserveScanProgress, beta and on since 0.19): flavorFungibility made a resource group's search
+    stop before its last flavor, so the next attempt starts after that flavor instead of from the first."""
+
+    tried: list[dict[str, int]]  # per pod set, per resource: the flavor index the search stopped at
+    cycle: int
+    cluster_queue: str
+    shape: str
+    quotas: tuple  # the ClusterQueue's resource groups and quotas then
+    reserving: frozenset[str]  # the workloads reserving quota in it then
+
+    def outdated(self, wl: WorkloadInfo, cq: ClusterQueueNode, cycle: int) -> bool:
+        """Kueue drops the progress when the workload's shape changed, or, unless it was recorded in the previous
+        cycle, when the ClusterQueue's allocatable generation advanced (its quotas changed or a workload left it)."""
+        if self.shape != wl.shape or self.cluster_queue != cq.name:
+            return True
+        if cycle - self.cycle <= 1:
+            return False
+        return self.quotas != _quota_signature(cq) or not self.reserving.issubset(cq.workloads)
+
+
 class Queues:
-    """Per-ClusterQueue queue state that outlives a snapshot: the inadmissible sets and sticky preemptors."""
+    """Per-ClusterQueue queue state that outlives a snapshot: the inadmissible sets, sticky preemptors and the flavor
+    search progress of workloads not admitted."""
 
     def __init__(self) -> None:
         self.inadmissible: dict[str, set[str]] = {}
         self.sticky: dict[str, str] = {}
+        self.progress: dict[str, _ScanProgress] = {}
+        self.cycles = 0  # scheduling cycles run (Kueue's schedulingCycle)
 
     def flush(self, cluster_queues: set[str] | None = None) -> None:
         """Move inadmissible workloads back to the heap (a cluster event may have made room)."""
@@ -137,6 +168,7 @@ class Queues:
     def forget(self, key: str) -> None:
         for s in self.inadmissible.values():
             s.discard(key)
+        self.progress.pop(key, None)
 
     def ordered(self, snapshot: Snapshot, cq: str) -> list[WorkloadInfo]:
         """All pending workloads of cq in Kueue's order (sticky preemptor first); used for visibility too."""
@@ -173,11 +205,14 @@ class Queues:
                     break
         return heads
 
-    def requeue(self, cq: ClusterQueueNode | None, wl: WorkloadInfo, reason: str) -> bool:
-        """Requeue a head that was not admitted; True when it was moved to the inadmissible set."""
+    def requeue(
+        self, cq: ClusterQueueNode | None, wl: WorkloadInfo, reason: str, pending_flavors: bool = False
+    ) -> bool:
+        """Requeue a head that was not admitted; True when it was moved to the inadmissible set. A head whose flavor
+        search has flavors left to try (pending_flavors) goes back to the heap, as Kueue requeues it."""
         name = wl.cluster_queue
         strict = cq is not None and cq.queueing_strategy == C.STRICT_FIFO
-        immediate = reason != NAMESPACE_MISMATCH if strict else reason in _IMMEDIATE
+        immediate = reason != NAMESPACE_MISMATCH if strict else reason in _IMMEDIATE or pending_flavors
         if reason == PENDING_PREEMPTION and not strict:
             self.sticky[name] = wl.key
         elif self.sticky.get(name) == wl.key:
@@ -299,6 +334,9 @@ class Scheduler:
         if self.config is not None:
             snapshot.config = self.config
         queues = self.queues
+        queues.cycles += 1
+        for key in [k for k in queues.progress if k not in snapshot.workloads]:  # deleted since
+            del queues.progress[key]
         consumed = consumed if consumed is not None else set()
         result = CycleResult()
         heads = queues.heads(snapshot, consumed)
@@ -324,8 +362,12 @@ class Scheduler:
         for cq, usage in transient:  # the next cycle starts from a fresh view of reservations
             for fr, v in usage.items():
                 remove_usage(cq, fr, v)
+        nominated = {id(e) for e in entries}
         for e in entries + rejected:
-            if e.status in ("assumed", "deferred"):
+            if e.status == "deferred":
+                continue
+            pending_flavors = id(e) in nominated and self._keep_progress(e)
+            if e.status == "assumed":
                 continue
             if e.status == "waiting":
                 queues.requeue(e.cq, e.wl, WAITING_FOR_PODS_READY)
@@ -333,7 +375,11 @@ class Scheduler:
                 continue
             if e.requeue == GENERIC and e.status:
                 e.requeue = FAILED_AFTER_NOMINATION
-            if queues.requeue(e.cq, e.wl, e.requeue):
+            if pending_flavors:
+                queues.requeue(e.cq, e.wl, e.requeue, pending_flavors=True)
+                if e.requeue not in _IMMEDIATE and not (e.cq is not None and e.cq.queueing_strategy == C.STRICT_FIFO):
+                    result.resumed += 1  # would have been set aside: the next cycle tries its remaining flavors
+            elif queues.requeue(e.cq, e.wl, e.requeue):
                 result.moved_aside += 1
                 best_effort = e.cq is not None and e.cq.queueing_strategy != C.STRICT_FIFO
                 if e.requeue in (NO_FIT_REASON, PREEMPTION_NO_CANDIDATES) and best_effort:
@@ -343,6 +389,24 @@ class Scheduler:
                             result.pending.append(Pending(other, e.reason, BYPASSED, evaluated=False))
             result.pending.append(Pending(e.wl, e.reason, e.message))
         return result
+
+    def _keep_progress(self, e: _Entry) -> bool:
+        """Record (or drop) where the entry's flavor search stopped; True when flavors are left to try. Kueue drops
+        the progress once the workload is admitted or has issued preemptions, and keeps it otherwise (also when the
+        entry was skipped for capacity or targets another entry took)."""
+        queues, cq = self.queues, e.queue
+        if e.status == "assumed" or e.requeue == PENDING_PREEMPTION or not e.assignment.pending_flavors():
+            queues.progress.pop(e.wl.key, None)
+            return False
+        queues.progress[e.wl.key] = _ScanProgress(
+            tried=e.assignment.last_tried(),
+            cycle=queues.cycles,
+            cluster_queue=cq.name,
+            shape=e.wl.shape,
+            quotas=_quota_signature(cq),
+            reserving=frozenset(cq.workloads),
+        )
+        return True
 
     # -- nomination -----------------------------------------------------------------------------------------
 
@@ -372,7 +436,11 @@ class Scheduler:
     def _assignments(
         self, snapshot: Snapshot, wl: WorkloadInfo, cq: ClusterQueueNode, preemptor: Preemptor
     ) -> tuple[Assignment, list[Target]]:
-        assigner = FlavorAssigner(wl, cq, snapshot, preemptor.simulate)
+        progress = self.queues.progress.get(wl.key)
+        if progress is not None and progress.outdated(wl, cq, self.queues.cycles):
+            del self.queues.progress[wl.key]
+            progress = None
+        assigner = FlavorAssigner(wl, cq, snapshot, preemptor.simulate, progress.tried if progress else None)
         full = assigner.assign()
         mode = full.mode()
         if mode not in (NO_FIT, PREEMPT):

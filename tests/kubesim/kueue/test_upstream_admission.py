@@ -2630,3 +2630,42 @@ def test_entry_ordering(name: str) -> None:
 @pytest.mark.parametrize("name", list(LAST_CONTEXT_CASES))
 def test_last_scheduling_context(name: str) -> None:
     run_two_cycles(LAST_CONTEXT_CASES[name])
+
+
+def test_flavor_search_resumes_after_the_flavor_it_stopped_at():
+    """FlavorFungibilityPreserveScanProgress (Kueue 0.19, beta, on): a workload whose search stopped at a flavor it
+    could borrow in (whenCanBorrow MayStopSearch) but that another entry filled in the same cycle starts the next
+    cycle's search after that flavor, even if the first flavor has room again by then (the progress of the previous
+    cycle is never outdated)."""
+    queues = [
+        cq("lender", rg(fq("on-demand", res(CPU, "5")), fq("spot", res(CPU, "0"))), cohort="co"),
+        cq("cq-a", rg(fq("on-demand", res(CPU, "0")), fq("spot", res(CPU, "5"))), cohort="co"),
+        cq("cq-b", rg(fq("on-demand", res(CPU, "0")), fq("spot", res(CPU, "0"))), cohort="co"),
+    ]
+    lqs = [lq("a", "default", "cq-a"), lq("b", "default", "cq-b")]
+    objects = [wl("w", "default", "a", {CPU: "4"}), wl("b", "default", "b", {CPU: "5"}, priority=10)]
+
+    def snapshot(workloads: list[dict]) -> Snapshot:
+        return Snapshot.from_objects(
+            resource_flavors=[flavor("on-demand"), flavor("spot")],
+            cluster_queues=queues,
+            local_queues=lqs,
+            workloads=workloads,
+            config=KueueConfig(fair_sharing=False),
+            now=T0,
+        )
+
+    scheduler = Scheduler()
+    first = scheduler.cycle(snapshot(objects), T0)
+    assert [a.workload.name for a in first.admitted] == ["b"]
+    assert [(p.workload.name, p.message) for p in first.pending] == [
+        ("w", "Workload no longer fits after processing another workload")
+    ]
+    # b finished: on-demand has room again, but w's search goes on from spot
+    second = scheduler.cycle(snapshot([objects[0]]), T0 + timedelta(seconds=1))
+    assert [(a.workload.name, a.podset_assignments[0]["flavors"]) for a in second.admitted] == [("w", {CPU: "spot"})]
+    # from scratch (a new queue state) it would have stopped at on-demand again
+    fresh = Scheduler().cycle(snapshot([objects[0]]), T0 + timedelta(seconds=1))
+    assert [(a.workload.name, a.podset_assignments[0]["flavors"]) for a in fresh.admitted] == [
+        ("w", {CPU: "on-demand"})
+    ]
