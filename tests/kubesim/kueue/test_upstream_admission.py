@@ -2669,3 +2669,46 @@ def test_flavor_search_resumes_after_the_flavor_it_stopped_at():
     assert [(a.workload.name, a.podset_assignments[0]["flavors"]) for a in fresh.admitted] == [
         ("w", {CPU: "on-demand"})
     ]
+
+
+# TestLastAssignmentOutdated (FlavorFungibilityPreserveScanProgress on): the generation bump is a workload leaving the
+# ClusterQueue (kubesim reads the generation from the quotas and the reserving workloads).
+OUTDATED_CASES = {
+    "Cluster queue allocatableResourceIncreasedGen increased": (1, True, "shape-a", True),
+    "AllocatableResourceGeneration not increased": (1, False, "shape-a", False),
+    "assignment from the immediately preceding cycle survives a generation bump": (4, True, "shape-a", False),
+    "assignment from the current cycle survives a generation bump": (5, True, "shape-a", False),
+    "assignment older than one cycle falls back to the generation check": (3, True, "shape-a", True),
+    "a changed scheduling shape starts the scan over even in the preceding cycle": (4, False, "shape-b", True),
+    "an unchanged scheduling shape keeps the preceding cycle's assignment": (4, True, "shape-a", False),
+}
+
+
+@pytest.mark.parametrize("name", list(OUTDATED_CASES))
+def test_last_assignment_outdated(name: str) -> None:
+    from kubesim.kueue.scheduler.scheduler import _quota_signature, _ScanProgress
+
+    recorded_cycle, workload_left, shape, want = OUTDATED_CASES[name]
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("default")],
+        cluster_queues=[cq("cq", rg(fq("default", res(CPU, "10"))))],
+        local_queues=[lq("lq", "default", "cq")],
+        workloads=[
+            wl("pending", "default", "lq", {CPU: "1"}),
+            wl("running", "default", "lq", {CPU: "1"}, admitted=at("cq", "default")),
+        ],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    node, pending = snap.cluster_queues["cq"], snap.workloads["default/pending"]
+    progress = _ScanProgress(
+        tried=[{CPU: 0}],
+        cycle=recorded_cycle,
+        cluster_queue="cq",
+        shape=pending.shape if shape == "shape-a" else "another shape",
+        quotas=_quota_signature(node),
+        reserving=frozenset(node.workloads),
+    )
+    if workload_left:
+        snap.remove_workload(snap.workloads["default/running"])
+    assert progress.outdated(pending, node, 5) is want
