@@ -652,7 +652,10 @@ class Scheduler:
 
     @staticmethod
     def _to_reserve(e: _Entry, cq: ClusterQueueNode) -> dict[FlavorResource, int]:
-        """Capacity a blocked preemptor holds for this cycle so lower entries cannot take it (resourcesToReserve)."""
+        """Capacity a blocked preemptor holds for this cycle so lower entries cannot take it (resourcesToReserve): what
+        it would use within its nominal quota (or up to its borrowing limit when it borrows); all of it if it fits."""
+        if e.assignment.mode() != PREEMPT:
+            return dict(e.assignment.usage)
         reserved = {}
         for fr, v in e.assignment.usage.items():
             q = cq.quota_for(fr)

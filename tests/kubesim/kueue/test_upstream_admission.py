@@ -2712,3 +2712,133 @@ def test_last_assignment_outdated(name: str) -> None:
     if workload_left:
         snap.remove_workload(snap.workloads["default/running"])
     assert progress.outdated(pending, node, 5) is want
+
+
+# TestResourcesToReserve: the capacity an entry that needs preemption but found no targets holds for the rest of the
+# cycle (reclaimWithinCohort other than Any), per (flavor, resource), given the ClusterQueue's usage.
+RESERVE_CQ = cq(
+    "cq",
+    rg(fq("on-demand", res(MEM, "100")), fq("spot", res(MEM, "0", "100"))),
+    rg(fq("model-a", res("gpu", "10", "0")), fq("model-b", res("gpu", "10", "5"))),
+    cohort="eng",
+    strict=True,
+)
+CQ_USAGE = {("on-demand", MEM): 60, ("spot", MEM): 50, ("model-a", "gpu"): 6, ("model-b", "gpu"): 2}
+RESERVE_CASES = {
+    "Reserved memory and gpu less than assignment usage, assignment preempts": (
+        PREEMPT_MODE,
+        0,
+        {("on-demand", MEM): 50, ("model-a", "gpu"): 6},
+        CQ_USAGE,
+        {("on-demand", MEM): 40, ("model-a", "gpu"): 4},
+    ),
+    "Reserved memory equal assignment usage, assignment preempts": (
+        PREEMPT_MODE,
+        0,
+        {("on-demand", MEM): 30, ("model-a", "gpu"): 2},
+        {**CQ_USAGE, ("model-a", "gpu"): 2},
+        {("on-demand", MEM): 30, ("model-a", "gpu"): 2},
+    ),
+    "Reserved memory equal assignment usage, assignment fits": (
+        FIT,
+        0,
+        {("on-demand", MEM): 50, ("model-a", "gpu"): 2},
+        {**CQ_USAGE, ("model-a", "gpu"): 2},
+        {("on-demand", MEM): 50, ("model-a", "gpu"): 2},
+    ),
+    "Reserved memory is 0, CQ is borrowing, assignment preempts without borrowing": (
+        PREEMPT_MODE,
+        0,
+        {("spot", MEM): 50, ("model-b", "gpu"): 2},
+        {("on-demand", MEM): 60, ("spot", MEM): 60, ("model-a", "gpu"): 2, ("model-b", "gpu"): 10},
+        {("spot", MEM): 0, ("model-b", "gpu"): 0},
+    ),
+    "Reserved memory cut by nominal+borrowing quota, assignment preempts and borrows": (
+        PREEMPT_MODE,
+        1,
+        {("spot", MEM): 50, ("model-b", "gpu"): 2},
+        {("on-demand", MEM): 60, ("spot", MEM): 60, ("model-a", "gpu"): 2, ("model-b", "gpu"): 10},
+        {("spot", MEM): 40, ("model-b", "gpu"): 2},
+    ),
+    "Reserved memory equal assignment usage, CQ borrowing limit is nil": (
+        PREEMPT_MODE,
+        1,
+        {("on-demand", MEM): 50, ("model-b", "gpu"): 2},
+        {("on-demand", MEM): 60, ("spot", MEM): 60, ("model-a", "gpu"): 2, ("model-b", "gpu"): 10},
+        {("on-demand", MEM): 50, ("model-b", "gpu"): 2},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RESERVE_CASES))
+def test_resources_to_reserve(name: str) -> None:
+    from kubesim.kueue.scheduler.flavors import FIT as K_FIT
+    from kubesim.kueue.scheduler.flavors import PREEMPT as K_PREEMPT
+    from kubesim.kueue.scheduler.flavors import Assignment, FlavorAssignment, PodSetAssignment
+    from kubesim.kueue.scheduler.scheduler import _Entry
+
+    mode, borrowing, usage, cq_usage, want = RESERVE_CASES[name]
+    holders = [
+        wl(f"workload-{i}", "default-namespace", requests={r: str(v)}, admitted=at("cq", f, resource=r))
+        for i, ((f, r), v) in enumerate(cq_usage.items())
+    ]
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor(f) for f in ("on-demand", "spot", "model-a", "model-b")],
+        cluster_queues=[RESERVE_CQ],
+        workloads=holders,
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    k_mode = K_FIT if mode == FIT else K_PREEMPT
+    podsets = [
+        PodSetAssignment(r, 1, {}, {r: FlavorAssignment(f, k_mode, 0)}, ["needs to preempt"]) for (f, r) in usage
+    ]
+    entry = _Entry(snap.workloads["default-namespace/workload-0"], None, Assignment(podsets, borrowing, dict(usage)))
+    assert Scheduler._to_reserve(entry, snap.cluster_queues["cq"]) == want
+
+
+# TestEntryComparerLess (Fair Sharing tournament order between two entries at one cohort), with Kueue's default gates
+# (PrioritizePreemptorWorkloads, alpha and off, has no switch in kubesim): each side is (name, created, DRS of its
+# subtree at the cohort: None for none, "borrowing" for a subtree borrowing on default/cpu, "negative" for
+# NegativeDRS), every entry requesting default/cpu.
+COMPARER_CASES = {
+    "non-borrowing subtree preferred over borrowing subtree": (
+        ("nominal", 1, None),
+        ("borrowing", 0, "borrowing"),
+        True,
+    ),
+    "both borrowing on requested flavors falls through to FIFO": (
+        ("borrow-a", 1, "borrowing"),
+        ("borrow-b", 0, "borrowing"),
+        False,
+    ),
+    "lower DRS preferred over higher DRS": (("lower-drs", 1, "negative"), ("higher-drs", 0, None), True),
+    "both non-borrowing falls through to FIFO": (("older", 0, None), ("newer", 1, None), True),
+    "a is preemptor, b not, feature disabled": (
+        ("preemptor-borrowing", 0, "borrowing"),
+        ("not-preemptor-nominal", 0, None),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPARER_CASES))
+def test_entry_comparer_less(name: str) -> None:
+    from kubesim.kueue.scheduler.model import workload_info
+    from kubesim.kueue.scheduler.quota import DRS
+    from kubesim.kueue.scheduler.scheduler import _Entry
+
+    a, b, want = COMPARER_CASES[name]
+    config = KueueConfig()
+    cohort_id, drs = 1, {}
+    entries = []
+    for wl_name, created, kind in (a, b):
+        info = workload_info(wl(wl_name, "default", "lq", {CPU: "1"}, created=created), config)
+        entries.append(_Entry(info, None))
+        value = {
+            None: DRS(weight=0.0),
+            "borrowing": DRS(borrowing=True, borrowed=frozenset({("default", CPU)})),
+            "negative": DRS(ratio=-1.0),
+        }[kind]
+        drs[(cohort_id, info.key)] = (value, {("default", CPU): 1000})
+    assert Scheduler._less(entries[0], entries[1], cohort_id, drs) is want
