@@ -37,6 +37,7 @@ from kubesim.kueue.scheduler.quota import (
     dominant_resource_share,
     remove_usage,
 )
+from kubesim.quantity import to_amount
 
 # requeue reasons
 GENERIC = ""
@@ -425,6 +426,8 @@ class Scheduler:
             elif not snapshot.namespace_matches(cq, wl.namespace):
                 e.message, e.reason = "workload namespace doesn't match ClusterQueue selector", C.REASON_MISCONFIGURED
                 e.requeue = NAMESPACE_MISMATCH
+            elif invalid := _requests_over_limits(wl):
+                e.message, e.reason = f"resources validation failed: {invalid}", C.REASON_MISCONFIGURED
             else:
                 e.assignment, e.targets = self._assignments(snapshot, wl, cq, preemptor)
                 e.message = e.assignment.message()
@@ -691,6 +694,31 @@ class _PodsReadyGate:
 
 
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+
+
+def _requests_over_limits(wl: WorkloadInfo) -> str:
+    """Kueue's ValidateResources before nomination: every (init) container asking for more of a resource than its
+    limit, as field errors ('' when none). Job validation rejects such pod templates, so only a Workload written
+    directly can carry one."""
+    errors = []
+    for i, ps in enumerate((wl.obj.get("spec") or {}).get("podSets") or []):
+        spec = (ps.get("template") or {}).get("spec") or {}
+        parts = [
+            (f"{kind}[{j}]", c) for kind in ("initContainers", "containers") for j, c in enumerate(spec.get(kind) or [])
+        ]
+        if spec.get("resources"):  # pod-level resources
+            parts.append(("resources", {"resources": spec["resources"]}))
+        for where, c in parts:
+            res = c.get("resources") or {}
+            limits, requests = res.get("limits") or {}, res.get("requests") or {}
+            over = sorted(r for r, v in requests.items() if r in limits and to_amount(r, v) > to_amount(r, limits[r]))
+            if over:
+                names = ",".join(f'"{r}"' for r in over)
+                path = f"spec.podSets[{i}].template.spec.{where}"
+                errors.append(f"{path}: Invalid value: [{names}]: requests must not exceed its limits")
+    if len(errors) > 1:
+        return f"[{', '.join(errors)}]"
+    return errors[0] if errors else ""
 
 
 def _bypass_visible(wl: WorkloadInfo) -> bool:

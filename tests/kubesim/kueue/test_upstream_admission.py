@@ -992,6 +992,21 @@ SCHEDULE_CASES.update(
 )
 
 
+def _over_limits() -> Case:
+    obj = wl("new", "sales", "main", podsets=[pod_set("one", 1, {CPU: "200m"})])
+    obj["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["limits"] = {CPU: "100m"}
+    return Case(
+        workloads=[obj],
+        left={"sales": ["sales/new"]},
+        messages={
+            "sales/new": "resources validation failed: spec.podSets[0].template.spec.containers[0]: Invalid value: "
+            '["cpu"]: requests must not exceed its limits'
+        },
+    )
+
+
+SCHEDULE_CASES["container resource requests exceed limits"] = _over_limits()
+
 POB = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "PreemptionOverBorrowing"}
 BOP = {**POB, "preference": "BorrowingOverPreemption"}
 
