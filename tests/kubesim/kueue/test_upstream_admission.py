@@ -2857,3 +2857,26 @@ def test_entry_comparer_less(name: str) -> None:
         }[kind]
         drs[(cohort_id, info.key)] = (value, {("default", CPU): 1000})
     assert Scheduler._less(entries[0], entries[1], cohort_id, drs) is want
+
+
+def test_fits_dedups_overlapping_victims():
+    """TestFitsDedupsOverlappingVictims: a victim both preempted earlier in the cycle and among the entry's own
+    targets frees its quota once (10 cpu, victim 6 + other 2 in use: 9 more does not fit)."""
+    from kubesim.kueue.scheduler.preemption import Target
+
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("default")],
+        cluster_queues=[cq("cq", rg(fq("default", res(CPU, "10"))))],
+        workloads=[
+            wl("victim", "ns", requests={CPU: "6"}, admitted=at("cq", "default")),
+            wl("other", "ns", requests={CPU: "2"}, admitted=at("cq", "default")),
+        ],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    victim = snap.workloads["ns/victim"]
+    node = snap.cluster_queues["cq"]
+    usage = {("default", CPU): 9000}
+    assert not Scheduler._fits_after(snap, node, usage, {victim.key}, [Target(victim, "InClusterQueue")])
+    assert Scheduler._fits_after(snap, node, {("default", CPU): 8000}, {victim.key}, [Target(victim, "InClusterQueue")])
+    assert node.usage == {("default", CPU): 8000}  # the what-if leaves the snapshot as it was
