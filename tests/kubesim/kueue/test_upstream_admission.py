@@ -1007,6 +1007,42 @@ def _over_limits() -> Case:
 
 SCHEDULE_CASES["container resource requests exceed limits"] = _over_limits()
 
+
+def gated(obj: dict) -> dict:
+    """A workload with a preemption gate (Kueue acts on it only with the alpha MultiKueueOrchestratedPreemption, which
+    kubesim does not model: the cases below come out the same either way)."""
+    obj["spec"]["preemptionGates"] = [{"name": "gate"}]
+    return obj
+
+
+SCHEDULE_CASES.update(
+    {
+        "do not signal `BlockedOnPreemptionGates` when a preemption gate is present, but the workload fits without "
+        "preemption": Case(
+            workloads=[gated(wl("preemptor", "eng-beta", "main", {GPU: "20"}))],
+            admitted={"eng-beta/preemptor": at("eng-beta", "model-a", resource=GPU)},
+        ),
+        "do not signal `BlockedOnPreemptionGates` when a preemption gate is present, but the workload had nothing to "
+        "preempt": Case(
+            workloads=[
+                gated(wl("preemptor", "eng-beta", "main", {GPU: "20"})),
+                wl(
+                    "high-priority",
+                    "eng-beta",
+                    requests={GPU: "20"},
+                    priority=1,
+                    admitted=at("eng-beta", "model-a", resource=GPU),
+                ),
+            ],
+            left={"eng-beta": ["eng-beta/preemptor"]},
+            messages={
+                "eng-beta/preemptor": "couldn't assign flavors to pod set main: insufficient unused quota for "
+                "example.com/gpu in flavor model-a, 20 more needed"
+            },
+        ),
+    }
+)
+
 POB = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "PreemptionOverBorrowing"}
 BOP = {**POB, "preference": "BorrowingOverPreemption"}
 
