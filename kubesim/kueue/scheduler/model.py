@@ -230,13 +230,18 @@ def _parse_workload(obj: dict, config: KueueConfig) -> WorkloadInfo:
     md = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
+    # status.reclaimablePods (Kueue's ReclaimablePods, beta and on): the pods a PodSet no longer needs count neither in
+    # its request nor in its admitted usage.
+    reclaim = {r.get("name", ""): int(r.get("count") or 0) for r in status.get("reclaimablePods") or []}
+    spec_counts = {ps.get("name", "main"): int(ps.get("count", 1)) for ps in spec.get("podSets") or []}
     podsets = []
     for ps in spec.get("podSets") or []:
         pspec = (ps.get("template") or {}).get("spec") or {}
+        name = ps.get("name", "main")
         podsets.append(
             PodSetInfo(
-                name=ps.get("name", "main"),
-                count=int(ps.get("count", 1)),
+                name=name,
+                count=spec_counts[name] - min(reclaim.get(name, 0), spec_counts[name]),
                 min_count=ps.get("minCount"),
                 requests=_pod_requests(pspec),
                 node_selector=dict(pspec.get("nodeSelector") or {}),
@@ -265,10 +270,16 @@ def _parse_workload(obj: dict, config: KueueConfig) -> WorkloadInfo:
         wl.cluster_queue = admission.get("clusterQueue", "")
         for psa in admission.get("podSetAssignments") or []:
             flavors = psa.get("flavors") or {}
+            name = psa.get("name", "main")
+            admitted_count = int(psa["count"]) if psa.get("count") is not None else spec_counts.get(name, 0)
+            left = spec_counts.get(name, 0) - min(reclaim.get(name, 0), spec_counts.get(name, 0))
             for res, qty in (psa.get("resourceUsage") or {}).items():
                 if res in flavors:
                     fr = (flavors[res], res)
-                    wl.usage[fr] = wl.usage.get(fr, 0) + to_amount(res, qty)
+                    amount = to_amount(res, qty)
+                    if left < admitted_count:  # reclaimable pods release their share of the admitted usage
+                        amount = amount // admitted_count * left
+                    wl.usage[fr] = wl.usage.get(fr, 0) + amount
     wl.evicted = condition_true(obj, C.EVICTED)
     wl.order_time = queue_order_time(obj, creation, config)
     wl.shape = _shape(wl, spec)

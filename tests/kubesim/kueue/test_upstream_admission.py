@@ -1652,6 +1652,7 @@ class FA:
     fair_sharing: bool = False
     preemptible: bool = False
     cohorts: list[dict] = field(default_factory=list)
+    reclaimable: list[dict] = field(default_factory=list)  # the incoming workload's status.reclaimablePods
 
 
 def usage_workload(name: str, cluster_queue: str, usage: dict[tuple[str, str], str], priority: int) -> dict:
@@ -1674,6 +1675,8 @@ def run_fa(case: FA) -> None:
     queues = [queue] + ([case.secondary] if case.secondary else [])
     priority = -1 if case.preemptible else 0
     workloads = [wl("incoming", "default", "lq", podsets=case.podsets)]
+    if case.reclaimable:
+        workloads[0]["status"]["reclaimablePods"] = case.reclaimable
     if case.usage:
         workloads.append(usage_workload("usage", name, case.usage, priority))
     if case.secondary and case.secondary_usage:
@@ -2628,6 +2631,33 @@ LAST_CONTEXT_CASES: dict[str, TwoCycles] = {
         },
     ),
 }
+
+
+FA_CASES["with reclaimable pods; reclaimablePods on"] = FA(
+    [main(5, cpu="1")],
+    fa_cq(rg(fq("default", res(PODS, "3"), res(CPU, "10")))),
+    FIT,
+    {MAIN: {CPU: ("default", FIT), PODS: ("default", FIT)}},
+    reclaimable=[{"name": MAIN, "count": 2}],
+)
+
+
+def test_reclaimable_pods_release_their_share_of_admitted_usage():
+    """Kueue's ReclaimablePods for a workload holding quota: the admitted usage scales down to the pods still needed
+    (10 cpu for 5 pods, 2 of them reclaimable: 6 cpu), so a second workload fits beside it."""
+    admitted = wl("running", "default", "lq", podsets=[pod_set(MAIN, 5, {CPU: "2"})], admitted=at("cq", "default"))
+    admitted["status"]["reclaimablePods"] = [{"name": MAIN, "count": 2}]
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("default")],
+        cluster_queues=[cq("cq", rg(fq("default", res(CPU, "10"))))],
+        local_queues=[lq("lq", "default", "cq")],
+        workloads=[admitted, wl("next", "default", "lq", {CPU: "4"})],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    assert snap.cluster_queues["cq"].usage == {("default", CPU): 6000}
+    assert [a.workload.name for a in Scheduler().cycle(snap, T0).admitted] == ["next"]
+
 
 # -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
 
