@@ -167,23 +167,42 @@ class WorkloadInfo:
 
 
 def _pod_requests(spec: dict) -> dict[str, int]:
-    """Per-pod requests: sum over containers, at least the largest init container, plus overhead."""
+    """Per-pod requests as Kubernetes' PodRequests computes them (Kueue counts quota with it): the containers' sum,
+    sidecars (init containers with restartPolicy Always) added to it, at least each other init container on top of
+    the sidecars started before it; pod-level requests (cpu, memory, hugepages) replace the containers' total; plus
+    overhead. A missing request defaults to the limit, as Kueue's AdjustResources does."""
 
-    def container_requests(c: dict) -> dict[str, int]:
-        res = c.get("resources") or {}
+    def requests_of(resources: dict | None) -> dict[str, int]:
+        res = resources or {}
         merged = dict(res.get("limits") or {})
         merged.update(res.get("requests") or {})
         return {k: to_amount(k, v) for k, v in merged.items()}
 
+    def add(into: dict[str, int], more: dict[str, int]) -> None:
+        for k, v in more.items():
+            into[k] = into.get(k, 0) + v
+
     total: dict[str, int] = {}
     for c in spec.get("containers") or []:
-        for k, v in container_requests(c).items():
-            total[k] = total.get(k, 0) + v
+        add(total, requests_of(c.get("resources")))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for c in spec.get("initContainers") or []:
-        for k, v in container_requests(c).items():
-            total[k] = max(total.get(k, 0), v)
-    for k, v in (spec.get("overhead") or {}).items():
-        total[k] = total.get(k, 0) + to_amount(k, v)
+        need = requests_of(c.get("resources"))
+        if c.get("restartPolicy") == "Always":
+            add(total, need)
+            add(sidecars, need)
+            need = dict(sidecars)
+        else:
+            add(need, sidecars)
+        for k, v in need.items():
+            init_peak[k] = max(init_peak.get(k, 0), v)
+    for k, v in init_peak.items():
+        total[k] = max(total.get(k, 0), v)
+    for k, v in requests_of(spec.get("resources")).items():
+        if k in ("cpu", "memory") or k.startswith("hugepages-"):
+            total[k] = v
+    add(total, {k: to_amount(k, v) for k, v in (spec.get("overhead") or {}).items()})
     return total
 
 

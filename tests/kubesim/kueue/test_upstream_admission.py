@@ -2946,3 +2946,212 @@ def test_fits_dedups_overlapping_victims():
     assert not Scheduler._fits_after(snap, node, usage, {victim.key}, [Target(victim, "InClusterQueue")])
     assert Scheduler._fits_after(snap, node, {("default", CPU): 8000}, {victim.key}, [Target(victim, "InClusterQueue")])
     assert node.usage == {("default", CPU): 8000}  # the what-if leaves the snapshot as it was
+
+
+# -- test/integration/singlecluster/scheduler/scheduler_test.go (quota accounting of a pod's requests) ----------------
+
+
+def test_pod_level_requests_are_counted_against_quota():
+    """'Should block a second workload when pod-level requests exhaust quota': container requests of 500m but
+    pod-level requests of 2 cpu; 3 cpu of quota take one such workload only."""
+
+    def pod_level(name: str, created: int) -> dict:
+        obj = wl(name, "ns", "queue", {CPU: "500m"}, created=created)
+        spec = obj["spec"]["podSets"][0]["template"]["spec"]
+        spec["containers"][0]["resources"]["limits"] = {CPU: "500m"}
+        spec["resources"] = {"requests": {CPU: "2"}, "limits": {CPU: "2"}}
+        return obj
+
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("on-demand")],
+        cluster_queues=[cq("cluster-queue", rg(fq("on-demand", res(CPU, "3"))))],
+        local_queues=[lq("queue", "ns", "cluster-queue")],
+        workloads=[pod_level("wl1", 0), pod_level("wl2", 1)],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    results = Scheduler().run(snap, T0)
+    assert [a.workload.name for r in results for a in r.admitted] == ["wl1"]
+    assert [a.usage for r in results for a in r.admitted] == [{("on-demand", CPU): 2000}]
+    assert {p.workload.name: p.message for r in results for p in r.pending} == {
+        "wl2": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, "
+        "1 more needed"
+    }
+
+
+def test_sidecar_init_containers_add_to_the_pod_requests():
+    """Kubernetes' PodRequests, which Kueue counts quota with: a sidecar (init container with restartPolicy Always)
+    runs beside the containers, so its requests add up; a plain init container runs alone (beside the sidecars
+    started before it)."""
+    from kubesim.kueue.scheduler.model import workload_info
+
+    obj = wl("w", "ns", "q", {CPU: "1"})
+    obj["spec"]["podSets"][0]["template"]["spec"]["initContainers"] = [
+        {"name": "setup", "resources": {"requests": {CPU: "3"}}},
+        {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {CPU: "500m"}}},
+        {"name": "late-setup", "resources": {"requests": {CPU: "2"}}},
+    ]
+    assert workload_info(obj, KueueConfig()).podsets[0].requests == {CPU: 3000}  # max(1 + 0.5, 3, 0.5 + 2)
+    obj["spec"]["podSets"][0]["template"]["spec"]["initContainers"][0]["resources"]["requests"][CPU] = "1"
+    assert workload_info(obj, KueueConfig()).podsets[0].requests == {CPU: 2500}  # late-setup beside the proxy
+
+
+# Scenarios of the integration suite's "Using cohorts for sharing unused resources", replayed through sim.py (the
+# scheduler run until nothing changes, decisions applied as Kueue's controllers apply them).
+
+SPOT_TAINTED = {
+    "metadata": {"name": "spot-tainted"},
+    "spec": {"nodeLabels": {"instance": "spot"}, "nodeTaints": [taint("instance", "spot")]},
+}
+SPOT_UNTAINTED = flavor("spot-untainted", labels={"instance": "spot"})
+INSTANCE_TOLERATION = [{"key": "instance", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}]
+
+
+class Cluster:
+    """sim.Sim with Kueue's integration objects (cpu workloads, Fair Sharing off as the scheduler suite runs)."""
+
+    def __init__(self, *queues: dict) -> None:
+        from tests.kubesim.kueue.sim import Sim
+
+        self.sim = Sim(KueueConfig(fair_sharing=False))
+        self.sim.flavors = [flavor("on-demand"), SPOT_TAINTED, SPOT_UNTAINTED]
+        self.sim.cqs = list(queues)
+        self.created = 0
+
+    def queue(self, name: str, cluster_queue: str) -> None:
+        self.sim.lqs.append(lq(name, "ns", cluster_queue))
+
+    def add(self, name: str, queue: str, cpu: str, priority: int = 0, tolerations: list | None = None) -> None:
+        self.created += 1
+        self.sim.workloads[name] = wl(
+            name,
+            "ns",
+            queue,
+            podsets=[pod_set(MAIN, 1, {CPU: cpu}, tolerations=tolerations)],
+            priority=priority,
+            created=self.created,
+        )
+
+    def flavor_of(self, name: str) -> str | None:
+        if not self.sim.admitted(name):
+            return None
+        return self.sim.workloads[name]["status"]["admission"]["podSetAssignments"][0]["flavors"][CPU]
+
+
+def test_should_admit_workloads_using_borrowed_cluster_queue():
+    c = Cluster(cq("prod-cq", rg(fq("spot-tainted", res(CPU, "5", "0")), fq("on-demand", res(CPU, "5"))), cohort="all"))
+    c.queue("queue", "prod-cq")
+    c.add("wl", "queue", "10", tolerations=INSTANCE_TOLERATION)
+    c.sim.settle()
+    assert c.flavor_of("wl") is None
+    c.sim.cqs.append(
+        cq("fallback-cq", rg(fq("spot-tainted", res(CPU, "5")), fq("on-demand", res(CPU, "5"))), cohort="all")
+    )
+    c.sim.queues.flush()
+    c.sim.settle()
+    assert (c.sim.cq_of("wl"), c.flavor_of("wl")) == ("prod-cq", "on-demand")
+
+
+def test_should_schedule_workloads_borrowing_quota_from_cluster_queues_in_the_same_cohort():
+    c = Cluster(*(cq(n, rg(fq("on-demand", res(CPU, "5", "10"))), cohort="all") for n in ("prod-cq", "dev-cq")))
+    c.queue("prod-queue", "prod-cq")
+    c.queue("dev-queue", "dev-cq")
+    c.add("wl-1", "prod-queue", "11")
+    c.add("wl-2", "dev-queue", "11")
+    c.sim.settle()
+    assert c.sim.running() == set()
+    c.sim.cqs.append(cq("test-cq", rg(fq("on-demand", res(CPU, "15", "0"))), cohort="all"))
+    c.sim.queues.flush()
+    c.sim.settle()
+    assert (c.sim.cq_of("wl-1"), c.sim.cq_of("wl-2")) == ("prod-cq", "dev-cq")
+
+
+def test_should_start_workloads_that_are_under_min_quota_before_borrowing():
+    c = Cluster(
+        cq("prod-cq", rg(fq("on-demand", res(CPU, "2"))), cohort="all", strict=True),
+        cq("dev-cq", rg(fq("on-demand", res(CPU, "0"))), cohort="all", strict=True),
+    )
+    c.queue("prod-queue", "prod-cq")
+    c.queue("dev-queue", "dev-cq")
+    c.add("p-wl-1", "prod-queue", "2")
+    c.sim.settle()
+    assert c.sim.running() == {"p-wl-1"}
+    c.add("d-wl-1", "dev-queue", "1")
+    c.add("p-wl-2", "prod-queue", "2")
+    c.sim.settle()
+    assert c.sim.running() == {"p-wl-1"}
+    c.sim.finish("p-wl-1")
+    c.sim.settle()
+    assert c.sim.running() == {"p-wl-2"}  # though created after d-wl-1
+    c.sim.finish("p-wl-2")
+    c.sim.settle()
+    assert c.sim.running() == {"d-wl-1"}
+
+
+def test_should_try_next_flavor_if_cant_preempt_on_first():
+    c = Cluster(
+        cq(
+            "prod-cq",
+            rg(fq("on-demand", res(CPU, "2")), fq("spot-untainted", res(CPU, "2"))),
+            cohort="all",
+            strict=True,
+            preemption=WITHIN_LOWER,
+            fungibility={"whenCanPreempt": "MayStopSearch"},
+        )
+    )
+    c.queue("prod-queue", "prod-cq")
+    c.add("wl-1", "prod-queue", "1")
+    c.add("wl-2", "prod-queue", "1")
+    c.sim.settle()
+    assert (c.flavor_of("wl-1"), c.flavor_of("wl-2")) == ("on-demand", "on-demand")
+    c.add("wl-3", "prod-queue", "1")
+    c.sim.settle()
+    assert c.flavor_of("wl-3") == "spot-untainted"
+
+
+def test_should_try_next_flavor_instead_of_borrowing():
+    c = Cluster(
+        cq("prod-cq", rg(fq("on-demand", res(CPU, "10", "10"))), cohort="all"),
+        cq(
+            "dev-cq",
+            rg(fq("on-demand", res(CPU, "10", "10")), fq("spot-tainted", res(CPU, "11"))),
+            cohort="all",
+            fungibility={"whenCanBorrow": "TryNextFlavor"},
+        ),
+    )
+    c.queue("prod-queue", "prod-cq")
+    c.queue("dev-queue", "dev-cq")
+    c.add("wl-1", "prod-queue", "9")
+    c.sim.settle()
+    assert c.flavor_of("wl-1") == "on-demand"
+    c.add("wl-2", "dev-queue", "11", tolerations=INSTANCE_TOLERATION)
+    c.sim.settle()
+    assert (c.sim.cq_of("wl-2"), c.flavor_of("wl-2")) == ("dev-cq", "spot-tainted")
+
+
+def test_should_preempt_before_try_next_flavor():
+    c = Cluster(
+        cq(
+            "prod-cq",
+            rg(fq("on-demand", res(CPU, "10", "10")), fq("spot-untainted", res(CPU, "11"))),
+            cohort="all",
+            preemption={"reclaimWithinCohort": "Any"},
+            fungibility={"whenCanPreempt": "MayStopSearch"},
+        ),
+        cq(
+            "dev-cq",
+            rg(fq("on-demand", res(CPU, "10", "10"))),
+            cohort="all",
+            fungibility={"whenCanBorrow": "TryNextFlavor"},
+        ),
+    )
+    c.queue("prod-queue", "prod-cq")
+    c.queue("dev-queue", "dev-cq")
+    c.add("wl-1", "dev-queue", "9", priority=0)
+    c.add("wl-2", "dev-queue", "9", priority=1)
+    c.sim.settle()
+    assert c.sim.running() == {"wl-1", "wl-2"}
+    c.add("wl-3", "prod-queue", "5")
+    c.sim.settle()
+    assert [p.victim.name for p in c.sim.preemptions] == ["wl-1"]
+    assert (c.sim.cq_of("wl-3"), c.flavor_of("wl-3")) == ("prod-cq", "on-demand")
