@@ -3155,3 +3155,92 @@ def test_should_preempt_before_try_next_flavor():
     c.sim.settle()
     assert [p.victim.name for p in c.sim.preemptions] == ["wl-1"]
     assert (c.sim.cq_of("wl-3"), c.flavor_of("wl-3")) == ("prod-cq", "on-demand")
+
+
+def od_cpu(nominal: str, borrowing: str = "", lending: str = "") -> dict:
+    return rg(fq("on-demand", res(CPU, nominal, borrowing, lending)))
+
+
+def settle_after_change(c: Cluster) -> None:
+    c.sim.queues.flush()  # a queue or cohort change requeues the set-aside workloads
+    c.sim.settle()
+
+
+def test_should_admit_workload_using_resources_borrowed_from_cohort():
+    c = Cluster(cq("clusterqueue", od_cpu("0"), cohort="cohort"))
+    c.queue("queue", "clusterqueue")
+    c.add("wl", "queue", "10")
+    c.sim.settle()
+    c.sim.cohorts = [cohort("cohort", od_cpu("5"))]
+    settle_after_change(c)
+    assert c.sim.running() == set()
+    c.sim.cohorts = [cohort("cohort", od_cpu("10"))]
+    settle_after_change(c)
+    assert (c.sim.cq_of("wl"), c.flavor_of("wl")) == ("clusterqueue", "on-demand")
+
+
+def test_should_admit_workload_when_cq_switches_into_cohort_with_capacity():
+    c = Cluster(cq("clusterqueue", od_cpu("0"), cohort="impecunious-cohort"))
+    c.queue("queue", "clusterqueue")
+    c.add("wl", "queue", "10")
+    c.sim.cohorts = [cohort("cohort", od_cpu("10"))]
+    c.sim.settle()
+    assert c.sim.running() == set()
+    c.sim.cqs = [cq("clusterqueue", od_cpu("0"), cohort="cohort")]
+    settle_after_change(c)
+    assert c.flavor_of("wl") == "on-demand"
+
+
+def test_long_distance_resource_allows_workload_to_be_scheduled():
+    c = Cluster(cq("cq", od_cpu("0"), cohort="left"))
+    c.queue("queue", "cq")
+    c.sim.cohorts = [cohort("left", parent="root"), cohort("right", parent="root")]
+    c.add("wl", "queue", "10")
+    c.sim.settle()
+    assert c.sim.running() == set()
+    c.sim.cohorts.append(cohort("bank", od_cpu("10"), parent="right"))
+    settle_after_change(c)
+    assert c.flavor_of("wl") == "on-demand"
+
+
+def test_should_admit_overflow_workload_after_reparenting_child_cohort_to_a_larger_root():
+    c = Cluster(cq("cq", od_cpu("0"), cohort="child"))
+    c.queue("queue", "cq")
+    c.sim.cohorts = [cohort("root-a", od_cpu("1")), cohort("root-b", od_cpu("2")), cohort("child", parent="root-a")]
+    c.add("wl-1", "queue", "500m")
+    c.add("wl-2", "queue", "500m")
+    c.sim.settle()
+    assert c.sim.running() == {"wl-1", "wl-2"}
+    c.add("wl-overflow", "queue", "500m")
+    c.sim.settle()
+    assert c.sim.running() == {"wl-1", "wl-2"}
+    c.sim.cohorts[2] = cohort("child", parent="root-b")
+    settle_after_change(c)
+    assert c.sim.running() == {"wl-1", "wl-2", "wl-overflow"}
+
+
+def test_lending_limit_should_admit_workloads_using_borrowed_cluster_queue():
+    c = Cluster(cq("prod-cq", od_cpu("5", "", "1"), cohort="all"))
+    c.queue("queue", "prod-cq")
+    c.add("wl", "queue", "9")
+    c.sim.settle()
+    assert c.sim.running() == set()
+    c.sim.cqs.append(cq("dev-cq", od_cpu("5", "", "4"), cohort="all"))
+    settle_after_change(c)
+    assert (c.sim.cq_of("wl"), c.flavor_of("wl")) == ("prod-cq", "on-demand")
+
+
+def test_lending_limit_should_admit_workloads_after_updating_lending_limit():
+    c = Cluster(
+        cq("prod-cq", od_cpu("5", "", "0"), cohort="all"),
+        cq("dev-cq", od_cpu("5", "", "0"), cohort="all"),
+    )
+    c.queue("prod-queue", "prod-cq")
+    c.queue("dev-queue", "dev-cq")
+    c.add("wl-1", "prod-queue", "5")
+    c.add("wl-2", "prod-queue", "5")
+    c.sim.settle()
+    assert c.sim.running() == {"wl-1"}
+    c.sim.cqs[1] = cq("dev-cq", od_cpu("5", "", "5"), cohort="all")
+    settle_after_change(c)
+    assert c.sim.running() == {"wl-1", "wl-2"}
