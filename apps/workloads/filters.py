@@ -6,6 +6,7 @@ from typing import Any
 
 import django_filters
 from django.db.models import Q, QuerySet
+from django.http import QueryDict
 
 from apps.core.filters import ChoiceListFilter, IdOrNameFilter, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
 from apps.org.selectors import departments_for, projects_for
@@ -62,8 +63,14 @@ class WorkloadFilterSet(ScopedFilterSet):
         model = Workload
         fields: list[str] = []
 
-    def __init__(self, *args: Any, offer_scope: bool = True, default_scope: str = "all", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, data: QueryDict | None = None, *args: Any, offer_scope: bool = True, default_scope: str = "all",
+                 **kwargs: Any) -> None:
+        if offer_scope and data is not None and not data.get("scope"):
+            # The switch shows the scope the list is in: without a choice, the entry point's default (a lead lands on
+            # everything in scope, and the select must not say "My workloads" above it).
+            data = data.copy()
+            data["scope"] = default_scope
+        super().__init__(data, *args, **kwargs)
         self.default_scope = default_scope
         if not offer_scope:
             del self.filters["scope"]

@@ -35,6 +35,18 @@ def test_researchers_land_on_their_own_work_and_leads_on_their_scopes(page_clien
     assert rows(page_client("alice").get(LIST, {"scope": "all"})) == [mine.pk]
 
 
+def test_the_scope_switch_shows_the_scope_the_list_is_in(page_client, make_workload):
+    make_workload("alice")
+    selected = re.compile(r'<option value="(\w+)" selected>')
+    for username in ("lead", "deptadmin", "admin"):
+        landing = page_client(username).get(LIST)
+        assert landing.context["scope"] == "all" and landing.context["form"]["scope"].value() == "all"
+        scope_select = landing.content.decode().split('name="scope"')[1].split("</select>")[0]
+        assert selected.findall(scope_select) == ["all"], username
+        mine = page_client(username).get(LIST, {"scope": "mine"})
+        assert mine.context["scope"] == "mine" and mine.context["form"]["scope"].value() == "mine"
+
+
 def test_leads_and_department_admins_may_see_everything_in_scope(page_client, make_workload):
     alices = make_workload("alice")
     bobs = make_workload("bob", project="nlp")
