@@ -3244,3 +3244,56 @@ def test_lending_limit_should_admit_workloads_after_updating_lending_limit():
     c.sim.cqs[1] = cq("dev-cq", od_cpu("5", "", "5"), cohort="all")
     settle_after_change(c)
     assert c.sim.running() == {"wl-1", "wl-2"}
+
+
+STRICT_FIFO_CQ = cq("strict-fifo-cq", od_cpu("5", "0"), cohort="cohort", selector=dep("eng"), strict=True)
+STRICT_NAMESPACES = [{"metadata": {"name": "matching", "labels": {"dep": "eng"}}}, {"metadata": {"name": "ns"}}]
+
+
+def strict_cluster(*queues: dict) -> Cluster:
+    c = Cluster(STRICT_FIFO_CQ, *queues)
+    c.sim.namespaces = STRICT_NAMESPACES
+    return c
+
+
+def add_in(c: Cluster, name: str, namespace: str, queue: str, cpu: str, priority: int) -> None:
+    c.add(name, queue, cpu, priority=priority)
+    c.sim.workloads[name]["metadata"]["namespace"] = namespace
+
+
+def test_strict_fifo_should_schedule_workloads_by_their_priority_strictly():
+    c = strict_cluster()
+    c.sim.lqs.append(lq("strict-fifo-q", "matching", "strict-fifo-cq"))
+    add_in(c, "wl1", "matching", "strict-fifo-q", "2", 100)
+    add_in(c, "wl2", "matching", "strict-fifo-q", "5", 10)
+    add_in(c, "wl3", "matching", "strict-fifo-q", "1", 1)  # fits, but not before wl2
+    c.sim.settle()
+    assert c.sim.running() == {"wl1"}
+
+
+def test_strict_fifo_workloads_not_matching_namespace_selector_should_not_block_others():
+    c = strict_cluster()
+    c.sim.lqs += [lq("not-matching-queue", "ns", "strict-fifo-cq"), lq("matching-queue", "matching", "strict-fifo-cq")]
+    add_in(c, "wl1", "matching", "matching-queue", "2", 100)
+    add_in(c, "wl2", "ns", "not-matching-queue", "5", 10)
+    add_in(c, "wl3", "matching", "matching-queue", "1", 1)
+    c.sim.settle()
+    assert c.sim.running() == {"wl1", "wl3"}
+
+
+def test_pending_workload_with_strict_fifo_does_not_block_other_cq_from_borrowing_from_a_third_cq():
+    team_a = cq("team-a", od_cpu("5"), cohort="cohort")
+    c = strict_cluster(team_a, cq("shared-resources", od_cpu("5"), cohort="cohort"))
+    c.sim.lqs += [lq("strict-fifo-q", "matching", "strict-fifo-cq"), lq("team-a-lq", "matching", "team-a")]
+    add_in(c, "wl", "matching", "strict-fifo-q", "3", 10)
+    add_in(c, "player1-a", "matching", "team-a-lq", "5", 1)
+    c.sim.settle()
+    assert c.sim.running() == {"wl", "player1-a"}
+    c.sim.cqs[1] = {**team_a, "spec": {**team_a["spec"], "stopPolicy": "Hold"}}
+    add_in(c, "pending-wl", "matching", "strict-fifo-q", "3", 99)  # over nominal + borrowing, may not preempt
+    add_in(c, "player2-a", "matching", "team-a-lq", "5", 11)  # may borrow the shared resources
+    add_in(c, "player3-a", "matching", "team-a-lq", "1", 10)  # would borrow what strict-fifo-cq waits for
+    c.sim.settle()
+    c.sim.cqs[1] = team_a
+    settle_after_change(c)
+    assert c.sim.running() == {"wl", "player1-a", "player2-a"}
