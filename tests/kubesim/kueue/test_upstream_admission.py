@@ -3297,3 +3297,67 @@ def test_pending_workload_with_strict_fifo_does_not_block_other_cq_from_borrowin
     c.sim.cqs[1] = team_a
     settle_after_change(c)
     assert c.sim.running() == {"wl", "player1-a", "player2-a"}
+
+
+def test_shouldnt_admit_second_workload_on_over_admission():
+    """'Deleting resources from borrowing clusterQueue': a workload borrowed memory from cq2; once cq1 no longer
+    declares memory at all, the cohort is over its memory quota and cq2's workload still may not have cq2's own."""
+    cq1 = cq("cq1", rg(fq("on-demand", res(CPU, "1"), res(MEM, "1Gi"))), cohort="cohort")
+    c = Cluster(cq1, cq("cq2", rg(fq("on-demand", res(CPU, "2"), res(MEM, "1Gi"))), cohort="cohort"))
+    c.queue("lq1", "cq1")
+    c.queue("lq2", "cq2")
+    c.sim.workloads["wl1"] = wl("wl1", "ns", "lq1", {CPU: "2", MEM: "2Gi"}, created=1)
+    c.sim.settle()  # created one after the other: wl1 is admitted before wl2 exists
+    c.sim.workloads["wl2"] = wl("wl2", "ns", "lq2", {CPU: "1", MEM: "1Gi"}, created=2)
+    message = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for memory in flavor on-demand, 1Gi more "
+        "needed"
+    )
+    c.sim.settle()
+    assert c.sim.running() == {"wl1"}
+    assert c.sim.condition("wl2", "QuotaReserved")["message"] == message
+    c.sim.cqs[0] = cq("cq1", rg(fq("on-demand", res(CPU, "1"))), cohort="cohort")
+    settle_after_change(c)
+    assert c.sim.running() == {"wl1"}
+    assert c.sim.condition("wl2", "QuotaReserved")["message"] == message
+
+
+def foundation_cluster(reclaim: str) -> Cluster:
+    c = Cluster(
+        cq("foundation-queue", od_cpu("2"), cohort="cohort", strict=True, preemption={"reclaimWithinCohort": reclaim}),
+        cq("best-effort-queue", od_cpu("0"), cohort="cohort"),
+    )
+    c.queue("foundation-queue", "foundation-queue")
+    c.queue("best-effort-queue", "best-effort-queue")
+    return c
+
+
+def test_foundation_queue_allows_best_effort_queue_to_use_capacity_until_it_is_ready_to_admit_next_workload():
+    c = foundation_cluster("Any")
+    c.add("f1", "foundation-queue", "1", priority=1000)
+    c.sim.settle()
+    c.add("f2", "foundation-queue", "2", priority=1000)
+    c.sim.settle()
+    assert c.sim.running() == {"f1"}
+    c.add("be1", "best-effort-queue", "1")
+    c.add("be2", "best-effort-queue", "1")
+    c.sim.settle()
+    assert c.sim.running() == {"f1", "be1"}  # foundation-queue can always reclaim what it lends
+    c.sim.finish("f1")
+    c.sim.settle()  # f2 reclaims from be1 (the sim finishes the eviction at once); be2 does not get in meanwhile
+    assert [p.victim.name for p in c.sim.preemptions] == ["be1"]
+    assert c.sim.running() == {"f2"}
+
+
+def test_foundation_queue_blocks_capacity_when_it_is_not_sure_that_it_can_reclaim():
+    c = foundation_cluster("LowerPriority")
+    c.add("f1", "foundation-queue", "1", priority=1000)
+    c.sim.settle()
+    c.add("f2", "foundation-queue", "2", priority=1000)
+    c.add("be1", "best-effort-queue", "1")
+    c.add("be2", "best-effort-queue", "1")
+    c.sim.settle()
+    assert c.sim.running() == {"f1"}  # f2 holds what foundation-queue could lend
+    c.sim.finish("f1")
+    c.sim.settle()
+    assert c.sim.running() == {"f2"}
