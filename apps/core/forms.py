@@ -31,10 +31,24 @@ def apply_service_errors(form: forms.Form, exc: ValidationError, aliases: dict[s
 NUMBER_FIELDS = (forms.IntegerField, forms.DecimalField, forms.FloatField)
 
 
+def _raw_values(form: forms.Form, name: str, field: forms.Field) -> list[Any]:
+    """What the request sent for a field: every value of a multiple choice, else the one value."""
+    key = form.add_prefix(name)
+    if isinstance(field, forms.ModelMultipleChoiceField) and hasattr(form.data, "getlist"):
+        return list(form.data.getlist(key))
+    return [form.data.get(key)]
+
+
+def _names_row_by_id(field: forms.Field) -> bool:
+    """A model choice whose values are the rows' ids (no to_field_name): Django looks them up with int()."""
+    return isinstance(field, forms.ModelChoiceField) and not field.to_field_name
+
+
 class StyledForm(forms.Form):
     """Marks fields with errors so the stylesheet can outline them; the field templates mark required ones. Number
     fields take ASCII digits only: Django's int() would read U+0661 (Arabic-Indic one) as 1, a silent coercion of
-    what the user typed."""
+    what the user typed. So do the ids of model choices (a project, a pool, a priority class picked by id): U+0661
+    would pick row 1."""
 
     error_css_class = "field-error"
     required_css_class = "required"
@@ -54,7 +68,14 @@ class StyledForm(forms.Form):
                 self.errors.pop(name, None)
                 self.add_error(name, forms.ValidationError("Write the number with the digits 0-9.",
                                                            code="ascii_digits"))
-
+            elif _names_row_by_id(field) and not field.disabled:
+                unicode_ids = [raw for raw in _raw_values(self, name, field)
+                               if isinstance(raw, str) and not raw.isascii()]
+                if unicode_ids:
+                    self.errors.pop(name, None)
+                    self.add_error(name, forms.ValidationError(
+                        field.error_messages["invalid_choice"], code="invalid_choice",
+                        params={"value": unicode_ids[0]}))
 
 
 VERSION_MISSING = ("This form does not say which version of the row it was read at, so saving it could undo "
