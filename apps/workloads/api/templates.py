@@ -99,6 +99,10 @@ class WorkloadTemplateViewSet(VersionETagMixin, StrictIdLookupMixin, mixins.List
         unknown = sorted(set(data) - {"name", "description", "kind", "values"})
         if unknown:
             raise ValidationError({name: ["Unknown field."] for name in unknown})
+        wrong_type = {name: ["Not a valid string."] for name in ("name", "description", "kind")
+                      if name in data and not isinstance(data[name], str)}
+        if wrong_type:  # the form would read ["a"] or 5 as the text "['a']" or "5"
+            raise ValidationError(wrong_type)
         values = data.get("values", {})
         if not isinstance(values, dict):
             raise ValidationError({"values": ['Send a JSON object: {"field": value, ...}.']})
