@@ -228,6 +228,9 @@ _WORKLOAD_FIELDS = _REQUIRED | set(_DEFAULTS)
 # The sizes that decide how many units a workload holds, by kind.
 _UNIT_FIELDS = {Kind.TRAINING: {"gpus", "pods"}, Kind.BATCH: {"gpus", "completions", "parallelism"},
                 Kind.NOTEBOOK: {"gpus"}}
+# The fields only one kind has: another kind given one (other than its default) is refused, not silently dropped.
+_KIND_ONLY_FIELDS = {"pods": Kind.TRAINING, "completions": Kind.BATCH, "parallelism": Kind.BATCH,
+                     "notebook_idle_timeout_minutes": Kind.NOTEBOOK, "notebook_port": Kind.NOTEBOOK}
 
 
 def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) -> tuple[Workload, dict[str, list[str]]]:
@@ -238,7 +241,10 @@ def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) ->
         raise PermissionDenied("You may not submit work in this project.")
     if kind not in Kind.values:
         raise ValidationError({"kind": f"Choose one of: {', '.join(Kind.values)}."})
-    errors: dict[str, list[str]] = {}
+    errors: dict[str, list[str]] = {
+        name: [f"Only {Kind(owner).label.lower()} workloads have this; leave it out of a {kind} workload."]
+        for name, owner in _KIND_ONLY_FIELDS.items()
+        if owner != kind and name not in unknown and values[name] != _DEFAULTS[name]}
     priority_class, preemptible = values["priority_class"], values["preemptible"]
     if preemptible is None:
         preemptible = priority_class.preemptible if priority_class else True
