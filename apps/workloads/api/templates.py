@@ -99,7 +99,7 @@ class WorkloadTemplateViewSet(VersionETagMixin, StrictIdLookupMixin, mixins.List
         unknown = sorted(set(data) - {"name", "description", "kind", "values"})
         if unknown:
             raise ValidationError({name: ["Unknown field."] for name in unknown})
-        wrong_type = {name: ["Not a valid string."] for name in ("name", "description", "kind")
+        wrong_type: dict[str, Any] = {name: ["Not a valid string."] for name in ("name", "description", "kind")
                       if name in data and not isinstance(data[name], str)}
         if wrong_type:  # the form would read ["a"] or 5 as the text "['a']" or "5"
             raise ValidationError(wrong_type)
