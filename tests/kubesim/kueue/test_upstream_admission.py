@@ -3361,3 +3361,43 @@ def test_foundation_queue_blocks_capacity_when_it_is_not_sure_that_it_can_reclai
     c.sim.finish("f1")
     c.sim.settle()
     assert c.sim.running() == {"f2"}
+
+
+def test_finds_correct_flavor_by_discarding_the_first_one_in_which_preemption_is_not_possible():
+    """'Using multiple flavours': after cq2 reclaims f1 from cq1's high-priority workload, that workload finds no
+    victim in f1 and takes f2 from its own lower-priority workload instead."""
+    fungibility = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+    preemption = {
+        "withinClusterQueue": "LowerPriority",
+        "reclaimWithinCohort": "Any",
+        "borrowWithinCohort": {"policy": "LowerPriority"},
+    }
+    c = Cluster(
+        cq(
+            "cq1",
+            rg(fq("f1", res(CPU, "0")), fq("f2", res(CPU, "1"))),
+            cohort="cohort",
+            preemption=preemption,
+            fungibility=fungibility,
+        ),
+        cq(
+            "cq2",
+            rg(fq("f1", res(CPU, "1")), fq("f2", res(CPU, "0"))),
+            cohort="cohort",
+            preemption=preemption,
+            fungibility=fungibility,
+        ),
+    )
+    c.sim.flavors = [flavor("f1"), flavor("f2")]
+    c.queue("cq1", "cq1")
+    c.queue("cq2", "cq2")
+    c.add("cq1-low", "cq1", "1", priority=0)
+    c.sim.settle()
+    assert c.flavor_of("cq1-low") == "f2"
+    c.add("cq1-high", "cq1", "1", priority=9999)
+    c.sim.settle()
+    assert c.flavor_of("cq1-high") == "f1"
+    c.add("cq2-middle", "cq2", "1", priority=105)
+    c.sim.settle()
+    assert [p.victim.name for p in c.sim.preemptions] == ["cq1-high", "cq1-low"]
+    assert (c.flavor_of("cq2-middle"), c.flavor_of("cq1-high"), c.flavor_of("cq1-low")) == ("f1", "f2", None)
