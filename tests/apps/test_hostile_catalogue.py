@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
-from apps.accounts.models import GroupRoleRule, PersonalAccessToken, RoleBinding
+from apps.accounts.models import GroupRoleRule, NotificationPreference, PersonalAccessToken, RoleBinding
+from apps.accounts.services import personal_token_create
 from apps.core.models import AuditEvent, Intent
-from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
-from apps.workloads.models import Workload, WorkloadTemplate
+from apps.org.models import DataSource, Department, ImagePullSecret, NodePool, PriorityClass, Project, Quota
+from apps.workloads.models import Credential, IdlePolicy, Workload, WorkloadEvent, WorkloadTemplate
 from tests.access_matrix import fill_ids
 from tests.api_support import API, demo_ids
 from tests.apps.org.view_helpers import quota_payload
@@ -81,8 +83,9 @@ PAGINATION = {"limit=-5": "limit=-5", "limit=0": "limit=0", "offset=abc": "offse
 
 @dataclass(frozen=True)
 class Case:
-    """One hostile request. `api`: a JSON API call (`raw` bodies go as they are); otherwise a page, whose answer
-    must show `shows` (a form error or refusal; any errorlist when empty) or be `status`."""
+    """One hostile request. `api`: a JSON API call (`raw` bodies go as they are), a 4xx in the API's error shape
+    (exactly `status` when given); otherwise a page, whose answer must show `shows` (a form error or refusal; any
+    errorlist when empty) or be `status`."""
 
     name: str
     persona: str
@@ -95,6 +98,7 @@ class Case:
     status: int | None = None
     follow: bool = False
     empty: bool = False  # a name that could exist but matches nothing: 200 with no rows, never a 500 or a guess
+    csrf: bool = False  # sent by a session client that enforces CSRF, without the token
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -366,6 +370,269 @@ for label, query in {"submit-project-nul": "project=%00", "submit-template-2**63
                      "submit-from-superscript": "from=%C2%B2"}.items():
     add(Case(f"filter-{label}", "alice", "GET", f"@workloads:submit|training?{query}", api=False, status=404))
 
+# --- the coverage audit: endpoints and parameters the tables above did not reach -------------------------------------
+
+# Ids in paths, on every resource and workload action; a POST action takes an empty body.
+for label, value in {"superscript-digit": "%C2%B2", "arabic-digit": "%D9%A1", "nul": "%00", "2**63": str(2**63),
+                     "negative": "-1", "float": "1.5"}.items():
+    for resource in ("role-bindings", "tokens", "templates", "audit-events", "priority-classes", "quotas",
+                     "departments"):
+        add(Case(f"path-{resource}-{label}", "admin", "GET", f"{resource}/{value}/"))
+    add(Case(f"path-workload-logs-{label}", "alice", "GET", f"workloads/{value}/logs/"))
+    for action in ("stop", "keep-alive", "resubmit"):
+        add(Case(f"path-workload-{action}-{label}", "alice", "POST", f"workloads/{value}/{action}/", {}))
+# A row the user may not see is not found, whatever is asked of it (never 403: that would confirm it exists).
+add(Case("unseen-workload-logs", "bob", "GET", "workloads/{finished}/logs/", status=404),
+    Case("unseen-workload-resubmit", "bob", "POST", "workloads/{finished}/resubmit/", {}, status=404),
+    Case("unseen-workload-keep-alive", "bob", "POST", "workloads/{finished}/keep-alive/", {}, status=404),
+    Case("unseen-workload-detail", "carol", "GET", "workloads/{finished}/", status=404),
+    Case("unseen-token-detail", "alice", "GET", "tokens/{token_bob}/", status=404),
+    Case("unseen-token-revoke", "alice", "DELETE", "tokens/{token_bob}/", status=404),
+    Case("unseen-role-binding-delete", "deptadmin", "DELETE", "role-bindings/{rb_carol}/", status=404),
+    Case("unseen-project-patch", "deptadmin", "PATCH", "projects/{forecasting}/", {"name": "x"}, status=404),
+    Case("unseen-quota-patch", "deptadmin", "PATCH", "quotas/{q_forecasting_h100}/", {"deserved": 1}, status=404),
+    Case("unseen-department-quota-table", "deptadmin", "PATCH", "departments/production/quotas/",
+         [{"node_pool": "h100", "project": "serving", "deserved": 1}], status=404),
+    Case("unseen-resubmit-into-project", "alice", "POST", "workloads/{finished}/resubmit/",
+         {"project": "forecasting"}),
+    Case("keep-alive-not-a-notebook", "alice", "POST", "workloads/{finished}/keep-alive/", {}))
+# The logs' query parameters.
+for param in ("lines", "timeout"):
+    for label, value in {"superscript-digit": "%C2%B2", "nul": "%00", "2**63": str(2**63), "negative": "-1",
+                         "zero": "0", "float": "1.5", "nan": "NaN", "too-many": "100000"}.items():
+        add(Case(f"query-logs-{param}-{label}", "alice", "GET", f"workloads/{{finished}}/logs/?{param}={value}"))
+for label, value in {"yes": "yes", "nul": "%00", "empty": "", "2": "2"}.items():
+    add(Case(f"query-logs-follow-{label}", "alice", "GET", f"workloads/{{finished}}/logs/?follow={value}"))
+# Templates (admins): every field's type, and values the submit form would refuse.
+TEMPLATE = {"name": "probe", "description": "", "kind": "training", "values": {"gpus": 1}}
+api_fields("templates/", "admin", TEMPLATE, {
+    "name": {"nul": "a\x00b", "empty": "", "10k-chars": TEXT["10k-chars"], "list-for-string": ["a"],
+             "object-for-string": {"a": 1}, "int-for-string": 5, "bool-for-string": True, "null": None},
+    "description": {"list-for-string": ["a"], "int-for-string": 2**63, "10k-chars": TEXT["10k-chars"]},
+    "kind": {"unknown": "serving", "list": ["training"], "nul": "training\x00"},
+    "values": {"list-for-object": [], "string-for-object": "gpus=1", "unknown-field": {"project": "vision"},
+               "gpus-2**63": {"gpus": 2**63}, "gpus-string": {"gpus": "many"}, "image-bad": {"image": "BAD IMAGE"},
+               "nul": {"image": "a\x00"}, "pool-unknown": {"node_pool": "b999"},
+               "data-sources-not-list": {"data_sources": "imagenet"}},
+})
+add(Case("templates-unknown-field", "admin", "POST", "templates/", {**TEMPLATE, "colour": "red"}),
+    Case("templates-create-as-researcher", "alice", "POST", "templates/", TEMPLATE, status=403))
+for label, raw in RAW_BODIES.items():
+    add(Case(f"raw-templates-{label}", "admin", "POST", "templates/", raw, raw=True))
+# Resubmit: the body changes the source's request and is checked like a submission.
+for label, body in {"gpus-2**63": {"gpus": 2**63}, "gpus-arabic-digit": {"gpus": "\u0661"},
+                    "kind-unknown": {"kind": "serving"}, "unknown-field": {"colour": "red"},
+                    "name-nul": {"name": "a\x00b"}, "project-2**63": {"project": 2**63},
+                    "resubmitted-from-unseen": {"resubmitted_from": "{bob_finished}"},
+                    "labels-list": {"labels": ["resnet"]}, "node-pool-list": {"node_pool": ["h100"]}}.items():
+    add(Case(f"resubmit-{label}", "alice", "POST", "workloads/{finished}/resubmit/", body))
+for label, raw in {"list": "[]", "string": '"x"', "number": "5", "100k-deep-json": DEEP,
+                   "invalid-utf8": b'{"name": "\xff"}'}.items():
+    add(Case(f"raw-resubmit-{label}", "alice", "POST", "workloads/{finished}/resubmit/", raw, raw=True))
+# Submissions: fields of another kind are refused, not silently dropped; references of every kind checked.
+for label, body in {"training-completions-2**63": {"completions": 2**63}, "training-parallelism-negative":
+                    {"parallelism": -1}, "training-port": {"port": 8888},
+                    "training-idle-timeout": {"idle_timeout_minutes": 5}}.items():
+    add(Case(f"workloads-{label}", "alice", "POST", "workloads/", {**SUBMITS["training"], **body}))
+add(Case("workloads-batch-pods", "alice", "POST", "workloads/", {**SUBMITS["batch"], "pods": 4}),
+    Case("workloads-notebook-completions", "alice", "POST", "workloads/", {**SUBMITS["notebook"], "completions": 3}))
+api_fields("workloads/", "alice", SUBMITS["training"], {
+    "kind": {"unknown": "serving", "list": ["training"], "nul": "train\x00"},
+    "node_pool": {"list": ["h100"], "unknown": "b999", "2**63": 2**63},
+    "priority_class": {"unknown": "urgent", "nul": "train\x00", "object": {"name": "train"}},
+    "preemptible": {"string": "maybe", "list": [True]},
+    "max_runtime_seconds": {"negative": -1, "2**63": 2**63, "string": "long", "arabic-digit": "\u0661"},
+    "shm": {"nan": "NaN", "infinity": "Infinity", "negative": "-1", "arabic-digit": "\u0661"},
+    "data_sources": {"string-for-list": "imagenet", "unknown": ["imagenet"], "nul": ["a\x00"]},
+    "credentials": {"string-for-list": "wandb", "unknown": ["wandb"], "object": [{"name": "wandb"}]},
+    "labels": {"list-for-object": ["resnet"], "model-nul": {"model": "a\x00", "data_class": "public"},
+               "data-class-bad-label": {"model": "resnet", "data_class": "top secret!"}},
+    "command": {"string-for-list": "python train.py", "nul": ["python\x00"], "object": [{"a": 1}]},
+    "resubmitted_from": {"unseen": "{bob_finished}", "2**63": 2**63, "string": "last"},
+    "pods": {"2**63": 2**63, "zero": 0},
+})
+# Bulk stop: the ids' shape.
+for label, ids_value in {"string-for-list": "1", "object-for-list": {"a": 1}, "null": None, "empty-list": [],
+                         "nested-list": [[1]], "nul": ["1\x00"]}.items():
+    add(Case(f"bulk-stop-ids-{label}", "alice", "POST", "workloads/stop/", {"ids": ids_value}))
+add(Case("bulk-stop-unknown-field", "alice", "POST", "workloads/stop/", {"ids": ["{finished}"], "all": True}))
+# Query parameters of the API lists and reports the tables above did not reach.
+API_FILTERS = {"workloads/export/": ["status", "kind", "ordering", "scope", "owner", "project", "q"],
+               "audit-events/": ["object_type", "ordering", "action", "until"],
+               "usage/csv/": ["group_by", "start", "end", "department", "project", "user", "node_pool"],
+               "usage/": ["end", "department"]}
+for path, params in API_FILTERS.items():
+    for param in params:
+        for label in ("superscript-digit", "nul", "invalid-utf8", "2**63", "10k-chars"):
+            if param in ("q", "owner", "user", "action") and label != "nul" and label != "10k-chars":
+                continue  # free text or a name: any other letter matches nothing (covered above)
+            base = "group_by=project&start=2026-01-01&end=2026-02-01&" if path.startswith("usage/") else ""
+            query = base.replace(f"{param}=", "x_=") + f"{param}={QUERY[label]}"
+            add(Case(f"query-{path.strip('/').replace('/', '-')}-{param}-{label}", "deptadmin", "GET",
+                     f"{path}?{query}"))
+for path, query in {"workloads/": "ordering=password", "workloads/export/": "ordering=-owner__password",
+                    "audit-events/": "ordering=before", "projects/": "ordering=namespace",
+                    "quotas/": "ordering=project__department__name"}.items():
+    add(Case(f"query-{path.strip('/').replace('/', '-')}-unknown-ordering", "admin", "GET", f"{path}?{query}"))
+add(Case("query-usage-timezone-offset-out-of-range", "admin", "GET",
+         "usage/?group_by=project&start=2026-01-01T00:00:00%2B99:00&end=2026-02-01"),
+    Case("query-usage-start-invalid-day", "admin", "GET", "usage/?group_by=project&start=2026-02-30&end=2026-03-01"),
+    Case("query-usage-group-by-duplicate", "admin", "GET",
+         "usage/?group_by=project&group_by=password&start=2026-01-01&end=2026-02-01"),
+    Case("query-usage-unseen-project", "alice", "GET",
+         "usage/?group_by=project&project=forecasting&start=2026-01-01&end=2026-02-01"),
+    Case("query-workloads-unseen-project", "alice", "GET", "workloads/?project=forecasting"),
+    Case("query-workloads-status-unknown", "alice", "GET", "workloads/?status=running,hacked"),
+    Case("query-audit-since-after-until", "admin", "GET", "audit-events/?since=2026-02-01&until=2026-01-01"))
+# Session writes without the CSRF token are refused (403) and change nothing.
+add(Case("csrf-api-node-pool-create", "admin", "POST", "node-pools/", POOL, status=403, csrf=True),
+    Case("csrf-api-workload-submit", "alice", "POST", "workloads/", SUBMIT | {"kind": "training"}, status=403,
+         csrf=True),
+    Case("csrf-api-bulk-stop", "alice", "POST", "workloads/stop/", {"ids": ["{live}"]}, status=403, csrf=True),
+    Case("csrf-api-token-create", "alice", "POST", "tokens/", TOKEN, status=403, csrf=True))
+
+# Pages: the forms the tables above did not reach.
+SOURCE_FORM = {"form": "data_source", "source-project": "{vision}", "source-name": "imagenet", "source-kind": "nfs",
+               "source-claim_name": "", "source-nfs_server": "nfs.example.org", "source-nfs_path": "/exports/x",
+               "source-mount_path": "/data/x", "source-description": ""}
+SECRET_FORM = {"form": "pull_secret", "registry-project": "{vision}", "registry-name": "nvcr",
+               "registry-registry": "nvcr.io", "registry-username": "u", "registry-password": "p"}
+for label, override in {"project-arabic-digit": {"source-project": "\u0661"},
+                        "project-unseen": {"source-project": "{forecasting}"},
+                        "project-nul": {"source-project": "1\x00"},
+                        "name-nul": {"source-name": "a\x00b"}, "name-upper": {"source-name": "ImageNet"},
+                        "name-10k": {"source-name": TEXT["10k-chars"]}, "kind-unknown": {"source-kind": "s3"},
+                        "mount-relative": {"source-mount_path": "data"},
+                        "mount-traversal": {"source-mount_path": "/data/../etc"},
+                        "nfs-path-nul": {"source-nfs_path": "/a\x00"}, "nfs-server-empty": {"source-nfs_server": ""},
+                        "pvc-claim-empty": {"source-kind": "pvc", "source-nfs_server": ""}}.items():
+    page(f"form-data-source-{label}", "deptadmin", "org:data", [], {**SOURCE_FORM, **override})
+for label, override in {"project-arabic-digit": {"registry-project": "\u0661"},
+                        "project-unseen": {"registry-project": "{forecasting}"},
+                        "name-bad": {"registry-name": "NV CR"}, "registry-nul": {"registry-registry": "nvcr.io\x00"},
+                        "registry-empty": {"registry-registry": ""}, "password-nul": {"registry-password": "p\x00"},
+                        "password-too-long": {"registry-password": "p" * 5000}}.items():
+    page(f"form-pull-secret-{label}", "deptadmin", "org:data", [], {**SECRET_FORM, **override})
+page("form-data-as-researcher", "alice", "org:data", [], SOURCE_FORM, status=403)
+page("form-data-source-delete-unknown", "admin", "org:data_source_delete", [2**63], {}, status=404)
+page("form-pull-secret-delete-unknown", "admin", "org:pull_secret_delete", [2**63], {}, status=404)
+CREDENTIAL_FORM = {"project": "{vision}", "name": "wandb", "values": "WANDB_API_KEY=x"}
+for label, override in {"project-arabic-digit": {"project": "\u0661"}, "project-unseen": {"project": "{forecasting}"},
+                        "name-nul": {"name": "wa\x00ndb"}, "name-upper": {"name": "WandB"},
+                        "values-nul": {"values": "A=x\x00y"}, "values-no-equals": {"values": "junk"},
+                        "values-duplicate-key": {"values": "A=1\nA=2"}, "values-bad-name": {"values": "1A=x"},
+                        "values-reserved-name": {"values": "PORTAL_TOKEN=x"}, "values-empty": {"values": ""},
+                        "values-too-long": {"values": "A=" + "x" * 100_001}}.items():
+    page(f"form-credential-{label}", "alice", "workloads:credentials", [], {**CREDENTIAL_FORM, **override})
+page("form-credential-values-unknown", "alice", "workloads:credential_values", [2**63], {"values": "A=1"}, status=404)
+page("form-credential-delete-unknown", "alice", "workloads:credential_delete", [2**63], {}, status=404)
+IDLE_FORM = {"threshold_percent": "10", "idle_minutes": "30", "cull_notebooks": ""}
+for field_name in ("threshold_percent", "idle_minutes"):
+    for label, value in {"zero": "0", "2**63": str(2**63), "arabic-digit": "\u0661", "float": "1.5", "nan": "NaN",
+                         "nul": "1\x00", "empty": ""}.items():
+        page(f"form-held-idle-{field_name}-{label}", "admin", "workloads:held_idle", [],
+             {**IDLE_FORM, field_name: value})
+page("form-held-idle-as-researcher", "alice", "workloads:held_idle", [], IDLE_FORM, status=404)
+# The weights page's project defaults (htmx: the row comes back with the message), and references out of sight.
+for label, value in {"arabic-digit": "\u0661", "unknown": str(2**63), "nul": "1\x00", "name": "train"}.items():
+    page(f"form-weights-default-priority-class-{label}", "lead", "org:weights", [],
+         {"project": "{vision}", "default_priority_class": value}, shows="message error", follow=True)
+page("form-weights-quota-unseen", "lead", "org:weights", [], {"quota": "{q_forecasting_h100}",
+                                                              "over_quota_weight": "1"}, status=404)
+page("form-weights-quota-arabic-digit", "lead", "org:weights", [], {"quota": "\u0661", "over_quota_weight": "1"},
+     status=404)
+page("form-weights-project-unseen", "lead", "org:weights", [], {"project": "{forecasting}",
+                                                                "default_priority_class": ""}, status=404)
+page("form-weights-project-2**63", "lead", "org:weights", [], {"project": str(2**63), "default_priority_class": ""},
+     status=404)
+# Edit forms: version, references and choices.
+EDIT_PROJECT = {"name": "Vision", "description": "", "default_priority_class": "{pc_train}", "version": "{v_vision}"}
+for label, override in {"priority-class-arabic-digit": {"default_priority_class": "\u0661"},
+                        "priority-class-unknown": {"default_priority_class": str(2**63)},
+                        "version-garbage": {"version": "x"}, "version-2**63": {"version": str(2**63)},
+                        "name-nul": {"name": "a\x00"}}.items():
+    page(f"form-project-edit-{label}", "deptadmin", "org:project_edit", ["vision"], {**EDIT_PROJECT, **override})
+RULE_EDIT = {**RULE_FORM, "version": "{v_rule}"}
+for label, override in {"pattern-nul": {"group_pattern": "ml\x00"}, "role-unknown": {"role": "root"},
+                        "scope-unknown": {"scope": "project:" + str(2**63)},
+                        "scope-arabic": {"scope": "project:\u0661"},
+                        "version-missing": {"version": ""}}.items():
+    page(f"form-group-rule-edit-{label}", "admin", "accounts:group_rule_edit", ["{rule}"], {**RULE_EDIT, **override})
+page("form-group-rule-edit-unknown", "admin", "accounts:group_rule_edit", [2**63], RULE_EDIT, status=404)
+page("form-group-rule-edit-as-lead", "lead", "accounts:group_rule_edit", ["{rule}"], RULE_EDIT, status=403)
+TEMPLATE_EDIT = {**TEMPLATE_FORM, "values": '{"gpus": 1}', "version": "{v_template}"}
+for label, override in {"kind-unknown": {"kind": "serving"}, "values-deep": {"values": DEEP},
+                        "version-garbage": {"version": "x"}, "name-nul": {"name": "a\x00"}}.items():
+    page(f"form-template-edit-{label}", "admin", "workloads:template_edit", ["{template}"],
+         {**TEMPLATE_EDIT, **override})
+page("form-template-edit-unknown", "admin", "workloads:template_edit", [2**63], TEMPLATE_EDIT, status=404)
+page("form-role-binding-group-arabic-digit", "admin", "accounts:role_binding_create", [],
+     {**BINDING_FORM, "username": "", "group": "\u0661"})
+page("form-role-binding-delete-unseen", "deptadmin", "accounts:role_binding_delete", ["{rb_carol}"], {},
+     status=404)
+page("form-token-revoke-others", "alice", "accounts:token_revoke", ["{token_bob}"], {}, status=404)
+# The submit form's references picked by id: a Unicode digit would pick row 1.
+for label, override in {"node-pool-arabic-digit": {"node_pool": "\u0661"},
+                        "priority-class-arabic-digit": {"priority_class": "\u0661"},
+                        "node-pool-2**63": {"node_pool": str(2**63)},
+                        "data-sources-arabic-digit": {"data_sources": "\u0661"},
+                        "credentials-unknown": {"credentials": str(2**63)},
+                        "max-runtime-2**63": {"max_runtime_minutes": str(2**63)},
+                        "shm-nan": {"shm_gib": "NaN"}, "pods-2**63": {"pods": str(2**63)}}.items():
+    page(f"form-submit-training-{label}", "alice", "workloads:submit", ["training"],
+         {**WORKLOAD_FORM["training"], **override})
+page("form-submit-resubmitted-from-unseen", "bob", "workloads:submit", ["training"],
+     {**WORKLOAD_FORM["training"], "project": "{nlp}", "resubmitted_from": "{finished}"}, status=404)
+# Session forms without the CSRF token.
+page("csrf-form-department-create", "admin", "org:department_create", [], DEPARTMENT_FORM, status=403, csrf=True)
+page("csrf-form-bulk-stop", "alice", "workloads:bulk_stop", [], {"ids": "{live}", "confirmed": "1"}, status=403,
+     csrf=True)
+page("csrf-form-token-create", "alice", "accounts:tokens", [], {"name": "ci"}, status=403, csrf=True)
+page("csrf-form-credential", "alice", "workloads:credentials", [], CREDENTIAL_FORM, status=403, csrf=True)
+page("csrf-form-logout", "alice", "accounts:logout", [], {}, status=403, csrf=True)
+# Page filters and paths the tables above did not reach.
+MORE_PAGE_FILTERS = {"org:audit": ["action", "object_type", "object_id", "since", "ordering", "project"],
+                     "workloads:list": ["kind", "scope", "owner"],
+                     "usage:reports": ["end", "department", "node_pool"],
+                     "usage:holders": ["end", "node_pool", "model_label", "data_class"],
+                     "usage:quota_history": ["project", "pool", "span"]}
+for url_name, params in MORE_PAGE_FILTERS.items():
+    for param in params:
+        for label in ("superscript-digit", "nul", "invalid-utf8"):
+            if param in ("owner", "object_id", "action", "model_label", "data_class") and label != "nul":
+                continue  # any text: matches nothing
+            add(Case(f"filter-{url_name.replace(':', '-')}-{param}-{label}", "deptadmin", "GET",
+                     f"@{url_name}|?{param}={QUERY[label]}", api=False))
+for url_name in ("usage:holders_csv", "usage:reports_csv"):
+    for param in ("project", "department", "node_pool", "user", "start", "end"):
+        if url_name == "usage:holders_csv" and param == "department":
+            param = "model_label"  # the timeline is per pool and project: it takes no department
+        add(Case(f"filter-{url_name.replace(':', '-')}-{param}-nul", "deptadmin", "GET",
+                 f"@{url_name}|?{param}={QUERY['nul']}", api=False, status=400))
+add(Case("filter-workloads-list-ordering-unknown", "deptadmin", "GET", "@workloads:list|?ordering=password",
+         api=False),
+    # An unusable page number reads as the nearest page (filter_page), never a 500.
+    Case("filter-workloads-list-page-2**63", "deptadmin", "GET", f"@workloads:list|?page={2**63}", api=False,
+         empty=True),
+    Case("filter-audit-page-nul", "admin", "GET", "@org:audit|?page=%00", api=False, empty=True),
+    Case("filter-quota-history-unseen-project", "alice", "GET", "@usage:quota_history|?project=forecasting",
+         api=False, status=400),
+    Case("filter-quota-history-span-unknown", "alice", "GET", "@usage:quota_history|?span=decade", api=False,
+         status=400),
+    Case("path-queues-tab-unknown", "admin", "GET", "@usage:queues_tab|password", api=False, status=404),
+    Case("path-nodes-unknown-pool", "admin", "GET", "@usage:nodes|b999", api=False, status=404),
+    Case("path-project-queue-unseen", "alice", "GET", "@workloads:project_queue|forecasting", api=False,
+         status=404),
+    Case("path-workload-detail-unseen", "carol", "GET", "@workloads:detail|{finished}", api=False, status=404),
+    Case("path-workload-connect-not-notebook", "alice", "GET", "@workloads:connect|{finished}", api=False,
+         status=404),
+    Case("path-workload-notebook-not-notebook", "alice", "GET", "@workloads:notebook|{finished}|tree", api=False,
+         status=404),
+    Case("path-workload-stop-unseen-get", "carol", "GET", "@workloads:stop|{finished}", api=False, status=404),
+    Case("path-submit-kind-unknown", "alice", "GET", "@workloads:submit|serving", api=False, status=404),
+    Case("path-template-delete-unknown", "admin", "GET", f"@workloads:template_delete|{2**63}", api=False,
+         status=404))
+
 TOTAL = len(CASES)
 
 
@@ -376,7 +643,8 @@ def case_id(index: int, case: Case) -> str:
 # --- running a case -----------------------------------------------------------------------------------------------
 
 MODELS = [NodePool, Department, Project, Quota, PriorityClass, RoleBinding, GroupRoleRule, PersonalAccessToken,
-          Workload, WorkloadTemplate, Intent]
+          Workload, WorkloadTemplate, Intent, DataSource, ImagePullSecret, Credential, IdlePolicy,
+          NotificationPreference, WorkloadEvent]
 
 
 def snapshot() -> dict[str, Any]:
@@ -390,11 +658,24 @@ def snapshot() -> dict[str, Any]:
 
 @pytest.fixture
 def ids(demo):
-    """The demo ids, plus a pool without quotas and a finished workload that the pool and `train` refer to."""
+    """The demo ids, plus a pool without quotas and a finished workload that the pool and `train` refer to; a live
+    workload of alice's, a finished one of bob's, a token of bob's, a group rule and a template (and the versions
+    their edit forms carry)."""
     spare = NodePoolFactory(slug="spare")
+    train = PriorityClass.objects.get(name="train")
     finished = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=demo["alice"], node_pool=spare,
-                               priority_class=PriorityClass.objects.get(name="train"), status="succeeded")
-    return {**demo_ids(), "pool_spare": spare.pk, "finished": finished.pk}
+                               priority_class=train, status="succeeded")
+    live = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=demo["alice"], node_pool=spare,
+                           priority_class=train, status="queued")
+    bob_finished = WorkloadFactory(project=Project.objects.get(slug="nlp"), owner=demo["bob"], node_pool=spare,
+                                   priority_class=train, status="succeeded")
+    token_bob, _ = personal_token_create(user=demo["bob"], name="bob's")
+    rule = GroupRoleRule.objects.create(group_pattern="ml-*", role="viewer", scope="everything")
+    template = WorkloadTemplate.objects.create(name="t1", kind="training", values={"gpus": 1})
+    return {**demo_ids(), "pool_spare": spare.pk, "finished": finished.pk, "live": live.pk,
+            "bob_finished": bob_finished.pk, "token_bob": token_bob.pk, "rule": rule.pk, "template": template.pk,
+            "v_vision": Project.objects.get(slug="vision").version, "v_rule": rule.version,
+            "v_template": template.version}
 
 
 def resolve(case: Case, ids: dict[str, int]) -> str:
@@ -430,8 +711,10 @@ def assert_matches_nothing(response: Any, case: Case) -> None:
         assert response.json()["count"] == 0
 
 
-def assert_api_error(response: Any) -> None:
+def assert_api_error(response: Any, case: Case) -> None:
     assert 400 <= response.status_code < 500, (response.status_code, response.content[:300])
+    if case.status is not None:
+        assert response.status_code == case.status, (response.status_code, response.content[:300])
     assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
     body = response.json()
     assert isinstance(body, dict) and body, body
@@ -452,9 +735,12 @@ def assert_page_error(response: Any, case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", [pytest.param(case, id=case_id(i, case)) for i, case in enumerate(CASES)])
-def test_hostile_input_is_refused_with_a_clear_4xx_and_changes_nothing(case, ids, client, client_for,
+def test_hostile_input_is_refused_with_a_clear_4xx_and_changes_nothing(case, ids, client, client_for, demo,
                                                                        django_capture_on_commit_callbacks):
     signed_in = client_for(case.persona) if case.persona else client
+    if case.csrf:
+        signed_in = Client(enforce_csrf_checks=True)
+        signed_in.force_login(demo[case.persona])
     url = resolve(case, ids)
     before = snapshot()
     with django_capture_on_commit_callbacks() as callbacks:
@@ -462,7 +748,7 @@ def test_hostile_input_is_refused_with_a_clear_4xx_and_changes_nothing(case, ids
     if case.empty:
         assert_matches_nothing(response, case)
     elif case.api:
-        assert_api_error(response)
+        assert_api_error(response, case)
     else:
         assert_page_error(response, case)
     assert snapshot() == before, "a refused request changed a row, an audit entry or an intent"
