@@ -3401,3 +3401,35 @@ def test_finds_correct_flavor_by_discarding_the_first_one_in_which_preemption_is
     c.sim.settle()
     assert [p.victim.name for p in c.sim.preemptions] == ["cq1-high", "cq1-low"]
     assert (c.flavor_of("cq2-middle"), c.flavor_of("cq1-high"), c.flavor_of("cq1-low")) == ("f1", "f2", None)
+
+
+def test_should_not_admit_from_stale_subtree_quota_after_deleting_sibling_cohort():
+    c = Cluster(cq("cq-a", od_cpu("10"), cohort="left"), cq("cq-b", od_cpu("7"), cohort="right"))
+    c.sim.cohorts = [
+        cohort("root"),
+        cohort("left", od_cpu("0"), parent="root"),
+        cohort("right", od_cpu("5"), parent="root"),
+    ]
+    c.queue("cq-a", "cq-a")
+    c.add("wl-base", "cq-a", "10")
+    c.sim.settle()
+    assert c.flavor_of("wl-base") == "on-demand"
+    del c.sim.cohorts[2]  # cq-b still names 'right', now an implicit cohort of its own
+    c.add("wl-after-delete", "cq-a", "8")
+    settle_after_change(c)
+    assert c.sim.running() == {"wl-base"}
+
+
+def test_should_not_allow_borrowing_through_deleted_mid_tree_cohort():
+    c = Cluster(cq("cq-mid", od_cpu("1"), cohort="mid"))
+    c.sim.cohorts = [cohort("root", od_cpu("2")), cohort("mid", od_cpu("2"), parent="root")]
+    c.queue("cq-mid", "cq-mid")
+    c.add("wl-base", "cq-mid", "1")
+    c.sim.settle()
+    assert c.sim.running() == {"wl-base"}
+    del c.sim.cohorts[1]
+    settle_after_change(c)
+    assert c.sim.running() == {"wl-base"}  # within its own quota: not evicted
+    c.add("wl-after-delete", "cq-mid", "2")
+    settle_after_change(c)
+    assert c.sim.running() == {"wl-base"}
