@@ -3433,3 +3433,63 @@ def test_should_not_allow_borrowing_through_deleted_mid_tree_cohort():
     c.add("wl-after-delete", "cq-mid", "2")
     settle_after_change(c)
     assert c.sim.running() == {"wl-base"}
+
+
+def test_should_admit_only_up_to_the_lending_limit_of_sibling_cohort():
+    c = Cluster(cq("lender-cq", od_cpu("1"), cohort="lender"), cq("borrower-cq", od_cpu("0"), cohort="borrower"))
+    c.sim.cohorts = [
+        cohort("root", od_cpu("0")),
+        cohort("lender", od_cpu("1", "", "500m"), parent="root"),
+        cohort("borrower", parent="root"),
+    ]
+    c.queue("borrower-cq", "borrower-cq")
+    c.add("wl-1", "borrower-cq", "500m")
+    c.add("wl-2", "borrower-cq", "500m")
+    c.sim.settle()
+    assert c.sim.running() == {"wl-1"}
+
+
+def test_should_allow_production_to_borrow_but_block_research_from_borrowing():
+    c = Cluster(
+        cq("research-cq", od_cpu("1"), cohort="research"), cq("production-cq", od_cpu("1"), cohort="production")
+    )
+    c.sim.cohorts = [
+        cohort("root", od_cpu("0")),
+        cohort("research", od_cpu("0", "0"), parent="root"),
+        cohort("production", od_cpu("0"), parent="root"),
+    ]
+    c.queue("research-cq", "research-cq")
+    c.queue("production-cq", "production-cq")
+    for i in (1, 2, 3):
+        c.add(f"prod-{i}", "production-cq", "500m")
+    c.sim.settle()
+    assert c.sim.running() == {"prod-1", "prod-2", "prod-3"}
+    for i in (1, 2, 3):
+        c.sim.finish(f"prod-{i}")
+    for i in (1, 2, 3):
+        c.add(f"research-{i}", "research-cq", "500m")
+    c.sim.settle()
+    assert c.sim.running() == {"research-1", "research-2"}
+
+
+def test_should_allow_burst_queue_to_borrow_idle_capacity_while_orgs_stay_isolated():
+    c = Cluster(
+        cq("org-a-cq", od_cpu("1"), cohort="org-a"),
+        cq("org-b-cq", od_cpu("1"), cohort="org-b"),
+        cq("burst-cq", od_cpu("0"), cohort="root"),
+    )
+    c.sim.cohorts = [
+        cohort("root", od_cpu("0")),
+        cohort("org-a", od_cpu("0", "0"), parent="root"),
+        cohort("org-b", od_cpu("0", "0"), parent="root"),
+    ]
+    c.queue("org-a-cq", "org-a-cq")
+    c.queue("burst-cq", "burst-cq")
+    for name in ("org-a-1", "org-a-2", "org-a-overflow"):
+        c.add(name, "org-a-cq", "500m")
+    c.sim.settle()
+    assert c.sim.running() == {"org-a-1", "org-a-2"}
+    c.add("burst-1", "burst-cq", "500m")
+    c.add("burst-2", "burst-cq", "500m")
+    c.sim.settle()
+    assert c.sim.running() == {"org-a-1", "org-a-2", "burst-1", "burst-2"}
