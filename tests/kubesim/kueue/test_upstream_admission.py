@@ -3493,3 +3493,125 @@ def test_should_allow_burst_queue_to_borrow_idle_capacity_while_orgs_stay_isolat
     c.add("burst-2", "burst-cq", "500m")
     c.sim.settle()
     assert c.sim.running() == {"org-a-1", "org-a-2", "burst-1", "burst-2"}
+
+
+def scheduling_cluster() -> Cluster:
+    """The queues of the integration suite's "Scheduling workloads on clusterQueues"."""
+    c = Cluster(
+        cq(
+            "prod-cq",
+            rg(fq("spot-tainted", res(CPU, "5", "5")), fq("on-demand", res(CPU, "5"))),
+            cohort="prod-cohort",
+        ),
+        cq("dev-clusterqueue", rg(fq("spot-untainted", res(CPU, "5")), fq("on-demand", res(CPU, "5")))),
+        cq("pods-count-cq", rg(fq("on-demand", res(CPU, "100"), res(PODS, "5")))),
+        cq("pods-count-only-cq", rg(fq("on-demand", res(PODS, "5")))),
+        cq("preemption-cq", od_cpu("3"), preemption=WITHIN_LOWER),
+    )
+    for name, target in (
+        ("prod-queue", "prod-cq"),
+        ("dev-queue", "dev-clusterqueue"),
+        ("pods-count-queue", "pods-count-cq"),
+        ("pods-count-only-queue", "pods-count-only-cq"),
+        ("preemption-queue", "preemption-cq"),
+    ):
+        c.queue(name, target)
+    return c
+
+
+def add_podsets(c: Cluster, name: str, queue: str, podsets: list[dict], priority: int = 0) -> None:
+    c.created += 1
+    c.sim.workloads[name] = wl(name, "ns", queue, podsets=podsets, priority=priority, created=c.created)
+
+
+def reclaim(c: Cluster, name: str, **counts: int) -> None:
+    c.sim.workloads[name]["status"]["reclaimablePods"] = [{"name": n, "count": v} for n, v in counts.items()]
+    c.sim.queues.flush()
+    c.sim.settle()
+
+
+def test_should_admit_workloads_as_they_fit_in_their_cluster_queue():
+    c = scheduling_cluster()
+    c.add("prod-wl1", "prod-queue", "2")
+    c.sim.settle()
+    assert c.flavor_of("prod-wl1") == "on-demand"
+    c.add("prod-wl2", "prod-queue", "5")
+    c.sim.settle()
+    assert not c.sim.admitted("prod-wl2")
+    add_podsets(c, "empty-wl", "prod-queue", [pod_set(MAIN, 0, {CPU: "1"})])
+    c.sim.settle()
+    assert c.sim.workloads["empty-wl"]["status"]["admission"]["podSetAssignments"] == [
+        {"name": MAIN, "flavors": {CPU: "on-demand"}, "resourceUsage": {CPU: "0"}, "count": 0}
+    ]
+    c.sim.finish("empty-wl")
+    c.add("dev-wl", "dev-queue", "5")
+    c.sim.settle()
+    assert c.flavor_of("dev-wl") == "spot-untainted"
+    c.sim.finish("prod-wl1")
+    c.sim.settle()
+    assert c.flavor_of("prod-wl2") == "on-demand"
+
+
+def test_should_admit_workloads_as_number_of_pods_allows_it():
+    for queue, requests in (("pods-count-queue", {CPU: "2"}), ("pods-count-only-queue", {})):
+        c = scheduling_cluster()
+        add_podsets(c, "wl1", queue, [pod_set(MAIN, 3, requests)])
+        c.sim.settle()
+        assert c.sim.running() == {"wl1"}
+        add_podsets(c, "wl2", queue, [pod_set(MAIN, 3, requests)])
+        add_podsets(c, "wl3", queue, [pod_set(MAIN, 2, requests)])
+        c.sim.settle()
+        assert c.sim.running() == {"wl1", "wl3"}
+        c.sim.finish("wl1")
+        c.sim.settle()
+        assert c.sim.running() == {"wl2", "wl3"}
+
+
+def three_podsets() -> list[dict]:
+    return [pod_set(n, 1, {CPU: "1"}) for n in ("first", "second", "third")]
+
+
+def test_should_admit_workloads_when_resources_are_dynamically_reclaimed():
+    c = scheduling_cluster()
+    add_podsets(c, "first-wl", "preemption-queue", three_podsets())
+    c.sim.settle()
+    assert c.sim.running() == {"first-wl"}
+    reclaim(c, "first-wl", third=1)
+    add_podsets(c, "second-wl", "preemption-queue", three_podsets(), priority=100)
+    c.sim.settle()  # second-wl preempts first-wl (its eviction finishes at once) and is admitted
+    assert c.sim.running() == {"second-wl"}
+    reclaim(c, "second-wl", first=1, second=1)
+    assert c.sim.running() == {"first-wl", "second-wl"}
+
+
+def test_should_admit_workloads_when_resources_are_gradually_released():
+    c = scheduling_cluster()
+    add_podsets(c, "first-wl", "preemption-queue", three_podsets())
+    c.sim.settle()
+    add_podsets(c, "second-wl", "preemption-queue", [pod_set("first", 1, {CPU: "1"})])
+    c.sim.settle()
+    assert c.sim.running() == {"first-wl"}
+    reclaim(c, "first-wl", third=1)
+    assert c.sim.running() == {"first-wl", "second-wl"}
+
+
+def test_should_admit_two_small_workloads_after_a_big_one_finishes():
+    c = scheduling_cluster()
+    c.add("big-wl", "prod-queue", "5")
+    c.sim.settle()
+    c.add("small-wl-1", "prod-queue", "2.5")
+    c.add("small-wl-2", "prod-queue", "2.5")
+    c.sim.settle()
+    c.sim.finish("big-wl")
+    c.sim.settle()
+    assert c.sim.running() == {"small-wl-1", "small-wl-2"}
+
+
+def test_reclaimed_resources_are_not_accounted_during_admission():
+    c = scheduling_cluster()
+    add_podsets(c, "first-wl", "prod-queue", [pod_set(MAIN, 2, {CPU: "3"})])
+    c.sim.settle()
+    assert c.sim.running() == set()
+    reclaim(c, "first-wl", main=1)
+    assert c.sim.running() == {"first-wl"}
+    assert c.sim.workloads["first-wl"]["status"]["admission"]["podSetAssignments"][0]["count"] == 1
