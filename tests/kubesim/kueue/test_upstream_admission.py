@@ -3010,10 +3010,10 @@ INSTANCE_TOLERATION = [{"key": "instance", "operator": "Equal", "value": "spot",
 class Cluster:
     """sim.Sim with Kueue's integration objects (cpu workloads, Fair Sharing off as the scheduler suite runs)."""
 
-    def __init__(self, *queues: dict) -> None:
+    def __init__(self, *queues: dict, fair_sharing: bool = False) -> None:
         from tests.kubesim.kueue.sim import Sim
 
-        self.sim = Sim(KueueConfig(fair_sharing=False))
+        self.sim = Sim(KueueConfig(fair_sharing=fair_sharing))
         self.sim.flavors = [flavor("on-demand"), SPOT_TAINTED, SPOT_UNTAINTED]
         self.sim.cqs = list(queues)
         self.created = 0
@@ -3615,3 +3615,125 @@ def test_reclaimed_resources_are_not_accounted_during_admission():
     reclaim(c, "first-wl", main=1)
     assert c.sim.running() == {"first-wl"}
     assert c.sim.workloads["first-wl"]["status"]["admission"]["podSetAssignments"][0]["count"] == 1
+
+
+# Fair Sharing admission order (test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go; its
+# preemption scenarios are in test_upstream_preemption.py).
+
+
+def running_in(c: Cluster, cluster_queue: str) -> list[str]:
+    return sorted(n for n in c.sim.running() if c.sim.cq_of(n) == cluster_queue)
+
+
+def share(c: Cluster, name: str) -> float:
+    from kubesim.kueue.scheduler.quota import dominant_resource_share
+
+    snap = c.sim.snapshot()
+    node = snap.cluster_queues.get(name) or snap.cohorts[name]
+    return dominant_resource_share(node).precise()
+
+
+def test_fair_sharing_without_preemption_admits_workloads_respecting_fair_share():
+    c = Cluster(
+        cq("a", rg(fq("default", res(CPU, "3"))), cohort="all"),
+        cq("b", rg(fq("default", res(CPU, "1"))), cohort="all"),
+        cq("shared", rg(fq("default", res(CPU, "4"))), cohort="all"),
+        fair_sharing=True,
+    )
+    c.sim.flavors = [flavor("default")]
+    c.queue("a", "a")
+    c.queue("b", "b")
+    for i in range(10):
+        c.add(f"a{i}", "a", "1")
+    c.sim.settle()
+    assert len(running_in(c, "a")) == 8
+    assert (share(c, "a"), share(c, "b"), share(c, "shared")) == (625.0, 0.0, 0.0)
+    for i in range(5):
+        c.add(f"b{i}", "b", "1")
+    c.sim.settle()
+    assert running_in(c, "b") == []
+    for want_a, want_b in ((7, 1), (6, 2), (5, 3), (5, 3)):
+        c.sim.finish(running_in(c, "a")[0])
+        c.sim.settle()
+        assert (len(running_in(c, "a")), len(running_in(c, "b"))) == (want_a, want_b)
+    assert (share(c, "a"), share(c, "b")) == (250.0, 250.0)
+    for name in running_in(c, "a")[:2]:
+        c.sim.finish(name)
+    c.sim.settle()
+    assert (len(running_in(c, "a")), len(running_in(c, "b"))) == (4, 4)
+    assert (share(c, "a"), share(c, "b"), share(c, "shared")) == (125.0, 375.0, 0.0)
+
+
+def test_fair_sharing_shouldnt_reserve_quota_because_not_enough_resources():
+    c = Cluster(
+        cq("a", rg(fq("default", res(CPU, "3"))), cohort="all"),
+        cq("b", rg(fq("default", res(CPU, "1"))), cohort="all"),
+        cq("shared", rg(fq("default", res(CPU, "4"))), cohort="all"),
+        fair_sharing=True,
+    )
+    c.sim.flavors = [flavor("default")]
+    c.queue("a", "a")
+    c.add("wl", "a", "10")
+    c.sim.settle()
+    assert c.sim.condition("wl", "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously considered "
+        "podsets requests (0) + current podset request (10) > maximum capacity (8)"
+    )
+
+
+def test_fair_sharing_hierarchical_cohorts_admit_workloads_respecting_fair_share():
+    c = Cluster(
+        cq("second-left", rg(fq("default", res(CPU, "2"))), cohort="second-left"),
+        cq("second-right", rg(fq("default", res(CPU, "2"))), cohort="second-right"),
+        fair_sharing=True,
+    )
+    c.sim.flavors = [flavor("default")]
+    c.sim.cohorts = [
+        cohort("first-left", parent="root"),
+        cohort("first-right", parent="root"),
+        cohort("second-left", parent="first-left"),
+        cohort("second-right", parent="first-left"),
+        cohort("bank", rg(fq("default", res(CPU, "10"))), parent="first-right"),
+    ]
+    c.queue("second-left", "second-left")
+    c.queue("second-right", "second-right")
+    for i in range(5):
+        c.add(f"l{i}", "second-left", "1")
+        c.add(f"r{i}", "second-right", "1")
+    c.sim.settle()
+    assert (len(running_in(c, "second-left")), len(running_in(c, "second-right"))) == (5, 5)
+    assert share(c, "first-left") == pytest.approx(6 * 1000 / 14)
+    assert share(c, "second-left") == pytest.approx(3 * 1000 / 14)
+    assert share(c, "second-right") == pytest.approx(3 * 1000 / 14)
+    assert (share(c, "first-right"), share(c, "bank")) == (0.0, 0.0)
+
+
+def test_fair_sharing_prefers_flavor_with_remaining_guarantees_at_cohort_level():
+    fungibility = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+    preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+
+    def queue(name: str, cohort_name: str, f1: str, f2: str) -> dict:
+        groups = rg(fq("flavor1", res(CPU, f1, "10")), fq("flavor2", res(CPU, f2, "10")))
+        return cq(name, groups, cohort=cohort_name, weight="1", fungibility=fungibility, preemption=preemption)
+
+    c = Cluster(
+        queue("cq-p1", "cohort-a", "3", "3"),
+        queue("cq-p2", "cohort-a", "3", "3"),
+        queue("cq-p3", "cohort-a", "2", "4"),
+        queue("cq-p4", "cohort-b", "2", "0"),
+        fair_sharing=True,
+    )
+    c.sim.flavors = [flavor("flavor1"), flavor("flavor2")]
+    zero = rg(fq("flavor1", res(CPU, "0", "10")), fq("flavor2", res(CPU, "0", "10")))
+    c.sim.cohorts = [
+        cohort("root-cohort"),
+        cohort("cohort-a", zero, parent="root-cohort", weight="1"),
+        cohort("cohort-b", zero, parent="root-cohort", weight="1"),
+    ]
+    c.queue("cq-p1", "cq-p1")
+    for i in range(18):
+        c.add(f"w{i}", "cq-p1", "1")
+    c.sim.settle()
+    assert len(running_in(c, "cq-p1")) == 18
+    assert share(c, "cq-p1") == 600.0
+    assert share(c, "cohort-a") == 0.0
