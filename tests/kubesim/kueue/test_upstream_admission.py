@@ -3737,3 +3737,35 @@ def test_fair_sharing_prefers_flavor_with_remaining_guarantees_at_cohort_level()
     assert len(running_in(c, "cq-p1")) == 18
     assert share(c, "cq-p1") == 600.0
     assert share(c, "cohort-a") == 0.0
+
+
+# test/integration/singlecluster/scheduler/quotacheckstrategy (IgnoreUndeclared)
+
+
+def test_ignore_undeclared_resources_are_neither_assigned_nor_counted():
+    config = KueueConfig(fair_sharing=False, quota_check_strategy="IgnoreUndeclared")
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("default")],
+        cluster_queues=[cq("test-cq", rg(fq("default", res(CPU, "10"))))],
+        local_queues=[lq("test-lq", "ns", "test-cq")],
+        workloads=[wl("undeclared-penalty-wl", "ns", "test-lq", {CPU: "2", GPU: "100"})],
+        config=config,
+        now=T0,
+    )
+    result = Scheduler().cycle(snap, T0)
+    assert [
+        (a.podset_assignments[0]["flavors"], a.podset_assignments[0]["resourceUsage"]) for a in result.admitted
+    ] == [({CPU: "default"}, {CPU: "2"})]
+    assert snap.cluster_queues["test-cq"].usage == {("default", CPU): 2000}
+
+
+def test_should_admit_workload_when_nominal_quota_is_1e_for_cpu():
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("default")],
+        cluster_queues=[cq("test-cq", rg(fq("default", res(CPU, "1E"))))],
+        local_queues=[lq("test-lq", "ns", "test-cq")],
+        workloads=[wl("wl-1", "ns", "test-lq", {CPU: "3"})],
+        config=KueueConfig(fair_sharing=False, quota_check_strategy="IgnoreUndeclared"),
+        now=T0,
+    )
+    assert [a.workload.name for a in Scheduler().cycle(snap, T0).admitted] == ["wl-1"]
