@@ -3769,3 +3769,55 @@ def test_should_admit_workload_when_nominal_quota_is_1e_for_cpu():
         now=T0,
     )
     assert [a.workload.name for a in Scheduler().cycle(snap, T0).admitted] == ["wl-1"]
+
+
+# test/integration/singlecluster/scheduler/inadmissible/equivalence_test.go (SchedulingEquivalenceHashing)
+
+
+def run_until_settled(queues: list[dict], lqs: list[dict], workloads: list[dict], namespaces=None):
+    scheduler = Scheduler()
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("on-demand")],
+        cluster_queues=queues,
+        local_queues=lqs,
+        workloads=workloads,
+        namespaces=namespaces,
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    results = scheduler.run(snap, T0)
+    return scheduler, {a.workload.name for r in results for a in r.admitted}
+
+
+def test_should_admit_a_fitting_workload_behind_identical_no_fit_workloads_in_best_effort_fifo():
+    workloads = [wl(f"nofit-{i}", "ns", "equiv-queue", {CPU: "10"}, created=i) for i in range(10)]
+    workloads.append(wl("fits", "ns", "equiv-queue", {CPU: "1"}, created=10))
+    scheduler, admitted = run_until_settled(
+        [cq("equiv-cq", od_cpu("2"))], [lq("equiv-queue", "ns", "equiv-cq")], workloads
+    )
+    assert admitted == {"fits"}
+    assert scheduler.queues.inadmissible["equiv-cq"] == {f"ns/nofit-{i}" for i in range(10)}
+
+
+def test_should_not_hash_workloads_that_dont_fit_due_to_namespace_mismatch():
+    workloads = [wl(f"nomatch-{i}", "ns", "ns-queue", {CPU: "1"}, created=i) for i in range(5)]
+    workloads.append(wl("matching-fit", "matching", "match-queue", {CPU: "1"}, created=5))
+    _, admitted = run_until_settled(
+        [cq("ns-mismatch-cq", od_cpu("5"), selector={"matchLabels": {"match": "true"}})],
+        [lq("ns-queue", "ns", "ns-mismatch-cq"), lq("match-queue", "matching", "ns-mismatch-cq")],
+        workloads,
+        namespaces=[{"metadata": {"name": "ns"}}, {"metadata": {"name": "matching", "labels": {"match": "true"}}}],
+    )
+    assert admitted == {"matching-fit"}
+
+
+def test_should_bulk_move_equivalent_workloads_that_need_preemption_but_have_no_candidates():
+    workloads = [wl("blocker", "ns", "preempt-queue", {CPU: "2"}, admitted=at("preempt-nocandidate-cq", "on-demand"))]
+    workloads += [wl(f"blocked-{i}", "ns", "preempt-queue", {CPU: "1"}, created=i) for i in range(10)]
+    scheduler, admitted = run_until_settled(
+        [cq("preempt-nocandidate-cq", od_cpu("2"), preemption=WITHIN_LOWER)],
+        [lq("preempt-queue", "ns", "preempt-nocandidate-cq")],
+        workloads,
+    )
+    assert admitted == set()
+    assert scheduler.queues.inadmissible["preempt-nocandidate-cq"] == {f"ns/blocked-{i}" for i in range(10)}
