@@ -3821,3 +3821,92 @@ def test_should_bulk_move_equivalent_workloads_that_need_preemption_but_have_no_
     )
     assert admitted == set()
     assert scheduler.queues.inadmissible["preempt-nocandidate-cq"] == {f"ns/blocked-{i}" for i in range(10)}
+
+
+# -- pkg/scheduler/scheduler_afs_test.go: TestScheduleForAFS (Admission Fair Sharing orders a ClusterQueue's heads by
+# their LocalQueues' decayed usage; a LocalQueue's initial usage is its status' consumedResources) -----------------
+
+
+def run_afs(initial: dict[str, str], workloads: list[tuple[str, str, str, int]], afs: bool = True) -> tuple[set, dict]:
+    """workloads: (name, local queue, cpu, created); returns the admitted names and the pending messages."""
+    from kubesim.kueue.config import AdmissionFairSharing
+
+    queues = []
+    for name, weight in (("lq-a", "1"), ("lq-b", "1"), ("lq-c", "1"), ("lq-zero", "0")):
+        q = lq(name, "default", "cq1")
+        q["spec"]["fairSharing"] = {"weight": weight}
+        if name in initial:
+            q["status"] = {"fairSharing": {"admissionFairSharingStatus": {"consumedResources": {CPU: initial[name]}}}}
+        queues.append(q)
+    queue = cq("cq1", rg(fq("default", res(CPU, "8"), res(MEM, "8Gi"))))
+    queue["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    config = KueueConfig(
+        fair_sharing=afs,
+        admission_fair_sharing=AdmissionFairSharing(usage_half_life_seconds=10, usage_sampling_interval_seconds=1)
+        if afs
+        else None,
+    )
+    snap = Snapshot.from_objects(
+        resource_flavors=[flavor("default")],
+        cluster_queues=[queue],
+        local_queues=queues,
+        workloads=[
+            wl(n, "default", q, podsets=[pod_set("one", 1, {CPU: cpu})], created=created)
+            for n, q, cpu, created in workloads
+        ],
+        namespaces=[{"metadata": {"name": "default"}}],
+        config=config,
+        now=T0,
+    )
+    results = Scheduler().run(snap, T0)
+    admitted = {a.workload.name for r in results for a in r.admitted}
+    messages = {p.workload.name: p.message for r in results for p in r.pending if p.workload.name not in admitted}
+    return admitted, messages
+
+
+NO_CPU = "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor default, {} more needed"
+
+
+def test_afs_admits_workload_from_less_active_localqueue():
+    admitted, messages = run_afs({"lq-a": "8", "lq-b": "2"}, [("wl-a1", "lq-a", "8", 0), ("wl-b1", "lq-b", "8", 1)])
+    assert admitted == {"wl-b1"}
+    assert messages == {"wl-a1": NO_CPU.format(8)}
+
+
+def test_afs_does_not_prioritize_a_zero_weight_localqueue():
+    admitted, messages = run_afs(
+        {"lq-a": "0", "lq-zero": "0"}, [("wl-z1", "lq-zero", "8", 0), ("wl-a1", "lq-a", "8", 1)]
+    )
+    assert admitted == {"wl-a1"}
+    assert messages == {"wl-z1": NO_CPU.format(8)}
+
+
+def test_afs_without_afs_classic_admission_decision_ignores_queue_usage():
+    admitted, messages = run_afs(
+        {"lq-a": "8", "lq-b": "2"}, [("wl-a1", "lq-a", "8", 0), ("wl-b1", "lq-b", "8", 1)], afs=False
+    )
+    assert admitted == {"wl-a1"}
+    assert messages == {"wl-b1": NO_CPU.format(8)}
+
+
+def test_afs_admits_one_workload_from_each_localqueue_when_quota_is_limited():
+    admitted, messages = run_afs(
+        {"lq-a": "4", "lq-b": "4"},
+        [("wl-a1", "lq-a", "4", 0), ("wl-a2", "lq-a", "4", 1), ("wl-b1", "lq-b", "4", 2), ("wl-b2", "lq-b", "4", 3)],
+    )
+    assert admitted == {"wl-a1", "wl-b1"}
+    assert messages["wl-a2"] == NO_CPU.format(4)
+
+
+def test_afs_schedules_normally_when_queues_have_equal_usage():
+    admitted, _ = run_afs(
+        {"lq-a": "2", "lq-b": "2", "lq-c": "2"},
+        [("wl-a1", "lq-a", "4", 0), ("wl-b1", "lq-b", "3", 0), ("wl-c1", "lq-c", "1", 0)],
+    )
+    assert admitted == {"wl-a1", "wl-b1", "wl-c1"}
+
+
+def test_afs_admits_workload_from_lq_b_with_uninitialized_cache():
+    admitted, messages = run_afs({"lq-a": "8"}, [("wl-a1", "lq-a", "8", 0), ("wl-b1", "lq-b", "8", 1)])
+    assert admitted == {"wl-b1"}
+    assert messages == {"wl-a1": NO_CPU.format(8)}
