@@ -24,12 +24,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROLES = ["admin", "deptadmin", "lead", "alice", "bob", "carol", "viewer"]
 MAX_PAGES = 60  # per role
 MAX_SECONDS = 30.0  # per role's walk
-MAX_QUERY_VARIANTS = 3  # of one path (filters, sorts, tabs): the first few are enough
-MAX_OF_A_SHAPE = 2  # pages of one shape (/workloads/N/stop/...): the rest look the same
+MAX_QUERY_VARIANTS = 2  # of one path (filters, sorts, tabs): the first few are enough
+MAX_OF_A_SHAPE = 1  # pages of one shape (/workloads/N/stop/, /projects/X/edit/): the rest look the same
+MAX_WORKLOAD_PAGES = 8  # but a workload's page differs with its status: each one seeded
 MAX_PAGE_NUMBER = 2
 SCREENSHOTS = Path("/tmp/journey")
-SCREENSHOT_PATHS = {"/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/queues/", "/weights/",
-                    "/departments/", "/accounts/role-bindings/", "/workloads/submit/training/"}
+SCREENSHOT_PATHS = re.compile(
+    r"^/(workloads/|workloads/\d+/|workloads/projects/[\w-]+/queue/|usage/(quota|reports|holders)/|usage/queues/"
+    r"(cohorts/|flavors/)?|usage/nodes/h100/|weights/|departments/|departments/research/quotas/|pools/|"
+    r"priority-classes/|accounts/(role-bindings|group-rules|tokens|settings)/|audit/|cluster-sync/|data/|"
+    r"workloads/(credentials|templates|held-idle)/|workloads/submit/training/)?$")
 # Not pages of the portal, or not ours to walk: signing out ends the journey; Django's admin and the notebook proxy
 # are other applications (their first page is visited, not their links).
 SKIP = re.compile(r"^/accounts/logout/|^/accounts/oidc/|/notebook/|/connect/$")
@@ -53,11 +57,13 @@ def kubesim():
 
 @pytest.fixture
 def journey_data(kubesim, login):
-    """The demo organisation in kubesim with the watcher running; workloads running, queued and finished in three
-    departments. Returns {department slug: {workload ids}}."""
+    """The demo organisation in kubesim with the watcher running; workloads running, queued, rejected, succeeded
+    and stopped in three departments, a template, credentials and data sources. Returns {department slug: {workload
+    ids}}."""
     from django.contrib.auth import get_user_model
 
-    from apps.org.models import NodePool, Project
+    from apps.org import services as org_services
+    from apps.org.models import DataSource, NodePool, Project
     from apps.workloads import services
     from apps.workloads.models import Kind, Status, Workload
     from tests.worker.conftest import wait_for
@@ -102,6 +108,24 @@ def journey_data(kubesim, login):
                  describe=statuses)
         kubesim.advance(40)
         wait_for(lambda: Workload.objects.get(pk=done.pk).status == Status.SUCCEEDED, describe=statuses)
+        stopped = submit("carol", "forecasting", "l40s-shared", "forecast-stopped", 1)
+        kubesim.advance(1)
+        wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.RUNNING, describe=statuses)
+        services.workload_stop(actor=users.get(username="carol"), workload=stopped)
+        assert tasks.workload_stop.apply(args=[stopped.pk]).get()
+        kubesim.advance(1)
+        wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.STOPPED, describe=statuses)
+        # Rows of the pages that list them: a template, credentials and data sources in two departments.
+        admin = users.get(username="admin")
+        services.workload_template_create(actor=admin, name="resnet-sweep", kind=Kind.TRAINING,
+                                          values={"gpus": 2, "image": "pytorch/pytorch:2.4.0"})
+        for username, project in (("alice", "vision"), ("carol", "forecasting")):
+            services.credential_create(actor=users.get(username=username), project=Project.objects.get(slug=project),
+                                       name=f"wandb-{project}", values={"WANDB_API_KEY": "not-a-real-key"})
+            org_services.data_source_create(
+                actor=admin, project=Project.objects.get(slug=project), name=f"scratch-{project}",
+                kind=DataSource.Kind.NFS, nfs_server="nfs.example.org", nfs_path=f"/exports/{project}",
+                mount_path="/mnt/scratch")
         by_department: dict[str, set[int]] = {}
         for workload in Workload.objects.select_related("project__department"):
             by_department.setdefault(workload.project.department.slug, set()).add(workload.pk)
@@ -119,9 +143,11 @@ def forbidden_links(username: str, by_department: dict[str, set[int]]) -> Scope 
     if own is None:
         return None
     others = list(Project.objects.exclude(department__slug=own).values_list("pk", "slug", "namespace"))
+    other_names = Project.objects.exclude(department__slug=own).values_list("name", flat=True)
     workload_ids = [str(pk) for slug, ids in by_department.items() if slug != own for pk in ids]
     links = [rf"/workloads/({'|'.join(workload_ids)})/"] if workload_ids else []
-    names = []
+    other_departments = Department.objects.exclude(slug=own).values_list("slug", flat=True)
+    names = [rf"\bdept-{re.escape(slug)}\b" for slug in other_departments]
     for _pk, slug, namespace in others:
         links += [rf"/projects/{slug}/", rf"[?&]project={slug}(&|$)", rf"\b{re.escape(namespace)}\b"]
         names += [rf"\b{re.escape(namespace)}\b", rf"\bproj-{slug}-"]
@@ -129,7 +155,7 @@ def forbidden_links(username: str, by_department: dict[str, set[int]]) -> Scope 
     departments = {str(value) for row in Department.objects.exclude(slug=own).values_list("pk", "slug")
                    for value in row}
     return Scope(links=re.compile("|".join(links)), text=re.compile("|".join(names)), projects=projects,
-                 departments=departments)
+                 departments=departments, labels=set(other_names))
 
 
 @dataclass(frozen=True)
@@ -140,6 +166,7 @@ class Scope:
     text: re.Pattern[str]
     projects: set[str]  # ids and slugs
     departments: set[str]
+    labels: set[str]  # project names: a cell, link or heading of exactly that text
 
 
 def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
@@ -193,18 +220,19 @@ def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
         if OUTSIDE.search(urlsplit(path).path) or path.startswith("/django-admin/"):
             continue  # another application's page: visited, not walked or judged by our rules
         check_page(page, path, username, forbidden, problems)
-        if urlsplit(path).path in SCREENSHOT_PATHS and not urlsplit(path).query:
+        if SCREENSHOT_PATHS.match(path):  # the main pages, one of each shape, to look at after a run
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            name = urlsplit(path).path.strip("/").replace("/", "_") or "home"
+            name = path.strip("/").replace("/", "_") or "home"
             page.screenshot(path=str(SCREENSHOTS / f"{username}-{name}.png"), full_page=True)
         for href in page.eval_on_selector_all("a[href]", "links => links.map(a => a.getAttribute('href'))"):
             target = next_link(urljoin(page.url, href), origin)
             if target is None or target in seen:
                 continue
             bare, query = urlsplit(target).path, urlsplit(target).query
-            shape = re.sub(r"\d+", "N", bare) + "?" + ",".join(sorted(parse_qs(query)))
+            shape = re.sub(r"/[\w.-]+/(edit|delete|quotas|queue|projects/new)/$", r"/X/\1/", re.sub(r"\d+", "N", bare))
+            shape += "?" + ",".join(sorted(parse_qs(query)))
             shapes[shape] = shapes.get(shape, 0) + 1
-            if shapes[shape] > MAX_OF_A_SHAPE and re.search(r"\d", target):
+            if shapes[shape] > (MAX_WORKLOAD_PAGES if shape == "/workloads/N/?" else MAX_OF_A_SHAPE):
                 continue
             if query:
                 variants[bare] = variants.get(bare, 0) + 1
@@ -246,7 +274,13 @@ def check_page(page, path: str, username: str, forbidden: Scope | None, problems
             if forbidden.links.search(href):
                 problems.append(f"{path}: {username} is shown a link to another department: {href}")
         if match := forbidden.text.search(text):
-            problems.append(f"{path}: {username} is shown another department's queue or namespace: {match[0]}")
+            problems.append(f"{path}: {username} is shown another department's project, queue or namespace: "
+                            f"{match[0]}")
+        cells = page.eval_on_selector_all(
+            "main a, main td, main th, main dt, main dd, main strong, main h1, main h2, main h3, main option",
+            "els => els.map(e => e.textContent.trim())")
+        for label in sorted(forbidden.labels.intersection(cells)):
+            problems.append(f"{path}: {username} is shown another department's project {label}")
         options = page.eval_on_selector_all(
             "select option", "els => els.map(o => [o.closest('select').name, o.value, o.textContent.trim()])")
         for name, value, label in options:
