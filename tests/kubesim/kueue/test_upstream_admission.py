@@ -3910,3 +3910,60 @@ def test_afs_admits_workload_from_lq_b_with_uninitialized_cache():
     admitted, messages = run_afs({"lq-a": "8"}, [("wl-a1", "lq-a", "8", 0), ("wl-b1", "lq-b", "8", 1)])
     assert admitted == {"wl-b1"}
     assert messages == {"wl-a1": NO_CPU.format(8)}
+
+
+# TestIsPreferred (flavorassigner_test.go): which of two flavors' (preemption mode, borrowing level) wins.
+PREFERRED_CASES = {
+    "feature gate disabled prioritises preemption": (("fit", 0), ("preempt", 0), None, True),
+    "explicit BorrowingOverPreemption prioritises borrowing distance": (
+        ("preempt", 1),
+        ("fit", 2),
+        "BorrowingOverPreemption",
+        False,
+    ),
+    "explicit PreemptionOverBorrowing prioritises lower preemption": (
+        ("preempt", 1),
+        ("fit", 2),
+        "PreemptionOverBorrowing",
+        True,
+    ),
+    "explicit PreemptionOverBorrowing breaks borrowing ties with preemption": (
+        ("preempt", 1),
+        ("fit", 1),
+        "PreemptionOverBorrowing",
+        False,
+    ),
+    "explicit PreemptionOverBorrowing rejects no-candidate flavor before borrowing comparison": (
+        ("none", 1),
+        ("fit", 2),
+        "PreemptionOverBorrowing",
+        False,
+    ),
+    "explicit PreemptionOverBorrowing prefers fit over shallower-borrowing no-candidate flavor": (
+        ("fit", 2),
+        ("none", 1),
+        "PreemptionOverBorrowing",
+        True,
+    ),
+    "no-candidate flavor remains preferable to no-fit flavor": (("none", 1), ("nofit", 0), None, True),
+    "no-fit flavor remains worse than no-candidate flavor": (("nofit", 0), ("none", 1), None, False),
+    "no-candidate flavors retain borrowing preference": (("none", 1), ("none", 2), "PreemptionOverBorrowing", True),
+    "no-candidate flavors retain borrowing preference in reverse": (
+        ("none", 2),
+        ("none", 1),
+        "PreemptionOverBorrowing",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PREFERRED_CASES))
+def test_is_preferred(name: str) -> None:
+    from kubesim.kueue.scheduler import flavors as fl
+
+    modes = {"fit": fl.G_FIT, "preempt": fl.G_PREEMPT, "none": fl.G_NO_CANDIDATES, "nofit": fl.G_NO_FIT}
+    a, b, preference, want = PREFERRED_CASES[name]
+    got = fl.is_preferred(
+        fl.Granular(modes[a[0]], a[1]), fl.Granular(modes[b[0]], b[1]), preference or "BorrowingOverPreemption"
+    )
+    assert got is want
