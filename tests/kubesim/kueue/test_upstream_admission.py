@@ -3967,3 +3967,140 @@ def test_is_preferred(name: str) -> None:
         fl.Granular(modes[a[0]], a[1]), fl.Granular(modes[b[0]], b[1]), preference or "BorrowingOverPreemption"
     )
     assert got is want
+
+
+# TestIsNoFitDueToCapacityAndLimits (flavorassigner_test.go): the QuotaReserved reason of a workload that fits
+# nowhere, and the reason recorded per flavor tried.
+NOFIT_FLAVORS = [
+    flavor("flavor-a", labels={"type": "a"}),
+    {"metadata": {"name": "flavor-b"}, "spec": {"nodeTaints": [taint("key", "val")]}},
+    flavor("flavor-shared", labels={"type": "shared"}),
+]
+
+
+def two_flavor_cq(name: str, a: tuple[str, str], b: tuple[str, str], cohort_name: str = "") -> dict:
+    return cq(name, rg(fq("flavor-a", res(CPU, *a)), fq("flavor-b", res(CPU, *b))), cohort=cohort_name)
+
+
+NOFIT_CQ = two_flavor_cq("cq", ("2", "4"), ("2", "4"))
+SHARED_CQ = cq(
+    "shared-cq",
+    rg(fq("flavor-shared", res(CPU, "2", "4")), fq("flavor-a", res(CPU, "2", "4"))),
+    rg(fq("flavor-shared", res(MEM, "2Gi", "4Gi"))),
+    cohort="cohort",
+)
+SHARED_SIBLING = cq(
+    "sibling",
+    rg(fq("flavor-shared", res(CPU, "2", "2")), fq("flavor-a", res(CPU, "2", "2"))),
+    rg(fq("flavor-shared", res(MEM, "2Gi", "2Gi"))),
+    cohort="cohort",
+)
+TOLERATE_KEY = [{"key": "key", "operator": "Equal", "value": "val", "effect": "NoSchedule"}]
+
+NOFIT_CASES = {
+    "succeeds to schedule on flavor-a": (
+        main(cpu="1"),
+        NOFIT_CQ,
+        [],
+        {},
+        "",
+        {"flavor-a": "", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "insufficient quota": (
+        main(cpu="3"),
+        NOFIT_CQ,
+        [],
+        {},
+        "ExceedsMaxQuota",
+        {"flavor-a": "ExceedsMaxQuota", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "exceeds max capacity limits": (
+        main(cpu="5"),
+        NOFIT_CQ,
+        [],
+        {},
+        "ExceedsMaxQuota",
+        {"flavor-a": "ExceedsMaxQuota", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "taints mismatch": (
+        main(cpu="1", selector={"type": "wrong"}),
+        NOFIT_CQ,
+        [],
+        {},
+        "NoMatchingFlavor",
+        {"flavor-a": "NoMatchingFlavor", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "succeeds to schedule on flavor-b with a tolerated taint": (
+        main(cpu="1", selector={"type": "non-existent"}, tolerations=TOLERATE_KEY),
+        NOFIT_CQ,
+        [],
+        {},
+        "",
+        {"flavor-a": "NoMatchingFlavor"},
+    ),
+    "prioritization of structural mismatch over capacity mismatch": (
+        main(cpu="3", memory="20Gi", selector={"type": "wrong"}),
+        NOFIT_CQ,
+        [],
+        {},
+        "NoMatchingFlavor",
+        {"flavor-a": "NoMatchingFlavor", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "insufficient capacity, cohort has available capacity (waiting for quota)": (
+        main(cpu="3"),
+        two_flavor_cq("cq", ("2", "2"), ("2", "2"), "cohort"),
+        [two_flavor_cq("sibling", ("2", "2"), ("2", "2"), "cohort")],
+        {"sibling": {("flavor-a", CPU): "2", ("flavor-b", CPU): "2"}},
+        "WaitingForQuota",
+        {"flavor-a": "WaitingForQuota", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "exceeds cohort max capacity limits": (
+        main(cpu="5"),
+        two_flavor_cq("cq", ("2", "2"), ("2", "2"), "cohort"),
+        [two_flavor_cq("sibling", ("2", "2"), ("2", "2"), "cohort")],
+        {},
+        "ExceedsMaxQuota",
+        {"flavor-a": "ExceedsMaxQuota", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "exceeds borrowing limit but cohort has capacity": (
+        main(cpu="4"),
+        two_flavor_cq("cq", ("2", "1"), ("2", "1"), "cohort"),
+        [two_flavor_cq("sibling", ("5", "5"), ("5", "5"), "cohort")],
+        {},
+        "ExceedsMaxQuota",
+        {"flavor-a": "ExceedsMaxQuota", "flavor-b": "NoMatchingFlavor"},
+    ),
+    "flavor spanning multiple resource groups": (
+        main(cpu="3", memory="3Gi", selector={"type": "a"}),
+        SHARED_CQ,
+        [SHARED_SIBLING],
+        {"sibling": {("flavor-shared", CPU): "2", ("flavor-shared", MEM): "2Gi", ("flavor-a", CPU): "2"}},
+        "NoMatchingFlavor",
+        {"flavor-shared": "NoMatchingFlavor", "flavor-a": "WaitingForQuota"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NOFIT_CASES))
+def test_is_no_fit_due_to_capacity_and_limits(name: str) -> None:
+    from kubesim.kueue.scheduler.flavors import FlavorAssigner
+    from kubesim.kueue.scheduler.preemption import Preemptor
+
+    podset, queue, siblings, usage, want_reason, want_attempts = NOFIT_CASES[name]
+    workloads = [wl("wl", "ns", "lq", podsets=[podset])]
+    workloads += [usage_workload(f"usage-{q}", q, u, 0) for q, u in usage.items()]
+    snap = Snapshot.from_objects(
+        resource_flavors=NOFIT_FLAVORS,
+        cluster_queues=[queue, *siblings],
+        local_queues=[lq("lq", "ns", queue["metadata"]["name"])],
+        workloads=workloads,
+        config=KueueConfig(fair_sharing=False, quota_check_strategy="BlockUndeclared"),
+        now=T0,
+    )
+    node = snap.cluster_queues[queue["metadata"]["name"]]
+    assignment = FlavorAssigner(snap.workloads["ns/wl"], node, snap, Preemptor(snap, T0).simulate).assign()
+    assert assignment.no_fit_reason == want_reason
+    for ps in assignment.podsets:
+        for flavor_name, _, reason in ps.attempts:
+            if flavor_name in want_attempts:
+                assert reason == want_attempts[flavor_name], flavor_name
