@@ -4104,3 +4104,24 @@ def test_is_no_fit_due_to_capacity_and_limits(name: str) -> None:
         for flavor_name, _, reason in ps.attempts:
             if flavor_name in want_attempts:
                 assert reason == want_attempts[flavor_name], flavor_name
+
+
+# TestRequeueAndUpdate: a head that did not fit goes to the inadmissible set, one skipped after nomination back to
+# the heap (a BestEffortFIFO ClusterQueue).
+@pytest.mark.parametrize(
+    ("name", "reason", "set_aside"),
+    [("workload didn't fit", "", True), ("skipped with summary", "FailedAfterNomination", False)],
+)
+def test_requeue_and_update(name: str, reason: str, set_aside: bool) -> None:
+    from kubesim.kueue.scheduler import Queues
+
+    snap = Snapshot.from_objects(
+        cluster_queues=[cq("cq")],
+        local_queues=[lq("q1", "ns1", "cq")],
+        workloads=[wl("w1", "ns1", "q1")],
+        config=KueueConfig(fair_sharing=False),
+        now=T0,
+    )
+    queues = Queues()
+    assert queues.requeue(snap.cluster_queues["cq"], snap.workloads["ns1/w1"], reason) is set_aside
+    assert queues.inadmissible.get("cq", set()) == ({"ns1/w1"} if set_aside else set())
