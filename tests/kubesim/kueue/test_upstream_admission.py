@@ -1,10 +1,15 @@
-"""Admission, flavor assignment and borrowing cases ported from Kueue's own tests (v0.19.2), run through one
-scheduling cycle of kubesim's core on plain data: same objects, same admitted workloads with the same flavors (and
-counts), same workloads left in the queues or set aside as inadmissible, same victims where a case preempts.
+"""Admission, flavor assignment and borrowing cases ported from Kueue's own tests (v0.19.2), run on kubesim's core
+on plain data: same objects, same admitted workloads with the same flavors (and counts), same workloads left in the
+queues or set aside as inadmissible, same victims where a case preempts.
 
-Sources: pkg/scheduler/scheduler_test.go (TestSchedule) and pkg/scheduler/scheduler_fs_test.go
-(TestScheduleForFairSharing). Each test id is the upstream case name. Cases that need what kubesim does not model
-(TAS, MultiKueue, AFS, workload slices, limit ranges, preemption gates, API errors) are not ported.
+Sources: pkg/scheduler/scheduler_test.go (TestSchedule, TestEntryOrdering, TestLastSchedulingContext,
+TestLastAssignmentOutdated, TestRequeueAndUpdate, TestEntryComparerLess, TestResourcesToReserve,
+TestFitsDedupsOverlappingVictims), scheduler_fs_test.go (TestScheduleForFairSharing), scheduler_afs_test.go
+(TestScheduleForAFS), flavorassigner/flavorassigner_test.go (TestAssignFlavors, TestReclaimBeforePriorityPreemption,
+TestDeletedFlavors, TestHierarchical, TestIsPreferred, TestIsNoFitDueToCapacityAndLimits) and scenarios of
+test/integration/singlecluster/scheduler replayed through sim.py. Each test id (or test name) is the upstream case
+name. Cases that need what kubesim does not model (TAS and pod set groups, MultiKueue and preemption gates, workload
+slices, LimitRanges, API errors, feature gates switched from their defaults) are not ported.
 """
 
 from __future__ import annotations
