@@ -2664,6 +2664,21 @@ def test_reclaimable_pods_release_their_share_of_admitted_usage():
     assert [a.workload.name for a in Scheduler().cycle(snap, T0).admitted] == ["next"]
 
 
+def _multi_podset_case() -> FA:
+    case = FA(
+        [pod_set("fitting-podset", 1, {CPU: "1"}, selector={"type": "one"}), pod_set("blocking-podset", 1, {CPU: "5"})],
+        fa_cq(rg(fq("one", res(CPU, "2")), fq("two", res(CPU, "2")))),
+        NO_FIT_MODE,
+        {"fitting-podset": {CPU: ("one", FIT)}},
+        {"blocking-podset": [exceeds(CPU, "one", "1", "5", "2"), exceeds(CPU, "two", "0", "5", "2")]},
+    )
+    return case
+
+
+FA_CASES["multi-podset, one fits and another fails, fitting podset attempts skipped in resolveNoFitReason"] = (
+    _multi_podset_case()
+)
+
 # -- the tests (keep last: each table above is complete here) ---------------------------------------------------------
 
 
