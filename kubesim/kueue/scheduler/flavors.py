@@ -148,6 +148,10 @@ class Assignment:
         """Whether some search stopped before the last flavor of its resource group (flavorFungibility said stop)."""
         return any(t != -1 for tried in self.last_tried() for t in tried.values())
 
+    def flavor_names(self) -> dict[str, dict[str, str]]:
+        """Per pod set, the flavor each resource was given."""
+        return {ps.name: {r: fa.name for r, fa in ps.flavors.items()} for ps in self.podsets}
+
     def to_api(self) -> list[dict]:
         """status.admission.podSetAssignments."""
         out = []
@@ -299,11 +303,17 @@ class FlavorAssigner:
         snapshot: Snapshot,
         oracle: Oracle,
         resume: list[dict[str, int]] | None = None,
+        pinned: dict[str, dict[str, str]] | None = None,
     ) -> None:
         """resume: the flavors an earlier cycle's search stopped at (`Assignment.last_tried`); each resource group's
-        search then starts after them (Kueue's preserved flavor scan progress)."""
+        search then starts after them (Kueue's preserved flavor scan progress).
+
+        pinned: per pod set, per resource, the only flavor the search may take (`Assignment.flavor_names` of the
+        assignment made at nomination). A search made again later in the cycle keeps to the flavors nominated then:
+        every other flavor is passed over, with a reason saying so."""
         self.wl, self.cq, self.snapshot, self.oracle = wl, cq, snapshot, oracle
         self.resume = resume or []
+        self.pinned = pinned
         self.ignore_undeclared = snapshot.config.quota_check_strategy == "IgnoreUndeclared"
         self.fair_sharing = snapshot.config.fair_sharing
 
@@ -366,6 +376,10 @@ class FlavorAssigner:
         for index in range(start, len(rg.flavors)):
             fname = rg.flavors[index]
             attempted = index
+            if self.pinned is not None and self.pinned.get(ps.name, {}).get(res) != fname:
+                reasons.append(f"skipping flavor {fname} as it is not found in the nomination mapping for resource "
+                               f"{res}")
+                continue
             mismatch = flavor_mismatch(fname, self.snapshot.flavors.get(fname), ps)
             if mismatch:
                 reasons.append(mismatch)

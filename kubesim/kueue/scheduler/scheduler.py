@@ -49,6 +49,9 @@ PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
 WAITING_FOR_PODS_READY = "WaitingForPodsReady"  # kubesim's name: the head stays in the heap while admission waits
 _IMMEDIATE = {FAILED_AFTER_NOMINATION, PENDING_PREEMPTION, "PreemptionFailed", WAITING_FOR_PODS_READY}
 PODS_READY_MESSAGE = "waiting for all admitted workloads to be in PodsReady condition"
+DEFERRED_FIT_MESSAGE = (
+    "Workload has overlapping preemption targets with another workload, but will fit after these preemptions complete"
+)
 
 
 @dataclass
@@ -96,6 +99,9 @@ class CycleResult:
     pending: list[Pending] = field(default_factory=list)
     moved_aside: int = 0  # heads moved to the inadmissible set
     resumed: int = 0  # heads back in the heap to resume their flavor search next cycle
+    # (ClusterQueue, outcome) per assignment searched again because its targets overlapped an earlier entry's:
+    # deferred_fit, new_targets or skipped (Kueue's preemption_target_recomputations_total results)
+    recomputations: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def progressed(self) -> bool:
@@ -437,13 +443,20 @@ class Scheduler:
         return entries, rejected
 
     def _assignments(
-        self, snapshot: Snapshot, wl: WorkloadInfo, cq: ClusterQueueNode, preemptor: Preemptor
+        self,
+        snapshot: Snapshot,
+        wl: WorkloadInfo,
+        cq: ClusterQueueNode,
+        preemptor: Preemptor,
+        pinned: dict[str, dict[str, str]] | None = None,
     ) -> tuple[Assignment, list[Target]]:
-        progress = self.queues.progress.get(wl.key)
+        """The flavor assignment and preemption targets for wl. pinned (a search made again within the cycle): keep
+        to those flavors and search from each resource group's first flavor, whatever progress was kept."""
+        progress = self.queues.progress.get(wl.key) if pinned is None else None
         if progress is not None and progress.outdated(wl, cq, self.queues.cycles):
             del self.queues.progress[wl.key]
             progress = None
-        assigner = FlavorAssigner(wl, cq, snapshot, preemptor.simulate, progress.tried if progress else None)
+        assigner = FlavorAssigner(wl, cq, snapshot, preemptor.simulate, progress.tried if progress else None, pinned)
         full = assigner.assign()
         mode = full.mode()
         if mode not in (NO_FIT, PREEMPT):
@@ -582,6 +595,9 @@ class Scheduler:
     ) -> None:
         cq = e.cq
         assert cq is not None
+        deferred = False
+        if any(t.workload.key in preempted_keys for t in e.targets):
+            deferred = self._recompute_upon_overlap(snapshot, e, preemptor, preempted_keys, result)
         mode = e.assignment.mode()
         usage = e.assignment.usage
         if mode == NO_FIT:
@@ -594,6 +610,15 @@ class Scheduler:
                 for fr, v in reserve.items():
                     add_usage(cq, fr, v)
                 transient.append((cq, reserve))
+            return
+        if deferred:
+            # Fits once the victims of earlier entries are gone: it waits for them, as a preemptor does, and holds
+            # its capacity for the rest of the cycle.
+            e.reason, e.requeue = C.REASON_WAITING_FOR_PREEMPTED, PENDING_PREEMPTION
+            e.message = DEFERRED_FIT_MESSAGE
+            for fr, v in usage.items():
+                add_usage(cq, fr, v)
+            transient.append((cq, dict(usage)))
             return
         if any(t.workload.key in preempted_keys for t in e.targets):
             e.status, e.message = "skipped", "Workload has overlapping preemption targets with another workload"
@@ -639,6 +664,38 @@ class Scheduler:
             key = (e.wl.namespace, e.wl.queue_name)
             snapshot.lq_usage[key] = snapshot.lq_usage.get(key, 0.0) + penalty
         result.admitted.append(Admission(e.wl, cq.name, e.assignment.to_api(), dict(usage)))
+
+    def _recompute_upon_overlap(
+        self, snapshot: Snapshot, e: _Entry, preemptor: Preemptor, preempted_keys: set[str], result: CycleResult
+    ) -> bool:
+        """Kueue's RecomputeAssignmentUponPreemptionTargetsOverlap (beta, on since 0.20): an entry whose nominated
+        targets include a victim an earlier entry of this cycle already chose searches again, on the snapshot as it
+        will be once this cycle's victims are gone (their preemptors' usage stays charged), keeping to the flavors it
+        was nominated with. The new assignment and targets replace the nominated ones; True when it now fits
+        without preempting anything (it must still wait for those victims to leave)."""
+        gone = [snapshot.workloads[k] for k in preempted_keys if k in snapshot.workloads]
+        gone = [w for w in gone if w.key in snapshot.cluster_queues[w.cluster_queue].workloads]
+        for w in gone:
+            snapshot.remove_workload(w)
+        try:
+            e.assignment, e.targets = self._assignments(
+                snapshot, e.wl, e.queue, preemptor, pinned=e.assignment.flavor_names()
+            )
+        finally:
+            for w in gone:
+                snapshot.add_workload(w)
+        e.message = e.assignment.message()
+        deferred = e.assignment.mode() == FIT
+        if deferred:
+            outcome = "deferred_fit"
+        elif e.targets and not any(t.workload.key in preempted_keys for t in e.targets) and self._fits_after(
+            snapshot, e.queue, e.assignment.usage, preempted_keys, e.targets
+        ):
+            outcome = "new_targets"
+        else:
+            outcome = "skipped"
+        result.recomputations.append((e.queue.name, outcome))
+        return deferred
 
     @staticmethod
     def _fits_after(snapshot: Snapshot, cq, usage, preempted_keys: set[str], targets: list[Target]) -> bool:

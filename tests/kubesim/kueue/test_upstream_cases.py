@@ -562,6 +562,12 @@ def test_preemption_while_borrowing_does_not_block_a_borrower_in_another_queue()
 
 
 def test_fair_sharing_multiple_preemptions_skip_overlapping_targets():
+    """TestScheduleForFairSharing "multiple preemptions skip overlapping preemption targets". Upstream runs it with
+    RecomputeAssignmentUponPreemptionTargetsOverlap off (v0.19's skip: pretending-preemptor waits with "Workload has
+    overlapping preemption targets with another workload"). kubesim has no feature gates and follows v0.20's default
+    (on): pretending-preemptor searches again with a1 and c1 gone and preemptor's usage charged; cpu then fits and it
+    preempts b1 for its beta-resource in the same cycle."""
+
     def queue(name: str, quotas: dict[str, int]) -> dict:
         groups = [
             {
@@ -661,7 +667,15 @@ def test_fair_sharing_multiple_preemptions_skip_overlapping_targets():
             prefix + "Fair Sharing within the cohort; preemptor path: /other/other-alpha; "
             "preemptee path: /other/other-gamma",
         ),
+        (
+            "b1",
+            "InClusterQueue",
+            "Preempted to accommodate a workload (UID: wl-pretending-preemptor, JobUID: job-pretending-preemptor) due "
+            "to prioritization in the ClusterQueue; preemptor path: /other/other-beta; preemptee path: "
+            "/other/other-beta",
+        ),
     }
+    assert result.recomputations == [("other-beta", "new_targets")]
     assert sorted((p.workload.name, p.reason, p.message) for p in result.pending) == [
         (
             "preemptor",
@@ -672,7 +686,8 @@ def test_fair_sharing_multiple_preemptions_skip_overlapping_targets():
         ),
         (
             "pretending-preemptor",
-            "WaitingForQuota",
-            "Workload has overlapping preemption targets with another workload",
+            "WaitingForPreemptedWorkloads",
+            "couldn't assign flavors to pod set main: insufficient unused quota for beta-resource in flavor default, "
+            "1 more needed. Pending the preemption of 1 workload(s)",
         ),
     ]
