@@ -1826,8 +1826,9 @@ def test_integration_cohort_concurrent_preemptors_with_different_priorities() ->
 
 def test_integration_cohort_concurrent_preemptors_with_the_same_priority() -> None:
     """In a ClusterQueue that is part of a cohort: Should preempt all necessary workloads in concurrent scheduling
-    with the same priority (RecomputeAssignmentUponPreemptionTargetsOverlap=false, v0.19's default; the settled
-    outcome is the same with it on)."""
+    with the same priority: the settled outcome, which upstream expects with RecomputeAssignmentUponPreemptionTargets-
+    Overlap both off and on (kubesim follows v0.20's on; the first cycle's two evictions are checked in
+    test_upstream_recompute.py)."""
     sim = _three_in_cohort()
     for i in range(3):
         sim.add(f"beta-{i}", "beta-cq", 2)
