@@ -20,6 +20,7 @@ Sources:
   TargetsOverlap with multiple flavors", and test/integration/singlecluster/scheduler/preemption_test.go, "Should
   preempt all necessary workloads in concurrent scheduling with the same priority
   (RecomputeAssignmentUponPreemptionTargetsOverlap=true)", replayed through `sim.py`.
+- pkg/scheduler/scheduler_test.go, TestFitsDedupsOverlappingVictims, is in test_upstream_admission.py.
 - TestScheduleForFairSharing's "multiple preemptions skip overlapping preemption targets" runs upstream with the gate
   off; its v0.20 outcome is asserted in test_upstream_cases.py.
 - The TAS case of TestScheduleForTASPreemption is not ported (no TAS in kubesim).
@@ -394,10 +395,14 @@ def test_fair_integration_hero_workload_sticks_to_preferred_flavor_if_overlap_re
     sim.add("wlHero", "cq-hero", 100, priority=100)
     sim.add("wlTiny", "cq-tiny", 50, priority=50)
 
-    first = Scheduler(sim.config).cycle(sim.snapshot(), sim.now)  # one cycle, on a copy of the state
+    probe = Scheduler(sim.config)
+    first = probe.cycle(sim.snapshot(), sim.now)  # one cycle, on a copy of the state
     assert [(p.victim.name, p.preemptor.name) for p in first.preempted] == [("wlA", "wlHero")]
     assert {p.workload.name: (p.reason, p.message) for p in first.pending}["wlTiny"] == (WAITING_PREEMPTED, DEFERRED)
     assert first.recomputations == [("cq-tiny", "deferred_fit")]
+    # It waits as a preemptor does: kept at its queue's head, its flavor search to start over next time.
+    assert probe.queues.sticky == {"cq-hero": "default/wlHero", "cq-tiny": "default/wlTiny"}
+    assert "default/wlTiny" not in probe.queues.progress
 
     sim.settle()
     assert sim.running() == {"wlB", "wlHero", "wlTiny"}
@@ -435,3 +440,4 @@ def test_integration_cohort_concurrent_preemptors_with_the_same_priority_recompu
     running = sim.running()
     assert {"alpha", "gamma"} <= running and len(running - {"alpha", "gamma"}) == 1
     assert len(sim.preemptions) == 2
+
