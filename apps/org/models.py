@@ -6,8 +6,10 @@ over-quota use, and the over-quota weight splits idle capacity. Rules that span 
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -18,6 +20,8 @@ from .validators import validate_dns_label, validate_extended_resource_name, val
 
 MAX_OVER_QUOTA_WEIGHT = 1000
 MAX_POOL_CAPACITY = 100_000
+# NVIDIA's MIG profiles: 3g.40gb, 1g.10gb+me, and compute-instance ones such as 1c.3g.40gb.
+MIG_PROFILE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+me)?$")
 
 
 class NodePool(VersionedModel):
@@ -70,6 +74,26 @@ class NodePool(VersionedModel):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        """The cut decides the profile and the replicas: a MIG pool names its profile, a time-sliced one shares each
+        card between at least 2 replicas, and the others have neither (the API would otherwise store them unused)."""
+        errors: dict[str, str] = {}
+        if self.cut == self.Cut.MIG:
+            if not self.mig_profile:
+                errors["mig_profile"] = "A MIG pool needs its profile, e.g. 3g.40gb."
+            elif not MIG_PROFILE.match(self.mig_profile):
+                errors["mig_profile"] = "Write a MIG profile such as 3g.40gb or 1g.10gb+me."
+        elif self.mig_profile:
+            errors["mig_profile"] = "Only a MIG pool has a MIG profile; leave it empty."
+        replicas = self.replicas_per_card
+        if isinstance(replicas, int):
+            if self.cut == self.Cut.TIME_SLICED and replicas < 2:
+                errors["replicas_per_card"] = "A time-sliced pool shares each card between at least 2 replicas."
+            elif self.cut != self.Cut.TIME_SLICED and replicas != 1:
+                errors["replicas_per_card"] = "Only a time-sliced pool shares its cards; leave it at 1."
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def card_fraction(self) -> Fraction:
