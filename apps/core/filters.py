@@ -248,6 +248,11 @@ class ScopedFilterSet(django_filters.FilterSet):
         """The filtered rows, or none while the form has errors."""
         return self.qs if self.is_valid() else self.queryset.none()
 
+    def valid_unpaginated(self) -> bool:
+        """For an answer that is not a page (a CSV export): the form is valid and, when no row matched, every
+        reference names one of its choices (one query more than the export's, two when nothing matched)."""
+        return self.is_valid() and (self.qs.exists() or self.check_references())
+
     def check_references(self) -> bool:
         """After an empty answer: each reference that names none of its choices becomes an error on its field.
         Returns whether the form is still free of errors. One query per reference given, none otherwise."""

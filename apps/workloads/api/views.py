@@ -288,7 +288,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
     @action(detail=False, methods=["get"], url_path="export", url_name="export")
     def export(self, request: Request) -> StreamingHttpResponse:
         filterset = WorkloadFilterSet(request.query_params, queryset=self.get_queryset(), request=request)
-        if not filterset.is_valid():
+        if not filterset.valid_unpaginated():
             raise exceptions.ValidationError(form_error_detail(filterset.errors))
         return csv_response(table.export_rows(filterset.qs, viewer=request.user), "workloads.csv")
 
