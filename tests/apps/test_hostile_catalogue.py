@@ -403,6 +403,21 @@ for param in ("lines", "timeout"):
         add(Case(f"query-logs-{param}-{label}", "alice", "GET", f"workloads/{{finished}}/logs/?{param}={value}"))
 for label, value in {"yes": "yes", "nul": "%00", "empty": "", "2": "2"}.items():
     add(Case(f"query-logs-follow-{label}", "alice", "GET", f"workloads/{{finished}}/logs/?follow={value}"))
+# A pool's cut decides its profile and replicas: the API must not store ones the cut does not use.
+for label, body in {"mig-without-profile": {"cut": "mig", "gpu_resource": "nvidia.com/mig-3g.40gb"},
+                    "mig-profile-template": {"cut": "mig", "mig_profile": "3g.{{7*7}}"},
+                    "mig-profile-nul": {"cut": "mig", "mig_profile": "3g.40gb\x00"},
+                    "full-with-profile": {"mig_profile": "3g.40gb"},
+                    "time-sliced-one-replica": {"cut": "time-sliced", "replicas_per_card": 1},
+                    "full-with-replicas": {"replicas_per_card": 4}, "cut-unknown": {"cut": "half"}}.items():
+    add(Case(f"node-pools-{label}", "admin", "POST", "node-pools/", {**POOL, **body}))
+add(Case("patch-node-pools-profile-on-full-pool", "admin", "PATCH", "node-pools/{pool_h100}/",
+         {"mig_profile": "<script>"}),
+    Case("patch-node-pools-replicas-on-full-pool", "admin", "PATCH", "node-pools/{pool_h100}/",
+         {"replicas_per_card": 8}),
+    Case("patch-node-pools-cut-mig-without-profile", "admin", "PATCH", "node-pools/{pool_h100}/", {"cut": "mig"}))
+page("form-pool-mig-profile-template", "admin", "org:pool_create", [],
+     {**POOL_FORM, "cut": "mig", "mig_profile": "{{7*7}}"}, shows="MIG profile such as")
 # Templates (admins): every field's type, and values the submit form would refuse.
 TEMPLATE = {"name": "probe", "description": "", "kind": "training", "values": {"gpus": 1}}
 api_fields("templates/", "admin", TEMPLATE, {
@@ -482,6 +497,13 @@ add(Case("query-usage-timezone-offset-out-of-range", "admin", "GET",
     Case("query-usage-unseen-project", "alice", "GET",
          "usage/?group_by=project&project=forecasting&start=2026-01-01&end=2026-02-01"),
     Case("query-workloads-unseen-project", "alice", "GET", "workloads/?project=forecasting"),
+    # A CSV is no page, but a reference out of sight is refused there too, not answered with an empty file.
+    Case("query-workloads-export-unseen-project", "alice", "GET", "workloads/export/?project=forecasting"),
+    Case("query-workloads-export-unknown-department", "alice", "GET", "workloads/export/?department=nowhere"),
+    Case("filter-workloads-export-unseen-project", "alice", "GET", "@workloads:export|?project=forecasting",
+         api=False, status=400),
+    Case("filter-workloads-export-unknown-department", "alice", "GET", "@workloads:export|?department=-1",
+         api=False, status=400),
     Case("query-workloads-status-unknown", "alice", "GET", "workloads/?status=running,hacked"),
     Case("query-audit-since-after-until", "admin", "GET", "audit-events/?since=2026-02-01&until=2026-01-01"))
 # Session writes without the CSRF token are refused (403) and change nothing.
