@@ -99,6 +99,9 @@ _KIND = {PROJECT_LIMIT: QUOTA, PROJECT_DESERVED: QUOTA, DEPARTMENT_LIMIT: QUOTA,
 
 STOPPED_REASONS = frozenset({"Stopped", "LocalQueueStopped", "ClusterQueueStopped", "Suspended"})
 NEVER_ADMITTABLE = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
+# Kueue >= 0.20 keeps a workload whose preemption targets another workload of the same cycle already took waiting
+# with this message (and WaitingForPreemptedWorkloads): it fits once those preemptions complete, preempting none.
+OVERLAPPING_TARGETS = "overlapping preemption targets with another workload"
 # Kueue's preemption reasons in plain words (after "Preempted ... by <preemptor>, ").
 HUMAN_PREEMPTION = {"InClusterQueue": "to make room for higher-priority work in the same queue",
                     "InCohortReclamation": "to give back borrowed quota to the project that deserves it",
@@ -474,6 +477,11 @@ class _Explainer:
                                          f"right now ({_n(self.a.available if self.a else None)} free to it); Kueue "
                                          "takes it back by preempting the borrowed work." + _ahead(self.position),
                              f"Reclaiming {self.project}'s lent quota", **numbers)
+        if not f.victims and OVERLAPPING_TARGETS in (self.w.status_message or ""):
+            return self.done(PREEMPTING, f"Starting soon: Kueue is already preempting work for another workload, "
+                                         f"and {self.ask} fits once that work has released its GPUs."
+                             + _ahead(self.position), "Making room: waiting for preemptions already under way",
+                             **numbers)
         victims = f": {_join(names)}" if names else ""
         count = f" ({len(f.victims)})" if f.victims else ""
         return self.done(PREEMPTING, f"Starting soon: Kueue is making room for {self.ask} and waits for the "

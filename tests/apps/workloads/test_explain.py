@@ -175,6 +175,18 @@ def test_waiting_for_preempted_workloads_names_only_visible_victims():
     assert result.numbers["hidden_victims"] == 1
 
 
+def test_waiting_for_preemptions_another_workload_started():
+    """Kueue 0.20: its targets overlapped another workload's in the same cycle; it preempts nothing itself and fits
+    once those preemptions complete."""
+    result = explain(queued(status_reason="WaitingForPreemptedWorkloads", queue_position_local=None,
+                            status_message="Workload has overlapping preemption targets with another workload, but "
+                                           "will fit after these preemptions complete"), WaitFacts())
+    assert result.reason == PREEMPTING
+    assert result.sentence == ("Starting soon: Kueue is already preempting work for another workload, and 4 x H100 "
+                               "fits once that work has released its GPUs.")
+    assert result.headline == "Making room: waiting for preemptions already under way"
+
+
 def test_preempted_says_by_whom_as_far_as_the_viewer_may_see():
     from apps.workloads.explain import Peer
 
