@@ -66,6 +66,7 @@ RAW_BODIES = {
     "list-for-object": "[]",
     "string-for-object": '"x"',
     "truncated": '{"name": ',
+    "3mb-json": '{"name": "' + "x" * 3_000_000 + '"}',  # past DATA_UPLOAD_MAX_MEMORY_SIZE
 }
 QUERY = {
     "superscript-digit": "%C2%B2",
@@ -593,6 +594,10 @@ page("form-role-binding-group-arabic-digit", "admin", "accounts:role_binding_cre
 page("form-role-binding-delete-unseen", "deptadmin", "accounts:role_binding_delete", ["{rb_carol}"], {},
      status=404)
 page("form-token-revoke-others", "alice", "accounts:token_revoke", ["{token_bob}"], {}, status=404)
+# Past Django's upload limits: a bad request, not a form that saved part of it.
+page("form-token-3mb-name", "alice", "accounts:tokens", [], {"name": "x" * 3_000_000}, status=400)
+page("form-token-1500-fields", "alice", "accounts:tokens", [], {"name": "ci", **{f"f{i}": "1" for i in range(1500)}},
+     status=400)
 # The submit form's references picked by id: a Unicode digit would pick row 1.
 for label, override in {"node-pool-arabic-digit": {"node_pool": "\u0661"},
                         "priority-class-arabic-digit": {"priority_class": "\u0661"},
