@@ -26,7 +26,7 @@ MAX_PAGES = 60  # per role
 MAX_SECONDS = 30.0  # per role's walk
 MAX_QUERY_VARIANTS = 2  # of one path (filters, sorts, tabs): the first few are enough
 MAX_OF_A_SHAPE = 1  # pages of one shape (/workloads/N/stop/, /projects/X/edit/): the rest look the same
-MAX_WORKLOAD_PAGES = 8  # but a workload's page differs with its status: each one seeded
+MAX_WORKLOAD_PAGES = 10  # but a workload's page differs with its status: each one seeded
 MAX_PAGE_NUMBER = 2
 SCREENSHOTS = Path("/tmp/journey")
 SCREENSHOT_PATHS = re.compile(
@@ -36,7 +36,7 @@ SCREENSHOT_PATHS = re.compile(
     r"workloads/(credentials|templates|held-idle)/|workloads/submit/training/)?$")
 # Not pages of the portal, or not ours to walk: signing out ends the journey; Django's admin and the notebook proxy
 # are other applications (their first page is visited, not their links).
-SKIP = re.compile(r"^/accounts/logout/|^/accounts/oidc/|/notebook/|/connect/$")
+SKIP = re.compile(r"^/accounts/logout/|^/accounts/oidc/|^/workloads/\d+/(notebook/|connect/$)")
 OUTSIDE = re.compile(r"^/django-admin/.+|^/api/v1/.+")
 DOWNLOAD = re.compile(r"\.(csv|json|yaml|txt)$|/export|/values/$")
 # Links that lead to a write (a confirmation page or a form): a viewer must be offered none.
@@ -81,10 +81,10 @@ def journey_data(kubesim, login):
     users = get_user_model().objects
 
     def submit(username, project, pool, name, gpus, kind=Kind.TRAINING, seconds=600, **extra):
+        fields = {"image": "pytorch/pytorch:2.4.0", "command": ["sleep", str(seconds)], **extra}
         workload = services.workload_submit(
             actor=users.get(username=username), project=Project.objects.get(slug=project), kind=kind, name=name,
-            image="pytorch/pytorch:2.4.0", command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug=pool),
-            gpus=gpus, model_label="resnet", data_class="public", **extra)
+            node_pool=NodePool.objects.get(slug=pool), gpus=gpus, model_label="resnet", data_class="public", **fields)
         assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
         return workload
 
@@ -96,7 +96,9 @@ def journey_data(kubesim, login):
         queued = submit("alice", "vision", "h100", "vision-waits", 4, max_runtime_seconds=3600)
         live += [submit("bob", "nlp", "l40s-shared", "nlp-batch", 2, kind=Kind.BATCH),
                  submit("carol", "forecasting", "a100-mig-3g40gb", "forecast-train", 2),
-                 submit("admin", "etl", "l40s-shared", "etl-train", 1)]
+                 submit("admin", "etl", "l40s-shared", "etl-train", 1),
+                 submit("bob", "nlp", "l40s-shared", "nlp-notebook", 1, kind=Kind.NOTEBOOK, command=[],
+                        image="quay.io/jupyter/base-notebook:2024-05-27", notebook_idle_timeout_minutes=60)]
         # Serving lends nothing and keeps no preemptible quota: Kueue never admits a preemptible run there.
         rejected = submit("admin", "serving", "l40s-shared", "serving-train", 1)
         done = submit("bob", "nlp", "l40s-shared", "nlp-short", 1, seconds=30)
