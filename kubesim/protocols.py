@@ -6,6 +6,7 @@ optional), and talks to it through these protocols.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -29,8 +30,11 @@ class Webhook(Protocol):
         """The object to store (obj mutated in place, or a new dict; None keeps obj)."""
         ...
 
-    def validate(self, resource: str, operation: str, obj: dict, old: dict | None, store: Any) -> list[tuple[str, str]]:
-        """(field path, message) per problem; empty when the object is acceptable."""
+    def validate(
+        self, resource: str, operation: str, obj: dict, old: dict | None, store: Any
+    ) -> Sequence[tuple[str, str] | tuple[str, str, str]]:
+        """(field path, message) or (field path, message, StatusCause reason; FieldValueInvalid when absent) per
+        problem; empty when the object is acceptable."""
         ...
 
 

@@ -97,8 +97,8 @@ class Admission:
             if causes:
                 raise invalid(t.res, name, causes)
             for hook in self.sim.webhooks:
-                for fld, message in hook.validate(hook_resource, operation, obj, old, self.store) or []:
-                    causes.append(Cause(fld, "FieldValueInvalid", message))
+                for err in hook.validate(hook_resource, operation, obj, old, self.store) or []:
+                    causes.append(Cause(err[0], err[2] if len(err) > 2 else "FieldValueInvalid", err[1]))
         except QuantityError as exc:  # a webhook that decodes a quantity validation let through: Kueue's answer
             raise bad_request(f"admission webhook denied the request: {exc}") from exc
         if causes:

@@ -1,22 +1,120 @@
-"""Kueue's admission webhooks: the Job webhook (suspend on create, queue-name immutability) and the validating
-webhooks for ClusterQueues, Cohorts, LocalQueues and Workloads (pkg/webhooks)."""
+"""Kueue's admission webhooks: the Job webhook (suspend on create, queue-name immutability) and the webhooks for
+Kueue's own kinds (pkg/webhooks): ClusterQueue, Cohort, ResourceFlavor (defaulting: the resource-in-use finalizer)
+and Workload, with v0.20's default feature gates (PartialAdmission, ElasticJobsViaWorkloadSlices,
+TopologyAwareScheduling, AdmissionGatedBy, WorkloadValidateResourcesAreNonNegative and
+WorkloadValidationForPodSetMetadata on; ConcurrentAdmission, PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors
+off). LocalQueue and WorkloadPriorityClass have no webhook upstream: their CRD rules (validation.py) do the work.
+
+A validating webhook answers (field path, message) or (field path, message, StatusCause reason) per problem; the
+message is field.Error's body (`Invalid value: "1": ...`, `Duplicate value: ...`, `Unsupported value: ...`,
+`Required value: ...`, `Forbidden: ...`, `Not found: ...`). Schema and CEL validation run first: an object they
+refuse never reaches these webhooks, as in kube-apiserver."""
 
 from __future__ import annotations
 
 import json
+import re
+from decimal import Decimal
 
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.model import condition_true
-from kubesim.quantity import QuantityError, decimal_value
+from kubesim.quantity import QuantityError, decimal_value, to_amount
+from kubesim.validation import (
+    DNS1123_SUBDOMAIN,
+    LABEL_VALUE,
+    LABEL_VALUE_ERROR,
+    SUBDOMAIN_ERROR,
+    Cause,
+    annotation_causes,
+    label_causes,
+    qualified_name_errors,
+)
 
-Errors = list[tuple[str, str]]
+Error = tuple[str, str] | tuple[str, str, str]
+Errors = list[Error]
+
+ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
+ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
+SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+IMMUTABLE = "field is immutable"
+NEGATIVE = "must be greater than or equal to 0"
+MAX_GATE_NAME = 63
+
+
+# -- field.Error bodies -----------------------------------------------------------------------------------------------
+
+
+def _shown(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
 
 
 def _invalid(value: object, message: str) -> str:
     """k8s field.Invalid detail: `Invalid value: "1": must be ...`."""
-    shown = json.dumps(value) if isinstance(value, str) else json.dumps(value, default=str)
-    return f"Invalid value: {shown}: {message}"
+    return f"Invalid value: {_shown(value)}: {message}"
+
+
+def invalid(path: str, value: object, message: str) -> Error:
+    return (path, _invalid(value, message), "FieldValueInvalid")
+
+
+def duplicate(path: str, value: object, detail: str = "") -> Error:
+    return (path, f"Duplicate value: {_shown(value)}" + (f": {detail}" if detail else ""), "FieldValueDuplicate")
+
+
+def not_supported(path: str, value: object, valid: list[str]) -> Error:
+    allowed = ", ".join(_shown(v) for v in valid)
+    detail = f": supported values: {allowed}" if valid else ""
+    return (path, f"Unsupported value: {_shown(value)}{detail}", "FieldValueNotSupported")
+
+
+def required(path: str, detail: str = "") -> Error:
+    return (path, "Required value" + (f": {detail}" if detail else ""), "FieldValueRequired")
+
+
+def forbidden(path: str, detail: str) -> Error:
+    return (path, f"Forbidden: {detail}", "FieldValueForbidden")
+
+
+def not_found(path: str, value: object) -> Error:
+    return (path, f"Not found: {_shown(value)}", "FieldValueNotFound")
+
+
+def _from_causes(causes: list[Cause]) -> Errors:
+    return [(c.field, c.message, c.reason) for c in causes]
+
+
+def _labels(labels: object, path: str) -> Errors:
+    return _from_causes(label_causes(labels, path)) if isinstance(labels, dict) else []
+
+
+def _annotations(annotations: object, path: str) -> Errors:
+    return _from_causes(annotation_causes(annotations, path)) if isinstance(annotations, dict) else []
+
+
+def _label_name(name: object, path: str) -> Errors:
+    """metav1validation.ValidateLabelName: a qualified name."""
+    if not isinstance(name, str):
+        return []
+    return [invalid(path, name, m) for m in qualified_name_errors(name)]
+
+
+def _quantity(value: object) -> Decimal | None:
+    try:
+        return decimal_value(value)
+    except QuantityError:
+        return None  # schema validation (or decoding) reports malformed quantities before webhooks run
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+# -- Job -------------------------------------------------------------------------------------------------------------
 
 
 class JobWebhook:
@@ -41,106 +139,574 @@ class JobWebhook:
         old_q = ((old.get("metadata") or {}).get("labels") or {}).get(C.QUEUE_NAME_LABEL, "")
         errors: Errors = []
         if not (obj.get("spec") or {}).get("suspend") and new_q != old_q:
-            errors.append((path, _invalid(new_q, "field is immutable")))
+            errors.append(invalid(path, new_q, IMMUTABLE))
         if not new_q and old_q and store.get("localqueues", obj["metadata"].get("namespace"), "default"):
-            errors.append((path, _invalid("", "queue-name must not be empty in namespace with default queue")))
+            errors.append(invalid(path, "", "queue-name must not be empty in namespace with default queue"))
         return errors
 
 
-def _validate_quotas(spec: dict, has_parent: bool, is_cohort: bool) -> Errors:
+# -- ClusterQueue and Cohort -----------------------------------------------------------------------------------------
+
+
+def _resource_groups(groups: list, has_parent: bool, is_cohort: bool) -> Errors:
+    """validateResourceGroups: covered resource names (label keys, each in one group only), flavor names (each in
+    one group only), each flavor's resources in coveredResources' order, quotas >= 0, limits only with a parent,
+    and (ClusterQueues) lendingLimit <= nominalQuota."""
     errors: Errors = []
+    seen_resources: set[str] = set()
+    seen_flavors: set[object] = set()
     parent_word = "parent" if is_cohort else "cohort"
-    for i, rg in enumerate(spec.get("resourceGroups") or []):
-        for j, fq in enumerate(rg.get("flavors") or []):
-            for k, r in enumerate(fq.get("resources") or []):
-                base = f"spec.resourceGroups[{i}].flavors[{j}].resources[{k}]"
-                values = {}
-                for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    if r.get(key) is None:
-                        continue
-                    try:
-                        values[key] = decimal_value(r[key])
-                    except QuantityError:
-                        continue  # schema validation reports malformed quantities (before webhooks run)
-                    if values[key] < 0:
-                        errors.append((f"{base}.{key}", _invalid(str(r[key]), "must be greater than or equal to 0")))
-                for key in ("borrowingLimit", "lendingLimit"):
-                    if r.get(key) is not None and not has_parent:
-                        errors.append(
-                            (f"{base}.{key}", _invalid(str(r[key]), f"must be nil when {parent_word} is empty"))
-                        )
-                if (
-                    not is_cohort
-                    and has_parent
-                    and "lendingLimit" in values
-                    and "nominalQuota" in values
-                    and values["lendingLimit"] > values["nominalQuota"]
-                ):
+    for i, rg in enumerate(groups):
+        rg = _dict(rg)
+        base = f"spec.resourceGroups[{i}]"
+        covered = [r for r in _list(rg.get("coveredResources")) if isinstance(r, str)]
+        for j, name in enumerate(covered):
+            path = f"{base}.coveredResources[{j}]"
+            errors += [invalid(path, name, m) for m in qualified_name_errors(name)]
+            if name in seen_resources:
+                errors.append(duplicate(path, name))
+            seen_resources.add(name)
+        for j, fq in enumerate(_list(rg.get("flavors"))):
+            fq = _dict(fq)
+            fpath = f"{base}.flavors[{j}]"
+            for k, r in enumerate(_list(fq.get("resources"))[: len(covered)]):
+                errors += _resource_quota(
+                    _dict(r), covered[k], f"{fpath}.resources[{k}]", has_parent, is_cohort, parent_word
+                )
+            flavor = fq.get("name")
+            if flavor in seen_flavors:
+                errors.append(duplicate(f"{fpath}.name", flavor))
+            seen_flavors.add(flavor)
+    return errors
+
+
+def _resource_quota(r: dict, covered: str, path: str, has_parent: bool, is_cohort: bool, parent_word: str) -> Errors:
+    errors: Errors = []
+    if r.get("name") != covered:
+        errors.append(invalid(f"{path}.name", r.get("name"), "must match the name in coveredResources"))
+    nominal = _quantity(r.get("nominalQuota"))
+    if nominal is not None and nominal < 0:
+        errors.append(invalid(f"{path}.nominalQuota", str(r["nominalQuota"]), NEGATIVE))
+    limit_message = f"must be nil when {parent_word} is empty"
+    if r.get("borrowingLimit") is not None:
+        raw = str(r["borrowingLimit"])
+        if not has_parent:
+            errors.append(invalid(f"{path}.borrowingLimit", raw, limit_message))
+        value = _quantity(r["borrowingLimit"])
+        if value is not None and value < 0:
+            errors.append(invalid(f"{path}.borrowingLimit", raw, NEGATIVE))
+    if r.get("lendingLimit") is not None:
+        raw = str(r["lendingLimit"])
+        value = _quantity(r["lendingLimit"])
+        if value is not None and value < 0:
+            errors.append(invalid(f"{path}.lendingLimit", raw, NEGATIVE))
+        if not has_parent:
+            errors.append(invalid(f"{path}.lendingLimit", raw, limit_message))
+        if not is_cohort and value is not None and nominal is not None and value > nominal:
+            errors.append(invalid(f"{path}.lendingLimit", raw, "must be less than or equal to the nominalQuota"))
+    return errors
+
+
+def _fair_sharing(spec: dict) -> Errors:
+    """validateFairSharing: the weight is reported on spec.fairSharing."""
+    weight = _dict(spec.get("fairSharing")).get("weight")
+    value = None if weight is None else _quantity(weight)
+    if value is None:
+        return []
+    if value < 0:
+        return [invalid("spec.fairSharing", str(weight), NEGATIVE)]
+    if 0 < value <= Decimal("1e-9"):
+        return [invalid("spec.fairSharing", str(weight), "When not 0, weight must be > 10e-9")]
+    return []
+
+
+def _label_selector(selector: object, path: str) -> Errors:
+    """metav1validation.ValidateLabelSelector (invalid label values in selectors refused)."""
+    if not isinstance(selector, dict):
+        return []
+    errors = _labels(selector.get("matchLabels"), f"{path}.matchLabels")
+    for i, expr in enumerate(_list(selector.get("matchExpressions"))):
+        expr = _dict(expr)
+        epath = f"{path}.matchExpressions[{i}]"
+        operator, values = expr.get("operator"), _list(expr.get("values"))
+        if operator in ("In", "NotIn"):
+            if not values:
+                errors.append(required(f"{epath}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                errors.append(
+                    forbidden(f"{epath}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+                )
+        else:
+            errors.append(invalid(f"{epath}.operator", operator, "not a valid selector operator"))
+        errors += _label_name(expr.get("key"), f"{epath}.key")
+        for j, value in enumerate(values):
+            if isinstance(value, str) and (len(value) > 63 or not LABEL_VALUE.match(value)):
+                message = "must be no more than 63 characters" if len(value) > 63 else LABEL_VALUE_ERROR
+                errors.append(invalid(f"{epath}.values[{j}]", value, message))
+    return errors
+
+
+def _all_flavors(spec: dict) -> list[str]:
+    return [
+        fq["name"]
+        for rg in _list(spec.get("resourceGroups"))
+        for fq in _list(_dict(rg).get("flavors"))
+        if isinstance(fq, dict) and isinstance(fq.get("name"), str)
+    ]
+
+
+def _on_flavors(spec: dict, old_spec: dict | None) -> Errors:
+    """validateAdmissionCheckOnFlavors: onFlavors name flavors of the queue. With RejectUpdatesToCQWithInvalidOnFlavors
+    off (v0.20's default), an update that keeps the flavors keeps a rule whose onFlavors it does not change."""
+    rules = _list(_dict(spec.get("admissionChecksStrategy")).get("admissionChecks"))
+    flavors = _all_flavors(spec)
+    kept: dict[str, set] = {}
+    old_strategy = None if old_spec is None else old_spec.get("admissionChecksStrategy")
+    if old_spec is not None and old_strategy is not None and set(_all_flavors(old_spec)) == set(flavors):
+        for rule in _list(_dict(old_strategy).get("admissionChecks")):
+            rule = _dict(rule)
+            kept[rule.get("name", "")] = set(_list(rule.get("onFlavors")))
+    errors: Errors = []
+    for i, rule in enumerate(rules):
+        rule = _dict(rule)
+        on = _list(rule.get("onFlavors"))
+        if rule.get("name", "") in kept and kept[rule.get("name", "")] == set(on):
+            continue
+        for j, flavor in enumerate(on):
+            if flavor not in flavors:
+                path = f"spec.admissionChecksStrategy.admissionChecks[{i}].onFlavors[{j}]"
+                errors.append(not_supported(path, flavor, flavors))
+    return errors
+
+
+def _totals(groups: list) -> Errors:
+    """validateTotalFlavors, validateTotalCoveredResources, validateFlavorResourceCombinations."""
+    groups = [_dict(rg) for rg in groups]
+    errors: Errors = []
+    flavors = sum(len(_list(rg.get("flavors"))) for rg in groups)
+    if flavors > 256:
+        message = f"total number of flavors across all resourceGroups must be ≤ 256, got {flavors}"
+        errors.append(invalid("spec.resourceGroups", flavors, message))
+    covered = sum(len(_list(rg.get("coveredResources"))) for rg in groups)
+    if covered > 256:
+        message = f"total number of covered resources across all resourceGroups must be ≤ 256, got {covered}"
+        errors.append(invalid("spec.resourceGroups", covered, message))
+    for i, rg in enumerate(groups):
+        combos = sum(len(_list(_dict(fq).get("resources"))) for fq in _list(rg.get("flavors")))
+        if combos > 512:
+            message = f"number of flavor-resource combinations in a resourceGroup must be ≤ 512, got {combos}"
+            errors.append(invalid(f"spec.resourceGroups[{i}]", combos, message))
+    return errors
+
+
+def validate_cluster_queue(obj: dict, old: dict | None) -> Errors:
+    """ValidateClusterQueue / ValidateClusterQueueUpdate (ConcurrentAdmission off: its policy is only immutable)."""
+    spec = _dict(obj.get("spec"))
+    groups = _list(spec.get("resourceGroups"))
+    errors = _resource_groups(groups, bool(spec.get("cohortName")), False)
+    errors += _label_selector(spec.get("namespaceSelector"), "spec.namespaceSelector")
+    preemption = spec.get("preemption")
+    if isinstance(preemption, dict):
+        borrow = preemption.get("borrowWithinCohort")
+        if (
+            preemption.get("reclaimWithinCohort") == "Never"
+            and isinstance(borrow, dict)
+            and borrow.get("policy", "Never") != "Never"
+        ):
+            errors.append(
+                invalid("spec.preemption", preemption, "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never")
+            )
+    fungibility = spec.get("flavorFungibility")
+    if (
+        isinstance(fungibility, dict)
+        and fungibility.get("preference") is not None
+        and (
+            fungibility.get("whenCanBorrow") != "TryNextFlavor" or fungibility.get("whenCanPreempt") != "TryNextFlavor"
+        )
+    ):
+        preference = fungibility["preference"]
+        message = f'preference "{preference}" requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor'
+        errors.append(invalid("spec.flavorFungibility.preference", preference, message))
+    errors += _fair_sharing(spec)
+    errors += _totals(groups)
+    old_spec = None if old is None else _dict(old.get("spec"))
+    errors += _on_flavors(spec, old_spec)
+    if old_spec is not None and spec.get("concurrentAdmissionPolicy") != old_spec.get("concurrentAdmissionPolicy"):
+        errors.append(invalid("spec.concurrentAdmissionPolicy", spec.get("concurrentAdmissionPolicy"), IMMUTABLE))
+    return errors
+
+
+def validate_cohort(obj: dict) -> Errors:
+    spec = _dict(obj.get("spec"))
+    return _fair_sharing(spec) + _resource_groups(_list(spec.get("resourceGroups")), bool(spec.get("parentName")), True)
+
+
+# -- ResourceFlavor --------------------------------------------------------------------------------------------------
+
+
+def validate_resource_flavor(obj: dict) -> Errors:
+    """ValidateResourceFlavor: node labels, node taints (key, value, unique by key and effect), toleration keys."""
+    spec = _dict(obj.get("spec"))
+    errors = _labels(spec.get("nodeLabels"), "spec.nodeLabels")
+    seen: set[tuple] = set()
+    for i, taint in enumerate(_list(spec.get("nodeTaints"))):
+        taint = _dict(taint)
+        path = f"spec.nodeTaints[{i}]"
+        errors += _label_name(taint.get("key", ""), f"{path}.key")
+        value = taint.get("value", "")
+        if isinstance(value, str) and (len(value) > 63 or not LABEL_VALUE.match(value)):
+            messages = (["must be no more than 63 characters"] if len(value) > 63 else []) + (
+                [] if LABEL_VALUE.match(value) else [LABEL_VALUE_ERROR]
+            )
+            errors.append(invalid(f"{path}.value", value, ";".join(messages)))
+        key = (taint.get("effect"), taint.get("key"))
+        if key in seen:
+            errors.append(duplicate(path, taint, "taints must be unique by key and effect pair"))
+            continue
+        seen.add(key)
+    errors += _toleration_keys(spec.get("tolerations"), "spec.tolerations")
+    return errors
+
+
+def _toleration_keys(tolerations: object, path: str) -> Errors:
+    errors: Errors = []
+    for i, toleration in enumerate(_list(tolerations)):
+        key = _dict(toleration).get("key")
+        if key:
+            errors += _label_name(key, f"{path}[{i}].key")
+    return errors
+
+
+# -- Workload --------------------------------------------------------------------------------------------------------
+
+
+def _reserved(wl: dict | None) -> bool:
+    return wl is not None and condition_true(wl, C.QUOTA_RESERVED)
+
+
+def _elastic(wl: dict) -> bool:
+    return _dict(_dict(wl.get("metadata")).get("annotations")).get(ELASTIC_JOB) == "true"
+
+
+def _podsets(wl: dict) -> list[dict]:
+    return [_dict(ps) for ps in _list(_dict(wl.get("spec")).get("podSets"))]
+
+
+def _resource_list(resources: object, path: str) -> Errors:
+    """validateResourceList: `pods` is Kueue's; quantities must not be negative."""
+    errors: Errors = []
+    for name, value in _dict(resources).items():
+        if name == "pods":
+            errors.append(invalid(f"{path}[{name}]", "pods", "the key is reserved for internal kueue use"))
+        q = _quantity(value)
+        if q is not None and q < 0:
+            errors.append(invalid(f"{path}[{name}]", str(value), NEGATIVE))
+    return errors
+
+
+def _podset(ps: dict, path: str) -> Errors:
+    template = _dict(ps.get("template"))
+    meta = _dict(template.get("metadata"))
+    errors = _labels(meta.get("labels"), f"{path}.template.metadata.labels")
+    errors += _annotations(meta.get("annotations"), f"{path}.template.metadata.annotations")
+    pod = _dict(template.get("spec"))
+    for kind in ("initContainers", "containers"):
+        for ci, c in enumerate(_list(pod.get(kind))):
+            res = _dict(_dict(c).get("resources"))
+            cpath = f"{path}.template.spec.{kind}[{ci}].resources"
+            errors += _resource_list(res.get("requests"), f"{cpath}.requests")
+            errors += _resource_list(res.get("limits"), f"{cpath}.limits")
+    if isinstance(pod.get("resources"), dict):
+        errors += _resource_list(pod["resources"].get("requests"), f"{path}.template.spec.resources.requests")
+        errors += _resource_list(pod["resources"].get("limits"), f"{path}.template.spec.resources.limits")
+    return errors
+
+
+def _admission(wl: dict, old: dict | None) -> Errors:
+    """validateAdmission, reached on the QuotaReserved condition."""
+    admission = _dict(wl.get("status")).get("admission")
+    if admission is None:
+        if _reserved(old) and _dict(old.get("status") if old else None).get("admission") is None:
+            return []  # already like this: let it converge and be removed
+        return [required("status.admission", "must be set while the QuotaReserved condition is true")]
+    names = {ps.get("name") for ps in _podsets(wl)}
+    errors: Errors = []
+    for i, psa in enumerate(_list(_dict(admission).get("podSetAssignments"))):
+        psa = _dict(psa)
+        path = f"status.admission.podSetAssignments[{i}]"
+        if psa.get("name") not in names:
+            errors.append(not_found(f"{path}.name", psa.get("name")))
+        count = psa.get("count")
+        if isinstance(count, int) and count > 0:
+            for resource, value in _dict(psa.get("resourceUsage")).items():
+                try:
+                    amount = to_amount(resource, value)
+                except QuantityError:
+                    continue
+                if amount % count:
                     errors.append(
-                        (
-                            f"{base}.lendingLimit",
-                            _invalid(str(r["lendingLimit"]), "must be less than or equal to the nominalQuota"),
-                        )
+                        invalid(f"{path}.resourceUsage[{resource}]", str(value), f"is not a multiple of {count}")
                     )
     return errors
 
 
-def _validate_weight(spec: dict) -> Errors:
-    weight = (spec.get("fairSharing") or {}).get("weight")
-    if weight is None:
+def _reclaimable(wl: dict, old: dict | None) -> Errors:
+    """validateReclaimablePods: a known podSet, at most its count (an elastic workload's unchanged count excepted)."""
+    counts = {ps.get("name"): ps.get("count", 1) for ps in _podsets(wl)}
+    names = [ps.get("name") for ps in _podsets(wl)]
+    old_rps = _list(_dict(old.get("status")).get("reclaimablePods")) if old is not None else []
+    errors: Errors = []
+    for rp in _list(_dict(wl.get("status")).get("reclaimablePods")):
+        rp = _dict(rp)
+        name, count = rp.get("name"), rp.get("count", 0)
+        path = f"status.reclaimablePods[{name}]"
+        if name not in counts:
+            errors.append(not_supported(f"{path}.name", name, [str(n) for n in names]))
+        elif isinstance(count, int) and isinstance(counts[name], int) and count > counts[name]:
+            stale = (
+                old is not None
+                and _elastic(wl)
+                and any(_dict(o).get("name") == name and _dict(o).get("count", 0) == count for o in old_rps)
+            )
+            if not stale:
+                errors.append(invalid(f"{path}.count", count, f"should be less or equal to {counts[name]}"))
+    return errors
+
+
+def _podset_updates(wl: dict) -> Errors:
+    names = [ps.get("name") for ps in _podsets(wl)]
+    errors: Errors = []
+    for i, check in enumerate(_list(_dict(wl.get("status")).get("admissionChecks"))):
+        for j, psu in enumerate(_list(_dict(check).get("podSetUpdates"))):
+            psu = _dict(psu)
+            path = f"status.admissionChecks[{i}].podSetUpdates[{j}]"
+            if psu.get("name") not in names:
+                errors.append(not_supported(f"{path}.name", psu.get("name"), sorted(str(n) for n in names)))
+            errors += _toleration_keys(psu.get("tolerations"), f"{path}.tolerations")
+            errors += _annotations(psu.get("annotations"), f"{path}.annotations")
+            errors += _labels(psu.get("nodeSelector"), f"{path}.nodeSelector")
+            errors += _labels(psu.get("labels"), f"{path}.labels")
+    return errors
+
+
+_GATE_PATH = f"metadata.annotations[{ADMISSION_GATED_BY}]"
+_PATH_CHARS = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+
+
+def _gates(value: str) -> list[str]:
+    return [g.strip() for g in value.split(",")]
+
+
+def _gated_by_format(value: str) -> Errors:
+    """validateAdmissionGatedByAnnotationFormat: distinct domain-prefixed paths of at most 63 characters."""
+    if not value:
         return []
-    try:
-        w = decimal_value(weight)
-    except QuantityError:
-        return []  # schema validation reports malformed quantities (before webhooks run)
-    if w < 0:
-        return [("spec.fairSharing.weight", _invalid(str(weight), "must be greater than or equal to 0"))]
-    if 0 < w < decimal_value("1e-9"):
-        return [("spec.fairSharing.weight", _invalid(str(weight), "must be 0 or greater than 1e-9"))]
+    errors: Errors = []
+    seen: set[str] = set()
+    for gate in _gates(value):
+        if not gate:
+            errors.append(invalid(_GATE_PATH, value, "cannot contain empty gate names"))
+            continue
+        if gate in seen:
+            errors.append(invalid(_GATE_PATH, value, f"duplicate gate name: {gate}"))
+            continue
+        seen.add(gate)
+        host, slash, rest = gate.partition("/")
+        if not slash:
+            errors.append(invalid(_GATE_PATH, gate, 'must be a domain-prefixed path (such as "acme.io/foo")'))
+        else:
+            if len(host) > 253 or not DNS1123_SUBDOMAIN.match(host):
+                errors.append(invalid(_GATE_PATH, host, SUBDOMAIN_ERROR))
+            if not _PATH_CHARS.match(rest):
+                errors.append(invalid(_GATE_PATH, rest, "Invalid path"))
+        if len(gate) > MAX_GATE_NAME:
+            errors.append((_GATE_PATH, f"Too long: may not be more than {MAX_GATE_NAME} bytes", "FieldValueTooLong"))
+    return errors
+
+
+def _annotation(wl: dict | None, key: str) -> str | None:
+    return None if wl is None else _dict(_dict(wl.get("metadata")).get("annotations")).get(key)
+
+
+def validate_workload(wl: dict, old: dict | None) -> Errors:
+    """ValidateWorkload (create, and the first half of an update)."""
+    errors: Errors = []
+    podsets = _podsets(wl)
+    for i, ps in enumerate(podsets):
+        errors += _podset(ps, f"spec.podSets[{i}]")
+    variable = sum(1 for ps in podsets if ps.get("minCount") is not None)
+    if variable > 1:
+        errors.append(invalid("spec.podSets", variable, "at most one podSet can use minCount"))
+    if variable and _elastic(wl):
+        errors.append(invalid("spec.podSets", variable, "partial admission and elastic job cannot be used together"))
+    if _reserved(wl):
+        errors += _admission(wl, old)
+    errors += _reclaimable(wl, old)
+    errors += _podset_updates(wl)
+    if old is None:
+        errors += _gated_by_format(_annotation(wl, ADMISSION_GATED_BY) or "")
+    return errors
+
+
+def validate_workload_update(wl: dict, old: dict) -> Errors:
+    errors = validate_workload(wl, old)
+    if _reserved(old):
+        errors += _immutable_podsets(_podsets(wl), _podsets(old))
+    if _reserved(wl) and _reserved(old):
+        errors += _reclaimable_update(wl, old)
+    errors += _admission_update(_dict(wl.get("status")).get("admission"), _dict(old.get("status")).get("admission"))
+    errors += _immutable_podset_updates(wl, old)
+    errors += _cluster_name_update(wl, old)
+    errors += _gated_by_update(_annotation(old, ADMISSION_GATED_BY), _annotation(wl, ADMISSION_GATED_BY))
+    return errors
+
+
+def _immutable_podsets(new: list[dict], old: list[dict]) -> Errors:
+    """validateImmutablePodSets: everything but a smaller count (ElasticJobsViaWorkloadSlices) is immutable; the
+    index is a path segment of its own (`spec.podSets.1`), as Kueue writes it."""
+    if len(new) != len(old):
+        return [invalid("spec.podSets", new, IMMUTABLE)]
+    errors: Errors = []
+    for i, (n, o) in enumerate(zip(new, old, strict=True)):
+        compared = dict(n)
+        if compared.get("count", 1) < o.get("count", 1):
+            compared["count"] = o.get("count", 1)
+        if _semantic(compared) != _semantic(o):
+            errors.append(invalid(f"spec.podSets.{i}", n, IMMUTABLE))
+    return errors
+
+
+def _semantic(value: object) -> object:
+    """apiequality.Semantic: empty and missing lists and maps are equal."""
+    if isinstance(value, dict):
+        return {k: _semantic(v) for k, v in value.items() if v not in (None, [], {})}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def _reclaimable_update(wl: dict, old: dict) -> Errors:
+    """validateReclaimablePodsUpdate: counts never go down nor disappear while quota is reserved, unless the podSet
+    of an elastic workload was scaled down below its admitted count."""
+    new_rps = [_dict(rp) for rp in _list(_dict(wl.get("status")).get("reclaimablePods"))]
+    old_rps = [_dict(rp) for rp in _list(_dict(old.get("status")).get("reclaimablePods"))]
+    as_map = lambda rps: {rp.get("name"): rp.get("count", 0) for rp in rps}  # noqa: E731
+    if as_map(new_rps) == as_map(old_rps) or not old_rps:
+        return []
+    previous = as_map(old_rps)
+    scaled_down: set = set()
+    admission = _dict(wl.get("status")).get("admission")
+    if _elastic(wl) and isinstance(admission, dict):
+        sizes = {ps.get("name"): ps.get("count", 1) for ps in _podsets(wl)}
+        for psa in _list(admission.get("podSetAssignments")):
+            psa = _dict(psa)
+            if isinstance(psa.get("count"), int) and psa["count"] > sizes.get(psa.get("name"), 0):
+                scaled_down.add(psa.get("name"))
+    errors: Errors = []
+    for rp in new_rps:
+        name, count = rp.get("name"), rp.get("count", 0)
+        if name in previous and count < previous[name] and name not in scaled_down:
+            errors.append(
+                invalid(f"status.reclaimablePods[{name}].count", count, f"cannot be less than {previous[name]}")
+            )
+    names = {rp.get("name") for rp in new_rps}
+    for name in previous:
+        if name not in names and name not in scaled_down:
+            errors.append(required(f"status.reclaimablePods[{name}]", "cannot be removed"))
+    return errors
+
+
+def _admission_update(new: object, old: object) -> Errors:
+    """validateAdmissionUpdate: set or unset, never changed, but for topology assignments (TAS is on in v0.20)."""
+    if not isinstance(new, dict) or not isinstance(old, dict):
+        return []
+    new_psa, old_psa = _list(new.get("podSetAssignments")), _list(old.get("podSetAssignments"))
+    if len(new_psa) == len(old_psa):
+        tas = ("topologyAssignment", "delayedTopologyRequest")
+        old = {
+            **old,
+            "podSetAssignments": [
+                {
+                    **{k: v for k, v in _dict(o).items() if k not in tas},
+                    **{k: _dict(n)[k] for k in tas if k in _dict(n)},
+                }
+                for n, o in zip(new_psa, old_psa, strict=True)
+            ],
+        }
+    if _semantic(new) != _semantic(old):
+        return [invalid("status.admission", new, IMMUTABLE)]
     return []
 
 
+def _immutable_podset_updates(wl: dict, old: dict) -> Errors:
+    """validateImmutablePodSetUpdates: a check that stays Ready keeps its podSetUpdates."""
+    new_checks = {_dict(c).get("name"): _dict(c) for c in _list(_dict(wl.get("status")).get("admissionChecks"))}
+    errors: Errors = []
+    for i, check in enumerate(_list(_dict(old.get("status")).get("admissionChecks"))):
+        check = _dict(check)
+        new = new_checks.get(check.get("name"))
+        if new is None or check.get("state") != "Ready" or new.get("state") != "Ready":
+            continue
+        if _semantic(new.get("podSetUpdates") or []) != _semantic(check.get("podSetUpdates") or []):
+            errors.append(invalid(f"status.admissionChecks[{i}].podSetUpdates", new.get("podSetUpdates"), IMMUTABLE))
+    return errors
+
+
+def _cluster_name_update(wl: dict, old: dict) -> Errors:
+    if _annotation(wl, SLICE_REPLACEMENT_FOR) is not None:
+        return []  # an elastic job's replacement slice
+    status, old_status = _dict(wl.get("status")), _dict(old.get("status"))
+    name = status.get("clusterName")
+    if (
+        old_status.get("clusterName") is None
+        and name is not None
+        and name not in _list(old_status.get("nominatedClusterNames"))
+    ):
+        message = "when setting clusterName it must be one of the nominatedClusterNames"
+        return [invalid("status.clusterName", name, message)]
+    return []
+
+
+def _gated_by_update(old: str | None, new: str | None) -> Errors:
+    """ValidateAdmissionGatedByAnnotationOnUpdate: gates may only be removed."""
+    errors: Errors = []
+    if not old and new:
+        errors.append(forbidden(_GATE_PATH, "cannot add admission gate after creation"))
+    if old and new and any(g not in _gates(old) for g in _gates(new)):
+        errors.append(forbidden(_GATE_PATH, "can only remove gates, not add new ones"))
+    return errors + _gated_by_format(new or "")
+
+
+# -- the webhooks ----------------------------------------------------------------------------------------------------
+
+
 class KueueValidation:
-    """Validating webhooks for Kueue's own objects: what the CRD schema cannot express."""
+    """Kueue's webhooks for its own kinds: what the CRD schema cannot express, and the ResourceFlavor defaulter."""
 
     def mutate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> dict:
+        if resource == "resourceflavors" and operation == "CREATE":
+            finalizers = obj.setdefault("metadata", {}).setdefault("finalizers", [])
+            if C.RESOURCE_IN_USE_FINALIZER not in finalizers:
+                finalizers.append(C.RESOURCE_IN_USE_FINALIZER)
         return obj
 
     def validate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> Errors:
-        spec = obj.get("spec") or {}
         if resource == "clusterqueues":
-            return _validate_quotas(spec, bool(spec.get("cohortName")), False) + _validate_weight(spec)
+            return validate_cluster_queue(obj, old if operation == "UPDATE" else None)
         if resource == "cohorts":
-            return _validate_quotas(spec, bool(spec.get("parentName")), True) + _validate_weight(spec)
+            return validate_cohort(obj)
+        if resource == "resourceflavors":
+            return validate_resource_flavor(obj)
         if resource == "localqueues" and operation == "UPDATE" and old is not None:
             old_cq = (old.get("spec") or {}).get("clusterQueue")
-            if spec.get("clusterQueue") != old_cq:
-                return [("spec.clusterQueue", _invalid(spec.get("clusterQueue"), "field is immutable"))]
+            if (obj.get("spec") or {}).get("clusterQueue") != old_cq:  # the CRD's rule says it first
+                return [invalid("spec.clusterQueue", (obj.get("spec") or {}).get("clusterQueue"), IMMUTABLE)]
         if resource in ("workloads", "workloads/status"):
-            return self._workload(obj, old)
+            if operation == "UPDATE" and old is not None:
+                return validate_workload_update(obj, old)
+            return validate_workload(obj, None)
         return []
-
-    @staticmethod
-    def _workload(obj: dict, old: dict | None) -> Errors:
-        errors: Errors = []
-        podsets = (obj.get("spec") or {}).get("podSets") or []
-        if sum(1 for ps in podsets if ps.get("minCount") is not None) > 1:
-            errors.append(("spec.podSets", _invalid(len(podsets), "at most one podSet can use minCount")))
-        if old is None:
-            return errors
-        if condition_true(old, C.QUOTA_RESERVED):
-            old_ps = (old.get("spec") or {}).get("podSets") or []
-            if _strip_counts(podsets) != _strip_counts(old_ps):
-                errors.append(("spec.podSets", _invalid("podSets", "field is immutable")))
-        old_adm = (old.get("status") or {}).get("admission")
-        new_adm = (obj.get("status") or {}).get("admission")
-        if old_adm is not None and new_adm is not None and old_adm != new_adm:
-            errors.append(("status.admission", _invalid("admission", "field is immutable")))
-        return errors
-
-
-def _strip_counts(podsets: list[dict]) -> list[dict]:
-    return [{k: v for k, v in ps.items() if k != "count"} for ps in podsets]
 
 
 def kueue_webhooks(config: KueueConfig) -> list:

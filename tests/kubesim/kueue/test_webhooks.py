@@ -17,7 +17,7 @@ def run(resource: str, operation: str, obj: dict, old: dict | None = None, store
     errors = []
     for hook in admission_webhooks(KueueConfig.default()):
         obj = hook.mutate(resource, operation, obj, old, store or FakeStore()) or obj
-        errors += hook.validate(resource, operation, obj, old, store or FakeStore())
+        errors += [(e[0], e[1]) for e in hook.validate(resource, operation, obj, old, store or FakeStore())]
     return errors
 
 
@@ -84,4 +84,4 @@ def test_workload_podsets_immutable_while_reserved():
         "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]},
     }
     new = {**old, "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {"x": 1}}}]}}
-    assert [f for f, _ in run("workloads", "UPDATE", new, old)] == ["spec.podSets"]
+    assert [f for f, _ in run("workloads", "UPDATE", new, old)] == ["spec.podSets.0"]  # Kueue: Child(strconv.Itoa(i))
