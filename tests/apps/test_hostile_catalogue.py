@@ -290,7 +290,8 @@ for label, value in {"nul": "1\x00", "2**63": str(2**63), "negative": "-1", "sup
     page(f"form-quota-table-{label}", "admin", "org:department_quotas", ["research"],
          {QUOTA_TABLE: {("vision", "h100", "deserved"): value}})
     page(f"form-weights-{label}", "lead", "org:weights", [],  # without htmx: back to the page with the message
-         {"quota": "{q_vision_h100}", "over_quota_weight": value}, shows='class="message error"', follow=True)
+         {"quota": "{q_vision_h100}", "over_quota_weight": value, "version": "{v_q_vision_h100}"},
+         shows='class="message error"', follow=True)
 BINDING_FORM = {"username": "bob", "group": "", "role": "viewer", "scope": "project:{vision}"}
 for label, value in {"nul": "bo\x00b", "unknown": "mallory", "xss": TEXT["xss"],
                      "10k-chars": TEXT["10k-chars"]}.items():
@@ -318,7 +319,9 @@ for label, data in {"username-nul": {"username": "admin\x00", "password": "demo"
 WORKLOAD_FORM: dict[str, dict[str, Any]] = {
     "training": {"project": "{vision}", "name": "probe", "image": "pytorch/pytorch:2.4.0", "node_pool": "{pool_h100}",
                  "gpus": "1", "cpu": "2", "memory_gib": "16", "priority_class": "{pc_train}", "preemptible": "on",
-                 "model_label": "resnet", "data_class": "public", "pods": "1", "command": "", "args": "", "env": ""},
+                 "model_label": "resnet", "data_class": "public", "pods": "1", "command": "", "args": "", "env": "",
+                 # a valid token, so each case is refused for its hostile field, not for a missing token
+                 "submission_token": "hostile-catalogue-token"},
 }
 WORKLOAD_FORM["batch"] = {**WORKLOAD_FORM["training"], "completions": "2", "parallelism": "1"}
 WORKLOAD_FORM["notebook"] = {**WORKLOAD_FORM["training"], "notebook_idle_timeout_minutes": "60",
@@ -559,7 +562,8 @@ page("form-held-idle-as-researcher", "alice", "workloads:held_idle", [], IDLE_FO
 # The weights page's project defaults (htmx: the row comes back with the message), and references out of sight.
 for label, value in {"arabic-digit": "\u0661", "unknown": str(2**63), "nul": "1\x00", "name": "train"}.items():
     page(f"form-weights-default-priority-class-{label}", "lead", "org:weights", [],
-         {"project": "{vision}", "default_priority_class": value}, shows="message error", follow=True)
+         {"project": "{vision}", "default_priority_class": value, "version": "{v_vision}"},
+         shows="Null characters" if label == "nul" else "Select a valid choice", follow=True)
 page("form-weights-quota-unseen", "lead", "org:weights", [], {"quota": "{q_forecasting_h100}",
                                                               "over_quota_weight": "1"}, status=404)
 page("form-weights-quota-arabic-digit", "lead", "org:weights", [], {"quota": "\u0661", "over_quota_weight": "1"},
@@ -702,6 +706,7 @@ def ids(demo):
     return {**demo_ids(), "pool_spare": spare.pk, "finished": finished.pk, "live": live.pk,
             "bob_finished": bob_finished.pk, "token_bob": token_bob.pk, "rule": rule.pk, "template": template.pk,
             "v_vision": Project.objects.get(slug="vision").version, "v_rule": rule.version,
+            "v_q_vision_h100": Quota.objects.get(project__slug="vision", node_pool__slug="h100").version,
             "v_template": template.version}
 
 
