@@ -1,6 +1,6 @@
 """Kueue's admission webhooks: the Job webhook (suspend on create, queue-name immutability) and the webhooks for
-Kueue's own kinds (pkg/webhooks): ClusterQueue, Cohort, ResourceFlavor (defaulting: the resource-in-use finalizer)
-and Workload, with v0.20's default feature gates (PartialAdmission, ElasticJobsViaWorkloadSlices,
+Kueue's own kinds (pkg/webhooks): ClusterQueue and ResourceFlavor (defaulting: the resource-in-use finalizer),
+Cohort and Workload, with v0.20's default feature gates (PartialAdmission, ElasticJobsViaWorkloadSlices,
 TopologyAwareScheduling, AdmissionGatedBy, WorkloadValidateResourcesAreNonNegative and
 WorkloadValidationForPodSetMetadata on; ConcurrentAdmission, PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors
 off). LocalQueue and WorkloadPriorityClass have no webhook upstream: their CRD rules (validation.py) do the work.
@@ -682,10 +682,11 @@ def _gated_by_update(old: str | None, new: str | None) -> Errors:
 
 
 class KueueValidation:
-    """Kueue's webhooks for its own kinds: what the CRD schema cannot express, and the ResourceFlavor defaulter."""
+    """Kueue's webhooks for its own kinds: what the CRD schema cannot express, and the ClusterQueue and
+    ResourceFlavor defaulters (the resource-in-use finalizer, in the create's answer already)."""
 
     def mutate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> dict:
-        if resource == "resourceflavors" and operation == "CREATE":
+        if resource in ("resourceflavors", "clusterqueues") and operation == "CREATE":
             finalizers = obj.setdefault("metadata", {}).setdefault("finalizers", [])
             if C.RESOURCE_IN_USE_FINALIZER not in finalizers:
                 finalizers.append(C.RESOURCE_IN_USE_FINALIZER)
