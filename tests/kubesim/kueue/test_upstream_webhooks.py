@@ -361,3 +361,500 @@ RESOURCE_FLAVOR_CASES = {
 def test_validate_resource_flavor(case: str) -> None:
     obj, want = RESOURCE_FLAVOR_CASES[case]
     assert hook_errors("resourceflavors", json.loads(json.dumps(obj))) == want
+
+
+# -- TestValidateWorkload -------------------------------------------------------------------------------------------
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+def container(requests: dict | None = None, limits: dict | None = None) -> dict:
+    resources: dict = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": "c", "image": "pause", "resources": resources}
+
+
+def ps(name: str = "main", count: int = 1, **extra: object) -> dict:
+    """MakePodSet(name, count): one container; extra keys: requests, limits, init (a container), pod_requests,
+    pod_limits, labels, annotations, minCount."""
+    spec: dict = {
+        "restartPolicy": "Never",
+        "containers": [container(extra.pop("requests", None), extra.pop("limits", None))],
+    }
+    if "init" in extra:
+        spec["initContainers"] = [extra.pop("init")]
+    pod_resources = {k: extra.pop(f"pod_{k}") for k in ("requests", "limits") if f"pod_{k}" in extra}
+    if pod_resources:
+        spec["resources"] = pod_resources
+    meta = {k: extra.pop(k) for k in ("labels", "annotations") if k in extra}
+    out: dict = {"name": name, "count": count, "template": {"spec": spec}}
+    if meta:
+        out["template"]["metadata"] = meta
+    out.update(extra)
+    return out
+
+
+def wl(*podsets: dict, annotations: dict | None = None, **status: object) -> dict:
+    """MakeWorkload("test-workload", "test-ns").PodSets(...): one podSet "main" by default."""
+    md: dict = {"name": "test-workload", "namespace": "test-ns"}
+    if annotations:
+        md["annotations"] = annotations
+    out: dict = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": md,
+        "spec": {"podSets": list(podsets) or [ps()]},
+    }
+    if status:
+        out["status"] = dict(status)
+    return out
+
+
+def psa(name: str = "main", count: int | None = None, **usage: str) -> dict:
+    out: dict = {"name": name, "flavors": {r: "flv" for r in usage}, "resourceUsage": dict(usage)}
+    if count is not None:
+        out["count"] = count
+    return out
+
+
+def reserve(w: dict, *assignments: dict, admission: bool = True) -> dict:
+    """ReserveQuotaAt(MakeAdmission("cluster-queue").PodSets(...)): QuotaReserved=True and status.admission."""
+    status = w.setdefault("status", {})
+    status["conditions"] = [
+        {
+            "type": "QuotaReserved",
+            "status": "True",
+            "reason": "AdmittedByTest",
+            "message": "admitted",
+            "lastTransitionTime": NOW,
+        }
+    ]
+    if admission:
+        status["admission"] = {"clusterQueue": "cluster-queue", "podSetAssignments": list(assignments) or [psa()]}
+    return w
+
+
+def quota_reserved_without_admission() -> dict:
+    return reserve(wl(ps("driver")), admission=False)
+
+
+FIRST = "spec.podSets[0].template.spec"
+GATE = "metadata.annotations[kueue.x-k8s.io/admission-gated-by]"
+PSU = "status.admissionChecks[0].podSetUpdates"
+
+
+def checks(*updates: dict, **state: object) -> list[dict]:
+    return [
+        {
+            "name": "ac1",
+            "state": "Pending",
+            "message": "",
+            "lastTransitionTime": NOW,
+            **state,
+            "podSetUpdates": list(updates),
+        }
+    ]
+
+
+WORKLOAD_CASES = {
+    "valid": (wl(ps("driver", 1), ps("workers", 100)), []),
+    "quota reserved without an admission is refused, not a panic": (
+        quota_reserved_without_admission(),
+        [("status.admission", REQ)],
+    ),
+    "should have a valid podSet name in status assignment": (
+        reserve(wl(), psa("@invalid")),
+        [("status.admission.podSetAssignments[0].name", NOTFOUND)],
+    ),
+    "assignment usage should be divisible by count": (
+        reserve(wl(ps("main", 3, requests={"cpu": "1"})), psa("main", 3, cpu="1")),
+        [("status.admission.podSetAssignments[0].resourceUsage[cpu]", INV)],
+    ),
+    "should not request num-pods resource": (
+        wl(ps("bad", init=container({"pods": "1"}), requests={"pods": "1"})),
+        [
+            (f"{FIRST}.initContainers[0].resources.requests[pods]", INV),
+            (f"{FIRST}.containers[0].resources.requests[pods]", INV),
+        ],
+    ),
+    "should reject reserved pods resource key in limits": (
+        wl(ps("bad", init=container(limits={"pods": "1"}), limits={"pods": "1"})),
+        [
+            (f"{FIRST}.initContainers[0].resources.limits[pods]", INV),
+            (f"{FIRST}.containers[0].resources.limits[pods]", INV),
+        ],
+    ),
+    "should reject negative container resource request": (
+        wl(ps("bad", requests={"cpu": "-1"})),
+        [(f"{FIRST}.containers[0].resources.requests[cpu]", INV)],
+    ),
+    "should reject negative initContainer resource request": (
+        wl(ps("bad", init=container({"cpu": "-1"}))),
+        [(f"{FIRST}.initContainers[0].resources.requests[cpu]", INV)],
+    ),
+    "should reject invalid podSet template label value": (
+        wl(ps("bad-metadata", labels={"valid": "invalid value with spaces"})),
+        [("spec.podSets[0].template.metadata.labels", INV)],
+    ),
+    "should reject invalid podSet template annotation key": (
+        wl(ps("bad-metadata", annotations={"invalid/annotation/key/too/long/invalid": "val"})),
+        [("spec.podSets[0].template.metadata.annotations", INV)],
+    ),
+    "should reject negative container resource limit": (
+        wl(ps("bad", limits={"cpu": "-1"})),
+        [(f"{FIRST}.containers[0].resources.limits[cpu]", INV)],
+    ),
+    "should reject negative resource among multiple valid requests and limits": (
+        wl(ps("bad", requests={"cpu": "1", "memory": "-1Gi"}, limits={"cpu": "2", "memory": "-2Gi"})),
+        [
+            (f"{FIRST}.containers[0].resources.requests[memory]", INV),
+            (f"{FIRST}.containers[0].resources.limits[memory]", INV),
+        ],
+    ),
+    "should reject negative pod-level resource request": (
+        wl(ps("bad", pod_requests={"cpu": "-1"})),
+        [(f"{FIRST}.resources.requests[cpu]", INV)],
+    ),
+    "should reject negative pod-level resource limit": (
+        wl(ps("bad", pod_limits={"memory": "-1Gi"})),
+        [(f"{FIRST}.resources.limits[memory]", INV)],
+    ),
+    "should accept zero container resource request": (wl(ps("ok", requests={"cpu": "0"})), []),
+    "empty podSetUpdates": (wl(admissionChecks=checks()), []),
+    "should accept podSetUpdates for only a subset of podSets": (
+        wl(ps("first"), ps("second"), admissionChecks=checks({"name": "first"})),
+        [],
+    ),
+    "mismatched names in podSetUpdates with names in podSets": (
+        wl(ps("first"), ps("second"), admissionChecks=checks({"name": "first"}, {"name": "third"})),
+        [(f"{PSU}[1].name", UNSUP)],
+    ),
+    "matched names in podSetUpdates with names in podSets": (
+        wl(
+            ps("first"),
+            ps("second"),
+            admissionChecks=checks(
+                {
+                    "name": "first",
+                    "labels": {"l1": "first"},
+                    "annotations": {"foo": "bar"},
+                    "tolerations": [
+                        {
+                            "key": "t1",
+                            "operator": "Equal",
+                            "value": "t1v",
+                            "effect": "NoExecute",
+                            "tolerationSeconds": 5,
+                        }
+                    ],
+                    "nodeSelector": {"type": "first"},
+                },
+                {
+                    "name": "second",
+                    "labels": {"l2": "second"},
+                    "annotations": {"foo": "baz"},
+                    "tolerations": [
+                        {
+                            "key": "t2",
+                            "operator": "Equal",
+                            "value": "t2v",
+                            "effect": "NoExecute",
+                            "tolerationSeconds": 10,
+                        }
+                    ],
+                    "nodeSelector": {"type": "second"},
+                },
+            ),
+        ),
+        [],
+    ),
+    "invalid label name of podSetUpdate": (
+        wl(admissionChecks=checks({"name": "main", "labels": {"@abc": "foo"}})),
+        [(f"{PSU}[0].labels", INV)],
+    ),
+    "invalid node selector name of podSetUpdate": (
+        wl(admissionChecks=checks({"name": "main", "nodeSelector": {"@abc": "foo"}})),
+        [(f"{PSU}[0].nodeSelector", INV)],
+    ),
+    "invalid label value of podSetUpdate": (
+        wl(admissionChecks=checks({"name": "main", "labels": {"foo": "@abc"}})),
+        [(f"{PSU}[0].labels", INV)],
+    ),
+    "invalid reclaimablePods": (
+        wl(ps("ps1", 3), reclaimablePods=[{"name": "ps1", "count": 4}, {"name": "ps2", "count": 1}]),
+        [("status.reclaimablePods[ps1].count", INV), ("status.reclaimablePods[ps2].name", UNSUP)],
+    ),
+    "too many variable count podSets": (
+        wl(ps("ps1", 3, minCount=2), ps("ps2", 3, minCount=1)),
+        [("spec.podSets", INV)],
+    ),
+    "valid AdmissionGatedBy annotation with single gate": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "example.com/controller"}),
+        [],
+    ),
+    "valid AdmissionGatedBy annotation with multiple gates": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "example.com/a,not.example.com/b"}),
+        [],
+    ),
+    "AdmissionGatedBy annotation - leading space": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": " example.com/gate"}),
+        [],
+    ),
+    "AdmissionGatedBy annotation - space before comma": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "example.com/gate ,example.com/gate2"}),
+        [],
+    ),
+    "AdmissionGatedBy annotation - space after comma": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "example.com/gate, example.com/gate2"}),
+        [],
+    ),
+    "AdmissionGatedBy annotation - trailing space": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "example.com/gate "}),
+        [],
+    ),
+    "invalid AdmissionGatedBy annotation - not in subdomain/path format": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "this is an invalid value"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - duplicate gates": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "duplicates.are/invalid,duplicates.are/invalid"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - space in path component": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "example.com/gate name"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - space in domain component": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "example .com/gate"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - multiple gates with one containing space": (
+        wl(annotations={"kueue.x-k8s.io/admission-gated-by": "valid.com/gate,invalid gate.com/controller"}),
+        [(GATE, INV)],
+    ),
+    "partial admission and elastic job cannot be used together": (
+        wl(ps("main", 10, minCount=5), annotations={"kueue.x-k8s.io/elastic-job": "true"}),
+        [("spec.podSets", INV)],
+    ),
+    "non-negative subGroupCount is accepted without warning": (wl(ps("main", 1, subGroupCount=0)), []),
+}
+
+
+@pytest.mark.parametrize("case", WORKLOAD_CASES, ids=list(WORKLOAD_CASES))
+def test_validate_workload(case: str) -> None:
+    obj, want = WORKLOAD_CASES[case]
+    assert hook_errors("workloads", json.loads(json.dumps(obj))) == want
+
+
+# -- TestValidateWorkloadUpdate -------------------------------------------------------------------------------------
+
+ELASTIC = {"kueue.x-k8s.io/elastic-job": "true"}
+RECLAIM_PS1 = "status.reclaimablePods[ps1]"
+
+
+def two_podsets(*reclaimable: tuple[str, int], reserved: bool = True) -> dict:
+    w = wl(ps("ps1", 3), ps("ps2", 3))
+    if reserved:
+        reserve(w, psa("ps1"), psa("ps2"))
+    if reclaimable:
+        w.setdefault("status", {})["reclaimablePods"] = [{"name": n, "count": c} for n, c in reclaimable]
+    return w
+
+
+def elastic(count: int, reclaim: int | None, admitted: int | None = None, annotate: bool = True) -> dict:
+    w = wl(ps("ps1", count), annotations=ELASTIC if annotate else None)
+    reserve(w, psa("ps1", admitted))
+    if reclaim is not None:
+        w["status"]["reclaimablePods"] = [{"name": "ps1", "count": reclaim}]
+    return w
+
+
+def gated(value: str | None) -> dict:
+    return wl(annotations=None if value is None else {"kueue.x-k8s.io/admission-gated-by": value})
+
+
+def ready_checks(labels: dict, **extra: object) -> dict:
+    return wl(
+        ps("first"),
+        ps("second"),
+        admissionChecks=checks({"name": "first", "labels": labels}, {"name": "second"}, state="Ready", **extra),
+    )
+
+
+def topology(count: int) -> dict:
+    return {
+        "levels": ["level"],
+        "slices": [{"domainCount": 1, "podCounts": {"universal": count}, "valuesPerLevel": [{"universal": "abc"}]}],
+    }
+
+
+def finalized(w: dict) -> dict:
+    w["metadata"]["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
+    return w
+
+
+WORKLOAD_UPDATE_CASES = {
+    "an update may not put a workload in quota reserved with no admission": (
+        wl(ps("driver")),
+        quota_reserved_without_admission(),
+        [("status.admission", REQ)],
+    ),
+    "a workload already in that state stays updatable so it can be removed": (
+        quota_reserved_without_admission(),
+        quota_reserved_without_admission(),
+        [],
+    ),
+    "reclaimable pod count can change up": (two_podsets(("ps1", 1)), two_podsets(("ps1", 2), ("ps2", 1)), []),
+    "should reject invalid podSet template label value on update": (
+        wl(ps("driver")),
+        wl(ps("driver", labels={"valid": "invalid value with spaces"})),
+        [("spec.podSets[0].template.metadata.labels", INV)],
+    ),
+    "reclaimable pod count cannot change down": (
+        two_podsets(("ps1", 2), ("ps2", 1)),
+        two_podsets(("ps1", 1)),
+        [(f"{RECLAIM_PS1}.count", INV), ("status.reclaimablePods[ps2]", REQ)],
+    ),
+    "elastic workload: unchanged reclaimable pod count is tolerated while its podSet scales down below it": (
+        elastic(8, 4),
+        elastic(3, 4),
+        [],
+    ),
+    "elastic workload: changed reclaimable pod count above the podSet count is rejected": (
+        elastic(8, 4),
+        elastic(3, 5),
+        [(f"{RECLAIM_PS1}.count", INV)],
+    ),
+    "elastic workload: reclaimable pod count can decrease after its podSet scaled down below the admitted count": (
+        elastic(3, 4, admitted=8),
+        elastic(3, 3, admitted=8),
+        [],
+    ),
+    "elastic workload: reclaimable pod count can decrease when scaled down below the admitted count even if the "
+    "podSet still exceeds it": (elastic(10, 9, admitted=20), elastic(10, 0, admitted=20), []),
+    "elastic workload: reclaimable pod count cannot decrease without a podSet scale-down": (
+        elastic(8, 4),
+        elastic(8, 2),
+        [(f"{RECLAIM_PS1}.count", INV)],
+    ),
+    "elastic workload: reclaimable pod entry can be removed after its podSet scaled down below the admitted count": (
+        elastic(8, 4, admitted=8),
+        elastic(1, None, admitted=8),
+        [],
+    ),
+    "elastic workload: reclaimable pod entry cannot be removed without a podSet scale-down": (
+        elastic(8, 4),
+        elastic(8, None),
+        [(RECLAIM_PS1, REQ)],
+    ),
+    "non-elastic workload: stale reclaimable pod count is still rejected when its podSet scales down": (
+        elastic(8, 4, annotate=False),
+        elastic(3, 4, annotate=False),
+        [(f"{RECLAIM_PS1}.count", INV)],
+    ),
+    "reclaimable pod count can go to 0 if the job is suspended": (
+        two_podsets(("ps1", 2), ("ps2", 1)),
+        {
+            **two_podsets(("ps1", 0), ("ps2", 1), reserved=False),
+            "status": {
+                "reclaimablePods": [{"name": "ps1", "count": 0}, {"name": "ps2", "count": 1}],
+                "admissionChecks": checks({"name": "ps1"}, {"name": "ps2"}, state="Ready"),
+            },
+        },
+        [],
+    ),
+    "podSetUpdates should be immutable when state is ready": (
+        ready_checks({"foo": "bar"}),
+        ready_checks({"foo": "baz"}),
+        [("status.admissionChecks[0].podSetUpdates", INV)],
+    ),
+    "should change other fields of admissionchecks when podSetUpdates is immutable": (
+        ready_checks({"foo": "bar"}, message="old"),
+        ready_checks({"foo": "bar"}, message="new", lastTransitionTime="2026-01-01T00:01:00Z"),
+        [],
+    ),
+    "TopologyAssignment can be mutated": (
+        reserve(wl(ps("ps1", 3)), {"name": "ps1", "topologyAssignment": topology(2)}),
+        reserve(wl(ps("ps1", 3)), {"name": "ps1", "topologyAssignment": topology(3)}),
+        [],
+    ),
+    "PodSets cannot be removed from admission": (
+        reserve(wl(ps("ps1", 3), ps("ps2", 3)), psa("ps1"), psa("ps2")),
+        reserve(wl(ps("ps1", 3), ps("ps2", 3)), psa("ps1")),
+        [("status.admission", INV)],
+    ),
+    "PodSets cannot be added to admission": (
+        reserve(wl(ps("ps1", 3), ps("ps2", 3)), psa("ps1")),
+        reserve(wl(ps("ps1", 3), ps("ps2", 3)), psa("ps1"), psa("ps2")),
+        [("status.admission", INV)],
+    ),
+    # ElasticJobsViaWorkloadSlices is on in v0.20: a smaller count goes through while quota is reserved.
+    "workload.podSets[].count is mutable with ElasticJobs feature gate": (
+        reserve(wl(ps("ps1", 3), ps("ps2", 4)), psa("ps1"), psa("ps2")),
+        reserve(wl(ps("ps1", 3), ps("ps2", 3)), psa("ps1"), psa("ps2")),
+        [],
+    ),
+    "ClusterName doesn't have to be one of the nominatedClusterNames with ElasticJobs feature gate": (
+        wl(ps("ps1", 3), ps("ps2", 4)),
+        {
+            **reserve(
+                wl(
+                    ps("ps1", 3),
+                    ps("ps2", 4),
+                    annotations={"kueue.x-k8s.io/workload-slice-replacement-for": "test-ns/test-workload"},
+                ),
+                psa("ps1"),
+                psa("ps2"),
+            ),
+        },
+        [],
+    ),
+    "reject adding AdmissionGatedBy annotation after workload creation": (
+        gated(None),
+        gated("example.com/controller"),
+        [(GATE, FORB)],
+    ),
+    "allow removing AdmissionGatedBy annotation with single gate": (gated("example.com/controller1"), gated(None), []),
+    "allow removing AdmissionGatedBy annotation with multiple gates": (
+        gated("example.com/controller1,example.com/controller2"),
+        gated(None),
+        [],
+    ),
+    "allow removing one gate from AdmissionGatedBy annotation": (
+        gated("example.com/controller1,example.com/controller2"),
+        gated("example.com/controller2"),
+        [],
+    ),
+    "reject injecting new gate in AdmissionGatedBy annotation": (
+        gated("example.com/controller1,example.com/controller2"),
+        gated("example.com/controller3"),
+        [(GATE, FORB)],
+    ),
+    "allow reordering gates in AdmissionGatedBy annotation": (
+        gated("example.com/controller1,example.com/controller2"),
+        gated("example.com/controller2,example.com/controller1"),
+        [],
+    ),
+    "a workload whose quota reservation lost its admission can still drop its finalizer": (
+        finalized(quota_reserved_without_admission()),
+        quota_reserved_without_admission(),
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WORKLOAD_UPDATE_CASES, ids=list(WORKLOAD_UPDATE_CASES))
+def test_validate_workload_update(case: str) -> None:
+    before, after, want = WORKLOAD_UPDATE_CASES[case]
+    assert hook_errors("workloads", json.loads(json.dumps(after)), json.loads(json.dumps(before))) == want
+
+
+def test_validate_workload_update_count_is_immutable_but_down() -> None:
+    """workload.podSets[].count is immutable: with ElasticJobsViaWorkloadSlices on (v0.20) only a larger count is
+    refused, at Kueue's path `spec.podSets.<index>`."""
+    before = reserve(wl(ps("ps1", 3), ps("ps2", 4)), psa("ps1"), psa("ps2"))
+    after = reserve(wl(ps("ps1", 3), ps("ps2", 5)), psa("ps1"), psa("ps2"))
+    assert hook_errors("workloads", after, before) == [("spec.podSets.1", INV)]
