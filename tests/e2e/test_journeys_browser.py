@@ -28,6 +28,7 @@ MAX_QUERY_VARIANTS = 2  # of one path (filters, sorts, tabs): the first few are 
 MAX_OF_A_SHAPE = 1  # pages of one shape (/workloads/N/stop/, /projects/X/edit/): the rest look the same
 MAX_WORKLOAD_PAGES = 10  # but a workload's page differs with its status: each one seeded
 MAX_PAGE_NUMBER = 2
+POLL_MS = 16_000  # past the slowest poll (every 15 s)
 SCREENSHOTS = Path("/tmp/journey")
 SCREENSHOT_PATHS = re.compile(
     r"^/(workloads/|workloads/\d+/|workloads/projects/[\w-]+/queue/|usage/(quota|reports|holders)/|usage/queues/"
@@ -183,6 +184,8 @@ def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
 
     def on_response(response):
         request = response.request
+        if request.headers.get("hx-request"):
+            hx_answers.append(response.url)
         if response.status < 400 or urlsplit(response.url).netloc != origin.netloc:
             return
         if request.resource_type in {"stylesheet", "script", "image", "font"} or request.headers.get("hx-request"):
@@ -195,6 +198,9 @@ def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
         urlsplit(request.url).netloc == origin.netloc and request.resource_type != "document"
         and "ERR_ABORTED" not in (request.failure or "")) else None)  # aborted: the walk went on to the next page
     page.on("response", on_response)
+    hx_answers: list[str] = []
+    polled: set[str] = set()
+    page.clock.install()  # the polls every 5 or 15 s come when the walk moves the page's clock on
 
     seen: set[str] = {"/"}
     variants: dict[str, int] = {}
@@ -222,6 +228,19 @@ def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
         if OUTSIDE.search(urlsplit(path).path) or path.startswith("/django-admin/"):
             continue  # another application's page: visited, not walked or judged by our rules
         check_page(page, path, username, forbidden, problems)
+        shape = re.sub(r"\d+", "N", urlsplit(path).path)
+        if shape not in polled and page.locator("[hx-trigger*='every']").count():
+            polled.add(shape)  # one page of each shape waits for its polls: they answer, swap and still pass
+            answered = len(hx_answers)
+            page.clock.run_for(POLL_MS)
+            give_up = time.monotonic() + 3
+            while len(hx_answers) == answered and time.monotonic() < give_up:
+                page.wait_for_timeout(50)
+            page.clock.run_for(500)  # htmx swaps and settles on its timers
+            if len(hx_answers) == answered:
+                problems.append(f"{path}: no poll in {POLL_MS // 1000} s")
+            else:
+                check_page(page, path, username, forbidden, problems)
         if SCREENSHOT_PATHS.match(path):  # the main pages, one of each shape, to look at after a run
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             name = path.strip("/").replace("/", "_") or "home"
@@ -316,4 +335,4 @@ def test_every_page_each_role_reaches_works_and_stays_in_scope(journey_data, log
         if problems:
             report.append(f"{username} ({visited} pages in {time.monotonic() - started:.0f} s):")
             report += [f"  {problem}" for problem in problems]
-    assert not report, "\n".join(report)
+    assert not report, "\n".join(dict.fromkeys(report))
