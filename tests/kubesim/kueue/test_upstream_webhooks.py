@@ -32,6 +32,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from kubesim.kueue import KueueConfig, admission_webhooks
+from tests.kubesim.kueue.conftest import KUEUE, Cluster
 
 # -- builders in the shape of upstream's utiltestingapi --------------------------------------------------------------
 
@@ -414,7 +415,7 @@ def wl(*podsets: dict, annotations: dict | None = None, **status: object) -> dic
 
 
 def psa(name: str = "main", count: int | None = None, **usage: str) -> dict:
-    out: dict = {"name": name, "flavors": {r: "flv" for r in usage}, "resourceUsage": dict(usage)}
+    out: dict = {"name": name, "flavors": dict.fromkeys(usage, "flv"), "resourceUsage": dict(usage)}
     if count is not None:
         out["count"] = count
     return out
@@ -858,3 +859,271 @@ def test_validate_workload_update_count_is_immutable_but_down() -> None:
     before = reserve(wl(ps("ps1", 3), ps("ps2", 4)), psa("ps1"), psa("ps2"))
     after = reserve(wl(ps("ps1", 3), ps("ps2", 5)), psa("ps1"), psa("ps2"))
     assert hook_errors("workloads", after, before) == [("spec.podSets.1", INV)]
+
+
+# == Served: test/integration/singlecluster/webhook/core ============================================================
+
+PLURALS = {
+    "ClusterQueue": "clusterqueues",
+    "Cohort": "cohorts",
+    "ResourceFlavor": "resourceflavors",
+    "LocalQueue": "localqueues",
+    "Workload": "workloads",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+}
+
+
+def served_create(kc: Cluster, body: dict, namespace: str | None = None) -> dict:
+    return kc.create(PLURALS[body["kind"]], json.loads(json.dumps(body)), namespace)
+
+
+def refusal(call) -> list[str]:
+    """The fields of a 422 Invalid answer's causes (every cause names one)."""
+    with pytest.raises(ApiException) as err:
+        call()
+    assert err.value.status == 422, err.value.body
+    status = json.loads(err.value.body)
+    assert status["reason"] == "Invalid"
+    causes = status["details"]["causes"]
+    assert causes and all(c.get("field") for c in causes), causes
+    return [c["field"] for c in causes]
+
+
+def refused_create(kc: Cluster, body: dict, namespace: str | None = None) -> list[str]:
+    return refusal(lambda: served_create(kc, body, namespace))
+
+
+def replace(kc: Cluster, obj: dict, namespace: str | None = None, *, status: bool = False) -> dict:
+    plural, name = PLURALS[obj["kind"]], obj["metadata"]["name"]
+    if namespace:
+        call = (
+            kc.custom.replace_namespaced_custom_object_status if status else kc.custom.replace_namespaced_custom_object
+        )
+        return call(*KUEUE, namespace, plural, name, obj)
+    call = kc.custom.replace_cluster_custom_object_status if status else kc.custom.replace_cluster_custom_object
+    return call(*KUEUE, plural, name, obj)
+
+
+def check_outcome(kc: Cluster, body: dict, want: str | None, namespace: str | None = None) -> None:
+    """want None: accepted; else a field path that one of the 422's causes names (or starts with)."""
+    if want is None:
+        served_create(kc, body, namespace)
+        return
+    fields = refused_create(kc, body, namespace)
+    assert any(f == want or f.startswith(want) for f in fields), (want, fields)
+
+
+# -- clusterqueue_test.go -------------------------------------------------------------------------------------------
+
+DEFAULT_FUNGIBILITY = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+DEFAULT_PREEMPTION = {
+    "withinClusterQueue": "Never",
+    "reclaimWithinCohort": "Never",
+    "borrowWithinCohort": {"policy": "Never"},
+}
+CQ_DEFAULTS = {"queueingStrategy": "BestEffortFIFO", "stopPolicy": "None", "flavorFungibility": DEFAULT_FUNGIBILITY}
+
+CQ_DEFAULTING = {
+    "All defaults": (cq(name="foo"), {**CQ_DEFAULTS, "preemption": DEFAULT_PREEMPTION}),
+    "Preemption overridden": (
+        cq(
+            name="foo",
+            flavorFungibility=DEFAULT_FUNGIBILITY,
+            preemption={
+                "withinClusterQueue": "LowerPriority",
+                "reclaimWithinCohort": "Any",
+                "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
+            },
+        ),
+        {
+            **CQ_DEFAULTS,
+            "preemption": {
+                "withinClusterQueue": "LowerPriority",
+                "reclaimWithinCohort": "Any",
+                "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
+            },
+        },
+    ),
+    "Default fair sharing": (
+        cq(name="foo", fairSharing={}),
+        {**CQ_DEFAULTS, "preemption": DEFAULT_PREEMPTION, "fairSharing": {"weight": 1}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CQ_DEFAULTING, ids=list(CQ_DEFAULTING))
+def test_cluster_queue_defaulting_on_creation(kc: Cluster, case: str) -> None:
+    body, want_spec = CQ_DEFAULTING[case]
+    created = served_create(kc, body)
+    assert created["spec"] == want_spec
+    assert created["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+
+
+def test_cluster_queue_should_have_qualified_flavor_names_when_updating(kc: Cluster) -> None:
+    served_create(kc, cq(rg(fq("x86", "memory"))))
+    created = kc.get("clusterqueues", "cluster-queue")
+    created["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "@x86"
+    assert refusal(lambda: replace(kc, created)) == ["spec.resourceGroups[0].flavors[0].name"]
+
+
+def test_cluster_queue_should_allow_to_update_queueing_strategy_with_different_value(kc: Cluster) -> None:
+    served_create(kc, cq(rg(fq("x86", "memory")), queueingStrategy="StrictFIFO"))
+    created = kc.get("clusterqueues", "cluster-queue")  # after the controllers wrote its status
+    created["spec"]["queueingStrategy"] = "BestEffortFIFO"
+    assert replace(kc, created)["spec"]["queueingStrategy"] == "BestEffortFIFO"
+
+
+def _many(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+# The typed Go client omits empty strings: upstream's `QueueingStrategy("")` sends no queueingStrategy at all.
+CQ_CREATION = {
+    "Should have non-negative borrowing limit": (
+        cq(rg(fq("x86", ("cpu", "2", "-1"))), cohortName="cohort"),
+        f"{RES0}.borrowingLimit",
+    ),
+    "Should have non-negative quota value": (cq(rg(fq("x86", ("cpu", "-1")))), f"{RES0}.nominalQuota"),
+    "Should have at least one flavor": (cq({"coveredResources": [], "flavors": []}), f"{RGS}[0]"),
+    "Should have at least one resource": (cq({"coveredResources": [], "flavors": [fq("foo")]}), f"{RGS}[0]"),
+    "Should have qualified flavor name": (cq(rg(fq("invalid_name", ("cpu", "5")))), f"{RGS}[0].flavors[0].name"),
+    "Should have qualified resource name": (cq(rg(fq("x86", ("@cpu", "5")))), f"{RGS}[0].coveredResources[0]"),
+    "Should have valid resources quantity": (cq(rg(fq("flavor", *_many("r", 65)))), f"{RGS}[0]"),
+    "Should have valid flavors quantity": (cq(rg(*[fq(f, "cpu") for f in _many("f", 65)])), f"{RGS}[0].flavors"),
+    "Should forbid clusterQueue creation with unqualified labelSelector": (
+        cq(namespaceSelector={"matchLabels": {"nospecialchars^=@": "bar"}}),
+        "spec.namespaceSelector.matchLabels",
+    ),
+    "Should forbid to create clusterQueue with unknown clusterQueueingStrategy": (
+        cq(queueingStrategy="unknown"),
+        "spec.queueingStrategy",
+    ),
+    "Should allow to create clusterQueue with empty clusterQueueingStrategy": (cq(), None),
+    "Should allow to create clusterQueue with empty preemption": (cq(preemption={}), None),
+    "Should allow to create clusterQueue with preemption policies": (
+        cq(
+            preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            flavorFungibility=DEFAULT_FUNGIBILITY,
+        ),
+        None,
+    ),
+    "Should forbid to create clusterQueue with unknown preemption.withinCohort": (
+        cq(preemption={"reclaimWithinCohort": "unknown"}),
+        "spec.preemption.reclaimWithinCohort",
+    ),
+    "Should forbid to create clusterQueue with unknown preemption.withinClusterQueue": (
+        cq(preemption={"withinClusterQueue": "unknown"}),
+        "spec.preemption.withinClusterQueue",
+    ),
+    "Should allow to create clusterQueue with built-in resources with qualified names": (
+        cq(rg(fq("default", "cpu"))),
+        None,
+    ),
+    "Should forbid to create clusterQueue with invalid resource name": (
+        cq(rg(fq("default", "@cpu"))),
+        f"{RGS}[0].coveredResources[0]",
+    ),
+    "Should allow to create clusterQueue with valid cohort": (cq(cohortName="prod"), None),
+    "Should forbid to create clusterQueue with invalid cohort": (cq(cohortName="@prod"), "spec.cohortName"),
+    "Should allow to create clusterQueue with extended resources with qualified names": (
+        cq(rg(fq("default", "example.com/gpu"))),
+        None,
+    ),
+    "Should allow to create clusterQueue with flavor with qualified names": (cq(rg(fq("x86", "cpu"))), None),
+    "Should forbid to create clusterQueue with flavor with unqualified names": (
+        cq({"coveredResources": [], "flavors": [fq("invalid_name")]}),
+        f"{RGS}[0]",
+    ),
+    "Should forbid to create clusterQueue with flavor quota with negative value": (
+        cq(rg(fq("x86", ("cpu", "-1")))),
+        f"{RES0}.nominalQuota",
+    ),
+    "Should allow to create clusterQueue with flavor quota with zero values": (cq(rg(fq("x86", ("cpu", "0")))), None),
+    "Should allow to create clusterQueue with flavor quota with borrowingLimit 0": (
+        cq(rg(fq("x86", ("cpu", "1", "0"))), cohortName="cohort"),
+        None,
+    ),
+    "Should forbid to create clusterQueue with flavor quota with negative borrowingLimit": (
+        cq(rg(fq("x86", ("cpu", "1", "-1"))), cohortName="cohort"),
+        f"{RES0}.borrowingLimit",
+    ),
+    "Should forbid to create clusterQueue with flavor quota with borrowingLimit and empty cohort": (
+        cq(rg(fq("x86", ("cpu", "1", "1")))),
+        "spec",
+    ),
+    "Should allow to create clusterQueue with empty queueing strategy": (cq(), None),
+    "Should forbid to create clusterQueue with namespaceSelector with invalid labels": (
+        cq(namespaceSelector={"matchLabels": {"nospecialchars^=@": "bar"}}),
+        "spec.namespaceSelector.matchLabels",
+    ),
+    "Should forbid to create clusterQueue with namespaceSelector with invalid expressions": (
+        cq(namespaceSelector={"matchExpressions": [{"key": "key", "operator": "In"}]}),
+        "spec.namespaceSelector.matchExpressions[0].values",
+    ),
+    "Should allow to create clusterQueue with multiple resource groups": (
+        cq(
+            rg(fq("alpha", ("cpu", "0"), ("memory", "0")), fq("beta", ("cpu", "0"), ("memory", "0"))),
+            rg(fq("gamma", ("example.com/gpu", "0")), fq("omega", ("example.com/gpu", "0"))),
+        ),
+        None,
+    ),
+    "Should forbid to create clusterQueue with resources in a flavor in different order": (
+        cq(
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [fq("alpha", ("cpu", "0"), ("memory", "0")), fq("beta", ("memory", "0"), ("cpu", "0"))],
+            }
+        ),
+        f"{RGS}[0].flavors[1].resources[0].name",
+    ),
+    "Should forbid to create clusterQueue missing resources in a flavor": (
+        cq({"coveredResources": ["cpu", "memory"], "flavors": [fq("alpha", ("cpu", "0"))]}),
+        f"{RGS}[0]",
+    ),
+    "Should forbid to create clusterQueue missing resources in a flavor (more resources than covered)": (
+        cq({"coveredResources": ["cpu"], "flavors": [fq("alpha", ("cpu", "0"), ("memory", "0"))]}),
+        f"{RGS}[0]",
+    ),
+    "Should forbid to create clusterQueue missing resources in a flavor and mismatch": (
+        cq({"coveredResources": ["blah"], "flavors": [fq("alpha", ("cpu", "0"), ("memory", "0"))]}),
+        f"{RGS}[0]",
+    ),
+    "Should forbid to create clusterQueue with resource in more than one resource group": (
+        cq(rg(fq("alpha", ("cpu", "0"), ("memory", "0"))), rg(fq("beta", ("memory", "0")))),
+        f"{RGS}[1].coveredResources[0]",
+    ),
+    "Should forbid to create clusterQueue with flavor in more than one resource group": (
+        cq(rg(fq("alpha", "cpu"), fq("beta", "cpu")), rg(fq("beta", "memory"))),
+        f"{RGS}[1].flavors[0].name",
+    ),
+    "Should forbid to create clusterQueue missing with invalid preemption due to reclaimWithinCohort=Never, while "
+    "borrowWithinCohort!=nil": (
+        cq(preemption={"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}),
+        "spec.preemption",
+    ),
+    "Should allow to create clusterQueue with valid preemption with borrowWithinCohort": (
+        cq(
+            preemption={
+                "reclaimWithinCohort": "LowerPriority",
+                "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 10},
+            }
+        ),
+        None,
+    ),
+    "Should allow to create clusterQueue with existing cluster queue created with older Kueue version that has a nil "
+    "borrowWithinCohort field": (cq(preemption={"reclaimWithinCohort": "Never"}), None),
+    "Should allow zero FairSharing weight": (cq(fairSharing={"weight": "0"}), None),
+    "Should allow fractional FairSharing weight": (cq(fairSharing={"weight": "0.1"}), None),
+    "Should allow small FairSharing weight": (cq(fairSharing={"weight": "1m"}), None),
+    "Should allow even smaller FairSharing weight": (cq(fairSharing={"weight": "1u"}), None),
+    "Should allow smallest FairSharing weight": (cq(fairSharing={"weight": "2n"}), None),
+    "Should forbid threshold FairSharing weight": (cq(fairSharing={"weight": "1n"}), "spec.fairSharing"),
+    "Should forbid collapsed FairSharing weight": (cq(fairSharing={"weight": "0.0000000001"}), "spec.fairSharing"),
+    "Should forbid negative FairSharing weight": (cq(fairSharing={"weight": "-1"}), "spec.fairSharing"),
+}
+
+
+@pytest.mark.parametrize("case", CQ_CREATION, ids=list(CQ_CREATION))
+def test_validate_cluster_queue_on_creation(kc: Cluster, case: str) -> None:
+    body, want = CQ_CREATION[case]
+    check_outcome(kc, body, want)
