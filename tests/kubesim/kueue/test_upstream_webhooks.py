@@ -1127,3 +1127,237 @@ CQ_CREATION = {
 def test_validate_cluster_queue_on_creation(kc: Cluster, case: str) -> None:
     body, want = CQ_CREATION[case]
     check_outcome(kc, body, want)
+
+
+# -- cohort_test.go -------------------------------------------------------------------------------------------------
+
+COHORT_CREATION = {
+    "Should disallow empty name": (cohort(name=""), "metadata.name"),
+    "Should allow default Cohort": (cohort(), None),
+    "Should allow valid parent name": (cohort(parentName="prod"), None),
+    "Should reject invalid parent name": (cohort(parentName="@prod"), "spec.parentName"),
+    "ResourceGroup should have at least one flavor": (cohort({"coveredResources": [], "flavors": []}), f"{RGS}[0]"),
+    "FlavorQuota should have at least one resource": (
+        cohort({"coveredResources": [], "flavors": [fq("foo")]}),
+        f"{RGS}[0]",
+    ),
+    "Should reject invalid flavor name": (cohort(rg(fq("@x86", ("cpu", "5")))), f"{RGS}[0].flavors[0].name"),
+    "Should allow valid resource name": (cohort(rg(fq("x86", ("@cpu", "5")))), f"{RGS}[0].coveredResources[0]"),
+    "Should reject too many flavors in resource group": (
+        cohort(rg(*[fq(f, "cpu") for f in _many("f", 65)])),
+        f"{RGS}[0].flavors",
+    ),
+    "Should reject too many resources in resource group": (cohort(rg(fq("flavor", *_many("cpu", 65)))), f"{RGS}[0]"),
+    "Should allow resource with valid name": (cohort(rg(fq("default", "cpu"))), None),
+    "Should reject resource with invalid name": (cohort(rg(fq("default", "@cpu"))), f"{RGS}[0].coveredResources[0]"),
+    "Should allow extended resources with valid name": (cohort(rg(fq("default", "example.com/gpu"))), None),
+    "Should allow flavor with valid name": (cohort(rg(fq("x86", "cpu"))), None),
+    "Should reject flavor with invalid name": (cohort(rg(fq("x_86", "cpu"))), f"{RGS}[0].flavors[0].name"),
+    "Should reject negative nominal quota": (cohort(rg(fq("x86", ("cpu", "-1")))), f"{RES0}.nominalQuota"),
+    "Should reject negative borrowing limit": (cohort(rg(fq("x86", ("cpu", "1", "-1")))), f"{RES0}.borrowingLimit"),
+    "Should reject negative lending limit": (cohort(rg(fq("x86", ("cpu", "1", "", "-1")))), f"{RES0}.lendingLimit"),
+    "Should reject borrowingLimit when no parent": (cohort(rg(fq("x86", ("cpu", "1", "1")))), f"{RES0}.borrowingLimit"),
+    "Should allow borrowingLimit 0 when parent exists": (
+        cohort(rg(fq("x86", ("cpu", "1", "0"))), parentName="parent"),
+        None,
+    ),
+    "Should allow borrowingLimit when parent exists": (
+        cohort(rg(fq("x86", ("cpu", "1", "1"))), parentName="parent"),
+        None,
+    ),
+    "Should reject lendingLimit when no parent": (cohort(rg(fq("x86", ("cpu", "1", "", "1")))), f"{RES0}.lendingLimit"),
+    "Should allow lendingLimit when parent exists": (
+        cohort(rg(fq("x86", ("cpu", "1", "", "1"))), parentName="parent"),
+        None,
+    ),
+    "Should allow lendingLimit 0 when parent exists": (
+        cohort(rg(fq("x86", ("cpu", "0", "", "0"))), parentName="parent"),
+        None,
+    ),
+    "Should allow lending limit to exceed nominal quota": (
+        cohort(rg(fq("x86", ("cpu", "1", "", "2"))), parentName="parent"),
+        None,
+    ),
+    "Should allow multiple resource groups": (
+        cohort(
+            rg(fq("alpha", ("cpu", "0"), ("memory", "0")), fq("beta", ("cpu", "0"), ("memory", "0"))),
+            rg(fq("gamma", ("example.com/gpu", "0")), fq("omega", ("example.com/gpu", "0"))),
+        ),
+        None,
+    ),
+    "Should reject resources in a flavor in different order": (
+        cohort(
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [fq("alpha", ("cpu", "0"), ("memory", "0")), fq("beta", ("memory", "0"), ("cpu", "0"))],
+            }
+        ),
+        f"{RGS}[0].flavors[1].resources[0].name",
+    ),
+    "Should reject missing resources in a flavor": (
+        cohort({"coveredResources": ["cpu", "memory"], "flavors": [fq("alpha", ("cpu", "0"))]}),
+        f"{RGS}[0]",
+    ),
+    "Should reject resource not defined in resource group": (
+        cohort({"coveredResources": ["cpu"], "flavors": [fq("alpha", ("cpu", "0"), ("memory", "0"))]}),
+        f"{RGS}[0]",
+    ),
+    "Should reject resource in more than one resource group": (
+        cohort(rg(fq("alpha", ("cpu", "0"), ("memory", "0"))), rg(fq("beta", ("memory", "0")))),
+        f"{RGS}[1].coveredResources[0]",
+    ),
+    "Should reject flavor in more than one resource group": (
+        cohort(rg(fq("alpha", "cpu"), fq("beta", "cpu")), rg(fq("beta", "memory"))),
+        f"{RGS}[1].flavors[0].name",
+    ),
+    "Should allow FairSharing weight": (cohort(fairSharing={"weight": "1"}), None),
+    "Should allow zero FairSharing weight": (cohort(fairSharing={"weight": "0"}), None),
+    "Should forbid negative FairSharing weight": (cohort(fairSharing={"weight": "-1"}), "spec.fairSharing"),
+    "Should allow fractional FairSharing weight": (cohort(fairSharing={"weight": "0.5"}), None),
+    "Should allow small FairSharing weight": (cohort(fairSharing={"weight": "1m"}), None),
+    "Should allow even smaller FairSharing weight": (cohort(fairSharing={"weight": "1u"}), None),
+    "Should allow smallest FairSharing weight": (cohort(fairSharing={"weight": "2n"}), None),
+    "Should forbid threshold FairSharing weight": (cohort(fairSharing={"weight": "1n"}), "spec.fairSharing"),
+    "Should forbid collapsed FairSharing weight": (cohort(fairSharing={"weight": "0.0000000001"}), "spec.fairSharing"),
+}
+
+
+@pytest.mark.parametrize("case", COHORT_CREATION, ids=list(COHORT_CREATION))
+def test_validate_cohort_on_creation(kc: Cluster, case: str) -> None:
+    body, want = COHORT_CREATION[case]
+    check_outcome(kc, body, want)
+
+
+def test_cohort_should_update_parent(kc: Cluster) -> None:
+    served_create(kc, cohort())
+    current = kc.get("cohorts", "cohort")
+    current["spec"]["parentName"] = "cohort2"
+    assert replace(kc, current)["spec"]["parentName"] == "cohort2"
+
+
+def test_cohort_should_reject_invalid_parent(kc: Cluster) -> None:
+    served_create(kc, cohort())
+    current = kc.get("cohorts", "cohort")
+    current["spec"]["parentName"] = "@cohort2"
+    assert refusal(lambda: replace(kc, current)) == ["spec.parentName"]
+
+
+def test_cohort_should_reject_negative_borrowing_limit(kc: Cluster) -> None:
+    """Upstream's "Updating a Cohort / Should reject negative borrowing limit" creates one with a negative quota."""
+    assert refused_create(kc, cohort(rg(fq("x86", ("cpu", "-1"))))) == [f"{RES0}.nominalQuota"]
+
+
+# -- resourceflavor_test.go -----------------------------------------------------------------------------------------
+
+
+def test_resource_flavor_should_be_valid(kc: Cluster) -> None:
+    spec = {"nodeLabels": {"foo": "bar"}, "nodeTaints": [{"key": "spot", "value": "true", "effect": "NoSchedule"}]}
+    assert served_create(kc, rf(**spec))["spec"] == spec
+
+
+def test_resource_flavor_should_have_a_finalizer(kc: Cluster) -> None:
+    """The defaulting webhook adds it: the create's answer carries it already."""
+    assert served_create(kc, rf())["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    assert kc.get("resourceflavors", "resource-flavor")["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+
+
+@pytest.mark.parametrize(
+    ("taints", "labels", "want"),
+    [(9, 0, "spec.nodeTaints"), (0, 9, "spec.nodeLabels"), (8, 8, None)],
+    ids=["invalid number of taint", "invalid number of nodeSelector", "valid number of nodeSelector and taint"],
+)
+def test_resource_flavor_invalid_number_of_properties(kc: Cluster, taints: int, labels: int, want: str | None) -> None:
+    body = rf(
+        nodeTaints=[{"key": f"t{i}", "effect": "NoExecute"} for i in range(taints)],
+        nodeLabels={f"l{i}": "" for i in range(labels)},
+    )
+    check_outcome(kc, body, want)
+
+
+def test_resource_flavor_updating_with_invalid_taints_should_fail_to_update(kc: Cluster) -> None:
+    served_create(kc, rf())
+    current = kc.get("resourceflavors", "resource-flavor")
+    current["spec"]["nodeTaints"] = [{"key": "foo", "value": "bar", "effect": "Invalid"}]
+    assert any(f.startswith("spec.nodeTaints") for f in refusal(lambda: replace(kc, current)))
+
+
+RF_CREATION = {
+    "Should fail to create with invalid taints": (
+        rf(nodeTaints=[{"key": "skdajf"}, {"key": "@foo", "value": "bar", "effect": "NoSchedule"}]),
+        "spec.nodeTaints",
+    ),
+    "Should fail to create with invalid label name": (rf(nodeLabels={"@abc": "foo"}), "spec.nodeLabels"),
+    "Should fail to create with invalid tolerations": (
+        rf(
+            tolerations=[
+                {"key": "@abc", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
+                {"key": "abc", "operator": "Exists", "value": "v", "effect": "NoSchedule"},
+                {"key": "abc", "operator": "Equal", "value": "v", "effect": "not-valid"},
+                {"key": "abc", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
+            ]
+        ),
+        "spec.tolerations",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", RF_CREATION, ids=list(RF_CREATION))
+def test_validate_resource_flavor_on_creation(kc: Cluster, case: str) -> None:
+    body, want = RF_CREATION[case]
+    check_outcome(kc, body, want)
+
+
+def test_resource_flavor_invalid_toleration_key_is_the_webhooks(kc: Cluster) -> None:
+    """A toleration key that is no qualified name passes the CRD's rules and is the webhook's to refuse."""
+    body = rf(tolerations=[{"key": "@abc", "operator": "Equal", "value": "v", "effect": "NoSchedule"}])
+    assert refused_create(kc, body) == ["spec.tolerations[0].key"]
+
+
+# -- localqueue_test.go ---------------------------------------------------------------------------------------------
+
+
+def lq(cluster_queue: str, name: str = "queue") -> dict:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": name},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def test_local_queue_should_reject_bad_value_for_spec_cluster_queue(kc: Cluster) -> None:
+    assert refused_create(kc, lq("invalid_name"), kc.namespace()) == ["spec.clusterQueue"]
+
+
+def test_local_queue_should_reject_the_change_of_spec_cluster_queue(kc: Cluster) -> None:
+    ns = kc.namespace()
+    served_create(kc, lq("foo"), ns)
+    current = kc.get("localqueues", "queue", ns)
+    current["spec"]["clusterQueue"] = "bar"
+    assert refusal(lambda: replace(kc, current, ns)) == ["spec.clusterQueue"]
+
+
+def flavor_usage(n: int) -> list[dict]:
+    return [{"name": f"f{i}", "resources": [{"name": "cpu", "total": "0"}]} for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("field", "n", "ok"),
+    [("both", 64, True), ("flavorsReservation", 65, False), ("flavorsUsage", 65, False)],
+    ids=[
+        "Should allow flavors quantity up to the limit in flavorsReservation and flavorsUsage",
+        "Should reject flavors quantity over the limit in flavorsReservation",
+        "Should reject flavors quantity over the limit in flavorsUsage",
+    ],
+)
+def test_local_queue_status_flavors(kc: Cluster, field: str, n: int, ok: bool) -> None:
+    ns = kc.namespace()
+    served_create(kc, lq("foo"), ns)
+    current = kc.get("localqueues", "queue", ns)
+    fields = ["flavorsReservation", "flavorsUsage"] if field == "both" else [field]
+    for f in fields:
+        current.setdefault("status", {})[f] = flavor_usage(n)
+    if ok:
+        replace(kc, current, ns, status=True)
+    else:
+        assert refusal(lambda: replace(kc, current, ns, status=True)) == [f"status.{field}"]
