@@ -1361,3 +1361,240 @@ def test_local_queue_status_flavors(kc: Cluster, field: str, n: int, ok: bool) -
         replace(kc, current, ns, status=True)
     else:
         assert refusal(lambda: replace(kc, current, ns, status=True)) == [f"status.{field}"]
+
+
+# -- workload_test.go -----------------------------------------------------------------------------------------------
+
+
+def served_wl(*podsets: dict, **spec: object) -> dict:
+    """A Workload to create over HTTP (status is the status subresource's: not sent on create)."""
+    body = wl(*podsets)
+    body["metadata"] = {"name": "test-workload"}
+    body["spec"].update(spec)
+    return body
+
+
+def test_workload_should_set_default_podset_name(kc: Cluster) -> None:
+    ns = kc.namespace()
+    body = served_wl({"count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "pause"}]}}})
+    served_create(kc, body, ns)
+    assert kc.get("workloads", "test-workload", ns)["spec"]["podSets"][0]["name"] == "main"
+
+
+def test_workload_shouldnt_set_podset_name_if_multiple(kc: Cluster) -> None:
+    """Both unnamed podSets default to "main": the list-map key repeats."""
+    unnamed = {"count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "pause"}]}}}
+    fields = refused_create(kc, served_wl(unnamed, unnamed), kc.namespace())
+    assert any(f.startswith("spec.podSets") for f in fields), fields
+
+
+@pytest.mark.parametrize(
+    ("capacity", "count", "invalid"),
+    [(0, 1, True), (18, 1, False), (19, 1, True), (3, 0, False), (3, 3, False)],
+    ids=[
+        "podSets count less than 1",
+        "podSets count at the maximum",
+        "podSets count more than the maximum",
+        "valid podSet, count can be 0",
+        "valid podSet",
+    ],
+)
+def test_workload_should_have_valid_podset_when_creating(kc: Cluster, capacity: int, count: int, invalid: bool) -> None:
+    body = served_wl(ps("main", 1))
+    body["spec"]["podSets"] = [ps(f"ps{i}", count) for i in range(capacity)]
+    check_outcome(kc, body, "spec.podSets" if invalid else None, kc.namespace())
+
+
+def _pod_ref(name: str, group: str = "scheduling.k8s.io", kind: str = "PriorityClass") -> dict:
+    return {"group": group, "kind": kind, "name": name}
+
+
+TOLERATING_UPDATES = [
+    {
+        "name": "first",
+        "labels": {"l1": "first"},
+        "annotations": {"foo": "bar"},
+        "nodeSelector": {"type": "first"},
+        "tolerations": [
+            {"key": "t1", "operator": "Equal", "value": "t1v", "effect": "NoExecute", "tolerationSeconds": 5}
+        ],
+    },
+    {
+        "name": "second",
+        "labels": {"l2": "second"},
+        "annotations": {"foo": "baz"},
+        "nodeSelector": {"type": "second"},
+        "tolerations": [
+            {"key": "t2", "operator": "Equal", "value": "t2v", "effect": "NoExecute", "tolerationSeconds": 10}
+        ],
+    },
+]
+WL_CREATION = {
+    "valid workload": (served_wl(ps("driver", 1), ps("workers", 100)), None),
+    "invalid podSet name": (served_wl(ps("@driver", 1)), "spec.podSets[0].name"),
+    "invalid priorityClassRef.name": (
+        served_wl(priorityClassRef=_pod_ref("invalid_class"), priority=0),
+        "spec.priorityClassRef.name",
+    ),
+    "invalid priorityClassRef.group": (
+        served_wl(priorityClassRef=_pod_ref("low", group="test"), priority=100),
+        "spec.priorityClassRef.group",
+    ),
+    "invalid priorityClassRef.kind": (
+        served_wl(priorityClassRef=_pod_ref("low", kind="test"), priority=100),
+        "spec.priorityClassRef.kind",
+    ),
+    "incompatible priorityClassRef.kind (scheduling.k8s.io)": (
+        served_wl(priorityClassRef=_pod_ref("low", kind="WorkloadPriorityClass"), priority=100),
+        "spec.priorityClassRef",
+    ),
+    "incompatible priorityClassRef.kind (kueue.x-k8s.io)": (
+        served_wl(priorityClassRef=_pod_ref("low", group="kueue.x-k8s.io"), priority=100),
+        "spec.priorityClassRef",
+    ),
+    "omitted priorityClassRef is valid": (served_wl(priority=0), None),
+    "priority should not be nil when priorityClassRef is set": (
+        served_wl(priorityClassRef=_pod_ref("priority")),
+        "spec",
+    ),
+    "invalid queueName": (served_wl(queueName="@invalid"), "spec.queueName"),
+    "should not request num-pods resource": (
+        served_wl(ps("bad", init=container({"pods": "1"}), requests={"pods": "1"})),
+        f"{FIRST}.initContainers[0].resources.requests[pods]",
+    ),
+    "should not limit num-pods resource": (
+        served_wl(ps("bad", limits={"pods": "1"})),
+        f"{FIRST}.containers[0].resources.limits[pods]",
+    ),
+    "should not allow negative resource requests": (
+        served_wl(ps("bad", requests={"cpu": "-1"})),
+        f"{FIRST}.containers[0].resources.requests[cpu]",
+    ),
+    "should not allow negative pod-level resource requests": (
+        served_wl(ps("bad", pod_requests={"cpu": "-1"})),
+        f"{FIRST}.resources.requests[cpu]",
+    ),
+    "empty podSetUpdates should be valid since it is optional": (served_wl(), None),
+    "invalid podSet minCount (negative)": (served_wl(ps("ps1", 3, minCount=-1)), "spec.podSets[0].minCount"),
+    "invalid podSet minCount (too big)": (served_wl(ps("ps1", 3, minCount=4)), "spec.podSets[0]"),
+    "too many variable count podSets": (served_wl(ps("ps1", 3, minCount=2), ps("ps2", 3, minCount=1)), "spec.podSets"),
+    "invalid maximumExexcutionTimeSeconds": (
+        served_wl(maximumExecutionTimeSeconds=0),
+        "spec.maximumExecutionTimeSeconds",
+    ),
+    "valid maximumExexcutionTimeSeconds": (served_wl(maximumExecutionTimeSeconds=1), None),
+}
+
+
+@pytest.mark.parametrize("case", WL_CREATION, ids=list(WL_CREATION))
+def test_workload_should_have_valid_values_when_creating(kc: Cluster, case: str) -> None:
+    body, want = WL_CREATION[case]
+    check_outcome(kc, body, want, kc.namespace())
+
+
+def _created_workload(kc: Cluster, body: dict) -> tuple[str, dict]:
+    ns = kc.namespace()
+    served_create(kc, body, ns)
+    return ns, kc.get("workloads", "test-workload", ns)
+
+
+def _reserving(current: dict, admission: dict, now: str = NOW) -> dict:
+    status = current.setdefault("status", {})
+    status["admission"] = admission
+    status["conditions"] = [c for c in status.get("conditions", []) if c["type"] != "QuotaReserved"] + [
+        {
+            "type": "QuotaReserved",
+            "status": "True",
+            "reason": "AdmittedByTest",
+            "message": "admitted",
+            "lastTransitionTime": now,
+        }
+    ]
+    return current
+
+
+def admission(cluster_queue: str, *assignments: dict) -> dict:
+    return {"clusterQueue": cluster_queue, "podSetAssignments": list(assignments) or [psa()]}
+
+
+WL_SETTING_ADMISSION = {
+    "invalid clusterQueue name": (served_wl(), admission("@invalid"), "status.admission.clusterQueue"),
+    "invalid podSet name in status assignment": (
+        served_wl(),
+        admission("cluster-queue", psa("@invalid")),
+        "status.admission.podSetAssignments[0].name",
+    ),
+    "mismatched names in admission with names in podSets": (
+        served_wl(ps("main2"), ps("main1")),
+        admission("cluster-queue", psa("main1"), psa("main2"), psa("main3")),
+        "",
+    ),
+    "assignment usage should be divisible by count": (
+        served_wl(ps("main", 3, requests={"cpu": "1"})),
+        admission("cluster-queue", psa("main", 3, cpu="1")),
+        "status.admission.podSetAssignments[0].resourceUsage[cpu]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WL_SETTING_ADMISSION, ids=list(WL_SETTING_ADMISSION))
+def test_workload_should_have_valid_values_when_setting_admission(kc: Cluster, case: str) -> None:
+    body, adm, want = WL_SETTING_ADMISSION[case]
+    ns, current = _created_workload(kc, body)
+    fields = refusal(lambda: replace(kc, _reserving(current, adm), ns, status=True))
+    assert any(f.startswith(want) for f in fields), fields
+
+
+WL_SETTING_CHECK_STATE = {
+    "mismatched names in podSetUpdates with names in podSets": (
+        served_wl(ps("first"), ps("second")),
+        [{"name": "first"}, {"name": "third"}],
+        f"{PSU}[1].name",
+    ),
+    "invalid label name of podSetUpdate": (
+        served_wl(),
+        [{"name": "main", "labels": {"@abc": "foo"}}],
+        f"{PSU}[0].labels",
+    ),
+    "invalid node selector name of podSetUpdate": (
+        served_wl(),
+        [{"name": "main", "nodeSelector": {"@abc": "foo"}}],
+        f"{PSU}[0].nodeSelector",
+    ),
+    "invalid label value of podSetUpdate": (
+        served_wl(),
+        [{"name": "main", "labels": {"foo": "@abc"}}],
+        f"{PSU}[0].labels",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WL_SETTING_CHECK_STATE, ids=list(WL_SETTING_CHECK_STATE))
+def test_workload_should_have_valid_values_when_setting_admission_check_state(kc: Cluster, case: str) -> None:
+    body, updates, want = WL_SETTING_CHECK_STATE[case]
+    ns, current = _created_workload(kc, body)
+    current.setdefault("status", {})["admissionChecks"] = [
+        {"name": "check", "state": "Ready", "message": "", "lastTransitionTime": NOW, "podSetUpdates": updates}
+    ]
+    assert refusal(lambda: replace(kc, current, ns, status=True)) == [want]
+
+
+def test_workload_invalid_reclaimable_pods(kc: Cluster) -> None:
+    ns, current = _created_workload(kc, served_wl(ps("ps1", 3)))
+    current.setdefault("status", {})["reclaimablePods"] = [{"name": "ps1", "count": 4}, {"name": "ps2", "count": 1}]
+    fields = refusal(lambda: replace(kc, current, ns, status=True))
+    assert fields == ["status.reclaimablePods[ps1].count", "status.reclaimablePods[ps2].name"]
+
+
+def test_workload_should_refuse_a_status_update_reserving_quota_with_no_admission(kc: Cluster) -> None:
+    ns, current = _created_workload(kc, served_wl())
+    current.setdefault("status", {})["conditions"] = [
+        {
+            "type": "QuotaReserved",
+            "status": "True",
+            "reason": "Admitted",
+            "message": "admitted",
+            "lastTransitionTime": NOW,
+        }
+    ]
+    assert refusal(lambda: replace(kc, current, ns, status=True)) == ["status.admission"]
