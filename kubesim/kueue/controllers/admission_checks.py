@@ -31,8 +31,8 @@ class AdmissionChecksController:
     def __init__(self, state: KueueState) -> None:
         self.state = state
         self.config = state.config
-        self._gate = ChangeGate({"workloads", "admissionchecks"})
-        self._changes = Changes("workloads", "admissionchecks")
+        self._gate = ChangeGate({"workloads", "admissionchecks", "clusterqueues"})
+        self._changes = Changes("workloads", "admissionchecks", "clusterqueues", status_only=("clusterqueues",))
         self._waiting: set[Key] = set()  # workloads with a provisioning check still Pending (the clock decides)
         self._now: datetime | None = None
 
@@ -56,18 +56,21 @@ class AdmissionChecksController:
         moved, self._now = now != self._now, now
         wrote = self._activate(store, now)
         changes = self._changes.since_last(store)
-        if changes is None or changes["admissionchecks"]:
-            candidates = [w for w in self.state.listed(store, "workloads") if _has_checks(w)]
+        if changes is None or changes["admissionchecks"] or changes["clusterqueues"]:
+            candidates = [w for w in self.state.listed(store, "workloads") if _has_checks(w) or _reserved(w)]
         else:
             keys = set(changes["workloads"]) | (self._waiting if moved else set())
             candidates = [
-                w for k in sorted(keys) if (w := store.get("workloads", k[0], k[1], copy=False)) and _has_checks(w)
+                w
+                for k in sorted(keys)
+                if (w := store.get("workloads", k[0], k[1], copy=False)) and (_has_checks(w) or _reserved(w))
             ]
         if not candidates:
             return wrote
         provisioning = self._provisioning_checks(store)
+        cqs = {o["metadata"]["name"]: o for o in self.state.listed(store, "clusterqueues")}
         for wl in candidates:
-            wrote = self._workload(store, wl, provisioning, now) or wrote
+            wrote = self._workload(store, wl, provisioning, now, cqs) or wrote
         return wrote
 
     def _provisioning_checks(self, store: Store) -> set[str]:
@@ -95,15 +98,20 @@ class AdmissionChecksController:
         since = parse_time(check.get("lastTransitionTime")) or EPOCH
         return since + timedelta(seconds=self.config.provisioning_delay_seconds)
 
-    def _workload(self, store: Store, seen: dict, provisioning: set[str], now: datetime) -> bool:
+    def _workload(self, store: Store, seen: dict, provisioning: set[str], now: datetime, cqs: dict) -> bool:
         md = seen["metadata"]
         key = (md["namespace"], md["name"])
         self._waiting.discard(key)
         if is_finished(seen) or not condition_true(seen, C.QUOTA_RESERVED) or condition_true(seen, C.EVICTED):
             return False
         wl = clone(seen)
-        changed = self._provision(wl, provisioning, now, key)
-        states = wl["status"]["admissionChecks"]
+        # the reservation lists the checks its ClusterQueue asks of its flavors (also one written by another
+        # client, and again when the ClusterQueue's checks change: Kueue's reconcileSyncAdmissionChecks)
+        admission = wl["status"].get("admission") or {}
+        cq = cqs.get(admission.get("clusterQueue", ""))
+        changed = cq is not None and ws.sync_checks(wl, _checks_for(cq, admission.get("podSetAssignments") or []), now)
+        changed = self._provision(wl, provisioning, now, key) or changed
+        states = wl["status"].get("admissionChecks") or []
         rejected = [c["name"] for c in states if c.get("state") == C.CHECK_REJECTED]
         event = None
         if rejected:
@@ -132,7 +140,7 @@ class AdmissionChecksController:
         with the pod set updates that make the pods consume the provisioned capacity."""
         changed = False
         name = wl["metadata"]["name"]
-        for c in wl["status"]["admissionChecks"]:
+        for c in wl["status"].get("admissionChecks") or []:
             if c.get("name") not in provisioning or c.get("state") != C.CHECK_PENDING:
                 continue
             request = provisioning_request_name(name, c["name"], int(c.get("retryCount") or 0) + 1)
@@ -154,6 +162,20 @@ class AdmissionChecksController:
         if changed:
             store.update_status("workloads", wl)
         return changed
+
+
+def _reserved(wl: dict) -> bool:
+    return condition_true(wl, C.QUOTA_RESERVED)
+
+
+def _checks_for(cq: dict, podset_assignments: list[dict]) -> list[str]:
+    """The ClusterQueue's checks that apply to these assignments: without onFlavors, or naming an assigned flavor."""
+    flavors = {f for psa in podset_assignments for f in (psa.get("flavors") or {}).values()}
+    return [
+        c.get("name", "")
+        for c in ((cq.get("spec") or {}).get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+        if not c.get("onFlavors") or flavors & set(c["onFlavors"])
+    ]
 
 
 def _has_checks(wl: dict) -> bool:

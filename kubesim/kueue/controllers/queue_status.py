@@ -164,16 +164,24 @@ class StatusController:
             if lq_cq and len(admitted_here) != len(mine):
                 in_use = self._flavors(lq_cq, _sum(admitted_here), borrowed=False)
             status = dict(obj.get("status") or {})
+            stopped = ((obj.get("spec") or {}).get("stopPolicy") or "None") != "None"
             status.update(
-                pendingWorkloads=pending_by_lq.get((md["namespace"], md["name"]), 0),
+                # a stopped LocalQueue reports no pending workloads (Kueue does not ask its queue)
+                pendingWorkloads=0 if stopped else pending_by_lq.get((md["namespace"], md["name"]), 0),
                 reservingWorkloads=len(mine),
                 admittedWorkloads=len(admitted_here),
                 flavorsReservation=flavors,
                 flavorsUsage=in_use,
             )
-            if ((obj.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            if stopped:
                 cond = ("False", "Stopped", "LocalQueue is stopped")
-            elif lq_cq is None or not lq_cq.active:
+            elif lq_cq is None:
+                # Kueue writes empty usage for a LocalQueue whose ClusterQueue does not exist
+                status.update(reservingWorkloads=0, admittedWorkloads=0)
+                status.pop("flavorsReservation", None)
+                status.pop("flavorsUsage", None)
+                cond = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+            elif not lq_cq.active:
                 cond = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
             else:
                 cond = ("True", "Ready", "Can submit new workloads to localQueue")

@@ -142,6 +142,9 @@ class WorkloadController:
             if wl is not None:
                 store.update_status("workloads", wl)
                 return True
+        reserved_only = condition_true(seen, C.QUOTA_RESERVED) and not condition_true(seen, C.ADMITTED)
+        if reserved_only and self._release_blocked(store, seen, now, cqs, lqs):
+            return True
         if not condition_true(seen, C.ADMITTED) or condition_true(seen, C.EVICTED):
             return False
         if self._drain(store, seen, now, cqs, lqs):
@@ -213,6 +216,28 @@ class WorkloadController:
         else:
             evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
         wl["status"]["schedulingStats"]["evictions"] = evictions
+
+    def _release_blocked(self, store: Store, wl: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+        """A reservation not yet admitted is given back when its LocalQueue or ClusterQueue is missing, being
+        deleted or stopped (Kueue's workload reconciler; an admitted workload only leaves on HoldAndDrain)."""
+        queue = (wl.get("spec") or {}).get("queueName", "")
+        lq = lqs.get((wl["metadata"]["namespace"], queue))
+        cq_name = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+        cq = cqs.get(cq_name)
+        if lq is None or lq["metadata"].get("deletionTimestamp"):
+            reason, message = C.REASON_MISCONFIGURED, f"LocalQueue {queue} is terminating or missing"
+        elif ((lq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            reason, message = C.REASON_SUSPENDED, f"LocalQueue {queue} is stopped"
+        elif cq is None or cq["metadata"].get("deletionTimestamp"):
+            reason, message = C.REASON_MISCONFIGURED, f"ClusterQueue {cq_name} is terminating or missing"
+        elif ((cq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            reason, message = C.REASON_SUSPENDED, f"ClusterQueue {cq_name} is stopped"
+        else:
+            return False
+        wl = clone(wl)
+        ws.unset_quota_reservation(wl, reason, message, now)
+        store.update_status("workloads", wl)
+        return True
 
     def _drain(self, store: Store, wl: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
         """HoldAndDrain on the ClusterQueue or LocalQueue evicts admitted workloads."""
