@@ -1598,3 +1598,225 @@ def test_workload_should_refuse_a_status_update_reserving_quota_with_no_admissio
         }
     ]
     assert refusal(lambda: replace(kc, current, ns, status=True)) == ["status.admission"]
+
+
+def set_quota_reservation(kc: Cluster, ns: str, cluster_queue: str = "cq") -> dict:
+    """util.SetQuotaReservation + util.SyncAdmittedConditionForWorkloads: QuotaReserved and Admitted through the
+    status subresource, an admission of every podSet."""
+    current = kc.get("workloads", "test-workload", ns)
+    assignments = [psa(p["name"]) for p in current["spec"]["podSets"]]
+    _reserving(current, admission(cluster_queue, *assignments))
+    current["status"]["conditions"] = [c for c in current["status"]["conditions"] if c["type"] != "Admitted"] + [
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted", "lastTransitionTime": NOW}
+    ]
+    replace(kc, current, ns, status=True)
+    after = kc.get("workloads", "test-workload", ns)
+    assert any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in after["status"]["conditions"]), after
+    return after
+
+
+def _set(path: str, value: object):
+    def apply(w: dict) -> None:
+        *parents, last = path.split(".")
+        node = w
+        for p in parents:
+            node = node[int(p)] if p.isdigit() else node.setdefault(p, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+
+    return apply
+
+
+def _both(*changes):
+    def apply(w: dict) -> None:
+        for change in changes:
+            change(w)
+
+    return apply
+
+
+C_AFTER = {"name": "c-after", "image": "pause", "resources": {"requests": {}}}
+WPC = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass"}
+PPC = {"group": "scheduling.k8s.io", "kind": "PriorityClass"}
+# Rules at the Workload's root (queueName, maximumExecutionTimeSeconds and priorityClassRef while quota is reserved)
+# have no field path: kube reports them at `<nil>`.
+ROOT = "<nil>"
+WL_UPDATE = {
+    "podSets should not be updated when has quota reservation: count": (
+        served_wl(),
+        True,
+        _set("spec.podSets", [ps("main", 2)]),
+        "spec.podSets.0",
+    ),
+    "podSets should not be updated: podSpec": (
+        served_wl(),
+        True,
+        _set("spec.podSets", [{"name": "main", "count": 1, "template": {"spec": {"containers": [C_AFTER]}}}]),
+        "spec.podSets.0",
+    ),
+    "queueName can be updated when not admitted": (
+        served_wl(queueName="q1"),
+        False,
+        _set("spec.queueName", "q2"),
+        None,
+    ),
+    "queueName can be updated when admitting": (served_wl(), False, _set("spec.queueName", "q"), None),
+    "queueName should not be updated once admitted": (
+        served_wl(queueName="q1"),
+        True,
+        _set("spec.queueName", "q2"),
+        ROOT,
+    ),
+    "updating podSets before setting reserve quota for workload": (
+        served_wl(),
+        False,
+        _set("spec.podSets", [{"name": "main", "count": 1, "template": {"spec": {"containers": [C_AFTER]}}}]),
+        None,
+    ),
+    "Should forbid the change of spec.podSet": (served_wl(), True, _set("spec.podSets.0.count", 10), "spec.podSets.0"),
+    "can add maximum execution time when not admitted": (
+        served_wl(),
+        False,
+        _set("spec.maximumExecutionTimeSeconds", 1),
+        None,
+    ),
+    "can update maximum execution time when not admitted": (
+        served_wl(maximumExecutionTimeSeconds=1),
+        False,
+        _set("spec.maximumExecutionTimeSeconds", 2),
+        None,
+    ),
+    "cannot add maximum execution time when admitted": (
+        served_wl(),
+        True,
+        _set("spec.maximumExecutionTimeSeconds", 1),
+        ROOT,
+    ),
+    "cannot update maximum execution time when admitted": (
+        served_wl(maximumExecutionTimeSeconds=1),
+        True,
+        _set("spec.maximumExecutionTimeSeconds", 2),
+        ROOT,
+    ),
+    "Should allow to change priority when QuotaReserved=false": (served_wl(), False, _set("spec.priority", 10), None),
+    "Should allow to change priority with priorityClassRef when QuotaReserved=false": (
+        served_wl(priority=0, priorityClassRef={**PPC, "name": "low"}),
+        False,
+        _set("spec.priority", 10),
+        None,
+    ),
+    "can set workload priorityClassRef when QuotaReserved=false": (
+        served_wl(),
+        False,
+        _both(_set("spec.priorityClassRef", {**WPC, "name": "low"}), _set("spec.priority", 100)),
+        None,
+    ),
+    "can't set workload priority class when QuotaReserved=true": (
+        served_wl(),
+        True,
+        _both(_set("spec.priorityClassRef", {**WPC, "name": "low"}), _set("spec.priority", 100)),
+        ROOT,
+    ),
+    "can update workload priority class when QuotaReserved=false": (
+        served_wl(priorityClassRef={**WPC, "name": "high"}, priority=1000),
+        False,
+        _both(_set("spec.priorityClassRef.name", "low"), _set("spec.priority", 100)),
+        None,
+    ),
+    "can update workload priority class when QuotaReserved=true": (
+        served_wl(priorityClassRef={**WPC, "name": "high"}, priority=1000),
+        True,
+        _both(_set("spec.priorityClassRef.name", "low"), _set("spec.priority", 100)),
+        None,
+    ),
+    "can delete workload priority class when QuotaReserved=false": (
+        served_wl(priorityClassRef={**WPC, "name": "high"}, priority=1000),
+        False,
+        _both(_set("spec.priorityClassRef", None), _set("spec.priority", None)),
+        None,
+    ),
+    "can't delete workload priority class when quota reserved when QuotaReserved=true": (
+        served_wl(priorityClassRef={**WPC, "name": "high"}, priority=1000),
+        True,
+        _both(_set("spec.priorityClassRef", None), _set("spec.priority", None)),
+        ROOT,
+    ),
+    "can set pod priority class QuotaReserved=false": (
+        served_wl(),
+        False,
+        _both(_set("spec.priorityClassRef", {**PPC, "name": "low"}), _set("spec.priority", 100)),
+        None,
+    ),
+    "can't set pod priority class when QuotaReserved=true": (
+        served_wl(),
+        True,
+        _both(_set("spec.priorityClassRef", {**PPC, "name": "low"}), _set("spec.priority", 100)),
+        ROOT,
+    ),
+    "can update pod priority class when QuotaReserved=false": (
+        served_wl(priorityClassRef={**PPC, "name": "high"}, priority=1000),
+        False,
+        _both(_set("spec.priorityClassRef.name", "low"), _set("spec.priority", 100)),
+        None,
+    ),
+    "can't update pod priority class when QuotaReserved=true": (
+        served_wl(priorityClassRef={**PPC, "name": "high"}, priority=1000),
+        True,
+        _both(_set("spec.priorityClassRef.name", "low"), _set("spec.priority", 100)),
+        ROOT,
+    ),
+    "can delete pod priority class when QuotaReserved=false": (
+        served_wl(priorityClassRef={**PPC, "name": "high"}, priority=1000),
+        False,
+        _both(_set("spec.priorityClassRef", None), _set("spec.priority", None)),
+        None,
+    ),
+    "can't delete pod priority class when QuotaReserved=true": (
+        served_wl(priorityClassRef={**PPC, "name": "high"}, priority=1000),
+        True,
+        _both(_set("spec.priorityClassRef", None), _set("spec.priority", None)),
+        ROOT,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WL_UPDATE, ids=list(WL_UPDATE))
+def test_validate_workload_on_update(kc: Cluster, case: str) -> None:
+    body, reserved, change, want = WL_UPDATE[case]
+    ns = kc.namespace()
+    served_create(kc, body, ns)
+    if reserved:
+        set_quota_reservation(kc, ns)
+    current = kc.get("workloads", "test-workload", ns)
+    change(current)
+    if want is None:
+        replace(kc, current, ns)
+        return
+    fields = refusal(lambda: replace(kc, current, ns))
+    assert any(f == want or f.startswith(want) for f in fields), (want, fields)
+
+
+def test_workload_should_forbid_the_change_of_spec_queue_name_of_an_admitted_workload(kc: Cluster) -> None:
+    ns = kc.namespace()
+    served_create(kc, served_wl(queueName="queue1"), ns)
+    current = set_quota_reservation(kc, ns)
+    current["spec"]["queueName"] = "queue2"
+    assert refusal(lambda: replace(kc, current, ns)) == [ROOT]
+
+
+def test_workload_should_prevent_removing_queue_name_on_admitted_workload_issue_12552(kc: Cluster) -> None:
+    ns = kc.namespace()
+    served_create(kc, served_wl(queueName="queue1"), ns)
+    current = set_quota_reservation(kc, ns)
+    del current["spec"]["queueName"]
+    assert refusal(lambda: replace(kc, current, ns)) == [ROOT]
+
+
+def test_workload_should_forbid_the_change_of_status_admission(kc: Cluster) -> None:
+    ns = kc.namespace()
+    served_create(kc, served_wl(), ns)
+    current = set_quota_reservation(kc, ns, "cluster-queue")
+    current["status"]["admission"]["clusterQueue"] = "foo-cluster-queue"
+    assert refusal(lambda: replace(kc, current, ns, status=True)) == ["status.admission"]
