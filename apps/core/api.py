@@ -147,6 +147,15 @@ class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         request = self.context.get("request")
         return self.scope(getattr(request, "user", None))
 
+    def to_internal_value(self, data: Any) -> Any:
+        """An id is a JSON integer or ASCII digits: Django's int() would read '\u0661' (Arabic-Indic one) and 1.5
+        as row 1, and True as 1."""
+        if isinstance(data, bool) or not isinstance(data, int | str):
+            self.fail("incorrect_type", data_type=type(data).__name__)
+        if parse_id(data) is None:
+            self.fail("does_not_exist", pk_value=data)
+        return super().to_internal_value(data)
+
 
 class StrictIdLookupMixin:
     """Detail URLs name a row by its id in ASCII digits; anything else is a 404 in the API's shape. The router lets
