@@ -34,7 +34,7 @@ from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import AsciiIntegerField, StrictIdLookupMixin, validation_error_detail
 from apps.core.api_lists import form_error_detail
 from apps.core.csv_export import csv_response
-from apps.core.http import MAX_ID, parse_int
+from apps.core.http import MAX_ID, parse_id, parse_int
 from apps.org.models import DataSource
 from apps.workloads import logs as workload_logs
 from apps.workloads import services, table
@@ -311,6 +311,9 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         if not isinstance(changes, Mapping):
             raise exceptions.ValidationError({"non_field_errors": [
                 "Send a JSON object of the fields to change, or nothing."]})
+        if "resubmitted_from" in changes and parse_id(changes["resubmitted_from"]) != source.pk:
+            raise exceptions.ValidationError({"resubmitted_from": [
+                f"A resubmission comes from the workload in its URL ({source.pk}); leave this out."]})
         return self._submit(request, {**submission_of(source), **dict(changes.items()), "resubmitted_from": source.pk})
 
     @extend_schema(
