@@ -41,6 +41,42 @@ class Cause:
         return {"reason": self.reason, "message": self.message, "field": self.field}
 
 
+_INLINE_FLAGS = re.compile(r"\(\?([imsU]+)\)")
+
+
+@cache
+def go_regex(pattern: str) -> re.Pattern[str]:
+    """A schema pattern (Go RE2 syntax) compiled for Python. RE2 lets `(?i)` appear anywhere, applying to the rest of
+    its group (Kueue's AdmissionCheck parameters kind: `^(?i)[a-z]...$`); Python wants global flags first, so a
+    top-level one becomes a scoped group `(?i:...)` running to the end."""
+    depth, out, closers, i = 0, [], 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if c == "[":  # a class: its parentheses are characters
+            end = pattern.find("]", i + 2)
+            end = len(pattern) - 1 if end < 0 else end
+            out.append(pattern[i : end + 1])
+            i = end + 1
+            continue
+        m = _INLINE_FLAGS.match(pattern, i)
+        if m and depth == 0 and i > 0:
+            out.append(f"(?{m.group(1).replace('U', '')}:")
+            closers += 1
+            i = m.end()
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        out.append(c)
+        i += 1
+    return re.compile("".join(out) + ")" * closers)
+
+
 def schema_for(resource: str) -> dict:
     if RESOURCES[resource].crd:
         return crd_schema(resource)
@@ -278,7 +314,7 @@ def _check(schema: dict, value: Any, old: Any, path: str, causes: list[Cause], t
         if not isinstance(value, int | str) or isinstance(value, bool):
             causes.append(_type_cause(path, value, "string"))
             return
-        if isinstance(value, str) and schema.get("pattern") and not re.search(schema["pattern"], value):
+        if isinstance(value, str) and schema.get("pattern") and not go_regex(schema["pattern"]).search(value):
             causes.append(
                 Cause(
                     path,
@@ -352,7 +388,7 @@ def _check_string(schema: dict, value: str, path: str, causes: list[Cause]) -> N
                 f"Invalid value: {_fmt(value)}: {path} in body should be at least {schema['minLength']} chars long",
             )
         )
-    if "pattern" in schema and not re.search(schema["pattern"], value):
+    if "pattern" in schema and not go_regex(schema["pattern"]).search(value):
         causes.append(
             Cause(
                 path,

@@ -2033,3 +2033,92 @@ def test_job_workload_priority_class_cannot_be_added_to_a_running_job_nor_remove
     assert refusal(lambda: kc.batch.replace_namespaced_job("queued", ns, job)) == [
         "metadata.labels[kueue.x-k8s.io/priority-class]"
     ]
+
+
+# -- admissioncheck_test.go (named here: upstream's refused objects have no name either, which kube reports too) ---
+
+
+def ac(parameters: dict | None = None, controller: str | None = "controller-name", name: str = "foo") -> dict:
+    spec: dict = {}
+    if controller is not None:
+        spec["controllerName"] = controller
+    if parameters is not None:
+        spec["parameters"] = parameters
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name}, "spec": spec}
+
+
+PARAMS = {"apiGroup": "ref.api.group", "kind": "RefKind", "name": "ref-name"}
+
+
+def test_admission_check_defaulting_on_creating_all_defaults(kc: Cluster) -> None:
+    created = kc.create("admissionchecks", ac(controller="ac-controller"))
+    assert created["spec"] == {"controllerName": "ac-controller"}
+
+
+AC_CREATION = {
+    "Should fail to create AdmissionCheck with no controller name": (
+        ac(PARAMS, controller=None),
+        "spec.controllerName",
+    ),
+    "Should fail to create AdmissionCheck with bad ref api group": (
+        ac({**PARAMS, "apiGroup": "ref.api.group/Bad"}),
+        "spec.parameters.apiGroup",
+    ),
+    "Should fail to create AdmissionCheck with no ref api group": (
+        ac({k: v for k, v in PARAMS.items() if k != "apiGroup"}),
+        "spec.parameters.apiGroup",
+    ),
+    "Should fail to create AdmissionCheck with bad ref kind": (
+        ac({**PARAMS, "kind": "RefKind/Bad"}),
+        "spec.parameters.kind",
+    ),
+    "Should fail to create AdmissionCheck with no ref kind": (
+        ac({k: v for k, v in PARAMS.items() if k != "kind"}),
+        "spec.parameters.kind",
+    ),
+    "Should fail to create AdmissionCheck with bad ref name": (
+        ac({**PARAMS, "name": "ref-name/Bad"}),
+        "spec.parameters.name",
+    ),
+    "Should fail to create AdmissionCheck with no ref name": (
+        ac({k: v for k, v in PARAMS.items() if k != "name"}),
+        "spec.parameters.name",
+    ),
+    "Should allow to create AdmissionCheck with no parameters": (ac(), None),
+    "Should allow to create AdmissionCheck with valid spec": (ac(PARAMS), None),
+}
+
+
+@pytest.mark.parametrize("case", AC_CREATION, ids=list(AC_CREATION))
+def test_validate_admission_check_on_creation(kc: Cluster, case: str) -> None:
+    body, want = AC_CREATION[case]
+    if want is None:
+        kc.create("admissionchecks", body)
+        return
+    assert want in refusal(lambda: kc.create("admissionchecks", body))
+
+
+def _ac_update(kc: Cluster, change) -> dict:
+    kc.create("admissionchecks", ac(PARAMS, name="admission-check"))
+    current = kc.get("admissionchecks", "admission-check")
+    change(current)
+    return current
+
+
+def _replace_ac(kc: Cluster, obj: dict) -> dict:
+    return kc.custom.replace_cluster_custom_object(*KUEUE, "admissionchecks", obj["metadata"]["name"], obj)
+
+
+def test_admission_check_should_allow_to_update_when_changing_parameters(kc: Cluster) -> None:
+    current = _ac_update(kc, lambda a: a["spec"].pop("parameters"))
+    assert "parameters" not in _replace_ac(kc, current)["spec"]
+
+
+def test_admission_check_should_fail_to_update_when_breaking_parameters(kc: Cluster) -> None:
+    current = _ac_update(kc, lambda a: a["spec"]["parameters"].pop("name"))
+    assert refusal(lambda: _replace_ac(kc, current)) == ["spec.parameters.name"]
+
+
+def test_admission_check_should_fail_to_update_when_changing_controller_name(kc: Cluster) -> None:
+    current = _ac_update(kc, lambda a: a["spec"].update(controllerName="controller-name2"))
+    assert refusal(lambda: _replace_ac(kc, current)) == ["spec.controllerName"]
