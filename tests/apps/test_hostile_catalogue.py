@@ -116,7 +116,7 @@ POOL = {"slug": "b300", "name": "B300", "gpu_resource": "nvidia.com/gpu", "capac
         "node_labels": {"portal.gpu/pool": "b300"}}
 DEPARTMENT = {"slug": "robotics", "name": "Robotics"}
 PROJECT = {"slug": "robots", "name": "Robots", "department": "{research}"}
-QUOTA = {"node_pool": "l40s-shared", "project": "{vision}", "deserved": 0, "limit": 2}
+QUOTA = {"node_pool": "spare", "project": "{vision}", "deserved": 0, "limit": 2}  # vision has none on spare
 PRIORITY = {"name": "urgent", "value": 500, "preemptible": False}
 BINDING = {"user": "bob", "role": "viewer", "project": "{vision}"}
 TOKEN = {"name": "ci"}
@@ -152,6 +152,12 @@ api_fields("priority-classes/", "admin", PRIORITY, {"name": {k: TEXT[k] for k in
 api_fields("role-bindings/", "admin", BINDING, {"user": {"nul": "bo\x00b", "unknown": "mallory"},
                                                 "role": {"superuser": "superuser", "nul": "viewer\x00"},
                                                 "project": {"superscript-digit": "²", "2**63": 2**63}})
+# References by id take a JSON integer or ASCII digits: int() would read U+0661, 1.5 and true as row 1.
+for label, value in {"arabic-digit": "\u0661", "float": 1.0, "bool": True, "list": ["{vision}"], "zero": 0}.items():
+    add(Case(f"role-bindings-project-ref-{label}", "admin", "POST", "role-bindings/", {**BINDING, "project": value}),
+        Case(f"quotas-project-ref-{label}", "admin", "POST", "quotas/", {**QUOTA, "project": value}),
+        Case(f"projects-department-ref-{label}", "deptadmin", "POST", "projects/", {**PROJECT, "department": value}),
+        Case(f"patch-projects-department-ref-{label}", "admin", "PATCH", "projects/{vision}/", {"department": value}))
 api_fields("tokens/", "alice", TOKEN, {"name": {k: TEXT[k] for k in ("nul", "10k-chars", "object-for-string")},
                                        "expires_at": {"garbage": "soon", "past": "2001-01-01T00:00:00Z",
                                                       "far": "9999-12-31T23:59:59Z"}})
@@ -397,7 +403,7 @@ add(Case("unseen-workload-logs", "bob", "GET", "workloads/{finished}/logs/", sta
     Case("unseen-quota-patch", "deptadmin", "PATCH", "quotas/{q_forecasting_h100}/", {"deserved": 1}, status=404),
     Case("unseen-department-quota-table", "deptadmin", "PATCH", "departments/production/quotas/",
          [{"node_pool": "h100", "project": "serving", "deserved": 1}], status=404),
-    Case("unseen-resubmit-into-project", "alice", "POST", "workloads/{finished}/resubmit/",
+    Case("unseen-resubmit-into-project", "alice", "POST", "workloads/{resubmittable}/resubmit/",
          {"project": "forecasting"}),
     Case("keep-alive-not-a-notebook", "alice", "POST", "workloads/{finished}/keep-alive/", {}))
 # The logs' query parameters.
@@ -444,10 +450,10 @@ for label, body in {"gpus-2**63": {"gpus": 2**63}, "gpus-arabic-digit": {"gpus":
                     "name-nul": {"name": "a\x00b"}, "project-2**63": {"project": 2**63},
                     "resubmitted-from-unseen": {"resubmitted_from": "{bob_finished}"},
                     "labels-list": {"labels": ["resnet"]}, "node-pool-list": {"node_pool": ["h100"]}}.items():
-    add(Case(f"resubmit-{label}", "alice", "POST", "workloads/{finished}/resubmit/", body))
+    add(Case(f"resubmit-{label}", "alice", "POST", "workloads/{resubmittable}/resubmit/", body))
 for label, raw in {"list": "[]", "string": '"x"', "number": "5", "100k-deep-json": DEEP,
                    "invalid-utf8": b'{"name": "\xff"}'}.items():
-    add(Case(f"raw-resubmit-{label}", "alice", "POST", "workloads/{finished}/resubmit/", raw, raw=True))
+    add(Case(f"raw-resubmit-{label}", "alice", "POST", "workloads/{resubmittable}/resubmit/", raw, raw=True))
 # Submissions: fields of another kind are refused, not silently dropped; references of every kind checked.
 for label, body in {"training-completions-2**63": {"completions": 2**63}, "training-parallelism-negative":
                     {"parallelism": -1}, "training-port": {"port": 8888},
@@ -698,12 +704,16 @@ def ids(demo):
                                priority_class=train, status="succeeded")
     live = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=demo["alice"], node_pool=spare,
                            priority_class=train, status="queued")
+    resubmittable = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=demo["alice"],
+                                    node_pool=NodePool.objects.get(slug="h100"), priority_class=train,
+                                    status="succeeded")
     bob_finished = WorkloadFactory(project=Project.objects.get(slug="nlp"), owner=demo["bob"], node_pool=spare,
                                    priority_class=train, status="succeeded")
     token_bob, _ = personal_token_create(user=demo["bob"], name="bob's")
-    rule = GroupRoleRule.objects.create(group_pattern="ml-*", role="viewer", scope="everything")
+    rule = GroupRoleRule.objects.create(group_pattern="ops-*", role="viewer", scope="everything")
     template = WorkloadTemplate.objects.create(name="t1", kind="training", values={"gpus": 1})
     return {**demo_ids(), "pool_spare": spare.pk, "finished": finished.pk, "live": live.pk,
+            "resubmittable": resubmittable.pk,
             "bob_finished": bob_finished.pk, "token_bob": token_bob.pk, "rule": rule.pk, "template": template.pk,
             "v_vision": Project.objects.get(slug="vision").version, "v_rule": rule.version,
             "v_q_vision_h100": Quota.objects.get(project__slug="vision", node_pool__slug="h100").version,
@@ -785,6 +795,57 @@ def test_hostile_input_is_refused_with_a_clear_4xx_and_changes_nothing(case, ids
         assert_page_error(response, case)
     assert snapshot() == before, "a refused request changed a row, an audit entry or an intent"
     assert callbacks == [], "a refused request enqueued work for the cluster"
+
+
+# The bodies the cases change one field of: each is accepted as it is, so a case is refused for its hostile value
+# and not for something its base already lacked (a submission token, a version, a required field).
+BASES = [
+    Case("api-node-pool", "admin", "POST", "node-pools/", POOL),
+    Case("api-department", "admin", "POST", "departments/", DEPARTMENT),
+    Case("api-project", "deptadmin", "POST", "projects/", PROJECT),
+    Case("api-quota", "admin", "POST", "quotas/", QUOTA),
+    Case("api-priority-class", "admin", "POST", "priority-classes/", PRIORITY),
+    Case("api-role-binding", "admin", "POST", "role-bindings/", BINDING),
+    Case("api-token", "alice", "POST", "tokens/", TOKEN),
+    *(Case(f"api-submit-{kind}", "alice", "POST", "workloads/", body) for kind, body in SUBMITS.items()),
+    Case("api-template", "admin", "POST", "templates/", TEMPLATE),
+    Case("api-resubmit", "alice", "POST", "workloads/{resubmittable}/resubmit/", {}),
+    Case("api-logs", "alice", "GET", "workloads/{finished}/logs/?lines=10&timeout=5&follow=false"),
+    Case("form-pool", "admin", "POST", "@org:pool_create|", POOL_FORM, api=False),
+    Case("form-department", "admin", "POST", "@org:department_create|", DEPARTMENT_FORM, api=False),
+    Case("form-project", "deptadmin", "POST", "@org:project_create|research", PROJECT_FORM, api=False),
+    Case("form-priority-class", "admin", "POST", "@org:priority_class_create|", PRIORITY_FORM, api=False),
+    Case("form-role-binding", "admin", "POST", "@accounts:role_binding_create|", BINDING_FORM, api=False),
+    Case("form-group-rule", "admin", "POST", "@accounts:group_rule_create|", RULE_FORM, api=False),
+    Case("form-token", "alice", "POST", "@accounts:tokens|", {"name": "ci", "expires_on": ""}, api=False,
+         status=200),  # the page shows the new secret once
+    *(Case(f"form-submit-{kind}", "alice", "POST", f"@workloads:submit|{kind}", data, api=False)
+      for kind, data in WORKLOAD_FORM.items()),
+    Case("form-template", "admin", "POST", "@workloads:template_create|",
+         {**TEMPLATE_FORM, "values": '{"gpus": 1}'}, api=False),
+    Case("form-data-source", "deptadmin", "POST", "@org:data|", SOURCE_FORM, api=False),
+    Case("form-pull-secret", "deptadmin", "POST", "@org:data|", SECRET_FORM, api=False),
+    Case("form-credential", "alice", "POST", "@workloads:credentials|", CREDENTIAL_FORM, api=False),
+    Case("form-held-idle", "admin", "POST", "@workloads:held_idle|", IDLE_FORM, api=False),
+    Case("form-weights", "lead", "POST", "@org:weights|",
+         {"quota": "{q_vision_h100}", "over_quota_weight": "1", "version": "{v_q_vision_h100}"}, api=False),
+    Case("form-weights-default", "lead", "POST", "@org:weights|",
+         {"project": "{vision}", "default_priority_class": "{pc_build}", "version": "{v_vision}"}, api=False),
+    Case("form-project-edit", "deptadmin", "POST", "@org:project_edit|vision", EDIT_PROJECT, api=False),
+    Case("form-group-rule-edit", "admin", "POST", "@accounts:group_rule_edit|{rule}", RULE_EDIT, api=False),
+    Case("form-template-edit", "admin", "POST", "@workloads:template_edit|{template}", TEMPLATE_EDIT, api=False),
+]
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.name) for case in BASES])
+def test_each_base_body_is_accepted_as_it_is(case, ids, client_for):
+    response = send(client_for(case.persona), case, resolve(case, ids), ids)
+    expected = (case.status,) if case.status else (200, 201, 202) if case.api else (302,)
+    shown = re.findall(r"errorlist[^>]*>(.*?)</ul>|message error[^>]*>([^<]*)", response.content.decode(
+        errors="replace"), re.S)
+    assert response.status_code in expected, (response.status_code, shown or response.content[:400])
+    if response.status_code == 302:
+        assert "error" not in response.get("Location", ""), response["Location"]
 
 
 def test_the_catalogue_holds_at_least_150_cases():
