@@ -6,7 +6,7 @@ warning). The conversions are Kueue's documented field renames (Kueue's 0.15 rel
 | --- | --- | --- |
 | ClusterQueue | `spec.cohort` | `spec.cohortName` |
 | ClusterQueue | `spec.admissionChecks: [name]` | `spec.admissionChecksStrategy.admissionChecks: [{name}]` |
-| ClusterQueue | flavorFungibility `Borrow` / `Preempt` | `MayStopSearch` |
+| ClusterQueue | flavorFungibility `Borrow` / `Preempt` (aliases; `MayStopSearch` is kept both ways) | `MayStopSearch` |
 | Workload | `spec.priorityClassName` + `spec.priorityClassSource` | `spec.priorityClassRef {group, kind, name}` |
 | LocalQueue | `status.flavorUsage` | `status.flavorsUsage` |
 """
@@ -82,13 +82,8 @@ def from_storage(kind: str, obj: Any) -> Any:
         out["apiVersion"] = f"{KUEUE_GROUP}/{OLD}"
     spec = out.get("spec") if isinstance(out.get("spec"), dict) else None
     status = out.get("status") if isinstance(out.get("status"), dict) else None
-    if kind == "ClusterQueue" and spec is not None:
+    if kind == "ClusterQueue" and spec is not None:  # MayStopSearch stays: v1beta1 has it too (Borrow is its alias)
         _rename(spec, "cohortName", "cohort")
-        fungibility = spec.get("flavorFungibility")
-        if isinstance(fungibility, dict):
-            for field, old in (("whenCanBorrow", "Borrow"), ("whenCanPreempt", "Preempt")):
-                if fungibility.get(field) == "MayStopSearch":
-                    fungibility[field] = old
     if kind == "Workload" and spec is not None and isinstance(spec.get("priorityClassRef"), dict):
         ref = spec.pop("priorityClassRef")
         source = next((s for s, gk in _SOURCES.items() if gk == (ref.get("group"), ref.get("kind"))), "")
@@ -99,10 +94,35 @@ def from_storage(kind: str, obj: Any) -> Any:
     return out
 
 
+# Field paths of a refusal that name a renamed field: a v1beta1 request is validated against v1beta1's schema.
+_OLD_PATHS = {
+    "ClusterQueue": (("spec.cohortName", "spec.cohort"),),
+    "LocalQueue": (("status.flavorsUsage", "status.flavorUsage"),),
+}
+
+
+def _status_from_storage(kind: str, body: dict) -> dict:
+    renames = _OLD_PATHS.get(kind, ())
+    causes = (body.get("details") or {}).get("causes")
+    if not renames or not isinstance(causes, list):
+        return body
+    out = copy.deepcopy(body)
+    for new, old in renames:
+        for cause in out["details"]["causes"]:
+            f = cause.get("field", "")
+            if f == new or f.startswith((f"{new}.", f"{new}[")):
+                cause["field"] = old + f[len(new) :]
+        out["message"] = str(out.get("message", "")).replace(f"{new}:", f"{old}:").replace(f"{new}.", f"{old}.")
+    return out
+
+
 def response_from_storage(kind: str, body: Any) -> Any:
-    """A response body (object, list, watch event) as v1beta1; Status objects and Tables pass unchanged."""
+    """A response body (object, list, watch event) as v1beta1; Tables pass unchanged, a Status's causes name
+    v1beta1's fields."""
     if not isinstance(body, dict):
         return body
+    if body.get("kind") == "Status":
+        return _status_from_storage(kind, body)
     if "items" in body and str(body.get("kind", "")).endswith("List"):
         return {**body, "apiVersion": f"{KUEUE_GROUP}/{OLD}", "items": [from_storage(kind, i) for i in body["items"]]}
     if "type" in body and isinstance(body.get("object"), dict):  # a watch event
@@ -122,7 +142,8 @@ def schema(r: Resource) -> dict:
         fungibility = (spec.get("flavorFungibility") or {}).get("properties") or {}
         for field, old in (("whenCanBorrow", "Borrow"), ("whenCanPreempt", "Preempt")):
             if field in fungibility:
-                fungibility[field] = {"type": "string", "enum": [old, "TryNextFlavor"]}
+                fungibility[field] = {**fungibility[field], "enum": ["MayStopSearch", "TryNextFlavor", old]}
+        spec.pop("concurrentAdmissionPolicy", None)  # v1beta2 only
     if r.kind == "Workload" and spec is not None:
         spec.pop("priorityClassRef", None)
         spec["priorityClassName"] = {"type": "string"}

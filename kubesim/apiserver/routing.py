@@ -139,7 +139,11 @@ class Api:
             except (ValueError, yaml.YAMLError) as exc:
                 raise bad_request(f"the request body could not be decoded: {exc}") from exc
             body = json.dumps(conversion.to_storage(kind, decoded)).encode()
-        resp = self._dispatch(verb, target, query, headers, body)
+        try:
+            resp = self._dispatch(verb, target, query, headers, body)
+        except APIError as exc:  # a refusal names the fields of the request's version
+            status = conversion.response_from_storage(kind, exc.status())
+            raise APIError(exc.code, status["message"], exc.reason, status.get("details")) from exc
         resp.body = conversion.response_from_storage(kind, resp.body)
         if resp.stream is not None:
             resp.stream = (conversion.response_from_storage(kind, event) for event in resp.stream)

@@ -45,7 +45,7 @@ def test_a_v1beta1_cluster_queue_is_stored_as_v1beta2(api):
     _, old = raw(api, "GET", f"{V1BETA1}/clusterqueues/legacy")
     assert old["apiVersion"] == "kueue.x-k8s.io/v1beta1"
     assert old["spec"]["cohort"] == "research" and "cohortName" not in old["spec"]
-    assert old["spec"]["flavorFungibility"]["whenCanBorrow"] == "Borrow"
+    assert old["spec"]["flavorFungibility"]["whenCanBorrow"] == "MayStopSearch"  # Kueue's conversion keeps it
     _, listed = raw(api, "GET", f"{V1BETA1}/clusterqueues")
     assert [i["spec"].get("cohort") for i in listed["items"] if i["metadata"]["name"] == "legacy"] == ["research"]
 

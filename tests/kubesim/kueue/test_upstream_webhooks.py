@@ -2122,3 +2122,49 @@ def test_admission_check_should_fail_to_update_when_breaking_parameters(kc: Clus
 def test_admission_check_should_fail_to_update_when_changing_controller_name(kc: Cluster) -> None:
     current = _ac_update(kc, lambda a: a["spec"].update(controllerName="controller-name2"))
     assert refusal(lambda: _replace_ac(kc, current)) == ["spec.controllerName"]
+
+
+# -- the served v1beta1 (apis/kueue/v1beta1 conversions, the CRDs' v1beta1 schemas) -------------------------------
+
+V1BETA1 = ("kueue.x-k8s.io", "v1beta1")
+
+
+def test_v1beta1_cluster_queue_all_defaults(kc: Cluster) -> None:
+    """v1beta1's flavorFungibility defaults are v1beta2's: MayStopSearch is a v1beta1 value too, kept by the
+    conversion (TestConvertFrom "FlavorFungibility MayStopSearch preserved")."""
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "foo"}, "spec": {}}
+    created = kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body)
+    assert created["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+    assert created["spec"]["flavorFungibility"] == DEFAULT_FUNGIBILITY
+    assert created["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+
+
+def test_v1beta1_flavor_fungibility_borrow_to_may_stop_search(kc: Cluster) -> None:
+    """TestConvertTo "FlavorFungibility Borrow to MayStopSearch" / "Preempt to MayStopSearch"."""
+    spec = {"flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}}
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "foo"}, "spec": spec}
+    kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body)
+    stored = kc.get("clusterqueues", "foo")["spec"]["flavorFungibility"]
+    assert (stored["whenCanBorrow"], stored["whenCanPreempt"]) == ("MayStopSearch", "MayStopSearch")
+
+
+def test_v1beta1_should_forbid_to_create_cluster_queue_with_invalid_cohort(kc: Cluster) -> None:
+    """A v1beta1 request is validated against v1beta1's schema: the refusal names spec.cohort."""
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "foo"},
+        "spec": {"cohort": "@prod"},
+    }
+    assert refusal(lambda: kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body)) == ["spec.cohort"]
+
+
+def test_v1beta1_webhook_refusals_name_the_same_fields(kc: Cluster) -> None:
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "foo"},
+        "spec": cq(rg(fq("x86", ("cpu", "-1"))))["spec"],
+    }
+    fields = refusal(lambda: kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body))
+    assert fields == [f"{RES0}.nominalQuota"]
