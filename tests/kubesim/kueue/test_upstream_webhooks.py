@@ -2168,3 +2168,189 @@ def test_v1beta1_webhook_refusals_name_the_same_fields(kc: Cluster) -> None:
     }
     fields = refusal(lambda: kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body))
     assert fields == [f"{RES0}.nominalQuota"]
+
+
+# -- workload_test.go: status updates, the ClusterName tables, v1beta1 CEL ------------------------------------------
+
+
+def _status_update(kc: Cluster, ns: str, change) -> dict:
+    current = kc.get("workloads", "test-workload", ns)
+    change(current.setdefault("status", {}))
+    return replace(kc, current, ns, status=True)
+
+
+def test_workload_admission_should_not_be_updated_once_set(kc: Cluster) -> None:
+    ns = kc.namespace()
+    served_create(kc, served_wl(), ns)
+    set_quota_reservation(kc, ns, "cluster-queue")
+    current = kc.get("workloads", "test-workload", ns)
+    current["status"]["admission"]["podSetAssignments"][0]["flavors"] = {"cpu": "other"}
+    assert refusal(lambda: replace(kc, current, ns, status=True)) == ["status.admission"]
+
+
+def test_workload_podset_updates_should_be_immutable_when_state_is_ready(kc: Cluster) -> None:
+    ns = kc.namespace()
+    served_create(kc, served_wl(ps("first"), ps("second")), ns)
+
+    def ready(labels: dict):
+        return lambda st: st.update(
+            admissionChecks=checks({"name": "first", "labels": labels}, {"name": "second"}, state="Ready")
+        )
+
+    _status_update(kc, ns, ready({"foo": "bar"}))
+    current = kc.get("workloads", "test-workload", ns)
+    ready({"foo": "baz"})(current["status"])
+    assert refusal(lambda: replace(kc, current, ns, status=True)) == ["status.admissionChecks[0].podSetUpdates"]
+
+
+def test_workload_should_not_allow_podsets_count_increase_even_when_elastic_jobs_via_workload_slices_is_enabled(
+    kc: Cluster,
+) -> None:
+    ns = kc.namespace()
+    served_create(kc, served_wl(ps("main", 3)), ns)
+    current = set_quota_reservation(kc, ns)
+    current["spec"]["podSets"][0]["count"] = 4
+    assert refusal(lambda: replace(kc, current, ns)) == ["spec.podSets.0"]
+
+
+def test_workload_should_allow_podsets_count_decrease_when_elastic_jobs_via_workload_slices_is_enabled(
+    kc: Cluster,
+) -> None:
+    ns = kc.namespace()
+    served_create(kc, served_wl(ps("main", 3)), ns)
+    current = set_quota_reservation(kc, ns)
+    current["spec"]["podSets"][0]["count"] = 2
+    assert replace(kc, current, ns)["spec"]["podSets"][0]["count"] == 2
+
+
+def _cluster_names(nominated: list[str] | None, name: str | None):
+    def apply(status: dict) -> None:
+        for key, value in (("nominatedClusterNames", nominated), ("clusterName", name)):
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
+
+    return apply
+
+
+CLUSTER_NAME_CASES = {
+    "Valid: ClusterName is in NominatedClusters": (
+        _cluster_names(["worker1", "worker2"], None),
+        _cluster_names(None, "worker2"),
+        None,
+    ),
+    "Invalid: ClusterName is not in NominatedClusters": (
+        _cluster_names(["worker1", "worker2"], None),
+        _cluster_names(None, "worker3"),
+        "status.clusterName",
+    ),
+    "Invalid: ClusterName is set when NominatedClusters is empty": (
+        _cluster_names(None, None),
+        _cluster_names(None, "worker1"),
+        "status.clusterName",
+    ),
+    "Invalid: ClusterName and NominatedClusters are mutually exclusive": (
+        lambda status: None,
+        _cluster_names(["worker1", "worker2"], "worker1"),
+        "status",
+    ),
+    "Valid: neither ClusterName nor NominatedClusters is set": (lambda status: None, _cluster_names(None, None), None),
+}
+
+
+@pytest.mark.parametrize("case", CLUSTER_NAME_CASES, ids=list(CLUSTER_NAME_CASES))
+def test_validate_workload_status_on_update_cluster_name(kc: Cluster, case: str) -> None:
+    """ "Workload validating webhook ClusterName - Dispatcher AllAtOnce" (the CRD's and the webhook's rules only)."""
+    setup, update, want = CLUSTER_NAME_CASES[case]
+    ns = kc.namespace()
+    served_create(kc, served_wl(), ns)
+    _status_update(kc, ns, setup)
+    current = kc.get("workloads", "test-workload", ns)
+    update(current.setdefault("status", {}))
+    if want is None:
+        replace(kc, current, ns, status=True)
+    else:
+        assert want in refusal(lambda: replace(kc, current, ns, status=True))
+
+
+def test_workload_invalid_cluster_name_is_changed(kc: Cluster) -> None:
+    """ "Dispatcher Incremental / Invalid: ClusterName is changed": once set, clusterName is immutable (CRD rule)."""
+    ns = kc.namespace()
+    served_create(kc, served_wl(), ns)
+    _status_update(kc, ns, _cluster_names(["worker1"], None))
+    _status_update(kc, ns, _cluster_names(None, "worker1"))
+    current = kc.get("workloads", "test-workload", ns)
+    current["status"]["clusterName"] = "worker2"
+    assert "status" in refusal(lambda: replace(kc, current, ns, status=True))
+
+
+V1BETA1_WL_CASES = {
+    "can toggle active on workload without priorityClassRef when QuotaReserved=true": (
+        {},
+        True,
+        {"active": False},
+        None,
+    ),
+    "can toggle active on workload without priorityClassRef when QuotaReserved=false": (
+        {},
+        False,
+        {"active": False},
+        None,
+    ),
+    "can toggle active on workload with pod priorityClassRef when QuotaReserved=true": (
+        {"priorityClassRef": {**PPC, "name": "default"}, "priority": 0},
+        True,
+        {"active": False},
+        None,
+    ),
+    "can't change priorityClassSource via v1beta1 when QuotaReserved=true": (
+        {"priorityClassRef": {**PPC, "name": "default"}, "priority": 0},
+        True,
+        {"priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"},
+        ROOT,
+    ),
+    "can change priorityClassSource via v1beta1 when QuotaReserved=false": (
+        {"priorityClassRef": {**PPC, "name": "default"}, "priority": 0},
+        False,
+        {"priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"},
+        None,
+    ),
+    "can toggle active on workload with workload priorityClassRef when QuotaReserved=true": (
+        {"priorityClassRef": {**WPC, "name": "default"}, "priority": 0},
+        True,
+        {"active": False},
+        None,
+    ),
+    "can't change priorityClassName via v1beta1 when QuotaReserved=true and source is pod priorityClass": (
+        {"priorityClassRef": {**PPC, "name": "default"}, "priority": 0},
+        True,
+        {"priorityClassName": "other"},
+        ROOT,
+    ),
+    "can change priorityClassName via v1beta1 when QuotaReserved=true and source is workloadpriorityclass": (
+        {"priorityClassRef": {**WPC, "name": "default"}, "priority": 0},
+        True,
+        {"priorityClassName": "other"},
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", V1BETA1_WL_CASES, ids=list(V1BETA1_WL_CASES))
+def test_validate_v1beta1_cel_rules_for_priority_class_source(kc: Cluster, case: str) -> None:
+    spec, reserved, change, want = V1BETA1_WL_CASES[case]
+    ns = kc.namespace()
+    served_create(kc, served_wl(**spec), ns)
+    if reserved:
+        set_quota_reservation(kc, ns)
+    old = kc.custom.get_namespaced_custom_object(*V1BETA1, ns, "workloads", "test-workload")
+    old["spec"].update(change)
+
+    def update() -> dict:
+        return kc.custom.replace_namespaced_custom_object(*V1BETA1, ns, "workloads", "test-workload", old)
+
+    if want is None:
+        update()
+    else:  # kubesim checks v1beta2's rules: a source change breaks both the group's and the kind's (v1beta1: one rule)
+        assert set(refusal(update)) == {want}
