@@ -2354,3 +2354,98 @@ def test_validate_v1beta1_cel_rules_for_priority_class_source(kc: Cluster, case:
         update()
     else:  # kubesim checks v1beta2's rules: a source change breaks both the group's and the kind's (v1beta1: one rule)
         assert set(refusal(update)) == {want}
+
+
+# -- workload_test.go "TopologyAssignment validation": the CRD's rules on a topology assignment (kubesim keeps them
+# though it schedules no topology) ---------------------------------------------------------------------------------
+
+
+def _slice(domains: int, values: list[dict], pods: dict) -> dict:
+    return {"domainCount": domains, "valuesPerLevel": values, "podCounts": pods}
+
+
+def _valid_slice(suffix: int) -> dict:
+    return _slice(1, [{"universal": f"block-{suffix}"}, {"universal": f"rack-{suffix}"}], {"universal": 1})
+
+
+TOPOLOGY_CASES = {
+    "accepts a TopologyAssignment combining various item counts & patterns of subfield presence": (
+        [
+            _slice(
+                3,
+                [{"universal": "block-1"}, {"individual": {"prefix": "rack-1-", "roots": ["1", "2", "3"]}}],
+                {"universal": 1},
+            ),
+            _slice(
+                4,
+                [
+                    {"individual": {"prefix": "block", "roots": ["-", "-", "-", "-"], "suffix": "2"}},
+                    {"individual": {"roots": ["r1", "r2", "r3", "r4"]}},
+                ],
+                {"individual": [10, 20, 30, 40]},
+            ),
+            _valid_slice(3),
+            _valid_slice(4),
+            _valid_slice(5),
+        ],
+        None,
+    ),
+    "rejects a slice with wrong number of levels": (
+        [_valid_slice(1), _slice(1, [{"universal": "block-2"}], {"universal": 1}), _valid_slice(3)],
+        "valuesPerLevel must have the same length as the number of levels in this TopologyAssignment",
+    ),
+    "rejects a slice with wrong number of individual pod counts": (
+        [
+            _valid_slice(1),
+            _slice(3, [{"universal": "block-2"}, {"universal": "rack-2"}], {"individual": [10, 20]}),
+            _valid_slice(3),
+        ],
+        "podCounts.individual must have length equal to domainCount",
+    ),
+    "rejects a slice has wrong number of individual assignment values": (
+        [
+            _valid_slice(1),
+            _slice(
+                3,
+                [{"universal": "block-2"}, {"individual": {"roots": ["rack2-1", "rack2-2"]}}],
+                {"individual": [10, 20, 30]},
+            ),
+            _valid_slice(3),
+        ],
+        "valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this "
+        "TopologyAssignmentSlice",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TOPOLOGY_CASES, ids=list(TOPOLOGY_CASES))
+def test_topology_assignment_kubebuilder_x_validation_rule_set(kc: Cluster, case: str) -> None:
+    slices, message = TOPOLOGY_CASES[case]
+    ns = kc.namespace()
+    served_create(kc, served_wl(ps("ps1", 3, requests={"cpu": "1"}), queueName="lq1"), ns)
+    current = kc.get("workloads", "test-workload", ns)
+    assignment = {"name": "ps1", "topologyAssignment": {"levels": ["block", "rack"], "slices": slices}}
+    current["status"] = {"admission": {"clusterQueue": "cq1", "podSetAssignments": [assignment]}}
+    if message is None:
+        replace(kc, current, ns, status=True)
+        return
+    with pytest.raises(ApiException) as err:
+        replace(kc, current, ns, status=True)
+    assert err.value.status == 422 and message in json.loads(err.value.body)["message"]
+
+
+@pytest.mark.parametrize(
+    ("state", "ok"),
+    [("Pending", True), ("Ready", True), ("invalid", False)],
+    ids=["Pending delayedTopologyRequest", "Ready delayedTopologyRequest", "invalid delayedTopologyRequest"],
+)
+def test_workload_setting_admission_delayed_topology_request(kc: Cluster, state: str, ok: bool) -> None:
+    """ "Should have valid values when setting Admission": the delayedTopologyRequest enum."""
+    ns, current = _created_workload(kc, served_wl(ps("main", 3, requests={"cpu": "1"})))
+    assignment = {**psa("main", 3, cpu="3"), "delayedTopologyRequest": state}
+    _reserving(current, admission("cluster-queue", assignment))
+    if ok:
+        replace(kc, current, ns, status=True)
+    else:
+        fields = refusal(lambda: replace(kc, current, ns, status=True))
+        assert fields == ["status.admission.podSetAssignments[0].delayedTopologyRequest"]
