@@ -2449,3 +2449,22 @@ def test_workload_setting_admission_delayed_topology_request(kc: Cluster, state:
     else:
         fields = refusal(lambda: replace(kc, current, ns, status=True))
         assert fields == ["status.admission.podSetAssignments[0].delayedTopologyRequest"]
+
+
+# -- CRD defaults of the other kinds (config/components/crd/bases) -------------------------------------------------
+
+
+def test_crd_defaults_of_local_queue_cohort_workload_flavor_and_priority_class(kc: Cluster) -> None:
+    ns = kc.namespace()
+    local = served_create(kc, {**lq("cq"), "spec": {"clusterQueue": "cq", "fairSharing": {}}}, ns)
+    assert local["spec"] == {"clusterQueue": "cq", "stopPolicy": "None", "fairSharing": {"weight": 1}}
+    assert "finalizers" not in local["metadata"]
+    co = served_create(kc, cohort(fairSharing={}))
+    assert co["spec"] == {"fairSharing": {"weight": 1}} and "finalizers" not in co["metadata"]
+    w = served_create(kc, served_wl({"template": {"spec": {"containers": [{"name": "c", "image": "pause"}]}}}), ns)
+    assert w["spec"]["active"] is True
+    assert (w["spec"]["podSets"][0]["name"], w["spec"]["podSets"][0]["count"]) == ("main", 1)
+    flavor = served_create(kc, rf())
+    assert flavor["spec"] == {} and flavor["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    wpc = kc.priority_class("high", 1000)
+    assert wpc["value"] == 1000 and "finalizers" not in wpc["metadata"]
