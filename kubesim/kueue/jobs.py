@@ -19,6 +19,9 @@ from kubesim.store import controller_reference
 MAX_PREFIX = 253 - 1 - 5
 
 
+PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
+
+
 def workload_name(job_name: str, job_uid: str, kind: str = "Job", group: str = "batch") -> str:
     """GetWorkloadNameForOwnerWithGVK: `job-<name>` truncated, `-`, first 5 hex of sha1(kind\\ngroup\\nname\\nuid)."""
     digest = hashlib.sha1(f"{kind}\n{group}\n{job_name}\n{job_uid}".encode(), usedforsecurity=False).hexdigest()
@@ -98,6 +101,7 @@ class JobIntegration:
             return self._full_pass(store, now)
         jobs = set(changes["jobs"]) | self._busy
         workloads: dict[Key, dict] = {}
+        orphans = False
         for key, seen in changes["workloads"].items():
             uid = owner_uid(seen)
             owner = store.by_uid(uid) if uid else None
@@ -111,8 +115,9 @@ class JobIntegration:
                 self._quiet.pop(uid, None)
                 for _, wl in store.dependents(uid, "workloads"):
                     workloads[(wl["metadata"]["namespace"], wl["metadata"]["name"])] = wl
+                orphans = self._finalize_orphans(store, key[0], uid, now) or orphans
         self._busy = set()
-        wrote = False
+        wrote = orphans
         for key in sorted(jobs):
             job = store.get("jobs", key[0], key[1], copy=False)
             if job is not None:
@@ -162,6 +167,25 @@ class JobIntegration:
         return False
 
     @staticmethod
+    def _finalize_orphans(store, namespace: str, job_uid: str, now: datetime) -> bool:
+        """The Job is gone and left its Workloads behind (orphan deletion strips their owner references): Kueue
+        drops their in-use finalizer (FinalizeOrphanedWorkload; one still controlled by the Job would be finished
+        with OwnerNotFound first, which an orphaning delete never leaves)."""
+        wrote = False
+        for wl in store.list("workloads", namespace, {C.JOB_UID_LABEL: job_uid}, copy=False):
+            md = wl["metadata"]
+            if md.get("deletionTimestamp") or C.RESOURCE_IN_USE_FINALIZER not in (md.get("finalizers") or []):
+                continue
+            if owner_uid(wl) == job_uid and not condition_true(wl, C.FINISHED):
+                new = clone(wl)
+                message = "The workload's owner no longer exists"
+                ws.set_condition(new, C.FINISHED, "True", "OwnerNotFound", message, now)
+                store.update_status("workloads", new)
+            store.remove_finalizer("workloads", md["namespace"], md["name"], C.RESOURCE_IN_USE_FINALIZER)
+            wrote = True
+        return wrote
+
+    @staticmethod
     def _release_deleted(store, wl: dict, job_exists: bool) -> bool:
         """A deleted Workload keeps the in-use finalizer only while its Job exists and it is not finished."""
         md = wl["metadata"]
@@ -203,6 +227,8 @@ class JobIntegration:
                 C.CONTROLLER_NAME,
             )
             return True
+        if self._drop_mismatch(store, job, wl):
+            return True
         if self._match_job(store, job, wl):
             return True
         wrote = self._sync_priority_class(store, job, wl)
@@ -235,18 +261,18 @@ class JobIntegration:
         if wl_spec is None:
             return self._warn_missing_priority_class(store, job)
         name = workload_name(md["name"], md["uid"])
-        wl = {
-            "apiVersion": C.KUEUE_API,
-            "kind": "Workload",
-            "metadata": {
-                "name": name,
-                "namespace": md["namespace"],
-                "labels": {C.JOB_UID_LABEL: md["uid"]},
-                "finalizers": [C.RESOURCE_IN_USE_FINALIZER],
-                "ownerReferences": [controller_reference(job)],
-            },
-            "spec": wl_spec,
+        wl_md: dict = {
+            "name": name,
+            "namespace": md["namespace"],
+            "labels": {C.JOB_UID_LABEL: md["uid"]},
+            "finalizers": [C.RESOURCE_IN_USE_FINALIZER],
+            "ownerReferences": [controller_reference(job)],
         }
+        # the Job's ProvisioningRequest parameters travel with its Workload (Kueue copies that prefix only)
+        provreq = {k: v for k, v in (md.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
+        if provreq:
+            wl_md["annotations"] = provreq
+        wl = {"apiVersion": C.KUEUE_API, "kind": "Workload", "metadata": wl_md, "spec": wl_spec}
         store.create("workloads", wl)
         store.record_event(
             job, "Normal", "CreatedWorkload", f"Created Workload: {md['namespace']}/{name}", C.CONTROLLER_NAME
@@ -285,6 +311,32 @@ class JobIntegration:
         self._warned.add((md["uid"], pc_name))
         message = f'WorkloadPriorityClass "{pc_name}" not found'
         store.record_event(job, "Warning", "WorkloadPriorityClassNotFound", message, C.CONTROLLER_NAME)
+        return True
+
+    def _drop_mismatch(self, store, job: dict, wl: dict) -> bool:
+        """A Job whose pod count no longer matches its Workload once that holds quota (or once the Job runs):
+        the Job is stopped with its pod template restored and the Workload deleted; the next pass creates a new
+        one (jobframework's ensureOneWorkload). A suspended Job's unreserved Workload is rewritten instead."""
+        suspended = bool((job.get("spec") or {}).get("suspend"))
+        if suspended and not condition_true(wl, C.QUOTA_RESERVED):
+            return False
+        podsets = (wl.get("spec") or {}).get("podSets") or []
+        if len(podsets) != 1:
+            return False
+        counts = {podsets[0].get("count")}
+        for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+            counts.add(psa.get("count"))  # a partial admission runs the Job with fewer pods
+        if pod_count(job) in counts:
+            return False
+        if not suspended:
+            self._stop(store, job, wl, "No matching Workload; restoring pod templates according to existent Workload")
+        md = wl["metadata"]
+        if C.RESOURCE_IN_USE_FINALIZER in (md.get("finalizers") or []):
+            store.remove_finalizer("workloads", md["namespace"], md["name"], C.RESOURCE_IN_USE_FINALIZER)
+        if store.get("workloads", md["namespace"], md["name"], copy=False) is not None:
+            store.delete("workloads", md["namespace"], md["name"])
+        message = f"Deleted not matching Workload: {md['namespace']}/{md['name']}"
+        store.record_event(job, "Normal", "DeletedWorkload", message, C.CONTROLLER_NAME)
         return True
 
     def _match_job(self, store, job: dict, wl: dict) -> bool:

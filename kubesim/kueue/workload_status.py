@@ -94,15 +94,19 @@ def set_check_state(obj: dict, name: str, state: str, message: str, now: datetim
 
 
 def sync_checks(obj: dict, names: list[str], now: datetime) -> bool:
-    """The workload lists exactly the checks its ClusterQueue asks of this reservation (new ones Pending)."""
+    """The workload lists exactly the checks its ClusterQueue asks of it (new ones Pending), sorted by name."""
     status = obj.setdefault("status", {})
     before = status.get("admissionChecks")
     if not names and not before:
         return False
+    if not names:  # Kueue drops the list (nil) when no check applies
+        status.pop("admissionChecks", None)
+        return True
     status["admissionChecks"] = [c for c in before or [] if c.get("name") in names]
     for name in names:
         if not any(c.get("name") == name for c in status["admissionChecks"]):
             set_check_state(obj, name, C.CHECK_PENDING, "", now)
+    status["admissionChecks"].sort(key=lambda c: c.get("name", ""))  # kept sorted by name, as Kueue does
     return status["admissionChecks"] != before
 
 

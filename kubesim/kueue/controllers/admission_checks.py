@@ -12,7 +12,7 @@ from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
 from kubesim.kueue.controllers.scheduler import record_admitted
-from kubesim.kueue.scheduler.model import EPOCH, condition_true, is_finished, parse_time
+from kubesim.kueue.scheduler.model import EPOCH, condition_true, is_active, is_finished, parse_time
 from kubesim.kueue.state import KueueState
 from kubesim.store import Store
 
@@ -31,8 +31,10 @@ class AdmissionChecksController:
     def __init__(self, state: KueueState) -> None:
         self.state = state
         self.config = state.config
-        self._gate = ChangeGate({"workloads", "admissionchecks", "clusterqueues"})
-        self._changes = Changes("workloads", "admissionchecks", "clusterqueues", status_only=("clusterqueues",))
+        self._gate = ChangeGate({"workloads", "admissionchecks", "clusterqueues", "localqueues"})
+        self._changes = Changes(
+            "workloads", "admissionchecks", "clusterqueues", "localqueues", status_only=("clusterqueues", "localqueues")
+        )
         self._waiting: set[Key] = set()  # workloads with a provisioning check still Pending (the clock decides)
         self._now: datetime | None = None
 
@@ -56,21 +58,21 @@ class AdmissionChecksController:
         moved, self._now = now != self._now, now
         wrote = self._activate(store, now)
         changes = self._changes.since_last(store)
-        if changes is None or changes["admissionchecks"] or changes["clusterqueues"]:
-            candidates = [w for w in self.state.listed(store, "workloads") if _has_checks(w) or _reserved(w)]
+        if changes is None or changes["admissionchecks"] or changes["clusterqueues"] or changes["localqueues"]:
+            candidates = self.state.listed(store, "workloads")
         else:
             keys = set(changes["workloads"]) | (self._waiting if moved else set())
-            candidates = [
-                w
-                for k in sorted(keys)
-                if (w := store.get("workloads", k[0], k[1], copy=False)) and (_has_checks(w) or _reserved(w))
-            ]
+            candidates = [w for k in sorted(keys) if (w := store.get("workloads", k[0], k[1], copy=False))]
         if not candidates:
             return wrote
         provisioning = self._provisioning_checks(store)
         cqs = {o["metadata"]["name"]: o for o in self.state.listed(store, "clusterqueues")}
+        lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in self.state.listed(store, "localqueues")}
         for wl in candidates:
-            wrote = self._workload(store, wl, provisioning, now, cqs) or wrote
+            if not _reserved(wl):
+                wrote = self._sync_pending(store, wl, now, cqs, lqs) or wrote
+            elif _has_checks(wl) or (wl.get("status") or {}).get("admission"):
+                wrote = self._workload(store, wl, provisioning, now, cqs) or wrote
         return wrote
 
     def _provisioning_checks(self, store: Store) -> set[str]:
@@ -94,6 +96,25 @@ class AdmissionChecksController:
             wrote = True
         return wrote
 
+    @staticmethod
+    def _sync_pending(store: Store, seen: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+        """A workload without reservation lists the checks of its LocalQueue's ClusterQueue that apply to every
+        flavor of that queue (which flavor it gets is not known yet), as Kueue's reconcileSyncAdmissionChecks."""
+        if is_finished(seen) or seen["metadata"].get("deletionTimestamp") or not is_active(seen):
+            return False
+        lq = lqs.get((seen["metadata"]["namespace"], (seen.get("spec") or {}).get("queueName", "")))
+        cq = cqs.get(((lq or {}).get("spec") or {}).get("clusterQueue", ""))
+        if cq is None:
+            return False
+        names = _checks_for(cq, None)
+        if not names and not _has_checks(seen):
+            return False
+        wl = clone(seen)
+        if not ws.sync_checks(wl, names, now) or wl.get("status") == seen.get("status"):
+            return False
+        store.update_status("workloads", wl)
+        return True
+
     def _ready_at(self, check: dict) -> datetime:
         since = parse_time(check.get("lastTransitionTime")) or EPOCH
         return since + timedelta(seconds=self.config.provisioning_delay_seconds)
@@ -112,17 +133,19 @@ class AdmissionChecksController:
         changed = cq is not None and ws.sync_checks(wl, _checks_for(cq, admission.get("podSetAssignments") or []), now)
         changed = self._provision(wl, provisioning, now, key) or changed
         states = wl["status"].get("admissionChecks") or []
-        rejected = [c["name"] for c in states if c.get("state") == C.CHECK_REJECTED]
+        rejected = [c for c in states if c.get("state") == C.CHECK_REJECTED]
+        retry = [c for c in states if c.get("state") == C.CHECK_RETRY]
         event = None
         if rejected:
             if condition_true(wl, C.DEACTIVATION_TARGET) or not (wl.get("spec") or {}).get("active", True):
                 return self._write(store, wl, changed)
-            message = f"Admission check(s): {', '.join(rejected)}, were rejected"
+            message = checks_message(rejected, C.CHECK_REJECTED)
             changed = ws.set_condition(wl, C.DEACTIVATION_TARGET, "True", C.EVICTED_ADMISSION_CHECK, message, now)
-        elif any(c.get("state") == C.CHECK_RETRY for c in states):
-            message = "At least one admission check is false"
+            event = ("Warning", "AdmissionCheckRejected", f"Deactivated due to {message}")
+        elif retry:
+            message = f"Evicted due to {checks_message(retry, C.CHECK_RETRY)}"
             ws.evict(wl, C.EVICTED_ADMISSION_CHECK, message, now)
-            changed, event = True, ("EvictedDueToAdmissionCheck", message)
+            changed, event = True, ("Normal", "EvictedDueToAdmissionCheck", message)
         else:
             was_admitted = condition_true(wl, C.ADMITTED)
             changed = ws.sync_admitted(wl, now) or changed
@@ -132,7 +155,7 @@ class AdmissionChecksController:
                 return wrote
         wrote = self._write(store, wl, changed)
         if event is not None:
-            store.record_event(wl, "Normal", event[0], event[1], C.CONTROLLER_NAME)
+            store.record_event(wl, event[0], event[1], event[2][:1024], C.CONTROLLER_NAME)
         return wrote
 
     def _provision(self, wl: dict, provisioning: set[str], now: datetime, key: Key) -> bool:
@@ -164,18 +187,30 @@ class AdmissionChecksController:
         return changed
 
 
+def checks_message(checks: list[dict], state: str) -> str:
+    """Names the checks in this state, by name, each with its message when it has one (as Kueue words it)."""
+    parts = [
+        f'"{c.get("name", "")}" ({c["message"]})' if c.get("message") else f'"{c.get("name", "")}"'
+        for c in sorted(checks, key=lambda c: c.get("name", ""))
+    ]
+    noun = "AdmissionChecks" if len(checks) > 1 else "AdmissionCheck"
+    return f"{noun} in {state} state: {'; '.join(parts)}"
+
+
 def _reserved(wl: dict) -> bool:
     return condition_true(wl, C.QUOTA_RESERVED)
 
 
-def _checks_for(cq: dict, podset_assignments: list[dict]) -> list[str]:
-    """The ClusterQueue's checks that apply to these assignments: without onFlavors, or naming an assigned flavor."""
+def _checks_for(cq: dict, podset_assignments: list[dict] | None) -> list[str]:
+    """The ClusterQueue's checks that apply to these assignments: without onFlavors, or naming an assigned flavor.
+    Without assignments (no reservation yet): those that apply to every flavor of the ClusterQueue."""
+    spec = cq.get("spec") or {}
+    rules = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    if podset_assignments is None:
+        every = {f["name"] for rg in spec.get("resourceGroups") or [] for f in rg.get("flavors") or []}
+        return sorted(c.get("name", "") for c in rules if not c.get("onFlavors") or every <= set(c["onFlavors"]))
     flavors = {f for psa in podset_assignments for f in (psa.get("flavors") or {}).values()}
-    return [
-        c.get("name", "")
-        for c in ((cq.get("spec") or {}).get("admissionChecksStrategy") or {}).get("admissionChecks") or []
-        if not c.get("onFlavors") or flavors & set(c["onFlavors"])
-    ]
+    return sorted(c.get("name", "") for c in rules if not c.get("onFlavors") or flavors & set(c["onFlavors"]))
 
 
 def _has_checks(wl: dict) -> bool:

@@ -142,8 +142,9 @@ class WorkloadController:
             if wl is not None:
                 store.update_status("workloads", wl)
                 return True
+        # a reservation that is not admitted and will not be now (checks pending; Kueue admits first when it can)
         reserved_only = condition_true(seen, C.QUOTA_RESERVED) and not condition_true(seen, C.ADMITTED)
-        if reserved_only and self._release_blocked(store, seen, now, cqs, lqs):
+        if reserved_only and not ws.checks_ready(seen) and self._release_blocked(store, seen, now, cqs, lqs):
             return True
         if not condition_true(seen, C.ADMITTED) or condition_true(seen, C.EVICTED):
             return False

@@ -266,7 +266,8 @@ def test_check_retry_requeues_and_rejected_deactivates(kc: Cluster):
     set_check(kc, ns, "j", "manual", "Retry", requeueAfterSeconds=30)
     kc.settle()
     ev = kc.condition(ns, "j", "Evicted")
-    assert (ev["reason"], ev["message"]) == ("AdmissionCheck", "At least one admission check is false")
+    message = 'Evicted due to AdmissionCheck in Retry state: "manual" (set to Retry by the test)'
+    assert (ev["reason"], ev["message"]) == ("AdmissionCheck", message)
     wl = kc.workload(ns, "j")
     assert _reason(kc, ns, "j")[0] == "False"
     [check] = wl["status"]["admissionChecks"]
@@ -287,7 +288,7 @@ def test_check_retry_requeues_and_rejected_deactivates(kc: Cluster):
     ev = kc.condition(ns, "j", "Evicted")
     assert (ev["reason"], ev["message"]) == (
         "DeactivatedDueToAdmissionCheck",
-        "The workload is deactivated due to Admission check(s): manual, were rejected",
+        'The workload is deactivated due to AdmissionCheck in Rejected state: "manual" (set to Rejected by the test)',
     )
 
 

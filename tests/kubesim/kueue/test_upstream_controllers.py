@@ -752,3 +752,654 @@ def test_workload_should_update_status_when_workloads_are_created(kc: Cluster, q
     wl = kc.get("workloads", "wl", ns)
     assert cond(wl, "QuotaReserved") == ("False", "Misconfigured", message)
     assert cond(wl, "Admitted") == NO_RESERVATION
+
+
+def test_should_clear_workload_requeue_state_after_deactivation(kc: Cluster):
+    flavor(kc, "on-demand")
+    cluster_queue(
+        kc, "cluster-queue", [("cpu", [fq("on-demand", "cpu", "5", "5")])], cohortName="cohort", stopPolicy="Hold"
+    )  # held: upstream runs no scheduler, the workload stays pending
+    ns = kc.namespace()
+    kc.local_queue("queue", "cluster-queue", ns)
+    workload(kc, ns, "reset-requeue", "queue", {"cpu": "1"})
+    kc.settle()
+    kc.custom.patch_namespaced_custom_object_status(
+        *KUEUE,
+        ns,
+        "workloads",
+        "reset-requeue",
+        {"status": {"requeueState": {"count": 2, "requeueAt": "2099-01-01T00:00:00Z"}}},
+    )
+    kc.settle()
+    assert kc.get("workloads", "reset-requeue", ns)["status"]["requeueState"]["count"] == 2
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", "reset-requeue", {"spec": {"active": False}})
+    kc.settle()
+    assert "requeueState" not in kc.get("workloads", "reset-requeue", ns)["status"]
+
+
+def _checks_queue(kc: Cluster) -> str:
+    """'the queue has admission checks': GPU on on-demand, memory on spot; check3 only on spot."""
+    flavor(kc, "on-demand")
+    flavor(kc, "spot")
+    for name in ("check1", "check2", "check3"):
+        check(kc, name, active=True)
+    cluster_queue(
+        kc,
+        "cluster-queue",
+        [(GPU, [fq("on-demand", GPU, "5", "5")]), ("memory", [fq("spot", "memory", "5", "5")])],
+        cohortName="cohort",
+        stopPolicy="Hold",  # held: upstream runs no scheduler
+        admissionChecksStrategy={
+            "admissionChecks": [{"name": "check1"}, {"name": "check2"}, {"name": "check3", "onFlavors": ["spot"]}]
+        },
+    )
+    ns = kc.namespace()
+    kc.local_queue("queue", "cluster-queue", ns)
+    workload(kc, ns, "wl", "queue")
+    kc.settle()
+    return ns
+
+
+def _check_names(kc: Cluster, ns: str) -> list[str]:
+    return [c["name"] for c in kc.get("workloads", "wl", ns)["status"].get("admissionChecks", [])]
+
+
+def _set_checks(kc: Cluster, ns: str, **states: tuple[str, str]) -> None:
+    """workload.SetAdmissionCheckState for each named check: state and message (lastTransitionTime on a change)."""
+    wl = kc.get("workloads", "wl", ns)
+    out = []
+    for c in wl["status"]["admissionChecks"]:
+        if c["name"] in states:
+            state, message = states[c["name"]]
+            c = {**c, "message": message}
+            if c["state"] != state:
+                c.update(state=state, lastTransitionTime=now(kc))
+        out.append(c)
+    kc.custom.patch_namespaced_custom_object_status(*KUEUE, ns, "workloads", "wl", {"status": {"admissionChecks": out}})
+    kc.settle()
+
+
+def test_the_workload_should_have_checks_updated_when_changed_on_the_cluster_queue(kc: Cluster):
+    ns = _checks_queue(kc)
+    assert _check_names(kc, ns) == ["check1", "check2"]
+    assert {c["state"] for c in kc.get("workloads", "wl", ns)["status"]["admissionChecks"]} == {"Pending"}
+    _set_checks(kc, ns, check1=("Ready", "check successfully passed"), check2=("Retry", "check rejected"))
+    old = next(c for c in kc.get("workloads", "wl", ns)["status"]["admissionChecks"] if c["name"] == "check2")
+    kc.custom.patch_cluster_custom_object(
+        *KUEUE,
+        "clusterqueues",
+        "cluster-queue",
+        {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "check2"}, {"name": "check3"}]}}},
+    )
+    kc.settle()
+    assert _check_names(kc, ns) == ["check2", "check3"]
+    assert next(c for c in kc.get("workloads", "wl", ns)["status"]["admissionChecks"] if c["name"] == "check2") == old
+
+
+def _rejected(kc: Cluster, ns: str) -> None:
+    wl = kc.get("workloads", "wl", ns)
+    assert wl["spec"]["active"] is False
+    assert cond(wl, "Evicted") == (
+        "True",
+        "DeactivatedDueToAdmissionCheck",
+        'The workload is deactivated due to AdmissionCheck in Rejected state: "check1" (check rejected)',
+    )
+    assert (
+        "AdmissionCheckRejected",
+        'Deactivated due to AdmissionCheck in Rejected state: "check1" (check rejected)',
+    ) in kc.events(ns, "wl")
+
+
+def test_should_finish_an_unadmitted_workload_with_failure_when_a_check_is_rejected(kc: Cluster):
+    ns = _checks_queue(kc)
+    assert _check_names(kc, ns) == ["check1", "check2"]
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue", {"spec": {"stopPolicy": "None"}})
+    kc.settle()  # kubesim's scheduler reserves quota (upstream sets it by hand)
+    assert cond(kc.get("workloads", "wl", ns), "QuotaReserved")[0] == "True"
+    _set_checks(kc, ns, check1=("Rejected", "check rejected"))
+    _rejected(kc, ns)
+
+
+def test_should_evict_then_finish_with_failure_an_admitted_workload_when_a_check_is_rejected(kc: Cluster):
+    ns = _checks_queue(kc)
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue", {"spec": {"stopPolicy": "None"}})
+    kc.settle()
+    _set_checks(kc, ns, check1=("Ready", "check ready"), check2=("Ready", "check ready"))
+    assert cond(kc.get("workloads", "wl", ns), "Admitted") == ("True", "Admitted", "The workload is admitted")
+    _set_checks(kc, ns, check1=("Rejected", "check rejected"))
+    _rejected(kc, ns)
+
+
+def test_should_deactivate_the_workload_when_the_time_expires(kc: Cluster):
+    ns = kc.namespace()
+    kc.create(
+        "workloads",
+        {
+            "kind": "Workload",
+            "metadata": {"name": "wl"},
+            "spec": {
+                "queueName": "lq",
+                "maximumExecutionTimeSeconds": 2,
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {
+                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                        },
+                    }
+                ],
+            },
+        },
+        ns,
+    )
+    kc.settle()
+    reserve(
+        kc, ns, "wl", "cq", [("main", {}, {}, 1)]
+    )  # an empty admission in a ClusterQueue that does not exist, as upstream
+    wl = kc.get("workloads", "wl", ns)
+    assert cond(wl, "Admitted") == ("True", "Admitted", "The workload is admitted")
+    assert wl["spec"].get("active", True) is True
+    kc.settle(2)
+    wl = kc.get("workloads", "wl", ns)
+    assert wl["spec"]["active"] is False
+    assert cond(wl, "Evicted") == (
+        "True",
+        "DeactivatedDueToMaximumExecutionTimeExceeded",
+        "The workload is deactivated due to exceeding the maximum execution time",
+    )
+
+
+def _granular(kc: Cluster) -> str:
+    """'with UnadmittedWorkloadsObservability feature gate enabled' (on by default since v0.19)."""
+    flavor(kc, "on-demand")
+    cluster_queue(kc, "cq", [("cpu", [fq("on-demand", "cpu", "1")])])
+    ns = kc.namespace()
+    kc.local_queue("q", "cq", ns)
+    kc.settle()
+    return ns
+
+
+def _granular_conds(kc: Cluster, ns: str, name: str) -> set[tuple[str, str, str, str]]:
+    return set(conds(kc.get("workloads", name, ns)))
+
+
+ADMITTED_NO = ("Admitted", "False", "NoReservation", "The workload has no reservation")
+
+
+def test_should_write_granular_conditions_and_reasons_when_queue_is_missing(kc: Cluster):
+    ns = _granular(kc)
+    workload(kc, ns, "wl-missing-queue", "non-existent-queue")
+    kc.settle()
+    assert _granular_conds(kc, ns, "wl-missing-queue") == {
+        ("QuotaReserved", "False", "Misconfigured", "LocalQueue non-existent-queue doesn't exist"),
+        ADMITTED_NO,
+    }
+
+
+def test_should_write_granular_conditions_and_reasons_when_cluster_queue_is_missing(kc: Cluster):
+    ns = _granular(kc)
+    kc.local_queue("missing-cq-q", "non-existent-cq", ns)
+    kc.settle()
+    workload(kc, ns, "wl-missing-cq", "missing-cq-q")
+    kc.settle()
+    assert _granular_conds(kc, ns, "wl-missing-cq") == {
+        ("QuotaReserved", "False", "Misconfigured", "ClusterQueue non-existent-cq doesn't exist"),
+        ADMITTED_NO,
+    }
+
+
+def test_should_write_granular_conditions_and_reasons_when_local_queue_is_inactive(kc: Cluster):
+    ns = _granular(kc)
+    kc.create(
+        "localqueues",
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "inactive-q"},
+            "spec": {"clusterQueue": "cq", "stopPolicy": "Hold"},
+        },
+        ns,
+    )
+    kc.settle()
+    workload(kc, ns, "wl-inactive-q", "inactive-q")
+    kc.settle()
+    assert _granular_conds(kc, ns, "wl-inactive-q") == {
+        ("QuotaReserved", "False", "Suspended", "LocalQueue inactive-q is inactive"),
+        ADMITTED_NO,
+    }
+
+
+def test_should_write_granular_conditions_and_reasons_when_cluster_queue_is_inactive(kc: Cluster):
+    ns = _granular(kc)
+    cluster_queue(kc, "inactive-cq", [("cpu", [fq("on-demand", "cpu", "1")])], stopPolicy="Hold")
+    kc.local_queue("inactive-cq-q", "inactive-cq", ns)
+    kc.settle()
+    workload(kc, ns, "wl-inactive-cq", "inactive-cq-q")
+    kc.settle()
+    assert _granular_conds(kc, ns, "wl-inactive-cq") == {
+        ("QuotaReserved", "False", "Suspended", "ClusterQueue inactive-cq is inactive"),
+        ADMITTED_NO,
+    }
+
+
+def test_should_write_granular_conditions_and_reasons_when_workload_is_deactivated(kc: Cluster):
+    ns = _granular(kc)
+    kc.create(
+        "workloads",
+        {
+            "kind": "Workload",
+            "metadata": {"name": "wl-deactivated"},
+            "spec": {
+                "queueName": "q",
+                "active": False,
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {
+                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                        },
+                    }
+                ],
+            },
+        },
+        ns,
+    )
+    kc.settle()
+    assert _granular_conds(kc, ns, "wl-deactivated") == {
+        ("QuotaReserved", "False", "Deactivated", "The workload is deactivated"),
+        ("Evicted", "True", "Deactivated", "The workload is deactivated"),
+        ADMITTED_NO,
+    }
+
+
+# -- Workload controller interaction with scheduler -------------------------------------------------------------
+
+
+def _quota_taken(kc: Cluster) -> str:
+    ns = _granular(kc)
+    workload(kc, ns, "wl-consuming-quota", "q", {"cpu": "1"})
+    kc.settle(1)
+    assert cond(kc.get("workloads", "wl-consuming-quota", ns), "Admitted")[0] == "True"
+    return ns
+
+
+WAITING = (
+    "QuotaReserved",
+    "False",
+    "WaitingForQuota",
+    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 1 more needed",
+)
+
+
+def test_should_write_granular_reasons_when_waiting_for_quota(kc: Cluster):
+    ns = _quota_taken(kc)
+    workload(kc, ns, "wl-waiting-for-quota", "q", {"cpu": "1"})
+    kc.settle()
+    assert _granular_conds(kc, ns, "wl-waiting-for-quota") == {WAITING, ADMITTED_NO}
+
+
+def test_should_dynamically_transition_between_reasons_based_on_precedence(kc: Cluster):
+    ns = _quota_taken(kc)
+    workload(kc, ns, "wl-transitioning", "q", {"cpu": "1"})
+    kc.settle()
+    assert cond(kc.get("workloads", "wl-transitioning", ns), "QuotaReserved")[:2] == ("False", "WaitingForQuota")
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "q", {"spec": {"stopPolicy": "Hold"}})
+    kc.settle()
+    assert cond(kc.get("workloads", "wl-transitioning", ns), "QuotaReserved") == (
+        "False",
+        "Suspended",
+        "LocalQueue q is inactive",
+    )
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", "wl-transitioning", {"spec": {"active": False}})
+    kc.settle()
+    assert cond(kc.get("workloads", "wl-transitioning", ns), "QuotaReserved") == (
+        "False",
+        "Deactivated",
+        "The workload is deactivated",
+    )
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "q", {"spec": {"stopPolicy": "None"}})
+    kc.settle()
+    assert cond(kc.get("localqueues", "q", ns), "Active")[:2] == ("True", "Ready")
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", "wl-transitioning", {"spec": {"active": True}})
+    kc.settle()
+    assert cond(kc.get("workloads", "wl-transitioning", ns), "QuotaReserved")[:2] == ("False", "WaitingForQuota")
+
+
+def test_should_transition_status_from_misconfigured_to_exceeds_max_quota_when_the_queue_is_created(kc: Cluster):
+    flavor(kc, "default-flavor")
+    cluster_queue(kc, "cluster-queue", [("cpu", [fq("default-flavor", "cpu", "0")])])
+    ns = kc.namespace()
+    workload(kc, ns, "transition-test", "delayed-queue", {"cpu": "1"})
+    kc.settle()
+    assert _granular_conds(kc, ns, "transition-test") == {
+        ("QuotaReserved", "False", "Misconfigured", "LocalQueue delayed-queue doesn't exist"),
+        ADMITTED_NO,
+    }
+    kc.local_queue("delayed-queue", "cluster-queue", ns)
+    kc.settle()
+    wl = kc.get("workloads", "transition-test", ns)
+    assert cond(wl, "QuotaReserved")[:2] == ("False", "ExceedsMaxQuota")
+    assert cond(wl, "Admitted") == ADMITTED_NO[1:]
+
+
+def test_should_set_misconfigured_on_namespace_mismatch_and_clear_it_when_mismatch_resolved(kc: Cluster):
+    """Upstream's last step reads PendingEvaluation (no scheduler runs there); kubesim's scheduler then admits."""
+    flavor(kc, "on-demand")
+    cluster_queue(
+        kc,
+        "cq-ns-selector",
+        [("cpu", [fq("on-demand", "cpu", "1")])],
+        namespaceSelector={"matchLabels": {"foo": "bar"}},
+    )
+    ns = kc.namespace()
+    kc.local_queue("q-ns-selector", "cq-ns-selector", ns)
+    workload(kc, ns, "wl-ns-mismatch", "q-ns-selector", {"cpu": "1"})
+    kc.settle()
+    assert cond(kc.get("workloads", "wl-ns-mismatch", ns), "QuotaReserved") == (
+        "False",
+        "Misconfigured",
+        "workload namespace doesn't match ClusterQueue selector",
+    )
+    kc.core.patch_namespace(ns, {"metadata": {"labels": {"foo": "bar"}}})
+    kc.custom.patch_namespaced_custom_object(
+        *KUEUE, ns, "workloads", "wl-ns-mismatch", {"metadata": {"annotations": {"trigger-reconcile": "true"}}}
+    )
+    kc.settle()
+    assert cond(kc.get("workloads", "wl-ns-mismatch", ns), "QuotaReserved") == (
+        "True",
+        "QuotaReserved",
+        "Quota reserved in ClusterQueue cq-ns-selector",
+    )
+
+
+# -- batch/v1 Job integration (controller/jobs/job/job_controller_test.go) --------------------------------------
+
+POOL = "portal.gpu/pool"  # upstream's instance label; kubesim's nodes carry pools, so pods can run
+
+
+def _job(
+    kc: Cluster,
+    ns: str,
+    name: str,
+    queue: str,
+    cpu: str = "1",
+    parallelism: int = 1,
+    seconds: int = 60,
+    annotations: dict | None = None,
+    suspend: bool | None = None,
+):
+    spec: dict = {
+        "parallelism": parallelism,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox",
+                        "command": ["sleep", str(seconds)],
+                        "resources": {"requests": {"cpu": cpu}},
+                    }
+                ],
+            }
+        },
+    }
+    if suspend is not None:
+        spec["suspend"] = suspend
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}, "annotations": annotations or {}},
+        "spec": spec,
+    }
+    return kc.batch.create_namespaced_job(ns, body)
+
+
+def _job_queue(kc: Cluster, on_demand: str = "5") -> None:
+    flavor(kc, "on-demand", **{POOL: "h100"})
+    flavor(kc, "spot", **{POOL: "l40s-shared"})
+    cluster_queue(kc, "cluster-queue", [("cpu", [fq("on-demand", "cpu", on_demand), fq("spot", "cpu", "5")])])
+
+
+def _wl_of(kc: Cluster, ns: str, job: str) -> dict:
+    return kc.workload(ns, job)
+
+
+def test_should_reconcile_workload_and_job_for_all_jobs(kc: Cluster):
+    """Upstream manages jobs without a queue name and sets reservations by hand; here the Job names a queue that
+    does not exist yet and kubesim's scheduler reserves (on-demand holds 4 CPUs, so 5 pods go to spot)."""
+    from kubesim.kueue.jobs import workload_name
+
+    ns = kc.namespace()
+    job = _job(
+        kc,
+        ns,
+        "test-job",
+        "old-queue",
+        annotations={"provreq.kueue.x-k8s.io/ValidUntilSeconds": "0", "invalid-provreq-prefix/Foo": "Bar"},
+        suspend=False,
+    )
+    kc.settle()
+    assert kc.batch.read_namespaced_job("test-job", ns).spec.suspend is True
+    wl = kc.get("workloads", workload_name("test-job", job.metadata.uid), ns)
+    [owner] = wl["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "Job",
+        "test-job",
+        job.metadata.uid,
+        True,
+    )
+    assert wl["metadata"]["annotations"] == {"provreq.kueue.x-k8s.io/ValidUntilSeconds": "0"}
+    assert wl["spec"]["queueName"] == "old-queue"
+    created = wl["metadata"]["creationTimestamp"]
+    kc.batch.patch_namespaced_job("test-job", ns, {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "test-queue"}}})
+    kc.settle()
+    wl = _wl_of(kc, ns, "test-job")
+    assert wl["spec"]["queueName"] == "test-queue"
+    assert wl["metadata"]["creationTimestamp"] == created
+
+    _job_queue(kc, on_demand="4")
+    kc.local_queue("test-queue", "cluster-queue", ns)
+    kc.settle()
+    job = kc.batch.read_namespaced_job("test-job", ns)
+    assert job.spec.suspend is False
+    assert job.spec.template.spec.node_selector == {POOL: "h100"}
+    assert ("Started", "Admitted by clusterQueue cluster-queue") in kc.events(ns, "test-job")
+    wl = _wl_of(kc, ns, "test-job")
+    assert [c["type"] for c in wl["status"]["conditions"]] == ["QuotaReserved", "Admitted"]
+
+    kc.batch.patch_namespaced_job("test-job", ns, {"spec": {"parallelism": 5}})
+    kc.settle()
+    events = kc.events(ns, "test-job")
+    assert ("DeletedWorkload", f"Deleted not matching Workload: {ns}/{wl['metadata']['name']}") in events
+    assert ("Stopped", "No matching Workload; restoring pod templates according to existent Workload") in events
+    new = _wl_of(kc, ns, "test-job")
+    assert new["metadata"]["name"] == wl["metadata"]["name"] and new["metadata"]["uid"] != wl["metadata"]["uid"]
+    assert new["spec"]["podSets"][0]["count"] == 5
+    job = kc.batch.read_namespaced_job("test-job", ns)  # readmitted at once, on spot this time
+    assert job.spec.suspend is False
+    assert job.spec.template.spec.node_selector == {POOL: "l40s-shared"}
+    assert new["status"]["admission"]["podSetAssignments"][0]["flavors"] == {"cpu": "spot"}
+    assert [c["type"] for c in new["status"]["conditions"]] == ["QuotaReserved", "Admitted"]
+
+    kc.settle(70)  # the pods run their 60 s
+    assert cond(_wl_of(kc, ns, "test-job"), "Finished")[0] == "True"
+
+
+def test_should_unsuspend_job_iff_local_queue_is_in_the_same_namespace(kc: Cluster):
+    _job_queue(kc)
+    ns, ns2 = kc.namespace(), kc.namespace()
+    kc.local_queue("local-queue", "cluster-queue", ns2)
+    _job(kc, ns, "prod-job", "local-queue", cpu="2")
+    kc.settle()
+    assert kc.batch.read_namespaced_job("prod-job", ns).spec.suspend is True
+    kc.local_queue("local-queue", "cluster-queue", ns)
+    kc.settle()
+    job = kc.batch.read_namespaced_job("prod-job", ns)
+    assert job.spec.suspend is False
+    assert job.spec.template.spec.node_selector == {POOL: "h100"}
+
+
+def _admitted_job(kc: Cluster) -> tuple[str, dict]:
+    _job_queue(kc)
+    ns = kc.namespace()
+    _job(kc, ns, "test-job", "local-queue", cpu="2", suspend=False)
+    kc.settle()
+    assert kc.batch.read_namespaced_job("test-job", ns).spec.suspend is True
+    original = kc.batch.read_namespaced_job("test-job", ns).spec.template.spec.node_selector
+    kc.local_queue("local-queue", "cluster-queue", ns)
+    kc.settle()
+    job = kc.batch.read_namespaced_job("test-job", ns)
+    assert job.spec.suspend is False
+    assert job.spec.template.spec.node_selector != original
+    delete(kc, "localqueues", "local-queue", ns)  # prevents readmission
+    return ns, original
+
+
+def test_the_workloads_admission_is_removed_should_restore_the_original_node_selectors(kc: Cluster):
+    ns, original = _admitted_job(kc)
+    wl = _wl_of(kc, ns, "test-job")
+    reason = ("QuotaReserved", "False", "EvictedByTest", "Evicted By Test")
+    conds_ = [c for c in wl["status"]["conditions"] if c["type"] not in ("QuotaReserved", "Admitted")]
+    conds_.append(
+        dict(zip(("type", "status", "reason", "message"), reason, strict=True)) | {"lastTransitionTime": now(kc)}
+    )
+    kc.custom.patch_namespaced_custom_object_status(
+        *KUEUE, ns, "workloads", wl["metadata"]["name"], {"status": {"admission": None, "conditions": conds_}}
+    )
+    kc.settle()
+    job = kc.batch.read_namespaced_job("test-job", ns)
+    assert job.spec.suspend is True
+    assert job.spec.template.spec.node_selector == original
+
+
+def test_the_workload_is_deleted_while_admitted_should_restore_the_original_node_selectors(kc: Cluster):
+    ns, original = _admitted_job(kc)
+    delete(kc, "workloads", _wl_of(kc, ns, "test-job")["metadata"]["name"], ns)
+    job = kc.batch.read_namespaced_job("test-job", ns)
+    assert job.spec.suspend is True
+    assert job.spec.template.spec.node_selector == original
+
+
+def test_the_job_is_deleted_while_admitted_its_workload_finalizer_should_be_removed(kc: Cluster):
+    _job_queue(kc)
+    ns = kc.namespace()
+    _job(kc, ns, "test-job", "local-queue", cpu="2", suspend=False)
+    kc.local_queue("local-queue", "cluster-queue", ns)
+    kc.settle()
+    wl = _wl_of(kc, ns, "test-job")
+    assert "kueue.x-k8s.io/resource-in-use" in wl["metadata"]["finalizers"]
+    kc.batch.delete_namespaced_job("test-job", ns)  # batch/v1's legacy default: the Workload is orphaned
+    kc.settle()
+    wl = kc.get("workloads", wl["metadata"]["name"], ns)
+    assert "kueue.x-k8s.io/resource-in-use" not in (wl["metadata"].get("finalizers") or [])
+
+
+def test_should_not_readmit_a_job_to_the_queue_after_active_is_changed_to_false(kc: Cluster):
+    flavor(kc, "on-demand", **{POOL: "h100"})
+    cluster_queue(kc, "prod-cq", [("cpu", [fq("on-demand", "cpu", "5")])], cohortName="prod")
+    ns = kc.namespace()
+    kc.local_queue("prod-queue", "prod-cq", ns)
+    _job(kc, ns, "job1", "prod-queue", cpu="2", seconds=3600)
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("job1", ns).spec.suspend is False
+    name = _wl_of(kc, ns, "job1")["metadata"]["name"]
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", name, {"spec": {"active": False}})
+    kc.settle()
+    deactivated = {
+        ("QuotaReserved", "False", "Deactivated", "The workload is deactivated"),
+        ("Admitted", "False", "NoReservation", "The workload has no reservation"),
+        ("Evicted", "True", "Deactivated", "The workload is deactivated"),
+        ("Requeued", "False", "Deactivated", "The workload is deactivated"),
+    }
+    assert deactivated <= set(conds(kc.get("workloads", name, ns)))
+    _job(kc, ns, "job2", "prod-queue", cpu="2", seconds=3600)
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("job2", ns).spec.suspend is False
+    assert cond(_wl_of(kc, ns, "job2"), "Admitted")[0] == "True"
+    kc.settle(5)
+    assert kc.batch.read_namespaced_job("job1", ns).spec.suspend is True
+    assert deactivated <= set(conds(kc.get("workloads", name, ns)))
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", name, {"spec": {"active": True}})
+    kc.settle()
+    assert {
+        ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue prod-cq"),
+        ("Admitted", "True", "Admitted", "The workload is admitted"),
+        ("Evicted", "False", "QuotaReserved", "Previously: The workload is deactivated"),
+        ("Requeued", "True", "Reactivated", "The workload was reactivated"),
+    } <= set(conds(kc.get("workloads", name, ns)))
+    assert kc.batch.read_namespaced_job("job1", ns).spec.suspend is False
+
+
+def test_should_evict_workload_due_wait_for_pods_ready_timeout(kc_ready: Cluster):
+    """waitForPodsReady (kc_ready: timeout 60 s, backoff base 10 s): the flavor's pool has no node, so the pods
+    never become ready."""
+    kc = kc_ready
+    kc.ks.reset()
+    flavor(kc, "fl", **{POOL: "no-such-pool"})
+    cluster_queue(kc, "cq", [("cpu", [fq("fl", "cpu", "10")])])
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    _job(kc, ns, "job", "lq", cpu="2")
+    kc.settle(1)
+    wl = _wl_of(kc, ns, "job")
+    key = f"{ns}/{wl['metadata']['name']}"
+    assert cond(wl, "PodsReady") == ("False", "WaitForStart", "Not all pods are ready or succeeded")
+    kc.settle(60)
+    wl = _wl_of(kc, ns, "job")
+    timeout = f"Exceeded the PodsReady timeout {key}"
+    assert {
+        ("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded"),
+        ("QuotaReserved", "False", "PendingEvaluation", timeout),
+        ("Evicted", "True", "PodsReadyTimeout", timeout),
+        ("Admitted", "False", "NoReservation", "The workload has no reservation"),
+        ("Requeued", "False", "PodsReadyTimeout", timeout),
+    } <= set(conds(wl))
+    assert wl["status"]["requeueState"]["count"] == 1
+    assert kc.batch.read_namespaced_job("job", ns).spec.suspend is True
+
+
+# -- Fair Sharing status (scheduler/fairsharing/fair_sharing_test.go, "Preemption is disabled") ----------------
+
+
+def test_admits_workloads_respecting_fair_share_weighted_share_status(kc: Cluster):
+    """The weighted shares the upstream case reads from metrics and ClusterQueue status, read from status."""
+    flavor(kc, "default")
+    ns = kc.namespace()
+    for name, quota in (("a", "3"), ("b", "1"), ("shared", "4")):
+        cluster_queue(kc, name, [("cpu", [fq("default", "cpu", quota)])], cohortName="all")
+        kc.local_queue(name, name, ns)
+    kc.settle()
+
+    def share(cq: str) -> int:
+        return kc.get("clusterqueues", cq)["status"]["fairSharing"]["weightedShare"]
+
+    def running(queue: str) -> list[str]:
+        return sorted(
+            w["metadata"]["name"]
+            for w in kc.custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+            if w["spec"]["queueName"] == queue
+            and cond(w, "Admitted") == ("True", "Admitted", "The workload is admitted")
+            and cond(w, "Finished") is None
+        )
+
+    for i in range(10):
+        workload(kc, ns, f"a{i}", "a", {"cpu": "1"})
+    kc.settle(1)
+    assert len(running("a")) == 8 and kc.get("clusterqueues", "a")["status"]["pendingWorkloads"] == 2
+    assert (share("a"), share("b"), share("shared")) == (625, 0, 0)
+    for i in range(5):
+        workload(kc, ns, f"b{i}", "b", {"cpu": "1"})
+    kc.settle(1)
+    assert kc.get("clusterqueues", "b")["status"]["pendingWorkloads"] == 5
+    for expect_b, expect_a in ((1, 7), (2, 6), (3, 5), (3, 5)):
+        finish(kc, ns, running("a")[0])
+        assert (len(running("b")), len(running("a"))) == (expect_b, expect_a)
+    assert (share("a"), share("b"), share("shared")) == (250, 250, 0)
+    finish(kc, ns, *running("a")[:2])
+    assert (len(running("a")), len(running("b"))) == (4, 4)
+    assert kc.get("clusterqueues", "a")["status"]["pendingWorkloads"] == 0
+    assert kc.get("clusterqueues", "b")["status"]["pendingWorkloads"] == 1
+    assert (share("a"), share("b"), share("shared")) == (125, 375, 0)
+    assert kc.get("clusterqueues", "a")["status"]["fairSharing"] == {"weightedShare": 125}
