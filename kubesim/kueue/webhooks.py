@@ -188,17 +188,30 @@ class JobWebhook:
         return errors + self._on_update(old, obj, store)
 
     @staticmethod
-    def _subdomain_label(job: dict, key: str) -> Errors:
-        """ValidateLabelAsCRDName: the label names an object."""
-        value = _meta(job, "labels").get(key)
+    def _subdomain(job: dict, where: str, key: str) -> Errors:
+        """ValidateLabelAsCRDName / ValidateAnnotationAsCRDName: the label or annotation names an object."""
+        value = _meta(job, where).get(key)
         if value is None or (len(value) <= 253 and DNS1123_SUBDOMAIN.match(value)):
             return []
         message = "must be no more than 253 characters" if len(value) > 253 else SUBDOMAIN_ERROR
-        return [invalid(f"metadata.labels[{key}]", value, message)]
+        return [invalid(f"metadata.{where}[{key}]", value, message)]
+
+    @staticmethod
+    def _prebuilt(job: dict) -> tuple[str, str]:
+        """PrebuiltWorkloadNameFor and GetPrebuiltWorkloadPath (WorkloadIdentifierAnnotations, beta and on in v0.20:
+        the annotation first, then the label)."""
+        annotation = _meta(job, "annotations").get(PREBUILT_WORKLOAD, "")
+        if annotation:
+            return annotation, f"metadata.annotations[{PREBUILT_WORKLOAD}]"
+        return _meta(job, "labels").get(PREBUILT_WORKLOAD, ""), f"metadata.labels[{PREBUILT_WORKLOAD}]"
 
     def _on_create(self, job: dict) -> Errors:
         """jobframework.ValidateJobOnCreate."""
-        errors = self._subdomain_label(job, C.QUEUE_NAME_LABEL) + self._subdomain_label(job, PREBUILT_WORKLOAD)
+        errors = self._subdomain(job, "labels", C.QUEUE_NAME_LABEL)
+        if _meta(job, "annotations").get(PREBUILT_WORKLOAD):
+            errors += self._subdomain(job, "annotations", PREBUILT_WORKLOAD)
+        else:
+            errors += self._subdomain(job, "labels", PREBUILT_WORKLOAD)
         max_exec = _meta(job, "labels").get(MAX_EXEC_TIME)
         if max_exec is not None:
             path = f"metadata.labels[{MAX_EXEC_TIME}]"
@@ -262,12 +275,9 @@ class JobWebhook:
             errors.append(invalid(queue_path, new_q, IMMUTABLE))
         if not new_q and old_q and store.get("localqueues", _dict(new.get("metadata")).get("namespace"), "default"):
             errors.append(invalid(queue_path, "", "queue-name must not be empty in namespace with default queue"))
-        new_pre, old_pre = (
-            _meta(new, "labels").get(PREBUILT_WORKLOAD, ""),
-            _meta(old, "labels").get(PREBUILT_WORKLOAD, ""),
-        )
+        (new_pre, pre_path), (old_pre, _) = self._prebuilt(new), self._prebuilt(old)
         if not (new_suspended or _meta(old, "annotations").get(ELASTIC_JOB) == "true") and new_pre != old_pre:
-            errors.append(invalid(f"metadata.labels[{PREBUILT_WORKLOAD}]", new_pre, IMMUTABLE))
+            errors.append(invalid(pre_path, new_pre, IMMUTABLE))
         new_exec, old_exec = _meta(new, "labels").get(MAX_EXEC_TIME, ""), _meta(old, "labels").get(MAX_EXEC_TIME, "")
         if (not new_suspended or not old_suspended) and new_exec != old_exec:
             errors.append(invalid(f"metadata.labels[{MAX_EXEC_TIME}]", new_exec, IMMUTABLE))

@@ -2468,3 +2468,398 @@ def test_crd_defaults_of_local_queue_cohort_workload_flavor_and_priority_class(k
     assert flavor["spec"] == {} and flavor["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
     wpc = kc.priority_class("high", 1000)
     assert wpc["value"] == 1000 and "finalizers" not in wpc["metadata"]
+
+
+# -- pkg/controller/jobs/job/job_webhook_test.go: TestValidateCreate, TestValidateUpdate (but TAS) --------------------
+
+QUEUE_LABEL = "metadata.labels[kueue.x-k8s.io/queue-name]"
+MIN_PAR = "metadata.annotations[kueue.x-k8s.io/job-min-parallelism]"
+SYNC = "metadata.annotations[kueue.x-k8s.io/job-completions-equal-parallelism]"
+MAX_EXEC = "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]"
+WPC_LABEL = "metadata.labels[kueue.x-k8s.io/priority-class]"
+
+
+def mj(
+    *,
+    queue: str | None = None,
+    suspend: bool = True,
+    parallelism: int = 1,
+    completions: int | None = None,
+    indexed: bool | None = None,
+    labels: dict | None = None,
+    annotations: dict | None = None,
+) -> dict:
+    """testingjob.MakeJob("job", "default"): suspended, parallelism 1, completions unset."""
+    all_labels = dict(labels or {})
+    if queue is not None:
+        all_labels["kueue.x-k8s.io/queue-name"] = queue
+    spec: dict = {
+        "parallelism": parallelism,
+        "suspend": suspend,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "pause"}]}},
+    }
+    if completions is not None:
+        spec["completions"] = completions
+    if indexed is not None:
+        spec["completionMode"] = "Indexed" if indexed else "NonIndexed"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "job",
+            "namespace": "default",
+            "labels": all_labels,
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+    }
+
+
+def job_hook_errors(new: dict, old: dict | None = None) -> list[tuple[str, str]]:
+    return hook_errors("jobs", json.loads(json.dumps(new)), None if old is None else json.loads(json.dumps(old)))
+
+
+GATE_ANN = "kueue.x-k8s.io/admission-gated-by"
+JOB_VALIDATE_CREATE = {
+    "simple": (mj(queue="queue"), []),
+    "invalid queue-name label": (mj(queue="queue name"), [(QUEUE_LABEL, INV)]),
+    "invalid partial admission annotation (format)": (
+        mj(parallelism=4, completions=6, annotations={"kueue.x-k8s.io/job-min-parallelism": "NaN"}),
+        [(MIN_PAR, INV)],
+    ),
+    "invalid partial admission annotation (badValue)": (
+        mj(parallelism=4, completions=6, annotations={"kueue.x-k8s.io/job-min-parallelism": "5"}),
+        [(MIN_PAR, INV)],
+    ),
+    "valid partial admission annotation": (
+        mj(parallelism=4, completions=6, annotations={"kueue.x-k8s.io/job-min-parallelism": "3"}),
+        [],
+    ),
+    "invalid sync completions annotation (format)": (
+        mj(
+            parallelism=4,
+            completions=6,
+            indexed=True,
+            annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "-"},
+        ),
+        [(SYNC, INV)],
+    ),
+    "valid sync completions annotation, wrong completions count": (
+        mj(
+            parallelism=4,
+            completions=6,
+            indexed=True,
+            annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "true"},
+        ),
+        [("spec.completions", INV)],
+    ),
+    "valid sync completions annotation, wrong job completions type (default)": (
+        mj(parallelism=4, completions=4, annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "true"}),
+        [(SYNC, INV)],
+    ),
+    "valid sync completions annotation, wrong job completions type": (
+        mj(
+            parallelism=4,
+            completions=4,
+            indexed=False,
+            annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "true"},
+        ),
+        [(SYNC, INV)],
+    ),
+    "valid sync completions annotation": (
+        mj(
+            parallelism=4,
+            completions=4,
+            indexed=True,
+            annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "true"},
+        ),
+        [],
+    ),
+    "invalid prebuilt workload": (
+        mj(
+            parallelism=4,
+            completions=4,
+            indexed=True,
+            labels={"kueue.x-k8s.io/prebuilt-workload-name": "workload name"},
+        ),
+        [("metadata.labels[kueue.x-k8s.io/prebuilt-workload-name]", INV)],
+    ),
+    "valid prebuilt workload": (
+        mj(
+            parallelism=4,
+            completions=4,
+            indexed=True,
+            labels={"kueue.x-k8s.io/prebuilt-workload-name": "workload-name"},
+        ),
+        [],
+    ),
+    "invalid prebuilt workload annotation, WorkloadIdentifierAnnotations enabled": (
+        mj(
+            parallelism=4,
+            completions=4,
+            indexed=True,
+            annotations={"kueue.x-k8s.io/prebuilt-workload-name": "workload name"},
+        ),
+        [("metadata.annotations[kueue.x-k8s.io/prebuilt-workload-name]", INV)],
+    ),
+    "valid prebuilt workload annotation, WorkloadIdentifierAnnotations enabled": (
+        mj(
+            parallelism=4,
+            completions=4,
+            indexed=True,
+            annotations={"kueue.x-k8s.io/prebuilt-workload-name": "workload-name"},
+        ),
+        [],
+    ),
+    "different prebuilt workload label and annotation, label ignored, WorkloadIdentifierAnnotations enabled": (
+        mj(
+            labels={"kueue.x-k8s.io/prebuilt-workload-name": "workload-label"},
+            annotations={"kueue.x-k8s.io/prebuilt-workload-name": "workload-annotation"},
+        ),
+        [],
+    ),
+    "invalid maximum execution time": (
+        mj(parallelism=4, completions=4, indexed=True, labels={"kueue.x-k8s.io/max-exec-time-seconds": "NaN"}),
+        [(MAX_EXEC, INV)],
+    ),
+    "zero maximum execution time": (
+        mj(parallelism=4, completions=4, indexed=True, labels={"kueue.x-k8s.io/max-exec-time-seconds": "0"}),
+        [(MAX_EXEC, INV)],
+    ),
+    "negative maximum execution time": (
+        mj(parallelism=4, completions=4, indexed=True, labels={"kueue.x-k8s.io/max-exec-time-seconds": "-10"}),
+        [(MAX_EXEC, INV)],
+    ),
+    "valid maximum execution time": (
+        mj(parallelism=4, completions=4, indexed=True, labels={"kueue.x-k8s.io/max-exec-time-seconds": "10"}),
+        [],
+    ),
+    "valid AdmissionGatedBy annotation with single gate": (mj(annotations={GATE_ANN: "example.com/controller"}), []),
+    "AdmissionGatedBy annotation - trailing space": (mj(annotations={GATE_ANN: "example.com/gate "}), []),
+    "AdmissionGatedBy annotation - space before comma": (
+        mj(annotations={GATE_ANN: "example.com/gate ,example.com/gate2"}),
+        [],
+    ),
+    "AdmissionGatedBy annotation - space after comma": (
+        mj(annotations={GATE_ANN: "example.com/gate, example.com/gate2"}),
+        [],
+    ),
+    "AdmissionGatedBy annotation - leading space": (mj(annotations={GATE_ANN: " example.com/gate"}), []),
+    "valid AdmissionGatedBy annotation with multiple gates": (
+        mj(annotations={GATE_ANN: "example.com/a,not.example.com/b"}),
+        [],
+    ),
+    "invalid AdmissionGatedBy annotation - not in subdomain/path format": (
+        mj(annotations={GATE_ANN: "this is an invalid value"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - duplicate gates": (
+        mj(annotations={GATE_ANN: "duplicates.are/invalid,duplicates.are/invalid"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - gate name too long": (
+        mj(annotations={GATE_ANN: "example.com/" + "a" * 60}),
+        [(GATE, "FieldValueTooLong")],
+    ),
+    "invalid AdmissionGatedBy annotation - space in path component": (
+        mj(annotations={GATE_ANN: "example.com/gate name"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - space in domain component": (
+        mj(annotations={GATE_ANN: "example .com/gate"}),
+        [(GATE, INV)],
+    ),
+    "invalid AdmissionGatedBy annotation - multiple gates with one containing space": (
+        mj(annotations={GATE_ANN: "valid.com/gate,invalid gate.com/controller"}),
+        [(GATE, INV)],
+    ),
+    "AdmissionGatedBy annotation with feature gate enabled - empty string": (mj(annotations={GATE_ANN: ""}), []),
+    "partial admission and elastic job cannot be used together": (
+        mj(
+            parallelism=4,
+            completions=6,
+            annotations={"kueue.x-k8s.io/job-min-parallelism": "3", "kueue.x-k8s.io/elastic-job": "true"},
+        ),
+        [(MIN_PAR, INV)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", JOB_VALIDATE_CREATE, ids=list(JOB_VALIDATE_CREATE))
+def test_job_validate_create(case: str) -> None:
+    job, want = JOB_VALIDATE_CREATE[case]
+    assert job_hook_errors(job) == want
+
+
+def _with(job: dict, *, labels: dict | None = None, annotations: dict | None = None, **spec: object) -> dict:
+    out = json.loads(json.dumps(job))
+    out["metadata"]["labels"].update(labels or {})
+    out["metadata"]["annotations"].update(annotations or {})
+    out["spec"].update(spec)
+    return out
+
+
+MIN3 = {"kueue.x-k8s.io/job-min-parallelism": "3"}
+JOB_VALIDATE_UPDATE = {
+    "normal update": (mj(queue="queue"), _with(mj(queue="queue"), suspend=False), []),
+    "add queue name with suspend is false": (mj(suspend=False), mj(queue="queue", suspend=False), [(QUEUE_LABEL, INV)]),
+    "add queue name with suspend is true": (mj(), mj(queue="queue"), []),
+    "change queue name with suspend is false": (
+        mj(queue="queue", suspend=False),
+        mj(queue="queue2", suspend=False),
+        [(QUEUE_LABEL, INV)],
+    ),
+    "change queue name with suspend is true": (mj(queue="queue"), mj(queue="queue2"), []),
+    "change queue name with suspend is true, but invalid value": (
+        mj(queue="queue"),
+        mj(queue="queue name"),
+        [(QUEUE_LABEL, INV)],
+    ),
+    "immutable parallelism while unsuspended with partial admission enabled": (
+        mj(suspend=False, parallelism=4, completions=6, annotations=MIN3),
+        mj(suspend=False, parallelism=5, completions=6, annotations=MIN3),
+        [("spec.parallelism", FORB)],
+    ),
+    "mutable parallelism while suspended with partial admission enabled": (
+        mj(parallelism=4, completions=6, annotations={**MIN3, "kueue.x-k8s.io/stopping": "true"}),
+        mj(parallelism=5, completions=6, annotations=MIN3),
+        [],
+    ),
+    "immutable sync completion annotation while unsuspended": (
+        mj(
+            suspend=False,
+            parallelism=4,
+            completions=6,
+            annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "true"},
+        ),
+        mj(
+            suspend=False,
+            parallelism=5,
+            completions=6,
+            annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "false"},
+        ),
+        [(SYNC, FORB)],
+    ),
+    "mutable sync completion annotation while suspended": (
+        mj(parallelism=4, completions=6, annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "true"}),
+        mj(
+            suspend=False,
+            parallelism=5,
+            completions=6,
+            annotations={"kueue.x-k8s.io/job-completions-equal-parallelism": "false"},
+        ),
+        [],
+    ),
+    "set priority-class when job not suspend": (
+        mj(queue="queue", suspend=False),
+        mj(queue="queue", suspend=False, labels={"kueue.x-k8s.io/priority-class": "test"}),
+        [(WPC_LABEL, INV)],
+    ),
+    "update priority-class when job not suspend": (
+        mj(queue="queue", suspend=False, labels={"kueue.x-k8s.io/priority-class": "test"}),
+        mj(queue="queue", suspend=False, labels={"kueue.x-k8s.io/priority-class": "new-test"}),
+        [],
+    ),
+    "delete priority-class when job not suspend": (
+        mj(queue="queue", suspend=False, labels={"kueue.x-k8s.io/priority-class": "test"}),
+        mj(queue="queue", suspend=False),
+        [(WPC_LABEL, INV)],
+    ),
+    "set priority-class when job suspend": (
+        mj(queue="queue"),
+        mj(queue="queue", labels={"kueue.x-k8s.io/priority-class": "test"}),
+        [],
+    ),
+    "update priority-class when job suspend": (
+        mj(queue="queue", labels={"kueue.x-k8s.io/priority-class": "test"}),
+        mj(queue="queue", labels={"kueue.x-k8s.io/priority-class": "new-test"}),
+        [],
+    ),
+    "delete priority-class when job suspend": (
+        mj(queue="queue", labels={"kueue.x-k8s.io/priority-class": "test"}),
+        mj(queue="queue"),
+        [(WPC_LABEL, INV)],
+    ),
+    "immutable prebuilt workload ": (
+        mj(labels={"kueue.x-k8s.io/prebuilt-workload-name": "old-workload"}),
+        mj(suspend=False, labels={"kueue.x-k8s.io/prebuilt-workload-name": "new-workload"}),
+        [("metadata.labels[kueue.x-k8s.io/prebuilt-workload-name]", INV)],
+    ),
+    "immutable prebuilt workload annotation, WorkloadIdentifierAnnotations enabled": (
+        mj(annotations={"kueue.x-k8s.io/prebuilt-workload-name": "old-workload"}),
+        mj(suspend=False, annotations={"kueue.x-k8s.io/prebuilt-workload-name": "new-workload"}),
+        [("metadata.annotations[kueue.x-k8s.io/prebuilt-workload-name]", INV)],
+    ),
+    "migrate from label to annotation, WorkloadIdentifierAnnotations enabled": (
+        mj(labels={"kueue.x-k8s.io/prebuilt-workload-name": "workload-name"}),
+        mj(suspend=False, annotations={"kueue.x-k8s.io/prebuilt-workload-name": "workload-name"}),
+        [],
+    ),
+    "immutable queue name not suspend": (
+        mj(suspend=False, queue="old-queue"),
+        mj(suspend=False, queue="new-queue"),
+        [(QUEUE_LABEL, INV)],
+    ),
+    "queue name can changes when it is  suspend": (mj(queue="old-queue"), mj(queue="new-queue"), []),
+    "can update the kueue.x-k8s.io/job-min-parallelism  annotation": (
+        mj(parallelism=4, completions=6, annotations=MIN3),
+        mj(parallelism=4, completions=6, annotations={"kueue.x-k8s.io/job-min-parallelism": "2"}),
+        [],
+    ),
+    "validates kueue.x-k8s.io/job-min-parallelism annotation value (bad format)": (
+        mj(parallelism=4, completions=6, annotations=MIN3),
+        mj(parallelism=4, completions=6, annotations={"kueue.x-k8s.io/job-min-parallelism": "NaN"}),
+        [(MIN_PAR, INV)],
+    ),
+    "immutable max exec time while unsuspended": (
+        mj(suspend=False, labels={"kueue.x-k8s.io/max-exec-time-seconds": "10"}),
+        mj(suspend=False, labels={"kueue.x-k8s.io/max-exec-time-seconds": "20"}),
+        [(MAX_EXEC, INV)],
+    ),
+    "immutable max exec time while transitioning to unsuspended": (
+        mj(labels={"kueue.x-k8s.io/max-exec-time-seconds": "10"}),
+        mj(suspend=False, labels={"kueue.x-k8s.io/max-exec-time-seconds": "20"}),
+        [(MAX_EXEC, INV)],
+    ),
+    "mutable max exec time while suspended": (
+        mj(labels={"kueue.x-k8s.io/max-exec-time-seconds": "10"}),
+        mj(labels={"kueue.x-k8s.io/max-exec-time-seconds": "20"}),
+        [],
+    ),
+    "reject adding AdmissionGatedBy annotation after Job creation": (
+        mj(queue="queue"),
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller1"}),
+        [(GATE, FORB)],
+    ),
+    "allow removing AdmissionGatedBy annotation with single gate": (
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller1"}),
+        mj(queue="queue"),
+        [],
+    ),
+    "allow removing AdmissionGatedBy annotation with multiple gates": (
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller1,example.com/controller2"}),
+        mj(queue="queue"),
+        [],
+    ),
+    "allow removing one gate from AdmissionGatedBy annotation": (
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller1,example.com/controller2"}),
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller2"}),
+        [],
+    ),
+    "reject injecting new gate in AdmissionGatedBy annotation": (
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller1"}),
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller1,example.com/controller2"}),
+        [(GATE, FORB)],
+    ),
+    "allow reordering gates in AdmissionGatedBy annotation": (
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller1,example.com/controller2"}),
+        mj(queue="queue", annotations={GATE_ANN: "example.com/controller2,example.com/controller1"}),
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", JOB_VALIDATE_UPDATE, ids=list(JOB_VALIDATE_UPDATE))
+def test_job_validate_update(case: str) -> None:
+    old, new, want = JOB_VALIDATE_UPDATE[case]
+    assert job_hook_errors(new, old) == want
