@@ -397,9 +397,10 @@ class JobIntegration:
             int(p.get("count", 0))
             for p in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
         )
-        ready = condition_true(wl, C.ADMITTED) and int(status.get("ready") or 0) + int(
-            status.get("succeeded") or 0
-        ) >= max(count, 1)
+        # pods ready, succeeded, and succeeded but not yet counted by the job controller (Job.PodsReady)
+        uncounted = len((status.get("uncountedTerminatedPods") or {}).get("succeeded") or [])
+        done = int(status.get("ready") or 0) + int(status.get("succeeded") or 0) + uncounted
+        ready = condition_true(wl, C.ADMITTED) and done >= max(count, 1)
         if not condition_true(wl, C.ADMITTED):
             new = ("False", "WaitForStart", "Not all pods are ready or succeeded")
         elif ready:

@@ -1403,3 +1403,80 @@ def test_admits_workloads_respecting_fair_share_weighted_share_status(kc: Cluste
     assert kc.get("clusterqueues", "b")["status"]["pendingWorkloads"] == 1
     assert (share("a"), share("b"), share("shared")) == (125, 375, 0)
     assert kc.get("clusterqueues", "a")["status"]["fairSharing"] == {"weightedShare": 125}
+
+
+STARTED = ("True", "Started", "All pods reached readiness and the workload is running")
+WAIT_START = ("False", "WaitForStart", "Not all pods are ready or succeeded")
+
+
+def test_single_job_at_different_stages_of_progress_towards_completion(kc_ready: Cluster):
+    """The table's entries reachable with kubesim's own job controller and kubelet (they write the Job's status):
+    no progress (no node for the flavor), all pods ready, then the reservation unset with all pods ready."""
+    kc = kc_ready
+    kc.ks.reset()
+    flavor(kc, "nowhere", **{POOL: "no-such-pool"})
+    flavor(kc, "default", **{POOL: "h100"})
+    cluster_queue(kc, "stuck", [("cpu", [fq("nowhere", "cpu", "10")])])
+    cluster_queue(kc, "foo", [("cpu", [fq("default", "cpu", "10")])])
+    ns = kc.namespace()
+    kc.local_queue("stuck-queue", "stuck", ns)
+    kc.local_queue("test-queue", "foo", ns)
+    _job(kc, ns, "no-progress", "stuck-queue", cpu="1", parallelism=2, seconds=600)
+    _job(kc, ns, "test-job", "test-queue", cpu="1", parallelism=2, seconds=600)
+    kc.settle(1)
+    assert cond(_wl_of(kc, ns, "no-progress"), "PodsReady") == WAIT_START
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("test-job", ns).status.ready == 2
+    wl = _wl_of(kc, ns, "test-job")
+    assert cond(wl, "PodsReady") == STARTED
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "foo", {"spec": {"stopPolicy": "Hold"}})
+    kc.settle()  # held: no readmission (upstream runs no scheduler)
+    reason = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "EvictedByTest",
+        "message": "Evicted By Test",
+        "lastTransitionTime": now(kc),
+    }
+    conds_ = [c for c in wl["status"]["conditions"] if c["type"] != "QuotaReserved"] + [reason]
+    kc.custom.patch_namespaced_custom_object_status(
+        *KUEUE, ns, "workloads", wl["metadata"]["name"], {"status": {"admission": None, "conditions": conds_}}
+    )
+    kc.settle()
+    wl = _wl_of(kc, ns, "test-job")
+    assert cond(wl, "Admitted") == ("False", "NoReservation", "The workload has no reservation")
+    assert cond(wl, "PodsReady") == WAIT_START
+
+
+def test_should_finish_the_preemption_when_the_job_becomes_inactive(kc: Cluster):
+    """kubesim deletes a suspended Job's pods at once, so the Job turns inactive in the same settle."""
+    _job_queue(kc)
+    ns = kc.namespace()
+    kc.local_queue("q", "cluster-queue", ns)
+    _job(kc, ns, "test-job", "q", seconds=600)
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("test-job", ns).status.active == 1
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue", {"spec": {"stopPolicy": "Hold"}})
+    wl = _wl_of(kc, ns, "test-job")
+    evicted = {
+        "type": "Evicted",
+        "status": "True",
+        "reason": "Preempted",
+        "message": "By test",
+        "lastTransitionTime": now(kc),
+    }
+    kc.custom.patch_namespaced_custom_object_status(
+        *KUEUE,
+        ns,
+        "workloads",
+        wl["metadata"]["name"],
+        {"status": {"conditions": [*wl["status"]["conditions"], evicted]}},
+    )
+    kc.settle()
+    assert kc.batch.read_namespaced_job("test-job", ns).spec.suspend is True
+    wl = _wl_of(kc, ns, "test-job")
+    # released with PendingEvaluation "By test", then the workload controller names the held queue
+    assert cond(wl, "QuotaReserved") == ("False", "Suspended", "ClusterQueue cluster-queue is inactive")
+    assert cond(wl, "Requeued") == ("True", "Preempted", "By test")
+    assert cond(wl, "Admitted") == ("False", "NoReservation", "The workload has no reservation")
+    assert wl["status"].get("admission") is None
