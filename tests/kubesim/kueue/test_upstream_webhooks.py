@@ -2863,3 +2863,49 @@ JOB_VALIDATE_UPDATE = {
 def test_job_validate_update(case: str) -> None:
     old, new, want = JOB_VALIDATE_UPDATE[case]
     assert job_hook_errors(new, old) == want
+
+
+class LocalQueues:
+    """A store holding the namespace "default"'s `default` LocalQueue (TestDefault's defaultLqExist)."""
+
+    def __init__(self, default_lq: bool) -> None:
+        self.default_lq = default_lq
+
+    def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
+        if resource == "localqueues" and self.default_lq and (namespace, name) == ("default", "default"):
+            return {"spec": {"clusterQueue": "cluster-queue"}}
+        return None
+
+
+def _owned_by_jobset(job: dict) -> dict:
+    job["metadata"]["ownerReferences"] = [
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "owner", "uid": "owner"}
+    ]
+    return job
+
+
+JOB_DEFAULT = {
+    "update the suspend field with 'manageJobsWithoutQueueName=false'": (
+        mj(queue="queue", suspend=False),
+        False,
+        mj(queue="queue"),
+    ),
+    "invalid queue name": (mj(queue="invalid-local-queue", suspend=False), False, mj(queue="invalid-local-queue")),
+    "default lq is created, job doesn't have queue label": (mj(), True, mj(queue="default")),
+    "default lq is created, job has queue label": (mj(queue="test-queue"), True, mj(queue="test-queue")),
+    "default lq isn't created, job doesn't have queue label": (mj(), False, mj()),
+    "job is managed by non Kueue managed owner, job has queue label": (
+        _owned_by_jobset(mj()),
+        True,
+        _owned_by_jobset(mj(queue="default")),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", JOB_DEFAULT, ids=list(JOB_DEFAULT))
+def test_job_default(case: str) -> None:
+    """pkg/controller/jobs/job/job_webhook_test.go TestDefault (manageJobsWithoutQueueName off, no MultiKueue)."""
+    job, default_lq, want = (json.loads(json.dumps(x)) if isinstance(x, dict) else x for x in JOB_DEFAULT[case])
+    for hook in admission_webhooks(KueueConfig.default()):
+        job = hook.mutate("jobs", "CREATE", job, None, LocalQueues(default_lq)) or job
+    assert job == want
