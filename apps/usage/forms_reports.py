@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, cast
 
 from django import forms
@@ -14,9 +14,26 @@ from apps.core.http import reference_lookup
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
 
-from .reports import MAX_SPAN, Filters, Group, HolderFilters, Window, month_window, visible_users
+from .reports import (
+    MAX_SPAN,
+    OUT_OF_RANGE,
+    Filters,
+    Group,
+    HolderFilters,
+    Window,
+    day_in_range,
+    month_window,
+    visible_users,
+)
 
 MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+
+
+def _in_range(value: date | datetime | None) -> Any:
+    """A day or moment a report may name (reports.FIRST_DAY to LAST_DAY), or None."""
+    if value is not None and not day_in_range(value.date() if isinstance(value, datetime) else value):
+        raise forms.ValidationError(OUT_OF_RANGE, code="out_of_range")
+    return value
 
 
 class ScopeChoiceField(forms.ModelChoiceField):
@@ -95,6 +112,12 @@ class ReportFilterForm(ReportScopeForm):
     def filters(self) -> Filters:
         return self.report_filters()
 
+    def clean_start(self) -> Any:
+        return _in_range(self.cleaned_data["start"])
+
+    def clean_end(self) -> Any:
+        return _in_range(self.cleaned_data["end"])
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
@@ -117,6 +140,9 @@ class ReportFilterForm(ReportScopeForm):
             if not match or not 1 <= int(match[2]) <= 12:
                 self.add_error("month", "Choose a month such as 2026-03.")
                 return data
+            if not (int(match[1]) >= 1 and day_in_range(date(int(match[1]), int(match[2]), 1))):
+                self.add_error("month", OUT_OF_RANGE)
+                return data
             window = month_window(int(match[1]), int(match[2]))
         else:
             today = timezone.localdate()
@@ -137,6 +163,12 @@ class HolderFilterForm(ReportScopeForm):
     model_label = forms.CharField(required=False, max_length=63, label="Model")
     data_class = forms.CharField(required=False, max_length=63, label="Data class")
     field_order = ["node_pool", "start", "end", "project", "user", "model_label", "data_class"]
+
+    def clean_start(self) -> Any:
+        return _in_range(self.cleaned_data["start"])
+
+    def clean_end(self) -> Any:
+        return _in_range(self.cleaned_data["end"])
 
     def clean(self) -> dict[str, Any]:
         super().clean()

@@ -77,6 +77,14 @@ from apps.workloads.selectors import workloads_for
 from .models import DeservedPeriod, UsageInterval, UsageSlice, UtilisationHour
 
 MAX_SPAN = timedelta(days=400)
+# The days a report's window may touch: a month inside what datetime can hold at either end, so month arithmetic
+# (next_month) and time-zone shifts never overflow into a 500.
+FIRST_DAY, LAST_DAY = date(1, 2, 1), date(9999, 11, 30)
+OUT_OF_RANGE = f"Pick a day from {FIRST_DAY.isoformat()} to {LAST_DAY.isoformat()}."
+
+
+def day_in_range(day: date) -> bool:
+    return FIRST_DAY <= day <= LAST_DAY
 SECONDS_PER_HOUR = 3600
 
 
@@ -128,6 +136,8 @@ def _as_moment(value: str, name: str) -> datetime:
         moment = None
     if moment is None:
         raise ValidationError({name: f"{value!r} is not an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."})
+    if not day_in_range(moment.date()):
+        raise ValidationError({name: OUT_OF_RANGE})
     return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
 
 
