@@ -149,6 +149,17 @@ def _atoi(value: str) -> int | None:
     return int(value) if re.fullmatch(r"[+-]?[0-9]+", value) else None
 
 
+def _owner_is_an_integration(md: dict) -> bool:
+    """IsOwnerManagedByKueueForObject: the controlling owner is of a kind Kueue integrates (kubesim: batch/v1 Job),
+    so Kueue manages the owner, not this Job: no default LocalQueue nor WorkloadPriorityClass."""
+    return any(
+        isinstance(ref, dict)
+        and ref.get("controller")
+        and (ref.get("apiVersion"), ref.get("kind")) == ("batch/v1", "Job")
+        for ref in _list(md.get("ownerReferences"))
+    )
+
+
 def _job_suspended(job: dict) -> bool:
     """Job.IsSuspended: spec.suspend, unless Kueue is stopping it."""
     return _dict(job.get("spec")).get("suspend") is True and _meta(job, "annotations").get(STOPPING) != "true"
@@ -168,9 +179,18 @@ class JobWebhook:
             return obj
         md = obj.setdefault("metadata", {})
         labels = md.get("labels") or {}
-        if not labels.get(C.QUEUE_NAME_LABEL) and store.get("localqueues", md.get("namespace"), "default"):
+        owned = _owner_is_an_integration(md)
+        if (
+            not labels.get(C.QUEUE_NAME_LABEL)
+            and not owned
+            and store.get("localqueues", md.get("namespace"), "default")
+        ):
             md.setdefault("labels", {})[C.QUEUE_NAME_LABEL] = "default"
-        if not labels.get(PRIORITY_CLASS_LABEL) and store.get("workloadpriorityclasses", None, DEFAULT_PRIORITY_CLASS):
+        if (
+            not labels.get(PRIORITY_CLASS_LABEL)
+            and not owned
+            and store.get("workloadpriorityclasses", None, DEFAULT_PRIORITY_CLASS)
+        ):
             md.setdefault("labels", {})[PRIORITY_CLASS_LABEL] = DEFAULT_PRIORITY_CLASS
         if (md.get("labels") or {}).get(C.QUEUE_NAME_LABEL):
             obj.setdefault("spec", {})["suspend"] = True

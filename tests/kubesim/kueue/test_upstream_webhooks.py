@@ -2909,3 +2909,38 @@ def test_job_default(case: str) -> None:
     for hook in admission_webhooks(KueueConfig.default()):
         job = hook.mutate("jobs", "CREATE", job, None, LocalQueues(default_lq)) or job
     assert job == want
+
+
+class PriorityClasses:
+    def __init__(self, default_wpc: bool) -> None:
+        self.default_wpc = default_wpc
+
+    def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
+        if resource == "workloadpriorityclasses" and self.default_wpc and name == "default":
+            return {"value": 100}
+        return None
+
+
+def _owned_by_a_job(job: dict) -> dict:
+    job["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "parent", "uid": "parent", "controller": True}
+    ]
+    return job
+
+
+APPLY_DEFAULT_WPC = {
+    "feature gate enabled, no label, default WPC exists": (mj(), True, "default"),
+    "feature gate enabled, label already set": (mj(labels={"kueue.x-k8s.io/priority-class": "high"}), True, "high"),
+    "feature gate enabled, no label, default WPC does not exist": (mj(), False, None),
+    "feature gate enabled, owner managed by kueue": (_owned_by_a_job(mj()), True, None),
+}
+
+
+@pytest.mark.parametrize("case", APPLY_DEFAULT_WPC, ids=list(APPLY_DEFAULT_WPC))
+def test_apply_default_workload_priority_class(case: str) -> None:
+    """pkg/controller/jobframework/defaults_test.go TestApplyDefaultWorkloadPriorityClass (the gate is on in v0.20)."""
+    job, default_wpc, want = APPLY_DEFAULT_WPC[case]
+    job = json.loads(json.dumps(job))
+    for hook in admission_webhooks(KueueConfig.default()):
+        job = hook.mutate("jobs", "CREATE", job, None, PriorityClasses(default_wpc)) or job
+    assert job["metadata"]["labels"].get("kueue.x-k8s.io/priority-class") == want
