@@ -225,3 +225,19 @@ def test_keep_alive_pushes_the_idle_deadline_back(page_client, make_workload):
 def test_keep_alive_of_a_training_job_is_404(page_client, make_workload):
     workload = make_workload("alice")
     assert page_client("alice").post(reverse("workloads:keep_alive", args=[workload.pk])).status_code == 404
+
+
+def test_a_finished_rows_reason_is_shown_only_when_it_says_more_than_its_status(page_client, make_workload):
+    stopped = make_workload("alice", name="stopped")
+    idle = make_workload("alice", name="idle")
+    Workload.objects.filter(pk=stopped.pk).update(status=Status.STOPPED, status_reason="Stopped")
+    Workload.objects.filter(pk=idle.pk).update(status=Status.STOPPED, status_reason="IdleTimeout")
+    html = page_client("alice").get(LIST).content.decode()
+
+    def reason_cell(pk: int) -> str:
+        row = html[html.index(f'data-workload="{pk}"'):]
+        cell = row[row.index('data-col="waiting_for"'):]
+        return cell[:cell.index("</td>")]
+
+    assert "<code>" not in reason_cell(stopped.pk)
+    assert "<code>IdleTimeout</code>" in reason_cell(idle.pk)
