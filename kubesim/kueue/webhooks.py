@@ -124,6 +124,8 @@ MAX_EXEC_TIME = "kueue.x-k8s.io/max-exec-time-seconds"
 PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 DEFAULT_PRIORITY_CLASS = "default"
+# Configuration.managedJobsNamespaceSelector's default: every namespace but these.
+UNMANAGED_NAMESPACES = frozenset({"kube-system", "kueue-system"})
 _GO_BOOLS = {
     "1": True,
     "t": True,
@@ -183,6 +185,7 @@ class JobWebhook:
         if (
             not labels.get(C.QUEUE_NAME_LABEL)
             and not owned
+            and md.get("namespace") not in UNMANAGED_NAMESPACES
             and store.get("localqueues", md.get("namespace"), "default")
         ):
             md.setdefault("labels", {})[C.QUEUE_NAME_LABEL] = "default"

@@ -2944,3 +2944,25 @@ def test_apply_default_workload_priority_class(case: str) -> None:
     for hook in admission_webhooks(KueueConfig.default()):
         job = hook.mutate("jobs", "CREATE", job, None, PriorityClasses(default_wpc)) or job
     assert job["metadata"]["labels"].get("kueue.x-k8s.io/priority-class") == want
+
+
+def test_job_should_not_inject_default_queue_label_for_a_job_in_an_unmanaged_namespace(kc: Cluster) -> None:
+    """Upstream excludes a namespace of its own; Kueue's default managedJobsNamespaceSelector excludes kube-system."""
+    try:
+        kc.core.create_namespace({"metadata": {"name": "kube-system"}})
+    except ApiException as exc:
+        assert exc.status == 409
+    served_create(kc, lq("cluster-queue", name="default"), "kube-system")
+    kc.batch.create_namespaced_job("kube-system", job_body("job-default-lq-unmanaged", suspend=False))
+    job = read_job(kc, "kube-system", "job-default-lq-unmanaged")
+    assert job["spec"]["suspend"] is False
+    assert "kueue.x-k8s.io/queue-name" not in (job["metadata"].get("labels") or {})
+
+
+def test_job_default_local_queue_in_a_managed_namespace(kc: Cluster) -> None:
+    ns = kc.namespace()
+    served_create(kc, lq("cluster-queue", name="default"), ns)
+    kc.batch.create_namespaced_job(ns, job_body("job-default-lq", suspend=False))
+    job = read_job(kc, ns, "job-default-lq")
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
