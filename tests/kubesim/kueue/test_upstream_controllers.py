@@ -1480,3 +1480,135 @@ def test_should_finish_the_preemption_when_the_job_becomes_inactive(kc: Cluster)
     assert cond(wl, "Requeued") == ("True", "Preempted", "By test")
     assert cond(wl, "Admitted") == ("False", "NoReservation", "The workload has no reservation")
     assert wl["status"].get("admission") is None
+
+
+def _prod_dev(kc: Cluster) -> str:
+    """'Interacting with scheduler' setup: prod-cq (spot-tainted 5 lending nothing, on-demand 5) and dev-clusterqueue
+    (spot-untainted 5, on-demand 5; MayStopSearch / TryNextFlavor; LowerPriority within the queue)."""
+    flavor(kc, "on-demand", **{POOL: "h100"})
+    kc.create(
+        "resourceflavors",
+        {
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "spot-tainted"},
+            "spec": {
+                "nodeLabels": {POOL: "a100-mig-3g40gb"},
+                "nodeTaints": [{"key": POOL, "value": "spot-tainted", "effect": "NoSchedule"}],
+            },
+        },
+    )
+    flavor(kc, "spot-untainted", **{POOL: "l40s-shared"})
+    cluster_queue(
+        kc, "prod-cq", [("cpu", [fq("spot-tainted", "cpu", "5", "0"), fq("on-demand", "cpu", "5")])], cohortName="prod"
+    )
+    cluster_queue(
+        kc,
+        "dev-clusterqueue",
+        [("cpu", [fq("spot-untainted", "cpu", "5"), fq("on-demand", "cpu", "5")])],
+        flavorFungibility={"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+        preemption={"withinClusterQueue": "LowerPriority"},
+    )
+    ns = kc.namespace()
+    kc.local_queue("prod-queue", "prod-cq", ns)
+    kc.local_queue("dev-queue", "dev-clusterqueue", ns)
+    kc.settle()
+    return ns
+
+
+def test_should_schedule_jobs_with_partial_admission(kc: Cluster):
+    ns = _prod_dev(kc)
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "job1", "labels": {"kueue.x-k8s.io/queue-name": "prod-queue"}},
+        "spec": {
+            "parallelism": 5,
+            "completions": 6,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "command": ["sleep", "600"],
+                            "resources": {"requests": {"cpu": "2"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    kc.batch.create_namespaced_job(ns, body)
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("job1", ns).spec.suspend is True
+    kc.batch.patch_namespaced_job(
+        "job1", ns, {"metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "1"}}}
+    )
+    kc.settle(1)
+    job = kc.batch.read_namespaced_job("job1", ns)
+    assert job.spec.suspend is False and job.spec.parallelism == 2
+    wl = _wl_of(kc, ns, "job1")
+    assert wl["spec"]["podSets"][0]["minCount"] == 1
+    usage_ = kc.get("clusterqueues", "prod-cq")["status"]["flavorsUsage"]
+    assert {"name": "on-demand", "resources": [{"name": "cpu", "total": "4", "borrowed": "0"}]} in usage_
+    delete(kc, "localqueues", "prod-queue", ns)
+    reason = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "EvictedByTest",
+        "message": "Evicted By Test",
+        "lastTransitionTime": now(kc),
+    }
+    conds_ = [c for c in wl["status"]["conditions"] if c["type"] != "QuotaReserved"] + [reason]
+    kc.custom.patch_namespaced_custom_object_status(
+        *KUEUE, ns, "workloads", wl["metadata"]["name"], {"status": {"admission": None, "conditions": conds_}}
+    )
+    kc.settle()
+    job = kc.batch.read_namespaced_job("job1", ns)
+    assert job.spec.suspend is True and job.spec.parallelism == 5
+
+
+def test_should_readmit_preempted_job_with_workload_priority_class_in_alternative_flavor(kc: Cluster):
+    """Upstream's PriorityClass twin needs pod priority classes, which kubesim ignores; this is the
+    WorkloadPriorityClass case."""
+    ns = _prod_dev(kc)
+    kc.priority_class("high-workload", 100)
+    _job(kc, ns, "low", "dev-queue", parallelism=5, seconds=3600)
+    kc.settle(1)
+    low = kc.batch.read_namespaced_job("low", ns)
+    assert low.spec.suspend is False and low.spec.template.spec.node_selector == {POOL: "l40s-shared"}
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "high",
+            "labels": {"kueue.x-k8s.io/queue-name": "dev-queue", "kueue.x-k8s.io/priority-class": "high-workload"},
+        },
+        "spec": {
+            "parallelism": 5,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {POOL: "l40s-shared"},
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "command": ["sleep", "3600"],
+                            "resources": {"requests": {"cpu": "1"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    kc.batch.create_namespaced_job(ns, body)
+    kc.settle(1)
+    high = kc.batch.read_namespaced_job("high", ns)
+    assert high.spec.suspend is False and high.spec.template.spec.node_selector == {POOL: "l40s-shared"}
+    low = kc.batch.read_namespaced_job("low", ns)
+    assert low.spec.suspend is False and low.spec.template.spec.node_selector == {POOL: "h100"}
+    wl = _wl_of(kc, ns, "low")
+    assert cond(wl, "Preempted")[:2] == ("False", "QuotaReserved")
+    assert cond(wl, "Requeued")[:2] == ("True", "Preempted")
