@@ -1612,3 +1612,92 @@ def test_should_readmit_preempted_job_with_workload_priority_class_in_alternativ
     wl = _wl_of(kc, ns, "low")
     assert cond(wl, "Preempted")[:2] == ("False", "QuotaReserved")
     assert cond(wl, "Requeued")[:2] == ("True", "Preempted")
+
+
+# -- stop policies (scheduler/scheduler_test.go) ----------------------------------------------------------------
+
+
+def _finish_eviction(kc: Cluster, ns: str, name: str) -> None:
+    """util.FinishEvictionForWorkloads: the reservation of an evicted Workload (no Job owns it) unset by hand."""
+    wl = kc.get("workloads", name, ns)
+    assert cond(wl, "Evicted")[0] == "True"
+    qr = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "PendingEvaluation",
+        "message": "By test",
+        "lastTransitionTime": now(kc),
+    }
+    conds_ = [c for c in wl["status"]["conditions"] if c["type"] != "QuotaReserved"] + [qr]
+    kc.custom.patch_namespaced_custom_object_status(
+        *KUEUE, ns, "workloads", name, {"status": {"admission": None, "conditions": conds_}}
+    )
+    kc.settle(1)
+
+
+def _stop_setup(kc: Cluster) -> str:
+    flavor(kc, "on-demand")
+    cluster_queue(kc, "cluster-queue", [("cpu", [fq("on-demand", "cpu", "5", "5")])], cohortName="cohort")
+    ns = kc.namespace()
+    kc.local_queue("queue", "cluster-queue", ns)
+    kc.settle()
+    return ns
+
+
+def _admitted(kc: Cluster, ns: str, name: str) -> bool:
+    return cond(kc.get("workloads", name, ns), "Admitted") == ("True", "Admitted", "The workload is admitted")
+
+
+def test_using_cluster_queue_stop_policy_should_evict_workloads_when_stop_policy_is_drain(kc: Cluster):
+    ns = _stop_setup(kc)
+    workload(kc, ns, "one", "queue")
+    kc.settle(1)
+    assert _admitted(kc, ns, "one")
+    kc.custom.patch_cluster_custom_object(
+        *KUEUE, "clusterqueues", "cluster-queue", {"spec": {"stopPolicy": "HoldAndDrain"}}
+    )
+    kc.settle()
+    assert cond(kc.get("workloads", "one", ns), "Evicted") == (
+        "True",
+        "ClusterQueueStopped",
+        "The ClusterQueue is stopped",
+    )
+    assert cond(kc.get("clusterqueues", "cluster-queue"), "Active") == (
+        "False",
+        "Stopped",
+        "Can't admit new workloads: is stopped.",
+    )
+    _finish_eviction(kc, ns, "one")
+    workload(kc, ns, "two", "queue")
+    kc.settle(1)
+    assert not _admitted(kc, ns, "one") and not _admitted(kc, ns, "two")
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue", {"spec": {"stopPolicy": None}})
+    kc.settle(1)
+    assert _admitted(kc, ns, "one") and _admitted(kc, ns, "two")
+
+
+def test_using_local_queue_stop_policy_should_evict_workloads_when_stop_policy_is_drain(kc: Cluster):
+    ns = _stop_setup(kc)
+    workload(kc, ns, "wl1", "queue")
+    kc.settle(1)
+    assert _admitted(kc, ns, "wl1")
+    st = lq_status(kc, "queue", ns)
+    assert (st["pendingWorkloads"], st["reservingWorkloads"], st["admittedWorkloads"]) == (0, 1, 1)
+    assert st["conditions"] == [LQ_READY]
+    kc.custom.patch_namespaced_custom_object(
+        *KUEUE, ns, "localqueues", "queue", {"spec": {"stopPolicy": "HoldAndDrain"}}
+    )
+    kc.settle()
+    assert cond(kc.get("workloads", "wl1", ns), "Evicted") == ("True", "LocalQueueStopped", "The LocalQueue is stopped")
+    st = lq_status(kc, "queue", ns)
+    assert (st["pendingWorkloads"], st["reservingWorkloads"], st["admittedWorkloads"]) == (0, 1, 1)
+    assert st["conditions"] == [("Active", "False", "Stopped", "LocalQueue is stopped")]
+    _finish_eviction(kc, ns, "wl1")
+    workload(kc, ns, "wl2", "queue")
+    kc.settle(1)
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "queue", {"spec": {"stopPolicy": None}})
+    kc.settle(1)
+    st = lq_status(kc, "queue", ns)
+    assert (st["pendingWorkloads"], st["reservingWorkloads"], st["admittedWorkloads"]) == (0, 2, 2)
+    assert st["conditions"] == [LQ_READY]
+    assert _admitted(kc, ns, "wl1") and _admitted(kc, ns, "wl2")
