@@ -57,8 +57,11 @@ def _crd(plural: str) -> Resource:
 
 
 @cache
-def crd_schema(plural: str) -> dict:
-    """The vendored OpenAPI v3 schema of a Kueue CRD."""
+def crd_schema(plural: str, version: str | None = None) -> dict:
+    """The vendored OpenAPI v3 schema of a Kueue CRD: the stored version's, or a served older version's when given
+    and vendored (`<plural>.<version>.json`)."""
+    if version is not None and (SCHEMA_DIR / f"{plural}.{version}.json").exists():
+        return json.loads((SCHEMA_DIR / f"{plural}.{version}.json").read_text())["schema"]
     return json.loads((SCHEMA_DIR / f"{plural}.json").read_text())["schema"]
 
 

@@ -77,9 +77,9 @@ def go_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + ")" * closers)
 
 
-def schema_for(resource: str) -> dict:
+def schema_for(resource: str, version: str | None = None) -> dict:
     if RESOURCES[resource].crd:
-        return crd_schema(resource)
+        return crd_schema(resource, version)
     return WORKLOAD_SCHEMAS.get(resource) or CORE_SCHEMAS[resource]
 
 
@@ -165,8 +165,9 @@ def _type_ok(schema: dict, typ: str) -> bool:
 
 
 # ---- validation --------------------------------------------------------------------------------------------
-def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
-    """Schema, CEL and metadata checks; returns the causes of a 422 (empty when valid)."""
+def validate(resource: str, obj: dict, old: dict | None, version: str | None = None) -> list[Cause]:
+    """Schema, CEL and metadata checks; returns the causes of a 422 (empty when valid). `version`: a served older
+    version of a CRD whose schema judges obj and old (both in that version's form)."""
     md = obj.get("metadata") or {}
     causes: list[Cause] = []
     _check(METADATA, md, None, "metadata", causes)
@@ -174,7 +175,7 @@ def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
         causes = validate_metadata(resource, md)
     body = {k: v for k, v in obj.items() if k != "metadata"}
     old_body = {k: v for k, v in old.items() if k != "metadata"} if old is not None else None
-    _check(schema_for(resource), body, old_body, "", causes, top=True)
+    _check(schema_for(resource, version), body, old_body, "", causes, top=True)
     return causes
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kubesim import builtin, corevalidation, validation
+from kubesim import builtin, conversion, corevalidation, validation
 from kubesim.apiserver.common import Query, Target, q
 from kubesim.errors import APIError, bad_request, invalid, not_found
 from kubesim.quantity import QuantityError
@@ -90,7 +90,14 @@ class Admission:
             for hook in self.sim.webhooks:
                 mutated = hook.mutate(hook_resource, operation, obj, old, self.store)
                 obj = obj if mutated is None else mutated
-            causes = validation.validate(plural, obj, old)
+            if t.served_version:  # a deprecated version's request: its own schema and rules judge it
+                kind = t.res.kind
+                old_form = None if old is None else conversion.from_storage(kind, old)
+                causes = validation.validate(
+                    plural, conversion.from_storage(kind, obj), old_form, version=t.served_version
+                )
+            else:
+                causes = validation.validate(plural, obj, old)
             if not any(c.reason == "FieldValueTypeInvalid" for c in causes):  # kube fails such bodies at decoding
                 causes += builtin.validate(plural, obj, old)
             name = obj["metadata"].get("name") or obj["metadata"].get("generateName", "")

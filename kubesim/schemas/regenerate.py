@@ -1,7 +1,8 @@
 """Regenerate the vendored Kueue CRD schemas so kubesim never reads /work/shared at run time.
 
 Usage: python -m kubesim.schemas.regenerate /path/to/kueue-crds
-Keeps only the v1beta2 version of each CRD; below a Workload's podSets[].template.spec the embedded PodSpec
+Keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema (`<plural>.v1beta1.json`,
+against which kubesim validates v1beta1 requests); below a Workload's podSets[].template.spec the embedded PodSpec
 (over 1 MB) is replaced by a permissive preserve-unknown-fields object, the Workload's own fields stay strict.
 """
 
@@ -56,6 +57,14 @@ def main(src: str) -> None:
             "schema": _strip(schema),
         }
         (HERE / f"{names['plural']}.json").write_text(json.dumps(out, separators=(",", ":"), sort_keys=True))
+        old = next((v for v in crd["spec"]["versions"] if v["name"] == "v1beta1" and v.get("served")), None)
+        if old is not None:  # requests to the deprecated version are validated against its own schema
+            old_schema = old["schema"]["openAPIV3Schema"]
+            if names["plural"] == "workloads":
+                _trim_pod_spec(old_schema)
+            (HERE / f"{names['plural']}.v1beta1.json").write_text(
+                json.dumps({"version": "v1beta1", "schema": _strip(old_schema)}, separators=(",", ":"), sort_keys=True)
+            )
 
 
 if __name__ == "__main__":

@@ -1,27 +1,38 @@
-"""Kueue's webhook and CRD validation cases, ported from upstream (kubernetes-sigs/kueue, v0.20 line):
+"""Kueue's webhook and CRD validation cases, ported from upstream (kubernetes-sigs/kueue, v0.20 line), each test
+or parametrized case named after its upstream case:
 
 - pkg/webhooks/clusterqueue_webhook_test.go: TestValidateClusterQueue, TestValidateClusterQueueUpdate,
   TestValidateTotalFlavors, TestValidateTotalCoveredResources, TestValidateFlavorResourceCombinations;
 - pkg/webhooks/cohort_webhook_test.go: TestValidateCohort;
 - pkg/webhooks/resourceflavor_webhook_test.go: TestValidateResourceFlavor;
 - pkg/webhooks/workload_webhook_test.go: TestValidateWorkload, TestValidateWorkloadUpdate;
-- test/integration/singlecluster/webhook/core/{clusterqueue,cohort,resourceflavor,localqueue,workload}_test.go.
+- pkg/controller/jobs/job/job_webhook_test.go: TestValidateCreate, TestValidateUpdate, TestDefault;
+  pkg/controller/jobframework/defaults_test.go: TestApplyDefaultWorkloadPriorityClass;
+- test/integration/singlecluster/webhook/core/{clusterqueue,cohort,resourceflavor,localqueue,admissioncheck,
+  workload}_test.go and test/integration/singlecluster/webhook/jobs/job_webhook_test.go;
+- apis/kueue/v1beta1 conversions (Borrow/Preempt to MayStopSearch, MayStopSearch kept) and the v1beta1 CEL table
+  of workload_test.go.
 
-Upstream's unit tests call the webhook's validation function: here they call the webhook as kubesim's API server
-does (`hook.validate(resource, operation, obj, old, store)`), and compare field paths and StatusCause reasons (upstream
-ignores details and bad values too). The integration tests create objects over HTTP with the official client
-against a served kubesim: refusals are checked for their status and the field paths of their causes.
+Upstream's unit tests call the webhook's function: here they call the webhook as kubesim's API server does
+(`hook.validate(resource, operation, obj, old, store)` / `hook.mutate(...)`), and compare field paths and
+StatusCause reasons (upstream ignores details and bad values too). The integration tests create and update objects
+over HTTP with the official client against a served kubesim: refusals are checked for their status and the field
+paths of their causes.
 
 Where kubesim differs on purpose: a denial by one of Kueue's webhooks is answered 422 Invalid with one cause per
 field error (as schema and CEL refusals are), where a real API server relays Kueue's webhook denial as 403 Forbidden
 `admission webhook "v....kb.io" denied the request: ...` without causes; upstream's BeForbiddenError cases are
-checked here as 422 with the webhook's causes.
+checked here as 422 with the webhook's causes. Go's typed client omits empty strings: upstream's `QueueingStrategy("")`
+is sent here as no queueingStrategy at all.
 
-Not ported (kubesim does not model them): ConcurrentAdmission (alpha, off in v0.20: only the policy's immutability
-is checked), PriorityBoost (alpha, off), TAS (topologyRequest slice sizes, topology assignments beyond their
-mutability, delayedTopologyRequest), MultiKueue (clusterName beyond the nominatedClusterNames rule, the
-MultiKueueCluster/Config suites), ProvisioningRequest configs, AdmissionCheck parameters, feature-gate-off variants
-(kubesim has no gate switches), and job integrations other than batch/v1 Job.
+Not ported (kubesim does not model them, or has no switch for them): feature-gate-off and gate-on-alpha variants
+(kubesim runs v0.20's defaults: ConcurrentAdmission's validation and PriorityBoost are off, only the
+ConcurrentAdmissionPolicy's immutability is checked); TAS (topologyRequest slice sizes and the Job webhook's
+topology annotations; topology assignments only for the CRD's rules and their mutability); MultiKueue (managedBy
+defaulting, the MultiKueueCluster/Config suites, the Incremental dispatcher's clusterName cases beyond the CRD
+rules); ProvisioningRequest configs; manageJobsWithoutQueueName=true (kubesim runs with it off); owners of other
+integrations (MPIJob, JobSet: kubesim knows batch/v1 Job only); the elastic-job scheduling gate; and the other job
+integrations' webhook suites (JobSet, Ray, Kubeflow, pods, Deployments, StatefulSets, LeaderWorkerSets, AppWrapper).
 """
 
 from __future__ import annotations
@@ -2352,8 +2363,12 @@ def test_validate_v1beta1_cel_rules_for_priority_class_source(kc: Cluster, case:
 
     if want is None:
         update()
-    else:  # kubesim checks v1beta2's rules: a source change breaks both the group's and the kind's (v1beta1: one rule)
-        assert set(refusal(update)) == {want}
+    else:  # v1beta1's own rules judge a v1beta1 request: one rule, v1beta1's message
+        assert refusal(update) == [want]
+        with pytest.raises(ApiException) as err:
+            update()
+        assert "priorityClass" in json.loads(err.value.body)["details"]["causes"][0]["message"]
+        assert "priorityClassRef" not in err.value.body
 
 
 # -- workload_test.go "TopologyAssignment validation": the CRD's rules on a topology assignment (kubesim keeps them
