@@ -618,6 +618,25 @@ for label, override in {"priority-class-arabic-digit": {"default_priority_class"
                         "version-garbage": {"version": "x"}, "version-2**63": {"version": str(2**63)},
                         "name-nul": {"name": "a\x00"}}.items():
     page(f"form-project-edit-{label}", "deptadmin", "org:project_edit", ["vision"], {**EDIT_PROJECT, **override})
+EDIT_POOL = {**POOL_FORM, "slug": "h100", "name": "H100", "capacity": "64", "node_labels": "portal.gpu/pool=h100",
+             "version": "{v_pool_h100}"}
+EDIT_DEPARTMENT = {**DEPARTMENT_FORM, "slug": "research", "name": "Research", "version": "{v_research}"}
+EDIT_PRIORITY = {**PRIORITY_FORM, "name": "train", "value": "50", "preemptible": "on", "version": "{v_pc_train}"}
+for label, override in {"mig-profile-bad": {"cut": "mig", "mig_profile": "huge"},
+                        "capacity-2**63": {"capacity": str(2**63)}, "fraction-above-one": {"card_fraction": "2/1"},
+                        "fraction-zero": {"card_fraction": "0/1"}, "labels-bad-key": {"node_labels": "bad key!=x"},
+                        "taints-bad-effect": {"node_taints": "a=b:Sometimes"},
+                        "version-garbage": {"version": "x"}}.items():
+    page(f"form-pool-edit-{label}", "admin", "org:pool_edit", ["h100"], {**EDIT_POOL, **override})
+for label, override in {"weight-2**63": {"max_project_weight": str(2**63)},
+                        "weights-inverted": {"min_project_weight": "5", "max_project_weight": "1"},
+                        "version-stale": {"version": "0"}}.items():
+    page(f"form-department-edit-{label}", "admin", "org:department_edit", ["research"],
+         {**EDIT_DEPARTMENT, **override})
+for label, override in {"value-2**63": {"value": str(2**63)}, "value-arabic-digit": {"value": "\u0661"},
+                        "version-nul": {"version": "1\x00"}}.items():
+    page(f"form-priority-class-edit-{label}", "admin", "org:priority_class_edit", ["train"],
+         {**EDIT_PRIORITY, **override})
 RULE_EDIT = {**RULE_FORM, "version": "{v_rule}"}
 for label, override in {"pattern-nul": {"group_pattern": "ml\x00"}, "role-unknown": {"role": "root"},
                         "scope-unknown": {"scope": "project:" + str(2**63)},
@@ -750,6 +769,9 @@ def ids(demo):
             "bob_finished": bob_finished.pk, "token_bob": token_bob.pk, "rule": rule.pk, "template": template.pk,
             "v_vision": Project.objects.get(slug="vision").version, "v_rule": rule.version,
             "v_q_vision_h100": Quota.objects.get(project__slug="vision", node_pool__slug="h100").version,
+            "v_pool_h100": NodePool.objects.get(slug="h100").version,
+            "v_research": Department.objects.get(slug="research").version,
+            "v_pc_train": train.version,
             "v_template": template.version}
 
 
@@ -874,6 +896,9 @@ BASES = [
     Case("form-weights-default", "lead", "POST", "@org:weights|",
          {"project": "{vision}", "default_priority_class": "{pc_build}", "version": "{v_vision}"}, api=False),
     Case("form-project-edit", "deptadmin", "POST", "@org:project_edit|vision", EDIT_PROJECT, api=False),
+    Case("form-pool-edit", "admin", "POST", "@org:pool_edit|h100", EDIT_POOL, api=False),
+    Case("form-department-edit", "admin", "POST", "@org:department_edit|research", EDIT_DEPARTMENT, api=False),
+    Case("form-priority-class-edit", "admin", "POST", "@org:priority_class_edit|train", EDIT_PRIORITY, api=False),
     Case("form-group-rule-edit", "admin", "POST", "@accounts:group_rule_edit|{rule}", RULE_EDIT, api=False),
     Case("form-template-edit", "admin", "POST", "@workloads:template_edit|{template}", TEMPLATE_EDIT, api=False),
 ]
