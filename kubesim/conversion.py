@@ -17,7 +17,7 @@ import copy
 import dataclasses
 from typing import Any
 
-from kubesim.resources import KUEUE_GROUP, RESOURCES, Resource, crd_schema
+from kubesim.resources import KUEUE_GROUP, RESOURCES, SCHEMA_DIR, Resource, crd_schema
 
 STORAGE = "v1beta2"
 OLD = "v1beta1"
@@ -131,7 +131,10 @@ def response_from_storage(kind: str, body: Any) -> Any:
 
 
 def schema(r: Resource) -> dict:
-    """The v1beta1 structural schema of a Kueue kind, derived from the stored version's."""
+    """The v1beta1 structural schema of a Kueue kind: the CRD's own (vendored), else derived from the stored
+    version's."""
+    if (SCHEMA_DIR / f"{r.plural}.{OLD}.json").exists():
+        return copy.deepcopy(crd_schema(r.plural, OLD))
     out = copy.deepcopy(crd_schema(r.plural))
     props = out.get("properties") or {}
     spec = (props.get("spec") or {}).get("properties")
