@@ -2981,3 +2981,22 @@ def test_job_default_local_queue_in_a_managed_namespace(kc: Cluster) -> None:
     job = read_job(kc, ns, "job-default-lq")
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+
+
+# -- WorkloadPriorityClass: no webhook, the CRD alone --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "want"),
+    [
+        ({}, "value"),
+        ({"value": 2**31}, "value"),
+        ({"value": "high"}, "value"),
+        ({"value": 100, "description": "batch work"}, None),
+        ({"value": -(2**31)}, None),
+    ],
+    ids=["value is required", "value is an int32", "value is an integer", "valid", "lowest int32"],
+)
+def test_workload_priority_class_crd(kc: Cluster, body: dict, want: str | None) -> None:
+    obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "p"}, **body}
+    check_outcome(kc, obj, want)
