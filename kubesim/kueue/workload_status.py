@@ -111,13 +111,16 @@ def sync_checks(obj: dict, names: list[str], now: datetime) -> bool:
 
 
 def reset_checks_on_eviction(obj: dict, now: datetime) -> None:
-    """Every check not Pending goes back to Pending; a Retry counts one more retry."""
+    """Every check not Pending goes back to Pending (keeping name and requeueAfterSeconds); a Retry counts one
+    more retry."""
     for c in (obj.get("status") or {}).get("admissionChecks") or []:
         state = c.get("state")
         if state == C.CHECK_PENDING:
             continue
         if state == C.CHECK_RETRY:
             c["retryCount"] = int(c.get("retryCount") or 0) + 1
+        else:  # Kueue rebuilds the entry: only a Retry carries a retry count on
+            c.pop("retryCount", None)
         c.update(state=C.CHECK_PENDING, message=f"Reset to Pending after eviction. Previously: {state}")
         c["lastTransitionTime"] = ts(now)
         c.pop("podSetUpdates", None)
@@ -170,9 +173,11 @@ def _count_eviction(obj: dict, reason: str, cause: str) -> None:
 
 
 def evict(obj: dict, reason: str, message: str, now: datetime, cause: str = "") -> bool:
-    """workload evict: Evicted=True (reason Deactivated gets 'DueTo<cause>'), eviction counted in schedulingStats."""
+    """workload evict: Evicted=True (reason Deactivated gets 'DueTo<cause>'), admission checks back to Pending,
+    eviction counted in schedulingStats."""
     ev_reason = f"{reason}DueTo{cause}" if reason == C.EVICTED_DEACTIVATED and cause else reason
     set_condition(obj, C.EVICTED, "True", ev_reason, message, now)
+    reset_checks_on_eviction(obj, now)  # at eviction, as Kueue's prepareForEviction does
     _count_eviction(obj, reason, cause)
     return True
 

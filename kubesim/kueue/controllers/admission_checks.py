@@ -144,6 +144,11 @@ class AdmissionChecksController:
             event = ("Warning", "AdmissionCheckRejected", f"Deactivated due to {message}")
         elif retry:
             message = f"Evicted due to {checks_message(retry, C.CHECK_RETRY)}"
+            at = ws.retry_time(wl)  # a Retry check's requeueAfterSeconds holds the workload back (requeueState)
+            if at is not None and at > now:
+                state = wl["status"].setdefault("requeueState", {})
+                state["requeueAt"] = ws.ts(at)
+                state.setdefault("count", 0)
             ws.evict(wl, C.EVICTED_ADMISSION_CHECK, message, now)
             changed, event = True, ("Normal", "EvictedDueToAdmissionCheck", message)
         else:

@@ -1701,3 +1701,26 @@ def test_using_local_queue_stop_policy_should_evict_workloads_when_stop_policy_i
     assert (st["pendingWorkloads"], st["reservingWorkloads"], st["admittedWorkloads"]) == (0, 2, 2)
     assert st["conditions"] == [LQ_READY]
     assert _admitted(kc, ns, "wl1") and _admitted(kc, ns, "wl2")
+
+
+def test_retry_check_evicts_and_resets_the_checks_at_eviction(kc: Cluster):
+    """Workload reconciler's check-based eviction (reconcileCheckBasedEviction + prepareForEviction): a Retry
+    check on an admitted Workload evicts it with the checks named, and the checks go back to Pending right then
+    (a Workload no Job owns keeps its reservation until something finishes the eviction)."""
+    ns = _checks_queue(kc)
+    kc.custom.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue", {"spec": {"stopPolicy": "None"}})
+    kc.settle()
+    _set_checks(kc, ns, check1=("Ready", "check ready"), check2=("Ready", "check ready"))
+    assert cond(kc.get("workloads", "wl", ns), "Admitted")[0] == "True"
+    _set_checks(kc, ns, check2=("Retry", "try later"))
+    wl = kc.get("workloads", "wl", ns)
+    assert cond(wl, "Evicted") == (
+        "True",
+        "AdmissionCheck",
+        'Evicted due to AdmissionCheck in Retry state: "check2" (try later)',
+    )
+    assert cond(wl, "QuotaReserved")[0] == "True"
+    assert [(c["name"], c["state"], c["message"], c.get("retryCount")) for c in wl["status"]["admissionChecks"]] == [
+        ("check1", "Pending", "Reset to Pending after eviction. Previously: Ready", None),
+        ("check2", "Pending", "Reset to Pending after eviction. Previously: Retry", 1),
+    ]
