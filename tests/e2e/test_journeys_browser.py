@@ -1,12 +1,15 @@
 """Browser: every demo role walks the site breadth-first from the home page, following every same-origin link the
-pages show (GET only, bounded in pages and time), and each page must answer below 400 with no JavaScript error, no
-failed request for the portal's assets, and htmx partials that answer without an error. On the way: a researcher
-never sees a link to another department's project, workload or queue, and a viewer sees no form or link that would
-change anything (beyond their own settings and tokens).
+pages show (GET only, bounded in pages and time; downloads fetched, not rendered), and each page must answer below
+400 with no JavaScript error, no failed request for the portal's assets, htmx partials that answer without an error
+(one page of each polled shape also moves its clock on until its polls came back and swapped in), no raw template
+syntax or "None" shown, the portal's stylesheet, and tables that fit their box at 1400 px. On the way: a researcher,
+team lead or department admin never sees a link, queue or namespace name, project name or filter choice of another
+department, and a viewer is offered no form or link that would change anything (beyond their own settings and
+tokens). Screenshots of the main pages land in /tmp/journey to look at.
 
 The data is the demo organisation reconciled into an in-process kubesim with the real watcher mirroring it, plus
-workloads in several states across departments, so the tables, queues and reports have rows.
-"""
+workloads in several states across departments (running, queued, rejected, succeeded, stopped; training, batch and a
+notebook), a template, credentials and data sources, so the tables, queues and reports have rows."""
 
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ SCREENSHOT_PATHS = re.compile(
 # are other applications (their first page is visited, not their links).
 SKIP = re.compile(r"^/accounts/logout/|^/accounts/oidc/|^/workloads/\d+/(notebook/|connect/$)")
 OUTSIDE = re.compile(r"^/django-admin/.+|^/api/v1/.+")
-DOWNLOAD = re.compile(r"\.(csv|json|yaml|txt)$|/export|/values/$")
+DOWNLOAD = re.compile(r"\.(csv|json|yaml|txt)$|/export")
 # Links that lead to a write (a confirmation page or a form): a viewer must be offered none.
 WRITE_LINK = re.compile(r"/(new|edit|delete|stop|keep-alive|revoke)/$|^/workloads/submit/")
 # Forms a viewer may post: their own session, e-mail settings and personal tokens.
