@@ -129,7 +129,22 @@ def default_and_prune(resource: str, obj: dict) -> list[str]:
     return unknown
 
 
-def _walk_defaults(schema: dict, value: Any, path: str, unknown: list[str], top: bool = False) -> None:
+def prune_unknown(resource: str, obj: dict, version: str | None = None) -> list[str]:
+    """Drop the fields a version's schema does not know, in place, without defaulting; return their paths (a
+    request to a deprecated version, before it is converted)."""
+    unknown: list[str] = []
+    body = {k: v for k, v in obj.items() if k != "metadata"}
+    _walk_defaults(schema_for(resource, version), body, "", unknown, top=True, defaults=False)
+    for k in list(obj):
+        if k != "metadata" and k not in body:
+            del obj[k]
+    obj.update(body)
+    return unknown
+
+
+def _walk_defaults(
+    schema: dict, value: Any, path: str, unknown: list[str], top: bool = False, defaults: bool = True
+) -> None:
     if isinstance(value, dict) and _type_ok(schema, "object"):
         props = schema.get("properties")
         preserve = schema.get("x-kubernetes-preserve-unknown-fields")
@@ -141,23 +156,23 @@ def _walk_defaults(schema: dict, value: Any, path: str, unknown: list[str], top:
                     continue
         if props is not None:
             for key, sub in props.items():
-                if key not in value and "default" in sub and not (top and key == "metadata"):
+                if defaults and key not in value and "default" in sub and not (top and key == "metadata"):
                     value[key] = copy.deepcopy(sub["default"])
             extra = schema.get("additionalProperties")
             for key in list(value):
                 if key in props:
-                    _walk_defaults(props[key], value[key], _join(path, key), unknown)
+                    _walk_defaults(props[key], value[key], _join(path, key), unknown, defaults=defaults)
                 elif isinstance(extra, dict):
-                    _walk_defaults(extra, value[key], _join(path, key), unknown)
+                    _walk_defaults(extra, value[key], _join(path, key), unknown, defaults=defaults)
                 elif not preserve and extra is not True and not (top and key in ("apiVersion", "kind")):
                     unknown.append(_join(path, key))
                     del value[key]
         elif isinstance(schema.get("additionalProperties"), dict):
             for key in value:
-                _walk_defaults(schema["additionalProperties"], value[key], _join(path, key), unknown)
+                _walk_defaults(schema["additionalProperties"], value[key], _join(path, key), unknown, defaults=defaults)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
-            _walk_defaults(schema["items"], item, f"{path}[{i}]", unknown)
+            _walk_defaults(schema["items"], item, f"{path}[{i}]", unknown, defaults=defaults)
 
 
 def _type_ok(schema: dict, typ: str) -> bool:

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from kubesim import conversion, discovery, k8sproto, metrics, openapi
+from kubesim import conversion, discovery, k8sproto, metrics, openapi, validation
 from kubesim.apiserver.access import Access
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.common import (
@@ -138,7 +138,10 @@ class Api:
                 decoded = yaml.safe_load(body) if ctype == "application/apply-patch+yaml" else json.loads(body)
             except (ValueError, yaml.YAMLError) as exc:
                 raise bad_request(f"the request body could not be decoded: {exc}") from exc
+            unknown = self._old_version_unknown(verb, target, query, ctype, decoded)
             body = json.dumps(conversion.to_storage(kind, decoded)).encode()
+        else:
+            unknown = []
         try:
             resp = self._dispatch(verb, target, query, headers, body)
         except APIError as exc:  # a refusal names the fields of the request's version
@@ -147,8 +150,20 @@ class Api:
         resp.body = conversion.response_from_storage(kind, resp.body)
         if resp.stream is not None:
             resp.stream = (conversion.response_from_storage(kind, event) for event in resp.stream)
-        resp.warnings = [*resp.warnings, conversion.DEPRECATION_WARNING]
+        resp.warnings = [*resp.warnings, *(f'unknown field "{u}"' for u in unknown), conversion.DEPRECATION_WARNING]
         return resp
+
+    @staticmethod
+    def _old_version_unknown(verb: str, target: Target, query: Query, ctype: str, decoded: object) -> list[str]:
+        """Fields of a whole object sent to a deprecated version that its schema does not know (a v1beta2-only field
+        such as spec.cohortName): dropped before conversion, 400 under fieldValidation=Strict, warned under Warn."""
+        if verb not in ("create", "update") or ctype not in ("", "application/json") or not isinstance(decoded, dict):
+            return []
+        unknown = validation.prune_unknown(target.res.plural, decoded, conversion.OLD)
+        mode = q(query, "fieldValidation", "Warn")
+        if unknown and mode == "Strict":
+            raise bad_request("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))
+        return unknown if mode == "Warn" else []
 
     def _dispatch(self, verb: str, target: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         if verb == "watch":

@@ -3000,3 +3000,19 @@ def test_job_default_local_queue_in_a_managed_namespace(kc: Cluster) -> None:
 def test_workload_priority_class_crd(kc: Cluster, body: dict, want: str | None) -> None:
     obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "p"}, **body}
     check_outcome(kc, obj, want)
+
+
+def test_v1beta1_request_with_a_v1beta2_only_field(kc: Cluster) -> None:
+    """spec.cohortName is no v1beta1 field: kube decodes a v1beta1 body with v1beta1's schema, so it is refused
+    under fieldValidation=Strict and dropped (with a warning) by default."""
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "foo"},
+        "spec": {"cohortName": "research"},
+    }
+    with pytest.raises(ApiException) as err:
+        kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body, field_validation="Strict")
+    assert err.value.status == 400 and 'unknown field "spec.cohortName"' in json.loads(err.value.body)["message"]
+    kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body)
+    assert "cohortName" not in kc.get("clusterqueues", "foo")["spec"]
