@@ -14,7 +14,7 @@ from apps.org.selectors import departments_for, projects_for
 from .models import LIVE_STATUSES, PREEMPTED_STATUSES, Kind, Status, Workload
 
 SEARCH_WORDS = 8  # more words than this narrow nothing a person would notice; the rest are ignored
-SCOPES = [("mine", "My workloads"), ("all", "Everything I can see")]
+SCOPES = [("mine", "My workloads"), ("all", "All I can see")]  # short: the select is a filter column wide
 # "Preempted" finds the requeued too: both were preempted and are not running again yet.
 STATUS_CHOICES = [(value, "Preempted (stopping or requeued)" if value == Status.PREEMPTED else label)
                   for value, label in Status.choices]
