@@ -46,6 +46,16 @@ def test_vendored_schemas_are_current(tmp_path, monkeypatch):
             continue
         fresh = json.loads((tmp_path / f"{res.plural}.json").read_text())
         assert fresh["schema"] == crd_schema(res.plural), res.plural
+        old = json.loads((tmp_path / f"{res.plural}.v1beta1.json").read_text())
+        assert old["schema"] == crd_schema(res.plural, "v1beta1"), res.plural
+
+
+def test_every_cel_rule_of_the_vendored_v1beta1_schemas_compiles():
+    """v1beta1 requests are validated against the CRDs' v1beta1 schemas: their rules must compile too."""
+    rules = [r for res in KUEUE_RESOURCES for r in validation.known_rules(crd_schema(res.plural, "v1beta1"))]
+    assert len(rules) == 29  # AdmissionCheck's is v1beta2's (no v1beta1 schema vendored); no TopologyAssignment rules
+    for rule in rules:
+        cel.compile_rule(rule)
 
 
 def test_strict_unknown_field_is_400(api, ns):
