@@ -357,8 +357,7 @@ class JobIntegration:
         store.record_event(job, "Normal", "UpdatedWorkload", message, C.CONTROLLER_NAME)
         return True
 
-    @staticmethod
-    def _sync_priority_class(store, job: dict, wl: dict) -> bool:
+    def _sync_priority_class(self, store, job: dict, wl: dict) -> bool:
         """The Job's priority-class label names another WorkloadPriorityClass: the Workload follows it, admitted or
         not, so a running workload whose class is lowered becomes a preemption candidate. Only a Workload without a
         class (before quota is reserved: the CRD freezes its presence after) or with a WorkloadPriorityClass moves;
@@ -371,8 +370,8 @@ class JobIntegration:
         if (ref is None and condition_true(wl, C.QUOTA_RESERVED)) or (ref is not None and ref["name"] == pc_name):
             return False
         pc = store.get("workloadpriorityclasses", None, pc_name)
-        if pc is None:
-            return False
+        if pc is None:  # the Workload keeps its class; the Job is told (as on creation)
+            return self._warn_missing_priority_class(store, job)
         spec["priorityClassRef"] = {"group": C.KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": pc_name}
         spec["priority"] = int(pc.get("value", 0))
         store.update("workloads", wl)

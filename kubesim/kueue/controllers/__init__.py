@@ -8,6 +8,7 @@
 | `admission_checks.py` | `AdmissionChecksController`: check states -> Admitted, eviction, deactivation; provisioning |
 | `queue_status.py` | `StatusController`: ClusterQueue / LocalQueue / Cohort status |
 | `in_use.py` | `InUseFinalizers`: resource-in-use finalizers |
+| `priority_classes.py` | `PriorityClassController`: a WorkloadPriorityClass's value carried to its Workloads |
 | `live_snapshot.py` | `LiveSnapshot`, the incrementally patched snapshot the scheduler and status controllers keep |
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from kubesim.kueue.controllers.admission_checks import AdmissionChecksController
 from kubesim.kueue.controllers.in_use import InUseFinalizers
 from kubesim.kueue.controllers.live_snapshot import LiveSnapshot
+from kubesim.kueue.controllers.priority_classes import PriorityClassController
 from kubesim.kueue.controllers.queue_status import StatusController
 from kubesim.kueue.controllers.scheduler import SchedulerController
 from kubesim.kueue.controllers.workload import WorkloadController, pods_ready_deadline
@@ -25,10 +27,11 @@ from kubesim.protocols import Controller
 
 
 def kueue_controllers(state: KueueState) -> list[Controller]:
-    """In Kueue's order: Job integration, Workload lifecycle, scheduler, admission checks, queue status,
-    finalizers."""
+    """In Kueue's order: Job integration, priority classes, Workload lifecycle, scheduler, admission checks, queue
+    status, finalizers."""
     return [
         JobIntegration(state),
+        PriorityClassController(state),
         WorkloadController(state),
         SchedulerController(state),
         AdmissionChecksController(state),
@@ -42,6 +45,7 @@ __all__ = [
     "InUseFinalizers",
     "JobIntegration",
     "LiveSnapshot",
+    "PriorityClassController",
     "SchedulerController",
     "StatusController",
     "WorkloadController",

@@ -62,10 +62,9 @@ def test_running_workload_follows_lowered_priority_class(kc: Cluster):
     assert not kc.admitted(ns, "runner")
 
 
-def test_priority_class_value_change_reaches_no_existing_workload(kc: Cluster):
-    """Follows Kueue's jobframework unit case "a value already under the resolved class is left alone"
-    (pkg/controller/jobframework, ApplyWorkloadPriority): only a change of the class named by the Job moves the
-    Workload's priority."""
+def test_priority_class_value_change_reaches_existing_workloads(kc: Cluster):
+    """Follows Kueue's WorkloadPriorityClass controller (pkg/controller/core, since v0.19) and the job integration
+    test "Patch a WorkloadPriorityClass": a class's new value is carried to every Workload that references it."""
     kc.priority_class("team", 10)
     kc.flavor()
     kc.cluster_queue("cq", 2)
@@ -75,7 +74,7 @@ def test_priority_class_value_change_reaches_no_existing_workload(kc: Cluster):
     kc.settle(1)
     kc.custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "team", {"value": 99})
     kc.settle(1)
-    assert kc.workload(ns, "j")["spec"]["priority"] == 10
+    assert kc.workload(ns, "j")["spec"]["priority"] == 99
 
 
 def test_block_admission_gates_every_admission(kc_block: Cluster):

@@ -8,11 +8,19 @@ controllers without the scheduler and sets quota reservations by hand (as its ut
 kubesim always runs its scheduler, so a reservation set by hand is made while the ClusterQueue cannot admit
 (missing flavor), and a workload upstream leaves pending asks for more than any flavor holds.
 
-Left out: metrics assertions (kubesim's /metrics is tested in test_metrics.py), MultiKueue constraints, the
-RoleTracker/leader cases, concurrent-modification logging, custom metric labels, retention/deletion of finished
-workloads (objectRetentionPolicies, off by default), runtime-class and restart-manager races, and the
-UnadmittedWorkloadsExplicitStatus cases (that gate is off by default in v0.20).
-"""
+Also here: the Fair Sharing weighted-share status (scheduler/fairsharing), the stop-policy cases of
+scheduler/scheduler_test.go, and the WorkloadPriorityClass controller cases. Two tests are kubesim's own checks of
+a Kueue behaviour no upstream case isolates (a stopped LocalQueue's pending count; check reset at eviction).
+
+Left out: metrics assertions (kubesim's /metrics is tested in test_metrics.py); MultiKueue, TAS, elastic
+workload slices, ProvisioningRequest specifics; the RoleTracker/leader and manager-restart cases,
+concurrent-modification logging, custom metric labels; retention/deletion of finished or deactivated workloads
+(objectRetentionPolicies, off by default); runtime-class and restart-manager races; the
+UnadmittedWorkloadsExplicitStatus cases (off by default in v0.20); manageJobsWithoutQueueName, managed-namespace
+selectors, labelKeysToCopy, parent/child jobs and prebuilt workloads (kubesim manages only Jobs labelled with a
+queue); pod-level PriorityClass (kubesim ignores pod priorityClassName); the recoveryTimeout and ready-wait metric
+cases of waitForPodsReady; Job status states kubesim's own job controller cannot be made to report (pods counted
+as terminating, a failed pod before recovery)."""
 
 from __future__ import annotations
 
@@ -1724,3 +1732,214 @@ def test_retry_check_evicts_and_resets_the_checks_at_eviction(kc: Cluster):
         ("check1", "Pending", "Reset to Pending after eviction. Previously: Ready", None),
         ("check2", "Pending", "Reset to Pending after eviction. Previously: Retry", 1),
     ]
+
+
+# -- WorkloadPriorityClass changes (job_controller_test.go "Patch / Re-create a WorkloadPriorityClass") -----------
+
+
+def _priority_jobs(kc: Cluster, second: str) -> str:
+    ns = _prod_dev(kc)
+    for name, value in (("mid", 100), ("high", 1000), ("dynamic", 1000)):
+        kc.priority_class(name, value)
+    for i, pc in ((1, "high"), (2, second), (3, "mid")):
+        body = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": f"test-job{i}",
+                "labels": {"kueue.x-k8s.io/queue-name": "dev-queue", "kueue.x-k8s.io/priority-class": pc},
+            },
+            "spec": {
+                "parallelism": 1,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "busybox",
+                                "command": ["sleep", "3600"],
+                                "resources": {"requests": {"cpu": "5"}},
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+        kc.batch.create_namespaced_job(ns, body)
+        kc.settle(1)
+    assert [_wl_of(kc, ns, f"test-job{i}")["spec"]["priority"] for i in (1, 2, 3)] == [1000, 1000, 100]
+    assert cond(_wl_of(kc, ns, "test-job1"), "Admitted")[0] == "True"
+    assert cond(_wl_of(kc, ns, "test-job2"), "Admitted")[0] == "True"
+    assert cond(_wl_of(kc, ns, "test-job3"), "QuotaReserved")[:2] == ("False", "WaitingForQuota")
+    return ns
+
+
+def _preempted_second(kc: Cluster, ns: str) -> None:
+    assert _wl_of(kc, ns, "test-job2")["spec"]["priority"] == 10
+    assert cond(_wl_of(kc, ns, "test-job3"), "Admitted")[0] == "True"
+    wl2 = _wl_of(kc, ns, "test-job2")
+    assert cond(wl2, "Evicted")[:2] == ("True", "Preempted")
+    assert cond(wl2, "Preempted")[:2] == ("True", "InClusterQueue")
+
+
+def test_patch_a_workload_priority_class_running_workload_priority_is_decreased_causing_preemption(kc: Cluster):
+    """Upstream: "running workload priority is decreased causing a pending workload to be scheduled and preempt
+    the running one" (Patch a WorkloadPriorityClass)."""
+    ns = _priority_jobs(kc, "dynamic")
+    kc.custom.patch_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "dynamic", {"value": 10})
+    kc.settle(1)
+    _preempted_second(kc, ns)
+
+
+def test_patch_a_workload_priority_class_running_workload_priority_is_decreased_but_still_above(kc: Cluster):
+    """Upstream: "running workload priority is decreased, but still above the pending workload, and so the
+    workload continues running undisturbed"."""
+    ns = _priority_jobs(kc, "dynamic")
+    kc.custom.patch_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "dynamic", {"value": 500})
+    kc.settle(1)
+    assert _wl_of(kc, ns, "test-job2")["spec"]["priority"] == 500
+    assert cond(_wl_of(kc, ns, "test-job2"), "Admitted")[0] == "True"
+    assert cond(_wl_of(kc, ns, "test-job3"), "QuotaReserved")[:2] == ("False", "WaitingForQuota")
+
+
+def test_workload_priority_class_re_created_with_decreased_priority_causing_preemption(kc: Cluster):
+    ns = _priority_jobs(kc, "dynamic")
+    kc.custom.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "dynamic")
+    kc.settle()
+    assert _wl_of(kc, ns, "test-job2")["spec"]["priority"] == 1000
+    kc.priority_class("dynamic", 10)
+    kc.settle(1)
+    _preempted_second(kc, ns)
+
+
+def test_workload_controller_case_of_workload_priority_class(kc: Cluster):
+    """workload_controller_test.go "changing the priority value of PriorityClass changes the priority of the
+    workload": a Workload created with priorityClassRef (its queue does not exist)."""
+    kc.priority_class("workload-priority-class", 200)
+    ns = kc.namespace()
+    kc.create(
+        "workloads",
+        {
+            "kind": "Workload",
+            "metadata": {"name": "wl"},
+            "spec": {
+                "queueName": "lq",
+                "priority": 200,
+                "priorityClassRef": {
+                    "group": "kueue.x-k8s.io",
+                    "kind": "WorkloadPriorityClass",
+                    "name": "workload-priority-class",
+                },
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+        ns,
+    )
+    kc.settle()
+    assert kc.get("workloads", "wl", ns)["status"]["conditions"]
+    kc.custom.patch_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "workload-priority-class", {"value": 150})
+    kc.settle()
+    assert kc.get("workloads", "wl", ns)["spec"]["priority"] == 150
+
+
+def _wpc_job(kc: Cluster, ns: str, pc: str) -> None:
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "test-job",
+            "labels": {"kueue.x-k8s.io/queue-name": "main", "kueue.x-k8s.io/priority-class": pc},
+        },
+        "spec": {
+            "parallelism": 1,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "60"]}],
+                }
+            },
+        },
+    }
+    kc.batch.create_namespaced_job(ns, body)
+    kc.settle()
+
+
+def _warnings(kc: Cluster, ns: str) -> list[tuple[str, str, str]]:
+    return [
+        (e.type, e.reason, e.message)
+        for e in kc.core.list_namespaced_event(ns).items
+        if e.involved_object.name == "test-job" and e.involved_object.kind == "Job" and e.type == "Warning"
+    ]
+
+
+MISSING_WPC = ("Warning", "WorkloadPriorityClassNotFound", 'WorkloadPriorityClass "missing-wpc" not found')
+
+
+def test_should_report_a_warning_and_create_no_workload_when_the_label_names_a_class_that_does_not_exist(
+    kc: Cluster,
+):
+    ns = kc.namespace()
+    _wpc_job(kc, ns, "missing-wpc")
+    assert _warnings(kc, ns) == [MISSING_WPC]
+    assert kc.custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"] == []
+    kc.priority_class("missing-wpc", 1000)
+    kc.settle()
+    wl = _wl_of(kc, ns, "test-job")
+    assert (wl["spec"]["priorityClassRef"]["name"], wl["spec"]["priority"]) == ("missing-wpc", 1000)
+
+
+def test_should_report_a_warning_when_the_label_is_changed_to_a_class_that_does_not_exist(kc: Cluster):
+    kc.priority_class("present-wpc", 1000)
+    ns = kc.namespace()
+    _wpc_job(kc, ns, "present-wpc")
+    wl = _wl_of(kc, ns, "test-job")
+    assert (wl["spec"]["priorityClassRef"]["name"], wl["spec"]["priority"]) == ("present-wpc", 1000)
+    assert _warnings(kc, ns) == []
+    kc.batch.patch_namespaced_job(
+        "test-job", ns, {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": "missing-wpc"}}}
+    )
+    kc.settle()
+    assert _warnings(kc, ns) == [MISSING_WPC]
+    wl = _wl_of(kc, ns, "test-job")
+    assert (wl["spec"]["priorityClassRef"]["name"], wl["spec"]["priority"]) == ("present-wpc", 1000)
+
+
+def test_should_set_the_flavors_node_selectors_if_the_job_is_admitted_by_pods_count_only(kc: Cluster):
+    flavor(kc, "on-demand", **{POOL: "h100"})
+    cluster_queue(kc, "pods-clusterqueue", [("pods", [fq("on-demand", "pods", "5")])])
+    ns = kc.namespace()
+    kc.local_queue("pods-queue", "pods-clusterqueue", ns)
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "job", "labels": {"kueue.x-k8s.io/queue-name": "pods-queue"}},
+        "spec": {
+            "parallelism": 2,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "60"]}],
+                }
+            },
+        },
+    }
+    kc.batch.create_namespaced_job(ns, body)
+    kc.settle(1)
+    job = kc.batch.read_namespaced_job("job", ns)
+    assert job.spec.suspend is False and job.spec.template.spec.node_selector == {POOL: "h100"}
+    psa = _wl_of(kc, ns, "job")["status"]["admission"]["podSetAssignments"][0]
+    assert (psa["flavors"], psa["resourceUsage"], psa["count"]) == ({"pods": "on-demand"}, {"pods": "2"}, 2)
