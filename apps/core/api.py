@@ -84,6 +84,17 @@ class AsciiIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictCharField(serializers.CharField):
+    """Text that must arrive as text: DRF's CharField saves a JSON number as its digits (a name of 5, of 2**63)."""
+
+    default_error_messages = {"invalid": "Not a valid string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class AsciiDecimalField(serializers.DecimalField):
     """A decimal whose text form has ASCII digits only (Decimal() reads Unicode digits too)."""
 
@@ -108,6 +119,8 @@ class ShapeOnlyModelSerializer(serializers.ModelSerializer):
                          models.PositiveIntegerField, models.PositiveSmallIntegerField,
                          models.PositiveBigIntegerField), AsciiIntegerField),
         models.DecimalField: AsciiDecimalField,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
     }
 
     def build_standard_field(self, field_name: str, model_field: Any) -> tuple[type, dict[str, Any]]:

@@ -477,6 +477,18 @@ api_fields("workloads/", "alice", SUBMITS["training"], {
     "resubmitted_from": {"unseen": "{bob_finished}", "2**63": 2**63, "string": "last"},
     "pods": {"2**63": 2**63, "zero": 0},
 })
+# Text must arrive as text: a JSON number (or true) where a name, slug or label goes is refused, not saved as digits.
+NUMBER_FOR_TEXT = {"int-for-string": 5, "2**63-for-string": 2**63, "float-for-string": 1.5, "bool-for-string": True}
+api_fields("workloads/", "alice", SUBMITS["training"], {
+    "name": NUMBER_FOR_TEXT, "image": NUMBER_FOR_TEXT,
+    "labels": {f"model-{k}": {"model": v, "data_class": "public"} for k, v in NUMBER_FOR_TEXT.items()},
+    "command": {f"item-{k}": ["python", v] for k, v in NUMBER_FOR_TEXT.items()},
+    "data_sources": {"item-int-for-string": [5]}})
+api_fields("node-pools/", "admin", POOL, {"name": NUMBER_FOR_TEXT, "slug": {"int-for-string": 5},
+                                          "node_labels": {"int-value": {"portal.gpu/pool": 5}}})
+api_fields("departments/", "admin", DEPARTMENT, {"name": NUMBER_FOR_TEXT})
+api_fields("projects/", "deptadmin", PROJECT, {"name": NUMBER_FOR_TEXT})
+api_fields("tokens/", "alice", TOKEN, {"name": NUMBER_FOR_TEXT})
 # Bulk stop: the ids' shape.
 for label, ids_value in {"string-for-list": "1", "object-for-list": {"a": 1}, "null": None, "empty-list": [],
                          "nested-list": [[1]], "nul": ["1\x00"]}.items():

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from apps.accounts import access
 from apps.accounts.models import PersonalAccessToken, RoleBinding, scope_models
-from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer
+from apps.core.api import ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer, StrictCharField
 
 Department, Project = scope_models()
 
@@ -70,8 +70,8 @@ class NewPersonalTokenSerializer(PersonalTokenSerializer):
 
 
 class PasswordSignInSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"})
+    username = StrictCharField(max_length=150)
+    password = StrictCharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"})
 
 
 class SignInTokenSerializer(serializers.Serializer):

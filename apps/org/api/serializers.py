@@ -9,7 +9,13 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.api import AsciiDecimalField, ScopedPrimaryKeyRelatedField, ShapeOnlyModelSerializer, VersionField
+from apps.core.api import (
+    AsciiDecimalField,
+    ScopedPrimaryKeyRelatedField,
+    ShapeOnlyModelSerializer,
+    StrictCharField,
+    VersionField,
+)
 from apps.core.http import parse_id
 from apps.core.models import AuditEvent
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
@@ -31,8 +37,8 @@ def _django_errors(check: Any, value: str) -> list[str]:
 
 
 class NodeTaintSerializer(serializers.Serializer):
-    key = serializers.CharField()
-    value = serializers.CharField(required=False, allow_blank=True)
+    key = StrictCharField()
+    value = StrictCharField(required=False, allow_blank=True)
     effect = serializers.ChoiceField(choices=TAINT_EFFECTS)
 
     def validate_key(self, value: str) -> str:
@@ -50,7 +56,7 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
     """A node pool. `node_labels` select its nodes ({key: value}); `node_taints` are tolerated by its workloads."""
 
     card_fraction = serializers.CharField(source="card_fraction_display", read_only=True)
-    node_labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    node_labels = serializers.DictField(child=StrictCharField(allow_blank=True), required=False)
     node_taints = NodeTaintSerializer(many=True, required=False)
     version = VersionField()
 
@@ -188,7 +194,7 @@ class QuotaTableRowSerializer(ShapeOnlyModelSerializer):
     """One cell of a department's quota table: the pool and the project (none: the department's own quota), and
     the fields to change. Fields left out keep their value; a cell without a quota gets one (deserved required)."""
 
-    node_pool = serializers.CharField(max_length=SLUG_MAX_LENGTH, help_text="The pool's slug.")
+    node_pool = StrictCharField(max_length=SLUG_MAX_LENGTH, help_text="The pool's slug.")
     project = IdOrSlugField(required=False, allow_null=True, default=None,
                             help_text="A project of the department, by id or slug; null for the department's own.")
     version = VersionField(min_value=0, help_text=(

@@ -18,7 +18,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
-from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, nul_errors
+from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, StrictCharField, nul_errors
 from apps.core.http import reference_lookup
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.selectors import projects_for
@@ -200,10 +200,10 @@ class MemoryField(serializers.Field):
 class LabelsSerializer(serializers.Serializer):
     """The mandatory audit labels (Kubernetes label values)."""
 
-    model = serializers.CharField(source="model_label", allow_blank=True, trim_whitespace=False,
+    model = StrictCharField(source="model_label", allow_blank=True, trim_whitespace=False,
                                   error_messages={"required": "The model audit label is required."},
                                   help_text="The model this work trains or serves, e.g. resnet50.")
-    data_class = serializers.CharField(allow_blank=True, trim_whitespace=False,
+    data_class = StrictCharField(allow_blank=True, trim_whitespace=False,
                                        error_messages={"required": "The data class audit label is required."},
                                        help_text="The class of data it reads, e.g. public or internal.")
 
@@ -215,7 +215,7 @@ class LabelsSerializer(serializers.Serializer):
 
 
 def _strings(help_text: str) -> serializers.ListField:
-    return serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+    return serializers.ListField(child=StrictCharField(allow_blank=True, trim_whitespace=False),
                                  required=False, help_text=help_text)
 
 
@@ -224,8 +224,8 @@ class WorkloadSubmitSerializer(serializers.Serializer):
 
     project = ProjectReferenceField()
     kind = serializers.ChoiceField(choices=Kind.choices)
-    name = serializers.CharField(help_text="A DNS label you will recognise, e.g. resnet-sweep-3.")
-    image = serializers.CharField(help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
+    name = StrictCharField(help_text="A DNS label you will recognise, e.g. resnet-sweep-3.")
+    image = StrictCharField(help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
     command = _strings("Entrypoint, e.g. [\"python\", \"train.py\"]; empty keeps the image's.")
     args = _strings("Arguments to the command.")
     env = EnvField(required=False)
@@ -254,11 +254,11 @@ class WorkloadSubmitSerializer(serializers.Serializer):
                       help_text='Shared memory (/dev/shm, in RAM, counted in the memory), e.g. "8Gi"; default: the '
                                 "container's 64 MiB.")
     data_sources = serializers.ListField(
-        child=serializers.CharField(max_length=40), required=False, max_length=32,
+        child=StrictCharField(max_length=40), required=False, max_length=32,
         help_text="Names of the project's data sources to mount (GET /api/v1/data-sources/ is not needed: the "
                   "project's admins tell you their names; the submit page lists them).")
     credentials = serializers.ListField(
-        child=serializers.CharField(max_length=40), required=False, max_length=32,
+        child=StrictCharField(max_length=40), required=False, max_length=32,
         help_text="Names of your credentials in the project, passed as environment variables by reference.")
     resubmitted_from = ScopedPrimaryKeyRelatedField(
         scope=workloads_for, queryset=Workload.objects.all(), required=False, allow_null=True,
@@ -348,7 +348,7 @@ class WorkloadEventSerializer(serializers.Serializer):
 
 
 class WorkloadLabelsSerializer(serializers.Serializer):
-    model = serializers.CharField(source="model_label", read_only=True)
+    model = StrictCharField(source="model_label", read_only=True)
     data_class = serializers.CharField(read_only=True)
 
 
