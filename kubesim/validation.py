@@ -93,6 +93,12 @@ def _fmt(value: Any) -> str:
     return json.dumps(value)
 
 
+def _go_map(value: dict) -> str:
+    """Go's %#v of a map[string]interface{} (a list-map key), as kube prints a duplicate one."""
+    inner = ", ".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in sorted(value.items()))
+    return "map[string]interface {}{" + inner + "}"
+
+
 def _type_of(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
@@ -446,20 +452,23 @@ def _check_array(schema: dict, value: list, old: Any, path: str, causes: list[Ca
             )
         )
     list_type = schema.get("x-kubernetes-list-type")
-    if list_type == "map":
+    if list_type == "map":  # kube's validateListMap: the second item of each repeated key, at its index
         keys = schema.get("x-kubernetes-list-map-keys") or []
-        seen: set[str] = set()
-        for item in value:
+        counts: dict[str, int] = {}
+        for i, item in enumerate(value):
             if isinstance(item, dict):
-                k = json.dumps({key: item.get(key) for key in keys}, sort_keys=True)
-                if k in seen:
-                    causes.append(Cause(path, "FieldValueDuplicate", f"Duplicate value: {k}"))
-                seen.add(k)
-    elif list_type == "set":
-        dumped = [json.dumps(v, sort_keys=True) for v in value]
-        for i, d in enumerate(dumped):
-            if d in dumped[:i]:
-                causes.append(Cause(f"{path}[{i}]", "FieldValueDuplicate", f"Duplicate value: {d}"))
+                key = {k: item[k] for k in keys if k in item}
+                dumped = json.dumps(key, sort_keys=True)
+                counts[dumped] = counts.get(dumped, 0) + 1
+                if counts[dumped] == 2:
+                    causes.append(Cause(f"{path}[{i}]", "FieldValueDuplicate", f"Duplicate value: {_go_map(key)}"))
+    elif list_type == "set":  # validateListSet: the second appearance of each repeated value
+        seen_count: dict[str, int] = {}
+        for i, item in enumerate(value):
+            dumped = json.dumps(item, sort_keys=True)
+            seen_count[dumped] = seen_count.get(dumped, 0) + 1
+            if seen_count[dumped] == 2:
+                causes.append(Cause(f"{path}[{i}]", "FieldValueDuplicate", f"Duplicate value: {dumped}"))
     items = schema.get("items")
     if isinstance(items, dict):
         for i, item in enumerate(value):

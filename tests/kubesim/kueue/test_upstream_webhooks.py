@@ -3016,3 +3016,17 @@ def test_v1beta1_request_with_a_v1beta2_only_field(kc: Cluster) -> None:
     assert err.value.status == 400 and 'unknown field "spec.cohortName"' in json.loads(err.value.body)["message"]
     kc.custom.create_cluster_custom_object(*V1BETA1, "clusterqueues", body)
     assert "cohortName" not in kc.get("clusterqueues", "foo")["spec"]
+
+
+def test_list_map_duplicates_are_reported_at_the_repeated_item(kc: Cluster) -> None:
+    """kube's validateListMap: a repeated key is a Duplicate at the index of its second appearance (once)."""
+    body = cq(
+        {"coveredResources": ["cpu"], "flavors": [fq("a", ("cpu", "1")), fq("a", ("cpu", "1")), fq("a", ("cpu", "1"))]}
+    )
+    with pytest.raises(ApiException) as err:
+        served_create(kc, body)
+    causes = json.loads(err.value.body)["details"]["causes"]
+    assert [(c["field"], c["reason"]) for c in causes] == [(f"{RGS}[0].flavors[1]", DUP)]
+    assert causes[0]["message"] == 'Duplicate value: map[string]interface {}{"name":"a"}'
+    unnamed = {"count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "pause"}]}}}
+    assert refused_create(kc, served_wl(unnamed, unnamed), kc.namespace()) == ["spec.podSets[1]"]
