@@ -44,6 +44,34 @@ def pod_count(job: dict) -> int:
     return min(parallelism, completions) if completions is not None else parallelism
 
 
+def _indexes_count(ranges: str, completions: int) -> int:
+    """How many indexes below completions a Job's completedIndexes/failedIndexes string ("0-2,4") names."""
+    seen: set[int] = set()
+    for part in (ranges or "").split(","):
+        first, _, last = part.strip().partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            continue
+        seen.update(i for i in range(int(first), int(last or first) + 1) if i < completions)
+    return len(seen)
+
+
+def reclaimable_pods(job: dict) -> int:
+    """Parallel slots no longer needed: parallelism minus the completions still to go, once a pod has finished."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    parallelism = int(spec.get("parallelism", 1))
+    raw_completions = spec.get("completions")
+    completions = parallelism if raw_completions is None else int(raw_completions)
+    terminal = int(status.get("succeeded") or 0)
+    if spec.get("completionMode") == "Indexed":
+        terminal = _indexes_count(
+            ",".join(x for x in (status.get("completedIndexes"), status.get("failedIndexes")) if x), completions
+        )
+    if parallelism <= 1 or terminal <= 0:
+        return 0
+    remaining = max(completions - terminal, 0)
+    return parallelism - remaining if remaining < parallelism else 0
+
+
 def owner_uid(wl: dict) -> str | None:
     for ref in (wl.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "Job":
@@ -231,6 +259,8 @@ class JobIntegration:
             return True
         if self._match_job(store, job, wl):
             return True
+        if self._sync_reclaimable(store, job, wl):
+            return True
         wrote = self._sync_priority_class(store, job, wl)
         wrote = self._sync_queue_name(store, job, wl) or wrote
         if self.config.wait_for_pods_ready.enable:
@@ -357,6 +387,25 @@ class JobIntegration:
         store.record_event(job, "Normal", "UpdatedWorkload", message, C.CONTROLLER_NAME)
         return True
 
+    @staticmethod
+    def _sync_reclaimable(store, job: dict, wl: dict) -> bool:
+        """status.reclaimablePods: the parallel slots fewer remaining completions leave idle (Job.ReclaimablePods),
+        capped at the pod set's size."""
+        want = reclaimable_pods(job)
+        podsets = (wl.get("spec") or {}).get("podSets") or []
+        if want and podsets:
+            want = min(want, int(podsets[0].get("count", 0)))
+        have = (wl.get("status") or {}).get("reclaimablePods") or []
+        wanted = [{"name": podsets[0].get("name", "main") if podsets else "main", "count": want}] if want else []
+        if have == wanted:
+            return False
+        if wanted:
+            wl.setdefault("status", {})["reclaimablePods"] = wanted
+        else:
+            wl["status"].pop("reclaimablePods", None)
+        store.update_status("workloads", wl)
+        return True
+
     def _sync_priority_class(self, store, job: dict, wl: dict) -> bool:
         """The Job's priority-class label names another WorkloadPriorityClass: the Workload follows it, admitted or
         not, so a running workload whose class is lowered becomes a preemption candidate. Only a Workload without a
@@ -375,6 +424,9 @@ class JobIntegration:
         spec["priorityClassRef"] = {"group": C.KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": pc_name}
         spec["priority"] = int(pc.get("value", 0))
         store.update("workloads", wl)
+        md = wl["metadata"]
+        message = f"Updated workload priority class: {md['namespace']}/{md['name']}"
+        store.record_event(job, "Normal", "UpdatedWorkload", message, C.CONTROLLER_NAME)
         return True
 
     def _sync_queue_name(self, store, job: dict, wl: dict) -> bool:

@@ -35,6 +35,11 @@ def record_admitted(store: Store, obj: dict, cluster_queue: str, now: datetime) 
     store.record_event(obj, "Normal", "Admitted", message, C.CONTROLLER_NAME)
 
 
+def _held(wl: WorkloadInfo) -> tuple[str, int, tuple]:
+    """What a reservation holds, as far as set-aside workloads care: where, at what priority, how much."""
+    return wl.cluster_queue, wl.priority, tuple(sorted(wl.usage.items()))
+
+
 def _root_name(snap: Snapshot, cq_name: str) -> str:
     cq = snap.cluster_queues.get(cq_name)
     return "" if cq is None else cq.root().name
@@ -48,7 +53,8 @@ class SchedulerController:
     def __init__(self, state: KueueState) -> None:
         self.state = state
         self.config = state.config
-        self._reserving: dict[str, tuple[str, int]] = {}  # workload key -> (ClusterQueue, priority), last pass
+        # workload key -> (ClusterQueue, priority, usage) of the reservations at the last pass
+        self._reserving: dict[str, tuple[str, int, tuple]] = {}
         self._generations: dict[str, int] = {}
         self._fingerprint = ""
         self._gate = ChangeGate(SCHEDULING_INPUTS)
@@ -101,7 +107,7 @@ class SchedulerController:
                         msg = f"ClusterQueue {cq_name} is inactive"
                         wrote = self._set_pending(store, wl, C.REASON_SUSPENDED, msg, now) or wrote
         if touched is None or acted:
-            self._reserving = {k: (w.cluster_queue, w.priority) for k, w in snap.workloads.items() if w.has_reservation}
+            self._reserving = {k: _held(w) for k, w in snap.workloads.items() if w.has_reservation}
         return wrote
 
     def _flush_on_events(self, store: Store, snap: Snapshot, queues: Queues, touched: set[str] | None) -> None:
@@ -113,14 +119,11 @@ class SchedulerController:
         if touched is not None:
             self._forget_touched(snap, queues, touched)
             return
-        # A released reservation, or a priority change of a workload holding one (its Job's priority class
-        # changed), may let a set-aside workload in the same tree in: flush that tree.
-        reserving = {k: w.priority for k, w in snap.workloads.items() if w.has_reservation}
-        changed_roots = {
-            _root_name(snap, cq)
-            for k, (cq, priority) in self._reserving.items()
-            if k not in reserving or reserving[k] != priority
-        }
+        # A released reservation, a priority change of a workload holding one (its Job's priority class
+        # changed) or a smaller one (reclaimable pods) may let a set-aside workload in the same tree in: flush
+        # that tree.
+        reserving = {k: _held(w) for k, w in snap.workloads.items() if w.has_reservation}
+        changed_roots = {_root_name(snap, held[0]) for k, held in self._reserving.items() if reserving.get(k) != held}
         if changed_roots:
             queues.flush({name for name, cq in snap.cluster_queues.items() if cq.root().name in changed_roots})
         pending_keys: dict[str, set[str]] = {}

@@ -57,6 +57,8 @@ def test_running_workload_follows_lowered_priority_class(kc: Cluster):
         "kind": "WorkloadPriorityClass",
         "name": "low",
     }
+    name = runner["metadata"]["name"]
+    assert ("UpdatedWorkload", f"Updated workload priority class: {ns}/{name}") in kc.events(ns, "runner")
     assert kc.condition(ns, "runner", "Preempted")["reason"] == "InClusterQueue"
     assert kc.admitted(ns, "waiter")
     assert not kc.admitted(ns, "runner")
