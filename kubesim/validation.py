@@ -196,8 +196,38 @@ def validate(resource: str, obj: dict, old: dict | None, version: str | None = N
         causes = validate_metadata(resource, md)
     body = {k: v for k, v in obj.items() if k != "metadata"}
     old_body = {k: v for k, v in old.items() if k != "metadata"} if old is not None else None
-    _check(schema_for(resource, version), body, old_body, "", causes, top=True)
-    return causes
+    schema = schema_for(resource, version)
+    found = _Causes(causes)
+    _check(schema, body, old_body, "", found, top=True)
+    # kube-apiserver runs a CRD's CEL rules only on an object of the right shape (customresource strategy's
+    # hasBlockingErr): a type, required, enum or size violation skips them all, with one error saying so.
+    if not any(c.reason in _BLOCKING for c in found):
+        return [*found, *found.cel]
+    if _has_rules(schema):
+        return [*found, Cause("<nil>", "FieldValueInvalid", f'Invalid value: "null": {_RULES_NOT_CHECKED}')]
+    return list(found)
+
+
+_BLOCKING = frozenset(
+    {"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany", "FieldValueTypeInvalid"}
+)
+_RULES_NOT_CHECKED = (
+    "some validation rules were not checked because the object was invalid; correct the existing errors to complete "
+    "validation"
+)
+
+
+class _Causes(list):
+    """Causes of the schema walk, with the CEL rules' failures kept apart (`.cel`): kube reports them after the
+    schema's, and not at all when the schema's block them."""
+
+    def __init__(self, initial: list[Cause]) -> None:
+        super().__init__(initial)
+        self.cel: list[Cause] = []
+
+
+def _has_rules(schema: dict) -> bool:
+    return bool(known_rules(schema))
 
 
 def validate_metadata(resource: str, md: dict) -> list[Cause]:
@@ -531,4 +561,5 @@ def _rules(schema: dict, value: Any, old: Any, path: str, causes: list[Cause]) -
             field = path + rule.get("fieldPath", "")
             field = field or "<nil>"  # what kube-apiserver prints for a rule on the root of the schema
             message = rule.get("message") or f"failed rule: {rule['rule']}"
-            causes.append(Cause(field, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {message}"))
+            cause = Cause(field, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {message}")
+            (causes.cel if isinstance(causes, _Causes) else causes).append(cause)
