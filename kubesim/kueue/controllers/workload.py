@@ -135,7 +135,7 @@ class WorkloadController:
                 requeue_at is None or requeue_at <= now
             ):
                 if requeue_at is not None:
-                    wl["status"]["requeueState"]["requeueAt"] = None
+                    wl["status"]["requeueState"].pop("requeueAt", None)  # nil: omitted, as Kueue writes it
                 ws.set_condition(wl, C.REQUEUED, "True", "BackoffFinished", "The workload backoff was finished", now)
             elif not self._restarted(wl, requeued, cqs, lqs, now):
                 wl = None

@@ -1943,3 +1943,99 @@ def test_should_set_the_flavors_node_selectors_if_the_job_is_admitted_by_pods_co
     assert job.spec.suspend is False and job.spec.template.spec.node_selector == {POOL: "h100"}
     psa = _wl_of(kc, ns, "job")["status"]["admission"]["podSetAssignments"][0]
     assert (psa["flavors"], psa["resourceUsage"], psa["count"]) == ({"pods": "on-demand"}, {"pods": "2"}, 2)
+
+
+def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(kc: Cluster):
+    """Upstream writes succeeded=4 into the Job's status; here the pods really finish: job1's pods take 30 s, so
+    after four completions one pod is left to run and one slot of parallelism 2 is reclaimable."""
+    ns = _prod_dev(kc)
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "job1", "labels": {"kueue.x-k8s.io/queue-name": "prod-queue"}},
+        "spec": {
+            "parallelism": 2,
+            "completions": 5,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "command": ["sleep", "30"],
+                            "resources": {"requests": {"cpu": "2"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    kc.batch.create_namespaced_job(ns, body)
+    kc.settle(1)
+    job1 = kc.batch.read_namespaced_job("job1", ns)
+    assert job1.spec.suspend is False and job1.spec.template.spec.node_selector == {POOL: "h100"}
+    _job(kc, ns, "job2", "prod-queue", cpu="3", seconds=600)
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("job2", ns).spec.suspend is True
+    assert "reclaimablePods" not in _wl_of(kc, ns, "job1")["status"]
+    kc.settle(62)  # two rounds of two pods: succeeded 4, one completion to go
+    assert kc.batch.read_namespaced_job("job1", ns).status.succeeded == 4
+    assert _wl_of(kc, ns, "job1")["status"]["reclaimablePods"] == [{"name": "main", "count": 1}]
+    job2 = kc.batch.read_namespaced_job("job2", ns)
+    assert job2.spec.suspend is False and job2.spec.template.spec.node_selector == {POOL: "h100"}
+
+
+def test_should_schedule_updated_job_and_update_the_workload(kc: Cluster):
+    ns = _prod_dev(kc)
+    _job(kc, ns, "test-job", "prod-queue", cpu="3", parallelism=2, suspend=False)
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("test-job", ns).spec.suspend is True
+    wl = _wl_of(kc, ns, "test-job")
+    kc.batch.patch_namespaced_job("test-job", ns, {"spec": {"parallelism": 1}})
+    kc.settle(1)
+    assert kc.batch.read_namespaced_job("test-job", ns).spec.suspend is False
+    updated = _wl_of(kc, ns, "test-job")
+    assert updated["metadata"]["uid"] == wl["metadata"]["uid"]
+    assert updated["metadata"]["creationTimestamp"] == wl["metadata"]["creationTimestamp"]
+    assert updated["spec"]["podSets"][0]["count"] == 1
+    name = wl["metadata"]["name"]
+    assert ("UpdatedWorkload", f"Updated not matching Workload for suspended job: {ns}/{name}") in kc.events(
+        ns, "test-job"
+    )
+
+
+def test_should_re_queue_a_workload_evicted_due_to_pods_ready_timeout_after_the_backoff_elapses(kc_ready: Cluster):
+    """kc_ready: timeout 60 s, backoff base 10 s, backoffLimitCount 1. kubesim's scheduler readmits the workload
+    once its backoff is over (upstream does it by hand); the second timeout exceeds the limit."""
+    kc = kc_ready
+    kc.ks.reset()
+    flavor(kc, "on-demand", **{POOL: "no-such-pool"})
+    cluster_queue(kc, "cq", [("cpu", [fq("on-demand", "cpu", "10")])])
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    _job(kc, ns, "job", "lq", cpu="2")
+    kc.settle(1)
+    key = f"{ns}/{_wl_of(kc, ns, 'job')['metadata']['name']}"
+    kc.settle(60)
+    wl = _wl_of(kc, ns, "job")
+    assert wl["status"]["requeueState"]["count"] == 1 and wl["status"]["requeueState"]["requeueAt"]
+    kc.settle(10)  # the backoff elapses: requeued and admitted again
+    wl = _wl_of(kc, ns, "job")
+    assert wl["status"]["requeueState"] == {"count": 1}
+    assert cond(wl, "Requeued") == ("True", "BackoffFinished", "The workload backoff was finished")
+    assert cond(wl, "Evicted") == ("False", "QuotaReserved", f"Previously: Exceeded the PodsReady timeout {key}")
+    assert cond(wl, "Admitted")[0] == "True"
+    kc.settle(60)
+    wl = _wl_of(kc, ns, "job")
+    assert wl["spec"]["active"] is False
+    assert "requeueState" not in wl["status"]
+    limit = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+    assert {
+        ("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded"),
+        ("QuotaReserved", "False", "Deactivated", "The workload is deactivated"),
+        ("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", limit),
+        ("Admitted", "False", "NoReservation", "The workload has no reservation"),
+        ("Requeued", "False", "DeactivatedDueToRequeuingLimitExceeded", limit),
+    } <= set(conds(wl))
+    assert cond(wl, "DeactivationTarget") is None
