@@ -24,6 +24,8 @@ as terminating, a failed pod before recovery)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from kubernetes.client.rest import ApiException
 
@@ -2039,3 +2041,51 @@ def test_should_re_queue_a_workload_evicted_due_to_pods_ready_timeout_after_the_
         ("Requeued", "False", "DeactivatedDueToRequeuingLimitExceeded", limit),
     } <= set(conds(wl))
     assert cond(wl, "DeactivationTarget") is None
+
+
+def test_using_hierarchical_cohorts_admits_workloads_respecting_fair_share_cohort_status(kc: Cluster):
+    """fair_sharing_test.go "using hierarchical cohorts": the Cohorts' status.fairSharing.weightedShare (the
+    upstream value x 1000 / lendable, rounded up to an integer as Kueue's WeightedShare is)."""
+    flavor(kc, "default")
+    for name, parent in (
+        ("first-left", "root"),
+        ("first-right", "root"),
+        ("second-left", "first-left"),
+        ("second-right", "first-left"),
+    ):
+        kc.create("cohorts", {"kind": "Cohort", "metadata": {"name": name}, "spec": {"parentName": parent}})
+    kc.create(
+        "cohorts",
+        {
+            "kind": "Cohort",
+            "metadata": {"name": "bank"},
+            "spec": {
+                "parentName": "first-right",
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [fq("default", "cpu", "10")]}],
+            },
+        },
+    )
+    ns = kc.namespace()
+    for name in ("second-left", "second-right"):
+        cluster_queue(kc, name, [("cpu", [fq("default", "cpu", "2")])], cohortName=name)
+        kc.local_queue(name, name, ns)
+    kc.settle()
+
+    def share(cohort: str) -> int:
+        return kc.get("cohorts", cohort)["status"]["fairSharing"]["weightedShare"]
+
+    assert (share("first-left"), share("first-right"), share("bank")) == (0, 0, 0)
+    for i in range(5):
+        workload(kc, ns, f"l{i}", "second-left", {"cpu": "1"})
+        workload(kc, ns, f"r{i}", "second-right", {"cpu": "1"})
+    kc.settle(1)
+    for cq in ("second-left", "second-right"):
+        st = kc.get("clusterqueues", cq)["status"]
+        assert (st["reservingWorkloads"], st["admittedWorkloads"]) == (5, 5)
+    assert [share(c) for c in ("first-left", "first-right", "second-left", "second-right", "bank")] == [
+        math.ceil(6000 / 14),
+        0,
+        math.ceil(3000 / 14),
+        math.ceil(3000 / 14),
+        0,
+    ]
