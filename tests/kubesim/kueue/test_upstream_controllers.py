@@ -2089,3 +2089,20 @@ def test_using_hierarchical_cohorts_admits_workloads_respecting_fair_share_cohor
         math.ceil(3000 / 14),
         0,
     ]
+
+
+def test_shouldnt_reserve_quota_because_not_enough_resources(kc: Cluster):
+    """fair_sharing_test.go "Preemption is disabled": a request over the whole cohort's capacity."""
+    flavor(kc, "default")
+    ns = kc.namespace()
+    for name, quota in (("a", "3"), ("b", "1"), ("shared", "4")):
+        cluster_queue(kc, name, [("cpu", [fq("default", "cpu", quota)])], cohortName="all")
+        kc.local_queue(name, name, ns)
+    workload(kc, ns, "wl", "a", {"cpu": "10"})
+    kc.settle()
+    assert cond(kc.get("workloads", "wl", ns), "QuotaReserved") == (
+        "False",
+        "ExceedsMaxQuota",
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously considered "
+        "podsets requests (0) + current podset request (10) > maximum capacity (8)",
+    )
