@@ -561,5 +561,6 @@ def _rules(schema: dict, value: Any, old: Any, path: str, causes: list[Cause]) -
             field = path + rule.get("fieldPath", "")
             field = field or "<nil>"  # what kube-apiserver prints for a rule on the root of the schema
             message = rule.get("message") or f"failed rule: {rule['rule']}"
-            cause = Cause(field, "FieldValueInvalid", f"Invalid value: {_fmt(value)}: {message}")
+            # kube's CEL validator reports the schema's type as the bad value ("object", "string", ...)
+            cause = Cause(field, "FieldValueInvalid", f"Invalid value: {json.dumps(schema.get('type', ''))}: {message}")
             (causes.cel if isinstance(causes, _Causes) else causes).append(cause)

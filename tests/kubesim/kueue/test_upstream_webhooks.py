@@ -3053,3 +3053,24 @@ def test_list_map_duplicates_are_reported_at_the_repeated_item(kc: Cluster) -> N
     assert causes[0]["message"] == 'Duplicate value: map[string]interface {}{"name":"a"}'
     unnamed = {"count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "pause"}]}}}
     assert refused_create(kc, served_wl(unnamed, unnamed), kc.namespace()) == ["spec.podSets[1]"]
+
+
+def test_a_cel_refusal_shows_the_schema_type_as_its_value(kc: Cluster) -> None:
+    """kube's CEL validator reports a rule's failure with the schema type as the bad value."""
+    ns = kc.namespace()
+    served_create(kc, lq("foo"), ns)
+    current = kc.get("localqueues", "queue", ns)
+    current["spec"]["clusterQueue"] = "bar"
+    with pytest.raises(ApiException) as err:
+        replace(kc, current, ns)
+    cause = json.loads(err.value.body)["details"]["causes"][0]
+    assert cause == {
+        "reason": "FieldValueInvalid",
+        "message": 'Invalid value: "string": field is immutable',
+        "field": "spec.clusterQueue",
+    }
+    with pytest.raises(ApiException) as err:
+        served_create(kc, cq(rg(fq("x86", ("cpu", "1", "1")))))
+    assert json.loads(err.value.body)["details"]["causes"][0]["message"] == (
+        'Invalid value: "object": borrowingLimit must be nil when cohort is empty'
+    )
