@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from apps.org.models import DataSource, NodePool, Project, Quota
 from apps.org.validators import mount_collisions, validate_dns_label, validate_label_value
 
+from .capacity import DepartmentQuota, PoolTree, ProjectQuota
 from .models import HOLDING_STATUSES, MAX_PODS, Credential, Kind, Workload
 
 # A container image reference as the container runtime parses it: [registry[:port]/]path[:tag][@digest]. The first
@@ -132,15 +133,12 @@ def template_shape_errors(kind: str, values: dict[str, Any]) -> Errors:
     return shape_errors({**values, "kind": kind})
 
 
-def project_quota(project: Project, pool: NodePool) -> Quota | None:
-    return Quota.objects.filter(project=project, node_pool=pool).first()
-
-
 def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: int | None, preemptible: bool,
                 cpu: Decimal | None, memory_gib: Decimal | None, pod_count: int | None) -> Errors:
     """Everything this project could never run on this pool, whatever else is running: every refusal (None: that
     size is not known, so the checks that need it are left out)."""
-    quota = project_quota(project, pool)
+    pool_quotas = list(Quota.objects.filter(node_pool=pool).select_related("project"))
+    quota = next((q for q in pool_quotas if q.project_id == project.pk), None)
     if quota is None:
         return {"node_pool": [f"{project.name} has no quota on {pool.name}; choose a pool listed for the project or "
                               "ask your department admin for quota there."]}
@@ -157,6 +155,13 @@ def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: in
             _add(errors, "preemptible", [
                 f"Non-preemptible work must fit in {project.name}'s deserved quota on {pool.name} ({quota.deserved} "
                 f"units) and this asks for {units}. Mark it preemptible to use idle capacity, or ask for fewer GPUs."])
+        if preemptible and "gpus" not in errors and units > (most := preemptible_most(project, pool, pool_quotas)):
+            why = (f" ({project.name} does not lend its deserved quota, even to its own preemptible work, and its "
+                   "limit leaves no over-quota)" if project.does_not_lend and most == 0 else "")
+            change = (f"Mark it non-preemptible to run inside the deserved quota ({quota.deserved} units), or ask for "
+                      "fewer GPUs." if units <= quota.deserved else "Ask for fewer GPUs.")
+            _add(errors, "preemptible", [f"Preemptible work of {project.name} can hold at most {most} {pool.name} "
+                                         f"units, even with the pool idle{why}; this asks for {units}. {change}"])
     if pod_count is not None and cpu is not None and quota.cpu_cores is not None and cpu * pod_count > quota.cpu_cores:
         _add(errors, "cpu", [f"{project.name} has {quota.cpu_cores} CPU cores on {pool.name}; this asks for "
                              f"{cpu * pod_count}."])
@@ -165,6 +170,20 @@ def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: in
         _add(errors, "memory_gib", [f"{project.name} has {quota.memory_gib} GiB of memory on {pool.name}; this asks "
                                     f"for {memory_gib * pod_count}."])
     return errors
+
+
+def preemptible_most(project: Project, pool: NodePool, pool_quotas: list[Quota]) -> int:
+    """The most units the project's preemptible work (its elastic queue) could ever hold on the pool: Kueue's
+    potential available capacity on the pool's cohort tree with every queue idle (from the pool's quotas, each with
+    its project)."""
+    tree = PoolTree.build(
+        capacity=pool.capacity,
+        departments=[DepartmentQuota(q.department_id, q.deserved, q.limit) for q in pool_quotas
+                     if q.department_id is not None],
+        projects=[ProjectQuota(q.project.pk, q.project.department_id, q.deserved, q.limit,
+                               lends=not q.project.does_not_lend) for q in pool_quotas if q.project is not None])
+    assessment = tree.assess(project_id=project.pk, guaranteed=False, units=0)
+    return 0 if assessment is None else int(max(assessment.potential, Decimal(0)))
 
 
 def non_preemptible_units_held(*, project_id: int, pool_id: int) -> int:

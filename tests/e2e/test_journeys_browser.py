@@ -103,8 +103,15 @@ def journey_data(kubesim, login):
                  submit("admin", "etl", "l40s-shared", "etl-train", 1),
                  submit("bob", "nlp", "l40s-shared", "nlp-notebook", 1, kind=Kind.NOTEBOOK, command=[],
                         image="quay.io/jupyter/base-notebook:2024-05-27", notebook_idle_timeout_minutes=60)]
-        # Serving lends nothing and keeps no preemptible quota: Kueue never admits a preemptible run there.
+        # A preemptible run accepted while Serving lent its quota; Serving then stops lending and has no over-quota,
+        # so Kueue never admits it.
+        serving = Project.objects.get(slug="serving")
+        org_services.project_update(actor=users.get(username="admin"), project=serving, does_not_lend=False)
+        reconcile(gw, desired_from_database())
         rejected = submit("admin", "serving", "l40s-shared", "serving-train", 1)
+        org_services.project_update(actor=users.get(username="admin"), project=Project.objects.get(slug="serving"),
+                                    does_not_lend=True)
+        reconcile(gw, desired_from_database())
         done = submit("bob", "nlp", "l40s-shared", "nlp-short", 1, seconds=30)
         kubesim.advance(1)
         statuses = lambda: dict(Workload.objects.values_list("name", "status"))  # noqa: E731

@@ -295,10 +295,20 @@ def test_no_quota_on_the_pool_any_more(kubesim, cluster, org, watcher):
     assert "Vision has no quota on L40S time-sliced" in data["sentence"]
 
 
-def test_work_that_can_never_fit_says_what_to_change(kubesim, org, watcher):
-    """ETL may use 4 H100 (its limit), but Production's only H100 are Serving's, which does not lend: Kueue can never
-    admit it, and the sentence says why."""
-    workload = submit(kubesim, org["admin"], project="etl", name="etl")
+def test_work_that_can_never_fit_says_what_to_change(kubesim, org, cluster, watcher):
+    """ETL may use 4 H100 (its limit), but Production's only H100 are Serving's, which stopped lending after ETL's
+    run was accepted (the submit form refuses it while Serving does not lend): Kueue can never admit it, and the
+    sentence says why."""
+    serving = Project.objects.get(slug="serving")
+    org_services.project_update(actor=org["admin"], project=serving, does_not_lend=False)
+    workload = services.workload_submit(
+        actor=org["admin"], project=Project.objects.get(slug="etl"), kind=Kind.TRAINING, name="etl",
+        image="pytorch/pytorch:2.4.0", command=["sleep", "600"], node_pool=NodePool.objects.get(slug="h100"), gpus=4,
+        model_label="resnet", data_class="public", preemptible=True)
+    org_services.project_update(actor=org["admin"], project=Project.objects.get(slug="serving"), does_not_lend=True)
+    reconcile(cluster, desired_from_database())
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    kubesim.advance(1)
     wait_for(lambda: status_of(workload) == Status.REJECTED)
     assert Workload.objects.get(pk=workload.pk).status_reason == "ExceedsMaxQuota"
     data = waiting(signed_in(org["admin"]), workload)

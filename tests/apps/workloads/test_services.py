@@ -66,6 +66,27 @@ def test_refusals(demo, overrides, field, text):
     assert any(text in message for message in errors[field]), errors
 
 
+def test_preemptible_work_that_could_never_hold_its_units_is_refused(demo):
+    """Kueue's potential capacity with every queue idle: Serving lends nothing (not even to its own elastic queue)
+    and has no over-quota, so its preemptible work can never start; ETL (deserved 0) borrows only through
+    Production, whose only H100 quota is Serving's and which may not borrow from the pool."""
+    admin = demo["admin"]
+    h100 = NodePool.objects.get(slug="h100")
+    errors = refused(admin, project=Project.objects.get(slug="serving"), gpus=2, preemptible=True)
+    assert errors["preemptible"] == [
+        "Preemptible work of Serving can hold at most 0 H100 80GB units, even with the pool idle (Serving does not "
+        "lend its deserved quota, even to its own preemptible work, and its limit leaves no over-quota); this asks "
+        "for 2. Mark it non-preemptible to run inside the deserved quota (4 units), or ask for fewer GPUs."]
+    errors = refused(admin, project=Project.objects.get(slug="etl"), node_pool=h100, gpus=1, preemptible=True)
+    assert errors["preemptible"] == ["Preemptible work of ETL can hold at most 0 H100 80GB units, even with the pool "
+                                     "idle; this asks for 1. Ask for fewer GPUs."]
+    # Vision lends and borrows: its preemptible work may take its limit, 8.
+    errors = refused(admin, gpus=3, pods=3, preemptible=True)
+    assert "preemptible" not in errors and "may use at most 8 there" in errors["gpus"][0]
+    assert submit(admin, project=Project.objects.get(slug="serving"), gpus=2, preemptible=False).pk
+    assert submit(admin, gpus=4, pods=2, preemptible=True).gpu_units == 8
+
+
 def test_cpu_and_memory_quota_are_checked_per_pod(demo):
     Quota.objects.filter(project__slug="vision", node_pool__slug="h100").update(cpu_cores=8, memory_gib=64)
     assert "cpu" in refused(demo["alice"], pods=3, cpu=3)

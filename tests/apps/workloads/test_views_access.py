@@ -51,8 +51,8 @@ def workloads(users) -> dict[str, Workload]:
 
     notebook = make("alice", "vision", Kind.NOTEBOOK)
     Workload.objects.filter(pk=notebook.pk).update(status=Status.RUNNING)
-    return {"alice": make("alice", "vision"), "bob": make("bob", "nlp"), "serving": make("admin", "serving"),
-            "notebook": notebook}
+    return {"alice": make("alice", "vision"), "bob": make("bob", "nlp"),
+            "serving": make("admin", "serving", preemptible=False), "notebook": notebook}
 
 
 def submit_url(kind: str = "training", project: str | None = None) -> Callable[[dict], str]:
@@ -106,7 +106,8 @@ def test_submit_post_outside_scope(page_client, workloads):
     for username in USERS:
         before = Workload.objects.count()
         response = page_client(username).post(reverse("workloads:submit", args=["training"]),
-                                          submit_payload(project="serving", pool="l40s-shared"))
+                                          submit_payload(project="serving", pool="l40s-shared",
+                                                         priority_class="inference", preemptible=None))
         assert response.status_code == SUBMIT_SERVING_POST[username], username
         assert Workload.objects.count() == before + (1 if response.status_code == 302 else 0)
 
