@@ -105,13 +105,14 @@ def journey_data(kubesim, login):
                         image="quay.io/jupyter/base-notebook:2024-05-27", notebook_idle_timeout_minutes=60)]
         # A preemptible run accepted while Serving lent its quota; Serving then stops lending and has no over-quota,
         # so Kueue never admits it.
-        serving = Project.objects.get(slug="serving")
-        org_services.project_update(actor=users.get(username="admin"), project=serving, does_not_lend=False)
-        reconcile(gw, desired_from_database())
-        rejected = submit("admin", "serving", "l40s-shared", "serving-train", 1)
-        org_services.project_update(actor=users.get(username="admin"), project=Project.objects.get(slug="serving"),
-                                    does_not_lend=True)
-        reconcile(gw, desired_from_database())
+        admin = users.get(username="admin")
+        org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=False)
+        rejected = services.workload_submit(
+            actor=admin, project=Project.objects.get(slug="serving"), kind=Kind.TRAINING, name="serving-train",
+            node_pool=NodePool.objects.get(slug="l40s-shared"), gpus=1, model_label="resnet", data_class="public",
+            image="pytorch/pytorch:2.4.0", command=["sleep", "600"])
+        org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=True)
+        assert tasks.workload_submit.apply(args=[rejected.pk]).get() == "submitted"
         done = submit("bob", "nlp", "l40s-shared", "nlp-short", 1, seconds=30)
         kubesim.advance(1)
         statuses = lambda: dict(Workload.objects.values_list("name", "status"))  # noqa: E731
@@ -129,7 +130,6 @@ def journey_data(kubesim, login):
         kubesim.advance(1)
         wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.STOPPED, describe=statuses)
         # Rows of the pages that list them: a template, credentials and data sources in two departments.
-        admin = users.get(username="admin")
         services.workload_template_create(actor=admin, name="resnet-sweep", kind=Kind.TRAINING,
                                           values={"gpus": 2, "image": "pytorch/pytorch:2.4.0"})
         for username, project in (("alice", "vision"), ("carol", "forecasting")):
