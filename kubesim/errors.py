@@ -77,14 +77,26 @@ def conflict(res: Resource, name: str, why: str) -> APIError:
     )
 
 
+def aggregate(causes: list[Cause]) -> str:
+    """field.ErrorList.ToAggregate().Error(): each distinct error once, one bare, several as "[a, b]"."""
+    parts = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message for c in causes))
+    return parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+
+
 def invalid(res: Resource, name: str, causes: list[Cause]) -> APIError:
     kind = f"{res.kind}.{res.group}" if res.group else res.kind
-    parts = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
-    body = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    body = aggregate(causes)
     details = {"name": name, "kind": res.kind, "causes": [c.as_dict() for c in causes]}
     if res.group:
         details["group"] = res.group
     return APIError(422, f'{kind} "{name}" is invalid: {body}', "Invalid", details)
+
+
+def denied(webhook: str, causes: list[Cause]) -> APIError:
+    """A validating webhook's refusal: Kueue's validators return a field.ErrorList aggregate, which
+    controller-runtime answers as Denied(err.Error()) (403 Forbidden) and the API server words as
+    `admission webhook "<name>" denied the request: <aggregate>`, with no details or causes."""
+    return APIError(403, f'admission webhook "{webhook}" denied the request: {aggregate(causes)}', "Forbidden")
 
 
 def bad_request(message: str) -> APIError:

@@ -37,6 +37,11 @@ class Webhook(Protocol):
         problem; empty when the object is acceptable."""
         ...
 
+    def webhook_name(self, resource: str) -> str:
+        """The validating webhook's name for `resource` (vclusterqueue.kb.io, vjob.kb.io ...): a refusal answers 403
+        `admission webhook "<name>" denied the request: <errors>`; empty when no validating webhook serves it."""
+        ...
+
 
 class KueueHalf(Protocol):
     """One simulator's Kueue half (kubesim.kueue.Kueue): its controllers, webhooks and the visibility API."""

@@ -75,6 +75,12 @@ class ClusterError(Exception):
         return self.status == 409 and self.reason == "AlreadyExists"
 
     @property
+    def denied_by_webhook(self) -> bool:
+        """A validating admission webhook refused this object (Kueue's answer 403 Forbidden `admission webhook
+        "vclusterqueue.kb.io" denied the request: <field errors>`): about the object, not this account's rights."""
+        return self.status == 403 and self.message.startswith("admission webhook ")
+
+    @property
     def unreachable(self) -> bool:
         """No answer at all (connection refused, reset, timed out): never a refusal by the API server."""
         return self.reason == UNREACHABLE

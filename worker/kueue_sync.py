@@ -285,7 +285,8 @@ def reconcile(gw: Gateway, desired: list[dict[str, Any]]) -> SyncResult:
     return result
 
 
-# Refusals that are about the whole run, not one project's objects: end the run (transient ones are retried).
+# Refusals that are about the whole run, not one project's objects: end the run (transient ones are retried). A
+# webhook's denial is a 403 too, but about the object written: its project fails, the run goes on.
 RUN_LEVEL_STATUS = {401, 403}
 
 
@@ -297,7 +298,7 @@ def _guarded(result: SyncResult, verb: str, obj: dict[str, Any], write: Callable
     try:
         write()
     except ClusterError as error:
-        if project is None or error.transient or error.status in RUN_LEVEL_STATUS:
+        if project is None or error.transient or (error.status in RUN_LEVEL_STATUS and not error.denied_by_webhook):
             raise
         result.refuse(project, f"the API server refused to {verb} {_describe(obj)}: {error.status} {error.reason}: "
                                f"{error.message}. Its other objects wait for the next pass.")

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubesim import builtin, conversion, corevalidation, validation
 from kubesim.apiserver.common import Query, Target, q
-from kubesim.errors import APIError, bad_request, invalid, not_found
+from kubesim.errors import APIError, bad_request, denied, invalid, not_found
 from kubesim.quantity import QuantityError
 from kubesim.resources import RESOURCES
 from kubesim.sim import Simulator
@@ -104,8 +104,12 @@ class Admission:
             if causes:
                 raise invalid(t.res, name, causes)
             for hook in self.sim.webhooks:
-                for err in hook.validate(hook_resource, operation, obj, old, self.store) or []:
-                    causes.append(Cause(err[0], err[2] if len(err) > 2 else "FieldValueInvalid", err[1]))
+                errors = hook.validate(hook_resource, operation, obj, old, self.store) or []
+                refused = [Cause(e[0], e[2] if len(e) > 2 else "FieldValueInvalid", e[1]) for e in errors]
+                webhook = hook.webhook_name(hook_resource) if refused else ""
+                if webhook:
+                    raise denied(webhook, refused)
+                causes += refused
         except QuantityError as exc:  # a webhook that decodes a quantity validation let through: Kueue's answer
             raise bad_request(f"admission webhook denied the request: {exc}") from exc
         if causes:

@@ -199,6 +199,10 @@ class JobWebhook:
             obj.setdefault("spec", {})["suspend"] = True
         return obj
 
+    @staticmethod
+    def webhook_name(resource: str) -> str:
+        return "vjob.kb.io" if resource == "jobs" else ""
+
     def validate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> Errors:
         if resource != "jobs":
             return []
@@ -883,6 +887,12 @@ class KueueValidation:
                 finalizers.append(C.RESOURCE_IN_USE_FINALIZER)
         return obj
 
+    @staticmethod
+    def webhook_name(resource: str) -> str:
+        """The kubebuilder:webhook names; LocalQueue has no validating webhook (its CRD rule refuses a changed
+        clusterQueue first), so its check below answers as the API server's own validation."""
+        return WEBHOOK_NAMES.get(resource, "")
+
     def validate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> Errors:
         if resource == "clusterqueues":
             return validate_cluster_queue(obj, old if operation == "UPDATE" else None)
@@ -899,6 +909,15 @@ class KueueValidation:
                 return validate_workload_update(obj, old)
             return validate_workload(obj, None)
         return []
+
+
+WEBHOOK_NAMES = {
+    "clusterqueues": "vclusterqueue.kb.io",
+    "cohorts": "vcohort.kb.io",
+    "resourceflavors": "vresourceflavor.kb.io",
+    "workloads": "vworkload.kb.io",
+    "workloads/status": "vworkload.kb.io",
+}
 
 
 def kueue_webhooks(config: KueueConfig) -> list:

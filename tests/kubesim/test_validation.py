@@ -230,9 +230,15 @@ class _RecordingWebhook:
         obj.setdefault("metadata", {}).setdefault("labels", {})["mutated-by"] = "fake"
         return obj
 
+    def webhook_name(self, resource):
+        return "vfake.kb.io"
+
     def validate(self, resource, operation, obj, old, store):
         if obj["metadata"]["name"] == "refused":
             return [("spec.resourceGroups[0].flavors[0].resources[0].lendingLimit", "must be less than nominal")]
+        if obj["metadata"]["name"] == "refused-twice":  # the aggregate prints a repeated error once
+            return [("spec.cohortName", "Invalid value: 1: bad"), ("spec.stopPolicy", "Required value"),
+                    ("spec.cohortName", "Invalid value: 1: bad")]
         return []
 
 
@@ -277,10 +283,19 @@ def test_webhooks_are_called_per_contract_and_visibility_delegates():
         assert hook.calls[-1] == ("clusterqueues/status", "UPDATE")
         with pytest.raises(ApiException) as err:
             custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cluster_queue("refused"))
-        assert err.value.status == 422
-        assert (
-            "must be less than nominal"
-            in _causes(err.value)["spec.resourceGroups[0].flavors[0].resources[0].lendingLimit"]
+        assert err.value.status == 403
+        body = json.loads(err.value.body)
+        assert body["reason"] == "Forbidden" and "details" not in body
+        assert body["message"] == (
+            'admission webhook "vfake.kb.io" denied the request: '
+            "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: must be less than nominal"
+        )
+        with pytest.raises(ApiException) as err:
+            custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cluster_queue("refused-twice"))
+        assert err.value.status == 403
+        assert json.loads(err.value.body)["message"] == (
+            'admission webhook "vfake.kb.io" denied the request: '
+            "[spec.cohortName: Invalid value: 1: bad, spec.stopPolicy: Required value]"
         )
         resp = api.rest_client.pool_manager.request(
             "GET",

@@ -12,7 +12,8 @@ from kubernetes import client as k8s
 from apps.org import services
 from apps.org.models import Department, KueueSyncRun, NodePool, Project, Quota
 from worker import tasks
-from worker.kueue_sync import desired_from_database, read_owned, reconcile
+from worker.gateway import ClusterError
+from worker.kueue_sync import PROJECT_LABEL, SyncResult, _guarded, desired_from_database, read_owned, reconcile
 
 ALL_OBJECTS = 115  # the demo organisation's objects (tests/worker/test_kueue_sync.py)
 SPEECH_OBJECTS = 6  # namespace, project cohort, two ClusterQueues, two LocalQueues on l40s-shared
@@ -171,3 +172,27 @@ def test_the_dry_run_leaves_out_a_legacy_project(demo, capsys):
     documents = list(yaml.safe_load_all(out))
     assert not [doc for doc in documents if doc["metadata"]["name"] in {"default", "proj-nlp-h100-guaranteed"}]
     assert len(documents) < ALL_OBJECTS and "Project nlp: Project namespaces start with 'proj-'" in err
+
+
+def test_a_webhook_denial_fails_its_project_only_and_a_forbidden_account_ends_the_run():
+    """A validating webhook's refusal is a 403 like RBAC's, but about the object: its project sits the pass out."""
+    cq = {"kind": "ClusterQueue", "metadata": {"name": "proj-nlp-h100", "labels": {PROJECT_LABEL: "nlp"}}}
+    denial = ('admission webhook "vclusterqueue.kb.io" denied the request: '
+              'spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: Invalid value: "3": must be less than or '
+              'equal to the nominalQuota')
+
+    def denied():
+        raise ClusterError(403, "Forbidden", denial)
+
+    result = SyncResult()
+    _guarded(result, "create", cq, denied)
+    assert result.failed_projects == {"nlp"}
+    assert result.project_errors == [
+        f"Project nlp: the API server refused to create ClusterQueue proj-nlp-h100: 403 Forbidden: {denial}. "
+        "Its other objects wait for the next pass."]
+
+    def rbac():
+        raise ClusterError(403, "Forbidden", 'clusterqueues.kueue.x-k8s.io is forbidden: User "portal" cannot create')
+
+    with pytest.raises(ClusterError):
+        _guarded(SyncResult(), "create", cq, rbac)

@@ -17,13 +17,13 @@ Upstream's unit tests call the webhook's function: here they call the webhook as
 (`hook.validate(resource, operation, obj, old, store)` / `hook.mutate(...)`), and compare field paths and
 StatusCause reasons (upstream ignores details and bad values too). The integration tests create and update objects
 over HTTP with the official client against a served kubesim: refusals are checked for their status and the field
-paths of their causes.
+paths they name.
 
-Where kubesim differs on purpose: a denial by one of Kueue's webhooks is answered 422 Invalid with one cause per
-field error (as schema and CEL refusals are), where a real API server relays Kueue's webhook denial as 403 Forbidden
-`admission webhook "v....kb.io" denied the request: ...` without causes; upstream's BeForbiddenError cases are
-checked here as 422 with the webhook's causes. Go's typed client omits empty strings: upstream's `QueueingStrategy("")`
-is sent here as no queueingStrategy at all.
+A denial by one of Kueue's webhooks is answered as a real API server relays it: Kueue's validators return a
+field.ErrorList aggregate, controller-runtime answers Denied(err.Error()), and the API server says 403 Forbidden
+`admission webhook "v....kb.io" denied the request: <errors>` without causes (upstream's BeForbiddenError cases);
+the field paths are read from the message. The CRD schema and CEL refusals stay 422 Invalid with causes. Go's typed
+client omits empty strings: upstream's `QueueingStrategy("")` is sent here as no queueingStrategy at all.
 
 Not ported (kubesim does not model them, or has no switch for them): feature-gate-off and gate-on-alpha variants
 (kubesim runs v0.20's defaults: ConcurrentAdmission's validation and PriorityBoost are off, only the
@@ -38,6 +38,7 @@ integrations' webhook suites (JobSet, Ray, Kubeflow, pods, Deployments, Stateful
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -888,12 +889,36 @@ def served_create(kc: Cluster, body: dict, namespace: str | None = None) -> dict
     return kc.create(PLURALS[body["kind"]], json.loads(json.dumps(body)), namespace)
 
 
-def refusal(call) -> list[str]:
-    """The fields of a 422 Invalid answer's causes (every cause names one)."""
+WEBHOOK_DENIAL = re.compile(r'admission webhook "v[a-z]+\.kb\.io" denied the request: (.+)', re.DOTALL)
+FIELD_ERROR = re.compile(
+    r"(?:^|\[|, )([^\s,\[][^\s]*?): (?:Invalid value|Required value|Forbidden|Duplicate value|Unsupported value"
+    r"|Not found|Too long|Too many|Internal error)"
+)
+
+
+def denial_fields(message: str) -> list[str]:
+    """The field paths of a webhook denial's message: Kueue's field.ErrorList aggregate, one error bare, several as
+    "[a, b]" (`spec.foo: Invalid value: 1: must be ...`)."""
+    found = WEBHOOK_DENIAL.fullmatch(message)
+    assert found, message
+    fields = FIELD_ERROR.findall(found.group(1))
+    assert fields, message
+    return fields
+
+
+def refusal(call, *, webhook: bool | None = None) -> list[str]:
+    """The fields a refusal names: a 422 Invalid answer's causes (the CRD schema and CEL, every cause names one), or
+    a 403 Forbidden webhook denial's field errors, read from its message (a real API server relays Kueue's denial
+    without causes). webhook True/False insists on the one form."""
     with pytest.raises(ApiException) as err:
         call()
-    assert err.value.status == 422, err.value.body
     status = json.loads(err.value.body)
+    if err.value.status == 403:
+        assert webhook is not False, err.value.body
+        assert status["reason"] == "Forbidden" and "details" not in status, status
+        return denial_fields(status["message"])
+    assert webhook is not True, err.value.body
+    assert err.value.status == 422, err.value.body
     assert status["reason"] == "Invalid"
     causes = status["details"]["causes"]
     assert causes and all(c.get("field") for c in causes), causes
@@ -916,7 +941,8 @@ def replace(kc: Cluster, obj: dict, namespace: str | None = None, *, status: boo
 
 
 def check_outcome(kc: Cluster, body: dict, want: str | None, namespace: str | None = None) -> None:
-    """want None: accepted; else a field path that one of the 422's causes names (or starts with)."""
+    """want None: accepted; else a field path that the refusal (a 422's causes or a 403 denial's errors) names (or
+    starts with)."""
     if want is None:
         served_create(kc, body, namespace)
         return
