@@ -80,3 +80,29 @@ def watch_csp(page, violations: list[str]) -> None:
     page.add_init_script(CSP_LISTENER)
     page.on("console", lambda message: violations.append(message.text) if (
         "Content Security Policy" in message.text or message.text.startswith("CSP violation")) else None)
+
+
+@pytest.fixture(scope="module")
+def kubesim():
+    from kubesim.testing import serve
+
+    with serve(clock="manual") as served:
+        yield served
+
+
+@pytest.fixture
+def live_cluster(kubesim, login):
+    """The demo organisation reconciled into a clean kubesim, and the watcher running against it."""
+    from worker.gateway import Gateway, reset_gateway
+    from worker.kueue_sync import desired_from_database, reconcile
+    from worker.watcher import Watcher
+
+    kubesim.reset()
+    gw = Gateway(kubesim.api_client())
+    reset_gateway(gw)
+    reconcile(gw, desired_from_database())  # `login` has seeded the organisation
+    watcher = Watcher(gw, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    watcher.start()
+    yield gw
+    watcher.stop()
+    reset_gateway(None)

@@ -51,16 +51,8 @@ DEPARTMENT_OF = {"admin": None, "viewer": None, "deptadmin": "research", "lead":
                  "bob": "research", "carol": "data-science"}
 
 
-@pytest.fixture(scope="module")
-def kubesim():
-    from kubesim.testing import serve
-
-    with serve(clock="manual") as served:
-        yield served
-
-
 @pytest.fixture
-def journey_data(kubesim, login):
+def journey_data(kubesim, live_cluster):
     """The demo organisation in kubesim with the watcher running; workloads running, queued, rejected, succeeded
     and stopped in three departments, a template, credentials and data sources. Returns {department slug: {workload
     ids}}."""
@@ -72,16 +64,7 @@ def journey_data(kubesim, login):
     from apps.workloads.models import Kind, Status, Workload
     from tests.worker.conftest import wait_for
     from worker import tasks
-    from worker.gateway import Gateway, reset_gateway
-    from worker.kueue_sync import desired_from_database, reconcile
-    from worker.watcher import Watcher
 
-    kubesim.reset()
-    gw = Gateway(kubesim.api_client())
-    reset_gateway(gw)
-    reconcile(gw, desired_from_database())  # `login` has seeded the organisation
-    watcher = Watcher(gw, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
-    watcher.start()
     users = get_user_model().objects
 
     def submit(username, project, pool, name, gpus, kind=Kind.TRAINING, seconds=600, **extra):
@@ -92,60 +75,56 @@ def journey_data(kubesim, login):
         assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
         return workload
 
-    try:
-        # Vision may hold 8 H100 units: two 4-unit runs fill it, a third waits.
-        live = [submit("alice", "vision", "h100", "vision-a", 4), submit("alice", "vision", "h100", "vision-b", 4)]
-        kubesim.advance(1)
-        wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live))
-        queued = submit("alice", "vision", "h100", "vision-waits", 4, max_runtime_seconds=3600)
-        live += [submit("bob", "nlp", "l40s-shared", "nlp-batch", 2, kind=Kind.BATCH),
-                 submit("carol", "forecasting", "a100-mig-3g40gb", "forecast-train", 2),
-                 submit("admin", "etl", "l40s-shared", "etl-train", 1),
-                 submit("bob", "nlp", "l40s-shared", "nlp-notebook", 1, kind=Kind.NOTEBOOK, command=[],
-                        image="quay.io/jupyter/base-notebook:2024-05-27", notebook_idle_timeout_minutes=60)]
-        # A preemptible run accepted while Serving lent its quota; Serving then stops lending and has no over-quota,
-        # so Kueue never admits it.
-        admin = users.get(username="admin")
-        org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=False)
-        rejected = services.workload_submit(
-            actor=admin, project=Project.objects.get(slug="serving"), kind=Kind.TRAINING, name="serving-train",
-            node_pool=NodePool.objects.get(slug="l40s-shared"), gpus=1, model_label="resnet", data_class="public",
-            image="pytorch/pytorch:2.4.0", command=["sleep", "600"])
-        org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=True)
-        assert tasks.workload_submit.apply(args=[rejected.pk]).get() == "submitted"
-        done = submit("bob", "nlp", "l40s-shared", "nlp-short", 1, seconds=30)
-        kubesim.advance(1)
-        statuses = lambda: dict(Workload.objects.values_list("name", "status"))  # noqa: E731
-        wait_for(lambda: Workload.objects.get(pk=queued.pk).status == Status.QUEUED, describe=statuses)
-        wait_for(lambda: Workload.objects.get(pk=rejected.pk).status == Status.REJECTED, describe=statuses)
-        wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live),
-                 describe=statuses)
-        kubesim.advance(40)
-        wait_for(lambda: Workload.objects.get(pk=done.pk).status == Status.SUCCEEDED, describe=statuses)
-        stopped = submit("carol", "forecasting", "l40s-shared", "forecast-stopped", 1)
-        kubesim.advance(1)
-        wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.RUNNING, describe=statuses)
-        services.workload_stop(actor=users.get(username="carol"), workload=stopped)
-        assert tasks.workload_stop.apply(args=[stopped.pk]).get()
-        kubesim.advance(1)
-        wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.STOPPED, describe=statuses)
-        # Rows of the pages that list them: a template, credentials and data sources in two departments.
-        services.workload_template_create(actor=admin, name="resnet-sweep", kind=Kind.TRAINING,
-                                          values={"gpus": 2, "image": "pytorch/pytorch:2.4.0"})
-        for username, project in (("alice", "vision"), ("carol", "forecasting")):
-            services.credential_create(actor=users.get(username=username), project=Project.objects.get(slug=project),
-                                       name=f"wandb-{project}", values={"WANDB_API_KEY": "not-a-real-key"})
-            org_services.data_source_create(
-                actor=admin, project=Project.objects.get(slug=project), name=f"scratch-{project}",
-                kind=DataSource.Kind.NFS, nfs_server="nfs.example.org", nfs_path=f"/exports/{project}",
-                mount_path="/mnt/scratch")
-        by_department: dict[str, set[int]] = {}
-        for workload in Workload.objects.select_related("project__department"):
-            by_department.setdefault(workload.project.department.slug, set()).add(workload.pk)
-        yield by_department
-    finally:
-        watcher.stop()
-        reset_gateway(None)
+    # Vision may hold 8 H100 units: two 4-unit runs fill it, a third waits.
+    live = [submit("alice", "vision", "h100", "vision-a", 4), submit("alice", "vision", "h100", "vision-b", 4)]
+    kubesim.advance(1)
+    wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live))
+    queued = submit("alice", "vision", "h100", "vision-waits", 4, max_runtime_seconds=3600)
+    live += [submit("bob", "nlp", "l40s-shared", "nlp-batch", 2, kind=Kind.BATCH),
+             submit("carol", "forecasting", "a100-mig-3g40gb", "forecast-train", 2),
+             submit("admin", "etl", "l40s-shared", "etl-train", 1),
+             submit("bob", "nlp", "l40s-shared", "nlp-notebook", 1, kind=Kind.NOTEBOOK, command=[],
+                    image="quay.io/jupyter/base-notebook:2024-05-27", notebook_idle_timeout_minutes=60)]
+    # A preemptible run accepted while Serving lent its quota; Serving then stops lending and has no over-quota,
+    # so Kueue never admits it.
+    admin = users.get(username="admin")
+    org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=False)
+    rejected = services.workload_submit(
+        actor=admin, project=Project.objects.get(slug="serving"), kind=Kind.TRAINING, name="serving-train",
+        node_pool=NodePool.objects.get(slug="l40s-shared"), gpus=1, model_label="resnet", data_class="public",
+        image="pytorch/pytorch:2.4.0", command=["sleep", "600"])
+    org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=True)
+    assert tasks.workload_submit.apply(args=[rejected.pk]).get() == "submitted"
+    done = submit("bob", "nlp", "l40s-shared", "nlp-short", 1, seconds=30)
+    kubesim.advance(1)
+    statuses = lambda: dict(Workload.objects.values_list("name", "status"))  # noqa: E731
+    wait_for(lambda: Workload.objects.get(pk=queued.pk).status == Status.QUEUED, describe=statuses)
+    wait_for(lambda: Workload.objects.get(pk=rejected.pk).status == Status.REJECTED, describe=statuses)
+    wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live),
+             describe=statuses)
+    kubesim.advance(40)
+    wait_for(lambda: Workload.objects.get(pk=done.pk).status == Status.SUCCEEDED, describe=statuses)
+    stopped = submit("carol", "forecasting", "l40s-shared", "forecast-stopped", 1)
+    kubesim.advance(1)
+    wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.RUNNING, describe=statuses)
+    services.workload_stop(actor=users.get(username="carol"), workload=stopped)
+    assert tasks.workload_stop.apply(args=[stopped.pk]).get()
+    kubesim.advance(1)
+    wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.STOPPED, describe=statuses)
+    # Rows of the pages that list them: a template, credentials and data sources in two departments.
+    services.workload_template_create(actor=admin, name="resnet-sweep", kind=Kind.TRAINING,
+                                      values={"gpus": 2, "image": "pytorch/pytorch:2.4.0"})
+    for username, project in (("alice", "vision"), ("carol", "forecasting")):
+        services.credential_create(actor=users.get(username=username), project=Project.objects.get(slug=project),
+                                   name=f"wandb-{project}", values={"WANDB_API_KEY": "not-a-real-key"})
+        org_services.data_source_create(
+            actor=admin, project=Project.objects.get(slug=project), name=f"scratch-{project}",
+            kind=DataSource.Kind.NFS, nfs_server="nfs.example.org", nfs_path=f"/exports/{project}",
+            mount_path="/mnt/scratch")
+    by_department: dict[str, set[int]] = {}
+    for workload in Workload.objects.select_related("project__department"):
+        by_department.setdefault(workload.project.department.slug, set()).add(workload.pk)
+    yield by_department
 
 
 def forbidden_links(username: str, by_department: dict[str, set[int]]) -> Scope | None:

@@ -15,32 +15,6 @@ from playwright.sync_api import expect
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def kubesim():
-    from kubesim.testing import serve
-
-    with serve(clock="manual") as served:
-        yield served
-
-
-@pytest.fixture
-def live_cluster(kubesim, login):
-    """The demo organisation reconciled into a clean kubesim, and the watcher running against it."""
-    from worker.gateway import Gateway, reset_gateway
-    from worker.kueue_sync import desired_from_database, reconcile
-    from worker.watcher import Watcher
-
-    kubesim.reset()
-    gw = Gateway(kubesim.api_client())
-    reset_gateway(gw)
-    reconcile(gw, desired_from_database())  # `login` has seeded the organisation
-    watcher = Watcher(gw, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
-    watcher.start()
-    yield gw
-    watcher.stop()
-    reset_gateway(None)
-
-
 def submit_holder(kubesim, name: str):
     """A 4-GPU preemptible training run of alice's, submitted by the service and the real submit task."""
     from django.contrib.auth import get_user_model
