@@ -14,7 +14,7 @@ from apps.core.http import reference_lookup
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
 
-from .reports import (
+from ..reports import (
     MAX_SPAN,
     OUT_OF_RANGE,
     Filters,

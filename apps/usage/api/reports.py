@@ -24,8 +24,8 @@ from rest_framework.views import APIView
 from apps.core.api import validation_error_detail
 from apps.core.csv_export import csv_response
 
-from . import reports
-from .forms_reports import ReportScopeForm
+from .. import reports
+from ..forms.reports import ReportScopeForm
 
 API_GROUPS = [reports.Group.DEPARTMENT, reports.Group.PROJECT, reports.Group.USER, reports.Group.POOL]
 # group -> (id field, name field) of each row

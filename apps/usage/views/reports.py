@@ -20,8 +20,8 @@ from django.views.decorators.http import require_GET
 from apps.core.csv_export import csv_response
 from apps.core.http import AuthenticatedRequest
 
-from . import reports
-from .forms_reports import HolderFilterForm, ReportFilterForm
+from .. import reports
+from ..forms.reports import HolderFilterForm, ReportFilterForm
 
 HOLDERS_PER_PAGE = 200
 
