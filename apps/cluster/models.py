@@ -80,7 +80,7 @@ class CohortState(models.Model):
     observed_at = models.DateTimeField()
 
     # A project's cohort for the project's viewers, a department's for the department's; the pool's root only for
-    # those who see everything (apps/usage/queues.py adds the department cohorts of a member's projects).
+    # those who see everything (apps/cluster/pages/queues.py adds the department cohorts of a member's projects).
     access_department_paths = ("department_id", "project__department_id")
     access_project_path = "project_id"
 

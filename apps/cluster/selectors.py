@@ -1,4 +1,4 @@
-"""Reads of the cluster mirror for health checks and metrics (pages read it through apps/org and apps/usage)."""
+"""Reads of the cluster mirror for health checks and metrics (pages read it through apps/org and apps/cluster/pages)."""
 
 from __future__ import annotations
 

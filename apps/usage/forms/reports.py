@@ -14,7 +14,7 @@ from apps.core.http import reference_lookup
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
 
-from .reports import (
+from ..reports import (
     MAX_SPAN,
     OUT_OF_RANGE,
     Filters,
@@ -30,7 +30,7 @@ MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
 
 def _in_range(value: date | datetime | None) -> Any:
-    """A day or moment a report may name (reports.FIRST_DAY to LAST_DAY), or None."""
+    """A day or moment a report may name (from reports.window.FIRST_DAY to LAST_DAY), or None."""
     if value is not None and not day_in_range(value.date() if isinstance(value, datetime) else value):
         raise forms.ValidationError(OUT_OF_RANGE, code="out_of_range")
     return value

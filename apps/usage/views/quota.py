@@ -1,4 +1,4 @@
-"""Quota usage dashboards. Thin: the selector scopes through the access module and computes the figures."""
+"""The quota dashboard. Thin: the selector scopes through the access module and computes the figures."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.http import AuthenticatedRequest, conditional_poll, poll_etag
 
-from . import selectors
-from .forms_history import QuotaHistoryForm
-from .history import SPANS, quota_history
+from .. import selectors
 
 
 @login_required
@@ -31,23 +29,3 @@ def quota(request: AuthenticatedRequest) -> HttpResponse:
     etag = poll_etag(access.grants_fingerprint(user), selectors.quota_dashboard_marker())
     return conditional_poll(request, etag, lambda: render(request, "usage/partials/_quota_live.html",
                                                           {"pools": selectors.quota_dashboard(user=user)}))
-
-
-@login_required
-@require_GET
-def quota_history_page(request: AuthenticatedRequest) -> HttpResponse:
-    """One project's deserved, in use and borrowed units on one pool over the last day, week or month (the ledger);
-    a bad choice is a form error with status 400."""
-    if not access.can_anywhere(request.user, Action.VIEW):
-        raise PermissionDenied("You may not see quotas anywhere.")
-    form = QuotaHistoryForm(request.GET, viewer=request.user)
-    history = None
-    if form.is_valid():
-        history = quota_history(project=form.cleaned_data["project"], pool=form.cleaned_data["pool"],
-                                span=form.cleaned_data["span"])
-    return render(request, "usage/quota_history.html", {
-        "form": form, "history": history, "spans": SPANS, "projects": form.projects,
-        "pools": form.pool_choices(), "chart": history.chart_data() if history else None,
-        "rows": list(zip(history.times, history.deserved, history.used, history.borrowed, strict=True)) if history
-        else [],
-    }, status=200 if history else 400)

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.usage import selectors
+from .. import selectors
 
 _units = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
 

@@ -1,9 +1,9 @@
 """GET /api/v1/usage/: GPU-hours per department, project, user or pool in a window, scoped like everything else.
 
-Rows come from apps.usage.reports.usage_report (the same selector as the showback page and its CSV): see its module
-docstring for the definitions (physical card hours, [start, end) clipped, open intervals up to now, within deserved
-vs over quota by the project's deserved quota at each moment, deserved hours from the quotas in force, cost from the
-pools' current price per card-hour).
+Rows come from apps.usage.reports.usage_report (the same selector as the showback page and its CSV): see the
+package's docstring for the definitions (physical card hours, [start, end) clipped, open intervals up to now, within
+deserved vs over quota by the project's deserved quota at each moment, deserved hours from the quotas in force, cost
+from the pools' current price per card-hour).
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from rest_framework.views import APIView
 from apps.core.api import validation_error_detail
 from apps.core.csv_export import csv_response
 
-from . import reports
-from .forms_reports import ReportScopeForm
-from .views_reports import window_slug
+from .. import reports
+from ..forms.reports import ReportScopeForm
 
 API_GROUPS = [reports.Group.DEPARTMENT, reports.Group.PROJECT, reports.Group.USER, reports.Group.POOL]
 # group -> (id field, name field) of each row
@@ -145,7 +144,7 @@ class UsageReportCsvView(APIView):
     def get(self, request: Request) -> StreamingHttpResponse:
         report = requested_report(request)
         return csv_response(reports.report_table(report),
-                            f"gpu-hours-by-{report.group.value}-{window_slug(report.window)}.csv")
+                            f"gpu-hours-by-{report.group.value}-{reports.window_slug(report.window)}.csv")
 
 
 class UsageReportView(APIView):

@@ -1,4 +1,4 @@
-"""Queue and node pages (KueueViz's views, scoped by role): thin, `apps.usage.queues` reads the mirror.
+"""Queue and node pages (KueueViz's views, scoped by role): thin, `queues` reads the mirror.
 
 Each page polls every 15 s while its tab is visible; a poll is a conditional GET answered 304 from a few aggregates
 when nothing in the mirror changed. One view serves a page and its live partial.
@@ -44,7 +44,7 @@ def queues(request: AuthenticatedRequest, tab: str = "cluster-queues") -> HttpRe
     _require_viewer(request)
     user = request.user
     etag = poll_etag(access.grants_fingerprint(user), bool(request.htmx), tab, reads.queues_marker())
-    template = "usage/partials/_queues_live.html" if request.htmx else "usage/queues.html"
+    template = "cluster/partials/_queues_live.html" if request.htmx else "cluster/queues.html"
     return conditional_poll(
         request,
         etag,
@@ -73,7 +73,7 @@ def nodes(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         found = reads.pool_nodes(user=user, slug=slug)
         if found is None:
             raise Http404("No such node pool.")
-        template = "usage/partials/_nodes_live.html" if request.htmx else "usage/nodes.html"
+        template = "cluster/partials/_nodes_live.html" if request.htmx else "cluster/nodes.html"
         return render(request, template, {"found": found, "pools": reads.flavors(user=user)})
 
     return conditional_poll(request, etag, page)

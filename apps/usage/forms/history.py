@@ -9,7 +9,7 @@ from django import forms
 from apps.org.models import NodePool, Project, Quota
 from apps.org.selectors import projects_for
 
-from .history import SPANS
+from ..history import SPANS
 
 
 class QuotaHistoryForm(forms.Form):

@@ -20,15 +20,10 @@ from django.views.decorators.http import require_GET
 from apps.core.csv_export import csv_response
 from apps.core.http import AuthenticatedRequest
 
-from . import reports
-from .forms_reports import HolderFilterForm, ReportFilterForm
+from .. import reports
+from ..forms.reports import HolderFilterForm, ReportFilterForm
 
 HOLDERS_PER_PAGE = 200
-
-
-def window_slug(window: reports.Window) -> str:
-    start, end = timezone.localtime(window.start), timezone.localtime(window.end)
-    return f"{start:%Y%m%d}-{end:%Y%m%d}"
 
 
 @login_required
@@ -64,7 +59,7 @@ def usage_reports_csv(request: AuthenticatedRequest) -> HttpResponse | Streaming
     report = reports.usage_report(user=request.user, group=form.cleaned_data["group"],
                                   window=form.cleaned_data["window"], filters=form.filters())
     return csv_response(reports.report_table(report),
-                        f"gpu-hours-by-{report.group.value}-{window_slug(report.window)}.csv")
+                        f"gpu-hours-by-{report.group.value}-{reports.window_slug(report.window)}.csv")
 
 
 @login_required
@@ -101,4 +96,4 @@ def usage_holders_csv(request: AuthenticatedRequest) -> HttpResponse | Streaming
         yield from reports.holder_rows(queryset)
 
     pool = form.cleaned_data["node_pool"]
-    return csv_response(rows(), f"card-holders-{pool.slug if pool else 'all'}-{window_slug(window)}.csv")
+    return csv_response(rows(), f"card-holders-{pool.slug if pool else 'all'}-{reports.window_slug(window)}.csv")
