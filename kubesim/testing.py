@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kubesim.kubeconfig import TOKEN, write_kubeconfig
-from kubesim.resources import RESOURCES
-from kubesim.server import KubeHTTPServer, serve_in_thread
+from kubesim.apiserver.auth.kubeconfig import TOKEN, write_kubeconfig
+from kubesim.apiserver.http.server import KubeHTTPServer, serve_in_thread
+from kubesim.apiserver.registry.resources import RESOURCES
 from kubesim.sim import Simulator
 
 
@@ -96,7 +96,7 @@ class _ClientMixin:
         return _control(self.url, "GET", "stats")
 
     def report_activity(self, namespace: str, pod: str, seconds_ago: float = 0) -> dict:
-        """POST /kubesim/v1/servers/{ns}/{pod}/activity: someone used this server (kubesim.servers)."""
+        """POST /kubesim/v1/servers/{ns}/{pod}/activity: someone used this server (kubesim.apiserver.nodes.servers)."""
         return _control(self.url, "POST", f"servers/{namespace}/{pod}/activity", {"seconds_ago": seconds_ago})
 
     def healthz(self) -> dict:

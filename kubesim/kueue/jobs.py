@@ -9,12 +9,12 @@ import copy
 import hashlib
 from datetime import datetime, timedelta
 
+from kubesim.kernel.store import controller_reference
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
 from kubesim.kueue.scheduler.model import condition_true, find_condition, parse_time
 from kubesim.kueue.state import KueueState
-from kubesim.store import controller_reference
 
 MAX_PREFIX = 253 - 1 - 5
 

@@ -16,11 +16,7 @@ import json
 import re
 from decimal import Decimal
 
-from kubesim.kueue import constants as C
-from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.scheduler.model import condition_true
-from kubesim.quantity import QuantityError, decimal_value, to_amount
-from kubesim.validation import (
+from kubesim.kernel.metadata import (
     DNS1123_SUBDOMAIN,
     LABEL_VALUE,
     LABEL_VALUE_ERROR,
@@ -30,6 +26,10 @@ from kubesim.validation import (
     label_causes,
     qualified_name_errors,
 )
+from kubesim.kernel.quantity import QuantityError, decimal_value, to_amount
+from kubesim.kueue import constants as C
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler.model import condition_true
 
 Error = tuple[str, str] | tuple[str, str, str]
 Errors = list[Error]

@@ -5,7 +5,7 @@ and the records of denials and used rules."""
 import pytest
 from kubernetes import client
 
-from kubesim.kubeconfig import TOKEN
+from kubesim.apiserver.auth.kubeconfig import TOKEN
 from kubesim.testing import KubesimProcess, RequestError, _request, serve
 
 NS = "team"

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from kubesim.kernel.protocols import Controller
 from kubesim.kueue.controllers.admission_checks import AdmissionChecksController
 from kubesim.kueue.controllers.in_use import InUseFinalizers
 from kubesim.kueue.controllers.live_snapshot import LiveSnapshot
@@ -23,7 +24,6 @@ from kubesim.kueue.controllers.scheduler import SchedulerController
 from kubesim.kueue.controllers.workload import WorkloadController, pods_ready_deadline
 from kubesim.kueue.jobs import JobIntegration
 from kubesim.kueue.state import KueueState
-from kubesim.protocols import Controller
 
 
 def kueue_controllers(state: KueueState) -> list[Controller]:
