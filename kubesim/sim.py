@@ -1,4 +1,6 @@
-"""The simulator: store + controllers + clock + faults + persistence, independent of HTTP."""
+"""The composition root: the Simulator builds the API server half (store, clock, faults, RBAC, its controllers) and
+the optional Kueue half, wires them through kubesim.kernel.protocols, and runs the controllers to a fixpoint; clock
+steps and persistence. Independent of HTTP (kubesim.apiserver.http serves a Simulator)."""
 
 from __future__ import annotations
 

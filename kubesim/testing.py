@@ -96,7 +96,7 @@ class _ClientMixin:
         return _control(self.url, "GET", "stats")
 
     def report_activity(self, namespace: str, pod: str, seconds_ago: float = 0) -> dict:
-        """POST /kubesim/v1/servers/{ns}/{pod}/activity: someone used this server (kubesim.apiserver.nodes.servers)."""
+        """POST /kubesim/v1/servers/{ns}/{pod}/activity: someone used this server (kubesim.servers)."""
         return _control(self.url, "POST", f"servers/{namespace}/{pod}/activity", {"seconds_ago": seconds_ago})
 
     def healthz(self) -> dict:

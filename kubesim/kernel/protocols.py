@@ -1,7 +1,7 @@
 """The interfaces between kubesim's API server half and its Kueue half (kubesim/CONTRACT.md), as typing Protocols.
 
-The server half never imports the Kueue half at module level: kubesim.sim loads it only when present (it is
-optional), and talks to it through these protocols.
+Neither half imports the other: kubesim.sim loads the Kueue half only when present (it is optional) and hands its
+controllers, webhooks and visibility API to the server half through these protocols.
 """
 
 from __future__ import annotations

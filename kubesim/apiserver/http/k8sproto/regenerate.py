@@ -1,6 +1,7 @@
-"""Regenerate kubesim/k8sproto/messages.py, the field table of the Kubernetes protobuf messages kubesim decodes.
+"""Regenerate messages.py (beside this file), the field table of the Kubernetes protobuf messages kubesim decodes.
 
-Usage: python -m kubesim.apiserver.http.k8sproto.regenerate DIR && ruff format kubesim/k8sproto/messages.py
+Usage: python -m kubesim.apiserver.http.k8sproto.regenerate DIR
+       && ruff format kubesim/apiserver/http/k8sproto/messages.py
 
 DIR holds Kubernetes' published `generated.proto` files (k8s.io/api and k8s.io/apimachinery, Apache-2.0), under any
 names. Only the messages reachable from ROOTS are kept, as (field name, number, label, type) rows: field numbers are
