@@ -12,12 +12,12 @@ from pathlib import Path
 
 import yaml
 
-from kubesim import discovery
-from kubesim.cluster import load_cluster
-from kubesim.kubeconfig import write_kubeconfig
+from kubesim.apiserver.auth.kubeconfig import write_kubeconfig
+from kubesim.apiserver.http.server import KubeHTTPServer
+from kubesim.apiserver.nodes.cluster import load_cluster
+from kubesim.apiserver.registry import discovery
 from kubesim.kueue.install import VERSION as KUEUE_VERSION
 from kubesim.prometheus import exec_prometheus
-from kubesim.server import KubeHTTPServer
 from kubesim.sim import Simulator
 
 DEFAULT_PORT = 8001  # plain HTTP: not 6443, which every kubeconfig tool assumes speaks TLS

@@ -1,4 +1,6 @@
-"""The simulator: store + controllers + clock + faults + persistence, independent of HTTP."""
+"""The composition root: the Simulator builds the API server half (store, clock, faults, RBAC, its controllers) and
+the optional Kueue half, wires them through kubesim.kernel.protocols, and runs the controllers to a fixpoint; clock
+steps and persistence. Independent of HTTP (kubesim.apiserver.http serves a Simulator)."""
 
 from __future__ import annotations
 
@@ -13,19 +15,22 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kubesim import builtin, conversion
-from kubesim.clock import Clock, parse_rfc3339, rfc3339
-from kubesim.cluster import demo_cluster, node_object
-from kubesim.endpoints import EndpointsController
-from kubesim.faults import Faults
-from kubesim.jobs import JobController
-from kubesim.kubeconfig import TOKEN
-from kubesim.kubelet import Kubelet
-from kubesim.protocols import Controller, KueueHalf, KueueModule, Webhook
-from kubesim.rbac import Rbac
-from kubesim.resources import KUEUE, RESOURCES, Resource, crd_schema
-from kubesim.servers import ServerActivity
-from kubesim.store import Store, clone
+from kubesim.apiserver.auth.kubeconfig import TOKEN
+from kubesim.apiserver.auth.rbac import Rbac
+from kubesim.apiserver.controllers.endpoints import EndpointsController
+from kubesim.apiserver.controllers.garbage_collector import GarbageCollector
+from kubesim.apiserver.controllers.job_controller import JobController
+from kubesim.apiserver.controllers.namespace import NamespaceController
+from kubesim.apiserver.http.faults import Faults
+from kubesim.apiserver.nodes.cluster import demo_cluster, node_object
+from kubesim.apiserver.nodes.kubelet import Kubelet
+from kubesim.apiserver.nodes.servers import ServerActivity
+from kubesim.apiserver.registry import conversion
+from kubesim.apiserver.registry.resources import KUEUE, Resource, crd_schema
+from kubesim.apiserver.storage.store import ObjectStore
+from kubesim.apiserver.validation import builtin
+from kubesim.kernel.clock import Clock, parse_rfc3339, rfc3339
+from kubesim.kernel.protocols import Controller, KueueHalf, KueueModule, Webhook
 
 MAX_SETTLE_ROUNDS = 100_000  # Kueue admits one head per ClusterQueue per cycle: deep backlogs need many rounds
 MAX_ADVANCE_STEPS = 100000
@@ -51,53 +56,6 @@ def load_kueue() -> KueueModule | None:
         print("kubesim: kubesim.kueue not available, running without Kueue", file=sys.stderr)
         return None
     return module
-
-
-class NamespaceController:
-    """Empties terminating namespaces, then drops their spec.finalizers so the store removes them."""
-
-    name = "namespace-controller"
-
-    def reconcile(self, store: Store) -> bool:
-        wrote = False
-        for ns in store.list("namespaces", copy=False):
-            if not ns["metadata"].get("deletionTimestamp"):
-                continue
-            ns = clone(ns)
-            name = ns["metadata"]["name"]
-            remaining = 0
-            for resource in _namespaced():
-                for obj in store.list(resource, name, copy=False):
-                    remaining += 1
-                    if not obj["metadata"].get("deletionTimestamp"):
-                        store.delete(resource, name, obj["metadata"]["name"])
-                        wrote = True
-            if not remaining and (ns.get("spec") or {}).get("finalizers"):
-                ns["spec"]["finalizers"] = []
-                store.update("namespaces", ns)
-                wrote = True
-        return wrote
-
-    def next_deadline(self, store: Store) -> datetime | None:
-        return None
-
-
-class GarbageCollector:
-    """ownerReference cascade for dependents created late, and foreground-deletion completion."""
-
-    name = "garbage-collector"
-
-    def __init__(self) -> None:
-        self._seen = -1
-
-    def reconcile(self, store: Store) -> bool:
-        if store.deletions == self._seen:
-            return False  # only deletions can orphan objects or complete a foreground deletion
-        self._seen = store.deletions
-        return store.collect_orphans() | store.release_foreground()
-
-    def next_deadline(self, store: Store) -> datetime | None:
-        return None
 
 
 def _crd_object(res: Resource) -> dict:
@@ -147,10 +105,6 @@ def _crd_object(res: Resource) -> dict:
     }
 
 
-def _namespaced() -> list[str]:
-    return [r for r, info in RESOURCES.items() if info.namespaced]
-
-
 class Simulator:
     """Everything but HTTP. All mutation happens under store.lock; settle() runs controllers to a fixpoint."""
 
@@ -171,7 +125,7 @@ class Simulator:
         rbac: bool = False,
     ) -> None:
         self.clock = Clock(clock, speed, start)
-        self.store = Store(self.clock, history)
+        self.store = ObjectStore(self.clock, history)
         self.faults = Faults()
         self.rbac = Rbac(enabled=rbac, admin_token=TOKEN)
         self.nodes = nodes if nodes is not None else demo_cluster()
@@ -194,7 +148,7 @@ class Simulator:
             self.webhooks += self.kueue.admission_webhooks()
         self.controllers += [JobController(), Kubelet(default_run_seconds), EndpointsController(),
                              NamespaceController(), GarbageCollector()]
-        self.server_activity = ServerActivity()  # what pods serving HTTP saw (kubesim.servers)
+        self.server_activity = ServerActivity()  # what pods serving HTTP saw (kubesim.apiserver.nodes.servers)
         self.stats: dict[str, list] = {}  # controller name -> [calls, writing calls, seconds, max seconds]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kubesim.kubeconfig import TOKEN, write_kubeconfig
-from kubesim.resources import RESOURCES
-from kubesim.server import KubeHTTPServer, serve_in_thread
+from kubesim.apiserver.auth.kubeconfig import TOKEN, write_kubeconfig
+from kubesim.apiserver.http.server import KubeHTTPServer, serve_in_thread
+from kubesim.apiserver.registry.resources import RESOURCES
 from kubesim.sim import Simulator
 
 

@@ -1,18 +1,17 @@
-"""The Kubernetes API server half of kubesim, HTTP-agnostic (kubesim.server puts it on HTTP).
+"""kubesim's API server half: a Kubernetes API server with Kueue's CRDs installed, and the cluster behind it (the
+kube-controller-manager controllers it needs, the nodes and their kubelet). It knows the Kueue half only through
+kubesim.kernel.protocols; kubesim.sim wires the two.
 
-| module | responsibility |
-|---|---|
-| `routing.py` | `Api`: paths to control / discovery / visibility / resources; method + path to a verb |
-| `verbs.py` | get, list, create, update (replace), patch, delete, deletecollection |
-| `admission.py` | identity and namespace checks, decoding, defaulting, webhooks, validation |
-| `watch.py` | watch streams (resume, selectors, BOOKMARKs, 410 Gone, Tables) |
-| `logs.py` | pod logs (tailLines, timestamps, follow) |
-| `visibility.py` | the visibility.kueue.x-k8s.io pendingworkloads endpoints |
-| `control.py` | `/kubesim/v1/...` control endpoints |
-| `common.py` | `Response`, `Target` and request helpers shared by the above |
+- `http/`: the API over HTTP: the transport (`server.py`), routing, verbs, admission, watch, pod logs, the service
+  proxy, the visibility endpoint, `/metrics`, kubesim's control endpoints, fault injection, protobuf bodies.
+- `registry/`: the kinds served (`resources.py`), their schemas (Kueue's CRDs vendored in `crds/`, hand-written
+  core schemas), served versions (`conversion.py`), and what clients read about them: discovery, OpenAPI, Tables.
+- `validation/`: admission's checks: structural schemas and CEL, kube's hand-written rules for core and batch kinds.
+- `storage/`: the object store and its watch history (implements kubesim.kernel.store.Store), selectors, patches,
+  server-side apply.
+- `auth/`: bearer tokens and RBAC authorization, the kubeconfig clients use.
+- `controllers/`: kube-controller-manager's part: the batch/v1 Job controller, Endpoints, namespace deletion,
+  garbage collection.
+- `nodes/`: the node definitions, the kubelet (and a trivial scheduler), pods that serve HTTP, DCGM exporters.
+- `errors.py`: Kubernetes Status errors.
 """
-
-from kubesim.apiserver.common import Response, Target
-from kubesim.apiserver.routing import Api
-
-__all__ = ["Api", "Response", "Target"]

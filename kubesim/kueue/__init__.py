@@ -6,14 +6,14 @@ webhooks and visibility API that run it against kubesim's store. The interface i
 
 from __future__ import annotations
 
+from kubesim.kernel.protocols import Controller, Webhook
+from kubesim.kernel.store import Store
 from kubesim.kueue.config import KueueConfig, WaitForPodsReady
 from kubesim.kueue.controllers import kueue_controllers
 from kubesim.kueue.install import installation
 from kubesim.kueue.state import KueueState
 from kubesim.kueue.visibility import pending_workloads
 from kubesim.kueue.webhooks import kueue_webhooks
-from kubesim.protocols import Controller, Webhook
-from kubesim.store import Store
 
 
 def admission_webhooks(config: KueueConfig) -> list[Webhook]:
@@ -22,7 +22,7 @@ def admission_webhooks(config: KueueConfig) -> list[Webhook]:
 
 
 class Kueue:
-    """The Kueue half of one simulator (kubesim.protocols.KueueHalf)."""
+    """The Kueue half of one simulator (kubesim.kernel.protocols.KueueHalf)."""
 
     def __init__(self, config: KueueConfig) -> None:
         self.config = config

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from kubesim.store import ChangeFeed, Store, WatchEvent, clone
+from kubesim.kernel.store import ChangeFeed, Store, WatchEvent, clone
 
 __all__ = ["ChangeGate", "Changes", "Key", "ListCache", "clone"]
 

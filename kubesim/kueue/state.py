@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from kubesim.kernel.store import Store
 from kubesim.kueue.cache import ListCache
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler import Queues, Snapshot
 from kubesim.kueue.scheduler.model import ParseCache
-from kubesim.store import Store
 
 
 @dataclass(eq=False)

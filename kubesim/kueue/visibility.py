@@ -6,9 +6,9 @@ sets, sticky preemptor), so they agree with the order the scheduler admits in.
 
 from __future__ import annotations
 
+from kubesim.kernel.store import Store
 from kubesim.kueue.scheduler import WorkloadInfo
 from kubesim.kueue.state import KueueState
-from kubesim.store import Store
 
 MAX_LIMIT = 100000
 

@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from kubesim import cel, validation
+from kubesim.apiserver.validation import cel
+from kubesim.apiserver.validation import schema as validation
 
 
 def _causes(resource: str, obj: dict, old: dict | None = None) -> dict[str, str]:

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubesim import dcgm
+from kubesim.apiserver.nodes import dcgm
 from tests.kubesim.conftest import pod_body
 
 # dcgm-exporter's README and default-counters.csv: the labels of every series with pod mapping (-k) on, and

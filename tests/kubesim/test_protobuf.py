@@ -6,7 +6,7 @@ numbers are Kubernetes' own is what tests/kubesim/test_kubectl.py checks against
 
 from __future__ import annotations
 
-from kubesim import k8sproto
+from kubesim.apiserver.http import k8sproto
 from tests.kubesim.conftest import http, raw
 
 CORE = "k8s.io.api.core.v1"

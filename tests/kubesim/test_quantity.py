@@ -1,4 +1,4 @@
-"""Quantities: one strict parser (kubesim.quantity); a malformed quantity anywhere in a request is a clean 4xx
+"""Quantities: one strict parser (kubesim.kernel.quantity); a malformed quantity anywhere in a request is a clean 4xx
 Status, never a 500, and never reaches the controllers."""
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ from decimal import Decimal
 
 import pytest
 
-from kubesim.quantity import MAX_VALUE, Quantity, QuantityError, decimal_value, format_amount, parse_quantity, to_amount
+from kubesim.kernel.quantity import (
+    MAX_VALUE,
+    Quantity,
+    QuantityError,
+    decimal_value,
+    format_amount,
+    parse_quantity,
+    to_amount,
+)
 from kubesim.testing import InProcessKubesim, serve
 
 MALFORMED = ["1.2.3", "", "1e", "--1", "1Kii", "\u0661", "\x00", "1\x00", " 1", "1\n", "1e1.5", ".", "+.", "1.5e3Ki"]

@@ -1,11 +1,11 @@
-"""kubesim's ServiceAccount tokens and RBAC authorization (kubesim/rbac.py): off by default, kube's 401/403 and
-their messages when on, Roles and ClusterRoles through their bindings, resourceNames, subresources, access reviews,
-and the records of denials and used rules."""
+"""kubesim's ServiceAccount tokens and RBAC authorization (kubesim/apiserver/auth/rbac.py): off by default, kube's
+401/403 and their messages when on, Roles and ClusterRoles through their bindings, resourceNames, subresources,
+access reviews, and the records of denials and used rules."""
 
 import pytest
 from kubernetes import client
 
-from kubesim.kubeconfig import TOKEN
+from kubesim.apiserver.auth.kubeconfig import TOKEN
 from kubesim.testing import KubesimProcess, RequestError, _request, serve
 
 NS = "team"

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from kubesim.kubeconfig import TOKEN
+from kubesim.apiserver.auth.kubeconfig import TOKEN
 from kubesim.testing import RequestError
 from tests.kubesim.conftest import job_body
 

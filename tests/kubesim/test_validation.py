@@ -11,9 +11,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from kubesim import cel, validation
-from kubesim.resources import KUEUE as KUEUE_RESOURCES
-from kubesim.resources import crd_schema
+from kubesim.apiserver.registry.resources import KUEUE as KUEUE_RESOURCES
+from kubesim.apiserver.registry.resources import crd_schema
+from kubesim.apiserver.validation import cel
+from kubesim.apiserver.validation import schema as validation
 from kubesim.testing import serve
 from tests.kubesim.conftest import KUEUE, cluster_queue, http, job_body, local_queue_body, pod_body, raw
 
@@ -37,7 +38,7 @@ def test_every_cel_rule_in_the_vendored_schemas_compiles():
 
 @pytest.mark.skipif(not CRDS.exists(), reason="reference CRDs not on this machine")
 def test_vendored_schemas_are_current(tmp_path, monkeypatch):
-    from kubesim.schemas import regenerate
+    from kubesim.apiserver.registry.crds import regenerate
 
     monkeypatch.setattr(regenerate, "HERE", tmp_path)
     regenerate.main(str(CRDS))
@@ -261,7 +262,7 @@ def _fake_kueue(hook: _RecordingWebhook) -> SimpleNamespace:
             "items": items[offset : offset + limit],
         }
 
-    def kueue(config):  # one simulator's Kueue half (kubesim.protocols.KueueHalf)
+    def kueue(config):  # one simulator's Kueue half (kubesim.kernel.protocols.KueueHalf)
         return SimpleNamespace(controllers=lambda: [], admission_webhooks=lambda: [hook], visibility=visibility)
 
     return SimpleNamespace(KueueConfig=Config, Kueue=kueue)

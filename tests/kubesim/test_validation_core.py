@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from kubesim.quantity import Quantity
+from kubesim.kernel.quantity import Quantity
 from tests.kubesim.conftest import job_body, pod_body, raw
 
 JOB_C0 = "spec.template.spec.containers[0]"

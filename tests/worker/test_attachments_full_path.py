@@ -1,6 +1,7 @@
 """Data, credentials, notebooks and distributed training through the whole path: pages -> the real Celery worker ->
-kubesim, which validates every manifest strictly against the schemas it serves (kubesim.workloadschemas); the
-official client's models check the field names once more (tests.k8s_fields)."""
+kubesim, which validates every manifest strictly against the schemas it serves
+(kubesim.apiserver.registry.workloadschemas); the official client's models check the field names once more
+(tests.k8s_fields)."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_an_unreachable_api_server_reads_as_such(settings, tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    from kubesim.kubeconfig import write_kubeconfig
+    from kubesim.apiserver.auth.kubeconfig import write_kubeconfig
 
     write_kubeconfig(str(tmp_path / "config"), f"http://127.0.0.1:{port}")
     settings.KUBECONFIG = str(tmp_path / "config")

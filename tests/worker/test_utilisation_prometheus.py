@@ -18,7 +18,7 @@ from kubernetes import client
 from apps.accounts.services import notification_preference_set
 from apps.core.kueue_names import WORKLOAD_ID_LABEL
 from apps.workloads.models import IdlePolicy, Kind, Status, Workload, WorkloadEvent, WorkloadUtilisation
-from kubesim import dcgm
+from kubesim.apiserver.nodes import dcgm
 from kubesim.prometheus import PrometheusProcess
 from kubesim.testing import serve
 from tests.apps.workloads.helpers import submit_payload

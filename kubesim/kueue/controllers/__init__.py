@@ -2,7 +2,7 @@
 
 | module | controller |
 |---|---|
-| `kubesim.kueue.jobs` | `JobIntegration`: batch/v1 Job -> Workload, start/stop of the Job, Finished |
+| `kubesim.kueue.integrations` | one per job kind: `JobIntegration` (batch/v1 Job -> Workload, start/stop, Finished) |
 | `workload.py` | `WorkloadController`: deactivation, backoff, waitForPodsReady, maximum execution time, HoldAndDrain |
 | `scheduler.py` | `SchedulerController`: scheduling cycles and their writes |
 | `admission_checks.py` | `AdmissionChecksController`: check states -> Admitted, eviction, deactivation; provisioning |
@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from kubesim.kernel.protocols import Controller
 from kubesim.kueue.controllers.admission_checks import AdmissionChecksController
 from kubesim.kueue.controllers.in_use import InUseFinalizers
 from kubesim.kueue.controllers.live_snapshot import LiveSnapshot
@@ -21,16 +22,15 @@ from kubesim.kueue.controllers.priority_classes import PriorityClassController
 from kubesim.kueue.controllers.queue_status import StatusController
 from kubesim.kueue.controllers.scheduler import SchedulerController
 from kubesim.kueue.controllers.workload import WorkloadController, pods_ready_deadline
-from kubesim.kueue.jobs import JobIntegration
+from kubesim.kueue.integrations import JobIntegration, integration_controllers
 from kubesim.kueue.state import KueueState
-from kubesim.protocols import Controller
 
 
 def kueue_controllers(state: KueueState) -> list[Controller]:
-    """In Kueue's order: Job integration, priority classes, Workload lifecycle, scheduler, admission checks, queue
+    """In Kueue's order: the job integrations, priority classes, Workload lifecycle, scheduler, admission checks, queue
     status, finalizers."""
     return [
-        JobIntegration(state),
+        *integration_controllers(state),
         PriorityClassController(state),
         WorkloadController(state),
         SchedulerController(state),

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
 from kubesim.kueue.controllers.scheduler import record_admitted
 from kubesim.kueue.scheduler.model import EPOCH, condition_true, is_active, is_finished, parse_time
 from kubesim.kueue.state import KueueState
-from kubesim.store import Store
 
 
 def provisioning_request_name(workload: str, check: str, attempt: int) -> str:

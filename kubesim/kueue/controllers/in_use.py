@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue.cache import ChangeGate, clone
 from kubesim.kueue.scheduler.model import condition_true, is_finished
 from kubesim.kueue.state import KueueState
-from kubesim.store import Store
 
 
 class InUseFinalizers:

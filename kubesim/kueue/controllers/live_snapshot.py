@@ -6,11 +6,11 @@ from __future__ import annotations
 import bisect
 from datetime import datetime
 
+from kubesim.kernel.store import Store
 from kubesim.kueue.cache import Changes
 from kubesim.kueue.scheduler import Snapshot
 from kubesim.kueue.scheduler.model import WorkloadInfo, order_key, workload_info
 from kubesim.kueue.state import KueueState
-from kubesim.store import Store
 
 QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces", "admissionchecks")
 SCHEDULING_INPUTS = {"workloads", *QUEUE_CONFIG}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue.cache import Changes, clone
 from kubesim.kueue.state import KueueState
-from kubesim.store import Store
 
 
 class PriorityClassController:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from kubesim.kernel.quantity import format_amount
+from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate
@@ -19,8 +21,6 @@ from kubesim.kueue.scheduler.model import (
 )
 from kubesim.kueue.scheduler.quota import dominant_resource_share
 from kubesim.kueue.state import KueueState
-from kubesim.quantity import format_amount
-from kubesim.store import Store
 
 
 class StatusController:

@@ -7,6 +7,7 @@ import hashlib
 import json
 from datetime import datetime
 
+from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate
@@ -14,7 +15,6 @@ from kubesim.kueue.controllers.live_snapshot import QUEUE_CONFIG, SCHEDULING_INP
 from kubesim.kueue.scheduler import Admission, Pending, Preemption, Queues, Scheduler, Snapshot, WorkloadInfo
 from kubesim.kueue.scheduler.model import condition_true, entry_penalty, find_condition, parse_time
 from kubesim.kueue.state import KueueState
-from kubesim.store import Store
 
 
 def _fingerprint(state: KueueState, store: Store) -> str:

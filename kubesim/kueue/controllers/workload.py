@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
 from kubesim.kueue.config import WaitForPodsReady
 from kubesim.kueue.scheduler.model import condition_true, find_condition, is_active, is_finished, parse_time
 from kubesim.kueue.state import KueueState
-from kubesim.store import Store
 
 
 def pods_ready_deadline(wl: dict, admitted_since: datetime, wfpr: WaitForPodsReady) -> tuple[datetime | None, str]:

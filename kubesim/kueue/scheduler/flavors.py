@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kubesim.kernel.quantity import format_amount
 from kubesim.kueue import constants as C
 from kubesim.kueue.scheduler.model import ClusterQueueNode, PodSetInfo, Snapshot, WorkloadInfo
 from kubesim.kueue.scheduler.quota import (
@@ -21,7 +22,6 @@ from kubesim.kueue.scheduler.quota import (
     local_available,
     potential_available,
 )
-from kubesim.quantity import format_amount
 
 # FlavorAssignmentMode, ordered worst to best
 NO_FIT, PREEMPT, FIT = 0, 1, 3

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from kubesim.kernel.quantity import decimal_value, format_amount, to_amount
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.quota import (
@@ -22,7 +23,6 @@ from kubesim.kueue.scheduler.quota import (
     remove_usage,
     update_tree,
 )
-from kubesim.quantity import decimal_value, format_amount, to_amount
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NO_QUOTA = Quota(0)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from kubesim.kernel.quantity import to_amount
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.flavors import FIT, NO_FIT, PREEMPT, Assignment, FlavorAssigner
@@ -37,7 +38,6 @@ from kubesim.kueue.scheduler.quota import (
     dominant_resource_share,
     remove_usage,
 )
-from kubesim.quantity import to_amount
 
 # requeue reasons
 GENERIC = ""

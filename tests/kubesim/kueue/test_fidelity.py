@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubesim.cluster import node_object
+from kubesim.apiserver.nodes.cluster import node_object
 from tests.kubesim.kueue.conftest import GPU, POOL_LABEL, Cluster, _cluster
 
 

@@ -1,5 +1,5 @@
-"""`/metrics` with Kueue's metric names (kubesim/metrics.py) through a served kubesim: queue depth, reservations,
-admissions, evictions and preemptions as a within-ClusterQueue preemption by priority produces them."""
+"""`/metrics` with Kueue's metric names (kubesim/apiserver/http/metrics.py) through a served kubesim: queue depth,
+reservations, admissions, evictions and preemptions as a within-ClusterQueue preemption by priority produces them."""
 
 from __future__ import annotations
 

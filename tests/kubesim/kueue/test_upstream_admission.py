@@ -158,7 +158,7 @@ def wl(
             if p["name"] not in flavors:
                 continue
             reqs = p["template"]["spec"]["containers"][0]["resources"]["requests"]
-            from kubesim.quantity import format_amount, to_amount
+            from kubesim.kernel.quantity import format_amount, to_amount
 
             usage = {
                 r: format_amount(r, to_amount(r, v) * p["count"]) for r, v in reqs.items() if r in flavors[p["name"]]

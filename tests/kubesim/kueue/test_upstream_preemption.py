@@ -19,6 +19,7 @@ from datetime import timedelta
 
 import pytest
 
+from kubesim.kernel.quantity import format_amount
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler import Scheduler, Snapshot
@@ -27,7 +28,6 @@ from kubesim.kueue.scheduler.model import workload_info
 from kubesim.kueue.scheduler.preemption import FairTargets, Preemptor, cq_path, order_candidates, satisfies_policy
 from kubesim.kueue.scheduler.quota import dominant_resource_share
 from kubesim.kueue.scheduler.scheduler import preemption_message
-from kubesim.quantity import format_amount
 from tests.kubesim.kueue.sim import GPU, T0, Sim, local_queue, quota_spec
 from tests.kubesim.kueue.sim import cluster_queue as sim_cq
 from tests.kubesim.kueue.sim import cohort as sim_cohort

@@ -33,6 +33,7 @@ from datetime import timedelta
 
 import pytest
 
+from kubesim.kernel.quantity import format_amount, to_amount
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.config import KueueConfig
@@ -40,7 +41,6 @@ from kubesim.kueue.scheduler import Scheduler, Snapshot
 from kubesim.kueue.scheduler.flavors import FIT, PREEMPT, FlavorAssigner
 from kubesim.kueue.scheduler.preemption import Preemptor
 from kubesim.kueue.scheduler.quota import add_usage
-from kubesim.quantity import format_amount, to_amount
 from tests.kubesim.kueue.sim import GPU, T0, Sim, local_queue
 from tests.kubesim.kueue.sim import cluster_queue as sim_cq
 from tests.kubesim.kueue.test_upstream_admission import cohort, cq, flavor, fq, lq, res, rg

@@ -1,0 +1,133 @@
+"""Registry of the resource types kubesim serves: group/version/kind, scope and discovery data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+CRD_DIR = Path(__file__).parent / "crds"  # Kueue's CRD schemas, vendored
+KUEUE_GROUP = "kueue.x-k8s.io"
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+NETWORKING_GROUP = "networking.k8s.io"
+AUTHORIZATION_GROUP = "authorization.k8s.io"
+AUTHENTICATION_GROUP = "authentication.k8s.io"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+
+ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource type, as discovery describes it."""
+
+    plural: str
+    singular: str
+    kind: str
+    group: str  # "" for core
+    version: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = tuple(ALL_VERBS)
+    crd: bool = False
+    categories: tuple[str, ...] = field(default=())
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def _crd(plural: str) -> Resource:
+    data = json.loads((CRD_DIR / f"{plural}.json").read_text())
+    return Resource(
+        plural=data["plural"],
+        singular=data["singular"],
+        kind=data["kind"],
+        group=data["group"],
+        version=data["version"],
+        namespaced=data["namespaced"],
+        short_names=tuple(data["shortNames"]),
+        subresources=tuple(data["subresources"]),
+        crd=True,
+        categories=("kueue",),
+    )
+
+
+@cache
+def crd_schema(plural: str, version: str | None = None) -> dict:
+    """The vendored OpenAPI v3 schema of a Kueue CRD: the stored version's, or a served older version's when given
+    and vendored (`<plural>.<version>.json`)."""
+    if version is not None and (CRD_DIR / f"{plural}.{version}.json").exists():
+        return json.loads((CRD_DIR / f"{plural}.{version}.json").read_text())["schema"]
+    return json.loads((CRD_DIR / f"{plural}.json").read_text())["schema"]
+
+
+CORE = [
+    Resource("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), ("status",)),
+    Resource("nodes", "node", "Node", "", "v1", False, ("no",), ("status",)),
+    Resource("pods", "pod", "Pod", "", "v1", True, ("po",), ("status", "log")),
+    Resource("services", "service", "Service", "", "v1", True, ("svc",), ("status",)),
+    Resource("events", "event", "Event", "", "v1", True, ("ev",)),
+    Resource("jobs", "job", "Job", "batch", "v1", True, (), ("status",)),
+    Resource("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+    Resource("secrets", "secret", "Secret", "", "v1", True),
+    Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
+    Resource("httproutes", "httproute", "HTTPRoute", GATEWAY_GROUP, "v1", True, (), ("status",)),
+    Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",), ("token",)),
+    Resource(
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        "",
+        "v1",
+        True,
+        ("pvc",),
+        ("status",),
+    ),
+    Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status", "scale")),
+    Resource("ingresses", "ingress", "Ingress", NETWORKING_GROUP, "v1", True, ("ing",), ("status",)),
+    Resource("ingressclasses", "ingressclass", "IngressClass", NETWORKING_GROUP, "v1", False),
+    Resource("networkpolicies", "networkpolicy", "NetworkPolicy", NETWORKING_GROUP, "v1", True, ("netpol",)),
+    Resource("roles", "role", "Role", RBAC_GROUP, "v1", True),
+    Resource("clusterroles", "clusterrole", "ClusterRole", RBAC_GROUP, "v1", False),
+    Resource("rolebindings", "rolebinding", "RoleBinding", RBAC_GROUP, "v1", True),
+    Resource("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", RBAC_GROUP, "v1", False),
+    Resource(
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io",
+        "v1",
+        False,
+        ("crd", "crds"),
+        ("status",),
+    ),
+]
+KUEUE = [
+    _crd(p)
+    for p in (
+        "resourceflavors",
+        "cohorts",
+        "clusterqueues",
+        "localqueues",
+        "workloadpriorityclasses",
+        "workloads",
+        "admissionchecks",
+    )
+]
+RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE}
+"""plural -> Resource; plurals are unique across the served groups."""
+
+
+def by_group_version(group: str, version: str) -> list[Resource]:
+    return [r for r in RESOURCES.values() if r.group == group and r.version == version]
+
+
+def lookup(group: str, version: str, plural: str) -> Resource | None:
+    r = RESOURCES.get(plural)
+    if r is None or r.group != group or r.version != version:
+        return None
+    return r

@@ -1,0 +1,181 @@
+"""What kube-apiserver's built-in registry strategies add for core and batch kinds: defaults and the
+cross-field rules a schema cannot express (Job selector and labels, restartPolicy, template immutability)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from kubesim.apiserver.validation import core
+from kubesim.kernel.metadata import Cause
+
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+CONTROLLER_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+
+
+def default_pod_spec(spec: dict) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    for c in [c for key in ("containers", "initContainers") if isinstance(spec.get(key), list) for c in spec[key]]:
+        if isinstance(c, dict):
+            image = str(c.get("image", ""))
+            tag_latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
+            c.setdefault("imagePullPolicy", "Always" if tag_latest else "IfNotPresent")
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+
+
+def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
+    """Defaults applied on create/update before webhooks, as the registry strategies do."""
+    spec = obj.get("spec")
+    if resource == "pods" and isinstance(spec, dict):
+        default_pod_spec(spec)
+        _default_requests_from_limits(spec)
+        if old is None:
+            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    elif resource == "jobs" and isinstance(spec, dict):
+        _default_job(spec)
+    elif resource == "secrets" and isinstance(obj.get("stringData"), dict):
+        _merge_string_data(obj)
+    elif resource == "namespaces":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        if old is None:
+            obj["status"] = {"phase": "Active"}
+        labels = obj.setdefault("metadata", {}).setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+
+def _merge_string_data(secret: dict) -> None:
+    """The Secret strategy: stringData is write-only, merged into data (base64) and never stored or returned."""
+    data: dict = secret["data"] if isinstance(secret.get("data"), dict) else {}
+    for key, value in secret.pop("stringData").items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    secret["data"] = data
+
+
+def _default_requests_from_limits(spec: dict) -> None:
+    """SetDefaults_Pod: a Pod's (not a pod template's) containers request what they limit unless told otherwise."""
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        for c in containers if isinstance(containers, list) else []:
+            resources = c.get("resources") if isinstance(c, dict) else None
+            if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+                requests = resources.setdefault("requests", {})
+                if isinstance(requests, dict):
+                    for name, value in resources["limits"].items():
+                        requests.setdefault(name, value)
+
+
+def _default_job(spec: dict) -> None:
+    """completions defaults to 1 only when parallelism is unset too (a work-queue Job keeps it nil)."""
+    if spec.get("parallelism") is None and spec.get("completions") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        default_pod_spec(template["spec"])
+
+
+def label_job(job: dict) -> None:
+    """Selector and template labels the Job strategy sets from the new Job's uid."""
+    md = job["metadata"]
+    spec = job["spec"]
+    if spec.get("manualSelector"):
+        return
+    labels = {
+        CONTROLLER_UID_LABELS[0]: md["uid"],
+        JOB_NAME_LABELS[0]: md["name"],
+        CONTROLLER_UID_LABELS[1]: md["uid"],
+        JOB_NAME_LABELS[1]: md["name"],
+    }
+    spec["selector"] = {"matchLabels": {CONTROLLER_UID_LABELS[0]: md["uid"]}}
+    tmd = spec["template"].setdefault("metadata", {})
+    tmd["labels"] = {**(tmd.get("labels") or {}), **labels}
+
+
+def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
+    causes = core.validate(resource, obj, old)
+    if resource == "jobs":
+        causes += _validate_job(obj, old)
+    elif resource == "pods" and old is not None:
+        causes += _immutable_pod(obj, old)
+    return causes
+
+
+def _validate_job(obj: dict, old: dict | None) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = obj.get("spec") or {}
+    tspec = (spec.get("template") or {}).get("spec") or {}
+    policy = tspec.get("restartPolicy")
+    if policy not in ("OnFailure", "Never"):
+        causes.append(
+            Cause(
+                "spec.template.spec.restartPolicy",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"',
+            )
+        )
+    if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
+        causes.append(
+            Cause("spec.completions", "FieldValueRequired", "Required value: when completion mode is Indexed")
+        )
+    if old is None:
+        return causes
+    old_spec = old.get("spec") or {}
+    for field in ("completionMode", "selector", "podFailurePolicy", "backoffLimitPerIndex"):
+        if spec.get(field) != old_spec.get(field):
+            causes.append(
+                Cause(
+                    f"spec.{field}",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_short(spec.get(field))}: field is immutable",
+                )
+            )
+    if spec.get("template") != old_spec.get("template") and not _template_mutable(spec, old_spec, old):
+        causes.append(Cause("spec.template", "FieldValueInvalid", 'Invalid value: "object": field is immutable'))
+    if spec.get("completions") != old_spec.get("completions") and spec.get("completionMode") != "Indexed":
+        causes.append(
+            Cause(
+                "spec.completions",
+                "FieldValueInvalid",
+                f"Invalid value: {_short(spec.get('completions'))}: field is immutable",
+            )
+        )
+    return causes
+
+
+def _template_mutable(spec: dict, old_spec: dict, old: dict) -> bool:
+    """The pod template may change only while the Job is suspended and has never started (status.startTime nil)."""
+    return bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
+
+
+def _immutable_pod(obj: dict, old: dict) -> list[Cause]:
+    spec, old_spec = dict(obj.get("spec") or {}), dict(old.get("spec") or {})
+    # image, activeDeadlineSeconds, tolerations additions and scheduling gates removal are the mutable bits.
+    for s in (spec, old_spec):
+        for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "nodeName"):
+            s.pop(key, None)
+        s["containers"] = [{k: v for k, v in c.items() if k != "image"} for c in s.get("containers") or []]
+    if spec != old_spec:
+        return [
+            Cause(
+                "spec",
+                "FieldValueForbidden",
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) "
+                "or `spec.schedulingGates`",
+            )
+        ]
+    return []
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, dict | list):
+        return '"object"'
+    return "null" if value is None else str(value)

@@ -1,0 +1,42 @@
+"""Kueue's admission webhooks, one module per kind as upstream has one file per kind, with v0.20's default feature
+gates (PartialAdmission, ElasticJobsViaWorkloadSlices, TopologyAwareScheduling, AdmissionGatedBy,
+WorkloadValidateResourcesAreNonNegative and WorkloadValidationForPodSetMetadata on; ConcurrentAdmission,
+PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors off).
+
+- `batch_job.py`: batch/v1 Job (vjob.kb.io): default LocalQueue and WorkloadPriorityClass, suspend when queued,
+  Kueue's label and annotation rules. A job kind's webhook has its integration's module name
+  (kubesim.kueue.integrations).
+- `cluster_queue.py` (vclusterqueue.kb.io), `cohort.py` (vcohort.kb.io), `resource_flavor.py`
+  (vresourceflavor.kb.io), `workload.py` (vworkload.kb.io): upstream's pkg/webhooks. The ClusterQueue and
+  ResourceFlavor defaulters add the resource-in-use finalizer on create.
+- `local_queue.py`: the check upstream leaves to the CRD's rule (no webhook name: it answers as the API server).
+- `common.py`: answer types, field.Error message bodies, shared label, annotation and admission-gate rules.
+  WorkloadPriorityClass and AdmissionCheck have no webhook upstream: their CRD rules do the work.
+
+A validating webhook answers (field path, message) or (field path, message, StatusCause reason) per problem; the
+message is field.Error's body. Schema and CEL validation run first: an object they refuse never reaches these
+webhooks, as in kube-apiserver. A refusal answers 403 under the webhook's name (kubesim/CONTRACT.md).
+"""
+
+from __future__ import annotations
+
+from kubesim.kernel.protocols import Webhook
+from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.webhooks.batch_job import JobWebhook
+from kubesim.kueue.webhooks.cluster_queue import ClusterQueueWebhook
+from kubesim.kueue.webhooks.cohort import CohortWebhook
+from kubesim.kueue.webhooks.local_queue import LocalQueueWebhook
+from kubesim.kueue.webhooks.resource_flavor import ResourceFlavorWebhook
+from kubesim.kueue.webhooks.workload import WorkloadWebhook
+
+
+def kueue_webhooks(config: KueueConfig) -> list[Webhook]:
+    """The job integrations' webhooks, then those of Kueue's own kinds (each answers only for its kind)."""
+    return [
+        JobWebhook(),
+        ClusterQueueWebhook(),
+        CohortWebhook(),
+        LocalQueueWebhook(),
+        ResourceFlavorWebhook(),
+        WorkloadWebhook(),
+    ]
