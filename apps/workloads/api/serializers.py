@@ -8,9 +8,7 @@ are `notebook_idle_timeout_minutes` and `notebook_port`. `API_FIELD_NAMES` maps 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from django.http import QueryDict
@@ -19,9 +17,7 @@ from rest_framework import serializers
 from rest_framework.fields import SkipField
 
 from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, StrictCharField, nul_errors
-from apps.core.http import reference_lookup
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
-from apps.org.selectors import projects_for
 from apps.workloads.explain import REASONS
 from apps.workloads.models import (
     QUEUED_STATUSES,
@@ -33,6 +29,8 @@ from apps.workloads.models import (
     WorkloadUtilisation,
 )
 from apps.workloads.selectors import workloads_for
+
+from .fields import CpuField, EnvField, LabelsSerializer, MemoryField, ProjectReferenceField
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -46,173 +44,6 @@ API_FIELD_NAMES: dict[str, str | tuple[str, str]] = {
     "model_label": ("labels", "model"),
     "data_class": ("labels", "data_class"),
 }
-
-# A Kubernetes quantity: a signed decimal with an optional binary (Ki..Ei) or decimal (m, k..E) suffix.
-QUANTITY = re.compile(  # ASCII digits only: Decimal() would read Unicode ones too
-    r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?\s*$", re.ASCII
-)
-_SUFFIX_BYTES = {
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-    "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-}
-_GIB = Decimal(2) ** 30
-_HUNDREDTH = Decimal("0.01")
-
-
-def _number(value: Any) -> Decimal | None:
-    """A JSON number or a numeric string as a Decimal; None for anything else (booleans included)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float | Decimal):
-        try:
-            return Decimal(str(value))
-        except InvalidOperation:
-            return None
-    return None
-
-
-@extend_schema_field({
-    "oneOf": [{"type": "integer"}, {"type": "string"}],
-    "description": "Project id or slug.",
-    "example": "vision",
-})
-class ProjectReferenceField(serializers.Field):
-    """A project by id or slug, among those the requesting user may see; any other reads as "does not exist"."""
-
-    default_error_messages = {"does_not_exist": 'Project "{value}" does not exist.',
-                              "invalid": "Give a project id or slug."}
-
-    def to_internal_value(self, data: Any) -> Project:
-        if isinstance(data, bool) or not isinstance(data, int | str) or data == "":
-            self.fail("invalid")
-        request = self.context.get("request")
-        visible = projects_for(getattr(request, "user", None))
-        text = str(data).strip()
-        lookup = reference_lookup(text, name_field="slug")
-        project = visible.select_related("department", "default_priority_class").filter(
-            **lookup).first() if lookup is not None else None
-        if project is None:
-            self.fail("does_not_exist", value=text)
-        return project
-
-    def to_representation(self, value: Project) -> int:
-        return value.pk
-
-
-@extend_schema_field({
-    "oneOf": [
-        {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
-                                                                     "value": {"type": "string"}},
-                                    "required": ["name", "value"]}},
-        {"type": "object", "additionalProperties": {"type": "string"}},
-    ],
-    "description": 'Environment variables: [{"name": "EPOCHS", "value": "10"}] or {"EPOCHS": "10"}.',
-})
-class EnvField(serializers.Field):
-    """Environment variables as a list of {name, value} or an object {NAME: value}; stored as the list."""
-
-    default_error_messages = {
-        "invalid": 'Give a list of {{"name": ..., "value": ...}} objects or an object {{NAME: value}}.',
-        "value": "The value of {name} must be a string or a number.",
-    }
-
-    def to_internal_value(self, data: Any) -> list[dict[str, str]]:
-        if isinstance(data, Mapping):
-            pairs = list(data.items())
-        elif isinstance(data, list):
-            if not all(isinstance(item, Mapping) and set(item) == {"name", "value"} for item in data):
-                self.fail("invalid")
-            pairs = [(item["name"], item["value"]) for item in data]
-        else:
-            self.fail("invalid")
-        env = []
-        for name, value in pairs:
-            if not isinstance(name, str):
-                self.fail("invalid")
-            if isinstance(value, str):
-                env.append({"name": name, "value": value})
-            elif (number := _number(value)) is not None:
-                env.append({"name": name, "value": str(value if isinstance(value, int) else number)})
-            else:
-                self.fail("value", name=name)
-        return env
-
-    def to_representation(self, value: list[dict[str, str]]) -> list[dict[str, str]]:
-        return value
-
-
-@extend_schema_field({
-    "oneOf": [{"type": "number"}, {"type": "string"}],
-    "description": 'CPU cores per pod: a number or a Kubernetes quantity such as "500m".',
-    "example": "4",
-})
-class CpuField(serializers.Field):
-    default_error_messages = {"invalid": 'Give CPU cores as a number or a Kubernetes quantity such as "500m".'}
-
-    def to_internal_value(self, data: Any) -> Decimal:
-        number = _number(data)
-        if number is not None:
-            return number
-        match = QUANTITY.match(data) if isinstance(data, str) else None
-        if match is None or match["suffix"] not in (None, "m"):
-            self.fail("invalid")
-        cores = Decimal(match["number"])
-        return cores * _SUFFIX_BYTES["m"] if match["suffix"] == "m" else cores
-
-    def to_representation(self, value: Decimal) -> str:
-        return str(value)
-
-
-@extend_schema_field({
-    "oneOf": [{"type": "number"}, {"type": "string"}],
-    "description": ('Memory per pod: a Kubernetes quantity such as "16Gi" or "512Mi", or a plain number of GiB. '
-                    "Stored in GiB, rounded up to 0.01 GiB."),
-    "example": "16Gi",
-})
-class MemoryField(serializers.Field):
-    """Memory per pod as GiB. A plain number (JSON or string) means GiB, unlike in Kubernetes where it means bytes."""
-
-    default_error_messages = {"invalid": 'Give memory as a Kubernetes quantity such as "16Gi" or "512Mi", or a '
-                                         "number of GiB."}
-
-    def to_internal_value(self, data: Any) -> Decimal:
-        number = _number(data)
-        if number is not None:
-            return number
-        match = QUANTITY.match(data) if isinstance(data, str) else None
-        if match is None or match["suffix"] == "m":
-            self.fail("invalid")
-        amount = Decimal(match["number"])
-        if match["suffix"] is None:
-            return amount
-        gib = amount * _SUFFIX_BYTES[match["suffix"]] / _GIB
-        try:
-            return gib.quantize(_HUNDREDTH, rounding=ROUND_CEILING)
-        except InvalidOperation:  # too many digits for any pod; the service refuses it with the model's bounds
-            return gib
-
-    def to_representation(self, value: Decimal) -> str:
-        return str(value)
-
-
-class LabelsSerializer(serializers.Serializer):
-    """The mandatory audit labels (Kubernetes label values)."""
-
-    model = StrictCharField(source="model_label", allow_blank=True, trim_whitespace=False,
-                                  error_messages={"required": "The model audit label is required."},
-                                  help_text="The model this work trains or serves, e.g. resnet50.")
-    data_class = StrictCharField(allow_blank=True, trim_whitespace=False,
-                                       error_messages={"required": "The data class audit label is required."},
-                                       help_text="The class of data it reads, e.g. public or internal.")
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if isinstance(data, Mapping) and (unknown := set(data) - {"model", "data_class"}):
-            raise serializers.ValidationError(
-                {name: ["Only the model and data_class labels are set here."] for name in sorted(unknown)})
-        return super().to_internal_value(data)
-
 
 def _strings(help_text: str) -> serializers.ListField:
     return serializers.ListField(child=StrictCharField(allow_blank=True, trim_whitespace=False),
