@@ -20,7 +20,6 @@ see". An explanation therefore depends on the viewer: callers pass it, and pages
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from django.db.models import Exists, OuterRef, Q, Value
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
+from apps.core import kueue_conditions as kueue
 from apps.org.models import Project, Quota
 
 from .capacity import ZERO, Assessment, DepartmentQuota, PoolTree, ProjectQuota
@@ -97,17 +97,13 @@ _KIND = {PROJECT_LIMIT: QUOTA, PROJECT_DESERVED: QUOTA, DEPARTMENT_LIMIT: QUOTA,
          INACTIVE: MISCONFIGURED, NEVER_FITS: NEVER_FITS, UNKNOWN: PENDING,
          ADMISSION_CHECKS: PENDING}
 
-STOPPED_REASONS = frozenset({"Stopped", "LocalQueueStopped", "ClusterQueueStopped", "Suspended"})
-NEVER_ADMITTABLE = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
-# Kueue >= 0.20 keeps a workload whose preemption targets another workload of the same cycle already took waiting
-# with this message (and WaitingForPreemptedWorkloads): it fits once those preemptions complete, preempting none.
-OVERLAPPING_TARGETS = "overlapping preemption targets with another workload"
 # Kueue's preemption reasons in plain words (after "Preempted ... by <preemptor>, ").
-HUMAN_PREEMPTION = {"InClusterQueue": "to make room for higher-priority work in the same queue",
-                    "InCohortReclamation": "to give back borrowed quota to the project that deserves it",
-                    "InCohortFairSharing": "to share the pool fairly between projects (fair sharing)",
-                    "InCohortReclaimWhileBorrowing": "to make room for higher-priority work of another project"}
-MORE_NEEDED = re.compile(r"(\d+(?:\.\d+)?) more needed")
+HUMAN_PREEMPTION = {
+    kueue.IN_CLUSTER_QUEUE: "to make room for higher-priority work in the same queue",
+    kueue.IN_COHORT_RECLAMATION: "to give back borrowed quota to the project that deserves it",
+    kueue.IN_COHORT_FAIR_SHARING: "to share the pool fairly between projects (fair sharing)",
+    kueue.IN_COHORT_RECLAIM_WHILE_BORROWING: "to make room for higher-priority work of another project",
+}
 
 
 @dataclass(frozen=True)
@@ -301,7 +297,7 @@ def waits(workload: Workload) -> bool:
         return True
     if workload.status == Status.ADMITTED:
         return workload.pod_count > 1
-    return workload.status == Status.STOPPED and workload.status_reason.startswith("Deactivated")
+    return workload.status == Status.STOPPED and workload.status_reason.startswith(kueue.DEACTIVATED)
 
 
 def _condition(workload: Workload, kind: str) -> dict[str, Any]:
@@ -312,9 +308,9 @@ def _condition(workload: Workload, kind: str) -> dict[str, Any]:
 
 
 def _pods_timed_out(workload: Workload) -> bool:
-    evicted, requeued = _condition(workload, "Evicted"), _condition(workload, "Requeued")
-    return (evicted.get("status") == "True" and evicted.get("reason") == "PodsReadyTimeout") or (
-        requeued.get("reason") == "PodsReadyTimeout")
+    evicted, requeued = _condition(workload, kueue.EVICTED), _condition(workload, kueue.REQUEUED)
+    return (evicted.get("status") == kueue.TRUE and evicted.get("reason") == kueue.PODS_READY_TIMEOUT) or (
+        requeued.get("reason") == kueue.PODS_READY_TIMEOUT)
 
 
 def explain(workload: Workload, facts: WaitFacts) -> Explanation | None:
@@ -378,27 +374,27 @@ class _Explainer:
             return self.gang_starting()
         if w.status == Status.PREEMPTED:
             return self.preempted()
-        if w.status_reason == "UnsatisfiedAdmissionChecks":
+        if w.status_reason == kueue.UNSATISFIED_ADMISSION_CHECKS:
             return self.admission_checks()
         if not f.has_quota:
             return self.no_quota()
         never = self.never_fits()
         if never is not None:
             return never
-        if w.status_reason == "Deactivated":
+        if w.status_reason == kueue.DEACTIVATED:
             return self.done(INACTIVE, f"Waiting for {self.ask}: Kueue deactivated it, so it will not be "
                                        "admitted until it is reactivated.", "Deactivated by Kueue")
-        if (not f.queue_active and f.queue_reason in STOPPED_REASONS) or (
-                f.queue_active and w.status_reason == "Suspended"):  # held, and the mirror has not seen it yet
+        if (not f.queue_active and f.queue_reason in kueue.STOPPED_REASONS) or (
+                f.queue_active and w.status_reason == kueue.SUSPENDED):  # held, and the mirror has not seen it yet
             return self.done(QUEUE_STOPPED, f"Waiting for {self.ask}: the {w.queue_name} queue is on hold by an "
                                             "admin; nothing new starts there until it is released. Your place is "
                                             "kept.", f"The {w.queue_name} queue is on hold")
-        if w.status_reason == "Misconfigured" or not f.queue_active:
+        if w.status_reason == kueue.MISCONFIGURED or not f.queue_active:
             detail = w.status_message or f.queue_message or f.queue_reason
             return self.done(MISCONFIGURED, f"Waiting for {self.ask}: the {w.queue_name} queue is not usable right "
                                             f"now ({detail}). Ask an admin to check the queue; your place is kept.",
                              f"The {w.queue_name} queue is not usable")
-        if w.status_reason == "WaitingForPreemptedWorkloads":
+        if w.status_reason == kueue.WAITING_FOR_PREEMPTED_WORKLOADS:
             return self.preempting()
         if _pods_timed_out(w):
             return self.done(GANG, f"Waiting for {self.ask}: not all {_plural(w.pod_count, 'pod')} were ready "
@@ -416,8 +412,8 @@ class _Explainer:
                          f"Admitted: waiting for all {pods} pods to be ready")
 
     def admission_checks(self) -> Explanation:
-        checks = [c for c in (self.w.admission or {}).get("checks") or [] if c.get("state") != "Ready"]
-        capacity = any(c.get("message", "").startswith("Waiting for ProvisioningRequest") for c in checks)
+        checks = [c for c in (self.w.admission or {}).get("checks") or [] if c.get("state") != kueue.CHECK_READY]
+        capacity = any(c.get("message", "").startswith(kueue.WAITING_FOR_PROVISIONING) for c in checks)
         states = _join([f"{c.get('name')} is {c.get('state')}" + (f" ({c['message']})" if c.get("message") else "")
                         for c in checks]) or "not all are Ready yet"
         what = "capacity being brought up for it" if capacity else "its admission checks"
@@ -433,7 +429,7 @@ class _Explainer:
 
     def never_fits(self) -> Explanation | None:
         w, f, a, units = self.w, self.f, self.a, self.units
-        kueue_says = w.status_reason in NEVER_ADMITTABLE or w.status == Status.REJECTED
+        kueue_says = w.status_reason in kueue.NEVER_ADMITTABLE or w.status == Status.REJECTED
         if not kueue_says and (a is None or a.ever_fits):
             return None
         change, what = "request", ""
@@ -477,7 +473,7 @@ class _Explainer:
                                          f"right now ({_n(self.a.available if self.a else None)} free to it); Kueue "
                                          "takes it back by preempting the borrowed work." + _ahead(self.position),
                              f"Reclaiming {self.project}'s lent quota", **numbers)
-        if not f.victims and OVERLAPPING_TARGETS in (self.w.status_message or ""):
+        if not f.victims and kueue.OVERLAPPING_TARGETS in (self.w.status_message or ""):
             return self.done(PREEMPTING, f"Starting soon: Kueue is already preempting work for another workload, "
                                          f"and {self.ask} fits once that work has released its GPUs."
                              + _ahead(self.position), "Making room: waiting for preemptions already under way",
@@ -750,7 +746,7 @@ def _peers(waiting: list[Workload], viewer: Any) -> dict[int, _PeerFacts]:
     other page."""
     preempted = {w.pk: w for w in waiting if w.status in PREEMPTED_STATUSES}
     preempting = {w.k8s_uid: w for w in waiting
-                  if w.status_reason == "WaitingForPreemptedWorkloads" and w.k8s_uid}
+                  if w.status_reason == kueue.WAITING_FOR_PREEMPTED_WORKLOADS and w.k8s_uid}
     if not preempted and not preempting:
         return {}
     events = list(_seen(WorkloadEvent.objects.filter(to_status=Status.PREEMPTED).filter(
@@ -788,7 +784,7 @@ def _seen(queryset: Any, viewer: Any, workload_path: str) -> Any:
 
 def kueue_more_needed(message: str) -> Decimal | None:
     """The "N more needed" of Kueue's message, if it says one (the largest, when several resources are short)."""
-    found = [Decimal(m) for m in MORE_NEEDED.findall(message or "")]
+    found = [Decimal(m) for m in kueue.MORE_NEEDED.findall(message or "")]
     return max(found) if found else None
 
 
