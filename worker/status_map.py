@@ -1,48 +1,22 @@
 """Kueue's view of a workload -> the portal's status (DESIGN section 5), as pure functions.
 
 Input: the batch/v1 Job and its Kueue Workload as the API returns them (either may be missing). Output: what the
-portal should record: status, reason, message, admission, timestamps, and any preemption the conditions show.
+portal should record, as the `Observation` the workloads state machine takes (apps/workloads/observation.py):
+status, reason, message, admission, timestamps, and any preemption the conditions show.
 Conditions carry their own transition times, so a preemption that was followed by a requeue before the watcher
 looked is still seen and recorded.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from apps.core import kueue_conditions as kueue
 from apps.workloads.models import Status
+from apps.workloads.observation import Observation, Preemption
 
 REQUEUED_AFTER_PREEMPTION = "Back in the queue after a preemption, waiting for its next scheduling attempt"
-
-
-@dataclass(frozen=True)
-class Preemption:
-    at: datetime
-    reason: str
-    message: str
-    preemptor_workload_uid: str
-    preemptor_job_uid: str
-
-
-@dataclass(frozen=True)
-class Observation:
-    status: str
-    reason: str = ""
-    message: str = ""
-    at: datetime | None = None  # when the cluster says the current state began
-    cluster_queue: str = ""
-    admission: dict[str, Any] = field(default_factory=dict)
-    admitted_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    preemption: Preemption | None = None
-    conditions: list[dict[str, Any]] = field(default_factory=list)
-    kueue_name: str = ""
-    deleted_at: datetime | None = None  # the Job is being deleted (its deletionTimestamp: the cluster's time)
-    job_uid: str = ""
 
 
 def parse_time(value: str | None) -> datetime | None:

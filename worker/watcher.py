@@ -35,6 +35,7 @@ from apps.core.http import parse_id, parse_int
 from apps.core.kueue_names import JOB_UID_LABEL, MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
 from apps.workloads import services as workload_services
 from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Status, Workload
+from apps.workloads.observation import Observation
 
 from .gateway import KINDS, ClusterError, Gateway
 from .status_map import observe, parse_time
@@ -119,7 +120,7 @@ class Watcher:
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
         self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload
         self.resource_versions: dict[str, str] = {}
-        self.applied: dict[str, Any] = {}  # job uid -> the last observation written (most events change nothing)
+        self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
         self.work = WorkQueue()
         self.appliers = appliers

@@ -10,18 +10,20 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from apps.core import kueue_conditions as kueue
 from apps.workloads.models import HOLDING_STATUSES, PREEMPTED_STATUSES, QUEUED_STATUSES, Kind, Status, Workload
+from apps.workloads.observation import Observation
 from apps.workloads.signals import quota_held, quota_released
 
 from .claims import workload_stop_finish
 from .notifications import _notify_on_commit
-from .transitions import _event, _transition
+from .transitions import _transition
 
 # Rows the watcher leaves alone: they are over.
 WATCHER_IGNORES = frozenset({Status.STOPPED, Status.SUCCEEDED, Status.FAILED, Status.SUBMIT_FAILED})
 
 
-def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | None = None) -> list[str]:
+def workload_observe(*, workload_id: int, observation: Observation, preemptor_id: int | None = None) -> list[str]:
     """Record what the cluster says about a workload; returns the statuses it moved through (for notifications).
 
     Idempotent: replaying the same observation (a resync, a re-delivered watch event) writes no new events.
@@ -50,16 +52,11 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
             moved.append(Status.QUEUED)
         preemption = observation.preemption
         if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
-            if row.status != Status.PREEMPTED:
-                from_status = row.status
-                Workload.objects.filter(pk=row.pk).update(status=Status.PREEMPTED, status_reason=preemption.reason,
-                                                          status_message=preemption.message)
-                _event(row, from_status=from_status, to_status=Status.PREEMPTED, reason=preemption.reason,
-                       message=preemption.message, cluster_at=preemption.at,
-                       details={"preemptor_workload_id": preemptor_id,
-                                "preemptor_job_uid": preemption.preemptor_job_uid,
-                                "preemptor_kueue_uid": preemption.preemptor_workload_uid})
-                row.status = Status.PREEMPTED
+            if row.status != Status.PREEMPTED and _transition(
+                    row, expected=[row.status], to_status=Status.PREEMPTED, reason=preemption.reason,
+                    message=preemption.message, cluster_at=preemption.at,
+                    details={"preemptor_workload_id": preemptor_id, "preemptor_job_uid": preemption.preemptor_job_uid,
+                             "preemptor_kueue_uid": preemption.preemptor_workload_uid}):
                 moved.append(Status.PREEMPTED)
             mirror["last_preempted_at"] = preemption.at
             quota_released.send(sender=Workload, workload_id=row.pk, at=preemption.at,
@@ -68,7 +65,7 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
         if status == Status.QUEUED and row.status in PREEMPTED_STATUSES:
             status = Status.REQUEUED  # back in the queue after a preemption: its own status until admitted again
         if status != row.status:
-            reason = "Requeued" if status == Status.REQUEUED else observation.reason
+            reason = kueue.REQUEUED if status == Status.REQUEUED else observation.reason
             _transition(row, expected=[row.status], to_status=status, reason=reason,
                         message=observation.message, cluster_at=observation.at)
             moved.append(status)
@@ -85,7 +82,7 @@ def workload_observe(*, workload_id: int, observation: Any, preemptor_id: int | 
     return moved
 
 
-def _observe_stopping(row: Workload, observation: Any, mirror: dict[str, Any]) -> list[str]:
+def _observe_stopping(row: Workload, observation: Observation, mirror: dict[str, Any]) -> list[str]:
     """A stop not yet done by the worker: mirror the cluster and keep the ledger (the Job holds its GPUs until it is
     gone), and move the status only when the Job is over: finished on its own (its final state, at the cluster's
     time) or being deleted (stopped, at the deletion's time). Either closes the stop intent."""
@@ -108,7 +105,7 @@ def _observe_stopping(row: Workload, observation: Any, mirror: dict[str, Any]) -
     return moved
 
 
-def _account(workload: Workload, observation: Any) -> None:
+def _account(workload: Workload, observation: Observation) -> None:
     """Keep the GPU-hour ledger in step, on the cluster's clock: one interval per admission, open while held."""
     admitted_at = observation.admitted_at
     if observation.status in HOLDING_STATUSES:
@@ -146,6 +143,6 @@ def workloads_gone(*, workload_ids: Iterable[int], at: datetime, cluster_at: dat
             workload_stop_finish(workload_id=workload.pk, cluster_at=cluster_at)
             continue
         with transaction.atomic():
-            if _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason="JobDeleted",
+            if _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason=kueue.JOB_DELETED,
                            message="The Job was deleted outside the portal", cluster_at=cluster_at, finished_at=at):
-                quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason="JobDeleted")
+                quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason=kueue.JOB_DELETED)

@@ -44,8 +44,9 @@ def _event(workload: Workload, *, from_status: str, to_status: str, reason: str 
 
 def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, reason: str = "", message: str = "",
                 actor: Any = None, at: datetime | None = None, cluster_at: datetime | None = None,
-                **fields: Any) -> bool:
-    """Move the workload to `to_status` if it is still in one of `expected`; False when someone moved it first."""
+                details: dict[str, Any] | None = None, **fields: Any) -> bool:
+    """Move the workload to `to_status` if it is still in one of `expected`; False when someone moved it first.
+    `details` go on the event (e.g. a preemption's preemptor), `fields` on the workload with its new status."""
     with transaction.atomic():
         current = Workload.objects.select_for_update().filter(pk=workload.pk, status__in=list(expected)).first()
         if current is None:
@@ -53,7 +54,7 @@ def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, 
         updated = {"status": to_status, "status_reason": reason, "status_message": message, **fields}
         Workload.objects.filter(pk=workload.pk).update(**updated)
         _event(current, from_status=current.status, to_status=to_status, reason=reason, message=message,
-               actor=actor, at=at, cluster_at=cluster_at)
+               actor=actor, at=at, cluster_at=cluster_at, details=details)
         _close_intents(current.status, to_status, workload.pk)
     for name, value in updated.items():
         setattr(workload, name, value)
