@@ -41,9 +41,9 @@ from typing import Any
 from django.utils import timezone
 
 from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.core import kueue_conditions
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
-from apps.workloads.explain import STOPPED_REASONS
 from apps.workloads.history import runtime_samples, similar_work
 from apps.workloads.models import ForecastBasis, ForecastReason, Status, Workload
 from kubesim.kueue import constants as kueue
@@ -162,7 +162,7 @@ def _workload_object(job: Job) -> dict[str, Any]:
     }
     if job.reserved_at is not None:
         obj["status"] = {
-            "conditions": [{"type": kueue.QUOTA_RESERVED, "status": "True", "reason": "QuotaReserved",
+            "conditions": [{"type": kueue.QUOTA_RESERVED, "status": "True", "reason": kueue.QUOTA_RESERVED,
                             "lastTransitionTime": _iso(job.reserved_at)}],
             "admission": {"clusterQueue": job.cluster_queue, "podSetAssignments": [{
                 "name": "main", "count": job.pods, "flavors": {job.resource: job.flavor},
@@ -321,7 +321,8 @@ def _cannot(job: Job, snapshot: Snapshot, orphaned: str | None, jobs: dict[str, 
 def _reserved_at(workload: Workload, now: datetime) -> datetime:
     """When its current stretch of quota began: Kueue's QuotaReserved transition as mirrored, else its admission."""
     for condition in workload.kueue_conditions or []:
-        if condition.get("type") == kueue.QUOTA_RESERVED and condition.get("status") == "True":
+        if (condition.get("type") == kueue_conditions.QUOTA_RESERVED
+                and condition.get("status") == kueue_conditions.TRUE):
             at = condition.get("lastTransitionTime")
             if at:
                 return datetime.fromisoformat(at.replace("Z", "+00:00"))
@@ -358,9 +359,9 @@ def forecasts_compute(*, now: datetime | None = None, preemptible: dict[int, boo
     if not waiting:
         return {}
     stopped = {("ClusterQueue", name) for name in ClusterQueueState.objects.filter(
-        active=False, active_reason__in=STOPPED_REASONS).values_list("name", flat=True)}
+        active=False, active_reason__in=kueue_conditions.STOPPED_REASONS).values_list("name", flat=True)}
     stopped |= {("LocalQueue", f"{namespace}/{name}") for namespace, name in LocalQueueState.objects.filter(
-        active=False, active_reason__in=STOPPED_REASONS).values_list("namespace", "name")}
+        active=False, active_reason__in=kueue_conditions.STOPPED_REASONS).values_list("namespace", "name")}
     return replay(objects=desired_from_database(), holding=holding, waiting=waiting, now=now, stopped=stopped)
 
 

@@ -3,8 +3,8 @@
 Input is a plain snapshot of the organisation (no ORM), output is the list of Kubernetes objects the cluster
 should hold: per node pool a ResourceFlavor and its own cohort tree (root, department and project Cohorts), two
 ClusterQueues per project and pool, the project namespaces with their LocalQueues, and the
-WorkloadPriorityClasses. Every object carries the portal's ownership label, so reconcile never touches anything
-else.
+WorkloadPriorityClasses. The tree's shape and numbers are `apps.core.kueue_tree`'s; this module writes them as
+manifests. Every object carries the portal's ownership label, so reconcile never touches anything else.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ from apps.core.kueue_names import (
     local_queue,
     names,
 )
+from apps.core.kueue_tree import (
+    DepartmentMember,
+    PoolQuota,
+    ProjectCohort,
+    ProjectMember,
+    QueueQuota,
+    cohort_tree,
+)
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-
-
-@dataclass(frozen=True)
-class PoolQuota:
-    deserved: int
-    limit: int | None
-    weight: Decimal
 
 
 @dataclass(frozen=True)
@@ -110,86 +111,87 @@ def resource_flavor(pool: PoolSpec) -> dict[str, Any]:
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": metadata, "spec": spec}
 
 
-def _pool_tree(pool: PoolSpec, departments: tuple[DepartmentSpec, ...], naming: KueueNames) -> list[dict[str, Any]]:
-    """The cohort tree and queues of one pool, for the departments and projects with a quota row on it."""
-    members = [
-        (department, [project for project in department.projects if pool.slug in project.quotas])
+def _members(pool: PoolSpec, departments: tuple[DepartmentSpec, ...]
+             ) -> list[DepartmentMember[DepartmentSpec, ProjectSpec]]:
+    """The departments and projects as members of the pool's tree: each project with a quota row on the pool."""
+    return [
+        DepartmentMember(owner=department, quota=department.quotas.get(pool.slug), projects=tuple(
+            ProjectMember(owner=project, quota=project.quotas[pool.slug], lends=not project.does_not_lend)
+            for project in department.projects if pool.slug in project.quotas))
         for department in departments
     ]
-    members = [(department, projects) for department, projects in members if pool.slug in department.quotas or projects]
-    if not members:
+
+
+def _pool_tree(pool: PoolSpec, departments: tuple[DepartmentSpec, ...], naming: KueueNames) -> list[dict[str, Any]]:
+    """The cohort tree and queues of one pool, for the departments and projects with a quota row on it."""
+    tree = cohort_tree(capacity=pool.capacity, departments=_members(pool, departments))
+    if not tree.departments:
         return []
     root_name = naming.root_cohort(pool.slug)
-    assigned = sum(department.quotas[pool.slug].deserved for department, _ in members if pool.slug in department.quotas)
     root_spec: dict[str, Any] = {}
-    idle = max(0, pool.capacity - assigned)  # over-subscribed pools leave no unassigned quota
-    if idle:
-        root_spec["resourceGroups"] = [_resource_group(pool, {"nominalQuota": idle})]
+    if tree.nominal:
+        root_spec["resourceGroups"] = [_resource_group(pool, {"nominalQuota": tree.nominal})]
     objects: list[dict[str, Any]] = [{
         "apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _metadata(root_name, {POOL_LABEL: pool.slug}),
         "spec": root_spec,
     }]
-    for department, projects in members:
-        quota = department.quotas.get(pool.slug, PoolQuota(deserved=0, limit=None, weight=Decimal(1)))
-        projects_deserved = sum(project.quotas[pool.slug].deserved for project in projects)
-        resource: dict[str, Any] = {"nominalQuota": max(0, quota.deserved - projects_deserved)}
-        if quota.limit is not None:
-            resource["borrowingLimit"] = max(0, quota.limit - quota.deserved)
+    for cohort in tree.departments:
+        department = cohort.owner
+        resource: dict[str, Any] = {"nominalQuota": cohort.nominal}
+        if cohort.borrowing_limit is not None:
+            resource["borrowingLimit"] = cohort.borrowing_limit
         department_cohort = naming.department_cohort(department.slug, pool.slug)
         objects.append({
             "apiVersion": KUEUE_API, "kind": "Cohort",
             "metadata": _metadata(department_cohort, {POOL_LABEL: pool.slug, DEPARTMENT_LABEL: department.slug}),
-            "spec": {"parentName": root_name, "fairSharing": {"weight": quantity(quota.weight)},
+            "spec": {"parentName": root_name, "fairSharing": {"weight": quantity(cohort.weight)},
                      "resourceGroups": [_resource_group(pool, resource)]},
         })
-        for project in projects:
+        for project in cohort.projects:
             objects.extend(_project_objects(pool, department, project, department_cohort, naming))
     return objects
 
 
-def _project_objects(pool: PoolSpec, department: DepartmentSpec, project: ProjectSpec, parent: str,
+def _queue_resource(queue: QueueQuota) -> dict[str, Any]:
+    resource: dict[str, Any] = {"nominalQuota": queue.nominal}
+    if queue.borrowing_limit is not None:
+        resource["borrowingLimit"] = queue.borrowing_limit
+    if queue.lending_limit is not None:
+        resource["lendingLimit"] = queue.lending_limit
+    return resource
+
+
+def _project_objects(pool: PoolSpec, department: DepartmentSpec, cohort: ProjectCohort[ProjectSpec], parent: str,
                      naming: KueueNames) -> list[dict[str, Any]]:
-    quota = project.quotas[pool.slug]
+    project = cohort.owner
     labels = {POOL_LABEL: pool.slug, DEPARTMENT_LABEL: department.slug, PROJECT_LABEL: project.slug}
     cohort_name = naming.project_cohort(project.slug, pool.slug)
-    cohort_spec: dict[str, Any] = {"parentName": parent, "fairSharing": {"weight": quantity(quota.weight)}}
-    if quota.limit is not None:
-        # The project's limit lives on its cohort so both of its queues share it.
+    cohort_spec: dict[str, Any] = {"parentName": parent, "fairSharing": {"weight": quantity(cohort.weight)}}
+    if cohort.borrowing_limit is not None:
         cohort_spec["resourceGroups"] = [_resource_group(
-            pool, {"nominalQuota": 0, "borrowingLimit": max(0, quota.limit - quota.deserved)}
+            pool, {"nominalQuota": 0, "borrowingLimit": cohort.borrowing_limit}
         )]
     namespace_selector = {"matchLabels": {NAMESPACE_NAME_LABEL: project.namespace}}
-    guaranteed_resource: dict[str, Any] = {"nominalQuota": quota.deserved, "borrowingLimit": 0}
-    if project.does_not_lend:
-        guaranteed_resource["lendingLimit"] = 0
-    objects = [
-        {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _metadata(cohort_name, labels), "spec": cohort_spec},
-        {
+    objects = [{"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _metadata(cohort_name, labels),
+                "spec": cohort_spec}]
+    for queue in cohort.queues:
+        objects.append({
             "apiVersion": KUEUE_API, "kind": "ClusterQueue",
-            "metadata": _metadata(naming.cluster_queue(project.slug, pool.slug, guaranteed=True), labels),
+            "metadata": _metadata(naming.cluster_queue(project.slug, pool.slug, guaranteed=queue.guaranteed), labels),
             "spec": {
                 "cohortName": cohort_name, "namespaceSelector": namespace_selector,
                 "queueingStrategy": "BestEffortFIFO",
-                "resourceGroups": [_resource_group(pool, guaranteed_resource)],
-                "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"},
+                "resourceGroups": [_resource_group(pool, _queue_resource(queue))],
+                # Guaranteed work never preempts its own queue; preemptible work gives way to higher priorities.
+                "preemption": {"withinClusterQueue": "Never" if queue.guaranteed else "LowerPriority",
+                               "reclaimWithinCohort": "Any"},
             },
-        },
-        {
-            "apiVersion": KUEUE_API, "kind": "ClusterQueue",
-            "metadata": _metadata(naming.cluster_queue(project.slug, pool.slug, guaranteed=False), labels),
-            "spec": {
-                "cohortName": cohort_name, "namespaceSelector": namespace_selector,
-                "queueingStrategy": "BestEffortFIFO",
-                "resourceGroups": [_resource_group(pool, {"nominalQuota": 0})],
-                "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
-            },
-        },
-    ]
-    for guaranteed in (True, False):
+        })
+    for queue in cohort.queues:
         objects.append({
             "apiVersion": KUEUE_API, "kind": "LocalQueue",
-            "metadata": _metadata(local_queue(pool.slug, guaranteed=guaranteed), labels, project.namespace),
-            "spec": {"clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=guaranteed)},
+            "metadata": _metadata(local_queue(pool.slug, guaranteed=queue.guaranteed), labels, project.namespace),
+            "spec": {"clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=queue.guaranteed)},
         })
     return objects
 

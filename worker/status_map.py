@@ -1,50 +1,22 @@
 """Kueue's view of a workload -> the portal's status (DESIGN section 5), as pure functions.
 
 Input: the batch/v1 Job and its Kueue Workload as the API returns them (either may be missing). Output: what the
-portal should record: status, reason, message, admission, timestamps, and any preemption the conditions show.
+portal should record, as the `Observation` the workloads state machine takes (apps/workloads/observation.py):
+status, reason, message, admission, timestamps, and any preemption the conditions show.
 Conditions carry their own transition times, so a preemption that was followed by a requeue before the watcher
 looked is still seen and recorded.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from apps.core import kueue_conditions as kueue
 from apps.workloads.models import Status
+from apps.workloads.observation import Observation, Preemption
 
-NEVER_ADMITTABLE = {"NoMatchingFlavor", "ExceedsMaxQuota"}
 REQUEUED_AFTER_PREEMPTION = "Back in the queue after a preemption, waiting for its next scheduling attempt"
-PREEMPTOR = re.compile(r"\(UID: (?P<uid>[^,]*), JobUID: (?P<job_uid>[^)]*)\) due to (?P<why>[^;]*)")
-
-
-@dataclass(frozen=True)
-class Preemption:
-    at: datetime
-    reason: str
-    message: str
-    preemptor_workload_uid: str
-    preemptor_job_uid: str
-
-
-@dataclass(frozen=True)
-class Observation:
-    status: str
-    reason: str = ""
-    message: str = ""
-    at: datetime | None = None  # when the cluster says the current state began
-    cluster_queue: str = ""
-    admission: dict[str, Any] = field(default_factory=dict)
-    admitted_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    preemption: Preemption | None = None
-    conditions: list[dict[str, Any]] = field(default_factory=list)
-    kueue_name: str = ""
-    deleted_at: datetime | None = None  # the Job is being deleted (its deletionTimestamp: the cluster's time)
-    job_uid: str = ""
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -59,7 +31,7 @@ def _conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 def _true(conditions: dict[str, dict[str, Any]], kind: str) -> dict[str, Any] | None:
     condition = conditions.get(kind)
-    return condition if condition and condition.get("status") == "True" else None
+    return condition if condition and condition.get("status") == kueue.TRUE else None
 
 
 def _admission(workload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -79,11 +51,11 @@ def _checks(workload: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def _preemption(conditions: dict[str, dict[str, Any]]) -> Preemption | None:
-    preempted = _true(conditions, "Preempted")
+    preempted = _true(conditions, kueue.PREEMPTED)
     if preempted is None:
         return None
     message = preempted.get("message", "")
-    match = PREEMPTOR.search(message)
+    match = kueue.PREEMPTOR.search(message)
     return Preemption(
         at=parse_time(preempted.get("lastTransitionTime")),  # type: ignore[arg-type]
         reason=preempted.get("reason", ""), message=message,
@@ -109,63 +81,64 @@ def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Obse
     }
     if workload is not None:
         common["cluster_queue"], common["admission"] = _admission(workload)
-        admitted = _true(conditions, "Admitted")
+        admitted = _true(conditions, kueue.ADMITTED)
         common["admitted_at"] = parse_time(admitted.get("lastTransitionTime")) if admitted else None
 
-    for kind, status in (("Complete", Status.SUCCEEDED), ("Failed", Status.FAILED)):
+    for kind, status in ((kueue.JOB_COMPLETE, Status.SUCCEEDED), (kueue.JOB_FAILED, Status.FAILED)):
         done = _true(job_conditions, kind)
         if done:
             at = parse_time(job_status.get("completionTime") or done.get("lastTransitionTime"))
             return Observation(status=status, reason=done.get("reason", kind), message=done.get("message", ""),
                                at=at, finished_at=at, **common)
-    finished = _true(conditions, "Finished")
+    finished = _true(conditions, kueue.FINISHED)
     if finished:
         at = parse_time(finished.get("lastTransitionTime"))
-        status = Status.SUCCEEDED if finished.get("reason") == "Succeeded" else Status.FAILED
+        status = Status.SUCCEEDED if finished.get("reason") == kueue.SUCCEEDED else Status.FAILED
         return Observation(status=status, reason=finished.get("reason", ""), message=finished.get("message", ""),
                            at=at, finished_at=at, **common)
     if common["deleted_at"]:
         # Deleted before it finished, its pods going away: the portal's stop, or someone else's delete (the message
         # is for the latter; a stopping workload records its own stop).
         at = common["deleted_at"]
-        return Observation(status=Status.STOPPED, reason="JobDeleted", message="The Job was deleted outside the portal",
-                           at=at, finished_at=at, **common)
-    evicted = _true(conditions, "Evicted")
-    if evicted and evicted.get("reason", "").startswith("Deactivated"):
+        return Observation(status=Status.STOPPED, reason=kueue.JOB_DELETED,
+                           message="The Job was deleted outside the portal", at=at, finished_at=at, **common)
+    evicted = _true(conditions, kueue.EVICTED)
+    if evicted and evicted.get("reason", "").startswith(kueue.DEACTIVATED):
         at = parse_time(evicted.get("lastTransitionTime"))
         return Observation(status=Status.STOPPED, reason=evicted["reason"], message=evicted.get("message", ""),
                            at=at, finished_at=at, **common)
     if workload is None:
         return None  # Kueue has not made its Workload yet: nothing new to say
-    reserved = _true(conditions, "QuotaReserved")
-    if reserved and _true(conditions, "Admitted") and not evicted:
-        ready = _true(conditions, "PodsReady")
+    reserved = _true(conditions, kueue.QUOTA_RESERVED)
+    if reserved and _true(conditions, kueue.ADMITTED) and not evicted:
+        ready = _true(conditions, kueue.PODS_READY)
         if ready or int(job_status.get("ready") or 0) > 0:
             at = parse_time((ready or {}).get("lastTransitionTime") or job_status.get("startTime"))
-            return Observation(status=Status.RUNNING, reason="Running", message="Pods are running", at=at, **common)
-        return Observation(status=Status.ADMITTED, reason="Admitted",
-                           message=_true(conditions, "Admitted").get("message", ""),  # type: ignore[union-attr]
+            return Observation(status=Status.RUNNING, reason=kueue.RUNNING, message="Pods are running", at=at,
+                               **common)
+        return Observation(status=Status.ADMITTED, reason=kueue.ADMITTED,
+                           message=_true(conditions, kueue.ADMITTED).get("message", ""),  # type: ignore[union-attr]
                            at=common["admitted_at"], **common)
     checks = _checks(workload)
-    if reserved and not evicted and any(c["state"] != "Ready" for c in checks):
+    if reserved and not evicted and any(c["state"] != kueue.CHECK_READY for c in checks):
         # Quota reserved, admission waits on its admission checks (e.g. capacity a ProvisioningRequest brings up).
         common["admission"] = {**common["admission"], "checks": checks}
-        waiting = [c for c in checks if c["state"] != "Ready"]
+        waiting = [c for c in checks if c["state"] != kueue.CHECK_READY]
         message = "; ".join(f"{c['name']}: {c['state']}" + (f" ({c['message']})" if c["message"] else "")
                             for c in waiting)
-        return Observation(status=Status.QUEUED, reason="UnsatisfiedAdmissionChecks", message=message,
+        return Observation(status=Status.QUEUED, reason=kueue.UNSATISFIED_ADMISSION_CHECKS, message=message,
                            at=parse_time(reserved.get("lastTransitionTime")), **common)
-    if evicted and evicted.get("reason") == "Preempted" and reserved:
+    if evicted and evicted.get("reason") == kueue.EVICTED_BY_PREEMPTION and reserved:
         # Evicted but still holding quota while its pods go away.
-        preempted = _true(conditions, "Preempted") or evicted
-        return Observation(status=Status.PREEMPTED, reason=preempted.get("reason", "Preempted"),
+        preempted = _true(conditions, kueue.PREEMPTED) or evicted
+        return Observation(status=Status.PREEMPTED, reason=preempted.get("reason", kueue.EVICTED_BY_PREEMPTION),
                            message=preempted.get("message", ""), at=parse_time(evicted.get("lastTransitionTime")),
                            **common)
-    pending = conditions.get("QuotaReserved") or {}
-    reason = pending.get("reason", "Pending")
-    status = Status.REJECTED if reason in NEVER_ADMITTABLE else Status.QUEUED
+    pending = conditions.get(kueue.QUOTA_RESERVED) or {}
+    reason = pending.get("reason", kueue.PENDING)
+    status = Status.REJECTED if reason in kueue.NEVER_ADMITTABLE else Status.QUEUED
     message = pending.get("message", "")
-    if PREEMPTOR.search(message):
+    if kueue.PREEMPTOR.search(message):
         # Kueue's eviction leaves the preemption's own message (UIDs, cohort paths) on QuotaReserved until the next
         # scheduling attempt; the preemption is recorded with those words, the wait that follows reads plainly.
         message = REQUEUED_AFTER_PREEMPTION

@@ -32,16 +32,16 @@ from kubernetes.client.exceptions import ApiException
 from apps.cluster import services as mirror
 from apps.core import kueue_names, metrics
 from apps.core.http import parse_id, parse_int
-from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
+from apps.core.kueue_names import JOB_UID_LABEL, MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
 from apps.workloads import services as workload_services
 from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Status, Workload
+from apps.workloads.observation import Observation
 
 from .gateway import KINDS, ClusterError, Gateway
 from .status_map import observe, parse_time
 from .tasks import forecasts_refresh_soon
 
 logger = logging.getLogger(__name__)
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None}
@@ -120,7 +120,7 @@ class Watcher:
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
         self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload
         self.resource_versions: dict[str, str] = {}
-        self.applied: dict[str, Any] = {}  # job uid -> the last observation written (most events change nothing)
+        self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
         self.work = WorkQueue()
         self.appliers = appliers

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Model
 
+from apps.core import kueue_conditions as kueue
 from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
 
 from .models import ClusterQueueState, CohortState, LocalQueueState, NodeState, WatcherHeartbeat
@@ -43,8 +44,9 @@ def _nominal(spec: dict[str, Any]) -> Decimal:
 
 def _active(status: dict[str, Any]) -> tuple[bool, str, str]:
     for condition in status.get("conditions") or []:
-        if condition.get("type") == "Active":
-            return condition.get("status") == "True", condition.get("reason", ""), condition.get("message", "")
+        if condition.get("type") == kueue.ACTIVE:
+            return (condition.get("status") == kueue.TRUE, condition.get("reason", ""),
+                    condition.get("message", ""))
     return True, "", ""
 
 
@@ -116,7 +118,7 @@ def node_mirror(*, obj: dict[str, Any], at: datetime) -> None:
     metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     pool = _node_pool_of(metadata.get("labels") or {})
     allocatable = (status.get("allocatable") or {}).get(pool.gpu_resource, 0) if pool is not None else 0
-    ready = any(condition.get("type") == "Ready" and condition.get("status") == "True"
+    ready = any(condition.get("type") == kueue.NODE_READY and condition.get("status") == kueue.TRUE
                 for condition in status.get("conditions") or [])
     taints = [{key: taint[key] for key in ("key", "value", "effect") if taint.get(key)}
               for taint in spec.get("taints") or [] if isinstance(taint, dict)]

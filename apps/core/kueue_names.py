@@ -33,6 +33,8 @@ REQUEST_ID_ANNOTATION = "portal.gpu/request-id"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+# The label Kueue puts on a Workload naming the Job it stands for.
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 GUARANTEED = "guaranteed"
 ELASTIC = "elastic"

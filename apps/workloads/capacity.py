@@ -1,11 +1,9 @@
 """Kueue's quota arithmetic over the portal's cohort tree of one pool, as pure functions.
 
-The tree is the one `worker/kueue_objects.py` writes (DESIGN section 4): a root cohort holding the pool's unassigned
-capacity, a cohort per department (its deserved quota not handed to projects; borrowing limit = limit - deserved),
-a cohort per project (borrowing limit = limit - deserved) and two ClusterQueues per project: `guaranteed` (nominal =
-deserved, never borrows, lends nothing when the project does not lend) and `elastic` (nominal 0, borrows).
-`available` and `potential_available` follow Kueue's `resource_node.go` (and kubesim's port of it), so "N more
-needed" here is the number Kueue writes in its own message when the mirror is up to date.
+The tree is `apps.core.kueue_tree`'s, the one `worker/kueue_objects.py` writes: here each of its cohorts and
+ClusterQueues becomes a `Node` carrying its mirrored usage. `available` and `potential_available` follow Kueue's
+`resource_node.go` (and kubesim's port of it), so "N more needed" here is the number Kueue writes in its own message
+when the mirror is up to date.
 
 Input is the organisation's quotas (what the pages show) and the mirrored usage of each ClusterQueue; no ORM here.
 """
@@ -15,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+
+from apps.core.kueue_names import queue_kind
+from apps.core.kueue_tree import DepartmentMember, PoolQuota, ProjectMember, cohort_tree
 
 ZERO = Decimal(0)
 
@@ -77,6 +78,10 @@ def potential_available(node: Node) -> Decimal:
     if node.borrowing_limit is not None:
         most = min(node.subtree + node.borrowing_limit, most)
     return most
+
+
+def _units(value: int | None) -> Decimal | None:
+    return None if value is None else Decimal(value)
 
 
 def _settle(node: Node) -> None:
@@ -173,28 +178,29 @@ class PoolTree:
         department_map = {d.department_id: d for d in departments}
         for department_id in by_department:
             department_map.setdefault(department_id, DepartmentQuota(department_id))
-        assigned = sum(d.deserved for d in department_map.values())
-        root = Node("pool", nominal=Decimal(max(0, capacity - assigned)))
+        tree = cohort_tree(capacity=capacity, departments=[
+            DepartmentMember(owner=department.department_id,
+                             quota=PoolQuota(deserved=department.deserved, limit=department.limit),
+                             projects=tuple(ProjectMember(owner=project.project_id, quota=PoolQuota(
+                                 deserved=project.deserved, limit=project.limit), lends=project.lends)
+                                 for project in by_department.get(department.department_id, [])))
+            for department in department_map.values()
+        ])
+        root = Node("pool", nominal=Decimal(tree.nominal))
         queues: dict[tuple[int, bool], Node] = {}
-        for department in department_map.values():
-            members = by_department.get(department.department_id, [])
-            handed_out = sum(p.deserved for p in members)
-            cohort = root.add(Node(
-                f"department:{department.department_id}", nominal=Decimal(max(0, department.deserved - handed_out)),
-                borrowing_limit=None if department.limit is None else Decimal(max(0, department.limit
-                                                                                  - department.deserved))))
-            for project in members:
-                project_cohort = cohort.add(Node(
-                    f"project:{project.project_id}",
-                    borrowing_limit=None if project.limit is None else Decimal(max(0, project.limit
-                                                                                   - project.deserved))))
-                guaranteed = project_cohort.add(Node(
-                    f"guaranteed:{project.project_id}", nominal=Decimal(project.deserved),
-                    borrowing_limit=ZERO, lending_limit=None if project.lends else ZERO,
-                    usage=project.guaranteed_used))
-                elastic = project_cohort.add(Node(f"elastic:{project.project_id}", usage=project.elastic_used))
-                queues[(project.project_id, True)] = guaranteed
-                queues[(project.project_id, False)] = elastic
+        for department_cohort in tree.departments:
+            cohort = root.add(Node(f"department:{department_cohort.owner}", nominal=Decimal(department_cohort.nominal),
+                                   borrowing_limit=_units(department_cohort.borrowing_limit)))
+            for project_cohort in department_cohort.projects:
+                project = project_map[project_cohort.owner]
+                node = cohort.add(Node(f"project:{project.project_id}",
+                                       borrowing_limit=_units(project_cohort.borrowing_limit)))
+                for queue, used in ((project_cohort.guaranteed, project.guaranteed_used),
+                                    (project_cohort.elastic, project.elastic_used)):
+                    queues[(project.project_id, queue.guaranteed)] = node.add(Node(
+                        f"{queue_kind(guaranteed=queue.guaranteed)}:{project.project_id}",
+                        nominal=Decimal(queue.nominal), borrowing_limit=_units(queue.borrowing_limit),
+                        lending_limit=_units(queue.lending_limit), usage=used))
         _settle(root)
         return cls(capacity=capacity, projects=project_map, departments=department_map, root=root, queues=queues)
 

@@ -6,8 +6,8 @@ from apps.accounts.services import notification_preference_set
 from apps.org.models import NodePool, Project
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.observation import Observation
 from worker import tasks
-from worker.status_map import Observation
 
 
 def make(demo):
@@ -82,7 +82,7 @@ def test_the_preempted_mail_says_when_by_whom_and_why_in_one_plain_sentence(demo
     without Kueue's UIDs and cohort paths, and the workload is `requeued` with its own event."""
     from datetime import UTC, datetime
 
-    from worker.status_map import Preemption
+    from apps.workloads.observation import Preemption
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     demo["alice"].email = "alice@example.com"

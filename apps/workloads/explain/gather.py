@@ -1,0 +1,218 @@
+"""The facts of many waiting workloads, in a fixed number of queries, for one viewer: the pools' quotas and the
+mirror of their ClusterQueues (as `capacity.PoolTree`), the peers of preemptions, the nodes of gangs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, Value
+
+from apps.accounts import access
+from apps.accounts.access import Action
+from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
+from apps.core import kueue_conditions as kueue
+from apps.org.models import Project, Quota
+from apps.workloads.capacity import ZERO, DepartmentQuota, PoolTree, ProjectQuota
+from apps.workloads.models import PREEMPTED_STATUSES, Status, Workload, WorkloadEvent
+
+from .explainer import explain, waits
+from .facts import Explanation, Peer, Share, WaitFacts
+
+
+def _quota_rows(pool_ids: set[int], viewer: Any) -> list[Quota]:
+    """Every department and project quota on the pools, projects (with department) joined, and whether the viewer
+    may see each project: one query."""
+    rows = Quota.objects.filter(node_pool_id__in=pool_ids).select_related("project__department", "department")
+    if viewer is not None and getattr(viewer, "is_authenticated", False):
+        seen = access.restrict(Project.objects.filter(pk=OuterRef("project_id")), viewer, Action.VIEW)
+        rows = rows.annotate(visible=Exists(seen))
+    return list(rows)
+
+
+@dataclass
+class _Pool:
+    """One pool's quotas, usage and tree, with the names the viewer may read."""
+
+    tree: PoolTree
+    used: Decimal
+    names: dict[int, str]  # project id -> name, for the projects the viewer may see
+    department_quota: dict[int, Quota]
+    project_quota: dict[int, Quota]
+    queue_usage: dict[tuple[int, bool], Decimal]
+
+    def share(self, project_id: int, units: Decimal, own: Workload) -> Share:
+        if project_id == own.project_id:
+            return Share(own.project.name, units)
+        return Share(self.names.get(project_id), units)
+
+
+def _pools(waiting: list[Workload], quotas: list[Quota], states: list[dict[str, Any]]) -> dict[int, _Pool]:
+    pools: dict[int, _Pool] = {}
+    for workload in waiting:
+        pool = workload.node_pool
+        if pool.pk in pools:
+            continue
+        mine = [q for q in quotas if q.node_pool_id == pool.pk]
+        usage: dict[tuple[int, bool], Decimal] = defaultdict(lambda: ZERO)
+        used = ZERO
+        for state in states:
+            if state["node_pool_id"] == pool.pk:
+                used += state["used"]
+                if state["project_id"] is not None:
+                    usage[(state["project_id"], state["guaranteed"])] += state["used"]
+        project_quota = {q.project.pk: q for q in mine if q.project is not None}
+        department_quota = {q.department.pk: q for q in mine if q.department is not None}
+        tree = PoolTree.build(
+            capacity=pool.capacity,
+            departments=[DepartmentQuota(d, q.deserved, q.limit) for d, q in department_quota.items()],
+            projects=[ProjectQuota(p, q.project.department_id, q.deserved, q.limit, lends=not q.project.does_not_lend,
+                                   guaranteed_used=usage[(p, True)], elastic_used=usage[(p, False)])
+                      for p, q in project_quota.items() if q.project is not None])
+        names = {p: q.project.name for p, q in project_quota.items()
+                 if q.project is not None and getattr(q, "visible", False)}
+        pools[pool.pk] = _Pool(tree=tree, used=used, names=names, department_quota=department_quota,
+                               project_quota=project_quota, queue_usage=usage)
+    return pools
+
+
+# A preempted workload's preemptor, Kueue's reason and when; a preempting one's victims.
+_PeerFacts = tuple[Peer | None, str, datetime | None, tuple[Peer, ...]]
+
+
+def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local: LocalQueueState | None,
+           peers: _PeerFacts, node_allocatable: tuple[int, ...] | None = None) -> WaitFacts:
+    tree, own = pool.tree, workload.project_id
+    quota = pool.project_quota.get(own)
+    mine = tree.projects.get(own)
+    department_id = mine.department_id if mine else None
+    dept = pool.department_quota.get(department_id) if department_id is not None else None
+    # Idle deserved units that projects which do not lend keep out of each level (its own project's too: they are
+    # kept for its non-preemptible work, not lent to its preemptible work).
+    keeping = [p for p in tree.projects.values() if p.held_back > 0]
+    held_back: dict[str, tuple[Share, ...]] = {
+        "project": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping if p.project_id == own),
+        "department": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping
+                            if p.department_id == department_id),
+        "pool": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping),
+    }
+    inactive = local is not None or (queue is not None and not queue["active"])
+    # A stopped ClusterQueue makes its LocalQueues inactive too ("ClusterQueueIsInactive"): its own reason says why.
+    source: Any = local if local is not None and (queue is None or queue["active"]) else None
+    preemptor, preemption_reason, preempted_at, victims = peers
+    return WaitFacts(
+        has_quota=quota is not None and mine is not None,
+        deserved=quota.deserved if quota else None, limit=quota.limit if quota else None,
+        project_used=mine.used if mine else None,
+        queue_used=pool.queue_usage[(own, not workload.preemptible)],
+        department=quota.project.department.name if quota is not None and quota.project is not None else "",
+        department_deserved=dept.deserved if dept else None, department_limit=dept.limit if dept else None,
+        department_used=tree.department_used(department_id) if department_id is not None else None,
+        pool_capacity=workload.node_pool.capacity, pool_used=pool.used,
+        assessment=tree.assess(project_id=own, guaranteed=not workload.preemptible, units=workload.gpu_units),
+        holders=tuple(pool.share(p.project_id, p.used, workload) for p in tree.projects.values()),
+        department_holders=tuple(pool.share(p.project_id, p.used, workload) for p in tree.projects.values()
+                                 if p.department_id == department_id),
+        held_back=held_back,
+        keepers=tuple(pool.share(p.project_id, Decimal(p.deserved), workload) for p in tree.projects.values()
+                      if not p.lends and p.deserved > 0),
+        queue_active=not inactive,
+        queue_reason=source.active_reason if source else (queue["active_reason"] if queue else ""),
+        queue_message=source.active_message if source else (queue["active_message"] if queue else ""),
+        preemptor=preemptor, preemption_reason=preemption_reason, preempted_at=preempted_at, victims=victims,
+        node_allocatable=node_allocatable,
+    )
+
+
+def explain_workloads(workloads: list[Workload], *, viewer: Any = None) -> dict[int, Explanation | None]:
+    """Explanations for many workloads as `viewer` may read them (None: names no other project): three queries
+    whatever their number (the pools' quotas with the viewer's visibility, the pools' ClusterQueues, the projects'
+    stopped LocalQueues), one or two more when any of them was preempted or is preempting others, one more when a
+    gang waits for admission (its pool's nodes), and one for the viewer's grants unless the request has asked the
+    access module already.
+
+    The rows need `project` and `node_pool` joined.
+    """
+    waiting = [w for w in workloads if waits(w)]
+    result: dict[int, Explanation | None] = {w.pk: None for w in workloads}
+    if not waiting:
+        return result
+    pool_ids = {w.node_pool_id for w in waiting}
+    quotas = _quota_rows(pool_ids, viewer)
+    states: list[dict[str, Any]] = [dict(row) for row in ClusterQueueState.objects.filter(
+        node_pool_id__in=pool_ids).values("name", "project_id", "node_pool_id", "guaranteed", "used", "active",
+                                          "active_reason", "active_message")]
+    stopped_local = {(q.namespace, q.name): q for q in LocalQueueState.objects.filter(
+        project_id__in={w.project_id for w in waiting}, active=False)}
+    pools = _pools(waiting, quotas, states)
+    peers = _peers(waiting, viewer)
+    nodes = _nodes(waiting)
+    queues = {state["name"]: state for state in states}
+    for workload in waiting:
+        facts = _facts(workload, pools[workload.node_pool_id], queues.get(workload.cluster_queue_name),
+                       stopped_local.get((workload.project.namespace, workload.queue_name)),
+                       peers.get(workload.pk, (None, "", None, ())), nodes.get(workload.node_pool_id))
+        result[workload.pk] = explain(workload, facts)
+    return result
+
+
+def _nodes(waiting: list[Workload]) -> dict[int, tuple[int, ...]]:
+    """Pool id -> allocatable units of its ready, schedulable nodes, for the pools of gangs waiting for admission:
+    one query, none without such a gang. A pool without mirrored nodes is left out (unknown)."""
+    pool_ids = {w.node_pool_id for w in waiting if w.pod_count > 1 and w.status != Status.ADMITTED}
+    if not pool_ids:
+        return {}
+    found: dict[int, list[int]] = {}
+    for pool_id, units, ready, unschedulable in NodeState.objects.filter(node_pool_id__in=pool_ids).values_list(
+            "node_pool_id", "allocatable_gpus", "ready", "unschedulable"):
+        found.setdefault(pool_id, [])
+        if ready and not unschedulable:
+            found[pool_id].append(units)
+    return {pool_id: tuple(units) for pool_id, units in found.items()}
+
+
+def _peers(waiting: list[Workload], viewer: Any) -> dict[int, _PeerFacts]:
+    """For preempted and requeued workloads their last preemption (preemptor, reason, when), for preempting ones their
+    victims: one query for the events, one for the preemptors, none if neither.
+
+    Whether the viewer may see a peer is the access module's answer (a subquery in the same queries), as on every
+    other page."""
+    preempted = {w.pk: w for w in waiting if w.status in PREEMPTED_STATUSES}
+    preempting = {w.k8s_uid: w for w in waiting
+                  if w.status_reason == kueue.WAITING_FOR_PREEMPTED_WORKLOADS and w.k8s_uid}
+    if not preempted and not preempting:
+        return {}
+    events = list(_seen(WorkloadEvent.objects.filter(to_status=Status.PREEMPTED).filter(
+        Q(workload_id__in=list(preempted)) | Q(details__preemptor_job_uid__in=list(preempting))), viewer,
+        "workload_id").select_related("workload__project").order_by("at", "id"))
+    uids = {e.details.get("preemptor_job_uid") for e in events if e.workload_id in preempted} - {None, ""}
+    preemptors = {w.k8s_uid: w for w in _seen(Workload.objects.filter(k8s_uid__in=uids), viewer, "pk")
+                  .select_related("project")} if uids else {}
+
+    def peer(other: Workload, visible: bool) -> Peer:
+        return Peer(other.pk, other.name, other.project.name) if visible else Peer()
+
+    found: dict[int, _PeerFacts] = {}
+    victims: dict[int, dict[int, Peer]] = defaultdict(dict)
+    for event in events:
+        if event.workload_id in preempted:
+            other = preemptors.get(event.details.get("preemptor_job_uid", ""))
+            found[event.workload_id] = (peer(other, other.visible) if other else None, event.reason,
+                                        event.cluster_at or event.at, ())
+        preemptor = preempting.get(event.details.get("preemptor_job_uid", ""))
+        if preemptor is not None and event.at >= (preemptor.last_preempted_at or preemptor.created_at):
+            victims[preemptor.pk][event.workload_id] = peer(event.workload, event.visible)
+    for workload_id, seen in victims.items():
+        found[workload_id] = (None, "", None, tuple(seen.values()))
+    return found
+
+
+def _seen(queryset: Any, viewer: Any, workload_path: str) -> Any:
+    """The rows annotated with `visible`: whether the viewer may see the workload at `workload_path`."""
+    if viewer is None or not getattr(viewer, "is_authenticated", False):
+        return queryset.annotate(visible=Value(False))
+    may_see = access.restrict(Workload.objects.filter(pk=OuterRef(workload_path)), viewer, Action.VIEW)
+    return queryset.annotate(visible=Exists(may_see))

@@ -1,0 +1,92 @@
+"""Numbers and names in words: the helpers every sentence and status line of an explanation is built with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from apps.workloads.capacity import ZERO
+
+from .facts import Peer, Share
+
+
+def _n(value: Decimal | int | None) -> str:
+    if value is None:
+        return "?"
+    value = Decimal(value)
+    return format(value.normalize(), "f") if value != value.to_integral() else str(int(value))
+
+
+def _num(value: Decimal | int | None) -> int | float | None:
+    """A number for the API: integral units as integers."""
+    if value is None:
+        return None
+    value = Decimal(value)
+    return int(value) if value == value.to_integral() else float(value)
+
+
+def _ahead(position: int | None) -> str:
+    if position is None:
+        return ""
+    if position == 0:
+        return " You are next in line."
+    return f" {position} workload{'s are' if position != 1 else ' is'} ahead of you."
+
+
+def _gang(pods: int, per_pod: int, nodes: tuple[int, ...] | None, hosting: int | None) -> str:
+    """' (4 pods of 2 each, admitted together; 2 of the pool's 3 nodes can host such a pod)', '' for one pod."""
+    if pods <= 1:
+        return ""
+    where = ""
+    if nodes is not None and hosting is not None:
+        where = f"; {'none' if hosting == 0 else hosting} of the pool's {_plural(len(nodes), 'node')} can host " \
+                "such a pod"
+    return f" ({pods} pods of {per_pod} each, admitted together{where})"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _join(parts: list[str]) -> str:
+    if len(parts) <= 1:
+        return "".join(parts)
+    return f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def _shares(shares: Iterable[Share], *, others: str = "others") -> str:
+    """'Vision 8, NLP 4, others 4': named projects first by size, the unnamed summed."""
+    named = sorted((s for s in shares if s.project is not None and s.units > 0), key=lambda s: (-s.units, s.project))
+    hidden = sum((s.units for s in shares if s.project is None), ZERO)
+    parts = [f"{s.project} {_n(s.units)}" for s in named]
+    if hidden > 0:
+        parts.append(f"{others} {_n(hidden)}")
+    return ", ".join(parts)
+
+
+def _keepers(shares: tuple[Share, ...]) -> str:
+    """Who keeps idle cards: 'Serving (4)', 'a project you cannot see (4)'."""
+    named = [f"{s.project} ({_n(s.units)})" for s in shares if s.project is not None]
+    hidden = [s for s in shares if s.project is None]
+    if hidden:
+        units = sum((s.units for s in hidden), ZERO)
+        what = "a project you cannot see" if len(hidden) == 1 else f"{len(hidden)} projects you cannot see"
+        named.append(f"{what} ({_n(units)})")
+    return _join(named)
+
+
+def _share_numbers(shares: Iterable[Share]) -> list[dict[str, Any]]:
+    hidden = sum((s.units for s in shares if s.project is None), ZERO)
+    named = sorted((s for s in shares if s.project is not None and s.units > 0), key=lambda s: (-s.units, s.project))
+    rows: list[dict[str, Any]] = [{"project": s.project, "units": _num(s.units)} for s in named]
+    if hidden > 0:
+        rows.append({"project": None, "units": _num(hidden)})
+    return rows
+
+
+def _peer(peer: Peer | None) -> dict[str, Any] | None:
+    if peer is None:
+        return None
+    return {"id": peer.id, "name": peer.name, "project": peer.project} if peer.visible else \
+        {"id": None, "name": None, "project": None}

@@ -1,0 +1,45 @@
+"""What the watcher saw of one workload in the cluster, as the workloads state machine takes it.
+
+The watcher builds an `Observation` from the Job and Kueue's Workload (`worker/status_map.py`: Kueue's conditions ->
+the portal's status); `services.workload_observe` records it. It lives here, below the worker, because apps never
+import the worker. Plain values, no ORM: every time is the cluster's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .models import Status
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """The workload's latest preemption as Kueue's Preempted condition tells it, with its preemptor's identities."""
+
+    at: datetime
+    reason: str  # Kueue's preemption reason (apps.core.kueue_conditions: IN_CLUSTER_QUEUE, ...)
+    message: str
+    preemptor_workload_uid: str  # the preemptor's Kueue Workload
+    preemptor_job_uid: str  # the preemptor's Job: how the portal finds which of its workloads it is
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The status the portal should record now, with what Kueue says about the workload beside it."""
+
+    status: Status
+    reason: str = ""
+    message: str = ""
+    at: datetime | None = None  # when the cluster says the current state began
+    cluster_queue: str = ""
+    admission: dict[str, Any] = field(default_factory=dict)  # pod sets' flavors and usage; admission checks
+    admitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    preemption: Preemption | None = None
+    conditions: list[dict[str, Any]] = field(default_factory=list)  # Kueue's Workload conditions, as the API has them
+    kueue_name: str = ""  # Kueue's Workload; empty when it is gone
+    deleted_at: datetime | None = None  # the Job is being deleted (its deletionTimestamp: the cluster's time)
+    job_uid: str = ""

@@ -1,0 +1,122 @@
+"""Writes to workloads, one module per concern. Users submit and stop; the worker and the watcher move the status
+along. Callers import from here (`from apps.workloads import services`); the modules are:
+
+- `transitions`: the one door of every status change (`_transition`) and the outbox rows it closes;
+- `submissions`: submit (once per key), the live check, stop, bulk stop, keep a notebook alive;
+- `credentials`: users' secrets in a project;
+- `templates`: admins' presets for the submission forms;
+- `claims`: what the worker does: claim a submission, mark it submitted or refused, record a stop;
+- `notebooks`: the activity notebook servers report, and the cull of idle notebooks;
+- `notifications`: e-mail to owners about the changes they opted in to;
+- `observe`: what the watcher does: the state machine on the cluster's observations, queue positions, Jobs gone;
+- `forecasts`: storing the worker's start-time forecasts;
+- `utilisation`: GPU utilisation samples, idle flags and the admin's idle rule.
+"""
+
+from .claims import (
+    workload_claim_submit,
+    workload_mark_rejected,
+    workload_mark_stopped,
+    workload_mark_submit_failed,
+    workload_mark_submitted,
+    workload_release_claim,
+    workload_stop_finish,
+)
+from .credentials import (
+    CREDENTIAL_DEADLINE,
+    CREDENTIAL_INTENT,
+    CREDENTIAL_TASK,
+    MAX_CREDENTIAL_KEYS,
+    MAX_CREDENTIAL_VALUE,
+    credential_create,
+    credential_delete,
+    credential_values_replace,
+)
+from .forecasts import FORECAST_FIELDS, workload_forecasts_store
+from .notebooks import (
+    notebook_cull,
+    notebook_cull_gpu_idle,
+    notebook_server_activity_record,
+    notebooks_gpu_idle,
+    notebooks_idle,
+    notebooks_running,
+)
+from .notifications import NOTIFIABLE, NOTIFY_TASK
+from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone
+from .submissions import (
+    BULK_STOP_LIMIT,
+    SubmissionKeyReused,
+    workload_check,
+    workload_stop,
+    workload_submit,
+    workload_submit_once,
+    workload_touch,
+    workload_validate,
+    workloads_stop,
+)
+from .templates import workload_template_create, workload_template_delete, workload_template_update
+from .transitions import (
+    STOP_DEADLINE,
+    STOP_INTENT,
+    STOP_TASK,
+    SUBMIT_CLAIM_TIMEOUT,
+    SUBMIT_DEADLINE,
+    SUBMIT_INTENT,
+    SUBMIT_TASK,
+)
+from .utilisation import GPU_IDLE_REASON, IDLE_NOTIFY_TASK, idle_policy_update, workload_utilisation_record
+
+__all__ = [
+    "BULK_STOP_LIMIT",
+    "CREDENTIAL_DEADLINE",
+    "CREDENTIAL_INTENT",
+    "CREDENTIAL_TASK",
+    "FORECAST_FIELDS",
+    "GPU_IDLE_REASON",
+    "IDLE_NOTIFY_TASK",
+    "MAX_CREDENTIAL_KEYS",
+    "MAX_CREDENTIAL_VALUE",
+    "NOTIFIABLE",
+    "NOTIFY_TASK",
+    "STOP_DEADLINE",
+    "STOP_INTENT",
+    "STOP_TASK",
+    "SUBMIT_CLAIM_TIMEOUT",
+    "SUBMIT_DEADLINE",
+    "SUBMIT_INTENT",
+    "SUBMIT_TASK",
+    "WATCHER_IGNORES",
+    "SubmissionKeyReused",
+    "credential_create",
+    "credential_delete",
+    "credential_values_replace",
+    "idle_policy_update",
+    "notebook_cull",
+    "notebook_cull_gpu_idle",
+    "notebook_server_activity_record",
+    "notebooks_gpu_idle",
+    "notebooks_idle",
+    "notebooks_running",
+    "workload_check",
+    "workload_claim_submit",
+    "workload_forecasts_store",
+    "workload_mark_rejected",
+    "workload_mark_stopped",
+    "workload_mark_submit_failed",
+    "workload_mark_submitted",
+    "workload_observe",
+    "workload_positions_set",
+    "workload_release_claim",
+    "workload_stop",
+    "workload_stop_finish",
+    "workload_submit",
+    "workload_submit_once",
+    "workload_template_create",
+    "workload_template_delete",
+    "workload_template_update",
+    "workload_touch",
+    "workload_utilisation_record",
+    "workload_validate",
+    "workloads_gone",
+    "workloads_stop",
+]

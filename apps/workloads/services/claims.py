@@ -1,0 +1,98 @@
+"""What the worker does: claim a submission, record that the Job exists (or why not), record a stop."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.workloads.models import Status, Workload
+from apps.workloads.signals import quota_released
+
+from .transitions import SUBMIT_CLAIM_TIMEOUT, _record_stop, _transition
+
+
+def workload_claim_submit(*, workload_id: int) -> Workload | None:
+    """Claim a submitting workload for one worker (conditional UPDATE); None if it is not ours to submit."""
+    now = timezone.now()
+    claimed = Workload.objects.filter(
+        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
+        pk=workload_id, status=Status.SUBMITTING,
+    ).update(submit_claimed_at=now)
+    if not claimed:
+        return None
+    Workload.objects.filter(pk=workload_id).update(submit_attempts=F("submit_attempts") + 1)
+    return Workload.objects.select_related("project__department", "node_pool", "priority_class", "owner").get(
+        pk=workload_id)
+
+
+def workload_release_claim(*, workload: Workload) -> None:
+    """Give the claim back so a retry can take it."""
+    Workload.objects.filter(pk=workload.pk, status=Status.SUBMITTING).update(submit_claimed_at=None)
+
+
+def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
+    """The Job exists in the cluster. False when the workload was stopped meanwhile (the caller deletes the Job);
+    when the watcher already saw it move on, only the submission details are filled in."""
+    fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
+                              "submit_claimed_at": None}
+    if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                   message=f"Job {workload.job_name} created in {workload.project.namespace}; waiting for Kueue",
+                   **fields):
+        return True
+    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
+        return False
+    Workload.objects.filter(pk=workload.pk).update(**fields)
+    return True
+
+
+def workload_mark_rejected(*, workload: Workload, message: str, reason: str = "Rejected") -> bool:
+    return _transition(workload, expected=[Status.SUBMITTING], to_status=Status.REJECTED, reason=reason,
+                       message=message, finished_at=timezone.now(), submit_claimed_at=None)
+
+
+def workload_mark_submit_failed(*, workload_id: int, message: str) -> bool:
+    workload = Workload(pk=workload_id)
+    return _transition(workload, expected=[Status.SUBMITTING], to_status=Status.SUBMIT_FAILED,
+                       reason="SubmitFailed", message=message, finished_at=timezone.now(), submit_claimed_at=None)
+
+
+def workload_mark_stopped(*, workload: Workload, message: str, reason: str = "Stopped",
+                          cluster_at: datetime | None = None) -> bool:
+    """stopping -> stopped; the GPU-hour interval closes at the cluster's time of the stop when known."""
+    ended_at = cluster_at or timezone.now()
+    with transaction.atomic():
+        if not _transition(workload, expected=[Status.STOPPING], to_status=Status.STOPPED, reason=reason,
+                           message=message, cluster_at=cluster_at, finished_at=ended_at):
+            return False
+        quota_released.send(sender=Workload, workload_id=workload.pk, at=ended_at, reason=reason)
+    return True
+
+
+def workload_stop_finish(*, workload_id: int, cluster_at: datetime | None = None) -> bool:
+    """The Job is gone or going (the worker deleted it, or the watcher saw it deleted): record the stop.
+
+    `cluster_at`: the cluster's time of the deletion when known. If a submission was in flight (its claim still
+    live), that task may yet create the Job after this; it deletes it when it notices the stop, and a follow-up stop
+    intent, due when its claim runs out, deletes it again in case that worker died first. False when the workload was
+    not stopping.
+    """
+    workload = Workload.objects.select_related("stop_requested_by").filter(pk=workload_id,
+                                                                          status=Status.STOPPING).first()
+    if workload is None:
+        return False
+    if workload.status_reason == "IdleTimeout":
+        reason, message = "IdleTimeout", workload.status_message
+    else:
+        who = workload.stop_requested_by.get_username() if workload.stop_requested_by else "the portal"
+        reason, message = "Stopped", f"Stopped by {who}"
+    with transaction.atomic():
+        if not workload_mark_stopped(workload=workload, message=message, reason=reason, cluster_at=cluster_at):
+            return False
+        claimed_at = workload.submit_claimed_at
+        if claimed_at and claimed_at > timezone.now() - SUBMIT_CLAIM_TIMEOUT:
+            _record_stop(workload, deadline=claimed_at + SUBMIT_CLAIM_TIMEOUT - timezone.now(), send=False)
+    return True

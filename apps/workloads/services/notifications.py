@@ -1,0 +1,25 @@
+"""E-mail to a workload's owner about the changes they opted in to, sent by the worker after commit."""
+
+from __future__ import annotations
+
+from apps.accounts.models import NotificationPreference
+from apps.core.tasks import enqueue_on_commit
+from apps.workloads.models import Status, Workload
+
+NOTIFY_TASK = "worker.tasks.workload_notify"
+NOTIFIABLE = frozenset({Status.ADMITTED, Status.PREEMPTED, Status.SUCCEEDED, Status.FAILED})
+
+
+def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
+    """E-mail the owner about the transitions they opted in to (after commit, by the worker)."""
+    wanted = [status for status in statuses if status in NOTIFIABLE]
+    if not wanted:
+        return
+    preference = _owner_preference(workload)
+    for status in wanted:
+        if preference and preference.wants(status):
+            enqueue_on_commit(NOTIFY_TASK, workload.pk, status)
+
+
+def _owner_preference(workload: Workload) -> NotificationPreference | None:
+    return NotificationPreference.objects.filter(user_id=workload.owner_id).first()

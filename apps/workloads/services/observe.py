@@ -1,0 +1,148 @@
+"""What the watcher does: record what the cluster says about each workload (the state machine on the cluster's
+observations), Kueue's queue positions, and Jobs that disappeared."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core import kueue_conditions as kueue
+from apps.workloads.models import HOLDING_STATUSES, PREEMPTED_STATUSES, QUEUED_STATUSES, Kind, Status, Workload
+from apps.workloads.observation import Observation
+from apps.workloads.signals import quota_held, quota_released
+
+from .claims import workload_stop_finish
+from .notifications import _notify_on_commit
+from .transitions import _transition
+
+# Rows the watcher leaves alone: they are over.
+WATCHER_IGNORES = frozenset({Status.STOPPED, Status.SUCCEEDED, Status.FAILED, Status.SUBMIT_FAILED})
+
+
+def workload_observe(*, workload_id: int, observation: Observation, preemptor_id: int | None = None) -> list[str]:
+    """Record what the cluster says about a workload; returns the statuses it moved through (for notifications).
+
+    Idempotent: replaying the same observation (a resync, a re-delivered watch event) writes no new events.
+    """
+    moved: list[str] = []
+    with transaction.atomic():
+        row = Workload.objects.select_for_update().filter(pk=workload_id).first()
+        if row is None or row.status in WATCHER_IGNORES:
+            return moved
+        mirror: dict[str, Any] = {}
+        if observation.kueue_name:  # else Kueue's Workload is gone (a deleted Job): keep what it last said
+            mirror.update(kueue_name=observation.kueue_name, kueue_conditions=observation.conditions,
+                          cluster_queue=observation.cluster_queue, admission=observation.admission)
+        for name in ("admitted_at", "started_at", "finished_at"):
+            value = getattr(observation, name)
+            if value and not getattr(row, name):
+                mirror[name] = value
+        if observation.job_uid and not row.k8s_uid:
+            # The Job exists but no worker recorded it (the one that created it died): the row adopts it.
+            mirror.update(k8s_uid=observation.job_uid, submitted_at=row.submitted_at or timezone.now())
+        if row.status == Status.STOPPING:
+            return _observe_stopping(row, observation, mirror)
+        if row.status == Status.SUBMITTING:
+            _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                        message=f"Job {row.job_name} created in {row.project.namespace}; waiting for Kueue")
+            moved.append(Status.QUEUED)
+        preemption = observation.preemption
+        if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
+            if row.status != Status.PREEMPTED and _transition(
+                    row, expected=[row.status], to_status=Status.PREEMPTED, reason=preemption.reason,
+                    message=preemption.message, cluster_at=preemption.at,
+                    details={"preemptor_workload_id": preemptor_id, "preemptor_job_uid": preemption.preemptor_job_uid,
+                             "preemptor_kueue_uid": preemption.preemptor_workload_uid}):
+                moved.append(Status.PREEMPTED)
+            mirror["last_preempted_at"] = preemption.at
+            quota_released.send(sender=Workload, workload_id=row.pk, at=preemption.at,
+                                reason=f"Preempted ({preemption.reason})")
+        status = observation.status
+        if status == Status.QUEUED and row.status in PREEMPTED_STATUSES:
+            status = Status.REQUEUED  # back in the queue after a preemption: its own status until admitted again
+        if status != row.status:
+            reason = kueue.REQUEUED if status == Status.REQUEUED else observation.reason
+            _transition(row, expected=[row.status], to_status=status, reason=reason,
+                        message=observation.message, cluster_at=observation.at)
+            moved.append(status)
+        else:
+            mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
+        if status not in QUEUED_STATUSES:
+            mirror.update(queue_position_local=None, queue_position_cluster=None)
+        if Status.RUNNING in moved and row.kind == Kind.NOTEBOOK:
+            mirror["last_activity_at"] = timezone.now()  # a notebook that just started counts as in use
+        if mirror:
+            Workload.objects.filter(pk=row.pk).update(**mirror)
+        _account(row, observation)
+        _notify_on_commit(row, moved)
+    return moved
+
+
+def _observe_stopping(row: Workload, observation: Observation, mirror: dict[str, Any]) -> list[str]:
+    """A stop not yet done by the worker: mirror the cluster and keep the ledger (the Job holds its GPUs until it is
+    gone), and move the status only when the Job is over: finished on its own (its final state, at the cluster's
+    time) or being deleted (stopped, at the deletion's time). Either closes the stop intent."""
+    moved: list[str] = []
+    preemption = observation.preemption
+    if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
+        mirror["last_preempted_at"] = preemption.at
+    mirror.update(queue_position_local=None, queue_position_cluster=None)
+    Workload.objects.filter(pk=row.pk).update(**mirror)
+    _account(row, observation)
+    if observation.status in {Status.SUCCEEDED, Status.FAILED} or (
+            observation.status == Status.STOPPED and not observation.deleted_at):
+        if _transition(row, expected=[Status.STOPPING], to_status=observation.status, reason=observation.reason,
+                       message=observation.message, cluster_at=observation.at,
+                       finished_at=observation.finished_at or observation.at or timezone.now()):
+            moved.append(observation.status)
+    elif observation.deleted_at and workload_stop_finish(workload_id=row.pk, cluster_at=observation.deleted_at):
+        moved.append(Status.STOPPED)
+    _notify_on_commit(row, moved)
+    return moved
+
+
+def _account(workload: Workload, observation: Observation) -> None:
+    """Keep the GPU-hour ledger in step, on the cluster's clock: one interval per admission, open while held."""
+    admitted_at = observation.admitted_at
+    if observation.status in HOLDING_STATUSES:
+        if admitted_at:
+            quota_held.send(sender=Workload, workload=workload, at=admitted_at)
+        return
+    ended_at = observation.finished_at or observation.at
+    if ended_at is None:
+        return  # no cluster time to close on yet; a later observation will have one
+    quota_released.send(sender=Workload, workload_id=workload.pk, at=ended_at,
+                        reason=observation.reason or observation.status)
+    if admitted_at and observation.finished_at:
+        # Finished before the watcher ever saw it running (a dropped watch): record the stretch closed.
+        quota_held.send(sender=Workload, workload=workload, at=admitted_at, ended_at=observation.finished_at,
+                            reason=observation.reason or observation.status)
+
+
+def workload_positions_set(*, positions: dict[int, tuple[int, int]], queued_ids: Iterable[int], at: datetime) -> None:
+    """Queue positions from Kueue's visibility API; queued workloads it did not list lose theirs."""
+    for workload_id, (local, cluster) in positions.items():
+        Workload.objects.filter(pk=workload_id, status__in=QUEUED_STATUSES).exclude(
+            queue_position_local=local, queue_position_cluster=cluster).update(
+            queue_position_local=local, queue_position_cluster=cluster, positions_at=at)
+    Workload.objects.filter(pk__in=set(queued_ids) - set(positions)).exclude(
+        queue_position_local=None).update(queue_position_local=None, queue_position_cluster=None, positions_at=at)
+
+
+def workloads_gone(*, workload_ids: Iterable[int], at: datetime, cluster_at: datetime | None = None) -> None:
+    """Live workloads whose Job disappeared: a stop the worker did not get to record (the stop is done), or a Job
+    someone else removed. `cluster_at`: the cluster's time of the deletion when known (else `at`, the portal's)."""
+    at = cluster_at or at
+    for workload in Workload.objects.filter(pk__in=list(workload_ids)).exclude(
+            status__in=WATCHER_IGNORES | {Status.SUBMITTING, Status.REJECTED}):
+        if workload.status == Status.STOPPING:
+            workload_stop_finish(workload_id=workload.pk, cluster_at=cluster_at)
+            continue
+        with transaction.atomic():
+            if _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason=kueue.JOB_DELETED,
+                           message="The Job was deleted outside the portal", cluster_at=cluster_at, finished_at=at):
+                quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason=kueue.JOB_DELETED)

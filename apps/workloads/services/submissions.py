@@ -1,0 +1,262 @@
+"""What users do to their workloads: submit (once per key), the live check, stop, bulk stop, keep alive."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.accounts import access
+from apps.accounts.access import Action, can
+from apps.core import intents, kueue_names
+from apps.core.audit import audit_record
+from apps.org.models import DataSource, NodePool, PriorityClass, Project
+from apps.workloads.models import LIVE_STATUSES, Credential, Kind, Status, Workload
+from apps.workloads.selectors import default_priority_class
+from apps.workloads.validation import attachments_errors, fits_errors, shape_errors
+
+from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _record_stop, _transition
+
+
+def workload_submit(*, actor: Any, **fields: Any) -> Workload:
+    """Validate (the fields of `workload_validate`) and record a submission; the worker creates the Job after commit."""
+    workload, _ = workload_submit_once(actor=actor, submission_key=None, **fields)
+    return workload
+
+
+class SubmissionKeyReused(ValidationError):
+    """An idempotency key sent again with a different request: refused, since it names another submission."""
+
+
+def _earlier_submission(actor: Any, submission_key: str, submission_digest: str) -> Workload | None:
+    earlier = Workload.objects.filter(owner=actor, submission_key=submission_key).first()
+    if earlier is not None and submission_digest and earlier.submission_digest != submission_digest:
+        raise SubmissionKeyReused(
+            f"This Idempotency-Key was used for another request (workload {earlier.pk}, {earlier.name}); "
+            "nothing was submitted. Send a new key with a new submission.")
+    return earlier
+
+
+def workload_submit_once(*, actor: Any, submission_key: str | None, submission_digest: str = "",
+                         **fields: Any) -> tuple[Workload, bool]:
+    """`workload_submit`, once per `submission_key` (a submit form's one-time token, an API Idempotency-Key; unique
+    per owner): a repeat answers the first workload and records nothing (one row, one intent). With a
+    `submission_digest` (of the API request), a repeat with another digest raises SubmissionKeyReused. Returns the
+    workload and whether this call created it."""
+    if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
+        return earlier, False
+    workload = workload_validate(actor=actor, **fields)
+    workload.submission_key, workload.submission_digest = submission_key or "", submission_digest
+    project = workload.project
+    try:
+        with transaction.atomic():
+            workload.save()
+            workload.job_name = kueue_names.job_name(workload.pk)
+            workload.save(update_fields=["job_name"])
+            workload.data_sources.set(workload.chosen_data_sources)
+            workload.credentials.set(workload.chosen_credentials)
+            _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
+                   message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
+            intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
+                                  deadline=SUBMIT_DEADLINE)
+    except IntegrityError:
+        # The same key committed meanwhile (a double click racing itself): that one is the submission.
+        if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
+            return earlier, False
+        raise
+    return workload, True
+
+
+def workload_validate(
+    *,
+    actor: Any,
+    project: Project,
+    kind: str,
+    name: str,
+    image: str,
+    node_pool: NodePool,
+    gpus: int,
+    model_label: str,
+    data_class: str,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    env: list[dict[str, str]] | None = None,
+    cpu: Decimal | int | str = 1,
+    memory_gib: Decimal | int | str = 8,
+    pods: int = 1,
+    completions: int = 1,
+    parallelism: int = 1,
+    priority_class: PriorityClass | None = None,
+    preemptible: bool | None = None,
+    max_runtime_seconds: int | None = None,
+    notebook_idle_timeout_minutes: int | None = None,
+    notebook_port: int | None = None,
+    shm_gib: Decimal | int | str | None = None,
+    data_sources: Iterable[DataSource] | None = None,
+    credentials: Iterable[Credential] | None = None,
+    resubmitted_from: Workload | None = None,
+) -> Workload:
+    """Every check `workload_submit` makes, without saving or enqueueing: the unsaved row (the forms' live check).
+    Raises every refusal at once (field -> messages)."""
+    values = {
+        "project": project, "kind": kind, "name": name, "image": image, "node_pool": node_pool, "gpus": gpus,
+        "model_label": model_label, "data_class": data_class, "command": command, "args": args, "env": env,
+        "cpu": cpu, "memory_gib": memory_gib, "pods": pods, "completions": completions, "parallelism": parallelism,
+        "priority_class": priority_class, "preemptible": preemptible, "max_runtime_seconds": max_runtime_seconds,
+        "notebook_idle_timeout_minutes": notebook_idle_timeout_minutes, "notebook_port": notebook_port,
+        "shm_gib": shm_gib, "data_sources": data_sources, "credentials": credentials,
+        "resubmitted_from": resubmitted_from,
+    }
+    workload, errors = _workload_draft(actor=actor, values=values, unknown=set())
+    if errors:
+        raise ValidationError(errors)
+    return workload
+
+
+def workload_check(*, actor: Any, unknown: Iterable[str], **known: Any) -> None:
+    """Every refusal `workload_submit` would give, as far as the fields' values are known: the forms and the API
+    call this when some fields failed their own checks (`unknown`: the service's names of those fields), so one
+    answer shows those fields' errors and every refusal of the others. Raises them all; None when there is none.
+
+    The checks that need an unknown value are left out; a field neither known nor unknown takes its default.
+    """
+    values = {name: value for name, value in known.items() if name in _WORKLOAD_FIELDS}
+    _, errors = _workload_draft(actor=actor, values=values, unknown=set(unknown) | (_REQUIRED - set(values)))
+    if errors:
+        raise ValidationError(errors)
+
+
+_REQUIRED = frozenset({"project", "kind", "name", "image", "node_pool", "gpus", "model_label", "data_class"})
+_DEFAULTS: dict[str, Any] = {
+    "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1, "completions": 1,
+    "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
+    "notebook_idle_timeout_minutes": None, "notebook_port": None, "shm_gib": None, "data_sources": None,
+    "credentials": None, "resubmitted_from": None,
+}
+_WORKLOAD_FIELDS = _REQUIRED | set(_DEFAULTS)
+# The sizes that decide how many units a workload holds, by kind.
+_UNIT_FIELDS = {Kind.TRAINING: {"gpus", "pods"}, Kind.BATCH: {"gpus", "completions", "parallelism"},
+                Kind.NOTEBOOK: {"gpus"}}
+# The fields only one kind has: another kind given one (other than its default) is refused, not silently dropped.
+_KIND_ONLY_FIELDS = {"pods": Kind.TRAINING, "completions": Kind.BATCH, "parallelism": Kind.BATCH,
+                     "notebook_idle_timeout_minutes": Kind.NOTEBOOK, "notebook_port": Kind.NOTEBOOK}
+
+
+def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) -> tuple[Workload, dict[str, list[str]]]:
+    """The unsaved row for `values` and every refusal of it; checks that need a field in `unknown` are left out."""
+    values = {**_DEFAULTS, **{name: value for name, value in values.items() if name not in unknown}}
+    project, kind, node_pool = values.get("project"), values.get("kind"), values.get("node_pool")
+    if project is not None and not can(actor, Action.SUBMIT, project):
+        raise PermissionDenied("You may not submit work in this project.")
+    if kind not in Kind.values:
+        raise ValidationError({"kind": f"Choose one of: {', '.join(Kind.values)}."})
+    errors: dict[str, list[str]] = {
+        name: [f"Only {Kind(owner).label.lower()} workloads have this; leave it out of a {kind} workload."]
+        for name, owner in _KIND_ONLY_FIELDS.items()
+        if owner != kind and name not in unknown and values[name] != _DEFAULTS[name]}
+    priority_class, preemptible = values["priority_class"], values["preemptible"]
+    if preemptible is None:
+        preemptible = priority_class.preemptible if priority_class else True
+    if priority_class is None and project is not None and "priority_class" not in unknown:
+        priority_class = default_priority_class(project=project, preemptible=preemptible)
+        if priority_class is None:
+            errors["priority_class"] = ["No priority class exists yet; ask an admin to create one."]
+    notebook_port, idle_minutes = values["notebook_port"], values["notebook_idle_timeout_minutes"]
+    if kind == Kind.NOTEBOOK:  # defaults only for what was not given: the model refuses port 0 (not 8888)
+        notebook_port = 8888 if notebook_port is None else notebook_port
+        idle_minutes = 120 if idle_minutes is None else idle_minutes
+    pods, completions, parallelism = values["pods"], values["completions"], values["parallelism"]
+    workload = Workload(
+        project=project, owner=actor, kind=kind, name=values.get("name", ""), image=values.get("image", ""),
+        command=values["command"] or [], args=values["args"] or [], env=values["env"] or [], node_pool=node_pool,
+        gpus=values.get("gpus", 0), cpu=Decimal(str(values["cpu"])), memory_gib=Decimal(str(values["memory_gib"])),
+        pods=pods if kind == Kind.TRAINING else 1,
+        completions=completions if kind == Kind.BATCH else 1, parallelism=parallelism if kind == Kind.BATCH else 1,
+        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=values["max_runtime_seconds"],
+        model_label=values.get("model_label", ""), data_class=values.get("data_class", ""),
+        notebook_idle_timeout_minutes=idle_minutes if kind == Kind.NOTEBOOK else None,
+        notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=values["resubmitted_from"],
+        shm_gib=None if values["shm_gib"] in (None, "") else Decimal(str(values["shm_gib"])),
+    )
+    workload.chosen_data_sources = list(values["data_sources"] or [])
+    workload.chosen_credentials = list(values["credentials"] or [])
+    shape: dict[str, Any] = {"kind": kind, "command": workload.command, "args": workload.args, "env": workload.env,
+             **{name: values[name] for name in ("name", "image", "model_label", "data_class", "pods", "completions",
+                                                 "parallelism") if name in values}}
+    errors.update(shape_errors(shape))
+    for name, messages in attachments_errors(
+            project=project, owner=actor, data_sources=workload.chosen_data_sources,
+            credentials=workload.chosen_credentials, shm_gib=None if "shm_gib" in unknown else workload.shm_gib,
+            memory_gib=None if "memory_gib" in unknown else workload.memory_gib).items():
+        errors.setdefault(name, []).extend(messages)
+    try:
+        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", *unknown, *errors])
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    if project is not None and node_pool is not None:
+        sizes_known = not (_UNIT_FIELDS[Kind(kind)] & unknown)
+        for name, messages in fits_errors(
+                project=project, pool=node_pool, units=workload.gpu_units if sizes_known else None,
+                gpus=None if "gpus" in unknown else workload.gpus, preemptible=preemptible,
+                cpu=None if "cpu" in unknown else workload.cpu,
+                memory_gib=None if "memory_gib" in unknown else workload.memory_gib,
+                pod_count=workload.pod_count if sizes_known else None).items():
+            errors.setdefault(name, []).extend(messages)
+    return workload, errors
+
+
+def workload_stop(*, actor: Any, workload: Workload) -> Workload:
+    """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job."""
+    if not access.can_stop_workload(actor, workload):
+        raise PermissionDenied("You may not stop this workload.")
+    own = access.stops_own_workload(actor, workload)
+    if workload.status not in LIVE_STATUSES or workload.status == Status.STOPPING:
+        raise ValidationError(f"This workload is {workload.get_status_display().lower()}; there is nothing to stop.")
+    with transaction.atomic():
+        if not _transition(workload, expected=LIVE_STATUSES - {Status.STOPPING}, to_status=Status.STOPPING,
+                           reason="StopRequested", message=f"Stop requested by {actor.get_username()}", actor=actor,
+                           stop_requested_by=actor):
+            raise ValidationError("This workload changed meanwhile; reload and try again.")
+        if not own:
+            audit_record(actor=actor, action="workload.stop", obj=workload, before={"status": "live"},
+                         after={"status": Status.STOPPING}, project=workload.project)
+        _record_stop(workload)
+    return workload
+
+
+BULK_STOP_LIMIT = 200
+
+
+def workloads_stop(*, actor: Any, workloads: Sequence[Workload]) -> list[Workload]:
+    """Stop several workloads at once, all or nothing (the list's bulk stop, the API's `workloads/stop/`).
+
+    Refused whole, with every offending workload named, when the actor may not stop one of them (403) or one has
+    nothing to stop (400); then nothing changes. Each stop is `workload_stop`'s, audit row included.
+    """
+    forbidden = [w.name for w in workloads if not access.can_stop_workload(actor, w)]
+    if forbidden:
+        raise PermissionDenied(f"You may not stop {', '.join(forbidden)}; nothing was stopped.")
+    if not workloads:
+        raise ValidationError("Choose at least one workload to stop.")
+    if len(workloads) > BULK_STOP_LIMIT:
+        raise ValidationError(f"Stop at most {BULK_STOP_LIMIT} workloads at once; nothing was stopped.")
+    finished = [w.name for w in workloads if w.status not in LIVE_STATUSES or w.status == Status.STOPPING]
+    if finished:
+        raise ValidationError(f"Nothing to stop in {', '.join(finished)} (finished or stopping already); nothing "
+                              "was stopped.")
+    with transaction.atomic():
+        for workload in sorted(workloads, key=lambda w: w.pk):  # rows locked in one order: no deadlock
+            workload_stop(actor=actor, workload=workload)
+    return list(workloads)
+
+
+def workload_touch(*, actor: Any, workload: Workload) -> None:
+    """The owner is still using a notebook: push its idle deadline back."""
+    if not access.can_keep_alive(actor, workload):
+        raise PermissionDenied("Only the owner can keep a notebook alive.")
+    Workload.objects.filter(pk=workload.pk).update(last_activity_at=timezone.now())
