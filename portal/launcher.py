@@ -1,12 +1,12 @@
 """`make run`: prepare the embedded portal and keep its processes running until Ctrl-C or SIGTERM.
 
 Migrates, collects static files, seeds the demo organisation, then starts every long-running process of
-DESIGN section 2 under one supervisor. A process that dies is started again after a back-off that doubles with
-each quick death (1 s up to 30 s, back to 1 s once it has stayed up a minute), with a log line each time, so one
-crash never takes the portal down. Ctrl-C or SIGTERM at any moment, during migrate and seeding too, stops
-everything the launcher started: each child runs in its own process group (gunicorn's and Celery's workers
-included): the child gets SIGTERM (and stops its own workers), then after a grace period SIGKILL goes to whatever
-is left of its group, so nothing is left behind.
+docs/architecture.md, The stack under one supervisor. A process that dies is started again after a back-off that doubles
+with each quick death (1 s up to 30 s, back to 1 s once it has stayed up a minute), with a log line each time, so one
+crash never takes the portal down. Ctrl-C or SIGTERM at any moment, during migrate and seeding too, stops everything the
+launcher started: each child runs in its own process group (gunicorn's and Celery's workers included): the child gets
+SIGTERM (and stops its own workers), then after a grace period SIGKILL goes to whatever is left of its group, so nothing
+is left behind.
 """
 
 from __future__ import annotations

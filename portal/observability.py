@@ -66,7 +66,8 @@ def check_broker() -> Check:
 
 
 def check_cluster() -> Check:
-    """From the watcher's heartbeat: the web never calls the cluster itself (DESIGN: pages never ask the cluster)."""
+    """From the watcher's heartbeat: the web never calls the cluster itself (docs/architecture.md, The stack: pages
+    never ask the cluster)."""
     try:
         heartbeat = mirror.watcher_heartbeat()
     except Exception as exc:  # no database: the database check says so

@@ -388,7 +388,7 @@ NOTEBOOK_GATEWAY = os.environ.get("NOTEBOOK_GATEWAY", "")  # "<namespace>/<name>
 # empty: one derived from SECRET_KEY.
 CREDENTIALS_KEY = _env_secret("CREDENTIALS_KEY") or ""
 
-# Kueue object naming (DESIGN section 4): prefixes are configurable per installation.
+# Kueue object naming (docs/architecture.md, The organisation in Kueue): prefixes are configurable per installation.
 KUEUE_ROOT_COHORT_PREFIX = os.environ.get("KUEUE_ROOT_COHORT_PREFIX", "portal-")
 KUEUE_DEPARTMENT_COHORT_PREFIX = os.environ.get("KUEUE_DEPARTMENT_COHORT_PREFIX", "dept-")
 KUEUE_PROJECT_PREFIX = os.environ.get("KUEUE_PROJECT_PREFIX", "proj-")

@@ -1,4 +1,4 @@
-"""The organisation -> Kueue contract of DESIGN section 4, as pure functions.
+"""The organisation -> Kueue contract (docs/architecture.md, The organisation in Kueue), as pure functions.
 
 Input is a plain snapshot of the organisation (no ORM), output is the list of Kubernetes objects the cluster
 should hold: per node pool a ResourceFlavor and its own cohort tree (root, department and project Cohorts), two

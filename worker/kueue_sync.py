@@ -1,4 +1,4 @@
-"""Reconcile the cluster's Kueue objects with the organisation (DESIGN section 4).
+"""Reconcile the cluster's Kueue objects with the organisation (docs/architecture.md, The organisation in Kueue).
 
 Compute the desired objects from the database, read what the portal owns in the cluster, and apply only the
 differences in a safe order: shrinking updates first (children before parents), then creates and growing updates

@@ -1,8 +1,8 @@
 """Kubernetes objects for a workload, as pure functions of the row (no I/O): what the submit task creates.
 
-The Job is what Kueue's batch/job integration expects (DESIGN section 5): suspended, labelled with its LocalQueue
-and WorkloadPriorityClass, GPU requests equal to limits in the pool's resource name. Its name derives from the
-workload id, so a retried create answers 409 AlreadyExists instead of making a second Job.
+The Job is what Kueue's batch/job integration expects (docs/architecture.md, The life of a submission): suspended,
+labelled with its LocalQueue and WorkloadPriorityClass, GPU requests equal to limits in the pool's resource name. Its
+name derives from the workload id, so a retried create answers 409 AlreadyExists instead of making a second Job.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Kueue's view of a workload -> the portal's status (DESIGN section 5), as pure functions.
+"""Kueue's view of a workload -> the portal's status (docs/architecture.md, The life of a submission), as pure
+functions.
 
 Input: the batch/v1 Job and its Kueue Workload as the API returns them (either may be missing). Output: what the
 portal should record, as the `Observation` the workloads state machine takes (apps/workloads/observation.py):

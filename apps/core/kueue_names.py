@@ -1,11 +1,11 @@
 """Every name and label the portal gives a Kubernetes object, in one place.
 
-The organisation -> Kueue contract (DESIGN section 4): per node pool a root cohort `<root prefix><pool>`, per
-department a cohort `<department prefix><department>-<pool>`, per project a cohort `<project prefix><project>-<pool>`
-with two ClusterQueues `...-guaranteed` and `...-elastic`; each project namespace `<project prefix><project>` holds
-the LocalQueues `guaranteed-<pool>` and `elastic-<pool>`; a workload's Job is `wl-<id>`. The prefixes are
-configurable per installation (settings.KUEUE_*_PREFIX) and `names()` honours them; nothing else builds these
-strings. Pure: no ORM, no I/O.
+The organisation -> Kueue contract (docs/architecture.md, The organisation in Kueue): per node pool a root cohort
+`<root prefix><pool>`, per department a cohort `<department prefix><department>-<pool>`, per project a cohort
+`<project prefix><project>-<pool>` with two ClusterQueues `...-guaranteed` and `...-elastic`; each project namespace
+`<project prefix><project>` holds the LocalQueues `guaranteed-<pool>` and `elastic-<pool>`; a workload's Job is
+`wl-<id>`. The prefixes are configurable per installation (settings.KUEUE_*_PREFIX) and `names()` honours them; nothing
+else builds these strings. Pure: no ORM, no I/O.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ def enqueue_now(name: str, *args: Any, **options: Any) -> bool:
     """Send a task; a broker outage is logged, not raised: beat sweeps pick the work up later."""
     try:
         celery_app.send_task(name, args=args, **options)
-    except Exception:  # the broker is down or unreachable; nothing is lost, see DESIGN section 2 (outbox)
+    except Exception:  # the broker is down or unreachable; nothing is lost, see apps/core/intents.py (the outbox)
         logger.warning("could not enqueue %s%r; the periodic sweep will retry", name, args, exc_info=True)
         return False
     return True

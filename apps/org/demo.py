@@ -1,4 +1,4 @@
-"""The demo organisation of DESIGN section 8: a mixed cluster, three departments, one login per role."""
+"""The demo organisation (README, Quick start): a mixed cluster, three departments, one login per role."""
 
 from __future__ import annotations
 

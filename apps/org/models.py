@@ -1,7 +1,8 @@
 """The organisation: node pools, departments, projects, their per-pool quotas, priority classes and the audit log.
 
-Quota semantics follow Run:ai (DESIGN section 4): deserved units are guaranteed, the limit caps deserved plus
-over-quota use, and the over-quota weight splits idle capacity. Rules that span rows live in services.
+Quota semantics follow Run:ai (docs/architecture.md, The organisation in Kueue): deserved units are guaranteed, the
+limit caps deserved plus over-quota use, and the over-quota weight splits idle capacity. Rules that span rows live in
+services.
 """
 
 from __future__ import annotations

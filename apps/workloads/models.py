@@ -1,7 +1,7 @@
 """Submissions (training, notebook, batch), their mirrored cluster state and their history.
 
-A workload is a row first (status `submitting`); the worker turns it into a Kueue-labelled batch/v1 Job whose
-name derives from the row's id, so retries never duplicate it. Status follows DESIGN section 5.
+A workload is a row first (status `submitting`); the worker turns it into a Kueue-labelled batch/v1 Job whose name
+derives from the row's id, so retries never duplicate it. Status follows docs/architecture.md, The life of a submission.
 """
 
 from __future__ import annotations
@@ -216,7 +216,8 @@ class Workload(models.Model):
 
     @property
     def cluster_queue_name(self) -> str:
-        """The ClusterQueue its LocalQueue points at (DESIGN section 4), admitted or not."""
+        """The ClusterQueue its LocalQueue points at (docs/architecture.md, The organisation in Kueue), admitted or
+        not."""
         return self.cluster_queue or kueue_names.names().cluster_queue(
             self.project.slug, self.node_pool.slug, guaranteed=not self.preemptible)
 

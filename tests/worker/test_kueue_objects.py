@@ -1,4 +1,5 @@
-"""The org -> Kueue mapping of DESIGN section 4, checked value by value and against Kueue's CRD schemas."""
+"""The org -> Kueue mapping (docs/architecture.md, The organisation in Kueue), checked value by value and against
+Kueue's CRD schemas."""
 
 from decimal import Decimal
 

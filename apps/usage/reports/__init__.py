@@ -1,6 +1,6 @@
 """GPU-hour reports over the usage ledger: reads only, always scoped through apps.accounts.access.
 
-Definitions (DESIGN section 4):
+Definitions (docs/architecture.md, The organisation in Kueue):
 
 - **GPU-hours are physical card hours**: units x card fraction x hours. The fraction is the one copied onto each
   interval when it opened (a 3g.40gb MIG slice is 3/7 of a card, one of 8 time-sliced replicas 1/8), so later edits

@@ -1,5 +1,6 @@
-"""The design's per-pool cohort tree (DESIGN.md section 4): root / department / project cohorts, and a guaranteed
-plus an elastic ClusterQueue per project. Outcomes from reference/quota-mapping-review.md section 3.3.
+"""The design's per-pool cohort tree (docs/architecture.md, The organisation in Kueue): root / department / project
+cohorts, and a guaranteed plus an elastic ClusterQueue per project. Outcomes from
+the shared reference's quota-mapping-review.md, section 3.3.
 
 The tree is the portal's own mapping (worker.kueue_objects.desired_objects on an organisation snapshot), applied to
 kubesim's scheduler, so these outcomes fail if the mapping drifts from the design.

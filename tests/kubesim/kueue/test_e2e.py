@@ -305,7 +305,8 @@ def test_maximum_execution_time(kc: Cluster):
 
 
 def design_tree(kc: Cluster, capacity: int, projects: dict[str, tuple[int, str]]) -> None:
-    """DESIGN.md section 4 for pool h100 and one department d: projects {name: (deserved, over-quota weight)}."""
+    """The portal's cohort tree (docs/architecture.md) for pool h100 and one department d: projects {name: (deserved,
+    over-quota weight)}."""
     kc.flavor()
     deserved_total = sum(d for d, _ in projects.values())
     kc.cohort("portal-h100", nominal=max(0, capacity - deserved_total))
