@@ -1,5 +1,5 @@
 """How good the start forecast is: drive kubesim's Kueue scheduling core with a seeded mix and compare, for every
-workload, the forecast made when it was submitted with when it actually started (issue 12: the real start inside the
+workload, the forecast made when it was submitted with when it actually started (target: the real start inside the
 range for >= 80 % of workloads, median error <= 20 % of the actual wait).
 
 The cluster: kubesim's scheduler (`kubesim.kueue.scheduler`, the same core the emulator runs) on the Kueue objects

@@ -1,5 +1,5 @@
-"""How long one forecast refresh's replay takes: 1,000 pending workloads over 100 ClusterQueues (issue 12: <= 1 s on
-one core).
+"""How long one forecast refresh's replay takes: 1,000 pending workloads over 100 ClusterQueues (target: <= 1 s
+on one core).
 
 The organisation: 2 pools (H100 x 250, L40S x 150), 10 departments of 5 projects, each project with a deserved quota on
 both pools (5 and 3 cards, limit twice that), so 50 projects x 2 queues (guaranteed, elastic) = 100 ClusterQueues per

@@ -1,7 +1,7 @@
 """Admission throughput of kubesim through the whole path: Job create (official client, HTTP) -> Kueue webhook
 -> Workload -> scheduler admission -> unsuspended Job -> running pods.
 
-Setup (defaults follow issue 3): 100 ClusterQueues in 10 cohorts, one LocalQueue per ClusterQueue, quota for
+Setup (the defaults): 100 ClusterQueues in 10 cohorts, one LocalQueue per ClusterQueue, quota for
 every workload, N pending Jobs of 1 cpu each. Phase 1 creates all Jobs while admission is held (every
 ClusterQueue has stopPolicy Hold), so N workloads are pending; phase 2 releases the holds and measures the time
 until every workload is admitted (create -> admitted throughput is reported for both phases together too).

@@ -1,4 +1,4 @@
-"""Live-state pages and the watcher under load (issue 5).
+"""Live-state pages and the watcher under load.
 
 10,000 workloads across 100 projects: p50/p95 server time and SQL query count of the workload list, the project
 queue and the quota dashboard, each beside a bare Django view rendering a template of the same size in the same

@@ -1,4 +1,4 @@
-"""Submissions under load against a served portal (issue 18): 1,000 API submissions from 20 concurrent clients while
+"""Submissions under load against a served portal: 1,000 API submissions from 20 concurrent clients while
 50 signed-in users poll their pages, everything on 127.0.0.1.
 
 It starts, and stops by the pids it recorded, the whole stack as `make run` does: gunicorn (3 sync workers, as in

@@ -1,4 +1,4 @@
-"""GPU-hour reports over a year of ledger history: 100 projects, 500,000 usage intervals (issue 6).
+"""GPU-hour reports over a year of ledger history: 100 projects, 500,000 usage intervals.
 
 Builds its own database next to the configured one (PostgreSQL `bench_<name>` or a SQLite file under .run/), migrates
 it, bulk-creates the organisation and the ledger, then times, as the installation admin (the whole organisation):

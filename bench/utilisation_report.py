@@ -1,4 +1,4 @@
-"""Showback with GPU utilisation for 100 projects over a month, against showback without it (issue 16: <= 2x).
+"""Showback with GPU utilisation for 100 projects over a month, against showback without it (target: <= 2x).
 
 Builds its own database (PostgreSQL `bench_util_<name>` next to the configured one, or a SQLite file under .run/),
 with usage_report.py's organisation and ledger (100 projects, 10 departments, 3 pools; --intervals spread over a

@@ -1,4 +1,4 @@
-"""The hostile-input catalogue (issue 18, item 4): every form, API endpoint and query parameter fed what an attacker
+"""The hostile-input catalogue: every form, API endpoint and query parameter fed what an attacker
 or a bad day sends. Each case must answer a clear 4xx (the API in its JSON error shape; a page with its form error
 shown, or a refusal message), change no row, record no intent and enqueue nothing for the cluster.
 

@@ -1,4 +1,4 @@
-"""Browser: the small things a person trips over (issue 11). Stop and role-binding removal ask first (a dialog with
+"""Browser: the small things a person trips over. Stop and role-binding removal ask first (a dialog with
 JavaScript, a confirmation page without); the last hand-made admin binding offers no "Remove"; the error pages are
 styled and keep the navigation; no page scrolls sideways on a 390 px phone; the admin's bar fits on one line at
 1400 px.

@@ -1,5 +1,5 @@
 """Why it waits, against kubesim with the real worker task and the real watcher, so every number is the mirror's:
-the waits of issue 11 reproduced with the demo organisation, each with its reason code, its numbers, the same numbers
+the typical waits reproduced with the demo organisation, each with its reason code, its numbers, the same numbers
 in the status line and the sentence, and other projects named only for those who may see them."""
 
 import html
@@ -77,7 +77,7 @@ def same_numbers(line: str, said: str, more: int) -> None:
 
 
 def test_limit_reached_while_cards_stand_idle(kubesim, org, watcher):
-    """Issue 11, first case: Vision at its limit (8 of 8 H100) while 8 of 16 stand idle."""
+    """First case: Vision at its limit (8 of 8 H100) while 8 of 16 stand idle."""
     alice = org["alice"]
     running = [submit(kubesim, alice, name=f"r-{i}") for i in range(2)]
     waits = [submit(kubesim, alice, name=f"w-{i}") for i in range(3)]
@@ -123,7 +123,7 @@ def reclaim(kubesim, org):
 
 
 def test_preempted_then_requeued_behind_cards_serving_keeps(kubesim, org, watcher):
-    """Issue 11, second and third cases: 4 H100 idle because Serving does not lend, and a requeued victim whose
+    """Second and third cases: 4 H100 idle because Serving does not lend, and a requeued victim whose
     status line and sentence give the same number (the one in Kueue's message)."""
     victim = reclaim(kubesim, org)
     row = Workload.objects.get(pk=victim.pk)
@@ -165,7 +165,7 @@ def preemption_sentence(content):
 
 
 def test_preempted_then_requeued_has_its_status_filter_and_one_plain_sentence(kubesim, org, watcher):
-    """Issue 11, the preempted case: the requeued victim is `requeued` in the list, the filter and the API, and its
+    """The preempted case: the requeued victim is `requeued` in the list, the filter and the API, and its
     detail page says in one sentence when, by which workload (linked for the lead, who may see NLP; unnamed for
     alice, who may not) and why; no UIDs or cohort paths outside Kueue's conditions."""
     victim = reclaim(kubesim, org)
@@ -245,7 +245,7 @@ def test_behind_earlier_work_in_the_queue(kubesim, org, watcher):
 
 
 def test_a_waiting_gang_says_how_many_pods_on_how_many_nodes(kubesim, org, watcher):
-    """Issue 11: a gang that needs N pods on M nodes. A 4-pod gang of 2 H100 each waits behind Vision's limit; the
+    """A gang that needs N pods on M nodes. A 4-pod gang of 2 H100 each waits behind Vision's limit; the
     watcher's node mirror of kubesim's demo nodes (two H100 nodes of 8) gives the node figures, the same in the page,
     the list and the API."""
     alice = org["alice"]

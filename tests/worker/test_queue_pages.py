@@ -1,4 +1,4 @@
-"""The queue and node pages (issue 12 item 4) against kubesim and the real watcher: cluster queues, local queues,
+"""The queue and node pages against kubesim and the real watcher: cluster queues, local queues,
 cohorts and resource flavors show Kueue's own figures (usage, borrowing, lending, pending and admitted counts),
 scoped by role; each pool's Nodes page shows the nodes' cards, cut and state, and follows a cordon and a taint."""
 

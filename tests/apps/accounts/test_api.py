@@ -27,7 +27,7 @@ def test_token_with_good_credentials(demo):
     assert status == 200
     assert set(body) == {"token"}
     assert len(body["token"]) == 40
-    # Since personal tokens (issue 18) each sign-in makes a new named token with the default lifetime: the secret
+    # Since personal tokens each sign-in makes a new named token with the default lifetime: the secret
     # is stored only as a digest, so an earlier one cannot be answered again. Both work until revoked or expired.
     again = token_for("alice")[1]
     assert again != body and len(again["token"]) == 40
@@ -72,7 +72,7 @@ def test_token_header_authenticates(demo, ids):
 
 def test_bad_token_and_no_credentials_are_refused(demo):
     response = call(Client(), "GET", "me/", HTTP_AUTHORIZATION="Token " + "0" * 40)
-    # 401 with a challenge for a bad token and for no credentials at all (issue 17): a script tells "sign in" from
+    # 401 with a challenge for a bad token and for no credentials at all: a script tells "sign in" from
     # "not allowed" (403).
     assert response.status_code == 401
     assert response["WWW-Authenticate"] == 'Token realm="api"'

@@ -1,4 +1,4 @@
-"""Quota over time (issue 12 item 5): a project's deserved, in use and borrowed units on a pool per step, from the
+"""Quota over time: a project's deserved, in use and borrowed units on a pool per step, from the
 ledger, worked out by hand on fixed ledger rows; the page's choices are scoped to what the viewer may see."""
 
 from __future__ import annotations

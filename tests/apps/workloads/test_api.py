@@ -286,7 +286,7 @@ def test_token_authentication_submits(client, demo, django_capture_on_commit_cal
     assert response.json()["owner"] == "alice"
     assert enqueued(callbacks) == [(SUBMIT_TASK, (response.json()["id"],))]
     refused = call(client, "POST", "workloads/", GOOD, HTTP_AUTHORIZATION="Token wrong")
-    # 401 with a challenge since personal tokens (issue 18): a bad, expired or revoked token is an authentication
+    # 401 with a challenge since personal tokens: a bad, expired or revoked token is an authentication
     # failure of the token scheme, not a session without permission.
     assert refused.status_code == 401 and refused.json() == {"detail": "Invalid token."}
     assert refused["WWW-Authenticate"] == 'Token realm="api"'

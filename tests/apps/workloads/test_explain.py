@@ -76,7 +76,7 @@ def test_guaranteed_queue_waiting_for_quota():
 
 
 def test_elastic_work_at_its_limit_while_the_pool_idles():
-    """The first case of issue 11: 8 of 8 in use, 8 of 16 idle; the limit is the cause."""
+    """The limit case: 8 of 8 in use, 8 of 16 idle; the limit is the cause."""
     result = explain(queued(preemptible=True, queue_position_local=0),
                      WaitFacts(deserved=4, limit=8, project_used=Decimal(8), department_deserved=8,
                                department_limit=12, department_used=Decimal(8), pool_capacity=16,
@@ -121,7 +121,7 @@ def test_pool_physically_full_says_who_holds_it():
     ((Share(None, Decimal(4)),), "a project you cannot see (4) keeps 4 of them"),
 ])
 def test_idle_cards_a_non_lending_project_keeps(keepers, wording):
-    """The second case of issue 11: 4 H100 idle because Serving does not lend, now said on the page."""
+    """The lending case: 4 H100 idle because Serving does not lend, now said on the page."""
     result = explain(queued(preemptible=True, queue_position_local=None),
                      WaitFacts(deserved=4, limit=8, project_used=Decimal(4), department_limit=12,
                                department_used=Decimal(8), pool_capacity=16, pool_used=Decimal(12),

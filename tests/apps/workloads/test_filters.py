@@ -77,7 +77,7 @@ def test_a_researchers_own_list_is_the_same_on_both_sides(page_client, spread, q
 
 def test_without_scope_the_page_starts_researchers_on_their_own_work_and_the_api_lists_everything(page_client,
                                                                                                    spread):
-    """Issue 11 changes the lead's default: the page used to start them on their own work only; it now starts them
+    """The lead's default changed: the page used to start them on their own work only; it now starts them
     on their scope's work, the same rows as the API. Researchers still start on their own."""
     alice = page_client("alice")
     assert set(page_ids(alice, "")) == {w.pk for w in spread.values() if w.owner.username == "alice"}

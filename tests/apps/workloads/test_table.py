@@ -1,4 +1,4 @@
-"""The workload table (issue 12 item 3): search, sort, department filter, CSV export and bulk stop, through the page
+"""The workload table: search, sort, department filter, CSV export and bulk stop, through the page
 and the API alike (one FilterSet), with the access rules: no row of another project ever appears, and a bulk stop
 that names a row the user may not stop is refused whole. Query counts stay fixed as rows grow."""
 
@@ -276,7 +276,7 @@ def test_bulk_stop_makes_a_fixed_number_of_queries_per_row(page_client, make_wor
     assert per_row == int(per_row) and per_row <= 12
 
 
-# --- the forecast column (issue 12 items 1-2 bring the forecast; until they are merged these tests skip) -------------
+# --- the forecast column ---------------------------------------------------------------------------------------------
 
 
 def _forecast_model():

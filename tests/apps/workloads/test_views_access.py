@@ -127,7 +127,7 @@ def test_stop_matrix(page_client, workloads, case, key, expected, username):
 
 @pytest.mark.parametrize("username", USERS)
 def test_stop_get_asks_first_and_changes_nothing(page_client, workloads, username):
-    """Was test_stop_is_post_only (GET answered 405): issue 11 makes GET the confirmation page, the question that
+    """Was test_stop_is_post_only (GET answered 405): GET is now the confirmation page, the question that
     browsers without JavaScript get before the stop is posted."""
     workload = workloads["alice"]
     response = page_client(username).get(reverse("workloads:stop", args=[workload.pk]), {"next": "/workloads/"})

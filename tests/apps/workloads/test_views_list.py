@@ -20,7 +20,7 @@ def rows(response) -> list[int]:
 
 
 def test_researchers_land_on_their_own_work_and_leads_on_their_scopes(page_client, make_workload):
-    """Issue 11 changes the lead's landing view: it used to be their own rows only (an empty "my workloads" for most
+    """The lead's landing view changed: it used to be their own rows only (an empty "my workloads" for most
     leads); leads and admins now land on their scope's workloads and switch to their own with scope=mine."""
     mine = make_workload("alice", name="mine")
     lead_own = make_workload("lead", name="leads")

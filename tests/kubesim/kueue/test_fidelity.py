@@ -1,4 +1,4 @@
-"""Kueue behaviours kubesim emulates since issue 15, end to end: official kubernetes client -> served kubesim
+"""Kueue behaviours kubesim emulates, end to end: official kubernetes client -> served kubesim
 (manual clock) -> Kueue half. Each test names the upstream Kueue test whose scenario and expectations it follows
 (kubernetes-sigs/kueue; the scenarios are re-told here, nothing is carried over)."""
 
