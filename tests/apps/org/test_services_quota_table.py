@@ -127,7 +127,7 @@ def test_a_guard_refusal_is_reported_with_the_rest(org, monkeypatch):
         if quota.project_id == org["nlp"].pk:
             raise ValidationError({"deserved": "Running non-preemptible work uses 3 units here."})
 
-    monkeypatch.setattr(services, "_quota_guards", [guard])
+    monkeypatch.setattr(services.quotas, "_quota_guards", [guard])
     errors = refused(org, "admin", [
         {"node_pool": "h100", "project": "vision", "deserved": 3, "limit": 2},
         {"node_pool": "h100", "project": "nlp", "deserved": 2},

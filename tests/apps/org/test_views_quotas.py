@@ -123,7 +123,7 @@ def test_save_is_all_or_nothing_when_a_service_refuses(page_client, org, monkeyp
         if quota.project_id == org["nlp"].pk:
             raise ValidationError({"deserved": "Running non-preemptible work uses 3 units here."})
 
-    monkeypatch.setattr(services, "_quota_guards", [guard])
+    monkeypatch.setattr(services.quotas, "_quota_guards", [guard])
     before, audit = stored(), AuditEvent.objects.count()
     payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 3,
                                               (org["nlp"], "h100", "deserved"): 2})
