@@ -4,6 +4,7 @@ Callers import from here (`from apps.org import services`); the modules are:
 
 - `node_pools`, `departments`, `projects`, `priority_classes`: the organisation's rows, one module each;
 - `quotas`: one quota at a time (the rules that span rows, each field's bounds by role, the quota guards);
+  what they announce to the apps above is in `apps.org.signals`;
 - `quota_table`: many cells of one department's quota table at once;
 - `kueue_sync`: the org -> Kueue reconcile's bookkeeping, asked for by every committed change;
 - `project_data`: a project's data sources and image pull secrets;
@@ -41,7 +42,7 @@ from .project_data import (
 )
 from .projects import PROJECT_FIELDS, project_create, project_delete, project_update
 from .quota_table import QuotaTableError, quota_table_check, quota_table_save
-from .quotas import SIZE_FIELDS, quota_create, quota_delete, quota_guard, quota_rule_errors, quota_set, quota_update
+from .quotas import SIZE_FIELDS, quota_create, quota_delete, quota_rule_errors, quota_set, quota_update
 
 __all__ = [
     "DENIED",
@@ -81,7 +82,6 @@ __all__ = [
     "pull_secret_delete",
     "quota_create",
     "quota_delete",
-    "quota_guard",
     "quota_rule_errors",
     "quota_set",
     "quota_table_check",

@@ -15,6 +15,7 @@ from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import stale_message
+from apps.org import signals
 from apps.org.models import Department, NodePool, Project, Quota
 
 from .common import _require
@@ -60,6 +61,8 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
                 quota.save()
             else:
                 quota.save(update_fields=[*changed, "updated_at"])
+            if before is None or "deserved" in changed:
+                signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
             audit_record(actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
                          after=snapshot(quota), **_quota_scope(quota))
         if plan.proposals:

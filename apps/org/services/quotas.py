@@ -1,18 +1,21 @@
-"""Quotas, one at a time: the rules that span rows, each field's bounds by role, and the quota guards."""
+"""Quotas, one at a time: the rules that span rows, each field's bounds by role, and the quota guards (the
+receivers of `signals.quota_size_proposed`). A change to a quota's deserved units is announced with
+`signals.quota_deserved_changed` (the usage ledger records it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
-from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Sum
 
 from apps.accounts import access
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import version_check
+from apps.org import signals
 from apps.org.models import Department, NodePool, Project, Quota
 
 from .common import DENIED
@@ -150,15 +153,13 @@ def _quota_field_errors(actor: Any, quota: Quota, changed: Iterable[str]) -> dic
 
 
 def _quota_guard_errors(quota: Quota) -> dict[str, list[str]]:
-    """Every registered guard's refusal of this quota's proposed size, by field (empty: all guards pass)."""
+    """Every guard's refusal of this quota's proposed size, by field (empty: all guards pass). The guards are the
+    receivers of `signals.quota_size_proposed` (the workloads app's: running non-preemptible work)."""
     errors: dict[str, list[str]] = {}
-    for hook in _quota_guards:
-        try:
-            hook(quota)
-        except ValidationError as exc:
-            found = exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD_ERRORS: exc.messages}
-            for name, messages in found.items():
-                errors.setdefault(name, []).extend(messages)
+    for _, response in signals.quota_size_proposed.send(sender=Quota, quota=quota):
+        refusals = cast("Mapping[str, list[str]] | None", response)  # the stubs type a response as a string
+        for name, messages in (refusals or {}).items():
+            errors.setdefault(name, []).extend(messages)
     return errors
 
 
@@ -211,6 +212,8 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None = Non
         if set(changed) & SIZE_FIELDS:
             _check_quota_rules(quota)
         quota.save(update_fields=[*changed, "updated_at"])
+        if "deserved" in changed:
+            signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
         audit_record(actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
                      after=snapshot(quota), **_quota_scope(quota))
         _org_changed()
@@ -249,6 +252,7 @@ def quota_create(
             raise ValidationError(errors)
         _check_quota_rules(quota)
         quota.save()
+        signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
         audit_record(actor=actor, action="quota.create", obj=quota, before=None, after=snapshot(quota),
                      **_quota_scope(quota))
         _org_changed()
@@ -279,15 +283,6 @@ def quota_set(
     return quota_create(actor=actor, node_pool=node_pool, department=department, project=project, **values)
 
 
-_quota_guards: list[Callable[[Quota], None]] = []
-
-
-def quota_guard(check: Callable[[Quota], None]) -> Callable[[Quota], None]:
-    """Register an extra check run before a quota's size is saved (the workloads app's non-preemptible guard)."""
-    _quota_guards.append(check)
-    return check
-
-
 def quota_delete(*, actor: Any, quota: Quota) -> None:
     if not access.can_manage_quotas_of(actor, quota.owner):
         raise PermissionDenied(DENIED)
@@ -301,4 +296,5 @@ def quota_delete(*, actor: Any, quota: Quota) -> None:
         audit_record(actor=actor, action="quota.delete", obj=quota, before=snapshot(quota), after=None,
                      **_quota_scope(quota))
         quota.delete()
+        signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=0)
         _org_changed()
