@@ -17,6 +17,7 @@ from factory.django import DjangoModelFactory
 
 from apps.accounts.models import Role, RoleBinding, Scope
 from apps.core.kueue_names import names
+from apps.org import signals as org_signals
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 from apps.workloads.models import Kind, Workload
 
@@ -86,10 +87,17 @@ class ProjectFactory(ValidFactory):
 
 
 class QuotaFactory(ValidFactory):
-    """A project's quota on a new pool by default; pass `department=` (and `project=None`) for a department's."""
+    """A project's quota on a new pool by default; pass `department=` (and `project=None`) for a department's.
+    It announces its deserved units as the quota services do, so the usage ledger has the quota's period."""
 
     class Meta:
         model = Quota
+
+    @classmethod
+    def _create(cls, model_class: type, *args: Any, **kwargs: Any) -> Any:
+        quota = super()._create(model_class, *args, **kwargs)
+        org_signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
+        return quota
 
     node_pool = factory.SubFactory(NodePoolFactory)
     project = factory.SubFactory(ProjectFactory)

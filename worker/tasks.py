@@ -25,6 +25,7 @@ from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
 from apps.org.models import ImagePullSecret
 from apps.workloads import logs as workload_logs
+from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Credential, IdlePolicy, Kind, Status, Workload
@@ -204,16 +205,16 @@ def notebooks_cull_idle() -> int:
     """Stop notebooks idle past their timeout: first read what each notebook server says of its own activity (through
     the service proxy), then stop those with no sign of use (keep-alive, server activity) for their timeout, then
     those whose GPUs stayed idle under the admin's idle policy."""
-    running = workload_services.notebooks_running()
+    running = workload_selectors.notebooks_running()
     try:
         observed = read_server_activity(gateway(), running)
     except ClusterError as error:
         logger.info("notebook activity not read: %s", error.describe())
         observed = {}  # the cluster is away: decide on what the portal knows (never stop on a guess of activity)
     workload_services.notebook_server_activity_record(observed=observed)
-    culled = sum(workload_services.notebook_cull(workload=workload) for workload in workload_services.notebooks_idle())
+    culled = sum(workload_services.notebook_cull(workload=workload) for workload in workload_selectors.notebooks_idle())
     return culled + sum(workload_services.notebook_cull_gpu_idle(workload=workload)
-                        for workload in workload_services.notebooks_gpu_idle())
+                        for workload in workload_selectors.notebooks_gpu_idle())
 
 
 @shared_task(expires=55)

@@ -7,15 +7,14 @@ class UsageConfig(AppConfig):
     verbose_name = "Usage"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_delete, post_save
-
-        from apps.org.models import Quota
-        from apps.workloads import signals
+        """Connect what the ledger hears from the apps below it (apps.org.signals explains the mechanism)."""
+        from apps.org import signals as org_signals
+        from apps.workloads import signals as workload_signals
 
         from . import services
 
-        signals.quota_held.connect(services.on_quota_held, dispatch_uid="usage.quota_held")
-        signals.quota_released.connect(services.on_quota_released, dispatch_uid="usage.quota_released")
+        workload_signals.quota_held.connect(services.on_quota_held, dispatch_uid="usage.quota_held")
+        workload_signals.quota_released.connect(services.on_quota_released, dispatch_uid="usage.quota_released")
         # The deserved quota in force at each moment (DeservedPeriod), written in the quota change's transaction.
-        post_save.connect(services.on_quota_saved, sender=Quota, dispatch_uid="usage.quota_saved")
-        post_delete.connect(services.on_quota_deleted, sender=Quota, dispatch_uid="usage.quota_deleted")
+        org_signals.quota_deserved_changed.connect(services.on_quota_deserved_changed,
+                                                   dispatch_uid="usage.quota_deserved_changed")

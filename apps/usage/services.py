@@ -1,5 +1,6 @@
 """Writes of the GPU-hour ledger. The workloads app announces quota held and released (apps.workloads.signals); the
-org app saves quotas. The receivers below record both inside the same transaction as the change that caused them.
+org app announces changes of deserved quota (apps.org.signals). The receivers below record both inside the same
+transaction as the change that caused them.
 
 Three tables move together, per project and node pool (a "timeline"):
 - UsageInterval: one row per stretch a workload held quota (admission to eviction, finish or stop);
@@ -173,21 +174,13 @@ def on_quota_released(*, workload_id: int, at: datetime, reason: str, **_: Any) 
     usage_interval_close(workload_id=workload_id, at=at, reason=reason)
 
 
-def on_quota_saved(*, instance: Quota, update_fields: Any = None, raw: bool = False, **_: Any) -> None:
-    """A project quota was created or changed (org services save it inside their transaction)."""
-    if raw or instance.project is None or (update_fields is not None and "deserved" not in update_fields):
+def on_quota_deserved_changed(*, quota: Quota, deserved: int, **_: Any) -> None:
+    """A quota's deserved units changed (created, changed, or removed: 0); only a project's count here. A project's
+    own deletion takes its periods with it (and is refused while it has ledger rows), and sends nothing."""
+    if quota.project is None:
         return
-    deserved_period_set(project_id=instance.project.pk, department_id=instance.project.department_id,
-                        node_pool_id=instance.node_pool_id, deserved=instance.deserved)
-
-
-def on_quota_deleted(*, instance: Quota, origin: Any = None, **_: Any) -> None:
-    """A project quota was removed: nothing deserved from now on. A project's own deletion takes its periods with it
-    (and is refused while it has ledger rows), so only deletions of the quota itself count."""
-    if not isinstance(origin, Quota) or instance.project_id is None or instance.project is None:
-        return
-    deserved_period_set(project_id=instance.project.pk, department_id=instance.project.department_id,
-                        node_pool_id=instance.node_pool_id, deserved=0)
+    deserved_period_set(project_id=quota.project.pk, department_id=quota.project.department_id,
+                        node_pool_id=quota.node_pool_id, deserved=deserved)
 
 
 def utilisation_hours_add(*, workload: Any, samples: list[tuple[datetime, float, float]], sample_seconds: float,

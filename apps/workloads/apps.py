@@ -7,4 +7,10 @@ class WorkloadsConfig(AppConfig):
     verbose_name = "Workloads"
 
     def ready(self) -> None:
-        from . import services  # noqa: F401 - registers the quota guard for running non-preemptible work
+        """Connect what the workloads app hears from the apps below it (apps.org.signals explains the mechanism)."""
+        from apps.org import signals as org_signals
+
+        from .validation import running_non_preemptible_quota_errors
+
+        org_signals.quota_size_proposed.connect(running_non_preemptible_quota_errors,
+                                                dispatch_uid="workloads.running_non_preemptible_quota")

@@ -159,7 +159,7 @@ class Workload(models.Model):
     # Not columns: what a draft (services._workload_draft) will attach once saved.
     chosen_data_sources: list[DataSource]
     chosen_credentials: list[Credential]
-    idle_since: datetime  # services.notebooks_idle: the last sign of use
+    idle_since: datetime  # selectors.notebooks_idle: the last sign of use
 
     class Meta:
         ordering = ["-created_at", "-id"]

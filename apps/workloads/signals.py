@@ -1,10 +1,19 @@
-"""What the workloads app announces to the apps above it (the usage ledger listens), sent inside the transition's
-own transaction so a listener's rows commit or roll back with it."""
+"""What the workloads app announces to the apps above it (the usage ledger listens).
+
+The same mechanism as apps.org.signals (whose docstring explains it): declared here with its keyword arguments,
+sent explicitly by the workloads services inside the transaction of the status change that caused it (so a
+receiver's rows commit or roll back with it), connected only in the higher app's `AppConfig.ready()` with a
+`dispatch_uid`. Receivers return nothing.
+"""
 
 from django.dispatch import Signal
 
-# A workload began holding quota at `at` (Kueue's admission time); `ended_at` when it is already over.
-# kwargs: workload, at, ended_at=None, reason=""
 quota_held = Signal()
-# A workload stopped holding quota. kwargs: workload_id, at, reason
+"""A workload began holding quota at `at` (Kueue's admission time, on the cluster's clock), sent by the watcher's
+observations. kwargs: `workload` (the Workload), `at` (datetime), `ended_at` (datetime or None: set when the
+workload is already over, a stretch the watcher learnt of only after it ended), `reason` (str, why it ended)."""
+
 quota_released = Signal()
+"""A workload stopped holding quota: evicted, preempted, finished, stopped or its Job deleted, sent by the watcher
+and by the recorded stop. kwargs: `workload_id` (int), `at` (datetime, on the cluster's clock when known), `reason`
+(str)."""

@@ -12,7 +12,6 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from apps.org.models import DataSource, NodePool, Project, Quota
-from apps.org.services import quota_guard
 from apps.org.validators import mount_collisions, validate_dns_label, validate_label_value
 
 from .capacity import DepartmentQuota, PoolTree, ProjectQuota
@@ -196,16 +195,17 @@ def non_preemptible_units_held(*, project_id: int, pool_id: int) -> int:
     return sum(workload.gpu_units for workload in rows)
 
 
-@quota_guard
-def _deserved_covers_running_non_preemptible(quota: Quota) -> None:
-    """Refuse lowering a project's deserved quota below what its running non-preemptible work holds."""
+def running_non_preemptible_quota_errors(*, quota: Quota, **_: Any) -> Errors:
+    """Refuse lowering a project's deserved quota below what its running non-preemptible work holds: the guarantee
+    that work relies on. A receiver of apps.org.signals.quota_size_proposed (connected in WorkloadsConfig.ready)."""
     if not quota.project_id:
-        return
+        return {}
     held = non_preemptible_units_held(project_id=quota.project_id, pool_id=quota.node_pool_id)
     if quota.deserved < held:
-        raise ValidationError({"deserved": (
+        return {"deserved": [
             f"Running non-preemptible work in this project holds {held} {quota.node_pool.slug} units; the deserved "
-            "quota cannot go below that until it finishes or is stopped.")})
+            "quota cannot go below that until it finishes or is stopped."]}
+    return {}
 
 
 SHM_PATH = "/dev/shm"  # noqa: S108 - the container's shared memory, not a temporary file

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.workloads import services
+from apps.workloads import selectors
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.apps.workloads.helpers import submit_payload
 from tests.worker.conftest import kueue_workload, signed_in, wait_for
@@ -54,7 +54,7 @@ def test_idle_notebooks_are_stopped_with_an_event_that_says_so(alice, cluster, k
     assert tasks.notebooks_cull_idle.apply().get() == 0  # not idle yet
     # The owner has been away for 31 minutes.
     Workload.objects.filter(pk=notebook.pk).update(last_activity_at=timezone.now() - timedelta(minutes=31))
-    assert [w.pk for w in services.notebooks_idle()] == [notebook.pk]
+    assert [w.pk for w in selectors.notebooks_idle()] == [notebook.pk]
     assert tasks.notebooks_cull_idle.apply().get() == 1
     assert tasks.workload_stop.apply(args=[notebook.pk]).get() == "stopped"
     stopped = Workload.objects.get(pk=notebook.pk)

@@ -15,6 +15,7 @@ from django.urls import reverse
 from apps.usage import reports
 from apps.usage.models import UtilisationHour
 from apps.usage.services import utilisation_hours_add
+from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.models import IdlePolicy, Kind, WorkloadEvent, WorkloadUtilisation
 from tests.apps.usage.reports_support import interval, workload
@@ -208,12 +209,12 @@ def test_gpu_idle_notebooks_are_culled_unless_the_owner_is_active(demo):
     workload_services.workload_utilisation_record(workload=notebook, samples=idle, policy=policy, now=now)
     notebook.last_activity_at = now - timedelta(seconds=10)  # the owner is still there
     notebook.save(update_fields=["last_activity_at"])
-    assert workload_services.notebooks_gpu_idle(now=now) == []
+    assert workload_selectors.notebooks_gpu_idle(now=now) == []
     notebook.last_activity_at = now - timedelta(minutes=10)
     notebook.save(update_fields=["last_activity_at"])
-    assert workload_services.notebooks_gpu_idle(now=now) == [notebook]
+    assert workload_selectors.notebooks_gpu_idle(now=now) == [notebook]
     IdlePolicy.objects.filter(pk=1).update(cull_notebooks=False)
-    assert workload_services.notebooks_gpu_idle(now=now) == []
+    assert workload_selectors.notebooks_gpu_idle(now=now) == []
 
 
 def test_only_admins_see_the_held_idle_list_and_set_the_rule(demo, client_for):

@@ -6,7 +6,7 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 - `credentials`: users' secrets in a project;
 - `templates`: admins' presets for the submission forms;
 - `claims`: what the worker does: claim a submission, mark it submitted or refused, record a stop;
-- `notebooks`: the activity notebook servers report, and the cull of idle notebooks;
+- `notebooks`: the activity notebook servers report, and the cull of idle notebooks (found by the selectors);
 - `notifications`: e-mail to owners about the changes they opted in to;
 - `observe`: what the watcher does: the state machine on the cluster's observations, queue positions, Jobs gone;
 - `forecasts`: storing the worker's start-time forecasts;
@@ -33,14 +33,7 @@ from .credentials import (
     credential_values_replace,
 )
 from .forecasts import FORECAST_FIELDS, workload_forecasts_store
-from .notebooks import (
-    notebook_cull,
-    notebook_cull_gpu_idle,
-    notebook_server_activity_record,
-    notebooks_gpu_idle,
-    notebooks_idle,
-    notebooks_running,
-)
+from .notebooks import notebook_cull, notebook_cull_gpu_idle, notebook_server_activity_record
 from .notifications import NOTIFIABLE, NOTIFY_TASK
 from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone
 from .submissions import (
@@ -94,9 +87,6 @@ __all__ = [
     "notebook_cull",
     "notebook_cull_gpu_idle",
     "notebook_server_activity_record",
-    "notebooks_gpu_idle",
-    "notebooks_idle",
-    "notebooks_running",
     "workload_check",
     "workload_claim_submit",
     "workload_forecasts_store",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apps.accounts.models import NotificationPreference
+from apps.accounts.selectors import notification_preference
 from apps.core.tasks import enqueue_on_commit
 from apps.workloads.models import Status, Workload
 
@@ -15,11 +15,7 @@ def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
     wanted = [status for status in statuses if status in NOTIFIABLE]
     if not wanted:
         return
-    preference = _owner_preference(workload)
+    preference = notification_preference(workload.owner_id)
     for status in wanted:
         if preference and preference.wants(status):
             enqueue_on_commit(NOTIFY_TASK, workload.pk, status)
-
-
-def _owner_preference(workload: Workload) -> NotificationPreference | None:
-    return NotificationPreference.objects.filter(user_id=workload.owner_id).first()

@@ -9,11 +9,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from apps.accounts import access
+from apps.accounts.selectors import notification_preference
 from apps.core.audit import audit_record
 from apps.core.tasks import enqueue_on_commit
 from apps.workloads.models import IdlePolicy, Workload, WorkloadUtilisation
 
-from .notifications import _owner_preference
 from .transitions import _event
 
 IDLE_NOTIFY_TASK = "worker.tasks.workload_idle_notify"
@@ -83,7 +83,7 @@ def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datet
             _event(workload, from_status=workload.status, to_status=workload.status, reason=GPU_IDLE_REASON,
                    message=f"GPUs below {policy.threshold_percent}% for {_duration_text(policy.idle_seconds)}",
                    at=now, details={"idle_since": idle_since.isoformat()})
-            preference = _owner_preference(workload)
+            preference = notification_preference(workload.owner_id)
             if preference and preference.wants("idle"):  # the flag and the page show it either way
                 enqueue_on_commit(IDLE_NOTIFY_TASK, workload.pk)
         row.save()

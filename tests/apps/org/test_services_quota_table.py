@@ -5,10 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 
 from apps.core.models import AuditEvent
-from apps.org import services
+from apps.org import services, signals
 from apps.org.models import Department, NodePool, Project, Quota
 
 
@@ -122,12 +122,14 @@ def test_resending_the_department_row_unchanged_is_fine_for_department_admins(or
     assert [q.project_id for q in changed] == [org["vision"].pk]
 
 
-def test_a_guard_refusal_is_reported_with_the_rest(org, monkeypatch):
-    def guard(quota):
+def test_a_guard_refusal_is_reported_with_the_rest(org, request):
+    def guard(quota, **_):
         if quota.project_id == org["nlp"].pk:
-            raise ValidationError({"deserved": "Running non-preemptible work uses 3 units here."})
+            return {"deserved": ["Running non-preemptible work uses 3 units here."]}
+        return None
 
-    monkeypatch.setattr(services, "_quota_guards", [guard])
+    signals.quota_size_proposed.connect(guard, weak=False, dispatch_uid="test.guard")
+    request.addfinalizer(lambda: signals.quota_size_proposed.disconnect(dispatch_uid="test.guard"))
     errors = refused(org, "admin", [
         {"node_pool": "h100", "project": "vision", "deserved": 3, "limit": 2},
         {"node_pool": "h100", "project": "nlp", "deserved": 2},

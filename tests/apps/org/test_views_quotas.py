@@ -6,11 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from apps.core.models import AuditEvent
-from apps.org import services
+from apps.org import services, signals
 from apps.org.models import Department, NodePool, Project, Quota
 
 from .view_helpers import cell_key, quota_payload
@@ -117,13 +116,15 @@ def test_refused_over_subscription_on_save_shows_message_and_saves_nothing(page_
     assert stored() == before and AuditEvent.objects.count() == audit
 
 
-def test_save_is_all_or_nothing_when_a_service_refuses(page_client, org, monkeypatch):
+def test_save_is_all_or_nothing_when_a_service_refuses(page_client, org, request):
     """A refusal raised inside the save (here a guard like the non-preemptible one) rolls back every cell."""
-    def guard(quota):
+    def guard(quota, **_):
         if quota.project_id == org["nlp"].pk:
-            raise ValidationError({"deserved": "Running non-preemptible work uses 3 units here."})
+            return {"deserved": ["Running non-preemptible work uses 3 units here."]}
+        return None
 
-    monkeypatch.setattr(services, "_quota_guards", [guard])
+    signals.quota_size_proposed.connect(guard, weak=False, dispatch_uid="test.guard")
+    request.addfinalizer(lambda: signals.quota_size_proposed.disconnect(dispatch_uid="test.guard"))
     before, audit = stored(), AuditEvent.objects.count()
     payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 3,
                                               (org["nlp"], "h100", "deserved"): 2})

@@ -157,7 +157,7 @@ def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workloa
 def test_a_long_queue_shows_its_head_and_counts_the_rest(page_client, make_workload, monkeypatch):
     """Past PROJECT_QUEUE_ROWS waiting workloads the page shows the first ones in queue order with their
     explanations, counts the rest (their demand included) and links to all of them on the workload list."""
-    monkeypatch.setattr("apps.workloads.selectors.PROJECT_QUEUE_ROWS", 3)
+    monkeypatch.setattr("apps.workloads.selectors.queue.PROJECT_QUEUE_ROWS", 3)
     waiting = [queued(make_workload("alice", name=f"w{n}", gpus=1), n) for n in range(5)]
     content = page_client("alice").get(queue_url()).content.decode()
     shown = [w.pk for w in waiting if f'data-workload="{w.pk}"' in content]

@@ -1,0 +1,90 @@
+"""Reads of workloads, always scoped through the access module (a row the user may not see does not exist), one
+module per concern. Callers import from here (`from apps.workloads import selectors`); the modules are:
+
+- `lookups`: the rows a user may see (the list, a page's workload, a notebook to connect, credentials, templates);
+- `submit`: the submit page's side panel and the priority class defaults;
+- `forecasts`: the stored start-time forecasts and the record the worker calibrates on;
+- `queue`: live queue state (positions, explanations, the project queue, history, live markers);
+- `utilisation`: the stored GPU utilisation and the workloads flagged idle;
+- `notebooks`: the notebooks the culler asks about, and those idle.
+"""
+
+from .forecasts import FORECAST_RECORD_SIZE, forecast_record, forecasts_computed_since, forecasts_for
+from .lookups import (
+    credentials_of,
+    default_scope,
+    notebook_to_connect,
+    offers_scope_filter,
+    requested_units,
+    submit_project_known,
+    submit_projects,
+    templates,
+    workload_for_page,
+    workload_list,
+    workloads_for,
+)
+from .notebooks import notebooks_gpu_idle, notebooks_idle, notebooks_running
+from .queue import (
+    LiveMarker,
+    PoolQuotaFigures,
+    ProjectQueue,
+    annotate_live,
+    explanation_inputs,
+    preemptions_seen_by,
+    project_queue,
+    project_queue_marker,
+    workload_history,
+    workload_live_marker,
+)
+from .submit import (
+    PoolPanel,
+    default_priority_class,
+    pool_panel,
+    preemptible_by_class,
+    priority_class_preemptible,
+    queue_start_forecast,
+    submit_panel,
+)
+from .utilisation import UtilisationChart, utilisation_available, workload_utilisation_chart, workloads_held_idle
+
+__all__ = [
+    "FORECAST_RECORD_SIZE",
+    "LiveMarker",
+    "PoolPanel",
+    "PoolQuotaFigures",
+    "ProjectQueue",
+    "UtilisationChart",
+    "annotate_live",
+    "credentials_of",
+    "default_priority_class",
+    "default_scope",
+    "explanation_inputs",
+    "forecast_record",
+    "forecasts_computed_since",
+    "forecasts_for",
+    "notebook_to_connect",
+    "notebooks_gpu_idle",
+    "notebooks_idle",
+    "notebooks_running",
+    "offers_scope_filter",
+    "pool_panel",
+    "preemptible_by_class",
+    "preemptions_seen_by",
+    "priority_class_preemptible",
+    "project_queue",
+    "project_queue_marker",
+    "queue_start_forecast",
+    "requested_units",
+    "submit_panel",
+    "submit_project_known",
+    "submit_projects",
+    "templates",
+    "utilisation_available",
+    "workload_for_page",
+    "workload_history",
+    "workload_list",
+    "workload_live_marker",
+    "workload_utilisation_chart",
+    "workloads_for",
+    "workloads_held_idle",
+]

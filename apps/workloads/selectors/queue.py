@@ -1,0 +1,236 @@
+"""Live queue state: positions, explanations, the project queue, the detail page's history and live markers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Length
+from django.utils import timezone
+
+from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState
+from apps.org.models import NodePool, Project, Quota
+from apps.workloads.explain import Peer, PreemptionNote, explain_workloads
+from apps.workloads.history import preemptions
+from apps.workloads.logs import log_tails
+from apps.workloads.models import (
+    HOLDING_STATUSES,
+    LIVE_STATUSES,
+    QUEUED_STATUSES,
+    WAITING_STATUSES,
+    Status,
+    Workload,
+    WorkloadEvent,
+    WorkloadLogTail,
+)
+
+from .lookups import workloads_for
+
+
+def annotate_live(workloads: list[Workload], *, viewer: Any = None, now: Any = None) -> list[Workload]:
+    """Attach `explanation` (why it waits, worded for `viewer`: other projects are named only when the viewer may see
+    them), `position_label` and `runtime` to rows already joined with project and node_pool: a fixed number of
+    queries for any number of rows (three for `explain_workloads` when anything waits, one or two more when a row
+    was preempted or preempts others, one for the runtimes when anything holds quota), none otherwise."""
+    now = now or timezone.now()
+    explanations = explain_workloads(workloads, viewer=viewer)
+    # A live holder's runtime is measured on the portal's clock, from the event of its current stretch (the cluster's
+    # clock may differ: kubesim's manual clock does); a finished one's on the cluster's, from start to finish.
+    holding = [w.pk for w in workloads if w.status in HOLDING_STATUSES]
+    since = dict(WorkloadEvent.objects.filter(workload_id__in=holding, to_status__in=HOLDING_STATUSES).values(
+        "workload_id").annotate(at=Max("at")).order_by().values_list("workload_id", "at")) if holding else {}
+    for workload in workloads:
+        workload.explanation = explanations.get(workload.pk)
+        workload.position_label = (f"#{workload.queue_position_local + 1} in {workload.queue_name}"
+                                   if workload.status in QUEUED_STATUSES and workload.queue_position_local is not None
+                                   else "")
+        if workload.pk in since:
+            workload.runtime = now - since[workload.pk]
+        else:
+            start = workload.started_at or workload.admitted_at
+            workload.runtime = ((workload.finished_at or now) - start) if start else None
+    return workloads
+
+
+PENDING_STATUSES = frozenset({Status.SUBMITTING, *QUEUED_STATUSES, Status.PREEMPTED})
+
+
+@dataclass
+class PoolQuotaFigures:
+    """One project's quota on one pool as Kueue reports it, in GPU units."""
+
+    pool: NodePool
+    deserved: int
+    limit: int | None
+    used: Any = 0
+    used_guaranteed: Any = 0
+    used_elastic: Any = 0
+    pending_units: int = 0
+    weighted_share: int | None = None
+    observed: bool = False  # whether the watcher has mirrored the project's queues yet
+
+    @property
+    def borrowed(self) -> Any:
+        """Units in use beyond the deserved quota (idle capacity of others, preemptible)."""
+        return max(0, self.used - self.deserved)
+
+    @property
+    def free_deserved(self) -> Any:
+        return max(0, self.deserved - self.used)
+
+
+@dataclass
+class ProjectQueue:
+    project: Project
+    pending: list[Workload]  # the first PROJECT_QUEUE_ROWS in queue order
+    holding: list[Workload]
+    pools: list[PoolQuotaFigures]
+    pending_total: int = 0
+
+    @property
+    def live(self) -> bool:
+        return bool(self.pending or self.holding)
+
+    @property
+    def pending_hidden(self) -> int:
+        return self.pending_total - len(self.pending)
+
+
+# The project queue page shows this many waiting workloads (in queue order) with their explanations; the rest are
+# counted, their demand summed, and found on the workload list (a long queue rendered whole was 378 kB a poll).
+PROJECT_QUEUE_ROWS = 100
+
+
+def _queue_order(workload: Workload) -> tuple:
+    position = workload.queue_position_cluster
+    return (workload.node_pool.slug, workload.queue_name, position is None,
+            position if position is not None else 0, workload.created_at, workload.pk)
+
+
+def project_queue(*, project: Project, viewer: Any = None) -> ProjectQueue:
+    """The project's live work in queue order and its quota per pool: a fixed number of queries.
+
+    The caller has checked the viewer may see the project (the access module lets project members see all its
+    workloads); the page decides which details of other people's work it shows, and the explanations name other
+    projects only as far as the viewer may see them.
+    """
+    rows = list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
+        "project__department", "node_pool", "owner", "priority_class", "forecast"))
+    pending = sorted((w for w in rows if w.status in PENDING_STATUSES), key=_queue_order)
+    holding = sorted((w for w in rows if w.status not in PENDING_STATUSES),
+                     key=lambda w: (w.node_pool.slug, w.admitted_at or w.created_at, w.pk))
+    annotate_live([*pending[:PROJECT_QUEUE_ROWS], *holding], viewer=viewer)
+    figures: dict[int, PoolQuotaFigures] = {}
+    for quota in Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"):
+        figures[quota.node_pool_id] = PoolQuotaFigures(pool=quota.node_pool, deserved=quota.deserved,
+                                                       limit=quota.limit)
+    for state in ClusterQueueState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        assert state.node_pool_id is not None  # filtered by node_pool_id__in
+        entry = figures[state.node_pool_id]
+        entry.used += state.used
+        entry.observed = True
+        if state.guaranteed:
+            entry.used_guaranteed += state.used
+        else:
+            entry.used_elastic += state.used
+    for cohort in CohortState.objects.filter(project=project, node_pool_id__in=list(figures)):
+        assert cohort.node_pool_id is not None  # filtered by node_pool_id__in
+        figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
+    for workload in pending:  # demand as the dashboard counts it: what Kueue holds waiting (not yet submitted: no)
+        if workload.node_pool_id in figures and workload.status in WAITING_STATUSES:
+            figures[workload.node_pool_id].pending_units += workload.gpu_units
+    return ProjectQueue(project=project, pending=pending[:PROJECT_QUEUE_ROWS], holding=holding,
+                        pools=list(figures.values()), pending_total=len(pending))
+
+
+def _newest(queryset: QuerySet, column: str) -> Subquery:
+    """The newest `column` of all the rows, as a subquery."""
+    return Subquery(queryset.order_by(F(column).desc(nulls_last=True)).values(column)[:1])
+
+
+def explanation_inputs() -> dict[str, Subquery]:
+    """Subqueries whose values change whenever any explanation's numbers may: explanations look at the whole pool
+    (who holds it, who keeps idle cards), so the newest mirror of every queue, every quota, pool and project."""
+    return {"queues_at": _newest(ClusterQueueState.objects.all(), "observed_at"),
+            "local_queues_at": _newest(LocalQueueState.objects.all(), "observed_at"),
+            "quotas_at": _newest(Quota.objects.all(), "updated_at"),
+            "pools_at": _newest(NodePool.objects.all(), "updated_at"),
+            "projects_at": _newest(Project.objects.all(), "updated_at")}
+
+
+def project_queue_marker(*, project: Project) -> str:
+    """A cheap fingerprint of everything the project queue page shows, in one query of aggregates (no rows fetched):
+    the live workloads' count and newest position and preemption, the newest event, the newest mirror of the
+    project's cohorts, and everything explanations read (`explanation_inputs`). It changes whenever the page would
+    (runtimes and ages aside). The viewer's scope is not in it: callers add it to their cache keys."""
+
+    def newest(queryset: QuerySet, column: str) -> Subquery:
+        return Subquery(queryset.filter(project=OuterRef("pk")).order_by().values("project").annotate(
+            newest=Max(column)).values("newest")[:1])
+
+    live = Q(workloads__status__in=LIVE_STATUSES)
+    row = Project.objects.filter(pk=project.pk).annotate(
+        live=Count("workloads", filter=live), positions=Max("workloads__positions_at", filter=live),
+        preempted=Max("workloads__last_preempted_at", filter=live),
+        # Kueue's reason and message may change without a transition; their lengths catch most such changes.
+        reasons=Sum(Length("workloads__status_reason") + Length("workloads__status_message"), filter=live),
+        event=Subquery(WorkloadEvent.objects.filter(workload__project=OuterRef("pk")).order_by("-id").values("id")[:1]),
+        cohorts=newest(CohortState.objects.all(), "observed_at"),
+        **explanation_inputs(),
+    ).values_list("live", "positions", "preempted", "reasons", "event", "cohorts", "queues_at", "local_queues_at",
+                  "quotas_at", "pools_at", "projects_at").first()
+    return "|".join(str(part) for part in row or ())
+
+
+@dataclass(frozen=True)
+class LiveMarker:
+    key: str
+    last_log_fetch: Any
+
+
+def workload_live_marker(*, workload: Workload) -> LiveMarker:
+    """A fingerprint of the detail page's live part: the row's mirrored state (already loaded) and, in one query,
+    the newest event and log tail and everything the explanation reads (`explanation_inputs`). The viewer's scope is
+    not in it: callers add it to their cache keys."""
+    inputs = explanation_inputs()
+    row = Workload.objects.filter(pk=workload.pk).annotate(
+        event=Subquery(WorkloadEvent.objects.filter(workload=OuterRef("pk")).order_by("-id").values("id")[:1]),
+        log=Subquery(WorkloadLogTail.objects.filter(workload=OuterRef("pk")).order_by().values("workload").annotate(
+            at=Max("fetched_at")).values("at")[:1]),
+        **inputs,
+    ).values_list("event", "log", *inputs).first() or (None,) * (2 + len(inputs))
+    mirrored = (workload.status, workload.status_reason, workload.status_message, workload.queue_position_local,
+                workload.queue_position_cluster, workload.cluster_queue, len(str(workload.kueue_conditions)),
+                workload.last_activity_at, workload.stop_requested_by_id, workload.finished_at)
+    return LiveMarker(key="|".join(str(part) for part in (*mirrored, *row)), last_log_fetch=row[1])
+
+
+def preemptions_seen_by(*, workload: Workload, user: Any) -> list[dict[str, Any]]:
+    """The workload's preemptions, each with its plain sentence (`note`, an `explain.PreemptionNote`); a preemptor
+    the user may not see keeps only `visible: False` (no id, no name)."""
+    found = preemptions(workload)
+    ids = [p["preemptor"]["id"] for p in found if p["preemptor"]]
+    visible = dict(workloads_for(user).filter(pk__in=ids).values_list("pk", "project__name")) if ids else {}
+    for preemption in found:
+        preemptor, peer = preemption["preemptor"], None
+        if preemptor is not None:
+            seen = preemptor["id"] in visible
+            preemption["preemptor"] = {**preemptor, "visible": True} if seen else {"visible": False}
+            peer = Peer(preemptor["id"], preemptor["name"], visible[preemptor["id"]]) if seen else Peer()
+        preemption["note"] = PreemptionNote(at=preemption["at"], reason=preemption["reason"], preemptor=peer)
+    return found
+
+
+def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
+    """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
+    the Kueue conditions and the stored log tails: five queries."""
+
+    events = list(workload.events.select_related("actor"))
+    preempted = preemptions_seen_by(workload=workload, user=user)  # same order as the events (at, id)
+    remaining = iter(preempted)
+    for event in events:
+        event.preemption = next(remaining, None) if event.to_status == "preempted" else None
+    flavors = sorted({flavor for pod_set in (workload.admission or {}).get("pod_sets", [])
+                      for flavor in (pod_set.get("flavors") or {}).values()})
+    return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload)}

@@ -1,0 +1,134 @@
+"""The submit page's side panel (the project's quota on the chosen pool, and whether the request would start now)
+and the priority class defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Max, QuerySet
+
+from apps.core.http import parse_id, parse_int
+from apps.org.models import NodePool, PriorityClass, Project, Quota
+from apps.workloads.explain import NEVER_FITS, Forecast, explain_probe, forecast
+from apps.workloads.models import WAITING_STATUSES, ForecastBasis, Workload, WorkloadForecast
+from apps.workloads.validation import non_preemptible_units_held
+
+
+@dataclass
+class PoolPanel:
+    """What the project has on the chosen pool, for the submit page's side panel."""
+
+    project: Project
+    pool: NodePool
+    quota: Quota | None
+    units: int | None  # what the form currently asks for, when it can be computed
+    preemptible: bool
+    held_non_preemptible: int = 0
+    other_pools: list[Quota] = field(default_factory=list)
+    forecast: Forecast | None = None  # whether it would start now or wait, and why (when the size is known)
+    # "If you submit this now": the stored forecasts of the work ahead of it in its queue (`queue_start_forecast`)
+    start: WorkloadForecast | None = None
+    ahead: int = 0
+
+    @property
+    def non_preemptible_room(self) -> int:
+        """Deserved units not held by the project's running non-preemptible work."""
+        return max(0, (self.quota.deserved if self.quota else 0) - self.held_non_preemptible)
+
+    @property
+    def fits_limit(self) -> bool | None:
+        if self.quota is None or self.units is None:
+            return None
+        return self.quota.limit is None or self.units <= self.quota.limit
+
+    @property
+    def fits_non_preemptible(self) -> bool | None:
+        """Whether this request could run non-preemptible here at all (inside the deserved quota)."""
+        if self.quota is None or self.units is None:
+            return None
+        return self.units <= self.quota.deserved
+
+    @property
+    def fits_non_preemptible_now(self) -> bool | None:
+        if self.quota is None or self.units is None:
+            return None
+        return self.units <= self.non_preemptible_room
+
+
+def pool_panel(*, project: Project, pool: NodePool, probe: Workload | None, preemptible: bool,
+               viewer: Any = None) -> PoolPanel:
+    """The panel for `project` on `pool`; with a `probe` (the workload being filled in, sizes known) it also says
+    whether that would start now or wait, and why (`explain.explain_probe`: the mirror, no cluster call)."""
+    quotas = list(Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"))
+    quota = next((q for q in quotas if q.node_pool_id == pool.pk), None)
+    held = non_preemptible_units_held(project_id=project.pk, pool_id=pool.pk) if quota else 0
+    expected, start, ahead = None, None, 0
+    if probe is not None and quota is not None:
+        explanation = explain_probe(probe, viewer=viewer)
+        expected = forecast(probe, explanation) if explanation is not None else None
+        start, ahead = queue_start_forecast(probe)  # always, so the live check costs the same whatever it says
+        if expected is None or expected.starts_now or explanation is None or explanation.reason == NEVER_FITS:
+            start, ahead = None, 0
+    return PoolPanel(project=project, pool=pool, quota=quota, units=probe.gpu_units if probe else None,
+                     preemptible=preemptible, held_non_preemptible=held,
+                     other_pools=[q for q in quotas if q.node_pool_id != pool.pk], forecast=expected, start=start,
+                     ahead=ahead)
+
+
+def queue_start_forecast(probe: Workload) -> tuple[WorkloadForecast | None, int]:
+    """For a workload not submitted yet: no sooner than the work ahead of it in its queue (same project, pool and
+    kind of queue, at its priority or higher) is forecast to start, read from the worker's stored forecasts (the web
+    never replays). The bound and how many are ahead; None when nothing ahead has an estimate. One query."""
+    ahead = WorkloadForecast.objects.filter(
+        workload__project_id=probe.project_id, workload__node_pool_id=probe.node_pool_id,
+        workload__preemptible=probe.preemptible, workload__status__in=WAITING_STATUSES)
+    if probe.priority_class_id is not None:
+        ahead = ahead.filter(workload__priority_class__value__gte=probe.priority_class.value)
+    found = ahead.aggregate(count=Count("pk"), estimated=Count("likely"), earliest_bound=Max("earliest"),
+                            likely_bound=Max("likely"), latest_bound=Max("latest"), computed=Max("computed_at"))
+    if not found["count"] or found["estimated"] < found["count"]:
+        return None, found["count"]
+    bound = WorkloadForecast(earliest=found["earliest_bound"], likely=found["likely_bound"],
+                             latest=found["latest_bound"], computed_at=found["computed"], basis=ForecastBasis.MIXED)
+    return bound, found["count"]
+
+
+def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any, viewer: Any = None) -> PoolPanel | None:
+    """The side panel for whatever project, pool, size and priority class `source` (form data or initial values)
+    names, worded for `viewer`."""
+    project_id, pool_id = parse_id(source.get("project")), parse_id(source.get("node_pool"))
+    project = (projects.filter(pk=project_id).first() if project_id else None) or projects.first()
+    pool = NodePool.objects.filter(pk=pool_id).first() if pool_id else None
+    if project is None or pool is None:
+        return None
+    preemptible = source.get("preemptible")
+    preemptible = preemptible if isinstance(preemptible, bool) else preemptible in ("on", "true", "1", "True")
+    sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
+    probe = None
+    if sizes["gpus"] is not None and sizes["gpus"] > 0 and all(size is None or size > 0 for size in sizes.values()):
+        priority_class_id = parse_id(source.get("priority_class"))
+        probe = Workload(kind=kind, project=project, node_pool=pool, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
+                         completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1,
+                         preemptible=preemptible,
+                         priority_class=PriorityClass.objects.filter(pk=priority_class_id).first()
+                         if priority_class_id else None)
+    return pool_panel(project=project, pool=pool, probe=probe, preemptible=preemptible, viewer=viewer)
+
+
+def default_priority_class(*, project: Project, preemptible: bool) -> PriorityClass | None:
+    """The project's default class when it matches, else the lowest class of that preemptibility."""
+    if project.default_priority_class and project.default_priority_class.preemptible == preemptible:
+        return project.default_priority_class
+    return PriorityClass.objects.filter(preemptible=preemptible).order_by("value").first()
+
+
+def preemptible_by_class() -> dict[int, bool]:
+    return dict(PriorityClass.objects.values_list("pk", "preemptible"))
+
+
+def priority_class_preemptible(*, pk: int | None) -> bool | None:
+    """Whether the priority class's work is preemptible by default; None when there is no such class."""
+    if pk is None:
+        return None
+    return PriorityClass.objects.filter(pk=pk).values_list("preemptible", flat=True).first()
