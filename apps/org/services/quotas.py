@@ -34,7 +34,8 @@ def quota_rule_errors(
     projects_deserved: int = 0,
     other_departments_deserved: int = 0,
 ) -> dict[str, str]:
-    """The rules that span rows (DESIGN section 4) for one quota, given the sums around it; pure, no queries.
+    """The rules that span rows (docs/architecture.md, Where each rule lives) for one quota, given the sums around
+    it; pure, no queries.
 
     For a project quota: `department_deserved` is its department's deserved units on the pool and
     `siblings_deserved` what the department's other projects hold. For a department quota: `projects_deserved`
