@@ -5,8 +5,10 @@ Gauges are read from the objects at scrape time: pending workloads per ClusterQu
 `active` (waiting for a scheduling attempt) and `inadmissible` (tried, did not fit: a QuotaReserved=False reason
 other than PendingEvaluation), unadmitted workloads by that reason, reserving and admitted active workloads,
 ClusterQueue status, nominal quota, usage and reservation per flavor and resource. Counters follow Workload
-condition transitions as the store commits them (from the simulator's start; a reset keeps them, as a Kueue
-restart would not): quota reservations, admissions, evictions by reason, preemptions by reason.
+condition transitions as the store commits them: quota reservations, admissions, evictions by reason, preemptions by
+reason. Deleting a ClusterQueue clears its series, counters included, as Kueue's ClearClusterQueueMetrics does (a
+reset, which deletes every queue, clears them all); a deleted LocalQueue's series go with it. Kueue's
+Cohort-labelled series are not exported here, so a deleted Cohort has nothing to clear.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kubesim.apiserver.http.backend import Backend
 from kubesim.kernel.quantity import QuantityError, decimal_value
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_QUEUE_LABELS = ("cluster_queue", "preempting_cluster_queue")
 _PENDING_EVALUATION = "PendingEvaluation"
 _HELP = {
     "kueue_pending_workloads": (
@@ -68,6 +71,9 @@ class Metrics:
         self.store.observers.append(self._observe)
 
     def _observe(self, resource: str, type_: str, obj: dict, prev: dict | None) -> None:
+        if resource == "clusterqueues" and type_ == "DELETED":
+            self._clear_cluster_queue(obj["metadata"]["name"])
+            return
         if resource != "workloads" or type_ == "DELETED":
             return
         now, before = _conditions(obj), _conditions(prev)
@@ -82,6 +88,13 @@ class Metrics:
                 preemptor = self._preemptor_queue(now["Preempted"].get("message") or "") or queue
                 reason = now["Preempted"].get("reason")
                 self._count("kueue_preempted_workloads_total", preempting_cluster_queue=preemptor, reason=reason)
+
+    def _clear_cluster_queue(self, name: str) -> None:
+        """Kueue's ClearClusterQueueMetrics: every counter labelled with the queue (as cluster_queue, or as the
+        preempting_cluster_queue of kueue_preempted_workloads_total) goes."""
+        with self._lock:
+            for key in [k for k in self.counters if any(label in _QUEUE_LABELS and v == name for label, v in k[1])]:
+                del self.counters[key]
 
     def _count(self, metric: str, **labels: str | None) -> None:
         self.counters[(metric, tuple((k, v or "") for k, v in labels.items()))] += 1
@@ -110,6 +123,7 @@ class Metrics:
         }
         pending: Counter[tuple[str, str]] = Counter()
         lq_pending: Counter[tuple[str, str, str]] = Counter()
+        cq_names = {cq["metadata"]["name"] for cq in cluster_queues}
         unadmitted: Counter[tuple[str, str]] = Counter()
         reserving: Counter[str] = Counter()
         admitted: Counter[str] = Counter()
@@ -133,7 +147,8 @@ class Metrics:
             status = "active" if reason == _PENDING_EVALUATION else "inadmissible"
             pending[(queue, status)] += 1
             lq_pending[(ns, lq, status)] += 1
-            unadmitted[(queue, reason)] += 1
+            if queue in cq_names:  # a deleted ClusterQueue's series went with it
+                unadmitted[(queue, reason)] += 1
         for cq in cluster_queues:
             name = cq["metadata"]["name"]
             cohort = (cq.get("spec") or {}).get("cohortName", "")
