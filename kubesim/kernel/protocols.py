@@ -7,6 +7,7 @@ controllers, webhooks and visibility API to the server half through these protoc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -43,8 +44,19 @@ class Webhook(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PendingCounts:
+    """Pending workloads as Kueue's queue manager counts them (its kueue_pending_workloads and
+    kueue_local_queue_pending_workloads gauges): (active, inadmissible) per ClusterQueue, and per (namespace, name)
+    of every LocalQueue the manager holds (those not stopped)."""
+
+    cluster_queues: dict[str, tuple[int, int]] = field(default_factory=dict)
+    local_queues: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+
 class KueueHalf(Protocol):
-    """One simulator's Kueue half (kubesim.kueue.Kueue): its controllers, webhooks and the visibility API."""
+    """One simulator's Kueue half (kubesim.kueue.Kueue): its controllers, webhooks, the visibility API and the
+    queue counts behind Kueue's pending-workload metrics."""
 
     def controllers(self) -> list[Controller]: ...
 
@@ -60,6 +72,8 @@ class KueueHalf(Protocol):
         limit: int = 1000,
         offset: int = 0,
     ) -> dict: ...
+
+    def pending_counts(self, store: Store) -> PendingCounts: ...
 
 
 class KueueConfigType(Protocol):

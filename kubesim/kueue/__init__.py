@@ -6,11 +6,12 @@ webhooks and visibility API that run it against kubesim's store. The interface i
 
 from __future__ import annotations
 
-from kubesim.kernel.protocols import Controller, Webhook
+from kubesim.kernel.protocols import Controller, PendingCounts, Webhook
 from kubesim.kernel.store import Store
 from kubesim.kueue.config import KueueConfig, WaitForPodsReady
 from kubesim.kueue.controllers import kueue_controllers
 from kubesim.kueue.install import installation
+from kubesim.kueue.membership import pending_counts
 from kubesim.kueue.state import KueueState
 from kubesim.kueue.visibility import pending_workloads
 from kubesim.kueue.webhooks import kueue_webhooks
@@ -59,6 +60,10 @@ class Kueue:
             limit=limit,
             offset=offset,
         )
+
+    def pending_counts(self, store: Store) -> PendingCounts:
+        """Active and inadmissible workloads per ClusterQueue and LocalQueue, by queue membership."""
+        return pending_counts(self.state, store)
 
 
 __all__ = ["Kueue", "KueueConfig", "KueueState", "WaitForPodsReady", "admission_webhooks"]

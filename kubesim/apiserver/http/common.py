@@ -7,14 +7,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim.apiserver.errors import APIError, bad_request, not_found
+from kubesim.apiserver.errors import APIError, aggregate, bad_request, not_found
 from kubesim.apiserver.registry.resources import Resource
 from kubesim.apiserver.storage.selectors import SelectorError, parse_field_selector, parse_label_selector
 from kubesim.apiserver.storage.store import ObjectStore
+from kubesim.kernel.metadata import Cause
 
 Query = dict[str, list[str]]
 Matcher = Callable[[dict], bool]
 DEFAULT_WATCH_TIMEOUT = 1800.0  # seconds a watch or a followed log stays open without timeoutSeconds
+DRY_RUN_VALUES = ("All",)
+FIELD_VALIDATION_VALUES = ("", "Ignore", "Strict", "Warn")  # "" is the default, Warn
 
 
 @dataclass
@@ -66,12 +69,47 @@ def read_json(body: bytes) -> Any:
         raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
 
-def dry_run(query: Query) -> bool:
-    """dryRun=All: full admission, nothing stored."""
-    values = query.get("dryRun") or []
-    if any(v != "All" for v in values):
-        raise bad_request(f"Invalid dryRun value {values}: the only supported value is All")
-    return bool(values)
+def options_invalid(kind: str, causes: list[Cause]) -> APIError:
+    """A request's options failing apimachinery's meta/v1 validation: 422 naming the options kind, every problem a
+    cause (`DeleteOptions.meta.k8s.io "" is invalid: ...`)."""
+    return APIError(
+        422,
+        f'{kind}.meta.k8s.io "" is invalid: {aggregate(causes)}',
+        "Invalid",
+        {"kind": kind, "group": "meta.k8s.io", "causes": [c.as_dict() for c in causes]},
+    )
+
+
+def _not_supported(field: str, shown: str, supported: tuple[str, ...]) -> Cause:
+    allowed = ", ".join(json.dumps(v) for v in supported)
+    return Cause(field, "FieldValueNotSupported", f"Unsupported value: {shown}: supported values: {allowed}")
+
+
+def dry_run_problems(values: object) -> list[Cause]:
+    """ValidateDryRun: every dryRun value must be All; the offending list is shown as Go prints a []string."""
+    if isinstance(values, list) and all(v in DRY_RUN_VALUES for v in values):
+        return []
+    items = values if isinstance(values, list) else [values]
+    shown = "[]string{" + ", ".join(json.dumps(str(v), ensure_ascii=False) for v in items) + "}"
+    return [_not_supported("dryRun", shown, DRY_RUN_VALUES)]
+
+
+def write_options(kind: str, query: Query, *, apply: bool = False) -> bool:
+    """A create's, update's or patch's query options checked as kube-apiserver checks them before it reads the body
+    (ValidateCreateOptions, ValidateUpdateOptions, ValidatePatchOptions); True for a dry run."""
+    causes = []
+    if kind == "PatchOptions" and not apply and "force" in query:
+        causes.append(Cause("force", "FieldValueForbidden", "Forbidden: may not be specified for non-apply patch"))
+    if kind == "PatchOptions" and apply and not q(query, "fieldManager"):
+        causes.append(Cause("fieldManager", "FieldValueRequired", "Required value: is required for apply patch"))
+    dry = query.get("dryRun") or []
+    causes += dry_run_problems(dry)
+    mode = q(query, "fieldValidation", "") or ""
+    if mode not in FIELD_VALIDATION_VALUES:
+        causes.append(_not_supported("fieldValidation", json.dumps(mode, ensure_ascii=False), FIELD_VALIDATION_VALUES))
+    if causes:
+        raise options_invalid(kind, causes)
+    return bool(dry)
 
 
 def existing(store: ObjectStore, t: Target, name: str | None = None) -> dict:

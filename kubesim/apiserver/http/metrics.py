@@ -1,12 +1,15 @@
 """`/metrics`: Kueue's Prometheus metrics (names, labels and meaning from Kueue's metrics reference) computed from what
 kubesim stores, in Prometheus' text exposition format.
 
-Gauges are read from the objects at scrape time: pending workloads per ClusterQueue and LocalQueue split into
-`active` (waiting for a scheduling attempt) and `inadmissible` (tried, did not fit: a QuotaReserved=False reason
-other than PendingEvaluation), unadmitted workloads by that reason, reserving and admitted active workloads,
-ClusterQueue status, nominal quota, usage and reservation per flavor and resource. Counters follow Workload
-condition transitions as the store commits them (from the simulator's start; a reset keeps them, as a Kueue
-restart would not): quota reservations, admissions, evictions by reason, preemptions by reason.
+Gauges are read at scrape time: pending workloads per ClusterQueue and LocalQueue split into `active` and
+`inadmissible` by queue membership, as the Kueue half's queue state holds them (kubesim.kueue.membership: the
+scheduler's heap or its inadmissible set and backoff; an inactive ClusterQueue's all inadmissible); from the
+objects: unadmitted workloads by their QuotaReserved reason, reserving and admitted active workloads, ClusterQueue
+status, nominal quota, usage and reservation per flavor and resource. Counters follow Workload condition
+transitions as the store commits them: quota reservations, admissions, evictions by reason, preemptions by reason.
+Deleting a ClusterQueue clears its series, counters included, as Kueue's ClearClusterQueueMetrics does (a reset,
+which deletes every queue, clears them all); a LocalQueue's and a stopped LocalQueue's pending series go with it.
+Kueue's Cohort-labelled series are not exported here, so a deleted Cohort has nothing to clear.
 """
 
 from __future__ import annotations
@@ -16,15 +19,17 @@ from collections import Counter
 from typing import Any
 
 from kubesim.apiserver.http.backend import Backend
+from kubesim.kernel.protocols import PendingCounts
 from kubesim.kernel.quantity import QuantityError, decimal_value
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_QUEUE_LABELS = ("cluster_queue", "preempting_cluster_queue")
 _PENDING_EVALUATION = "PendingEvaluation"
 _HELP = {
     "kueue_pending_workloads": (
         "gauge",
-        "The number of pending workloads, per 'cluster_queue' and 'status' (active: in the queue for admission; "
-        "inadmissible: tried and waiting for the cluster to change)",
+        "The number of pending workloads, per 'cluster_queue' and 'status' (active: in the admission queue; "
+        "inadmissible: tried and set aside, or in backoff, or its ClusterQueue is inactive)",
     ),
     "kueue_local_queue_pending_workloads": ("gauge", "The number of pending workloads, per local queue and status"),
     "kueue_unadmitted_workloads": ("gauge", "The number of pending workloads per 'cluster_queue' and 'reason'"),
@@ -68,6 +73,9 @@ class Metrics:
         self.store.observers.append(self._observe)
 
     def _observe(self, resource: str, type_: str, obj: dict, prev: dict | None) -> None:
+        if resource == "clusterqueues" and type_ == "DELETED":
+            self._clear_cluster_queue(obj["metadata"]["name"])
+            return
         if resource != "workloads" or type_ == "DELETED":
             return
         now, before = _conditions(obj), _conditions(prev)
@@ -82,6 +90,13 @@ class Metrics:
                 preemptor = self._preemptor_queue(now["Preempted"].get("message") or "") or queue
                 reason = now["Preempted"].get("reason")
                 self._count("kueue_preempted_workloads_total", preempting_cluster_queue=preemptor, reason=reason)
+
+    def _clear_cluster_queue(self, name: str) -> None:
+        """Kueue's ClearClusterQueueMetrics: every counter labelled with the queue (as cluster_queue, or as the
+        preempting_cluster_queue of kueue_preempted_workloads_total) goes."""
+        with self._lock:
+            for key in [k for k in self.counters if any(label in _QUEUE_LABELS and v == name for label, v in k[1])]:
+                del self.counters[key]
 
     def _count(self, metric: str, **labels: str | None) -> None:
         self.counters[(metric, tuple((k, v or "") for k, v in labels.items()))] += 1
@@ -104,12 +119,13 @@ class Metrics:
             workloads = self.store.list("workloads", None, copy=False)
             local_queues = self.store.list("localqueues", None, copy=False)
             cluster_queues = self.store.list("clusterqueues", None, copy=False)
+            kueue = self.sim.kueue
+            pending = kueue.pending_counts(self.store) if kueue is not None else PendingCounts()
         lq_target = {
             (lq["metadata"]["namespace"], lq["metadata"]["name"]): (lq.get("spec") or {}).get("clusterQueue", "")
             for lq in local_queues
         }
-        pending: Counter[tuple[str, str]] = Counter()
-        lq_pending: Counter[tuple[str, str, str]] = Counter()
+        cq_names = {cq["metadata"]["name"] for cq in cluster_queues}
         unadmitted: Counter[tuple[str, str]] = Counter()
         reserving: Counter[str] = Counter()
         admitted: Counter[str] = Counter()
@@ -129,18 +145,15 @@ class Metrics:
             if (wl.get("spec") or {}).get("active") is False:
                 continue
             queue = lq_target.get((ns, lq), "")
-            reason = (conds.get("QuotaReserved") or {}).get("reason") or _PENDING_EVALUATION
-            status = "active" if reason == _PENDING_EVALUATION else "inadmissible"
-            pending[(queue, status)] += 1
-            lq_pending[(ns, lq, status)] += 1
-            unadmitted[(queue, reason)] += 1
+            if queue in cq_names:  # a deleted ClusterQueue's series went with it
+                reason = (conds.get("QuotaReserved") or {}).get("reason") or _PENDING_EVALUATION
+                unadmitted[(queue, reason)] += 1
         for cq in cluster_queues:
             name = cq["metadata"]["name"]
             cohort = (cq.get("spec") or {}).get("cohortName", "")
-            for status in ("active", "inadmissible"):
-                samples.append(
-                    ("kueue_pending_workloads", {"cluster_queue": name, "status": status}, pending[(name, status)])
-                )
+            split = pending.cluster_queues.get(name, (0, 0))
+            for status, count in zip(("active", "inadmissible"), split, strict=True):
+                samples.append(("kueue_pending_workloads", {"cluster_queue": name, "status": status}, count))
             samples.append(("kueue_reserving_active_workloads", {"cluster_queue": name}, reserving[name]))
             samples.append(("kueue_admitted_active_workloads", {"cluster_queue": name}, admitted[name]))
             state = _cq_status(cq)
@@ -174,9 +187,11 @@ class Metrics:
         for (queue, reason), count in sorted(unadmitted.items()):
             samples.append(("kueue_unadmitted_workloads", {"cluster_queue": queue, "reason": reason}, count))
         for ns, lq in sorted(lq_target):
-            for status in ("active", "inadmissible"):
-                labels = {"name": lq, "namespace": ns, "status": status}
-                samples.append(("kueue_local_queue_pending_workloads", labels, lq_pending[(ns, lq, status)]))
+            if (ns, lq) in pending.local_queues:  # a stopped LocalQueue is out of Kueue's manager: no pending series
+                split = pending.local_queues[(ns, lq)]
+                for status, count in zip(("active", "inadmissible"), split, strict=True):
+                    labels = {"name": lq, "namespace": ns, "status": status}
+                    samples.append(("kueue_local_queue_pending_workloads", labels, count))
             labels = {"name": lq, "namespace": ns}
             samples.append(("kueue_local_queue_admitted_active_workloads", labels, lq_admitted[(ns, lq)]))
         with self._lock:

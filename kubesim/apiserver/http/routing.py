@@ -168,7 +168,7 @@ class Api:
         if verb not in ("create", "update") or ctype not in ("", "application/json") or not isinstance(decoded, dict):
             return []
         unknown = schema.prune_unknown(target.res.plural, decoded, conversion.OLD)
-        mode = q(query, "fieldValidation", "Warn")
+        mode = q(query, "fieldValidation") or "Warn"
         if unknown and mode == "Strict":
             raise bad_request("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))
         return unknown if mode == "Warn" else []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import uuid
 from typing import Any
 
 import yaml
@@ -18,13 +17,15 @@ from kubesim.apiserver.http.common import (
     Query,
     Response,
     Target,
-    dry_run,
+    dry_run_problems,
     existing,
     matchers,
     method_not_allowed,
+    options_invalid,
     q,
     read_json,
     truthy,
+    write_options,
 )
 from kubesim.apiserver.registry import tables
 from kubesim.apiserver.storage import fieldmanager
@@ -47,8 +48,10 @@ class Verbs:
         self.store = sim.store
         self.admission = admission
 
-    def _settled(self, code: int, obj: dict, warnings: list[str]) -> Response:
-        self.sim.after_write()
+    def _settled(self, code: int, obj: dict, warnings: list[str], dry: bool = False) -> Response:
+        """The answer to a write; a stored one after the simulator settled (a dry run stored nothing to settle)."""
+        if not dry:
+            self.sim.after_write()
         return Response(code, obj, warnings=warnings)
 
     # ---- reads -------------------------------------------------------------------------------------------
@@ -92,37 +95,39 @@ class Verbs:
 
     # ---- writes ------------------------------------------------------------------------------------------
     def create(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
+        dry = write_options("CreateOptions", query)
         obj = self.admission.check_identity(t, read_json(body))
         obj["metadata"].pop("managedFields", None)  # ownership is tracked from the first apply on
         with self.store.lock:
-            return self._create_admitted(t, obj, query)
+            return self._create_admitted(t, obj, query, dry)
 
-    def _create_admitted(self, t: Target, obj: dict, query: Query) -> Response:
-        """Admission and store of a new object (create, or an apply that finds nothing); the store lock held."""
+    def _create_admitted(self, t: Target, obj: dict, query: Query, dry: bool) -> Response:
+        """Admission and store of a new object (create, or an apply that finds nothing); the store lock held. A dry
+        run is admitted alike and answered as created; a generated name is drawn but not kept."""
         for dropped in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
             obj["metadata"].pop(dropped, None)
         self.admission.require_namespace(t, creating=True)
         obj, warnings = self.admission.admit(t, obj, None, query, status_only=False)
         if not obj["metadata"].get("name"):
             obj["metadata"]["name"] = self.store.free_name(t.res.plural, t.namespace, obj["metadata"]["generateName"])
-        if dry_run(query):
-            if self.store.get(t.res.plural, t.namespace, obj["metadata"]["name"]) is not None:
-                raise already_exists(t.res, obj["metadata"]["name"])
-            md = obj["metadata"]
-            md.setdefault("uid", str(uuid.uuid4()))
-            md.update(generation=1, creationTimestamp=rfc3339(self.sim.clock.now()))
-            return Response(201, obj, warnings=warnings)
         try:
-            created = self.store.create(t.res.plural, obj)
+            created = self.store.create(t.res.plural, obj, dry_run=dry)
         except AlreadyExists as exc:
             raise already_exists(t.res, obj["metadata"]["name"]) from exc
-        return self._settled(201, created, warnings)
+        return self._settled(201, created, warnings, dry)
 
     def _write(
-        self, t: Target, old: dict, new: dict, query: Query, headers: dict[str, str], applying: bool = False
+        self,
+        t: Target,
+        old: dict,
+        new: dict,
+        query: Query,
+        headers: dict[str, str],
+        dry: bool,
+        applying: bool = False,
     ) -> Response:
-        """Shared tail of update, patch and apply: field ownership, admission then store write; status kept or
-        replaced per path."""
+        """Shared tail of update, patch and apply: field ownership, admission then store write (a dry run: the
+        store's answer without the write); status kept or replaced per path."""
         if not applying:
             manager = fieldmanager.manager_from(q(query, "fieldManager"), headers.get("user-agent", ""))
             fieldmanager.track_update(old, new, manager, rfc3339(self.sim.clock.now()), t.sub)
@@ -144,43 +149,31 @@ class Verbs:
                 if "status" in old:
                     final["status"] = copy.deepcopy(old["status"])
         final, warnings = self.admission.admit(t, final, old, query, status_only)
-        if dry_run(query):
-            rv = final["metadata"].get("resourceVersion")
-            if rv and rv != old["metadata"]["resourceVersion"]:
-                raise conflict(
-                    t.res,
-                    t.name or "",
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                )
-            final["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-            return Response(200, final, warnings=warnings)
         try:
             if status_only:
-                saved = self.store.update_status(t.res.plural, final)
+                saved = self.store.update_status(t.res.plural, final, dry_run=dry)
             else:
-                saved = self.store.update(t.res.plural, final)
+                saved = self.store.update(t.res.plural, final, dry_run=dry)
         except Conflict as exc:
             raise conflict(t.res, t.name or "", str(exc)) from exc
         except NotFound as exc:
             raise not_found(t.res, t.name or "") from exc
-        return self._settled(200, saved, warnings)
+        return self._settled(200, saved, warnings, dry)
 
     def update(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
+        dry = write_options("UpdateOptions", query)
         obj = self.admission.check_identity(t, read_json(body))
         with self.store.lock:
             self.admission.require_namespace(t, creating=False)
             old = existing(self.store, t)
-            return self._write(t, old, obj, query, headers)
+            return self._write(t, old, obj, query, headers, dry)
 
     def patch(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         ctype = headers.get("content-type", "").split(";")[0].strip()
-        if ctype == APPLY_PATCH:
-            return self._apply(t, query, headers, body)
-        if truthy(q(query, "force")):
-            raise bad_request("force is only allowed for apply patches")
-        patch = read_json(body)
         accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-        if (ctype == "application/strategic-merge-patch+json" and t.res.crd) or ctype not in PATCH_TYPES:
+        if ctype != APPLY_PATCH and (
+            (ctype == "application/strategic-merge-patch+json" and t.res.crd) or ctype not in PATCH_TYPES
+        ):
             if not t.res.crd:
                 accepted += ", application/strategic-merge-patch+json"
             raise APIError(
@@ -188,6 +181,10 @@ class Verbs:
                 f"the body of the request was in an unknown format - accepted media types include: {accepted}",
                 "UnsupportedMediaType",
             )
+        dry = write_options("PatchOptions", query, apply=ctype == APPLY_PATCH)
+        if ctype == APPLY_PATCH:
+            return self._apply(t, query, headers, body, dry)
+        patch = read_json(body)
         with self.store.lock:
             old = existing(self.store, t)
             try:
@@ -204,9 +201,9 @@ class Verbs:
             ):
                 new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
             new = self.admission.check_identity(t, new)
-            return self._write(t, old, new, query, headers)
+            return self._write(t, old, new, query, headers, dry)
 
-    def _apply(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
+    def _apply(self, t: Target, query: Query, headers: dict[str, str], body: bytes, dry: bool) -> Response:
         """Server-side apply (kubesim.apiserver.storage.fieldmanager): creates the object when it does not exist."""
         try:
             applied = yaml.safe_load(body or b"")
@@ -214,15 +211,7 @@ class Verbs:
             raise bad_request(f"error decoding YAML: {exc}") from exc
         if not isinstance(applied, dict) or not applied.get("apiVersion") or not applied.get("kind"):
             raise bad_request("an apply patch must be an object with apiVersion and kind")
-        manager = q(query, "fieldManager")
-        if not manager:
-            cause = Cause("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
-            raise APIError(
-                422,
-                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
-                "Invalid",
-                {"kind": "PatchOptions", "group": "meta.k8s.io", "causes": [cause.as_dict()]},
-            )
+        manager = q(query, "fieldManager") or ""
         applied = self.admission.check_identity(t, applied)
         now = rfc3339(self.sim.clock.now())
         force = truthy(q(query, "force"))
@@ -232,7 +221,7 @@ class Verbs:
                 if t.sub is not None:
                     raise not_found(t.res, t.name or "")
                 obj = fieldmanager.apply(None, applied, manager, force, now)
-                return self._create_admitted(t, obj, query)
+                return self._create_admitted(t, obj, query, dry)
             want_rv = applied["metadata"].get("resourceVersion")
             if want_rv and want_rv != live["metadata"]["resourceVersion"]:
                 raise conflict(
@@ -242,7 +231,7 @@ class Verbs:
                 )
             new = fieldmanager.apply(live, applied, manager, force, now, t.sub)
             new["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-            return self._write(t, live, self.admission.check_identity(t, new), query, headers, applying=True)
+            return self._write(t, live, self.admission.check_identity(t, new), query, headers, dry, applying=True)
 
     def scale(self, verb: str, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         """The scale subresource (autoscaling/v1 Scale) of a Deployment: spec.replicas read and written through it."""
@@ -253,6 +242,7 @@ class Verbs:
                 return Response(200, _scale_of(obj))
             if verb not in ("update", "patch"):
                 raise method_not_allowed(verb)
+            dry = write_options("UpdateOptions" if verb == "update" else "PatchOptions", query)
             current = _scale_of(obj)
             ctype = headers.get("content-type", "").split(";")[0].strip()
             try:
@@ -276,27 +266,40 @@ class Verbs:
                 )
             new = copy.deepcopy(obj)
             new["spec"]["replicas"] = replicas
-            saved = self._write(whole, obj, new, query, headers)
+            saved = self._write(whole, obj, new, query, headers, dry)
             return Response(200, _scale_of(saved.body), warnings=saved.warnings)
 
     # ---- deletes -----------------------------------------------------------------------------------------
     def _delete_options(self, query: Query, body: bytes) -> dict:
-        opts = read_json(body) if body else None
-        opts = opts if isinstance(opts, dict) else {}
-        if q(query, "propagationPolicy"):
-            opts["propagationPolicy"] = q(query, "propagationPolicy")
-        if opts.get("orphanDependents") is not None and "propagationPolicy" not in opts:
-            opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
+        """DeleteOptions as kube-apiserver reads them: from the body when the request has one (its query is then
+        ignored), else from the query; checked as apimachinery's ValidateDeleteOptions checks them."""
+        if body:
+            opts = read_json(body)
+            if opts is None:
+                opts = {}
+            if not isinstance(opts, dict):
+                raise bad_request("the request body must be a DeleteOptions object")
+        else:
+            opts = {}
+            if q(query, "propagationPolicy") is not None:
+                opts["propagationPolicy"] = q(query, "propagationPolicy")
+            if q(query, "orphanDependents") is not None:
+                opts["orphanDependents"] = truthy(q(query, "orphanDependents"))
+            if "dryRun" in query:
+                opts["dryRun"] = query["dryRun"]
+        causes = []
         policy = opts.get("propagationPolicy")
+        if policy is not None and opts.get("orphanDependents") is not None:
+            why = "orphanDependents and deletionPropagation cannot be both set"
+            causes.append(Cause("propagationPolicy", "FieldValueInvalid", f'Invalid value: "{policy}": {why}'))
         if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
             message = f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan", "nil"'
-            cause = Cause("propagationPolicy", "FieldValueNotSupported", message)
-            raise APIError(
-                422,
-                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: {message}',
-                "Invalid",
-                {"kind": "DeleteOptions", "group": "meta.k8s.io", "causes": [cause.as_dict()]},
-            )
+            causes.append(Cause("propagationPolicy", "FieldValueNotSupported", message))
+        causes += dry_run_problems(opts.get("dryRun") or [])
+        if causes:
+            raise options_invalid("DeleteOptions", causes)
+        if opts.get("orphanDependents") is not None:
+            opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
         return opts
 
     def delete(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
@@ -328,28 +331,31 @@ class Verbs:
                     f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                     f"{old['metadata']['resourceVersion']}",
                 )
-            if dry_run(query):
-                return Response(200, old, warnings=warnings)
+            dry = bool(opts.get("dryRun"))
             try:
-                result = self.store.delete(t.res.plural, t.namespace, t.name or "", policy)
+                result = self.store.delete(t.res.plural, t.namespace, t.name or "", policy, dry_run=dry)
             except NotFound as exc:
                 raise not_found(t.res, t.name or "") from exc
-            return self._settled(200, result, warnings)
+            return self._settled(200, result, warnings, dry)
 
     def delete_collection(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         labels, fields = matchers(query)
         opts = self._delete_options(query, body)
         policy = opts.get("propagationPolicy") or ("Orphan" if t.res.plural == "jobs" else "Background")
+        dry = bool(opts.get("dryRun"))
         with self.store.lock:
             items = [o for o in self.store.list(t.res.plural, t.namespace) if labels(o) and fields(o)]
             deleted = []
             for o in items:
                 md = o["metadata"]
                 try:
-                    deleted.append(self.store.delete(t.res.plural, md.get("namespace"), md["name"], policy))
+                    deleted.append(
+                        self.store.delete(t.res.plural, md.get("namespace"), md["name"], policy, dry_run=dry)
+                    )
                 except NotFound:
                     continue
-            self.sim.after_write()
+            if not dry:
+                self.sim.after_write()
             return Response(
                 200,
                 {

@@ -202,8 +202,9 @@ class ObjectStore:
             return [(r, o) for r, ns, name in found if (o := self._objects[r].get((ns, name))) is not None]
 
     # ---- writes ------------------------------------------------------------------------------------------
-    def create(self, resource: str, obj: dict) -> dict:
-        """Store a new object: fills uid, resourceVersion, generation, creationTimestamp, generateName."""
+    def create(self, resource: str, obj: dict, *, dry_run: bool = False) -> dict:
+        """Store a new object: fills uid, resourceVersion, generation, creationTimestamp, generateName. A dry run
+        answers the object as it would be stored, without a resourceVersion, and stores nothing."""
         with self.lock:
             obj = clone(obj)
             info = RESOURCES[resource]
@@ -221,6 +222,9 @@ class ObjectStore:
             md["uid"] = md.get("uid") or str(uuid.uuid4())  # callers may pre-assign (the API server does)
             md["generation"] = 1
             md["creationTimestamp"] = rfc3339(self.now())
+            if dry_run:
+                md.pop("resourceVersion", None)
+                return obj
             md["resourceVersion"] = str(self._next_rv())
             self._put(resource, key, obj)
             self._emit(resource, "ADDED", obj)
@@ -258,8 +262,9 @@ class ObjectStore:
         self._emit(resource, "MODIFIED", new, prev)
         return clone(new)
 
-    def update(self, resource: str, obj: dict) -> dict:
-        """Replace everything but status (kept when the type has a status subresource); bump generation on spec."""
+    def update(self, resource: str, obj: dict, *, dry_run: bool = False) -> dict:
+        """Replace everything but status (kept when the type has a status subresource); bump generation on spec.
+        A dry run answers the object as it would be stored, at its current resourceVersion, and stores nothing."""
         with self.lock:
             cur = self._current(resource, obj)
             new = clone(obj)
@@ -282,10 +287,13 @@ class ObjectStore:
                 return clone(cur)  # no-op update: Kubernetes does not bump resourceVersion
             if _body(new) != _body(cur):
                 md["generation"] = old_md.get("generation", 1) + 1
+            if dry_run:
+                md["resourceVersion"] = old_md["resourceVersion"]
+                return new
             return self._commit(resource, new)
 
-    def update_status(self, resource: str, obj: dict) -> dict:
-        """Replace only status."""
+    def update_status(self, resource: str, obj: dict, *, dry_run: bool = False) -> dict:
+        """Replace only status (a dry run answers the result and stores nothing)."""
         with self.lock:
             cur = self._current(resource, obj)
             if obj.get("status") == cur.get("status"):
@@ -295,7 +303,7 @@ class ObjectStore:
                 new.pop("status", None)
             else:
                 new["status"] = clone(obj["status"])
-            return self._commit(resource, new)
+            return new if dry_run else self._commit(resource, new)
 
     def _remove(self, resource: str, key: tuple[str, str]) -> dict:
         prev = self._objects[resource].pop(key)
@@ -307,16 +315,27 @@ class ObjectStore:
         self._emit(resource, "DELETED", obj, prev)
         return clone(obj)
 
-    def delete(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:
+    def delete(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        propagation: str = "Background",
+        *,
+        dry_run: bool = False,
+    ) -> dict:
         """Delete honouring finalizers; cascade to dependents (Background/Foreground) or orphan them (Orphan).
 
-        Returns the object as it was deleted, or with deletionTimestamp set when finalizers keep it.
+        Returns the object as it was deleted, or with deletionTimestamp set when finalizers keep it. A dry run
+        returns the same answer and touches nothing, dependents included.
         """
         with self.lock:
             key = (namespace or "", name)
             cur = self._objects[resource].get(key)
             if cur is None:
                 raise NotFound(resource, name)
+            if dry_run:
+                return clone(self._marked_for_deletion(resource, cur, propagation) or cur)
             uid = cur["metadata"]["uid"]
             deps = builtins.list(self.dependents(uid))
             if propagation == "Orphan":
@@ -332,28 +351,35 @@ class ObjectStore:
                 dmd = dep["metadata"]
                 if not dmd.get("deletionTimestamp"):
                     self.delete(dep_resource, dmd.get("namespace"), dmd["name"], propagation)
-            # Foreground always goes through the finalizer, as in kube-apiserver: the object is marked
-            # (deletionTimestamp, foregroundDeletion) and the garbage collector removes it once its dependents are
-            # gone, even when that is at once.
-            remaining = propagation == "Foreground"
             cur = self._objects[resource].get(key)
             if cur is None:
                 raise NotFound(resource, name)
-            finalizers = builtins.list(cur["metadata"].get("finalizers") or [])
-            if remaining and FOREGROUND_FINALIZER not in finalizers:
-                finalizers.append(FOREGROUND_FINALIZER)
-            if not finalizers and not _finalizers(resource, cur):
+            marked = self._marked_for_deletion(resource, cur, propagation)
+            if marked is None:
                 return self._remove(resource, key)
-            new = clone(cur)
-            if finalizers:
-                new["metadata"]["finalizers"] = finalizers
-            if new["metadata"].get("deletionTimestamp") and new == cur:
+            already = cur["metadata"].get("deletionTimestamp")
+            if already and marked["metadata"].get("finalizers") == cur["metadata"].get("finalizers"):
                 return clone(cur)
-            if resource == "namespaces":
-                new.setdefault("status", {})["phase"] = "Terminating"
-            new["metadata"].setdefault("deletionTimestamp", rfc3339(self.now()))
-            new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
-            return self._commit(resource, new)
+            return self._commit(resource, marked)
+
+    def _marked_for_deletion(self, resource: str, cur: dict, propagation: str) -> dict | None:
+        """The object as a deletion leaves it while finalizers keep it (deletionTimestamp set), or None when it goes
+        at once. Foreground always goes through the finalizer, as in kube-apiserver: the object is marked
+        (deletionTimestamp, foregroundDeletion) and the garbage collector removes it once its dependents are gone,
+        even when that is at once."""
+        finalizers = builtins.list(cur["metadata"].get("finalizers") or [])
+        if propagation == "Foreground" and FOREGROUND_FINALIZER not in finalizers:
+            finalizers.append(FOREGROUND_FINALIZER)
+        if not finalizers and not _finalizers(resource, cur):
+            return None
+        new = clone(cur)
+        if finalizers:
+            new["metadata"]["finalizers"] = finalizers
+        if resource == "namespaces":
+            new.setdefault("status", {})["phase"] = "Terminating"
+        new["metadata"].setdefault("deletionTimestamp", rfc3339(self.now()))
+        new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+        return new
 
     def remove_finalizer(self, resource: str, namespace: str | None, name: str, finalizer: str) -> None:
         with self.lock:

@@ -99,6 +99,7 @@ class LiveSnapshot:
         if reason:
             at = bisect.bisect([_store_order(o[0].key) for o in snap.orphans], _store_order(wl.key))
             snap.orphans.insert(at, (wl, reason, message))
+            self.local_queues_touched.add((wl.namespace, wl.queue_name))  # its LocalQueue may still count it
             return
         wl.cluster_queue = snap.cluster_queue_for(wl)
         self.queues_touched.add(wl.cluster_queue)

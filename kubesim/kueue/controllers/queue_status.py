@@ -125,6 +125,11 @@ class StatusController:
         for wls in snap.pending.values() if full else [snap.pending.get(c, []) for c in live.queues_touched | lq_cqs]:
             for w in wls:
                 pending_by_lq[(w.namespace, w.queue_name)] = pending_by_lq.get((w.namespace, w.queue_name), 0) + 1
+        for w, _, _ in snap.orphans:
+            # Kueue's LocalQueue holds its workloads even while its ClusterQueue is missing, and counts them.
+            key = (w.namespace, w.queue_name)
+            if (full or key in live.local_queues_touched) and _holds_workloads(snap.local_queues.get(key)):
+                pending_by_lq[key] = pending_by_lq.get(key, 0) + 1
         for obj in self.state.listed(store, "clusterqueues"):
             if self._unchanged("clusterqueues", obj, full or obj["metadata"]["name"] in live.queues_touched):
                 continue
@@ -244,6 +249,11 @@ class StatusController:
         new = {**obj, "status": status}
         self._written[key] = store.update_status(resource, new)["metadata"]["resourceVersion"]
         return True
+
+
+def _holds_workloads(lq: dict | None) -> bool:
+    """A LocalQueue in Kueue's queue manager: it exists and is not stopped."""
+    return lq is not None and ((lq.get("spec") or {}).get("stopPolicy") or "None") == "None"
 
 
 def _sum(workloads: list) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import urllib.request
 
-from tests.kubesim.kueue.conftest import Cluster
+from tests.kubesim.kueue.conftest import KUEUE, Cluster
 from tests.kubesim.kueue.test_e2e import setup_queue
 
 
@@ -56,3 +56,54 @@ def test_queue_depth_admissions_and_preemptions(kc: Cluster):
     assert after[evicted] - before.get(evicted, 0) == 1
     assert after[preempted] - before.get(preempted, 0) == 1
     assert after['kueue_pending_workloads{cluster_queue="cq",status="inadmissible"}'] == 2
+
+
+def _series_of(kc: Cluster, cq: str) -> list[str]:
+    """Every exported series labelled with the ClusterQueue, as the preempting queue too."""
+    return [
+        name
+        for name in scrape(kc)
+        if f'cluster_queue="{cq}"' in name  # matches preempting_cluster_queue="cq" as well
+    ]
+
+
+def test_a_deleted_cluster_queue_takes_its_series_with_it(kc: Cluster):
+    """Kueue clears a deleted ClusterQueue's series, counters included (ClearClusterQueueMetrics, on the queue's
+    delete event), and a deleted LocalQueue's; a queue created again under the same name counts from zero."""
+    kc.priority_class("low", 10)
+    kc.priority_class("high", 100)
+    ns = setup_queue(kc, 2, preemption={"withinClusterQueue": "LowerPriority"})
+    kc.job(ns, "low", "lq", 2, priority_class="low")
+    kc.settle(1)
+    kc.job(ns, "high", "lq", 2, priority_class="high")
+    kc.settle(1)
+    counters = {
+        'kueue_quota_reserved_workloads_total{cluster_queue="cq"}',
+        'kueue_admitted_workloads_total{cluster_queue="cq"}',
+        'kueue_evicted_workloads_total{cluster_queue="cq",reason="Preempted"}',
+        'kueue_preempted_workloads_total{preempting_cluster_queue="cq",reason="InClusterQueue"}',
+    }
+    assert counters <= set(_series_of(kc, "cq"))
+    lq_series = 'kueue_local_queue_admitted_active_workloads{name="lq",namespace="' + ns + '"}'
+    assert lq_series in scrape(kc)
+
+    for job in ("low", "high"):
+        kc.batch.delete_namespaced_job(job, ns, propagation_policy="Background")
+    kc.custom.delete_namespaced_custom_object(*KUEUE, ns, "localqueues", "lq")
+    kc.settle(1)
+    assert not [name for name in scrape(kc) if f'namespace="{ns}"' in name]
+    kc.custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", "cq")
+    kc.settle(1)
+    assert _series_of(kc, "cq") == []
+
+    kc.cluster_queue("cq", 2)
+    kc.local_queue("lq", "cq", ns)
+    kc.settle()
+    assert not counters & set(_series_of(kc, "cq"))
+    assert scrape(kc)['kueue_pending_workloads{cluster_queue="cq",status="active"}'] == 0
+    kc.job(ns, "again", "lq", 1)
+    kc.settle(1)
+    assert scrape(kc)['kueue_admitted_workloads_total{cluster_queue="cq"}'] == 1
+
+    kc.ks.reset()  # deletes every queue: nothing of them is exported after it
+    assert _series_of(kc, "cq") == []
