@@ -5,9 +5,10 @@ The portal uses Django's own `auth.User`. Two names, so mypy can tell them apart
   portal itself acts). Views serve signed-in users only (`login_required`, DRF's `IsAuthenticated`) and say so with
   their request type (`apps.core.http.AuthenticatedRequest`, `apps.core.api.AuthenticatedAPIRequest`), so no
   service is ever handed an AnonymousUser.
-- `Visitor`, whoever a request comes from, before sign-in too: `request.user` as Django and DRF type it. Only the
-  questions that answer "no" for the anonymous visitor take one: the access module's (`can`, `restrict`, ...) and
-  the navigation.
+- `Visitor`, whoever a request comes from, before sign-in too: `request.user` as Django and DRF type it. Only what
+  answers "no" or "nothing" for the anonymous visitor takes one: the access module's questions (`can`, `restrict`,
+  ...), the `*_for(user)` querysets over `restrict` (which API serializers ask with the request's user as it comes)
+  and the navigation.
 Where neither request type can be declared (django-admin's hooks, whose signatures Django fixes), `signed_in` turns
 the request's user into an Actor.
 """
