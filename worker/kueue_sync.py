@@ -23,19 +23,16 @@ from typing import Any
 import yaml
 from django.db.models import Prefetch
 
+from apps.core.kueue_names import DEPARTMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL
 from apps.core.kueue_names import names as kueue_names
+from apps.core.kueue_tree import PoolQuota
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 from apps.org.validators import project_namespace_error
 
 from .gateway import ClusterError, Gateway
 from .kueue_objects import (
-    DEPARTMENT_LABEL,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    PROJECT_LABEL,
     DepartmentSpec,
     OrgSnapshot,
-    PoolQuota,
     PoolSpec,
     PriorityClassSpec,
     ProjectSpec,

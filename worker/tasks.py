@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import Task, shared_task
 from django.conf import settings
@@ -282,7 +283,11 @@ def _create_or_replace(gw: Any, obj: dict[str, Any]) -> None:
     gw.replace({**obj, "metadata": {**obj["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}})
 
 
-def _sync_secret(*, kind: str, target_id: int, row: Any, build: Any, applied: Any) -> str:
+SecretRow = TypeVar("SecretRow", Credential, ImagePullSecret)
+
+
+def _sync_secret(*, kind: str, target_id: int, row: SecretRow | None,
+                 build: Callable[[SecretRow, dict[str, Any]], dict[str, Any]], applied: Callable[..., None]) -> str:
     """Write (or delete) the Secret of a credential or pull secret row; the sealed values are cleared once written."""
     claim = intents.intent_claim(kind=kind, target_id=target_id)
     if claim.busy:
@@ -317,7 +322,7 @@ def _sync_secret(*, kind: str, target_id: int, row: Any, build: Any, applied: An
     return outcome
 
 
-def _secret_labels(row: Any) -> dict[str, str]:
+def _secret_labels(row: Credential | ImagePullSecret) -> dict[str, str]:
     return {MANAGED_BY_LABEL: MANAGED_BY, PROJECT_LABEL: row.project.slug}
 
 

@@ -5,28 +5,52 @@ Every view, API view, service and task asks this module. Roles bound at a scope 
 returns, so entry points answer 404 for them and leak no ids.
 
 This module sits below the apps whose rows it scopes, so it imports none of them: each scoped model says where it
-hangs off the scope tree with class attributes, and `restrict` / `can` read those:
-- `access_department_paths`: lookups naming the department(s) a row belongs to (any match counts);
-- `access_project_path`: the lookup naming its project, if it belongs to one;
-- `access_member_department_path`: a department lookup that members of one of its projects may VIEW through;
-- `access_owner_path`: a user lookup; the row's owner always VIEWs it;
-- `access_scope()` on an instance: (department id, project id or None) for `can`.
-Models without them are installation-wide (node pools, priority classes): everyone signed in views them, admins
-change them.
+hangs off the scope tree, in the types of `apps.core.scopes`, and `restrict` / `can` read that:
+- `access_paths` (an `AccessPaths`) on a model: the lookups from its rows to their department(s), project and owner;
+- `access_scope()` on a department or project: (department id, project id or None) for `can`; on installation-wide
+  rows (node pools, priority classes) None: everyone signed in views them, admins change them.
+
+The questions take a `Visitor` (or None) and answer "no" for anyone not signed in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Q, QuerySet
+
+from apps.core.actors import Actor, Visitor
+from apps.core.scopes import Scoped, ScopedModel, ScopedRows, ScopeNode
 
 from .models import BindingSource, PersonalAccessToken, Role, RoleBinding, Scope
 
-M = TypeVar("M", bound=Model)
+Rows = TypeVar("Rows", bound=ScopedRows[ScopedModel])
+# Where `grants_for` keeps a user's grants for the rest of the request: an attribute of the user object.
+_GRANTS_CACHE = "_portal_grants"
+
+
+# The rows of the apps above as the rules below read them (this module imports none of their models).
+
+
+class _Project(ScopeNode, Protocol):
+    @property
+    def notebooks_shared(self) -> bool: ...
+
+
+class _Quota(Protocol):
+    @property
+    def owner(self) -> ScopeNode: ...  # its department or its project
+
+
+class _Workload(Protocol):
+    @property
+    def owner_id(self) -> int: ...
+
+    @property
+    def project(self) -> _Project: ...
 
 
 class Action(StrEnum):
@@ -87,16 +111,16 @@ def _actions(roles: frozenset[str]) -> frozenset[Action]:
     return frozenset(allowed)
 
 
-def bindings_for(user: Any) -> QuerySet[RoleBinding]:
+def bindings_for(user: Actor) -> QuerySet[RoleBinding]:
     """Bindings that apply to the user directly or through a group."""
     return RoleBinding.objects.filter(Q(user=user) | Q(group__in=user.groups.all()))
 
 
-def grants_for(user: Any) -> Grants:
+def grants_for(user: Visitor | None) -> Grants:
     """The user's grants, cached on the user object for the rest of the request."""
     if user is None or not user.is_authenticated or not user.is_active:
         return Grants()
-    cached = getattr(user, "_portal_grants", None)
+    cached: Grants | None = getattr(user, _GRANTS_CACHE, None)
     if cached is not None:
         return cached
     everywhere: set[str] = set()
@@ -119,29 +143,29 @@ def grants_for(user: Any) -> Grants:
         projects={key: frozenset(value) for key, value in projects.items()},
         project_departments=project_departments,
     )
-    user._portal_grants = grants
+    setattr(user, _GRANTS_CACHE, grants)
     return grants
 
 
-def forget_grants(user: Any) -> None:
+def forget_grants(user: Actor) -> None:
     """Drop the cached grants after the user's bindings changed within the same request."""
-    if hasattr(user, "_portal_grants"):
-        del user._portal_grants
+    if hasattr(user, _GRANTS_CACHE):
+        delattr(user, _GRANTS_CACHE)
 
 
 # --- "may U do A on O" ---------------------------------------------------------------------------------------
 
 
-def can(user: Any, action: Action, obj: Any = None) -> bool:
+def can(user: Visitor | None, action: Action, obj: Scoped | None = None) -> bool:
     """May the user do the action on the object (None: on the whole installation, e.g. node pools)."""
     grants = grants_for(user)
-    scope = getattr(obj, "access_scope", None)
+    scope = obj.access_scope() if obj is not None else None
     if scope is None:
         # Installation-wide objects (node pools, priority classes): everyone signed in sees them, admins change them.
         if action == Action.VIEW:
             return bool(user is not None and user.is_authenticated and user.is_active)
         return action in _actions(grants.everywhere)
-    department_id, project_id = scope()
+    department_id, project_id = scope
     if project_id is not None:
         return action in _actions(grants.roles_for_project(project_id, department_id))
     if action in _actions(grants.roles_for_department(department_id)):
@@ -150,29 +174,30 @@ def can(user: Any, action: Action, obj: Any = None) -> bool:
     return action == Action.VIEW and department_id in grants.project_departments.values()
 
 
-def require(user: Any, action: Action, obj: Any = None, message: str = "You may not do this here.") -> None:
+def require(user: Visitor | None, action: Action, obj: Scoped | None = None,
+            message: str = "You may not do this here.") -> None:
     """`can`, or PermissionDenied (403) with `message`."""
     if not can(user, action, obj):
         raise PermissionDenied(message)
 
 
-def can_anywhere(user: Any, action: Action) -> bool:
+def can_anywhere(user: Visitor | None, action: Action) -> bool:
     """Whether the user holds the action at any scope (drives navigation)."""
     return action in _actions(grants_for(user).all_roles)
 
 
-def sees_everything(user: Any, action: Action = Action.VIEW) -> bool:
+def sees_everything(user: Visitor | None, action: Action = Action.VIEW) -> bool:
     """Whether the user holds the action over the whole installation (cluster-wide roll-ups, for example)."""
     return action in _actions(grants_for(user).everywhere)
 
 
-def is_break_glass(user: Any) -> bool:
+def is_break_glass(user: Visitor | None) -> bool:
     """A Django superuser (`manage.py bootstrap_admin`, or createsuperuser from a shell on the installation) may
     always manage role bindings and group rules, in django-admin too: the way back in when no portal admin is left."""
     return bool(user is not None and user.is_authenticated and user.is_active and user.is_superuser)
 
 
-def may_grant(user: Any, role: str, scope_object: Any) -> bool:
+def may_grant(user: Visitor | None, role: str, scope_object: Scoped | None) -> bool:
     """Whether the user may bind `role` at the scope of `scope_object` (a department, a project, None = everything)."""
     if is_break_glass(user):
         return role != Role.ADMIN or scope_object is None  # admins are granted over everything only
@@ -183,7 +208,7 @@ def may_grant(user: Any, role: str, scope_object: Any) -> bool:
     return role in grantable_roles(user) and scope_object is None
 
 
-def grantable_roles(user: Any) -> frozenset[str]:
+def grantable_roles(user: Visitor | None) -> frozenset[str]:
     """The roles a member manager may offer at all: admins over everything also hand out admin (at that scope)."""
     if Action.MANAGE in _actions(grants_for(user).everywhere):
         return frozenset(Role.values)
@@ -201,7 +226,7 @@ def is_last_manual_admin(binding: RoleBinding, *, manual_admin_bindings: int) ->
             and manual_admin_bindings <= 1)
 
 
-def may_remove_binding(user: Any, binding: RoleBinding, *, manual_admin_bindings: int) -> bool:
+def may_remove_binding(user: Visitor | None, binding: RoleBinding, *, manual_admin_bindings: int) -> bool:
     """Whether the page offers "Remove" for `binding`: hand-made, within what the user may grant, and not the last
     hand-made admin (`manual_admin_bindings` from `manual_admin_binding_count`, counted once per page)."""
     return (binding.source == BindingSource.MANUAL
@@ -221,14 +246,14 @@ PROJECT_FIELDS = frozenset(
 )
 
 
-def can_manage_quotas_of(user: Any, owner: Any) -> bool:
+def can_manage_quotas_of(user: Visitor | None, owner: ScopeNode) -> bool:
     """Whether the user creates, sizes and deletes the quotas of `owner` (a department or a project): admins a
     department's own quotas, department admins (and admins) its projects'."""
     _, project_id = owner.access_scope()
     return can(user, Action.MANAGE if project_id is None else Action.MANAGE_PROJECTS, owner)
 
 
-def quota_fields_editable(user: Any, quota: Any) -> frozenset[str]:
+def quota_fields_editable(user: Visitor | None, quota: _Quota) -> frozenset[str]:
     """The fields of `quota` (saved or proposed) the user may change: every field for those who manage its owner's
     quotas; only the over-quota weight of a project's quota for team leads (within the department's bounds, see
     `quota_weight_bounded`); nothing for anyone else."""
@@ -241,13 +266,13 @@ def quota_fields_editable(user: Any, quota: Any) -> frozenset[str]:
     return frozenset()
 
 
-def quota_weight_bounded(user: Any, quota: Any) -> bool:
+def quota_weight_bounded(user: Visitor | None, quota: _Quota) -> bool:
     """Whether the user's weights for this quota must stay within the bounds an admin set on the department: true
     for team leads, whose right to the weight comes from EDIT_WEIGHT alone."""
     return not can_manage_quotas_of(user, quota.owner)
 
 
-def project_fields_editable(user: Any, project: Any) -> frozenset[str]:
+def project_fields_editable(user: Visitor | None, project: ScopeNode) -> frozenset[str]:
     """The fields of a project the user may change: all for those who manage the department's projects; the
     default priority class for team leads; nothing for anyone else."""
     if can(user, Action.MANAGE_PROJECTS, project):
@@ -260,25 +285,25 @@ def project_fields_editable(user: Any, project: Any) -> frozenset[str]:
 # --- sign-in: IdP group rules and API tokens ---------------------------------------------------------------------
 
 
-def can_manage_group_rules(user: Any) -> bool:
+def can_manage_group_rules(user: Visitor | None) -> bool:
     """IdP group rules hand out any role anywhere, admin included: only admins over everything see and edit them."""
     return is_break_glass(user) or can(user, Action.MANAGE)
 
 
-def require_rule_manager(user: Any) -> None:
+def require_rule_manager(user: Visitor | None) -> None:
     """Refuse (403) anyone who may not manage IdP group rules (see can_manage_group_rules)."""
     if not can_manage_group_rules(user):
         raise PermissionDenied("Only admins manage IdP group rules.")
 
 
-def can_revoke_token(user: Any, token: Any) -> bool:
+def can_revoke_token(user: Visitor | None, token: PersonalAccessToken) -> bool:
     """A token's owner revokes it; so does an admin (a leaked token must be stoppable without its owner)."""
     if user is None or not user.is_authenticated or not user.is_active:
         return False
     return token.user_id == user.pk or can(user, Action.MANAGE)
 
 
-def tokens_for(user: Any) -> QuerySet[PersonalAccessToken]:
+def tokens_for(user: Visitor | None) -> QuerySet[PersonalAccessToken]:
     """The API tokens a user lists and manages on "My tokens" and /api/v1/tokens/: their own."""
     if user is None or not user.is_authenticated:
         return PersonalAccessToken.objects.none()
@@ -288,23 +313,23 @@ def tokens_for(user: Any) -> QuerySet[PersonalAccessToken]:
 # --- workloads: stop and keep alive -----------------------------------------------------------------------------
 
 
-def stops_own_workload(user: Any, workload: Any) -> bool:
+def stops_own_workload(user: Visitor | None, workload: _Workload) -> bool:
     """Whether the user stops this workload as its owner (who may still submit in the project): no audit row."""
     return workload.owner_id == getattr(user, "pk", None) and can(user, Action.SUBMIT, workload.project)
 
 
-def can_stop_workload(user: Any, workload: Any) -> bool:
+def can_stop_workload(user: Visitor | None, workload: _Workload) -> bool:
     """Owners who may (still) submit in the project stop their own work; STOP_ANY stops anyone's in scope."""
     return stops_own_workload(user, workload) or can(user, Action.STOP_ANY, workload.project)
 
 
-def starts_on_own_workloads(user: Any) -> bool:
+def starts_on_own_workloads(user: Visitor | None) -> bool:
     """Whether the workload list opens on the user's own work: researchers, whose scope is their own; team leads and
     admins, who look after others' work (STOP_ANY), and viewers, who own none, open on everything in their scope."""
     return can_anywhere(user, Action.SUBMIT) and not can_anywhere(user, Action.STOP_ANY)
 
 
-def can_connect_notebook(user: Any, workload: Any) -> bool:
+def can_connect_notebook(user: Visitor | None, workload: _Workload) -> bool:
     """A notebook is its owner's desk: only the owner opens it, or the project's members (those who may submit there)
     when an admin marked the project `notebooks_shared`. Anyone else gets 404, as for a row they may not see."""
     if user is None or not user.is_authenticated or not user.is_active:
@@ -314,15 +339,15 @@ def can_connect_notebook(user: Any, workload: Any) -> bool:
     return bool(workload.project.notebooks_shared) and can(user, Action.SUBMIT, workload.project)
 
 
-def can_manage_data_of(user: Any, project: Any) -> bool:
+def can_manage_data_of(user: Visitor | None, project: ScopeNode) -> bool:
     """Data sources and image pull secrets of a project: admins and the department's admins."""
     return can(user, Action.MANAGE_PROJECTS, project)
-def can_manage_idle_policy(user: Any) -> bool:
+def can_manage_idle_policy(user: Visitor | None) -> bool:
     """The GPU idle rule and the "held but idle" list are installation-wide: admins only."""
     return sees_everything(user, Action.MANAGE)
 
 
-def can_keep_alive(user: Any, workload: Any) -> bool:
+def can_keep_alive(user: Visitor | None, workload: _Workload) -> bool:
     """Only a notebook's owner says it is still in use (idle culling is about the person at the keyboard)."""
     return bool(user is not None and user.is_authenticated and workload.owner_id == user.pk)
 
@@ -334,31 +359,28 @@ def _ids_with(roles_by_id: dict[int, frozenset[str]], action: Action) -> list[in
     return [key for key, roles in roles_by_id.items() if action in _actions(roles)]
 
 
-def restrict(queryset: QuerySet[M], user: Any, action: Action = Action.VIEW) -> QuerySet[M]:
+def restrict(queryset: Rows, user: Visitor | None, action: Action = Action.VIEW) -> Rows:
     """The rows of `queryset` on which the user may do `action`, by the scope paths the model declares."""
     if user is None or not user.is_authenticated or not user.is_active:
         return queryset.none()
-    model = queryset.model
+    paths = queryset.model.access_paths
     grants = grants_for(user)
     if action in _actions(grants.everywhere):
         return queryset
     department_ids = _ids_with(grants.departments, action)
     condition = Q(pk__in=[])
-    for path in getattr(model, "access_department_paths", ()):
+    for path in paths.departments:
         condition |= Q(**{f"{path}__in": department_ids})
-    project_path = getattr(model, "access_project_path", None)
-    if project_path is not None:
-        condition |= Q(**{f"{project_path}__in": _ids_with(grants.projects, action)})
-    member_path = getattr(model, "access_member_department_path", None)
-    if action == Action.VIEW and member_path is not None:
-        condition |= Q(**{f"{member_path}__in": set(grants.project_departments.values())})
-    owner_path = getattr(model, "access_owner_path", None)
-    if action == Action.VIEW and owner_path is not None:
-        condition |= Q(**{owner_path: user})
+    if paths.project is not None:
+        condition |= Q(**{f"{paths.project}__in": _ids_with(grants.projects, action)})
+    if action == Action.VIEW and paths.member_department is not None:
+        condition |= Q(**{f"{paths.member_department}__in": set(grants.project_departments.values())})
+    if action == Action.VIEW and paths.owner is not None:
+        condition |= Q(**{paths.owner: user})
     return queryset.filter(condition)
 
 
-def role_bindings_for(user: Any, action: Action = Action.VIEW) -> QuerySet[RoleBinding]:
+def role_bindings_for(user: Actor, action: Action = Action.VIEW) -> QuerySet[RoleBinding]:
     """Bindings at scopes the user may see (or manage); a user always sees their own."""
     grants = grants_for(user)
     queryset = RoleBinding.objects.all()
@@ -374,7 +396,7 @@ def role_bindings_for(user: Any, action: Action = Action.VIEW) -> QuerySet[RoleB
     return queryset.filter(condition)
 
 
-def grants_fingerprint(user: Any) -> str:
+def grants_fingerprint(user: Visitor | None) -> str:
     """What the user's scope is, for cache keys and ETags of pages whose rows depend on it."""
     grants = grants_for(user)
     return f"{getattr(user, 'pk', None)}|{sorted(grants.everywhere)}|{sorted(grants.departments.items())}|" \

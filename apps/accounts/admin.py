@@ -16,6 +16,8 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.core.actors import signed_in
+
 from . import services
 from .models import ExternalIdentity, GroupRoleRule, PersonalAccessToken, RoleBinding
 
@@ -38,7 +40,7 @@ class PersonalAccessTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[PersonalAccessToken]) -> None:
         for token in queryset:
-            services.personal_token_revoke(actor=request.user, token=token)
+            services.personal_token_revoke(actor=signed_in(request.user), token=token)
         messages.success(request, f"Revoked {queryset.count()} token(s).")
 
 
@@ -87,8 +89,8 @@ class RoleBindingAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: RoleBinding, form: Any, change: bool) -> None:
-        created = services.role_binding_create(actor=request.user, role=obj.role, user=obj.user, group=obj.group,
-                                               department=obj.department, project=obj.project)
+        created = services.role_binding_create(actor=signed_in(request.user), role=obj.role, user=obj.user,
+                                               group=obj.group, department=obj.department, project=obj.project)
         obj.pk = created.pk
 
     def delete_model(self, request: HttpRequest, obj: RoleBinding) -> None:
@@ -97,7 +99,7 @@ class RoleBindingAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RoleBinding]) -> None:
         for binding in queryset:
             try:
-                services.role_binding_delete(actor=request.user, binding=binding)
+                services.role_binding_delete(actor=signed_in(request.user), binding=binding)
             except ValidationError as error:  # the last admin binding, or one an IdP group rule keeps
                 self.message_user(request, f"{binding} kept: {' '.join(error.messages)}", messages.ERROR)
 
@@ -129,16 +131,17 @@ class GroupRoleRuleAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: GroupRoleRule, form: Any, change: bool) -> None:
         if change:
             services.group_role_rule_update(
-                actor=request.user, rule=GroupRoleRule.objects.get(pk=obj.pk), group_pattern=obj.group_pattern,
-                role=obj.role, department=obj.department, project=obj.project, description=obj.description)
+                actor=signed_in(request.user), rule=GroupRoleRule.objects.get(pk=obj.pk),
+                group_pattern=obj.group_pattern, role=obj.role, department=obj.department, project=obj.project,
+                description=obj.description)
         else:
             obj.pk = services.group_role_rule_create(
-                actor=request.user, group_pattern=obj.group_pattern, role=obj.role, department=obj.department,
-                project=obj.project, description=obj.description).pk
+                actor=signed_in(request.user), group_pattern=obj.group_pattern, role=obj.role,
+                department=obj.department, project=obj.project, description=obj.description).pk
 
     def delete_model(self, request: HttpRequest, obj: GroupRoleRule) -> None:
-        services.group_role_rule_delete(actor=request.user, rule=obj)
+        services.group_role_rule_delete(actor=signed_in(request.user), rule=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[GroupRoleRule]) -> None:
         for rule in queryset:
-            services.group_role_rule_delete(actor=request.user, rule=rule)
+            services.group_role_rule_delete(actor=signed_in(request.user), rule=rule)

@@ -10,6 +10,8 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
+from apps.core.actors import Actor
+
 from . import services
 from .models import PersonalAccessToken
 
@@ -37,7 +39,7 @@ class PersonalTokenAuthentication(BaseAuthentication):
     no session signs them in either.
     """
 
-    def authenticate(self, request: Request) -> tuple[Any, PersonalAccessToken] | None:
+    def authenticate(self, request: Request) -> tuple[Actor, PersonalAccessToken] | None:
         secret = _presented_secret(request)
         if secret is None:
             return None

@@ -10,6 +10,8 @@ from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
+from apps.core.actors import Actor
+
 logger = logging.getLogger("apps.accounts.signin")
 
 # The accounts `make run` seeds (apps/org/demo.py) and their shared password. Outside the demo they must not work,
@@ -28,11 +30,11 @@ def refuse(request: HttpRequest | None, message: str) -> None:
         request.portal_sign_in_refusal = message  # type: ignore[attr-defined]
 
 
-def refusal(request: Any) -> str | None:
+def refusal(request: HttpRequest | None) -> str | None:
     return getattr(request, "portal_sign_in_refusal", None)
 
 
-def is_demo_account(user: Any, password: str | None) -> bool:
+def is_demo_account(user: Actor, password: str | None) -> bool:
     return user.get_username() in DEMO_USERNAMES and password == DEMO_PASSWORD
 
 
@@ -40,7 +42,7 @@ class PasswordBackend(ModelBackend):
     """Django's username + password check, when local passwords are on."""
 
     def authenticate(self, request: HttpRequest | None, username: str | None = None, password: str | None = None,
-                     **kwargs: Any) -> Any:
+                     **kwargs: Any) -> Actor | None:
         if username is None and password is None:
             return None  # not a password attempt (single sign-on passes other credentials)
         if not settings.LOCAL_LOGIN:

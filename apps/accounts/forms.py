@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
 from django.utils import timezone
 
+from apps.core.actors import Actor
 from apps.core.forms import StyledForm, VersionedForm
 
 from . import access
@@ -52,7 +53,7 @@ class RoleBindingForm(StyledForm):
     role = forms.ChoiceField()
     scope = forms.ChoiceField(help_text="The role applies to this scope and everything below it.")
 
-    def __init__(self, *args: Any, actor: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, actor: Actor, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         grantable = access.grantable_roles(actor)
         cast(forms.ChoiceField, self.fields["role"]).choices = [

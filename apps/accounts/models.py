@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from apps.core.models import VersionedModel
+from apps.core.scopes import ScopeNode
 
 
 class Role(models.TextChoices):
@@ -40,15 +41,22 @@ SCOPE_NAMES_ITS_TARGET = (
 )
 
 
+class ScopeTargetNode(ScopeNode, Protocol):
+    """A binding's department or project, as this app reads it (org's models, which it cannot import)."""
+
+    @property
+    def slug(self) -> str: ...
+
+
 class ScopeTarget:
     """What a binding or a group rule is scoped to: everything, one department or one project."""
 
     scope: str
-    department: Any
-    project: Any
+    department: ScopeTargetNode | None
+    project: ScopeTargetNode | None
 
     @property
-    def scope_object(self) -> Any:
+    def scope_object(self) -> ScopeTargetNode | None:
         """The department or project named; None for everything."""
         if self.scope == Scope.PROJECT:
             return self.project

@@ -19,6 +19,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from apps.core.actors import Actor
+
 from . import services
 from .backends import refusal, refuse
 
@@ -32,7 +34,7 @@ def _failed(provider: str) -> str:
 class PortalOIDCBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend, keyed on the identity (issuer, subject) rather than the e-mail address."""
 
-    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
+    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Actor | None:
         if request is None or not settings.OIDC_ENABLED or "password" in kwargs or "username" in kwargs:
             return None
         try:
@@ -52,7 +54,7 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             raise SuspiciousOperation("ID token was not issued to this portal (audience)")
         return payload
 
-    def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
+    def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Actor | None:
         claims = dict(payload)
         if settings.OIDC_OP_USER_ENDPOINT:
             for name, value in self.get_userinfo(access_token, id_token, payload).items():

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db.models import Count, QuerySet
+
+from apps.core.actors import Actor
 
 from .models import GroupRoleRule, NotificationPreference
 
 
-def notification_preference(user: Any) -> NotificationPreference | None:
-    """The user's e-mail opt-ins, None until they first save them (nothing is sent then)."""
+def notification_preference(user: Actor | int) -> NotificationPreference | None:
+    """The e-mail opt-ins of the user (or the user of that id), None until they first save them (nothing is sent
+    then)."""
     return NotificationPreference.objects.filter(user=user).first()
 
 

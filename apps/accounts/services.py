@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import version_check
 
@@ -47,9 +48,9 @@ def _audit_scope(binding: RoleBinding) -> dict[str, Any]:
 
 def role_binding_create(
     *,
-    actor: Any,
+    actor: Actor,
     role: str,
-    user: Any = None,
+    user: Actor | None = None,
     group: Group | None = None,
     department: Any = None,
     project: Any = None,
@@ -75,7 +76,7 @@ def role_binding_create(
     return binding
 
 
-def role_binding_delete(*, actor: Any, binding: RoleBinding) -> None:
+def role_binding_delete(*, actor: Actor, binding: RoleBinding) -> None:
     if not may_grant(actor, binding.role, binding.scope_object):
         raise PermissionDenied("You may not remove this binding.")
     if binding.source == BindingSource.GROUP_RULE:
@@ -89,7 +90,7 @@ def role_binding_delete(*, actor: Any, binding: RoleBinding) -> None:
         binding.delete()
 
 
-def role_binding_exists(*, user: Any, group: Group | None, role: str, department: Any, project: Any) -> bool:
+def role_binding_exists(*, user: Actor | None, group: Group | None, role: str, department: Any, project: Any) -> bool:
     """Whether this binding was granted by hand already (creating it again is refused)."""
     scope = Scope.PROJECT if project else Scope.DEPARTMENT if department else Scope.EVERYTHING
     return RoleBinding.objects.filter(user=user, group=group, role=role, scope=scope, department=department,
@@ -98,11 +99,11 @@ def role_binding_exists(*, user: Any, group: Group | None, role: str, department
 
 @dataclass(frozen=True)
 class AdminBootstrap:
-    user: Any
+    user: Actor
     changes: list[str]
 
 
-def _admin_account(user: Any) -> dict[str, Any]:
+def _admin_account(user: Actor) -> dict[str, Any]:
     """What an audit row keeps of the installation admin's account (never the password hash)."""
     return {"username": user.get_username(), "email": user.email, "is_staff": user.is_staff,
             "is_superuser": user.is_superuser, "is_active": user.is_active}
@@ -145,7 +146,7 @@ def installation_admin_bootstrap(*, username: str, email: str, password: str) ->
     return AdminBootstrap(user=user, changes=changes)
 
 
-def notification_preference_set(*, user: Any, on_admitted: bool, on_preempted: bool, on_finished: bool,
+def notification_preference_set(*, user: Actor, on_admitted: bool, on_preempted: bool, on_finished: bool,
                                 on_failed: bool, on_idle: bool = False) -> NotificationPreference:
     """A user's own e-mail opt-ins (their own setting: no audit row)."""
     preference, _ = NotificationPreference.objects.update_or_create(user=user, defaults={
@@ -178,7 +179,7 @@ def _desired_bindings(rules: Iterable[GroupRoleRule], groups: Iterable[str]) -> 
     return desired
 
 
-def _sync_rule_bindings(*, actor: Any, user: Any, desired: dict[BindingKey, GroupRoleRule],
+def _sync_rule_bindings(*, actor: Actor | None, user: Actor, desired: dict[BindingKey, GroupRoleRule],
                         existing: list[RoleBinding]) -> tuple[int, int]:
     """Make the user's rule-made bindings exactly `desired` (hand-made bindings are never touched).
     Returns (created, removed). Runs inside the caller's transaction."""
@@ -210,7 +211,7 @@ def _sync_rule_bindings(*, actor: Any, user: Any, desired: dict[BindingKey, Grou
     return created, removed
 
 
-def _sync_everyone(*, actor: Any) -> None:
+def _sync_everyone(*, actor: Actor) -> None:
     """After a rule changed: every single-sign-on user's rule-made bindings, from the groups of their last sign-in."""
     rules = list(GroupRoleRule.objects.all())
     existing: dict[int, list[RoleBinding]] = {}
@@ -225,7 +226,9 @@ def _sync_everyone(*, actor: Any) -> None:
                             existing=existing.get(identity.user_id, []))
     for user_id, orphans in existing.items():  # rule-made bindings of users no identity vouches for any more
         if user_id not in seen:
-            _sync_rule_bindings(actor=actor, user=orphans[0].user, desired={}, existing=orphans)
+            user = orphans[0].user
+            assert user is not None  # the bindings were read with user__isnull=False
+            _sync_rule_bindings(actor=actor, user=user, desired={}, existing=orphans)
 
 
 def group_role_rule_errors(*, group_pattern: str, role: str, department: Any, project: Any,
@@ -264,7 +267,7 @@ def _rule_audit_scope(rule: GroupRoleRule) -> dict[str, Any]:
     return {}
 
 
-def group_role_rule_create(*, actor: Any, group_pattern: str, role: str, department: Any = None,
+def group_role_rule_create(*, actor: Actor, group_pattern: str, role: str, department: Any = None,
                            project: Any = None, description: str = "") -> GroupRoleRule:
     """A rule giving `role` at the scope (everything, a department or a project) to members of matching groups."""
     access.require_rule_manager(actor)
@@ -284,7 +287,7 @@ def group_role_rule_create(*, actor: Any, group_pattern: str, role: str, departm
     return rule
 
 
-def group_role_rule_update(*, actor: Any, rule: GroupRoleRule, group_pattern: str, role: str, department: Any = None,
+def group_role_rule_update(*, actor: Actor, rule: GroupRoleRule, group_pattern: str, role: str, department: Any = None,
                            project: Any = None, description: str = "",
                            expected_version: int | None = None) -> GroupRoleRule:
     """Change a rule; `expected_version` is the version the change was read at (a stale one raises StaleWrite)."""
@@ -309,7 +312,7 @@ def group_role_rule_update(*, actor: Any, rule: GroupRoleRule, group_pattern: st
     return rule
 
 
-def group_role_rule_delete(*, actor: Any, rule: GroupRoleRule) -> None:
+def group_role_rule_delete(*, actor: Actor, rule: GroupRoleRule) -> None:
     """Remove the rule; the bindings it alone made go with it (audited one by one)."""
     access.require_rule_manager(actor)
     with transaction.atomic():
@@ -327,7 +330,7 @@ class SignInRefused(Exception):
 
 
 def oidc_sign_in(*, issuer: str, subject: str, username: str, email: str = "", first_name: str = "",
-                 last_name: str = "", groups: Iterable[str] = ()) -> Any:
+                 last_name: str = "", groups: Iterable[str] = ()) -> Actor:
     """The user of a single-sign-on identity, created or updated from its claims, with the rule-made role bindings
     brought in step with its groups (README "Groups and roles").
 
@@ -405,7 +408,7 @@ def _token_snapshot(token: PersonalAccessToken) -> dict[str, Any]:
     return data
 
 
-def personal_token_create(*, user: Any, name: str, expires_at: datetime | None = None
+def personal_token_create(*, user: Actor, name: str, expires_at: datetime | None = None
                           ) -> tuple[PersonalAccessToken, str]:
     """A new token of `user`; returns it with its secret, which is never stored nor shown again."""
     now = timezone.now()
@@ -434,7 +437,7 @@ def personal_token_create(*, user: Any, name: str, expires_at: datetime | None =
     return token, secret
 
 
-def personal_token_revoke(*, actor: Any, token: PersonalAccessToken) -> PersonalAccessToken:
+def personal_token_revoke(*, actor: Actor, token: PersonalAccessToken) -> PersonalAccessToken:
     """Revoke the token at once (its owner, or an admin); revoking a revoked token changes nothing."""
     if not access.can_revoke_token(actor, token):
         raise PermissionDenied("You may not revoke this token.")

@@ -10,6 +10,8 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 from django.http import HttpRequest
 
+from apps.core.actors import Actor
+
 SIGNED_IN_AT = "_portal_signed_in_at"
 LAST_SEEN_AT = "_portal_last_seen_at"
 
@@ -17,7 +19,7 @@ logger = logging.getLogger("apps.accounts.signin")
 
 
 @receiver(user_logged_in, dispatch_uid="portal_stamp_session")
-def stamp_session(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+def stamp_session(sender: Any, request: HttpRequest | None, user: Actor, **kwargs: Any) -> None:
     """The session's start and last activity, for SessionIdleTimeoutMiddleware."""
     if request is not None and hasattr(request, "session"):
         now = int(time.time())

@@ -7,7 +7,11 @@ org and imports no app but core).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.db import models
+
+from apps.core.scopes import AccessPaths
 
 
 class ClusterQueueState(models.Model):
@@ -33,8 +37,7 @@ class ClusterQueueState(models.Model):
     observed_at = models.DateTimeField()
 
     # Scope paths for apps.accounts.access.restrict (the queues pages): the project's viewers.
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
 
     class Meta:
         ordering = ["name"]
@@ -56,8 +59,7 @@ class LocalQueueState(models.Model):
     active_message = models.TextField(blank=True)
     observed_at = models.DateTimeField()
 
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
 
     class Meta:
         ordering = ["namespace", "name"]
@@ -81,8 +83,9 @@ class CohortState(models.Model):
 
     # A project's cohort for the project's viewers, a department's for the department's; the pool's root only for
     # those who see everything (apps/cluster/pages/queues.py adds the department cohorts of a member's projects).
-    access_department_paths = ("department_id", "project__department_id")
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(
+        departments=("department_id", "project__department_id"), project="project_id"
+    )
 
     class Meta:
         ordering = ["name"]

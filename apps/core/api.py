@@ -21,8 +21,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from .actors import Actor, Visitor
 from .http import holds_nul, parse_id, parse_int
 from .services import StaleWrite
+
+
+class AuthenticatedAPIRequest(Request):
+    """For annotations only: the request of an API view behind IsAuthenticated (the default permission), whose
+    `request.user` is a signed-in Actor. A view declares it as the type of `self.request`, and of the `request` its
+    own actions take. (drf-spectacular builds the schema with an anonymous request: a `get_queryset` returns
+    nothing for `swagger_fake_view` before it reads the user.)"""
+
+    user: Actor
 
 
 def validation_error_detail(error: DjangoValidationError) -> Any:
@@ -152,7 +162,7 @@ class ScopedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
     for the schema only.
     """
 
-    def __init__(self, *, scope: Callable[[Any], QuerySet], **kwargs: Any) -> None:
+    def __init__(self, *, scope: Callable[[Visitor | None], QuerySet], **kwargs: Any) -> None:
         self.scope = scope
         super().__init__(**kwargs)
 
@@ -262,6 +272,7 @@ class ServiceViewSet(VersionETagMixin, StrictIdLookupMixin, viewsets.ModelViewSe
     PUT is not offered: PATCH changes the fields it names.
     """
 
+    request: AuthenticatedAPIRequest
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     denied_message = "You may not make this change."
 

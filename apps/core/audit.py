@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import models
 
+from .actors import Actor
 from .models import AuditEvent
 
 
@@ -25,7 +26,7 @@ def snapshot(obj: models.Model) -> dict[str, Any]:
 
 def audit_record(
     *,
-    actor: Any,
+    actor: Actor | None,
     action: str,
     obj: models.Model,
     before: dict[str, Any] | None,
@@ -33,11 +34,12 @@ def audit_record(
     department: Any = None,
     project: Any = None,
 ) -> AuditEvent:
-    """Write one audit row; the department/project scope lets department admins read their own rows."""
+    """Write one audit row; the department/project scope lets department admins read their own rows. The actor is
+    None for what the portal does by itself (single sign-on, the worker)."""
     if project is not None and department is None:
         department = project.department
     return AuditEvent.objects.create(
-        actor=actor if getattr(actor, "is_authenticated", False) else None,
+        actor=actor,
         action=action,
         object_type=obj._meta.model_name or "",
         object_id=str(obj.pk),

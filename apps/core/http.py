@@ -9,8 +9,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags, quote_etag
 
+from .actors import Actor
+
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
     from django_htmx.middleware import HtmxDetails
 
 MAX_ID = 2**63 - 1
@@ -23,9 +24,9 @@ class HtmxRequest(HttpRequest):
 
 
 class AuthenticatedRequest(HtmxRequest):
-    """For annotations only: the request of a login_required view, whose `request.user` is a signed-in User."""
+    """For annotations only: the request of a login_required view, whose `request.user` is a signed-in Actor."""
 
-    user: User
+    user: Actor
 
 
 def parse_int(value: Any) -> int | None:

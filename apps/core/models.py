@@ -3,10 +3,12 @@ sealed-secret bases."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import models
+
+from .scopes import AccessPaths
 
 
 class SealedSecretModel(models.Model):
@@ -67,8 +69,7 @@ class AuditEvent(models.Model):
     after = models.JSONField(null=True, blank=True)
 
     # How the access module scopes these rows (see apps.accounts.access.restrict).
-    access_department_paths = ("department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("department_id",), project="project_id")
 
     # Not a column: the audit page sets it (apps.org.selectors.audit_changes), the fields changed with names for ids.
     changes: list[Any]

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from apps.accounts.models import Role, RoleBinding, Scope
 from apps.accounts.services import role_binding_create
+from apps.core.actors import Actor
 
 from . import services
 from .models import Department, NodePool, PriorityClass, Project, Quota
@@ -127,7 +128,7 @@ def seed_demo() -> list[DemoUser]:
     return USERS
 
 
-def _ensure_quota(admin: Any, pool: NodePool, deserved: int, limit: int | None, weight: int, **owner: Any) -> None:
+def _ensure_quota(admin: Actor, pool: NodePool, deserved: int, limit: int | None, weight: int, **owner: Any) -> None:
     if not Quota.objects.filter(node_pool=pool, **owner).exists():
         services.quota_set(actor=admin, node_pool=pool, deserved=deserved, limit=limit, over_quota_weight=weight,
                            **owner)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import ClassVar
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -16,6 +17,7 @@ from django.db import models
 from django.db.models import Q
 
 from apps.core.models import SealedSecretModel, VersionedModel
+from apps.core.scopes import AccessPaths
 
 from .validators import validate_dns_label, validate_extended_resource_name, validate_slug
 
@@ -76,6 +78,10 @@ class NodePool(VersionedModel):
     def __str__(self) -> str:
         return self.slug
 
+    def access_scope(self) -> None:
+        """Installation-wide (apps.core.scopes): everyone signed in views a pool, admins change it."""
+        return None
+
     def clean(self) -> None:
         """The cut decides the profile and the replicas: a MIG pool names its profile, a time-sliced one shares each
         card between at least 2 replicas, and the others have neither (the API would otherwise store them unused)."""
@@ -127,8 +133,7 @@ class Department(VersionedModel):
     updated_at = models.DateTimeField(auto_now=True)
 
     # Scope paths for apps.accounts.access.restrict.
-    access_department_paths = ("pk",)
-    access_member_department_path = "pk"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("pk",), member_department="pk")
 
     class Meta:
         ordering = ["name"]
@@ -164,6 +169,10 @@ class PriorityClass(VersionedModel):
     def __str__(self) -> str:
         return self.name
 
+    def access_scope(self) -> None:
+        """Installation-wide (apps.core.scopes): everyone signed in views a priority class, admins change it."""
+        return None
+
 
 class Project(VersionedModel):
     """A team's space: one Kubernetes namespace, per-pool quotas inside its department's."""
@@ -185,8 +194,7 @@ class Project(VersionedModel):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    access_department_paths = ("department_id",)
-    access_project_path = "pk"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("department_id",), project="pk")
 
     class Meta:
         ordering = ["department__name", "name"]
@@ -228,9 +236,9 @@ class Quota(VersionedModel):
     updated_at = models.DateTimeField(auto_now=True)
 
     # A department's quota belongs to it; a project's to the project (and its department's admins).
-    access_department_paths = ("department_id", "project__department_id")
-    access_project_path = "project_id"
-    access_member_department_path = "department_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(
+        departments=("department_id", "project__department_id"), project="project_id", member_department="department_id"
+    )
 
     class Meta:
         ordering = ["node_pool__slug", "id"]
@@ -320,8 +328,7 @@ class DataSource(models.Model):
     description = models.CharField(max_length=250, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
 
     class Meta:
         ordering = ["project__slug", "name"]
@@ -348,8 +355,7 @@ class ImagePullSecret(SealedSecretModel):
     registry = models.CharField(max_length=253, help_text="e.g. nvcr.io or registry.example.org:5000")
     username = models.CharField(max_length=253)
 
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
 
     class Meta:
         ordering = ["project__slug", "name"]

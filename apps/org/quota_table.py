@@ -17,6 +17,7 @@ from typing import Any
 from django import forms
 
 from apps.accounts import access
+from apps.core.actors import Actor
 from apps.core.forms import VERSION_MISSING
 from apps.core.http import parse_int
 
@@ -80,7 +81,7 @@ class PoolTotals:
 class QuotaTable:
     """Build with the department and the user; pass the POST data to validate or save a proposal."""
 
-    def __init__(self, *, department: Department, user: Any, data: Any = None) -> None:
+    def __init__(self, *, department: Department, user: Actor, data: Any = None) -> None:
         self.department = department
         self.user = user
         table = selectors.department_quota_table(department=department)
@@ -105,7 +106,7 @@ class QuotaTable:
     def editable(self) -> bool:
         return any(row.editable for row in self.rows)
 
-    def _row(self, key: str, label: str, owner: Any, quotas: dict[int, Quota], editable: bool) -> Row:
+    def _row(self, key: str, label: str, owner: Department | Project, quotas: dict[int, Quota], editable: bool) -> Row:
         cells = []
         for pool in self.pools:
             quota = quotas.get(pool.pk)

@@ -13,6 +13,7 @@ from django.db.models import F, Model, Prefetch, Q, QuerySet, Sum
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.cluster.models import CohortState
+from apps.core.actors import Actor, Visitor
 from apps.core.models import AuditEvent
 
 from .models import (
@@ -27,28 +28,31 @@ from .models import (
     Quota,
 )
 
+# The rows a visitor may see (none for the anonymous one): access.restrict's querysets, which API serializers ask for
+# too, with the request's user as it comes.
 
-def departments_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Department]:
+
+def departments_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Department]:
     return access.restrict(Department.objects.all(), user, action)
 
 
-def projects_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Project]:
+def projects_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Project]:
     return access.restrict(Project.objects.all(), user, action)
 
 
-def quotas_for(user: Any, action: Action = Action.VIEW) -> QuerySet[Quota]:
+def quotas_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Quota]:
     """Department quotas of visible departments and project quotas of visible projects."""
     return access.restrict(Quota.objects.all(), user, action)
 
 
-def departments_with_projects(user: Any) -> list[tuple[Department, list[Project]]]:
+def departments_with_projects(user: Actor) -> list[tuple[Department, list[Project]]]:
     """The departments the user sees, each with the projects the user sees in it (two queries)."""
     rows = departments_for(user).prefetch_related(
         Prefetch("projects", queryset=projects_for(user), to_attr="visible_projects"))
     return [(department, department.visible_projects) for department in rows]
 
 
-def audit_events_for(user: Any) -> QuerySet[AuditEvent]:
+def audit_events_for(user: Visitor | None) -> QuerySet[AuditEvent]:
     """Audit rows of the departments and projects the user audits; installation-wide rows for global admins."""
     return access.restrict(AuditEvent.objects.all(), user, Action.VIEW_AUDIT)
 
@@ -150,7 +154,7 @@ def priority_classes() -> QuerySet[PriorityClass]:
     return PriorityClass.objects.all()
 
 
-def weight_projects(user: Any) -> QuerySet[Project]:
+def weight_projects(user: Actor) -> QuerySet[Project]:
     """The projects whose weights and default priority class the user may change, with their quotas' pools."""
     return projects_for(user, Action.EDIT_WEIGHT).select_related(
         "department", "default_priority_class"
@@ -159,7 +163,7 @@ def weight_projects(user: Any) -> QuerySet[Project]:
     )
 
 
-def org_tree(*, user: Any) -> tuple[list[NodePool], list[DepartmentRow]]:
+def org_tree(*, user: Actor) -> tuple[list[NodePool], list[DepartmentRow]]:
     """Departments and projects the user may see, with their quotas per pool; a fixed number of queries."""
     pools = list(node_pools())
     visible_projects = projects_for(user, Action.VIEW).select_related("default_priority_class").prefetch_related(
@@ -207,7 +211,7 @@ def department_quota_table(*, department: Department) -> QuotaTableData:
     )
 
 
-def department_quotas(*, user: Any, department: Department) -> QuerySet[Quota]:
+def department_quotas(*, user: Actor, department: Department) -> QuerySet[Quota]:
     """The quotas of a department and of its projects that the user may see, department first, then by project."""
     return quotas_for(user).filter(Q(department=department) | Q(project__department=department)).select_related(
         "node_pool", "department", "project"
@@ -266,17 +270,17 @@ def project_weighted_shares(*, project_ids: list[int]) -> dict[tuple[int, int], 
                                                                           "weighted_share")}
 
 
-def data_projects_for(user: Any) -> QuerySet[Project]:
+def data_projects_for(user: Actor) -> QuerySet[Project]:
     """Projects whose data sources and pull secrets the user manages (admins, department admins)."""
     return projects_for(user, Action.MANAGE_PROJECTS).select_related("department").order_by("department__name",
                                                                                             "name")
 
 
-def data_sources_for(user: Any) -> QuerySet[DataSource]:
+def data_sources_for(user: Actor) -> QuerySet[DataSource]:
     return DataSource.objects.filter(project__in=data_projects_for(user)).select_related("project")
 
 
-def pull_secrets_for(user: Any) -> QuerySet[ImagePullSecret]:
+def pull_secrets_for(user: Actor) -> QuerySet[ImagePullSecret]:
     """Registry, user name and state only: the password is never read back (it is not kept once written)."""
     return ImagePullSecret.objects.filter(project__in=data_projects_for(user), deleted_at=None).select_related(
         "project").defer("sealed")

@@ -7,7 +7,7 @@ and redirect on success (POST-redirect-GET) with a message; htmx requests get th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.contrib import messages
@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.filters import filter_page
 from apps.core.forms import apply_service_errors
 from apps.core.http import AuthenticatedRequest, parse_id
@@ -66,7 +67,7 @@ def _form_page(
 
 
 @login_required
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: AuthenticatedRequest) -> HttpResponse:
     pools, departments = selectors.org_tree(user=request.user)
     user = request.user
     # The grants are cached on the user, so these checks cost no queries however many rows there are.
@@ -82,7 +83,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def pools(request: HttpRequest) -> HttpResponse:
+def pools(request: AuthenticatedRequest) -> HttpResponse:
     return render(request, "org/pools.html", {
         "pools": selectors.node_pools(), "can_manage": access.can(request.user, Action.MANAGE),
     })
@@ -90,7 +91,7 @@ def pools(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def pool_create(request: HttpRequest) -> HttpResponse:
+def pool_create(request: AuthenticatedRequest) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     form = NodePoolForm(request.POST or None)
     return _form_page(
@@ -102,7 +103,7 @@ def pool_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
+def pool_edit(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     pool = get_object_or_404(selectors.node_pools(), slug=slug)
     access.require(request.user, Action.MANAGE, pool)
     form = NodePoolForm(request.POST or None, instance=pool)
@@ -116,7 +117,7 @@ def pool_edit(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
+def pool_delete(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     pool = get_object_or_404(selectors.node_pools(), slug=slug)
     access.require(request.user, Action.MANAGE, pool)
     return confirm_delete_page(
@@ -131,7 +132,7 @@ def pool_delete(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @login_required
-def departments(request: HttpRequest) -> HttpResponse:
+def departments(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     rows = selectors.departments_with_projects(user)
     return render(request, "org/departments.html", {
@@ -149,7 +150,7 @@ def departments(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def department_create(request: HttpRequest) -> HttpResponse:
+def department_create(request: AuthenticatedRequest) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     form = DepartmentForm(request.POST or None)
     return _form_page(
@@ -160,13 +161,13 @@ def department_create(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _visible_department(request: HttpRequest, slug: str) -> Department:
+def _visible_department(request: AuthenticatedRequest, slug: str) -> Department:
     return get_object_or_404(selectors.departments_for(request.user), slug=slug)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def department_edit(request: HttpRequest, slug: str) -> HttpResponse:
+def department_edit(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     department = _visible_department(request, slug)
     access.require(request.user, Action.MANAGE, department)
     form = DepartmentForm(request.POST or None, instance=department)
@@ -182,7 +183,7 @@ def department_edit(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def department_delete(request: HttpRequest, slug: str) -> HttpResponse:
+def department_delete(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     department = _visible_department(request, slug)
     access.require(request.user, Action.MANAGE, department)
     return confirm_delete_page(
@@ -223,7 +224,7 @@ def department_quotas(request: AuthenticatedRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def project_create(request: HttpRequest, slug: str) -> HttpResponse:
+def project_create(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     department = _visible_department(request, slug)
     access.require(request.user, Action.MANAGE_PROJECTS, department)
     form = ProjectForm(request.POST or None)
@@ -235,13 +236,13 @@ def project_create(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _visible_project(request: HttpRequest, slug: str) -> Project:
+def _visible_project(request: AuthenticatedRequest, slug: str) -> Project:
     return get_object_or_404(selectors.projects_for(request.user).select_related("department"), slug=slug)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
+def project_edit(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     project = _visible_project(request, slug)
     access.require(request.user, Action.MANAGE_PROJECTS, project)
     form = ProjectForm(request.POST or None, instance=project)
@@ -257,7 +258,7 @@ def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def project_delete(request: HttpRequest, slug: str) -> HttpResponse:
+def project_delete(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     project = _visible_project(request, slug)
     access.require(request.user, Action.MANAGE_PROJECTS, project)
     return confirm_delete_page(
@@ -272,7 +273,7 @@ def project_delete(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @login_required
-def priority_classes(request: HttpRequest) -> HttpResponse:
+def priority_classes(request: AuthenticatedRequest) -> HttpResponse:
     return render(request, "org/priority_classes.html", {
         "priority_classes": selectors.priority_classes(), "can_manage": access.can(request.user, Action.MANAGE),
     })
@@ -280,7 +281,7 @@ def priority_classes(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def priority_class_create(request: HttpRequest) -> HttpResponse:
+def priority_class_create(request: AuthenticatedRequest) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     form = PriorityClassForm(request.POST or None)
     return _form_page(
@@ -293,7 +294,7 @@ def priority_class_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
+def priority_class_edit(request: AuthenticatedRequest, name: str) -> HttpResponse:
     priority_class = get_object_or_404(selectors.priority_classes(), name=name)
     access.require(request.user, Action.MANAGE, priority_class)
     form = PriorityClassForm(request.POST or None, instance=priority_class)
@@ -309,7 +310,7 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
+def priority_class_delete(request: AuthenticatedRequest, name: str) -> HttpResponse:
     priority_class = get_object_or_404(selectors.priority_classes(), name=name)
     access.require(request.user, Action.MANAGE, priority_class)
     return confirm_delete_page(
@@ -324,7 +325,8 @@ def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
 # --- team-lead weights -----------------------------------------------------------------------------------------
 
 
-def _weight_rows(user: Any, projects: Any, *, observed_weights: dict[int, Any] | None = None) -> list[dict[str, Any]]:
+def _weight_rows(user: Actor, projects: Iterable[Project], *,
+                 observed_weights: dict[int, Any] | None = None) -> list[dict[str, Any]]:
     """Rows of the weights page. `observed_weights` (pool id -> weight): the weight Kueue last computed the share
     with, when it is not the saved one (the row answering a weight change, before the cluster has the new weight)."""
     pools = list(selectors.node_pools())
@@ -442,7 +444,7 @@ def cluster_sync(request: AuthenticatedRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def data(request: HttpRequest) -> HttpResponse:
+def data(request: AuthenticatedRequest) -> HttpResponse:
     """A project's data sources and registries, for admins and department admins; users pick data sources in the
     submit form, and every pod of the project names its pull secrets."""
     user = request.user
@@ -474,7 +476,7 @@ def data(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def data_source_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def data_source_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     source = get_object_or_404(selectors.data_sources_for(request.user), pk=pk)
     return confirm_delete_page(
         request, obj=source.name, kind="data source", cancel="org:data", redirect_to="org:data",
@@ -485,7 +487,7 @@ def data_source_delete(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def pull_secret_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def pull_secret_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     secret = get_object_or_404(selectors.pull_secrets_for(request.user), pk=pk)
     return confirm_delete_page(
         request, obj=secret.name, kind="image pull secret", cancel="org:data", redirect_to="org:data",

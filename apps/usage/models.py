@@ -3,9 +3,12 @@ deserved quota in force at each moment (apps/usage/split.py has the attribution 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 
+from apps.core.scopes import AccessPaths
 from apps.org.models import Department, NodePool, Project
 
 
@@ -38,8 +41,7 @@ class UsageInterval(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=100, blank=True)
 
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
     reference_noun = ("GPU-hour record", "GPU-hour records")  # what a refused delete says (core.services)
 
     class Meta:
@@ -80,8 +82,7 @@ class DeservedPeriod(models.Model):
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
 
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
 
     class Meta:
         ordering = ["project_id", "node_pool_id", "started_at"]
@@ -119,8 +120,8 @@ class UsageSlice(models.Model):
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
 
-    access_department_paths = ("department_id",)  # a copied column: no join for scoped reports
-    access_project_path = "project_id"
+    # The department is a copied column: no join for scoped reports.
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("department_id",), project="project_id")
     reference_noun = None  # counted with their intervals when a delete is refused
 
     class Meta:
@@ -165,8 +166,7 @@ class UtilisationHour(models.Model):
     used_card_hours = models.FloatField(default=0.0)
     idle_card_hours = models.FloatField(default=0.0)
 
-    access_department_paths = ("department_id",)
-    access_project_path = "project_id"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("department_id",), project="project_id")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workload", "hour"], name="utilisationhour_one_per_hour")]

@@ -33,6 +33,7 @@ from django.db.models.functions import Least
 
 from apps.accounts.access import grants_for, sees_everything
 from apps.cluster.models import ClusterQueueState, CohortState
+from apps.core.actors import Actor
 from apps.org.models import NodePool, Quota
 from apps.org.selectors import departments_for, projects_for
 from apps.workloads.models import WAITING_STATUSES, Kind, Workload
@@ -91,7 +92,7 @@ def _units_expression() -> Case:
     )
 
 
-def quota_dashboard(*, user: Any) -> list[PoolDashboard]:
+def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     """The dashboard figures for the viewer: at most eight queries, however many projects and pools."""
     everything = sees_everything(user)
     visible_projects = {p.pk: p for p in projects_for(user).select_related("department")}

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from apps.core.services import lock_for_transaction
 from apps.org.models import Quota
+from apps.workloads.models import Workload
 
 from . import split
 from .models import DeservedPeriod, UsageInterval, UsageSlice, UtilisationHour
@@ -85,7 +86,8 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
     return len(changed) + len(new)
 
 
-def usage_interval_open(*, workload: Any, at: datetime, ended_at: datetime | None = None, reason: str = "") -> bool:
+def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime | None = None,
+                        reason: str = "") -> bool:
     """Record the stretch of quota that began at `at` (Kueue's admission time); idempotent.
 
     No-op when an interval starting then exists already, or when another one is still open. With `ended_at` the
@@ -165,7 +167,7 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
 # --- receivers --------------------------------------------------------------------------------------------------
 
 
-def on_quota_held(*, workload: Any, at: datetime, ended_at: datetime | None = None, reason: str = "",
+def on_quota_held(*, workload: Workload, at: datetime, ended_at: datetime | None = None, reason: str = "",
                   **_: Any) -> None:
     usage_interval_open(workload=workload, at=at, ended_at=ended_at, reason=reason)
 
@@ -183,7 +185,7 @@ def on_quota_deserved_changed(*, quota: Quota, deserved: int, **_: Any) -> None:
                         node_pool_id=quota.node_pool_id, deserved=deserved)
 
 
-def utilisation_hours_add(*, workload: Any, samples: list[tuple[datetime, float, float]], sample_seconds: float,
+def utilisation_hours_add(*, workload: Workload, samples: list[tuple[datetime, float, float]], sample_seconds: float,
                           threshold_percent: float) -> int:
     """Add one workload's new utilisation samples (each standing for `sample_seconds` of its run) to its hourly
     showback figures: observed, utilisation-weighted and below-threshold card hours. Returns the hours touched.

@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from apps.core.actors import Actor
 from apps.core.forms import StyledForm, VersionedForm
 from apps.core.http import holds_nul, parse_id, reference_lookup
 from apps.org.models import DataSource, NodePool, PriorityClass, Project, Quota
@@ -190,7 +191,7 @@ class WorkloadForm(StyledForm):
 
     ALIASES = ALIASES
 
-    def __init__(self, *args: Any, kind: str, projects: Any, owner: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, kind: str, projects: Any, owner: Actor | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
         keep = KIND_FIELDS[kind]
@@ -277,7 +278,7 @@ def _named(model: Any, names: Any, **scope: Any) -> list[int]:
 
 
 def initial_from_template(template: WorkloadTemplate, *, project: Project | None = None,
-                          owner: Any = None) -> dict[str, Any]:
+                          owner: Actor | None = None) -> dict[str, Any]:
     """A template's values with pool and priority class given by slug/name, as admins write them; data sources and
     credentials by name, looked up in `project` (and among `owner`'s credentials)."""
     values = {key: value for key, value in (template.values or {}).items() if key in template_field_names(
@@ -296,7 +297,7 @@ def initial_from_template(template: WorkloadTemplate, *, project: Project | None
     return initial_from_values({key: value for key, value in values.items() if value is not None})
 
 
-def submit_initial(*, user: Any, projects: QuerySet[Project], query: Any) -> tuple[
+def submit_initial(*, user: Actor, projects: QuerySet[Project], query: Any) -> tuple[
         dict[str, Any], Workload | None, WorkloadTemplate | None]:
     """What the submit form starts with: ?template=, ?from= and ?project=, then sensible defaults for the rest
     (404 for what the user may not see)."""

@@ -7,7 +7,7 @@ derives from the row's id, so retries never duplicate it. Status follows docs/ar
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.core import kueue_names
 from apps.core.models import SealedSecretModel, VersionedModel
+from apps.core.scopes import AccessPaths
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.validators import validate_dns_label
 
@@ -145,9 +146,9 @@ class Workload(models.Model):
     submission_digest = models.CharField(max_length=64, blank=True, editable=False)
 
     # Scope paths for apps.accounts.access.restrict: the project's viewers, and always the owner.
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
-    access_owner_path = "owner"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(
+        departments=("project__department_id",), project="project_id", owner="owner"
+    )
 
     # Not columns: set on the rows a page or the API shows (selectors.annotate_live sets the first three; the list
     # page sets may_stop; the API's detail sets preemption_list).
@@ -274,9 +275,9 @@ class Credential(SealedSecretModel):
     name = models.CharField(max_length=40, validators=[validate_dns_label], help_text="e.g. wandb or s3-scratch.")
     keys = models.JSONField(default=list, help_text="The variable names it holds (never their values).")
 
-    access_department_paths = ("project__department_id",)
-    access_project_path = "project_id"
-    access_owner_path = "owner"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(
+        departments=("project__department_id",), project="project_id", owner="owner"
+    )
 
     class Meta:
         ordering = ["project__slug", "name"]
@@ -453,9 +454,9 @@ class WorkloadUtilisation(models.Model):
     idle_flagged_at = models.DateTimeField(null=True, blank=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    access_department_paths = ("workload__project__department_id",)
-    access_project_path = "workload__project_id"
-    access_owner_path = "workload__owner"
+    access_paths: ClassVar[AccessPaths] = AccessPaths(
+        departments=("workload__project__department_id",), project="workload__project_id", owner="workload__owner"
+    )
 
     def __str__(self) -> str:
         return f"{self.workload_id}: {self.mean_percent}%"

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from apps.core.actors import Actor
+
 from .models import HOLDING_STATUSES, Status, Workload
 from .selectors import annotate_live
 
@@ -121,7 +123,7 @@ EXPORT_CHUNK = 500  # rows explained at once: a fixed number of queries per chun
 EXPORT_LIMIT = 50_000  # a CSV larger than this is a report for the API's pages, not a download
 
 
-def export_rows(workloads: Any, *, viewer: Any) -> Iterator[list[Any]]:
+def export_rows(workloads: Any, *, viewer: Actor) -> Iterator[list[Any]]:
     """The CSV of the filtered rows (header first), each chunk explained for `viewer` like the page's rows."""
     yield csv_header()
     rows = list(workloads[:EXPORT_LIMIT].values_list("pk", flat=True))

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from apps.core.actors import Actor
 from apps.org.models import DataSource, NodePool, Project, Quota
 from apps.org.validators import mount_collisions, validate_dns_label, validate_label_value
 
@@ -211,7 +212,7 @@ def running_non_preemptible_quota_errors(*, quota: Quota, **_: Any) -> Errors:
 SHM_PATH = "/dev/shm"  # noqa: S108 - the container's shared memory, not a temporary file
 
 
-def attachments_errors(*, project: Project | None, owner: Any, data_sources: list[DataSource],
+def attachments_errors(*, project: Project | None, owner: Actor, data_sources: list[DataSource],
                        credentials: list[Credential], shm_gib: Decimal | None,
                        memory_gib: Decimal | None) -> Errors:
     """What the chosen data sources, credentials and shared memory could never do in this project: sources and

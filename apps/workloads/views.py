@@ -171,7 +171,7 @@ def _require_offered(projects: Any, raw: str) -> None:
         raise Http404("No such project.")
 
 
-def _submit_page(request: HttpRequest, kind: str, form: WorkloadForm, projects: Any, values: Any, *,
+def _submit_page(request: AuthenticatedRequest, kind: str, form: WorkloadForm, projects: Any, values: Any, *,
                  source: Workload | None = None, template: WorkloadTemplate | None = None,
                  token: str | None = None) -> HttpResponse:
     """The submit page; `token` is the form's submission token (a new one unless a refused post brought one)."""
@@ -276,7 +276,7 @@ def _list_url(request: HttpRequest) -> str:
     return reverse("workloads:list")
 
 
-def _visible(request: HttpRequest, pk: int) -> Workload:
+def _visible(request: AuthenticatedRequest, pk: int) -> Workload:
     workload = selectors.workload_for_page(user=request.user, pk=pk)
     if workload is None:
         raise Http404("No such workload.")
@@ -404,7 +404,7 @@ def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def keep_alive(request: HttpRequest, pk: int) -> HttpResponse:
+def keep_alive(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     workload = _visible(request, pk)
     if workload.kind != Kind.NOTEBOOK:
         raise Http404("Only notebooks have an idle timeout.")
@@ -529,13 +529,13 @@ def credential_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def templates(request: HttpRequest) -> HttpResponse:
+def templates(request: AuthenticatedRequest) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     return render(request, "workloads/templates.html", {"templates": selectors.templates(),
                                                         "fields": KIND_FIELDS})
 
 
-def _template_form(request: HttpRequest, *, form: WorkloadTemplateForm, save: Any, success: str,
+def _template_form(request: AuthenticatedRequest, *, form: WorkloadTemplateForm, save: Any, success: str,
                    template: WorkloadTemplate | None = None) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
@@ -552,7 +552,7 @@ def _template_form(request: HttpRequest, *, form: WorkloadTemplateForm, save: An
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def template_create(request: HttpRequest) -> HttpResponse:
+def template_create(request: AuthenticatedRequest) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     form = WorkloadTemplateForm(request.POST or None)
     return _template_form(request, form=form, success="Template created.",
@@ -561,7 +561,7 @@ def template_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
+def template_edit(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     template = get_object_or_404(selectors.templates(), pk=pk)
     form = WorkloadTemplateForm(request.POST or None, instance=template)
@@ -572,7 +572,7 @@ def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def template_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def template_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     access.require(request.user, Action.MANAGE)
     template = get_object_or_404(selectors.templates(), pk=pk)
     return confirm_delete_page(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import authenticate
 from django.db.models import QuerySet
@@ -20,7 +20,7 @@ from apps.accounts.access import Action, bindings_for, can_anywhere, role_bindin
 from apps.accounts.backends import refusal
 from apps.accounts.lockout import lockout_message
 from apps.accounts.models import PersonalAccessToken, RoleBinding
-from apps.core.api import ServiceViewSet, StrictIdLookupMixin
+from apps.core.api import AuthenticatedAPIRequest, ServiceViewSet, StrictIdLookupMixin
 
 from .serializers import (
     MeSerializer,
@@ -32,7 +32,6 @@ from .serializers import (
 )
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
     from rest_framework.serializers import BaseSerializer
 
 _BINDING_RELATIONS = ("user", "group", "department", "project")
@@ -41,9 +40,11 @@ _BINDING_RELATIONS = ("user", "group", "department", "project")
 class MeView(APIView):
     """The signed-in user and the role bindings that apply to them."""
 
+    request: AuthenticatedAPIRequest
+
     @extend_schema(responses=MeSerializer)
-    def get(self, request: Request) -> Response:
-        user = cast("User", request.user)  # IsAuthenticated (the default permission) admits signed-in users only
+    def get(self, request: AuthenticatedAPIRequest) -> Response:
+        user = request.user
         bindings = bindings_for(user).select_related(*_BINDING_RELATIONS)
         return Response(MeSerializer({
             "id": user.pk, "username": user.get_username(), "first_name": user.first_name,
@@ -66,7 +67,7 @@ class RoleBindingViewSet(ServiceViewSet):
     def may_create(self) -> bool:
         return can_anywhere(self.request.user, Action.MANAGE_MEMBERS)
 
-    def may_change(self, obj: Any) -> bool:
+    def may_change(self, obj: RoleBinding) -> bool:
         return can_anywhere(self.request.user, Action.MANAGE_MEMBERS)
 
     def perform_create(self, serializer: BaseSerializer[RoleBinding]) -> None:
@@ -110,6 +111,7 @@ class PersonalTokenViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Re
     listed as revoked). Creating needs a signed-in session or your password (/api/v1/auth/token/): a token cannot
     mint tokens."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = PersonalTokenSerializer
 
     def get_queryset(self) -> QuerySet[PersonalAccessToken]:
@@ -126,7 +128,7 @@ class PersonalTokenViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Re
             raise PermissionDenied("A token cannot create tokens: sign in, or use /api/v1/auth/token/.")
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        token, secret = services.personal_token_create(user=request.user, name=serializer.validated_data["name"],
+        token, secret = services.personal_token_create(user=self.request.user, name=serializer.validated_data["name"],
                                                        expires_at=serializer.validated_data.get("expires_at"))
         token.token = secret  # type: ignore[attr-defined]
         body = NewPersonalTokenSerializer(token, context=self.get_serializer_context()).data

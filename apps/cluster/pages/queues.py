@@ -28,6 +28,7 @@ from django.db.models import Count, Max, Q, Sum
 from apps.accounts import access
 from apps.accounts.access import Action, sees_everything
 from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState, NodeState
+from apps.core.actors import Actor
 from apps.org.models import NodePool
 from apps.org.selectors import projects_for
 
@@ -46,7 +47,7 @@ def lending(queue: ClusterQueueState) -> Decimal:
     return max(ZERO, queue.nominal - queue.used) if lends else ZERO
 
 
-def cluster_queues(*, user: Any) -> list[ClusterQueueState]:
+def cluster_queues(*, user: Actor) -> list[ClusterQueueState]:
     """The cluster queues the viewer may see, by pool then name, each with `lending` set."""
     rows = list(
         access.restrict(ClusterQueueState.objects.all(), user, Action.VIEW)
@@ -58,7 +59,7 @@ def cluster_queues(*, user: Any) -> list[ClusterQueueState]:
     return rows
 
 
-def local_queues(*, user: Any) -> list[LocalQueueState]:
+def local_queues(*, user: Actor) -> list[LocalQueueState]:
     return list(
         access.restrict(LocalQueueState.objects.all(), user, Action.VIEW)
         .select_related("project__department")
@@ -82,7 +83,7 @@ class CohortFigures:
     children: list[CohortFigures] = field(default_factory=list)
 
 
-def cohorts(*, user: Any) -> list[tuple[NodePool | None, list[CohortFigures]]]:
+def cohorts(*, user: Actor) -> list[tuple[NodePool | None, list[CohortFigures]]]:
     """Per pool, the cohorts the viewer may see in tree order (parents before children), with their subtree's
     figures; three queries."""
     everything = sees_everything(user)
@@ -152,7 +153,7 @@ class FlavorFigures:
     admitted: int | None = None
 
 
-def flavors(*, user: Any) -> list[FlavorFigures]:
+def flavors(*, user: Actor) -> list[FlavorFigures]:
     """Every pool with its nodes' totals; three queries."""
     result = {pool.pk: FlavorFigures(pool=pool) for pool in NodePool.objects.order_by("name")}
     for node in NodeState.objects.filter(node_pool__isnull=False).values(
@@ -192,7 +193,7 @@ class PoolNodes:
     flavor: FlavorFigures
 
 
-def pool_nodes(*, user: Any, slug: str) -> PoolNodes | None:
+def pool_nodes(*, user: Actor, slug: str) -> PoolNodes | None:
     """The pool's nodes by name, with the pool's totals; None for no such pool."""
     pool = NodePool.objects.filter(slug=slug).first()
     if pool is None:

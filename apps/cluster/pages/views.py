@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.http import AuthenticatedRequest, conditional_poll, poll_etag
 
 from . import queues as reads
@@ -26,7 +27,7 @@ def _require_viewer(request: AuthenticatedRequest) -> None:
         raise PermissionDenied("You may not see queues anywhere.")
 
 
-def _tab_context(tab: str, user: Any) -> dict[str, Any]:
+def _tab_context(tab: str, user: Actor) -> dict[str, Any]:
     if tab == "cluster-queues":
         return {"cluster_queues": reads.cluster_queues(user=user)}
     if tab == "local-queues":

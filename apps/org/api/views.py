@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 from apps.accounts import access
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import ServiceViewSet, StrictIdLookupMixin
+from apps.core.api import AuthenticatedAPIRequest, ServiceViewSet, StrictIdLookupMixin
 from apps.core.api_lists import StrictJSONParser
 from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
@@ -86,7 +86,7 @@ class DepartmentViewSet(ServiceViewSet):
     def may_create(self) -> bool:
         return can(self.request.user, Action.MANAGE)
 
-    def may_change(self, obj: Any) -> bool:
+    def may_change(self, obj: Department) -> bool:
         return can(self.request.user, Action.MANAGE, obj)
 
     def perform_create(self, serializer: BaseSerializer[Department]) -> None:
@@ -99,7 +99,7 @@ class DepartmentViewSet(ServiceViewSet):
             expected_version=self.expected_version(serializer), **serializer.validated_data
         )
 
-    def perform_destroy(self, instance: Any) -> None:
+    def perform_destroy(self, instance: Department) -> None:
         services.department_delete(actor=self.request.user, department=instance)
 
 
@@ -130,7 +130,7 @@ class ProjectViewSet(ServiceViewSet):
     def may_create(self) -> bool:
         return can_anywhere(self.request.user, Action.MANAGE_PROJECTS)
 
-    def may_change(self, obj: Any) -> bool:
+    def may_change(self, obj: Project) -> bool:
         if self.action == "partial_update":
             return bool(access.project_fields_editable(self.request.user, obj))
         return can(self.request.user, Action.MANAGE_PROJECTS, obj)
@@ -148,7 +148,7 @@ class ProjectViewSet(ServiceViewSet):
             **serializer.validated_data
         )
 
-    def perform_destroy(self, instance: Any) -> None:
+    def perform_destroy(self, instance: Project) -> None:
         services.project_delete(actor=self.request.user, project=instance)
 
 
@@ -187,7 +187,7 @@ class QuotaViewSet(ServiceViewSet):
         quota: Quota = self.get_object()
         serializer = QuotaUpdateSerializer(quota, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        quota = services.quota_update(actor=request.user, quota=quota,
+        quota = services.quota_update(actor=self.request.user, quota=quota,
                                       expected_version=self.expected_version(serializer), **serializer.validated_data)
         return Response(QuotaSerializer(quota, context=self.get_serializer_context()).data)
 
@@ -201,6 +201,7 @@ class QuotaViewSet(ServiceViewSet):
 class DepartmentQuotaTableView(GenericAPIView):
     """The quota table of one department: its own quota and its projects' on every pool, read and changed as one."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = QuotaTableRowSerializer
     queryset = Quota.objects.none()  # for the schema only; rows come from the department's quota table
     filter_backends: list[type] = []  # the whole table, never filtered
@@ -243,7 +244,7 @@ class DepartmentQuotaTableView(GenericAPIView):
             "table after the change."
         ),
     )
-    def patch(self, request: Request, department: str) -> Response:
+    def patch(self, request: AuthenticatedAPIRequest, department: str) -> Response:
         table_department = self.get_department()
         access.require(request.user, Action.MANAGE_PROJECTS, table_department, services.DENIED)
         rows: serializers.ListSerializer[Any] = serializers.ListSerializer(

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.exceptions import ValidationError
+from django.db.models import Model
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.actors import Actor
+from apps.core.scopes import Scoped
 
 DENIED = "You may not make this change."
 
 
-def _require(actor: Any, action: Action, obj: Any = None) -> None:
+def _require(actor: Actor, action: Action, obj: Scoped | None = None) -> None:
     access.require(actor, action, obj, DENIED)
 
 
-def _field_errors(obj: Any, errors: dict[str, list[str]]) -> dict[str, list[str]]:
+def _field_errors(obj: Model, errors: dict[str, list[str]]) -> dict[str, list[str]]:
     """`errors` plus every field and constraint error of full_clean (a change refused for several reasons says them
     all at once)."""
     try:

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import model_delete, model_save, model_update, version_check
 from apps.org.models import Department
@@ -18,7 +19,7 @@ from .kueue_sync import _org_changed
 DEPARTMENT_FIELDS = {"slug", "name", "description", "min_project_weight", "max_project_weight"}
 
 
-def department_create(*, actor: Any, **fields: Any) -> Department:
+def department_create(*, actor: Actor, **fields: Any) -> Department:
     _require(actor, Action.MANAGE)
     department = Department()
     model_update(department, fields, DEPARTMENT_FIELDS)
@@ -30,7 +31,7 @@ def department_create(*, actor: Any, **fields: Any) -> Department:
     return department
 
 
-def department_update(*, actor: Any, department: Department, expected_version: int | None = None,
+def department_update(*, actor: Actor, department: Department, expected_version: int | None = None,
                       **changes: Any) -> Department:
     _require(actor, Action.MANAGE, department)
     with transaction.atomic():
@@ -52,7 +53,7 @@ def department_update(*, actor: Any, department: Department, expected_version: i
     return department
 
 
-def department_delete(*, actor: Any, department: Department) -> None:
+def department_delete(*, actor: Actor, department: Department) -> None:
     _require(actor, Action.MANAGE, department)
     with transaction.atomic():
         count = department.projects.count()

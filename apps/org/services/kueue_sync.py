@@ -4,7 +4,6 @@ and runs it (worker/kueue_sync.py) and records how it went."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
@@ -12,6 +11,7 @@ from django.utils import timezone
 
 from apps.accounts.access import Action
 from apps.core import intents
+from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import KueueSyncRun, KueueSyncState
 
@@ -29,7 +29,7 @@ def _org_changed() -> None:
     kueue_sync_request()
 
 
-def kueue_sync_request_by(*, actor: Any) -> None:
+def kueue_sync_request_by(*, actor: Actor) -> None:
     """An admin's "sync now": audited, then the same request as any org change."""
     _require(actor, Action.MANAGE)
     with transaction.atomic():

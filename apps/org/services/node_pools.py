@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import model_delete, model_save, model_update, version_check
 from apps.org.models import NodePool, Quota
@@ -33,7 +34,7 @@ def _pool_capacity_error(pool: NodePool) -> str | None:
     return None
 
 
-def node_pool_create(*, actor: Any, **fields: Any) -> NodePool:
+def node_pool_create(*, actor: Actor, **fields: Any) -> NodePool:
     _require(actor, Action.MANAGE)
     pool = NodePool()
     model_update(pool, fields, NODE_POOL_FIELDS)
@@ -44,7 +45,7 @@ def node_pool_create(*, actor: Any, **fields: Any) -> NodePool:
     return pool
 
 
-def node_pool_update(*, actor: Any, node_pool: NodePool, expected_version: int | None = None,
+def node_pool_update(*, actor: Actor, node_pool: NodePool, expected_version: int | None = None,
                      **changes: Any) -> NodePool:
     """`expected_version`: the version the change was read at (a stale one raises StaleWrite), as in every
     `*_update` service here."""
@@ -70,7 +71,7 @@ def node_pool_update(*, actor: Any, node_pool: NodePool, expected_version: int |
     return pool
 
 
-def node_pool_delete(*, actor: Any, node_pool: NodePool) -> None:
+def node_pool_delete(*, actor: Actor, node_pool: NodePool) -> None:
     _require(actor, Action.MANAGE)
     with transaction.atomic():
         count = node_pool.quotas.count()

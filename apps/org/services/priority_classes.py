@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import model_delete, model_save, model_update, version_check
 from apps.org.models import PriorityClass
@@ -18,7 +19,7 @@ from .kueue_sync import _org_changed
 PRIORITY_CLASS_FIELDS = {"name", "value", "preemptible", "description"}
 
 
-def priority_class_create(*, actor: Any, **fields: Any) -> PriorityClass:
+def priority_class_create(*, actor: Actor, **fields: Any) -> PriorityClass:
     _require(actor, Action.MANAGE)
     priority_class = PriorityClass()
     model_update(priority_class, fields, PRIORITY_CLASS_FIELDS)
@@ -30,7 +31,7 @@ def priority_class_create(*, actor: Any, **fields: Any) -> PriorityClass:
     return priority_class
 
 
-def priority_class_update(*, actor: Any, priority_class: PriorityClass, expected_version: int | None = None,
+def priority_class_update(*, actor: Actor, priority_class: PriorityClass, expected_version: int | None = None,
                           **changes: Any) -> PriorityClass:
     _require(actor, Action.MANAGE)
     with transaction.atomic():
@@ -49,7 +50,7 @@ def priority_class_update(*, actor: Any, priority_class: PriorityClass, expected
     return priority_class
 
 
-def priority_class_delete(*, actor: Any, priority_class: PriorityClass) -> None:
+def priority_class_delete(*, actor: Actor, priority_class: PriorityClass) -> None:
     _require(actor, Action.MANAGE)
     with transaction.atomic():
         audit_record(actor=actor, action="priority_class.delete", obj=priority_class, before=snapshot(priority_class),

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from apps.accounts import access
 from apps.core import intents
+from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.core.sealed import seal
 from apps.org.models import DataSource, ImagePullSecret, Project
@@ -21,7 +22,7 @@ PULL_SECRET_TASK = "worker.tasks.pull_secret_sync"  # noqa: S105 - a task name
 SECRET_SYNC_DEADLINE = timedelta(seconds=60)
 
 
-def _require_data_manager(actor: Any, project: Project) -> None:
+def _require_data_manager(actor: Actor, project: Project) -> None:
     if not access.can_manage_data_of(actor, project):
         raise PermissionDenied("Only admins and the department's admins manage a project's data and registries.")
 
@@ -31,7 +32,7 @@ def _data_source_state(source: DataSource) -> dict[str, Any]:
             "read_only": source.read_only}
 
 
-def data_source_create(*, actor: Any, project: Project, name: str, kind: str, mount_path: str,
+def data_source_create(*, actor: Actor, project: Project, name: str, kind: str, mount_path: str,
                        read_only: bool = True, claim_name: str = "", nfs_server: str = "", nfs_path: str = "",
                        description: str = "") -> DataSource:
     """A PVC that exists in the project's namespace, or an NFS export, that the project's workloads may mount."""
@@ -70,7 +71,7 @@ def data_source_create(*, actor: Any, project: Project, name: str, kind: str, mo
     return source
 
 
-def data_source_delete(*, actor: Any, data_source: DataSource) -> None:
+def data_source_delete(*, actor: Actor, data_source: DataSource) -> None:
     """Workloads already submitted keep their mount (their Job has it); new ones cannot pick it."""
     _require_data_manager(actor, data_source.project)
     with transaction.atomic():
@@ -83,7 +84,7 @@ def _pull_secret_state(secret: ImagePullSecret) -> dict[str, Any]:
     return {"name": secret.name, "registry": secret.registry, "username": secret.username}  # never the password
 
 
-def pull_secret_create(*, actor: Any, project: Project, name: str, registry: str, username: str,
+def pull_secret_create(*, actor: Actor, project: Project, name: str, registry: str, username: str,
                        password: str) -> ImagePullSecret:
     """Registry credentials for every pod of the project; the password is sealed until the worker writes the
     Secret, then forgotten."""
@@ -108,7 +109,7 @@ def pull_secret_create(*, actor: Any, project: Project, name: str, registry: str
     return secret
 
 
-def pull_secret_delete(*, actor: Any, pull_secret: ImagePullSecret) -> None:
+def pull_secret_delete(*, actor: Actor, pull_secret: ImagePullSecret) -> None:
     """Marked deleted now (new pods stop naming it); the worker removes the Secret, then the row."""
     _require_data_manager(actor, pull_secret.project)
     with transaction.atomic():

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
 from apps.core.services import model_delete, model_save, model_update, version_check
@@ -50,7 +51,7 @@ def _clean_project(project: Project) -> None:
         raise ValidationError(errors)
 
 
-def project_create(*, actor: Any, department: Department, **fields: Any) -> Project:
+def project_create(*, actor: Actor, department: Department, **fields: Any) -> Project:
     _require(actor, Action.MANAGE_PROJECTS, department)
     project = Project(department=department)
     model_update(project, fields, PROJECT_FIELDS - {"department"})
@@ -66,7 +67,7 @@ def project_create(*, actor: Any, department: Department, **fields: Any) -> Proj
 
 
 def project_update(
-    *, actor: Any, project: Project, over_quota_weights: Mapping[str, Any] | None = None,
+    *, actor: Actor, project: Project, over_quota_weights: Mapping[str, Any] | None = None,
     expected_version: int | None = None, **changes: Any
 ) -> Project:
     """Change a project: the fields `access.project_fields_editable` gives this actor (team leads: the default
@@ -106,7 +107,7 @@ def project_update(
     return project
 
 
-def _project_weights_set(*, actor: Any, project: Project, weights: Mapping[str, Any]) -> None:
+def _project_weights_set(*, actor: Actor, project: Project, weights: Mapping[str, Any]) -> None:
     """Set a project's weight on several pools (pool slug -> weight); every refusal is reported, none is saved."""
     quotas = {quota.node_pool.slug: quota for quota in project.quotas.select_related("node_pool")}
     errors: list[str] = []
@@ -123,7 +124,7 @@ def _project_weights_set(*, actor: Any, project: Project, weights: Mapping[str, 
         raise ValidationError({"over_quota_weights": errors})
 
 
-def project_delete(*, actor: Any, project: Project) -> None:
+def project_delete(*, actor: Actor, project: Project) -> None:
     _require(actor, Action.MANAGE_PROJECTS, project)
     with transaction.atomic():
         audit_record(actor=actor, action="project.delete", obj=project, before=snapshot(project), after=None,

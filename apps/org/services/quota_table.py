@@ -13,6 +13,7 @@ from django.db.models import Q, Sum
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import stale_message
 from apps.org import signals
@@ -40,7 +41,7 @@ class QuotaTableError(ValidationError):
                           for name, messages in fields.items() for message in messages])
 
 
-def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mapping[str, Any]]) -> list[Quota]:
+def quota_table_save(*, actor: Actor, department: Department, rows: Sequence[Mapping[str, Any]]) -> list[Quota]:
     """Change many cells of a department's quota table at once: all or nothing, every refusal reported.
 
     Each row names a cell, `node_pool` (a pool slug) and `project` (a project of the department by id or slug;
@@ -70,7 +71,7 @@ def quota_table_save(*, actor: Any, department: Department, rows: Sequence[Mappi
     return [quota for _, quota, _, _ in plan.proposals]
 
 
-def quota_table_check(*, actor: Any, department: Department,
+def quota_table_check(*, actor: Actor, department: Department,
                       rows: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, list[str]]]:
     """Every refusal `quota_table_save` would give for these rows, by row index and field; saves nothing.
 
@@ -88,7 +89,7 @@ class _QuotaTablePlan:
     proposals: list[tuple[int, Quota, list[str], dict[str, Any] | None]]
 
 
-def _quota_table_plan(*, actor: Any, department: Department, rows: Sequence[Mapping[str, Any]],
+def _quota_table_plan(*, actor: Actor, department: Department, rows: Sequence[Mapping[str, Any]],
                       lock: bool) -> _QuotaTablePlan:
     """The proposed table and every refusal of it: the one rule function of the quota table's Save and live check.
 

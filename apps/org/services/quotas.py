@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from apps.accounts import access
+from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import version_check
 from apps.org import signals
@@ -127,7 +128,7 @@ def _quota_values(values: Mapping[str, Any]) -> dict[str, Any]:
             for name, value in values.items()}
 
 
-def _quota_field_errors(actor: Any, quota: Quota, changed: Iterable[str]) -> dict[str, list[str]]:
+def _quota_field_errors(actor: Actor, quota: Quota, changed: Iterable[str]) -> dict[str, list[str]]:
     """What is wrong with the changed fields of one quota on their own: a team lead's weight outside the
     department's bounds, then each field's type and bounds (full_clean). No rule that spans rows."""
     errors: dict[str, list[str]] = {}
@@ -175,7 +176,7 @@ def _quota_audit_action(before: dict[str, Any] | None, changed: Iterable[str]) -
     return "quota.weight" if set(changed) == {access.QUOTA_WEIGHT_FIELD} else "quota.update"
 
 
-def quota_update(*, actor: Any, quota: Quota, expected_version: int | None = None, **changes: Any) -> Quota:
+def quota_update(*, actor: Actor, quota: Quota, expected_version: int | None = None, **changes: Any) -> Quota:
     """Change an existing quota: the one entry for every role, pages and API alike.
 
     `access.quota_fields_editable` says which fields this actor may change on this quota (team leads: the
@@ -223,7 +224,7 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None = Non
 
 def quota_create(
     *,
-    actor: Any,
+    actor: Actor,
     node_pool: NodePool,
     department: Department | None = None,
     project: Project | None = None,
@@ -262,7 +263,7 @@ def quota_create(
 
 def quota_set(
     *,
-    actor: Any,
+    actor: Actor,
     node_pool: NodePool,
     department: Department | None = None,
     project: Project | None = None,
@@ -284,7 +285,7 @@ def quota_set(
     return quota_create(actor=actor, node_pool=node_pool, department=department, project=project, **values)
 
 
-def quota_delete(*, actor: Any, quota: Quota) -> None:
+def quota_delete(*, actor: Actor, quota: Quota) -> None:
     if not access.can_manage_quotas_of(actor, quota.owner):
         raise PermissionDenied(DENIED)
     if quota.department_id is not None and Quota.objects.filter(

@@ -6,9 +6,10 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from apps.core.api import AuthenticatedAPIRequest
 
 from .. import selectors
 
@@ -37,6 +38,8 @@ POOL = inline_serializer("QuotaPool", fields={
 
 
 class QuotaUsageView(APIView):
+    request: AuthenticatedAPIRequest
+
     @extend_schema(
         responses={200: inline_serializer("QuotaUsage", fields={"pools": POOL.__class__(many=True)})},
         description=(
@@ -48,7 +51,7 @@ class QuotaUsageView(APIView):
             "deserved and limit are its own quota. `cluster` is given only to those who see everything."
         ),
     )
-    def get(self, request: Request) -> Response:
+    def get(self, request: AuthenticatedAPIRequest) -> Response:
         pools = []
         for dashboard in selectors.quota_dashboard(user=request.user):
             pool = dashboard.pool

@@ -17,11 +17,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.api import validation_error_detail
+from apps.core.api import AuthenticatedAPIRequest, validation_error_detail
 from apps.core.csv_export import csv_response
 
 from .. import reports
@@ -113,7 +112,7 @@ REPORT_PARAMETERS = [
 ]
 
 
-def requested_report(request: Request) -> reports.Report:
+def requested_report(request: AuthenticatedAPIRequest) -> reports.Report:
     """The report the query string asks for; every bad parameter at once as a 400."""
     params = request.query_params
     group_by = params.get("group_by", "")
@@ -135,19 +134,23 @@ def requested_report(request: Request) -> reports.Report:
 
 
 class UsageReportCsvView(APIView):
+    request: AuthenticatedAPIRequest
+
     @extend_schema(
         parameters=REPORT_PARAMETERS,
         responses={(200, "text/csv"): OpenApiResponse(response=OpenApiTypes.STR, description=(
             "The report as CSV: the showback page's table and its CSV (a header line, one line per group)."))},
         description="GPU-hours per group in [start, end) as CSV, the same rows as GET /api/v1/usage/.",
     )
-    def get(self, request: Request) -> StreamingHttpResponse:
+    def get(self, request: AuthenticatedAPIRequest) -> StreamingHttpResponse:
         report = requested_report(request)
         return csv_response(reports.report_table(report),
                             f"gpu-hours-by-{report.group.value}-{reports.window_slug(report.window)}.csv")
 
 
 class UsageReportView(APIView):
+    request: AuthenticatedAPIRequest
+
     @extend_schema(
         parameters=REPORT_PARAMETERS,
         responses={200: UsageReportSerializer},
@@ -158,7 +161,7 @@ class UsageReportView(APIView):
             "projects you may see count; open intervals count up to now."
         ),
     )
-    def get(self, request: Request) -> Response:
+    def get(self, request: AuthenticatedAPIRequest) -> Response:
         report = requested_report(request)
         window = report.window
         return Response({

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from apps.core.actors import Actor
 from apps.org.models import NodePool, Project, Quota
 from apps.org.selectors import projects_for
 
@@ -21,7 +22,7 @@ class QuotaHistoryForm(forms.Form):
     pool = forms.CharField(max_length=100, required=False)
     span = forms.ChoiceField(choices=[(key, label) for key, (label, _, _) in SPANS.items()], required=False)
 
-    def __init__(self, data: Any, *, viewer: Any) -> None:
+    def __init__(self, data: Any, *, viewer: Actor) -> None:
         super().__init__(data)
         self.projects = projects_for(viewer).select_related("department").order_by("name")
 

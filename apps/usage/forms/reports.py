@@ -10,6 +10,7 @@ from django import forms
 from django.utils import timezone
 
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.core.http import reference_lookup
 from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
@@ -70,7 +71,7 @@ class ReportScopeForm(forms.Form):
     user = ScopeChoiceField(noun="user", slug_field="username", empty_label="(everyone)")
     node_pool = ScopeChoiceField(noun="node pool", empty_label="(all pools)", label="Node pool")
 
-    def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, viewer: Actor, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.viewer = viewer
         querysets = {

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from django.db.models import FloatField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+
+from apps.core.actors import Actor
 
 from ..models import UsageInterval, UsageSlice
 from .ledger import card_hours, intervals_for, overlapping, within_hours
@@ -27,7 +28,7 @@ class HolderFilters:
     data_class: str = ""
 
 
-def holders(*, user: Any, window: Window, filters: HolderFilters, now: datetime | None = None
+def holders(*, user: Actor, window: Window, filters: HolderFilters, now: datetime | None = None
             ) -> QuerySet[UsageInterval]:
     """Intervals that held cards of the pool inside the window, oldest first, each with its card hours in the
     window (`held_hours`) and of which within the project's deserved quota (`within_hours`, from its slices; one

@@ -27,6 +27,7 @@ from django.db.models.functions import Coalesce, Greatest, Least
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.actors import Actor, Visitor
 from apps.workloads.selectors import workloads_for
 
 from ..models import UsageInterval, UsageSlice
@@ -111,17 +112,17 @@ def deserved_unit_hours(window: Window, now: datetime) -> Expression:
 # --- scope: what the viewer may see -----------------------------------------------------------------------------
 
 
-def visible_users(user: Any) -> QuerySet:
+def visible_users(user: Actor) -> QuerySet:
     """People who own workloads the viewer may see (the user filter's choices)."""
     return get_user_model().objects.filter(pk__in=workloads_for(user).values("owner_id")).order_by("username")
 
 
-def intervals_for(user: Any) -> QuerySet[UsageInterval]:
+def intervals_for(user: Visitor | None) -> QuerySet[UsageInterval]:
     """Ledger rows of the projects the user may see (researchers: their projects; department admins: theirs)."""
     return access.restrict(UsageInterval.objects.all(), user, Action.VIEW)
 
 
-def slices_for(user: Any) -> QuerySet[UsageSlice]:
+def slices_for(user: Visitor | None) -> QuerySet[UsageSlice]:
     """The within-deserved slices of the ledger rows the user may see."""
     return access.restrict(UsageSlice.objects.all(), user, Action.VIEW)
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from apps.accounts import access
 from apps.accounts.access import Action
+from apps.core.actors import Actor
 from apps.org.models import Department, NodePool, Project
 from apps.org.selectors import projects_for
 
@@ -129,7 +130,7 @@ def _labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
     return {}
 
 
-def grouped_deserved(*, user: Any, group: Group, buckets: list[Window], filters: Filters, now: datetime
+def grouped_deserved(*, user: Actor, group: Group, buckets: list[Window], filters: Filters, now: datetime
                      ) -> QuerySet | None:
     """Deserved unit-hours per (group key, pool), one sum per bucket, over the visible projects' deserved periods
     that overlap the buckets; None where there is no deserved figure (users, or a report narrowed to one user)."""
@@ -146,7 +147,7 @@ def grouped_deserved(*, user: Any, group: Group, buckets: list[Window], filters:
         for index, bucket in enumerate(buckets)}).order_by()
 
 
-def grouped_ledger(*, user: Any, group: Group, window: Window, filters: Filters, now: datetime
+def grouped_ledger(*, user: Actor, group: Group, window: Window, filters: Filters, now: datetime
                    ) -> tuple[QuerySet, list[Window]]:
     """The one aggregate query: within-deserved and over-quota card hours per (group key, pool), one pair of sums per
     bucket (the window, or each month of it), over the visible slices that overlap the window."""
@@ -167,7 +168,7 @@ def utilisation_available() -> bool:
     return bool(settings.PROMETHEUS_URL)
 
 
-def grouped_utilisation(*, user: Any, group: Group, buckets: list[Window], filters: Filters, now: datetime
+def grouped_utilisation(*, user: Actor, group: Group, buckets: list[Window], filters: Filters, now: datetime
                         ) -> QuerySet:
     """Measured, busy and idle card hours per group key, one triple per bucket, over the visible hourly rows whose
     hour starts inside the buckets."""
@@ -184,7 +185,7 @@ def grouped_utilisation(*, user: Any, group: Group, buckets: list[Window], filte
     return rows.values(*keys).annotate(**aggregates).order_by()
 
 
-def usage_report(*, user: Any, group: Group, window: Window, filters: Filters | None = None,
+def usage_report(*, user: Actor, group: Group, window: Window, filters: Filters | None = None,
                  now: datetime | None = None) -> Report:
     """GPU-hours per group in the window, within deserved and over quota, beside deserved hours; a fixed number of
     queries.

@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can
-from apps.core.api import StrictIdLookupMixin, VersionETagMixin, VersionField
+from apps.core.api import AuthenticatedAPIRequest, StrictIdLookupMixin, VersionETagMixin, VersionField
 from apps.core.api_lists import form_error_detail
 from apps.org.models import NodePool, PriorityClass
 from apps.workloads import selectors, services
@@ -81,6 +81,7 @@ class WorkloadTemplateViewSet(VersionETagMixin, StrictIdLookupMixin, mixins.List
                               mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Workload templates (presets for the submit forms), ordered by kind and name. Admins create them."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = WorkloadTemplateSerializer
 
     def get_queryset(self) -> QuerySet[WorkloadTemplate]:
@@ -110,6 +111,6 @@ class WorkloadTemplateViewSet(VersionETagMixin, StrictIdLookupMixin, mixins.List
                                      "kind": data.get("kind", ""), "values": json.dumps(values)})
         if not form.is_valid():
             raise ValidationError(form_error_detail(form.errors))
-        template = services.workload_template_create(actor=request.user, **form.cleaned_data)
+        template = services.workload_template_create(actor=self.request.user, **form.cleaned_data)
         return Response(self.get_serializer(template).data, status=status.HTTP_201_CREATED)
 

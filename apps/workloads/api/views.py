@@ -31,7 +31,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
-from apps.core.api import AsciiIntegerField, StrictIdLookupMixin, validation_error_detail
+from apps.core.api import AsciiIntegerField, AuthenticatedAPIRequest, StrictIdLookupMixin, validation_error_detail
 from apps.core.api_lists import form_error_detail
 from apps.core.csv_export import csv_response
 from apps.core.http import MAX_ID, parse_id, parse_int
@@ -147,6 +147,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
 
     Filters and ordering: `WorkloadFilterSet` (the list page's too); without `scope` the API lists everything."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = WorkloadSerializer
     filterset_class = WorkloadFilterSet
 
@@ -186,7 +187,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         """The page of rows with why each waits, for this user: a fixed number of queries however many rows."""
         queryset = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(queryset)
-        rows = annotate_live(list(page if page is not None else queryset), viewer=request.user)
+        rows = annotate_live(list(page if page is not None else queryset), viewer=self.request.user)
         data = self.get_serializer(rows, many=True).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 
@@ -201,10 +202,11 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             self.permission_denied(request, message="You may not submit work in any project.")
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return self._submit(request, request.data)
+        return self._submit(request.data)
 
-    def _submit(self, request: Request, data: Any) -> Response:
+    def _submit(self, data: Any) -> Response:
         """Submit `data` (a submission body): every refusal at once, once per Idempotency-Key."""
+        request = self.request
         user = request.user
         serializer = WorkloadSubmitSerializer(data=data, context=self.get_serializer_context())
         # The project first: a project the user sees but may not submit to is a 403 whatever else is wrong.
@@ -248,7 +250,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         ),
     )
     @action(detail=True, methods=["post"])
-    def stop(self, request: Request, pk: str | None = None) -> Response:
+    def stop(self, request: AuthenticatedAPIRequest, pk: str | None = None) -> Response:
         workload = self.get_object()
         services.workload_stop(actor=request.user, workload=workload)
         return Response(self._detail(workload), status=status.HTTP_202_ACCEPTED)
@@ -266,7 +268,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         ),
     )
     @action(detail=False, methods=["post"], url_path="stop", url_name="bulk-stop")
-    def bulk_stop(self, request: Request) -> Response:
+    def bulk_stop(self, request: AuthenticatedAPIRequest) -> Response:
         body = BulkStopSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         ids = set(body.validated_data["ids"])
@@ -286,7 +288,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
                     "list page, unpaginated (at most 50,000 rows).",
     )
     @action(detail=False, methods=["get"], url_path="export", url_name="export")
-    def export(self, request: Request) -> StreamingHttpResponse:
+    def export(self, request: AuthenticatedAPIRequest) -> StreamingHttpResponse:
         filterset = WorkloadFilterSet(request.query_params, queryset=self.get_queryset(), request=request)
         if not filterset.valid_unpaginated():
             raise exceptions.ValidationError(form_error_detail(filterset.errors))
@@ -305,7 +307,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         ),
     )
     @action(detail=True, methods=["post"])
-    def resubmit(self, request: Request, pk: str | None = None) -> Response:
+    def resubmit(self, request: AuthenticatedAPIRequest, pk: str | None = None) -> Response:
         source = self.get_object()
         changes = request.data if request.data is not None else {}
         if not isinstance(changes, Mapping):
@@ -314,7 +316,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         if "resubmitted_from" in changes and parse_id(changes["resubmitted_from"]) != source.pk:
             raise exceptions.ValidationError({"resubmitted_from": [
                 f"A resubmission comes from the workload in its URL ({source.pk}); leave this out."]})
-        return self._submit(request, {**submission_of(source), **dict(changes.items()), "resubmitted_from": source.pk})
+        return self._submit({**submission_of(source), **dict(changes.items()), "resubmitted_from": source.pk})
 
     @extend_schema(
         request=None,
@@ -325,7 +327,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         ),
     )
     @action(detail=True, methods=["post"], url_path="keep-alive")
-    def keep_alive(self, request: Request, pk: str | None = None) -> Response:
+    def keep_alive(self, request: AuthenticatedAPIRequest, pk: str | None = None) -> Response:
         workload = self.get_object()
         if workload.kind != Kind.NOTEBOOK:
             raise exceptions.ValidationError({"non_field_errors": ["Only notebooks have an idle timeout."]})
@@ -354,7 +356,7 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         ),
     )
     @action(detail=True, methods=["get"])
-    def logs(self, request: Request, pk: str | None = None) -> Response | StreamingHttpResponse:
+    def logs(self, request: AuthenticatedAPIRequest, pk: str | None = None) -> Response | StreamingHttpResponse:
         workload = self.get_object()
         params = request.query_params
         errors: dict[str, list[str]] = {}

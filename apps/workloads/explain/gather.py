@@ -15,6 +15,7 @@ from apps.accounts import access
 from apps.accounts.access import Action
 from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
 from apps.core import kueue_conditions as kueue
+from apps.core.actors import Actor
 from apps.org.models import Project, Quota
 from apps.workloads.capacity import ZERO, DepartmentQuota, PoolTree, ProjectQuota
 from apps.workloads.models import PREEMPTED_STATUSES, Status, Workload, WorkloadEvent
@@ -23,11 +24,11 @@ from .explainer import explain, waits
 from .facts import Explanation, Peer, Share, WaitFacts
 
 
-def _quota_rows(pool_ids: set[int], viewer: Any) -> list[Quota]:
+def _quota_rows(pool_ids: set[int], viewer: Actor | None) -> list[Quota]:
     """Every department and project quota on the pools, projects (with department) joined, and whether the viewer
     may see each project: one query."""
     rows = Quota.objects.filter(node_pool_id__in=pool_ids).select_related("project__department", "department")
-    if viewer is not None and getattr(viewer, "is_authenticated", False):
+    if viewer is not None:
         seen = access.restrict(Project.objects.filter(pk=OuterRef("project_id")), viewer, Action.VIEW)
         rows = rows.annotate(visible=Exists(seen))
     return list(rows)
@@ -127,7 +128,7 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
     )
 
 
-def explain_workloads(workloads: list[Workload], *, viewer: Any = None) -> dict[int, Explanation | None]:
+def explain_workloads(workloads: list[Workload], *, viewer: Actor | None = None) -> dict[int, Explanation | None]:
     """Explanations for many workloads as `viewer` may read them (None: names no other project): three queries
     whatever their number (the pools' quotas with the viewer's visibility, the pools' ClusterQueues, the projects'
     stopped LocalQueues), one or two more when any of them was preempted or is preempting others, one more when a
@@ -174,7 +175,7 @@ def _nodes(waiting: list[Workload]) -> dict[int, tuple[int, ...]]:
     return {pool_id: tuple(units) for pool_id, units in found.items()}
 
 
-def _peers(waiting: list[Workload], viewer: Any) -> dict[int, _PeerFacts]:
+def _peers(waiting: list[Workload], viewer: Actor | None) -> dict[int, _PeerFacts]:
     """For preempted and requeued workloads their last preemption (preemptor, reason, when), for preempting ones their
     victims: one query for the events, one for the preemptors, none if neither.
 
@@ -210,9 +211,9 @@ def _peers(waiting: list[Workload], viewer: Any) -> dict[int, _PeerFacts]:
     return found
 
 
-def _seen(queryset: Any, viewer: Any, workload_path: str) -> Any:
+def _seen(queryset: Any, viewer: Actor | None, workload_path: str) -> Any:
     """The rows annotated with `visible`: whether the viewer may see the workload at `workload_path`."""
-    if viewer is None or not getattr(viewer, "is_authenticated", False):
+    if viewer is None:
         return queryset.annotate(visible=Value(False))
     may_see = access.restrict(Workload.objects.filter(pk=OuterRef(workload_path)), viewer, Action.VIEW)
     return queryset.annotate(visible=Exists(may_see))

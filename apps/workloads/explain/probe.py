@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.cluster.models import ClusterQueueState, LocalQueueState
+from apps.core.actors import Actor
 from apps.workloads.models import Status, Workload
 
 from .explainer import explain
@@ -24,7 +25,7 @@ from .reasons import (
 from .wording import _n, _plural
 
 
-def explain_probe(probe: Workload, *, viewer: Any) -> Explanation | None:
+def explain_probe(probe: Workload, *, viewer: Actor | None) -> Explanation | None:
     """What the explanation model says of an unsaved workload as if it were queued now, worded for `viewer`.
 
     The submit form's pool panel runs this on what is being filled in: the same facts as for waiting work (the

@@ -3,30 +3,29 @@ projects, templates."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db.models import Case, F, IntegerField, QuerySet, When
 from django.db.models.functions import Least
 
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
+from apps.core.actors import Actor, Visitor
 from apps.core.http import parse_id
 from apps.org.models import Project
 from apps.org.selectors import projects_for
 from apps.workloads.models import Credential, Kind, Workload, WorkloadTemplate
 
 
-def workloads_for(user: Any) -> QuerySet[Workload]:
+def workloads_for(user: Visitor | None) -> QuerySet[Workload]:
     """The user's own workloads and every workload in a project they may view (the same rows as the API)."""
     return access.restrict(Workload.objects.all(), user, Action.VIEW)
 
 
-def offers_scope_filter(*, user: Any) -> bool:
+def offers_scope_filter(*, user: Actor) -> bool:
     """Team leads, department admins and admins may switch from their own work to everything in their scope."""
     return can_anywhere(user, Action.STOP_ANY)
 
 
-def default_scope(*, user: Any) -> str:
+def default_scope(*, user: Actor) -> str:
     """`mine` or `all`, as the access module decides (researchers start on their own work, leads on their scope's)."""
     return "mine" if access.starts_on_own_workloads(user) else "all"
 
@@ -41,7 +40,7 @@ def requested_units() -> Case:
     )
 
 
-def workload_list(*, user: Any) -> QuerySet[Workload]:
+def workload_list(*, user: Actor) -> QuerySet[Workload]:
     """The list's rows (page, CSV and API) with everything a row shows joined in: a fixed number of queries however
     many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_units` too)."""
     return workloads_for(user).select_related(
@@ -49,14 +48,14 @@ def workload_list(*, user: Any) -> QuerySet[Workload]:
     ).defer("utilisation__series").annotate(requested_units=requested_units())
 
 
-def workload_for_page(*, user: Any, pk: int) -> Workload | None:
+def workload_for_page(*, user: Actor, pk: int) -> Workload | None:
     return workloads_for(user).select_related(
         "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "resubmitted_from",
         "forecast",
     ).filter(pk=pk).first()
 
 
-def notebook_to_connect(*, user: Any, pk: int) -> Workload | None:
+def notebook_to_connect(*, user: Actor, pk: int) -> Workload | None:
     """A notebook the user may open (its owner; project members where the project shares notebooks); None for
     anything else, which the views answer 404 whatever the user may otherwise see."""
     workload = Workload.objects.select_related("project").filter(pk=pk, kind=Kind.NOTEBOOK).first()
@@ -65,12 +64,12 @@ def notebook_to_connect(*, user: Any, pk: int) -> Workload | None:
     return workload
 
 
-def credentials_of(*, owner: Any) -> QuerySet[Credential]:
+def credentials_of(*, owner: Actor) -> QuerySet[Credential]:
     """A user's credentials (not being deleted): names and keys only, never values."""
     return Credential.objects.filter(owner=owner, deleted_at=None).select_related("project").defer("sealed")
 
 
-def submit_projects(*, user: Any) -> QuerySet[Project]:
+def submit_projects(*, user: Actor) -> QuerySet[Project]:
     return projects_for(user, Action.SUBMIT).select_related("department", "default_priority_class").order_by(
         "department__name", "name")
 

@@ -10,6 +10,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState
+from apps.core.actors import Actor
 from apps.org.models import NodePool, Project, Quota
 from apps.workloads.explain import Peer, PreemptionNote, explain_workloads
 from apps.workloads.history import preemptions
@@ -28,7 +29,7 @@ from apps.workloads.models import (
 from .lookups import workloads_for
 
 
-def annotate_live(workloads: list[Workload], *, viewer: Any = None, now: Any = None) -> list[Workload]:
+def annotate_live(workloads: list[Workload], *, viewer: Actor | None = None, now: Any = None) -> list[Workload]:
     """Attach `explanation` (why it waits, worded for `viewer`: other projects are named only when the viewer may see
     them), `position_label` and `runtime` to rows already joined with project and node_pool: a fixed number of
     queries for any number of rows (three for `explain_workloads` when anything waits, one or two more when a row
@@ -108,7 +109,7 @@ def _queue_order(workload: Workload) -> tuple:
             position if position is not None else 0, workload.created_at, workload.pk)
 
 
-def project_queue(*, project: Project, viewer: Any = None) -> ProjectQueue:
+def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQueue:
     """The project's live work in queue order and its quota per pool: a fixed number of queries.
 
     The caller has checked the viewer may see the project (the access module lets project members see all its
@@ -206,7 +207,7 @@ def workload_live_marker(*, workload: Workload) -> LiveMarker:
     return LiveMarker(key="|".join(str(part) for part in (*mirrored, *row)), last_log_fetch=row[1])
 
 
-def preemptions_seen_by(*, workload: Workload, user: Any) -> list[dict[str, Any]]:
+def preemptions_seen_by(*, workload: Workload, user: Actor) -> list[dict[str, Any]]:
     """The workload's preemptions, each with its plain sentence (`note`, an `explain.PreemptionNote`); a preemptor
     the user may not see keeps only `visible: False` (no id, no name)."""
     found = preemptions(workload)
@@ -222,7 +223,7 @@ def preemptions_seen_by(*, workload: Workload, user: Any) -> list[dict[str, Any]
     return found
 
 
-def workload_history(*, workload: Workload, user: Any) -> dict[str, Any]:
+def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
     the Kueue conditions and the stored log tails: five queries."""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Count, Max, QuerySet
 
+from apps.core.actors import Actor
 from apps.core.http import parse_id, parse_int
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.workloads.explain import NEVER_FITS, Forecast, explain_probe, forecast
@@ -57,7 +58,7 @@ class PoolPanel:
 
 
 def pool_panel(*, project: Project, pool: NodePool, probe: Workload | None, preemptible: bool,
-               viewer: Any = None) -> PoolPanel:
+               viewer: Actor | None = None) -> PoolPanel:
     """The panel for `project` on `pool`; with a `probe` (the workload being filled in, sizes known) it also says
     whether that would start now or wait, and why (`explain.explain_probe`: the mirror, no cluster call)."""
     quotas = list(Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"))
@@ -94,7 +95,8 @@ def queue_start_forecast(probe: Workload) -> tuple[WorkloadForecast | None, int]
     return bound, found["count"]
 
 
-def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any, viewer: Any = None) -> PoolPanel | None:
+def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any,
+                 viewer: Actor | None = None) -> PoolPanel | None:
     """The side panel for whatever project, pool, size and priority class `source` (form data or initial values)
     names, worded for `viewer`."""
     project_id, pool_id = parse_id(source.get("project")), parse_id(source.get("node_pool"))

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 
+from apps.core.actors import Actor
 from apps.workloads.models import HOLDING_STATUSES, Workload, WorkloadUtilisation
 
 from .lookups import workloads_for
@@ -55,7 +56,7 @@ def workload_utilisation_chart(*, workload: Workload) -> UtilisationChart:
                             started=datetime.fromtimestamp(first, tz=UTC), ended=datetime.fromtimestamp(last, tz=UTC))
 
 
-def workloads_held_idle(*, user: Any) -> QuerySet[Workload]:
+def workloads_held_idle(*, user: Actor) -> QuerySet[Workload]:
     """Workloads holding GPUs now that the idle policy flagged (GPUs below its threshold for its duration), longest
     idle first, scoped to what the user may see."""
     return workloads_for(user).filter(

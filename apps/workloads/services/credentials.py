@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from apps.accounts.access import Action, can
 from apps.core import intents
+from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.core.sealed import seal
 from apps.org.models import Project
@@ -36,7 +37,7 @@ def _credential_values_errors(values: Any) -> list[str]:
     return errors
 
 
-def credential_create(*, actor: Any, project: Project, name: str, values: dict[str, str]) -> Credential:
+def credential_create(*, actor: Actor, project: Project, name: str, values: dict[str, str]) -> Credential:
     """A user's secret in a project. Only the name and the keys are kept in clear; the values are sealed until the
     worker writes the Kubernetes Secret, then cleared (they are never shown again, nor audited)."""
     if not can(actor, Action.SUBMIT, project):
@@ -62,10 +63,10 @@ def credential_create(*, actor: Any, project: Project, name: str, values: dict[s
     return credential
 
 
-def credential_values_replace(*, actor: Any, credential: Credential, values: dict[str, str]) -> Credential:
+def credential_values_replace(*, actor: Actor, credential: Credential, values: dict[str, str]) -> Credential:
     """Its owner rotates a credential: new values (and keys) sealed until the worker rewrites the Secret; workloads
     started before keep what they read at start."""
-    if credential.owner_id != getattr(actor, "pk", None) or credential.deleted_at is not None:
+    if credential.owner_id != actor.pk or credential.deleted_at is not None:
         raise PermissionDenied("Only its owner changes a credential.")
     if messages := _credential_values_errors(values):
         raise ValidationError({"values": messages})
@@ -81,9 +82,9 @@ def credential_values_replace(*, actor: Any, credential: Credential, values: dic
     return locked
 
 
-def credential_delete(*, actor: Any, credential: Credential) -> None:
+def credential_delete(*, actor: Actor, credential: Credential) -> None:
     """Its owner deletes it: new workloads cannot pick it; the worker removes the Secret, then the row."""
-    if credential.owner_id != getattr(actor, "pk", None):
+    if credential.owner_id != actor.pk:
         raise PermissionDenied("Only its owner deletes a credential.")
     with transaction.atomic():
         Credential.objects.filter(pk=credential.pk).update(deleted_at=timezone.now(), sealed="")

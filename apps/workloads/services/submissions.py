@@ -13,6 +13,7 @@ from django.utils import timezone
 from apps.accounts import access
 from apps.accounts.access import Action, can
 from apps.core import intents, kueue_names
+from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.workloads.models import LIVE_STATUSES, Credential, Kind, Status, Workload
@@ -22,7 +23,7 @@ from apps.workloads.validation import attachments_errors, fits_errors, shape_err
 from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _record_stop, _transition
 
 
-def workload_submit(*, actor: Any, **fields: Any) -> Workload:
+def workload_submit(*, actor: Actor, **fields: Any) -> Workload:
     """Validate (the fields of `workload_validate`) and record a submission; the worker creates the Job after commit."""
     workload, _ = workload_submit_once(actor=actor, submission_key=None, **fields)
     return workload
@@ -32,7 +33,7 @@ class SubmissionKeyReused(ValidationError):
     """An idempotency key sent again with a different request: refused, since it names another submission."""
 
 
-def _earlier_submission(actor: Any, submission_key: str, submission_digest: str) -> Workload | None:
+def _earlier_submission(actor: Actor, submission_key: str, submission_digest: str) -> Workload | None:
     earlier = Workload.objects.filter(owner=actor, submission_key=submission_key).first()
     if earlier is not None and submission_digest and earlier.submission_digest != submission_digest:
         raise SubmissionKeyReused(
@@ -41,7 +42,7 @@ def _earlier_submission(actor: Any, submission_key: str, submission_digest: str)
     return earlier
 
 
-def workload_submit_once(*, actor: Any, submission_key: str | None, submission_digest: str = "",
+def workload_submit_once(*, actor: Actor, submission_key: str | None, submission_digest: str = "",
                          **fields: Any) -> tuple[Workload, bool]:
     """`workload_submit`, once per `submission_key` (a submit form's one-time token, an API Idempotency-Key; unique
     per owner): a repeat answers the first workload and records nothing (one row, one intent). With a
@@ -73,7 +74,7 @@ def workload_submit_once(*, actor: Any, submission_key: str | None, submission_d
 
 def workload_validate(
     *,
-    actor: Any,
+    actor: Actor,
     project: Project,
     kind: str,
     name: str,
@@ -117,7 +118,7 @@ def workload_validate(
     return workload
 
 
-def workload_check(*, actor: Any, unknown: Iterable[str], **known: Any) -> None:
+def workload_check(*, actor: Actor, unknown: Iterable[str], **known: Any) -> None:
     """Every refusal `workload_submit` would give, as far as the fields' values are known: the forms and the API
     call this when some fields failed their own checks (`unknown`: the service's names of those fields), so one
     answer shows those fields' errors and every refusal of the others. Raises them all; None when there is none.
@@ -146,7 +147,8 @@ _KIND_ONLY_FIELDS = {"pods": Kind.TRAINING, "completions": Kind.BATCH, "parallel
                      "notebook_idle_timeout_minutes": Kind.NOTEBOOK, "notebook_port": Kind.NOTEBOOK}
 
 
-def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) -> tuple[Workload, dict[str, list[str]]]:
+def _workload_draft(*, actor: Actor, values: dict[str, Any],
+                    unknown: set[str]) -> tuple[Workload, dict[str, list[str]]]:
     """The unsaved row for `values` and every refusal of it; checks that need a field in `unknown` are left out."""
     values = {**_DEFAULTS, **{name: value for name, value in values.items() if name not in unknown}}
     project, kind, node_pool = values.get("project"), values.get("kind"), values.get("node_pool")
@@ -210,7 +212,7 @@ def _workload_draft(*, actor: Any, values: dict[str, Any], unknown: set[str]) ->
     return workload, errors
 
 
-def workload_stop(*, actor: Any, workload: Workload) -> Workload:
+def workload_stop(*, actor: Actor, workload: Workload) -> Workload:
     """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job."""
     if not access.can_stop_workload(actor, workload):
         raise PermissionDenied("You may not stop this workload.")
@@ -232,7 +234,7 @@ def workload_stop(*, actor: Any, workload: Workload) -> Workload:
 BULK_STOP_LIMIT = 200
 
 
-def workloads_stop(*, actor: Any, workloads: Sequence[Workload]) -> list[Workload]:
+def workloads_stop(*, actor: Actor, workloads: Sequence[Workload]) -> list[Workload]:
     """Stop several workloads at once, all or nothing (the list's bulk stop, the API's `workloads/stop/`).
 
     Refused whole, with every offending workload named, when the actor may not stop one of them (403) or one has
@@ -255,7 +257,7 @@ def workloads_stop(*, actor: Any, workloads: Sequence[Workload]) -> list[Workloa
     return list(workloads)
 
 
-def workload_touch(*, actor: Any, workload: Workload) -> None:
+def workload_touch(*, actor: Actor, workload: Workload) -> None:
     """The owner is still using a notebook: push its idle deadline back."""
     if not access.can_keep_alive(actor, workload):
         raise PermissionDenied("Only the owner can keep a notebook alive.")

@@ -8,12 +8,13 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from apps.accounts.access import Action, can
+from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.core.services import version_check
 from apps.workloads.models import WorkloadTemplate
 
 
-def workload_template_create(*, actor: Any, name: str, kind: str, values: dict[str, Any],
+def workload_template_create(*, actor: Actor, name: str, kind: str, values: dict[str, Any],
                              description: str = "") -> WorkloadTemplate:
     """An admin's preset for a submission form (the form checks that `values` names only its fields)."""
     if not can(actor, Action.MANAGE):
@@ -27,7 +28,7 @@ def workload_template_create(*, actor: Any, name: str, kind: str, values: dict[s
     return template
 
 
-def workload_template_update(*, actor: Any, template: WorkloadTemplate, expected_version: int | None = None,
+def workload_template_update(*, actor: Actor, template: WorkloadTemplate, expected_version: int | None = None,
                              **changes: Any) -> WorkloadTemplate:
     """`expected_version`: the version the change was read at (a stale one raises StaleWrite)."""
     if not can(actor, Action.MANAGE):
@@ -47,7 +48,7 @@ def workload_template_update(*, actor: Any, template: WorkloadTemplate, expected
     return template
 
 
-def workload_template_delete(*, actor: Any, template: WorkloadTemplate) -> None:
+def workload_template_delete(*, actor: Actor, template: WorkloadTemplate) -> None:
     if not can(actor, Action.MANAGE):
         raise PermissionDenied("Only admins manage workload templates.")
     with transaction.atomic():

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core import intents
+from apps.core.actors import Actor
 from apps.workloads.models import Status, Workload, WorkloadEvent
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
@@ -32,18 +33,18 @@ STOP_DEADLINE = timedelta(seconds=30)
 
 
 def _event(workload: Workload, *, from_status: str, to_status: str, reason: str = "", message: str = "",
-           actor: Any = None, at: datetime | None = None, cluster_at: datetime | None = None,
+           actor: Actor | None = None, at: datetime | None = None, cluster_at: datetime | None = None,
            details: dict[str, Any] | None = None) -> WorkloadEvent:
     """Events are stamped with the portal's clock (their order) and, when known, the cluster's (their truth)."""
     return WorkloadEvent.objects.create(
         workload=workload, at=at or timezone.now(), cluster_at=cluster_at, from_status=from_status,
         to_status=to_status, reason=reason, message=message, details=details or {},
-        actor=actor if getattr(actor, "is_authenticated", False) else None,
+        actor=actor,
     )
 
 
 def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, reason: str = "", message: str = "",
-                actor: Any = None, at: datetime | None = None, cluster_at: datetime | None = None,
+                actor: Actor | None = None, at: datetime | None = None, cluster_at: datetime | None = None,
                 details: dict[str, Any] | None = None, **fields: Any) -> bool:
     """Move the workload to `to_status` if it is still in one of `expected`; False when someone moved it first.
     `details` go on the event (e.g. a preemption's preemptor), `fields` on the workload with its new status."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from apps.accounts import access
 from apps.accounts.selectors import notification_preference
+from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.core.tasks import enqueue_on_commit
 from apps.workloads.models import IdlePolicy, Workload, WorkloadUtilisation
@@ -20,7 +20,7 @@ IDLE_NOTIFY_TASK = "worker.tasks.workload_idle_notify"
 GPU_IDLE_REASON = "GpuIdle"
 
 
-def idle_policy_update(*, actor: Any, threshold_percent: int, idle_seconds: int, cull_notebooks: bool) -> IdlePolicy:
+def idle_policy_update(*, actor: Actor, threshold_percent: int, idle_seconds: int, cull_notebooks: bool) -> IdlePolicy:
     """The admin's idle rule; audited."""
     if not access.can_manage_idle_policy(actor):
         raise PermissionDenied("Only admins set the idle rule.")

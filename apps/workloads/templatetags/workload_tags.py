@@ -9,6 +9,7 @@ from typing import Any
 from django import template
 
 from apps.workloads import table
+from apps.workloads.models import Workload, WorkloadForecast
 
 register = template.Library()
 
@@ -32,13 +33,13 @@ def duration(value: timedelta | None) -> str:
 
 
 @register.filter
-def allocated_units(workload: Any) -> int:
+def allocated_units(workload: Workload) -> int:
     """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
     return table.allocated_units(workload)
 
 
 @register.filter
-def pods_running(workload: Any) -> int:
+def pods_running(workload: Workload) -> int:
     return table.pods_running(workload)
 
 
@@ -73,6 +74,6 @@ def plus_one(value: int | None) -> int | None:
 
 
 @register.filter
-def forecast_phrase(forecast: Any) -> str:
+def forecast_phrase(forecast: WorkloadForecast | None) -> str:
     """A WorkloadForecast counted from now: "likely in 30 min (25-40 min)" or "cannot estimate: ..."."""
     return forecast.phrase() if forecast else ""
