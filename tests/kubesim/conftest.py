@@ -144,10 +144,12 @@ def replicated_job(
     requests: dict | None = None,
     **pod_spec: object,
 ) -> dict:
-    """One replicatedJob of a JobSet: `replicas` Jobs of `parallelism` busybox pods (completions = parallelism)."""
+    """One replicatedJob of a JobSet: `replicas` Jobs of `parallelism` busybox pods (completions = parallelism), each
+    requesting `requests` (extended resources such as GPUs are limited to the same amount, as Kubernetes requires)."""
     container: dict = {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", command]}
     if requests:
-        container["resources"] = {"requests": requests}
+        limits = {name: value for name, value in requests.items() if "/" in name}
+        container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
     return {
         "name": name,
         "replicas": replicas,

@@ -1,8 +1,8 @@
 """Kueue's job integrations (upstream pkg/controller/jobs/<kind>), on the shared jobframework.
 
 - `jobframework.py`: the reconciler every kind shares (Workload creation and matching, start and stop on admission
-  and eviction, quota release, PodsReady, reclaimable pods, Finished, managed ancestors) and `OrphanedWorkloads`
-  (a Workload whose owner is gone is finished with OwnerNotFound).
+  and eviction, quota release, PodsReady, reclaimable pods, Finished, managed ancestors).
+- `orphans.py`: `OrphanedWorkloads`, a Workload whose owner is gone is finished with OwnerNotFound.
 - `podsets.py`: Workload names and what Kueue writes into pod templates on start and restores on stop.
 - `batch_job.py`: batch/v1 Job (framework `batch/job`).
 - `jobset.py`: jobset.x-k8s.io/v1alpha2 JobSet (framework `jobset.x-k8s.io/jobset`).
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from kubesim.kernel.protocols import Controller
 from kubesim.kueue.integrations.batch_job import BatchJob
-from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler, OrphanedWorkloads
+from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler
 from kubesim.kueue.integrations.jobset import JobSet
+from kubesim.kueue.integrations.orphans import OrphanedWorkloads
 from kubesim.kueue.state import KueueState
 
 KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet())}

@@ -9,10 +9,6 @@ job (queue name, WorkloadPriorityClass, pod sets while suspended), starts the jo
 (restoring the templates), releases the quota of an evicted Workload once the job is no longer active, reports
 reclaimable pods and PodsReady, and finishes the Workload when the job finishes. A job whose controlling ancestor
 is a Kueue-managed job gets no Workload and is suspended while that ancestor's Workload is not admitted.
-
-OrphanedWorkloads is the core Workload controller's part that does not depend on the kind: a Workload whose owner is
-gone while it stays (its ownerReferences removed, as an Orphan deletion leaves it) is finished with OwnerNotFound,
-releasing its quota (FinishOrphanedWorkloads, on in v0.20), and loses Kueue's finalizer.
 """
 
 from __future__ import annotations
@@ -33,7 +29,6 @@ from kubesim.kueue.state import KueueState
 PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 REPEAT_PREEMPTIONS = 3
 FAILED_TO_START = "FailedToStart"
-OWNER_NOT_FOUND = "OwnerNotFound"
 
 
 class JobKind(Protocol):
@@ -97,7 +92,7 @@ def release_time(wl: dict) -> datetime | None:
     return None if evicted is None else evicted + timedelta(seconds=1)
 
 
-def _remove_in_use_finalizer(store, wl: dict) -> bool:
+def remove_in_use_finalizer(store, wl: dict) -> bool:
     md = wl["metadata"]
     if C.RESOURCE_IN_USE_FINALIZER not in (md.get("finalizers") or []):
         return False
@@ -160,9 +155,7 @@ class JobReconciler:
         for key in sorted(jobs):
             job = store.get(resource, key[0], key[1], copy=False)
             if job is not None:
-                uid = job["metadata"]["uid"]
-                owned = [wl for _, wl in store.dependents(uid, "workloads") if owner_uid(wl, self.kind.kind) == uid]
-                wrote = self._visit(store, job, owned[-1] if owned else None, now) or wrote
+                wrote = self._visit(store, job, self._owned(store, job), now) or wrote
         for _, wl in sorted(workloads.items()):
             uid = owner_uid(wl, self.kind.kind)
             owner = store.by_uid(uid) if uid else None
@@ -173,20 +166,26 @@ class JobReconciler:
         """Every job and Workload of the kind: on the first pass, after the change history ran out, or after a
         flavor or priority class changed."""
         workloads = [wl for wl in self.state.listed(store, "workloads") if owner_uid(wl, self.kind.kind)]
-        by_owner = {owner_uid(wl, self.kind.kind): wl for wl in workloads}
+        by_owner: dict[str | None, list[dict]] = {}
+        for wl in workloads:
+            by_owner.setdefault(owner_uid(wl, self.kind.kind), []).append(wl)
         self._busy = set()
         wrote = False
         job_uids = set()
         for job in self.state.listed(store, self.kind.resource):
             job_uids.add(job["metadata"]["uid"])
-            wrote = self._visit(store, job, by_owner.get(job["metadata"]["uid"]), now) or wrote
+            wrote = self._visit(store, job, by_owner.get(job["metadata"]["uid"], []), now) or wrote
         for uid in set(self._quiet) - job_uids:
             del self._quiet[uid]
         for wl in workloads:
             wrote = self._release_deleted(store, wl, owner_uid(wl, self.kind.kind) in job_uids) or wrote
         return wrote
 
-    def _visit(self, store, job: dict, wl: dict | None, now: datetime) -> bool:
+    def _owned(self, store, job: dict) -> list[dict]:
+        uid = job["metadata"]["uid"]
+        return [wl for _, wl in store.dependents(uid, "workloads") if owner_uid(wl, self.kind.kind) == uid]
+
+    def _visit(self, store, job: dict, owned: list[dict], now: datetime) -> bool:
         """Sync one job unless it and its Workload are as they were after a sync that wrote nothing."""
         md = job["metadata"]
         if md.get("namespace") in C.UNMANAGED_NAMESPACES:
@@ -197,6 +196,9 @@ class JobReconciler:
             return self._suspend_child(store, job, ancestor)
         if not queue:
             return False
+        if len(owned) > 1:
+            return self._keep_one(store, job, owned)
+        wl = owned[0] if owned else None
         versions = (md.get("resourceVersion", ""), (wl or {}).get("metadata", {}).get("resourceVersion", ""))
         if wl is not None and self._quiet.get(md["uid"]) == versions:
             return False
@@ -210,6 +212,21 @@ class JobReconciler:
         if wl is None or releasing:
             self._busy.add((md["namespace"], md["name"]))
         return False
+
+    def _keep_one(self, store, job: dict, owned: list[dict]) -> bool:
+        """ensureOneWorkload: of several Workloads the job controls, the first that matches it stays; the others
+        are deleted ("Deleted not matching Workload")."""
+        keep = next((wl for wl in owned if self._counts_match(job, wl)), None)
+        for wl in owned:
+            if wl is keep:
+                continue
+            md = wl["metadata"]
+            remove_in_use_finalizer(store, wl)
+            if store.get("workloads", md["namespace"], md["name"], copy=False) is not None:
+                store.delete("workloads", md["namespace"], md["name"])
+            message = f"Deleted not matching Workload: {md['namespace']}/{md['name']}"
+            store.record_event(job, "Normal", "DeletedWorkload", message, C.CONTROLLER_NAME)
+        return True
 
     # -- parents and orphans -----------------------------------------------------------------------------------
 
@@ -252,7 +269,7 @@ class JobReconciler:
             return False
         if job_exists and not condition_true(wl, C.FINISHED):
             return False
-        return _remove_in_use_finalizer(store, wl)
+        return remove_in_use_finalizer(store, wl)
 
     # -- one job -------------------------------------------------------------------------------------------------
 
@@ -265,10 +282,10 @@ class JobReconciler:
             return False if finished or deleting else self._create_workload(store, job)
         md = wl["metadata"]
         if condition_true(wl, C.FINISHED):
-            return _remove_in_use_finalizer(store, wl)
+            return remove_in_use_finalizer(store, wl)
         if md.get("deletionTimestamp"):
             self._stop(store, job, wl, "Workload is deleted")
-            _remove_in_use_finalizer(store, wl)
+            remove_in_use_finalizer(store, wl)
             return True
         if finished:
             ws.set_condition(wl, C.FINISHED, "True", "Succeeded" if succeeded else "Failed", message, now)
@@ -366,7 +383,7 @@ class JobReconciler:
         if not suspended:
             self._stop(store, job, wl, "No matching Workload; restoring pod templates according to existent Workload")
         md = wl["metadata"]
-        _remove_in_use_finalizer(store, wl)
+        remove_in_use_finalizer(store, wl)
         if store.get("workloads", md["namespace"], md["name"], copy=False) is not None:
             store.delete("workloads", md["namespace"], md["name"])
         message = f"Deleted not matching Workload: {md['namespace']}/{md['name']}"
@@ -496,52 +513,4 @@ class JobReconciler:
         self.kind.restore(job, podsets.from_workload(wl))
         store.update(self.kind.resource, job)
         store.record_event(job, "Normal", "Stopped", message, C.CONTROLLER_NAME)
-        return True
-
-
-class OrphanedWorkloads:
-    """The Workloads no integrated job controls: one whose owner is gone while it stays (no ownerReferences left, the
-    job-uid label still naming it) is finished with OwnerNotFound, which releases its quota, and loses the in-use
-    finalizer; one being deleted loses the finalizer at once (FinalizeOrphanedWorkload)."""
-
-    name = "kueue-orphaned-workloads"
-
-    def __init__(self, state: KueueState, kinds: Iterable[JobKind]) -> None:
-        self.state = state
-        self._kinds = {k.kind for k in kinds}
-        self._changes = Changes("workloads")
-
-    def next_deadline(self, store) -> datetime | None:
-        return None
-
-    def reconcile(self, store) -> bool:
-        changes = self._changes.since_last(store)
-        if changes is None:
-            candidates = list(self.state.listed(store, "workloads"))
-        else:
-            candidates = [
-                wl
-                for key in changes["workloads"]
-                if (wl := store.get("workloads", key[0], key[1], copy=False)) is not None
-            ]
-        wrote = False
-        for wl in candidates:
-            wrote = self._finalize(store, wl) or wrote
-        return wrote
-
-    def _finalize(self, store, wl: dict) -> bool:
-        md = wl["metadata"]
-        refs = md.get("ownerReferences") or []
-        if any(r.get("controller") and r.get("kind") in self._kinds for r in refs):
-            return False  # its integration looks after it
-        if md.get("deletionTimestamp"):
-            return _remove_in_use_finalizer(store, wl)
-        if refs or not (md.get("labels") or {}).get(C.JOB_UID_LABEL):
-            return False
-        if condition_true(wl, C.FINISHED):
-            return _remove_in_use_finalizer(store, wl)
-        wl = clone(wl)
-        ws.set_condition(wl, C.FINISHED, "True", OWNER_NOT_FOUND, "The workload's owner no longer exists", store.now())
-        store.update_status("workloads", wl)
-        _remove_in_use_finalizer(store, wl)
         return True
