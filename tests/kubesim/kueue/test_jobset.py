@@ -21,8 +21,11 @@ from tests.kubesim.kueue.conftest import GPU, KUEUE, Cluster
 POOL = "portal.gpu/pool"
 
 
-def setup_queue(kc: Cluster, nominal: int = 8, **cq: object) -> str:
-    kc.flavor()
+TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"}
+
+
+def setup_queue(kc: Cluster, nominal: int = 8, tolerations: list | None = None, **cq: object) -> str:
+    kc.flavor(**({"tolerations": tolerations} if tolerations else {}))
     kc.cluster_queue("cq", nominal, **cq)
     ns = kc.namespace()
     kc.local_queue("lq", "cq", ns)
@@ -57,7 +60,7 @@ def usage(kc: Cluster) -> str:
 
 
 def test_jobset_lifecycle_from_queued_to_finished(kc: Cluster):
-    ns = setup_queue(kc)
+    ns = setup_queue(kc, tolerations=[TOLERATION])
     created = kc.jobset(
         ns,
         "train",
@@ -93,6 +96,7 @@ def test_jobset_lifecycle_from_queued_to_finished(kc: Cluster):
     assert js["spec"]["suspend"] is False
     for template, podset in zip(templates(js), ("workers", "launcher"), strict=True):
         assert template["spec"]["nodeSelector"] == {POOL: "h100"}
+        assert template["spec"]["tolerations"] == [TOLERATION]
         assert template["metadata"]["labels"] == {
             "kueue.x-k8s.io/podset": podset,
             "kueue.x-k8s.io/local-queue-name": "lq",
@@ -102,6 +106,7 @@ def test_jobset_lifecycle_from_queued_to_finished(kc: Cluster):
     jobs = child_jobs(kc, ns, "train")
     assert sorted(jobs) == ["train-launcher-0", "train-workers-0", "train-workers-1"]
     assert all(j.spec.suspend is False and j.spec.template.spec.node_selector == {POOL: "h100"} for j in jobs.values())
+    assert all(j.spec.template.spec.tolerations[0].key == "dedicated" for j in jobs.values())
     pods = running_pods(kc, ns, "train")
     assert len(pods) == 5 and {p.metadata.labels["kueue.x-k8s.io/podset"] for p in pods} == {"workers", "launcher"}
     assert {(e[0], e[1]) for e in kc.events(ns, "train")} >= {
