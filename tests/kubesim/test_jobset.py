@@ -93,6 +93,21 @@ def test_discovery_lists_jobsets_with_their_crd(api):
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.k8s.io/jobset/jobset:v0.12.0"
 
 
+def test_openapi_documents_the_jobset_schema(api):
+    status, index = raw(api, "GET", "/openapi/v3")
+    url = index["paths"]["apis/jobset.x-k8s.io/v1alpha2"]["serverRelativeURL"]
+    status, doc = raw(api, "GET", url)
+    assert status == 200
+    schema = doc["components"]["schemas"]["io.x-k8s.jobset.v1alpha2.JobSet"]
+    assert schema["x-kubernetes-group-version-kind"] == [
+        {"group": "jobset.x-k8s.io", "version": "v1alpha2", "kind": "JobSet"}
+    ]
+    rj = schema["properties"]["spec"]["properties"]["replicatedJobs"]
+    assert rj["x-kubernetes-list-type"] == "map" and "template" in rj["items"]["properties"]
+    patch = doc["paths"]["/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{name}"]["patch"]
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+
+
 def test_unknown_fields_are_refused_under_strict_and_dropped_with_a_warning_otherwise(api, ns):
     body = jobset_body("strict")
     body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["bogus"] = 1
