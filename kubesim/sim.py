@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from kubesim.apiserver import operators
 from kubesim.apiserver.auth.kubeconfig import TOKEN
 from kubesim.apiserver.auth.rbac import Rbac
 from kubesim.apiserver.controllers.endpoints import EndpointsController
@@ -26,7 +27,7 @@ from kubesim.apiserver.nodes.cluster import demo_cluster, node_object
 from kubesim.apiserver.nodes.kubelet import Kubelet
 from kubesim.apiserver.nodes.servers import ServerActivity
 from kubesim.apiserver.registry import conversion
-from kubesim.apiserver.registry.resources import KUEUE, Resource, crd_schema
+from kubesim.apiserver.registry.resources import KUEUE, OPERATORS, Resource, crd_schema
 from kubesim.apiserver.storage.store import ObjectStore
 from kubesim.apiserver.validation import builtin
 from kubesim.kernel.clock import Clock, parse_rfc3339, rfc3339
@@ -59,7 +60,7 @@ def load_kueue() -> KueueModule | None:
 
 
 def _crd_object(res: Resource) -> dict:
-    """The CustomResourceDefinition a Kueue install creates for res, from the vendored schema."""
+    """The CustomResourceDefinition an install (Kueue's, an operator's) creates for res, from the vendored schema."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -146,8 +147,8 @@ class Simulator:
             self.kueue = module.Kueue(self.kueue_config)
             self.controllers += self.kueue.controllers()
             self.webhooks += self.kueue.admission_webhooks()
-        self.controllers += [JobController(), Kubelet(default_run_seconds), EndpointsController(),
-                             NamespaceController(), GarbageCollector()]
+        self.controllers += [*operators.controllers(), JobController(), Kubelet(default_run_seconds),
+                             EndpointsController(), NamespaceController(), GarbageCollector()]
         self.server_activity = ServerActivity()  # what pods serving HTTP saw (kubesim.apiserver.nodes.servers)
         self.stats: dict[str, list] = {}  # controller name -> [calls, writing calls, seconds, max seconds]
         self._stop = threading.Event()
@@ -189,6 +190,12 @@ class Simulator:
                 self.store.create("namespaces", ns)
             for spec in self.nodes:
                 self.store.create("nodes", node_object(spec))
+            for res in OPERATORS:
+                self.store.create("customresourcedefinitions", _crd_object(res))
+            for resource, obj in operators.installation():
+                if resource == "namespaces":
+                    builtin.apply_defaults("namespaces", obj, None)
+                self.store.create(resource, obj)
             if self.kueue is not None:
                 for res in KUEUE:
                     self.store.create("customresourcedefinitions", _crd_object(res))

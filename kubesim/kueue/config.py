@@ -7,6 +7,29 @@ from dataclasses import dataclass, field
 
 from kubesim.kueue import constants as C
 
+# Every integration Kueue v0.20 knows (its FrameworkName constants); kubesim emulates EMULATED_FRAMEWORKS and accepts
+# the others in a Configuration without acting on them.
+FRAMEWORKS = (
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "trainer.kubeflow.org/trainjob",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/jaxjob",
+    "kubeflow.org/mpijob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "ray.io/rayservice",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "pod",
+    "deployment",
+    "statefulset",
+    "workload.codeflare.dev/appwrapper",
+    "sparkoperator.k8s.io/sparkapplication",
+)
+EMULATED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
@@ -51,9 +74,23 @@ class AdmissionFairSharing:
         return 1.0 - 0.5 ** (elapsed_seconds / self.usage_half_life_seconds)
 
 
+def parse_frameworks(value: object) -> list[str]:
+    """integrations.frameworks: names Kueue knows, each once (Kueue refuses others at start-up)."""
+    if not isinstance(value, list):
+        raise ValueError("integrations.frameworks must be a list of framework names")
+    unknown = [name for name in value if name not in FRAMEWORKS]
+    if unknown:
+        raise ValueError(f"integrations.frameworks: unsupported {unknown}, supported: {list(FRAMEWORKS)}")
+    repeated = sorted({name for name in value if value.count(name) > 1})
+    if repeated:
+        raise ValueError(f"integrations.frameworks: duplicate {repeated}")
+    return list(value)
+
+
 @dataclass
 class KueueConfig:
-    """Fair Sharing on (both preemption strategies) and IgnoreUndeclared by default: the portal's real-cluster setup."""
+    """Fair Sharing on (both preemption strategies), IgnoreUndeclared and the batch/v1 Job and JobSet integrations by
+    default: the portal's real-cluster setup."""
 
     fair_sharing: bool = True
     preemption_strategies: list[str] = field(
@@ -65,6 +102,8 @@ class KueueConfig:
     # Pending before kubesim marks it Ready, standing for the time a cluster autoscaler takes to bring capacity up.
     provisioning_delay_seconds: float = 0.0
     admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing is off
+    # integrations.frameworks: Kueue's own default is ["batch/job"]; a cluster running JobSets lists both.
+    frameworks: list[str] = field(default_factory=lambda: list(EMULATED_FRAMEWORKS))
 
     @classmethod
     def default(cls) -> KueueConfig:
@@ -111,6 +150,9 @@ class KueueConfig:
                 usage_sampling_interval_seconds=parse_duration(afs.get("usageSamplingInterval") or "5m"),
                 resource_weights={k: float(v) for k, v in (afs.get("resourceWeights") or {}).items()},
             )
+        integrations = d.get("integrations") or {}
+        if integrations.get("frameworks") is not None:
+            cfg.frameworks = parse_frameworks(integrations["frameworks"])
         own = d.get("kubesim") or {}
         if own.get("provisioningRequestDelay") is not None:
             cfg.provisioning_delay_seconds = parse_duration(own["provisioningRequestDelay"])

@@ -10,6 +10,8 @@ MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 CONTROLLER_NAME = "kueue-admission"
+# Configuration.managedJobsNamespaceSelector's default: every namespace but these.
+UNMANAGED_NAMESPACES = frozenset({"kube-system", "kueue-system"})
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"  # AdmissionCheck controllerName kubesim serves
 CONSUME_PROVISIONING_REQUEST = "autoscaling.x-k8s.io/consume-provisioning-request"
 

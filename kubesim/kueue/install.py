@@ -9,7 +9,6 @@ from kubesim.kueue.config import KueueConfig
 
 NAMESPACE = "kueue-system"
 VERSION = "v0.20.0"  # the Kueue release kubesim emulates (kubesim/kueue/README.md)
-FRAMEWORKS = ["batch/job"]  # the only integration kubesim emulates
 
 
 def configuration(config: KueueConfig) -> dict:
@@ -20,7 +19,7 @@ def configuration(config: KueueConfig) -> dict:
         "kind": "Configuration",
         "namespace": NAMESPACE,
         "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "integrations": {"frameworks": list(config.frameworks)},
         "resources": {"quotaCheckStrategy": config.quota_check_strategy},
         "waitForPodsReady": {
             "enable": wait.enable,

@@ -131,3 +131,43 @@ def raw(api: SimpleNamespace, method: str, path: str, body: object = None, conte
         return resp.status, json.loads(resp.data)
     except ValueError:
         return resp.status, resp.data.decode()
+
+
+JOBSET = ("jobset.x-k8s.io", "v1alpha2")
+
+
+def replicated_job(
+    name: str,
+    replicas: int = 1,
+    parallelism: int = 1,
+    command: str = "sleep 30",
+    requests: dict | None = None,
+    **pod_spec: object,
+) -> dict:
+    """One replicatedJob of a JobSet: `replicas` Jobs of `parallelism` busybox pods (completions = parallelism), each
+    requesting `requests` (extended resources such as GPUs are limited to the same amount, as Kubernetes requires)."""
+    container: dict = {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", command]}
+    if requests:
+        limits = {name: value for name, value in requests.items() if "/" in name}
+        container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "parallelism": parallelism,
+                "completions": parallelism,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [container], **pod_spec}},
+            }
+        },
+    }
+
+
+def jobset_body(name: str, *rjobs: dict, labels: dict | None = None, **spec: object) -> dict:
+    """A JobSet (jobset.x-k8s.io/v1alpha2) of the given replicatedJobs (one `sleep 30` pod when none are given)."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"replicatedJobs": list(rjobs) or [replicated_job("main")], **spec},
+    }

@@ -24,6 +24,7 @@ def test_reset_returns_to_the_initial_cluster():
         ks.reset()
         assert sorted(n.metadata.name for n in core.list_namespace().items) == [
             "default",
+            "jobset-system",  # the JobSet operator is installed with or without Kueue
             "kube-node-lease",
             "kube-public",
             "kube-system",

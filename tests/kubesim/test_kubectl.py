@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -336,3 +337,91 @@ def test_kueue_v1beta1_is_served_with_a_deprecation_warning(kubectl: Kubectl):
     new = kubectl("get", "clusterqueues.v1beta2.kueue.x-k8s.io", "legacy-cq", "-o", "jsonpath={.spec.cohortName}")
     assert new.stdout == "research"
     assert "kueue.x-k8s.io/v1beta1" in kubectl("api-versions").stdout.split()
+
+
+JOBSET_SETUP = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: js}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: js-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: js-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: js-flavor
+      resources: [{name: cpu, nominalQuota: "2"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: team, namespace: js}
+spec: {clusterQueue: js-cq}
+"""
+
+
+def jobset_manifest(name: str, cpu: str, extra: str = "") -> str:
+    return f"""
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {{name: {name}, namespace: js, labels: {{kueue.x-k8s.io/queue-name: team}}}}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - {{name: main, image: busybox, command: [sleep, "60"], resources: {{requests: {{cpu: "{cpu}"}}}}{extra}}}
+"""
+
+
+def test_jobsets_get_and_describe(kubectl: Kubectl, ks: InProcessKubesim):
+    assert "jobsets.jobset.x-k8s.io" in kubectl("get", "crd").stdout
+    kubectl("apply", "-f", "-", stdin=JOBSET_SETUP)
+    kubectl("apply", "-f", "-", stdin=jobset_manifest("fits", "500m"))
+    kubectl("apply", "-f", "-", stdin=jobset_manifest("waits", "2"))  # 4 CPUs: more than the queue's 2
+    lines = kubectl("get", "jobsets", "-n", "js").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "TERMINALSTATE", "RESTARTS", "COMPLETED", "SUSPENDED", "AGE"]
+    assert lines[1].split() == ["fits", "0", "false", "0s"]
+    assert lines[2].split() == ["waits", "0", "true", "0s"]
+    ks.advance(60)
+    assert kubectl("get", "jobset", "fits", "-n", "js", "--no-headers").stdout.split() == [
+        "fits",
+        "Completed",
+        "0",
+        "True",
+        "false",
+        "60s",
+    ]
+    described = kubectl("describe", "jobset", "waits", "-n", "js").stdout
+    for line in (
+        "Name:         waits",
+        "API Version:  jobset.x-k8s.io/v1alpha2",
+        "Kind:         JobSet",
+        "Labels:       kueue.x-k8s.io/queue-name=team",
+        "Replicated Jobs Status:",
+    ):
+        assert line in described, described
+    assert re.search(r"\n  Suspend: +true\n", described) and re.search(r"\n    Suspended: +2\n", described)
+    assert re.search(r"Normal +CreatedWorkload .* kueue-admission +Created Workload: js/jobset-waits-", described)
+    assert re.search(r"Normal +SuspendedJobs .* jobset-controller +jobset is suspended", described)
+    assert "jobset-waits-" in kubectl("get", "workloads", "-n", "js").stdout
+    assert "jobset-controller-manager" in kubectl("get", "deploy", "-n", "jobset-system").stdout
+
+
+def test_jobset_unknown_fields_are_refused_by_kubectl_default_validation(kubectl: Kubectl):
+    kubectl("apply", "-f", "-", stdin=JOBSET_SETUP)
+    done = kubectl("apply", "-f", "-", stdin=jobset_manifest("typo", "1", ", bogus: 1"), ok=False)
+    assert 'unknown field "spec.replicatedJobs[0].template.spec.template.spec.containers[0].bogus"' in done.stderr

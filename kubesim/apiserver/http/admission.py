@@ -1,11 +1,13 @@
 """Admission of API writes, as kube-apiserver runs it: the body's identity against the URL, the namespace, decoding
-(malformed quantities), defaulting, mutating webhooks, schema + CEL + built-in validation, validating webhooks."""
+(malformed quantities), defaulting, mutating webhooks (the workload operators', then the Kueue half's), schema + CEL +
+built-in validation, validating webhooks (the operators', then the Kueue half's)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from kubesim.apiserver import operators
 from kubesim.apiserver.errors import APIError, bad_request, denied, invalid, not_found
 from kubesim.apiserver.http.backend import Backend
 from kubesim.apiserver.http.common import Query, Target, q
@@ -82,6 +84,7 @@ class Admission:
         hook_resource = f"{plural}/status" if status_only else plural
         if not status_only:
             builtin.apply_defaults(plural, obj, old)
+            operators.default(plural, obj, old)
         if plural == "jobs" and old is None:
             obj["metadata"]["uid"] = str(uuid.uuid4())
             builtin.label_job(obj)
@@ -102,6 +105,9 @@ class Admission:
             name = obj["metadata"].get("name") or obj["metadata"].get("generateName", "")
             if causes:
                 raise invalid(t.res, name, causes)
+            refused_by_operator = None if status_only else operators.refusal(plural, obj, old)
+            if refused_by_operator is not None:
+                raise refused_by_operator
             for hook in self.sim.webhooks:
                 errors = hook.validate(hook_resource, operation, obj, old, self.store) or []
                 refused = [Cause(e[0], e[2] if len(e) > 2 else "FieldValueInvalid", e[1]) for e in errors]

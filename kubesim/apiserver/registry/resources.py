@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-CRD_DIR = Path(__file__).parent / "crds"  # Kueue's CRD schemas, vendored
+CRD_DIR = Path(__file__).parent / "crds"  # Kueue's and the workload operators' CRD schemas, vendored (SOURCES.md)
 KUEUE_GROUP = "kueue.x-k8s.io"
+JOBSET_GROUP = "jobset.x-k8s.io"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 NETWORKING_GROUP = "networking.k8s.io"
@@ -40,7 +41,8 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-def _crd(plural: str) -> Resource:
+def _crd(plural: str, categories: tuple[str, ...] | None = None) -> Resource:
+    """A kind served from its vendored CRD; categories as the CRD names them unless given."""
     data = json.loads((CRD_DIR / f"{plural}.json").read_text())
     return Resource(
         plural=data["plural"],
@@ -52,13 +54,13 @@ def _crd(plural: str) -> Resource:
         short_names=tuple(data["shortNames"]),
         subresources=tuple(data["subresources"]),
         crd=True,
-        categories=("kueue",),
+        categories=tuple(data.get("categories", ())) if categories is None else categories,
     )
 
 
 @cache
 def crd_schema(plural: str, version: str | None = None) -> dict:
-    """The vendored OpenAPI v3 schema of a Kueue CRD: the stored version's, or a served older version's when given
+    """The vendored OpenAPI v3 schema of a CRD: the stored version's, or a served older version's when given
     and vendored (`<plural>.<version>.json`)."""
     if version is not None and (CRD_DIR / f"{plural}.{version}.json").exists():
         return json.loads((CRD_DIR / f"{plural}.{version}.json").read_text())["schema"]
@@ -107,7 +109,7 @@ CORE = [
     ),
 ]
 KUEUE = [
-    _crd(p)
+    _crd(p, ("kueue",))
     for p in (
         "resourceflavors",
         "cohorts",
@@ -118,7 +120,10 @@ KUEUE = [
         "admissionchecks",
     )
 ]
-RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE}
+OPERATORS = [_crd("jobsets")]
+"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet); served with or
+without the Kueue half, as a cluster has them whether or not Kueue manages them."""
+RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS}
 """plural -> Resource; plurals are unique across the served groups."""
 
 

@@ -385,7 +385,17 @@ def _check_array(schema: dict, value: list, old: Any, path: str, causes: list[Ca
     items = schema.get("items")
     if isinstance(items, dict):
         for i, item in enumerate(value):
-            _check(items, item, None, f"{path}[{i}]", causes)
+            _check(items, item, _correlated(schema, item, old), f"{path}[{i}]", causes)
+
+
+def _correlated(schema: dict, item: Any, old: Any) -> Any:
+    """The old item a transition rule compares with: in a list-map, the old entry with the same keys (kube correlates
+    only list-maps; other lists' items have no oldSelf)."""
+    if schema.get("x-kubernetes-list-type") != "map" or not isinstance(old, list) or not isinstance(item, dict):
+        return None
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    wanted = [item.get(k) for k in keys]
+    return next((o for o in old if isinstance(o, dict) and [o.get(k) for k in keys] == wanted), None)
 
 
 def _check_object(schema: dict, value: dict, old: Any, path: str, causes: list[Cause], top: bool) -> None:

@@ -2,7 +2,7 @@
 
 | module | controller |
 |---|---|
-| `kubesim.kueue.integrations` | one per job kind: `JobIntegration` (batch/v1 Job -> Workload, start/stop, Finished) |
+| `kubesim.kueue.integrations` | `JobReconciler` per enabled job kind (Workload, start, stop), `OrphanedWorkloads` |
 | `workload.py` | `WorkloadController`: deactivation, backoff, waitForPodsReady, maximum execution time, HoldAndDrain |
 | `scheduler.py` | `SchedulerController`: scheduling cycles and their writes |
 | `admission_checks.py` | `AdmissionChecksController`: check states -> Admitted, eviction, deactivation; provisioning |
@@ -22,7 +22,7 @@ from kubesim.kueue.controllers.priority_classes import PriorityClassController
 from kubesim.kueue.controllers.queue_status import StatusController
 from kubesim.kueue.controllers.scheduler import SchedulerController
 from kubesim.kueue.controllers.workload import WorkloadController, pods_ready_deadline
-from kubesim.kueue.integrations import JobIntegration, integration_controllers
+from kubesim.kueue.integrations import integration_controllers
 from kubesim.kueue.state import KueueState
 
 
@@ -43,7 +43,6 @@ def kueue_controllers(state: KueueState) -> list[Controller]:
 __all__ = [
     "AdmissionChecksController",
     "InUseFinalizers",
-    "JobIntegration",
     "LiveSnapshot",
     "PriorityClassController",
     "SchedulerController",

@@ -1,22 +1,35 @@
-"""Kueue's job integrations (upstream pkg/controller/jobs/<kind>), one module per integrated kind: a controller that
-gives each queued job a Workload, starts the job when Kueue admits it and stops it on eviction, and reports it
-Finished. The kind's admission webhook has the same module name in kubesim.kueue.webhooks.
+"""Kueue's job integrations (upstream pkg/controller/jobs/<kind>), on the shared jobframework.
 
-- `batch_job.py`: batch/v1 Job (`JobIntegration`, upstream pkg/controller/jobs/job with jobframework's reconciler).
+- `jobframework.py`: the reconciler every kind shares (Workload creation and matching, start and stop on admission
+  and eviction, quota release, PodsReady, reclaimable pods, Finished, managed ancestors).
+- `orphans.py`: `OrphanedWorkloads`, a Workload whose owner is gone is finished with OwnerNotFound.
+- `podsets.py`: Workload names and what Kueue writes into pod templates on start and restores on stop.
+- `batch_job.py`: batch/v1 Job (framework `batch/job`).
+- `jobset.py`: jobset.x-k8s.io/v1alpha2 JobSet (framework `jobset.x-k8s.io/jobset`).
 
-Another kind (JobSet, TrainJob, RayJob, LeaderWorkerSet, pod groups) is a module here and one in
-kubesim.kueue.webhooks, each added to the list below and to `kueue_webhooks`. The kind-independent part of
-`batch_job.py` (jobframework: Workload naming and creation, start and stop on admission and eviction, Finished)
-then moves to a module of its own that both integrations use.
+A kind is a JobKind (its pod sets, suspension, activity, outcome, readiness) listed in KINDS under its framework name;
+its webhook has the same module name in kubesim.kueue.webhooks. A kind acts only when the Configuration's
+`integrations.frameworks` names it (kubesim.kueue.config).
 """
 
 from __future__ import annotations
 
 from kubesim.kernel.protocols import Controller
-from kubesim.kueue.integrations.batch_job import JobIntegration
+from kubesim.kueue.integrations.batch_job import BatchJob
+from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler
+from kubesim.kueue.integrations.jobset import JobSet
+from kubesim.kueue.integrations.orphans import OrphanedWorkloads
 from kubesim.kueue.state import KueueState
+
+KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet())}
+"""framework name -> kind, for the integrations kubesim emulates."""
+
+
+def enabled_kinds(frameworks: list[str]) -> list[JobKind]:
+    return [KINDS[name] for name in frameworks if name in KINDS]
 
 
 def integration_controllers(state: KueueState) -> list[Controller]:
-    """One controller per integrated job kind."""
-    return [JobIntegration(state)]
+    """One reconciler per enabled kind, then the orphaned-Workload pass."""
+    kinds = enabled_kinds(state.config.frameworks)
+    return [*(JobReconciler(state, kind, kinds) for kind in kinds), OrphanedWorkloads(state, kinds)]

@@ -3,9 +3,11 @@ gates (PartialAdmission, ElasticJobsViaWorkloadSlices, TopologyAwareScheduling, 
 WorkloadValidateResourcesAreNonNegative and WorkloadValidationForPodSetMetadata on; ConcurrentAdmission,
 PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors off).
 
-- `batch_job.py`: batch/v1 Job (vjob.kb.io): default LocalQueue and WorkloadPriorityClass, suspend when queued,
-  Kueue's label and annotation rules. A job kind's webhook has its integration's module name
-  (kubesim.kueue.integrations).
+- `jobframework.py`: what every job kind's webhook shares: default LocalQueue and WorkloadPriorityClass, suspend when
+  queued, Kueue's label and annotation rules on create and update.
+- `batch_job.py`: batch/v1 Job (vjob.kb.io), with partial admission; `jobset.py`: JobSet (vjobset.kb.io). A job
+  kind's webhook has its integration's module name (kubesim.kueue.integrations) and runs only while the
+  Configuration's integrations.frameworks enables that kind.
 - `cluster_queue.py` (vclusterqueue.kb.io), `cohort.py` (vcohort.kb.io), `resource_flavor.py`
   (vresourceflavor.kb.io), `workload.py` (vworkload.kb.io): upstream's pkg/webhooks. The ClusterQueue and
   ResourceFlavor defaulters add the resource-in-use finalizer on create.
@@ -22,18 +24,27 @@ from __future__ import annotations
 
 from kubesim.kernel.protocols import Webhook
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.integrations import enabled_kinds
+from kubesim.kueue.integrations.batch_job import FRAMEWORK as BATCH_JOB
+from kubesim.kueue.integrations.jobset import FRAMEWORK as JOBSET
 from kubesim.kueue.webhooks.batch_job import JobWebhook
 from kubesim.kueue.webhooks.cluster_queue import ClusterQueueWebhook
 from kubesim.kueue.webhooks.cohort import CohortWebhook
+from kubesim.kueue.webhooks.jobframework import JobFrameworkWebhook
+from kubesim.kueue.webhooks.jobset import JobSetWebhook
 from kubesim.kueue.webhooks.local_queue import LocalQueueWebhook
 from kubesim.kueue.webhooks.resource_flavor import ResourceFlavorWebhook
 from kubesim.kueue.webhooks.workload import WorkloadWebhook
 
+JOB_WEBHOOKS: dict[str, type[JobFrameworkWebhook]] = {BATCH_JOB: JobWebhook, JOBSET: JobSetWebhook}
+
 
 def kueue_webhooks(config: KueueConfig) -> list[Webhook]:
-    """The job integrations' webhooks, then those of Kueue's own kinds (each answers only for its kind)."""
+    """The enabled job integrations' webhooks, then those of Kueue's own kinds (each answers only for its kind)."""
+    kinds = enabled_kinds(config.frameworks)
+    owners = {(k.api_version, k.kind): k.resource for k in kinds}
     return [
-        JobWebhook(),
+        *(JOB_WEBHOOKS[k.framework](owners) for k in kinds),
         ClusterQueueWebhook(),
         CohortWebhook(),
         LocalQueueWebhook(),

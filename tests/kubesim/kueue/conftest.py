@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client
 
 from kubesim.testing import InProcessKubesim, serve
+from tests.kubesim.conftest import JOBSET, jobset_body
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 GPU = "nvidia.com/gpu"
@@ -185,6 +186,41 @@ class Cluster:
         resp = self.client.call_api(method, url, header_params=headers, body=body)
         resp.read()
         return json.loads(resp.data)
+
+    # -- JobSets ------------------------------------------------------------------------------------------------
+
+    def jobset(
+        self,
+        namespace: str,
+        name: str,
+        queue: str | None,
+        *rjobs: dict,
+        priority_class: str | None = None,
+        labels: dict | None = None,
+        **spec: object,
+    ) -> dict:
+        """A JobSet naming `queue` (created unsuspended unless spec says: Kueue's webhook suspends it); rjobs are
+        tests.kubesim.conftest.replicated_job()s."""
+        all_labels = dict(labels or {})
+        if queue:
+            all_labels["kueue.x-k8s.io/queue-name"] = queue
+        if priority_class:
+            all_labels["kueue.x-k8s.io/priority-class"] = priority_class
+        body = jobset_body(name, *rjobs, labels=all_labels, **spec)
+        return self.custom.create_namespaced_custom_object(*JOBSET, namespace, "jobsets", body)
+
+    def read_jobset(self, namespace: str, name: str) -> dict:
+        return self.custom.get_namespaced_custom_object(*JOBSET, namespace, "jobsets", name)
+
+    def jobset_workloads(self, namespace: str, name: str) -> list[dict]:
+        uid = self.read_jobset(namespace, name)["metadata"]["uid"]
+        selector = f"kueue.x-k8s.io/job-uid={uid}"
+        found = self.custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads", label_selector=selector)
+        return found["items"]
+
+    def jobset_workload(self, namespace: str, name: str) -> dict:
+        [wl] = self.jobset_workloads(namespace, name)
+        return wl
 
     def events(self, namespace: str, name: str) -> list[tuple[str, str]]:
         evs = self.core.list_namespaced_event(namespace).items

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.config import KueueConfig
-from kubesim.kueue.integrations.batch_job import release_time
+from kubesim.kueue.integrations.jobframework import release_time
 from kubesim.kueue.scheduler import Queues, Scheduler, Snapshot
 from kubesim.kueue.scheduler.model import find_condition
 

@@ -47,3 +47,18 @@ def test_from_dict_rejects_unknown_values():
         KueueConfig.from_dict({"fairSharing": {"preemptionStrategies": ["Nope"]}})
     with pytest.raises(ValueError):
         KueueConfig.from_dict({"waitForPodsReady": {"timeout": "soon"}})
+
+
+def test_integrations_frameworks():
+    from kubesim.kueue.config import EMULATED_FRAMEWORKS
+    from kubesim.kueue.integrations import KINDS
+
+    assert KueueConfig.default().frameworks == ["batch/job", "jobset.x-k8s.io/jobset"] == list(EMULATED_FRAMEWORKS)
+    assert set(KINDS) == set(EMULATED_FRAMEWORKS)
+    assert KueueConfig.from_dict({"fairSharing": None}).frameworks == list(EMULATED_FRAMEWORKS)  # absent: kept
+    every = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "ray.io/rayjob", "pod"]
+    assert KueueConfig.from_dict({"integrations": {"frameworks": every}}).frameworks == every
+    with pytest.raises(ValueError, match="unsupported"):
+        KueueConfig.from_dict({"integrations": {"frameworks": ["batch/job", "jobset"]}})
+    with pytest.raises(ValueError, match="duplicate"):
+        KueueConfig.from_dict({"integrations": {"frameworks": ["batch/job", "batch/job"]}})

@@ -1179,7 +1179,7 @@ def _wl_of(kc: Cluster, ns: str, job: str) -> dict:
 def test_should_reconcile_workload_and_job_for_all_jobs(kc: Cluster):
     """Upstream manages jobs without a queue name and sets reservations by hand; here the Job names a queue that
     does not exist yet and kubesim's scheduler reserves (on-demand holds 4 CPUs, so 5 pods go to spot)."""
-    from kubesim.kueue.integrations.batch_job import workload_name
+    from kubesim.kueue.integrations.podsets import workload_name
 
     ns = kc.namespace()
     job = _job(
@@ -1192,7 +1192,7 @@ def test_should_reconcile_workload_and_job_for_all_jobs(kc: Cluster):
     )
     kc.settle()
     assert kc.batch.read_namespaced_job("test-job", ns).spec.suspend is True
-    wl = kc.get("workloads", workload_name("test-job", job.metadata.uid), ns)
+    wl = kc.get("workloads", workload_name("test-job", job.metadata.uid, "Job", "batch"), ns)
     [owner] = wl["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
         "Job",

@@ -1,13 +1,20 @@
-"""Regenerate the vendored Kueue CRD schemas so kubesim never reads /work/shared at run time.
+"""Regenerate the vendored CRD schemas so kubesim never reads CRD YAML at run time.
 
-Usage: python -m kubesim.apiserver.registry.crds.regenerate /path/to/kueue-crds
-Keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema (`<plural>.v1beta1.json`,
-against which kubesim validates v1beta1 requests); below a Workload's podSets[].template.spec the embedded PodSpec
-(over 1 MB) is replaced by a permissive preserve-unknown-fields object, the Workload's own fields stay strict.
+Usage: python -m kubesim.apiserver.registry.crds.regenerate DIR [DIR ...]
+Each DIR is searched for Kueue's CRDs (`kueue.x-k8s.io_*.yaml`) and for the workload operators' CRDs listed in
+UPSTREAM (JobSet); SOURCES.md says where each comes from. An operator's file must be the exact upstream release
+file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
+
+Kueue: keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema
+(`<plural>.v1beta1.json`, against which kubesim validates v1beta1 requests); below a Workload's
+podSets[].template.spec the embedded PodSpec (over 1 MB) is replaced by a permissive preserve-unknown-fields object,
+the Workload's own fields stay strict. Operators: the storage version, whole (a JobSet's pod templates are validated
+strictly, as kube-apiserver does with the CRD installed). Descriptions are dropped from every schema.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -18,6 +25,10 @@ HERE = Path(__file__).parent
 # Kinds the reference CRD directory lacks: their schema is written from Kueue's v1beta2 API types (AdmissionCheck:
 # spec.controllerName, immutable, and spec.parameters; status.conditions), so regenerating leaves them alone.
 WRITTEN_BY_HAND = frozenset({"admissionchecks"})
+# The operators' CRD files kubesim vendors: file name -> sha256 of the release file (SOURCES.md).
+UPSTREAM = {
+    "jobset.x-k8s.io_jobsets.yaml": "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe",
+}
 
 
 def _trim_pod_spec(schema: dict) -> None:
@@ -36,36 +47,66 @@ def _strip(node: object) -> object:
     return node
 
 
-def main(src: str) -> None:
-    for path in sorted(Path(src).glob("kueue.x-k8s.io_*.yaml")):
-        crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders only
-        version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")
-        schema = version["schema"]["openAPIV3Schema"]
-        names = crd["spec"]["names"]
-        if names["plural"] == "workloads":
-            _trim_pod_spec(schema)
-        out = {
-            "group": crd["spec"]["group"],
-            "version": "v1beta2",
-            "kind": names["kind"],
-            "plural": names["plural"],
-            "singular": names["singular"],
-            "shortNames": names.get("shortNames", []),
-            "namespaced": crd["spec"]["scope"] == "Namespaced",
-            "subresources": sorted(version.get("subresources", {})),
-            "printerColumns": _strip(version.get("additionalPrinterColumns", [])),
-            "schema": _strip(schema),
-        }
-        (HERE / f"{names['plural']}.json").write_text(json.dumps(out, separators=(",", ":"), sort_keys=True))
-        old = next((v for v in crd["spec"]["versions"] if v["name"] == "v1beta1" and v.get("served")), None)
-        if old is not None:  # requests to the deprecated version are validated against its own schema
-            old_schema = old["schema"]["openAPIV3Schema"]
-            if names["plural"] == "workloads":
-                _trim_pod_spec(old_schema)
-            (HERE / f"{names['plural']}.v1beta1.json").write_text(
-                json.dumps({"version": "v1beta1", "schema": _strip(old_schema)}, separators=(",", ":"), sort_keys=True)
-            )
+def _load(path: Path) -> dict:
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders only
+
+
+def _entry(crd: dict, version: dict, schema: dict) -> dict:
+    names = crd["spec"]["names"]
+    return {
+        "group": crd["spec"]["group"],
+        "version": version["name"],
+        "kind": names["kind"],
+        "plural": names["plural"],
+        "singular": names["singular"],
+        "shortNames": names.get("shortNames", []),
+        "categories": names.get("categories", []),
+        "namespaced": crd["spec"]["scope"] == "Namespaced",
+        "subresources": sorted(version.get("subresources", {})),
+        "printerColumns": _strip(version.get("additionalPrinterColumns", [])),
+        "schema": _strip(schema),
+    }
+
+
+def _write(plural: str, data: dict) -> None:
+    (HERE / f"{plural}.json").write_text(json.dumps(data, separators=(",", ":"), sort_keys=True))
+
+
+def kueue(path: Path) -> None:
+    crd = _load(path)
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")
+    schema = version["schema"]["openAPIV3Schema"]
+    plural = crd["spec"]["names"]["plural"]
+    if plural == "workloads":
+        _trim_pod_spec(schema)
+    entry = _entry(crd, version, schema)
+    del entry["categories"]  # kubesim files Kueue's kinds under category `kueue` itself
+    _write(plural, entry)
+    old = next((v for v in crd["spec"]["versions"] if v["name"] == "v1beta1" and v.get("served")), None)
+    if old is not None:  # requests to the deprecated version are validated against its own schema
+        old_schema = old["schema"]["openAPIV3Schema"]
+        if plural == "workloads":
+            _trim_pod_spec(old_schema)
+        _write(f"{plural}.v1beta1", {"version": "v1beta1", "schema": _strip(old_schema)})
+
+
+def operator(path: Path) -> None:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != UPSTREAM[path.name]:
+        raise SystemExit(f"{path}: sha256 {digest} is not the release file's ({UPSTREAM[path.name]}); see SOURCES.md")
+    crd = _load(path)
+    version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
+    _write(crd["spec"]["names"]["plural"], _entry(crd, version, version["schema"]["openAPIV3Schema"]))
+
+
+def main(*sources: str) -> None:
+    for src in sources:
+        for path in sorted(Path(src).glob("kueue.x-k8s.io_*.yaml")):
+            kueue(path)
+        for name in UPSTREAM:
+            if (Path(src) / name).exists():
+                operator(Path(src) / name)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])
