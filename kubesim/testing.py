@@ -142,6 +142,18 @@ class InProcessKubesim(_ClientMixin):
         self.kubeconfig_path = kubeconfig_path
         write_kubeconfig(kubeconfig_path, self.url)
 
+    def snapshot(self) -> dict:
+        """The cluster as it is now (Simulator.snapshot): build a cluster once, restore() it before each test."""
+        return self.sim.snapshot()
+
+    def restore(self, snapshot: dict) -> None:
+        """Back to a snapshot() of this kubesim (Simulator.restore): its objects exactly, the clock going on."""
+        self.sim.restore(snapshot)
+
+    def end_watches(self) -> None:
+        """Close every open watch stream now (Simulator.end_watches)."""
+        self.sim.end_watches()
+
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
