@@ -20,10 +20,12 @@ SCHEMA = "seeded_snapshot"
 class SeededDatabase:
     """The rows of every table of the test database at take() time, and restore() back to them."""
 
-    def __init__(self, connection: BaseDatabaseWrapper, tables: list[str], filled: list[str]) -> None:
+    def __init__(self, connection: BaseDatabaseWrapper, tables: list[str], filled: list[str],
+                 highest: list[tuple[str, str, int]]) -> None:
         self.connection = connection
         self.tables = tables  # every table of the installed models
         self.filled = filled  # the ones with rows to put back
+        self.highest = highest  # PostgreSQL: (table, column, highest id put back) per sequence-numbered column
 
     @classmethod
     def take(cls, connection: BaseDatabaseWrapper) -> SeededDatabase:
@@ -42,7 +44,14 @@ class SeededDatabase:
                 cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {SCHEMA}.{qn(table)})")  # noqa: S608
                 if cursor.fetchone()[0]:
                     filled.append(table)
-        return cls(connection, tables, filled)
+            highest = []
+            if connection.vendor == "postgresql":
+                for table in filled:
+                    for sequence in connection.introspection.get_sequences(cursor, table):
+                        column = sequence["column"]
+                        cursor.execute(f"SELECT max({qn(column)}) FROM {SCHEMA}.{qn(table)}")  # noqa: S608
+                        highest.append((table, column, cursor.fetchone()[0]))
+        return cls(connection, tables, filled, highest)
 
     def restore(self) -> None:
         """Every table back to its copied rows, in one transaction (the foreign keys are checked at its end)."""
@@ -59,6 +68,15 @@ class SeededDatabase:
                 cursor.execute(f"DELETE FROM {qn(table)}")  # noqa: S608
             for table in self.filled:
                 cursor.execute(f"INSERT INTO {qn(table)} SELECT * FROM {SCHEMA}.{qn(table)}")  # noqa: S608
+            if self.highest:
+                # Ids keep counting up from where they were (as after Django's flush), unless a test started a
+                # sequence again (a migration test dropping a table): then from past the rows put back.
+                values = ", ".join(["(%s, %s, %s)"] * len(self.highest))
+                cursor.execute(
+                    f"SELECT setval(sequence, top) FROM (VALUES {values}) AS put_back(name, id_column, top) "  # noqa: S608
+                    "CROSS JOIN LATERAL pg_get_serial_sequence(name, id_column) AS sequence "
+                    "WHERE coalesce(pg_sequence_last_value(sequence::regclass), 0) < top",
+                    [value for row in self.highest for value in row])
         ContentType.objects.clear_cache()  # a test may have moved content types (the migration tests do)
 
     def drop(self) -> None:
