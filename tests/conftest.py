@@ -37,6 +37,20 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("CI=true requires DATABASE_URL to point at PostgreSQL (run through `make test`).")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`), the files of browser tests first, then those of slow tests: each file runs on
+    one worker (--dist loadfile, in this order with --no-loadscope-reorder), so the longest start first and end with
+    the rest instead of after them. A serial run keeps pytest-django's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    weight: dict[Path, int] = {}
+    for item in items:
+        rank = 0 if item.get_closest_marker("browser") else 1 if item.get_closest_marker("slow") else 2
+        weight[item.path] = min(rank, weight.get(item.path, 2))
+    items.sort(key=lambda item: weight[item.path])
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """Every test database starts with the demo organisation, seeded once; each `db` test rolls back to it, and each
