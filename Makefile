@@ -21,8 +21,12 @@ $(STAMP_DEV): $(STAMP_RUN)
 run: $(STAMP_RUN)
 	$(PY) -m portal.launcher
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist), a test file at a time on one of them, so a module's
+# kubesim is served once, the slowest files first (tests/conftest.py); PYTEST_ARGS come last and win:
+# `make test PYTEST_ARGS="-n 0"` runs it in this process.
+PYTEST_WORKERS ?= 3
 test: $(STAMP_DEV)
-	$(PY) -m portal.devservices $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m portal.devservices $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .

@@ -32,6 +32,7 @@ from kubesim.apiserver.storage.store import ObjectStore
 from kubesim.apiserver.validation import builtin
 from kubesim.kernel.clock import Clock, parse_rfc3339, rfc3339
 from kubesim.kernel.protocols import Controller, KueueHalf, KueueModule, Webhook
+from kubesim.kernel.store import clone
 
 MAX_SETTLE_ROUNDS = 100_000  # Kueue admits one head per ClusterQueue per cycle: deep backlogs need many rounds
 MAX_ADVANCE_STEPS = 100000
@@ -138,17 +139,14 @@ class Simulator:
         module = load_kueue() if kueue == "auto" else kueue
         if isinstance(module, str):
             raise ValueError(f'kueue must be "auto", None or the Kueue half, not {module!r}')
-        self.webhooks: list[Webhook] = []
-        self.controllers: list[Controller] = []
-        self.kueue: KueueHalf | None = None  # this simulator's Kueue half (None: plain Kubernetes)
+        self._kueue_module = module
         if module is not None:
             cfg_cls = module.KueueConfig
             self.kueue_config = cfg_cls.from_dict(kueue_config) if kueue_config else cfg_cls.default()
-            self.kueue = module.Kueue(self.kueue_config)
-            self.controllers += self.kueue.controllers()
-            self.webhooks += self.kueue.admission_webhooks()
-        self.controllers += [*operators.controllers(), JobController(), Kubelet(default_run_seconds),
-                             EndpointsController(), NamespaceController(), GarbageCollector()]
+        self.webhooks: list[Webhook] = []
+        self.controllers: list[Controller] = []
+        self.kueue: KueueHalf | None = None  # this simulator's Kueue half (None: plain Kubernetes)
+        self._install_controllers()
         self.server_activity = ServerActivity()  # what pods serving HTTP saw (kubesim.apiserver.nodes.servers)
         self.stats: dict[str, list] = {}  # controller name -> [calls, writing calls, seconds, max seconds]
         self._stop = threading.Event()
@@ -169,6 +167,16 @@ class Simulator:
             self._spawn(self._settle_loop, "kubesim-settler")
         if self.state_file:
             self._spawn(self._save_loop, "kubesim-saver")
+
+    def _install_controllers(self) -> None:
+        """The Kueue half (new, with empty memory), its webhooks, and every controller, in reconcile order."""
+        self.webhooks, self.controllers, self.kueue = [], [], None
+        if self._kueue_module is not None:
+            self.kueue = self._kueue_module.Kueue(self.kueue_config)
+            self.controllers += self.kueue.controllers()
+            self.webhooks += self.kueue.admission_webhooks()
+        self.controllers += [*operators.controllers(), JobController(), Kubelet(self.default_run_seconds),
+                             EndpointsController(), NamespaceController(), GarbageCollector()]
 
     def _spawn(self, target: Any, name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -212,6 +220,27 @@ class Simulator:
             self.rbac.reset()
             self.bootstrap()
             self.settle()
+
+    def snapshot(self) -> dict:
+        """The cluster as it is now, for restore(): tests build a cluster once and go back to it before each test."""
+        return clone(self.store.snapshot())
+
+    def restore(self, snapshot: dict) -> None:
+        """Back to a snapshot() of this simulator, as after a restart from it with --state: its objects exactly,
+        tokens forgotten, the controllers and the Kueue half starting with empty memory. The clock keeps going and
+        resourceVersions keep counting up, so open watches end with 410 Gone and their clients list again."""
+        with self.store.lock:
+            self.store.wipe()
+            self.rbac.reset()
+            self.store.restore(clone(snapshot))  # a copy: the snapshot serves again whatever happens to the objects
+            self._install_controllers()
+            self.settle()
+            self.store.changed.notify_all()
+
+    def end_watches(self) -> None:
+        """Close every open watch stream within a poll (a quarter second), as an API server restart would: tests
+        stop their watchers without waiting for a watch timeout."""
+        self.faults.watch_epoch += 1
 
     # ---- controllers ---------------------------------------------------------------------------------------
     def settle(self) -> None:

@@ -96,7 +96,7 @@ class _ClientMixin:
         return _control(self.url, "GET", "stats")
 
     def report_activity(self, namespace: str, pod: str, seconds_ago: float = 0) -> dict:
-        """POST /kubesim/v1/servers/{ns}/{pod}/activity: someone used this server (kubesim.servers)."""
+        """POST /kubesim/v1/servers/{ns}/{pod}/activity: someone used this server (kubesim.apiserver.nodes.servers)."""
         return _control(self.url, "POST", f"servers/{namespace}/{pod}/activity", {"seconds_ago": seconds_ago})
 
     def healthz(self) -> dict:
@@ -141,6 +141,18 @@ class InProcessKubesim(_ClientMixin):
         self.url = server.url
         self.kubeconfig_path = kubeconfig_path
         write_kubeconfig(kubeconfig_path, self.url)
+
+    def snapshot(self) -> dict:
+        """The cluster as it is now (Simulator.snapshot): build a cluster once, restore() it before each test."""
+        return self.sim.snapshot()
+
+    def restore(self, snapshot: dict) -> None:
+        """Back to a snapshot() of this kubesim (Simulator.restore): its objects exactly, the clock going on."""
+        self.sim.restore(snapshot)
+
+    def end_watches(self) -> None:
+        """Close every open watch stream now (Simulator.end_watches)."""
+        self.sim.end_watches()
 
     def stop(self) -> None:
         self.server.shutdown()

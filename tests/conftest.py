@@ -37,21 +37,55 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("CI=true requires DATABASE_URL to point at PostgreSQL (run through `make test`).")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`), the files of browser tests first, then those of slow tests: each file runs on
+    one worker (--dist loadfile, in this order with --no-loadscope-reorder), so the longest start first and end with
+    the rest instead of after them. A serial run keeps pytest-django's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    weight: dict[Path, int] = {}
+    for item in items:
+        rank = 0 if item.get_closest_marker("browser") else 1 if item.get_closest_marker("slow") else 2
+        weight[item.path] = min(rank, weight.get(item.path, 2))
+    items.sort(key=lambda item: weight[item.path])
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
-    """Every test database starts with the demo organisation, seeded once; each `db` test rolls back to it."""
+    """Every test database starts with the demo organisation, seeded once; each `db` test rolls back to it, and each
+    transactional test ends by putting its rows back (tests/seeded_database.py) where Django would empty the tables."""
+    from django.db import connection
+    from django.test import TransactionTestCase
+
     from apps.org.demo import seed_demo
+    from tests.seeded_database import SeededDatabase
 
     with django_db_blocker.unblock():
         seed_demo()
+        seeded = SeededDatabase.take(connection)
+    flush = TransactionTestCase._fixture_teardown
+
+    def restore_seeded(test_case: TransactionTestCase) -> None:
+        """What Django's flush does for a transactional test, but back to the seeded rows (Django's own flush for a
+        test that limits its apps or uses other databases)."""
+        if test_case.available_apps is not None or set(test_case._databases_names()) != {connection.alias}:
+            flush(test_case)
+        else:
+            seeded.restore()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TransactionTestCase, "_fixture_teardown", restore_seeded)
+        yield
+    with django_db_blocker.unblock():
+        seeded.drop()
 
 
-@pytest.fixture
-def demo(db):
+def demo_users() -> dict:
     """The demo organisation of DESIGN section 8 (built through the services like an admin would), by username.
 
-    Transactional tests empty the database when they end (pytest-django runs them after the others), so the next
-    one seeds again here.
+    Seeded once per test database (django_db_setup) and put back after every transactional test; seeded again here
+    only if a test emptied the tables.
     """
     from django.contrib.auth import get_user_model
 
@@ -61,6 +95,12 @@ def demo(db):
     if not users.filter(username="admin").exists():
         seed_demo()
     return {user.username: user for user in users.all()}
+
+
+@pytest.fixture
+def demo(db):
+    """username -> demo user (demo_users)."""
+    return demo_users()
 
 
 @pytest.fixture

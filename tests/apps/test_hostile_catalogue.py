@@ -757,8 +757,30 @@ def snapshot() -> dict[str, Any]:
     return state
 
 
+@pytest.fixture(scope="module")
+def module_ids(django_db_setup, django_db_blocker):
+    """`ids`, made once for this module's thousand-odd cases inside a transaction of its own: each test's transaction
+    nests in it and rolls back to it, and it rolls back after the module."""
+    from django.db import transaction
+
+    from tests.conftest import demo_users
+
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        made = make_ids(demo_users())
+    yield made
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        outer.__exit__(None, None, None)
+
+
 @pytest.fixture
-def ids(demo):
+def ids(module_ids, db):
+    return module_ids
+
+
+def make_ids(demo):
     """The demo ids, plus a pool without quotas and a finished workload that the pool and `train` refer to; a live
     workload of alice's, a finished one of bob's, a token of bob's, a group rule and a template (and the versions
     their edit forms carry)."""

@@ -11,7 +11,9 @@ import shutil
 
 import pytest
 
+from tests.conftest import demo_users
 from tests.oidc_provider.fixture import oidc_provider  # noqa: F401 - a fixture (single sign-on in the browser)
+from tests.worker.conftest import reconcile_organisation, stop_watcher
 
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -41,9 +43,7 @@ def browser():
 @pytest.fixture
 def login(browser, live_server, transactional_db):
     """login("alice") -> a Playwright page signed in as that demo user (password 'demo')."""
-    from apps.org.demo import seed_demo
-
-    seed_demo()
+    demo_users()  # committed: the live server's thread reads it
     contexts = []
     violations: list[str] = []
 
@@ -94,15 +94,14 @@ def kubesim():
 def live_cluster(kubesim, login):
     """The demo organisation reconciled into a clean kubesim, and the watcher running against it."""
     from worker.gateway import Gateway, reset_gateway
-    from worker.kueue_sync import desired_from_database, reconcile
     from worker.watcher import Watcher
 
     kubesim.reset()
     gw = Gateway(kubesim.api_client())
     reset_gateway(gw)
-    reconcile(gw, desired_from_database())  # `login` has seeded the organisation
+    reconcile_organisation(kubesim, gw)  # `login` has seeded the organisation
     watcher = Watcher(gw, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
     watcher.start()
     yield gw
-    watcher.stop()
+    stop_watcher(watcher, kubesim)
     reset_gateway(None)

@@ -1,6 +1,9 @@
+import weakref
+
 import pytest
 
-from kubesim.testing import serve
+from kubesim.testing import InProcessKubesim, serve
+from tests.conftest import demo_users
 from worker.gateway import Gateway, reset_gateway
 
 
@@ -9,6 +12,25 @@ def kubesim():
     """A kubesim on a free port for this test module, manual clock."""
     with serve(clock="manual") as served:
         yield served
+
+
+# kubesim -> (the objects the organisation asked for, the cluster right after reconciling them into a clean one)
+_reconciled: weakref.WeakKeyDictionary[InProcessKubesim, tuple[list[dict], dict]] = weakref.WeakKeyDictionary()
+
+
+def reconcile_organisation(kubesim: InProcessKubesim, gateway: Gateway) -> None:
+    """The organisation in the database reconciled into the clean cluster, as kueue sync does. The first time per
+    kubesim for a given organisation it reconciles for real and keeps a snapshot of the result; afterwards it puts
+    that snapshot back (the same objects, in milliseconds instead of a second)."""
+    from worker.kueue_sync import desired_from_database, reconcile
+
+    desired = desired_from_database()
+    known = _reconciled.get(kubesim)
+    if known is not None and known[0] == desired:
+        kubesim.restore(known[1])
+        return
+    reconcile(gateway, desired)
+    _reconciled[kubesim] = (desired, kubesim.snapshot())
 
 
 @pytest.fixture
@@ -22,26 +44,19 @@ def cluster(kubesim):
 
 
 @pytest.fixture
-def synced(demo, cluster):
+def synced(demo, kubesim, cluster):
     """The demo organisation (inside this test's transaction) reconciled into the cluster; the worker's gateway."""
-    from worker.kueue_sync import desired_from_database, reconcile
-
-    reconcile(cluster, desired_from_database())
+    reconcile_organisation(kubesim, cluster)
     return cluster
 
 
 @pytest.fixture
-def org(cluster, transactional_db):
-    """For tests with the real worker or watcher threads (committed rows): the demo organisation seeded and
-    reconciled into the cluster; username -> user."""
-    from django.contrib.auth import get_user_model
-
-    from apps.org.demo import seed_demo
-    from worker.kueue_sync import desired_from_database, reconcile
-
-    seed_demo()
-    reconcile(cluster, desired_from_database())
-    return {user.username: user for user in get_user_model().objects.all()}
+def org(kubesim, cluster, transactional_db):
+    """For tests with the real worker or watcher threads (committed rows): the demo organisation (committed, put back
+    after each transactional test) reconciled into the cluster; username -> user."""
+    users = demo_users()
+    reconcile_organisation(kubesim, cluster)
+    return users
 
 
 def signed_in(user):
@@ -107,11 +122,19 @@ def kueue_workload(cluster, workload):
 
 
 @pytest.fixture
-def watcher(cluster, transactional_db):
+def watcher(kubesim, cluster, transactional_db):
     """The real watcher, in threads of this process, against the test's kubesim."""
     from worker.watcher import Watcher
 
     running = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
     running.start()
     yield running
+    stop_watcher(running, kubesim)
+
+
+def stop_watcher(running, kubesim) -> None:
+    """Watcher.stop(), without waiting up to a watch timeout for the open watch streams to notice."""
+    running.stopping.set()  # the loops end at their next wake-up ...
+    if isinstance(kubesim, InProcessKubesim):
+        kubesim.end_watches()  # ... which for a watch stream is now
     running.stop()
