@@ -82,7 +82,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
 
 def demo_users() -> dict:
-    """The demo organisation of DESIGN section 8 (built through the services like an admin would), by username.
+    """The demo organisation of the README's Quick start (built through the services like an admin would), by username.
 
     Seeded once per test database (django_db_setup) and put back after every transactional test; seeded again here
     only if a test emptied the tables.
