@@ -19,6 +19,7 @@ from kubesim.apiserver.controllers.jobset_controller import JobSetController
 from kubesim.apiserver.errors import APIError, invalid
 from kubesim.apiserver.registry.resources import RESOURCES
 from kubesim.apiserver.validation import jobset_webhook
+from kubesim.kernel.deployments import controller_manager
 from kubesim.kernel.metadata import Cause
 from kubesim.kernel.protocols import Controller
 
@@ -65,17 +66,8 @@ def installation() -> list[tuple[str, dict]]:
     namespace = "jobset-system"
     labels = {"app.kubernetes.io/name": "jobset", "control-plane": "controller-manager"}
     container = {"name": "manager", "image": f"registry.k8s.io/jobset/jobset:{JOBSET_VERSION}"}
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "jobset-controller-manager", "namespace": namespace, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-        },
-        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1},
-    }
+    deployment = controller_manager(name="jobset-controller-manager", namespace=namespace, labels=labels,
+                                    container=container)
     return [
         ("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
         ("deployments", deployment),

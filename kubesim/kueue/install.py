@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import yaml
 
+from kubesim.kernel.deployments import controller_manager
 from kubesim.kueue.config import KueueConfig
 
 NAMESPACE = "kueue-system"
@@ -40,17 +41,8 @@ def installation(config: KueueConfig) -> list[tuple[str, dict]]:
         "image": f"registry.k8s.io/kueue/kueue:{VERSION}",
         "args": ["--config=/controller_manager_config.yaml"],
     }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "kueue-controller-manager", "namespace": NAMESPACE, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-        },
-        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1},
-    }
+    deployment = controller_manager(name="kueue-controller-manager", namespace=NAMESPACE, labels=labels,
+                                    container=container)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
