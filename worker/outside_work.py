@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from apps.core.kueue_names import GROUP_WORKLOAD_ANNOTATION, PORTAL_USER_LABEL, SUBMITTED_BY_ANNOTATION
+from apps.core.kueue_names import GROUP_WORKLOAD_ANNOTATION, JOB_UID_LABEL, PORTAL_USER_LABEL, SUBMITTED_BY_ANNOTATION
 from apps.core.quantities import quantity
 from apps.workloads.models import Kind
 from apps.workloads.observation import OutsideWork, PodSet, Unmapped
@@ -131,6 +131,43 @@ def read_outside(workload: dict[str, Any], owner: dict[str, Any] | None) -> Outs
         kind=kind, object_api_version=api_version, object_name=object_name, pod_sets=pod_sets,
         priority_class=str(spec.get("priorityClassName", "")) if priority_source.endswith("workloadpriorityclass")
         else "",
+        priority=spec["priority"] if isinstance(spec.get("priority"), int) else None,
+        object_uid=str((metadata.get("labels") or {}).get(JOB_UID_LABEL) or reference.get("uid", "")),
         created_at=parse_time(metadata.get("creationTimestamp")), portal_user=portal_user,
         cluster_user=cluster_user, manager=manager,
     )
+
+
+def _pod_gpus(pod: dict[str, Any]) -> int:
+    spec = pod.get("spec") or {}
+    total = Decimal(0)
+    for container in spec.get("containers") or []:
+        if isinstance(container, dict):
+            for name, value in _requests(container).items():
+                if name.startswith("nvidia.com/") or name.endswith("/gpu"):
+                    try:
+                        total += quantity(value)
+                    except ValueError:
+                        continue
+    return int(total)
+
+
+def unqueued_gpu_pods(pods: list[dict[str, Any]], *, namespaces: set[str]) -> list[Unmapped]:
+    """GPU pods of project namespaces that hold or wait for GPUs outside Kueue's queues (no pod set label: Kueue
+    never started them), one entry per pod."""
+    found = []
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        phase = (pod.get("status") or {}).get("phase", "")
+        if metadata.get("namespace") not in namespaces or phase in ("Succeeded", "Failed"):
+            continue
+        gpus = _pod_gpus(pod)
+        if gpus <= 0:
+            continue
+        owner = owner_reference(pod) or {}
+        found.append(Unmapped(
+            uid=str(metadata.get("uid", "")), namespace=str(metadata["namespace"]), name=str(metadata.get("name", "")),
+            reason="outside_queue", object_kind=str(owner.get("kind", "Pod")), gpus=gpus,
+            detail=f"{phase or 'Pending'} with {gpus} GPUs and no queue"
+                   + (f" ({owner.get('kind')} {owner.get('name')})" if owner else "")))
+    return found

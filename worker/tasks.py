@@ -235,7 +235,7 @@ def utilisation_refresh() -> int:
 def workload_idle_notify(workload_id: int) -> bool:
     """One e-mail to the owner: their workload holds GPUs it does not use."""
     workload = Workload.objects.select_related("owner", "project", "node_pool").filter(pk=workload_id).first()
-    if workload is None or not workload.owner.email:
+    if workload is None or workload.owner is None or not workload.owner.email:
         return False
     policy = IdlePolicy.current()
     event = workload.events.filter(reason=workload_services.GPU_IDLE_REASON).order_by("-id").first()
@@ -354,25 +354,26 @@ def pull_secret_sync(pull_secret_id: int) -> str:
 def workload_notify(workload_id: int, status: str) -> bool:
     """One e-mail to the owner about one transition they asked to hear about."""
     workload = Workload.objects.select_related("owner", "project", "node_pool").filter(pk=workload_id).first()
-    if workload is None or not workload.owner.email:
+    if workload is None or workload.owner is None or not workload.owner.email:
         return False
+    owner = workload.owner
     event = workload.events.filter(to_status=status).order_by("-id").first()
     label = Status(status).label.lower()
     body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} is {label}.",
             f"GPUs: {workload.gpu_units} x {workload.node_pool.name}"]
     if status == Status.PREEMPTED:
         # The plain sentence of the pages (when, by whom as the owner may see it, why), never Kueue's UIDs and paths.
-        found = preemptions_seen_by(workload=workload, user=workload.owner)
+        found = preemptions_seen_by(workload=workload, user=owner)
         if found:
             body.append(found[-1]["note"].sentence)
     elif event and event.message:
         body.append(f"Kueue says: {event.message}")
     # If it waits now (requeued after a preemption, a gang waiting for its pods), say why, as its owner may read it.
-    explanation = explain_workloads([workload], viewer=workload.owner)[workload.pk]
+    explanation = explain_workloads([workload], viewer=owner)[workload.pk]
     if explanation is not None:
         body.append(f"Why it waits: {explanation.sentence}")
     body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
-    send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [workload.owner.email])
+    send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [owner.email])
     return True
 
 

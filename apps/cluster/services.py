@@ -168,6 +168,10 @@ def unmapped_record(*, uid: str, namespace: str, name: str, reason: str, at: dat
     UnmappedWork.objects.update_or_create(uid=uid, defaults=values, create_defaults={**values, "first_seen_at": at})
 
 
+def unmapped_seen(*, uid: str) -> bool:
+    return UnmappedWork.objects.filter(uid=uid).exists()
+
+
 def unmapped_forget(*, uid: str) -> None:
     """The object is gone, or the portal can now map it."""
     UnmappedWork.objects.filter(uid=uid).delete()

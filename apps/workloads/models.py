@@ -183,6 +183,7 @@ class Workload(models.Model):
                                     help_text="The Kubernetes user or field manager that created it, when known.")
     pod_sets = models.JSONField(default=list, blank=True)
     pod_set_units = models.PositiveIntegerField(null=True, blank=True)
+    kueue_priority = models.IntegerField(null=True, blank=True, help_text="The priority Kueue gave it (outside work).")
 
     # Scope paths for apps.accounts.access.restrict: the project's viewers, and always the owner.
     access_paths: ClassVar[AccessPaths] = AccessPaths(
@@ -244,13 +245,20 @@ class Workload(models.Model):
         return self.gpus * self.pod_count
 
     @property
+    def priority_value(self) -> int:
+        """Its priority in Kueue: its class's value, or what Kueue gave work from outside (0 when nothing set one)."""
+        if self.priority_class is not None:
+            return self.priority_class.value
+        return self.kueue_priority or 0
+
+    @property
     def from_outside(self) -> bool:
         return self.origin == Origin.OUTSIDE
 
     @property
     def submitter_label(self) -> str:
         """Who submitted it, for a person: the portal user, else who the cluster says, else "outside the portal"."""
-        if self.owner_id is not None:
+        if self.owner is not None:
             return self.owner.username
         return f"outside the portal ({self.submitted_by})" if self.submitted_by else "outside the portal"
 

@@ -70,6 +70,8 @@ class OutsideWork:
     object_name: str
     pod_sets: tuple[PodSet, ...]
     priority_class: str = ""  # a WorkloadPriorityClass name, when Kueue's priority comes from one
+    priority: int | None = None  # spec.priority, as Kueue set it
+    object_uid: str = ""  # the owner object's uid (what Kueue's preemption messages name as the JobUID)
     created_at: datetime | None = None
     portal_user: str = ""  # the portal username the object names (label), if any
     cluster_user: str = ""  # the Kubernetes user the cluster stamped at admission (annotation), if any
