@@ -97,7 +97,9 @@ class Verbs:
     def create(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         dry = write_options("CreateOptions", query)
         obj = self.admission.check_identity(t, read_json(body))
-        obj["metadata"].pop("managedFields", None)  # ownership is tracked from the first apply on
+        # The creator owns every field it wrote (operation Update), as kube-apiserver records it.
+        manager = fieldmanager.manager_from(q(query, "fieldManager"), headers.get("user-agent", ""))
+        obj["metadata"]["managedFields"] = [fieldmanager.created(obj, manager, rfc3339(self.sim.clock.now()))]
         with self.store.lock:
             return self._create_admitted(t, obj, query, dry)
 
