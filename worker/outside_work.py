@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from apps.core.kueue_names import GROUP_WORKLOAD_ANNOTATION, JOB_UID_LABEL, PORTAL_USER_LABEL, SUBMITTED_BY_ANNOTATION
+from apps.core.kueue_names import (
+    GROUP_WORKLOAD_ANNOTATION,
+    JOB_UID_LABEL,
+    POD_GROUP_LABEL,
+    PORTAL_USER_LABEL,
+    SUBMITTED_BY_ANNOTATION,
+)
 from apps.core.quantities import quantity
 from apps.workloads.models import Kind
 from apps.workloads.observation import OutsideWork, PodSet, Unmapped
@@ -64,6 +70,17 @@ def owner_path(namespace: str, reference: dict[str, Any]) -> str | None:
         return None
     root = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
     return f"{root}/namespaces/{namespace}/{known.plural}/{reference['name']}"
+
+
+def stop_target(*, namespace: str, api_version: str, kind: str, name: str) -> tuple[str, str | None] | None:
+    """What deleting outside work means, as (API path, label selector): its owner object, or for a pod group every
+    pod of the group; None for a kind the portal does not know how to stop."""
+    if kind == Kind.POD_GROUP:
+        return f"/api/v1/namespaces/{namespace}/pods", f"{POD_GROUP_LABEL}={name}"
+    for (group, kind_name), known in OWNER_KINDS.items():
+        if known.kind == kind and group == group_of(api_version):
+            return owner_path(namespace, {"apiVersion": api_version, "kind": kind_name, "name": name}), None
+    return None
 
 
 def _requests(container: dict[str, Any]) -> dict[str, str]:

@@ -38,6 +38,7 @@ from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import attachments_of, companions, job_manifest, pull_secret, user_secret
 from .notebook_activity import read_server_activity
+from .outside_work import stop_target
 from .status_map import observe
 
 logger = logging.getLogger(__name__)
@@ -166,8 +167,7 @@ def workload_stop(workload_id: int) -> str:
                                  outcome="nothing to stop", ids=claim.ids)
         return "not stopping"
     try:
-        deleted = gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
-                                   propagation=STOP_PROPAGATION)
+        deleted = _delete_work(workload)
     except ClusterError as error:
         intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + STOP_RETRY_AFTER)
         if error.transient:
@@ -178,6 +178,20 @@ def workload_stop(workload_id: int) -> str:
     intents.intents_complete(kind=workload_services.STOP_INTENT, target_id=workload_id,
                              outcome="deleted again" if follow_up else "stopped", ids=claim.ids)
     return "deleted again" if follow_up else "stopped"
+
+
+def _delete_work(workload: Workload) -> dict[str, Any] | None:
+    """Delete what runs the workload, its pods first (foreground): the portal's Job, or the object that work from
+    outside the portal belongs to (docs/architecture.md, Work submitted outside the portal)."""
+    if not workload.from_outside:
+        return gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
+                                propagation=STOP_PROPAGATION)
+    target = stop_target(namespace=workload.project.namespace, api_version=workload.object_api_version,
+                         kind=workload.kind, name=workload.object_name)
+    if target is None:
+        raise ClusterError(400, "BadRequest", f"the portal cannot stop a {workload.get_kind_display()}")
+    path, selector = target
+    return gateway().delete_path(path, propagation=STOP_PROPAGATION, label_selector=selector)
 
 
 def _record_deletion(workload_id: int, deleted: dict[str, Any] | None) -> None:

@@ -5,12 +5,19 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.exceptions import PermissionDenied
 from kubernetes import client as k8s
 
 from apps.cluster.models import UnmappedWork
+from apps.core.models import AuditEvent
 from apps.usage.models import UsageInterval
+from apps.workloads import services
+from apps.workloads.history import preemptions
 from apps.workloads.models import Kind, Origin, Status, Workload, WorkloadEvent
+from apps.workloads.selectors import preemptions_seen_by
 from tests.worker.conftest import signed_in, wait_for
+from tests.worker.test_watcher import submit
+from worker import tasks
 
 pytestmark = pytest.mark.slow
 
@@ -116,3 +123,50 @@ def test_gpu_pods_outside_the_queue_are_flagged(kubesim, org, watcher):
     wait_for(lambda: not core.list_namespaced_pod("proj-vision", field_selector="metadata.name=rogue").items)
     watcher.unqueued_pods_scan()
     assert not UnmappedWork.objects.filter(name="rogue").exists()
+
+
+def test_stop_deletes_the_object_for_its_owner_and_team_leads_audited(kubesim, org, watcher):
+    create_job(kubesim, batch_job("to-stop", labels={"portal.gpu/user": "alice"}, pods=1, gpus=1))
+    create_job(kubesim, batch_job("lead-stops", pods=1, gpus=1))
+    mine = wait_for(lambda: (row := outside("to-stop")) and row.status in (Status.ADMITTED, Status.RUNNING) and row)
+    theirs = wait_for(lambda: (row := outside("lead-stops")) and row.status in (Status.ADMITTED, Status.RUNNING)
+                      and row)
+    # bob (NLP) may not stop Vision's work; alice may not stop what is not attributed to her.
+    with pytest.raises(PermissionDenied):
+        services.workload_stop(actor=org["bob"], workload=mine)
+    with pytest.raises(PermissionDenied):
+        services.workload_stop(actor=org["alice"], workload=theirs)
+    services.workload_stop(actor=org["alice"], workload=mine)
+    services.workload_stop(actor=org["lead"], workload=theirs)
+    for row in (mine, theirs):
+        assert tasks.workload_stop.apply(args=[row.pk]).get() == "stopped"
+        wait_for(lambda row=row: Workload.objects.get(pk=row.pk).status == Status.STOPPED)
+    batch = k8s.BatchV1Api(kubesim.api_client())
+    wait_for(lambda: not [job for job in batch.list_namespaced_job("proj-vision").items
+                          if job.metadata.name in ("to-stop", "lead-stops")])
+    audited = AuditEvent.objects.filter(action="workload.stop").values_list("actor__username", "object_id")
+    assert {("alice", str(mine.pk)), ("lead", str(theirs.pk))} <= set(audited)
+
+
+def test_a_kubectl_job_that_reclaims_quota_is_named_in_the_preemption(kubesim, org, watcher):
+    # Forecasting fills Data Science's 4 cards and Serving keeps its 4: Research's 8 are all there is. Vision
+    # borrows NLP's idle deserved cards with the portal; a kubectl Job of NLP's takes them back.
+    ds = submit(kubesim, org["carol"], project="forecasting", name="ds")
+    wait_for(lambda: Workload.objects.get(pk=ds.pk).status == Status.RUNNING)
+    borrowed = [submit(kubesim, org["alice"], name=f"b-{i}") for i in range(2)]
+    wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in borrowed))
+    create_job(kubesim, batch_job("nlp-reclaims", namespace="proj-nlp", pods=1, gpus=4))
+    wait_for(lambda: WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).exists())
+    reclaimer = wait_for(lambda: outside("nlp-reclaims"))
+    victim = WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).first().workload
+    event = WorkloadEvent.objects.filter(workload=victim, to_status=Status.PREEMPTED).first()
+    # The victim's preemption may be recorded before the reclaimer's row exists: it is found by its Job's uid.
+    assert event.details["preemptor_job_uid"] == reclaimer.k8s_uid
+    assert preemptions(victim)[0]["preemptor"] == {"id": reclaimer.pk, "name": "nlp-reclaims", "project": "nlp"}
+    # Both are in the numbers: the portal's queue state and the outside work's interval on one ledger.
+    wait_for(lambda: UsageInterval.objects.filter(workload_id=reclaimer.pk).exists())
+    assert UsageInterval.objects.get(workload_id=reclaimer.pk).units == 4
+    # alice reads the sentence without NLP's names; the admin reads who it was.
+    admin_note = preemptions_seen_by(workload=victim, user=org["admin"])[0]["note"].sentence
+    alice_note = preemptions_seen_by(workload=victim, user=org["alice"])[0]["note"].sentence
+    assert "nlp-reclaims" in admin_note and "nlp-reclaims" not in alice_note

@@ -213,10 +213,14 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
 
 
 def workload_stop(*, actor: Actor, workload: Workload) -> Workload:
-    """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job."""
+    """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job (for work from
+    outside the portal, the object it belongs to: every such stop is audited, the attributed owner's too)."""
     if not access.can_stop_workload(actor, workload):
         raise PermissionDenied("You may not stop this workload.")
-    own = access.stops_own_workload(actor, workload)
+    if workload.kind == Kind.OTHER:
+        raise ValidationError(f"The portal cannot stop this kind of work; delete {workload.object_name} in the "
+                              "cluster (kubectl delete).")
+    own = access.stops_own_workload(actor, workload) and not workload.from_outside
     if workload.status not in LIVE_STATUSES or workload.status == Status.STOPPING:
         raise ValidationError(f"This workload is {workload.get_status_display().lower()}; there is nothing to stop.")
     with transaction.atomic():
