@@ -79,7 +79,8 @@ def stop_target(*, namespace: str, api_version: str, kind: str, name: str) -> tu
         return f"/api/v1/namespaces/{namespace}/pods", f"{POD_GROUP_LABEL}={name}"
     for (group, kind_name), known in OWNER_KINDS.items():
         if known.kind == kind and group == group_of(api_version):
-            return owner_path(namespace, {"apiVersion": api_version, "kind": kind_name, "name": name}), None
+            path = owner_path(namespace, {"apiVersion": api_version, "kind": kind_name, "name": name})
+            return (path, None) if path else None
     return None
 
 
