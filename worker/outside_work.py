@@ -120,6 +120,10 @@ def _submitter(owner: dict[str, Any] | None) -> tuple[str, str, str]:
             str(next((m for m in managers if m), "")))
 
 
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def read_outside(workload: dict[str, Any], owner: dict[str, Any] | None) -> OutsideWork | Unmapped:
     """What the portal mirrors of a Kueue Workload it did not submit; `owner` is the object it belongs to, when the
     watcher could read it."""
@@ -150,6 +154,7 @@ def read_outside(workload: dict[str, Any], owner: dict[str, Any] | None) -> Outs
         priority_class=str(spec.get("priorityClassName", "")) if priority_source.endswith("workloadpriorityclass")
         else "",
         priority=spec["priority"] if isinstance(spec.get("priority"), int) else None,
+        max_runtime_seconds=_positive(spec.get("maximumExecutionTimeSeconds")),
         object_uid=str((metadata.get("labels") or {}).get(JOB_UID_LABEL) or reference.get("uid", "")),
         created_at=parse_time(metadata.get("creationTimestamp")), portal_user=portal_user,
         cluster_user=cluster_user, manager=manager,

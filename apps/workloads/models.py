@@ -245,6 +245,16 @@ class Workload(models.Model):
         return self.gpus * self.pod_count
 
     @property
+    def gang_shape(self) -> tuple[int, int]:
+        """(GPU units per pod, pods that hold them), as the forecast's replay and the wait explanation place it: the
+        form's numbers, or for work from outside its GPU pods with its units shared out (exact for the usual one
+        GPU pod set; a mixed gang keeps its total)."""
+        if self.origin != Origin.OUTSIDE:
+            return self.gpus, self.pod_count
+        pods = sum(int(pod_set.get("count") or 0) for pod_set in self.pod_sets if pod_set.get("gpus")) or 1
+        return -(-self.gpu_units // pods), pods
+
+    @property
     def priority_value(self) -> int:
         """Its priority in Kueue: its class's value, or what Kueue gave work from outside (0 when nothing set one)."""
         if self.priority_class is not None:

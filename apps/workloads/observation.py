@@ -71,6 +71,7 @@ class OutsideWork:
     pod_sets: tuple[PodSet, ...]
     priority_class: str = ""  # a WorkloadPriorityClass name, when Kueue's priority comes from one
     priority: int | None = None  # spec.priority, as Kueue set it
+    max_runtime_seconds: int | None = None  # spec.maximumExecutionTimeSeconds (the kueue max-exec-time label)
     object_uid: str = ""  # the owner object's uid (what Kueue's preemption messages name as the JobUID)
     created_at: datetime | None = None
     portal_user: str = ""  # the portal username the object names (label), if any

@@ -1,7 +1,7 @@
 """Work submitted outside the portal (kubectl, pipelines) against kubesim with the real watcher: mirrored with its
 kind, origin and attribution, scoped, counted in GPU-hours; what cannot be mapped kept for admins."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -13,11 +13,12 @@ from apps.core.models import AuditEvent
 from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.history import preemptions
-from apps.workloads.models import Kind, Origin, Status, Workload, WorkloadEvent
+from apps.workloads.models import ForecastBasis, Kind, Origin, Status, Workload, WorkloadEvent, WorkloadForecast
 from apps.workloads.selectors import preemptions_seen_by
 from tests.worker.conftest import signed_in, wait_for
 from tests.worker.test_watcher import submit
 from worker import tasks
+from worker.forecast import forecasts_refresh
 
 pytestmark = pytest.mark.slow
 
@@ -170,3 +171,19 @@ def test_a_kubectl_job_that_reclaims_quota_is_named_in_the_preemption(kubesim, o
     admin_note = preemptions_seen_by(workload=victim, user=org["admin"])[0]["note"].sentence
     alice_note = preemptions_seen_by(workload=victim, user=org["alice"])[0]["note"].sentence
     assert "nlp-reclaims" in admin_note and "nlp-reclaims" not in alice_note
+
+
+def test_the_forecast_replays_outside_work_with_its_max_execution_time(kubesim, org, watcher):
+    """A kubectl Job holding Vision's 4 guaranteed H100 with Kueue's max-exec-time label: the portal's
+    non-preemptible workload behind it is forecast to start when that Job's time is up."""
+    create_job(kubesim, batch_job("holds-all", pods=1, gpus=4, seconds=600,
+                                  labels={"kueue.x-k8s.io/max-exec-time-seconds": "600"}))
+    holder = wait_for(lambda: (row := outside("holds-all")) and row.admitted_at and row)
+    assert holder.max_runtime_seconds == 600
+    waiting = submit(kubesim, org["alice"], gpus=4, preemptible=False, seconds=60, name="behind")
+    wait_for(lambda: Workload.objects.get(pk=waiting.pk).status == Status.QUEUED)
+    forecasts_refresh(now=datetime.fromisoformat(kubesim.advance(0).replace("Z", "+00:00")))
+    forecast = WorkloadForecast.objects.get(workload=waiting)
+    assert forecast.basis in (ForecastBasis.MAX_RUNTIME, ForecastBasis.MIXED)
+    assert holder.admitted_at + timedelta(seconds=600) <= forecast.likely <= holder.admitted_at + timedelta(
+        seconds=660)

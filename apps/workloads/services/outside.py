@@ -107,6 +107,7 @@ def workload_mirror_outside(*, work: OutsideWork, observation: Observation) -> i
         "object_api_version": work.object_api_version[:253], "object_name": work.object_name[:253],
         "name": work.object_name[:MAX_NAME], "image": next((p.image for p in work.pod_sets if p.image), "")[:255],
         "kueue_name": work.kueue_name, "k8s_uid": work.object_uid, "kueue_priority": work.priority,
+        "max_runtime_seconds": work.max_runtime_seconds,
     }
     with transaction.atomic():
         row = Workload.objects.select_for_update().filter(kueue_uid=work.kueue_uid).first()
