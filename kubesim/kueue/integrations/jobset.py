@@ -67,7 +67,7 @@ class JobSet:
     kind = "JobSet"
     group = "jobset.x-k8s.io"
 
-    def pod_sets(self, job: dict) -> list[dict]:
+    def pod_sets(self, store, job: dict) -> list[dict]:
         return [
             {
                 "name": rj["name"].lower(),
@@ -95,7 +95,7 @@ class JobSet:
                     return True, succeeded, c.get("message", "")
         return False, True, ""
 
-    def pods_ready(self, job: dict, wl: dict) -> bool:
+    def pods_ready(self, store, job: dict, wl: dict) -> bool:
         statuses = (job.get("status") or {}).get("replicatedJobsStatus") or []
         done = sum(int(s.get("ready") or 0) + int(s.get("succeeded") or 0) for s in statuses)
         return sum(_replicas(rj) for rj in _rjobs(job)) == done
