@@ -92,7 +92,7 @@ class BatchJob:
         done = int(status.get("ready") or 0) + int(status.get("succeeded") or 0) + uncounted
         return done >= max(admitted, 1)
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         count = reclaimable_pods(job)
         return [{"name": "main", "count": count}] if count else []
 

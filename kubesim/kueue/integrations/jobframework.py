@@ -63,7 +63,7 @@ class JobKind(Protocol):
 
     def pods_ready(self, store, job: dict, wl: dict) -> bool: ...
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         """status.reclaimablePods entries ({name, count}) before they are capped at the pod sets' sizes."""
         ...
 
@@ -435,7 +435,7 @@ class JobReconciler:
         sizes = {ps.get("name"): int(ps.get("count", 0)) for ps in (wl.get("spec") or {}).get("podSets") or []}
         wanted = [
             {"name": r["name"], "count": min(r["count"], sizes[r["name"]])}
-            for r in self.kind.reclaimable_pods(job)
+            for r in self.kind.reclaimable_pods(store, job)
             if r["name"] in sizes and r["count"] > 0
         ]
         have = (wl.get("status") or {}).get("reclaimablePods") or []

@@ -100,7 +100,7 @@ class JobSet:
         done = sum(int(s.get("ready") or 0) + int(s.get("succeeded") or 0) for s in statuses)
         return sum(_replicas(rj) for rj in _rjobs(job)) == done
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         statuses = {s.get("name"): s for s in (job.get("status") or {}).get("replicatedJobsStatus") or []}
         out = []
         for rj in _rjobs(job):
