@@ -8,10 +8,11 @@ What the build does, in order (upstream pkg/runtime/core/trainingruntime.go and 
 plugins): merge each runtimePatch's template into the runtime's (maps key by key, lists of named items by name,
 other values replaced, as a strategic merge patch treats a JobSet spec); per replicatedJob, the pod count is its
 parallelism, or for the trainer step (label trainer.kubeflow.org/trainjob-ancestor-step: trainer) mlPolicy.numNodes
-overridden by spec.trainer.numNodes; the trainer step's `node` container takes the TrainJob's image, command, args,
-env and resourcesPerNode, and under a torch mlPolicy torchrun's PET_* variables and port 29500; the trainer and
-initializer steps run one replica; every replicatedJob's parallelism and completions become its pod count. MPI, JAX,
-XGBoost, Flux, DeepSpeed, the initializers' storage settings and pod group policies are not emulated.
+when the runtime has an mlPolicy, either overridden by spec.trainer.numNodes; the trainer step's `node` container
+takes the TrainJob's image, command, args, env and resourcesPerNode, and under a torch mlPolicy torchrun's PET_*
+variables and port 29500; the trainer and initializer steps run one replica; every replicatedJob's parallelism and
+completions become its pod count. MPI, JAX, XGBoost, Flux, DeepSpeed, the initializers' storage settings and pod
+group policies are not emulated.
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ def jobset(trainjob: dict, runtime: dict) -> dict:
         if step == TRAINER_STEP:
             rj["replicas"] = 1
             if ml_policy is not None:
-                count = int(trainer.get("numNodes") or ml_policy.get("numNodes") or 1)
+                count = int(ml_policy.get("numNodes") or 1)
+            if trainer.get("numNodes") is not None:  # the torch and plain plugins alike
+                count = int(trainer["numNodes"])
             _shape_trainer(_pod_spec(rj), trainer, ml_policy, name, count)
         job_spec["parallelism"] = job_spec["completions"] = count
     spec["suspend"] = bool(tj_spec.get("suspend"))
