@@ -55,6 +55,7 @@ class BatchJob:
 
     framework = FRAMEWORK
     resource = "jobs"
+    inputs: tuple[str, ...] = ()
     api_version = "batch/v1"
     kind = "Job"
     group = "batch"

@@ -41,6 +41,7 @@ class JobKind(Protocol):
 
     framework: str  # Configuration integrations.frameworks name, e.g. "batch/job"
     resource: str  # the kind's plural, e.g. "jobs"
+    inputs: tuple[str, ...]  # other resources its pod sets are built from (a change retries waiting jobs)
     api_version: str
     kind: str
     group: str
@@ -116,7 +117,7 @@ class JobReconciler:
         self.name = f"kueue-{kind.kind.lower()}-controller"
         self._kinds = {(k.api_version, k.kind): k.resource for k in kinds}
         self._warned: set[tuple[str, str]] = set()
-        watched = (kind.resource, "workloads", "resourceflavors", "workloadpriorityclasses")
+        watched = (kind.resource, "workloads", "resourceflavors", "workloadpriorityclasses", *kind.inputs)
         self._gate = ChangeGate(set(watched))
         self._quiet: dict[str, tuple[str, str]] = {}  # job uid -> (job rv, workload rv) when a sync wrote nothing
         self._changes = Changes(*watched)
@@ -208,7 +209,7 @@ class JobReconciler:
         try:
             synced = self._keep_one(store, job, owned) if len(owned) > 1 else self._sync(store, job, wl, now)
         except PodSetsUnavailable:
-            self._busy.add((md["namespace"], md["name"]))  # retried on the next pass that runs
+            self._busy.add((md["namespace"], md["name"]))  # retried on the next pass (an input changed, say)
             return False
         if len(owned) > 1:
             return synced

@@ -63,6 +63,7 @@ class JobSet:
 
     framework = FRAMEWORK
     resource = "jobsets"
+    inputs: tuple[str, ...] = ()
     api_version = "jobset.x-k8s.io/v1alpha2"
     kind = "JobSet"
     group = "jobset.x-k8s.io"

@@ -54,6 +54,7 @@ class PyTorchJob:
 
     framework = FRAMEWORK
     resource = "pytorchjobs"
+    inputs: tuple[str, ...] = ()
     api_version = "kubeflow.org/v1"
     kind = "PyTorchJob"
     group = "kubeflow.org"

@@ -65,6 +65,7 @@ class TrainJob:
 
     framework = FRAMEWORK
     resource = "trainjobs"
+    inputs: tuple[str, ...] = ("clustertrainingruntimes", "trainingruntimes")
     api_version = "trainer.kubeflow.org/v1alpha1"
     kind = "TrainJob"
     group = "trainer.kubeflow.org"
