@@ -52,7 +52,8 @@ def _crd(plural: str, categories: tuple[str, ...] | None = None) -> Resource:
         version=data["version"],
         namespaced=data["namespaced"],
         short_names=tuple(data["shortNames"]),
-        subresources=tuple(data["subresources"]),
+        # kubesim serves a CRD's status subresource, not scale (PyTorchJob declares one; nothing here scales it)
+        subresources=tuple(s for s in data["subresources"] if s == "status"),
         crd=True,
         categories=tuple(data.get("categories", ())) if categories is None else categories,
     )
@@ -120,9 +121,10 @@ KUEUE = [
         "admissionchecks",
     )
 ]
-OPERATORS = [_crd("jobsets")]
-"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet); served with or
-without the Kueue half, as a cluster has them whether or not Kueue manages them."""
+OPERATORS = [_crd(p) for p in ("jobsets", "trainjobs", "clustertrainingruntimes", "trainingruntimes", "pytorchjobs")]
+"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, Kubeflow Trainer v2,
+Kubeflow training-operator v1); served with or without the Kueue half, as a cluster has them whether or not Kueue
+manages them."""
 RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS}
 """plural -> Resource; plurals are unique across the served groups."""
 

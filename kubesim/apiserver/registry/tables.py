@@ -13,6 +13,7 @@ from typing import Any
 from kubesim.apiserver.registry.resources import CRD_DIR, Resource
 from kubesim.kernel.clock import parse_rfc3339
 
+_LAST = "[-1:]"
 _FILTER = re.compile(r"^\[\?\(@\.(\w+)==['\"]([^'\"]*)['\"]\)\]")
 
 
@@ -50,7 +51,8 @@ def human_duration(seconds: float) -> str:
 
 
 def json_path(obj: Any, path: str) -> Any:
-    """The JSONPath subset CRD printer columns use: .a.b and [?(@.key=='value')] filters."""
+    """The JSONPath subset CRD printer columns use: .a.b, [?(@.key=='value')] filters and [-1:] (the last item,
+    as Kubeflow's STATE column takes the latest condition)."""
     cur: list[Any] = [obj]
     rest = path
     while rest:
@@ -69,6 +71,9 @@ def json_path(obj: Any, path: str) -> Any:
                 if isinstance(i, dict) and str(i.get(m.group(1))) == m.group(2)
             ]
             rest = rest[m.end() :]
+        elif rest.startswith(_LAST):
+            cur = [c[-1] for c in cur if isinstance(c, list) and c]
+            rest = rest[len(_LAST) :]
         else:
             return None
     return cur[0] if cur else None

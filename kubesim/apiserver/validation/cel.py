@@ -1,9 +1,10 @@
-"""A small CEL evaluator covering the expressions used by the Kueue CRDs' x-kubernetes-validations.
+"""A small CEL evaluator covering the expressions used by the vendored CRDs' x-kubernetes-validations.
 
 Supported: literals (int, string, bool, null, lists), self / oldSelf / macro variables, field selection,
-indexing, ! - && || ?:, == != < <= > >= in, has(), size(), .size(), and the all / exists / exists_one /
-filter / map macros. Anything else raises CELError at parse time, so an unknown construct in a vendored
-schema is caught by the test that parses every rule.
+indexing, ! - && || ?:, == != < <= > >= in, has(), size(), .size(), string.matches(regex) (RE2 semantics: true
+when the pattern matches anywhere; the vendored patterns are anchored and use no syntax Python's re reads
+differently), and the all / exists / exists_one / filter / map macros. Anything else raises CELError at parse
+time, so an unknown construct in a vendored schema is caught by the test that parses every rule.
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ class _Parser:
                         node = ("macro", name, node, args[0][1], args[1])
                     elif name == "size" and not args:
                         node = ("size", node)
+                    elif name == "matches" and len(args) == 1:
+                        node = ("matches", node, args[0])
                     else:
                         raise CELError(f"unsupported method {name}")
                 else:
@@ -203,6 +206,11 @@ def evaluate(node: Node, env: dict[str, Any]) -> Any:
         if not isinstance(val, list | dict | str):
             raise CELError("size() of a non-collection")
         return len(val)
+    if op == "matches":
+        text, pattern = evaluate(node[1], env), evaluate(node[2], env)
+        if not isinstance(text, str) or not isinstance(pattern, str):
+            raise CELError("no matching overload for matches")
+        return re.search(pattern, text) is not None
     if op == "list":
         return [evaluate(n, env) for n in node[1]]
     if op == "!":
