@@ -7,10 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kubesim.apiserver import operators
-from kubesim.apiserver.errors import APIError, bad_request, denied, invalid, not_found
+from kubesim.apiserver import admission_policies, operators
 from kubesim.apiserver.auth.rbac import ADMIN_GROUP, ADMIN_USER, User
-from kubesim.apiserver import admission_policies
+from kubesim.apiserver.errors import APIError, bad_request, denied, invalid, not_found
 from kubesim.apiserver.http.backend import Backend
 from kubesim.apiserver.http.common import Query, Target, q
 from kubesim.apiserver.registry import conversion
