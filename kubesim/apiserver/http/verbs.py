@@ -237,7 +237,7 @@ class Verbs:
 
     def scale(self, verb: str, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         """The scale subresource (autoscaling/v1 Scale) of a Deployment: spec.replicas read and written through it."""
-        whole = Target(t.res, t.namespace, t.name, None)
+        whole = Target(t.res, t.namespace, t.name, None, requester=t.requester)
         with self.store.lock:
             obj = existing(self.store, whole)
             if verb == "get":

@@ -16,6 +16,7 @@ NETWORKING_GROUP = "networking.k8s.io"
 AUTHORIZATION_GROUP = "authorization.k8s.io"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+ADMISSION_GROUP = "admissionregistration.k8s.io"
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -107,6 +108,19 @@ CORE = [
         False,
         ("crd", "crds"),
         ("status",),
+    ),
+    # Honoured on create and update (kubesim.apiserver.admission_policies); Kubernetes 1.34 serves v1beta1.
+    Resource(
+        "mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", ADMISSION_GROUP, "v1beta1",
+        False,
+    ),
+    Resource(
+        "mutatingadmissionpolicybindings",
+        "mutatingadmissionpolicybinding",
+        "MutatingAdmissionPolicyBinding",
+        ADMISSION_GROUP,
+        "v1beta1",
+        False,
     ),
 ]
 KUEUE = [
