@@ -19,7 +19,7 @@ from apps.org.models import NodePool, Project
 from apps.workloads import services
 from apps.workloads.models import LIVE_STATUSES, Kind, Origin, Status, Workload
 from kubesim.testing import serve
-from tests.kubesim.conftest import jobset_body, replicated_job
+from tests.kubesim.conftest import jobset_body, pytorch_replica, pytorchjob_body, replicated_job, trainjob_body
 from tests.worker.conftest import wait_for
 from tests.worker.test_watcher_outside import batch_job
 from worker import tasks
@@ -106,6 +106,11 @@ OUTSIDE_OBJECTS = {
     "jobset.x-k8s.io/jobset": lambda name: {**(body := jobset_body(name, replicated_job(
         "main", requests={"nvidia.com/gpu": "1"}), labels={"kueue.x-k8s.io/queue-name": "elastic-h100"})),
         "metadata": {**body["metadata"], "namespace": "proj-vision"}},
+    "kubeflow.org/pytorchjob": lambda name: pytorchjob_body(name, master=pytorch_replica(
+        1, requests={"nvidia.com/gpu": "1"}), labels={"kueue.x-k8s.io/queue-name": "elastic-h100"}),
+    "trainer.kubeflow.org/trainjob": lambda name: trainjob_body(
+        name, labels={"kueue.x-k8s.io/queue-name": "elastic-h100"}, numNodes=1,
+        resourcesPerNode={"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}),
 }
 
 
@@ -118,21 +123,21 @@ def frameworks_run(enforcing):
 
 def outside_work_read_and_stopped(enforcing):
     """Per kind kubesim runs: an object submitted outside the portal, mirrored (the watcher read its owner), then
-    stopped as the worker stops outside work: a foreground delete of the owner with the worker's account."""
+    stopped through the portal: the stop task's foreground delete of the owner with the worker's account."""
     run = [(group, owner) for (group, _), owner in OWNER_KINDS.items() if owner.framework in frameworks_run(enforcing)]
     missing = [owner.framework for _, owner in run if owner.framework not in OUTSIDE_OBJECTS]
     assert not missing, f"kubesim runs {missing}: give the scenario an object of each"
     admin = k8s.CustomObjectsApi(enforcing.api_client())
-    worker = k8s.CustomObjectsApi(api_client_from_settings())  # the worker's account (settings.KUBECONFIG)
+    stopper = get_user_model().objects.get(username="admin")
     for group, owner in run:
         body = OUTSIDE_OBJECTS[owner.framework](f"outside-{owner.plural}")
         version = body["apiVersion"].rpartition("/")[2]
         admin.create_namespaced_custom_object(group, version, "proj-vision", owner.plural, body)
         enforcing.advance(1)
-        wait_for(lambda name=body["metadata"]["name"]: Workload.objects.filter(origin=Origin.OUTSIDE,
-                                                                               object_name=name).exists())
-        worker.delete_namespaced_custom_object(group, version, "proj-vision", owner.plural, body["metadata"]["name"],
-                                               propagation_policy="Foreground")
+        row = wait_for(lambda name=body["metadata"]["name"]: Workload.objects.filter(
+            origin=Origin.OUTSIDE, object_name=name).first())
+        services.workload_stop(actor=stopper, workload=row)
+        assert tasks.workload_stop.apply(args=[row.pk]).get() == "stopped"
     enforcing.advance(1)
     wait_for(lambda: not Workload.objects.filter(origin=Origin.OUTSIDE, status__in=LIVE_STATUSES).exists())
     return {framework for framework in (owner.framework for owner in OWNER_KINDS.values())
