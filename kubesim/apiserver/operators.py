@@ -3,6 +3,8 @@ has them: each brings its CRD (kubesim.apiserver.registry.resources.OPERATORS, s
 the objects its install adds (namespace and controller Deployment), its controller, and its admission webhooks.
 
 - JobSet v0.12.0: `controllers/jobset_controller.py` (and `jobset_status.py`), `validation/jobset_webhook.py`.
+- KubeRay v1.7.0: `controllers/raycluster_controller.py`, `controllers/rayjob_controller.py` (its webhook is off in a
+  default install, so it has none here).
 
 An operator's webhooks run in the API server's admission as kube-apiserver calls them: its defaulting before the
 Kueue half's mutating webhooks (create only), its validation after schema and CEL validation and before the Kueue
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubesim.apiserver.controllers.jobset_controller import JobSetController
+from kubesim.apiserver.controllers.raycluster_controller import RayClusterController
 from kubesim.apiserver.errors import APIError, invalid
 from kubesim.apiserver.registry.resources import RESOURCES
 from kubesim.apiserver.validation import jobset_webhook
@@ -40,7 +43,7 @@ JOBSET_VERSION = "v0.12.0"
 
 
 def controllers() -> list[Controller]:
-    return [JobSetController()]
+    return [JobSetController(), RayClusterController()]
 
 
 def default(resource: str, obj: dict, old: dict | None) -> None:

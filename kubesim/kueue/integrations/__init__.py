@@ -6,6 +6,7 @@
 - `podsets.py`: Workload names and what Kueue writes into pod templates on start and restores on stop.
 - `batch_job.py`: batch/v1 Job (framework `batch/job`).
 - `jobset.py`: jobset.x-k8s.io/v1alpha2 JobSet (framework `jobset.x-k8s.io/jobset`).
+- `raycluster.py`, `rayjob.py`: ray.io/v1 RayCluster and RayJob (frameworks `ray.io/raycluster`, `ray.io/rayjob`).
 
 A kind is a JobKind (its pod sets, suspension, activity, outcome, readiness) listed in KINDS under its framework name;
 its webhook has the same module name in kubesim.kueue.webhooks. A kind acts only when the Configuration's
@@ -19,9 +20,10 @@ from kubesim.kueue.integrations.batch_job import BatchJob
 from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler
 from kubesim.kueue.integrations.jobset import JobSet
 from kubesim.kueue.integrations.orphans import OrphanedWorkloads
+from kubesim.kueue.integrations.raycluster import RayCluster
 from kubesim.kueue.state import KueueState
 
-KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet())}
+KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet(), RayCluster())}
 """framework name -> kind, for the integrations kubesim emulates."""
 
 

@@ -5,7 +5,8 @@ PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors off).
 
 - `jobframework.py`: what every job kind's webhook shares: default LocalQueue and WorkloadPriorityClass, suspend when
   queued, Kueue's label and annotation rules on create and update.
-- `batch_job.py`: batch/v1 Job (vjob.kb.io), with partial admission; `jobset.py`: JobSet (vjobset.kb.io). A job
+- `batch_job.py`: batch/v1 Job (vjob.kb.io), with partial admission; `jobset.py`: JobSet (vjobset.kb.io);
+  `raycluster.py`, `rayjob.py`: RayCluster (vraycluster.kb.io), RayJob (vrayjob.kb.io). A job
   kind's webhook has its integration's module name (kubesim.kueue.integrations) and runs only while the
   Configuration's integrations.frameworks enables that kind.
 - `cluster_queue.py` (vclusterqueue.kb.io), `cohort.py` (vcohort.kb.io), `resource_flavor.py`
@@ -27,16 +28,22 @@ from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.integrations import enabled_kinds
 from kubesim.kueue.integrations.batch_job import FRAMEWORK as BATCH_JOB
 from kubesim.kueue.integrations.jobset import FRAMEWORK as JOBSET
+from kubesim.kueue.integrations.raycluster import FRAMEWORK as RAYCLUSTER
 from kubesim.kueue.webhooks.batch_job import JobWebhook
 from kubesim.kueue.webhooks.cluster_queue import ClusterQueueWebhook
 from kubesim.kueue.webhooks.cohort import CohortWebhook
 from kubesim.kueue.webhooks.jobframework import JobFrameworkWebhook
 from kubesim.kueue.webhooks.jobset import JobSetWebhook
 from kubesim.kueue.webhooks.local_queue import LocalQueueWebhook
+from kubesim.kueue.webhooks.raycluster import RayClusterWebhook
 from kubesim.kueue.webhooks.resource_flavor import ResourceFlavorWebhook
 from kubesim.kueue.webhooks.workload import WorkloadWebhook
 
-JOB_WEBHOOKS: dict[str, type[JobFrameworkWebhook]] = {BATCH_JOB: JobWebhook, JOBSET: JobSetWebhook}
+JOB_WEBHOOKS: dict[str, type[JobFrameworkWebhook]] = {
+    BATCH_JOB: JobWebhook,
+    JOBSET: JobSetWebhook,
+    RAYCLUSTER: RayClusterWebhook,
+}
 
 
 def kueue_webhooks(config: KueueConfig) -> list[Webhook]:

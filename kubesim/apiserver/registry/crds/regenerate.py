@@ -2,8 +2,9 @@
 
 Usage: python -m kubesim.apiserver.registry.crds.regenerate DIR [DIR ...]
 Each DIR is searched for Kueue's CRDs (`kueue.x-k8s.io_*.yaml`) and for the workload operators' CRDs listed in
-UPSTREAM (JobSet, KubeRay's RayJob and RayCluster); SOURCES.md says where each comes from. An operator's file must be the exact upstream release
-file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
+UPSTREAM (JobSet, KubeRay's RayJob and RayCluster); SOURCES.md says where each comes from. An operator's file must
+be the exact upstream release file (its sha256 is checked), so the JSON here is always derived from the release
+SOURCES.md names.
 
 Kueue: keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema
 (`<plural>.v1beta1.json`, against which kubesim validates v1beta1 requests); below a Workload's
