@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kubesim.apiserver.controllers.jobset_controller import JobSetController
 from kubesim.apiserver.controllers.raycluster_controller import RayClusterController
+from kubesim.apiserver.controllers.rayjob_controller import RayJobController
 from kubesim.apiserver.errors import APIError, invalid
 from kubesim.apiserver.registry.resources import RESOURCES
 from kubesim.apiserver.validation import jobset_webhook
@@ -43,7 +44,7 @@ JOBSET_VERSION = "v0.12.0"
 
 
 def controllers() -> list[Controller]:
-    return [JobSetController(), RayClusterController()]
+    return [JobSetController(), RayJobController(), RayClusterController()]
 
 
 def default(resource: str, obj: dict, old: dict | None) -> None:

@@ -21,9 +21,10 @@ from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler
 from kubesim.kueue.integrations.jobset import JobSet
 from kubesim.kueue.integrations.orphans import OrphanedWorkloads
 from kubesim.kueue.integrations.raycluster import RayCluster
+from kubesim.kueue.integrations.rayjob import RayJob
 from kubesim.kueue.state import KueueState
 
-KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet(), RayCluster())}
+KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet(), RayCluster(), RayJob())}
 """framework name -> kind, for the integrations kubesim emulates."""
 
 

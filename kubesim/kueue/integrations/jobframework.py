@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kubesim.kernel.store import controller_reference
 from kubesim.kueue import constants as C
@@ -69,6 +69,13 @@ class JobKind(Protocol):
     def restore(self, job: dict, infos: list[PodSetInfo]) -> None:
         """RestorePodSetsInfo: put back what the Workload recorded (the job is already suspended)."""
         ...
+
+
+@runtime_checkable
+class SkippingKind(Protocol):
+    """A kind some of whose objects Kueue leaves alone whatever their labels (upstream's JobWithSkip)."""
+
+    def skip(self, job: dict) -> bool: ...
 
 
 def owner_uid(wl: dict, kind: str | None = None) -> str | None:
@@ -189,6 +196,8 @@ class JobReconciler:
         """Sync one job unless it and its Workload are as they were after a sync that wrote nothing."""
         md = job["metadata"]
         if md.get("namespace") in C.UNMANAGED_NAMESPACES:
+            return False
+        if isinstance(self.kind, SkippingKind) and self.kind.skip(job):
             return False
         queue = (md.get("labels") or {}).get(C.QUEUE_NAME_LABEL)
         ancestor = self._managed_ancestor(store, job)

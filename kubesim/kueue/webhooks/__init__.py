@@ -29,6 +29,7 @@ from kubesim.kueue.integrations import enabled_kinds
 from kubesim.kueue.integrations.batch_job import FRAMEWORK as BATCH_JOB
 from kubesim.kueue.integrations.jobset import FRAMEWORK as JOBSET
 from kubesim.kueue.integrations.raycluster import FRAMEWORK as RAYCLUSTER
+from kubesim.kueue.integrations.rayjob import FRAMEWORK as RAYJOB
 from kubesim.kueue.webhooks.batch_job import JobWebhook
 from kubesim.kueue.webhooks.cluster_queue import ClusterQueueWebhook
 from kubesim.kueue.webhooks.cohort import CohortWebhook
@@ -36,6 +37,7 @@ from kubesim.kueue.webhooks.jobframework import JobFrameworkWebhook
 from kubesim.kueue.webhooks.jobset import JobSetWebhook
 from kubesim.kueue.webhooks.local_queue import LocalQueueWebhook
 from kubesim.kueue.webhooks.raycluster import RayClusterWebhook
+from kubesim.kueue.webhooks.rayjob import RayJobWebhook
 from kubesim.kueue.webhooks.resource_flavor import ResourceFlavorWebhook
 from kubesim.kueue.webhooks.workload import WorkloadWebhook
 
@@ -43,6 +45,7 @@ JOB_WEBHOOKS: dict[str, type[JobFrameworkWebhook]] = {
     BATCH_JOB: JobWebhook,
     JOBSET: JobSetWebhook,
     RAYCLUSTER: RayClusterWebhook,
+    RAYJOB: RayJobWebhook,
 }
 
 
