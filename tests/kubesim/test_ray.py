@@ -89,7 +89,11 @@ def test_raycluster_runs_a_head_and_its_worker_groups(api: SimpleNamespace, ns: 
     assert "ray start --head" in head.spec.containers[0].args[0]
     status = _cluster(api, ns, "rc")["status"]
     assert status["state"] == "ready"
-    assert (status["desiredWorkerReplicas"], status["availableWorkerReplicas"], status["readyWorkerReplicas"]) == (3, 3, 3)
+    assert (status["desiredWorkerReplicas"], status["availableWorkerReplicas"], status["readyWorkerReplicas"]) == (
+        3,
+        3,
+        3,
+    )
     assert (status["desiredCPU"], status["head"]["podIP"]) == ("5", head.status.pod_ip)
     assert R.condition(_cluster(api, ns, "rc"), "RayClusterProvisioned")["status"] == "True"
     assert api.core.read_namespaced_service("rc-head-svc", ns).spec.selector == {
