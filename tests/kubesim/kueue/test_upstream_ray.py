@@ -438,7 +438,7 @@ def test_pod_sets_with_num_of_hosts_greater_than_1(kc: Cluster):
     ],
 )
 def test_ray_job_finished(kc: Cluster, case: str, job_status: str, deployment: str, finished: bool, reason):
-    """Test_RayJobFinished: the RayJob is KubeRay-free (managedBy MultiKueue) and admitted; the test writes its status."""
+    """Test_RayJobFinished: the RayJob is KubeRay-free (managedBy MultiKueue) and admitted; the test writes status."""
     two_flavor_queue(kc)
     ns = kc.namespace()
     kc.local_queue("queue", "cluster-queue", ns)
