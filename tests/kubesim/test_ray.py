@@ -9,6 +9,9 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.rest import ApiException
 
+from kubesim.apiserver.registry.resources import crd_schema
+from kubesim.apiserver.validation import cel
+from kubesim.apiserver.validation import schema as validation
 from kubesim.testing import InProcessKubesim
 from tests.kubesim import ray as R
 from tests.kubesim.conftest import raw
@@ -23,6 +26,15 @@ def _job(api: SimpleNamespace, ns: str, name: str) -> dict:
 
 
 # -- the CRDs ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("plural", "count"), [("rayclusters", 3), ("rayjobs", 9)])
+def test_every_cel_rule_of_the_kuberay_crds_compiles(plural: str, count: int):
+    """RayJob repeats the RayCluster spec's rules under rayClusterSpec."""
+    rules = validation.known_rules(crd_schema(plural))
+    assert len(rules) == count
+    for rule in rules:
+        cel.compile_rule(rule)
 
 
 def test_raycluster_crd_defaults_worker_groups(api: SimpleNamespace, ns: str):
