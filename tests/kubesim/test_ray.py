@@ -14,7 +14,7 @@ from kubesim.apiserver.validation import cel
 from kubesim.apiserver.validation import schema as validation
 from kubesim.testing import InProcessKubesim
 from tests.kubesim import ray as R
-from tests.kubesim.conftest import raw
+from tests.kubesim.conftest import http, raw
 
 
 def _cluster(api: SimpleNamespace, ns: str, name: str) -> dict:
@@ -83,6 +83,32 @@ def test_status_is_a_subresource(api: SimpleNamespace, ns: str, ks: InProcessKub
     ks.advance(0)
     R.patch(api.custom, ns, "rayclusters", "rc", {"status": {"state": "ready"}})
     assert _cluster(api, ns, "rc")["status"]["state"] == "suspended"
+
+
+def test_v1alpha1_is_served_deprecated_and_stored_as_v1(api: SimpleNamespace, ns: str, ks: InProcessKubesim):
+    body = {**R.raycluster_body("old", R.worker_group("w", 1)), "apiVersion": "ray.io/v1alpha1"}
+    resp = http(api, "POST", f"/apis/ray.io/v1alpha1/namespaces/{ns}/rayclusters", body)
+    assert resp.status == 201
+    assert "ray.io/v1alpha1 RayCluster is deprecated; use ray.io/v1 RayCluster." in resp.headers["Warning"]
+    ks.advance(1)
+    stored = _cluster(api, ns, "old")
+    assert (stored["apiVersion"], stored["status"]["state"]) == ("ray.io/v1", "ready")
+    listed = api.custom.list_namespaced_custom_object("ray.io", "v1alpha1", ns, "rayclusters")
+    assert [i["apiVersion"] for i in listed["items"]] == ["ray.io/v1alpha1"]
+    group = raw(api, "GET", "/apis/ray.io")[1]
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1alpha1"]
+    assert group["preferredVersion"]["version"] == "v1"
+
+
+def test_v1alpha1_requests_are_judged_by_its_own_schema(api: SimpleNamespace, ns: str):
+    """managedBy is a v1 field: a v1alpha1 request carrying it is refused under Strict, and it is dropped under Warn."""
+    body = {**R.raycluster_body("old", managedBy="ray.io/kuberay-operator"), "apiVersion": "ray.io/v1alpha1"}
+    path = f"/apis/ray.io/v1alpha1/namespaces/{ns}/rayclusters"
+    status, answer = raw(api, "POST", f"{path}?fieldValidation=Strict", body)
+    assert (status, answer["message"]) == (400, 'strict decoding error: unknown field "spec.managedBy"')
+    resp = http(api, "POST", path, body)
+    assert resp.status == 201 and 'unknown field \\"spec.managedBy\\"' in resp.headers["Warning"]
+    assert "managedBy" not in _cluster(api, ns, "old")["spec"]
 
 
 # -- RayCluster ------------------------------------------------------------------------------------------------------
