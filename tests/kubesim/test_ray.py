@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 from kubesim.apiserver.registry.resources import crd_schema
 from kubesim.apiserver.validation import cel
 from kubesim.apiserver.validation import schema as validation
+from kubesim.kernel.clock import parse_rfc3339
 from kubesim.testing import InProcessKubesim
 from tests.kubesim import ray as R
 from tests.kubesim.conftest import http, raw
@@ -217,6 +218,22 @@ def test_rayjob_whose_entrypoint_fails_is_failed(api: SimpleNamespace, ns: str, 
     status = _job(api, ns, "rj")["status"]
     assert (status["jobDeploymentStatus"], status["jobStatus"], status["reason"]) == ("Failed", "FAILED", "AppFailed")
     assert status["failed"] == 1
+
+
+def test_rayjob_run_time_from_the_submitter_template_annotation(api: SimpleNamespace, ns: str, ks: InProcessKubesim):
+    """An entrypoint that says nothing of its length runs as long as kubesim.io/run-seconds on the submitter says."""
+    template = {
+        "metadata": {"annotations": {"kubesim.io/run-seconds": "7"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "submit", "image": R.IMAGE}]},
+    }
+    R.create(api.custom, ns, R.rayjob_body("rj", entrypoint="python train.py", submitterPodTemplate=template))
+    start = _job(api, ns, "rj")["status"]["startTime"]
+    ks.advance(6)
+    assert _job(api, ns, "rj")["status"]["jobDeploymentStatus"] == "Running"
+    ks.advance(1)
+    status = _job(api, ns, "rj")["status"]
+    assert status["jobDeploymentStatus"] == "Complete"
+    assert (parse_rfc3339(status["endTime"]) - parse_rfc3339(start)).total_seconds() == 7
 
 
 def test_rayjob_keeps_its_cluster_for_the_time_to_live(api: SimpleNamespace, ns: str, ks: InProcessKubesim):

@@ -78,6 +78,7 @@ class RayJobController:
 
     def __init__(self) -> None:
         self._feed = ChangeFeed("rayjobs", "rayclusters", "jobs")
+        self._deadline: tuple[int, datetime | None] | None = None
 
     def reconcile(self, store: Store) -> bool:
         events = self._feed.changed(store)
@@ -92,9 +93,10 @@ class RayJobController:
                 elif (uid := _controller_uid(ev.obj)) and (owner := store.by_uid(uid)) and owner[0] == "rayjobs":
                     keys.add((owner[1], owner[2]))
         now = store.now()
-        for job in store.list("rayjobs", copy=False):
-            if (at := _expiry(job)) is not None and at <= now and self._cluster(store, job) is not None:
-                keys.add((job["metadata"]["namespace"], job["metadata"]["name"]))
+        if (deadline := self.next_deadline(store)) is not None and deadline <= now:
+            for job in store.list("rayjobs", copy=False):
+                if (at := _expiry(job)) is not None and at <= now and self._cluster(store, job) is not None:
+                    keys.add((job["metadata"]["namespace"], job["metadata"]["name"]))
         wrote = False
         for namespace, name in sorted(keys):
             stored = store.get("rayjobs", namespace, name, copy=False)
@@ -103,12 +105,17 @@ class RayJobController:
         return wrote
 
     def next_deadline(self, store: Store) -> datetime | None:
-        times = [
-            at
-            for job in store.list("rayjobs", copy=False)
-            if (at := _expiry(job)) is not None and self._cluster(store, job) is not None
-        ]
-        return min(times) if times else None
+        """When the next finished RayJob's cluster is due to be shut down (recomputed after RayJob or RayCluster
+        writes)."""
+        version = store.last_change("rayjobs", "rayclusters")
+        if self._deadline is None or self._deadline[0] != version:
+            times = [
+                at
+                for job in store.list("rayjobs", copy=False)
+                if (at := _expiry(job)) is not None and self._cluster(store, job) is not None
+            ]
+            self._deadline = (version, min(times) if times else None)
+        return self._deadline[1]
 
     @staticmethod
     def _cluster(store: Store, rayjob: dict) -> dict | None:
