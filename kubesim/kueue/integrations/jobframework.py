@@ -258,12 +258,13 @@ class JobReconciler:
 
     def _suspend_child(self, store, job: dict, ancestor: dict) -> bool:
         """shouldSuspendChildJob: a running child of a managed job stops while the ancestor's Workload is missing or
-        not admitted."""
+        not admitted. A Workload that finished while admitted keeps its Admitted condition, so the children of a
+        finished ancestor (a RayJob's cluster waiting for its time to live) are left to their operator."""
         if self.kind.suspended(job) or self.kind.finished(job)[0]:
             return False
         uid = ancestor["metadata"]["uid"]
         wls = [wl for _, wl in store.dependents(uid, "workloads") if owner_uid(wl) == uid]
-        live = [wl for wl in wls if not condition_true(wl, C.FINISHED)]
+        live = [wl for wl in wls if not condition_true(wl, C.FINISHED)] or wls[-1:]
         if live and condition_true(live[-1], C.ADMITTED):
             return False
         job = clone(job)

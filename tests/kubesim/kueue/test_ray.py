@@ -118,3 +118,22 @@ def test_rayjob_cluster_and_submitter_get_no_workload_of_their_own(kc: Cluster):
     cluster = R.read(kc.custom, ns, "rayclusters", R.read(kc.custom, ns, "rayjobs", "rj")["status"]["rayClusterName"])
     assert cluster["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"  # copied by KubeRay, yet not queued
     assert cluster["spec"].get("suspend") is not True
+
+
+def test_finished_rayjob_keeps_its_cluster_for_the_time_to_live(kc: Cluster):
+    """The RayJob's Workload finished while admitted: Kueue leaves its cluster to KubeRay (no child suspension), which
+    keeps it, replacing a lost pod, until ttlSecondsAfterFinished has passed."""
+    ns = _queue(kc)
+    body = R.rayjob_body("rj", entrypoint="sleep 5", ttlSecondsAfterFinished=60, labels=R.queued("lq"))
+    R.create(kc.custom, ns, body)
+    kc.settle()
+    kc.settle(5)
+    name = R.read(kc.custom, ns, "rayjobs", "rj")["status"]["rayClusterName"]
+    assert cond(_workload(kc, ns, "rayjobs", "rj"), "Finished")[:2] == ("True", "Succeeded")
+    [head] = R.cluster_pods(kc.core, ns, name)
+    kc.core.delete_namespaced_pod(head.metadata.name, ns)
+    kc.settle()
+    assert R.read(kc.custom, ns, "rayclusters", name)["spec"].get("suspend") is not True
+    assert len(R.cluster_pods(kc.core, ns, name)) == 1
+    kc.settle(60)
+    assert R.cluster_pods(kc.core, ns, name) == []
