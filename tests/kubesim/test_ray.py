@@ -4,6 +4,7 @@ observed through the official client."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -99,6 +100,28 @@ def test_v1alpha1_is_served_deprecated_and_stored_as_v1(api: SimpleNamespace, ns
     group = raw(api, "GET", "/apis/ray.io")[1]
     assert [v["version"] for v in group["versions"]] == ["v1", "v1alpha1"]
     assert group["preferredVersion"]["version"] == "v1"
+
+
+def test_v1alpha1_tables_have_that_versions_printer_columns(api: SimpleNamespace, ns: str):
+    """KubeRay's v1alpha1 RayJob declares no printer columns (kubectl shows NAME and AGE); v1 declares six."""
+    R.create(api.custom, ns, R.rayjob_body("rj", suspend=True))
+    accept = {"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"}
+
+    def columns(version: str) -> list[str]:
+        path = f"/apis/ray.io/{version}/namespaces/{ns}/rayjobs"
+        resp = api.client.rest_client.pool_manager.request("GET", api.client.configuration.host + path, headers=accept)
+        return [c["name"] for c in json.loads(resp.data)["columnDefinitions"]]
+
+    assert columns("v1alpha1") == ["Name", "Age"]
+    assert columns("v1") == [
+        "Name",
+        "job status",
+        "deployment status",
+        "ray cluster name",
+        "start time",
+        "end time",
+        "age",
+    ]
 
 
 def test_v1alpha1_requests_are_judged_by_its_own_schema(api: SimpleNamespace, ns: str):
