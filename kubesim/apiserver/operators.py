@@ -8,6 +8,8 @@ the objects its install adds (namespace and controller Deployment), its controll
   `torch-distributed` ClusterTrainingRuntime.
 - Kubeflow training-operator v1.9.4 (PyTorchJob): `controllers/pytorchjob_controller.py`,
   `validation/pytorchjob_webhook.py`.
+- KubeRay v1.7.0: `controllers/raycluster_controller.py`, `controllers/rayjob_controller.py` (its webhook is off in a
+  default install, so it has none here).
 
 An operator's webhooks run in the API server's admission as kube-apiserver calls them: its defaulting before the
 Kueue half's mutating webhooks (create only), its validation after schema and CEL validation and before the Kueue
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 
 from kubesim.apiserver.controllers.jobset_controller import JobSetController
 from kubesim.apiserver.controllers.pytorchjob_controller import PyTorchJobController
+from kubesim.apiserver.controllers.raycluster_controller import RayClusterController
+from kubesim.apiserver.controllers.rayjob_controller import RayJobController
 from kubesim.apiserver.controllers.trainjob_controller import TrainJobController
 from kubesim.apiserver.errors import APIError, denied, invalid
 from kubesim.apiserver.registry.resources import RESOURCES
@@ -53,7 +57,8 @@ TRAINING_OPERATOR_VERSION = "v1.9.4"
 
 
 def controllers() -> list[Controller]:
-    return [TrainJobController(), JobSetController(), PyTorchJobController()]
+    return [TrainJobController(), JobSetController(), PyTorchJobController(), RayJobController(),
+            RayClusterController()]
 
 
 def default(resource: str, obj: dict, old: dict | None) -> None:

@@ -160,7 +160,7 @@ class Api:
         resp.body = conversion.response_from_storage(kind, resp.body)
         if resp.stream is not None:
             resp.stream = (conversion.response_from_storage(kind, event) for event in resp.stream)
-        resp.warnings = [*resp.warnings, *(f'unknown field "{u}"' for u in unknown), conversion.DEPRECATION_WARNING]
+        resp.warnings = [*resp.warnings, *(f'unknown field "{u}"' for u in unknown), conversion.warning(target.res)]
         return resp
 
     @staticmethod
@@ -169,7 +169,7 @@ class Api:
         such as spec.cohortName): dropped before conversion, 400 under fieldValidation=Strict, warned under Warn."""
         if verb not in ("create", "update") or ctype not in ("", "application/json") or not isinstance(decoded, dict):
             return []
-        unknown = schema.prune_unknown(target.res.plural, decoded, conversion.OLD)
+        unknown = schema.prune_unknown(target.res.plural, decoded, target.served_version)
         mode = q(query, "fieldValidation") or "Warn"
         if unknown and mode == "Strict":
             raise bad_request("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))

@@ -60,7 +60,7 @@ class Verbs:
         if t.sub is None and tables.wants_table(headers.get("accept", "")):
             meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
             include = q(query, "includeObject", "") or ""
-            return Response(200, tables.table(t.res, [obj], self.sim.clock.now(), meta, include))
+            return Response(200, tables.table(t.res, [obj], self.sim.clock.now(), meta, include, t.served_version))
         return Response(200, obj)
 
     def list(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
@@ -88,7 +88,7 @@ class Verbs:
             meta["remainingItemCount"] = rest
         if tables.wants_table(headers.get("accept", "")):
             include = q(query, "includeObject", "") or ""
-            return Response(200, tables.table(t.res, items, self.sim.clock.now(), meta, include))
+            return Response(200, tables.table(t.res, items, self.sim.clock.now(), meta, include, t.served_version))
         return Response(
             200, {"kind": f"{t.res.kind}List", "apiVersion": t.res.api_version, "metadata": meta, "items": items}
         )

@@ -1,5 +1,6 @@
 """The kubelet (and a trivial scheduler): binds pending pods to a node whose labels match the nodeSelector,
-runs them for the time their command says, and finishes them with the exit code their command says."""
+runs them for the time their command says, and finishes them with the exit code their command says. A Ray node
+(`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it is stopped, as a server does."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kubesim.kernel.store import ChangeFeed, Store, clone
 RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
 _SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
 _EXIT = re.compile(r"\bexit\s+(\d+)")
+_RAY_NODE = re.compile(r"\bray start\b.*--block\b")
 LOG_STEP_SECONDS = 10
 
 
@@ -35,7 +37,7 @@ def run_plan(pod: dict, default_seconds: float) -> tuple[float, int]:
         elif not exit_:
             # A server (kubesim.apiserver.nodes.servers) serves until it is stopped; anything else runs the default
             # time.
-            seconds = max(seconds, math.inf if is_server(c) else default_seconds)
+            seconds = max(seconds, math.inf if is_server(c) or _RAY_NODE.search(cmd) else default_seconds)
         if exit_ and code == 0:
             code = int(exit_.group(1))
     if annotation is not None:

@@ -135,10 +135,11 @@ KUEUE = [
         "admissionchecks",
     )
 ]
-OPERATORS = [_crd(p) for p in ("jobsets", "trainjobs", "clustertrainingruntimes", "trainingruntimes", "pytorchjobs")]
+OPERATORS = [_crd(p) for p in ("jobsets", "trainjobs", "clustertrainingruntimes", "trainingruntimes", "pytorchjobs",
+                                "rayclusters", "rayjobs")]
 """The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, Kubeflow Trainer v2,
-Kubeflow training-operator v1); served with or without the Kueue half, as a cluster has them whether or not Kueue
-manages them."""
+Kubeflow training-operator v1, KubeRay); served with or without the Kueue half, as a cluster has them whether or not
+Kueue manages them."""
 RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS}
 """plural -> Resource; plurals are unique across the served groups."""
 

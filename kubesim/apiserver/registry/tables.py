@@ -216,8 +216,14 @@ CORE_COLUMNS: dict[str, list[Column]] = {
 
 
 @cache
-def _crd_columns(plural: str) -> list[Column]:
-    defs = json.loads((CRD_DIR / f"{plural}.json").read_text()).get("printerColumns") or []
+def _crd_columns(plural: str, version: str | None = None) -> list[Column]:
+    """A CRD's printer columns: a served deprecated version's own where its vendored file has them (a KubeRay
+    v1alpha1 RayJob has none), else the stored version's."""
+    old = CRD_DIR / f"{plural}.{version}.json"
+    data = json.loads(old.read_text()) if version is not None and old.exists() else {}
+    if "printerColumns" not in data:
+        data = json.loads((CRD_DIR / f"{plural}.json").read_text())
+    defs = data.get("printerColumns") or []
     if not defs:
         return [("Age", "date", 0, _age)]
     out: list[Column] = []
@@ -237,9 +243,12 @@ def _crd_columns(plural: str) -> list[Column]:
     return out
 
 
-def table(res: Resource, items: list[dict], now: datetime, meta: dict, include: str) -> dict:
-    """A meta.k8s.io/v1 Table of the items; include is None, Metadata (default) or Object."""
-    columns = _crd_columns(res.plural) if res.crd else CORE_COLUMNS.get(res.plural, [("Age", "date", 0, _age)])
+def table(
+    res: Resource, items: list[dict], now: datetime, meta: dict, include: str, version: str | None = None
+) -> dict:
+    """A meta.k8s.io/v1 Table of the items; include is None, Metadata (default) or Object; version: the deprecated
+    version the request named, if any."""
+    columns = _crd_columns(res.plural, version) if res.crd else CORE_COLUMNS.get(res.plural, [("Age", "date", 0, _age)])
     definitions = [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}] + [
         {"name": name, "type": typ if typ != "date" else "string", "format": "", "description": "", "priority": prio}
         for name, typ, prio, _ in columns

@@ -8,6 +8,7 @@
 - `jobset.py`: jobset.x-k8s.io/v1alpha2 JobSet (framework `jobset.x-k8s.io/jobset`).
 - `trainjob.py`: Kubeflow Trainer v2 trainer.kubeflow.org/v1alpha1 TrainJob (framework `trainer.kubeflow.org/trainjob`).
 - `pytorchjob.py`: Kubeflow training-operator kubeflow.org/v1 PyTorchJob (framework `kubeflow.org/pytorchjob`).
+- `raycluster.py`, `rayjob.py`: ray.io/v1 RayCluster and RayJob (frameworks `ray.io/raycluster`, `ray.io/rayjob`).
 
 A kind is a JobKind (its pod sets, suspension, activity, outcome, readiness) listed in KINDS under its framework name;
 its webhook has the same module name in kubesim.kueue.webhooks. A kind acts only when the Configuration's
@@ -22,10 +23,14 @@ from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler
 from kubesim.kueue.integrations.jobset import JobSet
 from kubesim.kueue.integrations.orphans import OrphanedWorkloads
 from kubesim.kueue.integrations.pytorchjob import PyTorchJob
+from kubesim.kueue.integrations.raycluster import RayCluster
+from kubesim.kueue.integrations.rayjob import RayJob
 from kubesim.kueue.integrations.trainjob import TrainJob
 from kubesim.kueue.state import KueueState
 
-KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet(), TrainJob(), PyTorchJob())}
+KINDS: dict[str, JobKind] = {
+    k.framework: k for k in (BatchJob(), JobSet(), TrainJob(), PyTorchJob(), RayCluster(), RayJob())
+}
 """framework name -> kind, for the integrations kubesim emulates."""
 
 

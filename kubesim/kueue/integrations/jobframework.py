@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kubesim.kernel.store import controller_reference
 from kubesim.kueue import constants as C
@@ -75,6 +75,13 @@ class JobKind(Protocol):
     def restore(self, job: dict, infos: list[PodSetInfo]) -> None:
         """RestorePodSetsInfo: put back what the Workload recorded (the job is already suspended)."""
         ...
+
+
+@runtime_checkable
+class SkippingKind(Protocol):
+    """A kind some of whose objects Kueue leaves alone whatever their labels (upstream's JobWithSkip)."""
+
+    def skip(self, job: dict) -> bool: ...
 
 
 def owner_uid(wl: dict, kind: str | None = None) -> str | None:
@@ -196,6 +203,8 @@ class JobReconciler:
         md = job["metadata"]
         if md.get("namespace") in C.UNMANAGED_NAMESPACES:
             return False
+        if isinstance(self.kind, SkippingKind) and self.kind.skip(job):
+            return False
         queue = (md.get("labels") or {}).get(C.QUEUE_NAME_LABEL)
         ancestor = self._managed_ancestor(store, job)
         if ancestor is not None:
@@ -260,12 +269,13 @@ class JobReconciler:
 
     def _suspend_child(self, store, job: dict, ancestor: dict) -> bool:
         """shouldSuspendChildJob: a running child of a managed job stops while the ancestor's Workload is missing or
-        not admitted."""
+        not admitted. A Workload that finished while admitted keeps its Admitted condition, so the children of a
+        finished ancestor (a RayJob's cluster waiting for its time to live) are left to their operator."""
         if self.kind.suspended(job) or self.kind.finished(job)[0]:
             return False
         uid = ancestor["metadata"]["uid"]
         wls = [wl for _, wl in store.dependents(uid, "workloads") if owner_uid(wl) == uid]
-        live = [wl for wl in wls if not condition_true(wl, C.FINISHED)]
+        live = [wl for wl in wls if not condition_true(wl, C.FINISHED)] or wls[-1:]
         if live and condition_true(live[-1], C.ADMITTED):
             return False
         job = clone(job)

@@ -6,7 +6,8 @@ PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors off).
 - `jobframework.py`: what every job kind's webhook shares: default LocalQueue and WorkloadPriorityClass, suspend when
   queued, Kueue's label and annotation rules on create and update.
 - `batch_job.py`: batch/v1 Job (vjob.kb.io), with partial admission; `jobset.py`: JobSet (vjobset.kb.io);
-  `trainjob.py`: TrainJob (vtrainjob.kb.io); `pytorchjob.py`: PyTorchJob (vpytorchjob.kb.io). A job
+  `trainjob.py`: TrainJob (vtrainjob.kb.io); `pytorchjob.py`: PyTorchJob (vpytorchjob.kb.io);
+  `raycluster.py`, `rayjob.py`: RayCluster (vraycluster.kb.io), RayJob (vrayjob.kb.io). A job
   kind's webhook has its integration's module name (kubesim.kueue.integrations) and runs only while the
   Configuration's integrations.frameworks enables that kind.
 - `cluster_queue.py` (vclusterqueue.kb.io), `cohort.py` (vcohort.kb.io), `resource_flavor.py`
@@ -29,6 +30,8 @@ from kubesim.kueue.integrations import enabled_kinds
 from kubesim.kueue.integrations.batch_job import FRAMEWORK as BATCH_JOB
 from kubesim.kueue.integrations.jobset import FRAMEWORK as JOBSET
 from kubesim.kueue.integrations.pytorchjob import FRAMEWORK as PYTORCHJOB
+from kubesim.kueue.integrations.raycluster import FRAMEWORK as RAYCLUSTER
+from kubesim.kueue.integrations.rayjob import FRAMEWORK as RAYJOB
 from kubesim.kueue.integrations.trainjob import FRAMEWORK as TRAINJOB
 from kubesim.kueue.webhooks.batch_job import JobWebhook
 from kubesim.kueue.webhooks.cluster_queue import ClusterQueueWebhook
@@ -37,6 +40,8 @@ from kubesim.kueue.webhooks.jobframework import JobFrameworkWebhook
 from kubesim.kueue.webhooks.jobset import JobSetWebhook
 from kubesim.kueue.webhooks.local_queue import LocalQueueWebhook
 from kubesim.kueue.webhooks.pytorchjob import PyTorchJobWebhook
+from kubesim.kueue.webhooks.raycluster import RayClusterWebhook
+from kubesim.kueue.webhooks.rayjob import RayJobWebhook
 from kubesim.kueue.webhooks.resource_flavor import ResourceFlavorWebhook
 from kubesim.kueue.webhooks.trainjob import TrainJobWebhook
 from kubesim.kueue.webhooks.workload import WorkloadWebhook
@@ -46,6 +51,8 @@ JOB_WEBHOOKS: dict[str, type[JobFrameworkWebhook]] = {
     JOBSET: JobSetWebhook,
     TRAINJOB: TrainJobWebhook,
     PYTORCHJOB: PyTorchJobWebhook,
+    RAYCLUSTER: RayClusterWebhook,
+    RAYJOB: RayJobWebhook,
 }
 
 

@@ -53,8 +53,9 @@ def test_integrations_frameworks():
     from kubesim.kueue.config import EMULATED_FRAMEWORKS
     from kubesim.kueue.integrations import KINDS
 
-    default = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "kubeflow.org/pytorchjob"]
-    assert KueueConfig.default().frameworks == default == list(EMULATED_FRAMEWORKS)
+    assert KueueConfig.default().frameworks == list(EMULATED_FRAMEWORKS)
+    assert {"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "kubeflow.org/pytorchjob",
+            "ray.io/rayjob", "ray.io/raycluster"} <= set(EMULATED_FRAMEWORKS)
     assert set(KINDS) == set(EMULATED_FRAMEWORKS)
     assert KueueConfig.from_dict({"fairSharing": None}).frameworks == list(EMULATED_FRAMEWORKS)  # absent: kept
     every = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "ray.io/rayjob", "pod"]
