@@ -28,9 +28,8 @@ from kubesim.kueue.integrations.rayjob import RayJob
 from kubesim.kueue.integrations.trainjob import TrainJob
 from kubesim.kueue.state import KueueState
 
-KINDS: dict[str, JobKind] = {
-    k.framework: k for k in (BatchJob(), JobSet(), TrainJob(), PyTorchJob(), RayCluster(), RayJob())
-}
+_EMULATED: tuple[JobKind, ...] = (BatchJob(), JobSet(), TrainJob(), PyTorchJob(), RayCluster(), RayJob())
+KINDS: dict[str, JobKind] = {k.framework: k for k in _EMULATED}
 """framework name -> kind, for the integrations kubesim emulates."""
 
 

@@ -67,11 +67,12 @@ class RayCluster:
 
     framework = FRAMEWORK
     resource = "rayclusters"
+    inputs: tuple[str, ...] = ()
     api_version = "ray.io/v1"
     kind = "RayCluster"
     group = "ray.io"
 
-    def pod_sets(self, job: dict) -> list[dict]:
+    def pod_sets(self, store, job: dict) -> list[dict]:
         return cluster_pod_sets(job.get("spec") or {})
 
     def suspended(self, job: dict) -> bool:
@@ -86,10 +87,10 @@ class RayCluster:
     def finished(self, job: dict) -> tuple[bool, bool, str]:
         return False, True, ""
 
-    def pods_ready(self, job: dict, wl: dict) -> bool:
+    def pods_ready(self, store, job: dict, wl: dict) -> bool:
         return (job.get("status") or {}).get("state") == "ready"
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         return []
 
     def run(self, job: dict, infos: list[PodSetInfo]) -> None:

@@ -53,6 +53,7 @@ class RayJob:
 
     framework = FRAMEWORK
     resource = "rayjobs"
+    inputs: tuple[str, ...] = ()
     api_version = "ray.io/v1"
     kind = "RayJob"
     group = "ray.io"
@@ -61,7 +62,7 @@ class RayJob:
         """A RayJob that runs on an existing RayCluster is left alone."""
         return bool((job.get("spec") or {}).get("clusterSelector"))
 
-    def pod_sets(self, job: dict) -> list[dict]:
+    def pod_sets(self, store, job: dict) -> list[dict]:
         job = clone(job)
         pod_sets = cluster_pod_sets(_cluster_spec(job))
         if (_spec(job).get("submissionMode") or "K8sJobMode") == "SidecarMode":
@@ -86,10 +87,10 @@ class RayJob:
             return False, True, ""
         return True, status.get("jobStatus") == "SUCCEEDED", status.get("message", "")
 
-    def pods_ready(self, job: dict, wl: dict) -> bool:
+    def pods_ready(self, store, job: dict, wl: dict) -> bool:
         return ((job.get("status") or {}).get("rayClusterStatus") or {}).get("state") == "ready"
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         return []
 
     def _expected(self, job: dict) -> int:
