@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.workloads import services
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import PORTAL_KIND_VALUES, Kind, Status, Workload
 from tests.factories import NodePoolFactory
 
 from .helpers import all_errors, field_errors, preemptible_checked, submit_payload
@@ -32,7 +32,7 @@ def b200(users):
 # --- success ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", Kind.values)
+@pytest.mark.parametrize("kind", PORTAL_KIND_VALUES)
 def test_every_kind_submits_and_redirects_to_its_detail_page(page_client, users, kind,
                                                              django_capture_on_commit_callbacks):
     client = page_client("alice")
