@@ -206,6 +206,18 @@ class Gateway:
                 raise
         return None
 
+    def raw_list(self, path: str) -> builtins.list[dict]:
+        """Every item of a list path (any kind), a page of 500 at a time."""
+        items: builtins.list[dict] = []
+        continue_token = None
+        while True:
+            page = self._call("GET", path, query=[("limit", 500), *([("continue", continue_token)]
+                                                                     if continue_token else [])])
+            items.extend(page.get("items", []))
+            continue_token = (page.get("metadata") or {}).get("continue")
+            if not continue_token:
+                return items
+
     def raw_get(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> Any:
         """GET any API path (the visibility API, pod logs) as JSON or text."""
         return self._call("GET", path, query=query)
