@@ -196,7 +196,10 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
             memory_gib=None if "memory_gib" in unknown else workload.memory_gib).items():
         errors.setdefault(name, []).extend(messages)
     try:
-        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", *unknown, *errors])
+        # A submission has no Kueue uid (only work from outside is keyed by one): its unique check would cost a
+        # query on every live check.
+        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", "kueue_uid", *unknown,
+                                     *errors])
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             errors.setdefault(name, []).extend(messages)
