@@ -348,6 +348,12 @@ def can_manage_idle_policy(user: Visitor | None) -> bool:
     return sees_everything(user, Action.MANAGE)
 
 
+def can_view_unmapped_work(user: Visitor | None) -> bool:
+    """Work in the cluster the portal cannot count as a project's names namespaces and objects of no project, and
+    GPU pods outside the queue: admins only, who map namespaces and fix queues."""
+    return sees_everything(user, Action.MANAGE)
+
+
 def can_keep_alive(user: Visitor | None, workload: _Workload) -> bool:
     """Only a notebook's owner says it is still in use (idle culling is about the person at the keyboard)."""
     return bool(user is not None and user.is_authenticated and workload.owner_id == user.pk)

@@ -46,6 +46,15 @@ def test_every_kind_submits_and_redirects_to_its_detail_page(page_client, users,
     assert f"Submitted my-{kind}" in page.content.decode()
 
 
+@pytest.mark.parametrize("kind", sorted(set(Kind.values) - set(PORTAL_KIND_VALUES)))
+def test_the_clusters_kinds_have_no_submit_form(page_client, kind):
+    """Work of the cluster's kinds is submitted outside the portal (kubectl, pipelines); the portal only mirrors it."""
+    client = page_client("alice")
+    assert client.get(url(kind)).status_code == 404
+    assert client.post(url(kind), submit_payload("training")).status_code == 404
+    assert not Workload.objects.exists()
+
+
 def test_the_form_fields_reach_the_row(page_client):
     page_client("alice").post(url("training"), submit_payload(
         "training", command='python train.py --note "two words"', args="--lr 3e-4", env="A=1\nB=x=y\n\n",
