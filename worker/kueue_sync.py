@@ -9,7 +9,9 @@ Namespaces are the portal's own. A project whose namespace breaks the rule (apps
 than the rule), or whose namespace exists in the cluster without the portal's label or labelled for another
 project, is skipped: none of its objects is created, changed or deleted, nothing in that namespace is touched,
 and the run reports it. A project whose write the API server refuses is likewise reported and left for the next
-pass. One bad project never stops the others; only a transient or authorisation failure ends the whole run.
+pass; any other object it refuses (a pool's ResourceFlavor, a department's or a pool's Cohort, a priority class) is
+reported alone and tried again on the next pass. One bad project or object never stops the others; only a
+transient or authorisation failure ends the whole run.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def _describe(obj: dict[str, Any]) -> str:
 @dataclass
 class SyncResult:
     changes: list[str] = field(default_factory=list)
-    # One line per project left out of this pass, and why (shown on the admins' Cluster sync page).
+    # One line per project or single object left out of this pass, and why (shown on the admins' Cluster sync page).
     project_errors: list[str] = field(default_factory=list)
     failed_projects: set[str] = field(default_factory=set)
 
@@ -105,6 +107,9 @@ class SyncResult:
     def refuse(self, project: str, message: str) -> None:
         self.failed_projects.add(project)
         self.project_errors.append(f"Project {project}: {message}")
+
+    def refuse_object(self, obj: dict[str, Any], message: str) -> None:
+        self.project_errors.append(f"{_describe(obj)}: {message}")
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -288,17 +293,24 @@ RUN_LEVEL_STATUS = {401, 403}
 
 
 def _guarded(result: SyncResult, verb: str, obj: dict[str, Any], write: Callable[[], None]) -> None:
-    """Run one write; a project's refused write is recorded on the project, which sits out the rest of the pass."""
+    """Run one write; a project's refused write is recorded on the project, which sits out the rest of the pass, and
+    any other refused object is recorded alone (the objects that name it are written anyway: Kueue takes a queue
+    whose flavor is missing and keeps it inactive until the flavor exists)."""
     project = _project_of(obj)
     if project is not None and project in result.failed_projects:
         return
     try:
         write()
     except ClusterError as error:
-        if project is None or error.transient or (error.status in RUN_LEVEL_STATUS and not error.denied_by_webhook):
+        if error.transient or (error.status in RUN_LEVEL_STATUS and not error.denied_by_webhook):
             raise
-        result.refuse(project, f"the API server refused to {verb} {_describe(obj)}: {error.status} {error.reason}: "
-                               f"{error.message}. Its other objects wait for the next pass.")
+        answer = f"{error.status} {error.reason}: {error.message}."
+        if project is None:
+            result.refuse_object(obj, f"the API server refused to {verb} it: {answer} The other objects were "
+                                      "reconciled; this one is tried again on the next pass.")
+        else:
+            result.refuse(project, f"the API server refused to {verb} {_describe(obj)}: {answer} Its other objects "
+                                   "wait for the next pass.")
 
 
 def _create(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:

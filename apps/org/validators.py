@@ -56,6 +56,79 @@ def validate_label_value(value: str) -> None:
         )
 
 
+# --- a node pool's ResourceFlavor -------------------------------------------------------------------------------
+# Kueue's ResourceFlavor CRD takes at most 8 node labels, 8 node taints and 8 tolerations (the portal writes one per
+# taint), and its webhook refuses two taints with the same key and effect
+# (kubesim/apiserver/registry/crds/resourceflavors.json, kubesim/kueue/webhooks/resource_flavor.py). A pool past
+# these bounds would make every reconcile's write of its flavor fail, so it is refused before it is saved.
+
+FLAVOR_MAX_NODE_LABELS = 8
+FLAVOR_MAX_NODE_TAINTS = 8
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _messages(check: Any, value: str) -> list[str]:
+    try:
+        check(value)
+    except ValidationError as exc:
+        return list(exc.messages)
+    return []
+
+
+def too_many_node_labels(count: int) -> str | None:
+    if count <= FLAVOR_MAX_NODE_LABELS:
+        return None
+    return (f"{count} node labels: Kueue's ResourceFlavor takes at most {FLAVOR_MAX_NODE_LABELS}. Select the pool's "
+            "nodes with fewer labels.")
+
+
+def node_labels_errors(labels: Any) -> list[str]:
+    """Every reason Kueue would refuse `labels` as a ResourceFlavor's nodeLabels (syntax of each, then the count)."""
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        return ["Node labels are a mapping of label keys to label values."]
+    errors = [message for key, value in labels.items()
+              for message in _messages(validate_label_key, key) + _messages(validate_label_value, value)]
+    if too_many := too_many_node_labels(len(labels)):
+        errors.append(too_many)
+    return errors
+
+
+def node_taints_bound_errors(taints: list[dict[str, str]]) -> list[str]:
+    """What Kueue refuses of well-formed taints as a whole: more than 8, or two with the same key and effect."""
+    errors = []
+    first_of: dict[tuple[str, str], int] = {}
+    for number, taint in enumerate(taints, start=1):
+        pair = (taint.get("key", ""), taint.get("effect", ""))
+        if pair in first_of:
+            errors.append(f"Taints {first_of[pair]} and {number} have the same key and effect ({pair[0]}:{pair[1]}); "
+                          "Kueue takes one taint per key and effect.")
+        else:
+            first_of[pair] = number
+    if len(taints) > FLAVOR_MAX_NODE_TAINTS:
+        errors.append(f"{len(taints)} node taints: Kueue's ResourceFlavor takes at most {FLAVOR_MAX_NODE_TAINTS} "
+                      "(and as many tolerations).")
+    return errors
+
+
+def node_taints_errors(taints: Any) -> list[str]:
+    """Every reason Kueue would refuse `taints` as a ResourceFlavor's nodeTaints: the shape and syntax of each, then
+    the bounds of the whole."""
+    shape = "Node taints are a list of {key, value (optional), effect}."
+    if not isinstance(taints, list) or not all(isinstance(taint, dict) for taint in taints):
+        return [shape]
+    errors = []
+    for number, taint in enumerate(taints, start=1):
+        if set(taint) - {"key", "value", "effect"} or not all(isinstance(v, str) for v in taint.values()):
+            errors.append(f"Taint {number}: {shape}")
+            continue
+        errors += _messages(validate_label_key, taint.get("key", ""))
+        if taint.get("value"):
+            errors += _messages(validate_label_value, taint["value"])
+        if taint.get("effect") not in TAINT_EFFECTS:
+            errors.append(f"Taint {number}: the effect must be one of {', '.join(TAINT_EFFECTS)}.")
+    return errors + node_taints_bound_errors(taints)
+
+
 def validate_extended_resource_name(value: str) -> None:
     """A Kubernetes extended resource name, as the API server checks it (IsExtendedResourceName): a qualified name
     with a domain prefix (`vendor.tld/name`) outside the kubernetes.io namespace, also valid as a quota's

@@ -38,4 +38,5 @@ class Command(BaseCommand):
             self.stderr.write(problem)
         if result.project_errors:
             count = len(result.project_errors)
-            raise CommandError(f"{count} project{'s' if count != 1 else ''} left out; the others were reconciled.")
+            raise CommandError(f"{count} left out (a project or an object the cluster refused); the rest was "
+                               "reconciled.")
