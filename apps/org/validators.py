@@ -3,6 +3,7 @@ project may have."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -188,7 +189,6 @@ def project_namespace_error(namespace: str) -> str | None:
 SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
                 "/var/run", "/var/lib/kubelet")
 MOUNT_PATH_MAX_LENGTH = 255
-NFS_SERVER = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.:\[\]]*[A-Za-z0-9\]])?$")
 
 
 def mount_path_errors(path: Any) -> list[str]:
@@ -224,9 +224,83 @@ def validate_mount_path(value: str) -> None:
         raise ValidationError(errors)
 
 
-def validate_nfs_server(value: str) -> None:
-    if not value or len(value) > 253 or not NFS_SERVER.match(value):
-        raise ValidationError(f"{value!r} is not a host name or IP address of an NFS server.")
+# --- hosts: NFS servers and image registries ---------------------------------------------------------------------
+# Both end up verbatim in what the cluster acts on (a pod's nfs volume, the key of a dockerconfigjson Secret's
+# "auths"), so each is exactly a host (and a registry's optional port): no scheme, user, path, options or spaces.
+
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}"
+                       r"[A-Za-z0-9])?)*$")
+
+
+def _is_host(value: str) -> bool:
+    """A DNS host name, an IPv4 address, or an IPv6 address (bare or in brackets)."""
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    try:
+        ipaddress.ip_address(bare)
+    except ValueError:
+        return bare == value and bool(HOST_NAME.match(value)) and not value.replace(".", "").isdigit()
+    return bare == value or ":" in bare  # brackets only around IPv6
+
+
+def _host_and_port(value: str) -> tuple[str, str | None]:
+    """Split `host:port` ("[v6]:port" for IPv6); a bare IPv6 address is all host."""
+    if value.startswith("[") and "]:" in value:
+        host, _, port = value.rpartition(":")
+        return host, port
+    if value.count(":") == 1:
+        host, _, port = value.partition(":")
+        return host, port
+    return value, None
+
+
+def nfs_server_errors(value: str) -> list[str]:
+    """Why `value` cannot be an NFS volume's server: a host name or IP address, without a port."""
+    if not value:
+        return ["Give the NFS server's host name or IP address, e.g. nfs.example.org or 10.0.0.5."]
+    if _is_host(value):
+        return []
+    host, port = _host_and_port(value)
+    if port is not None and _is_host(host):
+        return [f"{value!r}: give the NFS server's host name or IP address without a port (an NFS volume has no port "
+                "field), e.g. nfs.example.org."]
+    return [f"{value!r} is not a host name or IP address of an NFS server, e.g. nfs.example.org or 10.0.0.5."]
+
+
+def nfs_path_errors(path: str) -> list[str]:
+    """Why `path` cannot be an NFS export path: absolute and plain, and no mount options (a comma starts them)."""
+    if not path.startswith("/"):
+        return ["Give the export's absolute path on the server, e.g. /exports/imagenet."]
+    if "," in path:
+        return [f"{path!r}: no commas; mount options cannot be set here, give the export's path only."]
+    if path != "/" and (any(part in ("", ".", "..") for part in path[1:].split("/"))
+                        or any(c.isspace() or not c.isprintable() for c in path)):
+        return [f"{path!r} must be a plain path: no '..', '.', '//', spaces or trailing '/'."]
+    return []
+
+
+REGISTRY_EXAMPLE = "e.g. nvcr.io or registry.example.org:5000"
+
+
+def registry_host_errors(value: str) -> list[str]:
+    """Why `value` cannot be a pull secret's registry: a host and an optional port, nothing else (it becomes the key
+    of the Secret's dockerconfigjson, which the kubelet matches against image names)."""
+    def refuse(why: str) -> list[str]:
+        return [f"{value!r} is not a registry host: {why}; {REGISTRY_EXAMPLE}."]
+
+    if not value or any(c.isspace() or not c.isprintable() for c in value):
+        return refuse("give a registry host and an optional port, without spaces")
+    if "://" in value or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:/", value):
+        return refuse("give the host and port only, no scheme such as https://")
+    if "@" in value:
+        return refuse("no user name or password here (they have their own fields)")
+    if "/" in value:
+        return refuse("give the host and port only, no path")
+    host, port = _host_and_port(value)
+    if port is not None and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return refuse("the port must be a number from 1 to 65535")
+    if not _is_host(host):
+        return refuse("give a registry host (a DNS name or an IP address) and an optional port")
+    return []
 
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
