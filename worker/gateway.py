@@ -75,6 +75,11 @@ class ClusterError(Exception):
         return self.status == 409 and self.reason == "AlreadyExists"
 
     @property
+    def conflict(self) -> bool:
+        """A write based on a stale resourceVersion: another writer changed the object since it was read."""
+        return self.status == 409 and self.reason == "Conflict"
+
+    @property
     def denied_by_webhook(self) -> bool:
         """A validating admission webhook refused this object (Kueue's answer 403 Forbidden `admission webhook
         "vclusterqueue.kb.io" denied the request: <field errors>`): about the object, not this account's rights."""

@@ -188,7 +188,7 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     workload.chosen_credentials = list(values["credentials"] or [])
     shape: dict[str, Any] = {"kind": kind, "command": workload.command, "args": workload.args, "env": workload.env,
              **{name: values[name] for name in ("name", "image", "model_label", "data_class", "pods", "completions",
-                                                 "parallelism") if name in values}}
+                                                 "parallelism", "cpu", "memory_gib") if name in values}}
     errors.update(shape_errors(shape))
     for name, messages in attachments_errors(
             project=project, owner=actor, data_sources=workload.chosen_data_sources,
