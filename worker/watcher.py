@@ -67,6 +67,7 @@ OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # Pods Kueue started carry the pod set label it writes into their templates; the portal's own carry its label.
 UNQUEUED_POD_SELECTOR = f"!{PODSET_LABEL},{MANAGED_BY_LABEL}!={MANAGED_BY}"
 UNMAPPED_WORKLOAD_REASONS = ("no_project", "no_owner", "no_queue", "malformed")
+OUTSIDE_BATCH = 250  # outside Workloads mirrored in one batch at a resync (services.workloads_mirror_outside)
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None}
 MIRRORS: dict[str, Callable[..., None]] = {
@@ -216,33 +217,36 @@ class Watcher:
             self.outside[uid] = obj
         self.work.add(("outside", uid))
 
-    def apply_outside(self, uid: str) -> None:
-        """Mirror one Kueue Workload submitted outside the portal, or keep it for admins as unmapped."""
-        with self.lock:
-            kueue_workload = self.outside.get(uid)
-        if kueue_workload is None:
+    def apply_outside(self, uids: list[str]) -> None:
+        """Mirror Kueue Workloads submitted outside the portal (one, or a batch of a first sync), or keep them for
+        admins as unmapped; those whose observation was applied already cost nothing."""
+        items = []
+        for uid in uids:
+            with self.lock:
+                kueue_workload = self.outside.get(uid)
+            if kueue_workload is None:
+                continue
+            observation = observe(None, kueue_workload) or Observation(
+                status=Status.QUEUED, kueue_name=kueue_workload["metadata"].get("name", ""))
+            if self.applied_outside.get(uid) == observation:
+                continue
+            namespace = kueue_workload["metadata"].get("namespace", "")
+            work = read_outside(kueue_workload, self._owner(namespace, owner_reference(kueue_workload)))
+            if isinstance(work, Unmapped):
+                self._unmapped(work)
+            else:
+                items.append((work, observation))
+        if not items:
             return
-        observation = observe(None, kueue_workload)
-        if observation is not None and self.applied_outside.get(uid) == observation:
-            return
-        namespace = kueue_workload["metadata"].get("namespace", "")
-        work = read_outside(kueue_workload, self._owner(namespace, owner_reference(kueue_workload)))
-        if isinstance(work, Unmapped):
-            self._unmapped(work)
-            return
-        mirrored = workload_services.workload_mirror_outside(work=work, observation=observation or Observation(
-            status=Status.QUEUED, kueue_name=work.kueue_name))
-        if isinstance(mirrored, Unmapped):
-            self._unmapped(mirrored)
-            return
-        mirror.unmapped_forget(uid=uid)
-        moved: list[str] = []
-        if observation is not None:
-            moved = workload_services.workload_observe(workload_id=mirrored, observation=observation,
-                                                       preemptor_id=self._preemptor(observation))
-            self.applied_outside[uid] = observation
-        if moved:
-            forecasts_refresh_soon()
+        mirrored = workload_services.workloads_mirror_outside(items=items)
+        for work, observation in items:
+            result = mirrored[work.kueue_uid]
+            if isinstance(result, Unmapped):
+                self._unmapped(result)
+            else:
+                self.applied_outside[work.kueue_uid] = observation
+        mirror.unmapped_forget_many(uids={uid for uid, result in mirrored.items() if not isinstance(result, Unmapped)})
+        forecasts_refresh_soon()  # a queue changed (coalesced: a burst asks once)
 
     def _unmapped(self, unmapped: Unmapped) -> None:
         if not mirror.unmapped_seen(uid=unmapped.uid):
@@ -308,7 +312,10 @@ class Watcher:
             self.apply_job_uid(key[1])
             return
         if key[0] == "outside":
-            self.apply_outside(key[1])
+            self.apply_outside([key[1]])
+            return
+        if key[0] == "outside-batch":
+            self.apply_outside(list(key[1]))
             return
         if key[0] == "outside-gone":
             mirror.unmapped_forget(uid=key[1])
@@ -406,8 +413,9 @@ class Watcher:
         with self.lock:
             present = set(self.outside)
         self._read_owners()
-        for uid in present:
-            self.work.add(("outside", uid))
+        ordered = sorted(present)
+        for start in range(0, len(ordered), OUTSIDE_BATCH):
+            self.work.add(("outside-batch", tuple(ordered[start:start + OUTSIDE_BATCH])))
         missing = Workload.objects.filter(origin=Origin.OUTSIDE, status__in=LIVE_STATUSES,
                                           created_at__lt=listed_at).exclude(kueue_uid__in=present)
         workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())

@@ -177,6 +177,12 @@ def unmapped_forget(*, uid: str) -> None:
     UnmappedWork.objects.filter(uid=uid).delete()
 
 
+def unmapped_forget_many(*, uids: set[str]) -> None:
+    """These objects are mapped now (one statement for a whole batch)."""
+    if uids:
+        UnmappedWork.objects.filter(uid__in=uids).delete()
+
+
 def unmapped_keep_only(*, uids: set[str], reasons: set[str]) -> None:
     """After a full pass over the objects of these reasons: drop the rows of the others (gone or mapped now)."""
     UnmappedWork.objects.filter(reason__in=reasons).exclude(uid__in=uids).delete()

@@ -14,6 +14,7 @@ class UsageConfig(AppConfig):
         from . import services
 
         workload_signals.quota_held.connect(services.on_quota_held, dispatch_uid="usage.quota_held")
+        workload_signals.quotas_held.connect(services.on_quotas_held, dispatch_uid="usage.quotas_held")
         workload_signals.quota_released.connect(services.on_quota_released, dispatch_uid="usage.quota_released")
         # The deserved quota in force at each moment (DeservedPeriod), written in the quota change's transaction.
         org_signals.quota_deserved_changed.connect(services.on_quota_deserved_changed,

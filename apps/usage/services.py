@@ -113,6 +113,32 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
     return True
 
 
+def usage_intervals_open_many(*, stretches: list[tuple[Workload, datetime, datetime | None, str]]) -> int:
+    """`usage_interval_open` for many workloads that hold no interval yet (first seen by the watcher), in one
+    transaction: the intervals written together, then each project's timeline on each pool recomputed once."""
+    by_timeline: dict[tuple[int, int], datetime] = {}
+    rows = []
+    for workload, at, ended_at, reason in stretches:
+        pool = workload.node_pool
+        key = (workload.project_id, pool.pk)
+        by_timeline[key] = min(at, by_timeline.get(key, at))
+        rows.append(UsageInterval(
+            workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
+            user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
+            card_fraction_numerator=pool.card_fraction_numerator,
+            card_fraction_denominator=pool.card_fraction_denominator,
+            queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
+            model_label=workload.model_label, data_class=workload.data_class, started_at=at,
+            ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else ""))
+    with transaction.atomic():
+        for project_id, node_pool_id in sorted(by_timeline):  # one order: no deadlock with another writer
+            _lock_timeline(project_id, node_pool_id)
+        UsageInterval.objects.bulk_create(rows, batch_size=1000)
+        for (project_id, node_pool_id), since in sorted(by_timeline.items()):
+            usage_timeline_refresh(project_id=project_id, node_pool_id=node_pool_id, since=since)
+    return len(rows)
+
+
 def usage_interval_close(*, workload_id: int, at: datetime, reason: str) -> bool:
     """Stop counting; an interval closes once (no-op when none is open). Never ends before it began."""
     opened = UsageInterval.objects.filter(workload_id=workload_id, ended_at__isnull=True)
@@ -170,6 +196,10 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
 def on_quota_held(*, workload: Workload, at: datetime, ended_at: datetime | None = None, reason: str = "",
                   **_: Any) -> None:
     usage_interval_open(workload=workload, at=at, ended_at=ended_at, reason=reason)
+
+
+def on_quotas_held(*, stretches: list[tuple[Workload, datetime, datetime | None, str]], **_: Any) -> None:
+    usage_intervals_open_many(stretches=stretches)
 
 
 def on_quota_released(*, workload_id: int, at: datetime, reason: str, **_: Any) -> None:

@@ -13,6 +13,11 @@ quota_held = Signal()
 observations. kwargs: `workload` (the Workload), `at` (datetime), `ended_at` (datetime or None: set when the
 workload is already over, a stretch the watcher learnt of only after it ended), `reason` (str, why it ended)."""
 
+quotas_held = Signal()
+"""Many workloads seen for the first time already holding (or having held) quota: the watcher's first sync of work
+from outside the portal. kwargs: `stretches`, a list of (Workload, at, ended_at or None, reason), as quota_held's
+per workload; the receiver writes them at once, one ledger recompute per project and pool."""
+
 quota_released = Signal()
 """A workload stopped holding quota: evicted, preempted, finished, stopped or its Job deleted, sent by the watcher
 and by the recorded stop. kwargs: `workload_id` (int), `at` (datetime, on the cluster's clock when known), `reason`

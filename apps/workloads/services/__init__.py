@@ -37,7 +37,7 @@ from .forecasts import FORECAST_FIELDS, workload_forecasts_store
 from .notebooks import notebook_cull, notebook_cull_gpu_idle, notebook_server_activity_record
 from .notifications import NOTIFIABLE, NOTIFY_TASK
 from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone
-from .outside import workload_mirror_outside
+from .outside import workload_mirror_outside, workloads_mirror_outside
 from .submissions import (
     BULK_STOP_LIMIT,
     SubmissionKeyReused,
@@ -111,5 +111,6 @@ __all__ = [
     "workload_utilisation_record",
     "workload_validate",
     "workloads_gone",
+    "workloads_mirror_outside",
     "workloads_stop",
 ]

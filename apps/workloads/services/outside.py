@@ -9,20 +9,25 @@ preemption sentences and the GPU-hour ledger count it the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.core.kueue_names import ELASTIC, GUARANTEED
 from apps.core.quantities import quantity
+from apps.core.services import lock_for_transaction
 from apps.org.models import NodePool, PriorityClass, Project
-from apps.workloads.models import Origin, Status, Workload
+from apps.workloads.models import FINAL_STATUSES, HOLDING_STATUSES, Origin, Status, Workload, WorkloadEvent
 from apps.workloads.observation import Observation, OutsideWork, PodSet, Unmapped
+from apps.workloads.signals import quotas_held
 
-from .transitions import _event
+from .observe import WATCHER_IGNORES, workload_observe
 
 MAX_OUTSIDE_PODS = 100_000  # more pods than any cluster runs: a malformed object, refused from the mirror
 MAX_NAME = Workload._meta.get_field("name").max_length or 40
@@ -34,16 +39,6 @@ class Placement:
 
     pool: NodePool
     preemptible: bool
-
-
-def placement(queue_name: str) -> Placement | None:
-    """The pool and queue kind a LocalQueue name stands for (`guaranteed-<pool>` / `elastic-<pool>`), if it is one
-    of the portal's."""
-    kind, _, pool_slug = queue_name.partition("-")
-    if kind not in (GUARANTEED, ELASTIC) or not pool_slug:
-        return None
-    pool = NodePool.objects.filter(slug=pool_slug).first()
-    return Placement(pool=pool, preemptible=kind == ELASTIC) if pool else None
 
 
 def _per_pod(pod_set: PodSet, resource: str) -> Decimal:
@@ -74,60 +69,170 @@ def _sizes(work: OutsideWork, pool: NodePool) -> dict[str, object]:
     }
 
 
-def _attributed(work: OutsideWork) -> object | None:
-    """The portal user the object names: its owner label first, else the Kubernetes user the cluster stamped."""
-    users = get_user_model()._default_manager
-    for username in (work.portal_user, work.cluster_user):
-        if username:
-            user = users.filter(username=username, is_active=True).first()
-            if user is not None:
-                return user
-    return None
+@dataclass
+class _Lookups:
+    """The org rows a batch names, each read once: projects by namespace, pools by slug, users, priority classes."""
+
+    projects: dict[str, Project]
+    pools: dict[str, NodePool]
+    users: dict[str, Any]
+    priority_classes: dict[str, PriorityClass]
+
+    @classmethod
+    def of(cls, works: Sequence[OutsideWork]) -> _Lookups:
+        usernames = {name for work in works for name in (work.portal_user, work.cluster_user) if name}
+        return cls(
+            projects={p.namespace: p for p in Project.objects.filter(namespace__in={w.namespace for w in works})},
+            pools={pool.slug: pool for pool in NodePool.objects.filter(
+                slug__in={w.queue_name.partition("-")[2] for w in works})},
+            users={user.username: user for user in get_user_model()._default_manager.filter(
+                username__in=usernames, is_active=True)} if usernames else {},
+            priority_classes={pc.name: pc for pc in PriorityClass.objects.filter(
+                name__in={w.priority_class for w in works if w.priority_class})},
+        )
+
+    def placement(self, queue_name: str) -> Placement | None:
+        """The pool and queue kind a LocalQueue name stands for (`guaranteed-<pool>` / `elastic-<pool>`), if it is
+        one of the portal's."""
+        kind, _, pool_slug = queue_name.partition("-")
+        pool = self.pools.get(pool_slug) if kind in (GUARANTEED, ELASTIC) else None
+        return Placement(pool=pool, preemptible=kind == ELASTIC) if pool else None
+
+    def attributed(self, work: OutsideWork) -> Any:
+        """The portal user the object names: its owner label first, else the Kubernetes user the cluster stamped."""
+        return self.users.get(work.portal_user) or self.users.get(work.cluster_user)
 
 
-def workload_mirror_outside(*, work: OutsideWork, observation: Observation) -> int | Unmapped:
-    """Create or refresh the row of one Kueue Workload from outside the portal; returns its id, or why it cannot be
-    mirrored (nothing is written then). The status it reports is recorded by `observe.workload_observe`."""
-    project = Project.objects.filter(namespace=work.namespace).first()
+def _values(work: OutsideWork, lookups: _Lookups) -> dict[str, Any] | Unmapped:
+    """The row's fields for one Kueue Workload, or why it cannot be mirrored."""
+    project = lookups.projects.get(work.namespace)
     if project is None:
         return _unmapped(work, "no_project", f"namespace {work.namespace} belongs to no project")
-    where = placement(work.queue_name)
+    where = lookups.placement(work.queue_name)
     if where is None:
         return _unmapped(work, "no_queue", f"queue {work.queue_name or '(none)'!r} is none of the portal's")
     try:
         sizes = _sizes(work, where.pool)
     except (ValueError, KeyError) as error:
         return _unmapped(work, "malformed", str(error))
-    user = _attributed(work)
-    values: dict[str, object] = {
+    return {
         **sizes, "project": project, "node_pool": where.pool, "preemptible": where.preemptible, "kind": work.kind,
-        "owner": user, "submitted_by": (work.cluster_user or work.manager)[:253],
-        "priority_class": PriorityClass.objects.filter(name=work.priority_class).first() if work.priority_class
-        else None,
+        "owner": lookups.attributed(work), "submitted_by": (work.cluster_user or work.manager)[:253],
+        "priority_class": lookups.priority_classes.get(work.priority_class),
         "object_api_version": work.object_api_version[:253], "object_name": work.object_name[:253],
         "name": work.object_name[:MAX_NAME], "image": next((p.image for p in work.pod_sets if p.image), "")[:255],
         "kueue_name": work.kueue_name, "k8s_uid": work.object_uid, "kueue_priority": work.priority,
         "max_runtime_seconds": work.max_runtime_seconds,
     }
+
+
+def workload_mirror_outside(*, work: OutsideWork, observation: Observation) -> int | Unmapped:
+    """One Kueue Workload from outside the portal: `workloads_mirror_outside` for a batch of one."""
+    return workloads_mirror_outside(items=[(work, observation)])[work.kueue_uid]
+
+
+def workloads_mirror_outside(*, items: Sequence[tuple[OutsideWork, Observation]]) -> dict[str, int | Unmapped]:
+    """Create or refresh the rows of Kueue Workloads from outside the portal; returns each one's row id by Kueue
+    uid, or why it cannot be mirrored (nothing is written for it then).
+
+    Rows seen for the first time are written together, already in the status Kueue reports, with their history
+    (submitted, then that status) and their GPU-hour stretch: a first sync of thousands costs a few statements per
+    batch, not per workload. Rows already mirrored go through `observe.workload_observe` (the state machine), and
+    only when what Kueue says of them changed.
+    """
+    lookups = _Lookups.of([work for work, _ in items])
+    results: dict[str, int | Unmapped] = {}
+    mapped: dict[str, tuple[OutsideWork, Observation, dict[str, Any]]] = {}
+    for work, observation in items:
+        values = _values(work, lookups)
+        if isinstance(values, Unmapped):
+            results[work.kueue_uid] = values
+        else:
+            mapped[work.kueue_uid] = (work, observation, values)
+    if not mapped:
+        return results
     with transaction.atomic():
-        row = Workload.objects.select_for_update().filter(kueue_uid=work.kueue_uid).first()
-        if row is not None:
-            changed = {name: value for name, value in values.items() if getattr(row, name) != value}
-            if changed:
-                Workload.objects.filter(pk=row.pk).update(**changed)
-            return row.pk
-        submitted_at = work.created_at or timezone.now()
-        try:
-            with transaction.atomic():
-                row = Workload.objects.create(
-                    **values, origin=Origin.OUTSIDE, kueue_uid=work.kueue_uid, status=Status.QUEUED,
-                    status_reason="SubmittedOutside", submitted_at=submitted_at, model_label="", data_class="")
-        except IntegrityError:  # another applier mirrored it first
-            return Workload.objects.get(kueue_uid=work.kueue_uid).pk
+        lock_for_transaction("workloads-outside-mirror")  # one writer of new rows at a time: no duplicate
+        existing = {row.kueue_uid: row for row in Workload.objects.filter(kueue_uid__in=list(mapped))}
+        fresh = [entry for uid, entry in mapped.items() if uid not in existing]
+        for row in _create(fresh):
+            results[row.kueue_uid] = row.pk
+    for uid, row in existing.items():
+        work, observation, values = mapped[uid]
+        changed = {name: value for name, value in values.items() if getattr(row, name) != value}
+        if changed:
+            Workload.objects.filter(pk=row.pk).update(**changed)
+        if _news(row, observation):
+            workload_observe(workload_id=row.pk, observation=observation, preemptor_id=_preemptor_id(observation))
+        results[uid] = row.pk
+    return results
+
+
+def _preemptor_id(observation: Observation) -> int | None:
+    """The row of the workload that preempted it, found by the Job uid Kueue's message names (any origin)."""
+    if not (observation.preemption and observation.preemption.preemptor_job_uid):
+        return None
+    return Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
+        "pk", flat=True).first()
+
+
+def _news(row: Workload, observation: Observation) -> bool:
+    """Whether Kueue says something of an already mirrored row that it has not recorded."""
+    if row.status in WATCHER_IGNORES:
+        return False
+    preempted = observation.preemption is not None and (
+        row.last_preempted_at is None or observation.preemption.at > row.last_preempted_at)
+    return preempted or (row.status, row.status_reason, row.kueue_conditions, row.admission) != (
+        observation.status, observation.reason, observation.conditions, observation.admission)
+
+
+def _create(fresh: list[tuple[OutsideWork, Observation, dict[str, Any]]]) -> list[Workload]:
+    """New rows in the status Kueue reports, their two history events and their GPU-hour stretches."""
+    now = timezone.now()
+    rows = []
+    for work, observation, values in fresh:
+        final = observation.status in FINAL_STATUSES
+        rows.append(Workload(
+            **values, origin=Origin.OUTSIDE, kueue_uid=work.kueue_uid, status=observation.status,
+            status_reason=observation.reason or "SubmittedOutside", status_message=observation.message,
+            submitted_at=work.created_at or now, model_label="", data_class="",
+            kueue_conditions=observation.conditions, cluster_queue=observation.cluster_queue,
+            admission=observation.admission, admitted_at=observation.admitted_at, started_at=observation.started_at,
+            finished_at=(observation.finished_at or observation.at or now) if final else None,
+            last_preempted_at=observation.preemption.at if observation.preemption else None))
+    Workload.objects.bulk_create(rows, batch_size=1000)
+    events, stretches = [], []
+    for row, (work, observation, _) in zip(rows, fresh, strict=True):
         who = f" by {work.cluster_user or work.manager}" if work.cluster_user or work.manager else ""
-        _event(row, from_status="", to_status=Status.QUEUED, reason="SubmittedOutside", cluster_at=work.created_at,
-               message=f"{row.get_kind_display()} {work.object_name} submitted outside the portal{who}")
-    return row.pk
+        events.append(WorkloadEvent(
+            workload=row, at=now, cluster_at=work.created_at, from_status="", to_status=Status.QUEUED,
+            reason="SubmittedOutside",
+            message=f"{row.get_kind_display()} {work.object_name} submitted outside the portal{who}"))
+        if observation.status != Status.QUEUED:
+            events.append(WorkloadEvent(workload=row, at=now, cluster_at=observation.at, from_status=Status.QUEUED,
+                                        to_status=observation.status, reason=observation.reason,
+                                        message=observation.message))
+        stretch = _stretch(observation)
+        if stretch is not None:
+            stretches.append((row, *stretch))
+    WorkloadEvent.objects.bulk_create(events, batch_size=2000)
+    if stretches:
+        quotas_held.send(sender=Workload, stretches=stretches)
+    return rows
+
+
+def _stretch(observation: Observation) -> tuple[datetime, datetime | None, str] | None:
+    """The GPU-hour stretch a first-seen workload held: from its admission, open while it holds quota, else closed
+    when it finished or was preempted (as `observe._account` records it for a row seen all along)."""
+    admitted_at = observation.admitted_at
+    if admitted_at is None:
+        return None
+    if observation.status in HOLDING_STATUSES:
+        return admitted_at, None, ""
+    ended_at = observation.finished_at or (observation.preemption.at if observation.preemption else None)
+    if ended_at is None:
+        return None
+    return admitted_at, ended_at, observation.reason or observation.status
 
 
 def _unmapped(work: OutsideWork, reason: str, detail: str) -> Unmapped:
