@@ -425,3 +425,21 @@ def test_jobset_unknown_fields_are_refused_by_kubectl_default_validation(kubectl
     kubectl("apply", "-f", "-", stdin=JOBSET_SETUP)
     done = kubectl("apply", "-f", "-", stdin=jobset_manifest("typo", "1", ", bogus: 1"), ok=False)
     assert 'unknown field "spec.replicatedJobs[0].template.spec.template.spec.containers[0].bogus"' in done.stderr
+
+
+def test_get_pods_shows_scheduling_gated(kubectl: Kubectl, ks: InProcessKubesim):
+    manifest = """
+apiVersion: v1
+kind: Pod
+metadata: {name: gated, namespace: default}
+spec:
+  schedulingGates: [{name: example.com/hold}]
+  containers: [{name: main, image: busybox, command: [sleep, "600"]}]
+"""
+    kubectl("apply", "-f", "-", stdin=manifest)
+    ks.settle()
+    assert kubectl("get", "pod", "gated", "--no-headers").stdout.split()[:3] == ["gated", "0/1", "SchedulingGated"]
+    kubectl("patch", "pod", "gated", "--type=json", "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')
+    ks.settle()
+    assert kubectl("get", "pod", "gated", "--no-headers").stdout.split()[:3] == ["gated", "1/1", "Running"]
+    kubectl("delete", "pod", "gated", "--wait=false")
