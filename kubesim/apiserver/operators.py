@@ -66,8 +66,9 @@ def installation() -> list[tuple[str, dict]]:
     namespace = "jobset-system"
     labels = {"app.kubernetes.io/name": "jobset", "control-plane": "controller-manager"}
     container = {"name": "manager", "image": f"registry.k8s.io/jobset/jobset:{JOBSET_VERSION}"}
-    deployment = controller_manager(name="jobset-controller-manager", namespace=namespace, labels=labels,
-                                    container=container)
+    deployment = controller_manager(
+        name="jobset-controller-manager", namespace=namespace, labels=labels, container=container
+    )
     return [
         ("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
         ("deployments", deployment),

@@ -207,7 +207,11 @@ class Kubelet:
         if any(c.get("type") == "PodScheduled" and c.get("reason") == SCHEDULING_GATED for c in conds):
             return False
         pod.setdefault("status", {})["conditions"] = [
-            {**_cond("PodScheduled", "False", rfc3339(store.now())), "reason": SCHEDULING_GATED, "message": GATED_MESSAGE}
+            {
+                **_cond("PodScheduled", "False", rfc3339(store.now())),
+                "reason": SCHEDULING_GATED,
+                "message": GATED_MESSAGE,
+            }
         ]
         store.update_status("pods", pod)
         return True

@@ -198,14 +198,15 @@ def _immutable_pod(obj: dict, old: dict) -> list[Cause]:
             s.pop(key, None)
         s["containers"] = [{k: v for k, v in c.items() if k != "image"} for c in s.get("containers") or []]
     if spec != old_spec:
-        return gate_causes + [
+        return [
+            *gate_causes,
             Cause(
                 "spec",
                 "FieldValueForbidden",
                 "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
                 "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) "
                 "or `spec.schedulingGates`",
-            )
+            ),
         ]
     return gate_causes
 

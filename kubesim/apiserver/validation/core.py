@@ -109,7 +109,11 @@ def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
         causes = pod_spec(spec, "spec", template=False)
         if spec.get("schedulingGates") and spec.get("nodeName"):
             causes.append(
-                Cause("spec.nodeName", "FieldValueForbidden", "Forbidden: cannot be set until all schedulingGates have been cleared")
+                Cause(
+                    "spec.nodeName",
+                    "FieldValueForbidden",
+                    "Forbidden: cannot be set until all schedulingGates have been cleared",
+                )
             )
         return causes
     if resource == "jobs":
