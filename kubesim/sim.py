@@ -175,8 +175,14 @@ class Simulator:
             self.kueue = self._kueue_module.Kueue(self.kueue_config)
             self.controllers += self.kueue.controllers()
             self.webhooks += self.kueue.admission_webhooks()
-        self.controllers += [*operators.controllers(), JobController(), Kubelet(self.default_run_seconds),
-                             EndpointsController(), NamespaceController(), GarbageCollector()]
+        self.controllers += [
+            *operators.controllers(),
+            JobController(),
+            Kubelet(self.default_run_seconds),
+            EndpointsController(),
+            NamespaceController(),
+            GarbageCollector(),
+        ]
 
     def _spawn(self, target: Any, name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)

@@ -6,6 +6,8 @@
 - `podsets.py`: Workload names and what Kueue writes into pod templates on start and restores on stop.
 - `batch_job.py`: batch/v1 Job (framework `batch/job`).
 - `jobset.py`: jobset.x-k8s.io/v1alpha2 JobSet (framework `jobset.x-k8s.io/jobset`).
+- `pod.py`: plain pods and pod groups (framework `pod`), not a JobKind: one Workload per pod or per group, pods held
+  by a scheduling gate; the LeaderWorkerSet integration enables it implicitly for its pods.
 
 A kind is a JobKind (its pod sets, suspension, activity, outcome, readiness) listed in KINDS under its framework name;
 its webhook has the same module name in kubesim.kueue.webhooks. A kind acts only when the Configuration's
@@ -19,6 +21,8 @@ from kubesim.kueue.integrations.batch_job import BatchJob
 from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler
 from kubesim.kueue.integrations.jobset import JobSet
 from kubesim.kueue.integrations.orphans import OrphanedWorkloads
+from kubesim.kueue.integrations.pod import FRAMEWORK as POD
+from kubesim.kueue.integrations.pod import PodReconciler
 from kubesim.kueue.state import KueueState
 
 KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet())}
@@ -32,4 +36,5 @@ def enabled_kinds(frameworks: list[str]) -> list[JobKind]:
 def integration_controllers(state: KueueState) -> list[Controller]:
     """One reconciler per enabled kind, then the orphaned-Workload pass."""
     kinds = enabled_kinds(state.config.frameworks)
-    return [*(JobReconciler(state, kind, kinds) for kind in kinds), OrphanedWorkloads(state, kinds)]
+    pods = [PodReconciler(state)] if POD in state.config.frameworks else []
+    return [*(JobReconciler(state, kind, kinds) for kind in kinds), *pods, OrphanedWorkloads(state, kinds)]
