@@ -162,10 +162,10 @@ class PodReconciler:
             for pod in store.list("pods", copy=False):
                 keys |= self._keys_of_pod(pod)
             for wl in self.state.listed(store, "workloads"):
-                keys |= self._keys_of_workload(wl)
+                keys |= self._keys_of_workload(store, wl)
         else:
             for e in events:
-                keys |= self._keys_of_pod(e.obj) if e.resource == "pods" else self._keys_of_workload(e.obj)
+                keys |= self._keys_of_pod(e.obj) if e.resource == "pods" else self._keys_of_workload(store, e.obj)
         wrote = False
         now = store.clock.now()
         for key in sorted(keys):
@@ -188,15 +188,23 @@ class PodReconciler:
         group = group_name(pod)
         return {("group", ns, group)} if group else {("pod", ns, pod["metadata"]["name"])}
 
-    @staticmethod
-    def _keys_of_workload(wl: dict) -> set[Key]:
+    def _keys_of_workload(self, store, wl: dict) -> set[Key]:
         md = wl["metadata"]
         if _md(wl, "annotations").get(IS_GROUP_WORKLOAD) == "true":
             return {("group", md["namespace"], md["name"])}
-        return {
+        owners = {
             ("pod", md["namespace"], ref.get("name", ""))
             for ref in md.get("ownerReferences") or []
             if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
+        }
+        if owners:
+            return owners
+        # a prebuilt Workload no pod has adopted yet: the pods that name it
+        return {
+            key
+            for pod in store.list("pods", md["namespace"], copy=False)
+            if prebuilt_name(pod) == md["name"]
+            for key in self._keys_of_pod(pod)
         }
 
     # -- a single pod ------------------------------------------------------------------------------------------
@@ -210,6 +218,11 @@ class PodReconciler:
             if terminated(pod) or deleting(pod):
                 return self._finalize(store, [pod])
             return False if prebuilt_name(pod) else self._create_single(store, pod)
+        if not wl["metadata"].get("ownerReferences") and not deleting(wl):
+            adopted = clone(wl)
+            adopted["metadata"]["ownerReferences"] = [pod_owner_reference(pod, controller=True)]
+            store.update("workloads", adopted)
+            return True
         if condition_true(wl, C.FINISHED):
             return self._finalize(store, [pod]) or (deleting(wl) and remove_in_use_finalizer(store, wl))
         if terminated(pod):
@@ -277,14 +290,16 @@ class PodReconciler:
             done = self._group_finished(pods, total)
             if done is not None:
                 return self._finish(store, wl, pods[0], done[0], done[1], now) or wrote
-        wrote = self._drop_excess(store, pods, total) or wrote
+        if self._drop_excess(store, pods, total):
+            wrote = True
+            pods = [p for p in pods if store.get("pods", ns, p["metadata"]["name"], copy=False) is not None]
+        wl = store.get("workloads", ns, wl_name, copy=False) or wl
         if condition_true(wl, C.EVICTED):
             return self._evict(store, wl, pods, now, requeue=True) or wrote
         wrote = self._replacement_condition(store, wl, pods, total, now) or wrote
-        if not serving:  # a group keeps its succeeded members until it finishes; deleted ones go
+        replaced = total is not None and self._live(pods) >= total
+        if serving or replaced:  # deleted members are let go once the group is whole again (or never counted)
             wrote = self._finalize(store, [p for p in pods if deleting(p) and not terminated(p)]) or wrote
-        else:
-            wrote = self._finalize(store, [p for p in pods if deleting(p)]) or wrote
         if condition_true(wl, C.ADMITTED):
             wrote = self._ungate(store, wl, [p for p in pods if gated(p) and not deleting(p)], now) or wrote
         return wrote
@@ -332,7 +347,7 @@ class PodReconciler:
         new = [pod_owner_reference(p, controller=False) for p in pods if p["metadata"]["uid"] not in have]
         if not new or deleting(wl):
             return False
-        wl = clone(wl)
+        wl = fresh(store, "workloads", wl) or clone(wl)
         wl["metadata"]["ownerReferences"] = [*refs, *new]
         store.update("workloads", wl)
         return True
@@ -350,20 +365,24 @@ class PodReconciler:
     def _replacement_condition(self, store, wl: dict, pods: list[dict], total: int | None, now: datetime) -> bool:
         """WaitingForReplacementPods: True after an eviction or failures until the group is whole again."""
         cur = find_condition(wl, WAITING_FOR_REPLACEMENT)
-        live = sum(1 for p in pods if not deleting(p) and (p.get("status") or {}).get("phase") != "Failed")
+        live = self._live(pods)
         failed = any((p.get("status") or {}).get("phase") == "Failed" for p in pods)
-        if total is not None and live < total and (failed or cur is not None and cur.get("status") == "True"):
-            if cur is not None and cur.get("status") == "True":
-                return False
+        waiting = cur is not None and cur.get("status") == "True"
+        short = total is not None and live < total
+        if short and failed and not waiting:
             new = ("True", "PodsFailed", "Some Failed pods need replacement")
-        elif cur is not None and cur.get("status") == "True":
+        elif waiting and not short:
             new = ("False", "PodsReady", "No pods need replacement")
         else:
             return False
-        wl = clone(wl)
+        wl = fresh(store, "workloads", wl) or clone(wl)
         ws.set_condition(wl, WAITING_FOR_REPLACEMENT, *new, now)
         store.update_status("workloads", wl)
         return True
+
+    @staticmethod
+    def _live(pods: list[dict]) -> int:
+        return sum(1 for p in pods if not deleting(p) and (p.get("status") or {}).get("phase") != "Failed")
 
     def _name_conflict(self, store, pods: list[dict], wl: dict) -> bool:
         md = wl["metadata"]
@@ -407,7 +426,7 @@ class PodReconciler:
         return True
 
     def _finish(self, store, wl: dict, pod: dict, succeeded: bool, message: str, now: datetime) -> bool:
-        wl = clone(wl)
+        wl = fresh(store, "workloads", wl) or clone(wl)
         ws.set_condition(wl, C.FINISHED, "True", "Succeeded" if succeeded else "Failed", message, now)
         store.update_status("workloads", wl)
         md = wl["metadata"]
@@ -430,9 +449,9 @@ class PodReconciler:
         single = len(infos) == 1 and _md(wl, "annotations").get(IS_GROUP_WORKLOAD) != "true"
         for pod in pods:
             info = next(iter(infos.values())) if single else infos.get(role_of(pod))
-            if info is None:
+            pod = fresh(store, "pods", pod)
+            if info is None or pod is None:
                 continue
-            pod = clone(pod)
             try:
                 podsets.merge_into(pod, info)
             except PodSetConflict as exc:
@@ -454,9 +473,8 @@ class PodReconciler:
         ev = find_condition(wl, C.EVICTED) or {}
         wrote = False
         for pod in pods:
-            if deleting(pod) or terminated(pod):
+            if deleting(pod) or terminated(pod) or (pod := fresh(store, "pods", pod)) is None:
                 continue
-            pod = clone(pod)
             ws.set_condition(
                 pod,
                 TERMINATION_TARGET,
@@ -478,14 +496,15 @@ class PodReconciler:
         ]
         if any(active(p) for p in pods) or not condition_true(wl, C.QUOTA_RESERVED):
             return wrote
-        wl = clone(wl)
+        wl = fresh(store, "workloads", wl) or clone(wl)
         ws.release_after_eviction(wl, now)
         if not requeue:  # SkipReassignmentForPodOwnedWorkloads: a pod is not recreated, its Workload is parked
             ws.set_condition(wl, C.REQUEUED, "False", ev.get("reason", ""), ev.get("message", ""), now)
         elif _md(wl, "annotations").get(IS_GROUP_WORKLOAD) == "true":
             ws.set_condition(wl, WAITING_FOR_REPLACEMENT, "True", ev.get("reason", ""), ev.get("message", ""), now)
         store.update_status("workloads", wl)
-        self._finalize(store, [p for p in pods if deleting(p)])
+        if not requeue:
+            self._finalize(store, [p for p in pods if deleting(p)])
         return True
 
     @staticmethod
@@ -496,6 +515,12 @@ class PodReconciler:
                 store.remove_finalizer("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], POD_FINALIZER)
                 wrote = True
         return wrote
+
+
+def fresh(store, resource: str, obj: dict) -> dict | None:
+    """The stored object now, as a copy to change (an earlier step of the same pass may have written it)."""
+    md = obj["metadata"]
+    return store.get(resource, md.get("namespace"), md["name"])
 
 
 def role_of(pod: dict) -> str:
