@@ -3,6 +3,7 @@ has them: each brings its CRD (kubesim.apiserver.registry.resources.OPERATORS, s
 the objects its install adds (namespace and controller Deployment), its controller, and its admission webhooks.
 
 - JobSet v0.12.0: `controllers/jobset_controller.py` (and `jobset_status.py`), `validation/jobset_webhook.py`.
+- LeaderWorkerSet v0.10.0: `controllers/lws_controller.py` (its CRD's defaults; its own webhooks are not emulated).
 
 An operator's webhooks run in the API server's admission as kube-apiserver calls them: its defaulting before the
 Kueue half's mutating webhooks (create only), its validation after schema and CEL validation and before the Kueue
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubesim.apiserver.controllers.jobset_controller import JobSetController
+from kubesim.apiserver.controllers.lws_controller import Admit, LeaderWorkerSetController
 from kubesim.apiserver.errors import APIError, invalid
 from kubesim.apiserver.registry.resources import RESOURCES
 from kubesim.apiserver.validation import jobset_webhook
@@ -37,10 +39,12 @@ WEBHOOKS = {
     "jobsets": OperatorWebhooks(jobset_webhook.VALIDATING, jobset_webhook.default, jobset_webhook.validate),
 }
 JOBSET_VERSION = "v0.12.0"
+LWS_VERSION = "v0.10.0"
 
 
-def controllers() -> list[Controller]:
-    return [JobSetController()]
+def controllers(admit: Admit) -> list[Controller]:
+    """admit: what the API server does to a pod an operator creates (defaults, mutating webhooks)."""
+    return [JobSetController(), LeaderWorkerSetController(admit)]
 
 
 def default(resource: str, obj: dict, old: dict | None) -> None:
@@ -63,13 +67,30 @@ def refusal(resource: str, obj: dict, old: dict | None) -> APIError | None:
 
 def installation() -> list[tuple[str, dict]]:
     """(resource plural, object) of what installing the operators adds besides their CRDs, in creation order."""
-    namespace = "jobset-system"
-    labels = {"app.kubernetes.io/name": "jobset", "control-plane": "controller-manager"}
-    container = {"name": "manager", "image": f"registry.k8s.io/jobset/jobset:{JOBSET_VERSION}"}
-    deployment = controller_manager(
-        name="jobset-controller-manager", namespace=namespace, labels=labels, container=container
-    )
-    return [
-        ("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-        ("deployments", deployment),
-    ]
+    out: list[tuple[str, dict]] = []
+    for namespace, name, labels, image in (
+        (
+            "jobset-system",
+            "jobset-controller-manager",
+            {"app.kubernetes.io/name": "jobset"},
+            f"registry.k8s.io/jobset/jobset:{JOBSET_VERSION}",
+        ),
+        (
+            "lws-system",
+            "lws-controller-manager",
+            {"app.kubernetes.io/name": "lws"},
+            f"registry.k8s.io/lws/lws:{LWS_VERSION}",
+        ),
+    ):
+        container = {"name": "manager", "image": image}
+        deployment = controller_manager(
+            name=name,
+            namespace=namespace,
+            labels={**labels, "control-plane": "controller-manager"},
+            container=container,
+        )
+        out += [
+            ("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+            ("deployments", deployment),
+        ]
+    return out

@@ -120,8 +120,8 @@ KUEUE = [
         "admissionchecks",
     )
 ]
-OPERATORS = [_crd("jobsets")]
-"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet); served with or
+OPERATORS = [_crd("jobsets"), _crd("leaderworkersets")]
+"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, LWS); served with or
 without the Kueue half, as a cluster has them whether or not Kueue manages them."""
 RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS}
 """plural -> Resource; plurals are unique across the served groups."""
