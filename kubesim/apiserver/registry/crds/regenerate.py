@@ -2,8 +2,8 @@
 
 Usage: python -m kubesim.apiserver.registry.crds.regenerate DIR [DIR ...]
 Each DIR is searched for Kueue's CRDs (`kueue.x-k8s.io_*.yaml`) and for the workload operators' CRDs listed in
-UPSTREAM (JobSet, LeaderWorkerSet); SOURCES.md says where each comes from. An operator's file must be the exact upstream release
-file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
+UPSTREAM (JobSet, LeaderWorkerSet); SOURCES.md says where each comes from. An operator's file must be the exact
+upstream release file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
 
 Kueue: keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema
 (`<plural>.v1beta1.json`, against which kubesim validates v1beta1 requests); below a Workload's
@@ -28,7 +28,9 @@ WRITTEN_BY_HAND = frozenset({"admissionchecks"})
 # The operators' CRD files kubesim vendors: file name -> sha256 of the release file (SOURCES.md).
 UPSTREAM = {
     "jobset.x-k8s.io_jobsets.yaml": "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe",
-    "leaderworkerset.x-k8s.io_leaderworkersets.yaml": "c5dcad8ed943e495490241f00b9a1b45d51203b6d484020db3636d5bf553568e",
+    "leaderworkerset.x-k8s.io_leaderworkersets.yaml": (
+        "c5dcad8ed943e495490241f00b9a1b45d51203b6d484020db3636d5bf553568e"
+    ),
 }
 
 
