@@ -29,7 +29,7 @@ FRAMEWORKS = (
     "workload.codeflare.dev/appwrapper",
     "sparkoperator.k8s.io/sparkapplication",
 )
-EMULATED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod")
+EMULATED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "leaderworkerset.x-k8s.io/leaderworkerset")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 

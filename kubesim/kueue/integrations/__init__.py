@@ -8,6 +8,8 @@
 - `jobset.py`: jobset.x-k8s.io/v1alpha2 JobSet (framework `jobset.x-k8s.io/jobset`).
 - `pod.py`: plain pods and pod groups (framework `pod`), not a JobKind: one Workload per pod or per group, pods held
   by a scheduling gate; the LeaderWorkerSet integration enables it implicitly for its pods.
+- `leaderworkerset.py`: leaderworkerset.x-k8s.io/v1 LeaderWorkerSet (framework
+  `leaderworkerset.x-k8s.io/leaderworkerset`): a prebuilt Workload per group, its pods a serving pod group.
 
 A kind is a JobKind (its pod sets, suspension, activity, outcome, readiness) listed in KINDS under its framework name;
 its webhook has the same module name in kubesim.kueue.webhooks. A kind acts only when the Configuration's
@@ -20,6 +22,8 @@ from kubesim.kernel.protocols import Controller
 from kubesim.kueue.integrations.batch_job import BatchJob
 from kubesim.kueue.integrations.jobframework import JobKind, JobReconciler
 from kubesim.kueue.integrations.jobset import JobSet
+from kubesim.kueue.integrations.leaderworkerset import FRAMEWORK as LWS
+from kubesim.kueue.integrations.leaderworkerset import LeaderWorkerSetReconciler
 from kubesim.kueue.integrations.orphans import OrphanedWorkloads
 from kubesim.kueue.integrations.pod import FRAMEWORK as POD
 from kubesim.kueue.integrations.pod import PodReconciler
@@ -36,5 +40,8 @@ def enabled_kinds(frameworks: list[str]) -> list[JobKind]:
 def integration_controllers(state: KueueState) -> list[Controller]:
     """One reconciler per enabled kind, then the orphaned-Workload pass."""
     kinds = enabled_kinds(state.config.frameworks)
-    pods = [PodReconciler(state)] if POD in state.config.frameworks else []
-    return [*(JobReconciler(state, kind, kinds) for kind in kinds), *pods, OrphanedWorkloads(state, kinds)]
+    frameworks = state.config.frameworks
+    groups: list[Controller] = [LeaderWorkerSetReconciler(state)] if LWS in frameworks else []
+    if POD in frameworks or LWS in frameworks:  # LWS enables the pod integration implicitly, for its pods only
+        groups.append(PodReconciler(state, parent_suspended_only=POD not in frameworks))
+    return [*(JobReconciler(state, kind, kinds) for kind in kinds), *groups, OrphanedWorkloads(state, kinds)]

@@ -469,12 +469,12 @@ class PodReconciler:
         return True
 
     def _evict(self, store, wl: dict, pods: list[dict], now: datetime, *, requeue: bool) -> bool:
-        """Stop: TerminationTarget on each running pod, then delete it; once none runs, release the quota."""
+        """Stop: TerminationTarget on each ungated pod, then delete it; once none runs, release the quota."""
         ev = find_condition(wl, C.EVICTED) or {}
         wrote = False
         for pod in pods:
-            if deleting(pod) or terminated(pod) or (pod := fresh(store, "pods", pod)) is None:
-                continue
+            if deleting(pod) or terminated(pod) or gated(pod) or (pod := fresh(store, "pods", pod)) is None:
+                continue  # a gated pod is already stopped (a recreated member waits for the next admission)
             ws.set_condition(
                 pod,
                 TERMINATION_TARGET,

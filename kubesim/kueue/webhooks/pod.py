@@ -11,6 +11,8 @@ TopologyAwareScheduling gate is not added (kubesim has no TAS)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kubesim.kueue import constants as C
 from kubesim.kueue.integrations import pod as P
 from kubesim.kueue.webhooks.common import IMMUTABLE, Errors, forbidden, invalid, required
@@ -24,6 +26,12 @@ class PodWebhook(JobFrameworkWebhook):
     name = "vpod.kb.io"
     gvk = "/v1, Kind=Pod"
 
+    def __init__(self, owner_kinds: Mapping[tuple[str, str], str], *, parent_suspended_only: bool = False) -> None:
+        """parent_suspended_only: the pod integration is only implicitly enabled (by LeaderWorkerSet's): it gates the
+        pods a parent suspends and leaves every other pod alone."""
+        super().__init__(owner_kinds)
+        self.parent_suspended_only = parent_suspended_only
+
     def suspended(self, obj: dict) -> bool:
         """A pod is 'suspended' while Kueue's admission gate holds it."""
         return P.gated(obj)
@@ -33,6 +41,8 @@ class PodWebhook(JobFrameworkWebhook):
             return obj
         md = obj.setdefault("metadata", {})
         if P.SUSPENDING_PARENT not in (md.get("annotations") or {}):
+            if self.parent_suspended_only:
+                return obj
             if md.get("namespace") in C.UNMANAGED_NAMESPACES or self._owned_by_integration(obj):
                 return obj
             self.apply_defaults(obj, store)
