@@ -119,8 +119,10 @@ class RoleBindingFactory(ValidFactory):
     department = None
     project = None
     scope = factory.LazyAttribute(
-        lambda binding: Scope.PROJECT if binding.project else Scope.DEPARTMENT if binding.department
-        else Scope.EVERYTHING)
+        lambda binding: (
+            Scope.PROJECT if binding.project else Scope.DEPARTMENT if binding.department else Scope.EVERYTHING
+        )
+    )
 
 
 class WorkloadFactory(ValidFactory):
