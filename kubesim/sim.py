@@ -175,14 +175,9 @@ class Simulator:
             self.kueue = self._kueue_module.Kueue(self.kueue_config)
             self.controllers += self.kueue.controllers()
             self.webhooks += self.kueue.admission_webhooks()
-        self.controllers += [
-            *operators.controllers(self._admit_pod),
-            JobController(),
-            Kubelet(self.default_run_seconds),
-            EndpointsController(),
-            NamespaceController(),
-            GarbageCollector(),
-        ]
+        self.controllers += [*operators.controllers(self._admit_pod), JobController(),
+                             Kubelet(self.default_run_seconds), EndpointsController(), NamespaceController(),
+                             GarbageCollector()]
 
     def _admit_pod(self, pod: dict) -> dict:
         """What the API server does to a pod a controller creates through it: defaults, then the mutating admission

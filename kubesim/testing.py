@@ -115,13 +115,8 @@ class _ClientMixin:
     def service_account_token(self, namespace: str, name: str) -> str:
         """A bearer token for ServiceAccount namespace/name, from a TokenRequest made as the admin."""
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
-        answer = _request(
-            self.url,
-            "POST",
-            path,
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-            token=TOKEN,
-        )
+        answer = _request(self.url, "POST", path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                                   "spec": {}}, token=TOKEN)
         return answer["status"]["token"]
 
     def write_kubeconfig(self, path: str, token: str) -> str:

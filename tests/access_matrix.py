@@ -38,11 +38,8 @@ def fill_ids(value: Any, ids: dict[str, int]) -> Any:
     return value
 
 
-def as_every_user(
-    request: Callable[[str], Any],
-    state: Callable[[], Any],
-    capture: Callable[[], AbstractContextManager[list]] | None = None,
-) -> dict[str, tuple[int, list]]:
+def as_every_user(request: Callable[[str], Any], state: Callable[[], Any],
+                  capture: Callable[[], AbstractContextManager[list]] | None = None) -> dict[str, tuple[int, list]]:
     """{persona: (status code, on-commit callbacks)} of `request(persona)`, each made in a transaction rolled back
     after it; a refused request (4xx) must leave `state()` as it was. `capture` is pytest-django's
     django_capture_on_commit_callbacks when the callbacks matter."""

@@ -8,7 +8,6 @@ from django.test import Client
 
 API = "/api/v1/"
 
-
 def call(client: Client, method: str, path: str, body: dict[str, Any] | None = None, **extra: Any) -> Any:
     """One API call; `path` is relative to /api/v1/."""
     url = path if path.startswith("/") else API + path
@@ -61,11 +60,7 @@ def org_state() -> dict[str, Any]:
         return list(model.objects.order_by("pk").values_list(*names))
 
     return {
-        "pools": rows(NodePool),
-        "departments": rows(Department),
-        "projects": rows(Project),
-        "quotas": rows(Quota),
-        "priority_classes": rows(PriorityClass),
-        "bindings": rows(RoleBinding),
+        "pools": rows(NodePool), "departments": rows(Department), "projects": rows(Project),
+        "quotas": rows(Quota), "priority_classes": rows(PriorityClass), "bindings": rows(RoleBinding),
         "audit": AuditEvent.objects.count(),
     }

@@ -24,22 +24,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # The suite's expected names use the documented default prefixes, whatever the environment configures (the
     # tests of other prefixes set them per test).
     settings.KUEUE_ROOT_COHORT_PREFIX, settings.KUEUE_DEPARTMENT_COHORT_PREFIX, settings.KUEUE_PROJECT_PREFIX = (
-        "portal-",
-        "dept-",
-        "proj-",
-    )
+        "portal-", "dept-", "proj-")
     # Fast hashing: the suite logs demo users in thousands of times; production keeps Django's default.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Tests render templates without running collectstatic first (WhiteNoise only needs the folder to exist).
     Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    if (
-        os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-        and "postgresql" not in settings.DATABASES["default"]["ENGINE"]
-    ):
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"} and "postgresql" not in settings.DATABASES["default"][
+        "ENGINE"
+    ]:
         raise pytest.UsageError("CI=true requires DATABASE_URL to point at PostgreSQL (run through `make test`).")
 
 

@@ -58,6 +58,5 @@ def validate_kueue_object(obj: dict[str, Any]) -> None:
     group, version = obj["apiVersion"].split("/")
     assert group == "kueue.x-k8s.io", obj["apiVersion"]
     errors = sorted(_validator(obj["kind"], version).iter_errors(obj), key=lambda e: list(e.path))
-    assert not errors, "\n".join(
-        f"{obj['kind']} {obj['metadata']['name']}: {'.'.join(map(str, e.path))}: {e.message}" for e in errors
-    )
+    assert not errors, "\n".join(f"{obj['kind']} {obj['metadata']['name']}: {'.'.join(map(str, e.path))}: {e.message}"
+                                 for e in errors)

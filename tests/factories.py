@@ -119,10 +119,8 @@ class RoleBindingFactory(ValidFactory):
     department = None
     project = None
     scope = factory.LazyAttribute(
-        lambda binding: (
-            Scope.PROJECT if binding.project else Scope.DEPARTMENT if binding.department else Scope.EVERYTHING
-        )
-    )
+        lambda binding: Scope.PROJECT if binding.project else Scope.DEPARTMENT if binding.department
+        else Scope.EVERYTHING)
 
 
 class WorkloadFactory(ValidFactory):

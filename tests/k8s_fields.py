@@ -15,9 +15,8 @@ def unknown_fields(value: Any, type_name: str, path: str = "") -> list[str]:
         return []
     if type_name.startswith(("list[", "List[")):
         inner = type_name[5:-1]
-        return [
-            problem for index, item in enumerate(value) for problem in unknown_fields(item, inner, f"{path}[{index}]")
-        ]
+        return [problem for index, item in enumerate(value) for problem in unknown_fields(item, inner,
+                                                                                           f"{path}[{index}]")]
     if type_name.startswith(("dict(", "Dict[")):
         inner = type_name[5:-1].split(", ", 1)[1]
         return [problem for key, item in value.items() for problem in unknown_fields(item, inner, f"{path}.{key}")]

@@ -20,9 +20,8 @@ SCHEMA = "seeded_snapshot"
 class SeededDatabase:
     """The rows of every table of the test database at take() time, and restore() back to them."""
 
-    def __init__(
-        self, connection: BaseDatabaseWrapper, tables: list[str], filled: list[str], highest: list[tuple[str, str, int]]
-    ) -> None:
+    def __init__(self, connection: BaseDatabaseWrapper, tables: list[str], filled: list[str],
+                 highest: list[tuple[str, str, int]]) -> None:
         self.connection = connection
         self.tables = tables  # every table of the installed models
         self.filled = filled  # the ones with rows to put back
@@ -77,8 +76,7 @@ class SeededDatabase:
                     f"SELECT setval(sequence, top) FROM (VALUES {values}) AS put_back(name, id_column, top) "  # noqa: S608
                     "CROSS JOIN LATERAL pg_get_serial_sequence(name, id_column) AS sequence "
                     "WHERE coalesce(pg_sequence_last_value(sequence::regclass), 0) < top",
-                    [value for row in self.highest for value in row],
-                )
+                    [value for row in self.highest for value in row])
         ContentType.objects.clear_cache()  # a test may have moved content types (the migration tests do)
 
     def drop(self) -> None:

@@ -19,19 +19,8 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize(
-    "factory",
-    [
-        NodePoolFactory,
-        DepartmentFactory,
-        PriorityClassFactory,
-        ProjectFactory,
-        QuotaFactory,
-        RoleBindingFactory,
-        UserFactory,
-        WorkloadFactory,
-    ],
-)
+@pytest.mark.parametrize("factory", [NodePoolFactory, DepartmentFactory, PriorityClassFactory, ProjectFactory,
+                                     QuotaFactory, RoleBindingFactory, UserFactory, WorkloadFactory])
 def test_every_factory_saves_a_valid_row(factory):
     first, second = factory(), factory()
     assert first.pk and second.pk and first.pk != second.pk
@@ -52,16 +41,13 @@ def test_scopes_follow_the_target():
     assert department_quota.owner == department
 
 
-@pytest.mark.parametrize(
-    ("factory", "values", "message"),
-    [
-        (QuotaFactory, {"deserved": 4, "limit": 2}, "The limit cannot be below the deserved quota."),
-        (QuotaFactory, {"department": DepartmentFactory}, "A quota belongs to exactly one department or project."),
-        (NodePoolFactory, {"slug": "Not A Label"}, ""),
-        (WorkloadFactory, {"gpus": 0}, ""),
-        (RoleBindingFactory, {"group": None, "user": None}, "Bind the role to a user or to a group, not both."),
-    ],
-)
+@pytest.mark.parametrize(("factory", "values", "message"), [
+    (QuotaFactory, {"deserved": 4, "limit": 2}, "The limit cannot be below the deserved quota."),
+    (QuotaFactory, {"department": DepartmentFactory}, "A quota belongs to exactly one department or project."),
+    (NodePoolFactory, {"slug": "Not A Label"}, ""),
+    (WorkloadFactory, {"gpus": 0}, ""),
+    (RoleBindingFactory, {"group": None, "user": None}, "Bind the role to a user or to a group, not both."),
+])
 def test_invalid_shapes_are_refused(factory, values, message):
     values = {key: value() if callable(value) else value for key, value in values.items()}
     with pytest.raises(ValidationError) as refused:

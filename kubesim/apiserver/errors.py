@@ -107,9 +107,8 @@ def internal(message: str) -> APIError:
     return APIError(500, message, "InternalError", {"causes": [{"message": message}]})
 
 
-def number_param(
-    name: str, value: object, *, minimum: float = 0, maximum: float = 10**9, integer: bool = False
-) -> float:
+def number_param(name: str, value: object, *, minimum: float = 0, maximum: float = 10**9,
+                 integer: bool = False) -> float:
     """A query or control value as a finite number from `minimum` to `maximum` (an int with `integer`), else the 400
     Status the API server answers for a bad parameter (never a 500)."""
     try:

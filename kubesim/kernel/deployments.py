@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def controller_manager(
-    *, name: str, namespace: str, labels: dict[str, str], container: dict[str, Any]
-) -> dict[str, Any]:
+def controller_manager(*, name: str, namespace: str, labels: dict[str, str],
+                       container: dict[str, Any]) -> dict[str, Any]:
     """A one-replica Deployment of `container`, reported ready."""
     return {
         "apiVersion": "apps/v1",

@@ -41,9 +41,8 @@ def installation(config: KueueConfig) -> list[tuple[str, dict]]:
         "image": f"registry.k8s.io/kueue/kueue:{VERSION}",
         "args": ["--config=/controller_manager_config.yaml"],
     }
-    deployment = controller_manager(
-        name="kueue-controller-manager", namespace=NAMESPACE, labels=labels, container=container
-    )
+    deployment = controller_manager(name="kueue-controller-manager", namespace=NAMESPACE, labels=labels,
+                                    container=container)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",

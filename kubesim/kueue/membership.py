@@ -40,7 +40,9 @@ def pending_counts(state: KueueState, store: Store) -> PendingCounts:
         if cq is None or cq not in active_cqs or not is_admissible(wl):
             continue
         inadmissible = (
-            not active_cqs[cq] or in_backoff(wl, now) or f"{md['namespace']}/{md['name']}" in set_aside.get(cq, ())
+            not active_cqs[cq]
+            or in_backoff(wl, now)
+            or f"{md['namespace']}/{md['name']}" in set_aside.get(cq, ())
         )
         cq_counts[cq][int(inadmissible)] += 1
         lq_counts[key][int(inadmissible)] += 1

@@ -60,14 +60,8 @@ def test_every_answer_conforms_to_the_schema(demo, wsgi_in_transaction, username
             continue  # password sign-in: its lockout counts failures (tests/apps/accounts/test_signin.py)
 
         @given(case=operation.as_strategy(generation_mode=mode))
-        @settings(
-            max_examples=EXAMPLES_PER_OPERATION,
-            deadline=None,
-            database=None,
-            derandomize=True,
-            phases=[Phase.explicit, Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
+        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, derandomize=True,
+                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
         def call(case):
             if case.query and "follow" in case.query:
                 case.query["timeout"] = 1  # a follow streams until its timeout: one second is enough here

@@ -23,11 +23,8 @@ SECRET_NAMES = re.compile(r"(SECRET|PASSWORD|TOKEN)", re.IGNORECASE)
 
 def profile_services(profile: str | None) -> dict[str, dict]:
     """The services `docker compose [--profile P] up` starts."""
-    return {
-        name: service
-        for name, service in SERVICES.items()
-        if not service.get("profiles") or (profile is not None and profile in service["profiles"])
-    }
+    return {name: service for name, service in SERVICES.items()
+            if not service.get("profiles") or (profile is not None and profile in service["profiles"])}
 
 
 def commands(service: dict) -> str:
@@ -77,9 +74,8 @@ def test_every_long_running_service_has_a_health_check():
 
 def test_secrets_come_from_env_files_and_named_volumes_hold_the_state():
     example = ROOT / "deploy" / "compose.env.example"
-    keys = {
-        line.split("=", 1)[0] for line in example.read_text().splitlines() if "=" in line and not line.startswith("#")
-    }
+    keys = {line.split("=", 1)[0] for line in example.read_text().splitlines() if "=" in line
+            and not line.startswith("#")}
     assert {"SECRET_KEY", "POSTGRES_PASSWORD", "DATABASE_URL", "ALLOWED_HOSTS", "PORTAL_ADMIN_PASSWORD"} <= keys
     for name, service in SERVICES.items():
         for key, value in (service.get("environment") or {}).items():
@@ -128,13 +124,7 @@ def test_docker_compose_config_accepts_it(profile, tmp_path):
     if compose is None:
         pytest.skip("no docker binary with the compose plugin here")
     env_file = "deploy/compose.demo.env" if profile else "deploy/compose.env.example"
-    result = subprocess.run(
-        [*compose, *(["--profile", profile] if profile else []), "config", "--quiet"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "PORTAL_ENV_FILE": env_file},
-    )
+    result = subprocess.run([*compose, *(["--profile", profile] if profile else []), "config", "--quiet"],
+                            cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+                            env={"PATH": "/usr/bin:/bin:/usr/local/bin", "PORTAL_ENV_FILE": env_file})
     assert result.returncode == 0, result.stderr

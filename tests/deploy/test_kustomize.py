@@ -23,9 +23,8 @@ needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kube
 
 
 def render(path: Path) -> list[dict]:
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(path)], check=True, capture_output=True, text=True, timeout=60
-    ).stdout
+    out = subprocess.run(["kubectl", "kustomize", str(path)], check=True, capture_output=True, text=True,
+                         timeout=60).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -55,46 +54,25 @@ CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace"}
 
 def role_pairs(objects: list[dict], name: str) -> list[tuple[str, str, str]]:
     role = next(o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == name)
-    return sorted(
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    )
+    return sorted((group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+                  for resource in rule["resources"] for verb in rule["verbs"])
 
 
 def check_objects(objects: list[dict]) -> None:
     kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
-    for expected in (
-        "Deployment/gpu-portal-web",
-        "Deployment/gpu-portal-worker",
-        "Deployment/gpu-portal-beat",
-        "Deployment/gpu-portal-watcher",
-        "Service/gpu-portal-web",
-        "Ingress/gpu-portal",
-        "ConfigMap/gpu-portal",
-        "Secret/gpu-portal",
-        "NetworkPolicy/gpu-portal-web",
-        "ClusterRole/gpu-portal-worker",
-        "ClusterRole/gpu-portal-watcher",
-    ):
+    for expected in ("Deployment/gpu-portal-web", "Deployment/gpu-portal-worker", "Deployment/gpu-portal-beat",
+                     "Deployment/gpu-portal-watcher", "Service/gpu-portal-web", "Ingress/gpu-portal",
+                     "ConfigMap/gpu-portal", "Secret/gpu-portal", "NetworkPolicy/gpu-portal-web",
+                     "ClusterRole/gpu-portal-worker", "ClusterRole/gpu-portal-watcher"):
         assert expected in kinds
     for component, permissions in COMPONENTS.items():
         assert role_pairs(objects, f"gpu-portal-{component}") == sorted(p for perm in permissions for p in perm.pairs)
-        binding = next(
-            o
-            for o in objects
-            if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == f"gpu-portal-{component}"
-        )
-        assert binding["roleRef"] == {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": f"gpu-portal-{component}",
-        }
-        assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": f"gpu-portal-{component}", "namespace": NAMESPACE}
-        ]
+        binding = next(o for o in objects if o["kind"] == "ClusterRoleBinding"
+                       and o["metadata"]["name"] == f"gpu-portal-{component}")
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                      "name": f"gpu-portal-{component}"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"gpu-portal-{component}",
+                                        "namespace": NAMESPACE}]
     deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
     for name in ("gpu-portal-worker", "gpu-portal-beat", "gpu-portal-watcher"):
         assert deployments[name]["spec"]["replicas"] == 1
@@ -136,12 +114,8 @@ def test_rendered_manifests_are_valid(path):
 @needs_kubectl
 def test_example_overlay_replaces_image_secret_and_ingress_class():
     objects = {f"{o['kind']}/{o['metadata']['name']}": o for o in render(DEPLOY / "overlays" / "example")}
-    images = {
-        c["image"]
-        for key, o in objects.items()
-        if key.startswith("Deployment/")
-        for c in o["spec"]["template"]["spec"]["containers"]
-    }
+    images = {c["image"] for key, o in objects.items() if key.startswith("Deployment/")
+              for c in o["spec"]["template"]["spec"]["containers"]}
     assert images == {"registry.example.com/gpu-portal:1.0.0"}
     assert "stringData" not in objects["Secret/gpu-portal"]
     assert set(objects["Secret/gpu-portal"]["data"]) >= {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}

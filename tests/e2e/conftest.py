@@ -16,14 +16,8 @@ from tests.oidc_provider.fixture import oidc_provider  # noqa: F401 - a fixture 
 from tests.worker.conftest import reconcile_organisation, stop_watcher
 
 CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
 ]
 
 
@@ -84,14 +78,8 @@ document.addEventListener("securitypolicyviolation", (event) => {
 def watch_csp(page, violations: list[str]) -> None:
     """Collect the page's CSP violations (the browser's own console report and the DOM event)."""
     page.add_init_script(CSP_LISTENER)
-    page.on(
-        "console",
-        lambda message: (
-            violations.append(message.text)
-            if ("Content Security Policy" in message.text or message.text.startswith("CSP violation"))
-            else None
-        ),
-    )
+    page.on("console", lambda message: violations.append(message.text) if (
+        "Content Security Policy" in message.text or message.text.startswith("CSP violation")) else None)
 
 
 @pytest.fixture(scope="module")

@@ -37,8 +37,7 @@ SCREENSHOT_PATHS = re.compile(
     r"^/(workloads/|workloads/\d+/|workloads/projects/[\w-]+/queue/|usage/(quota|reports|holders)/|usage/queues/"
     r"(cohorts/|flavors/)?|usage/nodes/h100/|weights/|departments/|departments/research/quotas/|pools/|"
     r"priority-classes/|accounts/(role-bindings|group-rules|tokens|settings)/|audit/|cluster-sync/|data/|"
-    r"workloads/(credentials|templates|held-idle)/|workloads/submit/training/)?$"
-)
+    r"workloads/(credentials|templates|held-idle)/|workloads/submit/training/)?$")
 # Not pages of the portal, or not ours to walk: signing out ends the journey; Django's admin and the notebook proxy
 # are other applications (their first page is visited, not their links).
 SKIP = re.compile(r"^/accounts/logout/|^/accounts/oidc/|^/workloads/\d+/(notebook/|connect/$)")
@@ -48,15 +47,8 @@ DOWNLOAD = re.compile(r"\.(csv|json|yaml|txt)$|/export")
 WRITE_LINK = re.compile(r"/(new|edit|delete|stop|keep-alive|revoke)/$|^/workloads/submit/")
 # Forms a viewer may post: their own session, e-mail settings and personal tokens.
 VIEWER_OWN_FORMS = re.compile(r"^/accounts/(logout|settings|tokens)/")
-DEPARTMENT_OF = {
-    "admin": None,
-    "viewer": None,
-    "deptadmin": "research",
-    "lead": "research",
-    "alice": "research",
-    "bob": "research",
-    "carol": "data-science",
-}
+DEPARTMENT_OF = {"admin": None, "viewer": None, "deptadmin": "research", "lead": "research", "alice": "research",
+                 "bob": "research", "carol": "data-science"}
 
 
 @pytest.fixture
@@ -78,16 +70,8 @@ def journey_data(kubesim, live_cluster):
     def submit(username, project, pool, name, gpus, kind=Kind.TRAINING, seconds=600, **extra):
         fields = {"image": "pytorch/pytorch:2.4.0", "command": ["sleep", str(seconds)], **extra}
         workload = services.workload_submit(
-            actor=users.get(username=username),
-            project=Project.objects.get(slug=project),
-            kind=kind,
-            name=name,
-            node_pool=NodePool.objects.get(slug=pool),
-            gpus=gpus,
-            model_label="resnet",
-            data_class="public",
-            **fields,
-        )
+            actor=users.get(username=username), project=Project.objects.get(slug=project), kind=kind, name=name,
+            node_pool=NodePool.objects.get(slug=pool), gpus=gpus, model_label="resnet", data_class="public", **fields)
         assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
         return workload
 
@@ -96,38 +80,19 @@ def journey_data(kubesim, live_cluster):
     kubesim.advance(1)
     wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live))
     queued = submit("alice", "vision", "h100", "vision-waits", 4, max_runtime_seconds=3600)
-    live += [
-        submit("bob", "nlp", "l40s-shared", "nlp-batch", 2, kind=Kind.BATCH),
-        submit("carol", "forecasting", "a100-mig-3g40gb", "forecast-train", 2),
-        submit("admin", "etl", "l40s-shared", "etl-train", 1),
-        submit(
-            "bob",
-            "nlp",
-            "l40s-shared",
-            "nlp-notebook",
-            1,
-            kind=Kind.NOTEBOOK,
-            command=[],
-            image="quay.io/jupyter/base-notebook:2024-05-27",
-            notebook_idle_timeout_minutes=60,
-        ),
-    ]
+    live += [submit("bob", "nlp", "l40s-shared", "nlp-batch", 2, kind=Kind.BATCH),
+             submit("carol", "forecasting", "a100-mig-3g40gb", "forecast-train", 2),
+             submit("admin", "etl", "l40s-shared", "etl-train", 1),
+             submit("bob", "nlp", "l40s-shared", "nlp-notebook", 1, kind=Kind.NOTEBOOK, command=[],
+                    image="quay.io/jupyter/base-notebook:2024-05-27", notebook_idle_timeout_minutes=60)]
     # A preemptible run accepted while Serving lent its quota; Serving then stops lending and has no over-quota,
     # so Kueue never admits it.
     admin = users.get(username="admin")
     org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=False)
     rejected = services.workload_submit(
-        actor=admin,
-        project=Project.objects.get(slug="serving"),
-        kind=Kind.TRAINING,
-        name="serving-train",
-        node_pool=NodePool.objects.get(slug="l40s-shared"),
-        gpus=1,
-        model_label="resnet",
-        data_class="public",
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", "600"],
-    )
+        actor=admin, project=Project.objects.get(slug="serving"), kind=Kind.TRAINING, name="serving-train",
+        node_pool=NodePool.objects.get(slug="l40s-shared"), gpus=1, model_label="resnet", data_class="public",
+        image="pytorch/pytorch:2.4.0", command=["sleep", "600"])
     org_services.project_update(actor=admin, project=Project.objects.get(slug="serving"), does_not_lend=True)
     assert tasks.workload_submit.apply(args=[rejected.pk]).get() == "submitted"
     done = submit("bob", "nlp", "l40s-shared", "nlp-short", 1, seconds=30)
@@ -135,7 +100,8 @@ def journey_data(kubesim, live_cluster):
     statuses = lambda: dict(Workload.objects.values_list("name", "status"))  # noqa: E731
     wait_for(lambda: Workload.objects.get(pk=queued.pk).status == Status.QUEUED, describe=statuses)
     wait_for(lambda: Workload.objects.get(pk=rejected.pk).status == Status.REJECTED, describe=statuses)
-    wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live), describe=statuses)
+    wait_for(lambda: all(Workload.objects.get(pk=w.pk).status == Status.RUNNING for w in live),
+             describe=statuses)
     kubesim.advance(40)
     wait_for(lambda: Workload.objects.get(pk=done.pk).status == Status.SUCCEEDED, describe=statuses)
     stopped = submit("carol", "forecasting", "l40s-shared", "forecast-stopped", 1)
@@ -146,25 +112,15 @@ def journey_data(kubesim, live_cluster):
     kubesim.advance(1)
     wait_for(lambda: Workload.objects.get(pk=stopped.pk).status == Status.STOPPED, describe=statuses)
     # Rows of the pages that list them: a template, credentials and data sources in two departments.
-    services.workload_template_create(
-        actor=admin, name="resnet-sweep", kind=Kind.TRAINING, values={"gpus": 2, "image": "pytorch/pytorch:2.4.0"}
-    )
+    services.workload_template_create(actor=admin, name="resnet-sweep", kind=Kind.TRAINING,
+                                      values={"gpus": 2, "image": "pytorch/pytorch:2.4.0"})
     for username, project in (("alice", "vision"), ("carol", "forecasting")):
-        services.credential_create(
-            actor=users.get(username=username),
-            project=Project.objects.get(slug=project),
-            name=f"wandb-{project}",
-            values={"WANDB_API_KEY": "not-a-real-key"},
-        )
+        services.credential_create(actor=users.get(username=username), project=Project.objects.get(slug=project),
+                                   name=f"wandb-{project}", values={"WANDB_API_KEY": "not-a-real-key"})
         org_services.data_source_create(
-            actor=admin,
-            project=Project.objects.get(slug=project),
-            name=f"scratch-{project}",
-            kind=DataSource.Kind.NFS,
-            nfs_server="nfs.example.org",
-            nfs_path=f"/exports/{project}",
-            mount_path="/mnt/scratch",
-        )
+            actor=admin, project=Project.objects.get(slug=project), name=f"scratch-{project}",
+            kind=DataSource.Kind.NFS, nfs_server="nfs.example.org", nfs_path=f"/exports/{project}",
+            mount_path="/mnt/scratch")
     by_department: dict[str, set[int]] = {}
     for workload in Workload.objects.select_related("project__department"):
         by_department.setdefault(workload.project.department.slug, set()).add(workload.pk)
@@ -188,16 +144,10 @@ def forbidden_links(username: str, by_department: dict[str, set[int]]) -> Scope 
         links += [rf"/projects/{slug}/", rf"[?&]project={slug}(&|$)", rf"\b{re.escape(namespace)}\b"]
         names += [rf"\b{re.escape(namespace)}\b", rf"\bproj-{slug}-"]
     projects = {str(pk) for pk, _slug, _namespace in others} | {slug for _pk, slug, _namespace in others}
-    departments = {
-        str(value) for row in Department.objects.exclude(slug=own).values_list("pk", "slug") for value in row
-    }
-    return Scope(
-        links=re.compile("|".join(links)),
-        text=re.compile("|".join(names)),
-        projects=projects,
-        departments=departments,
-        labels=set(other_names),
-    )
+    departments = {str(value) for row in Department.objects.exclude(slug=own).values_list("pk", "slug")
+                   for value in row}
+    return Scope(links=re.compile("|".join(links)), text=re.compile("|".join(names)), projects=projects,
+                 departments=departments, labels=set(other_names))
 
 
 @dataclass(frozen=True)
@@ -232,18 +182,10 @@ def walk(page, username: str, forbidden: Scope | None) -> tuple[list[str], int]:
 
     page.on("console", on_console)
     page.on("pageerror", lambda error: problems.append(f"{current['path']}: page error: {error}"))
-    page.on(
-        "requestfailed",
-        lambda request: (
-            problems.append(f"{current['path']}: request failed: {request.url} ({request.failure})")
-            if (
-                urlsplit(request.url).netloc == origin.netloc
-                and request.resource_type != "document"
-                and "ERR_ABORTED" not in (request.failure or "")
-            )
-            else None
-        ),
-    )  # aborted: the walk went on to the next page
+    page.on("requestfailed", lambda request: problems.append(
+        f"{current['path']}: request failed: {request.url} ({request.failure})") if (
+        urlsplit(request.url).netloc == origin.netloc and request.resource_type != "document"
+        and "ERR_ABORTED" not in (request.failure or "")) else None)  # aborted: the walk went on to the next page
     page.on("response", on_response)
     hx_answers: list[str] = []
     polled: set[str] = set()
@@ -333,12 +275,9 @@ def check_page(page, path: str, username: str, forbidden: Scope | None, problems
     if not page.locator("link[rel=stylesheet][href*='/static/']").count():
         problems.append(f"{path}: no portal stylesheet")
     # At 1400 px every table fits its box: nothing the page lists hides off to the right.
-    for overflow in page.eval_on_selector_all(
-        ".table-wrap",
-        """els => els
+    for overflow in page.eval_on_selector_all(".table-wrap", """els => els
             .filter(e => e.scrollWidth > e.clientWidth + 1)
-            .map(e => (e.querySelector('table') || e).className + ' ' + e.scrollWidth + '>' + e.clientWidth)""",
-    ):
+            .map(e => (e.querySelector('table') || e).className + ' ' + e.scrollWidth + '>' + e.clientWidth)"""):
         problems.append(f"{path}: a table wider than its box at 1400 px: {overflow}")
     for partial in page.eval_on_selector_all("[hx-get]", "els => els.map(e => e.getAttribute('hx-get'))"):
         answer = page.request.get(urljoin(page.url, partial), headers={"HX-Request": "true"})
@@ -350,20 +289,18 @@ def check_page(page, path: str, username: str, forbidden: Scope | None, problems
             if forbidden.links.search(href):
                 problems.append(f"{path}: {username} is shown a link to another department: {href}")
         if match := forbidden.text.search(text):
-            problems.append(f"{path}: {username} is shown another department's project, queue or namespace: {match[0]}")
+            problems.append(f"{path}: {username} is shown another department's project, queue or namespace: "
+                            f"{match[0]}")
         cells = page.eval_on_selector_all(
             "main a, main td, main th, main dt, main dd, main strong, main h1, main h2, main h3, main option",
-            "els => els.map(e => e.textContent.trim())",
-        )
+            "els => els.map(e => e.textContent.trim())")
         for label in sorted(forbidden.labels.intersection(cells)):
             problems.append(f"{path}: {username} is shown another department's project {label}")
         options = page.eval_on_selector_all(
-            "select option", "els => els.map(o => [o.closest('select').name, o.value, o.textContent.trim()])"
-        )
+            "select option", "els => els.map(o => [o.closest('select').name, o.value, o.textContent.trim()])")
         for name, value, label in options:
             if ("department" in name and value in forbidden.departments) or (
-                "department" not in name and "project" in name and value in forbidden.projects
-            ):
+                    "department" not in name and "project" in name and value in forbidden.projects):
                 problems.append(f"{path}: {username} may choose another department's {name}: {label}")
     if username == "viewer":
         for href in hrefs:
@@ -372,8 +309,7 @@ def check_page(page, path: str, username: str, forbidden: Scope | None, problems
         # The confirmation dialog's form posts only where a data-confirm link leads (those links are checked above).
         posts = page.eval_on_selector_all(
             "form[method=post]:not(.confirm-form), form[method=POST]:not(.confirm-form), [hx-post]",
-            "els => els.map(e => e.getAttribute('action') || e.getAttribute('hx-post') || location.pathname)",
-        )
+            "els => els.map(e => e.getAttribute('action') || e.getAttribute('hx-post') || location.pathname)")
         for action in posts:
             if not VIEWER_OWN_FORMS.search(urlsplit(urljoin(page.url, action)).path):
                 problems.append(f"{path}: the viewer is offered a form posting to {action}")

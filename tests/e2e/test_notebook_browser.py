@@ -15,14 +15,8 @@ from tests.worker.conftest import celery_worker, cluster, kubesim, wait_for, wat
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_alice_opens_her_notebook_others_cannot_and_idleness_stops_it(
-    login,
-    cluster,
-    kubesim,  # noqa: F811
-    celery_worker,
-    watcher,
-    settings,
-):  # noqa: F811
+def test_alice_opens_her_notebook_others_cannot_and_idleness_stops_it(login, cluster, kubesim,  # noqa: F811
+                                                                        celery_worker, watcher, settings):  # noqa: F811
     from django.urls import reverse
     from django.utils import timezone
 

@@ -25,17 +25,9 @@ def submit_holder(kubesim, name: str):
     from worker import tasks
 
     workload = services.workload_submit(
-        actor=get_user_model().objects.get(username="alice"),
-        project=Project.objects.get(slug="vision"),
-        kind=Kind.TRAINING,
-        name=name,
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", "60"],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=4,
-        model_label="resnet",
-        data_class="public",
-    )
+        actor=get_user_model().objects.get(username="alice"), project=Project.objects.get(slug="vision"),
+        kind=Kind.TRAINING, name=name, image="pytorch/pytorch:2.4.0", command=["sleep", "60"],
+        node_pool=NodePool.objects.get(slug="h100"), gpus=4, model_label="resnet", data_class="public")
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     kubesim.advance(1)
     return workload
@@ -74,7 +66,8 @@ def test_alice_sees_her_position_then_the_admission_without_reloading(kubesim, l
     # The holders finish on the emulated clock; Kueue admits alice's run and the page follows.
     kubesim.advance(61)
     wait_for(lambda: Workload.objects.get(pk=mine.pk).status in (Status.ADMITTED, Status.RUNNING))
-    expect(page.locator("#workload-live .status-line")).to_contain_text(re.compile("Admitted|Running"), timeout=30_000)
+    expect(page.locator("#workload-live .status-line")).to_contain_text(re.compile("Admitted|Running"),
+                                                                         timeout=30_000)
     assert page.url == url
     text = live.inner_text()
     assert "#1 in elastic-h100" not in text and "proj-vision-h100-elastic" in text

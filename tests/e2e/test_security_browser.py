@@ -12,28 +12,10 @@ from tests.e2e.conftest import watch_csp
 
 pytestmark = pytest.mark.browser
 
-PAGES = [
-    "/",
-    "/workloads/",
-    "/usage/quota/",
-    "/usage/reports/",
-    "/usage/holders/",
-    "/workloads/submit/training/",
-    "/departments/",
-    "/departments/research/quotas/",
-    "/weights/",
-    "/pools/",
-    "/priority-classes/",
-    "/audit/",
-    "/cluster-sync/",
-    "/accounts/role-bindings/",
-    "/accounts/group-rules/",
-    "/accounts/group-rules/new/",
-    "/accounts/tokens/",
-    "/accounts/settings/",
-    "/workloads/templates/",
-    "/django-admin/",
-]
+PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/holders/", "/workloads/submit/training/",
+         "/departments/", "/departments/research/quotas/", "/weights/", "/pools/", "/priority-classes/", "/audit/",
+         "/cluster-sync/", "/accounts/role-bindings/", "/accounts/group-rules/", "/accounts/group-rules/new/",
+         "/accounts/tokens/", "/accounts/settings/", "/workloads/templates/", "/django-admin/"]
 
 
 def test_no_csp_violations_on_any_page(login):
@@ -73,12 +55,10 @@ def test_scripts_run_under_the_policy(login):
     page.goto("/usage/quota/")
     # portal.js gave the bars their widths from data-bar-width (style attributes would be blocked).
     widths = page.eval_on_selector_all(
-        ".qbar-seg[data-bar-width]", "els => els.map(e => [e.dataset.barWidth, e.style.width])"
-    )
+        ".qbar-seg[data-bar-width]", "els => els.map(e => [e.dataset.barWidth, e.style.width])")
     assert widths and all(float(style.rstrip("%")) == float(width) for width, style in widths)
     lefts = page.eval_on_selector_all(
-        ".qbar-mark[data-bar-left]", "els => els.map(e => [e.dataset.barLeft, e.style.left])"
-    )
+        ".qbar-mark[data-bar-left]", "els => els.map(e => [e.dataset.barLeft, e.style.left])")
     assert lefts and all(float(style.rstrip("%")) == float(left) for left, style in lefts)
     assert any(float(left) > 0 for left, _ in lefts)  # the deserved marks stand somewhere along the bars
     # htmx runs (from django-htmx's static) with its injected styles off and no eval.

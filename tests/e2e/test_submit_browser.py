@@ -94,22 +94,14 @@ def test_submit_shows_every_error_at_once_and_says_whether_the_work_would_start_
     page.fill("#id_gpus", "2")
     page.locator("#id_gpus").blur()
     expect(page.locator("#pool-panel [data-fact=forecast]")).to_have_text(
-        "Would start now (4 of 4 deserved H100 80GB free)."
-    )
+        "Would start now (4 of 4 deserved H100 80GB free).")
     vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
-    ClusterQueueState.objects.create(
-        name="proj-vision-h100-elastic",
-        project=vision,
-        node_pool=h100,
-        guaranteed=False,
-        used=8,
-        observed_at=timezone.now(),
-    )
+    ClusterQueueState.objects.create(name="proj-vision-h100-elastic", project=vision, node_pool=h100,
+                                     guaranteed=False, used=8, observed_at=timezone.now())
     page.fill("#id_gpus", "4")
     page.locator("#id_gpus").blur()
     expect(page.locator("#pool-panel [data-fact=forecast]")).to_have_text(
-        "Would wait: Vision is at its limit (8 of 8 H100 80GB); 4 more H100 80GB needed."
-    )
+        "Would wait: Vision is at its limit (8 of 8 H100 80GB); 4 more H100 80GB needed.")
 
     # Several mistakes at once: every one is shown after one submit, each at its field.
     fill_common(page, name="My_Run", image="Bad Image", model="resnet50")

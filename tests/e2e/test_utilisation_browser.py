@@ -23,9 +23,8 @@ def measured_idle_workload():
     policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 120})[0]
     now = datetime.now(UTC)
     values = [90.0, 85.0, 70.0, 3.0, 1.0, 0.0, 0.0, 0.0]
-    samples = [
-        (now - timedelta(minutes=len(values) - i), value, 2000.0 + 100 * value) for i, value in enumerate(values)
-    ]
+    samples = [(now - timedelta(minutes=len(values) - i), value, 2000.0 + 100 * value)
+               for i, value in enumerate(values)]
     services.workload_utilisation_record(workload=workload, samples=samples, policy=policy, now=now)
     return workload
 
@@ -52,5 +51,4 @@ def test_without_prometheus_the_page_says_so(login, settings):
     page = login("alice")
     page.goto(f"/workloads/{workload.pk}/")
     expect(page.locator('#utilisation [data-utilisation="unavailable"]')).to_have_text(
-        "Utilisation not available (no Prometheus configured)."
-    )
+        "Utilisation not available (no Prometheus configured).")

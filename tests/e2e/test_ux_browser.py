@@ -16,36 +16,13 @@ pytestmark = pytest.mark.browser
 PHONE = {"width": 390, "height": 844}
 # Every page of the navigation (and the pages they lead to), for every role: those a role may not open answer the
 # styled 403 page, which must not scroll sideways either. Django's admin and the Swagger UI bring their own CSS.
-MAIN_PAGES = [
-    "/",
-    "/workloads/",
-    "/usage/quota/",
-    "/usage/reports/",
-    "/usage/holders/",
-    "/workloads/submit/training/",
-    "/workloads/submit/notebook/",
-    "/workloads/submit/batch/",
-    "/departments/",
-    "/departments/research/quotas/",
-    "/weights/",
-    "/pools/",
-    "/priority-classes/",
-    "/audit/",
-    "/cluster-sync/",
-    "/accounts/role-bindings/",
-    "/accounts/group-rules/",
-    "/accounts/tokens/",
-    "/accounts/settings/",
-    "/workloads/templates/",
-    "/workloads/projects/vision/queue/",
-    "/workloads/999999/",
-    "/usage/queues/",
-    "/usage/queues/local-queues/",
-    "/usage/queues/cohorts/",
-    "/usage/queues/flavors/",
-    "/usage/nodes/h100/",
-    "/usage/quota/history/",
-]
+MAIN_PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/holders/",
+              "/workloads/submit/training/", "/workloads/submit/notebook/", "/workloads/submit/batch/",
+              "/departments/", "/departments/research/quotas/", "/weights/", "/pools/", "/priority-classes/",
+              "/audit/", "/cluster-sync/", "/accounts/role-bindings/", "/accounts/group-rules/",
+              "/accounts/tokens/", "/accounts/settings/", "/workloads/templates/", "/workloads/projects/vision/queue/",
+              "/workloads/999999/", "/usage/queues/", "/usage/queues/local-queues/", "/usage/queues/cohorts/",
+              "/usage/queues/flavors/", "/usage/nodes/h100/", "/usage/quota/history/"]
 
 
 def alice_workload(name: str = "resnet-train", **extra):
@@ -56,22 +33,11 @@ def alice_workload(name: str = "resnet-train", **extra):
     from apps.workloads import services
     from apps.workloads.models import Kind
 
-    fields = {
-        "image": "pytorch/pytorch:2.4.0",
-        "command": ["sleep", "600"],
-        "gpus": 1,
-        "model_label": "resnet",
-        "data_class": "public",
-        **extra,
-    }
+    fields = {"image": "pytorch/pytorch:2.4.0", "command": ["sleep", "600"], "gpus": 1, "model_label": "resnet",
+              "data_class": "public", **extra}
     return services.workload_submit(
-        actor=get_user_model().objects.get(username="alice"),
-        project=Project.objects.get(slug="vision"),
-        kind=Kind.TRAINING,
-        name=name,
-        node_pool=NodePool.objects.get(slug="l40s-shared"),
-        **fields,
-    )
+        actor=get_user_model().objects.get(username="alice"), project=Project.objects.get(slug="vision"),
+        kind=Kind.TRAINING, name=name, node_pool=NodePool.objects.get(slug="l40s-shared"), **fields)
 
 
 def status_of(workload) -> str:
@@ -205,8 +171,7 @@ def test_no_page_scrolls_sideways_on_a_390px_phone(login, username):
         name="a-rather-long-name-for-a-phone-run",
         image="registry.example.org/research/vision/pytorch-training-image:2.4.0-cuda12.4-cudnn9-runtime",
         command=["python", "-m", "train.resnet", "--data=/datasets/imagenet/2012/train", "--epochs=90"],
-        max_runtime_seconds=90 * 60,
-    )
+        max_runtime_seconds=90 * 60)
     page = login(username)
     page.set_viewport_size(PHONE)
     too_wide = {}
@@ -233,8 +198,7 @@ def test_the_admin_navigation_fits_on_one_line_at_1400px(login):
     page.goto("/workloads/")
     tops = page.eval_on_selector_all(
         ".topbar .brand, nav.nav > a, nav.nav > details > summary, .user-menu > details > summary",
-        "els => els.map(e => Math.round(e.getBoundingClientRect().top))",
-    )
+        "els => els.map(e => Math.round(e.getBoundingClientRect().top))")
     assert len(tops) >= 11 and max(tops) - min(tops) <= 4, tops  # brand, 9 links, the Cluster and user menus
     bar = page.locator(".topbar").bounding_box()
     assert bar is not None and bar["height"] <= 64, bar

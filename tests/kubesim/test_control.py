@@ -76,9 +76,8 @@ def test_async_settle_runs_controllers_in_the_background():
 def test_bad_numbers_in_a_watch_or_the_control_config_answer_a_400_status():
     def status_of(method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            ks.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
+        request = urllib.request.Request(ks.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 return response.status, json.loads(response.read() or b"{}")
@@ -91,15 +90,9 @@ def test_bad_numbers_in_a_watch_or_the_control_config_answer_a_400_status():
             assert (code, status["kind"], status["reason"]) == (400, "Status", "BadRequest"), bad
             assert "timeoutSeconds" in status["message"]
         before = ks.configure()
-        for body in (
-            {"watch_history": "many"},
-            {"watch_history": 0},
-            {"watch_history": 2.5},
-            {"watch_history": 10**30},
-            {"bookmark_interval": "soon"},
-            {"bookmark_interval": -1},
-            {"watch_history": 10, "bookmark_interval": "nan"},
-        ):
+        for body in ({"watch_history": "many"}, {"watch_history": 0}, {"watch_history": 2.5},
+                     {"watch_history": 10**30}, {"bookmark_interval": "soon"}, {"bookmark_interval": -1},
+                     {"watch_history": 10, "bookmark_interval": "nan"}):
             code, status = status_of("POST", "/kubesim/v1/config", body)
             assert (code, status["kind"], status["code"]) == (400, "Status", 400), body
         assert ks.configure() == before  # nothing applied, not even the good half

@@ -25,17 +25,13 @@ def _notebook(api, ns: str) -> None:
     container["env"] = [{"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {"name": "nb-token", "key": "token"}}}]
     body["spec"]["template"]["metadata"] = {"labels": {"app": "nb"}}
     api.batch.create_namespaced_job(ns, body)
-    api.core.create_namespaced_service(
-        ns,
-        {
-            "metadata": {"name": "nb"},
-            "spec": {"selector": {"app": "nb"}, "ports": [{"name": "http", "port": 80, "targetPort": 8888}]},
-        },
-    )
+    api.core.create_namespaced_service(ns, {"metadata": {"name": "nb"}, "spec": {
+        "selector": {"app": "nb"}, "ports": [{"name": "http", "port": 80, "targetPort": 8888}]}})
 
 
 def _get(ks, path: str, headers: dict | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(f"{ks.url}{path}", headers={"Authorization": f"Bearer {TOKEN}", **(headers or {})})
+    request = urllib.request.Request(f"{ks.url}{path}", headers={"Authorization": f"Bearer {TOKEN}",
+                                                                 **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()
@@ -74,9 +70,8 @@ def test_a_jupyter_pod_runs_until_stopped_and_answers_behind_its_token(ks, api, 
 
 
 def test_the_proxy_says_when_nothing_serves(ks, api, ns):
-    api.core.create_namespaced_service(
-        ns, {"metadata": {"name": "empty"}, "spec": {"selector": {"app": "none"}, "ports": [{"port": 80}]}}
-    )
+    api.core.create_namespaced_service(ns, {"metadata": {"name": "empty"}, "spec": {
+        "selector": {"app": "none"}, "ports": [{"port": 80}]}})
     assert _get(ks, f"/api/v1/namespaces/{ns}/services/empty:80/proxy/")[0] == 503
     assert _get(ks, f"/api/v1/namespaces/{ns}/services/missing/proxy/")[0] == 404
 
@@ -92,18 +87,9 @@ def test_a_headless_service_resolves_an_indexed_jobs_pods(ks, api, ns):
     body["spec"]["template"]["metadata"] = {"labels": {"gang": "g"}}
     body["spec"]["template"]["spec"]["subdomain"] = "gang"
     api.batch.create_namespaced_job(ns, body)
-    api.core.create_namespaced_service(
-        ns,
-        {
-            "metadata": {"name": "gang"},
-            "spec": {
-                "clusterIP": "None",
-                "selector": {"gang": "g"},
-                "publishNotReadyAddresses": True,
-                "ports": [{"name": "rdzv", "port": 29500}],
-            },
-        },
-    )
+    api.core.create_namespaced_service(ns, {"metadata": {"name": "gang"}, "spec": {
+        "clusterIP": "None", "selector": {"gang": "g"}, "publishNotReadyAddresses": True,
+        "ports": [{"name": "rdzv", "port": 29500}]}})
     ks.advance(1)
     endpoints = api.core.read_namespaced_endpoints("gang", ns)
     by_host = {a.hostname: a for a in endpoints.subsets[0].addresses}
@@ -115,13 +101,8 @@ def test_a_headless_service_resolves_an_indexed_jobs_pods(ks, api, ns):
     assert not api.core.read_namespaced_endpoints("gang", ns).subsets  # finished pods leave
 
 
-@pytest.mark.parametrize(
-    "volume",
-    [
-        {"name": "v", "nfs": {"server": "nfs", "path": "/x", "bogus": 1}},
-        {"name": "v", "persistentVolumeClaim": {"claim": "x"}},
-    ],
-)
+@pytest.mark.parametrize("volume", [{"name": "v", "nfs": {"server": "nfs", "path": "/x", "bogus": 1}},
+                                    {"name": "v", "persistentVolumeClaim": {"claim": "x"}}])
 def test_strict_validation_knows_volume_sources(ks, ns, volume):
     body = job_body("bad")
     body["metadata"]["namespace"] = ns

@@ -238,11 +238,8 @@ class _RecordingWebhook:
         if obj["metadata"]["name"] == "refused":
             return [("spec.resourceGroups[0].flavors[0].resources[0].lendingLimit", "must be less than nominal")]
         if obj["metadata"]["name"] == "refused-twice":  # the aggregate prints a repeated error once
-            return [
-                ("spec.cohortName", "Invalid value: 1: bad"),
-                ("spec.stopPolicy", "Required value"),
-                ("spec.cohortName", "Invalid value: 1: bad"),
-            ]
+            return [("spec.cohortName", "Invalid value: 1: bad"), ("spec.stopPolicy", "Required value"),
+                    ("spec.cohortName", "Invalid value: 1: bad")]
         return []
 
 

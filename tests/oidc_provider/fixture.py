@@ -51,53 +51,27 @@ class Provider:
     def portal_settings(self) -> dict[str, Any]:
         """The portal settings that point it at this provider (what OIDC_* environment variables would give)."""
         return {
-            "OIDC_ENABLED": True,
-            "OIDC_RP_CLIENT_ID": self.client_id,
-            "OIDC_RP_CLIENT_SECRET": self.client_secret,
-            "OIDC_OP_ISSUER": self.issuer,
-            "OIDC_OP_AUTHORIZATION_ENDPOINT": f"{self.issuer}/authorize/",
-            "OIDC_OP_TOKEN_ENDPOINT": f"{self.issuer}/token/",
-            "OIDC_OP_USER_ENDPOINT": f"{self.issuer}/userinfo/",
-            "OIDC_OP_JWKS_ENDPOINT": f"{self.issuer}/.well-known/jwks.json",
-            "OIDC_PROVIDER_NAME": "Example Org",
+            "OIDC_ENABLED": True, "OIDC_RP_CLIENT_ID": self.client_id, "OIDC_RP_CLIENT_SECRET": self.client_secret,
+            "OIDC_OP_ISSUER": self.issuer, "OIDC_OP_AUTHORIZATION_ENDPOINT": f"{self.issuer}/authorize/",
+            "OIDC_OP_TOKEN_ENDPOINT": f"{self.issuer}/token/", "OIDC_OP_USER_ENDPOINT": f"{self.issuer}/userinfo/",
+            "OIDC_OP_JWKS_ENDPOINT": f"{self.issuer}/.well-known/jwks.json", "OIDC_PROVIDER_NAME": "Example Org",
         }
 
-    def set_user(
-        self,
-        username: str,
-        *,
-        groups: list[str],
-        email: str = "",
-        first_name: str = "",
-        last_name: str = "",
-        password: str | None = None,
-    ) -> None:
+    def set_user(self, username: str, *, groups: list[str], email: str = "", first_name: str = "",
+                 last_name: str = "", password: str | None = None) -> None:
         """Create or change a user at the provider (its groups are what the next sign-in's token carries)."""
         password = password or self.users.get(username) or secrets.token_urlsafe(12)
-        response = requests.post(
-            f"{self.base}/control/users/",
-            timeout=10,
-            headers={"X-Control-Token": self.control_token},
-            json={
-                "username": username,
-                "password": password,
-                "groups": groups,
-                "email": email,
-                "first_name": first_name,
-                "last_name": last_name,
-            },
-        )
+        response = requests.post(f"{self.base}/control/users/", timeout=10, headers={
+            "X-Control-Token": self.control_token}, json={
+            "username": username, "password": password, "groups": groups, "email": email,
+            "first_name": first_name, "last_name": last_name})
         response.raise_for_status()
         self.users[username] = password
 
     def allow_redirect(self, uri: str) -> None:
         """Register another callback URL of the portal (a live server's) with the provider."""
-        requests.post(
-            f"{self.base}/control/redirects/",
-            timeout=10,
-            headers={"X-Control-Token": self.control_token},
-            json={"uri": uri},
-        ).raise_for_status()
+        requests.post(f"{self.base}/control/redirects/", timeout=10, headers={"X-Control-Token": self.control_token},
+                      json={"uri": uri}).raise_for_status()
 
     def sign_in(self, authorize_url: str, username: str, password: str | None = None) -> str:
         """Play the browser at the provider: follow redirects, fill its login form, and return the URL it finally
@@ -110,17 +84,9 @@ class Provider:
                 token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
                 next_url = re.search(r'name="next" value="([^"]*)"', response.text)
                 assert token and next_url, response.text
-                response = browser.post(
-                    url,
-                    allow_redirects=False,
-                    timeout=10,
-                    data={
-                        "csrfmiddlewaretoken": token.group(1),
-                        "next": next_url.group(1).replace("&amp;", "&"),
-                        "username": username,
-                        "password": password or self.users[username],
-                    },
-                )
+                response = browser.post(url, allow_redirects=False, timeout=10, data={
+                    "csrfmiddlewaretoken": token.group(1), "next": next_url.group(1).replace("&amp;", "&"),
+                    "username": username, "password": password or self.users[username]})
                 assert response.status_code == 302, f"the provider refused the sign-in: {response.status_code}"
             assert response.status_code in (301, 302), (response.status_code, response.text[:500])
             url = urljoin(url, response.headers["Location"])
@@ -163,38 +129,24 @@ def oidc_provider(tmp_path_factory: pytest.TempPathFactory) -> Any:
     workdir = tmp_path_factory.mktemp("oidc-provider")
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     key_file = workdir / "signing-key.pem"
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
     log = workdir / "provider.log"
     last_error: Exception | None = None
     for _attempt in range(3):  # a free port can be taken between choosing and binding it
         port = _free_port()
         client_id, client_secret = "gpu-portal-tests", secrets.token_urlsafe(24)
         control_token = secrets.token_urlsafe(24)
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "OIDC_PROVIDER_PORT": str(port),
-            "OIDC_PROVIDER_DB": str(workdir / f"provider-{port}.sqlite3"),
-            "OIDC_PROVIDER_KEY_FILE": str(key_file),
-            "OIDC_PROVIDER_CONTROL_TOKEN": control_token,
-            "OIDC_PROVIDER_CLIENT_ID": client_id,
-            "OIDC_PROVIDER_CLIENT_SECRET": client_secret,
-            "OIDC_PROVIDER_REDIRECT_URIS": PORTAL_CALLBACK,
-        }
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OIDC_PROVIDER_PORT": str(port),
+               "OIDC_PROVIDER_DB": str(workdir / f"provider-{port}.sqlite3"), "OIDC_PROVIDER_KEY_FILE": str(key_file),
+               "OIDC_PROVIDER_CONTROL_TOKEN": control_token, "OIDC_PROVIDER_CLIENT_ID": client_id,
+               "OIDC_PROVIDER_CLIENT_SECRET": client_secret, "OIDC_PROVIDER_REDIRECT_URIS": PORTAL_CALLBACK}
         env.pop("DJANGO_SETTINGS_MODULE", None)
         with log.open("ab") as output:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "tests.oidc_provider.serve"],
-                cwd=ROOT,
-                env=env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-        provider = Provider(
-            port=port, pid=process.pid, client_id=client_id, client_secret=client_secret, control_token=control_token
-        )
+            process = subprocess.Popen([sys.executable, "-m", "tests.oidc_provider.serve"], cwd=ROOT, env=env,
+                                       stdout=output, stderr=subprocess.STDOUT)
+        provider = Provider(port=port, pid=process.pid, client_id=client_id, client_secret=client_secret,
+                            control_token=control_token)
         try:
             _wait_until_serving(provider, process, log)
         except RuntimeError as exc:

@@ -18,32 +18,19 @@ def main() -> None:
     from oauth2_provider.models import Application
 
     call_command("migrate", verbosity=0, interactive=False)
-    Application.objects.update_or_create(
-        client_id=settings.CLIENT_ID,
-        defaults={
-            "name": "GPU Portal (tests)",
-            "client_secret": settings.CLIENT_SECRET,
-            "client_type": "confidential",
-            "authorization_grant_type": "authorization-code",
-            "redirect_uris": settings.REDIRECT_URIS,
-            "skip_authorization": True,
-            "algorithm": "RS256",
-        },
-    )
+    Application.objects.update_or_create(client_id=settings.CLIENT_ID, defaults={
+        "name": "GPU Portal (tests)", "client_secret": settings.CLIENT_SECRET, "client_type": "confidential",
+        "authorization_grant_type": "authorization-code", "redirect_uris": settings.REDIRECT_URIS,
+        "skip_authorization": True, "algorithm": "RS256",
+    })
     # Another relying party of the same provider: its ID tokens must not open the portal (audience check).
-    Application.objects.update_or_create(
-        client_id="another-app",
-        defaults={
-            "name": "Another app",
-            "client_secret": settings.CLIENT_SECRET,
-            "client_type": "confidential",
-            "authorization_grant_type": "authorization-code",
-            "redirect_uris": OTHER_REDIRECT,
-            "skip_authorization": True,
-            "algorithm": "RS256",
-        },
-    )
-    call_command("runserver", f"127.0.0.1:{settings.PORT}", use_reloader=False, use_threading=True, skip_checks=True)
+    Application.objects.update_or_create(client_id="another-app", defaults={
+        "name": "Another app", "client_secret": settings.CLIENT_SECRET, "client_type": "confidential",
+        "authorization_grant_type": "authorization-code", "redirect_uris": OTHER_REDIRECT,
+        "skip_authorization": True, "algorithm": "RS256",
+    })
+    call_command("runserver", f"127.0.0.1:{settings.PORT}", use_reloader=False, use_threading=True,
+                 skip_checks=True)
 
 
 if __name__ == "__main__":

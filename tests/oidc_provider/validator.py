@@ -13,9 +13,6 @@ class GroupsClaimValidator(OAuth2Validator):
     def get_additional_claims(self, request: Any) -> dict[str, Any]:
         user = request.user
         return {
-            "preferred_username": user.username,
-            "email": user.email,
-            "given_name": user.first_name,
-            "family_name": user.last_name,
-            "groups": sorted(user.groups.values_list("name", flat=True)),
+            "preferred_username": user.username, "email": user.email, "given_name": user.first_name,
+            "family_name": user.last_name, "groups": sorted(user.groups.values_list("name", flat=True)),
         }

@@ -11,28 +11,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def container(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "portal.container", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+    return subprocess.run([sys.executable, "-m", "portal.container", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False, env={**os.environ, **(env or {})})
 
 
 def test_run_empties_the_multiprocess_folder_and_becomes_the_command(tmp_path):
     multiproc = tmp_path / "prometheus"
     multiproc.mkdir()
     (multiproc / "counter_123.db").write_text("stale")
-    result = container(
-        "run",
-        "ls",
-        "-A",
-        str(multiproc),
-        env={"PROMETHEUS_MULTIPROC_DIR": str(multiproc), "PORTAL_RUN_DIR": str(tmp_path / "run")},
-    )
+    result = container("run", "ls", "-A", str(multiproc), env={"PROMETHEUS_MULTIPROC_DIR": str(multiproc),
+                                                                "PORTAL_RUN_DIR": str(tmp_path / "run")})
     assert result.returncode == 0 and result.stdout == ""
     assert (tmp_path / "run").is_dir()
 

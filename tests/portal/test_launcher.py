@@ -24,11 +24,9 @@ from portal import launcher
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 # A child that starts a grandchild in its own (inherited) process group and reports its pid.
-PARENT_OF_SLEEPER = [
-    sys.executable,
-    "-c",
-    (f"import subprocess, sys, time; p = subprocess.Popen({SLEEPER!r}); print(p.pid, flush=True); time.sleep(600)"),
-]
+PARENT_OF_SLEEPER = [sys.executable, "-c", (
+    "import subprocess, sys, time; "
+    f"p = subprocess.Popen({SLEEPER!r}); print(p.pid, flush=True); time.sleep(600)")]
 
 
 def alive(pid: int) -> bool:
@@ -104,24 +102,14 @@ def test_stop_asks_the_child_and_leaves_its_workers_to_it(supervisor, tmp_path):
     from the master, not from the supervisor at the same instant; both are gone afterwards."""
     log = tmp_path / "signals"
     ready = tmp_path / "ready"
-    worker = (
-        "import signal, sys, time; "
-        f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'worker {{time.time()}}\\n'),"
-        f" sys.exit(0))); open({str(ready)!r}, 'w').close(); time.sleep(600)"
-    )
-    master = launcher.Child(
-        "master",
-        [
-            sys.executable,
-            "-c",
-            (
-                "import signal, subprocess, sys, time; "
-                f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'master {{time.time()}}\\n'), "
-                "time.sleep(1), w.terminate(), w.wait(), sys.exit(0))); "
-                f"w = subprocess.Popen([sys.executable, '-c', {worker!r}]); time.sleep(600)"
-            ),
-        ],
-    )
+    worker = ("import signal, sys, time; "
+              f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'worker {{time.time()}}\\n'),"
+              f" sys.exit(0))); open({str(ready)!r}, 'w').close(); time.sleep(600)")
+    master = launcher.Child("master", [sys.executable, "-c", (
+        "import signal, subprocess, sys, time; "
+        f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write(f'master {{time.time()}}\\n'), "
+        "time.sleep(1), w.terminate(), w.wait(), sys.exit(0))); "
+        f"w = subprocess.Popen([sys.executable, '-c', {worker!r}]); time.sleep(600)")])
     supervisor.add(master)
     wait_until(ready.exists)  # the worker's handler is installed (the master's before it started the worker)
     worker_pid = _children_of(master.process.pid)[0]
@@ -136,20 +124,10 @@ def test_what_others_talk_to_stops_after_them(supervisor, tmp_path):
     log = tmp_path / "signals"
 
     def child(name: str, **kwargs) -> launcher.Child:
-        return launcher.Child(
-            name,
-            [
-                sys.executable,
-                "-c",
-                (
-                    "import signal, sys, time; "
-                    f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write('{name}\\n'), time.sleep(0.5), "
-                    "sys.exit(0))); print('ready', flush=True); time.sleep(600)"
-                ),
-            ],
-            ready_line="ready",
-            **kwargs,
-        )
+        return launcher.Child(name, [sys.executable, "-c", (
+            "import signal, sys, time; "
+            f"signal.signal(signal.SIGTERM, lambda *_: (open({str(log)!r}, 'a').write('{name}\\n'), time.sleep(0.5), "
+            "sys.exit(0))); print('ready', flush=True); time.sleep(600)")], ready_line="ready", **kwargs)
 
     supervisor.add(child("cluster", stops_last=True))
     supervisor.add(child("scraper", stops_last=True))
@@ -195,30 +173,15 @@ class Launched:
 
     def __init__(self, run_dir: Path) -> None:
         self.port = _free_port()
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in {"REDIS_URL", "KUBECONFIG", "CELERY_QUEUE", "DATABASE_URL"}
-        }
-        env.update(
-            PORTAL_RUN_DIR=str(run_dir),
-            DATABASE_URL=f"sqlite:///{run_dir / 'portal.sqlite3'}",
-            PORTAL_PORT=str(self.port),
-            KUBESIM_PORT=str(_free_port()),
-            WEB_CONCURRENCY="1",
-            PROMETHEUS_PORT=str(_free_port()),
-            PORTAL_RESTART_BACKOFF="0.5",
-            PYTHONUNBUFFERED="1",
-        )
+        env = {key: value for key, value in os.environ.items()
+               if key not in {"REDIS_URL", "KUBECONFIG", "CELERY_QUEUE", "DATABASE_URL"}}
+        env.update(PORTAL_RUN_DIR=str(run_dir), DATABASE_URL=f"sqlite:///{run_dir / 'portal.sqlite3'}",
+                   PORTAL_PORT=str(self.port), KUBESIM_PORT=str(_free_port()), WEB_CONCURRENCY="1",
+                   PROMETHEUS_PORT=str(_free_port()),
+                   PORTAL_RESTART_BACKOFF="0.5", PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "portal.launcher"],
-            env=env,
-            cwd=launcher.BASE_DIR,
-            start_new_session=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+            [sys.executable, "-m", "portal.launcher"], env=env, cwd=launcher.BASE_DIR, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

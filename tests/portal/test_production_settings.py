@@ -10,11 +10,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCTION = {
-    "PORTAL_MODE": "production",
-    "SECRET_KEY": "check-deploy-only-for-this-test-abcdefghijklmnopqrstuvwxyz",
-    "ALLOWED_HOSTS": "portal.example.com",
-}
+PRODUCTION = {"PORTAL_MODE": "production", "SECRET_KEY": "check-deploy-only-for-this-test-abcdefghijklmnopqrstuvwxyz",
+              "ALLOWED_HOSTS": "portal.example.com"}
 PROBE = """
 import json, django
 django.setup()
@@ -29,22 +26,13 @@ print(json.dumps({name: getattr(settings, name) for name in (
 
 
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("OIDC_", "PORTAL_", "SESSION_", "API_TOKEN_", "LOGIN_"))
-    }
+    clean = {key: value for key, value in os.environ.items()
+             if not key.startswith(("OIDC_", "PORTAL_", "SESSION_", "API_TOKEN_", "LOGIN_"))}
     clean.pop("DJANGO_SETTINGS_MODULE", None)
     clean.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the browser tests' setting, never a deployment's
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env={**clean, "DJANGO_SETTINGS_MODULE": "portal.settings", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env={**clean, "DJANGO_SETTINGS_MODULE": "portal.settings",
+                                                                   **env},
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def probe(env: dict[str, str]) -> dict:
@@ -69,20 +57,12 @@ def test_embedded_mode_keeps_local_passwords_for_the_demo():
 def test_oidc_from_the_environment_with_the_secret_from_a_file(tmp_path):
     secret = tmp_path / "client-secret"
     secret.write_text("s3cret-from-a-mounted-file\n")
-    values = probe(
-        {
-            **PRODUCTION,
-            "OIDC_CLIENT_ID": "portal",
-            "OIDC_CLIENT_SECRET_FILE": str(secret),
-            "OIDC_ISSUER": "https://idp.example.org/realms/acme",
-            "OIDC_AUTHORIZATION_ENDPOINT": "https://idp.example.org/realms/acme/protocol/openid-connect/auth",
-            "OIDC_TOKEN_ENDPOINT": "https://idp.example.org/realms/acme/protocol/openid-connect/token",
-            "OIDC_JWKS_ENDPOINT": "https://idp.example.org/realms/acme/protocol/openid-connect/certs",
-            "OIDC_GROUPS_CLAIM": "roles",
-            "OIDC_USERNAME_CLAIM": "email",
-            "OIDC_SCOPES": "openid email",
-        }
-    )
+    values = probe({**PRODUCTION, "OIDC_CLIENT_ID": "portal", "OIDC_CLIENT_SECRET_FILE": str(secret),
+                    "OIDC_ISSUER": "https://idp.example.org/realms/acme",
+                    "OIDC_AUTHORIZATION_ENDPOINT": "https://idp.example.org/realms/acme/protocol/openid-connect/auth",
+                    "OIDC_TOKEN_ENDPOINT": "https://idp.example.org/realms/acme/protocol/openid-connect/token",
+                    "OIDC_JWKS_ENDPOINT": "https://idp.example.org/realms/acme/protocol/openid-connect/certs",
+                    "OIDC_GROUPS_CLAIM": "roles", "OIDC_USERNAME_CLAIM": "email", "OIDC_SCOPES": "openid email"})
     assert values["OIDC_ENABLED"] is True and values["OIDC_RP_CLIENT_SECRET"] == "s3cret-from-a-mounted-file"
     assert (values["OIDC_GROUPS_CLAIM"], values["OIDC_USERNAME_CLAIM"]) == ("roles", "email")
     assert values["form_action"] == ["'self'", "https://idp.example.org"]
@@ -118,10 +98,8 @@ print(json.dumps({name: getattr(settings, name) for name in (
 def test_production_logs_json_exempts_the_probes_and_reads_the_admin_password_file(tmp_path):
     secret = tmp_path / "admin-password"
     secret.write_text("from-a-mounted-secret\n")
-    result = run(
-        ["-c", OPERATIONS_PROBE],
-        {**PRODUCTION, "PORTAL_ADMIN_USERNAME": "ops", "PORTAL_ADMIN_PASSWORD_FILE": str(secret)},
-    )
+    result = run(["-c", OPERATIONS_PROBE], {**PRODUCTION, "PORTAL_ADMIN_USERNAME": "ops",
+                                            "PORTAL_ADMIN_PASSWORD_FILE": str(secret)})
     assert result.returncode == 0, result.stderr
     values = json.loads(result.stdout.strip().splitlines()[-1])
     assert values["LOG_FORMAT"] == "json"

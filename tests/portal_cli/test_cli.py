@@ -22,20 +22,8 @@ from tests.worker.conftest import wait_for
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SUBMIT = [
-    "-p",
-    "vision",
-    "--image",
-    "busybox:1.36",
-    "--pool",
-    "h100",
-    "-g",
-    "1",
-    "--model",
-    "resnet50",
-    "--data-class",
-    "public",
-]
+SUBMIT = ["-p", "vision", "--image", "busybox:1.36", "--pool", "h100", "-g", "1", "--model", "resnet50",
+          "--data-class", "public"]
 
 
 @pytest.fixture
@@ -59,14 +47,8 @@ def gpu_json(name: str, *args: str):
 
 
 def gpu_process(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "portal_cli", *args],
-        cwd=ROOT,
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return subprocess.Popen([sys.executable, "-m", "portal_cli", *args], cwd=ROOT, env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture
@@ -85,9 +67,8 @@ def permissive_umask():
 
 
 def test_login_stores_the_token_for_its_owner_only(home, live_server, org, permissive_umask):
-    result = gpu(
-        "login", "--url", live_server.url, "--username", "alice", "--password-stdin", "-o", "json", input="demo\n"
-    )
+    result = gpu("login", "--url", live_server.url, "--username", "alice", "--password-stdin", "-o", "json",
+                 input="demo\n")
     assert result.exit_code == 0, result.output
     stored = Path(json.loads(result.stdout)["config"])
     assert stored == home / "config" / "gpu-portal" / "config.json"
@@ -116,11 +97,9 @@ def test_submit_list_status_logs_stop(signed_in, kubesim, celery_worker, watcher
     assert created["owner"] == "alice" and created["project_slug"] == "vision" and created["gpu_units"] == 1
     # From a job file in the documented format (the submission's fields), with a flag overriding it.
     job = tmp_path / "job.yaml"
-    job.write_text(
-        "project: vision\nkind: batch\nname: cli-yaml\nimage: busybox:1.36\ncommand: [sleep, '600']\n"
-        "node_pool: h100\ngpus: 1\ncompletions: 2\nparallelism: 1\nenv: {EPOCHS: '3'}\n"
-        "labels: {model: resnet50, data_class: public}\n"
-    )
+    job.write_text("project: vision\nkind: batch\nname: cli-yaml\nimage: busybox:1.36\ncommand: [sleep, '600']\n"
+                   "node_pool: h100\ngpus: 1\ncompletions: 2\nparallelism: 1\nenv: {EPOCHS: '3'}\n"
+                   "labels: {model: resnet50, data_class: public}\n")
     from_file = gpu_json("submit", "-f", str(job), "--completions", "3")
     assert from_file["kind"] == "batch" and from_file["completions"] == 3
     assert from_file["env"] == [{"name": "EPOCHS", "value": "3"}]
@@ -158,11 +137,8 @@ def test_submit_list_status_logs_stop(signed_in, kubesim, celery_worker, watcher
     assert stopped["status"] == "stopping"
     again = gpu("stop", str(from_file["id"]))  # the worker may have finished the stop meanwhile
     assert again.exit_code == 6 and again.stderr.startswith(
-        (
-            "gpu: This workload is stopping; there is nothing to stop.",
-            "gpu: This workload is stopped; there is nothing to stop.",
-        )
-    )
+        ("gpu: This workload is stopping; there is nothing to stop.",
+         "gpu: This workload is stopped; there is nothing to stop."))
 
 
 def test_bad_input_gives_the_apis_message_and_an_exit_code(signed_in, home):
@@ -183,45 +159,15 @@ def test_bad_input_gives_the_apis_message_and_an_exit_code(signed_in, home):
 
 def test_templates_by_name_usage_and_quota(signed_in, home, live_server, org):
     admin_token = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "portal_cli",
-            "login",
-            "--url",
-            live_server.url,
-            "--username",
-            "admin",
-            "--password-stdin",
-            "-o",
-            "json",
-        ],
-        input="demo\n",
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "XDG_CONFIG_HOME": str(home / "admin")},
-        check=True,
-    )
+        [sys.executable, "-m", "portal_cli", "login", "--url", live_server.url, "--username", "admin",
+         "--password-stdin", "-o", "json"], input="demo\n", cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "XDG_CONFIG_HOME": str(home / "admin")}, check=True)
     admin = json.loads((Path(json.loads(admin_token.stdout)["config"])).read_text())["token"]
-    made = requests.post(
-        f"{live_server.url}/api/v1/templates/",
-        timeout=30,
-        headers={"Authorization": f"Token {admin}"},
-        json={
-            "name": "small-sleep",
-            "kind": "training",
-            "values": {
-                "image": "busybox:1.36",
-                "node_pool": "h100",
-                "gpus": 1,
-                "command": "sleep 5",
-                "model_label": "tiny",
-                "data_class": "public",
-                "max_runtime_minutes": 10,
-            },
-        },
-    )
+    made = requests.post(f"{live_server.url}/api/v1/templates/", timeout=30,
+                         headers={"Authorization": f"Token {admin}"},
+                         json={"name": "small-sleep", "kind": "training", "values": {
+                             "image": "busybox:1.36", "node_pool": "h100", "gpus": 1, "command": "sleep 5",
+                             "model_label": "tiny", "data_class": "public", "max_runtime_minutes": 10}})
     assert made.status_code == 201, made.text
     assert gpu_json("templates")[0]["submission"]["max_runtime_seconds"] == 600
     created = gpu_json("submit", "-t", "small-sleep", "-p", "vision", "-n", "from-template", "-g", "2")
@@ -247,22 +193,14 @@ def test_status_gives_the_start_forecast_in_words(signed_in, home, org):
     from apps.workloads.models import ForecastBasis, WorkloadForecast
     from tests.factories import WorkloadFactory
 
-    waiting = WorkloadFactory(
-        project=Project.objects.get(slug="vision"),
-        owner=org["alice"],
-        node_pool=NodePool.objects.get(slug="h100"),
-        status=Status.QUEUED,
-        priority_class=PriorityClass.objects.order_by("value").first(),
-    )
+    waiting = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=org["alice"],
+                              node_pool=NodePool.objects.get(slug="h100"), status=Status.QUEUED,
+                              priority_class=PriorityClass.objects.order_by("value").first())
     now = timezone.now()
-    WorkloadForecast.objects.create(
-        workload=waiting,
-        computed_at=now,
-        basis=ForecastBasis.HISTORY,
-        earliest=now + timedelta(minutes=25, seconds=30),
-        likely=now + timedelta(minutes=30, seconds=30),
-        latest=now + timedelta(minutes=40, seconds=30),
-    )
+    WorkloadForecast.objects.create(workload=waiting, computed_at=now, basis=ForecastBasis.HISTORY,
+                                    earliest=now + timedelta(minutes=25, seconds=30),
+                                    likely=now + timedelta(minutes=30, seconds=30),
+                                    latest=now + timedelta(minutes=40, seconds=30))
     shown = gpu("status", str(waiting.pk))
     assert shown.exit_code == 0, shown.output
     assert "expected start" in shown.stdout and "likely in 31 min (26 min-41 min)" in shown.stdout

@@ -93,14 +93,8 @@ def celery_worker(transactional_db, settings):
 
     task_postrun.connect(close_connection, weak=False)
     try:
-        with start_worker(
-            app,
-            pool="solo",
-            concurrency=1,
-            perform_ping_check=False,
-            shutdown_timeout=30,
-            queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
-        ) as worker:
+        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=30,
+                          queues=[settings.CELERY_TASK_DEFAULT_QUEUE]) as worker:
             yield worker
     finally:
         task_postrun.disconnect(close_connection)
@@ -122,9 +116,8 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, describe=N
 
 def kueue_workload(cluster, workload):
     """Kueue's Workload object for a portal workload's Job (None until Kueue made one)."""
-    items = cluster.list(
-        "Workload", namespace=workload.project.namespace, label_selector=f"kueue.x-k8s.io/job-uid={workload.k8s_uid}"
-    )
+    items = cluster.list("Workload", namespace=workload.project.namespace,
+                         label_selector=f"kueue.x-k8s.io/job-uid={workload.k8s_uid}")
     return items[0] if items else None
 
 

@@ -1,5 +1,6 @@
 """A submission through the API becomes the Job it describes: quantities, env, labels and queue survive the trip."""
 
+
 from apps.workloads.models import Status, Workload
 from tests.api_support import call
 from worker import tasks
@@ -7,26 +8,12 @@ from worker import tasks
 
 def test_api_submission_becomes_the_job_it_describes(synced, client_for, kubesim, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:  # captured, not run: the task is applied below
-        response = call(
-            client_for("alice"),
-            "POST",
-            "workloads/",
-            {
-                "project": "vision",
-                "kind": "training",
-                "name": "api-run",
-                "image": "pytorch/pytorch:2.4.0",
-                "command": ["sleep", "600"],
-                "env": {"EPOCHS": 3},
-                "node_pool": "h100",
-                "gpus": 2,
-                "pods": 2,
-                "cpu": "500m",
-                "memory": "512Mi",
-                "preemptible": False,
-                "labels": {"model": "resnet50", "data_class": "public"},
-            },
-        )
+        response = call(client_for("alice"), "POST", "workloads/", {
+            "project": "vision", "kind": "training", "name": "api-run", "image": "pytorch/pytorch:2.4.0",
+            "command": ["sleep", "600"], "env": {"EPOCHS": 3}, "node_pool": "h100", "gpus": 2, "pods": 2,
+            "cpu": "500m", "memory": "512Mi", "preemptible": False,
+            "labels": {"model": "resnet50", "data_class": "public"},
+        })
     assert response.status_code == 201, response.content
     assert len(callbacks) == 1
     workload_id = response.json()["id"]

@@ -41,51 +41,26 @@ def attachments(org, cluster):
     from apps.org.models import Project
 
     vision = Project.objects.get(slug="vision")
-    cluster.create(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "imagenet-pvc", "namespace": "proj-vision"},
-            "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "100Gi"}}},
-        }
-    )
-    pvc = org_services.data_source_create(
-        actor=admin,
-        project=vision,
-        name="imagenet",
-        kind=DataSource.Kind.PVC,
-        claim_name="imagenet-pvc",
-        mount_path="/data/imagenet",
-    )
-    nfs = org_services.data_source_create(
-        actor=admin,
-        project=vision,
-        name="scratch",
-        kind=DataSource.Kind.NFS,
-        nfs_server="nfs.example.org",
-        nfs_path="/exports/scratch",
-        mount_path="/mnt/scratch",
-        read_only=False,
-    )
-    registry = org_services.pull_secret_create(
-        actor=admin, project=vision, name="nvcr", registry="nvcr.io", username="$oauthtoken", password=REGISTRY_PASSWORD
-    )
-    credential = services.credential_create(
-        actor=alice, project=vision, name="wandb", values={"WANDB_API_KEY": WANDB_KEY}
-    )
+    cluster.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+        "name": "imagenet-pvc", "namespace": "proj-vision"}, "spec": {
+        "accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "100Gi"}}}})
+    pvc = org_services.data_source_create(actor=admin, project=vision, name="imagenet", kind=DataSource.Kind.PVC,
+                                          claim_name="imagenet-pvc", mount_path="/data/imagenet")
+    nfs = org_services.data_source_create(actor=admin, project=vision, name="scratch", kind=DataSource.Kind.NFS,
+                                          nfs_server="nfs.example.org", nfs_path="/exports/scratch",
+                                          mount_path="/mnt/scratch", read_only=False)
+    registry = org_services.pull_secret_create(actor=admin, project=vision, name="nvcr", registry="nvcr.io",
+                                               username="$oauthtoken", password=REGISTRY_PASSWORD)
+    credential = services.credential_create(actor=alice, project=vision, name="wandb",
+                                            values={"WANDB_API_KEY": WANDB_KEY})
     assert tasks.pull_secret_sync.apply(args=[registry.pk]).get() == "applied"
     assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
-    return {
-        "pvc": pvc,
-        "nfs": nfs,
-        "registry": ImagePullSecret.objects.get(pk=registry.pk),
-        "credential": Credential.objects.get(pk=credential.pk),
-    }
+    return {"pvc": pvc, "nfs": nfs, "registry": ImagePullSecret.objects.get(pk=registry.pk),
+            "credential": Credential.objects.get(pk=credential.pk)}
 
 
 def test_a_job_mounts_data_reads_credentials_by_reference_and_pulls_with_the_projects_secret(
-    alice, attachments, cluster, kubesim, celery_worker, watcher
-):
+        alice, attachments, cluster, kubesim, celery_worker, watcher):
     credential = attachments["credential"]
     assert credential.sealed == "" and credential.applied_at  # the values are gone from the portal once written
     secret = cluster.get("Secret", credential.secret_name, namespace="proj-vision")
@@ -95,39 +70,26 @@ def test_a_job_mounts_data_reads_credentials_by_reference_and_pulls_with_the_pro
     auths = json.loads(base64.b64decode(pull["data"][".dockerconfigjson"]))["auths"]
     assert auths["nvcr.io"]["password"] == REGISTRY_PASSWORD
 
-    payload = submit_payload(
-        "training",
-        command="sleep 600",
-        memory_gib="32",
-        shm_gib="8",
-        data_sources=[attachments["pvc"].pk, attachments["nfs"].pk],
-        credentials=[credential.pk],
-    )
+    payload = submit_payload("training", command="sleep 600", memory_gib="32", shm_gib="8",
+                             data_sources=[attachments["pvc"].pk, attachments["nfs"].pk],
+                             credentials=[credential.pk])
     response = alice.post(reverse("workloads:submit", args=["training"]), payload)
     assert response.status_code == 302, response.content.decode()[:2000]
     workload = Workload.objects.get()
-    wait_for(
-        lambda: Workload.objects.get(pk=workload.pk).k8s_uid,
-        describe=lambda: Workload.objects.get(pk=workload.pk).status_message,
-    )
+    wait_for(lambda: Workload.objects.get(pk=workload.pk).k8s_uid, describe=lambda: Workload.objects.get(
+        pk=workload.pk).status_message)
     job = cluster.get("Job", workload.job_name, namespace="proj-vision")  # kubesim accepted it under Strict
     assert unknown_fields({k: v for k, v in job.items() if k != "status"}, "V1Job") == []
     pod_spec = job["spec"]["template"]["spec"]
     assert pod_spec["imagePullSecrets"] == [{"name": attachments["registry"].secret_name}]
     volumes = {volume["name"]: volume for volume in pod_spec["volumes"]}
     assert volumes["data-imagenet"]["persistentVolumeClaim"] == {"claimName": "imagenet-pvc", "readOnly": True}
-    assert volumes["data-scratch"]["nfs"] == {
-        "server": "nfs.example.org",
-        "path": "/exports/scratch",
-        "readOnly": False,
-    }
+    assert volumes["data-scratch"]["nfs"] == {"server": "nfs.example.org", "path": "/exports/scratch",
+                                              "readOnly": False}
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8192Mi"}
     container = pod_spec["containers"][0]
     assert {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]} == {
-        "/data/imagenet": True,
-        "/mnt/scratch": False,
-        "/dev/shm": False,
-    }
+        "/data/imagenet": True, "/mnt/scratch": False, "/dev/shm": False}
     assert container["envFrom"] == [{"secretRef": {"name": credential.secret_name}}]
     assert WANDB_KEY not in json.dumps(job) and REGISTRY_PASSWORD not in json.dumps(job)
     kubesim.advance(1)
@@ -141,19 +103,16 @@ def test_a_notebook_is_published_with_its_token_in_a_secret(org, cluster, kubesi
     settings.NOTEBOOK_EXPOSE, settings.NOTEBOOK_BASE_DOMAIN = expose, "nb.example.org"
     settings.NOTEBOOK_INGRESS_CLASS, settings.NOTEBOOK_TLS_SECRET = "nginx", "wildcard-nb"
     settings.NOTEBOOK_GATEWAY = "gateways/public"
-    response = signed_in(org["alice"]).post(
-        reverse("workloads:submit", args=["notebook"]), submit_payload("notebook", pool="l40s-shared")
-    )
+    response = signed_in(org["alice"]).post(reverse("workloads:submit", args=["notebook"]),
+                                            submit_payload("notebook", pool="l40s-shared"))
     assert response.status_code == 302
     notebook = Workload.objects.get(kind=Kind.NOTEBOOK)
     assert tasks.workload_submit.apply(args=[notebook.pk]).get() == "submitted"
     job = cluster.get("Job", notebook.job_name, namespace="proj-vision")
     container = job["spec"]["template"]["spec"]["containers"][0]
     token_env = next(e for e in container["env"] if e["name"] == "JUPYTER_TOKEN")
-    assert token_env == {
-        "name": "JUPYTER_TOKEN",
-        "valueFrom": {"secretKeyRef": {"name": notebooks.token_secret_name(notebook.pk), "key": "token"}},
-    }
+    assert token_env == {"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": notebooks.token_secret_name(notebook.pk), "key": "token"}}}
     assert notebooks.token(notebook.pk) not in json.dumps(job)  # only the Secret holds it
     secret = cluster.get("Secret", notebooks.token_secret_name(notebook.pk), namespace="proj-vision")
     assert base64.b64decode(secret["data"]["token"]).decode() == notebooks.token(notebook.pk)
@@ -184,18 +143,15 @@ def test_a_notebook_is_published_with_its_token_in_a_secret(org, cluster, kubesi
 def test_four_pods_find_each_other_and_start_only_together(org, cluster, kubesim, watcher):
     alice = signed_in(org["alice"])
     # vision may hold 8 H100 units: a 1-GPU job first, so a gang of 4 x 2 GPUs (8 units) cannot fit beside it.
-    blocker_post = alice.post(
-        reverse("workloads:submit", args=["training"]), submit_payload("training", name="blocker", command="sleep 3600")
-    )
+    blocker_post = alice.post(reverse("workloads:submit", args=["training"]),
+                              submit_payload("training", name="blocker", command="sleep 3600"))
     assert blocker_post.status_code == 302
     blocker = Workload.objects.get(name="blocker")
     assert tasks.workload_submit.apply(args=[blocker.pk]).get() == "submitted"
     kubesim.advance(1)
     wait_for(lambda: Workload.objects.get(pk=blocker.pk).status == Status.RUNNING)
-    response = alice.post(
-        reverse("workloads:submit", args=["training"]),
-        submit_payload("training", name="gang", gpus="2", pods="4", command="sleep 3600"),
-    )
+    response = alice.post(reverse("workloads:submit", args=["training"]),
+                          submit_payload("training", name="gang", gpus="2", pods="4", command="sleep 3600"))
     assert response.status_code == 302
     gang = Workload.objects.get(name="gang")
     assert tasks.workload_submit.apply(args=[gang.pk]).get() == "submitted"
@@ -221,12 +177,8 @@ def test_four_pods_find_each_other_and_start_only_together(org, cluster, kubesim
         container = pod["spec"]["containers"][0]
         env = {e["name"]: e for e in container["env"]}
         assert env["MASTER_ADDR"]["value"] == f"{gang.job_name}-0.{gang.job_name}"
-        assert (
-            env["MASTER_PORT"]["value"],
-            env["WORLD_SIZE"]["value"],
-            env["NNODES"]["value"],
-            env["NPROC_PER_NODE"]["value"],
-        ) == ("29500", "4", "4", "2")
+        assert (env["MASTER_PORT"]["value"], env["WORLD_SIZE"]["value"], env["NNODES"]["value"],
+                env["NPROC_PER_NODE"]["value"]) == ("29500", "4", "4", "2")
         field_path = env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
         assert field_path == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
         rank = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
@@ -241,10 +193,8 @@ def test_four_pods_find_each_other_and_start_only_together(org, cluster, kubesim
 
 
 def test_idle_culling_reads_the_notebook_servers_own_activity(org, cluster, kubesim, watcher):
-    response = signed_in(org["alice"]).post(
-        reverse("workloads:submit", args=["notebook"]),
-        submit_payload("notebook", pool="l40s-shared", notebook_idle_timeout_minutes="30"),
-    )
+    response = signed_in(org["alice"]).post(reverse("workloads:submit", args=["notebook"]), submit_payload(
+        "notebook", pool="l40s-shared", notebook_idle_timeout_minutes="30"))
     assert response.status_code == 302
     notebook = Workload.objects.get(kind=Kind.NOTEBOOK)
     assert tasks.workload_submit.apply(args=[notebook.pk]).get() == "submitted"

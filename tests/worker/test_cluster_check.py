@@ -40,10 +40,8 @@ def test_a_ready_cluster_passes_without_rbac(settings):
     assert line(output, "Kueue CRDs").startswith("✓")
     assert line(output, "Visibility API").startswith("✓")
     assert line(output, "Fair sharing").startswith("✓")
-    assert line(output, "Job integration") == (
-        "✓ Job integration: frameworks: batch/job, jobset.x-k8s.io/jobset, pod, "
-        "leaderworkerset.x-k8s.io/leaderworkerset"
-    )
+    assert line(output, "Job integration") == ("✓ Job integration: frameworks: batch/job, jobset.x-k8s.io/jobset, pod, "
+                                               "leaderworkerset.x-k8s.io/leaderworkerset")
     assert line(output, "Ingress class").startswith("! Ingress class: none")  # a warning only
     assert line(output, "May get pods/log") == "✓ May get pods/log: allowed"
     assert "The cluster is ready for the portal." in output
@@ -58,18 +56,16 @@ def enforcing(tmp_path, settings):
 
         def login(component, drop=()):
             name = f"gpu-portal-{component}"
-            ks.apply(
-                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": "gpu-portal"}}
-            )
+            ks.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": {"name": name, "namespace": "gpu-portal"}})
             for obj in yaml.safe_load_all((BASE / "rbac.yaml").read_text()):
                 if obj["metadata"]["name"] == name:
                     if obj["kind"] == "ClusterRole":
                         for rule in obj["rules"]:
                             rule["verbs"] = [v for v in rule["verbs"] if (rule["resources"][0], v) not in drop]
                     ks.apply(obj)
-            settings.KUBECONFIG = ks.write_kubeconfig(
-                str(tmp_path / name), ks.service_account_token("gpu-portal", name)
-            )
+            settings.KUBECONFIG = ks.write_kubeconfig(str(tmp_path / name), ks.service_account_token("gpu-portal",
+                                                                                                     name))
 
         yield login
 
@@ -81,9 +77,8 @@ def test_the_worker_account_passes_its_own_review_under_rbac(enforcing):
     assert all(line(output, f"May {', '.join(p.verbs)}").startswith("✓") for p in COMPONENTS["worker"])
     # The portal's account may not read Kueue's installation: warnings that say how to see it.
     assert line(output, "Kueue CRDs") == "! Kueue CRDs: this account may not read CustomResourceDefinitions"
-    assert line(output, "Kueue controller").startswith(
-        "! Kueue controller: kueue-controller-manager in kueue-system: this account may not read it"
-    )
+    assert line(output, "Kueue controller").startswith("! Kueue controller: kueue-controller-manager in "
+                                                       "kueue-system: this account may not read it")
 
 
 def test_a_missing_verb_fails_its_line(enforcing):
@@ -102,8 +97,7 @@ def test_the_watcher_account_lacks_the_workers_verbs(enforcing):
     code, output = cluster_check()  # all components' verbs, with only the watcher's role
     assert code == 1
     assert line(output, "May create, get, delete, list, watch jobs.batch") == (
-        "✗ May create, get, delete, list, watch jobs.batch: denied: create, get, delete"
-    )
+        "✗ May create, get, delete, list, watch jobs.batch: denied: create, get, delete")
 
 
 def test_kueue_configuration_the_portal_cannot_work_with(settings):

@@ -24,21 +24,12 @@ from worker.kueue_sync import desired_from_database, reconcile
 pytestmark = pytest.mark.slow
 
 
-def submit(kubesim, user, *, project="vision", pool="h100", gpus=4, pods=1, preemptible=True, seconds=600, name="run"):
+def submit(kubesim, user, *, project="vision", pool="h100", gpus=4, pods=1, preemptible=True, seconds=600,
+           name="run"):
     workload = services.workload_submit(
-        actor=user,
-        project=Project.objects.get(slug=project),
-        kind=Kind.TRAINING,
-        name=name,
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", str(seconds)],
-        node_pool=NodePool.objects.get(slug=pool),
-        gpus=gpus,
-        pods=pods,
-        model_label="resnet",
-        data_class="public",
-        preemptible=preemptible,
-    )
+        actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name,
+        image="pytorch/pytorch:2.4.0", command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug=pool),
+        gpus=gpus, pods=pods, model_label="resnet", data_class="public", preemptible=preemptible)
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     kubesim.advance(1)
     return workload
@@ -50,11 +41,9 @@ def status_of(workload):
 
 def mirrored(**used):
     """Wait until the mirror shows these ClusterQueues' usage (name -> units)."""
-
     def check():
         rows = dict(ClusterQueueState.objects.filter(name__in=list(used)).values_list("name", "used"))
         return all(rows.get(name) == Decimal(units) for name, units in used.items())
-
     wait_for(check, describe=lambda: list(ClusterQueueState.objects.values_list("name", "used")))
 
 
@@ -68,12 +57,12 @@ def text(fragment):
 
 def status_line(content):
     start = content.index('class="status-line"')
-    return text(content[start : content.index("</div>", start)].split(">", 1)[1])
+    return text(content[start:content.index("</div>", start)].split(">", 1)[1])
 
 
 def sentence(content):
     start = content.index('class="explanation"')
-    return text(content[start : content.index("</p>", start)].split(">", 1)[1])
+    return text(content[start:content.index("</p>", start)].split(">", 1)[1])
 
 
 def waiting(client, workload):
@@ -98,10 +87,8 @@ def test_limit_reached_while_cards_stand_idle(kubesim, org, watcher):
     content = page(alice, waits[0])
     line, said = status_line(content), sentence(content)
     assert line.startswith("Queued · 4 more H100 80GB needed: Vision is at its limit (8 of 8)")
-    assert said.startswith(
-        "Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in use, so 4 more are "
-        "needed; 8 of the pool's 16 are idle, but the limit caps Vision."
-    )
+    assert said.startswith("Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in use, so 4 more are "
+                           "needed; 8 of the pool's 16 are idle, but the limit caps Vision.")
     assert "no other team" not in content
     same_numbers(line, said, 4)
     head = Workload.objects.get(pk=waits[0].pk)
@@ -143,14 +130,11 @@ def test_preempted_then_requeued_behind_cards_serving_keeps(kubesim, org, watche
     kueue_says = kueue_more_needed(row.status_message)
     content = page(org["alice"], victim)
     line, said = status_line(content), sentence(content)
-    assert line.startswith(
-        "Preempted · requeued · 4 more H100 80GB needed: 4 idle held back by a project you cannot see (4)"
-    )
-    assert said == (
-        "Waiting for 4 x H100 80GB: 4 of the pool's 16 are idle, but a project you cannot see (4) keeps 4 "
-        "of them for non-preemptible work and does not lend them, so only 0 are free to Vision and 4 "
-        "more are needed. You are next in line."
-    )
+    assert line.startswith("Preempted · requeued · 4 more H100 80GB needed: 4 idle held back by a project you cannot "
+                           "see (4)")
+    assert said == ("Waiting for 4 x H100 80GB: 4 of the pool's 16 are idle, but a project you cannot see (4) keeps 4 "
+                    "of them for non-preemptible work and does not lend them, so only 0 are free to Vision and 4 "
+                    "more are needed. You are next in line.")
     same_numbers(line, said, 4)
     assert kueue_says == 4
     for secret in ("Serving", "serving", "Production"):
@@ -172,12 +156,12 @@ def outside_conditions(content):
     start = content.find('aria-label="Kueue conditions"')
     if start < 0:
         return content
-    return content[:start] + content[content.index("</section>", start) :]
+    return content[:start] + content[content.index("</section>", start):]
 
 
 def preemption_sentence(content):
     start = content.index("data-preemption")
-    return text(content[start : content.index("</p>", start)].split(">", 1)[1])
+    return text(content[start:content.index("</p>", start)].split(">", 1)[1])
 
 
 def test_preempted_then_requeued_has_its_status_filter_and_one_plain_sentence(kubesim, org, watcher):
@@ -219,22 +203,13 @@ def test_preempted_then_requeued_has_its_status_filter_and_one_plain_sentence(ku
 
 
 def test_the_pool_physically_full_is_broken_down_by_scope(kubesim, org, watcher):
-    holders = [
-        submit(kubesim, org["admin"], project="serving", preemptible=False, name="serve"),
-        submit(kubesim, org["carol"], project="forecasting", name="ds"),
-        submit(kubesim, org["alice"], name="mine"),
-        submit(kubesim, org["bob"], project="nlp", name="nlp"),
-    ]
+    holders = [submit(kubesim, org["admin"], project="serving", preemptible=False, name="serve"),
+               submit(kubesim, org["carol"], project="forecasting", name="ds"),
+               submit(kubesim, org["alice"], name="mine"), submit(kubesim, org["bob"], project="nlp", name="nlp")]
     wait_for(lambda: all(status_of(w) == Status.RUNNING for w in holders))
     more = submit(kubesim, org["alice"], name="more")
-    mirrored(
-        **{
-            "proj-serving-h100-guaranteed": 4,
-            "proj-forecasting-h100-elastic": 4,
-            "proj-vision-h100-elastic": 4,
-            "proj-nlp-h100-elastic": 4,
-        }
-    )
+    mirrored(**{"proj-serving-h100-guaranteed": 4, "proj-forecasting-h100-elastic": 4, "proj-vision-h100-elastic": 4,
+                "proj-nlp-h100-elastic": 4})
     wait_for(lambda: status_of(more) == Status.QUEUED and Workload.objects.get(pk=more.pk).status_reason != "Created")
     alice = text(page(org["alice"], more))
     assert "4 more H100 80GB needed: the pool is full (16 of 16 in use)" in alice
@@ -243,11 +218,8 @@ def test_the_pool_physically_full_is_broken_down_by_scope(kubesim, org, watcher)
         assert secret not in alice
     lead = waiting(signed_in(org["lead"]), more)
     assert lead["reason"] == "pool_full"
-    assert lead["numbers"]["holders"] == [
-        {"project": "NLP", "units": 4},
-        {"project": "Vision", "units": 4},
-        {"project": None, "units": 8},
-    ]
+    assert lead["numbers"]["holders"] == [{"project": "NLP", "units": 4}, {"project": "Vision", "units": 4},
+                                          {"project": None, "units": 8}]
     admin = waiting(signed_in(org["admin"]), more)
     assert {h["project"] for h in admin["numbers"]["holders"]} == {"Forecasting", "NLP", "Serving", "Vision"}
 
@@ -285,30 +257,23 @@ def test_a_waiting_gang_says_how_many_pods_on_how_many_nodes(kubesim, org, watch
     assert NodeState.objects.filter(node_pool__slug="h100", ready=True, unschedulable=False).count() == 2
     content = page(alice, gang)
     line, said = status_line(content), sentence(content)
-    assert said.startswith(
-        "Waiting for 8 x H100 80GB (4 pods of 2 each, admitted together; 2 of the pool's 2 nodes "
-        "can host such a pod): Vision is at its limit there, 8 of 8 in use"
-    )
+    assert said.startswith("Waiting for 8 x H100 80GB (4 pods of 2 each, admitted together; 2 of the pool's 2 nodes "
+                           "can host such a pod): Vision is at its limit there, 8 of 8 in use")
     same_numbers(line, said, 8)
     assert status_of(gang) == Status.QUEUED
     data = waiting(signed_in(alice), gang)
     assert data["reason"] == "project_limit" and data["sentence"] == said
     numbers = data["numbers"]
     assert (numbers["pods"], numbers["gpus_per_pod"], numbers["pool_nodes"], numbers["nodes_hosting_a_pod"]) == (
-        4,
-        2,
-        2,
-        2,
-    )
+        4, 2, 2, 2)
     listing = text(signed_in(alice).get(reverse("workloads:list")).content.decode())
     assert "4 pods of 2 each, admitted together; 2 of the pool's 2 nodes can host such a pod" in listing
 
 
 def test_a_held_queue_says_so(kubesim, cluster, org, watcher):
     cluster.patch("LocalQueue", "elastic-h100", {"spec": {"stopPolicy": "Hold"}}, namespace="proj-vision")
-    wait_for(
-        lambda: LocalQueueState.objects.filter(name="elastic-h100", namespace="proj-vision", active=False).exists()
-    )
+    wait_for(lambda: LocalQueueState.objects.filter(name="elastic-h100", namespace="proj-vision",
+                                                    active=False).exists())
     held = submit(kubesim, org["alice"], name="held")
     wait_for(lambda: Workload.objects.get(pk=held.pk).status_reason not in ("", "Created"))
     data = waiting(signed_in(org["alice"]), held)
@@ -337,18 +302,9 @@ def test_work_that_can_never_fit_says_what_to_change(kubesim, org, cluster, watc
     serving = Project.objects.get(slug="serving")
     org_services.project_update(actor=org["admin"], project=serving, does_not_lend=False)
     workload = services.workload_submit(
-        actor=org["admin"],
-        project=Project.objects.get(slug="etl"),
-        kind=Kind.TRAINING,
-        name="etl",
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", "600"],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=4,
-        model_label="resnet",
-        data_class="public",
-        preemptible=True,
-    )
+        actor=org["admin"], project=Project.objects.get(slug="etl"), kind=Kind.TRAINING, name="etl",
+        image="pytorch/pytorch:2.4.0", command=["sleep", "600"], node_pool=NodePool.objects.get(slug="h100"), gpus=4,
+        model_label="resnet", data_class="public", preemptible=True)
     org_services.project_update(actor=org["admin"], project=Project.objects.get(slug="serving"), does_not_lend=True)
     reconcile(cluster, desired_from_database())
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"

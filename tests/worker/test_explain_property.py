@@ -72,14 +72,9 @@ def split(rng: random.Random, total: int, parts: int) -> list[int]:
 def generate(rng: random.Random, admin, seed: int) -> World:
     """A pool on kubesim's H100 nodes with two or three departments of one to three projects each."""
     capacity = rng.randint(8, 24)
-    pool = org_services.node_pool_create(
-        actor=admin,
-        slug=f"gen{seed}",
-        name=f"Gen{seed} pool",
-        gpu_resource="nvidia.com/gpu",
-        capacity=capacity,
-        node_labels={"portal.gpu/pool": "h100"},
-    )
+    pool = org_services.node_pool_create(actor=admin, slug=f"gen{seed}", name=f"Gen{seed} pool",
+                                         gpu_resource="nvidia.com/gpu", capacity=capacity,
+                                         node_labels={"portal.gpu/pool": "h100"})
     world = World(pool=pool)
     for d, deserved in enumerate(split(rng, capacity, rng.randint(2, 3))):
         department = org_services.department_create(actor=admin, slug=f"g{seed}d{d}", name=f"Gen{seed} Dept{d}")
@@ -87,17 +82,11 @@ def generate(rng: random.Random, admin, seed: int) -> World:
         org_services.quota_set(actor=admin, node_pool=pool, department=department, deserved=deserved, limit=limit)
         world.departments.append(department)
         for p, project_deserved in enumerate(split(rng, deserved, rng.randint(1, 3))):
-            project = org_services.project_create(
-                actor=admin,
-                department=department,
-                slug=f"g{seed}d{d}p{p}",
-                name=f"Gen{seed} Proj{d}-{p}",
-                does_not_lend=rng.random() < 0.35,
-            )
+            project = org_services.project_create(actor=admin, department=department, slug=f"g{seed}d{d}p{p}",
+                                                  name=f"Gen{seed} Proj{d}-{p}", does_not_lend=rng.random() < 0.35)
             project_limit = None if rng.random() < 0.3 else project_deserved + rng.randint(0, 6)
-            org_services.quota_set(
-                actor=admin, node_pool=pool, project=project, deserved=project_deserved, limit=project_limit
-            )
+            org_services.quota_set(actor=admin, node_pool=pool, project=project, deserved=project_deserved,
+                                   limit=project_limit)
             world.projects.append(project)
     return world
 
@@ -148,19 +137,13 @@ def check(world: World, admin, researcher, *, settled: bool) -> dict[str, int]:
             assert within_project and within_department and pool_used + units > capacity, context
         elif reason == NOT_LENDABLE:
             assert within_project and within_department and pool_used + units <= capacity, context
-            idle_kept = sum(
-                (
-                    max(Decimal(0), p.deserved - sum((q["used"] for q in p.queues if q["guaranteed"]), Decimal(0)))
-                    for p, _ in projects.values()
-                    if not p.lends
-                ),
-                Decimal(0),
-            )
+            idle_kept = sum((max(Decimal(0), p.deserved - sum((q["used"] for q in p.queues if q["guaranteed"]),
+                                                             Decimal(0)))
+                             for p, _ in projects.values() if not p.lends), Decimal(0))
             assert 0 < numbers["held_back"] <= idle_kept, context
         elif reason == PREEMPTING:
             assert workload.status_reason == "WaitingForPreemptedWorkloads" or (
-                not workload.preemptible and guaranteed_used + units <= project.deserved
-            ), context
+                not workload.preemptible and guaranteed_used + units <= project.deserved), context
         elif reason == PREEMPTED:
             assert workload.status == Status.PREEMPTED, context
         elif reason == NEVER_FITS:  # Kueue, doing the same arithmetic on the same tree, agrees
@@ -195,7 +178,8 @@ def check_ledger(world: World, admin, now: datetime) -> int:
     for period in DeservedPeriod.objects.filter(node_pool=world.pool):
         periods[(period.project_id, period.node_pool_id)].append((period.started_at, period.deserved))
     reference = expected_within(intervals, window.start, now, dict(periods))
-    held = list(reports.holders(user=admin, window=window, filters=HolderFilters(node_pool_id=world.pool.pk), now=now))
+    held = list(reports.holders(user=admin, window=window, filters=HolderFilters(node_pool_id=world.pool.pk),
+                                now=now))
     assert {row.pk for row in held} == {row.pk for row in intervals}
     for row in held:
         within, over = reports.held_split(row.held_hours, row.within_hours)
@@ -205,30 +189,24 @@ def check_ledger(world: World, admin, now: datetime) -> int:
         assert within == pytest.approx(reference[row.pk], rel=1e-6, abs=1e-6), context
         assert over >= 0 and within >= 0, context
     # The report: each department is the sum of its projects.
-    project_rows = reports.usage_report(
-        user=admin, group=Group.PROJECT, window=window, now=now, filters=reports.Filters(node_pool_id=world.pool.pk)
-    ).rows
-    department_rows = reports.usage_report(
-        user=admin, group=Group.DEPARTMENT, window=window, now=now, filters=reports.Filters(node_pool_id=world.pool.pk)
-    ).rows
+    project_rows = reports.usage_report(user=admin, group=Group.PROJECT, window=window, now=now,
+                                        filters=reports.Filters(node_pool_id=world.pool.pk)).rows
+    department_rows = reports.usage_report(user=admin, group=Group.DEPARTMENT, window=window, now=now,
+                                           filters=reports.Filters(node_pool_id=world.pool.pk)).rows
     department_of = {p.pk: p.department_id for p in world.projects}
     for department in department_rows:
         children = [row for row in project_rows if department_of.get(row.key) == department.key]
         for fact in ("gpu_hours", "within_quota", "borrowed"):
             assert (getattr(department, fact) or 0.0) == pytest.approx(
-                sum(getattr(row, fact) or 0.0 for row in children), rel=1e-6, abs=1e-6
-            ), (department.key, fact)
+                sum(getattr(row, fact) or 0.0 for row in children), rel=1e-6, abs=1e-6), (department.key, fact)
     assert sum(row.gpu_hours or 0.0 for row in project_rows) == pytest.approx(
-        sum(row.held_hours for row in held), rel=1e-6, abs=1e-6
-    )
+        sum(row.held_hours for row in held), rel=1e-6, abs=1e-6)
     # The quota dashboard: each department's figures are the sums of its projects' (lent and borrowed included).
     dashboard, _ = figures(admin, world.pool)
     for department in dashboard.departments:
         for fact in ("used", "borrowed", "lent", "pending"):
-            assert getattr(department, fact) == sum(getattr(p, fact) for p in department.children), (
-                department.slug,
-                fact,
-            )
+            assert getattr(department, fact) == sum(getattr(p, fact) for p in department.children), \
+                (department.slug, fact)
     return len(intervals)
 
 
@@ -247,19 +225,10 @@ def test_reasons_agree_with_the_dashboard(seed, kubesim, cluster, org):
         preemptible = rng.random() < 0.6
         try:
             workload = services.workload_submit(
-                actor=admin,
-                project=project,
-                kind=Kind.TRAINING,
-                name=f"w{index}",
-                image="pytorch/pytorch:2.4.0",
-                command=["sleep", str(rng.choice([60, 300, 3600]))],
-                node_pool=world.pool,
-                gpus=rng.choice([1, 2, 2, 4]),
-                pods=rng.choice([1, 1, 2]),
-                model_label="m",
-                data_class="public",
-                preemptible=preemptible,
-            )
+                actor=admin, project=project, kind=Kind.TRAINING, name=f"w{index}", image="pytorch/pytorch:2.4.0",
+                command=["sleep", str(rng.choice([60, 300, 3600]))], node_pool=world.pool,
+                gpus=rng.choice([1, 2, 2, 4]), pods=rng.choice([1, 1, 2]), model_label="m", data_class="public",
+                preemptible=preemptible)
         except ValidationError:
             continue  # the form refuses what could never run (over the limit, non-preemptible over deserved)
         assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"

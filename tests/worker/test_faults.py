@@ -42,10 +42,8 @@ from worker.watcher import Watcher
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
-    pytest.mark.skipif(
-        "postgresql" not in settings.DATABASES["default"]["ENGINE"],
-        reason="the worker subprocess shares the test database: PostgreSQL",
-    ),
+    pytest.mark.skipif("postgresql" not in settings.DATABASES["default"]["ENGINE"],
+                       reason="the worker subprocess shares the test database: PostgreSQL"),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,9 +68,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.pid = self.proc.pid
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
         wait_for(lambda: _pings(client), timeout=10)
@@ -108,13 +104,9 @@ class WorkerProcess:
         self.env = {
             **os.environ,
             "DATABASE_URL": f"postgres://{credentials}@{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/"
-            f"{database['NAME']}",
-            "REDIS_URL": broker_url,
-            "KUBECONFIG": kubeconfig,
-            "CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
-            "PORTAL_RUN_DIR": str(log_dir),
-            "DJANGO_SETTINGS_MODULE": "portal.settings",
-            "LOG_LEVEL": "INFO",
+                            f"{database['NAME']}",
+            "REDIS_URL": broker_url, "KUBECONFIG": kubeconfig, "CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+            "PORTAL_RUN_DIR": str(log_dir), "DJANGO_SETTINGS_MODULE": "portal.settings", "LOG_LEVEL": "INFO",
         }
         self.log_dir = log_dir
         self.proc: subprocess.Popen[bytes] | None = None
@@ -125,30 +117,10 @@ class WorkerProcess:
         self.log = self.log_dir / f"worker-{WorkerProcess.count}.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "portal.celery",
-                    "worker",
-                    "--pool",
-                    "solo",
-                    "--loglevel",
-                    "INFO",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "--queues",
-                    settings.CELERY_TASK_DEFAULT_QUEUE,
-                    "--hostname",
-                    f"faults-{WorkerProcess.count}@%h",
-                ],
-                env=self.env,
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+                [sys.executable, "-m", "celery", "-A", "portal.celery", "worker", "--pool", "solo", "--loglevel",
+                 "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                 "--queues", settings.CELERY_TASK_DEFAULT_QUEUE, "--hostname", f"faults-{WorkerProcess.count}@%h"],
+                env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
         wait_for(lambda: b" ready." in self.log.read_bytes() or self.proc.poll() is not None, timeout=60)
         assert self.proc.poll() is None, self.log.read_text()[-3000:]
@@ -177,9 +149,8 @@ class WorkerProcess:
 def kubesim(tmp_path_factory):
     """kubesim as a subprocess on a fixed free port with its state in a file, so a restart keeps the cluster."""
     workdir = tmp_path_factory.mktemp("kubesim")
-    process = KubesimProcess(
-        str(workdir), "--port", str(free_port()), "--state", str(workdir / "state.json"), clock="manual"
-    )
+    process = KubesimProcess(str(workdir), "--port", str(free_port()), "--state", str(workdir / "state.json"),
+                             clock="manual")
     process.start()
     yield process
     process.stop()
@@ -241,24 +212,10 @@ def api(org):
 
 
 def submit(api, name: str, seconds: int, gpus: int = 1) -> int:
-    response = api.post(
-        "/api/v1/workloads/",
-        data=json.dumps(
-            {
-                "project": "vision",
-                "kind": "training",
-                "name": name,
-                "image": "pytorch/pytorch:2.4.0",
-                "command": ["sleep", str(seconds)],
-                "node_pool": "l40s-shared",
-                "gpus": gpus,
-                "cpu": "1",
-                "memory": "4Gi",
-                "labels": {"model": "resnet50", "data_class": "public"},
-            }
-        ),
-        content_type="application/json",
-    )
+    response = api.post("/api/v1/workloads/", data=json.dumps({
+        "project": "vision", "kind": "training", "name": name, "image": "pytorch/pytorch:2.4.0",
+        "command": ["sleep", str(seconds)], "node_pool": "l40s-shared", "gpus": gpus, "cpu": "1", "memory": "4Gi",
+        "labels": {"model": "resnet50", "data_class": "public"}}), content_type="application/json")
     assert response.status_code == 201, response.content
     return response.json()["id"]
 
@@ -402,20 +359,14 @@ def test_kubernetes_api_errors_and_latency(api, kubesim, cluster, worker_process
     kubesim.faults(error_rate=0.3, latency_ms=200, verbs=["create", "delete"], resources=["jobs"], seed=7)
     try:
         ids = [submit(api, f"flaky-{i}", 3600) for i in range(12)]
-        wait_for(
-            lambda: all(s != Status.SUBMITTING for s in statuses(ids).values()),
-            timeout=120,
-            describe=lambda: statuses(ids),
-        )
+        wait_for(lambda: all(s != Status.SUBMITTING for s in statuses(ids).values()), timeout=120,
+                 describe=lambda: statuses(ids))
         kubesim.advance(1)
         stopped = set(ids[:4])
         for pk in ids[:4]:
             stop(api, pk)
-        wait_for(
-            lambda: all(s != Status.STOPPING for s in statuses(ids).values()),
-            timeout=120,
-            describe=lambda: statuses(ids),
-        )
+        wait_for(lambda: all(s != Status.STOPPING for s in statuses(ids).values()), timeout=120,
+                 describe=lambda: statuses(ids))
     finally:
         kubesim.clear_faults()
     converge(kubesim, cluster, ids, stopped=stopped)
@@ -434,18 +385,13 @@ def test_worker_killed_mid_task(api, kubesim, cluster, broker, worker_process, w
     kubesim.faults(error_rate=1.0, latency_ms=3000, verbs=["create", "delete"], resources=["jobs"])
     try:
         stop(api, running[0])
-        wait_for(
-            lambda: Intent.objects.filter(
-                kind="workload.stop", target_id=running[0], claimed_until__isnull=False
-            ).exists(),
-            timeout=30,
-        )
+        wait_for(lambda: Intent.objects.filter(kind="workload.stop", target_id=running[0],
+                                               claimed_until__isnull=False).exists(), timeout=30)
         worker.kill()  # in the middle of the stop
         killed_submit = submit(api, "killed", 3600)
         worker = worker_process()
-        wait_for(
-            lambda: Workload.objects.filter(pk=killed_submit, submit_claimed_at__isnull=False).exists(), timeout=30
-        )
+        wait_for(lambda: Workload.objects.filter(pk=killed_submit, submit_claimed_at__isnull=False).exists(),
+                 timeout=30)
         worker.kill()  # in the middle of the submit
         # More work queued behind them, for the next worker.
         later = [submit(api, f"later-{i}", 3600) for i in range(3)]
@@ -455,14 +401,8 @@ def test_worker_killed_mid_task(api, kubesim, cluster, broker, worker_process, w
     ids = [*running, killed_submit, *later]
     stopped = {running[0], running[1]}
     worker_process()
-    wait_for(
-        lambda: (
-            {pk for pk, s in statuses(ids).items() if s in {Status.SUBMITTING, Status.STOPPING}}
-            == {running[0], killed_submit}
-        ),
-        timeout=60,
-        describe=lambda: statuses(ids),
-    )
+    wait_for(lambda: {pk for pk, s in statuses(ids).items() if s in {Status.SUBMITTING, Status.STOPPING}}
+             == {running[0], killed_submit}, timeout=60, describe=lambda: statuses(ids))
     # What the killed tasks held: their messages are unacknowledged (acks_late) and come back after the broker's
     # visibility timeout (minutes); their leases and claims keep other tasks out until they run out. Then the sweep
     # sends both again.
@@ -473,10 +413,8 @@ def test_worker_killed_mid_task(api, kubesim, cluster, broker, worker_process, w
     sweep()
     converge(kubesim, cluster, ids, stopped=stopped)
     for pk in (running[0], killed_submit):
-        assert (
-            Intent.objects.get(target_id=pk, kind__startswith="workload.", done_at__isnull=False, dispatches=2).attempts
-            == 2
-        )  # the killed attempt, then the sweep's
+        assert Intent.objects.get(target_id=pk, kind__startswith="workload.", done_at__isnull=False,
+                                  dispatches=2).attempts == 2  # the killed attempt, then the sweep's
 
 
 def test_kubesim_restart_and_a_watcher_restart(api, kubesim, cluster, worker_process, watcher):

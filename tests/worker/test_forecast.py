@@ -30,31 +30,12 @@ from worker.forecast import WIDEN_MIN_RECORD, forecasts_refresh
 NOW = datetime.fromisoformat("2026-06-01T12:00:00+00:00")
 
 
-def workload(
-    user,
-    *,
-    project="vision",
-    gpus=4,
-    preemptible=False,
-    max_runtime=None,
-    image="pytorch/pytorch:2.4.0",
-    seconds=600,
-    name="run",
-):
+def workload(user, *, project="vision", gpus=4, preemptible=False, max_runtime=None, image="pytorch/pytorch:2.4.0",
+             seconds=600, name="run"):
     return services.workload_submit(
-        actor=user,
-        project=Project.objects.get(slug=project),
-        kind=Kind.TRAINING,
-        name=name,
-        image=image,
-        command=["sleep", str(seconds)],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=gpus,
-        model_label="resnet",
-        data_class="public",
-        preemptible=preemptible,
-        max_runtime_seconds=max_runtime,
-    )
+        actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name, image=image,
+        command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug="h100"), gpus=gpus,
+        model_label="resnet", data_class="public", preemptible=preemptible, max_runtime_seconds=max_runtime)
 
 
 def running(row, *, since: float):
@@ -67,16 +48,14 @@ def queued(row, *, at: float = 0):
 
 def finished(row, *, ran: float, ago: float):
     end = NOW - timedelta(seconds=ago)
-    Workload.objects.filter(pk=row.pk).update(
-        status=Status.SUCCEEDED, admitted_at=end - timedelta(seconds=ran), finished_at=end
-    )
+    Workload.objects.filter(pk=row.pk).update(status=Status.SUCCEEDED, admitted_at=end - timedelta(seconds=ran),
+                                              finished_at=end)
 
 
 def offsets(row) -> tuple:
     forecast = WorkloadForecast.objects.get(workload=row)
-    return tuple(
-        None if t is None else (t - NOW).total_seconds() for t in (forecast.earliest, forecast.likely, forecast.latest)
-    )
+    return tuple(None if t is None else (t - NOW).total_seconds()
+                 for t in (forecast.earliest, forecast.likely, forecast.latest))
 
 
 def test_max_runtime_then_history_then_nothing(demo):
@@ -131,11 +110,8 @@ def test_shown_on_the_list_the_detail_the_queue_and_the_api(demo, django_assert_
     data = client.get(f"/api/v1/workloads/{waiting.pk}/").json()["forecast"]
     assert data["likely"] == stored.likely.isoformat().replace("+00:00", "Z")
     assert data["basis"] == "max_runtime" and data["reason"] is None and data["summary"] == stored.phrase()
-    for url in (
-        reverse("workloads:list"),
-        reverse("workloads:detail", args=[waiting.pk]),
-        reverse("workloads:project_queue", args=["vision"]),
-    ):
+    for url in (reverse("workloads:list"), reverse("workloads:detail", args=[waiting.pk]),
+                reverse("workloads:project_queue", args=["vision"])):
         html = client.get(url).content.decode()
         assert 'data-forecast="max_runtime"' in html, url
     # The list joins the forecast: more waiting rows cost no more queries.
@@ -160,25 +136,12 @@ def test_the_submit_panel_says_when_it_would_start(demo):
     vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
     running(workload(alice, max_runtime=600), since=0)
     queued(workload(alice, name="waits", max_runtime=600))
-    ClusterQueueState.objects.create(
-        name="proj-vision-h100-guaranteed",
-        project=vision,
-        node_pool=h100,
-        guaranteed=True,
-        used=4,
-        nominal=4,
-        observed_at=timezone.now(),
-    )
+    ClusterQueueState.objects.create(name="proj-vision-h100-guaranteed", project=vision, node_pool=h100,
+                                     guaranteed=True, used=4, nominal=4, observed_at=timezone.now())
     forecasts_refresh(now=NOW)
-    page = (
-        signed_in(alice)
-        .get(
-            reverse("workloads:submit", args=["training"]),
-            {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2", "pods": "1"},
-            HTTP_HX_REQUEST="true",
-        )
-        .content.decode()
-    )
+    page = signed_in(alice).get(reverse("workloads:submit", args=["training"]), {
+        "panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2", "pods": "1"},
+        HTTP_HX_REQUEST="true").content.decode()
     assert "Would wait" in page and 'data-fact="start-forecast"' in page
     assert "If you submit this now: likely" in page and "after the 1 workload ahead of it" in page
 
@@ -217,9 +180,8 @@ def test_forecast_shown_then_met(kubesim, org, watcher):
 def admitted(row, *, at: datetime) -> None:
     """What the mirror records when Kueue admits it: the status and the event at the cluster's time."""
     Workload.objects.filter(pk=row.pk).update(status=Status.ADMITTED, admitted_at=row.admitted_at or at)
-    WorkloadEvent.objects.create(
-        workload=row, at=at, cluster_at=at, from_status=Status.QUEUED, to_status=Status.ADMITTED
-    )
+    WorkloadEvent.objects.create(workload=row, at=at, cluster_at=at, from_status=Status.QUEUED,
+                                 to_status=Status.ADMITTED)
 
 
 def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
@@ -241,8 +203,7 @@ def test_the_first_estimate_is_recorded_and_outlives_the_wait(demo):
     record.refresh_from_db()
     assert record.started_at == NOW + timedelta(seconds=650)
     assert selectors.forecast_record(now=NOW) == [
-        (NOW, record.earliest, record.latest, NOW + timedelta(seconds=650), False)
-    ]
+        (NOW, record.earliest, record.latest, NOW + timedelta(seconds=650), False)]
     forecasts_refresh(now=NOW + timedelta(days=31))
     assert not ForecastRecord.objects.filter(workload=waiting).exists()
 
@@ -255,27 +216,13 @@ def test_an_older_refresh_never_replaces_a_newer_one(demo):
     waiting = workload(alice, name="waits")
     queued(waiting)
     forecasts_refresh(now=NOW + timedelta(seconds=60))
-
     def stored():
         return WorkloadForecast.objects.filter(workload=waiting).values_list("computed_at", "likely", "reason").get()
 
     assert stored() == (NOW + timedelta(seconds=60), NOW + timedelta(seconds=600), "")
-    assert (
-        services.workload_forecasts_store(
-            computed_at=NOW,
-            forecasts={
-                waiting.pk: {
-                    "earliest": None,
-                    "likely": None,
-                    "latest": None,
-                    "basis": "",
-                    "reason": ForecastReason.NO_RUNTIME,
-                    "message": "older",
-                }
-            },
-        )
-        == 0
-    )
+    assert services.workload_forecasts_store(computed_at=NOW, forecasts={waiting.pk: {
+        "earliest": None, "likely": None, "latest": None, "basis": "", "reason": ForecastReason.NO_RUNTIME,
+        "message": "older"}}) == 0
     assert stored() == (NOW + timedelta(seconds=60), NOW + timedelta(seconds=600), "")
 
 
@@ -308,14 +255,9 @@ def test_the_record_reads_recent_waits_that_started_in_one_query(demo, django_as
 
     def record(row, *, likely: float, started: float | None, days_ago: float = 0):
         at = NOW - timedelta(days=days_ago)
-        ForecastRecord.objects.create(
-            workload=row,
-            forecast_at=at,
-            earliest=at,
-            likely=at + timedelta(seconds=likely),
-            latest=at + timedelta(seconds=likely + 60),
-            started_at=None if started is None else at + timedelta(seconds=started),
-        )
+        ForecastRecord.objects.create(workload=row, forecast_at=at, earliest=at, likely=at + timedelta(seconds=likely),
+                                      latest=at + timedelta(seconds=likely + 60),
+                                      started_at=None if started is None else at + timedelta(seconds=started))
 
     record(rows[0], likely=300, started=400, days_ago=1)
     record(rows[1], likely=300, started=200)
@@ -329,23 +271,13 @@ def test_the_record_reads_recent_waits_that_started_in_one_query(demo, django_as
     record(rows[6], likely=300, started=600, days_ago=3)
     with django_assert_num_queries(1):
         got = selectors.forecast_record(now=NOW)
-
     def waits(rows):
         return [(started and started - at, preemptible) for at, _, _, started, preemptible in rows]
 
-    assert waits(got) == [
-        (None, False),
-        (timedelta(seconds=200), False),
-        (timedelta(seconds=400), False),
-        (timedelta(seconds=500), True),
-        (timedelta(seconds=600), True),
-    ]
+    assert waits(got) == [(None, False), (timedelta(seconds=200), False), (timedelta(seconds=400), False),
+                          (timedelta(seconds=500), True), (timedelta(seconds=600), True)]
     assert waits(selectors.forecast_record(now=NOW, size=2)) == [
-        (None, False),
-        (timedelta(seconds=200), False),
-        (timedelta(seconds=500), True),
-        (timedelta(seconds=600), True),
-    ]
+        (None, False), (timedelta(seconds=200), False), (timedelta(seconds=500), True), (timedelta(seconds=600), True)]
 
 
 def test_ranges_are_widened_by_the_record(demo):
@@ -355,14 +287,9 @@ def test_ranges_are_widened_by_the_record(demo):
     for number in range(WIDEN_MIN_RECORD):
         old = workload(alice, name=f"old-{number}", gpus=1)
         at = NOW - timedelta(hours=2)
-        ForecastRecord.objects.create(
-            workload=old,
-            forecast_at=at,
-            earliest=at + timedelta(seconds=300),
-            likely=at + timedelta(seconds=300),
-            latest=at + timedelta(seconds=300),
-            started_at=at + timedelta(seconds=600),
-        )
+        ForecastRecord.objects.create(workload=old, forecast_at=at, earliest=at + timedelta(seconds=300),
+                                      likely=at + timedelta(seconds=300), latest=at + timedelta(seconds=300),
+                                      started_at=at + timedelta(seconds=600))
     running(workload(alice, max_runtime=600), since=0)
     waiting = workload(alice, name="waits")
     queued(waiting)

@@ -41,59 +41,33 @@ GPU = "nvidia.com/gpu"
 
 def org(*, capacity=8, vision=4, nlp=4, nlp_limit=None) -> list[dict]:
     quotas = {"vision": PoolQuota(vision, None, Decimal(1)), "nlp": PoolQuota(nlp, nlp_limit, Decimal(1))}
-    projects = tuple(
-        ProjectSpec(slug=slug, namespace=f"proj-{slug}", does_not_lend=False, quotas={"h100": quota})
-        for slug, quota in quotas.items()
-    )
-    department = DepartmentSpec(
-        slug="research", quotas={"h100": PoolQuota(vision + nlp, None, Decimal(1))}, projects=projects
-    )
-    return desired_objects(
-        OrgSnapshot(
-            pools=(PoolSpec(slug="h100", gpu_resource=GPU, capacity=capacity),),
-            departments=(department,),
-            priority_classes=(PriorityClassSpec("train", 50, ""),),
-        )
-    )
+    projects = tuple(ProjectSpec(slug=slug, namespace=f"proj-{slug}", does_not_lend=False, quotas={"h100": quota})
+                     for slug, quota in quotas.items())
+    department = DepartmentSpec(slug="research", quotas={"h100": PoolQuota(vision + nlp, None, Decimal(1))},
+                                projects=projects)
+    return desired_objects(OrgSnapshot(pools=(PoolSpec(slug="h100", gpu_resource=GPU, capacity=capacity),),
+                                       departments=(department,),
+                                       priority_classes=(PriorityClassSpec("train", 50, ""),)))
 
 
 def fixed(seconds: float) -> Runtime:
     return Runtime(seconds, seconds, seconds, ForecastBasis.MAX_RUNTIME)
 
 
-def job(
-    pk: int,
-    project: str,
-    units: int,
-    *,
-    guaranteed=True,
-    priority=50,
-    created=0,
-    runtime=None,
-    running_since: float | None = None,
-) -> Job:
+def job(pk: int, project: str, units: int, *, guaranteed=True, priority=50, created=0, runtime=None,
+        running_since: float | None = None) -> Job:
     holding = running_since is not None
     queue = f"{'guaranteed' if guaranteed else 'elastic'}-h100"
-    return Job(
-        id=pk,
-        namespace=f"proj-{project}",
-        queue=queue,
-        priority=priority,
-        created=NOW - timedelta(hours=1) + timedelta(seconds=created),
-        resource=GPU,
-        units_per_pod=units,
-        pods=1,
-        runtime=runtime,
-        cluster_queue=f"proj-{project}-h100-{'guaranteed' if guaranteed else 'elastic'}" if holding else "",
-        flavor="h100",
-        reserved_at=NOW - timedelta(seconds=running_since) if holding else None,
-    )
+    return Job(id=pk, namespace=f"proj-{project}", queue=queue, priority=priority,
+               created=NOW - timedelta(hours=1) + timedelta(seconds=created), resource=GPU, units_per_pod=units,
+               pods=1, runtime=runtime,
+               cluster_queue=f"proj-{project}-h100-{'guaranteed' if guaranteed else 'elastic'}" if holding else "",
+               flavor="h100", reserved_at=NOW - timedelta(seconds=running_since) if holding else None)
 
 
 def seconds(estimate) -> tuple:
-    return tuple(
-        None if t is None else (t - NOW).total_seconds() for t in (estimate.earliest, estimate.likely, estimate.latest)
-    )
+    return tuple(None if t is None else (t - NOW).total_seconds()
+                 for t in (estimate.earliest, estimate.likely, estimate.latest))
 
 
 def test_empty_pool_starts_now():
@@ -107,10 +81,8 @@ def test_full_pool_waits_for_the_known_ends():
     60, 210, 300, 420 and 520 s give 120 / 300 / 480 (10th, 50th, 90th percentiles, interpolated)."""
     history = expected_runtime(max_runtime=None, samples=[520, 60, 300, 210, 420])
     assert history == Runtime(120, 300, 480, ForecastBasis.HISTORY)
-    holding = [
-        job(1, "vision", 4, runtime=fixed(600), running_since=120),
-        job(2, "nlp", 4, runtime=history, running_since=0),
-    ]
+    holding = [job(1, "vision", 4, runtime=fixed(600), running_since=120),
+               job(2, "nlp", 4, runtime=history, running_since=0)]
     waiting = [job(3, "vision", 4, created=10, runtime=fixed(60)), job(4, "nlp", 4, created=20, runtime=fixed(60))]
     estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
     assert seconds(estimates[3]) == (480, 480, 480) and estimates[3].basis == ForecastBasis.MAX_RUNTIME
@@ -124,10 +96,8 @@ def test_ends_within_a_minute_are_replayed_together_and_the_range_spans_them():
     ends can come (nlp's optimistic +552) to the last (nlp's pessimistic +648); its basis is mixed."""
     history = expected_runtime(max_runtime=None, samples=[540, 600, 660])
     assert history == Runtime(552, 600, 648, ForecastBasis.HISTORY)
-    holding = [
-        job(1, "vision", 4, runtime=fixed(590), running_since=0),
-        job(2, "nlp", 4, runtime=history, running_since=0),
-    ]
+    holding = [job(1, "vision", 4, runtime=fixed(590), running_since=0),
+               job(2, "nlp", 4, runtime=history, running_since=0)]
     estimates = replay(objects=org(), holding=holding, waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)
     assert seconds(estimates[3]) == (552, 600, 648) and estimates[3].basis == ForecastBasis.MIXED
 
@@ -150,10 +120,8 @@ def test_a_higher_priority_arrival_goes_first():
     """One queue, 4 cards held until +600: the later but higher-priority workload (300 s) starts at +600, the
     earlier one after it, at +900."""
     holding = [job(1, "vision", 4, runtime=fixed(600), running_since=0)]
-    waiting = [
-        job(2, "vision", 4, priority=50, created=0, runtime=fixed(300)),
-        job(3, "vision", 4, priority=100, created=30, runtime=fixed(300)),
-    ]
+    waiting = [job(2, "vision", 4, priority=50, created=0, runtime=fixed(300)),
+               job(3, "vision", 4, priority=100, created=30, runtime=fixed(300))]
     estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
     assert seconds(estimates[3]) == (600, 600, 600)
     assert seconds(estimates[2]) == (900, 900, 900)
@@ -162,14 +130,10 @@ def test_a_higher_priority_arrival_goes_first():
 def test_reclaim_starts_at_once_and_the_borrower_waits():
     """nlp's preemptible work borrows vision's idle 4 cards for an hour; vision's non-preemptible work reclaims
     them now. nlp's next preemptible workload then waits for nlp's own running work (+200)."""
-    holding = [
-        job(1, "nlp", 4, runtime=fixed(200), running_since=0),
-        job(2, "nlp", 4, guaranteed=False, runtime=fixed(3600), running_since=0),
-    ]
-    waiting = [
-        job(3, "vision", 4, created=10, runtime=fixed(600)),
-        job(4, "nlp", 4, guaranteed=False, created=20, runtime=fixed(100)),
-    ]
+    holding = [job(1, "nlp", 4, runtime=fixed(200), running_since=0),
+               job(2, "nlp", 4, guaranteed=False, runtime=fixed(3600), running_since=0)]
+    waiting = [job(3, "vision", 4, created=10, runtime=fixed(600)),
+               job(4, "nlp", 4, guaranteed=False, created=20, runtime=fixed(100))]
     estimates = replay(objects=org(), holding=holding, waiting=waiting, now=NOW)
     assert seconds(estimates[3]) == (0, 0, 0) and estimates[3].basis == ForecastBasis.STARTS_NOW
     # The preempted borrower (#2, created first) goes back in its queue ahead of #4: it restarts at +200, and #4
@@ -192,9 +156,8 @@ def test_unknown_runtime_is_said_only_where_it_matters():
 def test_work_that_can_never_fit():
     estimates = replay(objects=org(), holding=[], waiting=[job(1, "vision", 6, runtime=fixed(60))], now=NOW)
     assert estimates[1].reason == ForecastReason.NEVER_FITS
-    assert estimates[1].message == (
-        "it asks for 6 GPU units; its queue can never get more than 4, whatever else finishes"
-    )
+    assert estimates[1].message == ("it asks for 6 GPU units; its queue can never get more than 4, whatever else "
+                                    "finishes")
 
 
 def test_a_stopped_queue_and_a_missing_queue():
@@ -211,16 +174,13 @@ def test_beyond_the_horizon():
     assert estimates[2].reason == ForecastReason.BEYOND_HORIZON
 
 
-@pytest.mark.parametrize(
-    ("samples", "elapsed", "max_runtime", "expected"),
-    [
-        ([100, 200], 0, None, None),  # too few similar runs and no max runtime
-        ([100, 200], 0, 900, Runtime(900, 900, 900, ForecastBasis.MAX_RUNTIME)),
-        ([100, 200, 300, 400, 500], 250, None, Runtime(320, 400, 480, ForecastBasis.HISTORY)),  # ran 250 s already
-        ([100, 200, 300, 400, 500], 600, None, Runtime(600, 600, 920, ForecastBasis.HISTORY)),  # longer than any
-        ([100, 200, 300, 400, 500], 0, 250, Runtime(140, 250, 250, ForecastBasis.HISTORY)),  # capped by its max
-    ],
-)
+@pytest.mark.parametrize(("samples", "elapsed", "max_runtime", "expected"), [
+    ([100, 200], 0, None, None),  # too few similar runs and no max runtime
+    ([100, 200], 0, 900, Runtime(900, 900, 900, ForecastBasis.MAX_RUNTIME)),
+    ([100, 200, 300, 400, 500], 250, None, Runtime(320, 400, 480, ForecastBasis.HISTORY)),  # ran 250 s already
+    ([100, 200, 300, 400, 500], 600, None, Runtime(600, 600, 920, ForecastBasis.HISTORY)),  # longer than any
+    ([100, 200, 300, 400, 500], 0, 250, Runtime(140, 250, 250, ForecastBasis.HISTORY)),  # capped by its max
+])
 def test_expected_runtime(samples, elapsed, max_runtime, expected):
     assert expected_runtime(max_runtime=max_runtime, samples=samples, elapsed=elapsed) == expected
 
@@ -240,10 +200,8 @@ def test_an_end_alone_is_replayed_at_its_own_time():
 def test_ends_far_ahead_are_grouped_over_a_tenth_of_their_distance(nlp_ends, start):
     """vision's cards free at +10,000; nlp's work ends 900 s later (within a tenth of 10,000 s: replayed together,
     at the later end) or 1,100 s later (not: vision's next workload starts when vision's own work ends)."""
-    holding = [
-        job(1, "vision", 4, runtime=fixed(10_000), running_since=0),
-        job(2, "nlp", 4, runtime=fixed(nlp_ends), running_since=0),
-    ]
+    holding = [job(1, "vision", 4, runtime=fixed(10_000), running_since=0),
+               job(2, "nlp", 4, runtime=fixed(nlp_ends), running_since=0)]
     estimates = replay(objects=org(), holding=holding, waiting=[job(3, "vision", 4, runtime=fixed(60))], now=NOW)
     assert seconds(estimates[3])[1] == start
 
@@ -282,12 +240,9 @@ def test_a_wait_still_going_counts_once_its_outcome_is_known():
 
 
 def test_a_widened_range_stretches_from_now_and_keeps_its_likely_start():
-    estimate = replay(
-        objects=org(),
-        holding=[job(1, "vision", 4, runtime=Runtime(400, 600, 800, "history"), running_since=0)],
-        waiting=[job(2, "vision", 4, runtime=fixed(60))],
-        now=NOW,
-    )[2]
+    estimate = replay(objects=org(), holding=[job(1, "vision", 4, runtime=Runtime(400, 600, 800, "history"),
+                                                 running_since=0)],
+                      waiting=[job(2, "vision", 4, runtime=fixed(60))], now=NOW)[2]
     assert seconds(estimate) == (400, 600, 800)
     assert seconds(widened(estimate, Widening(earlier=0.5, later=1.5), NOW)) == (200, 600, 1200)
     # Something starting now, or without an estimate, stays as it is.

@@ -22,17 +22,10 @@ def alice(org):
 
 
 @pytest.mark.parametrize(("preemptible", "queue"), [(True, "elastic-h100"), (False, "guaranteed-h100")])
-def test_form_post_reaches_kueue_through_the_worker(
-    alice, cluster, kubesim, celery_worker, watcher, preemptible, queue
-):
-    payload = submit_payload(
-        "training",
-        gpus="2",
-        pods="2",
-        priority_class="train" if preemptible else "build",
-        preemptible="on" if preemptible else None,
-        command="sleep 600",
-    )
+def test_form_post_reaches_kueue_through_the_worker(alice, cluster, kubesim, celery_worker, watcher, preemptible,
+                                                     queue):
+    payload = submit_payload("training", gpus="2", pods="2", priority_class="train" if preemptible else "build",
+                             preemptible="on" if preemptible else None, command="sleep 600")
     response = alice.post(reverse("workloads:submit", args=["training"]), payload)
     assert response.status_code == 302
     workload = Workload.objects.get()
@@ -51,10 +44,8 @@ def test_form_post_reaches_kueue_through_the_worker(
 
 
 def test_idle_notebooks_are_stopped_with_an_event_that_says_so(alice, cluster, kubesim, watcher):
-    response = alice.post(
-        reverse("workloads:submit", args=["notebook"]),
-        submit_payload("notebook", pool="l40s-shared", notebook_idle_timeout_minutes="30"),
-    )
+    response = alice.post(reverse("workloads:submit", args=["notebook"]),
+                          submit_payload("notebook", pool="l40s-shared", notebook_idle_timeout_minutes="30"))
     assert response.status_code == 302
     notebook = Workload.objects.get(kind=Kind.NOTEBOOK)
     assert tasks.workload_submit.apply(args=[notebook.pk]).get() == "submitted"
@@ -69,7 +60,6 @@ def test_idle_notebooks_are_stopped_with_an_event_that_says_so(alice, cluster, k
     stopped = Workload.objects.get(pk=notebook.pk)
     assert stopped.status == Status.STOPPED and stopped.status_reason == "IdleTimeout"
     event = WorkloadEvent.objects.filter(workload=notebook).order_by("-id").first()
-    assert event.message.startswith(
-        "Stopped after 30 minutes without activity (no sign of use in the notebook or the portal since "
-    )
+    assert event.message.startswith("Stopped after 30 minutes without activity (no sign of use in the notebook or "
+                                    "the portal since ")
     assert not cluster.list("Job", namespace="proj-vision")

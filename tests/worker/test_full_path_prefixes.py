@@ -17,11 +17,8 @@ from worker.kueue_sync import desired_from_database, read_owned, reconcile
 
 pytestmark = pytest.mark.slow
 
-PREFIXES = {
-    "KUEUE_PROJECT_PREFIX": "team-",
-    "KUEUE_ROOT_COHORT_PREFIX": "root-",
-    "KUEUE_DEPARTMENT_COHORT_PREFIX": "d-",
-}
+PREFIXES = {"KUEUE_PROJECT_PREFIX": "team-", "KUEUE_ROOT_COHORT_PREFIX": "root-",
+            "KUEUE_DEPARTMENT_COHORT_PREFIX": "d-"}
 DEFAULT_PREFIXES = ("proj-", "portal-", "dept-")
 
 
@@ -40,22 +37,11 @@ def prefixed(settings, cluster, transactional_db):
 
 def submit(client, name: str, gpus: int) -> Workload:
     """A non-preemptible training run in Vision's guaranteed H100 queue, through the API (the worker submits it)."""
-    response = call(
-        client,
-        "POST",
-        "workloads/",
-        {
-            "project": "vision",
-            "kind": "training",
-            "name": name,
-            "image": "pytorch/pytorch:2.4.0",
-            "command": ["sleep", "600"],
-            "node_pool": "h100",
-            "gpus": gpus,
-            "preemptible": False,
-            "labels": {"model": "resnet50", "data_class": "public"},
-        },
-    )
+    response = call(client, "POST", "workloads/", {
+        "project": "vision", "kind": "training", "name": name, "image": "pytorch/pytorch:2.4.0",
+        "command": ["sleep", "600"], "node_pool": "h100", "gpus": gpus, "preemptible": False,
+        "labels": {"model": "resnet50", "data_class": "public"},
+    })
     assert response.status_code == 201, response.content
     workload_id = response.json()["id"]
     wait_for(lambda: Workload.objects.get(pk=workload_id).k8s_uid)  # the worker created the Job
@@ -66,8 +52,7 @@ def test_prefixed_installation_admits_and_explains(prefixed, cluster, kubesim, c
     # Every name the portal gave the cluster carries this installation's prefixes, and none the defaults.
     assert cluster.get("Namespace", "team-vision")["metadata"]["name"] == "team-vision"
     assert cluster.get("LocalQueue", "guaranteed-h100", namespace="team-vision")["spec"]["clusterQueue"] == (
-        "team-vision-h100-guaranteed"
-    )
+        "team-vision-h100-guaranteed")
     assert cluster.get("ClusterQueue", "team-vision-h100-guaranteed")["spec"]["cohortName"] == "team-vision-h100"
     assert cluster.get("ClusterQueue", "team-vision-h100-elastic")["spec"]["cohortName"] == "team-vision-h100"
     assert cluster.get("Cohort", "team-vision-h100")["spec"]["parentName"] == "d-research-h100"
@@ -91,10 +76,8 @@ def test_prefixed_installation_admits_and_explains(prefixed, cluster, kubesim, c
     second = submit(prefixed, "waits", gpus=2)
     kubesim.advance(1)
     wait_for(lambda: Workload.objects.get(pk=second.pk).status == Status.QUEUED)
-    wait_for(
-        lambda: ClusterQueueState.objects.filter(name="team-vision-h100-guaranteed", used=4).exists(),
-        describe=lambda: list(ClusterQueueState.objects.values_list("name", "used")),
-    )
+    wait_for(lambda: ClusterQueueState.objects.filter(name="team-vision-h100-guaranteed", used=4).exists(),
+             describe=lambda: list(ClusterQueueState.objects.values_list("name", "used")))
     waiting = Workload.objects.select_related("project__department", "node_pool").get(pk=second.pk)
     # Not admitted, so Kueue named no ClusterQueue: the explanation finds the queue by the configured name.
     assert waiting.cluster_queue == "" and waiting.cluster_queue_name == "team-vision-h100-guaranteed"

@@ -40,18 +40,9 @@ def test_a_closed_port_is_unreachable_and_transient(closed_port_gateway):
 
 def test_submit_against_an_unreachable_cluster_says_so(demo, closed_port_gateway):
     workload = services.workload_submit(
-        actor=demo["alice"],
-        project=Project.objects.get(slug="vision"),
-        kind=Kind.TRAINING,
-        name="run",
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", "60"],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=1,
-        model_label="resnet",
-        data_class="public",
-        preemptible=True,
-    )
+        actor=demo["alice"], project=Project.objects.get(slug="vision"), kind=Kind.TRAINING, name="run",
+        image="pytorch/pytorch:2.4.0", command=["sleep", "60"], node_pool=NodePool.objects.get(slug="h100"), gpus=1,
+        model_label="resnet", data_class="public", preemptible=True)
     task = tasks.workload_submit
     assert task.apply(args=[workload.pk], retries=task.max_retries).get() == "submit_failed"
     workload.refresh_from_db()

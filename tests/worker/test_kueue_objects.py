@@ -57,11 +57,8 @@ def test_demo_tree_for_h100(demo_objects):
     assert gpu(cohorts["proj-vision-h100"]) == {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 4}
     guaranteed = queues["proj-vision-h100-guaranteed"]["spec"]
     assert guaranteed["cohortName"] == "proj-vision-h100"
-    assert gpu(queues["proj-vision-h100-guaranteed"]) == {
-        "name": "nvidia.com/gpu",
-        "nominalQuota": 4,
-        "borrowingLimit": 0,
-    }
+    assert gpu(queues["proj-vision-h100-guaranteed"]) == {"name": "nvidia.com/gpu", "nominalQuota": 4,
+                                                          "borrowingLimit": 0}
     assert guaranteed["preemption"] == {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"}
     assert guaranteed["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "proj-vision"}}
     elastic = queues["proj-vision-h100-elastic"]["spec"]
@@ -74,61 +71,37 @@ def test_demo_tree_for_h100(demo_objects):
 
 def test_demo_local_queues_namespaces_and_priorities(demo_objects):
     local_queues = [obj for obj in demo_objects if obj["kind"] == "LocalQueue"]
-    vision = {
-        obj["metadata"]["name"]: obj["spec"]["clusterQueue"]
-        for obj in local_queues
-        if obj["metadata"]["namespace"] == "proj-vision"
-    }
+    vision = {obj["metadata"]["name"]: obj["spec"]["clusterQueue"] for obj in local_queues
+              if obj["metadata"]["namespace"] == "proj-vision"}
     assert vision["guaranteed-h100"] == "proj-vision-h100-guaranteed"
     assert vision["elastic-a100-mig-3g40gb"] == "proj-vision-a100-mig-3g40gb-elastic"
     assert len(vision) == 6
     namespaces = by_name(demo_objects, "Namespace")
-    assert set(namespaces) == {
-        "proj-vision",
-        "proj-nlp",
-        "proj-serving",
-        "proj-etl",
-        "proj-forecasting",
-        "proj-analytics",
-    }
+    assert set(namespaces) == {"proj-vision", "proj-nlp", "proj-serving", "proj-etl", "proj-forecasting",
+                               "proj-analytics"}
     priorities = by_name(demo_objects, "WorkloadPriorityClass")
     assert {name: obj["value"] for name, obj in priorities.items()} == {
-        "train": 50,
-        "interactive-preemptible": 75,
-        "build": 100,
-        "inference": 125,
-    }
+        "train": 50, "interactive-preemptible": 75, "build": 100, "inference": 125}
 
 
 def test_flavor_carries_node_labels_and_tolerates_taints():
-    pool = PoolSpec(
-        slug="h100",
-        gpu_resource="nvidia.com/gpu",
-        capacity=8,
-        node_labels={"portal.gpu/pool": "h100"},
-        node_taints=({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},),
-    )
-    flavor = by_name(
-        desired_objects(OrgSnapshot(pools=(pool,), departments=(), priority_classes=())), "ResourceFlavor"
-    )["h100"]
+    pool = PoolSpec(slug="h100", gpu_resource="nvidia.com/gpu", capacity=8, node_labels={"portal.gpu/pool": "h100"},
+                    node_taints=({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},))
+    flavor = by_name(desired_objects(OrgSnapshot(pools=(pool,), departments=(), priority_classes=())),
+                     "ResourceFlavor")["h100"]
     validate_kueue_object(flavor)
     assert flavor["spec"]["nodeLabels"] == {"portal.gpu/pool": "h100"}
     assert flavor["spec"]["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
-    ]
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
 
 
 def snapshot(department_quota, project_quota, capacity=8):
     pool = PoolSpec(slug="h100", gpu_resource="nvidia.com/gpu", capacity=capacity)
-    project = ProjectSpec(
-        slug="p", namespace="proj-p", does_not_lend=False, quotas={"h100": project_quota} if project_quota else {}
-    )
+    project = ProjectSpec(slug="p", namespace="proj-p", does_not_lend=False,
+                          quotas={"h100": project_quota} if project_quota else {})
     quotas = {"h100": department_quota} if department_quota else {}
-    return OrgSnapshot(
-        pools=(pool,),
-        departments=(DepartmentSpec(slug="d", quotas=quotas, projects=(project,)),),
-        priority_classes=(PriorityClassSpec(name="train", value=50, description=""),),
-    )
+    return OrgSnapshot(pools=(pool,), departments=(DepartmentSpec(slug="d", quotas=quotas, projects=(project,)),),
+                       priority_classes=(PriorityClassSpec(name="train", value=50, description=""),))
 
 
 def test_unassigned_capacity_sits_on_the_root():
@@ -163,31 +136,19 @@ def test_department_without_a_row_still_parents_its_projects():
 
 
 def test_prefixes_are_configurable():
-    names = set(
-        by_name(
-            desired_objects(
-                snapshot(PoolQuota(4, None, Decimal(1)), PoolQuota(4, None, Decimal(1))),
-                KueueNames("acme-", "d-", "p-"),
-            ),
-            "ClusterQueue",
-        )
-    )
+    names = set(by_name(desired_objects(snapshot(PoolQuota(4, None, Decimal(1)), PoolQuota(4, None, Decimal(1))),
+                                        KueueNames("acme-", "d-", "p-")), "ClusterQueue"))
     assert names == {"p-p-h100-guaranteed", "p-p-h100-elastic"}
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"), [(Decimal("2.00"), 2), (Decimal("2.50"), "2.5"), (3, 3), (Decimal("0"), 0)]
-)
+@pytest.mark.parametrize(("value", "expected"), [(Decimal("2.00"), 2), (Decimal("2.50"), "2.5"), (3, 3),
+                                                 (Decimal("0"), 0)])
 def test_quantity(value, expected):
     assert quantity(value) == expected
 
 
 def test_schema_check_catches_a_typo():
-    bad = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": "x"},
-        "spec": {"cohortNam": "y"},
-    }
+    bad = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "x"},
+           "spec": {"cohortNam": "y"}}
     with pytest.raises(AssertionError, match="cohortNam"):
         validate_kueue_object(bad)

@@ -54,27 +54,19 @@ def test_hand_made_drift_is_repaired(first_sync, cluster):
     cluster.replace(queue)
     cluster.delete("LocalQueue", "guaranteed-h100", namespace="proj-nlp")
     result = reconcile(cluster, desired_from_database())
-    assert sorted(result.changes) == [
-        "created LocalQueue proj-nlp/guaranteed-h100",
-        "updated ClusterQueue proj-nlp-h100-guaranteed",
-    ]
+    assert sorted(result.changes) == ["created LocalQueue proj-nlp/guaranteed-h100",
+                                      "updated ClusterQueue proj-nlp-h100-guaranteed"]
     repaired = cluster.get("ClusterQueue", "proj-nlp-h100-guaranteed")["spec"]
     assert str(repaired["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]) == "4"
     assert repaired["preemption"]["withinClusterQueue"] == "Never"
 
 
 def test_objects_not_owned_by_the_portal_are_never_touched(first_sync, cluster):
-    foreign = cluster.create(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "someone-elses", "labels": {"team": "infra"}},
-            "spec": {"namespaceSelector": {}, "resourceGroups": []},
-        }
-    )
-    lookalike = cluster.create(
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "portal-h200"}, "spec": {}}
-    )
+    foreign = cluster.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                              "metadata": {"name": "someone-elses", "labels": {"team": "infra"}},
+                              "spec": {"namespaceSelector": {}, "resourceGroups": []}})
+    lookalike = cluster.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+                                "metadata": {"name": "portal-h200"}, "spec": {}})
     assert reconcile(cluster, desired_from_database()).changes == []
     # Kueue itself may write their status; the portal never writes their metadata or spec.
     for before in (foreign, lookalike):
@@ -86,45 +78,27 @@ def test_objects_not_owned_by_the_portal_are_never_touched(first_sync, cluster):
 
 def test_moving_quota_shrinks_before_it_grows(first_sync, cluster, demo):
     h100 = NodePool.objects.get(slug="h100")
-    services.quota_set(
-        actor=demo["admin"],
-        node_pool=h100,
-        project=Project.objects.get(slug="vision"),
-        deserved=2,
-        limit=8,
-        over_quota_weight=2,
-    )
-    services.quota_set(
-        actor=demo["admin"],
-        node_pool=h100,
-        project=Project.objects.get(slug="nlp"),
-        deserved=6,
-        limit=8,
-        over_quota_weight=1,
-    )
+    services.quota_set(actor=demo["admin"], node_pool=h100, project=Project.objects.get(slug="vision"),
+                       deserved=2, limit=8, over_quota_weight=2)
+    services.quota_set(actor=demo["admin"], node_pool=h100, project=Project.objects.get(slug="nlp"),
+                       deserved=6, limit=8, over_quota_weight=1)
     result = reconcile(cluster, desired_from_database())
-    assert result.changes.index("updated ClusterQueue proj-vision-h100-guaranteed") < result.changes.index(
-        "updated ClusterQueue proj-nlp-h100-guaranteed"
-    )
+    assert result.changes.index("updated ClusterQueue proj-vision-h100-guaranteed") < \
+        result.changes.index("updated ClusterQueue proj-nlp-h100-guaranteed")
 
 
 def test_removed_project_objects_are_deleted_children_first(first_sync, cluster, demo):
-    project = services.project_create(
-        actor=demo["admin"], department=Department.objects.get(slug="research"), slug="speech", name="Speech"
-    )
-    services.quota_set(
-        actor=demo["admin"], node_pool=NodePool.objects.get(slug="l40s-shared"), project=project, deserved=0, limit=4
-    )
+    project = services.project_create(actor=demo["admin"], department=Department.objects.get(slug="research"),
+                                      slug="speech", name="Speech")
+    services.quota_set(actor=demo["admin"], node_pool=NodePool.objects.get(slug="l40s-shared"), project=project,
+                       deserved=0, limit=4)
     created = reconcile(cluster, desired_from_database()).changes
     assert "created Namespace proj-speech" in created and "created Cohort proj-speech-l40s-shared" in created
     services.project_delete(actor=demo["admin"], project=project)
     deleted = reconcile(cluster, desired_from_database()).changes
-    assert (
-        deleted.index("deleted LocalQueue proj-speech/guaranteed-l40s-shared")
-        < deleted.index("deleted ClusterQueue proj-speech-l40s-shared-guaranteed")
-        < deleted.index("deleted Cohort proj-speech-l40s-shared")
-        < deleted.index("deleted Namespace proj-speech")
-    )
+    assert deleted.index("deleted LocalQueue proj-speech/guaranteed-l40s-shared") < \
+        deleted.index("deleted ClusterQueue proj-speech-l40s-shared-guaranteed") < \
+        deleted.index("deleted Cohort proj-speech-l40s-shared") < deleted.index("deleted Namespace proj-speech")
     assert "Namespace proj-speech" not in " ".join(f"{k[0]} {k[2]}" for k in read_owned(cluster))
 
 
@@ -133,11 +107,5 @@ def test_dry_run_yaml_lists_every_object(demo):
 
     documents = list(yaml.safe_load_all(as_yaml(desired_from_database())))
     assert len(documents) == 115
-    assert {doc["kind"] for doc in documents} == {
-        "WorkloadPriorityClass",
-        "ResourceFlavor",
-        "Namespace",
-        "Cohort",
-        "ClusterQueue",
-        "LocalQueue",
-    }
+    assert {doc["kind"] for doc in documents} == {"WorkloadPriorityClass", "ResourceFlavor", "Namespace", "Cohort",
+                                                  "ClusterQueue", "LocalQueue"}

@@ -47,10 +47,8 @@ def accounts(enforcing, tmp_path, settings):
             if obj["kind"] == "ServiceAccount":
                 obj["metadata"]["namespace"] = PORTAL_NAMESPACE
             ks.apply(obj)
-    kubeconfigs = {
-        name: ks.write_kubeconfig(str(tmp_path / name), ks.service_account_token(PORTAL_NAMESPACE, name))
-        for name in ("gpu-portal-watcher", "gpu-portal-worker")
-    }
+    kubeconfigs = {name: ks.write_kubeconfig(str(tmp_path / name), ks.service_account_token(PORTAL_NAMESPACE, name))
+                   for name in ("gpu-portal-watcher", "gpu-portal-worker")}
     settings.KUBECONFIG = kubeconfigs["gpu-portal-watcher"]  # the watcher process's settings
     watcher_gw = Gateway(api_client_from_settings())
     settings.KUBECONFIG = kubeconfigs["gpu-portal-worker"]
@@ -75,28 +73,16 @@ def drift(admin):
             changed["metadata"]["labels"] = {**metadata["labels"], label: "drifted"}
         admin.replace(changed)
         copy = {k: v for k, v in current.items() if k not in ("status", "metadata")}
-        copy["metadata"] = {
-            "name": f"stray-{metadata['name']}"[:63],
-            "labels": metadata["labels"],
-            **({"namespace": metadata["namespace"]} if metadata.get("namespace") else {}),
-        }
+        copy["metadata"] = {"name": f"stray-{metadata['name']}"[:63], "labels": metadata["labels"],
+                            **({"namespace": metadata["namespace"]} if metadata.get("namespace") else {})}
         admin.create(copy)
 
 
 def submit(enforcing, user, *, kind=Kind.TRAINING, gpus=4, seconds=600, name="run"):
     workload = services.workload_submit(
-        actor=user,
-        project=Project.objects.get(slug="vision"),
-        kind=kind,
-        name=name,
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", str(seconds)],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=gpus,
-        model_label="resnet",
-        data_class="public",
-        preemptible=True,
-    )
+        actor=user, project=Project.objects.get(slug="vision"), kind=kind, name=name,
+        image="pytorch/pytorch:2.4.0", command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug="h100"),
+        gpus=gpus, model_label="resnet", data_class="public", preemptible=True)
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     enforcing.advance(1)
     return Workload.objects.get(pk=workload.pk)
@@ -129,9 +115,8 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         assert tasks._create_or_adopt(tasks.gateway(), job_manifest(notebook)) == notebook.k8s_uid
         tasks._create_or_adopt(tasks.gateway(), notebook_service(notebook, notebook.k8s_uid))
         # A credential is written, written again (replaced), and removed.
-        credential = services.credential_create(
-            actor=alice, project=Project.objects.get(slug="vision"), name="wandb", values={"WANDB_API_KEY": "k"}
-        )
+        credential = services.credential_create(actor=alice, project=Project.objects.get(slug="vision"),
+                                                name="wandb", values={"WANDB_API_KEY": "k"})
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
         services.credential_values_replace(actor=alice, credential=credential, values={"WANDB_API_KEY": "k2"})
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
@@ -140,10 +125,8 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         enforcing.advance(60)  # the runs finish, the waiting one starts
         wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in runs))
         enforcing.advance(1)
-        wait_for(
-            lambda: status_of(waiting) == Status.RUNNING,
-            describe=lambda: (status_of(waiting), Workload.objects.get(pk=waiting.pk).status_message),
-        )
+        wait_for(lambda: status_of(waiting) == Status.RUNNING,
+                 describe=lambda: (status_of(waiting), Workload.objects.get(pk=waiting.pk).status_message))
         wait_for(lambda: status_of(notebook) == Status.RUNNING)
         assert tasks.notebooks_cull_idle.apply().get() == 0  # reads the notebook server's activity
         assert Workload.objects.get(pk=notebook.pk).server_activity_mark  # its server answered
@@ -159,12 +142,7 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
     granted = set()
     for obj in yaml.safe_load_all((BASE / "rbac.yaml").read_text()):
         if obj["kind"] == "ClusterRole":
-            granted |= {
-                (f"ClusterRole/{obj['metadata']['name']}", group, resource, verb)
-                for rule in obj["rules"]
-                for group in rule["apiGroups"]
-                for resource in rule["resources"]
-                for verb in rule["verbs"]
-            }
+            granted |= {(f"ClusterRole/{obj['metadata']['name']}", group, resource, verb) for rule in obj["rules"]
+                        for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
     assert sorted(granted - used) == []  # granted but never used: drop it from worker/permissions.py and deploy/
     assert used <= granted

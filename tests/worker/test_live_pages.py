@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slow
 
 
 def _total(status: dict) -> Decimal:
-    return sum((Decimal(str(r["total"])) for f in status.get("flavorsUsage") or [] for r in f["resources"]), Decimal(0))
+    return sum((Decimal(str(r["total"])) for f in status.get("flavorsUsage") or [] for r in f["resources"]),
+               Decimal(0))
 
 
 def test_dashboard_numbers_equal_kubesim_cluster_queue_status(kubesim, cluster, org, watcher):
@@ -26,21 +27,14 @@ def test_dashboard_numbers_equal_kubesim_cluster_queue_status(kubesim, cluster, 
     waiting = submit(kubesim, org["alice"], name="waits", gpus=4)
     wait_for(lambda: all(status_of(w) == Status.RUNNING for w in [*running, guaranteed]))
     wait_for(lambda: positions([waiting]) == [0])
-    names = {
-        "vision": ["proj-vision-h100-guaranteed", "proj-vision-h100-elastic"],
-        "nlp": ["proj-nlp-h100-guaranteed", "proj-nlp-h100-elastic"],
-    }
-    expected = {
-        project: sum((_total(cluster.get("ClusterQueue", name).get("status") or {}) for name in queues), Decimal(0))
-        for project, queues in names.items()
-    }
+    names = {"vision": ["proj-vision-h100-guaranteed", "proj-vision-h100-elastic"],
+             "nlp": ["proj-nlp-h100-guaranteed", "proj-nlp-h100-elastic"]}
+    expected = {project: sum((_total(cluster.get("ClusterQueue", name).get("status") or {}) for name in queues),
+                             Decimal(0)) for project, queues in names.items()}
 
     def mirrored() -> bool:
-        return all(
-            sum((row.used for row in ClusterQueueState.objects.filter(name__in=queues)), Decimal(0))
-            == expected[project]
-            for project, queues in names.items()
-        )
+        return all(sum((row.used for row in ClusterQueueState.objects.filter(name__in=queues)), Decimal(0))
+                   == expected[project] for project, queues in names.items())
 
     wait_for(mirrored)
     data = signed_in(org["admin"]).get("/api/v1/usage/quota/").json()
@@ -59,9 +53,9 @@ def test_dashboard_numbers_equal_kubesim_cluster_queue_status(kubesim, cluster, 
     assert Decimal(str(research["used"])) == 10
     # The page shows the same figures.
     page = signed_in(org["alice"]).get(reverse("usage:quota")).content.decode()
-    page = page[page.index('data-pool="h100"') :]
-    row = page[page.index('data-level="project" data-slug="vision"') :]
-    assert 'data-fact="used">8<' in row[: row.index("</tr>")]
+    page = page[page.index('data-pool="h100"'):]
+    row = page[page.index('data-level="project" data-slug="vision"'):]
+    assert 'data-fact="used">8<' in row[:row.index("</tr>")]
 
 
 def test_project_queue_page_lists_positions_in_order_then_admits_the_head(kubesim, org, watcher):

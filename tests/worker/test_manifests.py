@@ -15,28 +15,12 @@ def make(kind=Kind.TRAINING, **overrides):
     department = Department(slug="research", name="Research")
     project = Project(slug="vision", name="Vision", namespace="proj-vision", department=department)
     pool = NodePool(slug="h100", name="H100", gpu_resource="nvidia.com/gpu", capacity=16)
-    values = {
-        "pk": 42,
-        "project": project,
-        "owner": get_user_model()(pk=7, username="alice"),
-        "kind": kind,
-        "name": "resnet",
-        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-        "command": ["python", "train.py"],
-        "args": ["--epochs", "3"],
-        "env": [{"name": "SEED", "value": "1"}],
-        "node_pool": pool,
-        "gpus": 2,
-        "cpu": Decimal("4"),
-        "memory_gib": Decimal("32"),
-        "pods": 1,
-        "completions": 1,
-        "parallelism": 1,
-        "priority_class": PriorityClass(name="train", value=50),
-        "preemptible": True,
-        "model_label": "resnet50",
-        "data_class": "public",
-    }
+    values = {"pk": 42, "project": project, "owner": get_user_model()(pk=7, username="alice"), "kind": kind,
+              "name": "resnet", "image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["python", "train.py"],
+              "args": ["--epochs", "3"], "env": [{"name": "SEED", "value": "1"}], "node_pool": pool, "gpus": 2,
+              "cpu": Decimal("4"), "memory_gib": Decimal("32"), "pods": 1, "completions": 1, "parallelism": 1,
+              "priority_class": PriorityClass(name="train", value=50), "preemptible": True,
+              "model_label": "resnet50", "data_class": "public"}
     values.update(overrides)
     return Workload(**values)
 
@@ -61,9 +45,8 @@ def test_training_job_is_suspended_and_labelled_for_kueue():
 
 
 def test_non_preemptible_work_goes_to_the_guaranteed_queue():
-    job = job_manifest(
-        make(preemptible=False, priority_class=PriorityClass(name="build", value=100, preemptible=False))
-    )
+    job = job_manifest(make(preemptible=False, priority_class=PriorityClass(name="build", value=100,
+                                                                               preemptible=False)))
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "guaranteed-h100"
     assert "kueue.x-k8s.io/max-exec-time-seconds" not in job["metadata"]["labels"]
     assert "completionMode" not in job["spec"]
@@ -111,28 +94,12 @@ def _attachments():
 
     project = Project(slug="vision", namespace="proj-vision")
     return Attachments(
-        data_sources=[
-            DataSource(
-                project=project,
-                name="imagenet",
-                kind="pvc",
-                claim_name="imagenet-pvc",
-                mount_path="/data/imagenet",
-                read_only=True,
-            ),
-            DataSource(
-                project=project,
-                name="scratch",
-                kind="nfs",
-                nfs_server="10.0.0.9",
-                nfs_path="/exports/s",
-                mount_path="/mnt/s",
-                read_only=False,
-            ),
-        ],
+        data_sources=[DataSource(project=project, name="imagenet", kind="pvc", claim_name="imagenet-pvc",
+                                 mount_path="/data/imagenet", read_only=True),
+                      DataSource(project=project, name="scratch", kind="nfs", nfs_server="10.0.0.9",
+                                 nfs_path="/exports/s", mount_path="/mnt/s", read_only=False)],
         credentials=[Credential(pk=5, project=project, name="wandb", keys=["WANDB_API_KEY"])],
-        pull_secrets=[ImagePullSecret(pk=3, project=project, name="nvcr")],
-    )
+        pull_secrets=[ImagePullSecret(pk=3, project=project, name="nvcr")])
 
 
 @pytest.mark.parametrize("kind", [Kind.TRAINING, Kind.NOTEBOOK, Kind.BATCH])

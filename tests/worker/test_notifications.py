@@ -12,16 +12,9 @@ from worker import tasks
 
 def make(demo):
     workload = services.workload_submit(
-        actor=demo["alice"],
-        project=Project.objects.get(slug="vision"),
-        kind=Kind.TRAINING,
-        name="resnet",
-        image="pytorch/pytorch:2.4.0",
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=2,
-        model_label="m",
-        data_class="public",
-    )
+        actor=demo["alice"], project=Project.objects.get(slug="vision"), kind=Kind.TRAINING, name="resnet",
+        image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug="h100"), gpus=2, model_label="m",
+        data_class="public")
     Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED)
     return workload
 
@@ -37,14 +30,12 @@ def test_opted_in_owner_gets_one_mail_per_transition(demo, django_capture_on_com
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     demo["alice"].email = "alice@example.com"
     demo["alice"].save()
-    notification_preference_set(
-        user=demo["alice"], on_admitted=True, on_preempted=False, on_finished=True, on_failed=True
-    )
+    notification_preference_set(user=demo["alice"], on_admitted=True, on_preempted=False, on_finished=True,
+                                on_failed=True)
     workload = make(demo)
     with django_capture_on_commit_callbacks() as callbacks:
-        services.workload_observe(
-            workload_id=workload.pk, observation=Observation(status=Status.ADMITTED, message="The workload is admitted")
-        )
+        services.workload_observe(workload_id=workload.pk, observation=Observation(
+            status=Status.ADMITTED, message="The workload is admitted"))
     assert len(callbacks) == 1
     assert tasks.workload_notify.apply(args=[workload.pk, Status.ADMITTED]).get() is True
     (message,) = mail.outbox
@@ -53,9 +44,8 @@ def test_opted_in_owner_gets_one_mail_per_transition(demo, django_capture_on_com
     # Replaying the same observation sends nothing more; preemption was not asked for.
     with django_capture_on_commit_callbacks() as callbacks:
         services.workload_observe(workload_id=workload.pk, observation=Observation(status=Status.ADMITTED))
-        services.workload_observe(
-            workload_id=workload.pk, observation=Observation(status=Status.QUEUED, reason="Pending")
-        )
+        services.workload_observe(workload_id=workload.pk, observation=Observation(status=Status.QUEUED,
+                                                                                   reason="Pending"))
     assert callbacks == []
 
 
@@ -73,17 +63,14 @@ def test_the_preempted_mail_says_why_it_waits_as_its_owner_may_read_it(demo, set
     demo["alice"].save()
     workload = make(demo)
     vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
-    ClusterQueueState.objects.create(
-        name="proj-vision-h100-elastic", project=vision, node_pool=h100, used=Decimal(8), observed_at=timezone.now()
-    )
-    Workload.objects.filter(pk=workload.pk).update(
-        status=Status.QUEUED, status_reason="Requeued", queue_position_local=0
-    )
+    ClusterQueueState.objects.create(name="proj-vision-h100-elastic", project=vision, node_pool=h100,
+                                     used=Decimal(8), observed_at=timezone.now())
+    Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED, status_reason="Requeued",
+                                                   queue_position_local=0)
     assert tasks.workload_notify.apply(args=[workload.pk, Status.PREEMPTED]).get() is True
     (message,) = mail.outbox
-    assert (
-        "Why it waits: Waiting for 2 x H100 80GB: Vision is at its limit there, 8 of 8 in use, so 2 more are needed"
-    ) in message.body
+    assert ("Why it waits: Waiting for 2 x H100 80GB: Vision is at its limit there, 8 of 8 in use, so 2 more are "
+            "needed") in message.body
     running = make(demo)
     Workload.objects.filter(pk=running.pk).update(status=Status.RUNNING)
     tasks.workload_notify.apply(args=[running.pk, Status.ADMITTED]).get()
@@ -103,51 +90,26 @@ def test_the_preempted_mail_says_when_by_whom_and_why_in_one_plain_sentence(demo
     workload = make(demo)
     Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
     preemptor = services.workload_submit(
-        actor=demo["bob"],
-        project=Project.objects.get(slug="nlp"),
-        kind=Kind.TRAINING,
-        name="reclaim",
-        image="pytorch/pytorch:2.4.0",
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=2,
-        model_label="m",
-        data_class="public",
-        preemptible=False,
-    )
+        actor=demo["bob"], project=Project.objects.get(slug="nlp"), kind=Kind.TRAINING, name="reclaim",
+        image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug="h100"), gpus=2, model_label="m",
+        data_class="public", preemptible=False)
     Workload.objects.filter(pk=preemptor.pk).update(status=Status.RUNNING, k8s_uid="job-uid-r")
     at = datetime(2026, 3, 1, 10, 0, 5, tzinfo=UTC)
-    message = (
-        "Preempted to accommodate a workload (UID: kueue-uid-r, JobUID: job-uid-r) due to reclamation within "
-        "the cohort; preemptor path: /portal-h100/dept-research/proj-nlp; preemptee path: "
-        "/portal-h100/dept-research/proj-vision"
-    )
-    preemption = Preemption(
-        at=at,
-        reason="InCohortReclamation",
-        message=message,
-        preemptor_workload_uid="kueue-uid-r",
-        preemptor_job_uid="job-uid-r",
-    )
-    moved = services.workload_observe(
-        workload_id=workload.pk,
-        observation=Observation(
-            status=Status.PREEMPTED, reason="InCohortReclamation", message=message, at=at, preemption=preemption
-        ),
-    )
+    message = ("Preempted to accommodate a workload (UID: kueue-uid-r, JobUID: job-uid-r) due to reclamation within "
+               "the cohort; preemptor path: /portal-h100/dept-research/proj-nlp; preemptee path: "
+               "/portal-h100/dept-research/proj-vision")
+    preemption = Preemption(at=at, reason="InCohortReclamation", message=message,
+                            preemptor_workload_uid="kueue-uid-r", preemptor_job_uid="job-uid-r")
+    moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.PREEMPTED, reason="InCohortReclamation", message=message, at=at, preemption=preemption))
     assert moved == [Status.PREEMPTED]
-    moved = services.workload_observe(
-        workload_id=workload.pk,
-        observation=Observation(
-            status=Status.QUEUED, reason="Pending", message="couldn't assign flavors", at=at, preemption=preemption
-        ),
-    )
+    moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.QUEUED, reason="Pending", message="couldn't assign flavors", at=at, preemption=preemption))
     assert moved == [Status.REQUEUED]
     assert Workload.objects.get(pk=workload.pk).status == Status.REQUEUED
     assert tasks.workload_notify.apply(args=[workload.pk, Status.PREEMPTED]).get() is True
     (mail_sent,) = mail.outbox
-    assert (
-        "Preempted on 2026-03-01 10:00:05 UTC by a workload of a project you cannot see, to give back borrowed "
-        "quota to the project that deserves it."
-    ) in mail_sent.body.splitlines()
+    assert ("Preempted on 2026-03-01 10:00:05 UTC by a workload of a project you cannot see, to give back borrowed "
+            "quota to the project that deserves it.") in mail_sent.body.splitlines()
     for raw in ("UID", "preemptor path", "/portal-h100", "Kueue says"):
         assert raw not in mail_sent.body

@@ -20,11 +20,9 @@ pytestmark = pytest.mark.slow
 
 def test_the_request_id_reaches_the_job_and_the_task_logs(org, cluster, celery_worker):
     alice = signed_in(org["alice"])
-    response = alice.post(
-        reverse("workloads:submit", args=["training"]),
-        submit_payload("training", gpus="1", command="sleep 600"),
-        headers={"X-Request-ID": "trace-4711"},
-    )
+    response = alice.post(reverse("workloads:submit", args=["training"]),
+                          submit_payload("training", gpus="1", command="sleep 600"),
+                          headers={"X-Request-ID": "trace-4711"})
     assert response.status_code == 302 and response["X-Request-ID"] == "trace-4711"
     workload = wait_for(lambda: Workload.objects.filter(k8s_uid__gt="").first())
     job = cluster.get("Job", workload.job_name, namespace="proj-vision")
@@ -51,18 +49,9 @@ def test_the_request_id_reaches_the_job_and_the_task_logs(org, cluster, celery_w
 
 def test_work_without_a_request_gets_no_annotation(synced, demo):
     workload = services.workload_submit(
-        actor=demo["alice"],
-        project=Project.objects.get(slug="vision"),
-        kind=Kind.TRAINING,
-        name="swept",
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", "60"],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=1,
-        model_label="resnet",
-        data_class="public",
-        preemptible=True,
-    )
+        actor=demo["alice"], project=Project.objects.get(slug="vision"), kind=Kind.TRAINING, name="swept",
+        image="pytorch/pytorch:2.4.0", command=["sleep", "60"], node_pool=NodePool.objects.get(slug="h100"), gpus=1,
+        model_label="resnet", data_class="public", preemptible=True)
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     job = synced.get("Job", f"wl-{workload.pk}", namespace="proj-vision")
     assert REQUEST_ID_ANNOTATION not in job["metadata"]["annotations"]

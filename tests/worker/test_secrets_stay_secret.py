@@ -38,42 +38,18 @@ def saved(org, cluster):
     """alice's credential and the admin's registry password, saved through their pages."""
     admin, alice = signed_in(org["admin"]), signed_in(org["alice"])
     vision = Project.objects.get(slug="vision")
-    refused = alice.post(
-        reverse("workloads:credentials"),
-        {"project": vision.pk, "name": "Not A Name", "values": f"AWS_SECRET_ACCESS_KEY={CREDENTIAL_VALUE}"},
-    )
+    refused = alice.post(reverse("workloads:credentials"), {"project": vision.pk, "name": "Not A Name",
+                                                            "values": f"AWS_SECRET_ACCESS_KEY={CREDENTIAL_VALUE}"})
     assert refused.status_code == 200 and CREDENTIAL_VALUE not in refused.content.decode()  # never echoed back
-    assert (
-        alice.post(
-            reverse("workloads:credentials"),
-            {
-                "project": vision.pk,
-                "name": "s3",
-                "values": f"AWS_ACCESS_KEY_ID=AKIA1\nAWS_SECRET_ACCESS_KEY={CREDENTIAL_VALUE}",
-            },
-        ).status_code
-        == 302
-    )
-    assert (
-        admin.post(
-            reverse("org:data"),
-            {
-                "form": "pull_secret",
-                "registry-project": vision.pk,
-                "registry-name": "private",
-                "registry-registry": "registry.example.org:5000",
-                "registry-username": "robot",
-                "registry-password": REGISTRY_PASSWORD,
-            },
-        ).status_code
-        == 302
-    )
-    return {
-        "alice": alice,
-        "admin": admin,
-        "credential": Credential.objects.get(name="s3"),
-        "registry": ImagePullSecret.objects.get(name="private"),
-    }
+    assert alice.post(reverse("workloads:credentials"), {
+        "project": vision.pk, "name": "s3", "values": f"AWS_ACCESS_KEY_ID=AKIA1\nAWS_SECRET_ACCESS_KEY="
+                                                      f"{CREDENTIAL_VALUE}"}).status_code == 302
+    assert admin.post(reverse("org:data"), {
+        "form": "pull_secret", "registry-project": vision.pk, "registry-name": "private",
+        "registry-registry": "registry.example.org:5000", "registry-username": "robot",
+        "registry-password": REGISTRY_PASSWORD}).status_code == 302
+    return {"alice": alice, "admin": admin, "credential": Credential.objects.get(name="s3"),
+            "registry": ImagePullSecret.objects.get(name="private")}
 
 
 def test_secret_values_are_never_kept_audited_served_or_shown(saved, cluster, org):
@@ -82,28 +58,20 @@ def test_secret_values_are_never_kept_audited_served_or_shown(saved, cluster, or
     assert credential.keys == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] and credential.sealed
     assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
     assert tasks.pull_secret_sync.apply(args=[registry.pk]).get() == "applied"
-    assert (
-        Credential.objects.get(pk=credential.pk).sealed == ""
-        and ImagePullSecret.objects.get(pk=registry.pk).sealed == ""
-    )
+    assert Credential.objects.get(pk=credential.pk).sealed == "" and ImagePullSecret.objects.get(
+        pk=registry.pk).sealed == ""
     assert cluster.get("Secret", credential.secret_name, namespace="proj-vision")["type"] == "Opaque"
     assert _rows_holding(CREDENTIAL_VALUE) == [] and _rows_holding(REGISTRY_PASSWORD) == []
     alice, admin = saved["alice"], saved["admin"]
-    response = alice.post(
-        reverse("workloads:submit", args=["training"]), submit_payload("training", credentials=[credential.pk])
-    )
+    response = alice.post(reverse("workloads:submit", args=["training"]),
+                          submit_payload("training", credentials=[credential.pk]))
     assert response.status_code == 302
     workload = Workload.objects.get()
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     api = call(alice, "GET", f"workloads/{workload.pk}/")
     assert api.status_code == 200 and api.json()["credentials"] == ["s3"]
-    pages = [
-        alice.get(reverse("workloads:detail", args=[workload.pk])),
-        alice.get(reverse("workloads:credentials")),
-        admin.get(reverse("org:data")),
-        admin.get(reverse("org:audit")),
-        call(alice, "GET", "workloads/"),
-    ]
+    pages = [alice.get(reverse("workloads:detail", args=[workload.pk])), alice.get(reverse("workloads:credentials")),
+             admin.get(reverse("org:data")), admin.get(reverse("org:audit")), call(alice, "GET", "workloads/")]
     for page in [api, *pages]:
         assert page.status_code == 200
         text = page.content.decode()
@@ -138,12 +106,8 @@ def test_a_notebook_opens_through_the_portal_for_its_owner_only(org, cluster, ku
     settings.KUBECONFIG = kubesim.kubeconfig_path
     notebooks.forget_client()
     alice = signed_in(org["alice"])
-    assert (
-        alice.post(
-            reverse("workloads:submit", args=["notebook"]), submit_payload("notebook", pool="l40s-shared")
-        ).status_code
-        == 302
-    )
+    assert alice.post(reverse("workloads:submit", args=["notebook"]), submit_payload(
+        "notebook", pool="l40s-shared")).status_code == 302
     notebook = Workload.objects.get(kind=Kind.NOTEBOOK)
     assert tasks.workload_submit.apply(args=[notebook.pk]).get() == "submitted"
     kubesim.advance(1)
@@ -152,19 +116,16 @@ def test_a_notebook_opens_through_the_portal_for_its_owner_only(org, cluster, ku
     connect = reverse("workloads:connect", args=[notebook.pk])
     assert connect in detail and notebooks.token(notebook.pk) not in detail
     redirect = alice.get(connect)
-    assert redirect.status_code == 302 and redirect["Location"] == reverse(
-        "workloads:notebook", args=[notebook.pk, "lab"]
-    )
+    assert redirect.status_code == 302 and redirect["Location"] == reverse("workloads:notebook",
+                                                                           args=[notebook.pk, "lab"])
     page = alice.get(redirect["Location"])
     assert page.status_code == 200 and "<title>JupyterLab</title>" in page.content.decode()
     assert "sandbox" in page["Content-Security-Policy"] and notebooks.token(notebook.pk) not in page.content.decode()
     # The relay serves the notebook's pages only: no climbing to other API paths with the portal's credentials.
     climb = reverse("workloads:notebook", args=[notebook.pk, "lab"]).replace("/lab", "/../../../secrets")
     assert alice.get(climb).status_code == 404
-    assert (
-        notebooks.service_proxy_path("ns", 1, "lab/a b%2F..")
-        == "/api/v1/namespaces/ns/services/wl-1:http/proxy/lab/a%20b%252F.."
-    )
+    assert notebooks.service_proxy_path("ns", 1, "lab/a b%2F..") == \
+        "/api/v1/namespaces/ns/services/wl-1:http/proxy/lab/a%20b%252F.."
     with pytest.raises(notebooks.NotANotebookPath):
         notebooks.service_proxy_path("ns", 1, "lab/../../../secrets")
     for name in ("bob", "viewer", "lead"):  # lead sees the workload (team lead of vision), still may not open it

@@ -17,19 +17,10 @@ from worker.manifests import job_manifest
 
 def submit(user, *, project="vision", pool="h100", gpus=1, kind=Kind.TRAINING, preemptible=True, **extra):
     return services.workload_submit(
-        actor=user,
-        project=Project.objects.get(slug=project),
-        kind=kind,
-        name=extra.pop("name", "run"),
-        image="pytorch/pytorch:2.4.0",
-        command=extra.pop("command", ["sleep", "600"]),
-        node_pool=NodePool.objects.get(slug=pool),
-        gpus=gpus,
-        model_label="resnet",
-        data_class="public",
-        preemptible=preemptible,
-        **extra,
-    )
+        actor=user, project=Project.objects.get(slug=project), kind=kind, name=extra.pop("name", "run"),
+        image="pytorch/pytorch:2.4.0", command=extra.pop("command", ["sleep", "600"]),
+        node_pool=NodePool.objects.get(slug=pool), gpus=gpus, model_label="resnet", data_class="public",
+        preemptible=preemptible, **extra)
 
 
 def condition(obj, kind):
@@ -76,11 +67,8 @@ def test_retry_after_a_500_gives_one_job(synced, demo, kubesim, celery_worker):
     kubesim.faults(error_rate=1.0, verbs=["create"], resources=["jobs"])
     try:
         workload = submit(demo["alice"])  # the real worker picks it up after commit
-        wait_for(
-            lambda: Workload.objects.filter(
-                pk=workload.pk, submit_attempts__gte=1, submit_claimed_at__isnull=True
-            ).exists()
-        )
+        wait_for(lambda: Workload.objects.filter(pk=workload.pk, submit_attempts__gte=1,
+                                                 submit_claimed_at__isnull=True).exists())
         assert Workload.objects.get(pk=workload.pk).status == Status.SUBMITTING
     finally:
         kubesim.clear_faults()

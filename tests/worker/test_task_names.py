@@ -21,12 +21,8 @@ from portal.celery import app as celery_app
 
 APPS = Path(apps.__file__).parent
 # The calls that send a task: the keyword its name goes in, and its position when given positionally.
-SENDERS = {
-    "enqueue_now": ("name", 0),
-    "enqueue_on_commit": ("name", 0),
-    "send_task": ("name", 0),
-    "intent_record": ("task", None),
-}
+SENDERS = {"enqueue_now": ("name", 0), "enqueue_on_commit": ("name", 0), "send_task": ("name", 0),
+           "intent_record": ("task", None)}
 TASK_NAME = re.compile(r"worker(\.\w+)+")
 
 
@@ -41,11 +37,8 @@ def declared() -> dict[str, str]:
     names: dict[str, str] = {}
     for path, tree in sources():
         for node in tree.body:
-            if (
-                isinstance(node, ast.Assign)
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            ):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                    and isinstance(node.value.value, str):
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id.endswith("_TASK"):
                         assert names.setdefault(target.id, node.value.value) == node.value.value, (path, target.id)
@@ -94,15 +87,9 @@ def test_every_sending_call_names_its_task_with_a_task_constant():
 
 def test_no_task_name_hides_outside_a_task_constant():
     names = set(declared().values())
-    stray = [
-        f"{path.relative_to(APPS.parent)}:{node.lineno}"
-        for path, tree in sources()
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and TASK_NAME.fullmatch(node.value)
-        and node.value not in names
-    ]
+    stray = [f"{path.relative_to(APPS.parent)}:{node.lineno}" for path, tree in sources() for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and TASK_NAME.fullmatch(node.value)
+             and node.value not in names]
     assert stray == []
 
 

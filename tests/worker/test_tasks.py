@@ -29,9 +29,8 @@ def test_org_changes_reach_the_cluster_through_the_worker(cluster, celery_worker
     lead = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
     from django.contrib.auth import get_user_model
 
-    services.quota_update(
-        actor=get_user_model().objects.get(username="lead"), quota=lead, over_quota_weight=Decimal("4")
-    )
+    services.quota_update(actor=get_user_model().objects.get(username="lead"), quota=lead,
+                          over_quota_weight=Decimal("4"))
     wait_for(lambda: cohort_weight(cluster, "proj-vision-h100") == "4", timeout=10)
     wait_for(lambda: KueueSyncState.objects.get(pk=1).running_since is None)
     last = KueueSyncRun.objects.filter(ok=True).exclude(changes=[]).first()

@@ -55,9 +55,8 @@ def test_without_prometheus_pages_render_and_say_so(demo, client_for, no_prometh
     assert showback.status_code == 200 and MESSAGE in showback.content.decode().lower()
     api = alice.get("/api/v1/usage/", {"group_by": "project", "start": "2026-03-01", "end": "2026-04-01"}).json()
     assert api["utilisation_available"] is False and api["total"]["gpu_utilisation"] is None
-    csv = b"".join(
-        alice.get(reverse("usage:reports_csv"), {"start": "2026-03-01", "end": "2026-04-01"}).streaming_content
-    ).decode()
+    csv = b"".join(alice.get(reverse("usage:reports_csv"), {"start": "2026-03-01", "end": "2026-04-01"})
+                   .streaming_content).decode()
     assert "GPU utilisation" not in csv.splitlines()[0]
     admin = client_for("admin")
     held = admin.get(reverse("workloads:held_idle"))
@@ -76,11 +75,8 @@ def test_a_silent_prometheus_never_holds_up_a_page(demo, client_for, silent_prom
     run = workload(alice_user(), name="waiting")
     run.job_name, run.started_at = "job-waiting", START
     run.save(update_fields=["job_name", "started_at"])
-    for url in (
-        reverse("workloads:detail", args=[run.pk]),
-        reverse("usage:reports"),
-        "/api/v1/usage/?group_by=pool&start=2026-03-01&end=2026-04-01",
-    ):
+    for url in (reverse("workloads:detail", args=[run.pk]), reverse("usage:reports"), "/api/v1/usage/?group_by="
+                "pool&start=2026-03-01&end=2026-04-01"):
         began = time.monotonic()
         assert alice.get(url).status_code == 200
         assert time.monotonic() - began < 1.5, url  # the timeout is 2 s: no page asked Prometheus
@@ -125,20 +121,17 @@ def test_the_idle_mail_goes_only_to_owners_who_opted_in(demo, django_capture_on_
     def flag(name: str) -> list:
         run = workload(alice_user(), name=name, gpus=1)
         with django_capture_on_commit_callbacks() as sent:
-            workload_services.workload_utilisation_record(
-                workload=run, samples=samples([0, 0, 0, 0]), policy=policy, now=now
-            )
+            workload_services.workload_utilisation_record(workload=run, samples=samples([0, 0, 0, 0]), policy=policy,
+                                                          now=now)
         assert WorkloadUtilisation.objects.get(workload=run).idle_flagged_at == now  # flagged either way
         return sent
 
     assert flag("quiet") == []  # no opt-in row: nothing is sent
-    notification_preference_set(
-        user=alice_user(), on_admitted=True, on_preempted=False, on_finished=False, on_failed=False, on_idle=False
-    )
+    notification_preference_set(user=alice_user(), on_admitted=True, on_preempted=False, on_finished=False,
+                                on_failed=False, on_idle=False)
     assert flag("still-quiet") == []
-    notification_preference_set(
-        user=alice_user(), on_admitted=False, on_preempted=False, on_finished=False, on_failed=False, on_idle=True
-    )
+    notification_preference_set(user=alice_user(), on_admitted=False, on_preempted=False, on_finished=False,
+                                on_failed=False, on_idle=True)
     assert len(flag("told")) == 1
 
 
@@ -146,9 +139,8 @@ def test_the_workload_api_gives_what_was_measured(demo, client_for, django_asser
     policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 120})[0]
     measured = workload(alice_user(), name="measured", gpus=1)
     unmeasured = workload(alice_user(), name="unmeasured", gpus=1)
-    workload_services.workload_utilisation_record(
-        workload=measured, samples=samples([40, 0, 0, 0]), policy=policy, now=START + timedelta(minutes=10)
-    )
+    workload_services.workload_utilisation_record(workload=measured, samples=samples([40, 0, 0, 0]), policy=policy,
+                                                  now=START + timedelta(minutes=10))
     api = client_for("alice")
     shown = api.get(f"/api/v1/workloads/{measured.pk}/").json()["utilisation"]
     assert shown["mean_percent"] == pytest.approx(10) and shown["last_percent"] == 0 and shown["samples"] == 4
@@ -178,21 +170,18 @@ def test_hourly_figures_and_showback(demo, settings, django_assert_max_num_queri
     interval(shared, "2026-03-02 10:00", "2026-03-02 12:00")
     # Two hours of busy at 80 %, crossing an hour boundary; the shared one idle half the time.
     utilisation_hours_add(workload=busy, samples=samples([80.0] * 120), sample_seconds=60, threshold_percent=5)
-    utilisation_hours_add(
-        workload=shared, samples=samples([0.0] * 60 + [40.0] * 60), sample_seconds=60, threshold_percent=5
-    )
+    utilisation_hours_add(workload=shared, samples=samples([0.0] * 60 + [40.0] * 60), sample_seconds=60,
+                          threshold_percent=5)
     assert UtilisationHour.objects.filter(workload=busy).count() == 2
     window = reports.month_window(2026, 3)
     settings.PROMETHEUS_URL = ""
     with django_assert_max_num_queries(100) as unmeasured:
-        reports.usage_report(
-            user=demo_admin(), group=reports.Group.PROJECT, window=window, now=START + timedelta(days=30)
-        )
+        reports.usage_report(user=demo_admin(), group=reports.Group.PROJECT, window=window,
+                             now=START + timedelta(days=30))
     settings.PROMETHEUS_URL = "http://127.0.0.1:9"
     with django_assert_max_num_queries(len(unmeasured) + 1):  # one more aggregate query, however many rows
-        report = reports.usage_report(
-            user=demo_admin(), group=reports.Group.PROJECT, window=window, now=START + timedelta(days=30)
-        )
+        report = reports.usage_report(user=demo_admin(), group=reports.Group.PROJECT, window=window,
+                                      now=START + timedelta(days=30))
     rows = {row.slug: row for row in report.rows}
     assert rows["vision"].utilisation == pytest.approx(0.8) and rows["vision"].idle_hours == 0
     assert rows["vision"].measured_hours == pytest.approx(4.0)  # 2 cards x 2 hours
@@ -201,14 +190,12 @@ def test_hourly_figures_and_showback(demo, settings, django_assert_max_num_queri
     header = reports.report_header(report)
     assert header[-2:] == ["GPU utilisation", "Allocated but idle GPU-hours"]
     assert reports.report_cells(report, rows["nlp"])[-2:] == ["20.0%", "0.125"]
-    months = reports.usage_report(
-        user=demo_admin(), group=reports.Group.MONTH, window=window, now=START + timedelta(days=30)
-    )
+    months = reports.usage_report(user=demo_admin(), group=reports.Group.MONTH, window=window,
+                                  now=START + timedelta(days=30))
     assert months.rows[0].utilisation == pytest.approx((4 * 0.8 + 0.25 * 0.2) / 4.25)
     # Only what the viewer may see counts: carol (Forecasting) sees neither.
-    carol = reports.usage_report(
-        user=user("carol"), group=reports.Group.PROJECT, window=window, now=START + timedelta(days=30)
-    )
+    carol = reports.usage_report(user=user("carol"), group=reports.Group.PROJECT, window=window,
+                                 now=START + timedelta(days=30))
     assert carol.total.measured_hours == 0
 
 
@@ -235,12 +222,8 @@ def test_only_admins_see_the_held_idle_list_and_set_the_rule(demo, client_for):
     admin = client_for("admin")
     refused = admin.post(reverse("workloads:held_idle"), {"threshold_percent": "0", "idle_minutes": "abc"})
     assert refused.status_code == 400 and IdlePolicy.current().threshold_percent == 5
-    assert (
-        admin.post(
-            reverse("workloads:held_idle"), {"threshold_percent": "10", "idle_minutes": "45", "cull_notebooks": "on"}
-        ).status_code
-        == 302
-    )
+    assert admin.post(reverse("workloads:held_idle"), {"threshold_percent": "10", "idle_minutes": "45",
+                                                       "cull_notebooks": "on"}).status_code == 302
     policy = IdlePolicy.current()
     assert (policy.threshold_percent, policy.idle_seconds, policy.cull_notebooks) == (10, 2700, True)
     from apps.core.models import AuditEvent
@@ -258,9 +241,8 @@ def user(username: str):
     return get_user_model().objects.get(username=username)
 
 
-def test_the_held_idle_list_costs_the_same_queries_for_one_row_or_many(
-    demo, client_for, django_assert_num_queries, django_assert_max_num_queries
-):
+def test_the_held_idle_list_costs_the_same_queries_for_one_row_or_many(demo, client_for, django_assert_num_queries,
+                                                                      django_assert_max_num_queries):
     policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 60})[0]
     admin = client_for("admin")
     now = datetime.now(UTC)
@@ -268,8 +250,7 @@ def test_the_held_idle_list_costs_the_same_queries_for_one_row_or_many(
     def idle_workload(name: str) -> None:
         run = workload(alice_user(), name=name)
         workload_services.workload_utilisation_record(
-            workload=run, samples=samples([0.0] * 3, start=now - timedelta(minutes=3)), policy=policy, now=now
-        )
+            workload=run, samples=samples([0.0] * 3, start=now - timedelta(minutes=3)), policy=policy, now=now)
 
     idle_workload("idle-0")
     with django_assert_max_num_queries(100) as one:

@@ -54,40 +54,23 @@ def measured(prometheus, settings):
     return prometheus
 
 
-def test_busy_and_idle_workloads_through_a_real_prometheus(
-    org, kubesim, cluster, celery_worker, watcher, measured, mailoutbox
-):
+def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster, celery_worker, watcher, measured,
+                                                          mailoutbox):
     alice_user = org["alice"]
     alice_user.email = "alice@example.org"
     alice_user.save(update_fields=["email"])
-    notification_preference_set(
-        user=alice_user, on_admitted=False, on_preempted=False, on_finished=False, on_failed=False, on_idle=True
-    )
-    IdlePolicy.objects.update_or_create(
-        pk=1, defaults={"threshold_percent": 5, "idle_seconds": 6, "cull_notebooks": True}
-    )
+    notification_preference_set(user=alice_user, on_admitted=False, on_preempted=False, on_finished=False,
+                                on_failed=False, on_idle=True)
+    IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 6,
+                                                        "cull_notebooks": True})
     alice = signed_in(alice_user)
-    assert (
-        alice.post(
-            reverse("workloads:submit", args=["training"]),
-            submit_payload("training", command="sleep 3600", name="busy-train"),
-        ).status_code
-        == 302
-    )
-    assert (
-        alice.post(
-            reverse("workloads:submit", args=["notebook"]),
-            submit_payload("notebook", pool="l40s-shared", name="idle-nb"),
-        ).status_code
-        == 302
-    )
-    assert (
-        alice.post(
-            reverse("workloads:submit", args=["training"]),
-            submit_payload("training", pool="a100-mig-3g40gb", command="sleep 3600", name="mig-half"),
-        ).status_code
-        == 302
-    )
+    assert alice.post(reverse("workloads:submit", args=["training"]),
+                      submit_payload("training", command="sleep 3600", name="busy-train")).status_code == 302
+    assert alice.post(reverse("workloads:submit", args=["notebook"]),
+                      submit_payload("notebook", pool="l40s-shared", name="idle-nb")).status_code == 302
+    assert alice.post(reverse("workloads:submit", args=["training"]),
+                      submit_payload("training", pool="a100-mig-3g40gb", command="sleep 3600",
+                                     name="mig-half")).status_code == 302
     busy = Workload.objects.get(name="busy-train")
     idle = Workload.objects.get(kind=Kind.NOTEBOOK)
     mig = Workload.objects.get(name="mig-half")
@@ -96,28 +79,18 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(
     core = client.CoreV1Api(kubesim.api_client())
     for workload, pattern in ((busy, "busy"), (idle, "idle"), (mig, "50")):
         workload.refresh_from_db()
-        pods = wait_for(
-            lambda w=workload: (
-                core.list_namespaced_pod(w.project.namespace, label_selector=f"{WORKLOAD_ID_LABEL}={w.pk}").items
-            )
-        )
+        pods = wait_for(lambda w=workload: core.list_namespaced_pod(
+            w.project.namespace, label_selector=f"{WORKLOAD_ID_LABEL}={w.pk}").items)
         for pod in pods:
-            core.patch_namespaced_pod(
-                pod.metadata.name,
-                workload.project.namespace,
-                {"metadata": {"annotations": {dcgm.PATTERN_ANNOTATION: pattern}}},
-            )
+            core.patch_namespaced_pod(pod.metadata.name, workload.project.namespace,
+                                      {"metadata": {"annotations": {dcgm.PATTERN_ANNOTATION: pattern}}})
 
     def flagged() -> bool:
         tasks.utilisation_refresh.apply().get()
         return WorkloadUtilisation.objects.filter(workload=idle, idle_flagged_at__isnull=False).exists()
 
-    wait_for(
-        flagged,
-        timeout=60,
-        interval=1.0,
-        describe=lambda: list(WorkloadUtilisation.objects.values("workload_id", "samples", "mean_percent")),
-    )
+    wait_for(flagged, timeout=60, interval=1.0,
+             describe=lambda: list(WorkloadUtilisation.objects.values("workload_id", "samples", "mean_percent")))
     time.sleep(2)
     tasks.utilisation_refresh.apply().get()
     busy_row = WorkloadUtilisation.objects.get(workload=busy)

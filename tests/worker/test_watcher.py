@@ -20,18 +20,9 @@ pytestmark = pytest.mark.slow
 def submit(kubesim, user, *, project="vision", gpus=4, preemptible=True, seconds=600, name="run"):
     """Submit through the service, run the submit task, then let a second pass on the emulated clock."""
     workload = services.workload_submit(
-        actor=user,
-        project=Project.objects.get(slug=project),
-        kind=Kind.TRAINING,
-        name=name,
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", str(seconds)],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=gpus,
-        model_label="resnet",
-        data_class="public",
-        preemptible=preemptible,
-    )
+        actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name,
+        image="pytorch/pytorch:2.4.0", command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug="h100"),
+        gpus=gpus, model_label="resnet", data_class="public", preemptible=preemptible)
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     kubesim.advance(1)  # distinct creation times keep FIFO order deterministic
     return workload
@@ -55,29 +46,19 @@ def test_positions_admission_and_finish(kubesim, org, watcher):
     head = Workload.objects.get(pk=waiting[0].pk)
     assert head.status == Status.QUEUED and head.status_reason
     assert head.queue_position_cluster == 0
-    rows = list(
-        Workload.objects.filter(pk__in=[w.pk for w in waiting])
-        .select_related("project__department", "node_pool")
-        .order_by("pk")
-    )
+    rows = list(Workload.objects.filter(pk__in=[w.pk for w in waiting]).select_related("project__department",
+                                                                                       "node_pool").order_by("pk"))
     sentences = {pk: e.sentence for pk, e in explain_workloads(rows).items()}
-    assert sentences[waiting[0].pk].startswith(
-        "Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in "
-        "use, so 4 more are needed; 8 of the pool's 16 are idle"
-    )
+    assert sentences[waiting[0].pk].startswith("Waiting for 4 x H100 80GB: Vision is at its limit there, 8 of 8 in "
+                                               "use, so 4 more are needed; 8 of the pool's 16 are idle")
     assert sentences[waiting[2].pk].endswith("2 workloads are ahead of you.")
     kubesim.advance(600)  # the first two finish; two of the waiting start
     wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in running))
     wait_for(lambda: [status_of(w) for w in waiting[:2]] == [Status.RUNNING, Status.RUNNING])
     wait_for(lambda: positions(waiting) == [None, None, 0])
     events = list(WorkloadEvent.objects.filter(workload=running[0]).values_list("to_status", flat=True))
-    assert events == [
-        Status.SUBMITTING,
-        Status.QUEUED,
-        Status.ADMITTED,
-        Status.RUNNING,
-        Status.SUCCEEDED,
-    ] or events == [Status.SUBMITTING, Status.QUEUED, Status.RUNNING, Status.SUCCEEDED]
+    assert events == [Status.SUBMITTING, Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.SUCCEEDED] or \
+        events == [Status.SUBMITTING, Status.QUEUED, Status.RUNNING, Status.SUCCEEDED]
     done = Workload.objects.get(pk=running[0].pk)
     assert done.admitted_at and done.started_at and done.finished_at
     assert done.admission["pod_sets"][0]["flavors"] == {"nvidia.com/gpu": "h100"}
@@ -90,10 +71,8 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     other = submit(kubesim, org["carol"], project="forecasting", name="ds")
     wait_for(lambda: status_of(other) == Status.RUNNING)
     borrowed = [submit(kubesim, org["alice"], name=f"b-{i}") for i in range(2)]
-    wait_for(
-        lambda: all(status_of(w) == Status.RUNNING for w in borrowed),
-        describe=lambda: [(w.pk, status_of(w), Workload.objects.get(pk=w.pk).status_message) for w in borrowed],
-    )
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in borrowed),
+             describe=lambda: [(w.pk, status_of(w), Workload.objects.get(pk=w.pk).status_message) for w in borrowed])
     reclaimer = submit(kubesim, org["bob"], project="nlp", preemptible=False)
     wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
     # The watcher may record the reclaimer's admission before the victim's preemption: wait for both.
@@ -125,10 +104,9 @@ def test_reclaim_preempts_borrowed_work_then_requeues_it(kubesim, org, watcher):
     try:
         wait_for(lambda: UsageInterval.objects.filter(workload=victim).count() == len(events) + 1)
     except AssertionError:
-        raise AssertionError(
-            list(UsageInterval.objects.filter(workload=victim).values_list("started_at", "ended_at", "end_reason"))
-            + list(WorkloadEvent.objects.filter(workload=victim).values_list("to_status", "reason", "cluster_at"))
-        ) from None
+        raise AssertionError(list(UsageInterval.objects.filter(workload=victim).values_list(
+            "started_at", "ended_at", "end_reason")) + list(WorkloadEvent.objects.filter(workload=victim).values_list(
+            "to_status", "reason", "cluster_at"))) from None
     intervals = list(UsageInterval.objects.filter(workload=victim).order_by("started_at"))
     first, last = intervals[0], intervals[-1]
     assert first.ended_at == event.cluster_at and first.end_reason.startswith("Preempted")
@@ -150,9 +128,8 @@ def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim
     wait_for(lambda: status_of(second) == Status.SUCCEEDED, timeout=30)
     watcher.stop()
     before = list(WorkloadEvent.objects.order_by("id").values_list("workload_id", "to_status", "reason"))
-    intervals = list(
-        UsageInterval.objects.order_by("id").values_list("workload_id", "started_at", "ended_at", "end_reason")
-    )
+    intervals = list(UsageInterval.objects.order_by("id").values_list("workload_id", "started_at", "ended_at",
+                                                                       "end_reason"))
     assert len(intervals) == 2 and intervals[1][2] is not None, [(i[0], i[3], str(i[2])) for i in intervals]
     restarted = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
     restarted.start()
@@ -161,12 +138,8 @@ def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim
         wait_for(lambda: restarted.synced.is_set())
         after = list(WorkloadEvent.objects.order_by("id").values_list("workload_id", "to_status", "reason"))
         assert after == before
-        assert (
-            list(
-                UsageInterval.objects.order_by("id").values_list("workload_id", "started_at", "ended_at", "end_reason")
-            )
-            == intervals
-        )
+        assert list(UsageInterval.objects.order_by("id").values_list("workload_id", "started_at", "ended_at",
+                                                                     "end_reason")) == intervals
     finally:
         restarted.stop()
 
@@ -174,14 +147,14 @@ def test_dropped_watches_and_a_restart_converge_without_duplicate_events(kubesim
 def test_queue_mirror_equals_kubesim_status(kubesim, cluster, org, watcher):
     for i in range(3):
         submit(kubesim, org["alice"], name=f"m-{i}")
-    wait_for(lambda: ClusterQueueState.objects.filter(name="proj-vision-h100-elastic", pending_workloads=1).exists())
+    wait_for(lambda: ClusterQueueState.objects.filter(name="proj-vision-h100-elastic",
+                                                      pending_workloads=1).exists())
     status = cluster.get("ClusterQueue", "proj-vision-h100-elastic")["status"]
     row = ClusterQueueState.objects.get(name="proj-vision-h100-elastic")
     assert row.admitted_workloads == status["admittedWorkloads"] == 2
     usage = status["flavorsUsage"][0]["resources"][0]
     assert str(row.used.normalize()) == str(usage["total"]) and str(row.used_borrowed.normalize()) == str(
-        usage["borrowed"]
-    )
+        usage["borrowed"])
     assert row.project.slug == "vision" and row.node_pool.slug == "h100" and not row.guaranteed
 
 
@@ -247,36 +220,21 @@ def test_node_mirror_follows_the_cluster_nodes(kubesim, cluster, org, watcher):
     wait_for(lambda: NodeState.objects.count() == 16)
     h100 = NodeState.objects.filter(node_pool__slug="h100")
     assert sorted(h100.values_list("name", "allocatable_gpus", "ready", "unschedulable")) == [
-        ("h100-node-0", 8, True, False),
-        ("h100-node-1", 8, True, False),
-    ]
-    assert set(
-        NodeState.objects.filter(node_pool__slug="a100-mig-3g40gb").values_list("allocatable_gpus", flat=True)
-    ) == {2}
+        ("h100-node-0", 8, True, False), ("h100-node-1", 8, True, False)]
+    assert set(NodeState.objects.filter(node_pool__slug="a100-mig-3g40gb").values_list("allocatable_gpus",
+                                                                                        flat=True)) == {2}
     core = k8s.CoreV1Api(kubesim.api_client())
     core.patch_node("h100-node-1", {"spec": {"unschedulable": True}})
-    core.create_node(
-        {
-            "metadata": {"name": "h100-node-9", "labels": {"portal.gpu/pool": "h100"}},
-            "status": {"allocatable": {"nvidia.com/gpu": "4"}},
-        }
-    )
-    core.create_node(
-        {
-            "metadata": {"name": "cpu-node-0", "labels": {"kubernetes.io/os": "linux"}},
-            "status": {"allocatable": {"cpu": "8"}},
-        }
-    )
+    core.create_node({"metadata": {"name": "h100-node-9", "labels": {"portal.gpu/pool": "h100"}},
+                      "status": {"allocatable": {"nvidia.com/gpu": "4"}}})
+    core.create_node({"metadata": {"name": "cpu-node-0", "labels": {"kubernetes.io/os": "linux"}},
+                      "status": {"allocatable": {"cpu": "8"}}})
     core.delete_node("a100-mig-3g40gb-node-7")
-    wait_for(
-        lambda: (
-            NodeState.objects.filter(name="h100-node-1", unschedulable=True).exists()
-            and NodeState.objects.filter(name="h100-node-9").exists()
-            and not NodeState.objects.filter(name="a100-mig-3g40gb-node-7").exists()
-            and NodeState.objects.filter(name="cpu-node-0").exists()
-        ),
-        describe=lambda: list(NodeState.objects.values_list("name", "unschedulable")),
-    )
+    wait_for(lambda: NodeState.objects.filter(name="h100-node-1", unschedulable=True).exists()
+             and NodeState.objects.filter(name="h100-node-9").exists()
+             and not NodeState.objects.filter(name="a100-mig-3g40gb-node-7").exists()
+             and NodeState.objects.filter(name="cpu-node-0").exists(),
+             describe=lambda: list(NodeState.objects.values_list("name", "unschedulable")))
     assert NodeState.objects.get(name="h100-node-9").allocatable_gpus == 4
     cpu = NodeState.objects.get(name="cpu-node-0")
     assert cpu.node_pool is None and cpu.allocatable_gpus == 0

@@ -95,7 +95,9 @@ class Admission:
             if t.served_version:  # a deprecated version's request: its own schema and rules judge it
                 kind = t.res.kind
                 old_form = None if old is None else conversion.from_storage(kind, old)
-                causes = schema.validate(plural, conversion.from_storage(kind, obj), old_form, version=t.served_version)
+                causes = schema.validate(
+                    plural, conversion.from_storage(kind, obj), old_form, version=t.served_version
+                )
             else:
                 causes = schema.validate(plural, obj, old)
             if not any(c.reason == "FieldValueTypeInvalid" for c in causes):  # kube fails such bodies at decoding

@@ -30,41 +30,14 @@ def demo_cluster() -> list[dict]:
     card, one card per node). Labels as NVIDIA's GPU feature discovery sets them (card memory in MiB, card count,
     MIG layout, sharing strategy and replicas)."""
     return (
-        _pool(
-            "h100",
-            2,
-            "NVIDIA-H100-80GB-HBM3",
-            "nvidia.com/gpu",
-            8,
-            "112",
-            "2000Gi",
-            **{"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "8"},
-        )
-        + _pool(
-            "a100-mig-3g40gb",
-            8,
-            "NVIDIA-A100-SXM4-80GB",
-            "nvidia.com/mig-3g.40gb",
-            2,
-            "64",
-            "1000Gi",
-            **{"nvidia.com/gpu.memory": "81920", "nvidia.com/gpu.count": "1", "nvidia.com/mig.config": "all-3g.40gb"},
-        )
-        + _pool(
-            "l40s-shared",
-            6,
-            "NVIDIA-L40S-SHARED",
-            "nvidia.com/gpu",
-            8,
-            "64",
-            "512Gi",
-            **{
-                REPLICAS_LABEL: "8",
-                "nvidia.com/gpu.memory": "46068",
-                "nvidia.com/gpu.count": "1",
-                "nvidia.com/gpu.sharing-strategy": "time-slicing",
-            },
-        )
+        _pool("h100", 2, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", 8, "112", "2000Gi",
+              **{"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "8"})
+        + _pool("a100-mig-3g40gb", 8, "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 2, "64", "1000Gi",
+                **{"nvidia.com/gpu.memory": "81920", "nvidia.com/gpu.count": "1",
+                   "nvidia.com/mig.config": "all-3g.40gb"})
+        + _pool("l40s-shared", 6, "NVIDIA-L40S-SHARED", "nvidia.com/gpu", 8, "64", "512Gi",
+                **{REPLICAS_LABEL: "8", "nvidia.com/gpu.memory": "46068", "nvidia.com/gpu.count": "1",
+                   "nvidia.com/gpu.sharing-strategy": "time-slicing"})
     )
 
 

@@ -377,9 +377,8 @@ class FlavorAssigner:
             fname = rg.flavors[index]
             attempted = index
             if self.pinned is not None and self.pinned.get(ps.name, {}).get(res) != fname:
-                reasons.append(
-                    f"skipping flavor {fname} as it is not found in the nomination mapping for resource {res}"
-                )
+                reasons.append(f"skipping flavor {fname} as it is not found in the nomination mapping for resource "
+                               f"{res}")
                 continue
             mismatch = flavor_mismatch(fname, self.snapshot.flavors.get(fname), ps)
             if mismatch:

@@ -151,9 +151,8 @@ def _room_for_one(snapshot: Snapshot, name: str) -> bool:
 
 def _no_preemption(snapshot: Snapshot) -> None:
     for cq in snapshot.cluster_queues.values():
-        cq.preemption = replace(
-            cq.preemption, within_cluster_queue=C.NEVER, reclaim_within_cohort=C.NEVER, borrow_within_cohort=C.NEVER
-        )
+        cq.preemption = replace(cq.preemption, within_cluster_queue=C.NEVER, reclaim_within_cohort=C.NEVER,
+                                borrow_within_cohort=C.NEVER)
 
 
 def _root(cq: ClusterQueueNode) -> QuotaNode:

@@ -338,10 +338,8 @@ class Preemptor:
         key = (id(root), frozenset(frs))
         kept = self._borrowers.get(key)
         if kept is None or kept[0] != usage_version():
-            kept = (
-                usage_version(),
-                [other for other in root.subtree_cluster_queues() if any(other.borrowing(fr) for fr in frs)],
-            )
+            kept = (usage_version(), [other for other in root.subtree_cluster_queues()
+                                      if any(other.borrowing(fr) for fr in frs)])
             self._borrowers[key] = kept
         return kept[1]
 

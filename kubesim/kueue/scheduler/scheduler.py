@@ -249,13 +249,8 @@ class _Tournament:
     path, with that request; `winners[cohort]` the entry that wins the cohort's subtree.
     """
 
-    def __init__(
-        self,
-        root: CohortNode,
-        entries: list[_Entry],
-        by_cq: dict[int, _Entry],
-        less: Callable[[_Entry, _Entry, int, dict], bool],
-    ) -> None:
+    def __init__(self, root: CohortNode, entries: list[_Entry], by_cq: dict[int, _Entry],
+                 less: Callable[[_Entry, _Entry, int, dict], bool]) -> None:
         self.root, self.by_cq, self.less = root, by_cq, less
         self.shares: dict[tuple[int, str], tuple[DRS, dict]] = {}
         self.winners: dict[int, _Entry | None] = {}
@@ -288,12 +283,8 @@ class _Tournament:
             return
         path = list(e.queue.path_to_root())
         if e.queue.usage != self.usage_before:  # admitted or reserved: usage moved along its path (else only gone)
-            affected = {
-                id(other): other
-                for cohort in path[:-1]
-                for other in self.below[id(cohort)]
-                if id(other.queue) in self.by_cq
-            }
+            affected = {id(other): other for cohort in path[:-1] for other in self.below[id(cohort)]
+                        if id(other.queue) in self.by_cq}
             for other in affected.values():
                 self._measure(other)
         for cohort in path:
@@ -532,9 +523,8 @@ class Scheduler:
         for e in entries:
             if e.targets:
                 return False
-            if e.assignment.mode() == FIT and self._fits_after(
-                snapshot, e.queue, e.assignment.usage, preempted_keys, e.targets
-            ):
+            if e.assignment.mode() == FIT and self._fits_after(snapshot, e.queue, e.assignment.usage, preempted_keys,
+                                                               e.targets):
                 return False
         return True
 
@@ -698,10 +688,8 @@ class Scheduler:
         deferred = e.assignment.mode() == FIT
         if deferred:
             outcome = "deferred_fit"
-        elif (
-            e.targets
-            and not any(t.workload.key in preempted_keys for t in e.targets)
-            and self._fits_after(snapshot, e.queue, e.assignment.usage, preempted_keys, e.targets)
+        elif e.targets and not any(t.workload.key in preempted_keys for t in e.targets) and self._fits_after(
+            snapshot, e.queue, e.assignment.usage, preempted_keys, e.targets
         ):
             outcome = "new_targets"
         else:

@@ -16,75 +16,57 @@ from apps.org.models import Department, NodePool, Project
 
 @pytest.fixture
 def org(demo):
-    return {
-        **demo,
-        "research": Department.objects.get(slug="research"),
-        "production": Department.objects.get(slug="production"),
-        "vision": Project.objects.get(slug="vision"),
-        "nlp": Project.objects.get(slug="nlp"),
-        "serving": Project.objects.get(slug="serving"),
-    }
+    return {**demo, "research": Department.objects.get(slug="research"),
+            "production": Department.objects.get(slug="production"),
+            "vision": Project.objects.get(slug="vision"), "nlp": Project.objects.get(slug="nlp"),
+            "serving": Project.objects.get(slug="serving")}
 
 
 def slugs(queryset):
     return sorted(queryset.values_list("slug", flat=True))
 
 
-@pytest.mark.parametrize(
-    ("username", "departments", "projects"),
-    [
-        (
-            "admin",
-            ["data-science", "production", "research"],
-            ["analytics", "etl", "forecasting", "nlp", "serving", "vision"],
-        ),
-        (
-            "viewer",
-            ["data-science", "production", "research"],
-            ["analytics", "etl", "forecasting", "nlp", "serving", "vision"],
-        ),
-        ("deptadmin", ["research"], ["nlp", "vision"]),
-        ("lead", ["research"], ["nlp", "vision"]),
-        ("alice", ["research"], ["vision"]),
-        ("bob", ["research"], ["nlp"]),
-        ("carol", ["data-science"], ["forecasting"]),
-    ],
-)
+@pytest.mark.parametrize(("username", "departments", "projects"), [
+    ("admin", ["data-science", "production", "research"],
+     ["analytics", "etl", "forecasting", "nlp", "serving", "vision"]),
+    ("viewer", ["data-science", "production", "research"],
+     ["analytics", "etl", "forecasting", "nlp", "serving", "vision"]),
+    ("deptadmin", ["research"], ["nlp", "vision"]),
+    ("lead", ["research"], ["nlp", "vision"]),
+    ("alice", ["research"], ["vision"]),
+    ("bob", ["research"], ["nlp"]),
+    ("carol", ["data-science"], ["forecasting"]),
+])
 def test_visible_rows(org, username, departments, projects):
     user = org[username]
     assert slugs(org_selectors.departments_for(user)) == departments
     assert slugs(org_selectors.projects_for(user)) == projects
-    quota_owners = {
-        q.project.slug if q.project_id else q.department.slug
-        for q in org_selectors.quotas_for(user).select_related("project", "department")
-    }
+    quota_owners = {q.project.slug if q.project_id else q.department.slug
+                    for q in org_selectors.quotas_for(user).select_related("project", "department")}
     assert quota_owners == set(departments) | set(projects)
 
 
-@pytest.mark.parametrize(
-    ("username", "action", "target", "allowed"),
-    [
-        ("admin", Action.MANAGE, None, True),
-        ("deptadmin", Action.MANAGE, None, False),
-        ("deptadmin", Action.MANAGE_PROJECTS, "research", True),
-        ("deptadmin", Action.MANAGE_PROJECTS, "production", False),
-        ("deptadmin", Action.MANAGE_PROJECTS, "vision", True),
-        ("deptadmin", Action.MANAGE, "research", False),
-        ("lead", Action.EDIT_WEIGHT, "vision", True),
-        ("lead", Action.EDIT_WEIGHT, "serving", False),
-        ("lead", Action.MANAGE_PROJECTS, "vision", False),
-        ("lead", Action.STOP_ANY, "nlp", True),
-        ("alice", Action.SUBMIT, "vision", True),
-        ("alice", Action.SUBMIT, "nlp", False),
-        ("alice", Action.VIEW, "research", True),  # the department that holds her project
-        ("alice", Action.VIEW, "production", False),
-        ("alice", Action.STOP_ANY, "vision", False),
-        ("viewer", Action.VIEW, "serving", True),
-        ("viewer", Action.SUBMIT, "serving", False),
-        ("viewer", Action.VIEW, None, True),
-        ("viewer", Action.MANAGE, None, False),
-    ],
-)
+@pytest.mark.parametrize(("username", "action", "target", "allowed"), [
+    ("admin", Action.MANAGE, None, True),
+    ("deptadmin", Action.MANAGE, None, False),
+    ("deptadmin", Action.MANAGE_PROJECTS, "research", True),
+    ("deptadmin", Action.MANAGE_PROJECTS, "production", False),
+    ("deptadmin", Action.MANAGE_PROJECTS, "vision", True),
+    ("deptadmin", Action.MANAGE, "research", False),
+    ("lead", Action.EDIT_WEIGHT, "vision", True),
+    ("lead", Action.EDIT_WEIGHT, "serving", False),
+    ("lead", Action.MANAGE_PROJECTS, "vision", False),
+    ("lead", Action.STOP_ANY, "nlp", True),
+    ("alice", Action.SUBMIT, "vision", True),
+    ("alice", Action.SUBMIT, "nlp", False),
+    ("alice", Action.VIEW, "research", True),  # the department that holds her project
+    ("alice", Action.VIEW, "production", False),
+    ("alice", Action.STOP_ANY, "vision", False),
+    ("viewer", Action.VIEW, "serving", True),
+    ("viewer", Action.SUBMIT, "serving", False),
+    ("viewer", Action.VIEW, None, True),
+    ("viewer", Action.MANAGE, None, False),
+])
 def test_can(org, username, action, target, allowed):
     assert access.can(org[username], action, org[target] if target else None) is allowed
 
@@ -162,13 +144,11 @@ def test_remove_is_offered_where_the_service_would_remove(org):
     assert access.manual_admin_binding_count() == 1  # rule-made admins come and go with groups: they do not count
     assert not access.may_remove_binding(org["admin"], rule_made, manual_admin_bindings=1)
     second = role_binding_create(actor=org["admin"], role=Role.ADMIN, user=org["bob"])
-    assert access.may_remove_binding(
-        org["admin"], only_admin, manual_admin_bindings=access.manual_admin_binding_count()
-    )
+    assert access.may_remove_binding(org["admin"], only_admin,
+                                     manual_admin_bindings=access.manual_admin_binding_count())
     role_binding_delete(actor=org["admin"], binding=second)
-    assert not access.may_remove_binding(
-        org["admin"], only_admin, manual_admin_bindings=access.manual_admin_binding_count()
-    )
+    assert not access.may_remove_binding(org["admin"], only_admin,
+                                         manual_admin_bindings=access.manual_admin_binding_count())
 
 
 def test_role_binding_delete_is_audited(org):

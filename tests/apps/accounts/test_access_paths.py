@@ -36,24 +36,10 @@ def _scoped_models() -> list[type[Model]]:
 
 def test_the_scoped_models_are_all_found():
     names = {model._meta.label for model in _scoped_models()}
-    assert names >= {
-        "org.Department",
-        "org.Project",
-        "org.Quota",
-        "org.DataSource",
-        "org.ImagePullSecret",
-        "workloads.Workload",
-        "workloads.Credential",
-        "workloads.WorkloadUtilisation",
-        "usage.UsageInterval",
-        "usage.DeservedPeriod",
-        "usage.UsageSlice",
-        "usage.UtilisationHour",
-        "cluster.ClusterQueueState",
-        "cluster.LocalQueueState",
-        "cluster.CohortState",
-        "core.AuditEvent",
-    }
+    assert names >= {"org.Department", "org.Project", "org.Quota", "org.DataSource", "org.ImagePullSecret",
+                     "workloads.Workload", "workloads.Credential", "workloads.WorkloadUtilisation",
+                     "usage.UsageInterval", "usage.DeservedPeriod", "usage.UsageSlice", "usage.UtilisationHour",
+                     "cluster.ClusterQueueState", "cluster.LocalQueueState", "cluster.CohortState", "core.AuditEvent"}
 
 
 @pytest.mark.parametrize("model", _scoped_models(), ids=lambda model: model._meta.label)
@@ -69,16 +55,12 @@ def test_each_declared_path_names_a_real_lookup_of_its_model(model):
         assert _target(model, paths.owner)._meta.label == settings.AUTH_USER_MODEL, paths.owner
 
 
-@pytest.mark.parametrize(
-    "model",
-    [model for model in apps.get_models() if model.__module__.startswith("apps.")],
-    ids=lambda model: model._meta.label,
-)
+@pytest.mark.parametrize("model", [model for model in apps.get_models() if model.__module__.startswith("apps.")],
+                         ids=lambda model: model._meta.label)
 def test_no_model_keeps_paths_outside_access_paths(model):
     """A path declared beside `access_paths` (the old loose attributes, or a misspelt one) would never be read."""
-    assert not [
-        name for name in vars(model) if name.startswith("access_") and name not in {"access_paths", "access_scope"}
-    ]
+    assert not [name for name in vars(model) if name.startswith("access_") and name not in {"access_paths",
+                                                                                           "access_scope"}]
 
 
 @pytest.mark.parametrize("path", ["departmnt_id", "project__departmnt_id", "name", "project__name"])

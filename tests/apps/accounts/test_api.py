@@ -17,9 +17,8 @@ def ids(demo) -> dict[str, int]:
 
 
 def token_for(username: str, password: str = DEMO_PASSWORD) -> tuple[int, dict]:
-    response = Client().post(
-        "/api/v1/auth/token/", {"username": username, "password": password}, content_type="application/json"
-    )
+    response = Client().post("/api/v1/auth/token/", {"username": username, "password": password},
+                             content_type="application/json")
     return response.status_code, response.json()
 
 
@@ -62,14 +61,12 @@ def test_token_header_authenticates(demo, ids):
     assert me.status_code == 200
     assert me.json()["username"] == "deptadmin"
     # Writes with a token need no CSRF token and go through the same services and checks.
-    response = call(
-        client, "PATCH", f"quotas/{ids['q_vision_h100']}/", {"deserved": 3}, HTTP_AUTHORIZATION=f"Token {token}"
-    )
+    response = call(client, "PATCH", f"quotas/{ids['q_vision_h100']}/", {"deserved": 3},
+                    HTTP_AUTHORIZATION=f"Token {token}")
     assert response.status_code == 200
     assert AuditEvent.objects.filter(action="quota.update", actor=demo["deptadmin"]).count() == 1
-    refused = call(
-        client, "PATCH", f"quotas/{ids['q_forecasting_h100']}/", {"deserved": 1}, HTTP_AUTHORIZATION=f"Token {token}"
-    )
+    refused = call(client, "PATCH", f"quotas/{ids['q_forecasting_h100']}/", {"deserved": 1},
+                   HTTP_AUTHORIZATION=f"Token {token}")
     assert refused.status_code == 404
 
 
@@ -101,9 +98,8 @@ def test_me_lists_direct_and_group_bindings(client_for, demo, ids):
     RoleBinding.objects.create(group=group, role="viewer", scope="department", department_id=ids["data_science"])
     body = call(client_for("alice"), "GET", "me/").json()
     assert body["username"] == "alice"
-    assert {
-        (b["user"], b["group"], b["role"], b["scope"], b["department"], b["project"]) for b in body["role_bindings"]
-    } == {
+    assert {(b["user"], b["group"], b["role"], b["scope"], b["department"], b["project"])
+            for b in body["role_bindings"]} == {
         ("alice", None, "researcher", "project", None, ids["vision"]),
         (None, "forecasters", "viewer", "department", ids["data_science"], None),
     }
@@ -111,20 +107,12 @@ def test_me_lists_direct_and_group_bindings(client_for, demo, ids):
 
 def test_role_binding_scope_follows_the_target(client_for, ids):
     deptadmin = client_for("deptadmin")
-    response = call(
-        deptadmin, "POST", "role-bindings/", {"user": "carol", "role": "viewer", "department": ids["research"]}
-    )
+    response = call(deptadmin, "POST", "role-bindings/", {"user": "carol", "role": "viewer",
+                                                           "department": ids["research"]})
     assert response.status_code == 201
     assert response.json() | {"id": 0, "created_at": ""} == {
-        "id": 0,
-        "user": "carol",
-        "group": None,
-        "role": "viewer",
-        "scope": "department",
-        "department": ids["research"],
-        "project": None,
-        "created_at": "",
-        "source": "manual",
+        "id": 0, "user": "carol", "group": None, "role": "viewer", "scope": "department",
+        "department": ids["research"], "project": None, "created_at": "", "source": "manual",
     }
     # carol now sees Research
     assert call(client_for("carol"), "GET", f"departments/{ids['research']}/").status_code == 200
@@ -133,33 +121,18 @@ def test_role_binding_scope_follows_the_target(client_for, ids):
 @pytest.mark.parametrize(
     ("username", "body", "status", "errors"),
     [
-        (
-            "deptadmin",
-            {"user": "alice", "role": "researcher", "project": "vision"},
-            400,
-            {"non_field_errors": ["This binding already exists."]},
-        ),
-        (
-            "deptadmin",
-            {"user": "carol", "role": "admin", "project": "vision"},
-            403,
-            {"detail": "You may not grant this role at this scope."},
-        ),
-        (
-            "deptadmin",
-            {"user": "carol", "role": "viewer"},
-            403,
-            {"detail": "You may not grant this role at this scope."},
-        ),
-        (
-            "admin",
-            {"user": "carol", "role": "viewer", "department": "research", "project": "vision"},
-            400,
-            {"non_field_errors": ["Choose a department or a project as the scope, not both."]},
-        ),
+        ("deptadmin", {"user": "alice", "role": "researcher", "project": "vision"}, 400,
+         {"non_field_errors": ["This binding already exists."]}),
+        ("deptadmin", {"user": "carol", "role": "admin", "project": "vision"}, 403,
+         {"detail": "You may not grant this role at this scope."}),
+        ("deptadmin", {"user": "carol", "role": "viewer"}, 403,
+         {"detail": "You may not grant this role at this scope."}),
+        ("admin", {"user": "carol", "role": "viewer", "department": "research", "project": "vision"}, 400,
+         {"non_field_errors": ["Choose a department or a project as the scope, not both."]}),
         ("admin", {"role": "viewer"}, 400, {"non_field_errors": ["Bind the role to a user or to a group, not both."]}),
         ("admin", {"user": "carol", "role": "boss"}, 400, {"role": ['"boss" is not a valid choice.']}),
-        ("admin", {"user": "nobody", "role": "viewer"}, 400, {"user": ["Object with username=nobody does not exist."]}),
+        ("admin", {"user": "nobody", "role": "viewer"}, 400,
+         {"user": ["Object with username=nobody does not exist."]}),
     ],
 )
 def test_role_binding_refusals(client_for, ids, username, body, status, errors):

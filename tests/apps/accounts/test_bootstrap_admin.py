@@ -31,11 +31,8 @@ def test_creates_the_admin_with_its_binding_and_a_second_run_changes_nothing(db,
     binding = RoleBinding.objects.get(user=user)
     assert (binding.role, binding.scope) == (Role.ADMIN, Scope.EVERYTHING)
     assert access.can(user, Action.MANAGE)
-    audited = set(
-        AuditEvent.objects.filter(
-            action__in=["user.bootstrap_admin", "role_binding.create"], object_repr__contains="root"
-        ).values_list("action", "object_id")
-    )
+    audited = set(AuditEvent.objects.filter(action__in=["user.bootstrap_admin", "role_binding.create"],
+                                            object_repr__contains="root").values_list("action", "object_id"))
     assert audited == {("user.bootstrap_admin", str(user.pk)), ("role_binding.create", str(binding.pk))}
     rows = AuditEvent.objects.count()
 
@@ -109,20 +106,13 @@ def test_django_admin_group_rules_are_validated_and_audited(superuser_client, de
     client, user = superuser_client
     refused = client.post("/django-admin/accounts/grouprolerule/add/", {"group_pattern": "*", "role": Role.VIEWER})
     assert refused.status_code == 200 and "matches every group" in refused.content.decode()
-    response = client.post(
-        "/django-admin/accounts/grouprolerule/add/",
-        {"group_pattern": "gpu-viewers", "role": Role.VIEWER, "description": "read-only"},
-    )
+    response = client.post("/django-admin/accounts/grouprolerule/add/",
+                           {"group_pattern": "gpu-viewers", "role": Role.VIEWER, "description": "read-only"})
     assert response.status_code == 302
     rule = GroupRoleRule.objects.get(group_pattern="gpu-viewers")
-    change = client.post(
-        f"/django-admin/accounts/grouprolerule/{rule.pk}/change/",
-        {"group_pattern": "gpu-readers", "role": Role.VIEWER, "description": "read-only"},
-    )
+    change = client.post(f"/django-admin/accounts/grouprolerule/{rule.pk}/change/",
+                         {"group_pattern": "gpu-readers", "role": Role.VIEWER, "description": "read-only"})
     assert change.status_code == 302
-    actions = list(
-        AuditEvent.objects.filter(object_id=str(rule.pk), object_type="grouprolerule")
-        .order_by("id")
-        .values_list("action", "actor")
-    )
+    actions = list(AuditEvent.objects.filter(object_id=str(rule.pk), object_type="grouprolerule").order_by(
+        "id").values_list("action", "actor"))
     assert actions == [("group_role_rule.create", user.pk), ("group_role_rule.update", user.pk)]

@@ -45,10 +45,8 @@ def sign_in(provider, username: str, next_url: str = "/workloads/") -> tuple[Cli
 
 
 def bindings(user) -> set[tuple[str, str, str]]:
-    return {
-        (b.role, b.scope_display, b.source)
-        for b in RoleBinding.objects.filter(user=user).select_related("department", "project")
-    }
+    return {(b.role, b.scope_display, b.source) for b in RoleBinding.objects.filter(user=user)
+            .select_related("department", "project")}
 
 
 @pytest.fixture
@@ -57,12 +55,10 @@ def rules(demo, sso):
     vision = RoleBinding._meta.get_field("project").related_model.objects.get(slug="vision")
     research = RoleBinding._meta.get_field("department").related_model.objects.get(slug="research")
     return {
-        "vision": services.group_role_rule_create(
-            actor=admin, group_pattern="gpu-vision", role="researcher", project=vision
-        ),
-        "leads": services.group_role_rule_create(
-            actor=admin, group_pattern="research-lead*", role="team_lead", department=research
-        ),
+        "vision": services.group_role_rule_create(actor=admin, group_pattern="gpu-vision", role="researcher",
+                                                  project=vision),
+        "leads": services.group_role_rule_create(actor=admin, group_pattern="research-lead*", role="team_lead",
+                                                 department=research),
         "viewers": services.group_role_rule_create(actor=admin, group_pattern="staff", role="viewer"),
     }
 
@@ -75,13 +71,8 @@ def test_login_page_offers_single_sign_on(sso):
 
 
 def test_first_sign_in_creates_the_user_and_rule_made_bindings(sso, rules):
-    sso.set_user(
-        "dana",
-        groups=["gpu-vision", "research-leads", "staff", "unrelated"],
-        email="dana@example.org",
-        first_name="Dana",
-        last_name="Scully",
-    )
+    sso.set_user("dana", groups=["gpu-vision", "research-leads", "staff", "unrelated"], email="dana@example.org",
+                 first_name="Dana", last_name="Scully")
     portal, response = sign_in(sso, "dana")
     assert response.status_code == 302 and response["Location"] == "/workloads/"
     dana = get_user_model().objects.get(username="dana")
@@ -89,23 +80,17 @@ def test_first_sign_in_creates_the_user_and_rule_made_bindings(sso, rules):
     assert not dana.has_usable_password()
     identity = ExternalIdentity.objects.get(user=dana)
     assert identity.issuer == sso.issuer and identity.groups == ["gpu-vision", "research-leads", "staff", "unrelated"]
-    assert bindings(dana) == {
-        ("researcher", "project:vision", "group_rule"),
-        ("team_lead", "department:research", "group_rule"),
-        ("viewer", "everything", "group_rule"),
-    }
+    assert bindings(dana) == {("researcher", "project:vision", "group_rule"),
+                              ("team_lead", "department:research", "group_rule"),
+                              ("viewer", "everything", "group_rule")}
     assert RoleBinding.objects.get(user=dana, role="researcher").rule == rules["vision"]
     # Signed in for real: the session reaches pages her bindings open.
     assert portal.get("/workloads/submit/training/").status_code == 200
     assert portal.get("/api/v1/me/").json()["username"] == "dana"
     # Audited: the user and each binding the rules made.
     assert AuditEvent.objects.filter(action="user.create", object_id=str(dana.pk)).count() == 1
-    assert (
-        AuditEvent.objects.filter(
-            action="role_binding.create", after__user_id=dana.pk, after__source="group_rule"
-        ).count()
-        == 3
-    )
+    assert AuditEvent.objects.filter(action="role_binding.create", after__user_id=dana.pk,
+                                     after__source="group_rule").count() == 3
 
 
 def test_group_removed_at_the_provider_removes_its_binding_and_hand_made_ones_stay(sso, rules, demo):
@@ -115,17 +100,13 @@ def test_group_removed_at_the_provider_removes_its_binding_and_hand_made_ones_st
     nlp = RoleBinding._meta.get_field("project").related_model.objects.get(slug="nlp")
     by_hand = services.role_binding_create(actor=demo["admin"], user=eve, role="researcher", project=nlp)
     # The same role and scope a rule gives, also granted by hand: the hand-made one must survive the group's loss.
-    vision_by_hand = services.role_binding_create(
-        actor=demo["admin"], user=eve, role="viewer", project=rules["vision"].project
-    )
+    vision_by_hand = services.role_binding_create(actor=demo["admin"], user=eve, role="viewer",
+                                                  project=rules["vision"].project)
     sso.set_user("eve", groups=["staff"])
     _, response = sign_in(sso, "eve")
     assert response.status_code == 302
-    assert bindings(eve) == {
-        ("viewer", "everything", "group_rule"),
-        ("researcher", "project:nlp", "manual"),
-        ("viewer", "project:vision", "manual"),
-    }
+    assert bindings(eve) == {("viewer", "everything", "group_rule"), ("researcher", "project:nlp", "manual"),
+                             ("viewer", "project:vision", "manual")}
     assert RoleBinding.objects.filter(pk__in=[by_hand.pk, vision_by_hand.pk]).count() == 2
     assert ExternalIdentity.objects.get(user=eve).groups == ["staff"]
     removed = AuditEvent.objects.get(action="role_binding.delete", before__user_id=eve.pk)
@@ -141,9 +122,8 @@ def test_rule_changes_apply_at_once_from_the_groups_of_the_last_sign_in(sso, rul
     sign_in(sso, "fay")
     fay = get_user_model().objects.get(username="fay")
     assert bindings(fay) == {("researcher", "project:vision", "group_rule")}
-    services.group_role_rule_update(
-        actor=demo["admin"], rule=rules["vision"], group_pattern="gpu-*", role="viewer", project=rules["vision"].project
-    )
+    services.group_role_rule_update(actor=demo["admin"], rule=rules["vision"], group_pattern="gpu-*", role="viewer",
+                                    project=rules["vision"].project)
     assert bindings(fay) == {("viewer", "project:vision", "group_rule")}
     services.group_role_rule_delete(actor=demo["admin"], rule=rules["vision"])
     assert bindings(fay) == set()
@@ -193,31 +173,13 @@ def test_id_token_for_another_client_is_refused(sso):
     sso.set_user("ida", groups=[])
     verifier, nonce = secrets.token_urlsafe(48), secrets.token_urlsafe(16)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-    authorize = f"{sso.issuer}/authorize/?" + urlencode(
-        {
-            "response_type": "code",
-            "client_id": "another-app",
-            "redirect_uri": OTHER_REDIRECT,
-            "scope": "openid",
-            "state": "s",
-            "nonce": nonce,
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-        }
-    )
+    authorize = f"{sso.issuer}/authorize/?" + urlencode({
+        "response_type": "code", "client_id": "another-app", "redirect_uri": OTHER_REDIRECT, "scope": "openid",
+        "state": "s", "nonce": nonce, "code_challenge": challenge, "code_challenge_method": "S256"})
     code = parse_qs(urlsplit(sso.sign_in(authorize, "ida")).query)["code"][0]
-    tokens = requests.post(
-        f"{sso.issuer}/token/",
-        timeout=10,
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": OTHER_REDIRECT,
-            "client_id": "another-app",
-            "client_secret": sso.client_secret,
-            "code_verifier": verifier,
-        },
-    ).json()
+    tokens = requests.post(f"{sso.issuer}/token/", timeout=10, data={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": OTHER_REDIRECT, "client_id": "another-app",
+        "client_secret": sso.client_secret, "code_verifier": verifier}).json()
     backend = PortalOIDCBackend()
     with pytest.raises(SuspiciousOperation, match="audience"):
         backend.verify_token(tokens["id_token"], nonce=nonce)

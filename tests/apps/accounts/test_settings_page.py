@@ -23,24 +23,13 @@ def test_opting_in_and_out(client_for, demo):
     assert response.status_code == 302
     preference = NotificationPreference.objects.get(user=demo["alice"])
     assert (preference.on_admitted, preference.on_preempted, preference.on_finished, preference.on_failed) == (
-        True,
-        False,
-        False,
-        True,
-    ) and preference.on_idle
+        True, False, False, True) and preference.on_idle
     page = client.get(SETTINGS).content.decode()
     assert 'name="on_admitted" id="id_on_admitted" checked' in page and "holds GPUs it does not use" in page
     client.post(SETTINGS, {})
     preference.refresh_from_db()
-    assert not any(
-        (
-            preference.on_admitted,
-            preference.on_preempted,
-            preference.on_finished,
-            preference.on_failed,
-            preference.on_idle,
-        )
-    )
+    assert not any((preference.on_admitted, preference.on_preempted, preference.on_finished, preference.on_failed,
+                    preference.on_idle))
     assert not NotificationPreference.objects.filter(user=demo["bob"]).exists()  # only her own row
 
 

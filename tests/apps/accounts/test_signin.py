@@ -32,7 +32,8 @@ def signed_in(client: Client) -> bool:
 
 
 def token_login(username: str, password: str, **extra):
-    return Client().post(TOKEN, {"username": username, "password": password}, content_type="application/json", **extra)
+    return Client().post(TOKEN, {"username": username, "password": password}, content_type="application/json",
+                         **extra)
 
 
 def test_demo_usernames_are_the_seeded_ones():
@@ -75,15 +76,12 @@ def test_other_address_is_not_locked_and_success_resets_the_count(demo):
         assert form_login(Client(), "lead", f"wrong-again-{attempt}").status_code == 200
 
 
-@pytest.mark.parametrize(
-    ("proxies", "forwarded", "expected"),
-    [
-        (0, "203.0.113.9", "10.1.1.1"),  # no proxy configured: X-Forwarded-For is the client's to forge, ignored
-        (1, "198.51.100.7, 203.0.113.9", "203.0.113.9"),  # the address our one proxy saw, not what the client claimed
-        (2, "198.51.100.7, 203.0.113.9, 10.0.0.5", "203.0.113.9"),
-        (2, "203.0.113.9", "10.1.1.1"),  # fewer hops than proxies: fall back to the connection
-    ],
-)
+@pytest.mark.parametrize(("proxies", "forwarded", "expected"), [
+    (0, "203.0.113.9", "10.1.1.1"),  # no proxy configured: X-Forwarded-For is the client's to forge, ignored
+    (1, "198.51.100.7, 203.0.113.9", "203.0.113.9"),  # the address our one proxy saw, not what the client claimed
+    (2, "198.51.100.7, 203.0.113.9, 10.0.0.5", "203.0.113.9"),
+    (2, "203.0.113.9", "10.1.1.1"),  # fewer hops than proxies: fall back to the connection
+])
 def test_lockout_address_behind_proxies(settings, proxies, forwarded, expected):
     settings.LOGIN_PROXY_COUNT = proxies
     request = RequestFactory().post(LOGIN, REMOTE_ADDR="10.1.1.1", HTTP_X_FORWARDED_FOR=forwarded)
@@ -251,21 +249,9 @@ def test_pages_carry_no_inline_scripts_or_styles(client_for):
     """What the policy would block: inline <script>/<style>, style attributes, on* handlers (browser tests check
     the rendered pages too)."""
     client = client_for("admin")
-    for path in [
-        "/",
-        "/workloads/",
-        "/usage/quota/",
-        "/usage/reports/",
-        "/accounts/tokens/",
-        "/accounts/settings/",
-        "/accounts/role-bindings/",
-        "/accounts/group-rules/",
-        "/audit/",
-        "/departments/research/quotas/",
-        "/weights/",
-        "/workloads/submit/training/",
-        LOGIN,
-    ]:
+    for path in ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/accounts/tokens/", "/accounts/settings/",
+                 "/accounts/role-bindings/", "/accounts/group-rules/", "/audit/", "/departments/research/quotas/",
+                 "/weights/", "/workloads/submit/training/", LOGIN]:
         response = (Client() if path == LOGIN else client).get(path)
         assert response.status_code == 200, path
         html = response.text

@@ -155,9 +155,8 @@ def test_malformed_headers_answer_401(demo, header):
 def test_admin_revokes_a_leaked_token_in_the_django_admin(client_for, demo):
     _, secret = services.personal_token_create(user=demo["alice"], name="leaked")
     token = PersonalAccessToken.objects.get()
-    response = client_for("admin").post(
-        "/django-admin/accounts/personalaccesstoken/", {"action": "revoke", "_selected_action": [token.pk]}
-    )
+    response = client_for("admin").post("/django-admin/accounts/personalaccesstoken/", {
+        "action": "revoke", "_selected_action": [token.pk]})
     assert response.status_code == 302
     assert me(secret).status_code == 401
     assert AuditEvent.objects.get(action="api_token.revoke").actor == demo["admin"]

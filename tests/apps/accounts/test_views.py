@@ -54,21 +54,13 @@ def test_department_admin_grants_inside_their_department(page_client, users):
     vision = Project.objects.get(slug="vision")
     client = page_client("deptadmin")
     form = client.get(CREATE).context["form"]
-    assert [value for value, _ in form.fields["role"].choices] == [
-        "department_admin",
-        "team_lead",
-        "researcher",
-        "viewer",
-    ]
+    assert [value for value, _ in form.fields["role"].choices] == ["department_admin", "team_lead", "researcher",
+                                                                   "viewer"]
     scope_values = [value for _, group in form.fields["scope"].choices for value, _ in group]
-    assert scope_values == [
-        f"department:{research.pk}",
-        f"project:{Project.objects.get(slug='nlp').pk}",
-        f"project:{vision.pk}",
-    ]
-    response = client.post(
-        CREATE, {"username": "carol", "role": "researcher", "scope": f"project:{vision.pk}"}, follow=True
-    )
+    assert scope_values == [f"department:{research.pk}", f"project:{Project.objects.get(slug='nlp').pk}",
+                            f"project:{vision.pk}"]
+    response = client.post(CREATE, {"username": "carol", "role": "researcher", "scope": f"project:{vision.pk}"},
+                           follow=True)
     assert "Granted Researcher to user:carol at project:vision." in response.content.decode()
     binding = RoleBinding.objects.get(user__username="carol", project=vision)
     event = AuditEvent.objects.get(action="role_binding.create", object_id=str(binding.pk))
@@ -76,17 +68,15 @@ def test_department_admin_grants_inside_their_department(page_client, users):
     assert event.after["role"] == "researcher"
 
 
-@pytest.mark.parametrize(
-    ("payload", "message"),
-    [
-        ({"username": "carol", "role": "admin"}, "Select a valid choice. admin is not one of the available choices."),
-        ({"username": "carol", "role": "viewer", "scope": "department:production"}, "Select a valid choice."),
-        ({"username": "carol", "role": "viewer", "scope": "everything"}, "Select a valid choice."),
-        ({"username": "nobody", "role": "viewer"}, "There is no user called 'nobody'."),
-        ({"role": "viewer"}, "Choose a user or a group (exactly one)."),
-        ({"username": "lead", "role": "team_lead"}, "This binding already exists."),
-    ],
-)
+@pytest.mark.parametrize(("payload", "message"), [
+    ({"username": "carol", "role": "admin"}, "Select a valid choice. admin is not one of the available choices."),
+    ({"username": "carol", "role": "viewer", "scope": "department:production"},
+     "Select a valid choice."),
+    ({"username": "carol", "role": "viewer", "scope": "everything"}, "Select a valid choice."),
+    ({"username": "nobody", "role": "viewer"}, "There is no user called 'nobody'."),
+    ({"role": "viewer"}, "Choose a user or a group (exactly one)."),
+    ({"username": "lead", "role": "team_lead"}, "This binding already exists."),
+])
 def test_department_admin_refusals(page_client, payload, message):
     research = Department.objects.get(slug="research")
     data = {"scope": f"department:{research.pk}", **payload}
@@ -113,14 +103,12 @@ def test_admin_grants_admin_only_over_everything(page_client):
 def test_group_binding(page_client):
     group = Group.objects.create(name="vision-team")
     vision = Project.objects.get(slug="vision")
-    response = page_client("deptadmin").post(
-        CREATE, {"group": group.pk, "role": "viewer", "scope": f"project:{vision.pk}"}
-    )
+    response = page_client("deptadmin").post(CREATE, {"group": group.pk, "role": "viewer",
+                                                      "scope": f"project:{vision.pk}"})
     assert response.status_code == 302
     assert RoleBinding.objects.filter(group=group, project=vision, role="viewer").exists()
-    both = page_client("deptadmin").post(
-        CREATE, {"username": "carol", "group": group.pk, "role": "viewer", "scope": f"project:{vision.pk}"}
-    )
+    both = page_client("deptadmin").post(CREATE, {"username": "carol", "group": group.pk, "role": "viewer",
+                                                  "scope": f"project:{vision.pk}"})
     assert "Choose a user or a group (exactly one)." in form_errors(both)
 
 

@@ -20,16 +20,9 @@ STOP = ("workload.stop", "worker.tasks.workload_stop")
 
 
 def submit(user, **overrides):
-    values = {
-        "project": Project.objects.get(slug="vision"),
-        "kind": Kind.TRAINING,
-        "name": "run",
-        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-        "node_pool": NodePool.objects.get(slug="h100"),
-        "gpus": 1,
-        "model_label": "resnet50",
-        "data_class": "public",
-    }
+    values = {"project": Project.objects.get(slug="vision"), "kind": Kind.TRAINING, "name": "run",
+              "image": "nvcr.io/nvidia/pytorch:24.05-py3", "node_pool": NodePool.objects.get(slug="h100"),
+              "gpus": 1, "model_label": "resnet50", "data_class": "public"}
     values.update(overrides)
     return services.workload_submit(actor=user, **values)
 
@@ -118,8 +111,7 @@ def test_a_lease_keeps_other_tasks_out_until_it_runs_out(demo):
     second = intents.intent_claim(kind="workload.submit", target_id=workload.pk)
     assert second.ids == () and second.busy
     assert intents.intent_claim(kind="workload.submit", target_id=workload.pk + 10_000) == intents.Claim(
-        kind="workload.submit", target_id=workload.pk + 10_000, ids=(), busy=False
-    )  # nothing recorded: not busy
+        kind="workload.submit", target_id=workload.pk + 10_000, ids=(), busy=False)  # nothing recorded: not busy
     # The first task fails and gives the lease back with its error and when to try again.
     retry_at = timezone.now() + timedelta(minutes=1)
     intents.intent_release(first, error="500 InternalError: injected", retry_at=retry_at)

@@ -34,8 +34,7 @@ def test_names_honour_the_configured_prefixes(settings):
 
 def test_a_workloads_queue_names_follow_the_configured_prefix(settings, demo):
     settings.KUEUE_PROJECT_PREFIX = "team-"
-    workload = Workload(
-        project=Project.objects.get(slug="vision"), node_pool=NodePool.objects.get(slug="h100"), preemptible=True
-    )
+    workload = Workload(project=Project.objects.get(slug="vision"), node_pool=NodePool.objects.get(slug="h100"),
+                        preemptible=True)
     assert workload.queue_name == "elastic-h100"
     assert workload.cluster_queue_name == "team-vision-h100-elastic"

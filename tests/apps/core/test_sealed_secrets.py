@@ -17,12 +17,10 @@ pytestmark = pytest.mark.django_db
 
 def rows(demo):
     vision = Project.objects.get(slug="vision")
-    credential = workload_services.credential_create(
-        actor=demo["alice"], project=vision, name="wandb", values={"WANDB_API_KEY": "k1"}
-    )
-    pull = org_services.pull_secret_create(
-        actor=demo["admin"], project=vision, name="nvcr", registry="nvcr.io", username="$oauthtoken", password="p1"
-    )
+    credential = workload_services.credential_create(actor=demo["alice"], project=vision, name="wandb",
+                                                     values={"WANDB_API_KEY": "k1"})
+    pull = org_services.pull_secret_create(actor=demo["admin"], project=vision, name="nvcr", registry="nvcr.io",
+                                           username="$oauthtoken", password="p1")
     return [(Credential, credential.pk), (ImagePullSecret, pull.pk)]
 
 

@@ -45,9 +45,8 @@ def grow_organisation(admin) -> None:
     for n in range(8):
         project = services.project_create(actor=admin, department=research, slug=f"more-{n}", name=f"More {n}")
         for pool in pools:
-            services.quota_set(
-                actor=admin, node_pool=pool, project=project, deserved=0, limit=None, over_quota_weight=n
-            )
+            services.quota_set(actor=admin, node_pool=pool, project=project, deserved=0, limit=None,
+                               over_quota_weight=n)
         user = get_user_model().objects.create(username=f"user-{n}")
         role_binding_create(actor=admin, role="researcher", user=user, project=project)
         role_binding_create(actor=admin, role="viewer", group=group, project=project)
@@ -55,14 +54,11 @@ def grow_organisation(admin) -> None:
 
 @pytest.mark.parametrize(
     ("username", "path", "queries"),
-    [
-        (username, path, queries)
-        for path, queries in LISTS.items()
-        for username in ("admin", "deptadmin", "alice")
-        if not (username == "alice" and path.startswith("audit-events/"))
-    ],  # researchers get 403 there
+    [(username, path, queries) for path, queries in LISTS.items() for username in ("admin", "deptadmin", "alice")
+     if not (username == "alice" and path.startswith("audit-events/"))],  # researchers get 403 there
 )
-def test_list_query_count_is_pinned_and_constant(client_for, demo, django_assert_num_queries, username, path, queries):
+def test_list_query_count_is_pinned_and_constant(client_for, demo, django_assert_num_queries, username, path,
+                                                 queries):
     client = client_for(username)
     with django_assert_num_queries(queries):
         first = call(client, "GET", path)

@@ -36,70 +36,48 @@ def test_limit_below_deserved(client_for, ids):
 def test_limit_below_deserved_on_create(client_for, ids):
     """Every rule's refusal in one answer: the limit below deserved, and the full pool."""
     department = call(client_for("admin"), "POST", "departments/", {"slug": "robotics", "name": "Robotics"}).json()
-    errors = refused(
-        client_for("admin"),
-        "POST",
-        "quotas/",
-        {"node_pool": "h100", "department": department["id"], "deserved": 2, "limit": 1},
-    )
+    errors = refused(client_for("admin"), "POST", "quotas/",
+                     {"node_pool": "h100", "department": department["id"], "deserved": 2, "limit": 1})
     assert errors == {
         "limit": ["The limit (1) cannot be below the deserved quota (2)."],
-        "deserved": [
-            "h100 has 16 units and other departments hold 16, so at most 0 can be given here. Lower another "
-            "department's quota, or mark the pool over-subscribable."
-        ],
+        "deserved": ["h100 has 16 units and other departments hold 16, so at most 0 can be given here. Lower another "
+                     "department's quota, or mark the pool over-subscribable."],
     }
 
 
 def test_projects_above_their_department(client_for, ids):
     errors = refused(client_for("deptadmin"), "PATCH", f"quotas/{ids['q_vision_h100']}/", {"deserved": 5})
-    assert errors == {
-        "deserved": [
-            "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have at most 4. "
-            "Raise the department's quota first or lower another project's."
-        ]
-    }
+    assert errors == {"deserved": [
+        "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have at most 4. "
+        "Raise the department's quota first or lower another project's."
+    ]}
 
 
 def test_new_project_quota_above_its_department(client_for, ids):
-    project = call(
-        client_for("deptadmin"),
-        "POST",
-        "projects/",
-        {"slug": "robots", "name": "Robots", "department": ids["research"]},
-    ).json()
-    errors = refused(
-        client_for("deptadmin"),
-        "POST",
-        "quotas/",
-        {"node_pool": "h100", "project": project["id"], "deserved": 1, "limit": 2},
-    )
-    assert errors == {
-        "deserved": [
-            "Research has 8 deserved units on h100 and its other projects hold 8, so this project can have at most 0. "
-            "Raise the department's quota first or lower another project's."
-        ]
-    }
+    project = call(client_for("deptadmin"), "POST", "projects/",
+                   {"slug": "robots", "name": "Robots", "department": ids["research"]}).json()
+    errors = refused(client_for("deptadmin"), "POST", "quotas/",
+                     {"node_pool": "h100", "project": project["id"], "deserved": 1, "limit": 2})
+    assert errors == {"deserved": [
+        "Research has 8 deserved units on h100 and its other projects hold 8, so this project can have at most 0. "
+        "Raise the department's quota first or lower another project's."
+    ]}
 
 
 def test_department_below_its_projects(client_for, ids):
     errors = refused(client_for("admin"), "PATCH", f"quotas/{ids['q_research_h100']}/", {"deserved": 6})
-    assert errors == {
-        "deserved": [
-            "The department's projects hold 8 deserved units on h100; lower theirs before lowering the department's."
-        ]
-    }
+    assert errors == {"deserved": [
+        "The department's projects hold 8 deserved units on h100; lower theirs before lowering the department's."
+    ]}
 
 
 def test_departments_above_pool_capacity_unless_over_subscribable(client_for, ids):
     admin = client_for("admin")
     errors = refused(admin, "PATCH", f"quotas/{ids['q_research_h100']}/", {"deserved": 12, "limit": 12})
-    assert errors == {
-        "deserved": [
-            "h100 has 16 units and other departments hold 8, so at most 8 can be given here. "
-            "Lower another department's quota, or mark the pool over-subscribable."
-        ]
-    }
+    assert errors == {"deserved": [
+        "h100 has 16 units and other departments hold 8, so at most 8 can be given here. "
+        "Lower another department's quota, or mark the pool over-subscribable."
+    ]}
     assert call(admin, "PATCH", f"node-pools/{ids['pool_h100']}/", {"over_subscribable": True}).status_code == 200
     response = call(admin, "PATCH", f"quotas/{ids['q_research_h100']}/", {"deserved": 12, "limit": 12})
     assert response.status_code == 200
@@ -108,12 +86,10 @@ def test_departments_above_pool_capacity_unless_over_subscribable(client_for, id
 
 def test_pool_capacity_below_its_departments(client_for, ids):
     errors = refused(client_for("admin"), "PATCH", f"node-pools/{ids['pool_h100']}/", {"capacity": 10})
-    assert errors == {
-        "capacity": [
-            "Departments hold 16 deserved units on h100, more than a capacity of 10. "
-            "Lower their quotas first, or mark the pool over-subscribable."
-        ]
-    }
+    assert errors == {"capacity": [
+        "Departments hold 16 deserved units on h100, more than a capacity of 10. "
+        "Lower their quotas first, or mark the pool over-subscribable."
+    ]}
 
 
 @pytest.mark.parametrize("weight", ["11", "-1", "10.5"])
@@ -133,15 +109,8 @@ def test_department_admin_is_not_bound_by_team_lead_bounds_but_by_the_maximum(cl
 def test_team_lead_may_patch_the_weight(client_for, demo, ids):
     response = call(client_for("lead"), "PATCH", f"quotas/{ids['q_vision_h100']}/", {"over_quota_weight": 7})
     assert response.status_code == 200
-    assert response.json() == {
-        **response.json(),
-        "over_quota_weight": "7.00",
-        "deserved": 4,
-        "limit": 8,
-        "node_pool": "h100",
-        "project": ids["vision"],
-        "department": None,
-    }
+    assert response.json() == {**response.json(), "over_quota_weight": "7.00", "deserved": 4, "limit": 8,
+                               "node_pool": "h100", "project": ids["vision"], "department": None}
     event = AuditEvent.objects.get(action="quota.weight")
     assert event.actor == demo["lead"]
     assert (event.before["over_quota_weight"], event.after["over_quota_weight"]) == ("2", "7")
@@ -149,19 +118,14 @@ def test_team_lead_may_patch_the_weight(client_for, demo, ids):
 
 
 def test_team_lead_may_resend_unchanged_values_with_the_weight(client_for, ids):
-    response = call(
-        client_for("lead"),
-        "PATCH",
-        f"quotas/{ids['q_vision_h100']}/",
-        {"over_quota_weight": 3, "deserved": 4, "limit": 8},
-    )
+    response = call(client_for("lead"), "PATCH", f"quotas/{ids['q_vision_h100']}/",
+                    {"over_quota_weight": 3, "deserved": 4, "limit": 8})
     assert response.status_code == 200
     assert Quota.objects.get(pk=ids["q_vision_h100"]).over_quota_weight == 3
 
 
-@pytest.mark.parametrize(
-    "change", [{"deserved": 3}, {"limit": 6}, {"limit": None}, {"deserved": 3, "over_quota_weight": 3}]
-)
+@pytest.mark.parametrize("change", [{"deserved": 3}, {"limit": 6}, {"limit": None},
+                                    {"deserved": 3, "over_quota_weight": 3}])
 def test_team_lead_may_not_patch_deserved_or_limit(client_for, ids, change):
     errors = refused(client_for("lead"), "PATCH", f"quotas/{ids['q_vision_h100']}/", change, status=403)
     assert errors == {"detail": "You may not make this change."}
@@ -170,16 +134,10 @@ def test_team_lead_may_not_patch_deserved_or_limit(client_for, ids, change):
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [
-        (
-            "projects/",
-            {"slug": "Vision_2", "name": "Vision 2", "department": "research", "namespace": "proj-vision-2"},
-            "slug",
-        ),
-        (
-            "projects/",
-            {"slug": "vision-2", "name": "Vision 2", "department": "research", "namespace": "Bad.NS"},
-            "namespace",
-        ),
+        ("projects/", {"slug": "Vision_2", "name": "Vision 2", "department": "research", "namespace": "proj-vision-2"},
+         "slug"),
+        ("projects/", {"slug": "vision-2", "name": "Vision 2", "department": "research", "namespace": "Bad.NS"},
+         "namespace"),
         ("departments/", {"slug": "-robotics", "name": "Robotics"}, "slug"),
         ("node-pools/", {"slug": "B200", "name": "B200", "gpu_resource": "nvidia.com/gpu", "capacity": 8}, "slug"),
         ("priority-classes/", {"name": "Urgent", "value": 200}, "name"),
@@ -200,39 +158,19 @@ def test_slugs_are_limited_in_length(client_for, ids):
 @pytest.mark.parametrize(
     ("path", "body", "errors"),
     [
-        (
-            "projects/",
-            {"slug": "vision", "name": "Vision 2", "department": "research"},
-            {
-                "slug": ["Project with this Slug already exists."],
-                "namespace": ["Project with this Namespace already exists."],
-            },
-        ),
-        (
-            "projects/",
-            {"slug": "vision-2", "name": "Vision", "department": "research"},
-            {"non_field_errors": ["This department already has a project with that name."]},
-        ),
-        (
-            "departments/",
-            {"slug": "research", "name": "Research 2"},
-            {"slug": ["Department with this Slug already exists."]},
-        ),
-        (
-            "node-pools/",
-            {"slug": "h100", "name": "H100", "gpu_resource": "nvidia.com/gpu", "capacity": 8},
-            {"slug": ["Node pool with this Slug already exists."]},
-        ),
-        (
-            "priority-classes/",
-            {"name": "train", "value": 1},
-            {"name": ["Priority class with this Name already exists."]},
-        ),
-        (
-            "quotas/",
-            {"node_pool": "h100", "project": "vision", "deserved": 4, "limit": 8},
-            {"non_field_errors": ["This project already has a quota on that pool."]},
-        ),
+        ("projects/", {"slug": "vision", "name": "Vision 2", "department": "research"},
+         {"slug": ["Project with this Slug already exists."],
+          "namespace": ["Project with this Namespace already exists."]}),
+        ("projects/", {"slug": "vision-2", "name": "Vision", "department": "research"},
+         {"non_field_errors": ["This department already has a project with that name."]}),
+        ("departments/", {"slug": "research", "name": "Research 2"},
+         {"slug": ["Department with this Slug already exists."]}),
+        ("node-pools/", {"slug": "h100", "name": "H100", "gpu_resource": "nvidia.com/gpu", "capacity": 8},
+         {"slug": ["Node pool with this Slug already exists."]}),
+        ("priority-classes/", {"name": "train", "value": 1},
+         {"name": ["Priority class with this Name already exists."]}),
+        ("quotas/", {"node_pool": "h100", "project": "vision", "deserved": 4, "limit": 8},
+         {"non_field_errors": ["This project already has a quota on that pool."]}),
     ],
 )
 def test_duplicates_are_refused(client_for, ids, path, body, errors):
@@ -262,11 +200,8 @@ def test_quota_filters(client_for, ids):
     # A project the user cannot see is not a valid choice (the same answer as a project that does not exist).
     unseen = call(client_for("bob"), "GET", "quotas/?project=vision")
     assert unseen.status_code == 400 and "results" not in unseen.json()
-    assert (
-        unseen.json()
-        == call(client_for("bob"), "GET", "quotas/?project=no-such-project").json()
-        == {"project": ["Select a valid choice. That choice is not one of the available choices."]}
-    )
+    assert unseen.json() == call(client_for("bob"), "GET", "quotas/?project=no-such-project").json() == {
+        "project": ["Select a valid choice. That choice is not one of the available choices."]}
 
 
 def test_quota_create_defaults_to_unlimited_and_weight_one(client_for, ids):
@@ -290,9 +225,8 @@ def test_pool_labels_and_taints_follow_kubernetes_rules(client_for, ids):
     errors = refused(admin, "PATCH", path, {"node_labels": ["portal.gpu/pool"]})
     assert errors == {"node_labels": ['Expected a dictionary of items but got type "list".']}
     taint = {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}
-    response = call(
-        admin, "PATCH", path, {"node_labels": {"portal.gpu/pool": "h100", "zone": "a"}, "node_taints": [taint]}
-    )
+    response = call(admin, "PATCH", path, {"node_labels": {"portal.gpu/pool": "h100", "zone": "a"},
+                                           "node_taints": [taint]})
     assert response.status_code == 200
     assert response.json()["node_taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
     assert response.json()["node_labels"] == {"portal.gpu/pool": "h100", "zone": "a"}

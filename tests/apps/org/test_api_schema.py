@@ -21,16 +21,8 @@ def test_schema_endpoint_serves_valid_openapi(client_for, username):
     validate_schema(schema)
     assert schema["info"]["title"] == "GPU Portal API"
     paths = set(schema["paths"])
-    for path in (
-        "me",
-        "node-pools",
-        "departments",
-        "projects",
-        "quotas",
-        "priority-classes",
-        "role-bindings",
-        "audit-events",
-    ):
+    for path in ("me", "node-pools", "departments", "projects", "quotas", "priority-classes", "role-bindings",
+                 "audit-events"):
         assert f"/api/v1/{path}/" in paths
     assert "/api/v1/auth/token/" in paths
     assert {"get", "patch", "delete"} <= set(schema["paths"]["/api/v1/quotas/{id}/"])
@@ -59,9 +51,8 @@ def test_docs_page_uses_the_bundled_swagger(client_for):
     assert b"/api/v1/schema/" in response.content
 
 
-@pytest.mark.parametrize(
-    "path", ["me/", "node-pools/", "departments/", "projects/", "quotas/", "priority-classes/", "role-bindings/"]
-)
+@pytest.mark.parametrize("path", ["me/", "node-pools/", "departments/", "projects/", "quotas/", "priority-classes/",
+                                  "role-bindings/"])
 def test_browsable_api_renders_for_a_scoped_user(client_for, path):
     response = client_for("alice").get("/api/v1/" + path, HTTP_ACCEPT="text/html")
     assert response.status_code == 200

@@ -10,12 +10,8 @@ def test_seed_is_idempotent(demo):
     audit_rows = AuditEvent.objects.count()
     seed_demo()
     assert counts == (3, 3, 6, 27)
-    assert (
-        NodePool.objects.count(),
-        Department.objects.count(),
-        Project.objects.count(),
-        Quota.objects.count(),
-    ) == counts
+    assert (NodePool.objects.count(), Department.objects.count(), Project.objects.count(),
+            Quota.objects.count()) == counts
     assert AuditEvent.objects.count() == audit_rows
 
 

@@ -40,28 +40,16 @@ def history(users):
     quota = Quota.objects.get(project__slug="vision", node_pool__slug="h100")
     services.quota_update(actor=users["lead"], quota=quota, over_quota_weight=3)
     services.project_update(actor=users["deptadmin"], project=Project.objects.get(slug="nlp"), name="NLP 2")
-    services.department_update(
-        actor=users["admin"], department=Department.objects.get(slug="production"), name="Production 2"
-    )
+    services.department_update(actor=users["admin"], department=Department.objects.get(slug="production"),
+                               name="Production 2")
     AuditEvent.objects.filter(actor=users["lead"]).update(at=timezone.now() - dt.timedelta(days=2))
 
 
 AUDIT_QUERIES = [
-    "",
-    "action=QUOTA",
-    "action=quota.weight",
-    "action=update&actor=deptadmin",
-    "object_type=project",
-    "object_type=quota&ordering=actor",
-    "department=research",
-    "project=nlp",
-    "actor=lead",
-    "since={today}",
-    "until={yesterday}",
-    "since={two_days_ago}&until={two_days_ago}",
-    "ordering=action",
-    "ordering=-object_type,at",
-    "ordering=-at",
+    "", "action=QUOTA", "action=quota.weight", "action=update&actor=deptadmin", "object_type=project",
+    "object_type=quota&ordering=actor", "department=research", "project=nlp", "actor=lead",
+    "since={today}", "until={yesterday}", "since={two_days_ago}&until={two_days_ago}", "ordering=action",
+    "ordering=-object_type,at", "ordering=-at",
 ]
 
 
@@ -69,11 +57,8 @@ AUDIT_QUERIES = [
 @pytest.mark.parametrize("query", AUDIT_QUERIES)
 def test_the_audit_page_and_api_answer_the_same_rows(client_for, history, username, query):
     today = timezone.localdate()
-    query = query.format(
-        today=today.isoformat(),
-        yesterday=(today - dt.timedelta(days=1)).isoformat(),
-        two_days_ago=(today - dt.timedelta(days=2)).isoformat(),
-    )
+    query = query.format(today=today.isoformat(), yesterday=(today - dt.timedelta(days=1)).isoformat(),
+                         two_days_ago=(today - dt.timedelta(days=2)).isoformat())
     client = client_for(username)
     rows = page_ids(client, query)
     assert rows  # every query here matches something, so the comparison means something
@@ -103,20 +88,17 @@ def test_since_and_until_are_whole_days_in_the_current_timezone(client_for, user
     outside = [inside[0] - dt.timedelta(microseconds=1), inside[1] + dt.timedelta(microseconds=1)]
     events = []
     for at in (*inside, *outside):
-        event = AuditEvent.objects.create(
-            actor=users["admin"], action="probe.day", object_type="project", object_id="0", object_repr="probe"
-        )
+        event = AuditEvent.objects.create(actor=users["admin"], action="probe.day", object_type="project",
+                                          object_id="0", object_repr="probe")
         AuditEvent.objects.filter(pk=event.pk).update(at=at)
         events.append(event.pk)
     client = client_for("admin")
     query = f"action=probe.day&since={day}&until={day}"
     assert sorted(page_ids(client, query)) == sorted(api_ids(client, "audit-events/", query)) == sorted(events[:2])
     assert sorted(api_ids(client, "audit-events/", f"action=probe.day&since={day}")) == sorted(
-        [events[0], events[1], events[3]]
-    )
+        [events[0], events[1], events[3]])
     assert sorted(api_ids(client, "audit-events/", f"action=probe.day&until={day}")) == sorted(
-        [events[0], events[1], events[2]]
-    )
+        [events[0], events[1], events[2]])
 
 
 def test_a_window_ending_before_it_starts_is_refused_on_both_sides(client_for):
@@ -147,27 +129,13 @@ def test_ordering_is_stable_and_whitelisted(client_for, history):
 
 
 BAD_AUDIT_INPUT = [
-    ("department", "²"),
-    ("department", "\u0661"),
-    ("department", "1e20"),
-    ("department", "99999999999999999999"),
-    ("department", "-1"),
-    ("department", "no-such-department"),
-    ("department", "research\x00"),
-    ("project", "\u0663"),
-    ("project", "0"),
-    ("project", "vision'--"),
-    ("object_type", "user"),
-    ("object_type", "\x00"),
-    ("action", "quota\x00"),
-    ("actor", "a" * 151),
-    ("since", "10000-01-01"),
-    ("since", "0001-01-01"),
-    ("until", "9999-12-31"),
-    ("until", "2026-02-30"),
-    ("since", "2026-01-31T12:00:00Z"),
-    ("since", "\x00"),
-    ("ordering", "at\x00"),
+    ("department", "²"), ("department", "\u0661"), ("department", "1e20"), ("department", "99999999999999999999"),
+    ("department", "-1"), ("department", "no-such-department"), ("department", "research\x00"),
+    ("project", "\u0663"), ("project", "0"), ("project", "vision'--"),
+    ("object_type", "user"), ("object_type", "\x00"),
+    ("action", "quota\x00"), ("actor", "a" * 151),
+    ("since", "10000-01-01"), ("since", "0001-01-01"), ("until", "9999-12-31"), ("until", "2026-02-30"),
+    ("since", "2026-01-31T12:00:00Z"), ("since", "\x00"), ("ordering", "at\x00"),
 ]
 
 
@@ -192,19 +160,9 @@ def test_null_characters_get_one_clear_message(client_for):
     assert response.json() == {"object_type": ["Null characters are not allowed."]}
 
 
-@pytest.mark.parametrize(
-    "params",
-    [
-        {"limit": "1e20"},
-        {"limit": "0"},
-        {"limit": "-1"},
-        {"limit": "²"},
-        {"limit": "10" * 20},
-        {"offset": "99999999999999999999"},
-        {"offset": "\u0661"},
-        {"offset": "\x00"},
-    ],
-)
+@pytest.mark.parametrize("params", [{"limit": "1e20"}, {"limit": "0"}, {"limit": "-1"}, {"limit": "²"},
+                                    {"limit": "10" * 20}, {"offset": "99999999999999999999"}, {"offset": "\u0661"},
+                                    {"offset": "\x00"}])
 def test_absurd_api_pages_are_a_400(client_for, params):
     response = client_for("admin").get("/api/v1/audit-events/", params)
     assert response.status_code == 400
@@ -224,22 +182,19 @@ def test_a_department_admin_never_sees_another_departments_choices_or_rows(clien
     assert [d.slug for d in form.fields["department"].queryset] == ["research"]
     assert {p.department.slug for p in form.fields["project"].queryset} == {"research"}
     html = client.get(AUDIT_PAGE).content.decode()
-    select = html[html.index('<select name="department"') :]
-    select = select[: select.index("</select>")]
+    select = html[html.index('<select name="department"'):]
+    select = select[:select.index("</select>")]
     assert f'value="{demo_ids()["research"]}"' in select
     assert select.count("<option") == 2  # "(any)" and research: no option names another department
     ids = demo_ids()
-    for name, value in (
-        ("department", "production"),
-        ("department", ids["production"]),
-        ("project", "forecasting"),
-        ("project", ids["forecasting"]),
-    ):
+    for name, value in (("department", "production"), ("department", ids["production"]), ("project", "forecasting"),
+                        ("project", ids["forecasting"])):
         response = call(client, "GET", f"audit-events/?{name}={value}")
         assert response.status_code == 400
         assert response.json() == {name: [INVALID_CHOICE]}
         # the same answer as for a row that does not exist: nothing tells the two apart
-        assert response.json() == call(client, "GET", f"audit-events/?{name}=999999").json() == {name: [INVALID_CHOICE]}
+        assert response.json() == call(client, "GET", f"audit-events/?{name}=999999").json() == {
+            name: [INVALID_CHOICE]}
         page = client.get(AUDIT_PAGE, {name: value})
         assert page.context["form"].errors == {name: [INVALID_CHOICE]}
         assert list(page.context["page"]) == []
@@ -263,17 +218,8 @@ def test_the_filter_set_needs_scoped_rows(rf, users):
 
 
 def test_every_audited_model_is_an_object_type_choice():
-    models = (
-        NodePool,
-        Department,
-        Project,
-        Quota,
-        PriorityClass,
-        RoleBinding,
-        Workload,
-        WorkloadTemplate,
-        KueueSyncState,
-    )
+    models = (NodePool, Department, Project, Quota, PriorityClass, RoleBinding, Workload, WorkloadTemplate,
+              KueueSyncState)
     assert sorted(AUDITED_OBJECT_TYPES) == sorted(model._meta.model_name for model in models)
 
 
@@ -290,14 +236,12 @@ def test_project_filters_and_ordering(client_for):
     client = client_for("admin")
     research = names(client, "projects/?department=research")
     assert research and set(research) == set(
-        Project.objects.filter(department__slug="research").values_list("slug", flat=True)
-    )
+        Project.objects.filter(department__slug="research").values_list("slug", flat=True))
     assert names(client, f"projects/?department={demo_ids()['research']}") == research
     slugs = names(client, "projects/?ordering=-slug")
     assert slugs == sorted(slugs, reverse=True)
-    assert names(client, "projects/") == list(
-        Project.objects.order_by("department__name", "name", "id").values_list("slug", flat=True)
-    )
+    assert names(client, "projects/") == list(Project.objects.order_by("department__name", "name", "id")
+                                              .values_list("slug", flat=True))
     assert call(client, "GET", "projects/?ordering=namespace").status_code == 400
 
 

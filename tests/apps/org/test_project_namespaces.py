@@ -24,10 +24,8 @@ def system(name: str, prefix: str = "proj-") -> str:
 
 
 def unprefixed(name: str, prefix: str = "proj-") -> str:
-    return (
-        f"Project namespaces start with '{prefix}' (or are on the approved list); '{name}' does not start with "
-        f"'{prefix}' and is not on the approved list."
-    )
+    return (f"Project namespaces start with '{prefix}' (or are on the approved list); '{name}' does not start with "
+            f"'{prefix}' and is not on the approved list.")
 
 
 PORTAL_OWN = f"{RULE}; 'gpu-portal' is the portal's own namespace."
@@ -78,19 +76,14 @@ def test_service_refuses_namespaces_that_are_not_the_portals(demo, approved, nam
 
 def test_a_namespace_named_after_another_project_is_reserved_for_it(demo, approved):
     research = Department.objects.get(slug="research")
-    shared = services.project_create(
-        actor=demo["deptadmin"], department=research, slug="shared", name="Shared", namespace="ml-shared"
-    )
+    shared = services.project_create(actor=demo["deptadmin"], department=research, slug="shared", name="Shared",
+                                     namespace="ml-shared")
     assert shared.namespace == "ml-shared"
     errors = refused_by_service(demo["deptadmin"], slug="other", name="Other", namespace="proj-shared")
     assert errors == {"namespace": [RESERVED]}
     # Its own prefixed name stays free for a project of that slug.
-    assert (
-        services.project_create(
-            actor=demo["deptadmin"], department=research, slug="shared2", name="Shared 2", namespace="proj-shared2"
-        ).namespace
-        == "proj-shared2"
-    )
+    assert services.project_create(actor=demo["deptadmin"], department=research, slug="shared2", name="Shared 2",
+                                   namespace="proj-shared2").namespace == "proj-shared2"
 
 
 def test_every_error_at_once(demo, approved):
@@ -101,27 +94,20 @@ def test_every_error_at_once(demo, approved):
 def test_prefixed_default_and_approved_namespaces_are_accepted(demo, approved):
     research = Department.objects.get(slug="research")
     default = services.project_create(actor=demo["deptadmin"], department=research, slug="speech", name="Speech")
-    prefixed = services.project_create(
-        actor=demo["deptadmin"], department=research, slug="robots", name="Robots", namespace="proj-robots-lab"
-    )
-    listed = services.project_create(
-        actor=demo["deptadmin"], department=research, slug="legacy", name="Legacy", namespace="research-legacy"
-    )
+    prefixed = services.project_create(actor=demo["deptadmin"], department=research, slug="robots", name="Robots",
+                                       namespace="proj-robots-lab")
+    listed = services.project_create(actor=demo["deptadmin"], department=research, slug="legacy", name="Legacy",
+                                     namespace="research-legacy")
     assert (default.namespace, prefixed.namespace, listed.namespace) == (
-        "proj-speech",
-        "proj-robots-lab",
-        "research-legacy",
-    )
+        "proj-speech", "proj-robots-lab", "research-legacy")
     assert AuditEvent.objects.filter(action="project.create", object_id=str(listed.pk)).count() == 1
 
 
 def test_the_rule_follows_the_configured_prefix(demo, settings):
     settings.KUEUE_PROJECT_PREFIX = "team-"
     research = Department.objects.get(slug="research")
-    assert (
-        services.project_create(actor=demo["deptadmin"], department=research, slug="speech", name="Speech").namespace
-        == "team-speech"
-    )
+    assert services.project_create(actor=demo["deptadmin"], department=research, slug="speech",
+                                   name="Speech").namespace == "team-speech"
     errors = refused_by_service(demo["deptadmin"], slug="robots", name="Robots", namespace="proj-robots")
     assert errors == {"namespace": [unprefixed("proj-robots", prefix="team-")]}
 
@@ -140,12 +126,8 @@ def test_without_a_list_nothing_unprefixed_is_approved(demo, settings):
 def test_api_refuses_with_the_field_message(client_for, demo, approved, namespace, message):
     research = Department.objects.get(slug="research").pk
     before = org_state()
-    response = call(
-        client_for("deptadmin"),
-        "POST",
-        "projects/",
-        {"slug": "speech", "name": "Speech", "department": research, "namespace": namespace},
-    )
+    response = call(client_for("deptadmin"), "POST", "projects/",
+                    {"slug": "speech", "name": "Speech", "department": research, "namespace": namespace})
     assert response.status_code == 400, response.content
     assert response.json() == {"namespace": [message]}
     assert org_state() == before
@@ -153,12 +135,8 @@ def test_api_refuses_with_the_field_message(client_for, demo, approved, namespac
 
 def test_api_accepts_an_approved_namespace(client_for, demo, approved):
     research = Department.objects.get(slug="research").pk
-    response = call(
-        client_for("deptadmin"),
-        "POST",
-        "projects/",
-        {"slug": "shared", "name": "Shared", "department": research, "namespace": "ml-shared"},
-    )
+    response = call(client_for("deptadmin"), "POST", "projects/",
+                    {"slug": "shared", "name": "Shared", "department": research, "namespace": "ml-shared"})
     assert response.status_code == 201, response.content
     assert response.json()["namespace"] == "ml-shared"
 
@@ -169,9 +147,8 @@ def test_api_accepts_an_approved_namespace(client_for, demo, approved):
 @pytest.mark.parametrize(("namespace", "message"), FORBIDDEN)
 def test_form_shows_the_refusal_on_the_namespace_field(page_client, approved, namespace, message):
     before = state()
-    response = page_client("deptadmin").post(
-        reverse("org:project_create", args=["research"]), {"slug": "speech", "name": "Speech", "namespace": namespace}
-    )
+    response = page_client("deptadmin").post(reverse("org:project_create", args=["research"]),
+                                             {"slug": "speech", "name": "Speech", "namespace": namespace})
     assert response.status_code == 200
     assert dict(response.context["form"].errors) == {"namespace": [message]}
     assert message.replace("'", "&#x27;") in response.content.decode()
@@ -195,15 +172,9 @@ def test_a_legacy_row_still_renders_and_stays_editable(page_client, client_for, 
     for url in (reverse("org:departments"), reverse("org:overview"), reverse("org:project_edit", args=["nlp"])):
         response = page_client("admin").get(url)
         assert response.status_code == 200 and "kube-system" in response.content.decode()
-    response = page_client("deptadmin").post(
-        reverse("org:project_edit", args=["nlp"]),
-        {
-            "slug": "nlp",
-            "name": "NLP renamed",
-            "namespace": "kube-system",
-            "version": Project.objects.get(slug="nlp").version,
-        },
-    )
+    response = page_client("deptadmin").post(reverse("org:project_edit", args=["nlp"]),
+                                             {"slug": "nlp", "name": "NLP renamed", "namespace": "kube-system",
+                                              "version": Project.objects.get(slug="nlp").version})
     assert response.status_code == 302
     nlp = Project.objects.get(slug="nlp")
     response = call(client_for("deptadmin"), "PATCH", f"projects/{nlp.pk}/", {"description": "legacy namespace"})

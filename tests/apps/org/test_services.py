@@ -19,40 +19,28 @@ def messages(exc: ValidationError) -> str:
 @pytest.fixture
 def org(demo):
     return {
-        "admin": demo["admin"],
-        "deptadmin": demo["deptadmin"],
-        "lead": demo["lead"],
-        "alice": demo["alice"],
-        "h100": NodePool.objects.get(slug="h100"),
-        "research": Department.objects.get(slug="research"),
-        "production": Department.objects.get(slug="production"),
-        "vision": Project.objects.get(slug="vision"),
+        "admin": demo["admin"], "deptadmin": demo["deptadmin"], "lead": demo["lead"], "alice": demo["alice"],
+        "h100": NodePool.objects.get(slug="h100"), "research": Department.objects.get(slug="research"),
+        "production": Department.objects.get(slug="production"), "vision": Project.objects.get(slug="vision"),
         "nlp": Project.objects.get(slug="nlp"),
     }
 
 
 def unchanged(func):
     """Run func, expecting a ValidationError, and check that no quota or audit row changed."""
-    before = (
-        list(Quota.objects.values_list("pk", "deserved", "limit", "over_quota_weight")),
-        AuditEvent.objects.count(),
-    )
+    before = (list(Quota.objects.values_list("pk", "deserved", "limit", "over_quota_weight")),
+              AuditEvent.objects.count())
     with pytest.raises(ValidationError) as caught:
         func()
-    after = (
-        list(Quota.objects.values_list("pk", "deserved", "limit", "over_quota_weight")),
-        AuditEvent.objects.count(),
-    )
+    after = (list(Quota.objects.values_list("pk", "deserved", "limit", "over_quota_weight")),
+             AuditEvent.objects.count())
     assert after == before
     return messages(caught.value)
 
 
 def test_limit_below_deserved_is_refused(org):
-    message = unchanged(
-        lambda: services.quota_set(
-            actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=3
-        )
-    )
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=3))
     assert "The limit (3) cannot be below the deserved quota (4)." in message
 
 
@@ -65,15 +53,10 @@ def test_limit_equal_to_deserved_and_unlimited_are_accepted(org):
 
 def test_projects_cannot_exceed_department_quota(org):
     # Research has 8 on h100; vision and nlp hold 4 each.
-    message = unchanged(
-        lambda: services.quota_set(
-            actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=5, limit=8
-        )
-    )
-    assert (
-        "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have at most 4"
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=5, limit=8))
+    assert "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have at most 4" \
         in message
-    )
 
 
 def test_projects_may_fill_department_quota_exactly(org):
@@ -83,30 +66,23 @@ def test_projects_may_fill_department_quota_exactly(org):
 
 
 def test_department_quota_cannot_drop_below_its_projects(org):
-    message = unchanged(
-        lambda: services.quota_set(
-            actor=org["admin"], node_pool=org["h100"], department=org["research"], deserved=7, limit=12
-        )
-    )
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], department=org["research"], deserved=7, limit=12))
     assert "The department's projects hold 8 deserved units on h100" in message
 
 
 def test_departments_cannot_exceed_pool_capacity(org):
     # h100 has 16; departments hold 8 + 4 + 4.
-    message = unchanged(
-        lambda: services.quota_set(
-            actor=org["admin"], node_pool=org["h100"], department=org["production"], deserved=5, limit=8
-        )
-    )
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], department=org["production"], deserved=5, limit=8))
     assert "h100 has 16 units and other departments hold 12, so at most 4 can be given here" in message
     assert "mark the pool over-subscribable" in message
 
 
 def test_over_subscribable_pool_accepts_more_than_capacity(org):
     services.node_pool_update(actor=org["admin"], node_pool=org["h100"], over_subscribable=True)
-    quota = services.quota_set(
-        actor=org["admin"], node_pool=org["h100"], department=org["production"], deserved=10, limit=None
-    )
+    quota = services.quota_set(actor=org["admin"], node_pool=org["h100"], department=org["production"], deserved=10,
+                               limit=None)
     assert quota.deserved == 10
     # Going back to a strict pool is refused while departments hold more than the capacity.
     with pytest.raises(ValidationError) as caught:
@@ -143,16 +119,9 @@ def test_department_update_reports_every_refusal_at_once(org):
 
 @pytest.mark.parametrize("weight", [-1, 1001])
 def test_weight_bounds(org, weight):
-    message = unchanged(
-        lambda: services.quota_set(
-            actor=org["admin"],
-            node_pool=org["h100"],
-            project=org["vision"],
-            deserved=4,
-            limit=8,
-            over_quota_weight=weight,
-        )
-    )
+    message = unchanged(lambda: services.quota_set(
+        actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=8,
+        over_quota_weight=weight))
     assert "Ensure this value is" in message
 
 
@@ -172,7 +141,8 @@ def test_duplicate_slugs_are_refused(org):
 
 
 def test_project_gets_namespace_and_audit_row(org):
-    project = services.project_create(actor=org["deptadmin"], department=org["research"], slug="speech", name="Speech")
+    project = services.project_create(actor=org["deptadmin"], department=org["research"], slug="speech",
+                                      name="Speech")
     assert project.namespace == "proj-speech"
     event = AuditEvent.objects.get(action="project.create", object_id=str(project.pk))
     assert event.actor == org["deptadmin"] and event.department == org["research"] and event.before is None
@@ -200,12 +170,10 @@ def test_department_admin_is_confined_to_own_department(org):
     with pytest.raises(PermissionDenied):
         services.quota_set(actor=org["deptadmin"], node_pool=org["h100"], project=serving, deserved=2, limit=4)
     with pytest.raises(PermissionDenied):
-        services.quota_set(
-            actor=org["deptadmin"], node_pool=org["h100"], department=org["research"], deserved=8, limit=16
-        )
-    quota = services.quota_set(
-        actor=org["deptadmin"], node_pool=org["h100"], project=org["vision"], deserved=3, limit=6
-    )
+        services.quota_set(actor=org["deptadmin"], node_pool=org["h100"], department=org["research"], deserved=8,
+                           limit=16)
+    quota = services.quota_set(actor=org["deptadmin"], node_pool=org["h100"], project=org["vision"], deserved=3,
+                               limit=6)
     assert quota.deserved == 3
 
 
@@ -219,9 +187,8 @@ def test_researcher_cannot_change_anything(org):
 
 def test_unchanged_quota_writes_no_audit_row(org):
     rows = AuditEvent.objects.count()
-    services.quota_set(
-        actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=8, over_quota_weight=2
-    )
+    services.quota_set(actor=org["admin"], node_pool=org["h100"], project=org["vision"], deserved=4, limit=8,
+                       over_quota_weight=2)
     assert AuditEvent.objects.count() == rows
 
 
@@ -245,10 +212,8 @@ def test_deleting_a_pool_that_workloads_and_gpu_hours_use_is_refused_naming_them
         WorkloadFactory(project=org["vision"], node_pool=pool, priority_class=train, status=status)
     interval(running, "2026-03-01 10:00", "2026-03-01 11:00")
     message = unchanged(lambda: services.node_pool_delete(actor=org["admin"], node_pool=pool))
-    assert message == (
-        "3 workloads (1 not finished) and 1 GPU-hour record still use pool spare; it cannot be "
-        "deleted while they exist."
-    )
+    assert message == ("3 workloads (1 not finished) and 1 GPU-hour record still use pool spare; it cannot be "
+                       "deleted while they exist.")
     assert NodePool.objects.filter(pk=pool.pk).exists()
 
 
@@ -258,25 +223,20 @@ def test_deleting_a_priority_class_or_project_a_finished_workload_used_is_refuse
     WorkloadFactory(project=project, node_pool=org["h100"], priority_class=priority_class, status="succeeded")
     assert unchanged(lambda: services.priority_class_delete(actor=org["admin"], priority_class=priority_class)) == (
         "1 workload (all finished, kept for history) still uses priority class rare; it cannot be deleted while "
-        "they exist."
-    )
+        "they exist.")
     assert unchanged(lambda: services.project_delete(actor=org["admin"], project=project)).startswith(
-        "1 workload (all finished, kept for history) still uses project tmp;"
-    )
+        "1 workload (all finished, kept for history) still uses project tmp;")
     assert PriorityClass.objects.filter(pk=priority_class.pk).exists() and Project.objects.filter(pk=project.pk)
 
 
 def test_project_delete_audits_its_quotas(org):
     project = services.project_create(actor=org["admin"], department=org["research"], slug="tmp", name="Tmp")
-    services.quota_set(
-        actor=org["admin"], node_pool=NodePool.objects.get(slug="l40s-shared"), project=project, deserved=0, limit=4
-    )
+    services.quota_set(actor=org["admin"], node_pool=NodePool.objects.get(slug="l40s-shared"), project=project,
+                       deserved=0, limit=4)
     project_id = str(project.pk)
     services.project_delete(actor=org["admin"], project=project)
     assert set(AuditEvent.objects.filter(object_id=project_id).values_list("action", flat=True)) >= {
-        "project.create",
-        "project.delete",
-    }
+        "project.create", "project.delete"}
     assert AuditEvent.objects.filter(action="quota.delete").exists()
 
 
@@ -292,13 +252,6 @@ def test_priority_class_rename_is_refused(org):
 
 def test_card_fraction_cannot_exceed_one(org):
     with pytest.raises(ValidationError) as caught:
-        services.node_pool_create(
-            actor=org["admin"],
-            slug="big",
-            name="Big",
-            gpu_resource="nvidia.com/gpu",
-            capacity=4,
-            card_fraction_numerator=2,
-            card_fraction_denominator=1,
-        )
+        services.node_pool_create(actor=org["admin"], slug="big", name="Big", gpu_resource="nvidia.com/gpu",
+                                  capacity=4, card_fraction_numerator=2, card_fraction_denominator=1)
     assert "more than one physical card" in messages(caught.value)

@@ -24,22 +24,12 @@ def test_creates_with_the_rules_and_audit_of_quota_set(demo):
 
 def test_department_duplicate_message(demo):
     with pytest.raises(ValidationError) as refused:
-        services.quota_create(
-            actor=demo["admin"],
-            node_pool=NodePool.objects.get(slug="h100"),
-            department=Project.objects.get(slug="etl").department,
-            deserved=1,
-            limit=None,
-        )
+        services.quota_create(actor=demo["admin"], node_pool=NodePool.objects.get(slug="h100"),
+                              department=Project.objects.get(slug="etl").department, deserved=1, limit=None)
     assert refused.value.messages == ["This department already has a quota on that pool."]
 
 
 def test_access_is_checked_before_anything_is_revealed(demo):
     with pytest.raises(PermissionDenied):
-        services.quota_create(
-            actor=demo["viewer"],
-            node_pool=NodePool.objects.get(slug="h100"),
-            project=Project.objects.get(slug="vision"),
-            deserved=1,
-            limit=None,
-        )
+        services.quota_create(actor=demo["viewer"], node_pool=NodePool.objects.get(slug="h100"),
+                              project=Project.objects.get(slug="vision"), deserved=1, limit=None)

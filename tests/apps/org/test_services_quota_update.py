@@ -86,9 +86,8 @@ def test_role_by_field(demo, quotas, username, owner, field):
     assert event.action == ("quota.weight" if field == "over_quota_weight" else "quota.update")
     assert AuditEvent.objects.count() == before_state[1] + 1
     stored_before = event.before[field]
-    assert stored_before == (
-        format(before_value.normalize(), "f") if isinstance(before_value, Decimal) else before_value
-    )
+    assert stored_before == (format(before_value.normalize(), "f") if isinstance(before_value, Decimal)
+                             else before_value)
     assert event.after[field] == (format(value.normalize(), "f") if isinstance(value, Decimal) else value)
     assert (event.project_id, event.department_id) == (
         (quota.project_id, quota.project.department_id) if owner == "project" else (None, quota.department_id)
@@ -106,22 +105,14 @@ def test_a_refused_field_refuses_the_whole_change(demo, quotas):
 def test_resending_current_values_is_no_change(demo, quotas):
     quota = quotas["project"]
     before = state()
-    services.quota_update(
-        actor=demo["lead"],
-        quota=quota,
-        deserved=quota.deserved,
-        limit=quota.limit,
-        over_quota_weight=quota.over_quota_weight,
-    )
+    services.quota_update(actor=demo["lead"], quota=quota, deserved=quota.deserved, limit=quota.limit,
+                          over_quota_weight=quota.over_quota_weight)
     assert state() == before
     # ... and a change among resent values is the only one recorded, as a weight change.
     services.quota_update(actor=demo["lead"], quota=quota, deserved=quota.deserved, over_quota_weight="4.5")
     event = AuditEvent.objects.latest("id")
     assert (event.action, event.before["over_quota_weight"], event.after["over_quota_weight"]) == (
-        "quota.weight",
-        "2",
-        "4.5",
-    )
+        "quota.weight", "2", "4.5")
 
 
 def test_someone_who_may_change_nothing_is_refused_even_without_a_change(demo, quotas):
@@ -130,17 +121,10 @@ def test_someone_who_may_change_nothing_is_refused_even_without_a_change(demo, q
         services.quota_update(actor=demo["alice"], quota=quota, over_quota_weight=quota.over_quota_weight)
 
 
-@pytest.mark.parametrize(
-    ("username", "weight", "refused"),
-    [
-        ("lead", "10.01", True),
-        ("lead", "-0.5", True),
-        ("lead", "10", False),
-        ("lead", "0", False),
-        ("deptadmin", "50", False),
-        ("admin", "999", False),
-    ],
-)
+@pytest.mark.parametrize(("username", "weight", "refused"), [
+    ("lead", "10.01", True), ("lead", "-0.5", True), ("lead", "10", False), ("lead", "0", False),
+    ("deptadmin", "50", False), ("admin", "999", False),
+])
 def test_only_team_leads_are_held_to_the_department_bounds(demo, quotas, username, weight, refused):
     before = state()
     if refused:
@@ -155,16 +139,13 @@ def test_only_team_leads_are_held_to_the_department_bounds(demo, quotas, usernam
         assert quota.over_quota_weight == Decimal(weight)
 
 
-@pytest.mark.parametrize(
-    ("changes", "errors"),
-    [
-        ({"node_pool": 1}, {"node_pool": ["This field of a quota cannot be changed here."]}),
-        ({"over_quota_weight": "heavy"}, {"over_quota_weight": ["“heavy” value must be a decimal number."]}),
-        ({"over_quota_weight": "NaN"}, {"over_quota_weight": ["“NaN” value must be a decimal number."]}),
-        ({"deserved": 10**30}, {"deserved": ["Ensure this value is less than or equal to 100000."]}),
-        ({"limit": 2}, {"limit": ["The limit (2) cannot be below the deserved quota (4)."]}),
-    ],
-)
+@pytest.mark.parametrize(("changes", "errors"), [
+    ({"node_pool": 1}, {"node_pool": ["This field of a quota cannot be changed here."]}),
+    ({"over_quota_weight": "heavy"}, {"over_quota_weight": ["“heavy” value must be a decimal number."]}),
+    ({"over_quota_weight": "NaN"}, {"over_quota_weight": ["“NaN” value must be a decimal number."]}),
+    ({"deserved": 10**30}, {"deserved": ["Ensure this value is less than or equal to 100000."]}),
+    ({"limit": 2}, {"limit": ["The limit (2) cannot be below the deserved quota (4)."]}),
+])
 def test_field_level_refusals_change_nothing(demo, quotas, changes, errors):
     before = state()
     with pytest.raises(ValidationError) as caught:

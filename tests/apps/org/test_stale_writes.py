@@ -44,46 +44,24 @@ def _vision_h100() -> Quota:
 
 # (case, editor, url, the page's payload, the change someone else makes meanwhile, words the refusal must hold)
 PAGE_CASES: list[tuple[str, str, Callable[[], str], Callable[[], dict[str, Any]], Callable[[Any], Any], list[str]]] = [
-    (
-        "node pool",
-        "admin",
-        lambda: reverse("org:pool_edit", args=["h100"]),
-        lambda: pool_payload(
-            slug="h100",
-            name="H100 mine",
-            gpu_product="NVIDIA-H100-80GB-HBM3",
-            capacity="16",
-            node_labels="portal.gpu/pool=h100",
-        ),
-        lambda users: services.node_pool_update(actor=users["admin"], node_pool=_pool(), description="theirs"),
-        ["Node pool h100 was changed by admin", "description"],
-    ),
-    (
-        "department",
-        "admin",
-        lambda: reverse("org:department_edit", args=["research"]),
-        lambda: {"name": "Research", "description": "mine", "min_project_weight": "0", "max_project_weight": "10"},
-        lambda users: services.department_update(actor=users["admin"], department=_research(), max_project_weight=8),
-        ["Department Research was changed by admin", "max project weight"],
-    ),
-    (
-        "project",
-        "deptadmin",
-        lambda: reverse("org:project_edit", args=["vision"]),
-        lambda: {"name": "Vision", "description": "mine"},
-        lambda users: services.project_update(
-            actor=users["lead"], project=_vision(), default_priority_class=_another_default()
-        ),
-        ["Project vision was changed by lead", "default priority class"],
-    ),
-    (
-        "priority class",
-        "admin",
-        lambda: reverse("org:priority_class_edit", args=["train"]),
-        lambda: {"value": "55", "preemptible": "on", "description": "mine"},
-        lambda users: services.priority_class_update(actor=users["admin"], priority_class=_train(), value=70),
-        ["Priority class train was changed by admin", "value"],
-    ),
+    ("node pool", "admin", lambda: reverse("org:pool_edit", args=["h100"]),
+     lambda: pool_payload(slug="h100", name="H100 mine", gpu_product="NVIDIA-H100-80GB-HBM3", capacity="16",
+                          node_labels="portal.gpu/pool=h100"),
+     lambda users: services.node_pool_update(actor=users["admin"], node_pool=_pool(), description="theirs"),
+     ["Node pool h100 was changed by admin", "description"]),
+    ("department", "admin", lambda: reverse("org:department_edit", args=["research"]),
+     lambda: {"name": "Research", "description": "mine", "min_project_weight": "0", "max_project_weight": "10"},
+     lambda users: services.department_update(actor=users["admin"], department=_research(), max_project_weight=8),
+     ["Department Research was changed by admin", "max project weight"]),
+    ("project", "deptadmin", lambda: reverse("org:project_edit", args=["vision"]),
+     lambda: {"name": "Vision", "description": "mine"},
+     lambda users: services.project_update(actor=users["lead"], project=_vision(),
+                                           default_priority_class=_another_default()),
+     ["Project vision was changed by lead", "default priority class"]),
+    ("priority class", "admin", lambda: reverse("org:priority_class_edit", args=["train"]),
+     lambda: {"value": "55", "preemptible": "on", "description": "mine"},
+     lambda users: services.priority_class_update(actor=users["admin"], priority_class=_train(), value=70),
+     ["Priority class train was changed by admin", "value"]),
 ]
 
 
@@ -91,12 +69,10 @@ def _read_version(client: Any, url: str) -> int:
     return int(client.get(url).context["form"]["version"].value())
 
 
-@pytest.mark.parametrize(
-    ("case", "editor", "url", "payload", "meanwhile", "words"), PAGE_CASES, ids=[case[0] for case in PAGE_CASES]
-)
-def test_a_stale_page_save_is_refused_saying_what_changed(
-    page_client, users, case, editor, url, payload, meanwhile, words
-):
+@pytest.mark.parametrize(("case", "editor", "url", "payload", "meanwhile", "words"), PAGE_CASES,
+                         ids=[case[0] for case in PAGE_CASES])
+def test_a_stale_page_save_is_refused_saying_what_changed(page_client, users, case, editor, url, payload,
+                                                          meanwhile, words):
     client = page_client(editor)
     read = _read_version(client, url())
     meanwhile(users)
@@ -111,12 +87,10 @@ def test_a_stale_page_save_is_refused_saying_what_changed(
     assert org_state() == before and AuditEvent.objects.count() == audit_rows
 
 
-@pytest.mark.parametrize(
-    ("case", "editor", "url", "payload", "meanwhile", "words"), PAGE_CASES, ids=[case[0] for case in PAGE_CASES]
-)
-def test_a_fresh_page_save_saves_and_bumps_the_version(
-    page_client, users, case, editor, url, payload, meanwhile, words
-):
+@pytest.mark.parametrize(("case", "editor", "url", "payload", "meanwhile", "words"), PAGE_CASES,
+                         ids=[case[0] for case in PAGE_CASES])
+def test_a_fresh_page_save_saves_and_bumps_the_version(page_client, users, case, editor, url, payload, meanwhile,
+                                                       words):
     client = page_client(editor)
     read = _read_version(client, url())
     response = client.post(url(), {**payload(), "version": read})
@@ -126,9 +100,8 @@ def test_a_fresh_page_save_saves_and_bumps_the_version(
     assert stale.status_code == 200 and "was changed by" in " ".join(stale.context["form"].non_field_errors())
 
 
-@pytest.mark.parametrize(
-    ("case", "editor", "url", "payload", "meanwhile", "words"), PAGE_CASES, ids=[case[0] for case in PAGE_CASES]
-)
+@pytest.mark.parametrize(("case", "editor", "url", "payload", "meanwhile", "words"), PAGE_CASES,
+                         ids=[case[0] for case in PAGE_CASES])
 def test_a_page_save_without_its_version_is_refused(page_client, case, editor, url, payload, meanwhile, words):
     before, audit_rows = org_state(), AuditEvent.objects.count()
     for version in (None, "", "abc", "0", "²"):
@@ -161,10 +134,8 @@ def test_a_stale_quota_table_save_is_refused_naming_the_cell(page_client, users)
 def test_a_fresh_quota_table_save_bumps_each_changed_cell(page_client):
     research, nlp = _research(), Project.objects.get(slug="nlp")
     quota, untouched = Quota.objects.get(project=nlp, node_pool__slug="l40s-shared"), _vision_h100()
-    response = page_client("deptadmin").post(
-        reverse("org:department_quotas", args=["research"]),
-        quota_payload(research, {(nlp, "l40s-shared", "weight"): 3}),
-    )
+    response = page_client("deptadmin").post(reverse("org:department_quotas", args=["research"]),
+                                             quota_payload(research, {(nlp, "l40s-shared", "weight"): 3}))
     assert response.status_code == 302
     assert Quota.objects.get(pk=quota.pk).version == quota.version + 1
     assert _vision_h100().version == untouched.version
@@ -185,11 +156,8 @@ def test_a_quota_created_meanwhile_makes_the_empty_cell_stale(page_client, users
 
 def test_a_quota_table_post_without_versions_is_refused(page_client):
     research, nlp = _research(), Project.objects.get(slug="nlp")
-    data = {
-        key: value
-        for key, value in quota_payload(research, {(nlp, "l40s-shared", "weight"): 3}).items()
-        if not key.endswith("-version")
-    }
+    data = {key: value for key, value in quota_payload(research, {(nlp, "l40s-shared", "weight"): 3}).items()
+            if not key.endswith("-version")}
     before = org_state()
     response = page_client("deptadmin").post(reverse("org:department_quotas", args=["research"]), data)
     assert response.status_code == 200 and org_state() == before
@@ -201,25 +169,16 @@ def test_the_quota_table_api_refuses_a_stale_row_and_honours_a_fresh_one(client_
     quota = _vision_h100()
     services.quota_update(actor=users["admin"], quota=quota, over_quota_weight=5)
     before = org_state()
-    response = call(
-        client_for("deptadmin"),
-        "PATCH",
-        f"departments/{research.pk}/quotas/",
-        [
-            {"node_pool": "l40s-shared", "project": "nlp", "over_quota_weight": "3", "version": 1},
-            {"node_pool": "h100", "project": "vision", "over_quota_weight": "2", "version": quota.version},
-        ],
-    )
+    response = call(client_for("deptadmin"), "PATCH", f"departments/{research.pk}/quotas/", [
+        {"node_pool": "l40s-shared", "project": "nlp", "over_quota_weight": "3", "version": 1},
+        {"node_pool": "h100", "project": "vision", "over_quota_weight": "2", "version": quota.version},
+    ])
     assert response.status_code == 400
     assert list(response.json()) == ["1"]
     assert "The quota of Vision on h100 was changed by admin" in response.json()["1"]["version"][0]
     assert org_state() == before
-    fresh = call(
-        client_for("deptadmin"),
-        "PATCH",
-        f"departments/{research.pk}/quotas/",
-        [{"node_pool": "h100", "project": "vision", "over_quota_weight": "2", "version": quota.version + 1}],
-    )
+    fresh = call(client_for("deptadmin"), "PATCH", f"departments/{research.pk}/quotas/", [
+        {"node_pool": "h100", "project": "vision", "over_quota_weight": "2", "version": quota.version + 1}])
     assert fresh.status_code == 200
     row = next(row for row in fresh.json() if row["id"] == quota.pk)
     assert (row["over_quota_weight"], row["version"]) == ("2.00", quota.version + 2)
@@ -236,43 +195,22 @@ def etag_version(etag: str) -> int:
 
 # (resource path, the row, a PATCH body, the change someone else makes meanwhile, a field the refusal names)
 API_CASES: list[tuple[str, Callable[[], Any], dict[str, Any], Callable[[Any], Any], str]] = [
-    (
-        "node-pools",
-        _pool,
-        {"name": "H100 mine"},
-        lambda users: services.node_pool_update(actor=users["admin"], node_pool=_pool(), description="theirs"),
-        "description",
-    ),
-    (
-        "departments",
-        _research,
-        {"description": "mine"},
-        lambda users: services.department_update(actor=users["admin"], department=_research(), max_project_weight=8),
-        "max project weight",
-    ),
-    (
-        "projects",
-        _vision,
-        {"description": "mine"},
-        lambda users: services.project_update(
-            actor=users["lead"], project=_vision(), default_priority_class=_another_default()
-        ),
-        "default priority class",
-    ),
-    (
-        "quotas",
-        _vision_h100,
-        {"over_quota_weight": "3"},
-        lambda users: services.quota_update(actor=users["admin"], quota=_vision_h100(), over_quota_weight=5),
-        "over quota weight",
-    ),
-    (
-        "priority-classes",
-        _train,
-        {"description": "mine"},
-        lambda users: services.priority_class_update(actor=users["admin"], priority_class=_train(), value=70),
-        "value",
-    ),
+    ("node-pools", _pool, {"name": "H100 mine"},
+     lambda users: services.node_pool_update(actor=users["admin"], node_pool=_pool(), description="theirs"),
+     "description"),
+    ("departments", _research, {"description": "mine"},
+     lambda users: services.department_update(actor=users["admin"], department=_research(), max_project_weight=8),
+     "max project weight"),
+    ("projects", _vision, {"description": "mine"},
+     lambda users: services.project_update(actor=users["lead"], project=_vision(),
+                                           default_priority_class=_another_default()),
+     "default priority class"),
+    ("quotas", _vision_h100, {"over_quota_weight": "3"},
+     lambda users: services.quota_update(actor=users["admin"], quota=_vision_h100(), over_quota_weight=5),
+     "over quota weight"),
+    ("priority-classes", _train, {"description": "mine"},
+     lambda users: services.priority_class_update(actor=users["admin"], priority_class=_train(), value=70),
+     "value"),
 ]
 API_IDS = [case[0] for case in API_CASES]
 
@@ -298,9 +236,8 @@ def test_a_stale_patch_is_refused_with_412(client_for, users, resource, row, bod
     meanwhile(users)
     before, audit_rows = org_state(), AuditEvent.objects.count()
     extra = {"HTTP_IF_MATCH": etag} if how == "If-Match" else {}
-    response = call(
-        client, "PATCH", f"{resource}/{row().pk}/", {**body, "version": read} if how == "version" else body, **extra
-    )
+    response = call(client, "PATCH", f"{resource}/{row().pk}/", {**body, "version": read} if how == "version" else body,
+                    **extra)
     assert response.status_code == 412, response.content
     error = response.json()
     assert "was changed by" in error["detail"] and field in error["detail"] and "reload" in error["detail"]
@@ -322,9 +259,8 @@ def test_two_patches_with_one_etag_the_second_gets_412(client_for, resource, row
 
 
 @pytest.mark.parametrize(("resource", "row", "body", "meanwhile", "field"), API_CASES, ids=API_IDS)
-def test_a_patch_without_a_version_is_unconditional_and_bad_conditions_are_400(
-    client_for, resource, row, body, meanwhile, field
-):
+def test_a_patch_without_a_version_is_unconditional_and_bad_conditions_are_400(client_for, resource, row, body,
+                                                                                meanwhile, field):
     client = client_for("admin")
     version = row().version
     for header in ('"nope"', 'W/"1", W/"2"', "3"):
@@ -332,9 +268,8 @@ def test_a_patch_without_a_version_is_unconditional_and_bad_conditions_are_400(
         bad = call(client, "PATCH", f"{resource}/{row().pk}/", body, HTTP_IF_MATCH=header)
         assert bad.status_code == 400 and "If-Match" in bad.json(), header
         assert org_state() == before
-    disagree = call(
-        client, "PATCH", f"{resource}/{row().pk}/", {**body, "version": version}, HTTP_IF_MATCH=f'W/"{version + 1}"'
-    )
+    disagree = call(client, "PATCH", f"{resource}/{row().pk}/", {**body, "version": version},
+                    HTTP_IF_MATCH=f'W/"{version + 1}"')
     assert disagree.status_code == 400 and "version" in disagree.json()
     assert call(client, "PATCH", f"{resource}/{row().pk}/", body, HTTP_IF_MATCH="*").status_code == 200
     assert call(client, "PATCH", f"{resource}/{row().pk}/", body).status_code == 200

@@ -30,7 +30,8 @@ Url = Callable[[], str]
 
 
 def binding_of(username: str) -> Callable[[], str]:
-    return lambda: reverse("accounts:role_binding_delete", args=[RoleBinding.objects.get(user__username=username).pk])
+    return lambda: reverse("accounts:role_binding_delete",
+                           args=[RoleBinding.objects.get(user__username=username).pk])
 
 
 GET_MATRIX: list[tuple[str, Url, dict[str, int]]] = [
@@ -68,11 +69,8 @@ GET_MATRIX: list[tuple[str, Url, dict[str, int]]] = [
 
 
 def _cases(matrix: list[tuple[str, Any, dict[str, int]]]) -> list[Any]:
-    return [
-        pytest.param(page, url, user, expected[user], id=f"{page}-{user}")
-        for page, url, expected in matrix
-        for user in USERS
-    ]
+    return [pytest.param(page, url, user, expected[user], id=f"{page}-{user}")
+            for page, url, expected in matrix for user in USERS]
 
 
 @pytest.mark.parametrize(("page", "url", "user", "expected"), _cases(GET_MATRIX))
@@ -96,14 +94,8 @@ def _research() -> Department:
 
 
 def _pool_edit_payload() -> dict[str, Any]:
-    return pool_payload(
-        slug="h100",
-        name="H100 renamed",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        capacity="16",
-        node_labels="portal.gpu/pool=h100",
-        version=NodePool.objects.get(slug="h100").version,
-    )
+    return pool_payload(slug="h100", name="H100 renamed", gpu_product="NVIDIA-H100-80GB-HBM3", capacity="16",
+                        node_labels="portal.gpu/pool=h100", version=NodePool.objects.get(slug="h100").version)
 
 
 def _quota_change(slug: str) -> Callable[[], dict[str, str]]:
@@ -111,7 +103,6 @@ def _quota_change(slug: str) -> Callable[[], dict[str, str]]:
         department = Department.objects.get(slug=slug)
         project = department.projects.order_by("name").first()
         return quota_payload(department, {(project, "l40s-shared", "weight"): 3})
-
     return payload
 
 
@@ -119,206 +110,91 @@ def _weight(project_slug: str) -> Callable[[], dict[str, Any]]:
     def payload() -> dict[str, Any]:
         quota = Quota.objects.get(project__slug=project_slug, node_pool__slug="h100")
         return {"quota": quota.pk, "over_quota_weight": "3", "version": quota.version}
-
     return payload
 
 
 WRITE_OK = 302
 # (page, url, payload, expected per user, the change a 302 must have made)
 POST_MATRIX: list[tuple[str, Url, Callable[[], dict[str, Any]], dict[str, int], Callable[[], bool]]] = [
-    (
-        "pool_create",
-        lambda: reverse("org:pool_create"),
-        lambda: pool_payload(),
-        row(302, 403, 403, 403, 403, 403, 403),
-        lambda: NodePool.objects.filter(slug="b200").exists(),
-    ),
-    (
-        "pool_edit",
-        lambda: reverse("org:pool_edit", args=["h100"]),
-        _pool_edit_payload,
-        row(302, 403, 403, 403, 403, 403, 403),
-        lambda: NodePool.objects.get(slug="h100").name == "H100 renamed",
-    ),
-    (
-        "pool_delete",
-        lambda: reverse("org:pool_delete", args=["spare"]),
-        dict,
-        row(302, 403, 403, 403, 403, 403, 403),
-        lambda: not NodePool.objects.filter(slug="spare").exists(),
-    ),
-    (
-        "department_create",
-        lambda: reverse("org:department_create"),
-        lambda: {"slug": "robotics", "name": "Robotics", "min_project_weight": "0", "max_project_weight": "5"},
-        row(302, 403, 403, 403, 403, 403, 403),
-        lambda: Department.objects.filter(slug="robotics").exists(),
-    ),
-    (
-        "department_edit:inside",
-        lambda: reverse("org:department_edit", args=["research"]),
-        lambda: {
-            "name": "Research",
-            "description": "changed",
-            "min_project_weight": "0",
-            "max_project_weight": "10",
-            "version": _research().version,
-        },
-        row(302, 403, 403, 403, 403, 404, 403),
-        lambda: _research().description == "changed",
-    ),
-    (
-        "department_edit:outside",
-        lambda: reverse("org:department_edit", args=["production"]),
-        lambda: {
-            "name": "Production",
-            "description": "changed",
-            "min_project_weight": "0",
-            "max_project_weight": "10",
-            "version": Department.objects.get(slug="production").version,
-        },
-        PRODUCTION | {"admin": 302},
-        lambda: Department.objects.get(slug="production").description == "changed",
-    ),
-    (
-        "department_delete:outside",
-        lambda: reverse("org:department_delete", args=["empty"]),
-        dict,
-        row(302, 404, 404, 404, 404, 404, 403),
-        lambda: not Department.objects.filter(slug="empty").exists(),
-    ),
-    (
-        "department_quotas:inside",
-        lambda: reverse("org:department_quotas", args=["research"]),
-        _quota_change("research"),
-        row(302, 302, 403, 403, 403, 404, 403),
-        lambda: Quota.objects.get(project__slug="nlp", node_pool__slug="l40s-shared").over_quota_weight == 3,
-    ),
-    (
-        "department_quotas:outside",
-        lambda: reverse("org:department_quotas", args=["production"]),
-        _quota_change("production"),
-        PRODUCTION | {"admin": 302},
-        lambda: Quota.objects.get(project__slug="etl", node_pool__slug="l40s-shared").over_quota_weight == 3,
-    ),
-    (
-        "project_create:inside",
-        lambda: reverse("org:project_create", args=["research"]),
-        lambda: {"slug": "speech", "name": "Speech"},
-        row(302, 302, 403, 403, 403, 404, 403),
-        lambda: Project.objects.filter(slug="speech", namespace="proj-speech").exists(),
-    ),
-    (
-        "project_create:outside",
-        lambda: reverse("org:project_create", args=["production"]),
-        lambda: {"slug": "speech", "name": "Speech"},
-        PRODUCTION | {"admin": 302},
-        lambda: Project.objects.filter(slug="speech").exists(),
-    ),
-    (
-        "project_edit:inside",
-        lambda: reverse("org:project_edit", args=["vision"]),
-        lambda: {"name": "Vision 2", "version": Project.objects.get(slug="vision").version},
-        row(302, 302, 403, 403, 404, 404, 403),
-        lambda: Project.objects.get(slug="vision").name == "Vision 2",
-    ),
-    (
-        "project_edit:outside",
-        lambda: reverse("org:project_edit", args=["serving"]),
-        lambda: {"name": "Serving 2", "does_not_lend": "on", "version": Project.objects.get(slug="serving").version},
-        SERVING | {"admin": 302},
-        lambda: Project.objects.get(slug="serving").name == "Serving 2",
-    ),
-    (
-        "project_delete:inside",
-        lambda: reverse("org:project_delete", args=["vision"]),
-        dict,
-        row(302, 302, 403, 403, 404, 404, 403),
-        lambda: not Project.objects.filter(slug="vision").exists(),
-    ),
-    (
-        "project_delete:outside",
-        lambda: reverse("org:project_delete", args=["serving"]),
-        dict,
-        SERVING | {"admin": 302},
-        lambda: not Project.objects.filter(slug="serving").exists(),
-    ),
-    (
-        "priority_class_create",
-        lambda: reverse("org:priority_class_create"),
-        lambda: {"name": "urgent", "value": "200"},
-        row(302, 403, 403, 403, 403, 403, 403),
-        lambda: PriorityClass.objects.filter(name="urgent", preemptible=False).exists(),
-    ),
-    (
-        "priority_class_edit",
-        lambda: reverse("org:priority_class_edit", args=["train"]),
-        lambda: {"value": "55", "preemptible": "on", "version": PriorityClass.objects.get(name="train").version},
-        row(302, 403, 403, 403, 403, 403, 403),
-        lambda: PriorityClass.objects.get(name="train").value == 55,
-    ),
-    (
-        "priority_class_delete",
-        lambda: reverse("org:priority_class_delete", args=["build"]),
-        dict,
-        row(302, 403, 403, 403, 403, 403, 403),
-        lambda: not PriorityClass.objects.filter(name="build").exists(),
-    ),
-    (
-        "weights:inside",
-        lambda: reverse("org:weights"),
-        _weight("vision"),
-        row(302, 302, 302, 403, 403, 403, 403),
-        lambda: Quota.objects.get(project__slug="vision", node_pool__slug="h100").over_quota_weight == 3,
-    ),
-    (
-        "weights:outside",
-        lambda: reverse("org:weights"),
-        _weight("serving"),
-        row(302, 404, 404, 403, 403, 403, 403),
-        lambda: Quota.objects.get(project__slug="serving", node_pool__slug="h100").over_quota_weight == 3,
-    ),
-    (
-        "role_binding_create:inside",
-        lambda: reverse("accounts:role_binding_create"),
-        lambda: {"username": "carol", "role": "viewer", "scope": f"department:{_research().pk}"},
-        row(302, 302, 403, 403, 403, 403, 403),
-        lambda: RoleBinding.objects.filter(user__username="carol", role="viewer", department__slug="research").exists(),
-    ),
-    (
-        "role_binding_delete:inside",
-        binding_of("alice"),
-        dict,
-        row(302, 302, 403, 403, 404, 404, 403),
-        lambda: not RoleBinding.objects.filter(user__username="alice").exists(),
-    ),
-    (
-        "role_binding_delete:outside",
-        binding_of("carol"),
-        dict,
-        row(302, 404, 404, 404, 404, 403, 403),
-        lambda: not RoleBinding.objects.filter(user__username="carol").exists(),
-    ),
+    ("pool_create", lambda: reverse("org:pool_create"), lambda: pool_payload(), row(302, 403, 403, 403, 403, 403, 403),
+     lambda: NodePool.objects.filter(slug="b200").exists()),
+    ("pool_edit", lambda: reverse("org:pool_edit", args=["h100"]), _pool_edit_payload,
+     row(302, 403, 403, 403, 403, 403, 403), lambda: NodePool.objects.get(slug="h100").name == "H100 renamed"),
+    ("pool_delete", lambda: reverse("org:pool_delete", args=["spare"]), dict, row(302, 403, 403, 403, 403, 403, 403),
+     lambda: not NodePool.objects.filter(slug="spare").exists()),
+    ("department_create", lambda: reverse("org:department_create"),
+     lambda: {"slug": "robotics", "name": "Robotics", "min_project_weight": "0", "max_project_weight": "5"},
+     row(302, 403, 403, 403, 403, 403, 403), lambda: Department.objects.filter(slug="robotics").exists()),
+    ("department_edit:inside", lambda: reverse("org:department_edit", args=["research"]),
+     lambda: {"name": "Research", "description": "changed", "min_project_weight": "0", "max_project_weight": "10",
+              "version": _research().version},
+     row(302, 403, 403, 403, 403, 404, 403), lambda: _research().description == "changed"),
+    ("department_edit:outside", lambda: reverse("org:department_edit", args=["production"]),
+     lambda: {"name": "Production", "description": "changed", "min_project_weight": "0", "max_project_weight": "10",
+              "version": Department.objects.get(slug="production").version},
+     PRODUCTION | {"admin": 302}, lambda: Department.objects.get(slug="production").description == "changed"),
+    ("department_delete:outside", lambda: reverse("org:department_delete", args=["empty"]),
+     dict, row(302, 404, 404, 404, 404, 404, 403), lambda: not Department.objects.filter(slug="empty").exists()),
+    ("department_quotas:inside", lambda: reverse("org:department_quotas", args=["research"]), _quota_change("research"),
+     row(302, 302, 403, 403, 403, 404, 403),
+     lambda: Quota.objects.get(project__slug="nlp", node_pool__slug="l40s-shared").over_quota_weight == 3),
+    ("department_quotas:outside", lambda: reverse("org:department_quotas", args=["production"]),
+     _quota_change("production"), PRODUCTION | {"admin": 302},
+     lambda: Quota.objects.get(project__slug="etl", node_pool__slug="l40s-shared").over_quota_weight == 3),
+    ("project_create:inside", lambda: reverse("org:project_create", args=["research"]),
+     lambda: {"slug": "speech", "name": "Speech"}, row(302, 302, 403, 403, 403, 404, 403),
+     lambda: Project.objects.filter(slug="speech", namespace="proj-speech").exists()),
+    ("project_create:outside", lambda: reverse("org:project_create", args=["production"]),
+     lambda: {"slug": "speech", "name": "Speech"}, PRODUCTION | {"admin": 302},
+     lambda: Project.objects.filter(slug="speech").exists()),
+    ("project_edit:inside", lambda: reverse("org:project_edit", args=["vision"]),
+     lambda: {"name": "Vision 2", "version": Project.objects.get(slug="vision").version},
+     row(302, 302, 403, 403, 404, 404, 403),
+     lambda: Project.objects.get(slug="vision").name == "Vision 2"),
+    ("project_edit:outside", lambda: reverse("org:project_edit", args=["serving"]),
+     lambda: {"name": "Serving 2", "does_not_lend": "on", "version": Project.objects.get(slug="serving").version},
+     SERVING | {"admin": 302},
+     lambda: Project.objects.get(slug="serving").name == "Serving 2"),
+    ("project_delete:inside", lambda: reverse("org:project_delete", args=["vision"]), dict,
+     row(302, 302, 403, 403, 404, 404, 403), lambda: not Project.objects.filter(slug="vision").exists()),
+    ("project_delete:outside", lambda: reverse("org:project_delete", args=["serving"]), dict,
+     SERVING | {"admin": 302}, lambda: not Project.objects.filter(slug="serving").exists()),
+    ("priority_class_create", lambda: reverse("org:priority_class_create"),
+     lambda: {"name": "urgent", "value": "200"}, row(302, 403, 403, 403, 403, 403, 403),
+     lambda: PriorityClass.objects.filter(name="urgent", preemptible=False).exists()),
+    ("priority_class_edit", lambda: reverse("org:priority_class_edit", args=["train"]),
+     lambda: {"value": "55", "preemptible": "on", "version": PriorityClass.objects.get(name="train").version},
+     row(302, 403, 403, 403, 403, 403, 403),
+     lambda: PriorityClass.objects.get(name="train").value == 55),
+    ("priority_class_delete", lambda: reverse("org:priority_class_delete", args=["build"]), dict,
+     row(302, 403, 403, 403, 403, 403, 403), lambda: not PriorityClass.objects.filter(name="build").exists()),
+    ("weights:inside", lambda: reverse("org:weights"), _weight("vision"), row(302, 302, 302, 403, 403, 403, 403),
+     lambda: Quota.objects.get(project__slug="vision", node_pool__slug="h100").over_quota_weight == 3),
+    ("weights:outside", lambda: reverse("org:weights"), _weight("serving"), row(302, 404, 404, 403, 403, 403, 403),
+     lambda: Quota.objects.get(project__slug="serving", node_pool__slug="h100").over_quota_weight == 3),
+    ("role_binding_create:inside", lambda: reverse("accounts:role_binding_create"),
+     lambda: {"username": "carol", "role": "viewer", "scope": f"department:{_research().pk}"},
+     row(302, 302, 403, 403, 403, 403, 403),
+     lambda: RoleBinding.objects.filter(user__username="carol", role="viewer", department__slug="research").exists()),
+    ("role_binding_delete:inside", binding_of("alice"), dict, row(302, 302, 403, 403, 404, 404, 403),
+     lambda: not RoleBinding.objects.filter(user__username="alice").exists()),
+    ("role_binding_delete:outside", binding_of("carol"), dict, row(302, 404, 404, 404, 404, 403, 403),
+     lambda: not RoleBinding.objects.filter(user__username="carol").exists()),
 ]
 
 
 @pytest.fixture
 def spare(users):
     """A pool without quotas and a department without projects, so deletes can succeed."""
-    services.node_pool_create(
-        actor=users["admin"], slug="spare", name="Spare", gpu_resource="nvidia.com/gpu", capacity=2
-    )
+    services.node_pool_create(actor=users["admin"], slug="spare", name="Spare", gpu_resource="nvidia.com/gpu",
+                              capacity=2)
     services.department_create(actor=users["admin"], slug="empty", name="Empty")
 
 
-@pytest.mark.parametrize(
-    ("page", "url", "payload", "user", "expected", "changed"),
-    [
-        pytest.param(page, url, payload, user, expected[user], changed, id=f"{page}-{user}")
-        for page, url, payload, expected, changed in POST_MATRIX
-        for user in USERS
-    ],
-)
+@pytest.mark.parametrize(("page", "url", "payload", "user", "expected", "changed"), [
+    pytest.param(page, url, payload, user, expected[user], changed, id=f"{page}-{user}")
+    for page, url, payload, expected, changed in POST_MATRIX for user in USERS
+])
 def test_post(page_client, spare, page, url, payload, user, expected, changed):
     target, data = url(), payload()
     audit_before = _audit_count()

@@ -42,9 +42,8 @@ def test_filters(page_client, users):
     assert client.get(URL, {"since": today.isoformat()}).context["page"].paginator.count == AuditEvent.objects.count()
     assert client.get(URL, {"until": (today - dt.timedelta(days=1)).isoformat()}).context["page"].paginator.count == 0
     AuditEvent.objects.filter(actor=users["lead"]).update(at=timezone.now() - dt.timedelta(days=3))
-    window = client.get(
-        URL, {"since": (today - dt.timedelta(days=4)).isoformat(), "until": (today - dt.timedelta(days=2)).isoformat()}
-    )
+    window = client.get(URL, {"since": (today - dt.timedelta(days=4)).isoformat(),
+                              "until": (today - dt.timedelta(days=2)).isoformat()})
     assert actions_in(window) == ["quota.weight"]
 
 
@@ -78,8 +77,8 @@ def test_diff_shows_only_changed_fields(page_client, users):
     vision = Project.objects.get(slug="vision")
     services.project_update(actor=users["admin"], project=vision, name="Vision 2")
     html = page_client("admin").get(URL, {"action": "project.update"}).content.decode()
-    row = html[html.index('data-action="project.update"') :]
-    row = row[: row.index("</tr>")]
+    row = html[html.index('data-action="project.update"'):]
+    row = row[:row.index("</tr>")]
     assert "<del>Vision</del> → <ins>Vision 2</ins>" in row
     assert "namespace" not in row
 
@@ -116,13 +115,13 @@ def test_the_log_names_rows_instead_of_ids(page_client, users):
     binding = role_binding_create(actor=users["admin"], role="viewer", user=users["carol"], project=vision)
     role_binding_delete(actor=users["admin"], binding=RoleBinding.objects.get(pk=binding.pk))
     html = page_client("admin").get(URL).content.decode()
-    moved = html[html.index('data-action="project.default_priority_class"') :]
-    moved = moved[: moved.index("</tr>")]
+    moved = html[html.index('data-action="project.default_priority_class"'):]
+    moved = moved[:moved.index("</tr>")]
     old_name = old_class.name if old_class else "∅"
     assert f"<del>{old_name}</del> → <ins>{new_class.name}</ins>" in moved and "priority_class_id" not in moved
     assert "Research / Vision" in moved  # the scope column reads as names too
-    removed = html[html.index('data-action="role_binding.delete"') :]
-    removed = removed[: removed.index("</tr>")]
+    removed = html[html.index('data-action="role_binding.delete"'):]
+    removed = removed[:removed.index("</tr>")]
     assert "<del>carol</del>" in removed and "<del>Vision</del>" in removed and "user_id" not in removed
 
 
@@ -130,13 +129,8 @@ def test_a_row_deleted_since_reads_as_deleted(page_client, users):
     from apps.core.audit import audit_record
 
     vision = Project.objects.get(slug="vision")
-    audit_record(
-        actor=users["admin"],
-        action="project.update",
-        obj=vision,
-        before={"department_id": 999_999},
-        after={"department_id": vision.department_id},
-    )
+    audit_record(actor=users["admin"], action="project.update", obj=vision, before={"department_id": 999_999},
+                 after={"department_id": vision.department_id})
     html = page_client("admin").get(URL, {"action": "project.update"}).content.decode()
     assert "<del>#999999 (deleted)</del> → <ins>Research</ins>" in html
 

@@ -10,9 +10,8 @@ from apps.org.models import KueueSyncRun
 URL = reverse("org:cluster_sync")
 
 
-@pytest.mark.parametrize(
-    ("username", "code"), [("admin", 200), ("deptadmin", 403), ("lead", 403), ("alice", 403), ("viewer", 403)]
-)
+@pytest.mark.parametrize(("username", "code"), [("admin", 200), ("deptadmin", 403), ("lead", 403), ("alice", 403),
+                                                ("viewer", 403)])
 def test_only_admins_see_it(client_for, username, code):
     assert client_for(username).get(URL).status_code == code
     assert client_for(username).post(URL).status_code == (302 if code == 200 else 403)
@@ -38,13 +37,10 @@ def test_sync_now_is_audited_and_enqueued(client_for, django_capture_on_commit_c
 
 def test_projects_left_out_are_shown_on_a_partial_run(client_for):
     now = timezone.now()
-    problem = (
-        "Project speech: namespace proj-speech exists in the cluster without the portal's label "
-        "app.kubernetes.io/managed-by=gpu-portal"
-    )
-    KueueSyncRun.objects.create(
-        started_at=now, finished_at=now, ok=True, changes=["updated Cohort proj-vision-h100"], project_errors=[problem]
-    )
+    problem = ("Project speech: namespace proj-speech exists in the cluster without the portal's label "
+               "app.kubernetes.io/managed-by=gpu-portal")
+    KueueSyncRun.objects.create(started_at=now, finished_at=now, ok=True, changes=["updated Cohort proj-vision-h100"],
+                                project_errors=[problem])
     page = client_for("admin").get(URL).content.decode()
     assert '<span class="badge warn">partial</span> 1 change; 1 project left out' in page
     assert page.count(problem.replace("'", "&#x27;")) == 2  # the last run's panel and its row in the table

@@ -18,9 +18,8 @@ def add_projects(admin, count: int) -> None:
     services.node_pool_update(actor=admin, node_pool=pool, over_subscribable=True)
     services.quota_set(actor=admin, node_pool=pool, department=research, deserved=8 + count, limit=None)
     for number in range(count):
-        project = services.project_create(
-            actor=admin, department=research, slug=f"extra-{number}", name=f"Extra {number}"
-        )
+        project = services.project_create(actor=admin, department=research, slug=f"extra-{number}",
+                                          name=f"Extra {number}")
         services.quota_set(actor=admin, node_pool=pool, project=project, deserved=1, limit=2)
 
 
@@ -47,10 +46,8 @@ def test_tree_is_scoped_to_what_the_user_sees(page_client):
 def test_quota_links_only_where_the_user_manages_projects(page_client):
     quotas = reverse("org:department_quotas", args=["research"])
     assert quotas in page_client("deptadmin").get(reverse("org:overview")).content.decode()
-    assert (
-        reverse("org:department_quotas", args=["production"])
-        not in page_client("deptadmin").get(reverse("org:overview")).content.decode()
-    )
+    assert reverse("org:department_quotas", args=["production"]) not in page_client("deptadmin").get(
+        reverse("org:overview")).content.decode()
     assert quotas not in page_client("lead").get(reverse("org:overview")).content.decode()
     assert reverse("org:department_create") in page_client("admin").get(reverse("org:overview")).content.decode()
 
@@ -73,7 +70,7 @@ NAV = {
 @pytest.mark.parametrize("username", sorted(NAV))
 def test_navigation_shows_what_the_roles_allow(page_client, username):
     html = page_client(username).get(reverse("org:overview")).content.decode()
-    nav = html[html.index('<nav class="nav"') : html.index("</nav>")]
+    nav = html[html.index('<nav class="nav"'):html.index("</nav>")]
     for entry in ("Organisation", "Node pools", "Priority classes"):
         assert f">{entry}</a>" in nav
     for entry in ("Departments", "Weights", "Access", "Audit log"):

@@ -20,12 +20,9 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 @pytest.fixture
 def org(users):
     return {
-        "research": Department.objects.get(slug="research"),
-        "vision": Project.objects.get(slug="vision"),
-        "nlp": Project.objects.get(slug="nlp"),
-        "h100": NodePool.objects.get(slug="h100"),
-        "l40s": NodePool.objects.get(slug="l40s-shared"),
-        "url": reverse("org:department_quotas", args=["research"]),
+        "research": Department.objects.get(slug="research"), "vision": Project.objects.get(slug="vision"),
+        "nlp": Project.objects.get(slug="nlp"), "h100": NodePool.objects.get(slug="h100"),
+        "l40s": NodePool.objects.get(slug="l40s-shared"), "url": reverse("org:department_quotas", args=["research"]),
     }
 
 
@@ -34,9 +31,8 @@ def stored() -> list[tuple]:
 
 
 def cell_errors(html: str, owner, pool) -> str:
-    match = re.search(
-        rf'<span class="cell-errors errorlist" id="err-{cell_key(owner, pool)}"[^>]*>(.*?)</span>\n?', html, re.S
-    )
+    match = re.search(rf'<span class="cell-errors errorlist" id="err-{cell_key(owner, pool)}"[^>]*>(.*?)</span>\n?',
+                      html, re.S)
     assert match, f"no error slot for {cell_key(owner, pool)}"
     return re.sub(r"<[^>]+>", " ", match[1]).strip()
 
@@ -95,17 +91,14 @@ def test_live_check_shows_refused_over_subscription_on_its_cell(page_client, org
 def test_live_check_project_over_department(page_client, org):
     payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 6})
     html = page_client("deptadmin").post(org["url"], payload, **HTMX).content.decode()
-    assert (
-        "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have at most 4."
+    assert "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have at most 4." \
         in cell_errors(html, org["vision"], org["h100"])
-    )
     assert totals_cell(html, "quota-remaining", "h100").startswith("-2")
 
 
 def test_live_check_shape_and_limit_errors(page_client, org):
-    payload = quota_payload(
-        org["research"], {(org["vision"], "h100", "deserved"): "lots", (org["nlp"], "h100", "limit"): 2}
-    )
+    payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): "lots",
+                                              (org["nlp"], "h100", "limit"): 2})
     html = page_client("admin").post(org["url"], payload, **HTMX).content.decode()
     assert "Enter a whole number." in cell_errors(html, org["vision"], org["h100"])
     assert "The limit (2) cannot be below the deserved quota (4)." in cell_errors(html, org["nlp"], org["h100"])
@@ -113,9 +106,8 @@ def test_live_check_shape_and_limit_errors(page_client, org):
 
 def test_refused_over_subscription_on_save_shows_message_and_saves_nothing(page_client, org):
     before, audit = stored(), AuditEvent.objects.count()
-    payload = quota_payload(
-        org["research"], {(org["research"], "h100", "deserved"): 12, (org["vision"], "l40s-shared", "weight"): 5}
-    )
+    payload = quota_payload(org["research"], {(org["research"], "h100", "deserved"): 12,
+                                              (org["vision"], "l40s-shared", "weight"): 5})
     response = page_client("admin").post(org["url"], payload)
     html = response.content.decode()
     assert response.status_code == 200
@@ -126,7 +118,6 @@ def test_refused_over_subscription_on_save_shows_message_and_saves_nothing(page_
 
 def test_save_is_all_or_nothing_when_a_service_refuses(page_client, org, request):
     """A refusal raised inside the save (here a guard like the non-preemptible one) rolls back every cell."""
-
     def guard(quota, **_):
         if quota.project_id == org["nlp"].pk:
             return {"deserved": ["Running non-preemptible work uses 3 units here."]}
@@ -135,9 +126,8 @@ def test_save_is_all_or_nothing_when_a_service_refuses(page_client, org, request
     signals.quota_size_proposed.connect(guard, weak=False, dispatch_uid="test.guard")
     request.addfinalizer(lambda: signals.quota_size_proposed.disconnect(dispatch_uid="test.guard"))
     before, audit = stored(), AuditEvent.objects.count()
-    payload = quota_payload(
-        org["research"], {(org["vision"], "h100", "deserved"): 3, (org["nlp"], "h100", "deserved"): 2}
-    )
+    payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): 3,
+                                              (org["nlp"], "h100", "deserved"): 2})
     response = page_client("admin").post(org["url"], payload)
     html = response.content.decode()
     assert "Running non-preemptible work uses 3 units here." in cell_errors(html, org["nlp"], org["h100"])
@@ -147,17 +137,12 @@ def test_save_is_all_or_nothing_when_a_service_refuses(page_client, org, request
 def test_save_applies_department_and_projects_in_a_valid_order(page_client, users, org):
     """Raise a department with its project on one pool, lower both on another: one save, a valid order."""
     services.node_pool_update(actor=users["admin"], node_pool=org["h100"], over_subscribable=True)
-    payload = quota_payload(
-        org["research"],
-        {
-            (org["research"], "h100", "deserved"): 10,
-            (org["research"], "h100", "limit"): 12,
-            (org["vision"], "h100", "deserved"): 6,
-            (org["research"], "l40s-shared", "deserved"): 12,
-            (org["vision"], "l40s-shared", "deserved"): 6,
-            (org["nlp"], "l40s-shared", "deserved"): 6,
-        },
-    )
+    payload = quota_payload(org["research"], {
+        (org["research"], "h100", "deserved"): 10, (org["research"], "h100", "limit"): 12,
+        (org["vision"], "h100", "deserved"): 6,
+        (org["research"], "l40s-shared", "deserved"): 12,
+        (org["vision"], "l40s-shared", "deserved"): 6, (org["nlp"], "l40s-shared", "deserved"): 6,
+    })
     audit = AuditEvent.objects.count()
     response = page_client("admin").post(org["url"], payload, follow=True)
     assert "Saved 5 quota cells of Research." in response.content.decode()
@@ -181,9 +166,8 @@ def test_save_keeps_cpu_and_memory(page_client, users, org):
 
 
 def test_department_admin_tampering_with_the_department_row_changes_nothing(page_client, org):
-    payload = quota_payload(
-        org["research"], {(org["research"], "h100", "deserved"): 2, (org["vision"], "h100", "weight"): 3}
-    )
+    payload = quota_payload(org["research"], {(org["research"], "h100", "deserved"): 2,
+                                              (org["vision"], "h100", "weight"): 3})
     response = page_client("deptadmin").post(org["url"], payload)
     assert response.status_code == 302
     assert Quota.objects.get(department=org["research"], node_pool=org["h100"]).deserved == 8
@@ -217,18 +201,12 @@ def test_rule_check_is_pure(users, org, django_assert_num_queries):
     """The live check and the services share services.quota_rule_errors, which runs no queries."""
     with django_assert_num_queries(0):
         errors = services.quota_rule_errors(
-            pool=org["h100"],
-            deserved=5,
-            limit=4,
-            department=org["research"],
-            for_project=True,
-            department_deserved=8,
-            siblings_deserved=4,
-        )
+            pool=org["h100"], deserved=5, limit=4, department=org["research"], for_project=True,
+            department_deserved=8, siblings_deserved=4)
     assert errors == {
         "limit": "The limit (4) cannot be below the deserved quota (5).",
         "deserved": "Research has 8 deserved units on h100 and its other projects hold 4, so this project can have "
-        "at most 4. Raise the department's quota first or lower another project's.",
+                    "at most 4. Raise the department's quota first or lower another project's.",
     }
 
 
@@ -237,9 +215,8 @@ def test_table_queries_do_not_grow_with_projects(page_client, users, org, django
     with django_assert_num_queries(9):
         client.get(org["url"])
     for number in range(5):
-        services.project_create(
-            actor=users["admin"], department=org["research"], slug=f"extra-{number}", name=f"Extra {number}"
-        )
+        services.project_create(actor=users["admin"], department=org["research"], slug=f"extra-{number}",
+                                name=f"Extra {number}")
     with django_assert_num_queries(9):
         client.get(org["url"])
 
@@ -250,17 +227,8 @@ def _running_non_preemptible(users, org, gpus: int):
     from apps.workloads.models import Status, Workload
 
     workload = workload_services.workload_submit(
-        actor=users["alice"],
-        project=org["vision"],
-        node_pool=org["h100"],
-        kind="training",
-        name="held",
-        image="pytorch/pytorch:2.4.0",
-        gpus=gpus,
-        preemptible=False,
-        model_label="resnet",
-        data_class="public",
-    )
+        actor=users["alice"], project=org["vision"], node_pool=org["h100"], kind="training", name="held",
+        image="pytorch/pytorch:2.4.0", gpus=gpus, preemptible=False, model_label="resnet", data_class="public")
     Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
 
 
@@ -271,14 +239,9 @@ def test_live_check_reports_the_running_non_preemptible_refusal_exactly_as_save(
     live = cell_errors(client.post(org["url"], payload, **HTMX).content.decode(), org["vision"], org["h100"])
     before, audit = stored(), AuditEvent.objects.count()
     saved = cell_errors(client.post(org["url"], payload).content.decode(), org["vision"], org["h100"])
-    assert (
-        live
-        == saved
-        == (
-            "Running non-preemptible work in this project holds 3 h100 units; the deserved quota cannot go below that "
-            "until it finishes or is stopped."
-        )
-    )
+    assert live == saved == (
+        "Running non-preemptible work in this project holds 3 h100 units; the deserved quota cannot go below that "
+        "until it finishes or is stopped.")
     assert stored() == before and AuditEvent.objects.count() == audit
 
 
@@ -296,9 +259,8 @@ def test_live_check_never_flags_an_untouched_cell(page_client, org):
 
 def test_save_with_a_shape_error_reports_the_rule_errors_of_other_cells_too(page_client, org):
     before = stored()
-    payload = quota_payload(
-        org["research"], {(org["vision"], "h100", "deserved"): "lots", (org["nlp"], "h100", "deserved"): 5}
-    )
+    payload = quota_payload(org["research"], {(org["vision"], "h100", "deserved"): "lots",
+                                              (org["nlp"], "h100", "deserved"): 5})
     html = page_client("admin").post(org["url"], payload).content.decode()
     assert "Enter a whole number." in cell_errors(html, org["vision"], org["h100"])
     assert "so this project can have at most" in cell_errors(html, org["nlp"], org["h100"])
@@ -317,9 +279,5 @@ def test_live_check_queries_do_not_grow_with_projects(page_client, users, org, d
         with django_assert_num_queries(LIVE_CHECK_QUERIES):
             client.post(org["url"], payload, **HTMX)
         for number in range(3):
-            services.project_create(
-                actor=users["admin"],
-                department=org["research"],
-                slug=f"extra-{round_number}-{number}",
-                name=f"Extra {round_number} {number}",
-            )
+            services.project_create(actor=users["admin"], department=org["research"],
+                                    slug=f"extra-{round_number}-{number}", name=f"Extra {round_number} {number}")

@@ -18,10 +18,10 @@ def vision_h100(users):
     return Quota.objects.get(project__slug="vision", node_pool__slug="h100")
 
 
+
 def weight(quota: Quota, value: str) -> dict[str, str | int]:
     """The weight form of one cell as the page renders it: with the quota's stored version."""
     return {"quota": quota.pk, "over_quota_weight": value, "version": Quota.objects.get(pk=quota.pk).version}
-
 
 def test_lead_sees_only_projects_in_scope(page_client):
     html = page_client("lead").get(reverse(URL)).content.decode()
@@ -35,7 +35,7 @@ def test_weight_saved_over_htmx(page_client, users, vision_h100):
     response = page_client("lead").post(reverse(URL), weight(vision_h100, "5"), **HTMX)
     html = response.content.decode()
     assert response.status_code == 200
-    assert html.lstrip().startswith(("<tr", "\n<tr")) or '<tr id="weights-project-' in html
+    assert html.lstrip().startswith(("<tr", "\n<tr")) or "<tr id=\"weights-project-" in html
     assert "<html" not in html
     assert "Saved" in html
     vision_h100.refresh_from_db()
@@ -60,41 +60,42 @@ def test_weight_outside_department_bounds_is_refused(page_client, vision_h100):
 
 
 def test_department_admin_is_not_bound_by_the_team_lead_bounds(page_client, vision_h100):
-    response = page_client("deptadmin").post(reverse(URL), weight(vision_h100, "50"), **HTMX)
+    response = page_client("deptadmin").post(reverse(URL), weight(vision_h100, "50"),
+                                             **HTMX)
     assert "Saved" in response.content.decode()
     vision_h100.refresh_from_db()
     assert vision_h100.over_quota_weight == 50
 
 
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        ("heavy", "Enter a number."),
-        ("2000", "Ensure this value is less than or equal to 1000."),
-        ("-1", "Ensure this value is greater than or equal to 0."),
-    ],
-)
+@pytest.mark.parametrize(("value", "message"), [
+    ("heavy", "Enter a number."),
+    ("2000", "Ensure this value is less than or equal to 1000."),
+    ("-1", "Ensure this value is greater than or equal to 0."),
+])
 def test_weight_shape_errors(page_client, vision_h100, value, message):
-    html = page_client("lead").post(reverse(URL), weight(vision_h100, value), **HTMX).content.decode()
+    html = page_client("lead").post(reverse(URL), weight(vision_h100, value),
+                                    **HTMX).content.decode()
     assert message in html
     vision_h100.refresh_from_db()
     assert vision_h100.over_quota_weight == 2
 
 
 def test_weight_without_htmx_redirects_with_a_message(page_client, vision_h100):
-    response = page_client("lead").post(reverse(URL), weight(vision_h100, "3"), follow=True)
+    response = page_client("lead").post(reverse(URL), weight(vision_h100, "3"),
+                                        follow=True)
     assert response.redirect_chain[-1][0] == reverse(URL)
     assert "Saved." in response.content.decode()
-    refused = page_client("lead").post(reverse(URL), weight(vision_h100, "30"), follow=True)
+    refused = page_client("lead").post(reverse(URL), weight(vision_h100, "30"),
+                                       follow=True)
     assert "the bounds set for Research" in refused.content.decode()
 
 
 def test_default_priority_class_saved(page_client, users):
     vision = Project.objects.get(slug="vision")
     build = PriorityClass.objects.get(name="build")
-    response = page_client("lead").post(
-        reverse(URL), {"project": vision.pk, "default_priority_class": build.pk, "version": vision.version}, **HTMX
-    )
+    response = page_client("lead").post(reverse(URL), {"project": vision.pk, "default_priority_class": build.pk,
+                                                           "version": vision.version},
+                                        **HTMX)
     assert "Saved" in response.content.decode()
     vision.refresh_from_db()
     assert vision.default_priority_class == build
@@ -133,10 +134,7 @@ def test_a_stale_weight_or_default_is_refused_and_the_row_shows_the_current_one(
 
 
 def test_a_weight_post_without_its_version_is_refused(page_client, vision_h100):
-    html = (
-        page_client("lead")
-        .post(reverse(URL), {"quota": vision_h100.pk, "over_quota_weight": "3"}, **HTMX)
-        .content.decode()
-    )
+    html = page_client("lead").post(reverse(URL), {"quota": vision_h100.pk, "over_quota_weight": "3"},
+                                    **HTMX).content.decode()
     assert "does not say which version" in html
     assert Quota.objects.get(pk=vision_h100.pk).over_quota_weight == 2

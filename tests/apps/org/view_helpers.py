@@ -33,18 +33,9 @@ def quota_payload(department: Department, changes: dict[tuple[Any, str, str], An
 
 def pool_payload(**overrides: Any) -> dict[str, Any]:
     data = {
-        "slug": "b200",
-        "name": "B200",
-        "description": "",
-        "gpu_resource": "nvidia.com/gpu",
-        "gpu_product": "NVIDIA-B200",
-        "cut": "full",
-        "mig_profile": "",
-        "replicas_per_card": "1",
-        "node_labels": "portal.gpu/pool=b200",
-        "node_taints": "",
-        "capacity": "8",
-        "card_fraction": "1",
+        "slug": "b200", "name": "B200", "description": "", "gpu_resource": "nvidia.com/gpu",
+        "gpu_product": "NVIDIA-B200", "cut": "full", "mig_profile": "", "replicas_per_card": "1",
+        "node_labels": "portal.gpu/pool=b200", "node_taints": "", "capacity": "8", "card_fraction": "1",
     }
     data.update(overrides)
     return {key: value for key, value in data.items() if value is not None}

@@ -21,27 +21,12 @@ def mirror(project: str, pool: str = "h100", *, guaranteed: int = 0, elastic: in
     at = timezone.now()
     proj, node_pool = Project.objects.get(slug=project), NodePool.objects.get(slug=pool)
     for kind, used in (("guaranteed", guaranteed), ("elastic", elastic)):
-        ClusterQueueState.objects.update_or_create(
-            name=f"proj-{project}-{pool}-{kind}",
-            defaults={
-                "project": proj,
-                "node_pool": node_pool,
-                "guaranteed": kind == "guaranteed",
-                "used": Decimal(used),
-                "used_borrowed": Decimal(used) if kind == "elastic" else 0,
-                "observed_at": at,
-            },
-        )
-    CohortState.objects.update_or_create(
-        name=f"proj-{project}-{pool}",
-        defaults={
-            "project": proj,
-            "department": proj.department,
-            "node_pool": node_pool,
-            "weighted_share": share,
-            "observed_at": at,
-        },
-    )
+        ClusterQueueState.objects.update_or_create(name=f"proj-{project}-{pool}-{kind}", defaults={
+            "project": proj, "node_pool": node_pool, "guaranteed": kind == "guaranteed", "used": Decimal(used),
+            "used_borrowed": Decimal(used) if kind == "elastic" else 0, "observed_at": at})
+    CohortState.objects.update_or_create(name=f"proj-{project}-{pool}", defaults={
+        "project": proj, "department": proj.department, "node_pool": node_pool, "weighted_share": share,
+        "observed_at": at})
 
 
 @pytest.fixture
@@ -51,19 +36,9 @@ def make_workload(demo):
     def make(owner: str, *, project: str, gpus: int, pods: int = 1) -> Workload:
         # Serving lends nothing and has no over-quota on H100: only non-preemptible work can ever run there.
         return services.workload_submit(
-            actor=demo[owner],
-            project=Project.objects.get(slug=project),
-            node_pool=NodePool.objects.get(slug="h100"),
-            kind="training",
-            name="run",
-            image="pytorch/pytorch:2.4.0",
-            gpus=gpus,
-            pods=pods,
-            model_label="resnet",
-            data_class="public",
-            command=["sleep", "60"],
-            preemptible=project != "serving",
-        )
+            actor=demo[owner], project=Project.objects.get(slug=project), node_pool=NodePool.objects.get(slug="h100"),
+            kind="training", name="run", image="pytorch/pytorch:2.4.0", gpus=gpus, pods=pods, model_label="resnet",
+            data_class="public", command=["sleep", "60"], preemptible=project != "serving")
 
     return make
 
@@ -88,16 +63,8 @@ def test_project_and_department_figures(client_for, make_workload):
     research = next(d for d in entry["departments"] if d["slug"] == "research")
     vision = next(p for p in research["projects"] if p["slug"] == "vision")
     nlp = next(p for p in research["projects"] if p["slug"] == "nlp")
-    assert vision == {
-        **vision,
-        "deserved": 4,
-        "limit": 8,
-        "used": 6,
-        "borrowed": 2,
-        "lent": 0,
-        "pending": 4,
-        "weighted_share": 120,
-    }
+    assert vision == {**vision, "deserved": 4, "limit": 8, "used": 6, "borrowed": 2, "lent": 0, "pending": 4,
+                      "weighted_share": 120}
     assert nlp["used"] == 1 and nlp["lent"] == 3 and nlp["borrowed"] == 0
     assert {q["name"] for q in vision["queues"]} == {"proj-vision-h100-guaranteed", "proj-vision-h100-elastic"}
     # The department's figures are its projects' sums: Vision borrows 2 while NLP lends 3 of its idle 4.
@@ -116,18 +83,10 @@ def test_projects_that_do_not_lend_lend_nothing(client_for):
 
 SCOPE = [
     # user -> (departments shown, projects shown, cluster roll-up)
-    (
-        "admin",
-        {"research", "production", "data-science"},
-        {"vision", "nlp", "serving", "etl", "forecasting", "analytics"},
-        True,
-    ),
-    (
-        "viewer",
-        {"research", "production", "data-science"},
-        {"vision", "nlp", "serving", "etl", "forecasting", "analytics"},
-        True,
-    ),
+    ("admin", {"research", "production", "data-science"}, {"vision", "nlp", "serving", "etl", "forecasting",
+                                                           "analytics"}, True),
+    ("viewer", {"research", "production", "data-science"}, {"vision", "nlp", "serving", "etl", "forecasting",
+                                                            "analytics"}, True),
     ("deptadmin", {"research"}, {"vision", "nlp"}, False),
     ("lead", {"research"}, {"vision", "nlp"}, False),
     ("alice", {"research"}, {"vision"}, False),
@@ -150,14 +109,10 @@ def test_the_api_is_scoped(client_for, username, departments, projects, cluster)
 @pytest.mark.parametrize(("username", "departments", "projects", "cluster"), SCOPE)
 def test_the_page_is_scoped(client_for, username, departments, projects, cluster):
     content = client_for(username).get(PAGE).content.decode()
-    shown_projects = {
-        slug
-        for slug in ("vision", "nlp", "serving", "etl", "forecasting", "analytics")
-        if f'data-level="project" data-slug="{slug}"' in content
-    }
-    shown_departments = {
-        d.slug for d in Department.objects.all() if f'data-level="department" data-slug="{d.slug}"' in content
-    }
+    shown_projects = {slug for slug in ("vision", "nlp", "serving", "etl", "forecasting", "analytics")
+                      if f'data-level="project" data-slug="{slug}"' in content}
+    shown_departments = {d.slug for d in Department.objects.all()
+                         if f'data-level="department" data-slug="{d.slug}"' in content}
     assert shown_projects == projects and shown_departments == departments
     assert ('data-level="cluster"' in content) == cluster
 

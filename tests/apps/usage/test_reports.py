@@ -44,17 +44,13 @@ def test_an_interval_across_a_month_boundary_is_split_between_the_months(demo, a
     interval(workload(alice), "2026-03-31 22:00", "2026-04-01 03:00")
     spring = Window(at("2026-03-01 00:00"), at("2026-05-01 00:00"))
     months = reports.usage_report(user=demo["admin"], group=Group.MONTH, window=spring, now=AFTER)
-    assert [(row.slug, row.gpu_hours) for row in months.rows] == [
-        ("2026-03", pytest.approx(2.0)),
-        ("2026-04", pytest.approx(3.0)),
-    ]
-    assert reports.usage_report(
-        user=demo["admin"], group=Group.PROJECT, window=MARCH, now=AFTER
-    ).total.gpu_hours == pytest.approx(2.0)
+    assert [(row.slug, row.gpu_hours) for row in months.rows] == [("2026-03", pytest.approx(2.0)),
+                                                                    ("2026-04", pytest.approx(3.0))]
+    assert reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH,
+                                now=AFTER).total.gpu_hours == pytest.approx(2.0)
     april = reports.month_window(2026, 4)
-    assert reports.usage_report(
-        user=demo["admin"], group=Group.PROJECT, window=april, now=AFTER
-    ).total.gpu_hours == pytest.approx(3.0)
+    assert reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=april,
+                                now=AFTER).total.gpu_hours == pytest.approx(3.0)
 
 
 def test_window_clipping_counts_only_the_part_inside(demo, alice):
@@ -73,9 +69,8 @@ def test_open_intervals_count_up_to_a_frozen_now(demo, alice):
     assert report.until == now
     # A window that ended before now takes the open interval up to the window's end.
     day = Window(at("2026-03-10 00:00"), at("2026-03-10 12:00"))
-    assert reports.usage_report(
-        user=demo["admin"], group=Group.USER, window=day, now=now
-    ).total.gpu_hours == pytest.approx(2 * 2)
+    assert reports.usage_report(user=demo["admin"], group=Group.USER, window=day,
+                                now=now).total.gpu_hours == pytest.approx(2 * 2)
     # A window entirely in the future counts nothing.
     later = Window(at("2026-03-11 00:00"), at("2026-03-12 00:00"))
     assert reports.usage_report(user=demo["admin"], group=Group.USER, window=later, now=now).rows == []
@@ -97,11 +92,8 @@ def test_within_deserved_and_over_quota_split_by_the_projects_quota(demo, alice)
     interval(workload(alice, gpus=3, preemptible=True), "2026-03-05 00:00", "2026-03-05 02:00")  # elastic 6
     vision = by_slug(reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH, now=AFTER))["vision"]
     # 5 units held for 2 h against 4 deserved: the guaranteed 2 within, 2 of the elastic 3 within, 1 over.
-    assert (vision.within_quota, vision.borrowed, vision.gpu_hours) == (
-        pytest.approx(24),
-        pytest.approx(2),
-        pytest.approx(26),
-    )
+    assert (vision.within_quota, vision.borrowed, vision.gpu_hours) == (pytest.approx(24), pytest.approx(2),
+                                                                        pytest.approx(26))
     assert vision.within_share == pytest.approx(24 / 26)
 
 
@@ -117,9 +109,8 @@ def test_deserved_hours_from_current_project_quotas_and_the_ratio(demo, alice):
     assert by_slug(report)["etl"].gpu_hours == 0
     assert by_slug(report)["etl"].deserved == pytest.approx((2 * 3 / 7 + 8 / 8) * hours)
     # Per department: its projects' deserved; per pool: every visible project's on the pool.
-    research = by_slug(reports.usage_report(user=demo["admin"], group=Group.DEPARTMENT, window=MARCH, now=AFTER))[
-        "research"
-    ]
+    research = by_slug(reports.usage_report(user=demo["admin"], group=Group.DEPARTMENT, window=MARCH,
+                                            now=AFTER))["research"]
     assert research.deserved == pytest.approx(2 * (4 + 3 * 3 / 7 + 1) * hours)
     h100 = by_slug(reports.usage_report(user=demo["admin"], group=Group.POOL, window=MARCH, now=AFTER))["h100"]
     assert h100.deserved == pytest.approx((4 + 4 + 4 + 0 + 2 + 2) * hours)
@@ -134,13 +125,8 @@ def test_deserved_hours_from_current_project_quotas_and_the_ratio(demo, alice):
 def test_month_rows_carry_each_months_deserved_hours(demo, alice):
     interval(workload(alice, gpus=1, preemptible=False), "2026-02-28 00:00", "2026-03-01 12:00")
     window = Window(at("2026-02-01 00:00"), at("2026-04-01 00:00"))
-    rows = reports.usage_report(
-        user=demo["alice"],
-        group=Group.MONTH,
-        window=window,
-        filters=Filters(node_pool_id=NodePool.objects.get(slug="h100").pk),
-        now=AFTER,
-    ).rows
+    rows = reports.usage_report(user=demo["alice"], group=Group.MONTH, window=window,
+                                filters=Filters(node_pool_id=NodePool.objects.get(slug="h100").pk), now=AFTER).rows
     assert [(row.slug, row.gpu_hours, row.deserved) for row in rows] == [
         ("2026-02", pytest.approx(24), pytest.approx(4 * 28 * 24)),
         ("2026-03", pytest.approx(12), pytest.approx(4 * 31 * 24)),
@@ -153,9 +139,8 @@ def test_report_sums_equal_the_ledger(demo):
     pools = ["h100", "a100-mig-3g40gb", "l40s-shared"]
     rows = []
     for n in range(40):
-        work = workload(
-            people[n % 4], project=projects[n % 4], pool=pools[n % 3], gpus=1 + n % 5, preemptible=n % 2 == 0
-        )
+        work = workload(people[n % 4], project=projects[n % 4], pool=pools[n % 3], gpus=1 + n % 5,
+                        preemptible=n % 2 == 0)
         start = f"2026-0{2 + n % 3}-{1 + n % 27:02d} {n % 24:02d}:15"
         end = None if n % 7 == 0 else f"2026-0{3 + n % 2}-{1 + (n * 5) % 27:02d} 08:45"
         if end is not None and at(end) <= at(start):
@@ -169,21 +154,18 @@ def test_report_sums_equal_the_ledger(demo):
         assert sum(row.gpu_hours for row in report.rows) == pytest.approx(expected), group
         assert report.total.gpu_hours == pytest.approx(expected)
         assert report.total.within_quota + report.total.borrowed == pytest.approx(expected)
-    deserved = {
-        (quota.project_id, quota.node_pool_id): quota.deserved for quota in Quota.objects.filter(project__isnull=False)
-    }
+    deserved = {(quota.project_id, quota.node_pool_id): quota.deserved
+                for quota in Quota.objects.filter(project__isnull=False)}
     within = sum(expected_within(rows, window.start, now, deserved).values())
-    assert reports.usage_report(
-        user=demo["admin"], group=Group.PROJECT, window=window, now=now
-    ).total.within_quota == pytest.approx(within)
+    assert reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=window,
+                                now=now).total.within_quota == pytest.approx(within)
 
 
 def test_chargeback_cost_where_a_price_is_set(demo, alice):
     h100 = NodePool.objects.get(slug="h100")
     org_services.node_pool_update(actor=demo["admin"], node_pool=h100, price_per_card_hour=Decimal("2.50"))
-    assert AuditEvent.objects.filter(
-        action="node_pool.update", object_id=str(h100.pk), after__price_per_card_hour="2.5"
-    ).exists()
+    assert AuditEvent.objects.filter(action="node_pool.update", object_id=str(h100.pk),
+                                     after__price_per_card_hour="2.5").exists()
     interval(workload(alice, gpus=2), "2026-03-02 10:00", "2026-03-02 13:00")  # 6 card-hours on h100
     interval(workload(alice, pool="l40s-shared", gpus=8), "2026-03-02 10:00", "2026-03-02 12:00")  # 2, unpriced
     report = reports.usage_report(user=demo["admin"], group=Group.POOL, window=MARCH, now=AFTER)
@@ -217,12 +199,8 @@ def test_scoping_researchers_see_their_projects_department_admins_their_departme
     assert [row.slug for row in alice_rows] == ["vision"]
     # Narrowing to a project of another department finds nothing for a department admin.
     etl = Project.objects.get(slug="etl")
-    assert (
-        reports.usage_report(
-            user=demo["deptadmin"], group=Group.PROJECT, window=MARCH, now=AFTER, filters=Filters(project_id=etl.pk)
-        ).rows
-        == []
-    )
+    assert reports.usage_report(user=demo["deptadmin"], group=Group.PROJECT, window=MARCH, now=AFTER,
+                                filters=Filters(project_id=etl.pk)).rows == []
 
 
 def test_windows_are_parsed_and_checked():
@@ -238,8 +216,4 @@ def test_windows_are_parsed_and_checked():
         with pytest.raises(Exception, match=message):
             reports.window_from(start, end)
     assert [m.start.month for m in reports.months_in(Window(at("2026-11-15 00:00"), at("2027-02-02 00:00")))] == [
-        11,
-        12,
-        1,
-        2,
-    ]
+        11, 12, 1, 2]

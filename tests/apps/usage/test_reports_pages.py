@@ -20,17 +20,13 @@ MARCH = "month=2026-03"
 @pytest.fixture
 def ledger(demo):
     """Three projects in two departments, two users of vision, a MIG row, a preempted-and-requeued workload."""
-    interval(
-        workload(demo["alice"], project="vision", gpus=2, preemptible=False, model_label="llama", data_class="pii"),
-        "2026-03-02 00:00",
-        "2026-03-02 05:00",
-    )  # 10 within
+    interval(workload(demo["alice"], project="vision", gpus=2, preemptible=False, model_label="llama",
+                      data_class="pii"), "2026-03-02 00:00", "2026-03-02 05:00")  # 10 within
     requeued = workload(demo["lead"], project="vision", gpus=4, name="sweep")
     interval(requeued, "2026-03-03 00:00", "2026-03-03 01:00", reason="Preempted: InCohortReclamation")  # 4
     interval(requeued, "2026-03-03 02:00", "2026-03-03 03:30", reason="Succeeded")  # 6
-    interval(
-        workload(demo["bob"], project="nlp", pool="a100-mig-3g40gb", gpus=7), "2026-03-04 00:00", "2026-03-04 01:00"
-    )  # 3
+    interval(workload(demo["bob"], project="nlp", pool="a100-mig-3g40gb", gpus=7), "2026-03-04 00:00",
+             "2026-03-04 01:00")  # 3
     interval(workload(demo["carol"], project="forecasting", gpus=1), "2026-03-05 00:00", "2026-03-05 08:00")  # 8
     return demo
 
@@ -41,10 +37,8 @@ def table_rows(response) -> list[list[str]]:
     body = re.sub(r"<tfoot>.*?</tfoot>", "", table, flags=re.S)
     rows = []
     for row in re.findall(r"<tr>(.*?)</tr>", body, re.S):
-        cells = [
-            html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
-            for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)
-        ]
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(
+            r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
         if cells and "No GPU-hours" not in cells[0]:
             rows.append(cells)
     return rows
@@ -69,13 +63,8 @@ def test_showback_page_lists_visible_projects_with_hours(ledger, client_for):
 
 def test_csv_is_exactly_the_pages_table(ledger, client_for):
     client = client_for("deptadmin")
-    for query in (
-        f"{MARCH}&group=project",
-        f"{MARCH}&group=user",
-        f"{MARCH}&group=pool",
-        "start=2026-02-01&end=2026-04-30&group=month",
-        f"{MARCH}&group=department&project=vision",
-    ):
+    for query in (f"{MARCH}&group=project", f"{MARCH}&group=user", f"{MARCH}&group=pool",
+                  "start=2026-02-01&end=2026-04-30&group=month", f"{MARCH}&group=department&project=vision"):
         page = table_rows(client.get(f"/usage/reports/?{query}"))
         exported = csv_rows(client.get(f"/usage/reports.csv?{query}"))
         assert exported == page, query
@@ -86,9 +75,8 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(ledger, client_f
     Project.objects.filter(slug="vision").update(name='=HYPERLINK("http://evil.example","x")')
     Project.objects.filter(slug="nlp").update(name="@SUM(1+1)")
     Project.objects.filter(slug="forecasting").update(name="\tplain")
-    exported = {
-        cells[0]: cells for cells in csv_rows(client_for("admin").get(f"/usage/reports.csv?{MARCH}&group=project"))[1:]
-    }
+    exported = {cells[0]: cells for cells in csv_rows(
+        client_for("admin").get(f"/usage/reports.csv?{MARCH}&group=project"))[1:]}
     assert exported["vision"][1] == '\'=HYPERLINK("http://evil.example","x")'
     assert exported["nlp"][1] == "'@SUM(1+1)"
     assert exported["forecasting"][1] == "'\tplain"
@@ -146,9 +134,8 @@ def grow(demo, n: int) -> None:
     research = Department.objects.get(slug="research")
     pools = list(NodePool.objects.all())
     for i in range(n):
-        project = services.project_create(
-            actor=demo["admin"], department=research, slug=f"grown-{i}", name=f"Grown {i}"
-        )
+        project = services.project_create(actor=demo["admin"], department=research, slug=f"grown-{i}",
+                                          name=f"Grown {i}")
         services.quota_set(actor=demo["admin"], node_pool=pools[i % 3], project=project, deserved=0, limit=None)
         for who in ("alice", "bob", "lead"):
             work = workload(demo[who], project=project.slug, pool=pools[i % 3].slug)
@@ -170,7 +157,8 @@ PAGE_QUERIES = {
 
 
 @pytest.mark.parametrize("username", ["admin", "deptadmin", "alice"])
-def test_page_and_csv_query_counts_are_pinned_and_do_not_grow(ledger, client_for, django_assert_num_queries, username):
+def test_page_and_csv_query_counts_are_pinned_and_do_not_grow(ledger, client_for, django_assert_num_queries,
+                                                              username):
     client = client_for(username)
     client.get("/usage/reports/")  # warm the session
 
@@ -199,9 +187,8 @@ def test_holders_timeline_and_table(ledger, client_for):
     content = response.content.decode()
     assert response.status_code == 200
     ids = [int(pk) for pk in re.findall(r'data-interval="(\d+)"', content)]
-    expected = list(
-        UsageInterval.objects.filter(node_pool__slug="h100").order_by("started_at").values_list("pk", flat=True)
-    )
+    expected = list(UsageInterval.objects.filter(node_pool__slug="h100").order_by("started_at").values_list(
+        "pk", flat=True))
     assert ids == expected and len(ids) == 4
     assert content.count('class="holders-track"') == 4
     # The first stretch is 5 hours of a 5-day window, starting a day in: left 20%, width 4.167%.
@@ -216,18 +203,15 @@ def test_holders_filters_and_csv(ledger, client_for):
     assert rows[0][:3] == ["Interval", "Workload", "Workload name"] and len(rows) == 5
     sweep = [row for row in rows[1:] if row[2] == "sweep"]
     assert [(row[4], row[5], row[7], row[14], row[15]) for row in sweep] == [
-        ("vision", "lead", "4", "Preempted: InCohortReclamation", "4.000"),
-        ("vision", "lead", "4", "Succeeded", "6.000"),
-    ]
+        ("vision", "lead", "4", "Preempted: InCohortReclamation", "4.000"), ("vision", "lead", "4", "Succeeded",
+                                                                            "6.000")]
     assert [row[5] for row in holder_csv(client.get(f"/usage/holders.csv?{base}&user=alice"))[1:]] == ["alice"]
     assert [row[4] for row in holder_csv(client.get(f"/usage/holders.csv?{base}&project=forecasting"))[1:]] == [
-        "forecasting"
-    ]
+        "forecasting"]
     by_label = holder_csv(client.get(f"/usage/holders.csv?{base}&model_label=LLAMA&data_class=pii"))
     assert [(row[10], row[11]) for row in by_label[1:]] == [("llama", "pii")]
-    mig = holder_csv(
-        client.get("/usage/holders.csv?node_pool=a100-mig-3g40gb&start=2026-03-01T00:00&end=2026-04-01T00:00")
-    )
+    mig = holder_csv(client.get("/usage/holders.csv?node_pool=a100-mig-3g40gb&start=2026-03-01T00:00"
+                                "&end=2026-04-01T00:00"))
     assert [(row[7], row[8], row[15]) for row in mig[1:]] == [("7", "3/7", "3.000")]
 
 
@@ -238,18 +222,11 @@ def test_holders_are_scoped(ledger, client_for):
     assert projects == {"vision"}
     assert holder_csv(alice.get(f"/usage/holders.csv?node_pool=a100-mig-3g40gb&{base}"))[1:] == []
     assert alice.get(f"/usage/holders/?node_pool=h100&project=forecasting&{base}").status_code == 200
-    assert (
-        "No project &#x27;forecasting&#x27; that you may see."
-        in alice.get(f"/usage/holders/?project=forecasting&{base}").content.decode()
-    )
+    assert "No project &#x27;forecasting&#x27; that you may see." in alice.get(
+        f"/usage/holders/?project=forecasting&{base}").content.decode()
     assert alice.get(f"/usage/holders.csv?project=forecasting&{base}").status_code == 400
-    assert (
-        client_for("admin")
-        .get("/usage/holders/?start=2026-03-02T00:00&end=2026-03-01T00:00")
-        .content.decode()
-        .count("The end must be after the start.")
-        == 1
-    )
+    assert client_for("admin").get("/usage/holders/?start=2026-03-02T00:00&end=2026-03-01T00:00").content.decode(
+    ).count("The end must be after the start.") == 1
 
 
 def test_pages_need_a_login(client):
@@ -270,11 +247,9 @@ def test_api_rows_name_their_group(ledger, client_for):
     assert vision["cost"] is None
     assert body["total"]["gpu_hours"] == 31.0 == sum(row["gpu_hours"] for row in body["rows"])
     assert body["start"] == "2026-03-01T00:00:00Z" and body["end"] == "2026-04-01T00:00:00Z"
-    for group_by, id_field, slug_field, slug in [
-        ("department", "department", "department_slug", "research"),
-        ("user", "user", "username", "alice"),
-        ("pool", "node_pool", "node_pool_slug", "a100-mig-3g40gb"),
-    ]:
+    for group_by, id_field, slug_field, slug in [("department", "department", "department_slug", "research"),
+                                                 ("user", "user", "username", "alice"),
+                                                 ("pool", "node_pool", "node_pool_slug", "a100-mig-3g40gb")]:
         rows = client.get(f"/api/v1/usage/?group_by={group_by}&start=2026-03-01&end=2026-04-01").json()["rows"]
         row = next(row for row in rows if row[slug_field] == slug)
         assert isinstance(row[id_field], int) and row["gpu_hours"] > 0
@@ -288,9 +263,8 @@ def test_api_cost_when_priced(ledger, client_for):
     from apps.org import services
     from apps.org.models import NodePool
 
-    services.node_pool_update(
-        actor=ledger["admin"], node_pool=NodePool.objects.get(slug="h100"), price_per_card_hour=Decimal("3")
-    )
+    services.node_pool_update(actor=ledger["admin"], node_pool=NodePool.objects.get(slug="h100"),
+                              price_per_card_hour=Decimal("3"))
     rows = client_for("admin").get("/api/v1/usage/?group_by=pool&start=2026-03-01&end=2026-04-01").json()["rows"]
     assert {row["node_pool_slug"]: row["cost"] for row in rows}["h100"] == 84.0  # 28 card-hours x 3
 
@@ -305,42 +279,29 @@ def test_api_is_scoped_and_filters_leak_nothing(ledger, client_for):
         assert response.json() == {"project": [f"No project '{project}' that you may see."]}
     rows = client_for("deptadmin").get("/api/v1/usage/?group_by=user&start=2026-03-01&end=2026-04-01").json()["rows"]
     assert sorted(row["username"] for row in rows) == ["alice", "bob", "lead"]
-    assert (
-        client_for("admin")
-        .get("/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01&user=carol")
-        .json()["total"]["gpu_hours"]
-        == 8.0
-    )
+    assert client_for("admin").get(
+        "/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01&user=carol").json()["total"][
+        "gpu_hours"] == 8.0
 
 
 def test_api_validation_messages(ledger, client_for):
     client = client_for("admin")
     cases = [
-        (
-            "group_by=team&start=2026-03-01&end=2026-04-01",
-            {"group_by": ["Choose one of: department, project, user, pool."]},
-        ),
+        ("group_by=team&start=2026-03-01&end=2026-04-01",
+         {"group_by": ["Choose one of: department, project, user, pool."]}),
         ("group_by=project&start=2026-04-01&end=2026-03-01", {"end": ["The end must be after the start."]}),
-        (
-            "group_by=project&start=2025-01-01&end=2026-04-01",
-            {"end": ["A report spans at most 400 days; choose a shorter period."]},
-        ),
-        (
-            "group_by=project&start=March&end=2026-04-01",
-            {"start": ["'March' is not an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."]},
-        ),
-        (
-            "group_by=project&end=2026-04-01",
-            {"start": ["Give start as an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."]},
-        ),
+        ("group_by=project&start=2025-01-01&end=2026-04-01",
+         {"end": ["A report spans at most 400 days; choose a shorter period."]}),
+        ("group_by=project&start=March&end=2026-04-01",
+         {"start": ["'March' is not an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."]}),
+        ("group_by=project&end=2026-04-01",
+         {"start": ["Give start as an ISO date (2026-03-01) or date-time (2026-03-01T08:00Z)."]}),
     ]
     for query, errors in cases:
         response = client.get(f"/api/v1/usage/?{query}")
         assert (response.status_code, response.json()) == (400, errors), query
-    assert (
-        client.get("/api/v1/usage/?group_by=project&start=2026-03-01T06:00:00%2B02:00&end=2026-03-02").json()["start"]
-        == "2026-03-01T04:00:00Z"
-    )
+    assert client.get("/api/v1/usage/?group_by=project&start=2026-03-01T06:00:00%2B02:00&end=2026-03-02").json()[
+        "start"] == "2026-03-01T04:00:00Z"
 
 
 @pytest.mark.parametrize("username", ["admin", "alice"])

@@ -36,18 +36,9 @@ def submit(kubesim, user, *, project, name, preemptible=True):  # noqa: F811
     """Submit 4 x H100 for 600 s; returns the workload and the emulated time it was created (= admitted, if it fits)."""
     created = datetime.fromisoformat(kubesim.advance(0))
     workload = services.workload_submit(
-        actor=user,
-        project=Project.objects.get(slug=project),
-        kind=Kind.TRAINING,
-        name=name,
-        image="pytorch/pytorch:2.4.0",
-        command=["sleep", "600"],
-        node_pool=NodePool.objects.get(slug="h100"),
-        gpus=4,
-        model_label="resnet",
-        data_class="public",
-        preemptible=preemptible,
-    )
+        actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name,
+        image="pytorch/pytorch:2.4.0", command=["sleep", "600"], node_pool=NodePool.objects.get(slug="h100"),
+        gpus=4, model_label="resnet", data_class="public", preemptible=preemptible)
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     kubesim.advance(1)
     return workload, created
@@ -66,21 +57,16 @@ def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_
     wait_for(lambda: status_of(reclaimer) == Status.RUNNING)
 
     def preempted() -> list:
-        return [
-            (w, at)
-            for w, at in borrowed
-            if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()
-        ]
+        return [(w, at) for w, at in borrowed
+                if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
 
     ((victim, victim_at),) = wait_for(preempted)  # the watcher may record the reclaimer's admission first
     ((survivor, survivor_at),) = [(w, at) for w, at in borrowed if w.pk != victim.pk]
     # The first cards to come free are Data Science's, 600 s after its admission: the victim is admitted again then
     # and runs its 600 s anew.
     kubesim.advance(600)
-    wait_for(
-        lambda: status_of(victim) in {Status.ADMITTED, Status.RUNNING},
-        describe=lambda: list(WorkloadEvent.objects.filter(workload=victim).values_list("to_status", "reason")),
-    )
+    wait_for(lambda: status_of(victim) in {Status.ADMITTED, Status.RUNNING},
+             describe=lambda: list(WorkloadEvent.objects.filter(workload=victim).values_list("to_status", "reason")))
     kubesim.advance(600)
     wait_for(lambda: status_of(victim) == Status.SUCCEEDED)
     readmitted_at, finished_at = ds_at + timedelta(seconds=600), ds_at + timedelta(seconds=1200)
@@ -100,10 +86,8 @@ def test_preempted_and_requeued_workload_is_two_intervals_equal_to_the_emulated_
     assert held[survivor.pk] == pytest.approx(hours * 600)
     assert held[reclaimer.pk] == pytest.approx(hours * 600)
     assert held[ds.pk] == pytest.approx(hours * 600)
-    users = {
-        row.slug: row
-        for row in reports.usage_report(user=org["admin"], group=reports.Group.USER, window=window, now=now).rows
-    }
+    users = {row.slug: row for row in reports.usage_report(user=org["admin"], group=reports.Group.USER,
+                                                           window=window, now=now).rows}
     # Alice's two preemptible 4 x H100 are within Vision's 4 deserved, except while both ran: then 4 of the 8 units
     # were over quota (shared by the two in proportion to units).
     survivor_span = (survivor_at, survivor_at + timedelta(seconds=600))
@@ -145,22 +129,17 @@ def test_a_watcher_restart_in_the_middle_counts_each_stretch_once(kubesim, clust
         try:
             restarted.resync()
             wait_for(restarted.synced.is_set)
-            wait_for(
-                lambda: status_of(first) == Status.SUCCEEDED and UsageInterval.objects.filter(workload=second).exists()
-            )
+            wait_for(lambda: status_of(first) == Status.SUCCEEDED and UsageInterval.objects.filter(
+                workload=second).exists())
         finally:
             restarted.stop()
         assert list(UsageInterval.objects.filter(workload=first).values_list("started_at", "ended_at")) == [
-            (first_at, first_at + timedelta(seconds=600))
-        ]
+            (first_at, first_at + timedelta(seconds=600))]
         assert list(UsageInterval.objects.filter(workload=second).values_list("started_at", "ended_at")) == [
-            (second_at, None)
-        ]
+            (second_at, None)]
         hours = 4 / 3600
-        assert totals() == {
-            "vision": (pytest.approx(hours * 600), 0.0),  # preemptible, inside its 4 deserved
-            "nlp": (pytest.approx(hours * (now - second_at).total_seconds()), 0.0),
-        }
+        assert totals() == {"vision": (pytest.approx(hours * 600), 0.0),  # preemptible, inside its 4 deserved
+                            "nlp": (pytest.approx(hours * (now - second_at).total_seconds()), 0.0)}
 
 
 def test_bob_preemptible_inside_nlps_deserved_is_within_on_the_real_path(kubesim, org, watcher):  # noqa: F811
@@ -174,10 +153,8 @@ def test_bob_preemptible_inside_nlps_deserved_is_within_on_the_real_path(kubesim
     assert interval.queue == UsageInterval.Queue.ELASTIC and interval.started_at == created
     hours = 4 * (now - interval.started_at).total_seconds() / 3600
     window = reports.Window(created - timedelta(hours=1), now + timedelta(hours=1))
-    bob = {
-        row.slug: row
-        for row in reports.usage_report(user=org["bob"], group=reports.Group.USER, window=window, now=now).rows
-    }["bob"]
+    bob = {row.slug: row for row in reports.usage_report(user=org["bob"], group=reports.Group.USER, window=window,
+                                                          now=now).rows}["bob"]
     assert (bob.gpu_hours, bob.within_quota, bob.borrowed) == (pytest.approx(hours), pytest.approx(hours), 0.0)
     (h100,) = [entry for entry in selectors.quota_dashboard(user=org["admin"]) if entry.pool.slug == "h100"]
     figures = {f.slug: f for d in h100.departments for f in (d, *d.children)}

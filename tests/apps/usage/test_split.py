@@ -24,8 +24,7 @@ def within_hours(pieces: list[Piece], units: dict[int, int], until: datetime) ->
     for piece in pieces:
         end = piece.end or until
         totals[piece.interval_id] = totals.get(piece.interval_id, 0.0) + (
-            (end - piece.start).total_seconds() / 3600 * units[piece.interval_id] * piece.numerator / piece.denominator
-        )
+            (end - piece.start).total_seconds() / 3600 * units[piece.interval_id] * piece.numerator / piece.denominator)
     return totals
 
 
@@ -48,11 +47,8 @@ def test_guaranteed_fills_deserved_first_and_elastic_shares_the_rest_by_units():
     pieces = split.split(held, [(BEGINNING, 4)], BEGINNING)
     shares = {piece.interval_id: piece.share for piece in pieces}
     assert shares == {1: (1, 1), 2: (1, 3), 3: (1, 3)}  # the one unit left of 4 after the guaranteed 3
-    assert within_hours(pieces, {1: 3, 2: 1, 3: 2}, h(2)) == {
-        1: pytest.approx(6.0),
-        2: pytest.approx(1 / 3),
-        3: pytest.approx(2 / 3),
-    }
+    assert within_hours(pieces, {1: 3, 2: 1, 3: 2}, h(2)) == {1: pytest.approx(6.0), 2: pytest.approx(1 / 3),
+                                                             3: pytest.approx(2 / 3)}
 
 
 def test_a_share_changes_only_when_the_project_crosses_its_quota():
@@ -60,9 +56,7 @@ def test_a_share_changes_only_when_the_project_crosses_its_quota():
     held = [Held(1, h(0), h(3), 2, False), Held(2, h(1), h(2), 4, False)]
     pieces = split.split(held, [(BEGINNING, 4)], BEGINNING)
     assert [(p.interval_id, p.start, p.end, p.share) for p in pieces] == [
-        (1, h(0), h(1), (1, 1)),
-        (1, h(1), h(2), (2, 3)),
-        (1, h(2), h(3), (1, 1)),
+        (1, h(0), h(1), (1, 1)), (1, h(1), h(2), (2, 3)), (1, h(2), h(3), (1, 1)),
         (2, h(1), h(2), (2, 3)),
     ]
 

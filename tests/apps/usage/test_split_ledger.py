@@ -37,20 +37,9 @@ def rows(report: reports.Report) -> dict[str, reports.ReportRow]:
 
 
 def slices() -> list[tuple]:
-    return list(
-        UsageSlice.objects.order_by("interval_id", "started_at").values_list(
-            "interval_id",
-            "started_at",
-            "ended_at",
-            "share_numerator",
-            "share_denominator",
-            "units",
-            "project_id",
-            "department_id",
-            "user_id",
-            "node_pool_id",
-        )
-    )
+    return list(UsageSlice.objects.order_by("interval_id", "started_at").values_list(
+        "interval_id", "started_at", "ended_at", "share_numerator", "share_denominator", "units", "project_id",
+        "department_id", "user_id", "node_pool_id"))
 
 
 def test_bob_preemptible_inside_nlps_deserved_is_within_not_borrowed(demo):
@@ -86,14 +75,9 @@ def test_mixed_guaranteed_and_elastic(demo):
     vision = rows(reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH, now=AFTER))["vision"]
     # 10-12: 5 held, 4 within (3 + 1); 12-14: the elastic 2 alone, within.
     assert (vision.gpu_hours, vision.within_quota, vision.borrowed) == (
-        pytest.approx(14.0),
-        pytest.approx(12.0),
-        pytest.approx(2.0),
-    )
-    by_workload = {
-        row.workload_id: reports.held_split(row.held_hours, row.within_hours)
-        for row in reports.holders(user=demo["admin"], window=MARCH, filters=reports.HolderFilters(), now=AFTER)
-    }
+        pytest.approx(14.0), pytest.approx(12.0), pytest.approx(2.0))
+    by_workload = {row.workload_id: reports.held_split(row.held_hours, row.within_hours) for row in reports.holders(
+        user=demo["admin"], window=MARCH, filters=reports.HolderFilters(), now=AFTER)}
     # The elastic 2 units: half within for 2 h (the one unit left), then all within for 2 h.
     assert by_workload[elastic.pk] == (pytest.approx(2 * 0.5 * 2 + 2 * 2), pytest.approx(2 * 0.5 * 2))
 
@@ -106,36 +90,29 @@ def test_replays_and_late_observations(demo):
     assert slices() == before
     # The watcher learns late of a second workload that held 4 units from 10:30 to 11:00 (already over).
     late = workload(demo["lead"], project="nlp", gpus=4)
-    signals.quota_held.send(
-        sender=Workload, workload=late, at=at("2026-03-02 10:30"), ended_at=at("2026-03-02 11:00"), reason="Succeeded"
-    )
+    signals.quota_held.send(sender=Workload, workload=late, at=at("2026-03-02 10:30"), ended_at=at("2026-03-02 11:00"),
+                            reason="Succeeded")
     signals.quota_released.send(sender=Workload, workload_id=first.pk, at=at("2026-03-02 12:00"), reason="Succeeded")
     signals.quota_released.send(sender=Workload, workload_id=first.pk, at=at("2026-03-02 13:00"), reason="Again")
     assert UsageInterval.objects.get(workload=first).ended_at == at("2026-03-02 12:00")
     nlp = rows(reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH, now=AFTER))["nlp"]
-    assert (nlp.gpu_hours, nlp.within_quota, nlp.borrowed) == (
-        pytest.approx(10.0),
-        pytest.approx(8.0),
-        pytest.approx(2.0),
-    )
+    assert (nlp.gpu_hours, nlp.within_quota, nlp.borrowed) == (pytest.approx(10.0), pytest.approx(8.0),
+                                                               pytest.approx(2.0))
     # Incremental writes gave exactly the rows a full recompute gives (canonical slices).
     incremental = slices()
     nlp_pk, h100 = Project.objects.get(slug="nlp").pk, NodePool.objects.get(slug="h100").pk
     services.usage_timeline_refresh(project_id=nlp_pk, node_pool_id=h100, since=split.BEGINNING)
     assert slices() == incremental
     assert [(s[1], s[2], s[3], s[4]) for s in incremental if s[0] == first.usage_intervals.get().pk] == [
-        (at("2026-03-02 10:00"), at("2026-03-02 10:30"), 1, 1),
-        (at("2026-03-02 10:30"), at("2026-03-02 11:00"), 1, 2),
-        (at("2026-03-02 11:00"), at("2026-03-02 12:00"), 1, 1),
-    ]
+        (at("2026-03-02 10:00"), at("2026-03-02 10:30"), 1, 1), (at("2026-03-02 10:30"), at("2026-03-02 11:00"), 1, 2),
+        (at("2026-03-02 11:00"), at("2026-03-02 12:00"), 1, 1)]
 
 
 def test_quota_changes_count_from_then_on_and_keep_history(demo):
     """Deserved is versioned: a change through the org services splits from its moment on, not backwards."""
     nlp, h100 = Project.objects.get(slug="nlp"), NodePool.objects.get(slug="h100")
-    assert list(
-        DeservedPeriod.objects.filter(project=nlp, node_pool=h100).values_list("deserved", "started_at", "ended_at")
-    ) == [(4, split.BEGINNING, None)]
+    assert list(DeservedPeriod.objects.filter(project=nlp, node_pool=h100).values_list(
+        "deserved", "started_at", "ended_at")) == [(4, split.BEGINNING, None)]
     start = timezone.now().replace(microsecond=0) - timedelta(hours=2)
     run = workload(demo["bob"], project="nlp", gpus=4)
     signals.quota_held.send(sender=Workload, workload=run, at=start)
@@ -148,7 +125,7 @@ def test_quota_changes_count_from_then_on_and_keep_history(demo):
     before_change = (changed.started_at - start).total_seconds() / 3600
     assert report.within_quota == pytest.approx(4 * before_change + 1 * 1)
     assert report.borrowed == pytest.approx(3 * 1)
-    h100_deserved = 4 * (changed.started_at - window.start).total_seconds() / 3600 + 1 * 1
+    h100_deserved = (4 * (changed.started_at - window.start).total_seconds() / 3600 + 1 * 1)
     a100 = NodePool.objects.get(slug="a100-mig-3g40gb")
     hours = (now - window.start).total_seconds() / 3600
     assert report.deserved == pytest.approx(h100_deserved + (3 * 3 / 7 + 8 / 8) * hours)
@@ -164,15 +141,12 @@ def test_quota_changes_count_from_then_on_and_keep_history(demo):
 
 
 def test_report_rows_agree_with_a_brute_force_reference(demo):
-    for n, (user, project, gpus, preemptible, start, end) in enumerate(
-        [
+    for n, (user, project, gpus, preemptible, start, end) in enumerate([
             ("alice", "vision", 3, False, "2026-03-02 08:00", "2026-03-02 12:00"),
             ("lead", "vision", 2, True, "2026-03-02 09:00", "2026-03-02 10:30"),
             ("alice", "vision", 4, True, "2026-03-02 10:00", None),
             ("bob", "nlp", 8, True, "2026-03-02 09:30", "2026-03-02 11:00"),
-            ("carol", "forecasting", 1, False, "2026-03-02 07:00", "2026-03-02 09:00"),
-        ]
-    ):
+            ("carol", "forecasting", 1, False, "2026-03-02 07:00", "2026-03-02 09:00")]):
         held(workload(demo[user], project=project, gpus=gpus, preemptible=preemptible, name=f"w{n}"), start, end)
     now = at("2026-03-02 13:00")
     deserved = {(q.project_id, q.node_pool_id): q.deserved for q in Quota.objects.filter(project__isnull=False)}
@@ -192,17 +166,9 @@ def test_report_rows_agree_with_a_brute_force_reference(demo):
 def mirror(project: str, *, guaranteed: int = 0, elastic: int = 0, pool: str = "h100") -> None:
     proj, node_pool = Project.objects.get(slug=project), NodePool.objects.get(slug=pool)
     for kind, used in (("guaranteed", guaranteed), ("elastic", elastic)):
-        ClusterQueueState.objects.update_or_create(
-            name=f"proj-{project}-{pool}-{kind}",
-            defaults={
-                "project": proj,
-                "node_pool": node_pool,
-                "guaranteed": kind == "guaranteed",
-                "used": Decimal(used),
-                "used_borrowed": Decimal(used) if kind == "elastic" else 0,
-                "observed_at": timezone.now(),
-            },
-        )
+        ClusterQueueState.objects.update_or_create(name=f"proj-{project}-{pool}-{kind}", defaults={
+            "project": proj, "node_pool": node_pool, "guaranteed": kind == "guaranteed", "used": Decimal(used),
+            "used_borrowed": Decimal(used) if kind == "elastic" else 0, "observed_at": timezone.now()})
 
 
 def dashboard(user, pool: str = "h100") -> dict[str, selectors.Figures]:
@@ -231,16 +197,11 @@ def test_department_lent_and_borrowed_are_the_sums_of_its_projects(demo):
         research = figures["research"]
         assert (research.used, research.borrowed, research.lent) == (7, 2, 3), username
     figures = dashboard(demo["admin"])
-    for department, projects in (
-        ("research", ("vision", "nlp")),
-        ("data-science", ("forecasting", "analytics")),
-        ("production", ("serving", "etl")),
-    ):
+    for department, projects in (("research", ("vision", "nlp")), ("data-science", ("forecasting", "analytics")),
+                                 ("production", ("serving", "etl"))):
         for fact in ("used", "borrowed", "lent", "pending"):
             assert getattr(figures[department], fact) == sum(getattr(figures[p], fact) for p in projects), (
-                department,
-                fact,
-            )
+                department, fact)
     # The same figures through the API.
     data = selectors.quota_dashboard(user=demo["admin"])[0]
     assert all(d.as_dict()["lent"] == sum(p.as_dict()["lent"] for p in d.children) for d in data.departments)

@@ -38,47 +38,24 @@ def migrate(targets):
 def seed(apps) -> dict[str, int]:
     """A project deserving 4 units, with a guaranteed 3 (10-12 h) and an elastic 3 (10-14 h, still open after 13)."""
     user = apps.get_model(settings.AUTH_USER_MODEL).objects.create(username="ledger-owner")
-    pool = apps.get_model("org", "NodePool").objects.create(
-        slug="mig-h100", name="H100", capacity=8, gpu_resource="nvidia.com/gpu"
-    )
+    pool = apps.get_model("org", "NodePool").objects.create(slug="mig-h100", name="H100", capacity=8,
+                                                           gpu_resource="nvidia.com/gpu")
     department = apps.get_model("org", "Department").objects.create(slug="mig-dept", name="Dept")
-    project = apps.get_model("org", "Project").objects.create(
-        slug="mig-proj", name="Proj", department=department, namespace="proj-mig-proj"
-    )
+    project = apps.get_model("org", "Project").objects.create(slug="mig-proj", name="Proj", department=department,
+                                                             namespace="proj-mig-proj")
     apps.get_model("org", "Quota").objects.create(node_pool=pool, project=project, deserved=4)
     priority = apps.get_model("org", "PriorityClass").objects.create(name="mig-train", value=50, preemptible=True)
     interval = apps.get_model("usage", "UsageInterval")
     ids = {}
     for name, preemptible, end in (("guaranteed", False, at(12)), ("elastic", True, None)):
         work = apps.get_model("workloads", "Workload").objects.create(
-            project=project,
-            owner=user,
-            kind="training",
-            name=name,
-            image="pytorch/pytorch:2.4.0",
-            node_pool=pool,
-            gpus=3,
-            priority_class=priority,
-            preemptible=preemptible,
-            model_label="m",
-            data_class="d",
-            status="running",
-        )
+            project=project, owner=user, kind="training", name=name, image="pytorch/pytorch:2.4.0", node_pool=pool,
+            gpus=3, priority_class=priority, preemptible=preemptible, model_label="m", data_class="d",
+            status="running")
         ids[name] = interval.objects.create(
-            workload=work,
-            project=project,
-            department=department,
-            user=user,
-            node_pool=pool,
-            units=3,
-            card_fraction_numerator=1,
-            card_fraction_denominator=1,
-            queue="elastic" if preemptible else "guaranteed",
-            model_label="m",
-            data_class="d",
-            started_at=at(10),
-            ended_at=end,
-        ).pk
+            workload=work, project=project, department=department, user=user, node_pool=pool, units=3,
+            card_fraction_numerator=1, card_fraction_denominator=1, queue="elastic" if preemptible else "guaranteed",
+            model_label="m", data_class="d", started_at=at(10), ended_at=end).pk
     return ids
 
 
@@ -86,36 +63,24 @@ def test_the_backfill_splits_the_existing_ledger():
     try:
         ids = seed(migrate(BEFORE))
         migrate(None)
-        assert list(
-            DeservedPeriod.objects.filter(project__slug="mig-proj").values_list("deserved", "started_at", "ended_at")
-        ) == [(4, split.BEGINNING, None)]
+        assert list(DeservedPeriod.objects.filter(project__slug="mig-proj").values_list(
+            "deserved", "started_at", "ended_at")) == [(4, split.BEGINNING, None)]
         backfilled = UsageSlice.objects.filter(project__slug="mig-proj").order_by("interval_id", "started_at")
-        assert list(
-            backfilled.values_list("interval_id", "started_at", "ended_at", "share_numerator", "share_denominator")
-        ) == [
+        assert list(backfilled.values_list("interval_id", "started_at", "ended_at", "share_numerator",
+                                           "share_denominator")) == [
             (ids["guaranteed"], at(10), at(12), 1, 1),
-            (ids["elastic"], at(10), at(12), 1, 3),
-            (ids["elastic"], at(12), None, 1, 1),
-        ]
+            (ids["elastic"], at(10), at(12), 1, 3), (ids["elastic"], at(12), None, 1, 1)]
         admin = RoleBindingFactory(role=Role.ADMIN).user
         window = reports.Window(at(0), at(23))
-        (row,) = [
-            row
-            for row in reports.usage_report(user=admin, group=reports.Group.PROJECT, window=window, now=at(14)).rows
-            if row.slug == "mig-proj"
-        ]
+        (row,) = [row for row in reports.usage_report(user=admin, group=reports.Group.PROJECT, window=window,
+                                                      now=at(14)).rows if row.slug == "mig-proj"]
         # 10-12: 6 held against 4 deserved (3 guaranteed + 1 of the elastic 3); 12-14: the elastic 3 within.
-        assert (row.gpu_hours, row.within_quota, row.borrowed) == (
-            pytest.approx(18),
-            pytest.approx(14),
-            pytest.approx(4),
-        )
+        assert (row.gpu_hours, row.within_quota, row.borrowed) == (pytest.approx(18), pytest.approx(14),
+                                                                   pytest.approx(4))
         # The ledger writers carry on from the backfilled rows.
-        services.usage_interval_close(
-            workload_id=UsageSlice.objects.get(interval_id=ids["elastic"], ended_at__isnull=True).interval.workload_id,
-            at=at(13),
-            reason="Succeeded",
-        )
+        services.usage_interval_close(workload_id=UsageSlice.objects.get(interval_id=ids["elastic"],
+                                                                         ended_at__isnull=True).interval.workload_id,
+                                      at=at(13), reason="Succeeded")
         assert not UsageSlice.objects.filter(project__slug="mig-proj", ended_at__isnull=True).exists()
     finally:
         migrate(None)

@@ -45,15 +45,10 @@ FACTS = ("gpu_hours", "within_quota", "borrowed", "deserved")
 def generate(rng: random.Random) -> list[Workload]:
     """An organisation (pools with card fractions, departments, projects with random deserved quotas, users) and a
     mix of guaranteed and elastic workloads; ledger and quota events applied through the services, partly late."""
-    pools = [
-        NodePoolFactory(capacity=64, card_fraction_numerator=numerator, card_fraction_denominator=denominator)
-        for numerator, denominator in rng.sample([(1, 1), (3, 7), (1, 8)], rng.randint(1, 2))
-    ]
-    projects = [
-        ProjectFactory(department=department)
-        for department in [DepartmentFactory() for _ in range(rng.randint(2, 3))]
-        for _ in range(rng.randint(1, 3))
-    ]
+    pools = [NodePoolFactory(capacity=64, card_fraction_numerator=numerator, card_fraction_denominator=denominator)
+             for numerator, denominator in rng.sample([(1, 1), (3, 7), (1, 8)], rng.randint(1, 2))]
+    projects = [ProjectFactory(department=department) for department in
+                [DepartmentFactory() for _ in range(rng.randint(2, 3))] for _ in range(rng.randint(1, 3))]
     for project in projects:
         for pool in pools:
             if rng.random() < 0.85:
@@ -62,15 +57,9 @@ def generate(rng: random.Random) -> list[Workload]:
     events: list[tuple] = []  # (moment, order, action)
     workloads = []
     for n in range(rng.randint(8, 24)):
-        work = WorkloadFactory(
-            project=rng.choice(projects),
-            owner=rng.choice(people),
-            node_pool=rng.choice(pools),
-            gpus=rng.choice((1, 1, 2, 3, 4, 6)),
-            preemptible=rng.random() < 0.6,
-            name=f"w{n}",
-            status="running",
-        )
+        work = WorkloadFactory(project=rng.choice(projects), owner=rng.choice(people), node_pool=rng.choice(pools),
+                               gpus=rng.choice((1, 1, 2, 3, 4, 6)), preemptible=rng.random() < 0.6, name=f"w{n}",
+                               status="running")
         workloads.append(work)
         moment = START + timedelta(minutes=15 * rng.randint(0, 160))
         for _ in range(rng.randint(1, 2)):  # admitted, then maybe preempted and admitted again
@@ -98,13 +87,8 @@ def generate(rng: random.Random) -> list[Workload]:
         elif kind == "late":
             signals.quota_held.send(sender=Workload, workload=subject, at=moment, ended_at=end, reason="Succeeded")
         else:
-            services.deserved_period_set(
-                project_id=subject.pk,
-                department_id=subject.department_id,
-                node_pool_id=moment.pk,
-                deserved=rng.randint(0, 5),
-                at=end,
-            )
+            services.deserved_period_set(project_id=subject.pk, department_id=subject.department_id,
+                                         node_pool_id=moment.pk, deserved=rng.randint(0, 5), at=end)
     return workloads
 
 
@@ -124,21 +108,12 @@ def test_generated_organisations_add_up_everywhere(seed):
     assert intervals, "the generator always admits something"
 
     # Incremental writes (in time order, late ones out of order, quota changes between) equal a full recompute.
-    incremental = list(
-        UsageSlice.objects.order_by("interval_id", "started_at").values_list(
-            "interval_id", "started_at", "ended_at", "share_numerator", "share_denominator"
-        )
-    )
+    incremental = list(UsageSlice.objects.order_by("interval_id", "started_at").values_list(
+        "interval_id", "started_at", "ended_at", "share_numerator", "share_denominator"))
     for project_id, pool_id in {(row.project_id, row.node_pool_id) for row in intervals}:
         services.usage_timeline_refresh(project_id=project_id, node_pool_id=pool_id, since=split.BEGINNING)
-    assert (
-        list(
-            UsageSlice.objects.order_by("interval_id", "started_at").values_list(
-                "interval_id", "started_at", "ended_at", "share_numerator", "share_denominator"
-            )
-        )
-        == incremental
-    )
+    assert list(UsageSlice.objects.order_by("interval_id", "started_at").values_list(
+        "interval_id", "started_at", "ended_at", "share_numerator", "share_denominator")) == incremental
 
     # Every interval: within + over = its hours, within = the brute-force reference.
     periods: dict[tuple[int, int], list] = defaultdict(list)
@@ -167,9 +142,8 @@ def test_generated_organisations_add_up_everywhere(seed):
     assert {row.key for row in by[Group.DEPARTMENT].rows} == set(sums)
     for department in by[Group.DEPARTMENT].rows:
         for fact in FACTS:
-            assert (getattr(department, fact) or 0.0) == pytest.approx(
-                sums[department.key][fact], rel=1e-6, abs=1e-6
-            ), fact
+            assert (getattr(department, fact) or 0.0) == pytest.approx(sums[department.key][fact], rel=1e-6,
+                                                                       abs=1e-6), fact
     within_total = sum(reference.values())
     held_total = sum(row.held_hours for row in holders)
     for group in Group:
@@ -201,18 +175,14 @@ def test_generated_organisations_add_up_everywhere(seed):
         response = client.get(f"/api/v1/usage/?group_by={group}&start=2026-03-01T00:00Z&end=2026-03-05T00:00Z")
         assert response.status_code == 200
         api[group] = response.json()["rows"]
-    fields = {
-        "gpu_hours": "gpu_hours",
-        "within_quota": "gpu_hours_within_quota",
-        "borrowed": "gpu_hours_borrowed",
-        "deserved": "deserved_gpu_hours",
-    }
+    fields = {"gpu_hours": "gpu_hours", "within_quota": "gpu_hours_within_quota", "borrowed": "gpu_hours_borrowed",
+              "deserved": "deserved_gpu_hours"}
     for department in api["department"]:
         children = [row for row in api["project"] if row["department_slug"] == department["department_slug"]]
         for fact, field in fields.items():
             expected = getattr(next(r for r in by[Group.DEPARTMENT].rows if r.key == department["department"]), fact)
             assert department[field] == pytest.approx(expected, abs=1e-4)
-            assert department[field] == pytest.approx(
-                sum(row[field] for row in children), abs=1e-4 * (len(children) + 1)
-            )
+            assert department[field] == pytest.approx(sum(row[field] for row in children),
+                                                      abs=1e-4 * (len(children) + 1))
             assert department[field] >= 0
+

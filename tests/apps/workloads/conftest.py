@@ -14,21 +14,10 @@ def make_workload(users):
     from apps.workloads import services
 
     def make(owner: str = "alice", *, project: str = "vision", pool: str = "h100", **extra: Any):
-        values: dict[str, Any] = {
-            "kind": "training",
-            "name": "run",
-            "image": "pytorch/pytorch:2.4.0",
-            "gpus": 1,
-            "model_label": "resnet",
-            "data_class": "public",
-            "command": ["sleep", "60"],
-        }
+        values: dict[str, Any] = {"kind": "training", "name": "run", "image": "pytorch/pytorch:2.4.0", "gpus": 1,
+                                  "model_label": "resnet", "data_class": "public", "command": ["sleep", "60"]}
         values.update(extra)
-        return services.workload_submit(
-            actor=users[owner],
-            project=Project.objects.get(slug=project),
-            node_pool=NodePool.objects.get(slug=pool),
-            **values,
-        )
+        return services.workload_submit(actor=users[owner], project=Project.objects.get(slug=project),
+                                        node_pool=NodePool.objects.get(slug=pool), **values)
 
     return make

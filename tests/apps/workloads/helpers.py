@@ -10,42 +10,27 @@ from typing import Any
 from apps.org.models import NodePool, PriorityClass, Project
 
 
-def submit_payload(
-    kind: str = "training",
-    *,
-    project: str = "vision",
-    pool: str = "h100",
-    priority_class: str = "train",
-    **overrides: Any,
-) -> dict[str, Any]:
+def submit_payload(kind: str = "training", *, project: str = "vision", pool: str = "h100",
+                   priority_class: str = "train", **overrides: Any) -> dict[str, Any]:
     """A valid POST for the submit form of `kind`, with a fresh submission token (as each rendered form has);
     overrides replace fields (None drops one)."""
     data: dict[str, Any] = {
         "submission_token": secrets.token_urlsafe(24),
-        "project": Project.objects.get(slug=project).pk,
-        "name": f"my-{kind}",
-        "image": "pytorch/pytorch:2.4.0",
-        "node_pool": NodePool.objects.get(slug=pool).pk,
-        "gpus": "1",
-        "cpu": "2",
-        "memory_gib": "16",
-        "priority_class": PriorityClass.objects.get(name=priority_class).pk,
-        "preemptible": "on",
-        "model_label": "resnet50",
-        "data_class": "public",
+        "project": Project.objects.get(slug=project).pk, "name": f"my-{kind}", "image": "pytorch/pytorch:2.4.0",
+        "node_pool": NodePool.objects.get(slug=pool).pk, "gpus": "1", "cpu": "2", "memory_gib": "16",
+        "priority_class": PriorityClass.objects.get(name=priority_class).pk, "preemptible": "on",
+        "model_label": "resnet50", "data_class": "public",
     }
     if kind in ("training", "batch"):
-        data.update(
-            {"command": "python train.py", "args": "--epochs 1", "env": "WANDB_MODE=offline", "max_runtime_minutes": ""}
-        )
+        data.update({"command": "python train.py", "args": "--epochs 1", "env": "WANDB_MODE=offline",
+                     "max_runtime_minutes": ""})
     if kind == "training":
         data["pods"] = "1"
     if kind == "batch":
         data.update({"completions": "4", "parallelism": "2"})
     if kind == "notebook":
-        data.update(
-            {"image": "jupyter/base-notebook:latest", "notebook_idle_timeout_minutes": "60", "notebook_port": "8888"}
-        )
+        data.update({"image": "jupyter/base-notebook:latest", "notebook_idle_timeout_minutes": "60",
+                     "notebook_port": "8888"})
     for key, value in overrides.items():
         if value is None:
             data.pop(key, None)

@@ -20,19 +20,9 @@ SUBMIT_TASK = "worker.tasks.workload_submit"
 STOP_TASK = "worker.tasks.workload_stop"
 
 GOOD: dict[str, Any] = {
-    "project": "vision",
-    "kind": "training",
-    "name": "resnet-sweep-3",
-    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-    "command": ["python", "train.py"],
-    "args": ["--epochs", "3"],
-    "env": {"EPOCHS": "3"},
-    "node_pool": "h100",
-    "gpus": 2,
-    "cpu": "4",
-    "memory": "16Gi",
-    "pods": 2,
-    "labels": {"model": "resnet50", "data_class": "public"},
+    "project": "vision", "kind": "training", "name": "resnet-sweep-3", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+    "command": ["python", "train.py"], "args": ["--epochs", "3"], "env": {"EPOCHS": "3"}, "node_pool": "h100",
+    "gpus": 2, "cpu": "4", "memory": "16Gi", "pods": 2, "labels": {"model": "resnet50", "data_class": "public"},
 }
 
 
@@ -65,26 +55,17 @@ def submit_as(user: Any, *, project: str = "vision", name: str = "run", pool: st
     from apps.workloads import services
 
     return services.workload_submit(
-        actor=user,
-        project=Project.objects.get(slug=project),
-        kind=extra.pop("kind", "training"),
-        name=name,
-        image="pytorch/pytorch:2.4.0",
-        node_pool=NodePool.objects.get(slug=pool),
-        gpus=extra.pop("gpus", 1),
-        model_label="resnet",
-        data_class="public",
-        **extra,
-    )
+        actor=user, project=Project.objects.get(slug=project), kind=extra.pop("kind", "training"), name=name,
+        image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug=pool), gpus=extra.pop("gpus", 1),
+        model_label="resnet", data_class="public", **extra)
 
 
 @pytest.fixture
 def spare_pool(demo):
     from apps.org import services
 
-    return services.node_pool_create(
-        actor=demo["admin"], slug="spare", name="Spare", gpu_resource="nvidia.com/gpu", capacity=8
-    )
+    return services.node_pool_create(actor=demo["admin"], slug="spare", name="Spare", gpu_resource="nvidia.com/gpu",
+                                     capacity=8)
 
 
 # --- refusals ----------------------------------------------------------------------------------------------------
@@ -92,62 +73,30 @@ def spare_pool(demo):
 # (id, body changes, path to the error list, a fragment of the message)
 REFUSALS: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("pool without quota", {"node_pool": "spare"}, ("node_pool",), "Vision has no quota on Spare"),
-    (
-        "more than the limit",
-        {"gpus": 4, "pods": 3},
-        ("gpus",),
-        "asks for 12 H100 80GB units but Vision may use at most 8 there",
-    ),
-    (
-        "non-preemptible beyond deserved",
-        {"gpus": 3, "pods": 2, "preemptible": False},
-        ("preemptible",),
-        "Non-preemptible work must fit in Vision's deserved quota on H100 80GB (4 units) and this asks for 6",
-    ),
+    ("more than the limit", {"gpus": 4, "pods": 3}, ("gpus",),
+     "asks for 12 H100 80GB units but Vision may use at most 8 there"),
+    ("non-preemptible beyond deserved", {"gpus": 3, "pods": 2, "preemptible": False}, ("preemptible",),
+     "Non-preemptible work must fit in Vision's deserved quota on H100 80GB (4 units) and this asks for 6"),
     ("invalid image", {"image": "Not An Image!"}, ("image",), "is not a valid image reference"),
     ("image with upper case path", {"image": "nvcr.io/NVIDIA/pytorch"}, ("image",), "is not a valid image reference"),
     ("invalid name", {"name": "My_Run"}, ("name",), "Kubernetes DNS-1123 label"),
     ("name too long for Kubernetes", {"name": "a" * 64}, ("name",), "At most 63 characters"),
     ("name too long for the portal", {"name": "a" * 50}, ("name",), "at most 40 characters"),
     ("invalid env name", {"env": {"1BAD": "x"}}, ("env",), "'1BAD' is not a valid environment variable name"),
-    (
-        "invalid env name in a list",
-        {"env": [{"name": "A B", "value": "x"}]},
-        ("env",),
-        "'A B' is not a valid environment variable name",
-    ),
+    ("invalid env name in a list", {"env": [{"name": "A B", "value": "x"}]}, ("env",),
+     "'A B' is not a valid environment variable name"),
     ("reserved env name", {"env": {"PORTAL_WORKLOAD": "1"}}, ("env",), "set by the portal"),
-    (
-        "invalid label value",
-        {"labels": {"model": "res net!", "data_class": "public"}},
-        ("labels", "model"),
-        "is not a valid Kubernetes label value",
-    ),
-    (
-        "label value too long",
-        {"labels": {"model": "resnet", "data_class": "x" * 64}},
-        ("labels", "data_class"),
-        "is not a valid Kubernetes label value",
-    ),
+    ("invalid label value", {"labels": {"model": "res net!", "data_class": "public"}}, ("labels", "model"),
+     "is not a valid Kubernetes label value"),
+    ("label value too long", {"labels": {"model": "resnet", "data_class": "x" * 64}}, ("labels", "data_class"),
+     "is not a valid Kubernetes label value"),
     ("missing audit labels", {"labels": DROP}, ("labels",), "This field is required."),
-    (
-        "missing model label",
-        {"labels": {"data_class": "public"}},
-        ("labels", "model"),
-        "The model audit label is required.",
-    ),
-    (
-        "blank data class label",
-        {"labels": {"model": "resnet", "data_class": ""}},
-        ("labels", "data_class"),
-        "The data class audit label is required.",
-    ),
-    (
-        "unknown label",
-        {"labels": {"model": "resnet", "data_class": "public", "team": "x"}},
-        ("labels", "team"),
-        "Only the model and data_class labels",
-    ),
+    ("missing model label", {"labels": {"data_class": "public"}}, ("labels", "model"),
+     "The model audit label is required."),
+    ("blank data class label", {"labels": {"model": "resnet", "data_class": ""}}, ("labels", "data_class"),
+     "The data class audit label is required."),
+    ("unknown label", {"labels": {"model": "resnet", "data_class": "public", "team": "x"}}, ("labels", "team"),
+     "Only the model and data_class labels"),
     ("absurd gpus", {"gpus": 1000}, ("gpus",), "less than or equal to 64"),
     ("no gpus", {"gpus": 0}, ("gpus",), "greater than or equal to 1"),
     ("absurd pods", {"pods": 100000}, ("pods",), "At most 512 pods."),
@@ -157,25 +106,13 @@ REFUSALS: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("cpu that is not a quantity", {"cpu": "4Gi"}, ("cpu",), "Kubernetes quantity"),
     ("absurd runtime", {"max_runtime_seconds": 10**9}, ("max_runtime_seconds",), "less than or equal to"),
     ("notebook with several pods", {"kind": "notebook", "pods": 2}, ("pods",), "A notebook runs in exactly one pod."),
-    (
-        "batch parallelism beyond completions",
-        {"kind": "batch", "pods": 1, "completions": 2, "parallelism": 4},
-        ("parallelism",),
-        "Parallelism cannot exceed the number of completions.",
-    ),
+    ("batch parallelism beyond completions", {"kind": "batch", "pods": 1, "completions": 2, "parallelism": 4},
+     ("parallelism",), "Parallelism cannot exceed the number of completions."),
     ("batch with pods", {"kind": "batch", "pods": 4}, ("pods",), "Only training runs several pods"),
-    (
-        "notebook port out of range",
-        {"kind": "notebook", "pods": 1, "port": 70000},
-        ("port",),
-        "less than or equal to 65535",
-    ),
-    (
-        "notebook idle timeout too short",
-        {"kind": "notebook", "pods": 1, "idle_timeout_minutes": 1},
-        ("idle_timeout_minutes",),
-        "greater than or equal to 5",
-    ),
+    ("notebook port out of range", {"kind": "notebook", "pods": 1, "port": 70000}, ("port",),
+     "less than or equal to 65535"),
+    ("notebook idle timeout too short", {"kind": "notebook", "pods": 1, "idle_timeout_minutes": 1},
+     ("idle_timeout_minutes",), "greater than or equal to 5"),
     ("unknown kind", {"kind": "service"}, ("kind",), '"service" is not a valid choice.'),
     ("unknown pool", {"node_pool": "tpu"}, ("node_pool",), "Object with slug=tpu does not exist."),
     ("unknown priority class", {"priority_class": "urgent"}, ("priority_class",), "does not exist"),
@@ -195,13 +132,10 @@ def _messages(errors: Any, path: tuple[str, ...]) -> list[str]:
     return errors
 
 
-@pytest.mark.parametrize(
-    ("changes", "path", "fragment"),
-    [pytest.param(changes, path, fragment, id=name) for name, changes, path, fragment in REFUSALS],
-)
-def test_refusal_says_why_and_saves_and_enqueues_nothing(
-    client_for, spare_pool, django_capture_on_commit_callbacks, changes, path, fragment
-):
+@pytest.mark.parametrize(("changes", "path", "fragment"),
+                         [pytest.param(changes, path, fragment, id=name) for name, changes, path, fragment in REFUSALS])
+def test_refusal_says_why_and_saves_and_enqueues_nothing(client_for, spare_pool, django_capture_on_commit_callbacks,
+                                                         changes, path, fragment):
     before = workload_rows()
     with django_capture_on_commit_callbacks() as callbacks:
         response = call(client_for("alice"), "POST", "workloads/", body(**changes))
@@ -212,7 +146,8 @@ def test_refusal_says_why_and_saves_and_enqueues_nothing(
     assert callbacks == []
 
 
-def test_refused_submission_is_the_same_for_a_project_named_by_id(client_for, demo, django_capture_on_commit_callbacks):
+def test_refused_submission_is_the_same_for_a_project_named_by_id(client_for, demo,
+                                                                  django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
         response = call(client_for("alice"), "POST", "workloads/", body(project=demo_ids()["vision"], gpus=9))
     assert response.status_code == 400
@@ -249,9 +184,8 @@ def test_a_project_seen_but_not_submittable_is_403_even_with_a_bad_body(client_f
 # --- accepted submissions ---------------------------------------------------------------------------------------
 
 
-def test_good_submission_is_201_submitting_with_the_row_and_one_task(
-    client_for, demo, django_capture_on_commit_callbacks
-):
+def test_good_submission_is_201_submitting_with_the_row_and_one_task(client_for, demo,
+                                                                     django_capture_on_commit_callbacks):
     from apps.workloads.models import Workload
 
     with django_capture_on_commit_callbacks() as callbacks:
@@ -263,11 +197,8 @@ def test_good_submission_is_201_submitting_with_the_row_and_one_task(
     assert data["status"] == "submitting" == workload.status
     assert enqueued(callbacks) == [(SUBMIT_TASK, (workload.pk,))]
     assert workload.owner == demo["alice"] and workload.project.slug == "vision" and workload.node_pool.slug == "h100"
-    assert (workload.kind, workload.name, workload.image) == (
-        "training",
-        "resnet-sweep-3",
-        "nvcr.io/nvidia/pytorch:24.05-py3",
-    )
+    assert (workload.kind, workload.name, workload.image) == ("training", "resnet-sweep-3",
+                                                              "nvcr.io/nvidia/pytorch:24.05-py3")
     assert workload.command == ["python", "train.py"] and workload.args == ["--epochs", "3"]
     assert workload.env == [{"name": "EPOCHS", "value": "3"}]
     assert (workload.gpus, workload.pods, workload.cpu, workload.memory_gib) == (2, 2, Decimal(4), Decimal(16))
@@ -293,36 +224,10 @@ def test_good_submission_is_201_submitting_with_the_row_and_one_task(
 def test_notebook_and_batch_submissions(client_for, demo, django_capture_on_commit_callbacks):
     client = client_for("alice")
     with django_capture_on_commit_callbacks() as callbacks:
-        notebook = call(
-            client,
-            "POST",
-            "workloads/",
-            body(
-                kind="notebook",
-                name="nb",
-                pods=DROP,
-                gpus=1,
-                env=[],
-                node_pool="l40s-shared",
-                memory="512Mi",
-                cpu="500m",
-            ),
-        )
-        batch = call(
-            client,
-            "POST",
-            "workloads/",
-            body(
-                kind="batch",
-                name="etl",
-                pods=DROP,
-                completions=8,
-                parallelism=2,
-                gpus=1,
-                memory=24,
-                max_runtime_seconds=3600,
-            ),
-        )
+        notebook = call(client, "POST", "workloads/", body(kind="notebook", name="nb", pods=DROP, gpus=1, env=[],
+                                                           node_pool="l40s-shared", memory="512Mi", cpu="500m"))
+        batch = call(client, "POST", "workloads/", body(kind="batch", name="etl", pods=DROP, completions=8,
+                                                        parallelism=2, gpus=1, memory=24, max_runtime_seconds=3600))
     assert notebook.status_code == 201, notebook.content
     assert batch.status_code == 201, batch.content
     notebook, batch = notebook.json(), batch.json()
@@ -337,28 +242,15 @@ def test_priority_class_defaults_follow_the_preemptibility_asked(client_for, dem
     client = client_for("alice")
     guaranteed = call(client, "POST", "workloads/", body(name="a", preemptible=False, gpus=1, pods=1)).json()
     assert (guaranteed["priority_class"], guaranteed["preemptible"], guaranteed["queue_name"]) == (
-        "build",
-        False,
-        "guaranteed-h100",
-    )
+        "build", False, "guaranteed-h100")
     named = call(client, "POST", "workloads/", body(name="b", priority_class="inference", gpus=1, pods=1)).json()
     assert (named["priority_class"], named["preemptible"]) == ("inference", False)  # the class decides
 
 
-@pytest.mark.parametrize(
-    ("memory", "gib"),
-    [
-        ("16Gi", "16.00"),
-        ("512Mi", "0.50"),
-        ("100Mi", "0.10"),
-        ("1.5Gi", "1.50"),
-        ("16G", "14.91"),
-        (24, "24.00"),
-        ("8", "8.00"),
-        (0.25, "0.25"),
-        ("1Ti", "1024.00"),
-    ],
-)
+@pytest.mark.parametrize(("memory", "gib"), [
+    ("16Gi", "16.00"), ("512Mi", "0.50"), ("100Mi", "0.10"), ("1.5Gi", "1.50"), ("16G", "14.91"), (24, "24.00"),
+    ("8", "8.00"), (0.25, "0.25"), ("1Ti", "1024.00"),
+])
 def test_memory_accepts_quantities_and_gib(client_for, demo, memory, gib):
     response = call(client_for("alice"), "POST", "workloads/", body(memory=memory))
     assert response.status_code == 201, response.content
@@ -370,11 +262,8 @@ def test_env_accepts_a_list_or_an_object_with_numbers(client_for, demo):
     as_list = call(client, "POST", "workloads/", body(name="a", env=[{"name": "LR", "value": "0.1"}]))
     as_object = call(client, "POST", "workloads/", body(name="b", env={"EPOCHS": 10, "LR": 0.1, "EMPTY": ""}))
     assert as_list.json()["env"] == [{"name": "LR", "value": "0.1"}]
-    assert as_object.json()["env"] == [
-        {"name": "EPOCHS", "value": "10"},
-        {"name": "LR", "value": "0.1"},
-        {"name": "EMPTY", "value": ""},
-    ]
+    assert as_object.json()["env"] == [{"name": "EPOCHS", "value": "10"}, {"name": "LR", "value": "0.1"},
+                                       {"name": "EMPTY", "value": ""}]
     refused = call(client, "POST", "workloads/", body(name="c", env={"FLAG": True}))
     assert refused.status_code == 400 and refused.json() == {"env": ["The value of FLAG must be a string or a number."]}
 
@@ -432,24 +321,20 @@ def workloads(demo) -> dict[str, int]:
     services.workload_stop(actor=demo["alice"], workload=done)
     services.workload_mark_stopped(workload=done, message="Job deleted")
     bob = submit_as(demo["bob"], project="nlp", name="bob-run")
-    carol = submit_as(
-        demo["carol"], project="forecasting", name="carol-run", kind="batch", completions=4, parallelism=2
-    )
+    carol = submit_as(demo["carol"], project="forecasting", name="carol-run", kind="batch", completions=4,
+                      parallelism=2)
     return {"wl_alice": alice.pk, "wl_done": done.pk, "wl_bob": bob.pk, "wl_carol": carol.pk}
 
 
-@pytest.mark.parametrize(
-    ("username", "visible"),
-    [
-        ("admin", {"alice-run", "alice-done", "bob-run", "carol-run"}),
-        ("deptadmin", {"alice-run", "alice-done", "bob-run"}),
-        ("lead", {"alice-run", "alice-done", "bob-run"}),
-        ("alice", {"alice-run", "alice-done"}),
-        ("bob", {"bob-run"}),
-        ("carol", {"carol-run"}),
-        ("viewer", {"alice-run", "alice-done", "bob-run", "carol-run"}),
-    ],
-)
+@pytest.mark.parametrize(("username", "visible"), [
+    ("admin", {"alice-run", "alice-done", "bob-run", "carol-run"}),
+    ("deptadmin", {"alice-run", "alice-done", "bob-run"}),
+    ("lead", {"alice-run", "alice-done", "bob-run"}),
+    ("alice", {"alice-run", "alice-done"}),
+    ("bob", {"bob-run"}),
+    ("carol", {"carol-run"}),
+    ("viewer", {"alice-run", "alice-done", "bob-run", "carol-run"}),
+])
 def test_list_shows_only_the_scope(client_for, workloads, username, visible):
     response = call(client_for(username), "GET", "workloads/")
     assert response.status_code == 200
@@ -500,11 +385,8 @@ def test_list_filters(client_for, demo, workloads):
     # a filter never widens the scope: a project the user cannot see is not a valid choice, like an unknown one
     unseen = call(client_for("bob"), "GET", "workloads/?project=vision")
     assert unseen.status_code == 400 and "results" not in unseen.json()
-    assert (
-        unseen.json()
-        == call(client_for("bob"), "GET", "workloads/?project=no-such-project").json()
-        == {"project": ["Select a valid choice. That choice is not one of the available choices."]}
-    )
+    assert unseen.json() == call(client_for("bob"), "GET", "workloads/?project=no-such-project").json() == {
+        "project": ["Select a valid choice. That choice is not one of the available choices."]}
 
 
 def test_detail_has_status_events_and_manifest(client_for, demo, workloads):
@@ -519,9 +401,7 @@ def test_detail_has_status_events_and_manifest(client_for, demo, workloads):
     assert data["manifest"] == {"kind": "Job"} and data["job_name"] == f"wl-{workload.pk}"
     assert data["submitted_at"] and data["gpu_units"] == 1
     assert [(event["from"], event["to"], event["reason"]) for event in data["events"]] == [
-        ("", "submitting", "Submitted"),
-        ("submitting", "queued", "Created"),
-    ]
+        ("", "submitting", "Submitted"), ("submitting", "queued", "Created")]
     assert data["events"][1]["actor"] is None  # the worker, not a person
     assert set(data["events"][0]) == {"at", "from", "to", "reason", "message", "actor"}
 
@@ -591,13 +471,8 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     ("carol's", "GET", "workloads/{wl_carol}/", None, (200, 404, 404, 404, 404, 200, 200)),
     ("missing", "GET", "workloads/999999/", None, (404, 404, 404, 404, 404, 404, 404)),
     ("submit in vision", "POST", "workloads/", VISION, (201, 201, 201, 201, 400, 400, 403)),
-    (
-        "submit in vision by id",
-        "POST",
-        "workloads/",
-        {**VISION, "project": "{vision}"},
-        (201, 201, 201, 201, 400, 400, 403),
-    ),
+    ("submit in vision by id", "POST", "workloads/", {**VISION, "project": "{vision}"},
+     (201, 201, 201, 201, 400, 400, 403)),
     ("submit in forecasting", "POST", "workloads/", FORECASTING, (201, 400, 400, 400, 400, 201, 403)),
     ("stop alice's", "POST", "workloads/{wl_alice}/stop/", None, (202, 202, 202, 202, 404, 404, 403)),
     ("stop bob's", "POST", "workloads/{wl_bob}/stop/", None, (202, 202, 202, 404, 202, 404, 403)),
@@ -614,11 +489,8 @@ def _state() -> list[tuple]:
     from apps.core.models import AuditEvent
     from apps.workloads.models import Workload, WorkloadEvent
 
-    return [
-        *Workload.objects.order_by("pk").values_list("pk", "status", "stop_requested_by"),
-        WorkloadEvent.objects.count(),
-        AuditEvent.objects.count(),
-    ]
+    return [*Workload.objects.order_by("pk").values_list("pk", "status", "stop_requested_by"),
+            WorkloadEvent.objects.count(), AuditEvent.objects.count()]
 
 
 @pytest.mark.parametrize(("method", "path", "data", "expected"), matrix_params(MATRIX))
@@ -626,9 +498,8 @@ def test_access_matrix(client_for, workloads, django_capture_on_commit_callbacks
     ids = {**demo_ids(), **workloads}
     url, data = path.format(**ids), fill_ids(data, ids)
     clients = {username: client_for(username) for username in USERS}
-    outcomes = as_every_user(
-        lambda username: call(clients[username], method, url, data), _state, django_capture_on_commit_callbacks
-    )
+    outcomes = as_every_user(lambda username: call(clients[username], method, url, data), _state,
+                             django_capture_on_commit_callbacks)
     for username, (code, callbacks) in outcomes.items():
         if code >= 400:
             assert callbacks == [], f"{username}: a refused {method} enqueued something"
@@ -653,9 +524,8 @@ def grow(demo: dict[str, Any], count: int = 12) -> None:
 
 @pytest.mark.parametrize("username", ["admin", "deptadmin", "alice", "viewer"])
 @pytest.mark.parametrize("query", ["", "?project=vision", "?status=submitting,stopping&kind=training&owner=alice"])
-def test_list_query_count_is_pinned_and_constant(
-    client_for, demo, workloads, django_assert_num_queries, username, query
-):
+def test_list_query_count_is_pinned_and_constant(client_for, demo, workloads, django_assert_num_queries, username,
+                                                 query):
     client = client_for(username)
     # session, user, grants, count, rows with their relations, their data sources, their credentials
     with django_assert_num_queries(7):
@@ -705,14 +575,8 @@ def test_browsable_api_renders(client_for, workloads):
 def test_every_field_error_comes_in_one_400(client_for, demo, django_capture_on_commit_callbacks):
     """Shape errors of the serializer (gpus, memory), the service's refusals of the fields that passed (name,
     labels) and its quota refusals (non-preemptible beyond deserved) in one answer, in the API's error shape."""
-    changes = {
-        "name": "My_Run",
-        "memory": "lots",
-        "pods": 3,
-        "preemptible": False,
-        "cpu": -1,
-        "labels": {"model": "res net!", "data_class": "public"},
-    }
+    changes = {"name": "My_Run", "memory": "lots", "pods": 3, "preemptible": False, "cpu": -1,
+               "labels": {"model": "res net!", "data_class": "public"}}
     with django_capture_on_commit_callbacks() as callbacks:
         response = call(client_for("alice"), "POST", "workloads/", body(**changes))
     assert response.status_code == 400

@@ -27,32 +27,27 @@ def clean_cache():
 
 
 def _tail(workload, text, *, pod="run-0", at=None):
-    WorkloadLogTail.objects.update_or_create(
-        workload=workload, pod=pod, defaults={"text": text, "fetched_at": at or timezone.now()}
-    )
+    WorkloadLogTail.objects.update_or_create(workload=workload, pod=pod, defaults={
+        "text": text, "fetched_at": at or timezone.now()})
 
 
 # --- logs --------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("sent", "current", "expected"),
-    [
-        ([], ["a", "b"], ["a", "b"]),
-        (["a", "b"], ["a", "b", "c"], ["c"]),
-        (["a", "b", "c"], ["b", "c", "d", "e"], ["d", "e"]),  # the window moved on
-        (["a", "b"], ["a", "b"], []),
-        (["x"], ["a", "b"], ["a", "b"]),  # no overlap: everything is new
-        (["step", "step"], ["step", "step", "step"], ["step"]),  # repeated lines: the longest overlap counts
-    ],
-)
+@pytest.mark.parametrize(("sent", "current", "expected"), [
+    ([], ["a", "b"], ["a", "b"]),
+    (["a", "b"], ["a", "b", "c"], ["c"]),
+    (["a", "b", "c"], ["b", "c", "d", "e"], ["d", "e"]),  # the window moved on
+    (["a", "b"], ["a", "b"], []),
+    (["x"], ["a", "b"], ["a", "b"]),  # no overlap: everything is new
+    (["step", "step"], ["step", "step", "step"], ["step"]),  # repeated lines: the longest overlap counts
+])
 def test_new_lines_follow_what_was_sent(sent, current, expected):
     assert new_lines(sent, current) == expected
 
 
-def test_logs_answer_the_stored_tails_and_ask_for_a_fresh_read(
-    client_for, make_workload, monkeypatch, django_capture_on_commit_callbacks
-):
+def test_logs_answer_the_stored_tails_and_ask_for_a_fresh_read(client_for, make_workload, monkeypatch,
+                                                               django_capture_on_commit_callbacks):
     from apps.workloads import logs
 
     sent = []
@@ -86,9 +81,8 @@ def test_following_a_finished_workload_sends_its_lines_once_and_closes(client_fo
     # The tail was read before the follow saw the finish: it waits for one more read, here in vain (timeout).
     assert b"".join(response.streaming_content).decode() == "started\nstep 1\nexited with code 0\n"
     WorkloadLogTail.objects.filter(workload=workload).update(fetched_at=timezone.now() + timedelta(seconds=1))
-    text = b"".join(
-        client_for("alice").get(f"/api/v1/workloads/{workload.pk}/logs/?follow=true&timeout=5").streaming_content
-    ).decode()
+    text = b"".join(client_for("alice").get(
+        f"/api/v1/workloads/{workload.pk}/logs/?follow=true&timeout=5").streaming_content).decode()
     assert text == "started\nstep 1\nexited with code 0\n[run succeeded]\n"
 
 
@@ -100,17 +94,15 @@ def test_following_sends_new_lines_as_the_tail_moves(make_workload, monkeypatch)
     monkeypatch.setattr(api_logs, "enqueue_on_commit", lambda *args: None)
     workload = running(make_workload("alice", gpus=1))
     _tail(workload, "a\nb\n")
-    moves = iter(
-        [
-            lambda: _tail(workload, "b\nc\nd\n"),
-            lambda: Workload.objects.filter(pk=workload.pk).update(status=Status.FAILED, finished_at=timezone.now()),
-            lambda: _tail(workload, "c\nd\nexit 1\n", at=timezone.now() + timedelta(seconds=1)),
-        ]
-    )
-    lines = list(
-        api_logs.follow(workload_id=workload.pk, timeout=60, multi_pod=True, sleep=lambda _seconds: next(moves)())
-    )
-    assert lines == ["run-0 | a\n", "run-0 | b\n", "run-0 | c\n", "run-0 | d\n", "run-0 | exit 1\n", "[run failed]\n"]
+    moves = iter([
+        lambda: _tail(workload, "b\nc\nd\n"),
+        lambda: Workload.objects.filter(pk=workload.pk).update(status=Status.FAILED, finished_at=timezone.now()),
+        lambda: _tail(workload, "c\nd\nexit 1\n", at=timezone.now() + timedelta(seconds=1)),
+    ])
+    lines = list(api_logs.follow(workload_id=workload.pk, timeout=60, multi_pod=True,
+                                 sleep=lambda _seconds: next(moves)()))
+    assert lines == ["run-0 | a\n", "run-0 | b\n", "run-0 | c\n", "run-0 | d\n", "run-0 | exit 1\n",
+                     "[run failed]\n"]
 
 
 # --- resubmit and keep-alive ----------------------------------------------------------------------------------------
@@ -140,29 +132,16 @@ def test_keep_alive_is_for_the_owners_notebooks(client_for, make_workload):
     assert call(client_for("lead"), "POST", f"workloads/{notebook.pk}/keep-alive/").status_code == 403
     training = make_workload("alice")
     refused = call(client_for("alice"), "POST", f"workloads/{training.pk}/keep-alive/")
-    assert refused.status_code == 400 and refused.json() == {
-        "non_field_errors": ["Only notebooks have an idle timeout."]
-    }
+    assert refused.status_code == 400 and refused.json() == {"non_field_errors": ["Only notebooks have an idle "
+                                                                                  "timeout."]}
 
 
 # --- templates --------------------------------------------------------------------------------------------------
 
 
-TEMPLATE = {
-    "name": "bert-finetune",
-    "kind": "training",
-    "description": "BERT on one card",
-    "values": {
-        "image": "pytorch/pytorch:2.4.0",
-        "node_pool": "h100",
-        "gpus": 1,
-        "memory_gib": 16,
-        "command": "python ft.py",
-        "model_label": "bert",
-        "data_class": "public",
-        "max_runtime_minutes": 30,
-    },
-}
+TEMPLATE = {"name": "bert-finetune", "kind": "training", "description": "BERT on one card", "values": {
+    "image": "pytorch/pytorch:2.4.0", "node_pool": "h100", "gpus": 1, "memory_gib": 16, "command": "python ft.py",
+    "model_label": "bert", "data_class": "public", "max_runtime_minutes": 30}}
 
 
 def test_admins_create_templates_everyone_reads_them(client_for):
@@ -172,21 +151,14 @@ def test_admins_create_templates_everyone_reads_them(client_for):
     listed = call(client_for("alice"), "GET", "templates/").json()["results"]
     assert [row["name"] for row in listed] == ["bert-finetune"]
     assert listed[0]["submission"] == {
-        "kind": "training",
-        "image": "pytorch/pytorch:2.4.0",
-        "node_pool": "h100",
-        "gpus": 1,
-        "memory": 16,
-        "command": ["python", "ft.py"],
-        "max_runtime_seconds": 1800,
-        "labels": {"model": "bert", "data_class": "public"},
-    }
+        "kind": "training", "image": "pytorch/pytorch:2.4.0", "node_pool": "h100", "gpus": 1, "memory": 16,
+        "command": ["python", "ft.py"], "max_runtime_seconds": 1800, "labels": {"model": "bert",
+                                                                               "data_class": "public"}}
     one = call(client_for("viewer"), "GET", f"templates/{listed[0]['id']}/")
     assert one.status_code == 200 and one["ETag"] == 'W/"1"'
     # The submission starts a POST /workloads/ body as it is.
-    submitted = call(
-        client_for("alice"), "POST", "workloads/", {**listed[0]["submission"], "project": "vision", "name": "ft-1"}
-    )
+    submitted = call(client_for("alice"), "POST", "workloads/", {**listed[0]["submission"], "project": "vision",
+                                                                  "name": "ft-1"})
     assert submitted.status_code == 201, submitted.content
 
 
@@ -195,8 +167,7 @@ def test_template_refusals(client_for):
     bad = call(client_for("admin"), "POST", "templates/", {**TEMPLATE, "values": {"gpus": 0, "colour": "red"}})
     assert bad.status_code == 400 and "colour" in " ".join(bad.json()["values"])
     assert call(client_for("admin"), "POST", "templates/", {**TEMPLATE, "extra": 1}).json() == {
-        "extra": ["Unknown field."]
-    }
+        "extra": ["Unknown field."]}
     assert call(client_for("admin"), "POST", "templates/", {**TEMPLATE, "values": "x"}).status_code == 400
     assert not WorkloadTemplate.objects.exists()
 
@@ -207,14 +178,8 @@ def test_template_refusals(client_for):
 def test_every_read_has_an_etag_and_answers_304_while_it_is_unchanged(demo, make_workload):
     workload = make_workload("alice")
     client = Client(HTTP_AUTHORIZATION=f"Token {personal_token(demo['alice'])}")
-    for path in (
-        f"workloads/{workload.pk}/",
-        "workloads/",
-        "me/",
-        "usage/quota/",
-        "departments/research/quotas/",
-        "projects/",
-    ):
+    for path in (f"workloads/{workload.pk}/", "workloads/", "me/", "usage/quota/", "departments/research/quotas/",
+                 "projects/"):
         first = call(client, "GET", path)
         assert first.status_code in (200, 403) and (first.status_code != 200 or first["ETag"]), path
         if first.status_code != 200:

@@ -48,16 +48,9 @@ def test_preemptions_name_the_preemptor_only_to_those_who_may_see_it(client_for,
     preemptor = running(make_workload("bob", name="reclaimer", project="nlp", gpus=4))
     Workload.objects.filter(pk=preemptor.pk).update(k8s_uid="uid-r")
     at = timezone.now()
-    WorkloadEvent.objects.create(
-        workload=victim,
-        at=at,
-        from_status="running",
-        to_status="preempted",
-        reason="InCohortReclamation",
-        message="Preempted to accommodate a workload",
-        details={"preemptor_job_uid": "uid-r"},
-        cluster_at=at,
-    )
+    WorkloadEvent.objects.create(workload=victim, at=at, from_status="running", to_status="preempted",
+                                 reason="InCohortReclamation", message="Preempted to accommodate a workload",
+                                 details={"preemptor_job_uid": "uid-r"}, cluster_at=at)
     (seen_by_lead,) = detail(client_for("lead"), victim.pk)["preemptions"]
     assert seen_by_lead["reason"] == "InCohortReclamation"
     assert seen_by_lead["preemptor"] == {"id": preemptor.pk, "name": "reclaimer", "project": "nlp"}
@@ -65,10 +58,8 @@ def test_preemptions_name_the_preemptor_only_to_those_who_may_see_it(client_for,
     assert seen_by_alice["preemptor"] is None and seen_by_alice["reason"] == "InCohortReclamation"
 
 
-@pytest.mark.parametrize(
-    ("username", "expected"),
-    [("admin", 200), ("deptadmin", 200), ("lead", 200), ("alice", 200), ("bob", 404), ("carol", 404), ("viewer", 200)],
-)
+@pytest.mark.parametrize(("username", "expected"), [("admin", 200), ("deptadmin", 200), ("lead", 200),
+                                                    ("alice", 200), ("bob", 404), ("carol", 404), ("viewer", 200)])
 def test_detail_access(client_for, make_workload, username, expected):
     workload = queued(make_workload("alice", name="w", gpus=1), 0)
     assert client_for(username).get(f"/api/v1/workloads/{workload.pk}/").status_code == expected
@@ -98,14 +89,8 @@ def test_the_waiting_reason_is_a_documented_code_with_numbers(client_for, make_w
     non_preemptible = queued(make_workload("alice", name="np", gpus=4, preemptible=False), 0)
     mirror(guaranteed=4)
     assert detail(alice, non_preemptible.pk)["waiting"]["reason"] == "project_deserved"
-    LocalQueueState.objects.create(
-        namespace="proj-vision",
-        name="elastic-h100",
-        project=Project.objects.get(slug="vision"),
-        active=False,
-        active_reason="Stopped",
-        observed_at=timezone.now(),
-    )
+    LocalQueueState.objects.create(namespace="proj-vision", name="elastic-h100", project=Project.objects.get(
+        slug="vision"), active=False, active_reason="Stopped", observed_at=timezone.now())
     assert detail(alice, at_limit.pk)["waiting"]["reason"] == "queue_stopped"
     running_one = running(make_workload("alice", name="runs", gpus=1))
     assert detail(alice, running_one.pk)["waiting"] is None
@@ -123,21 +108,8 @@ def test_the_schema_documents_the_waiting_reasons_and_numbers(client_for):
     assert set(components[ref["$ref"].rsplit("/", 1)[1]]["enum"]) == set(REASONS)
     assert all(f"`{code}`" in reason["description"] for code in REASONS)
     numbers = components["WaitingNumbers"]["properties"]
-    assert {
-        "requested",
-        "more_needed",
-        "available",
-        "project_used",
-        "limit",
-        "department_used",
-        "pool_used",
-        "pool_capacity",
-        "holders",
-        "held_back",
-        "held_back_by",
-        "victims",
-        "ahead",
-    } <= set(numbers)
+    assert {"requested", "more_needed", "available", "project_used", "limit", "department_used", "pool_used",
+            "pool_capacity", "holders", "held_back", "held_back_by", "victims", "ahead"} <= set(numbers)
 
 
 def requeued_victim(make_workload, number: int) -> tuple[Workload, Workload]:
@@ -145,23 +117,17 @@ def requeued_victim(make_workload, number: int) -> tuple[Workload, Workload]:
     from apps.workloads.models import Status
 
     victim = running(make_workload("alice", name=f"victim{number}", gpus=4))
-    preemptor = running(
-        make_workload("bob", name=f"reclaimer{number}", project="nlp", gpus=4), cluster_queue="proj-nlp-h100-guaranteed"
-    )
+    preemptor = running(make_workload("bob", name=f"reclaimer{number}", project="nlp", gpus=4),
+                        cluster_queue="proj-nlp-h100-guaranteed")
     Workload.objects.filter(pk=preemptor.pk).update(k8s_uid=f"uid-{number}")
     at = timezone.now()
-    WorkloadEvent.objects.create(
-        workload=victim,
-        at=at,
-        from_status="running",
-        to_status="preempted",
-        reason="InCohortReclamation",
-        details={"preemptor_job_uid": f"uid-{number}"},
-        message=f"Preempted to accommodate a workload (UID: k-{number}, JobUID: uid-{number})",
-        cluster_at=at,
-    )
+    WorkloadEvent.objects.create(workload=victim, at=at, from_status="running", to_status="preempted",
+                                 reason="InCohortReclamation", details={"preemptor_job_uid": f"uid-{number}"},
+                                 message=f"Preempted to accommodate a workload (UID: k-{number}, JobUID: uid-{number})",
+                                 cluster_at=at)
     queued(victim, number)
-    Workload.objects.filter(pk=victim.pk).update(status=Status.REQUEUED, status_reason="Requeued", last_preempted_at=at)
+    Workload.objects.filter(pk=victim.pk).update(status=Status.REQUEUED, status_reason="Requeued",
+                                                 last_preempted_at=at)
     return Workload.objects.get(pk=victim.pk), preemptor
 
 
@@ -181,16 +147,14 @@ def test_the_list_says_why_each_waits_as_the_detail_does(client_for, make_worklo
     rows = listed(alice)
     for workload in (at_limit, victim):
         one = detail(alice, workload.pk)
-        assert {key: rows[workload.pk][key] for key in ("explanation", "explanation_kind", "waiting")} == {
-            key: one[key] for key in ("explanation", "explanation_kind", "waiting")
-        }
+        assert {key: rows[workload.pk][key] for key in ("explanation", "explanation_kind", "waiting")} == \
+            {key: one[key] for key in ("explanation", "explanation_kind", "waiting")}
     assert rows[at_limit.pk]["waiting"]["reason"] == "project_limit"
     assert rows[at_limit.pk]["waiting"]["numbers"]["more_needed"] == 4
     assert rows[victim.pk]["status"] == "requeued"
     said = rows[victim.pk]["waiting"]["preemption"]
     assert said.startswith("Preempted on ") and said.endswith(
-        "UTC by a workload of a project you cannot see, to give back borrowed quota to the project that deserves it."
-    )
+        "UTC by a workload of a project you cannot see, to give back borrowed quota to the project that deserves it.")
     assert "UID" not in said
     assert rows[victim.pk]["waiting"]["numbers"]["preemptor"] == {"id": None, "name": None, "project": None}
     assert rows[victim.pk]["waiting"]["numbers"]["preemption_reason"] == "InCohortReclamation"
@@ -213,9 +177,8 @@ def test_the_status_filter_finds_the_requeued(client_for, make_workload):
     assert victim.pk in listed(alice, "?status=live")
 
 
-def test_the_list_with_explanations_makes_a_fixed_number_of_queries(
-    client_for, make_workload, django_assert_num_queries
-):
+def test_the_list_with_explanations_makes_a_fixed_number_of_queries(client_for, make_workload,
+                                                                    django_assert_num_queries):
     mirror(elastic=8)
     lead = client_for("lead")
     queued(make_workload("alice", name="limit-0", gpus=4), 0)

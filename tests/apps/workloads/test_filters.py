@@ -37,7 +37,8 @@ def spread(make_workload):
         "alice-notebook": make_workload("alice", name="notes", kind=Kind.NOTEBOOK),
         "alice-done": make_workload("alice", name="done", pool="l40s-shared"),
         "bob-train": make_workload("bob", name="bravo", project="nlp"),
-        "bob-batch": make_workload("bob", name="batch", project="nlp", kind=Kind.BATCH, completions=2, parallelism=1),
+        "bob-batch": make_workload("bob", name="batch", project="nlp", kind=Kind.BATCH, completions=2,
+                                   parallelism=1),
         "lead-train": make_workload("lead", name="lead", project="nlp"),
         "carol-train": make_workload("carol", name="charlie", project="forecasting"),
     }
@@ -46,21 +47,10 @@ def spread(make_workload):
 
 
 QUERIES = [
-    "scope=all",
-    "scope=mine",
-    "scope=all&status=live",
-    "scope=all&status=succeeded",
-    "scope=all&kind=notebook",
-    "scope=all&kind=batch,notebook",
-    "scope=all&status=live,succeeded&kind=training",
-    "scope=all&project=nlp",
-    "scope=all&project={vision}",
-    "scope=all&owner=bob",
-    "scope=all&owner={alice}",
-    "scope=all&ordering=name",
-    "scope=all&ordering=-name",
-    "scope=all&ordering=owner,-created_at",
-    "scope=all&ordering=project,kind",
+    "scope=all", "scope=mine", "scope=all&status=live", "scope=all&status=succeeded", "scope=all&kind=notebook",
+    "scope=all&kind=batch,notebook", "scope=all&status=live,succeeded&kind=training", "scope=all&project=nlp",
+    "scope=all&project={vision}", "scope=all&owner=bob", "scope=all&owner={alice}", "scope=all&ordering=name",
+    "scope=all&ordering=-name", "scope=all&ordering=owner,-created_at", "scope=all&ordering=project,kind",
     "scope=mine&status=live&ordering=status",
 ]
 
@@ -76,24 +66,17 @@ def test_the_list_page_and_api_answer_the_same_rows(page_client, users, spread, 
         assert rows  # every "all" query here matches something, so the comparison means something
 
 
-@pytest.mark.parametrize(
-    "query",
-    [
-        "scope=mine",
-        "scope=mine&status=live",
-        "scope=mine&kind=notebook",
-        "scope=mine&project=vision",
-        "scope=mine&ordering=-name",
-        "scope=mine&status=live,succeeded",
-    ],
-)
+@pytest.mark.parametrize("query", ["scope=mine", "scope=mine&status=live", "scope=mine&kind=notebook",
+                                   "scope=mine&project=vision", "scope=mine&ordering=-name",
+                                   "scope=mine&status=live,succeeded"])
 def test_a_researchers_own_list_is_the_same_on_both_sides(page_client, spread, query):
     client = page_client("alice")
     rows = page_ids(client, query)
     assert rows and rows == api_ids(client, query)
 
 
-def test_without_scope_the_page_starts_researchers_on_their_own_work_and_the_api_lists_everything(page_client, spread):
+def test_without_scope_the_page_starts_researchers_on_their_own_work_and_the_api_lists_everything(page_client,
+                                                                                                   spread):
     """The lead's default changed: the page used to start them on their own work only; it now starts them
     on their scope's work, the same rows as the API. Researchers still start on their own."""
     alice = page_client("alice")
@@ -122,23 +105,10 @@ def test_ordering_is_stable_and_whitelisted(page_client, spread, make_workload):
 
 
 BAD_INPUT = [
-    ("project", "²"),
-    ("project", "\u0661"),
-    ("project", "1e20"),
-    ("project", "99999999999999999999"),
-    ("project", "0"),
-    ("project", "vision\x00"),
-    ("project", "no-such-project"),
-    ("project", "vision;drop"),
-    ("status", "sleeping"),
-    ("status", "live,sleeping"),
-    ("status", "\x00"),
-    ("kind", "service"),
-    ("kind", "²"),
-    ("owner", "99999999999999999999"),
-    ("owner", "bob\x00"),
-    ("scope", "everything"),
-    ("ordering", "name\x00"),
+    ("project", "²"), ("project", "\u0661"), ("project", "1e20"), ("project", "99999999999999999999"), ("project", "0"),
+    ("project", "vision\x00"), ("project", "no-such-project"), ("project", "vision;drop"),
+    ("status", "sleeping"), ("status", "live,sleeping"), ("status", "\x00"), ("kind", "service"), ("kind", "²"),
+    ("owner", "99999999999999999999"), ("owner", "bob\x00"), ("scope", "everything"), ("ordering", "name\x00"),
 ]
 
 

@@ -23,9 +23,8 @@ def clean_cache():
     cache.clear()
 
 
-def test_a_running_workload_asks_at_most_once_per_window(
-    make_workload, django_capture_on_commit_callbacks, monkeypatch
-):
+def test_a_running_workload_asks_at_most_once_per_window(make_workload, django_capture_on_commit_callbacks,
+                                                         monkeypatch):
     sent = []
     monkeypatch.setattr(logs, "enqueue_on_commit", lambda name, *args: sent.append((name, args)))
     workload = running(make_workload("alice", gpus=1))
@@ -49,9 +48,8 @@ def test_finished_work_gets_one_last_fetch(make_workload, monkeypatch):
     monkeypatch.setattr(logs, "enqueue_on_commit", lambda name, *args: sent.append(args))
     workload = running(make_workload("alice", gpus=1))
     WorkloadLogTail.objects.create(workload=workload, pod="p", text="x", fetched_at=timezone.now())
-    Workload.objects.filter(pk=workload.pk).update(
-        status=Status.SUCCEEDED, finished_at=timezone.now() + timedelta(seconds=1)
-    )
+    Workload.objects.filter(pk=workload.pk).update(status=Status.SUCCEEDED,
+                                                   finished_at=timezone.now() + timedelta(seconds=1))
     workload.refresh_from_db()
     assert logs.workload_logs_refresh_request(workload=workload)
     WorkloadLogTail.objects.filter(workload=workload).update(fetched_at=timezone.now() + timedelta(seconds=2))
@@ -60,9 +58,8 @@ def test_finished_work_gets_one_last_fetch(make_workload, monkeypatch):
     assert len(sent) == 1
 
 
-def test_the_detail_page_enqueues_after_commit(
-    page_client, make_workload, django_capture_on_commit_callbacks, monkeypatch
-):
+def test_the_detail_page_enqueues_after_commit(page_client, make_workload, django_capture_on_commit_callbacks,
+                                               monkeypatch):
     from apps.core import tasks as portal_tasks
 
     sent = []

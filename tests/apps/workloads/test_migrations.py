@@ -32,40 +32,28 @@ def test_requeued_rows_get_their_own_status():
     try:
         apps = migrate(BEFORE)
         user = apps.get_model(settings.AUTH_USER_MODEL).objects.create(username="requeue-owner")
-        pool = apps.get_model("org", "NodePool").objects.create(
-            slug="rq-h100", name="H100", capacity=8, gpu_resource="nvidia.com/gpu"
-        )
+        pool = apps.get_model("org", "NodePool").objects.create(slug="rq-h100", name="H100", capacity=8,
+                                                               gpu_resource="nvidia.com/gpu")
         department = apps.get_model("org", "Department").objects.create(slug="rq-dept", name="Dept")
-        project = apps.get_model("org", "Project").objects.create(
-            slug="rq-proj", name="Proj", department=department, namespace="proj-rq-proj"
-        )
+        project = apps.get_model("org", "Project").objects.create(slug="rq-proj", name="Proj", department=department,
+                                                                 namespace="proj-rq-proj")
         priority = apps.get_model("org", "PriorityClass").objects.create(name="rq-train", value=50, preemptible=True)
         workload_model = apps.get_model("workloads", "Workload")
         event_model = apps.get_model("workloads", "WorkloadEvent")
         ids = {}
         at = datetime(2026, 3, 2, 10, tzinfo=UTC)
-        for name, transitions in (
-            ("requeued", [("running", "preempted", "InCohortReclamation"), ("preempted", "queued", "Requeued")]),
-            ("fresh", [("submitting", "queued", "Created")]),
-            ("readmitted", [("preempted", "queued", "Requeued"), ("queued", "admitted", "Admitted")]),
-        ):
+        for name, transitions in (("requeued", [("running", "preempted", "InCohortReclamation"),
+                                                ("preempted", "queued", "Requeued")]),
+                                  ("fresh", [("submitting", "queued", "Created")]),
+                                  ("readmitted", [("preempted", "queued", "Requeued"),
+                                                  ("queued", "admitted", "Admitted")])):
             work = workload_model.objects.create(
-                project=project,
-                owner=user,
-                kind="training",
-                name=name,
-                image="pytorch/pytorch:2.4.0",
-                node_pool=pool,
-                gpus=1,
-                priority_class=priority,
-                model_label="m",
-                data_class="d",
-                status=transitions[-1][1],
-            )
+                project=project, owner=user, kind="training", name=name, image="pytorch/pytorch:2.4.0",
+                node_pool=pool, gpus=1, priority_class=priority, model_label="m", data_class="d",
+                status=transitions[-1][1])
             for minute, (source, target, reason) in enumerate(transitions):
-                event_model.objects.create(
-                    workload=work, at=at.replace(minute=minute), from_status=source, to_status=target, reason=reason
-                )
+                event_model.objects.create(workload=work, at=at.replace(minute=minute), from_status=source,
+                                           to_status=target, reason=reason)
             ids[name] = work.pk
         migrate(None)
         statuses = dict(Workload.objects.filter(pk__in=ids.values()).values_list("name", "status"))

@@ -11,16 +11,9 @@ from tests.factories import NodePoolFactory
 
 
 def submit(user, **overrides):
-    values = {
-        "project": Project.objects.get(slug="vision"),
-        "kind": Kind.TRAINING,
-        "name": "run",
-        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-        "node_pool": NodePool.objects.get(slug="h100"),
-        "gpus": 1,
-        "model_label": "resnet50",
-        "data_class": "public",
-    }
+    values = {"project": Project.objects.get(slug="vision"), "kind": Kind.TRAINING, "name": "run",
+              "image": "nvcr.io/nvidia/pytorch:24.05-py3", "node_pool": NodePool.objects.get(slug="h100"),
+              "gpus": 1, "model_label": "resnet50", "data_class": "public"}
     values.update(overrides)
     return services.workload_submit(actor=user, **values)
 
@@ -43,31 +36,28 @@ def test_accepted_submission_is_a_submitting_row_with_an_event(demo, django_capt
     assert (event.to_status, event.reason) == (Status.SUBMITTING, "Submitted")
 
 
-@pytest.mark.parametrize(
-    ("overrides", "field", "text"),
-    [
-        ({"node_pool": "missing"}, "node_pool", "has no quota on"),
-        ({"gpus": 9}, "gpus", "may use at most 8 there (its limit)"),
-        ({"gpus": 3, "pods": 3}, "gpus", "asks for 9"),
-        ({"gpus": 17}, "gpus", "has 16 units in all"),
-        ({"gpus": 5, "preemptible": False}, "preemptible", "Non-preemptible work must fit in Vision's deserved quota"),
-        ({"image": "not an image"}, "image", "is not a valid image reference"),
-        ({"image": "UPPER/case:1"}, "image", "is not a valid image reference"),
-        ({"name": "Bad_Name"}, "name", "DNS-1123"),
-        ({"env": [{"name": "1BAD", "value": "x"}]}, "env", "is not a valid environment variable name"),
-        ({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "env", "A is set twice"),
-        ({"env": [{"name": "PORTAL_X", "value": "1"}]}, "env", "set by the portal"),
-        ({"model_label": ""}, "model_label", "The model audit label is required."),
-        ({"data_class": "has space"}, "data_class", "not a valid Kubernetes label value"),
-        ({"kind": Kind.NOTEBOOK, "pods": 2}, "pods", "A notebook runs in exactly one pod."),
-        ({"kind": Kind.BATCH, "completions": 2, "parallelism": 3}, "parallelism", "cannot exceed the number of"),
-        ({"gpus": 100}, "gpus", "less than or equal to 64"),
-        ({"cpu": -1}, "cpu", "greater than or equal to 0"),
-        ({"memory_gib": 100000}, "memory_gib", "less than or equal to 4096"),
-        ({"max_runtime_seconds": 10}, "max_runtime_seconds", "greater than or equal to 60"),
-        ({"command": ["ok", 3]}, "command", "list of strings"),
-    ],
-)
+@pytest.mark.parametrize(("overrides", "field", "text"), [
+    ({"node_pool": "missing"}, "node_pool", "has no quota on"),
+    ({"gpus": 9}, "gpus", "may use at most 8 there (its limit)"),
+    ({"gpus": 3, "pods": 3}, "gpus", "asks for 9"),
+    ({"gpus": 17}, "gpus", "has 16 units in all"),
+    ({"gpus": 5, "preemptible": False}, "preemptible", "Non-preemptible work must fit in Vision's deserved quota"),
+    ({"image": "not an image"}, "image", "is not a valid image reference"),
+    ({"image": "UPPER/case:1"}, "image", "is not a valid image reference"),
+    ({"name": "Bad_Name"}, "name", "DNS-1123"),
+    ({"env": [{"name": "1BAD", "value": "x"}]}, "env", "is not a valid environment variable name"),
+    ({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "env", "A is set twice"),
+    ({"env": [{"name": "PORTAL_X", "value": "1"}]}, "env", "set by the portal"),
+    ({"model_label": ""}, "model_label", "The model audit label is required."),
+    ({"data_class": "has space"}, "data_class", "not a valid Kubernetes label value"),
+    ({"kind": Kind.NOTEBOOK, "pods": 2}, "pods", "A notebook runs in exactly one pod."),
+    ({"kind": Kind.BATCH, "completions": 2, "parallelism": 3}, "parallelism", "cannot exceed the number of"),
+    ({"gpus": 100}, "gpus", "less than or equal to 64"),
+    ({"cpu": -1}, "cpu", "greater than or equal to 0"),
+    ({"memory_gib": 100000}, "memory_gib", "less than or equal to 4096"),
+    ({"max_runtime_seconds": 10}, "max_runtime_seconds", "greater than or equal to 60"),
+    ({"command": ["ok", 3]}, "command", "list of strings"),
+])
 def test_refusals(demo, overrides, field, text):
     if overrides.get("node_pool") == "missing":
         overrides["node_pool"] = NodePoolFactory(slug="h200", name="H200")
@@ -86,13 +76,10 @@ def test_preemptible_work_that_could_never_hold_its_units_is_refused(demo):
     assert errors["preemptible"] == [
         "Preemptible work of Serving can hold at most 0 H100 80GB units, even with the pool idle (Serving does not "
         "lend its deserved quota, even to its own preemptible work, and its limit leaves no over-quota); this asks "
-        "for 2. Mark it non-preemptible to run inside the deserved quota (4 units), or ask for fewer GPUs."
-    ]
+        "for 2. Mark it non-preemptible to run inside the deserved quota (4 units), or ask for fewer GPUs."]
     errors = refused(admin, project=Project.objects.get(slug="etl"), node_pool=h100, gpus=1, preemptible=True)
-    assert errors["preemptible"] == [
-        "Preemptible work of ETL can hold at most 0 H100 80GB units, even with the pool "
-        "idle; this asks for 1. Ask for fewer GPUs."
-    ]
+    assert errors["preemptible"] == ["Preemptible work of ETL can hold at most 0 H100 80GB units, even with the pool "
+                                     "idle; this asks for 1. Ask for fewer GPUs."]
     # Vision lends and borrows: its preemptible work may take its limit, 8.
     errors = refused(admin, gpus=3, pods=3, preemptible=True)
     assert "preemptible" not in errors and "may use at most 8 there" in errors["gpus"][0]
@@ -153,19 +140,14 @@ def test_deserved_cannot_drop_below_running_non_preemptible_work(demo):
     pool = NodePool.objects.get(slug="h100")
     vision = Project.objects.get(slug="vision")
     with pytest.raises(ValidationError) as caught:
-        org_services.quota_set(
-            actor=demo["admin"], node_pool=pool, project=vision, deserved=2, limit=8, over_quota_weight=2
-        )
+        org_services.quota_set(actor=demo["admin"], node_pool=pool, project=vision, deserved=2, limit=8,
+                               over_quota_weight=2)
     assert "Running non-preemptible work in this project holds 3 h100 units" in caught.value.message_dict["deserved"][0]
     assert Quota.objects.get(project=vision, node_pool=pool).deserved == 4
     # Preemptible or finished work does not hold the guarantee.
     Workload.objects.filter(pk=workload.pk).update(status=Status.SUCCEEDED)
-    assert (
-        org_services.quota_set(
-            actor=demo["admin"], node_pool=pool, project=vision, deserved=2, limit=8, over_quota_weight=2
-        ).deserved
-        == 2
-    )
+    assert org_services.quota_set(actor=demo["admin"], node_pool=pool, project=vision, deserved=2, limit=8,
+                                  over_quota_weight=2).deserved == 2
 
 
 def test_claim_is_exclusive(demo):

@@ -15,16 +15,8 @@ from tests.api_support import call
 from .helpers import submit_payload
 
 GOOD: dict[str, Any] = {
-    "project": "vision",
-    "kind": "training",
-    "name": "resnet-sweep-3",
-    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-    "command": ["python", "train.py"],
-    "node_pool": "h100",
-    "gpus": 1,
-    "cpu": "4",
-    "memory": "16Gi",
-    "pods": 1,
+    "project": "vision", "kind": "training", "name": "resnet-sweep-3", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+    "command": ["python", "train.py"], "node_pool": "h100", "gpus": 1, "cpu": "4", "memory": "16Gi", "pods": 1,
     "labels": {"model": "resnet50", "data_class": "public"},
 }
 
@@ -84,9 +76,8 @@ def test_a_refused_post_keeps_its_token_and_the_fixed_one_submits_once(page_clie
 
 @pytest.mark.parametrize("token", [None, "", "short", "has spaces in it!!", "x" * 65])
 def test_a_post_without_a_valid_token_submits_nothing(page_client, token):
-    response = page_client("alice").post(
-        reverse("workloads:submit", args=["training"]), submit_payload(submission_token=token)
-    )
+    response = page_client("alice").post(reverse("workloads:submit", args=["training"]),
+                                         submit_payload(submission_token=token))
     assert response.status_code == 200
     assert any("no valid submission token" in error for error in response.context["form"].non_field_errors())
     assert submitted() == (0, 0)

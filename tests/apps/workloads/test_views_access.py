@@ -45,26 +45,14 @@ def workloads(users) -> dict[str, Workload]:
 
     def make(owner: str, project: str, kind: str = Kind.TRAINING, **extra: Any) -> Workload:
         return services.workload_submit(
-            actor=users[owner],
-            project=Project.objects.get(slug=project),
-            kind=kind,
-            name=f"{owner}-{kind}",
-            image="pytorch/pytorch:2.4.0",
-            node_pool=NodePool.objects.get(slug="l40s-shared"),
-            gpus=1,
-            model_label="m",
-            data_class="public",
-            **extra,
-        )
+            actor=users[owner], project=Project.objects.get(slug=project), kind=kind, name=f"{owner}-{kind}",
+            image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug="l40s-shared"), gpus=1,
+            model_label="m", data_class="public", **extra)
 
     notebook = make("alice", "vision", Kind.NOTEBOOK)
     Workload.objects.filter(pk=notebook.pk).update(status=Status.RUNNING)
-    return {
-        "alice": make("alice", "vision"),
-        "bob": make("bob", "nlp"),
-        "serving": make("admin", "serving", preemptible=False),
-        "notebook": notebook,
-    }
+    return {"alice": make("alice", "vision"), "bob": make("bob", "nlp"),
+            "serving": make("admin", "serving", preemptible=False), "notebook": notebook}
 
 
 def submit_url(kind: str = "training", project: str | None = None) -> Callable[[dict], str]:
@@ -84,16 +72,10 @@ GET_MATRIX: list[tuple[str, Callable[[dict], str], dict[str, int]]] = [
     ("submit:batch", submit_url("batch"), SUBMITTERS),
     ("submit:inside", submit_url("training", "vision"), SUBMIT_VISION),
     ("submit:outside", submit_url("notebook", "serving"), SUBMIT_SERVING),
-    (
-        "submit_again:inside",
-        lambda w: reverse("workloads:submit", args=["training"]) + f"?from={w['alice'].pk}",
-        SUBMIT_VISION,
-    ),
-    (
-        "submit_again:outside",
-        lambda w: reverse("workloads:submit", args=["training"]) + f"?from={w['serving'].pk}",
-        SUBMIT_SERVING,
-    ),
+    ("submit_again:inside", lambda w: reverse("workloads:submit", args=["training"]) + f"?from={w['alice'].pk}",
+     SUBMIT_VISION),
+    ("submit_again:outside", lambda w: reverse("workloads:submit", args=["training"]) + f"?from={w['serving'].pk}",
+     SUBMIT_SERVING),
     ("detail:vision", detail_url("alice"), SEE_VISION),
     ("detail:nlp", detail_url("bob"), SEE_NLP),
     ("detail:serving", detail_url("serving"), SEE_SERVING),
@@ -114,9 +96,8 @@ def test_get_matrix(page_client, workloads, page, url, expected, username):
 def test_submit_post_inside_scope(page_client, workloads, kind):
     for username in USERS:
         before = Workload.objects.count()
-        response = page_client(username).post(
-            reverse("workloads:submit", args=[kind]), submit_payload(kind, project="vision", pool="l40s-shared")
-        )
+        response = page_client(username).post(reverse("workloads:submit", args=[kind]), submit_payload(
+            kind, project="vision", pool="l40s-shared"))
         assert response.status_code == SUBMIT_VISION_POST[username], (username, response.content[-2000:])
         assert Workload.objects.count() == before + (1 if response.status_code == 302 else 0)
 
@@ -124,10 +105,9 @@ def test_submit_post_inside_scope(page_client, workloads, kind):
 def test_submit_post_outside_scope(page_client, workloads):
     for username in USERS:
         before = Workload.objects.count()
-        response = page_client(username).post(
-            reverse("workloads:submit", args=["training"]),
-            submit_payload(project="serving", pool="l40s-shared", priority_class="inference", preemptible=None),
-        )
+        response = page_client(username).post(reverse("workloads:submit", args=["training"]),
+                                          submit_payload(project="serving", pool="l40s-shared",
+                                                         priority_class="inference", preemptible=None))
         assert response.status_code == SUBMIT_SERVING_POST[username], username
         assert Workload.objects.count() == before + (1 if response.status_code == 302 else 0)
 
@@ -181,20 +161,16 @@ def test_keep_alive_matrix(page_client, workloads, username):
 def test_template_pages_post_matrix(page_client, users, username):
     from apps.workloads.models import WorkloadTemplate
 
-    template = services.workload_template_create(
-        actor=users["admin"], name="base", kind=Kind.NOTEBOOK, values={"gpus": 1}
-    )
+    template = services.workload_template_create(actor=users["admin"], name="base", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
     client = page_client(username)
-    create = client.post(
-        reverse("workloads:template_create"), {"name": "new", "kind": "training", "values": '{"gpus": 2}'}
-    )
+    create = client.post(reverse("workloads:template_create"),
+                         {"name": "new", "kind": "training", "values": '{"gpus": 2}'})
     assert create.status_code == ADMIN_ONLY_POST[username]
     edit_get = client.get(reverse("workloads:template_edit", args=[template.pk]))
     assert edit_get.status_code == ADMIN_ONLY[username]
-    edit = client.post(
-        reverse("workloads:template_edit", args=[template.pk]),
-        {"name": "base", "kind": "notebook", "values": '{"gpus": 3}', "version": template.version},
-    )
+    edit = client.post(reverse("workloads:template_edit", args=[template.pk]),
+                       {"name": "base", "kind": "notebook", "values": '{"gpus": 3}', "version": template.version})
     assert edit.status_code == ADMIN_ONLY_POST[username]
     delete_get = client.get(reverse("workloads:template_delete", args=[template.pk]))
     assert delete_get.status_code == ADMIN_ONLY[username]
@@ -205,7 +181,8 @@ def test_template_pages_post_matrix(page_client, users, username):
 
 def test_stop_button_only_where_allowed(page_client, workloads):
     alices = reverse("workloads:stop", args=[workloads["alice"].pk])
-    for username, shown in (("alice", True), ("lead", True), ("deptadmin", True), ("admin", True), ("viewer", False)):
+    for username, shown in (("alice", True), ("lead", True), ("deptadmin", True), ("admin", True),
+                            ("viewer", False)):
         content = page_client(username).get(reverse("workloads:detail", args=[workloads["alice"].pk])).content.decode()
         assert (alices in content) is shown, username
 
@@ -227,7 +204,8 @@ def test_nothing_to_stop_says_so(page_client, workloads):
 
 def test_stop_redirects_back_to_a_local_next_only(page_client, workloads):
     client = page_client("lead")
-    response = client.post(reverse("workloads:stop", args=[workloads["alice"].pk]), {"next": "https://evil.example/"})
+    response = client.post(reverse("workloads:stop", args=[workloads["alice"].pk]),
+                           {"next": "https://evil.example/"})
     assert response["Location"] == reverse("workloads:detail", args=[workloads["alice"].pk])
     response = client.post(reverse("workloads:stop", args=[workloads["bob"].pk]), {"next": "/workloads/?scope=all"})
     assert response["Location"] == "/workloads/?scope=all"

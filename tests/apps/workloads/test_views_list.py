@@ -85,8 +85,8 @@ def test_filters_by_status_kind_and_project(page_client, make_workload):
 def test_the_row_shows_status_project_pool_units_kind_age_and_actions(page_client, make_workload):
     workload = make_workload("alice", name="wide", gpus=2, pods=3)
     content = page_client("alice").get(LIST).content.decode()
-    row = content[content.index(f'data-workload="{workload.pk}"') :]
-    row = row[: row.index("</tr>")]
+    row = content[content.index(f'data-workload="{workload.pk}"'):]
+    row = row[:row.index("</tr>")]
     assert "Submitting" in row and "badge" in row and "vision" in row and "h100" in row
     assert '<td data-col="gpus_requested" class="num">6</td>' in row and "Training" in row and "minute" in row
     assert reverse("workloads:stop", args=[workload.pk]) in row
@@ -117,7 +117,7 @@ def test_the_htmx_poll_returns_the_table_only_and_keeps_the_filters(page_client,
     make_workload("alice", kind=Kind.NOTEBOOK)
     response = page_client("alice").get(LIST, {"kind": "notebook"}, HTTP_HX_REQUEST="true")
     content = response.content.decode()
-    assert "<html" not in content and content.lstrip().startswith('<div id="workload-table"')
+    assert "<html" not in content and content.lstrip().startswith("<div id=\"workload-table\"")
     assert 'hx-get="/workloads/?kind=notebook"' in content
 
 
@@ -135,21 +135,18 @@ def test_the_list_paginates(page_client, make_workload):
 EXPECTED_QUERIES = 7
 
 
-@pytest.mark.parametrize(
-    ("username", "params"), [("alice", {}), ("lead", {"scope": "all"}), ("viewer", {"status": "live"})]
-)
-def test_the_list_makes_a_fixed_number_of_queries(
-    page_client, make_workload, django_assert_num_queries, username, params
-):
+@pytest.mark.parametrize(("username", "params"), [("alice", {}), ("lead", {"scope": "all"}),
+                                                  ("viewer", {"status": "live"})])
+def test_the_list_makes_a_fixed_number_of_queries(page_client, make_workload, django_assert_num_queries, username,
+                                                  params):
     client = page_client(username)
     make_workload("alice", pool="l40s-shared")
     make_workload("bob", project="nlp", pool="l40s-shared")
     with django_assert_num_queries(EXPECTED_QUERIES):
         client.get(LIST, params)
     for number in range(12):
-        make_workload(
-            "alice", name=f"more-{number}", pool="l40s-shared", kind=Kind.NOTEBOOK if number % 2 else Kind.TRAINING
-        )
+        make_workload("alice", name=f"more-{number}", pool="l40s-shared",
+                      kind=Kind.NOTEBOOK if number % 2 else Kind.TRAINING)
         make_workload("bob", name=f"more-{number}", project="nlp", pool="l40s-shared")
     with django_assert_num_queries(EXPECTED_QUERIES):
         client.get(LIST, params)
@@ -161,11 +158,9 @@ def test_the_list_makes_a_fixed_number_of_queries(
 def test_detail_shows_fields_status_events_and_manifest(page_client, make_workload):
     workload = make_workload("alice", name="detailed", env=[{"name": "SEED", "value": "1"}])
     Workload.objects.filter(pk=workload.pk).update(
-        status=Status.QUEUED,
-        status_reason="Pending",
+        status=Status.QUEUED, status_reason="Pending",
         status_message="couldn't assign flavors to pod set main: insufficient quota",
-        manifest={"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"wl-{workload.pk}"}},
-    )
+        manifest={"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"wl-{workload.pk}"}})
     content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk])).content.decode()
     assert "detailed" in content and "SEED=1" in content and "pytorch/pytorch:2.4.0" in content
     assert "Queued" in content and "Pending" in content and "insufficient quota" in content
@@ -180,17 +175,10 @@ def test_detail_shows_the_max_runtime_in_the_forms_unit(page_client, make_worklo
     assert "<dd data-max-runtime>90 min (1 h 30 min)</dd>" in content and "5400 s" not in content
 
 
-@pytest.mark.parametrize(
-    ("seconds", "shown"),
-    [
-        (45 * 60, "45 min"),
-        (60 * 60, "60 min (1 h)"),
-        (90 * 60, "90 min (1 h 30 min)"),
-        (5415, "1 h 30 min 15 s"),
-        (30, "30 s"),
-        (None, ""),
-    ],
-)
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (45 * 60, "45 min"), (60 * 60, "60 min (1 h)"), (90 * 60, "90 min (1 h 30 min)"),
+    (5415, "1 h 30 min 15 s"), (30, "30 s"), (None, ""),
+])
 def test_runtime_limits_read_in_minutes_like_the_form(seconds, shown):
     from apps.workloads.templatetags.workload_tags import runtime_limit
 
@@ -206,17 +194,13 @@ def test_detail_stops_polling_once_final(page_client, make_workload):
 
 def test_detail_htmx_returns_the_live_part(page_client, make_workload):
     workload = make_workload("alice")
-    content = (
-        page_client("alice")
-        .get(reverse("workloads:detail", args=[workload.pk]), HTTP_HX_REQUEST="true")
-        .content.decode()
-    )
+    content = page_client("alice").get(reverse("workloads:detail", args=[workload.pk]),
+                                   HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in content and 'id="workload-live"' in content and "History" in content
 
 
-def test_stop_from_the_detail_page_moves_to_stopping_with_an_event(
-    page_client, make_workload, django_capture_on_commit_callbacks
-):
+def test_stop_from_the_detail_page_moves_to_stopping_with_an_event(page_client, make_workload,
+                                                                   django_capture_on_commit_callbacks):
     workload = make_workload("alice")
     client = page_client("lead")
     with django_capture_on_commit_callbacks() as callbacks:
@@ -251,9 +235,9 @@ def test_a_finished_rows_reason_is_shown_only_when_it_says_more_than_its_status(
     html = page_client("alice").get(LIST).content.decode()
 
     def reason_cell(pk: int) -> str:
-        row = html[html.index(f'data-workload="{pk}"') :]
-        cell = row[row.index('data-col="waiting_for"') :]
-        return cell[: cell.index("</td>")]
+        row = html[html.index(f'data-workload="{pk}"'):]
+        cell = row[row.index('data-col="waiting_for"'):]
+        return cell[:cell.index("</td>")]
 
     assert "<code>" not in reason_cell(stopped.pk)
     assert "<code>IdleTimeout</code>" in reason_cell(idle.pk)

@@ -33,9 +33,8 @@ def b200(users):
 
 
 @pytest.mark.parametrize("kind", Kind.values)
-def test_every_kind_submits_and_redirects_to_its_detail_page(
-    page_client, users, kind, django_capture_on_commit_callbacks
-):
+def test_every_kind_submits_and_redirects_to_its_detail_page(page_client, users, kind,
+                                                             django_capture_on_commit_callbacks):
     client = page_client("alice")
     with django_capture_on_commit_callbacks() as callbacks:
         response = client.post(url(kind), submit_payload(kind))
@@ -48,20 +47,9 @@ def test_every_kind_submits_and_redirects_to_its_detail_page(
 
 
 def test_the_form_fields_reach_the_row(page_client):
-    page_client("alice").post(
-        url("training"),
-        submit_payload(
-            "training",
-            command='python train.py --note "two words"',
-            args="--lr 3e-4",
-            env="A=1\nB=x=y\n\n",
-            pods="2",
-            gpus="2",
-            max_runtime_minutes="90",
-            preemptible=None,
-            priority_class="build",
-        ),
-    )
+    page_client("alice").post(url("training"), submit_payload(
+        "training", command='python train.py --note "two words"', args="--lr 3e-4", env="A=1\nB=x=y\n\n",
+        pods="2", gpus="2", max_runtime_minutes="90", preemptible=None, priority_class="build"))
     workload = Workload.objects.get()
     assert workload.command == ["python", "train.py", "--note", "two words"]
     assert workload.args == ["--lr", "3e-4"]
@@ -96,23 +84,14 @@ def test_unknown_kind_is_404(page_client):
 REFUSALS = [
     # (case, kind, overrides, field, message)
     ("pool without quota", "training", {"node_pool": "b200"}, "node_pool", "Vision has no quota on B200"),
-    (
-        "more than the limit",
-        "training",
-        {"gpus": "3", "pods": "3"},
-        "gpus",
-        "asks for 9 H100 80GB units but Vision may use at most 8 there",
-    ),
-    (
-        "non-preemptible beyond deserved",
-        "training",
-        {"gpus": "5", "preemptible": None},
-        "preemptible",
-        "Non-preemptible work must fit in Vision's deserved quota on H100 80GB (4 units)",
-    ),
+    ("more than the limit", "training", {"gpus": "3", "pods": "3"}, "gpus",
+     "asks for 9 H100 80GB units but Vision may use at most 8 there"),
+    ("non-preemptible beyond deserved", "training", {"gpus": "5", "preemptible": None}, "preemptible",
+     "Non-preemptible work must fit in Vision's deserved quota on H100 80GB (4 units)"),
     ("more GPUs per pod than the pool has", "training", {"gpus": "17"}, "gpus", "has 16 units in all"),
     ("invalid image", "training", {"image": "Not An Image!"}, "image", "is not a valid image reference"),
-    ("image with a bad tag", "notebook", {"image": "jupyter/base:bad tag"}, "image", "is not a valid image reference"),
+    ("image with a bad tag", "notebook", {"image": "jupyter/base:bad tag"}, "image",
+     "is not a valid image reference"),
     ("invalid name", "training", {"name": "My_Run"}, "name", "DNS-1123"),
     ("name too long for the model", "training", {"name": "a" * 50}, "name", "at most 40 characters"),
     ("invalid env name", "training", {"env": "1BAD=x"}, "env", "is not a valid environment variable name"),
@@ -127,29 +106,18 @@ REFUSALS = [
     ("absurd memory", "training", {"memory_gib": "99999"}, "memory_gib", "At most 4096 GiB per pod"),
     ("zero GPUs", "training", {"gpus": "0"}, "gpus", "At least 1"),
     ("absurd runtime", "training", {"max_runtime_minutes": "10000000"}, "max_runtime_minutes", "At most 43200"),
-    (
-        "parallelism above completions",
-        "batch",
-        {"completions": "2", "parallelism": "3"},
-        "parallelism",
-        "Parallelism cannot exceed the number of completions",
-    ),
+    ("parallelism above completions", "batch", {"completions": "2", "parallelism": "3"}, "parallelism",
+     "Parallelism cannot exceed the number of completions"),
     ("unbalanced quotes", "training", {"command": 'python -c "print(1)'}, "command", "check the quotes"),
-    (
-        "idle timeout too short",
-        "notebook",
-        {"notebook_idle_timeout_minutes": "1"},
-        "notebook_idle_timeout_minutes",
-        "At least 5",
-    ),
+    ("idle timeout too short", "notebook", {"notebook_idle_timeout_minutes": "1"}, "notebook_idle_timeout_minutes",
+     "At least 5"),
     ("port out of range", "notebook", {"notebook_port": "70000"}, "notebook_port", "At most 65535"),
 ]
 
 
 @pytest.mark.parametrize(("case", "kind", "overrides", "field", "message"), REFUSALS, ids=[r[0] for r in REFUSALS])
-def test_refusals_show_next_to_their_field_and_save_nothing(
-    page_client, b200, case, kind, overrides, field, message, django_capture_on_commit_callbacks
-):
+def test_refusals_show_next_to_their_field_and_save_nothing(page_client, b200, case, kind, overrides, field, message,
+                                                            django_capture_on_commit_callbacks):
     if overrides.get("node_pool") == "b200":
         overrides = {**overrides, "node_pool": b200.pk}
     before = Workload.objects.count()
@@ -174,9 +142,8 @@ def test_a_project_named_in_the_post_that_the_user_may_not_submit_to_is_404(page
 
 def test_pool_panel_shows_what_the_project_has_on_the_pool(page_client):
     vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
-    response = page_client("alice").get(
-        url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2", "pods": "1"}, **HTMX
-    )
+    response = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2",
+                                            "pods": "1"}, **HTMX)
     content = response.content.decode()
     assert response.status_code == 200 and "<html" not in content
     assert 'data-fact="deserved">4 units' in content
@@ -188,34 +155,26 @@ def test_pool_panel_shows_what_the_project_has_on_the_pool(page_client):
 
 def test_pool_panel_for_a_mig_pool_and_a_request_only_preemptible_work_can_have(page_client):
     vision, mig = Project.objects.get(slug="vision"), NodePool.objects.get(slug="a100-mig-3g40gb")
-    content = (
-        page_client("alice")
-        .get(url(), {"panel": "1", "project": vision.pk, "node_pool": mig.pk, "gpus": "5"}, **HTMX)
-        .content.decode()
-    )
+    content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": mig.pk, "gpus": "5"},
+                                   **HTMX).content.decode()
     assert "nvidia.com/mig-3g.40gb" in content and "3/7 of a card" in content
     assert "preemptible only" in content
 
 
 def test_pool_panel_counts_held_non_preemptible_units(page_client, make_workload):
-    workload = make_workload("alice", gpus=3, preemptible=False, priority_class=PriorityClass.objects.get(name="build"))
+    workload = make_workload("alice", gpus=3, preemptible=False, priority_class=PriorityClass.objects.get(
+        name="build"))
     Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
     vision, h100 = Project.objects.get(slug="vision"), NodePool.objects.get(slug="h100")
-    content = (
-        page_client("alice")
-        .get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2"}, **HTMX)
-        .content.decode()
-    )
+    content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": h100.pk, "gpus": "2"},
+                                   **HTMX).content.decode()
     assert "1 of 4 deserved units free" in content and "waits for running non-preemptible work" in content
 
 
 def test_pool_panel_says_when_the_project_has_no_quota(page_client, b200):
     vision = Project.objects.get(slug="vision")
-    content = (
-        page_client("alice")
-        .get(url(), {"panel": "1", "project": vision.pk, "node_pool": b200.pk}, **HTMX)
-        .content.decode()
-    )
+    content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": b200.pk},
+                                   **HTMX).content.decode()
     assert 'data-fact="no-quota"' in content and "could never run" in content
 
 
@@ -263,10 +222,8 @@ def test_live_check_shows_a_bad_value_the_user_typed(page_client):
     assert "is not a valid image reference" in field_errors(response, "image")
 
 
-@pytest.mark.parametrize(
-    ("priority_class", "checked"),
-    [("build", False), ("inference", False), ("train", True), ("interactive-preemptible", True)],
-)
+@pytest.mark.parametrize(("priority_class", "checked"), [("build", False), ("inference", False), ("train", True),
+                                                         ("interactive-preemptible", True)])
 def test_choosing_a_priority_class_sets_the_preemptible_default(page_client, priority_class, checked):
     pc = PriorityClass.objects.get(name=priority_class)
     data = submit_payload(priority_class=priority_class, preemptible=None if checked else "on")
@@ -295,21 +252,10 @@ def test_the_initial_preemptible_default_follows_the_projects_priority_class(pag
 @pytest.fixture
 def template(users):
     return services.workload_template_create(
-        actor=users["admin"],
-        name="ResNet on MIG",
-        kind=Kind.TRAINING,
-        description="Small fine-tuning run",
-        values={
-            "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-            "command": ["python", "finetune.py"],
-            "gpus": 2,
-            "node_pool": "a100-mig-3g40gb",
-            "priority_class": "build",
-            "preemptible": False,
-            "env": [{"name": "EPOCHS", "value": "3"}],
-            "model_label": "resnet50",
-        },
-    )
+        actor=users["admin"], name="ResNet on MIG", kind=Kind.TRAINING, description="Small fine-tuning run",
+        values={"image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["python", "finetune.py"], "gpus": 2,
+                "node_pool": "a100-mig-3g40gb", "priority_class": "build", "preemptible": False,
+                "env": [{"name": "EPOCHS", "value": "3"}], "model_label": "resnet50"})
 
 
 def test_a_template_prefills_the_form(page_client, template):
@@ -340,7 +286,8 @@ def test_a_prefilled_template_submits(page_client, template):
 
 
 def test_submit_again_prefills_from_an_old_workload_and_records_where_it_came_from(page_client, make_workload):
-    old = make_workload("alice", name="first-run", gpus=2, env=[{"name": "SEED", "value": "7"}], args=["--lr", "0.1"])
+    old = make_workload("alice", name="first-run", gpus=2, env=[{"name": "SEED", "value": "7"}],
+                        args=["--lr", "0.1"])
     Workload.objects.filter(pk=old.pk).update(status=Status.FAILED)
     client = page_client("alice")
     page = client.get(url(), {"from": old.pk})
@@ -376,7 +323,8 @@ def test_submit_again_from_a_workload_the_user_cannot_see_is_404(page_client, ma
 def test_submit_shows_every_error_at_once(page_client, django_capture_on_commit_callbacks):
     """A field's own error (a typo in the environment), the service's shape refusals (name, image) and its quota
     refusals (over the limit, non-preemptible beyond deserved) all come back in one answer."""
-    data = submit_payload(name="My_Run", image="Bad Image", env="no equals sign", gpus="3", pods="3", preemptible=None)
+    data = submit_payload(name="My_Run", image="Bad Image", env="no equals sign", gpus="3", pods="3",
+                          preemptible=None)
     with django_capture_on_commit_callbacks() as callbacks:
         response = page_client("alice").post(url(), data)
     assert response.status_code == 200
@@ -423,18 +371,11 @@ def test_pool_panel_says_whether_the_work_would_start_now_or_wait(page_client):
     content = page_client("alice").get(url(), query, **HTMX).content.decode()
     assert 'data-reason="admitting"' in content
     assert "Would start now (4 of 4 deserved H100 80GB free)." in content
-    ClusterQueueState.objects.create(
-        name="proj-vision-h100-elastic",
-        project=vision,
-        node_pool=h100,
-        guaranteed=False,
-        used=8,
-        observed_at=timezone.now(),
-    )
+    ClusterQueueState.objects.create(name="proj-vision-h100-elastic", project=vision, node_pool=h100,
+                                     guaranteed=False, used=8, observed_at=timezone.now())
     response = page_client("alice").post(url(), {**submit_payload(gpus="2"), "_validate": "1"}, **HTMX)
-    assert (
-        "Would wait: Vision is at its limit (8 of 8 H100 80GB); 2 more H100 80GB needed." in response.content.decode()
-    )
+    assert "Would wait: Vision is at its limit (8 of 8 H100 80GB); 2 more H100 80GB needed." in \
+        response.content.decode()
 
 
 LIVE_CHECK_QUERIES = 18  # session, user, grants; the form (project, pool, class); the panel (project, pool,

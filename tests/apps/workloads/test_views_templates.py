@@ -18,18 +18,10 @@ NEW = reverse("workloads:template_create")
 
 
 def post(client, url=NEW, **fields):
-    data = {
-        "name": "Fine-tune",
-        "description": "",
-        "kind": "training",
-        "values": json.dumps({"image": "pytorch/pytorch:2.4.0", "gpus": 2, "node_pool": "h100"}),
-    }
-    data.update(
-        {
-            key: json.dumps(value) if key == "values" and not isinstance(value, str) else value
-            for key, value in fields.items()
-        }
-    )
+    data = {"name": "Fine-tune", "description": "", "kind": "training",
+            "values": json.dumps({"image": "pytorch/pytorch:2.4.0", "gpus": 2, "node_pool": "h100"})}
+    data.update({key: json.dumps(value) if key == "values" and not isinstance(value, str) else value
+                 for key, value in fields.items()})
     return client.post(url, data)
 
 
@@ -43,35 +35,28 @@ def test_admin_creates_a_template_with_a_message_and_an_audit_row(page_client):
     assert AuditEvent.objects.filter(action="workload_template.create", object_id=str(template.pk)).exists()
 
 
-@pytest.mark.parametrize(
-    ("case", "kind", "values", "message"),
-    [
-        ("unknown field", "training", {"gpu": 2}, "Not a field of the training form: gpu"),
-        ("field of another kind", "notebook", {"pods": 2}, "Not a field of the notebook form: pods"),
-        ("project is the submitter's", "training", {"project": "vision"}, "Not a field of the training form: project"),
-        ("not an object", "training", "[1, 2]", "Write a JSON object"),
-        ("not JSON", "training", "{gpus: 2}", "Not valid JSON"),
-        ("bad number", "training", {"gpus": "many"}, "gpus: Enter a whole number."),
-        ("absurd size", "training", {"gpus": 1000}, "gpus: At most 64"),
-        ("unknown pool", "training", {"node_pool": "b300"}, "node_pool: no node pool is called 'b300'"),
-        ("unknown priority class", "batch", {"priority_class": "urgent"}, "priority_class: no priority class"),
-        ("bad env line", "training", {"env": "NOEQUALS"}, "env: Line 1: write NAME=value"),
-        # Values the submission itself refuses (validate_shape), not only the form field.
-        ("bad image", "training", {"image": "BAD IMAGE"}, "image: 'BAD IMAGE' is not a valid image reference"),
-        ("bad name", "batch", {"name": "Not_A_Label"}, "name:"),
-        ("reserved env name", "training", {"env": ["PORTAL_X=1"]}, "env: Names starting with PORTAL_"),
-        ("bad audit label", "notebook", {"model_label": "has spaces"}, "model_label:"),
-        (
-            "parallelism above completions",
-            "batch",
-            {"completions": 2, "parallelism": 4},
-            "parallelism: Parallelism cannot exceed the number of completions.",
-        ),
-        ("null value", "training", {"gpus": None}, "gpus: This field is required."),
-        ("NUL in a value", "training", {"image": "busybox\u0000"}, "NUL character"),
-        ("nested too deeply", "training", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ],
-)
+@pytest.mark.parametrize(("case", "kind", "values", "message"), [
+    ("unknown field", "training", {"gpu": 2}, "Not a field of the training form: gpu"),
+    ("field of another kind", "notebook", {"pods": 2}, "Not a field of the notebook form: pods"),
+    ("project is the submitter's", "training", {"project": "vision"}, "Not a field of the training form: project"),
+    ("not an object", "training", "[1, 2]", "Write a JSON object"),
+    ("not JSON", "training", "{gpus: 2}", "Not valid JSON"),
+    ("bad number", "training", {"gpus": "many"}, "gpus: Enter a whole number."),
+    ("absurd size", "training", {"gpus": 1000}, "gpus: At most 64"),
+    ("unknown pool", "training", {"node_pool": "b300"}, "node_pool: no node pool is called 'b300'"),
+    ("unknown priority class", "batch", {"priority_class": "urgent"}, "priority_class: no priority class"),
+    ("bad env line", "training", {"env": "NOEQUALS"}, "env: Line 1: write NAME=value"),
+    # Values the submission itself refuses (validate_shape), not only the form field.
+    ("bad image", "training", {"image": "BAD IMAGE"}, "image: 'BAD IMAGE' is not a valid image reference"),
+    ("bad name", "batch", {"name": "Not_A_Label"}, "name:"),
+    ("reserved env name", "training", {"env": ["PORTAL_X=1"]}, "env: Names starting with PORTAL_"),
+    ("bad audit label", "notebook", {"model_label": "has spaces"}, "model_label:"),
+    ("parallelism above completions", "batch", {"completions": 2, "parallelism": 4},
+     "parallelism: Parallelism cannot exceed the number of completions."),
+    ("null value", "training", {"gpus": None}, "gpus: This field is required."),
+    ("NUL in a value", "training", {"image": "busybox\u0000"}, "NUL character"),
+    ("nested too deeply", "training", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+])
 def test_template_values_are_checked_against_the_kinds_form(page_client, case, kind, values, message):
     response = post(page_client("admin"), kind=kind, values=values if isinstance(values, str) else json.dumps(values))
     assert response.status_code == 200
@@ -80,20 +65,13 @@ def test_template_values_are_checked_against_the_kinds_form(page_client, case, k
 
 
 def test_admin_edits_and_deletes_a_template(page_client, users):
-    template = services.workload_template_create(
-        actor=users["admin"], name="nb", kind=Kind.NOTEBOOK, values={"gpus": 1}
-    )
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
     client = page_client("admin")
     edit_url = reverse("workloads:template_edit", args=[template.pk])
-    assert "&quot;gpus&quot;: 1" in client.get(edit_url).content.decode()
-    response = post(
-        client,
-        url=edit_url,
-        name="nb",
-        kind="notebook",
-        values={"gpus": 2, "notebook_port": 9999},
-        version=template.version,
-    )
+    assert '&quot;gpus&quot;: 1' in client.get(edit_url).content.decode()
+    response = post(client, url=edit_url, name="nb", kind="notebook", values={"gpus": 2, "notebook_port": 9999},
+                    version=template.version)
     assert response.status_code == 302
     template.refresh_from_db()
     assert template.values == {"gpus": 2, "notebook_port": 9999}
@@ -104,15 +82,15 @@ def test_admin_edits_and_deletes_a_template(page_client, users):
 
 
 def test_template_names_are_unique(page_client, users):
-    services.workload_template_create(actor=users["admin"], name="Fine-tune", kind=Kind.TRAINING, values={"gpus": 1})
+    services.workload_template_create(actor=users["admin"], name="Fine-tune", kind=Kind.TRAINING,
+                                      values={"gpus": 1})
     response = post(page_client("admin"))
     assert response.status_code == 200 and "already exists" in field_errors(response, "name")
 
 
 def test_the_template_list_offers_to_try_each_template(page_client, users):
-    template = services.workload_template_create(
-        actor=users["admin"], name="nb", kind=Kind.NOTEBOOK, values={"gpus": 1}
-    )
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
     content = page_client("admin").get(reverse("workloads:templates")).content.decode()
     assert f"/workloads/submit/notebook/?template={template.pk}" in content
 
@@ -125,9 +103,8 @@ def test_services_refuse_non_admins(users):
 
 
 def test_a_stale_template_save_is_refused_saying_what_changed(page_client, users):
-    template = services.workload_template_create(
-        actor=users["admin"], name="nb", kind=Kind.NOTEBOOK, values={"gpus": 1}
-    )
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
     client = page_client("admin")
     edit_url = reverse("workloads:template_edit", args=[template.pk])
     read = int(client.get(edit_url).context["form"]["version"].value())
@@ -147,16 +124,10 @@ def test_a_stale_template_save_is_refused_saying_what_changed(page_client, users
 
 
 def test_a_template_save_without_its_version_is_refused(page_client, users):
-    template = services.workload_template_create(
-        actor=users["admin"], name="nb", kind=Kind.NOTEBOOK, values={"gpus": 1}
-    )
-    response = post(
-        page_client("admin"),
-        url=reverse("workloads:template_edit", args=[template.pk]),
-        name="nb",
-        kind="notebook",
-        values={"gpus": 4},
-    )
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
+    response = post(page_client("admin"), url=reverse("workloads:template_edit", args=[template.pk]), name="nb",
+                    kind="notebook", values={"gpus": 4})
     assert response.status_code == 200 and "does not say which version" in response.content.decode()
     template.refresh_from_db()
     assert template.values == {"gpus": 1}

@@ -30,15 +30,10 @@ def org(capacity: int, departments: dict[str, dict], project_weights: dict[str, 
         pools=(PoolSpec(slug=POOL, gpu_resource=GPU, capacity=capacity, node_labels={"portal.gpu/pool": POOL}),),
         departments=tuple(
             DepartmentSpec(
-                slug=dept,
-                quotas={POOL: quota(d["deserved"], d.get("weight"))},
+                slug=dept, quotas={POOL: quota(d["deserved"], d.get("weight"))},
                 projects=tuple(
-                    ProjectSpec(
-                        slug=proj,
-                        namespace=NAMES.project_namespace(proj),
-                        does_not_lend=False,
-                        quotas={POOL: quota(deserved, (project_weights or {}).get(proj))},
-                    )
+                    ProjectSpec(slug=proj, namespace=NAMES.project_namespace(proj), does_not_lend=False,
+                                quotas={POOL: quota(deserved, (project_weights or {}).get(proj))})
                     for proj, deserved in d["projects"].items()
                 ),
             )
@@ -66,9 +61,8 @@ def submit(sim: Sim, proj: str, queue: str, n: int, gpu: int = 1, prefix: str | 
     names = []
     for i in range(n):
         name = f"{prefix or proj + '-' + queue[0]}-{i}"
-        sim.add(
-            name, local_queue(POOL, guaranteed=guaranteed), gpu, namespace=NAMES.project_namespace(proj), priority=prio
-        )
+        sim.add(name, local_queue(POOL, guaranteed=guaranteed), gpu, namespace=NAMES.project_namespace(proj),
+                priority=prio)
         names.append(name)
     return names
 

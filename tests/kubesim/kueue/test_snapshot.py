@@ -21,11 +21,8 @@ def build(kc: Cluster) -> str:
 def test_restore_puts_back_the_objects_and_kueue_admits_as_before(kc: Cluster):
     namespace = build(kc)
     snapshot = kc.ks.snapshot()
-    kept = {
-        (r, o["metadata"].get("namespace"), o["metadata"]["name"], o["metadata"]["uid"])
-        for r, objects in snapshot["objects"].items()
-        for o in objects
-    }
+    kept = {(r, o["metadata"].get("namespace"), o["metadata"]["name"], o["metadata"]["uid"])
+            for r, objects in snapshot["objects"].items() for o in objects}
     kc.job(namespace, "first", "lq", gpu=4)
     kc.settle(1)
     assert kc.admitted(namespace, "first")
@@ -34,11 +31,8 @@ def test_restore_puts_back_the_objects_and_kueue_admits_as_before(kc: Cluster):
     for _ in range(2):  # a snapshot serves any number of times
         kc.ks.restore(snapshot)
         now = kc.ks.snapshot()
-        assert {
-            (r, o["metadata"].get("namespace"), o["metadata"]["name"], o["metadata"]["uid"])
-            for r, objects in now["objects"].items()
-            for o in objects
-        } == kept
+        assert {(r, o["metadata"].get("namespace"), o["metadata"]["name"], o["metadata"]["uid"])
+                for r, objects in now["objects"].items() for o in objects} == kept
         assert kc.batch.list_namespaced_job(namespace).items == []
         assert int(kc.core.list_namespace().metadata.resource_version) > before  # versions never go back
         # The Kueue half starts afresh from the restored objects: the whole quota is free again.

@@ -90,8 +90,7 @@ def test_kept_tournament_decides_as_the_one_played_from_scratch(seed: int):
             sim.settle()
         assert _history(kept) == _history(scratch)
         assert [(p.victim.key, p.preemptor.key) for p in kept.preemptions] == [
-            (p.victim.key, p.preemptor.key) for p in scratch.preemptions
-        ]
+            (p.victim.key, p.preemptor.key) for p in scratch.preemptions]
         for name in rng.sample(sorted(kept.running()), k=min(len(kept.running()), rng.randint(1, 4))):
             kept.finish(name)
             scratch.finish(name)

@@ -78,11 +78,8 @@ def workload(
     spec: dict = {
         "queueName": queue,
         "podSets": [
-            {
-                "name": MAIN,
-                "count": 1,
-                "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {CPU: cpu}}}]}},
-            }
+            {"name": MAIN, "count": 1, "template": {"spec": {"containers": [{"name": "c", "resources": {
+                "requests": {CPU: cpu}}}]}}}
         ],
     }
     if priority is not None:
@@ -91,9 +88,8 @@ def workload(
     if admitted is not None:
         cq_name, flavor_name = admitted
         usage = {CPU: format_amount(CPU, to_amount(CPU, cpu))}
-        ws.set_quota_reservation(
-            obj, cq_name, [{"name": MAIN, "flavors": {CPU: flavor_name}, "resourceUsage": usage, "count": 1}], T0
-        )
+        ws.set_quota_reservation(obj, cq_name, [{"name": MAIN, "flavors": {CPU: flavor_name}, "resourceUsage": usage,
+                                                 "count": 1}], T0)
     return obj
 
 
@@ -205,61 +201,27 @@ def stickiness_case(recomputations: dict[str, dict[str, int]]) -> Case:
         cluster_queues=[cq(n, two_flavors, cohort="root", preemption=RECLAIM_ANY) for n in ("cq-1", "cq-2")],
         local_queues=[lq("lq-1", "default", "cq-1"), lq("lq-2", "default", "cq-2")],
         workloads=[
-            workload(
-                "wl-admitted-default",
-                "default",
-                "lq-1",
-                "10",
-                uid="wl-admitted-default-uid",
-                admitted=("cq-1", "default"),
-            ),
-            workload(
-                "wl-admitted-on-demand",
-                "default",
-                "lq-1",
-                "10",
-                uid="wl-admitted-on-demand-uid",
-                admitted=("cq-1", "on-demand"),
-            ),
-            workload(
-                "wl-pending-high-prio-1",
-                "default",
-                "lq-1",
-                "10",
-                uid="wl-pending-high-prio-1-uid",
-                job_uid="job-high-prio-1-uid",
-                priority=11,
-            ),
-            workload(
-                "wl-pending-high-prio-2",
-                "default",
-                "lq-2",
-                "10",
-                uid="wl-pending-high-prio-2-uid",
-                job_uid="job-high-prio-2-uid",
-                priority=10,
-                created=1,
-            ),
+            workload("wl-admitted-default", "default", "lq-1", "10", uid="wl-admitted-default-uid",
+                     admitted=("cq-1", "default")),
+            workload("wl-admitted-on-demand", "default", "lq-1", "10", uid="wl-admitted-on-demand-uid",
+                     admitted=("cq-1", "on-demand")),
+            workload("wl-pending-high-prio-1", "default", "lq-1", "10", uid="wl-pending-high-prio-1-uid",
+                     job_uid="job-high-prio-1-uid", priority=11),
+            workload("wl-pending-high-prio-2", "default", "lq-2", "10", uid="wl-pending-high-prio-2-uid",
+                     job_uid="job-high-prio-2-uid", priority=10, created=1),
         ],
         preempted={
             "default/wl-admitted-default": (
                 "InCohortFairSharing",
-                preempted_by(
-                    "wl-pending-high-prio-2-uid",
-                    "job-high-prio-2-uid",
-                    "Fair Sharing within the cohort",
-                    "/root/cq-2",
-                    "/root/cq-1",
-                ),
+                preempted_by("wl-pending-high-prio-2-uid", "job-high-prio-2-uid", "Fair Sharing within the cohort",
+                             "/root/cq-2", "/root/cq-1"),
             ),
         },
         pending={
             "default/wl-pending-high-prio-1": (
                 WAITING_QUOTA,
-                couldnt(
-                    unused("default", "10"),
-                    "skipping flavor on-demand as it is not found in the nomination mapping for resource cpu",
-                ),
+                couldnt(unused("default", "10"),
+                        "skipping flavor on-demand as it is not found in the nomination mapping for resource cpu"),
             ),
             "default/wl-pending-high-prio-2": (
                 WAITING_PREEMPTED,
@@ -279,14 +241,8 @@ def two_reclaim_case(fair_sharing: bool) -> Case:
     wl-rest-pending (cq-rest) also wanted wl-rest-admitted; searched again it finds no candidate (945 more
     needed) and is set aside."""
     workloads = [
-        workload(
-            "wl-rest-admitted",
-            "eng-alpha",
-            "lq-rest",
-            "6055",
-            priority=0 if fair_sharing else None,
-            admitted=("cq-rest", "default"),
-        ),
+        workload("wl-rest-admitted", "eng-alpha", "lq-rest", "6055", priority=0 if fair_sharing else None,
+                 admitted=("cq-rest", "default")),
         workload("wl-hero", "eng-alpha", "lq-hero", "2950", job_uid="job-h-uid", created=1),
         workload("wl-tiny-pending", "eng-alpha", "lq-tiny", "50", job_uid="job-t-uid"),
     ]
@@ -382,18 +338,11 @@ def test_schedule_recompute_preemption_targets(name: str) -> None:
     ],
 )
 def test_recompute_records_last_tried_flavor_idx(tightened: bool, want_mode: int, want_tried: int) -> None:
-    try_next = {
-        "whenCanBorrow": "TryNextFlavor",
-        "whenCanPreempt": "TryNextFlavor",
-        "preference": "PreemptionOverBorrowing",
-    }
+    try_next = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor",
+                "preference": "PreemptionOverBorrowing"}
     queues = [
-        cq(
-            "cq",
-            rg(fq("flavor-1", res(CPU, "10")), fq("flavor-2", res(CPU, "10"))),
-            cohort="cohort",
-            fungibility=try_next,
-        ),
+        cq("cq", rg(fq("flavor-1", res(CPU, "10")), fq("flavor-2", res(CPU, "10"))), cohort="cohort",
+           fungibility=try_next),
         cq("sibling", rg(fq("flavor-1", res(CPU, "0")), fq("flavor-2", res(CPU, "0"))), cohort="cohort"),
     ]
     snap = Snapshot.from_objects(
@@ -422,13 +371,8 @@ def test_recompute_records_last_tried_flavor_idx(tightened: bool, want_mode: int
 def two_flavor_queue(name: str, nominal: int) -> dict:
     """A ClusterQueue of cohort-a with nominal GPUs on flavor1 and on flavor2 (the integration's cpu as GPUs)."""
     quotas = [{"name": f, "resources": [{"name": GPU, "nominalQuota": str(nominal)}]} for f in ("flavor1", "flavor2")]
-    return sim_cq(
-        name,
-        cohort="cohort-a",
-        within="LowerPriority",
-        reclaim="Any",
-        groups=[{"coveredResources": [GPU], "flavors": quotas}],
-    )
+    return sim_cq(name, cohort="cohort-a", within="LowerPriority", reclaim="Any",
+                  groups=[{"coveredResources": [GPU], "flavors": quotas}])
 
 
 def test_fair_integration_hero_workload_sticks_to_preferred_flavor_if_overlap_resolved() -> None:
@@ -446,9 +390,8 @@ def test_fair_integration_hero_workload_sticks_to_preferred_flavor_if_overlap_re
     sim.add("wlB", "cq-rest", 150, priority=10)
     sim.settle()
     assert sim.running() == {"wlA", "wlB"}
-    assert [
-        p["flavors"][GPU] for n in ("wlA", "wlB") for p in sim.workloads[n]["status"]["admission"]["podSetAssignments"]
-    ] == ["flavor1", "flavor2"]
+    assert [p["flavors"][GPU] for n in ("wlA", "wlB")
+            for p in sim.workloads[n]["status"]["admission"]["podSetAssignments"]] == ["flavor1", "flavor2"]
     sim.add("wlHero", "cq-hero", 100, priority=100)
     sim.add("wlTiny", "cq-tiny", 50, priority=50)
 
@@ -463,9 +406,8 @@ def test_fair_integration_hero_workload_sticks_to_preferred_flavor_if_overlap_re
 
     sim.settle()
     assert sim.running() == {"wlB", "wlHero", "wlTiny"}
-    assert {
-        n: sim.workloads[n]["status"]["admission"]["podSetAssignments"][0]["flavors"][GPU] for n in ("wlHero", "wlTiny")
-    } == {"wlHero": "flavor1", "wlTiny": "flavor1"}
+    assert {n: sim.workloads[n]["status"]["admission"]["podSetAssignments"][0]["flavors"][GPU]
+            for n in ("wlHero", "wlTiny")} == {"wlHero": "flavor1", "wlTiny": "flavor1"}
     assert [p.victim.name for p in sim.preemptions] == ["wlA"]
     assert sim.condition("wlB", C.PREEMPTED) is None
 
@@ -498,3 +440,4 @@ def test_integration_cohort_concurrent_preemptors_with_the_same_priority_recompu
     running = sim.running()
     assert {"alpha", "gamma"} <= running and len(running - {"alpha", "gamma"}) == 1
     assert len(sim.preemptions) == 2
+
