@@ -134,8 +134,8 @@ class LeaderWorkerSetController:
         startup = _spec(lws).get("startupPolicy", "LeaderCreated")
         if startup == "LeaderReady" and not _running(leader):
             return False
-        for j, pod in enumerate(members[1:], start=1):
-            if pod is None:
+        for j, worker in enumerate(workers, start=1):
+            if worker is None:
                 wrote = self._create(store, lws, i, j) or wrote
         return wrote
 
@@ -150,8 +150,8 @@ class LeaderWorkerSetController:
         md = lws["metadata"]
         name, namespace = md["name"], md["namespace"]
         template_spec = _spec(lws).get("leaderWorkerTemplate") or {}
-        template = template_spec.get("leaderTemplate") if j == 0 else None
-        template = clone(template or template_spec.get("workerTemplate") or {})
+        leader = template_spec.get("leaderTemplate") if j == 0 else None
+        template = clone(leader or template_spec.get("workerTemplate") or {})
         pod_name = f"{name}-{i}" if j == 0 else f"{name}-{i}-{j}"
         labels = {
             **((template.get("metadata") or {}).get("labels") or {}),
@@ -203,11 +203,11 @@ class LeaderWorkerSetController:
         now = rfc3339(store.now())
         old = lws.get("status") or {}
         conditions = []
-        for ctype, status, reason, message in (
+        for ctype, holds, reason, message in (
             ("Available", available, "AllGroupsReady", "All replicas are ready"),
             ("Progressing", not available, "GroupsProgressing", "Replicas are progressing"),
         ):
-            value = "True" if status else "False"
+            value = "True" if holds else "False"
             prev = next((c for c in old.get("conditions") or [] if c.get("type") == ctype), None)
             since = prev["lastTransitionTime"] if prev and prev.get("status") == value else now
             conditions.append(

@@ -447,9 +447,9 @@ class PodReconciler:
             return True
         cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         single = len(infos) == 1 and _md(wl, "annotations").get(IS_GROUP_WORKLOAD) != "true"
-        for pod in pods:
-            info = next(iter(infos.values())) if single else infos.get(role_of(pod))
-            pod = fresh(store, "pods", pod)
+        for member in pods:
+            info = next(iter(infos.values())) if single else infos.get(role_of(member))
+            pod = fresh(store, "pods", member)
             if info is None or pod is None:
                 continue
             try:
@@ -472,9 +472,12 @@ class PodReconciler:
         """Stop: TerminationTarget on each ungated pod, then delete it; once none runs, release the quota."""
         ev = find_condition(wl, C.EVICTED) or {}
         wrote = False
-        for pod in pods:
-            if deleting(pod) or terminated(pod) or gated(pod) or (pod := fresh(store, "pods", pod)) is None:
+        for member in pods:
+            if deleting(member) or terminated(member) or gated(member):
                 continue  # a gated pod is already stopped (a recreated member waits for the next admission)
+            pod = fresh(store, "pods", member)
+            if pod is None:
+                continue
             ws.set_condition(
                 pod,
                 TERMINATION_TARGET,
