@@ -28,6 +28,7 @@ def test_reset_returns_to_the_initial_cluster():
             "kube-node-lease",
             "kube-public",
             "kube-system",
+            "lws-system",  # so is the LeaderWorkerSet operator
         ]
         assert len(core.list_node().items) == 16
         assert core.list_pod_for_all_namespaces().items == []
