@@ -90,7 +90,7 @@ def _crd_object(res: Resource) -> dict:
                         "served": True,
                         "storage": False,
                         "deprecated": True,
-                        "deprecationWarning": conversion.DEPRECATION_WARNING,
+                        "deprecationWarning": conversion.warning(res),
                         "schema": {"openAPIV3Schema": conversion.schema(old)},
                         "subresources": {sub: {} for sub in res.subresources},
                     }

@@ -17,6 +17,7 @@ import yaml
 from kubernetes import client
 
 from .gateway import ClusterError, Gateway
+from .outside_work import OWNER_KINDS
 from .permissions import KUEUE, VISIBILITY, Permission
 
 PASS, FAIL, WARN = "✓", "✗", "!"
@@ -83,6 +84,7 @@ def run_checks(api_client: client.ApiClient, permissions: Iterable[Permission]) 
         checks.append(_kubernetes_version(cluster))
         checks += _kueue_api(cluster)
         checks += _kueue_controller(cluster)
+        checks += _owner_kinds(cluster)
         checks.append(_visibility(cluster))
         checks += _permissions(cluster, permissions)
         checks.append(_ingress_class(cluster))
@@ -172,16 +174,24 @@ def _kueue_controller(cluster: _Cluster) -> list[Check]:
     return checks + _configuration(cluster)
 
 
-def _configuration(cluster: _Cluster) -> list[Check]:
+def _read_configuration(cluster: _Cluster) -> dict[str, Any] | None:
+    """Kueue's Configuration document, or None where this account may not read it or it is absent."""
     try:
         config_map = cluster.get(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps/kueue-manager-config")
-        config = yaml.safe_load((config_map.get("data") or {}).get(KUEUE_CONFIG_KEY) or "") or {}
     except ClusterError as error:
         if error.status not in (403, 404):
             raise
-        return [Check(WARN, "Kueue Configuration", "kueue-manager-config is not readable or absent", ADMIN_HINT)]
+        return None
+    return yaml.safe_load((config_map.get("data") or {}).get(KUEUE_CONFIG_KEY) or "") or {}
+
+
+def _configuration(cluster: _Cluster) -> list[Check]:
+    try:
+        config = _read_configuration(cluster)
     except yaml.YAMLError as exc:
         return [Check(FAIL, "Kueue Configuration", f"{KUEUE_CONFIG_KEY} is not YAML: {exc}", "fix the ConfigMap")]
+    if config is None:
+        return [Check(WARN, "Kueue Configuration", "kueue-manager-config is not readable or absent", ADMIN_HINT)]
     edit = f"edit kueue-manager-config in {KUEUE_NAMESPACE} and restart kueue-controller-manager"
     checks = []
     fair = config.get("fairSharing") or {}
@@ -212,6 +222,49 @@ def _configuration(cluster: _Cluster) -> list[Check]:
     else:
         checks.append(Check(FAIL, "Job integration", "batch/job is not among integrations.frameworks: Kueue would "
                             "ignore the portal's Jobs", f"add batch/job to integrations.frameworks; {edit}"))
+    return checks
+
+
+def _served_version(cluster: _Cluster, group: str, plural: str) -> str | None:
+    """The group version that serves `plural` (discovery, open to every account), None when it is not installed."""
+    try:
+        if not group:
+            resources = cluster.get("/api/v1").get("resources", [])
+            return "v1" if any(r.get("name") == plural for r in resources) else None
+        version = (cluster.get(f"/apis/{group}").get("preferredVersion") or {}).get("groupVersion", "")
+        resources = cluster.get(f"/apis/{version}").get("resources", []) if version else []
+    except ClusterError as error:
+        if not error.not_found:
+            raise
+        return None
+    return version if any(r.get("name") == plural for r in resources) else None
+
+
+def _owner_kinds(cluster: _Cluster) -> list[Check]:
+    """Each kind whose work the portal mirrors (worker/outside_work.py): installed or not (a cluster without a kind's
+    CRD is no failure: there is no such work to watch), and, where Kueue's Configuration is readable, whether Kueue
+    manages it (README.md, Running against a real cluster, lists the frameworks)."""
+    try:
+        config = _read_configuration(cluster)
+    except yaml.YAMLError:
+        config = None  # said once, on the Kueue Configuration line
+    frameworks = None if config is None else (config.get("integrations") or {}).get("frameworks") or []
+    checks = []
+    for (group, kind), owner in OWNER_KINDS.items():
+        title = f"Kind {kind}"
+        version = _served_version(cluster, group, owner.plural)
+        if version is None:
+            what = f"{owner.plural}.{group}" if group else owner.plural
+            checks.append(Check(PASS, title, f"not installed ({what} is not served): no such work to watch"))
+        elif frameworks is not None and owner.framework not in frameworks:
+            checks.append(Check(WARN, title, f"{version} is served but {owner.framework} is not among Kueue's "
+                                "integrations.frameworks: its work bypasses Kueue's queues (the portal flags its GPU "
+                                "pods as running outside the queue)",
+                                f"add {owner.framework} to integrations.frameworks in kueue-manager-config "
+                                f"({KUEUE_NAMESPACE}) and restart kueue-controller-manager"))
+        else:
+            managed = "" if frameworks is None else f", Kueue integration {owner.framework}"
+            checks.append(Check(PASS, title, f"{version}{managed}"))
     return checks
 
 

@@ -334,8 +334,8 @@ def _job(workload: Workload, *, samples: dict[Any, list[float]], now: datetime, 
     elapsed = max(0.0, (now - reserved_at).total_seconds()) if reserved_at else 0.0
     return Job(
         id=workload.pk, namespace=workload.project.namespace, queue=workload.queue_name,
-        priority=workload.priority_class.value, created=workload.submitted_at or workload.created_at,
-        resource=workload.node_pool.gpu_resource, units_per_pod=workload.gpus, pods=workload.pod_count,
+        priority=workload.priority_value, created=workload.submitted_at or workload.created_at,
+        resource=workload.node_pool.gpu_resource, units_per_pod=workload.gang_shape[0], pods=workload.gang_shape[1],
         runtime=expected_runtime(max_runtime=workload.max_runtime_seconds, samples=samples.get(similar_work(workload),
                                  ()), elapsed=elapsed),
         cluster_queue=workload.cluster_queue_name if holding else "", flavor=workload.node_pool.slug,

@@ -193,8 +193,13 @@ class Gateway:
                propagation: str = "Background") -> dict | None:
         """Delete; what the API answers (the object, marked with the cluster's deletionTimestamp when it waits for
         finalizers such as Foreground's), or None when it was gone already: deleting twice is success."""
+        return self.delete_path(_path(KINDS[kind_name], name, namespace), propagation=propagation)
+
+    def delete_path(self, path: str, *, propagation: str = "Background",
+                    label_selector: str | None = None) -> dict | None:
+        """Delete what an API path names (an object of any kind; with `label_selector`, a collection), as `delete`."""
         try:
-            return self._call("DELETE", _path(KINDS[kind_name], name, namespace),
+            return self._call("DELETE", path, query=[("labelSelector", label_selector)] if label_selector else [],
                               body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
         except ClusterError as error:
             if not error.not_found:

@@ -200,12 +200,15 @@ def _pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
 
 def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attachments | None = None) -> dict[str, Any]:
     """The Job; `request_id`, when the submission came with one, is annotated so its log lines can be found."""
+    owner, priority_class = workload.owner, workload.priority_class
+    if owner is None or priority_class is None:
+        raise ValueError("only the portal's own submissions have a Job manifest")
     attachments = attachments or Attachments()
     labels = portal_labels(workload)
     job_labels = {
         **labels,
         QUEUE_NAME_LABEL: workload.queue_name,
-        PRIORITY_CLASS_LABEL: workload.priority_class.name,
+        PRIORITY_CLASS_LABEL: priority_class.name,
     }
     if workload.max_runtime_seconds:
         job_labels[MAX_EXEC_TIME_LABEL] = str(workload.max_runtime_seconds)
@@ -216,7 +219,7 @@ def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attac
             "name": job_name(workload),
             "namespace": workload.project.namespace,
             "labels": job_labels,
-            "annotations": {OWNER_ANNOTATION: workload.owner.get_username(), NAME_ANNOTATION: workload.name,
+            "annotations": {OWNER_ANNOTATION: owner.get_username(), NAME_ANNOTATION: workload.name,
                             **({REQUEST_ID_ANNOTATION: request_id} if request_id else {})},
         },
         "spec": {

@@ -3,11 +3,16 @@ compares them), `manage.py cluster_check` asks the cluster about each, and the l
 uses every one and nothing more.
 
 The worker (Celery tasks: submit, stop, log tails, the Kueue reconcile) writes; the watcher only reads and watches.
+Work submitted outside the portal (docs/architecture.md, Work submitted outside the portal) adds, per kind Kueue
+integrates (`OWNER_KINDS`): the watcher's get of the object a Workload belongs to (who submitted it), and the
+worker's delete of it (a stop). A cluster without a kind's CRD answers 404 for it: "not installed", never an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .outside_work import OWNER_KINDS
 
 KUEUE = "kueue.x-k8s.io"
 VISIBILITY = "visibility.kueue.x-k8s.io"
@@ -26,28 +31,46 @@ class Permission:
 
 
 _RECONCILED = ("list", "create", "update", "delete")  # worker.kueue_sync: read what it owns, write what differs
+OWNER_READ = ("get",)  # the watcher reads an outside Workload's owner once, for who submitted it
+OWNER_STOP = ("delete",)  # the worker stops outside work by deleting its owner (foreground)
+# A pod group's owners are its pods: one delete of the group's label selector stops them all.
+POD_GROUP_STOP = ("deletecollection",)
+# The owner kinds that also appear above with verbs of their own: their owner verbs are merged into those lines.
+_OWN_LINES = {("batch", "jobs"), ("", "pods")}
+
+
+def _owner_kinds(verbs: tuple[str, ...]) -> tuple[Permission, ...]:
+    """One line per owner kind not already listed for the portal's own use."""
+    return tuple(Permission(group, owner.plural, verbs) for (group, _), owner in OWNER_KINDS.items()
+                 if (group, owner.plural) not in _OWN_LINES)
+
 
 WORKER: tuple[Permission, ...] = (
-    Permission("batch", "jobs", ("create", "get", "delete")),  # submit (adopt on retry), stop
+    Permission("batch", "jobs", ("create", "get", "delete")),  # submit (adopt on retry), stop (outside Jobs too)
     Permission("", "services", ("create", "get")),  # a notebook's or a gang's Service (adopt on retry)
     # credentials and pull secrets (replaced when they exist), a notebook's token; removed when deleted
     Permission("", "secrets", ("create", "get", "update", "delete")),
     Permission("", "services/proxy", ("get",)),  # the idle culler reads a notebook server's /api/status
-    Permission("", "pods", ("list",)),  # the log tail finds a workload's pods
+    # the log tail finds a workload's pods; a stop of outside work deletes a plain pod, or a pod group's pods
+    Permission("", "pods", ("list", *OWNER_STOP, *POD_GROUP_STOP)),
     Permission("", "pods/log", ("get",)),
     Permission("", "namespaces", ("get", *_RECONCILED)),  # get: is an existing namespace the portal's?
     *(
         Permission(KUEUE, plural, _RECONCILED)
         for plural in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses")
     ),
+    *_owner_kinds(OWNER_STOP),
 )
 
 WATCHER: tuple[Permission, ...] = (
-    Permission("batch", "jobs", ("list", "watch")),
+    Permission("batch", "jobs", ("list", "watch", *OWNER_READ)),
     *(Permission(KUEUE, plural, ("list", "watch"))
       for plural in ("workloads", "clusterqueues", "localqueues", "cohorts")),
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions
     Permission("", "nodes", ("list", "watch")),  # how many of a pool's nodes can host a gang's pod
+    # a plain pod or a pod group member owning an outside Workload; list: GPU pods that run outside the queue
+    Permission("", "pods", (*OWNER_READ, "list")),
+    *_owner_kinds(OWNER_READ),
 )
 
 COMPONENTS: dict[str, tuple[Permission, ...]] = {"worker": WORKER, "watcher": WATCHER}

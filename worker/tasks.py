@@ -38,6 +38,7 @@ from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import attachments_of, companions, job_manifest, pull_secret, user_secret
 from .notebook_activity import read_server_activity
+from .outside_work import stop_target
 from .status_map import observe
 
 logger = logging.getLogger(__name__)
@@ -166,8 +167,7 @@ def workload_stop(workload_id: int) -> str:
                                  outcome="nothing to stop", ids=claim.ids)
         return "not stopping"
     try:
-        deleted = gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
-                                   propagation=STOP_PROPAGATION)
+        deleted = _delete_work(workload)
     except ClusterError as error:
         intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + STOP_RETRY_AFTER)
         if error.transient:
@@ -178,6 +178,20 @@ def workload_stop(workload_id: int) -> str:
     intents.intents_complete(kind=workload_services.STOP_INTENT, target_id=workload_id,
                              outcome="deleted again" if follow_up else "stopped", ids=claim.ids)
     return "deleted again" if follow_up else "stopped"
+
+
+def _delete_work(workload: Workload) -> dict[str, Any] | None:
+    """Delete what runs the workload, its pods first (foreground): the portal's Job, or the object that work from
+    outside the portal belongs to (docs/architecture.md, Work submitted outside the portal)."""
+    if not workload.from_outside:
+        return gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
+                                propagation=STOP_PROPAGATION)
+    target = stop_target(namespace=workload.project.namespace, api_version=workload.object_api_version,
+                         kind=workload.kind, name=workload.object_name)
+    if target is None:
+        raise ClusterError(400, "BadRequest", f"the portal cannot stop a {workload.get_kind_display()}")
+    path, selector = target
+    return gateway().delete_path(path, propagation=STOP_PROPAGATION, label_selector=selector)
 
 
 def _record_deletion(workload_id: int, deleted: dict[str, Any] | None) -> None:
@@ -235,7 +249,7 @@ def utilisation_refresh() -> int:
 def workload_idle_notify(workload_id: int) -> bool:
     """One e-mail to the owner: their workload holds GPUs it does not use."""
     workload = Workload.objects.select_related("owner", "project", "node_pool").filter(pk=workload_id).first()
-    if workload is None or not workload.owner.email:
+    if workload is None or workload.owner is None or not workload.owner.email:
         return False
     policy = IdlePolicy.current()
     event = workload.events.filter(reason=workload_services.GPU_IDLE_REASON).order_by("-id").first()
@@ -354,25 +368,26 @@ def pull_secret_sync(pull_secret_id: int) -> str:
 def workload_notify(workload_id: int, status: str) -> bool:
     """One e-mail to the owner about one transition they asked to hear about."""
     workload = Workload.objects.select_related("owner", "project", "node_pool").filter(pk=workload_id).first()
-    if workload is None or not workload.owner.email:
+    if workload is None or workload.owner is None or not workload.owner.email:
         return False
+    owner = workload.owner
     event = workload.events.filter(to_status=status).order_by("-id").first()
     label = Status(status).label.lower()
     body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} is {label}.",
             f"GPUs: {workload.gpu_units} x {workload.node_pool.name}"]
     if status == Status.PREEMPTED:
         # The plain sentence of the pages (when, by whom as the owner may see it, why), never Kueue's UIDs and paths.
-        found = preemptions_seen_by(workload=workload, user=workload.owner)
+        found = preemptions_seen_by(workload=workload, user=owner)
         if found:
             body.append(found[-1]["note"].sentence)
     elif event and event.message:
         body.append(f"Kueue says: {event.message}")
     # If it waits now (requeued after a preemption, a gang waiting for its pods), say why, as its owner may read it.
-    explanation = explain_workloads([workload], viewer=workload.owner)[workload.pk]
+    explanation = explain_workloads([workload], viewer=owner)[workload.pk]
     if explanation is not None:
         body.append(f"Why it waits: {explanation.sentence}")
     body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
-    send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [workload.owner.email])
+    send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [owner.email])
     return True
 
 

@@ -4,7 +4,8 @@ Only the worker talks to Prometheus (beat runs `utilisation_refresh` every minut
 no page waits on Prometheus. Each refresh is two bounded range queries for the whole cluster, not one per workload:
 utilisation and framebuffer per (namespace, pod) since the oldest sample not yet counted (at most LOOKBACK back,
 at most MAX_POINTS steps), at UTILISATION_STEP_SECONDS resolution, each with a timeout. A workload's pods are the
-pods of its Job (`<job name>-...` in its project's namespace).
+pods of its Job (`<job name>-...` in its project's namespace); for work from outside the portal, the pods named
+after its object (`<JobSet name>-...`, `<RayCluster name>-head-...`), which is how each operator names them.
 
 Utilisation per pod is the mean of its GPUs' `DCGM_FI_DEV_GPU_UTIL`; a MIG instance has no device utilisation, so
 its `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (a ratio) x 100 stands in. A time-sliced replica reports its physical card
@@ -98,7 +99,7 @@ class Refresh:
 def _candidates(now: datetime) -> list[Workload]:
     """Workloads holding GPUs now, or that stopped within the lookback (their last samples)."""
     return list(Workload.objects.filter(Q(status__in=HOLDING_STATUSES) | Q(finished_at__gte=now - LOOKBACK))
-                .exclude(job_name="").exclude(started_at__isnull=True, admitted_at__isnull=True)
+                .exclude(job_name="", object_name="").exclude(started_at__isnull=True, admitted_at__isnull=True)
                 .select_related("project", "node_pool").order_by("pk"))
 
 
@@ -127,10 +128,12 @@ def refresh(prometheus: Prometheus, now: datetime | None = None) -> Refresh:
     utilisation = prometheus.query_range(utilisation_expr(), start, end, step)
     memory = prometheus.query_range(memory_expr(), start, end, step)
 
-    by_job = {(workload.project.namespace, workload.job_name): workload for workload in workloads}
+    by_job = {(workload.project.namespace, workload.job_name or workload.object_name): workload
+              for workload in workloads}
 
     def owner(series: dict[str, Any]) -> Workload | None:
-        """The workload whose Job made the pod: the longest `<job name>-` prefix of the pod's name we know."""
+        """The workload whose Job (or, from outside the portal, whose object) made the pod: the longest
+        `<name>-` prefix of the pod's name we know."""
         labels = series.get("metric") or {}
         namespace, parts = labels.get("namespace", ""), labels.get("pod", "").split("-")
         for cut in range(len(parts) - 1, 0, -1):

@@ -1,5 +1,10 @@
 """The watcher: the only reader of cluster state; mirrors Jobs, Kueue Workloads, queues and Nodes into the database.
 
+Every Kueue Workload is watched, whatever submitted it: the portal's own (their Jobs are `wl-<id>`) follow their
+Jobs; every other one in a project's namespace is mirrored as work submitted outside the portal
+(worker/outside_work.py, docs/architecture.md, Work submitted outside the portal), and what it cannot map is kept
+for admins as unmapped work, as are GPU pods of project namespaces that run outside Kueue's queues.
+
 One thread per watched kind keeps a watch open from the last resourceVersion it saw; a dropped watch resumes from
 there, a 410 Gone relists that kind. A periodic full resync repairs anything a watch missed, and a positions loop
 asks Kueue's visibility API for the order of every LocalQueue with pending portal workloads. Everything it writes
@@ -32,17 +37,29 @@ from kubernetes.client.exceptions import ApiException
 from apps.cluster import services as mirror
 from apps.core import kueue_names, metrics
 from apps.core.http import parse_id, parse_int
-from apps.core.kueue_names import JOB_UID_LABEL, MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_ID_LABEL
+from apps.core.kueue_names import (
+    JOB_PREFIX,
+    JOB_UID_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PODSET_LABEL,
+    WORKLOAD_ID_LABEL,
+)
+from apps.org.models import Project
 from apps.workloads import services as workload_services
-from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Status, Workload
-from apps.workloads.observation import Observation
+from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Origin, Status, Workload
+from apps.workloads.observation import Observation, Unmapped
 
 from .gateway import KINDS, ClusterError, Gateway
+from .outside_work import owner_path, owner_reference, read_outside, unqueued_gpu_pods
 from .status_map import observe, parse_time
 from .tasks import forecasts_refresh_soon
 
 logger = logging.getLogger(__name__)
 OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+# Pods Kueue started carry the pod set label it writes into their templates; the portal's own carry its label.
+UNQUEUED_POD_SELECTOR = f"!{PODSET_LABEL},{MANAGED_BY_LABEL}!={MANAGED_BY}"
+UNMAPPED_WORKLOAD_REASONS = ("no_project", "no_owner", "no_queue", "malformed")
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None}
 MIRRORS: dict[str, Callable[..., None]] = {
@@ -118,7 +135,10 @@ class Watcher:
         self.stopping = threading.Event()
         self.lock = threading.RLock()
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
-        self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload
+        self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload (the portal's Jobs)
+        self.outside: dict[str, dict[str, Any]] = {}  # Kueue Workload uid -> Workload submitted outside the portal
+        self.owners: dict[str, dict[str, Any] | None] = {}  # owner uid -> the object (None: unreadable), read once
+        self.applied_outside: dict[str, Observation] = {}
         self.resource_versions: dict[str, str] = {}
         self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
@@ -138,12 +158,8 @@ class Watcher:
         observation = observe(job, kueue_workload)
         if not workload_id or observation is None or self.applied.get(job_uid) == observation:
             return
-        preemptor_id = None
-        if observation.preemption and observation.preemption.preemptor_job_uid:
-            preemptor_id = Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
-                "pk", flat=True).first()
         moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
-                                                   preemptor_id=preemptor_id)
+                                                   preemptor_id=self._preemptor(observation))
         self.applied[job_uid] = observation
         if moved:  # a queue changed: the start forecasts are due again
             forecasts_refresh_soon()
@@ -156,6 +172,9 @@ class Watcher:
             with self.lock:
                 self.mirror_objects[key] = (event_type, obj)
             self.work.add(key)
+            return
+        if kind == "Workload" and not _portal_workload(obj):
+            self._handle_outside(event_type, obj)
             return
         if kind == "Job":
             job_uid, cache = metadata["uid"], self.jobs
@@ -177,10 +196,96 @@ class Watcher:
             cache[job_uid] = obj
         self.work.add(("job", job_uid))
 
+    def _handle_outside(self, event_type: str, obj: dict[str, Any]) -> None:
+        uid = obj["metadata"]["uid"]
+        with self.lock:
+            if event_type == "DELETED":
+                self.outside.pop(uid, None)
+                self.applied_outside.pop(uid, None)
+                self.work.add(("outside-gone", uid, obj["metadata"].get("deletionTimestamp") or ""))
+                return
+            if not _newer(obj, self.outside.get(uid)):
+                return
+            self.outside[uid] = obj
+        self.work.add(("outside", uid))
+
+    def apply_outside(self, uid: str) -> None:
+        """Mirror one Kueue Workload submitted outside the portal, or keep it for admins as unmapped."""
+        with self.lock:
+            kueue_workload = self.outside.get(uid)
+        if kueue_workload is None:
+            return
+        observation = observe(None, kueue_workload)
+        if observation is not None and self.applied_outside.get(uid) == observation:
+            return
+        namespace = kueue_workload["metadata"].get("namespace", "")
+        work = read_outside(kueue_workload, self._owner(namespace, owner_reference(kueue_workload)))
+        if isinstance(work, Unmapped):
+            self._unmapped(work)
+            return
+        mirrored = workload_services.workload_mirror_outside(work=work, observation=observation or Observation(
+            status=Status.QUEUED, kueue_name=work.kueue_name))
+        if isinstance(mirrored, Unmapped):
+            self._unmapped(mirrored)
+            return
+        mirror.unmapped_forget(uid=uid)
+        moved: list[str] = []
+        if observation is not None:
+            moved = workload_services.workload_observe(workload_id=mirrored, observation=observation,
+                                                       preemptor_id=self._preemptor(observation))
+            self.applied_outside[uid] = observation
+        if moved:
+            forecasts_refresh_soon()
+
+    def _unmapped(self, unmapped: Unmapped) -> None:
+        if not mirror.unmapped_seen(uid=unmapped.uid):
+            logger.info("cannot map %s/%s (%s): %s", unmapped.namespace, unmapped.name, unmapped.reason,
+                        unmapped.detail)
+            metrics.WATCHER_UNMAPPED.labels(reason=unmapped.reason).inc()
+        mirror.unmapped_record(uid=unmapped.uid, namespace=unmapped.namespace, name=unmapped.name,
+                               reason=unmapped.reason, detail=unmapped.detail, object_kind=unmapped.object_kind,
+                               gpus=unmapped.gpus, at=timezone.now())
+
+    def _owner(self, namespace: str, reference: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The object an outside Workload belongs to, read once (who submitted it does not change)."""
+        if reference is None:
+            return None
+        uid = str(reference.get("uid", ""))
+        if uid in self.owners:
+            return self.owners[uid]
+        path = owner_path(namespace, reference)
+        owner = None
+        if path is not None:
+            try:
+                owner = self.gw.raw_get(path)
+            except ClusterError as error:
+                if not error.not_found:
+                    raise
+        if owner is not None and (owner.get("metadata") or {}).get("uid") != uid:
+            owner = None  # a new object of the same name: not the one the Workload belongs to
+        self.owners[uid] = owner
+        return owner
+
+    def _preemptor(self, observation: Observation) -> int | None:
+        if not (observation.preemption and observation.preemption.preemptor_job_uid):
+            return None
+        return Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
+            "pk", flat=True).first()
+
     def process(self, key: Any) -> None:
-        """Apply one queued key: a Job's portal row, a deleted Job's, or one mirrored queue or cohort."""
+        """Apply one queued key: a Job's portal row, a deleted Job's, an outside Workload's, or one mirrored queue,
+        cohort or Node."""
         if key[0] == "job":
             self.apply_job_uid(key[1])
+            return
+        if key[0] == "outside":
+            self.apply_outside(key[1])
+            return
+        if key[0] == "outside-gone":
+            mirror.unmapped_forget(uid=key[1])
+            workload_services.workloads_gone(
+                workload_ids=list(Workload.objects.filter(kueue_uid=key[1]).values_list("pk", flat=True)),
+                at=timezone.now(), cluster_at=parse_time(key[2]))
             return
         if key[0] == "deleted":
             workload_services.workloads_gone(workload_ids=[key[1]], at=timezone.now(), cluster_at=parse_time(key[2]))
@@ -228,8 +333,9 @@ class Watcher:
             with self.lock:
                 self.workloads = {
                     (item["metadata"].get("labels") or {})[JOB_UID_LABEL]: item for item in items
-                    if (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
+                    if _portal_workload(item) and (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
                 }
+                self.outside = {item["metadata"]["uid"]: item for item in items if not _portal_workload(item)}
         else:
             for item in items:
                 MIRRORS[kind](obj=item, at=now)
@@ -248,6 +354,8 @@ class Watcher:
         for job_uid in job_uids:
             self.apply_job_uid(job_uid)
         self._jobs_gone(listed_at)
+        self._apply_all_outside(listed_at)
+        self.unqueued_pods_scan()
         metrics.WATCHER_RESYNCS.inc()
         self.synced.set()
 
@@ -262,11 +370,36 @@ class Watcher:
             return
         mirror.watcher_heartbeat(at=timezone.now())
 
+    def _apply_all_outside(self, listed_at: datetime) -> None:
+        """Every outside Workload listed, then the rows and unmapped entries of those that are gone."""
+        self.applied_outside.clear()
+        with self.lock:
+            present = set(self.outside)
+        for uid in present:
+            self.apply_outside(uid)
+        missing = Workload.objects.filter(origin=Origin.OUTSIDE, status__in=LIVE_STATUSES,
+                                          created_at__lt=listed_at).exclude(kueue_uid__in=present)
+        workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
+        mirror.unmapped_keep_only(uids=present, reasons=set(UNMAPPED_WORKLOAD_REASONS))
+        with self.lock:
+            referenced = {str((owner_reference(item) or {}).get("uid", "")) for item in self.outside.values()}
+            self.owners = {uid: owner for uid, owner in self.owners.items() if uid in referenced}
+
+    def unqueued_pods_scan(self) -> None:
+        """GPU pods of project namespaces that no Kueue queue admitted: flagged for admins, "runs outside the
+        queue" (their GPUs are in no project's numbers)."""
+        pods = self.gw.list("Pod", label_selector=UNQUEUED_POD_SELECTOR)
+        namespaces = set(Project.objects.values_list("namespace", flat=True))
+        found = unqueued_gpu_pods(pods, namespaces=namespaces)
+        for item in found:
+            self._unmapped(item)
+        mirror.unmapped_keep_only(uids={item.uid for item in found}, reasons={"outside_queue"})
+
     def _jobs_gone(self, listed_at: datetime) -> None:
         """Live rows whose Job no longer exists in the cluster (deleted by someone else)."""
         with self.lock:
             present = set(self.jobs)
-        missing = Workload.objects.exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
+        missing = Workload.objects.filter(origin=Origin.PORTAL).exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
             status__in=LIVE_STATUSES - {Status.SUBMITTING},
             submitted_at__lt=listed_at,  # submitted after the list was taken: its Job may simply not be listed
         ).values_list("pk", flat=True)
@@ -342,6 +475,8 @@ class Watcher:
                     job_uids = list(self.jobs)
                 for job_uid in job_uids:
                     self.apply_job_uid(job_uid)
+            if kind == "Workload":
+                self._apply_all_outside(timezone.now())
         except (ApiException, ClusterError, OSError):
             logger.warning("relist %s failed; retrying", kind, exc_info=True)
             self.stopping.wait(1.0)
@@ -391,6 +526,14 @@ class Watcher:
         self.custom.api_client.rest_client.pool_manager.clear()
         for thread in getattr(self, "threads", []):
             thread.join(timeout)
+
+
+def _portal_workload(kueue_workload: dict[str, Any]) -> bool:
+    """Whether a Kueue Workload stands for one of the portal's Jobs (`wl-<id>`, docs/architecture.md)."""
+    reference = owner_reference(kueue_workload) or {}
+    name = str(reference.get("name", ""))
+    return (reference.get("kind") == "Job" and str(reference.get("apiVersion", "")) == "batch/v1"
+            and name.startswith(JOB_PREFIX) and parse_id(name[len(JOB_PREFIX):]) is not None)
 
 
 def _workload_id(job: dict[str, Any]) -> int:

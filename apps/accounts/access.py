@@ -47,7 +47,7 @@ class _Quota(Protocol):
 
 class _Workload(Protocol):
     @property
-    def owner_id(self) -> int: ...
+    def owner_id(self) -> int | None: ...  # None: work from outside the portal no user is named on
 
     @property
     def project(self) -> _Project: ...
@@ -315,7 +315,8 @@ def tokens_for(user: Visitor | None) -> QuerySet[PersonalAccessToken]:
 
 def stops_own_workload(user: Visitor | None, workload: _Workload) -> bool:
     """Whether the user stops this workload as its owner (who may still submit in the project): no audit row."""
-    return workload.owner_id == getattr(user, "pk", None) and can(user, Action.SUBMIT, workload.project)
+    return workload.owner_id is not None and workload.owner_id == getattr(user, "pk", None) and \
+        can(user, Action.SUBMIT, workload.project)
 
 
 def can_stop_workload(user: Visitor | None, workload: _Workload) -> bool:
@@ -334,7 +335,7 @@ def can_connect_notebook(user: Visitor | None, workload: _Workload) -> bool:
     when an admin marked the project `notebooks_shared`. Anyone else gets 404, as for a row they may not see."""
     if user is None or not user.is_authenticated or not user.is_active:
         return False
-    if workload.owner_id == user.pk:
+    if workload.owner_id is not None and workload.owner_id == user.pk:
         return True
     return bool(workload.project.notebooks_shared) and can(user, Action.SUBMIT, workload.project)
 

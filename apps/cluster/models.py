@@ -166,3 +166,33 @@ class WatcherHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"watcher heartbeat at {self.beat_at:%Y-%m-%d %H:%M:%S}"
+
+
+class UnmappedWork(models.Model):
+    """Work in the cluster the portal cannot count as a project's: a Kueue Workload it cannot map, or GPU pods in a
+    project namespace that run outside Kueue's queues. The watcher keeps one row per object while it exists; admins
+    see them (docs/architecture.md, Work submitted outside the portal)."""
+
+    class Reason(models.TextChoices):
+        NO_PROJECT = "no_project", "Its namespace belongs to no project"
+        NO_OWNER = "no_owner", "It has no owner object"
+        NO_QUEUE = "no_queue", "Its queue is none of the portal's"
+        MALFORMED = "malformed", "Its pod sets cannot be read"
+        OUTSIDE_QUEUE = "outside_queue", "Runs outside the queue"
+
+    uid = models.CharField(max_length=64, unique=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    object_kind = models.CharField(max_length=63, blank=True, help_text="Workload, or the kind of the pods' owner.")
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    detail = models.CharField(max_length=500, blank=True)
+    gpus = models.PositiveIntegerField(default=0, help_text="GPUs its pods ask for, where they ask.")
+    project = models.ForeignKey("org.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    first_seen_at = models.DateTimeField()
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}: {self.reason}"

@@ -12,7 +12,7 @@ from django.db.models import Model
 from apps.core import kueue_conditions as kueue
 from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
 
-from .models import ClusterQueueState, CohortState, LocalQueueState, NodeState, WatcherHeartbeat
+from .models import ClusterQueueState, CohortState, LocalQueueState, NodeState, UnmappedWork, WatcherHeartbeat
 
 # The org models the mirror's labels name, reached through the mirror's own relations (cluster sits below org).
 _NodePool = CohortState._meta.get_field("node_pool").related_model
@@ -157,3 +157,26 @@ def watcher_heartbeat(*, at: datetime, error: str = "") -> None:
     if not error:
         fields["cluster_seen_at"] = at
     WatcherHeartbeat.objects.update_or_create(pk=1, defaults=fields)
+
+
+def unmapped_record(*, uid: str, namespace: str, name: str, reason: str, at: datetime, detail: str = "",
+                    object_kind: str = "", gpus: int = 0) -> None:
+    """Keep one object the portal cannot count as a project's work (first seen once, then refreshed)."""
+    project = _Project._default_manager.filter(namespace=namespace).first()
+    values = {"namespace": namespace, "name": name[:253], "reason": reason, "detail": detail[:500],
+              "object_kind": object_kind[:63], "gpus": gpus, "project": project, "seen_at": at}
+    UnmappedWork.objects.update_or_create(uid=uid, defaults=values, create_defaults={**values, "first_seen_at": at})
+
+
+def unmapped_seen(*, uid: str) -> bool:
+    return UnmappedWork.objects.filter(uid=uid).exists()
+
+
+def unmapped_forget(*, uid: str) -> None:
+    """The object is gone, or the portal can now map it."""
+    UnmappedWork.objects.filter(uid=uid).delete()
+
+
+def unmapped_keep_only(*, uids: set[str], reasons: set[str]) -> None:
+    """After a full pass over the objects of these reasons: drop the rows of the others (gone or mapped now)."""
+    UnmappedWork.objects.filter(reason__in=reasons).exclude(uid__in=uids).delete()

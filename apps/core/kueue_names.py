@@ -35,6 +35,16 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 # The label Kueue puts on a Workload naming the Job it stands for.
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+# The label Kueue writes into the pod templates of the work it starts: the pod set the pods belong to.
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+# Kueue's pod groups: the group's label on its pods, and the annotation on the group's Workload.
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
+# Who submitted work from outside the portal (docs/architecture.md, Work submitted outside the portal): the portal
+# username a pipeline writes on its object, and the Kubernetes user the cluster stamps at admission
+# (deploy/admission/submitted-by.yaml); either matched to a portal user by username.
+PORTAL_USER_LABEL = "portal.gpu/user"
+SUBMITTED_BY_ANNOTATION = "portal.gpu/submitted-by"
 
 GUARANTEED = "guaranteed"
 ELASTIC = "elastic"

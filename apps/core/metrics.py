@@ -19,6 +19,8 @@ SUBMIT_TO_JOB = Histogram("portal_submit_to_job_seconds", "From the submission s
 WATCHER_LAG = Histogram("portal_watcher_lag_seconds", "From a cluster event's arrival at the watcher to its row "
                         "written", buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 WATCHER_RESYNCS = Counter("portal_watcher_resyncs_total", "Full relists of every watched kind")
+WATCHER_UNMAPPED = Counter("portal_watcher_unmapped_total", "Cluster objects the watcher could not count as a "
+                           "project's work, by reason, each counted once when first seen", ["reason"])
 RECONCILE_DURATION = Histogram("portal_reconcile_duration_seconds", "One Kueue reconcile pass, failed ones included",
                                buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
 RECONCILE_CHANGES = Counter("portal_reconcile_changes_total", "Objects created, updated or deleted by reconciles")

@@ -29,7 +29,8 @@ class UsageInterval(models.Model):
     workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="usage_intervals")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
     department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="+")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                             related_name="+", help_text="Empty for work from outside no user is named on.")
     node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="+")
     units = models.PositiveIntegerField()
     card_fraction_numerator = models.PositiveSmallIntegerField()
@@ -110,7 +111,8 @@ class UsageSlice(models.Model):
     interval = models.ForeignKey(UsageInterval, on_delete=models.CASCADE, related_name="slices")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
     department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="+")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                             related_name="+", help_text="Empty for work from outside no user is named on.")
     node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="+")
     units = models.PositiveIntegerField()
     card_fraction_numerator = models.PositiveSmallIntegerField()
@@ -159,7 +161,8 @@ class UtilisationHour(models.Model):
     workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
     department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="+")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                             related_name="+", help_text="Empty for work from outside no user is named on.")
     node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="+")
     hour = models.DateTimeField()
     observed_card_hours = models.FloatField(default=0.0)

@@ -32,6 +32,7 @@ from .models import (
     MAX_MEMORY_GIB_PER_POD,
     MAX_PODS,
     MAX_RUNTIME_SECONDS,
+    PORTAL_KIND_CHOICES,
     Credential,
     Kind,
     Workload,
@@ -344,7 +345,7 @@ def submit_initial(*, user: Actor, projects: QuerySet[Project], query: Any) -> t
 class WorkloadTemplateForm(VersionedForm):
     name = forms.CharField(max_length=80)
     description = forms.CharField(max_length=250, required=False)
-    kind = forms.ChoiceField(choices=Kind.choices)
+    kind = forms.ChoiceField(choices=PORTAL_KIND_CHOICES)
     values = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         help_text="A JSON object of form field -> value, e.g. {\"image\": \"pytorch/pytorch:2.4.0\", \"gpus\": 2, "

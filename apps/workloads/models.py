@@ -31,9 +31,32 @@ MAX_RUNTIME_SECONDS = 30 * 24 * 3600
 
 
 class Kind(models.TextChoices):
+    """The portal's three forms, then the kinds of work submitted outside it, named as Kubernetes names them
+    (apps/workloads/cluster_kinds.py maps each owner kind of a Kueue Workload to one)."""
+
     TRAINING = "training", "Training"
     NOTEBOOK = "notebook", "Notebook"
     BATCH = "batch", "Batch"
+    JOB = "job", "Job"
+    JOBSET = "jobset", "JobSet"
+    TRAINJOB = "trainjob", "TrainJob"
+    PYTORCHJOB = "pytorchjob", "PyTorchJob"
+    RAYJOB = "rayjob", "RayJob"
+    RAYCLUSTER = "raycluster", "RayCluster"
+    LEADERWORKERSET = "leaderworkerset", "LeaderWorkerSet"
+    POD = "pod", "Pod"
+    POD_GROUP = "podgroup", "Pod group"
+    OTHER = "other", "Other"
+
+
+PORTAL_KINDS = (Kind.TRAINING, Kind.NOTEBOOK, Kind.BATCH)
+PORTAL_KIND_CHOICES = [(kind.value, kind.label) for kind in PORTAL_KINDS]  # what the forms and templates submit
+PORTAL_KIND_VALUES = [kind.value for kind in PORTAL_KINDS]
+
+
+class Origin(models.TextChoices):
+    PORTAL = "portal", "Submitted in the portal"
+    OUTSIDE = "outside", "Submitted outside the portal"
 
 
 class Status(models.TextChoices):
@@ -68,10 +91,15 @@ FINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.STOPPED, Sta
 
 
 class Workload(models.Model):
-    """One submission and what the cluster did with it."""
+    """One piece of work in a project and what the cluster did with it: a submission of the portal's, or a Kueue
+    Workload that came from outside it (kubectl, a pipeline, an operator), mirrored by the watcher
+    (docs/architecture.md, Work submitted outside the portal). Rows from outside have no owner unless the object
+    names a portal user, no form fields (image aside), and their pod sets as Kueue declares them."""
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="workloads")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                              related_name="workloads", help_text="Empty for work from outside no user is named on.")
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.PORTAL, db_index=True)
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=40, help_text="A short name you will recognise, e.g. resnet-sweep-3.")
     image = models.CharField(max_length=255)
@@ -93,7 +121,9 @@ class Workload(models.Model):
                                                                      MaxValueValidator(MAX_PODS * 100)])
     parallelism = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1),
                                                                      MaxValueValidator(MAX_PODS)])
-    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, related_name="workloads")
+    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, null=True, blank=True,
+                                       related_name="workloads",
+                                       help_text="Empty for work from outside that names no portal priority class.")
     preemptible = models.BooleanField(default=True)
     max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True,
                                                       validators=[MinValueValidator(60),
@@ -144,6 +174,16 @@ class Workload(models.Model):
     # the first workload by this key, unique per owner; the digest of the API request tells a retry from a misuse.
     submission_key = models.CharField(max_length=120, blank=True, default="", editable=False)
     submission_digest = models.CharField(max_length=64, blank=True, editable=False)
+    # Work from outside the portal: the object Kueue's Workload belongs to, who submitted it as far as the cluster
+    # says, and its pod sets (name, count, GPUs, CPU cores and memory GiB per pod) with their GPU units summed.
+    kueue_uid = models.CharField(max_length=64, blank=True, help_text="Kueue's Workload uid (outside work's key).")
+    object_api_version = models.CharField(max_length=253, blank=True)
+    object_name = models.CharField(max_length=253, blank=True)
+    submitted_by = models.CharField(max_length=253, blank=True,
+                                    help_text="The Kubernetes user or field manager that created it, when known.")
+    pod_sets = models.JSONField(default=list, blank=True)
+    pod_set_units = models.PositiveIntegerField(null=True, blank=True)
+    kueue_priority = models.IntegerField(null=True, blank=True, help_text="The priority Kueue gave it (outside work).")
 
     # Scope paths for apps.accounts.access.restrict: the project's viewers, and always the owner.
     access_paths: ClassVar[AccessPaths] = AccessPaths(
@@ -172,6 +212,8 @@ class Workload(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["owner", "submission_key"], condition=~models.Q(submission_key=""),
                                     name="workload_unique_submission_key"),
+            models.UniqueConstraint(fields=["kueue_uid"], condition=~models.Q(kueue_uid=""),
+                                    name="workload_unique_kueue_uid"),
         ]
 
     def __str__(self) -> str:
@@ -185,7 +227,10 @@ class Workload(models.Model):
 
     @property
     def pod_count(self) -> int:
-        """Pods that run at once: the whole gang, the batch parallelism, or one notebook."""
+        """Pods that run at once: the whole gang, the batch parallelism, one notebook, or every pod of the pod sets
+        of work from outside."""
+        if self.origin == Origin.OUTSIDE:
+            return sum(int(pod_set.get("count") or 0) for pod_set in self.pod_sets) or 1
         if self.kind == Kind.TRAINING:
             return self.pods
         if self.kind == Kind.BATCH:
@@ -195,7 +240,37 @@ class Workload(models.Model):
     @property
     def gpu_units(self) -> int:
         """Quota units the workload holds while admitted."""
+        if self.pod_set_units is not None:
+            return self.pod_set_units
         return self.gpus * self.pod_count
+
+    @property
+    def gang_shape(self) -> tuple[int, int]:
+        """(GPU units per pod, pods that hold them), as the forecast's replay and the wait explanation place it: the
+        form's numbers, or for work from outside its GPU pods with its units shared out (exact for the usual one
+        GPU pod set; a mixed gang keeps its total)."""
+        if self.origin != Origin.OUTSIDE:
+            return self.gpus, self.pod_count
+        pods = sum(int(pod_set.get("count") or 0) for pod_set in self.pod_sets if pod_set.get("gpus")) or 1
+        return -(-self.gpu_units // pods), pods
+
+    @property
+    def priority_value(self) -> int:
+        """Its priority in Kueue: its class's value, or what Kueue gave work from outside (0 when nothing set one)."""
+        if self.priority_class is not None:
+            return self.priority_class.value
+        return self.kueue_priority or 0
+
+    @property
+    def from_outside(self) -> bool:
+        return self.origin == Origin.OUTSIDE
+
+    @property
+    def submitter_label(self) -> str:
+        """Who submitted it, for a person: the portal user, else who the cluster says, else "outside the portal"."""
+        if self.owner is not None:
+            return self.owner.username
+        return f"outside the portal ({self.submitted_by})" if self.submitted_by else "outside the portal"
 
     @property
     def is_live(self) -> bool:
@@ -253,7 +328,7 @@ class WorkloadTemplate(VersionedModel):
 
     name = models.CharField(max_length=80, unique=True)
     description = models.CharField(max_length=250, blank=True)
-    kind = models.CharField(max_length=20, choices=Kind.choices)
+    kind = models.CharField(max_length=20, choices=PORTAL_KIND_CHOICES)
     values = models.JSONField(default=dict, help_text="Form field -> value, e.g. {'image': ..., 'gpus': 2}.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

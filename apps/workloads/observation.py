@@ -1,8 +1,9 @@
 """What the watcher saw of one workload in the cluster, as the workloads state machine takes it.
 
 The watcher builds an `Observation` from the Job and Kueue's Workload (`worker/status_map.py`: Kueue's conditions ->
-the portal's status); `services.workload_observe` records it. It lives here, below the worker, because apps never
-import the worker. Plain values, no ORM: every time is the cluster's.
+the portal's status); `services.workload_observe` records it. `OutsideWork` is a Kueue Workload submitted outside
+the portal (`services.workload_mirror_outside`), `Unmapped` one it cannot mirror. They live here, below the worker,
+because apps never import the worker. Plain values, no ORM: every time is the cluster's.
 """
 
 from __future__ import annotations
@@ -43,3 +44,49 @@ class Observation:
     kueue_name: str = ""  # Kueue's Workload; empty when it is gone
     deleted_at: datetime | None = None  # the Job is being deleted (its deletionTimestamp: the cluster's time)
     job_uid: str = ""
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """One pod set of a Kueue Workload: its pods and what each asks for (resource name -> quantity as written)."""
+
+    name: str
+    count: int
+    requests: dict[str, str] = field(default_factory=dict)
+    image: str = ""
+
+
+@dataclass(frozen=True)
+class OutsideWork:
+    """A Kueue Workload the portal did not submit, as the watcher read it with the object it belongs to: what the
+    portal needs to mirror it as a workload of a project (services.workload_mirror_outside)."""
+
+    kueue_uid: str
+    kueue_name: str
+    namespace: str
+    queue_name: str  # the LocalQueue (spec.queueName); empty when it has none
+    kind: str  # a models.Kind value
+    object_api_version: str
+    object_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority_class: str = ""  # a WorkloadPriorityClass name, when Kueue's priority comes from one
+    priority: int | None = None  # spec.priority, as Kueue set it
+    max_runtime_seconds: int | None = None  # spec.maximumExecutionTimeSeconds (the kueue max-exec-time label)
+    object_uid: str = ""  # the owner object's uid (what Kueue's preemption messages name as the JobUID)
+    created_at: datetime | None = None
+    portal_user: str = ""  # the portal username the object names (label), if any
+    cluster_user: str = ""  # the Kubernetes user the cluster stamped at admission (annotation), if any
+    manager: str = ""  # the field manager that created the object (kubectl-create, a controller...)
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    """A Kueue Workload (or GPU pods) the portal cannot mirror, and why: shown to admins, never half-written."""
+
+    uid: str
+    namespace: str
+    name: str
+    reason: str  # apps.cluster.models.UnmappedWork.Reason value
+    detail: str = ""
+    object_kind: str = ""
+    gpus: int = 0

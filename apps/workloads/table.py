@@ -59,7 +59,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("name", "Workload", lambda w: w.name, "name"),
     Column("project", "Project", lambda w: w.project.slug, "project"),
     Column("department", "Department", lambda w: w.project.department.slug, "department"),
-    Column("creator", "Creator", lambda w: w.owner.get_username(), "owner"),
+    Column("creator", "Creator", lambda w: w.submitter_label, "owner"),
     Column("kind", "Kind", lambda w: w.get_kind_display(), "kind"),
     Column("pool", "Pool", lambda w: w.node_pool.slug, "node_pool", shown=False),
     Column("gpus_requested", "GPUs requested", lambda w: w.gpu_units, "gpus"),

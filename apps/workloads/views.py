@@ -59,7 +59,16 @@ from .forms import (
     WorkloadTemplateForm,
     submit_initial,
 )
-from .models import HOLDING_STATUSES, IdlePolicy, Kind, Status, Workload, WorkloadTemplate
+from .models import (
+    HOLDING_STATUSES,
+    PORTAL_KIND_CHOICES,
+    PORTAL_KIND_VALUES,
+    IdlePolicy,
+    Kind,
+    Status,
+    Workload,
+    WorkloadTemplate,
+)
 
 PAGE_SIZE = 25
 SUBMISSION_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
@@ -76,7 +85,7 @@ DRAFT_VALUES = {"name": "draft", "image": "busybox", "model_label": "draft", "da
 
 
 def _kind(kind: str) -> str:
-    if kind not in Kind.values:
+    if kind not in PORTAL_KIND_VALUES:
         raise Http404("No such kind of workload.")
     return kind
 
@@ -176,7 +185,7 @@ def _submit_page(request: AuthenticatedRequest, kind: str, form: WorkloadForm, p
                  token: str | None = None) -> HttpResponse:
     """The submit page; `token` is the form's submission token (a new one unless a refused post brought one)."""
     return render(request, "workloads/submit.html", {
-        "form": form, "kind": kind, "kinds": Kind.choices, "kind_label": Kind(kind).label,
+        "form": form, "kind": kind, "kinds": PORTAL_KIND_CHOICES, "kind_label": Kind(kind).label,
         "submission_token": token or secrets.token_urlsafe(24),
         "panel": selectors.submit_panel(kind=kind, projects=projects, source=values, viewer=request.user),
         "source": source, "template": template,

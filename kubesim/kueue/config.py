@@ -29,7 +29,16 @@ FRAMEWORKS = (
     "workload.codeflare.dev/appwrapper",
     "sparkoperator.k8s.io/sparkapplication",
 )
-EMULATED_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "pod", "leaderworkerset.x-k8s.io/leaderworkerset")
+EMULATED_FRAMEWORKS = (
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "trainer.kubeflow.org/trainjob",
+    "kubeflow.org/pytorchjob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "pod",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
@@ -89,8 +98,8 @@ def parse_frameworks(value: object) -> list[str]:
 
 @dataclass
 class KueueConfig:
-    """Fair Sharing on (both preemption strategies), IgnoreUndeclared and the batch/v1 Job and JobSet integrations by
-    default: the portal's real-cluster setup."""
+    """Fair Sharing on (both preemption strategies), IgnoreUndeclared and every emulated integration by default: the
+    portal's real-cluster setup."""
 
     fair_sharing: bool = True
     preemption_strategies: list[str] = field(
@@ -102,7 +111,8 @@ class KueueConfig:
     # Pending before kubesim marks it Ready, standing for the time a cluster autoscaler takes to bring capacity up.
     provisioning_delay_seconds: float = 0.0
     admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing is off
-    # integrations.frameworks: Kueue's own default is ["batch/job"]; a cluster running JobSets lists both.
+    # integrations.frameworks: Kueue's own default is ["batch/job"]; a cluster running the other kinds lists them
+    # (docs/research/job-integrations/kueue-integrations.md, section 0).
     frameworks: list[str] = field(default_factory=lambda: list(EMULATED_FRAMEWORKS))
 
     @classmethod

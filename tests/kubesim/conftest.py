@@ -171,3 +171,55 @@ def jobset_body(name: str, *rjobs: dict, labels: dict | None = None, **spec: obj
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {"replicatedJobs": list(rjobs) or [replicated_job("main")], **spec},
     }
+
+
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+KUBEFLOW = ("kubeflow.org", "v1")
+
+
+def pytorch_replica(replicas: int | None = 1, command: str = "sleep 30", requests: dict | None = None,
+                    **pod_spec: object) -> dict:
+    """One replica type of a PyTorchJob: `replicas` pods of a busybox `pytorch` container (extended resources
+    limited to their requests, as Kubernetes requires)."""
+    container: dict = {"name": "pytorch", "image": "busybox:1.36", "command": ["sh", "-c", command]}
+    if requests:
+        limits = {name: value for name, value in requests.items() if "/" in name}
+        container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    out: dict = {"template": {"spec": {"containers": [container], **pod_spec}}}
+    if replicas is not None:
+        out["replicas"] = replicas
+    return out
+
+
+def pytorchjob_body(name: str, master: dict | None = None, worker: dict | None = None,
+                    labels: dict | None = None, **run_policy: object) -> dict:
+    """A PyTorchJob (kubeflow.org/v1) of the given Master and Worker replica specs (pytorch_replica())."""
+    specs = {k: v for k, v in (("Master", master), ("Worker", worker)) if v is not None}
+    spec: dict = {"pytorchReplicaSpecs": specs}
+    if run_policy:
+        spec["runPolicy"] = dict(run_policy)
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec}
+
+
+def trainjob_body(name: str, runtime: str = "torch-distributed", kind: str | None = None,
+                  labels: dict | None = None, **trainer: object) -> dict:
+    """A TrainJob (trainer.kubeflow.org/v1alpha1) of `runtime` (a ClusterTrainingRuntime unless kind says), with the
+    given spec.trainer fields."""
+    ref: dict = {"name": runtime}
+    if kind:
+        ref["kind"] = kind
+    spec: dict = {"runtimeRef": ref}
+    if trainer:
+        spec["trainer"] = dict(trainer)
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def training_runtime_body(name: str, *rjobs: dict, kind: str = "TrainingRuntime", ml_policy: dict | None = None
+                          ) -> dict:
+    """A (Cluster)TrainingRuntime whose JobSet template has the given replicatedJobs (replicated_job())."""
+    spec: dict = {"template": {"spec": {"replicatedJobs": list(rjobs)}}}
+    if ml_policy is not None:
+        spec["mlPolicy"] = ml_policy
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}

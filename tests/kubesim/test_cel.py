@@ -67,6 +67,10 @@ def _reserved(wl: dict, admitted: bool = False) -> dict:
         ("[has(self.u),has(self.i)].filter(x,x==true).size() == 1", {"self": {"u": 1, "i": 2}}, False),
         ("size(self.l) == 2 && !(self.n <= 1)", {"self": {"l": [1, 2], "n": 3}}, True),
         ("self == oldSelf", {"self": "a", "oldSelf": "b"}, False),
+        ("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')", {"self": "train-1"}, True),
+        ("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')", {"self": "Train"}, False),
+        ("self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')", {"self": "hf://org/model"}, True),
+        ("self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')", {"self": "org/model"}, False),
     ],
 )
 def test_evaluator(expr, env, expected):
@@ -75,7 +79,7 @@ def test_evaluator(expr, env, expected):
 
 def test_unsupported_constructs_fail_at_compile_time():
     with pytest.raises(cel.CELError):
-        cel.compile_rule("self.matches('^a$')")
+        cel.compile_rule("self.startsWith('a')")
 
 
 def test_workload_rules():

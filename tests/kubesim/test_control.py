@@ -24,10 +24,12 @@ def test_reset_returns_to_the_initial_cluster():
         ks.reset()
         assert sorted(n.metadata.name for n in core.list_namespace().items) == [
             "default",
-            "jobset-system",  # the JobSet operator is installed with or without Kueue
+            "jobset-system",  # the workload operators are installed with or without Kueue
             "kube-node-lease",
             "kube-public",
             "kube-system",
+            "kubeflow",  # training-operator v1 (PyTorchJob)
+            "kubeflow-system",  # Trainer v2 (TrainJob)
             "lws-system",  # so is the LeaderWorkerSet operator
         ]
         assert len(core.list_node().items) == 16

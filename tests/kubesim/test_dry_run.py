@@ -179,9 +179,9 @@ def test_kubectl_create_and_apply_dry_runs_answer_as_the_write_would(
     assert kubectl("apply", "-f", "-", "--dry-run=server", stdin=fresh).stdout.strip() == (
         "configmap/fresh created (server dry run)"
     )
-    answered = json.loads(
-        kubectl("apply", "--server-side", "-f", "-", "--dry-run=server", "-o", "json", stdin=changed).stdout
-    )
+    # The create's manager owns `data.a` (as kube-apiserver records a create): taking it over needs the force.
+    answered = json.loads(kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", "--dry-run=server", "-o",
+                                  "json", stdin=changed).stdout)
     assert answered["data"] == {"a": "2"}
     # Answered as the write would store it: the changed content moves the generation, not the resourceVersion.
     assert answered["metadata"]["generation"] == live.metadata.generation + 1
@@ -425,3 +425,13 @@ def test_an_unsupported_dry_run_value_is_invalid(api: SimpleNamespace, verb: str
         ],
     }
     assert api.core.read_namespaced_config_map(name, "dry")
+
+
+def test_a_create_records_its_manager_as_kube_apiserver_does(api):
+    """The creator owns every field it wrote (operation Update): kubectl names itself, the client by user agent."""
+    created = api.core.create_namespaced_config_map("dry", config_map("owned", a="1"), field_manager="pipeline")
+    entries = created.metadata.managed_fields
+    assert [(e.manager, e.operation, e.api_version) for e in entries] == [("pipeline", "Update", "v1")]
+    assert "f:a" in entries[0].fields_v1["f:data"]
+    by_agent = api.core.create_namespaced_config_map("dry", config_map("agent", a="1"))
+    assert by_agent.metadata.managed_fields[0].manager == "OpenAPI-Generator"

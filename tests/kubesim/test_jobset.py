@@ -10,7 +10,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from kubesim.apiserver.registry.resources import OPERATORS, crd_schema
+from kubesim.apiserver.registry.resources import crd_schema
 from kubesim.apiserver.validation import cel
 from kubesim.apiserver.validation import schema as validation
 from tests.kubesim.conftest import JOBSET, jobset_body, raw, replicated_job
@@ -49,7 +49,7 @@ def failure(exc: pytest.ExceptionInfo[ApiException]) -> dict:
 
 
 def test_every_cel_rule_of_the_jobset_crd_compiles():
-    rules = [r for res in OPERATORS for r in validation.known_rules(crd_schema(res.plural))]
+    rules = validation.known_rules(crd_schema("jobsets"))
     assert len(rules) == 8
     for rule in rules:
         cel.compile_rule(rule)

@@ -514,3 +514,79 @@ def test_leaderworkersets_get_scale_and_describe(kubectl: Kubectl, ks: InProcess
     )
     assert "lws-controller-manager" in kubectl("get", "deploy", "-n", "lws-system").stdout
     kubectl("delete", "lws", "serve", "-n", "serving")
+
+
+KUBEFLOW_SETUP = JOBSET_SETUP.replace("js", "kf")
+
+
+def trainjob_manifest(name: str, cpu: str, extra: str = "") -> str:
+    return f"""
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {{name: {name}, namespace: kf, labels: {{kueue.x-k8s.io/queue-name: team}}}}
+spec:
+  runtimeRef: {{name: torch-distributed}}
+  trainer: {{numNodes: 2, command: [sleep, "30"], resourcesPerNode: {{requests: {{cpu: "{cpu}"}}}}{extra}}}
+"""
+
+
+def pytorchjob_manifest(name: str, cpu: str) -> str:
+    replica = (
+        f'{{replicas: 1, restartPolicy: Never, template: {{spec: {{containers: [{{name: pytorch, image: busybox, '
+        f'command: [sleep, "30"], resources: {{requests: {{cpu: "{cpu}"}}}}}}]}}}}}}'
+    )
+    return f"""
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {{name: {name}, namespace: kf, labels: {{kueue.x-k8s.io/queue-name: team}}}}
+spec:
+  pytorchReplicaSpecs:
+    Master: {replica}
+    Worker: {replica}
+"""
+
+
+def test_trainjobs_and_pytorchjobs_get_and_describe(kubectl: Kubectl, ks: InProcessKubesim):
+    crds = kubectl("get", "crd").stdout
+    for crd in ("trainjobs.trainer.kubeflow.org", "clustertrainingruntimes.trainer.kubeflow.org",
+                "trainingruntimes.trainer.kubeflow.org", "pytorchjobs.kubeflow.org"):
+        assert crd in crds
+    runtimes = kubectl("get", "clustertrainingruntimes").stdout.splitlines()
+    assert runtimes[0].split() == ["NAME", "AGE"] and runtimes[1].split()[0] == "torch-distributed"
+    kubectl("apply", "-f", "-", stdin=KUBEFLOW_SETUP)
+    kubectl("apply", "-f", "-", stdin=trainjob_manifest("fits", "500m"))
+    kubectl("apply", "-f", "-", stdin=pytorchjob_manifest("waits", "1"))  # 2 CPUs: more than the 1 left
+    lines = kubectl("get", "trainjobs,pytorchjobs", "-n", "kf").stdout.splitlines()
+    assert [line.split() for line in lines if line] == [
+        ["NAME", "STATE", "AGE"],
+        ["trainjob.trainer.kubeflow.org/fits", "Suspended", "0s"],  # the last condition: Suspended, now False
+        ["NAME", "STATE", "AGE"],
+        ["pytorchjob.kubeflow.org/waits", "Suspended", "0s"],
+    ]
+    ks.advance(40)
+    assert kubectl("get", "trainjob", "fits", "-n", "kf", "--no-headers").stdout.split() == ["fits", "Complete", "40s"]
+    assert kubectl("get", "pytorchjob", "waits", "-n", "kf", "--no-headers").stdout.split()[1] == "Running"
+    described = kubectl("describe", "trainjob", "fits", "-n", "kf").stdout
+    for line in (
+        "Name:         fits",
+        "API Version:  trainer.kubeflow.org/v1alpha1",
+        "Kind:         TrainJob",
+        "Jobs Status:",
+        "Runtime Patches:",
+    ):
+        assert line in described, described
+    assert re.search(r"Normal +CreatedWorkload .* kueue-admission +Created Workload: kf/trainjob-fits-", described)
+    assert re.search(r"Normal +FinishedWorkload .* kueue-admission +Workload 'kf/trainjob-fits-", described)
+    described = kubectl("describe", "pytorchjob", "waits", "-n", "kf").stdout
+    assert "Replica Statuses:" in described and "Kind:         PyTorchJob" in described
+    assert re.search(r"Normal +SuccessfulCreatePod .* pytorchjob-controller +Created pod: waits-master-0", described)
+    workloads = kubectl("get", "workloads", "-n", "kf").stdout
+    assert "trainjob-fits-" in workloads and "pytorchjob-waits-" in workloads
+    assert "kubeflow-trainer-controller-manager" in kubectl("get", "deploy", "-n", "kubeflow-system").stdout
+    assert "training-operator" in kubectl("get", "deploy", "-n", "kubeflow").stdout
+
+
+def test_trainjob_unknown_fields_are_refused_by_kubectl_default_validation(kubectl: Kubectl):
+    kubectl("apply", "-f", "-", stdin=KUBEFLOW_SETUP)
+    done = kubectl("apply", "-f", "-", stdin=trainjob_manifest("typo", "1", ", bogus: 1"), ok=False)
+    assert 'unknown field "spec.trainer.bogus"' in done.stderr

@@ -23,6 +23,7 @@ from kubesim.prometheus import PrometheusProcess
 from kubesim.testing import serve
 from tests.apps.workloads.helpers import submit_payload
 from tests.worker.conftest import signed_in, wait_for
+from tests.worker.test_watcher_outside import batch_job, create_job
 from worker import tasks
 
 pytestmark = pytest.mark.slow
@@ -71,12 +72,19 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     assert alice.post(reverse("workloads:submit", args=["training"]),
                       submit_payload("training", pool="a100-mig-3g40gb", command="sleep 3600",
                                      name="mig-half")).status_code == 302
+    # And a Job someone ran with kubectl, idle on its card: measured and flagged as the portal's own work is.
+    create_job(kubesim, batch_job("kubectl-idle", pods=1, gpus=1, seconds=3600))
     busy = Workload.objects.get(name="busy-train")
     idle = Workload.objects.get(kind=Kind.NOTEBOOK)
     mig = Workload.objects.get(name="mig-half")
     for workload in (busy, idle, mig):
         wait_for(lambda w=workload: Workload.objects.get(pk=w.pk).status == Status.RUNNING, timeout=60)
+    outside = wait_for(lambda: Workload.objects.filter(object_name="kubectl-idle", admitted_at__isnull=False).first(),
+                       timeout=60)
     core = client.CoreV1Api(kubesim.api_client())
+    for pod in wait_for(lambda: core.list_namespaced_pod("proj-vision", label_selector="job-name=kubectl-idle").items):
+        core.patch_namespaced_pod(pod.metadata.name, "proj-vision",
+                                  {"metadata": {"annotations": {dcgm.PATTERN_ANNOTATION: "idle"}}})
     for workload, pattern in ((busy, "busy"), (idle, "idle"), (mig, "50")):
         workload.refresh_from_db()
         pods = wait_for(lambda w=workload: core.list_namespaced_pod(
@@ -87,7 +95,8 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
 
     def flagged() -> bool:
         tasks.utilisation_refresh.apply().get()
-        return WorkloadUtilisation.objects.filter(workload=idle, idle_flagged_at__isnull=False).exists()
+        return WorkloadUtilisation.objects.filter(workload__in=[idle, outside], idle_flagged_at__isnull=False).count() \
+            == 2
 
     wait_for(flagged, timeout=60, interval=1.0,
              describe=lambda: list(WorkloadUtilisation.objects.values("workload_id", "samples", "mean_percent")))
@@ -131,6 +140,7 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     admin = signed_in(org["admin"])
     held = admin.get(reverse("workloads:held_idle")).content.decode()
     assert "idle-nb" in held and "busy-train" not in held
+    assert "kubectl-idle" in held and "outside the portal" in held
     assert tasks.notebooks_cull_idle.apply().get() == 1
     wait_for(lambda: Workload.objects.get(pk=idle.pk).status == Status.STOPPED, timeout=60)
     stopped = Workload.objects.get(pk=idle.pk)

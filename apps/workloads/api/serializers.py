@@ -20,10 +20,10 @@ from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, Stric
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.workloads.explain import REASONS
 from apps.workloads.models import (
+    PORTAL_KIND_CHOICES,
     QUEUED_STATUSES,
     Credential,
     ForecastBasis,
-    Kind,
     Status,
     Workload,
     WorkloadUtilisation,
@@ -54,7 +54,7 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     """A submission. Only shape is checked here; `workload_submit` refuses what could never run and says why."""
 
     project = ProjectReferenceField()
-    kind = serializers.ChoiceField(choices=Kind.choices)
+    kind = serializers.ChoiceField(choices=PORTAL_KIND_CHOICES)
     name = StrictCharField(help_text="A DNS label you will recognise, e.g. resnet-sweep-3.")
     image = StrictCharField(help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
     command = _strings("Entrypoint, e.g. [\"python\", \"train.py\"]; empty keeps the image's.")

@@ -70,7 +70,7 @@ class _Explainer:
         self.pool = workload.node_pool.name
         self.project = workload.project.name
         self.a = facts.assessment
-        pods, per_pod, nodes = workload.pod_count, workload.gpus, facts.node_allocatable
+        (per_pod, pods), nodes = workload.gang_shape, facts.node_allocatable
         # A node hosts a pod when its allocatable units are at least the pod's: what each node holds now is not
         # mirrored, so this counts the nodes that could, not the ones free this moment.
         hosting = None if nodes is None else sum(1 for units in nodes if units >= per_pod)
@@ -146,8 +146,8 @@ class _Explainer:
     # -- each cause -----------------------------------------------------------------------------------------------
 
     def gang_starting(self) -> Explanation:
-        pods = self.w.pod_count
-        return self.done(GANG, f"Admitted as a gang: all {pods} pods ({self.w.gpus} x {self.pool} each) start "
+        per_pod, pods = self.w.gang_shape
+        return self.done(GANG, f"Admitted as a gang: all {pods} pods ({per_pod} x {self.pool} each) start "
                                "together, and Kueue waits until every one of them is ready; if they are not ready in "
                                "time, Kueue evicts the gang and queues it again.",
                          f"Admitted: waiting for all {pods} pods to be ready")

@@ -8,6 +8,7 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 - `claims`: what the worker does: claim a submission, mark it submitted or refused, record a stop;
 - `notebooks`: the activity notebook servers report, and the cull of idle notebooks (found by the selectors);
 - `notifications`: e-mail to owners about the changes they opted in to;
+- `outside`: what the watcher does with work submitted outside the portal: mirror each Kueue Workload as a row;
 - `observe`: what the watcher does: the state machine on the cluster's observations, queue positions, Jobs gone;
 - `forecasts`: storing the worker's start-time forecasts;
 - `utilisation`: GPU utilisation samples, idle flags and the admin's idle rule.
@@ -36,6 +37,7 @@ from .forecasts import FORECAST_FIELDS, workload_forecasts_store
 from .notebooks import notebook_cull, notebook_cull_gpu_idle, notebook_server_activity_record
 from .notifications import NOTIFIABLE, NOTIFY_TASK
 from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone
+from .outside import workload_mirror_outside
 from .submissions import (
     BULK_STOP_LIMIT,
     SubmissionKeyReused,
@@ -94,6 +96,7 @@ __all__ = [
     "workload_mark_stopped",
     "workload_mark_submit_failed",
     "workload_mark_submitted",
+    "workload_mirror_outside",
     "workload_observe",
     "workload_positions_set",
     "workload_release_claim",

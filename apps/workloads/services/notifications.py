@@ -13,7 +13,7 @@ NOTIFIABLE = frozenset({Status.ADMITTED, Status.PREEMPTED, Status.SUCCEEDED, Sta
 def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
     """E-mail the owner about the transitions they opted in to (after commit, by the worker)."""
     wanted = [status for status in statuses if status in NOTIFIABLE]
-    if not wanted:
+    if not wanted or workload.owner_id is None:
         return
     preference = notification_preference(workload.owner_id)
     for status in wanted:

@@ -16,7 +16,7 @@ from apps.core import intents, kueue_names
 from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
-from apps.workloads.models import LIVE_STATUSES, Credential, Kind, Status, Workload
+from apps.workloads.models import LIVE_STATUSES, PORTAL_KIND_VALUES, Credential, Kind, Status, Workload
 from apps.workloads.selectors import default_priority_class
 from apps.workloads.validation import attachments_errors, fits_errors, shape_errors
 
@@ -154,8 +154,8 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     project, kind, node_pool = values.get("project"), values.get("kind"), values.get("node_pool")
     if project is not None and not can(actor, Action.SUBMIT, project):
         raise PermissionDenied("You may not submit work in this project.")
-    if kind not in Kind.values:
-        raise ValidationError({"kind": f"Choose one of: {', '.join(Kind.values)}."})
+    if kind not in PORTAL_KIND_VALUES:
+        raise ValidationError({"kind": f"Choose one of: {', '.join(PORTAL_KIND_VALUES)}."})
     errors: dict[str, list[str]] = {
         name: [f"Only {Kind(owner).label.lower()} workloads have this; leave it out of a {kind} workload."]
         for name, owner in _KIND_ONLY_FIELDS.items()
@@ -213,10 +213,14 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
 
 
 def workload_stop(*, actor: Actor, workload: Workload) -> Workload:
-    """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job."""
+    """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job (for work from
+    outside the portal, the object it belongs to: every such stop is audited, the attributed owner's too)."""
     if not access.can_stop_workload(actor, workload):
         raise PermissionDenied("You may not stop this workload.")
-    own = access.stops_own_workload(actor, workload)
+    if workload.kind == Kind.OTHER:
+        raise ValidationError(f"The portal cannot stop this kind of work; delete {workload.object_name} in the "
+                              "cluster (kubectl delete).")
+    own = access.stops_own_workload(actor, workload) and not workload.from_outside
     if workload.status not in LIVE_STATUSES or workload.status == Status.STOPPING:
         raise ValidationError(f"This workload is {workload.get_status_display().lower()}; there is nothing to stop.")
     with transaction.atomic():

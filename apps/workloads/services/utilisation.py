@@ -83,7 +83,7 @@ def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datet
             _event(workload, from_status=workload.status, to_status=workload.status, reason=GPU_IDLE_REASON,
                    message=f"GPUs below {policy.threshold_percent}% for {_duration_text(policy.idle_seconds)}",
                    at=now, details={"idle_since": idle_since.isoformat()})
-            preference = notification_preference(workload.owner_id)
+            preference = notification_preference(workload.owner_id) if workload.owner_id is not None else None
             if preference and preference.wants("idle"):  # the flag and the page show it either way
                 enqueue_on_commit(IDLE_NOTIFY_TASK, workload.pk)
         row.save()

@@ -1,13 +1,14 @@
 """Admission of API writes, as kube-apiserver runs it: the body's identity against the URL, the namespace, decoding
-(malformed quantities), defaulting, mutating webhooks (the workload operators', then the Kueue half's), schema + CEL +
-built-in validation, validating webhooks (the operators', then the Kueue half's)."""
+(malformed quantities), defaulting, MutatingAdmissionPolicies, mutating webhooks (the workload operators', then the
+Kueue half's), schema + CEL + built-in validation, validating webhooks (the operators', then the Kueue half's)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from kubesim.apiserver import operators
+from kubesim.apiserver import admission_policies, operators
+from kubesim.apiserver.auth.rbac import ADMIN_GROUP, ADMIN_USER, User
 from kubesim.apiserver.errors import APIError, bad_request, denied, invalid, not_found
 from kubesim.apiserver.http.backend import Backend
 from kubesim.apiserver.http.common import Query, Target, q
@@ -88,6 +89,9 @@ class Admission:
         if plural == "jobs" and old is None:
             obj["metadata"]["uid"] = str(uuid.uuid4())
             builtin.label_job(obj)
+        if not status_only:
+            requester = t.requester or User(ADMIN_USER, (ADMIN_GROUP, "system:authenticated"))
+            obj = admission_policies.mutate(self.store, t.res, t.namespace, obj, old, requester)
         try:
             for hook in self.sim.webhooks:
                 mutated = hook.mutate(hook_resource, operation, obj, old, self.store)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim.apiserver.auth.rbac import User
 from kubesim.apiserver.errors import APIError, aggregate, bad_request, not_found
 from kubesim.apiserver.registry.resources import Resource
 from kubesim.apiserver.storage.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -41,6 +42,8 @@ class Target:
     sub: str | None
     # a deprecated version the request is converted from/to (kubesim.apiserver.registry.conversion)
     served_version: str | None = None
+    # who asks (after impersonation): admission policies read it as request.userInfo; None is the admin
+    requester: User | None = None
 
 
 def q(query: Query, key: str, default: str | None = None) -> str | None:

@@ -3,12 +3,13 @@ the Kubernetes resource paths, each Kubernetes request resolved to a verb and ha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from kubesim.apiserver.auth.rbac import Attributes, User
+from kubesim.apiserver.auth.rbac import ADMIN_GROUP, ADMIN_USER, Attributes, User
 from kubesim.apiserver.errors import APIError, bad_request, internal
 from kubesim.apiserver.http import k8sproto, metrics
 from kubesim.apiserver.http.access import Access
@@ -75,7 +76,7 @@ class Api:
             return Response(exc.code, exc.status())
 
     def _kube(self, method: str, path: str, query: Query, headers: dict[str, str], body: bytes) -> Response:
-        user = self.sim.rbac.authenticate(headers)
+        user, requester = self._impersonated(self.sim.rbac.authenticate(headers), headers)
         body = _protobuf_as_json(headers, body)
         static = discovery.static(path)
         if static is not None:
@@ -120,6 +121,7 @@ class Api:
             self._authorize(user, Attributes(verb, "", "services/proxy", namespace, service.partition(":")[0]))
             return self.service_proxy.handle(method, namespace, service, rest, query, headers)
         target, watch_path = self._parse(parts)
+        target = dataclasses.replace(target, requester=requester)
         verb = self._verb(method, target, query, watch_path)
         resource = f"{target.res.plural}/{target.sub}" if target.sub else target.res.plural
         self._authorize(user, Attributes(verb, target.res.group, resource, target.namespace or "", target.name or ""))
@@ -158,7 +160,7 @@ class Api:
         resp.body = conversion.response_from_storage(kind, resp.body)
         if resp.stream is not None:
             resp.stream = (conversion.response_from_storage(kind, event) for event in resp.stream)
-        resp.warnings = [*resp.warnings, *(f'unknown field "{u}"' for u in unknown), conversion.DEPRECATION_WARNING]
+        resp.warnings = [*resp.warnings, *(f'unknown field "{u}"' for u in unknown), conversion.warning(target.res)]
         return resp
 
     @staticmethod
@@ -167,7 +169,7 @@ class Api:
         such as spec.cohortName): dropped before conversion, 400 under fieldValidation=Strict, warned under Warn."""
         if verb not in ("create", "update") or ctype not in ("", "application/json") or not isinstance(decoded, dict):
             return []
-        unknown = schema.prune_unknown(target.res.plural, decoded, conversion.OLD)
+        unknown = schema.prune_unknown(target.res.plural, decoded, target.served_version)
         mode = q(query, "fieldValidation") or "Warn"
         if unknown and mode == "Strict":
             raise bad_request("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))
@@ -192,6 +194,20 @@ class Api:
             "deletecollection": self.verbs.delete_collection,
         }[verb]
         return handler(target, query, headers, body)
+
+    def _impersonated(self, user: User | None, headers: dict[str, str]) -> tuple[User | None, User]:
+        """(the user to authorize, who asks) after `Impersonate-User` / `Impersonate-Group` (kubectl --as, --as-group):
+        the caller must be allowed to impersonate that user (the admin may); without RBAC anyone may, and the
+        identity only reaches admission (request.userInfo)."""
+        as_user = headers.get("impersonate-user", "")
+        if not as_user:
+            return user, user or User(ADMIN_USER, (ADMIN_GROUP, "system:authenticated"))
+        self._authorize(user, Attributes("impersonate", "", "users", "", as_user))
+        groups = [g for g in [headers.get("impersonate-group", "")] if g]
+        for group in groups:
+            self._authorize(user, Attributes("impersonate", "", "groups", "", group))
+        impersonated = User(as_user, (*groups, "system:authenticated"))
+        return (None if user is None else impersonated), impersonated
 
     def _authorize(self, user: User | None, attrs: Attributes) -> None:
         with self.store.lock:

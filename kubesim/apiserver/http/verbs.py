@@ -60,7 +60,7 @@ class Verbs:
         if t.sub is None and tables.wants_table(headers.get("accept", "")):
             meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
             include = q(query, "includeObject", "") or ""
-            return Response(200, tables.table(t.res, [obj], self.sim.clock.now(), meta, include))
+            return Response(200, tables.table(t.res, [obj], self.sim.clock.now(), meta, include, t.served_version))
         return Response(200, obj)
 
     def list(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
@@ -88,7 +88,7 @@ class Verbs:
             meta["remainingItemCount"] = rest
         if tables.wants_table(headers.get("accept", "")):
             include = q(query, "includeObject", "") or ""
-            return Response(200, tables.table(t.res, items, self.sim.clock.now(), meta, include))
+            return Response(200, tables.table(t.res, items, self.sim.clock.now(), meta, include, t.served_version))
         return Response(
             200, {"kind": f"{t.res.kind}List", "apiVersion": t.res.api_version, "metadata": meta, "items": items}
         )
@@ -97,7 +97,9 @@ class Verbs:
     def create(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         dry = write_options("CreateOptions", query)
         obj = self.admission.check_identity(t, read_json(body))
-        obj["metadata"].pop("managedFields", None)  # ownership is tracked from the first apply on
+        # The creator owns every field it wrote (operation Update), as kube-apiserver records it.
+        manager = fieldmanager.manager_from(q(query, "fieldManager"), headers.get("user-agent", ""))
+        obj["metadata"]["managedFields"] = [fieldmanager.created(obj, manager, rfc3339(self.sim.clock.now()))]
         with self.store.lock:
             return self._create_admitted(t, obj, query, dry)
 
@@ -236,7 +238,7 @@ class Verbs:
     def scale(self, verb: str, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         """The scale subresource (autoscaling/v1 Scale) of a Deployment or LeaderWorkerSet: spec.replicas read and
         written through it."""
-        whole = Target(t.res, t.namespace, t.name, None)
+        whole = Target(t.res, t.namespace, t.name, None, requester=t.requester)
         with self.store.lock:
             obj = existing(self.store, whole)
             if verb == "get":

@@ -52,7 +52,9 @@ class Watches:
                 meta = {"resourceVersion": ev["object"]["metadata"]["resourceVersion"]}
                 ev = {
                     "type": ev["type"],
-                    "object": tables.table(t.res, [ev["object"]], self.sim.clock.now(), meta, include),
+                    "object": tables.table(
+                        t.res, [ev["object"]], self.sim.clock.now(), meta, include, t.served_version
+                    ),
                 }
             yield ev
 

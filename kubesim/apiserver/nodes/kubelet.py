@@ -1,5 +1,6 @@
 """The kubelet (and a trivial scheduler): binds pending pods to a node whose labels match the nodeSelector,
-runs them for the time their command says, and finishes them with the exit code their command says.
+runs them for the time their command says, and finishes them with the exit code their command says. A Ray node
+(`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it is stopped, as a server does.
 
 A pod with spec.schedulingGates is not scheduled: it stays Pending with PodScheduled False, reason SchedulingGated,
 as kube-scheduler leaves it (PodSchedulingReadiness, GA since Kubernetes 1.30), until every gate is removed."""
@@ -19,6 +20,7 @@ from kubesim.kernel.store import ChangeFeed, Store, clone
 RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
 _SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
 _EXIT = re.compile(r"\bexit\s+(\d+)")
+_RAY_NODE = re.compile(r"\bray start\b.*--block\b")
 LOG_STEP_SECONDS = 10
 SCHEDULING_GATED = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
@@ -40,7 +42,7 @@ def run_plan(pod: dict, default_seconds: float) -> tuple[float, int]:
         elif not exit_:
             # A server (kubesim.apiserver.nodes.servers) serves until it is stopped; anything else runs the default
             # time.
-            seconds = max(seconds, math.inf if is_server(c) else default_seconds)
+            seconds = max(seconds, math.inf if is_server(c) or _RAY_NODE.search(cmd) else default_seconds)
         if exit_ and code == 0:
             code = int(exit_.group(1))
     if annotation is not None:

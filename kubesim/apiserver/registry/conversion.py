@@ -1,6 +1,8 @@
-"""Kueue's deprecated kueue.x-k8s.io/v1beta1, served by converting to and from the stored v1beta2, as Kueue's
-conversion webhook does (Kueue 0.19/0.20 still serve it; every v1beta1 response carries the CRD's deprecation
-warning). The conversions are Kueue's documented field renames (Kueue's 0.15 release notes):
+"""Deprecated versions still served, converted to and from the stored version: Kueue's kueue.x-k8s.io/v1beta1 (stored
+v1beta2), as Kueue's conversion webhook does (Kueue 0.19/0.20 still serve it), and KubeRay's ray.io/v1alpha1 (stored
+v1), which KubeRay's CRDs serve without a conversion webhook (strategy None: only apiVersion changes; each request is
+judged by the old version's own vendored schema). Every response of a deprecated version carries its CRD's
+deprecation warning. Kueue's conversions are its documented field renames (Kueue's 0.15 release notes):
 
 | kind | v1beta1 | v1beta2 |
 | --- | --- | --- |
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+from functools import cache
 from typing import Any
 
 from kubesim.apiserver.registry.resources import CRD_DIR, KUEUE_GROUP, RESOURCES, Resource, crd_schema
@@ -22,6 +26,8 @@ from kubesim.apiserver.registry.resources import CRD_DIR, KUEUE_GROUP, RESOURCES
 STORAGE = "v1beta2"
 OLD = "v1beta1"
 DEPRECATION_WARNING = "This version is deprecated. Use v1beta2 instead."
+SERVED_OLD = {KUEUE_GROUP: (OLD, STORAGE), "ray.io": ("v1alpha1", "v1")}
+"""group -> (deprecated version served, stored version)."""
 _SOURCES = {
     "kueue.x-k8s.io/workloadpriorityclass": (KUEUE_GROUP, "WorkloadPriorityClass"),
     "scheduling.k8s.io/priorityclass": ("scheduling.k8s.io", "PriorityClass"),
@@ -30,15 +36,30 @@ _SOURCES = {
 
 def old_version_resource(group: str, version: str, plural: str) -> Resource | None:
     """The stored resource behind a path of a deprecated version kubesim converts (None for anything else)."""
-    if group != KUEUE_GROUP or version != OLD:
+    if SERVED_OLD.get(group, ("",))[0] != version:
         return None
     r = RESOURCES.get(plural)
-    return r if r is not None and r.group == KUEUE_GROUP else None
+    return r if r is not None and r.group == group else None
 
 
 def old_versions() -> list[Resource]:
-    """The v1beta1 face of every Kueue kind, for discovery and OpenAPI."""
-    return [dataclasses.replace(r, version=OLD) for r in RESOURCES.values() if r.group == KUEUE_GROUP]
+    """The deprecated face of every kind that has one (Kueue's v1beta1, KubeRay's v1alpha1), for discovery and
+    OpenAPI."""
+    return [dataclasses.replace(r, version=SERVED_OLD[r.group][0]) for r in RESOURCES.values() if r.group in SERVED_OLD]
+
+
+@cache
+def warning(r: Resource) -> str:
+    """The deprecation warning of a kind's deprecated version (its CRD's deprecationWarning)."""
+    if r.group == KUEUE_GROUP:
+        return DEPRECATION_WARNING
+    return json.loads((CRD_DIR / f"{r.plural}.{SERVED_OLD[r.group][0]}.json").read_text())["deprecationWarning"]
+
+
+def _versions(kind: str) -> tuple[str, str, str] | None:
+    """(group, deprecated version, stored version) of a kind served in a deprecated version."""
+    r = next((r for r in RESOURCES.values() if r.kind == kind and r.group in SERVED_OLD), None)
+    return None if r is None else (r.group, *SERVED_OLD[r.group])
 
 
 def to_storage(kind: str, obj: Any) -> Any:
@@ -46,8 +67,9 @@ def to_storage(kind: str, obj: Any) -> Any:
     if not isinstance(obj, dict):
         return obj
     out = copy.deepcopy(obj)
-    if out.get("apiVersion") == f"{KUEUE_GROUP}/{OLD}":
-        out["apiVersion"] = f"{KUEUE_GROUP}/{STORAGE}"
+    versions = _versions(kind)
+    if versions is not None and out.get("apiVersion") == f"{versions[0]}/{versions[1]}":
+        out["apiVersion"] = f"{versions[0]}/{versions[2]}"
     spec = out.get("spec") if isinstance(out.get("spec"), dict) else None
     status = out.get("status") if isinstance(out.get("status"), dict) else None
     if kind == "ClusterQueue" and spec is not None:
@@ -78,8 +100,9 @@ def from_storage(kind: str, obj: Any) -> Any:
     if not isinstance(obj, dict) or obj.get("kind") not in (kind, None):
         return obj
     out = copy.deepcopy(obj)
-    if out.get("apiVersion") == f"{KUEUE_GROUP}/{STORAGE}":
-        out["apiVersion"] = f"{KUEUE_GROUP}/{OLD}"
+    versions = _versions(kind)
+    if versions is not None and out.get("apiVersion") == f"{versions[0]}/{versions[2]}":
+        out["apiVersion"] = f"{versions[0]}/{versions[1]}"
     spec = out.get("spec") if isinstance(out.get("spec"), dict) else None
     status = out.get("status") if isinstance(out.get("status"), dict) else None
     if kind == "ClusterQueue" and spec is not None:  # MayStopSearch stays: v1beta1 has it too (Borrow is its alias)
@@ -124,17 +147,20 @@ def response_from_storage(kind: str, body: Any) -> Any:
     if body.get("kind") == "Status":
         return _status_from_storage(kind, body)
     if "items" in body and str(body.get("kind", "")).endswith("List"):
-        return {**body, "apiVersion": f"{KUEUE_GROUP}/{OLD}", "items": [from_storage(kind, i) for i in body["items"]]}
+        versions = _versions(kind)
+        api_version = f"{versions[0]}/{versions[1]}" if versions is not None else body.get("apiVersion")
+        return {**body, "apiVersion": api_version, "items": [from_storage(kind, i) for i in body["items"]]}
     if "type" in body and isinstance(body.get("object"), dict):  # a watch event
         return {**body, "object": from_storage(kind, body["object"])}
     return from_storage(kind, body)
 
 
 def schema(r: Resource) -> dict:
-    """The v1beta1 structural schema of a Kueue kind: the CRD's own (vendored), else derived from the stored
+    """The deprecated version's structural schema: the CRD's own (vendored), else (Kueue) derived from the stored
     version's."""
-    if (CRD_DIR / f"{r.plural}.{OLD}.json").exists():
-        return copy.deepcopy(crd_schema(r.plural, OLD))
+    old = SERVED_OLD[r.group][0]
+    if (CRD_DIR / f"{r.plural}.{old}.json").exists():
+        return copy.deepcopy(crd_schema(r.plural, old))
     out = copy.deepcopy(crd_schema(r.plural))
     props = out.get("properties") or {}
     spec = (props.get("spec") or {}).get("properties")

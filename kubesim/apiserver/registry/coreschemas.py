@@ -368,6 +368,76 @@ SUBJECT = obj(
 ROLE_REF = obj({"apiGroup": S, "kind": enum("Role", "ClusterRole"), "name": S}, ["apiGroup", "kind", "name"])
 BINDING = obj({**TOP, "subjects": arr(SUBJECT), "roleRef": ROLE_REF}, ["roleRef"])
 CRD = obj({**TOP, "spec": ANY, "status": ANY}, ["spec"])
+# admissionregistration.k8s.io/v1beta1 (Kubernetes 1.34): MutatingAdmissionPolicy and its binding, every field the
+# API defines (paramRef's and paramKind's parameters are stored, not honoured: kubesim/README.md).
+SELECTOR_REQUIREMENT = obj({"key": S, "operator": enum("In", "NotIn", "Exists", "DoesNotExist"), "values": arr(S)},
+                           ["key", "operator"])
+FULL_LABEL_SELECTOR = obj({"matchLabels": STRMAP, "matchExpressions": arr(SELECTOR_REQUIREMENT)})
+NAMED_RULE = obj(
+    {
+        "apiGroups": arr(S),
+        "apiVersions": arr(S),
+        "operations": arr(enum("*", "CREATE", "UPDATE", "DELETE", "CONNECT")),
+        "resources": arr(S),
+        "resourceNames": arr(S),
+        "scope": enum("Cluster", "Namespaced", "*"),
+    }
+)
+MATCH_RESOURCES = obj(
+    {
+        "namespaceSelector": FULL_LABEL_SELECTOR,
+        "objectSelector": FULL_LABEL_SELECTOR,
+        "resourceRules": arr(NAMED_RULE),
+        "excludeResourceRules": arr(NAMED_RULE),
+        "matchPolicy": enum("Exact", "Equivalent"),
+    }
+)
+NAMED_EXPRESSION = obj({"name": S, "expression": S}, ["name", "expression"])
+EXPRESSION = obj({"expression": S})
+MUTATING_ADMISSION_POLICY = obj(
+    {
+        **TOP,
+        "spec": obj(
+            {
+                "paramKind": obj({"apiVersion": S, "kind": S}),
+                "matchConstraints": MATCH_RESOURCES,
+                "variables": arr(NAMED_EXPRESSION),
+                "mutations": arr(
+                    obj(
+                        {
+                            "patchType": enum("ApplyConfiguration", "JSONPatch"),
+                            "applyConfiguration": EXPRESSION,
+                            "jsonPatch": EXPRESSION,
+                        },
+                        ["patchType"],
+                    )
+                ),
+                "failurePolicy": enum("Ignore", "Fail"),
+                "matchConditions": arr(NAMED_EXPRESSION),
+                "reinvocationPolicy": enum("Never", "IfNeeded"),
+            }
+        ),
+    }
+)
+MUTATING_ADMISSION_POLICY_BINDING = obj(
+    {
+        **TOP,
+        "spec": obj(
+            {
+                "policyName": S,
+                "paramRef": obj(
+                    {
+                        "name": S,
+                        "namespace": S,
+                        "selector": FULL_LABEL_SELECTOR,
+                        "parameterNotFoundAction": enum("Allow", "Deny"),
+                    }
+                ),
+                "matchResources": MATCH_RESOURCES,
+            }
+        ),
+    }
+)
 
 CORE_SCHEMAS: dict[str, dict] = {
     "pods": POD,
@@ -389,4 +459,6 @@ CORE_SCHEMAS: dict[str, dict] = {
     "rolebindings": BINDING,
     "clusterrolebindings": BINDING,
     "customresourcedefinitions": CRD,
+    "mutatingadmissionpolicies": MUTATING_ADMISSION_POLICY,
+    "mutatingadmissionpolicybindings": MUTATING_ADMISSION_POLICY_BINDING,
 }

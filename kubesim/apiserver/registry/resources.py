@@ -16,6 +16,10 @@ NETWORKING_GROUP = "networking.k8s.io"
 AUTHORIZATION_GROUP = "authorization.k8s.io"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+ADMISSION_GROUP = "admissionregistration.k8s.io"
+
+SCALED_CRDS = frozenset({"leaderworkersets"})
+"""The CRDs whose `scale` subresource kubesim serves (spec.replicas, status.hpaPodSelector)."""
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -52,7 +56,11 @@ def _crd(plural: str, categories: tuple[str, ...] | None = None) -> Resource:
         version=data["version"],
         namespaced=data["namespaced"],
         short_names=tuple(data["shortNames"]),
-        subresources=tuple(data["subresources"]),
+        # kubesim serves a CRD's status subresource, and scale only for the kinds verbs.scale knows (PyTorchJob
+        # declares one too; nothing here scales it)
+        subresources=tuple(
+            s for s in data["subresources"] if s == "status" or (s == "scale" and data["plural"] in SCALED_CRDS)
+        ),
         crd=True,
         categories=tuple(data.get("categories", ())) if categories is None else categories,
     )
@@ -107,6 +115,19 @@ CORE = [
         ("crd", "crds"),
         ("status",),
     ),
+    # Honoured on create and update (kubesim.apiserver.admission_policies); Kubernetes 1.34 serves v1beta1.
+    Resource(
+        "mutatingadmissionpolicies", "mutatingadmissionpolicy", "MutatingAdmissionPolicy", ADMISSION_GROUP, "v1beta1",
+        False,
+    ),
+    Resource(
+        "mutatingadmissionpolicybindings",
+        "mutatingadmissionpolicybinding",
+        "MutatingAdmissionPolicyBinding",
+        ADMISSION_GROUP,
+        "v1beta1",
+        False,
+    ),
 ]
 KUEUE = [
     _crd(p, ("kueue",))
@@ -120,9 +141,22 @@ KUEUE = [
         "admissionchecks",
     )
 ]
-OPERATORS = [_crd("jobsets"), _crd("leaderworkersets")]
-"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, LWS); served with or
-without the Kueue half, as a cluster has them whether or not Kueue manages them."""
+OPERATORS = [
+    _crd(p)
+    for p in (
+        "jobsets",
+        "leaderworkersets",
+        "trainjobs",
+        "clustertrainingruntimes",
+        "trainingruntimes",
+        "pytorchjobs",
+        "rayclusters",
+        "rayjobs",
+    )
+]
+"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, LWS, Kubeflow Trainer v2,
+Kubeflow training-operator v1, KubeRay); served with or without the Kueue half, as a cluster has them whether or not
+Kueue manages them."""
 RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS}
 """plural -> Resource; plurals are unique across the served groups."""
 

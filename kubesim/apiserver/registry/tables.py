@@ -13,6 +13,7 @@ from typing import Any
 from kubesim.apiserver.registry.resources import CRD_DIR, Resource
 from kubesim.kernel.clock import parse_rfc3339
 
+_LAST = "[-1:]"
 _FILTER = re.compile(r"^\[\?\(@\.(\w+)==['\"]([^'\"]*)['\"]\)\]")
 
 
@@ -50,7 +51,8 @@ def human_duration(seconds: float) -> str:
 
 
 def json_path(obj: Any, path: str) -> Any:
-    """The JSONPath subset CRD printer columns use: .a.b and [?(@.key=='value')] filters."""
+    """The JSONPath subset CRD printer columns use: .a.b, [?(@.key=='value')] filters and [-1:] (the last item,
+    as Kubeflow's STATE column takes the latest condition)."""
     cur: list[Any] = [obj]
     rest = path
     while rest:
@@ -69,6 +71,9 @@ def json_path(obj: Any, path: str) -> Any:
                 if isinstance(i, dict) and str(i.get(m.group(1))) == m.group(2)
             ]
             rest = rest[m.end() :]
+        elif rest.startswith(_LAST):
+            cur = [c[-1] for c in cur if isinstance(c, list) and c]
+            rest = rest[len(_LAST) :]
         else:
             return None
     return cur[0] if cur else None
@@ -216,8 +221,14 @@ CORE_COLUMNS: dict[str, list[Column]] = {
 
 
 @cache
-def _crd_columns(plural: str) -> list[Column]:
-    defs = json.loads((CRD_DIR / f"{plural}.json").read_text()).get("printerColumns") or []
+def _crd_columns(plural: str, version: str | None = None) -> list[Column]:
+    """A CRD's printer columns: a served deprecated version's own where its vendored file has them (a KubeRay
+    v1alpha1 RayJob has none), else the stored version's."""
+    old = CRD_DIR / f"{plural}.{version}.json"
+    data = json.loads(old.read_text()) if version is not None and old.exists() else {}
+    if "printerColumns" not in data:
+        data = json.loads((CRD_DIR / f"{plural}.json").read_text())
+    defs = data.get("printerColumns") or []
     if not defs:
         return [("Age", "date", 0, _age)]
     out: list[Column] = []
@@ -237,9 +248,12 @@ def _crd_columns(plural: str) -> list[Column]:
     return out
 
 
-def table(res: Resource, items: list[dict], now: datetime, meta: dict, include: str) -> dict:
-    """A meta.k8s.io/v1 Table of the items; include is None, Metadata (default) or Object."""
-    columns = _crd_columns(res.plural) if res.crd else CORE_COLUMNS.get(res.plural, [("Age", "date", 0, _age)])
+def table(
+    res: Resource, items: list[dict], now: datetime, meta: dict, include: str, version: str | None = None
+) -> dict:
+    """A meta.k8s.io/v1 Table of the items; include is None, Metadata (default) or Object; version: the deprecated
+    version the request named, if any."""
+    columns = _crd_columns(res.plural, version) if res.crd else CORE_COLUMNS.get(res.plural, [("Age", "date", 0, _age)])
     definitions = [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}] + [
         {"name": name, "type": typ if typ != "date" else "string", "format": "", "description": "", "priority": prio}
         for name, typ, prio, _ in columns

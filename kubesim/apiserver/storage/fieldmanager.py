@@ -250,6 +250,11 @@ def apply(live: dict | None, applied: dict, manager: str, force: bool, now: str,
     return result
 
 
+def created(obj: dict, manager: str, now: str) -> dict:
+    """The managedFields entry of a create: its manager owns every field the object was created with."""
+    return _entry(manager, "Update", obj.get("apiVersion") or "", now, fields(obj), None)
+
+
 def track_update(old: dict, new: dict, manager: str, now: str, sub: str | None = None) -> None:
     """An ordinary write (create/update/patch) on an object whose fields are managed: `manager` takes the fields
     it changed. Objects without managedFields stay without (kubesim tracks ownership from the first apply on)."""

@@ -1,9 +1,13 @@
-"""A small CEL evaluator covering the expressions used by the Kueue CRDs' x-kubernetes-validations.
+"""A small CEL evaluator covering the expressions used by the vendored CRDs' x-kubernetes-validations and by the
+MutatingAdmissionPolicies kubesim honours (kubesim.apiserver.admission_policies).
 
-Supported: literals (int, string, bool, null, lists), self / oldSelf / macro variables, field selection,
-indexing, ! - && || ?:, == != < <= > >= in, has(), size(), .size(), and the all / exists / exists_one /
-filter / map macros. Anything else raises CELError at parse time, so an unknown construct in a vendored
-schema is caught by the test that parses every rule.
+Supported: literals (int, string, bool, null, lists, maps `{k: v}`), self / oldSelf / macro variables, field
+selection, indexing, ! - && || ?:, == != < <= > >= in, has(), size(), .size(), string.matches(regex) (RE2
+semantics: true when the pattern matches anywhere; the vendored patterns are anchored and use no syntax Python's re
+reads differently), the all / exists / exists_one / filter / map macros, and object construction `Object{field: v}`
+/ `Object.metadata{...}` (an apply configuration: it evaluates to the mapping of its fields). Anything else raises
+CELError at parse time, so an unknown construct in a vendored schema or a shipped policy is caught by the tests that
+parse them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ class CELError(Exception):
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+)|(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|(?P<id>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<op>==|!=|<=|>=|&&|\|\||[!<>?:.,()\[\]+\-]))"
+    r"|(?P<op>==|!=|<=|>=|&&|\|\||[!<>?:.,()\[\]{}+\-]))"
 )
 _MACROS = {"all", "exists", "exists_one", "filter", "map"}
 
@@ -114,6 +118,8 @@ class _Parser:
                         node = ("macro", name, node, args[0][1], args[1])
                     elif name == "size" and not args:
                         node = ("size", node)
+                    elif name == "matches" and len(args) == 1:
+                        node = ("matches", node, args[0])
                     else:
                         raise CELError(f"unsupported method {name}")
                 else:
@@ -123,8 +129,37 @@ class _Parser:
                 idx = self.cond()
                 self.take("]")
                 node = ("index", node, idx)
+            elif tok == "{" and _type_name(node):
+                node = ("object", self.fields())
             else:
                 return node
+
+    def fields(self) -> list[tuple[str, Node]]:
+        """`{name: value, ...}` of an object construction."""
+        self.take("{")
+        out = []
+        while self.peek()[1] != "}":
+            kind, name = self.take()
+            if kind != "id":
+                raise CELError(f"expected a field name, got {name!r}")
+            self.take(":")
+            out.append((name, self.cond()))
+            if self.peek()[1] == ",":
+                self.take(",")
+        self.take("}")
+        return out
+
+    def entries(self) -> list[tuple[Node, Node]]:
+        """`{key: value, ...}` of a map literal (its `{` taken)."""
+        out = []
+        while self.peek()[1] != "}":
+            key = self.cond()
+            self.take(":")
+            out.append((key, self.cond()))
+            if self.peek()[1] == ",":
+                self.take(",")
+        self.take("}")
+        return out
 
     def primary(self) -> Node:
         kind, val = self.take()
@@ -159,7 +194,16 @@ class _Parser:
                     self.take(",")
             self.take("]")
             return ("list", items)
+        if val == "{":
+            return ("map", self.entries())
         raise CELError(f"unexpected token {val!r}")
+
+
+def _type_name(node: Node) -> bool:
+    """Whether a node names a type that can be constructed: `Object`, `Object.spec.template`..."""
+    while node[0] == "sel":
+        node = node[1]
+    return node == ("ident", "Object")
 
 
 def compile_rule(src: str) -> Node:
@@ -203,8 +247,17 @@ def evaluate(node: Node, env: dict[str, Any]) -> Any:
         if not isinstance(val, list | dict | str):
             raise CELError("size() of a non-collection")
         return len(val)
+    if op == "matches":
+        text, pattern = evaluate(node[1], env), evaluate(node[2], env)
+        if not isinstance(text, str) or not isinstance(pattern, str):
+            raise CELError("no matching overload for matches")
+        return re.search(pattern, text) is not None
     if op == "list":
         return [evaluate(n, env) for n in node[1]]
+    if op == "map":
+        return {evaluate(key, env): evaluate(value, env) for key, value in node[1]}
+    if op == "object":
+        return {name: evaluate(value, env) for name, value in node[1]}
     if op == "!":
         return not _bool(evaluate(node[1], env))
     if op == "neg":

@@ -151,7 +151,7 @@ def _job_selector(selector: Any, labels: dict) -> list[Cause]:
     """Manual or generated, a Job's selector must be set and match the pods it will produce."""
     if selector is None:
         return [_required("spec.selector")]
-    if not isinstance(selector, dict) or _selector_matches(selector, labels):
+    if not isinstance(selector, dict) or selector_matches(selector, labels):
         return []
     shown = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
     return [
@@ -163,7 +163,7 @@ def _job_selector(selector: Any, labels: dict) -> list[Cause]:
     ]
 
 
-def _selector_matches(selector: dict, labels: dict) -> bool:
+def selector_matches(selector: dict, labels: dict) -> bool:
     """metav1.LabelSelector semantics: matchLabels and In / NotIn / Exists / DoesNotExist expressions."""
     match_labels = _dict(selector.get("matchLabels"))
     if any(labels.get(k) != v for k, v in match_labels.items()):

@@ -175,8 +175,7 @@ def validate(resource: str, obj: dict, old: dict | None, version: str | None = N
     _check(METADATA, md, None, "metadata", causes)
     if not causes:  # the name and label checks need well-typed metadata
         causes = validate_metadata(resource, md)
-    body = {k: v for k, v in obj.items() if k != "metadata"}
-    old_body = {k: v for k, v in old.items() if k != "metadata"} if old is not None else None
+    body, old_body = _rule_view(obj), _rule_view(old) if old is not None else None
     schema = schema_for(resource, version)
     found = _Causes(causes)
     _check(schema, body, old_body, "", found, top=True)
@@ -187,6 +186,15 @@ def validate(resource: str, obj: dict, old: dict | None, version: str | None = N
     if _has_rules(schema):
         return [*found, Cause("<nil>", "FieldValueInvalid", f'Invalid value: "null": {_RULES_NOT_CHECKED}')]
     return list(found)
+
+
+def _rule_view(obj: dict) -> dict:
+    """The object as a CRD's schema and root CEL rules see it: metadata reduced to name and generateName, the only
+    metadata fields kube-apiserver exposes to rules (TrainJob's root rules check metadata.name)."""
+    md = obj.get("metadata") or {}
+    body = {k: v for k, v in obj.items() if k != "metadata"}
+    view = {k: md[k] for k in ("name", "generateName") if isinstance(md, dict) and k in md}
+    return {**body, "metadata": view} if view else body
 
 
 _BLOCKING = frozenset(

@@ -6,6 +6,9 @@
 - `podsets.py`: Workload names and what Kueue writes into pod templates on start and restores on stop.
 - `batch_job.py`: batch/v1 Job (framework `batch/job`).
 - `jobset.py`: jobset.x-k8s.io/v1alpha2 JobSet (framework `jobset.x-k8s.io/jobset`).
+- `trainjob.py`: Kubeflow Trainer v2 trainer.kubeflow.org/v1alpha1 TrainJob (framework `trainer.kubeflow.org/trainjob`).
+- `pytorchjob.py`: Kubeflow training-operator kubeflow.org/v1 PyTorchJob (framework `kubeflow.org/pytorchjob`).
+- `raycluster.py`, `rayjob.py`: ray.io/v1 RayCluster and RayJob (frameworks `ray.io/raycluster`, `ray.io/rayjob`).
 - `pod.py`: plain pods and pod groups (framework `pod`), not a JobKind: one Workload per pod or per group, pods held
   by a scheduling gate; the LeaderWorkerSet integration enables it implicitly for its pods.
 - `leaderworkerset.py`: leaderworkerset.x-k8s.io/v1 LeaderWorkerSet (framework
@@ -27,9 +30,14 @@ from kubesim.kueue.integrations.leaderworkerset import LeaderWorkerSetReconciler
 from kubesim.kueue.integrations.orphans import OrphanedWorkloads
 from kubesim.kueue.integrations.pod import FRAMEWORK as POD
 from kubesim.kueue.integrations.pod import PodReconciler
+from kubesim.kueue.integrations.pytorchjob import PyTorchJob
+from kubesim.kueue.integrations.raycluster import RayCluster
+from kubesim.kueue.integrations.rayjob import RayJob
+from kubesim.kueue.integrations.trainjob import TrainJob
 from kubesim.kueue.state import KueueState
 
-KINDS: dict[str, JobKind] = {k.framework: k for k in (BatchJob(), JobSet())}
+_EMULATED: tuple[JobKind, ...] = (BatchJob(), JobSet(), TrainJob(), PyTorchJob(), RayCluster(), RayJob())
+KINDS: dict[str, JobKind] = {k.framework: k for k in _EMULATED}
 """framework name -> kind, for the integrations kubesim emulates."""
 
 

@@ -55,11 +55,12 @@ class BatchJob:
 
     framework = FRAMEWORK
     resource = "jobs"
+    inputs: tuple[str, ...] = ()
     api_version = "batch/v1"
     kind = "Job"
     group = "batch"
 
-    def pod_sets(self, job: dict) -> list[dict]:
+    def pod_sets(self, store, job: dict) -> list[dict]:
         podset: dict = {"name": "main", "count": pod_count(job), "template": clone(job["spec"].get("template") or {})}
         raw = (job["metadata"].get("annotations") or {}).get(C.MIN_PARALLELISM_ANNOTATION)
         if raw and raw.isascii() and raw.isdigit() and int(raw) < podset["count"]:
@@ -81,7 +82,7 @@ class BatchJob:
                 return True, c["type"] == "Complete", c.get("message", "")
         return False, True, ""
 
-    def pods_ready(self, job: dict, wl: dict) -> bool:
+    def pods_ready(self, store, job: dict, wl: dict) -> bool:
         """Job.PodsReady: ready and succeeded pods (counted or not yet counted) reach the admitted count."""
         status = job.get("status") or {}
         admitted = sum(
@@ -92,7 +93,7 @@ class BatchJob:
         done = int(status.get("ready") or 0) + int(status.get("succeeded") or 0) + uncounted
         return done >= max(admitted, 1)
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         count = reclaimable_pods(job)
         return [{"name": "main", "count": count}] if count else []
 

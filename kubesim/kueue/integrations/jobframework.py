@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kubesim.kernel.store import controller_reference
 from kubesim.kueue import constants as C
@@ -31,17 +31,23 @@ REPEAT_PREEMPTIONS = 3
 FAILED_TO_START = "FailedToStart"
 
 
+class PodSetsUnavailable(ValueError):
+    """A job's pod sets cannot be built yet (a TrainJob's runtime is missing): Kueue logs the error and retries on
+    the next change; the job gets no Workload meanwhile."""
+
+
 class JobKind(Protocol):
     """One integrated kind, as the reconciler needs it (upstream's GenericJob and its optional interfaces)."""
 
     framework: str  # Configuration integrations.frameworks name, e.g. "batch/job"
     resource: str  # the kind's plural, e.g. "jobs"
+    inputs: tuple[str, ...]  # other resources its pod sets are built from (a change retries waiting jobs)
     api_version: str
     kind: str
     group: str
 
-    def pod_sets(self, job: dict) -> list[dict]:
-        """The Workload's spec.podSets for this job."""
+    def pod_sets(self, store, job: dict) -> list[dict]:
+        """The Workload's spec.podSets for this job (PodSetsUnavailable when they cannot be built yet)."""
         ...
 
     def suspended(self, job: dict) -> bool: ...
@@ -56,9 +62,9 @@ class JobKind(Protocol):
         """(finished, succeeded, message)."""
         ...
 
-    def pods_ready(self, job: dict, wl: dict) -> bool: ...
+    def pods_ready(self, store, job: dict, wl: dict) -> bool: ...
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         """status.reclaimablePods entries ({name, count}) before they are capped at the pod sets' sizes."""
         ...
 
@@ -69,6 +75,13 @@ class JobKind(Protocol):
     def restore(self, job: dict, infos: list[PodSetInfo]) -> None:
         """RestorePodSetsInfo: put back what the Workload recorded (the job is already suspended)."""
         ...
+
+
+@runtime_checkable
+class SkippingKind(Protocol):
+    """A kind some of whose objects Kueue leaves alone whatever their labels (upstream's JobWithSkip)."""
+
+    def skip(self, job: dict) -> bool: ...
 
 
 def owner_uid(wl: dict, kind: str | None = None) -> str | None:
@@ -111,7 +124,7 @@ class JobReconciler:
         self.name = f"kueue-{kind.kind.lower()}-controller"
         self._kinds = {(k.api_version, k.kind): k.resource for k in kinds}
         self._warned: set[tuple[str, str]] = set()
-        watched = (kind.resource, "workloads", "resourceflavors", "workloadpriorityclasses")
+        watched = (kind.resource, "workloads", "resourceflavors", "workloadpriorityclasses", *kind.inputs)
         self._gate = ChangeGate(set(watched))
         self._quiet: dict[str, tuple[str, str]] = {}  # job uid -> (job rv, workload rv) when a sync wrote nothing
         self._changes = Changes(*watched)
@@ -190,19 +203,26 @@ class JobReconciler:
         md = job["metadata"]
         if md.get("namespace") in C.UNMANAGED_NAMESPACES:
             return False
+        if isinstance(self.kind, SkippingKind) and self.kind.skip(job):
+            return False
         queue = (md.get("labels") or {}).get(C.QUEUE_NAME_LABEL)
         ancestor = self._managed_ancestor(store, job)
         if ancestor is not None:
             return self._suspend_child(store, job, ancestor)
         if not queue:
             return False
-        if len(owned) > 1:
-            return self._keep_one(store, job, owned)
         wl = owned[0] if owned else None
         versions = (md.get("resourceVersion", ""), (wl or {}).get("metadata", {}).get("resourceVersion", ""))
-        if wl is not None and self._quiet.get(md["uid"]) == versions:
+        if len(owned) <= 1 and wl is not None and self._quiet.get(md["uid"]) == versions:
             return False
-        if self._sync(store, job, wl, now):
+        try:
+            synced = self._keep_one(store, job, owned) if len(owned) > 1 else self._sync(store, job, wl, now)
+        except PodSetsUnavailable:
+            self._busy.add((md["namespace"], md["name"]))  # retried on the next pass (an input changed, say)
+            return False
+        if len(owned) > 1:
+            return synced
+        if synced:
             self._quiet.pop(md["uid"], None)
             self._busy.add((md["namespace"], md["name"]))
             return True
@@ -216,7 +236,7 @@ class JobReconciler:
     def _keep_one(self, store, job: dict, owned: list[dict]) -> bool:
         """ensureOneWorkload: of several Workloads the job controls, the first that matches it stays; the others
         are deleted ("Deleted not matching Workload")."""
-        keep = next((wl for wl in owned if self._counts_match(job, wl)), None)
+        keep = next((wl for wl in owned if self._counts_match(store, job, wl)), None)
         for wl in owned:
             if wl is keep:
                 continue
@@ -249,12 +269,13 @@ class JobReconciler:
 
     def _suspend_child(self, store, job: dict, ancestor: dict) -> bool:
         """shouldSuspendChildJob: a running child of a managed job stops while the ancestor's Workload is missing or
-        not admitted."""
+        not admitted. A Workload that finished while admitted keeps its Admitted condition, so the children of a
+        finished ancestor (a RayJob's cluster waiting for its time to live) are left to their operator."""
         if self.kind.suspended(job) or self.kind.finished(job)[0]:
             return False
         uid = ancestor["metadata"]["uid"]
         wls = [wl for _, wl in store.dependents(uid, "workloads") if owner_uid(wl) == uid]
-        live = [wl for wl in wls if not condition_true(wl, C.FINISHED)]
+        live = [wl for wl in wls if not condition_true(wl, C.FINISHED)] or wls[-1:]
         if live and condition_true(live[-1], C.ADMITTED):
             return False
         job = clone(job)
@@ -360,7 +381,7 @@ class JobReconciler:
         max_exec = labels.get(C.MAX_EXEC_TIME_LABEL)
         if max_exec and max_exec.isascii() and max_exec.isdigit():
             wl_spec["maximumExecutionTimeSeconds"] = int(max_exec)
-        wl_spec["podSets"] = self.kind.pod_sets(job)
+        wl_spec["podSets"] = self.kind.pod_sets(store, job)
         return wl_spec
 
     def _warn_missing_priority_class(self, store, job: dict) -> bool:
@@ -378,7 +399,7 @@ class JobReconciler:
         runs): the job is stopped with its pod templates restored and the Workload deleted; the next pass creates a
         new one (jobframework's ensureOneWorkload). A suspended job's unreserved Workload is rewritten instead."""
         suspended = self.kind.suspended(job)
-        if (suspended and not condition_true(wl, C.QUOTA_RESERVED)) or self._counts_match(job, wl):
+        if (suspended and not condition_true(wl, C.QUOTA_RESERVED)) or self._counts_match(store, job, wl):
             return False
         if not suspended:
             self._stop(store, job, wl, "No matching Workload; restoring pod templates according to existent Workload")
@@ -390,10 +411,10 @@ class JobReconciler:
         store.record_event(job, "Normal", "DeletedWorkload", message, C.CONTROLLER_NAME)
         return True
 
-    def _counts_match(self, job: dict, wl: dict) -> bool:
+    def _counts_match(self, store, job: dict, wl: dict) -> bool:
         """The job's pod sets have the Workload's names and counts (or the counts a partial admission gave)."""
         have = (wl.get("spec") or {}).get("podSets") or []
-        want = self.kind.pod_sets(job)
+        want = self.kind.pod_sets(store, job)
         if [p.get("name") for p in want] != [p.get("name") for p in have]:
             return False
         admitted = {
@@ -425,7 +446,7 @@ class JobReconciler:
         sizes = {ps.get("name"): int(ps.get("count", 0)) for ps in (wl.get("spec") or {}).get("podSets") or []}
         wanted = [
             {"name": r["name"], "count": min(r["count"], sizes[r["name"]])}
-            for r in self.kind.reclaimable_pods(job)
+            for r in self.kind.reclaimable_pods(store, job)
             if r["name"] in sizes and r["count"] > 0
         ]
         have = (wl.get("status") or {}).get("reclaimablePods") or []
@@ -477,7 +498,7 @@ class JobReconciler:
         cur = find_condition(wl, C.PODS_READY)
         if not condition_true(wl, C.ADMITTED):
             new = ("False", "WaitForStart", "Not all pods are ready or succeeded")
-        elif self.kind.pods_ready(job, wl):
+        elif self.kind.pods_ready(store, job, wl):
             recovered = cur is not None and cur.get("reason") in ("WaitForRecovery", "Recovered")
             reason = "Recovered" if recovered else "Started"
             new = ("True", reason, "All pods reached readiness and the workload is running")

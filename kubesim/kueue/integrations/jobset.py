@@ -63,11 +63,12 @@ class JobSet:
 
     framework = FRAMEWORK
     resource = "jobsets"
+    inputs: tuple[str, ...] = ()
     api_version = "jobset.x-k8s.io/v1alpha2"
     kind = "JobSet"
     group = "jobset.x-k8s.io"
 
-    def pod_sets(self, job: dict) -> list[dict]:
+    def pod_sets(self, store, job: dict) -> list[dict]:
         return [
             {
                 "name": rj["name"].lower(),
@@ -95,12 +96,12 @@ class JobSet:
                     return True, succeeded, c.get("message", "")
         return False, True, ""
 
-    def pods_ready(self, job: dict, wl: dict) -> bool:
+    def pods_ready(self, store, job: dict, wl: dict) -> bool:
         statuses = (job.get("status") or {}).get("replicatedJobsStatus") or []
         done = sum(int(s.get("ready") or 0) + int(s.get("succeeded") or 0) for s in statuses)
         return sum(_replicas(rj) for rj in _rjobs(job)) == done
 
-    def reclaimable_pods(self, job: dict) -> list[dict]:
+    def reclaimable_pods(self, store, job: dict) -> list[dict]:
         statuses = {s.get("name"): s for s in (job.get("status") or {}).get("replicatedJobsStatus") or []}
         out = []
         for rj in _rjobs(job):

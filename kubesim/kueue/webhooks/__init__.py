@@ -6,6 +6,8 @@ PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors off).
 - `jobframework.py`: what every job kind's webhook shares: default LocalQueue and WorkloadPriorityClass, suspend when
   queued, Kueue's label and annotation rules on create and update.
 - `batch_job.py`: batch/v1 Job (vjob.kb.io), with partial admission; `jobset.py`: JobSet (vjobset.kb.io);
+  `trainjob.py`: TrainJob (vtrainjob.kb.io); `pytorchjob.py`: PyTorchJob (vpytorchjob.kb.io);
+  `raycluster.py`, `rayjob.py`: RayCluster (vraycluster.kb.io), RayJob (vrayjob.kb.io);
   `pod.py`: Pod (vpod.kb.io), the scheduling gate and pod groups; `leaderworkerset.py`: LeaderWorkerSet
   (vleaderworkerset.kb.io). A job
   kind's webhook has its integration's module name (kubesim.kueue.integrations) and runs only while the
@@ -32,6 +34,10 @@ from kubesim.kueue.integrations.jobset import FRAMEWORK as JOBSET
 from kubesim.kueue.integrations.leaderworkerset import API_VERSION as LWS_API
 from kubesim.kueue.integrations.leaderworkerset import FRAMEWORK as LWS
 from kubesim.kueue.integrations.pod import FRAMEWORK as POD
+from kubesim.kueue.integrations.pytorchjob import FRAMEWORK as PYTORCHJOB
+from kubesim.kueue.integrations.raycluster import FRAMEWORK as RAYCLUSTER
+from kubesim.kueue.integrations.rayjob import FRAMEWORK as RAYJOB
+from kubesim.kueue.integrations.trainjob import FRAMEWORK as TRAINJOB
 from kubesim.kueue.webhooks.batch_job import JobWebhook
 from kubesim.kueue.webhooks.cluster_queue import ClusterQueueWebhook
 from kubesim.kueue.webhooks.cohort import CohortWebhook
@@ -40,10 +46,21 @@ from kubesim.kueue.webhooks.jobset import JobSetWebhook
 from kubesim.kueue.webhooks.leaderworkerset import LeaderWorkerSetWebhook
 from kubesim.kueue.webhooks.local_queue import LocalQueueWebhook
 from kubesim.kueue.webhooks.pod import PodWebhook
+from kubesim.kueue.webhooks.pytorchjob import PyTorchJobWebhook
+from kubesim.kueue.webhooks.raycluster import RayClusterWebhook
+from kubesim.kueue.webhooks.rayjob import RayJobWebhook
 from kubesim.kueue.webhooks.resource_flavor import ResourceFlavorWebhook
+from kubesim.kueue.webhooks.trainjob import TrainJobWebhook
 from kubesim.kueue.webhooks.workload import WorkloadWebhook
 
-JOB_WEBHOOKS: dict[str, type[JobFrameworkWebhook]] = {BATCH_JOB: JobWebhook, JOBSET: JobSetWebhook}
+JOB_WEBHOOKS: dict[str, type[JobFrameworkWebhook]] = {
+    BATCH_JOB: JobWebhook,
+    JOBSET: JobSetWebhook,
+    TRAINJOB: TrainJobWebhook,
+    PYTORCHJOB: PyTorchJobWebhook,
+    RAYCLUSTER: RayClusterWebhook,
+    RAYJOB: RayJobWebhook,
+}
 
 
 def kueue_webhooks(config: KueueConfig) -> list[Webhook]:

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from kubesim.testing import InProcessKubesim, serve
-from tests.kubesim.conftest import JOBSET, jobset_body
+from tests.kubesim.conftest import JOBSET, KUBEFLOW, TRAINER, jobset_body
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 GPU = "nvidia.com/gpu"
@@ -222,9 +222,47 @@ class Cluster:
         [wl] = self.jobset_workloads(namespace, name)
         return wl
 
+    # -- TrainJobs and PyTorchJobs -------------------------------------------------------------------------------
+
+    def submit(self, namespace: str, body: dict, queue: str | None = None) -> dict:
+        """Create a TrainJob or PyTorchJob body (tests.kubesim.conftest.trainjob_body / pytorchjob_body) naming
+        `queue`."""
+        if queue:
+            body["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = queue
+        group_version, plural = _KUBEFLOW_KINDS[body["kind"]]
+        return self.custom.create_namespaced_custom_object(*group_version, namespace, plural, body)
+
+    def read(self, kind: str, namespace: str, name: str) -> dict:
+        group_version, plural = _KUBEFLOW_KINDS[kind]
+        return self.custom.get_namespaced_custom_object(*group_version, namespace, plural, name)
+
+    def patch(self, kind: str, namespace: str, name: str, body: dict) -> dict:
+        group_version, plural = _KUBEFLOW_KINDS[kind]
+        return self.custom.patch_namespaced_custom_object(*group_version, namespace, plural, name, body)
+
+    def patch_status(self, kind: str, namespace: str, name: str, status: dict) -> None:
+        """Write a status as upstream's integration tests do (the operator is told to keep away by managedBy)."""
+        group_version, plural = _KUBEFLOW_KINDS[kind]
+        self.custom.patch_namespaced_custom_object_status(*group_version, namespace, plural, name, {"status": status})
+        self.settle()
+
+    def owned_workloads(self, kind: str, namespace: str, name: str) -> list[dict]:
+        uid = self.read(kind, namespace, name)["metadata"]["uid"]
+        selector = f"kueue.x-k8s.io/job-uid={uid}"
+        return self.custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads", label_selector=selector)[
+            "items"
+        ]
+
+    def owned_workload(self, kind: str, namespace: str, name: str) -> dict:
+        [wl] = self.owned_workloads(kind, namespace, name)
+        return wl
+
     def events(self, namespace: str, name: str) -> list[tuple[str, str]]:
         evs = self.core.list_namespaced_event(namespace).items
         return [(e.reason, e.message) for e in evs if e.involved_object.name == name]
+
+
+_KUBEFLOW_KINDS = {"TrainJob": (TRAINER, "trainjobs"), "PyTorchJob": (KUBEFLOW, "pytorchjobs")}
 
 
 def _cluster(**kwargs: object) -> Iterator[Cluster]:

@@ -172,8 +172,15 @@ def _value(field: FieldDescriptor, value: Any) -> Any:
     if special.endswith("_meta_v1_Duration"):
         return f"{value.duration / 1e9:g}s"
     if special.endswith(("_runtime_RawExtension", "_meta_v1_FieldsV1")):
-        return json.loads(value.raw) if value.raw else {}
+        raw = getattr(value, _raw_field(special))
+        return json.loads(raw) if raw else {}
     return to_json(value)
+
+
+def _raw_field(special: str) -> str:
+    """The bytes field of an embedded JSON message: RawExtension's `raw`, FieldsV1's `Raw` (as go-to-protobuf names
+    them)."""
+    return "Raw" if special.endswith("_meta_v1_FieldsV1") else "raw"
 
 
 def encode(obj: dict) -> bytes | None:
@@ -234,7 +241,7 @@ def _fill_value(message: Message, value: Any) -> None:
         else:
             message.type, message.intVal = 0, int(value)
     elif special.endswith(("_runtime_RawExtension", "_meta_v1_FieldsV1")):
-        message.raw = json.dumps(value).encode()
+        setattr(message, _raw_field(special), json.dumps(value).encode())
     elif isinstance(value, dict) and not special.endswith("_meta_v1_Duration"):
         _fill(message, value)
 

@@ -2,14 +2,16 @@
 
 Usage: python -m kubesim.apiserver.registry.crds.regenerate DIR [DIR ...]
 Each DIR is searched for Kueue's CRDs (`kueue.x-k8s.io_*.yaml`) and for the workload operators' CRDs listed in
-UPSTREAM (JobSet, LeaderWorkerSet); SOURCES.md says where each comes from. An operator's file must be the exact
-upstream release file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
+UPSTREAM (JobSet; LeaderWorkerSet; Kubeflow Trainer's TrainJob and training runtimes; training-operator's PyTorchJob;
+KubeRay's RayJob and RayCluster); SOURCES.md says where each comes from. An operator's file must be the exact upstream
+release file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
 
 Kueue: keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema
 (`<plural>.v1beta1.json`, against which kubesim validates v1beta1 requests); below a Workload's
 podSets[].template.spec the embedded PodSpec (over 1 MB) is replaced by a permissive preserve-unknown-fields object,
 the Workload's own fields stay strict. Operators: the storage version, whole (a JobSet's pod templates are validated
-strictly, as kube-apiserver does with the CRD installed). Descriptions are dropped from every schema.
+strictly, as kube-apiserver does with the CRD installed), and a served deprecated version's schema and warning
+(`<plural>.<version>.json`; KubeRay's v1alpha1). Descriptions are dropped from every schema.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ UPSTREAM = {
     "leaderworkerset.x-k8s.io_leaderworkersets.yaml": (
         "c5dcad8ed943e495490241f00b9a1b45d51203b6d484020db3636d5bf553568e"
     ),
+    "trainer.kubeflow.org_trainjobs.yaml": "a742cafc5b5582640c7e0b7467c024fc237256fbca5ba0a9f0531dfb66d64416",
+    "trainer.kubeflow.org_clustertrainingruntimes.yaml": (
+        "ec84dc3388fcdbe8c61d3c247a773d14458dd9438e995bea8e50d2a18080eef9"
+    ),
+    "trainer.kubeflow.org_trainingruntimes.yaml": "69b8dbdf60a18e28cddcc2b8dfc4ce72a943e14b531b9389d593118faee4919f",
+    "kubeflow.org_pytorchjobs.yaml": "8b8a8a719cc94173169290251e817f7ac2bb425c20b6c2fa813397bcf4e932ed",
+    "ray.io_rayjobs.yaml": "01a5cf3b17c1769fda44af7e82debcd98722f0c27b9ab84d084681c6649121f5",
+    "ray.io_rayclusters.yaml": "c44704442eef0c6721ad40c1d66782c8bd3fdab9d3344306a5820910a679baa1",
 }
 
 
@@ -99,7 +109,19 @@ def operator(path: Path) -> None:
         raise SystemExit(f"{path}: sha256 {digest} is not the release file's ({UPSTREAM[path.name]}); see SOURCES.md")
     crd = _load(path)
     version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
-    _write(crd["spec"]["names"]["plural"], _entry(crd, version, version["schema"]["openAPIV3Schema"]))
+    plural = crd["spec"]["names"]["plural"]
+    _write(plural, _entry(crd, version, version["schema"]["openAPIV3Schema"]))
+    for old in crd["spec"]["versions"]:
+        if old.get("served") and not old.get("storage"):
+            _write(
+                f"{plural}.{old['name']}",
+                {
+                    "version": old["name"],
+                    "deprecationWarning": old.get("deprecationWarning", ""),
+                    "printerColumns": _strip(old.get("additionalPrinterColumns", [])),
+                    "schema": _strip(old["schema"]["openAPIV3Schema"]),
+                },
+            )
 
 
 def main(*sources: str) -> None:
