@@ -31,7 +31,7 @@ RUN groupadd --system --gid 10001 portal \
 COPY --from=builder /wheels /wheels
 RUN pip install --no-cache-dir --no-index --find-links=/wheels /wheels/*.whl && rm -rf /wheels
 WORKDIR /app
-COPY manage.py pyproject.toml ./
+COPY manage.py pyproject.toml gunicorn.conf.py ./
 COPY portal portal
 COPY apps apps
 COPY worker worker

@@ -125,6 +125,13 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(page, content_type=CONTENT_TYPE_LATEST)
 
 
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {HEALTHZ: healthz, READYZ: readyz, METRICS: metrics_view}
+
+
 class ProbeMiddleware:
     """First in MIDDLEWARE: answers the probe and metrics paths before host checks, redirects and sessions."""
 
@@ -132,13 +139,11 @@ class ProbeMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.method in ("GET", "HEAD"):
-            if request.path == HEALTHZ:
-                return JsonResponse({"status": "ok"})
-            if request.path == READYZ:
-                return readyz(request)
-            if request.path == METRICS:
-                return metrics_view(request)
+        if request.method in ("GET", "HEAD") and (probe := PROBES.get(request.path)):
+            response = probe(request)
+            # SecurityMiddleware, which sets this on every other answer, comes after this one.
+            response["X-Content-Type-Options"] = "nosniff"
+            return response
         return self.get_response(request)
 
 

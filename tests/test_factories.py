@@ -53,3 +53,11 @@ def test_invalid_shapes_are_refused(factory, values, message):
     with pytest.raises(ValidationError) as refused:
         factory(**values)
     assert message in " ".join(refused.value.messages)
+
+
+def test_the_outside_trait_is_work_from_outside_as_the_watcher_mirrors_it():
+    workload = WorkloadFactory(outside=True)
+    assert workload.from_outside and workload.owner is None and workload.priority_class is None
+    assert workload.gpu_units == 4 and workload.pod_count == 2 and workload.object_name == workload.name
+    assert workload.submitter_label == "outside the portal (kubectl-create)"
+    assert WorkloadFactory(outside=True).kueue_uid != workload.kueue_uid

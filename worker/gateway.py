@@ -75,6 +75,11 @@ class ClusterError(Exception):
         return self.status == 409 and self.reason == "AlreadyExists"
 
     @property
+    def conflict(self) -> bool:
+        """A write based on a stale resourceVersion: another writer changed the object since it was read."""
+        return self.status == 409 and self.reason == "Conflict"
+
+    @property
     def denied_by_webhook(self) -> bool:
         """A validating admission webhook refused this object (Kueue's answer 403 Forbidden `admission webhook
         "vclusterqueue.kb.io" denied the request: <field errors>`): about the object, not this account's rights."""
@@ -205,6 +210,18 @@ class Gateway:
             if not error.not_found:
                 raise
         return None
+
+    def raw_list(self, path: str) -> builtins.list[dict]:
+        """Every item of a list path (any kind), a page of 500 at a time."""
+        items: builtins.list[dict] = []
+        continue_token = None
+        while True:
+            page = self._call("GET", path, query=[("limit", 500), *([("continue", continue_token)]
+                                                                     if continue_token else [])])
+            items.extend(page.get("items", []))
+            continue_token = (page.get("metadata") or {}).get("continue")
+            if not continue_token:
+                return items
 
     def raw_get(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> Any:
         """GET any API path (the visibility API, pod logs) as JSON or text."""

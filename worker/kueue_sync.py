@@ -3,13 +3,17 @@
 Compute the desired objects from the database, read what the portal owns in the cluster, and apply only the
 differences in a safe order: shrinking updates first (children before parents), then creates and growing updates
 (parents before children), then deletes (children before parents). Nothing without the portal's ownership label
-is ever touched, and every write is sent with fieldValidation=Strict.
+is ever touched, and every write is sent with fieldValidation=Strict. An update that meets a 409 Conflict (another
+writer changed the object since it was read) is read again and re-applied; after the pass the owned objects are read
+back, and whatever is not as intended is listed (`unsettled`): the worker then keeps the reconcile request open.
 
 Namespaces are the portal's own. A project whose namespace breaks the rule (apps/org/validators.py; rows older
 than the rule), or whose namespace exists in the cluster without the portal's label or labelled for another
 project, is skipped: none of its objects is created, changed or deleted, nothing in that namespace is touched,
 and the run reports it. A project whose write the API server refuses is likewise reported and left for the next
-pass. One bad project never stops the others; only a transient or authorisation failure ends the whole run.
+pass; any other object it refuses (a pool's ResourceFlavor, a department's or a pool's Cohort, a priority class) is
+reported alone and tried again on the next pass. One bad project or object never stops the others; only a
+transient or authorisation failure ends the whole run.
 """
 
 from __future__ import annotations
@@ -95,9 +99,18 @@ def _describe(obj: dict[str, Any]) -> str:
 @dataclass
 class SyncResult:
     changes: list[str] = field(default_factory=list)
-    # One line per project left out of this pass, and why (shown on the admins' Cluster sync page).
+    # One line per project or single object left out of this pass, and why (shown on the admins' Cluster sync page).
     project_errors: list[str] = field(default_factory=list)
     failed_projects: set[str] = field(default_factory=set)
+    refused_objects: set[tuple[str, str, str]] = field(default_factory=set)
+    # One line per object that a read back after the pass did not find as intended (another writer won every try):
+    # the reconcile request stays open until a pass ends without any.
+    unsettled: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        """Every line for the run's record: what was left out, then what is not yet as intended."""
+        return self.project_errors + self.unsettled
 
     def record(self, verb: str, obj: dict[str, Any]) -> None:
         self.changes.append(f"{verb} {_describe(obj)}")
@@ -105,6 +118,14 @@ class SyncResult:
     def refuse(self, project: str, message: str) -> None:
         self.failed_projects.add(project)
         self.project_errors.append(f"Project {project}: {message}")
+
+    def refuse_object(self, obj: dict[str, Any], message: str) -> None:
+        self.refused_objects.add(_key(obj))
+        self.project_errors.append(f"{_describe(obj)}: {message}")
+
+    def left_out(self, obj: dict[str, Any]) -> bool:
+        """Whether the pass gave up on `obj` with a refusal (reported already; a read back cannot expect it)."""
+        return _project_of(obj) in self.failed_projects or _key(obj) in self.refused_objects
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -279,8 +300,29 @@ def reconcile(gw: Gateway, desired: list[dict[str, Any]]) -> SyncResult:
             _guarded(result, "update", obj, partial(_update, gw, obj, actual[key], result))
     for obj in sorted((obj for key, obj in actual.items() if key not in wanted), key=_delete_rank):
         _guarded(result, "delete", obj, partial(_delete, gw, obj, result))
+    result.unsettled = _read_back(gw, wanted, skips, result)
     return result
 
+
+def _read_back(gw: Gateway, wanted: dict[tuple[str, str, str], dict[str, Any]], skips: list[SkippedProject],
+               result: SyncResult) -> list[str]:
+    """What the cluster, read again after the pass, does not hold as intended: a wanted object missing or different,
+    an unwanted one still there (one being deleted counts as gone). Objects the pass left out are reported already."""
+    actual = _without(read_owned(gw), skips)
+    again = "the next pass tries again."
+    lines = [f"{_describe(obj)}: not as intended when read back after the pass (changed by another writer "
+             f"meanwhile); {again}"
+             for key, obj in wanted.items()
+             if not result.left_out(obj) and (key not in actual or not _covers(_content(obj), _content(actual[key])))]
+    lines += [f"{_describe(obj)}: still in the cluster when read back after the pass; {again}"
+              for key, obj in actual.items()
+              if key not in wanted and not result.left_out(obj) and not obj["metadata"].get("deletionTimestamp")]
+    return lines
+
+
+# How often an update is read again and re-applied after a 409 Conflict (another writer changed the object) before
+# the pass leaves it to the next one.
+CONFLICT_TRIES = 3
 
 # Refusals that are about the whole run, not one project's objects: end the run (transient ones are retried). A
 # webhook's denial is a 403 too, but about the object written: its project fails, the run goes on.
@@ -288,17 +330,26 @@ RUN_LEVEL_STATUS = {401, 403}
 
 
 def _guarded(result: SyncResult, verb: str, obj: dict[str, Any], write: Callable[[], None]) -> None:
-    """Run one write; a project's refused write is recorded on the project, which sits out the rest of the pass."""
+    """Run one write; a project's refused write is recorded on the project, which sits out the rest of the pass, and
+    any other refused object is recorded alone (the objects that name it are written anyway: Kueue takes a queue
+    whose flavor is missing and keeps it inactive until the flavor exists)."""
     project = _project_of(obj)
     if project is not None and project in result.failed_projects:
         return
     try:
         write()
     except ClusterError as error:
-        if project is None or error.transient or (error.status in RUN_LEVEL_STATUS and not error.denied_by_webhook):
+        if error.transient or (error.status in RUN_LEVEL_STATUS and not error.denied_by_webhook):
             raise
-        result.refuse(project, f"the API server refused to {verb} {_describe(obj)}: {error.status} {error.reason}: "
-                               f"{error.message}. Its other objects wait for the next pass.")
+        if error.conflict:
+            return  # another writer won every try: no refusal, the read back after the pass names it
+        answer = f"{error.status} {error.reason}: {error.message}."
+        if project is None:
+            result.refuse_object(obj, f"the API server refused to {verb} it: {answer} The other objects were "
+                                      "reconciled; this one is tried again on the next pass.")
+        else:
+            result.refuse(project, f"the API server refused to {verb} {_describe(obj)}: {answer} Its other objects "
+                                   "wait for the next pass.")
 
 
 def _create(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:
@@ -320,12 +371,24 @@ def _update(gw: Gateway, desired: dict[str, Any], current: dict[str, Any], resul
         gw.create(desired)
         result.record("recreated", desired)
         return
-    body = {**current, **{k: v for k, v in desired.items() if k != "metadata"}}
-    body["metadata"] = {**current["metadata"],
-                        "labels": {**current["metadata"].get("labels", {}), **desired["metadata"].get("labels", {})}}
-    body.pop("status", None)
-    gw.replace(body)
-    result.record("updated", desired)
+    metadata = desired["metadata"]
+    for attempt in range(1, CONFLICT_TRIES + 1):
+        body = {**current, **{k: v for k, v in desired.items() if k != "metadata"}}
+        body["metadata"] = {**current["metadata"],
+                            "labels": {**current["metadata"].get("labels", {}), **metadata.get("labels", {})}}
+        body.pop("status", None)
+        try:
+            gw.replace(body)
+        except ClusterError as error:
+            if not error.conflict or attempt == CONFLICT_TRIES:
+                raise
+            # Another writer changed it since it was read: read it again and apply on top of theirs.
+            current = gw.get(desired["kind"], metadata["name"], namespace=metadata.get("namespace"))
+            if _covers(_content(desired), _content(current)):
+                return
+            continue
+        result.record("updated", desired)
+        return
 
 
 def desired_from_database() -> list[dict[str, Any]]:

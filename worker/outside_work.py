@@ -72,6 +72,31 @@ def owner_path(namespace: str, reference: dict[str, Any]) -> str | None:
     return f"{root}/namespaces/{namespace}/{known.plural}/{reference['name']}"
 
 
+def owner_list_path(reference: dict[str, Any]) -> str | None:
+    """The cluster-wide list of an owner reference's kind, when it is a kind the portal reads."""
+    api_version = str(reference.get("apiVersion", ""))
+    known = OWNER_KINDS.get((group_of(api_version), str(reference.get("kind", ""))))
+    if known is None:
+        return None
+    root = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    return f"{root}/{known.plural}"
+
+
+def submitter_fields(owner: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the watcher keeps of an owner object: only what says who submitted it (a cache of thousands)."""
+    if owner is None:
+        return None
+    metadata = owner.get("metadata") or {}
+    labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+    managers = [entry.get("manager", "") for entry in metadata.get("managedFields") or [] if isinstance(entry, dict)]
+    return {"metadata": {
+        "uid": metadata.get("uid", ""),
+        "labels": {key: value for key, value in labels.items() if key == PORTAL_USER_LABEL},
+        "annotations": {key: value for key, value in annotations.items() if key == SUBMITTED_BY_ANNOTATION},
+        "managedFields": [{"manager": manager} for manager in managers[:1]],
+    }}
+
+
 def stop_target(*, namespace: str, api_version: str, kind: str, name: str) -> tuple[str, str | None] | None:
     """What deleting outside work means, as (API path, label selector): its owner object, or for a pod group every
     pod of the group; None for a kind the portal does not know how to stop."""

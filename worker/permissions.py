@@ -31,7 +31,9 @@ class Permission:
 
 
 _RECONCILED = ("list", "create", "update", "delete")  # worker.kueue_sync: read what it owns, write what differs
-OWNER_READ = ("get",)  # the watcher reads an outside Workload's owner once, for who submitted it
+# The watcher reads an outside Workload's owner once, for who submitted it: one GET, or at a resync one list of the
+# kind for the many it has not read yet.
+OWNER_READ = ("get", "list")
 OWNER_STOP = ("delete",)  # the worker stops outside work by deleting its owner (foreground)
 # A pod group's owners are its pods: one delete of the group's label selector stops them all.
 POD_GROUP_STOP = ("deletecollection",)
@@ -63,13 +65,13 @@ WORKER: tuple[Permission, ...] = (
 )
 
 WATCHER: tuple[Permission, ...] = (
-    Permission("batch", "jobs", ("list", "watch", *OWNER_READ)),
+    Permission("batch", "jobs", ("watch", *OWNER_READ)),
     *(Permission(KUEUE, plural, ("list", "watch"))
       for plural in ("workloads", "clusterqueues", "localqueues", "cohorts")),
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions
     Permission("", "nodes", ("list", "watch")),  # how many of a pool's nodes can host a gang's pod
     # a plain pod or a pod group member owning an outside Workload; list: GPU pods that run outside the queue
-    Permission("", "pods", (*OWNER_READ, "list")),
+    Permission("", "pods", OWNER_READ),
     *_owner_kinds(OWNER_READ),
 )
 

@@ -72,10 +72,14 @@ def kueue_sync() -> list[str]:
         return []
     metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
     metrics.RECONCILE_CHANGES.inc(len(result.changes))
-    intents.intents_complete(kind=org_services.KUEUE_SYNC_INTENT, target_id=None, outcome="reconciled",
-                             ids=claim.ids)
-    again = org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors)
-    if again or intents.intents_open(kind=org_services.KUEUE_SYNC_INTENT, target_id=None):
+    if result.unsettled:  # done only when a read back shows the cluster as intended: the sweep sends it again
+        intents.intent_release(claim, error=" ".join(result.unsettled),
+                               retry_at=timezone.now() + org_services.KUEUE_SYNC_DEADLINE)
+    else:
+        intents.intents_complete(kind=org_services.KUEUE_SYNC_INTENT, target_id=None, outcome="reconciled",
+                                 ids=claim.ids)
+    again = org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.problems)
+    if again or intents.intents_open(kind=org_services.KUEUE_SYNC_INTENT, target_id=None, besides=claim.ids):
         kueue_sync.delay()
     return result.changes
 

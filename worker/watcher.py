@@ -51,7 +51,14 @@ from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Origin, Status
 from apps.workloads.observation import Observation, Unmapped
 
 from .gateway import KINDS, ClusterError, Gateway
-from .outside_work import owner_path, owner_reference, read_outside, unqueued_gpu_pods
+from .outside_work import (
+    owner_list_path,
+    owner_path,
+    owner_reference,
+    read_outside,
+    submitter_fields,
+    unqueued_gpu_pods,
+)
 from .status_map import observe, parse_time
 from .tasks import forecasts_refresh_soon
 
@@ -247,7 +254,7 @@ class Watcher:
                                gpus=unmapped.gpus, at=timezone.now())
 
     def _owner(self, namespace: str, reference: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The object an outside Workload belongs to, read once (who submitted it does not change)."""
+        """The object an outside Workload belongs to (what names who submitted it), read once: it does not change."""
         if reference is None:
             return None
         uid = str(reference.get("uid", ""))
@@ -263,8 +270,30 @@ class Watcher:
                     raise
         if owner is not None and (owner.get("metadata") or {}).get("uid") != uid:
             owner = None  # a new object of the same name: not the one the Workload belongs to
-        self.owners[uid] = owner
-        return owner
+        self.owners[uid] = submitter_fields(owner)
+        return self.owners[uid]
+
+    def _read_owners(self) -> None:
+        """The owners not read yet, one list per kind instead of a GET per object (a first sync of many)."""
+        wanted: dict[str, set[str]] = {}
+        with self.lock:
+            for item in self.outside.values():
+                reference = owner_reference(item)
+                if reference and reference.get("uid") and reference["uid"] not in self.owners:
+                    path = owner_list_path(reference)
+                    if path:
+                        wanted.setdefault(path, set()).add(str(reference["uid"]))
+        for path, uids in wanted.items():
+            try:
+                items = self.gw.raw_list(path)
+            except ClusterError as error:
+                if error.not_found:
+                    continue  # the kind is not installed
+                raise
+            for item in items:
+                uid = str((item.get("metadata") or {}).get("uid", ""))
+                if uid in uids:
+                    self.owners[uid] = submitter_fields(item)
 
     def _preemptor(self, observation: Observation) -> int | None:
         if not (observation.preemption and observation.preemption.preemptor_job_uid):
@@ -371,12 +400,14 @@ class Watcher:
         mirror.watcher_heartbeat(at=timezone.now())
 
     def _apply_all_outside(self, listed_at: datetime) -> None:
-        """Every outside Workload listed, then the rows and unmapped entries of those that are gone."""
+        """Every outside Workload listed (queued for the appliers, their owners read a kind at a time first), then
+        the rows and unmapped entries of those that are gone."""
         self.applied_outside.clear()
         with self.lock:
             present = set(self.outside)
+        self._read_owners()
         for uid in present:
-            self.apply_outside(uid)
+            self.work.add(("outside", uid))
         missing = Workload.objects.filter(origin=Origin.OUTSIDE, status__in=LIVE_STATUSES,
                                           created_at__lt=listed_at).exclude(kueue_uid__in=present)
         workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())

@@ -220,10 +220,23 @@ def manual_admin_binding_count() -> int:
     return RoleBinding.objects.filter(role=Role.ADMIN, scope=Scope.EVERYTHING, source=BindingSource.MANUAL).count()
 
 
+def lock_manual_admin_bindings() -> set[int]:
+    """The ids of the hand-made admin bindings over everything, each row locked until the transaction ends: removals
+    take turns, and each counts what the one before it left (a count read without the lock let parallel removals
+    each see another admin and leave none). Call inside `transaction.atomic()`."""
+    return set(RoleBinding.objects.filter(role=Role.ADMIN, scope=Scope.EVERYTHING, source=BindingSource.MANUAL)
+               .order_by("pk").select_for_update().values_list("pk", flat=True))
+
+
+def is_manual_admin(binding: RoleBinding) -> bool:
+    """Whether `binding` is a hand-made admin binding over everything (one of those the installation keeps at least
+    one of)."""
+    return binding.role == Role.ADMIN and binding.scope == Scope.EVERYTHING and binding.source == BindingSource.MANUAL
+
+
 def is_last_manual_admin(binding: RoleBinding, *, manual_admin_bindings: int) -> bool:
     """Whether removing `binding` would leave no hand-made admin: the installation would lose its way back in."""
-    return (binding.role == Role.ADMIN and binding.scope == Scope.EVERYTHING and binding.source == BindingSource.MANUAL
-            and manual_admin_bindings <= 1)
+    return is_manual_admin(binding) and manual_admin_bindings <= 1
 
 
 def may_remove_binding(user: Visitor | None, binding: RoleBinding, *, manual_admin_bindings: int) -> bool:
@@ -345,6 +358,12 @@ def can_manage_data_of(user: Visitor | None, project: ScopeNode) -> bool:
     return can(user, Action.MANAGE_PROJECTS, project)
 def can_manage_idle_policy(user: Visitor | None) -> bool:
     """The GPU idle rule and the "held but idle" list are installation-wide: admins only."""
+    return sees_everything(user, Action.MANAGE)
+
+
+def can_view_unmapped_work(user: Visitor | None) -> bool:
+    """Work in the cluster the portal cannot count as a project's names namespaces and objects of no project, and
+    GPU pods outside the queue: admins only, who map namespaces and fix queues."""
     return sees_everything(user, Action.MANAGE)
 
 

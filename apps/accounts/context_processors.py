@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from .access import Action, can, can_anywhere
+from .access import Action, can, can_anywhere, can_view_unmapped_work
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
@@ -22,5 +22,6 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             "view_audit": can_anywhere(user, Action.VIEW_AUDIT),
             "view_workloads": can_anywhere(user, Action.VIEW),
             "submit": can_anywhere(user, Action.SUBMIT),
+            "view_unmapped_work": can_view_unmapped_work(user),
         }
     }

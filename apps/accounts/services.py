@@ -25,7 +25,7 @@ from apps.core.audit import audit_record, snapshot
 from apps.core.services import version_check
 
 from . import access
-from .access import forget_grants, is_last_manual_admin, manual_admin_binding_count, may_grant
+from .access import forget_grants, is_manual_admin, lock_manual_admin_bindings, may_grant
 from .models import (
     BindingSource,
     ExternalIdentity,
@@ -83,8 +83,12 @@ def role_binding_delete(*, actor: Actor, binding: RoleBinding) -> None:
         raise ValidationError("This binding comes from an IdP group rule and follows the user's groups: change the "
                               "rule (Access > IdP group rules) or the user's groups at the identity provider.")
     with transaction.atomic():
-        if is_last_manual_admin(binding, manual_admin_bindings=manual_admin_binding_count()):
-            raise ValidationError("This is the last admin binding; add another admin first.")
+        if is_manual_admin(binding):
+            manual_admins = lock_manual_admin_bindings()
+            if binding.pk not in manual_admins:
+                raise ValidationError("This binding was removed meanwhile; reload the list.")
+            if len(manual_admins) <= 1:
+                raise ValidationError("This is the last admin binding; add another admin first.")
         audit_record(actor=actor, action="role_binding.delete", obj=binding, before=snapshot(binding), after=None,
                      **_audit_scope(binding))
         binding.delete()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -85,11 +87,15 @@ def nul_errors(data: Any, fields: Mapping[str, serializers.Field]) -> dict[str, 
             if isinstance(fields.get(name), serializers.RelatedField) and holds_nul(value)}
 
 
+INTEGER_TEXT = re.compile(r"^\s*[+-]?[0-9]+\s*$")
+
+
 class AsciiIntegerField(serializers.IntegerField):
-    """An integer whose text form has ASCII digits only: DRF's int() would read '\u0661' as 1."""
+    """An integer written as one: ASCII digits only (DRF's int() would read '\u0661' as 1), and no fraction, not even
+    a zero one (DRF reads 1.0 and "1.0" as 1; a JSON number with a point is a float to most clients)."""
 
     def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, str) and not data.isascii():
+        if isinstance(data, float | Decimal) or (isinstance(data, str) and not INTEGER_TEXT.match(data)):
             self.fail("invalid")
         return super().to_internal_value(data)
 

@@ -26,7 +26,8 @@ The design, one rule per line:
 - **Done when the domain says so.** An intent is done (`done_at`, `outcome`) when what it asked for is true or can
   never be: the workloads app closes submit and stop intents in the very transition that leaves `submitting` or
   `stopping` (whoever makes it: the task, the watcher, a rejection); the reconcile closes the `kueue.sync` intents it
-  covered (those visible when it started, so a change committed during a pass is picked up by the next one).
+  covered (those visible when it started, so a change committed during a pass is picked up by the next one) once a
+  read back after its pass shows the cluster as intended, and otherwise leaves them open for the sweep.
 - **Idempotent work.** Jobs have deterministic names (a create answering 409 adopts the existing Job), deleting a
   Job already gone is success, and status transitions are conditional UPDATEs. A duplicate send costs a no-op, so
   the broker's at-least-once delivery (acks_late, a visibility timeout of minutes) and the sweep's re-sends are safe.
@@ -121,8 +122,9 @@ def intents_complete(*, kind: str, target_id: int | None, outcome: str, ids: tup
     return open_.update(done_at=timezone.now(), outcome=outcome[:100], claimed_until=None)
 
 
-def intents_open(*, kind: str, target_id: int | None) -> bool:
-    return Intent.objects.filter(kind=kind, target_id=target_id, done_at__isnull=True).exists()
+def intents_open(*, kind: str, target_id: int | None, besides: tuple[int, ...] = ()) -> bool:
+    """Whether (kind, target) has open intents, other than `besides` (a task's own, released for the sweep)."""
+    return Intent.objects.filter(kind=kind, target_id=target_id, done_at__isnull=True).exclude(pk__in=besides).exists()
 
 
 def _backoff(dispatches: int) -> timedelta:

@@ -22,10 +22,16 @@ from .models import (
     PriorityClass,
     Project,
 )
-from .validators import SLUG_MAX_LENGTH, validate_dns_label, validate_label_key, validate_label_value, validate_slug
-
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
+from .validators import (
+    SLUG_MAX_LENGTH,
+    TAINT_EFFECTS,
+    node_taints_bound_errors,
+    too_many_node_labels,
+    validate_dns_label,
+    validate_label_key,
+    validate_label_value,
+    validate_slug,
+)
 
 # --- node pools ------------------------------------------------------------------------------------------------
 
@@ -52,6 +58,8 @@ def parse_labels(text: str) -> dict[str, str]:
         if key in labels:
             errors.append(f"Line {number}: {key} appears twice.")
         labels[key] = value
+    if too_many := too_many_node_labels(len(labels)):
+        errors.append(too_many)
     if errors:
         raise ValidationError(errors)
     return labels
@@ -82,6 +90,7 @@ def parse_taints(text: str) -> list[dict[str, str]]:
         if value:
             taint["value"] = value
         taints.append(taint)
+    errors += node_taints_bound_errors(taints)
     if errors:
         raise ValidationError(errors)
     return taints

@@ -19,7 +19,13 @@ from django.db.models import Q
 from apps.core.models import SealedSecretModel, VersionedModel
 from apps.core.scopes import AccessPaths
 
-from .validators import validate_dns_label, validate_extended_resource_name, validate_slug
+from .validators import (
+    node_labels_errors,
+    node_taints_errors,
+    validate_dns_label,
+    validate_extended_resource_name,
+    validate_slug,
+)
 
 MAX_OVER_QUOTA_WEIGHT = 1000
 MAX_POOL_CAPACITY = 100_000
@@ -84,8 +90,9 @@ class NodePool(VersionedModel):
 
     def clean(self) -> None:
         """The cut decides the profile and the replicas: a MIG pool names its profile, a time-sliced one shares each
-        card between at least 2 replicas, and the others have neither (the API would otherwise store them unused)."""
-        errors: dict[str, str] = {}
+        card between at least 2 replicas, and the others have neither (the API would otherwise store them unused).
+        The node labels and taints must be what Kueue takes on the pool's ResourceFlavor (apps.org.validators)."""
+        errors: dict[str, str | list[str]] = {}
         if self.cut == self.Cut.MIG:
             if not self.mig_profile:
                 errors["mig_profile"] = "A MIG pool needs its profile, e.g. 3g.40gb."
@@ -99,6 +106,10 @@ class NodePool(VersionedModel):
                 errors["replicas_per_card"] = "A time-sliced pool shares each card between at least 2 replicas."
             elif self.cut != self.Cut.TIME_SLICED and replicas != 1:
                 errors["replicas_per_card"] = "Only a time-sliced pool shares its cards; leave it at 1."
+        if label_errors := node_labels_errors(self.node_labels):
+            errors["node_labels"] = label_errors
+        if taint_errors := node_taints_errors(self.node_taints):
+            errors["node_taints"] = taint_errors
         if errors:
             raise ValidationError(errors)
 

@@ -3,6 +3,7 @@ project may have."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -54,6 +55,79 @@ def validate_label_value(value: str) -> None:
             "starting and ending alphanumeric).",
             code="label_value",
         )
+
+
+# --- a node pool's ResourceFlavor -------------------------------------------------------------------------------
+# Kueue's ResourceFlavor CRD takes at most 8 node labels, 8 node taints and 8 tolerations (the portal writes one per
+# taint), and its webhook refuses two taints with the same key and effect
+# (kubesim/apiserver/registry/crds/resourceflavors.json, kubesim/kueue/webhooks/resource_flavor.py). A pool past
+# these bounds would make every reconcile's write of its flavor fail, so it is refused before it is saved.
+
+FLAVOR_MAX_NODE_LABELS = 8
+FLAVOR_MAX_NODE_TAINTS = 8
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _messages(check: Any, value: str) -> list[str]:
+    try:
+        check(value)
+    except ValidationError as exc:
+        return list(exc.messages)
+    return []
+
+
+def too_many_node_labels(count: int) -> str | None:
+    if count <= FLAVOR_MAX_NODE_LABELS:
+        return None
+    return (f"{count} node labels: Kueue's ResourceFlavor takes at most {FLAVOR_MAX_NODE_LABELS}. Select the pool's "
+            "nodes with fewer labels.")
+
+
+def node_labels_errors(labels: Any) -> list[str]:
+    """Every reason Kueue would refuse `labels` as a ResourceFlavor's nodeLabels (syntax of each, then the count)."""
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        return ["Node labels are a mapping of label keys to label values."]
+    errors = [message for key, value in labels.items()
+              for message in _messages(validate_label_key, key) + _messages(validate_label_value, value)]
+    if too_many := too_many_node_labels(len(labels)):
+        errors.append(too_many)
+    return errors
+
+
+def node_taints_bound_errors(taints: list[dict[str, str]]) -> list[str]:
+    """What Kueue refuses of well-formed taints as a whole: more than 8, or two with the same key and effect."""
+    errors = []
+    first_of: dict[tuple[str, str], int] = {}
+    for number, taint in enumerate(taints, start=1):
+        pair = (taint.get("key", ""), taint.get("effect", ""))
+        if pair in first_of:
+            errors.append(f"Taints {first_of[pair]} and {number} have the same key and effect ({pair[0]}:{pair[1]}); "
+                          "Kueue takes one taint per key and effect.")
+        else:
+            first_of[pair] = number
+    if len(taints) > FLAVOR_MAX_NODE_TAINTS:
+        errors.append(f"{len(taints)} node taints: Kueue's ResourceFlavor takes at most {FLAVOR_MAX_NODE_TAINTS} "
+                      "(and as many tolerations).")
+    return errors
+
+
+def node_taints_errors(taints: Any) -> list[str]:
+    """Every reason Kueue would refuse `taints` as a ResourceFlavor's nodeTaints: the shape and syntax of each, then
+    the bounds of the whole."""
+    shape = "Node taints are a list of {key, value (optional), effect}."
+    if not isinstance(taints, list) or not all(isinstance(taint, dict) for taint in taints):
+        return [shape]
+    errors = []
+    for number, taint in enumerate(taints, start=1):
+        if set(taint) - {"key", "value", "effect"} or not all(isinstance(v, str) for v in taint.values()):
+            errors.append(f"Taint {number}: {shape}")
+            continue
+        errors += _messages(validate_label_key, taint.get("key", ""))
+        if taint.get("value"):
+            errors += _messages(validate_label_value, taint["value"])
+        if taint.get("effect") not in TAINT_EFFECTS:
+            errors.append(f"Taint {number}: the effect must be one of {', '.join(TAINT_EFFECTS)}.")
+    return errors + node_taints_bound_errors(taints)
 
 
 def validate_extended_resource_name(value: str) -> None:
@@ -115,7 +189,6 @@ def project_namespace_error(namespace: str) -> str | None:
 SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
                 "/var/run", "/var/lib/kubelet")
 MOUNT_PATH_MAX_LENGTH = 255
-NFS_SERVER = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.:\[\]]*[A-Za-z0-9\]])?$")
 
 
 def mount_path_errors(path: Any) -> list[str]:
@@ -151,9 +224,83 @@ def validate_mount_path(value: str) -> None:
         raise ValidationError(errors)
 
 
-def validate_nfs_server(value: str) -> None:
-    if not value or len(value) > 253 or not NFS_SERVER.match(value):
-        raise ValidationError(f"{value!r} is not a host name or IP address of an NFS server.")
+# --- hosts: NFS servers and image registries ---------------------------------------------------------------------
+# Both end up verbatim in what the cluster acts on (a pod's nfs volume, the key of a dockerconfigjson Secret's
+# "auths"), so each is exactly a host (and a registry's optional port): no scheme, user, path, options or spaces.
+
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}"
+                       r"[A-Za-z0-9])?)*$")
+
+
+def _is_host(value: str) -> bool:
+    """A DNS host name, an IPv4 address, or an IPv6 address (bare or in brackets)."""
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    try:
+        ipaddress.ip_address(bare)
+    except ValueError:
+        return bare == value and bool(HOST_NAME.match(value)) and not value.replace(".", "").isdigit()
+    return bare == value or ":" in bare  # brackets only around IPv6
+
+
+def _host_and_port(value: str) -> tuple[str, str | None]:
+    """Split `host:port` ("[v6]:port" for IPv6); a bare IPv6 address is all host."""
+    if value.startswith("[") and "]:" in value:
+        host, _, port = value.rpartition(":")
+        return host, port
+    if value.count(":") == 1:
+        host, _, port = value.partition(":")
+        return host, port
+    return value, None
+
+
+def nfs_server_errors(value: str) -> list[str]:
+    """Why `value` cannot be an NFS volume's server: a host name or IP address, without a port."""
+    if not value:
+        return ["Give the NFS server's host name or IP address, e.g. nfs.example.org or 10.0.0.5."]
+    if _is_host(value):
+        return []
+    host, port = _host_and_port(value)
+    if port is not None and _is_host(host):
+        return [f"{value!r}: give the NFS server's host name or IP address without a port (an NFS volume has no port "
+                "field), e.g. nfs.example.org."]
+    return [f"{value!r} is not a host name or IP address of an NFS server, e.g. nfs.example.org or 10.0.0.5."]
+
+
+def nfs_path_errors(path: str) -> list[str]:
+    """Why `path` cannot be an NFS export path: absolute and plain, and no mount options (a comma starts them)."""
+    if not path.startswith("/"):
+        return ["Give the export's absolute path on the server, e.g. /exports/imagenet."]
+    if "," in path:
+        return [f"{path!r}: no commas; mount options cannot be set here, give the export's path only."]
+    if path != "/" and (any(part in ("", ".", "..") for part in path[1:].split("/"))
+                        or any(c.isspace() or not c.isprintable() for c in path)):
+        return [f"{path!r} must be a plain path: no '..', '.', '//', spaces or trailing '/'."]
+    return []
+
+
+REGISTRY_EXAMPLE = "e.g. nvcr.io or registry.example.org:5000"
+
+
+def registry_host_errors(value: str) -> list[str]:
+    """Why `value` cannot be a pull secret's registry: a host and an optional port, nothing else (it becomes the key
+    of the Secret's dockerconfigjson, which the kubelet matches against image names)."""
+    def refuse(why: str) -> list[str]:
+        return [f"{value!r} is not a registry host: {why}; {REGISTRY_EXAMPLE}."]
+
+    if not value or any(c.isspace() or not c.isprintable() for c in value):
+        return refuse("give a registry host and an optional port, without spaces")
+    if "://" in value or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:/", value):
+        return refuse("give the host and port only, no scheme such as https://")
+    if "@" in value:
+        return refuse("no user name or password here (they have their own fields)")
+    if "/" in value:
+        return refuse("give the host and port only, no path")
+    host, port = _host_and_port(value)
+    if port is not None and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return refuse("the port must be a number from 1 to 65535")
+    if not _is_host(host):
+        return refuse("give a registry host (a DNS name or an IP address) and an optional port")
+    return []
 
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

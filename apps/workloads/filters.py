@@ -11,7 +11,7 @@ from django.http import QueryDict
 from apps.core.filters import ChoiceListFilter, IdOrNameFilter, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
 from apps.org.selectors import departments_for, projects_for
 
-from .models import LIVE_STATUSES, PREEMPTED_STATUSES, Kind, Status, Workload
+from .models import LIVE_STATUSES, PREEMPTED_STATUSES, Kind, Origin, Status, Workload
 
 SEARCH_WORDS = 8  # more words than this narrow nothing a person would notice; the rest are ignored
 SCOPES = [("mine", "My workloads"), ("all", "All I can see")]  # short: the select is a filter column wide
@@ -29,12 +29,15 @@ class WorkloadFilterSet(ScopedFilterSet):
       and `owner` with it when the page shows only the user's own work;
     - `status`: one or several, comma-separated; `live` stands for every status before a final one, `preempted` for
       every preempted workload not admitted again yet (its pods stopping, or `requeued`: back in the queue);
-    - `kind`: one or several, comma-separated;
-    - `q`: words that must each appear in the name, image, project, department or creator (any case);
+    - `kind`: one or several, comma-separated: the portal's forms and the kinds of work from outside it;
+    - `origin`: `portal` (submitted in the portal) or `outside` (mirrored from the cluster);
+    - `q`: words that must each appear in the name, image, project, department or creator (any case; the creator as
+      the list shows it, "outside the portal (<Kubernetes user>)" for work from outside no user is named on);
     - `project`, `department`: id or slug, among those the user sees;
     - `owner`: id or username;
     - `ordering`: created_at (age), name, status, kind, project, department, node_pool, owner, gpus (units
-      requested), position (in the ClusterQueue); newest first by default.
+      requested), position (in the ClusterQueue); newest first by default. `owner` sorts by the creator as the list
+      shows it, so work from outside sits among the usernames as "outside the portal (...)".
     """
 
     q = django_filters.CharFilter(method="search", label="Search", max_length=100,
@@ -43,6 +46,8 @@ class WorkloadFilterSet(ScopedFilterSet):
     status = ChoiceListFilter(choices=[("live", "Live (not finished)"), *STATUS_CHOICES], noun="status",
                               aliases={"live": LIVE_STATUSES, Status.PREEMPTED: PREEMPTED_STATUSES}, label="Status")
     kind = ChoiceListFilter(choices=Kind.choices, noun="kind", label="Kind")
+    origin = django_filters.ChoiceFilter(choices=Origin.choices, label="Origin", empty_label="(any)",
+                                         help_text="portal: submitted in the portal; outside: submitted outside it.")
     project = ReferenceFilter(choices=lambda request: projects_for(request.user).order_by("name"),
                               help_text="Project id or slug.")
     department = ReferenceFilter(field_name="project__department",
@@ -54,7 +59,7 @@ class WorkloadFilterSet(ScopedFilterSet):
     ordering = StableOrderingFilter(
         fields=[("created_at", "created_at"), ("name", "name"), ("status", "status"), ("kind", "kind"),
                 ("project__slug", "project"), ("project__department__slug", "department"),
-                ("node_pool__slug", "node_pool"), ("owner__username", "owner"), ("requested_units", "gpus"),
+                ("node_pool__slug", "node_pool"), ("creator", "owner"), ("requested_units", "gpus"),
                 ("queue_position_cluster", "position")],
         default=("-created_at", "-id"),
     )
@@ -84,12 +89,13 @@ class WorkloadFilterSet(ScopedFilterSet):
         return chosen or self.default_scope
 
     def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        """Every word must match one of the row's texts (`workload_list` joins them, so no query is added)."""
+        """Every word must match one of the row's texts (`workload_list` joins them and annotates the creator, so no
+        query is added)."""
         for word in value.split()[:SEARCH_WORDS]:
             queryset = queryset.filter(Q(name__icontains=word) | Q(image__icontains=word)
                                        | Q(project__slug__icontains=word) | Q(project__name__icontains=word)
                                        | Q(project__department__slug__icontains=word)
-                                       | Q(owner__username__icontains=word))
+                                       | Q(creator__icontains=word))
         return queryset
 
     def scope_applied_later(self, queryset: QuerySet, name: str, value: str) -> QuerySet:

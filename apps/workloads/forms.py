@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django import forms
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, BadRequest, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -313,6 +313,8 @@ def submit_initial(*, user: Actor, projects: QuerySet[Project], query: Any) -> t
         source = selectors.workload_for_page(user=user, pk=parse_id(query["from"]) or 0)
         if source is None:
             raise Http404("No such workload.")
+        if source.from_outside:
+            raise BadRequest("This workload was submitted outside the portal: there is no submission of it to repeat.")
         initial.update(initial_from_workload(source))
         if projects.filter(pk=source.project_id).exists():
             initial["project"] = source.project_id

@@ -59,6 +59,17 @@ class Origin(models.TextChoices):
     OUTSIDE = "outside", "Submitted outside the portal"
 
 
+OUTSIDE_THE_PORTAL = "outside the portal"
+
+
+def submitter_text(username: str | None, submitted_by: str) -> str:
+    """Who submitted a workload, for a person: the portal user, else who the cluster says, else "outside the
+    portal" (`Workload.submitter_label`, and the rows that keep a workload's user and submitter as values)."""
+    if username is not None:
+        return username
+    return f"{OUTSIDE_THE_PORTAL} ({submitted_by})" if submitted_by else OUTSIDE_THE_PORTAL
+
+
 class Status(models.TextChoices):
     SUBMITTING = "submitting", "Submitting"
     QUEUED = "queued", "Queued"
@@ -268,9 +279,7 @@ class Workload(models.Model):
     @property
     def submitter_label(self) -> str:
         """Who submitted it, for a person: the portal user, else who the cluster says, else "outside the portal"."""
-        if self.owner is not None:
-            return self.owner.username
-        return f"outside the portal ({self.submitted_by})" if self.submitted_by else "outside the portal"
+        return submitter_text(self.owner.username if self.owner is not None else None, self.submitted_by)
 
     @property
     def is_live(self) -> bool:

@@ -15,6 +15,7 @@ from apps.core.actors import Actor
 from apps.org.models import DataSource, NodePool, Project, Quota
 from apps.org.validators import mount_collisions, validate_dns_label, validate_label_value
 
+from . import notebooks
 from .capacity import DepartmentQuota, PoolTree, ProjectQuota
 from .models import HOLDING_STATUSES, MAX_PODS, Credential, Kind, Workload
 
@@ -30,9 +31,17 @@ IMAGE_REFERENCE = re.compile(
 )
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESERVED_ENV_PREFIX = "PORTAL_"
+# The variables the portal sets itself in every pod that needs them (worker/manifests.py): a distributed training's
+# launcher wiring and a notebook's token. A user's value would silently break that wiring, so they are refused.
+PORTAL_ENV_NAMES = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NNODES", "NPROC_PER_NODE", "RANK",
+                              "NODE_RANK", notebooks.TOKEN_ENV})
 MAX_ARGUMENTS = 256
 MAX_ARGUMENT_LENGTH = 4096
 MAX_ENV = 128
+# The Job carries every value: an API server refuses objects over about 1.5 MiB (etcd's request limit), so a value
+# is at most 256 KiB and all of them together at most 1 MiB (UTF-8 bytes, names included).
+MAX_ENV_VALUE_BYTES = 256 * 1024
+MAX_ENV_TOTAL_BYTES = 1024 * 1024
 
 
 Errors = dict[str, list[str]]
@@ -66,23 +75,38 @@ def env_errors(env: Any) -> list[str]:
         return [f"Give at most {MAX_ENV} variables as a list of name/value pairs."]
     errors = []
     seen = set()
+    total = 0
     for item in env:
         if not isinstance(item, dict) or set(item) != {"name", "value"} or not all(
                 isinstance(item[key], str) for key in ("name", "value")):
             errors.append("Each variable needs a name and a string value.")
             continue
-        name = item["name"]
+        name, size = item["name"], len(item["value"].encode(errors="surrogatepass"))
         if not ENV_NAME.match(name) or len(name) > 253:
             errors.append(f"{name!r} is not a valid environment variable name (letters, digits, '_', '-', '.', not "
                           "starting with a digit).")
         elif name.startswith(RESERVED_ENV_PREFIX):
             errors.append(f"Names starting with {RESERVED_ENV_PREFIX} are set by the portal.")
+        elif name in PORTAL_ENV_NAMES:
+            errors.append(f"{name} is set by the portal (the wiring of distributed training and notebooks); choose "
+                          "another name.")
         elif name in seen:
             errors.append(f"{name} is set twice.")
         elif "\x00" in item["value"]:
             errors.append(f"The value of {name} contains a NUL character; remove it.")
+        elif size > MAX_ENV_VALUE_BYTES:
+            errors.append(f"The value of {name} is {_kib(size)}; at most {_kib(MAX_ENV_VALUE_BYTES)} per value. Pass "
+                          "large data as a file in a data source instead.")
         seen.add(name)
+        total += len(name) + size
+    if total > MAX_ENV_TOTAL_BYTES:
+        errors.append(f"The variables come to {_kib(total)}; at most {_kib(MAX_ENV_TOTAL_BYTES)} in all (the Job "
+                      "must stay under what the API server takes). Pass large data as a file in a data source.")
     return errors
+
+
+def _kib(size: int) -> str:
+    return f"{-(-size // 1024)} KiB"
 
 
 def _label_errors(value: str, what: str) -> list[str]:
@@ -96,8 +120,8 @@ def _label_errors(value: str, what: str) -> list[str]:
 
 
 def shape_errors(values: dict[str, Any]) -> Errors:
-    """Checks that need no database (names, image, command, env, labels, sizes per kind), every one of them: a
-    field missing from `values` is not checked (its value is not known)."""
+    """Checks that need no database (names, image, command, env, labels, CPU and memory, sizes per kind), every one
+    of them: a field missing from `values` is not checked (its value is not known)."""
     errors: Errors = {}
     if "name" in values:
         try:
@@ -109,6 +133,14 @@ def shape_errors(values: dict[str, Any]) -> Errors:
     for field in ("command", "args"):
         if field in values:
             _add(errors, field, _string_list_errors(values[field]))
+    command = values.get("command")
+    if isinstance(command, list) and command and isinstance(command[0], str) and not command[0].strip():
+        _add(errors, "command", ["The command's first entry is the program to run; it cannot be empty. Leave the "
+                                 "whole command empty to keep the image's own."])
+    if values.get("cpu") == 0:  # -0 too; a negative number meets the model's bound
+        _add(errors, "cpu", ['Give a positive number of CPU cores, e.g. 4 or "500m".'])
+    if values.get("memory_gib") == 0:
+        _add(errors, "memory_gib", ['Give a positive amount of memory, e.g. "16Gi" or "512Mi".'])
     if "env" in values:
         _add(errors, "env", env_errors(values["env"]))
     if "model_label" in values:

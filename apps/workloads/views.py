@@ -47,7 +47,7 @@ from apps.core.http import AuthenticatedRequest, conditional, conditional_poll, 
 from apps.core.views import confirm_delete_page
 from apps.org.selectors import projects_for
 
-from . import logs, notebooks, selectors, services, table
+from . import kubectl, logs, notebooks, selectors, services, table
 from .filters import WorkloadFilterSet
 from .forms import (
     ALIASES,
@@ -313,7 +313,9 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     context = {
         "workload": workload,
         **history,
-        "logs_pending": workload.status in HOLDING_STATUSES and not history["log_tails"],
+        "logs_pending": workload.status in HOLDING_STATUSES and not history["log_tails"] and not workload.from_outside,
+        "outside_logs": kubectl.logs_command(workload) if workload.from_outside else "",
+        "outside_get": kubectl.get_command(workload) if workload.from_outside else "",
         "may_stop": workload.is_live and workload.status != Status.STOPPING and access.can_stop_workload(
             user, workload),
         "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.status in HOLDING_STATUSES
@@ -322,7 +324,7 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         and access.can_connect_notebook(user, workload),
         "data_sources": list(workload.data_sources.all()),
         "credentials": list(workload.credentials.all().only("name", "keys")),
-        "may_submit_again": access.can_anywhere(user, Action.SUBMIT),
+        "may_submit_again": not workload.from_outside and access.can_anywhere(user, Action.SUBMIT),
         "stop_consequences": STOP_CONSEQUENCES,
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
         "env": workload.env,

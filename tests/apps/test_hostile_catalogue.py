@@ -582,12 +582,23 @@ for label, override in {"project-arabic-digit": {"source-project": "\u0661"},
                         "mount-relative": {"source-mount_path": "data"},
                         "mount-traversal": {"source-mount_path": "/data/../etc"},
                         "nfs-path-nul": {"source-nfs_path": "/a\x00"}, "nfs-server-empty": {"source-nfs_server": ""},
-                        "pvc-claim-empty": {"source-kind": "pvc", "source-nfs_server": ""}}.items():
+                        "pvc-claim-empty": {"source-kind": "pvc", "source-nfs_server": ""},
+                        "nfs-server-port": {"source-nfs_server": "nfs.example.org:2049"},
+                        "nfs-server-user": {"source-nfs_server": "root@nfs.example.org"},
+                        "nfs-path-options": {"source-nfs_path": "/x,ro=false"},
+                        "nfs-path-traversal": {"source-nfs_path": "/exports/../etc"},
+                        "nfs-path-relative": {"source-nfs_path": "exports/x"}}.items():
     page(f"form-data-source-{label}", "deptadmin", "org:data", [], {**SOURCE_FORM, **override})
 for label, override in {"project-arabic-digit": {"registry-project": "\u0661"},
                         "project-unseen": {"registry-project": "{forecasting}"},
                         "name-bad": {"registry-name": "NV CR"}, "registry-nul": {"registry-registry": "nvcr.io\x00"},
                         "registry-empty": {"registry-registry": ""}, "password-nul": {"registry-password": "p\x00"},
+                        "registry-scheme": {"registry-registry": "http://nvcr.io"},
+                        "registry-file": {"registry-registry": "file:///etc/passwd"},
+                        "registry-userinfo": {"registry-registry": "user:pw@nvcr.io"},
+                        "registry-newline": {"registry-registry": "nvcr.io\nevil.example.org"},
+                        "registry-traversal": {"registry-registry": "nvcr.io/../x"},
+                        "registry-dots": {"registry-registry": ".."},
                         "password-too-long": {"registry-password": "p" * 5000}}.items():
     page(f"form-pull-secret-{label}", "deptadmin", "org:data", [], {**SECRET_FORM, **override})
 page("form-data-as-researcher", "alice", "org:data", [], SOURCE_FORM, status=403)

@@ -128,3 +128,12 @@ def test_docker_compose_config_accepts_it(profile, tmp_path):
                             cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
                             env={"PATH": "/usr/bin:/bin:/usr/local/bin", "PORTAL_ENV_FILE": env_file})
     assert result.returncode == 0, result.stderr
+
+
+def test_the_image_carries_gunicorns_config_where_gunicorn_runs():
+    """gunicorn reads ./gunicorn.conf.py (portal/gunicorn_hooks.py) from its working directory: the image's last
+    WORKDIR, where the CMD, compose and the manifests start it."""
+    final = _final_stage((ROOT / "Dockerfile").read_text())
+    workdir = [line.split()[1] for line in final if line.startswith("WORKDIR ")][-1]
+    copied = [line for line in final if line.startswith("COPY ") and "gunicorn.conf.py" in line.split()[1:-1]]
+    assert workdir == "/app" and copied and copied[0].split()[-1] in {"./", "/app/", "/app/gunicorn.conf.py"}

@@ -33,6 +33,13 @@ def test_healthz_answers_plain_http_from_any_host_without_a_session(client, prod
     assert client.get("/", headers={"Host": "portal.example.com"}).status_code == 301
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+def test_probe_answers_forbid_content_sniffing(client, db, production_like, path):
+    """Answered before SecurityMiddleware, so they set its header themselves."""
+    response = client.get(path, headers={"Host": PROBE_HOST})
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
 def test_readyz_fails_until_the_watcher_has_reached_the_cluster(client, db, production_like):
     response = client.get("/readyz", headers={"Host": PROBE_HOST})
     assert response.status_code == 503 and response.json() == {"status": "fail"}

@@ -128,3 +128,17 @@ def test_only_a_multi_pod_training_job_gets_the_launcher_env_and_its_headless_se
     assert env["NPROC_PER_NODE"]["value"] == "4" and "fieldRef" in env["RANK"]["valueFrom"]
     [service] = companions(gang, "uid")
     assert service["spec"]["clusterIP"] == "None" and unknown_fields(service, "V1Service") == []
+
+
+@pytest.mark.parametrize(("kind", "overrides"), [(Kind.TRAINING, {"pods": 4}), (Kind.NOTEBOOK, {"notebook_port": 8888}),
+                                                 (Kind.BATCH, {})])
+def test_every_variable_the_portal_sets_is_refused_as_a_users_own(kind, overrides):
+    """A user's variable of the same name would override the portal's wiring: each name the manifests set besides
+    the user's own (here SEED) is one env_errors refuses."""
+    from apps.workloads.validation import env_errors
+
+    container = job_manifest(make(kind, **overrides))["spec"]["template"]["spec"]["containers"][0]
+    portal_names = [item["name"] for item in container["env"] if item["name"] != "SEED"]
+    assert portal_names
+    for name in portal_names:
+        assert env_errors([{"name": name, "value": "x"}]), name

@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from apps.usage.models import UsageInterval
+from apps.workloads import services
 from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Kind, Origin, Status, Workload, WorkloadEvent
 from tests.kubesim.conftest import (
@@ -18,9 +19,11 @@ from tests.kubesim.conftest import (
     replicated_job,
     trainjob_body,
 )
+from tests.kubesim.ray import raycluster_body, rayjob_body, worker_group
 from tests.worker.conftest import signed_in, wait_for
 from tests.worker.test_watcher import submit
 from tests.worker.test_watcher_outside import batch_job
+from worker import tasks
 
 pytestmark = pytest.mark.slow
 QUEUE = {"kueue.x-k8s.io/queue-name": "guaranteed-h100", "portal.gpu/user": "alice"}
@@ -39,6 +42,8 @@ KINDS = {
     Kind.TRAINJOB: ("trainer.kubeflow.org", "v1alpha1", "trainjobs", lambda name: trainjob_body(
         name, labels=QUEUE, numNodes=2, command=["sh", "-c", "sleep 300"],
         resourcesPerNode={"requests": {GPU: "2"}, "limits": {GPU: "2"}})),
+    Kind.RAYJOB: ("ray.io", "v1", "rayjobs", lambda name: rayjob_body(
+        name, worker_group("gpu", 2, {GPU: "2"}), entrypoint="sleep 300", labels=QUEUE)),
 }
 
 
@@ -111,3 +116,22 @@ def test_an_outside_jobset_is_preempted_by_the_portal_and_requeued(kubesim, org,
     first = UsageInterval.objects.filter(workload_id=borrower.pk).order_by("started_at").first()
     assert first.ended_at == event.cluster_at and first.units == 8
     assert first.ended_at - first.started_at >= timedelta(seconds=0)
+
+
+def test_an_outside_raycluster_holds_its_gpus_until_stopped_through_the_portal(kubesim, org, watcher):
+    """A RayCluster never finishes on its own: it holds its workers' GPUs until someone deletes it."""
+    k8s.CustomObjectsApi(kubesim.api_client()).create_namespaced_custom_object(
+        "ray.io", "v1", "proj-vision", "rayclusters", raycluster_body(
+            "notebook-cluster", worker_group("gpu", 2, {GPU: "1"}), labels=QUEUE))
+    row = wait_for(lambda: (found := row_of("notebook-cluster")) and found.admitted_at and found,
+                   describe=lambda: row_of("notebook-cluster"))
+    assert row.kind == Kind.RAYCLUSTER and row.gpu_units == 2
+    assert [(s["name"], s["count"], s["gpus"]) for s in row.pod_sets] == [("head", 1, 0), ("gpu", 2, 1)]
+    kubesim.advance(900)
+    services.workload_stop(actor=org["alice"], workload=row)
+    assert tasks.workload_stop.apply(args=[row.pk]).get() == "stopped"
+    wait_for(lambda: row_of("notebook-cluster").status == Status.STOPPED)
+    interval = wait_for(lambda: UsageInterval.objects.filter(workload_id=row.pk, ended_at__isnull=False).first())
+    assert interval.units == 2 and (interval.ended_at - interval.started_at).total_seconds() >= 900
+    assert not k8s.CustomObjectsApi(kubesim.api_client()).list_namespaced_custom_object(
+        "ray.io", "v1", "proj-vision", "rayclusters")["items"]

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from apps.accounts import access
 from apps.accounts.access import Action, sees_everything
-from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState, NodeState
+from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState, NodeState, UnmappedWork
 from apps.core.actors import Actor
 from apps.org.models import NodePool
 from apps.org.selectors import projects_for
@@ -224,3 +224,9 @@ def queues_marker() -> str:
         parts.extend(model.objects.aggregate(n=Count("pk"), at=Max("observed_at")).values())
     parts.extend(NodePool.objects.aggregate(n=Count("pk"), at=Max("updated_at")).values())
     return "|".join(str(part) for part in parts)
+
+
+def unmapped_work() -> QuerySet[UnmappedWork]:
+    """Work the watcher could not count as a project's, the most GPUs first (the caller checked the viewer may see
+    it: `access.can_view_unmapped_work`)."""
+    return UnmappedWork.objects.select_related("project").order_by("-gpus", "namespace", "name", "pk")

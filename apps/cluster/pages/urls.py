@@ -9,4 +9,5 @@ urlpatterns = [
     path("queues/", views.queues, name="queues"),
     path("queues/<slug:tab>/", views.queues, name="queues_tab"),
     path("nodes/<slug:slug>/", views.nodes, name="nodes"),
+    path("unmapped/", views.unmapped, name="unmapped"),
 ]

@@ -1,4 +1,5 @@
-"""Queue and node pages (KueueViz's views, scoped by role): thin, `queues` reads the mirror.
+"""Queue and node pages (KueueViz's views, scoped by role) and, for admins, the cluster's work the portal cannot
+count as a project's: thin, `queues` reads the mirror.
 
 Each page polls every 15 s while its tab is visible; a poll is a conditional GET answered 304 from a few aggregates
 when nothing in the mirror changed. One view serves a page and its live partial.
@@ -10,6 +11,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -57,6 +59,7 @@ def queues(request: AuthenticatedRequest, tab: str = "cluster-queues") -> HttpRe
                 "tabs": reads.TABS,
                 "tab_label": reads.TABS[tab],
                 "everything": access.sees_everything(user),
+                "may_view_unmapped": access.can_view_unmapped_work(user),
                 **_tab_context(tab, user),
             },
         ),
@@ -78,3 +81,16 @@ def nodes(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         return render(request, template, {"found": found, "pools": reads.flavors(user=user)})
 
     return conditional_poll(request, etag, page)
+
+
+UNMAPPED_PER_PAGE = 100
+
+
+@login_required
+@require_GET
+def unmapped(request: AuthenticatedRequest) -> HttpResponse:
+    """Admins: Kueue workloads the watcher could not map to a project, and GPU pods running outside the queue."""
+    if not access.can_view_unmapped_work(request.user):
+        raise Http404("No such page.")
+    page = Paginator(reads.unmapped_work(), UNMAPPED_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "cluster/unmapped.html", {"page": page})

@@ -20,13 +20,18 @@ from apps.core.http import parse_id
 from apps.core.models import AuditEvent
 from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import departments_for, projects_for
-from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH, validate_label_key, validate_label_value
+from apps.org.validators import (
+    DNS1123_LABEL,
+    SLUG_MAX_LENGTH,
+    TAINT_EFFECTS,
+    node_labels_errors,
+    node_taints_bound_errors,
+    validate_label_key,
+    validate_label_value,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
-
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
 
 def _django_errors(check: Any, value: str) -> list[str]:
     try:
@@ -61,14 +66,14 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
     version = VersionField()
 
     def validate_node_labels(self, labels: dict[str, str]) -> dict[str, str]:
-        # Labels are Kubernetes names: the same rules as the pages (apps.org.validators).
-        errors = [message for key, value in labels.items()
-                  for message in _django_errors(validate_label_key, key) + _django_errors(validate_label_value, value)]
-        if errors:
+        # What Kueue takes on the pool's ResourceFlavor: the same rules as the pages (apps.org.validators).
+        if errors := node_labels_errors(labels):
             raise serializers.ValidationError(errors)
         return labels
 
     def validate_node_taints(self, taints: list[dict[str, str]]) -> list[dict[str, str]]:
+        if errors := node_taints_bound_errors(taints):
+            raise serializers.ValidationError(errors)
         return [{name: value for name, value in taint.items() if name != "value" or value} for taint in taints]
 
     class Meta:

@@ -15,7 +15,13 @@ from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.core.sealed import seal
 from apps.org.models import DataSource, ImagePullSecret, Project
-from apps.org.validators import mount_path_errors, validate_dns_subdomain, validate_nfs_server
+from apps.org.validators import (
+    mount_path_errors,
+    nfs_path_errors,
+    nfs_server_errors,
+    registry_host_errors,
+    validate_dns_subdomain,
+)
 
 PULL_SECRET_INTENT = "pull_secret.sync"  # noqa: S105 - an intent kind
 PULL_SECRET_TASK = "worker.tasks.pull_secret_sync"  # noqa: S105 - a task name
@@ -54,13 +60,8 @@ def data_source_create(*, actor: Actor, project: Project, name: str, kind: str, 
         except ValidationError as exc:
             errors.setdefault("claim_name", []).extend(exc.messages)
     elif kind == DataSource.Kind.NFS:
-        try:
-            validate_nfs_server(nfs_server)
-        except ValidationError as exc:
-            errors.setdefault("nfs_server", []).extend(exc.messages)
-        if not nfs_path.startswith("/") or "\x00" in nfs_path or ".." in nfs_path.split("/"):
-            errors.setdefault("nfs_path", []).append("Give the export's absolute path on the server, e.g. /exports/"
-                                                     "imagenet.")
+        errors.setdefault("nfs_server", []).extend(nfs_server_errors(nfs_server))
+        errors.setdefault("nfs_path", []).extend(nfs_path_errors(nfs_path))
     errors = {field: messages for field, messages in errors.items() if messages}
     if errors:
         raise ValidationError(errors)
@@ -95,6 +96,8 @@ def pull_secret_create(*, actor: Actor, project: Project, name: str, registry: s
         secret.full_clean()
     except ValidationError as exc:
         errors = exc.message_dict
+    if registry_problems := registry_host_errors(registry):
+        errors["registry"] = registry_problems  # the field's own checks (length, blank) say less
     if not password or len(password) > 4096 or "\x00" in password:
         errors.setdefault("password", []).append("Give the registry password or token (at most 4096 characters).")
     if errors:

@@ -47,7 +47,8 @@ class UsageRowSerializer(serializers.Serializer):
     department_slug = serializers.CharField(required=False)
     project = serializers.IntegerField(required=False, help_text="group_by=project.")
     project_slug = serializers.CharField(required=False)
-    user = serializers.IntegerField(required=False, help_text="group_by=user.")
+    user = serializers.IntegerField(required=False, allow_null=True, help_text=(
+        "group_by=user; null for work from outside the portal attributed to no user (named \"outside the portal\")."))
     username = serializers.CharField(required=False)
     node_pool = serializers.IntegerField(required=False, help_text="group_by=pool.")
     node_pool_slug = serializers.CharField(required=False)

@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.core.actors import Actor
+from apps.workloads.models import submitter_text
 
 from ..models import UsageInterval, UsageSlice
 from .ledger import card_hours, intervals_for, overlapping, within_hours
@@ -75,13 +76,15 @@ def _iso(moment: datetime | None) -> str:
 def holder_rows(queryset: QuerySet[UsageInterval]) -> Iterator[list[str]]:
     """CSV cells of each interval; reads the rows in chunks (values, no model instances)."""
     columns = ("pk", "workload_id", "workload__name", "department__slug", "project__slug", "user__username",
-               "node_pool__slug", "units", "card_fraction_numerator", "card_fraction_denominator", "queue",
-               "model_label", "data_class", "started_at", "ended_at", "end_reason", "held_hours", "within_hours")
-    for (pk, workload_id, workload_name, department, project, username, pool, units, numerator, denominator, queue,
-         model_label, data_class, started_at, ended_at, end_reason, held, within) in queryset.values_list(
-            *columns).iterator(chunk_size=5000):
+               "workload__submitted_by", "node_pool__slug", "units", "card_fraction_numerator",
+               "card_fraction_denominator", "queue", "model_label", "data_class", "started_at", "ended_at",
+               "end_reason", "held_hours", "within_hours")
+    for (pk, workload_id, workload_name, department, project, username, submitted_by, pool, units, numerator,
+         denominator, queue, model_label, data_class, started_at, ended_at, end_reason, held,
+         within) in queryset.values_list(*columns).iterator(chunk_size=5000):
         inside, over = held_split(held, within)
-        yield [str(pk), str(workload_id), workload_name, department, project, username, pool, str(units),
+        yield [str(pk), str(workload_id), workload_name, department, project, submitter_text(username, submitted_by),
+               pool, str(units),
                f"{numerator}/{denominator}", queue, model_label, data_class, _iso(started_at), _iso(ended_at),
                end_reason, hours_text(float(held or 0.0)), hours_text(inside), hours_text(over)]
 

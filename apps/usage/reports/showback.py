@@ -21,6 +21,7 @@ from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.org.models import Department, NodePool, Project
 from apps.org.selectors import projects_for
+from apps.workloads.models import OUTSIDE_THE_PORTAL
 
 from ..models import DeservedPeriod, UtilisationHour
 from .ledger import deserved_unit_hours, over_hours, overlapping, slices_for, within_hours
@@ -125,7 +126,8 @@ def _labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
         return {pk: (slug, name, "") for pk, slug, name in Department.objects.filter(pk__in=keys).values_list(
             "pk", "slug", "name")}
     if group == Group.USER:
-        users = get_user_model().objects.filter(pk__in=keys).values_list("pk", "username", "first_name", "last_name")
+        users = get_user_model().objects.filter(pk__in=keys - {None}).values_list(
+            "pk", "username", "first_name", "last_name")
         return {pk: (username, f"{first} {last}".strip() or username, "") for pk, username, first, last in users}
     return {}
 
@@ -260,6 +262,8 @@ def usage_report(*, user: Actor, group: Group, window: Window, filters: Filters 
         labels = _labels(group, set(rows))
         for key, row in rows.items():
             row.slug, row.name, row.department_slug = labels.get(key, (str(key), str(key), ""))
+        if group == Group.USER and None in rows:  # work from outside the portal attributed to no user
+            rows[None].slug, rows[None].name = "", OUTSIDE_THE_PORTAL
 
     ordered = sorted(rows.values(), key=lambda r: r.key) if group == Group.MONTH else sorted(
         rows.values(), key=lambda r: (-r.gpu_hours, r.slug))

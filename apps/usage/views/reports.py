@@ -73,7 +73,7 @@ def usage_holders(request: AuthenticatedRequest) -> HttpResponse:
         now = timezone.now()
         window = form.cleaned_data["window"]
         queryset = reports.holders(user=request.user, window=window, filters=form.filters(), now=now)
-        page = Paginator(queryset.select_related("workload", "project", "user"), HOLDERS_PER_PAGE).get_page(
+        page = Paginator(queryset.select_related("workload__owner", "project", "user"), HOLDERS_PER_PAGE).get_page(
             request.GET.get("page"))
         context.update({"window": window, "until": window.until(now), "page": page,
                         "pool": form.cleaned_data["node_pool"],

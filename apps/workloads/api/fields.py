@@ -5,6 +5,7 @@ Each parses one value strictly (ASCII digits, Kubernetes quantity suffixes) and 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -86,7 +87,6 @@ class EnvField(serializers.Field):
 
     default_error_messages = {
         "invalid": 'Give a list of {{"name": ..., "value": ...}} objects or an object {{NAME: value}}.',
-        "value": "The value of {name} must be a string or a number.",
     }
 
     def to_internal_value(self, data: Any) -> list[dict[str, str]]:
@@ -98,17 +98,15 @@ class EnvField(serializers.Field):
             pairs = [(item["name"], item["value"]) for item in data]
         else:
             self.fail("invalid")
-        env = []
-        for name, value in pairs:
-            if not isinstance(name, str):
-                self.fail("invalid")
-            if isinstance(value, str):
-                env.append({"name": name, "value": value})
-            elif (number := _number(value)) is not None:
-                env.append({"name": name, "value": str(value if isinstance(value, int) else number)})
-            else:
-                self.fail("value", name=name)
-        return env
+        if not all(isinstance(name, str) for name, _ in pairs):
+            self.fail("invalid")
+        # Values are strings, as in Kubernetes: a number read as text could change form (1e3, 0.10), so it is
+        # refused with the quoted value to send.
+        if errors := [f'The value of {name} must be a string: quote it, e.g. "{json.dumps(value)}".'
+                      if isinstance(value, int | float | bool) else f"The value of {name} must be a string."
+                      for name, value in pairs if not isinstance(value, str)]:
+            raise serializers.ValidationError(errors)
+        return [{"name": name, "value": value} for name, value in pairs]
 
     def to_representation(self, value: list[dict[str, str]]) -> list[dict[str, str]]:
         return value
@@ -146,7 +144,9 @@ class MemoryField(serializers.Field):
     """Memory per pod as GiB. A plain number (JSON or string) means GiB, unlike in Kubernetes where it means bytes."""
 
     default_error_messages = {"invalid": 'Give memory as a Kubernetes quantity such as "16Gi" or "512Mi", or a '
-                                         "number of GiB."}
+                                         "number of GiB.",
+                              "fraction": "{value} is {size} bytes; memory is a whole number of bytes, e.g. "
+                                          '"16Gi" or "512Mi".'}
 
     def to_internal_value(self, data: Any) -> Decimal:
         number = _number(data)
@@ -158,7 +158,10 @@ class MemoryField(serializers.Field):
         amount = Decimal(match["number"])
         if match["suffix"] is None:
             return amount
-        gib = amount * _SUFFIX_BYTES[match["suffix"]] / _GIB
+        size = amount * _SUFFIX_BYTES[match["suffix"]]
+        if size != size.to_integral_value():
+            self.fail("fraction", value=data.strip(), size=format(size.normalize(), "f"))
+        gib = size / _GIB
         try:
             return gib.quantize(_HUNDREDTH, rounding=ROUND_CEILING)
         except InvalidOperation:  # too many digits for any pod; the service refuses it with the model's bounds

@@ -24,6 +24,8 @@ from apps.workloads.models import (
     QUEUED_STATUSES,
     Credential,
     ForecastBasis,
+    Kind,
+    Origin,
     Status,
     Workload,
     WorkloadUtilisation,
@@ -295,6 +297,40 @@ class WorkloadUtilisationSerializer(serializers.ModelSerializer):
         return measured.idle_flagged_at is not None
 
 
+# The Kubernetes kind of the object behind each kind of workload (a pod group's Workload stands for its pods; the
+# kind of an object of no integration the portal knows is not recorded).
+OBJECT_KINDS = {Kind.TRAINING: "Job", Kind.NOTEBOOK: "Job", Kind.BATCH: "Job", Kind.JOB: "Job", Kind.JOBSET: "JobSet",
+                Kind.TRAINJOB: "TrainJob", Kind.PYTORCHJOB: "PyTorchJob", Kind.RAYJOB: "RayJob",
+                Kind.RAYCLUSTER: "RayCluster", Kind.LEADERWORKERSET: "LeaderWorkerSet", Kind.POD: "Pod",
+                Kind.POD_GROUP: "Pod"}
+PORTAL_JOB_API_VERSION = "batch/v1"
+
+
+class ObjectReferenceSerializer(serializers.Serializer):
+    apiVersion = serializers.CharField(help_text="e.g. batch/v1, jobset.x-k8s.io/v1alpha2.")
+    kind = serializers.CharField(allow_null=True, help_text="Job, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster, "
+                                                            "LeaderWorkerSet or Pod (a pod group: its pods); null for "
+                                                            "a kind the portal does not know.")
+    name = serializers.CharField(help_text="Its name in the project's namespace (a pod group: the group's name).")
+
+
+class PodSetSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    count = serializers.IntegerField(help_text="Pods of this set.")
+    gpus = serializers.IntegerField(help_text="GPU units per pod.")
+    cpu = serializers.CharField(help_text="CPU cores per pod, as a decimal string.")
+    memory_gib = serializers.CharField(help_text="Memory per pod in GiB, as a decimal string.")
+
+
+def pod_sets_of(workload: Workload) -> list[dict[str, Any]]:
+    """Its pod sets as Kueue declares them: those the watcher read for work from outside, the Job's one set
+    (Kueue names it `main`) for the portal's own."""
+    if workload.pod_sets:
+        return list(workload.pod_sets)
+    return [{"name": "main", "count": workload.pod_count, "gpus": workload.gpus, "cpu": str(workload.cpu),
+             "memory_gib": str(workload.memory_gib)}]
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload as listed: what was asked and where it stands, and why it waits (the view attaches `explanation`
     to the page's rows in a fixed number of queries, `selectors.annotate_live`)."""
@@ -303,11 +339,34 @@ class WorkloadSerializer(serializers.ModelSerializer):
     project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
         source="project", slug_field="slug", read_only=True)
     namespace = serializers.CharField(source="project.namespace", read_only=True)
-    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    owner_id = serializers.IntegerField(read_only=True)
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True,
+        help_text="The portal user it belongs to; null for work from outside the portal that names no portal user.")
+    owner_id = serializers.IntegerField(read_only=True, allow_null=True)
+    origin = serializers.ChoiceField(choices=Origin.choices, read_only=True, help_text=(
+        "`portal`: submitted in the portal; `outside`: a Kueue workload of the project's namespace submitted some "
+        "other way (kubectl, a pipeline, an operator), mirrored by the portal."))
+    kind = serializers.ChoiceField(choices=Kind.choices, read_only=True, help_text=(
+        "training, notebook or batch for the portal's own forms; for work from outside, the kind of the object Kueue "
+        "admits (job, jobset, trainjob, pytorchjob, rayjob, raycluster, leaderworkerset, pod, podgroup, other)."))
+    object = serializers.SerializerMethodField(help_text=(
+        "The Kubernetes object the workload is: the portal's Job, or the object from outside; null before the "
+        "portal has submitted its Job."))
+    submitted_by = serializers.CharField(read_only=True, help_text=(
+        "Work from outside: the Kubernetes user (or field manager) that created it, when the cluster says; empty "
+        "otherwise."))
+    submitter = serializers.SerializerMethodField(help_text="The portal user it is attributed to (username); null "
+                                                            "when none is.")
+    submitter_label = serializers.CharField(read_only=True, help_text=(
+        'Who submitted it, as the pages say it: the username, else "outside the portal (<Kubernetes user>)".'))
+    pod_sets = serializers.SerializerMethodField(help_text="Its pod sets as Kueue counts them (the portal's own "
+                                                           "work: one set, `main`).")
     node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True)
+        slug_field="name", read_only=True, allow_null=True,
+        help_text="Null for work from outside that names no portal priority class (`priority` says where it stands).")
+    priority = serializers.IntegerField(source="priority_value", read_only=True, help_text=(
+        "Its priority in Kueue: its class's value, or what Kueue gave work from outside (0 when nothing set one)."))
     env = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), read_only=True)
     command = serializers.ListField(child=serializers.CharField(), read_only=True)
     args = serializers.ListField(child=serializers.CharField(), read_only=True)
@@ -354,9 +413,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
     class Meta:
         model = Workload
         fields = [
-            "id", "project", "project_slug", "namespace", "owner", "owner_id", "kind", "name", "image", "command",
-            "args", "env", "node_pool", "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism",
-            "pod_count", "gpu_units", "priority_class", "preemptible", "queue_name", "max_runtime_seconds", "labels",
+            "id", "project", "project_slug", "namespace", "owner", "owner_id", "origin", "kind", "object",
+            "submitted_by", "submitter", "submitter_label", "name", "image", "command", "args", "env", "node_pool",
+            "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism", "pod_sets", "pod_count", "gpu_units",
+            "priority_class", "priority", "preemptible", "queue_name", "max_runtime_seconds", "labels",
             "idle_timeout_minutes", "port", "shm", "data_sources", "credentials", "status", "status_reason",
             "status_message", "job_name", "k8s_uid",
             "created_at", "submitted_at", "admitted_at", "started_at", "finished_at", "last_activity_at",
@@ -364,6 +424,23 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "utilisation",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(ObjectReferenceSerializer(allow_null=True))
+    def get_object(self, workload: Workload) -> dict[str, Any] | None:
+        if workload.from_outside:
+            return {"apiVersion": workload.object_api_version, "kind": OBJECT_KINDS.get(Kind(workload.kind)),
+                    "name": workload.object_name}
+        if not workload.job_name:
+            return None
+        return {"apiVersion": PORTAL_JOB_API_VERSION, "kind": "Job", "name": workload.job_name}
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_submitter(self, workload: Workload) -> str | None:
+        return workload.owner.username if workload.owner is not None else None
+
+    @extend_schema_field(PodSetSerializer(many=True))
+    def get_pod_sets(self, workload: Workload) -> list[dict[str, Any]]:
+        return pod_sets_of(workload)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_explanation(self, workload: Workload) -> str | None:

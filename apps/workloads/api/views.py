@@ -36,8 +36,8 @@ from apps.core.api_lists import form_error_detail
 from apps.core.csv_export import csv_response
 from apps.core.http import MAX_ID, parse_id, parse_int
 from apps.org.models import DataSource
+from apps.workloads import kubectl, services, table
 from apps.workloads import logs as workload_logs
-from apps.workloads import services, table
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.logs import TAIL_LINES
 from apps.workloads.models import Credential, Kind, Status, Workload, WorkloadEvent
@@ -48,6 +48,8 @@ from .logs import MAX_FOLLOW_SECONDS
 from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,100}")
+OUTSIDE_RESUBMIT = ("This workload was submitted outside the portal: there is no submission of it to repeat. Submit "
+                    "it again the way it was submitted (kubectl, its pipeline), or submit a new workload.")
 
 
 class BulkStopSerializer(serializers.Serializer):
@@ -303,12 +305,14 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             "Submit a workload again: the same request as this one (project, kind, name, image, command, size, "
             "policy, labels), with `resubmitted_from` set to it, changed by the fields the body gives (any field of "
             "a submission, e.g. {\"gpus\": 2}; an empty body submits it as it was). Checked and answered like a "
-            "submission."
+            "submission. Work submitted outside the portal has no submission to repeat (400)."
         ),
     )
     @action(detail=True, methods=["post"])
     def resubmit(self, request: AuthenticatedAPIRequest, pk: str | None = None) -> Response:
         source = self.get_object()
+        if source.from_outside:
+            raise exceptions.ValidationError({"non_field_errors": [OUTSIDE_RESUBMIT]})
         changes = request.data if request.data is not None else {}
         if not isinstance(changes, Mapping):
             raise exceptions.ValidationError({"non_field_errors": [
@@ -352,12 +356,14 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         description=(
             f"The pods' logs: the last {TAIL_LINES} lines of each pod, as the worker last read them (reading them "
             "asks for a fresh read when one is due, at most every few seconds while the workload runs). `pending`: "
-            "no lines read yet."
+            "no lines read yet. The portal reads the logs of its own work only: for work submitted outside it, 400."
         ),
     )
     @action(detail=True, methods=["get"])
     def logs(self, request: AuthenticatedAPIRequest, pk: str | None = None) -> Response | StreamingHttpResponse:
         workload = self.get_object()
+        if workload.from_outside:
+            raise exceptions.ValidationError({"non_field_errors": [kubectl.logs_hint(workload)]})
         params = request.query_params
         errors: dict[str, list[str]] = {}
         lines = _bounded(params, "lines", 1, TAIL_LINES, errors)

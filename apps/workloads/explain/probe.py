@@ -43,8 +43,8 @@ def explain_probe(probe: Workload, *, viewer: Actor | None) -> Explanation | Non
                                            active=False).first()
     ahead = Workload.objects.filter(project_id=probe.project_id, node_pool_id=probe.node_pool_id,
                                     preemptible=probe.preemptible, status=Status.QUEUED)
-    if probe.priority_class is not None:
-        ahead = ahead.filter(priority_class__value__gte=probe.priority_class.value)
+    if probe.priority_class_id is not None:
+        ahead = ahead.filter(priority_class__value__gte=probe.priority_value)
     probe.queue_position_local = ahead.count() or None
     pool = _pools([probe], quotas, states)[probe.node_pool_id]
     queue = next((state for state in states if state["name"] == probe.cluster_queue_name), None)

@@ -3,8 +3,8 @@ projects, templates."""
 
 from __future__ import annotations
 
-from django.db.models import Case, F, IntegerField, QuerySet, When
-from django.db.models.functions import Least
+from django.db.models import Case, CharField, F, IntegerField, QuerySet, Value, When
+from django.db.models.functions import Concat, Least
 
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
@@ -12,7 +12,7 @@ from apps.core.actors import Actor, Visitor
 from apps.core.http import parse_id
 from apps.org.models import Project
 from apps.org.selectors import projects_for
-from apps.workloads.models import Credential, Kind, Workload, WorkloadTemplate
+from apps.workloads.models import OUTSIDE_THE_PORTAL, Credential, Kind, Workload, WorkloadTemplate
 
 
 def workloads_for(user: Visitor | None) -> QuerySet[Workload]:
@@ -31,21 +31,33 @@ def default_scope(*, user: Actor) -> str:
 
 
 def requested_units() -> Case:
-    """A workload's GPU units in SQL (`Workload.gpu_units`), so lists sort by them: gang pods, batch parallelism, or
-    one notebook pod."""
+    """A workload's GPU units in SQL (`Workload.gpu_units`), so lists sort by them: the pod sets' units of work from
+    outside, gang pods, batch parallelism, or one notebook pod."""
     return Case(
+        When(pod_set_units__isnull=False, then=F("pod_set_units")),
         When(kind=Kind.TRAINING, then=F("gpus") * F("pods")),
         When(kind=Kind.BATCH, then=F("gpus") * Least(F("parallelism"), F("completions"))),
         default=F("gpus"), output_field=IntegerField(),
     )
 
 
+def creator() -> Case:
+    """Who submitted a workload in SQL, as `models.submitter_text` says it, so lists sort and search by what their
+    Creator column shows: the owner's username, else "outside the portal (<Kubernetes user>)"."""
+    return Case(
+        When(owner__isnull=False, then=F("owner__username")),
+        When(submitted_by="", then=Value(OUTSIDE_THE_PORTAL)),
+        default=Concat(Value(f"{OUTSIDE_THE_PORTAL} ("), F("submitted_by"), Value(")")),
+        output_field=CharField(),
+    )
+
+
 def workload_list(*, user: Actor) -> QuerySet[Workload]:
     """The list's rows (page, CSV and API) with everything a row shows joined in: a fixed number of queries however
-    many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_units` too)."""
+    many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_units` and `creator` too)."""
     return workloads_for(user).select_related(
         "project__department", "node_pool", "owner", "priority_class", "stop_requested_by", "forecast", "utilisation",
-    ).defer("utilisation__series").annotate(requested_units=requested_units())
+    ).defer("utilisation__series").annotate(requested_units=requested_units(), creator=creator())
 
 
 def workload_for_page(*, user: Actor, pk: int) -> Workload | None:

@@ -84,8 +84,8 @@ def queue_start_forecast(probe: Workload) -> tuple[WorkloadForecast | None, int]
     ahead = WorkloadForecast.objects.filter(
         workload__project_id=probe.project_id, workload__node_pool_id=probe.node_pool_id,
         workload__preemptible=probe.preemptible, workload__status__in=WAITING_STATUSES)
-    if probe.priority_class is not None:
-        ahead = ahead.filter(workload__priority_class__value__gte=probe.priority_class.value)
+    if probe.priority_class_id is not None:
+        ahead = ahead.filter(workload__priority_class__value__gte=probe.priority_value)
     found = ahead.aggregate(count=Count("pk"), estimated=Count("likely"), earliest_bound=Max("earliest"),
                             likely_bound=Max("likely"), latest_bound=Max("latest"), computed=Max("computed_at"))
     if not found["count"] or found["estimated"] < found["count"]:

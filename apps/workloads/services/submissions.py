@@ -188,7 +188,7 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     workload.chosen_credentials = list(values["credentials"] or [])
     shape: dict[str, Any] = {"kind": kind, "command": workload.command, "args": workload.args, "env": workload.env,
              **{name: values[name] for name in ("name", "image", "model_label", "data_class", "pods", "completions",
-                                                 "parallelism") if name in values}}
+                                                 "parallelism", "cpu", "memory_gib") if name in values}}
     errors.update(shape_errors(shape))
     for name, messages in attachments_errors(
             project=project, owner=actor, data_sources=workload.chosen_data_sources,
@@ -196,7 +196,9 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
             memory_gib=None if "memory_gib" in unknown else workload.memory_gib).items():
         errors.setdefault(name, []).extend(messages)
     try:
-        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", *unknown, *errors])
+        # kueue_uid is the watcher's key for work from outside the portal, never a submission's: not checked here.
+        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", "kueue_uid", *unknown,
+                                     *errors])
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             errors.setdefault(name, []).extend(messages)

@@ -224,6 +224,13 @@ def test_pool_labels_and_taints_follow_kubernetes_rules(client_for, ids):
     assert errors == {"node_taints": {"0": {"effect": ['"Sometimes" is not a valid choice.']}}}
     errors = refused(admin, "PATCH", path, {"node_labels": ["portal.gpu/pool"]})
     assert errors == {"node_labels": ['Expected a dictionary of items but got type "list".']}
+    nine_labels = {f"portal.gpu/l{i}": "x" for i in range(9)}
+    twins = [{"key": "gpu", "value": "a", "effect": "NoSchedule"}, {"key": "gpu", "effect": "NoSchedule"}]
+    assert refused(admin, "PATCH", path, {"node_labels": nine_labels, "node_taints": twins}) == {
+        "node_labels": ["9 node labels: Kueue's ResourceFlavor takes at most 8. Select the pool's nodes with fewer "
+                        "labels."],
+        "node_taints": ["Taints 1 and 2 have the same key and effect (gpu:NoSchedule); Kueue takes one taint per key "
+                        "and effect."]}
     taint = {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}
     response = call(admin, "PATCH", path, {"node_labels": {"portal.gpu/pool": "h100", "zone": "a"},
                                            "node_taints": [taint]})

@@ -108,6 +108,39 @@ def test_pool_update_reports_every_refusal_at_once(org):
     assert NodePool.objects.filter(slug="h100", capacity=16).exists()
 
 
+NINE_LABELS = {f"portal.gpu/label-{i}": "x" for i in range(9)}
+
+
+def test_pool_selectors_are_refused_where_kueue_would_refuse_the_flavor_all_at_once(org):
+    """Kueue's ResourceFlavor takes at most 8 node labels and 8 taints, unique by key and effect: the pool is refused
+    before it is saved, every problem at once, instead of every later reconcile failing on it."""
+    taints = [{"key": "gpu", "effect": "NoSchedule"}, {"key": "gpu", "value": "b", "effect": "NoSchedule"},
+              {"key": "bad key!", "effect": "Sometimes"}]
+    with pytest.raises(ValidationError) as caught:
+        services.node_pool_create(actor=org["admin"], slug="b200", name="B200", gpu_resource="nvidia.com/gpu",
+                                  capacity=8, node_labels={**NINE_LABELS, "zone": "bad value!"}, node_taints=taints,
+                                  cut=NodePool.Cut.MIG)
+    errors = caught.value.message_dict
+    assert errors["node_labels"] == [
+        "'bad value!' is not a valid Kubernetes label value (at most 63 letters, digits, '-', '_' or '.', starting "
+        "and ending alphanumeric).",
+        "10 node labels: Kueue's ResourceFlavor takes at most 8. Select the pool's nodes with fewer labels."]
+    assert errors["node_taints"] == [
+        "'bad key!' is not a valid Kubernetes label key.",
+        "Taint 3: the effect must be one of NoSchedule, PreferNoSchedule, NoExecute.",
+        "Taints 1 and 2 have the same key and effect (gpu:NoSchedule); Kueue takes one taint per key and effect."]
+    assert errors["mig_profile"] == ["A MIG pool needs its profile, e.g. 3g.40gb."]
+    nine_taints = [{"key": f"taint-{i}", "effect": "NoSchedule"} for i in range(9)]
+    with pytest.raises(ValidationError) as caught:
+        services.node_pool_update(actor=org["admin"], node_pool=org["h100"], node_taints=nine_taints,
+                                  node_labels=["portal.gpu/pool"])
+    assert caught.value.message_dict == {
+        "node_taints": ["9 node taints: Kueue's ResourceFlavor takes at most 8 (and as many tolerations)."],
+        "node_labels": ["Node labels are a mapping of label keys to label values."]}
+    assert not NodePool.objects.filter(slug="b200").exists()
+    assert NodePool.objects.get(slug="h100").node_taints == []
+
+
 def test_department_update_reports_every_refusal_at_once(org):
     with pytest.raises(ValidationError) as caught:
         services.department_update(actor=org["admin"], department=org["research"], slug="science", name="")

@@ -21,3 +21,17 @@ def make_workload(users):
                                         node_pool=NodePool.objects.get(slug=pool), **values)
 
     return make
+
+
+@pytest.fixture
+def make_outside(demo):
+    """make_outside(project="vision", ...) -> a workload submitted outside the portal, as the watcher mirrors it (the
+    factory's `outside` trait) in a demo project and pool."""
+    from apps.org.models import NodePool, Project
+    from tests.factories import WorkloadFactory
+
+    def make(*, project: str = "vision", pool: str = "h100", **extra: Any):
+        return WorkloadFactory(outside=True, project=Project.objects.get(slug=project),
+                               node_pool=NodePool.objects.get(slug=pool), **extra)
+
+    return make

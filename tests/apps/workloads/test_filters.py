@@ -104,7 +104,53 @@ def test_ordering_is_stable_and_whitelisted(page_client, spread, make_workload):
         assert "data-workload=" not in page.content.decode()
 
 
+@pytest.fixture
+def mixed(spread, make_outside, users):
+    """The spread and work from outside the portal: in vision (one attributed to alice), in nlp, in forecasting."""
+    return {**spread, "outside-vision": make_outside(submitted_by="system:serviceaccount:ci:runner"),
+            "outside-alice": make_outside(owner=users["alice"], submitted_by="argo"),
+            "outside-nlp": make_outside(project="nlp", kind=Kind.JOBSET, submitted_by=""),
+            "outside-carol": make_outside(project="forecasting", kind=Kind.RAYJOB)}
+
+
+MIXED_QUERIES = [
+    "scope=all&origin=outside", "scope=all&origin=portal", "scope=all&kind=job", "scope=all&kind=jobset,training",
+    "scope=all&origin=outside&kind=job", "scope=all&ordering=owner", "scope=all&ordering=-owner",
+    "scope=all&ordering=gpus", "scope=all&ordering=-gpus,name", "scope=all&owner=alice", "scope=all&q=outside",
+    "scope=all&q=serviceaccount", "scope=all&origin=outside&owner=alice", "scope=all&status=queued&ordering=kind",
+]
+
+
+@pytest.mark.parametrize("username", ["lead", "admin"])
+@pytest.mark.parametrize("query", MIXED_QUERIES)
+def test_outside_work_is_filtered_and_sorted_the_same_on_both_sides(page_client, mixed, username, query):
+    client = page_client(username)
+    rows = page_ids(client, query)
+    assert rows and rows == api_ids(client, query)
+
+
+def test_origin_and_owner_select_the_right_rows(page_client, mixed):
+    client = page_client("admin")
+    outside = {mixed[key].pk for key in ("outside-vision", "outside-alice", "outside-nlp", "outside-carol")}
+    assert set(api_ids(client, "origin=outside")) == outside
+    assert not set(api_ids(client, "origin=portal")) & outside
+    assert mixed["outside-alice"].pk in api_ids(client, "owner=alice")
+    assert not set(api_ids(client, "owner=alice")) & (outside - {mixed["outside-alice"].pk})
+    assert set(api_ids(client, "q=outside+portal")) == outside - {mixed["outside-alice"].pk}
+
+
+def test_sorting_by_creator_places_outside_work_as_the_list_names_it(page_client, mixed):
+    """Null owners sort by what the Creator column shows ("outside the portal (...)"), not first or last."""
+    rows = call(page_client("admin"), "GET", "workloads/?ordering=owner&limit=100").json()["results"]
+    labels = [row["submitter_label"] for row in rows]
+    assert labels == sorted(labels)
+    assert "outside the portal" in labels and "outside the portal (argo)" not in labels  # argo's is alice's
+    descending = call(page_client("admin"), "GET", "workloads/?ordering=-owner&limit=100").json()["results"]
+    assert [row["submitter_label"] for row in descending] == sorted(labels, reverse=True)
+
+
 BAD_INPUT = [
+    ("origin", "elsewhere"), ("origin", "outside\x00"), ("kind", "Job"),
     ("project", "²"), ("project", "\u0661"), ("project", "1e20"), ("project", "99999999999999999999"), ("project", "0"),
     ("project", "vision\x00"), ("project", "no-such-project"), ("project", "vision;drop"),
     ("status", "sleeping"), ("status", "live,sleeping"), ("status", "\x00"), ("kind", "service"), ("kind", "²"),

@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.workloads import services
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import PORTAL_KIND_VALUES, Kind, Status, Workload
 from tests.access_matrix import USERS, row
 
 from .helpers import submit_payload
@@ -92,7 +92,7 @@ def test_get_matrix(page_client, workloads, page, url, expected, username):
     assert response.status_code == expected[username], (page, username)
 
 
-@pytest.mark.parametrize("kind", Kind.values)
+@pytest.mark.parametrize("kind", PORTAL_KIND_VALUES)
 def test_submit_post_inside_scope(page_client, workloads, kind):
     for username in USERS:
         before = Workload.objects.count()

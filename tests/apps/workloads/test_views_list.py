@@ -137,19 +137,30 @@ EXPECTED_QUERIES = 7
 
 @pytest.mark.parametrize(("username", "params"), [("alice", {}), ("lead", {"scope": "all"}),
                                                   ("viewer", {"status": "live"})])
-def test_the_list_makes_a_fixed_number_of_queries(page_client, make_workload, django_assert_num_queries, username,
-                                                  params):
+def test_the_list_makes_a_fixed_number_of_queries(page_client, make_workload, make_outside, users,
+                                                  django_assert_num_queries, username, params):
     client = page_client(username)
     make_workload("alice", pool="l40s-shared")
     make_workload("bob", project="nlp", pool="l40s-shared")
     with django_assert_num_queries(EXPECTED_QUERIES):
         client.get(LIST, params)
+    # Work from outside the portal waits in Kueue (queued gangs of two pods): explain_workloads' three queries and
+    # the pools' nodes for a waiting gang, once, however many rows.
+    make_outside(pool="l40s-shared", owner=users["alice"])
+    make_outside(project="nlp", pool="l40s-shared")
+    with django_assert_num_queries(EXPECTED_QUERIES + 4):
+        first = client.get(LIST, params)
     for number in range(12):
         make_workload("alice", name=f"more-{number}", pool="l40s-shared",
                       kind=Kind.NOTEBOOK if number % 2 else Kind.TRAINING)
         make_workload("bob", name=f"more-{number}", project="nlp", pool="l40s-shared")
-    with django_assert_num_queries(EXPECTED_QUERIES):
-        client.get(LIST, params)
+        # Work from outside the portal mixed in: some attributed to alice, the rest to no one.
+        make_outside(pool="l40s-shared", owner=users["alice"] if number % 3 == 0 else None)
+        make_outside(project="nlp", pool="l40s-shared", kind=Kind.JOBSET if number % 2 else Kind.POD_GROUP)
+    with django_assert_num_queries(EXPECTED_QUERIES + 4):
+        second = client.get(LIST, params)
+    assert first.content.decode().count('data-origin="outside"') < second.content.decode().count(
+        'data-origin="outside"')
 
 
 # --- detail -------------------------------------------------------------------------------------------------------

@@ -138,7 +138,8 @@ def test_project_queue_answers_304_while_nothing_changed(page_client, make_workl
     assert client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=changed["ETag"]).status_code == 200
 
 
-def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workload, django_assert_num_queries):
+def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workload, make_outside, users,
+                                                       django_assert_num_queries):
     client = page_client("lead")
     mirror(elastic=8)
     queued(make_workload("alice", name="w0", gpus=4), 0)
@@ -147,11 +148,21 @@ def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workloa
     expected = 13
     with django_assert_num_queries(expected):
         client.get(queue_url())
+    # Work from outside the portal waiting (a gang of two pods): the pools' nodes, once, however many rows.
+    queued(make_outside(name="o-w"), 1)
+    running(make_outside(name="o-r"), cluster_queue="proj-vision-h100-guaranteed")
+    expected += 1
+    with django_assert_num_queries(expected):
+        client.get(queue_url())
     for number in range(8):
         queued(make_workload("alice", name=f"w{number + 1}", gpus=2), number + 1)
         running(make_workload("lead", name=f"r{number + 1}", gpus=1))
+        # Work from outside the portal in the same queues: waiting and running, attributed to alice or to no one.
+        queued(make_outside(name=f"o-w{number}", owner=users["alice"] if number % 2 else None), number + 9)
+        running(make_outside(name=f"o-r{number}"), cluster_queue="proj-vision-h100-guaranteed")
     with django_assert_num_queries(expected):
-        client.get(queue_url())
+        page = client.get(queue_url())
+    assert page.content.decode().count('data-origin="outside"') == 18
 
 
 def test_a_long_queue_shows_its_head_and_counts_the_rest(page_client, make_workload, monkeypatch):

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.org.models import NodePool, PriorityClass, Project
 from apps.workloads import services
-from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.models import PORTAL_KIND_VALUES, Kind, Status, Workload
 from tests.factories import NodePoolFactory
 
 from .helpers import all_errors, field_errors, preemptible_checked, submit_payload
@@ -32,7 +32,7 @@ def b200(users):
 # --- success ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", Kind.values)
+@pytest.mark.parametrize("kind", PORTAL_KIND_VALUES)
 def test_every_kind_submits_and_redirects_to_its_detail_page(page_client, users, kind,
                                                              django_capture_on_commit_callbacks):
     client = page_client("alice")
@@ -44,6 +44,15 @@ def test_every_kind_submits_and_redirects_to_its_detail_page(page_client, users,
     assert workload.kind == kind and workload.owner == users["alice"] and workload.status == Status.SUBMITTING
     page = client.get(response["Location"])
     assert f"Submitted my-{kind}" in page.content.decode()
+
+
+@pytest.mark.parametrize("kind", sorted(set(Kind.values) - set(PORTAL_KIND_VALUES)))
+def test_the_clusters_kinds_have_no_submit_form(page_client, kind):
+    """Work of the cluster's kinds is submitted outside the portal (kubectl, pipelines); the portal only mirrors it."""
+    client = page_client("alice")
+    assert client.get(url(kind)).status_code == 404
+    assert client.post(url(kind), submit_payload("training")).status_code == 404
+    assert not Workload.objects.exists()
 
 
 def test_the_form_fields_reach_the_row(page_client):
@@ -97,6 +106,12 @@ REFUSALS = [
     ("invalid env name", "training", {"env": "1BAD=x"}, "env", "is not a valid environment variable name"),
     ("reserved env name", "batch", {"env": "PORTAL_ID=1"}, "env", "set by the portal"),
     ("duplicate env name", "training", {"env": "A=1\nA=2"}, "env", "A is set twice"),
+    ("env name of the launcher wiring", "training", {"env": "WORLD_SIZE=1"}, "env",
+     "WORLD_SIZE is set by the portal"),
+    ("empty command", "training", {"command": '""'}, "command", "The command's first entry is the program to run"),
+    ("zero CPU", "training", {"cpu": "0"}, "cpu", ""),
+    ("negative zero CPU", "training", {"cpu": "-0"}, "cpu", ""),
+    ("zero memory", "training", {"memory_gib": "0"}, "memory_gib", ""),
     ("env line without =", "training", {"env": "JUSTANAME"}, "env", "Line 1: write NAME=value"),
     ("invalid model label", "training", {"model_label": "not valid!"}, "model_label", ""),
     ("missing data class", "notebook", {"data_class": ""}, "data_class", "This field is required"),

@@ -30,12 +30,12 @@ class Command(BaseCommand):
             if error.unreachable:
                 raise CommandError(error.message) from error
             raise CommandError(f"The cluster refused the change: {error.message}") from error
-        org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.project_errors)
+        org_services.kueue_sync_finish(run=run, changes=result.changes, project_errors=result.problems)
         for change in result.changes:
             self.stdout.write(change)
         self.stdout.write(self.style.SUCCESS(f"{len(result.changes)} change(s)."))
-        for problem in result.project_errors:
+        for problem in result.problems:
             self.stderr.write(problem)
-        if result.project_errors:
-            count = len(result.project_errors)
-            raise CommandError(f"{count} project{'s' if count != 1 else ''} left out; the others were reconciled.")
+        if result.problems:
+            count = len(result.problems)
+            raise CommandError(f"{count} left out or not yet as intended (listed above); the rest was reconciled.")
