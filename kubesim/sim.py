@@ -175,8 +175,17 @@ class Simulator:
             self.kueue = self._kueue_module.Kueue(self.kueue_config)
             self.controllers += self.kueue.controllers()
             self.webhooks += self.kueue.admission_webhooks()
-        self.controllers += [*operators.controllers(), JobController(), Kubelet(self.default_run_seconds),
-                             EndpointsController(), NamespaceController(), GarbageCollector()]
+        self.controllers += [*operators.controllers(self._admit_pod), JobController(),
+                             Kubelet(self.default_run_seconds), EndpointsController(), NamespaceController(),
+                             GarbageCollector()]
+
+    def _admit_pod(self, pod: dict) -> dict:
+        """What the API server does to a pod a controller creates through it: defaults, then the mutating admission
+        webhooks (Kueue's pod webhook gates a LeaderWorkerSet's pods)."""
+        builtin.apply_defaults("pods", pod, None)
+        for hook in self.webhooks:
+            pod = hook.mutate("pods", "CREATE", pod, None, self.store) or pod
+        return pod
 
     def _spawn(self, target: Any, name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)

@@ -164,8 +164,10 @@ def read_outside(workload: dict[str, Any], owner: dict[str, Any] | None) -> Outs
     known = OWNER_KINDS.get((group_of(api_version), kind_name))
     kind = known.kind if known else Kind.OTHER
     object_name = str(reference["name"])
-    if (metadata.get("annotations") or {}).get(GROUP_WORKLOAD_ANNOTATION) == "true":
-        kind, object_name = Kind.POD_GROUP, name  # the group's Workload is named after the group
+    if kind == Kind.POD and (metadata.get("annotations") or {}).get(GROUP_WORKLOAD_ANNOTATION) == "true":
+        # A pod group's Workload is named after the group. An LWS group's Workload is a group Workload too, but
+        # owned by its LeaderWorkerSet first: that is the object it stands for.
+        kind, object_name = Kind.POD_GROUP, name
     try:
         pod_sets = tuple(_pod_set(entry) for entry in spec.get("podSets") or [] if isinstance(entry, dict))
     except ValueError as error:

@@ -3,6 +3,7 @@ has them: each brings its CRD (kubesim.apiserver.registry.resources.OPERATORS, s
 the objects its install adds (namespace and controller Deployment), its controller, and its admission webhooks.
 
 - JobSet v0.12.0: `controllers/jobset_controller.py` (and `jobset_status.py`), `validation/jobset_webhook.py`.
+- LeaderWorkerSet v0.10.0: `controllers/lws_controller.py` (its CRD's defaults; its own webhooks are not emulated).
 - Kubeflow Trainer v2.3.0 (TrainJob, ClusterTrainingRuntime, TrainingRuntime): `controllers/trainjob_controller.py`
   on the runtime library kubesim.kernel.trainer, `validation/trainjob_webhook.py`; its install adds the
   `torch-distributed` ClusterTrainingRuntime.
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubesim.apiserver.controllers.jobset_controller import JobSetController
+from kubesim.apiserver.controllers.lws_controller import Admit, LeaderWorkerSetController
 from kubesim.apiserver.controllers.pytorchjob_controller import PyTorchJobController
 from kubesim.apiserver.controllers.raycluster_controller import RayClusterController
 from kubesim.apiserver.controllers.rayjob_controller import RayJobController
@@ -52,13 +54,21 @@ WEBHOOKS = {
     "pytorchjobs": OperatorWebhooks(pytorchjob_webhook.VALIDATING, None, pytorchjob_webhook.validate, forbidden=True),
 }
 JOBSET_VERSION = "v0.12.0"
+LWS_VERSION = "v0.10.0"
 TRAINER_VERSION = "v2.3.0"
 TRAINING_OPERATOR_VERSION = "v1.9.4"
 
 
-def controllers() -> list[Controller]:
-    return [TrainJobController(), JobSetController(), PyTorchJobController(), RayJobController(),
-            RayClusterController()]
+def controllers(admit: Admit) -> list[Controller]:
+    """admit: what the API server does to a pod an operator creates (defaults, mutating webhooks)."""
+    return [
+        TrainJobController(),
+        JobSetController(),
+        PyTorchJobController(),
+        RayJobController(),
+        RayClusterController(),
+        LeaderWorkerSetController(admit),
+    ]
 
 
 def default(resource: str, obj: dict, old: dict | None) -> None:
@@ -110,6 +120,12 @@ def installation() -> list[tuple[str, dict]]:
             "jobset-controller-manager",
             {"app.kubernetes.io/name": "jobset", "control-plane": "controller-manager"},
             {"name": "manager", "image": f"registry.k8s.io/jobset/jobset:{JOBSET_VERSION}"},
+        ),
+        (
+            "lws-system",
+            "lws-controller-manager",
+            {"app.kubernetes.io/name": "lws", "control-plane": "controller-manager"},
+            {"name": "manager", "image": f"registry.k8s.io/lws/lws:{LWS_VERSION}"},
         ),
         (
             "kubeflow-system",

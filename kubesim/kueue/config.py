@@ -36,6 +36,8 @@ EMULATED_FRAMEWORKS = (
     "kubeflow.org/pytorchjob",
     "ray.io/rayjob",
     "ray.io/raycluster",
+    "pod",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
 )
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}

@@ -30,6 +30,7 @@ def test_reset_returns_to_the_initial_cluster():
             "kube-system",
             "kubeflow",  # training-operator v1 (PyTorchJob)
             "kubeflow-system",  # Trainer v2 (TrainJob)
+            "lws-system",  # so is the LeaderWorkerSet operator
         ]
         assert len(core.list_node().items) == 16
         assert core.list_pod_for_all_namespaces().items == []

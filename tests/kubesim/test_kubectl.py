@@ -427,6 +427,95 @@ def test_jobset_unknown_fields_are_refused_by_kubectl_default_validation(kubectl
     assert 'unknown field "spec.replicatedJobs[0].template.spec.template.spec.containers[0].bogus"' in done.stderr
 
 
+def test_get_pods_shows_scheduling_gated(kubectl: Kubectl, ks: InProcessKubesim):
+    manifest = """
+apiVersion: v1
+kind: Pod
+metadata: {name: gated, namespace: default}
+spec:
+  schedulingGates: [{name: example.com/hold}]
+  containers: [{name: main, image: busybox, command: [sleep, "600"]}]
+"""
+    kubectl("apply", "-f", "-", stdin=manifest)
+    ks.settle()
+    assert kubectl("get", "pod", "gated", "--no-headers").stdout.split()[:3] == ["gated", "0/1", "SchedulingGated"]
+    kubectl("patch", "pod", "gated", "--type=json", "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')
+    ks.settle()
+    assert kubectl("get", "pod", "gated", "--no-headers").stdout.split()[:3] == ["gated", "1/1", "Running"]
+    kubectl("delete", "pod", "gated", "--wait=false")
+
+
+LWS_MANIFEST = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: serving}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: serving-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default-flavor
+      resources: [{name: cpu, nominalQuota: "2"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: serving, namespace: serving}
+spec: {clusterQueue: serving-cq}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: serve, namespace: serving, labels: {kueue.x-k8s.io/queue-name: serving}}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        containers: [{name: main, image: vllm, command: [sleep, "3600"], resources: {requests: {cpu: "1"}}}]
+"""
+
+
+def test_leaderworkersets_get_scale_and_describe(kubectl: Kubectl, ks: InProcessKubesim):
+    kubectl("apply", "-f", "-", stdin=KUEUE_SETUP)  # the flavor
+    kubectl("apply", "-f", "-", stdin=LWS_MANIFEST)
+    ks.advance(1)
+    lines = kubectl("get", "lws", "-n", "serving").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "READY", "DESIRED", "UP-TO-DATE", "AGE"]
+    assert lines[1].split() == ["serve", "1", "1", "1", "1s"]
+    assert kubectl("get", "leaderworkersets", "-n", "serving", "--no-headers").stdout.split()[:2] == ["serve", "1"]
+    pods = kubectl(
+        "get", "pods", "-l", "leaderworkerset.sigs.k8s.io/name=serve", "-n", "serving", "--no-headers"
+    ).stdout
+    assert [line.split()[:3] for line in pods.splitlines()] == [
+        ["serve-0", "1/1", "Running"],
+        ["serve-0-1", "1/1", "Running"],
+    ]
+    kubectl(
+        "scale", "lws", "serve", "-n", "serving", "--replicas=2"
+    )  # 2 more CPUs than the queue's 2: the new group waits
+    ks.settle()
+    waiting = kubectl("get", "pod", "serve-1", "-n", "serving", "--no-headers").stdout.split()
+    assert waiting[:3] == ["serve-1", "0/1", "SchedulingGated"]
+    assert kubectl("get", "lws", "serve", "-n", "serving", "--no-headers").stdout.split()[1:3] == ["1", "2"]
+    described = kubectl("describe", "lws", "serve", "-n", "serving").stdout
+    for line in (
+        "Name:         serve",
+        "API Version:  leaderworkerset.x-k8s.io/v1",
+        "Kind:         LeaderWorkerSet",
+        "Hpa Pod Selector:",
+    ):
+        assert line in described, described
+    assert re.search(
+        r"Normal +CreatedWorkload .* kueue-admission +Created Workload: serving/leaderworkerset-serve-0-", described
+    )
+    assert "lws-controller-manager" in kubectl("get", "deploy", "-n", "lws-system").stdout
+    kubectl("delete", "lws", "serve", "-n", "serving")
+
+
 KUBEFLOW_SETUP = JOBSET_SETUP.replace("js", "kf")
 
 

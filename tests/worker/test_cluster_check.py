@@ -46,6 +46,7 @@ def test_a_ready_cluster_passes_without_rbac(settings):
     assert integration.startswith("✓ Job integration: frameworks: batch/job, jobset.x-k8s.io/jobset")
     assert "trainer.kubeflow.org/trainjob, kubeflow.org/pytorchjob" in integration
     assert "ray.io/rayjob, ray.io/raycluster" in integration
+    assert integration.endswith(", pod, leaderworkerset.x-k8s.io/leaderworkerset")
     assert line(output, "Ingress class").startswith("! Ingress class: none")  # a warning only
     assert line(output, "May get pods/log") == "✓ May get pods/log: allowed"
     assert "The cluster is ready for the portal." in output

@@ -13,7 +13,7 @@ import yaml
 from django.contrib.auth import get_user_model
 from kubernetes import client as k8s
 
-from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL
+from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, POD_GROUP_LABEL, PROJECT_LABEL
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
 from apps.workloads import services
@@ -35,6 +35,7 @@ from worker.watcher import Watcher
 pytestmark = pytest.mark.slow
 
 BASE = Path(__file__).resolve().parents[2] / "deploy" / "base"
+KUEUE_API = ("kueue.x-k8s.io", "v1beta2")
 PORTAL_NAMESPACE = "gpu-portal"  # the base's namespace, where its service accounts live
 
 
@@ -116,7 +117,20 @@ OUTSIDE_OBJECTS = {
     "trainer.kubeflow.org/trainjob": lambda name: trainjob_body(
         name, labels={"kueue.x-k8s.io/queue-name": "elastic-h100"}, numNodes=1,
         resourcesPerNode={"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}),
+    # A plain pod's Workload is owned by the pod; an LWS group's by the LeaderWorkerSet.
+    "pod": lambda name: {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name, "labels": {"kueue.x-k8s.io/queue-name": "elastic-h100"}}, "spec": one_gpu_pod_spec()},
+    "leaderworkerset.x-k8s.io/leaderworkerset": lambda name: {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "elastic-h100"}},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": {"spec": one_gpu_pod_spec()}}}},
 }
+
+
+def one_gpu_pod_spec():
+    return {"restartPolicy": "Never", "containers": [{
+        "name": "main", "image": "pytorch/pytorch:2.4.0", "command": ["sleep", "600"],
+        "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}
 
 
 def frameworks_run(enforcing):
@@ -127,22 +141,39 @@ def frameworks_run(enforcing):
 
 
 def outside_work_read_and_stopped(enforcing, watcher_gw):
-    """Per kind kubesim runs: an object submitted outside the portal, mirrored (the watcher read its owner), read
-    again by a restarted watcher's first sync (one list of each kind), then stopped through the portal: the stop
-    task's foreground delete of the owner with the worker's account."""
+    """Per kind kubesim runs: an object submitted outside the portal (and a pod group), mirrored (the watcher read its
+    owner), read again by a restarted watcher's first sync (one list of each kind), then stopped through the portal:
+    the stop task's foreground delete of the owner with the worker's account (a pod group's: one delete of its pods)."""
     run = [(group, owner) for (group, _), owner in OWNER_KINDS.items() if owner.framework in frameworks_run(enforcing)]
     missing = [owner.framework for _, owner in run if owner.framework not in OUTSIDE_OBJECTS]
     assert not missing, f"kubesim runs {missing}: give the scenario an object of each"
     admin = k8s.CustomObjectsApi(enforcing.api_client())
+    core = k8s.CoreV1Api(enforcing.api_client())
     stopper = get_user_model().objects.get(username="admin")
+
+    def mirrored(object_name, framework):
+        enforcing.advance(1)
+        return wait_for(lambda: Workload.objects.filter(origin=Origin.OUTSIDE, object_name=object_name).first(),
+                        describe=lambda: f"no mirrored {framework}; Kueue's: " + repr(
+                            [(w["metadata"]["name"], w["metadata"].get("ownerReferences")) for w in
+                             admin.list_namespaced_custom_object(*KUEUE_API, "proj-vision", "workloads")["items"]]))
+
     rows = []
     for group, owner in run:
         body = OUTSIDE_OBJECTS[owner.framework](f"outside-{owner.plural}")
         version = body["apiVersion"].rpartition("/")[2]
-        admin.create_namespaced_custom_object(group, version, "proj-vision", owner.plural, body)
-        enforcing.advance(1)
-        rows.append(wait_for(lambda name=body["metadata"]["name"]: Workload.objects.filter(
-            origin=Origin.OUTSIDE, object_name=name).first()))
+        if group:
+            admin.create_namespaced_custom_object(group, version, "proj-vision", owner.plural, body)
+        else:
+            core.create_namespaced_pod("proj-vision", body)
+        rows.append(mirrored(body["metadata"]["name"], owner.framework))
+        if owner.framework == "pod":  # a pod group's Workload is owned by its pods, named after the group
+            for index in range(2):
+                member = OUTSIDE_OBJECTS["pod"](f"outside-group-{index}")
+                member["metadata"]["labels"][POD_GROUP_LABEL] = "outside-group"
+                member["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+                core.create_namespaced_pod("proj-vision", member)
+            rows.append(mirrored("outside-group", "pod group"))
     Watcher(watcher_gw, resync_seconds=3600).resync()  # a first sync reads the owners it lacks a kind at a time
     for row in rows:
         services.workload_stop(actor=stopper, workload=row)

@@ -236,7 +236,8 @@ class Verbs:
             return self._write(t, live, self.admission.check_identity(t, new), query, headers, dry, applying=True)
 
     def scale(self, verb: str, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
-        """The scale subresource (autoscaling/v1 Scale) of a Deployment: spec.replicas read and written through it."""
+        """The scale subresource (autoscaling/v1 Scale) of a Deployment or LeaderWorkerSet: spec.replicas read and
+        written through it."""
         whole = Target(t.res, t.namespace, t.name, None, requester=t.requester)
         with self.store.lock:
             obj = existing(self.store, whole)
@@ -372,6 +373,7 @@ class Verbs:
 def _scale_of(obj: dict) -> dict:
     md = obj["metadata"]
     selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    shown = (obj.get("status") or {}).get("hpaPodSelector")  # a LeaderWorkerSet's scale selector path
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -379,6 +381,6 @@ def _scale_of(obj: dict) -> dict:
         "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
         "status": {
             "replicas": (obj.get("status") or {}).get("replicas", 0),
-            "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+            "selector": shown or ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
         },
     }

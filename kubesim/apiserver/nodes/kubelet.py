@@ -1,6 +1,9 @@
 """The kubelet (and a trivial scheduler): binds pending pods to a node whose labels match the nodeSelector,
 runs them for the time their command says, and finishes them with the exit code their command says. A Ray node
-(`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it is stopped, as a server does."""
+(`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it is stopped, as a server does.
+
+A pod with spec.schedulingGates is not scheduled: it stays Pending with PodScheduled False, reason SchedulingGated,
+as kube-scheduler leaves it (PodSchedulingReadiness, GA since Kubernetes 1.30), until every gate is removed."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ _SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
 _EXIT = re.compile(r"\bexit\s+(\d+)")
 _RAY_NODE = re.compile(r"\bray start\b.*--block\b")
 LOG_STEP_SECONDS = 10
+SCHEDULING_GATED = "SchedulingGated"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 def command_line(container: dict) -> str:
@@ -141,6 +146,8 @@ class Kubelet:
     def _start(self, store: Store, pod: dict, nodes: list[dict], now: datetime) -> bool:
         md = pod["metadata"]
         node_name = pod["spec"].get("nodeName")
+        if pod["spec"].get("schedulingGates") and not node_name:
+            return self._gated(store, pod)
         if not node_name:
             fits = [n for n in nodes if node_fits(pod, n)]
             if not fits:
@@ -193,6 +200,21 @@ class Kubelet:
             }
         )
         pod["status"] = status
+        store.update_status("pods", pod)
+        return True
+
+    def _gated(self, store: Store, pod: dict) -> bool:
+        """PodScheduled False, reason SchedulingGated, written once (no event: the scheduler does not try)."""
+        conds = (pod.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "PodScheduled" and c.get("reason") == SCHEDULING_GATED for c in conds):
+            return False
+        pod.setdefault("status", {})["conditions"] = [
+            {
+                **_cond("PodScheduled", "False", rfc3339(store.now())),
+                "reason": SCHEDULING_GATED,
+                "message": GATED_MESSAGE,
+            }
+        ]
         store.update_status("pods", pod)
         return True
 

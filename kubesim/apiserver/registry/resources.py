@@ -18,6 +18,9 @@ AUTHENTICATION_GROUP = "authentication.k8s.io"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 
+SCALED_CRDS = frozenset({"leaderworkersets"})
+"""The CRDs whose `scale` subresource kubesim serves (spec.replicas, status.hpaPodSelector)."""
+
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -53,8 +56,11 @@ def _crd(plural: str, categories: tuple[str, ...] | None = None) -> Resource:
         version=data["version"],
         namespaced=data["namespaced"],
         short_names=tuple(data["shortNames"]),
-        # kubesim serves a CRD's status subresource, not scale (PyTorchJob declares one; nothing here scales it)
-        subresources=tuple(s for s in data["subresources"] if s == "status"),
+        # kubesim serves a CRD's status subresource, and scale only for the kinds verbs.scale knows (PyTorchJob
+        # declares one too; nothing here scales it)
+        subresources=tuple(
+            s for s in data["subresources"] if s == "status" or (s == "scale" and data["plural"] in SCALED_CRDS)
+        ),
         crd=True,
         categories=tuple(data.get("categories", ())) if categories is None else categories,
     )
@@ -135,9 +141,20 @@ KUEUE = [
         "admissionchecks",
     )
 ]
-OPERATORS = [_crd(p) for p in ("jobsets", "trainjobs", "clustertrainingruntimes", "trainingruntimes", "pytorchjobs",
-                                "rayclusters", "rayjobs")]
-"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, Kubeflow Trainer v2,
+OPERATORS = [
+    _crd(p)
+    for p in (
+        "jobsets",
+        "leaderworkersets",
+        "trainjobs",
+        "clustertrainingruntimes",
+        "trainingruntimes",
+        "pytorchjobs",
+        "rayclusters",
+        "rayjobs",
+    )
+]
+"""The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, LWS, Kubeflow Trainer v2,
 Kubeflow training-operator v1, KubeRay); served with or without the Kueue half, as a cluster has them whether or not
 Kueue manages them."""
 RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS}

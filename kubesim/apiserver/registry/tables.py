@@ -100,6 +100,11 @@ def _pod_status(pod: dict, now: datetime) -> str:
         term = (cs.get("state") or {}).get("terminated")
         if term and status.get("phase") in ("Succeeded", "Failed"):
             return term.get("reason", status.get("phase"))
+    # printPod: a pod the scheduler holds back for its scheduling gates shows that reason
+    if any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in status.get("conditions") or []
+    ):
+        return "SchedulingGated"
     return status.get("phase", "Pending")
 
 

@@ -347,9 +347,16 @@ class ObjectStore:
                         del new["metadata"]["ownerReferences"]
                     self._commit(dep_resource, new)
                 deps = []
+            if propagation == "Background" and self._marked_for_deletion(resource, cur, propagation) is not None:
+                deps = []  # its finalizers keep it: the garbage collector takes its dependents once it is gone
             for dep_resource, dep in deps:
                 dmd = dep["metadata"]
-                if not dmd.get("deletionTimestamp"):
+                others = [r for r in dmd.get("ownerReferences") or [] if r.get("uid") != uid]
+                if any(r.get("uid") in self._uids for r in others):  # another owner still holds it: only let go
+                    new = clone(dep)
+                    new["metadata"]["ownerReferences"] = others
+                    self._commit(dep_resource, new)
+                elif not dmd.get("deletionTimestamp"):
                     self.delete(dep_resource, dmd.get("namespace"), dmd["name"], propagation)
             cur = self._objects[resource].get(key)
             if cur is None:

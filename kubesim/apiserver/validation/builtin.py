@@ -168,8 +168,45 @@ def _template_mutable(spec: dict, old_spec: dict, old: dict) -> bool:
     return bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
 
 
+def _scheduling_gates_update(spec: dict, old_spec: dict) -> list[Cause]:
+    """ValidatePodUpdate for gated pods: gates may only be removed (validateOnlyDeletedSchedulingGates), and while the
+    old pod is gated its nodeSelector may gain keys but not change or lose any (validateNodeSelectorMutation)."""
+    causes = core.scheduling_gates(spec.get("schedulingGates"), "spec.schedulingGates")
+    old_names = {_dict(g).get("name") for g in old_spec.get("schedulingGates") or []}
+    for i, gate in enumerate(spec.get("schedulingGates") or []):
+        name = _dict(gate).get("name")
+        if name not in old_names:
+            causes.append(
+                Cause(
+                    f"spec.schedulingGates[{i}].name",
+                    "FieldValueForbidden",
+                    f"Forbidden: only deletion is allowed, but found new scheduling gate '{name}'",
+                )
+            )
+    if old_spec.get("schedulingGates"):
+        new_selector, old_selector = _dict(spec.get("nodeSelector")), _dict(old_spec.get("nodeSelector"))
+        for key, value in old_selector.items():
+            if new_selector.get(key) != value:
+                causes.append(
+                    Cause(
+                        f"spec.nodeSelector[{key}]",
+                        "FieldValueForbidden",
+                        "Forbidden: only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+                    )
+                )
+    return causes
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _immutable_pod(obj: dict, old: dict) -> list[Cause]:
     spec, old_spec = dict(obj.get("spec") or {}), dict(old.get("spec") or {})
+    gate_causes = _scheduling_gates_update(spec, old_spec)
+    if old_spec.get("schedulingGates") and not gate_causes:
+        spec.pop("nodeSelector", None)  # checked above: a gated pod's node selector may grow
+        old_spec.pop("nodeSelector", None)
     # image, activeDeadlineSeconds, tolerations additions and scheduling gates removal are the mutable bits.
     for s in (spec, old_spec):
         for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "nodeName"):
@@ -177,15 +214,16 @@ def _immutable_pod(obj: dict, old: dict) -> list[Cause]:
         s["containers"] = [{k: v for k, v in c.items() if k != "image"} for c in s.get("containers") or []]
     if spec != old_spec:
         return [
+            *gate_causes,
             Cause(
                 "spec",
                 "FieldValueForbidden",
                 "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
                 "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) "
                 "or `spec.schedulingGates`",
-            )
+            ),
         ]
-    return []
+    return gate_causes
 
 
 def _short(value: Any) -> str:

@@ -106,7 +106,16 @@ def validate(resource: str, obj: dict, old: dict | None) -> list[Cause]:
     if not isinstance(spec, dict):
         return []
     if resource == "pods" and old is None:
-        return pod_spec(spec, "spec", template=False)
+        causes = pod_spec(spec, "spec", template=False)
+        if spec.get("schedulingGates") and spec.get("nodeName"):
+            causes.append(
+                Cause(
+                    "spec.nodeName",
+                    "FieldValueForbidden",
+                    "Forbidden: cannot be set until all schedulingGates have been cleared",
+                )
+            )
+        return causes
     if resource == "jobs":
         return job_spec(spec)
     if resource == "services":
@@ -190,11 +199,25 @@ def pod_spec(spec: dict, path: str, *, template: bool) -> list[Cause]:
     for i, toleration in enumerate(spec.get("tolerations") or []):
         if isinstance(toleration, dict):
             causes += _toleration(toleration, f"{path}.tolerations[{i}]")
+    causes += scheduling_gates(spec.get("schedulingGates"), f"{path}.schedulingGates")
     deadline = spec.get("activeDeadlineSeconds")
     if _is_int(deadline) and not 1 <= deadline <= 2**31 - 1:
         causes.append(
             _invalid(f"{path}.activeDeadlineSeconds", deadline, "must be between 1 and 2147483647, inclusive")
         )
+    return causes
+
+
+def scheduling_gates(gates: Any, path: str) -> list[Cause]:
+    """validatePodSchedulingGates: each gate a qualified name, none twice."""
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, gate in enumerate(gates if isinstance(gates, list) else []):
+        name = str(_dict(gate).get("name", ""))
+        causes += [_invalid(f"{path}[{i}]", name, message) for message in qualified_name_errors(name)]
+        if name in seen:
+            causes.append(Cause(f"{path}[{i}]", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+        seen.add(name)
     return causes
 
 

@@ -7,7 +7,9 @@ PriorityBoost and RejectUpdatesToCQWithInvalidOnFlavors off).
   queued, Kueue's label and annotation rules on create and update.
 - `batch_job.py`: batch/v1 Job (vjob.kb.io), with partial admission; `jobset.py`: JobSet (vjobset.kb.io);
   `trainjob.py`: TrainJob (vtrainjob.kb.io); `pytorchjob.py`: PyTorchJob (vpytorchjob.kb.io);
-  `raycluster.py`, `rayjob.py`: RayCluster (vraycluster.kb.io), RayJob (vrayjob.kb.io). A job
+  `raycluster.py`, `rayjob.py`: RayCluster (vraycluster.kb.io), RayJob (vrayjob.kb.io);
+  `pod.py`: Pod (vpod.kb.io), the scheduling gate and pod groups; `leaderworkerset.py`: LeaderWorkerSet
+  (vleaderworkerset.kb.io). A job
   kind's webhook has its integration's module name (kubesim.kueue.integrations) and runs only while the
   Configuration's integrations.frameworks enables that kind.
 - `cluster_queue.py` (vclusterqueue.kb.io), `cohort.py` (vcohort.kb.io), `resource_flavor.py`
@@ -29,6 +31,9 @@ from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.integrations import enabled_kinds
 from kubesim.kueue.integrations.batch_job import FRAMEWORK as BATCH_JOB
 from kubesim.kueue.integrations.jobset import FRAMEWORK as JOBSET
+from kubesim.kueue.integrations.leaderworkerset import API_VERSION as LWS_API
+from kubesim.kueue.integrations.leaderworkerset import FRAMEWORK as LWS
+from kubesim.kueue.integrations.pod import FRAMEWORK as POD
 from kubesim.kueue.integrations.pytorchjob import FRAMEWORK as PYTORCHJOB
 from kubesim.kueue.integrations.raycluster import FRAMEWORK as RAYCLUSTER
 from kubesim.kueue.integrations.rayjob import FRAMEWORK as RAYJOB
@@ -38,7 +43,9 @@ from kubesim.kueue.webhooks.cluster_queue import ClusterQueueWebhook
 from kubesim.kueue.webhooks.cohort import CohortWebhook
 from kubesim.kueue.webhooks.jobframework import JobFrameworkWebhook
 from kubesim.kueue.webhooks.jobset import JobSetWebhook
+from kubesim.kueue.webhooks.leaderworkerset import LeaderWorkerSetWebhook
 from kubesim.kueue.webhooks.local_queue import LocalQueueWebhook
+from kubesim.kueue.webhooks.pod import PodWebhook
 from kubesim.kueue.webhooks.pytorchjob import PyTorchJobWebhook
 from kubesim.kueue.webhooks.raycluster import RayClusterWebhook
 from kubesim.kueue.webhooks.rayjob import RayJobWebhook
@@ -60,8 +67,15 @@ def kueue_webhooks(config: KueueConfig) -> list[Webhook]:
     """The enabled job integrations' webhooks, then those of Kueue's own kinds (each answers only for its kind)."""
     kinds = enabled_kinds(config.frameworks)
     owners = {(k.api_version, k.kind): k.resource for k in kinds}
+    groups: list[Webhook] = []
+    if LWS in config.frameworks:
+        owners[(LWS_API, "LeaderWorkerSet")] = "leaderworkersets"
+        groups.append(LeaderWorkerSetWebhook(owners))
+    if POD in config.frameworks or LWS in config.frameworks:
+        groups.append(PodWebhook(owners, parent_suspended_only=POD not in config.frameworks))
     return [
         *(JOB_WEBHOOKS[k.framework](owners) for k in kinds),
+        *groups,
         ClusterQueueWebhook(),
         CohortWebhook(),
         LocalQueueWebhook(),

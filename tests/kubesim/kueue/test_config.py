@@ -53,10 +53,19 @@ def test_integrations_frameworks():
     from kubesim.kueue.config import EMULATED_FRAMEWORKS
     from kubesim.kueue.integrations import KINDS
 
+    lws = "leaderworkerset.x-k8s.io/leaderworkerset"
     assert KueueConfig.default().frameworks == list(EMULATED_FRAMEWORKS)
-    assert {"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "kubeflow.org/pytorchjob",
-            "ray.io/rayjob", "ray.io/raycluster"} <= set(EMULATED_FRAMEWORKS)
-    assert set(KINDS) == set(EMULATED_FRAMEWORKS)
+    assert list(EMULATED_FRAMEWORKS) == [
+        "batch/job",
+        "jobset.x-k8s.io/jobset",
+        "trainer.kubeflow.org/trainjob",
+        "kubeflow.org/pytorchjob",
+        "ray.io/rayjob",
+        "ray.io/raycluster",
+        "pod",
+        lws,
+    ]
+    assert set(KINDS) | {"pod", lws} == set(EMULATED_FRAMEWORKS)  # pods and LWS groups are not suspended jobs
     assert KueueConfig.from_dict({"fairSharing": None}).frameworks == list(EMULATED_FRAMEWORKS)  # absent: kept
     every = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "ray.io/rayjob", "pod"]
     assert KueueConfig.from_dict({"integrations": {"frameworks": every}}).frameworks == every

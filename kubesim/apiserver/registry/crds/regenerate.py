@@ -2,9 +2,9 @@
 
 Usage: python -m kubesim.apiserver.registry.crds.regenerate DIR [DIR ...]
 Each DIR is searched for Kueue's CRDs (`kueue.x-k8s.io_*.yaml`) and for the workload operators' CRDs listed in
-UPSTREAM (JobSet; Kubeflow Trainer's TrainJob and training runtimes; training-operator's PyTorchJob; KubeRay's RayJob
-and RayCluster); SOURCES.md says where each comes from. An operator's file must be the exact upstream release file
-(its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
+UPSTREAM (JobSet; LeaderWorkerSet; Kubeflow Trainer's TrainJob and training runtimes; training-operator's PyTorchJob;
+KubeRay's RayJob and RayCluster); SOURCES.md says where each comes from. An operator's file must be the exact upstream
+release file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
 
 Kueue: keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema
 (`<plural>.v1beta1.json`, against which kubesim validates v1beta1 requests); below a Workload's
@@ -30,6 +30,9 @@ WRITTEN_BY_HAND = frozenset({"admissionchecks"})
 # The operators' CRD files kubesim vendors: file name -> sha256 of the release file (SOURCES.md).
 UPSTREAM = {
     "jobset.x-k8s.io_jobsets.yaml": "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe",
+    "leaderworkerset.x-k8s.io_leaderworkersets.yaml": (
+        "c5dcad8ed943e495490241f00b9a1b45d51203b6d484020db3636d5bf553568e"
+    ),
     "trainer.kubeflow.org_trainjobs.yaml": "a742cafc5b5582640c7e0b7467c024fc237256fbca5ba0a9f0531dfb66d64416",
     "trainer.kubeflow.org_clustertrainingruntimes.yaml": (
         "ec84dc3388fcdbe8c61d3c247a773d14458dd9438e995bea8e50d2a18080eef9"
