@@ -152,8 +152,11 @@ def workloads_mirror_outside(*, items: Sequence[tuple[OutsideWork, Observation]]
     if not mapped:
         return results
     with transaction.atomic():
-        lock_for_transaction("workloads-outside-mirror")  # one writer of new rows at a time: no duplicate
         existing = {row.kueue_uid: row for row in Workload.objects.filter(kueue_uid__in=list(mapped))}
+        for uid in sorted(set(mapped) - set(existing)):  # one writer per new row (another applier may have it)
+            lock_for_transaction(f"workloads-outside:{uid}")
+        existing |= {row.kueue_uid: row for row in Workload.objects.filter(
+            kueue_uid__in=list(set(mapped) - set(existing)))}
         fresh = [entry for uid, entry in mapped.items() if uid not in existing]
         for row in _create(fresh):
             results[row.kueue_uid] = row.pk
