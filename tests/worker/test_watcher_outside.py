@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from kubernetes import client as k8s
 
-from apps.cluster.models import UnmappedWork
+from apps.cluster.models import ClusterQueueState, UnmappedWork
 from apps.core.models import AuditEvent
 from apps.usage.models import UsageInterval
 from apps.workloads import services
@@ -171,6 +171,18 @@ def test_a_kubectl_job_that_reclaims_quota_is_named_in_the_preemption(kubesim, o
     admin_note = preemptions_seen_by(workload=victim, user=org["admin"])[0]["note"].sentence
     alice_note = preemptions_seen_by(workload=victim, user=org["alice"])[0]["note"].sentence
     assert "nlp-reclaims" in admin_note and "nlp-reclaims" not in alice_note
+
+    # Every project's numbers add up to what Kueue reports for its queues, outside work included.
+    def reported_and_counted():
+        counted = {}
+        for row in Workload.objects.filter(status__in=(Status.ADMITTED, Status.RUNNING)).exclude(cluster_queue=""):
+            counted[row.cluster_queue] = counted.get(row.cluster_queue, 0) + row.gpu_units
+        reported = {state.name: int(state.reserved) for state in ClusterQueueState.objects.filter(reserved__gt=0)}
+        return reported, counted
+
+    wait_for(lambda: (lambda pair: pair[0] == pair[1])(reported_and_counted()), describe=reported_and_counted)
+    reported, _ = reported_and_counted()
+    assert reported["proj-nlp-h100-guaranteed"] == 4
 
 
 def test_the_forecast_replays_outside_work_with_its_max_execution_time(kubesim, org, watcher):
