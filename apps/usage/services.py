@@ -60,8 +60,9 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
     for piece in pieces:
         before = straddling.pop(piece.interval_id, None) if piece.start == since else None
         if before is not None and (before.share_numerator, before.share_denominator) == piece.share:
-            before.ended_at = piece.end  # the same share goes on: one slice, as a full recompute would give
-            changed.append(before)
+            if before.ended_at != piece.end:  # the same share goes on: one slice, as a full recompute would give
+                before.ended_at = piece.end
+                changed.append(before)
             continue
         if before is not None and before.ended_at != since:
             before.ended_at = since
