@@ -4,7 +4,8 @@ Input is a plain snapshot of the organisation (no ORM), output is the list of Ku
 should hold: per node pool a ResourceFlavor and its own cohort tree (root, department and project Cohorts), two
 ClusterQueues per project and pool, the project namespaces with their LocalQueues (also in the namespaces admins
 mapped to the project, which select the same ClusterQueues), and the WorkloadPriorityClasses. The tree's shape
-and numbers are `apps.core.kueue_tree`'s; this module writes them as manifests. Every object carries the portal's ownership label, so reconcile never touches anything else.
+and numbers are `apps.core.kueue_tree`'s; this module writes them as manifests. Every object carries the portal's
+ownership label, so reconcile never touches anything else.
 """
 
 from __future__ import annotations
