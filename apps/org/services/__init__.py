@@ -41,13 +41,14 @@ from .project_data import (
     pull_secret_create,
     pull_secret_delete,
 )
-from .project_namespaces import project_namespace_map, project_namespace_unmap
+from .project_namespaces import DENIED_MAPPING, project_namespace_map, project_namespace_unmap
 from .projects import PROJECT_FIELDS, project_create, project_delete, project_update
 from .quota_table import QuotaTableError, quota_table_check, quota_table_save
 from .quotas import SIZE_FIELDS, quota_create, quota_delete, quota_rule_errors, quota_set, quota_update
 
 __all__ = [
     "DENIED",
+    "DENIED_MAPPING",
     "DEPARTMENT_FIELDS",
     "KUEUE_SYNC_DEADLINE",
     "KUEUE_SYNC_INTENT",
