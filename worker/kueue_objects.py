@@ -2,9 +2,10 @@
 
 Input is a plain snapshot of the organisation (no ORM), output is the list of Kubernetes objects the cluster
 should hold: per node pool a ResourceFlavor and its own cohort tree (root, department and project Cohorts), two
-ClusterQueues per project and pool, the project namespaces with their LocalQueues, and the
-WorkloadPriorityClasses. The tree's shape and numbers are `apps.core.kueue_tree`'s; this module writes them as
-manifests. Every object carries the portal's ownership label, so reconcile never touches anything else.
+ClusterQueues per project and pool, the project namespaces with their LocalQueues (also in the namespaces admins
+mapped to the project, which select the same ClusterQueues), and the WorkloadPriorityClasses. The tree's shape
+and numbers are `apps.core.kueue_tree`'s; this module writes them as manifests. Every object carries the portal's
+ownership label, so reconcile never touches anything else.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class ProjectSpec:
     namespace: str
     does_not_lend: bool
     quotas: dict[str, PoolQuota]  # pool slug -> quota
+    # Existing namespaces admins mapped to the project: they get its LocalQueues, never created or deleted here.
+    mapped_namespaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,10 @@ def _project_objects(pool: PoolSpec, department: DepartmentSpec, cohort: Project
         cohort_spec["resourceGroups"] = [_resource_group(
             pool, {"nominalQuota": 0, "borrowingLimit": cohort.borrowing_limit}
         )]
-    namespace_selector = {"matchLabels": {NAMESPACE_NAME_LABEL: project.namespace}}
+    namespace_selector: dict[str, Any] = {"matchLabels": {NAMESPACE_NAME_LABEL: project.namespace}}
+    if project.mapped_namespaces:
+        namespace_selector = {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In",
+                                                    "values": [project.namespace, *project.mapped_namespaces]}]}
     objects = [{"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _metadata(cohort_name, labels),
                 "spec": cohort_spec}]
     for queue in cohort.queues:
@@ -187,12 +193,13 @@ def _project_objects(pool: PoolSpec, department: DepartmentSpec, cohort: Project
                                "reclaimWithinCohort": "Any"},
             },
         })
-    for queue in cohort.queues:
-        objects.append({
-            "apiVersion": KUEUE_API, "kind": "LocalQueue",
-            "metadata": _metadata(local_queue(pool.slug, guaranteed=queue.guaranteed), labels, project.namespace),
-            "spec": {"clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=queue.guaranteed)},
-        })
+    for namespace_name in (project.namespace, *project.mapped_namespaces):
+        for queue in cohort.queues:
+            objects.append({
+                "apiVersion": KUEUE_API, "kind": "LocalQueue",
+                "metadata": _metadata(local_queue(pool.slug, guaranteed=queue.guaranteed), labels, namespace_name),
+                "spec": {"clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=queue.guaranteed)},
+            })
     return objects
 
 

@@ -7,7 +7,11 @@ is ever touched, and every write is sent with fieldValidation=Strict. An update 
 writer changed the object since it was read) is read again and re-applied; after the pass the owned objects are read
 back, and whatever is not as intended is listed (`unsettled`): the worker then keeps the reconcile request open.
 
-Namespaces are the portal's own. A project whose namespace breaks the rule (apps/org/validators.py; rows older
+Namespaces admins map to a project (apps.org.models.ProjectNamespace) are not the portal's: they get the project's
+LocalQueues, labelled as the portal's, and lose them when unmapped; one that does not exist is reported for its
+project and its queues wait, the namespace is never created or deleted here.
+
+Project namespaces are the portal's own. A project whose namespace breaks the rule (apps/org/validators.py; rows older
 than the rule), or whose namespace exists in the cluster without the portal's label or labelled for another
 project, is skipped: none of its objects is created, changed or deleted, nothing in that namespace is touched,
 and the run reports it. A project whose write the API server refuses is likewise reported and left for the next
@@ -30,7 +34,7 @@ from django.db.models import Prefetch
 from apps.core.kueue_names import DEPARTMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL
 from apps.core.kueue_names import names as kueue_names
 from apps.core.kueue_tree import PoolQuota
-from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
+from apps.org.models import Department, NodePool, PriorityClass, Project, ProjectNamespace, Quota
 from apps.org.validators import project_namespace_error
 
 from .gateway import ClusterError, Gateway
@@ -57,7 +61,8 @@ def org_snapshot() -> OrgSnapshot:
     departments = Department.objects.order_by("slug").prefetch_related(
         Prefetch("quotas", queryset=quotas),
         Prefetch("projects", queryset=Project.objects.order_by("slug").prefetch_related(
-            Prefetch("quotas", queryset=quotas))),
+            Prefetch("quotas", queryset=quotas),
+            Prefetch("mapped_namespaces", queryset=ProjectNamespace.objects.order_by("namespace")))),
     )
     return OrgSnapshot(
         pools=tuple(
@@ -70,7 +75,8 @@ def org_snapshot() -> OrgSnapshot:
                 slug=department.slug, quotas=_quotas(list(department.quotas.all())),
                 projects=tuple(
                     ProjectSpec(slug=project.slug, namespace=project.namespace, does_not_lend=project.does_not_lend,
-                                quotas=_quotas(list(project.quotas.all())))
+                                quotas=_quotas(list(project.quotas.all())),
+                                mapped_namespaces=tuple(m.namespace for m in project.mapped_namespaces.all()))
                     for project in department.projects.all()
                 ),
             )
@@ -259,6 +265,23 @@ def namespace_owner_skips(gw: Gateway, desired: list[dict[str, Any]],
     return skips
 
 
+def missing_mapped_namespaces(gw: Gateway, desired: list[dict[str, Any]]) -> dict[str, str]:
+    """Namespaces mapped to a project (they hold its LocalQueues but are no Namespace the portal writes) that do
+    not exist in the cluster: namespace -> project. One GET per mapped namespace; the portal never creates them."""
+    own = {obj["metadata"]["name"] for obj in desired if obj["kind"] == "Namespace"}
+    mapped = {obj["metadata"]["namespace"]: _project_of(obj) or "" for obj in desired
+              if obj["kind"] == "LocalQueue" and obj["metadata"]["namespace"] not in own}
+    missing = {}
+    for name, project in sorted(mapped.items()):
+        try:
+            gw.get("Namespace", name)
+        except ClusterError as error:
+            if not error.not_found:
+                raise
+            missing[name] = project
+    return missing
+
+
 def _without(objects: dict[tuple[str, str, str], dict[str, Any]],
              skips: list[SkippedProject]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """`objects` minus everything of a skipped project: labelled for it, inside its namespace, or the namespace."""
@@ -285,6 +308,12 @@ def reconcile(gw: Gateway, desired: list[dict[str, Any]]) -> SyncResult:
         result.refuse(skip.project, skip.reason)
     desired = without_skipped(desired, skips)
     actual = _without(actual, skips)
+    for name, project in missing_mapped_namespaces(gw, desired).items():
+        result.project_errors.append(
+            f"Project {project}: namespace {name} is mapped to it but does not exist in the cluster; the portal "
+            "never creates a mapped namespace, so its queues there wait until someone creates it (or an admin "
+            "unmaps it).")
+        desired = [obj for obj in desired if obj["metadata"].get("namespace") != name]
     wanted = {_key(obj): obj for obj in desired}
     updates = [(obj, actual[key]) for key, obj in wanted.items()
                if key in actual and not _covers(_content(obj), _content(actual[key]))]

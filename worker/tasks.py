@@ -190,7 +190,7 @@ def _delete_work(workload: Workload) -> dict[str, Any] | None:
     if not workload.from_outside:
         return gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
                                 propagation=STOP_PROPAGATION)
-    target = stop_target(namespace=workload.project.namespace, api_version=workload.object_api_version,
+    target = stop_target(namespace=workload.cluster_namespace, api_version=workload.object_api_version,
                          kind=workload.kind, name=workload.object_name)
     if target is None:
         raise ClusterError(400, "BadRequest", f"the portal cannot stop a {workload.get_kind_display()}")

@@ -128,7 +128,7 @@ def refresh(prometheus: Prometheus, now: datetime | None = None) -> Refresh:
     utilisation = prometheus.query_range(utilisation_expr(), start, end, step)
     memory = prometheus.query_range(memory_expr(), start, end, step)
 
-    by_job = {(workload.project.namespace, workload.job_name or workload.object_name): workload
+    by_job = {(workload.cluster_namespace, workload.job_name or workload.object_name): workload
               for workload in workloads}
 
     def owner(series: dict[str, Any]) -> Workload | None:

@@ -45,9 +45,9 @@ from apps.core.kueue_names import (
     PODSET_LABEL,
     WORKLOAD_ID_LABEL,
 )
-from apps.org.models import Project
+from apps.org.models import Project, ProjectNamespace
 from apps.workloads import services as workload_services
-from apps.workloads.models import LIVE_STATUSES, QUEUED_STATUSES, Origin, Status, Workload
+from apps.workloads.models import CLUSTER_NAMESPACE, LIVE_STATUSES, QUEUED_STATUSES, Origin, Status, Workload
 from apps.workloads.observation import Observation, Unmapped
 
 from .gateway import KINDS, ClusterError, Gateway
@@ -428,7 +428,8 @@ class Watcher:
         """GPU pods of project namespaces that no Kueue queue admitted: flagged for admins, "runs outside the
         queue" (their GPUs are in no project's numbers)."""
         pods = self.gw.list("Pod", label_selector=UNQUEUED_POD_SELECTOR)
-        namespaces = set(Project.objects.values_list("namespace", flat=True))
+        namespaces = set(Project.objects.values_list("namespace", flat=True)) | set(
+            ProjectNamespace.objects.values_list("namespace", flat=True))
         found = unqueued_gpu_pods(pods, namespaces=namespaces)
         for item in found:
             self._unmapped(item)
@@ -448,7 +449,7 @@ class Watcher:
 
     def refresh_positions(self) -> None:
         queued = list(Workload.objects.filter(status__in=QUEUED_STATUSES).exclude(kueue_name="").values_list(
-            "pk", "kueue_name", "project__namespace", "preemptible", "node_pool__slug"))
+            "pk", "kueue_name", CLUSTER_NAMESPACE, "preemptible", "node_pool__slug"))
         queues = {(namespace, kueue_names.local_queue(pool, guaranteed=not preemptible))
                   for _, _, namespace, preemptible, pool in queued}
         by_name = {(namespace, name): pk for pk, name, namespace, _, _ in queued}

@@ -367,6 +367,11 @@ def can_view_unmapped_work(user: Visitor | None) -> bool:
     return sees_everything(user, Action.MANAGE)
 
 
+def can_map_namespaces(user: Visitor | None) -> bool:
+    """Mapping an existing namespace to a project makes all Kueue work in it that project's: admins only."""
+    return sees_everything(user, Action.MANAGE)
+
+
 def can_keep_alive(user: Visitor | None, workload: _Workload) -> bool:
     """Only a notebook's owner says it is still in use (idle culling is about the person at the keyboard)."""
     return bool(user is not None and user.is_authenticated and workload.owner_id == user.pk)

@@ -312,6 +312,13 @@ class _ProjectChoice(forms.ModelChoiceField):
         return f"{obj.name} ({obj.namespace})"
 
 
+class ProjectNamespaceForm(StyledForm):
+    """An existing namespace to map to the project; services.project_namespace_map checks every rule."""
+
+    namespace = forms.CharField(max_length=63, help_text="An existing namespace of the cluster whose Kueue work "
+                                                         "counts as this project's, e.g. vision-pipelines.")
+
+
 class DataSourceForm(StyledForm):
     """A PVC in the project's namespace or an NFS export; services.data_source_create checks every rule."""
 

@@ -224,6 +224,25 @@ class Project(VersionedModel):
         return self.department_id, self.pk
 
 
+class ProjectNamespace(models.Model):
+    """An existing namespace an admin maps to a project: the Kueue work in it counts as that project's
+    (docs/architecture.md, Namespaces mapped to a project). The portal never creates or deletes it; the Kueue sync
+    puts the project's LocalQueues in it, and the watcher mirrors its Workloads as the project's work."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="mapped_namespaces")
+    namespace = models.CharField(max_length=63, unique=True, validators=[validate_dns_label],
+                                 error_messages={"unique": "This namespace is mapped to a project already."})
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
+
+    class Meta:
+        ordering = ["namespace"]
+
+    def __str__(self) -> str:
+        return self.namespace
+
+
 class Quota(VersionedModel):
     """A department's or a project's share of one node pool (exactly one owner)."""
 

@@ -25,6 +25,7 @@ from .models import (
     NodePool,
     PriorityClass,
     Project,
+    ProjectNamespace,
     Quota,
 )
 
@@ -38,6 +39,11 @@ def departments_for(user: Visitor | None, action: Action = Action.VIEW) -> Query
 
 def projects_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Project]:
     return access.restrict(Project.objects.all(), user, action)
+
+
+def project_namespaces_for(user: Visitor | None) -> QuerySet[ProjectNamespace]:
+    """The namespaces mapped to the projects the user may see."""
+    return access.restrict(ProjectNamespace.objects.select_related("project"), user)
 
 
 def quotas_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Quota]:

@@ -183,6 +183,21 @@ def project_namespace_error(namespace: str) -> str | None:
     return f"{rule}; '{namespace}' does not start with '{prefix}' and is not on the approved list."
 
 
+# Namespaces of the cluster itself and of Kueue: no project's work runs there.
+CLUSTER_NAMESPACES = frozenset({"kueue-system"})
+
+
+def mapped_namespace_error(namespace: str) -> str | None:
+    """Why `namespace` may not be mapped to a project (apps.org.models.ProjectNamespace), or None when it may: never
+    a system namespace (kube-*), Kueue's, nor the portal's own. Which project holds it is the service's part (it
+    needs the database). Pure apart from settings; no queries."""
+    if namespace.startswith(SYSTEM_NAMESPACE_PREFIX) or namespace in CLUSTER_NAMESPACES:
+        return f"'{namespace}' is a system namespace; no project's work runs there."
+    if settings.PORTAL_NAMESPACE and namespace == settings.PORTAL_NAMESPACE:
+        return f"'{namespace}' is the portal's own namespace."
+    return None
+
+
 # --- data sources, credentials and their mount paths -------------------------------------------------------------
 
 # Where a mount would hide what the container needs to run (or what Kubernetes itself mounts).

@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts import access
@@ -34,6 +34,7 @@ from .forms import (
     PriorityClassForm,
     ProjectDefaultsForm,
     ProjectForm,
+    ProjectNamespaceForm,
     PullSecretForm,
     WeightForm,
 )
@@ -145,6 +146,7 @@ def departments(request: AuthenticatedRequest) -> HttpResponse:
             for department, projects in rows
         ],
         "can_create": access.can(user, Action.MANAGE),
+        "can_map_namespaces": access.can_map_namespaces(user),
     })
 
 
@@ -267,6 +269,45 @@ def project_delete(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         success=f"Project {project.name} deleted.",
         consequences=f"Its quotas go with it; its namespace {project.namespace} is no longer managed.",
     )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_namespaces(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """The existing namespaces whose Kueue work counts as the project's (docs/architecture.md, Namespaces mapped to
+    a project): listed, mapped and unmapped by admins."""
+    project = _visible_project(request, slug)
+    if not access.can_map_namespaces(request.user):
+        raise PermissionDenied(services.DENIED_MAPPING)
+    form = ProjectNamespaceForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.project_namespace_map(actor=request.user, project=project, **form.cleaned_data)
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        else:
+            messages.success(request, f"Namespace {form.cleaned_data['namespace']} mapped to {project.name}; its "
+                                      "queues appear there with the next Kueue sync.")
+            return redirect("org:project_namespaces", slug=project.slug)
+    return render(request, "org/project_namespaces.html",
+                  {"project": project, "form": form, "mapped": project.mapped_namespaces.all()},
+                  status=400 if form.errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_namespace_unmap(request: AuthenticatedRequest, slug: str, pk: int) -> HttpResponse:
+    project = _visible_project(request, slug)
+    mapping = get_object_or_404(project.mapped_namespaces.all(), pk=pk)
+    if not access.can_map_namespaces(request.user):
+        raise PermissionDenied(services.DENIED_MAPPING)
+    back = resolve_url("org:project_namespaces", slug=project.slug)
+    return confirm_delete_page(
+        request, obj=mapping.namespace, kind="mapped namespace", cancel=back, redirect_to=back, verb="Unmap",
+        delete=lambda: services.project_namespace_unmap(actor=request.user, project_namespace=mapping),
+        success=f"Namespace {mapping.namespace} unmapped from {project.name}.",
+        consequences="The project's queues leave it with the next Kueue sync; the namespace itself stays. Work "
+                     "already mirrored from it keeps its history; new work there is shown to admins as unmapped.")
 
 
 # --- priority classes ------------------------------------------------------------------------------------------

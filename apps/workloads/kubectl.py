@@ -20,7 +20,7 @@ GETTABLE = frozenset({Kind.JOB, Kind.JOBSET, Kind.TRAINJOB, Kind.PYTORCHJOB, Kin
 
 def logs_command(workload: Workload) -> str:
     """Reads the logs of the workload's pods."""
-    namespace = workload.project.namespace
+    namespace = workload.cluster_namespace
     if workload.kind == Kind.POD:
         return f"kubectl logs -n {namespace} {workload.object_name}"
     label = POD_SELECTORS.get(Kind(workload.kind))
@@ -37,7 +37,7 @@ def logs_hint(workload: Workload) -> str:
 def get_command(workload: Workload) -> str:
     """Shows the object as the cluster has it (a pod group: its pods; a kind the portal does not know: Kueue's
     Workload for it)."""
-    namespace = workload.project.namespace
+    namespace = workload.cluster_namespace
     if workload.kind in GETTABLE:
         return f"kubectl get {workload.kind} {workload.object_name} -n {namespace} -o yaml"
     if workload.kind == Kind.POD_GROUP:

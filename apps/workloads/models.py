@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 
 from apps.core import kueue_names
@@ -99,6 +101,10 @@ HOLDING_STATUSES = frozenset({Status.ADMITTED, Status.RUNNING})
 # Waiting for quota, so given a start forecast (worker/forecast.py): not in Kueue yet, queued, or preempted.
 FORECAST_STATUSES = frozenset({Status.SUBMITTING, *WAITING_STATUSES})
 FINAL_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.STOPPED, Status.REJECTED, Status.SUBMIT_FAILED})
+
+
+# `Workload.cluster_namespace` in a query: the mapped namespace outside work runs in, else its project's.
+CLUSTER_NAMESPACE = Coalesce(NullIf(F("namespace"), Value("")), F("project__namespace"))
 
 
 class Workload(models.Model):
@@ -195,6 +201,9 @@ class Workload(models.Model):
     pod_sets = models.JSONField(default=list, blank=True)
     pod_set_units = models.PositiveIntegerField(null=True, blank=True)
     kueue_priority = models.IntegerField(null=True, blank=True, help_text="The priority Kueue gave it (outside work).")
+    namespace = models.CharField(max_length=63, blank=True,
+                                 help_text="Where outside work runs when not in its project's own namespace (a "
+                                           "namespace mapped to the project); blank: the project's namespace.")
 
     # Scope paths for apps.accounts.access.restrict: the project's viewers, and always the owner.
     access_paths: ClassVar[AccessPaths] = AccessPaths(
@@ -235,6 +244,11 @@ class Workload(models.Model):
         """For a refused delete of what these rows use (apps.core.services.references_in_use)."""
         live = rows.filter(status__in=LIVE_STATUSES).count()
         return f"{live} not finished" if live else "all finished, kept for history"
+
+    @property
+    def cluster_namespace(self) -> str:
+        """The namespace the work runs in: the project's own, or the mapped one outside work was found in."""
+        return self.namespace or self.project.namespace
 
     @property
     def pod_count(self) -> int:

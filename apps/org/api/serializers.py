@@ -18,7 +18,7 @@ from apps.core.api import (
 )
 from apps.core.http import parse_id
 from apps.core.models import AuditEvent
-from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
+from apps.org.models import Department, NodePool, PriorityClass, Project, ProjectNamespace, Quota
 from apps.org.selectors import departments_for, projects_for
 from apps.org.validators import (
     DNS1123_LABEL,
@@ -163,6 +163,20 @@ class QuotaUpdateSerializer(ShapeOnlyModelSerializer):
     class Meta:
         model = Quota
         fields = ["deserved", "limit", "over_quota_weight", "cpu_cores", "memory_gib", "version"]
+
+
+class ProjectNamespaceSerializer(ShapeOnlyModelSerializer):
+    """An existing namespace mapped to a project: the Kueue work in it counts as the project's."""
+
+    project = ScopedPrimaryKeyRelatedField(scope=projects_for, queryset=Project.objects.all())
+    namespace = StrictCharField(max_length=63, help_text=(
+        "An existing namespace of the cluster (a DNS-1123 label); never a system namespace, Kueue's, the "
+        "portal's own, a project's own namespace, or one mapped already."))
+
+    class Meta:
+        model = ProjectNamespace
+        fields = ["id", "project", "namespace", "created_at"]
+        read_only_fields = ["created_at"]
 
 
 class ProjectUpdateSerializer(ProjectSerializer):

@@ -21,8 +21,15 @@ from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.filters import AuditEventFilterSet, ProjectFilterSet, QuotaFilterSet
-from apps.org.models import Department, NodePool, PriorityClass, Quota
-from apps.org.selectors import audit_events_for, department_quotas, departments_for, projects_for, quotas_for
+from apps.org.models import Department, NodePool, PriorityClass, ProjectNamespace, Quota
+from apps.org.selectors import (
+    audit_events_for,
+    department_quotas,
+    departments_for,
+    project_namespaces_for,
+    projects_for,
+    quotas_for,
+)
 from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH
 
 from .serializers import (
@@ -30,6 +37,7 @@ from .serializers import (
     DepartmentSerializer,
     NodePoolSerializer,
     PriorityClassSerializer,
+    ProjectNamespaceSerializer,
     ProjectSerializer,
     ProjectUpdateSerializer,
     QuotaSerializer,
@@ -150,6 +158,38 @@ class ProjectViewSet(ServiceViewSet):
 
     def perform_destroy(self, instance: Project) -> None:
         services.project_delete(actor=self.request.user, project=instance)
+
+
+@extend_schema_view(
+    create=extend_schema(description=(
+        "Map an existing namespace to a project: the Kueue work in it counts as the project's, and the Kueue sync "
+        "puts the project's LocalQueues there (the portal never creates or deletes the namespace). Admins only; "
+        "every refusal is reported at once (400) and nothing changes.")),
+    destroy=extend_schema(description=(
+        "Unmap it: the project's LocalQueues leave the namespace; work mirrored from it keeps its history. Admins "
+        "only.")),
+)
+class ProjectNamespaceViewSet(ServiceViewSet):
+    """Namespaces admins mapped to the projects the user may see (docs/architecture.md, Namespaces mapped to a
+    project). Listed like projects; only admins map and unmap."""
+
+    serializer_class = ProjectNamespaceSerializer
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def get_queryset(self) -> QuerySet[ProjectNamespace]:
+        return project_namespaces_for(self.request.user)
+
+    def may_create(self) -> bool:
+        return access.can_map_namespaces(self.request.user)
+
+    def may_change(self, obj: ProjectNamespace) -> bool:
+        return access.can_map_namespaces(self.request.user)
+
+    def perform_create(self, serializer: BaseSerializer[ProjectNamespace]) -> None:
+        serializer.instance = services.project_namespace_map(actor=self.request.user, **serializer.validated_data)
+
+    def perform_destroy(self, instance: ProjectNamespace) -> None:
+        services.project_namespace_unmap(actor=self.request.user, project_namespace=instance)
 
 
 @extend_schema_view(

@@ -8,6 +8,7 @@ Callers import from here (`from apps.org import services`); the modules are:
 - `quota_table`: many cells of one department's quota table at once;
 - `kueue_sync`: the org -> Kueue reconcile's bookkeeping, asked for by every committed change;
 - `project_data`: a project's data sources and image pull secrets;
+- `project_namespaces`: the existing namespaces admins map to a project;
 - `common`: the access refusal and the collected field errors the others share.
 """
 
@@ -40,12 +41,14 @@ from .project_data import (
     pull_secret_create,
     pull_secret_delete,
 )
+from .project_namespaces import DENIED_MAPPING, project_namespace_map, project_namespace_unmap
 from .projects import PROJECT_FIELDS, project_create, project_delete, project_update
 from .quota_table import QuotaTableError, quota_table_check, quota_table_save
 from .quotas import SIZE_FIELDS, quota_create, quota_delete, quota_rule_errors, quota_set, quota_update
 
 __all__ = [
     "DENIED",
+    "DENIED_MAPPING",
     "DEPARTMENT_FIELDS",
     "KUEUE_SYNC_DEADLINE",
     "KUEUE_SYNC_INTENT",
@@ -77,6 +80,8 @@ __all__ = [
     "priority_class_update",
     "project_create",
     "project_delete",
+    "project_namespace_map",
+    "project_namespace_unmap",
     "project_update",
     "pull_secret_create",
     "pull_secret_delete",

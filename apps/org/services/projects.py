@@ -14,7 +14,7 @@ from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
 from apps.core.services import model_delete, model_save, model_update, version_check
-from apps.org.models import Department, Project
+from apps.org.models import Department, Project, ProjectNamespace
 from apps.org.validators import project_namespace_error, project_namespace_rule
 
 from .common import DENIED, _require
@@ -30,6 +30,8 @@ def _project_namespace_error(project: Project) -> str | None:
     by the uniqueness check."""
     if error := project_namespace_error(project.namespace):
         return error
+    if ProjectNamespace.objects.filter(namespace=project.namespace).exists():
+        return f"{project_namespace_rule()}; '{project.namespace}' is mapped to a project already."
     prefix = kueue_names().project_prefix
     owner = project.namespace[len(prefix):] if project.namespace.startswith(prefix) else ""
     if owner and owner != project.slug and Project.objects.filter(slug=owner).exclude(pk=project.pk).exists():

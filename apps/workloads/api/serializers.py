@@ -338,7 +338,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     project: serializers.PrimaryKeyRelatedField[Project] = serializers.PrimaryKeyRelatedField(read_only=True)
     project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
         source="project", slug_field="slug", read_only=True)
-    namespace = serializers.CharField(source="project.namespace", read_only=True)
+    namespace = serializers.CharField(source="cluster_namespace", read_only=True, help_text=(
+        "The namespace it runs in: its project's, or for work from outside a namespace admins mapped to the project."))
     owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True,
         help_text="The portal user it belongs to; null for work from outside the portal that names no portal user.")

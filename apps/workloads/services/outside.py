@@ -22,7 +22,7 @@ from django.utils import timezone
 from apps.core.kueue_names import ELASTIC, GUARANTEED
 from apps.core.quantities import quantity
 from apps.core.services import lock_for_transaction
-from apps.org.models import NodePool, PriorityClass, Project
+from apps.org.models import NodePool, PriorityClass, Project, ProjectNamespace
 from apps.workloads.models import FINAL_STATUSES, HOLDING_STATUSES, Origin, Status, Workload, WorkloadEvent
 from apps.workloads.observation import Observation, OutsideWork, PodSet, Unmapped
 from apps.workloads.signals import quotas_held
@@ -69,6 +69,14 @@ def _sizes(work: OutsideWork, pool: NodePool) -> dict[str, object]:
     }
 
 
+def _projects_by_namespace(namespaces: set[str]) -> dict[str, Project]:
+    """The project of each namespace: its own, or the one an admin mapped it to (ProjectNamespace)."""
+    found = {p.namespace: p for p in Project.objects.filter(namespace__in=namespaces)}
+    for mapping in ProjectNamespace.objects.filter(namespace__in=namespaces - set(found)).select_related("project"):
+        found[mapping.namespace] = mapping.project
+    return found
+
+
 @dataclass
 class _Lookups:
     """The org rows a batch names, each read once: projects by namespace, pools by slug, users, priority classes."""
@@ -82,7 +90,7 @@ class _Lookups:
     def of(cls, works: Sequence[OutsideWork]) -> _Lookups:
         usernames = {name for work in works for name in (work.portal_user, work.cluster_user) if name}
         return cls(
-            projects={p.namespace: p for p in Project.objects.filter(namespace__in={w.namespace for w in works})},
+            projects=_projects_by_namespace({w.namespace for w in works}),
             pools={pool.slug: pool for pool in NodePool.objects.filter(
                 slug__in={w.queue_name.partition("-")[2] for w in works})},
             users={user.username: user for user in get_user_model()._default_manager.filter(
@@ -123,6 +131,7 @@ def _values(work: OutsideWork, lookups: _Lookups) -> dict[str, Any] | Unmapped:
         "name": work.object_name[:MAX_NAME], "image": next((p.image for p in work.pod_sets if p.image), "")[:255],
         "kueue_name": work.kueue_name, "k8s_uid": work.object_uid, "kueue_priority": work.priority,
         "max_runtime_seconds": work.max_runtime_seconds,
+        "namespace": "" if work.namespace == project.namespace else work.namespace,
     }
 
 

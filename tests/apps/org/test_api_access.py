@@ -74,6 +74,9 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
      (200, 404, 404, 404, 404, 403, 403)),
     ("forecasting default priority", "PATCH", "projects/{forecasting}/", {"default_priority_class": "build"},
      (200, 404, 404, 404, 404, 403, 403)),
+    ("map a namespace to vision", "POST", "project-namespaces/",
+     {"project": "{vision}", "namespace": "vision-pipelines"}, (201, 403, 403, 403, 403, 403, 403)),
+    ("project namespaces list", "GET", "project-namespaces/", None, (200, 200, 200, 200, 200, 200, 200)),
     ("delete vision", "DELETE", "projects/{vision}/", None, (204, 204, 403, 403, 404, 404, 403)),
     ("delete forecasting", "DELETE", "projects/{forecasting}/", None, (204, 404, 404, 404, 404, 403, 403)),
     # --- quotas --------------------------------------------------------------------------------------------
