@@ -233,7 +233,7 @@ class Watcher:
             namespace = kueue_workload["metadata"].get("namespace", "")
             work = read_outside(kueue_workload, self._owner(namespace, owner_reference(kueue_workload)))
             if isinstance(work, Unmapped):
-                self._unmapped(work)
+                self._unmapped(work, mirrored=True)
             else:
                 items.append((work, observation))
         if not items:
@@ -242,13 +242,18 @@ class Watcher:
         for work, observation in items:
             result = mirrored[work.kueue_uid]
             if isinstance(result, Unmapped):
-                self._unmapped(result)
+                self._unmapped(result, mirrored=True)
             else:
                 self.applied_outside[work.kueue_uid] = observation
         mirror.unmapped_forget_many(uids={uid for uid, result in mirrored.items() if not isinstance(result, Unmapped)})
         forecasts_refresh_soon()  # a queue changed (coalesced: a burst asks once)
 
-    def _unmapped(self, unmapped: Unmapped) -> None:
+    def _unmapped(self, unmapped: Unmapped, *, mirrored: bool = False) -> None:
+        """Keep it for admins (logged and counted when first seen); a Kueue Workload that was `mirrored` before (its
+        namespace unmapped since, say) stops counting as a project's work."""
+        if mirrored:
+            workload_services.workloads_unmapped(kueue_uids=[unmapped.uid], at=timezone.now(),
+                                                 detail=unmapped.detail)
         if not mirror.unmapped_seen(uid=unmapped.uid):
             logger.info("cannot map %s/%s (%s): %s", unmapped.namespace, unmapped.name, unmapped.reason,
                         unmapped.detail)

@@ -10,6 +10,7 @@ from apps.cluster.models import UnmappedWork
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL
 from apps.org import services as org_services
 from apps.org.models import Project
+from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.kubectl import get_command
 from apps.workloads.models import Origin, Status, Workload
@@ -80,10 +81,18 @@ def test_mapped_namespace_work_is_the_projects(kubesim, org, cluster, watcher):
     watcher.unqueued_pods_scan()
     assert UnmappedWork.objects.get(name="rogue").reason == UnmappedWork.Reason.OUTSIDE_QUEUE
 
+    # Work still running there when the namespace is unmapped stops counting as Vision's, its GPU-hours closed.
+    create_job(kubesim, batch_job("still-running", namespace=MAPPED, pods=1, gpus=1))
+    wait_for(lambda: (found := row_of("still-running")) and found.status in (Status.ADMITTED, Status.RUNNING))
+
     # Unmapped: the queues leave, the namespace stays, the row keeps its history.
     org_services.project_namespace_unmap(actor=org["admin"], project_namespace=mapping)
     result = reconcile(cluster, desired_from_database())
     assert not result.problems, result.problems
+    watcher.resync()
+    left = wait_for(lambda: (found := row_of("still-running")) and found.status == Status.STOPPED and found)
+    assert left.status_reason == "NoLongerMapped"
+    assert UsageInterval.objects.get(workload=left).ended_at is not None
     assert local_queues(cluster, MAPPED) == {} and core.read_namespace(MAPPED).metadata.name == MAPPED
     assert local_queues(cluster, "proj-vision")
     stopped = row_of("pipeline-step")

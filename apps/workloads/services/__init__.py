@@ -36,7 +36,7 @@ from .credentials import (
 from .forecasts import FORECAST_FIELDS, workload_forecasts_store
 from .notebooks import notebook_cull, notebook_cull_gpu_idle, notebook_server_activity_record
 from .notifications import NOTIFIABLE, NOTIFY_TASK
-from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone
+from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone, workloads_unmapped
 from .outside import workload_mirror_outside, workloads_mirror_outside
 from .submissions import (
     BULK_STOP_LIMIT,
@@ -113,4 +113,5 @@ __all__ = [
     "workloads_gone",
     "workloads_mirror_outside",
     "workloads_stop",
+    "workloads_unmapped",
 ]

@@ -11,7 +11,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core import kueue_conditions as kueue
-from apps.workloads.models import HOLDING_STATUSES, PREEMPTED_STATUSES, QUEUED_STATUSES, Kind, Status, Workload
+from apps.workloads.models import (
+    HOLDING_STATUSES,
+    PREEMPTED_STATUSES,
+    QUEUED_STATUSES,
+    Kind,
+    Origin,
+    Status,
+    Workload,
+)
 from apps.workloads.observation import Observation
 from apps.workloads.signals import quota_held, quota_released
 
@@ -146,3 +154,18 @@ def workloads_gone(*, workload_ids: Iterable[int], at: datetime, cluster_at: dat
             if _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason=kueue.JOB_DELETED,
                            message="The Job was deleted outside the portal", cluster_at=cluster_at, finished_at=at):
                 quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason=kueue.JOB_DELETED)
+
+
+NO_LONGER_MAPPED = "NoLongerMapped"
+
+
+def workloads_unmapped(*, kueue_uids: Iterable[str], at: datetime, detail: str) -> None:
+    """Live rows of work from outside the portal whose Kueue Workload it can no longer count as a project's (its
+    namespace unmapped, its queue no longer the portal's): stopped as far as the portal is concerned, with the reason,
+    and their GPU-hour stretch closed, so nothing goes on counting what the portal no longer sees."""
+    for workload in Workload.objects.filter(origin=Origin.OUTSIDE, kueue_uid__in=list(kueue_uids)).exclude(
+            status__in=WATCHER_IGNORES | {Status.SUBMITTING, Status.REJECTED}):
+        with transaction.atomic():
+            if _transition(workload, expected=[workload.status], to_status=Status.STOPPED, reason=NO_LONGER_MAPPED,
+                           message=f"No longer counted as this project's work: {detail}", finished_at=at):
+                quota_released.send(sender=Workload, workload_id=workload.pk, at=at, reason=NO_LONGER_MAPPED)
