@@ -210,8 +210,9 @@ class WaitingNumbersSerializer(serializers.Serializer):
     pods = serializers.IntegerField(help_text="Pods admitted together (a gang for multi-pod training).")
     gpus_per_pod = serializers.IntegerField()
     preemptible = serializers.BooleanField()
-    position = serializers.IntegerField(allow_null=True, help_text="0-based position in its LocalQueue (Kueue's "
-                                                                   "visibility API).")
+    position = serializers.IntegerField(allow_null=True, help_text="0-based position in its LocalQueue, as Kueue's "
+                                                                   "visibility API counts (0 = next in line; pages, "
+                                                                   "the CLI and e-mails show it plus one: #1).")
     ahead = serializers.IntegerField(allow_null=True, help_text="Workloads ahead of it in its queue.")
     available = _units("Free to its queue now, by Kueue's cohort arithmetic")
     more_needed = _units("Units that must free up before it fits (Kueue's \"N more needed\")")
@@ -481,8 +482,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
 
 class QueuePositionSerializer(serializers.Serializer):
-    local_queue = serializers.IntegerField(help_text="0-based position in the project's LocalQueue (0 = next).")
-    cluster_queue = serializers.IntegerField(help_text="0-based position in the ClusterQueue.")
+    """Kueue's positions, 0-based as its visibility API gives them; what a person reads counts from 1 (README)."""
+
+    local_queue = serializers.IntegerField(help_text="0-based position in the project's LocalQueue (0 = next in "
+                                                     "line; pages, the CLI and e-mails show it plus one: #1).")
+    cluster_queue = serializers.IntegerField(help_text="0-based position in the ClusterQueue (0 = next in line).")
 
 
 class AdmissionSerializer(serializers.Serializer):

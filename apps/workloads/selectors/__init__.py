@@ -33,6 +33,7 @@ from .queue import (
     preemptions_seen_by,
     project_queue,
     project_queue_marker,
+    queue_position_label,
     workload_history,
     workload_live_marker,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "priority_class_preemptible",
     "project_queue",
     "project_queue_marker",
+    "queue_position_label",
     "queue_start_forecast",
     "requested_units",
     "submit_panel",

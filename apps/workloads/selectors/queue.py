@@ -29,6 +29,14 @@ from apps.workloads.models import (
 from .lookups import workloads_for
 
 
+def queue_position_label(workload: Workload) -> str:
+    """Its place in its LocalQueue as people count it, "#1 in <queue>" for the next in line (pages, CLI tables and
+    e-mails alike; Kueue and the API count from 0); empty unless it waits with a position from Kueue."""
+    if workload.status not in QUEUED_STATUSES or workload.queue_position_local is None:
+        return ""
+    return f"#{workload.queue_position_local + 1} in {workload.queue_name}"
+
+
 def annotate_live(workloads: list[Workload], *, viewer: Actor | None = None, now: Any = None) -> list[Workload]:
     """Attach `explanation` (why it waits, worded for `viewer`: other projects are named only when the viewer may see
     them), `position_label` and `runtime` to rows already joined with project and node_pool: a fixed number of
@@ -43,9 +51,7 @@ def annotate_live(workloads: list[Workload], *, viewer: Actor | None = None, now
         "workload_id").annotate(at=Max("at")).order_by().values_list("workload_id", "at")) if holding else {}
     for workload in workloads:
         workload.explanation = explanations.get(workload.pk)
-        workload.position_label = (f"#{workload.queue_position_local + 1} in {workload.queue_name}"
-                                   if workload.status in QUEUED_STATUSES and workload.queue_position_local is not None
-                                   else "")
+        workload.position_label = queue_position_label(workload)
         if workload.pk in since:
             workload.runtime = now - since[workload.pk]
         else:
