@@ -7,6 +7,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
+from apps.core import kueue_conditions as kueue
+
 from .models import Status, Workload, WorkloadEvent
 
 
@@ -28,6 +30,27 @@ def preemptions(workload: Workload) -> list[dict[str, Any]]:
                 "id": preemptor.pk, "name": preemptor.name, "project": preemptor.project.slug},
         })
     return result
+
+
+def condition_preemptor_job_uids(workload: Workload) -> set[str]:
+    """The Job uids of the preemptors Kueue's conditions name (its Preempted and Evicted messages)."""
+    found = (kueue.PREEMPTOR.search(c.get("message") or "") for c in workload.kueue_conditions or [])
+    return {match["job_uid"] for match in found if match}
+
+
+def conditions_scoped(workload: Workload, *, visible_job_uids: set[str] | None) -> list[dict[str, Any]]:
+    """Kueue's conditions as stored, except that a preemptor outside `visible_job_uids` (None: all visible) loses
+    its UIDs and cohort path, as the preemption sentence names it only to those who may see it."""
+    scoped = []
+    for condition in workload.kueue_conditions or []:
+        message = condition.get("message") or ""
+        match = kueue.PREEMPTOR.search(message)
+        if match and visible_job_uids is not None and match["job_uid"] not in visible_job_uids:
+            message = kueue.PREEMPTOR_PATH.sub("", message.replace(
+                match.group(0), f"of a project you cannot see due to {match['why']}"))
+            condition = {**condition, "message": message}
+        scoped.append(condition)
+    return scoped
 
 
 # --- runtimes of finished work, for the start forecast (worker/forecast.py) -------------------------------------

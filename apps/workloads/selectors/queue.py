@@ -9,11 +9,12 @@ from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Length
 from django.utils import timezone
 
+from apps.accounts import access
 from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState
 from apps.core.actors import Actor
 from apps.org.models import NodePool, Project, Quota
 from apps.workloads.explain import Peer, PreemptionNote, explain_workloads
-from apps.workloads.history import preemptions
+from apps.workloads.history import condition_preemptor_job_uids, conditions_scoped, preemptions
 from apps.workloads.logs import log_tails
 from apps.workloads.models import (
     HOLDING_STATUSES,
@@ -231,7 +232,8 @@ def preemptions_seen_by(*, workload: Workload, user: Actor) -> list[dict[str, An
 
 def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
-    the Kueue conditions and the stored log tails: five queries."""
+    Kueue's conditions scoped to the viewer and the stored log tails: five queries, six when a condition names a
+    preemptor and the viewer does not see everything."""
 
     events = list(workload.events.select_related("actor"))
     preempted = preemptions_seen_by(workload=workload, user=user)  # same order as the events (at, id)
@@ -240,4 +242,10 @@ def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
         event.preemption = next(remaining, None) if event.to_status == "preempted" else None
     flavors = sorted({flavor for pod_set in (workload.admission or {}).get("pod_sets", [])
                       for flavor in (pod_set.get("flavors") or {}).values()})
-    return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload)}
+    # Kueue's conditions name a preemptor by UID and cohort path: only one the viewer may see keeps them.
+    job_uids = condition_preemptor_job_uids(workload)
+    visible_job_uids = None
+    if job_uids and not access.sees_everything(user):
+        visible_job_uids = set(workloads_for(user).filter(k8s_uid__in=job_uids).values_list("k8s_uid", flat=True))
+    return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload),
+            "conditions": conditions_scoped(workload, visible_job_uids=visible_job_uids)}
