@@ -4,6 +4,7 @@ similar work ran (the start forecast's expected ends)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,25 +33,27 @@ def preemptions(workload: Workload) -> list[dict[str, Any]]:
     return result
 
 
-def condition_preemptor_job_uids(workload: Workload) -> set[str]:
-    """The Job uids of the preemptors Kueue's conditions name (its Preempted and Evicted messages)."""
-    found = (kueue.PREEMPTOR.search(c.get("message") or "") for c in workload.kueue_conditions or [])
+def preemptor_job_uids(messages: Iterable[str]) -> set[str]:
+    """The Job uids of the preemptors Kueue's messages name (its Preempted and Evicted conditions and events)."""
+    found = (kueue.PREEMPTOR.search(message or "") for message in messages)
     return {match["job_uid"] for match in found if match}
 
 
+def kueue_message_scoped(message: str, *, visible_job_uids: set[str] | None) -> str:
+    """Kueue's message as it is, except that a preemptor outside `visible_job_uids` (None: all visible) loses its
+    UIDs and cohort path, as the preemption sentence names it only to those who may see it."""
+    match = kueue.PREEMPTOR.search(message or "")
+    if not match or visible_job_uids is None or match["job_uid"] in visible_job_uids:
+        return message
+    return kueue.PREEMPTOR_PATH.sub("", message.replace(match.group(0),
+                                                        f"of a project you cannot see due to {match['why']}"))
+
+
 def conditions_scoped(workload: Workload, *, visible_job_uids: set[str] | None) -> list[dict[str, Any]]:
-    """Kueue's conditions as stored, except that a preemptor outside `visible_job_uids` (None: all visible) loses
-    its UIDs and cohort path, as the preemption sentence names it only to those who may see it."""
-    scoped = []
-    for condition in workload.kueue_conditions or []:
-        message = condition.get("message") or ""
-        match = kueue.PREEMPTOR.search(message)
-        if match and visible_job_uids is not None and match["job_uid"] not in visible_job_uids:
-            message = kueue.PREEMPTOR_PATH.sub("", message.replace(
-                match.group(0), f"of a project you cannot see due to {match['why']}"))
-            condition = {**condition, "message": message}
-        scoped.append(condition)
-    return scoped
+    """Kueue's conditions with each message `kueue_message_scoped`."""
+    return [{**condition, "message": kueue_message_scoped(condition.get("message") or "",
+                                                          visible_job_uids=visible_job_uids)}
+            for condition in workload.kueue_conditions or []]
 
 
 # --- runtimes of finished work, for the start forecast (worker/forecast.py) -------------------------------------

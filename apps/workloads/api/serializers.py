@@ -504,7 +504,8 @@ class PreemptorSerializer(serializers.Serializer):
 class PreemptionSerializer(serializers.Serializer):
     at = serializers.DateTimeField(help_text="When the cluster preempted it (its own clock).")
     reason = serializers.CharField(help_text="InClusterQueue, InCohortReclamation, InCohortFairSharing, ...")
-    message = serializers.CharField(help_text="Kueue's own message (its UIDs and cohort paths included).")
+    message = serializers.CharField(help_text="Kueue's own message (its UIDs and cohort paths included, the "
+                                              "preemptor's only when you may see it).")
     sentence = serializers.CharField(source="note.sentence", help_text="The preemption in one plain sentence: when, "
                                                                       "by which workload (as far as you may see it) "
                                                                       "and why.")

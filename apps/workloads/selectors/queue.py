@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState
 from apps.core.actors import Actor
 from apps.org.models import NodePool, Project, Quota
 from apps.workloads.explain import Peer, PreemptionNote, explain_workloads
-from apps.workloads.history import condition_preemptor_job_uids, conditions_scoped, preemptions
+from apps.workloads.history import conditions_scoped, preemptions, preemptor_job_uids
 from apps.workloads.logs import log_tails
 from apps.workloads.models import (
     HOLDING_STATUSES,
@@ -230,6 +231,16 @@ def preemptions_seen_by(*, workload: Workload, user: Actor) -> list[dict[str, An
     return found
 
 
+def preemptors_visible(messages: Iterable[str], *, user: Actor) -> set[str] | None:
+    """Of the preemptors Kueue's `messages` name (by UID and cohort path), the Job uids `user` may see; None when
+    they may see every one (or none is named). One query when a preemptor is named to someone who sees less
+    than everything."""
+    job_uids = preemptor_job_uids(messages)
+    if not job_uids or access.sees_everything(user):
+        return None
+    return set(workloads_for(user).filter(k8s_uid__in=job_uids).values_list("k8s_uid", flat=True))
+
+
 def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
     Kueue's conditions scoped to the viewer and the stored log tails: five queries, six when a condition names a
@@ -242,10 +253,7 @@ def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
         event.preemption = next(remaining, None) if event.to_status == "preempted" else None
     flavors = sorted({flavor for pod_set in (workload.admission or {}).get("pod_sets", [])
                       for flavor in (pod_set.get("flavors") or {}).values()})
-    # Kueue's conditions name a preemptor by UID and cohort path: only one the viewer may see keeps them.
-    job_uids = condition_preemptor_job_uids(workload)
-    visible_job_uids = None
-    if job_uids and not access.sees_everything(user):
-        visible_job_uids = set(workloads_for(user).filter(k8s_uid__in=job_uids).values_list("k8s_uid", flat=True))
+    visible_job_uids = preemptors_visible(
+        (c.get("message") or "" for c in workload.kueue_conditions or []), user=user)
     return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload),
             "conditions": conditions_scoped(workload, visible_job_uids=visible_job_uids)}
