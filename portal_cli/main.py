@@ -171,11 +171,18 @@ def submit(job_file: str | None, template: str | None, env_pairs: tuple[str, ...
 # --- list, status, queue -------------------------------------------------------------------------------------------
 
 
-def _position(workload: dict[str, Any]) -> Any:
+def _position(workload: dict[str, Any]) -> int | None:
+    """The API's 0-based position in the LocalQueue (Kueue's own count), or None when Kueue reported none."""
     queue_position = workload.get("queue_position")
     if queue_position:
-        return queue_position["local_queue"]
+        return int(queue_position["local_queue"])
     return ((workload.get("waiting") or {}).get("numbers") or {}).get("position")
+
+
+def _position_label(workload: dict[str, Any]) -> str | None:
+    """The position as people count it, the same as the pages and e-mails: "#1" is next in line."""
+    position = _position(workload)
+    return None if position is None else f"#{position + 1}"
 
 
 def _why(workload: dict[str, Any]) -> str:
@@ -186,7 +193,7 @@ def _why(workload: dict[str, Any]) -> str:
 _LIST_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
     ("ID", lambda w: w["id"]), ("NAME", lambda w: w["name"]), ("PROJECT", lambda w: w["project_slug"]),
     ("KIND", lambda w: w["kind"]), ("STATUS", lambda w: w["status"]), ("POOL", lambda w: w["node_pool"]),
-    ("GPUS", lambda w: w["gpu_units"]), ("OWNER", lambda w: w["owner"]), ("POSITION", _position),
+    ("GPUS", lambda w: w["gpu_units"]), ("OWNER", lambda w: w["owner"]), ("POSITION", _position_label),
     ("WHY", _why),
 ]
 
@@ -220,7 +227,7 @@ def status(workload_id: str, fmt: str) -> None:
         "reason": workload.get("reason"), "message": workload.get("message"),
         "pool": workload["node_pool"], "gpu units": workload["gpu_units"],
         "priority class": workload["priority_class"], "preemptible": workload["preemptible"],
-        "queue position": _position(workload), "why waiting": waiting.get("sentence"),
+        "queue position": _position_label(workload), "why waiting": waiting.get("sentence"),
         "preemption": waiting.get("preemption"), "submitted": workload.get("submitted_at"),
         "started": workload.get("started_at"), "finished": workload.get("finished_at"),
     }

@@ -30,7 +30,7 @@ from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Credential, IdlePolicy, Kind, Status, Workload
-from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by
+from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by, queue_position_label
 
 from . import utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
@@ -390,6 +390,9 @@ def workload_notify(workload_id: int, status: str) -> bool:
     explanation = explain_workloads([workload], viewer=owner)[workload.pk]
     if explanation is not None:
         body.append(f"Why it waits: {explanation.sentence}")
+    position = queue_position_label(workload)
+    if position:
+        body.append(f"Queue position: {position} (#1 is next)")
     body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
     send_mail(f"[GPU Portal] {workload.name} {label}", "\n".join(body), None, [owner.email])
     return True

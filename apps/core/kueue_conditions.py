@@ -72,6 +72,8 @@ UNSATISFIED_ADMISSION_CHECKS = "UnsatisfiedAdmissionChecks"  # quota reserved, a
 # --- Kueue's messages the portal reads ---------------------------------------------------------------------------
 # A Preempted condition's message names the preemptor: "... (UID: <workload uid>, JobUID: <job uid>) due to <why>".
 PREEMPTOR = re.compile(r"\(UID: (?P<uid>[^,]*), JobUID: (?P<job_uid>[^)]*)\) due to (?P<why>[^;]*)")
+# ... and, since Kueue 0.13, its place in the cohort tree: "; preemptor path: /<root cohort>/.../<cluster queue>".
+PREEMPTOR_PATH = re.compile(r"; preemptor path: [^;]*")
 # A waiting workload's message says how many units it lacks, per resource.
 MORE_NEEDED = re.compile(r"(\d+(?:\.\d+)?) more needed")
 # Kueue >= 0.20 keeps a workload whose preemption targets another workload of the same cycle already took waiting

@@ -4,8 +4,11 @@ similar work ran (the start forecast's expected ends)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
+
+from apps.core import kueue_conditions as kueue
 
 from .models import Status, Workload, WorkloadEvent
 
@@ -28,6 +31,29 @@ def preemptions(workload: Workload) -> list[dict[str, Any]]:
                 "id": preemptor.pk, "name": preemptor.name, "project": preemptor.project.slug},
         })
     return result
+
+
+def preemptor_job_uids(messages: Iterable[str]) -> set[str]:
+    """The Job uids of the preemptors Kueue's messages name (its Preempted and Evicted conditions and events)."""
+    found = (kueue.PREEMPTOR.search(message or "") for message in messages)
+    return {match["job_uid"] for match in found if match}
+
+
+def kueue_message_scoped(message: str, *, visible_job_uids: set[str] | None) -> str:
+    """Kueue's message as it is, except that a preemptor outside `visible_job_uids` (None: all visible) loses its
+    UIDs and cohort path, as the preemption sentence names it only to those who may see it."""
+    match = kueue.PREEMPTOR.search(message or "")
+    if not match or visible_job_uids is None or match["job_uid"] in visible_job_uids:
+        return message
+    return kueue.PREEMPTOR_PATH.sub("", message.replace(match.group(0),
+                                                        f"of a project you cannot see due to {match['why']}"))
+
+
+def conditions_scoped(workload: Workload, *, visible_job_uids: set[str] | None) -> list[dict[str, Any]]:
+    """Kueue's conditions with each message `kueue_message_scoped`."""
+    return [{**condition, "message": kueue_message_scoped(condition.get("message") or "",
+                                                          visible_job_uids=visible_job_uids)}
+            for condition in workload.kueue_conditions or []]
 
 
 # --- runtimes of finished work, for the start forecast (worker/forecast.py) -------------------------------------

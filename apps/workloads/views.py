@@ -410,7 +410,7 @@ def stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         request, obj=workload.name, kind=workload.get_kind_display().lower(), verb="Stop", cancel=back,
         redirect_to=back, success=f"Stopping {workload.name}; its Job is being deleted.",
         delete=lambda: services.workload_stop(actor=user, workload=workload),
-        consequences=STOP_CONSEQUENCES, audited=not access.stops_own_workload(user, workload))
+        consequences=STOP_CONSEQUENCES, audited=True)
 
 
 @login_required

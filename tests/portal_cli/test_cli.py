@@ -205,3 +205,23 @@ def test_status_gives_the_start_forecast_in_words(signed_in, home, org):
     assert shown.exit_code == 0, shown.output
     assert "expected start" in shown.stdout and "likely in 31 min (26 min-41 min)" in shown.stdout
     assert gpu_json("status", str(waiting.pk))["forecast"]["basis"] == "history"
+
+
+def test_the_position_column_counts_from_one_as_the_pages_do(signed_in, home, org):
+    """Kueue's 0-based position (what the API gives, documented so in its schema) reads "#1" for the next in line,
+    as on the page and in e-mails; JSON keeps the API's own number."""
+    from apps.org.models import NodePool, PriorityClass, Project
+    from tests.factories import WorkloadFactory
+
+    waiting = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=org["alice"],
+                              node_pool=NodePool.objects.get(slug="h100"), status=Status.QUEUED, name="next-in-line",
+                              priority_class=PriorityClass.objects.order_by("value").first())
+    Workload.objects.filter(pk=waiting.pk).update(queue_position_local=0, queue_position_cluster=2)
+    listed = gpu("list")
+    assert listed.exit_code == 0, listed.output
+    (row,) = [line for line in listed.stdout.splitlines() if "next-in-line" in line]
+    assert row.split("│")[8].strip() == "#1", listed.stdout
+    shown = gpu("status", str(waiting.pk))
+    assert any(line.split("│")[0].strip() == "queue position" and line.split("│")[1].strip() == "#1"
+               for line in shown.stdout.splitlines()), shown.stdout
+    assert gpu_json("status", str(waiting.pk))["queue_position"] == {"local_queue": 0, "cluster_queue": 2}

@@ -71,6 +71,7 @@ def test_the_preempted_mail_says_why_it_waits_as_its_owner_may_read_it(demo, set
     (message,) = mail.outbox
     assert ("Why it waits: Waiting for 2 x H100 80GB: Vision is at its limit there, 8 of 8 in use, so 2 more are "
             "needed") in message.body
+    assert "Queue position: #1 in " in message.body  # counted from 1, as the pages and the CLI count
     running = make(demo)
     Workload.objects.filter(pk=running.pk).update(status=Status.RUNNING)
     tasks.workload_notify.apply(args=[running.pk, Status.ADMITTED]).get()

@@ -20,13 +20,19 @@ def _figures(name: str, **extra: Any) -> serializers.Serializer:
     return inline_serializer(name, fields={
         "name": serializers.CharField(), "slug": serializers.CharField(),
         "deserved": serializers.IntegerField(), "limit": serializers.IntegerField(allow_null=True),
-        "used": _units, "borrowed": _units, "lent": _units,
+        "used": _units, "lent": _units,
+        "borrowed": serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False, help_text=(
+            "Borrowed over deserved: in use beyond the deserved quota, both queues of a project together (not "
+            "Kueue's per-queue borrowed, which counts all of an elastic queue's work).")),
         "pending": serializers.IntegerField(help_text="GPU units of waiting (queued or preempted) workloads."),
         "weighted_share": serializers.IntegerField(allow_null=True), **extra})
 
 
 QUEUE = inline_serializer("QuotaQueue", fields={
-    "name": serializers.CharField(), "guaranteed": serializers.BooleanField(), "used": _units, "borrowed": _units,
+    "name": serializers.CharField(), "guaranteed": serializers.BooleanField(), "used": _units,
+    "borrowed": serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False, help_text=(
+        "Kueue's own per-queue borrowed (flavorsUsage borrowed): use beyond this queue's nominal quota. An elastic "
+        "queue has none, so all its work counts, even within the project's deserved quota.")),
     "nominal": _units, "pending_workloads": serializers.IntegerField(),
     "admitted_workloads": serializers.IntegerField()})
 PROJECT = _figures("QuotaProjectFigures", queues=QUEUE.__class__(many=True))

@@ -27,7 +27,7 @@ def quota_bar(deserved: Any, used: Any, limit: Any = None, pending: Any = 0) -> 
         "within": _pct(within, scale), "borrowed": _pct(borrowed, scale), "pending": _pct(pending, scale),
         "deserved_at": _pct(deserved, scale), "limit_at": None if limit_value is None else _pct(limit_value, scale),
         "label": f"{used.normalize():f} in use of {deserved} deserved"
-                 + (f", {borrowed.normalize():f} borrowed" if borrowed else "")
+                 + (f", {borrowed.normalize():f} borrowed over deserved" if borrowed else "")
                  + (f", {pending.normalize():f} waiting" if pending else "")
                  + ("" if limit_value is None else f", limit {limit_value}"),
     }

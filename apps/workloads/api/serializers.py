@@ -210,8 +210,9 @@ class WaitingNumbersSerializer(serializers.Serializer):
     pods = serializers.IntegerField(help_text="Pods admitted together (a gang for multi-pod training).")
     gpus_per_pod = serializers.IntegerField()
     preemptible = serializers.BooleanField()
-    position = serializers.IntegerField(allow_null=True, help_text="0-based position in its LocalQueue (Kueue's "
-                                                                   "visibility API).")
+    position = serializers.IntegerField(allow_null=True, help_text="0-based position in its LocalQueue, as Kueue's "
+                                                                   "visibility API counts (0 = next in line; pages, "
+                                                                   "the CLI and e-mails show it plus one: #1).")
     ahead = serializers.IntegerField(allow_null=True, help_text="Workloads ahead of it in its queue.")
     available = _units("Free to its queue now, by Kueue's cohort arithmetic")
     more_needed = _units("Units that must free up before it fits (Kueue's \"N more needed\")")
@@ -482,8 +483,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
 
 class QueuePositionSerializer(serializers.Serializer):
-    local_queue = serializers.IntegerField(help_text="0-based position in the project's LocalQueue (0 = next).")
-    cluster_queue = serializers.IntegerField(help_text="0-based position in the ClusterQueue.")
+    """Kueue's positions, 0-based as its visibility API gives them; what a person reads counts from 1 (README)."""
+
+    local_queue = serializers.IntegerField(help_text="0-based position in the project's LocalQueue (0 = next in "
+                                                     "line; pages, the CLI and e-mails show it plus one: #1).")
+    cluster_queue = serializers.IntegerField(help_text="0-based position in the ClusterQueue (0 = next in line).")
 
 
 class AdmissionSerializer(serializers.Serializer):
@@ -501,7 +505,8 @@ class PreemptorSerializer(serializers.Serializer):
 class PreemptionSerializer(serializers.Serializer):
     at = serializers.DateTimeField(help_text="When the cluster preempted it (its own clock).")
     reason = serializers.CharField(help_text="InClusterQueue, InCohortReclamation, InCohortFairSharing, ...")
-    message = serializers.CharField(help_text="Kueue's own message (its UIDs and cohort paths included).")
+    message = serializers.CharField(help_text="Kueue's own message (its UIDs and cohort paths included, the "
+                                              "preemptor's only when you may see it).")
     sentence = serializers.CharField(source="note.sentence", help_text="The preemption in one plain sentence: when, "
                                                                       "by which workload (as far as you may see it) "
                                                                       "and why.")

@@ -39,9 +39,10 @@ from apps.org.models import DataSource
 from apps.workloads import kubectl, services, table
 from apps.workloads import logs as workload_logs
 from apps.workloads.filters import WorkloadFilterSet
+from apps.workloads.history import kueue_message_scoped
 from apps.workloads.logs import TAIL_LINES
 from apps.workloads.models import Credential, Kind, Status, Workload, WorkloadEvent
-from apps.workloads.selectors import annotate_live, preemptions_seen_by, workload_list
+from apps.workloads.selectors import annotate_live, preemptions_seen_by, preemptors_visible, workload_list
 
 from . import logs as api_logs
 from .logs import MAX_FOLLOW_SECONDS
@@ -182,6 +183,16 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         for preemption in found:
             if not (preemption["preemptor"] or {}).get("visible"):
                 preemption["preemptor"] = None
+        # Kueue's own messages name a preemptor by UID and cohort path: kept only for one the user may see.
+        events = list(workload.events.all())
+        visible = preemptors_visible([workload.status_message, *(e.message for e in events),
+                                      *(p["message"] for p in found)], user=self.request.user)
+        if visible is not None:
+            workload.status_message = kueue_message_scoped(workload.status_message, visible_job_uids=visible)
+            for event in events:
+                event.message = kueue_message_scoped(event.message, visible_job_uids=visible)
+            for preemption in found:
+                preemption["message"] = kueue_message_scoped(preemption["message"], visible_job_uids=visible)
         workload.preemption_list = found
         return workload
 

@@ -29,7 +29,7 @@ from .reasons import (
     QUEUE_STOPPED,
     UNKNOWN,
 )
-from .wording import _ahead, _gang, _join, _keepers, _n, _num, _peer, _plural, _share_numbers, _shares
+from .wording import _ahead, _gang, _join, _keepers, _limit, _n, _num, _peer, _plural, _share_numbers, _shares
 
 
 def waits(workload: Workload) -> bool:
@@ -244,22 +244,20 @@ class _Explainer:
             if self.idle:
                 idle = f"; {_n(self.idle)} of the pool's {f.pool_capacity} are idle, but the limit caps " \
                        f"{self.project}"
-            return self.done(PROJECT_LIMIT, f"Waiting for {self.ask}: {self.project} is at its limit there, "
-                                            f"{_n(used)} of {f.limit} in use, so {more} more are needed{idle}. It "
+            said, short = _limit(self.project, used, f.limit, units)
+            return self.done(PROJECT_LIMIT, f"Waiting for {self.ask}: {said}, so {more} more are needed{idle}. It "
                                             f"starts when {self.project}'s own work frees them, or when an admin "
-                                            "raises the limit." + ahead,
-                             f"{needed}: {self.project} is at its limit ({_n(used)} of {f.limit})")
+                                            "raises the limit." + ahead, f"{needed}: {short}")
         dept_used = f.department_used or ZERO
         if f.department_limit is not None and dept_used + units > f.department_limit:
             department = f.department or "The department"
             holders = _shares(f.department_holders)
-            return self.done(DEPARTMENT_LIMIT, f"Waiting for {self.ask}: {department} is at its limit there, "
-                                               f"{_n(dept_used)} of {f.department_limit} in use"
-                                               f"{f' ({holders})' if holders else ''}, so {more} more are needed; "
+            said, short = _limit(department, dept_used, f.department_limit, units,
+                                 holders=f" ({holders})" if holders else "")
+            return self.done(DEPARTMENT_LIMIT, f"Waiting for {self.ask}: {said}, so {more} more are needed; "
                                                f"{self.project} itself uses {_n(used)} of its limit "
                                                f"{'(unlimited)' if f.limit is None else f.limit}." + ahead,
-                             f"{needed}: {department} is at its limit ({_n(dept_used)} of {f.department_limit})",
-                             holders=_share_numbers(f.department_holders))
+                             f"{needed}: {short}", holders=_share_numbers(f.department_holders))
         pool_used = f.pool_used or ZERO
         if f.pool_capacity is not None and pool_used + units > f.pool_capacity:
             holders = _shares(f.holders)

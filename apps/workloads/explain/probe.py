@@ -78,9 +78,9 @@ def forecast(probe: Workload, explanation: Explanation) -> Forecast:
     more = n.get("more_needed")
     needed = f"; {_n(more)} more {pool} needed" if more else ""
     causes = {
-        PROJECT_LIMIT: lambda: f"{project} is at its limit ({_n(n['project_used'])} of {n['limit']} {pool}){needed}",
-        DEPARTMENT_LIMIT: lambda: f"{n['department'] or 'the department'} is at its limit "
-                                  f"({_n(n['department_used'])} of {n['department_limit']} {pool}){needed}",
+        PROJECT_LIMIT: lambda: _limit_cause(project, n["project_used"], n["limit"], n["requested"], pool) + needed,
+        DEPARTMENT_LIMIT: lambda: _limit_cause(n["department"] or "the department", n["department_used"],
+                                               n["department_limit"], n["requested"], pool) + needed,
         POOL_FULL: lambda: f"the pool is full ({_n(n['pool_used'])} of {n['pool_capacity']} {pool} in use){needed}",
         PROJECT_DESERVED: lambda: f"non-preemptible work holds {_n(n['queue_used'])} of {project}'s deserved "
                                   f"{n['deserved']} {pool}{needed}",
@@ -93,3 +93,10 @@ def forecast(probe: Workload, explanation: Explanation) -> Forecast:
                         explanation)
     cause = causes[reason]() if reason in causes else explanation.headline[:1].lower() + explanation.headline[1:]
     return Forecast(False, f"Would wait: {cause}.", explanation)
+
+
+def _limit_cause(name: str, used: Any, limit: int, requested: int, pool: str) -> str:
+    """"Vision is at its limit (8 of 8 H100)" when reached; below it, that this request would take it over."""
+    if used >= limit:
+        return f"{name} is at its limit ({_n(used)} of {limit} {pool})"
+    return f"{name} would go over its limit ({_n(used)} of {limit} {pool} in use, asks {_n(requested)})"

@@ -34,6 +34,16 @@ def _ahead(position: int | None) -> str:
     return f" {position} workload{'s are' if position != 1 else ' is'} ahead of you."
 
 
+def _limit(name: str, used: Decimal, limit: int, units: Decimal | int, *, holders: str = "") -> tuple[str, str]:
+    """The sentence's and the headline's words for a limit in the way: "at its limit" only when it is reached;
+    below it, that this request would take it over (`holders`: " (Vision 4, others 8)" after the use)."""
+    if used >= limit:
+        return (f"{name} is at its limit there, {_n(used)} of {limit} in use{holders}",
+                f"{name} is at its limit ({_n(used)} of {limit})")
+    return (f"{name} has {_n(used)} of its limit of {limit} in use there{holders}; these {_n(units)} would take it "
+            "over the limit", f"{name} would go over its limit ({_n(used)} of {limit} in use, asks {_n(units)})")
+
+
 def _gang(pods: int, per_pod: int, nodes: tuple[int, ...] | None, hosting: int | None) -> str:
     """' (4 pods of 2 each, admitted together; 2 of the pool's 3 nodes can host such a pod)', '' for one pod."""
     if pods <= 1:

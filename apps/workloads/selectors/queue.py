@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,11 +10,12 @@ from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Length
 from django.utils import timezone
 
+from apps.accounts import access
 from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState
 from apps.core.actors import Actor
 from apps.org.models import NodePool, Project, Quota
 from apps.workloads.explain import Peer, PreemptionNote, explain_workloads
-from apps.workloads.history import preemptions
+from apps.workloads.history import conditions_scoped, preemptions, preemptor_job_uids
 from apps.workloads.logs import log_tails
 from apps.workloads.models import (
     HOLDING_STATUSES,
@@ -27,6 +29,14 @@ from apps.workloads.models import (
 )
 
 from .lookups import workloads_for
+
+
+def queue_position_label(workload: Workload) -> str:
+    """Its place in its LocalQueue as people count it, "#1 in <queue>" for the next in line (pages, CLI tables and
+    e-mails alike; Kueue and the API count from 0); empty unless it waits with a position from Kueue."""
+    if workload.status not in QUEUED_STATUSES or workload.queue_position_local is None:
+        return ""
+    return f"#{workload.queue_position_local + 1} in {workload.queue_name}"
 
 
 def annotate_live(workloads: list[Workload], *, viewer: Actor | None = None, now: Any = None) -> list[Workload]:
@@ -43,9 +53,7 @@ def annotate_live(workloads: list[Workload], *, viewer: Actor | None = None, now
         "workload_id").annotate(at=Max("at")).order_by().values_list("workload_id", "at")) if holding else {}
     for workload in workloads:
         workload.explanation = explanations.get(workload.pk)
-        workload.position_label = (f"#{workload.queue_position_local + 1} in {workload.queue_name}"
-                                   if workload.status in QUEUED_STATUSES and workload.queue_position_local is not None
-                                   else "")
+        workload.position_label = queue_position_label(workload)
         if workload.pk in since:
             workload.runtime = now - since[workload.pk]
         else:
@@ -223,9 +231,20 @@ def preemptions_seen_by(*, workload: Workload, user: Actor) -> list[dict[str, An
     return found
 
 
+def preemptors_visible(messages: Iterable[str], *, user: Actor) -> set[str] | None:
+    """Of the preemptors Kueue's `messages` name (by UID and cohort path), the Job uids `user` may see; None when
+    they may see every one (or none is named). One query when a preemptor is named to someone who sees less
+    than everything."""
+    job_uids = preemptor_job_uids(messages)
+    if not job_uids or access.sees_everything(user):
+        return None
+    return set(workloads_for(user).filter(k8s_uid__in=job_uids).values_list("k8s_uid", flat=True))
+
+
 def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
-    the Kueue conditions and the stored log tails: five queries."""
+    Kueue's conditions scoped to the viewer and the stored log tails: five queries, six when a condition names a
+    preemptor and the viewer does not see everything."""
 
     events = list(workload.events.select_related("actor"))
     preempted = preemptions_seen_by(workload=workload, user=user)  # same order as the events (at, id)
@@ -234,4 +253,7 @@ def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
         event.preemption = next(remaining, None) if event.to_status == "preempted" else None
     flavors = sorted({flavor for pod_set in (workload.admission or {}).get("pod_sets", [])
                       for flavor in (pod_set.get("flavors") or {}).values()})
-    return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload)}
+    visible_job_uids = preemptors_visible(
+        (c.get("message") or "" for c in workload.kueue_conditions or []), user=user)
+    return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload),
+            "conditions": conditions_scoped(workload, visible_job_uids=visible_job_uids)}

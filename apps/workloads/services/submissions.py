@@ -64,12 +64,23 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
                    message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
                                   deadline=SUBMIT_DEADLINE)
+            audit_record(actor=actor, action="workload.resubmit" if workload.resubmitted_from_id else "workload.submit",
+                         obj=workload, before=None, after=_submitted(workload), project=project)
     except IntegrityError:
         # The same key committed meanwhile (a double click racing itself): that one is the submission.
         if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
             return earlier, False
         raise
     return workload, True
+
+
+# What an audit row keeps of a submission: what it asks for, not its whole spec (env values may be secrets).
+_AUDITED_FIELDS = ("name", "kind", "image", "node_pool_id", "gpus", "pods", "completions", "parallelism",
+                   "priority_class_id", "preemptible", "max_runtime_seconds", "resubmitted_from_id")
+
+
+def _submitted(workload: Workload) -> dict[str, Any]:
+    return {name: getattr(workload, name) for name in _AUDITED_FIELDS}
 
 
 def workload_validate(
@@ -214,25 +225,25 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     return workload, errors
 
 
-def workload_stop(*, actor: Actor, workload: Workload) -> Workload:
+def workload_stop(*, actor: Actor, workload: Workload, bulk: bool = False) -> Workload:
     """A researcher stops their own work, a team lead anything in scope; the worker deletes the Job (for work from
-    outside the portal, the object it belongs to: every such stop is audited, the attributed owner's too)."""
+    outside the portal, the object it belongs to). Every stop is audited, the owner's own too (`bulk`: one of a bulk
+    stop's)."""
     if not access.can_stop_workload(actor, workload):
         raise PermissionDenied("You may not stop this workload.")
     if workload.kind == Kind.OTHER:
         raise ValidationError(f"The portal cannot stop this kind of work; delete {workload.object_name} in the "
                               "cluster (kubectl delete).")
-    own = access.stops_own_workload(actor, workload) and not workload.from_outside
     if workload.status not in LIVE_STATUSES or workload.status == Status.STOPPING:
         raise ValidationError(f"This workload is {workload.get_status_display().lower()}; there is nothing to stop.")
+    workload_status = workload.status
     with transaction.atomic():
         if not _transition(workload, expected=LIVE_STATUSES - {Status.STOPPING}, to_status=Status.STOPPING,
                            reason="StopRequested", message=f"Stop requested by {actor.get_username()}", actor=actor,
                            stop_requested_by=actor):
             raise ValidationError("This workload changed meanwhile; reload and try again.")
-        if not own:
-            audit_record(actor=actor, action="workload.stop", obj=workload, before={"status": "live"},
-                         after={"status": Status.STOPPING}, project=workload.project)
+        audit_record(actor=actor, action="workload.stop", obj=workload, before={"status": workload_status},
+                     after={"status": Status.STOPPING, "bulk": bulk}, project=workload.project)
         _record_stop(workload)
     return workload
 
@@ -259,7 +270,7 @@ def workloads_stop(*, actor: Actor, workloads: Sequence[Workload]) -> list[Workl
                               "was stopped.")
     with transaction.atomic():
         for workload in sorted(workloads, key=lambda w: w.pk):  # rows locked in one order: no deadlock
-            workload_stop(actor=actor, workload=workload)
+            workload_stop(actor=actor, workload=workload, bulk=True)
     return list(workloads)
 
 

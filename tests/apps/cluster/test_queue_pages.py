@@ -139,3 +139,24 @@ def test_each_tab_is_scoped(client_for):
     row = admin[admin.index('data-cohort="portal-h100"') :]
     assert 'data-fact="used">9<' in row[: row.index("</tr>")]  # 3 projects x (1 + 2), the whole tree
     assert client_for("alice").get(reverse("usage:queues_tab", args=["nope"])).status_code == 404
+
+
+def test_the_two_borrowed_figures_are_labelled_so_they_cannot_be_read_as_one(client_for):
+    """Vision runs 1 in its guaranteed queue and 2 preemptible in its elastic one (nominal 0), 3 of its deserved 4:
+    the Quota usage page's borrowed (over the project's deserved) is 0, Kueue's per-queue borrowed is 2. Each page
+    names its own figure and says how it differs from the other's."""
+    mirror("vision")
+    client = client_for("alice")
+    quota = client.get(reverse("usage:quota")).content.decode()
+    vision = quota[quota.index('<tr data-level="project" data-slug="vision">'):]
+    assert 'data-fact="borrowed">0<' in vision[: vision.index("</tr>")]
+    assert '<th class="num">Borrowed (over deserved)</th>' in quota and '<th class="num">Borrowed</th>' not in quota
+    assert "Kueue's per-queue borrowed" in quota
+    for tab in ("cohorts", "cluster-queues"):
+        page = client.get(reverse("usage:queues_tab", args=[tab])).content.decode()
+        assert '<th class="num">Borrowed (Kueue, per queue)</th>' in page
+        assert '<th class="num">Borrowed</th>' not in page
+        assert "not the Quota usage page's borrowed (over deserved)" in page
+    cohorts = client.get(reverse("usage:queues_tab", args=["cohorts"])).content.decode()
+    row = cohorts[cohorts.index('data-cohort="proj-vision-h100"'):]
+    assert 'data-fact="borrowed">2<' in row[: row.index("</tr>")]

@@ -126,7 +126,7 @@ def test_the_page_draws_bars_a_tree_and_a_table(client_for):
     mirror("vision", guaranteed=4, elastic=2)
     content = client_for("alice").get(PAGE).content.decode()
     assert 'class="qbar"' in content and 'class="cohort-tree"' in content and 'class="quota-usage"' in content
-    assert "6 in use of 4 deserved, 2 borrowed, limit 8" in content
+    assert "6 in use of 4 deserved, 2 borrowed over deserved, limit 8" in content
     assert "<script" not in content.split("</head>")[1]  # no chart library
 
 

@@ -442,7 +442,9 @@ def test_owner_stops_own_workload(client_for, workloads, django_capture_on_commi
     assert data["status"] == "stopping" and data["stop_requested_by"] == "alice"
     assert data["events"][-1]["reason"] == "StopRequested" and data["events"][-1]["to"] == "stopping"
     assert enqueued(callbacks) == [(STOP_TASK, (workloads["wl_alice"],))]
-    assert AuditEvent.objects.count() == audits  # stopping your own work is not audited
+    stopped = AuditEvent.objects.filter(action="workload.stop").latest("id")  # your own stop is audited too
+    assert AuditEvent.objects.count() == audits + 1 and stopped.actor.username == "alice"
+    assert stopped.object_id == str(workloads["wl_alice"]) and stopped.after == {"status": "stopping", "bulk": False}
 
 
 def test_lead_stops_alices_workload_and_it_is_audited(client_for, workloads, django_capture_on_commit_callbacks):

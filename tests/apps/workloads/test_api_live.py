@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.utils import timezone
 
-from apps.workloads.models import Workload, WorkloadEvent
+from apps.workloads.models import Status, Workload, WorkloadEvent
 from tests.apps.workloads.test_views_queue import mirror, queued, running
 
 pytestmark = pytest.mark.django_db
@@ -48,14 +50,26 @@ def test_preemptions_name_the_preemptor_only_to_those_who_may_see_it(client_for,
     preemptor = running(make_workload("bob", name="reclaimer", project="nlp", gpus=4))
     Workload.objects.filter(pk=preemptor.pk).update(k8s_uid="uid-r")
     at = timezone.now()
+    message = ("Preempted to accommodate a workload (UID: wl-uid-r, JobUID: uid-r) due to reclamation within the "
+               "cohort; preemptor path: /portal-h100/dept-research-h100/proj-nlp-h100/proj-nlp-h100-guaranteed; "
+               "preemptee path: /portal-h100/dept-research-h100/proj-vision-h100/proj-vision-h100-elastic")
     WorkloadEvent.objects.create(workload=victim, at=at, from_status="running", to_status="preempted",
-                                 reason="InCohortReclamation", message="Preempted to accommodate a workload",
+                                 reason="InCohortReclamation", message=message,
                                  details={"preemptor_job_uid": "uid-r"}, cluster_at=at)
-    (seen_by_lead,) = detail(client_for("lead"), victim.pk)["preemptions"]
-    assert seen_by_lead["reason"] == "InCohortReclamation"
+    Workload.objects.filter(pk=victim.pk).update(status=Status.PREEMPTED, status_message=message)
+    for_lead = detail(client_for("lead"), victim.pk)
+    (seen_by_lead,) = for_lead["preemptions"]
+    assert seen_by_lead["reason"] == "InCohortReclamation" and seen_by_lead["message"] == message
     assert seen_by_lead["preemptor"] == {"id": preemptor.pk, "name": "reclaimer", "project": "nlp"}
-    (seen_by_alice,) = detail(client_for("alice"), victim.pk)["preemptions"]
+    for_alice = detail(client_for("alice"), victim.pk)
+    (seen_by_alice,) = for_alice["preemptions"]
     assert seen_by_alice["preemptor"] is None and seen_by_alice["reason"] == "InCohortReclamation"
+    # Kueue's own words, wherever the API gives them, without the preemptor alice may not see.
+    hidden = ("Preempted to accommodate a workload of a project you cannot see due to reclamation within the cohort; "
+              "preemptee path: /portal-h100/dept-research-h100/proj-vision-h100/proj-vision-h100-elastic")
+    assert seen_by_alice["message"] == for_alice["message"] == for_alice["status_message"] == hidden
+    assert [e["message"] for e in for_alice["events"] if e["to"] == "preempted"] == [hidden]
+    assert "uid-r" not in json.dumps(for_alice) and "proj-nlp" not in json.dumps(for_alice)
 
 
 @pytest.mark.parametrize(("username", "expected"), [("admin", 200), ("deptadmin", 200), ("lead", 200),

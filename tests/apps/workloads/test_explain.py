@@ -91,6 +91,31 @@ def test_elastic_work_at_its_limit_while_the_pool_idles():
     assert (result.numbers["pool_idle"], result.numbers["project_used"], result.numbers["limit"]) == (8, 8, 8)
 
 
+def test_below_its_limit_a_request_that_would_cross_it_says_so_not_at_its_limit():
+    """6 of 8 in use and 4 asked: the project is not at its limit, the request would take it over."""
+    result = explain(queued(preemptible=True, queue_position_local=0, status_message="... 2 more needed"),
+                     WaitFacts(deserved=4, limit=8, project_used=Decimal(6), department_deserved=8,
+                               department_limit=12, department_used=Decimal(6), pool_capacity=16,
+                               pool_used=Decimal(6), assessment=fits(2, short_at="project")))
+    assert result.reason == PROJECT_LIMIT
+    assert "at its limit" not in result.sentence and "at its limit" not in result.headline
+    assert result.sentence.startswith("Waiting for 4 x H100: Vision has 6 of its limit of 8 in use there; these 4 "
+                                      "would take it over the limit, so 2 more are needed;")
+    assert result.headline == "2 more H100 needed: Vision would go over its limit (6 of 8 in use, asks 4)"
+
+
+def test_below_its_limit_a_department_the_request_would_take_over_says_so():
+    result = explain(queued(preemptible=True, status_message="... 2 more needed"),
+                     WaitFacts(deserved=4, limit=8, project_used=Decimal(2), department="Research",
+                               department_limit=12, department_used=Decimal(10), pool_capacity=16,
+                               pool_used=Decimal(10), assessment=fits(2, short_at="department"),
+                               department_holders=(Share("Vision", Decimal(2)), Share(None, Decimal(8)))))
+    assert result.reason == DEPARTMENT_LIMIT
+    assert "Research has 10 of its limit of 12 in use there (Vision 2, others 8); these 4 would take it over the " \
+           "limit, so 2 more are needed; Vision itself uses 2 of its limit 8." in result.sentence
+    assert result.headline == "2 more H100 needed: Research would go over its limit (10 of 12 in use, asks 4)"
+
+
 def test_department_at_its_limit_names_only_visible_projects():
     result = explain(queued(preemptible=True),
                      WaitFacts(deserved=4, limit=8, project_used=Decimal(4), department="Research",
@@ -447,6 +472,14 @@ def test_forecast_says_it_would_start_now_with_the_free_deserved_units(demo):
     borrowing = forecast_of(probe(gpus=2), demo["alice"])
     assert borrowing.starts_now
     assert borrowing.sentence == "Would start now (4 H100 80GB free to Vision, beyond its deserved 4: preemptible)."
+
+
+def test_forecast_below_the_limit_says_the_request_would_cross_it(demo):
+    mirror_usage(vision=(0, 6))
+    result = forecast_of(probe(gpus=4), demo["alice"])
+    assert not result.starts_now and result.explanation.reason == PROJECT_LIMIT
+    assert result.sentence == ("Would wait: Vision would go over its limit (6 of 8 H100 80GB in use, asks 4); "
+                               "2 more H100 80GB needed.")
 
 
 def test_forecast_says_it_would_wait_at_the_project_limit_with_the_numbers_of_the_waiting_sentence(demo):

@@ -126,12 +126,34 @@ def test_stop_rules(demo, django_capture_on_commit_callbacks):
         services.workload_stop(actor=demo["alice"], workload=workload)
 
 
-def test_own_stop_is_not_audited(demo):
+def test_submit_own_stop_resubmit_and_bulk_stop_are_audited_where_admins_read_the_log(demo, client_for):
+    from django.urls import reverse
+
     from apps.core.models import AuditEvent
 
-    workload = submit(demo["alice"])
-    services.workload_stop(actor=demo["alice"], workload=workload)
-    assert not AuditEvent.objects.filter(action="workload.stop").exists()
+    alice = demo["alice"]
+    first = submit(alice, name="first")
+    services.workload_stop(actor=alice, workload=first)
+    again = submit(alice, name="again", resubmitted_from=first)
+    second = submit(alice, name="second")
+    services.workloads_stop(actor=alice, workloads=[second, again])
+    rows = [(e.action, int(e.object_id), e.actor.username, e.project.slug, e.department.slug)
+            for e in AuditEvent.objects.filter(object_type="workload").select_related(
+                "actor", "project", "department").order_by("id")]
+    assert rows == [("workload.submit", first.pk, "alice", "vision", "research"),
+                    ("workload.stop", first.pk, "alice", "vision", "research"),
+                    ("workload.resubmit", again.pk, "alice", "vision", "research"),
+                    ("workload.submit", second.pk, "alice", "vision", "research"),
+                    ("workload.stop", again.pk, "alice", "vision", "research"),
+                    ("workload.stop", second.pk, "alice", "vision", "research")]
+    resubmitted = AuditEvent.objects.get(action="workload.resubmit")
+    assert resubmitted.after["resubmitted_from_id"] == first.pk and resubmitted.after["gpus"] == 1
+    assert [e.after["bulk"] for e in AuditEvent.objects.filter(action="workload.stop").order_by("id")] == [
+        False, True, True]
+    page = client_for("admin").get(reverse("org:audit"), {"object_type": "workload"}).content.decode()
+    shown = [action for action in ("workload.submit", "workload.resubmit", "workload.stop")
+             for _ in range(page.count(f'<tr data-action="{action}">'))]
+    assert sorted(shown) == sorted(action for action, *_ in rows)
 
 
 def test_deserved_cannot_drop_below_running_non_preemptible_work(demo):

@@ -239,6 +239,32 @@ def test_detail_shows_position_explanation_conditions_flavors_and_preemptor(page
     assert f'href="{reverse("workloads:detail", args=[preemptor.pk])}"' in lead and "reclaimer" in lead
 
 
+def test_the_conditions_panel_hides_a_preemptor_the_viewer_may_not_see(page_client, make_workload):
+    """Kueue's Preempted condition names the preemptor (UIDs, cohort path): kept raw for the lead, who may see NLP;
+    for alice, who may not, scoped as the sentence above it is."""
+    victim = running(make_workload("alice", name="victim", gpus=4))
+    preemptor = running(make_workload("bob", name="reclaimer", project="nlp", gpus=4),
+                        cluster_queue="proj-nlp-h100-guaranteed")
+    Workload.objects.filter(pk=preemptor.pk).update(k8s_uid="uid-of-reclaimer")
+    message = ("Preempted to accommodate a workload (UID: wl-uid-of-reclaimer, JobUID: uid-of-reclaimer) due to "
+               "reclamation within the cohort; preemptor path: /portal-h100/dept-research-h100/proj-nlp-h100/"
+               "proj-nlp-h100-guaranteed; preemptee path: /portal-h100/dept-research-h100/proj-vision-h100/"
+               "proj-vision-h100-elastic")
+    Workload.objects.filter(pk=victim.pk).update(kueue_conditions=[
+        {"type": "Preempted", "status": "True", "reason": "InCohortReclamation", "message": message,
+         "lastTransitionTime": "2026-12-01T10:00:00Z"}])
+    alice = page_client("alice").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
+    panel = alice[alice.index('aria-label="Kueue conditions"'):]
+    panel = panel[: panel.index("</section>")]
+    assert 'data-condition="Preempted"' in panel and "InCohortReclamation" in panel
+    for hidden in ("proj-nlp", "uid-of-reclaimer", "wl-uid-of-reclaimer"):
+        assert hidden not in alice
+    assert ("Preempted to accommodate a workload of a project you cannot see due to reclamation within the cohort; "
+            "preemptee path: /portal-h100/dept-research-h100/proj-vision-h100/proj-vision-h100-elastic") in panel
+    lead = page_client("lead").get(reverse("workloads:detail", args=[victim.pk])).content.decode()
+    assert message in lead
+
+
 def test_detail_of_running_work_shows_flavors_and_the_stored_log_tail(page_client, make_workload, settings):
     workload = running(make_workload("alice", name="logs", gpus=4))
     WorkloadLogTail.objects.create(workload=workload, pod=f"wl-{workload.pk}-0-abc", text="step 1: elapsed 10s\n",
