@@ -2,7 +2,8 @@
 namespaces, then the lag from a new outside Job to its row at 50 Jobs per second, and the watcher's memory.
 
 kubesim runs in its own process (real clock); 10,000 batch/v1 Jobs with the queue label are created in it first,
-as kubectl would (2 GPUs each, so about half are admitted and half wait), and Kueue makes their Workloads. Then a
+as kubectl would (1 GPU each, all within the projects' deserved quotas: a backlog of thousands that can never be
+admitted makes kubesim's own scheduler the slow part), and Kueue makes and admits their Workloads. Then a
 fresh watcher starts against that cluster: the first sync is timed until every Workload has its row with the status
 Kueue gives it. Then Jobs are created at `--rate` per second and each one's lag is timed until its row exists.
 Targets (docs/architecture.md, Work submitted outside the portal): first sync under 60 s, p95 lag under 1 s,
@@ -38,7 +39,7 @@ def job(name: str, namespace: str, seconds: int = 3600) -> dict:
         "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "elastic-bench"}},
         "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [{
             "name": "main", "image": "busybox", "command": ["sleep", str(seconds)],
-            "resources": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]}}},
+            "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}},
     }
 
 

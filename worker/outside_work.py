@@ -62,24 +62,25 @@ def owner_reference(workload: dict[str, Any]) -> dict[str, Any] | None:
     return next((ref for ref in references if ref.get("controller")), references[0] if references else None)
 
 
-def owner_path(namespace: str, reference: dict[str, Any]) -> str | None:
-    """The API path of an owner reference's object, when it is of a kind the portal reads."""
+def _resource_root(reference: dict[str, Any]) -> tuple[str, str] | None:
+    """(API root, plural) of an owner reference's kind, when it is a kind the portal reads."""
     api_version = str(reference.get("apiVersion", ""))
     known = OWNER_KINDS.get((group_of(api_version), str(reference.get("kind", ""))))
     if known is None:
         return None
-    root = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-    return f"{root}/namespaces/{namespace}/{known.plural}/{reference['name']}"
+    return (f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"), known.plural
+
+
+def owner_path(namespace: str, reference: dict[str, Any]) -> str | None:
+    """The API path of an owner reference's object, when it is of a kind the portal reads."""
+    resource = _resource_root(reference)
+    return f"{resource[0]}/namespaces/{namespace}/{resource[1]}/{reference['name']}" if resource else None
 
 
 def owner_list_path(reference: dict[str, Any]) -> str | None:
     """The cluster-wide list of an owner reference's kind, when it is a kind the portal reads."""
-    api_version = str(reference.get("apiVersion", ""))
-    known = OWNER_KINDS.get((group_of(api_version), str(reference.get("kind", ""))))
-    if known is None:
-        return None
-    root = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-    return f"{root}/{known.plural}"
+    resource = _resource_root(reference)
+    return f"{resource[0]}/{resource[1]}" if resource else None
 
 
 def submitter_fields(owner: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -101,17 +101,22 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
         if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(
                 ended_at__isnull=True).exists()):
             return False
-        UsageInterval.objects.create(
-            workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
-            user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
-            card_fraction_numerator=pool.card_fraction_numerator,
-            card_fraction_denominator=pool.card_fraction_denominator,
-            queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
-            model_label=workload.model_label, data_class=workload.data_class, started_at=at,
-            ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else "",
-        )
+        _interval(workload, at, ended_at, reason).save(force_insert=True)
         usage_timeline_refresh(project_id=workload.project_id, node_pool_id=pool.pk, since=at)
     return True
+
+
+def _interval(workload: Workload, at: datetime, ended_at: datetime | None, reason: str) -> UsageInterval:
+    """The ledger row of one stretch of held quota, with the pool's card fraction and the queue it was held in."""
+    pool = workload.node_pool
+    return UsageInterval(
+        workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
+        user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
+        card_fraction_numerator=pool.card_fraction_numerator,
+        card_fraction_denominator=pool.card_fraction_denominator,
+        queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
+        model_label=workload.model_label, data_class=workload.data_class, started_at=at,
+        ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else "")
 
 
 def usage_intervals_open_many(*, stretches: list[tuple[Workload, datetime, datetime | None, str]]) -> int:
@@ -120,17 +125,9 @@ def usage_intervals_open_many(*, stretches: list[tuple[Workload, datetime, datet
     by_timeline: dict[tuple[int, int], datetime] = {}
     rows = []
     for workload, at, ended_at, reason in stretches:
-        pool = workload.node_pool
-        key = (workload.project_id, pool.pk)
+        key = (workload.project_id, workload.node_pool_id)
         by_timeline[key] = min(at, by_timeline.get(key, at))
-        rows.append(UsageInterval(
-            workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
-            user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
-            card_fraction_numerator=pool.card_fraction_numerator,
-            card_fraction_denominator=pool.card_fraction_denominator,
-            queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
-            model_label=workload.model_label, data_class=workload.data_class, started_at=at,
-            ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else ""))
+        rows.append(_interval(workload, at, ended_at, reason))
     with transaction.atomic():
         for project_id, node_pool_id in sorted(by_timeline):  # one order: no deadlock with another writer
             _lock_timeline(project_id, node_pool_id)
