@@ -10,7 +10,7 @@ def test_api_submission_becomes_the_job_it_describes(synced, client_for, kubesim
     with django_capture_on_commit_callbacks() as callbacks:  # captured, not run: the task is applied below
         response = call(client_for("alice"), "POST", "workloads/", {
             "project": "vision", "kind": "training", "name": "api-run", "image": "pytorch/pytorch:2.4.0",
-            "command": ["sleep", "600"], "env": {"EPOCHS": 3}, "node_pool": "h100", "gpus": 2, "pods": 2,
+            "command": ["sleep", "600"], "env": {"EPOCHS": "3"}, "node_pool": "h100", "gpus": 2, "pods": 2,
             "cpu": "500m", "memory": "512Mi", "preemptible": False,
             "labels": {"model": "resnet50", "data_class": "public"},
         })

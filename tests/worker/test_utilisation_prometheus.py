@@ -72,8 +72,12 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     assert alice.post(reverse("workloads:submit", args=["training"]),
                       submit_payload("training", pool="a100-mig-3g40gb", command="sleep 3600",
                                      name="mig-half")).status_code == 302
-    # And a Job someone ran with kubectl, idle on its card: measured and flagged as the portal's own work is.
-    create_job(kubesim, batch_job("kubectl-idle", pods=1, gpus=1, seconds=3600))
+    # And a Job someone ran with kubectl, idle on its MIG slice (a pool no figure below averages): measured and
+    # flagged as the portal's own work is.
+    manifest = batch_job("kubectl-idle", queue="guaranteed-a100-mig-3g40gb", pods=1, gpus=1, seconds=3600)
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"nvidia.com/mig-3g.40gb": "1"}, "limits": {"nvidia.com/mig-3g.40gb": "1"}}
+    create_job(kubesim, manifest)
     busy = Workload.objects.get(name="busy-train")
     idle = Workload.objects.get(kind=Kind.NOTEBOOK)
     mig = Workload.objects.get(name="mig-half")
