@@ -21,8 +21,9 @@ def workloads_for(user: Visitor | None) -> QuerySet[Workload]:
 
 
 def offers_scope_filter(*, user: Actor) -> bool:
-    """Team leads, department admins and admins may switch from their own work to everything in their scope."""
-    return can_anywhere(user, Action.STOP_ANY)
+    """Everyone who may view more than their own work switches between the two: researchers see their projects'
+    work too, kubectl's and pipelines' included (docs/architecture.md, Work submitted outside the portal)."""
+    return can_anywhere(user, Action.VIEW)
 
 
 def default_scope(*, user: Actor) -> str:

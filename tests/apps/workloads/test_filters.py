@@ -195,7 +195,7 @@ def test_a_researcher_never_sees_another_departments_choices_or_rows(page_client
     client = page_client("alice")
     form = client.get(LIST).context["form"]
     assert [p.slug for p in form.fields["project"].queryset] == ["vision"]
-    assert "scope" not in form.fields and "owner" not in form.fields  # her list is her own work
+    assert "scope" in form.fields  # her own work, or her project's, never further (below)
     forecasting = Project.objects.get(slug="forecasting")
     for value in ("forecasting", forecasting.pk, "nlp"):
         response = call(client, "GET", f"workloads/?project={value}")
@@ -206,6 +206,7 @@ def test_a_researcher_never_sees_another_departments_choices_or_rows(page_client
     # the API's owner filter never widens the scope either
     assert api_ids(client, "owner=carol") == []
     assert spread["carol-train"].pk not in api_ids(client, "scope=all")
+    assert spread["carol-train"].pk not in page_ids(client, "scope=all")
 
 
 def test_own_work_in_a_project_no_longer_visible_is_listed_but_not_a_filter_choice(page_client, users, spread):

@@ -31,8 +31,11 @@ def test_researchers_land_on_their_own_work_and_leads_on_their_scopes(page_clien
         assert sorted(rows(landing)) == sorted([mine.pk, lead_own.pk]) and landing.context["scope"] == "all"
         assert rows(page_client(username).get(LIST, {"scope": "mine"})) == ([lead_own.pk] if username == "lead" else [])
     assert sorted(rows(page_client("admin").get(LIST))) == sorted([mine.pk, lead_own.pk, carols.pk])
-    # A researcher has no "everything" switch: the parameter is ignored.
-    assert rows(page_client("alice").get(LIST, {"scope": "all"})) == [mine.pk]
+    # A researcher switches to everything she may see: her project's work (kubectl's and pipelines' too), never
+    # another department's.
+    everything = rows(page_client("alice").get(LIST, {"scope": "all"}))
+    assert mine.pk in everything and carols.pk not in everything
+    assert sorted(everything) == sorted([mine.pk] + ([lead_own.pk] if lead_own.project.slug == "vision" else []))
 
 
 def test_the_scope_switch_shows_the_scope_the_list_is_in(page_client, make_workload):
@@ -56,7 +59,8 @@ def test_leads_and_department_admins_may_see_everything_in_scope(page_client, ma
         assert sorted(rows(response)) == sorted([alices.pk, bobs.pk])
         assert 'name="scope"' in response.content.decode()
     assert sorted(rows(page_client("admin").get(LIST, {"scope": "all"}))) == sorted([alices.pk, bobs.pk, carols.pk])
-    assert 'name="scope"' not in page_client("alice").get(LIST).content.decode()
+    researcher = page_client("alice").get(LIST)
+    assert 'name="scope"' in researcher.content.decode() and researcher.context["scope"] == "mine"
 
 
 def test_viewers_see_everything_they_may_see(page_client, make_workload):
