@@ -193,7 +193,8 @@ def _why(workload: dict[str, Any]) -> str:
 _LIST_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
     ("ID", lambda w: w["id"]), ("NAME", lambda w: w["name"]), ("PROJECT", lambda w: w["project_slug"]),
     ("KIND", lambda w: w["kind"]), ("STATUS", lambda w: w["status"]), ("POOL", lambda w: w["node_pool"]),
-    ("GPUS", lambda w: w["gpu_units"]), ("OWNER", lambda w: w["owner"]), ("POSITION", _position_label),
+    ("GPUS", lambda w: w["gpu_units"]), ("OWNER", lambda w: w.get("submitter_label") or w["owner"]),
+    ("POSITION", _position_label),
     ("WHY", _why),
 ]
 
@@ -223,10 +224,11 @@ def status(workload_id: str, fmt: str) -> None:
     waiting = workload.get("waiting") or {}
     summary = {
         "id": workload["id"], "name": workload["name"], "project": workload["project_slug"],
-        "kind": workload["kind"], "owner": workload["owner"], "status": workload["status"],
+        "kind": workload["kind"], "owner": workload.get("submitter_label") or workload["owner"],
+        "status": workload["status"],
         "reason": workload.get("reason"), "message": workload.get("message"),
         "pool": workload["node_pool"], "gpu units": workload["gpu_units"],
-        "priority class": workload["priority_class"], "preemptible": workload["preemptible"],
+        "priority class": workload["priority_class"] or "none", "preemptible": workload["preemptible"],
         "queue position": _position_label(workload), "why waiting": waiting.get("sentence"),
         "preemption": waiting.get("preemption"), "submitted": workload.get("submitted_at"),
         "started": workload.get("started_at"), "finished": workload.get("finished_at"),
