@@ -46,6 +46,7 @@ from apps.core.kueue_names import (
     WORKLOAD_ID_LABEL,
 )
 from apps.org.models import Project, ProjectNamespace
+from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.models import CLUSTER_NAMESPACE, LIVE_STATUSES, QUEUED_STATUSES, Origin, Status, Workload
 from apps.workloads.observation import Observation, Unmapped
@@ -167,7 +168,7 @@ class Watcher:
         if not workload_id or observation is None or self.applied.get(job_uid) == observation:
             return
         moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
-                                                   preemptor_id=self._preemptor(observation))
+                                                   preemptor_id=workload_selectors.preemptor_id(observation))
         self.applied[job_uid] = observation
         if moved:  # a queue changed: the start forecasts are due again
             forecasts_refresh_soon()
@@ -303,12 +304,6 @@ class Watcher:
                 uid = str((item.get("metadata") or {}).get("uid", ""))
                 if uid in uids:
                     self.owners[uid] = submitter_fields(item)
-
-    def _preemptor(self, observation: Observation) -> int | None:
-        if not (observation.preemption and observation.preemption.preemptor_job_uid):
-            return None
-        return Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
-            "pk", flat=True).first()
 
     def process(self, key: Any) -> None:
         """Apply one queued key: a Job's portal row, a deleted Job's, an outside Workload's, or one mirrored queue,

@@ -13,6 +13,7 @@ from apps.core.http import parse_id
 from apps.org.models import Project
 from apps.org.selectors import projects_for
 from apps.workloads.models import OUTSIDE_THE_PORTAL, Credential, Kind, Workload, WorkloadTemplate
+from apps.workloads.observation import Observation
 
 
 def workloads_for(user: Visitor | None) -> QuerySet[Workload]:
@@ -95,3 +96,12 @@ def submit_project_known(*, projects: QuerySet[Project], raw: str) -> bool:
 def templates(*, kind: str | None = None) -> QuerySet[WorkloadTemplate]:
     rows = WorkloadTemplate.objects.all()
     return rows if kind is None else rows.filter(kind=kind)
+
+
+def preemptor_id(observation: Observation) -> int | None:
+    """The row of the workload that preempted it, found by the Job uid Kueue's message names (any origin): the
+    watcher's read, not user-scoped."""
+    if not (observation.preemption and observation.preemption.preemptor_job_uid):
+        return None
+    return Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
+        "pk", flat=True).first()

@@ -25,6 +25,7 @@ from apps.core.services import lock_for_transaction
 from apps.org.models import NodePool, PriorityClass, Project, ProjectNamespace
 from apps.workloads.models import FINAL_STATUSES, HOLDING_STATUSES, Origin, Status, Workload, WorkloadEvent
 from apps.workloads.observation import Observation, OutsideWork, PodSet, Unmapped
+from apps.workloads.selectors import preemptor_id
 from apps.workloads.signals import quotas_held
 
 from .observe import WATCHER_IGNORES, workload_observe
@@ -175,17 +176,9 @@ def workloads_mirror_outside(*, items: Sequence[tuple[OutsideWork, Observation]]
         if changed:
             Workload.objects.filter(pk=row.pk).update(**changed)
         if _news(row, observation):
-            workload_observe(workload_id=row.pk, observation=observation, preemptor_id=_preemptor_id(observation))
+            workload_observe(workload_id=row.pk, observation=observation, preemptor_id=preemptor_id(observation))
         results[uid] = row.pk
     return results
-
-
-def _preemptor_id(observation: Observation) -> int | None:
-    """The row of the workload that preempted it, found by the Job uid Kueue's message names (any origin)."""
-    if not (observation.preemption and observation.preemption.preemptor_job_uid):
-        return None
-    return Workload.objects.filter(k8s_uid=observation.preemption.preemptor_job_uid).values_list(
-        "pk", flat=True).first()
 
 
 def _news(row: Workload, observation: Observation) -> bool:
