@@ -211,17 +211,22 @@ class Gateway:
                 raise
         return None
 
-    def raw_list(self, path: str) -> builtins.list[dict]:
+    def raw_list(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> builtins.list[dict]:
         """Every item of a list path (any kind), a page of 500 at a time."""
+        return self.raw_list_at(path, query)[0]
+
+    def raw_list_at(self, path: str, query: builtins.list[tuple[str, Any]] | None = None,
+                    ) -> tuple[builtins.list[dict], str]:
+        """Every item of a list path and the list's resourceVersion (where a watch of it starts)."""
         items: builtins.list[dict] = []
         continue_token = None
         while True:
-            page = self._call("GET", path, query=[("limit", 500), *([("continue", continue_token)]
-                                                                     if continue_token else [])])
+            page = self._call("GET", path, query=[*(query or []), ("limit", 500),
+                                                  *([("continue", continue_token)] if continue_token else [])])
             items.extend(page.get("items", []))
             continue_token = (page.get("metadata") or {}).get("continue")
             if not continue_token:
-                return items
+                return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
 
     def raw_get(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> Any:
         """GET any API path (the visibility API, pod logs) as JSON or text."""

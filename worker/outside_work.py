@@ -16,8 +16,11 @@ from typing import Any
 from apps.core.kueue_names import (
     GROUP_WORKLOAD_ANNOTATION,
     JOB_UID_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
     POD_GROUP_LABEL,
     PORTAL_USER_LABEL,
+    QUEUE_NAME_LABEL,
     SUBMITTED_BY_ANNOTATION,
 )
 from apps.core.quantities import quantity
@@ -34,20 +37,30 @@ class OwnerKind:
     kind: Kind
     plural: str
     framework: str  # Kueue's `integrations.frameworks` name (docs/real-cluster.md lists what to enable)
+    version: str  # the API version the watcher lists and watches it at (Kueue v0.20's)
+
+    def list_path(self, group: str) -> str:
+        """The cluster-wide list (and watch) path of the kind."""
+        return f"/apis/{group}/{self.version}/{self.plural}" if group else f"/api/{self.version}/{self.plural}"
 
 
 # (API group, kind) -> what the portal knows of it. Kueue v0.20's integrations: docs/research/job-integrations/.
 OWNER_KINDS: dict[tuple[str, str], OwnerKind] = {
-    ("batch", "Job"): OwnerKind(Kind.JOB, "jobs", "batch/job"),
-    ("jobset.x-k8s.io", "JobSet"): OwnerKind(Kind.JOBSET, "jobsets", "jobset.x-k8s.io/jobset"),
-    ("trainer.kubeflow.org", "TrainJob"): OwnerKind(Kind.TRAINJOB, "trainjobs", "trainer.kubeflow.org/trainjob"),
-    ("kubeflow.org", "PyTorchJob"): OwnerKind(Kind.PYTORCHJOB, "pytorchjobs", "kubeflow.org/pytorchjob"),
-    ("ray.io", "RayJob"): OwnerKind(Kind.RAYJOB, "rayjobs", "ray.io/rayjob"),
-    ("ray.io", "RayCluster"): OwnerKind(Kind.RAYCLUSTER, "rayclusters", "ray.io/raycluster"),
+    ("batch", "Job"): OwnerKind(Kind.JOB, "jobs", "batch/job", "v1"),
+    ("jobset.x-k8s.io", "JobSet"): OwnerKind(Kind.JOBSET, "jobsets", "jobset.x-k8s.io/jobset", "v1alpha2"),
+    ("trainer.kubeflow.org", "TrainJob"): OwnerKind(Kind.TRAINJOB, "trainjobs", "trainer.kubeflow.org/trainjob",
+                                                    "v1alpha1"),
+    ("kubeflow.org", "PyTorchJob"): OwnerKind(Kind.PYTORCHJOB, "pytorchjobs", "kubeflow.org/pytorchjob", "v1"),
+    ("ray.io", "RayJob"): OwnerKind(Kind.RAYJOB, "rayjobs", "ray.io/rayjob", "v1"),
+    ("ray.io", "RayCluster"): OwnerKind(Kind.RAYCLUSTER, "rayclusters", "ray.io/raycluster", "v1"),
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): OwnerKind(Kind.LEADERWORKERSET, "leaderworkersets",
-                                                               "leaderworkerset.x-k8s.io/leaderworkerset"),
-    ("", "Pod"): OwnerKind(Kind.POD, "pods", "pod"),
+                                                               "leaderworkerset.x-k8s.io/leaderworkerset", "v1"),
+    ("", "Pod"): OwnerKind(Kind.POD, "pods", "pod", "v1"),
 }
+# The owners the watcher keeps watching: what Kueue queues (the queue-name label; a pod group's pods carry it too)
+# and the portal did not submit. An owner Kueue manages without the label (manageJobsWithoutQueueName) is read when
+# its Workload comes (`owner_lookup`).
+OWNER_SELECTOR = f"{QUEUE_NAME_LABEL},{MANAGED_BY_LABEL}!={MANAGED_BY}"
 
 
 def group_of(api_version: str) -> str:
@@ -77,10 +90,14 @@ def owner_path(namespace: str, reference: dict[str, Any]) -> str | None:
     return f"{resource[0]}/namespaces/{namespace}/{resource[1]}/{reference['name']}" if resource else None
 
 
-def owner_list_path(reference: dict[str, Any]) -> str | None:
-    """The cluster-wide list of an owner reference's kind, when it is a kind the portal reads."""
+def owner_lookup(namespace: str, reference: dict[str, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
+    """The list path and query that find an owner reference's object by name (a list, the verb the watcher holds
+    for its owner kinds, not a get), when it is of a kind the portal reads."""
     resource = _resource_root(reference)
-    return f"{resource[0]}/{resource[1]}" if resource else None
+    if resource is None:
+        return None
+    return (f"{resource[0]}/namespaces/{namespace}/{resource[1]}",
+            [("fieldSelector", f"metadata.name={reference['name']}")])
 
 
 def submitter_fields(owner: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -4,8 +4,9 @@ uses every one and nothing more.
 
 The worker (Celery tasks: submit, stop, log tails, the Kueue reconcile) writes; the watcher only reads and watches.
 Work submitted outside the portal (docs/architecture.md, Work submitted outside the portal) adds, per kind Kueue
-integrates (`OWNER_KINDS`): the watcher's get of the object a Workload belongs to (who submitted it), and the
-worker's delete of it (a stop). A cluster without a kind's CRD answers 404 for it: "not installed", never an error.
+integrates (`OWNER_KINDS`): the watcher's list and watch of the objects Workloads belong to (who submitted them),
+and the worker's delete of one (a stop). A cluster without a kind's CRD answers 404 for it: "not installed", never
+an error.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ class Permission:
 
 
 _RECONCILED = ("list", "create", "update", "delete")  # worker.kueue_sync: read what it owns, write what differs
-# The watcher reads an outside Workload's owner once, for who submitted it: one GET, or at a resync one list of the
-# kind for the many it has not read yet.
-OWNER_READ = ("get", "list")
+# The watcher keeps who submitted each outside Workload's owner: a list and a watch per kind of the objects Kueue
+# queues, and a list by name for an owner the watch has not delivered.
+OWNER_READ = ("list", "watch")
 OWNER_STOP = ("delete",)  # the worker stops outside work by deleting its owner (foreground)
 # A pod group's owners are its pods: one delete of the group's label selector stops them all.
 POD_GROUP_STOP = ("deletecollection",)
@@ -65,7 +66,7 @@ WORKER: tuple[Permission, ...] = (
 )
 
 WATCHER: tuple[Permission, ...] = (
-    Permission("batch", "jobs", ("watch", *OWNER_READ)),
+    Permission("batch", "jobs", OWNER_READ),
     *(Permission(KUEUE, plural, ("list", "watch"))
       for plural in ("workloads", "clusterqueues", "localqueues", "cohorts")),
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions

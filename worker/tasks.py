@@ -8,6 +8,7 @@ close them. `intents_sweep` (beat) sends again whatever is past its deadline, so
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -282,9 +283,24 @@ def forecasts_refresh(requested_at: str | None = None) -> int:
     return forecasts_compute_and_store()
 
 
+_forecast_asked = {"at": 0.0}
+_forecast_asking = threading.Lock()
+
+
 def forecasts_refresh_soon() -> bool:
-    """Ask for a refresh after the coalescing delay (the watcher calls this when a workload's status moved)."""
-    return enqueue_now(FORECAST_TASK, timezone.now().isoformat(), countdown=FORECAST_COALESCE_SECONDS)
+    """Ask for a refresh after the coalescing delay (the watcher calls this when a workload's status moved).
+
+    A request sent within the delay has not run yet and will cover this change too, so it is not sent again: a
+    burst of changes costs the broker one message per delay, not one per change."""
+    with _forecast_asking:
+        now = time.monotonic()
+        if now - _forecast_asked["at"] < FORECAST_COALESCE_SECONDS:
+            return True
+        _forecast_asked["at"] = now
+    if enqueue_now(FORECAST_TASK, timezone.now().isoformat(), countdown=FORECAST_COALESCE_SECONDS):
+        return True
+    _forecast_asked["at"] = 0.0  # not sent: the next change asks again
+    return False
 
 
 SECRET_RETRY_AFTER = timedelta(seconds=60)

@@ -7,8 +7,10 @@ for admins as unmapped work, as are GPU pods of project namespaces that run outs
 
 One thread per watched kind keeps a watch open from the last resourceVersion it saw; a dropped watch resumes from
 there, a 410 Gone relists that kind. A periodic full resync repairs anything a watch missed, and a positions loop
-asks Kueue's visibility API for the order of every LocalQueue with pending portal workloads. Everything it writes
-is idempotent (state, not deltas), so a restart or a replayed event converges to the same rows and events.
+asks Kueue's visibility API for the order of every LocalQueue with pending portal workloads. The appliers leave
+the GPU-hour slices to a ledger loop that recomputes each project's timeline once per pass (apps.usage.services,
+ledger_deferred), so a status is visible without waiting for accounting. Everything it writes is idempotent
+(state, not deltas), so a restart or a replayed event converges to the same rows and events.
 
 Stops the worker has not recorded yet (`stopping` rows) are finished here when the cluster got there first: a Job
 that completed or failed gives the workload its final state, a Job being deleted (the cluster's deletionTimestamp)
@@ -24,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, cast
 
@@ -46,6 +49,7 @@ from apps.core.kueue_names import (
     WORKLOAD_ID_LABEL,
 )
 from apps.org.models import Project, ProjectNamespace
+from apps.usage import services as usage_services
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.models import CLUSTER_NAMESPACE, LIVE_STATUSES, QUEUED_STATUSES, Origin, Status, Workload
@@ -53,8 +57,10 @@ from apps.workloads.observation import Observation, Unmapped
 
 from .gateway import KINDS, ClusterError, Gateway
 from .outside_work import (
-    owner_list_path,
-    owner_path,
+    OWNER_KINDS,
+    OWNER_SELECTOR,
+    group_of,
+    owner_lookup,
     owner_reference,
     read_outside,
     submitter_fields,
@@ -68,30 +74,52 @@ OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # Pods Kueue started carry the pod set label it writes into their templates; the portal's own carry its label.
 UNQUEUED_POD_SELECTOR = f"!{PODSET_LABEL},{MANAGED_BY_LABEL}!={MANAGED_BY}"
 UNMAPPED_WORKLOAD_REASONS = ("no_project", "no_owner", "no_queue", "malformed")
-OUTSIDE_BATCH = 250  # outside Workloads mirrored in one batch at a resync (services.workloads_mirror_outside)
+OWNER_READERS = 8  # owners of a batch read at once
+OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.workloads_mirror_outside)
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None}
+# Owners of outside Workloads, watched for who submitted them (worker/outside_work.py), by watch name.
+OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, kind), owner in OWNER_KINDS.items()}
+OWNER_KIND_RETRY_SECONDS = 60.0  # an owner kind not installed is looked for again this often
+OWNER_GRACE_SECONDS = 1.0  # how long a new outside Workload waits for its owner's watch event
 MIRRORS: dict[str, Callable[..., None]] = {
-    "ClusterQueue": mirror.cluster_queue_mirror, "LocalQueue": mirror.local_queue_mirror,
-    "Cohort": mirror.cohort_mirror, "Node": mirror.node_mirror,
+    "ClusterQueue": mirror.cluster_queues_mirror, "LocalQueue": mirror.local_queues_mirror,
+    "Cohort": mirror.cohorts_mirror, "Node": mirror.nodes_mirror,
 }
 
 
 class WorkQueue:
-    """Keys waiting to be applied, coalesced as in client-go's workqueue.
+    """Keys waiting to be applied, coalesced as in client-go's workqueue, and handed out in batches by kind.
 
     A key added again before it is processed is processed once, with the latest state; a key is never processed by
     two threads at once, and one added while it is being processed comes back afterwards. Bursts of events for one
     Job (created, admitted, started, ready...) thus cost one database write when the appliers are behind.
+
+    Keys whose first element is in `batched` wait in a lane of their own and are taken up to `batch_size` at a time:
+    when the appliers are behind, one pass applies many outside Workloads with one set of statements, so the cost of
+    a burst grows with the number of passes, not of events. The lane whose first key has waited longest goes next.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, batched: frozenset[str] = frozenset(), batch_size: int = 1) -> None:
         self.condition = threading.Condition()
-        self.queue: deque[Any] = deque()
+        self.batched = batched
+        self.batch_size = batch_size
+        self.lanes: dict[str, deque[Any]] = {}
         self.dirty: set[Any] = set()
         self.processing: set[Any] = set()
         self.added_at: dict[Any, float] = {}  # when a waiting key first came in, for the lag metric
         self.closed = False
+
+    def _lane(self, key: Any) -> deque[Any]:
+        return self.lanes.setdefault(key[0] if key[0] in self.batched else "", deque())
+
+    def _queue(self, key: Any) -> None:
+        self._lane(key).append(key)
+        self.condition.notify()
+
+    def __len__(self) -> int:
+        with self.condition:
+            return sum(len(lane) for lane in self.lanes.values())
 
     def add(self, key: Any) -> None:
         with self.condition:
@@ -100,19 +128,22 @@ class WorkQueue:
             self.dirty.add(key)
             self.added_at.setdefault(key, time.monotonic())
             if key not in self.processing:
-                self.queue.append(key)
-                self.condition.notify()
+                self._queue(key)
 
-    def get(self, timeout: float) -> Any | None:
+    def get(self, timeout: float) -> list[Any]:
+        """The next keys to process (one, or a batch from a batched lane); empty when none came within `timeout`."""
         with self.condition:
-            if not self.queue and not self.closed:
+            if not any(self.lanes.values()) and not self.closed:
                 self.condition.wait(timeout)
-            if self.closed or not self.queue:
-                return None
-            key = self.queue.popleft()
-            self.dirty.discard(key)
-            self.processing.add(key)
-            return key
+            waiting = [(self.added_at.get(lane[0], 0.0), name) for name, lane in self.lanes.items() if lane]
+            if self.closed or not waiting:
+                return []
+            name = min(waiting)[1]
+            lane = self.lanes[name]
+            keys = [lane.popleft() for _ in range(min(len(lane), self.batch_size if name else 1))]
+            self.dirty.difference_update(keys)
+            self.processing.update(keys)
+            return keys
 
     def waited(self, key: Any) -> float:
         """Seconds since `key` came in (taken once it is processed: a key added meanwhile starts again)."""
@@ -123,8 +154,7 @@ class WorkQueue:
         with self.condition:
             self.processing.discard(key)
             if key in self.dirty:
-                self.queue.append(key)
-                self.condition.notify()
+                self._queue(key)
 
     def close(self) -> None:
         with self.condition:
@@ -134,13 +164,14 @@ class WorkQueue:
 
 class Watcher:
     def __init__(self, gw: Gateway, *, resync_seconds: float = 300.0, positions_seconds: float = 2.0,
-                 watch_timeout_seconds: int = 60, appliers: int = 4) -> None:
+                 watch_timeout_seconds: int = 60, appliers: int = 4, ledger_seconds: float = 0.5) -> None:
         self.gw = gw
         self.custom = k8s.CustomObjectsApi(gw.api_client)
         self.core = k8s.CoreV1Api(gw.api_client)
         self.resync_seconds = resync_seconds
         self.positions_seconds = positions_seconds
         self.watch_timeout_seconds = watch_timeout_seconds
+        self.ledger_seconds = ledger_seconds
         self.stopping = threading.Event()
         self.lock = threading.RLock()
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
@@ -148,10 +179,13 @@ class Watcher:
         self.outside: dict[str, dict[str, Any]] = {}  # Kueue Workload uid -> Workload submitted outside the portal
         self.owners: dict[str, dict[str, Any] | None] = {}  # owner uid -> the object (None: unreadable), read once
         self.applied_outside: dict[str, Observation] = {}
+        self.owner_readers = ThreadPoolExecutor(OWNER_READERS, thread_name_prefix="owner-read")
+        # owner uid -> (since when, the outside Workloads waiting for its watch event)
+        self.awaiting_owners: dict[str, tuple[float, set[str]]] = {}
         self.resource_versions: dict[str, str] = {}
         self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
-        self.work = WorkQueue()
+        self.work = WorkQueue(batched=frozenset({"outside", "mirror"}), batch_size=OUTSIDE_BATCH)
         self.appliers = appliers
         self.synced = threading.Event()
 
@@ -176,6 +210,14 @@ class Watcher:
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Remember the object and queue its key; the appliers write the database."""
         metadata = obj.get("metadata") or {}
+        if kind in OWNER_WATCHES:
+            if event_type != "DELETED":  # a deleted owner's Workload may come later: kept until the next resync
+                self.owners[str(metadata.get("uid", ""))] = submitter_fields(obj)
+                with self.lock:
+                    _, waiting = self.awaiting_owners.pop(str(metadata.get("uid", "")), (0.0, set()))
+                for workload in waiting:
+                    self.work.add(("outside", workload))
+            return
         if kind in MIRRORS:
             key = ("mirror", kind, metadata.get("namespace", ""), metadata["name"])
             with self.lock:
@@ -221,7 +263,7 @@ class Watcher:
     def apply_outside(self, uids: list[str]) -> None:
         """Mirror Kueue Workloads submitted outside the portal (one, or a batch of a first sync), or keep them for
         admins as unmapped; those whose observation was applied already cost nothing."""
-        items = []
+        news = []
         for uid in uids:
             with self.lock:
                 kueue_workload = self.outside.get(uid)
@@ -229,8 +271,11 @@ class Watcher:
                 continue
             observation = observe(None, kueue_workload) or Observation(
                 status=Status.QUEUED, kueue_name=kueue_workload["metadata"].get("name", ""))
-            if self.applied_outside.get(uid) == observation:
-                continue
+            if self.applied_outside.get(uid) != observation and not self._owner_awaited(kueue_workload):
+                news.append((kueue_workload, observation))
+        self._read_owners_of([kueue_workload for kueue_workload, _ in news])
+        items = []
+        for kueue_workload, observation in news:
             namespace = kueue_workload["metadata"].get("namespace", "")
             work = read_outside(kueue_workload, self._owner(namespace, owner_reference(kueue_workload)))
             if isinstance(work, Unmapped):
@@ -264,58 +309,92 @@ class Watcher:
                                gpus=unmapped.gpus, at=timezone.now())
 
     def _owner(self, namespace: str, reference: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The object an outside Workload belongs to (what names who submitted it), read once: it does not change."""
+        """What an outside Workload's owner says of who submitted it. The owner watches keep these for every owner
+        Kueue queues; one they have not delivered (a Workload seen first, an owner without the queue label) is
+        looked up by name once: it does not change."""
         if reference is None:
             return None
         uid = str(reference.get("uid", ""))
         if uid in self.owners:
             return self.owners[uid]
-        path = owner_path(namespace, reference)
+        lookup = owner_lookup(namespace, reference)
         owner = None
-        if path is not None:
+        if lookup is not None:
             try:
-                owner = self.gw.raw_get(path)
+                owner = next((item for item in self.gw.raw_list(*lookup)
+                              if (item.get("metadata") or {}).get("uid") == uid), None)  # not a namesake
             except ClusterError as error:
                 if not error.not_found:
                     raise
-        if owner is not None and (owner.get("metadata") or {}).get("uid") != uid:
-            owner = None  # a new object of the same name: not the one the Workload belongs to
         self.owners[uid] = submitter_fields(owner)
         return self.owners[uid]
 
-    def _read_owners(self) -> None:
-        """The owners not read yet, one list per kind instead of a GET per object (a first sync of many)."""
-        wanted: dict[str, set[str]] = {}
+    def _owner_awaited(self, kueue_workload: dict[str, Any]) -> bool:
+        """Whether to wait for the owner's watch event before mirroring this Workload: Kueue makes a Workload right
+        after its owner, and the two come on different watches. The owner's event brings the Workload back (`handle`);
+        after OWNER_GRACE_SECONDS it is looked up by name instead (`_owners_overdue`)."""
+        reference = owner_reference(kueue_workload)
+        if reference is None:
+            return False
+        uid = str(reference.get("uid", ""))
+        watch = f"owner:{group_of(str(reference.get('apiVersion', ''))) or 'core'}/{reference.get('kind', '')}"
+        if uid in self.owners or watch not in self.resource_versions:  # known, or a kind not watched
+            return False
         with self.lock:
-            for item in self.outside.values():
-                reference = owner_reference(item)
-                if reference and reference.get("uid") and reference["uid"] not in self.owners:
-                    path = owner_list_path(reference)
-                    if path:
-                        wanted.setdefault(path, set()).add(str(reference["uid"]))
-        for path, uids in wanted.items():
-            try:
-                items = self.gw.raw_list(path)
-            except ClusterError as error:
-                if error.not_found:
-                    continue  # the kind is not installed
-                raise
-            for item in items:
-                uid = str((item.get("metadata") or {}).get("uid", ""))
-                if uid in uids:
-                    self.owners[uid] = submitter_fields(item)
+            since, waiting = self.awaiting_owners.setdefault(uid, (time.monotonic(), set()))
+            if time.monotonic() - since > OWNER_GRACE_SECONDS:
+                self.awaiting_owners.pop(uid, None)
+                return False
+            waiting.add(kueue_workload["metadata"]["uid"])
+        return True
 
-    def process(self, key: Any) -> None:
-        """Apply one queued key: a Job's portal row, a deleted Job's, an outside Workload's, or one mirrored queue,
-        cohort or Node."""
+    def _owners_overdue(self) -> None:
+        """Workloads whose owner no watch event brought within the grace: back to the appliers, to look it up."""
+        now = time.monotonic()
+        with self.lock:
+            overdue = [uid for uid, (since, _) in self.awaiting_owners.items() if now - since > OWNER_GRACE_SECONDS]
+            workloads = {workload for uid in overdue for workload in self.awaiting_owners[uid][1]}
+        for workload in workloads:
+            self.work.add(("outside", workload))
+
+    def _read_owners_of(self, kueue_workloads: list[dict[str, Any]]) -> None:
+        """The owners of a batch the watches have not delivered, looked up side by side (a round trip each)."""
+        missing = {}
+        for kueue_workload in kueue_workloads:
+            reference = owner_reference(kueue_workload)
+            if reference is not None and str(reference.get("uid", "")) not in self.owners:
+                missing[str(reference.get("uid", ""))] = (kueue_workload["metadata"].get("namespace", ""), reference)
+        if len(missing) > 1:
+            list(self.owner_readers.map(lambda found: self._owner(*found), missing.values()))
+
+    def relist_owners(self, name: str) -> set[str] | None:
+        """List one owner kind's queued objects into the owner cache (its watch resumes from the list's
+        resourceVersion); returns their uids, or None when the kind is not installed."""
+        group, owner_kind = OWNER_WATCHES[name]
+        try:
+            items, version = self.gw.raw_list_at(owner_kind.list_path(group), [("labelSelector", OWNER_SELECTOR)])
+        except ClusterError as error:
+            if error.not_found:
+                self.resource_versions.pop(name, None)
+                return None
+            raise
+        for item in items:
+            self.owners[str(item["metadata"].get("uid", ""))] = submitter_fields(item)
+        self.resource_versions[name] = version
+        return {str(item["metadata"].get("uid", "")) for item in items}
+
+    def process(self, keys: list[Any]) -> None:
+        """Apply what the work queue handed out: a batch of outside Workloads or of mirrored queues, cohorts and
+        Nodes, or one key: a Job's portal row, a deleted Job's, a gone outside Workload's."""
+        key = keys[0]
+        if key[0] == "outside":
+            self.apply_outside([uid for _, uid in keys])
+            return
+        if key[0] == "mirror":
+            self.apply_mirror(keys)
+            return
         if key[0] == "job":
             self.apply_job_uid(key[1])
-            return
-        if key[0] == "outside":
-            self.apply_outside([key[1]])
-            return
-        if key[0] == "outside-batch":
-            self.apply_outside(list(key[1]))
             return
         if key[0] == "outside-gone":
             mirror.unmapped_forget(uid=key[1])
@@ -326,31 +405,43 @@ class Watcher:
         if key[0] == "deleted":
             workload_services.workloads_gone(workload_ids=[key[1]], at=timezone.now(), cluster_at=parse_time(key[2]))
             return
-        _, kind, namespace, name = key
-        with self.lock:
-            event_type, obj = self.mirror_objects.pop(key, (None, None))
-        if obj is None:
-            return
-        if event_type == "DELETED":
-            mirror.mirror_forget(kind=kind, name=name, namespace=namespace)
-        else:
-            MIRRORS[kind](obj=obj, at=timezone.now())
+
+    def apply_mirror(self, keys: list[Any]) -> None:
+        """Mirror the latest state of these queues, cohorts and Nodes: one statement per kind for the batch."""
+        current: dict[str, list[dict[str, Any]]] = {}
+        for key in keys:
+            _, kind, namespace, name = key
+            with self.lock:
+                event_type, obj = self.mirror_objects.pop(key, (None, None))
+            if obj is None:
+                continue
+            if event_type == "DELETED":
+                mirror.mirror_forget(kind=kind, name=name, namespace=namespace)
+            else:
+                current.setdefault(kind, []).append(obj)
+        for kind, objs in current.items():
+            MIRRORS[kind](objs=objs, at=timezone.now())
 
     def _apply_loop(self) -> None:
         while not self.stopping.is_set():
-            key = self.work.get(timeout=0.5)
-            if key is None:
+            keys = self.work.get(timeout=0.5)
+            if not keys:
                 continue
             close_old_connections()
             try:
-                self.process(key)
-                metrics.WATCHER_LAG.observe(self.work.waited(key))
+                with usage_services.ledger_deferred():  # the ledger loop recomputes slices, once per burst
+                    self.process(keys)
+                for key in keys:
+                    metrics.WATCHER_LAG.observe(self.work.waited(key))
             except Exception:
-                logger.warning("applying %s failed; will retry", key, exc_info=True)
+                logger.warning("applying %s%s failed; will retry", keys[0], f" and {len(keys) - 1} more" * (
+                    len(keys) > 1), exc_info=True)
                 self.stopping.wait(0.5)
-                self.work.add(key)
+                for key in keys:
+                    self.work.add(key)
             finally:
-                self.work.done(key)
+                for key in keys:
+                    self.work.done(key)
 
     def relist(self, kind: str) -> str:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
@@ -373,8 +464,7 @@ class Watcher:
                 }
                 self.outside = {item["metadata"]["uid"]: item for item in items if not _portal_workload(item)}
         else:
-            for item in items:
-                MIRRORS[kind](obj=item, at=now)
+            MIRRORS[kind](objs=items, at=now)
             mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])
                                                      for item in items})
         return response["metadata"]["resourceVersion"]
@@ -385,12 +475,15 @@ class Watcher:
         self.applied.clear()  # a resync re-applies everything (idempotently) to repair what a watch missed
         for kind in WATCHED:
             self.resource_versions[kind] = self.relist(kind)
+        queued_owners: set[str] = set()
+        for name in OWNER_WATCHES:
+            queued_owners |= self.relist_owners(name) or set()
         with self.lock:
             job_uids = list(self.jobs)
         for job_uid in job_uids:
             self.apply_job_uid(job_uid)
         self._jobs_gone(listed_at)
-        self._apply_all_outside(listed_at)
+        self._apply_all_outside(listed_at, keep_owners=queued_owners)
         self.unqueued_pods_scan()
         metrics.WATCHER_RESYNCS.inc()
         self.synced.set()
@@ -406,23 +499,25 @@ class Watcher:
             return
         mirror.watcher_heartbeat(at=timezone.now())
 
-    def _apply_all_outside(self, listed_at: datetime) -> None:
-        """Every outside Workload listed (queued for the appliers, their owners read a kind at a time first), then
-        the rows and unmapped entries of those that are gone."""
+    def _apply_all_outside(self, listed_at: datetime, keep_owners: set[str] | None = None) -> None:
+        """Every outside Workload listed (queued for the appliers), then the rows and unmapped entries of those that
+        are gone; with `keep_owners` (the owners a resync listed) the owner cache keeps only those and the owners
+        of Workloads still there."""
         self.applied_outside.clear()
         with self.lock:
             present = set(self.outside)
-        self._read_owners()
-        ordered = sorted(present)
-        for start in range(0, len(ordered), OUTSIDE_BATCH):
-            self.work.add(("outside-batch", tuple(ordered[start:start + OUTSIDE_BATCH])))
+        for uid in sorted(present):
+            self.work.add(("outside", uid))
         missing = Workload.objects.filter(origin=Origin.OUTSIDE, status__in=LIVE_STATUSES,
                                           created_at__lt=listed_at).exclude(kueue_uid__in=present)
         workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
         mirror.unmapped_keep_only(uids=present, reasons=set(UNMAPPED_WORKLOAD_REASONS))
+        if keep_owners is None:
+            return
         with self.lock:
             referenced = {str((owner_reference(item) or {}).get("uid", "")) for item in self.outside.values()}
-            self.owners = {uid: owner for uid, owner in self.owners.items() if uid in referenced}
+        keep = referenced | keep_owners
+        self.owners = {uid: owner for uid, owner in list(self.owners.items()) if uid in keep}
 
     def unqueued_pods_scan(self) -> None:
         """GPU pods of project namespaces that no Kueue queue admitted: flagged for admins, "runs outside the
@@ -472,17 +567,28 @@ class Watcher:
         portal's batch and Kueue kinds, read as custom objects."""
         if kind == "Node":
             return self.core.list_node, ()
+        if kind in OWNER_WATCHES:
+            group, owner_kind = OWNER_WATCHES[kind]
+            if not group:
+                return self.core.list_pod_for_all_namespaces, ()
+            return self.custom.list_cluster_custom_object, (group, owner_kind.version, owner_kind.plural)
         kind_info = KINDS[kind]
         return self.custom.list_cluster_custom_object, (kind_info.group, kind_info.version, kind_info.plural)
 
     def _watch_loop(self, kind: str) -> None:
         lister, args = self._lister(kind)
+        selector = OWNER_SELECTOR if kind in OWNER_WATCHES else WATCHED[kind]
         while not self.stopping.is_set():
             close_old_connections()
+            if kind in OWNER_WATCHES and kind not in self.resource_versions:
+                self._relist_and_apply(kind)  # not installed when last listed: look again
+                if kind not in self.resource_versions:
+                    self.stopping.wait(OWNER_KIND_RETRY_SECONDS)
+                    continue
             try:
                 stream = k8s_watch.Watch()
                 for event in stream.stream(
-                        lister, *args, label_selector=WATCHED[kind] or None,
+                        lister, *args, label_selector=selector or None,
                         resource_version=self.resource_versions.get(kind), allow_watch_bookmarks=True,
                         timeout_seconds=self.watch_timeout_seconds):
                     if self.stopping.is_set():
@@ -500,6 +606,8 @@ class Watcher:
                 if exc.status == 410:
                     logger.info("watch %s: resourceVersion too old, relisting", kind)
                     self._relist_and_apply(kind)
+                elif exc.status == 404 and kind in OWNER_WATCHES:  # the kind was removed from the cluster
+                    self.resource_versions.pop(kind, None)
                 else:
                     logger.warning("watch %s failed (%s); retrying", kind, exc.status)
                     self.stopping.wait(1.0)
@@ -509,6 +617,9 @@ class Watcher:
 
     def _relist_and_apply(self, kind: str) -> None:
         try:
+            if kind in OWNER_WATCHES:
+                self.relist_owners(kind)
+                return
             self.resource_versions[kind] = self.relist(kind)
             if kind in ("Job", "Workload"):
                 with self.lock:
@@ -548,11 +659,16 @@ class Watcher:
             except (ApiException, ClusterError, OSError):
                 logger.warning("initial sync failed; retrying", exc_info=True)
                 self.stopping.wait(2.0)
-        self.threads = [self._thread(self._watch_loop, kind, name=f"watch-{kind}") for kind in WATCHED]
+        self.threads = [self._thread(self._watch_loop, kind, name=f"watch-{kind}") for kind in
+                        [*WATCHED, *OWNER_WATCHES]]
         self.threads += [self._thread(self._apply_loop, name=f"apply-{n}") for n in range(self.appliers)]
         self.threads.append(self._thread(self._every, self.positions_seconds, self.refresh_positions, "positions",
                                          name="positions"))
         self.threads.append(self._thread(self._every, self.resync_seconds, self.resync, "resync", name="resync"))
+        self.threads.append(self._thread(self._every, self.ledger_seconds, usage_services.usage_timelines_settle,
+                                         "ledger", name="ledger"))
+        self.threads.append(self._thread(self._every, OWNER_GRACE_SECONDS / 2, self._owners_overdue, "owners",
+                                         name="owners"))
         self.threads.append(self._thread(self._every, settings.WATCHER_HEARTBEAT_SECONDS, self.heartbeat,
                                          "heartbeat", name="heartbeat"))
         for thread in self.threads:
@@ -566,6 +682,7 @@ class Watcher:
         self.custom.api_client.rest_client.pool_manager.clear()
         for thread in getattr(self, "threads", []):
             thread.join(timeout)
+        self.owner_readers.shutdown(wait=False, cancel_futures=True)
 
 
 def _portal_workload(kueue_workload: dict[str, Any]) -> bool:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import Model
@@ -50,85 +51,112 @@ def _active(status: dict[str, Any]) -> tuple[bool, str, str]:
     return True, "", ""
 
 
-def _org_row(model: type[Model], slug: str) -> Any:
-    """The org row with this slug, else None. Typed Any: this layer names org's models only by string reference."""
-    return model._default_manager.filter(slug=slug).first()
+class _OrgRows:
+    """The org rows a batch of mirrored objects names by the portal's labels, each model read once by slug (None for
+    a slug that no longer exists)."""
+
+    def __init__(self, objs: list[dict[str, Any]]) -> None:
+        labels = [(obj["metadata"].get("labels") or {}) for obj in objs]
+        self.rows: dict[tuple[type[Model], str], Any] = {
+            (model, row.slug): row
+            for model, label in ((_NodePool, POOL_LABEL), (_Project, PROJECT_LABEL), (_Department, DEPARTMENT_LABEL))
+            for row in cast(Any, model._default_manager.filter(
+                slug__in={each.get(label, "") for each in labels} - {""}))
+        }
+
+    def get(self, model: type[Model], labels: dict[str, str], label: str) -> Any:
+        return self.rows.get((model, labels.get(label, "")))
 
 
-def _owners(labels: dict[str, str]) -> dict[str, Any]:
-    """The org rows named by the portal's labels (None when they no longer exist)."""
-    return {
-        "node_pool": _org_row(_NodePool, labels.get(POOL_LABEL, "")),
-        "project": _org_row(_Project, labels.get(PROJECT_LABEL, "")),
-    }
+def _upsert(model: type[Model], rows: Sequence[Model], unique_fields: list[str]) -> None:
+    """Insert or update each row by its Kubernetes name in one statement (the last copy of a name wins)."""
+    if not rows:
+        return
+    by_key = {tuple(getattr(row, name) for name in unique_fields): row for row in rows}
+    fields = [field.name for field in model._meta.concrete_fields if not field.primary_key
+              and field.name not in unique_fields]
+    model._default_manager.bulk_create(list(by_key.values()), update_conflicts=True, unique_fields=unique_fields,
+                                       update_fields=fields)
 
 
-def cluster_queue_mirror(*, obj: dict[str, Any], at: datetime) -> None:
-    metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    reserved, reserved_borrowed = _flavor_totals(status.get("flavorsReservation"))
-    used, used_borrowed = _flavor_totals(status.get("flavorsUsage"))
-    active, reason, message = _active(status)
-    ClusterQueueState.objects.update_or_create(name=metadata["name"], defaults={
-        **_owners(metadata.get("labels") or {}), "guaranteed": metadata["name"].endswith(f"-{GUARANTEED}"),
-        "cohort": spec.get("cohortName", ""), "nominal": _nominal(spec),
-        "pending_workloads": status.get("pendingWorkloads", 0) or 0,
-        "reserving_workloads": status.get("reservingWorkloads", 0) or 0,
-        "admitted_workloads": status.get("admittedWorkloads", 0) or 0,
-        "reserved": reserved, "reserved_borrowed": reserved_borrowed, "used": used, "used_borrowed": used_borrowed,
-        "weighted_share": (status.get("fairSharing") or {}).get("weightedShare"),
-        "active": active, "active_reason": reason, "active_message": message, "observed_at": at,
-    })
+def cluster_queues_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
+    """Mirror ClusterQueues (a watcher pass's batch, or one list): one statement for all of them."""
+    org = _OrgRows(objs)
+    rows = []
+    for obj in objs:
+        metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        labels = metadata.get("labels") or {}
+        reserved, reserved_borrowed = _flavor_totals(status.get("flavorsReservation"))
+        used, used_borrowed = _flavor_totals(status.get("flavorsUsage"))
+        active, reason, message = _active(status)
+        rows.append(ClusterQueueState(
+            name=metadata["name"], node_pool=org.get(_NodePool, labels, POOL_LABEL),
+            project=org.get(_Project, labels, PROJECT_LABEL), guaranteed=metadata["name"].endswith(f"-{GUARANTEED}"),
+            cohort=spec.get("cohortName", ""), nominal=_nominal(spec),
+            pending_workloads=status.get("pendingWorkloads", 0) or 0,
+            reserving_workloads=status.get("reservingWorkloads", 0) or 0,
+            admitted_workloads=status.get("admittedWorkloads", 0) or 0,
+            reserved=reserved, reserved_borrowed=reserved_borrowed, used=used, used_borrowed=used_borrowed,
+            weighted_share=(status.get("fairSharing") or {}).get("weightedShare"),
+            active=active, active_reason=reason, active_message=message, observed_at=at))
+    _upsert(ClusterQueueState, rows, ["name"])
 
 
-def local_queue_mirror(*, obj: dict[str, Any], at: datetime) -> None:
-    metadata, status = obj["metadata"], obj.get("status") or {}
-    active, reason, message = _active(status)
-    LocalQueueState.objects.update_or_create(namespace=metadata["namespace"], name=metadata["name"], defaults={
-        "project": _owners(metadata.get("labels") or {})["project"],
-        "cluster_queue": (obj.get("spec") or {}).get("clusterQueue", ""),
-        "pending_workloads": status.get("pendingWorkloads", 0) or 0,
-        "reserving_workloads": status.get("reservingWorkloads", 0) or 0,
-        "admitted_workloads": status.get("admittedWorkloads", 0) or 0,
-        "active": active, "active_reason": reason, "active_message": message, "observed_at": at,
-    })
+def local_queues_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
+    """Mirror LocalQueues, one statement for the batch."""
+    org = _OrgRows(objs)
+    rows = []
+    for obj in objs:
+        metadata, status = obj["metadata"], obj.get("status") or {}
+        active, reason, message = _active(status)
+        rows.append(LocalQueueState(
+            namespace=metadata["namespace"], name=metadata["name"],
+            project=org.get(_Project, metadata.get("labels") or {}, PROJECT_LABEL),
+            cluster_queue=(obj.get("spec") or {}).get("clusterQueue", ""),
+            pending_workloads=status.get("pendingWorkloads", 0) or 0,
+            reserving_workloads=status.get("reservingWorkloads", 0) or 0,
+            admitted_workloads=status.get("admittedWorkloads", 0) or 0,
+            active=active, active_reason=reason, active_message=message, observed_at=at))
+    _upsert(LocalQueueState, rows, ["namespace", "name"])
 
 
-def cohort_mirror(*, obj: dict[str, Any], at: datetime) -> None:
-    metadata, status = obj["metadata"], obj.get("status") or {}
-    labels = metadata.get("labels") or {}
-    CohortState.objects.update_or_create(name=metadata["name"], defaults={
-        **_owners(labels),
-        "department": _org_row(_Department, labels.get(DEPARTMENT_LABEL, "")),
-        "parent": (obj.get("spec") or {}).get("parentName", ""),
-        "weighted_share": (status.get("fairSharing") or {}).get("weightedShare"), "observed_at": at,
-    })
+def cohorts_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
+    """Mirror Cohorts, one statement for the batch."""
+    org = _OrgRows(objs)
+    rows = []
+    for obj in objs:
+        metadata, status = obj["metadata"], obj.get("status") or {}
+        labels = metadata.get("labels") or {}
+        rows.append(CohortState(
+            name=metadata["name"], node_pool=org.get(_NodePool, labels, POOL_LABEL),
+            project=org.get(_Project, labels, PROJECT_LABEL),
+            department=org.get(_Department, labels, DEPARTMENT_LABEL),
+            parent=(obj.get("spec") or {}).get("parentName", ""),
+            weighted_share=(status.get("fairSharing") or {}).get("weightedShare"), observed_at=at))
+    _upsert(CohortState, rows, ["name"])
 
 
-def _node_pool_of(labels: dict[str, str]) -> Any:
-    """The pool whose node labels the node carries (the first by slug), else None: nodes are not the portal's, so
-    the pool's selector decides, as it does for the pool's pods."""
-    for pool_id, selector in _NodePool._default_manager.exclude(node_labels={}).order_by("slug").values_list(
-            "pk", "node_labels"):
-        if all(labels.get(key) == value for key, value in selector.items()):
-            return _NodePool._default_manager.get(pk=pool_id)
-    return None
-
-
-def node_mirror(*, obj: dict[str, Any], at: datetime) -> None:
-    metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    pool = _node_pool_of(metadata.get("labels") or {})
-    allocatable = (status.get("allocatable") or {}).get(pool.gpu_resource, 0) if pool is not None else 0
-    ready = any(condition.get("type") == kueue.NODE_READY and condition.get("status") == kueue.TRUE
-                for condition in status.get("conditions") or [])
-    taints = [{key: taint[key] for key in ("key", "value", "effect") if taint.get(key)}
-              for taint in spec.get("taints") or [] if isinstance(taint, dict)]
-    NodeState.objects.update_or_create(name=metadata["name"], defaults={
-        "node_pool": pool, "allocatable_gpus": max(0, int(_units(allocatable))), "ready": ready,
-        "unschedulable": bool(spec.get("unschedulable")), "labels": dict(metadata.get("labels") or {}),
-        "taints": taints, "allocatable": {name: str(quantity) for name, quantity in
-                                          (status.get("allocatable") or {}).items()},
-        "observed_at": at,
-    })
+def nodes_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
+    """Mirror Nodes. A node's pool is the first pool (by slug) whose node labels it carries: nodes are not the
+    portal's, so the pool's selector decides, as it does for the pool's pods."""
+    pools: list[Any] = list(_NodePool._default_manager.exclude(node_labels={}).order_by("slug"))
+    rows = []
+    for obj in objs:
+        metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        labels = metadata.get("labels") or {}
+        pool = next((pool for pool in pools if all(labels.get(key) == value
+                                                    for key, value in pool.node_labels.items())), None)
+        allocatable = (status.get("allocatable") or {}).get(pool.gpu_resource, 0) if pool is not None else 0
+        ready = any(condition.get("type") == kueue.NODE_READY and condition.get("status") == kueue.TRUE
+                    for condition in status.get("conditions") or [])
+        taints = [{key: taint[key] for key in ("key", "value", "effect") if taint.get(key)}
+                  for taint in spec.get("taints") or [] if isinstance(taint, dict)]
+        rows.append(NodeState(
+            name=metadata["name"], node_pool=pool, allocatable_gpus=max(0, int(_units(allocatable))), ready=ready,
+            unschedulable=bool(spec.get("unschedulable")), labels=dict(labels), taints=taints,
+            allocatable={name: str(quantity) for name, quantity in (status.get("allocatable") or {}).items()},
+            observed_at=at))
+    _upsert(NodeState, rows, ["name"])
 
 
 _MIRROR_MODELS: dict[str, type[ClusterQueueState] | type[LocalQueueState] | type[CohortState] | type[NodeState]] = {

@@ -19,6 +19,7 @@ from django.utils import timezone
 from apps.org.models import NodePool, Project
 
 from .models import DeservedPeriod, UsageSlice
+from .services import usage_timelines_settle
 
 SPANS: dict[str, tuple[str, timedelta, timedelta]] = {
     "day": ("Last day", timedelta(days=1), timedelta(minutes=15)),
@@ -83,6 +84,7 @@ def quota_history(*, project: Project, pool: NodePool, span: str, now: datetime 
     start = end - length
     count = int(length / step)
     used, borrowed, deserved = [0.0] * count, [0.0] * count, [0.0] * count
+    usage_timelines_settle()
     overlapping = Q(started_at__lt=end) & (Q(ended_at__isnull=True) | Q(ended_at__gt=start))
     for units, numerator, denominator, since, until in UsageSlice.objects.filter(
         overlapping, project=project, node_pool=pool

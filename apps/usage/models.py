@@ -179,3 +179,22 @@ class UtilisationHour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id} {self.hour:%Y-%m-%d %H}h {self.used_card_hours:.3f}/{self.observed_card_hours:.3f}"
+
+
+class PendingRecompute(models.Model):
+    """A project's timeline on a pool whose slices are due to be recomputed from `since` on.
+
+    Written in the transaction that changed the timeline's intervals when the writer defers the recompute (the
+    watcher: apps.usage.services.ledger_deferred), so the change and the promise to recompute it commit together;
+    `usage_timelines_settle` recomputes each timeline once for all its marks and deletes them. Slices of a timeline
+    with marks are at most one settle pass behind its intervals."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="+")
+    since = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "node_pool"])]
+
+    def __str__(self) -> str:
+        return f"{self.project_id}x{self.node_pool_id} from {self.since}"

@@ -7,16 +7,25 @@ Three tables move together, per project and node pool (a "timeline"):
 - DeservedPeriod: the project's deserved units on the pool over time;
 - UsageSlice: the intervals cut where their within-deserved share changes (apps/usage/split.py).
 
-Every write takes the timeline's lock (a transaction-level advisory lock on PostgreSQL; SQLite serialises writers
-anyway), changes intervals or periods, then recomputes the slices from the moment of the change on. Slices are a pure
-function of the intervals and periods, kept in canonical form (maximal stretches of constant share), so a replayed
-observation, which changes no interval, changes no slice either, and recomputing any stretch again gives the same
-rows.
+A write changes intervals or periods, then the slices are recomputed from the moment of the change on, under the
+timeline's lock (a transaction-level advisory lock on PostgreSQL; SQLite serialises writers anyway). Slices are a
+pure function of the intervals and periods, kept in canonical form (maximal stretches of constant share), so a
+replayed observation, which changes no interval, changes no slice either, and recomputing any stretch again gives
+the same rows.
+
+The watcher defers the recompute (`ledger_deferred`): its writes leave a PendingRecompute mark in their own
+transaction and take no timeline lock, and its ledger loop settles every marked timeline once for all its marks
+(`usage_timelines_settle`). Workloads of one project then never queue behind each other's accounting, and a burst
+of admissions costs one recompute per timeline and pass instead of one each (docs/architecture.md, The GPU-hour
+ledger). Every other writer recomputes at once, taking up any marks of the timeline on the way.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,12 +38,61 @@ from apps.org.models import Quota
 from apps.workloads.models import Workload
 
 from . import split
-from .models import DeservedPeriod, UsageInterval, UsageSlice, UtilisationHour
+from .models import DeservedPeriod, PendingRecompute, UsageInterval, UsageSlice, UtilisationHour
+
+_DEFERRED: ContextVar[bool] = ContextVar("ledger_deferred", default=False)
+
+
+@contextmanager
+def ledger_deferred() -> Iterator[None]:
+    """Within it, interval writes leave their slice recompute to `usage_timelines_settle` (see the module's doc)."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
 
 
 def _lock_timeline(project_id: int, node_pool_id: int) -> None:
-    """Serialise writers of one project's ledger on one pool until the transaction ends."""
+    """Serialise recomputes of one project's ledger on one pool until the transaction ends."""
     lock_for_transaction(f"usage-timeline:{project_id}:{node_pool_id}")
+
+
+def _settle(project_id: int, node_pool_id: int, since: datetime | None = None) -> int:
+    """Recompute a timeline from the earliest of `since` and its marks, under its lock, and drop those marks;
+    returns the slice rows written. Inside a transaction."""
+    _lock_timeline(project_id, node_pool_id)
+    marks = list(PendingRecompute.objects.filter(project_id=project_id, node_pool_id=node_pool_id).values_list(
+        "pk", "since"))
+    starts = [start for _, start in marks] + ([since] if since is not None else [])
+    if not starts:
+        return 0
+    written = usage_timeline_refresh(project_id=project_id, node_pool_id=node_pool_id, since=min(starts))
+    if marks:
+        PendingRecompute.objects.filter(pk__in=[pk for pk, _ in marks]).delete()
+    return written
+
+
+def _timeline_changed(timelines: dict[tuple[int, int], datetime]) -> None:
+    """The intervals of these timelines changed from these moments on: recompute now, or mark them when deferred."""
+    if _DEFERRED.get():
+        PendingRecompute.objects.bulk_create([
+            PendingRecompute(project_id=project_id, node_pool_id=node_pool_id, since=since)
+            for (project_id, node_pool_id), since in timelines.items()])
+        return
+    for (project_id, node_pool_id), since in sorted(timelines.items()):  # one order: no deadlock with another writer
+        _settle(project_id, node_pool_id, since)
+
+
+def usage_timelines_settle() -> int:
+    """Recompute every timeline with PendingRecompute marks, each once; returns how many. The watcher's ledger loop
+    calls it, and so does every reader of slices before it reads (one query when nothing is due), so a report is
+    exact even in the moment between an admission and the loop's next pass."""
+    timelines = sorted(set(PendingRecompute.objects.values_list("project_id", "node_pool_id")))
+    for project_id, node_pool_id in timelines:
+        with transaction.atomic():
+            _settle(project_id, node_pool_id)
+    return len(timelines)
 
 
 def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetime) -> int:
@@ -96,13 +154,15 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
     """
     pool = workload.node_pool
     with transaction.atomic():
-        _lock_timeline(workload.project_id, pool.pk)
+        if not _DEFERRED.get():
+            _lock_timeline(workload.project_id, pool.pk)
+        # Two writers of one workload cannot both pass: the table allows one open interval and one per admission.
         existing = UsageInterval.objects.filter(workload_id=workload.pk)
         if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(
                 ended_at__isnull=True).exists()):
             return False
         _interval(workload, at, ended_at, reason).save(force_insert=True)
-        usage_timeline_refresh(project_id=workload.project_id, node_pool_id=pool.pk, since=at)
+        _timeline_changed({(workload.project_id, pool.pk): at})
     return True
 
 
@@ -129,11 +189,11 @@ def usage_intervals_open_many(*, stretches: list[tuple[Workload, datetime, datet
         by_timeline[key] = min(at, by_timeline.get(key, at))
         rows.append(_interval(workload, at, ended_at, reason))
     with transaction.atomic():
-        for project_id, node_pool_id in sorted(by_timeline):  # one order: no deadlock with another writer
-            _lock_timeline(project_id, node_pool_id)
+        if not _DEFERRED.get():
+            for project_id, node_pool_id in sorted(by_timeline):  # one order: no deadlock with another writer
+                _lock_timeline(project_id, node_pool_id)
         UsageInterval.objects.bulk_create(rows, batch_size=1000)
-        for (project_id, node_pool_id), since in sorted(by_timeline.items()):
-            usage_timeline_refresh(project_id=project_id, node_pool_id=node_pool_id, since=since)
+        _timeline_changed(by_timeline)
     return len(rows)
 
 
@@ -144,15 +204,15 @@ def usage_interval_close(*, workload_id: int, at: datetime, reason: str) -> bool
     if timeline is None:
         return False
     with transaction.atomic():
-        _lock_timeline(*timeline)
-        interval = opened.first()
+        if not _DEFERRED.get():
+            _lock_timeline(*timeline)
+        interval = opened.select_for_update().first()
         if interval is None:  # closed meanwhile by another writer
             return False
         interval.ended_at = max(interval.started_at, at)
         interval.end_reason = reason[:100]
         interval.save(update_fields=["ended_at", "end_reason"])
-        usage_timeline_refresh(project_id=interval.project_id, node_pool_id=interval.node_pool_id,
-                               since=interval.ended_at)
+        _timeline_changed({(interval.project_id, interval.node_pool_id): interval.ended_at})
     return True
 
 
@@ -165,7 +225,7 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
     """
     at = at or timezone.now()
     with transaction.atomic():
-        _lock_timeline(project_id, node_pool_id)
+        _lock_timeline(project_id, node_pool_id)  # deserved changes are rare: always recomputed at once
         periods = DeservedPeriod.objects.filter(project_id=project_id, node_pool_id=node_pool_id)
         current = periods.filter(ended_at__isnull=True).first()
         if current is not None and current.deserved == deserved:
@@ -184,7 +244,7 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
             current.save(update_fields=["ended_at"])
             DeservedPeriod.objects.create(project_id=project_id, department_id=department_id,
                                           node_pool_id=node_pool_id, deserved=deserved, started_at=at)
-        usage_timeline_refresh(project_id=project_id, node_pool_id=node_pool_id, since=since)
+        _settle(project_id, node_pool_id, since)
     return True
 
 

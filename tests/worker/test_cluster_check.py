@@ -101,8 +101,8 @@ def test_the_watcher_account_lacks_the_workers_verbs(enforcing):
     assert cluster_check("--component", "watcher")[0] == 0
     code, output = cluster_check()  # all components' verbs, with only the watcher's role
     assert code == 1
-    assert line(output, "May create, get, delete, watch, list jobs.batch") == (
-        "✗ May create, get, delete, watch, list jobs.batch: denied: create, delete")
+    assert line(output, "May create, get, delete, list, watch jobs.batch") == (
+        "✗ May create, get, delete, list, watch jobs.batch: denied: create, get, delete")
 
 
 def test_kueue_configuration_the_portal_cannot_work_with(settings):

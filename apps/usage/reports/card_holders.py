@@ -15,6 +15,7 @@ from apps.core.actors import Actor
 from apps.workloads.models import submitter_text
 
 from ..models import UsageInterval, UsageSlice
+from ..services import usage_timelines_settle
 from .ledger import card_hours, intervals_for, overlapping, within_hours
 from .showback import hours_text
 from .window import Window
@@ -35,6 +36,7 @@ def holders(*, user: Actor, window: Window, filters: HolderFilters, now: datetim
     window (`held_hours`) and of which within the project's deserved quota (`within_hours`, from its slices; one
     correlated subquery, evaluated once per row). held_split() gives within and over quota, which add up to it."""
     now = now or timezone.now()
+    usage_timelines_settle()
     within = UsageSlice.objects.filter(interval_id=OuterRef("pk")).filter(overlapping(window, now)).order_by().values(
         "interval_id").annotate(hours=Sum(within_hours(window, now))).values("hours")
     queryset = intervals_for(user).filter(overlapping(window, now))

@@ -31,6 +31,7 @@ from apps.core.actors import Actor, Visitor
 from apps.workloads.selectors import workloads_for
 
 from ..models import UsageInterval, UsageSlice
+from ..services import usage_timelines_settle
 from .window import SECONDS_PER_HOUR, Window
 
 
@@ -123,6 +124,7 @@ def intervals_for(user: Visitor | None) -> QuerySet[UsageInterval]:
 
 
 def slices_for(user: Visitor | None) -> QuerySet[UsageSlice]:
-    """The within-deserved slices of the ledger rows the user may see."""
+    """The within-deserved slices of the ledger rows the user may see, brought up to date first."""
+    usage_timelines_settle()
     return access.restrict(UsageSlice.objects.all(), user, Action.VIEW)
 
