@@ -141,6 +141,9 @@ class WorkQueue:
             name = min(waiting)[1]
             lane = self.lanes[name]
             keys = [lane.popleft() for _ in range(min(len(lane), self.batch_size if name else 1))]
+            now = time.monotonic()
+            for key in keys:
+                metrics.WATCHER_QUEUED.labels(what=key[0]).observe(now - self.added_at.get(key, now))
             self.dirty.difference_update(keys)
             self.processing.update(keys)
             return keys
@@ -428,9 +431,11 @@ class Watcher:
             if not keys:
                 continue
             close_old_connections()
+            started = time.monotonic()
             try:
                 with usage_services.ledger_deferred():  # the ledger loop recomputes slices, once per burst
                     self.process(keys)
+                metrics.WATCHER_APPLY.labels(what=keys[0][0]).observe(time.monotonic() - started)
                 for key in keys:
                     metrics.WATCHER_LAG.observe(self.work.waited(key))
             except Exception:

@@ -18,6 +18,12 @@ SUBMIT_TO_JOB = Histogram("portal_submit_to_job_seconds", "From the submission s
                           buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900))
 WATCHER_LAG = Histogram("portal_watcher_lag_seconds", "From a cluster event's arrival at the watcher to its row "
                         "written", buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+# The two hops of WATCHER_LAG: waiting for an applier (per key), then the applier's pass (per batch).
+WATCHER_QUEUED = Histogram("portal_watcher_queued_seconds", "From a cluster event's arrival at the watcher to an "
+                           "applier taking it", ["what"],
+                           buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+WATCHER_APPLY = Histogram("portal_watcher_apply_seconds", "One applier pass, from taking its keys to their rows "
+                          "committed", ["what"], buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 WATCHER_RESYNCS = Counter("portal_watcher_resyncs_total", "Full relists of every watched kind")
 WATCHER_UNMAPPED = Counter("portal_watcher_unmapped_total", "Cluster objects the watcher could not count as a "
                            "project's work, by reason, each counted once when first seen", ["reason"])
