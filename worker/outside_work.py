@@ -100,6 +100,31 @@ def owner_lookup(namespace: str, reference: dict[str, Any]) -> tuple[str, list[t
             [("fieldSelector", f"metadata.name={reference['name']}")])
 
 
+_CONTAINER_FIELDS = ("name", "image", "resources")
+
+
+def compact(workload: dict[str, Any]) -> dict[str, Any]:
+    """What the watcher keeps of an outside Workload (thousands are held at once): its status, its metadata without
+    managedFields, its spec with each pod template cut to its containers' names, images and resources, all that
+    `read_outside` and the status map read."""
+    metadata = {key: value for key, value in (workload.get("metadata") or {}).items() if key != "managedFields"}
+    spec = dict(workload.get("spec") or {})
+    pod_sets = []
+    for entry in spec.get("podSets") or []:
+        if not isinstance(entry, dict):
+            pod_sets.append(entry)
+            continue
+        template_spec = (entry.get("template") or {}).get("spec") or {}
+        kept = {group: [{key: container[key] for key in _CONTAINER_FIELDS if key in container}
+                        if isinstance(container, dict) else container for container in template_spec[group]]
+                for group in ("containers", "initContainers") if isinstance(template_spec.get(group), list)}
+        pod_sets.append({**{key: value for key, value in entry.items() if key != "template"},
+                         "template": {"spec": kept}})
+    if "podSets" in spec:
+        spec["podSets"] = pod_sets
+    return {**workload, "metadata": metadata, "spec": spec}
+
+
 def submitter_fields(owner: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the watcher keeps of an owner object: only what says who submitted it (a cache of thousands)."""
     if owner is None:

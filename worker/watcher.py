@@ -59,6 +59,7 @@ from .gateway import KINDS, ClusterError, Gateway
 from .outside_work import (
     OWNER_KINDS,
     OWNER_SELECTOR,
+    compact,
     group_of,
     owner_lookup,
     owner_reference,
@@ -260,7 +261,7 @@ class Watcher:
                 return
             if not _newer(obj, self.outside.get(uid)):
                 return
-            self.outside[uid] = obj
+            self.outside[uid] = compact(obj)
         self.work.add(("outside", uid))
 
     def apply_outside(self, uids: list[str]) -> None:
@@ -467,7 +468,7 @@ class Watcher:
                     (item["metadata"].get("labels") or {})[JOB_UID_LABEL]: item for item in items
                     if _portal_workload(item) and (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
                 }
-                self.outside = {item["metadata"]["uid"]: item for item in items if not _portal_workload(item)}
+                self.outside = {item["metadata"]["uid"]: compact(item) for item in items if not _portal_workload(item)}
         else:
             MIRRORS[kind](objs=items, at=now)
             mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])

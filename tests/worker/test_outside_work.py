@@ -11,7 +11,8 @@ from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.models import Kind, Origin, Status, Workload, WorkloadEvent
 from apps.workloads.observation import Observation, OutsideWork, Unmapped
-from worker.outside_work import read_outside, stop_target, submitter_fields, unqueued_gpu_pods
+from worker.outside_work import compact, read_outside, stop_target, submitter_fields, unqueued_gpu_pods
+from worker.status_map import observe
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -59,6 +60,29 @@ def test_requests_are_summed_over_containers_and_the_larger_init_container_count
                        {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}]
     work = read_outside(kueue_workload(pod_sets=pod_sets), None)
     assert work.pod_sets[0].requests == {"cpu": "4", "nvidia.com/gpu": "2"}
+
+
+def test_the_compact_copy_the_watcher_keeps_reads_the_same():
+    pod_sets = [{"name": "main", "count": 3, "minCount": 2, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+        "initContainers": [{"name": "i", "image": "init:1", "command": ["x"], "resources": {"requests": {"cpu": "4"}}}],
+        "containers": [{"name": "a", "image": "img:2", "env": [{"name": "E", "value": "v" * 1000}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}],
+        "volumes": [{"name": "data", "emptyDir": {}}], "nodeSelector": {"pool": "h100"}}}}]
+    full = kueue_workload(pod_sets=pod_sets, priority=100, priorityClassName="train",
+                          priorityClassSource="kueue.x-k8s.io/workloadpriorityclass")
+    full["metadata"]["managedFields"] = [{"manager": "kueue", "fieldsV1": {"f:status": {}}}]
+    full["metadata"]["labels"] = {"kueue.x-k8s.io/job-uid": "job-uid"}
+    full["status"] = {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                      "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"},
+                                     {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+                                      "lastTransitionTime": "2026-12-01T09:00:00Z"}],
+                      "admission": {"clusterQueue": "proj-vision-h100-guaranteed", "podSetAssignments": [
+                          {"name": "main", "count": 3, "flavors": {"nvidia.com/gpu": "h100"}}]}}
+    kept = compact(full)
+    assert "managedFields" not in kept["metadata"] and "env" not in str(kept) and "volumes" not in str(kept)
+    assert read_outside(kept, None) == read_outside(full, None)
+    assert observe(None, kept) == observe(None, full)
 
 
 def test_who_submitted_it_comes_from_the_owner_object():

@@ -82,7 +82,7 @@ def test_an_immediate_writer_takes_up_the_marks_of_its_timeline(demo):
     immediate = slices()
     UsageSlice.objects.all().delete()
     UsageInterval.objects.all().delete()
-    *first, (name, start, end, _) = STORY
+    *first, (name, start, _, _) = STORY
     with services.ledger_deferred():
         for early, early_start, early_end, _ in first:
             signals.quota_held.send(sender=Workload, workload=works[early], at=at(early_start))
