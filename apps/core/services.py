@@ -34,6 +34,15 @@ def lock_for_transaction(key: str) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
 
 
+def lock_many_for_transaction(keys: list[str]) -> None:
+    """`lock_for_transaction` for many keys in one statement, taken in sorted order (two writers naming some of the
+    same keys cannot deadlock)."""
+    if connection.vendor == "postgresql" and keys:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(pg_advisory_xact_lock(hashtextextended(key, 0))) FROM "
+                           "(SELECT unnest(%s::text[]) AS key ORDER BY 1) AS sorted_keys", [sorted(keys)])
+
+
 def model_save(obj: models.Model, *, update_fields: list[str] | None = None) -> None:
     """Validate every field and model constraint, then save; database races surface as ValidationError too."""
     obj.full_clean()

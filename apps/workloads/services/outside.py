@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.core.kueue_names import ELASTIC, GUARANTEED
 from apps.core.quantities import quantity
-from apps.core.services import lock_for_transaction
+from apps.core.services import lock_many_for_transaction
 from apps.org.models import NodePool, PriorityClass, Project, ProjectNamespace
 from apps.workloads.models import FINAL_STATUSES, HOLDING_STATUSES, Origin, Status, Workload, WorkloadEvent
 from apps.workloads.observation import Observation, OutsideWork, PodSet, Unmapped
@@ -163,8 +163,8 @@ def workloads_mirror_outside(*, items: Sequence[tuple[OutsideWork, Observation]]
         return results
     with transaction.atomic():
         existing = {row.kueue_uid: row for row in Workload.objects.filter(kueue_uid__in=list(mapped))}
-        for uid in sorted(set(mapped) - set(existing)):  # one writer per new row (another applier may have it)
-            lock_for_transaction(f"workloads-outside:{uid}")
+        # One writer per new row (another applier may have it).
+        lock_many_for_transaction([f"workloads-outside:{uid}" for uid in set(mapped) - set(existing)])
         existing |= {row.kueue_uid: row for row in Workload.objects.filter(
             kueue_uid__in=list(set(mapped) - set(existing)))}
         fresh = [entry for uid, entry in mapped.items() if uid not in existing]
