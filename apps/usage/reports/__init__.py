@@ -16,13 +16,18 @@ Definitions (docs/architecture.md, The organisation in Kueue):
   plus over quota is every interval's GPU-hours, and per-user, per-workload, per-project, per-department and
   per-pool rows add up to one another.
 - **Deserved at each moment** comes from DeservedPeriod rows: written whenever a project quota changes (inside the
-  quota change's transaction), so a change counts from then on and closed months keep the quota they had. Quotas set
-  before the periods existed count from the beginning with the value they had then (the migration backfilled the
-  quota rows of that day; older history is only in the audit log, AuditEvent rows `quota.*`).
+  quota change's transaction), so a change counts from then on and closed months keep the quota they had. For the
+  *split*, a project's first quota on a pool also covers the time before it (work the cluster's clock dates a few
+  seconds before the quota is still within it); quotas set before the periods existed count with the value they had
+  then (the migration backfilled the quota rows of that day; older history is only in the audit log, AuditEvent
+  rows `quota.*`).
 - **Deserved GPU-hours** = deserved units x the pool's card fraction x the hours of the window (up to now) each
-  quota was in force, summed over the *project* quotas in the group: within-deserved usage draws from exactly that (a
-  department's deserved units not handed to a project are only lent, never used directly). There is no deserved
-  figure per user, nor when the report is narrowed to one user.
+  quota was in force, from the moment it came into force (`DeservedPeriod.in_force_from`: a quota created today
+  deserves nothing for the earlier days of the month), summed over the *project* quotas in the group: within-deserved
+  usage draws from exactly that (a department's deserved units not handed to a project are only lent, never used
+  directly). As the quota rules hold at every moment, a pool's deserved GPU-hours never exceed what its cards give
+  in the window, unless it is over-subscribable. There is no deserved figure per user, nor when the report is
+  narrowed to one user.
 - **Utilisation** (with a Prometheus, `PROMETHEUS_URL`): the mean GPU utilisation of the allocated GPU-hours that
   were measured (used card hours / measured card hours) and the "allocated but idle" GPU-hours, measured below the
   idle policy's threshold, from the hourly UtilisationHour rows the worker adds up from Prometheus' samples (one

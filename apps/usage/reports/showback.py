@@ -24,7 +24,7 @@ from apps.org.selectors import projects_for
 from apps.workloads.models import OUTSIDE_THE_PORTAL
 
 from ..models import DeservedPeriod, UtilisationHour
-from .ledger import deserved_unit_hours, over_hours, overlapping, slices_for, within_hours
+from .ledger import deserved_unit_hours, in_force, over_hours, overlapping, slices_for, within_hours
 from .window import Window, months_in
 
 
@@ -135,16 +135,17 @@ def _labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
 def grouped_deserved(*, user: Actor, group: Group, buckets: list[Window], filters: Filters, now: datetime
                      ) -> QuerySet | None:
     """Deserved unit-hours per (group key, pool), one sum per bucket, over the visible projects' deserved periods
-    that overlap the buckets; None where there is no deserved figure (users, or a report narrowed to one user)."""
+    in force during the buckets (from when each quota came into force, never before: see DeservedPeriod); None where
+    there is no deserved figure (users, or a report narrowed to one user)."""
     if group == Group.USER or filters.user_id is not None:
         return None
     key_field = PERIOD_GROUP_FIELD.get(group)
     columns = [key_field] if key_field else []
     whole = Window(buckets[0].start, buckets[-1].end)
     periods = DeservedPeriod.objects.filter(project__in=projects_for(user, Action.VIEW), deserved__gt=0,
-                                            **filters.periods()).filter(overlapping(whole, now))
+                                            **filters.periods()).filter(in_force(whole, now))
     return periods.values(*columns, "node_pool_id").annotate(**{
-        f"b{index}": Sum(deserved_unit_hours(bucket, now), filter=overlapping(bucket, now) if len(buckets) > 1
+        f"b{index}": Sum(deserved_unit_hours(bucket, now), filter=in_force(bucket, now) if len(buckets) > 1
                          else None, default=0.0)
         for index, bucket in enumerate(buckets)}).order_by()
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apps.org.models import NodePool, PriorityClass, Project
-from apps.usage.models import UsageInterval
+from apps.usage import split
+from apps.usage.models import DeservedPeriod, UsageInterval
 from apps.usage.services import usage_timeline_refresh
 from apps.workloads.models import Workload
 from tests.factories import WorkloadFactory
@@ -16,6 +17,13 @@ from tests.factories import WorkloadFactory
 def at(text: str) -> datetime:
     """'2026-03-01 10:00' -> an aware UTC datetime."""
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def quotas_in_force_since(moment: str | datetime) -> None:
+    """Date the project quotas of the demo organisation as set at `moment` ('2026-01-01 00:00'): the test database
+    seeds them today, and deserved GPU-hours count only from when a quota came into force (DeservedPeriod)."""
+    DeservedPeriod.objects.filter(started_at=split.BEGINNING).update(
+        in_force_from=at(moment) if isinstance(moment, str) else moment)
 
 
 def workload(owner: Any, *, project: str = "vision", pool: str = "h100", name: str = "run", gpus: int = 1,

@@ -12,14 +12,16 @@ import pytest
 from apps.org.models import Project
 from apps.usage.models import UsageInterval
 
-from .reports_support import interval, workload
+from .reports_support import interval, quotas_in_force_since, workload
 
 MARCH = "month=2026-03"
 
 
 @pytest.fixture
 def ledger(demo):
-    """Three projects in two departments, two users of vision, a MIG row, a preempted-and-requeued workload."""
+    """Three projects in two departments, two users of vision, a MIG row, a preempted-and-requeued workload; the
+    demo's quotas in force since January."""
+    quotas_in_force_since("2026-01-01 00:00")
     interval(workload(demo["alice"], project="vision", gpus=2, preemptible=False, model_label="llama",
                       data_class="pii"), "2026-03-02 00:00", "2026-03-02 05:00")  # 10 within
     requeued = workload(demo["lead"], project="vision", gpus=4, name="sweep")
