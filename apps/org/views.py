@@ -91,6 +91,18 @@ def pools(request: AuthenticatedRequest) -> HttpResponse:
 
 
 @login_required
+def pool(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """One pool: what it is, and its price per card-hour over time (the price each hour of use is charged at)."""
+    found = get_object_or_404(selectors.node_pools_with_prices(), slug=slug)
+    prices = list(found.prices.all())
+    return render(request, "org/pool.html", {
+        "pool": found, "prices": list(zip(prices, [following.valid_from for following in prices[1:]] + [None],
+                                          strict=True)),
+        "can_manage": access.can(request.user, Action.MANAGE, found),
+    })
+
+
+@login_required
 @require_http_methods(["GET", "POST"])
 def pool_create(request: AuthenticatedRequest) -> HttpResponse:
     access.require(request.user, Action.MANAGE)

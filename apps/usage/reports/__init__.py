@@ -33,8 +33,12 @@ Definitions (docs/architecture.md, The organisation in Kueue):
   idle policy's threshold, from the hourly UtilisationHour rows the worker adds up from Prometheus' samples (one
   more aggregate query; hours whose start lies in the window count). Without a Prometheus both are absent and the
   page says why.
-- **Cost** (chargeback) = GPU-hours x the pool's current `price_per_card_hour`, summed over priced pools; None when
-  none of the group's usage is on a priced pool. Unpriced pools add nothing to the cost.
+- **Cost** (chargeback) = GPU-hours x the pool's price per card-hour *in force when they were used*
+  (NodePoolPrice, the pool's price history): a slice that spans a price change is priced per part, so a new price
+  never re-prices past hours or closed months. None when none of the group's usage was on a pool while it had a
+  price; unpriced stretches add nothing. Where one price held a pool for a whole bucket the cost is its hours x that
+  price; where it changed inside, the ledger aggregate also sums the card hours of each priced stretch (a few more
+  columns of the same query, one more query for the price history).
 
 The arithmetic runs in the database: one aggregate query over the slices, grouped by (group key, pool), with each
 slice clipped by Greatest/Least, its duration turned into seconds (works on PostgreSQL and SQLite) and weighted by
