@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from decimal import Decimal
 from fractions import Fraction
 from typing import ClassVar
 
@@ -36,6 +37,11 @@ MIG_PROFILE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+me)?$")
 # When a pool's first price takes effect if it was given with the pool (or before prices had a history): all of the
 # pool's use is priced, including work the cluster's clock dates a moment before the pool's row.
 PRICED_FROM_THE_START = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def price_text(price: Decimal | None) -> str:
+    """A price as entered, without the column's trailing zeros (2.5, not 2.5000); empty for none."""
+    return "" if price is None else format(price.normalize(), "f")
 
 
 class NodePool(VersionedModel):
@@ -129,6 +135,10 @@ class NodePool(VersionedModel):
         fraction = self.card_fraction
         return "1" if fraction == 1 else f"{fraction.numerator}/{fraction.denominator}"
 
+    @property
+    def price_display(self) -> str:
+        return price_text(self.price_per_card_hour)
+
 
 class NodePoolPrice(models.Model):
     """The price of one physical card-hour on a pool from `valid_from` until the pool's next row (an empty price:
@@ -153,6 +163,10 @@ class NodePoolPrice(models.Model):
     @property
     def from_the_start(self) -> bool:
         return self.valid_from == PRICED_FROM_THE_START
+
+    @property
+    def price_display(self) -> str:
+        return price_text(self.price_per_card_hour)
 
 
 class Department(VersionedModel):

@@ -96,8 +96,8 @@ def pool(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     found = get_object_or_404(selectors.node_pools_with_prices(), slug=slug)
     prices = list(found.prices.all())
     return render(request, "org/pool.html", {
-        "pool": found, "prices": list(zip(prices, [following.valid_from for following in prices[1:]] + [None],
-                                          strict=True)),
+        "pool": found, "prices": [(price, prices[index + 1].valid_from if index + 1 < len(prices) else None)
+                                  for index, price in enumerate(prices)],
         "can_manage": access.can(request.user, Action.MANAGE, found),
     })
 

@@ -2,8 +2,8 @@
 
 Rows come from apps.usage.reports.usage_report (the same selector as the showback page and its CSV): see the
 package's docstring for the definitions (physical card hours, [start, end) clipped, open intervals up to now, within
-deserved vs over quota by the project's deserved quota at each moment, deserved hours from the quotas in force, cost
-from the pools' current price per card-hour).
+deserved vs over quota by the project's deserved quota at each moment, deserved hours from the quotas in force since
+each came into force, cost at the price per card-hour in force when each hour was used).
 """
 
 from __future__ import annotations
@@ -62,10 +62,13 @@ class UsageRowSerializer(serializers.Serializer):
         help_text="Of which over the project's deserved quota (borrowed idle capacity). Within plus over is gpu_hours.")
     deserved_gpu_hours = serializers.FloatField(
         allow_null=True, help_text="Deserved units x card fraction x hours of the window (up to now), from the project "
-                                   "quotas in force at each moment; null for users.")
+                                   "quotas in force at each moment, each from when it came into force (a quota set "
+                                   "mid-window deserves only the rest of it); null for users.")
     used_over_deserved = serializers.FloatField(allow_null=True)
     cost = serializers.DecimalField(max_digits=18, decimal_places=2, allow_null=True, coerce_to_string=False,
-                                    help_text="GPU-hours x price per card-hour of priced pools; null when unpriced.")
+                                    help_text="GPU-hours x the pool's price per card-hour in force when they were "
+                                              "used (a stretch across a price change is priced per part; see the "
+                                              "node pool's price_history); null when none was used at a price.")
     gpu_utilisation = serializers.FloatField(
         allow_null=True, help_text="Mean GPU utilisation (0..1) of the allocated GPU-hours Prometheus measured; null "
                                    "without a Prometheus or without measurements.")
