@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -98,7 +99,7 @@ def pool(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     return render(request, "org/pool.html", {
         "pool": found, "prices": [(price, prices[index + 1].valid_from if index + 1 < len(prices) else None)
                                   for index, price in enumerate(prices)],
-        "can_manage": access.can(request.user, Action.MANAGE, found),
+        "can_manage": access.can(request.user, Action.MANAGE, found), "currency": settings.USAGE_CURRENCY,
     })
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from django.utils import timezone
@@ -83,6 +84,9 @@ class UsageReportSerializer(serializers.Serializer):
     end = serializers.DateTimeField()
     counted_until = serializers.DateTimeField(help_text="The end, or now when the window reaches into the future.")
     utilisation_available = serializers.BooleanField(help_text="False: no Prometheus configured (PROMETHEUS_URL).")
+    currency = serializers.CharField(allow_null=True, help_text=(
+        "The currency of every cost (USAGE_CURRENCY, e.g. EUR); null when the installation names none: costs are "
+        "then in the currency the pools' prices were entered in."))
     rows = UsageRowSerializer(many=True)
     total = UsageRowSerializer()
 
@@ -171,6 +175,6 @@ class UsageReportView(APIView):
         return Response({
             "group_by": report.group.value, "start": timezone.localtime(window.start),
             "end": timezone.localtime(window.end), "counted_until": timezone.localtime(report.until),
-            "utilisation_available": report.measured,
+            "utilisation_available": report.measured, "currency": settings.USAGE_CURRENCY or None,
             "rows": [_row(report, row) for row in report.rows], "total": _row(report, report.total, total=True),
         })

@@ -393,7 +393,7 @@ def report_header(report: Report) -> list[str]:
     if report.measured:
         header += ["GPU utilisation", "Allocated but idle GPU-hours"]
     if report.priced:
-        header.append("Cost")
+        header.append(f"Cost ({settings.USAGE_CURRENCY})" if settings.USAGE_CURRENCY else "Cost")
     return header
 
 

@@ -114,3 +114,17 @@ def test_a_window_before_any_price_is_not_chargeback(demo):
     february = reports.usage_report(user=demo["admin"], group=Group.POOL, now=AFTER,
                                     window=Window(at("2026-01-01 00:00"), at("2026-03-01 00:00")))
     assert february.priced and february.total.cost == Decimal("4")  # the hour after the price came in
+
+
+def test_costs_name_the_installations_currency(ledger, client_for, settings):
+    client = client_for("admin")
+    query = "start=2026-02-01&end=2026-03-31&group=pool"
+    assert client.get(f"/api/v1/usage/?group_by=pool&{query[:-11]}").json()["currency"] is None
+    settings.USAGE_CURRENCY = "EUR"
+    header = next(csv.reader(io.StringIO(b"".join(client.get(f"/usage/reports.csv?{query}").streaming_content)
+                                         .decode())))
+    assert header[-1] == "Cost (EUR)"
+    assert "cost in EUR (priced pools)" in client.get(f"/usage/reports/?{query}").content.decode()
+    assert client.get(f"/api/v1/usage/?group_by=pool&{query[:-11]}").json()["currency"] == "EUR"
+    assert "2 EUR per physical card-hour" not in client.get("/pools/h100/").content.decode()  # none now, removed
+    assert "8 EUR per physical card-hour" in client.get("/pools/l40s-shared/").content.decode()
