@@ -126,5 +126,5 @@ def test_costs_name_the_installations_currency(ledger, client_for, settings):
     assert header[-1] == "Cost (EUR)"
     assert "cost in EUR (priced pools)" in client.get(f"/usage/reports/?{query}").content.decode()
     assert client.get(f"/api/v1/usage/?group_by=pool&{query[:-11]}").json()["currency"] == "EUR"
-    assert "2 EUR per physical card-hour" not in client.get("/pools/h100/").content.decode()  # none now, removed
+    assert "none (usage here is not charged)" in client.get("/pools/h100/").content.decode()  # removed on 5 March
     assert "8 EUR per physical card-hour" in client.get("/pools/l40s-shared/").content.decode()
