@@ -14,6 +14,8 @@ from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.models import PRICED_FROM_THE_START, NodePool, NodePoolPrice
 
+from .view_helpers import pool_payload
+
 pytestmark = pytest.mark.django_db
 
 
@@ -120,3 +122,16 @@ def test_the_api_shows_the_history_and_a_patch_adds_to_it(demo, client_for):
     assert client_for("alice").patch(f"/api/v1/node-pools/{h100.pk}/", {"price_per_card_hour": "1"},
                                      content_type="application/json").status_code == 403
     assert NodePoolPrice.objects.filter(node_pool=h100).count() == 1
+
+
+def test_the_edit_page_records_a_price_change_from_now_on(demo, client_for):
+    h100 = NodePool.objects.get(slug="h100")
+    form = client_for("admin").get("/pools/h100/edit/").content.decode()
+    assert "hours used before keep the price they had" in form
+    response = client_for("admin").post("/pools/h100/edit/", pool_payload(
+        slug="h100", name=h100.name, gpu_product=h100.gpu_product, capacity=str(h100.capacity),
+        node_labels="portal.gpu/pool=h100", version=h100.version, price_per_card_hour="1.75"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    (row,) = NodePoolPrice.objects.filter(node_pool=h100)
+    assert (row.price_per_card_hour, row.set_by) == (Decimal("1.75"), demo["admin"])
+    assert not row.from_the_start and row.valid_from <= timezone.now()
