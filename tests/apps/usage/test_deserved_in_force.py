@@ -23,6 +23,7 @@ from apps.workloads import signals
 from apps.workloads.models import Workload
 
 from .reports_support import quotas_in_force_since, workload
+from .test_reports_pages import table_rows
 
 L40S_CARDS = 48 / 8  # the demo's time-sliced pool: 48 replicas of 6 physical cards
 
@@ -134,6 +135,9 @@ def test_page_csv_and_api_count_a_new_quota_from_its_creation(demo, labs, client
 
     page = client.get(f"/usage/reports/?start={start}&end={end}&group=project")
     assert page.status_code == 200
+    header, *body = table_rows(page)
+    (shown,) = [cells for cells in body if cells[0] == "labs"]
+    assert float(shown[header.index("Deserved GPU-hours")]) < 0.05
     exported = client.get(f"/usage/reports.csv?start={start}&end={end}&group=pool")
     table = list(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))
     deserved = table[0].index("Deserved GPU-hours")
