@@ -338,15 +338,18 @@ def usage_report(*, user: Actor, group: Group, window: Window, filters: Filters 
 def _cost(entry: dict[str, Any], index: int, bucket: Window, hours: float, stretches: list[Priced] | None,
           now: datetime) -> Decimal | None:
     """The cost of one (group key, pool) row's card hours in one bucket: each priced stretch's hours at its price;
-    None when no price was in force on the pool in the bucket."""
+    None when none of them were used while a price was in force."""
     if not stretches:
         return None
     whole = _one_price(stretches, bucket, now)
     if whole is not None:
         return Decimal(repr(hours)) * whole
     pool_id = entry["node_pool_id"]
-    return sum((Decimal(repr(float(entry[f"c{index}_{pool_id}_{part}"] or 0.0))) * stretch.price
-                for part, stretch in enumerate(stretches)), Decimal(0))
+    parts = [(float(entry[f"c{index}_{pool_id}_{part}"] or 0.0), stretch.price)
+             for part, stretch in enumerate(stretches)]
+    if not any(priced_hours for priced_hours, _ in parts):
+        return None
+    return sum((Decimal(repr(priced_hours)) * price for priced_hours, price in parts), Decimal(0))
 
 
 @dataclass(frozen=True)

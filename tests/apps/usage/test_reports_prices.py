@@ -114,6 +114,13 @@ def test_a_window_before_any_price_is_not_chargeback(demo):
     february = reports.usage_report(user=demo["admin"], group=Group.POOL, now=AFTER,
                                     window=Window(at("2026-01-01 00:00"), at("2026-03-01 00:00")))
     assert february.priced and february.total.cost == Decimal("4")  # the hour after the price came in
+    # Use only before the price came in is shown, not charged, in a window that is partly priced.
+    interval(workload(demo["bob"], project="nlp", gpus=1), "2026-01-20 00:00", "2026-01-20 05:00")
+    rows = {row.slug: row for row in reports.usage_report(
+        user=demo["admin"], group=Group.PROJECT, now=AFTER,
+        window=Window(at("2026-01-01 00:00"), at("2026-03-01 00:00"))).rows}
+    assert rows["nlp"].gpu_hours == pytest.approx(5) and rows["nlp"].cost is None
+    assert rows["vision"].cost == Decimal("4")
 
 
 def test_costs_name_the_installations_currency(ledger, client_for, settings):
