@@ -143,12 +143,14 @@ def build(*, intervals: int, projects: int, seed: int = 6) -> None:
 
 def backfill_split() -> None:
     """What migration usage 0006 does for an existing ledger: a deserved period per project quota (quotas were
-    bulk-created, so no receiver wrote them), then every project timeline's slices, through the ledger service."""
+    bulk-created, so no receiver wrote them), in force all along like the generated ledger's, then every project
+    timeline's slices, through the ledger service."""
     from django.db import transaction
 
     DeservedPeriod.objects.bulk_create([
         DeservedPeriod(project_id=quota.project_id, department_id=quota.project.department_id,
-                       node_pool_id=quota.node_pool_id, deserved=quota.deserved, started_at=split.BEGINNING)
+                       node_pool_id=quota.node_pool_id, deserved=quota.deserved, started_at=split.BEGINNING,
+                       in_force_from=split.BEGINNING)
         for quota in Quota.objects.filter(project__isnull=False).select_related("project")])
     for project_id, pool_id in UsageInterval.objects.values_list("project_id", "node_pool_id").distinct().order_by():
         with transaction.atomic():

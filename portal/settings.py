@@ -371,6 +371,12 @@ PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL", "").strip().rstrip("/")
 PROMETHEUS_TIMEOUT = _env_int("PROMETHEUS_TIMEOUT", 5, minimum=1)
 UTILISATION_STEP_SECONDS = _env_int("UTILISATION_STEP_SECONDS", 60, minimum=1)  # resolution of the stored samples
 
+# Chargeback (README "Cost and chargeback"): the currency the pools' prices are entered in, named beside every cost
+# (e.g. EUR, USD, CHF). Empty: costs are plain numbers in whatever currency the admins priced the pools in.
+USAGE_CURRENCY = os.environ.get("USAGE_CURRENCY", "").strip()
+if len(USAGE_CURRENCY) > 8 or not USAGE_CURRENCY.isprintable():
+    raise ImproperlyConfigured(f"USAGE_CURRENCY is a short name such as EUR or USD, not {USAGE_CURRENCY!r}")
+
 # The cluster: a kubeconfig path (make run writes kubesim's to .run/kubeconfig); empty means in-cluster credentials.
 KUBECONFIG = os.environ.get("KUBECONFIG", "" if PRODUCTION else str(RUN_DIR / "kubeconfig"))
 

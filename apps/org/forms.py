@@ -143,7 +143,9 @@ class NodePoolForm(VersionedForm):
 
     price_per_card_hour = forms.DecimalField(
         required=False, min_value=0, max_digits=12, decimal_places=4, label="Price per card-hour",
-        help_text="Optional: what one physical card costs per hour. Usage reports then show a cost (chargeback).",
+        help_text="Optional: what one physical card costs per hour. Usage reports then show a cost (chargeback). A "
+                  "change applies from the moment you save it: hours used before keep the price they had (the pool's "
+                  "page shows its price history).",
     )
 
     ALIASES = {"card_fraction_numerator": "card_fraction", "card_fraction_denominator": "card_fraction"}

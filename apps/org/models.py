@@ -8,9 +8,12 @@ services.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from decimal import Decimal
 from fractions import Fraction
 from typing import ClassVar
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -31,6 +34,14 @@ MAX_OVER_QUOTA_WEIGHT = 1000
 MAX_POOL_CAPACITY = 100_000
 # NVIDIA's MIG profiles: 3g.40gb, 1g.10gb+me, and compute-instance ones such as 1c.3g.40gb.
 MIG_PROFILE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+me)?$")
+# When a pool's first price takes effect if it was given with the pool (or before prices had a history): all of the
+# pool's use is priced, including work the cluster's clock dates a moment before the pool's row.
+PRICED_FROM_THE_START = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def price_text(price: Decimal | None) -> str:
+    """A price as entered, without the column's trailing zeros (2.5, not 2.5000); empty for none."""
+    return "" if price is None else format(price.normalize(), "f")
 
 
 class NodePool(VersionedModel):
@@ -66,7 +77,8 @@ class NodePool(VersionedModel):
     )
     price_per_card_hour = models.DecimalField(
         max_digits=12, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)],
-        help_text="Optional price of one physical card for one hour; turns the usage showback into chargeback.",
+        help_text="Optional price of one physical card for one hour, in force from when it is saved (earlier hours "
+                  "keep the price they had); turns the usage showback into chargeback.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -122,6 +134,39 @@ class NodePool(VersionedModel):
     def card_fraction_display(self) -> str:
         fraction = self.card_fraction
         return "1" if fraction == 1 else f"{fraction.numerator}/{fraction.denominator}"
+
+    @property
+    def price_display(self) -> str:
+        return price_text(self.price_per_card_hour)
+
+
+class NodePoolPrice(models.Model):
+    """The price of one physical card-hour on a pool from `valid_from` until the pool's next row (an empty price:
+    unpriced from then on). NodePool.price_per_card_hour is the price in force now; this is its history. Cost prices
+    each moment of use at the price in force then (apps/usage/reports), so a new price never re-prices past hours."""
+
+    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="prices")
+    price_per_card_hour = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                              validators=[MinValueValidator(0)])
+    valid_from = models.DateTimeField()
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                               related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["node_pool_id", "valid_from"]
+        constraints = [models.UniqueConstraint(fields=["node_pool", "valid_from"], name="nodepoolprice_one_per_moment")]
+
+    def __str__(self) -> str:
+        return f"{self.node_pool_id}: {self.price_per_card_hour} from {self.valid_from}"
+
+    @property
+    def from_the_start(self) -> bool:
+        return self.valid_from == PRICED_FROM_THE_START
+
+    @property
+    def price_display(self) -> str:
+        return price_text(self.price_per_card_hour)
 
 
 class Department(VersionedModel):

@@ -23,6 +23,7 @@ from .models import (
     KueueSyncRun,
     KueueSyncState,
     NodePool,
+    NodePoolPrice,
     PriorityClass,
     Project,
     ProjectNamespace,
@@ -153,6 +154,12 @@ class DepartmentRow:
 
 def node_pools() -> QuerySet[NodePool]:
     return NodePool.objects.all()
+
+
+def node_pools_with_prices() -> QuerySet[NodePool]:
+    """Pools with their price history (`pool.prices.all()`, oldest first, who set each price): two queries."""
+    return NodePool.objects.prefetch_related(Prefetch("prices", queryset=NodePoolPrice.objects.select_related(
+        "set_by").order_by("valid_from")))
 
 
 def priority_classes() -> QuerySet[PriorityClass]:

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("pools/", views.pools, name="pools"),
     path("pools/new/", views.pool_create, name="pool_create"),
+    path("pools/<slug:slug>/", views.pool, name="pool"),
     path("pools/<slug:slug>/edit/", views.pool_edit, name="pool_edit"),
     path("pools/<slug:slug>/delete/", views.pool_delete, name="pool_delete"),
     path("departments/", views.departments, name="departments"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -87,6 +88,18 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
 def pools(request: AuthenticatedRequest) -> HttpResponse:
     return render(request, "org/pools.html", {
         "pools": selectors.node_pools(), "can_manage": access.can(request.user, Action.MANAGE),
+    })
+
+
+@login_required
+def pool(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """One pool: what it is, and its price per card-hour over time (the price each hour of use is charged at)."""
+    found = get_object_or_404(selectors.node_pools_with_prices(), slug=slug)
+    prices = list(found.prices.all())
+    return render(request, "org/pool.html", {
+        "pool": found, "prices": [(price, prices[index + 1].valid_from if index + 1 < len(prices) else None)
+                                  for index, price in enumerate(prices)],
+        "can_manage": access.can(request.user, Action.MANAGE, found), "currency": settings.USAGE_CURRENCY,
     })
 
 

@@ -4,7 +4,8 @@ week or month, from the GPU-hour ledger (two queries).
 Each point is the average over its step (15 minutes for a day, an hour for a week, six hours for a month), weighted
 by time, so a job shorter than a step still counts for the time it held its cards. In use counts every ledger slice
 of the project on the pool; borrowed is the over-quota part of each slice (units x (1 - its within-deserved share)),
-the same split as the GPU-hour reports (apps/usage/split.py); deserved is the quota in force (DeservedPeriod).
+the same split as the GPU-hour reports (apps/usage/split.py); deserved is the quota in force (DeservedPeriod), from
+the moment it came into force (none before the project had a quota on the pool).
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ def quota_history(*, project: Project, pool: NodePool, span: str, now: datetime 
         until = min(until or now, now)  # an open slice holds its cards until now, not until the step's end
         _spread(used, units, since, until, start=start, step=step)
         _spread(borrowed, units * (1 - numerator / denominator), since, until, start=start, step=step)
-    for units, since, until in DeservedPeriod.objects.filter(overlapping, project=project, node_pool=pool).values_list(
-        "deserved", "started_at", "ended_at"
+    in_force = Q(in_force_from__lt=end) & (Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+    for units, since, until in DeservedPeriod.objects.filter(in_force, project=project, node_pool=pool).values_list(
+        "deserved", "in_force_from", "ended_at"
     ):
         _spread(deserved, units, since, min(until or end, end), start=start, step=step)
     seconds = step.total_seconds()

@@ -70,10 +70,12 @@ class UsageInterval(models.Model):
 class DeservedPeriod(models.Model):
     """A project's deserved units on a pool from `started_at` until `ended_at` (None: still in force).
 
-    Written inside the quota change's transaction (a receiver of the Quota model's save and delete), so the split of
+    Written inside the quota change's transaction (a receiver of the quota services' signal), so the split of
     GPU-hours uses the quota in force at each moment and a quota change never rewrites closed months. The first
-    period of a project and pool starts at split.BEGINNING: quotas set before this table existed (the migration
-    backfilled today's rows) count for all earlier time.
+    period of a project and pool starts at split.BEGINNING for the split: the first quota known absorbs work the
+    cluster's clock dates a little before the quota. `in_force_from` is when the quota really came into force (the
+    same as `started_at` for every later period): deserved GPU-hours count from there, so a quota set today deserves
+    nothing for the earlier days of the month, and a pool never deserves more than its cards can give.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
@@ -82,6 +84,8 @@ class DeservedPeriod(models.Model):
     deserved = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+    in_force_from = models.DateTimeField(help_text="When the quota came into force: deserved GPU-hours count from "
+                                                   "here (started_at is split.BEGINNING for a first period).")
 
     access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
 
@@ -93,6 +97,8 @@ class DeservedPeriod(models.Model):
             models.UniqueConstraint(fields=["project", "node_pool", "started_at"], name="deservedperiod_one_start"),
             models.CheckConstraint(condition=models.Q(ended_at__isnull=True) | models.Q(ended_at__gt=models.F(
                 "started_at")), name="deservedperiod_ends_after_start"),
+            models.CheckConstraint(condition=models.Q(in_force_from__gte=models.F("started_at")),
+                                   name="deservedperiod_in_force_after_start"),
         ]
 
     def __str__(self) -> str:

@@ -220,8 +220,9 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
                         at: datetime | None = None) -> bool:
     """The project's deserved units on the pool are `deserved` from `at` (now) on; False when nothing changed.
 
-    The first period of a project and pool starts at split.BEGINNING (see DeservedPeriod). Recomputes the slices
-    from the change on; closed stretches before it keep the quota they had.
+    The first period of a project and pool starts at split.BEGINNING for the split, and is in force (deserves
+    GPU-hours) from `at` (see DeservedPeriod). Recomputes the slices from the change on; closed stretches before it
+    keep the quota they had.
     """
     at = at or timezone.now()
     with transaction.atomic():
@@ -233,7 +234,8 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
         if current is None:
             since = split.BEGINNING
             DeservedPeriod.objects.create(project_id=project_id, department_id=department_id,
-                                          node_pool_id=node_pool_id, deserved=deserved, started_at=since)
+                                          node_pool_id=node_pool_id, deserved=deserved, started_at=since,
+                                          in_force_from=max(at, since))
         elif at <= current.started_at:  # a second change at the same moment (or a clock behind the last one)
             since = current.started_at
             current.deserved = deserved
@@ -243,7 +245,8 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
             current.ended_at = at
             current.save(update_fields=["ended_at"])
             DeservedPeriod.objects.create(project_id=project_id, department_id=department_id,
-                                          node_pool_id=node_pool_id, deserved=deserved, started_at=at)
+                                          node_pool_id=node_pool_id, deserved=deserved, started_at=at,
+                                          in_force_from=at)
         _settle(project_id, node_pool_id, since)
     return True
 

@@ -13,7 +13,8 @@ from tests.e2e.conftest import watch_csp
 pytestmark = pytest.mark.browser
 
 PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/holders/", "/workloads/submit/training/",
-         "/departments/", "/departments/research/quotas/", "/weights/", "/pools/", "/priority-classes/", "/audit/",
+         "/departments/", "/departments/research/quotas/", "/weights/", "/pools/", "/pools/h100/",
+         "/priority-classes/", "/audit/",
          "/cluster-sync/", "/accounts/role-bindings/", "/accounts/group-rules/", "/accounts/group-rules/new/",
          "/accounts/tokens/", "/accounts/settings/", "/workloads/templates/", "/django-admin/"]
 

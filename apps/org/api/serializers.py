@@ -18,7 +18,7 @@ from apps.core.api import (
 )
 from apps.core.http import parse_id
 from apps.core.models import AuditEvent
-from apps.org.models import Department, NodePool, PriorityClass, Project, ProjectNamespace, Quota
+from apps.org.models import Department, NodePool, NodePoolPrice, PriorityClass, Project, ProjectNamespace, Quota
 from apps.org.selectors import departments_for, projects_for
 from apps.org.validators import (
     DNS1123_LABEL,
@@ -57,10 +57,28 @@ class NodeTaintSerializer(serializers.Serializer):
         return value
 
 
+class NodePoolPriceSerializer(serializers.ModelSerializer):
+    """One price of the pool's card-hour and when it took effect; in force until the next one."""
+
+    price_per_card_hour = serializers.DecimalField(max_digits=12, decimal_places=4, allow_null=True, read_only=True,
+                                                   help_text="Null: use from then on is not charged.")
+    from_the_start = serializers.BooleanField(
+        read_only=True, help_text="The pool's first price, given with it (or before prices had a history): it prices "
+                                  "all of the pool's use; valid_from is then 1970-01-01T00:00:00Z.")
+
+    class Meta:
+        model = NodePoolPrice
+        fields = ["price_per_card_hour", "valid_from", "from_the_start"]
+        read_only_fields = fields
+
+
 class NodePoolSerializer(ShapeOnlyModelSerializer):
-    """A node pool. `node_labels` select its nodes ({key: value}); `node_taints` are tolerated by its workloads."""
+    """A node pool. `node_labels` select its nodes ({key: value}); `node_taints` are tolerated by its workloads.
+    `price_per_card_hour` is the price in force now; changing it prices use from that moment on (past hours keep
+    their price), and `price_history` lists every price with the moment it took effect, oldest first."""
 
     card_fraction = serializers.CharField(source="card_fraction_display", read_only=True)
+    price_history = NodePoolPriceSerializer(source="prices", many=True, read_only=True)
     node_labels = serializers.DictField(child=StrictCharField(allow_blank=True), required=False)
     node_taints = NodeTaintSerializer(many=True, required=False)
     version = VersionField()
@@ -81,8 +99,8 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
         fields = [
             "id", "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile",
             "replicas_per_card", "node_labels", "node_taints", "capacity", "card_fraction_numerator",
-            "card_fraction_denominator", "card_fraction", "over_subscribable", "price_per_card_hour", "version",
-            "created_at", "updated_at",
+            "card_fraction_denominator", "card_fraction", "over_subscribable", "price_per_card_hour",
+            "price_history", "version", "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
 

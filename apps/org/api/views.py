@@ -26,6 +26,7 @@ from apps.org.selectors import (
     audit_events_for,
     department_quotas,
     departments_for,
+    node_pools_with_prices,
     project_namespaces_for,
     projects_for,
     quotas_for,
@@ -61,7 +62,9 @@ class NodePoolViewSet(ServiceViewSet):
     """GPU node pools. Everyone signed in reads them; admins change them."""
 
     serializer_class = NodePoolSerializer
-    queryset = NodePool.objects.all()
+
+    def get_queryset(self) -> QuerySet:
+        return node_pools_with_prices()
 
     def may_create(self) -> bool:
         return can(self.request.user, Action.MANAGE)

@@ -1,18 +1,26 @@
-"""Node pools: the GPU shapes the cluster offers (a pool in use keeps its name: it names its Kueue objects)."""
+"""Node pools: the GPU shapes the cluster offers (a pool in use keeps its name: it names its Kueue objects).
+
+A pool's price per card-hour has a history (NodePoolPrice): a price given with a new pool prices all of its use; a
+change prices use from the moment it is saved, so past hours and closed months keep the price they had (README,
+"Cost and chargeback").
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Sum
+from django.utils import timezone
 
 from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import model_delete, model_save, model_update, version_check
-from apps.org.models import NodePool, Quota
+from apps.org.models import PRICED_FROM_THE_START, NodePool, NodePoolPrice, Quota
 
 from .common import _field_errors, _require
 from .kueue_sync import _org_changed
@@ -34,13 +42,33 @@ def _pool_capacity_error(pool: NodePool) -> str | None:
     return None
 
 
+def _price_history_add(*, pool: NodePool, price: Decimal | None, actor: Actor, at: datetime) -> datetime:
+    """The pool's price is `price` from `at` on (from the latest row's moment when the clock is behind it, which it
+    then replaces); returns the moment it took effect. Call with the pool row locked."""
+    latest = NodePoolPrice.objects.filter(node_pool=pool).order_by("-valid_from").first()
+    if latest is not None and latest.price_per_card_hour == price:  # the same price, written another way
+        return latest.valid_from
+    if latest is not None and latest.valid_from >= at:
+        latest.price_per_card_hour, latest.set_by = price, actor
+        latest.save(update_fields=["price_per_card_hour", "set_by"])
+        return latest.valid_from
+    NodePoolPrice.objects.create(node_pool=pool, price_per_card_hour=price, valid_from=at, set_by=actor)
+    return at
+
+
 def node_pool_create(*, actor: Actor, **fields: Any) -> NodePool:
+    """A new pool; a price given with it prices all of the pool's use (the first row of its price history)."""
     _require(actor, Action.MANAGE)
     pool = NodePool()
     model_update(pool, fields, NODE_POOL_FIELDS)
     with transaction.atomic():
         model_save(pool)
-        audit_record(actor=actor, action="node_pool.create", obj=pool, before=None, after=snapshot(pool))
+        after = snapshot(pool)
+        if pool.price_per_card_hour is not None:
+            valid_from = _price_history_add(pool=pool, price=pool.price_per_card_hour, actor=actor,
+                                            at=PRICED_FROM_THE_START)
+            after["price_valid_from"] = valid_from.isoformat()
+        audit_record(actor=actor, action="node_pool.create", obj=pool, before=None, after=after)
         _org_changed()
     return pool
 
@@ -48,7 +76,8 @@ def node_pool_create(*, actor: Actor, **fields: Any) -> NodePool:
 def node_pool_update(*, actor: Actor, node_pool: NodePool, expected_version: int | None = None,
                      **changes: Any) -> NodePool:
     """`expected_version`: the version the change was read at (a stale one raises StaleWrite), as in every
-    `*_update` service here."""
+    `*_update` service here. A new price is in force from now on (a row of the price history, its moment in the
+    audit row's `price_valid_from`); hours before it keep the price they had."""
     _require(actor, Action.MANAGE)
     with transaction.atomic():
         pool = NodePool.objects.select_for_update().get(pk=node_pool.pk)
@@ -66,7 +95,11 @@ def node_pool_update(*, actor: Actor, node_pool: NodePool, expected_version: int
         if errors:
             raise ValidationError(errors)
         model_save(pool, update_fields=[*changed, "updated_at"])
-        audit_record(actor=actor, action="node_pool.update", obj=pool, before=before, after=snapshot(pool))
+        after = snapshot(pool)
+        if "price_per_card_hour" in changed:
+            valid_from = _price_history_add(pool=pool, price=pool.price_per_card_hour, actor=actor, at=timezone.now())
+            after["price_valid_from"] = valid_from.isoformat()
+        audit_record(actor=actor, action="node_pool.update", obj=pool, before=before, after=after)
         _org_changed()
     return pool
 

@@ -2,14 +2,15 @@
 
 Rows come from apps.usage.reports.usage_report (the same selector as the showback page and its CSV): see the
 package's docstring for the definitions (physical card hours, [start, end) clipped, open intervals up to now, within
-deserved vs over quota by the project's deserved quota at each moment, deserved hours from the quotas in force, cost
-from the pools' current price per card-hour).
+deserved vs over quota by the project's deserved quota at each moment, deserved hours from the quotas in force since
+each came into force, cost at the price per card-hour in force when each hour was used).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from django.utils import timezone
@@ -62,10 +63,13 @@ class UsageRowSerializer(serializers.Serializer):
         help_text="Of which over the project's deserved quota (borrowed idle capacity). Within plus over is gpu_hours.")
     deserved_gpu_hours = serializers.FloatField(
         allow_null=True, help_text="Deserved units x card fraction x hours of the window (up to now), from the project "
-                                   "quotas in force at each moment; null for users.")
+                                   "quotas in force at each moment, each from when it came into force (a quota set "
+                                   "mid-window deserves only the rest of it); null for users.")
     used_over_deserved = serializers.FloatField(allow_null=True)
     cost = serializers.DecimalField(max_digits=18, decimal_places=2, allow_null=True, coerce_to_string=False,
-                                    help_text="GPU-hours x price per card-hour of priced pools; null when unpriced.")
+                                    help_text="GPU-hours x the pool's price per card-hour in force when they were "
+                                              "used (a stretch across a price change is priced per part; see the "
+                                              "node pool's price_history); null when none was used at a price.")
     gpu_utilisation = serializers.FloatField(
         allow_null=True, help_text="Mean GPU utilisation (0..1) of the allocated GPU-hours Prometheus measured; null "
                                    "without a Prometheus or without measurements.")
@@ -80,6 +84,9 @@ class UsageReportSerializer(serializers.Serializer):
     end = serializers.DateTimeField()
     counted_until = serializers.DateTimeField(help_text="The end, or now when the window reaches into the future.")
     utilisation_available = serializers.BooleanField(help_text="False: no Prometheus configured (PROMETHEUS_URL).")
+    currency = serializers.CharField(allow_null=True, help_text=(
+        "The currency of every cost (USAGE_CURRENCY, e.g. EUR); null when the installation names none: costs are "
+        "then in the currency the pools' prices were entered in."))
     rows = UsageRowSerializer(many=True)
     total = UsageRowSerializer()
 
@@ -168,6 +175,6 @@ class UsageReportView(APIView):
         return Response({
             "group_by": report.group.value, "start": timezone.localtime(window.start),
             "end": timezone.localtime(window.end), "counted_until": timezone.localtime(report.until),
-            "utilisation_available": report.measured,
+            "utilisation_available": report.measured, "currency": settings.USAGE_CURRENCY or None,
             "rows": [_row(report, row) for row in report.rows], "total": _row(report, report.total, total=True),
         })

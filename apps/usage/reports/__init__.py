@@ -16,20 +16,29 @@ Definitions (docs/architecture.md, The organisation in Kueue):
   plus over quota is every interval's GPU-hours, and per-user, per-workload, per-project, per-department and
   per-pool rows add up to one another.
 - **Deserved at each moment** comes from DeservedPeriod rows: written whenever a project quota changes (inside the
-  quota change's transaction), so a change counts from then on and closed months keep the quota they had. Quotas set
-  before the periods existed count from the beginning with the value they had then (the migration backfilled the
-  quota rows of that day; older history is only in the audit log, AuditEvent rows `quota.*`).
+  quota change's transaction), so a change counts from then on and closed months keep the quota they had. For the
+  *split*, a project's first quota on a pool also covers the time before it (work the cluster's clock dates a few
+  seconds before the quota is still within it); quotas set before the periods existed count with the value they had
+  then (the migration backfilled the quota rows of that day; older history is only in the audit log, AuditEvent
+  rows `quota.*`).
 - **Deserved GPU-hours** = deserved units x the pool's card fraction x the hours of the window (up to now) each
-  quota was in force, summed over the *project* quotas in the group: within-deserved usage draws from exactly that (a
-  department's deserved units not handed to a project are only lent, never used directly). There is no deserved
-  figure per user, nor when the report is narrowed to one user.
+  quota was in force, from the moment it came into force (`DeservedPeriod.in_force_from`: a quota created today
+  deserves nothing for the earlier days of the month), summed over the *project* quotas in the group: within-deserved
+  usage draws from exactly that (a department's deserved units not handed to a project are only lent, never used
+  directly). As the quota rules hold at every moment, a pool's deserved GPU-hours never exceed what its cards give
+  in the window, unless it is over-subscribable. There is no deserved figure per user, nor when the report is
+  narrowed to one user.
 - **Utilisation** (with a Prometheus, `PROMETHEUS_URL`): the mean GPU utilisation of the allocated GPU-hours that
   were measured (used card hours / measured card hours) and the "allocated but idle" GPU-hours, measured below the
   idle policy's threshold, from the hourly UtilisationHour rows the worker adds up from Prometheus' samples (one
   more aggregate query; hours whose start lies in the window count). Without a Prometheus both are absent and the
   page says why.
-- **Cost** (chargeback) = GPU-hours x the pool's current `price_per_card_hour`, summed over priced pools; None when
-  none of the group's usage is on a priced pool. Unpriced pools add nothing to the cost.
+- **Cost** (chargeback) = GPU-hours x the pool's price per card-hour *in force when they were used*
+  (NodePoolPrice, the pool's price history): a slice that spans a price change is priced per part, so a new price
+  never re-prices past hours or closed months. None when none of the group's usage was on a pool while it had a
+  price; unpriced stretches add nothing. Where one price held a pool for a whole bucket the cost is its hours x that
+  price; where it changed inside, the ledger aggregate also sums the card hours of each priced stretch (a few more
+  columns of the same query, one more query for the price history).
 
 The arithmetic runs in the database: one aggregate query over the slices, grouped by (group key, pool), with each
 slice clipped by Greatest/Least, its duration turned into seconds (works on PostgreSQL and SQLite) and weighted by

@@ -84,12 +84,12 @@ def card_hours(window: Window, now: datetime) -> Expression:
     )
 
 
-def _clipped_seconds(window: Window, now: datetime) -> Expression:
+def in_force(window: Window, now: datetime) -> Q:
+    """Deserved periods in force for some time inside the window: from when their quota came into force (not the
+    split's BEGINNING) to their end."""
     until = window.until(now)
-    return DurationSeconds(ExpressionWrapper(
-        Least(Coalesce("ended_at", _moment(until)), _moment(until)) - Greatest("started_at", _moment(window.start)),
-        output_field=DurationField(),
-    ))
+    return Q(in_force_from__lt=until) & (Q(ended_at__isnull=True) | (Q(ended_at__gt=window.start) & Q(
+        ended_at__gt=F("in_force_from"))))
 
 
 def within_hours(window: Window, now: datetime) -> Expression:
@@ -105,9 +105,14 @@ def over_hours(window: Window, now: datetime) -> Expression:
 
 
 def deserved_unit_hours(window: Window, now: datetime) -> Expression:
-    """Deserved units x hours of one deserved period inside the window (the pool's card fraction comes after)."""
-    return ExpressionWrapper(_clipped_seconds(window, now) * F("deserved") / Value(float(SECONDS_PER_HOUR)),
-                             output_field=FloatField())
+    """Deserved units x hours of one deserved period inside the window, counted from when its quota came into force
+    (the pool's card fraction comes after). For the periods `in_force` selects."""
+    until = window.until(now)
+    seconds = DurationSeconds(ExpressionWrapper(
+        Least(Coalesce("ended_at", _moment(until)), _moment(until)) - Greatest("in_force_from", _moment(window.start)),
+        output_field=DurationField(),
+    ))
+    return ExpressionWrapper(seconds * F("deserved") / Value(float(SECONDS_PER_HOUR)), output_field=FloatField())
 
 
 # --- scope: what the viewer may see -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ table its page, its CSV and the API's CSV show."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,12 +20,12 @@ from django.utils import timezone
 from apps.accounts import access
 from apps.accounts.access import Action
 from apps.core.actors import Actor
-from apps.org.models import Department, NodePool, Project
+from apps.org.models import Department, NodePool, NodePoolPrice, Project
 from apps.org.selectors import projects_for
 from apps.workloads.models import OUTSIDE_THE_PORTAL
 
 from ..models import DeservedPeriod, UtilisationHour
-from .ledger import deserved_unit_hours, over_hours, overlapping, slices_for, within_hours
+from .ledger import card_hours, deserved_unit_hours, in_force, over_hours, overlapping, slices_for, within_hours
 from .window import Window, months_in
 
 
@@ -103,7 +104,7 @@ class Report:
     now: datetime
     rows: list[ReportRow]
     total: ReportRow
-    priced: bool  # some pool has a price: the report is chargeback, with a cost column
+    priced: bool  # some pool had a price in force in the window: the report is chargeback, with a cost column
     filters: Filters = field(default_factory=Filters)
     measured: bool = False  # a Prometheus is configured: utilisation columns
 
@@ -135,24 +136,67 @@ def _labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
 def grouped_deserved(*, user: Actor, group: Group, buckets: list[Window], filters: Filters, now: datetime
                      ) -> QuerySet | None:
     """Deserved unit-hours per (group key, pool), one sum per bucket, over the visible projects' deserved periods
-    that overlap the buckets; None where there is no deserved figure (users, or a report narrowed to one user)."""
+    in force during the buckets (from when each quota came into force, never before: see DeservedPeriod); None where
+    there is no deserved figure (users, or a report narrowed to one user)."""
     if group == Group.USER or filters.user_id is not None:
         return None
     key_field = PERIOD_GROUP_FIELD.get(group)
     columns = [key_field] if key_field else []
     whole = Window(buckets[0].start, buckets[-1].end)
     periods = DeservedPeriod.objects.filter(project__in=projects_for(user, Action.VIEW), deserved__gt=0,
-                                            **filters.periods()).filter(overlapping(whole, now))
+                                            **filters.periods()).filter(in_force(whole, now))
     return periods.values(*columns, "node_pool_id").annotate(**{
-        f"b{index}": Sum(deserved_unit_hours(bucket, now), filter=overlapping(bucket, now) if len(buckets) > 1
+        f"b{index}": Sum(deserved_unit_hours(bucket, now), filter=in_force(bucket, now) if len(buckets) > 1
                          else None, default=0.0)
         for index, bucket in enumerate(buckets)}).order_by()
 
 
-def grouped_ledger(*, user: Actor, group: Group, window: Window, filters: Filters, now: datetime
-                   ) -> tuple[QuerySet, list[Window]]:
+@dataclass(frozen=True)
+class Priced:
+    """A stretch of a bucket during which one price was in force on one pool."""
+
+    window: Window
+    price: Decimal
+
+
+# (bucket index, pool id) -> the priced stretches of that bucket on that pool, in time order.
+PriceStretches = dict[tuple[int, int], list[Priced]]
+
+
+def priced_stretches(buckets: list[Window], now: datetime) -> PriceStretches:
+    """Where a price was in force in each bucket, per pool, from the pools' price history (one query): each row holds
+    from its `valid_from` until the pool's next row; a row without a price leaves its stretch unpriced."""
+    history: dict[int, list[tuple[datetime, Decimal | None]]] = defaultdict(list)
+    for pool_id, valid_from, price in NodePoolPrice.objects.order_by("node_pool_id", "valid_from").values_list(
+            "node_pool_id", "valid_from", "price_per_card_hour"):
+        history[pool_id].append((valid_from, price))
+    stretches: PriceStretches = {}
+    for pool_id, rows in history.items():
+        for position, (since, price) in enumerate(rows):
+            if price is None:
+                continue
+            until = rows[position + 1][0] if position + 1 < len(rows) else None
+            for index, bucket in enumerate(buckets):
+                start, end = max(bucket.start, since), bucket.until(now)
+                end = end if until is None else min(end, until)
+                if start < end:
+                    stretches.setdefault((index, pool_id), []).append(Priced(Window(start, end), price))
+    return stretches
+
+
+def _one_price(stretches: list[Priced], bucket: Window, now: datetime) -> Decimal | None:
+    """The price of the whole bucket when one price held all of it (the common case: no extra sums needed)."""
+    if len(stretches) == 1 and stretches[0].window == Window(bucket.start, bucket.until(now)):
+        return stretches[0].price
+    return None
+
+
+def grouped_ledger(*, user: Actor, group: Group, window: Window, filters: Filters, now: datetime,
+                   priced: PriceStretches | None = None) -> tuple[QuerySet, list[Window]]:
     """The one aggregate query: within-deserved and over-quota card hours per (group key, pool), one pair of sums per
-    bucket (the window, or each month of it), over the visible slices that overlap the window."""
+    bucket (the window, or each month of it), over the visible slices that overlap the window. Where a pool's price
+    changed inside a bucket (`priced`), also its card hours in each priced stretch (`c<bucket>_<pool>_<n>`), so each
+    part is priced at the price in force then."""
     buckets = months_in(window) if group == Group.MONTH else [window]
     keys = [GROUP_FIELD[group]] if group != Group.MONTH else []
     aggregates = {}
@@ -161,6 +205,12 @@ def grouped_ledger(*, user: Actor, group: Group, window: Window, filters: Filter
         only = overlapping(bucket, now) if len(buckets) > 1 else None
         aggregates[f"w{index}"] = Sum(within_hours(bucket, now), filter=only, default=0.0)
         aggregates[f"o{index}"] = Sum(over_hours(bucket, now), filter=only, default=0.0)
+    for (index, pool_id), stretches in (priced or {}).items():
+        if _one_price(stretches, buckets[index], now) is None:
+            for part, stretch in enumerate(stretches):
+                aggregates[f"c{index}_{pool_id}_{part}"] = Sum(
+                    card_hours(stretch.window, now), filter=Q(node_pool_id=pool_id) & overlapping(stretch.window, now),
+                    default=0.0)
     ledger = slices_for(user).filter(**filters.ledger())
     return ledger.filter(overlapping(window, now)).values(*keys, "node_pool_id").annotate(
         **aggregates).order_by(), buckets
@@ -192,13 +242,15 @@ def usage_report(*, user: Actor, group: Group, window: Window, filters: Filters 
     """GPU-hours per group in the window, within deserved and over quota, beside deserved hours; a fixed number of
     queries.
 
-    Queries: the ledger aggregate, the deserved periods' aggregate, the pools, (with a Prometheus) the utilisation
-    aggregate, and (except for months) the group's names.
+    Queries: the ledger aggregate, the deserved periods' aggregate, the pools, their price history, (with a
+    Prometheus) the utilisation aggregate, and (except for months) the group's names.
     """
     filters = filters or Filters()
     now = now or timezone.now()
     pools = {pool.pk: pool for pool in NodePool.objects.all()}
-    grouped, buckets = grouped_ledger(user=user, group=group, window=window, filters=filters, now=now)
+    buckets = months_in(window) if group == Group.MONTH else [window]
+    priced = priced_stretches(buckets, now)
+    grouped, buckets = grouped_ledger(user=user, group=group, window=window, filters=filters, now=now, priced=priced)
     keys = [GROUP_FIELD[group]] if group != Group.MONTH else []
 
     rows: dict[Any, ReportRow] = {}
@@ -223,9 +275,9 @@ def usage_report(*, user: Actor, group: Group, window: Window, filters: Filters 
             row.gpu_hours += hours
             row.within_quota += within
             row.borrowed += over
-            price = pools[entry["node_pool_id"]].price_per_card_hour
-            if price is not None:
-                row.cost = (row.cost or Decimal(0)) + Decimal(repr(hours)) * price
+            cost = _cost(entry, index, bucket, hours, priced.get((index, entry["node_pool_id"])), now)
+            if cost is not None:
+                row.cost = (row.cost or Decimal(0)) + cost
 
     deserved = grouped_deserved(user=user, group=group, buckets=buckets, filters=filters, now=now)
     if deserved is not None:
@@ -279,9 +331,25 @@ def usage_report(*, user: Actor, group: Group, window: Window, filters: Filters 
         total.measured_hours += row.measured_hours
         total.used_hours += row.used_hours
         total.idle_hours += row.idle_hours
-    priced = any(pool.price_per_card_hour is not None for pool in pools.values())
-    return Report(group=group, window=window, now=now, rows=ordered, total=total, priced=priced, filters=filters,
-                  measured=measured)
+    return Report(group=group, window=window, now=now, rows=ordered, total=total, priced=bool(priced),
+                  filters=filters, measured=measured)
+
+
+def _cost(entry: dict[str, Any], index: int, bucket: Window, hours: float, stretches: list[Priced] | None,
+          now: datetime) -> Decimal | None:
+    """The cost of one (group key, pool) row's card hours in one bucket: each priced stretch's hours at its price;
+    None when none of them were used while a price was in force."""
+    if not stretches:
+        return None
+    whole = _one_price(stretches, bucket, now)
+    if whole is not None:
+        return Decimal(repr(hours)) * whole
+    pool_id = entry["node_pool_id"]
+    parts = [(float(entry[f"c{index}_{pool_id}_{part}"] or 0.0), stretch.price)
+             for part, stretch in enumerate(stretches)]
+    if not any(priced_hours for priced_hours, _ in parts):
+        return None
+    return sum((Decimal(repr(priced_hours)) * price for priced_hours, price in parts), Decimal(0))
 
 
 @dataclass(frozen=True)
@@ -328,7 +396,7 @@ def report_header(report: Report) -> list[str]:
     if report.measured:
         header += ["GPU utilisation", "Allocated but idle GPU-hours"]
     if report.priced:
-        header.append("Cost")
+        header.append(f"Cost ({settings.USAGE_CURRENCY})" if settings.USAGE_CURRENCY else "Cost")
     return header
 
 

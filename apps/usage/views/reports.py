@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpResponse, StreamingHttpResponse
@@ -39,7 +40,8 @@ def usage_reports(request: AuthenticatedRequest) -> HttpResponse:
                "total_cells": reports.report_cells(report, report.total) if report else [],
                "total_ratio": reports.ratio_text(report.total.ratio) if report else "",
                "bars": reports.chart(report) if report else [],
-               "text_columns": 3 if report and report.group == reports.Group.PROJECT else 2}
+               "text_columns": 3 if report and report.group == reports.Group.PROJECT else 2,
+               "currency": settings.USAGE_CURRENCY}
     template = "usage/reports/partials/_report.html" if request.htmx else "usage/reports/showback.html"
     return render(request, template, context)
 

@@ -12,7 +12,7 @@ from tests.api_support import call, personal_token
 
 LISTS = {
     "me/": 3,  # session, user, bindings
-    "node-pools/": 4,  # session, user, count, rows
+    "node-pools/": 5,  # session, user, count, rows, their price history
     "departments/": 6,  # session, user, grants, count, rows, quotas with their pools
     "projects/": 6,  # session, user, grants, count, rows with department and priority class, quotas with pools
     "quotas/": 5,  # session, user, grants, count, rows with pool, department and project

@@ -37,6 +37,7 @@ def binding_of(username: str) -> Callable[[], str]:
 GET_MATRIX: list[tuple[str, Url, dict[str, int]]] = [
     ("overview", lambda: reverse("org:overview"), ALL),
     ("pools", lambda: reverse("org:pools"), ALL),
+    ("pool", lambda: reverse("org:pool", args=["h100"]), ALL),
     ("pool_create", lambda: reverse("org:pool_create"), ADMIN_ONLY),
     ("pool_edit", lambda: reverse("org:pool_edit", args=["h100"]), ADMIN_ONLY),
     ("pool_delete", lambda: reverse("org:pool_delete", args=["h100"]), ADMIN_ONLY),

@@ -6,8 +6,9 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any
 
-from apps.org.models import NodePool, PriorityClass, Project
-from apps.usage.models import UsageInterval
+from apps.org.models import NodePool, NodePoolPrice, PriorityClass, Project
+from apps.usage import split
+from apps.usage.models import DeservedPeriod, UsageInterval
 from apps.usage.services import usage_timeline_refresh
 from apps.workloads.models import Workload
 from tests.factories import WorkloadFactory
@@ -16,6 +17,21 @@ from tests.factories import WorkloadFactory
 def at(text: str) -> datetime:
     """'2026-03-01 10:00' -> an aware UTC datetime."""
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def quotas_in_force_since(moment: str | datetime) -> None:
+    """Date the project quotas of the demo organisation as set at `moment` ('2026-01-01 00:00'): the test database
+    seeds them today, and deserved GPU-hours count only from when a quota came into force (DeservedPeriod)."""
+    DeservedPeriod.objects.filter(started_at=split.BEGINNING).update(
+        in_force_from=at(moment) if isinstance(moment, str) else moment)
+
+
+def priced(pool: str, price: str | None, since: str) -> None:
+    """The pool's card-hour costs `price` from `since` on ('2026-02-01 00:00'), as if an admin had set it then: a
+    row of its price history, and its price now."""
+    row = NodePool.objects.get(slug=pool)
+    NodePoolPrice.objects.create(node_pool=row, price_per_card_hour=price, valid_from=at(since))
+    NodePool.objects.filter(pk=row.pk).update(price_per_card_hour=price)
 
 
 def workload(owner: Any, *, project: str = "vision", pool: str = "h100", name: str = "run", gpus: int = 1,

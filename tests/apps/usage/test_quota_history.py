@@ -14,9 +14,14 @@ from django.utils import timezone
 from apps.org.models import NodePool, Project, Quota
 from apps.usage.history import quota_history
 from apps.usage.models import DeservedPeriod
-from tests.apps.usage.reports_support import at, interval, workload
+from tests.apps.usage.reports_support import at, interval, quotas_in_force_since, workload
 
 HISTORY = "/usage/quota/history/"
+
+
+@pytest.fixture(autouse=True)
+def _quotas_in_force_since_january(db):
+    quotas_in_force_since("2026-01-01 00:00")
 
 
 def _history(span: str = "day", now: str = "2026-03-02 12:07"):
@@ -68,6 +73,7 @@ def test_a_quota_change_moves_deserved_and_the_borrowed_split(users):
         node_pool=quota.node_pool,
         deserved=2,
         started_at=at("2026-03-02 10:30"),
+        in_force_from=at("2026-03-02 10:30"),
     )
     interval(workload(alice, name="wide", gpus=6), "2026-03-02 10:00", "2026-03-02 11:00")
     history = _history()

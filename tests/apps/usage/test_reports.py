@@ -7,13 +7,20 @@ from decimal import Decimal
 
 import pytest
 
-from apps.core.models import AuditEvent
 from apps.org import services as org_services
 from apps.org.models import NodePool, Project, Quota
 from apps.usage import reports
 from apps.usage.reports import Filters, Group, Window
 
-from .reports_support import at, expected_hours, expected_within, interval, workload
+from .reports_support import (
+    at,
+    expected_hours,
+    expected_within,
+    interval,
+    priced,
+    quotas_in_force_since,
+    workload,
+)
 
 MARCH = Window(at("2026-03-01 00:00"), at("2026-04-01 00:00"))
 AFTER = at("2026-06-01 00:00")  # a frozen "now" after every window below
@@ -98,6 +105,7 @@ def test_within_deserved_and_over_quota_split_by_the_projects_quota(demo, alice)
 
 
 def test_deserved_hours_from_current_project_quotas_and_the_ratio(demo, alice):
+    quotas_in_force_since("2026-01-01 00:00")
     interval(workload(alice, gpus=4, preemptible=False), "2026-03-01 00:00", "2026-03-02 00:00")
     report = reports.usage_report(user=demo["admin"], group=Group.PROJECT, window=MARCH, now=AFTER)
     hours = 31 * 24
@@ -123,6 +131,7 @@ def test_deserved_hours_from_current_project_quotas_and_the_ratio(demo, alice):
 
 
 def test_month_rows_carry_each_months_deserved_hours(demo, alice):
+    quotas_in_force_since("2026-01-01 00:00")
     interval(workload(alice, gpus=1, preemptible=False), "2026-02-28 00:00", "2026-03-01 12:00")
     window = Window(at("2026-02-01 00:00"), at("2026-04-01 00:00"))
     rows = reports.usage_report(user=demo["alice"], group=Group.MONTH, window=window,
@@ -163,9 +172,7 @@ def test_report_sums_equal_the_ledger(demo):
 
 def test_chargeback_cost_where_a_price_is_set(demo, alice):
     h100 = NodePool.objects.get(slug="h100")
-    org_services.node_pool_update(actor=demo["admin"], node_pool=h100, price_per_card_hour=Decimal("2.50"))
-    assert AuditEvent.objects.filter(action="node_pool.update", object_id=str(h100.pk),
-                                     after__price_per_card_hour="2.5").exists()
+    priced("h100", "2.50", "2026-02-01 00:00")
     interval(workload(alice, gpus=2), "2026-03-02 10:00", "2026-03-02 13:00")  # 6 card-hours on h100
     interval(workload(alice, pool="l40s-shared", gpus=8), "2026-03-02 10:00", "2026-03-02 12:00")  # 2, unpriced
     report = reports.usage_report(user=demo["admin"], group=Group.POOL, window=MARCH, now=AFTER)

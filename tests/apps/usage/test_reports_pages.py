@@ -12,14 +12,16 @@ import pytest
 from apps.org.models import Project
 from apps.usage.models import UsageInterval
 
-from .reports_support import interval, workload
+from .reports_support import at, interval, priced, quotas_in_force_since, workload
 
 MARCH = "month=2026-03"
 
 
 @pytest.fixture
 def ledger(demo):
-    """Three projects in two departments, two users of vision, a MIG row, a preempted-and-requeued workload."""
+    """Three projects in two departments, two users of vision, a MIG row, a preempted-and-requeued workload; the
+    demo's quotas in force since January."""
+    quotas_in_force_since("2026-01-01 00:00")
     interval(workload(demo["alice"], project="vision", gpus=2, preemptible=False, model_label="llama",
                       data_class="pii"), "2026-03-02 00:00", "2026-03-02 05:00")  # 10 within
     requeued = workload(demo["lead"], project="vision", gpus=4, name="sweep")
@@ -127,13 +129,18 @@ def test_custom_range_end_day_is_inclusive(ledger, client_for):
 
 
 def grow(demo, n: int) -> None:
-    """n more projects in research with quotas, each with intervals of several users."""
+    """n more projects in research with quotas, each with intervals of several users; a price per pool that changes
+    in March (each pool's cost then sums its priced stretches)."""
+    from decimal import Decimal
+
     from apps.org import services
-    from apps.org.models import Department, NodePool
+    from apps.org.models import Department, NodePool, NodePoolPrice
 
     research = Department.objects.get(slug="research")
     pools = list(NodePool.objects.all())
     for i in range(n):
+        NodePoolPrice.objects.create(node_pool=pools[i % 3], price_per_card_hour=Decimal(i + 1),
+                                     valid_from=at(f"2026-03-{10 + i:02d} 01:30"))
         project = services.project_create(actor=demo["admin"], department=research, slug=f"grown-{i}",
                                           name=f"Grown {i}")
         services.quota_set(actor=demo["admin"], node_pool=pools[i % 3], project=project, deserved=0, limit=None)
@@ -145,11 +152,11 @@ def grow(demo, n: int) -> None:
 
 # Pinned query counts: session, user and the viewer's role bindings (3) come first everywhere.
 PAGE_QUERIES = {
-    # + the report (pending ledger recomputes, pools, ledger aggregate, deserved quotas, project names) + the
-    # filter's choices (departments, projects, users, pools)
-    f"/usage/reports/?{MARCH}&group=project": 12,
-    f"/usage/reports/?{MARCH}&group=user": 11,  # users have no deserved quota: no quota query
-    f"/usage/reports.csv?{MARCH}&group=department": 8,  # the report only
+    # + the report (pending ledger recomputes, pools, price history, ledger aggregate, deserved quotas, project
+    # names) + the filter's choices (departments, projects, users, pools)
+    f"/usage/reports/?{MARCH}&group=project": 13,
+    f"/usage/reports/?{MARCH}&group=user": 12,  # users have no deserved quota: no quota query
+    f"/usage/reports.csv?{MARCH}&group=department": 9,  # the report only
     # + pending recomputes, the pool named in the filter, the count and one page of intervals (with workload,
     # project, user), choices
     "/usage/holders/?node_pool=h100&start=2026-03-01T00:00&end=2026-03-31T00:00": 11,
@@ -259,15 +266,20 @@ def test_api_rows_name_their_group(ledger, client_for):
 
 
 def test_api_cost_when_priced(ledger, client_for):
-    from decimal import Decimal
-
-    from apps.org import services
     from apps.org.models import NodePool
 
-    services.node_pool_update(actor=ledger["admin"], node_pool=NodePool.objects.get(slug="h100"),
-                              price_per_card_hour=Decimal("3"))
-    rows = client_for("admin").get("/api/v1/usage/?group_by=pool&start=2026-03-01&end=2026-04-01").json()["rows"]
+    priced("h100", "3", "2026-02-01 00:00")
+    client = client_for("admin")
+    march = "/api/v1/usage/?group_by=pool&start=2026-03-01&end=2026-04-01"
+    rows = client.get(march).json()["rows"]
     assert {row["node_pool_slug"]: row["cost"] for row in rows}["h100"] == 84.0  # 28 card-hours x 3
+    # A new price is in force from now on: March keeps the price it was used at.
+    h100 = NodePool.objects.get(slug="h100")
+    response = client.patch(f"/api/v1/node-pools/{h100.pk}/", {"price_per_card_hour": "5"},
+                            content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert [entry["price_per_card_hour"] for entry in response.json()["price_history"]] == ["3.0000", "5.0000"]
+    assert {row["node_pool_slug"]: row["cost"] for row in client.get(march).json()["rows"]}["h100"] == 84.0
 
 
 def test_api_is_scoped_and_filters_leak_nothing(ledger, client_for):
@@ -310,12 +322,12 @@ def test_api_query_count_is_pinned_and_constant(ledger, client_for, django_asser
     client = client_for(username)
     url = "/api/v1/usage/?group_by=project&start=2026-03-01&end=2026-04-01"
     client.get(url)
-    # session, user, role bindings, pending ledger recomputes, pools, the ledger aggregate, deserved quotas,
-    # project names
-    with django_assert_num_queries(8):
+    # session, user, role bindings, pending ledger recomputes, pools, price history, the ledger aggregate,
+    # deserved quotas, project names
+    with django_assert_num_queries(9):
         assert client.get(url).status_code == 200
     grow(ledger, 10)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         assert client.get(url).status_code == 200
 
 

@@ -18,7 +18,7 @@ from apps.usage.reports import Group, Window
 from apps.workloads import signals
 from apps.workloads.models import Workload
 
-from .reports_support import at, expected_within, workload
+from .reports_support import at, expected_within, quotas_in_force_since, workload
 
 pytestmark = pytest.mark.django_db
 MARCH = Window(at("2026-03-01 00:00"), at("2026-04-01 00:00"))
@@ -110,6 +110,7 @@ def test_replays_and_late_observations(demo):
 
 def test_quota_changes_count_from_then_on_and_keep_history(demo):
     """Deserved is versioned: a change through the org services splits from its moment on, not backwards."""
+    quotas_in_force_since("2026-01-01 00:00")
     nlp, h100 = Project.objects.get(slug="nlp"), NodePool.objects.get(slug="h100")
     assert list(DeservedPeriod.objects.filter(project=nlp, node_pool=h100).values_list(
         "deserved", "started_at", "ended_at")) == [(4, split.BEGINNING, None)]

@@ -1,0 +1,37 @@
+"""Every benchmark in bench/ runs, as bench/README.md says, at a smoke size of seconds: a bench that no longer runs
+fails CI instead of rotting until someone needs its figures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = {
+    "forecast_accuracy.py": ["--workloads", "20"],
+    "forecast_speed.py": ["--pending", "20", "--runs", "1"],
+    "kubesim_admission.py": ["--cqs", "4", "--cohorts", "2", "--workloads", "40"],
+    "live_pages.py": ["--workloads", "60", "--projects", "4", "--requests", "2", "--changes", "10", "--rate", "10"],
+    "outside_sync.py": ["--workloads", "20", "--projects", "4", "--changes", "10", "--rate", "10"],
+    "usage_report.py": ["--intervals", "400", "--projects", "4", "--runs", "1"],
+    "utilisation_report.py": ["--intervals", "400", "--projects", "4", "--runs", "1"],
+}
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_bench_has_a_smoke_run():
+    assert set(SMOKE) == {path.name for path in (ROOT / "bench").glob("*.py")}
+
+
+@pytest.mark.parametrize("bench", sorted(SMOKE))
+def test_the_bench_runs_at_a_smoke_size(bench):
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / bench), *SMOKE[bench]], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.strip()
