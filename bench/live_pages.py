@@ -204,7 +204,7 @@ def measure_lag(fixture: dict, changes: int, rate: float) -> dict:
 
         def poll() -> None:
             while not stop.is_set():
-                pending = [pk for pk in created if pk not in seen]
+                pending = [pk for pk in list(created) if pk not in seen]  # a copy: the main thread adds to it
                 if pending:
                     now = time.perf_counter()
                     for pk in Workload.objects.filter(pk__in=pending).exclude(status=Status.SUBMITTING).values_list(
@@ -260,8 +260,9 @@ def main() -> None:
     from django.db import reset_queries
 
     request_started.disconnect(reset_queries)  # keep the query log across requests so it can be counted
-    settings.STORAGES = {**settings.STORAGES,
-                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    from django.core.management import call_command
+
+    call_command("collectstatic", "--noinput", verbosity=0)  # the pages name hashed static files, as deployed
     random.seed(7)
     started = time.perf_counter()
     fixture = build(args.workloads, args.projects)
