@@ -1,7 +1,33 @@
-"""gunicorn's settings for the web process, read from the working directory however it is started (make run, the
-image, compose, the manifests); what each does is in portal/gunicorn_hooks.py."""
+"""gunicorn's settings for the web process: the one place that says how the portal is served. gunicorn reads this file
+from its working directory however it is started (make run, the image, compose, the manifests), and each of those
+passes only --bind. Why threads, and what each figure is for: docs/architecture.md, Serving the portal.
+portal/gunicorn_hooks.py holds what gunicorn does besides serving."""
+
+import os
 
 from portal.gunicorn_hooks import answer_limits_as_json
+
+# Threads, not one request per process: a log follow (`gpu logs -f`) is a response that lasts up to an hour and
+# sleeps most of that time, so each one holds a thread, never a whole worker; pages, the API and the other follows go
+# on in the other threads. Two processes use both cores of a small machine (the GIL lets one thread of each run
+# Python at a time); WEB_THREADS bounds the requests, follows included, one process serves at once.
+worker_class = "gthread"
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+threads = int(os.environ.get("WEB_THREADS", "100"))
+
+# For gthread this is how long a worker process may go without telling the master it is alive (its main loop does,
+# whatever its threads are doing): a hung process is replaced, while a request, a stream, may take as long as it
+# needs. (The sync worker class read it as a limit on every request: that cut follows after 30 s.)
+timeout = int(os.environ.get("WEB_TIMEOUT", "30"))
+# On a restart, requests in flight get this long to finish; follows are cut then and `gpu logs -f` says so.
+graceful_timeout = 30
+keepalive = 5  # seconds a kept-alive connection (a browser's, a proxy's) waits for its next request
+accesslog = "-"
+
+# Every thread of a worker shares that process's pool of PostgreSQL connections (portal/settings.py); the default
+# here applies to the web only, the other processes keep a connection each. No preload_app: each worker builds its
+# own pool after the fork.
+os.environ.setdefault("DATABASE_POOL_SIZE", "16")
 
 
 def post_worker_init(worker):
