@@ -5,7 +5,7 @@ portal/gunicorn_hooks.py holds what gunicorn does besides serving."""
 
 import os
 
-from portal.gunicorn_hooks import answer_limits_as_json
+from portal.gunicorn_hooks import answer_limits_as_json, load_views
 
 # Threads, not one request per process: a log follow (`gpu logs -f`) is a response that lasts up to an hour and
 # sleeps most of that time, so each one holds a thread, never a whole worker; pages, the API and the other follows go
@@ -32,3 +32,4 @@ os.environ.setdefault("DATABASE_POOL_SIZE", "16")
 
 def post_worker_init(worker):
     answer_limits_as_json(worker)
+    load_views(worker)
