@@ -202,6 +202,13 @@ def _submit_page(request: AuthenticatedRequest, kind: str, form: WorkloadForm, p
 def workload_list(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     filterset = _list_filterset(request)
+    etag = None
+    if request.htmx and filterset.is_valid():
+        # The table's polls are conditional: 304 from two queries of aggregates while nothing listed changed.
+        etag = poll_etag(access.grants_fingerprint(user), request.get_full_path(),
+                         selectors.workload_list_marker(queryset=filterset.qs))
+        if not_modified(request, etag):
+            return conditional(HttpResponseNotModified(), etag)
     page = filter_page(filterset, per_page=PAGE_SIZE, number=request.GET.get("page"))
     page.object_list = selectors.annotate_live(list(page.object_list), viewer=user)  # position, why waiting, runtime
     may_submit = access.can_anywhere(user, Action.SUBMIT)
@@ -217,8 +224,9 @@ def workload_list(request: AuthenticatedRequest) -> HttpResponse:
                "columns": table.header_links(request.GET, request.GET.get("ordering", "")),
                "stop_consequences": STOP_CONSEQUENCES,
                "poll_url": f"{reverse('workloads:list')}?{request.GET.urlencode()}"}
-    template = "workloads/partials/_list_table.html" if request.htmx else "workloads/list.html"
-    return render(request, template, context)
+    if request.htmx:
+        return conditional(render(request, "workloads/partials/_list_table.html", context), etag)
+    return render(request, "workloads/list.html", context)
 
 
 def _list_filterset(request: AuthenticatedRequest) -> WorkloadFilterSet:
