@@ -21,7 +21,10 @@ threads = int(os.environ.get("WEB_THREADS", "100"))
 timeout = int(os.environ.get("WEB_TIMEOUT", "30"))
 # On a restart, requests in flight get this long to finish; follows are cut then and `gpu logs -f` says so.
 graceful_timeout = 30
-keepalive = 5  # seconds a kept-alive connection (a browser's, a proxy's) waits for its next request
+# Seconds a kept-alive connection (a browser's, a proxy's) may wait for its next request; it waits in the worker's
+# poller, not in a thread. Longer than the pages' 5 s polls and a proxy's usual 60 s idle timeout, so the server never
+# closes a connection just as its client sends the next request on it (a reset the client sees as an error).
+keepalive = 75
 accesslog = "-"
 
 # Every thread of a worker shares that process's pool of PostgreSQL connections (portal/settings.py); the default

@@ -197,7 +197,7 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     submit_errors: list[str] = []
     polls: dict[str, list[float]] = defaultdict(list)
     sizes: dict[str, list[int]] = defaultdict(list)
-    poll_status: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    poll_status: dict[str, dict[int | str, int]] = defaultdict(lambda: defaultdict(int))
     lock = threading.Lock()
     submitting_done = threading.Event()
     drained = threading.Event()
@@ -211,7 +211,12 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                     "image": "pytorch/pytorch:2.4.0", "command": ["sleep", "3600"], "node_pool": "l40s-shared",
                     "gpus": 1, "cpu": "1", "memory": "4Gi", "labels": {"model": "resnet50", "data_class": "public"}}
             started = time.perf_counter()
-            response = session.post(f"{base}/api/v1/workloads/", json=body, timeout=60)
+            try:
+                response = session.post(f"{base}/api/v1/workloads/", json=body, timeout=60)
+            except requests.RequestException as error:
+                with lock:
+                    submit_errors.append(error.__class__.__name__)
+                continue
             elapsed = time.perf_counter() - started
             with lock:
                 submit_times.append(elapsed)
@@ -236,7 +241,12 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
             if etags.get(label):
                 headers["If-None-Match"] = etags[label]
             started = time.perf_counter()
-            response = session.get(base + pages[label], headers=headers, timeout=60)
+            try:
+                response = session.get(base + pages[label], headers=headers, timeout=60)
+            except requests.RequestException as error:
+                with lock:
+                    poll_status[label][error.__class__.__name__] += 1
+                continue
             elapsed = time.perf_counter() - started
             if response.status_code == 200:
                 etags[label] = response.headers.get("ETag", "")
@@ -249,9 +259,11 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
 
     def follower(person: dict) -> None:
         """`gpu logs -f` of the first workload submitted, until the run is over (the stream is closed then)."""
-        while not drained.is_set() and not Workload.objects.exists():
+        first = None
+        while first is None and not drained.is_set():
+            first = Workload.objects.filter(owner__username=person["user"]).order_by("pk").values_list(
+                "pk", flat=True).first()
             time.sleep(0.2)
-        first = Workload.objects.order_by("pk").values_list("pk", flat=True).first()
         record = {"lines": 0, "broken": "", "began": time.monotonic(), "ended": None}
         with lock:
             follows.append(record)
@@ -337,7 +349,7 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> None:
     line("`POST /api/v1/workloads/`", load["submit_times"],
          f" {args.submissions / load['submit_seconds']:.1f} submissions/s, {len(load['submit_errors'])} errors |")
     for label, values in load["polls"].items():
-        codes = ", ".join(f"{code}: {n}" for code, n in sorted(load["poll_status"][label].items()))
+        codes = ", ".join(f"{code}: {n}" for code, n in sorted(load["poll_status"][label].items(), key=str))
         size = statistics.median(load["sizes"][label])
         line(f"poll: {label}", values, f" {codes}; median {size:,.0f} bytes |")
     follows = load["follows"]
