@@ -27,10 +27,11 @@ graceful_timeout = 30
 keepalive = 75
 accesslog = "-"
 
-# Every thread of a worker shares that process's pool of PostgreSQL connections (portal/settings.py); the default
-# here applies to the web only, the other processes keep a connection each. No preload_app: each worker builds its
-# own pool after the fork.
-os.environ.setdefault("DATABASE_POOL_SIZE", "16")
+# Every thread of a worker shares that process's pool of PostgreSQL connections (portal/settings.py): on two cores a
+# process has no use for more than a few at once, and replicas x workers x this must fit PostgreSQL's max_connections
+# beside the other processes. The default here applies to the web only, the other processes keep a connection each.
+# No preload_app: each worker builds its own pool after the fork.
+os.environ.setdefault("DATABASE_POOL_SIZE", "8")
 
 
 def post_worker_init(worker):

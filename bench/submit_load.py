@@ -257,24 +257,18 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
             count += 1
             drained.wait(max(0.0, POLL_SECONDS - elapsed))
 
-    def follower(person: dict) -> None:
-        """`gpu logs -f` of the first workload submitted, until the run is over (the stream is closed then)."""
-        first = None
-        while first is None and not drained.is_set():
-            first = Workload.objects.filter(owner__username=person["user"]).order_by("pk").values_list(
-                "pk", flat=True).first()
-            time.sleep(0.2)
+    def follower(person: dict, workload_id: int) -> None:
+        """`gpu logs -f` of a workload for the rest of the run (daemon: the stream ends with the served portal). It
+        touches no database: a thread of this process would hold a connection of its own."""
         record = {"lines": 0, "broken": "", "began": time.monotonic(), "ended": None}
         with lock:
             follows.append(record)
         try:
-            with requests.get(f"{base}/api/v1/workloads/{first}/logs/?follow=true", stream=True, timeout=(30, None),
-                              headers={"Authorization": f"Token {person['token']}"}) as response:
+            with requests.get(f"{base}/api/v1/workloads/{workload_id}/logs/?follow=true", stream=True,
+                              timeout=(30, None), headers={"Authorization": f"Token {person['token']}"}) as response:
                 response.raise_for_status()
                 for _line in response.iter_lines():
                     record["lines"] += 1
-                    if drained.is_set():
-                        break
         except requests.RequestException as error:
             record["broken"] = error.__class__.__name__
         record["ended"] = time.monotonic()
@@ -290,7 +284,6 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     machine = Machine()
     threads = [threading.Thread(target=machine.run, daemon=True)]
     threads += [threading.Thread(target=poller, args=(people[i % len(people)],), daemon=True) for i in range(pollers)]
-    threads += [threading.Thread(target=follower, args=(people[0],), daemon=True) for _ in range(followers)]
     for thread in threads:
         thread.start()
     began = time.monotonic()
@@ -298,6 +291,14 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                   for i in range(clients)]
     for thread in submitters:
         thread.start()
+    if followers:  # the first workload of the first client, followed as soon as it exists
+        followed = None
+        while followed is None and any(thread.is_alive() for thread in submitters):
+            followed = Workload.objects.filter(owner__username=people[0]["user"]).order_by("pk").values_list(
+                "pk", flat=True).first()
+            time.sleep(0.2)
+        for _ in range(followers if followed else 0):
+            threading.Thread(target=follower, args=(people[0], followed), daemon=True).start()
     for thread in submitters:
         thread.join()
     submit_seconds = time.monotonic() - began
@@ -307,6 +308,9 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     drain_seconds = time.monotonic() - began
     drained.set()
     machine.stop.set()
+    ended = time.monotonic()
+    for record in follows:  # as they stood when the run ended; the streams end with the served portal
+        record["ended"] = record["ended"] or ended
     for thread in threads:
         thread.join(timeout=POLL_SECONDS + 65)
     return {"submit_times": submit_times, "submit_errors": submit_errors, "submit_seconds": submit_seconds,
@@ -356,8 +360,9 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> None:
     if follows:
         lasted = [(record["ended"] or record["began"]) - record["began"] for record in follows]
         broken = [record["broken"] for record in follows if record["broken"]]
-        print(f"\nlog follows: {len(follows)}, {len(broken)} broken ({', '.join(sorted(set(broken))) or '-'}); "
-              f"lasted min {min(lasted):.0f} s / median {statistics.median(lasted):.0f} s; lines received median "
+        print(f"\nlog follows: {len(follows)}, {len(broken)} broken during the run "
+              f"({', '.join(sorted(set(broken))) or '-'}); lasted min {min(lasted):.0f} s / median "
+              f"{statistics.median(lasted):.0f} s (the rest of the run); lines received median "
               f"{statistics.median(record['lines'] for record in follows):.0f}")
     lags = result["lags"]
     print(f"\nsubmit -> Job created: median {statistics.median(lags):.2f} s, p95 {percentile(lags, 0.95):.2f} s, "
