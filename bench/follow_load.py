@@ -13,7 +13,7 @@ connections the web held meanwhile. Machine: `uptime` before and after (the mach
 results down).
 
 Usage: python -m portal.devservices .venv/bin/python bench/follow_load.py [--followers 50] [--seconds 60]
-       [--baseline 15] [--line-every 1] [--gunicorn-args "..."]
+       [--baseline 15] [--line-every 1] [--pages-every 0.5] [--gunicorn-args "..."]
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PAGE_PAUSE = 0.5  # seconds between two rounds of page requests
 
 
 def free_port() -> int:
@@ -119,7 +118,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-def run(base: str, fixture: dict, *, followers: int, seconds: float, baseline: float, line_every: float) -> dict:
+def run(base: str, fixture: dict, *, followers: int, seconds: float, baseline: float, line_every: float,
+        pages_every: float) -> dict:
     import requests
     from django.db import connection
     from django.utils import timezone
@@ -144,7 +144,7 @@ def run(base: str, fixture: dict, *, followers: int, seconds: float, baseline: f
                     errors.append(f"{path}: {response.status_code}")
                 if phase["name"] in times:
                     times[phase["name"]].append(elapsed)
-            stop.wait(PAGE_PAUSE)
+            stop.wait(pages_every)
 
     follows: list[dict] = []
 
@@ -198,7 +198,7 @@ def run(base: str, fixture: dict, *, followers: int, seconds: float, baseline: f
 
 def report(result: dict, args: argparse.Namespace) -> None:
     print(f"\n{args.followers} follows of {args.seconds:g} s, a line every {args.line_every:g} s, pages every "
-          f"{PAGE_PAUSE:g} s; gunicorn.conf.py {args.gunicorn_args or '(as shipped)'}, {os.cpu_count()} cores\n")
+          f"{args.pages_every:g} s; gunicorn.conf.py {args.gunicorn_args or '(as shipped)'}, {os.cpu_count()} cores\n")
     print("| pages (detail, list, API list) | count | median ms | p95 ms | max ms |")
     print("|---|---:|---:|---:|---:|")
     for label, values in result["times"].items():
@@ -221,6 +221,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60, help="how long each follow lasts (its timeout)")
     parser.add_argument("--baseline", type=float, default=15, help="seconds of pages without follows first")
     parser.add_argument("--line-every", type=float, default=1.0)
+    parser.add_argument("--pages-every", type=float, default=0.5, help="seconds between two rounds of pages")
     parser.add_argument("--gunicorn-args", default="", help='flags after --bind, e.g. "--worker-class sync '
                                                             '--workers 3 --threads 1" (the former configuration)')
     args = parser.parse_args()
@@ -234,7 +235,7 @@ def main() -> None:
     web, base = serve(workdir, shlex.split(args.gunicorn_args))
     try:
         result = run(base, fixture, followers=args.followers, seconds=args.seconds, baseline=args.baseline,
-                     line_every=args.line_every)
+                     line_every=args.line_every, pages_every=args.pages_every)
         report(result, args)
     finally:
         os.killpg(web.pid, signal.SIGTERM)  # the group this process leads (its session, started here)
