@@ -26,6 +26,9 @@ graceful_timeout = 30
 # closes a connection just as its client sends the next request on it (a reset the client sees as an error).
 keepalive = 75
 accesslog = "-"
+# gunicorn 25.1 and later open a control socket in $HOME (read-only in the image; shared by every gunicorn of a user
+# elsewhere); the portal is managed by signals, its supervisor and the orchestrator, not through it.
+control_socket_disable = True
 
 # Every thread of a worker shares that process's pool of PostgreSQL connections (portal/settings.py): on two cores a
 # process has no use for more than a few at once, and replicas x workers x this must fit PostgreSQL's max_connections

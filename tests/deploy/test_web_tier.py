@@ -57,6 +57,8 @@ def test_the_config_serves_with_threads_that_outlast_the_worker_timeout(monkeypa
     assert config.workers >= 2 and config.threads >= FOLLOWERS + CLIENTS
     assert not config.preload_app  # each worker builds its own database pool after the fork
     assert config.accesslog == "-" and config.keepalive > 0
+    if "control_socket_disable" in config.settings:  # gunicorn 25.1 and later: no socket in a read-only $HOME
+        assert config.settings["control_socket_disable"].get() is True
     pool = int(os.environ["DATABASE_POOL_SIZE"])
     assert 0 < pool < config.threads  # the threads share a few connections; a follow holds none between its polls
     resized = load_conf(monkeypatch, WEB_THREADS="8", WEB_CONCURRENCY="3", DATABASE_POOL_SIZE="4")
