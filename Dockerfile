@@ -44,6 +44,7 @@ RUN SECRET_KEY=collectstatic-only-not-a-secret ALLOWED_HOSTS=build.invalid pytho
 USER 10001:10001
 EXPOSE 8000 9101 9102
 ENTRYPOINT ["python", "-m", "portal.container", "run"]
-CMD ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+# gunicorn.conf.py (read from /app) says how: worker class, processes, threads, timeouts, the database pool.
+CMD ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000"]
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s \
     CMD ["python", "-m", "portal.container", "check", "http://127.0.0.1:8000/healthz"]

@@ -1,25 +1,31 @@
 """Submissions under load against a served portal: 1,000 API submissions from 20 concurrent clients while
 50 signed-in users poll their pages, everything on 127.0.0.1.
 
-It starts, and stops by the pids it recorded, the whole stack as `make run` does: gunicorn (3 sync workers, as in
-docker compose), the Celery worker (prefork, concurrency 2), Celery beat (the outbox sweep), the watcher, its own
-redis-server on a free port and kubesim (real clock, --async-settle, as a real cluster settles), on its own database
-(`<name>_bench_load` next to DATABASE_URL's; it is flushed and seeded with the demo organisation plus 50 researchers).
+It starts, and stops by the pids it recorded, the whole stack as `make run` does: gunicorn as every artefact starts
+it (only --bind: the rest from ./gunicorn.conf.py; `--gunicorn-args` adds flags, e.g. the former configuration
+"--worker-class sync --workers 3 --threads 1" for a before/after comparison), the Celery worker (prefork, concurrency
+2), Celery beat (the outbox sweep), the watcher, its own redis-server on a free port and kubesim (real clock,
+--async-settle, as a real cluster settles), on its own database (`<name>_bench_load` next to DATABASE_URL's; it is
+flushed and seeded with the demo organisation plus 50 researchers with personal API tokens).
 
 Load:
-- 20 API clients (token auth), each submitting 50 one-GPU training jobs to the L40S pool back to back
-  (`POST /api/v1/workloads/`); half in Vision, half in NLP, so most wait in Kueue's queues.
+- 20 API clients (token auth), each submitting 50 one-GPU training jobs to the L40S pool
+  (`POST /api/v1/workloads/`), back to back (closed loop) or `--think` seconds apart (a person or a script between
+  two submissions); half in Vision, half in NLP, so most wait in Kueue's queues.
 - 50 page users (session cookies), each polling every 5 s as the pages' htmx does: their workload list, and every
   third poll (`--queue-every`; 0: never) their project's queue, with If-None-Match (the browser cache's
   revalidation; 304 when unchanged). They poll until every submission has left `submitting`.
+- `--followers N` log follows (`GET .../logs/?follow=true`, as `gpu logs -f`) of the first submitted workload, open
+  for the whole run.
 
-Measured: submit latency (median, p95, max) and throughput, poll latency per page, submit-to-Job lag (the row's
-`Created` event minus its creation), and afterwards exactly-once: one Job per workload in kubesim, nothing left
-submitting, every intent done. Machine: load average samples and CPU busy share over the run (the machine is shared;
-say so when writing results down).
+Measured: submit latency (median, p95, max) and throughput, poll latency per page, how the follows fared (broken
+streams, how long they lasted), submit-to-Job lag (the row's `Created` event minus its creation), and afterwards
+exactly-once: one Job per workload in kubesim, nothing left submitting, every intent done. Machine: `uptime` before
+and after, load average samples and CPU busy share over the run (the machine is shared; say so when writing results
+down).
 
 Usage: python -m portal.devservices .venv/bin/python bench/submit_load.py [--submissions 1000] [--clients 20]
-       [--pollers 50] [--web-workers 3] [--queue-every 3]
+       [--pollers 50] [--followers 0] [--think 0] [--queue-every 3] [--gunicorn-args "..."]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import argparse
 import contextlib
 import os
 import random
+import shlex
 import signal
 import socket
 import statistics
@@ -68,9 +75,9 @@ def use_bench_database() -> None:
 class Stack:
     """The processes of a served portal; each in its own session, stopped by the pid recorded at start."""
 
-    def __init__(self, workdir: Path, web_workers: int) -> None:
+    def __init__(self, workdir: Path, gunicorn_args: list[str]) -> None:
         self.workdir = workdir
-        self.web_workers = web_workers
+        self.gunicorn_args = gunicorn_args
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.redis_port, self.web_port = free_port(), free_port()
         self.env: dict[str, str] = {}
@@ -90,7 +97,7 @@ class Stack:
                              str(self.workdir / "celerybeat-schedule")])
         self._spawn("watcher", [sys.executable, "manage.py", "watch_cluster"])
         self._spawn("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind",
-                            f"127.0.0.1:{self.web_port}", "--workers", str(self.web_workers)])
+                            f"127.0.0.1:{self.web_port}", *self.gunicorn_args])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.web_port), timeout=1):
@@ -125,7 +132,6 @@ def prepare(users: int, gateway) -> dict:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import Client
-    from rest_framework.authtoken.models import Token
 
     from apps.accounts import services as accounts
     from apps.core.models import Intent
@@ -148,7 +154,8 @@ def prepare(users: int, gateway) -> dict:
         client = Client()
         client.force_login(user)
         people.append({"user": user.username, "project": project.slug,
-                       "token": Token.objects.create(user=user).key, "session": client.cookies["sessionid"].value})
+                       "token": accounts.personal_token_create(user=user, name="bench")[1],
+                       "session": client.cookies["sessionid"].value})
     return {"people": people}
 
 
@@ -180,8 +187,8 @@ class Machine:
         return 1 - (idle - self.start_cpu[1]) / max(1, total - self.start_cpu[0])
 
 
-def run_load(base: str, people: list[dict], *, submissions: int, clients: int, pollers: int,
-             queue_every: int) -> dict:
+def run_load(base: str, people: list[dict], *, submissions: int, clients: int, pollers: int, followers: int,
+             think: float, queue_every: int) -> dict:
     import requests
 
     from apps.workloads.models import Status, Workload
@@ -190,10 +197,11 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     submit_errors: list[str] = []
     polls: dict[str, list[float]] = defaultdict(list)
     sizes: dict[str, list[int]] = defaultdict(list)
-    poll_status: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    poll_status: dict[str, dict[int | str, int]] = defaultdict(lambda: defaultdict(int))
     lock = threading.Lock()
     submitting_done = threading.Event()
     drained = threading.Event()
+    follows: list[dict] = []
 
     def submitter(person: dict, count: int) -> None:
         session = requests.Session()
@@ -203,12 +211,19 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                     "image": "pytorch/pytorch:2.4.0", "command": ["sleep", "3600"], "node_pool": "l40s-shared",
                     "gpus": 1, "cpu": "1", "memory": "4Gi", "labels": {"model": "resnet50", "data_class": "public"}}
             started = time.perf_counter()
-            response = session.post(f"{base}/api/v1/workloads/", json=body, timeout=60)
+            try:
+                response = session.post(f"{base}/api/v1/workloads/", json=body, timeout=60)
+            except requests.RequestException as error:
+                with lock:
+                    submit_errors.append(error.__class__.__name__)
+                continue
             elapsed = time.perf_counter() - started
             with lock:
                 submit_times.append(elapsed)
                 if response.status_code != 201:
                     submit_errors.append(f"{response.status_code} {response.text[:200]}")
+            if think:
+                time.sleep(think)
 
     def poller(person: dict) -> None:
         session = requests.Session()
@@ -226,7 +241,12 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
             if etags.get(label):
                 headers["If-None-Match"] = etags[label]
             started = time.perf_counter()
-            response = session.get(base + pages[label], headers=headers, timeout=60)
+            try:
+                response = session.get(base + pages[label], headers=headers, timeout=60)
+            except requests.RequestException as error:
+                with lock:
+                    poll_status[label][error.__class__.__name__] += 1
+                continue
             elapsed = time.perf_counter() - started
             if response.status_code == 200:
                 etags[label] = response.headers.get("ETag", "")
@@ -236,6 +256,22 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                 poll_status[label][response.status_code] += 1
             count += 1
             drained.wait(max(0.0, POLL_SECONDS - elapsed))
+
+    def follower(person: dict, workload_id: int) -> None:
+        """`gpu logs -f` of a workload for the rest of the run (daemon: the stream ends with the served portal). It
+        touches no database: a thread of this process would hold a connection of its own."""
+        record = {"lines": 0, "broken": "", "began": time.monotonic(), "ended": None}
+        with lock:
+            follows.append(record)
+        try:
+            with requests.get(f"{base}/api/v1/workloads/{workload_id}/logs/?follow=true", stream=True,
+                              timeout=(30, None), headers={"Authorization": f"Token {person['token']}"}) as response:
+                response.raise_for_status()
+                for _line in response.iter_lines():
+                    record["lines"] += 1
+        except requests.RequestException as error:
+            record["broken"] = error.__class__.__name__
+        record["ended"] = time.monotonic()
 
     # Warm up: every gunicorn worker has served the API and the pages once (templates compiled, URLs resolved).
     warm = requests.Session()
@@ -255,6 +291,14 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                   for i in range(clients)]
     for thread in submitters:
         thread.start()
+    if followers:  # the first workload of the first client, followed as soon as it exists
+        followed = None
+        while followed is None and any(thread.is_alive() for thread in submitters):
+            followed = Workload.objects.filter(owner__username=people[0]["user"]).order_by("pk").values_list(
+                "pk", flat=True).first()
+            time.sleep(0.2)
+        for _ in range(followers if followed else 0):
+            threading.Thread(target=follower, args=(people[0], followed), daemon=True).start()
     for thread in submitters:
         thread.join()
     submit_seconds = time.monotonic() - began
@@ -264,12 +308,14 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     drain_seconds = time.monotonic() - began
     drained.set()
     machine.stop.set()
+    ended = time.monotonic()
+    for record in follows:  # as they stood when the run ended; the streams end with the served portal
+        record["ended"] = record["ended"] or ended
     for thread in threads:
         thread.join(timeout=POLL_SECONDS + 65)
     return {"submit_times": submit_times, "submit_errors": submit_errors, "submit_seconds": submit_seconds,
             "drain_seconds": drain_seconds, "polls": polls, "sizes": sizes, "poll_status": poll_status,
-            "loads": machine.loads,
-            "busy": machine.busy()}
+            "follows": follows, "loads": machine.loads, "busy": machine.busy()}
 
 
 def check(gateway) -> dict:
@@ -298,17 +344,26 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> None:
         print(f"| {label} | {len(values)} | {statistics.median(values) * 1000:.0f} | "
               f"{percentile(values, 0.95) * 1000:.0f} | {max(values) * 1000:.0f} |{extra}")
 
-    print(f"\n{args.submissions} submissions, {args.clients} API clients, {args.pollers} polling users, "
-          f"gunicorn --workers {args.web_workers}, queue page every {args.queue_every or 'no'} polls, "
-          f"{os.cpu_count()} cores\n")
+    print(f"\n{args.submissions} submissions, {args.clients} API clients "
+          f"({f'{args.think:g} s apart' if args.think else 'back to back'}), {args.pollers} polling users, "
+          f"{args.followers} log follows, gunicorn.conf.py {args.gunicorn_args or '(as shipped)'}, queue page every "
+          f"{args.queue_every or 'no'} polls, {os.cpu_count()} cores\n")
     print("| request | count | median ms | p95 ms | max ms | |")
     print("|---|---:|---:|---:|---:|---|")
     line("`POST /api/v1/workloads/`", load["submit_times"],
          f" {args.submissions / load['submit_seconds']:.1f} submissions/s, {len(load['submit_errors'])} errors |")
     for label, values in load["polls"].items():
-        codes = ", ".join(f"{code}: {n}" for code, n in sorted(load["poll_status"][label].items()))
+        codes = ", ".join(f"{code}: {n}" for code, n in sorted(load["poll_status"][label].items(), key=str))
         size = statistics.median(load["sizes"][label])
         line(f"poll: {label}", values, f" {codes}; median {size:,.0f} bytes |")
+    follows = load["follows"]
+    if follows:
+        lasted = [(record["ended"] or record["began"]) - record["began"] for record in follows]
+        broken = [record["broken"] for record in follows if record["broken"]]
+        print(f"\nlog follows: {len(follows)}, {len(broken)} broken during the run "
+              f"({', '.join(sorted(set(broken))) or '-'}); lasted min {min(lasted):.0f} s / median "
+              f"{statistics.median(lasted):.0f} s (the rest of the run); lines received median "
+              f"{statistics.median(record['lines'] for record in follows):.0f}")
     lags = result["lags"]
     print(f"\nsubmit -> Job created: median {statistics.median(lags):.2f} s, p95 {percentile(lags, 0.95):.2f} s, "
           f"max {max(lags):.2f} s")
@@ -328,7 +383,10 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--pollers", type=int, default=50)
-    parser.add_argument("--web-workers", type=int, default=3)
+    parser.add_argument("--followers", type=int, default=0, help="log follows open for the whole run")
+    parser.add_argument("--think", type=float, default=0.0, help="seconds between two submissions of a client")
+    parser.add_argument("--gunicorn-args", default="", help='flags after --bind, e.g. "--worker-class sync '
+                                                            '--workers 3 --threads 1" (the former configuration)')
     parser.add_argument("--queue-every", type=int, default=3, help="every Nth poll is the project queue; 0: never")
     args = parser.parse_args()
     use_bench_database()
@@ -340,14 +398,17 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-load-"))
     kubesim = KubesimProcess(str(workdir), "--async-settle", clock="real").start()
-    stack = Stack(workdir, args.web_workers)
+    stack = Stack(workdir, shlex.split(args.gunicorn_args))
+    print("before:", subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip())
     try:
         gateway = Gateway(kubesim.api_client())
         fixture = prepare(max(args.clients, args.pollers), gateway)
         stack.start(kubesim.kubeconfig_path)
         load = run_load(stack.url, fixture["people"], submissions=args.submissions, clients=args.clients,
-                        pollers=args.pollers, queue_every=args.queue_every)
+                        pollers=args.pollers, followers=args.followers, think=args.think,
+                        queue_every=args.queue_every)
         report(load, check(gateway), args)
+        print("after:", subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip())
     finally:
         stack.stop()
         kubesim.stop()

@@ -1,6 +1,10 @@
 """What the web process's gunicorn does besides serving the portal (loaded by ./gunicorn.conf.py, which gunicorn
 reads from its working directory however it is started: make run, the image, compose, the manifests).
 
+Each worker imports the URLconf, and with it every view, serializer and form module, before it takes its first
+request (`load_views`): otherwise the first request a fresh worker serves pays for those imports, seconds on a busy
+machine, and after a restart the first users wait.
+
 gunicorn refuses a request line or headers past its limits (limit_request_line, limit_request_fields,
 limit_request_field_size) before the portal sees the request, with an HTML page of its own. API clients read JSON
 errors, so those refusals are answered as the API answers, `{"detail": ...}`: the path is not known yet at that point
@@ -45,3 +49,11 @@ def answer_limits_as_json(worker: Any) -> None:
             write_nonblock(client, head + body)
 
     worker.handle_error = handle
+
+
+def load_views(worker: Any) -> None:
+    """Import every module the URLconf reaches (Django resolves its patterns lazily, at the first request)."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 - the attribute's import is the point
+    worker.notify()  # alive: the imports took time, not a hang

@@ -241,8 +241,8 @@ def services() -> list[Child]:
                          "--without-mingle"]),
         Child("beat", [*celery, "beat", "--loglevel", "INFO"]),
         Child("watcher", _manage("watch_cluster")),
-        Child("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}",
-                      "--workers", os.environ.get("WEB_CONCURRENCY", "3"), "--access-logfile", "-"]),
+        # Everything but the address comes from ./gunicorn.conf.py, as in the image, compose and the manifests.
+        Child("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}"]),
     ]
 
 

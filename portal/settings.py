@@ -143,10 +143,21 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{RUN_DIR / 'portal.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Connections are checked before reuse (a PostgreSQL restart costs one retry, not a 500). Each thread has its own
+# connection: kept for a minute in the single-threaded processes (Celery's prefork children, beat); in the web, whose
+# gunicorn workers run many threads (gunicorn.conf.py), DATABASE_POOL_SIZE > 0 (set there) shares a pool of at most
+# that many per worker process instead, so connections follow the requests that use the database, not the threads
+# (docs/architecture.md, Serving the portal).
+DATABASE_POOL_SIZE = _env_int("DATABASE_POOL_SIZE", 0)
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif DATABASE_POOL_SIZE:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, DATABASE_POOL_SIZE), "max_size": DATABASE_POOL_SIZE,
+        "timeout": _env_int("DATABASE_POOL_TIMEOUT", 20, minimum=1)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

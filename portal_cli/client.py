@@ -104,8 +104,13 @@ class Api:
         return self.request("GET", path, params=params, headers={"Accept": "text/csv, text/plain, */*"}).text
 
     def lines(self, path: str, **params: Any) -> Iterator[str]:
-        """A streamed text answer, line by line as it comes."""
+        """A streamed text answer, line by line as it comes. A stream that breaks off (the portal restarted, a proxy
+        cut it, the network went) ends in a CliError: one line saying so, not a traceback."""
         response = self.request("GET", path, params=params, stream=True, headers={"Accept": "text/plain, */*"})
         with response:
-            for line in response.iter_lines(decode_unicode=True):
-                yield line if isinstance(line, str) else line.decode()
+            try:
+                for line in response.iter_lines(decode_unicode=True):
+                    yield line if isinstance(line, str) else line.decode()
+            except requests.RequestException as error:
+                raise CliError(f"the stream from the portal broke off ({error.__class__.__name__}); run the command "
+                               "again to go on", UNAVAILABLE) from None

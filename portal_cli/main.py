@@ -284,6 +284,9 @@ def logs(workload_id: str, follow: bool, lines: int | None, timeout: int | None,
             click.echo(f"{pod['pod']} | {line}" if several else line)
         if pod["error"]:
             click.echo(f"[{pod['pod']}: {pod['error']}]", err=True)
+        if pod.get("exit_code"):
+            reason = f" ({pod['exit_reason']})" if pod.get("exit_reason") else ""
+            click.echo(f"[{pod['pod']}: exited with code {pod['exit_code']}{reason}]", err=True)
 
 
 @cli.command()

@@ -37,7 +37,7 @@ from . import utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
-from .manifests import attachments_of, companions, job_manifest, pull_secret, user_secret
+from .manifests import CONTAINER_NAME, attachments_of, companions, job_manifest, pull_secret, user_secret
 from .notebook_activity import read_server_activity
 from .outside_work import stop_target
 from .status_map import observe
@@ -416,7 +416,8 @@ def workload_notify(workload_id: int, status: str) -> bool:
 
 @shared_task(expires=30)
 def workload_logs_fetch(workload_id: int) -> int:
-    """Read the last lines of each pod of the workload and store them for the detail page; returns pods read."""
+    """Read the last lines of each pod of the workload, and how its main container ended, and store them for the
+    detail page and the API; returns pods read."""
     workload = Workload.objects.select_related("project").filter(pk=workload_id).first()
     if workload is None or not workload.job_name:
         return 0
@@ -428,13 +429,28 @@ def workload_logs_fetch(workload_id: int) -> int:
     except ClusterError as error:
         logger.info("pods of workload %s not listed: %s", workload_id, error.message)
         return 0  # the detail page asks again on its next poll
-    tails: dict[str, tuple[str, str]] = {}
+    tails: dict[str, workload_logs.PodLog] = {}
     for pod in (listed or {}).get("items", []):
         name = pod["metadata"]["name"]
+        exit_code, exit_reason = _main_container_exit(pod)
         try:
             text = gw.raw_get(f"/api/v1/namespaces/{namespace}/pods/{name}/log",
                               query=[("tailLines", workload_logs.TAIL_LINES)])
-            tails[name] = (text if isinstance(text, str) else "", "")
+            tails[name] = workload_logs.PodLog(text=text if isinstance(text, str) else "", exit_code=exit_code,
+                                               exit_reason=exit_reason)
         except ClusterError as error:
-            tails[name] = ("", error.message)
+            tails[name] = workload_logs.PodLog(error=error.message, exit_code=exit_code, exit_reason=exit_reason)
     return workload_logs.workload_log_tails_store(workload_id=workload.pk, tails=tails, at=timezone.now())
+
+
+def _main_container_exit(pod: dict[str, Any]) -> tuple[int | None, str]:
+    """(exit code, reason) of the pod's main container once it has terminated (its current state, else the last one
+    it restarted from), else (None, "")."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    main = next((status for status in statuses if status.get("name") == CONTAINER_NAME),
+                statuses[0] if statuses else {})
+    for state in (main.get("state"), main.get("lastState")):
+        terminated = (state or {}).get("terminated")
+        if terminated and terminated.get("exitCode") is not None:
+            return int(terminated["exitCode"]), str(terminated.get("reason") or "")
+    return None, ""

@@ -263,6 +263,14 @@ class Workload(models.Model):
         return 1
 
     @property
+    def pods_over_life(self) -> int:
+        """Pods the workload runs from start to end: every completion of a batch run (one after another when its
+        parallelism is lower), else the pods that run at once."""
+        if self.origin != Origin.OUTSIDE and self.kind == Kind.BATCH:
+            return max(self.completions, self.pod_count)
+        return self.pod_count
+
+    @property
     def gpu_units(self) -> int:
         """Quota units the workload holds while admitted."""
         if self.pod_set_units is not None:
@@ -399,6 +407,10 @@ class WorkloadLogTail(models.Model):
     pod = models.CharField(max_length=253)
     text = models.TextField(blank=True)
     error = models.CharField(max_length=500, blank=True, help_text="Why the log could not be read, if it could not.")
+    exit_code = models.IntegerField(null=True, blank=True,
+                                    help_text="The pod's main container's exit code, once it has terminated.")
+    exit_reason = models.CharField(max_length=100, blank=True,
+                                   help_text="Kubernetes' word for that termination: Completed, Error, OOMKilled ...")
     fetched_at = models.DateTimeField()
 
     class Meta:

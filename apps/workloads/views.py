@@ -202,6 +202,13 @@ def _submit_page(request: AuthenticatedRequest, kind: str, form: WorkloadForm, p
 def workload_list(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     filterset = _list_filterset(request)
+    etag = None
+    if request.htmx and filterset.is_valid():
+        # The table's polls are conditional: 304 from two queries of aggregates while nothing listed changed.
+        etag = poll_etag(access.grants_fingerprint(user), request.get_full_path(),
+                         selectors.workload_list_marker(queryset=filterset.qs))
+        if not_modified(request, etag):
+            return conditional(HttpResponseNotModified(), etag)
     page = filter_page(filterset, per_page=PAGE_SIZE, number=request.GET.get("page"))
     page.object_list = selectors.annotate_live(list(page.object_list), viewer=user)  # position, why waiting, runtime
     may_submit = access.can_anywhere(user, Action.SUBMIT)
@@ -217,8 +224,9 @@ def workload_list(request: AuthenticatedRequest) -> HttpResponse:
                "columns": table.header_links(request.GET, request.GET.get("ordering", "")),
                "stop_consequences": STOP_CONSEQUENCES,
                "poll_url": f"{reverse('workloads:list')}?{request.GET.urlencode()}"}
-    template = "workloads/partials/_list_table.html" if request.htmx else "workloads/list.html"
-    return render(request, template, context)
+    if request.htmx:
+        return conditional(render(request, "workloads/partials/_list_table.html", context), etag)
+    return render(request, "workloads/list.html", context)
 
 
 def _list_filterset(request: AuthenticatedRequest) -> WorkloadFilterSet:
@@ -302,18 +310,23 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         # The live part's polls are conditional: 304 from the row and one query of aggregates when nothing changed.
         marker = selectors.workload_live_marker(workload=workload)
         logs.workload_logs_refresh_request(workload=workload, last_fetch=marker.last_log_fetch)
-        etag = poll_etag(access.grants_fingerprint(user), marker.key)  # explanations depend on the viewer's scope
+        # Explanations depend on the viewer's scope; whether the final log read is still awaited, on the clock.
+        etag = poll_etag(access.grants_fingerprint(user), marker.key,
+                         logs.final_read_pending(workload=workload, last_fetch=marker.last_log_fetch))
         if not_modified(request, etag):
             return conditional(HttpResponseNotModified(), etag)
     history = selectors.workload_history(workload=workload, user=user)
     selectors.annotate_live([workload], viewer=user)
+    last_fetch = max((tail.fetched_at for tail in history["log_tails"]), default=None)
     if not request.htmx:
-        last_fetch = max((tail.fetched_at for tail in history["log_tails"]), default=None)
         logs.workload_logs_refresh_request(workload=workload, last_fetch=last_fetch)
     context = {
         "workload": workload,
         **history,
         "logs_pending": workload.status in HOLDING_STATUSES and not history["log_tails"] and not workload.from_outside,
+        # The live part keeps polling a moment after the finish, for the last lines and the exit codes.
+        "final_logs_pending": logs.final_read_pending(workload=workload, last_fetch=last_fetch),
+        "failed_exits": logs.failed_exits(history["log_tails"]),
         "outside_logs": kubectl.logs_command(workload) if workload.from_outside else "",
         "outside_get": kubectl.get_command(workload) if workload.from_outside else "",
         "may_stop": workload.is_live and workload.status != Status.STOPPING and access.can_stop_workload(

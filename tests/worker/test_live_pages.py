@@ -1,5 +1,5 @@
 """The live pages against kubesim's manual clock and the real watcher: dashboard figures equal Kueue's status, the
-project queue shows positions in order, and the worker's log tail reads the pods' generated logs."""
+project queue shows positions in order, and the worker's log tail reads the pods' generated logs and exit codes."""
 
 from decimal import Decimal
 
@@ -7,8 +7,9 @@ import pytest
 from django.urls import reverse
 
 from apps.cluster.models import ClusterQueueState
-from apps.workloads import logs
-from apps.workloads.models import Status, Workload, WorkloadLogTail
+from apps.org.models import NodePool, Project
+from apps.workloads import logs, services
+from apps.workloads.models import Kind, Status, Workload, WorkloadLogTail
 from tests.worker.conftest import signed_in, wait_for
 from tests.worker.test_watcher import positions, status_of, submit
 from worker import tasks
@@ -101,3 +102,20 @@ def test_log_tail_of_a_workload_without_pods_stores_nothing(kubesim, org, watche
     wait_for(lambda: Workload.objects.get(pk=waiting.pk).status == Status.QUEUED)
     assert tasks.workload_logs_fetch.apply(args=[waiting.pk]).get() == 0
     assert not WorkloadLogTail.objects.filter(workload=waiting).exists()
+
+
+def test_logs_are_read_at_the_start_and_a_failure_keeps_its_exit_code(kubesim, org, watcher, celery_worker):
+    """Nobody asks: the watcher's start asks for the first read, its finish for the last, exit code included."""
+    workload = services.workload_submit(
+        actor=org["alice"], project=Project.objects.get(slug="vision"), kind=Kind.TRAINING, name="fails",
+        image="pytorch/pytorch:2.4.0", command=["sh", "-c", "sleep 30; exit 3"],
+        node_pool=NodePool.objects.get(slug="h100"), gpus=1, model_label="resnet", data_class="public")
+    wait_for(lambda: status_of(workload) == Status.RUNNING)
+    wait_for(lambda: WorkloadLogTail.objects.filter(workload=workload, text__contains="started").exists())
+    kubesim.advance(31)
+    wait_for(lambda: status_of(workload) == Status.FAILED)
+    wait_for(lambda: WorkloadLogTail.objects.filter(workload=workload, exit_code__isnull=False).exists())
+    (tail,) = WorkloadLogTail.objects.filter(workload=workload)
+    assert (tail.exit_code, tail.exit_reason) == (3, "Error") and "exited with code 3" in tail.text
+    page = signed_in(org["alice"]).get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    assert "Exit code <strong>3</strong> (Error)" in page

@@ -128,6 +128,10 @@ class LogsSerializer(serializers.Serializer):
     pods = inline_serializer("PodLogTail", fields={
         "pod": serializers.CharField(), "lines": serializers.ListField(child=serializers.CharField()),
         "error": serializers.CharField(help_text="Why the log could not be read; empty when it was."),
+        "exit_code": serializers.IntegerField(allow_null=True, help_text="The main container's exit code once it "
+                                                                          "has terminated; null while it runs."),
+        "exit_reason": serializers.CharField(help_text="Kubernetes' reason for that end (Completed, Error, "
+                                                       "OOMKilled ...); empty while it runs."),
         "fetched_at": serializers.DateTimeField()}, many=True)
 
 
@@ -361,13 +365,16 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         responses={
             (200, "application/json"): OpenApiResponse(response=LogsSerializer, description=(
                 "The stored tail of each pod; with follow=true a text/plain stream of lines (`<pod> | <line>` when "
-                "there are several pods), ending with `[<name> <status>]` when the workload has finished.")),
+                "the workload has several pods over its life), ending with `[<name> <status>]` (`[<name> failed: "
+                "exit code N]` when a pod failed) when the workload has finished.")),
             (200, "text/plain"): OpenApiResponse(response=OpenApiTypes.STR, description="follow=true: the lines."),
         },
         description=(
             f"The pods' logs: the last {TAIL_LINES} lines of each pod, as the worker last read them (reading them "
-            "asks for a fresh read when one is due, at most every few seconds while the workload runs). `pending`: "
-            "no lines read yet. The portal reads the logs of its own work only: for work submitted outside it, 400."
+            "asks for a fresh read when one is due, at most every few seconds while the workload runs; the first read "
+            "of a running workload waits a few seconds for it), with the main container's `exit_code` and "
+            "`exit_reason` once it has terminated. `pending`: no lines read yet. The portal reads the logs of its own "
+            "work only: for work submitted outside it, 400."
         ),
     )
     @action(detail=True, methods=["get"])
@@ -384,16 +391,17 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             errors["follow"] = ["Use true or false."]
         if errors:
             raise exceptions.ValidationError(errors)
+        wait = api_logs.client_waiter(request.META)
         if following in ("true", "1"):
             response = StreamingHttpResponse(
                 api_logs.follow(workload_id=workload.pk, timeout=timeout or MAX_FOLLOW_SECONDS,
-                                multi_pod=workload.pod_count > 1),
+                                multi_pod=workload.pods_over_life > 1, sleep=wait),
                 content_type="text/plain; charset=utf-8")
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # a proxy in front must pass the lines on as they come
             return response
         workload_logs.workload_logs_refresh_request(workload=workload)
-        return Response(api_logs.tails_payload(workload, workload_logs.log_tails(workload=workload), lines))
+        return Response(api_logs.tails_payload(workload, api_logs.first_read(workload=workload, wait=wait), lines))
 
 
 def _bounded(params: Any, name: str, lowest: int, highest: int, errors: dict[str, list[str]]) -> int | None:

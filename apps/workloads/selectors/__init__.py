@@ -37,6 +37,7 @@ from .queue import (
     project_queue_marker,
     queue_position_label,
     workload_history,
+    workload_list_marker,
     workload_live_marker,
 )
 from .submit import (
@@ -89,6 +90,7 @@ __all__ = [
     "workload_for_page",
     "workload_history",
     "workload_list",
+    "workload_list_marker",
     "workload_live_marker",
     "workload_utilisation_chart",
     "workloads_for",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import BigIntegerField, Case, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.functions import Length
 from django.utils import timezone
 
@@ -190,6 +191,30 @@ def project_queue_marker(*, project: Project) -> str:
     ).values_list("live", "positions", "preempted", "reasons", "event", "cohorts", "queues_at", "local_queues_at",
                   "quotas_at", "pools_at", "projects_at").first()
     return "|".join(str(part) for part in row or ())
+
+
+def workload_list_marker(*, queryset: QuerySet[Workload], now: Any = None) -> str:
+    """A cheap fingerprint of a page of the workload list (the filtered `queryset`), in two queries of aggregates: which
+    rows there are, each row's status (a sum weighted by row and status), the newest of every time a transition
+    stamps, positions, preemptions and forecasts, Kueue's reasons and messages (by length), and everything
+    explanations read. Runtimes and ages move with the clock: the list shows seconds while a listed workload has
+    held its GPUs for less than an hour, minutes otherwise, so the clock's 5 or 60 s bucket is part of it. The
+    viewer's scope and the query string are not in it: callers add them."""
+    now = now or timezone.now()
+    statuses = {status: index for index, status in enumerate(Status, start=1)}
+    row = queryset.order_by().aggregate(
+        rows=Count("pk"), newest=Max("pk"),
+        states=Sum(Case(*(When(status=status, then=F("pk") * index) for status, index in statuses.items()),
+                        default=Value(0), output_field=BigIntegerField())),
+        admitted=Max("admitted_at"), started=Max("started_at"), finished=Max("finished_at"),
+        positions=Max("positions_at"), preempted=Max("last_preempted_at"), forecasts=Max("forecast__computed_at"),
+        reasons=Sum(Length("status_reason") + Length("status_message")),
+        fresh=Count("pk", filter=Q(status__in=HOLDING_STATUSES, admitted_at__gt=now - timedelta(hours=1))),
+    )
+    explaining = explanation_inputs()  # uncorrelated: any one row carries them
+    inputs = Project.objects.annotate(**explaining).values_list(*explaining).first() or ()
+    bucket = int(now.timestamp()) // (5 if row["fresh"] else 60)
+    return "|".join(str(part) for part in (*row.values(), *inputs, bucket))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core import kueue_conditions as kueue
+from apps.workloads.logs import workload_logs_read_on_commit
 from apps.workloads.models import (
     HOLDING_STATUSES,
     PREEMPTED_STATUSES,
@@ -87,6 +88,7 @@ def workload_observe(*, workload_id: int, observation: Observation, preemptor_id
             Workload.objects.filter(pk=row.pk).update(**mirror)
         _account(row, observation)
         _notify_on_commit(row, moved)
+        workload_logs_read_on_commit(workload=row, statuses=moved, ran=bool(row.started_at or observation.started_at))
     return moved
 
 
@@ -110,6 +112,7 @@ def _observe_stopping(row: Workload, observation: Observation, mirror: dict[str,
     elif observation.deleted_at and workload_stop_finish(workload_id=row.pk, cluster_at=observation.deleted_at):
         moved.append(Status.STOPPED)
     _notify_on_commit(row, moved)
+    workload_logs_read_on_commit(workload=row, statuses=moved, ran=bool(row.started_at or observation.started_at))
     return moved
 
 

@@ -49,9 +49,11 @@ def test_new_lines_follow_what_was_sent(sent, current, expected):
 def test_logs_answer_the_stored_tails_and_ask_for_a_fresh_read(client_for, make_workload, monkeypatch,
                                                                django_capture_on_commit_callbacks):
     from apps.workloads import logs
+    from apps.workloads.api import logs as api_logs
 
     sent = []
     monkeypatch.setattr(logs, "enqueue_on_commit", lambda name, *args: sent.append(args))
+    monkeypatch.setattr(api_logs, "FIRST_READ_SECONDS", 0.3)  # no worker here: the first read waits in vain
     workload = running(make_workload("alice", gpus=1))
     response = call(client_for("alice"), "GET", f"workloads/{workload.pk}/logs/")
     assert response.status_code == 200
@@ -62,9 +64,55 @@ def test_logs_answer_the_stored_tails_and_ask_for_a_fresh_read(client_for, make_
     assert body.status_code == 404  # bob may not see alice's vision work
     body = call(client_for("lead"), "GET", f"workloads/{workload.pk}/logs/?lines=2").json()
     assert body["pending"] is False and body["pods"][0]["lines"] == ["two", "three"]
+    assert body["pods"][0]["exit_code"] is None and body["pods"][0]["exit_reason"] == ""
+    WorkloadLogTail.objects.filter(workload=workload).update(exit_code=137, exit_reason="OOMKilled")
+    pod = call(client_for("alice"), "GET", f"workloads/{workload.pk}/logs/").json()["pods"][0]
+    assert (pod["exit_code"], pod["exit_reason"]) == (137, "OOMKilled")
     for bad in ("lines=0", "lines=abc", "lines=101", "follow=maybe", "timeout=0"):
         refused = call(client_for("alice"), "GET", f"workloads/{workload.pk}/logs/?{bad}")
         assert refused.status_code == 400 and bad.split("=")[0] in refused.json(), bad
+
+
+def test_the_first_read_of_a_running_workload_waits_for_the_workers_read(make_workload):
+    from apps.workloads.api import logs as api_logs
+
+    workload = running(make_workload("alice", gpus=1))
+    waits = []
+
+    def worker_reads_meanwhile(seconds: float) -> bool:
+        waits.append(seconds)
+        if len(waits) == 3:
+            _tail(workload, "kubesim: container main started\n")
+        return True
+
+    (tail,) = api_logs.first_read(workload=workload, wait=worker_reads_meanwhile)
+    assert tail.text == "kubesim: container main started\n" and len(waits) == 3
+    # Stored already: no wait. Queued (no pods yet): nothing to wait for.
+    assert api_logs.first_read(workload=workload, wait=lambda _s: pytest.fail("waited")) == [tail]
+    queued = make_workload("alice", gpus=1, name="later")
+    assert api_logs.first_read(workload=queued, wait=lambda _s: pytest.fail("waited")) == []
+
+
+def test_a_client_that_hangs_up_ends_the_wait_between_polls():
+    import socket
+    import time
+
+    from apps.workloads.api.logs import client_waiter
+
+    server, client = socket.socketpair()
+    with server, client:
+        wait = client_waiter({"gunicorn.socket": server})
+        started = time.monotonic()
+        assert wait(0.2) is True and time.monotonic() - started >= 0.2  # still there: a full wait
+        client.close()
+        started = time.monotonic()
+        assert wait(5) is False and time.monotonic() - started < 1  # gone: at once
+    server, client = socket.socketpair()
+    with server, client:
+        wait = client_waiter({"gunicorn.socket": server})
+        client.sendall(b"GET / HTTP/1.1\r\n")  # bytes sent ahead (pipelining) are no hang-up, nor a busy loop
+        started = time.monotonic()
+        assert wait(0.2) is True and time.monotonic() - started >= 0.2
 
 
 def test_following_a_finished_workload_sends_its_lines_once_and_closes(client_for, make_workload, monkeypatch):
@@ -97,12 +145,45 @@ def test_following_sends_new_lines_as_the_tail_moves(make_workload, monkeypatch)
     moves = iter([
         lambda: _tail(workload, "b\nc\nd\n"),
         lambda: Workload.objects.filter(pk=workload.pk).update(status=Status.FAILED, finished_at=timezone.now()),
-        lambda: _tail(workload, "c\nd\nexit 1\n", at=timezone.now() + timedelta(seconds=1)),
+        lambda: (_tail(workload, "c\nd\nexit 1\n", at=timezone.now() + timedelta(seconds=1)),
+                 WorkloadLogTail.objects.filter(workload=workload).update(exit_code=1, exit_reason="Error")),
     ])
     lines = list(api_logs.follow(workload_id=workload.pk, timeout=60, multi_pod=True,
-                                 sleep=lambda _seconds: next(moves)()))
+                                 sleep=lambda _seconds: (next(moves)(), True)[1]))
     assert lines == ["run-0 | a\n", "run-0 | b\n", "run-0 | c\n", "run-0 | d\n", "run-0 | exit 1\n",
-                     "[run failed]\n"]
+                     "[run failed: exit code 1]\n"]
+
+
+def test_following_ends_when_the_client_has_gone(make_workload, monkeypatch):
+    from apps.workloads import logs
+    from apps.workloads.api import logs as api_logs
+
+    monkeypatch.setattr(logs, "enqueue_on_commit", lambda *args: None)
+    workload = running(make_workload("alice", gpus=1))
+    _tail(workload, "a\n")
+    assert list(api_logs.follow(workload_id=workload.pk, timeout=3600, multi_pod=False,
+                                sleep=lambda _seconds: False)) == ["a\n"]
+
+
+def test_lines_of_successive_pods_carry_their_pod(client_for, make_workload, monkeypatch):
+    """A batch run's completions run one after another (parallelism 1): its lines are prefixed from the start; a
+    workload of one pod gets prefixes once a second pod turns up (a retry)."""
+    from apps.workloads import logs
+    from apps.workloads.api import logs as api_logs
+
+    monkeypatch.setattr(logs, "enqueue_on_commit", lambda *args: None)
+    batch = running(make_workload("alice", gpus=1, kind=Kind.BATCH, completions=3, parallelism=1))
+    _tail(batch, "first\n", pod="wl-b-0")
+    text = b"".join(client_for("alice").get(
+        f"/api/v1/workloads/{batch.pk}/logs/?follow=true&timeout=1").streaming_content).decode()
+    assert text == "wl-b-0 | first\n"
+    single = running(make_workload("alice", gpus=1, name="single"))
+    _tail(single, "try 1\n", pod="wl-s-a")
+    moves = iter([lambda: _tail(single, "try 2\n", pod="wl-s-b"),
+                  lambda: Workload.objects.filter(pk=single.pk).update(status=Status.FAILED, started_at=None)])
+    lines = list(api_logs.follow(workload_id=single.pk, timeout=60, multi_pod=single.pods_over_life > 1,
+                                 sleep=lambda _seconds: (next(moves)(), True)[1]))
+    assert lines == ["try 1\n", "wl-s-b | try 2\n", "[single failed]\n"]
 
 
 # --- resubmit and keep-alive ----------------------------------------------------------------------------------------

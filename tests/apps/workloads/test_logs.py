@@ -74,6 +74,65 @@ def test_the_detail_page_enqueues_after_commit(page_client, make_workload, djang
 def test_storing_replaces_the_pods_tails(make_workload):
     workload = running(make_workload("alice", gpus=1))
     at = timezone.now()
-    logs.workload_log_tails_store(workload_id=workload.pk, tails={"a": ("one\n", ""), "b": ("", "boom")}, at=at)
-    logs.workload_log_tails_store(workload_id=workload.pk, tails={"a": ("two\n", "")}, at=at)
-    assert list(WorkloadLogTail.objects.filter(workload=workload).values_list("pod", "text")) == [("a", "two\n")]
+    logs.workload_log_tails_store(workload_id=workload.pk, tails={
+        "a": logs.PodLog(text="one\n"), "b": logs.PodLog(error="boom")}, at=at)
+    logs.workload_log_tails_store(workload_id=workload.pk, tails={
+        "a": logs.PodLog(text="two\n", exit_code=3, exit_reason="Error")}, at=at)
+    assert list(WorkloadLogTail.objects.filter(workload=workload).values_list(
+        "pod", "text", "exit_code", "exit_reason")) == [("a", "two\n", 3, "Error")]
+
+
+def test_the_watcher_asks_for_a_read_when_work_starts_and_when_it_ends_after_running(make_workload, make_outside,
+                                                                                     monkeypatch):
+    sent = []
+    monkeypatch.setattr(logs, "enqueue_on_commit", lambda name, *args: sent.append(args))
+    workload = running(make_workload("alice", gpus=1))
+    assert logs.workload_logs_read_on_commit(workload=workload, statuses=[Status.RUNNING], ran=True)
+    assert logs.workload_logs_read_on_commit(workload=workload, statuses=[Status.FAILED], ran=True)
+    assert not logs.workload_logs_read_on_commit(workload=workload, statuses=[Status.FAILED], ran=False)  # no pods
+    assert not logs.workload_logs_read_on_commit(workload=workload, statuses=[Status.PREEMPTED], ran=True)
+    outside = make_outside(job_name="kubectl-job")
+    assert not logs.workload_logs_read_on_commit(workload=outside, statuses=[Status.RUNNING], ran=True)
+    assert sent == [(workload.pk,), (workload.pk,)]
+
+
+def test_observing_a_start_reads_the_logs_at_once(make_workload, django_capture_on_commit_callbacks, monkeypatch):
+    from apps.core import tasks as portal_tasks
+    from apps.workloads.observation import Observation
+    from apps.workloads.services import workload_observe
+
+    sent = []
+    monkeypatch.setattr(portal_tasks, "enqueue_now", lambda name, *args, **options: sent.append((name, args)))
+    workload = make_workload("alice", gpus=1)
+    Workload.objects.filter(pk=workload.pk).update(status=Status.ADMITTED, job_name=f"wl-{workload.pk}")
+    with django_capture_on_commit_callbacks(execute=True):
+        workload_observe(workload_id=workload.pk, observation=Observation(
+            status=Status.RUNNING, reason="Running", started_at=timezone.now(), admitted_at=timezone.now()))
+    assert (logs.LOGS_TASK, (workload.pk,)) in sent
+
+
+def test_final_read_pending_until_the_read_after_the_finish_is_stored(make_workload):
+    workload = running(make_workload("alice", gpus=1))
+    now = timezone.now()
+    Workload.objects.filter(pk=workload.pk).update(status=Status.FAILED, finished_at=now)
+    workload.refresh_from_db()
+    assert logs.final_read_pending(workload=workload, last_fetch=None, now=now)
+    assert logs.final_read_pending(workload=workload, last_fetch=now - timedelta(seconds=5), now=now)
+    assert not logs.final_read_pending(workload=workload, last_fetch=now, now=now)
+    later = now + timedelta(seconds=logs.FINAL_READ_SECONDS + 1)  # the pods may be gone: stop waiting
+    assert not logs.final_read_pending(workload=workload, last_fetch=None, now=later)
+
+
+def test_a_failed_workload_shows_its_exit_code_and_polls_for_the_final_read(page_client, make_workload,
+                                                                            monkeypatch):
+    monkeypatch.setattr(logs, "enqueue_on_commit", lambda *args: None)
+    workload = running(make_workload("alice", gpus=1))
+    Workload.objects.filter(pk=workload.pk).update(status=Status.FAILED, finished_at=timezone.now())
+    url = reverse("workloads:detail", args=[workload.pk])
+    page = page_client("alice").get(url).content.decode()
+    assert 'hx-trigger="every 5s"' in page and "data-exit-code" not in page  # the final read is on its way
+    WorkloadLogTail.objects.create(workload=workload, pod=f"wl-{workload.pk}-abcde", text="step 1\nboom\n",
+                                   exit_code=3, exit_reason="Error", fetched_at=timezone.now())
+    page = page_client("alice").get(url).content.decode()
+    assert 'data-exit-code="3">Exit code <strong>3</strong> (Error)</p>' in page
+    assert "exited with code 3 (Error)" in page and 'hx-trigger="every 5s"' not in page

@@ -125,6 +125,37 @@ def test_the_htmx_poll_returns_the_table_only_and_keeps_the_filters(page_client,
     assert 'hx-get="/workloads/?kind=notebook"' in content
 
 
+def test_the_htmx_poll_answers_304_while_nothing_listed_changed(page_client, make_workload,
+                                                               django_assert_max_num_queries):
+    from django.utils import timezone
+
+    from tests.apps.workloads.test_views_queue import queued
+
+    client = page_client("alice")
+    waiting = queued(make_workload("alice", name="waits", gpus=4), 0)
+    first = client.get(LIST, HTTP_HX_REQUEST="true")
+    etag = first["ETag"]
+    assert first.status_code == 200 and "HX-Request" in first["Vary"]
+    with django_assert_max_num_queries(5):  # session, user, grants, the two queries of the marker
+        again = client.get(LIST, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
+    assert again.status_code == 304 and again["ETag"] == etag
+    assert client.get(LIST, HTTP_IF_NONE_MATCH=etag).status_code == 200  # the full page: never 304
+    other_filter = client.get(LIST, {"kind": "training"}, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
+    assert other_filter.status_code == 200 and other_filter["ETag"] != etag
+    # Any change of what is listed: a new row, a status, a position, Kueue's reason.
+    changes = [
+        lambda: make_workload("alice", name="another"),
+        lambda: Workload.objects.filter(pk=waiting.pk).update(status=Status.ADMITTED),
+        lambda: Workload.objects.filter(pk=waiting.pk).update(queue_position_local=3, positions_at=timezone.now()),
+        lambda: Workload.objects.filter(pk=waiting.pk).update(status_reason="WaitingForPreemptedWorkloads"),
+    ]
+    for change in changes:
+        change()
+        changed = client.get(LIST, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
+        assert changed.status_code == 200 and changed["ETag"] != etag
+        etag = changed["ETag"]
+
+
 def test_the_list_paginates(page_client, make_workload):
     for number in range(PAGE_SIZE + 3):
         make_workload("alice", name=f"run-{number}", pool="l40s-shared")
