@@ -75,11 +75,9 @@ def qos_class(spec: dict) -> str:
         return out
 
     pod_level = spec.get("resources")
+    containers = [c for key in ("containers", "initContainers") if isinstance(spec.get(key), list) for c in spec[key]]
     owners = [pod_level] if isinstance(pod_level, dict) and pod_level else [
-        c.get("resources") or {}
-        for key in ("containers", "initContainers")
-        for c in (spec.get(key) if isinstance(spec.get(key), list) else [])
-        if isinstance(c, dict)
+        c.get("resources") or {} for c in containers if isinstance(c, dict)
     ]
     for resources in owners:
         for name, amount in positive(resources.get("requests")).items():
