@@ -4,13 +4,16 @@ condition and FailedScheduling event with kube-scheduler's message, retries when
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from kubernetes import client
 
 from kubesim.testing import InProcessKubesim, serve
+from tests.kubesim.test_kubectl import KUBECTL, MIN_MINOR, Kubectl, _kubectl_minor
 
 GPU = "nvidia.com/gpu"
 NS = "sched"
@@ -258,3 +261,42 @@ def test_a_higher_priority_pod_preempts_and_never_preempting_pods_say_so(api, ks
     assert urgent.status.phase == "Running" and urgent.status.nominated_node_name == urgent.spec.node_name
     # The freed node went to the preemptor, not to the lower-priority pods waiting before it.
     assert read(api, "polite").status.phase == "Pending"
+
+
+@pytest.mark.skipif(_kubectl_minor() < MIN_MINOR, reason=f"kubectl 1.{MIN_MINOR}+ not on PATH ({KUBECTL or 'none'})")
+def test_kubectl_cordon_describe_and_uncordon(api, ks, tmp_path: Path):
+    kubectl = Kubectl(ks.kubeconfig_path, tmp_path)
+    for name in ("gpu-a", "gpu-b"):
+        assert kubectl("cordon", name).stdout.strip() == f"node/{name} cordoned"
+    nodes = kubectl("get", "nodes").stdout.splitlines()
+    assert [line.split()[1] for line in nodes[1:]] == ["Ready,SchedulingDisabled"] * 2
+    overrides = {"spec": {"containers": [{"name": "p", "image": "busybox", "resources": {"limits": {GPU: "2"}}}]}}
+    kubectl("run", "p", "-n", NS, "--image=busybox", "--restart=Never", f"--overrides={json.dumps(overrides)}")
+    described = kubectl("describe", "pod", "p", "-n", NS).stdout
+    assert "Warning  FailedScheduling" in described
+    assert (
+        "default-scheduler  0/2 nodes are available: 2 node(s) were unschedulable. preemption: 0/2 nodes are "
+        "available: 2 Preemption is not helpful for scheduling." in described
+    )
+    # Each node's kubelet holds its Lease in kube-node-lease, which describe node reads.
+    node = kubectl("describe", "node", "gpu-a").stdout
+    assert "Failed to get lease" not in node
+    assert "HolderIdentity:  gpu-a" in node
+    kubectl("uncordon", "gpu-b")
+    assert read(api, "p").spec.node_name == "gpu-b" and read(api, "p").status.phase == "Running"
+    leases = kubectl("get", "leases", "-n", "kube-node-lease", "-o", "name").stdout.split()
+    assert leases == ["lease.coordination.k8s.io/gpu-a", "lease.coordination.k8s.io/gpu-b"]
+
+
+def test_a_node_lease_comes_and_goes_with_its_node(api, ks):
+    coordination = client.CoordinationV1Api(api.core.api_client)
+    created = api.core.create_node({"metadata": {"name": "late"}, "status": {"allocatable": {"cpu": "4", "pods": "8"}}})
+    lease = coordination.read_namespaced_lease("late", "kube-node-lease")
+    assert (lease.spec.holder_identity, lease.spec.lease_duration_seconds) == ("late", 40)
+    owners = [(o.kind, o.name, o.uid) for o in lease.metadata.owner_references]
+    assert owners == [("Node", "late", created.metadata.uid)]
+    api.core.delete_node("late")
+    assert [item.metadata.name for item in coordination.list_namespaced_lease("kube-node-lease").items] == [
+        "gpu-a",
+        "gpu-b",
+    ]

@@ -26,6 +26,8 @@ _RAY_NODE = re.compile(r"\bray start\b.*--block\b")
 LOG_STEP_SECONDS = 10
 SCHEDULING_GATED = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+NODE_LEASE_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds
 
 
 def command_line(container: dict) -> str:
@@ -75,9 +77,11 @@ class Kubelet:
         now = store.now()
         events = self._feed.changed(store)
         retry = False
+        wrote = False
         if events is None:
             self._cache = SchedulerCache()
             self._cache.set_nodes(store.list("nodes", copy=False))
+            wrote |= self._register_leases(store)
             pods = store.list("pods", copy=False)
             for pod in pods:
                 self._cache.track(pod)
@@ -85,6 +89,7 @@ class Kubelet:
             keys: set[tuple[str, str]] = set()
             if any(e.resource == "nodes" for e in events):
                 self._cache.set_nodes(store.list("nodes", copy=False))
+                wrote |= self._register_leases(store)
                 retry = True
             for e in events:
                 if e.resource != "pods":
@@ -99,7 +104,6 @@ class Kubelet:
                 keys |= {_key(p) for p in store.list("pods", copy=False) if self._finished_by(p, now)}
             pods = [p for ns, name in sorted(keys) if (p := store.get("pods", ns, name, copy=False)) is not None]
         self._now = now
-        wrote = False
         pending = []
         for pod in pods:
             if pod["metadata"].get("deletionTimestamp"):
@@ -125,6 +129,27 @@ class Kubelet:
             if pod["metadata"].get("deletionTimestamp"):
                 continue
             wrote |= self._start(store, clone(pod), now, failed)
+        return wrote
+
+    @staticmethod
+    def _register_leases(store: Store) -> bool:
+        """Each node's kubelet holds a Lease named after its node in kube-node-lease (owned by the Node, so it goes
+        with it). kubesim's nodes never miss a heartbeat: renewTime is when the lease was taken."""
+        wrote = False
+        for node in store.list("nodes", copy=False):
+            name = node["metadata"]["name"]
+            if store.get("leases", NODE_LEASE_NAMESPACE, name, copy=False) is not None:
+                continue
+            taken = store.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a MicroTime
+            owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            store.create(
+                "leases",
+                {
+                    "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [owner]},
+                    "spec": {"holderIdentity": name, "leaseDurationSeconds": NODE_LEASE_SECONDS, "renewTime": taken},
+                },
+            )
+            wrote = True
         return wrote
 
     def _finished_by(self, pod: dict, now: datetime) -> bool:
