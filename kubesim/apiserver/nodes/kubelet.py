@@ -116,11 +116,12 @@ class Kubelet:
                 retry |= self._cache.track(store.get("pods", *_key(pod), copy=False) or pod, gone=False)
         if retry:
             seen = {_key(p) for p in pending}
-            pending += [
-                p
-                for key in sorted(self._unschedulable - seen)
-                if (p := store.get("pods", *key, copy=False)) is not None
-            ]
+            for key in sorted(self._unschedulable - seen):
+                waiting = store.get("pods", *key, copy=False)
+                if waiting is None or waiting["spec"].get("nodeName"):
+                    self._unschedulable.discard(key)  # gone, or bound by someone else meanwhile
+                else:
+                    pending.append(waiting)
         # kube-scheduler's queue order: higher priority first, then the older pod.
         pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", ""),
                                     *_key(p)))
