@@ -471,3 +471,24 @@ def test_a_delete_is_answered_as_its_registry_answers_it(api: SimpleNamespace):
     assert answered["details"] == {
         "name": "answered", "group": "kueue.x-k8s.io", "kind": "workloadpriorityclasses", "uid": uid
     }
+
+
+@NEEDS_KUBECTL
+def test_kubectl_every_patch_type_and_the_status_subresource_dry_run(kubectl: Kubectl, api: SimpleNamespace):
+    api.core.create_namespaced_config_map("dry", config_map("typed", a="1"))
+    kubectl("create", "-f", "-", stdin=queued_job("typed-job", suspend=True))
+    before = revision(api)
+    for kind, patch in (
+        ("json", '[{"op": "replace", "path": "/data/a", "value": "2"}]'),
+        ("merge", '{"data": {"a": "3"}}'),
+        ("strategic", '{"data": {"a": "4"}}'),
+    ):
+        answered = json.loads(kubectl("patch", "configmap", "typed", "-n", "dry", f"--type={kind}", "-p", patch,
+                                      "--dry-run=server", "-o", "json").stdout)
+        assert answered["data"]["a"] != "1"
+    status = kubectl("patch", "job", "typed-job", "-n", "dry", "--subresource=status", "--type=merge", "-p",
+                     '{"status": {"failed": 3}}', "--dry-run=server", "-o", "json").stdout
+    assert json.loads(status)["status"]["failed"] == 3
+    assert api.core.read_namespaced_config_map("typed", "dry").data == {"a": "1"}
+    assert not api.batch.read_namespaced_job_status("typed-job", "dry").status.failed
+    assert revision(api) == before
