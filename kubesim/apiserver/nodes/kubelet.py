@@ -129,7 +129,7 @@ class Kubelet:
         for pod in pending:
             if pod["metadata"].get("deletionTimestamp"):
                 continue
-            wrote |= self._start(store, clone(pod), now, failed)
+            wrote |= self._start(store, pod, now, failed)
         return wrote
 
     @staticmethod
@@ -182,7 +182,10 @@ class Kubelet:
             end = self._ends[key] = parse_rfc3339(started) + timedelta(seconds=seconds)
         return end
 
-    def _start(self, store: Store, pod: dict, now: datetime, failed: dict[str, Verdict]) -> bool:
+    def _start(self, store: Store, stored: dict, now: datetime, failed: dict[str, Verdict]) -> bool:
+        """Bind (unless bound already) and start a pending pod; `stored` is the store's own dict, copied before any
+        change."""
+        pod = stored
         md = pod["metadata"]
         node_name = pod["spec"].get("nodeName")
         if pod["spec"].get("schedulingGates") and not node_name:
@@ -200,6 +203,7 @@ class Kubelet:
             failed.clear()  # a bind takes capacity: later pods of a failed shape may fail otherwise
             self._unschedulable.discard(_key(pod))
             node_name = verdict.node
+            pod = clone(stored)
             pod["spec"]["nodeName"] = node_name
             pod = store.update("pods", pod)
             self._cache.track(pod)
@@ -210,6 +214,8 @@ class Kubelet:
                 f"Successfully assigned {md['namespace']}/{md['name']} to {node_name}",
                 "default-scheduler",
             )
+        else:
+            pod = clone(stored)
         ts = rfc3339(now)
         containers = pod["spec"].get("containers") or []
         for c in containers:
@@ -255,6 +261,7 @@ class Kubelet:
         conds = (pod.get("status") or {}).get("conditions") or []
         if any(c.get("type") == "PodScheduled" and c.get("reason") == SCHEDULING_GATED for c in conds):
             return False
+        pod = clone(pod)
         pod.setdefault("status", {})["conditions"] = [
             {
                 **_cond("PodScheduled", "False", rfc3339(store.now())),
@@ -269,7 +276,7 @@ class Kubelet:
         """PodScheduled False, Unschedulable, with kube-scheduler's message, and a FailedScheduling event; an attempt
         that fails as the last one did writes nothing (kube-scheduler's repeat would only bump the event's count)."""
         self._unschedulable.add(_key(pod))
-        status = pod.setdefault("status", {})
+        status = pod.get("status") or {}
         conds = status.get("conditions") or []
         current = next((c for c in conds if c.get("type") == "PodScheduled"), None)
         nominated = verdict.nominated or status.get("nominatedNodeName")
@@ -281,6 +288,8 @@ class Kubelet:
         ):
             return False
         since = current["lastTransitionTime"] if current and current.get("status") == "False" else None
+        pod = clone(pod)
+        status = pod.setdefault("status", {})
         scheduled = {
             **_cond("PodScheduled", "False", since or rfc3339(store.now())),
             "reason": "Unschedulable",

@@ -27,7 +27,6 @@ priority first), and the caller deletes the rest; the pod is nominated to that n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -60,12 +59,13 @@ def _amounts(resources: object) -> dict[str, int]:
     return out
 
 
-def _container_requests(container: dict, non_zero: bool) -> dict[str, int]:
+def _container_requests(container: dict) -> tuple[dict[str, int], dict[str, int]]:
+    """A container's requests, and the same with the scheduler's non-zero cpu/memory for those it does not name."""
     requests = _amounts((container.get("resources") or {}).get("requests"))
-    if non_zero:
-        requests.setdefault(CPU, DEFAULT_MILLI_CPU)
-        requests.setdefault(MEMORY, DEFAULT_MEMORY)
-    return requests
+    non_zero = dict(requests)
+    non_zero.setdefault(CPU, DEFAULT_MILLI_CPU)
+    non_zero.setdefault(MEMORY, DEFAULT_MEMORY)
+    return requests, non_zero
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:
@@ -79,30 +79,35 @@ def _raise_to(into: dict[str, int], more: dict[str, int]) -> None:
             into[name] = amount
 
 
-def pod_requests(spec: dict, *, non_zero: bool = False) -> dict[str, int]:
-    """What the scheduler counts a pod as requesting (kube's resourcehelper.PodRequests)."""
-    total: dict[str, int] = {}
+def pod_requests(spec: dict) -> tuple[dict[str, int], dict[str, int]]:
+    """What the scheduler counts a pod as requesting (kube's resourcehelper.PodRequests), and its non-zero requests
+    (the same with 100m cpu and 200Mi memory for each container that names none), which scoring uses."""
+    both: tuple[dict[str, int], dict[str, int]] = ({}, {})
+    sidecars: tuple[dict[str, int], dict[str, int]] = ({}, {})
+    init_peak: tuple[dict[str, int], dict[str, int]] = ({}, {})
     for c in spec.get("containers") or []:
-        _add(total, _container_requests(c, non_zero))
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
-        own = _container_requests(c, non_zero)
-        if c.get("restartPolicy") == "Always":  # a sidecar runs beside the app containers
+        for total, own in zip(both, _container_requests(c), strict=True):
             _add(total, own)
-            _add(sidecars, own)
-            _raise_to(init_peak, sidecars)
-        else:
-            during = dict(sidecars)
-            _add(during, own)
-            _raise_to(init_peak, during)
-    _raise_to(total, init_peak)
+    for c in spec.get("initContainers") or []:
+        sidecar = c.get("restartPolicy") == "Always"  # a sidecar runs beside the app containers
+        for total, running, peak, own in zip(both, sidecars, init_peak, _container_requests(c), strict=True):
+            if sidecar:
+                _add(total, own)
+                _add(running, own)
+                _raise_to(peak, running)
+            else:
+                during = dict(running)
+                _add(during, own)
+                _raise_to(peak, during)
     pod_level = _amounts((spec.get("resources") or {}).get("requests"))
-    for name in POD_LEVEL_RESOURCES:
-        if name in pod_level:
-            total[name] = pod_level[name]
-    _add(total, _amounts(spec.get("overhead")))
-    return {name: amount for name, amount in total.items() if amount}
+    overhead = _amounts(spec.get("overhead"))
+    for total, peak in zip(both, init_peak, strict=True):
+        _raise_to(total, peak)
+        for name in POD_LEVEL_RESOURCES:
+            if name in pod_level:
+                total[name] = pod_level[name]
+        _add(total, overhead)
+    return {name: amount for name, amount in both[0].items() if amount}, both[1]
 
 
 def tolerates(tolerations: Iterable[dict], taint: dict) -> bool:
@@ -187,15 +192,11 @@ class Demand:
     @classmethod
     def of(cls, pod: dict) -> Demand:
         spec = pod["spec"]
-        requests = pod_requests(spec)
-        non_zero = pod_requests(spec, non_zero=True)
+        requests, non_zero = pod_requests(spec)
         priority = int(spec.get("priority") or 0)
         never = spec.get("preemptionPolicy") == "Never"
-        shape = json.dumps(
-            [sorted(requests.items()), spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
-             priority, never],
-            sort_keys=True,
-        )
+        shape = repr((sorted(requests.items()), spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
+                      priority, never))
         return cls(requests, (non_zero.get(CPU, 0), non_zero.get(MEMORY, 0)), priority, never, shape)
 
 
@@ -205,6 +206,9 @@ class NodeInfo:
 
     node: dict
     allocatable: dict[str, int]
+    cordoned: bool = False
+    hard_taints: list[dict] = field(default_factory=list)  # NoSchedule and NoExecute: the filter's
+    soft_taints: list[dict] = field(default_factory=list)  # PreferNoSchedule: the score's
     requested: dict[str, int] = field(default_factory=dict)
     non_zero: list[int] = field(default_factory=lambda: [0, 0])
     pods: dict[str, Demand] = field(default_factory=dict)  # uid -> demand of each bound, not terminated pod
@@ -261,10 +265,11 @@ class SchedulerCache:
         self._rotation = 0
 
     def demand(self, pod: dict) -> Demand:
-        """The pod's demand, computed again when its spec changed (a new generation: tolerations added, ...)."""
+        """The pod's demand, computed again when a waiting pod's spec changed (a new generation: tolerations added,
+        ...); a bound pod's stays (binding moves the generation, not what the pod asks for)."""
         md = pod["metadata"]
         found = self._demands.get(md["uid"])
-        if found is None or found[0] != md.get("generation"):
+        if found is None or (found[0] != md.get("generation") and not pod["spec"].get("nodeName")):
             found = self._demands[md["uid"]] = (md.get("generation"), Demand.of(pod))
         return found[1]
 
@@ -273,7 +278,14 @@ class SchedulerCache:
         old, self.nodes = self.nodes, {}
         for node in nodes:
             name = node["metadata"]["name"]
-            info = NodeInfo(node, _amounts((node.get("status") or {}).get("allocatable")))
+            taints = (node.get("spec") or {}).get("taints") or []
+            info = NodeInfo(
+                node,
+                _amounts((node.get("status") or {}).get("allocatable")),
+                cordoned=bool((node.get("spec") or {}).get("unschedulable")),
+                hard_taints=[t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")],
+                soft_taints=[t for t in taints if t.get("effect") == "PreferNoSchedule"],
+            )
             if name in old:
                 info.requested, info.non_zero, info.pods = old[name].requested, old[name].non_zero, old[name].pods
             self.nodes[name] = info
@@ -302,17 +314,20 @@ class SchedulerCache:
     # ---- the scheduling cycle ----------------------------------------------------------------------------------
     def _filter(self, pod: dict, demand: Demand, info: NodeInfo) -> tuple[list[str], bool]:
         """The first failing filter's reasons on this node, and whether preemption could resolve them."""
-        spec, node = pod["spec"], info.node
-        node_spec = node.get("spec") or {}
-        tolerations = spec.get("tolerations") or []
-        if node_spec.get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
+        spec = pod["spec"]
+        if info.cordoned and not tolerates(spec.get("tolerations") or [], UNSCHEDULABLE_TAINT):
             return [NODE_UNSCHEDULABLE], False
-        for taint in node_spec.get("taints") or []:
-            if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+        for taint in info.hard_taints:
+            if not tolerates(spec.get("tolerations") or [], taint):
                 return [f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"], False
-        if not matches_node_affinity(spec, node):
+        if not matches_node_affinity(spec, info.node):
             return [NODE_AFFINITY], False
-        return insufficient(demand, info.allocatable, info.requested, len(info.pods)), True
+        allocatable, requested = info.allocatable, info.requested
+        if len(info.pods) < allocatable.get(PODS, 0) and all(
+            amount <= allocatable.get(name, 0) - requested.get(name, 0) for name, amount in demand.requests.items()
+        ):
+            return [], True
+        return insufficient(demand, allocatable, requested, len(info.pods)), True
 
     def schedule(self, pod: dict) -> Verdict:
         if not self.nodes:
@@ -346,35 +361,29 @@ class SchedulerCache:
         """The feasible node with the highest weighted score (NodeResourcesFit and NodeResourcesBalancedAllocation
         x1, TaintToleration x3, NodeAffinity x2, each normalised to 0-100 as kube does); ties in turn."""
         spec = pod["spec"]
+        cpu, memory = demand.non_zero
         soft = [t for t in spec.get("tolerations") or [] if t.get("effect") in (None, "", "PreferNoSchedule")]
-        rows = []
+        scores = []
         for info in feasible:
-            fractions, least = [], 0
-            for i, resource in enumerate((CPU, MEMORY)):
-                capacity = info.allocatable.get(resource, 0)
-                used = info.non_zero[i] + demand.non_zero[i]
-                least += (capacity - used) * 100 // capacity if capacity and used <= capacity else 0
-                fractions.append(min(used / capacity, 1.0) if capacity else 0.0)
-            balanced = int((1 - abs(fractions[0] - fractions[1]) / 2) * 100)
-            untolerated = sum(
-                1
-                for taint in (info.node.get("spec") or {}).get("taints") or []
-                if taint.get("effect") == "PreferNoSchedule" and not tolerates(soft, taint)
+            cpu_cap, mem_cap = info.allocatable.get(CPU, 0), info.allocatable.get(MEMORY, 0)
+            cpu_used, mem_used = info.non_zero[0] + cpu, info.non_zero[1] + memory
+            least = ((cpu_cap - cpu_used) * 100 // cpu_cap if cpu_cap and cpu_used <= cpu_cap else 0) + (
+                (mem_cap - mem_used) * 100 // mem_cap if mem_cap and mem_used <= mem_cap else 0
             )
-            rows.append((info.name, least // 2 + balanced, untolerated, _preferred_score(spec, info.node)))
-        most_untolerated = max(r[2] for r in rows)
-        most_preferred = max(r[3] for r in rows)
-        scored = [
-            (
-                fit
-                + 3 * (100 - (100 * untolerated // most_untolerated if most_untolerated else 0))
-                + 2 * (100 * preferred // most_preferred if most_preferred else 0),
-                name,
-            )
-            for name, fit, untolerated, preferred in rows
-        ]
-        best = max(s for s, _ in scored)
-        ties = [name for s, name in scored if s == best]
+            cpu_share = min(cpu_used / cpu_cap, 1.0) if cpu_cap else 0.0
+            mem_share = min(mem_used / mem_cap, 1.0) if mem_cap else 0.0
+            scores.append(least // 2 + int((1 - abs(cpu_share - mem_share) / 2) * 100))
+        if any(info.soft_taints for info in feasible):
+            untolerated = [sum(1 for t in info.soft_taints if not tolerates(soft, t)) for info in feasible]
+            most = max(untolerated) or 1
+            scores = [s + 3 * (100 - 100 * u // most) for s, u in zip(scores, untolerated, strict=True)]
+        node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+        if node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"):
+            preferred = [_preferred_score(spec, info.node) for info in feasible]
+            most = max(preferred)
+            scores = [s + 2 * (100 * p // most if most else 0) for s, p in zip(scores, preferred, strict=True)]
+        best = max(scores)
+        ties = [info.name for info, score in zip(feasible, scores, strict=True) if score == best]
         self._rotation += 1
         return ties[self._rotation % len(ties)]
 
