@@ -61,6 +61,7 @@ def test_cli_writes_a_kubeconfig_the_client_loads(tmp_path):
             nodes = client.CoreV1Api(api).list_node().items
             assert [n.metadata.name for n in nodes] == ["tiny"]
             assert nodes[0].status.allocatable["nvidia.com/gpu"] == "1"
+            assert nodes[0].status.allocatable["pods"] == "110"  # the kubelet's maxPods when the file names none
 
 
 def test_async_settle_runs_controllers_in_the_background():

@@ -435,3 +435,60 @@ def test_a_create_records_its_manager_as_kube_apiserver_does(api):
     assert "f:a" in entries[0].fields_v1["f:data"]
     by_agent = api.core.create_namespaced_config_map("dry", config_map("agent", a="1"))
     assert by_agent.metadata.managed_fields[0].manager == "OpenAPI-Generator"
+
+
+def test_a_delete_is_answered_as_its_registry_answers_it(api: SimpleNamespace):
+    """A Pod's registry answers with the deleted Pod (ReturnDeletedObject), a ConfigMap's or a custom resource's with a
+    Success Status naming it (kind = the plural), a dry run as the delete would be."""
+    for name in ("answer-dry", "answer"):
+        api.core.create_namespaced_config_map("dry", config_map(name))
+    cm_uid = api.core.read_namespaced_config_map("answer-dry", "dry").metadata.uid
+    code, answered = raw(api, "DELETE", "/api/v1/namespaces/dry/configmaps/answer-dry?dryRun=All")
+    assert code == 200
+    assert answered == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": "answer-dry", "kind": "configmaps", "uid": cm_uid},
+    }
+    assert api.core.read_namespaced_config_map("answer-dry", "dry")
+    code, answered = raw(api, "DELETE", "/api/v1/namespaces/dry/configmaps/answer")
+    assert (code, answered["kind"], answered["details"]["name"]) == (200, "Status", "answer")
+
+    api.core.create_namespaced_pod(
+        "dry", {"metadata": {"name": "answer"}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    )
+    for query in ("?dryRun=All", ""):
+        deleted = api.core.delete_namespaced_pod("answer", "dry", dry_run="All" if query else None)
+        assert isinstance(deleted, client.V1Pod) and deleted.metadata.name == "answer"
+
+    priority = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "answered"}, "value": 10}
+    api.custom.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", priority)
+    uid = api.custom.get_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "answered")["metadata"]["uid"]
+    answered = api.custom.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "answered", dry_run="All")
+    assert answered["details"] == {
+        "name": "answered", "group": "kueue.x-k8s.io", "kind": "workloadpriorityclasses", "uid": uid
+    }
+
+
+@NEEDS_KUBECTL
+def test_kubectl_every_patch_type_and_the_status_subresource_dry_run(kubectl: Kubectl, api: SimpleNamespace):
+    api.core.create_namespaced_config_map("dry", config_map("typed", a="1"))
+    kubectl("create", "-f", "-", stdin=queued_job("typed-job", suspend=True))
+    before = revision(api)
+    for kind, patch in (
+        ("json", '[{"op": "replace", "path": "/data/a", "value": "2"}]'),
+        ("merge", '{"data": {"a": "3"}}'),
+        ("strategic", '{"data": {"a": "4"}}'),
+    ):
+        answered = json.loads(kubectl("patch", "configmap", "typed", "-n", "dry", f"--type={kind}", "-p", patch,
+                                      "--dry-run=server", "-o", "json").stdout)
+        assert answered["data"]["a"] != "1"
+    status = kubectl("patch", "job", "typed-job", "-n", "dry", "--subresource=status", "--type=merge", "-p",
+                     '{"status": {"failed": 3}}', "--dry-run=server", "-o", "json").stdout
+    assert json.loads(status)["status"]["failed"] == 3
+    assert api.core.read_namespaced_config_map("typed", "dry").data == {"a": "1"}
+    assert not api.batch.read_namespaced_job_status("typed-job", "dry").status.failed
+    assert revision(api) == before

@@ -285,7 +285,8 @@ def test_a_held_queue_says_so(kubesim, cluster, org, watcher):
 
 
 def test_no_quota_on_the_pool_any_more(kubesim, cluster, org, watcher):
-    filler = submit(kubesim, org["alice"], pool="l40s-shared", gpus=16, name="fill")  # Vision's limit there
+    # Vision's limit there, as two pods of a node's 8 shares each: one 16-share pod fits on no node.
+    filler = submit(kubesim, org["alice"], pool="l40s-shared", gpus=8, pods=2, name="fill")
     wait_for(lambda: status_of(filler) == Status.RUNNING)
     workload = submit(kubesim, org["alice"], pool="l40s-shared", gpus=4, name="waits")
     wait_for(lambda: Workload.objects.get(pk=workload.pk).status_reason not in ("", "Created"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from datetime import datetime, timedelta
 
+from kubesim.apiserver.validation import builtin
 from kubesim.kernel.clock import parse_rfc3339, rfc3339
 from kubesim.kernel.store import ChangeFeed, Store, clone, controller_reference
 
@@ -336,8 +337,8 @@ class JobController:
                 "ownerReferences": [controller_reference(job)],
             },
             "spec": pod_spec,
-            "status": {"phase": "Pending", "qosClass": "BestEffort"},
         }
+        builtin.apply_defaults("pods", pod, None)  # as kube-apiserver defaults a pod the controller creates
         created = store.create("pods", pod)
         store.record_event(job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}", COMPONENT)
         return created

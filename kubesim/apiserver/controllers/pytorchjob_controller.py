@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 
+from kubesim.apiserver.validation import builtin
 from kubesim.kernel.clock import rfc3339
 from kubesim.kernel.store import ChangeFeed, Store, clone, controller_reference
 
@@ -264,8 +265,8 @@ class PyTorchJobController:
                 "uid": str(uuid.uuid4()),
             },
             "spec": pod_spec,
-            "status": {"phase": "Pending", "qosClass": "BestEffort"},
         }
+        builtin.apply_defaults("pods", pod, None)  # as kube-apiserver defaults a pod the controller creates
         store.create("pods", pod)
         store.record_event(job, "Normal", "SuccessfulCreatePod", f"Created pod: {pod['metadata']['name']}", COMPONENT)
 

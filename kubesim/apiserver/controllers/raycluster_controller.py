@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 
+from kubesim.apiserver.validation import builtin
 from kubesim.kernel.clock import rfc3339
 from kubesim.kernel.quantity import QuantityError, format_amount, to_amount
 from kubesim.kernel.store import ChangeFeed, Store, clone, controller_reference
@@ -228,8 +229,8 @@ class RayClusterController:
                 "ownerReferences": [controller_reference(cluster)],
             },
             "spec": pod_spec,
-            "status": {"phase": "Pending"},
         }
+        builtin.apply_defaults("pods", pod, None)  # as kube-apiserver defaults a pod the controller creates
         created = store.create("pods", pod)
         reason, what = ("CreatedHeadPod", "head") if node_type == "head" else ("CreatedWorkerPod", "worker")
         message = f"Created {what} Pod {md['namespace']}/{created['metadata']['name']}"

@@ -39,6 +39,9 @@ JOB_ORPHAN_WARNING = (
     "or set propagationPolicy=Orphan to suppress this warning"
 )
 APPLY_PATCH = "application/apply-patch+yaml"
+# The registries that answer a delete with the deleted object (ReturnDeletedObject); the others answer a Success Status
+# once the object is gone. An object its finalizers keep is answered as marked for deletion either way.
+RETURNS_DELETED_OBJECT = frozenset({"pods", "services", "serviceaccounts", "persistentvolumeclaims"})
 PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
 
 
@@ -339,6 +342,8 @@ class Verbs:
                 result = self.store.delete(t.res.plural, t.namespace, t.name or "", policy, dry_run=dry)
             except NotFound as exc:
                 raise not_found(t.res, t.name or "") from exc
+            if not result["metadata"].get("deletionTimestamp") and t.res.plural not in RETURNS_DELETED_OBJECT:
+                result = _deleted_status(t, result)
             return self._settled(200, result, warnings, dry)
 
     def delete_collection(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
@@ -368,6 +373,15 @@ class Verbs:
                     "items": deleted,
                 },
             )
+
+
+def _deleted_status(t: Target, deleted: dict) -> dict:
+    """The generic registry's answer to a delete that removed the object: Success, naming it (kind is the plural)."""
+    details = {"name": deleted["metadata"]["name"], "group": t.res.group, "kind": t.res.plural,
+               "uid": deleted["metadata"]["uid"]}
+    if not details["group"]:
+        del details["group"]
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
 def _scale_of(obj: dict) -> dict:

@@ -10,6 +10,7 @@ import yaml
 POOL_LABEL = "portal.gpu/pool"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+DEFAULT_MAX_PODS = 110
 
 
 def _pool(
@@ -57,7 +58,8 @@ def load_cluster(path: str | None) -> list[dict]:
 def node_object(spec: dict) -> dict:
     """The core/v1 Node a cluster entry describes."""
     name = spec["name"]
-    allocatable = {k: str(v) for k, v in (spec.get("allocatable") or {}).items()}
+    # A kubelet always reports how many pods it takes (its maxPods, 110 by default); cpu and memory come from the file.
+    allocatable = {"pods": str(DEFAULT_MAX_PODS), **{k: str(v) for k, v in (spec.get("allocatable") or {}).items()}}
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",

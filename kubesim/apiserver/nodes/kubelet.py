@@ -1,6 +1,7 @@
-"""The kubelet (and a trivial scheduler): binds pending pods to a node whose labels match the nodeSelector,
-runs them for the time their command says, and finishes them with the exit code their command says. A Ray node
-(`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it is stopped, as a server does.
+"""The kubelet and kube-scheduler: binds pending pods to nodes as kube-scheduler does
+(kubesim.apiserver.nodes.scheduler), runs them for the time their command says, and finishes them with the exit code
+their command says. A Ray node (`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it
+is stopped, as a server does.
 
 A pod with spec.schedulingGates is not scheduled: it stays Pending with PodScheduled False, reason SchedulingGated,
 as kube-scheduler leaves it (PodSchedulingReadiness, GA since Kubernetes 1.30), until every gate is removed."""
@@ -13,6 +14,7 @@ import re
 import shlex
 from datetime import datetime, timedelta
 
+from kubesim.apiserver.nodes.scheduler import SchedulerCache, Verdict
 from kubesim.apiserver.nodes.servers import is_server
 from kubesim.kernel.clock import parse_rfc3339, rfc3339
 from kubesim.kernel.store import ChangeFeed, Store, clone
@@ -24,6 +26,8 @@ _RAY_NODE = re.compile(r"\bray start\b.*--block\b")
 LOG_STEP_SECONDS = 10
 SCHEDULING_GATED = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+NODE_LEASE_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds
 
 
 def command_line(container: dict) -> str:
@@ -51,67 +55,102 @@ def run_plan(pod: dict, default_seconds: float) -> tuple[float, int]:
     return seconds, code
 
 
-def _tolerates(pod: dict, taint: dict) -> bool:
-    if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-        return True
-    for t in pod["spec"].get("tolerations") or []:
-        if t.get("effect") and t["effect"] != taint.get("effect"):
-            continue
-        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == taint.get("key")):
-            return True
-        if t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def node_fits(pod: dict, node: dict) -> bool:
-    labels = node["metadata"].get("labels") or {}
-    selector = pod["spec"].get("nodeSelector") or {}
-    if any(labels.get(k) != v for k, v in selector.items()):
-        return False
-    if (node.get("spec") or {}).get("unschedulable"):
-        return False
-    return all(_tolerates(pod, t) for t in (node.get("spec") or {}).get("taints") or [])
-
-
 class Kubelet:
-    """Controller: Pending -> Running at the next settle, Running -> Succeeded/Failed after the run time."""
+    """Controller: kube-scheduler and the kubelets. Pending pods are placed (kubesim.apiserver.nodes.scheduler) and
+    start at once; Running -> Succeeded/Failed after the run time. A pod that fits nowhere stays Pending (PodScheduled
+    False, Unschedulable) and is tried again when capacity frees (a bound pod finished or deleted) or a node is
+    added or changed, as kube-scheduler requeues it on those events."""
 
     name = "kubelet"
 
     def __init__(self, default_run_seconds: float = 60.0) -> None:
         self.default_run_seconds = default_run_seconds
-        self._spread = 0
         self._feed = ChangeFeed("pods", "nodes")
         self._now: datetime | None = None
         self._deadline: tuple[int, datetime | None] | None = None
         self._ends: dict[tuple[str, str], datetime] = {}  # (pod uid, startTime) -> end of the run
+        self._cache = SchedulerCache()
+        self._unschedulable: set[tuple[str, str]] = set()  # pods the last attempt could not place
 
     def reconcile(self, store: Store) -> bool:
-        """Look at the pods written since the last pass; at every pod when time moved or nodes changed."""
+        """Look at the pods written since the last pass; at every pod when the history was lost."""
         now = store.now()
         events = self._feed.changed(store)
-        if events is None or any(e.resource == "nodes" for e in events):
+        retry = False
+        wrote = False
+        if events is None:
+            self._cache = SchedulerCache()
+            self._cache.set_nodes(store.list("nodes", copy=False))
+            wrote |= self._register_leases(store)
             pods = store.list("pods", copy=False)
+            for pod in pods:
+                self._cache.track(pod)
         else:
-            keys = {(e.obj["metadata"]["namespace"], e.obj["metadata"]["name"]) for e in events}
+            keys: set[tuple[str, str]] = set()
+            if any(e.resource == "nodes" for e in events):
+                self._cache.set_nodes(store.list("nodes", copy=False))
+                wrote |= self._register_leases(store)
+                retry = True
+            for e in events:
+                if e.resource != "pods":
+                    continue
+                retry |= self._cache.track(e.obj, gone=e.type == "DELETED")
+                if e.type == "DELETED":
+                    self._unschedulable.discard(_key(e.obj))
+                else:
+                    keys.add(_key(e.obj))
             due = self.next_deadline(store)
             if now != self._now and due is not None and due <= now:
                 keys |= {_key(p) for p in store.list("pods", copy=False) if self._finished_by(p, now)}
             pods = [p for ns, name in sorted(keys) if (p := store.get("pods", ns, name, copy=False)) is not None]
         self._now = now
-        wrote = False
-        nodes = None
+        pending = []
         for pod in pods:
             if pod["metadata"].get("deletionTimestamp"):
                 continue
             phase = (pod.get("status") or {}).get("phase", "Pending")
             if phase == "Pending":
-                if nodes is None:
-                    nodes = store.list("nodes", copy=False)
-                wrote |= self._start(store, clone(pod), nodes, now)
-            elif self._finished_by(pod, now):
-                wrote |= self._maybe_finish(store, clone(pod), now)
+                pending.append(pod)
+            elif self._finished_by(pod, now) and self._maybe_finish(store, clone(pod), now):
+                wrote = True
+                retry |= self._cache.track(store.get("pods", *_key(pod), copy=False) or pod, gone=False)
+        if retry:
+            seen = {_key(p) for p in pending}
+            for key in sorted(self._unschedulable - seen):
+                waiting = store.get("pods", *key, copy=False)
+                if waiting is None or waiting["spec"].get("nodeName"):
+                    self._unschedulable.discard(key)  # gone, or bound by someone else meanwhile
+                else:
+                    pending.append(waiting)
+        # kube-scheduler's queue order: higher priority first, then the older pod.
+        pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", ""),
+                                    *_key(p)))
+        failed: dict[str, Verdict] = {}  # pod shape -> its failure, while nothing was bound in this pass
+        for pod in pending:
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            wrote |= self._start(store, pod, now, failed)
+        return wrote
+
+    @staticmethod
+    def _register_leases(store: Store) -> bool:
+        """Each node's kubelet holds a Lease named after its node in kube-node-lease (owned by the Node, so it goes
+        with it). kubesim's nodes never miss a heartbeat: renewTime is when the lease was taken."""
+        wrote = False
+        for node in store.list("nodes", copy=False):
+            name = node["metadata"]["name"]
+            if store.get("leases", NODE_LEASE_NAMESPACE, name, copy=False) is not None:
+                continue
+            taken = store.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a MicroTime
+            owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            store.create(
+                "leases",
+                {
+                    "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [owner]},
+                    "spec": {"holderIdentity": name, "leaseDurationSeconds": NODE_LEASE_SECONDS, "renewTime": taken},
+                },
+            )
+            wrote = True
         return wrote
 
     def _finished_by(self, pod: dict, now: datetime) -> bool:
@@ -143,19 +182,31 @@ class Kubelet:
             end = self._ends[key] = parse_rfc3339(started) + timedelta(seconds=seconds)
         return end
 
-    def _start(self, store: Store, pod: dict, nodes: list[dict], now: datetime) -> bool:
+    def _start(self, store: Store, stored: dict, now: datetime, failed: dict[str, Verdict]) -> bool:
+        """Bind (unless bound already) and start a pending pod; `stored` is the store's own dict, copied before any
+        change."""
+        pod = stored
         md = pod["metadata"]
         node_name = pod["spec"].get("nodeName")
         if pod["spec"].get("schedulingGates") and not node_name:
             return self._gated(store, pod)
         if not node_name:
-            fits = [n for n in nodes if node_fits(pod, n)]
-            if not fits:
-                return self._unschedulable(store, pod, len(nodes))
-            self._spread += 1
-            node_name = fits[self._spread % len(fits)]["metadata"]["name"]
+            shape = self._cache.demand(pod).shape
+            verdict = failed.get(shape) or self._cache.schedule(pod)
+            if verdict.node is None:
+                if verdict.victims:
+                    self._preempt(store, pod, verdict)
+                    failed.clear()
+                else:
+                    failed[shape] = verdict
+                return self._unschedulable_now(store, pod, verdict)
+            failed.clear()  # a bind takes capacity: later pods of a failed shape may fail otherwise
+            self._unschedulable.discard(_key(pod))
+            node_name = verdict.node
+            pod = clone(stored)
             pod["spec"]["nodeName"] = node_name
             pod = store.update("pods", pod)
+            self._cache.track(pod)
             store.record_event(
                 pod,
                 "Normal",
@@ -163,6 +214,8 @@ class Kubelet:
                 f"Successfully assigned {md['namespace']}/{md['name']} to {node_name}",
                 "default-scheduler",
             )
+        else:
+            pod = clone(stored)
         ts = rfc3339(now)
         containers = pod["spec"].get("containers") or []
         for c in containers:
@@ -208,6 +261,7 @@ class Kubelet:
         conds = (pod.get("status") or {}).get("conditions") or []
         if any(c.get("type") == "PodScheduled" and c.get("reason") == SCHEDULING_GATED for c in conds):
             return False
+        pod = clone(pod)
         pod.setdefault("status", {})["conditions"] = [
             {
                 **_cond("PodScheduled", "False", rfc3339(store.now())),
@@ -218,17 +272,63 @@ class Kubelet:
         store.update_status("pods", pod)
         return True
 
-    def _unschedulable(self, store: Store, pod: dict, node_count: int) -> bool:
-        message = f"0/{node_count} nodes are available: {node_count} node(s) didn't match Pod's node affinity/selector."
-        conds = (pod.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == "PodScheduled" and c.get("message") == message for c in conds):
+    def _unschedulable_now(self, store: Store, pod: dict, verdict: Verdict) -> bool:
+        """PodScheduled False, Unschedulable, with kube-scheduler's message, and a FailedScheduling event; an attempt
+        that fails as the last one did writes nothing (kube-scheduler's repeat would only bump the event's count)."""
+        self._unschedulable.add(_key(pod))
+        status = pod.get("status") or {}
+        conds = status.get("conditions") or []
+        current = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+        nominated = verdict.nominated or status.get("nominatedNodeName")
+        if (
+            current is not None
+            and current.get("reason") == "Unschedulable"
+            and current.get("message") == verdict.message
+            and status.get("nominatedNodeName") == nominated
+        ):
             return False
-        pod.setdefault("status", {})["conditions"] = [
-            {**_cond("PodScheduled", "False", rfc3339(store.now())), "reason": "Unschedulable", "message": message}
-        ]
+        since = current["lastTransitionTime"] if current and current.get("status") == "False" else None
+        pod = clone(pod)
+        status = pod.setdefault("status", {})
+        scheduled = {
+            **_cond("PodScheduled", "False", since or rfc3339(store.now())),
+            "reason": "Unschedulable",
+            "message": verdict.message,
+        }
+        status["conditions"] = [c for c in conds if c.get("type") != "PodScheduled"] + [scheduled]
+        if nominated:
+            status["nominatedNodeName"] = nominated
         store.update_status("pods", pod)
-        store.record_event(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+        store.record_event(pod, "Warning", "FailedScheduling", verdict.message, "default-scheduler")
         return True
+
+    def _preempt(self, store: Store, pod: dict, verdict: Verdict) -> None:
+        """Evict the victims kube-scheduler chose: each gets DisruptionTarget (PreemptionByScheduler) and a Preempted
+        event, then is deleted; the preemptor waits, nominated to the node, until its retry binds it there."""
+        scheduler = pod["spec"].get("schedulerName") or "default-scheduler"
+        for uid in verdict.victims:
+            found = store.by_uid(uid)
+            victim = store.get("pods", found[1], found[2]) if found is not None and found[0] == "pods" else None
+            if found is None or victim is None:
+                continue
+            status = victim.setdefault("status", {})
+            status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+            status["conditions"].append(
+                {
+                    **_cond("DisruptionTarget", "True", rfc3339(store.now())),
+                    "reason": "PreemptionByScheduler",
+                    "message": f"{scheduler}: preempting to accommodate a higher priority pod",
+                }
+            )
+            victim = store.update_status("pods", victim)
+            store.record_event(
+                victim,
+                "Normal",
+                "Preempted",
+                f"Preempted by pod {pod['metadata']['uid']} on node {verdict.nominated}",
+                "default-scheduler",
+            )
+            store.delete("pods", found[1], found[2])  # its DELETED event frees the node and retries the preemptor
 
     def _maybe_finish(self, store: Store, pod: dict, now: datetime) -> bool:
         end = self._end_time(pod)

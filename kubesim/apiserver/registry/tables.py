@@ -128,6 +128,11 @@ def _field(path: str) -> Callable[[dict, datetime], Any]:
     return lambda obj, now: json_path(obj, path)
 
 
+def _node_status(node: dict, now: datetime) -> str:
+    """kubectl's STATUS of a node: kubesim's nodes are always Ready; a cordoned one also says SchedulingDisabled."""
+    return "Ready,SchedulingDisabled" if (node.get("spec") or {}).get("unschedulable") else "Ready"
+
+
 _ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
 CORE_COLUMNS: dict[str, list[Column]] = {
     "pods": [
@@ -160,12 +165,13 @@ CORE_COLUMNS: dict[str, list[Column]] = {
         ("Age", "string", 0, _age),
     ],
     "nodes": [
-        ("Status", "string", 0, lambda n, now: "Ready"),
+        ("Status", "string", 0, _node_status),
         ("Roles", "string", 0, lambda n, now: "<none>"),
         ("Age", "string", 0, _age),
         ("Version", "string", 0, _field(".status.nodeInfo.kubeletVersion")),
     ],
     "namespaces": [("Status", "string", 0, _field(".status.phase")), ("Age", "string", 0, _age)],
+    "leases": [("Holder", "string", 0, _field(".spec.holderIdentity")), ("Age", "string", 0, _age)],
     "persistentvolumeclaims": [
         ("Status", "string", 0, lambda c, n: (c.get("status") or {}).get("phase", "Pending")),
         ("Volume", "string", 0, _field(".spec.volumeName")),

@@ -4,11 +4,14 @@ cross-field rules a schema cannot express (Job selector and labels, restartPolic
 from __future__ import annotations
 
 import base64
+import contextlib
+from decimal import Decimal
 from typing import Any
 
 from kubesim.apiserver import admission_policies
 from kubesim.apiserver.validation import cel, core
 from kubesim.kernel.metadata import Cause
+from kubesim.kernel.quantity import QuantityError, decimal_value
 
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 CONTROLLER_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
@@ -37,7 +40,7 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
         default_pod_spec(spec)
         _default_requests_from_limits(spec)
         if old is None:
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
     elif resource == "jobs" and isinstance(spec, dict):
         _default_job(spec)
     elif resource == "secrets" and isinstance(obj.get("stringData"), dict):
@@ -48,6 +51,47 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
             obj["status"] = {"phase": "Active"}
         labels = obj.setdefault("metadata", {}).setdefault("labels", {})
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+
+QOS_RESOURCES = ("cpu", "memory")
+
+
+def qos_class(spec: dict) -> str:
+    """The pod's QoS class as kube-apiserver computes it at creation (ComputePodQOS, over cpu and memory only):
+    BestEffort without any positive request or limit; Guaranteed when every container (init containers included)
+    limits both and the summed requests equal the summed limits; Burstable otherwise. Pod-level resources, when
+    set, decide alone."""
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+
+    def positive(resources: object) -> dict[str, Decimal]:
+        out = {}
+        for name, value in (resources or {}).items() if isinstance(resources, dict) else ():
+            if name in QOS_RESOURCES:
+                with contextlib.suppress(QuantityError):
+                    if (amount := decimal_value(value)) > 0:
+                        out[name] = amount
+        return out
+
+    pod_level = spec.get("resources")
+    containers = [c for key in ("containers", "initContainers") if isinstance(spec.get(key), list) for c in spec[key]]
+    owners = [pod_level] if isinstance(pod_level, dict) and pod_level else [
+        c.get("resources") or {} for c in containers if isinstance(c, dict)
+    ]
+    for resources in owners:
+        for name, amount in positive(resources.get("requests")).items():
+            requests[name] = requests.get(name, Decimal(0)) + amount
+        found = positive(resources.get("limits"))
+        for name, amount in found.items():
+            limits[name] = limits.get(name, Decimal(0)) + amount
+        if set(found) != set(QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
 
 
 def _merge_string_data(secret: dict) -> None:
