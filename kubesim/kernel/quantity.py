@@ -122,13 +122,13 @@ def to_amount(resource: str, value: object) -> int:
     """Kueue's int64 view: CPU as MilliValue, other resources as Value (rounded up, like resource.Quantity).
     Remembered per (resource, value, its type): Kueue's controllers read the same few quantities on every pass."""
     try:
-        return _remembered_amount(resource, value, type(value))
+        return _remembered_amount(resource, value, type(value).__name__)
     except TypeError:  # unhashable, so not a quantity: the parser says why
         return _amount(resource, value)
 
 
 @functools.lru_cache(maxsize=4096)
-def _remembered_amount(resource: str, value: object, _type: type) -> int:
+def _remembered_amount(resource: str, value: object, _type: str) -> int:
     return _amount(resource, value)  # the type is in the key: 1, 1.0 and True are equal but parse differently
 
 

@@ -10,7 +10,7 @@ from kubesim.kernel.store import Store
 from kubesim.kueue.cache import Changes
 from kubesim.kueue.scheduler import Snapshot
 from kubesim.kueue.scheduler.model import ClusterQueueNode, WorkloadInfo, local_queue_usage, order_key, workload_info
-from kubesim.kueue.scheduler.quota import note_usage_change, update_tree
+from kubesim.kueue.scheduler.quota import add_usage, remove_usage
 from kubesim.kueue.state import KueueState
 
 QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces", "admissionchecks")
@@ -38,7 +38,11 @@ class LiveSnapshot:
         self.queues_touched: set[str] = set()
         self.local_queues_touched: set[tuple[str, str]] = set()
         self.cohorts_touched: set[str] = set()  # the cohorts above a ClusterQueue whose reservations changed
-        self._usage_moved: set[str] = set()  # ClusterQueues whose reservations the current patch changed
+
+    @property
+    def backoff(self) -> set[str]:
+        """The workloads with status.requeueState.requeueAt, as of the last refresh()."""
+        return self._backoff
 
     @property
     def snap(self) -> Snapshot:
@@ -64,12 +68,11 @@ class LiveSnapshot:
                 objs.setdefault(key, store.get("workloads", ns, name, copy=False))
         infos = {k: None if o is None else workload_info(o, self.config, self.state.parsed) for k, o in objs.items()}
         snap = self._snap
-        self.cohorts_touched, self._usage_moved = set(), set()
+        self.cohorts_touched = set()
         for key, wl in sorted(infos.items(), key=lambda kv: _store_order(kv[0])):
             self._remove(snap, key)
             if wl is not None:
                 self._add(snap, wl, now)
-        self._sum_cohorts(snap)
         if self.config.admission_fair_sharing is not None:
             # As from_objects computes them: the LocalQueue's sampled usage plus its entry penalties so far.
             for lq_key in self.local_queues_touched:
@@ -132,34 +135,16 @@ class LiveSnapshot:
         lst.insert(bisect.bisect(lst, order_key(wl), key=order_key), wl)
 
     def _charge(self, cq: ClusterQueueNode, usage: dict, sign: int) -> None:
-        """A reservation's usage added to (sign 1) or taken from (-1) its ClusterQueue; the cohorts above are summed
-        again once the patch is done (_sum_cohorts)."""
+        """A reservation's usage added to (sign 1) or taken from (-1) its ClusterQueue, the part beyond each node's
+        local quota carried up the tree as Kueue's cache does (the cohort usage a full build sums, update_tree)."""
         for fr, v in usage.items():
-            total = cq.usage.get(fr, 0) + sign * v
-            if total:
-                cq.usage[fr] = total
+            if sign > 0:
+                add_usage(cq, fr, v)
             else:
-                cq.usage.pop(fr, None)
-        self._usage_moved.add(cq.name)
-
-    def _sum_cohorts(self, snap: Snapshot) -> None:
-        """After reservations moved: each changed tree's subtree quotas and cohort usage computed again from its
-        ClusterQueues (update_tree, as from_objects does), and every memo of derived usage dropped."""
-        if not self._usage_moved:
-            return
-        note_usage_change()
-        roots = {}
-        for name in self._usage_moved:
-            cq = snap.cluster_queues[name]
-            if cq.parent is None:
-                cq.free = {}
-                continue
-            for cohort in cq.path_to_root():
-                self.cohorts_touched.add(cohort.name)
-            root = cq.parent.root()
-            roots[id(root)] = root
-        for root in roots.values():
-            update_tree(root)
+                remove_usage(cq, fr, v)
+            if not cq.usage.get(fr):
+                cq.usage.pop(fr, None)  # as a full build leaves it: no entry for what nothing reserves
+        self.cohorts_touched.update(cohort.name for cohort in cq.path_to_root())
 
 
 def _store_order(key: str) -> tuple[str, str]:

@@ -65,7 +65,9 @@ class SchedulerController:
         """Backoff expiries: a workload re-enters its queue at status.requeueState.requeueAt."""
         now = store.clock.now()
         best: datetime | None = None
-        for wl in self.state.listed(store, "workloads"):
+        for key in self._live.backoff:
+            ns, name = key.split("/", 1)
+            wl = store.get("workloads", ns, name, copy=False) or {}
             at = parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
             if at is not None and at > now and (best is None or at < best):
                 best = at

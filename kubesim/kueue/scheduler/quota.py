@@ -141,12 +141,6 @@ def usage_version() -> int:
     return _usage_changes
 
 
-def note_usage_change() -> None:
-    """Usage was changed by hand (a kept snapshot patched with new reservations): what was derived from it goes."""
-    global _usage_changes
-    _usage_changes += 1
-
-
 def add_usage(node: QuotaNode, fr: FlavorResource, val: int) -> None:
     """Add usage and bubble the part beyond the node's local quota to its parent."""
     global _usage_changes
