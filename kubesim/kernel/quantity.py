@@ -12,6 +12,7 @@ are the integer view Kueue's scheduler compares (CPU in millicores, everything e
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import ROUND_CEILING, Decimal
@@ -118,7 +119,20 @@ def decimal_value(value: object) -> Decimal:
 
 
 def to_amount(resource: str, value: object) -> int:
-    """Kueue's int64 view: CPU as MilliValue, other resources as Value (rounded up, like resource.Quantity)."""
+    """Kueue's int64 view: CPU as MilliValue, other resources as Value (rounded up, like resource.Quantity).
+    Remembered per (resource, value, its type): Kueue's controllers read the same few quantities on every pass."""
+    try:
+        return _remembered_amount(resource, value, type(value).__name__)
+    except TypeError:  # unhashable, so not a quantity: the parser says why
+        return _amount(resource, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_amount(resource: str, value: object, _type: str) -> int:
+    return _amount(resource, value)  # the type is in the key: 1, 1.0 and True are equal but parse differently
+
+
+def _amount(resource: str, value: object) -> int:
     d = decimal_value(value)
     if resource == "cpu":
         return math.ceil(d * 1000)

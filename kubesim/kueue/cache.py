@@ -2,18 +2,20 @@
 
 `ListCache.listed` returns the store's own objects (no copy) and reuses one list per resource until that resource
 changes: callers must treat them as read-only and `clone` an object before changing and writing it back. The
-KueueState of a simulator holds the one ListCache its controllers and visibility share.
-`ChangeGate` lets a controller skip a pass when nothing it reads changed and time stood still; `Changes` names the
-objects written since a controller's last pass, so a pass costs what changed rather than what exists.
+KueueState of a simulator holds the one ListCache its controllers and visibility share. `Lookup` finds a few stored
+objects by key without listing them all. `ChangeGate` lets a controller skip a pass when nothing it reads changed
+and time stood still; `Changes` names the objects written since a controller's last pass, so a pass costs what
+changed rather than what exists. `Tracked` keeps the few objects a controller's next_deadline must look at.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from kubesim.kernel.store import ChangeFeed, Store, WatchEvent, clone
 
-__all__ = ["ChangeGate", "Changes", "Key", "ListCache", "clone"]
+__all__ = ["ChangeGate", "Changes", "Key", "ListCache", "Lookup", "Tracked", "clone"]
 
 
 class ListCache:
@@ -30,6 +32,54 @@ class ListCache:
         items = store.list(resource, copy=False)
         self._lists[resource] = (store, last, items)
         return items
+
+
+class Lookup:
+    """One resource's stored objects by key, read from the store when asked (read-only): a pass that needs a few
+    queues looks them up instead of building a dict of all of them."""
+
+    def __init__(self, store: Store, resource: str) -> None:
+        self._store = store
+        self._resource = resource
+
+    def get(self, key: str | tuple[str, str]) -> dict | None:
+        """The object named key (a name, or (namespace, name)), or None."""
+        namespace, name = key if isinstance(key, tuple) else ("", key)
+        return self._store.get(self._resource, namespace or None, name, copy=False)
+
+
+class Tracked:
+    """The keys of one resource's objects that pass a test, kept current from the objects a controller looks at
+    each pass (all of them on a full pass, those written since otherwise): a controller's next_deadline reads these
+    few instead of every object. Current once the controller has had its pass after the last write (every settle
+    ends so)."""
+
+    def __init__(self, resource: str, test: Callable[[dict], bool]) -> None:
+        self.resource = resource
+        self.test = test
+        self.keys: set[Key] = set()
+
+    def reset(self, objs: Iterable[dict]) -> None:
+        """From every object of the resource."""
+        self.keys = {_key(o) for o in objs if self.test(o)}
+
+    def update(self, store: Store, keys: Iterable[Key]) -> None:
+        """These objects were written (or deleted): look at them again."""
+        for key in keys:
+            obj = store.get(self.resource, key[0] or None, key[1], copy=False)
+            if obj is not None and self.test(obj):
+                self.keys.add(key)
+            else:
+                self.keys.discard(key)
+
+    def objects(self, store: Store) -> list[dict]:
+        """The tracked objects as stored now, in store order."""
+        return [o for ns, name in sorted(self.keys) if (o := store.get(self.resource, ns or None, name, copy=False))]
+
+
+def _key(obj: dict) -> Key:
+    md = obj["metadata"]
+    return md.get("namespace") or "", md["name"]
 
 
 class ChangeGate:

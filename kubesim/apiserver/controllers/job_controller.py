@@ -170,15 +170,17 @@ class JobController:
         if self._deadline is not None and self._deadline[0] == version:
             return self._deadline[1]
         deadlines = []
-        owned = _by_owner(store.list("pods", copy=False))
-        for job in store.list("jobs", copy=False):
-            if finished(job) or job["spec"].get("suspend"):
+        # Only a Job whose sync depends on the time can have a deadline: those a pass found so (_timed).
+        for namespace, name in sorted(self._timed):
+            job = store.get("jobs", namespace, name, copy=False)
+            if job is None or finished(job) or job["spec"].get("suspend"):
                 continue
             status = job.get("status") or {}
             ads = job["spec"].get("activeDeadlineSeconds")
             if ads is not None and status.get("startTime"):
                 deadlines.append(parse_rfc3339(status["startTime"]) + timedelta(seconds=ads))
-            retry = self._retry_at(job, owned.get(job["metadata"]["uid"], []))
+            uid = job["metadata"]["uid"]
+            retry = self._retry_at(job, [p for _, p in store.dependents(uid, "pods") if _controlled_by(p, uid)])
             if retry is not None:
                 deadlines.append(retry)
         result = min(deadlines) if deadlines else None

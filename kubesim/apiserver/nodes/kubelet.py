@@ -9,6 +9,7 @@ as kube-scheduler leaves it (PodSchedulingReadiness, GA since Kubernetes 1.30), 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 import re
 import shlex
@@ -67,13 +68,17 @@ class Kubelet:
         self.default_run_seconds = default_run_seconds
         self._feed = ChangeFeed("pods", "nodes")
         self._now: datetime | None = None
-        self._deadline: tuple[int, datetime | None] | None = None
         self._ends: dict[tuple[str, str], datetime] = {}  # (pod uid, startTime) -> end of the run
+        # The running pods' run ends, soonest first, filled from the pods each pass sees (and the runs it starts):
+        # next_deadline and the due pods cost what is due, not a scan of every pod. An entry is checked against
+        # the stored pod when it comes up (the pod may have been deleted or restarted since).
+        self._runs: list[tuple[datetime, tuple[str, str]]] = []
         self._cache = SchedulerCache()
         self._unschedulable: set[tuple[str, str]] = set()  # pods the last attempt could not place
 
     def reconcile(self, store: Store) -> bool:
-        """Look at the pods written since the last pass; at every pod when the history was lost."""
+        """Look at the pods written since the last pass, plus those whose run ended when time moved; at every pod
+        when the history was lost."""
         now = store.now()
         events = self._feed.changed(store)
         retry = False
@@ -83,8 +88,10 @@ class Kubelet:
             self._cache.set_nodes(store.list("nodes", copy=False))
             wrote |= self._register_leases(store)
             pods = store.list("pods", copy=False)
+            self._runs = []
             for pod in pods:
                 self._cache.track(pod)
+                self._track(pod)
         else:
             keys: set[tuple[str, str]] = set()
             if any(e.resource == "nodes" for e in events):
@@ -99,10 +106,12 @@ class Kubelet:
                     self._unschedulable.discard(_key(e.obj))
                 else:
                     keys.add(_key(e.obj))
-            due = self.next_deadline(store)
-            if now != self._now and due is not None and due <= now:
-                keys |= {_key(p) for p in store.list("pods", copy=False) if self._finished_by(p, now)}
             pods = [p for ns, name in sorted(keys) if (p := store.get("pods", ns, name, copy=False)) is not None]
+            for pod in pods:
+                self._track(pod)
+            if now != self._now:
+                keys |= self._due(store, now)
+                pods = [p for ns, name in sorted(keys) if (p := store.get("pods", ns, name, copy=False)) is not None]
         self._now = now
         pending = []
         for pod in pods:
@@ -153,6 +162,25 @@ class Kubelet:
             wrote = True
         return wrote
 
+    def _track(self, pod: dict) -> None:
+        """Note when a running pod's run ends."""
+        if (pod.get("status") or {}).get("phase") == "Running" and (end := self._end_time(pod)) is not None:
+            heapq.heappush(self._runs, (end, _key(pod)))
+
+    def _current_end(self, store: Store, key: tuple[str, str], end: datetime) -> bool:
+        """Whether a noted run end is still the stored pod's."""
+        pod = store.get("pods", key[0], key[1], copy=False)
+        return pod is not None and (pod.get("status") or {}).get("phase") == "Running" and self._end_time(pod) == end
+
+    def _due(self, store: Store, now: datetime) -> set[tuple[str, str]]:
+        """The running pods whose run has ended by now (taken off the run ends)."""
+        due = set()
+        while self._runs and self._runs[0][0] <= now:
+            end, key = heapq.heappop(self._runs)
+            if self._current_end(store, key, end):
+                due.add(key)
+        return due
+
     def _finished_by(self, pod: dict, now: datetime) -> bool:
         return (
             (pod.get("status") or {}).get("phase") == "Running"
@@ -161,13 +189,13 @@ class Kubelet:
         )
 
     def next_deadline(self, store: Store) -> datetime | None:
-        version = store.last_change("pods")
-        if self._deadline is not None and self._deadline[0] == version:
-            return self._deadline[1]
-        running = [p for p in store.list("pods", copy=False) if (p.get("status") or {}).get("phase") == "Running"]
-        ends = [e for p in running if (e := self._end_time(p)) is not None]
-        self._deadline = (version, min(ends) if ends else None)
-        return self._deadline[1]
+        """The soonest end of a running pod's run."""
+        while self._runs:
+            end, key = self._runs[0]
+            if self._current_end(store, key, end):
+                return end
+            heapq.heappop(self._runs)
+        return None
 
     def _end_time(self, pod: dict) -> datetime | None:
         started = (pod.get("status") or {}).get("startTime")

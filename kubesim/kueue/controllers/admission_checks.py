@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
+from kubesim.kueue.cache import ChangeGate, Changes, Key, Lookup, clone
 from kubesim.kueue.controllers.scheduler import record_admitted
 from kubesim.kueue.scheduler.model import EPOCH, condition_true, is_active, is_finished, parse_time
 from kubesim.kueue.state import KueueState
@@ -66,8 +66,7 @@ class AdmissionChecksController:
         if not candidates:
             return wrote
         provisioning = self._provisioning_checks(store)
-        cqs = {o["metadata"]["name"]: o for o in self.state.listed(store, "clusterqueues")}
-        lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in self.state.listed(store, "localqueues")}
+        cqs, lqs = Lookup(store, "clusterqueues"), Lookup(store, "localqueues")
         for wl in candidates:
             if not _reserved(wl):
                 wrote = self._sync_pending(store, wl, now, cqs, lqs) or wrote
@@ -97,7 +96,7 @@ class AdmissionChecksController:
         return wrote
 
     @staticmethod
-    def _sync_pending(store: Store, seen: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+    def _sync_pending(store: Store, seen: dict, now: datetime, cqs: Lookup, lqs: Lookup) -> bool:
         """A workload without reservation lists the checks of its LocalQueue's ClusterQueue that apply to every
         flavor of that queue (which flavor it gets is not known yet), as Kueue's reconcileSyncAdmissionChecks."""
         if is_finished(seen) or seen["metadata"].get("deletionTimestamp") or not is_active(seen):
@@ -119,7 +118,7 @@ class AdmissionChecksController:
         since = parse_time(check.get("lastTransitionTime")) or EPOCH
         return since + timedelta(seconds=self.config.provisioning_delay_seconds)
 
-    def _workload(self, store: Store, seen: dict, provisioning: set[str], now: datetime, cqs: dict) -> bool:
+    def _workload(self, store: Store, seen: dict, provisioning: set[str], now: datetime, cqs: Lookup) -> bool:
         md = seen["metadata"]
         key = (md["namespace"], md["name"])
         self._waiting.discard(key)

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
-from kubesim.kueue.cache import ChangeGate, clone
+from kubesim.kueue.cache import Changes, clone
 from kubesim.kueue.scheduler.model import condition_true, is_finished
 from kubesim.kueue.state import KueueState
 
@@ -19,18 +19,25 @@ class InUseFinalizers:
 
     def __init__(self, state: KueueState) -> None:
         self.state = state
-        self._gate = ChangeGate({"clusterqueues", "resourceflavors", "workloads"})
+        # Time is no input, nor a queue's or flavor's status; workloads matter only while a ClusterQueue is deleted.
+        self._changes = Changes(
+            "clusterqueues", "resourceflavors", "workloads", status_only=("clusterqueues", "resourceflavors")
+        )
+        self._deleting = False
 
     def next_deadline(self, store: Store) -> datetime | None:
         return None
 
     def reconcile(self, store: Store) -> bool:
-        if not self._gate.should_run(store):
+        changes = self._changes.since_last(store)
+        if changes is not None and not (
+            changes["clusterqueues"] or changes["resourceflavors"] or (self._deleting and changes["workloads"])
+        ):
             return False
         wrote = False
         cqs = self.state.listed(store, "clusterqueues")
         # Only a ClusterQueue being deleted asks which queues hold reservations: skip the workload scan otherwise.
-        deleting = any(o["metadata"].get("deletionTimestamp") for o in cqs)
+        deleting = self._deleting = any(o["metadata"].get("deletionTimestamp") for o in cqs)
         reserving = {
             ((w.get("status") or {}).get("admission") or {}).get("clusterQueue")
             for w in (self.state.listed(store, "workloads") if deleting else ())

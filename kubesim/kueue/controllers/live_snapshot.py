@@ -9,7 +9,8 @@ from datetime import datetime
 from kubesim.kernel.store import Store
 from kubesim.kueue.cache import Changes
 from kubesim.kueue.scheduler import Snapshot
-from kubesim.kueue.scheduler.model import WorkloadInfo, order_key, workload_info
+from kubesim.kueue.scheduler.model import ClusterQueueNode, WorkloadInfo, local_queue_usage, order_key, workload_info
+from kubesim.kueue.scheduler.quota import add_usage, remove_usage
 from kubesim.kueue.state import KueueState
 
 QUEUE_CONFIG = ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "namespaces", "admissionchecks")
@@ -19,15 +20,15 @@ _STATUS_IGNORED = tuple(r for r in QUEUE_CONFIG if r != "admissionchecks")
 
 
 class LiveSnapshot:
-    """A Snapshot kept across passes: rebuilt in full when queue configuration, a reservation or the history
-    changed (or the owner marked it stale), otherwise patched with the pending workloads written since the last
-    refresh, so a pass that only sees new or re-marked pending workloads costs what changed."""
+    """A Snapshot kept across passes: rebuilt in full when queue configuration or the history changed, otherwise
+    patched with the workloads written since the last refresh, so a pass costs what changed: a pending workload is
+    filed in (or taken out of) its queue, a reservation's usage is added to (or taken from) its ClusterQueue and
+    that quota tree's cohort usage is summed again, as a full build would."""
 
     def __init__(self, state: KueueState) -> None:
         self.state = state
         self.config = state.config
         self._snap: Snapshot | None = None
-        self.stale = True
         self._changes = Changes("workloads", *QUEUE_CONFIG, status_only=_STATUS_IGNORED)
         self._now: datetime | None = None
         self._backoff: set[str] = set()  # workloads with status.requeueState.requeueAt: time changes their place
@@ -36,6 +37,12 @@ class LiveSnapshot:
         # After a patch: the ClusterQueues and (namespace, LocalQueue) whose pending workloads may have changed.
         self.queues_touched: set[str] = set()
         self.local_queues_touched: set[tuple[str, str]] = set()
+        self.cohorts_touched: set[str] = set()  # the cohorts above a ClusterQueue whose reservations changed
+
+    @property
+    def backoff(self) -> set[str]:
+        """The workloads with status.requeueState.requeueAt, as of the last refresh()."""
+        return self._backoff
 
     @property
     def snap(self) -> Snapshot:
@@ -50,7 +57,7 @@ class LiveSnapshot:
         moved, self._now = now != self._now, now
         self.config_changed = changes is None or any(changes[r] for r in QUEUE_CONFIG)
         usage_moved = self._afs_epoch != self.state.afs_epoch  # Admission Fair Sharing usage was sampled
-        if changes is None or self._snap is None or self.stale or self.config_changed or usage_moved:
+        if changes is None or self._snap is None or self.config_changed or usage_moved:
             self._rebuild(store, now)
             return None
         self.queues_touched, self.local_queues_touched = set(), set()
@@ -61,18 +68,21 @@ class LiveSnapshot:
                 objs.setdefault(key, store.get("workloads", ns, name, copy=False))
         infos = {k: None if o is None else workload_info(o, self.config, self.state.parsed) for k, o in objs.items()}
         snap = self._snap
-        if any(w is not None and w.has_reservation for w in [*infos.values(), *map(snap.workloads.get, infos)]):
-            self._rebuild(store, now)
-            return None
+        self.cohorts_touched = set()
         for key, wl in sorted(infos.items(), key=lambda kv: _store_order(kv[0])):
             self._remove(snap, key)
             if wl is not None:
                 self._add(snap, wl, now)
+        if self.config.admission_fair_sharing is not None:
+            # As from_objects computes them: the LocalQueue's sampled usage plus its entry penalties so far.
+            for lq_key in self.local_queues_touched:
+                lq = snap.local_queues.get(lq_key)
+                if lq is not None:
+                    snap.lq_usage[lq_key] = local_queue_usage(lq, self.config, self.state.afs_penalty.get(lq_key))
         return set(infos)
 
     def _rebuild(self, store: Store, now: datetime | None) -> None:
         snap = self._snap = self.state.snapshot(store, now)
-        self.stale = False
         self._afs_epoch = self.state.afs_epoch
         self._backoff = {k for k, w in snap.workloads.items() if w.requeue_at is not None}
 
@@ -83,9 +93,16 @@ class LiveSnapshot:
             return
         self.queues_touched.add(old.cluster_queue)
         self.local_queues_touched.add((old.namespace, old.queue_name))
+        holder = snap.cluster_queues.get(old.cluster_queue)
+        if holder is not None and holder.workloads.get(key) is old:
+            del holder.workloads[key]
+            self._charge(holder, old.usage, -1)
+            return
         lst = snap.pending.get(old.cluster_queue)
-        if lst is not None and old in lst:
-            lst.remove(old)
+        if lst is not None:  # kept in order_key order, which is unique (it ends with the uid)
+            at = bisect.bisect_left(lst, order_key(old), key=order_key)
+            if at < len(lst) and lst[at] is old:
+                del lst[at]
         snap.orphans[:] = [o for o in snap.orphans if o[0] is not old]
 
     def _add(self, snap: Snapshot, wl: WorkloadInfo, now: datetime | None) -> None:
@@ -93,6 +110,14 @@ class LiveSnapshot:
         snap.workloads[wl.key] = wl
         if wl.requeue_at is not None:
             self._backoff.add(wl.key)
+        if wl.has_reservation:
+            holder = snap.cluster_queues.get(wl.cluster_queue)
+            self.local_queues_touched.add((wl.namespace, wl.queue_name))
+            if holder is not None:
+                holder.workloads[wl.key] = wl
+                self._charge(holder, wl.usage, 1)
+                self.queues_touched.add(holder.name)
+            return
         if not wl.admissible:
             return
         reason, message = snap.queue_blocker(wl)
@@ -107,7 +132,19 @@ class LiveSnapshot:
         if now is not None and wl.requeue_at is not None and wl.requeue_at > now:
             return
         lst = snap.pending.setdefault(wl.cluster_queue, [])
-        lst.insert(bisect.bisect([order_key(w) for w in lst], order_key(wl)), wl)
+        lst.insert(bisect.bisect(lst, order_key(wl), key=order_key), wl)
+
+    def _charge(self, cq: ClusterQueueNode, usage: dict, sign: int) -> None:
+        """A reservation's usage added to (sign 1) or taken from (-1) its ClusterQueue, the part beyond each node's
+        local quota carried up the tree as Kueue's cache does (the cohort usage a full build sums, update_tree)."""
+        for fr, v in usage.items():
+            if sign > 0:
+                add_usage(cq, fr, v)
+            else:
+                remove_usage(cq, fr, v)
+            if not cq.usage.get(fr):
+                cq.usage.pop(fr, None)  # as a full build leaves it: no entry for what nothing reserves
+        self.cohorts_touched.update(cohort.name for cohort in cq.path_to_root())
 
 
 def _store_order(key: str) -> tuple[str, str]:

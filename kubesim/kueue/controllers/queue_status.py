@@ -9,7 +9,7 @@ from kubesim.kernel.quantity import format_amount
 from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate
+from kubesim.kueue.cache import ChangeGate, Changes, Key
 from kubesim.kueue.controllers.live_snapshot import SCHEDULING_INPUTS, LiveSnapshot
 from kubesim.kueue.scheduler import ClusterQueueNode
 from kubesim.kueue.scheduler.model import (
@@ -34,6 +34,8 @@ class StatusController:
         self._gate = ChangeGate(SCHEDULING_INPUTS)
         self._live = LiveSnapshot(state)
         self._written: dict[tuple[str, str, str], str] = {}  # (resource, ns, name) -> resourceVersion we left
+        self._queue_feed = Changes("clusterqueues", "localqueues", "cohorts")
+        self._queue_writes: dict[str, dict[Key, dict]] | None = None  # queues written since the last pass
 
     def next_deadline(self, store: Store) -> datetime | None:
         """The next Admission Fair Sharing usage sample of a LocalQueue in a queue that uses it."""
@@ -113,13 +115,15 @@ class StatusController:
             return False
         now = store.clock.now()
         full = self._live.refresh(store, None) is None
+        self._queue_writes = self._queue_feed.since_last(store)
         live = self._live
         snap = live.snap
         wrote = self._sample_usage(store, snap, now)
         pending_by_lq: dict[tuple[str, str], int] = {}
+        lqs_seen = live.local_queues_touched | (self._queue_writes or {}).get("localqueues", {}).keys()
         lq_cqs: set[str] = {
             name
-            for k in live.local_queues_touched
+            for k in lqs_seen
             if isinstance(name := ((snap.local_queues.get(k) or {}).get("spec") or {}).get("clusterQueue"), str)
         }
         for wls in snap.pending.values() if full else [snap.pending.get(c, []) for c in live.queues_touched | lq_cqs]:
@@ -128,9 +132,9 @@ class StatusController:
         for w, _, _ in snap.orphans:
             # Kueue's LocalQueue holds its workloads even while its ClusterQueue is missing, and counts them.
             key = (w.namespace, w.queue_name)
-            if (full or key in live.local_queues_touched) and _holds_workloads(snap.local_queues.get(key)):
+            if (full or key in lqs_seen) and _holds_workloads(snap.local_queues.get(key)):
                 pending_by_lq[key] = pending_by_lq.get(key, 0) + 1
-        for obj in self.state.listed(store, "clusterqueues"):
+        for obj in self._listed(store, "clusterqueues", full, {("", name) for name in live.queues_touched}):
             if self._unchanged("clusterqueues", obj, full or obj["metadata"]["name"] in live.queues_touched):
                 continue
             cq = snap.cluster_queues[obj["metadata"]["name"]]
@@ -153,7 +157,7 @@ class StatusController:
             else:
                 status["conditions"] = self._active(obj, now, "False", cq.inactive_reason, cq.inactive_message)
             wrote = self._write(store, "clusterqueues", obj, status) or wrote
-        for obj in self.state.listed(store, "localqueues"):
+        for obj in self._listed(store, "localqueues", full, live.local_queues_touched):
             md = obj["metadata"]
             if self._unchanged("localqueues", obj, full or (md["namespace"], md["name"]) in live.local_queues_touched):
                 continue
@@ -193,8 +197,8 @@ class StatusController:
             status["conditions"] = self._active(obj, now, *cond)
             wrote = self._write(store, "localqueues", obj, status) or wrote
         if self.config.fair_sharing:
-            for obj in self.state.listed(store, "cohorts"):
-                if self._unchanged("cohorts", obj, full):  # a patch changes no reservation, so no share
+            for obj in self._listed(store, "cohorts", full, {("", name) for name in live.cohorts_touched}):
+                if self._unchanged("cohorts", obj, full or obj["metadata"]["name"] in live.cohorts_touched):
                     continue
                 node = snap.cohorts.get(obj["metadata"]["name"])
                 if node is None:
@@ -203,6 +207,15 @@ class StatusController:
                 status["fairSharing"] = {"weightedShare": dominant_resource_share(node).weighted_share()}
                 wrote = self._write(store, "cohorts", obj, status) or wrote
         return wrote
+
+    def _listed(self, store: Store, resource: str, full: bool, touched: set[tuple[str, str]]) -> list[dict]:
+        """The queues a pass looks at, in store order: all of them after a full build, else those whose members
+        changed and those written since the last pass (by this controller, which _unchanged then skips, or by
+        anyone else)."""
+        if full or self._queue_writes is None:
+            return self.state.listed(store, resource)
+        keys = touched | self._queue_writes[resource].keys()
+        return [obj for ns, name in sorted(keys) if (obj := store.get(resource, ns or None, name, copy=False))]
 
     @staticmethod
     def _flavors(cq: ClusterQueueNode, usage: dict, borrowed: bool) -> list[dict]:

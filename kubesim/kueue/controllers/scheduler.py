@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from datetime import datetime
 
 from kubesim.kernel.store import Store
@@ -64,7 +65,9 @@ class SchedulerController:
         """Backoff expiries: a workload re-enters its queue at status.requeueState.requeueAt."""
         now = store.clock.now()
         best: datetime | None = None
-        for wl in self.state.listed(store, "workloads"):
+        for key in self._live.backoff:
+            ns, name = key.split("/", 1)
+            wl = store.get("workloads", ns, name, copy=False) or {}
             at = parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
             if at is not None and at > now and (best is None or at < best):
                 best = at
@@ -78,10 +81,9 @@ class SchedulerController:
         touched = self._live.refresh(store, now)
         snap = self._live.snap
         self._flush_on_events(store, snap, queues, touched)
+        # The cycles leave the snapshot as the writes below make the store (reservations made, victims evicted, the
+        # rest restored): the next refresh patches it with those writes as read back.
         results = Scheduler(self.config, queues).run(snap, now)
-        # A cycle that looked at a head may have changed the snapshot (admissions, preemption trials).
-        acted = any(r.admitted or r.preempted or r.pending or r.moved_aside for r in results)
-        self._live.stale = acted
         wrote = False
         pending: dict[str, Pending] = {}
         for result in results:
@@ -106,8 +108,9 @@ class SchedulerController:
                     if touched is None or wl.key in touched:
                         msg = f"ClusterQueue {cq_name} is inactive"
                         wrote = self._set_pending(store, wl, C.REASON_SUSPENDED, msg, now) or wrote
-        if touched is None or acted:
-            self._reserving = {k: _held(w) for k, w in snap.workloads.items() if w.has_reservation}
+        for result in results:
+            for adm in result.admitted:
+                self._reserving[adm.workload.key] = _held(adm.workload)
         return wrote
 
     def _flush_on_events(self, store: Store, snap: Snapshot, queues: Queues, touched: set[str] | None) -> None:
@@ -119,13 +122,9 @@ class SchedulerController:
         if touched is not None:
             self._forget_touched(snap, queues, touched)
             return
-        # A released reservation, a priority change of a workload holding one (its Job's priority class
-        # changed) or a smaller one (reclaimable pods) may let a set-aside workload in the same tree in: flush
-        # that tree.
         reserving = {k: _held(w) for k, w in snap.workloads.items() if w.has_reservation}
-        changed_roots = {_root_name(snap, held[0]) for k, held in self._reserving.items() if reserving.get(k) != held}
-        if changed_roots:
-            queues.flush({name for name, cq in snap.cluster_queues.items() if cq.root().name in changed_roots})
+        self._flush_released(snap, queues, self._reserving.items(), reserving)
+        self._reserving = reserving
         pending_keys: dict[str, set[str]] = {}
         for cq_name, wls in snap.pending.items():
             pending_keys[cq_name] = {w.key for w in wls}
@@ -139,9 +138,27 @@ class SchedulerController:
             if key not in pending_keys.get(cq_name, set()):
                 del queues.sticky[cq_name]
 
+    def _flush_released(
+        self, snap: Snapshot, queues: Queues, before: Iterable[tuple[str, tuple]], now: dict[str, tuple]
+    ) -> None:
+        """A released reservation, a priority change of a workload holding one (its Job's priority class changed) or
+        a smaller one (reclaimable pods) may let a set-aside workload in the same tree in: flush that tree. before:
+        (key, what it held) at the last pass, for the workloads to compare; now: what they hold now."""
+        changed_roots = {_root_name(snap, held[0]) for key, held in before if now.get(key) != held}
+        if changed_roots:
+            queues.flush({name for name, cq in snap.cluster_queues.items() if cq.root().name in changed_roots})
+
     def _forget_touched(self, snap: Snapshot, queues: Queues, touched: set[str]) -> None:
-        """_flush_on_events for a patched snapshot: reservations did not change, so only the touched workloads can
-        have left a queue or changed generation."""
+        """_flush_on_events for a patched snapshot: only the touched workloads can have changed their reservation,
+        left a queue or changed generation."""
+        reserving = {k: _held(w) for k in touched if (w := snap.workloads.get(k)) is not None and w.has_reservation}
+        self._flush_released(snap, queues, [(k, self._reserving[k]) for k in touched if k in self._reserving],
+                             reserving)
+        for key in touched:
+            if key in reserving:
+                self._reserving[key] = reserving[key]
+            else:
+                self._reserving.pop(key, None)
         where = {}
         for key in touched:
             wl = snap.workloads.get(key)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
+from kubesim.kueue.cache import ChangeGate, Changes, Key, Lookup, Tracked, clone
 from kubesim.kueue.config import WaitForPodsReady
 from kubesim.kueue.scheduler.model import condition_true, find_condition, is_active, is_finished, parse_time
 from kubesim.kueue.state import KueueState
@@ -40,13 +40,27 @@ class WorkloadController:
             "workloads", "clusterqueues", "localqueues", status_only=("clusterqueues", "localqueues")
         )
         self._timed: set[Key] = set()  # workloads whose next action waits for the clock (see _waits)
+        self._deadlines = Tracked("workloads", self._has_deadline)  # what next_deadline looks at
         self._now: datetime | None = None
+
+    def _has_deadline(self, wl: dict) -> bool:
+        """Whether next_deadline can find a time in this workload: a backoff, or an admitted workload's
+        waitForPodsReady timeout or maximum execution time."""
+        if is_finished(wl):
+            return False
+        if ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt") is not None:
+            return True
+        if not condition_true(wl, C.ADMITTED):
+            return False
+        wfpr = self.config.wait_for_pods_ready
+        waits_ready = wfpr.enable and not condition_true(wl, C.PODS_READY) and not condition_true(wl, C.EVICTED)
+        return waits_ready or (wl.get("spec") or {}).get("maximumExecutionTimeSeconds") is not None
 
     def next_deadline(self, store: Store) -> datetime | None:
         now = store.clock.now()
         deadlines = []
         wfpr = self.config.wait_for_pods_ready
-        for wl in self.state.listed(store, "workloads"):
+        for wl in self._deadlines.objects(store):
             if is_finished(wl):
                 continue
             at = parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
@@ -71,8 +85,7 @@ class WorkloadController:
         if not self._gate.should_run(store):
             return False
         now = store.clock.now()
-        cqs = {o["metadata"]["name"]: o for o in self.state.listed(store, "clusterqueues")}
-        lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in self.state.listed(store, "localqueues")}
+        cqs, lqs = Lookup(store, "clusterqueues"), Lookup(store, "localqueues")
         wrote = False
         for wl in self._candidates(store, now):
             if is_finished(wl) or wl["metadata"].get("deletionTimestamp"):
@@ -92,7 +105,9 @@ class WorkloadController:
         if changes is None or changes["clusterqueues"] or changes["localqueues"]:
             everything = self.state.listed(store, "workloads")
             self._timed = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in everything if self._waits(o)}
+            self._deadlines.reset(everything)
             return everything
+        self._deadlines.update(store, changes["workloads"])
         keys = set(changes["workloads"]) | (self._timed if moved else set())
         out = []
         for key in sorted(keys):
@@ -118,7 +133,7 @@ class WorkloadController:
         max_exec = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
         return max_exec is not None or (wfpr.enable and not condition_true(wl, C.PODS_READY))
 
-    def _active(self, store: Store, seen: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+    def _active(self, store: Store, seen: dict, now: datetime, cqs: Lookup, lqs: Lookup) -> bool:
         """seen is the store's object (read-only): every branch that writes works on a clone."""
         if condition_true(seen, C.DEACTIVATION_TARGET):
             wl = clone(seen)
@@ -188,7 +203,7 @@ class WorkloadController:
         return True
 
     @staticmethod
-    def _restarted(wl: dict, requeued: dict, cqs: dict, lqs: dict, now: datetime) -> bool:
+    def _restarted(wl: dict, requeued: dict, cqs: Lookup, lqs: Lookup, now: datetime) -> bool:
         """Requeued=True once the stopped ClusterQueue / LocalQueue that evicted the workload runs again."""
         now_reason = requeued.get("reason")
         lq = lqs.get((wl["metadata"]["namespace"], (wl.get("spec") or {}).get("queueName", "")))
@@ -218,7 +233,7 @@ class WorkloadController:
             evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
         wl["status"]["schedulingStats"]["evictions"] = evictions
 
-    def _release_blocked(self, store: Store, wl: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+    def _release_blocked(self, store: Store, wl: dict, now: datetime, cqs: Lookup, lqs: Lookup) -> bool:
         """A reservation not yet admitted is given back when its LocalQueue or ClusterQueue is missing, being
         deleted or stopped (Kueue's workload reconciler; an admitted workload only leaves on HoldAndDrain)."""
         queue = (wl.get("spec") or {}).get("queueName", "")
@@ -240,7 +255,7 @@ class WorkloadController:
         store.update_status("workloads", wl)
         return True
 
-    def _drain(self, store: Store, wl: dict, now: datetime, cqs: dict, lqs: dict) -> bool:
+    def _drain(self, store: Store, wl: dict, now: datetime, cqs: Lookup, lqs: Lookup) -> bool:
         """HoldAndDrain on the ClusterQueue or LocalQueue evicts admitted workloads."""
         admission = (wl.get("status") or {}).get("admission") or {}
         cq = cqs.get(admission.get("clusterQueue", ""))

@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 from kubesim.kernel.store import controller_reference
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, Changes, Key, clone
+from kubesim.kueue.cache import ChangeGate, Changes, Key, Tracked, clone
 from kubesim.kueue.integrations import podsets
 from kubesim.kueue.integrations.podsets import PodSetConflict, PodSetInfo
 from kubesim.kueue.scheduler.model import condition_true, find_condition, parse_time
@@ -129,15 +129,21 @@ class JobReconciler:
         self._quiet: dict[str, tuple[str, str]] = {}  # job uid -> (job rv, workload rv) when a sync wrote nothing
         self._changes = Changes(*watched)
         self._busy: set[Key] = set()  # jobs to sync again next pass although neither they nor their Workload changed
+        self._releasing = Tracked("workloads", self._evicted_reserving)  # what next_deadline looks at
+
+    def _evicted_reserving(self, wl: dict) -> bool:
+        """An evicted Workload of this kind still holding its quota: its release may be paced (release_time)."""
+        return bool(owner_uid(wl, self.kind.kind)) and condition_true(wl, C.EVICTED) and condition_true(
+            wl, C.QUOTA_RESERVED
+        )
 
     def next_deadline(self, store) -> datetime | None:
         """Paced releases of repeatedly preempted workloads (see release_time)."""
         now = store.clock.now()
         times = [
             at
-            for wl in self.state.listed(store, "workloads")
-            if owner_uid(wl, self.kind.kind) and condition_true(wl, C.EVICTED) and condition_true(wl, C.QUOTA_RESERVED)
-            if (at := release_time(wl)) is not None and at > now
+            for wl in self._releasing.objects(store)
+            if self._evicted_reserving(wl) and (at := release_time(wl)) is not None and at > now
         ]
         return min(times) if times else None
 
@@ -149,6 +155,7 @@ class JobReconciler:
         if changes is None or changes["resourceflavors"] or changes["workloadpriorityclasses"]:
             return self._full_pass(store, now)
         resource = self.kind.resource
+        self._releasing.update(store, changes["workloads"])
         jobs = set(changes[resource]) | self._busy
         workloads: dict[Key, dict] = {}
         for key, seen in changes["workloads"].items():
@@ -179,6 +186,7 @@ class JobReconciler:
         """Every job and Workload of the kind: on the first pass, after the change history ran out, or after a
         flavor or priority class changed."""
         workloads = [wl for wl in self.state.listed(store, "workloads") if owner_uid(wl, self.kind.kind)]
+        self._releasing.reset(workloads)
         by_owner: dict[str | None, list[dict]] = {}
         for wl in workloads:
             by_owner.setdefault(owner_uid(wl, self.kind.kind), []).append(wl)

@@ -13,8 +13,21 @@ from .conftest import Cluster
 def _view(snap: Snapshot) -> tuple:
     pending = {cq: [w.key for w in wls] for cq, wls in snap.pending.items() if wls}
     orphans = [(w.key, reason, message) for w, reason, message in snap.orphans]
-    reserving = {name: sorted(cq.workloads) for name, cq in snap.cluster_queues.items()}
-    return pending, orphans, sorted(snap.workloads), reserving
+    reserving = {
+        name: sorted((k, w.cluster_queue, w.reserved_at, sorted(w.usage.items())) for k, w in cq.workloads.items())
+        for name, cq in snap.cluster_queues.items()
+    }
+    # The quota trees as the scheduler reads them: usage (zero entries aside) and subtree quota of every node.
+    nodes = [*snap.cluster_queues.values(), *snap.cohorts.values()]
+    tree = {
+        (node.is_cohort, node.name): (
+            sorted((fr, v) for fr, v in node.usage.items() if v),
+            sorted(node.subtree_quota.items()),
+            node.parent.name if node.parent else None,
+        )
+        for node in nodes
+    }
+    return pending, orphans, sorted(snap.workloads), reserving, tree, sorted(snap.lq_usage.items())
 
 
 def _check(kc: Cluster) -> None:
@@ -23,7 +36,7 @@ def _check(kc: Cluster) -> None:
         for c in sim.controllers:
             if isinstance(c, StatusController):
                 assert _view(c._live.snap) == _view(build_snapshot(sim.store, c.config, None))
-            if isinstance(c, SchedulerController) and not c._live.stale:
+            if isinstance(c, SchedulerController):
                 assert _view(c._live.snap) == _view(build_snapshot(sim.store, c.config, sim.clock.now()))
 
 
