@@ -304,6 +304,22 @@ PERSISTENT_VOLUME_CLAIM = obj(
     },
     ["spec"],
 )
+LEASE = obj(
+    {
+        **TOP,
+        "spec": obj(
+            {
+                "holderIdentity": S,
+                "leaseDurationSeconds": I32,
+                "acquireTime": S,
+                "renewTime": S,
+                "leaseTransitions": I32,
+                "strategy": S,
+                "preferredHolder": S,
+            }
+        ),
+    }
+)
 CONFIG_MAP = obj({**TOP, "data": STRMAP, "binaryData": STRMAP, "immutable": B})
 SECRET = obj({**TOP, "data": STRMAP, "stringData": STRMAP, "type": S, "immutable": B})
 SERVICE_ACCOUNT = obj(
@@ -447,6 +463,7 @@ CORE_SCHEMAS: dict[str, dict] = {
     "services": SERVICE,
     "events": EVENT,
     "configmaps": CONFIG_MAP,
+    "leases": LEASE,
     "persistentvolumeclaims": PERSISTENT_VOLUME_CLAIM,
     "secrets": SECRET,
     "serviceaccounts": SERVICE_ACCOUNT,

@@ -17,6 +17,7 @@ AUTHORIZATION_GROUP = "authorization.k8s.io"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 ADMISSION_GROUP = "admissionregistration.k8s.io"
+COORDINATION_GROUP = "coordination.k8s.io"
 
 SCALED_CRDS = frozenset({"leaderworkersets"})
 """The CRDs whose `scale` subresource kubesim serves (spec.replicas, status.hpaPodSelector)."""
@@ -101,6 +102,7 @@ CORE = [
     Resource("ingresses", "ingress", "Ingress", NETWORKING_GROUP, "v1", True, ("ing",), ("status",)),
     Resource("ingressclasses", "ingressclass", "IngressClass", NETWORKING_GROUP, "v1", False),
     Resource("networkpolicies", "networkpolicy", "NetworkPolicy", NETWORKING_GROUP, "v1", True, ("netpol",)),
+    Resource("leases", "lease", "Lease", COORDINATION_GROUP, "v1", True),
     Resource("roles", "role", "Role", RBAC_GROUP, "v1", True),
     Resource("clusterroles", "clusterrole", "ClusterRole", RBAC_GROUP, "v1", False),
     Resource("rolebindings", "rolebinding", "RoleBinding", RBAC_GROUP, "v1", True),
