@@ -130,6 +130,8 @@ def probed(kubesim, cluster, transactional_db, settings):
 def test_a_watcher_whose_appliers_hang_turns_its_probes_and_readyz_red(probed, client):
     process, url = probed
     assert get(f"{url}/healthz") == (200, {"status": "ok"}) and get(f"{url}/readyz") == (200, {"status": "ok"})
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as page:  # the metrics, beside the probes
+        assert b"portal_watcher_resyncs_total" in page.read()
     wait_for(lambda: client.get("/readyz").status_code == 200)
 
     with process.watcher.work.condition:  # every applier blocks on the work queue: they stop turning
