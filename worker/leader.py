@@ -27,15 +27,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
-import urllib3
 from django.conf import settings
 from django.utils import timezone
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from .gateway import api_client_from_settings
+from .gateway import ClusterError, Gateway, api_client_from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -57,19 +56,26 @@ class Timing:
 
 @dataclass(frozen=True)
 class Record:
-    """What the Lease says about its holder; a change of any field is a sign of life."""
+    """What the Lease says about its holder, as written (any change of it is a sign of life)."""
 
     holder: str
     lease_seconds: int
-    acquired: datetime | None
-    renewed: datetime | None
+    acquired: str
+    renewed: str
     transitions: int
 
     @classmethod
-    def of(cls, spec: client.V1LeaseSpec | None) -> Record:
-        spec = spec or client.V1LeaseSpec()
-        return cls(spec.holder_identity or "", spec.lease_duration_seconds or 0, spec.acquire_time, spec.renew_time,
-                   spec.lease_transitions or 0)
+    def of(cls, lease: dict[str, Any] | None) -> Record:
+        spec = (lease or {}).get("spec") or {}
+        return cls(str(spec.get("holderIdentity") or ""), int(spec.get("leaseDurationSeconds") or 0),
+                   str(spec.get("acquireTime") or ""), str(spec.get("renewTime") or ""),
+                   int(spec.get("leaseTransitions") or 0))
+
+
+def micro_time(at: datetime) -> str:
+    """A MicroTime as the API server parses it: RFC 3339 with always six fractional digits. Leases go as JSON through
+    the gateway for this: the client's models write `isoformat()`, which drops the digits of a whole second."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -77,7 +83,7 @@ class LeaderElector:
 
     def __init__(self, api_client: client.ApiClient, *, namespace: str, name: str, identity: str = "",
                  timing: Timing | None = None) -> None:
-        self.leases = client.CoordinationV1Api(api_client)
+        self.gw = Gateway(api_client)
         self.namespace = namespace
         self.name = name
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"  # a restarted process is a new one
@@ -149,80 +155,72 @@ class LeaderElector:
     def _try_acquire_or_renew(self, *, timeout: float) -> bool:
         """One try: create the Lease, renew ours, or take one that is free or expired. A request never outlives
         `timeout` (a leader's time left), so a hung API server cannot keep a leader past its deadline."""
-        started, now = time.monotonic(), timezone.now()
+        started, now = time.monotonic(), micro_time(timezone.now())
         try:
-            lease = self.leases.read_namespaced_lease(self.name, self.namespace, _request_timeout=timeout)
-        except ApiException as error:
-            if error.status != 404:
-                logger.warning("reading %s failed: %s %s", self, error.status, error.reason)
-                return False
-            return self._create(started, now, timeout)
-        except (OSError, urllib3.exceptions.HTTPError) as error:
-            logger.warning("reading %s failed: %s", self, error)
+            lease = self.gw.get("Lease", self.name, namespace=self.namespace, timeout=timeout)
+        except ClusterError as error:
+            if error.not_found:
+                return self._create(started, now, timeout)
+            logger.warning("reading %s failed: %s", self, error.describe())
             return False
-        record = Record.of(lease.spec)
+        record = Record.of(lease)
         if record != self.observed:
             self.observed, self.observed_at = record, time.monotonic()
         ours = record.holder == self.identity
         if record.holder and not ours and time.monotonic() < self.observed_at + (
                 record.lease_seconds or self.timing.lease_seconds):
             return False  # another holder, and its lease runs on (as far as this process has seen)
-        lease.spec = client.V1LeaseSpec(
-            holder_identity=self.identity, lease_duration_seconds=int(self.timing.lease_seconds),
-            acquire_time=record.acquired if ours else now, renew_time=now,
-            lease_transitions=record.transitions if ours else record.transitions + 1)
+        lease = {**lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": self._spec(
+            acquired=record.acquired if ours else now, renewed=now,
+            transitions=record.transitions if ours else record.transitions + 1)}
         left = timeout - (time.monotonic() - started)
         if left <= 0:
             return False
         try:  # metadata.resourceVersion is the one read: another writer since then makes this a 409 Conflict
-            written = self.leases.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=left)
-        except ApiException as error:
-            logger.warning("writing %s failed: %s %s", self, error.status, error.reason)
-            return False
-        except (OSError, urllib3.exceptions.HTTPError) as error:
-            logger.warning("writing %s failed: %s", self, error)
+            written = self.gw.replace(lease, timeout=left)
+        except ClusterError as error:
+            logger.warning("writing %s failed: %s", self, error.describe())
             return False
         if not ours:
             logger.info("took %s from %r (transition %d)", self, record.holder, record.transitions + 1)
-        self._hold(written.spec, started)
+        self._hold(written, started)
         return True
 
-    def _create(self, started: float, now: datetime, timeout: float) -> bool:
-        body = client.V1Lease(
-            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-            spec=client.V1LeaseSpec(holder_identity=self.identity,
-                                    lease_duration_seconds=int(self.timing.lease_seconds), acquire_time=now,
-                                    renew_time=now, lease_transitions=0))
+    def _spec(self, *, acquired: str, renewed: str, transitions: int) -> dict[str, Any]:
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.timing.lease_seconds),
+                "acquireTime": acquired, "renewTime": renewed, "leaseTransitions": transitions}
+
+    def _create(self, started: float, now: str, timeout: float) -> bool:
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": self.name, "namespace": self.namespace},
+                 "spec": self._spec(acquired=now, renewed=now, transitions=0)}
         try:
-            created = self.leases.create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
-        except ApiException as error:  # 409 AlreadyExists: another candidate created it first
-            logger.warning("creating %s failed: %s %s", self, error.status, error.reason)
+            created = self.gw.create(lease, timeout=timeout)
+        except ClusterError as error:  # 409 AlreadyExists: another candidate created it first
+            logger.warning("creating %s failed: %s", self, error.describe())
             return False
-        except (OSError, urllib3.exceptions.HTTPError) as error:
-            logger.warning("creating %s failed: %s", self, error)
-            return False
-        self._hold(created.spec, started)
+        self._hold(created, started)
         return True
 
-    def _hold(self, spec: client.V1LeaseSpec | None, started: float) -> None:
-        self.observed, self.observed_at = Record.of(spec), time.monotonic()
+    def _hold(self, lease: dict[str, Any], started: float) -> None:
+        self.observed, self.observed_at = Record.of(lease), time.monotonic()
         self.leading_until = started + self.timing.renew_deadline_seconds
 
     def _release(self) -> None:
         """Give the Lease up (no holder, 1 s) if it is still ours, keeping its transitions count, as client-go's
         ReleaseOnCancel does; a standby takes it at its next try."""
+        timeout = self.timing.renew_deadline_seconds
         try:
-            lease = self.leases.read_namespaced_lease(self.name, self.namespace,
-                                                      _request_timeout=self.timing.renew_deadline_seconds)
-            if Record.of(lease.spec).holder != self.identity:
+            lease = self.gw.get("Lease", self.name, namespace=self.namespace, timeout=timeout)
+            record = Record.of(lease)
+            if record.holder != self.identity:
                 return
-            now = timezone.now()
-            lease.spec = client.V1LeaseSpec(holder_identity="", lease_duration_seconds=1, acquire_time=now,
-                                            renew_time=now, lease_transitions=Record.of(lease.spec).transitions)
-            self.leases.replace_namespaced_lease(self.name, self.namespace, lease,
-                                                 _request_timeout=self.timing.renew_deadline_seconds)
-        except (ApiException, OSError, urllib3.exceptions.HTTPError) as error:
-            logger.warning("releasing %s failed (a standby waits out the lease): %s", self, error)
+            now = micro_time(timezone.now())
+            self.gw.replace({**lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": {
+                "holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
+                "leaseTransitions": record.transitions}}, timeout=timeout)
+        except ClusterError as error:
+            logger.warning("releasing %s failed (a standby waits out the lease): %s", self, error.describe())
             return
         logger.info("released %s", self)
 

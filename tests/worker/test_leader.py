@@ -4,6 +4,7 @@ by; a stopped leader hands over at once; a leader cut off from the API server st
 over, within the lease duration and two retries of its last renewal; of candidates racing for a free Lease only
 one wins."""
 
+import re
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ from kubernetes import client
 
 from kubesim.testing import serve
 from tests.worker.conftest import wait_for
+from worker.gateway import Gateway
 from worker.leader import JITTER, LeaderElector, Timing
 
 NAMESPACE = "gpu-portal"
@@ -92,6 +94,9 @@ def test_one_of_two_candidates_leads_and_a_stopped_leader_hands_over_at_once(kub
     spec = read(kubesim, lease)
     assert (spec.holder_identity, spec.lease_duration_seconds, spec.lease_transitions) == ("first", 3, 0)
     acquired = spec.acquire_time
+    raw = Gateway(kubesim.api_client()).get("Lease", lease, namespace=NAMESPACE)["spec"]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", raw[field])  # MicroTime, as kube reads it
+               for field in ("acquireTime", "renewTime"))
     time.sleep(TIMING.lease_seconds + 2 * TIMING.retry_seconds)  # longer than a lease: the renewals keep it
     assert first.elector.is_leader() and not second.elector.is_leader() and second.started_at is None
     spec = read(kubesim, lease)
