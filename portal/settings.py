@@ -315,6 +315,11 @@ CELERY_TASK_TIME_LIMIT = 180
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False  # the worker logs through LOGGING below (JSON, request ids)
 CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
+# Beat sends only while it holds its Lease (LEADER_ELECTION below) and touches BEAT_HEARTBEAT_FILE at every tick, at
+# least every 5 s: the file its liveness probe reads (worker/beat.py).
+CELERY_BEAT_SCHEDULER = "worker.beat:LeaderScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 5
+BEAT_HEARTBEAT_FILE = RUN_DIR / "beat-heartbeat"
 CELERY_BEAT_SCHEDULE = {
     # Declarative and cheap when nothing changed: repairs drift and anything a lost message missed.
     "kueue-sync": {"task": "worker.tasks.kueue_sync", "schedule": 60.0, "options": {"expires": 55}},
@@ -422,6 +427,26 @@ PORTAL_NAMESPACE = os.environ.get("PORTAL_NAMESPACE") or os.environ.get("POD_NAM
 # WATCHER_HEARTBEAT_SECONDS).
 WATCHER_HEARTBEAT_SECONDS = _env_int("WATCHER_HEARTBEAT_SECONDS", 10, minimum=1)
 READYZ_CLUSTER_MAX_AGE = _env_int("READYZ_CLUSTER_MAX_AGE", 60, minimum=1)
+# A loop of the watcher that made no progress for its own period plus this long is stalled: the heartbeat says so
+# instead of "seen" (/readyz goes red) and the watcher's /healthz and /readyz answer 503.
+WATCHER_STALL_SECONDS = _env_int("WATCHER_STALL_SECONDS", 120, minimum=1)
+
+# --- High availability (README "High availability"; worker/leader.py) -------------------------------------------------
+# With LEADER_ELECTION on, the watcher and beat run as several replicas and only the holder of their Lease
+# (coordination.k8s.io/v1, in PORTAL_NAMESPACE) acts, as client-go's leader election: a holder that could not renew for
+# the renew deadline steps down; another takes over once the lease duration passed without a renewal. Off: one watcher
+# and one beat, as `make run` and docker compose start them.
+LEADER_ELECTION = _env_bool("LEADER_ELECTION", False)
+LEADER_ELECTION_LEASE_SECONDS = _env_int("LEADER_ELECTION_LEASE_SECONDS", 15, minimum=1)
+LEADER_ELECTION_RENEW_DEADLINE_SECONDS = _env_int("LEADER_ELECTION_RENEW_DEADLINE_SECONDS", 10, minimum=1)
+LEADER_ELECTION_RETRY_SECONDS = _env_int("LEADER_ELECTION_RETRY_SECONDS", 2, minimum=1)
+if LEADER_ELECTION and not PORTAL_NAMESPACE:
+    raise ImproperlyConfigured("LEADER_ELECTION needs the namespace that holds the Leases: set PORTAL_NAMESPACE "
+                               "(or POD_NAMESPACE)")
+if not (LEADER_ELECTION_LEASE_SECONDS > LEADER_ELECTION_RENEW_DEADLINE_SECONDS
+        > LEADER_ELECTION_RETRY_SECONDS * 1.2):
+    raise ImproperlyConfigured("leader election needs LEADER_ELECTION_LEASE_SECONDS > "
+                               "LEADER_ELECTION_RENEW_DEADLINE_SECONDS > 1.2 x LEADER_ELECTION_RETRY_SECONDS")
 # The web's /metrics answers these networks (CIDRs: the cluster's pod network, say) or a bearer token.
 METRICS_ALLOWED_NETWORKS = _env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
 METRICS_TOKEN = _env_secret("METRICS_TOKEN") or ""

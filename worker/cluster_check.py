@@ -63,11 +63,12 @@ class _Cluster:
                 raise Unreachable(error.message) from error
             raise
 
-    def allowed(self, group: str, resource: str, verb: str) -> bool:
-        name, _, sub = resource.partition("/")
+    def allowed(self, group: str, resource: str, verb: str, *, namespace: str = "", name: str = "") -> bool:
+        plural, _, sub = resource.partition("/")
         body = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
-            resource_attributes=client.V1ResourceAttributes(group=group, resource=name, subresource=sub or None,
-                                                            verb=verb)))
+            resource_attributes=client.V1ResourceAttributes(group=group, resource=plural, subresource=sub or None,
+                                                            verb=verb, namespace=namespace or None,
+                                                            name=name or None)))
         try:
             review = self.authorization.create_self_subject_access_review(body)
         except (OSError, urllib3.exceptions.HTTPError) as exc:
@@ -75,8 +76,10 @@ class _Cluster:
         return bool(review.status and review.status.allowed)
 
 
-def run_checks(api_client: client.ApiClient, permissions: Iterable[Permission]) -> list[Check]:
-    """Every check in order; one failed line and nothing more when the API server cannot be reached."""
+def run_checks(api_client: client.ApiClient, permissions: Iterable[Permission], *,
+               namespaced: Iterable[Permission] = (), namespace: str = "") -> list[Check]:
+    """Every check in order; one failed line and nothing more when the API server cannot be reached. `namespaced`
+    are asked in `namespace` (leader election's Leases in the portal's namespace)."""
     cluster = _Cluster(api_client)
     url = api_client.configuration.host
     checks: list[Check] = []
@@ -87,6 +90,7 @@ def run_checks(api_client: client.ApiClient, permissions: Iterable[Permission]) 
         checks += _owner_kinds(cluster)
         checks.append(_visibility(cluster))
         checks += _permissions(cluster, permissions)
+        checks += _permissions(cluster, namespaced, namespace=namespace)
         checks.append(_ingress_class(cluster))
     except Unreachable as exc:
         detail = str(exc)  # the gateway may say it in these words already
@@ -282,15 +286,21 @@ def _visibility(cluster: _Cluster) -> Check:
     return Check(PASS, "Visibility API", f"{VISIBILITY}/{KUEUE_VERSION}")
 
 
-def _permissions(cluster: _Cluster, permissions: Iterable[Permission]) -> list[Check]:
+def _permissions(cluster: _Cluster, permissions: Iterable[Permission], *, namespace: str = "") -> list[Check]:
     checks = []
+    fix = ("apply deploy/base/rbac.yaml (Roles gpu-portal-watcher and gpu-portal-beat in the portal's namespace, "
+           "for leader election)" if namespace else "apply deploy/base/rbac.yaml (ClusterRoles gpu-portal-worker "
+           "and gpu-portal-watcher)") + " and bind them to the portal's service accounts"
     for permission in permissions:
         what = f"{permission.resource}.{permission.group}" if permission.group else permission.resource
-        denied = [verb for verb in permission.verbs if not cluster.allowed(permission.group, permission.resource, verb)]
+        what += "".join(f" {name}" for name in permission.names) + (f" in {namespace}" if namespace else "")
+        names = permission.names or ("",)
+        denied = [verb for verb in permission.verbs if not all(
+            cluster.allowed(permission.group, permission.resource, verb, namespace=namespace, name=name)
+            for name in names)]
         if denied:
             checks.append(Check(FAIL, f"May {', '.join(permission.verbs)} {what}", f"denied: {', '.join(denied)}",
-                                "apply deploy/base/rbac.yaml (ClusterRoles gpu-portal-worker and "
-                                "gpu-portal-watcher) and bind them to the portal's service accounts"))
+                                fix))
         else:
             checks.append(Check(PASS, f"May {', '.join(permission.verbs)} {what}", "allowed"))
     return checks

@@ -50,6 +50,7 @@ KINDS: dict[str, Kind] = {
     "LocalQueue": Kind("kueue.x-k8s.io", "v1beta2", "localqueues", True),
     "WorkloadPriorityClass": Kind("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False),
     "Workload": Kind("kueue.x-k8s.io", "v1beta2", "workloads", True),
+    "Lease": Kind("coordination.k8s.io", "v1", "leases", True),  # leader election (worker/leader.py)
 }
 
 
@@ -174,20 +175,20 @@ class Gateway:
             if not continue_token:
                 return items
 
-    def get(self, kind_name: str, name: str, *, namespace: str | None = None) -> dict:
-        return self._call("GET", _path(KINDS[kind_name], name, namespace))
+    def get(self, kind_name: str, name: str, *, namespace: str | None = None, timeout: float = 30.0) -> dict:
+        return self._call("GET", _path(KINDS[kind_name], name, namespace), timeout=timeout)
 
-    def create(self, obj: dict) -> dict:
+    def create(self, obj: dict, *, timeout: float = 30.0) -> dict:
         kind = KINDS[obj["kind"]]
         return self._call("POST", _path(kind, namespace=obj["metadata"].get("namespace")), body=obj,
-                          query=[("fieldValidation", STRICT)])
+                          query=[("fieldValidation", STRICT)], timeout=timeout)
 
-    def replace(self, obj: dict) -> dict:
+    def replace(self, obj: dict, *, timeout: float = 30.0) -> dict:
         """PUT the whole object; obj.metadata.resourceVersion makes a stale write a 409 Conflict."""
         kind = KINDS[obj["kind"]]
         metadata = obj["metadata"]
         return self._call("PUT", _path(kind, metadata["name"], metadata.get("namespace")), body=obj,
-                          query=[("fieldValidation", STRICT)])
+                          query=[("fieldValidation", STRICT)], timeout=timeout)
 
     def patch(self, kind_name: str, name: str, patch: dict, *, namespace: str | None = None,
               subresource: str | None = None) -> dict:

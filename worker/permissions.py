@@ -3,6 +3,8 @@ compares them), `manage.py cluster_check` asks the cluster about each, and the l
 uses every one and nothing more.
 
 The worker (Celery tasks: submit, stop, log tails, the Kueue reconcile) writes; the watcher only reads and watches.
+With leader election (worker/leader.py) the watcher and beat also hold a Role each in the portal's own namespace:
+create their Lease, then get and update only that one (`NAMESPACED`).
 Work submitted outside the portal (docs/architecture.md, Work submitted outside the portal) adds, per kind Kueue
 integrates (`OWNER_KINDS`): the watcher's list and watch of the objects Workloads belong to (who submitted them),
 and the worker's delete of one (a stop). A cluster without a kind's CRD answers 404 for it: "not installed", never
@@ -13,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .leader import LEASES
 from .outside_work import OWNER_KINDS
 
 KUEUE = "kueue.x-k8s.io"
 VISIBILITY = "visibility.kueue.x-k8s.io"
+COORDINATION = "coordination.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class Permission:
     group: str  # "" for core
     resource: str  # "pods/log" for a subresource
     verbs: tuple[str, ...]
+    names: tuple[str, ...] = ()  # resourceNames: only these objects (never for create: no name is known then)
 
     @property
     def pairs(self) -> list[tuple[str, str, str]]:
@@ -77,6 +82,15 @@ WATCHER: tuple[Permission, ...] = (
 )
 
 COMPONENTS: dict[str, tuple[Permission, ...]] = {"worker": WORKER, "watcher": WATCHER}
+
+
+def _lease(name: str) -> tuple[Permission, ...]:
+    return (Permission(COORDINATION, "leases", ("create",)),  # the first candidate ever creates it
+            Permission(COORDINATION, "leases", ("get", "update"), (name,)))  # campaign, renew, release
+
+
+# Leader election, in the portal's namespace only (a Role and RoleBinding per process kind).
+NAMESPACED: dict[str, tuple[Permission, ...]] = {process: _lease(name) for process, name in LEASES.items()}
 
 # Only with NOTEBOOK_EXPOSE=ingress or httproute: the worker publishes each notebook (deploy/notebook-routes/).
 NOTEBOOK_ROUTES: dict[str, tuple[Permission, ...]] = {

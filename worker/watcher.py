@@ -10,7 +10,9 @@ there, a 410 Gone relists that kind. A periodic full resync repairs anything a w
 asks Kueue's visibility API for the order of every LocalQueue with pending portal workloads. The appliers leave
 the GPU-hour slices to a ledger loop that recomputes each project's timeline once per pass (apps.usage.services,
 ledger_deferred), so a status is visible without waiting for accounting. Everything it writes is idempotent
-(state, not deltas), so a restart or a replayed event converges to the same rows and events.
+(state, not deltas), so a restart or a replayed event converges to the same rows and events. Each loop notes its
+every turn: one that stops turning is stalled, which the heartbeat records and the process's probes answer
+(worker/watcher_process.py).
 
 Stops the worker has not recorded yet (`stopping` rows) are finished here when the cluster got there first: a Job
 that completed or failed gives the workload its final state, a Job being deleted (the cluster's deletionTimestamp)
@@ -83,6 +85,7 @@ WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": 
 OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, kind), owner in OWNER_KINDS.items()}
 OWNER_KIND_RETRY_SECONDS = 60.0  # an owner kind not installed is looked for again this often
 OWNER_GRACE_SECONDS = 1.0  # how long a new outside Workload waits for its owner's watch event
+APPLY_WAIT_SECONDS = 0.5  # an idle applier looks at the work queue again this often
 MIRRORS: dict[str, Callable[..., None]] = {
     "ClusterQueue": mirror.cluster_queues_mirror, "LocalQueue": mirror.local_queues_mirror,
     "Cohort": mirror.cohorts_mirror, "Node": mirror.nodes_mirror,
@@ -192,6 +195,8 @@ class Watcher:
         self.work = WorkQueue(batched=frozenset({"outside", "mirror"}), batch_size=OUTSIDE_BATCH)
         self.appliers = appliers
         self.synced = threading.Event()
+        # thread name -> (monotonic time of its loop's last turn, the loop's own period): what `stalled` reads
+        self.progress: dict[str, tuple[float, float]] = {}
 
     # --- applying what we see ------------------------------------------------------------------------------------
 
@@ -428,7 +433,8 @@ class Watcher:
 
     def _apply_loop(self) -> None:
         while not self.stopping.is_set():
-            keys = self.work.get(timeout=0.5)
+            self._progressed(APPLY_WAIT_SECONDS)
+            keys = self.work.get(timeout=APPLY_WAIT_SECONDS)
             if not keys:
                 continue
             close_old_connections()
@@ -495,7 +501,8 @@ class Watcher:
         self.synced.set()
 
     def heartbeat(self) -> None:
-        """One cheap list (a LocalQueue, a verb the watcher holds anyway) recorded for /readyz and the metrics."""
+        """One cheap list (a LocalQueue, a verb the watcher holds anyway) recorded for /readyz and the metrics; with
+        a loop stalled the cluster counts as not seen, since the mirror no longer follows it."""
         try:
             self.gw.raw_get(f"/apis/{KINDS['LocalQueue'].group}/{KINDS['LocalQueue'].version}/localqueues",
                             query=[("labelSelector", OWNED), ("limit", 1)])
@@ -503,7 +510,21 @@ class Watcher:
             logger.warning("heartbeat: %s", error.describe())
             mirror.watcher_heartbeat(at=timezone.now(), error=error.describe())
             return
+        if stalled := self.stalled():
+            logger.error("heartbeat: stalled: %s", "; ".join(stalled))
+            mirror.watcher_heartbeat(at=timezone.now(), error=f"the watcher is stalled: {'; '.join(stalled)}")
+            return
         mirror.watcher_heartbeat(at=timezone.now())
+
+    def stalled(self) -> list[str]:
+        """The loops that made no progress for their own period plus WATCHER_STALL_SECONDS, each with how long."""
+        now = time.monotonic()
+        return [f"{name} made no progress for {now - at:.0f} s" for name, (at, period) in sorted(self.progress.items())
+                if now - at > period + settings.WATCHER_STALL_SECONDS]
+
+    def _progressed(self, period: float) -> None:
+        """The calling loop turned; it turns at least every `period` seconds while it is healthy."""
+        self.progress[threading.current_thread().name] = (time.monotonic(), period)
 
     def _apply_all_outside(self, listed_at: datetime, keep_owners: set[str] | None = None) -> None:
         """Every outside Workload listed (queued for the appliers), then the rows and unmapped entries of those that
@@ -585,6 +606,7 @@ class Watcher:
         lister, args = self._lister(kind)
         selector = OWNER_SELECTOR if kind in OWNER_WATCHES else WATCHED[kind]
         while not self.stopping.is_set():
+            self._progressed(max(self.watch_timeout_seconds, OWNER_KIND_RETRY_SECONDS))
             close_old_connections()
             if kind in OWNER_WATCHES and kind not in self.resource_versions:
                 self._relist_and_apply(kind)  # not installed when last listed: look again
@@ -600,6 +622,7 @@ class Watcher:
                     if self.stopping.is_set():
                         stream.stop()
                         break
+                    self._progressed(max(self.watch_timeout_seconds, OWNER_KIND_RETRY_SECONDS))
                     event_type, obj = event["type"], event["raw_object"]  # JSON, whatever the client's model
                     if event_type == "ERROR":
                         raise ApiException(status=obj.get("code", 500), reason=obj.get("reason", ""))
@@ -639,7 +662,9 @@ class Watcher:
             self.stopping.wait(1.0)
 
     def _every(self, seconds: float, action: Callable[[], None], name: str) -> None:
+        self._progressed(seconds)
         while not self.stopping.wait(seconds):
+            self._progressed(seconds)
             close_old_connections()
             try:
                 action()

@@ -8,7 +8,12 @@ time by apps.cluster.metrics instead.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+from wsgiref.types import StartResponse, WSGIApplication
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
 
@@ -42,7 +47,27 @@ def registry() -> CollectorRegistry:
     return REGISTRY
 
 
-def serve_metrics(port: int) -> None:
-    """The worker's or watcher's /metrics on `port` (0: none), on every interface for the cluster's scraper."""
-    if port:
-        start_http_server(port, registry=registry())
+def serve_metrics(port: int, probes: Mapping[str, Callable[[], list[str]]] | None = None) -> WSGIServer | None:
+    """The worker's or watcher's /metrics on `port` (0: none), on every interface for the cluster's scraper, and the
+    process's probes beside it: each path answers 200 `{"status": "ok"}` when its check finds no problem, else 503
+    with the problems (the port stays inside the cluster: deploy/base/networkpolicy.yaml). Returns the server."""
+    if not port:
+        return None
+    server, _ = start_http_server(port, registry=registry())
+    if probes and (metrics_app := server.get_app()) is not None:
+        server.set_app(_with_probes(metrics_app, probes))
+    return server
+
+
+def _with_probes(metrics_app: WSGIApplication, probes: Mapping[str, Callable[[], list[str]]]) -> WSGIApplication:
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        check = probes.get(environ.get("PATH_INFO", ""))
+        if check is None:
+            return metrics_app(environ, start_response)
+        problems = check()
+        body = json.dumps({"status": "fail", "problems": problems} if problems else {"status": "ok"}).encode()
+        start_response("503 Service Unavailable" if problems else "200 OK",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app

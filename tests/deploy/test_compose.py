@@ -68,6 +68,10 @@ def test_every_long_running_service_has_a_health_check():
         test = service.get("healthcheck", {}).get("test")
         assert test and test[0] in {"CMD", "CMD-SHELL"}, f"{name} has no health check"
     assert SERVICES["web"]["healthcheck"]["test"][-1] == "http://127.0.0.1:8000/healthz"
+    # Each fails when its process stops making progress, not merely when a port still answers.
+    assert SERVICES["watcher"]["healthcheck"]["test"][-1] == "http://127.0.0.1:9102/healthz"
+    assert 'inspect ping -d "celery@$$HOSTNAME" --timeout 10' in SERVICES["worker"]["healthcheck"]["test"][1]
+    assert SERVICES["beat"]["healthcheck"]["test"][-4:] == ["--file", "/tmp/portal/beat-heartbeat", "--max-age", "60"]
     assert "pg_isready" in " ".join(SERVICES["postgres"]["healthcheck"]["test"])
     assert SERVICES["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
 

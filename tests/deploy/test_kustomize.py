@@ -1,6 +1,7 @@
 """deploy/: the kustomize base and the example overlay render (kubectl kustomize), every object is accepted by
-kubesim's schemas under strict field validation, the ClusterRoles hold exactly worker/permissions.py, and the
-Deployments keep the security and scheduling rules the install depends on.
+kubesim's schemas under strict field validation, the ClusterRoles and the leader election Roles hold exactly
+worker/permissions.py, and the Deployments keep the security, probes and scheduling rules the install depends on
+(two replicas each, rolled one at a time, the watcher and beat under leader election).
 
 kubectl is not a Debian package this CI can install in a usable version (bookworm's kubernetes-client 1.20 bundles
 kustomize v2, which cannot render `labels` or `patches`), so the rendering tests skip without a kubectl on PATH;
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from kubesim.testing import RequestError, serve
-from worker.permissions import COMPONENTS
+from worker.permissions import COMPONENTS, NAMESPACED
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BASE = DEPLOY / "base"
@@ -52,10 +53,12 @@ def accepted_by_kubesim(objects: list[dict]) -> None:
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace"}
 
 
-def role_pairs(objects: list[dict], name: str) -> list[tuple[str, str, str]]:
-    role = next(o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == name)
-    return sorted((group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
-                  for resource in rule["resources"] for verb in rule["verbs"])
+def role_pairs(objects: list[dict], name: str, kind: str = "ClusterRole") -> list[tuple]:
+    """(group, resource, verb) per rule and verb; for a Role also the resourceNames it is limited to."""
+    role = next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+    return sorted((group, resource, verb, *([tuple(rule.get("resourceNames", []))] if kind == "Role" else []))
+                  for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]
+                  for verb in rule["verbs"])
 
 
 def check_objects(objects: list[dict]) -> None:
@@ -73,16 +76,30 @@ def check_objects(objects: list[dict]) -> None:
                                       "name": f"gpu-portal-{component}"}
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"gpu-portal-{component}",
                                         "namespace": NAMESPACE}]
+    for process, permissions in NAMESPACED.items():  # leader election: the Lease, in the portal's namespace
+        name = f"gpu-portal-{process}"
+        assert role_pairs(objects, name, "Role") == sorted((p.group, p.resource, verb, p.names)
+                                                           for p in permissions for verb in p.verbs)
+        binding = next(o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == name)
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+    config = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert config["data"]["LEADER_ELECTION"] == "true"
     deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
     for name in ("gpu-portal-worker", "gpu-portal-beat", "gpu-portal-watcher"):
-        assert deployments[name]["spec"]["replicas"] == 1
-        assert deployments[name]["spec"]["strategy"] == {"type": "Recreate"}
+        spec = deployments[name]["spec"]
+        assert spec["replicas"] == 2  # a node lost costs a takeover, never the process
+        assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+        spread = spec["template"]["spec"]["topologySpreadConstraints"]
+        assert spread[0]["topologyKey"] == "kubernetes.io/hostname"
+        assert spread[0]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+        assert spec["template"]["spec"]["containers"][0]["livenessProbe"]
     for name, deployment in deployments.items():
         pod = deployment["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert pod["serviceAccountName"] == name
-        assert pod["automountServiceAccountToken"] is (name in ("gpu-portal-worker", "gpu-portal-watcher"))
+        assert pod["automountServiceAccountToken"] is (name != "gpu-portal-web")
         for container in pod["containers"] + pod.get("initContainers", []):
             context = container["securityContext"]
             assert context["readOnlyRootFilesystem"] is True
@@ -94,6 +111,18 @@ def check_objects(objects: list[dict]) -> None:
     web = deployments["gpu-portal-web"]["spec"]["template"]["spec"]["containers"][0]
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    watcher = deployments["gpu-portal-watcher"]["spec"]["template"]["spec"]["containers"][0]
+    assert watcher["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert watcher["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert watcher["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    worker = deployments["gpu-portal-worker"]["spec"]["template"]["spec"]["containers"][0]
+    ping = worker["livenessProbe"]["exec"]["command"]
+    assert ping[:2] == ["sh", "-c"] and "unset PROMETHEUS_MULTIPROC_DIR;" in ping[2]
+    assert 'inspect ping -d "celery@$HOSTNAME" --timeout 10' in ping[2]
+    beat = deployments["gpu-portal-beat"]["spec"]["template"]["spec"]["containers"][0]
+    heartbeat = f"{config['data']['PORTAL_RUN_DIR']}/beat-heartbeat"  # settings.BEAT_HEARTBEAT_FILE
+    assert beat["livenessProbe"]["exec"]["command"] == ["python", "-m", "portal.container", "check", "--file",
+                                                         heartbeat, "--max-age", "60"]
 
 
 def test_base_files_hold_the_permissions_and_kubesim_accepts_them():

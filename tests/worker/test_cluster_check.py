@@ -65,9 +65,11 @@ def enforcing(tmp_path, settings):
                       "metadata": {"name": name, "namespace": "gpu-portal"}})
             for obj in yaml.safe_load_all((BASE / "rbac.yaml").read_text()):
                 if obj["metadata"]["name"] == name:
-                    if obj["kind"] == "ClusterRole":
+                    if obj["kind"] in ("ClusterRole", "Role"):
                         for rule in obj["rules"]:
                             rule["verbs"] = [v for v in rule["verbs"] if (rule["resources"][0], v) not in drop]
+                    if obj["kind"] in ("Role", "RoleBinding"):
+                        obj["metadata"]["namespace"] = "gpu-portal"
                     ks.apply(obj)
             settings.KUBECONFIG = ks.write_kubeconfig(str(tmp_path / name), ks.service_account_token("gpu-portal",
                                                                                                      name))
@@ -103,6 +105,29 @@ def test_the_watcher_account_lacks_the_workers_verbs(enforcing):
     assert code == 1
     assert line(output, "May create, get, delete, list, watch jobs.batch") == (
         "✗ May create, get, delete, list, watch jobs.batch: denied: create, get, delete")
+
+
+def test_with_leader_election_the_lease_is_reviewed_in_the_portals_namespace(enforcing, settings):
+    settings.LEADER_ELECTION, settings.PORTAL_NAMESPACE = True, "gpu-portal"
+    enforcing("beat")
+    code, output = cluster_check("--component", "beat")
+    assert code == 0, output
+    assert line(output, "May create leases") == "✓ May create leases.coordination.k8s.io in gpu-portal: allowed"
+    assert line(output, "May get, update leases") == (
+        "✓ May get, update leases.coordination.k8s.io gpu-portal-beat in gpu-portal: allowed")
+    assert "jobs.batch" not in output  # beat holds nothing else
+    settings.LEADER_ELECTION = False
+    assert "leases" not in cluster_check("--component", "beat")[1]  # one beat: no Lease to review
+
+
+def test_a_lease_it_may_not_renew_fails_its_line(enforcing, settings):
+    settings.LEADER_ELECTION, settings.PORTAL_NAMESPACE = True, "gpu-portal"
+    enforcing("watcher", drop={("leases", "update")})
+    code, output = cluster_check("--component", "watcher")
+    assert code == 1
+    assert line(output, "May get, update leases") == (
+        "✗ May get, update leases.coordination.k8s.io gpu-portal-watcher in gpu-portal: denied: update")
+    assert "Roles gpu-portal-watcher and gpu-portal-beat in the portal's namespace" in output
 
 
 def test_kueue_configuration_the_portal_cannot_work_with(settings):

@@ -4,8 +4,11 @@ creates, repairs and prunes every kind it owns, submit -> admitted -> running ->
 tail, a retried submit adopting its Job and Service, and a stop; then work submitted outside the portal, one object
 of each kind kubesim runs under Kueue, whose owner the watcher reads and the worker deletes. No call may be
 forbidden, and every rule the ClusterRoles grant must have been used: a verb the code no longer needs fails the test
-as surely as a missing one. The owner verbs of a kind kubesim does not run yet are the only ones left out."""
+as surely as a missing one. The owner verbs of a kind kubesim does not run yet are the only ones left out. The
+watcher's and beat's leader election, each with its own account, creates, renews and releases its Lease through
+the Roles in the portal's namespace."""
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,11 +25,13 @@ from kubesim.testing import serve
 from tests.kubesim.conftest import jobset_body, pytorch_replica, pytorchjob_body, replicated_job, trainjob_body
 from tests.kubesim.ray import raycluster_body, rayjob_body, worker_group
 from tests.worker.conftest import wait_for
+from tests.worker.test_leader import TIMING
 from tests.worker.test_watcher_outside import batch_job
 from worker import tasks
 from worker.cluster_check import KUEUE_CONFIG_KEY, KUEUE_NAMESPACE
 from worker.gateway import Gateway, api_client_from_settings, reset_gateway
 from worker.kueue_sync import KIND_ORDER
+from worker.leader import LEASES, LeaderElector
 from worker.manifests import job_manifest, notebook_service
 from worker.outside_work import OWNER_KINDS
 from worker.permissions import OWNER_READ, OWNER_STOP, POD_GROUP_STOP
@@ -54,19 +59,42 @@ def accounts(enforcing, tmp_path, settings):
     ks.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PORTAL_NAMESPACE}})
     for name in ("serviceaccounts.yaml", "rbac.yaml"):
         for obj in yaml.safe_load_all((BASE / name).read_text()):
-            if obj["kind"] == "ServiceAccount":
+            if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):  # kustomize sets the base's namespace
                 obj["metadata"]["namespace"] = PORTAL_NAMESPACE
             ks.apply(obj)
     kubeconfigs = {name: ks.write_kubeconfig(str(tmp_path / name), ks.service_account_token(PORTAL_NAMESPACE, name))
-                   for name in ("gpu-portal-watcher", "gpu-portal-worker")}
+                   for name in ("gpu-portal-watcher", "gpu-portal-worker", "gpu-portal-beat")}
+    settings.KUBECONFIG = kubeconfigs["gpu-portal-beat"]
+    beat_client = api_client_from_settings()
     settings.KUBECONFIG = kubeconfigs["gpu-portal-watcher"]  # the watcher process's settings
+    watcher_client = api_client_from_settings()
     watcher_gw = Gateway(api_client_from_settings())
     settings.KUBECONFIG = kubeconfigs["gpu-portal-worker"]
     reset_gateway(None)  # the worker's tasks build their gateway from settings.KUBECONFIG
     admin = Gateway(ks.api_client())
     ks.clear_rbac_records()
-    yield admin, watcher_gw
+    yield admin, watcher_gw, {"watcher": watcher_client, "beat": beat_client}
     reset_gateway(None)
+
+
+def leases_held_and_released(election_clients):
+    """Each process kind's leader election with its own account: its Lease created, renewed, then released."""
+    for process, api_client in election_clients.items():
+        lease_held_and_released(LeaderElector(api_client, namespace=PORTAL_NAMESPACE, name=LEASES[process],
+                                              timing=TIMING))
+
+
+def lease_held_and_released(elector):
+    stopped = threading.Event()
+    thread = threading.Thread(target=elector.run, kwargs={"on_started_leading": lambda: None,
+                                                          "on_stopped_leading": lambda lost: stopped.set()})
+    thread.start()
+    wait_for(elector.is_leader, timeout=5)
+    acquired = elector.leading_until
+    wait_for(lambda: elector.leading_until > acquired, timeout=5)  # renewed
+    elector.stop()
+    thread.join(10)
+    assert stopped.is_set() and not thread.is_alive()
 
 
 def drift(admin):
@@ -196,7 +224,7 @@ def owner_rules_of(frameworks):
 
 
 def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, accounts, transactional_db):
-    admin, watcher_gw = accounts
+    admin, watcher_gw, election_clients = accounts
     seed_demo()
     assert tasks.kueue_sync.apply().get()  # creates everything (and asks whether each namespace is the portal's)
     drift(admin)
@@ -239,14 +267,17 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         not_run = outside_work_read_and_stopped(enforcing, watcher_gw)
     finally:
         watcher.stop()
+    leases_held_and_released(election_clients)
 
     report = enforcing.rbac()
     assert report["enabled"] and report["denials"] == []
     used = {(g["role"], g["group"], g["resource"], g["verb"]) for g in report["grants"]}
     granted = set()
     for obj in yaml.safe_load_all((BASE / "rbac.yaml").read_text()):
-        if obj["kind"] == "ClusterRole":
-            granted |= {(f"ClusterRole/{obj['metadata']['name']}", group, resource, verb) for rule in obj["rules"]
+        role = {"ClusterRole": f"ClusterRole/{obj['metadata']['name']}",
+                "Role": f"Role/{PORTAL_NAMESPACE}/{obj['metadata']['name']}"}.get(obj["kind"])
+        if role:
+            granted |= {(role, group, resource, verb) for rule in obj["rules"]
                         for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
     # Granted but never used: drop it from worker/permissions.py and deploy/ (the owner rules of a kind kubesim does
     # not run yet excepted: the scenario uses them as soon as kubesim runs the kind).

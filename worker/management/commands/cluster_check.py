@@ -1,9 +1,10 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kubernetes import config
 
 from worker.cluster_check import FAIL, Check, render, run_checks, union
 from worker.gateway import api_client_from_settings
-from worker.permissions import COMPONENTS
+from worker.permissions import COMPONENTS, NAMESPACED
 
 
 class Command(BaseCommand):
@@ -12,14 +13,23 @@ class Command(BaseCommand):
             "failed check.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--component", choices=[*COMPONENTS, "all"], default="all",
+        parser.add_argument("--component", choices=[*dict.fromkeys([*COMPONENTS, *NAMESPACED]), "all"],
+                            default="all",
                             help="whose permissions to review: run it with that component's credentials "
-                                 "(default: all, for one account that does everything)")
+                                 "(default: all, for one account that does everything); with LEADER_ELECTION on, "
+                                 "the watcher's and beat's Lease in PORTAL_NAMESPACE too")
 
     def handle(self, *args: object, component: str = "all", **options: object) -> None:
-        permissions = union(*COMPONENTS.values()) if component == "all" else list(COMPONENTS[component])
+        if component == "all":
+            permissions = union(*COMPONENTS.values())
+            namespaced = list(dict.fromkeys(p for group in NAMESPACED.values() for p in group))
+        else:
+            permissions, namespaced = list(COMPONENTS.get(component, ())), list(NAMESPACED.get(component, ()))
+        if not settings.LEADER_ELECTION:
+            namespaced = []  # one watcher and one beat: no Lease
         try:
-            checks = run_checks(api_client_from_settings(), permissions)
+            checks = run_checks(api_client_from_settings(), permissions, namespaced=namespaced,
+                                namespace=settings.PORTAL_NAMESPACE)
         except (config.ConfigException, OSError) as exc:
             checks = [Check(FAIL, "Credentials", f"no cluster credentials: {exc}",
                             "set KUBECONFIG, or run in a pod with a service account token mounted")]
