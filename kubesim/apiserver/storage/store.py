@@ -5,6 +5,7 @@ Every write (API or controller) goes through here, so watches see exactly what K
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import secrets
 import threading
@@ -158,7 +159,8 @@ class ObjectStore:
             return clone(items) if copy else items
 
     def _keys(self, resource: str, namespace: str | None) -> builtins.list[tuple[str, str]]:
-        """Sorted keys of a resource (in a namespace), cached until an object is created or removed."""
+        """Sorted keys of a resource (in a namespace), built on first use and kept sorted as objects come and go
+        (_index_key): a list after a create costs the objects listed, not a sort of every object."""
         per_ns = self._sorted.setdefault(resource, {})
         keys = per_ns.get(namespace)
         if keys is None:
@@ -169,13 +171,29 @@ class ObjectStore:
             per_ns[namespace] = keys
         return keys
 
+    def _index_key(self, resource: str, key: tuple[str, str], added: bool) -> None:
+        """A key created (added) or removed: the sorted key lists built so far follow (they are only read under
+        the lock, by list())."""
+        per_ns = self._sorted.get(resource)
+        if not per_ns:
+            return
+        for namespace in (None, key[0]):  # every key, and the namespace's (always a list of its own)
+            keys = per_ns.get(namespace)
+            if keys is None:
+                continue
+            at = bisect.bisect_left(keys, key)
+            if added:
+                keys.insert(at, key)
+            elif at < len(keys) and keys[at] == key:
+                del keys[at]
+
     def _put(self, resource: str, key: tuple[str, str], obj: dict) -> dict | None:
         """Store obj under key, keeping the uid, owner and sorted-key indexes; returns the replaced object."""
         objs = self._objects[resource]
         prev = objs.get(key)
         objs[key] = obj
         if prev is None:
-            self._sorted.pop(resource, None)
+            self._index_key(resource, key, added=True)
         else:
             self._unindex_owners(resource, key, prev)
         self._uids[obj["metadata"]["uid"]] = (resource, key[0], key[1])
@@ -307,7 +325,7 @@ class ObjectStore:
 
     def _remove(self, resource: str, key: tuple[str, str]) -> dict:
         prev = self._objects[resource].pop(key)
-        self._sorted.pop(resource, None)
+        self._index_key(resource, key, added=False)
         self._unindex_owners(resource, key, prev)
         self._uids.pop(prev["metadata"]["uid"], None)
         obj = clone(prev)  # never mutate a stored object: watch history shares them
