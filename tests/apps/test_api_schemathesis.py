@@ -23,6 +23,7 @@ import time
 
 import pytest
 from django.db import transaction
+from django.utils import timezone
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -30,7 +31,9 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from apps.accounts import services
 from apps.org.models import NodePool, Project
+from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
+from apps.workloads.logs import PodLog
 from tests.apps.workloads.test_views_queue import mirror, queued, running
 
 pytestmark = pytest.mark.slow
@@ -49,7 +52,8 @@ SIGN_IN = "/api/v1/auth/token/"  # password sign-in: its lockout counts failures
 
 @pytest.fixture
 def workloads(demo):
-    """Work the lists and details show: waiting for quota, waiting in a gang, running, finished, in two projects."""
+    """Work the lists and details show: waiting for quota, waiting in a gang, running (its logs read), finished, in
+    two projects."""
     vision, nlp = Project.objects.get(slug="vision"), Project.objects.get(slug="nlp")
     h100 = NodePool.objects.get(slug="h100")
 
@@ -62,7 +66,9 @@ def workloads(demo):
     mirror(elastic=8)
     queued(submit("alice", vision, "waits-for-quota", gpus=4), 0)
     queued(submit("alice", vision, "waits-as-a-gang", gpus=2, pods=2), 1)
-    running(submit("alice", vision, "runs"))
+    runs = running(submit("alice", vision, "runs"))
+    workload_logs.workload_log_tails_store(workload_id=runs.pk, tails={f"wl-{runs.pk}-0": PodLog(text="epoch 1\n")},
+                                           at=timezone.now())  # read by the worker: its logs answer at once
     done = submit("alice", vision, "done", kind="notebook")
     workload_services.workload_stop(actor=demo["alice"], workload=done)
     workload_services.workload_mark_stopped(workload=done, message="Job deleted")
