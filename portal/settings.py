@@ -34,7 +34,7 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _env_int(name: str, default: int, minimum: int = 0) -> int:
+def _env_int(name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
     value = os.environ.get(name)
     if value is None or not value.strip():
         return default
@@ -44,6 +44,8 @@ def _env_int(name: str, default: int, minimum: int = 0) -> int:
         raise ImproperlyConfigured(f"{name} must be a whole number, not {value!r}") from None
     if number < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {number}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, not {number}")
     return number
 
 
@@ -204,6 +206,9 @@ OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
 OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "your organisation")
 OIDC_USE_PKCE = True
 OIDC_TIMEOUT = _env_int("OIDC_TIMEOUT", 10, minimum=1)
+# Seconds the identity provider's clock may differ from the portal's when the ID token's iat and exp are checked (a
+# provider a few seconds ahead would otherwise fail every sign-in); capped, since it also lengthens a token's life.
+OIDC_CLOCK_LEEWAY = _env_int("OIDC_CLOCK_LEEWAY", 60, minimum=0, maximum=300)
 OIDC_CALLBACK_CLASS = "apps.accounts.oidc.PortalOIDCCallbackView"
 OIDC_AUTHENTICATE_CLASS = "apps.accounts.oidc.PortalOIDCAuthenticateView"
 OIDC_AUTHENTICATION_CALLBACK_URL = "accounts:oidc_callback"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.test import Client
@@ -15,6 +17,23 @@ def call(client: Client, method: str, path: str, body: dict[str, Any] | None = N
     if method.upper() in {"GET", "HEAD", "OPTIONS"}:
         return handler(url, **extra)
     return handler(url, data=body or {}, content_type="application/json", **extra)
+
+
+@contextmanager
+def connection_kept() -> Iterator[None]:
+    """Requests made through Django's WSGI application (not the test client) keep the test's database connection:
+    the start and end of a request close it otherwise, and the test's transaction with it. The test client
+    reconnects the closing after each of its own requests, so calls after one of those need this again."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        for signal in (request_started, request_finished):
+            signal.connect(close_old_connections)
 
 
 def personal_token(user: Any, *, warm: bool = True) -> str:

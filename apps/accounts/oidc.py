@@ -1,6 +1,7 @@
 """OpenID Connect single sign-on through mozilla-django-oidc: the authorization code flow with PKCE and a nonce.
 
-The ID token is verified (signature from the provider's JWKS, expiry, nonce, and here also issuer and audience);
+The ID token is verified (signature from the provider's JWKS, expiry and issue time within OIDC_CLOCK_LEEWAY seconds
+of the portal's clock, nonce, and here also issuer and audience);
 its claims (with the userinfo endpoint's filling gaps, when one is configured) create or update the user and bring
 the user's rule-made role bindings in step with the groups claim (services.oidc_sign_in).
 """
@@ -43,6 +44,19 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             logger.warning("single sign-on failed: %s: %s", type(exc).__name__, exc)
             refuse(request, _failed(settings.OIDC_PROVIDER_NAME))
             return None
+
+    def _verify_jws(self, payload: str, key: Any) -> dict[str, Any]:
+        """The signature and the time claims, as mozilla-django-oidc checks them but with a clock leeway: PyJWT
+        refuses an `iat` even a second in its future, so an identity provider whose clock runs ahead of the portal's
+        would fail every sign-in. `exp` and `iat` are required (OpenID Connect Core 1.0, section 2)."""
+        algorithm = jwt.get_unverified_header(payload).get("alg")
+        if algorithm != self.OIDC_RP_SIGN_ALGO:
+            raise SuspiciousOperation(f"ID token algorithm {algorithm!r} is not {self.OIDC_RP_SIGN_ALGO!r}")
+        try:
+            return jwt.decode(payload, key, algorithms=[algorithm], leeway=settings.OIDC_CLOCK_LEEWAY,
+                              options={"verify_aud": False, "require": ["exp", "iat"]})  # audience: verify_token
+        except jwt.DecodeError as exc:
+            raise SuspiciousOperation("ID token signature verification failed") from exc
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         payload = super().verify_token(token, **kwargs)

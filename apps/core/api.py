@@ -216,29 +216,38 @@ def nested_versions_digest(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(nested, default=str).encode()).hexdigest()[:12]
 
 
-def if_match_version(request: Request) -> int | None:
-    """The version an `If-Match` header names (`W/"3"` or `"3"`), None without one or for `*`; 400 for anything
-    else, since a condition the portal cannot read must not turn into an unconditional write."""
+def if_match_versions(request: Request) -> frozenset[int] | None:
+    """The versions the entity tags of an `If-Match` header name (`W/"3"`, `"3"`, `W/"3.<digest>"`), None without
+    the header or for `*`. A well-formed tag that names no version (a list's `W/"c-<digest>"`, `"abc"`) is a
+    condition no row meets: the empty set, answered 412 as RFC 9110 section 13.1.1 says. A header that is no entity
+    tag list at all is a 400, since a condition the portal cannot read must not turn into an unconditional write."""
     header = request.headers.get("If-Match")
     if header is None or header.strip() == "*":
         return None
     tags = parse_etags(header)
-    version = parse_int(tags[0].removeprefix("W/").strip('"').split(".")[0]) if len(tags) == 1 else None
-    if not version:
+    if len(tags) != len(header.split(",")):  # Django's parse_etags drops what is not an entity tag
         raise exceptions.ValidationError({"If-Match": [
-            'Send one ETag as read from this row, e.g. If-Match: W/"3" (or leave the header out); the ETag of a '
-            "list or of another resource names no version."]})
-    return version
+            'Send the ETag as read from this row, e.g. If-Match: W/"3" (quoted), or leave the header out.']})
+    versions = (parse_int(tag.removeprefix("W/").strip('"').split(".")[0]) for tag in tags)
+    return frozenset(version for version in versions if version)
 
 
-def expected_version(request: Request, body_version: int | None) -> int | None:
-    """The version a PATCH was based on, from `If-Match` or the body's `version` (400 when both are sent and
-    disagree); None when it names none (the write is then unconditional)."""
-    header = if_match_version(request)
-    if header is not None and body_version is not None and header != body_version:
+def expected_version(request: Request, body_version: int | None, current_version: int) -> int | None:
+    """The version a PATCH was based on, from `If-Match` or the body's `version`; None when it names none (the write
+    is then unconditional). Of several tags the one naming the row's `current_version` counts (the service checks it
+    again on the locked row); tags that name no version of it answer 412. A body `version` that none of the tags
+    names is a 400."""
+    header = if_match_versions(request)
+    if header is None:
+        return body_version
+    if body_version is not None and header and body_version not in header:
         raise exceptions.ValidationError({"version": [
-            f"The body says version {body_version} but If-Match says {header}; send one of them."]})
-    return header if header is not None else body_version
+            f"The body says version {body_version} but If-Match says {', '.join(map(str, sorted(header)))}; send "
+            "one of them."]})
+    if not header:
+        raise StaleWrite("If-Match names no version of this row (a list's ETag, or another resource's): nothing was "
+                         "saved. Read the row and send its ETag.", current_version=current_version)
+    return current_version if current_version in header else max(header)
 
 
 class VersionField(serializers.IntegerField):
@@ -301,7 +310,8 @@ class ServiceViewSet(VersionETagMixin, StrictIdLookupMixin, viewsets.ModelViewSe
 
     def expected_version(self, serializer: Any) -> int | None:
         """For perform_update: the version the PATCH was based on (taken out of the validated data)."""
-        return expected_version(self.request, serializer.validated_data.pop("version", None))
+        return expected_version(self.request, serializer.validated_data.pop("version", None),
+                                serializer.instance.version)
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if isinstance(request.data, dict) and "version" in request.data:

@@ -2,8 +2,8 @@
 If-None-Match (RFC 9110 sections 8.8.3 and 13.1.2).
 
 A versioned row keeps the ETag its view gave it (`W/"<version>"`, which If-Match takes back on a PATCH); any other
-read gets a tag of its body's digest, `W/"c-<digest>"`, which never reads as a version (sent as If-Match it is a
-400, not an unconditional write). The 304 is decided after the view ran: it saves the transfer, not the work.
+read gets a tag of its body's digest, `W/"c-<digest>"`, which never reads as a version (sent as If-Match it matches
+no row: 412, never an unconditional write). The 304 is decided after the view ran: it saves the transfer, not the work.
 """
 
 from __future__ import annotations

@@ -74,6 +74,18 @@ class Pagination(pagination.LimitOffsetPagination):
             raise exceptions.ValidationError({name: [f"Use a whole number from {lowest} to {highest}."]})
         return number
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """`limit` and `offset` with the bounds `get_limit` and `get_offset` enforce, so the schema says them."""
+        bounds = {self.limit_query_param: (1, self.max_limit, f"Rows per page, 1 to {self.max_limit} (default "
+                                                              f"{self.default_limit})."),
+                  self.offset_query_param: (0, MAX_ID, "Rows to skip before the page, from 0.")}
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            lowest, highest, description = bounds[parameter["name"]]
+            parameter["schema"] = {**parameter["schema"], "minimum": lowest, "maximum": highest}
+            parameter["description"] = description
+        return parameters
+
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> list | None:
         page: list | None = super().paginate_queryset(queryset, request, view)
         filterset = getattr(view, "filterset", None)

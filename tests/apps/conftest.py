@@ -15,3 +15,24 @@ def users(demo):
 def page_client(client_for):
     """page_client("alice") -> a test client signed in as that demo user (the root conftest's `client_for`)."""
     return client_for
+
+
+
+@pytest.fixture
+def wsgi_in_transaction():
+    """Django's WSGI application for schemathesis to call in process, its requests inside the test's transaction
+    (what they create or delete is rolled back; see tests.api_support.connection_kept)."""
+    from django.core.wsgi import get_wsgi_application
+
+    from tests.api_support import connection_kept
+
+    with connection_kept():
+        yield get_wsgi_application()
+
+
+@pytest.fixture
+def api_schema(wsgi_in_transaction):
+    """The API's OpenAPI schema as schemathesis reads it from /api/v1/schema/, calling the application in process."""
+    import schemathesis
+
+    return schemathesis.openapi.from_wsgi("/api/v1/schema/", wsgi_in_transaction)

@@ -19,7 +19,7 @@ from django.conf import settings
 print(json.dumps({name: getattr(settings, name) for name in (
     "LOCAL_LOGIN", "DEMO_MODE", "OIDC_ENABLED", "SESSION_IDLE_TIMEOUT", "SESSION_MAX_AGE", "SESSION_COOKIE_AGE",
     "AXES_FAILURE_LIMIT", "API_TOKEN_DEFAULT_DAYS", "API_TOKEN_MAX_DAYS", "OIDC_RP_CLIENT_SECRET",
-    "OIDC_OP_ISSUER", "OIDC_GROUPS_CLAIM", "OIDC_USERNAME_CLAIM", "OIDC_RP_SCOPES")} | {
+    "OIDC_OP_ISSUER", "OIDC_GROUPS_CLAIM", "OIDC_USERNAME_CLAIM", "OIDC_RP_SCOPES", "OIDC_CLOCK_LEEWAY")} | {
     "lockout_minutes": settings.AXES_COOLOFF_TIME.total_seconds() / 60,
     "form_action": settings.CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"]}))
 """
@@ -66,6 +66,15 @@ def test_oidc_from_the_environment_with_the_secret_from_a_file(tmp_path):
     assert values["OIDC_ENABLED"] is True and values["OIDC_RP_CLIENT_SECRET"] == "s3cret-from-a-mounted-file"
     assert (values["OIDC_GROUPS_CLAIM"], values["OIDC_USERNAME_CLAIM"]) == ("roles", "email")
     assert values["form_action"] == ["'self'", "https://idp.example.org"]
+    assert values["OIDC_CLOCK_LEEWAY"] == 60  # the default
+
+
+def test_oidc_clock_leeway_from_the_environment_within_its_bounds():
+    assert probe({"OIDC_CLOCK_LEEWAY": "5"})["OIDC_CLOCK_LEEWAY"] == 5
+    assert probe({"OIDC_CLOCK_LEEWAY": "0"})["OIDC_CLOCK_LEEWAY"] == 0
+    for value, message in (("301", "at most 300"), ("-1", "at least 0"), ("a minute", "a whole number")):
+        result = run(["-c", PROBE], {"OIDC_CLOCK_LEEWAY": value})
+        assert result.returncode != 0 and f"OIDC_CLOCK_LEEWAY must be {message}" in result.stderr, value
 
 
 def test_incomplete_oidc_configuration_is_refused():

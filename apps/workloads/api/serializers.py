@@ -235,7 +235,8 @@ class WaitingNumbersSerializer(serializers.Serializer):
                                                    "they hold now is not counted).")
     holders = ShareSerializer(many=True, required=False, help_text="pool_full: who holds the pool; "
                                                                    "department_limit: the department's projects.")
-    held_back = _units("not_lendable: idle units kept by projects that do not lend")
+    held_back = serializers.FloatField(allow_null=True, required=False, help_text=(
+        "not_lendable: idle units kept by projects that do not lend (GPU units; absent for other reasons)."))
     held_back_by = ShareSerializer(many=True, required=False)
     held_back_at = serializers.ChoiceField(choices=["project", "department", "pool"], required=False,
                                            help_text="The level of the cohort tree where the lending limit bites.")

@@ -32,7 +32,7 @@ from rest_framework.response import Response
 
 from apps.accounts.access import Action, can, can_anywhere
 from apps.core.api import AsciiIntegerField, AuthenticatedAPIRequest, StrictIdLookupMixin, validation_error_detail
-from apps.core.api_lists import form_error_detail
+from apps.core.api_lists import StrictJSONParser, form_error_detail
 from apps.core.csv_export import csv_response
 from apps.core.http import MAX_ID, parse_id, parse_int
 from apps.org.models import DataSource
@@ -55,7 +55,7 @@ OUTSIDE_RESUBMIT = ("This workload was submitted outside the portal: there is no
 
 class BulkStopSerializer(serializers.Serializer):
     ids = serializers.ListField(child=AsciiIntegerField(min_value=1, max_value=MAX_ID), allow_empty=False,
-                                max_length=services.BULK_STOP_LIMIT,
+                                min_length=1, max_length=services.BULK_STOP_LIMIT,
                                 help_text=f"Ids of the workloads to stop, at most {services.BULK_STOP_LIMIT}.")
 
 
@@ -114,7 +114,8 @@ def _merge(errors: dict[str, Any], more: dict[str, Any]) -> None:
 
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
-    "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 100, "pattern": f"^{IDEMPOTENCY_KEY.pattern}$"},
+    OpenApiParameter.HEADER, required=False,
     description="Makes a retry safe: the same key from the same user answers the workload the first request "
                 "made (201, the same body, header Idempotent-Replayed: true) and submits nothing; the same "
                 "key with another body answers 422. 1 to 100 visible ASCII characters, e.g. a UUID.")
@@ -284,7 +285,9 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             "whole when one is not yours to stop (403, naming it) or has nothing to stop (400)."
         ),
     )
-    @action(detail=False, methods=["post"], url_path="stop", url_name="bulk-stop")
+    # The stopped rows themselves, not a page of a filtered list: neither paginated nor filtered.
+    @action(detail=False, methods=["post"], url_path="stop", url_name="bulk-stop", pagination_class=None,
+            filter_backends=[])
     def bulk_stop(self, request: AuthenticatedAPIRequest) -> Response:
         body = BulkStopSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -323,12 +326,13 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             "submission. Work submitted outside the portal has no submission to repeat (400)."
         ),
     )
-    @action(detail=True, methods=["post"])
+    # JSON only: a form body cannot tell "no changes" from a body that is no object at all (the schema's promise).
+    @action(detail=True, methods=["post"], parser_classes=[StrictJSONParser])
     def resubmit(self, request: AuthenticatedAPIRequest, pk: str | None = None) -> Response:
         source = self.get_object()
         if source.from_outside:
             raise exceptions.ValidationError({"non_field_errors": [OUTSIDE_RESUBMIT]})
-        changes = request.data if request.data is not None else {}
+        changes = request.data  # {} for an empty body
         if not isinstance(changes, Mapping):
             raise exceptions.ValidationError({"non_field_errors": [
                 "Send a JSON object of the fields to change, or nothing."]})
@@ -355,11 +359,13 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("lines", OpenApiTypes.INT, description=f"The last N lines of each pod (1 to "
-                             f"{TAIL_LINES}; default all the tail holds)."),
+            OpenApiParameter("lines", {"type": "integer", "minimum": 1, "maximum": TAIL_LINES},
+                             description=f"The last N lines of each pod (1 to {TAIL_LINES}; default all the tail "
+                                         "holds)."),
             OpenApiParameter("follow", OpenApiTypes.BOOL, description="Stream the lines as they come (text/plain) "
                              "until the workload has finished and its last lines were read, or `timeout`."),
-            OpenApiParameter("timeout", OpenApiTypes.INT, description=f"Following: stop after this many seconds "
+            OpenApiParameter("timeout", {"type": "integer", "minimum": 1, "maximum": MAX_FOLLOW_SECONDS},
+                             description=f"Following: stop after this many seconds "
                              f"(1 to {MAX_FOLLOW_SECONDS}; default {MAX_FOLLOW_SECONDS})."),
         ],
         responses={

@@ -221,10 +221,12 @@ def test_reads_carry_the_version_and_its_etag(client_for, resource, row, body, m
     assert response.status_code == 200
     assert etag_version(response["ETag"]) == row().version == response.json()["version"]
     listed = call(client_for("admin"), "GET", f"{resource}/")
-    # A list's ETag tags its body (for If-None-Match) and names no version: sent as If-Match it is refused.
+    # A list's ETag tags its body (for If-None-Match) and names no version: sent as If-Match, no row matches it.
     assert listed["ETag"].startswith('W/"c-') and all("version" in item for item in listed.json()["results"])
+    before = org_state()
     refused = call(client_for("admin"), "PATCH", f"{resource}/{row().pk}/", body, HTTP_IF_MATCH=listed["ETag"])
-    assert refused.status_code == 400 and "If-Match" in refused.json()
+    assert refused.status_code == 412 and refused.json()["current_version"] == row().version
+    assert etag_version(refused["ETag"]) == row().version and org_state() == before
 
 
 @pytest.mark.parametrize("how", ["If-Match", "version"])
@@ -259,11 +261,29 @@ def test_two_patches_with_one_etag_the_second_gets_412(client_for, resource, row
 
 
 @pytest.mark.parametrize(("resource", "row", "body", "meanwhile", "field"), API_CASES, ids=API_IDS)
+def test_an_entity_tag_that_is_not_the_current_one_is_412(client_for, resource, row, body, meanwhile, field):
+    """RFC 9110 section 13.1.1: a well-formed If-Match none of whose tags is current fails the precondition."""
+    client = client_for("admin")
+    version = row().version
+    for header in ('"nope"', 'W/"nope"', 'W/"0"', f'W/"{version + 1}"', f'W/"{version + 1}", W/"{version + 2}"',
+                   f'"{version + 5}.abc"'):
+        before, audit_rows = org_state(), AuditEvent.objects.count()
+        stale = call(client, "PATCH", f"{resource}/{row().pk}/", body, HTTP_IF_MATCH=header)
+        assert stale.status_code == 412, (header, stale.content)
+        assert stale.json()["current_version"] == version and etag_version(stale["ETag"]) == version
+        assert org_state() == before and AuditEvent.objects.count() == audit_rows
+    # One of several tags current: the condition holds.
+    matched = call(client, "PATCH", f"{resource}/{row().pk}/", body,
+                   HTTP_IF_MATCH=f'W/"{version + 7}", W/"{version}"')
+    assert matched.status_code == 200 and matched.json()["version"] == version + 1
+
+
+@pytest.mark.parametrize(("resource", "row", "body", "meanwhile", "field"), API_CASES, ids=API_IDS)
 def test_a_patch_without_a_version_is_unconditional_and_bad_conditions_are_400(client_for, resource, row, body,
                                                                                 meanwhile, field):
     client = client_for("admin")
     version = row().version
-    for header in ('"nope"', 'W/"1", W/"2"', "3"):
+    for header in ("3", "nope", f'W/"{version}", nope'):
         before = org_state()
         bad = call(client, "PATCH", f"{resource}/{row().pk}/", body, HTTP_IF_MATCH=header)
         assert bad.status_code == 400 and "If-Match" in bad.json(), header
