@@ -58,10 +58,11 @@ def _lock_timeline(project_id: int, node_pool_id: int) -> None:
     lock_for_transaction(f"usage-timeline:{project_id}:{node_pool_id}")
 
 
-def _settle(project_id: int, node_pool_id: int, since: datetime | None = None) -> int:
-    """Recompute a timeline from the earliest of `since` and its marks, under its lock, and drop those marks;
-    returns the slice rows written. Inside a transaction."""
-    _lock_timeline(project_id, node_pool_id)
+def _settle(project_id: int, node_pool_id: int, since: datetime | None = None, *, locked: bool = False) -> int:
+    """Recompute a timeline from the earliest of `since` and its marks, under its lock (`locked`: the caller holds
+    it already), and drop those marks; returns the slice rows written. Inside a transaction."""
+    if not locked:
+        _lock_timeline(project_id, node_pool_id)
     marks = list(PendingRecompute.objects.filter(project_id=project_id, node_pool_id=node_pool_id).values_list(
         "pk", "since"))
     starts = [start for _, start in marks] + ([since] if since is not None else [])
@@ -247,7 +248,7 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
             DeservedPeriod.objects.create(project_id=project_id, department_id=department_id,
                                           node_pool_id=node_pool_id, deserved=deserved, started_at=at,
                                           in_force_from=at)
-        _settle(project_id, node_pool_id, since)
+        _settle(project_id, node_pool_id, since, locked=True)
     return True
 
 
