@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from kubesim.apiserver import operators
+from kubesim.apiserver.auth import bootstrap_policy
 from kubesim.apiserver.auth.kubeconfig import TOKEN
 from kubesim.apiserver.auth.rbac import Rbac
+from kubesim.apiserver.controllers.clusterrole_aggregation import ClusterRoleAggregationController
+from kubesim.apiserver.controllers.deployment_controller import DeploymentController
 from kubesim.apiserver.controllers.endpoints import EndpointsController
 from kubesim.apiserver.controllers.garbage_collector import GarbageCollector
 from kubesim.apiserver.controllers.job_controller import JobController
@@ -176,8 +179,8 @@ class Simulator:
             self.controllers += self.kueue.controllers()
             self.webhooks += self.kueue.admission_webhooks()
         self.controllers += [*operators.controllers(self._admit_pod), JobController(),
-                             Kubelet(self.default_run_seconds), EndpointsController(), NamespaceController(),
-                             GarbageCollector()]
+                             Kubelet(self.default_run_seconds), EndpointsController(), DeploymentController(),
+                             ClusterRoleAggregationController(), NamespaceController(), GarbageCollector()]
 
     def _admit_pod(self, pod: dict) -> dict:
         """What the API server does to a pod a controller creates through it: defaults, then the mutating admission
@@ -205,6 +208,8 @@ class Simulator:
                 ns: dict = {"metadata": {"name": name}}
                 builtin.apply_defaults("namespaces", ns, None)
                 self.store.create("namespaces", ns)
+            for resource, obj in bootstrap_policy.installation():
+                self.store.create(resource, obj)
             for spec in self.nodes:
                 self.store.create("nodes", node_object(spec))
             for res in OPERATORS:

@@ -316,7 +316,8 @@ def test_persistent_volume_claims_and_tokens(kubectl: Kubectl):
     assert kubectl("apply", "-f", "-", stdin=claim).stdout.strip() == "persistentvolumeclaim/scratch created"
     header, row = kubectl("get", "pvc", "scratch").stdout.splitlines()
     assert header.split()[:6] == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES"]
-    assert row.split()[:4] == ["scratch", "Pending", "RWO", "fast"]
+    # unbound: no volume, capacity or access modes yet (those come from the bound volume), as kube prints it
+    assert row.split() == ["scratch", "Pending", "fast", "<unset>", "0s"]
 
     kubectl("create", "serviceaccount", "runner")
     assert len(kubectl("create", "token", "runner").stdout.strip()) > 20
@@ -590,3 +591,297 @@ def test_trainjob_unknown_fields_are_refused_by_kubectl_default_validation(kubec
     kubectl("apply", "-f", "-", stdin=KUBEFLOW_SETUP)
     done = kubectl("apply", "-f", "-", stdin=trainjob_manifest("typo", "1", ", bogus: 1"), ok=False)
     assert 'unknown field "spec.trainer.bogus"' in done.stderr
+
+
+# ---- everyday invocations: what kubectl prints against kube-apiserver, column for column ----------------------------
+
+DAILY = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: daily}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: daily}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: nginx, image: nginx:1.27}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: once, namespace: daily}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox, command: [sleep, "600"]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: daily}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: daily}
+data: {a: "1", b: "2"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: pw, namespace: daily}
+stringData: {password: s3cret}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: viewer, namespace: daily}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: viewer-view, namespace: daily}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+subjects: [{kind: ServiceAccount, name: viewer, namespace: daily}, {kind: Group, name: auditors}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: daily}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: scratch, namespace: daily}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}, storageClassName: fast}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nb, namespace: daily, labels: {app: nb}}
+spec:
+  containers:
+  - name: notebook
+    image: quay.io/jupyter/base-notebook
+    env: [{name: JUPYTER_TOKEN, value: t0ken}]
+    ports: [{containerPort: 8888}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: nb, namespace: daily}
+spec: {selector: {app: nb}, ports: [{port: 8888}]}
+"""
+
+_AGE = r"\d+[smhdy]\S*"
+
+
+@pytest.fixture(scope="module")
+def daily(kubectl: Kubectl, ks: InProcessKubesim) -> Kubectl:
+    kubectl("apply", "-f", "-", stdin=KUEUE_SETUP)
+    kubectl("apply", "-f", "-", stdin=DAILY)
+    ks.settle()
+    return kubectl
+
+
+def _columns(line: str) -> list[str]:
+    """A header line's column names (kubectl pads columns with at least three spaces; names hold single ones)."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+EVERYDAY = [
+    # (arguments, the header kubectl prints, a line of output (regex), or for a refusal: what stderr says)
+    (["get", "nodes"], "NAME STATUS ROLES AGE VERSION", rf"^h100-node-0 +Ready +<none> +{_AGE} +v1\.34\.0$"),
+    (
+        ["get", "nodes", "-o", "wide"],
+        "NAME STATUS ROLES AGE VERSION INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME",
+        rf"^h100-node-0 +Ready +<none> +{_AGE} +v1\.34\.0 +10\.0\.\d+\.\d+ +<none> +kubesim +6\.8\.0-kubesim +"
+        r"containerd://2\.0\.0$",
+    ),
+    (
+        ["get", "pods", "-n", "daily", "-l", "app=nb"],
+        "NAME READY STATUS RESTARTS AGE",
+        rf"^nb +1/1 +Running +0 +{_AGE}$",
+    ),
+    (
+        ["get", "pods", "-n", "daily", "-l", "app=nb", "-o", "wide"],
+        "NAME READY STATUS RESTARTS AGE IP NODE NOMINATED_NODE READINESS_GATES",
+        rf"^nb +1/1 +Running +0 +{_AGE} +10\.244\.\d+\.\d+ +\S+-node-\d+ +<none> +<none>$",
+    ),
+    (["get", "jobs", "-n", "daily"], "NAME STATUS COMPLETIONS DURATION AGE", rf"^once +Running +0/1 +{_AGE} +{_AGE}$"),
+    (
+        ["get", "jobs", "-n", "daily", "-o", "wide"],
+        "NAME STATUS COMPLETIONS DURATION AGE CONTAINERS IMAGES SELECTOR",
+        rf"^once +Running +0/1 +{_AGE} +{_AGE} +main +busybox +batch\.kubernetes\.io/controller-uid=[0-9a-f-]+$",
+    ),
+    (["get", "deploy", "-n", "daily"], "NAME READY UP-TO-DATE AVAILABLE AGE", rf"^web +2/2 +2 +2 +{_AGE}$"),
+    (
+        ["get", "deploy", "-n", "daily", "-o", "wide"],
+        "NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR",
+        rf"^web +2/2 +2 +2 +{_AGE} +nginx +nginx:1\.27 +app=web$",
+    ),
+    (
+        ["get", "deploy", "-n", "kueue-system"],
+        "NAME READY UP-TO-DATE AVAILABLE AGE",
+        rf"^kueue-controller-manager +1/1 +1 +1 +{_AGE}$",
+    ),
+    (["rollout", "status", "deployment/web", "-n", "daily"], None, r'^deployment "web" successfully rolled out$'),
+    (
+        ["get", "svc", "web", "-n", "daily"],
+        "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE",
+        r"^web +ClusterIP +\S+ +<none> +80/TCP +",
+    ),
+    (
+        ["get", "svc", "web", "-n", "daily", "-o", "wide"],
+        "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE SELECTOR",
+        r" app=web$",
+    ),
+    (["get", "cm", "settings", "-n", "daily"], "NAME DATA AGE", rf"^settings +2 +{_AGE}$"),
+    (["get", "secrets", "-n", "daily"], "NAME TYPE DATA AGE", rf"^pw +Opaque +1 +{_AGE}$"),
+    (["get", "sa", "viewer", "-n", "daily"], "NAME SECRETS AGE", rf"^viewer +0 +{_AGE}$"),
+    (["get", "ns", "daily"], "NAME STATUS AGE", rf"^daily +Active +{_AGE}$"),
+    (
+        ["get", "pvc", "-n", "daily"],
+        "NAME STATUS VOLUME CAPACITY ACCESS_MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE",
+        rf"^scratch +Pending +fast +<unset> +{_AGE}$",
+    ),
+    (["get", "events", "-n", "daily"], "LAST_SEEN TYPE REASON OBJECT MESSAGE", r" +Normal +Scheduled +pod/nb +"),
+    (
+        ["get", "events", "-n", "daily", "-o", "wide"],
+        "LAST_SEEN TYPE REASON OBJECT SUBOBJECT SOURCE MESSAGE FIRST_SEEN COUNT NAME",
+        r" +Normal +Scheduled +pod/nb +default-scheduler +Successfully assigned daily/nb to \S+ +\S+ +1 +nb\.",
+    ),
+    (["get", "leases", "-n", "kube-node-lease"], "NAME HOLDER AGE", rf"^h100-node-0 +h100-node-0 +{_AGE}$"),
+    (["get", "roles", "-n", "daily"], "NAME CREATED_AT", r"^reader +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"),
+    (
+        ["get", "rolebindings", "-n", "daily", "-o", "wide"],
+        "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS",
+        rf"^viewer-view +ClusterRole/view +{_AGE} +auditors +daily/viewer$",
+    ),
+    (["get", "clusterroles", "view"], "NAME CREATED_AT", r"^view +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"),
+    (
+        ["get", "clusterrolebindings", "cluster-admin", "-o", "wide"],
+        "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS",
+        rf"^cluster-admin +ClusterRole/cluster-admin +{_AGE} +system:masters$",
+    ),
+    (["get", "crd", "workloads.kueue.x-k8s.io"], "NAME CREATED_AT", r"^workloads\.kueue\.x-k8s\.io +\d{4}-"),
+    (["get", "clusterqueues", "team-cq"], "NAME COHORT PENDING_WORKLOADS", r"^team-cq +\d+$"),
+    (["get", "ep", "web", "-n", "daily"], "NAME ENDPOINTS AGE", rf"^web +<none> +{_AGE}$"),  # no pods of its own
+    (
+        ["exec", "nb", "-n", "daily", "--", "ls"],
+        "refused",
+        r'^Error from server \(BadRequest\): kubesim emulates the containers of pod "daily/nb" without running them',
+    ),
+    (["cp", "daily/nb:/etc/hosts", "hosts"], "refused", r"^Error from server \(BadRequest\): kubesim emulates"),
+    (
+        ["exec", "gone", "-n", "daily", "--", "ls"],
+        "refused",
+        r'^Error from server \(NotFound\): pods "gone" not found$',
+    ),
+    (
+        ["port-forward", "pod/nb", "-n", "daily", "18888:8888"],
+        "refused",
+        r'^error: error upgrading connection: kubesim cannot forward ports to pod "daily/nb": its containers are '
+        r"emulated; reach its server through the service proxy instead: "
+        r"/api/v1/namespaces/daily/services/nb:8888/proxy/",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "header", "line"), EVERYDAY, ids=[" ".join(case[0]) for case in EVERYDAY])
+def test_everyday_invocations_print_as_against_kubernetes(
+    daily: Kubectl, tmp_path: Path, args: list[str], header: str | None, line: str
+):
+    """The header exactly as kubectl prints it against kube-apiserver (a two-word column written with "_" here), and
+    a line of the output; a refusal: kubectl's exit status 1 and what it prints on stderr."""
+    if header == "refused":
+        done = subprocess.run(
+            [KUBECTL or "kubectl", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=daily.env,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert done.returncode == 1, done.stdout
+        assert re.search(line, done.stderr, re.M), done.stderr
+        return
+    lines = [text.rstrip() for text in daily(*args).stdout.splitlines()]
+    out = "\n".join(lines)
+    if header is not None:
+        assert _columns(lines[0]) == [name.replace("_", " ") for name in header.split()], out
+    assert re.search(line, out, re.M), out
+
+
+def test_rollout_status_follows_the_deployments_generation(daily: Kubectl, ks: InProcessKubesim):
+    assert (
+        daily("scale", "deployment", "web", "-n", "daily", "--replicas=3").stdout.strip()
+        == "deployment.apps/web scaled"
+    )
+    assert daily("rollout", "status", "deployment/web", "-n", "daily", "--timeout=20s").stdout.strip() == (
+        'deployment "web" successfully rolled out'
+    )
+    assert daily("get", "deploy", "web", "-n", "daily", "--no-headers").stdout.split()[1:4] == ["3/3", "3", "3"]
+    daily("set", "image", "deployment/web", "nginx=nginx:1.28", "-n", "daily")
+    api_client = ks.api_client()
+    web = client.AppsV1Api(api_client).read_namespaced_deployment("web", "daily")
+    api_client.close()
+    assert web.status.observed_generation == web.metadata.generation == 3
+    assert (web.status.replicas, web.status.updated_replicas, web.status.ready_replicas) == (3, 3, 3)
+    conditions = {c.type: (c.status, c.reason) for c in web.status.conditions}
+    assert conditions == {
+        "Available": ("True", "MinimumReplicasAvailable"),
+        "Progressing": ("True", "NewReplicaSetAvailable"),
+    }
+    daily("scale", "deployment", "web", "-n", "daily", "--replicas=2")
+
+
+def test_clusterrole_aggregation_through_kubectl(daily: Kubectl):
+    daily(
+        "apply",
+        "-f",
+        "-",
+        stdin=(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: queues-view\n"
+            "  labels: {rbac.authorization.k8s.io/aggregate-to-view: 'true'}\n"
+            "rules: [{apiGroups: [kueue.x-k8s.io], resources: [localqueues], verbs: [get, list, watch]}]\n"
+        ),
+    )
+    path = "{.rules[*].resources}"
+    for role in ("view", "edit", "admin"):
+        assert '["localqueues"]' in daily("get", "clusterrole", role, "-o", f"jsonpath={path}").stdout, role
+    # without RBAC kubesim allows everything: the view binding's effect is tested with tokens in test_rbac.py
+    assert (
+        daily(
+            "auth",
+            "can-i",
+            "list",
+            "localqueues.kueue.x-k8s.io",
+            "-n",
+            "daily",
+            "--as=system:serviceaccount:daily:viewer",
+        ).stdout.strip()
+        == "yes"
+    )
+    daily("delete", "clusterrole", "queues-view")
+    assert '["localqueues"]' not in daily("get", "clusterrole", "view", "-o", f"jsonpath={path}").stdout
+
+
+def test_visibility_api_answers_in_the_version_asked(daily: Kubectl):
+    versions = daily("api-versions").stdout.split()
+    assert {"visibility.kueue.x-k8s.io/v1beta1", "visibility.kueue.x-k8s.io/v1beta2"} <= set(versions)
+    for version in ("v1beta1", "v1beta2"):
+        raw = daily("get", "--raw", f"/apis/visibility.kueue.x-k8s.io/{version}/clusterqueues/team-cq/pendingworkloads")
+        summary = json.loads(raw.stdout)
+        assert (summary["kind"], summary["apiVersion"]) == (
+            "PendingWorkloadsSummary",
+            f"visibility.kueue.x-k8s.io/{version}",
+        )
+        local = daily(
+            "get",
+            "--raw",
+            f"/apis/visibility.kueue.x-k8s.io/{version}/namespaces/default/localqueues/team/pendingworkloads",
+        )
+        assert json.loads(local.stdout)["apiVersion"] == f"visibility.kueue.x-k8s.io/{version}"
+    refused = daily(
+        "get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1/clusterqueues/team-cq/pendingworkloads", ok=False
+    )
+    assert "NotFound" in refused.stderr

@@ -212,3 +212,57 @@ def test_whoami_and_rules_review_name_the_token_and_its_rules(ks, sa):
         call(ks, sa, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", body)["status"]["resourceRules"]
         == []
     )
+
+
+def test_default_cluster_roles_aggregate_and_authorize_when_bound(ks, sa):
+    """cluster-admin, admin, edit and view exist as Kubernetes creates them; a ClusterRole labelled to aggregate into
+    view has its rules merged into view, and through view's own label into edit and admin; a view binding then
+    reads (the aggregated kind too) and writes nothing."""
+    names = {
+        r["metadata"]["name"]
+        for r in call(ks, TOKEN, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles")["items"]
+    }
+    assert {"cluster-admin", "admin", "edit", "view"} <= names
+    view = call(ks, TOKEN, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view")
+    assert view["aggregationRule"] == {
+        "clusterRoleSelectors": [{"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}]
+    }
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    workloads = {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch"]}
+    assert workloads not in view["rules"]
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "workloads-viewer", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+            "rules": [workloads],
+        }
+    )
+    for role in ("view", "edit", "admin"):
+        rules = call(ks, TOKEN, "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role}")["rules"]
+        assert workloads in rules, role
+    ks.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "runner-view", "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": NS}],
+        }
+    )
+    assert call(ks, sa, "GET", f"/api/v1/namespaces/{NS}/pods")["items"] == []
+    assert call(ks, sa, "GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads")["items"] == []
+    assert refusal(ks, sa, "GET", f"/api/v1/namespaces/{NS}/secrets")["code"] == 403  # view does not read secrets
+    assert refusal(ks, sa, "POST", f"/api/v1/namespaces/{NS}/pods", pod("p"))["code"] == 403
+    assert refusal(ks, sa, "GET", "/api/v1/namespaces/other/pods")["code"] == 403  # a RoleBinding is its namespace's
+
+    def review(**attributes):
+        body = {"kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": attributes}}
+        return call(ks, sa, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body)["status"]["allowed"]
+
+    assert review(verb="list", group="kueue.x-k8s.io", resource="workloads", namespace=NS) is True
+    assert review(verb="delete", group="batch", resource="jobs", namespace=NS) is False
+    # the aggregated rule goes when its role does
+    call(ks, TOKEN, "DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/workloads-viewer")
+    assert workloads not in call(ks, TOKEN, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/admin")["rules"]
+    assert refusal(ks, sa, "GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads")["code"] == 403

@@ -9,6 +9,7 @@ query, body, headers) into a Response, against the simulator described by `backe
 | `admission.py` | identity and namespace checks, decoding, defaulting, webhooks, validation |
 | `watch.py` | watch streams (resume, selectors, BOOKMARKs, 410 Gone, Tables) |
 | `logs.py` | pod logs (tailLines, timestamps, follow) |
+| `streams.py` | a pod's exec, attach and portforward: refused with a 400 Status that says why (no process runs) |
 | `access.py` | TokenRequests, SelfSubjectAccessReviews, SelfSubjectRulesReviews, SelfSubjectReviews |
 | `proxy.py` | the service proxy to pods that serve HTTP |
 | `visibility.py` | the visibility.kueue.x-k8s.io pendingworkloads endpoints (answered by the Kueue half) |

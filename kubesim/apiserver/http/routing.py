@@ -27,6 +27,7 @@ from kubesim.apiserver.http.common import (
 from kubesim.apiserver.http.control import CONTROL_PREFIX, Control
 from kubesim.apiserver.http.logs import PodLogs
 from kubesim.apiserver.http.proxy import ServiceProxy, proxy_path
+from kubesim.apiserver.http.streams import refuse
 from kubesim.apiserver.http.verbs import Verbs
 from kubesim.apiserver.http.visibility import Visibility
 from kubesim.apiserver.http.watch import Watches
@@ -34,6 +35,7 @@ from kubesim.apiserver.registry import conversion, discovery, openapi
 from kubesim.apiserver.registry.resources import (
     AUTHENTICATION_GROUP,
     AUTHORIZATION_GROUP,
+    STREAMS,
     VISIBILITY_GROUP,
     Resource,
     lookup,
@@ -114,7 +116,7 @@ class Api:
             self._authorize(user, _visibility_attributes(parts[3:]))
             if self.sim.faults.inject("get", "pendingworkloads"):
                 raise internal("kubesim: injected fault on get pendingworkloads")
-            return self.visibility.get(method, parts[3:], query)
+            return self.visibility.get(method, parts[2], parts[3:], query)
         if (proxied := proxy_path(parts)) is not None:
             namespace, service, rest = proxied
             verb = {"GET": "get", "HEAD": "get"}.get(method, "create")
@@ -180,6 +182,8 @@ class Api:
             return self.watches.watch(target, query, headers)
         if verb == "get" and target.sub == "log":
             return self.logs.get(target, query)
+        if target.sub in STREAMS:
+            return refuse(self.store, target, query)
         if target.sub == "token":
             return self.access.token_request(target, body)
         if target.sub == "scale":
@@ -242,7 +246,7 @@ class Api:
     def _verb(self, method: str, t: Target, query: Query, watch_path: bool) -> str:
         if (t.sub == "log" and method != "GET") or (t.sub == "token" and method != "POST"):
             raise method_not_allowed(method)
-        if t.sub == "token":
+        if t.sub == "token" or t.sub in STREAMS:  # a connect request is authorized as create, its upgrade GET too
             return "create"
         if method == "GET":
             if watch_path or truthy(q(query, "watch")):

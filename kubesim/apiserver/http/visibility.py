@@ -7,7 +7,7 @@ from typing import Any
 from kubesim.apiserver.errors import APIError, bad_request, not_found
 from kubesim.apiserver.http.backend import Backend
 from kubesim.apiserver.http.common import Query, Response, method_not_allowed, not_found_path, q
-from kubesim.apiserver.registry.resources import RESOURCES
+from kubesim.apiserver.registry.resources import RESOURCES, VISIBILITY_GROUP, VISIBILITY_VERSIONS
 
 
 class Visibility:
@@ -15,8 +15,11 @@ class Visibility:
         self.sim = sim
         self.store = sim.store
 
-    def get(self, method: str, rest: list[str], query: Query) -> Response:
-        """rest: the path after /apis/visibility.kueue.x-k8s.io/<version>/."""
+    def get(self, method: str, version: str, rest: list[str], query: Query) -> Response:
+        """rest: the path after /apis/visibility.kueue.x-k8s.io/<version>/; the answer is in that version (v1beta1's
+        PendingWorkloadsSummary has v1beta2's shape)."""
+        if version not in VISIBILITY_VERSIONS:
+            raise not_found_path()
         if method != "GET":
             raise method_not_allowed(method)
         kwargs: dict[str, Any]
@@ -40,4 +43,4 @@ class Visibility:
             raise bad_request("limit and offset must be integers") from exc
         with self.store.lock:
             summary = kueue.visibility(self.store, limit=limit, offset=offset, **kwargs)
-        return Response(200, summary)
+        return Response(200, {**summary, "apiVersion": f"{VISIBILITY_GROUP}/{version}"})

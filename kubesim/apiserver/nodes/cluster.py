@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import yaml
@@ -55,6 +56,12 @@ def load_cluster(path: str | None) -> list[dict]:
     return nodes
 
 
+def internal_ip(name: str) -> str:
+    """A node's InternalIP in 10.0.0.0/16, fixed by its name (a kubelet reports its host's address)."""
+    h = zlib.crc32(name.encode()) % (254 * 254)
+    return f"10.0.{h // 254 + 1}.{h % 254 + 1}"
+
+
 def node_object(spec: dict) -> dict:
     """The core/v1 Node a cluster entry describes."""
     name = spec["name"]
@@ -92,6 +99,6 @@ def node_object(spec: dict) -> dict:
                 "osImage": "kubesim",
                 "systemUUID": f"uuid-{name}",
             },
-            "addresses": [{"type": "Hostname", "address": name}],
+            "addresses": [{"type": "InternalIP", "address": internal_ip(name)}, {"type": "Hostname", "address": name}],
         },
     }

@@ -9,7 +9,9 @@ from kubesim.apiserver.registry.resources import (
     AUTHENTICATION_GROUP,
     AUTHORIZATION_GROUP,
     RESOURCES,
+    STREAMS,
     VISIBILITY_GROUP,
+    VISIBILITY_VERSIONS,
     Resource,
     by_group_version,
 )
@@ -27,7 +29,7 @@ VERSION = {
 }
 GROUPS = [
     *dict.fromkeys((r.group, r.version) for r in RESOURCES.values() if r.group),
-    (VISIBILITY_GROUP, "v1beta2"),
+    (VISIBILITY_GROUP, VISIBILITY_VERSIONS[0]),
     (AUTHORIZATION_GROUP, "v1"),
     (AUTHENTICATION_GROUP, "v1"),
 ]
@@ -36,7 +38,10 @@ JSON = "application/json"
 
 def _group(name: str, version: str) -> dict:
     """A group with its preferred version first, then the deprecated versions kubesim converts."""
-    versions = [version, *[r.version for r in old_versions() if r.group == name][:1]]
+    if name == VISIBILITY_GROUP:
+        versions = list(VISIBILITY_VERSIONS)
+    else:
+        versions = [version, *[r.version for r in old_versions() if r.group == name][:1]]
     gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
     return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
@@ -58,8 +63,17 @@ def _resource_entries(r: Resource) -> list[dict]:
         main["categories"] = ["all"]
     out = [main]
     for sub in r.subresources:
-        verbs = {"log": ["get"], "token": ["create"]}.get(sub, ["get", "patch", "update"])
-        kind = {"log": "Pod", "token": "TokenRequest", "scale": "Scale"}.get(sub, r.kind)
+        verbs = ["create", "get"] if sub in STREAMS else {"log": ["get"], "token": ["create"]}.get(
+            sub, ["get", "patch", "update"]
+        )
+        kind = {
+            "log": "Pod",
+            "token": "TokenRequest",
+            "scale": "Scale",
+            "exec": "PodExecOptions",
+            "attach": "PodAttachOptions",
+            "portforward": "PodPortForwardOptions",
+        }.get(sub, r.kind)
         entry = {
             "name": f"{r.plural}/{sub}",
             "singularName": "",
@@ -139,7 +153,8 @@ def static(path: str) -> tuple[str, Any] | None:
             "groupVersion": f"{parts[1]}/{parts[2]}",
             "resources": [e for r in old for e in _resource_entries(r)],
         }
-    if len(parts) == 3 and parts[0] == "apis" and (parts[1], parts[2]) in GROUPS:
+    visibility = len(parts) == 3 and parts[1] == VISIBILITY_GROUP and parts[2] in VISIBILITY_VERSIONS
+    if len(parts) == 3 and parts[0] == "apis" and ((parts[1], parts[2]) in GROUPS or visibility):
         if parts[1] == VISIBILITY_GROUP:
             resources = _visibility_resources()
         elif parts[1] == AUTHORIZATION_GROUP:

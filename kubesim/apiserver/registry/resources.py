@@ -11,6 +11,9 @@ CRD_DIR = Path(__file__).parent / "crds"  # Kueue's and the workload operators' 
 KUEUE_GROUP = "kueue.x-k8s.io"
 JOBSET_GROUP = "jobset.x-k8s.io"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")  # Kueue v0.20 serves both (preferred first), answering each in its own
+# Connect subresources of a pod (exec, attach, port-forward): answered with a refusal, kubesim's containers run nothing
+STREAMS = ("exec", "attach", "portforward")
 RBAC_GROUP = "rbac.authorization.k8s.io"
 NETWORKING_GROUP = "networking.k8s.io"
 AUTHORIZATION_GROUP = "authorization.k8s.io"
@@ -79,7 +82,7 @@ def crd_schema(plural: str, version: str | None = None) -> dict:
 CORE = [
     Resource("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), ("status",)),
     Resource("nodes", "node", "Node", "", "v1", False, ("no",), ("status",)),
-    Resource("pods", "pod", "Pod", "", "v1", True, ("po",), ("status", "log")),
+    Resource("pods", "pod", "Pod", "", "v1", True, ("po",), ("status", "log", *STREAMS)),
     Resource("services", "service", "Service", "", "v1", True, ("svc",), ("status",)),
     Resource("events", "event", "Event", "", "v1", True, ("ev",)),
     Resource("jobs", "job", "Job", "batch", "v1", True, (), ("status",)),

@@ -43,8 +43,11 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
     elif resource == "jobs" and isinstance(spec, dict):
         _default_job(spec)
-    elif resource == "secrets" and isinstance(obj.get("stringData"), dict):
-        _merge_string_data(obj)
+    elif resource == "secrets":
+        if isinstance(obj.get("stringData"), dict):
+            _merge_string_data(obj)
+        if not obj.get("type"):
+            obj["type"] = "Opaque"  # SetDefaults_Secret
     elif resource == "namespaces":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         if old is None:
