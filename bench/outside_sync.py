@@ -121,6 +121,9 @@ def main() -> None:
     parser.add_argument("--projects", type=int, default=100)
     parser.add_argument("--changes", type=int, default=500)
     parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--sync-cluster", action="store_true",
+                        help="kubesim settles inside each write (by default in the background, as a real cluster's "
+                             "controllers run after the write returns)")
     args = parser.parse_args()
     live_pages._use_bench_database()
     import django
@@ -134,7 +137,8 @@ def main() -> None:
     fixture = live_pages.build(0, args.projects)
     namespaces = [project.namespace for project in fixture["projects"]]
     make_room(fixture["projects"], args.workloads + args.changes)
-    cluster = KubesimProcess(tempfile.mkdtemp(prefix="bench-kubesim-"), clock="real").start()
+    settle = [] if args.sync_cluster else ["--async-settle"]
+    cluster = KubesimProcess(tempfile.mkdtemp(prefix="bench-kubesim-"), *settle, clock="real").start()
     watcher = None
     try:
         gw = Gateway(cluster.api_client())
