@@ -19,7 +19,7 @@ from kubesim.apiserver.errors import APIError
 from kubesim.apiserver.registry.resources import Resource
 from kubesim.apiserver.storage.store import ObjectStore
 from kubesim.apiserver.validation import cel
-from kubesim.apiserver.validation.core import selector_matches
+from kubesim.kernel.selectors import selector_matches
 
 
 class PolicyFailure(Exception):

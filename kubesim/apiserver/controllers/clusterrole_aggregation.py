@@ -8,24 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from kubesim.kernel.selectors import selector_matches
 from kubesim.kernel.store import Store, clone
-
-
-def selects(selector: dict, labels: dict[str, str]) -> bool:
-    """A metav1.LabelSelector against an object's labels (an empty selector selects everything)."""
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def aggregated_rules(role: dict, roles: list[dict]) -> list[dict]:
@@ -37,7 +21,7 @@ def aggregated_rules(role: dict, roles: list[dict]) -> list[dict]:
         for other in by_name:
             if other["metadata"]["name"] == role["metadata"]["name"]:
                 continue
-            if not selects(selector, other["metadata"].get("labels") or {}):
+            if not selector_matches(selector, other["metadata"].get("labels") or {}):
                 continue
             rules.extend(r for r in other.get("rules") or [] if r not in rules)
     return rules

@@ -21,6 +21,7 @@ from kubesim.kernel.metadata import (
     qualified_name_errors,
 )
 from kubesim.kernel.quantity import Quantity, QuantityError, parse_quantity
+from kubesim.kernel.selectors import selector_matches
 
 _STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 _OTHER_STANDARD_RESOURCES = {
@@ -161,26 +162,6 @@ def _job_selector(selector: Any, labels: dict) -> list[Cause]:
             f"Invalid value: map[string]string{{{shown}}}: `selector` does not match template `labels`",
         )
     ]
-
-
-def selector_matches(selector: dict, labels: dict) -> bool:
-    """metav1.LabelSelector semantics: matchLabels and In / NotIn / Exists / DoesNotExist expressions."""
-    match_labels = _dict(selector.get("matchLabels"))
-    if any(labels.get(k) != v for k, v in match_labels.items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        if not isinstance(expr, dict):
-            continue
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if (
-            (op == "In" and (not present or labels[key] not in values))
-            or (op == "NotIn" and present and labels[key] in values)
-            or (op == "Exists" and not present)
-            or (op == "DoesNotExist" and present)
-        ):
-            return False
-    return True
 
 
 # ---- pod spec ------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from kubesim.kernel.quantity import decimal_value, format_amount, to_amount
+from kubesim.kernel.selectors import selector_matches
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler.quota import (
@@ -350,22 +351,7 @@ def is_admissible(obj: dict) -> bool:
 
 def label_selector_matches(selector: dict | None, labels: dict[str, str]) -> bool:
     """metav1.LabelSelector semantics: None selects nothing, {} selects everything."""
-    if selector is None:
-        return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    return selector is not None and selector_matches(selector, labels)
 
 
 def _quota_of(flavor: str, r: dict) -> tuple[FlavorResource, Quota]:
