@@ -775,12 +775,11 @@ EVERYDAY = [
         "refused",
         r'^Error from server \(NotFound\): pods "gone" not found$',
     ),
+    # port-forward to a pod's emulated notebook works: tests/kubesim/test_port_forward.py
     (
-        ["port-forward", "pod/nb", "-n", "daily", "18888:8888"],
+        ["port-forward", "pod/gone", "-n", "daily", "18888:8888"],
         "refused",
-        r'^error: error upgrading connection: kubesim cannot forward ports to pod "daily/nb": its containers are '
-        r"emulated; reach its server through the service proxy instead: "
-        r"/api/v1/namespaces/daily/services/nb:8888/proxy/",
+        r'^Error from server \(NotFound\): pods "gone" not found$',
     ),
 ]
 

@@ -9,9 +9,11 @@ query, body, headers) into a Response, against the simulator described by `backe
 | `admission.py` | identity and namespace checks, decoding, defaulting, webhooks, validation |
 | `watch.py` | watch streams (resume, selectors, BOOKMARKs, 410 Gone, Tables) |
 | `logs.py` | pod logs (tailLines, timestamps, follow) |
-| `streams.py` | a pod's exec, attach and portforward: refused with a 400 Status that says why (no process runs) |
+| `streams.py` | a pod's exec and attach: refused with a 400 Status saying why (no process runs); portforward |
+| `portforward.py` | `kubectl port-forward`: the SPDY upgrade; stream pairs bridged to the pod's emulated server |
+| `spdy.py` | the server side of SPDY/3.1 (frames, zlib-compressed header blocks) |
 | `access.py` | TokenRequests, SelfSubjectAccessReviews, SelfSubjectRulesReviews, SelfSubjectReviews |
-| `proxy.py` | the service proxy to pods that serve HTTP |
+| `proxy.py` | the service proxy to pods that serve HTTP; a connection to such a pod's port |
 | `visibility.py` | the visibility.kueue.x-k8s.io pendingworkloads endpoints (answered by the Kueue half) |
 | `metrics.py` | `/metrics`: Kueue's Prometheus metrics from the stored objects |
 | `control.py` | `/kubesim/v1/...` control endpoints |

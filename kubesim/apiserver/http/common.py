@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from io import BufferedIOBase
 from typing import Any
 
 from kubesim.apiserver.auth.rbac import User
@@ -22,14 +24,25 @@ FIELD_VALIDATION_VALUES = ("", "Ignore", "Strict", "Warn")  # "" is the default,
 
 
 @dataclass
+class Upgrade:
+    """A switch of protocols (101): the `Upgrade` header's value, further headers, and what then runs on the
+    connection (its socket and the buffered reader the request came from) until it ends."""
+
+    protocol: str
+    headers: dict[str, str]
+    run: Callable[[socket.socket, BufferedIOBase], None]
+
+
+@dataclass
 class Response:
-    """A plain response, or a watch stream when `stream` is set."""
+    """A plain response, a watch stream when `stream` is set, or a protocol switch when `upgrade` is."""
 
     code: int = 200
     body: Any = None
     content_type: str = "application/json"
     warnings: list[str] = field(default_factory=list)
     stream: Iterator[dict] | Iterator[str] | None = None  # watch events (JSON lines) or text (followed logs)
+    upgrade: Upgrade | None = None
 
 
 @dataclass

@@ -1,12 +1,19 @@
 """The service proxy: `/api/v1/namespaces/{ns}/services/{name}[:{port}]/proxy/{path}` answered by the Running pod
-behind the Service when it is a server kubesim emulates (kubesim.apiserver.nodes.servers: a Jupyter server), and the
-control endpoint tests use to report activity on one."""
+behind the Service when it is a server kubesim emulates (kubesim.apiserver.nodes.servers: a Jupyter server), the
+same server reached on the pod's port by a connection of its own (`ServiceProxy.connect`, what port forwarding
+bridges to), and the control endpoint tests use to report activity on one."""
 
 from __future__ import annotations
 
 import hmac
+import json
+import socket
+import threading
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler
+from socketserver import BaseServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from kubesim.apiserver.errors import APIError
 from kubesim.apiserver.http.common import Response
@@ -43,6 +50,24 @@ def _serving_container(pod: dict, target: Any) -> dict | None:
             if target in (p.get("containerPort"), p.get("name")):
                 return container
     return None
+
+
+def _listening(pod: dict, port: int) -> dict | None:
+    """The emulated server container of the pod that declares `port` (the port it listens on), if any."""
+    container = _serving_container(pod, port)
+    return container if container is not None and is_server(container) else None
+
+
+def _running(pod: dict | None) -> bool:
+    return (
+        pod is not None
+        and (pod.get("status") or {}).get("phase") == "Running"
+        and not pod["metadata"].get("deletionTimestamp")
+    )
+
+
+class PortClosed(Exception):
+    """Nothing in the pod listens on the port (or the pod no longer runs); the message says which."""
 
 
 def _matches(selector: dict, labels: dict) -> bool:
@@ -92,6 +117,54 @@ class ServiceProxy:
                     "ServiceUnavailable",
                 )
             raise _no_endpoints(name)
+
+    def connect(self, namespace: str, pod_name: str, port: int) -> socket.socket:
+        """A connection to `port` inside the pod, as a process in the pod would dial it: one end of a socket pair
+        whose other end a thread serves as the pod's emulated server (HTTP/1.1, keep-alive) until either closes.
+        Raises PortClosed when the pod does not run or no emulated server of it listens on the port."""
+        with self.store.lock:
+            pod = self.store.get("pods", namespace, pod_name, copy=False)
+            if not _running(pod):
+                raise PortClosed(f"pod {namespace}/{pod_name} is not running")
+            assert pod is not None
+            if _listening(pod, port) is None:
+                servers = sorted(
+                    p["containerPort"]
+                    for c in pod["spec"].get("containers") or []
+                    if is_server(c)
+                    for p in c.get("ports") or []
+                    if isinstance(p.get("containerPort"), int)
+                )
+                hint = (
+                    f"kubesim emulates the pod's Jupyter server on port {', '.join(map(str, servers))} only"
+                    if servers
+                    else "kubesim emulates no server in this pod"
+                )
+                raise PortClosed(f"failed to connect to localhost:{port} inside the pod: connection refused ({hint})")
+        ours, theirs = socket.socketpair()
+        endpoint = _Endpoint(self, namespace, pod_name, port)
+        threading.Thread(
+            target=_serve_connection, args=(theirs, endpoint), name="kubesim-pod-server", daemon=True
+        ).start()
+        return ours
+
+    def answer_on_port(
+        self, method: str, namespace: str, pod_name: str, port: int, target: str, headers: dict[str, str]
+    ) -> Response | None:
+        """What the pod's emulated server on `port` answers to a request for `target` (path and query); None when
+        the pod stopped running or serving the port since the connection opened (the connection then drops)."""
+        url = urlsplit(target)
+        query = parse_qs(url.query, keep_blank_values=True)
+        with self.store.lock:
+            pod = self.store.get("pods", namespace, pod_name, copy=False)
+            if not _running(pod):
+                return None
+            assert pod is not None
+            container = _listening(pod, port)
+            if container is None:
+                return None
+            token = server_token(self.store, namespace, container)
+            return self._jupyter(method, pod, token, url.path or "/", query, headers)
 
     def _jupyter(
         self, method: str, pod: dict, token: str | None, path: str, query: dict[str, list[str]], headers: dict[str, str]
@@ -148,6 +221,61 @@ class ServiceProxy:
             at = self.store.now() - timedelta(seconds=max(0.0, seconds))
             self.activity.touch(pod["metadata"]["uid"], at)
             return Response(200, {"pod": pod_name, "last_activity": _iso(self.activity.last(pod))})
+
+
+class _Endpoint(BaseServer):
+    """What a connection to a pod's port reaches: the proxy that answers for the pod's server, and where (a server
+    without a socket of its own: it serves the connections handed to it)."""
+
+    def __init__(self, proxy: ServiceProxy, namespace: str, pod_name: str, port: int) -> None:
+        super().__init__(("127.0.0.1", port), _PodConnection)
+        self.proxy, self.namespace, self.pod_name, self.port = proxy, namespace, pod_name, port
+
+
+def _serve_connection(sock: socket.socket, endpoint: _Endpoint) -> None:
+    try:
+        endpoint.finish_request(sock, ("127.0.0.1", 0))  # serves the connection until it closes
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+class _PodConnection(BaseHTTPRequestHandler):
+    """One connection to a pod's emulated Jupyter server, served as HTTP/1.1 until the client closes it."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "TornadoServer/6.4.2"  # what a Jupyter server names itself
+    sys_version = ""
+    server: _Endpoint
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _serve(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.send_error(400, "Bad Content-Length")
+            return
+        if length > 0:
+            self.rfile.read(length)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        end = self.server
+        resp = end.proxy.answer_on_port(self.command, end.namespace, end.pod_name, end.port, self.path, headers)
+        if resp is None:
+            self.close_connection = True
+            return
+        body = resp.body if isinstance(resp.body, str) else json.dumps(resp.body)
+        payload = body.encode()
+        self.send_response(resp.code)
+        self.send_header("Content-Type", resp.content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
 
 def _page(title: str, body: str) -> str:

@@ -27,7 +27,7 @@ from kubesim.apiserver.http.common import (
 from kubesim.apiserver.http.control import CONTROL_PREFIX, Control
 from kubesim.apiserver.http.logs import PodLogs
 from kubesim.apiserver.http.proxy import ServiceProxy, proxy_path
-from kubesim.apiserver.http.streams import refuse
+from kubesim.apiserver.http.streams import connect
 from kubesim.apiserver.http.verbs import Verbs
 from kubesim.apiserver.http.visibility import Visibility
 from kubesim.apiserver.http.watch import Watches
@@ -183,7 +183,7 @@ class Api:
         if verb == "get" and target.sub == "log":
             return self.logs.get(target, query)
         if target.sub in STREAMS:
-            return refuse(self.store, target, query)
+            return connect(self.store, self.service_proxy, target, query, headers)
         if target.sub == "token":
             return self.access.token_request(target, body)
         if target.sub == "scale":

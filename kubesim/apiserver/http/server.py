@@ -14,7 +14,7 @@ from typing import Any
 
 from kubesim.apiserver.errors import internal
 from kubesim.apiserver.http.backend import Backend
-from kubesim.apiserver.http.common import Response
+from kubesim.apiserver.http.common import Response, Upgrade
 from kubesim.apiserver.http.routing import Api
 
 __all__ = ["Api", "Handler", "KubeHTTPServer", "Response", "serve_in_thread"]
@@ -41,6 +41,9 @@ class Handler(BaseHTTPRequestHandler):
             resp = Response(500, internal(f"kubesim internal error: {exc!r}").status())
             if self.server.verbose:
                 raise
+        if resp.upgrade is not None:
+            self._switch(resp.upgrade)
+            return
         if resp.stream is not None:
             self._stream(resp)
             return
@@ -56,6 +59,17 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Warning", f'299 - "{_escape(w)}"')
         self.end_headers()
         self.wfile.write(payload)
+
+    def _switch(self, upgrade: Upgrade) -> None:
+        """101 Switching Protocols, then the connection belongs to the upgraded protocol until it ends."""
+        self.send_response(101)
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Upgrade", upgrade.protocol)
+        for name, value in upgrade.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.close_connection = True
+        upgrade.run(self.connection, self.rfile)
 
     def _stream(self, resp: Response) -> None:
         self.send_response(200)

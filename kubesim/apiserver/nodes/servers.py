@@ -1,5 +1,6 @@
 """Pods that serve HTTP (the HTTP side is kubesim.apiserver.http.proxy), reached through the API server's service proxy
-(`/api/v1/namespaces/{ns}/services/{name}[:{port}]/proxy/{path}`), the way `kubectl proxy` users reach them.
+(`/api/v1/namespaces/{ns}/services/{name}[:{port}]/proxy/{path}`), the way `kubectl proxy` users reach them, or on
+their container port by `kubectl port-forward` (kubesim.apiserver.http.portforward).
 
 A container that reads `JUPYTER_TOKEN` (the variable the Jupyter docker-stacks images take their token from) is a
 Jupyter server: it runs until it is stopped, and on its container port it answers like one, as far as a portal

@@ -12,7 +12,7 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 JOBSET_GROUP = "jobset.x-k8s.io"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")  # Kueue v0.20 serves both (preferred first), answering each in its own
-# Connect subresources of a pod (exec, attach, port-forward): answered with a refusal, kubesim's containers run nothing
+# Connect subresources of a pod: exec and attach refused (kubesim's containers run nothing), portforward served
 STREAMS = ("exec", "attach", "portforward")
 RBAC_GROUP = "rbac.authorization.k8s.io"
 NETWORKING_GROUP = "networking.k8s.io"
