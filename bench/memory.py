@@ -43,6 +43,7 @@ import submit_load  # noqa: E402
 
 CLUSTER = ("kubesim", "prometheus")
 MIB = 1024 * 1024
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _read(path: Path) -> str:
@@ -103,8 +104,10 @@ def sample(root: int) -> dict[int, dict]:
                 rss = int(line.split()[1]) * 1024
             elif line.startswith("Pss:"):
                 pss = int(line.split()[1]) * 1024
+        stat = _read(Path(f"/proc/{pid}/stat")).rsplit(")", 1)[-1].split()
+        cpu = (int(stat[11]) + int(stat[12])) / TICKS if len(stat) > 12 else 0.0  # utime + stime
         if rss:
-            out[pid] = {"label": name, "rss": rss, "pss": pss}
+            out[pid] = {"label": name, "rss": rss, "pss": pss, "cpu": cpu}
     return out
 
 
@@ -148,11 +151,14 @@ def describe(phase: str, samples: list[tuple[float, dict[int, dict]]]) -> dict:
     portal_rss = max(totals(s, "rss")[0] for _, s in samples)
     portal_pss = max(totals(s, "pss")[0] for _, s in samples)
     cluster_rss = max(totals(s, "rss")[1] for _, s in samples)
-    print(f"\n{phase}: {len(samples)} samples; peak per process (MiB)\n")
-    print("| process | pid | RSS | PSS |")
-    print("|---|---:|---:|---:|")
+    first, last = samples[0][1], samples[-1][1]
+    seconds = samples[-1][0] - samples[0][0]
+    print(f"\n{phase}: {len(samples)} samples over {seconds:.0f} s; peak per process (MiB), CPU seconds used\n")
+    print("| process | pid | RSS | PSS | CPU s |")
+    print("|---|---:|---:|---:|---:|")
     for pid, peak in sorted(peaks.items(), key=lambda item: (item[1]["label"] in CLUSTER, item[1]["label"], item[0])):
-        print(f"| {peak['label']} | {pid} | {peak['rss'] / MIB:.0f} | {peak['pss'] / MIB:.0f} |")
+        cpu = last.get(pid, {}).get("cpu", 0.0) - first.get(pid, {}).get("cpu", 0.0)
+        print(f"| {peak['label']} | {pid} | {peak['rss'] / MIB:.0f} | {peak['pss'] / MIB:.0f} | {cpu:.1f} |")
     print(f"\nportal total: RSS {portal_rss / MIB:.0f} MiB, PSS {portal_pss / MIB:.0f} MiB (peak of the sums); "
           f"processes {len([p for p in peaks.values() if p['label'] not in CLUSTER])}; "
           f"kubesim and Prometheus apart: RSS {cluster_rss / MIB:.0f} MiB")

@@ -154,9 +154,11 @@ DATABASE_POOL_SIZE = _env_int("DATABASE_POOL_SIZE", 0)
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Write-ahead log: readers (pages, the watcher's reads) no longer wait for a writer nor block it, and a commit
-    # appends instead of rewriting pages (the mode stays with the file; setting it again is a no-op).
+    # appends instead of rewriting pages (the mode stays with the file; setting it again is a no-op). In that mode
+    # synchronous=NORMAL syncs the log at checkpoints, not at every commit: the database stays consistent, a power
+    # cut may lose the last commits (the outbox sends their tasks' work again) - the embedded mode's trade.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE",
-                                       "init_command": "PRAGMA journal_mode=WAL"}
+                                       "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 elif DATABASE_POOL_SIZE:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
