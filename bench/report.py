@@ -153,13 +153,13 @@ def render(files: list[dict]) -> str:
                                             "values": [], "loads": [], "dates": [], "runs": 0})
                 row["values"] += figure["values"]
                 row["loads"] += run["load"]
-                row["dates"].append(run["date"][:10])
+                row["dates"].append(run["date"])
                 row["runs"] += 1
     lines = ["| bench | figure | unit | runs | min | median | max | target | load (1 min) | date (UTC) | commit |",
              "|---|---|---|---:|---:|---:|---:|---|---|---|---|"]
     for (bench, name, tree), row in sorted(rows.items(), key=lambda item: (item[0][0], item[0][1],
                                                                              min(item[1]["dates"]), item[0][2])):
-        values, loads, dates = row["values"], row["loads"], sorted(set(row["dates"]))
+        values, loads, dates = row["values"], row["loads"], sorted({date[:10] for date in row["dates"]})
         lines.append(
             f"| `{bench}` | {name} | {row['unit']} | {row['runs']} | {_number(min(values))} | "
             f"{_number(statistics.median(values))} | {_number(max(values))} | {row['target'] or '-'} | "
