@@ -68,10 +68,12 @@ def commit() -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
 
     head = git("rev-parse", "--short=7", "HEAD") or "unknown"
-    if not git("status", "--porcelain", "--untracked-files=no"):
+    outside_results = ["--", ".", ":!bench/results", ":!bench/README.md"]  # what recording itself changes
+    if not git("status", "--porcelain", "--untracked-files=no", *outside_results):
         return head
     # Changed tracked files: which changes, so two different uncommitted trees never share a row.
-    return f"{head}-dirty-{hashlib.sha1(git('diff', 'HEAD').encode(), usedforsecurity=False).hexdigest()[:7]}"
+    diff = git("diff", "HEAD", *outside_results)
+    return f"{head}-dirty-{hashlib.sha1(diff.encode(), usedforsecurity=False).hexdigest()[:7]}"
 
 
 def record(bench: str, arguments: dict[str, Any], figures: list[Figure], machine: Machine) -> Path:
