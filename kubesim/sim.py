@@ -39,8 +39,21 @@ from kubesim.kernel.store import clone
 
 MAX_SETTLE_ROUNDS = 100_000  # Kueue admits one head per ClusterQueue per cycle: deep backlogs need many rounds
 MAX_ADVANCE_STEPS = 100000
-ASYNC_SETTLE_DELAY = 0.05  # seconds between the first unsettled write and the background settle
+# The background settle (--async-settle) coalesces the writes that arrive while it waits: it waits as long as its last
+# pass took (ASYNC_SETTLE_RATIO x), so the controllers take at most about half of the process however large the
+# cluster, however busy the machine, and a burst of writes shares one pass. A fixed wall-clock window gave a slowed
+# process ever smaller batches and many more passes, each as costly as the cluster is large. Bounds in seconds: a
+# small cluster settles almost at once, a huge one at least twice a second.
+ASYNC_SETTLE_RATIO = 1.0
+ASYNC_SETTLE_MIN = 0.005
+ASYNC_SETTLE_MAX = 0.5
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def settle_window(last_pass: float) -> float:
+    """Seconds the background settle lets writes gather after the first one, from its last pass's wall-clock seconds
+    (which grow with the work a pass does and with how much of a CPU the process gets)."""
+    return min(ASYNC_SETTLE_MAX, max(ASYNC_SETTLE_MIN, ASYNC_SETTLE_RATIO * last_pass))
 
 
 class SettleError(RuntimeError):
@@ -323,11 +336,14 @@ class Simulator:
             self.settle()
 
     def _settle_loop(self) -> None:
+        window = ASYNC_SETTLE_MIN
         while not self._stop.is_set():
             if self._dirty.wait(0.5):
-                self._stop.wait(ASYNC_SETTLE_DELAY)  # let a burst of writes land: one pass handles them all
+                self._stop.wait(window)  # let the writes that come meanwhile land: one pass handles them all
                 self._dirty.clear()
+                started = time.perf_counter()
                 self.settle()
+                window = settle_window(time.perf_counter() - started)
 
     def _tick_loop(self) -> None:
         while not self._stop.is_set():

@@ -8,7 +8,8 @@ import os
 from contextvars import Token
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, bootsteps, signals
+from click import Option
 from django.conf import settings
 
 from apps.core import metrics, request_ids
@@ -18,6 +19,30 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["worker"])
+
+
+class ThreadedBeat(bootsteps.StartStopStep):
+    """`celery worker --beat-thread`: beat as a thread of the worker, the schedule and scheduler of the settings
+    (Celery's own `-B` forks a process for it). make run's single worker runs it so, one process fewer; a deployment
+    runs beat as its own process (its own liveness probe, one beat for any number of workers)."""
+
+    label = "ThreadedBeat"
+    conditional = True
+
+    def __init__(self, worker: Any, beat_thread: bool = False, **options: Any) -> None:
+        self.enabled = bool(beat_thread)
+        super().__init__(worker, **options)
+
+    def create(self, worker: Any) -> Any:
+        from celery.beat import EmbeddedService
+
+        return EmbeddedService(worker.app, thread=True, schedule_filename=worker.schedule_filename,
+                               scheduler_cls=worker.scheduler)
+
+
+app.user_options["worker"].add(Option(["--beat-thread"], is_flag=True, default=False,
+                                      help="Run beat (the periodic tasks) in a thread of this worker."))
+app.steps["worker"].add(ThreadedBeat)
 
 _bound: dict[str, Token[str]] = {}  # task id -> the token to restore when it ends
 

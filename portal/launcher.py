@@ -234,24 +234,35 @@ PREPARE_STEPS = [
 ]
 
 
+# One machine, few processes (each Python process of the portal holds 100 MiB or more): the worker runs its tasks in
+# threads (they wait on the cluster and the database, not on the CPU; a prefork worker is a process per task slot)
+# with beat in a thread beside them, and the web serves from one process of threads. Deployments scale these out
+# instead (docs/architecture.md, The stack). Celery's time limits are not enforced in the thread pool.
+WORKER_THREADS = os.environ.get("PORTAL_WORKER_THREADS", "4")
+EMBEDDED_WEB_CONCURRENCY = "1"
+
+
 def services() -> list[Child]:
     celery = [sys.executable, "-m", "celery", "-A", "portal.celery"]
     return [
-        Child("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-gossip",
-                         "--without-mingle"]),
-        Child("beat", [*celery, "beat", "--loglevel", "INFO"]),
+        Child("worker", [*celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency", WORKER_THREADS,
+                         "--beat-thread", "--without-gossip", "--without-mingle"]),
         Child("watcher", _manage("watch_cluster")),
         # Everything but the address comes from ./gunicorn.conf.py, as in the image, compose and the manifests.
-        Child("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}"]),
+        Child("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}"],
+              extra={"WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", EMBEDDED_WEB_CONCURRENCY)}),
     ]
 
 
 def kubesim_child(kubeconfig: Path) -> Child:
-    """The embedded cluster, kept across restarts in .run/kubesim-state.json."""
+    """The embedded cluster, kept across restarts in .run/kubesim-state.json. Its controllers settle in the background
+    as a real cluster's do (`--async-settle`): a write answers at once, so the worker's creates of a burst of
+    submissions do not each wait for Kueue's pass over everything pending."""
     return Child(
         "kubesim",
         [sys.executable, "-m", "kubesim", "serve", "--host", "127.0.0.1", "--port", KUBESIM_PORT,
-         "--kubeconfig", str(kubeconfig), "--state", str(RUN_DIR / "kubesim-state.json"), "--clock", "real"],
+         "--kubeconfig", str(kubeconfig), "--state", str(RUN_DIR / "kubesim-state.json"), "--clock", "real",
+         "--async-settle"],
         ready_line="listening on", stops_last=True,
     )
 

@@ -153,7 +153,12 @@ DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{RUN_DIR / 'portal.
 DATABASE_POOL_SIZE = _env_int("DATABASE_POOL_SIZE", 0)
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    # Write-ahead log: readers (pages, the watcher's reads) no longer wait for a writer nor block it, and a commit
+    # appends instead of rewriting pages (the mode stays with the file; setting it again is a no-op). In that mode
+    # synchronous=NORMAL syncs the log at checkpoints, not at every commit: the database stays consistent, a power
+    # cut may lose the last commits (the outbox sends their tasks' work again) - the embedded mode's trade.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE",
+                                       "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 elif DATABASE_POOL_SIZE:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
@@ -302,16 +307,23 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # countdown, 60 s, or a slow task would run twice at once).
 BROKER_DIR = RUN_DIR / "broker"
 CELERY_BROKER_URL = REDIS_URL or "filesystem://"
+CELERY_BROKER_TRANSPORT = None if REDIS_URL else "portal.broker:Transport"  # kombu's, each message written whole
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {"visibility_timeout": 300}
     if REDIS_URL
+    # The folder broker is polled: every `polling_interval` seconds when idle (kombu's default, 1 s, made each task
+    # of a burst wait up to a second behind the one before it).
     else {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "store_processed": False,
-          "control_folder": str(BROKER_DIR / "control")}
+          "control_folder": str(BROKER_DIR / "control"), "polling_interval": 0.05}
 )
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis pushes: a worker takes one message per free slot. The folder broker is read in a blocking loop that applies the
+# acknowledgements of finished tasks only every 2 s (Celery's loop for transports that cannot wake it): with one
+# message per slot a burst went through at a slot every 2 s, so there the worker takes a burst at once (the outbox
+# sends again whatever a killed worker held).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1 if REDIS_URL else 16
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "portal")

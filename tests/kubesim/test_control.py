@@ -102,3 +102,11 @@ def test_bad_numbers_in_a_watch_or_the_control_config_answer_a_400_status():
         assert ks.configure() == before  # nothing applied, not even the good half
         code, _ = status_of("POST", "/kubesim/v1/clock/advance", {"seconds": "nan"})
         assert code == 400
+
+
+def test_the_background_settle_waits_as_long_as_its_last_pass_took():
+    from kubesim.sim import ASYNC_SETTLE_MAX, ASYNC_SETTLE_MIN, settle_window
+
+    assert settle_window(0.0) == ASYNC_SETTLE_MIN  # a small cluster: almost at once
+    assert abs(settle_window(0.07) - 0.07) < 1e-9  # a pass of 70 ms: writes gather for as long
+    assert settle_window(12.0) == ASYNC_SETTLE_MAX  # still at least twice a second

@@ -221,6 +221,8 @@ def test_make_run_survives_a_killed_worker_and_sigterm_leaves_nothing_running(tm
     portal = Launched(tmp_path)
     try:
         portal.wait_for(r"GPU Portal is running", timeout=240)
+        assert "started beat" not in "".join(portal.lines)  # beat runs in a thread of the worker
+        wait_until((tmp_path / "beat-heartbeat").exists, timeout=120)  # touched at each of its ticks
         worker = int(portal.wait_for(r"started worker \(pid (\d+)\)").group(1))
         mark = len(portal.lines)
         os.kill(worker, signal.SIGKILL)
