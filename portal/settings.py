@@ -370,7 +370,7 @@ SPECTACULAR_SETTINGS = {
                             "PortalKindEnum": "apps.workloads.models.PORTAL_KIND_CHOICES"},
     # Every operation documents its errors in the one error shape (apps/core/api_schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "apps.core.api_schema.document_errors"],
+                             "apps.core.api_schema.require_versions", "apps.core.api_schema.document_errors"],
 }
 
 # E-mail (workload notifications): the console in the embedded mode, SMTP from the environment otherwise.
