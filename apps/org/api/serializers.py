@@ -90,7 +90,7 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping) and (when := sorted({"valid_from", "price_valid_from", "price_history"} & set(
                 data))):
-            raise serializers.ValidationError(dict.fromkeys(when, [self.UNSCHEDULED]))
+            raise serializers.ValidationError({key: [self.UNSCHEDULED] for key in when})
         return super().to_internal_value(data)
 
     def validate_node_labels(self, labels: dict[str, str]) -> dict[str, str]:

@@ -571,8 +571,9 @@ def test_list_query_count_is_pinned_and_constant(client_for, demo, workloads, ma
 def test_detail_and_token_list_query_counts(client, client_for, demo, workloads, django_assert_num_queries):
     grow(demo)
     lead = client_for("lead")
-    # session, user, grants, row with its relations, data sources, credentials, events with actors
-    with django_assert_num_queries(7):
+    # session, user, grants, row with its relations, data sources, credentials, events with actors, the
+    # Kubernetes events of its objects
+    with django_assert_num_queries(8):
         assert call(lead, "GET", f"workloads/{workloads['wl_alice']}/").status_code == 200
     token = personal_token(demo["deptadmin"])
     with django_assert_num_queries(6):  # token with its user, grants, count, rows, data sources, credentials
