@@ -382,7 +382,7 @@ SPECTACULAR_SETTINGS = {
                             "PortalKindEnum": "apps.workloads.models.PORTAL_KIND_CHOICES"},
     # Every operation documents its errors in the one error shape (apps/core/api_schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "apps.core.api_schema.document_errors"],
+                             "apps.core.api_schema.require_versions", "apps.core.api_schema.document_errors"],
 }
 
 # E-mail (workload notifications): the console in the embedded mode, SMTP from the environment otherwise.
@@ -396,7 +396,12 @@ EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = _env_secret("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
-PORTAL_BASE_URL = os.environ.get("PORTAL_BASE_URL", "http://127.0.0.1:8000")
+# Links in e-mails: PORTAL_BASE_URL, else where `make run` serves the portal (PORTAL_HOST and PORTAL_PORT, as the
+# launcher reads them; a wildcard address is reached on the loopback).
+_SERVED_HOST = os.environ.get("PORTAL_HOST", "").strip() or "127.0.0.1"
+PORTAL_BASE_URL = os.environ.get("PORTAL_BASE_URL", "").strip().rstrip("/") or (
+    f"http://{'127.0.0.1' if _SERVED_HOST in ('0.0.0.0', '::') else _SERVED_HOST}:"  # noqa: S104 - a comparison
+    f"{os.environ.get('PORTAL_PORT', '').strip() or '8000'}")
 
 # GPU utilisation: the Prometheus that scrapes NVIDIA's DCGM exporter (README "GPU utilisation"). Empty: pages say
 # utilisation is not available. Only the worker queries it (timeout per query, seconds), never a page's request.

@@ -237,6 +237,24 @@ def status(workload_id: str, fmt: str) -> None:
     if forecast:  # the portal's own sentence ("likely in 25-40 min", or why it cannot say)
         summary["expected start"] = forecast.get("summary") or forecast.get("message")
     emit(summary, fmt)
+    _print_cluster_events(workload.get("cluster_events") or [])
+
+
+def _print_cluster_events(events: list[dict]) -> None:
+    """The Kubernetes events of the workload's objects, newest first, as kubectl describe lists them."""
+    if not events:
+        return
+    click.echo("\nEvents:")
+    rows = [("TYPE", "REASON", "LAST SEEN", "COUNT", "OBJECT", "MESSAGE")]
+    for event in events:
+        objects = event.get("objects") or [""]
+        more = f" (+{len(objects) - 1})" if len(objects) > 1 else ""
+        rows.append((event["type"], event["reason"], str(event["last_seen"]), str(event["count"]), objects[0] + more,
+                     event["message"]))
+    widths = [max(len(row[column]) for row in rows) for column in range(5)]
+    for row in rows:
+        click.echo("  " + "  ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True))
+                   + "  " + row[5])
 
 
 def _id(text: str) -> str:

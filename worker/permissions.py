@@ -76,6 +76,8 @@ WATCHER: tuple[Permission, ...] = (
       for plural in ("workloads", "clusterqueues", "localqueues", "cohorts")),
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions
     Permission("", "nodes", ("list", "watch")),  # how many of a pool's nodes can host a gang's pod
+    # the Events of the workloads' pods, Jobs and Workloads, kept for their pages
+    Permission("", "events", ("list", "watch")),
     # a plain pod or a pod group member owning an outside Workload; list: GPU pods that run outside the queue
     Permission("", "pods", OWNER_READ),
     *_owner_kinds(OWNER_READ),

@@ -55,7 +55,7 @@ from apps.usage import services as usage_services
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.models import CLUSTER_NAMESPACE, LIVE_STATUSES, QUEUED_STATUSES, Origin, Status, Workload
-from apps.workloads.observation import Observation, Unmapped
+from apps.workloads.observation import ClusterEvent, Observation, Unmapped
 
 from .gateway import KINDS, ClusterError, Gateway
 from .outside_work import (
@@ -86,6 +86,11 @@ OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, k
 OWNER_KIND_RETRY_SECONDS = 60.0  # an owner kind not installed is looked for again this often
 OWNER_GRACE_SECONDS = 1.0  # how long a new outside Workload waits for its owner's watch event
 APPLY_WAIT_SECONDS = 0.5  # an idle applier looks at the work queue again this often
+# Kubernetes Events (core v1) of these kinds of object are kept with the workload they are about (its pods, its Job
+# or owner, Kueue's Workload). A field selector cannot name a set of namespaces or kinds, so the watch takes every
+# Event and keeps those the applier finds a workload for (services.workload_cluster_events_record).
+EVENT_KINDS = frozenset({"Pod", "Job", "Workload", *(kind for _, kind in OWNER_KINDS)})
+EVENTS = "Event"  # the events watch's name
 MIRRORS: dict[str, Callable[..., None]] = {
     "ClusterQueue": mirror.cluster_queues_mirror, "LocalQueue": mirror.local_queues_mirror,
     "Cohort": mirror.cohorts_mirror, "Node": mirror.nodes_mirror,
@@ -192,7 +197,8 @@ class Watcher:
         self.resource_versions: dict[str, str] = {}
         self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
-        self.work = WorkQueue(batched=frozenset({"outside", "mirror"}), batch_size=OUTSIDE_BATCH)
+        self.cluster_events: dict[str, ClusterEvent] = {}  # Event uid -> the latest seen, until applied
+        self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH)
         self.appliers = appliers
         self.synced = threading.Event()
         # thread name -> (monotonic time of its loop's last turn, the loop's own period): what `stalled` reads
@@ -219,6 +225,12 @@ class Watcher:
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Remember the object and queue its key; the appliers write the database."""
         metadata = obj.get("metadata") or {}
+        if kind == EVENTS:
+            if event_type != "DELETED" and (event := _cluster_event(obj)) is not None:  # the cluster forgets them
+                with self.lock:
+                    self.cluster_events[event.uid] = event
+                self.work.add(("event", event.uid))
+            return
         if kind in OWNER_WATCHES:
             if event_type != "DELETED":  # a deleted owner's Workload may come later: kept until the next resync
                 self.owners[str(metadata.get("uid", ""))] = submitter_fields(obj)
@@ -399,6 +411,9 @@ class Watcher:
         if key[0] == "outside":
             self.apply_outside([uid for _, uid in keys])
             return
+        if key[0] == "event":
+            self.apply_events([uid for _, uid in keys])
+            return
         if key[0] == "mirror":
             self.apply_mirror(keys)
             return
@@ -414,6 +429,26 @@ class Watcher:
         if key[0] == "deleted":
             workload_services.workloads_gone(workload_ids=[key[1]], at=timezone.now(), cluster_at=parse_time(key[2]))
             return
+
+    def apply_events(self, uids: list[str]) -> None:
+        """Keep a batch of Kubernetes Events with the workloads they are about (the rest are dropped)."""
+        with self.lock:
+            events = [event for uid in uids if (event := self.cluster_events.pop(uid, None)) is not None]
+        try:
+            workload_services.workload_cluster_events_record(events=events)
+        except Exception:
+            with self.lock:  # retried with the latest of each (the applier adds the keys back)
+                for event in events:
+                    self.cluster_events.setdefault(event.uid, event)
+            raise
+
+    def relist_events(self) -> str:
+        """List every Event (a page at a time) into the work queue; returns the list's resourceVersion. Only at the
+        start and after a 410: Events come and go within the hour, a missed one is not repaired by resyncs."""
+        items, version = self.gw.raw_list_at("/api/v1/events")
+        for item in items:
+            self.handle(EVENTS, "ADDED", item)
+        return version
 
     def apply_mirror(self, keys: list[Any]) -> None:
         """Mirror the latest state of these queues, cohorts and Nodes: one statement per kind for the batch."""
@@ -594,6 +629,8 @@ class Watcher:
         portal's batch and Kueue kinds, read as custom objects."""
         if kind == "Node":
             return self.core.list_node, ()
+        if kind == EVENTS:
+            return self.core.list_event_for_all_namespaces, ()
         if kind in OWNER_WATCHES:
             group, owner_kind = OWNER_WATCHES[kind]
             if not group:
@@ -604,10 +641,14 @@ class Watcher:
 
     def _watch_loop(self, kind: str) -> None:
         lister, args = self._lister(kind)
-        selector = OWNER_SELECTOR if kind in OWNER_WATCHES else WATCHED[kind]
+        selector = OWNER_SELECTOR if kind in OWNER_WATCHES else WATCHED.get(kind)
         while not self.stopping.is_set():
             self._progressed(max(self.watch_timeout_seconds, OWNER_KIND_RETRY_SECONDS))
             close_old_connections()
+            if kind == EVENTS and kind not in self.resource_versions:
+                self._relist_and_apply(kind)  # the first list (and after a 410)
+                if kind not in self.resource_versions:
+                    continue
             if kind in OWNER_WATCHES and kind not in self.resource_versions:
                 self._relist_and_apply(kind)  # not installed when last listed: look again
                 if kind not in self.resource_versions:
@@ -648,6 +689,9 @@ class Watcher:
         try:
             if kind in OWNER_WATCHES:
                 self.relist_owners(kind)
+                return
+            if kind == EVENTS:
+                self.resource_versions[kind] = self.relist_events()
                 return
             self.resource_versions[kind] = self.relist(kind)
             if kind in ("Job", "Workload"):
@@ -691,7 +735,7 @@ class Watcher:
                 logger.warning("initial sync failed; retrying", exc_info=True)
                 self.stopping.wait(2.0)
         self.threads = [self._thread(self._watch_loop, kind, name=f"watch-{kind}") for kind in
-                        [*WATCHED, *OWNER_WATCHES]]
+                        [*WATCHED, *OWNER_WATCHES, EVENTS]]
         self.threads += [self._thread(self._apply_loop, name=f"apply-{n}") for n in range(self.appliers)]
         self.threads.append(self._thread(self._every, self.positions_seconds, self.refresh_positions, "positions",
                                          name="positions"))
@@ -722,6 +766,36 @@ def _portal_workload(kueue_workload: dict[str, Any]) -> bool:
     name = str(reference.get("name", ""))
     return (reference.get("kind") == "Job" and str(reference.get("apiVersion", "")) == "batch/v1"
             and name.startswith(JOB_PREFIX) and parse_id(name[len(JOB_PREFIX):]) is not None)
+
+
+def _cluster_event(obj: dict[str, Any]) -> ClusterEvent | None:
+    """A core v1 Event about an object of a kind a workload has (EVENT_KINDS) in a namespace, as the workloads app
+    takes it; None for any other. Counts and times as kubectl describe reads them: `count`/`lastTimestamp`, or the
+    newer `series` and `eventTime`."""
+    involved = obj.get("involvedObject") or {}
+    metadata = obj.get("metadata") or {}
+    kind, namespace = str(involved.get("kind") or ""), str(involved.get("namespace") or metadata.get("namespace") or "")
+    if kind not in EVENT_KINDS or not namespace or not involved.get("name") or not metadata.get("uid"):
+        return None
+    series = obj.get("series") or {}
+    try:
+        last = parse_time(series.get("lastObservedTime") or obj.get("lastTimestamp") or obj.get("eventTime")
+                          or metadata.get("creationTimestamp") or "")
+        first = parse_time(obj.get("firstTimestamp") or obj.get("eventTime") or metadata.get("creationTimestamp")
+                           or "")
+    except (TypeError, ValueError):
+        return None
+    if last is None or first is None:
+        last = first = last or first
+    if last is None or first is None:
+        return None
+    count = series.get("count") or obj.get("count") or 1
+    source = (obj.get("source") or {}).get("component") or obj.get("reportingComponent") or ""
+    return ClusterEvent(
+        uid=str(metadata["uid"]), namespace=namespace, object_kind=kind, object_name=str(involved["name"]),
+        type=str(obj.get("type") or "Normal"), reason=str(obj.get("reason") or ""),
+        message=str(obj.get("message") or obj.get("note") or ""), source=str(source),
+        count=count if isinstance(count, int) and count > 0 else 1, first_seen=first, last_seen=last)
 
 
 def _workload_id(job: dict[str, Any]) -> int:

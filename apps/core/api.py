@@ -278,7 +278,14 @@ class VersionETagMixin:
         return response
 
 
-@extend_schema_view(partial_update=extend_schema(parameters=[IF_MATCH]))
+IF_MATCH_DELETE = OpenApiParameter(
+    "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description='The ETag of the row as you read it (e.g. W/"3"): a row changed since is not deleted and answers 412 '
+                "with what changed. Without it the delete is unconditional.")
+
+
+@extend_schema_view(partial_update=extend_schema(parameters=[IF_MATCH]),
+                    destroy=extend_schema(parameters=[IF_MATCH_DELETE]))
 class ServiceViewSet(VersionETagMixin, StrictIdLookupMixin, viewsets.ModelViewSet):
     """CRUD whose writes go through services. Reads come from access-scoped querysets (unseen rows: 404).
 
@@ -312,6 +319,17 @@ class ServiceViewSet(VersionETagMixin, StrictIdLookupMixin, viewsets.ModelViewSe
         """For perform_update: the version the PATCH was based on (taken out of the validated data)."""
         return expected_version(self.request, serializer.validated_data.pop("version", None),
                                 serializer.instance.version)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """DELETE, conditional on `If-Match` as PATCH is: perform_destroy passes `self.delete_version` (None: none
+        named, or a row without versions) to the service, which checks it on the locked row."""
+        instance = self.get_object()
+        current = getattr(instance, "version", None)
+        self.delete_version = None if current is None else expected_version(request, None, current)
+        self.perform_destroy(instance)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    delete_version: int | None = None
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if isinstance(request.data, dict) and "version" in request.data:

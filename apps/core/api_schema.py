@@ -80,6 +80,18 @@ def _error_codes(method: str, operation: dict[str, Any]) -> list[str]:
     return codes
 
 
+def require_versions(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """A versioned row's `version` may be sent (PATCH) but is always answered: the response components (those
+    that are not `...Request`, COMPONENT_SPLIT_REQUEST) list it as required."""
+    for name, component in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") or "version" not in component.get("properties", {}):
+            continue
+        required = component.setdefault("required", [])
+        if "version" not in required:
+            required.append("version")
+    return result
+
+
 def document_errors(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """Add the error responses each operation can give (and 304 to reads), with the shared error schemas; an error
     response an operation documents itself keeps its description."""

@@ -112,6 +112,15 @@ def version_check(obj: VersionedModel, expected_version: int | None, *, label: s
         raise StaleWrite(stale_message(obj, expected_version, label=label), current_version=obj.version)
 
 
+def version_check_locked(obj: VersionedModel, expected_version: int | None, *, label: str | None = None) -> None:
+    """For a change that does not otherwise lock the row (a delete): lock it, then `version_check`. Without an
+    `expected_version` nothing is read."""
+    if expected_version is None:
+        return
+    locked = type(obj)._default_manager.select_for_update().get(pk=obj.pk)
+    version_check(locked, expected_version, label=label)
+
+
 def references_in_use(obj: models.Model) -> str:
     """What still points at `obj` through a PROTECT or RESTRICT key, e.g. "3 workloads (1 not finished) and 12
     GPU-hour records"; empty when nothing does. Read from the model graph, so a lower app need not import the apps

@@ -79,6 +79,11 @@ USERS = [
 ]
 
 
+def demo_email(username: str) -> str:
+    """A demo login's address, in a domain reserved for examples (RFC 2606): mail to it goes nowhere."""
+    return f"{username}@gpu-portal.example"
+
+
 def seed_demo() -> list[DemoUser]:
     """Create (or complete) the demo organisation; running it again changes nothing."""
     if not settings.DEMO_MODE:
@@ -114,7 +119,8 @@ def seed_demo() -> list[DemoUser]:
         for demo in USERS:
             user, _ = user_model.objects.get_or_create(username=demo.username)
             user.set_password(DEMO_PASSWORD)
-            user.save(update_fields=["password"])
+            user.email = user.email or demo_email(demo.username)  # notifications need an address
+            user.save(update_fields=["password", "email"])
             scope: dict[str, Any] = {}
             if demo.department:
                 scope["department"] = Department.objects.get(slug=demo.department)

@@ -359,8 +359,20 @@ class WorkloadTemplateForm(VersionedForm):
             kwargs["initial"] = {"name": instance.name, "description": instance.description, "kind": instance.kind,
                                  "values": json.dumps(instance.values, indent=2)}
         super().__init__(*args, **kwargs)
+        self.instance = instance
         if instance is not None:
             self.carry_version(instance)
+
+    def clean_name(self) -> str:
+        """Checked here, beside the values, so one save reports every error (the model's unique check runs only
+        once the form is valid)."""
+        name = self.cleaned_data["name"]
+        clashes = WorkloadTemplate.objects.filter(name=name)
+        if self.instance is not None:
+            clashes = clashes.exclude(pk=self.instance.pk)
+        if clashes.exists():
+            raise ValidationError(f"A workload template called {name!r} already exists.")
+        return name
 
     def clean_values(self) -> dict[str, Any]:
         try:
@@ -383,10 +395,10 @@ class WorkloadTemplateForm(VersionedForm):
             return data
         known = template_field_names(kind)
         unknown = sorted(set(values) - set(known))
-        if unknown:
+        if unknown:  # reported, and the known ones are still checked
             self.add_error("values", f"Not a field of the {Kind(kind).label.lower()} form: {', '.join(unknown)}. "
                                      f"Known fields: {', '.join(known)}.")
-            return data
+            values = {key: value for key, value in values.items() if key in known}
         # Each value must be something the submission form itself would accept in that field.
         probe = WorkloadForm(kind=kind, projects=Project.objects.none())
         prefilled = initial_from_template(WorkloadTemplate(kind=kind, values=values))

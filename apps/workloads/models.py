@@ -354,6 +354,36 @@ class WorkloadEvent(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.from_status}->{self.to_status} {self.reason}"
 
 
+class WorkloadClusterEvent(models.Model):
+    """A Kubernetes Event about one of the workload's objects (its pods, its Job or owner, Kueue's Workload) as the
+    watcher mirrored it: image pulls that fail, back-offs, FailedScheduling, evictions. One row per Event object
+    (its uid); the API server counts repeats of one (count, first and last seen), as kubectl describe shows them.
+    At most CLUSTER_EVENTS_KEPT per workload are kept, the most recently seen (the cluster forgets them after an
+    hour; the page keeps them with the workload)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="cluster_events")
+    uid = models.CharField(max_length=64, unique=True, help_text="The Event object's uid.")
+    object_kind = models.CharField(max_length=63, help_text="The kind of the object it is about: Pod, Job, ...")
+    object_name = models.CharField(max_length=253)
+    type = models.CharField(max_length=16, help_text="Normal or Warning.")
+    reason = models.CharField(max_length=128)
+    message = models.TextField(blank=True)
+    source = models.CharField(max_length=253, blank=True, help_text="The component that reported it.")
+    count = models.PositiveIntegerField(default=1)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-last_seen", "-id"]
+        indexes = [models.Index(fields=["workload", "-last_seen"], name="workload_cluster_event_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.object_kind}/{self.object_name} {self.type} {self.reason} x{self.count}"
+
+
+CLUSTER_EVENTS_KEPT = 50  # per workload, the most recently seen
+
+
 class WorkloadTemplate(VersionedModel):
     """An admin-authored preset that prefills a submission form."""
 

@@ -90,3 +90,21 @@ class Unmapped:
     detail: str = ""
     object_kind: str = ""
     gpus: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A Kubernetes Event about an object of a project namespace (a pod, a Job or another owner, Kueue's Workload),
+    as `services.workload_cluster_events_record` takes it: the Event's own uid and counts, the cluster's times."""
+
+    uid: str
+    namespace: str
+    object_kind: str
+    object_name: str
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+    source: str  # the reporting component
+    count: int
+    first_seen: datetime
+    last_seen: datetime

@@ -548,15 +548,14 @@ def credential_delete(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         consequences="Its Kubernetes Secret is removed; running workloads keep what they read at start.")
 
 
-# --- templates (admins) ------------------------------------------------------------------------------------------
+# --- templates (everyone reads them, admins write them) -----------------------------------------------------------
 
 
 @login_required
 @require_GET
 def templates(request: AuthenticatedRequest) -> HttpResponse:
-    access.require(request.user, Action.MANAGE)
-    return render(request, "workloads/templates.html", {"templates": selectors.templates(),
-                                                        "fields": KIND_FIELDS})
+    return render(request, "workloads/templates.html", {"templates": selectors.templates(), "fields": KIND_FIELDS,
+                                                        "may_manage": access.can(request.user, Action.MANAGE)})
 
 
 def _template_form(request: AuthenticatedRequest, *, form: WorkloadTemplateForm, save: Any, success: str,

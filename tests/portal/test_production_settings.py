@@ -115,3 +115,26 @@ def test_production_logs_json_exempts_the_probes_and_reads_the_admin_password_fi
     assert values["SECURE_REDIRECT_EXEMPT"] == ["^healthz$", "^readyz$", "^metrics$"]
     assert (values["WORKER_METRICS_PORT"], values["WATCHER_METRICS_PORT"]) == (9101, 9102)
     assert (values["PORTAL_ADMIN_USERNAME"], values["PORTAL_ADMIN_PASSWORD"]) == ("ops", "from-a-mounted-secret")
+
+
+def test_links_in_e_mails_use_the_port_the_portal_serves():
+    """Without PORTAL_BASE_URL the links in e-mails point at the embedded portal where `make run` serves it
+    (PORTAL_PORT, on PORTAL_HOST, loopback for a wildcard); a set PORTAL_BASE_URL wins."""
+    read = """
+import django
+django.setup()
+from django.conf import settings
+print(settings.PORTAL_BASE_URL)
+"""
+
+    def base_url(env: dict[str, str]) -> str:
+        result = run(["-c", read], env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip().splitlines()[-1]
+
+    assert base_url({}) == "http://127.0.0.1:8000"
+    assert base_url({"PORTAL_PORT": "8123"}) == "http://127.0.0.1:8123"
+    assert base_url({"PORTAL_PORT": "8123", "PORTAL_HOST": "0.0.0.0"}) == "http://127.0.0.1:8123"  # noqa: S104
+    assert base_url({"PORTAL_PORT": "8123", "PORTAL_HOST": "portal.lan"}) == "http://portal.lan:8123"
+    assert base_url({"PORTAL_PORT": "8123", "PORTAL_BASE_URL": "https://gpu.example.org"}) == \
+        "https://gpu.example.org"

@@ -225,3 +225,27 @@ def test_the_position_column_counts_from_one_as_the_pages_do(signed_in, home, or
     assert any(line.split("│")[0].strip() == "queue position" and line.split("│")[1].strip() == "#1"
                for line in shown.stdout.splitlines()), shown.stdout
     assert gpu_json("status", str(waiting.pk))["queue_position"] == {"local_queue": 0, "cluster_queue": 2}
+
+
+def test_status_lists_the_kubernetes_events_of_the_workloads_objects(signed_in, home, org):
+    from datetime import UTC, datetime, timedelta
+
+    from apps.org.models import NodePool, Project
+    from apps.workloads.observation import ClusterEvent
+    from apps.workloads.services import workload_cluster_events_record
+    from tests.factories import WorkloadFactory
+
+    waiting = WorkloadFactory(project=Project.objects.get(slug="vision"), owner=org["alice"],
+                              node_pool=NodePool.objects.get(slug="h100"), status=Status.ADMITTED)
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    message = "0/16 nodes are available: 2 node(s) were unschedulable, 14 node(s) didn't match Pod's node affinity"
+    workload_cluster_events_record(events=[
+        ClusterEvent(uid=f"u{n}", namespace="proj-vision", object_kind="Pod", object_name=f"wl-{waiting.pk}-{n}-abcde",
+                     type="Warning", reason="FailedScheduling", message=message, source="default-scheduler", count=2,
+                     first_seen=start, last_seen=start + timedelta(minutes=n)) for n in range(2)])
+    shown = gpu("status", str(waiting.pk))
+    assert shown.exit_code == 0, shown.output
+    events = shown.stdout.split("Events:", 1)[1]
+    assert "FailedScheduling" in events and message in events and f"Pod/wl-{waiting.pk}-1-abcde (+1)" in events
+    assert " 4 " in events  # two pods, twice each: one line
+    assert gpu_json("status", str(waiting.pk))["cluster_events"][0]["count"] == 4

@@ -83,6 +83,16 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
     node_taints = NodeTaintSerializer(many=True, required=False)
     version = VersionField()
 
+    # Prices are not scheduled: a price takes effect when it is saved (README, Cost and chargeback).
+    UNSCHEDULED = ("A price takes effect when it is saved; one cannot be set for another moment (a future price is "
+                   "not supported). Send price_per_card_hour alone when it should apply.")
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping) and (when := sorted({"valid_from", "price_valid_from", "price_history"} & set(
+                data))):
+            raise serializers.ValidationError({key: [self.UNSCHEDULED] for key in when})
+        return super().to_internal_value(data)
+
     def validate_node_labels(self, labels: dict[str, str]) -> dict[str, str]:
         # What Kueue takes on the pool's ResourceFlavor: the same rules as the pages (apps.org.validators).
         if errors := node_labels_errors(labels):

@@ -83,7 +83,7 @@ class NodePoolViewSet(ServiceViewSet):
         )
 
     def perform_destroy(self, instance: NodePool) -> None:
-        services.node_pool_delete(actor=self.request.user, node_pool=instance)
+        services.node_pool_delete(actor=self.request.user, node_pool=instance, expected_version=self.delete_version)
 
 
 class DepartmentViewSet(ServiceViewSet):
@@ -111,7 +111,8 @@ class DepartmentViewSet(ServiceViewSet):
         )
 
     def perform_destroy(self, instance: Department) -> None:
-        services.department_delete(actor=self.request.user, department=instance)
+        services.department_delete(actor=self.request.user, department=instance,
+                                    expected_version=self.delete_version)
 
 
 @extend_schema_view(
@@ -160,7 +161,7 @@ class ProjectViewSet(ServiceViewSet):
         )
 
     def perform_destroy(self, instance: Project) -> None:
-        services.project_delete(actor=self.request.user, project=instance)
+        services.project_delete(actor=self.request.user, project=instance, expected_version=self.delete_version)
 
 
 @extend_schema_view(
@@ -235,7 +236,7 @@ class QuotaViewSet(ServiceViewSet):
         return Response(QuotaSerializer(quota, context=self.get_serializer_context()).data)
 
     def perform_destroy(self, instance: Quota) -> None:
-        services.quota_delete(actor=self.request.user, quota=instance)
+        services.quota_delete(actor=self.request.user, quota=instance, expected_version=self.delete_version)
 
 
 @extend_schema(parameters=[
@@ -324,7 +325,8 @@ class PriorityClassViewSet(ServiceViewSet):
         )
 
     def perform_destroy(self, instance: PriorityClass) -> None:
-        services.priority_class_delete(actor=self.request.user, priority_class=instance)
+        services.priority_class_delete(actor=self.request.user, priority_class=instance,
+                                        expected_version=self.delete_version)
 
 
 class AuditEventViewSet(StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):

@@ -10,7 +10,7 @@ from django.db import transaction
 from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
-from apps.core.services import model_delete, model_save, model_update, version_check
+from apps.core.services import model_delete, model_save, model_update, version_check, version_check_locked
 from apps.org.models import Department
 
 from .common import _field_errors, _require
@@ -53,9 +53,11 @@ def department_update(*, actor: Actor, department: Department, expected_version:
     return department
 
 
-def department_delete(*, actor: Actor, department: Department) -> None:
+def department_delete(*, actor: Actor, department: Department, expected_version: int | None = None) -> None:
+    """`expected_version`: the version the delete was based on (a stale one raises StaleWrite)."""
     _require(actor, Action.MANAGE, department)
     with transaction.atomic():
+        version_check_locked(department, expected_version)
         count = department.projects.count()
         if count:
             raise ValidationError(

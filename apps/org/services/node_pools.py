@@ -19,7 +19,7 @@ from django.utils import timezone
 from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
-from apps.core.services import model_delete, model_save, model_update, version_check
+from apps.core.services import model_delete, model_save, model_update, version_check, version_check_locked
 from apps.org.models import PRICED_FROM_THE_START, NodePool, NodePoolPrice, Quota
 
 from .common import _field_errors, _require
@@ -104,9 +104,11 @@ def node_pool_update(*, actor: Actor, node_pool: NodePool, expected_version: int
     return pool
 
 
-def node_pool_delete(*, actor: Actor, node_pool: NodePool) -> None:
+def node_pool_delete(*, actor: Actor, node_pool: NodePool, expected_version: int | None = None) -> None:
+    """`expected_version`: the version the delete was based on (a stale one raises StaleWrite)."""
     _require(actor, Action.MANAGE)
     with transaction.atomic():
+        version_check_locked(node_pool, expected_version)
         count = node_pool.quotas.count()
         if count:
             raise ValidationError(

@@ -10,7 +10,7 @@ from django.db import transaction
 from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
-from apps.core.services import model_delete, model_save, model_update, version_check
+from apps.core.services import model_delete, model_save, model_update, version_check, version_check_locked
 from apps.org.models import PriorityClass
 
 from .common import _require
@@ -50,9 +50,11 @@ def priority_class_update(*, actor: Actor, priority_class: PriorityClass, expect
     return priority_class
 
 
-def priority_class_delete(*, actor: Actor, priority_class: PriorityClass) -> None:
+def priority_class_delete(*, actor: Actor, priority_class: PriorityClass, expected_version: int | None = None) -> None:
+    """`expected_version`: the version the delete was based on (a stale one raises StaleWrite)."""
     _require(actor, Action.MANAGE)
     with transaction.atomic():
+        version_check_locked(priority_class, expected_version)
         audit_record(actor=actor, action="priority_class.delete", obj=priority_class, before=snapshot(priority_class),
                      after=None)
         model_delete(priority_class, what=f"priority class {priority_class.name}")

@@ -13,7 +13,7 @@ from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.kueue_names import names as kueue_names
-from apps.core.services import model_delete, model_save, model_update, version_check
+from apps.core.services import model_delete, model_save, model_update, version_check, version_check_locked
 from apps.org.models import Department, Project, ProjectNamespace
 from apps.org.validators import project_namespace_error, project_namespace_rule
 
@@ -126,9 +126,11 @@ def _project_weights_set(*, actor: Actor, project: Project, weights: Mapping[str
         raise ValidationError({"over_quota_weights": errors})
 
 
-def project_delete(*, actor: Actor, project: Project) -> None:
+def project_delete(*, actor: Actor, project: Project, expected_version: int | None = None) -> None:
+    """`expected_version`: the version the delete was based on (a stale one raises StaleWrite)."""
     _require(actor, Action.MANAGE_PROJECTS, project)
     with transaction.atomic():
+        version_check_locked(project, expected_version)
         audit_record(actor=actor, action="project.delete", obj=project, before=snapshot(project), after=None,
                      department=project.department)
         for quota in project.quotas.all():

@@ -15,7 +15,7 @@ from django.db.models import Sum
 from apps.accounts import access
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
-from apps.core.services import version_check
+from apps.core.services import version_check, version_check_locked
 from apps.org import signals
 from apps.org.models import Department, NodePool, Project, Quota
 
@@ -285,7 +285,8 @@ def quota_set(
     return quota_create(actor=actor, node_pool=node_pool, department=department, project=project, **values)
 
 
-def quota_delete(*, actor: Actor, quota: Quota) -> None:
+def quota_delete(*, actor: Actor, quota: Quota, expected_version: int | None = None) -> None:
+    """`expected_version`: the version the delete was based on (a stale one raises StaleWrite)."""
     if not access.can_manage_quotas_of(actor, quota.owner):
         raise PermissionDenied(DENIED)
     if quota.department_id is not None and Quota.objects.filter(
@@ -293,6 +294,7 @@ def quota_delete(*, actor: Actor, quota: Quota) -> None:
     ).exists():
         raise ValidationError("The department's projects still have quotas on this pool; remove those first.")
     with transaction.atomic():
+        version_check_locked(quota, expected_version)
         _run_quota_guards(Quota(pk=quota.pk, node_pool=quota.node_pool, project=quota.project,
                                 department=quota.department, deserved=0))
         audit_record(actor=actor, action="quota.delete", obj=quota, before=snapshot(quota), after=None,

@@ -107,12 +107,16 @@ def _row(report: reports.Report, row: reports.ReportRow, *, total: bool = False)
             "idle_gpu_hours": _hours(row.idle_hours) if row.measured_hours else None}
 
 
+# A day (its midnight) or a moment; a date-time without an offset is also taken, in the portal's time zone.
+DATE_OR_DATE_TIME = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
 REPORT_PARAMETERS = [
     OpenApiParameter("group_by", str, enum=[group.value for group in API_GROUPS], required=True),
-    OpenApiParameter("start", str, required=True,
-                     description="ISO date or date-time; naive ones are in the portal's time zone."),
-    OpenApiParameter("end", str, required=True,
-                     description=f"Exclusive; after start, at most {reports.MAX_SPAN.days} days later."),
+    OpenApiParameter("start", DATE_OR_DATE_TIME, required=True,
+                     description="ISO date (its midnight) or date-time; one without an offset is in the portal's "
+                                 "time zone."),
+    OpenApiParameter("end", DATE_OR_DATE_TIME, required=True,
+                     description=f"Exclusive; after start, at most {reports.MAX_SPAN.days} days later; a date "
+                                 "means its midnight."),
     OpenApiParameter("department", str, description="Only this department (id or slug)."),
     OpenApiParameter("project", str, description="Only this project (id or slug)."),
     OpenApiParameter("user", str, description="Only this user's workloads (id or username)."),

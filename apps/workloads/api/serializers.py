@@ -30,7 +30,7 @@ from apps.workloads.models import (
     Workload,
     WorkloadUtilisation,
 )
-from apps.workloads.selectors import workloads_for
+from apps.workloads.selectors import cluster_events_of, workloads_for
 
 from .fields import CpuField, EnvField, LabelsSerializer, MemoryField, ProjectReferenceField
 
@@ -515,6 +515,22 @@ class PreemptionSerializer(serializers.Serializer):
                                                                "unknown or not visible to you.")
 
 
+class ClusterEventSerializer(serializers.Serializer):
+    """Kubernetes Events of the workload's objects that say the same thing, counted as one (kubectl describe's
+    "x3 over 5m")."""
+
+    type = serializers.CharField(help_text="Normal or Warning.")
+    reason = serializers.CharField(help_text="e.g. FailedScheduling, Failed (an image pull), BackOff, Pulled.")
+    message = serializers.CharField()
+    reported_by = serializers.CharField(source="source", help_text="The component that reported it, e.g. "
+                                                                     "default-scheduler, kubelet.")
+    count = serializers.IntegerField(help_text="How often it was seen, over every object it was about.")
+    first_seen = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+    objects = serializers.ListField(child=serializers.CharField(), help_text="The objects it was about, as "
+                                                                               "Kind/name: Pod/wl-12-x7k2p, ...")
+
+
 class WorkloadDetailSerializer(WorkloadSerializer):
     """One workload with its history, the Job as submitted and its live queue state.
 
@@ -531,10 +547,13 @@ class WorkloadDetailSerializer(WorkloadSerializer):
                                                                                        "same as `status_message`).")
     admission = serializers.SerializerMethodField(help_text="Null until admitted.")
     preemptions = serializers.SerializerMethodField()
+    cluster_events = serializers.SerializerMethodField(help_text=(
+        "The Kubernetes events of its pods, its Job (or the object it is) and Kueue's Workload, newest first, the "
+        "same event of several objects (or repeated) counted once; kept with the workload, at most 50."))
 
     class Meta(WorkloadSerializer.Meta):
         fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "admission", "preemptions",
-                  "events", "manifest"]
+                  "events", "cluster_events", "manifest"]
         read_only_fields = fields
 
     @extend_schema_field(QueuePositionSerializer(allow_null=True))
@@ -552,6 +571,10 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         return {"cluster_queue": workload.cluster_queue, "flavors": flavors, "pod_sets": pod_sets}
 
     @extend_schema_field(PreemptionSerializer(many=True))
+    @extend_schema_field(ClusterEventSerializer(many=True))
+    def get_cluster_events(self, workload: Workload) -> list[dict[str, Any]]:
+        return ClusterEventSerializer(cluster_events_of(workload=workload), many=True).data  # type: ignore[return-value]
+
     def get_preemptions(self, workload: Workload) -> list[dict[str, Any]]:
         # The stubs type Serializer(many=True) as the Serializer (data: ReturnDict); DRF returns a ListSerializer.
         return PreemptionSerializer(getattr(workload, "preemption_list", []), many=True).data  # type: ignore[return-value]

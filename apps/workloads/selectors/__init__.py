@@ -26,10 +26,12 @@ from .lookups import (
 )
 from .notebooks import notebooks_gpu_idle, notebooks_idle, notebooks_running
 from .queue import (
+    ClusterEventLine,
     LiveMarker,
     PoolQuotaFigures,
     ProjectQueue,
     annotate_live,
+    cluster_events_of,
     explanation_inputs,
     preemptions_seen_by,
     preemptors_visible,
@@ -53,12 +55,14 @@ from .utilisation import UtilisationChart, utilisation_available, workload_utili
 
 __all__ = [
     "FORECAST_RECORD_SIZE",
+    "ClusterEventLine",
     "LiveMarker",
     "PoolPanel",
     "PoolQuotaFigures",
     "ProjectQueue",
     "UtilisationChart",
     "annotate_live",
+    "cluster_events_of",
     "credentials_of",
     "default_priority_class",
     "default_scope",

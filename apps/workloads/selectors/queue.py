@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import BigIntegerField, Case, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
@@ -25,6 +25,7 @@ from apps.workloads.models import (
     WAITING_STATUSES,
     Status,
     Workload,
+    WorkloadClusterEvent,
     WorkloadEvent,
     WorkloadLogTail,
 )
@@ -230,10 +231,13 @@ def workload_live_marker(*, workload: Workload) -> LiveMarker:
     inputs = explanation_inputs()
     row = Workload.objects.filter(pk=workload.pk).annotate(
         event=Subquery(WorkloadEvent.objects.filter(workload=OuterRef("pk")).order_by("-id").values("id")[:1]),
+        # a Kubernetes event seen again changes its count and last_seen, not its id
+        cluster_event=Subquery(WorkloadClusterEvent.objects.filter(workload=OuterRef("pk")).order_by(
+            "-last_seen", "-id").values("last_seen")[:1]),
         log=Subquery(WorkloadLogTail.objects.filter(workload=OuterRef("pk")).order_by().values("workload").annotate(
             at=Max("fetched_at")).values("at")[:1]),
         **inputs,
-    ).values_list("event", "log", *inputs).first() or (None,) * (2 + len(inputs))
+    ).values_list("event", "log", "cluster_event", *inputs).first() or (None,) * (3 + len(inputs))
     mirrored = (workload.status, workload.status_reason, workload.status_message, workload.queue_position_local,
                 workload.queue_position_cluster, workload.cluster_queue, len(str(workload.kueue_conditions)),
                 workload.last_activity_at, workload.stop_requested_by_id, workload.finished_at)
@@ -266,10 +270,47 @@ def preemptors_visible(messages: Iterable[str], *, user: Actor) -> set[str] | No
     return set(workloads_for(user).filter(k8s_uid__in=job_uids).values_list("k8s_uid", flat=True))
 
 
+@dataclass
+class ClusterEventLine:
+    """Kubernetes Events of a workload's objects that say the same thing (type, reason, message), as one line:
+    their counts added up, from the first seen to the last, with the objects they were about (several pods of one
+    Job that failed to schedule alike read as one line, kubectl describe's "x8 over 3m")."""
+
+    type: str
+    reason: str
+    message: str
+    source: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    objects: list[str] = field(default_factory=list)  # "Pod/wl-12-abcde", ...
+
+    @property
+    def warning(self) -> bool:
+        return self.type == "Warning"
+
+
+def cluster_events_of(*, workload: Workload) -> list[ClusterEventLine]:
+    """The Kubernetes Events of the workload's pods, Job (or owner) and Kueue Workload, newest first, the same
+    event of several objects (or repeated) counted on one line. One query."""
+    lines: dict[tuple[str, str, str], ClusterEventLine] = {}
+    for row in WorkloadClusterEvent.objects.filter(workload=workload).order_by("-last_seen", "-id"):
+        line = lines.get((row.type, row.reason, row.message))
+        if line is None:
+            line = lines[(row.type, row.reason, row.message)] = ClusterEventLine(
+                type=row.type, reason=row.reason, message=row.message, source=row.source, count=0,
+                first_seen=row.first_seen, last_seen=row.last_seen)
+        line.count += row.count
+        line.first_seen = min(line.first_seen, row.first_seen)
+        if (name := f"{row.object_kind}/{row.object_name}") not in line.objects:
+            line.objects.append(name)
+    return sorted(lines.values(), key=lambda line: line.last_seen, reverse=True)
+
+
 def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
     """The detail page's timeline (each preemption carries its preemptor, linked only when the viewer may see it),
-    Kueue's conditions scoped to the viewer and the stored log tails: five queries, six when a condition names a
-    preemptor and the viewer does not see everything."""
+    Kueue's conditions scoped to the viewer, the Kubernetes events of its objects and the stored log tails: six
+    queries, seven when a condition names a preemptor and the viewer does not see everything."""
 
     events = list(workload.events.select_related("actor"))
     preempted = preemptions_seen_by(workload=workload, user=user)  # same order as the events (at, id)
@@ -281,4 +322,5 @@ def workload_history(*, workload: Workload, user: Actor) -> dict[str, Any]:
     visible_job_uids = preemptors_visible(
         (c.get("message") or "" for c in workload.kueue_conditions or []), user=user)
     return {"events": events, "preemptions": preempted, "flavors": flavors, "log_tails": log_tails(workload=workload),
-            "conditions": conditions_scoped(workload, visible_job_uids=visible_job_uids)}
+            "conditions": conditions_scoped(workload, visible_job_uids=visible_job_uids),
+            "cluster_events": cluster_events_of(workload=workload)}

@@ -9,6 +9,7 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 - `notebooks`: the activity notebook servers report, and the cull of idle notebooks (found by the selectors);
 - `notifications`: e-mail to owners about the changes they opted in to;
 - `outside`: what the watcher does with work submitted outside the portal: mirror each Kueue Workload as a row;
+- `cluster_events`: what the watcher does with the Kubernetes Events of the workloads' objects: keep them;
 - `observe`: what the watcher does: the state machine on the cluster's observations, queue positions, Jobs gone;
 - `forecasts`: storing the worker's start-time forecasts;
 - `utilisation`: GPU utilisation samples, idle flags and the admin's idle rule.
@@ -23,6 +24,7 @@ from .claims import (
     workload_release_claim,
     workload_stop_finish,
 )
+from .cluster_events import workload_cluster_events_record
 from .credentials import (
     CREDENTIAL_DEADLINE,
     CREDENTIAL_INTENT,
@@ -91,6 +93,7 @@ __all__ = [
     "notebook_server_activity_record",
     "workload_check",
     "workload_claim_submit",
+    "workload_cluster_events_record",
     "workload_forecasts_store",
     "workload_mark_rejected",
     "workload_mark_stopped",

@@ -70,3 +70,37 @@ def test_options_offers_the_create_form_only_to_creators(client_for, username, o
     response = client_for(username).options("/api/v1/node-pools/")
     assert response.status_code == 200
     assert ("POST" in response.json().get("actions", {})) is offers_post
+
+
+def _properties_and_required(schema: dict, component: dict) -> tuple[dict, set]:
+    if "$ref" in component:
+        return _properties_and_required(schema, schema["components"]["schemas"][component["$ref"].split("/")[-1]])
+    return component.get("properties", {}), set(component.get("required", []))
+
+
+def test_responses_that_carry_a_version_declare_it_required(client_for):
+    """A created or read versioned row always answers its `version` (the ETag's): the response schemas say so, so a
+    client generated from them need not treat it as optional."""
+    schema = client_for("admin").get("/api/v1/schema/", {"format": "json"}).json()
+    checked = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for code in ("200", "201"):
+                content = operation["responses"].get(code, {}).get("content", {}).get("application/json")
+                if not content or "$ref" not in content["schema"]:
+                    continue
+                properties, required = _properties_and_required(schema, content["schema"])
+                if "version" in properties:
+                    assert "version" in required, (method, path, code)
+                    checked.append(f"{method} {path}")
+    for created in ("departments", "node-pools", "priority-classes", "projects", "quotas", "templates"):
+        assert f"post /api/v1/{created}/" in checked
+
+
+def test_the_usage_reports_window_is_declared_as_dates_or_date_times(client_for):
+    schema = client_for("admin").get("/api/v1/schema/", {"format": "json"}).json()
+    for path in ("/api/v1/usage/", "/api/v1/usage/csv/"):
+        parameters = {p["name"]: p for p in schema["paths"][path]["get"]["parameters"]}
+        for name in ("start", "end"):
+            formats = {variant.get("format") for variant in parameters[name]["schema"]["anyOf"]}
+            assert formats == {"date", "date-time"}, (path, name)

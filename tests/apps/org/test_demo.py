@@ -25,3 +25,38 @@ def test_demo_refused_outside_demo_mode(db, settings):
     with pytest.raises(ImproperlyConfigured, match="refused outside the demo"):
         seed_demo()
     assert not get_user_model().objects.exists()
+
+
+def test_every_demo_user_has_an_email_address(demo):
+    """Notifications need an address: every demo login has one, valid and its own."""
+    from django.core.validators import validate_email
+
+    addresses = {user.username: user.email for user in demo.values()}
+    for address in addresses.values():
+        validate_email(address)
+    assert len(set(addresses.values())) == len(addresses)
+
+
+def test_the_demo_command_seeds_templates_the_form_accepts_and_is_idempotent(demo):
+    """`make run`'s seed_demo: the organisation and a few workload templates (each one the Templates form accepts,
+    created through the audited service); running it again changes nothing."""
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    from apps.workloads.forms import WorkloadTemplateForm
+    from apps.workloads.models import Kind, WorkloadTemplate
+
+    call_command("seed_demo", stdout=io.StringIO())
+    templates = list(WorkloadTemplate.objects.order_by("name"))
+    assert {template.kind for template in templates} == {Kind.TRAINING, Kind.NOTEBOOK, Kind.BATCH}
+    for template in templates:
+        form = WorkloadTemplateForm({"name": f"copy-of-{template.name}", "kind": template.kind,
+                                     "description": template.description, "values": json.dumps(template.values)})
+        assert form.is_valid(), (template.name, form.errors)
+    audited = AuditEvent.objects.filter(action="workload_template.create").count()
+    assert audited == len(templates)
+    call_command("seed_demo", stdout=io.StringIO())
+    assert WorkloadTemplate.objects.count() == len(templates)
+    assert AuditEvent.objects.filter(action="workload_template.create").count() == audited

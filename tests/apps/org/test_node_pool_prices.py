@@ -135,3 +135,19 @@ def test_the_edit_page_records_a_price_change_from_now_on(demo, client_for):
     (row,) = NodePoolPrice.objects.filter(node_pool=h100)
     assert (row.price_per_card_hour, row.set_by) == (Decimal("1.75"), demo["admin"])
     assert not row.from_the_start and row.valid_from <= timezone.now()
+
+
+@pytest.mark.parametrize("field", ["valid_from", "price_valid_from", "price_history"])
+def test_a_price_cannot_be_scheduled_a_patch_naming_when_is_refused_saying_so(demo, client_for, field):
+    """Prices are not scheduled: a price takes effect when it is saved (cost, the pool page and the audit log all
+    assume it). A body that says when, for a moment in the future or any other, is refused with a 400 that says
+    so, and nothing is recorded."""
+    h100 = NodePool.objects.get(slug="h100")
+    future = (timezone.now() + timedelta(days=30)).isoformat()
+    value = [{"price_per_card_hour": "9", "valid_from": future}] if field == "price_history" else future
+    response = client_for("admin").patch(f"/api/v1/node-pools/{h100.pk}/", {"price_per_card_hour": "9", field: value},
+                                         content_type="application/json")
+    assert response.status_code == 400
+    assert "takes effect when it is saved" in " ".join(response.json()[field])
+    assert not NodePoolPrice.objects.filter(node_pool=h100).exists()
+    assert NodePool.objects.get(pk=h100.pk).price_per_card_hour is None

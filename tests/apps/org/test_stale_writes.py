@@ -300,3 +300,69 @@ def test_a_create_may_not_name_a_version(client_for):
     response = call(client_for("admin"), "POST", "priority-classes/", {"name": "urgent", "value": 5, "version": 7})
     assert response.status_code == 400 and "version" in response.json()
     assert org_state() == before
+
+
+# --- DELETE honours If-Match as PATCH does ---------------------------------------------------------------------------
+
+
+def _scratch_project(users: Any) -> Project:
+    return services.project_create(actor=users["admin"], department=_research(), slug="scratch", name="Scratch",
+                                   default_priority_class=_train())
+
+
+# (resource, a deletable row made for the test, someone else's change to it meanwhile)
+DELETE_CASES: list[tuple[str, Callable[[Any], Any], Callable[[Any, Any], Any]]] = [
+    ("node-pools",
+     lambda users: services.node_pool_create(
+         actor=users["admin"], slug="b200", name="B200", gpu_resource="nvidia.com/gpu", gpu_product="NVIDIA-B200",
+         cut=NodePool.Cut.FULL, capacity=8, node_labels={"portal.gpu/pool": "b200"}),
+     lambda users, row: services.node_pool_update(actor=users["admin"], node_pool=row, description="theirs")),
+    ("departments",
+     lambda users: services.department_create(actor=users["admin"], slug="lab", name="Lab"),
+     lambda users, row: services.department_update(actor=users["admin"], department=row, max_project_weight=8)),
+    ("projects", _scratch_project,
+     lambda users, row: services.project_update(actor=users["admin"], project=row, description="theirs")),
+    ("quotas",
+     lambda users: services.quota_set(actor=users["admin"], node_pool=_pool(), project=_scratch_project(users),
+                                      deserved=0, limit=2, over_quota_weight=1),
+     lambda users, row: services.quota_update(actor=users["admin"], quota=row, over_quota_weight=2)),
+    ("priority-classes",
+     lambda users: services.priority_class_create(actor=users["admin"], name="urgent", value=5, preemptible=True),
+     lambda users, row: services.priority_class_update(actor=users["admin"], priority_class=row, value=6)),
+]
+
+
+@pytest.mark.parametrize(("resource", "make", "meanwhile"), DELETE_CASES, ids=[case[0] for case in DELETE_CASES])
+def test_a_delete_with_a_stale_if_match_is_refused_with_412_and_a_fresh_one_deletes(client_for, users, resource,
+                                                                                   make, meanwhile):
+    row = make(users)
+    model = type(row)
+    client = client_for("admin")
+    etag = call(client, "GET", f"{resource}/{row.pk}/")["ETag"]
+    meanwhile(users, row)
+    audit_rows = AuditEvent.objects.count()
+    stale = call(client, "DELETE", f"{resource}/{row.pk}/", HTTP_IF_MATCH=etag)
+    assert stale.status_code == 412, stale.content
+    current = model.objects.get(pk=row.pk).version
+    assert stale.json()["current_version"] == current == etag_version(etag) + 1
+    assert "was changed by admin" in stale.json()["detail"] and AuditEvent.objects.count() == audit_rows
+    assert call(client, "DELETE", f"{resource}/{row.pk}/", HTTP_IF_MATCH='"nope"').status_code == 412
+    assert call(client, "DELETE", f"{resource}/{row.pk}/", HTTP_IF_MATCH="nope").status_code == 400
+    assert model.objects.filter(pk=row.pk).exists()
+    fresh = call(client, "GET", f"{resource}/{row.pk}/")["ETag"]
+    assert call(client, "DELETE", f"{resource}/{row.pk}/", HTTP_IF_MATCH=fresh).status_code == 204
+    assert not model.objects.filter(pk=row.pk).exists()
+
+
+def test_a_delete_without_if_match_stays_unconditional(client_for, users):
+    row = services.priority_class_create(actor=users["admin"], name="urgent", value=5, preemptible=True)
+    services.priority_class_update(actor=users["admin"], priority_class=row, value=6)
+    assert call(client_for("admin"), "DELETE", f"priority-classes/{row.pk}/").status_code == 204
+
+
+def test_the_schema_documents_if_match_on_every_versioned_delete(client_for):
+    schema = client_for("admin").get("/api/v1/schema/", {"format": "json"}).json()
+    for resource, *_ in DELETE_CASES:
+        parameters = schema["paths"][f"/api/v1/{resource}/{{id}}/"]["delete"].get("parameters", [])
+        assert any(p["name"] == "If-Match" and p["in"] == "header" for p in parameters), resource
+        assert "412" in schema["paths"][f"/api/v1/{resource}/{{id}}/"]["delete"]["responses"], resource

@@ -571,8 +571,9 @@ def test_list_query_count_is_pinned_and_constant(client_for, demo, workloads, ma
 def test_detail_and_token_list_query_counts(client, client_for, demo, workloads, django_assert_num_queries):
     grow(demo)
     lead = client_for("lead")
-    # session, user, grants, row with its relations, data sources, credentials, events with actors
-    with django_assert_num_queries(7):
+    # session, user, grants, row with its relations, data sources, credentials, events with actors, the
+    # Kubernetes events of its objects
+    with django_assert_num_queries(8):
         assert call(lead, "GET", f"workloads/{workloads['wl_alice']}/").status_code == 200
     token = personal_token(demo["deptadmin"])
     with django_assert_num_queries(6):  # token with its user, grants, count, rows, data sources, credentials
@@ -627,3 +628,21 @@ def test_an_unknown_field_still_reports_the_other_refusals(client_for, demo):
     errors = response.json()
     assert errors["preemtible"] == ["Unknown field."]
     assert "at most 8" in errors["gpus"][0]
+
+
+def test_submit_resubmit_own_stop_and_bulk_stop_through_the_api_each_write_an_audit_row(client_for):
+    """The API's writes on workloads are audited as the pages' are: one row per submit, resubmit and stop (a bulk
+    stop's marked as such), with the actor and the workload."""
+    from apps.core.models import AuditEvent
+
+    client = client_for("alice")
+    first = call(client, "POST", "workloads/", body(name="first")).json()["id"]
+    again = call(client, "POST", f"workloads/{first}/resubmit/", {"gpus": 1}).json()["id"]
+    assert call(client, "POST", f"workloads/{first}/stop/").status_code == 202
+    second = call(client, "POST", "workloads/", body(name="second")).json()["id"]
+    assert call(client, "POST", "workloads/stop/", {"ids": [again, second]}).status_code == 202
+    rows = [(e.action, int(e.object_id), e.actor.username, (e.after or {}).get("bulk"))
+            for e in AuditEvent.objects.filter(object_type="workload").select_related("actor").order_by("id")]
+    assert rows == [("workload.submit", first, "alice", None), ("workload.resubmit", again, "alice", None),
+                    ("workload.stop", first, "alice", False), ("workload.submit", second, "alice", None),
+                    ("workload.stop", again, "alice", True), ("workload.stop", second, "alice", True)]

@@ -80,7 +80,7 @@ GET_MATRIX: list[tuple[str, Callable[[dict], str], dict[str, int]]] = [
     ("detail:nlp", detail_url("bob"), SEE_NLP),
     ("detail:serving", detail_url("serving"), SEE_SERVING),
     ("detail:notebook", detail_url("notebook"), SEE_VISION),
-    ("templates", lambda w: reverse("workloads:templates"), ADMIN_ONLY),
+    ("templates", lambda w: reverse("workloads:templates"), ALL),  # everyone reads them, admins write them
     ("template_create", lambda w: reverse("workloads:template_create"), ADMIN_ONLY),
 ]
 
@@ -246,7 +246,8 @@ def test_csrf_is_enforced_on_submit_and_stop(users, workloads):
 def test_nav_shows_workloads_and_submit_by_role(page_client, workloads):
     alice = page_client("alice").get(reverse("workloads:list")).content.decode()
     assert 'href="/workloads/"' in alice and 'href="/workloads/submit/training/"' in alice
-    assert 'href="/workloads/templates/"' not in alice
+    assert 'href="/workloads/templates/"' in alice  # everyone reads the templates; admins write them
+    assert 'href="/workloads/templates/new/"' not in alice
     viewer = page_client("viewer").get(reverse("workloads:list")).content.decode()
     assert 'href="/workloads/"' in viewer and 'href="/workloads/submit/training/"' not in viewer
     admin = page_client("admin").get(reverse("workloads:list")).content.decode()

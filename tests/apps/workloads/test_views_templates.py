@@ -131,3 +131,44 @@ def test_a_template_save_without_its_version_is_refused(page_client, users):
     assert response.status_code == 200 and "does not say which version" in response.content.decode()
     template.refresh_from_db()
     assert template.values == {"gpus": 1}
+
+
+@pytest.mark.parametrize("username", ["alice", "lead", "viewer", "deptadmin"])
+def test_everyone_reads_the_templates_page_without_the_admins_buttons(page_client, users, username):
+    """Everyone who signs in reads the templates (as the API and the submit form's "Start from template" let them);
+    only admins see the way to create, edit or delete one."""
+    template = services.workload_template_create(actor=users["admin"], name="bert-finetune", kind=Kind.TRAINING,
+                                                 values={"gpus": 2})
+    response = page_client(username).get(reverse("workloads:templates"))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "bert-finetune" in content
+    # who may submit is offered to start from it; a viewer reads it only
+    assert (f"/workloads/submit/training/?template={template.pk}" in content) == (username != "viewer")
+    for admin_only in (NEW, reverse("workloads:template_edit", args=[template.pk]),
+                       reverse("workloads:template_delete", args=[template.pk])):
+        assert admin_only not in content
+    assert 'href="' + reverse("workloads:templates") + '"' in content  # in the menu
+    assert page_client(username).get(NEW).status_code == 403
+    assert post(page_client(username)).status_code == 403 and WorkloadTemplate.objects.count() == 1
+
+
+def test_the_admins_template_list_offers_to_edit_and_delete(page_client, users):
+    template = services.workload_template_create(actor=users["admin"], name="nb", kind=Kind.NOTEBOOK,
+                                                 values={"gpus": 1})
+    content = page_client("admin").get(reverse("workloads:templates")).content.decode()
+    assert NEW in content and reverse("workloads:template_edit", args=[template.pk]) in content
+
+
+def test_the_template_form_reports_every_error_at_once(page_client, users):
+    """A duplicate name, an unknown field and two bad values are all reported by one save, not one per attempt."""
+    services.workload_template_create(actor=users["admin"], name="Fine-tune", kind=Kind.TRAINING, values={"gpus": 1})
+    response = post(page_client("admin"), values={"gpu": 2, "gpus": "many", "node_pool": "b300",
+                                                  "image": "BAD IMAGE"})
+    assert response.status_code == 200
+    assert "already exists" in field_errors(response, "name")
+    values_errors = field_errors(response, "values")
+    for message in ("Not a field of the training form: gpu", "gpus: Enter a whole number.",
+                    "node_pool: no node pool is called 'b300'", "image: 'BAD IMAGE' is not a valid image reference"):
+        assert message in values_errors
+    assert WorkloadTemplate.objects.count() == 1
