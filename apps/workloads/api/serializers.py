@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.http import QueryDict
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
+from apps.accounts import access
 from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, StrictCharField, nul_errors
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.workloads.explain import REASONS
@@ -531,11 +533,25 @@ class WorkloadDetailSerializer(WorkloadSerializer):
                                                                                        "same as `status_message`).")
     admission = serializers.SerializerMethodField(help_text="Null until admitted.")
     preemptions = serializers.SerializerMethodField()
+    connect_url = serializers.SerializerMethodField(help_text=(
+        "A running notebook's Connect address (the portal's, as its page links it: open it in a browser signed in "
+        "to the portal; it relays to the notebook or sends you on to it with its token). Only for those who may open "
+        "it: its owner, or the project's members where the project shares notebooks; null otherwise and for every "
+        "other kind or status."))
 
     class Meta(WorkloadSerializer.Meta):
         fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "admission", "preemptions",
-                  "events", "manifest"]
+                  "connect_url", "events", "manifest"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_connect_url(self, workload: Workload) -> str | None:
+        request = self.context.get("request")
+        if request is None or workload.kind != Kind.NOTEBOOK or workload.status != Status.RUNNING:
+            return None
+        if not access.can_connect_notebook(request.user, workload):
+            return None
+        return str(request.build_absolute_uri(reverse("workloads:connect", args=[workload.pk])))
 
     @extend_schema_field(QueuePositionSerializer(allow_null=True))
     def get_queue_position(self, workload: Workload) -> dict[str, int | None] | None:
