@@ -296,7 +296,8 @@ class DataSourceSerializer(serializers.ModelSerializer):
 
     project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
         source="project", slug_field="slug", read_only=True)
-    source = serializers.CharField(source="target", read_only=True, help_text=(
+    # A declared field named as Field's own `source` attribute: DRF takes declared fields off the class.
+    source = serializers.CharField(source="target", read_only=True, help_text=(  # type: ignore[assignment]
         "Where the data comes from, as the Data page shows it: pvc/<claim> or <server>:<path>."))
 
     class Meta:

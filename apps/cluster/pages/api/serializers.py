@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
+from apps.org.models import NodePool, Project
 
 from .. import queues as reads
 
@@ -21,9 +22,11 @@ def _units(help_text: str, **kwargs: Any) -> serializers.DecimalField:
 class ClusterQueueSerializer(serializers.ModelSerializer):
     """A project's guaranteed or elastic ClusterQueue on one pool, as the watcher last mirrored it."""
 
-    node_pool = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
-                                             help_text="The pool (its ResourceFlavor); null when unknown.")
-    project_slug = serializers.SlugRelatedField(source="project", slug_field="slug", read_only=True, allow_null=True)
+    node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True,
+        help_text="The pool (its ResourceFlavor); null when unknown.")
+    project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        source="project", slug_field="slug", read_only=True, allow_null=True)
     kind = serializers.SerializerMethodField(help_text="guaranteed (nominal = deserved, never borrows) or elastic "
                                                        "(nominal 0, borrows up to the project's limit).")
     nominal = _units("Nominal quota.")
@@ -53,7 +56,8 @@ class ClusterQueueSerializer(serializers.ModelSerializer):
 class LocalQueueSerializer(serializers.ModelSerializer):
     """A project's LocalQueue in one of its namespaces, as the watcher last mirrored it."""
 
-    project_slug = serializers.SlugRelatedField(source="project", slug_field="slug", read_only=True, allow_null=True)
+    project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        source="project", slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = LocalQueueState
@@ -68,8 +72,9 @@ class CohortSerializer(serializers.Serializer):
 
     name = serializers.CharField(source="cohort.name")
     level = serializers.ChoiceField(choices=["root", "department", "project"])
-    parent = serializers.CharField(source="cohort.parent", help_text="The parent cohort's name; empty for a pool's "
-                                                                     "root.")
+    # A declared field named as Field's own `parent` attribute: DRF takes declared fields off the class.
+    parent = serializers.CharField(  # type: ignore[assignment]
+        source="cohort.parent", help_text="The parent cohort's name; empty for a pool's root.")
     depth = serializers.IntegerField(help_text="0 for a pool's root, 1 for a department, 2 for a project.")
     node_pool = serializers.CharField(source="cohort.node_pool.slug", allow_null=True,
                                       help_text="The pool whose tree it is; null when unknown.")
@@ -113,7 +118,8 @@ class FlavorSerializer(serializers.Serializer):
 class NodeSerializer(serializers.ModelSerializer):
     """A node of a pool: its cards (NVIDIA GPU feature discovery's labels), their cut, allocatable units and state."""
 
-    node_pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(slug_field="slug",
+                                                                                      read_only=True)
     gpu_product = serializers.CharField(read_only=True, help_text="nvidia.com/gpu.product; empty when not labelled.")
     gpu_memory_gib = serializers.FloatField(read_only=True, allow_null=True, help_text="Memory per card.")
     gpu_count = serializers.IntegerField(read_only=True, allow_null=True, help_text="Physical cards.")

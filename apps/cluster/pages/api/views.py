@@ -34,8 +34,6 @@ DENIED = "You may not see queues anywhere."
 class QueueViewerMixin:
     """Those who may view nothing anywhere get 403, as on the pages; everyone else their scope's rows."""
 
-    request: AuthenticatedAPIRequest
-
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         if not access.can_anywhere(request.user, Action.VIEW):
@@ -50,6 +48,7 @@ class ClusterQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOn
     """The ClusterQueues of the projects you may see (queues of no project: admins only), by pool then name, with
     Kueue's counts and usage in GPU units: the Queues page's first tab."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = ClusterQueueSerializer
 
     def get_queryset(self) -> QuerySet[ClusterQueueState]:
@@ -61,6 +60,7 @@ class ClusterQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOn
 class LocalQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
     """The LocalQueues of the projects you may see, by namespace then name, with Kueue's counts."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = LocalQueueSerializer
 
     def get_queryset(self) -> QuerySet[LocalQueueState]:
@@ -76,6 +76,7 @@ class LocalQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOnly
 class CohortViewSet(QueueViewerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """Kueue's Cohorts as the Queues page's cohort tab shows them."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = CohortSerializer
     queryset = CohortState.objects.none()  # for the schema only: rows come from the page's selector
     filter_backends: list[type] = []
@@ -93,6 +94,7 @@ class CohortViewSet(QueueViewerMixin, mixins.ListModelMixin, viewsets.GenericVie
 class FlavorViewSet(QueueViewerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """The node pools as Kueue's ResourceFlavors, as the Queues page's flavor tab shows them."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = FlavorSerializer
     queryset = NodePool.objects.none()  # for the schema only: rows come from the page's selector
     filter_backends: list[type] = []
@@ -107,6 +109,7 @@ class NodeViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOnlyModelV
     Nodes page; `node_pool` picks one pool). Everyone who may view anything sees them: a node says nothing of anyone's
     work."""
 
+    request: AuthenticatedAPIRequest
     serializer_class = NodeSerializer
     filterset_class = NodeFilterSet
 
