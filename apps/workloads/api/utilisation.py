@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +22,7 @@ from apps.workloads.models import IdlePolicy, Workload
 from apps.workloads.selectors import utilisation_available, workloads_held_idle
 
 NOT_FOUND = "No such page."
+ADMINS_ONLY = OpenApiResponse(description="Not an admin: there is no such page for you (as on the portal's pages).")
 MAX_IDLE_MINUTES = 7 * 24 * 60
 
 
@@ -54,6 +55,7 @@ class HeldIdleSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_view(list=extend_schema(responses={200: HeldIdleSerializer(many=True), 404: ADMINS_ONLY}))
 class HeldIdleViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """Workloads holding GPUs now that the idle rule flagged, longest idle first. Admins only (others: 404)."""
 
@@ -109,7 +111,7 @@ class IdlePolicyView(APIView):
         super().initial(request, *args, **kwargs)
         _require_admin(request)
 
-    @extend_schema(responses=IdlePolicySerializer, description="The rule in force (the defaults until an admin "
+    @extend_schema(responses={200: IdlePolicySerializer, 404: ADMINS_ONLY}, description="The rule in force (the defaults until an admin "
                                                                "saved one).")
     def get(self, request: AuthenticatedAPIRequest) -> Response:
         return Response(_policy(IdlePolicy.current()))
@@ -117,7 +119,8 @@ class IdlePolicyView(APIView):
     @extend_schema(
         request=IdlePolicySerializer,
         responses={200: IdlePolicySerializer, 400: OpenApiResponse(description="A value out of bounds, or a field "
-                                                                               "that cannot be written.")},
+                                                                               "that cannot be written."),
+                   404: ADMINS_ONLY},
         description="Change the fields it names (the others keep their value), as the page's form does; audited.",
     )
     def patch(self, request: AuthenticatedAPIRequest) -> Response:
