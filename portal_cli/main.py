@@ -139,7 +139,7 @@ def logout(fmt: str) -> None:
     removed = config.remove()
     answer = {"signed_out": removed is not None, "url": stored.url if stored else None,
               "config": str(removed or config.config_path())}
-    if fmt != "table":
+    if fmt in ("json", "yaml"):
         emit(answer, fmt)
         return
     if removed is None:
