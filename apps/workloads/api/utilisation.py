@@ -111,8 +111,8 @@ class IdlePolicyView(APIView):
         super().initial(request, *args, **kwargs)
         _require_admin(request)
 
-    @extend_schema(responses={200: IdlePolicySerializer, 404: ADMINS_ONLY}, description="The rule in force (the defaults until an admin "
-                                                               "saved one).")
+    @extend_schema(responses={200: IdlePolicySerializer, 404: ADMINS_ONLY},
+                   description="The rule in force (the defaults until an admin saved one).")
     def get(self, request: AuthenticatedAPIRequest) -> Response:
         return Response(_policy(IdlePolicy.current()))
 
