@@ -8,6 +8,7 @@ urlpatterns = [
     path("", include("apps.org.api.urls")),
     path("", include("apps.workloads.api.urls")),
     path("", include("apps.usage.api.urls")),
+    path("", include("apps.cluster.pages.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its init script from a URL, not inline, for the Content-Security-Policy.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/swagger_ui.html"),

@@ -21,18 +21,45 @@ def config_path() -> Path:
     return Path(base) / "gpu-portal" / "config.json"
 
 
+def _stored() -> dict[str, str]:
+    path = config_path()
+    if not path.exists():
+        return {}
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
 def load() -> Credentials | None:
     """The stored credentials with the environment's overrides; None when neither gives a URL and a token."""
-    stored: dict[str, str] = {}
-    path = config_path()
-    if path.exists():
-        try:
-            stored = json.loads(path.read_text())
-        except (OSError, ValueError):
-            stored = {}
+    stored = _stored()
     url = os.environ.get("GPU_PORTAL_URL") or stored.get("url", "")
     token = os.environ.get("GPU_PORTAL_TOKEN") or stored.get("token", "")
     return Credentials(url=url.rstrip("/"), token=token) if url and token else None
+
+
+def load_stored() -> Credentials | None:
+    """What `gpu login` stored, whatever the environment says; None when nothing is."""
+    stored = _stored()
+    url, token = stored.get("url", ""), stored.get("token", "")
+    return Credentials(url=url.rstrip("/"), token=token) if url and token else None
+
+
+def from_environment() -> bool:
+    """Whether the environment names a portal or a token (they override what is stored)."""
+    return bool(os.environ.get("GPU_PORTAL_URL") or os.environ.get("GPU_PORTAL_TOKEN"))
+
+
+def remove() -> Path | None:
+    """Delete the stored credentials; the file removed, or None when there was none."""
+    path = config_path()
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    return path
 
 
 def save(credentials: Credentials) -> Path:

@@ -7,18 +7,21 @@ from __future__ import annotations
 import functools
 import getpass
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import click
 import yaml
+from click.shell_completion import get_completion_class
 
 from . import config
 from .client import NOT_FOUND, NOT_SIGNED_IN, USAGE, Api, CliError
-from .output import FORMATS, emit
+from .output import FORMATS, emit, render
 
 # `gpu submit` flags -> submission fields (the API's names, as `-f job.yaml` writes them)
 SUBMIT_FLAGS = {
@@ -38,7 +41,7 @@ def command(function: Callable[..., Any]) -> Callable[..., Any]:
     """A command with `-o/--output` that reports a CliError in one line and exits with its code."""
 
     @click.option("-o", "--output", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                  help="json and yaml print the API's data as it is.")
+                  help="wide: a table with more columns; json and yaml print the API's data as it is.")
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -61,7 +64,46 @@ def api(url: str | None = None, token: str | None = None) -> Api:
     return portal
 
 
+def _version() -> str:
+    try:
+        return metadata.version("gpu-portal")
+    except metadata.PackageNotFoundError:  # a checkout run as `python -m portal_cli` without installing it
+        return "unknown"
+
+
+def watch_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`--watch` and `--interval` for a command that can print itself again whenever what it shows changes."""
+    function = click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True,
+                            help="With --watch: seconds between two reads.")(function)
+    return click.option("-w", "--watch", is_flag=True, help="Keep reading and print again whenever it changes; "
+                                                            "Ctrl-C stops (exit code 0).")(function)
+
+
+def show(produce: Callable[[], str], *, watch: bool, interval: float) -> None:
+    """Print what `produce` returns; watching, read it again every `interval` seconds and print it again when it
+    changed (on a terminal in place of the last one), until Ctrl-C, which ends the command normally."""
+    if not watch:
+        click.echo(produce(), nl=False)
+        return
+    last = None
+    try:
+        while True:
+            text = produce()
+            if text != last:
+                if last is not None:
+                    if sys.stdout.isatty():
+                        click.clear()
+                    else:
+                        click.echo()
+                click.echo(text, nl=False)
+                last = text
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="gpu", message="%(prog)s %(version)s")
 def cli() -> None:
     """Submit and follow work on the GPU Portal from a terminal (its REST API: /api/v1/)."""
 
@@ -86,6 +128,69 @@ def login(url: str, token: str | None, username: str | None, password_stdin: boo
     me = api(url, token).get("me/")  # the token works before it is stored
     path = config.save(config.Credentials(url=url, token=token))
     emit({"username": me["username"], "url": url, "config": str(path)}, fmt)
+
+
+@cli.command()
+@command
+def logout(fmt: str) -> None:
+    """Forget the stored token (the config file goes). The token itself stays valid until it expires or is revoked
+    on My tokens; GPU_PORTAL_URL and GPU_PORTAL_TOKEN in the environment still sign commands in."""
+    stored = config.load_stored()
+    removed = config.remove()
+    answer = {"signed_out": removed is not None, "url": stored.url if stored else None,
+              "config": str(removed or config.config_path())}
+    if fmt in ("json", "yaml"):
+        emit(answer, fmt)
+        return
+    if removed is None:
+        click.echo(f"no token was stored ({config.config_path()})")
+    else:
+        click.echo(f"signed out of {stored.url if stored else 'the portal'}: removed {removed}")
+    if config.from_environment():
+        click.echo("note: GPU_PORTAL_URL / GPU_PORTAL_TOKEN are set in the environment and still sign commands in",
+                   err=True)
+
+
+def _scope(binding: dict[str, Any], slugs: dict[tuple[str, int], str]) -> str:
+    """ "everything", "department research", "project vision" (the id where the slug is not known)."""
+    scope = str(binding.get("scope") or "everything")
+    target = binding.get(scope) if scope in ("department", "project") else None
+    return scope if target is None else f"{scope} {slugs.get((scope, target), target)}"
+
+
+@cli.command()
+@command
+def whoami(fmt: str) -> None:
+    """Who the stored token (or GPU_PORTAL_TOKEN) signs in as, on which portal, with which roles."""
+    credentials = config.load()
+    portal = api()
+    me = portal.get("me/")
+    if fmt not in ("table", "wide"):
+        emit(me, fmt)
+        return
+    slugs = {(kind, row["id"]): row["slug"] for kind, path in (("department", "departments/"),
+                                                                ("project", "projects/"))
+             for row in portal.pages(path)}
+    name = " ".join(part for part in (me.get("first_name"), me.get("last_name")) if part)
+    emit({"username": me["username"], "name": name or None, "email": me.get("email") or None,
+          "portal": credentials.url if credentials else None,
+          "roles": ", ".join(f"{b['role']} on {_scope(b, slugs)}" for b in me.get("role_bindings", [])) or None},
+         fmt)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell's completion script for gpu (click's shell completion). Load it at start:
+
+    \b
+    bash: eval "$(gpu completion bash)"      (in ~/.bashrc)
+    zsh:  eval "$(gpu completion zsh)"       (in ~/.zshrc)
+    fish: gpu completion fish > ~/.config/fish/completions/gpu.fish
+    """
+    completer = get_completion_class(shell)
+    assert completer is not None  # click ships bash, zsh and fish
+    click.echo(completer(cli, {}, "gpu", "_GPU_COMPLETE").source())
 
 
 # --- submit --------------------------------------------------------------------------------------------------------
@@ -165,7 +270,47 @@ def submit(job_file: str | None, template: str | None, env_pairs: tuple[str, ...
         body["command"] = list(command_line)
     body.setdefault("kind", "training")
     created = portal.post("workloads/", body, headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
-    emit(created, fmt, columns=_LIST_COLUMNS, rows=[created])
+    emit(created, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, rows=[created])
+
+
+# `gpu resubmit` flags -> the fields of the submission to change
+RESUBMIT_FLAGS = {"name": "name", "image": "image", "pool": "node_pool", "gpus": "gpus", "cpu": "cpu",
+                  "memory": "memory", "pods": "pods", "completions": "completions", "parallelism": "parallelism",
+                  "priority_class": "priority_class", "preemptible": "preemptible",
+                  "max_runtime": "max_runtime_seconds"}
+
+
+@cli.command()
+@click.argument("workload_id")
+@click.option("-n", "--name", help="A new name.")
+@click.option("-i", "--image", help="Another container image.")
+@click.option("--pool", help="Another node pool (slug).")
+@click.option("-g", "--gpus", type=int, help="GPU units per pod.")
+@click.option("--cpu", help='CPU cores per pod, e.g. 4 or "500m".')
+@click.option("--memory", help='Memory per pod, e.g. "16Gi".')
+@click.option("--pods", type=int, help="Training: pods started together as one gang.")
+@click.option("--completions", type=int, help="Batch: pods that must succeed.")
+@click.option("--parallelism", type=int, help="Batch: pods running at once.")
+@click.option("--priority-class", help="Priority class name.")
+@click.option("--preemptible/--non-preemptible", default=None, help="Default: as it was.")
+@click.option("--max-runtime", type=int, help="Seconds before Kueue stops it.")
+@click.option("-e", "--env", "env_pairs", multiple=True, help="NAME=VALUE: the environment it gets instead "
+                                                                "(repeatable).")
+@click.option("--idempotency-key", help="Default: a new UUID, so the CLI's own retry never submits twice.")
+@click.argument("command_line", nargs=-1)
+@command
+def resubmit(workload_id: str, env_pairs: tuple[str, ...], idempotency_key: str | None,
+             command_line: tuple[str, ...], fmt: str, **flags: Any) -> None:
+    """Submit a workload again: the same request (its data sources and credentials too), changed by the flags given;
+    the words after `--` replace its command. The new workload names the one it came from."""
+    body: dict[str, Any] = {RESUBMIT_FLAGS[flag]: value for flag, value in flags.items() if value is not None}
+    if env_pairs:
+        body["env"] = _env(env_pairs)
+    if command_line:
+        body["command"] = list(command_line)
+    created = api().post(f"workloads/{_id(workload_id)}/resubmit/", body,
+                         headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
+    emit(created, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, rows=[created])
 
 
 # --- list, status, queue -------------------------------------------------------------------------------------------
@@ -197,6 +342,28 @@ _LIST_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
     ("POSITION", _position_label),
     ("WHY", _why),
 ]
+# -o wide adds these: what was asked, where it stands in Kueue, and when it is likely to start.
+_WIDE_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("NAMESPACE", lambda w: w.get("namespace")), ("PRIORITY", lambda w: w.get("priority_class")),
+    ("PREEMPTIBLE", lambda w: w.get("preemptible")), ("PODS", lambda w: w.get("pod_count")),
+    ("CPU", lambda w: w.get("cpu")), ("MEMORY GIB", lambda w: w.get("memory_gib")),
+    ("QUEUE", lambda w: w.get("queue_name")), ("REASON", lambda w: w.get("status_reason")),
+    ("FORECAST", lambda w: (w.get("forecast") or {}).get("summary")),
+    ("SUBMITTED", lambda w: w.get("submitted_at") or w.get("created_at")),
+]
+
+
+def _rows(rows: list[dict[str, Any]], fmt: str, title: str | None = None) -> str:
+    return render(rows, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, title=title)
+
+
+def _project(portal: Api, reference: str) -> dict[str, Any]:
+    """The project a command names (slug or id) among those the user may see: "not found" (exit 5) otherwise, as
+    for any row one may not see. (The workloads list refuses such a filter as a bad parameter, a 400.)"""
+    for row in portal.pages("projects/"):
+        if reference in (row["slug"], str(row["id"])):
+            return row
+    raise CliError(f"No project {reference!r} that you may see.", NOT_FOUND)
 
 
 @cli.command(name="list")
@@ -204,23 +371,24 @@ _LIST_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
 @click.option("--status", help="Comma-separated statuses; live = not finished.")
 @click.option("-p", "--project", help="Only this project (slug or id).")
 @click.option("--kind", help="training, notebook or batch (comma-separated).")
+@watch_options
 @command
-def list_(everyone: bool, status: str | None, project: str | None, kind: str | None, fmt: str) -> None:
+def list_(everyone: bool, status: str | None, project: str | None, kind: str | None, watch: bool, interval: float,
+          fmt: str) -> None:
     """Your workloads, newest first, with queue position and why each waits."""
-    rows = list(api().pages("workloads/", scope="all" if everyone else "mine", status=status, project=project,
-                            kind=kind))
-    emit(rows, fmt, columns=_LIST_COLUMNS)
+    portal = api()
+    if project is not None:
+        project = _project(portal, project)["slug"]
+
+    def produce() -> str:
+        rows = list(portal.pages("workloads/", scope="all" if everyone else "mine", status=status, project=project,
+                                 kind=kind))
+        return _rows(rows, fmt)
+
+    show(produce, watch=watch, interval=interval)
 
 
-@cli.command()
-@click.argument("workload_id")
-@command
-def status(workload_id: str, fmt: str) -> None:
-    """One workload: status, Kueue's reason, queue position, why it waits (and the forecast where the API gives one)."""
-    workload = api().get(f"workloads/{_id(workload_id)}/")
-    if fmt != "table":
-        emit(workload, fmt)
-        return
+def _summary(workload: dict[str, Any]) -> dict[str, Any]:
     waiting = workload.get("waiting") or {}
     summary = {
         "id": workload["id"], "name": workload["name"], "project": workload["project_slug"],
@@ -236,15 +404,16 @@ def status(workload_id: str, fmt: str) -> None:
     forecast = workload.get("forecast")
     if forecast:  # the portal's own sentence ("likely in 25-40 min", or why it cannot say)
         summary["expected start"] = forecast.get("summary") or forecast.get("message")
-    emit(summary, fmt)
-    _print_cluster_events(workload.get("cluster_events") or [])
+    if workload.get("connect_url"):  # a running notebook, for those who may open it
+        summary["connect"] = workload["connect_url"]
+    return summary
 
 
-def _print_cluster_events(events: list[dict]) -> None:
+def _cluster_events_text(events: list[dict]) -> str:
     """The Kubernetes events of the workload's objects, newest first, as kubectl describe lists them."""
     if not events:
-        return
-    click.echo("\nEvents:")
+        return ""
+    lines = ["", "Events:"]
     rows = [("TYPE", "REASON", "LAST SEEN", "COUNT", "OBJECT", "MESSAGE")]
     for event in events:
         objects = event.get("objects") or [""]
@@ -253,8 +422,27 @@ def _print_cluster_events(events: list[dict]) -> None:
                      event["message"]))
     widths = [max(len(row[column]) for row in rows) for column in range(5)]
     for row in rows:
-        click.echo("  " + "  ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True))
-                   + "  " + row[5])
+        lines.append("  " + "  ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True))
+                     + "  " + row[5])
+    return "\n".join(lines) + "\n"
+
+
+@cli.command()
+@click.argument("workload_id")
+@watch_options
+@command
+def status(workload_id: str, watch: bool, interval: float, fmt: str) -> None:
+    """One workload: status, Kueue's reason, queue position, why it waits, the forecast where the API gives one, a
+    running notebook's connect address, then the Kubernetes events of its objects."""
+    portal, path = api(), f"workloads/{_id(workload_id)}/"
+
+    def produce() -> str:
+        workload = portal.get(path)
+        if fmt in ("json", "yaml"):
+            return render(workload, fmt)
+        return render(_summary(workload), fmt) + _cluster_events_text(workload.get("cluster_events") or [])
+
+    show(produce, watch=watch, interval=interval)
 
 
 def _id(text: str) -> str:
@@ -268,9 +456,53 @@ def _id(text: str) -> str:
 @command
 def queue(project: str, fmt: str) -> None:
     """A project's live work in queue order: the waiting by position, then the admitted and running."""
-    rows = list(api().pages("workloads/", scope="all", project=project, status="live"))
+    portal = api()
+    slug = _project(portal, project)["slug"]
+    rows = list(portal.pages("workloads/", scope="all", project=slug, status="live"))
     rows.sort(key=lambda w: (_position(w) is None, _position(w) if _position(w) is not None else 0, w["id"]))
-    emit(rows, fmt, columns=_LIST_COLUMNS, title=f"queue of {project}")
+    emit(rows, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, title=f"queue of {project}")
+
+
+@cli.command()
+@click.argument("workload_id")
+@command
+def why(workload_id: str, fmt: str) -> None:
+    """Why a workload waits: the portal's reason code, its sentence and the numbers behind it (the same as the
+    pages, the API's `waiting`), and its last preemption."""
+    workload = api().get(f"workloads/{_id(workload_id)}/")
+    waiting = workload.get("waiting")
+    if fmt in ("json", "yaml"):
+        emit({"id": workload["id"], "status": workload["status"], "waiting": waiting}, fmt)
+        return
+    if waiting is None:
+        click.echo(f"{workload['name']} ({workload['id']}) is not waiting: it is {workload['status']}"
+                   + (f" ({workload['status_reason']})" if workload.get("status_reason") else "") + ".")
+        return
+    emit({"id": workload["id"], "name": workload["name"], "status": workload["status"], "reason": waiting["reason"],
+          "in short": waiting.get("headline"), "why": waiting.get("sentence"), "preemption": waiting.get("preemption"),
+          "queue position": _position_label(workload), **{
+              f"  {key}": value for key, value in sorted((waiting.get("numbers") or {}).items())}}, fmt)
+
+
+@cli.command()
+@click.argument("workload_id")
+@command
+def forecast(workload_id: str, fmt: str) -> None:
+    """When a waiting workload is likely to start: the portal's replay of Kueue's decisions (earliest, likely,
+    latest, and what the estimate rests on), or why it cannot say."""
+    workload = api().get(f"workloads/{_id(workload_id)}/")
+    found = workload.get("forecast")
+    if fmt in ("json", "yaml"):
+        emit({"id": workload["id"], "status": workload["status"], "forecast": found}, fmt)
+        return
+    if found is None:
+        click.echo(f"{workload['name']} ({workload['id']}) is {workload['status']}: only waiting work has a "
+                   "forecast.")
+        return
+    emit({"id": workload["id"], "name": workload["name"], "status": workload["status"],
+          "expected start": found.get("summary"), "earliest": found.get("earliest"), "likely": found.get("likely"),
+          "latest": found.get("latest"), "basis": found.get("basis"), "cannot estimate": found.get("message"),
+          "computed": found.get("computed_at")}, fmt)
 
 
 # --- logs, stop ----------------------------------------------------------------------------------------------------
@@ -291,7 +523,7 @@ def logs(workload_id: str, follow: bool, lines: int | None, timeout: int | None,
             click.echo(line)
         return
     answer = portal.get(path, lines=lines)
-    if fmt != "table":
+    if fmt in ("json", "yaml"):
         emit(answer, fmt)
         return
     if answer["pending"]:
@@ -313,7 +545,7 @@ def logs(workload_id: str, follow: bool, lines: int | None, timeout: int | None,
 def stop(workload_id: str, fmt: str) -> None:
     """Stop a workload: its Job and pods are deleted and its GPUs go back to the queue."""
     workload = api().post(f"workloads/{_id(workload_id)}/stop/")
-    emit(workload, fmt, columns=_LIST_COLUMNS, rows=[workload])
+    emit(workload, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, rows=[workload])
 
 
 # --- usage, quota, templates ---------------------------------------------------------------------------------------
@@ -350,7 +582,9 @@ def usage(month: str | None, group_by: str, as_csv: bool, fmt: str) -> None:
          columns=[("NAME", lambda r: r["name"]), ("GPU-HOURS", lambda r: r["gpu_hours"]),
                   ("WITHIN QUOTA", lambda r: r["gpu_hours_within_quota"]),
                   ("BORROWED", lambda r: r["gpu_hours_borrowed"]), ("DESERVED", lambda r: r["deserved_gpu_hours"]),
-                  ("COST", lambda r: r["cost"])])
+                  ("COST", lambda r: r["cost"])],
+         wide=[("USED / DESERVED", lambda r: r["used_over_deserved"]),
+               ("UTILISATION", lambda r: r["gpu_utilisation"]), ("IDLE GPU-HOURS", lambda r: r["idle_gpu_hours"])])
 
 
 @cli.command()
@@ -364,7 +598,8 @@ def quota(fmt: str) -> None:
     emit(answer, fmt, rows=rows, columns=[
         ("POOL", lambda r: r["pool"]), ("LEVEL", lambda r: r["level"]), ("NAME", lambda r: r["slug"]),
         ("DESERVED", lambda r: r["deserved"]), ("LIMIT", lambda r: r["limit"] if r["limit"] is not None else "none"),
-        ("USED", lambda r: r["used"]), ("BORROWED", lambda r: r["borrowed"]), ("PENDING", lambda r: r["pending"])])
+        ("USED", lambda r: r["used"]), ("BORROWED", lambda r: r["borrowed"]), ("PENDING", lambda r: r["pending"])],
+         wide=[("LENT", lambda r: r["lent"]), ("WEIGHTED SHARE", lambda r: r["weighted_share"])])
 
 
 @cli.command()
@@ -376,6 +611,101 @@ def templates(fmt: str) -> None:
                              ("DESCRIPTION", lambda t: t["description"]), ("VALUES", lambda t: t["submission"])])
 
 
+# --- the cluster as Kueue sees it, and what workloads attach -------------------------------------------------------
+
+
+def _state(row: dict[str, Any]) -> str:
+    return "active" if row["active"] else (row.get("active_reason") or "inactive")
+
+
+@cli.command()
+@click.option("--local", is_flag=True, help="The LocalQueues (per project namespace) instead of the ClusterQueues.")
+@command
+def queues(local: bool, fmt: str) -> None:
+    """Kueue's queues of the projects you may see, with their counts (and, for ClusterQueues, quota in GPU units)."""
+    if local:
+        rows = list(api().pages("local-queues/"))
+        emit(rows, fmt, columns=[
+            ("NAMESPACE", lambda q: q["namespace"]), ("NAME", lambda q: q["name"]),
+            ("PROJECT", lambda q: q["project_slug"]), ("CLUSTER QUEUE", lambda q: q["cluster_queue"]),
+            ("PENDING", lambda q: q["pending_workloads"]), ("ADMITTED", lambda q: q["admitted_workloads"]),
+            ("STATE", _state)], wide=[("RESERVING", lambda q: q["reserving_workloads"]),
+                                      ("MESSAGE", lambda q: q["active_message"])])
+        return
+    rows = list(api().pages("cluster-queues/"))
+    emit(rows, fmt, columns=[
+        ("NAME", lambda q: q["name"]), ("POOL", lambda q: q["node_pool"]), ("PROJECT", lambda q: q["project_slug"]),
+        ("KIND", lambda q: q["kind"]), ("NOMINAL", lambda q: q["nominal"]), ("USED", lambda q: q["used"]),
+        ("PENDING", lambda q: q["pending_workloads"]), ("ADMITTED", lambda q: q["admitted_workloads"]),
+        ("STATE", _state)], wide=[
+        ("COHORT", lambda q: q["cohort"]), ("BORROWED (KUEUE)", lambda q: q["borrowed"]),
+        ("LENDING", lambda q: q["lending"]), ("RESERVING", lambda q: q["reserving_workloads"]),
+        ("WEIGHTED SHARE", lambda q: q["weighted_share"])])
+
+
+@cli.command()
+@command
+def cohorts(fmt: str) -> None:
+    """Each pool's cohort tree as far as you may see it, with its subtree's quota and use in GPU units."""
+    rows = list(api().pages("cohorts/"))
+    emit(rows, fmt, columns=[
+        ("COHORT", lambda c: "  " * c["depth"] + c["name"]), ("POOL", lambda c: c["node_pool"]),
+        ("LEVEL", lambda c: c["level"]), ("NOMINAL", lambda c: c["nominal"]), ("USED", lambda c: c["used"]),
+        ("PENDING", lambda c: c["pending"]), ("ADMITTED", lambda c: c["admitted"])], wide=[
+        ("PARENT", lambda c: c["parent"]), ("QUEUES", lambda c: c["queues"]),
+        ("BORROWED (KUEUE)", lambda c: c["borrowed"]), ("WEIGHTED SHARE", lambda c: c["weighted_share"])])
+
+
+@cli.command()
+@command
+def flavors(fmt: str) -> None:
+    """The node pools as Kueue's ResourceFlavors: resource, cut, nodes and allocatable units."""
+    rows = list(api().pages("flavors/"))
+    emit(rows, fmt, columns=[
+        ("POOL", lambda f: f["node_pool"]), ("RESOURCE", lambda f: f["gpu_resource"]), ("CUT", lambda f: f["cut"]),
+        ("NODES", lambda f: f"{f['schedulable_nodes']}/{f['nodes']}"),
+        ("ALLOCATABLE", lambda f: f"{f['schedulable_allocatable']}/{f['allocatable']}"),
+        ("CAPACITY", lambda f: f["capacity"])], wide=[
+        ("NODE LABELS", lambda f: f["node_labels"]), ("TAINTS", lambda f: f["node_taints"]),
+        ("USED", lambda f: f["used"]), ("PENDING", lambda f: f["pending"]), ("ADMITTED", lambda f: f["admitted"])])
+
+
+@cli.command()
+@click.argument("pool", required=False)
+@command
+def nodes(pool: str | None, fmt: str) -> None:
+    """The nodes of every pool (or of POOL): GPU product, cards, allocatable units and state."""
+    rows = list(api().pages("nodes/", node_pool=pool))
+    emit(rows, fmt, columns=[
+        ("NAME", lambda n: n["name"]), ("POOL", lambda n: n["node_pool"]), ("GPU", lambda n: n["gpu_product"]),
+        ("CARDS", lambda n: n["gpu_count"]), ("ALLOCATABLE", lambda n: n["allocatable_gpus"]),
+        ("STATE", lambda n: n["state"])], wide=[
+        ("MEMORY GIB", lambda n: n["gpu_memory_gib"]), ("MIG", lambda n: n["mig_slices"] or None),
+        ("REPLICAS", lambda n: n["replicas_per_card"]), ("TAINTS", lambda n: n["taints"] or None)])
+
+
+@cli.command()
+@command
+def credentials(fmt: str) -> None:
+    """Your credentials: names and keys (never values), what `credentials` in a job file names."""
+    rows = list(api().pages("credentials/"))
+    emit(rows, fmt, columns=[("PROJECT", lambda c: c["project_slug"]), ("NAME", lambda c: c["name"]),
+                             ("KEYS", lambda c: ", ".join(c["keys"]))],
+         wide=[("SECRET", lambda c: c["secret_name"]), ("WRITTEN", lambda c: c["applied_at"]),
+               ("ERROR", lambda c: c["apply_error"] or None)])
+
+
+@cli.command(name="data-sources")
+@command
+def data_sources(fmt: str) -> None:
+    """The data sources of the projects you submit to or manage: what `data_sources` in a job file names."""
+    rows = list(api().pages("data-sources/"))
+    emit(rows, fmt, columns=[("PROJECT", lambda d: d["project_slug"]), ("NAME", lambda d: d["name"]),
+                             ("SOURCE", lambda d: d["source"]), ("MOUNT", lambda d: d["mount_path"]),
+                             ("READ-ONLY", lambda d: d["read_only"])],
+         wide=[("DESCRIPTION", lambda d: d["description"] or None)])
+
+
 def main() -> None:
-    """The console script (`gpu`)."""
-    cli()
+    """The console script (`gpu`); named so whatever runs it, so its shell completion answers to _GPU_COMPLETE."""
+    cli(prog_name="gpu")

@@ -81,7 +81,10 @@ NUL_MESSAGE = "Null characters are not allowed."
 def nul_errors(data: Any, fields: Mapping[str, serializers.Field]) -> dict[str, list[str]]:
     """The references (related fields) of a request body whose value holds a NUL: DRF would look the row up with
     it and PostgreSQL refuses NUL in a query (a 500). Text fields refuse NUL themselves."""
-    if not isinstance(data, Mapping) or isinstance(data, QueryDict):
+    if isinstance(data, QueryDict):  # a form post: every value of each key
+        return {name: [NUL_MESSAGE] for name, values in data.lists()
+                if isinstance(fields.get(name), serializers.RelatedField) and any(map(holds_nul, values))}
+    if not isinstance(data, Mapping):
         return {}
     return {name: [NUL_MESSAGE] for name, value in data.items()
             if isinstance(fields.get(name), serializers.RelatedField) and holds_nul(value)}
@@ -158,6 +161,8 @@ class ShapeOnlyModelSerializer(serializers.ModelSerializer):
                 errors[name] = ["This field is read-only." if name in self.fields else "Unknown field."]
             if errors := errors or nul_errors(data, self.fields):
                 raise serializers.ValidationError(errors)
+        elif errors := nul_errors(data, self.fields):  # a form post names references by text too
+            raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 

@@ -293,6 +293,15 @@ def data_sources_for(user: Actor) -> QuerySet[DataSource]:
     return DataSource.objects.filter(project__in=data_projects_for(user)).select_related("project")
 
 
+def data_sources_visible(user: Actor) -> QuerySet[DataSource]:
+    """Data sources the user may see: those of the projects they manage (the Data page) and of the projects they
+    may submit to (the submit form offers them), by project then name."""
+    return DataSource.objects.filter(
+        Q(project__in=projects_for(user, Action.SUBMIT).values("pk"))
+        | Q(project__in=projects_for(user, Action.MANAGE_PROJECTS).values("pk"))
+    ).select_related("project").order_by("project__slug", "name", "pk")
+
+
 def pull_secrets_for(user: Actor) -> QuerySet[ImagePullSecret]:
     """Registry, user name and state only: the password is never read back (it is not kept once written)."""
     return ImagePullSecret.objects.filter(project__in=data_projects_for(user), deleted_at=None).select_related(

@@ -30,10 +30,14 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from apps.accounts import services
+from apps.org import services as org_services
 from apps.org.models import NodePool, Project
 from apps.workloads import logs as workload_logs
 from apps.workloads import services as workload_services
 from apps.workloads.logs import PodLog
+from apps.workloads.models import WorkloadUtilisation
+from tests.apps.cluster.test_queue_pages import mirror as mirror_queues
+from tests.apps.cluster.test_queue_pages import node
 from tests.apps.workloads.test_views_queue import mirror, queued, running
 
 pytestmark = pytest.mark.slow
@@ -74,6 +78,17 @@ def workloads(demo):
     workload_services.workload_mark_stopped(workload=done, message="Job deleted")
     queued(submit("bob", nlp, "bobs-waits"), 0)
     submit("bob", nlp, "bobs-submitting")
+    # Rows for the pages' other lists, so their answers are checked with rows in them and their links lead somewhere:
+    # another project's queues, cohorts and a node; a data source, a pull secret, a credential; held but idle.
+    mirror_queues("forecasting")
+    node("h100-a")
+    org_services.data_source_create(actor=demo["admin"], project=vision, name="imagenet", kind="pvc",
+                                    claim_name="imagenet", mount_path="/data/imagenet")
+    org_services.pull_secret_create(actor=demo["admin"], project=vision, name="nvcr", registry="nvcr.io",
+                                    username="robot", password="registry-password")
+    workload_services.credential_create(actor=demo["alice"], project=vision, name="wandb", values={"WANDB_KEY": "k"})
+    WorkloadUtilisation.objects.create(workload=runs, samples=30, mean_percent=1.0, last_percent=0.0,
+                                       idle_since=timezone.now(), idle_flagged_at=timezone.now())
 
 
 def _follow_briefly(case) -> None:

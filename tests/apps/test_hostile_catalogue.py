@@ -702,6 +702,30 @@ page("csrf-form-bulk-stop", "alice", "workloads:bulk_stop", [], {"ids": "{live}"
 page("csrf-form-token-create", "alice", "accounts:tokens", [], {"name": "ci"}, status=403, csrf=True)
 page("csrf-form-credential", "alice", "workloads:credentials", [], CREDENTIAL_FORM, status=403, csrf=True)
 page("csrf-form-logout", "alice", "accounts:logout", [], {}, status=403, csrf=True)
+# The queue, node, data, credential and idle endpoints: ids in paths, filters, pages and the idle rule's bodies.
+for label, value in {"superscript-digit": "%C2%B2", "nul": "%00", "2**63": str(2**63), "negative": "-1",
+                     "float": "1.5"}.items():
+    for resource in ("cluster-queues", "local-queues", "nodes", "data-sources", "pull-secrets", "credentials"):
+        add(Case(f"path-{resource}-{label}", "admin", "GET", f"{resource}/{value}/"))
+for label in ("superscript-digit", "arabic-digit", "nul", "invalid-utf8", "2**63"):
+    add(Case(f"query-nodes-node_pool-{label}", "alice", "GET", f"nodes/?node_pool={QUERY[label]}"))
+    for param in ("node_pool", "project", "user", "start", "end"):
+        add(Case(f"query-usage-holders-{param}-{label}", "alice", "GET", f"usage/holders/?{param}={QUERY[label]}"))
+for path in ("cluster-queues/", "cohorts/", "flavors/", "nodes/", "data-sources/", "held-idle/", "usage/holders/"):
+    for label, query in PAGINATION.items():
+        add(Case(f"page-{path.strip('/').replace('/', '-')}-{label}", "admin", "GET", f"{path}?{query}"))
+for label, body in {"threshold-zero": {"threshold_percent": 0}, "threshold-101": {"threshold_percent": 101},
+                    "threshold-float": {"threshold_percent": 1.5}, "threshold-string": {"threshold_percent": "five"},
+                    "threshold-arabic-digit": {"threshold_percent": "\u0661"},
+                    "minutes-zero": {"idle_minutes": 0}, "minutes-2**63": {"idle_minutes": 2**63},
+                    "cull-string": {"cull_notebooks": "maybe"}, "read-only-field": {"idle_seconds": 60},
+                    "unknown-field": {"colour": "red"}, "nul": {"cull_notebooks": "\x00"}}.items():
+    add(Case(f"idle-policy-{label}", "admin", "PATCH", "idle-policy/", body))
+for label, raw in {"list": "[]", "string": '"x"', "100k-deep-json": DEEP, "invalid-utf8": b'{"x": "\xff"}',
+                   "duplicate-keys": '{"idle_minutes": 5, "idle_minutes": 6}'}.items():
+    add(Case(f"raw-idle-policy-{label}", "admin", "PATCH", "idle-policy/", raw, raw=True))
+add(Case("idle-policy-as-department-admin", "deptadmin", "PATCH", "idle-policy/", {"idle_minutes": 5}, status=404),
+    Case("held-idle-as-researcher", "alice", "GET", "held-idle/", status=404))
 # Page filters and paths the tables above did not reach.
 MORE_PAGE_FILTERS = {"org:audit": ["action", "object_type", "object_id", "since", "ordering", "project"],
                      "workloads:list": ["kind", "scope", "owner"],

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import stat
 import subprocess
 import sys
+import threading
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -154,7 +158,7 @@ def test_bad_input_gives_the_apis_message_and_an_exit_code(signed_in, home):
     assert gpu("usage", "--month", "2026-13").exit_code == 2
     assert gpu("submit", "-t", "no-such-template", "-p", "vision").exit_code == 5
     viewer = gpu("queue", "no-such-project")
-    assert viewer.exit_code == 6 and "project" in viewer.stderr
+    assert viewer.exit_code == 5 and viewer.stderr.strip() == "gpu: No project 'no-such-project' that you may see."
 
 
 def test_templates_by_name_usage_and_quota(signed_in, home, live_server, org):
@@ -249,3 +253,147 @@ def test_status_lists_the_kubernetes_events_of_the_workloads_objects(signed_in, 
     assert "FailedScheduling" in events and message in events and f"Pod/wl-{waiting.pk}-1-abcde (+1)" in events
     assert " 4 " in events  # two pods, twice each: one line
     assert gpu_json("status", str(waiting.pk))["cluster_events"][0]["count"] == 4
+
+
+# --- the verbs and options of a command line people script ---------------------------------------------------------
+
+
+def waiting_workload(org, **fields):
+    from apps.org.models import NodePool, PriorityClass, Project
+    from tests.factories import WorkloadFactory
+
+    fields = {"project": Project.objects.get(slug="vision"), "owner": org["alice"], "status": Status.QUEUED,
+              "node_pool": NodePool.objects.get(slug="h100"),
+              "priority_class": PriorityClass.objects.get(name="train"), **fields}
+    return WorkloadFactory(**fields)
+
+
+def test_version_and_shell_completion(home):
+    assert gpu("--version").stdout == f"gpu {metadata.version('gpu-portal')}\n"
+    for shell in ("bash", "zsh", "fish"):
+        script = gpu("completion", shell)
+        assert script.exit_code == 0 and "_GPU_COMPLETE" in script.stdout, shell
+    assert gpu("completion", "powershell").exit_code == 2
+    # The script asks the program itself for the words; the program answers as click's completion does.
+    answered = subprocess.run([sys.executable, "-m", "portal_cli"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60, check=True, env={**os.environ, "_GPU_COMPLETE": "bash_complete",
+                                                           "COMP_WORDS": "gpu who", "COMP_CWORD": "1"})
+    assert answered.stdout.split() == ["plain,whoami"]
+
+
+def test_whoami_and_logout(signed_in, home):
+    shown = gpu("whoami")
+    assert shown.exit_code == 0, shown.output
+    fields = {line.split("│")[0].strip(): line.split("│")[1].strip() for line in shown.stdout.splitlines()
+              if "│" in line}
+    assert fields["username"] == "alice" and fields["portal"] == signed_in
+    assert "researcher on project vision" in fields["roles"]
+    assert gpu_json("whoami")["username"] == "alice"
+    stored = home / "config" / "gpu-portal" / "config.json"
+    out = gpu("logout")
+    assert out.exit_code == 0 and str(stored) in out.stdout and not stored.exists()
+    assert gpu("whoami").exit_code == 3 and gpu("list").exit_code == 3  # nothing signs in any more
+    again = gpu("logout")
+    assert again.exit_code == 0 and again.stdout.startswith("no token was stored")
+
+
+def test_a_project_of_another_department_is_not_found(signed_in, home):
+    for command in (["queue", "forecasting"], ["list", "-p", "forecasting"]):
+        result = gpu(*command)
+        assert result.exit_code == 5, (command, result.output)
+        assert result.stderr.strip() == "gpu: No project 'forecasting' that you may see."
+    assert gpu("queue", "vision").exit_code == 0 and gpu("list", "-p", "vision").exit_code == 0
+
+
+def test_wide_adds_columns(signed_in, home, org):
+    waiting_workload(org, name="wide-one")
+    narrow, wide = gpu("list"), gpu("list", "-o", "wide")
+    assert narrow.exit_code == wide.exit_code == 0
+    assert "wide-one" in narrow.stdout and "NAMESPACE" not in narrow.stdout and "FORECAST" not in narrow.stdout
+    header = wide.stdout.splitlines()[0]
+    assert all(column in header for column in ("ID", "WHY", "NAMESPACE", "PRIORITY", "FORECAST", "SUBMITTED"))
+    assert "proj-vision" in wide.stdout
+    assert "COHORT" in gpu("queues", "-o", "wide").stdout.splitlines()[0]
+
+
+def test_why_forecast_and_resubmit_are_verbs(signed_in, home, org):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.workloads.models import ForecastBasis, WorkloadForecast
+
+    waiting = waiting_workload(org, name="waits")
+    now = timezone.now()
+    WorkloadForecast.objects.create(workload=waiting, computed_at=now, basis=ForecastBasis.HISTORY,
+                                    earliest=now + timedelta(minutes=25, seconds=30),
+                                    likely=now + timedelta(minutes=30, seconds=30),
+                                    latest=now + timedelta(minutes=40, seconds=30))
+    forecast = gpu("forecast", str(waiting.pk))
+    assert forecast.exit_code == 0 and "likely in 31 min (26 min-41 min)" in forecast.stdout, forecast.output
+    assert gpu_json("forecast", str(waiting.pk))["forecast"]["basis"] == "history"
+    why = gpu_json("why", str(waiting.pk))
+    assert why["status"] == "queued" and why["waiting"]["reason"] and why["waiting"]["sentence"]
+    shown = gpu("why", str(waiting.pk))
+    assert shown.exit_code == 0 and why["waiting"]["sentence"][:40] in shown.stdout.replace("\n", " ")
+    running = waiting_workload(org, name="runs", status=Status.RUNNING)
+    assert gpu("why", str(running.pk)).stdout == f"runs ({running.pk}) is not waiting: it is running.\n"
+    assert gpu("forecast", str(running.pk)).stdout.startswith(f"runs ({running.pk}) is running")
+    assert gpu("why", "999999").exit_code == 5 and gpu("forecast", "x").exit_code == 2
+
+    again = gpu_json("resubmit", str(running.pk), "-g", "2", "--", "sleep", "5")
+    assert again["resubmitted_from"] == running.pk and again["gpus"] == 2 and again["command"] == ["sleep", "5"]
+    assert again["name"] == "runs" and again["status"] == "submitting"
+    refused = gpu("resubmit", str(running.pk), "-g", "0")
+    assert refused.exit_code == 6 and "gpus:" in refused.stderr
+
+
+def test_status_prints_a_running_notebooks_connect_address(signed_in, home, org):
+    from apps.workloads.models import Kind
+
+    notebook = waiting_workload(org, name="nb", kind=Kind.NOTEBOOK, status=Status.RUNNING,
+                                notebook_idle_timeout_minutes=60, notebook_port=8888)
+    shown = gpu("status", str(notebook.pk))
+    assert shown.exit_code == 0, shown.output
+    (line,) = [line for line in shown.stdout.splitlines() if line.split("│")[0].strip() == "connect"]
+    assert line.split("│")[1].strip() == f"{signed_in}/workloads/{notebook.pk}/connect/"
+
+
+class Reader:
+    """The lines a process prints, collected as they come."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self.thread.start()
+
+    def _read(self, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.mark.parametrize("command", ["list", "status"])
+def test_watch_prints_again_on_change_and_ctrl_c_ends_it_with_0(signed_in, home, org, command):
+    workload = waiting_workload(org, name="watched")
+    args = ["list", "--watch", "--interval", "0.5"] if command == "list" else [
+        "status", str(workload.pk), "-w", "--interval", "0.5"]
+    watcher = subprocess.Popen([sys.executable, "-m", "portal_cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    reader = Reader(watcher)
+    try:
+        wait_for(lambda: "queued" in reader.text(), timeout=60, describe=reader.text)
+        printed = len(reader.lines)
+        Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+        wait_for(lambda: "running" in "".join(reader.lines[printed:]), timeout=60, describe=reader.text)
+        before = reader.text()
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    assert err == ""  # no traceback, no "Aborted!"
+    # Printed once per change, not once per read (every half second): the queued table, then the running one.
+    header = re.compile(r"^ (ID|field) +┃", re.MULTILINE)
+    assert len(header.findall(before)) == 2, before

@@ -55,6 +55,16 @@ def saved(org, cluster):
 def test_secret_values_are_never_kept_audited_served_or_shown(saved, cluster, org):
     assert _rows_holding(CREDENTIAL_VALUE) == [] and _rows_holding(REGISTRY_PASSWORD) == []  # sealed on the way
     credential, registry = saved["credential"], saved["registry"]
+    # While sealed the API serves names, keys, registry and user name only.
+    listed = [call(saved["alice"], "GET", "credentials/"), call(saved["admin"], "GET", "pull-secrets/"),
+              call(saved["alice"], "GET", f"credentials/{credential.pk}/")]
+    assert [row["keys"] for row in listed[0].json()["results"]] == [["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]]
+    assert [(row["registry"], row["username"]) for row in listed[1].json()["results"]] == [
+        ("registry.example.org:5000", "robot")]
+    for answer in listed:
+        text = answer.content.decode()
+        assert answer.status_code == 200 and "sealed" not in text
+        assert credential.sealed[-40:] not in text and registry.sealed[-40:] not in text
     assert credential.keys == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] and credential.sealed
     assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
     assert tasks.pull_secret_sync.apply(args=[registry.pk]).get() == "applied"
@@ -71,7 +81,8 @@ def test_secret_values_are_never_kept_audited_served_or_shown(saved, cluster, or
     api = call(alice, "GET", f"workloads/{workload.pk}/")
     assert api.status_code == 200 and api.json()["credentials"] == ["s3"]
     pages = [alice.get(reverse("workloads:detail", args=[workload.pk])), alice.get(reverse("workloads:credentials")),
-             admin.get(reverse("org:data")), admin.get(reverse("org:audit")), call(alice, "GET", "workloads/")]
+             admin.get(reverse("org:data")), admin.get(reverse("org:audit")), call(alice, "GET", "workloads/"),
+             call(alice, "GET", "credentials/"), call(admin, "GET", "pull-secrets/")]
     for page in [api, *pages]:
         assert page.status_code == 200
         text = page.content.decode()

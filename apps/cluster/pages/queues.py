@@ -47,24 +47,34 @@ def lending(queue: ClusterQueueState) -> Decimal:
     return max(ZERO, queue.nominal - queue.used) if lends else ZERO
 
 
-def cluster_queues(*, user: Actor) -> list[ClusterQueueState]:
-    """The cluster queues the viewer may see, by pool then name, each with `lending` set."""
-    rows = list(
+def cluster_queues_for(user: Actor) -> QuerySet[ClusterQueueState]:
+    """The cluster queues the viewer may see, by pool then name (the page's and the API's rows)."""
+    return (
         access.restrict(ClusterQueueState.objects.all(), user, Action.VIEW)
         .select_related("project__department", "node_pool")
         .order_by("node_pool__name", "name")
     )
+
+
+def cluster_queues(*, user: Actor) -> list[ClusterQueueState]:
+    """The cluster queues the viewer may see, by pool then name, each with `lending` set."""
+    rows = list(cluster_queues_for(user))
     for row in rows:
         row.lending = lending(row)  # type: ignore[attr-defined]
     return rows
 
 
-def local_queues(*, user: Actor) -> list[LocalQueueState]:
-    return list(
+def local_queues_for(user: Actor) -> QuerySet[LocalQueueState]:
+    """The local queues of the projects the viewer may see, by namespace then name."""
+    return (
         access.restrict(LocalQueueState.objects.all(), user, Action.VIEW)
         .select_related("project__department")
         .order_by("namespace", "name")
     )
+
+
+def local_queues(*, user: Actor) -> list[LocalQueueState]:
+    return list(local_queues_for(user))
 
 
 @dataclass
@@ -214,6 +224,13 @@ def pool_nodes(*, user: Actor, slug: str) -> PoolNodes | None:
         flavor.used, flavor.borrowed = usage["used"] or ZERO, usage["borrowed"] or ZERO
         flavor.pending, flavor.admitted = usage["pending"] or 0, usage["admitted"] or 0
     return PoolNodes(pool=pool, nodes=nodes, flavor=flavor)
+
+
+def nodes_in_pools() -> QuerySet[NodeState]:
+    """Every node the watcher placed in a pool, by pool then name (what the pools' Nodes pages list; a node says
+    nothing of anyone's work, so everyone who may view anything sees them)."""
+    return NodeState.objects.filter(node_pool__isnull=False).select_related("node_pool").order_by("node_pool__name",
+                                                                                                  "name")
 
 
 def queues_marker() -> str:

@@ -18,7 +18,17 @@ from apps.core.api import (
 )
 from apps.core.http import parse_id
 from apps.core.models import AuditEvent
-from apps.org.models import Department, NodePool, NodePoolPrice, PriorityClass, Project, ProjectNamespace, Quota
+from apps.org.models import (
+    DataSource,
+    Department,
+    ImagePullSecret,
+    NodePool,
+    NodePoolPrice,
+    PriorityClass,
+    Project,
+    ProjectNamespace,
+    Quota,
+)
 from apps.org.selectors import departments_for, projects_for
 from apps.org.validators import (
     DNS1123_LABEL,
@@ -287,4 +297,41 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "id", "at", "actor", "action", "object_type", "object_id", "object_repr", "department", "project",
             "before", "after",
         ]
+        read_only_fields = fields
+
+
+class DataSourceSerializer(serializers.ModelSerializer):
+    """A volume a project's workloads may mount (`data_sources: [name]` in a submission): an existing
+    PersistentVolumeClaim in the project's namespace, or an NFS export."""
+
+    project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        source="project", slug_field="slug", read_only=True)
+    # A declared field named as Field's own `source` attribute: DRF takes declared fields off the class.
+    source = serializers.CharField(source="target", read_only=True, help_text=(  # type: ignore[assignment]
+        "Where the data comes from, as the Data page shows it: pvc/<claim> or <server>:<path>."))
+
+    class Meta:
+        model = DataSource
+        fields = ["id", "project", "project_slug", "name", "kind", "source", "claim_name", "nfs_server", "nfs_path",
+                  "mount_path", "read_only", "description", "created_at"]
+        read_only_fields = fields
+
+
+class PullSecretSerializer(serializers.ModelSerializer):
+    """A project's registry credentials: registry and user name only; the password is never served (it is not kept
+    once the worker has written the Secret)."""
+
+    project_slug: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(
+        source="project", slug_field="slug", read_only=True)
+    secret_name = serializers.CharField(read_only=True, help_text="The kubernetes.io/dockerconfigjson Secret every pod "
+                                                                  "of the project names in imagePullSecrets.")
+    applied_at = serializers.DateTimeField(read_only=True, allow_null=True, help_text=(
+        "When the worker wrote the Secret; null while it is being written."))
+    apply_error = serializers.CharField(read_only=True, help_text="Why the Secret is not written yet; empty when it "
+                                                                  "is, or while it is being written.")
+
+    class Meta:
+        model = ImagePullSecret
+        fields = ["id", "project", "project_slug", "name", "registry", "username", "secret_name", "applied_at",
+                  "apply_error", "created_at"]
         read_only_fields = fields

@@ -11,6 +11,8 @@ router.register("project-namespaces", views.ProjectNamespaceViewSet, basename="p
 router.register("quotas", views.QuotaViewSet, basename="quota")
 router.register("priority-classes", views.PriorityClassViewSet, basename="priority-class")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
+router.register("data-sources", views.DataSourceViewSet, basename="data-source")
+router.register("pull-secrets", views.PullSecretViewSet, basename="pull-secret")
 
 urlpatterns = [
     path("departments/<str:department>/quotas/", views.DepartmentQuotaTableView.as_view(), name="department-quotas"),

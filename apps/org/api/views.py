@@ -21,26 +21,30 @@ from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.filters import AuditEventFilterSet, ProjectFilterSet, QuotaFilterSet
-from apps.org.models import Department, NodePool, PriorityClass, ProjectNamespace, Quota
+from apps.org.models import DataSource, Department, ImagePullSecret, NodePool, PriorityClass, ProjectNamespace, Quota
 from apps.org.selectors import (
     audit_events_for,
+    data_sources_visible,
     department_quotas,
     departments_for,
     node_pools_with_prices,
     project_namespaces_for,
     projects_for,
+    pull_secrets_for,
     quotas_for,
 )
 from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH
 
 from .serializers import (
     AuditEventSerializer,
+    DataSourceSerializer,
     DepartmentSerializer,
     NodePoolSerializer,
     PriorityClassSerializer,
     ProjectNamespaceSerializer,
     ProjectSerializer,
     ProjectUpdateSerializer,
+    PullSecretSerializer,
     QuotaSerializer,
     QuotaTableRowSerializer,
     QuotaUpdateSerializer,
@@ -345,3 +349,30 @@ class AuditEventViewSet(StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
         if not can_anywhere(request.user, Action.VIEW_AUDIT):
             self.permission_denied(request, message="You may not read the audit log.")
 
+
+
+class DataSourceViewSet(StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
+    """Data sources of the projects you manage (the Data page) or may submit to (the submit form), by project and
+    name: what a submission's `data_sources` names. Read here; admins and department admins add and delete them on
+    the Data page."""
+
+    request: AuthenticatedAPIRequest
+    serializer_class = DataSourceSerializer
+
+    def get_queryset(self) -> QuerySet[DataSource]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no signed-in user
+            return DataSource.objects.none()
+        return data_sources_visible(self.request.user)
+
+
+class PullSecretViewSet(StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
+    """Image pull secrets of the projects you manage (admins, department admins; others see none): registry, user
+    name and whether the Secret is written, never the password."""
+
+    request: AuthenticatedAPIRequest
+    serializer_class = PullSecretSerializer
+
+    def get_queryset(self) -> QuerySet[ImagePullSecret]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no signed-in user
+            return ImagePullSecret.objects.none()
+        return pull_secrets_for(self.request.user).order_by("project__slug", "name", "pk")

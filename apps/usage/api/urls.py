@@ -1,5 +1,6 @@
 from django.urls import path
 
+from .holders import CardHoldersView
 from .quota import QuotaUsageView
 from .reports import UsageReportCsvView, UsageReportView
 
@@ -7,4 +8,5 @@ urlpatterns = [
     path("usage/quota/", QuotaUsageView.as_view(), name="usage-quota"),
     path("usage/", UsageReportView.as_view(), name="usage-report"),
     path("usage/csv/", UsageReportCsvView.as_view(), name="usage-report-csv"),
+    path("usage/holders/", CardHoldersView.as_view(), name="usage-holders"),
 ]

@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.http import QueryDict
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
+from apps.accounts import access
 from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, StrictCharField, nul_errors
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.workloads.explain import REASONS
@@ -550,11 +552,25 @@ class WorkloadDetailSerializer(WorkloadSerializer):
     cluster_events = serializers.SerializerMethodField(help_text=(
         "The Kubernetes events of its pods, its Job (or the object it is) and Kueue's Workload, newest first, the "
         "same event of several objects (or repeated) counted once; kept with the workload, at most 50."))
+    connect_url = serializers.SerializerMethodField(help_text=(
+        "A running notebook's Connect address (the portal's, as its page links it: open it in a browser signed in "
+        "to the portal; it relays to the notebook or sends you on to it with its token). Only for those who may open "
+        "it: its owner, or the project's members where the project shares notebooks; null otherwise and for every "
+        "other kind or status."))
 
     class Meta(WorkloadSerializer.Meta):
         fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "admission", "preemptions",
-                  "events", "cluster_events", "manifest"]
+                  "connect_url", "events", "cluster_events", "manifest"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_connect_url(self, workload: Workload) -> str | None:
+        request = self.context.get("request")
+        if request is None or workload.kind != Kind.NOTEBOOK or workload.status != Status.RUNNING:
+            return None
+        if not access.can_connect_notebook(request.user, workload):
+            return None
+        return str(request.build_absolute_uri(reverse("workloads:connect", args=[workload.pk])))
 
     @extend_schema_field(QueuePositionSerializer(allow_null=True))
     def get_queue_position(self, workload: Workload) -> dict[str, int | None] | None:
@@ -570,11 +586,11 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         flavors = sorted({f for pod_set in pod_sets for f in (pod_set.get("flavors") or {}).values()})
         return {"cluster_queue": workload.cluster_queue, "flavors": flavors, "pod_sets": pod_sets}
 
-    @extend_schema_field(PreemptionSerializer(many=True))
     @extend_schema_field(ClusterEventSerializer(many=True))
     def get_cluster_events(self, workload: Workload) -> list[dict[str, Any]]:
         return ClusterEventSerializer(cluster_events_of(workload=workload), many=True).data  # type: ignore[return-value]
 
+    @extend_schema_field(PreemptionSerializer(many=True))
     def get_preemptions(self, workload: Workload) -> list[dict[str, Any]]:
         # The stubs type Serializer(many=True) as the Serializer (data: ReturnDict); DRF returns a ListSerializer.
         return PreemptionSerializer(getattr(workload, "preemption_list", []), many=True).data  # type: ignore[return-value]

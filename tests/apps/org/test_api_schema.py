@@ -22,8 +22,18 @@ def test_schema_endpoint_serves_valid_openapi(client_for, username):
     assert schema["info"]["title"] == "GPU Portal API"
     paths = set(schema["paths"])
     for path in ("me", "node-pools", "departments", "projects", "quotas", "priority-classes", "role-bindings",
-                 "audit-events"):
+                 "audit-events", "cluster-queues", "local-queues", "cohorts", "flavors", "nodes", "data-sources",
+                 "pull-secrets", "credentials", "held-idle", "idle-policy", "usage/holders"):
         assert f"/api/v1/{path}/" in paths
+    # The pages' reads are read-only in the API, the idle rule excepted (its page changes it).
+    for path in ("cluster-queues", "local-queues", "cohorts", "flavors", "nodes", "data-sources", "pull-secrets",
+                 "credentials", "held-idle", "usage/holders"):
+        assert set(schema["paths"][f"/api/v1/{path}/"]) == {"get"}, path
+    assert set(schema["paths"]["/api/v1/idle-policy/"]) == {"get", "patch"}
+    detail = schema["components"]["schemas"]["WorkloadDetail"]["properties"]["connect_url"]
+    assert detail["nullable"] is True and detail["format"] == "uri"
+    assert "password" not in schema["components"]["schemas"]["PullSecret"]["properties"]
+    assert "values" not in schema["components"]["schemas"]["Credential"]["properties"]
     assert "/api/v1/auth/token/" in paths
     assert {"get", "patch", "delete"} <= set(schema["paths"]["/api/v1/quotas/{id}/"])
     assert "put" not in schema["paths"]["/api/v1/quotas/{id}/"]  # PATCH only: it changes the fields it names
