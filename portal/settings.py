@@ -422,6 +422,10 @@ KUBECONFIG = os.environ.get("KUBECONFIG", "" if PRODUCTION else str(RUN_DIR / "k
 # and what the embedded kubesim serves): the portal relays the owner's requests through the API server's service
 # proxy. "ingress" / "httproute": one Ingress (networking.k8s.io/v1) or Gateway API HTTPRoute per notebook at
 # <job>.<NOTEBOOK_BASE_DOMAIN>; Connect redirects there with the notebook's token.
+# The Pod Security Standards profile every pod template of a submitted manifest must meet: baseline or restricted.
+MANIFEST_POD_SECURITY = os.environ.get("MANIFEST_POD_SECURITY", "baseline")
+if MANIFEST_POD_SECURITY not in {"baseline", "restricted"}:
+    raise ImproperlyConfigured("MANIFEST_POD_SECURITY must be baseline or restricted")
 NOTEBOOK_EXPOSE = os.environ.get("NOTEBOOK_EXPOSE", "proxy")
 if NOTEBOOK_EXPOSE not in {"proxy", "ingress", "httproute"}:
     raise ImproperlyConfigured("NOTEBOOK_EXPOSE must be proxy, ingress or httproute")

@@ -183,6 +183,10 @@ class Gateway:
         return self._call("POST", _path(kind, namespace=obj["metadata"].get("namespace")), body=obj,
                           query=[("fieldValidation", STRICT)], timeout=timeout)
 
+    def create_in(self, collection_path: str, obj: dict, *, timeout: float = 30.0) -> dict:
+        """Create obj in the collection an API path names (any kind: a submitted manifest's)."""
+        return self._call("POST", collection_path, body=obj, query=[("fieldValidation", STRICT)], timeout=timeout)
+
     def replace(self, obj: dict, *, timeout: float = 30.0) -> dict:
         """PUT the whole object; obj.metadata.resourceVersion makes a stale write a 409 Conflict."""
         kind = KINDS[obj["kind"]]

@@ -17,25 +17,17 @@ from django.conf import settings
 
 from apps.core import kueue_names
 from apps.core.kueue_names import (
-    DATA_CLASS_LABEL,
-    DEPARTMENT_LABEL,
-    KIND_LABEL,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
     MAX_EXEC_TIME_LABEL,
-    MODEL_LABEL,
     NAME_ANNOTATION,
     OWNER_ANNOTATION,
-    OWNER_ID_LABEL,
-    POOL_LABEL,
     PRIORITY_CLASS_LABEL,
-    PROJECT_LABEL,
     QUEUE_NAME_LABEL,
     REQUEST_ID_ANNOTATION,
     WORKLOAD_ID_LABEL,
 )
 from apps.org.models import DataSource, ImagePullSecret
 from apps.workloads import notebooks
+from apps.workloads.manifests import portal_labels
 from apps.workloads.models import Credential, Kind, Workload
 from apps.workloads.validation import SHM_PATH
 
@@ -71,21 +63,6 @@ def is_distributed(workload: Workload) -> bool:
 
 def job_name(workload: Workload) -> str:
     return kueue_names.job_name(workload.pk)
-
-
-def portal_labels(workload: Workload) -> dict[str, str]:
-    """Who and what the work is: for selectors, audits and the GPU-hour ledger."""
-    return {
-        MANAGED_BY_LABEL: MANAGED_BY,
-        WORKLOAD_ID_LABEL: str(workload.pk),
-        PROJECT_LABEL: workload.project.slug,
-        DEPARTMENT_LABEL: workload.project.department.slug,
-        POOL_LABEL: workload.node_pool.slug,
-        OWNER_ID_LABEL: str(workload.owner_id),
-        KIND_LABEL: workload.kind,
-        MODEL_LABEL: workload.model_label,
-        DATA_CLASS_LABEL: workload.data_class,
-    }
 
 
 def _cpu(cores: Decimal) -> str:

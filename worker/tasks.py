@@ -21,7 +21,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core import intents, metrics, request_ids, sealed
-from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL, WORKLOAD_ID_LABEL
+from apps.core.kueue_names import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PROJECT_LABEL,
+    REQUEST_ID_ANNOTATION,
+    WORKLOAD_ID_LABEL,
+)
 from apps.core.services import sealed_secret_applied
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
@@ -30,6 +36,7 @@ from apps.workloads import logs as workload_logs
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
+from apps.workloads.manifests import manifest_kind_of
 from apps.workloads.models import Credential, IdlePolicy, Kind, Status, Workload
 from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by, queue_position_label
 
@@ -102,12 +109,19 @@ def workload_submit(self: Task, workload_id: int) -> str:
                                      outcome="not submitting", ids=claim.ids)
         intents.intent_release(claim)
         return "not claimed"
-    manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
+    entry = manifest_kind_of(workload.kind)
+    if entry is not None:  # a manifest: the object prepared at submit, created as it is
+        manifest = _with_request_id(dict(workload.manifest or {}), request_ids.current())
+    else:
+        manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
     try:
         gw = gateway()
-        uid = _create_or_adopt(gw, manifest)
-        for companion in companions(workload, uid):  # a notebook's token, Service and route; a gang's Service
-            _create_or_adopt(gw, companion)
+        if entry is not None:
+            uid = _create_or_adopt_in(gw, entry.collection_path(workload.project.namespace), manifest)
+        else:
+            uid = _create_or_adopt(gw, manifest)
+        for companion in companions(workload, uid) if entry is None else []:
+            _create_or_adopt(gw, companion)  # a notebook's token, Service and route; a gang's Service
     except ClusterError as error:
         if error.status in PERMANENT_STATUS or not error.transient:
             workload_services.workload_mark_rejected(workload=workload, message=f"The cluster refused the job: "
@@ -128,14 +142,39 @@ def workload_submit(self: Task, workload_id: int) -> str:
         raise self.retry(exc=error, countdown=countdown) from error
     if not workload_services.workload_mark_submitted(workload=workload, uid=uid, manifest=manifest):
         # Stopped while we were creating it: take the Job back out, and record the stop if nobody has yet.
-        deleted = gw.delete("Job", manifest["metadata"]["name"], namespace=manifest["metadata"]["namespace"],
-                            propagation=STOP_PROPAGATION)
+        deleted = gw.delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
         _record_deletion(workload_id, deleted)
         metrics.SUBMISSIONS.labels("stopped_meanwhile").inc()
         return "stopped meanwhile"
     metrics.SUBMISSIONS.labels("submitted").inc()
     metrics.SUBMIT_TO_JOB.observe((timezone.now() - workload.created_at).total_seconds())
     return "submitted"
+
+
+def _with_request_id(manifest: dict[str, Any], request_id: str) -> dict[str, Any]:
+    if not request_id:
+        return manifest
+    metadata = dict(manifest.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), REQUEST_ID_ANNOTATION: request_id}
+    return {**manifest, "metadata": metadata}
+
+
+def _object_path(workload: Workload) -> str:
+    """The API path of what the portal created for a workload of its own: its Job, or a manifest's object."""
+    entry = manifest_kind_of(workload.kind)
+    if entry is None:
+        return f"/apis/batch/v1/namespaces/{workload.project.namespace}/jobs/{workload.job_name}"
+    return f"{entry.collection_path(workload.project.namespace)}/{workload.job_name}"
+
+
+def _create_or_adopt_in(gw: Any, collection_path: str, obj: dict[str, Any]) -> str:
+    """`_create_or_adopt` for an object of any kind, by its collection's path."""
+    try:
+        return gw.create_in(collection_path, obj)["metadata"]["uid"]
+    except ClusterError as error:
+        if not error.already_exists:
+            raise
+    return gw.raw_get(f"{collection_path}/{obj['metadata']['name']}")["metadata"]["uid"]
 
 
 def _create_or_adopt(gw: Any, obj: dict[str, Any]) -> str:
@@ -189,8 +228,7 @@ def _delete_work(workload: Workload) -> dict[str, Any] | None:
     """Delete what runs the workload, its pods first (foreground): the portal's Job, or the object that work from
     outside the portal belongs to (docs/architecture.md, Work submitted outside the portal)."""
     if not workload.from_outside:
-        return gateway().delete("Job", workload.job_name, namespace=workload.project.namespace,
-                                propagation=STOP_PROPAGATION)
+        return gateway().delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
     target = stop_target(namespace=workload.cluster_namespace, api_version=workload.object_api_version,
                          kind=workload.kind, name=workload.object_name)
     if target is None:

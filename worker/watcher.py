@@ -54,7 +54,17 @@ from apps.org.models import Project, ProjectNamespace
 from apps.usage import services as usage_services
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
-from apps.workloads.models import CLUSTER_NAMESPACE, LIVE_STATUSES, QUEUED_STATUSES, Origin, Status, Workload
+from apps.workloads.manifests import MANIFEST_KIND_VALUES
+from apps.workloads.models import (
+    CLUSTER_NAMESPACE,
+    LIVE_STATUSES,
+    PORTAL_KIND_VALUES,
+    QUEUED_STATUSES,
+    Kind,
+    Origin,
+    Status,
+    Workload,
+)
 from apps.workloads.observation import ClusterEvent, Observation, Unmapped
 
 from .gateway import KINDS, ClusterError, Gateway
@@ -189,6 +199,9 @@ class Watcher:
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
         self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload (the portal's Jobs)
         self.outside: dict[str, dict[str, Any]] = {}  # Kueue Workload uid -> Workload submitted outside the portal
+        # Kueue Workload uid -> (the portal workload, the Workload) of a manifest the portal submitted (not a Job)
+        self.manifests: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.applied_manifests: dict[str, Observation] = {}
         self.owners: dict[str, dict[str, Any] | None] = {}  # owner uid -> the object (None: unreadable), read once
         self.applied_outside: dict[str, Observation] = {}
         self.owner_readers = ThreadPoolExecutor(OWNER_READERS, thread_name_prefix="owner-read")
@@ -245,6 +258,9 @@ class Watcher:
                 self.mirror_objects[key] = (event_type, obj)
             self.work.add(key)
             return
+        if kind == "Workload" and (workload_id := _portal_manifest_id(obj)):
+            self._handle_manifest(event_type, obj, workload_id)
+            return
         if kind == "Workload" and not _portal_workload(obj):
             self._handle_outside(event_type, obj)
             return
@@ -267,6 +283,40 @@ class Watcher:
                 return  # a replayed or reordered event older than what we hold
             cache[job_uid] = obj
         self.work.add(("job", job_uid))
+
+    def _handle_manifest(self, event_type: str, obj: dict[str, Any], workload_id: int) -> None:
+        uid = obj["metadata"]["uid"]
+        with self.lock:
+            if event_type == "DELETED":
+                self.manifests.pop(uid, None)
+                self.applied_manifests.pop(uid, None)
+                self.work.add(("deleted", workload_id, obj["metadata"].get("deletionTimestamp") or ""))
+                return
+            if not _newer(obj, (self.manifests.get(uid) or (0, None))[1]):
+                return
+            self.manifests[uid] = (workload_id, obj)
+        self.work.add(("manifest", uid))
+
+    def apply_manifest(self, uid: str) -> None:
+        """Bring the portal row of a manifest it submitted (a JobSet, a RayJob...) up to date with Kueue's Workload
+        for it: the same state machine as its Jobs, read from the Workload alone."""
+        with self.lock:
+            workload_id, kueue_workload = self.manifests.get(uid, (0, None))
+        if kueue_workload is None:
+            return
+        observation = observe(None, kueue_workload)
+        if observation is None or self.applied_manifests.get(uid) == observation:
+            return
+        reference = owner_reference(kueue_workload) or {}
+        if not Workload.objects.filter(  # the portal's own object in its project's namespace, not a namesake
+                pk=workload_id, origin=Origin.PORTAL, project__namespace=kueue_workload["metadata"].get("namespace"),
+                job_name=reference.get("name")).exclude(kind__in=PORTAL_KIND_VALUES).exists():
+            return
+        moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
+                                                   preemptor_id=workload_selectors.preemptor_id(observation))
+        self.applied_manifests[uid] = observation
+        if moved:
+            forecasts_refresh_soon()
 
     def _handle_outside(self, event_type: str, obj: dict[str, Any]) -> None:
         uid = obj["metadata"]["uid"]
@@ -420,6 +470,9 @@ class Watcher:
         if key[0] == "job":
             self.apply_job_uid(key[1])
             return
+        if key[0] == "manifest":
+            self.apply_manifest(key[1])
+            return
         if key[0] == "outside-gone":
             mirror.unmapped_forget(uid=key[1])
             workload_services.workloads_gone(
@@ -509,7 +562,10 @@ class Watcher:
                     (item["metadata"].get("labels") or {})[JOB_UID_LABEL]: item for item in items
                     if _portal_workload(item) and (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
                 }
-                self.outside = {item["metadata"]["uid"]: compact(item) for item in items if not _portal_workload(item)}
+                self.manifests = {item["metadata"]["uid"]: (workload_id, item) for item in items
+                                  if (workload_id := _portal_manifest_id(item))}
+                self.outside = {item["metadata"]["uid"]: compact(item) for item in items
+                                if not _portal_workload(item) and not _portal_manifest_id(item)}
         else:
             MIRRORS[kind](objs=items, at=now)
             mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])
@@ -523,13 +579,19 @@ class Watcher:
         for kind in WATCHED:
             self.resource_versions[kind] = self.relist(kind)
         queued_owners: set[str] = set()
+        served = {Kind.JOB.value, Kind.POD.value}
         for name in OWNER_WATCHES:
-            queued_owners |= self.relist_owners(name) or set()
+            listed = self.relist_owners(name)
+            queued_owners |= listed or set()
+            if listed is not None:
+                served.add(OWNER_WATCHES[name][1].kind.value)
+        mirror.watcher_served_kinds(kinds=sorted(served), at=timezone.now())
         with self.lock:
             job_uids = list(self.jobs)
         for job_uid in job_uids:
             self.apply_job_uid(job_uid)
         self._jobs_gone(listed_at)
+        self._apply_all_manifests(listed_at)
         self._apply_all_outside(listed_at, keep_owners=queued_owners)
         self.unqueued_pods_scan()
         metrics.WATCHER_RESYNCS.inc()
@@ -592,11 +654,26 @@ class Watcher:
             self._unmapped(item)
         mirror.unmapped_keep_only(uids={item.uid for item in found}, reasons={"outside_queue"})
 
+    def _apply_all_manifests(self, listed_at: datetime) -> None:
+        """Every manifest Workload listed (re-applied), then the live rows of manifests whose Kueue Workload, seen
+        before, is gone (its object deleted by someone else)."""
+        self.applied_manifests.clear()
+        with self.lock:
+            present = {workload_id for workload_id, _ in self.manifests.values()}
+            uids = list(self.manifests)
+        for uid in uids:
+            self.apply_manifest(uid)
+        missing = Workload.objects.filter(origin=Origin.PORTAL, kind__in=MANIFEST_KIND_VALUES - {Kind.JOB.value},
+                                          status__in=LIVE_STATUSES - {Status.SUBMITTING},
+                                          submitted_at__lt=listed_at).exclude(kueue_name="").exclude(pk__in=present)
+        workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
+
     def _jobs_gone(self, listed_at: datetime) -> None:
         """Live rows whose Job no longer exists in the cluster (deleted by someone else)."""
         with self.lock:
             present = set(self.jobs)
-        missing = Workload.objects.filter(origin=Origin.PORTAL).exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
+        missing = Workload.objects.filter(origin=Origin.PORTAL, kind__in=[*PORTAL_KIND_VALUES, Kind.JOB]).exclude(
+            k8s_uid="").exclude(k8s_uid__in=present).filter(
             status__in=LIVE_STATUSES - {Status.SUBMITTING},
             submitted_at__lt=listed_at,  # submitted after the list was taken: its Job may simply not be listed
         ).values_list("pk", flat=True)
@@ -700,6 +777,7 @@ class Watcher:
                 for job_uid in job_uids:
                     self.apply_job_uid(job_uid)
             if kind == "Workload":
+                self._apply_all_manifests(timezone.now())
                 self._apply_all_outside(timezone.now())
         except (ApiException, ClusterError, OSError):
             logger.warning("relist %s failed; retrying", kind, exc_info=True)
@@ -796,6 +874,18 @@ def _cluster_event(obj: dict[str, Any]) -> ClusterEvent | None:
         type=str(obj.get("type") or "Normal"), reason=str(obj.get("reason") or ""),
         message=str(obj.get("message") or obj.get("note") or ""), source=str(source),
         count=count if isinstance(count, int) and count > 0 else 1, first_seen=first, last_seen=last)
+
+
+def _portal_manifest_id(kueue_workload: dict[str, Any]) -> int:
+    """The portal workload a Kueue Workload stands for when it belongs to a manifest the portal submitted of a kind
+    other than Job (its object is `wl-<id>` too); 0 for anything else."""
+    reference = owner_reference(kueue_workload) or {}
+    name, kind = str(reference.get("name", "")), str(reference.get("kind", ""))
+    if kind == "Job" or (group_of(str(reference.get("apiVersion", ""))), kind) not in OWNER_KINDS:
+        return 0
+    if not name.startswith(JOB_PREFIX):
+        return 0
+    return parse_id(name[len(JOB_PREFIX):]) or 0
 
 
 def _workload_id(job: dict[str, Any]) -> int:

@@ -163,6 +163,9 @@ class WatcherHeartbeat(models.Model):
     beat_at = models.DateTimeField()
     cluster_seen_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, help_text="Why the last try failed; empty when it answered.")
+    served_kinds = models.JSONField(null=True, blank=True, help_text=(
+        "The kinds of work the cluster serves (workload kind values) as the watcher last listed them; null until "
+        "it has (a manifest's kind is then not refused for it)."))
 
     def __str__(self) -> str:
         return f"watcher heartbeat at {self.beat_at:%Y-%m-%d %H:%M:%S}"

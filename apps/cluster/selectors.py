@@ -9,6 +9,12 @@ def watcher_heartbeat() -> WatcherHeartbeat | None:
     return WatcherHeartbeat.objects.filter(pk=1).first()
 
 
+def served_kinds() -> frozenset[str] | None:
+    """The kinds of work the cluster serves as the watcher last listed them; None when it has not yet."""
+    kinds = WatcherHeartbeat.objects.filter(pk=1).values_list("served_kinds", flat=True).first()
+    return None if kinds is None else frozenset(kinds)
+
+
 def cluster_queue_counts() -> list[tuple[str, int, int]]:
     """(name, pending, admitted) of every mirrored ClusterQueue."""
     return list(ClusterQueueState.objects.values_list("name", "pending_workloads", "admitted_workloads"))

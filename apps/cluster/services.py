@@ -187,6 +187,13 @@ def watcher_heartbeat(*, at: datetime, error: str = "") -> None:
     WatcherHeartbeat.objects.update_or_create(pk=1, defaults=fields)
 
 
+def watcher_served_kinds(*, kinds: list[str], at: datetime) -> None:
+    """The kinds of work the cluster serves, as the watcher's last full list found them (manifests of other kinds
+    are refused at submit)."""
+    WatcherHeartbeat.objects.update_or_create(pk=1, defaults={"served_kinds": sorted(kinds)},
+                                              create_defaults={"beat_at": at, "served_kinds": sorted(kinds)})
+
+
 def unmapped_record(*, uid: str, namespace: str, name: str, reason: str, at: datetime, detail: str = "",
                     object_kind: str = "", gpus: int = 0) -> None:
     """Keep one object the portal cannot count as a project's work (first seen once, then refreshed)."""

@@ -254,7 +254,7 @@ class Workload(models.Model):
     def pod_count(self) -> int:
         """Pods that run at once: the whole gang, the batch parallelism, one notebook, or every pod of the pod sets
         of work from outside."""
-        if self.origin == Origin.OUTSIDE:
+        if self.origin == Origin.OUTSIDE or self.kind not in PORTAL_KINDS:  # outside, or a manifest's pod sets
             return sum(int(pod_set.get("count") or 0) for pod_set in self.pod_sets) or 1
         if self.kind == Kind.TRAINING:
             return self.pods
@@ -282,7 +282,7 @@ class Workload(models.Model):
         """(GPU units per pod, pods that hold them), as the forecast's replay and the wait explanation place it: the
         form's numbers, or for work from outside its GPU pods with its units shared out (exact for the usual one
         GPU pod set; a mixed gang keeps its total)."""
-        if self.origin != Origin.OUTSIDE:
+        if self.origin != Origin.OUTSIDE and self.kind in PORTAL_KINDS:
             return self.gpus, self.pod_count
         pods = sum(int(pod_set.get("count") or 0) for pod_set in self.pod_sets if pod_set.get("gpus")) or 1
         return -(-self.gpu_units // pods), pods

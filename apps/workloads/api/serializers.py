@@ -167,6 +167,48 @@ class WorkloadSubmitSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class ManifestTextField(serializers.Field):
+    """A manifest's YAML or JSON text; a JSON object is taken as the object itself (sent back as its JSON text)."""
+
+    default_error_messages = {"invalid": "Give the manifest's YAML or JSON text (or the object itself)."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if isinstance(data, Mapping):
+            import json
+
+            return json.dumps(data)
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ManifestSubmitSerializer(serializers.Serializer):
+    """A Kubernetes manifest of any kind the portal observes, with where and how it runs. Only shape is checked
+    here; `services.workload_manifest_validate` checks the manifest itself and the quota and says why."""
+
+    project = ProjectReferenceField()
+    kind = serializers.ChoiceField(choices=["manifest"])
+    manifest = ManifestTextField(help_text="The object's YAML or JSON text: one document, no anchors or aliases.")
+    node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all(),
+                                             help_text="Node pool slug, e.g. h100.")
+    priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True,
+        help_text="Priority class name; default: the project's default for the preemptibility asked.")
+    preemptible = serializers.BooleanField(required=False, allow_null=True, default=None)
+    max_runtime_seconds = AsciiIntegerField(required=False, allow_null=True)
+    labels = LabelsSerializer(source="*")
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) and not isinstance(
+            data, QueryDict) else []
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
 class WorkloadEventSerializer(serializers.Serializer):
     """One status transition: {at, from, to, reason, message, actor}."""
 

@@ -36,7 +36,7 @@ from apps.core.api_lists import StrictJSONParser, form_error_detail
 from apps.core.csv_export import csv_response
 from apps.core.http import MAX_ID, parse_id, parse_int
 from apps.org.models import DataSource
-from apps.workloads import kubectl, services, table
+from apps.workloads import kubectl, manifests, services, table
 from apps.workloads import logs as workload_logs
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.history import kueue_message_scoped
@@ -46,7 +46,13 @@ from apps.workloads.selectors import annotate_live, preemptions_seen_by, preempt
 
 from . import logs as api_logs
 from .logs import MAX_FOLLOW_SECONDS
-from .serializers import API_FIELD_NAMES, WorkloadDetailSerializer, WorkloadSerializer, WorkloadSubmitSerializer
+from .serializers import (
+    API_FIELD_NAMES,
+    ManifestSubmitSerializer,
+    WorkloadDetailSerializer,
+    WorkloadSerializer,
+    WorkloadSubmitSerializer,
+)
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,100}")
 OUTSIDE_RESUBMIT = ("This workload was submitted outside the portal: there is no submission of it to repeat. Submit "
@@ -226,6 +232,8 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         """Submit `data` (a submission body): every refusal at once, once per Idempotency-Key."""
         request = self.request
         user = request.user
+        if isinstance(data, Mapping) and data.get("kind") == "manifest":
+            return self._submit_manifest(data)
         serializer = WorkloadSubmitSerializer(data=data, context=self.get_serializer_context())
         # The project first: a project the user sees but may not submit to is a 403 whatever else is wrong.
         if isinstance(data, Mapping) and "project" in data:
@@ -251,6 +259,41 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             workload, created = services.workload_submit_once(
                 actor=user, submission_key=f"api:{key}" if key else None,
                 submission_digest=request_digest(data) if key else "", **serializer.validated_data)
+        except services.SubmissionKeyReused as error:
+            raise IdempotencyKeyReused(error.messages[0]) from error
+        except DjangoValidationError as error:
+            raise exceptions.ValidationError(api_errors(error)) from error
+        headers = {} if created else {"Idempotent-Replayed": "true"}
+        return Response(self._detail(workload), status=status.HTTP_201_CREATED, headers=headers)
+
+    def _submit_manifest(self, data: Mapping[str, Any]) -> Response:
+        """Submit a Kubernetes manifest (`"kind": "manifest"`): every refusal at once, each of the manifest's led by
+        its field path; once per Idempotency-Key."""
+        request = self.request
+        serializer = ManifestSubmitSerializer(data=data, context=self.get_serializer_context())
+        if "project" in data:
+            try:
+                project = serializer.fields["project"].run_validation(data["project"])
+            except exceptions.ValidationError:
+                project = None
+            if project is not None and not can(request.user, Action.SUBMIT, project):
+                self.permission_denied(request, message="You may not submit work in this project.")
+        key = idempotency_key(request)
+        if not serializer.is_valid():
+            errors = {name: list(messages) if isinstance(messages, list) else dict(messages)
+                      for name, messages in serializer.errors.items()}
+            text = data.get("manifest")
+            if "manifest" not in errors and isinstance(text, str):
+                try:
+                    manifests.parse_manifest(text)
+                except manifests.ManifestErrors as error:
+                    _merge(errors, error.errors)
+            raise exceptions.ValidationError(errors)
+        try:
+            workload, created = services.workload_submit_manifest_once(
+                actor=request.user, submission_key=f"api:{key}" if key else None,
+                submission_digest=request_digest(data) if key else "",
+                **{name: value for name, value in serializer.validated_data.items() if name != "kind"})
         except services.SubmissionKeyReused as error:
             raise IdempotencyKeyReused(error.messages[0]) from error
         except DjangoValidationError as error:

@@ -3,6 +3,7 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 
 - `transitions`: the one door of every status change (`_transition`) and the outbox rows it closes;
 - `submissions`: submit (once per key), the live check, stop, bulk stop, keep a notebook alive;
+- `manifests`: submit a Kubernetes manifest of any kind the portal observes;
 - `credentials`: users' secrets in a project;
 - `templates`: admins' presets for the submission forms;
 - `claims`: what the worker does: claim a submission, mark it submitted or refused, record a stop;
@@ -36,6 +37,7 @@ from .credentials import (
     credential_values_replace,
 )
 from .forecasts import FORECAST_FIELDS, workload_forecasts_store
+from .manifests import workload_manifest_validate, workload_submit_manifest_once
 from .notebooks import notebook_cull, notebook_cull_gpu_idle, notebook_server_activity_record
 from .notifications import NOTIFIABLE, NOTIFY_TASK
 from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone, workloads_unmapped
@@ -95,6 +97,7 @@ __all__ = [
     "workload_claim_submit",
     "workload_cluster_events_record",
     "workload_forecasts_store",
+    "workload_manifest_validate",
     "workload_mark_rejected",
     "workload_mark_stopped",
     "workload_mark_submit_failed",
@@ -106,6 +109,7 @@ __all__ = [
     "workload_stop",
     "workload_stop_finish",
     "workload_submit",
+    "workload_submit_manifest_once",
     "workload_submit_once",
     "workload_template_create",
     "workload_template_delete",
