@@ -8,6 +8,7 @@ requeues each. `Scheduler.run` repeats cycles on one snapshot until nothing chan
 from __future__ import annotations
 
 import itertools
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -131,6 +132,42 @@ def _quota_signature(cq: ClusterQueueNode) -> tuple:
     return tuple(cq.resource_groups), tuple(sorted(cq.quotas.items()))
 
 
+def _tree_state(cq: ClusterQueueNode) -> tuple | None:
+    """What Kueue's cohort tree updates follow, for a ClusterQueue in a cohort (None outside any): every Cohort of
+    its tree (existence, parent, quotas, weight), every ClusterQueue of it (its spec as the snapshot holds it, and
+    whether it is active) and the workloads reserving quota anywhere in it. Kueue advances the allocatable
+    generation of each ClusterQueue of a tree when a Cohort of it is created, updated or deleted, when a ClusterQueue
+    joins, leaves or is updated (a ClusterQueue's update event reconciles its ancestor Cohorts, which updates the
+    tree from its root; its status changes after every admission or eviction in it)."""
+    if cq.parent is None:
+        return None
+    cohorts, queues, reserving = [], [], set()
+    stack = [cq.parent.root()]
+    while stack:
+        c = stack.pop()
+        parent = c.parent.name if c.parent is not None else ""
+        cohorts.append((c.name, c.exists, parent, tuple(sorted(c.quotas.items())), c.weight))
+        stack.extend(c.child_cohorts)
+        for q in c.child_cqs:
+            selector = json.dumps(q.namespace_selector, sort_keys=True)
+            spec = (
+                q.cohort_name,
+                _quota_signature(q),
+                q.weight,
+                q.preemption,
+                q.fungibility,
+                q.queueing_strategy,
+                selector,
+                q.stop_policy,
+                q.admission_checks,
+                q.admission_fair_sharing,
+                q.inactive_reason,
+            )
+            queues.append((q.name, spec))
+            reserving.update(q.workloads)
+    return tuple(sorted(cohorts)), tuple(sorted(queues)), frozenset(reserving)
+
+
 @dataclass
 class _ScanProgress:
     """Where a cycle's flavor search stopped for a workload it did not admit (Kueue's LastAssignment, kept with
@@ -143,15 +180,31 @@ class _ScanProgress:
     shape: str
     quotas: tuple  # the ClusterQueue's resource groups and quotas then
     reserving: frozenset[str]  # the workloads reserving quota in it then
+    tree: tuple | None = None  # its cohort tree then (`_tree_state`)
+
+    @classmethod
+    def record(cls, wl: WorkloadInfo, cq: ClusterQueueNode, tried: list[dict[str, int]], cycle: int) -> _ScanProgress:
+        return cls(
+            tried=tried,
+            cycle=cycle,
+            cluster_queue=cq.name,
+            shape=wl.shape,
+            quotas=_quota_signature(cq),
+            reserving=frozenset(cq.workloads),
+            tree=_tree_state(cq),
+        )
 
     def outdated(self, wl: WorkloadInfo, cq: ClusterQueueNode, cycle: int) -> bool:
         """Kueue drops the progress when the workload's shape changed, or, unless it was recorded in the previous
-        cycle, when the ClusterQueue's allocatable generation advanced (its quotas changed or a workload left it)."""
+        cycle, when the ClusterQueue's allocatable generation advanced (its quotas changed, a workload left it, or
+        its cohort tree changed)."""
         if self.shape != wl.shape or self.cluster_queue != cq.name:
             return True
         if cycle - self.cycle <= 1:
             return False
-        return self.quotas != _quota_signature(cq) or not self.reserving.issubset(cq.workloads)
+        if self.quotas != _quota_signature(cq) or not self.reserving.issubset(cq.workloads):
+            return True
+        return self.tree != _tree_state(cq)
 
 
 class Queues:
@@ -405,14 +458,7 @@ class Scheduler:
         if e.status == "assumed" or e.requeue == PENDING_PREEMPTION or not e.assignment.pending_flavors():
             queues.progress.pop(e.wl.key, None)
             return False
-        queues.progress[e.wl.key] = _ScanProgress(
-            tried=e.assignment.last_tried(),
-            cycle=queues.cycles,
-            cluster_queue=cq.name,
-            shape=e.wl.shape,
-            quotas=_quota_signature(cq),
-            reserving=frozenset(cq.workloads),
-        )
+        queues.progress[e.wl.key] = _ScanProgress.record(e.wl, cq, e.assignment.last_tried(), queues.cycles)
         return True
 
     # -- nomination -----------------------------------------------------------------------------------------
