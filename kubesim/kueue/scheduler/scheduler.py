@@ -17,6 +17,7 @@ from datetime import datetime
 from kubesim.kernel.quantity import to_amount
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.features import PRIORITIZE_PREEMPTOR_WORKLOADS
 from kubesim.kueue.scheduler.flavors import FIT, NO_FIT, PREEMPT, Assignment, FlavorAssigner
 from kubesim.kueue.scheduler.model import (
     ClusterQueueNode,
@@ -119,6 +120,8 @@ class _Entry:
     message: str = ""
     reason: str = ""
     requeue: str = GENERIC
+    # its ClusterQueue's sticky preemptor, put first under PrioritizePreemptorWorkloads (alpha, off in v0.20)
+    preemptor: bool = False
 
     @property
     def queue(self) -> ClusterQueueNode:
@@ -468,6 +471,7 @@ class Scheduler:
     ) -> tuple[list[_Entry], list[_Entry]]:
         entries: list[_Entry] = []
         rejected: list[_Entry] = []
+        prioritize_preemptors = snapshot.config.enabled(PRIORITIZE_PREEMPTOR_WORKLOADS)
         for wl in heads:
             cq = snapshot.cluster_queues.get(wl.cluster_queue)
             e = _Entry(wl, cq)
@@ -483,6 +487,7 @@ class Scheduler:
             else:
                 e.assignment, e.targets = self._assignments(snapshot, wl, cq, preemptor)
                 e.message = e.assignment.message()
+                e.preemptor = prioritize_preemptors and self.queues.sticky.get(cq.name) == wl.key
                 entries.append(e)
                 continue
             rejected.append(e)
@@ -547,7 +552,7 @@ class Scheduler:
         """The order entries are processed in: classic (non-borrowing first, priority, FIFO) or the Fair Sharing
         tournament; and whether that tournament is being played (only then can it stop early: `_settled`)."""
         if not snapshot.config.fair_sharing:
-            return sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl))), False
+            return sorted(entries, key=lambda e: (not e.preemptor, e.assignment.borrowing, *order_key(e.wl))), False
         if gated:
             return self._tournament(entries), True
         modes = {id(e): e.assignment.mode() for e in entries}
@@ -613,6 +618,8 @@ class Scheduler:
 
     @staticmethod
     def _less(a: _Entry, b: _Entry, cohort: int, drs: dict) -> bool:
+        if a.preemptor != b.preemptor:  # PrioritizePreemptorWorkloads: a preemptor waiting for its victims first
+            return a.preemptor
         a_drs, a_req = drs[(cohort, a.wl.key)]
         b_drs, b_req = drs[(cohort, b.wl.key)]
         a_borrow, b_borrow = a_drs.borrowing_on(a_req), b_drs.borrowing_on(b_req)
@@ -651,7 +658,9 @@ class Scheduler:
             return
         if mode == PREEMPT and not e.targets:
             e.requeue, e.reason = PREEMPTION_NO_CANDIDATES, C.REASON_WAITING_FOR_QUOTA
-            if cq.preemption.reclaim_within_cohort != C.ANY:
+            # capacity held back unless the queue can always reclaim it; under PrioritizePreemptorWorkloads a
+            # preemptor waiting for its victims holds it back in any case
+            if cq.preemption.reclaim_within_cohort != C.ANY or e.preemptor:
                 reserve = self._to_reserve(e, cq)
                 for fr, v in reserve.items():
                     add_usage(cq, fr, v)
