@@ -13,6 +13,10 @@ Kueue's own performance shape is `--cqs 30 --cohorts 5 --workloads 15000` (Kueue
 15,000 workloads in 30 ClusterQueues and takes 42 admissions/s as its bar). The run's figures are recorded in
 bench/results/ (bench/report.py).
 
+Pod placement (kube-scheduler's filters and scores, kubesim/apiserver/nodes/scheduler.py) has no switch: its cost is
+measured instead as the CPU time of the calling thread spent inside SchedulerCache's methods (schedule, track,
+set_nodes, demand), reported as `placement_cpu_seconds` and as a share of the process's CPU time.
+
 Usage: python bench/kubesim_admission.py [--cqs 100] [--cohorts 10] [--workloads 10000] [--async]
 """
 
@@ -46,6 +50,38 @@ def _admitted(custom: client.CustomObjectsApi) -> int:
     )
 
 
+class _PlacementTimer:
+    """Thread CPU time spent inside kube-scheduler's placement (SchedulerCache), summed over calls."""
+
+    METHODS = ("schedule", "track", "set_nodes", "demand")
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._depth = 0
+
+    def install(self) -> None:
+        from kubesim.apiserver.nodes.scheduler import SchedulerCache
+
+        for name in self.METHODS:
+            setattr(SchedulerCache, name, self._timed(getattr(SchedulerCache, name)))
+
+    def _timed(self, method):
+        timer = self
+
+        def timed(*args, **kwargs):
+            if timer._depth:
+                return method(*args, **kwargs)
+            timer._depth += 1
+            started = time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                timer.seconds += time.thread_time() - started
+                timer._depth -= 1
+
+        return timed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cqs", type=int, default=100)
@@ -57,6 +93,8 @@ def main() -> None:
     machine = results.Machine()
     per_cq = -(-args.workloads // args.cqs)
     clock = "real" if args.async_settle else "manual"
+    placement = _PlacementTimer()
+    placement.install()
     with serve(clock=clock, async_settle=args.async_settle) as ks:
         api = ks.api_client()
         core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
@@ -141,6 +179,7 @@ def main() -> None:
         done, cpu_done = time.perf_counter(), time.process_time()
         admitted = _admitted(custom)
         stats = ks.sim.stats_report()
+        phases = (pending_stats, stats)
         result = {
             "clusterqueues": args.cqs,
             "cohorts": args.cohorts,
@@ -160,7 +199,11 @@ def main() -> None:
             "admissions_per_cpu_second": round(admitted / (cpu_done - cpu_release), 1),
             "end_to_end_per_cpu_second": round(admitted / (cpu_done - cpu_started), 1),
             "scheduler": stats.get("kueue-scheduler"),
+            "placement_cpu_seconds": round(placement.seconds, 2),
+            "placement_share_of_cpu": round(placement.seconds / max(cpu_done - cpu_started, 1e-9), 4),
+            "kubelet_seconds": round(sum((phase.get("kubelet") or {}).get("seconds", 0) for phase in phases), 2),
             "controllers_during_creates": pending_stats,
+            "controllers_during_admission": stats,
             "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],

@@ -46,6 +46,8 @@ class APIError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del out["reason"]
         if self.details is not None:
             out["details"] = self.details
         return out
@@ -97,6 +99,15 @@ def denied(webhook: str, causes: list[Cause]) -> APIError:
     controller-runtime answers as Denied(err.Error()) (403 Forbidden) and the API server words as
     `admission webhook "<name>" denied the request: <aggregate>`, with no details or causes."""
     return APIError(403, f'admission webhook "{webhook}" denied the request: {aggregate(causes)}', "Forbidden")
+
+
+def errored(webhook: str, code: int, message: str) -> APIError:
+    """A webhook that failed to handle the request (controller-runtime's Errored, e.g. when it cannot decode the
+    object into its Go type): the API server relays its code and message under its name (ToStatusErr), and, as
+    Errored gives none, no reason."""
+    err = APIError(max(code, 400), f'admission webhook "{webhook}" denied the request: {message}')
+    err.reason = ""
+    return err
 
 
 def bad_request(message: str) -> APIError:

@@ -26,6 +26,16 @@ class Controller(Protocol):
         ...
 
 
+class WebhookErrored(Exception):
+    """Raised by a webhook's `mutate` or `validate` that cannot handle the request (controller-runtime's
+    admission.Errored: an object its Go type cannot decode answers 400): the API server relays `code` and `message`
+    under `webhook`'s name."""
+
+    def __init__(self, webhook: str, code: int, message: str) -> None:
+        super().__init__(message)
+        self.webhook, self.code, self.message = webhook, code, message
+
+
 class Webhook(Protocol):
     def mutate(self, resource: str, operation: str, obj: dict, old: dict | None, store: Any) -> dict | None:
         """The object to store (obj mutated in place, or a new dict; None keeps obj)."""

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from kubesim.kueue import constants as C
+from kubesim.kueue.features import DEFAULTS as DEFAULT_GATES
+from kubesim.kueue.features import parse_feature_gates
 
 # Every integration Kueue v0.20 knows (its FrameworkName constants); kubesim emulates EMULATED_FRAMEWORKS and accepts
 # the others in a Configuration without acting on them.
@@ -114,10 +116,16 @@ class KueueConfig:
     # integrations.frameworks: Kueue's own default is ["batch/job"]; a cluster running the other kinds lists them
     # (docs/research/job-integrations/kueue-integrations.md, section 0).
     frameworks: list[str] = field(default_factory=lambda: list(EMULATED_FRAMEWORKS))
+    # featureGates: the gates switched from Kueue v0.20's defaults (kubesim.kueue.features), by name
+    feature_gates: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def default(cls) -> KueueConfig:
         return cls()
+
+    def enabled(self, gate: str) -> bool:
+        """Whether a Kueue feature gate is on: as configured, else Kueue v0.20's default."""
+        return self.feature_gates.get(gate, DEFAULT_GATES[gate])
 
     @classmethod
     def from_dict(cls, d: dict | None) -> KueueConfig:
@@ -160,6 +168,7 @@ class KueueConfig:
                 usage_sampling_interval_seconds=parse_duration(afs.get("usageSamplingInterval") or "5m"),
                 resource_weights={k: float(v) for k, v in (afs.get("resourceWeights") or {}).items()},
             )
+        cfg.feature_gates = parse_feature_gates(d.get("featureGates"))
         integrations = d.get("integrations") or {}
         if integrations.get("frameworks") is not None:
             cfg.frameworks = parse_frameworks(integrations["frameworks"])

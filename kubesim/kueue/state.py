@@ -23,10 +23,44 @@ class KueueState:
     queues: Queues = field(default_factory=Queues)  # the scheduler's queue state between cycles
     lists: ListCache = field(default_factory=ListCache)  # shared read-only lists of stored objects
     parsed: ParseCache = field(default_factory=ParseCache)  # workload parses per resourceVersion
-    # Admission Fair Sharing: entry penalties per LocalQueue since its last usage sample (Kueue keeps them in
-    # memory too), and a counter bumped when samples or penalties change, so kept snapshots rebuild.
+    # Admission Fair Sharing's entry penalties, kept in memory as Kueue's usage ledger keeps them: one record per
+    # workload that reserved quota and has not settled it (`afs_records`, by LocalQueue; `afs_owner` says whose
+    # LocalQueue holds a workload's record), their sum per LocalQueue (`afs_penalty`), and a counter bumped when
+    # samples or settlements change a LocalQueue's usage, so kept snapshots rebuild.
     afs_penalty: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    afs_records: dict[tuple[str, str], dict[str, dict[str, float]]] = field(default_factory=dict)
+    afs_owner: dict[str, tuple[str, str]] = field(default_factory=dict)
     afs_epoch: int = 0
+
+    def push_penalty(self, lq: tuple[str, str], workload: str, penalty: dict[str, float]) -> None:
+        """A reservation's entry penalty: replaces the workload's record (a workload evicted and reserving again
+        does not stack a second one)."""
+        self.sub_penalty(workload)
+        self.afs_records.setdefault(lq, {})[workload] = dict(penalty)
+        self.afs_owner[workload] = lq
+        self._sum_penalties(lq)
+
+    def sub_penalty(self, workload: str) -> dict[str, float]:
+        """Remove the workload's record (settled into the consumed usage, or never to settle): what it held."""
+        lq = self.afs_owner.pop(workload, None)
+        if lq is None:
+            return {}
+        record = self.afs_records.get(lq, {}).pop(workload, {})
+        self._sum_penalties(lq)
+        self.afs_epoch += 1
+        return record
+
+    def _sum_penalties(self, lq: tuple[str, str]) -> None:
+        records = self.afs_records.get(lq)
+        if not records:
+            self.afs_records.pop(lq, None)
+            self.afs_penalty.pop(lq, None)
+            return
+        total: dict[str, float] = {}
+        for record in records.values():
+            for r, v in record.items():
+                total[r] = total.get(r, 0.0) + v
+        self.afs_penalty[lq] = total
 
     def listed(self, store: Store, resource: str) -> list[dict]:
         """The stored objects of a resource (read-only: clone before changing one)."""

@@ -50,45 +50,62 @@ def _quantity_or_none(value: Any) -> Quantity | None:
 
 
 def decode_error(resource: str, obj: dict) -> str | None:
-    """A malformed quantity fails kube's JSON decoding (400 BadRequest) before any validation runs. A Workload's
-    pod templates count too: Kueue decodes them into typed PodSpecs (kubesim's Workload schema leaves them open)."""
-    for spec in _pod_specs(resource, obj):
-        lists = [spec.get("overhead")]
-        for c in _containers(spec):
-            resources = _dict(c.get("resources"))
-            lists += [resources.get("limits"), resources.get("requests")]
-        for values in lists:
-            for value in (values or {}).values() if isinstance(values, dict) else ():
-                if isinstance(value, str | int | float) and not isinstance(value, bool):
-                    try:
-                        parse_quantity(value)
-                    except QuantityError as exc:
-                        return str(exc)
+    """A malformed quantity in a core kind's pod spec fails kube's JSON decoding (400 BadRequest) before any
+    validation runs. (A custom resource is decoded untyped: its quantities are the CRD schema's and its webhooks'.)"""
+    if resource not in ("pods", "jobs"):
+        return None
+    for _path, value in pod_quantities(resource, obj):
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            try:
+                parse_quantity(value)
+            except QuantityError as exc:
+                return str(exc)
     return None
 
 
-def _pod_specs(resource: str, obj: dict) -> list[dict]:
+def pod_quantities(resource: str, obj: dict) -> list[tuple[str, object]]:
+    """(field path, value) of every quantity in the object's pod specs: overhead, containers' and init containers'
+    limits and requests."""
+    out = []
+    for base, spec in _pod_specs(resource, obj):
+        overhead = spec.get("overhead")
+        if isinstance(overhead, dict):
+            out += [(f"{base}.overhead.{k}", v) for k, v in overhead.items()]
+        for field_name in ("initContainers", "containers"):
+            containers = spec.get(field_name)
+            for i, c in enumerate(containers if isinstance(containers, list) else []):
+                resources = _dict(_dict(c).get("resources"))
+                for kind in ("limits", "requests"):
+                    values = resources.get(kind)
+                    if isinstance(values, dict):
+                        out += [(f"{base}.{field_name}[{i}].resources.{kind}.{k}", v) for k, v in values.items()]
+    return out
+
+
+def _pod_specs(resource: str, obj: dict) -> list[tuple[str, dict]]:
+    """(field path, pod spec) of a Pod, a Job's template, a Workload's pod sets' templates."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return []
     if resource == "pods":
-        return [spec]
+        return [("spec", spec)]
     if resource == "jobs":
-        return _template_specs([spec])
+        return _template_specs([("spec", spec)])
     if resource == "workloads":
         podsets = spec.get("podSets")
-        return _template_specs([ps for ps in podsets if isinstance(ps, dict)] if isinstance(podsets, list) else [])
+        holders = [(f"spec.podSets[{i}]", ps) for i, ps in enumerate(podsets if isinstance(podsets, list) else [])]
+        return _template_specs([(path, ps) for path, ps in holders if isinstance(ps, dict)])
     return []
 
 
-def _template_specs(holders: list[dict]) -> list[dict]:
+def _template_specs(holders: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     """The pod specs under holder.template.spec (a Job's spec, a Workload's podSets)."""
     out = []
-    for holder in holders:
+    for path, holder in holders:
         template = holder.get("template")
         tspec = template.get("spec") if isinstance(template, dict) else None
         if isinstance(tspec, dict):
-            out.append(tspec)
+            out.append((f"{path}.template.spec", tspec))
     return out
 
 

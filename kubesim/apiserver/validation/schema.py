@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -17,6 +18,7 @@ from kubesim.apiserver.registry.coreschemas import CORE_SCHEMAS, METADATA
 from kubesim.apiserver.registry.resources import RESOURCES, crd_schema
 from kubesim.apiserver.registry.workloadschemas import SCHEMAS as WORKLOAD_SCHEMAS
 from kubesim.apiserver.validation import cel
+from kubesim.apiserver.validation.core import pod_quantities
 from kubesim.kernel.metadata import (
     DNS1035_LABEL,
     DNS1035_LABEL_ERROR,
@@ -352,11 +354,32 @@ def _check_string(schema: dict, value: str, path: str, causes: list[Cause]) -> N
         _check_quantity(value, path, causes)
 
 
+@dataclass(frozen=True)
+class UndecodableQuantity(Cause):
+    """A value the OpenAPI Quantity pattern admits but resource.Quantity's parser refuses (`1e1.5`). kube-apiserver
+    checks the pattern only; the webhooks that decode the object into Go types refuse it (the API server's
+    admission answers their error), and kubesim refuses it where no webhook does, so that it is never stored."""
+
+
+_QUANTITY_FIELD = {"x-kubernetes-int-or-string": True, "pattern": OPENAPI_PATTERN}
+
+
+def pod_template_causes(resource: str, obj: dict) -> list[Cause]:
+    """A Workload's pod templates as its CRD's schema judges them (kubesim's Workload schema leaves them open, the
+    CRD spells out PodTemplateSpec): every quantity an int-or-string matching the Quantity pattern."""
+    if resource != "workloads":
+        return []
+    causes: list[Cause] = []
+    for path, value in pod_quantities(resource, obj):
+        _check(_QUANTITY_FIELD, value, None, path, causes)
+    return causes
+
+
 def _check_quantity(value: Any, path: str, causes: list[Cause]) -> None:
     try:
         parse_quantity(value)
     except QuantityError as exc:
-        causes.append(Cause(path, "FieldValueInvalid", f"Invalid value: {field_value(value)}: {exc}"))
+        causes.append(UndecodableQuantity(path, "FieldValueInvalid", f"Invalid value: {field_value(value)}: {exc}"))
 
 
 def _check_array(schema: dict, value: list, old: Any, path: str, causes: list[Cause]) -> None:

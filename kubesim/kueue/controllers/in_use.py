@@ -1,4 +1,4 @@
-"""Kueue's resource-in-use finalizers on ClusterQueues and ResourceFlavors."""
+"""Kueue's resource-in-use finalizers on ClusterQueues, ResourceFlavors and AdmissionChecks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from kubesim.kueue.state import KueueState
 
 
 class InUseFinalizers:
-    """`kueue.x-k8s.io/resource-in-use` on ClusterQueues and ResourceFlavors: a ClusterQueue being deleted stays
-    until no workload reserves quota in it; a flavor stays until no ClusterQueue references it."""
+    """`kueue.x-k8s.io/resource-in-use` on ClusterQueues, ResourceFlavors and AdmissionChecks: a ClusterQueue being
+    deleted stays until no workload reserves quota in it; a flavor or an admission check stays until no ClusterQueue
+    references it (Kueue's AdmissionCheck controller adds the finalizer to every check it reconciles)."""
 
     name = "kueue-in-use-finalizers"
 
@@ -21,7 +22,11 @@ class InUseFinalizers:
         self.state = state
         # Time is no input, nor a queue's or flavor's status; workloads matter only while a ClusterQueue is deleted.
         self._changes = Changes(
-            "clusterqueues", "resourceflavors", "workloads", status_only=("clusterqueues", "resourceflavors")
+            "clusterqueues",
+            "resourceflavors",
+            "admissionchecks",
+            "workloads",
+            status_only=("clusterqueues", "resourceflavors", "admissionchecks"),
         )
         self._deleting = False
 
@@ -31,7 +36,10 @@ class InUseFinalizers:
     def reconcile(self, store: Store) -> bool:
         changes = self._changes.since_last(store)
         if changes is not None and not (
-            changes["clusterqueues"] or changes["resourceflavors"] or (self._deleting and changes["workloads"])
+            changes["clusterqueues"]
+            or changes["resourceflavors"]
+            or changes["admissionchecks"]
+            or (self._deleting and changes["workloads"])
         ):
             return False
         wrote = False
@@ -46,12 +54,22 @@ class InUseFinalizers:
         used_flavors = {
             f["name"] for cq in cqs for rg in (cq.get("spec") or {}).get("resourceGroups") or [] for f in rg["flavors"]
         }
+        used_checks = {
+            c.get("name")
+            for cq in cqs
+            for c in ((cq.get("spec") or {}).get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+        }
         for resource, objs, in_use in (
             ("clusterqueues", cqs, lambda o: o["metadata"]["name"] in reserving),
             (
                 "resourceflavors",
                 self.state.listed(store, "resourceflavors"),
                 lambda o: o["metadata"]["name"] in used_flavors,
+            ),
+            (
+                "admissionchecks",
+                self.state.listed(store, "admissionchecks"),
+                lambda o: o["metadata"]["name"] in used_checks,
             ),
         ):
             for obj in objs:

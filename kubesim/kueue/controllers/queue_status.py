@@ -58,10 +58,70 @@ class StatusController:
         }
         return [o for o in self.state.listed(store, "localqueues") if (o.get("spec") or {}).get("clusterQueue") in cqs]
 
+    def _settle_penalties(self, store: Store, snap, now: datetime) -> bool:
+        """Admission Fair Sharing's entry penalties after the reservation that pushed them (Kueue's workload
+        controller, reconcileAfsPenaltiesOnUpdate): a workload now admitted settles its penalty into its
+        LocalQueue's consumed usage, which is brought up to date at once (decayed toward what the LocalQueue's
+        admitted workloads use now, plus the penalty: updateAfsConsumedUsage); one deleted, finished,
+        deactivated without a reservation, or moved to another LocalQueue drops its penalty unsettled."""
+        afs = self.config.admission_fair_sharing
+        if afs is None or not self.state.afs_owner:
+            return False
+        wrote = False
+        for key, lq_key in sorted(self.state.afs_owner.items()):
+            ns, name = key.split("/", 1)
+            wl = store.get("workloads", ns, name, copy=False)
+            spec = (wl or {}).get("spec") or {}
+            reserved = wl is not None and condition_true(wl, C.QUOTA_RESERVED)
+            active = spec.get("active", True) is not False
+            if (
+                wl is None
+                or condition_true(wl, C.FINISHED)
+                or (not active and not reserved)
+                or (ns, spec.get("queueName", "")) != lq_key
+            ):
+                self.state.sub_penalty(key)
+                continue
+            if not (active and condition_true(wl, C.ADMITTED)):
+                continue  # evicted or waiting for its admission checks: the record stays
+            penalty = self.state.sub_penalty(key)
+            lq = store.get("localqueues", ns, lq_key[1], copy=False)
+            if lq is None:
+                continue
+            cq = snap.cluster_queues.get((lq.get("spec") or {}).get("clusterQueue", ""))
+            current: dict[str, float] = {}
+            for w in cq.workloads.values() if cq else []:
+                if (w.namespace, w.queue_name) == lq_key and condition_true(w.obj, C.ADMITTED):
+                    for (_, r), v in w.usage.items():
+                        current[r] = current.get(r, 0.0) + v
+            last = parse_time(_afs_status(lq).get("lastUpdate"))
+            consumed = consumed_resources(lq) if last is not None else {}
+            alpha = afs.alpha(max(0.0, (now - last).total_seconds())) if last is not None else 0.0
+            for r in consumed.keys() | current.keys() | penalty.keys():
+                decayed = consumed.get(r, 0.0) * (1 - alpha) + current.get(r, 0.0) * alpha
+                consumed[r] = decayed + penalty.get(r, 0.0)
+            wrote = self._write_afs_status(store, lq, consumed, now) or wrote
+        return wrote
+
+    def _write_afs_status(self, store: Store, lq: dict, consumed: dict[str, float], now: datetime) -> bool:
+        status = dict(lq.get("status") or {})
+        sample = {
+            "consumedResources": {r: quantity_of(r, v) for r, v in sorted(consumed.items())},
+            "lastUpdate": ws.ts(now),
+        }
+        view = {**lq, "status": {"fairSharing": {"admissionFairSharingStatus": sample}}}
+        usage = local_queue_usage(view, self.config)
+        status["fairSharing"] = {
+            "weightedShare": round(usage) if usage != float("inf") else 9223372036854775807,
+            "admissionFairSharingStatus": sample,
+        }
+        self.state.afs_epoch += 1
+        return self._write(store, "localqueues", lq, status)
+
     def _sample_usage(self, store: Store, snap, now: datetime) -> bool:
         """Admission Fair Sharing: every sampling interval a LocalQueue's consumed usage decays toward what its
-        admitted workloads use now (consumed x (1 - alpha) + current x alpha), and its entry penalties are
-        dropped, the sample having taken those admissions in (Kueue's LocalQueue reconcileConsumedUsage)."""
+        admitted workloads use now (consumed x (1 - alpha) + current x alpha) (Kueue's LocalQueue
+        reconcileConsumedUsage); entry penalties stay until their workloads settle or drop them."""
         afs = self.config.admission_fair_sharing
         if afs is None:
             return False
@@ -86,21 +146,7 @@ class StatusController:
                 alpha = afs.alpha((now - last).total_seconds())
                 for r in consumed.keys() | current.keys():
                     consumed[r] = consumed.get(r, 0.0) * (1 - alpha) + current.get(r, 0.0) * alpha
-            self.state.afs_penalty.pop(key, None)
-            self.state.afs_epoch += 1
-            status = dict(lq.get("status") or {})
-            sample = {
-                "consumedResources": {r: quantity_of(r, v) for r, v in sorted(consumed.items())},
-                "lastUpdate": ws.ts(now),
-            }
-            usage = local_queue_usage(
-                {**lq, "status": {"fairSharing": {"admissionFairSharingStatus": sample}}}, self.config
-            )
-            status["fairSharing"] = {
-                "weightedShare": round(usage) if usage != float("inf") else 9223372036854775807,
-                "admissionFairSharingStatus": sample,
-            }
-            wrote = self._write(store, "localqueues", lq, status) or wrote
+            wrote = self._write_afs_status(store, lq, consumed, now) or wrote
         return wrote
 
     def _unchanged(self, resource: str, obj: dict, touched: bool) -> bool:
@@ -118,7 +164,8 @@ class StatusController:
         self._queue_writes = self._queue_feed.since_last(store)
         live = self._live
         snap = live.snap
-        wrote = self._sample_usage(store, snap, now)
+        wrote = self._settle_penalties(store, snap, now)
+        wrote = self._sample_usage(store, snap, now) or wrote
         pending_by_lq: dict[tuple[str, str], int] = {}
         lqs_seen = live.local_queues_touched | (self._queue_writes or {}).get("localqueues", {}).keys()
         lq_cqs: set[str] = {

@@ -229,9 +229,8 @@ class SchedulerController:
             C.CONTROLLER_NAME,
         )
         if cq is not None and cq.admission_fair_sharing:
-            penalty = self.state.afs_penalty.setdefault((adm.workload.namespace, adm.workload.queue_name), {})
-            for r, v in entry_penalty(adm.workload, self.config).items():
-                penalty[r] = penalty.get(r, 0.0) + v
+            lq_key = (adm.workload.namespace, adm.workload.queue_name)
+            self.state.push_penalty(lq_key, adm.workload.key, entry_penalty(adm.workload, self.config))
         if condition_true(obj, C.ADMITTED):  # else the admission checks controller admits it once all are Ready
             record_admitted(store, obj, adm.cluster_queue, now)
         return True

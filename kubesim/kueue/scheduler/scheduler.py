@@ -8,6 +8,7 @@ requeues each. `Scheduler.run` repeats cycles on one snapshot until nothing chan
 from __future__ import annotations
 
 import itertools
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from datetime import datetime
 from kubesim.kernel.quantity import to_amount
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.features import PRIORITIZE_PREEMPTOR_WORKLOADS
 from kubesim.kueue.scheduler.flavors import FIT, NO_FIT, PREEMPT, Assignment, FlavorAssigner
 from kubesim.kueue.scheduler.model import (
     ClusterQueueNode,
@@ -118,6 +120,8 @@ class _Entry:
     message: str = ""
     reason: str = ""
     requeue: str = GENERIC
+    # its ClusterQueue's sticky preemptor, put first under PrioritizePreemptorWorkloads (alpha, off in v0.20)
+    preemptor: bool = False
 
     @property
     def queue(self) -> ClusterQueueNode:
@@ -129,6 +133,42 @@ class _Entry:
 
 def _quota_signature(cq: ClusterQueueNode) -> tuple:
     return tuple(cq.resource_groups), tuple(sorted(cq.quotas.items()))
+
+
+def _tree_state(cq: ClusterQueueNode) -> tuple | None:
+    """What Kueue's cohort tree updates follow, for a ClusterQueue in a cohort (None outside any): every Cohort of
+    its tree (existence, parent, quotas, weight), every ClusterQueue of it (its spec as the snapshot holds it, and
+    whether it is active) and the workloads reserving quota anywhere in it. Kueue advances the allocatable
+    generation of each ClusterQueue of a tree when a Cohort of it is created, updated or deleted, when a ClusterQueue
+    joins, leaves or is updated (a ClusterQueue's update event reconciles its ancestor Cohorts, which updates the
+    tree from its root; its status changes after every admission or eviction in it)."""
+    if cq.parent is None:
+        return None
+    cohorts, queues, reserving = [], [], set()
+    stack = [cq.parent.root()]
+    while stack:
+        c = stack.pop()
+        parent = c.parent.name if c.parent is not None else ""
+        cohorts.append((c.name, c.exists, parent, tuple(sorted(c.quotas.items())), c.weight))
+        stack.extend(c.child_cohorts)
+        for q in c.child_cqs:
+            selector = json.dumps(q.namespace_selector, sort_keys=True)
+            spec = (
+                q.cohort_name,
+                _quota_signature(q),
+                q.weight,
+                q.preemption,
+                q.fungibility,
+                q.queueing_strategy,
+                selector,
+                q.stop_policy,
+                q.admission_checks,
+                q.admission_fair_sharing,
+                q.inactive_reason,
+            )
+            queues.append((q.name, spec))
+            reserving.update(q.workloads)
+    return tuple(sorted(cohorts)), tuple(sorted(queues)), frozenset(reserving)
 
 
 @dataclass
@@ -143,15 +183,31 @@ class _ScanProgress:
     shape: str
     quotas: tuple  # the ClusterQueue's resource groups and quotas then
     reserving: frozenset[str]  # the workloads reserving quota in it then
+    tree: tuple | None = None  # its cohort tree then (`_tree_state`)
+
+    @classmethod
+    def record(cls, wl: WorkloadInfo, cq: ClusterQueueNode, tried: list[dict[str, int]], cycle: int) -> _ScanProgress:
+        return cls(
+            tried=tried,
+            cycle=cycle,
+            cluster_queue=cq.name,
+            shape=wl.shape,
+            quotas=_quota_signature(cq),
+            reserving=frozenset(cq.workloads),
+            tree=_tree_state(cq),
+        )
 
     def outdated(self, wl: WorkloadInfo, cq: ClusterQueueNode, cycle: int) -> bool:
         """Kueue drops the progress when the workload's shape changed, or, unless it was recorded in the previous
-        cycle, when the ClusterQueue's allocatable generation advanced (its quotas changed or a workload left it)."""
+        cycle, when the ClusterQueue's allocatable generation advanced (its quotas changed, a workload left it, or
+        its cohort tree changed)."""
         if self.shape != wl.shape or self.cluster_queue != cq.name:
             return True
         if cycle - self.cycle <= 1:
             return False
-        return self.quotas != _quota_signature(cq) or not self.reserving.issubset(cq.workloads)
+        if self.quotas != _quota_signature(cq) or not self.reserving.issubset(cq.workloads):
+            return True
+        return self.tree != _tree_state(cq)
 
 
 class Queues:
@@ -405,14 +461,7 @@ class Scheduler:
         if e.status == "assumed" or e.requeue == PENDING_PREEMPTION or not e.assignment.pending_flavors():
             queues.progress.pop(e.wl.key, None)
             return False
-        queues.progress[e.wl.key] = _ScanProgress(
-            tried=e.assignment.last_tried(),
-            cycle=queues.cycles,
-            cluster_queue=cq.name,
-            shape=e.wl.shape,
-            quotas=_quota_signature(cq),
-            reserving=frozenset(cq.workloads),
-        )
+        queues.progress[e.wl.key] = _ScanProgress.record(e.wl, cq, e.assignment.last_tried(), queues.cycles)
         return True
 
     # -- nomination -----------------------------------------------------------------------------------------
@@ -422,6 +471,7 @@ class Scheduler:
     ) -> tuple[list[_Entry], list[_Entry]]:
         entries: list[_Entry] = []
         rejected: list[_Entry] = []
+        prioritize_preemptors = snapshot.config.enabled(PRIORITIZE_PREEMPTOR_WORKLOADS)
         for wl in heads:
             cq = snapshot.cluster_queues.get(wl.cluster_queue)
             e = _Entry(wl, cq)
@@ -437,6 +487,7 @@ class Scheduler:
             else:
                 e.assignment, e.targets = self._assignments(snapshot, wl, cq, preemptor)
                 e.message = e.assignment.message()
+                e.preemptor = prioritize_preemptors and self.queues.sticky.get(cq.name) == wl.key
                 entries.append(e)
                 continue
             rejected.append(e)
@@ -501,7 +552,7 @@ class Scheduler:
         """The order entries are processed in: classic (non-borrowing first, priority, FIFO) or the Fair Sharing
         tournament; and whether that tournament is being played (only then can it stop early: `_settled`)."""
         if not snapshot.config.fair_sharing:
-            return sorted(entries, key=lambda e: (e.assignment.borrowing, *order_key(e.wl))), False
+            return sorted(entries, key=lambda e: (not e.preemptor, e.assignment.borrowing, *order_key(e.wl))), False
         if gated:
             return self._tournament(entries), True
         modes = {id(e): e.assignment.mode() for e in entries}
@@ -567,6 +618,8 @@ class Scheduler:
 
     @staticmethod
     def _less(a: _Entry, b: _Entry, cohort: int, drs: dict) -> bool:
+        if a.preemptor != b.preemptor:  # PrioritizePreemptorWorkloads: a preemptor waiting for its victims first
+            return a.preemptor
         a_drs, a_req = drs[(cohort, a.wl.key)]
         b_drs, b_req = drs[(cohort, b.wl.key)]
         a_borrow, b_borrow = a_drs.borrowing_on(a_req), b_drs.borrowing_on(b_req)
@@ -605,7 +658,9 @@ class Scheduler:
             return
         if mode == PREEMPT and not e.targets:
             e.requeue, e.reason = PREEMPTION_NO_CANDIDATES, C.REASON_WAITING_FOR_QUOTA
-            if cq.preemption.reclaim_within_cohort != C.ANY:
+            # capacity held back unless the queue can always reclaim it; under PrioritizePreemptorWorkloads a
+            # preemptor waiting for its victims holds it back in any case
+            if cq.preemption.reclaim_within_cohort != C.ANY or e.preemptor:
                 reserve = self._to_reserve(e, cq)
                 for fr, v in reserve.items():
                     add_usage(cq, fr, v)

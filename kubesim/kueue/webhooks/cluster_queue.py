@@ -15,6 +15,7 @@ from kubesim.kueue.webhooks.common import (
     add_in_use_finalizer,
     as_dict,
     as_list,
+    decode_quantities,
     duplicate,
     forbidden,
     invalid,
@@ -23,6 +24,7 @@ from kubesim.kueue.webhooks.common import (
     not_supported,
     quantity_value,
     required,
+    resource_group_quantities,
 )
 
 
@@ -217,7 +219,8 @@ def validate_cluster_queue(obj: dict, old: dict | None) -> Errors:
 
 class ClusterQueueWebhook:
     def mutate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> dict:
-        if resource == "clusterqueues" and operation == "CREATE":
+        if resource == "clusterqueues" and operation == "CREATE":  # mclusterqueue.kb.io serves creates only
+            decode_quantities("mclusterqueue.kb.io", resource_group_quantities(as_dict(obj.get("spec"))))
             add_in_use_finalizer(obj)
         return obj
 
@@ -228,4 +231,5 @@ class ClusterQueueWebhook:
     def validate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> Errors:
         if resource != "clusterqueues":
             return []
+        decode_quantities("vclusterqueue.kb.io", resource_group_quantities(as_dict(obj.get("spec"))))
         return validate_cluster_queue(obj, old if operation == "UPDATE" else None)

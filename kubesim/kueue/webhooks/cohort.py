@@ -8,6 +8,8 @@ from kubesim.kueue.webhooks.common import (
     Errors,
     as_dict,
     as_list,
+    decode_quantities,
+    resource_group_quantities,
 )
 
 
@@ -27,4 +29,7 @@ class CohortWebhook:
         return "vcohort.kb.io" if resource == "cohorts" else ""
 
     def validate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> Errors:
-        return validate_cohort(obj) if resource == "cohorts" else []
+        if resource != "cohorts":
+            return []
+        decode_quantities("vcohort.kb.io", resource_group_quantities(as_dict(obj.get("spec"))))
+        return validate_cohort(obj)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 
 from kubesim.kernel.metadata import (
@@ -18,7 +19,8 @@ from kubesim.kernel.metadata import (
     label_causes,
     qualified_name_errors,
 )
-from kubesim.kernel.quantity import QuantityError, decimal_value
+from kubesim.kernel.protocols import WebhookErrored
+from kubesim.kernel.quantity import QUANTITY_ERROR, QuantityError, decimal_value
 from kubesim.kueue import constants as C
 
 Error = tuple[str, str] | tuple[str, str, str]
@@ -90,6 +92,44 @@ def quantity_value(value: object) -> Decimal | None:
         return decimal_value(value)
     except QuantityError:
         return None  # schema validation (or decoding) reports malformed quantities before webhooks run
+
+
+def decode_quantities(webhook: str, values: Iterable[object]) -> None:
+    """Kueue's webhooks decode the request's object into its Go type before anything else; a value there that
+    resource.Quantity's UnmarshalJSON cannot read (null reads as zero, a string is trimmed of spaces, a number
+    read as its text) fails the decoding, which controller-runtime answers Errored(400): the API server relays it
+    under the webhook's name."""
+    for value in values:
+        if value is None:
+            continue
+        text = value.strip() if isinstance(value, str) else value
+        if isinstance(value, bool) or not isinstance(text, str | int | float):
+            raise WebhookErrored(webhook, 400, QUANTITY_ERROR)
+        try:
+            decimal_value(text)
+        except QuantityError as exc:
+            raise WebhookErrored(webhook, 400, str(exc)) from exc
+
+
+def resource_group_quantities(spec: dict) -> Iterator[object]:
+    """The quantities of a ClusterQueue's or Cohort's spec: quotas and limits, the fair-sharing weight."""
+    for group in as_list(spec.get("resourceGroups")):
+        for flavor in as_list(as_dict(group).get("flavors")):
+            for resource in as_list(as_dict(flavor).get("resources")):
+                resource = as_dict(resource)
+                yield from (resource.get(k) for k in ("nominalQuota", "borrowingLimit", "lendingLimit"))
+    yield as_dict(spec.get("fairSharing")).get("weight")
+
+
+def pod_spec_quantities(spec: object) -> Iterator[object]:
+    """A PodSpec's quantities: overhead, and every container's limits and requests."""
+    spec = as_dict(spec)
+    yield from as_dict(spec.get("overhead")).values()
+    for field_name in ("initContainers", "containers"):
+        for container in as_list(spec.get(field_name)):
+            resources = as_dict(as_dict(container).get("resources"))
+            for kind in ("limits", "requests"):
+                yield from as_dict(resources.get(kind)).values()
 
 
 def as_list(value: object) -> list:

@@ -4,6 +4,8 @@ what may not change on update. Refusals answer under vworkload.kb.io (status wri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kubesim.kernel.quantity import QuantityError, to_amount
 from kubesim.kueue import constants as C
 from kubesim.kueue.scheduler.model import condition_true
@@ -16,12 +18,14 @@ from kubesim.kueue.webhooks.common import (
     annotation_errors,
     as_dict,
     as_list,
+    decode_quantities,
     gated_by_format_errors,
     gated_by_update_errors,
     invalid,
     label_errors,
     not_found,
     not_supported,
+    pod_spec_quantities,
     quantity_value,
     required,
     toleration_key_errors,
@@ -282,8 +286,21 @@ def _cluster_name_update(wl: dict, old: dict) -> Errors:
     return []
 
 
+def _quantities(wl: dict) -> Iterator[object]:
+    """The Workload's quantities its Go type decodes: pod templates, resource requests, admitted usage."""
+    for podset in as_list(as_dict(wl.get("spec")).get("podSets")):
+        yield from pod_spec_quantities(as_dict(as_dict(podset).get("template")).get("spec"))
+    status = as_dict(wl.get("status"))
+    for request in as_list(status.get("resourceRequests")):
+        yield from as_dict(as_dict(request).get("resources")).values()
+    for psa in as_list(as_dict(status.get("admission")).get("podSetAssignments")):
+        yield from as_dict(as_dict(psa).get("resourceUsage")).values()
+
+
 class WorkloadWebhook:
     def mutate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> dict:
+        if resource == "workloads" and operation == "CREATE":  # mworkload.kb.io serves creates only
+            decode_quantities("mworkload.kb.io", _quantities(obj))
         return obj
 
     @staticmethod
@@ -293,6 +310,7 @@ class WorkloadWebhook:
     def validate(self, resource: str, operation: str, obj: dict, old: dict | None, store) -> Errors:
         if resource not in ("workloads", "workloads/status"):
             return []
+        decode_quantities("vworkload.kb.io", _quantities(obj))
         if operation == "UPDATE" and old is not None:
             return validate_workload_update(obj, old)
         return validate_workload(obj, None)

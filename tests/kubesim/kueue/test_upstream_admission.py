@@ -2787,7 +2787,9 @@ OUTDATED_CASES = {
 
 @pytest.mark.parametrize("name", list(OUTDATED_CASES))
 def test_last_assignment_outdated(name: str) -> None:
-    from kubesim.kueue.scheduler.scheduler import _quota_signature, _ScanProgress
+    from dataclasses import replace
+
+    from kubesim.kueue.scheduler.scheduler import _ScanProgress
 
     recorded_cycle, workload_left, shape, want = OUTDATED_CASES[name]
     snap = Snapshot.from_objects(
@@ -2802,17 +2804,112 @@ def test_last_assignment_outdated(name: str) -> None:
         now=T0,
     )
     node, pending = snap.cluster_queues["cq"], snap.workloads["default/pending"]
-    progress = _ScanProgress(
-        tried=[{CPU: 0}],
-        cycle=recorded_cycle,
-        cluster_queue="cq",
-        shape=pending.shape if shape == "shape-a" else "another shape",
-        quotas=_quota_signature(node),
-        reserving=frozenset(node.workloads),
-    )
+    progress = _ScanProgress.record(pending, node, [{CPU: 0}], recorded_cycle)
+    if shape != "shape-a":
+        progress = replace(progress, shape="another shape")
     if workload_left:
         snap.remove_workload(snap.workloads["default/running"])
     assert progress.outdated(pending, node, 5) is want
+
+
+# The cohort tree's part of the generation (cache.updateCohortTreeResources): Kueue advances the generation of every
+# ClusterQueue of a tree whenever the tree is updated - a Cohort created, changed or deleted, a parent changed, a
+# ClusterQueue joining, leaving or changing, or a ClusterQueue's update event (its status after an admission or
+# eviction in the tree; FlavorFungibilityPreserveScanProgress's own description) - so a flavor search older than one
+# cycle starts over. A ClusterQueue outside any cohort only sees its own quotas and departures.
+TREE_BEFORE = (
+    [cohort("root", rg(fq("default", res(CPU, "4")))), cohort("co", parent="root")],
+    [
+        cq("cq", rg(fq("default", res(CPU, "10"))), cohort="co"),
+        cq("sibling", rg(fq("default", res(CPU, "10"))), cohort="co"),
+        cq("elsewhere", rg(fq("default", res(CPU, "10"))), cohort="other"),
+    ],
+    [wl("running", "default", "sib", {CPU: "1"}, admitted=at("sibling", "default"))],
+)
+
+
+def _tree_change(change: str) -> tuple[list, list, list]:
+    cohorts, queues, workloads = (list(x) for x in TREE_BEFORE)
+    if change == "a Cohort of the tree is created":
+        cohorts.append(cohort("new", parent="co"))
+    elif change == "a Cohort of the tree changes its quota":
+        cohorts[0] = cohort("root", rg(fq("default", res(CPU, "6"))))
+    elif change == "a Cohort of the tree changes its fair-sharing weight":
+        cohorts[1] = cohort("co", parent="root", weight="2")
+    elif change == "a Cohort of the tree is deleted":
+        cohorts = cohorts[1:]
+    elif change == "a Cohort's parent changes":
+        cohorts[1] = cohort("co", parent="other")
+    elif change == "a ClusterQueue joins the tree":
+        queues.append(cq("joining", rg(fq("default", res(CPU, "1"))), cohort="root"))
+    elif change == "a ClusterQueue leaves the tree":
+        queues[1] = cq("sibling", rg(fq("default", res(CPU, "10"))), cohort="other")
+    elif change == "the ClusterQueue itself moves to another cohort":
+        queues[0] = cq("cq", rg(fq("default", res(CPU, "10"))), cohort="other")
+    elif change == "a sibling ClusterQueue changes its quota":
+        queues[1] = cq("sibling", rg(fq("default", res(CPU, "9"))), cohort="co")
+    elif change == "a sibling ClusterQueue changes its queueing strategy":
+        queues[1] = cq("sibling", rg(fq("default", res(CPU, "10"))), cohort="co", strict=True)
+    elif change == "a workload is admitted in a sibling":
+        workloads.append(wl("more", "default", "sib", {CPU: "1"}, admitted=at("sibling", "default")))
+    elif change == "a workload leaves a sibling":
+        workloads = []
+    elif change == "another tree changes":
+        queues[2] = cq("elsewhere", rg(fq("default", res(CPU, "3"))), cohort="other")
+        cohorts.append(cohort("other", rg(fq("default", res(CPU, "1")))))
+        workloads.append(wl("far", "default", "far", {CPU: "1"}, admitted=at("elsewhere", "default")))
+    elif change != "nothing changes":
+        raise AssertionError(change)
+    return cohorts, queues, workloads
+
+
+TREE_CASES = {
+    "nothing changes": False,
+    "a Cohort of the tree is created": True,
+    "a Cohort of the tree changes its quota": True,
+    "a Cohort of the tree changes its fair-sharing weight": True,
+    "a Cohort of the tree is deleted": True,
+    "a Cohort's parent changes": True,
+    "a ClusterQueue joins the tree": True,
+    "a ClusterQueue leaves the tree": True,
+    "the ClusterQueue itself moves to another cohort": True,
+    "a sibling ClusterQueue changes its quota": True,
+    "a sibling ClusterQueue changes its queueing strategy": True,
+    "a workload is admitted in a sibling": True,
+    "a workload leaves a sibling": True,
+    "another tree changes": False,
+}
+
+
+@pytest.mark.parametrize("recorded_cycle", [3, 4])
+@pytest.mark.parametrize("change", list(TREE_CASES))
+def test_last_assignment_outdated_by_a_cohort_tree_change(change: str, recorded_cycle: int) -> None:
+    """Recorded at cycle 3 (two cycles before the check at 5) the progress goes with any change of its tree; recorded
+    in the preceding cycle (4) it survives every one of them."""
+    from kubesim.kueue.scheduler.scheduler import _ScanProgress
+
+    def snapshot(cohorts: list, queues: list, workloads: list) -> Snapshot:
+        return Snapshot.from_objects(
+            resource_flavors=[flavor("default")],
+            cohorts=cohorts,
+            cluster_queues=queues,
+            local_queues=[
+                lq("lq", "default", "cq"),
+                lq("sib", "default", "sibling"),
+                lq("far", "default", "elsewhere"),
+            ],
+            workloads=[wl("pending", "default", "lq", {CPU: "1"}), *workloads],
+            config=KueueConfig(fair_sharing=False),
+            now=T0,
+        )
+
+    before = snapshot(*TREE_BEFORE)
+    progress = _ScanProgress.record(
+        before.workloads["default/pending"], before.cluster_queues["cq"], [{CPU: 0}], recorded_cycle
+    )
+    after = snapshot(*_tree_change(change))
+    outdated = progress.outdated(after.workloads["default/pending"], after.cluster_queues["cq"], 5)
+    assert outdated is (TREE_CASES[change] and recorded_cycle == 3)
 
 
 # TestResourcesToReserve: the capacity an entry that needs preemption but found no targets holds for the rest of the
