@@ -138,8 +138,8 @@ def build(workloads: int, projects: int) -> dict:
     from django.db import connection
 
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:  # the planner's statistics, as autovacuum would gather them in a while
-            cursor.execute("ANALYZE")
+        with connection.cursor() as cursor:  # statistics and visibility map, as autovacuum would leave them soon
+            cursor.execute("VACUUM ANALYZE")
     return _fixture()
 
 
