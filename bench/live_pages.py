@@ -2,7 +2,7 @@
 
 10,000 workloads across 100 projects: p50/p95 server time and SQL query count of the workload list, the project
 queue and the quota dashboard, each beside a bare Django view rendering a template of the same size in the same
-run (target: every page within 3x of it); then cluster-change-to-database lag at 50 changes per second through
+run (target: every page within 2x of it); then cluster-change-to-database lag at 50 changes per second through
 kubesim (real clock, separate process) and the real watcher (target: p95 under 1 s), and the watcher's memory.
 
 It uses its own database (`<name>_bench` next to DATABASE_URL's, created if missing; SQLite file otherwise) and
