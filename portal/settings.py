@@ -126,6 +126,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "portal.urls"
+# Django's form renderer, selects written in Python rather than a template per option (apps/core/form_rendering.py).
+FORM_RENDERER = "apps.core.form_rendering.PortalFormRenderer"
 WSGI_APPLICATION = "portal.wsgi.application"
 
 TEMPLATES = [

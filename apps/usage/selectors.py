@@ -103,12 +103,15 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     department_ids = list(departments)
     # Quota rows of the departments on show and of all their projects (a roll-up sums every project's borrowed and
     # lent, seen or not); usage comes from the queue mirror.
+    # Plain values, not models: a researcher's department may hold hundreds of quota rows it only sums.
     quotas = list(Quota.objects.filter(Q(department_id__in=department_ids) | Q(
-        project__department_id__in=department_ids)).select_related("project", "node_pool"))
-    if everything:
-        pools = list(NodePool.objects.order_by("name"))
-    else:  # only pools where the viewer's scope holds quota have anything to show
-        pools = sorted({q.node_pool_id: q.node_pool for q in quotas}.values(), key=lambda pool: pool.name)
+        project__department_id__in=department_ids)).values(
+        "project_id", "department_id", "node_pool_id", "deserved", "limit", "project__department_id",
+        "project__does_not_lend"))
+    pools = list(NodePool.objects.order_by("name"))
+    if not everything:  # only pools where the viewer's scope holds quota have anything to show
+        holding = {q["node_pool_id"] for q in quotas}
+        pools = [pool for pool in pools if pool.pk in holding]
     states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
         "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
         "used_borrowed", "nominal", "pending_workloads", "admitted_workloads"))
@@ -128,14 +131,14 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     for row in pending_rows:
         department_pending[(row["project__department_id"], row["node_pool_id"])] += row["units"] or 0
 
-    project_quota = {(q.project_id, q.node_pool_id): q for q in quotas if q.project_id}
-    department_quota = {(q.department_id, q.node_pool_id): q for q in quotas if q.department_id}
-    project_of = {q.project_id: q.project for q in quotas if q.project is not None}
+    project_quota = {(q["project_id"], q["node_pool_id"]): q for q in quotas if q["project_id"]}
+    department_quota = {(q["department_id"], q["node_pool_id"]): q for q in quotas if q["department_id"]}
     used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     # Every project of the departments on show, seen or not: department, and whether it lends.
-    project_owner: dict[int, tuple[int, bool]] = {p.pk: (p.department_id, not p.does_not_lend)
-                                                  for p in project_of.values()}
+    project_owner: dict[int, tuple[int, bool]] = {q["project_id"]: (q["project__department_id"],
+                                                                    not q["project__does_not_lend"])
+                                                  for q in quotas if q["project_id"]}
     for state in states:
         key = (state["project_id"], state["node_pool_id"])
         used[key] += state["used"]
@@ -152,7 +155,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     for project_id, pool_id in set(used) | set(project_quota):
         department_id, lends = project_owner[project_id]
         quota = project_quota.get((project_id, pool_id))
-        borrowed, lent = balance(deserved=quota.deserved if quota else 0, used=used[(project_id, pool_id)],
+        borrowed, lent = balance(deserved=quota["deserved"] if quota else 0, used=used[(project_id, pool_id)],
                                  lends=lends)
         department_used[(department_id, pool_id)] += used[(project_id, pool_id)]
         department_borrowed[(department_id, pool_id)] += borrowed
@@ -163,11 +166,12 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         rows = []
         for department in sorted(departments.values(), key=lambda d: d.name):
             dq = department_quota.get((department.pk, pool.pk))
-            projects = sorted((project_of[project_id] for project_id, pool_id in project_quota
-                               if pool_id == pool.pk and project_of[project_id].department_id == department.pk
-                               and project_id in visible_projects), key=lambda p: p.name)
+            projects = sorted((visible_projects[project_id] for project_id, pool_id in project_quota
+                               if pool_id == pool.pk and project_id in visible_projects
+                               and visible_projects[project_id].department_id == department.pk), key=lambda p: p.name)
             dept = Figures(name=department.name, slug=department.slug, level="department",
-                           deserved=dq.deserved if dq else 0, limit=dq.limit if dq else None, has_quota=dq is not None,
+                           deserved=dq["deserved"] if dq else 0, limit=dq["limit"] if dq else None,
+                           has_quota=dq is not None,
                            weighted_share=cohorts.get(("department", department.pk, pool.pk)),
                            used=department_used[(department.pk, pool.pk)],
                            borrowed=department_borrowed[(department.pk, pool.pk)],
@@ -178,10 +182,10 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             for project in projects:  # only the projects on show; the roll-up above counts all of them
                 key = (project.pk, pool.pk)
                 quota = project_quota[key]
-                borrowed, lent = balance(deserved=quota.deserved, used=used[key], lends=not project.does_not_lend)
+                borrowed, lent = balance(deserved=quota["deserved"], used=used[key], lends=not project.does_not_lend)
                 dept.children.append(Figures(
-                    name=project.name, slug=project.slug, level="project", deserved=quota.deserved,
-                    limit=quota.limit, used=used[key], pending=pending.get(key, 0), borrowed=borrowed, lent=lent,
+                    name=project.name, slug=project.slug, level="project", deserved=quota["deserved"],
+                    limit=quota["limit"], used=used[key], pending=pending.get(key, 0), borrowed=borrowed, lent=lent,
                     lends=not project.does_not_lend, weighted_share=cohorts.get(("project", project.pk, pool.pk)),
                     queues=sorted(queues[key], key=lambda q: q["name"])))
             rows.append(dept)

@@ -233,7 +233,7 @@ def _list_filterset(request: AuthenticatedRequest) -> WorkloadFilterSet:
     user = request.user
     if not access.can_anywhere(user, Action.VIEW):
         raise PermissionDenied("You may not see workloads anywhere.")
-    return WorkloadFilterSet(request.GET, queryset=selectors.workload_list(user=user), request=request,
+    return WorkloadFilterSet(request.GET, queryset=selectors.workload_rows(user=user), request=request,
                              offer_scope=selectors.offers_scope_filter(user=user),
                              default_scope=selectors.default_scope(user=user))
 

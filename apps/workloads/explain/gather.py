@@ -27,7 +27,9 @@ from .facts import Explanation, Peer, Share, WaitFacts
 def _quota_rows(pool_ids: set[int], viewer: Actor | None) -> list[Quota]:
     """Every department and project quota on the pools, projects (with department) joined, and whether the viewer
     may see each project: one query."""
-    rows = Quota.objects.filter(node_pool_id__in=pool_ids).select_related("project__department", "department")
+    rows = Quota.objects.filter(node_pool_id__in=pool_ids).select_related("project__department", "department").only(
+        "node_pool_id", "deserved", "limit", "project__name", "project__does_not_lend", "project__namespace",
+        "project__department__name", "department__name")
     if viewer is not None:
         seen = access.restrict(Project.objects.filter(pk=OuterRef("project_id")), viewer, Action.VIEW)
         rows = rows.annotate(visible=Exists(seen))
@@ -84,22 +86,53 @@ def _pools(waiting: list[Workload], quotas: list[Quota], states: list[dict[str, 
 _PeerFacts = tuple[Peer | None, str, datetime | None, tuple[Peer, ...]]
 
 
-def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local: LocalQueueState | None,
-           peers: _PeerFacts, node_allocatable: tuple[int, ...] | None = None) -> WaitFacts:
+@dataclass(frozen=True)
+class _Standing:
+    """What every waiting workload of one project on one pool reads alike: its quotas and who holds, keeps back and
+    keeps the pool (the same tuples for each of the project's rows, so built once per project and pool)."""
+
+    quota: Quota | None
+    mine: ProjectQuota | None
+    department_id: int | None
+    dept: Quota | None
+    department_used: Decimal | None
+    holders: tuple[Share, ...]
+    department_holders: tuple[Share, ...]
+    held_back: dict[str, tuple[Share, ...]]
+    keepers: tuple[Share, ...]
+
+
+def _standing(workload: Workload, pool: _Pool) -> _Standing:
     tree, own = pool.tree, workload.project_id
-    quota = pool.project_quota.get(own)
     mine = tree.projects.get(own)
     department_id = mine.department_id if mine else None
-    dept = pool.department_quota.get(department_id) if department_id is not None else None
     # Idle deserved units that projects which do not lend keep out of each level (its own project's too: they are
     # kept for its non-preemptible work, not lent to its preemptible work).
     keeping = [p for p in tree.projects.values() if p.held_back > 0]
-    held_back: dict[str, tuple[Share, ...]] = {
-        "project": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping if p.project_id == own),
-        "department": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping
-                            if p.department_id == department_id),
-        "pool": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping),
-    }
+    return _Standing(
+        quota=pool.project_quota.get(own), mine=mine, department_id=department_id,
+        dept=pool.department_quota.get(department_id) if department_id is not None else None,
+        department_used=tree.department_used(department_id) if department_id is not None else None,
+        holders=tuple(pool.share(p.project_id, p.used, workload) for p in tree.projects.values()),
+        department_holders=tuple(pool.share(p.project_id, p.used, workload) for p in tree.projects.values()
+                                 if p.department_id == department_id),
+        held_back={
+            "project": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping if p.project_id == own),
+            "department": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping
+                                if p.department_id == department_id),
+            "pool": tuple(pool.share(p.project_id, p.held_back, workload) for p in keeping),
+        },
+        keepers=tuple(pool.share(p.project_id, Decimal(p.deserved), workload) for p in tree.projects.values()
+                      if not p.lends and p.deserved > 0),
+    )
+
+
+def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local: LocalQueueState | None,
+           peers: _PeerFacts, node_allocatable: tuple[int, ...] | None = None,
+           standing: _Standing | None = None) -> WaitFacts:
+    tree, own = pool.tree, workload.project_id
+    standing = standing or _standing(workload, pool)
+    quota, mine, dept = standing.quota, standing.mine, standing.dept
     inactive = local is not None or (queue is not None and not queue["active"])
     # A stopped ClusterQueue makes its LocalQueues inactive too ("ClusterQueueIsInactive"): its own reason says why.
     source: Any = local if local is not None and (queue is None or queue["active"]) else None
@@ -111,15 +144,13 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
         queue_used=pool.queue_usage[(own, not workload.preemptible)],
         department=quota.project.department.name if quota is not None and quota.project is not None else "",
         department_deserved=dept.deserved if dept else None, department_limit=dept.limit if dept else None,
-        department_used=tree.department_used(department_id) if department_id is not None else None,
+        department_used=standing.department_used,
         pool_capacity=workload.node_pool.capacity, pool_used=pool.used,
         assessment=tree.assess(project_id=own, guaranteed=not workload.preemptible, units=workload.gpu_units),
-        holders=tuple(pool.share(p.project_id, p.used, workload) for p in tree.projects.values()),
-        department_holders=tuple(pool.share(p.project_id, p.used, workload) for p in tree.projects.values()
-                                 if p.department_id == department_id),
-        held_back=held_back,
-        keepers=tuple(pool.share(p.project_id, Decimal(p.deserved), workload) for p in tree.projects.values()
-                      if not p.lends and p.deserved > 0),
+        holders=standing.holders,
+        department_holders=standing.department_holders,
+        held_back=standing.held_back,
+        keepers=standing.keepers,
         queue_active=not inactive,
         queue_reason=source.active_reason if source else (queue["active_reason"] if queue else ""),
         queue_message=source.active_message if source else (queue["active_message"] if queue else ""),
@@ -152,10 +183,16 @@ def explain_workloads(workloads: list[Workload], *, viewer: Actor | None = None)
     peers = _peers(waiting, viewer)
     nodes = _nodes(waiting)
     queues = {state["name"]: state for state in states}
+    standings: dict[tuple[int, int], _Standing] = {}
     for workload in waiting:
-        facts = _facts(workload, pools[workload.node_pool_id], queues.get(workload.cluster_queue_name),
+        pool = pools[workload.node_pool_id]
+        key = (workload.node_pool_id, workload.project_id)
+        if key not in standings:
+            standings[key] = _standing(workload, pool)
+        facts = _facts(workload, pool, queues.get(workload.cluster_queue_name),
                        stopped_local.get((workload.project.namespace, workload.queue_name)),
-                       peers.get(workload.pk, (None, "", None, ())), nodes.get(workload.node_pool_id))
+                       peers.get(workload.pk, (None, "", None, ())), nodes.get(workload.node_pool_id),
+                       standings[key])
         result[workload.pk] = explain(workload, facts)
     return result
 

@@ -22,6 +22,7 @@ from .lookups import (
     templates,
     workload_for_page,
     workload_list,
+    workload_rows,
     workloads_for,
 )
 from .notebooks import notebooks_gpu_idle, notebooks_idle, notebooks_running
@@ -96,6 +97,7 @@ __all__ = [
     "workload_list",
     "workload_list_marker",
     "workload_live_marker",
+    "workload_rows",
     "workload_utilisation_chart",
     "workloads_for",
     "workloads_held_idle",

@@ -1,0 +1,54 @@
+"""The form renderer (settings.FORM_RENDERER): Django's own, except that a select is written out in Python.
+
+Django renders each `<option>` through a template of its own; a filter form with a select of a hundred projects
+then cost more than the table of rows under it. `PortalFormRenderer` writes `django/forms/widgets/select.html` with
+its standard options byte for byte as those templates do (tests/apps/core/test_form_rendering.py compares them),
+and leaves every other template, and any select whose options use another template, to Django.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.forms.renderers import DjangoTemplates
+from django.utils.html import conditional_escape
+
+SELECT = "django/forms/widgets/select.html"
+OPTION = "django/forms/widgets/select_option.html"
+
+
+def _attrs(attrs: dict[str, Any]) -> str:
+    """As django/forms/widgets/attrs.html: ` name="value"`, a bare ` name` for True, nothing for False."""
+    parts = []
+    for name, value in attrs.items():
+        if value is True:
+            parts.append(f" {conditional_escape(name)}")
+        elif value is not False:
+            parts.append(f' {conditional_escape(name)}="{conditional_escape(str(value))}"')
+    return "".join(parts)
+
+
+def render_select(widget: dict[str, Any]) -> str | None:
+    """The select of a widget context as Django's templates write it; None when an option has its own template."""
+    parts = [f'<select name="{conditional_escape(widget["name"])}"{_attrs(widget["attrs"])}>']
+    for group_name, options, _index in widget["optgroups"]:
+        if group_name:
+            parts.append(f'\n  <optgroup label="{conditional_escape(group_name)}">')
+        for option in options:
+            if option["template_name"] != OPTION:
+                return None
+            parts.append(f'\n  <option value="{conditional_escape(str(option["value"]))}"{_attrs(option["attrs"])}>'
+                         f'{conditional_escape(option["label"])}</option>\n')
+        if group_name:
+            parts.append("\n  </optgroup>")
+    parts.append("\n</select>")
+    return "".join(parts)
+
+
+class PortalFormRenderer(DjangoTemplates):
+    def render(self, template_name: str, context: dict[str, Any], request: Any = None) -> str:
+        if template_name == SELECT:
+            rendered = render_select(context["widget"])
+            if rendered is not None:
+                return rendered
+        return super().render(template_name, context, request)
