@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workloads', '0013_log_tail_exit_code'),
+        ('workloads', '0014_cluster_events'),
     ]
 
     operations = [
