@@ -81,15 +81,36 @@ def _error_codes(method: str, operation: dict[str, Any]) -> list[str]:
 
 
 def require_versions(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """A versioned row's `version` may be sent (PATCH) but is always answered: the response components (those
-    that are not `...Request`, COMPONENT_SPLIT_REQUEST) list it as required."""
-    for name, component in result.get("components", {}).get("schemas", {}).items():
+    """A versioned row's `version` may be sent with a PATCH but not with a create (a new row starts at 1: the server
+    refuses it, apps.core.api), and is always answered: the response components (those that are not `...Request`,
+    COMPONENT_SPLIT_REQUEST) list it as required, and the request shapes only creates use do not offer it."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name, component in schemas.items():
         if name.endswith("Request") or "version" not in component.get("properties", {}):
             continue
         required = component.setdefault("required", [])
         if "version" not in required:
             required.append("version")
+    for name in _create_only_request_components(result):
+        component = schemas.get(name, {})
+        component.get("properties", {}).pop("version", None)
+        if "version" in component.get("required", []):
+            component["required"].remove("version")
     return result
+
+
+def _create_only_request_components(result: dict[str, Any]) -> set[str]:
+    """The request components that POST operations take and no other method does."""
+    by_method: dict[str, set[str]] = {}
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if not isinstance(operation, dict):
+                continue
+            for media in (operation.get("requestBody") or {}).get("content", {}).values():
+                reference = (media.get("schema") or {}).get("$ref", "")
+                if reference:
+                    by_method.setdefault(reference.rsplit("/", 1)[-1], set()).add(method)
+    return {name for name, methods in by_method.items() if methods == {"post"}}
 
 
 def document_errors(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:

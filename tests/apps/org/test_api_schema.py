@@ -107,6 +107,32 @@ def test_responses_that_carry_a_version_declare_it_required(client_for):
         assert f"post /api/v1/{created}/" in checked
 
 
+@pytest.mark.parametrize(("path", "body"), [
+    ("node-pools/", {"slug": "b200", "name": "B200", "gpu_resource": "nvidia.com/gpu", "capacity": 8, "version": 1}),
+    ("priority-classes/", {"name": "nightly", "value": 10, "preemptible": True, "version": 1}),
+])
+def test_a_create_neither_offers_nor_takes_a_version(client_for, path, body):
+    """A new row starts at version 1: the server refuses a `version` in a create (400, nothing made), and the
+    create's request shape does not offer it, while PATCH's does."""
+    from tests.api_support import call
+
+    client = client_for("admin")
+    schema = client.get("/api/v1/schema/", {"format": "json"}).json()
+    operations = schema["paths"][f"/api/v1/{path}"]
+    properties, _ = _properties_and_required(
+        schema, operations["post"]["requestBody"]["content"]["application/json"]["schema"])
+    assert "version" not in properties
+    patched, _ = _properties_and_required(
+        schema, schema["paths"][f"/api/v1/{path}{{id}}/"]["patch"]["requestBody"]["content"]["application/json"][
+            "schema"])
+    assert "version" in patched
+    response = call(client, "POST", path, body)
+    assert response.status_code == 400 and "version" in response.json().get("fields", response.json()), \
+        response.content
+    without = call(client, "POST", path, {key: value for key, value in body.items() if key != "version"})
+    assert without.status_code == 201, without.content
+
+
 def test_the_usage_reports_window_is_declared_as_dates_or_date_times(client_for):
     schema = client_for("admin").get("/api/v1/schema/", {"format": "json"}).json()
     for path in ("/api/v1/usage/", "/api/v1/usage/csv/"):
