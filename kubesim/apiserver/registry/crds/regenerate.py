@@ -26,7 +26,7 @@ import yaml
 HERE = Path(__file__).parent
 # Kinds the reference CRD directory lacks: their schema is written from Kueue's v1beta2 API types (AdmissionCheck:
 # spec.controllerName, immutable, and spec.parameters; status.conditions), so regenerating leaves them alone.
-WRITTEN_BY_HAND = frozenset({"admissionchecks"})
+WRITTEN_BY_HAND = frozenset({"admissionchecks", "provisioningrequestconfigs", "provisioningrequests"})
 # The operators' CRD files kubesim vendors: file name -> sha256 of the release file (SOURCES.md).
 UPSTREAM = {
     "jobset.x-k8s.io_jobsets.yaml": "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe",
