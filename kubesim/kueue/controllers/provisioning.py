@@ -358,7 +358,7 @@ class Provisioning:
         if not self.config.provisioning_autoscaler:
             return False
         wrote = False
-        for pr in store.list("provisioningrequests", None):
+        for pr in store.list("provisioningrequests", None, copy=False):
             conds = (pr.get("status") or {}).get("conditions") or []
             if any(c["type"] in ("Provisioned", "Failed") and c["status"] == "True" for c in conds):
                 continue
@@ -388,7 +388,7 @@ class Provisioning:
             return None
         times = [
             at
-            for pr in store.list("provisioningrequests", None)
+            for pr in store.list("provisioningrequests", None, copy=False)
             if not _true(pr, "Provisioned") and not _true(pr, "Failed") and (at := self._provisioned_at(pr)) > now
         ]
         return min(times) if times else None
