@@ -305,6 +305,43 @@ def test_finished_workload_loses_its_request(kc: Cluster):
     assert _gone(kc, ns)
 
 
+def test_request_follows_its_config(kc: Cluster):
+    # "Should keep the provisioning config in sync"
+    ns = _setup(kc)
+    _config(kc, name="prov-config2", cls="provisioning-class2", limit=None)
+    kc.custom.patch_cluster_custom_object(
+        *KUEUE, "provisioningrequestconfigs", "prov-config2", {"spec": {"parameters": {"p1": "v1.2", "p2": "v2.2"}}}
+    )
+    _submit(kc, ns)
+    assert _request(kc, ns)["spec"]["provisioningClassName"] == "provisioning-class"
+    update = {
+        "spec": {
+            "provisioningClassName": "provisioning-class-updated",
+            "parameters": {"p1": "v1updated", "p2": None, "p3": "v3"},
+        }
+    }
+    kc.custom.patch_cluster_custom_object(*KUEUE, "provisioningrequestconfigs", "prov-config", update)
+    kc.settle()
+    pr = _request(kc, ns)
+    assert pr["spec"]["provisioningClassName"] == "provisioning-class-updated"
+    assert pr["spec"]["parameters"] == {"p1": "v1updated", "p3": "v3", "ValidUntilSeconds": "0"}
+    templates = {t.metadata.name: t for t in kc.core.list_namespaced_pod_template(ns).items}
+    assert sorted(templates) == [f"ppt-wl-{CHECK}-1-ps1", f"ppt-wl-{CHECK}-1-ps2"]
+    assert {t.metadata.owner_references[0].uid for t in templates.values()} == {pr["metadata"]["uid"]}
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "prov-config2"}
+    kc.custom.patch_cluster_custom_object(*KUEUE, "admissionchecks", CHECK, {"spec": {"parameters": ref}})
+    kc.settle()
+    pr = _request(kc, ns)
+    assert pr["spec"]["provisioningClassName"] == "provisioning-class2"
+    assert pr["spec"]["parameters"] == {"p1": "v1.2", "p2": "v2.2", "ValidUntilSeconds": "0"}
+    ref["name"] = "prov-config-missing"
+    kc.custom.patch_cluster_custom_object(*KUEUE, "admissionchecks", CHECK, {"spec": {"parameters": ref}})
+    kc.settle()
+    assert _gone(kc, ns)
+    check = _check(kc, ns)
+    assert (check["state"], check["message"]) == ("Pending", "the check is not active")
+
+
 # -- When "Workload uses a provision admission check with BackoffLimitCount=1" ------------------------------------
 
 
