@@ -112,6 +112,10 @@ class KueueConfig:
     # kubesim's own (`kubesim.provisioningRequestDelay`): how long a ProvisioningRequest admission check stays
     # Pending before kubesim marks it Ready, standing for the time a cluster autoscaler takes to bring capacity up.
     provisioning_delay_seconds: float = 0.0
+    # kubesim's own (`kubesim.provisioningRequestAutoscaler`, default true): whether kubesim stands in for the
+    # cluster autoscaler, marking each ProvisioningRequest Accepted and, after the delay above, Provisioned. Off, the
+    # requests' conditions are left to another client (as in Kueue's own integration tests).
+    provisioning_autoscaler: bool = True
     admission_fair_sharing: AdmissionFairSharing | None = None  # None: Admission Fair Sharing is off
     # integrations.frameworks: Kueue's own default is ["batch/job"]; a cluster running the other kinds lists them
     # (docs/research/job-integrations/kueue-integrations.md, section 0).
@@ -175,6 +179,8 @@ class KueueConfig:
         own = d.get("kubesim") or {}
         if own.get("provisioningRequestDelay") is not None:
             cfg.provisioning_delay_seconds = parse_duration(own["provisioningRequestDelay"])
+        if own.get("provisioningRequestAutoscaler") is not None:
+            cfg.provisioning_autoscaler = bool(own["provisioningRequestAutoscaler"])
         res = d.get("resources") or {}
         if res.get("quotaCheckStrategy"):
             if res["quotaCheckStrategy"] not in ("BlockUndeclared", "IgnoreUndeclared"):

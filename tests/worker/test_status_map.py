@@ -24,12 +24,18 @@ def _objects(kc: Cluster, ns: str, name: str) -> tuple[dict, dict]:
 
 
 def test_reserved_workload_waiting_on_its_provisioning_check(kc: Cluster):
+    config = {"provisioningClassName": "queued-provisioning.gke.io"}
+    kc.create(
+        "provisioningrequestconfigs",
+        {"kind": "ProvisioningRequestConfig", "metadata": {"name": "capacity"}, "spec": config},
+    )
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "capacity"}
     kc.create(
         "admissionchecks",
         {
             "kind": "AdmissionCheck",
             "metadata": {"name": "capacity"},
-            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"},
+            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request", "parameters": ref},
         },
     )
     kc.flavor()
@@ -55,14 +61,21 @@ def test_requeued_after_preemption_waits_in_plain_words():
     """Until its next scheduling attempt, a preempted Workload's QuotaReserved=False carries the preemption's own
     message (UIDs, cohort paths), as Kueue's eviction sets it: the wait reads plainly, the preemption keeps the raw
     words (the watcher records those on the preemption event)."""
-    raw = ("Preempted to accommodate a workload (UID: 3f2c, JobUID: 9a1b) due to reclamation within the cohort; "
-           "preemptor path: /portal-h100/proj-nlp-h100; preemptee path: /portal-h100/proj-vision-h100")
+    raw = (
+        "Preempted to accommodate a workload (UID: 3f2c, JobUID: 9a1b) due to reclamation within the cohort; "
+        "preemptor path: /portal-h100/proj-nlp-h100; preemptee path: /portal-h100/proj-vision-h100"
+    )
     at = "2026-12-02T10:00:00Z"
     conditions = [
         {"type": "QuotaReserved", "status": "False", "reason": "Preempted", "message": raw, "lastTransitionTime": at},
         {"type": "Evicted", "status": "True", "reason": "Preempted", "message": raw, "lastTransitionTime": at},
-        {"type": "Preempted", "status": "True", "reason": "InCohortReclamation", "message": raw,
-         "lastTransitionTime": at},
+        {
+            "type": "Preempted",
+            "status": "True",
+            "reason": "InCohortReclamation",
+            "message": raw,
+            "lastTransitionTime": at,
+        },
         {"type": "Requeued", "status": "True", "reason": "Preempted", "message": raw, "lastTransitionTime": at},
     ]
     workload = {"metadata": {"name": "job-train-1"}, "status": {"conditions": conditions}}

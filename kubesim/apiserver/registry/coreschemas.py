@@ -321,6 +321,7 @@ LEASE = obj(
     }
 )
 CONFIG_MAP = obj({**TOP, "data": STRMAP, "binaryData": STRMAP, "immutable": B})
+POD_TEMPLATE_OBJECT = obj({**TOP, "template": POD_TEMPLATE})
 SECRET = obj({**TOP, "data": STRMAP, "stringData": STRMAP, "type": S, "immutable": B})
 SERVICE_ACCOUNT = obj(
     {**TOP, "secrets": arr(ANY), "imagePullSecrets": arr(obj({"name": S})), "automountServiceAccountToken": B}
@@ -463,6 +464,7 @@ CORE_SCHEMAS: dict[str, dict] = {
     "services": SERVICE,
     "events": EVENT,
     "configmaps": CONFIG_MAP,
+    "podtemplates": POD_TEMPLATE_OBJECT,
     "leases": LEASE,
     "persistentvolumeclaims": PERSISTENT_VOLUME_CLAIM,
     "secrets": SECRET,

@@ -87,6 +87,7 @@ CORE = [
     Resource("events", "event", "Event", "", "v1", True, ("ev",)),
     Resource("jobs", "job", "Job", "batch", "v1", True, (), ("status",)),
     Resource("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+    Resource("podtemplates", "podtemplate", "PodTemplate", "", "v1", True),
     Resource("secrets", "secret", "Secret", "", "v1", True),
     Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
     Resource("httproutes", "httproute", "HTTPRoute", GATEWAY_GROUP, "v1", True, (), ("status",)),
@@ -144,6 +145,7 @@ KUEUE = [
         "workloadpriorityclasses",
         "workloads",
         "admissionchecks",
+        "provisioningrequestconfigs",
     )
 ]
 OPERATORS = [
@@ -157,6 +159,7 @@ OPERATORS = [
         "pytorchjobs",
         "rayclusters",
         "rayjobs",
+        "provisioningrequests",
     )
 ]
 """The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, LWS, Kubeflow Trainer v2,

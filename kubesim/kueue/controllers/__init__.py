@@ -5,7 +5,8 @@
 | `kubesim.kueue.integrations` | `JobReconciler` per enabled job kind (Workload, start, stop), `OrphanedWorkloads` |
 | `workload.py` | `WorkloadController`: deactivation, backoff, waitForPodsReady, maximum execution time, HoldAndDrain |
 | `scheduler.py` | `SchedulerController`: scheduling cycles and their writes |
-| `admission_checks.py` | `AdmissionChecksController`: check states -> Admitted, eviction, deactivation; provisioning |
+| `admission_checks.py` | `AdmissionChecksController`: check states -> Admitted, eviction, deactivation |
+| `provisioning.py` | `Provisioning` (run by the above): the ProvisioningRequest check, the autoscaler stand-in |
 | `queue_status.py` | `StatusController`: ClusterQueue / LocalQueue / Cohort status |
 | `in_use.py` | `InUseFinalizers`: resource-in-use finalizers |
 | `priority_classes.py` | `PriorityClassController`: a WorkloadPriorityClass's value carried to its Workloads |

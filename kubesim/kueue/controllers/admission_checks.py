@@ -1,25 +1,21 @@
 """Admission checks on kubesim's store: the part of Kueue's workload controller that follows the check states
-(Admitted once all are Ready, eviction on Retry, deactivation on Rejected), and a ProvisioningRequest-style check
-controller (controllerName kueue.x-k8s.io/provisioning-request) that kubesim satisfies itself after the configured
-delay, standing for the capacity a cluster autoscaler brings up. Other controllers' checks are set through the API
-(`status.admissionChecks`), as their own controllers would."""
+(Admitted once all are Ready, eviction on Retry, deactivation on Rejected), and Kueue's ProvisioningRequest check
+controller (controllerName kueue.x-k8s.io/provisioning-request; controllers/provisioning.py), whose requests kubesim
+answers itself unless told not to (standing for a cluster autoscaler). Other controllers' checks are set through the
+API (`status.admissionChecks`), as their own controllers would."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
-from kubesim.kueue.cache import ChangeGate, Changes, Key, Lookup, clone
+from kubesim.kueue.cache import ChangeGate, Changes, Lookup, clone
+from kubesim.kueue.controllers.provisioning import Provisioning
 from kubesim.kueue.controllers.scheduler import record_admitted
-from kubesim.kueue.scheduler.model import EPOCH, condition_true, is_active, is_finished, parse_time
+from kubesim.kueue.scheduler.model import condition_true, is_active, is_finished
 from kubesim.kueue.state import KueueState
-
-
-def provisioning_request_name(workload: str, check: str, attempt: int) -> str:
-    """The ProvisioningRequest Kueue would create for this workload, check and attempt."""
-    return f"{workload}-{check}-{attempt}"
 
 
 class AdmissionChecksController:
@@ -31,69 +27,56 @@ class AdmissionChecksController:
     def __init__(self, state: KueueState) -> None:
         self.state = state
         self.config = state.config
-        self._gate = ChangeGate({"workloads", "admissionchecks", "clusterqueues", "localqueues"})
-        self._changes = Changes(
-            "workloads", "admissionchecks", "clusterqueues", "localqueues", status_only=("clusterqueues", "localqueues")
-        )
-        self._waiting: set[Key] = set()  # workloads with a provisioning check still Pending (the clock decides)
-        self._now: datetime | None = None
+        watched = ("workloads", "admissionchecks", "clusterqueues", "localqueues", *PROVISIONING_KINDS)
+        self._gate = ChangeGate(set(watched))
+        self._changes = Changes(*watched, status_only=("clusterqueues", "localqueues"))
+        self.provisioning = Provisioning(self.config)
 
     def next_deadline(self, store: Store) -> datetime | None:
-        now = store.clock.now()
-        checks = self._provisioning_checks(store)
-        times = []
-        for ns, name in self._waiting:
-            wl = store.get("workloads", ns, name, copy=False)
-            for c in ((wl or {}).get("status") or {}).get("admissionChecks") or []:
-                if c.get("name") in checks and c.get("state") == C.CHECK_PENDING:
-                    at = self._ready_at(c)
-                    if at > now:
-                        times.append(at)
-        return min(times) if times else None
+        return self.provisioning.next_deadline(store, store.clock.now())
 
     def reconcile(self, store: Store) -> bool:
         if not self._gate.should_run(store):
             return False
         now = store.clock.now()
-        moved, self._now = now != self._now, now
-        wrote = self._activate(store, now)
+        wrote = self.provisioning.autoscale(store, now)
+        wrote = self.provisioning.activate(store, self.state.listed(store, "admissionchecks"), now) or wrote
         changes = self._changes.since_last(store)
-        if changes is None or changes["admissionchecks"] or changes["clusterqueues"] or changes["localqueues"]:
+        if (
+            changes is None
+            or changes["admissionchecks"]
+            or changes["clusterqueues"]
+            or changes["localqueues"]
+            or changes["provisioningrequestconfigs"]
+        ):
             candidates = self.state.listed(store, "workloads")
         else:
-            keys = set(changes["workloads"]) | (self._waiting if moved else set())
+            keys = set(changes["workloads"]) | {
+                (k[0], o["name"])
+                for k, pr in changes["provisioningrequests"].items()
+                for o in pr["metadata"].get("ownerReferences") or []
+                if o.get("kind") == "Workload"
+            }
             candidates = [w for k in sorted(keys) if (w := store.get("workloads", k[0], k[1], copy=False))]
         if not candidates:
             return wrote
         provisioning = self._provisioning_checks(store)
         cqs, lqs = Lookup(store, "clusterqueues"), Lookup(store, "localqueues")
         for wl in candidates:
+            if provisioning:
+                wrote = self.provisioning.cleanup(store, wl) or wrote
             if not _reserved(wl):
                 wrote = self._sync_pending(store, wl, now, cqs, lqs) or wrote
             elif _has_checks(wl) or (wl.get("status") or {}).get("admission"):
                 wrote = self._workload(store, wl, provisioning, now, cqs) or wrote
         return wrote
 
-    def _provisioning_checks(self, store: Store) -> set[str]:
+    def _provisioning_checks(self, store: Store) -> dict[str, dict]:
         return {
-            o["metadata"]["name"]
+            o["metadata"]["name"]: o
             for o in self.state.listed(store, "admissionchecks")
             if (o.get("spec") or {}).get("controllerName") == C.PROVISIONING_CONTROLLER
         }
-
-    def _activate(self, store: Store, now: datetime) -> bool:
-        """The provisioning controller marks the checks it owns Active."""
-        wrote = False
-        for obj in self.state.listed(store, "admissionchecks"):
-            if (obj.get("spec") or {}).get("controllerName") != C.PROVISIONING_CONTROLLER:
-                continue
-            if condition_true(obj, "Active"):
-                continue
-            new = clone(obj)
-            ws.set_condition(new, "Active", "True", "Active", "The admission check is active", now)
-            store.update_status("admissionchecks", new)
-            wrote = True
-        return wrote
 
     @staticmethod
     def _sync_pending(store: Store, seen: dict, now: datetime, cqs: Lookup, lqs: Lookup) -> bool:
@@ -114,14 +97,7 @@ class AdmissionChecksController:
         store.update_status("workloads", wl)
         return True
 
-    def _ready_at(self, check: dict) -> datetime:
-        since = parse_time(check.get("lastTransitionTime")) or EPOCH
-        return since + timedelta(seconds=self.config.provisioning_delay_seconds)
-
-    def _workload(self, store: Store, seen: dict, provisioning: set[str], now: datetime, cqs: Lookup) -> bool:
-        md = seen["metadata"]
-        key = (md["namespace"], md["name"])
-        self._waiting.discard(key)
+    def _workload(self, store: Store, seen: dict, provisioning: dict[str, dict], now: datetime, cqs: Lookup) -> bool:
         if is_finished(seen) or not condition_true(seen, C.QUOTA_RESERVED) or condition_true(seen, C.EVICTED):
             return False
         wl = clone(seen)
@@ -130,7 +106,8 @@ class AdmissionChecksController:
         admission = wl["status"].get("admission") or {}
         cq = cqs.get(admission.get("clusterQueue", ""))
         changed = cq is not None and ws.sync_checks(wl, _checks_for(cq, admission.get("podSetAssignments") or []), now)
-        changed = self._provision(wl, provisioning, now, key) or changed
+        if provisioning and any(c.get("name") in provisioning for c in wl["status"].get("admissionChecks") or []):
+            changed = self.provisioning.sync(store, wl, provisioning, now) or changed
         states = wl["status"].get("admissionChecks") or []
         rejected = [c for c in states if c.get("state") == C.CHECK_REJECTED]
         retry = [c for c in states if c.get("state") == C.CHECK_RETRY]
@@ -162,33 +139,14 @@ class AdmissionChecksController:
             store.record_event(wl, event[0], event[1], event[2][:1024], C.CONTROLLER_NAME)
         return wrote
 
-    def _provision(self, wl: dict, provisioning: set[str], now: datetime, key: Key) -> bool:
-        """Pending provisioning checks: say which ProvisioningRequest they wait for, then Ready after the delay,
-        with the pod set updates that make the pods consume the provisioned capacity."""
-        changed = False
-        name = wl["metadata"]["name"]
-        for c in wl["status"].get("admissionChecks") or []:
-            if c.get("name") not in provisioning or c.get("state") != C.CHECK_PENDING:
-                continue
-            request = provisioning_request_name(name, c["name"], int(c.get("retryCount") or 0) + 1)
-            if self._ready_at(c) > now:
-                self._waiting.add(key)
-                waiting = f"Waiting for ProvisioningRequest {request} to be provisioned"
-                changed = ws.set_check_state(wl, c["name"], C.CHECK_PENDING, waiting, now) or changed
-                continue
-            updates = [
-                {"name": ps.get("name", "main"), "annotations": {C.CONSUME_PROVISIONING_REQUEST: request}}
-                for ps in (wl.get("spec") or {}).get("podSets") or []
-            ]
-            message = f"ProvisioningRequest {request} is provisioned"
-            changed = ws.set_check_state(wl, c["name"], C.CHECK_READY, message, now, podSetUpdates=updates) or changed
-        return changed
-
     @staticmethod
     def _write(store: Store, wl: dict, changed: bool) -> bool:
         if changed:
             store.update_status("workloads", wl)
         return changed
+
+
+PROVISIONING_KINDS = ("provisioningrequests", "provisioningrequestconfigs")
 
 
 def checks_message(checks: list[dict], state: str) -> str:

@@ -173,7 +173,20 @@ def test_provisioning_check_admits_once_capacity_is_up(kc_checks: Cluster):
     its check is Ready, and the Job starts with the pod set updates that consume the ProvisioningRequest."""
     kc = kc_checks
     kc.ks.reset()
-    admission_check(kc, "capacity", "kueue.x-k8s.io/provisioning-request")
+    config = {"provisioningClassName": "queued-provisioning.gke.io"}
+    kc.create(
+        "provisioningrequestconfigs",
+        {"kind": "ProvisioningRequestConfig", "metadata": {"name": "capacity"}, "spec": config},
+    )
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "capacity"}
+    kc.create(
+        "admissionchecks",
+        {
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "capacity"},
+            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request", "parameters": ref},
+        },
+    )
     ns = checked_queue(kc, "capacity")
     kc.settle()
     active = next(c for c in kc.get("admissionchecks", "capacity")["status"]["conditions"] if c["type"] == "Active")
@@ -203,7 +216,13 @@ def test_provisioning_check_admits_once_capacity_is_up(kc_checks: Cluster):
     [check] = kc.workload(ns, "train")["status"]["admissionChecks"]
     assert check["state"] == "Ready"
     assert check["podSetUpdates"] == [
-        {"name": "main", "annotations": {"autoscaling.x-k8s.io/consume-provisioning-request": request}}
+        {
+            "name": "main",
+            "annotations": {
+                "autoscaling.x-k8s.io/consume-provisioning-request": request,
+                "autoscaling.x-k8s.io/provisioning-class-name": "queued-provisioning.gke.io",
+            },
+        }
     ]
     assert kc.admitted(ns, "train")
     job = kc.batch.read_namespaced_job("train", ns)

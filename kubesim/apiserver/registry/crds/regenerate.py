@@ -3,8 +3,9 @@
 Usage: python -m kubesim.apiserver.registry.crds.regenerate DIR [DIR ...]
 Each DIR is searched for Kueue's CRDs (`kueue.x-k8s.io_*.yaml`) and for the workload operators' CRDs listed in
 UPSTREAM (JobSet; LeaderWorkerSet; Kubeflow Trainer's TrainJob and training runtimes; training-operator's PyTorchJob;
-KubeRay's RayJob and RayCluster); SOURCES.md says where each comes from. An operator's file must be the exact upstream
-release file (its sha256 is checked), so the JSON here is always derived from the release SOURCES.md names.
+KubeRay's RayJob and RayCluster; cluster-autoscaler's ProvisioningRequest); SOURCES.md says where each comes from. An
+operator's file must be the exact upstream release file (its sha256 is checked), so the JSON here is always derived
+from the release SOURCES.md names.
 
 Kueue: keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema
 (`<plural>.v1beta1.json`, against which kubesim validates v1beta1 requests); below a Workload's
@@ -26,7 +27,7 @@ import yaml
 HERE = Path(__file__).parent
 # Kinds the reference CRD directory lacks: their schema is written from Kueue's v1beta2 API types (AdmissionCheck:
 # spec.controllerName, immutable, and spec.parameters; status.conditions), so regenerating leaves them alone.
-WRITTEN_BY_HAND = frozenset({"admissionchecks"})
+WRITTEN_BY_HAND = frozenset({"admissionchecks", "provisioningrequestconfigs"})
 # The operators' CRD files kubesim vendors: file name -> sha256 of the release file (SOURCES.md).
 UPSTREAM = {
     "jobset.x-k8s.io_jobsets.yaml": "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe",
@@ -41,6 +42,9 @@ UPSTREAM = {
     "kubeflow.org_pytorchjobs.yaml": "8b8a8a719cc94173169290251e817f7ac2bb425c20b6c2fa813397bcf4e932ed",
     "ray.io_rayjobs.yaml": "01a5cf3b17c1769fda44af7e82debcd98722f0c27b9ab84d084681c6649121f5",
     "ray.io_rayclusters.yaml": "c44704442eef0c6721ad40c1d66782c8bd3fdab9d3344306a5820910a679baa1",
+    "autoscaling.x-k8s.io_provisioningrequests.yaml": (
+        "7f523beb246ceaa3ba4d924cd7c7d82d625419d03932be658784935802836e85"
+    ),
 }
 
 
