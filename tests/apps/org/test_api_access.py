@@ -39,6 +39,9 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     ("binding of alice", "GET", "role-bindings/{rb_alice}/", None, (200, 200, 200, 200, 404, 404, 200)),
     ("binding of carol", "GET", "role-bindings/{rb_carol}/", None, (200, 404, 404, 404, 404, 200, 200)),
     ("my api tokens", "GET", "tokens/", None, (200, 200, 200, 200, 200, 200, 200)),
+    # Scoped lists (tests/apps/org/test_api_data.py checks whose rows each sees).
+    ("data sources list", "GET", "data-sources/", None, (200, 200, 200, 200, 200, 200, 200)),
+    ("pull secrets list", "GET", "pull-secrets/", None, (200, 200, 200, 200, 200, 200, 200)),
     ("audit list", "GET", "audit-events/", None, (200, 200, 403, 403, 403, 403, 403)),
     ("audit research row", "GET", "audit-events/{ev_vision}/", None, (200, 200, 403, 403, 403, 403, 403)),
     ("audit data-science row", "GET", "audit-events/{ev_forecasting}/", None, (200, 404, 403, 403, 403, 403, 403)),
