@@ -84,6 +84,10 @@ def test_events_are_kept_per_workload_counted_like_kubectl_describe_and_bounded(
         _event("y", name="wl-999999-zzzzz"),  # no such workload
         _event("z", name="web-7d9f", reason="BackOff"),  # not a workload's pod
         _event("p", name=f"{pod}-0-aaaaa", reason="Preempted", message="Preempted by UID ..."),  # names another
+        # Kueue's job controller repeats the eviction's words on the Job: another project's workload and paths.
+        _event("s", name=pod, kind="Job", reason="Stopped", at=2, message=(
+            "Preempted to accommodate a workload (UID: 1011adf2, JobUID: 8b983bae) due to reclamation within the "
+            "cohort; preemptor path: /portal-h100/dept-research-h100/proj-nlp-h100/proj-nlp-h100-guaranteed")),
     ])
     assert kept == 4
     # The API server updates an Event (count, last seen): the row follows it.

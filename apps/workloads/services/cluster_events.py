@@ -15,9 +15,15 @@ from apps.core.kueue_names import JOB_PREFIX
 from ..models import CLUSTER_EVENTS_KEPT, CLUSTER_NAMESPACE, Origin, Workload, WorkloadClusterEvent
 from ..observation import ClusterEvent
 
-# Kueue's Events that name another workload by its UIDs (a preemption): the timeline tells those in a plain
-# sentence, scoped to what the viewer may see, so they are not kept here.
+# Kueue's Events that name another workload by its UIDs and the cohort paths of both (a preemption, and the Job's
+# Stopped that repeats the eviction's message): the timeline tells those in a plain sentence, scoped to what the
+# viewer may see, so they are not kept here.
 NAMES_ANOTHER_WORKLOAD = frozenset({"Preempted", "EvictedDueToPreempted"})
+ANOTHER_WORKLOAD_MARKS = ("(UID: ", "preemptor path:")
+
+
+def _names_another_workload(event: ClusterEvent) -> bool:
+    return event.reason in NAMES_ANOTHER_WORKLOAD or any(mark in event.message for mark in ANOTHER_WORKLOAD_MARKS)
 
 
 def _portal_workload_id(kind: str, name: str) -> int | None:
@@ -36,7 +42,7 @@ def workload_cluster_events_record(*, events: Sequence[ClusterEvent]) -> int:
     """Keep each Event that is about a workload's object (in the workload's namespace): its Job or pods (portal
     work, by their names), Kueue's Workload (by name), or the object work from outside the portal is (by name);
     the others are dropped. Returns how many were kept. A few queries per batch, whatever its size."""
-    events = [event for event in events if event.reason not in NAMES_ANOTHER_WORKLOAD]
+    events = [event for event in events if not _names_another_workload(event)]
     if not events:
         return 0
     by_id = {event.uid: _portal_workload_id(event.object_kind, event.object_name) for event in events}
