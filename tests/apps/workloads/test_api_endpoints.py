@@ -128,9 +128,11 @@ def test_following_a_finished_workload_sends_its_lines_once_and_closes(client_fo
     assert response["Content-Type"].startswith("text/plain") and "ETag" not in response
     # The tail was read before the follow saw the finish: it waits for one more read, here in vain (timeout).
     assert b"".join(response.streaming_content).decode() == "started\nstep 1\nexited with code 0\n"
-    WorkloadLogTail.objects.filter(workload=workload).update(fetched_at=timezone.now() + timedelta(seconds=1))
-    text = b"".join(client_for("alice").get(
-        f"/api/v1/workloads/{workload.pk}/logs/?follow=true&timeout=5").streaming_content).decode()
+    # The worker's read after the finish, stamped later than the follow below starts (however slow the machine).
+    client = client_for("alice")
+    WorkloadLogTail.objects.filter(workload=workload).update(fetched_at=timezone.now() + timedelta(seconds=30))
+    followed = client.get(f"/api/v1/workloads/{workload.pk}/logs/?follow=true&timeout=5")
+    text = b"".join(followed.streaming_content).decode()
     assert text == "started\nstep 1\nexited with code 0\n[run succeeded]\n"
 
 
