@@ -380,8 +380,11 @@ def test_watch_prints_again_on_change_and_ctrl_c_ends_it_with_0(signed_in, home,
     workload = waiting_workload(org, name="watched")
     args = ["list", "--watch", "--interval", "0.5"] if command == "list" else [
         "status", str(workload.pk), "-w", "--interval", "0.5"]
+    # Ctrl-C as at a terminal: a suite started in the background of a shell inherits SIGINT ignored, and Python
+    # then never raises KeyboardInterrupt, so the child gets the default disposition back before it starts.
     watcher = subprocess.Popen([sys.executable, "-m", "portal_cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     reader = Reader(watcher)
     try:
         wait_for(lambda: "queued" in reader.text(), timeout=60, describe=reader.text)
