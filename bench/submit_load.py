@@ -266,6 +266,8 @@ class Machine:
         return sum(fields), idle
 
     def run(self) -> None:
+        """A sample at once and every 2 s, so a run shorter than a sampling period still says its load."""
+        self.loads.append(os.getloadavg()[0])
         while not self.stop.wait(2.0):
             self.loads.append(os.getloadavg()[0])
 
