@@ -67,7 +67,19 @@ def workload_count(custom: client.CustomObjectsApi) -> int:
     return len(page.get("items", [])) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
-def run(api: client.ApiClient, args: argparse.Namespace) -> None:
+def controller_time(ks) -> str:
+    """kubesim's controller time so far (its /kubesim/v1/stats): total reconcile seconds and calls, and the top 4."""
+    stats = ks.stats()
+    stats = stats.get("controllers", stats)
+    rows = sorted(stats.items(), key=lambda item: -item[1]["seconds"])
+    total = sum(row["seconds"] for _, row in rows)
+    calls = max((row["calls"] for _, row in rows), default=0)
+    top = ", ".join(f"{name} {row['seconds']:.1f}s" for name, row in rows[:4])
+    return f"controllers {total:.1f}s in {calls} rounds ({top})"
+
+
+def run(ks, args: argparse.Namespace) -> None:
+    api = ks.api_client()
     batch, custom = client.BatchV1Api(api), client.CustomObjectsApi(api)
     namespaces = setup(api, args.projects, -(-(args.workloads + args.changes) // args.projects) + 10)
     started = time.perf_counter()
@@ -79,7 +91,7 @@ def run(api: client.ApiClient, args: argparse.Namespace) -> None:
     while workload_count(custom) < args.workloads:
         time.sleep(0.5)
     print(f"cluster built: {args.workloads} Jobs posted in {posted:.1f}s, all Workloads in "
-          f"{time.perf_counter() - started:.1f}s", flush=True)
+          f"{time.perf_counter() - started:.1f}s; {controller_time(ks)}", flush=True)
 
     created: dict[str, float] = {}
     arrived: dict[str, float] = {}
@@ -123,6 +135,7 @@ def run(api: client.ApiClient, args: argparse.Namespace) -> None:
         print(f"Job created -> Workload seen by a watch: {len(lags)} of {len(created)}; p50 "
               f"{statistics.median(lags) * 1000:.0f} ms, p95 {statistics.quantiles(lags, n=20)[18] * 1000:.0f} ms",
               flush=True)
+    print(f"after the changes: {controller_time(ks)}", flush=True)
 
 
 def main() -> None:
@@ -143,7 +156,7 @@ def main() -> None:
             yappi.set_clock_type("wall")
             yappi.start()
             try:
-                run(ks.api_client(), args)
+                run(ks, args)
             finally:
                 yappi.stop()
                 stats = yappi.get_func_stats()
@@ -157,7 +170,7 @@ def main() -> None:
         from kubesim.testing import KubesimProcess
 
         with KubesimProcess(tempfile.mkdtemp(prefix="bench-kubesim-"), "--async-settle", clock="real") as ks:
-            run(ks.api_client(), args)
+            run(ks, args)
     print(f"load after: {os.getloadavg()[0]:.2f}", flush=True)
 
 
