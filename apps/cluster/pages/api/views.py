@@ -44,6 +44,21 @@ class QueueViewerMixin:
         return bool(getattr(self, "swagger_fake_view", False))
 
 
+class PageRowsViewSet(QueueViewerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """A list whose rows a page's selector computes rather than a queryset: the API shows what the tab shows,
+    paginated like every list, with no filters of its own."""
+
+    request: AuthenticatedAPIRequest
+    filter_backends: list[type] = []
+
+    def rows(self) -> list[Any]:
+        raise NotImplementedError
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.rows())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
 class ClusterQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
     """The ClusterQueues of the projects you may see (queues of no project: admins only), by pool then name, with
     Kueue's counts and usage in GPU units: the Queues page's first tab."""
@@ -73,35 +88,28 @@ class LocalQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOnly
     "Every pool's cohort tree in tree order (parents before children): project cohorts of the projects you may see, "
     "department cohorts of your departments and of your projects' departments, and the pools' root cohorts only "
     "for those who see everything. A cohort's figures are its whole subtree's, seen or not.")))
-class CohortViewSet(QueueViewerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class CohortViewSet(PageRowsViewSet):
     """Kueue's Cohorts as the Queues page's cohort tab shows them."""
 
-    request: AuthenticatedAPIRequest
     serializer_class = CohortSerializer
     queryset = CohortState.objects.none()  # for the schema only: rows come from the page's selector
-    filter_backends: list[type] = []
 
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        rows = [row for _pool, cohorts in reads.cohorts(user=self.request.user) for row in cohorts]
-        page = self.paginate_queryset(rows)
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+    def rows(self) -> list[Any]:
+        return [row for _pool, cohorts in reads.cohorts(user=self.request.user) for row in cohorts]
 
 
 @extend_schema_view(list=extend_schema(description=(
     "One ResourceFlavor per node pool, by name: resource, cut, node labels and taints, the nodes the watcher saw and "
     "their allocatable units; the pool-wide in use, borrowed, pending and admitted only for those who see "
     "everything (null otherwise).")))
-class FlavorViewSet(QueueViewerMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class FlavorViewSet(PageRowsViewSet):
     """The node pools as Kueue's ResourceFlavors, as the Queues page's flavor tab shows them."""
 
-    request: AuthenticatedAPIRequest
     serializer_class = FlavorSerializer
     queryset = NodePool.objects.none()  # for the schema only: rows come from the page's selector
-    filter_backends: list[type] = []
 
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        page = self.paginate_queryset(reads.flavors(user=self.request.user))
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+    def rows(self) -> list[Any]:
+        return reads.flavors(user=self.request.user)
 
 
 class NodeViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
