@@ -26,6 +26,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, Prohibi
 from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.choices import BaseChoiceIterator
+from django.utils.functional import cached_property
 
 from .http import MAX_ID, reference_lookup
 
@@ -265,10 +266,37 @@ class ScopedFilterSet(django_filters.FilterSet):
         return not self.form.errors
 
 
+# A page's pager counts at most this many rows: counting every row of a large list costs more than showing a page of
+# it (docs/architecture.md, Serving the portal). The API's lists keep their exact count.
+PAGER_COUNT_CAP = 10_000
+
+
+class CappedPaginator(Paginator):
+    """A Paginator that counts up to `cap` rows (`COUNT(*)` over `LIMIT cap + 1`); past it the pager says "more than"
+    and the pages stop at the cap, where narrower filters take over."""
+
+    def __init__(self, object_list: Any, per_page: int, *, cap: int = PAGER_COUNT_CAP) -> None:
+        super().__init__(object_list, per_page)
+        self.cap = cap
+
+    @cached_property
+    def counted(self) -> int:
+        return self.object_list[: self.cap + 1].count()
+
+    @cached_property
+    def count(self) -> int:
+        return min(self.counted, self.cap)
+
+    @property
+    def capped(self) -> bool:
+        """Whether rows beyond the cap exist and no page shows them."""
+        return self.counted > self.cap
+
+
 def filter_page(filterset: ScopedFilterSet, *, per_page: int, number: Any) -> Page:
-    """The page of rows a page view shows: Paginator.get_page over the FilterSet's rows (an unusable page number
-    reads as the nearest page, as before), with references checked when nothing matched."""
-    page = Paginator(filterset.rows(), per_page).get_page(number)
+    """The page of rows a page view shows: CappedPaginator.get_page over the FilterSet's rows (an unusable page
+    number reads as the nearest page, as before), with references checked when nothing matched."""
+    page = CappedPaginator(filterset.rows(), per_page, cap=PAGER_COUNT_CAP).get_page(number)
     if not page.paginator.count:
         filterset.check_references()
     return page

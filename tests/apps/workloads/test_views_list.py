@@ -166,6 +166,17 @@ def test_the_list_paginates(page_client, make_workload):
     assert "Page 1 of 2" in first.content.decode()
 
 
+def test_past_the_pager_cap_the_list_says_more_than_and_stops_there(page_client, make_workload, monkeypatch):
+    monkeypatch.setattr("apps.core.filters.PAGER_COUNT_CAP", PAGE_SIZE + 1)
+    for number in range(PAGE_SIZE + 3):
+        make_workload("alice", name=f"run-{number}", pool="l40s-shared")
+    client = page_client("alice")
+    first, last = client.get(LIST).content.decode(), client.get(LIST, {"page": 9})
+    assert f"Page 1 of 2+ · more than {PAGE_SIZE + 1} workloads" in first and "Older" in first
+    assert len(rows(last)) == 1  # the cap's last row; the two past it are on no page
+    assert "narrow the filters to see older ones" in last.content.decode() and "Older" not in last.content.decode()
+
+
 # session, user, grants, count, the page of rows (all joined), the filter's project and department choices
 EXPECTED_QUERIES = 7
 
