@@ -19,7 +19,7 @@ from worker.beat import LeaderScheduler
 
 QUEUE = f"beat-test-{os.getpid()}"
 TASK = "worker.tasks.intents_sweep"
-# A tick every 0.3 s keeps the file far younger than this even on a loaded CI machine; the stale case below is 120 s old.
+# A tick every 0.3 s keeps the file far younger than this even on a loaded CI machine; the stale case is 120 s old.
 HEARTBEAT_FRESH = 10.0
 
 
