@@ -33,7 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 live_pages = importlib.import_module("bench.live_pages")
+results = importlib.import_module("report")  # bench/report.py, beside this script
 
 
 def job(name: str, namespace: str, seconds: int = 3600) -> dict:
@@ -125,6 +127,7 @@ def main() -> None:
                         help="kubesim settles inside each write (by default in the background, as a real cluster's "
                              "controllers run after the write returns)")
     args = parser.parse_args()
+    machine = results.Machine()
     live_pages._use_bench_database()
     import django
 
@@ -236,17 +239,27 @@ def main() -> None:
         lags = sorted(seen[name] - created[name] for name in seen)
         cluster_part = sorted(arrived[name] - created[name] for name in seen if name in arrived)
         watcher_part = sorted(seen[name] - arrived[name] for name in seen if name in arrived)
-        for label, values in (("Job created -> row", lags), ("Job created -> Workload in the cluster", cluster_part),
-                              ("Workload in the cluster -> row", watcher_part)):
+        size = f"{args.workloads:,} outside Workloads, {args.rate:g} changes/s"
+        figures = [results.Figure(f"first sync, {args.workloads:,} Workloads in {args.projects} namespaces", "s",
+                                  [sync], "< 60")]
+        for label, values, target in (("Job created -> row", lags, "< 1,000"),
+                                      ("Job created -> Workload in the cluster", cluster_part, ""),
+                                      ("Workload in the cluster -> row", watcher_part, "")):
             if len(values) < 2:
                 print(f"changes at {args.rate:g}/s, {label}: {len(values)} of {len(created)}")
                 continue
+            p50, p95 = statistics.median(values), statistics.quantiles(values, n=20)[18]
             print(f"changes at {args.rate:g}/s, {label}: {len(values)} of {len(created)}; p50 "
-                  f"{statistics.median(values) * 1000:.0f} ms, p95 "
-                  f"{statistics.quantiles(values, n=20)[18] * 1000:.0f} ms (polled every 20 ms)")
+                  f"{p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms (polled every 20 ms)")
+            figures.append(results.Figure(f"{label} p95, {size}", "ms", [p95 * 1000], target))
         print("the watcher's hops during the changes (its /metrics):")
         print("\n".join(hop_summary(before, scrape(metrics_port))))
-        print("memory: watcher RSS now / peak {:.0f} / {:.0f} MiB".format(*rss_mib(watcher.pid)))
+        now, peak = rss_mib(watcher.pid)
+        print(f"memory: watcher RSS now / peak {now:.0f} / {peak:.0f} MiB")
+        figures.append(results.Figure(f"watcher RSS peak, {args.workloads:,} outside Workloads", "MiB", [peak],
+                                      "< 500"))
+        figures.append(results.Figure(f"changes created per second (asked {args.rate:g})", "1/s", [achieved]))
+        results.record("outside_sync.py", vars(args), figures, machine)
     finally:
         if watcher is not None:
             watcher.terminate()
