@@ -28,6 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import report  # noqa: E402 - bench/report.py, beside this script
 
 
 def _use_bench_database() -> None:
@@ -332,6 +335,7 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="TOP",
                         help="print each page's queries and the TOP functions of a cProfile instead of timing")
     args = parser.parse_args()
+    machine = report.Machine()
     _use_bench_database()
     import django
 
@@ -359,14 +363,20 @@ def main() -> None:
         return
     print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
     print(f"{'page':38} {'bytes':>8} {'queries':>7} {'p50 ms':>8} {'p95 ms':>8} {'bare p50':>9} {'ratio':>6}")
+    figures = []
     for row in measure_pages(fixture, args.requests, args.only):
         print(f"{row['page']:38} {row['bytes']:>8} {row['queries']:>7} {row['p50_ms']:>8.1f} {row['p95_ms']:>8.1f} "
               f"{row['bare_p50_ms']:>9.1f} {row['ratio_p50']:>6.2f}")
-    if args.changes <= 0:
-        return  # the pages only
-    lag = measure_lag(fixture, args.changes, args.rate)
-    print("lag:", ", ".join(f"{key}={value:.1f}" if isinstance(value, float) else f"{key}={value}"
-                            for key, value in lag.items()))
+        figures.append(report.Figure(f"{row['page']} p50 / bare p50, {args.workloads:,} workloads", "x",
+                                     [row["ratio_p50"]], "<= 2"))
+    if args.changes > 0:
+        lag = measure_lag(fixture, args.changes, args.rate)
+        print("lag:", ", ".join(f"{key}={value:.1f}" if isinstance(value, float) else f"{key}={value}"
+                                for key, value in lag.items()))
+        figures.append(report.Figure(f"portal Job created -> row p95, {args.rate:g} changes/s", "ms",
+                                     [lag["lag_p95_ms"]], "< 1,000"))
+    if figures:
+        report.record("live_pages.py", vars(args), figures, machine)
 
 
 if __name__ == "__main__":
