@@ -33,6 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import report as bench_results  # noqa: E402 - bench/report.py, beside this script
 
 
 def free_port() -> int:
@@ -196,7 +199,7 @@ def run(base: str, fixture: dict, *, followers: int, seconds: float, baseline: f
     return {"times": times, "errors": errors, "follows": follows, "connections": connections, "lines": number + 1}
 
 
-def report(result: dict, args: argparse.Namespace) -> None:
+def report(result: dict, args: argparse.Namespace, machine: bench_results.Machine) -> None:
     print(f"\n{args.followers} follows of {args.seconds:g} s, a line every {args.line_every:g} s, pages every "
           f"{args.pages_every:g} s; gunicorn.conf.py {args.gunicorn_args or '(as shipped)'}, {os.cpu_count()} cores\n")
     print("| pages (detail, list, API list) | count | median ms | p95 ms | max ms |")
@@ -213,6 +216,12 @@ def report(result: dict, args: argparse.Namespace) -> None:
           f"min {min(record['lines'] for record in follows)} of {result['lines']} written")
     print(f"page errors: {len(result['errors'])} {result['errors'][:3]}; most database connections of the web "
           f"meanwhile: {result['connections']}")
+    figures = [bench_results.Figure(f"{label} p95, {args.followers} follows", "ms",
+                                    [percentile(values, 0.95) * 1000]) for label, values in result["times"].items()
+               if values]
+    figures.append(bench_results.Figure(f"follows broken of {args.followers}", "follows", [len(broken)], "0"))
+    figures.append(bench_results.Figure("page errors", "requests", [len(result["errors"])], "0"))
+    bench_results.record("follow_load.py", vars(args), figures, machine)
 
 
 def main() -> None:
@@ -225,6 +234,7 @@ def main() -> None:
     parser.add_argument("--gunicorn-args", default="", help='flags after --bind, e.g. "--worker-class sync '
                                                             '--workers 3 --threads 1" (the former configuration)')
     args = parser.parse_args()
+    machine = bench_results.Machine()
     workdir = Path(tempfile.mkdtemp(prefix="bench-follow-"))
     use_bench_database(workdir)
     import django
@@ -236,7 +246,7 @@ def main() -> None:
     try:
         result = run(base, fixture, followers=args.followers, seconds=args.seconds, baseline=args.baseline,
                      line_every=args.line_every, pages_every=args.pages_every)
-        report(result, args)
+        report(result, args, machine)
     finally:
         os.killpg(web.pid, signal.SIGTERM)  # the group this process leads (its session, started here)
         try:

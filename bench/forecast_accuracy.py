@@ -36,9 +36,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 import django
+import report as bench_results  # bench/report.py, beside this script
 
 django.setup()
 
@@ -189,6 +191,7 @@ def main() -> None:
                         help="give every family N runs drawn from its true distribution and add no finished runs "
                              "(the floor of the error any estimate from history can reach)")
     args = parser.parse_args()
+    machine = bench_results.Machine()
     global ORACLE
     ORACLE = args.oracle_runtimes
     rng = random.Random(args.seed)
@@ -224,7 +227,7 @@ def main() -> None:
             live[new.key] = new
             scheduler.queues.flush()
         preemptions += schedule(scheduler, objects, live, t)
-    report(workloads, preemptions, forecast_seconds, args)
+    report(workloads, preemptions, forecast_seconds, args, machine)
 
 
 def record(workloads: list[Workload], t: datetime) -> list[tuple]:
@@ -239,7 +242,8 @@ def record(workloads: list[Workload], t: datetime) -> list[tuple]:
     return [row for kind in (False, True) for row in [row for row in rows if row[4] == kind][:FORECAST_RECORD_SIZE]]
 
 
-def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[float], args) -> None:
+def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[float], args,
+           machine: bench_results.Machine) -> None:
     tolerance = RESOLUTION.total_seconds()
     estimated = [w for w in workloads if w.forecast.likely is not None]
     waits = [(w.first_start - w.arrival).total_seconds() for w in estimated]
@@ -290,6 +294,13 @@ def report(workloads: list[Workload], preemptions: int, forecast_seconds: list[f
                   f"inside the range {100 * within / len(rows):.1f} %")
     print(f"forecast CPU time per submission: median {1000 * statistics.median(forecast_seconds):.1f} ms, "
           f"max {1000 * max(forecast_seconds):.1f} ms; load average {os.getloadavg()}")
+    size = f"{len(workloads)} workloads, load {args.load:g}{oracle}"
+    bench_results.record("forecast_accuracy.py", vars(args), [
+        bench_results.Figure(f"real start inside the range, {size}", "%", [100 * sum(inside) / len(inside)]),
+        bench_results.Figure(f"median error / actual wait, {size}", "%", [100 * statistics.median(relative)]),
+        bench_results.Figure(f"forecast CPU per submission, {size}", "ms",
+                             [1000 * statistics.median(forecast_seconds)]),
+    ], machine)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 import django
+import report as bench_results  # bench/report.py, beside this script
 
 django.setup()
 
@@ -97,6 +99,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
+    machine = bench_results.Machine()
     objects, projects = organisation()
     holding, waiting = workloads(args.pending, random.Random(args.seed), projects)
     queues = {job.queue + job.namespace for job in waiting}
@@ -110,6 +113,8 @@ def main() -> None:
           f"estimated {estimated}, cannot estimate {len(waiting) - estimated}")
     print(f"replay CPU seconds: median {statistics.median(times):.3f}, runs {', '.join(f'{t:.3f}' for t in times)}")
     print(f"load average {os.getloadavg()}")
+    bench_results.record("forecast_speed.py", vars(args), [bench_results.Figure(
+        f"replay of {len(waiting):,} pending over {len(queues)} ClusterQueues, CPU", "s", times)], machine)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,11 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 import django
+import report as bench_results  # bench/report.py, beside this script
 
 django.setup()
 
@@ -174,6 +176,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
     parser.add_argument("--reuse", action="store_true", help="reuse a kept bench database instead of rebuilding")
     args = parser.parse_args()
+    machine = bench_results.Machine()
 
     use_bench_database()
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
@@ -187,13 +190,13 @@ def main() -> None:
     try:
         if not (args.reuse and UsageInterval.objects.exists()):
             build(intervals=args.intervals, projects=args.projects)
-        run(args)
+        run(args, machine)
     finally:
         if not args.keep:
             creation.destroy_test_db(old_name, verbosity=0)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace, machine: bench_results.Machine) -> None:
     admin = get_user_model().objects.get(username="admin")
     today = timezone.localdate()
 
@@ -255,10 +258,14 @@ def run(args: argparse.Namespace) -> None:
 
     cases.append(("ledger write: open + close one interval (split included)", ledger_write))
     print(f"\n{'case':58} {'median ms':>10}   runs (ms)")
+    figures = []
     for name, action in cases:
         action()  # warm caches once
         median, timings = median_ms(args.runs, action)
         print(f"{name:58} {median:10.1f}   {' '.join(f'{t:.0f}' for t in timings)}", flush=True)
+        figures.append(bench_results.Figure(f"{name}, {args.intervals:,} intervals ({connection.vendor})", "ms",
+                                            list(timings)))
+    bench_results.record("usage_report.py", vars(args), figures, machine)
     rows = len(reports.usage_report(user=admin, group=reports.Group.USER, window=last_month).rows)
     held = UsageInterval.objects.filter(reports.overlapping(last_month, timezone.now()), node_pool=h100).count()
     print(f"\nrows: {rows} users in the month's report; {held:,} h100 intervals in the holders CSV")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report as bench_results  # bench/report.py, beside this script
 import usage_report  # the ledger builder; it runs django.setup()
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
+    machine = bench_results.Machine()
 
     database = connection.settings_dict
     test = database.setdefault("TEST", {})
@@ -104,13 +106,13 @@ def main() -> None:
             made = build_utilisation(window)
             print(f"  {made:,} hourly utilisation rows for {window.start:%Y-%m} in "
                   f"{time.perf_counter() - started:.1f}s", flush=True)
-        run(args, window)
+        run(args, window, machine)
     finally:
         if not args.keep:
             creation.destroy_test_db(old_name, verbosity=0)
 
 
-def run(args: argparse.Namespace, window: reports.Window) -> None:
+def run(args: argparse.Namespace, window: reports.Window, machine: bench_results.Machine) -> None:
     admin = get_user_model().objects.get(username="admin")
     browser = Client()
     browser.force_login(admin)
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace, window: reports.Window) -> None:
     }
     print("| case | without utilisation (ms) | with utilisation (ms) | ratio |")
     print("|---|---:|---:|---:|")
+    figures = []
     for name, action in cases.items():
         medians = []
         for url in ("", "http://127.0.0.1:9"):
@@ -136,11 +139,14 @@ def run(args: argparse.Namespace, window: reports.Window) -> None:
             action()  # warm up
             medians.append(usage_report.median_ms(args.runs, action)[0])
         print(f"| {name} | {medians[0]:.1f} | {medians[1]:.1f} | {medians[1] / medians[0]:.2f}x |", flush=True)
+        figures.append(bench_results.Figure(f"{name} with utilisation / without, {args.intervals:,} intervals",
+                                            "x", [medians[1] / medians[0]]))
     settings.PROMETHEUS_URL = "http://127.0.0.1:9"
     report = reports.usage_report(user=admin, group=reports.Group.PROJECT, window=window)
     assert len(report.rows) == args.projects and report.total.measured_hours > 0
     print(f"checked: {len(report.rows)} project rows, mean utilisation {report.total.utilisation:.1%}, "
           f"{report.total.idle_hours:,.0f} allocated-but-idle GPU-hours")
+    bench_results.record("utilisation_report.py", vars(args), figures, machine)
 
 
 if __name__ == "__main__":
