@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Case, Count, F, IntegerField, Max, Q, Sum, When
-from django.db.models.functions import Least
+from django.db.models import Count, Max, Q, Sum
 
 from apps.accounts.access import grants_for, sees_everything
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.core.actors import Actor
 from apps.org.models import NodePool, Quota
 from apps.org.selectors import departments_for, projects_for
-from apps.workloads.models import WAITING_STATUSES, Kind, Workload
+from apps.workloads.models import WAITING_STATUSES, Workload
+from apps.workloads.selectors import requested_units
 
 ZERO = Decimal(0)
 
@@ -83,15 +83,6 @@ def balance(*, deserved: int, used: Decimal, lends: bool) -> tuple[Decimal, Deci
     return max(ZERO, used - deserved), max(ZERO, deserved - used) if lends else ZERO
 
 
-def _units_expression() -> Case:
-    """A workload's GPU units in SQL (Workload.gpu_units): gang pods, batch parallelism, or one notebook pod."""
-    return Case(
-        When(kind=Kind.TRAINING, then=F("gpus") * F("pods")),
-        When(kind=Kind.BATCH, then=F("gpus") * Least(F("parallelism"), F("completions"))),
-        default=F("gpus"), output_field=IntegerField(),
-    )
-
-
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     """The dashboard figures for the viewer: at most eight queries, however many projects and pools."""
     everything = sees_everything(user)
@@ -125,7 +116,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         cohorts[(*owner, cohort.node_pool_id)] = cohort.weighted_share
     pending_rows = list(Workload.objects.filter(
         status__in=WAITING_STATUSES, project__department_id__in=department_ids).values(
-        "project_id", "project__department_id", "node_pool_id").annotate(units=Sum(_units_expression())).order_by())
+        "project_id", "project__department_id", "node_pool_id").annotate(units=Sum(requested_units())).order_by())
     pending = {(row["project_id"], row["node_pool_id"]): row["units"] or 0 for row in pending_rows}
     department_pending: dict[tuple[int, int], int] = defaultdict(int)
     for row in pending_rows:
@@ -208,5 +199,5 @@ def quota_dashboard_marker() -> str:
     cohorts = CohortState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
     quotas = Quota.objects.aggregate(n=Count("pk"), at=Max("updated_at"))
     waiting = Workload.objects.filter(status__in=WAITING_STATUSES).aggregate(n=Count("pk"), newest=Max("pk"),
-                                                                    units=Sum(_units_expression()))
+                                                                    units=Sum(requested_units()))
     return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), *waiting.values()))

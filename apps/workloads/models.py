@@ -231,7 +231,7 @@ class Workload(models.Model):
             # The quota dashboard's pending demand sums the waiting rows of whole departments on every load: read
             # from this index alone, not from the table's pages.
             models.Index(fields=["project", "node_pool"], include=["kind", "gpus", "pods", "parallelism", "completions",
-                                                                   "id"],
+                                                                   "pod_set_units", "id"],
                          condition=models.Q(status__in=sorted(WAITING_STATUSES)), name="workload_waiting"),
         ]
         constraints = [

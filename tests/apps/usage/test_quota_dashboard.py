@@ -175,3 +175,15 @@ def test_api_queries_are_fixed(client_for, make_workload, django_assert_max_num_
         waiting(make_workload, "admin", project, 2)
     with django_assert_max_num_queries(len(before.captured_queries)):
         assert client.get(API).status_code == 200
+
+
+def test_pending_counts_work_from_outside_by_its_pod_sets(client_for):
+    """A kubectl Job of two pods with two GPUs each waits for 4 units, not its largest pod's 2."""
+    from tests.factories import WorkloadFactory
+
+    mirror("vision", guaranteed=1)
+    WorkloadFactory(outside=True, project=Project.objects.get(slug="vision"),
+                    node_pool=NodePool.objects.get(slug="h100"))
+    research = next(d for d in figures(client_for("admin"))["departments"] if d["slug"] == "research")
+    vision = next(p for p in research["projects"] if p["slug"] == "vision")
+    assert vision["pending"] == research["pending"] == 4
