@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import BigIntegerField, Case, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
-from django.db.models.functions import Length
+from django.db.models.functions import Coalesce, Length
 from django.utils import timezone
 
 from apps.accounts import access
@@ -30,7 +30,7 @@ from apps.workloads.models import (
     WorkloadLogTail,
 )
 
-from .lookups import workloads_for
+from .lookups import requested_units, workloads_for
 
 
 def queue_position_label(workload: Workload) -> str:
@@ -113,10 +113,10 @@ class ProjectQueue:
 PROJECT_QUEUE_ROWS = 100
 
 
-def _queue_order(workload: Workload) -> tuple:
-    position = workload.queue_position_cluster
-    return (workload.node_pool.slug, workload.queue_name, position is None,
-            position if position is not None else 0, workload.created_at, workload.pk)
+# Queue order: by pool and LocalQueue (`queue_name`: elastic before guaranteed, as their names sort), Kueue's position
+# first (those without one after), then by age.
+QUEUE_ORDER = ("node_pool__slug", "-preemptible", F("queue_position_cluster").asc(nulls_last=True), "created_at",
+               "pk")
 
 
 def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQueue:
@@ -126,12 +126,15 @@ def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQu
     workloads); the page decides which details of other people's work it shows, and the explanations name other
     projects only as far as the viewer may see them.
     """
-    rows = list(Workload.objects.filter(project=project, status__in=LIVE_STATUSES).select_related(
-        "project__department", "node_pool", "owner", "priority_class", "forecast"))
-    pending = sorted((w for w in rows if w.status in PENDING_STATUSES), key=_queue_order)
-    holding = sorted((w for w in rows if w.status not in PENDING_STATUSES),
-                     key=lambda w: (w.node_pool.slug, w.admitted_at or w.created_at, w.pk))
-    annotate_live([*pending[:PROJECT_QUEUE_ROWS], *holding], viewer=viewer)
+    live = Workload.objects.filter(project=project).select_related(
+        "project__department", "node_pool", "owner", "priority_class", "forecast")
+    # The head of the queue and the holders are read; the rest of a long queue is only counted and summed.
+    pending = list(live.filter(status__in=PENDING_STATUSES).order_by(*QUEUE_ORDER)[:PROJECT_QUEUE_ROWS])
+    holding = list(live.filter(status__in=LIVE_STATUSES - PENDING_STATUSES).order_by(
+        "node_pool__slug", Coalesce("admitted_at", "created_at"), "pk"))
+    annotate_live([*pending, *holding], viewer=viewer)
+    waiting = Workload.objects.filter(project=project, status__in=PENDING_STATUSES).values("node_pool_id").annotate(
+        count=Count("pk"), units=Sum(requested_units(), filter=Q(status__in=WAITING_STATUSES))).order_by()
     figures: dict[int, PoolQuotaFigures] = {}
     for quota in Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"):
         figures[quota.node_pool_id] = PoolQuotaFigures(pool=quota.node_pool, deserved=quota.deserved,
@@ -148,11 +151,13 @@ def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQu
     for cohort in CohortState.objects.filter(project=project, node_pool_id__in=list(figures)):
         assert cohort.node_pool_id is not None  # filtered by node_pool_id__in
         figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
-    for workload in pending:  # demand as the dashboard counts it: what Kueue holds waiting (not yet submitted: no)
-        if workload.node_pool_id in figures and workload.status in WAITING_STATUSES:
-            figures[workload.node_pool_id].pending_units += workload.gpu_units
-    return ProjectQueue(project=project, pending=pending[:PROJECT_QUEUE_ROWS], holding=holding,
-                        pools=list(figures.values()), pending_total=len(pending))
+    pending_total = 0
+    for row in waiting:  # demand as the dashboard counts it: the waiting statuses' units
+        pending_total += row["count"]
+        if row["node_pool_id"] in figures:
+            figures[row["node_pool_id"]].pending_units += row["units"] or 0
+    return ProjectQueue(project=project, pending=pending, holding=holding, pools=list(figures.values()),
+                        pending_total=pending_total)
 
 
 def _newest(queryset: QuerySet, column: str) -> Subquery:

@@ -144,8 +144,9 @@ def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workloa
     mirror(elastic=8)
     queued(make_workload("alice", name="w0", gpus=4), 0)
     running(make_workload("alice", name="r0", gpus=4))
-    # session, user, grants, project, the marker, rows, 3 explain, runtimes, quotas, queue states, cohorts
-    expected = 13
+    # session, user, grants, project, the marker, the queue's head, the holders, the waiting counted by pool,
+    # 3 explain, runtimes, quotas, queue states, cohorts
+    expected = 15
     with django_assert_num_queries(expected):
         client.get(queue_url())
     # Work from outside the portal waiting (a gang of two pods): the pools' nodes, once, however many rows.
