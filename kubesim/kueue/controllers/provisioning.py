@@ -4,10 +4,13 @@ store, with kubesim standing in for the cluster autoscaler that answers the requ
 Behaviour learned from Kueue v0.20's pkg/controller/admissionchecks/provisioning (written here in kubesim's own
 structure): the check is Active only while its parameters name an existing ProvisioningRequestConfig; on quota
 reservation one ProvisioningRequest `<workload>-<check>-<attempt>` is created per check that needs one, with one
-PodTemplate `ppt-<request>-<podset>` per pod set; the request's conditions drive the check (Provisioned -> Ready
-with podSetUpdates, Failed / BookingExpired before admission -> Retry with backoff while the attempt is within the
-config's backoffLimitCount, then Rejected, CapacityRevoked -> Rejected); requests of a finished or evicted workload
-(CleanupProvisioningRequestsOnEviction) and requests no longer in use are deleted."""
+PodTemplate `ppt-<request>-<podset>` per pod set (pod sets alike under the config's podSetMergePolicy share the
+first one's; each template is the pod set's own with its flavors' node labels and tolerations merged in); the
+request's conditions drive the check (Provisioned -> Ready with podSetUpdates, Failed / BookingExpired before
+admission -> Retry with backoff while the attempt is within the config's backoffLimitCount, then Rejected,
+CapacityRevoked -> Rejected, also after admission); requests of a finished or evicted workload
+(CleanupProvisioningRequestsOnEviction) and requests no longer in use are deleted; a Ready check keeps its state
+when its request is deleted (a running workload goes on)."""
 
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ import hashlib
 import re
 from datetime import datetime, timedelta
 
+from kubesim.kernel.quantity import decimal_value
 from kubesim.kernel.store import Store
 from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import clone
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.integrations.podsets import PodSetConflict, PodSetInfo, merge_into
 from kubesim.kueue.scheduler.model import EPOCH, condition_true, parse_time
 
 CONFIG_KIND = "ProvisioningRequestConfig"
@@ -96,9 +101,9 @@ def _uses(podset: dict, resources: set[str]) -> bool:
     return False
 
 
-def _needed_podsets(wl: dict, prc: dict) -> list[tuple[dict, int]]:
-    """The pod sets the request covers, with their admitted counts: count above zero, using a managed resource
-    (any when the config manages none)."""
+def _needed_podsets(wl: dict, prc: dict) -> list[tuple[dict, dict, int]]:
+    """The pod sets the request covers, each with its assignment and admitted count: count above zero, using a
+    managed resource (any when the config manages none)."""
     managed = set((prc.get("spec") or {}).get("managedResources") or [])
     assignments = {
         a.get("name"): a for a in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
@@ -113,7 +118,56 @@ def _needed_podsets(wl: dict, prc: dict) -> list[tuple[dict, int]]:
             continue
         admitted = int(psa["count"]) if psa.get("count") is not None else count
         if admitted > 0:
-            out.append((ps, admitted))
+            out.append((ps, psa, admitted))
+    return out
+
+
+def _merged_podsets(wl: dict, prc: dict) -> list[tuple[dict, dict, int]]:
+    """The request's pod sets: the needed ones, those the config's podSetMergePolicy finds alike folded into the
+    first of them (its template, assignment and name; their counts added)."""
+    policy = (prc.get("spec") or {}).get("podSetMergePolicy")
+    merged: list[tuple[dict, dict, int]] = []
+    for ps, psa, count in _needed_podsets(wl, prc):
+        i = next((i for i, (first, _, _) in enumerate(merged) if policy and _alike(first, ps, policy)), None)
+        if i is None:
+            merged.append((ps, psa, count))
+        else:
+            first, first_psa, total = merged[i]
+            merged[i] = (first, first_psa, total + count)
+    return merged
+
+
+def _alike(a: dict, b: dict, policy: str) -> bool:
+    """IdenticalPodTemplates: the whole pod templates are equal. IdenticalWorkloadSchedulingRequirements: what the
+    autoscaler schedules by is equal (each container's requests, pod-level resources, nodeSelector, tolerations,
+    affinity, resource claims); names, images, labels and priority class may differ."""
+    ta, tb = _canonical(a.get("template") or {}), _canonical(b.get("template") or {})
+    if policy == "IdenticalPodTemplates":
+        return ta == tb
+    if policy != "IdenticalWorkloadSchedulingRequirements":
+        return False
+    sa, sb = ta.get("spec") or {}, tb.get("spec") or {}
+    for kind in ("containers", "initContainers"):
+        ca, cb = sa.get(kind) or [], sb.get(kind) or []
+        if len(ca) != len(cb) or any(
+            ((x.get("resources") or {}).get("requests") or {}) != ((y.get("resources") or {}).get("requests") or {})
+            for x, y in zip(ca, cb, strict=True)
+        ):
+            return False
+    fields = ("resources", "nodeSelector", "tolerations", "affinity", "resourceClaims")
+    return all((sa.get(f) or None) == (sb.get(f) or None) for f in fields)
+
+
+def _canonical(template: dict) -> dict:
+    """A pod template with its containers' quantities as numbers, so `1` and `1000m` compare equal (Kueue compares
+    with apimachinery's semantic equality)."""
+    out = clone(template)
+    spec = out.get("spec") or {}
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        for part in ("requests", "limits"):
+            values = (c.get("resources") or {}).get(part)
+            if values:
+                c["resources"][part] = {k: decimal_value(v) for k, v in values.items()}
     return out
 
 
@@ -201,7 +255,7 @@ class Provisioning:
                 store.delete("provisioningrequests", pr["metadata"]["namespace"], pr["metadata"]["name"])
         for check, prc in configs.items():
             if prc is not None:
-                self._create(store, wl, check, prc, last.get(check), now)
+                changed = self._create(store, wl, check, prc, last.get(check), now) or changed
         return changed
 
     def _check_state(
@@ -297,19 +351,22 @@ class Provisioning:
             out.append(update)
         return out
 
-    def _create(self, store: Store, wl: dict, check: str, prc: dict, last: dict | None, now: datetime) -> None:
-        podsets = _needed_podsets(wl, prc)
+    def _create(self, store: Store, wl: dict, check: str, prc: dict, last: dict | None, now: datetime) -> bool:
+        """Creates the check's next request with its PodTemplates when one is due. A template whose flavors'
+        node labels clash with its own nodeSelector is not made, and then neither is the request: the check's
+        message and a FailedCreate event say why. True when the check's state changed."""
+        podsets = _merged_podsets(wl, prc)
         if not podsets:
-            return
+            return False
         state = next(c for c in wl["status"]["admissionChecks"] if c["name"] == check)
         if state.get("state") == C.CHECK_READY:
-            return
+            return False
         name = wl["metadata"]["name"]
         attempt = int(state.get("retryCount") or 0) + 1
         if last is not None:
             retry = _true(last, "Failed") or (_true(last, "BookingExpired") and not condition_true(wl, C.ADMITTED))
             if not (retry and state.get("state") == C.CHECK_PENDING):
-                return
+                return False
             attempt = (attempt_of(last["metadata"]["name"], name, check) or 1) + 1
         ns = wl["metadata"]["namespace"]
         pr_name = request_name(name, check, attempt)
@@ -318,14 +375,19 @@ class Provisioning:
         for key, value in (wl["metadata"].get("annotations") or {}).items():
             if key.startswith(PARAM_ANNOTATION_PREFIX):
                 params[key[len(PARAM_ANNOTATION_PREFIX) :]] = value
-        flavors = _flavor_labels(store, wl)
         request_podsets = []
         templates = []
-        for ps, count in podsets:
+        for ps, psa, count in podsets:
             pt_name = template_name(pr_name, ps.get("name", ""))
             request_podsets.append({"podTemplateRef": {"name": pt_name}, "count": count})
-            if store.get("podtemplates", ns, pt_name, copy=False) is None:
-                templates.append(_pod_template(ns, pt_name, ps, flavors.get(ps.get("name", ""), {})))
+            if store.get("podtemplates", ns, pt_name, copy=False) is not None:
+                continue
+            try:
+                templates.append(_pod_template(store, ns, pt_name, ps, psa))
+            except PodSetConflict as exc:
+                message = f'Error creating PodTemplate "{pt_name}": {exc}'[:1024]
+                store.record_event(wl, "Warning", "FailedCreate", message, C.CONTROLLER_NAME)
+                return ws.set_check_state(wl, check, state.get("state", C.CHECK_PENDING), message, now)
         owner = _owner(wl, "kueue.x-k8s.io/v1beta2", "Workload")
         request = {
             "apiVersion": AUTOSCALING_API,
@@ -349,6 +411,7 @@ class Provisioning:
         store.record_event(
             wl, "Normal", "ProvisioningRequestCreated", f'Created ProvisioningRequest: "{pr_name}"', C.CONTROLLER_NAME
         )
+        return False
 
     # -- the cluster autoscaler stand-in ------------------------------------------------------------------------
 
@@ -406,23 +469,19 @@ def _owner(obj: dict, api_version: str, kind: str) -> dict:
     }
 
 
-def _flavor_labels(store: Store, wl: dict) -> dict[str, dict]:
-    """Per pod set, the node labels of the flavors assigned to it (what the request's pods will select)."""
-    out: dict[str, dict] = {}
-    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
-        labels: dict = {}
-        for flavor in (psa.get("flavors") or {}).values():
-            rf = store.get("resourceflavors", None, flavor, copy=False)
-            labels.update(((rf or {}).get("spec") or {}).get("nodeLabels") or {})
-        out[psa.get("name", "")] = labels
-    return out
-
-
-def _pod_template(ns: str, name: str, ps: dict, node_labels: dict) -> dict:
+def _pod_template(store: Store, ns: str, name: str, ps: dict, psa: dict) -> dict:
+    """The pod set's template as the request's pods: all of it (affinity, tolerations, priority class, ...) with
+    what its assigned flavors add merged in as Kueue merges it into a job (node labels as nodeSelector, their
+    tolerations; podset.FromAssignment), and limits standing for the requests a container leaves out. Raises
+    PodSetConflict when a flavor's node label clashes with the template's nodeSelector."""
     template = clone(ps.get("template") or {})
-    spec = template.setdefault("spec", {})
-    if node_labels:
-        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **node_labels}
+    info = PodSetInfo(name=ps.get("name", ""), count=int(psa.get("count") or ps.get("count", 1)))
+    for flavor in sorted(set((psa.get("flavors") or {}).values())):
+        rf = ((store.get("resourceflavors", None, flavor, copy=False) or {}).get("spec")) or {}
+        info.node_selector.update(rf.get("nodeLabels") or {})
+        info.tolerations += clone(rf.get("tolerations") or [])
+    merge_into(template, info)
+    spec = template.get("spec") or {}
     for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
         res = c.setdefault("resources", {})
         limits = res.get("limits") or {}

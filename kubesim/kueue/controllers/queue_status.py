@@ -50,13 +50,16 @@ class StatusController:
         return min(times) if times else None
 
     def _afs_local_queues(self, store: Store) -> list[dict]:
-        cqs = {
-            o["metadata"]["name"]
-            for o in self.state.listed(store, "clusterqueues")
-            if ((o.get("spec") or {}).get("admissionScope") or {}).get("admissionMode")
-            == "UsageBasedAdmissionFairSharing"
-        }
-        return [o for o in self.state.listed(store, "localqueues") if (o.get("spec") or {}).get("clusterQueue") in cqs]
+        """The LocalQueues whose usage is sampled: every one not stopped whose ClusterQueue is active, whatever that
+        queue's admission mode (which only decides whether the samples order it), as Kueue's LocalQueue controller
+        samples each LocalQueue it reconciles while admissionFairSharing is configured."""
+        cqs = {o["metadata"]["name"] for o in self.state.listed(store, "clusterqueues") if condition_true(o, "Active")}
+        return [
+            o
+            for o in self.state.listed(store, "localqueues")
+            if (o.get("spec") or {}).get("clusterQueue") in cqs
+            and (o.get("spec") or {}).get("stopPolicy", "None") == "None"
+        ]
 
     def _settle_penalties(self, store: Store, snap, now: datetime) -> bool:
         """Admission Fair Sharing's entry penalties after the reservation that pushed them (Kueue's workload

@@ -3,7 +3,9 @@
 One pod set `main` of min(parallelism, completions) pods, partial admission (kueue.x-k8s.io/job-min-parallelism:
 the pod set's minCount; an admission of fewer pods lowers parallelism while the Job runs), finished on its
 Complete/Failed condition, ready once ready + succeeded pods reach the admitted count, reclaimable pods once fewer
-completions remain than its parallelism (Indexed Jobs count completed and failed indexes).
+completions remain than its parallelism (Indexed Jobs count completed and failed indexes). The labels the Job
+controller stamps on the template (its uid, the legacy job-name) stay out of the Workload's pod set, all but
+`batch.kubernetes.io/job-name`, and are kept on the Job when its template is restored, since its selector needs them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from kubesim.kueue import constants as C
 from kubesim.kueue.integrations.podsets import PodSetInfo, merge_into, restore_template
 
 FRAMEWORK = "batch/job"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+MANAGED_LABELS = ("job-name", "controller-uid", JOB_NAME_LABEL, "batch.kubernetes.io/controller-uid")
 
 
 def pod_count(job: dict) -> int:
@@ -61,7 +65,12 @@ class BatchJob:
     group = "batch"
 
     def pod_sets(self, store, job: dict) -> list[dict]:
-        podset: dict = {"name": "main", "count": pod_count(job), "template": clone(job["spec"].get("template") or {})}
+        template = clone(job["spec"].get("template") or {})
+        labels = (template.get("metadata") or {}).get("labels")
+        for key in MANAGED_LABELS:
+            if key != JOB_NAME_LABEL and labels:
+                labels.pop(key, None)
+        podset: dict = {"name": "main", "count": pod_count(job), "template": template}
         raw = (job["metadata"].get("annotations") or {}).get(C.MIN_PARALLELISM_ANNOTATION)
         if raw and raw.isascii() and raw.isdigit() and int(raw) < podset["count"]:
             podset["minCount"] = int(raw)
@@ -106,10 +115,13 @@ class BatchJob:
         spec["suspend"] = False
 
     def restore(self, job: dict, infos: list[PodSetInfo]) -> None:
-        """The template as recorded, and the pod set's parallelism back when a partial admission lowered it."""
+        """The template as recorded (keeping the Job controller's labels), and the pod set's parallelism back when a
+        partial admission lowered it."""
         if len(infos) != 1:
             return
         spec = job["spec"]
+        have = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        infos[0].labels.update({key: have[key] for key in MANAGED_LABELS if key in have})
         restore_template(spec.setdefault("template", {}), infos[0])
         annotations = job["metadata"].get("annotations") or {}
         if C.MIN_PARALLELISM_ANNOTATION in annotations and spec.get("parallelism") != infos[0].count:

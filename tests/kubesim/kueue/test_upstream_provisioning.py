@@ -2,10 +2,11 @@
 served kubesim (manual clock) whose cluster-autoscaler stand-in is off, so the tests write the requests' conditions
 as upstream's do.
 
-Source: test/integration/singlecluster/controller/admissionchecks/provisioning/provisioning_test.go ("Provisioning"),
-plus the AdmissionCheck reconciler of pkg/controller/admissionchecks/provisioning for the Active condition. Upstream
-sets the quota reservation by hand (its manager runs no scheduler); here kubesim's scheduler reserves it, so the
-admitted counts are the pod sets' own. Upstream waits with Eventually; here each write settles.
+Source: test/integration/singlecluster/controller/admissionchecks/provisioning/provisioning_test.go ("Provisioning"
+and "Provisioning with scheduling"), plus the AdmissionCheck reconciler of pkg/controller/admissionchecks/provisioning
+for the Active condition and the pod-template cases of its controller_test.go (TestReconcile). Upstream's
+"Provisioning" sets the quota reservation by hand (its manager runs no scheduler); here kubesim's scheduler reserves
+it, so the admitted counts are the pod sets' own. Upstream waits with Eventually; here each write settles.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from tests.kubesim.kueue.conftest import KUEUE, Cluster, _cluster
-from tests.kubesim.kueue.test_upstream_controllers import cond
+from tests.kubesim.kueue.test_upstream_controllers import cond, reserve
 from tests.kubesim.kueue.test_upstream_queue_metrics import finish_evictions
 
 AUTOSCALING = ("autoscaling.x-k8s.io", "v1")
@@ -458,3 +459,453 @@ def test_check_without_parameters_is_inactive(kc: Cluster):
         "BadParametersRef",
         "missing parameters reference",
     )
+
+
+def test_capacity_revoked_after_admission_deactivates(kc: Cluster):
+    # "Should set AdmissionCheck status to Rejected, deactivate Workload, emit an event, and bump metrics when
+    # workloads is not Finished, and the ProvisioningRequest's condition is set to CapacityRevoked" (the metric,
+    # labelled by reason and underlying cause upstream, is not asserted: kubesim labels evictions by reason only)
+    ns = _setup(kc)
+    _submit(kc, ns)
+    _set(kc, ns, "Provisioned")
+    assert _is(_wl(kc, ns), "Admitted")
+    _set(kc, ns, "CapacityRevoked")
+    wl = _wl(kc, ns)
+    assert wl["spec"]["active"] is False
+    check = _check(kc, ns)
+    assert (check["state"], check["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Rejected")
+    assert cond(wl, "Evicted")[1] == "DeactivatedDueToAdmissionCheck"
+    assert ("AdmissionCheckRejected", f'Deactivated due to AdmissionCheck in Rejected state: "{CHECK}"') in kc.events(
+        ns, "wl"
+    )
+
+
+def test_running_workload_continues_after_its_request_is_deleted(kc: Cluster):
+    # "Should let a running workload to continue after the provisioning request deleted"
+    ns = _setup(kc)
+    _submit(kc, ns)
+    _set(kc, ns, "Provisioned")
+    annotations = {CONSUME: f"wl-{CHECK}-1", CLASS: "provisioning-class"}
+    check = _check(kc, ns)
+    assert check["state"] == "Ready"
+    assert check["podSetUpdates"] == [
+        {"name": "ps1", "annotations": annotations},
+        {"name": "ps2", "annotations": annotations},
+    ]
+    assert _is(_wl(kc, ns), "Admitted")
+    kc.custom.delete_namespaced_custom_object(*AUTOSCALING, ns, "provisioningrequests", f"wl-{CHECK}-1")
+    kc.settle(5)
+    assert _gone(kc, ns)
+    assert _requests(kc, ns) == []  # no new attempt either
+    assert _check(kc, ns)["state"] == "Ready"
+    wl = _wl(kc, ns)
+    assert _is(wl, "Admitted")
+    assert not _is(wl, "Evicted")
+
+
+def test_checks_of_an_evicted_workload_stay_pending(kc: Cluster):
+    # "Admission checks for an evicted workload are Pending" (BackoffLimitCount=1, BaseBackoff 2): after the
+    # Failed request's Retry evicts the workload, its check is Pending and stays so while the eviction is not
+    # finished (no Job owns the Workload, so nothing clears its reservation), with no second request
+    ns = _setup(kc, limit=1)
+    kc.custom.patch_cluster_custom_object(
+        *KUEUE, "provisioningrequestconfigs", "prov-config", {"spec": {"retryStrategy": {"backoffBaseSeconds": 2}}}
+    )
+    _submit(kc, ns)
+    _set(kc, ns, "Failed")
+    wl = _wl(kc, ns)
+    assert cond(wl, "Evicted")[1] == "AdmissionCheck"
+    for _ in range(3):
+        kc.settle(1)
+        check = _check(kc, ns)
+        assert check["state"] == "Pending", check
+        assert _is(_wl(kc, ns), "QuotaReserved")
+        assert _requests(kc, ns) == []
+
+
+# -- "Provisioning with scheduling": When "A workload is preempted from a flavor which uses an admission check" ------
+# Upstream runs its scheduler and Job controller here, as kubesim always does: Jobs are submitted, the scheduler
+# reserves and preempts, the Job integration suspends the preempted Job and releases its reservation.
+
+
+def _scheduling_setup(kc: Cluster, rules: list[tuple[str, str]], memory: bool = False) -> str:
+    """The JustBeforeEach plus the case's queues: flavors flavor-1 (ns1=ns1v, 0.75 cpu) and flavor-2 (ns2=ns2v,
+    0.5 cpu), with 5G memory each when `memory`; a priority class of 1000; one config with BackoffLimitCount=1; two
+    provisioning checks; a ClusterQueue preempting lower priority within itself whose check rules are `rules`
+    (check, the one flavor it is on)."""
+    for name, label in (("flavor-1", "ns1"), ("flavor-2", "ns2")):
+        body = {"kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {"nodeLabels": {label: f"{label}v"}}}
+        kc.create("resourceflavors", body)
+    kc.priority_class("priority-class", 1000)
+    _config(kc, limit=1)
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "prov-config"}
+    for name in ("ac-prov1", "ac-prov2"):
+        body = {"kind": "AdmissionCheck", "metadata": {"name": name}, "spec": {"controllerName": CONTROLLER}}
+        body["spec"]["parameters"] = ref
+        kc.create("admissionchecks", body)
+    covered = ["cpu", "memory"] if memory else ["cpu"]
+
+    def quotas(cpu: str) -> list[dict]:
+        return [{"name": "cpu", "nominalQuota": cpu}] + ([{"name": "memory", "nominalQuota": "5G"}] if memory else [])
+
+    flavors = [{"name": "flavor-1", "resources": quotas("0.75")}, {"name": "flavor-2", "resources": quotas("0.5")}]
+    spec = {
+        "namespaceSelector": {},
+        "preemption": {"withinClusterQueue": "LowerPriority"},
+        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        "admissionChecksStrategy": {"admissionChecks": [{"name": c, "onFlavors": [f]} for c, f in rules]},
+    }
+    kc.create("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": "cluster-queue"}, "spec": spec})
+    ns = kc.namespace()
+    kc.local_queue("queue", "cluster-queue", ns)
+    kc.settle()
+    assert cond(kc.get("clusterqueues", "cluster-queue"), "Active")[0] == "True"
+    return ns
+
+
+def _cpu_job(kc: Cluster, ns: str, name: str, cpu: str, memory: str | None = None, priority: str | None = None) -> None:
+    """testingjob.MakeJob(...).Queue("queue").Request(cpu[, memory])[.WorkloadPriorityClass(priority)]."""
+    labels = {"kueue.x-k8s.io/queue-name": "queue"}
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    requests = {"cpu": cpu, **({"memory": memory} if memory else {})}
+    container = {"name": "c", "image": "busybox:1.36", "command": ["sleep", "600"], "resources": {"requests": requests}}
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}},
+    }
+    kc.batch.create_namespaced_job(ns, body)
+    kc.settle()
+
+
+def _status(wl: dict) -> str:
+    """workload.Status: the furthest of Finished, Admitted, QuotaReserved, else Pending."""
+    for ctype in ("Finished", "Admitted", "QuotaReserved"):
+        if _is(wl, ctype):
+            return ctype
+    return "Pending"
+
+
+def _flavors(wl: dict) -> dict:
+    [psa] = wl["status"]["admission"]["podSetAssignments"]
+    return psa["flavors"]
+
+
+def _provision(kc: Cluster, ns: str, name: str) -> None:
+    pr = kc.custom.get_namespaced_custom_object(*AUTOSCALING, ns, "provisioningrequests", name)
+    cond_ = {"type": "Provisioned", "status": "True", "reason": "Provisioned", "message": "", "lastTransitionTime": ""}
+    cond_["lastTransitionTime"] = kc.ks.advance(0)
+    kc.custom.patch_namespaced_custom_object_status(
+        *AUTOSCALING, ns, "provisioningrequests", pr["metadata"]["name"], {"status": {"conditions": [cond_]}}
+    )
+    kc.settle()
+
+
+def _check_names(wl: dict) -> list[str]:
+    return [c["name"] for c in (wl.get("status") or {}).get("admissionChecks") or []]
+
+
+def _admit_job1_on_flavor_1(kc: Cluster, ns: str, memory: str | None = None) -> str:
+    """job1 (500m cpu, submitted) reserves on flavor-1, which asks for ac-prov1; its request provisioned, it is
+    admitted."""
+    wl = kc.workload(ns, "job1")
+    assert _status(wl) == "QuotaReserved"
+    want = {"cpu": "flavor-1", **({"memory": "flavor-1"} if memory else {})}
+    assert _flavors(wl) == want
+    name = wl["metadata"]["name"]
+    request = f"{name}-ac-prov1-1"
+    assert _requests(kc, ns) == [request]
+    _provision(kc, ns, request)
+    assert _status(kc.workload(ns, "job1")) == "Admitted"
+    return name
+
+
+def test_preempted_workload_readmitted_on_another_flavor_without_a_check(kc: Cluster):
+    # "Provisioning with scheduling": "Should be successfully re-admitted on another flavor without an admission
+    # check"
+    ns = _scheduling_setup(kc, [("ac-prov1", "flavor-1")])
+    _cpu_job(kc, ns, "job1", "500m")
+    wl1 = kc.workload(ns, "job1")
+    assert wl1["spec"]["podSets"][0]["template"]["metadata"]["labels"] == {"batch.kubernetes.io/job-name": "job1"}
+    _admit_job1_on_flavor_1(kc, ns)
+    _cpu_job(kc, ns, "job2", "750m", priority="priority-class")
+    assert _status(kc.workload(ns, "job2")) == "QuotaReserved"
+    wl1 = kc.workload(ns, "job1")
+    assert _status(wl1) == "Admitted"
+    assert _flavors(wl1) == {"cpu": "flavor-2"}
+    assert "ac-prov1" not in _check_names(wl1)
+
+
+def test_preempted_workload_readmitted_on_another_flavor_with_another_check(kc: Cluster):
+    # "Provisioning with scheduling": "Should be successfully re-admitted on another flavor with another admission
+    # check"
+    ns = _scheduling_setup(kc, [("ac-prov1", "flavor-1"), ("ac-prov2", "flavor-2")])
+    _cpu_job(kc, ns, "job1", "500m")
+    name = _admit_job1_on_flavor_1(kc, ns)
+    _cpu_job(kc, ns, "job2", "750m", priority="priority-class")
+    assert _status(kc.workload(ns, "job2")) == "QuotaReserved"
+    request = f"{name}-ac-prov2-1"
+    assert request in _requests(kc, ns)
+    wl1 = kc.workload(ns, "job1")
+    assert (_status(wl1), _flavors(wl1)) == ("QuotaReserved", {"cpu": "flavor-2"})
+    _provision(kc, ns, request)
+    wl1 = kc.workload(ns, "job1")
+    assert _status(wl1) == "Admitted"
+    states = {c["name"]: c["state"] for c in wl1["status"]["admissionChecks"]}
+    assert states == {"ac-prov2": "Ready"}
+
+
+def test_preempted_workload_readmitted_on_another_flavor_with_a_decimal_memory_request(kc: Cluster):
+    # "Provisioning with scheduling": "Should be successfully re-admitted on another flavor with a decimal memory
+    # request" (220M fits 5G on either flavor; the memory request's decimal form must not stop the re-admission)
+    ns = _scheduling_setup(kc, [("ac-prov1", "flavor-1")], memory=True)
+    _cpu_job(kc, ns, "job1", "500m", "220M")
+    _admit_job1_on_flavor_1(kc, ns, memory="220M")
+    _cpu_job(kc, ns, "job2", "750m", priority="priority-class")
+    wl1 = kc.workload(ns, "job1")
+    assert _status(wl1) == "Admitted"
+    assert _flavors(wl1) == {"cpu": "flavor-2", "memory": "flavor-2"}
+
+
+# -- When "A workload is using a provision request with enabled PodSetMergePolicy", and the pod templates of the
+# unit cases (pkg/controller/admissionchecks/provisioning/controller_test.go, TestReconcile) -------------------------
+
+
+def _merge_setup(kc: Cluster, policy: str | None, groups: list[dict], flavors: list[dict]) -> str:
+    """A config with this podSetMergePolicy (retry limit 0), its check, the flavors and a ClusterQueue of these
+    resource groups asking for the check, a LocalQueue."""
+    spec: dict = {"provisioningClassName": "provisioning-class", "retryStrategy": {"backoffLimitCount": 0}}
+    if policy:
+        spec["podSetMergePolicy"] = policy
+    kc.create(
+        "provisioningrequestconfigs",
+        {"kind": "ProvisioningRequestConfig", "metadata": {"name": "prov-config"}, "spec": spec},
+    )
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "prov-config"}
+    kc.create(
+        "admissionchecks",
+        {
+            "kind": "AdmissionCheck",
+            "metadata": {"name": CHECK},
+            "spec": {"controllerName": CONTROLLER, "parameters": ref},
+        },
+    )
+    for rf in flavors:
+        kc.create("resourceflavors", {"kind": "ResourceFlavor", **rf})
+    cq = {
+        "namespaceSelector": {},
+        "resourceGroups": groups,
+        "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}]},
+    }
+    kc.create("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": "cluster-queue"}, "spec": cq})
+    ns = kc.namespace()
+    kc.local_queue("queue", "cluster-queue", ns)
+    kc.settle()
+    return ns
+
+
+def _podset(name: str, count: int, requests: dict, **spec: object) -> dict:
+    labels = spec.pop("labels", None)
+    container = {"name": "c", "image": "image", "resources": {"requests": requests}}
+    template: dict = {"spec": {"containers": [container], **spec}}
+    if labels:
+        template["metadata"] = {"labels": labels}
+    return {"name": name, "count": count, "template": template}
+
+
+def _templates(kc: Cluster, ns: str) -> dict[str, dict]:
+    """The request's PodTemplates by name, as the API serves them."""
+    items = kc.core.list_namespaced_pod_template(ns).items
+    return {t.metadata.name: kc.client.sanitize_for_serialization(t) for t in items}
+
+
+def test_merge_policy_identical_scheduling_requirements_merges_like_pod_sets(kc: Cluster):
+    # "Should merge similar PodSets into one PodTemplate, PodSetMergePolicy is IdenticalWorkloadSchedulingRequirements":
+    # master (1) and worker (4, of which 2 admitted) differ only in their labels, so the request has one pod set of 3
+    # on the master's template. Upstream sets the admission by hand with 2 workers; here the scheduler admits 2 of
+    # them (partial admission: worker minCount 2, quota for 3 pods).
+    groups = [
+        {
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [
+                {
+                    "name": "on-demand",
+                    "resources": [{"name": "cpu", "nominalQuota": "3"}, {"name": "memory", "nominalQuota": "6Gi"}],
+                }
+            ],
+        }
+    ]
+    rf = {"metadata": {"name": "on-demand"}, "spec": {"nodeLabels": {"ns1": "ns1v"}}}
+    ns = _merge_setup(kc, "IdenticalWorkloadSchedulingRequirements", groups, [rf])
+    requests = {"cpu": "1", "memory": "2Gi"}
+    worker = _podset("worker", 4, requests, labels={"role": "worker"})
+    worker["minCount"] = 2
+    body = {
+        "kind": "Workload",
+        "metadata": {"name": "wl"},
+        "spec": {"queueName": "queue", "podSets": [_podset("master", 1, requests, labels={"role": "master"}), worker]},
+    }
+    kc.create("workloads", body, ns)
+    kc.settle()
+    wl = _wl(kc, ns)
+    assert [a["count"] for a in wl["status"]["admission"]["podSetAssignments"]] == [1, 2]
+    pr = _request(kc, ns)
+    assert pr["metadata"]["labels"] == {"kueue.x-k8s.io/managed": "true"}
+    assert [(p["podTemplateRef"]["name"], p["count"]) for p in pr["spec"]["podSets"]] == [
+        (f"ppt-wl-{CHECK}-1-master", 3)
+    ]
+    [template] = _templates(kc, ns).values()
+    assert template["metadata"]["labels"] == {"kueue.x-k8s.io/managed": "true"}
+    [container] = template["template"]["spec"]["containers"]
+    want = wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]
+    assert (container["name"], container["image"], container["resources"]) == (
+        want["name"],
+        want["image"],
+        want["resources"],
+    )
+    assert template["template"]["spec"]["nodeSelector"] == {"ns1": "ns1v"}
+    assert template["template"]["metadata"]["labels"] == {"role": "master"}
+    # a merged pod set gets no podSetUpdate of its own: the request names the first pod set's template only
+    _set(kc, ns, "Provisioned")
+    updates = _check(kc, ns)["podSetUpdates"]
+    assert [u["name"] for u in updates] == ["master"]
+
+
+def _five_pod_sets(kc: Cluster, policy: str | None, podsets: list[dict]) -> str:
+    """TestReconcile's merge cases: flv1 (node label f1l1=v1, a NoSchedule toleration) holds cpu, flv2 (f2l1=v1)
+    memory, so ps1 and ps2 (cpu) get flv1 and ps3-ps5 (memory) flv2; counts as upstream's admitted counts."""
+    toleration = {"key": "f1t1k", "operator": "Equal", "value": "f1t1v", "effect": "NoSchedule"}
+    flavors = [
+        {"metadata": {"name": "flv1"}, "spec": {"nodeLabels": {"f1l1": "v1"}, "tolerations": [toleration]}},
+        {"metadata": {"name": "flv2"}, "spec": {"nodeLabels": {"f2l1": "v1"}}},
+    ]
+    groups = [
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "flv1", "resources": [{"name": "cpu", "nominalQuota": "10"}]}],
+        },
+        {
+            "coveredResources": ["memory"],
+            "flavors": [{"name": "flv2", "resources": [{"name": "memory", "nominalQuota": "1G"}]}],
+        },
+    ]
+    ns = _merge_setup(kc, policy, groups, flavors)
+    kc.create(
+        "workloads",
+        {"kind": "Workload", "metadata": {"name": "wl"}, "spec": {"queueName": "queue", "podSets": podsets}},
+        ns,
+    )
+    kc.settle()
+    assert _is(_wl(kc, ns), "QuotaReserved")
+    return ns
+
+
+FLV1_TOLERATION = {"key": "f1t1k", "operator": "Equal", "value": "f1t1v", "effect": "NoSchedule"}
+AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "type", "operator": "In", "values": ["two"]}]}]
+        }
+    }
+}
+
+
+def test_merge_policy_identical_pod_templates(kc: Cluster):
+    # TestReconcile "with podSetMergePolicy IdenticalPodTemplates": ps1 = ps2 and ps3 = ps4 merge; ps5 differs from
+    # them by its priority class alone and stays apart. Each template has its flavor's node label, flv1's
+    # toleration, and its pod set's priority class.
+    cpu, mem = {"cpu": "1"}, {"memory": "1M"}
+    podsets = [
+        _podset("ps1", 1, cpu),
+        _podset("ps2", 2, cpu),
+        _podset("ps3", 2, mem, priorityClassName="pc-100"),
+        _podset("ps4", 1, mem, priorityClassName="pc-100"),
+        _podset("ps5", 1, mem, priorityClassName="pc-200"),
+    ]
+    ns = _five_pod_sets(kc, "IdenticalPodTemplates", podsets)
+    pr = _request(kc, ns)
+    assert [(p["podTemplateRef"]["name"], p["count"]) for p in pr["spec"]["podSets"]] == [
+        (f"ppt-wl-{CHECK}-1-ps1", 3),
+        (f"ppt-wl-{CHECK}-1-ps3", 3),
+        (f"ppt-wl-{CHECK}-1-ps5", 1),
+    ]
+    templates = _templates(kc, ns)
+    assert sorted(templates) == [f"ppt-wl-{CHECK}-1-{ps}" for ps in ("ps1", "ps3", "ps5")]
+    ps1, ps3, ps5 = (templates[f"ppt-wl-{CHECK}-1-{ps}"]["template"]["spec"] for ps in ("ps1", "ps3", "ps5"))
+    assert (ps1["nodeSelector"], ps1["tolerations"], ps1.get("priorityClassName")) == (
+        {"f1l1": "v1"},
+        [FLV1_TOLERATION],
+        None,
+    )
+    assert (ps3["nodeSelector"], ps3.get("tolerations"), ps3["priorityClassName"]) == ({"f2l1": "v1"}, None, "pc-100")
+    assert (ps5["nodeSelector"], ps5["priorityClassName"]) == ({"f2l1": "v1"}, "pc-200")
+    for t in templates.values():
+        [owner] = t["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"]) == ("ProvisioningRequest", f"wl-{CHECK}-1")
+
+
+def test_merge_policy_identical_scheduling_requirements_ignores_priority_but_not_affinity(kc: Cluster):
+    # TestReconcile "with podSetMergePolicy IdenticalWorkloadSchedulingRequirements": priority classes do not keep
+    # ps1 from ps2 nor ps3 from ps4; ps5's node affinity keeps it apart, and its template carries that affinity.
+    # (Upstream's ps3 and ps4 also differ in topology requests, which need Topology Aware Scheduling: left out.)
+    cpu, mem = {"cpu": "1"}, {"memory": "1M"}
+    podsets = [
+        _podset("ps1", 1, cpu, priorityClassName="pc-100"),
+        _podset("ps2", 2, cpu, priorityClassName="pc-200"),
+        _podset("ps3", 2, mem, priorityClassName="pc-100"),
+        _podset("ps4", 1, mem, priorityClassName="pc-200"),
+        _podset("ps5", 1, mem, priorityClassName="pc-300", affinity=AFFINITY),
+    ]
+    ns = _five_pod_sets(kc, "IdenticalWorkloadSchedulingRequirements", podsets)
+    pr = _request(kc, ns)
+    assert [(p["podTemplateRef"]["name"], p["count"]) for p in pr["spec"]["podSets"]] == [
+        (f"ppt-wl-{CHECK}-1-ps1", 3),
+        (f"ppt-wl-{CHECK}-1-ps3", 3),
+        (f"ppt-wl-{CHECK}-1-ps5", 1),
+    ]
+    templates = _templates(kc, ns)
+    ps1 = templates[f"ppt-wl-{CHECK}-1-ps1"]["template"]["spec"]
+    assert (ps1["priorityClassName"], ps1["tolerations"]) == ("pc-100", [FLV1_TOLERATION])
+    ps5 = templates[f"ppt-wl-{CHECK}-1-ps5"]["template"]["spec"]
+    assert (ps5["priorityClassName"], ps5["affinity"], ps5["nodeSelector"]) == ("pc-300", AFFINITY, {"f2l1": "v1"})
+
+
+def test_without_merge_policy_each_pod_set_has_its_template(kc: Cluster):
+    # TestReconcile "with config": no podSetMergePolicy, so even identical pod sets keep a template each; the cpu
+    # pod set's template has flv1's node label and toleration, the memory one flv2's node label only
+    cpu, mem = {"cpu": "1"}, {"memory": "1M"}
+    ns = _five_pod_sets(kc, None, [_podset("ps1", 1, cpu), _podset("ps2", 2, cpu), _podset("ps3", 2, mem)])
+    pr = _request(kc, ns)
+    assert [(p["podTemplateRef"]["name"], p["count"]) for p in pr["spec"]["podSets"]] == [
+        (f"ppt-wl-{CHECK}-1-ps1", 1),
+        (f"ppt-wl-{CHECK}-1-ps2", 2),
+        (f"ppt-wl-{CHECK}-1-ps3", 2),
+    ]
+    templates = _templates(kc, ns)
+    ps2 = templates[f"ppt-wl-{CHECK}-1-ps2"]["template"]["spec"]
+    ps3 = templates[f"ppt-wl-{CHECK}-1-ps3"]["template"]["spec"]
+    assert (ps2["nodeSelector"], ps2["tolerations"]) == ({"f1l1": "v1"}, [FLV1_TOLERATION])
+    assert (ps3["nodeSelector"], ps3.get("tolerations")) == ({"f2l1": "v1"}, None)
+
+
+def test_template_clashing_with_its_flavor_makes_no_request(kc: Cluster):
+    # TestReconcile "when pod template creation error", through the clash Kueue's podset merge refuses: a pod set
+    # whose nodeSelector gives the flavor's node label another value. The scheduler never assigns such a flavor,
+    # so the reservation is written by hand (util.SetQuotaReservation) on a Workload no LocalQueue holds.
+    ns = _setup(kc)
+    c = {"name": "c", "image": "image", "resources": {"requests": {"cpu": "1"}}}
+    podsets = [{"name": "ps1", "count": 1, "template": {"spec": {"containers": [c], "nodeSelector": {"ns1": "other"}}}}]
+    kc.create("workloads", {"kind": "Workload", "metadata": {"name": "wl"}, "spec": {"podSets": podsets}}, ns)
+    reserve(kc, ns, "wl", "cluster-queue", [("ps1", {"cpu": "on-demand"}, {"cpu": "1"}, 1)])
+    assert _requests(kc, ns) == []
+    assert kc.core.list_namespaced_pod_template(ns).items == []
+    template = f"ppt-wl-{CHECK}-1-ps1"
+    message = (
+        f'Error creating PodTemplate "{template}": invalid admission check PodSetUpdate: conflict for nodeSelector: '
+        "conflict for key=ns1, value1=other, value2=ns1v"
+    )
+    check = _check(kc, ns)
+    assert (check["state"], check["message"]) == ("Pending", message)
+    assert ("FailedCreate", message) in kc.events(ns, "wl")
