@@ -127,3 +127,33 @@ def test_pytorch_through_the_form_without_trainer_is_a_jobset_preempted_requeued
     assert [interval.units for interval in intervals] == [8, 8]
     assert 300 <= (intervals[1].ended_at - intervals[1].started_at).total_seconds() <= 312
     assert Workload.objects.filter(origin=Origin.OUTSIDE).count() == 0
+
+
+def test_ray_through_the_api_is_a_rayjob_with_gpu_workers_that_runs_its_entrypoint(org, cluster, kubesim,
+                                                                                     celery_worker, watcher):
+    alice = signed_in(org["alice"])
+    response = call(alice, "POST", "workloads/", {
+        "project": "vision", "kind": "training", "framework": "ray", "name": "tune", "image": "rayproject/ray:2.41.0",
+        "ray_entrypoint": "sleep 300", "ray_working_dir": "/home/ray/work", "node_pool": "h100", "gpus": 2,
+        "pods": 2, "preemptible": False, "labels": {"model": "resnet", "data_class": "public"}})
+    assert response.status_code == 201, response.content
+    workload_id = response.json()["id"]
+    wait_for(lambda: row(workload_id).k8s_uid, describe=lambda: row(workload_id).status_message)
+    name = row(workload_id).job_name
+    rayjob = cluster.raw_get(f"/apis/ray.io/v1/namespaces/proj-vision/rayjobs/{name}")
+    assert rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "guaranteed-h100"
+    assert rayjob["spec"]["entrypoint"] == "sleep 300"
+    kubesim.advance(1)
+    admitted = wait_for(lambda: (found := row(workload_id)).admitted_at and found,
+                        describe=lambda: row(workload_id).status)
+    assert admitted.cluster_queue == "proj-vision-h100-guaranteed" and admitted.gpu_units == 4
+    # The head without GPUs and both workers with theirs, started together.
+    pods = wait_for(lambda: len(found := [pod for pod in pods_of(cluster, workload_id)
+                                          if "ray-job-submitter" not in pod["metadata"]["name"]]) == 3 and found,
+                    describe=lambda: [pod["metadata"]["name"] for pod in pods_of(cluster, workload_id)])
+    gpus = sorted(pod["spec"]["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu", "0")
+                  for pod in pods)
+    assert gpus == ["0", "2", "2"]
+    kubesim.advance(30)
+    finished_and_counted(kubesim, workload_id, units=4, seconds=300)
+    assert Workload.objects.count() == 1
