@@ -210,7 +210,8 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     framework = values["framework"]
     errors.update(framework_errors(kind=kind, framework=framework, values=values, unknown=unknown))
     if "framework" not in errors and "framework" not in unknown and kind == Kind.TRAINING:
-        entry, refusal = framework_object(framework, served_kinds())
+        # The served kinds are read only for a framework (the live check of other training stays as cheap as it was).
+        entry, refusal = framework_object(framework, served_kinds() if framework != Framework.NONE else None)
         if refusal:
             errors["framework"] = [refusal]
         workload.framework = framework
