@@ -28,7 +28,8 @@ SUBMIT_FLAGS = {
     "project": "project", "kind": "kind", "name": "name", "image": "image", "pool": "node_pool", "gpus": "gpus",
     "cpu": "cpu", "memory": "memory", "pods": "pods", "completions": "completions", "parallelism": "parallelism",
     "priority_class": "priority_class", "preemptible": "preemptible", "max_runtime": "max_runtime_seconds",
-    "idle_timeout": "idle_timeout_minutes", "port": "port",
+    "idle_timeout": "idle_timeout_minutes", "port": "port", "framework": "framework", "ray_version": "ray_version",
+    "ray_entrypoint": "ray_entrypoint", "ray_working_dir": "ray_working_dir",
 }
 
 
@@ -230,6 +231,12 @@ def _job_file(path: str) -> dict[str, Any]:
 @click.option("-k", "--kind", type=click.Choice(["training", "notebook", "batch"]), help="Default: training.")
 @click.option("-n", "--name", help="A DNS label you will recognise (not unique: workloads are known by id).")
 @click.option("-i", "--image", help="Container image.")
+@click.option("--framework", type=click.Choice(["none", "pytorch", "ray"]),
+              help="Training: none (default: an Indexed Job), pytorch (a Trainer TrainJob, or a JobSet) or ray (a "
+                   "RayJob).")
+@click.option("--ray-version", help="Ray: the Ray version in the image.")
+@click.option("--ray-entrypoint", help="Ray: the job's command, e.g. 'python train.py'.")
+@click.option("--ray-working-dir", help="Ray: the runtime environment's working_dir.")
 @click.option("--pool", help="Node pool slug, e.g. h100.")
 @click.option("-g", "--gpus", type=int, help="GPU units per pod.")
 @click.option("--cpu", help='CPU cores per pod, e.g. 4 or "500m".')

@@ -58,7 +58,9 @@ def attachments_of(workload: Workload) -> Attachments:
 
 
 def is_distributed(workload: Workload) -> bool:
-    return workload.kind == Kind.TRAINING and workload.pods > 1
+    """A gang the portal wires itself (an Indexed Job and its headless Service); a framework's operator wires its
+    own (worker/frameworks.py)."""
+    return workload.kind == Kind.TRAINING and workload.pods > 1 and not workload.runs_on_framework
 
 
 def job_name(workload: Workload) -> str:
@@ -92,7 +94,7 @@ def _volume_name(source: DataSource) -> str:
     return f"data-{source.name}"[:63]
 
 
-def _volumes(workload: Workload, attachments: Attachments) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def volumes_of(workload: Workload, attachments: Attachments) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(pod volumes, container mounts): the data sources, and /dev/shm as memory when a size is asked for."""
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
@@ -109,7 +111,7 @@ def _volumes(workload: Workload, attachments: Attachments) -> tuple[list[dict[st
     return volumes, mounts
 
 
-def _container(workload: Workload, attachments: Attachments, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def main_container(workload: Workload, attachments: Attachments, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     gpu = {workload.node_pool.gpu_resource: str(workload.gpus)}
     own_env = [{"name": item["name"], "value": item["value"]} for item in workload.env]
     if workload.kind == Kind.NOTEBOOK:
@@ -159,12 +161,12 @@ def _counts(workload: Workload) -> dict[str, Any]:
     return {"parallelism": 1, "completions": 1, "backoffLimit": 0}
 
 
-def _pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
-    volumes, mounts = _volumes(workload, attachments)
+def pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
+    volumes, mounts = volumes_of(workload, attachments)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 30,
-        "containers": [_container(workload, attachments, mounts)],
+        "containers": [main_container(workload, attachments, mounts)],
     }
     if volumes:
         spec["volumes"] = volumes
@@ -175,36 +177,40 @@ def _pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
     return spec
 
 
-def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attachments | None = None) -> dict[str, Any]:
-    """The Job; `request_id`, when the submission came with one, is annotated so its log lines can be found."""
+def object_metadata(workload: Workload, *, request_id: str = "") -> dict[str, Any]:
+    """The metadata of the object Kueue queues for a workload (its Job, or its framework's object): the
+    deterministic name, the queue, priority and runtime labels Kueue reads, the portal's own labels; `request_id`,
+    when the submission came with one, is annotated so its log lines can be found."""
     owner, priority_class = workload.owner, workload.priority_class
     if owner is None or priority_class is None:
-        raise ValueError("only the portal's own submissions have a Job manifest")
+        raise ValueError("only the portal's own submissions have a manifest")
+    labels = {**portal_labels(workload), QUEUE_NAME_LABEL: workload.queue_name,
+              PRIORITY_CLASS_LABEL: priority_class.name}
+    if workload.max_runtime_seconds:
+        labels[MAX_EXEC_TIME_LABEL] = str(workload.max_runtime_seconds)
+    return {
+        "name": job_name(workload),
+        "namespace": workload.project.namespace,
+        "labels": labels,
+        "annotations": {OWNER_ANNOTATION: owner.get_username(), NAME_ANNOTATION: workload.name,
+                        **({REQUEST_ID_ANNOTATION: request_id} if request_id else {})},
+    }
+
+
+def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attachments | None = None) -> dict[str, Any]:
+    """The Job."""
     attachments = attachments or Attachments()
     labels = portal_labels(workload)
-    job_labels = {
-        **labels,
-        QUEUE_NAME_LABEL: workload.queue_name,
-        PRIORITY_CLASS_LABEL: priority_class.name,
-    }
-    if workload.max_runtime_seconds:
-        job_labels[MAX_EXEC_TIME_LABEL] = str(workload.max_runtime_seconds)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": job_name(workload),
-            "namespace": workload.project.namespace,
-            "labels": job_labels,
-            "annotations": {OWNER_ANNOTATION: owner.get_username(), NAME_ANNOTATION: workload.name,
-                            **({REQUEST_ID_ANNOTATION: request_id} if request_id else {})},
-        },
+        "metadata": object_metadata(workload, request_id=request_id),
         "spec": {
             "suspend": True,  # Kueue starts it on admission
             **_counts(workload),
             "template": {
                 "metadata": {"labels": labels},
-                "spec": _pod_spec(workload, attachments),
+                "spec": pod_spec(workload, attachments),
             },
         },
     }

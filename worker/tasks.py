@@ -36,12 +36,14 @@ from apps.workloads import logs as workload_logs
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
 from apps.workloads.explain import explain_workloads
-from apps.workloads.manifests import manifest_kind_of
+from apps.workloads.frameworks import framework_entry
+from apps.workloads.manifests import ManifestKind, manifest_kind_of
 from apps.workloads.models import Credential, IdlePolicy, Kind, Status, Workload
 from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by, queue_position_label
 
 from . import utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
+from .frameworks import framework_manifest, framework_schema_errors
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import CONTAINER_NAME, attachments_of, companions, job_manifest, pull_secret, user_secret
@@ -109,8 +111,16 @@ def workload_submit(self: Task, workload_id: int) -> str:
                                      outcome="not submitting", ids=claim.ids)
         intents.intent_release(claim)
         return "not claimed"
-    entry = manifest_kind_of(workload.kind)
-    if entry is not None:  # a manifest: the object prepared at submit, created as it is
+    entry = _object_kind(workload)
+    if workload.runs_on_framework:  # built here, checked against its kind's schema before it is sent
+        manifest = framework_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
+        if problems := framework_schema_errors(manifest):
+            workload_services.workload_mark_rejected(
+                workload=workload, message=f"The portal built a {manifest['kind']} its schema refuses: "
+                                           f"{' '.join(problems)}")
+            metrics.SUBMISSIONS.labels("rejected").inc()
+            return "rejected"
+    elif entry is not None:  # a manifest: the object prepared at submit, created as it is
         manifest = _with_request_id(dict(workload.manifest or {}), request_ids.current())
     else:
         manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
@@ -159,9 +169,16 @@ def _with_request_id(manifest: dict[str, Any], request_id: str) -> dict[str, Any
     return {**manifest, "metadata": metadata}
 
 
+def _object_kind(workload: Workload) -> ManifestKind | None:
+    """The kind of what the portal creates for a workload of its own, None for its Job: a manifest's kind, or the
+    framework's object of a training on one."""
+    return framework_entry(workload) if workload.runs_on_framework else manifest_kind_of(workload.kind)
+
+
 def _object_path(workload: Workload) -> str:
-    """The API path of what the portal created for a workload of its own: its Job, or a manifest's object."""
-    entry = manifest_kind_of(workload.kind)
+    """The API path of what the portal created for a workload of its own: its Job, or a manifest's or framework's
+    object."""
+    entry = _object_kind(workload)
     if entry is None:
         return f"/apis/batch/v1/namespaces/{workload.project.namespace}/jobs/{workload.job_name}"
     return f"{entry.collection_path(workload.project.namespace)}/{workload.job_name}"

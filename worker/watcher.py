@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import Q
 from django.utils import timezone
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
@@ -60,6 +61,7 @@ from apps.workloads.models import (
     LIVE_STATUSES,
     PORTAL_KIND_VALUES,
     QUEUED_STATUSES,
+    Framework,
     Kind,
     Origin,
     Status,
@@ -310,7 +312,7 @@ class Watcher:
         reference = owner_reference(kueue_workload) or {}
         if not Workload.objects.filter(  # the portal's own object in its project's namespace, not a namesake
                 pk=workload_id, origin=Origin.PORTAL, project__namespace=kueue_workload["metadata"].get("namespace"),
-                job_name=reference.get("name")).exclude(kind__in=PORTAL_KIND_VALUES).exists():
+                job_name=reference.get("name")).filter(RUNS_AS_OBJECT).exists():
             return
         moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
                                                    preemptor_id=workload_selectors.preemptor_id(observation))
@@ -663,7 +665,7 @@ class Watcher:
             uids = list(self.manifests)
         for uid in uids:
             self.apply_manifest(uid)
-        missing = Workload.objects.filter(origin=Origin.PORTAL, kind__in=MANIFEST_KIND_VALUES - {Kind.JOB.value},
+        missing = Workload.objects.filter(RUNS_AS_OBJECT, origin=Origin.PORTAL,
                                           status__in=LIVE_STATUSES - {Status.SUBMITTING},
                                           submitted_at__lt=listed_at).exclude(kueue_name="").exclude(pk__in=present)
         workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
@@ -673,7 +675,7 @@ class Watcher:
         with self.lock:
             present = set(self.jobs)
         missing = Workload.objects.filter(origin=Origin.PORTAL, kind__in=[*PORTAL_KIND_VALUES, Kind.JOB]).exclude(
-            k8s_uid="").exclude(k8s_uid__in=present).filter(
+            RUNS_AS_OBJECT).exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
             status__in=LIVE_STATUSES - {Status.SUBMITTING},
             submitted_at__lt=listed_at,  # submitted after the list was taken: its Job may simply not be listed
         ).values_list("pk", flat=True)
@@ -836,6 +838,12 @@ class Watcher:
         for thread in getattr(self, "threads", []):
             thread.join(timeout)
         self.owner_readers.shutdown(wait=False, cancel_futures=True)
+
+
+# The portal's own workloads that run as an object other than a Job, followed through Kueue's Workload for it: a
+# manifest's of another kind, or a training on a framework (a TrainJob, JobSet or RayJob).
+RUNS_AS_OBJECT = Q(kind__in=MANIFEST_KIND_VALUES - {Kind.JOB.value}) | (
+    Q(kind=Kind.TRAINING) & ~Q(framework=Framework.NONE))
 
 
 def _portal_workload(kueue_workload: dict[str, Any]) -> bool:

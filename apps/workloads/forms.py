@@ -26,6 +26,7 @@ from apps.org.models import DataSource, NodePool, PriorityClass, Project, Quota
 from apps.org.validators import validate_dns_label
 
 from . import selectors
+from .frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR
 from .models import (
     MAX_CPU_PER_POD,
     MAX_GPUS_PER_POD,
@@ -34,6 +35,7 @@ from .models import (
     MAX_RUNTIME_SECONDS,
     PORTAL_KIND_CHOICES,
     Credential,
+    Framework,
     Kind,
     Workload,
     WorkloadTemplate,
@@ -45,10 +47,12 @@ SIZE_FIELDS = ("node_pool", "gpus", "cpu", "memory_gib")
 POLICY_FIELDS = ("priority_class", "preemptible")
 LABEL_FIELDS = ("model_label", "data_class")
 ATTACHMENT_FIELDS = ("shm_gib", "data_sources", "credentials")
+FRAMEWORK_FIELDS = ("framework", "ray_version", "ray_entrypoint", "ray_working_dir")
 # Chosen by name in templates (a template serves every project: the names are looked up in the submitter's).
 NAMED_FIELDS = ("data_sources", "credentials")
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    Kind.TRAINING: (*COMMON_FIELDS, "command", "args", "env", *SIZE_FIELDS, "pods", *ATTACHMENT_FIELDS,
+    Kind.TRAINING: (*COMMON_FIELDS, *FRAMEWORK_FIELDS, "command", "args", "env", *SIZE_FIELDS, "pods",
+                    *ATTACHMENT_FIELDS,
                     *POLICY_FIELDS, "max_runtime_minutes", *LABEL_FIELDS),
     Kind.BATCH: (*COMMON_FIELDS, "command", "args", "env", *SIZE_FIELDS, "completions", "parallelism",
                  *ATTACHMENT_FIELDS, *POLICY_FIELDS, "max_runtime_minutes", *LABEL_FIELDS),
@@ -135,6 +139,19 @@ class WorkloadForm(StyledForm):
     name = forms.CharField(max_length=63, help_text="A short name you will recognise, e.g. resnet-sweep-3 "
                                                     "(lower-case letters, digits and '-').")
     image = forms.CharField(max_length=255, help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
+    framework = forms.ChoiceField(
+        choices=Framework.choices, initial=Framework.NONE, required=False, label="Framework",
+        help_text="None: an Indexed Job the portal wires for torchrun (MASTER_ADDR, RANK...). PyTorch: a Kubeflow "
+                  "Trainer TrainJob (a JobSet where the cluster has no Trainer), torchrun's PET_* variables set, one "
+                  "process per GPU. Ray: a RayJob, a head and the pods as GPU workers, running the entrypoint.")
+    ray_version = forms.CharField(required=False, max_length=20, label="Ray version",
+                                  help_text=f"Ray: the version in the image; empty: {DEFAULT_RAY_VERSION}.")
+    ray_entrypoint = forms.CharField(required=False, max_length=MAX_ENTRYPOINT, label="Ray entrypoint",
+                                     help_text="Ray: the job's command, run against the cluster, e.g. python "
+                                               "train.py --epochs 3.")
+    ray_working_dir = forms.CharField(required=False, max_length=MAX_WORKING_DIR, label="Ray working directory",
+                                      help_text="Ray: the runtime environment's working_dir: a path in the image or "
+                                                "a zip's URI (s3://..., https://...); empty: none.")
     command = forms.CharField(required=False, max_length=20_000,
                               help_text="Overrides the image's entrypoint, split like a shell would: "
                                         "python train.py. Empty keeps the image's own.")
@@ -210,6 +227,9 @@ class WorkloadForm(StyledForm):
 
     # --- parsing ---
 
+    def clean_framework(self) -> str:
+        return self.cleaned_data["framework"] or Framework.NONE
+
     def clean_command(self) -> list[str]:
         return parse_words(self.cleaned_data["command"])
 
@@ -261,6 +281,7 @@ def initial_from_workload(workload: Workload) -> dict[str, Any]:
         "data_sources": [source.pk for source in workload.data_sources.all()],
         "credentials": [credential.pk for credential in workload.credentials.filter(deleted_at=None)],
         "max_runtime_minutes": workload.max_runtime_seconds // 60 if workload.max_runtime_seconds else None,
+        "framework": workload.framework, **workload.framework_settings,
     }
     keep = KIND_FIELDS[workload.kind]
     return initial_from_values({key: value for key, value in values.items() if key in keep})

@@ -51,6 +51,16 @@ class Kind(models.TextChoices):
     OTHER = "other", "Other"
 
 
+class Framework(models.TextChoices):
+    """How a training workload runs (docs/frameworks.md): an Indexed Job the portal wires itself, or the object the
+    framework's own operator runs: PyTorch as a Kubeflow Trainer TrainJob (a JobSet where the cluster has no Trainer),
+    Ray as a KubeRay RayJob."""
+
+    NONE = "none", "None (an Indexed Job)"
+    PYTORCH = "pytorch", "PyTorch"
+    RAY = "ray", "Ray"
+
+
 PORTAL_KINDS = (Kind.TRAINING, Kind.NOTEBOOK, Kind.BATCH)
 PORTAL_KIND_CHOICES = [(kind.value, kind.label) for kind in PORTAL_KINDS]  # what the forms and templates submit
 PORTAL_KIND_VALUES = [kind.value for kind in PORTAL_KINDS]
@@ -138,6 +148,10 @@ class Workload(models.Model):
                                                                      MaxValueValidator(MAX_PODS * 100)])
     parallelism = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1),
                                                                      MaxValueValidator(MAX_PODS)])
+    framework = models.CharField(max_length=10, choices=Framework.choices, default=Framework.NONE,
+                                 help_text="Training: the framework whose operator runs it.")
+    framework_settings = models.JSONField(default=dict, blank=True,
+                                          help_text="The framework's own settings, e.g. Ray's version and entrypoint.")
     priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, null=True, blank=True,
                                        related_name="workloads",
                                        help_text="Empty for work from outside that names no portal priority class.")
@@ -298,6 +312,11 @@ class Workload(models.Model):
         if self.priority_class is not None:
             return self.priority_class.value
         return self.kueue_priority or 0
+
+    @property
+    def runs_on_framework(self) -> bool:
+        """A training run by its framework's operator (a TrainJob, JobSet or RayJob), not the portal's own Job."""
+        return self.kind == Kind.TRAINING and self.framework != Framework.NONE
 
     @property
     def from_outside(self) -> bool:

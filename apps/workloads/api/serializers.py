@@ -21,11 +21,13 @@ from apps.accounts import access
 from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, StrictCharField, nul_errors
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.workloads.explain import REASONS
+from apps.workloads.frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR, framework_entry
 from apps.workloads.models import (
     PORTAL_KIND_CHOICES,
     QUEUED_STATUSES,
     Credential,
     ForecastBasis,
+    Framework,
     Kind,
     Origin,
     Status,
@@ -61,6 +63,20 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=PORTAL_KIND_CHOICES)
     name = StrictCharField(help_text="A DNS label you will recognise, e.g. resnet-sweep-3.")
     image = StrictCharField(help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
+    framework = serializers.ChoiceField(
+        choices=Framework.choices, required=False,
+        help_text="Training: none (default; an Indexed Job the portal wires for torchrun with MASTER_ADDR, RANK...), "
+                  "pytorch (a Kubeflow Trainer TrainJob on the torch runtime, or a JobSet where the cluster has no "
+                  "Trainer; torchrun's PET_* variables set, one process per GPU, `pods` nodes) or ray (a RayJob: a "
+                  "head and `pods` workers with `gpus` each, running `ray_entrypoint`).")
+    ray_version = StrictCharField(required=False, allow_blank=True, max_length=20,
+                                  help_text=f"Ray: the Ray version in the image, e.g. {DEFAULT_RAY_VERSION} (the "
+                                            "default).")
+    ray_entrypoint = StrictCharField(required=False, allow_blank=True, max_length=MAX_ENTRYPOINT,
+                                     help_text="Ray (required): the job's command, e.g. python train.py --epochs 3.")
+    ray_working_dir = StrictCharField(required=False, allow_blank=True, max_length=MAX_WORKING_DIR,
+                                      help_text="Ray: the runtime environment's working_dir, a path in the image or a "
+                                                "zip's URI; default: none.")
     command = _strings("Entrypoint, e.g. [\"python\", \"train.py\"]; empty keeps the image's.")
     args = _strings("Arguments to the command.")
     env = EnvField(required=False)
@@ -460,7 +476,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
     class Meta:
         model = Workload
         fields = [
-            "id", "project", "project_slug", "namespace", "owner", "owner_id", "origin", "kind", "object",
+            "id", "project", "project_slug", "namespace", "owner", "owner_id", "origin", "kind", "framework", "object",
             "submitted_by", "submitter", "submitter_label", "name", "image", "command", "args", "env", "node_pool",
             "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism", "pod_sets", "pod_count", "gpu_units",
             "priority_class", "priority", "preemptible", "queue_name", "max_runtime_seconds", "labels",
@@ -479,6 +495,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
                     "name": workload.object_name}
         if not workload.job_name:
             return None
+        if workload.runs_on_framework:
+            entry = framework_entry(workload)
+            return {"apiVersion": entry.api_version, "kind": entry.name, "name": workload.job_name}
         return {"apiVersion": PORTAL_JOB_API_VERSION, "kind": "Job", "name": workload.job_name}
 
     @extend_schema_field(serializers.CharField(allow_null=True))

@@ -478,4 +478,5 @@ def submission_of(workload: Workload) -> dict[str, Any]:
         "shm": str(workload.shm_gib) if workload.shm_gib is not None else None,
         "data_sources": [source.name for source in workload.data_sources.all()],
         "credentials": [credential.name for credential in workload.credentials.all()],
+        **({"framework": workload.framework, **workload.framework_settings} if workload.kind == Kind.TRAINING else {}),
     }

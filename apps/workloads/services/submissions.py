@@ -12,11 +12,13 @@ from django.utils import timezone
 
 from apps.accounts import access
 from apps.accounts.access import Action, can
+from apps.cluster.selectors import served_kinds
 from apps.core import intents, kueue_names
 from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
-from apps.workloads.models import LIVE_STATUSES, PORTAL_KIND_VALUES, Credential, Kind, Status, Workload
+from apps.workloads.frameworks import framework_entry, framework_errors, framework_object, framework_settings_of
+from apps.workloads.models import LIVE_STATUSES, PORTAL_KIND_VALUES, Credential, Framework, Kind, Status, Workload
 from apps.workloads.selectors import default_priority_class
 from apps.workloads.validation import attachments_errors, fits_errors, shape_errors
 
@@ -57,11 +59,14 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
         with transaction.atomic():
             workload.save()
             workload.job_name = kueue_names.job_name(workload.pk)
-            workload.save(update_fields=["job_name"])
+            if workload.runs_on_framework:  # the TrainJob, JobSet or RayJob is named like the portal's Job
+                workload.object_name = workload.job_name
+            workload.save(update_fields=["job_name", "object_name"])
             workload.data_sources.set(workload.chosen_data_sources)
             workload.credentials.set(workload.chosen_credentials)
+            runs_as = f" as a {framework_entry(workload).name}" if workload.runs_on_framework else ""
             _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-                   message=f"Submitted to the {workload.queue_name} queue of {project.namespace}", actor=actor)
+                   message=f"Submitted{runs_as} to the {workload.queue_name} queue of {project.namespace}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
                                   deadline=SUBMIT_DEADLINE)
             audit_record(actor=actor, action="workload.resubmit" if workload.resubmitted_from_id else "workload.submit",
@@ -75,8 +80,9 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
 
 
 # What an audit row keeps of a submission: what it asks for, not its whole spec (env values may be secrets).
-_AUDITED_FIELDS = ("name", "kind", "image", "node_pool_id", "gpus", "pods", "completions", "parallelism",
-                   "priority_class_id", "preemptible", "max_runtime_seconds", "resubmitted_from_id")
+_AUDITED_FIELDS = ("name", "kind", "framework", "object_api_version", "image", "node_pool_id", "gpus", "pods",
+                   "completions", "parallelism", "priority_class_id", "preemptible", "max_runtime_seconds",
+                   "resubmitted_from_id")
 
 
 def _submitted(workload: Workload) -> dict[str, Any]:
@@ -111,6 +117,10 @@ def workload_validate(
     data_sources: Iterable[DataSource] | None = None,
     credentials: Iterable[Credential] | None = None,
     resubmitted_from: Workload | None = None,
+    framework: str = Framework.NONE,
+    ray_version: str | None = None,
+    ray_entrypoint: str | None = None,
+    ray_working_dir: str | None = None,
 ) -> Workload:
     """Every check `workload_submit` makes, without saving or enqueueing: the unsaved row (the forms' live check).
     Raises every refusal at once (field -> messages)."""
@@ -121,7 +131,8 @@ def workload_validate(
         "priority_class": priority_class, "preemptible": preemptible, "max_runtime_seconds": max_runtime_seconds,
         "notebook_idle_timeout_minutes": notebook_idle_timeout_minutes, "notebook_port": notebook_port,
         "shm_gib": shm_gib, "data_sources": data_sources, "credentials": credentials,
-        "resubmitted_from": resubmitted_from,
+        "resubmitted_from": resubmitted_from, "framework": framework, "ray_version": ray_version,
+        "ray_entrypoint": ray_entrypoint, "ray_working_dir": ray_working_dir,
     }
     workload, errors = _workload_draft(actor=actor, values=values, unknown=set())
     if errors:
@@ -147,7 +158,8 @@ _DEFAULTS: dict[str, Any] = {
     "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1, "completions": 1,
     "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
     "notebook_idle_timeout_minutes": None, "notebook_port": None, "shm_gib": None, "data_sources": None,
-    "credentials": None, "resubmitted_from": None,
+    "credentials": None, "resubmitted_from": None, "framework": Framework.NONE, "ray_version": None,
+    "ray_entrypoint": None, "ray_working_dir": None,
 }
 _WORKLOAD_FIELDS = _REQUIRED | set(_DEFAULTS)
 # The sizes that decide how many units a workload holds, by kind.
@@ -195,6 +207,16 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
         notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=values["resubmitted_from"],
         shm_gib=None if values["shm_gib"] in (None, "") else Decimal(str(values["shm_gib"])),
     )
+    framework = values["framework"]
+    errors.update(framework_errors(kind=kind, framework=framework, values=values, unknown=unknown))
+    if "framework" not in errors and "framework" not in unknown and kind == Kind.TRAINING:
+        # The served kinds are read only for a framework (the live check of other training stays as cheap as it was).
+        entry, refusal = framework_object(framework, served_kinds() if framework != Framework.NONE else None)
+        if refusal:
+            errors["framework"] = [refusal]
+        workload.framework = framework
+        workload.framework_settings = framework_settings_of(framework, values)
+        workload.object_api_version = entry.api_version if entry else ""
     workload.chosen_data_sources = list(values["data_sources"] or [])
     workload.chosen_credentials = list(values["credentials"] or [])
     shape: dict[str, Any] = {"kind": kind, "command": workload.command, "args": workload.args, "env": workload.env,
