@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 import django_filters
 from django import forms
@@ -281,7 +281,7 @@ class CappedPaginator(Paginator):
 
     @cached_property
     def counted(self) -> int:
-        return self.object_list[: self.cap + 1].count()
+        return cast(QuerySet, self.object_list)[: self.cap + 1].count()
 
     @cached_property
     def count(self) -> int:

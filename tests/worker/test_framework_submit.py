@@ -49,8 +49,9 @@ def test_pytorch_through_the_api_is_a_trainjob_whose_pods_rendezvous_with_torchr
                                                                                     celery_worker, watcher):
     alice = signed_in(org["alice"])
     response = call(alice, "POST", "workloads/", {
-        "project": "vision", "kind": "training", "framework": "pytorch", "name": "ddp", "image": "pytorch/pytorch:2.4.0",
-        "command": ["sleep", "300"], "node_pool": "h100", "gpus": 2, "pods": 2, "preemptible": False,
+        "project": "vision", "kind": "training", "framework": "pytorch", "name": "ddp",
+        "image": "pytorch/pytorch:2.4.0", "command": ["sleep", "300"], "node_pool": "h100", "gpus": 2, "pods": 2,
+        "preemptible": False,
         "labels": {"model": "resnet", "data_class": "public"}})
     assert response.status_code == 201, response.content
     assert response.json()["framework"] == "pytorch"

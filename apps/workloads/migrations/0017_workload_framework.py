@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workloads', '0015_waiting_demand_index'),
+        ('workloads', '0016_waiting_index_pod_set_units'),
     ]
 
     operations = [
