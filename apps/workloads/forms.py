@@ -252,7 +252,8 @@ class ManifestForm(StyledForm):
         widget=forms.Textarea(attrs={"rows": 28, "class": "code-input", "spellcheck": "false", "wrap": "off",
                                      "autocomplete": "off", "autocapitalize": "off", "data-code-editor": ""}),
         help_text="One object: a Job, Pod, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster or LeaderWorkerSet. Leave "
-                  "the namespace and the queue and priority labels out: the portal sets them.")
+                  "the namespace and the queue and priority labels out: the portal sets them. Tab indents; Escape "
+                  "then Tab leaves the editor.")
     priority_class = PriorityClassChoice(queryset=PriorityClass.objects.all(), required=False,
                                          empty_label="The project's default", label="Priority class",
                                          help_text="Orders work within your project.")
