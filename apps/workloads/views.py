@@ -278,12 +278,13 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
     checking = "_check" in request.POST
     if not checking and not SUBMISSION_TOKEN.fullmatch(token):
         form.add_error(None, UNGUARDED_FORM)
-    checked = _manifest_check(form, user)
-    if checked is not None and not checking:
+    checked = None
+    if not checking and form.is_valid():
+        # The service checks it all again (and answers a repeated form with the workload it made, whatever changed).
         try:
             workload, created = services.workload_submit_manifest_once(
                 actor=user, submission_key=f"form:{token}", **form.service_kwargs())
-        except ValidationError as error:  # what changed since the check (a quota taken meanwhile)
+        except ValidationError as error:
             apply_service_errors(form, error, ALIASES)
         else:
             if created:
@@ -292,6 +293,8 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
                 messages.info(request, f"This form was submitted already: here is {workload.name}, the workload "
                                        "it made. Nothing else was submitted.")
             return redirect("workloads:detail", pk=workload.pk)
+    else:
+        checked = _manifest_check(form, user)
     found = [str(message) for message in form.errors.get("manifest", [])]
     result: dict[str, Any] = {"checked": checked,
                               "manifest_errors": locate_errors(form.data.get("manifest", ""), found)}

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from apps.accounts.models import Role, RoleBinding
 from apps.core.models import AuditEvent, Intent
-from apps.org.models import NodePool, PriorityClass, Project
+from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.workloads.manifests import EXAMPLE_KINDS
 from apps.workloads.models import Kind, Origin, Status, Workload, WorkloadEvent
 from tests.access_matrix import USERS, row
@@ -258,7 +258,9 @@ def test_submit_records_it_as_the_api_does_and_redirects_to_its_page(client_for,
     assert Intent.objects.filter(kind="workload.submit", target_id=workload.pk).count() == 1
     assert AuditEvent.objects.get(action="workload.submit").after["manifest"] is True
     assert "Submitted my-job" in client.get(response["Location"]).content.decode()
-    # The same form posted again (a double click, the back button) leads to the same workload.
+    # The same form posted again (a double click, the back button) leads to the same workload, even when it would
+    # now be refused (here: the quota it was placed on is gone).
+    Quota.objects.filter(project__slug="vision", node_pool__slug="h100").delete()
     again = client.post(URL, data)
     assert again["Location"] == response["Location"] and Workload.objects.count() == 1
     assert Intent.objects.filter(kind="workload.submit").count() == 1
