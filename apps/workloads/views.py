@@ -246,7 +246,7 @@ def _manifest_check(form: ManifestForm, user: Any) -> Workload | None:
     try:
         workload, _ = services.workload_manifest_validate(actor=user, **values)
     except ValidationError as error:
-        errors = {name: messages for name, messages in error.message_dict.items() if name not in drafted}
+        errors = {name: found for name, found in error.message_dict.items() if name not in drafted}
         apply_service_errors(form, ValidationError(errors), ALIASES)
         return None
     return None if form.errors else workload
