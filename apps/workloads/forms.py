@@ -27,6 +27,7 @@ from apps.org.validators import validate_dns_label
 
 from . import selectors
 from .frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR
+from .manifests import MAX_MANIFEST_BYTES
 from .models import (
     MAX_CPU_PER_POD,
     MAX_GPUS_PER_POD,
@@ -255,6 +256,49 @@ class WorkloadForm(StyledForm):
         """The service's names of the fields that failed their own checks (`services.workload_check`'s unknown)."""
         service_names = {form_name: name for name, form_name in self.ALIASES.items()}
         return {service_names.get(name, name) for name in self.errors if name != NON_FIELD_ERRORS}
+
+
+class ManifestForm(StyledForm):
+    """The manifest page's form: where and how a Kubernetes manifest runs, and its text. `service_kwargs()` is what
+    `services.workload_manifest_validate` / `workload_submit_manifest_once` take (minus the actor); the manifest
+    itself is checked there, whole."""
+
+    project = ProjectChoice(queryset=Project.objects.none(), empty_label=None)
+    node_pool = PoolChoice(queryset=NodePool.objects.all(), empty_label=None, label="Node pool",
+                           help_text="The GPU type and cut it runs on: its containers ask for this pool's GPU "
+                                     "resource.")
+    manifest = forms.CharField(
+        strip=False, max_length=MAX_MANIFEST_BYTES, label="Manifest (YAML or JSON)",
+        widget=forms.Textarea(attrs={"rows": 28, "class": "code-input", "spellcheck": "false", "wrap": "off",
+                                     "autocomplete": "off", "autocapitalize": "off", "data-code-editor": ""}),
+        help_text="One object: a Job, Pod, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster or LeaderWorkerSet. Leave "
+                  "the namespace and the queue and priority labels out: the portal sets them. Tab indents; Escape "
+                  "then Tab leaves the editor.")
+    priority_class = PriorityClassChoice(queryset=PriorityClass.objects.all(), required=False,
+                                         empty_label="The project's default", label="Priority class",
+                                         help_text="Orders work within your project.")
+    preemptible = forms.BooleanField(required=False, initial=True, label=WorkloadForm.base_fields[
+        "preemptible"].label, help_text=WorkloadForm.base_fields["preemptible"].help_text)
+    max_runtime_minutes = _size("Max runtime (minutes)", maximum=MAX_RUNTIME_MINUTES, unit=" minutes",
+                                required=False, help_text="Kueue stops it after this long; empty: no limit.")
+    model_label = forms.CharField(max_length=63, label="Model (audit label)",
+                                  help_text="The model this work trains or serves, e.g. resnet50.")
+    data_class = forms.CharField(max_length=63, label="Data class (audit label)",
+                                 help_text="The class of data it reads, e.g. public, internal, pii.")
+
+    ALIASES = ALIASES
+
+    def __init__(self, *args: Any, projects: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """The cleaned fields under the service's names (on an invalid form: those that passed their checks)."""
+        data = dict(self.cleaned_data)
+        if "max_runtime_minutes" in data:
+            minutes = data.pop("max_runtime_minutes")
+            data["max_runtime_seconds"] = minutes * 60 if minutes else None
+        return data
 
 
 def initial_from_values(values: dict[str, Any]) -> dict[str, Any]:

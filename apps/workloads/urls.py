@@ -9,6 +9,7 @@ urlpatterns = [
     path("export.csv", views.workload_export, name="export"),
     path("stop/", views.bulk_stop, name="bulk_stop"),
     path("submit/", views.submit, {"kind": "training"}, name="submit_default"),
+    path("submit/manifest/", views.submit_manifest, name="submit_manifest"),
     path("submit/<slug:kind>/", views.submit, name="submit"),
     path("templates/", views.templates, name="templates"),
     path("templates/new/", views.template_create, name="template_create"),

@@ -43,8 +43,17 @@ from apps.accounts.access import Action
 from apps.core.csv_export import csv_response
 from apps.core.filters import filter_page
 from apps.core.forms import apply_service_errors
-from apps.core.http import AuthenticatedRequest, conditional, conditional_poll, not_modified, parse_id, poll_etag
+from apps.core.http import (
+    AuthenticatedRequest,
+    conditional,
+    conditional_poll,
+    not_modified,
+    parse_id,
+    poll_etag,
+    reference_lookup,
+)
 from apps.core.views import confirm_delete_page
+from apps.org.models import Project
 from apps.org.selectors import projects_for
 
 from . import kubectl, logs, notebooks, selectors, services, table
@@ -55,10 +64,12 @@ from .forms import (
     CredentialForm,
     CredentialValuesForm,
     IdlePolicyForm,
+    ManifestForm,
     WorkloadForm,
     WorkloadTemplateForm,
     submit_initial,
 )
+from .manifests import EXAMPLE_KINDS, ManifestErrors, example_manifest, locate_errors, parse_manifest
 from .models import (
     HOLDING_STATUSES,
     PORTAL_KIND_CHOICES,
@@ -192,6 +203,115 @@ def _submit_page(request: AuthenticatedRequest, kind: str, form: WorkloadForm, p
         "templates": selectors.templates(kind=kind),
         "preemptible_by_class": selectors.preemptible_by_class(),
     })
+
+
+# --- submit a manifest ------------------------------------------------------------------------------------------
+# The manifest page (`submit_manifest`) speaks the submit page's protocol with an explicit Check instead of a check
+# on every change: `POST` with `_check` (htmx or not) checks without recording anything (the API's
+# `?dry_run=true`: `services.workload_manifest_validate`); a plain `POST` submits through
+# `services.workload_submit_manifest_once`, once per `submission_token`, and redirects to the workload's page;
+# refused, it answers 400 with the page, every error at once and the text as it was typed. `GET ?example=<Kind>`
+# (htmx) returns the editor holding that kind's example for the chosen pool.
+
+
+def _manifest_project(user: Any, raw: str) -> Project | None:
+    """The project a manifest page names: 404 when the user may not see it, 403 when they see it but may not submit
+    to it; None when none is named."""
+    if not raw:
+        return None
+    project = projects_for(user).filter(**(reference_lookup(raw, name_field="slug") or {"pk__in": []})).first()
+    if project is None:
+        raise Http404("No such project.")
+    if not access.can(user, Action.SUBMIT, project):
+        raise PermissionDenied("You may not submit work in this project.")
+    return project
+
+
+def _manifest_check(form: ManifestForm, user: Any) -> Workload | None:
+    """Every refusal of the form's values onto the form (the form's own and the service's, the manifest's each at its
+    field path), as the dry run gives them; the unsaved workload when there is none. Fields that failed their own
+    checks are stood in for by drafts so the manifest is still checked whole."""
+    form.is_valid()
+    values = form.service_kwargs()
+    if not {"project", "node_pool"} <= set(values) or "manifest" not in values:
+        if isinstance(form.data.get("manifest"), str) and "manifest" not in form.errors:
+            try:
+                parse_manifest(form.data["manifest"])
+            except ManifestErrors as error:
+                apply_service_errors(form, ValidationError(error.errors), ALIASES)
+        return None
+    drafted = {name for name in ("model_label", "data_class") if name not in values}
+    values.update({name: DRAFT_VALUES[name] for name in drafted})
+    values.setdefault("max_runtime_seconds", None)
+    try:
+        workload, _ = services.workload_manifest_validate(actor=user, **values)
+    except ValidationError as error:
+        errors = {name: found for name, found in error.message_dict.items() if name not in drafted}
+        apply_service_errors(form, ValidationError(errors), ALIASES)
+        return None
+    return None if form.errors else workload
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
+    user = request.user
+    if not access.can_anywhere(user, Action.SUBMIT):
+        raise PermissionDenied("You may not submit work in any project.")
+    projects = selectors.submit_projects(user=user)
+    if request.method == "GET":
+        chosen = _manifest_project(user, request.GET.get("project", ""))
+        project = chosen or projects.first()
+        pool = selectors.submit_pool(project=project, raw=request.GET.get("node_pool"))
+        example = request.GET.get("example", "")
+        if example and example not in EXAMPLE_KINDS:
+            raise Http404("No example of that kind.")
+        initial = {"project": project, "node_pool": pool,
+                   "manifest": example_manifest(example, gpu_resource=pool.gpu_resource) if example and pool else ""}
+        form = ManifestForm(initial=initial, projects=projects)
+        if request.htmx and example:
+            return render(request, "workloads/partials/_manifest_editor.html", {"field": form["manifest"]})
+        return _manifest_page(request, form, example=example)
+    _manifest_project(user, request.POST.get("project", ""))
+    form = ManifestForm(request.POST, projects=projects)
+    token = request.POST.get("submission_token", "")
+    checking = "_check" in request.POST
+    if not checking and not SUBMISSION_TOKEN.fullmatch(token):
+        form.add_error(None, UNGUARDED_FORM)
+    checked = None
+    if not checking and form.is_valid():
+        # The service checks it all again (and answers a repeated form with the workload it made, whatever changed).
+        try:
+            workload, created = services.workload_submit_manifest_once(
+                actor=user, submission_key=f"form:{token}", **form.service_kwargs())
+        except ValidationError as error:
+            apply_service_errors(form, error, ALIASES)
+        else:
+            if created:
+                messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
+            else:
+                messages.info(request, f"This form was submitted already: here is {workload.name}, the workload "
+                                       "it made. Nothing else was submitted.")
+            return redirect("workloads:detail", pk=workload.pk)
+    else:
+        checked = _manifest_check(form, user)
+    found = [str(message) for message in form.errors.get("manifest", [])]
+    result: dict[str, Any] = {"checked": checked,
+                              "manifest_errors": locate_errors(form.data.get("manifest", ""), found)}
+    if checking and request.htmx:
+        return render(request, "workloads/partials/_manifest_check.html", {"form": form, **result})
+    if not checking:
+        messages.error(request, "Nothing was submitted: fix what is marked below.")
+    return _manifest_page(request, form, token=token if SUBMISSION_TOKEN.fullmatch(token) else None,
+                          status=200 if checking else 400, result=result)
+
+
+def _manifest_page(request: AuthenticatedRequest, form: ManifestForm, *, token: str | None = None,
+                   example: str = "", status: int = 200, result: dict[str, Any] | None = None) -> HttpResponse:
+    """The manifest page; `result` is what a check or a refused submission found."""
+    return render(request, "workloads/submit_manifest.html", {
+        "form": form, "kinds": PORTAL_KIND_CHOICES, "examples": EXAMPLE_KINDS, "example": example,
+        "submission_token": token or secrets.token_urlsafe(24), **(result or {})}, status=status)
 
 
 # --- list and detail ---------------------------------------------------------------------------------------------

@@ -225,6 +225,29 @@ class ManifestSubmitSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class WorkloadDryRunSerializer(serializers.Serializer):
+    """What a submission would be (`?dry_run=true`): checked as a submission is, nothing recorded or created."""
+
+    dry_run = serializers.SerializerMethodField(help_text="Always true: nothing was submitted.")
+    kind = serializers.CharField(read_only=True, help_text="training, notebook, batch, or a manifest's kind (jobset, "
+                                                           "pytorchjob, ...).")
+    api_version = serializers.CharField(source="object_api_version", read_only=True,
+                                        help_text="A manifest's apiVersion; empty for the other kinds.")
+    name = serializers.CharField(read_only=True)
+    project = serializers.CharField(source="project.slug", read_only=True)
+    node_pool = serializers.CharField(source="node_pool.slug", read_only=True)
+    queue = serializers.CharField(source="queue_name", read_only=True,
+                                  help_text="The project's local queue it would wait in.")
+    priority_class = serializers.CharField(source="priority_class.name", read_only=True)
+    preemptible = serializers.BooleanField(read_only=True)
+    gpu_units = serializers.IntegerField(read_only=True, help_text="GPU units of the pool it would hold, all pods.")
+    pods = serializers.IntegerField(source="pod_count", read_only=True, help_text="Pods that would run at once.")
+    image = serializers.CharField(read_only=True)
+
+    def get_dry_run(self, workload: Any) -> bool:
+        return True
+
+
 class WorkloadEventSerializer(serializers.Serializer):
     """One status transition: {at, from, to, reason, message, actor}."""
 

@@ -50,6 +50,7 @@ from .serializers import (
     API_FIELD_NAMES,
     ManifestSubmitSerializer,
     WorkloadDetailSerializer,
+    WorkloadDryRunSerializer,
     WorkloadSerializer,
     WorkloadSubmitSerializer,
 )
@@ -142,16 +143,28 @@ class LogsSerializer(serializers.Serializer):
         "fetched_at": serializers.DateTimeField()}, many=True)
 
 
+DRY_RUN_PARAMETER = OpenApiParameter(
+    "dry_run", OpenApiTypes.BOOL, OpenApiParameter.QUERY, required=False,
+    description="true: check the submission as a submission is checked and answer what it would be (200), or every "
+                "refusal (400, as without it), recording and creating nothing: no workload, no history, no audit "
+                "row, nothing for the worker, no cluster call; an Idempotency-Key is not used up. Kubernetes' "
+                "`dryRun=All` for this endpoint. Default false.")
+
+
 @extend_schema_view(
     create=extend_schema(
         request=WorkloadSubmitSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[IDEMPOTENCY_KEY_PARAMETER, DRY_RUN_PARAMETER],
         responses={201: WorkloadDetailSerializer,
+                   200: OpenApiResponse(response=WorkloadDryRunSerializer,
+                                        description="dry_run=true: what the submission would be; nothing recorded."),
                    422: OpenApiResponse(description="The Idempotency-Key was used for another request.")},
         description=(
-            "Submit a training job, notebook or batch job. The row is saved as `submitting` and the worker creates "
-            "the Kueue-labelled Job after commit. Refusals say why, keyed by field. A project you may not see reads "
-            "as not existing (400); one you see but may not submit to answers 403."
+            "Submit a training job, notebook or batch job, or a Kubernetes manifest (`\"kind\": \"manifest\"` with "
+            "its YAML or JSON text in `manifest`). The row is saved as `submitting` and the worker creates the "
+            "Kueue-labelled object after commit. Refusals say why, keyed by field (a manifest's each led by its "
+            "field path). A project you may not see reads as not existing (400); one you see but may not submit to "
+            "answers 403. With `dry_run=true` nothing is recorded: the answer is what would be submitted."
         ),
     ),
 )
@@ -226,14 +239,18 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             self.permission_denied(request, message="You may not submit work in any project.")
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return self._submit(request.data)
+        dry_run = request.query_params.get("dry_run", "false").lower()
+        if dry_run not in ("true", "false", "1", "0"):
+            raise exceptions.ValidationError({"dry_run": ["Use true or false."]})
+        return self._submit(request.data, dry_run=dry_run in ("true", "1"))
 
-    def _submit(self, data: Any) -> Response:
-        """Submit `data` (a submission body): every refusal at once, once per Idempotency-Key."""
+    def _submit(self, data: Any, *, dry_run: bool = False) -> Response:
+        """Submit `data` (a submission body): every refusal at once, once per Idempotency-Key; with `dry_run`, what
+        it would be, recording nothing."""
         request = self.request
         user = request.user
         if isinstance(data, Mapping) and data.get("kind") == "manifest":
-            return self._submit_manifest(data)
+            return self._submit_manifest(data, dry_run=dry_run)
         serializer = WorkloadSubmitSerializer(data=data, context=self.get_serializer_context())
         # The project first: a project the user sees but may not submit to is a 403 whatever else is wrong.
         if isinstance(data, Mapping) and "project" in data:
@@ -255,6 +272,12 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
             except DjangoValidationError as error:
                 _merge(errors, api_errors(error))
             raise exceptions.ValidationError(errors)
+        if dry_run:
+            try:
+                draft = services.workload_validate(actor=user, **serializer.validated_data)
+            except DjangoValidationError as error:
+                raise exceptions.ValidationError(api_errors(error)) from error
+            return Response(WorkloadDryRunSerializer(draft).data)
         try:
             workload, created = services.workload_submit_once(
                 actor=user, submission_key=f"api:{key}" if key else None,
@@ -266,9 +289,10 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         headers = {} if created else {"Idempotent-Replayed": "true"}
         return Response(self._detail(workload), status=status.HTTP_201_CREATED, headers=headers)
 
-    def _submit_manifest(self, data: Mapping[str, Any]) -> Response:
+    def _submit_manifest(self, data: Mapping[str, Any], *, dry_run: bool = False) -> Response:
         """Submit a Kubernetes manifest (`"kind": "manifest"`): every refusal at once, each of the manifest's led by
-        its field path; once per Idempotency-Key."""
+        its field path; once per Idempotency-Key. A dry run is `services.workload_manifest_validate`, the checks the
+        submission makes first, and stops there."""
         request = self.request
         serializer = ManifestSubmitSerializer(data=data, context=self.get_serializer_context())
         if "project" in data:
@@ -289,11 +313,17 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
                 except manifests.ManifestErrors as error:
                     _merge(errors, error.errors)
             raise exceptions.ValidationError(errors)
+        fields = {name: value for name, value in serializer.validated_data.items() if name != "kind"}
+        if dry_run:
+            try:
+                draft, _ = services.workload_manifest_validate(actor=request.user, **fields)
+            except DjangoValidationError as error:
+                raise exceptions.ValidationError(api_errors(error)) from error
+            return Response(WorkloadDryRunSerializer(draft).data)
         try:
             workload, created = services.workload_submit_manifest_once(
                 actor=request.user, submission_key=f"api:{key}" if key else None,
-                submission_digest=request_digest(data) if key else "",
-                **{name: value for name, value in serializer.validated_data.items() if name != "kind"})
+                submission_digest=request_digest(data) if key else "", **fields)
         except services.SubmissionKeyReused as error:
             raise IdempotencyKeyReused(error.messages[0]) from error
         except DjangoValidationError as error:

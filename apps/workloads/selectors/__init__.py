@@ -51,6 +51,7 @@ from .submit import (
     priority_class_preemptible,
     queue_start_forecast,
     submit_panel,
+    submit_pool,
 )
 from .utilisation import UtilisationChart, utilisation_available, workload_utilisation_chart, workloads_held_idle
 
@@ -88,6 +89,7 @@ __all__ = [
     "queue_start_forecast",
     "requested_units",
     "submit_panel",
+    "submit_pool",
     "submit_project_known",
     "submit_projects",
     "templates",

@@ -42,7 +42,9 @@ def workload_manifest_validate(*, actor: Actor, project: Project, manifest: str,
                                preemptible: bool | None = None, max_runtime_seconds: int | None = None,
                                ) -> tuple[Workload, dict[str, Any]]:
     """The unsaved row of a manifest submission and its checked object; ValidationError with every refusal (the
-    manifest's each led by its field path)."""
+    manifest's each led by its field path). This is the dry run (the API's `?dry_run=true`, the manifest page's
+    Check): it writes nothing (no row, no intent, no audit) and calls no cluster, and the submission makes
+    exactly these checks first."""
     if not can(actor, Action.SUBMIT, project):
         raise PermissionDenied("You may not submit work in this project.")
     errors: dict[str, list[str]] = {}

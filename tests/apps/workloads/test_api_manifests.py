@@ -312,3 +312,59 @@ def test_unknown_request_fields_are_refused(client_for):
     response = call(client_for("alice"), "POST", "workloads/", {**body(job()), "gpus": 2})
     assert response.status_code == 400 and response.json()["gpus"] == ["Unknown field."]
     nothing_recorded()
+
+
+# --- dry run --------------------------------------------------------------------------------------------------------
+
+
+def test_a_dry_run_answers_what_would_be_submitted_and_records_nothing(client_for):
+    response = call(client_for("alice"), "POST", "workloads/?dry_run=true", body(jobset(), preemptible=False),
+                    HTTP_IDEMPOTENCY_KEY="k-dry")
+    assert response.status_code == 200, response.content
+    assert response.json() == {
+        "dry_run": True, "kind": "jobset", "api_version": "jobset.x-k8s.io/v1alpha2", "name": "my-jobset",
+        "project": "vision", "node_pool": "h100", "queue": "guaranteed-h100", "priority_class": "build",
+        "preemptible": False, "gpu_units": 2, "pods": 2, "image": "pytorch/pytorch:2.4.0"}
+    nothing_recorded()
+    # The key was not used up: the real submission with it records the workload.
+    real = call(client_for("alice"), "POST", "workloads/", body(jobset(), preemptible=False),
+                HTTP_IDEMPOTENCY_KEY="k-dry")
+    assert real.status_code == 201 and "Idempotent-Replayed" not in real
+    assert Workload.objects.count() == 1
+
+
+def test_a_dry_run_refuses_as_the_submission_would(client_for):
+    manifest = job()
+    manifest["spec"]["template"]["spec"]["hostNetwork"] = True
+    manifest["metadata"]["namespace"] = "proj-nlp"
+    dry = call(client_for("alice"), "POST", "workloads/?dry_run=true", body(manifest))
+    real = call(client_for("alice"), "POST", "workloads/", body(manifest))
+    assert dry.status_code == real.status_code == 400
+    assert dry.json() == real.json() and len(dry.json()["manifest"]) >= 2
+    forbidden = call(client_for("alice"), "POST", "workloads/?dry_run=true", body(job(), project="nlp"))
+    assert forbidden.status_code in (400, 403)  # as without dry_run: bob's project is not alice's to see
+    nothing_recorded()
+
+
+def test_a_dry_run_of_a_form_kind_answers_its_draft_too(client_for):
+    submission = {"project": "vision", "kind": "training", "name": "run", "image": "pytorch/pytorch:2.4.0",
+                  "node_pool": "h100", "gpus": 2, "pods": 2, "labels": {"model": "resnet", "data_class": "public"}}
+    response = call(client_for("alice"), "POST", "workloads/?dry_run=1", submission)
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    assert (answer["kind"], answer["gpu_units"], answer["pods"], answer["api_version"]) == ("training", 4, 2, "")
+    refused = call(client_for("alice"), "POST", "workloads/?dry_run=true", {**submission, "gpus": 9})
+    assert refused.status_code == 400 and "gpus" in refused.json()
+    nothing_recorded()
+
+
+@pytest.mark.parametrize("value", ["yes", "All", "", "TRUE1"])
+def test_dry_run_takes_true_or_false_only(client_for, value):
+    response = call(client_for("alice"), "POST", f"workloads/?dry_run={value}", body(job()))
+    assert response.status_code == 400 and response.json() == {"dry_run": ["Use true or false."]}
+    nothing_recorded()
+
+
+def test_dry_run_false_submits(client_for):
+    assert call(client_for("alice"), "POST", "workloads/?dry_run=false", body(job())).status_code == 201
+    assert Workload.objects.count() == 1

@@ -126,3 +126,17 @@ def test_the_idempotency_key_is_declared_as_enforced(api_schema, demo, client_fo
     for key in ("", "x" * 101, "with space", "é"):
         response = call(client, "POST", "workloads/", {}, HTTP_IDEMPOTENCY_KEY=key)
         assert response.status_code == 400 and "Idempotency-Key" in response.json(), key
+
+
+def test_a_dry_run_answers_the_preview_its_schema_declares(api_schema, demo):
+    from apps.workloads.models import Workload
+    from tests.apps.workloads.test_api_manifests import body, jobset
+
+    assert parameter(api_schema, WORKLOADS, "POST", "dry_run") == {"type": "boolean"}
+    token = personal_token(demo["alice"])
+    answer = conforming(api_schema, token, "POST", WORKLOADS, body=body(jobset()), query={"dry_run": "true"},
+                        media_type="application/json")
+    assert answer.status_code == 200 and answer.json()["dry_run"] is True
+    assert not Workload.objects.exists()
+    responses = api_schema.raw_schema["paths"][WORKLOADS]["post"]["responses"]
+    assert {"200", "201"} <= set(responses)
