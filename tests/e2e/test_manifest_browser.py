@@ -52,13 +52,13 @@ def test_alice_checks_a_broken_example_fixes_it_and_submits_it(login):
     expect(editor).to_have_value(broken)  # a check never replaces what was typed
     errors.locator(f"[data-goto-line='{bad_line}']").first.click()
     expect(editor).to_be_focused()
-    assert Workload.objects.count() == 0 and not Intent.objects.exists()
+    assert Workload.objects.count() == 0 and not Intent.objects.filter(kind="workload.submit").exists()
 
     # Fixed: the check says what would run, and the marks are gone.
     editor.fill(example)
     page.get_by_role("button", name="Check", exact=True).click()
     expect(page.locator("#manifest-accepted")).to_contain_text("would accept this")
-    expect(page.locator("#manifest-accepted")).to_contain_text("guaranteed-h100")
+    expect(page.locator("#manifest-accepted")).to_contain_text("elastic-h100")  # preemptible, the default
     expect(page.locator(".code-gutter span.error-line")).to_have_count(0)
     assert Workload.objects.count() == 0
 
