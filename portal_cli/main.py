@@ -214,68 +214,174 @@ def _env(pairs: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
-def _job_file(path: str) -> dict[str, Any]:
+def _read(path: str) -> str:
+    """The text of a file, or of standard input for `-`."""
     try:
-        loaded = yaml.safe_load(Path(path).read_text()) if path != "-" else yaml.safe_load(sys.stdin)
-    except (OSError, yaml.YAMLError) as error:
+        return sys.stdin.read() if path == "-" else Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CliError(f"cannot read {path}: {error}", USAGE) from None
+
+
+def _first_document(text: str, path: str) -> yaml.Node | None:
+    """The first YAML document's node tree (JSON is YAML), read without building it: an alias stays one node, so a
+    hostile text costs nothing here and is the portal's to refuse."""
+    try:
+        return next(iter(yaml.compose_all(text, Loader=yaml.SafeLoader)), None)
+    except yaml.YAMLError as error:
+        raise CliError(f"cannot read {path}: {error}", USAGE) from None
+
+
+def _mapping_value(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    return next((value for name, value in node.value if isinstance(name, yaml.ScalarNode) and name.value == key), None)
+
+
+def _scalar(node: yaml.Node | None) -> str | None:
+    return node.value if isinstance(node, yaml.ScalarNode) else None
+
+
+def is_manifest(document: yaml.Node | None) -> bool:
+    """A Kubernetes object rather than a job file: it has an apiVersion, or a kind spelt as Kubernetes spells kinds
+    (Job, RayJob), where a job file's kind is one of the portal's (training, notebook, batch)."""
+    if _mapping_value(document, "apiVersion") is not None:
+        return True
+    kind = _scalar(_mapping_value(document, "kind"))
+    return kind is not None and kind[:1].isupper()
+
+
+def _job_file(path: str, text: str) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as error:
         raise CliError(f"cannot read {path}: {error}", USAGE) from None
     if not isinstance(loaded, dict):
-        raise CliError(f"{path}: write a YAML mapping of submission fields (see the README's CLI section)", USAGE)
+        raise CliError(f"{path}: write a YAML mapping of submission fields (see the README's CLI section), or a "
+                       "Kubernetes manifest (apiVersion, kind, metadata, spec)", USAGE)
     return loaded
 
 
+def submission_options(*, again: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The flags `gpu submit` and `gpu resubmit` share: what runs, where, how big and how it may be preempted, the
+    environment, the Idempotency-Key and the command after `--`. `again`: resubmit's wording, where each flag changes
+    the earlier submission."""
+    options = [
+        click.option("-n", "--name", help="A new name." if again else
+                     "A DNS label you will recognise (not unique: workloads are known by id)."),
+        click.option("-i", "--image", help="Another container image." if again else "Container image."),
+        click.option("--pool", help="Another node pool (slug)." if again else "Node pool slug, e.g. h100."),
+        click.option("-g", "--gpus", type=int, help="GPU units per pod."),
+        click.option("--cpu", help='CPU cores per pod, e.g. 4 or "500m".'),
+        click.option("--memory", help='Memory per pod, e.g. "16Gi".' if again else
+                     'Memory per pod, e.g. "16Gi" (a plain number is GiB).'),
+        click.option("--pods", type=int, help="Training: pods started together as one gang."),
+        click.option("--completions", type=int, help="Batch: pods that must succeed."),
+        click.option("--parallelism", type=int, help="Batch: pods running at once."),
+        click.option("--priority-class", help="Priority class name."),
+        click.option("--preemptible/--non-preemptible", default=None,
+                     help="Default: as it was." if again else "Default: that of the priority class."),
+        click.option("--max-runtime", type=int, help="Seconds before Kueue stops it."),
+        click.option("-e", "--env", "env_pairs", multiple=True,
+                     help="NAME=VALUE: the environment it gets instead (repeatable)." if again else
+                     "NAME=VALUE (repeatable)."),
+        click.option("--idempotency-key", help="Default: a new UUID, so the CLI's own retry never submits twice."),
+        click.argument("command_line", nargs=-1),
+    ]
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):  # the first listed is the first in --help, as if written above the function
+            function = option(function)
+        return function
+
+    return decorate
+
+
+# Flags a manifest takes (where and how it runs); the others describe the pods, which the manifest's spec does.
+MANIFEST_FLAGS = {"project": "project", "pool": "node_pool", "priority_class": "priority_class",
+                  "preemptible": "preemptible", "max_runtime": "max_runtime_seconds"}
+
+
+def _option_name(flag: str) -> str:
+    return "--" + flag.replace("_", "-")
+
+
+def _project_of_namespace(portal: Api, document: yaml.Node | None) -> str | None:
+    """The project whose namespace the manifest names (metadata.namespace), when it is one you may see."""
+    namespace = _scalar(_mapping_value(_mapping_value(document, "metadata"), "namespace"))
+    if not namespace:
+        return None
+    return next((row["slug"] for row in portal.pages("projects/") if row.get("namespace") == namespace), None)
+
+
+def _manifest_body(portal: Api, path: str, text: str, document: yaml.Node | None, flags: dict[str, Any],
+                   refused: dict[str, Any]) -> dict[str, Any]:
+    """The submission of a Kubernetes manifest: its text as written (the portal reads and checks it), where and how
+    it runs from the flags. A flag that describes the pods is refused: the manifest's spec says that."""
+    given = [name for name, value in refused.items() if value not in (None, (), False)]
+    given += [flag for flag, value in flags.items() if flag not in MANIFEST_FLAGS and value is not None]
+    if given:
+        names = ", ".join(sorted(_option_name(name) if name != "command_line" else "the command after --"
+                                 for name in given))
+        raise CliError(f"{path} is a Kubernetes manifest: {names} do not apply (its spec says what runs; set it "
+                       "there)", USAGE)
+    body: dict[str, Any] = {"kind": "manifest", "manifest": text}
+    body.update({MANIFEST_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
+    if "project" not in body and (project := _project_of_namespace(portal, document)):
+        body["project"] = project
+    return body
+
+
 @cli.command(context_settings={"ignore_unknown_options": False})
-@click.option("-f", "--file", "job_file", help="A job file (YAML, the submission's fields; - for stdin).")
+@click.option("-f", "--file", "job_file", help="A job file (YAML, the submission's fields) or a Kubernetes manifest "
+                                               "(a Job, JobSet, RayJob ... of any kind the portal submits); - for "
+                                               "stdin.")
 @click.option("-t", "--template", help="Start from the workload template of this name.")
 @click.option("-p", "--project", help="Project slug or id.")
 @click.option("-k", "--kind", type=click.Choice(["training", "notebook", "batch"]), help="Default: training.")
-@click.option("-n", "--name", help="A DNS label you will recognise (not unique: workloads are known by id).")
-@click.option("-i", "--image", help="Container image.")
+@submission_options(again=False)
 @click.option("--framework", type=click.Choice(["none", "pytorch", "ray"]),
               help="Training: none (default: an Indexed Job), pytorch (a Trainer TrainJob, or a JobSet) or ray (a "
                    "RayJob).")
 @click.option("--ray-version", help="Ray: the Ray version in the image.")
 @click.option("--ray-entrypoint", help="Ray: the job's command, e.g. 'python train.py'.")
 @click.option("--ray-working-dir", help="Ray: the runtime environment's working_dir.")
-@click.option("--pool", help="Node pool slug, e.g. h100.")
-@click.option("-g", "--gpus", type=int, help="GPU units per pod.")
-@click.option("--cpu", help='CPU cores per pod, e.g. 4 or "500m".')
-@click.option("--memory", help='Memory per pod, e.g. "16Gi" (a plain number is GiB).')
-@click.option("--pods", type=int, help="Training: pods started together as one gang.")
-@click.option("--completions", type=int, help="Batch: pods that must succeed.")
-@click.option("--parallelism", type=int, help="Batch: pods running at once.")
-@click.option("--priority-class", help="Priority class name.")
-@click.option("--preemptible/--non-preemptible", default=None, help="Default: that of the priority class.")
-@click.option("--max-runtime", type=int, help="Seconds before Kueue stops it.")
 @click.option("--idle-timeout", type=int, help="Notebook: minutes idle before it is stopped.")
 @click.option("--port", type=int, help="Notebook: the port Jupyter listens on.")
-@click.option("-e", "--env", "env_pairs", multiple=True, help="NAME=VALUE (repeatable).")
 @click.option("--model", "model_label", help="Audit label: the model it trains or serves.")
 @click.option("--data-class", help="Audit label: the class of data it reads.")
-@click.option("--idempotency-key", help="Default: a new UUID, so the CLI's own retry never submits twice.")
-@click.argument("command_line", nargs=-1)
 @command
 def submit(job_file: str | None, template: str | None, env_pairs: tuple[str, ...], model_label: str | None,
            data_class: str | None, idempotency_key: str | None, command_line: tuple[str, ...], fmt: str,
            **flags: Any) -> None:
     """Submit a workload: a template, then the job file, then the flags (each overrides the one before); the
-    words after `--` are the command, e.g. `gpu submit -p vision -n sweep -- python train.py --lr 3e-4`."""
+    words after `--` are the command, e.g. `gpu submit -p vision -n sweep -- python train.py --lr 3e-4`.
+
+    A Kubernetes manifest given with -f (it has an apiVersion) is submitted as it is, with -p, --pool,
+    --priority-class, --preemptible/--non-preemptible, --max-runtime, --model and --data-class saying where and how
+    it runs; -p defaults to the project whose namespace its metadata names."""
     portal = api()
-    from_file = _job_file(job_file) if job_file else {}
-    template = template or from_file.pop("template", None)
-    body: dict[str, Any] = _template(portal, template) if template else {}
-    body.update(from_file)
-    body.update({SUBMIT_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
-    if env_pairs:
-        earlier = body.get("env")
-        body["env"] = {**(earlier if isinstance(earlier, dict) else {}), **_env(env_pairs)}
+    text = _read(job_file) if job_file else ""
+    document = _first_document(text, job_file) if job_file else None
+    body: dict[str, Any]
+    if job_file and is_manifest(document):
+        body = _manifest_body(portal, job_file, text, document, flags,
+                              {"template": template, "env": env_pairs, "command_line": command_line})
+    else:
+        from_file = _job_file(job_file, text) if job_file else {}
+        template = template or from_file.pop("template", None)
+        body = _template(portal, template) if template else {}
+        body.update(from_file)
+        body.update({SUBMIT_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
+        if env_pairs:
+            earlier = body.get("env")
+            body["env"] = {**(earlier if isinstance(earlier, dict) else {}), **_env(env_pairs)}
+        if command_line:
+            body["command"] = list(command_line)
+        body.setdefault("kind", "training")
     labels = dict(body.get("labels") or {})
     labels.update({key: value for key, value in (("model", model_label), ("data_class", data_class)) if value})
     if labels:
         body["labels"] = labels
-    if command_line:
-        body["command"] = list(command_line)
-    body.setdefault("kind", "training")
     created = portal.post("workloads/", body, headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
     emit(created, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, rows=[created])
 
@@ -289,22 +395,7 @@ RESUBMIT_FLAGS = {"name": "name", "image": "image", "pool": "node_pool", "gpus":
 
 @cli.command()
 @click.argument("workload_id")
-@click.option("-n", "--name", help="A new name.")
-@click.option("-i", "--image", help="Another container image.")
-@click.option("--pool", help="Another node pool (slug).")
-@click.option("-g", "--gpus", type=int, help="GPU units per pod.")
-@click.option("--cpu", help='CPU cores per pod, e.g. 4 or "500m".')
-@click.option("--memory", help='Memory per pod, e.g. "16Gi".')
-@click.option("--pods", type=int, help="Training: pods started together as one gang.")
-@click.option("--completions", type=int, help="Batch: pods that must succeed.")
-@click.option("--parallelism", type=int, help="Batch: pods running at once.")
-@click.option("--priority-class", help="Priority class name.")
-@click.option("--preemptible/--non-preemptible", default=None, help="Default: as it was.")
-@click.option("--max-runtime", type=int, help="Seconds before Kueue stops it.")
-@click.option("-e", "--env", "env_pairs", multiple=True, help="NAME=VALUE: the environment it gets instead "
-                                                                "(repeatable).")
-@click.option("--idempotency-key", help="Default: a new UUID, so the CLI's own retry never submits twice.")
-@click.argument("command_line", nargs=-1)
+@submission_options(again=True)
 @command
 def resubmit(workload_id: str, env_pairs: tuple[str, ...], idempotency_key: str | None,
              command_line: tuple[str, ...], fmt: str, **flags: Any) -> None:

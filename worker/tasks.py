@@ -49,7 +49,7 @@ from .kueue_sync import desired_from_database, reconcile
 from .manifests import CONTAINER_NAME, attachments_of, companions, job_manifest, pull_secret, user_secret
 from .notebook_activity import read_server_activity
 from .outside_work import stop_target
-from .status_map import observe
+from .status_map import observe, parse_time
 
 logger = logging.getLogger(__name__)
 
@@ -255,12 +255,14 @@ def _delete_work(workload: Workload) -> dict[str, Any] | None:
 
 
 def _record_deletion(workload_id: int, deleted: dict[str, Any] | None) -> None:
-    """Record a stopping workload's end from the Job the API answered the delete with: its final state if it had
-    finished first, else stopped at the deletion's time; stopped at the portal's time when it was gone already."""
+    """Record a stopping workload's end from the object the API answered the delete with: a Job's final state if it
+    had finished first, else stopped at the deletion's time (its deletionTimestamp: the cluster's clock, which the
+    GPU-hours count by, as for any other kind); stopped at the portal's time when it was gone already."""
     observation = observe(deleted, None) if deleted and deleted.get("kind") == "Job" else None
     if observation is not None:
         workload_services.workload_observe(workload_id=workload_id, observation=observation)
-    workload_services.workload_stop_finish(workload_id=workload_id)  # no-op once recorded
+    deleted_at = parse_time(((deleted or {}).get("metadata") or {}).get("deletionTimestamp") or "")
+    workload_services.workload_stop_finish(workload_id=workload_id, cluster_at=deleted_at)  # no-op once recorded
 
 
 @shared_task(expires=14)

@@ -17,49 +17,15 @@ from pathlib import Path
 
 import pytest
 import requests
-from click.testing import CliRunner
 
 from apps.workloads.models import Status, Workload
-from portal_cli.main import cli
+from tests.portal_cli.support import ROOT, gpu, gpu_json, gpu_process
 from tests.worker.conftest import wait_for
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 SUBMIT = ["-p", "vision", "--image", "busybox:1.36", "--pool", "h100", "-g", "1", "--model", "resnet50",
           "--data-class", "public"]
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A config directory of this test's own (XDG_CONFIG_HOME), and no credentials from the environment."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("GPU_PORTAL_URL", raising=False)
-    monkeypatch.delenv("GPU_PORTAL_TOKEN", raising=False)
-    return tmp_path
-
-
-def gpu(*args: str, input: str | None = None):
-    result = CliRunner().invoke(cli, list(args), input=input)
-    return result
-
-
-def gpu_json(name: str, *args: str):
-    result = gpu(name, "-o", "json", *args)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def gpu_process(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "portal_cli", *args], cwd=ROOT, env=dict(os.environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-@pytest.fixture
-def signed_in(home, live_server, org):
-    result = gpu("login", "--url", live_server.url, "--username", "alice", "--password-stdin", input="demo\n")
-    assert result.exit_code == 0, result.output
-    return live_server.url
 
 
 @pytest.fixture

@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 
 from apps.workloads.models import Status, Workload
-from tests.portal_cli.test_cli import SUBMIT, gpu_json, home, signed_in  # noqa: F401 - fixtures
+from tests.portal_cli.support import gpu_json
+from tests.portal_cli.test_cli import SUBMIT
 from tests.worker.conftest import wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def test_submit_on_pytorch_from_flags_and_on_ray_from_a_job_file(signed_in, kubesim, cluster, celery_worker,  # noqa: F811
+def test_submit_on_pytorch_from_flags_and_on_ray_from_a_job_file(signed_in, kubesim, cluster, celery_worker,
                                                                   watcher, tmp_path):
     created = gpu_json("submit", *SUBMIT, "-n", "cli-ddp", "--framework", "pytorch", "--pods", "2", "--",
                        "sleep", "60")

@@ -8,6 +8,7 @@ are `notebook_idle_timeout_minutes` and `notebook_port`. `API_FIELD_NAMES` maps 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, Stric
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.workloads.explain import REASONS
 from apps.workloads.frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR, framework_entry
+from apps.workloads.manifests import MANIFEST_KINDS, MAX_MANIFEST_BYTES
 from apps.workloads.models import (
     PORTAL_KIND_CHOICES,
     QUEUED_STATUSES,
@@ -183,6 +185,17 @@ class WorkloadSubmitSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+@extend_schema_field({
+    "oneOf": [
+        {"type": "string", "minLength": 1, "maxLength": MAX_MANIFEST_BYTES,
+         "description": f"YAML or JSON text, at most {MAX_MANIFEST_BYTES // 1024} KiB in UTF-8."},
+        {"type": "object", "additionalProperties": True, "description": "The object itself (JSON)."},
+    ],
+    "example": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: resnet-sweep-3\nspec:\n  template:\n    spec:\n"
+               "      restartPolicy: Never\n      containers:\n      - name: main\n        image: "
+               "pytorch/pytorch:2.4.0\n        resources:\n          limits: {nvidia.com/gpu: 1}\n"
+               "          requests: {nvidia.com/gpu: 1}\n",
+})
 class ManifestTextField(serializers.Field):
     """A manifest's YAML or JSON text; a JSON object is taken as the object itself (sent back as its JSON text)."""
 
@@ -190,8 +203,6 @@ class ManifestTextField(serializers.Field):
 
     def to_internal_value(self, data: Any) -> str:
         if isinstance(data, Mapping):
-            import json
-
             return json.dumps(data)
         if not isinstance(data, str):
             self.fail("invalid")
@@ -207,14 +218,22 @@ class ManifestSubmitSerializer(serializers.Serializer):
 
     project = ProjectReferenceField()
     kind = serializers.ChoiceField(choices=["manifest"])
-    manifest = ManifestTextField(help_text="The object's YAML or JSON text: one document, no anchors or aliases.")
+    manifest = ManifestTextField(help_text=(
+        "The Kubernetes object to submit: its YAML or JSON text (one document, no anchors or aliases), or the object "
+        "itself. Its apiVersion and kind are one of those the portal submits ("
+        + ", ".join(f"{entry.api_version} {name}" for name, entry in sorted(MANIFEST_KINDS.items()))
+        + "); leave out its namespace, queue and the portal's labels: the portal sets them."))
     node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all(),
                                              help_text="Node pool slug, e.g. h100.")
     priority_class = serializers.SlugRelatedField(
         slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True,
         help_text="Priority class name; default: the project's default for the preemptibility asked.")
-    preemptible = serializers.BooleanField(required=False, allow_null=True, default=None)
-    max_runtime_seconds = AsciiIntegerField(required=False, allow_null=True)
+    preemptible = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="Preemptible work may borrow idle quota; non-preemptible work must fit the deserved quota. "
+                  "Default: that of the priority class, else true.")
+    max_runtime_seconds = AsciiIntegerField(required=False, allow_null=True,
+                                            help_text="Seconds before Kueue stops it.")
     labels = LabelsSerializer(source="*")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -222,6 +241,8 @@ class ManifestSubmitSerializer(serializers.Serializer):
             data, QueryDict) else []
         if unknown:
             raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        if errors := nul_errors(data, self.fields):
+            raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 

@@ -21,6 +21,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
+    PolymorphicProxySerializer,
     extend_schema,
     extend_schema_view,
     inline_serializer,
@@ -41,7 +42,7 @@ from apps.workloads import logs as workload_logs
 from apps.workloads.filters import WorkloadFilterSet
 from apps.workloads.history import kueue_message_scoped
 from apps.workloads.logs import TAIL_LINES
-from apps.workloads.models import Credential, Kind, Status, Workload, WorkloadEvent
+from apps.workloads.models import PORTAL_KIND_CHOICES, Credential, Kind, Status, Workload, WorkloadEvent
 from apps.workloads.selectors import annotate_live, preemptions_seen_by, preemptors_visible, workload_list
 
 from . import logs as api_logs
@@ -151,20 +152,30 @@ DRY_RUN_PARAMETER = OpenApiParameter(
                 "`dryRun=All` for this endpoint. Default false.")
 
 
+# A submission is one of two bodies, told apart by `kind`: the portal's own forms (training, notebook, batch) or a
+# Kubernetes manifest ("manifest"); both are documented, so clients and the schema's fuzzing meet both.
+SUBMISSION = PolymorphicProxySerializer(
+    component_name="Submission", resource_type_field_name="kind",
+    serializers={**{kind: WorkloadSubmitSerializer for kind, _ in PORTAL_KIND_CHOICES},
+                 "manifest": ManifestSubmitSerializer})
+
+
 @extend_schema_view(
     create=extend_schema(
-        request=WorkloadSubmitSerializer,
+        request=SUBMISSION,
         parameters=[IDEMPOTENCY_KEY_PARAMETER, DRY_RUN_PARAMETER],
         responses={201: WorkloadDetailSerializer,
                    200: OpenApiResponse(response=WorkloadDryRunSerializer,
                                         description="dry_run=true: what the submission would be; nothing recorded."),
                    422: OpenApiResponse(description="The Idempotency-Key was used for another request.")},
         description=(
-            "Submit a training job, notebook or batch job, or a Kubernetes manifest (`\"kind\": \"manifest\"` with "
-            "its YAML or JSON text in `manifest`). The row is saved as `submitting` and the worker creates the "
-            "Kueue-labelled object after commit. Refusals say why, keyed by field (a manifest's each led by its "
-            "field path). A project you may not see reads as not existing (400); one you see but may not submit to "
-            "answers 403. With `dry_run=true` nothing is recorded: the answer is what would be submitted."
+            "Submit a training job, notebook or batch job, or a Kubernetes manifest of any kind the portal observes "
+            "(`\"kind\": \"manifest\"` with its text in `manifest`). The row is saved as `submitting` and the worker "
+            "creates the Kueue-labelled object after commit. Refusals say why, keyed by field; a manifest's own "
+            "refusals are under `manifest`, each led by its field path in the object (`spec.template.spec."
+            "containers[0].image: required.`). A project you may not see reads as not existing (400); one you see "
+            "but may not submit to answers 403. With `dry_run=true` nothing is recorded: the answer is what would "
+            "be submitted."
         ),
     ),
 )

@@ -29,6 +29,9 @@ RESERVED_LABEL_PREFIXES = ("portal.gpu/", "kueue.x-k8s.io/")
 CLUSTER_SET_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
                         "deletionGracePeriodSeconds", "managedFields", "selfLink", "ownerReferences", "finalizers")
 PROJECT_SERVICE_ACCOUNT = "default"
+# No resource comes in 2**63 units or more (Kubernetes keeps a quantity's value in an int64); the sums and roundings
+# of larger ones would overflow.
+MAX_QUANTITY = Decimal(2**63)
 CREDENTIAL_SECRET = re.compile(r"^portal-cred-\d+$")
 NOTEBOOK_TOKEN_SECRET = re.compile(r"^wl-\d+-token$")
 
@@ -95,6 +98,11 @@ def _d(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _l(value: Any) -> list[Any]:
+    """A list field as a list: a value of another type is the schema check's to report, not to iterate."""
+    return value if isinstance(value, list) else []
+
+
 def _job_pods(job_spec: dict[str, Any]) -> int:
     parallelism = _int(job_spec.get("parallelism"), 1)
     completions = job_spec.get("completions")
@@ -118,7 +126,7 @@ def pod_templates(entry: ManifestKind, obj: dict[str, Any]) -> tuple[list[PodTem
         found.append(PodTemplate(path="spec", spec=spec, count=1, name="main", metadata=_d(obj.get("metadata")),
                                  metadata_path="metadata"))
     elif entry.kind == Kind.JOBSET:
-        jobs = spec.get("replicatedJobs") or []
+        jobs = _l(spec.get("replicatedJobs"))
         if not jobs:
             missing.append("spec.replicatedJobs: give at least one replicated job.")
         for index, job in enumerate(jobs):
@@ -142,7 +150,7 @@ def pod_templates(entry: ManifestKind, obj: dict[str, Any]) -> tuple[list[PodTem
         else:
             found.append(_template(_d(cluster["headGroupSpec"]).get("template"), f"{prefix}.headGroupSpec.template", 1,
                                    "head"))
-        for index, raw_group in enumerate(cluster.get("workerGroupSpecs") or []):
+        for index, raw_group in enumerate(_l(cluster.get("workerGroupSpecs"))):
             group = _d(raw_group)
             workers = _int(group.get("replicas"), _int(group.get("minReplicas"), 1))
             found.append(_template(group.get("template"), f"{prefix}.workerGroupSpecs[{index}].template",
@@ -161,7 +169,7 @@ def pod_templates(entry: ManifestKind, obj: dict[str, Any]) -> tuple[list[PodTem
     elif entry.kind == Kind.TRAINJOB:
         trainer = _d(spec.get("trainer"))
         # The runtime supplies the pods; the trainer's node is the one container the manifest describes.
-        container = {"name": "node", "image": trainer.get("image", ""), "env": trainer.get("env") or [],
+        container = {"name": "node", "image": trainer.get("image", ""), "env": _l(trainer.get("env")),
                      "resources": _d(trainer.get("resourcesPerNode"))}
         found.append(PodTemplate(path="spec.trainer", spec={"containers": [container]},
                                  count=_int(trainer.get("numNodes"), 1), name="node"))
@@ -179,6 +187,9 @@ def _quantities(resources: dict[str, Any], where: str) -> tuple[dict[str, dict[s
                 amount = None
             if amount is None:
                 errors.append(f"{where}.{kind}.{name}: {value!r} is not a positive quantity.")
+                continue
+            if amount >= MAX_QUANTITY:
+                errors.append(f"{where}.{kind}.{name}: {str(value)[:40]} is more than any node has.")
                 continue
             if name in ("cpu", "memory") and amount <= 0:
                 errors.append(f"{where}.{kind}.{name}: must be more than 0.")
@@ -213,7 +224,7 @@ def _container_checks(container: dict[str, Any], where: str, target: Target) -> 
     for group in ("cpu", "memory"):  # a limit alone is the request
         if group not in requests and group in limits:
             requests[group] = limits[group]
-    for index, variable in enumerate(container.get("env") or []):
+    for index, variable in enumerate(_l(container.get("env"))):
         env_name = _d(variable).get("name")
         if not isinstance(env_name, str):
             continue
@@ -228,19 +239,19 @@ def _container_checks(container: dict[str, Any], where: str, target: Target) -> 
 def _secret_reference_errors(spec: dict[str, Any], path: str, target: Target) -> list[str]:
     """References to Secrets that are not the submitter's to read: another user's credential, a notebook's token."""
     names: list[tuple[str, Any]] = []
-    for index, volume in enumerate(spec.get("volumes") or []):
+    for index, volume in enumerate(_l(spec.get("volumes"))):
         volume = _d(volume)
         names.append((f"{path}.volumes[{index}].secret.secretName", _d(volume.get("secret")).get("secretName")))
-        for source_index, source in enumerate(_d(volume.get("projected")).get("sources") or []):
+        for source_index, source in enumerate(_l(_d(volume.get("projected")).get("sources"))):
             names.append((f"{path}.volumes[{index}].projected.sources[{source_index}].secret.name",
                           _d(_d(source).get("secret")).get("name")))
     for group in ("containers", "initContainers", "ephemeralContainers"):
-        for index, container in enumerate(spec.get(group) or []):
+        for index, container in enumerate(_l(spec.get(group))):
             container = _d(container)
-            for env_index, variable in enumerate(container.get("env") or []):
+            for env_index, variable in enumerate(_l(container.get("env"))):
                 reference = _d(_d(_d(variable).get("valueFrom")).get("secretKeyRef")).get("name")
                 names.append((f"{path}.{group}[{index}].env[{env_index}].valueFrom.secretKeyRef.name", reference))
-            for env_index, source in enumerate(container.get("envFrom") or []):
+            for env_index, source in enumerate(_l(container.get("envFrom"))):
                 names.append((f"{path}.{group}[{index}].envFrom[{env_index}].secretRef.name",
                               _d(_d(source).get("secretRef")).get("name")))
     errors = []
@@ -358,7 +369,7 @@ def check_manifest(obj: dict[str, Any], target: Target) -> tuple[Checked | None,
             errors += problems
             for name, amount in requests.items():
                 totals[name] = totals.get(name, Decimal(0)) + amount
-        for index, container in enumerate(spec.get("initContainers") or []):
+        for index, container in enumerate(_l(spec.get("initContainers"))):
             if isinstance(container, dict):
                 requests, problems = _container_checks(container, f"{template.path}.initContainers[{index}]", target)
                 errors += problems

@@ -109,14 +109,32 @@ def parse_manifest(text: Any) -> dict[str, Any]:
     return value
 
 
+def _bad_text(text: str) -> str:
+    """Why a string cannot be stored or sent as it is: a NUL or a lone surrogate (both can be written as YAML escapes,
+    "\\0" and "\\ud800", in a text that holds neither character), which neither UTF-8 nor a JSON column takes."""
+    if "\x00" in text:
+        return "contains a NUL character"
+    if any("\ud800" <= character <= "\udfff" for character in text):
+        return "contains a lone UTF-16 surrogate"
+    return ""
+
+
 def _unrepresentable(value: Any, path: str) -> list[str]:
-    """Values JSON cannot carry (YAML's binary, sets, non-finite numbers), by path."""
+    """Values JSON cannot carry (YAML's binary, sets, non-finite numbers, text no UTF-8 encodes), by path."""
     if isinstance(value, dict):
-        return [problem for key, item in value.items() for problem in _unrepresentable(item, f"{path}.{key}")]
+        found = []
+        for key, item in value.items():
+            if problem := _bad_text(key):
+                found.append(f"{path.lstrip('.') or 'manifest'}: a key {problem}.")
+                continue
+            found += _unrepresentable(item, f"{path}.{key}")
+        return found
     if isinstance(value, list):
         return [problem for index, item in enumerate(value) for problem in _unrepresentable(item, f"{path}[{index}]")]
+    if isinstance(value, str):
+        return [f"{path.lstrip('.')}: the text {problem}."] if (problem := _bad_text(value)) else []
     if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
         return [f"{path.lstrip('.')}: {value!r} is not a number JSON can carry."]
-    if value is None or isinstance(value, str | bool | int | float):
+    if value is None or isinstance(value, bool | int | float):
         return []
     return [f"{path.lstrip('.')}: a {type(value).__name__} value is not accepted; use a string."]

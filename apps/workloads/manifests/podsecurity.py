@@ -36,9 +36,19 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _one_of(value: Any, allowed: frozenset[str]) -> bool:
+    """Whether `value` is one of the allowed names (a list or a mapping where a name belongs is not)."""
+    return isinstance(value, str) and value in allowed
+
+
+def _list(value: Any) -> list[Any]:
+    """A list field as a list: a value of another type is the schema check's to report, not to iterate."""
+    return value if isinstance(value, list) else []
+
+
 def _containers(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(f"{group}[{index}]", container) for group in CONTAINER_GROUPS
-            for index, container in enumerate(spec.get(group) or []) if isinstance(container, dict)]
+            for index, container in enumerate(_list(spec.get(group))) if isinstance(container, dict)]
 
 
 def _context_errors(context: dict[str, Any], where: str, *, pod: bool) -> list[str]:
@@ -47,7 +57,7 @@ def _context_errors(context: dict[str, Any], where: str, *, pod: bool) -> list[s
     if _dict(context.get("windowsOptions")).get("hostProcess") is True:
         errors.append(f"{where}.windowsOptions.hostProcess: Windows HostProcess containers are not allowed.")
     selinux = _dict(context.get("seLinuxOptions"))
-    if selinux.get("type", "") not in SELINUX_TYPES:
+    if not _one_of(selinux.get("type", ""), SELINUX_TYPES):
         errors.append(f"{where}.seLinuxOptions.type: {selinux['type']!r} is not allowed; use one of the container "
                       "types (container_t, container_init_t, container_kvm_t, container_engine_t) or leave it out.")
     for field in ("user", "role"):
@@ -57,12 +67,12 @@ def _context_errors(context: dict[str, Any], where: str, *, pod: bool) -> list[s
     if seccomp == "Unconfined":
         errors.append(f"{where}.seccompProfile.type: Unconfined is not allowed; use RuntimeDefault or Localhost.")
     apparmor = _dict(context.get("appArmorProfile")).get("type")
-    if apparmor is not None and apparmor not in CONFINED_PROFILES:
+    if apparmor is not None and not _one_of(apparmor, CONFINED_PROFILES):
         errors.append(f"{where}.appArmorProfile.type: {apparmor!r} is not allowed; use RuntimeDefault or Localhost.")
     if pod:
-        for index, sysctl in enumerate(context.get("sysctls") or []):
+        for index, sysctl in enumerate(_list(context.get("sysctls"))):
             name = _dict(sysctl).get("name")
-            if name not in SAFE_SYSCTLS:
+            if not _one_of(name, SAFE_SYSCTLS):
                 errors.append(f"{where}.sysctls[{index}].name: {name!r} is not a safe sysctl; allowed: "
                               f"{', '.join(sorted(SAFE_SYSCTLS))}.")
     return errors
@@ -77,14 +87,14 @@ def pod_security_errors(spec: dict[str, Any], path: str, *, profile: str,
             errors.append(f"{path}.{field}: sharing the host's namespaces is not allowed.")
     pod_context = _dict(spec.get("securityContext"))
     errors += _context_errors(pod_context, f"{path}.securityContext", pod=True)
-    for index, volume in enumerate(spec.get("volumes") or []):
+    for index, volume in enumerate(_list(spec.get("volumes"))):
         volume = _dict(volume)
         if "hostPath" in volume:
             errors.append(f"{path}.volumes[{index}].hostPath: hostPath volumes are not allowed.")
         elif profile == RESTRICTED:
             kinds = [key for key in volume if key != "name"]
             for kind in kinds:
-                if kind not in RESTRICTED_VOLUMES:
+                if not _one_of(kind, RESTRICTED_VOLUMES):
                     errors.append(f"{path}.volumes[{index}].{kind}: the restricted profile allows only "
                                   f"{', '.join(sorted(RESTRICTED_VOLUMES))} volumes.")
     for key, value in (annotations or {}).items():
@@ -103,12 +113,12 @@ def pod_security_errors(spec: dict[str, Any], path: str, *, profile: str,
             errors.append(f"{at}.procMount: {context['procMount']!r} is not allowed; use Default.")
         capabilities = _dict(context.get("capabilities"))
         allowed = BASELINE_CAPABILITIES if profile == BASELINE else frozenset({"NET_BIND_SERVICE"})
-        for index, capability in enumerate(capabilities.get("add") or []):
-            if capability not in allowed:
+        for index, capability in enumerate(_list(capabilities.get("add"))):
+            if not _one_of(capability, allowed):
                 errors.append(f"{at}.capabilities.add[{index}]: adding {capability} is not allowed; allowed: "
                               f"{', '.join(sorted(allowed))}.")
         errors += _context_errors(context, at, pod=False)
-        for index, port in enumerate(container.get("ports") or []):
+        for index, port in enumerate(_list(container.get("ports"))):
             if _dict(port).get("hostPort") not in (None, 0):
                 errors.append(f"{where}.ports[{index}].hostPort: host ports are not allowed.")
         if profile == RESTRICTED:
@@ -129,9 +139,9 @@ def _restricted_container_errors(context: dict[str, Any], at: str, pod_context: 
     if context.get("runAsUser") == 0:
         errors.append(f"{at}.runAsUser: running as root (0) is not allowed.")
     seccomp = _dict(context.get("seccompProfile")).get("type") or _dict(pod_context.get("seccompProfile")).get("type")
-    if seccomp not in CONFINED_PROFILES:
+    if not _one_of(seccomp, CONFINED_PROFILES):
         errors.append(f"{at}.seccompProfile.type: must be RuntimeDefault or Localhost (here or in the pod's "
                       "securityContext) under the restricted profile.")
-    if "ALL" not in (_dict(context.get("capabilities")).get("drop") or []):
+    if "ALL" not in _list(_dict(context.get("capabilities")).get("drop")):
         errors.append(f"{at}.capabilities.drop: must include ALL under the restricted profile.")
     return errors

@@ -63,11 +63,21 @@ def manifest_kind_of(value: str) -> ManifestKind | None:
 
 
 def _strict(schema: Any) -> Any:
+    """The CRD's schema as the API server applies it: unknown fields refused, and a required field that has a default
+    not required of the manifest (the server defaults it before it validates, e.g. a RayCluster worker group's
+    minReplicas and maxReplicas)."""
     if isinstance(schema, dict):
         schema = {key: _strict(value) for key, value in schema.items()}
         if "properties" in schema and "additionalProperties" not in schema and not schema.get(
                 "x-kubernetes-preserve-unknown-fields"):
             schema["additionalProperties"] = False
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and isinstance(schema.get("required"), list):
+            required = [name for name in schema["required"] if "default" not in (properties.get(name) or {})]
+            if required:
+                schema["required"] = required
+            else:
+                del schema["required"]
         return schema
     if isinstance(schema, list):
         return [_strict(item) for item in schema]

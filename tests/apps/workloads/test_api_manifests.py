@@ -16,6 +16,7 @@ from apps.cluster import services as mirror
 from apps.core.models import AuditEvent, Intent
 from apps.workloads.models import Kind, Origin, Status, Workload
 from tests.api_support import call
+from tests.worker.manifest_kinds import CASES
 
 GPU = "nvidia.com/gpu"
 
@@ -252,6 +253,88 @@ HOSTILE: list[tuple[str, Callable[[], dict[str, Any]], Any, str]] = [
     ("notebook-token", job, _set(f"{POD}.volumes", [{"name": "t", "secret": {"secretName": "wl-7-token"}}]),
      "spec.template.spec.volumes[0].secret.secretName"),
     ("cross-namespace-ref", jobset, _set("spec.network", {"namespace": "kube-system"}), "spec.network"),
+    # text no UTF-8 or JSON column takes, written as YAML escapes in a text that holds no such character
+    ("nul-escape", job, 'apiVersion: batch/v1\nkind: Job\nmetadata: {name: a, annotations: {x: "a\\0b"}}\n',
+     "metadata.annotations.x"),
+    ("nul-escape-in-json", job, json.dumps({**job(), "metadata": {"name": "a", "labels": {"x": "\x00"}}}),
+     "metadata.labels.x"),
+    ("surrogate-escape", job, 'apiVersion: batch/v1\nkind: Job\nmetadata: {name: a, labels: {x: "\\ud800"}}\n',
+     "metadata.labels.x"),
+    ("nul-in-key", job, 'apiVersion: batch/v1\nkind: Job\n"a\\0": 1\n', "manifest"),
+    # more documents, bombs and sizes
+    ("explicit-documents", job, "---\n" + yaml.safe_dump(job()) + "---\n" + yaml.safe_dump(jobset()), "manifest"),
+    ("billion-laughs", job, 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)), "manifest"),
+    ("two-mib-json", job, json.dumps({**job(), "x": "y" * (2 * 1024 * 1024)}), "manifest"),
+    # kinds the portal does not submit, however they are spelt
+    ("deployment", job, yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                                        "spec": {}}), "kind"),
+    ("namespace-object", job, "apiVersion: v1\nkind: Namespace\nmetadata: {name: mine}\n", "kind"),
+    ("secret-object", job, "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {a: b}\n", "kind"),
+    ("cluster-role-binding", job, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
+                                  "metadata: {name: me}\nroleRef: {kind: ClusterRole, name: cluster-admin}\n", "kind"),
+    ("kueue-workload", job, "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w}\n", "kind"),
+    ("lowercase-kind", job, _set("kind", "job"), "kind"),
+    # kinds the portal submits, at a version it does not
+    ("rayjob-old-version", lambda: CASES[Kind.RAYJOB].build(60), _set("apiVersion", "ray.io/v1alpha1"), "apiVersion"),
+    ("lws-old-version", lambda: CASES[Kind.LEADERWORKERSET].build(60),
+     _set("apiVersion", "leaderworkerset.x-k8s.io/v1alpha1"), "apiVersion"),
+    ("trainjob-kubeflow-group", lambda: CASES[Kind.TRAINJOB].build(60), _set("apiVersion", "kubeflow.org/v1"),
+     "apiVersion"),
+    ("pod-batch-version", lambda: CASES[Kind.POD].build(60), _set("apiVersion", "batch/v1"), "apiVersion"),
+    # other kinds' pods: containers, GPU requests, CPU and memory, env names
+    ("pod-no-containers", lambda: CASES[Kind.POD].build(60), _set("spec.containers", []), "spec.containers"),
+    ("lws-worker-no-containers", lambda: CASES[Kind.LEADERWORKERSET].build(60),
+     _set("spec.leaderWorkerTemplate.workerTemplate.spec.containers", []),
+     "spec.leaderWorkerTemplate.workerTemplate.spec.containers"),
+    ("raycluster-no-head", lambda: CASES[Kind.RAYCLUSTER].build(60), _drop("spec.headGroupSpec"),
+     "spec.headGroupSpec"),
+    ("pytorchjob-no-replicas", lambda: CASES[Kind.PYTORCHJOB].build(60), _set("spec.pytorchReplicaSpecs", {}),
+     "spec.pytorchReplicaSpecs"),
+    ("pod-gpu-limit-only", lambda: CASES[Kind.POD].build(60), _drop(f"spec.containers.0.resources.requests.{GPU}"),
+     f"spec.containers[0].resources.requests.{GPU}"),
+    ("trainjob-gpu-limit-only", lambda: CASES[Kind.TRAINJOB].build(60),
+     _drop(f"spec.trainer.resourcesPerNode.requests.{GPU}"),
+     f"spec.trainer.containers[0].resources.requests.{GPU}"),
+    ("ray-worker-gpu-limit-only", lambda: CASES[Kind.RAYCLUSTER].build(60),
+     _drop(f"spec.workerGroupSpecs.0.template.spec.containers.0.resources.requests.{GPU}"),
+     f"spec.workerGroupSpecs[0].template.spec.containers[0].resources.requests.{GPU}"),
+    ("pod-cpu-limit-negative", lambda: CASES[Kind.POD].build(60), _set("spec.containers.0.resources.limits.cpu", "-2"),
+     "spec.containers[0].resources.limits.cpu"),
+    ("trainjob-memory-zero", lambda: CASES[Kind.TRAINJOB].build(60),
+     _set("spec.trainer.resourcesPerNode.requests.memory", "0"), "resources.requests.memory"),
+    ("lws-cpu-zero", lambda: CASES[Kind.LEADERWORKERSET].build(60),
+     _set("spec.leaderWorkerTemplate.leaderTemplate.spec.containers.0.resources.requests.cpu", "0m"),
+     "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0].resources.requests.cpu"),
+    ("trainjob-env-master-addr", lambda: CASES[Kind.TRAINJOB].build(60),
+     _set("spec.trainer.env", [{"name": "MASTER_ADDR", "value": "evil"}]), "env[0].name"),
+    ("pytorchjob-env-world-size", lambda: CASES[Kind.PYTORCHJOB].build(60),
+     _set("spec.pytorchReplicaSpecs.Worker.template.spec.containers.0.env", [{"name": "WORLD_SIZE", "value": "1"}]),
+     "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].env[0].name"),
+    ("rayjob-env-jupyter-token", lambda: CASES[Kind.RAYJOB].build(60),
+     _set("spec.rayClusterSpec.headGroupSpec.template.spec.containers.0.env", [{"name": "JUPYTER_TOKEN",
+                                                                                "value": "x"}]),
+     "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].env[0].name"),
+    ("init-container-env-rank", job, _set(f"{POD}.initContainers", [{"name": "i", "image": "busybox", "env": [
+        {"name": "RANK", "value": "0"}]}]), "spec.template.spec.initContainers[0].env[0].name"),
+    ("env-portal-prefix", job, _set(f"{C0}.env", [{"name": "PORTAL_OWNER", "value": "bob"}]),
+     "spec.template.spec.containers[0].env[0].name"),
+    # a value of the wrong type or size where the checks look (a 400 from the schema check, never a 500)
+    ("init-containers-a-number", job, _set(f"{POD}.initContainers", 5), "spec.template.spec.initContainers"),
+    ("volumes-a-number", job, _set(f"{POD}.volumes", 3), "spec.template.spec.volumes"),
+    ("env-a-number", job, _set(f"{C0}.env", 5), "spec.template.spec.containers[0].env"),
+    ("capabilities-add-a-list-of-lists", job, _set(f"{C0}.securityContext", {"capabilities": {"add": [["SYS_ADMIN"]]}}),
+     "spec.template.spec.containers[0].securityContext.capabilities.add[0]"),
+    ("selinux-type-a-list", job, _set(f"{POD}.securityContext", {"seLinuxOptions": {"type": ["spc_t"]}}),
+     "spec.template.spec.securityContext.seLinuxOptions.type"),
+    ("cpu-1e999", job, _set(f"{C0}.resources.requests.cpu", "1e999"),
+     "spec.template.spec.containers[0].resources.requests.cpu"),
+    ("memory-1e308", lambda: CASES[Kind.RAYCLUSTER].build(60),
+     _set("spec.headGroupSpec.template.spec.containers.0.resources.requests.memory", 1e308),
+     "spec.headGroupSpec.template.spec.containers[0].resources.requests.memory"),
+    # over what an API server stores, though the text is under the portal's limit
+    ("annotations-over-api-limit", lambda: CASES[Kind.RAYCLUSTER].build(60),
+     _set("metadata.annotations", {f"a{i}": "x" * 60_000 for i in range(5)}), "metadata.annotations"),
 ]
 
 
@@ -281,6 +364,29 @@ def test_a_kind_the_cluster_does_not_serve_is_refused(client_for):
     assert any(m.startswith("kind: this cluster does not serve JobSet") for m in response.json()["manifest"])
     nothing_recorded()
     assert call(client_for("alice"), "POST", "workloads/", body(job())).status_code == 201
+
+
+SERVED_ELSEWHERE = [kind for kind in CASES if kind not in (Kind.JOB, Kind.POD)]
+
+
+@pytest.mark.parametrize("kind", SERVED_ELSEWHERE)
+def test_each_kind_the_cluster_does_not_serve_is_refused(client_for, kind):
+    mirror.watcher_served_kinds(kinds=["job", "pod"], at=timezone.now())
+    response = call(client_for("alice"), "POST", "workloads/", body(CASES[kind].build(60)))
+    assert response.status_code == 400, response.content
+    assert any(m.startswith("kind: this cluster does not serve") for m in response.json()["manifest"])
+    nothing_recorded()
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_each_kind_as_written_for_the_cluster_is_recorded(client_for, kind):
+    """What a user writes for the cluster passes as it is: fields the API server defaults may be left out (a Ray
+    worker group's minReplicas and maxReplicas are required by the CRD and defaulted by it)."""
+    manifest = CASES[kind].build(60)
+    response = call(client_for("alice"), "POST", "workloads/", body(manifest))
+    assert response.status_code == 201, response.content
+    workload = Workload.objects.get()
+    assert workload.kind == kind and workload.gpu_units == CASES[kind].units
 
 
 def test_non_preemptible_work_must_fit_the_deserved_quota(client_for):

@@ -4,19 +4,28 @@ bound accepted and each value just past it refused."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
+import schemathesis
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
 
-from apps.workloads.models import Workload
+from apps.workloads.manifests import MAX_MANIFEST_BYTES
+from apps.workloads.models import Kind, Workload
 from apps.workloads.services import BULK_STOP_LIMIT
 from tests.api_support import call, connection_kept, personal_token
 from tests.apps.workloads.test_views_queue import mirror, queued
+from tests.worker.manifest_kinds import CASES
 
 CHECKS = [status_code_conformance, content_type_conformance, response_schema_conformance]
 WORKLOADS, DETAIL, BULK_STOP = "/api/v1/workloads/", "/api/v1/workloads/{id}/", "/api/v1/workloads/stop/"
@@ -140,3 +149,104 @@ def test_a_dry_run_answers_the_preview_its_schema_declares(api_schema, demo):
     assert not Workload.objects.exists()
     responses = api_schema.raw_schema["paths"][WORKLOADS]["post"]["responses"]
     assert {"200", "201"} <= set(responses)
+
+
+def test_both_submission_bodies_are_documented_and_told_apart_by_kind(api_schema, demo):
+    schemas = api_schema.raw_schema["components"]["schemas"]
+    body = api_schema.raw_schema["paths"][WORKLOADS]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    submission = schemas[body["$ref"].rsplit("/", 1)[1]]
+    assert {ref["$ref"].rsplit("/", 1)[1] for ref in submission["oneOf"]} == {"WorkloadSubmitRequest",
+                                                                             "ManifestSubmitRequest"}
+    assert submission["discriminator"]["propertyName"] == "kind"
+    assert submission["discriminator"]["mapping"]["manifest"].endswith("/ManifestSubmitRequest")
+    manifest = schemas["ManifestSubmitRequest"]
+    assert set(manifest["required"]) == {"project", "kind", "manifest", "node_pool", "labels"}
+    text, obj = manifest["properties"]["manifest"]["oneOf"]
+    assert (text["type"], text["maxLength"], obj["type"]) == ("string", MAX_MANIFEST_BYTES, "object")
+    kinds = {value for ref in submission["oneOf"]
+             for value in schemas[schemas[ref["$ref"].rsplit("/", 1)[1]]["properties"]["kind"]["$ref"]
+                                  .rsplit("/", 1)[1]]["enum"]}
+    assert kinds == {"training", "notebook", "batch", "manifest"}  # disjoint: a body is one of the two
+
+
+def test_a_manifest_submission_answers_as_its_schema_says(api_schema, demo):
+    token = personal_token(demo["alice"])
+    body = {"project": "vision", "kind": "manifest", "manifest": yaml.safe_dump(CASES[Kind.RAYJOB].build(60)),
+            "node_pool": "h100", "labels": {"model": "resnet", "data_class": "public"}}
+    created = conforming(api_schema, token, "POST", WORKLOADS, body=body, media_type="application/json")
+    assert created.status_code == 201 and created.json()["kind"] == "rayjob"
+    refused = conforming(api_schema, token, "POST", WORKLOADS, media_type="application/json",
+                         body={**body, "manifest": "apiVersion: v1\nkind: Secret\n"})
+    assert refused.status_code == 400 and refused.json()["manifest"][0].startswith("kind:")
+
+
+def _manifest_only(api_schema, app):
+    """The API's schema with the submission body narrowed to its manifest shape, so every generated body is one."""
+    raw = copy.deepcopy(api_schema.raw_schema)
+    for media in raw["paths"][WORKLOADS]["post"]["requestBody"]["content"].values():
+        media["schema"] = {"$ref": "#/components/schemas/ManifestSubmitRequest"}
+    narrowed = schemathesis.openapi.from_dict(raw)
+    narrowed.app = app
+    return narrowed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_fuzzed_manifest_submissions_conform_and_never_answer_5xx(api_schema, wsgi_in_transaction, demo, mode):
+    headers = {"Authorization": f"Token {personal_token(demo['alice'])}"}
+    operation = _manifest_only(api_schema, wsgi_in_transaction)[WORKLOADS]["POST"]
+    statuses: list[int] = []
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    def submit(case):
+        with connection_kept():
+            response = case.call(headers=headers)
+        statuses.append(response.status_code)
+        case.validate_response(response, headers=headers, excluded_checks=[positive_data_acceptance])
+
+    submit()
+    assert statuses and max(statuses) < 500
+
+
+def _leaves(value: Any, path: tuple = ()) -> list[tuple]:
+    if isinstance(value, dict):
+        return [path] + [leaf for key, item in value.items() for leaf in _leaves(item, (*path, key))]
+    if isinstance(value, list):
+        return [path] + [leaf for index, item in enumerate(value) for leaf in _leaves(item, (*path, index))]
+    return [path]
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats(allow_nan=False)
+                           | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=3), max_leaves=6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(CASES))
+def test_a_manifest_with_any_value_anywhere_is_answered_201_or_400(client_for, kind):
+    """Each kind's manifest with one value (or a whole subtree) replaced by any JSON: the checks read every field
+    defensively, so the answer is a verdict, never a 500."""
+    client = client_for("alice")
+    paths = _leaves(CASES[kind].build(60))
+
+    @given(where=st.sampled_from(paths), value=JSON_VALUES)
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    def submit(where, value):
+        manifest = CASES[kind].build(60)
+        if not where:
+            manifest = value
+        else:
+            node = manifest
+            for part in where[:-1]:
+                node = node[part]
+            node[where[-1]] = value
+        response = call(client, "POST", "workloads/", {
+            "project": "vision", "kind": "manifest", "manifest": manifest, "node_pool": "h100",
+            "labels": {"model": "resnet", "data_class": "public"}})
+        assert response.status_code in (201, 400), (where, value, response.status_code, response.content[:300])
+
+    submit()
