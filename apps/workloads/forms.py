@@ -67,6 +67,14 @@ ALIASES = {"max_runtime_seconds": "max_runtime_minutes"}
 MAX_RUNTIME_MINUTES = MAX_RUNTIME_SECONDS // 60
 
 
+def _audit_labels() -> tuple[forms.CharField, forms.CharField]:
+    """The two audit labels every submission carries (model and data class), as each submit form asks for them."""
+    return (forms.CharField(max_length=63, label="Model (audit label)",
+                            help_text="The model this work trains or serves, e.g. resnet50."),
+            forms.CharField(max_length=63, label="Data class (audit label)",
+                            help_text="The class of data it reads, e.g. public, internal, pii."))
+
+
 def _size(label: str, *, maximum: int, minimum: int = 1, unit: str = "", **kwargs: Any) -> forms.IntegerField:
     return forms.IntegerField(
         label=label, min_value=minimum, max_value=maximum,
@@ -203,10 +211,7 @@ class WorkloadForm(StyledForm):
                   "back. Non-preemptible work must fit in the deserved quota and is never preempted.")
     max_runtime_minutes = _size("Max runtime (minutes)", maximum=MAX_RUNTIME_MINUTES, unit=" minutes",
                                 required=False, help_text="Kueue stops the job after this long; empty: no limit.")
-    model_label = forms.CharField(max_length=63, label="Model (audit label)",
-                                  help_text="The model this work trains or serves, e.g. resnet50.")
-    data_class = forms.CharField(max_length=63, label="Data class (audit label)",
-                                 help_text="The class of data it reads, e.g. public, internal, pii.")
+    model_label, data_class = _audit_labels()
 
     ALIASES = ALIASES
 
@@ -281,10 +286,7 @@ class ManifestForm(StyledForm):
         "preemptible"].label, help_text=WorkloadForm.base_fields["preemptible"].help_text)
     max_runtime_minutes = _size("Max runtime (minutes)", maximum=MAX_RUNTIME_MINUTES, unit=" minutes",
                                 required=False, help_text="Kueue stops it after this long; empty: no limit.")
-    model_label = forms.CharField(max_length=63, label="Model (audit label)",
-                                  help_text="The model this work trains or serves, e.g. resnet50.")
-    data_class = forms.CharField(max_length=63, label="Data class (audit label)",
-                                 help_text="The class of data it reads, e.g. public, internal, pii.")
+    model_label, data_class = _audit_labels()
 
     ALIASES = ALIASES
 

@@ -119,6 +119,16 @@ def _live_check_data(request: AuthenticatedRequest) -> tuple[QueryDict, set[str]
     return data, drafted
 
 
+def _submitted(request: AuthenticatedRequest, workload: Workload, *, created: bool) -> HttpResponse:
+    """After a submit form: to the workload's page, saying whether this post made it or an earlier one had."""
+    if created:
+        messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
+    else:
+        messages.info(request, f"This form was submitted already: here is {workload.name}, the workload it made. "
+                               "Nothing else was submitted.")
+    return redirect("workloads:detail", pk=workload.pk)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
@@ -159,12 +169,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         if form.is_valid() and not validate_only:
             workload, created = services.workload_submit_once(
                 actor=user, submission_key=f"form:{token}", resubmitted_from=source, **form.service_kwargs())
-            if created:
-                messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
-            else:
-                messages.info(request, f"This form was submitted already: here is {workload.name}, the workload "
-                                       "it made. Nothing else was submitted.")
-            return redirect("workloads:detail", pk=workload.pk)
+            return _submitted(request, workload, created=created)
         # Every refusal of the fields that passed their own checks, next to those fields' own errors.
         services.workload_check(actor=user, unknown=form.failed_fields(), resubmitted_from=source,
                                 **form.service_kwargs())
@@ -287,12 +292,7 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
         except ValidationError as error:
             apply_service_errors(form, error, ALIASES)
         else:
-            if created:
-                messages.success(request, f"Submitted {workload.name}: it is queued for the cluster.")
-            else:
-                messages.info(request, f"This form was submitted already: here is {workload.name}, the workload "
-                                       "it made. Nothing else was submitted.")
-            return redirect("workloads:detail", pk=workload.pk)
+            return _submitted(request, workload, created=created)
     else:
         checked = _manifest_check(form, user)
     found = [str(message) for message in form.errors.get("manifest", [])]

@@ -31,6 +31,11 @@ def submit_payload(kind: str = "training", *, project: str = "vision", pool: str
     if kind == "notebook":
         data.update({"image": "jupyter/base-notebook:latest", "notebook_idle_timeout_minutes": "60",
                      "notebook_port": "8888"})
+    return overridden(data, overrides)
+
+
+def overridden(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The form data with each override applied: a value replaces the field's, None leaves the field out."""
     for key, value in overrides.items():
         if value is None:
             data.pop(key, None)

@@ -21,6 +21,7 @@ from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.workloads.manifests import EXAMPLE_KINDS
 from apps.workloads.models import Kind, Origin, Status, Workload, WorkloadEvent
 from tests.access_matrix import USERS, row
+from tests.apps.workloads.helpers import overridden
 
 URL = reverse("workloads:submit_manifest")
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -66,12 +67,7 @@ def payload(*, project: str = "vision", pool: str = "h100", manifest: str | None
         "priority_class": "", "preemptible": "on", "max_runtime_minutes": "", "model_label": "resnet50",
         "data_class": "public",
     }
-    for key, value in overrides.items():
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
-    return data
+    return overridden(data, overrides)
 
 
 def nothing_recorded() -> None:
