@@ -17,6 +17,7 @@ from apps.core.actors import Actor, Visitor
 from apps.core.models import AuditEvent
 
 from .models import (
+    Budget,
     DataSource,
     Department,
     ImagePullSecret,
@@ -50,6 +51,11 @@ def project_namespaces_for(user: Visitor | None) -> QuerySet[ProjectNamespace]:
 def quotas_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Quota]:
     """Department quotas of visible departments and project quotas of visible projects."""
     return access.restrict(Quota.objects.all(), user, action)
+
+
+def budgets_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Budget]:
+    """Budgets of the departments and projects the user may see (members of a project see its department's)."""
+    return access.restrict(Budget.objects.all(), user, action).select_related("department", "project__department")
 
 
 def departments_with_projects(user: Actor) -> list[tuple[Department, list[Project]]]:
