@@ -58,6 +58,25 @@ def budgets_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[
     return access.restrict(Budget.objects.all(), user, action).select_related("department", "project__department")
 
 
+def holding_budgets() -> QuerySet[Budget]:
+    """Exceeded `hold_preemptible` budgets holding their scope's new preemptible work now (the budget sweep sets and
+    clears the hold; the Kueue sync and the wait explanation read it). Unscoped: the system's own question."""
+    return Budget.objects.filter(on_exceed=Budget.OnExceed.HOLD_PREEMPTIBLE, held_period_start__isnull=False
+                                 ).select_related("department", "project__department")
+
+
+def budget_holds() -> tuple[set[int], set[int]]:
+    """(ids of projects, ids of departments) whose budgets hold new preemptible work now; one query."""
+    projects: set[int] = set()
+    departments: set[int] = set()
+    for project_id, department_id in holding_budgets().values_list("project_id", "department_id"):
+        if project_id is not None:
+            projects.add(project_id)
+        if department_id is not None:
+            departments.add(department_id)
+    return projects, departments
+
+
 def departments_with_projects(user: Actor) -> list[tuple[Department, list[Project]]]:
     """The departments the user sees, each with the projects the user sees in it (two queries)."""
     rows = departments_for(user).prefetch_related(

@@ -175,13 +175,14 @@ def budget_delete(*, actor: Actor, budget: Budget, expected_version: int | None 
 # --- the sweep's writes (the portal acting by itself: no actor) ---------------------------------------------------
 
 
-def budget_crossing_record(*, budget: Budget, period_start: datetime, threshold: int, spent: Decimal) -> bool:
-    """Record that `budget` crossed `threshold` percent in the period starting `period_start`; False when it was
+def budget_crossing_record(*, budget: Budget, period_start: datetime, threshold: int,
+                           spent: Decimal) -> BudgetCrossing | None:
+    """Record that `budget` crossed `threshold` percent in the period starting `period_start`; None when it was
     recorded before (the sweep runs every minute and may run twice at a takeover: each crossing counts once)."""
     with transaction.atomic():
-        _, created = BudgetCrossing.objects.get_or_create(
+        crossing, created = BudgetCrossing.objects.get_or_create(
             budget=budget, period_start=period_start, threshold=threshold, defaults={"spent": spent})
-    return created
+    return crossing if created else None
 
 
 def budget_hold_set(*, budget: Budget, period_start: datetime) -> bool:
