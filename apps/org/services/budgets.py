@@ -29,6 +29,14 @@ BUDGET_CHANGEABLE = BUDGET_FIELDS - {"department", "project"}
 NO_OWNER = "Give a department or a project."
 
 
+def _snapshot(budget: Budget) -> dict[str, Any]:
+    """The audit snapshot, the hold's moment as ISO text (audit rows are JSON)."""
+    data = snapshot(budget)
+    if data.get("held_period_start") is not None:
+        data["held_period_start"] = data["held_period_start"].isoformat()
+    return data
+
+
 def _owner_of(fields: dict[str, Any]) -> Department | Project | None:
     return fields.get("project") or fields.get("department")
 
@@ -112,7 +120,7 @@ def budget_create(*, actor: Actor, **fields: Any) -> Budget:
         _lock_department(budget)
         _check(budget)
         _save(budget)
-        audit_record(actor=actor, action="budget.create", obj=budget, before=None, after=snapshot(budget),
+        audit_record(actor=actor, action="budget.create", obj=budget, before=None, after=_snapshot(budget),
                      department=budget.department, project=budget.project)
     return budget
 
@@ -138,7 +146,7 @@ def budget_update(*, actor: Actor, budget: Budget, expected_version: int | None 
         budget = Budget.objects.select_for_update(of=("self",)).select_related("project__department", "department").get(
             pk=budget.pk)
         version_check(budget, expected_version)
-        before, original = snapshot(budget), Budget(**{f.attname: getattr(budget, f.attname)
+        before, original = _snapshot(budget), Budget(**{f.attname: getattr(budget, f.attname)
                                                       for f in Budget._meta.concrete_fields})
         changed = model_update(budget, changes, BUDGET_CHANGEABLE)
         if not changed:
@@ -151,7 +159,7 @@ def budget_update(*, actor: Actor, budget: Budget, expected_version: int | None 
         _save(budget, update_fields=[*changed, "updated_at"])
         if "period" in changed or "metric" in changed:
             budget.crossings.all().delete()  # another kind of budget: its thresholds count afresh
-        audit_record(actor=actor, action="budget.update", obj=budget, before=before, after=snapshot(budget),
+        audit_record(actor=actor, action="budget.update", obj=budget, before=before, after=_snapshot(budget),
                      department=budget.department, project=budget.project)
         if released:
             kueue_sync_request()
@@ -165,7 +173,7 @@ def budget_delete(*, actor: Actor, budget: Budget, expected_version: int | None 
     with transaction.atomic():
         version_check_locked(budget, expected_version)
         held = Budget.objects.filter(pk=budget.pk, held_period_start__isnull=False).exists()
-        audit_record(actor=actor, action="budget.delete", obj=budget, before=snapshot(budget), after=None,
+        audit_record(actor=actor, action="budget.delete", obj=budget, before=_snapshot(budget), after=None,
                      department=budget.department, project=budget.project)
         budget.delete()
         if held:

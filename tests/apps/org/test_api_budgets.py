@@ -127,3 +127,30 @@ def test_update_and_delete_are_audited(client_for, ids):
     assert call(lead, "DELETE", f"budgets/{budget['id']}/").status_code == 204
     assert list(AuditEvent.objects.filter(object_type="budget").order_by("pk").values_list("action", flat=True)) == [
         "budget.create", "budget.update", "budget.delete"]
+
+
+def test_raising_a_held_budget_releases_it_and_asks_for_a_reconcile(client_for, ids):
+    from django.utils import timezone
+
+    from apps.core.models import Intent
+    from apps.org import services
+    from apps.org.models import budget_period
+
+    lead = client_for("lead")
+    created = call(lead, "POST", "budgets/", {"project": ids["vision"], "amount": "10",
+                                              "on_exceed": "hold_preemptible"}).json()
+    budget = Budget.objects.get(pk=created["id"])
+    start = budget_period("month", timezone.now())[0]
+    assert services.budget_hold_set(budget=budget, period_start=start)
+    assert not services.budget_hold_set(budget=budget, period_start=start)  # once
+    assert call(lead, "GET", f"budgets/{budget.pk}/").json()["held"] is True
+    before = Intent.objects.count()
+    # Thresholds only: still held.
+    version = Budget.objects.get(pk=budget.pk).version
+    assert call(lead, "PATCH", f"budgets/{budget.pk}/", {"thresholds": [90], "version": version}).json()["held"]
+    assert Intent.objects.count() == before
+    changed = call(lead, "PATCH", f"budgets/{budget.pk}/", {"amount": "20"}).json()
+    assert changed["held"] is False
+    assert Intent.objects.count() == before + 1  # the Kueue sync is asked to lift the hold
+    assert list(AuditEvent.objects.filter(object_type="budget").values_list("action", flat=True).order_by("pk")) == [
+        "budget.create", "budget.hold", "budget.update", "budget.update"]
