@@ -350,6 +350,8 @@ CELERY_BEAT_SCHEDULE = {
     "forecasts-refresh": {"task": "worker.tasks.forecasts_refresh", "schedule": 60.0, "options": {"expires": 55}},
     # GPU utilisation from Prometheus (does nothing without PROMETHEUS_URL): stored for pages, showback and idling.
     "utilisation-refresh": {"task": "worker.tasks.utilisation_refresh", "schedule": 60.0, "options": {"expires": 55}},
+    # Budgets: thresholds crossed notify once per period; exceeded hold_preemptible budgets hold, rollovers release.
+    "budgets-evaluate": {"task": "worker.tasks.budgets_evaluate", "schedule": 60.0, "options": {"expires": 55}},
 }
 
 REST_FRAMEWORK = {

@@ -54,6 +54,9 @@ class ProjectSpec:
     quotas: dict[str, PoolQuota]  # pool slug -> quota
     # Existing namespaces admins mapped to the project: they get its LocalQueues, never created or deleted here.
     mapped_namespaces: tuple[str, ...] = ()
+    # An exceeded budget holds the project's new preemptible work (docs/architecture.md, Budgets): its elastic
+    # LocalQueues get stopPolicy Hold (Kueue admits nothing new from them; admitted work runs on).
+    hold_preemptible: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,10 +198,15 @@ def _project_objects(pool: PoolSpec, department: DepartmentSpec, cohort: Project
         })
     for namespace_name in (project.namespace, *project.mapped_namespaces):
         for queue in cohort.queues:
+            spec: dict[str, Any] = {
+                "clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=queue.guaranteed)}
+            if not queue.guaranteed:
+                # Always said, so lifting a hold is a change the reconcile sees (it compares what it wants).
+                spec["stopPolicy"] = "Hold" if project.hold_preemptible else "None"
             objects.append({
                 "apiVersion": KUEUE_API, "kind": "LocalQueue",
                 "metadata": _metadata(local_queue(pool.slug, guaranteed=queue.guaranteed), labels, namespace_name),
-                "spec": {"clusterQueue": naming.cluster_queue(project.slug, pool.slug, guaranteed=queue.guaranteed)},
+                "spec": spec,
             })
     return objects
 

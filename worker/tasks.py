@@ -31,7 +31,8 @@ from apps.core.kueue_names import (
 from apps.core.services import sealed_secret_applied
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
-from apps.org.models import ImagePullSecret
+from apps.org.models import BudgetCrossing, ImagePullSecret
+from apps.usage import budgets as usage_budgets
 from apps.workloads import logs as workload_logs
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
@@ -439,6 +440,36 @@ def pull_secret_sync(pull_secret_id: int) -> str:
                                                  registry=values["registry"], username=values["username"],
                                                  password=values["password"], labels=_secret_labels(secret)),
         applied=lambda **kwargs: sealed_secret_applied(model=ImagePullSecret, pk=pull_secret_id, **kwargs))
+
+
+@shared_task(expires=55)
+def budgets_evaluate() -> int:
+    """The budget sweep (apps/usage/budgets.py): crossings recorded and notified once, holds set and released."""
+    return usage_budgets.budgets_evaluate()
+
+
+@shared_task
+def budget_notify(crossing_id: int) -> bool:
+    """One e-mail to those who look after a budget's scope: it crossed a threshold this period."""
+    crossing = BudgetCrossing.objects.select_related("budget__department", "budget__project").filter(
+        pk=crossing_id).first()
+    if crossing is None:
+        return False
+    budget = crossing.budget
+    recipients = usage_budgets.budget_recipients(budget)
+    if not recipients:
+        return False
+    period = budget.period_text(crossing.period_start)
+    spent = format(crossing.spent.normalize(), "f")
+    body = [f"{budget.owner} has spent {spent} of its {budget.amount_text()} budget for {period}, crossing "
+            f"{crossing.threshold}%."]
+    if budget.on_exceed == budget.OnExceed.HOLD_PREEMPTIBLE:
+        body.append("When the budget is spent, new preemptible work of its scope waits until the period rolls over "
+                    "or the budget is raised; work already running goes on.")
+    body.append(f"Budgets: {settings.PORTAL_BASE_URL}{reverse('usage:quota')}")
+    send_mail(f"[GPU Portal] {budget.owner} at {crossing.threshold}% of its budget for {period}", "\n".join(body),
+              None, recipients)
+    return True
 
 
 @shared_task

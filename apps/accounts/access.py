@@ -295,6 +295,18 @@ def project_fields_editable(user: Visitor | None, project: ScopeNode) -> frozens
     return frozenset()
 
 
+def can_manage_budgets_of(user: Visitor | None, owner: ScopeNode) -> bool:
+    """Whether the user creates, changes and deletes the budgets of `owner` (a department or a project): a
+    department's for admins and its department admins; a project's also for its team leads."""
+    _, project_id = owner.access_scope()
+    return can(user, Action.MANAGE_PROJECTS if project_id is None else Action.EDIT_WEIGHT, owner)
+
+
+def can_manage_budgets_somewhere(user: Visitor | None) -> bool:
+    """Whether the budgets page offers the form at all (drives navigation and the API's POST)."""
+    return can_anywhere(user, Action.EDIT_WEIGHT)
+
+
 # --- sign-in: IdP group rules and API tokens ---------------------------------------------------------------------
 
 

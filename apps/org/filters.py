@@ -13,12 +13,12 @@ from apps.accounts.access import Action
 from apps.core.filters import DayFilter, FilterForm, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
 from apps.core.models import AuditEvent
 
-from .models import Project, Quota
+from .models import Budget, Project, Quota
 from .selectors import departments_for, node_pools, projects_for
 
 # The object_type values audit_record writes (each audited model's name).
 AUDITED_OBJECT_TYPES = ("nodepool", "department", "project", "quota", "priorityclass", "rolebinding", "workload",
-                        "workloadtemplate", "kueuesyncstate")
+                        "workloadtemplate", "kueuesyncstate", "budget")
 
 
 class AuditEventFilterForm(FilterForm):
@@ -103,4 +103,27 @@ class QuotaFilterSet(ScopedFilterSet):
 
     class Meta:
         model = Quota
+        fields: list[str] = []
+
+
+class BudgetFilterSet(ScopedFilterSet):
+    """Budgets: of a project, of a department itself (not of its projects), by period, metric and what happens when
+    exceeded; by department and project unless asked otherwise."""
+
+    project = ReferenceFilter(choices=lambda request: projects_for(request.user),
+                              help_text="Budgets of this project (id or slug).")
+    department = ReferenceFilter(choices=lambda request: departments_for(request.user),
+                                 help_text="Budgets of this department itself (id or slug), not of its projects.")
+    period = django_filters.ChoiceFilter(choices=Budget.Period.choices, empty_label="(any)")
+    metric = django_filters.ChoiceFilter(choices=Budget.Metric.choices, empty_label="(any)")
+    on_exceed = django_filters.ChoiceFilter(choices=Budget.OnExceed.choices, empty_label="(any)",
+                                            label="When exceeded")
+    ordering = StableOrderingFilter(
+        fields=[("department__name", "department"), ("project__slug", "project"), ("period", "period"),
+                ("metric", "metric"), ("amount", "amount")],
+        default=("department__name", "project__slug", "period", "metric", "id"),
+    )
+
+    class Meta:
+        model = Budget
         fields: list[str] = []

@@ -7,6 +7,7 @@ services.
 
 from __future__ import annotations
 
+import itertools
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -18,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from apps.core.models import SealedSecretModel, VersionedModel
 from apps.core.scopes import AccessPaths
@@ -352,6 +354,160 @@ class Quota(VersionedModel):
     def over_quota_units(self) -> int | None:
         """How far above deserved the owner may go; None when unlimited."""
         return None if self.limit is None else self.limit - self.deserved
+
+
+MAX_BUDGET_AMOUNT = Decimal("1000000000")
+MAX_BUDGET_THRESHOLDS = 10
+QUARTER_MONTHS = 3
+
+
+def _month_start(year: int, month: int) -> datetime:
+    return datetime(year, month, 1, tzinfo=timezone.get_current_timezone())
+
+
+def budget_period(period: str, now: datetime) -> tuple[datetime, datetime]:
+    """The calendar month or quarter holding `now`, [start, end) in the portal's time zone: budgets roll over with
+    the calendar, so everyone reads the same period."""
+    local = timezone.localtime(now)
+    months = QUARTER_MONTHS if period == Budget.Period.QUARTER else 1
+    first = local.month - (local.month - 1) % months
+    start = _month_start(local.year, first)
+    after = first + months
+    end = _month_start(local.year + (after - 1) // 12, (after - 1) % 12 + 1)
+    return start, end
+
+
+def budget_threshold_errors(thresholds: object) -> list[str]:
+    """Thresholds are whole percents from 1 to 100, each once, in rising order (the order they are crossed)."""
+    if not isinstance(thresholds, list) or not all(type(value) is int for value in thresholds):
+        return ["Give the thresholds as a list of whole percents, e.g. [50, 80, 100]."]
+    if len(thresholds) > MAX_BUDGET_THRESHOLDS:
+        return [f"Give at most {MAX_BUDGET_THRESHOLDS} thresholds."]
+    errors = []
+    outside = [value for value in thresholds if not 1 <= value <= 100]
+    if outside:
+        errors.append(f"Thresholds are percents from 1 to 100; {', '.join(map(str, outside))} is outside.")
+    if any(later <= earlier for earlier, later in itertools.pairwise(thresholds)):
+        errors.append("List the thresholds in rising order, each once (e.g. [50, 80, 100]).")
+    return errors
+
+
+def _default_thresholds() -> list[int]:
+    return [50, 80, 100]
+
+
+class Budget(VersionedModel):
+    """How many GPU-hours (or how much money) a department or a project may spend per calendar month or quarter
+    (docs/architecture.md, Budgets). Kueue governs how many cards a team holds at once; a budget governs how many
+    card-hours it burns. Crossing a threshold notifies once per period; an exceeded `hold_preemptible` budget holds
+    the scope's elastic LocalQueues until the period rolls over or the budget is raised."""
+
+    class Period(models.TextChoices):
+        MONTH = "month", "Month"
+        QUARTER = "quarter", "Quarter"
+
+    class Metric(models.TextChoices):
+        GPU_HOURS = "gpu_hours", "GPU-hours"
+        COST = "cost", "Cost"
+
+    class OnExceed(models.TextChoices):
+        NOTIFY = "notify", "Notify only"
+        HOLD_PREEMPTIBLE = "hold_preemptible", "Hold new preemptible work"
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, null=True, blank=True,
+                                   related_name="budgets")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="budgets")
+    period = models.CharField(max_length=10, choices=Period.choices, default=Period.MONTH)
+    metric = models.CharField(max_length=10, choices=Metric.choices, default=Metric.GPU_HOURS)
+    amount = models.DecimalField(max_digits=14, decimal_places=2,
+                                 validators=[MinValueValidator(0), MaxValueValidator(MAX_BUDGET_AMOUNT)],
+                                 help_text="GPU-hours (physical card hours) or money per period.")
+    thresholds = models.JSONField(default=_default_thresholds, blank=True,
+                                  help_text="Percents of the amount that notify when crossed, in rising order.")
+    on_exceed = models.CharField(max_length=20, choices=OnExceed.choices, default=OnExceed.NOTIFY)
+    held_period_start = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="Start of the period in which the budget was found exceeded and holds preemptible work (set and "
+                  "cleared by the budget sweep; cleared when the budget is raised).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    access_paths: ClassVar[AccessPaths] = AccessPaths(
+        departments=("department_id", "project__department_id"), project="project_id", member_department="department_id"
+    )
+
+    class Meta:
+        ordering = ["department__name", "project__slug", "period", "metric", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(department__isnull=False) & Q(project__isnull=True))
+                | (Q(department__isnull=True) & Q(project__isnull=False)),
+                name="budget_exactly_one_owner",
+                violation_error_message="A budget belongs to exactly one department or project.",
+            ),
+            models.UniqueConstraint(
+                fields=["department", "period", "metric"], condition=Q(department__isnull=False),
+                name="budget_unique_department_period_metric",
+                violation_error_message="This department already has a budget of that kind for that period.",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "period", "metric"], condition=Q(project__isnull=False),
+                name="budget_unique_project_period_metric",
+                violation_error_message="This project already has a budget of that kind for that period.",
+            ),
+            models.CheckConstraint(condition=Q(amount__gte=0), name="budget_amount_not_negative",
+                                   violation_error_message="A budget cannot be below zero."),
+        ]
+
+    def __str__(self) -> str:
+        owner = self.owner
+        return f"{owner} {self.get_metric_display()} per {self.period}" if owner else f"budget {self.pk}"
+
+    @property
+    def owner(self) -> Department | Project | None:
+        return self.project if self.project_id else self.department
+
+    def clean(self) -> None:
+        errors = budget_threshold_errors(self.thresholds)
+        if errors:
+            raise ValidationError({"thresholds": errors})
+
+    def current_period(self, now: datetime) -> tuple[datetime, datetime]:
+        return budget_period(self.period, now)
+
+    @property
+    def unit(self) -> str:
+        return "GPU-hours" if self.metric == Budget.Metric.GPU_HOURS else (settings.USAGE_CURRENCY or "")
+
+    def amount_text(self) -> str:
+        amount = format(self.amount.normalize(), "f")
+        return f"{amount} GPU-hours" if self.metric == Budget.Metric.GPU_HOURS else \
+            f"{amount} {settings.USAGE_CURRENCY}".strip()
+
+    def period_text(self, now: datetime) -> str:
+        start = timezone.localtime(self.current_period(now)[0])
+        if self.period == Budget.Period.QUARTER:
+            return f"Q{(start.month - 1) // QUARTER_MONTHS + 1} {start.year}"
+        return f"{start:%B %Y}"
+
+
+class BudgetCrossing(models.Model):
+    """One threshold of one budget crossed in one period: written once (the unique constraint), so the sweep
+    notifies once per threshold and period however often it runs."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="crossings")
+    period_start = models.DateTimeField()
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=16, decimal_places=3)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["budget_id", "period_start", "threshold"]
+        constraints = [models.UniqueConstraint(fields=["budget", "period_start", "threshold"],
+                                               name="budgetcrossing_once_per_period")]
+
+    def __str__(self) -> str:
+        return f"{self.budget_id} {self.threshold}% from {self.period_start:%Y-%m-%d}"
 
 
 class KueueSyncState(models.Model):

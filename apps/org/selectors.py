@@ -17,6 +17,7 @@ from apps.core.actors import Actor, Visitor
 from apps.core.models import AuditEvent
 
 from .models import (
+    Budget,
     DataSource,
     Department,
     ImagePullSecret,
@@ -50,6 +51,30 @@ def project_namespaces_for(user: Visitor | None) -> QuerySet[ProjectNamespace]:
 def quotas_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Quota]:
     """Department quotas of visible departments and project quotas of visible projects."""
     return access.restrict(Quota.objects.all(), user, action)
+
+
+def budgets_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Budget]:
+    """Budgets of the departments and projects the user may see (members of a project see its department's)."""
+    return access.restrict(Budget.objects.all(), user, action).select_related("department", "project__department")
+
+
+def holding_budgets() -> QuerySet[Budget]:
+    """Exceeded `hold_preemptible` budgets holding their scope's new preemptible work now (the budget sweep sets and
+    clears the hold; the Kueue sync and the wait explanation read it). Unscoped: the system's own question."""
+    return Budget.objects.filter(on_exceed=Budget.OnExceed.HOLD_PREEMPTIBLE, held_period_start__isnull=False
+                                 ).select_related("department", "project__department")
+
+
+def budget_holds() -> tuple[set[int], set[int]]:
+    """(ids of projects, ids of departments) whose budgets hold new preemptible work now; one query."""
+    projects: set[int] = set()
+    departments: set[int] = set()
+    for project_id, department_id in holding_budgets().values_list("project_id", "department_id"):
+        if project_id is not None:
+            projects.add(project_id)
+        if department_id is not None:
+            departments.add(department_id)
+    return projects, departments
 
 
 def departments_with_projects(user: Actor) -> list[tuple[Department, list[Project]]]:

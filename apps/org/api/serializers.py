@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from apps.core.api import (
     AsciiDecimalField,
+    AsciiIntegerField,
     ScopedPrimaryKeyRelatedField,
     ShapeOnlyModelSerializer,
     StrictCharField,
@@ -19,6 +20,8 @@ from apps.core.api import (
 from apps.core.http import parse_id
 from apps.core.models import AuditEvent
 from apps.org.models import (
+    MAX_BUDGET_THRESHOLDS,
+    Budget,
     DataSource,
     Department,
     ImagePullSecret,
@@ -191,6 +194,40 @@ class QuotaSerializer(ShapeOnlyModelSerializer):
         ]
         read_only_fields = ["updated_at"]
         extra_kwargs = {"deserved": {"required": True}, "limit": {"default": None}}
+
+
+class BudgetSerializer(ShapeOnlyModelSerializer):
+    """A GPU-hour or cost budget of exactly one of `department` and `project`, per calendar month or quarter."""
+
+    department = ScopedPrimaryKeyRelatedField(
+        scope=departments_for, queryset=Department.objects.all(), allow_null=True, required=False
+    )
+    project = ScopedPrimaryKeyRelatedField(
+        scope=projects_for, queryset=Project.objects.all(), allow_null=True, required=False
+    )
+    thresholds = serializers.ListField(
+        child=AsciiIntegerField(), max_length=MAX_BUDGET_THRESHOLDS, required=False,
+        help_text="Percents of the amount that notify when crossed, whole numbers from 1 to 100 in rising order "
+                  "(default [50, 80, 100]).")
+    held = serializers.SerializerMethodField(help_text="Whether the budget holds new preemptible work now.")
+    version = VersionField()
+
+    class Meta:
+        model = Budget
+        fields = ["id", "department", "project", "period", "metric", "amount", "thresholds", "on_exceed", "held",
+                  "version", "updated_at"]
+        read_only_fields = ["updated_at"]
+        extra_kwargs = {"amount": {"required": True}}
+
+    def get_held(self, budget: Budget) -> bool:
+        return budget.held_period_start is not None and budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE
+
+
+class BudgetUpdateSerializer(BudgetSerializer):
+    """What a PATCH may change; the owner of a budget is fixed (delete and create instead)."""
+
+    class Meta(BudgetSerializer.Meta):
+        fields = ["period", "metric", "amount", "thresholds", "on_exceed", "version"]
 
 
 class QuotaUpdateSerializer(ShapeOnlyModelSerializer):

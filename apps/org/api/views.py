@@ -20,10 +20,20 @@ from apps.core.api_lists import StrictJSONParser
 from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.filters import AuditEventFilterSet, ProjectFilterSet, QuotaFilterSet
-from apps.org.models import DataSource, Department, ImagePullSecret, NodePool, PriorityClass, ProjectNamespace, Quota
+from apps.org.filters import AuditEventFilterSet, BudgetFilterSet, ProjectFilterSet, QuotaFilterSet
+from apps.org.models import (
+    Budget,
+    DataSource,
+    Department,
+    ImagePullSecret,
+    NodePool,
+    PriorityClass,
+    ProjectNamespace,
+    Quota,
+)
 from apps.org.selectors import (
     audit_events_for,
+    budgets_for,
     data_sources_visible,
     department_quotas,
     departments_for,
@@ -37,6 +47,8 @@ from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH
 
 from .serializers import (
     AuditEventSerializer,
+    BudgetSerializer,
+    BudgetUpdateSerializer,
     DataSourceSerializer,
     DepartmentSerializer,
     NodePoolSerializer,
@@ -241,6 +253,54 @@ class QuotaViewSet(ServiceViewSet):
 
     def perform_destroy(self, instance: Quota) -> None:
         services.quota_delete(actor=self.request.user, quota=instance, expected_version=self.delete_version)
+
+
+@extend_schema_view(
+    create=extend_schema(description=(
+        "Set a budget for a department or a project (exactly one of `department` and `project`, ids): `amount` "
+        "GPU-hours (`metric` gpu_hours: physical card hours, as showback counts them) or money (`metric` cost: "
+        "GPU-hours at each pool's price in force) per calendar `period` (month or quarter). Crossing each of "
+        "`thresholds` (percents, 1-100, rising) notifies the scope's leads and admins once per period; `on_exceed` "
+        "hold_preemptible also stops admitting new preemptible work of the scope until the period rolls over or "
+        "the budget is raised. A department's budget caps the sum of its projects' of the same period and metric. "
+        "Department budgets: admins and the department's admins; project budgets: also its team leads. Every "
+        "refusal is reported at once (400), naming the field.")),
+    partial_update=extend_schema(
+        request=BudgetUpdateSerializer, responses=BudgetSerializer,
+        description=("Change the fields it names; the department or project is fixed. Raising the amount, or no "
+                     "longer holding, ends a hold at once (the next sweep holds again if it is still exceeded).")),
+    destroy=extend_schema(description="Delete the budget; a hold it put in place ends."),
+)
+class BudgetViewSet(ServiceViewSet):
+    """GPU-hour and cost budgets of the departments and projects the user may see (docs/architecture.md, Budgets)."""
+
+    serializer_class = BudgetSerializer
+    filterset_class = BudgetFilterSet
+
+    def get_queryset(self) -> QuerySet[Budget]:
+        return budgets_for(self.request.user)
+
+    def may_create(self) -> bool:
+        return access.can_manage_budgets_somewhere(self.request.user)
+
+    def may_change(self, obj: Budget) -> bool:
+        owner = obj.owner
+        return owner is not None and access.can_manage_budgets_of(self.request.user, owner)
+
+    def perform_create(self, serializer: BaseSerializer[Budget]) -> None:
+        serializer.instance = services.budget_create(actor=self.request.user, **serializer.validated_data)
+
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        budget: Budget = self.get_object()
+        serializer = BudgetUpdateSerializer(budget, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        budget = services.budget_update(actor=self.request.user, budget=budget,
+                                        expected_version=self.expected_version(serializer),
+                                        **serializer.validated_data)
+        return Response(BudgetSerializer(budget, context=self.get_serializer_context()).data)
+
+    def perform_destroy(self, instance: Budget) -> None:
+        services.budget_delete(actor=self.request.user, budget=instance, expected_version=self.delete_version)
 
 
 @extend_schema(parameters=[

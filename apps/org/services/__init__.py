@@ -6,12 +6,24 @@ Callers import from here (`from apps.org import services`); the modules are:
 - `quotas`: one quota at a time (the rules that span rows, each field's bounds by role, the quota guards);
   what they announce to the apps above is in `apps.org.signals`;
 - `quota_table`: many cells of one department's quota table at once;
+- `budgets`: GPU-hour and cost budgets, the cap of a department's over its projects', and the sweep's writes
+  (threshold crossings, holds);
 - `kueue_sync`: the org -> Kueue reconcile's bookkeeping, asked for by every committed change;
 - `project_data`: a project's data sources and image pull secrets;
 - `project_namespaces`: the existing namespaces admins map to a project;
 - `common`: the access refusal and the collected field errors the others share.
 """
 
+from .budgets import (
+    BUDGET_FIELDS,
+    budget_cap_errors,
+    budget_create,
+    budget_crossing_record,
+    budget_delete,
+    budget_hold_release,
+    budget_hold_set,
+    budget_update,
+)
 from .common import DENIED
 from .departments import DEPARTMENT_FIELDS, department_create, department_delete, department_update
 from .kueue_sync import (
@@ -47,6 +59,7 @@ from .quota_table import QuotaTableError, quota_table_check, quota_table_save
 from .quotas import SIZE_FIELDS, quota_create, quota_delete, quota_rule_errors, quota_set, quota_update
 
 __all__ = [
+    "BUDGET_FIELDS",
     "DENIED",
     "DENIED_MAPPING",
     "DEPARTMENT_FIELDS",
@@ -63,6 +76,13 @@ __all__ = [
     "SECRET_SYNC_DEADLINE",
     "SIZE_FIELDS",
     "QuotaTableError",
+    "budget_cap_errors",
+    "budget_create",
+    "budget_crossing_record",
+    "budget_delete",
+    "budget_hold_release",
+    "budget_hold_set",
+    "budget_update",
     "data_source_create",
     "data_source_delete",
     "department_create",

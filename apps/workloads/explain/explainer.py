@@ -14,6 +14,7 @@ from .reasons import (
     ADMISSION_CHECKS,
     ADMITTING,
     BEHIND,
+    BUDGET_HOLD,
     DEPARTMENT_LIMIT,
     GANG,
     INACTIVE,
@@ -125,6 +126,13 @@ class _Explainer:
         if w.status_reason == kueue.DEACTIVATED:
             return self.done(INACTIVE, f"Waiting for {self.ask}: Kueue deactivated it, so it will not be "
                                        "admitted until it is reactivated.", "Deactivated by Kueue")
+        if f.budget_hold is not None:
+            hold = f.budget_hold
+            return self.done(BUDGET_HOLD, f"Waiting for {self.ask}: held: {hold.scope} has spent its {hold.amount} "
+                                          f"budget for {hold.period}, so new preemptible work there waits until the "
+                                          "period rolls over or the budget is raised. Your place is kept.",
+                             f"Held: {hold.scope} has spent its budget for {hold.period}",
+                             budget_scope=hold.scope, budget=hold.amount, budget_period=hold.period)
         if (not f.queue_active and f.queue_reason in kueue.STOPPED_REASONS) or (
                 f.queue_active and w.status_reason == kueue.SUSPENDED):  # held, and the mirror has not seen it yet
             return self.done(QUEUE_STOPPED, f"Waiting for {self.ask}: the {w.queue_name} queue is on hold by an "

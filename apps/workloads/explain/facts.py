@@ -95,6 +95,17 @@ class WaitFacts:
     preempted_at: datetime | None = None
     # Allocatable units of each ready, schedulable node of the pool (the watcher's node mirror); None: none mirrored.
     node_allocatable: tuple[int, ...] | None = None
+    # The budget holding this (preemptible) workload's scope, if one does: (scope's name, amount, period).
+    budget_hold: BudgetHold | None = None
+
+
+@dataclass(frozen=True)
+class BudgetHold:
+    """An exceeded `hold_preemptible` budget of the workload's project or department, as the explanation names it."""
+
+    scope: str  # e.g. "project Vision", "department Research"
+    amount: str  # e.g. "100 GPU-hours"
+    period: str  # e.g. "March 2026", "Q1 2026"
 
 
 @dataclass(frozen=True)

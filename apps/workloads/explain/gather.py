@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, Value
+from django.utils import timezone
 
 from apps.accounts import access
 from apps.accounts.access import Action
@@ -17,11 +18,12 @@ from apps.cluster.models import ClusterQueueState, LocalQueueState, NodeState
 from apps.core import kueue_conditions as kueue
 from apps.core.actors import Actor
 from apps.org.models import Project, Quota
+from apps.org.selectors import holding_budgets
 from apps.workloads.capacity import ZERO, DepartmentQuota, PoolTree, ProjectQuota
 from apps.workloads.models import PREEMPTED_STATUSES, Status, Workload, WorkloadEvent
 
 from .explainer import explain, waits
-from .facts import Explanation, Peer, Share, WaitFacts
+from .facts import BudgetHold, Explanation, Peer, Share, WaitFacts
 
 
 def _quota_rows(pool_ids: set[int], viewer: Actor | None) -> list[Quota]:
@@ -127,9 +129,28 @@ def _standing(workload: Workload, pool: _Pool) -> _Standing:
     )
 
 
+def _budget_holds(waiting: list[Workload]) -> dict[int, BudgetHold]:
+    """Project id -> the budget holding its new preemptible work (its own, else its department's), for the projects
+    of the given waiting preemptible workloads: one query, none without such a workload."""
+    projects = {w.project_id: w.project.department_id for w in waiting if w.preemptible}
+    if not projects:
+        return {}
+    budgets = list(holding_budgets().filter(Q(project_id__in=projects) | Q(department_id__in=set(projects.values()))))
+    now = timezone.now()
+    found: dict[int, BudgetHold] = {}
+    for project_id, department_id in projects.items():
+        own = [b for b in budgets if b.project_id == project_id]
+        above = [b for b in budgets if b.department_id == department_id]
+        for budget in own or above:
+            scope = f"project {budget.project.name}" if budget.project else f"department {budget.owner}"
+            found[project_id] = BudgetHold(scope=scope, amount=budget.amount_text(), period=budget.period_text(now))
+            break
+    return found
+
+
 def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local: LocalQueueState | None,
            peers: _PeerFacts, node_allocatable: tuple[int, ...] | None = None,
-           standing: _Standing | None = None) -> WaitFacts:
+           standing: _Standing | None = None, budget_hold: BudgetHold | None = None) -> WaitFacts:
     tree, own = pool.tree, workload.project_id
     standing = standing or _standing(workload, pool)
     quota, mine, dept = standing.quota, standing.mine, standing.dept
@@ -156,6 +177,7 @@ def _facts(workload: Workload, pool: _Pool, queue: dict[str, Any] | None, local:
         queue_message=source.active_message if source else (queue["active_message"] if queue else ""),
         preemptor=preemptor, preemption_reason=preemption_reason, preempted_at=preempted_at, victims=victims,
         node_allocatable=node_allocatable,
+        budget_hold=budget_hold if workload.preemptible else None,
     )
 
 
@@ -182,6 +204,8 @@ def explain_workloads(workloads: list[Workload], *, viewer: Actor | None = None)
     pools = _pools(waiting, quotas, states)
     peers = _peers(waiting, viewer)
     nodes = _nodes(waiting)
+    # A budget explains the wait only where Kueue holds the queue (its LocalQueue mirrored stopped): no query else.
+    holds = _budget_holds([w for w in waiting if (w.project.namespace, w.queue_name) in stopped_local])
     queues = {state["name"]: state for state in states}
     standings: dict[tuple[int, int], _Standing] = {}
     for workload in waiting:
@@ -192,7 +216,7 @@ def explain_workloads(workloads: list[Workload], *, viewer: Actor | None = None)
         facts = _facts(workload, pool, queues.get(workload.cluster_queue_name),
                        stopped_local.get((workload.project.namespace, workload.queue_name)),
                        peers.get(workload.pk, (None, "", None, ())), nodes.get(workload.node_pool_id),
-                       standings[key])
+                       standings[key], holds.get(workload.project_id))
         result[workload.pk] = explain(workload, facts)
     return result
 

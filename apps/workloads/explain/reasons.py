@@ -19,6 +19,7 @@ PREEMPTING = "preempting"
 PREEMPTED = "preempted"
 ADMISSION_CHECKS = "admission_checks"
 QUEUE_STOPPED = "queue_stopped"
+BUDGET_HOLD = "budget_hold"
 MISCONFIGURED = "misconfigured"
 NO_QUOTA = "no_quota"
 INACTIVE = "inactive"
@@ -46,6 +47,9 @@ REASONS: dict[str, str] = {
     ADMISSION_CHECKS: "Quota is reserved; Kueue admits it once its admission checks are Ready (admission_checks: "
                       "name, state, message each; a provisioning check waits for capacity to be brought up).",
     QUEUE_STOPPED: "Its LocalQueue or ClusterQueue is held or stopped by an admin.",
+    BUDGET_HOLD: "Preemptible work whose project or department has spent its `hold_preemptible` budget for the period "
+                 "(budget_scope, budget, budget_period): its elastic queue holds new work until the period rolls over "
+                 "or the budget is raised.",
     MISCONFIGURED: "Its queue is not usable (Kueue's message says why).",
     NO_QUOTA: "The project has no quota on this pool, so there is no queue for it there.",
     INACTIVE: "Kueue deactivated it (spec.active false): it will not start again.",
@@ -62,7 +66,7 @@ KINDS = {PROJECT_LIMIT: QUOTA, PROJECT_DESERVED: QUOTA, DEPARTMENT_LIMIT: QUOTA,
          NOT_LENDABLE: QUOTA, BEHIND: QUOTA, ADMITTING: PENDING, GANG: PENDING, PREEMPTING: PREEMPTING,
          PREEMPTED: PREEMPTING, QUEUE_STOPPED: STOPPED_QUEUE, MISCONFIGURED: MISCONFIGURED, NO_QUOTA: NEVER_FITS,
          INACTIVE: MISCONFIGURED, NEVER_FITS: NEVER_FITS, UNKNOWN: PENDING,
-         ADMISSION_CHECKS: PENDING}
+         ADMISSION_CHECKS: PENDING, BUDGET_HOLD: STOPPED_QUEUE}
 
 # Kueue's preemption reasons in plain words (after "Preempted ... by <preemptor>, ").
 HUMAN_PREEMPTION = {

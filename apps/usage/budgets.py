@@ -1,0 +1,180 @@
+"""Budgets against the GPU-hour ledger (docs/architecture.md, Budgets): what a budget's scope has spent in the
+current period, how fast it burns, where it will end, and the sweep that notifies and holds.
+
+- **Spent** counts as showback does: physical card hours (units x card fraction x hours) of the scope's ledger
+  intervals clipped to the period, open ones up to now; for a cost budget each stretch at the pool's price in force
+  then (unpriced stretches cost nothing).
+- **Burn rate**: spent per day of the period so far.
+- **Projected end of period**: spent, plus the work holding cards now running on until the period ends or, where it
+  has a maximum runtime (the end the start forecast assumes too), until that runtime is up, whichever comes first;
+  priced at the price in force now. Work not started yet is not counted: it has no cards.
+
+The sweep (`budgets_evaluate`, every minute from beat) records each crossed threshold once per period and notifies
+after commit; for `hold_preemptible` budgets it sets the hold when spent reaches the amount and releases it when the
+period rolls over (or a raised budget is no longer exceeded). Its writes go through apps.org.services.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from apps.accounts.models import Role, RoleBinding
+from apps.core.tasks import enqueue_on_commit
+from apps.org import services as org_services
+from apps.org.models import Budget, NodePoolPrice
+
+from .models import UsageInterval
+from .reports.ledger import card_hours, overlapping
+from .reports.showback import priced_stretches
+from .reports.window import SECONDS_PER_HOUR, Window
+
+BUDGET_NOTIFY_TASK = "worker.tasks.budget_notify"
+SECONDS_PER_DAY = 24 * SECONDS_PER_HOUR
+# Who hears about a budget: those who look after the scope's spending.
+NOTIFIED_ROLES = (Role.ADMIN, Role.DEPARTMENT_ADMIN, Role.TEAM_LEAD)
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    budget: Budget
+    period: Window
+    spent: Decimal
+    burn_per_day: Decimal
+    projected: Decimal
+
+    @property
+    def percent(self) -> float | None:
+        return float(self.spent / self.budget.amount * 100) if self.budget.amount else None
+
+    @property
+    def projected_percent(self) -> float | None:
+        return float(self.projected / self.budget.amount * 100) if self.budget.amount else None
+
+    @property
+    def exceeded(self) -> bool:
+        return self.spent >= self.budget.amount
+
+    @property
+    def held(self) -> bool:
+        return self.budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and self.budget.held_period_start is not None
+
+
+def _scope(budget: Budget) -> Q:
+    return Q(project_id=budget.project_id) if budget.project_id else Q(department_id=budget.department_id)
+
+
+def _decimal(value: float | None) -> Decimal:
+    return Decimal(repr(float(value or 0.0))).quantize(Decimal("0.001"))
+
+
+def _spent(budget: Budget, window: Window, now: datetime) -> Decimal:
+    intervals = UsageInterval.objects.filter(_scope(budget)).filter(overlapping(window, now))
+    if budget.metric == Budget.Metric.GPU_HOURS:
+        return _decimal(intervals.aggregate(hours=Sum(card_hours(window, now), default=0.0))["hours"])
+    stretches = [(pool_id, stretch) for (_, pool_id), parts in priced_stretches([window], now).items()
+                 for stretch in parts]
+    if not stretches:
+        return Decimal(0)
+    sums = intervals.aggregate(**{
+        f"s{index}": Sum(card_hours(stretch.window, now), filter=Q(node_pool_id=pool_id) & overlapping(
+            stretch.window, now), default=0.0) for index, (pool_id, stretch) in enumerate(stretches)})
+    total = sum((Decimal(repr(float(sums[f"s{index}"] or 0.0))) * stretch.price
+                 for index, (_, stretch) in enumerate(stretches)), Decimal(0))
+    return total.quantize(Decimal("0.001"))
+
+
+def _prices_now(now: datetime) -> dict[int, Decimal | None]:
+    prices: dict[int, Decimal | None] = {}
+    for pool_id, price in NodePoolPrice.objects.filter(valid_from__lte=now).order_by(
+            "node_pool_id", "valid_from").values_list("node_pool_id", "price_per_card_hour"):
+        prices[pool_id] = price  # the latest row in force wins
+    return prices
+
+
+def _still_to_come(budget: Budget, window: Window, now: datetime, prices: dict[int, Decimal | None]) -> Decimal:
+    """What the scope's running work adds until it ends or the period does."""
+    total = Decimal(0)
+    running = UsageInterval.objects.filter(_scope(budget), ended_at__isnull=True).values_list(
+        "units", "card_fraction_numerator", "card_fraction_denominator", "node_pool_id", "started_at",
+        "workload__max_runtime_seconds")
+    for units, numerator, denominator, pool_id, started_at, max_runtime in running:
+        end = window.end
+        if max_runtime:
+            end = min(end, started_at + timedelta(seconds=max_runtime))
+        hours = Decimal(max(0.0, (end - now).total_seconds()) / SECONDS_PER_HOUR)
+        cards = Decimal(units * numerator) / Decimal(denominator)
+        if budget.metric == Budget.Metric.GPU_HOURS:
+            total += cards * hours
+        else:
+            total += cards * hours * (prices.get(pool_id) or Decimal(0))
+    return total.quantize(Decimal("0.001"))
+
+
+def budget_status(budget: Budget, *, now: datetime | None = None,
+                  prices: dict[int, Decimal | None] | None = None) -> BudgetStatus:
+    """Spent, burn rate and projection of one budget's current period (two or three queries)."""
+    now = now or timezone.now()
+    window = Window(*budget.current_period(now))
+    spent = _spent(budget, window, now)
+    days = Decimal(max(window.hours(now), 1 / 60) / 24)
+    projected = spent + _still_to_come(budget, window, now, _prices_now(now) if prices is None else prices)
+    return BudgetStatus(budget=budget, period=window, spent=spent,
+                        burn_per_day=(spent / days).quantize(Decimal("0.001")), projected=projected)
+
+
+def budget_statuses(budgets: list[Budget], *, now: datetime | None = None) -> list[BudgetStatus]:
+    """`budget_status` for each (the prices in force read once); for pages listing the budgets a user may see."""
+    now = now or timezone.now()
+    prices = _prices_now(now)
+    return [budget_status(budget, now=now, prices=prices) for budget in budgets]
+
+
+def budget_recipients(budget: Budget) -> list[str]:
+    """E-mail addresses of those who look after the budget's scope: admins, department admins and team leads bound
+    to the project or its department (directly or through a group); admins over everything when nobody is."""
+    department_id = budget.project.department_id if budget.project is not None else budget.department_id
+    at_scope = Q(department_id=department_id) | (Q(project_id=budget.project_id) if budget.project_id else Q(
+        pk__in=[]))
+    bindings = RoleBinding.objects.filter(role__in=NOTIFIED_ROLES).filter(at_scope)
+    if not bindings.exists():
+        bindings = RoleBinding.objects.filter(role=Role.ADMIN, department__isnull=True, project__isnull=True)
+    emails: set[str] = set()
+    for binding in bindings.select_related("user", "group"):
+        people = [binding.user] if binding.user is not None else list(binding.group.user_set.all()) \
+            if binding.group is not None else []
+        emails |= {person.email for person in people if person.email and person.is_active}
+    return sorted(emails)
+
+
+def budgets_evaluate(*, now: datetime | None = None) -> int:
+    """The sweep: for every budget, record the thresholds its scope crossed this period (each once, notified after
+    commit), hold or release its preemptible work, and release holds from an earlier period. Idempotent; returns how
+    many crossings it recorded."""
+    now = now or timezone.now()
+    prices = _prices_now(now)
+    recorded = 0
+    for budget in Budget.objects.select_related("department", "project__department").order_by("pk"):
+        status = budget_status(budget, now=now, prices=prices)
+        start = status.period.start
+        if budget.held_period_start is not None and (budget.held_period_start != start or not status.exceeded
+                                                     or budget.on_exceed != Budget.OnExceed.HOLD_PREEMPTIBLE):
+            org_services.budget_hold_release(budget=budget)
+        percent = status.percent
+        for threshold in budget.thresholds:
+            reached = status.exceeded if percent is None else percent >= threshold
+            if not reached:
+                continue
+            crossing = org_services.budget_crossing_record(budget=budget, period_start=start, threshold=threshold,
+                                                           spent=status.spent)
+            if crossing is not None:
+                recorded += 1
+                enqueue_on_commit(BUDGET_NOTIFY_TASK, crossing.pk)
+        if budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and status.exceeded and (
+                budget.held_period_start != start):
+            org_services.budget_hold_set(budget=budget, period_start=start)
+    return recorded
