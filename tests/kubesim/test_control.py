@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -110,3 +111,51 @@ def test_the_background_settle_waits_as_long_as_its_last_pass_took():
     assert settle_window(0.0) == ASYNC_SETTLE_MIN  # a small cluster: almost at once
     assert abs(settle_window(0.07) - 0.07) < 1e-9  # a pass of 70 ms: writes gather for as long
     assert settle_window(12.0) == ASYNC_SETTLE_MAX  # still at least twice a second
+
+
+class _SlowController:
+    """Takes `seconds` under the store lock each time a ConfigMap named `slow` was written since its last pass: a
+    stand-in for a controller pass that is long because the cluster is large."""
+
+    name = "slow"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.seen = 0
+        self.passes: list[tuple[float, float]] = []
+        self.started = threading.Event()
+
+    def reconcile(self, store) -> bool:
+        obj = store.get("configmaps", "default", "slow", copy=False)
+        version = int(obj["metadata"]["resourceVersion"]) if obj is not None else 0
+        if version <= self.seen:
+            return False
+        self.seen = version
+        started = time.monotonic()
+        self.started.set()
+        time.sleep(self.seconds)
+        self.passes.append((started, time.monotonic()))
+        return False
+
+    def next_deadline(self, store):
+        return None
+
+
+def test_api_writes_land_between_the_background_settles_controllers():
+    """The background settle holds the store lock for one controller at a time, not for its whole pass: a create
+    that arrives during a long pass is answered after the controller then running, not after every controller."""
+    with serve(clock="real", kueue=None, async_settle=True) as ks:
+        slow = [_SlowController(1.0), _SlowController(1.0)]
+        with ks.sim.store.lock:
+            ks.sim.controllers = [slow[0], slow[1], *ks.sim.controllers]
+        core = client.CoreV1Api(ks.api_client())
+        core.create_namespaced_config_map("default", {"metadata": {"name": "slow"}})
+        assert slow[0].started.wait(10)
+        time.sleep(0.2)  # the first slow controller is running, holding the store lock
+        core.create_namespaced_config_map("default", {"metadata": {"name": "other"}})
+        answered = time.monotonic()
+        deadline = time.monotonic() + 10
+        while not slow[1].passes and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert slow[1].passes, "the second slow controller never ran"
+        assert answered < slow[1].passes[0][1] - 0.5  # answered well before the pass's second controller ended
