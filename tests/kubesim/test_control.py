@@ -113,49 +113,68 @@ def test_the_background_settle_waits_as_long_as_its_last_pass_took():
     assert settle_window(12.0) == ASYNC_SETTLE_MAX  # still at least twice a second
 
 
-class _SlowController:
-    """Takes `seconds` under the store lock each time a ConfigMap named `slow` was written since its last pass: a
-    stand-in for a controller pass that is long because the cluster is large."""
+class _BusyController:
+    """Once the ConfigMap `busy` exists, keeps the background pass going round after round (each reconcile holds the
+    store lock 10 ms and asks for another round) until `answered` is set or `limit` seconds have passed: a stand-in
+    for a pass that is long because the cluster is large. Records whether the pass saw `answered` before it ended,
+    and each reconcile after that (`later`: the settle thread goes on serving)."""
 
-    name = "slow"
+    name = "busy"
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.seen = 0
-        self.passes: list[tuple[float, float]] = []
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.answered = threading.Event()
         self.started = threading.Event()
+        self.ended = threading.Event()
+        self.answered_in_pass: bool | None = None
+        self.later: list[str] = []
+        self._until = 0.0
 
     def reconcile(self, store) -> bool:
-        obj = store.get("configmaps", "default", "slow", copy=False)
-        version = int(obj["metadata"]["resourceVersion"]) if obj is not None else 0
-        if version <= self.seen:
+        if self.ended.is_set():
+            self.later.extend(o["metadata"]["name"] for o in store.list("configmaps", "default", copy=False))
             return False
-        self.seen = version
-        started = time.monotonic()
-        self.started.set()
-        time.sleep(self.seconds)
-        self.passes.append((started, time.monotonic()))
+        if not self.started.is_set():
+            if store.get("configmaps", "default", "busy", copy=False) is None:
+                return False
+            self._until = time.monotonic() + self.limit
+            self.started.set()
+        if not self.answered.is_set() and time.monotonic() < self._until:
+            time.sleep(0.01)
+            return True  # not a write: another round of the same pass
+        self.answered_in_pass = self.answered.is_set()
+        self.ended.set()
         return False
 
     def next_deadline(self, store):
         return None
 
 
-def test_api_writes_land_between_the_background_settles_controllers():
-    """The background settle holds the store lock for one controller at a time, not for its whole pass: a create
-    that arrives during a long pass is answered after the controller then running, not after every controller."""
+def test_a_create_is_answered_while_a_long_background_settle_pass_runs():
+    """The background settle lets the requests waiting for the store lock in between controllers (their turn comes
+    before the pass goes on, however loaded the machine): a create sent during a long pass is answered while the pass
+    still runs, and the pass then ends and the settle thread goes on. Held for its whole pass, the lock would answer
+    the create only after the pass gave up waiting for it (`answered_in_pass` False)."""
     with serve(clock="real", kueue=None, async_settle=True) as ks:
-        slow = [_SlowController(1.0), _SlowController(1.0)]
+        busy = _BusyController(limit=60)
         with ks.sim.store.lock:
-            ks.sim.controllers = [slow[0], slow[1], *ks.sim.controllers]
+            ks.sim.controllers = [busy, *ks.sim.controllers]
         core = client.CoreV1Api(ks.api_client())
-        core.create_namespaced_config_map("default", {"metadata": {"name": "slow"}})
-        assert slow[0].started.wait(10)
-        time.sleep(0.2)  # the first slow controller is running, holding the store lock
-        core.create_namespaced_config_map("default", {"metadata": {"name": "other"}})
-        answered = time.monotonic()
-        deadline = time.monotonic() + 10
-        while not slow[1].passes and time.monotonic() < deadline:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "busy"}})
+        assert busy.started.wait(30), "the background settle never ran the busy controller"
+
+        def create() -> None:
+            client.CoreV1Api(ks.api_client()).create_namespaced_config_map("default", {"metadata": {"name": "other"}})
+            busy.answered.set()
+
+        creator = threading.Thread(target=create, daemon=True)
+        creator.start()
+        assert busy.ended.wait(90), "the busy pass never ended"
+        creator.join(30)
+        assert busy.answered_in_pass is True
+
+        core.create_namespaced_config_map("default", {"metadata": {"name": "after"}})
+        deadline = time.monotonic() + 30
+        while "after" not in busy.later and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert slow[1].passes, "the second slow controller never ran"
-        assert answered < slow[1].passes[0][1] - 0.5  # answered well before the pass's second controller ended
+        assert "after" in busy.later, "the settle thread stopped after the long pass"
