@@ -28,6 +28,10 @@ if not os.environ.get("PYTHONPATH"):  # a tree to compare on PYTHONPATH comes fi
 
 from kubernetes import client, watch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report as results  # bench/report.py, beside this script
+
 K = ("kueue.x-k8s.io", "v1beta2")
 
 
@@ -78,7 +82,8 @@ def controller_time(ks) -> str:
     return f"controllers {total:.1f}s in {calls} rounds ({top})"
 
 
-def run(ks, args: argparse.Namespace) -> None:
+def run(ks, args: argparse.Namespace) -> list[results.Figure]:
+    """The run; its headline figures for bench/report.py."""
     api = ks.api_client()
     batch, custom = client.BatchV1Api(api), client.CustomObjectsApi(api)
     namespaces = setup(api, args.projects, -(-(args.workloads + args.changes) // args.projects) + 10)
@@ -90,8 +95,9 @@ def run(ks, args: argparse.Namespace) -> None:
     posted = time.perf_counter() - started
     while workload_count(custom) < args.workloads:
         time.sleep(0.5)
+    built = time.perf_counter() - started
     print(f"cluster built: {args.workloads} Jobs posted in {posted:.1f}s, all Workloads in "
-          f"{time.perf_counter() - started:.1f}s; {controller_time(ks)}", flush=True)
+          f"{built:.1f}s; {controller_time(ks)}", flush=True)
 
     created: dict[str, float] = {}
     arrived: dict[str, float] = {}
@@ -136,6 +142,14 @@ def run(ks, args: argparse.Namespace) -> None:
               f"{statistics.median(lags) * 1000:.0f} ms, p95 {statistics.quantiles(lags, n=20)[18] * 1000:.0f} ms",
               flush=True)
     print(f"after the changes: {controller_time(ks)}", flush=True)
+    shape = f"{args.changes} creates at {args.rate:g}/s into {args.workloads:,} Jobs / {args.projects} namespaces"
+    figures = [results.Figure(f"create call p95, {shape}", "ms", [statistics.quantiles(durations, n=20)[18] * 1000]),
+               results.Figure(f"creates/s achieved, {shape}", "1/s", [achieved], target=f">= {args.rate:g}"),
+               results.Figure(f"cluster built, {args.workloads:,} Jobs", "s", [built])]
+    if len(lags) >= 2:
+        figures.insert(0, results.Figure(f"Job -> Workload on a watch p95, {shape}", "ms",
+                                         [statistics.quantiles(lags, n=20)[18] * 1000]))
+    return figures
 
 
 def main() -> None:
@@ -146,8 +160,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
-    if args.profile:
+    machine = results.Machine()
+    print(f"load before: {machine.load_before:.2f}", flush=True)
+    if args.profile:  # a profiled run's figures are not the bench's: not recorded
         import yappi
 
         from kubesim.testing import serve
@@ -170,7 +185,8 @@ def main() -> None:
         from kubesim.testing import KubesimProcess
 
         with KubesimProcess(tempfile.mkdtemp(prefix="bench-kubesim-"), "--async-settle", clock="real") as ks:
-            run(ks, args)
+            figures = run(ks, args)
+        results.record("kubesim_creates.py", vars(args), figures, machine)
     print(f"load after: {os.getloadavg()[0]:.2f}", flush=True)
 
 

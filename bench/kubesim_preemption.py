@@ -24,6 +24,10 @@ from pathlib import Path
 if not os.environ.get("PYTHONPATH"):  # a tree to compare on PYTHONPATH comes first
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report as results  # bench/report.py, beside this script
+
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler import Scheduler, Snapshot
@@ -103,16 +107,26 @@ def main() -> None:
     parser.add_argument("--admitted", type=int, default=10_000)
     parser.add_argument("--cycles", type=int, default=1)
     args = parser.parse_args()
-    print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
+    machine = results.Machine()
+    print(f"load before: {machine.load_before:.2f}", flush=True)
+    seconds_per_cycle = []
     for run in range(args.cycles):
         snap = snapshot(args.cqs, args.admitted)
         started = time.perf_counter()
         result = Scheduler().cycle(snap, T0)
         seconds = time.perf_counter() - started
+        seconds_per_cycle.append(seconds)
         victims = sorted((p.victim.name, p.reason, p.preemptor.name) for p in result.preempted)
         digest = hashlib.sha256(repr(victims).encode()).hexdigest()[:12]
         print(f"cycle {run + 1}: {seconds:.2f}s, {len(victims)} victims (digest {digest})", flush=True)
     print(f"load after: {os.getloadavg()[0]:.2f}", flush=True)
+    shape = f"{args.admitted:,} admitted / {args.cqs} CQs, Fair Sharing, every head preempting"
+    results.record(
+        "kubesim_preemption.py",
+        vars(args),
+        [results.Figure(f"scheduling cycle, {shape}", "s", seconds_per_cycle)],
+        machine,
+    )
 
 
 if __name__ == "__main__":
