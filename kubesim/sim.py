@@ -47,6 +47,11 @@ MAX_ADVANCE_STEPS = 100000
 ASYNC_SETTLE_RATIO = 1.0
 ASYNC_SETTLE_MIN = 0.005
 ASYNC_SETTLE_MAX = 0.5
+# The background settle, once it has held the store lock SETTLE_TURN seconds, hands it between two controllers to the
+# threads waiting for it (API requests, watches woken by a write) and takes it back once each has had it, or after
+# SETTLE_YIELD_MAX seconds however many are still waiting (newcomers keep overtaking one: the pass must go on).
+SETTLE_TURN = 0.005
+SETTLE_YIELD_MAX = 0.25
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -283,6 +288,35 @@ class Simulator:
                     return
             raise SettleError(f"controllers did not settle within {MAX_SETTLE_ROUNDS} rounds")
 
+    def _settle_in_turns(self) -> None:
+        """The background settle's pass: the same fixpoint as settle(), but once the pass has held the store lock
+        SETTLE_TURN seconds, the threads waiting for it by then are let in between two controllers' reconciles
+        (StoreLock.yield_to_waiters: each of them takes the lock before the pass takes it back). At 10,000 objects a
+        pass takes long enough that API requests waiting for the lock piled up behind all of it (creates answered
+        seconds late, watches silent until the pass ended); now they are served between controllers, as a real API
+        server serves while its controllers work. Every reconcile still reads and writes the store under the lock,
+        and a write that lands mid-pass is read by each controller's next reconcile (their change feeds), so the
+        fixpoint is the same."""
+        lock = self.store.lock
+        with lock:
+            turn = time.perf_counter()
+            for _ in range(MAX_SETTLE_ROUNDS):
+                wrote = False
+                controllers = self.controllers
+                for c in controllers:
+                    if time.perf_counter() - turn >= SETTLE_TURN and lock.yield_to_waiters(SETTLE_YIELD_MAX):
+                        turn = time.perf_counter()
+                        if self.controllers is not controllers:  # restore(): the old controllers must not run again
+                            wrote = True
+                            break
+                    started = time.perf_counter()
+                    did = bool(c.reconcile(self.store))
+                    self._account(c, time.perf_counter() - started, did)
+                    wrote = did or wrote
+                if not wrote:
+                    return
+            raise SettleError(f"controllers did not settle within {MAX_SETTLE_ROUNDS} rounds")
+
     def _account(self, controller: Controller, seconds: float, wrote: bool) -> None:
         entry = self.stats.setdefault(getattr(controller, "name", type(controller).__name__), [0, 0, 0.0, 0.0])
         entry[0] += 1
@@ -342,7 +376,7 @@ class Simulator:
                 self._stop.wait(window)  # let the writes that come meanwhile land: one pass handles them all
                 self._dirty.clear()
                 started = time.perf_counter()
-                self.settle()
+                self._settle_in_turns()
                 window = settle_window(time.perf_counter() - started)
 
     def _tick_loop(self) -> None:
@@ -352,7 +386,10 @@ class Simulator:
             if self._stop.wait(wait):
                 return
             if deadline is not None and deadline <= self.clock.now():
-                self.settle()
+                if self.async_settle:
+                    self._dirty.set()  # the background settle's thread runs the pass (one pass at a time)
+                else:
+                    self.settle()
 
     # ---- persistence ---------------------------------------------------------------------------------------
     def save(self) -> None:

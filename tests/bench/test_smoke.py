@@ -20,6 +20,8 @@ SMOKE = {
     "memory.py": ["--settle", "0", "--idle-seconds", "2", "--submissions", "4", "--clients", "2"],
     "live_pages.py": ["--workloads", "60", "--projects", "4", "--requests", "2", "--changes", "10", "--rate", "10"],
     "outside_sync.py": ["--workloads", "20", "--projects", "4", "--changes", "10", "--rate", "10"],
+    "kubesim_creates.py": ["--workloads", "40", "--projects", "4", "--changes", "10", "--rate", "10"],
+    "kubesim_preemption.py": ["--cqs", "4", "--admitted", "40"],
     "submit_load.py": ["--submissions", "10", "--clients", "2", "--pollers", "2"],
     "follow_load.py": ["--followers", "2", "--seconds", "4", "--baseline", "2"],
     "usage_report.py": ["--intervals", "400", "--projects", "4", "--runs", "1"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -110,3 +111,70 @@ def test_the_background_settle_waits_as_long_as_its_last_pass_took():
     assert settle_window(0.0) == ASYNC_SETTLE_MIN  # a small cluster: almost at once
     assert abs(settle_window(0.07) - 0.07) < 1e-9  # a pass of 70 ms: writes gather for as long
     assert settle_window(12.0) == ASYNC_SETTLE_MAX  # still at least twice a second
+
+
+class _BusyController:
+    """Once the ConfigMap `busy` exists, keeps the background pass going round after round (each reconcile holds the
+    store lock 10 ms and asks for another round) until `answered` is set or `limit` seconds have passed: a stand-in
+    for a pass that is long because the cluster is large. Records whether the pass saw `answered` before it ended,
+    and each reconcile after that (`later`: the settle thread goes on serving)."""
+
+    name = "busy"
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.answered = threading.Event()
+        self.started = threading.Event()
+        self.ended = threading.Event()
+        self.answered_in_pass: bool | None = None
+        self.later: list[str] = []
+        self._until = 0.0
+
+    def reconcile(self, store) -> bool:
+        if self.ended.is_set():
+            self.later.extend(o["metadata"]["name"] for o in store.list("configmaps", "default", copy=False))
+            return False
+        if not self.started.is_set():
+            if store.get("configmaps", "default", "busy", copy=False) is None:
+                return False
+            self._until = time.monotonic() + self.limit
+            self.started.set()
+        if not self.answered.is_set() and time.monotonic() < self._until:
+            time.sleep(0.01)
+            return True  # not a write: another round of the same pass
+        self.answered_in_pass = self.answered.is_set()
+        self.ended.set()
+        return False
+
+    def next_deadline(self, store):
+        return None
+
+
+def test_a_create_is_answered_while_a_long_background_settle_pass_runs():
+    """The background settle lets the requests waiting for the store lock in between controllers (their turn comes
+    before the pass goes on, however loaded the machine): a create sent during a long pass is answered while the pass
+    still runs, and the pass then ends and the settle thread goes on. Held for its whole pass, the lock would answer
+    the create only after the pass gave up waiting for it (`answered_in_pass` False)."""
+    with serve(clock="real", kueue=None, async_settle=True) as ks:
+        busy = _BusyController(limit=60)
+        with ks.sim.store.lock:
+            ks.sim.controllers = [busy, *ks.sim.controllers]
+        core = client.CoreV1Api(ks.api_client())
+        core.create_namespaced_config_map("default", {"metadata": {"name": "busy"}})
+        assert busy.started.wait(30), "the background settle never ran the busy controller"
+
+        def create() -> None:
+            client.CoreV1Api(ks.api_client()).create_namespaced_config_map("default", {"metadata": {"name": "other"}})
+            busy.answered.set()
+
+        creator = threading.Thread(target=create, daemon=True)
+        creator.start()
+        assert busy.ended.wait(90), "the busy pass never ended"
+        creator.join(30)
+        assert busy.answered_in_pass is True
+
+        core.create_namespaced_config_map("default", {"metadata": {"name": "after"}})
+        deadline = time.monotonic() + 30
+        while "after" not in busy.later and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "after" in busy.later, "the settle thread stopped after the long pass"

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from kubesim.apiserver.registry.resources import RESOURCES
+from kubesim.apiserver.storage.lock import StoreLock
 from kubesim.kernel.clock import Clock, rfc3339
 from kubesim.kernel.store import WatchEvent, clone
 
@@ -59,8 +60,8 @@ class ObjectStore:
     """Objects are plain JSON dicts; every accessor returns deep copies so callers can mutate freely."""
 
     def __init__(self, clock: Clock, history: int = 5000) -> None:
-        self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)
+        self.lock = StoreLock()  # reentrant; the background settle hands it to waiting requests (lock.py)
+        self.changed = threading.Condition(self.lock)  # type: ignore[arg-type]  # takes any lock with its hooks
         self.clock = clock
         self.history_size = history
         self._objects: dict[str, dict[tuple[str, str], dict]] = {r: {} for r in RESOURCES}

@@ -96,6 +96,7 @@ class LiveSnapshot:
         holder = snap.cluster_queues.get(old.cluster_queue)
         if holder is not None and holder.workloads.get(key) is old:
             del holder.workloads[key]
+            holder.touched()
             self._charge(holder, old.usage, -1)
             return
         lst = snap.pending.get(old.cluster_queue)
@@ -115,6 +116,7 @@ class LiveSnapshot:
             self.local_queues_touched.add((wl.namespace, wl.queue_name))
             if holder is not None:
                 holder.workloads[wl.key] = wl
+                holder.touched()
                 self._charge(holder, wl.usage, 1)
                 self.queues_touched.add(holder.name)
             return

@@ -151,6 +151,10 @@ class PodReconciler:
         self.parent_suspended_only = parent_suspended_only
         self._feed = ChangeFeed("pods", "workloads")
         self._warned: set[tuple[str, str, int]] = set()
+        # The pods that name a prebuilt Workload, by (namespace, its name), kept from the change feed: a Workload's
+        # write looks its pods up here instead of reading every pod of its namespace.
+        self._prebuilt: dict[tuple[str, str], set[str]] = {}
+        self._names: dict[tuple[str, str], str] = {}  # (namespace, pod) -> the prebuilt Workload it names
 
     def next_deadline(self, store) -> datetime | None:
         return None
@@ -159,11 +163,16 @@ class PodReconciler:
         events = self._feed.changed(store)
         keys: set[Key] = set()
         if events is None:
+            self._prebuilt, self._names = {}, {}
             for pod in store.list("pods", copy=False):
+                self._index(pod, gone=False)
                 keys |= self._keys_of_pod(pod)
             for wl in self.state.listed(store, "workloads"):
                 keys |= self._keys_of_workload(store, wl)
         else:
+            for e in events:  # first the index as the store is now, then what each change touches
+                if e.resource == "pods":
+                    self._index(e.obj, gone=e.type == "DELETED")
             for e in events:
                 keys |= self._keys_of_pod(e.obj) if e.resource == "pods" else self._keys_of_workload(store, e.obj)
         wrote = False
@@ -202,10 +211,24 @@ class PodReconciler:
         # a prebuilt Workload no pod has adopted yet: the pods that name it
         return {
             key
-            for pod in store.list("pods", md["namespace"], copy=False)
-            if prebuilt_name(pod) == md["name"]
+            for name in self._prebuilt.get((md["namespace"], md["name"]), ())
+            if (pod := store.get("pods", md["namespace"], name, copy=False)) is not None
             for key in self._keys_of_pod(pod)
         }
+
+    def _index(self, pod: dict, *, gone: bool) -> None:
+        """Follow a pod's write in the prebuilt-name index (gone: it was deleted)."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        before = self._names.pop((ns, name), "")
+        if before:
+            named = self._prebuilt[(ns, before)]
+            named.discard(name)
+            if not named:
+                del self._prebuilt[(ns, before)]
+        after = "" if gone else prebuilt_name(pod)
+        if after:
+            self._names[(ns, name)] = after
+            self._prebuilt.setdefault((ns, after), set()).add(name)
 
     # -- a single pod ------------------------------------------------------------------------------------------
 

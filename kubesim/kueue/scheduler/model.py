@@ -81,6 +81,9 @@ class ClusterQueueNode(QuotaNode):
     inactive_reason: str = ""  # empty when active
     inactive_message: str = ""
     workloads: dict[str, WorkloadInfo] = field(default_factory=dict)  # reserving quota, by key
+    # Bumped (by whoever changes them: touched()) whenever `workloads` or a field of theirs that orders preemption
+    # candidates changes: what is derived from them (the preemptor's ordered candidates) is kept while it stays.
+    workloads_version: int = field(default=0, init=False, repr=False)
     cohort_name: str = ""
     admission_checks: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, onFlavors) from admissionChecksStrategy
     admission_fair_sharing: bool = False  # admissionScope UsageBasedAdmissionFairSharing, with the config's AFS on
@@ -90,6 +93,10 @@ class ClusterQueueNode(QuotaNode):
     @property
     def active(self) -> bool:
         return not self.inactive_reason
+
+    def touched(self) -> None:
+        """Its workloads changed (one added, removed, or marked evicted): see workloads_version."""
+        self.workloads_version += 1
 
     @property
     def schedulable(self) -> bool:
@@ -607,12 +614,14 @@ class Snapshot:
         """Take an admitted workload's usage out of the tree (preemption simulation)."""
         cq = self.cluster_queues[wl.cluster_queue]
         cq.workloads.pop(wl.key, None)
+        cq.touched()
         for fr, v in wl.usage.items():
             remove_usage(cq, fr, v)
 
     def add_workload(self, wl: WorkloadInfo) -> None:
         cq = self.cluster_queues[wl.cluster_queue]
         cq.workloads[wl.key] = wl
+        cq.touched()
         for fr, v in wl.usage.items():
             add_usage(cq, fr, v)
 

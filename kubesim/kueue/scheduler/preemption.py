@@ -10,6 +10,7 @@ what-if: the victims taken out so far, and the undo.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -131,7 +132,7 @@ def satisfies_policy(preemptor: WorkloadInfo, candidate: WorkloadInfo, policy: s
     return policy == C.ANY
 
 
-def uses_resources(wl: WorkloadInfo, frs: set[FlavorResource]) -> bool:
+def uses_resources(wl: WorkloadInfo, frs: AbstractSet[FlavorResource]) -> bool:
     return any(fr in frs for fr in wl.usage)
 
 
@@ -179,6 +180,7 @@ class Preemptor:
         self.now = now
         self.fair_sharing = snapshot.config.fair_sharing
         self._borrowers: dict[tuple[int, frozenset], tuple[int, list[ClusterQueueNode]]] = {}
+        self._ordered: dict[tuple[str, frozenset], tuple[int, list[WorkloadInfo]]] = {}
         self.strategies = snapshot.config.preemption_strategies or [
             C.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
             C.LESS_THAN_INITIAL_SHARE,
@@ -313,24 +315,33 @@ class Preemptor:
 
     # -- fair sharing -----------------------------------------------------------------------------------------
 
-    def _fair_candidates(self, wl: WorkloadInfo, cq: ClusterQueueNode, frs) -> list[WorkloadInfo]:
+    def _fair_queues(self, wl: WorkloadInfo, cq: ClusterQueueNode, frs) -> list[tuple[ClusterQueueNode, str]]:
+        """The queues fair sharing may take from, each with the policy its candidates must satisfy: cq itself, and
+        the other queues of its tree that borrow."""
         out = []
         if cq.preemption.within_cluster_queue != C.NEVER:
-            out += [
-                c
-                for c in cq.workloads.values()
-                if satisfies_policy(wl, c, cq.preemption.within_cluster_queue) and uses_resources(c, frs)
-            ]
+            out.append((cq, cq.preemption.within_cluster_queue))
         if cq.parent is not None and cq.preemption.reclaim_within_cohort != C.NEVER:
-            for other in self._borrowing_queues(cq.parent.root(), frs):
-                if other is cq:
-                    continue
-                out += [
-                    c
-                    for c in other.workloads.values()
-                    if satisfies_policy(wl, c, cq.preemption.reclaim_within_cohort) and uses_resources(c, frs)
-                ]
+            out += [
+                (o, cq.preemption.reclaim_within_cohort)
+                for o in self._borrowing_queues(cq.parent.root(), frs)
+                if o is not cq
+            ]
         return out
+
+    def _ordered_workloads(self, cq: ClusterQueueNode, frs: frozenset[FlavorResource]) -> list[WorkloadInfo]:
+        """cq's workloads that use any of frs, in CandidatesOrdering's order, kept while cq's workloads stay the
+        same (workloads_version): every head nominated in a cycle asks it of the same borrowing queues, and the sort
+        was most of a nomination's time in a full cohort. Within one queue the order does not depend on the
+        preemptor (its "other ClusterQueues first" is the same for all of them), so one list serves every head."""
+        key = (cq.name, frs)
+        kept = self._ordered.get(key)
+        if kept is None or kept[0] != cq.workloads_version:
+            items = [c for c in cq.workloads.values() if uses_resources(c, frs)]
+            items.sort(key=lambda c: candidate_key(c, "", self.now))
+            kept = (cq.workloads_version, items)
+            self._ordered[key] = kept
+        return kept[1]
 
     def _borrowing_queues(self, root: CohortNode, frs) -> list[ClusterQueueNode]:
         """The ClusterQueues of root's tree that borrow any of frs, kept while no usage changes (every head of a
@@ -338,19 +349,42 @@ class Preemptor:
         key = (id(root), frozenset(frs))
         kept = self._borrowers.get(key)
         if kept is None or kept[0] != usage_version():
-            kept = (usage_version(), [other for other in root.subtree_cluster_queues()
-                                      if any(other.borrowing(fr) for fr in frs)])
+            kept = (
+                usage_version(),
+                [other for other in root.subtree_cluster_queues() if any(other.borrowing(fr) for fr in frs)],
+            )
             self._borrowers[key] = kept
         return kept[1]
 
     def _fair(self, wl, cq: ClusterQueueNode, frs, requests) -> list[Target]:
-        candidates = self._fair_candidates(wl, cq, frs)
-        if not candidates:
+        queues = self._fair_queues(wl, cq, frs)
+        ordering: FairTargets
+        if self.snapshot.config.admission_fair_sharing is not None and any(
+            q.admission_fair_sharing for q, _ in queues
+        ):  # candidates compared by their LocalQueues' usage (order_candidates): ordered afresh
+            candidates = [
+                c
+                for q, policy in queues
+                for c in q.workloads.values()
+                if satisfies_policy(wl, c, policy) and uses_resources(c, frs)
+            ]
+            order_candidates(self.snapshot, candidates, cq.name, self.now)
+            ordering = FairTargets(cq, candidates, self.now)
+        else:
+            kinds = frozenset(frs)
+            ordering = FairTargets.of_queues(
+                cq,
+                {
+                    q.name: (self._ordered_workloads(q, kinds), partial(satisfies_policy, wl, policy=policy))
+                    for q, policy in queues
+                },
+                self.now,
+            )
+        if not ordering.any_candidate():
             return []
-        order_candidates(self.snapshot, candidates, cq.name, self.now)
         with _Trial(self.snapshot) as trial:
             with _usage_added(cq, requests):  # shares are compared with the preemptor's workload admitted
-                retry = self._take_by_strategy(wl, cq, frs, requests, candidates, self.strategies[0], trial)
+                retry = self._take_by_strategy(wl, cq, frs, requests, ordering, self.strategies[0], trial)
                 fits = retry is None
                 if not fits and len(self.strategies) > 1:
                     fits = self._take_below_initial_share(cq, requests, retry or [], trial)
@@ -363,10 +397,9 @@ class Preemptor:
         with _usage_removed(cq, requests):
             return self._fits(cq, requests, True)
 
-    def _take_by_strategy(self, wl, cq, frs, requests, candidates, strategy: str, trial: _Trial):
+    def _take_by_strategy(self, wl, cq, frs, requests, ordering: FairTargets, strategy: str, trial: _Trial):
         """Take candidates queue by queue in FairTargets' order under the first strategy. None when the
         preemptor fits; otherwise the candidates the strategy turned down (for the second strategy)."""
-        ordering = FairTargets(cq, candidates, self.now)
         within_nominal_now = not any(cq.borrowing(fr) for fr in frs)
         retry: list[WorkloadInfo] = []
         for target_cq in ordering.iterate():
@@ -421,20 +454,63 @@ class FairTargets:
     """
 
     def __init__(self, cq: ClusterQueueNode, candidates: list[WorkloadInfo], now: datetime) -> None:
+        """candidates in CandidatesOrdering's order."""
+        queued: dict[str, tuple[list[WorkloadInfo], Callable[[WorkloadInfo], bool] | None]] = {}
+        for candidate in candidates:
+            queued.setdefault(candidate.cluster_queue, ([], None))[0].append(candidate)
+        self._start(cq, queued, now)
+
+    @classmethod
+    def of_queues(
+        cls,
+        cq: ClusterQueueNode,
+        queued: dict[str, tuple[list[WorkloadInfo], Callable[[WorkloadInfo], bool] | None]],
+        now: datetime,
+    ) -> FairTargets:
+        """From each queue's workloads in CandidatesOrdering's order, with the test a candidate must pass (None:
+        all are candidates): read lazily, so a pick costs the workloads it passes over, not the whole cohort. The
+        lists are read, never changed."""
+        ordering = cls.__new__(cls)
+        ordering._start(cq, queued, now)
+        return ordering
+
+    def _start(
+        self,
+        cq: ClusterQueueNode,
+        queued: dict[str, tuple[list[WorkloadInfo], Callable[[WorkloadInfo], bool] | None]],
+        now: datetime,
+    ) -> None:
         self.preemptor_queue = cq
         self.now = now
         self.preemptor_path = list(cq.path_to_root())
         self.on_path = {id(node) for node in self.preemptor_path}
-        self.queued: dict[str, list[WorkloadInfo]] = {}
-        for candidate in candidates:
-            self.queued.setdefault(candidate.cluster_queue, []).append(candidate)
+        self.queued = queued
+        self.next: dict[str, int] = dict.fromkeys(queued, 0)  # per queue: where its next candidate may be
         self.set_aside: set[int] = set()
 
+    def any_candidate(self) -> bool:
+        return any(self._peek(name) is not None for name in self.queued)
+
     def has_workload(self, cq: ClusterQueueNode) -> bool:
-        return bool(self.queued.get(cq.name))
+        return self._peek(cq.name) is not None
 
     def pop(self, cq: ClusterQueueNode) -> WorkloadInfo:
-        return self.queued[cq.name].pop(0)
+        candidate = self._peek(cq.name)
+        if candidate is None:
+            raise IndexError(f"no candidate left in {cq.name}")
+        self.next[cq.name] += 1
+        return candidate
+
+    def _peek(self, name: str) -> WorkloadInfo | None:
+        """The queue's next candidate, passing over the workloads that fail its test."""
+        if name not in self.queued:
+            return None
+        items, accepts = self.queued[name]
+        at = self.next[name]
+        while at < len(items) and accepts is not None and not accepts(items[at]):
+            at += 1
+        self.next[name] = at
+        return items[at] if at < len(items) else None
 
     def drop(self, cq: ClusterQueueNode) -> None:
         """Visit cq no more (the second strategy looks at each queue once)."""
@@ -483,8 +559,8 @@ class FairTargets:
         order = compare_drs(share, best_share)
         if order != 0:
             return order > 0
-        mine = candidate_key(self.queued[cq.name][0], self.preemptor_queue.name, self.now)
-        return mine < candidate_key(self.queued[best.name][0], self.preemptor_queue.name, self.now)
+        mine = candidate_key(self._peek(cq.name), self.preemptor_queue.name, self.now)  # type: ignore[arg-type]
+        return mine < candidate_key(self._peek(best.name), self.preemptor_queue.name, self.now)  # type: ignore[arg-type]
 
     def _sides(self, target: ClusterQueueNode) -> tuple[QuotaNode, QuotaNode]:
         """The preemptor's and the target's nodes just below where their paths to the root meet: fair sharing

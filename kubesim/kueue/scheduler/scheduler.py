@@ -697,6 +697,7 @@ class Scheduler:
                 message = preemption_message(e.wl, t.reason, cq_path(cq), cq_path(victim_cq))
                 if not t.workload.evicted:
                     t.workload.evicted = True
+                    victim_cq.touched()  # evicted candidates come first
                     result.preempted.append(Preemption(t.workload, e.wl, t.reason, message, cq.name, victim_cq.name))
             e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
             e.requeue = PENDING_PREEMPTION
@@ -709,6 +710,7 @@ class Scheduler:
         e.wl.usage = dict(usage)
         e.wl.reserved_at = now
         cq.workloads[e.wl.key] = e.wl
+        cq.touched()
         consumed.add(e.wl.key)
         snapshot.pending[cq.name] = [w for w in snapshot.pending.get(cq.name, []) if w.key != e.wl.key]
         if cq.admission_fair_sharing:  # the entry penalty: the next head of this queue sees the admission at once
