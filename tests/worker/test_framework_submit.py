@@ -1,5 +1,6 @@
 """Training on a framework, end to end in kubesim with the real Celery worker and watcher: PyTorch through the API as
-a Trainer TrainJob, through the form as a JobSet on a cluster without Trainer, Ray through the API as a RayJob. Each
+a Trainer TrainJob on the runtime for torch the watcher found (a JobSet where it found none), through the form as a
+JobSet on a cluster without Trainer, Ray through the API as a RayJob. Each
 is admitted as one gang in the queue the portal chose, its pods carry what the framework reads (torchrun's PET_*
 rendezvous, Ray's GPU workers), the watcher follows it as the portal's own workload (one row), a preempted gang is
 requeued and admitted again, and its GPU-hours are its admitted time times its GPUs."""
@@ -11,12 +12,17 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.cluster import services as mirror
+from apps.cluster.selectors import served_for_training
+from apps.org.models import NodePool, Project
 from apps.usage.models import UsageInterval
+from apps.workloads import services
 from apps.workloads.models import Framework, Kind, Origin, Status, Workload, WorkloadEvent
 from tests.api_support import call
 from tests.apps.workloads.helpers import submit_payload
 from tests.worker.conftest import signed_in, wait_for
 from tests.worker.test_watcher import submit
+from worker import tasks
+from worker.watcher import Watcher
 
 pytestmark = pytest.mark.slow
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -47,6 +53,9 @@ def finished_and_counted(kubesim, workload_id: int, *, units: int, seconds: int)
 
 def test_pytorch_through_the_api_is_a_trainjob_whose_pods_rendezvous_with_torchrun(org, cluster, kubesim,
                                                                                     celery_worker, watcher):
+    wait_for(watcher.synced.is_set)
+    # The watcher found Trainer's runtime for torch (kubesim installs it as Trainer does).
+    assert served_for_training()[1] == "torch-distributed"
     alice = signed_in(org["alice"])
     response = call(alice, "POST", "workloads/", {
         "project": "vision", "kind": "training", "framework": "pytorch", "name": "ddp",
@@ -63,6 +72,7 @@ def test_pytorch_through_the_api_is_a_trainjob_whose_pods_rendezvous_with_torchr
     assert trainjob["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "build"
     assert call(alice, "GET", f"workloads/{workload_id}/").json()["object"] == {
         "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": name}
+    assert trainjob["spec"]["runtimeRef"]["name"] == "torch-distributed"
     kubesim.advance(1)
     admitted = wait_for(lambda: (found := row(workload_id)).admitted_at and found,
                         describe=lambda: row(workload_id).status)
@@ -82,6 +92,44 @@ def test_pytorch_through_the_api_is_a_trainjob_whose_pods_rendezvous_with_torchr
     # One row: the watcher never mirrored the TrainJob (or the JobSet the Trainer made of it) as outside work.
     assert Workload.objects.count() == 1
     assert Workload.objects.get().origin == Origin.PORTAL and Workload.objects.get().kind == Kind.TRAINING
+
+
+def test_pytorch_is_a_trainjob_on_the_runtime_the_watcher_found_and_a_jobset_without_one(org, cluster, kubesim):
+    alice = org["alice"]
+    runtimes = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+    installed = cluster.raw_get(f"{runtimes}/torch-distributed")
+    # The cluster's admins replaced Trainer's runtime with their own, labelled for torch (next to one that is not).
+    for name, framework in (("torch-h100", "torch"), ("jax-tpu", "jax")):
+        labels = {"trainer.kubeflow.org/framework": framework}
+        kubesim.apply({**installed, "metadata": {"name": name, "labels": labels}})
+    cluster.delete_path(f"{runtimes}/torch-distributed")
+    Watcher(cluster, resync_seconds=3600).resync()
+    assert served_for_training()[1] == "torch-h100"
+    on_runtime = framework_submitted(alice, name="on-runtime")
+    assert on_runtime.training_runtime == "torch-h100"
+    trainjob = cluster.raw_get(f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/proj-vision/trainjobs/"
+                               f"{on_runtime.job_name}")
+    assert trainjob["spec"]["runtimeRef"]["name"] == "torch-h100"
+
+    # Without a runtime for torch Trainer would refuse a TrainJob: the next resync says so, PyTorch runs as a JobSet.
+    cluster.delete_path(f"{runtimes}/torch-h100")
+    Watcher(cluster, resync_seconds=3600).resync()
+    served, runtime = served_for_training()
+    assert served is not None and "trainjob" in served and runtime == ""
+    without = framework_submitted(alice, name="without-runtime")
+    assert (without.object_api_version, without.training_runtime) == ("jobset.x-k8s.io/v1alpha2", "")
+    assert cluster.raw_get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/proj-vision/jobsets/{without.job_name}")
+    # The row submitted on the runtime keeps it: a retried submit creates the same TrainJob.
+    assert row(on_runtime.pk).training_runtime == "torch-h100"
+
+
+def framework_submitted(user, *, name: str) -> Workload:
+    workload = services.workload_submit(
+        actor=user, project=Project.objects.get(slug="vision"), kind=Kind.TRAINING, framework=Framework.PYTORCH,
+        name=name, image="pytorch/pytorch:2.4.0", command=["sleep", "60"], node_pool=NodePool.objects.get(slug="h100"),
+        gpus=1, pods=2, model_label="resnet", data_class="public", preemptible=True)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    return row(workload.pk)
 
 
 def test_pytorch_through_the_form_without_trainer_is_a_jobset_preempted_requeued_and_finished(org, cluster, kubesim,
