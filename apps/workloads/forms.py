@@ -65,6 +65,9 @@ NOT_IN_TEMPLATES = frozenset({"project"})
 # Service/model field -> the form field that edits it.
 ALIASES = {"max_runtime_seconds": "max_runtime_minutes"}
 MAX_RUNTIME_MINUTES = MAX_RUNTIME_SECONDS // 60
+# Ray's settings, and what a RayJob has no use for (KubeRay starts Ray in the containers): marked for the form's script.
+RAY_ONLY = forms.TextInput(attrs={"data-framework-only": Framework.RAY.value})
+NOT_RAY = forms.TextInput(attrs={"data-framework-not": Framework.RAY.value})
 
 
 def _size(label: str, *, maximum: int, minimum: int = 1, unit: str = "", **kwargs: Any) -> forms.IntegerField:
@@ -145,18 +148,21 @@ class WorkloadForm(StyledForm):
         help_text="None: an Indexed Job the portal wires for torchrun (MASTER_ADDR, RANK...). PyTorch: a Kubeflow "
                   "Trainer TrainJob (a JobSet where the cluster has no Trainer), torchrun's PET_* variables set, one "
                   "process per GPU. Ray: a RayJob, a head and the pods as GPU workers, running the entrypoint.")
-    ray_version = forms.CharField(required=False, max_length=20, label="Ray version",
+    # The framework's own fields say whose they are (static/js/framework-fields.js shows them only for it).
+    ray_version = forms.CharField(required=False, max_length=20, label="Ray version", widget=RAY_ONLY,
                                   help_text=f"Ray: the version in the image; empty: {DEFAULT_RAY_VERSION}.")
     ray_entrypoint = forms.CharField(required=False, max_length=MAX_ENTRYPOINT, label="Ray entrypoint",
+                                     widget=RAY_ONLY,
                                      help_text="Ray: the job's command, run against the cluster, e.g. python "
                                                "train.py --epochs 3.")
     ray_working_dir = forms.CharField(required=False, max_length=MAX_WORKING_DIR, label="Ray working directory",
+                                      widget=RAY_ONLY,
                                       help_text="Ray: the runtime environment's working_dir: a path in the image or "
                                                 "a zip's URI (s3://..., https://...); empty: none.")
-    command = forms.CharField(required=False, max_length=20_000,
+    command = forms.CharField(required=False, max_length=20_000, widget=NOT_RAY,
                               help_text="Overrides the image's entrypoint, split like a shell would: "
                                         "python train.py. Empty keeps the image's own.")
-    args = forms.CharField(required=False, max_length=20_000, label="Arguments",
+    args = forms.CharField(required=False, max_length=20_000, label="Arguments", widget=NOT_RAY,
                            help_text="Arguments after the command, e.g. --epochs 10 --lr 3e-4.")
     env = forms.CharField(required=False, max_length=50_000, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3}),

@@ -69,6 +69,7 @@ from .forms import (
     WorkloadTemplateForm,
     submit_initial,
 )
+from .frameworks import framework_entry
 from .manifests import EXAMPLE_KINDS, ManifestErrors, example_manifest, locate_errors, parse_manifest
 from .models import (
     HOLDING_STATUSES,
@@ -461,6 +462,8 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "stop_consequences": STOP_CONSEQUENCES,
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
         "env": workload.env,
+        # A training on a framework: the operator's object it runs as (decided at submission).
+        "runs_as": framework_entry(workload) if workload.runs_on_framework else None,
     }
     if not request.htmx:
         context.update({"utilisation_available": selectors.utilisation_available(),
