@@ -1,6 +1,6 @@
 """Training on a framework, end to end in kubesim with the real Celery worker and watcher: PyTorch through the API as
 a Trainer TrainJob on the runtime for torch the watcher found (a JobSet where it found none), through the form as a
-JobSet on a cluster without Trainer, Ray through the API as a RayJob. Each
+JobSet on a cluster without Trainer, Ray through the API and through the form as a RayJob. Each
 is admitted as one gang in the queue the portal chose, its pods carry what the framework reads (torchrun's PET_*
 rendezvous, Ray's GPU workers), the watcher follows it as the portal's own workload (one row), a preempted gang is
 requeued and admitted again, and its GPU-hours are its admitted time times its GPUs."""
@@ -206,3 +206,50 @@ def test_ray_through_the_api_is_a_rayjob_with_gpu_workers_that_runs_its_entrypoi
     kubesim.advance(30)
     finished_and_counted(kubesim, workload_id, units=4, seconds=300)
     assert Workload.objects.count() == 1
+
+
+def test_ray_through_the_form_is_a_rayjob_preempted_requeued_and_finished(org, cluster, kubesim, celery_worker,
+                                                                          watcher):
+    wait_for(watcher.synced.is_set)
+    # Forecasting fills Data Science's cards; Vision's Ray job borrows NLP's idle deserved cards.
+    ds = submit(kubesim, org["carol"], project="forecasting", name="ds")
+    wait_for(lambda: row(ds.pk).status == Status.RUNNING)
+    # The form as a browser without the script sends it: Ray's fields filled, command and arguments left empty.
+    payload = submit_payload("training", framework="ray", gpus="4", pods="2", command="", args="",
+                             image="rayproject/ray:2.41.0", ray_entrypoint="sleep 300", ray_version="",
+                             ray_working_dir="/home/ray/work")
+    response = signed_in(org["alice"]).post(reverse("workloads:submit", args=["training"]), payload)
+    assert response.status_code == 302, response.content
+    borrower = Workload.objects.get(name="my-training")
+    assert borrower.framework == Framework.RAY
+    assert borrower.framework_settings == {"ray_version": "2.41.0", "ray_entrypoint": "sleep 300",
+                                           "ray_working_dir": "/home/ray/work"}
+    wait_for(lambda: row(borrower.pk).k8s_uid, describe=lambda: row(borrower.pk).status_message)
+    rayjob = cluster.raw_get(f"/apis/ray.io/v1/namespaces/proj-vision/rayjobs/{borrower.job_name}")
+    assert rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "elastic-h100"
+    assert rayjob["spec"]["entrypoint"] == "sleep 300"
+    assert rayjob["spec"]["rayClusterSpec"]["rayVersion"] == "2.41.0"
+    assert "working_dir: /home/ray/work" in rayjob["spec"]["runtimeEnvYAML"]
+    kubesim.advance(1)
+    wait_for(lambda: row(borrower.pk).admitted_at, describe=lambda: row(borrower.pk).status)
+    assert row(borrower.pk).gpu_units == 8  # the workers' cards; the head has none
+    # NLP takes its deserved cards back: the whole Ray cluster goes back to the queue.
+    reclaimer = submit(kubesim, org["bob"], project="nlp", preemptible=False, gpus=4, seconds=60, name="reclaim")
+    wait_for(lambda: row(reclaimer.pk).status == Status.RUNNING, describe=lambda: row(reclaimer.pk).status)
+    event = wait_for(lambda: WorkloadEvent.objects.filter(workload=borrower, to_status=Status.PREEMPTED).first())
+    assert event.details["preemptor_job_uid"] == row(reclaimer.pk).k8s_uid
+    wait_for(lambda: row(borrower.pk).status == Status.REQUEUED, describe=lambda: row(borrower.pk).status)
+    first = UsageInterval.objects.filter(workload_id=borrower.pk).order_by("started_at").first()
+    assert first.units == 8 and first.ended_at == event.cluster_at
+    kubesim.advance(70)  # the reclaimer ends; the Ray job is admitted again and runs its entrypoint to the end
+    wait_for(lambda: row(borrower.pk).status in (Status.ADMITTED, Status.RUNNING),
+             describe=lambda: row(borrower.pk).status)
+    kubesim.advance(30)  # the new Ray cluster comes up; then the entrypoint runs again, from its start
+    kubesim.advance(310)
+    wait_for(lambda: row(borrower.pk).status == Status.SUCCEEDED,
+             describe=lambda: (row(borrower.pk).status, row(borrower.pk).status_message))
+    intervals = wait_for(lambda: (found := list(UsageInterval.objects.filter(workload_id=borrower.pk).order_by(
+        "started_at"))) and len(found) == 2 and found[1].ended_at and found)
+    assert [interval.units for interval in intervals] == [8, 8]
+    assert 300 <= (intervals[1].ended_at - intervals[1].started_at).total_seconds() <= 342
+    assert Workload.objects.filter(origin=Origin.OUTSIDE).count() == 0
