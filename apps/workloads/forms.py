@@ -13,6 +13,7 @@ import shlex
 from decimal import Decimal
 from typing import Any, cast
 
+import yaml
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, BadRequest, ValidationError
 from django.db.models import QuerySet
@@ -27,7 +28,7 @@ from apps.org.validators import validate_dns_label
 
 from . import selectors
 from .frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR
-from .manifests import MAX_MANIFEST_BYTES
+from .manifests import MAX_MANIFEST_BYTES, submitted_manifest
 from .models import (
     MAX_CPU_PER_POD,
     MAX_GPUS_PER_POD,
@@ -335,6 +336,35 @@ def initial_from_workload(workload: Workload) -> dict[str, Any]:
     }
     keep = KIND_FIELDS[workload.kind]
     return initial_from_values({key: value for key, value in values.items() if key in keep})
+
+
+def manifest_source(*, user: Actor, query: Any) -> Workload | None:
+    """The workload `?from=` names for "Submit again" on the manifest page: 404 for one the user may not see, 400 for
+    work from outside the portal (nothing of it was submitted here); None when none is named."""
+    if not query.get("from"):
+        return None
+    source = selectors.workload_for_page(user=user, pk=parse_id(query["from"]) or 0)
+    if source is None:
+        raise Http404("No such workload.")
+    if source.from_outside:
+        raise BadRequest("This workload was submitted outside the portal: there is no submission of it to repeat.")
+    return source
+
+
+def manifest_initial_from_workload(workload: Workload) -> dict[str, Any]:
+    """What "Submit again" of a manifest submission prefills: the manifest as it was given (the portal's additions
+    taken out: the service adds them again for the new workload) and the same pool, priority, preemptibility, runtime
+    limit and audit labels."""
+    obj = submitted_manifest(workload)
+    # In the order people write a manifest (the stored object's keys come back in the database's order).
+    ordered = {key: obj[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in obj} | obj
+    return {
+        "project": workload.project_id, "node_pool": workload.node_pool_id,
+        "manifest": yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True),
+        "priority_class": workload.priority_class_id, "preemptible": workload.preemptible,
+        "max_runtime_minutes": workload.max_runtime_seconds // 60 if workload.max_runtime_seconds else None,
+        "model_label": workload.model_label, "data_class": workload.data_class,
+    }
 
 
 def template_field_names(kind: str) -> tuple[str, ...]:
