@@ -3,7 +3,8 @@ portal's Job (worker/manifests.py): same deterministic name, same Kueue and port
 requests equal to limits; each is checked against its kind's real schema before it is sent
 (`framework_schema_errors`), and the gateway sends it with fieldValidation=Strict.
 
-- PyTorch on Kubeflow Trainer: a TrainJob on the `torch-distributed` runtime. The Trainer's torch plugin sets what
+- PyTorch on Kubeflow Trainer: a TrainJob on the cluster's ClusterTrainingRuntime for torch (its name kept on the
+  row at submission). The Trainer's torch plugin sets what
   torchrun reads (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT); the portal's
   labels, volumes, pull secrets and shared memory reach the pods through a runtime patch (the only way a TrainJob
   changes its runtime's pod template).
@@ -22,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from apps.workloads.frameworks import TORCH_RUNTIME, framework_entry
+from apps.workloads.frameworks import framework_entry
 from apps.workloads.manifests import MANIFEST_KINDS, portal_labels
 from apps.workloads.manifests.schemas import schema_errors
 from apps.workloads.models import Framework, Workload
@@ -126,7 +127,7 @@ def torch_train_job(workload: Workload, *, request_id: str = "", attachments: At
         "spec": {
             "suspend": True,  # Kueue starts it on admission
             "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                           "name": TORCH_RUNTIME},
+                           "name": workload.training_runtime},
             "trainer": trainer,
             "runtimePatches": [patch],
         },

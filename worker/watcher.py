@@ -55,6 +55,7 @@ from apps.org.models import Project, ProjectNamespace
 from apps.usage import services as usage_services
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
+from apps.workloads.frameworks import TORCH_RUNTIME_LABEL, torch_runtime_of
 from apps.workloads.manifests import MANIFEST_KIND_VALUES
 from apps.workloads.models import (
     CLUSTER_NAMESPACE,
@@ -95,6 +96,7 @@ OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None}
 # Owners of outside Workloads, watched for who submitted them (worker/outside_work.py), by watch name.
 OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, kind), owner in OWNER_KINDS.items()}
+TORCH_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 OWNER_KIND_RETRY_SECONDS = 60.0  # an owner kind not installed is looked for again this often
 OWNER_GRACE_SECONDS = 1.0  # how long a new outside Workload waits for its owner's watch event
 APPLY_WAIT_SECONDS = 0.5  # an idle applier looks at the work queue again this often
@@ -456,6 +458,20 @@ class Watcher:
         self.resource_versions[name] = version
         return {str(item["metadata"].get("uid", "")) for item in items}
 
+    def torch_runtime(self) -> str:
+        """The ClusterTrainingRuntime PyTorch runs on as a TrainJob (docs/frameworks.md), "" for none: a cluster whose
+        Trainer has no runtime for torch (or lacks the kind, or a watcher without the permission to list it: a
+        warning) runs PyTorch as a JobSet."""
+        try:
+            runtimes = self.gw.raw_list(TORCH_RUNTIMES_PATH, [("labelSelector", f"{TORCH_RUNTIME_LABEL}=torch")])
+        except ClusterError as error:
+            if error.status == 403:
+                logger.warning("cannot list ClusterTrainingRuntimes, PyTorch runs as a JobSet: %s", error.describe())
+            elif not error.not_found:
+                raise
+            return ""
+        return torch_runtime_of(runtimes)
+
     def process(self, keys: list[Any]) -> None:
         """Apply what the work queue handed out: a batch of outside Workloads or of mirrored queues, cohorts and
         Nodes, or one key: a Job's portal row, a deleted Job's, a gone outside Workload's."""
@@ -587,7 +603,8 @@ class Watcher:
             queued_owners |= listed or set()
             if listed is not None:
                 served.add(OWNER_WATCHES[name][1].kind.value)
-        mirror.watcher_served_kinds(kinds=sorted(served), at=timezone.now())
+        torch_runtime = self.torch_runtime() if Kind.TRAINJOB.value in served else ""
+        mirror.watcher_served_kinds(kinds=sorted(served), at=timezone.now(), torch_runtime=torch_runtime)
         with self.lock:
             job_uids = list(self.jobs)
         for job_uid in job_uids:

@@ -166,6 +166,9 @@ class WatcherHeartbeat(models.Model):
     served_kinds = models.JSONField(null=True, blank=True, help_text=(
         "The kinds of work the cluster serves (workload kind values) as the watcher last listed them; null until "
         "it has (a manifest's kind is then not refused for it)."))
+    torch_runtime = models.CharField(max_length=253, blank=True, help_text=(
+        "The ClusterTrainingRuntime for PyTorch (label trainer.kubeflow.org/framework=torch) the watcher last found; "
+        "empty when there is none, and PyTorch then runs as a JobSet (docs/frameworks.md)."))
 
     def __str__(self) -> str:
         return f"watcher heartbeat at {self.beat_at:%Y-%m-%d %H:%M:%S}"

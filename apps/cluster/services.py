@@ -187,11 +187,11 @@ def watcher_heartbeat(*, at: datetime, error: str = "") -> None:
     WatcherHeartbeat.objects.update_or_create(pk=1, defaults=fields)
 
 
-def watcher_served_kinds(*, kinds: list[str], at: datetime) -> None:
-    """The kinds of work the cluster serves, as the watcher's last full list found them (manifests of other kinds
-    are refused at submit)."""
-    WatcherHeartbeat.objects.update_or_create(pk=1, defaults={"served_kinds": sorted(kinds)},
-                                              create_defaults={"beat_at": at, "served_kinds": sorted(kinds)})
+def watcher_served_kinds(*, kinds: list[str], at: datetime, torch_runtime: str = "") -> None:
+    """The kinds of work the cluster serves and its ClusterTrainingRuntime for PyTorch, as the watcher's last full
+    list found them (manifests of other kinds are refused at submit; PyTorch runs as a TrainJob only on a runtime)."""
+    served = {"served_kinds": sorted(kinds), "torch_runtime": torch_runtime}
+    WatcherHeartbeat.objects.update_or_create(pk=1, defaults=served, create_defaults={"beat_at": at, **served})
 
 
 def unmapped_record(*, uid: str, namespace: str, name: str, reason: str, at: datetime, detail: str = "",

@@ -13,6 +13,7 @@ import shlex
 from decimal import Decimal
 from typing import Any, cast
 
+import yaml
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, BadRequest, ValidationError
 from django.db.models import QuerySet
@@ -27,7 +28,7 @@ from apps.org.validators import validate_dns_label
 
 from . import selectors
 from .frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR
-from .manifests import MAX_MANIFEST_BYTES
+from .manifests import MAX_MANIFEST_BYTES, submitted_manifest
 from .models import (
     MAX_CPU_PER_POD,
     MAX_GPUS_PER_POD,
@@ -65,6 +66,9 @@ NOT_IN_TEMPLATES = frozenset({"project"})
 # Service/model field -> the form field that edits it.
 ALIASES = {"max_runtime_seconds": "max_runtime_minutes"}
 MAX_RUNTIME_MINUTES = MAX_RUNTIME_SECONDS // 60
+# Ray's settings, and what a RayJob has no use for (KubeRay starts Ray in the containers): marked for the form's script.
+RAY_ONLY = forms.TextInput(attrs={"data-framework-only": Framework.RAY.value})
+NOT_RAY = forms.TextInput(attrs={"data-framework-not": Framework.RAY.value})
 
 
 def _audit_labels() -> tuple[forms.CharField, forms.CharField]:
@@ -153,18 +157,21 @@ class WorkloadForm(StyledForm):
         help_text="None: an Indexed Job the portal wires for torchrun (MASTER_ADDR, RANK...). PyTorch: a Kubeflow "
                   "Trainer TrainJob (a JobSet where the cluster has no Trainer), torchrun's PET_* variables set, one "
                   "process per GPU. Ray: a RayJob, a head and the pods as GPU workers, running the entrypoint.")
-    ray_version = forms.CharField(required=False, max_length=20, label="Ray version",
+    # The framework's own fields say whose they are (static/js/framework-fields.js shows them only for it).
+    ray_version = forms.CharField(required=False, max_length=20, label="Ray version", widget=RAY_ONLY,
                                   help_text=f"Ray: the version in the image; empty: {DEFAULT_RAY_VERSION}.")
     ray_entrypoint = forms.CharField(required=False, max_length=MAX_ENTRYPOINT, label="Ray entrypoint",
+                                     widget=RAY_ONLY,
                                      help_text="Ray: the job's command, run against the cluster, e.g. python "
                                                "train.py --epochs 3.")
     ray_working_dir = forms.CharField(required=False, max_length=MAX_WORKING_DIR, label="Ray working directory",
+                                      widget=RAY_ONLY,
                                       help_text="Ray: the runtime environment's working_dir: a path in the image or "
                                                 "a zip's URI (s3://..., https://...); empty: none.")
-    command = forms.CharField(required=False, max_length=20_000,
+    command = forms.CharField(required=False, max_length=20_000, widget=NOT_RAY,
                               help_text="Overrides the image's entrypoint, split like a shell would: "
                                         "python train.py. Empty keeps the image's own.")
-    args = forms.CharField(required=False, max_length=20_000, label="Arguments",
+    args = forms.CharField(required=False, max_length=20_000, label="Arguments", widget=NOT_RAY,
                            help_text="Arguments after the command, e.g. --epochs 10 --lr 3e-4.")
     env = forms.CharField(required=False, max_length=50_000, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3}),
@@ -331,6 +338,35 @@ def initial_from_workload(workload: Workload) -> dict[str, Any]:
     }
     keep = KIND_FIELDS[workload.kind]
     return initial_from_values({key: value for key, value in values.items() if key in keep})
+
+
+def manifest_source(*, user: Actor, query: Any) -> Workload | None:
+    """The workload `?from=` names for "Submit again" on the manifest page: 404 for one the user may not see, 400 for
+    work from outside the portal (nothing of it was submitted here); None when none is named."""
+    if not query.get("from"):
+        return None
+    source = selectors.workload_for_page(user=user, pk=parse_id(query["from"]) or 0)
+    if source is None:
+        raise Http404("No such workload.")
+    if source.from_outside:
+        raise BadRequest("This workload was submitted outside the portal: there is no submission of it to repeat.")
+    return source
+
+
+def manifest_initial_from_workload(workload: Workload) -> dict[str, Any]:
+    """What "Submit again" of a manifest submission prefills: the manifest as it was given (the portal's additions
+    taken out: the service adds them again for the new workload) and the same pool, priority, preemptibility, runtime
+    limit and audit labels."""
+    obj = submitted_manifest(workload)
+    # In the order people write a manifest (the stored object's keys come back in the database's order).
+    ordered = {key: obj[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in obj} | obj
+    return {
+        "project": workload.project_id, "node_pool": workload.node_pool_id,
+        "manifest": yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True),
+        "priority_class": workload.priority_class_id, "preemptible": workload.preemptible,
+        "max_runtime_minutes": workload.max_runtime_seconds // 60 if workload.max_runtime_seconds else None,
+        "model_label": workload.model_label, "data_class": workload.data_class,
+    }
 
 
 def template_field_names(kind: str) -> tuple[str, ...]:

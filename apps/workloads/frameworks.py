@@ -1,10 +1,10 @@
 """Training on a framework (docs/frameworks.md): which object runs it, and the checks of the framework's own settings.
 
-PyTorch runs as a Kubeflow Trainer TrainJob on the `torch-distributed` ClusterTrainingRuntime where the cluster serves
-TrainJob, else as a JobSet the portal wires the same way (the Trainer itself runs a TrainJob as a JobSet, so a cluster
-with Trainer has JobSet too, and a JobSet is the safer choice while the watcher has not yet said what is served).
-Ray runs as a KubeRay RayJob: a head, one worker group of `pods` workers with the GPUs, and the entrypoint.
-Pure: the caller passes the served kinds (apps.cluster.selectors.served_kinds).
+PyTorch runs as a Kubeflow Trainer TrainJob where the cluster serves TrainJob and has a ClusterTrainingRuntime for torch
+(the watcher records its name), else as a JobSet the portal wires the same way (the Trainer itself runs a TrainJob as a
+JobSet, so a cluster with Trainer has JobSet too, and a JobSet is the safer choice while the watcher has not yet said
+what is served). Ray runs as a KubeRay RayJob: a head, one worker group of `pods` workers with the GPUs, and the
+entrypoint. Pure: the caller passes what is served (apps.cluster.selectors.served_for_training).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from .models import Framework, Kind
 if TYPE_CHECKING:
     from .models import Workload
 
-TORCH_RUNTIME = "torch-distributed"  # the ClusterTrainingRuntime Trainer installs for PyTorch
+TORCH_RUNTIME_LABEL = "trainer.kubeflow.org/framework"  # on a ClusterTrainingRuntime: the framework it runs
+TORCH_RUNTIME_DEFAULT = "torch-distributed"  # the one Trainer installs: chosen first when several are labelled torch
 DEFAULT_RAY_VERSION = "2.41.0"
 RAY_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 MAX_ENTRYPOINT = 4096
@@ -31,10 +32,12 @@ TORCH_ENV_NAMES = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK"
 RAY_ENV_NAMES = frozenset({"RAY_ADDRESS"})
 
 
-def framework_object(framework: str, served: frozenset[str] | None) -> tuple[ManifestKind | None, str]:
-    """(the kind a training on `framework` is created as, or None for the portal's Job; why it cannot run here)."""
+def framework_object(framework: str, served: frozenset[str] | None,
+                     torch_runtime: str = "") -> tuple[ManifestKind | None, str]:
+    """(the kind a training on `framework` is created as, or None for the portal's Job; why it cannot run here).
+    PyTorch is a TrainJob only with a `torch_runtime` to run on: Trainer without one would refuse the TrainJob."""
     if framework == Framework.PYTORCH:
-        if served is not None and Kind.TRAINJOB in served:
+        if served is not None and Kind.TRAINJOB in served and torch_runtime:
             return MANIFEST_KINDS["TrainJob"], ""
         if served is not None and Kind.JOBSET not in served:
             return None, ("This cluster serves neither Kubeflow Trainer's TrainJob nor JobSet; ask an admin to install "
@@ -53,6 +56,15 @@ def framework_entry(workload: Workload) -> ManifestKind:
         return MANIFEST_KINDS["RayJob"]
     trainjob = MANIFEST_KINDS["TrainJob"]
     return trainjob if workload.object_api_version == trainjob.api_version else MANIFEST_KINDS["JobSet"]
+
+
+def torch_runtime_of(runtimes: list[dict[str, Any]]) -> str:
+    """The ClusterTrainingRuntime PyTorch runs on, of those labelled for torch: Trainer's own when it is there, else
+    the first by name (the same choice on every resync); "" for none."""
+    names = sorted(str((runtime.get("metadata") or {}).get("name") or "") for runtime in runtimes
+                   if ((runtime.get("metadata") or {}).get("labels") or {}).get(TORCH_RUNTIME_LABEL) == "torch")
+    names = [name for name in names if name]
+    return TORCH_RUNTIME_DEFAULT if TORCH_RUNTIME_DEFAULT in names else (names[0] if names else "")
 
 
 def framework_settings_of(framework: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -152,6 +152,8 @@ class Workload(models.Model):
                                  help_text="Training: the framework whose operator runs it.")
     framework_settings = models.JSONField(default=dict, blank=True,
                                           help_text="The framework's own settings, e.g. Ray's version and entrypoint.")
+    training_runtime = models.CharField(max_length=253, blank=True, help_text=(
+        "PyTorch as a TrainJob: the ClusterTrainingRuntime it runs on, as the cluster had it at submission."))
     priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, null=True, blank=True,
                                        related_name="workloads",
                                        help_text="Empty for work from outside that names no portal priority class.")

@@ -67,9 +67,19 @@ from .forms import (
     ManifestForm,
     WorkloadForm,
     WorkloadTemplateForm,
+    manifest_initial_from_workload,
+    manifest_source,
     submit_initial,
 )
-from .manifests import EXAMPLE_KINDS, ManifestErrors, example_manifest, locate_errors, parse_manifest
+from .frameworks import framework_entry
+from .manifests import (
+    EXAMPLE_KINDS,
+    MANIFEST_KIND_VALUES,
+    ManifestErrors,
+    example_manifest,
+    locate_errors,
+    parse_manifest,
+)
 from .models import (
     HOLDING_STATUSES,
     PORTAL_KIND_CHOICES,
@@ -133,6 +143,9 @@ def _submitted(request: AuthenticatedRequest, workload: Workload, *, created: bo
 @require_http_methods(["GET", "POST"])
 def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
     user = request.user
+    if request.method == "GET" and kind in MANIFEST_KIND_VALUES and request.GET.get("from"):
+        # "Submit again" of a manifest submission (the list links every row by its kind): the manifest page's.
+        return redirect(f"{reverse('workloads:submit_manifest')}?{request.GET.urlencode()}")
     kind = _kind(kind)
     if not access.can_anywhere(user, Action.SUBMIT):
         raise PermissionDenied("You may not submit work in any project.")
@@ -266,6 +279,15 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
     projects = selectors.submit_projects(user=user)
     if request.method == "GET":
         chosen = _manifest_project(user, request.GET.get("project", ""))
+        source = manifest_source(user=user, query=request.GET)
+        if source is not None:
+            if source.kind in PORTAL_KIND_VALUES:  # submitted from a form: submitted again from it
+                return redirect(f"{reverse('workloads:submit', args=[source.kind])}?from={source.pk}")
+            initial = manifest_initial_from_workload(source)
+            if chosen is not None or not projects.filter(pk=source.project_id).exists():
+                initial["project"] = chosen or projects.first()
+            form = ManifestForm(initial=initial, projects=projects)
+            return _manifest_page(request, form, source=source)
         project = chosen or projects.first()
         pool = selectors.submit_pool(project=project, raw=request.GET.get("node_pool"))
         example = request.GET.get("example", "")
@@ -307,10 +329,11 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
 
 
 def _manifest_page(request: AuthenticatedRequest, form: ManifestForm, *, token: str | None = None,
-                   example: str = "", status: int = 200, result: dict[str, Any] | None = None) -> HttpResponse:
-    """The manifest page; `result` is what a check or a refused submission found."""
+                   example: str = "", status: int = 200, result: dict[str, Any] | None = None,
+                   source: Workload | None = None) -> HttpResponse:
+    """The manifest page; `result` is what a check or a refused submission found, `source` what it submits again."""
     return render(request, "workloads/submit_manifest.html", {
-        "form": form, "kinds": PORTAL_KIND_CHOICES, "examples": EXAMPLE_KINDS, "example": example,
+        "form": form, "kinds": PORTAL_KIND_CHOICES, "examples": EXAMPLE_KINDS, "example": example, "source": source,
         "submission_token": token or secrets.token_urlsafe(24), **(result or {})}, status=status)
 
 
@@ -458,9 +481,14 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "data_sources": list(workload.data_sources.all()),
         "credentials": list(workload.credentials.all().only("name", "keys")),
         "may_submit_again": not workload.from_outside and access.can_anywhere(user, Action.SUBMIT),
+        # A form's workload goes back to its form; a manifest's to the manifest page (both prefill from ?from=).
+        "submit_again_url": reverse("workloads:submit", args=[workload.kind]) if workload.kind in PORTAL_KIND_VALUES
+        else reverse("workloads:submit_manifest"),
         "stop_consequences": STOP_CONSEQUENCES,
         "manifest": json.dumps(workload.manifest, indent=2, sort_keys=True) if workload.manifest else "",
         "env": workload.env,
+        # A training on a framework: the operator's object it runs as (decided at submission).
+        "runs_as": framework_entry(workload) if workload.runs_on_framework else None,
     }
     if not request.htmx:
         context.update({"utilisation_available": selectors.utilisation_available(),

@@ -16,7 +16,8 @@ RAY = {"ray_version": "2.41.0", "ray_entrypoint": "python train.py --epochs 3", 
 
 
 def torch(**overrides):
-    return make(framework=Framework.PYTORCH, pods=3, **{"object_api_version": TRAINJOB, **overrides})
+    return make(framework=Framework.PYTORCH, pods=3,
+                **{"object_api_version": TRAINJOB, "training_runtime": "torch-distributed", **overrides})
 
 
 def ray(**overrides):
@@ -54,7 +55,10 @@ def test_pytorch_on_trainer_is_a_trainjob_on_the_torch_runtime_with_one_process_
     obj = framework_manifest(torch(max_runtime_seconds=600), attachments=Attachments())
     assert obj["kind"] == "TrainJob"
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "600"
-    assert obj["spec"]["runtimeRef"]["name"] == "torch-distributed"
+    assert obj["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                                         "name": "torch-distributed"}
+    # The runtime the row was submitted for, whatever the cluster calls it.
+    assert framework_manifest(torch(training_runtime="torch-h100"))["spec"]["runtimeRef"]["name"] == "torch-h100"
     trainer = obj["spec"]["trainer"]
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (3, 2)
     assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "2"

@@ -8,7 +8,7 @@ from .examples import EXAMPLE_KINDS, example_manifest
 from .locate import Located, locate_errors
 from .parsing import MAX_MANIFEST_BYTES, parse_manifest
 from .podsecurity import BASELINE, PROFILES, RESTRICTED
-from .prepare import portal_labels, prepared_manifest
+from .prepare import portal_labels, prepared_manifest, submitted_manifest
 from .schemas import MANIFEST_KIND_VALUES, MANIFEST_KINDS, ManifestKind, manifest_kind_of
 
 __all__ = [
@@ -32,4 +32,5 @@ __all__ = [
     "parse_manifest",
     "portal_labels",
     "prepared_manifest",
+    "submitted_manifest",
 ]

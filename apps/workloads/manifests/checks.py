@@ -281,9 +281,14 @@ def _namespace_errors(value: Any, parts: list[Any], namespace: str) -> list[str]
     return found
 
 
+def reserved_key(key: Any) -> bool:
+    """A label or annotation the portal or Kueue sets: a submitter may not."""
+    return str(key).startswith(RESERVED_LABEL_PREFIXES) or key == MANAGED_BY_LABEL
+
+
 def _reserved_keys(mapping: Any, where: str, what: str) -> list[str]:
     return [f"{where}.{key}: the {what} {key} is the portal's or Kueue's to set; leave it out."
-            for key in _d(mapping) if str(key).startswith(RESERVED_LABEL_PREFIXES) or key == MANAGED_BY_LABEL]
+            for key in _d(mapping) if reserved_key(key)]
 
 
 def metadata_errors(obj: dict[str, Any], target: Target) -> list[str]:

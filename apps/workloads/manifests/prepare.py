@@ -26,7 +26,7 @@ from apps.core.kueue_names import (
 )
 from apps.workloads.models import Kind
 
-from .checks import pod_templates
+from .checks import pod_templates, reserved_key
 from .schemas import manifest_kind_of
 
 if TYPE_CHECKING:
@@ -87,3 +87,54 @@ def prepared_manifest(workload: Workload, obj: dict[str, Any]) -> dict[str, Any]
             template_metadata = holder.setdefault("metadata", {})
             template_metadata["labels"] = {**(template_metadata.get("labels") or {}), **labels}
     return obj
+
+
+def submitted_manifest(workload: Workload) -> dict[str, Any]:
+    """The manifest as its submitter gave it, from the object the portal stored: what `prepared_manifest` wrote taken
+    back out (the name it gave, the namespace, the portal's and Kueue's labels and annotations, which a submitter may
+    not set, and the suspend switch), the submitter's name put back. "Submit again" on the manifest page starts
+    from it, and the service prepares it again for the new workload."""
+    entry = manifest_kind_of(workload.kind)
+    if entry is None or not workload.manifest:
+        raise ValueError("only a manifest submission has a manifest to submit again")
+    obj = copy.deepcopy(workload.manifest)
+    metadata = obj.setdefault("metadata", {})
+    metadata["name"] = workload.name
+    metadata.pop("namespace", None)
+    _without_reserved(metadata)
+    suspend = SUSPEND_PATHS.get(workload.kind)
+    if suspend:
+        _pop_path(obj, suspend)
+    templates, _ = pod_templates(entry, obj)
+    for template in templates:
+        if template.metadata is not None and template.metadata_path != "metadata":
+            _without_reserved(template.metadata)
+            if not template.metadata:
+                _pop_path(obj, tuple(template.metadata_path.replace("]", "").replace("[", ".").split(".")))
+    return obj
+
+
+def _without_reserved(metadata: dict[str, Any]) -> None:
+    for what in ("labels", "annotations"):
+        values = metadata.get(what)
+        if isinstance(values, dict):
+            kept = {key: value for key, value in values.items() if not reserved_key(key)}
+            if kept:
+                metadata[what] = kept
+            else:
+                metadata.pop(what)
+
+
+def _pop_path(obj: dict[str, Any], path: tuple[str, ...]) -> None:
+    """Remove the value at `path` (list indexes as digits), and the mappings left empty on the way (the stored
+    object has every path `prepared_manifest` wrote)."""
+    holders: list[tuple[Any, Any]] = []
+    node: Any = obj
+    for part in path[:-1]:
+        key: Any = int(part) if isinstance(node, list) else part
+        holders.append((node, key))
+        node = node[key]
+    node.pop(path[-1], None)
+    for holder, key in reversed(holders):
+        if isinstance(holder, dict) and holder[key] == {}:
+            holder.pop(key)

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apps.accounts import access
 from apps.accounts.access import Action, can
-from apps.cluster.selectors import served_kinds
+from apps.cluster.selectors import served_for_training
 from apps.core import intents, kueue_names
 from apps.core.actors import Actor
 from apps.core.audit import audit_record
@@ -65,6 +65,7 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
             workload.data_sources.set(workload.chosen_data_sources)
             workload.credentials.set(workload.chosen_credentials)
             runs_as = f" as a {framework_entry(workload).name}" if workload.runs_on_framework else ""
+            runs_as += f" on the {workload.training_runtime} runtime" if workload.training_runtime else ""
             _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
                    message=f"Submitted{runs_as} to the {workload.queue_name} queue of {project.namespace}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
@@ -80,9 +81,9 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
 
 
 # What an audit row keeps of a submission: what it asks for, not its whole spec (env values may be secrets).
-_AUDITED_FIELDS = ("name", "kind", "framework", "object_api_version", "image", "node_pool_id", "gpus", "pods",
-                   "completions", "parallelism", "priority_class_id", "preemptible", "max_runtime_seconds",
-                   "resubmitted_from_id")
+_AUDITED_FIELDS = ("name", "kind", "framework", "object_api_version", "training_runtime", "image", "node_pool_id",
+                   "gpus", "pods", "completions", "parallelism", "priority_class_id", "preemptible",
+                   "max_runtime_seconds", "resubmitted_from_id")
 
 
 def _submitted(workload: Workload) -> dict[str, Any]:
@@ -211,12 +212,14 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     errors.update(framework_errors(kind=kind, framework=framework, values=values, unknown=unknown))
     if "framework" not in errors and "framework" not in unknown and kind == Kind.TRAINING:
         # The served kinds are read only for a framework (the live check of other training stays as cheap as it was).
-        entry, refusal = framework_object(framework, served_kinds() if framework != Framework.NONE else None)
+        served, torch_runtime = served_for_training() if framework != Framework.NONE else (None, "")
+        entry, refusal = framework_object(framework, served, torch_runtime)
         if refusal:
             errors["framework"] = [refusal]
         workload.framework = framework
         workload.framework_settings = framework_settings_of(framework, values)
         workload.object_api_version = entry.api_version if entry else ""
+        workload.training_runtime = torch_runtime if entry and entry.name == "TrainJob" else ""
     workload.chosen_data_sources = list(values["data_sources"] or [])
     workload.chosen_credentials = list(values["credentials"] or [])
     shape: dict[str, Any] = {"kind": kind, "command": workload.command, "args": workload.args, "env": workload.env,

@@ -21,23 +21,33 @@ def body(**overrides: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def test_pytorch_runs_as_a_trainjob_where_the_cluster_serves_it_else_as_a_jobset(client_for):
-    mirror.watcher_served_kinds(kinds=["job", "jobset", "pod", "trainjob"], at=timezone.now())
+def test_pytorch_runs_as_a_trainjob_where_the_cluster_has_trainer_and_a_torch_runtime_else_as_a_jobset(client_for):
+    mirror.watcher_served_kinds(kinds=["job", "jobset", "pod", "trainjob"], at=timezone.now(),
+                                torch_runtime="torch-h100")
     response = call(client_for("alice"), "POST", "workloads/", body(framework="pytorch", command=["torchrun",
                                                                                                   "train.py"]))
     assert response.status_code == 201, response.content
     on_trainer = Workload.objects.get(pk=response.json()["id"])
     assert (on_trainer.framework, on_trainer.object_api_version) == (Framework.PYTORCH, "trainer.kubeflow.org/v1alpha1")
+    assert on_trainer.training_runtime == "torch-h100"  # the runtime the cluster has, kept for a retried submit
     assert on_trainer.object_name == on_trainer.job_name
     assert response.json()["object"]["kind"] == "TrainJob"
-    assert "as a TrainJob" in on_trainer.events.get().message
+    assert "as a TrainJob on the torch-h100 runtime" in on_trainer.events.get().message
     audit = AuditEvent.objects.get(action="workload.submit", object_id=str(on_trainer.pk))
-    assert audit.after["framework"] == "pytorch"
+    assert (audit.after["framework"], audit.after["training_runtime"]) == ("pytorch", "torch-h100")
 
-    mirror.watcher_served_kinds(kinds=["job", "jobset", "pod"], at=timezone.now())
+    # Trainer without a runtime for torch would refuse the TrainJob: a JobSet instead.
+    mirror.watcher_served_kinds(kinds=["job", "jobset", "pod", "trainjob"], at=timezone.now())
+    response = call(client_for("alice"), "POST", "workloads/", body(framework="pytorch", name="ddp-1"))
+    assert response.status_code == 201, response.content
+    assert response.json()["object"]["kind"] == "JobSet"
+    assert Workload.objects.get(pk=response.json()["id"]).training_runtime == ""
+
+    mirror.watcher_served_kinds(kinds=["job", "jobset", "pod"], at=timezone.now(), torch_runtime="torch-h100")
     response = call(client_for("alice"), "POST", "workloads/", body(framework="pytorch", name="ddp-2"))
     assert response.status_code == 201, response.content
     assert response.json()["object"]["kind"] == "JobSet"
+    assert Workload.objects.get(pk=response.json()["id"]).training_runtime == ""
 
     mirror.watcher_served_kinds(kinds=["job", "pod"], at=timezone.now())
     response = call(client_for("alice"), "POST", "workloads/", body(framework="pytorch", name="ddp-3"))

@@ -305,3 +305,62 @@ def test_a_garbled_project_or_pool_is_a_4xx(client_for):
     assert client.post(URL, payload() | {"node_pool": "٣"}).status_code == 400
     assert client.get(URL, {"project": "\x00"}).status_code == 404
     nothing_recorded()
+
+
+# --- submit again -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", EXAMPLE_KINDS)
+def test_submit_again_prefills_the_manifest_as_given_and_how_it_ran(client_for, kind):
+    client = client_for("alice")
+    mig = NodePool.objects.get(slug="a100-mig-3g40gb")
+    text = textarea(client.get(URL, {"example": kind, "project": "vision", "node_pool": mig.pk}, **HTMX)
+                    .content.decode())
+    given = yaml.safe_load(text)
+    # The submitter's own label and annotation stay; what the portal adds (name, namespace, labels, suspend) goes.
+    given["metadata"]["labels"] = {**(given["metadata"].get("labels") or {}), "team": "vision"}
+    given["metadata"]["annotations"] = {"note": "sweep 3"}
+    build = PriorityClass.objects.get(name="build")
+    response = client.post(URL, payload(pool="a100-mig-3g40gb", manifest=yaml.safe_dump(given),
+                                        priority_class=build.pk, preemptible=None, max_runtime_minutes="90",
+                                        model_label="bert", data_class="internal"))
+    assert response.status_code == 302, errors_by_line(response.content.decode())
+    first = Workload.objects.get()
+    detail = client.get(reverse("workloads:detail", args=[first.pk])).content.decode()
+    assert f'href="{URL}?from={first.pk}">Submit again</a>' in detail
+    # The list links every row by its kind: the manifest kinds' link leads here too.
+    assert client.get(reverse("workloads:submit", args=[kind.lower()]), {"from": first.pk})["Location"] == (
+        f"{URL}?from={first.pk}")
+
+    page = client.get(URL, {"from": first.pk})
+    assert page.status_code == 200
+    content = page.content.decode()
+    assert yaml.safe_load(textarea(content)) == given
+    assert textarea(content).startswith(f"apiVersion: {given['apiVersion']}\nkind: {kind}\nmetadata:")
+    assert "Submitting again from" in content
+    assert re.search(rf'<option value="{mig.pk}" selected>', content)
+    assert re.search(rf'<option value="{build.pk}" selected>', content)
+    assert not re.search(r'<input type="checkbox" name="preemptible"[^>]*checked', content)
+    for name, value in (("max_runtime_minutes", "90"), ("model_label", "bert"), ("data_class", "internal")):
+        assert re.search(rf'<input[^>]*name="{name}"[^>]*value="{value}"', content), name
+    # Submitted as prefilled: a second workload like the first.
+    again = client.post(URL, payload(pool="a100-mig-3g40gb", manifest=textarea(content), priority_class=build.pk,
+                                     preemptible=None, max_runtime_minutes="90", model_label="bert",
+                                     data_class="internal"))
+    assert again.status_code == 302, errors_by_line(again.content.decode())
+    second = Workload.objects.exclude(pk=first.pk).get()
+    assert (second.kind, second.name, second.pod_sets, second.priority_class, second.preemptible) == (
+        first.kind, first.name, first.pod_sets, first.priority_class, first.preemptible)
+    assert second.manifest["metadata"]["name"] == f"wl-{second.pk}"
+
+
+def test_submit_again_of_a_form_workload_or_outside_work_is_not_the_manifest_pages(client_for, make_workload,
+                                                                                     make_outside):
+    client = client_for("alice")
+    trained = make_workload()
+    assert client.get(URL, {"from": trained.pk})["Location"] == (
+        f"{reverse('workloads:submit', args=['training'])}?from={trained.pk}")
+    assert client.get(URL, {"from": make_outside().pk}).status_code == 400
+    assert client.get(URL, {"from": 10**9}).status_code == 404
+    carols = make_workload("carol", project="forecasting")
+    assert client.get(URL, {"from": carols.pk}).status_code == 404  # one alice may not see
