@@ -28,6 +28,7 @@ from .models import (
     Project,
     ProjectNamespace,
     Quota,
+    ServingReservation,
 )
 
 # The rows a visitor may see (none for the anonymous one): access.restrict's querysets, which API serializers ask for
@@ -50,6 +51,11 @@ def project_namespaces_for(user: Visitor | None) -> QuerySet[ProjectNamespace]:
 def quotas_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Quota]:
     """Department quotas of visible departments and project quotas of visible projects."""
     return access.restrict(Quota.objects.all(), user, action)
+
+
+def serving_reservations_for(user: Visitor | None) -> QuerySet[ServingReservation]:
+    """Reservations of the projects the user sees."""
+    return access.restrict(ServingReservation.objects.all(), user, Action.VIEW)
 
 
 def departments_with_projects(user: Actor) -> list[tuple[Department, list[Project]]]:
