@@ -199,6 +199,11 @@ class Gateway:
         return self._call("PATCH", _path(KINDS[kind_name], name, namespace, subresource), body=patch,
                           query=[("fieldValidation", STRICT)], content_type="application/merge-patch+json")
 
+    def raw_patch(self, path: str, patch: dict) -> dict:
+        """A JSON merge patch of the object an API path names (any kind), strictly validated."""
+        return self._call("PATCH", path, body=patch, query=[("fieldValidation", STRICT)],
+                          content_type="application/merge-patch+json")
+
     def delete(self, kind_name: str, name: str, *, namespace: str | None = None,
                propagation: str = "Background") -> dict | None:
         """Delete; what the API answers (the object, marked with the cluster's deletionTimestamp when it waits for
