@@ -98,3 +98,22 @@ def test_only_those_who_may_stop_it_change_it(demo, serving):
         services.inference_update(actor=demo["alice"], workload=workload, gpus=2)
     assert list(caught.value.message_dict) == ["non_field_errors"]
     assert Workload.objects.get(pk=workload.pk).replicas == 1
+
+
+def test_the_api_submits_scales_and_refuses_by_field(client_for, demo, serving):
+    from tests.api_support import call
+
+    alice = client_for("alice")
+    body = {"project": "vision", "node_pool": "serve-l4", "name": "llama", "image": "vllm/vllm-openai:v0.6.3",
+            "gpus": 2, "replicas": 3, "model_label": "llama", "data_class": "public"}
+    over = call(alice, "POST", "inference-services/", body)
+    assert over.status_code == 400 and list(over.json()) == ["replicas"], over.content
+    created = call(alice, "POST", "inference-services/", {**body, "replicas": 2})
+    assert created.status_code == 201, created.content
+    assert created.json()["status"] == Status.SUBMITTING and created.json()["replicas"] == 2
+    path = f"inference-services/{created.json()['id']}/"
+    assert call(alice, "PATCH", path, {"replicas": 3}).status_code == 400
+    assert call(alice, "PATCH", path, {"gpus": 1}).status_code == 400
+    assert call(alice, "PATCH", path, {"replicas": 1}).json()["replicas"] == 1
+    assert call(client_for("carol"), "GET", path).status_code == 404
+    assert call(client_for("carol"), "POST", "inference-services/", body).status_code == 400  # not her project
