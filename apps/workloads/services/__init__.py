@@ -42,6 +42,7 @@ from .forecasts import FORECAST_FIELDS, workload_forecasts_store
 from .inference import (
     INFERENCE_PATCH_INTENT,
     INFERENCE_PATCH_TASK,
+    inference_observe,
     inference_submit,
     inference_update,
     serving_units_in_use,
@@ -101,6 +102,7 @@ __all__ = [
     "credential_delete",
     "credential_values_replace",
     "idle_policy_update",
+    "inference_observe",
     "inference_submit",
     "inference_update",
     "notebook_cull",

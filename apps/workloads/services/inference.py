@@ -8,6 +8,7 @@ like a submission: the row and its audit row first, then an intent the worker ca
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -22,8 +23,9 @@ from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import NodePool, Project, ServingReservation
 from apps.workloads.models import LIVE_STATUSES, Kind, Origin, Status, Workload
+from apps.workloads.signals import quota_held, quota_released
 
-from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event
+from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _transition
 
 INFERENCE_PATCH_INTENT = "workload.inference_patch"
 INFERENCE_PATCH_TASK = "worker.tasks.inference_patch"
@@ -148,3 +150,40 @@ def inference_update(*, actor: Actor, workload: Workload, **changes: Any) -> Wor
         intents.intent_record(kind=INFERENCE_PATCH_INTENT, task=INFERENCE_PATCH_TASK, target_id=current.pk,
                               deadline=SUBMIT_DEADLINE)
     return current
+
+
+REPLICAS_CHANGED = "ReadyReplicasChanged"
+
+
+def inference_observe(*, workload_id: int, uid: str, ready: int, replicas: int, updated: int, rolled_out: bool,
+                      at: datetime) -> bool:
+    """Mirror what an inference service's Deployment says: its ready replicas, running from the first one ready,
+    and the GPU-hour ledger, which counts the GPUs of the ready replicas: each change of their number closes the
+    open stretch at `at` and opens one with the new count (none while no replica is ready; docs/architecture.md,
+    Inference services). A row still submitting adopts the Deployment (`uid`): its status may be seen before the
+    worker that created it records it. Idempotent: the same count again writes nothing. False when nothing changed."""
+    with transaction.atomic():
+        row = Workload.objects.select_for_update().select_related("project", "node_pool").filter(
+            pk=workload_id, kind=Kind.INFERENCE, origin=Origin.PORTAL).first()
+        if row is not None and row.status == Status.SUBMITTING and _transition(
+                row, expected=[Status.SUBMITTING], to_status=Status.ADMITTED, reason="Deployed",
+                message=f"Deployment {row.job_name} seen in {row.project.namespace}; serving pools have no queue",
+                k8s_uid=uid, submitted_at=at, admitted_at=at):
+            row.refresh_from_db()
+        if row is None or row.status not in {Status.ADMITTED, Status.RUNNING}:
+            return False  # not deployed yet (the worker marks it), or stopping/stopped: the stop closes the stretch
+        message = (f"{ready} of {row.replicas} replicas ready" +
+                   ("" if rolled_out else f"; rolling out ({updated} of {replicas} pods updated)"))
+        changed = (row.ready_replicas or 0) != ready
+        if row.status == Status.ADMITTED and ready >= 1:
+            _transition(row, expected=[Status.ADMITTED], to_status=Status.RUNNING, reason="ReplicaReady",
+                        message=message, started_at=at, ready_replicas=ready)
+        elif changed or row.status_message != message:
+            Workload.objects.filter(pk=row.pk).update(ready_replicas=ready, status_message=message)
+        else:
+            return False
+        if changed:
+            quota_released.send(sender=Workload, workload_id=row.pk, at=at, reason=REPLICAS_CHANGED)
+            if ready:
+                quota_held.send(sender=Workload, workload=row, at=at, units=ready * row.pods * row.gpus)
+    return True
