@@ -42,6 +42,7 @@ KINDS: dict[str, Kind] = {
     "Endpoints": Kind("", "v1", "endpoints", True),
     "PersistentVolumeClaim": Kind("", "v1", "persistentvolumeclaims", True),
     "Job": Kind("batch", "v1", "jobs", True),
+    "Deployment": Kind("apps", "v1", "deployments", True),  # inference services (docs/architecture.md)
     "Ingress": Kind("networking.k8s.io", "v1", "ingresses", True),
     "HTTPRoute": Kind("gateway.networking.k8s.io", "v1", "httproutes", True),
     "ResourceFlavor": Kind("kueue.x-k8s.io", "v1beta2", "resourceflavors", False),
@@ -198,6 +199,11 @@ class Gateway:
               subresource: str | None = None) -> dict:
         return self._call("PATCH", _path(KINDS[kind_name], name, namespace, subresource), body=patch,
                           query=[("fieldValidation", STRICT)], content_type="application/merge-patch+json")
+
+    def raw_patch(self, path: str, patch: dict) -> dict:
+        """A JSON merge patch of the object an API path names (any kind), strictly validated."""
+        return self._call("PATCH", path, body=patch, query=[("fieldValidation", STRICT)],
+                          content_type="application/merge-patch+json")
 
     def delete(self, kind_name: str, name: str, *, namespace: str | None = None,
                propagation: str = "Background") -> dict | None:

@@ -57,7 +57,9 @@ def _quotas(quotas: list[Quota]) -> dict[str, PoolQuota]:
 
 
 def org_snapshot() -> OrgSnapshot:
-    """The organisation as plain data, in five queries whatever its size."""
+    """The organisation as plain data, in five queries whatever its size. Serving pools are left out: inference
+    services never go through Kueue, so such a pool has no ResourceFlavor, Cohorts or queues (docs/architecture.md,
+    Inference services)."""
     held, held_departments = budget_holds()
     quotas = Quota.objects.select_related("node_pool")
     departments = Department.objects.order_by("slug").prefetch_related(
@@ -70,7 +72,7 @@ def org_snapshot() -> OrgSnapshot:
         pools=tuple(
             PoolSpec(slug=pool.slug, gpu_resource=pool.gpu_resource, capacity=pool.capacity,
                      node_labels=dict(pool.node_labels), node_taints=tuple(pool.node_taints))
-            for pool in NodePool.objects.order_by("slug")
+            for pool in NodePool.objects.filter(serving=False).order_by("slug")
         ),
         departments=tuple(
             DepartmentSpec(

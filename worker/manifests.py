@@ -334,3 +334,76 @@ def pull_secret(*, name: str, namespace: str, registry: str, username: str, pass
                                                                 "labels": labels},
             "type": "kubernetes.io/dockerconfigjson",
             "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()}}
+
+
+INFERENCE_PORT_NAME = "http"
+INFERENCE_SERVICE_PORT = 80
+
+
+def inference_deployment(workload: Workload, *, request_id: str = "",
+                         attachments: Attachments | None = None) -> dict[str, Any]:
+    """An inference service's Deployment: no Kueue queue-name label (a serving pool has no queue), so Kueue never
+    holds or preempts it; placed on its pool by the pool's node labels and tolerations, which Kueue would otherwise
+    inject. A rollout replaces one replica at a time without a surge (maxSurge 0): the project's reservation has
+    no room for an extra replica's GPUs (docs/architecture.md, Inference services)."""
+    attachments = attachments or Attachments()
+    owner = workload.owner
+    if owner is None:
+        raise ValueError("only the portal's own inference services have a manifest")
+    labels = portal_labels(workload)
+    volumes, mounts = volumes_of(workload, attachments)
+    container = main_container(workload, attachments, mounts)
+    container["ports"] = [{"name": INFERENCE_PORT_NAME, "containerPort": workload.serving_port or 8000,
+                           "protocol": "TCP"}]
+    pool = workload.node_pool
+    pod: dict[str, Any] = {"restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "containers": [container]}
+    if pool.node_labels:
+        pod["nodeSelector"] = dict(pool.node_labels)
+    if pool.node_taints:
+        pod["tolerations"] = [{"key": taint["key"], "operator": "Equal", "value": taint.get("value", ""),
+                               "effect": taint["effect"]} for taint in pool.node_taints]
+    if volumes:
+        pod["volumes"] = volumes
+    if attachments.pull_secrets:
+        pod["imagePullSecrets"] = [{"name": secret.secret_name} for secret in attachments.pull_secrets]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": job_name(workload), "namespace": workload.project.namespace, "labels": labels,
+            "annotations": {OWNER_ANNOTATION: owner.get_username(), NAME_ANNOTATION: workload.name,
+                            **({REQUEST_ID_ANNOTATION: request_id} if request_id else {})},
+        },
+        "spec": {
+            "replicas": workload.replicas,
+            "selector": {"matchLabels": {WORKLOAD_ID_LABEL: str(workload.pk)}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+def inference_service(workload: Workload, deployment_uid: str) -> dict[str, Any]:
+    """The ClusterIP Service in front of the replicas, owned by the Deployment (it goes when the Deployment goes);
+    the portal's proxy reaches the model server through it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": job_name(workload), "namespace": workload.project.namespace,
+                     "labels": portal_labels(workload),
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": job_name(workload),
+                                          "uid": deployment_uid, "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {WORKLOAD_ID_LABEL: str(workload.pk)},
+            "ports": [{"name": INFERENCE_PORT_NAME, "port": INFERENCE_SERVICE_PORT,
+                       "targetPort": workload.serving_port or 8000, "protocol": "TCP"}],
+        },
+    }
+
+
+def inference_patch(workload: Workload, *, attachments: Attachments | None = None) -> dict[str, Any]:
+    """The merge patch that brings the Deployment to the row's replicas and image (a new image starts a rollout).
+    The whole pod template is sent: a merge patch replaces a list such as the containers whole."""
+    spec = inference_deployment(workload, attachments=attachments)["spec"]
+    return {"spec": {"replicas": spec["replicas"], "template": spec["template"]}}

@@ -47,7 +47,17 @@ from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .frameworks import framework_manifest, framework_schema_errors
 from .gateway import ClusterError, gateway
 from .kueue_sync import desired_from_database, reconcile
-from .manifests import CONTAINER_NAME, attachments_of, companions, job_manifest, pull_secret, user_secret
+from .manifests import (
+    CONTAINER_NAME,
+    attachments_of,
+    companions,
+    inference_deployment,
+    inference_service,
+    job_manifest,
+    pull_secret,
+    user_secret,
+)
+from .manifests import inference_patch as inference_patch_body
 from .notebook_activity import read_server_activity
 from .outside_work import stop_target
 from .status_map import observe, parse_time
@@ -113,7 +123,11 @@ def workload_submit(self: Task, workload_id: int) -> str:
         intents.intent_release(claim)
         return "not claimed"
     entry = _object_kind(workload)
-    if workload.runs_on_framework:  # built here, checked against its kind's schema before it is sent
+    inference = workload.kind == Kind.INFERENCE
+    if inference:  # a Deployment, never queued (docs/architecture.md, Inference services)
+        manifest = inference_deployment(workload, request_id=request_ids.current(),
+                                        attachments=attachments_of(workload))
+    elif workload.runs_on_framework:  # built here, checked against its kind's schema before it is sent
         manifest = framework_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
         if problems := framework_schema_errors(manifest):
             workload_services.workload_mark_rejected(
@@ -127,11 +141,14 @@ def workload_submit(self: Task, workload_id: int) -> str:
         manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
     try:
         gw = gateway()
-        if entry is not None:
+        if inference:
+            uid = _create_or_adopt_in(gw, _deployments_path(workload), manifest)
+            _create_or_adopt(gw, inference_service(workload, uid))
+        elif entry is not None:
             uid = _create_or_adopt_in(gw, entry.collection_path(workload.project.namespace), manifest)
         else:
             uid = _create_or_adopt(gw, manifest)
-        for companion in companions(workload, uid) if entry is None else []:
+        for companion in companions(workload, uid) if entry is None and not inference else []:
             _create_or_adopt(gw, companion)  # a notebook's token, Service and route; a gang's Service
     except ClusterError as error:
         if error.status in PERMANENT_STATUS or not error.transient:
@@ -151,7 +168,8 @@ def workload_submit(self: Task, workload_id: int) -> str:
             seconds=countdown) + workload_services.SUBMIT_DEADLINE)
         metrics.SUBMISSIONS.labels("retry").inc()
         raise self.retry(exc=error, countdown=countdown) from error
-    if not workload_services.workload_mark_submitted(workload=workload, uid=uid, manifest=manifest):
+    mark = workload_services.workload_mark_deployed if inference else workload_services.workload_mark_submitted
+    if not mark(workload=workload, uid=uid, manifest=manifest):
         # Stopped while we were creating it: take the Job back out, and record the stop if nobody has yet.
         deleted = gw.delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
         _record_deletion(workload_id, deleted)
@@ -180,9 +198,42 @@ def _object_path(workload: Workload) -> str:
     """The API path of what the portal created for a workload of its own: its Job, or a manifest's or framework's
     object."""
     entry = _object_kind(workload)
+    if workload.kind == Kind.INFERENCE and not workload.from_outside:
+        return f"{_deployments_path(workload)}/{workload.job_name}"
     if entry is None:
         return f"/apis/batch/v1/namespaces/{workload.project.namespace}/jobs/{workload.job_name}"
     return f"{entry.collection_path(workload.project.namespace)}/{workload.job_name}"
+
+
+def _deployments_path(workload: Workload) -> str:
+    return f"/apis/apps/v1/namespaces/{workload.project.namespace}/deployments"
+
+
+@shared_task(autoretry_for=(TransientClusterError,), retry_backoff=2, retry_backoff_max=60, max_retries=8)
+def inference_patch(workload_id: int) -> str:
+    """Bring an inference service's Deployment to its row's replicas and image (a scale, or a rollout of a new
+    image); the row is the truth, so a repeated or late patch is harmless."""
+    claim = intents.intent_claim(kind=workload_services.INFERENCE_PATCH_INTENT, target_id=workload_id)
+    if claim.busy:
+        return "busy"
+    workload = Workload.objects.select_related("project__department", "node_pool", "owner").filter(
+        pk=workload_id, kind=Kind.INFERENCE).first()
+    if workload is None or workload.status not in {Status.ADMITTED, Status.RUNNING}:
+        # Not created yet (the submit builds it from the row as it is then) or gone: nothing to patch.
+        intents.intents_complete(kind=workload_services.INFERENCE_PATCH_INTENT, target_id=workload_id,
+                                 outcome="nothing to patch", ids=claim.ids)
+        return "nothing to patch"
+    try:
+        gateway().raw_patch(f"{_deployments_path(workload)}/{workload.job_name}",
+                            inference_patch_body(workload, attachments=attachments_of(workload)))
+    except ClusterError as error:
+        intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + STOP_RETRY_AFTER)
+        if error.transient:
+            raise TransientClusterError(error.message) from error
+        raise
+    intents.intents_complete(kind=workload_services.INFERENCE_PATCH_INTENT, target_id=workload_id,
+                             outcome="patched", ids=claim.ids)
+    return "patched"
 
 
 def _create_or_adopt_in(gw: Any, collection_path: str, obj: dict[str, Any]) -> str:

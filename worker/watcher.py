@@ -93,7 +93,9 @@ UNMAPPED_WORKLOAD_REASONS = ("no_project", "no_owner", "no_queue", "malformed")
 OWNER_READERS = 8  # owners of a batch read at once
 OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.workloads_mirror_outside)
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
-WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None}
+# The portal's Deployments are its inference services, followed by their own status (no Kueue Workload).
+WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None,
+           "Deployment": OWNED}
 # Owners of outside Workloads, watched for who submitted them (worker/outside_work.py), by watch name.
 OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, kind), owner in OWNER_KINDS.items()}
 TORCH_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
@@ -206,6 +208,7 @@ class Watcher:
         # Kueue Workload uid -> (the portal workload, the Workload) of a manifest the portal submitted (not a Job)
         self.manifests: dict[str, tuple[int, dict[str, Any]]] = {}
         self.applied_manifests: dict[str, Observation] = {}
+        self.deployments: dict[str, dict[str, Any]] = {}  # Deployment uid -> an inference service's Deployment
         self.owners: dict[str, dict[str, Any] | None] = {}  # owner uid -> the object (None: unreadable), read once
         self.applied_outside: dict[str, Observation] = {}
         self.owner_readers = ThreadPoolExecutor(OWNER_READERS, thread_name_prefix="owner-read")
@@ -262,6 +265,9 @@ class Watcher:
                 self.mirror_objects[key] = (event_type, obj)
             self.work.add(key)
             return
+        if kind == "Deployment":
+            self._handle_deployment(event_type, obj)
+            return
         if kind == "Workload" and (workload_id := _portal_manifest_id(obj)):
             self._handle_manifest(event_type, obj, workload_id)
             return
@@ -300,6 +306,45 @@ class Watcher:
                 return
             self.manifests[uid] = (workload_id, obj)
         self.work.add(("manifest", uid))
+
+    def _handle_deployment(self, event_type: str, obj: dict[str, Any]) -> None:
+        uid, workload_id = obj["metadata"]["uid"], _workload_id(obj)
+        if not workload_id:
+            return
+        with self.lock:
+            if event_type == "DELETED":
+                self.deployments.pop(uid, None)
+                self.work.add(("deleted", workload_id, obj["metadata"].get("deletionTimestamp") or ""))
+                return
+            if not _newer(obj, self.deployments.get(uid)):
+                return
+            self.deployments[uid] = obj
+        self.work.add(("deployment", uid))
+
+    def apply_deployment(self, uid: str) -> None:
+        """Bring an inference service's row up to date with its Deployment's status: ready replicas, running, and
+        the GPU-hours of the ready replicas (apps.workloads.services.inference_observe), on the cluster's clock: the
+        latest update of the Deployment's conditions, which its controller stamps whenever availability or the
+        rollout moves (docs/architecture.md, Inference services)."""
+        with self.lock:
+            deployment = self.deployments.get(uid)
+        if deployment is None:
+            return
+        spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+        generation = deployment["metadata"].get("generation", 0)
+        replicas = int(spec.get("replicas", 1))
+        updated = int(status.get("updatedReplicas", 0))
+        rolled_out = (status.get("observedGeneration", 0) >= generation and updated == replicas
+                      and int(status.get("replicas", 0)) == replicas
+                      and int(status.get("availableReplicas", 0)) == replicas)
+        if not Workload.objects.filter(  # the portal's own Deployment in its project's namespace, not a namesake
+                pk=_workload_id(deployment), kind=Kind.INFERENCE, origin=Origin.PORTAL,
+                job_name=deployment["metadata"]["name"],
+                project__namespace=deployment["metadata"].get("namespace")).exists():
+            return
+        workload_services.inference_observe(
+            workload_id=_workload_id(deployment), uid=uid, ready=int(status.get("readyReplicas", 0)), replicas=replicas,
+            updated=updated, rolled_out=rolled_out, at=_conditions_updated_at(status) or timezone.now())
 
     def apply_manifest(self, uid: str) -> None:
         """Bring the portal row of a manifest it submitted (a JobSet, a RayJob...) up to date with Kueue's Workload
@@ -491,6 +536,9 @@ class Watcher:
         if key[0] == "manifest":
             self.apply_manifest(key[1])
             return
+        if key[0] == "deployment":
+            self.apply_deployment(key[1])
+            return
         if key[0] == "outside-gone":
             mirror.unmapped_forget(uid=key[1])
             workload_services.workloads_gone(
@@ -574,6 +622,9 @@ class Watcher:
         if kind == "Job":
             with self.lock:
                 self.jobs = {item["metadata"]["uid"]: item for item in items}
+        elif kind == "Deployment":
+            with self.lock:
+                self.deployments = {item["metadata"]["uid"]: item for item in items if _workload_id(item)}
         elif kind == "Workload":
             with self.lock:
                 self.workloads = {
@@ -610,6 +661,7 @@ class Watcher:
         for job_uid in job_uids:
             self.apply_job_uid(job_uid)
         self._jobs_gone(listed_at)
+        self._apply_all_deployments(listed_at)
         self._apply_all_manifests(listed_at)
         self._apply_all_outside(listed_at, keep_owners=queued_owners)
         self.unqueued_pods_scan()
@@ -685,6 +737,17 @@ class Watcher:
         missing = Workload.objects.filter(RUNS_AS_OBJECT, origin=Origin.PORTAL,
                                           status__in=LIVE_STATUSES - {Status.SUBMITTING},
                                           submitted_at__lt=listed_at).exclude(kueue_name="").exclude(pk__in=present)
+        workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
+
+    def _apply_all_deployments(self, listed_at: datetime) -> None:
+        """Every inference service's Deployment listed (re-applied), then the live rows whose Deployment is gone."""
+        with self.lock:
+            uids = list(self.deployments)
+        for uid in uids:
+            self.apply_deployment(uid)
+        missing = Workload.objects.filter(kind=Kind.INFERENCE, origin=Origin.PORTAL,
+                                          status__in=LIVE_STATUSES - {Status.SUBMITTING},
+                                          submitted_at__lt=listed_at).exclude(k8s_uid="").exclude(k8s_uid__in=uids)
         workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
 
     def _jobs_gone(self, listed_at: datetime) -> None:
@@ -795,6 +858,8 @@ class Watcher:
                     job_uids = list(self.jobs)
                 for job_uid in job_uids:
                     self.apply_job_uid(job_uid)
+            if kind == "Deployment":
+                self._apply_all_deployments(timezone.now())
             if kind == "Workload":
                 self._apply_all_manifests(timezone.now())
                 self._apply_all_outside(timezone.now())
@@ -911,6 +976,19 @@ def _portal_manifest_id(kueue_workload: dict[str, Any]) -> int:
     if not name.startswith(JOB_PREFIX):
         return 0
     return parse_id(name[len(JOB_PREFIX):]) or 0
+
+
+def _conditions_updated_at(status: dict[str, Any]) -> datetime | None:
+    """The latest lastUpdateTime of an object's status conditions (None without one)."""
+    times = []
+    for condition in status.get("conditions") or []:
+        try:
+            at = parse_time(condition.get("lastUpdateTime") or "")
+        except (TypeError, ValueError):
+            continue
+        if at is not None:
+            times.append(at)
+    return max(times, default=None)
 
 
 def _workload_id(job: dict[str, Any]) -> int:

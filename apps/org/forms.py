@@ -140,6 +140,11 @@ class NodePoolForm(VersionedForm):
                   "guarantee then becomes a promise the cluster cannot always keep, and non-preemptible work may "
                   "wait even inside its quota. Leave off unless you mean it.",
     )
+    serving = forms.BooleanField(
+        required=False, label="Serving pool",
+        help_text="For inference services only: no Kueue queues and no batch work; admins reserve a fixed number of "
+                  "its units per project instead of quotas.",
+    )
 
     price_per_card_hour = forms.DecimalField(
         required=False, min_value=0, max_digits=12, decimal_places=4, label="Price per card-hour",
@@ -158,7 +163,8 @@ class NodePoolForm(VersionedForm):
                 "mig_profile": instance.mig_profile, "replicas_per_card": instance.replicas_per_card,
                 "node_labels": labels_text(instance.node_labels), "node_taints": taints_text(instance.node_taints),
                 "capacity": instance.capacity, "card_fraction": instance.card_fraction_display,
-                "over_subscribable": instance.over_subscribable, "price_per_card_hour": instance.price_per_card_hour,
+                "over_subscribable": instance.over_subscribable, "serving": instance.serving,
+                "price_per_card_hour": instance.price_per_card_hour,
             }
         super().__init__(*args, **kwargs)
         if instance is not None:

@@ -77,6 +77,10 @@ class NodePool(VersionedModel):
     over_subscribable = models.BooleanField(
         default=False, help_text="Allow department quotas to add up to more than the pool's capacity."
     )
+    serving = models.BooleanField(
+        default=False, help_text="Reserved for inference services: no Kueue queues and no batch work; projects get a "
+                                 "fixed number of its cards (serving reservations) instead of quotas.",
+    )
     price_per_card_hour = models.DecimalField(
         max_digits=12, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)],
         help_text="Optional price of one physical card for one hour, in force from when it is saved (earlier hours "
@@ -508,6 +512,34 @@ class BudgetCrossing(models.Model):
 
     def __str__(self) -> str:
         return f"{self.budget_id} {self.threshold}% from {self.period_start:%Y-%m-%d}"
+
+
+class ServingReservation(VersionedModel):
+    """A fixed number of a serving pool's units set aside for one project's inference services: checked when a
+    service is submitted or scaled up, never queued and never preempted (docs/architecture.md, Inference
+    services). The reservations on a pool add up to at most its capacity (apps.org.services.serving)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="serving_reservations")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="serving_reservations")
+    cards = models.PositiveIntegerField(validators=[MaxValueValidator(MAX_POOL_CAPACITY)],
+                                        help_text="GPU units of the pool the project's services may hold at once.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
+
+    class Meta:
+        ordering = ["node_pool__slug", "project__slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "node_pool"], name="servingreservation_one_per_project_pool",
+                                    violation_error_message="This project already has a reservation on that pool.")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id and self.project.slug}/{self.node_pool_id and self.node_pool.slug}"
+
+    def access_scope(self) -> tuple[int, int | None]:
+        return self.project.department_id, self.project_id
 
 
 class KueueSyncState(models.Model):

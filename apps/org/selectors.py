@@ -29,6 +29,7 @@ from .models import (
     Project,
     ProjectNamespace,
     Quota,
+    ServingReservation,
 )
 
 # The rows a visitor may see (none for the anonymous one): access.restrict's querysets, which API serializers ask for
@@ -75,6 +76,11 @@ def budget_holds() -> tuple[set[int], set[int]]:
         if department_id is not None:
             departments.add(department_id)
     return projects, departments
+
+
+def serving_reservations_for(user: Visitor | None) -> QuerySet[ServingReservation]:
+    """Reservations of the projects the user sees."""
+    return access.restrict(ServingReservation.objects.all(), user, Action.VIEW)
 
 
 def departments_with_projects(user: Actor) -> list[tuple[Department, list[Project]]]:

@@ -147,8 +147,9 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
 
 
 def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime | None = None,
-                        reason: str = "") -> bool:
-    """Record the stretch of quota that began at `at` (Kueue's admission time); idempotent.
+                        reason: str = "", units: int | None = None) -> bool:
+    """Record the stretch of quota that began at `at` (Kueue's admission time); idempotent. `units`: what the
+    stretch holds when not the workload's own units (an inference service's ready replicas).
 
     No-op when an interval starting then exists already, or when another one is still open. With `ended_at` the
     stretch is recorded closed at once: the watcher learnt of the admission only after it ended.
@@ -162,17 +163,18 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
         if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(
                 ended_at__isnull=True).exists()):
             return False
-        _interval(workload, at, ended_at, reason).save(force_insert=True)
+        _interval(workload, at, ended_at, reason, units=units).save(force_insert=True)
         _timeline_changed({(workload.project_id, pool.pk): at})
     return True
 
 
-def _interval(workload: Workload, at: datetime, ended_at: datetime | None, reason: str) -> UsageInterval:
+def _interval(workload: Workload, at: datetime, ended_at: datetime | None, reason: str,
+              units: int | None = None) -> UsageInterval:
     """The ledger row of one stretch of held quota, with the pool's card fraction and the queue it was held in."""
     pool = workload.node_pool
     return UsageInterval(
         workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
-        user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units,
+        user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units if units is None else units,
         card_fraction_numerator=pool.card_fraction_numerator,
         card_fraction_denominator=pool.card_fraction_denominator,
         queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
@@ -256,8 +258,8 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
 
 
 def on_quota_held(*, workload: Workload, at: datetime, ended_at: datetime | None = None, reason: str = "",
-                  **_: Any) -> None:
-    usage_interval_open(workload=workload, at=at, ended_at=ended_at, reason=reason)
+                  units: int | None = None, **_: Any) -> None:
+    usage_interval_open(workload=workload, at=at, ended_at=ended_at, reason=reason, units=units)
 
 
 def on_quotas_held(*, stretches: list[tuple[Workload, datetime, datetime | None, str]], **_: Any) -> None:

@@ -39,6 +39,7 @@ class Kind(models.TextChoices):
     TRAINING = "training", "Training"
     NOTEBOOK = "notebook", "Notebook"
     BATCH = "batch", "Batch"
+    INFERENCE = "inference", "Inference service"
     JOB = "job", "Job"
     JOBSET = "jobset", "JobSet"
     TRAINJOB = "trainjob", "TrainJob"
@@ -167,6 +168,14 @@ class Workload(models.Model):
         null=True, blank=True, validators=[MinValueValidator(5), MaxValueValidator(7 * 24 * 60)])
     notebook_port = models.PositiveIntegerField(null=True, blank=True,
                                                 validators=[MinValueValidator(1), MaxValueValidator(65535)])
+    replicas = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_PODS)],
+        help_text="Inference services: copies of the model server behind its Service (each `pods` pods).")
+    serving_port = models.PositiveIntegerField(null=True, blank=True,
+                                               validators=[MinValueValidator(1), MaxValueValidator(65535)],
+                                               help_text="Inference services: the port the model server listens on.")
+    ready_replicas = models.PositiveSmallIntegerField(null=True, blank=True,
+                                                      help_text="Inference services: ready, as the cluster last said.")
     shm_gib = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True,
                                   validators=[MinValueValidator(0), MaxValueValidator(MAX_MEMORY_GIB_PER_POD)],
                                   help_text="Shared memory (/dev/shm) per pod in GiB, counted in its memory.")
@@ -273,8 +282,10 @@ class Workload(models.Model):
 
     @property
     def pod_count(self) -> int:
-        """Pods that run at once: the whole gang, the batch parallelism, one notebook, or every pod of the pod sets
-        of work from outside."""
+        """Pods that run at once: the whole gang, the batch parallelism, one notebook, every pod of an inference
+        service's replicas, or every pod of the pod sets of work from outside."""
+        if self.kind == Kind.INFERENCE and self.origin == Origin.PORTAL:
+            return self.replicas * self.pods
         if self.origin == Origin.OUTSIDE or self.kind not in PORTAL_KINDS:  # outside, or a manifest's pod sets
             return sum(int(pod_set.get("count") or 0) for pod_set in self.pod_sets) or 1
         if self.kind == Kind.TRAINING:

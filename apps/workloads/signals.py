@@ -11,7 +11,9 @@ from django.dispatch import Signal
 quota_held = Signal()
 """A workload began holding quota at `at` (Kueue's admission time, on the cluster's clock), sent by the watcher's
 observations. kwargs: `workload` (the Workload), `at` (datetime), `ended_at` (datetime or None: set when the
-workload is already over, a stretch the watcher learnt of only after it ended), `reason` (str, why it ended)."""
+workload is already over, a stretch the watcher learnt of only after it ended), `reason` (str, why it ended), and
+optionally `units` (int: the units held, when fewer than the workload's own, as an inference service's ready
+replicas hold; docs/architecture.md, Inference services)."""
 
 quotas_held = Signal()
 """Many workloads seen for the first time already holding (or having held) quota: the watcher's first sync of work

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+SHOWN_ONLY_ANNOTATION = "kubesim.io/shown-only"  # its status is a finished rollout; it runs no ReplicaSet or pods
+
 
 def controller_manager(*, name: str, namespace: str, labels: dict[str, str],
                        container: dict[str, Any]) -> dict[str, Any]:
@@ -12,7 +14,8 @@ def controller_manager(*, name: str, namespace: str, labels: dict[str, str],
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                     "annotations": {SHOWN_ONLY_ANNOTATION: "true"}},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},

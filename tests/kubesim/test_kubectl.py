@@ -763,7 +763,11 @@ EVERYDAY = [
     ),
     (["get", "crd", "workloads.kueue.x-k8s.io"], "NAME CREATED_AT", r"^workloads\.kueue\.x-k8s\.io +\d{4}-"),
     (["get", "clusterqueues", "team-cq"], "NAME COHORT PENDING_WORKLOADS", r"^team-cq +\d+$"),
-    (["get", "ep", "web", "-n", "daily"], "NAME ENDPOINTS AGE", rf"^web +<none> +{_AGE}$"),  # no pods of its own
+    (  # the Deployment's two ready pods, on the Service's port
+        ["get", "ep", "web", "-n", "daily"],
+        "NAME ENDPOINTS AGE",
+        rf"^web +10\.244\.\d+\.\d+:80,10\.244\.\d+\.\d+:80 +{_AGE}$",
+    ),
     (
         ["exec", "nb", "-n", "daily", "--", "ls"],
         "refused",

@@ -31,6 +31,7 @@ from apps.org.models import (
     Project,
     ProjectNamespace,
     Quota,
+    ServingReservation,
 )
 from apps.org.selectors import departments_for, projects_for
 from apps.org.validators import (
@@ -122,7 +123,7 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
         fields = [
             "id", "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile",
             "replicas_per_card", "node_labels", "node_taints", "capacity", "card_fraction_numerator",
-            "card_fraction_denominator", "card_fraction", "over_subscribable", "price_per_card_hour",
+            "card_fraction_denominator", "card_fraction", "over_subscribable", "serving", "price_per_card_hour",
             "price_history", "version", "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
@@ -228,6 +229,21 @@ class BudgetUpdateSerializer(BudgetSerializer):
 
     class Meta(BudgetSerializer.Meta):
         fields = ["period", "metric", "amount", "thresholds", "on_exceed", "version"]
+
+
+class ServingReservationSerializer(ShapeOnlyModelSerializer):
+    """A project's reservation of a serving pool's units for its inference services (admins set it). A PATCH
+    changes only `cards`; the project and the pool are fixed."""
+
+    node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all())
+    project = ScopedPrimaryKeyRelatedField(scope=projects_for, queryset=Project.objects.all())
+    version = VersionField()
+
+    class Meta:
+        model = ServingReservation
+        fields = ["id", "project", "node_pool", "cards", "version", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+        extra_kwargs = {"cards": {"required": True}}
 
 
 class QuotaUpdateSerializer(ShapeOnlyModelSerializer):

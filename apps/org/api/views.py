@@ -30,6 +30,7 @@ from apps.org.models import (
     PriorityClass,
     ProjectNamespace,
     Quota,
+    ServingReservation,
 )
 from apps.org.selectors import (
     audit_events_for,
@@ -42,6 +43,7 @@ from apps.org.selectors import (
     projects_for,
     pull_secrets_for,
     quotas_for,
+    serving_reservations_for,
 )
 from apps.org.validators import DNS1123_LABEL, SLUG_MAX_LENGTH
 
@@ -60,6 +62,7 @@ from .serializers import (
     QuotaSerializer,
     QuotaTableRowSerializer,
     QuotaUpdateSerializer,
+    ServingReservationSerializer,
 )
 
 if TYPE_CHECKING:
@@ -364,6 +367,37 @@ class DepartmentQuotaTableView(GenericAPIView):
         except services.QuotaTableError as exc:
             raise ValidationError({str(index): fields for index, fields in exc.rows.items()}) from exc
         return self.table(table_department)
+
+
+class ServingReservationViewSet(ServiceViewSet):
+    """Reservations of serving pools' units for projects' inference services. Members of a project and those who
+    administer it read its reservations; admins change them."""
+
+    serializer_class = ServingReservationSerializer
+
+    def get_queryset(self) -> QuerySet[ServingReservation]:
+        return serving_reservations_for(self.request.user).select_related("project", "node_pool")
+
+    def may_create(self) -> bool:
+        return can(self.request.user, Action.MANAGE)
+
+    def may_change(self, obj: ServingReservation) -> bool:
+        return can(self.request.user, Action.MANAGE)
+
+    def perform_create(self, serializer: BaseSerializer[ServingReservation]) -> None:
+        serializer.instance = services.serving_reservation_create(actor=self.request.user,
+                                                                  **serializer.validated_data)
+
+    def perform_update(self, serializer: BaseSerializer[ServingReservation]) -> None:
+        assert serializer.instance is not None  # update() built the serializer on get_object()
+        serializer.instance = services.serving_reservation_update(
+            actor=self.request.user, serving_reservation=serializer.instance,
+            expected_version=self.expected_version(serializer), **serializer.validated_data
+        )
+
+    def perform_destroy(self, instance: ServingReservation) -> None:
+        services.serving_reservation_delete(actor=self.request.user, serving_reservation=instance,
+                                            expected_version=self.delete_version)
 
 
 class PriorityClassViewSet(ServiceViewSet):

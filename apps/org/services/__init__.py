@@ -11,6 +11,7 @@ Callers import from here (`from apps.org import services`); the modules are:
 - `kueue_sync`: the org -> Kueue reconcile's bookkeeping, asked for by every committed change;
 - `project_data`: a project's data sources and image pull secrets;
 - `project_namespaces`: the existing namespaces admins map to a project;
+- `serving`: the reservations of serving pools' cards for projects' inference services;
 - `common`: the access refusal and the collected field errors the others share.
 """
 
@@ -57,6 +58,12 @@ from .project_namespaces import DENIED_MAPPING, project_namespace_map, project_n
 from .projects import PROJECT_FIELDS, project_create, project_delete, project_update
 from .quota_table import QuotaTableError, quota_table_check, quota_table_save
 from .quotas import SIZE_FIELDS, quota_create, quota_delete, quota_rule_errors, quota_set, quota_update
+from .serving import (
+    SERVING_RESERVATION_FIELDS,
+    serving_reservation_create,
+    serving_reservation_delete,
+    serving_reservation_update,
+)
 
 __all__ = [
     "BUDGET_FIELDS",
@@ -74,6 +81,7 @@ __all__ = [
     "PULL_SECRET_INTENT",
     "PULL_SECRET_TASK",
     "SECRET_SYNC_DEADLINE",
+    "SERVING_RESERVATION_FIELDS",
     "SIZE_FIELDS",
     "QuotaTableError",
     "budget_cap_errors",
@@ -112,4 +120,7 @@ __all__ = [
     "quota_table_check",
     "quota_table_save",
     "quota_update",
+    "serving_reservation_create",
+    "serving_reservation_delete",
+    "serving_reservation_update",
 ]

@@ -20,7 +20,7 @@ from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import model_delete, model_save, model_update, version_check, version_check_locked
-from apps.org.models import PRICED_FROM_THE_START, NodePool, NodePoolPrice, Quota
+from apps.org.models import PRICED_FROM_THE_START, NodePool, NodePoolPrice, Quota, ServingReservation
 
 from .common import _field_errors, _require
 from .kueue_sync import _org_changed
@@ -28,7 +28,7 @@ from .kueue_sync import _org_changed
 NODE_POOL_FIELDS = {
     "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile", "replicas_per_card",
     "node_labels", "node_taints", "capacity", "card_fraction_numerator", "card_fraction_denominator",
-    "over_subscribable", "price_per_card_hour",
+    "over_subscribable", "serving", "price_per_card_hour",
 }
 
 
@@ -40,6 +40,22 @@ def _pool_capacity_error(pool: NodePool) -> str | None:
         return (f"Departments hold {assigned} deserved units on {pool.slug}, more than a capacity of {pool.capacity}. "
                 "Lower their quotas first, or mark the pool over-subscribable.")
     return None
+
+
+def _serving_errors(pool: NodePool) -> dict[str, list[str]]:
+    """A serving pool holds reservations and no quotas (it has no Kueue queues), and its reservations fit in it."""
+    errors: dict[str, list[str]] = {}
+    if pool.serving and pool.quotas.exists():
+        errors["serving"] = [f"{pool.slug} has quotas, which a serving pool cannot have (it has no Kueue queues); "
+                             "remove them first."]
+    reserved = ServingReservation.objects.filter(node_pool=pool).aggregate(total=Sum("cards"))["total"] or 0
+    if not pool.serving and reserved:
+        errors["serving"] = [f"Projects reserve {reserved} units of {pool.slug} for serving; remove their "
+                             "reservations first."]
+    elif reserved > pool.capacity:
+        errors["capacity"] = [f"Projects reserve {reserved} units of {pool.slug} for serving, more than a capacity of "
+                              f"{pool.capacity}. Lower their reservations first."]
+    return errors
 
 
 def _price_history_add(*, pool: NodePool, price: Decimal | None, actor: Actor, at: datetime) -> datetime:
@@ -92,6 +108,9 @@ def node_pool_update(*, actor: Actor, node_pool: NodePool, expected_version: int
         _field_errors(pool, errors)
         if not {"capacity", "over_subscribable"} & set(errors) and (capacity_error := _pool_capacity_error(pool)):
             errors["capacity"] = [capacity_error]
+        if not {"capacity", "serving"} & set(errors):
+            for name, messages in _serving_errors(pool).items():
+                errors.setdefault(name, []).extend(messages)
         if errors:
             raise ValidationError(errors)
         model_save(pool, update_fields=[*changed, "updated_at"])

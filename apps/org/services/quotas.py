@@ -45,6 +45,9 @@ def quota_rule_errors(
     its live check, `_quota_table_plan`) calls this with proposed values; `_check_quota_rules` with the stored ones.
     """
     errors: dict[str, str] = {}
+    if pool.serving:
+        errors["node_pool"] = (f"{pool.slug} is a serving pool: it has no quotas (and no Kueue queues); reserve its "
+                               "cards for projects' inference services instead.")
     if limit is not None and limit < deserved:
         errors["limit"] = f"The limit ({limit}) cannot be below the deserved quota ({deserved})."
     if for_project:

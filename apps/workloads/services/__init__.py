@@ -4,6 +4,7 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 - `transitions`: the one door of every status change (`_transition`) and the outbox rows it closes;
 - `submissions`: submit (once per key), the live check, stop, bulk stop, keep a notebook alive;
 - `manifests`: submit a Kubernetes manifest of any kind the portal observes;
+- `inference`: inference services on serving pools: submit, scale and roll out within the project's reservation;
 - `credentials`: users' secrets in a project;
 - `templates`: admins' presets for the submission forms;
 - `claims`: what the worker does: claim a submission, mark it submitted or refused, record a stop;
@@ -18,6 +19,7 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 
 from .claims import (
     workload_claim_submit,
+    workload_mark_deployed,
     workload_mark_rejected,
     workload_mark_stopped,
     workload_mark_submit_failed,
@@ -37,6 +39,14 @@ from .credentials import (
     credential_values_replace,
 )
 from .forecasts import FORECAST_FIELDS, workload_forecasts_store
+from .inference import (
+    INFERENCE_PATCH_INTENT,
+    INFERENCE_PATCH_TASK,
+    inference_observe,
+    inference_submit,
+    inference_update,
+    serving_units_in_use,
+)
 from .manifests import workload_manifest_validate, workload_submit_manifest_once
 from .notebooks import notebook_cull, notebook_cull_gpu_idle, notebook_server_activity_record
 from .notifications import NOTIFIABLE, NOTIFY_TASK
@@ -73,6 +83,8 @@ __all__ = [
     "FORECAST_FIELDS",
     "GPU_IDLE_REASON",
     "IDLE_NOTIFY_TASK",
+    "INFERENCE_PATCH_INTENT",
+    "INFERENCE_PATCH_TASK",
     "MAX_CREDENTIAL_KEYS",
     "MAX_CREDENTIAL_VALUE",
     "NOTIFIABLE",
@@ -90,14 +102,19 @@ __all__ = [
     "credential_delete",
     "credential_values_replace",
     "idle_policy_update",
+    "inference_observe",
+    "inference_submit",
+    "inference_update",
     "notebook_cull",
     "notebook_cull_gpu_idle",
     "notebook_server_activity_record",
+    "serving_units_in_use",
     "workload_check",
     "workload_claim_submit",
     "workload_cluster_events_record",
     "workload_forecasts_store",
     "workload_manifest_validate",
+    "workload_mark_deployed",
     "workload_mark_rejected",
     "workload_mark_stopped",
     "workload_mark_submit_failed",

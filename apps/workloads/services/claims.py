@@ -49,6 +49,21 @@ def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str,
     return True
 
 
+def workload_mark_deployed(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
+    """An inference service's Deployment exists: no queue, so it goes straight to admitted (its pods are being
+    started). False when it was stopped meanwhile (the caller deletes the Deployment)."""
+    fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
+                              "admitted_at": timezone.now(), "submit_claimed_at": None}
+    if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.ADMITTED, reason="Deployed",
+                   message=f"Deployment {workload.job_name} created in {workload.project.namespace}; serving pools "
+                           "have no queue", **fields):
+        return True
+    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
+        return False
+    Workload.objects.filter(pk=workload.pk).update(**fields)
+    return True
+
+
 def workload_mark_rejected(*, workload: Workload, message: str, reason: str = "Rejected") -> bool:
     return _transition(workload, expected=[Status.SUBMITTING], to_status=Status.REJECTED, reason=reason,
                        message=message, finished_at=timezone.now(), submit_claimed_at=None)

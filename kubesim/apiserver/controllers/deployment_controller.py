@@ -1,23 +1,43 @@
-"""The Deployment status kube-controller-manager's deployment controller reports, for kubectl (`get deploy`,
-`rollout status`, `describe`) and clients that wait for a rollout.
+"""kube-controller-manager's deployment and replicaset controllers: a Deployment runs as ReplicaSets, one per pod
+template (named `<deployment>-<pod-template-hash>`, the hash also a label of the ReplicaSet, its selector and its
+pods), each owning its pods; the pods are placed and run like any pod (kube-scheduler and the kubelet,
+kubesim.apiserver.nodes), so a pod that fits no node stays Pending and is neither ready nor available.
 
-kubesim runs no ReplicaSets or pods for a Deployment (an installed controller manager's, a user's): its rollout
-completes at once. Each change of a Deployment's spec is observed (observedGeneration), every desired replica is
-updated, ready and available, and the conditions read as a finished rollout: Available (MinimumReplicasAvailable)
-and Progressing (NewReplicaSetAvailable, naming the ReplicaSet `<name>-<pod-template-hash>` the controller would
-have made), or Progressing Unknown (DeploymentPaused) while paused. Learned from Kubernetes' deployment controller
-(pkg/controller/deployment) and kubectl's rollout status viewer.
+A change of the pod template makes a new ReplicaSet and rolls over to it: Recreate scales the old ones to zero and
+starts the new one once their pods are gone; RollingUpdate keeps at most `replicas + maxSurge` pods (rounded up) and
+at least `replicas - maxUnavailable` available (rounded down; both zero means one may be unavailable), as the
+upstream controller does: unhealthy old pods go first, then old pods down to the availability floor, oldest
+ReplicaSet first, and the new ReplicaSet grows into the room left. A pod counts as available when it is ready
+(minReadySeconds is not honoured). Status is what `kubectl get deploy` and `kubectl rollout status` read:
+observedGeneration, replicas, updatedReplicas, readyReplicas, availableReplicas, unavailableReplicas, and the
+conditions Available (MinimumReplicasAvailable / MinimumReplicasUnavailable) and Progressing (NewReplicaSetCreated,
+ReplicaSetUpdated, NewReplicaSetAvailable; Unknown DeploymentPaused while paused). Not done: the progress deadline
+(ProgressDeadlineExceeded), revision history cleanup and rollbacks.
+
+The Deployment an installed controller manager runs as (kubesim.kernel.deployments, annotated as shown only) runs no
+pods: its status reads as a finished rollout. Learned from Kubernetes' pkg/controller/deployment and
+pkg/controller/replicaset and kubectl's rollout status viewer.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 from datetime import datetime
 
+from kubesim.apiserver.validation import builtin
 from kubesim.kernel.clock import rfc3339
-from kubesim.kernel.store import Store, clone
+from kubesim.kernel.deployments import SHOWN_ONLY_ANNOTATION
+from kubesim.kernel.store import ChangeFeed, Store, clone, controller_reference
 
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet apimachinery's SafeEncodeString writes names with
+HASH_LABEL = "pod-template-hash"
+REVISION = "deployment.kubernetes.io/revision"
+DESIRED = "deployment.kubernetes.io/desired-replicas"
+MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
+DEPLOYMENT_COMPONENT = "deployment-controller"
+REPLICASET_COMPONENT = "replicaset-controller"
 
 
 def pod_template_hash(deployment: dict) -> str:
@@ -49,62 +69,458 @@ def _condition(old: list[dict], now: str, type_: str, status: str, reason: str, 
     }
 
 
-def desired_status(deployment: dict, now: datetime) -> dict:
-    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
-    replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
+def _replicas(obj: dict) -> int:
+    value = (obj.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def _scaled(value: int | str | None, total: int, *, round_up: bool) -> int:
+    """An int-or-percent of `total` (intstr.GetScaledValueFromIntOrPercent)."""
+    if isinstance(value, str) and value.endswith("%"):
+        share = total * int(value[:-1]) / 100
+        return math.ceil(share) if round_up else math.floor(share)
+    return int(value) if value is not None else 0
+
+
+def surge_and_unavailable(deployment: dict) -> tuple[int, int]:
+    """maxSurge (rounded up) and maxUnavailable (rounded down), 25% each by default; never both zero."""
+    spec = deployment.get("spec") or {}
+    if (spec.get("strategy") or {}).get("type") == "Recreate":
+        return 0, _replicas(deployment)
+    rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
+    desired = _replicas(deployment)
+    surge = _scaled(rolling.get("maxSurge", "25%"), desired, round_up=True)
+    unavailable = _scaled(rolling.get("maxUnavailable", "25%"), desired, round_up=False)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, min(unavailable, desired)
+
+
+def _active(pod: dict) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+def _ready(pod: dict) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+
+
+def _controller_uid(obj: dict) -> str | None:
+    return next((r.get("uid") for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+
+
+def _created(obj: dict) -> tuple[str, str]:
+    return obj["metadata"].get("creationTimestamp", ""), obj["metadata"]["name"]
+
+
+def shown_status(deployment: dict, now: datetime) -> dict:
+    """The status of an installed controller manager's Deployment: a finished rollout of its current spec."""
+    replicas = _replicas(deployment)
+    old = (deployment.get("status") or {}).get("conditions") or []
     ts = rfc3339(now)
-    old = status.get("conditions") or []
     name = deployment["metadata"]["name"]
-    if spec.get("paused"):
-        progressing = _condition(old, ts, "Progressing", "Unknown", "DeploymentPaused", "Deployment is paused")
-    else:
-        progressing = _condition(
+    out: dict = {"observedGeneration": deployment["metadata"].get("generation", 1)}
+    if replicas:  # Go's omitempty: zero counts are left out
+        out.update(replicas=replicas, updatedReplicas=replicas, readyReplicas=replicas, availableReplicas=replicas)
+    out["conditions"] = [
+        _condition(old, ts, "Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability."),
+        _condition(
             old,
             ts,
             "Progressing",
             "True",
             "NewReplicaSetAvailable",
             f'ReplicaSet "{name}-{pod_template_hash(deployment)}" has successfully progressed.',
-        )
-    out: dict = {"observedGeneration": deployment["metadata"].get("generation", 1)}
-    # Go's omitempty: zero counts are left out
-    for key in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas"):
-        if replicas:
-            out[key] = replicas
-    out["conditions"] = [
-        _condition(old, ts, "Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability."),
-        progressing,
+        ),
     ]
-    if status.get("collisionCount") is not None:
-        out["collisionCount"] = status["collisionCount"]
     return out
 
 
 class DeploymentController:
-    """Keeps every Deployment's status that of a finished rollout of its current spec."""
+    """The deployment and replicaset controllers, synced for every Deployment touched since the last pass (its own
+    writes, its ReplicaSets', their pods'); everything after a history gap."""
 
     name = "deployment-controller"
 
     def __init__(self) -> None:
-        self._seen = -1
+        self._feed = ChangeFeed("deployments", "replicasets", "pods")
 
     def reconcile(self, store: Store) -> bool:
-        version = store.last_change("deployments")
-        if version == self._seen:
-            return False
+        events = self._feed.changed(store)
+        if events is None:
+            touched = {
+                (d["metadata"]["namespace"], d["metadata"]["name"]) for d in store.list("deployments", copy=False)
+            }
+        else:
+            touched = set()
+            for event in events:
+                md = event.obj["metadata"]
+                if event.resource == "deployments":
+                    touched.add((md["namespace"], md["name"]))
+                    continue
+                owner = self._owner_deployment(store, event.obj)
+                if owner is not None:
+                    touched.add(owner)
         wrote = False
-        now = store.now()
-        for deployment in store.list("deployments", copy=False):
-            if deployment["metadata"].get("deletionTimestamp"):
+        for namespace, name in sorted(touched):
+            deployment = store.get("deployments", namespace, name, copy=False)
+            if deployment is None or deployment["metadata"].get("deletionTimestamp"):
                 continue
-            want = desired_status(deployment, now)
-            if want != deployment.get("status"):
-                updated = clone(deployment)
-                updated["status"] = want
-                store.update_status("deployments", updated)
-                wrote = True
-        self._seen = store.last_change("deployments")
+            wrote |= self._sync(store, deployment)
         return wrote
+
+    @staticmethod
+    def _owner_deployment(store: Store, obj: dict) -> tuple[str, str] | None:
+        """The Deployment a ReplicaSet, or the ReplicaSet of a pod, belongs to."""
+        for _ in range(2):
+            uid = _controller_uid(obj)
+            where = store.by_uid(uid) if uid else None
+            if where is None:
+                return None
+            if where[0] == "deployments":
+                return where[1], where[2]
+            if where[0] != "replicasets":
+                return None
+            found = store.get("replicasets", where[1], where[2], copy=False)
+            if found is None:
+                return None
+            obj = found
+        return None
 
     def next_deadline(self, store: Store) -> datetime | None:
         return None
+
+    # ---- one Deployment ---------------------------------------------------------------------------------
+    def _sync(self, store: Store, deployment: dict) -> bool:
+        now = store.now()
+        if (deployment["metadata"].get("annotations") or {}).get(SHOWN_ONLY_ANNOTATION):
+            return self._write_status(store, deployment, shown_status(deployment, now))
+        uid = deployment["metadata"]["uid"]
+        owned = sorted(
+            (rs for _, rs in store.dependents(uid, "replicasets") if _controller_uid(rs) == uid), key=_created
+        )
+        template_hash = pod_template_hash(deployment)
+        new = next((rs for rs in owned if (rs["metadata"].get("labels") or {}).get(HASH_LABEL) == template_hash), None)
+        olds = [rs for rs in owned if rs is not new]
+        wrote = created = False
+        paused = bool((deployment.get("spec") or {}).get("paused"))
+        if new is None and not paused:
+            new = self._create_replicaset(store, deployment, template_hash, olds)
+            created = wrote = True
+        if not paused and new is not None:
+            wrote |= self._roll(store, deployment, new, olds)
+        mine = [*olds, new] if new is not None else olds
+        fresh = [
+            found
+            for rs in mine
+            if (found := store.get("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"], copy=False))
+            is not None
+        ]
+        for rs in fresh:
+            wrote |= self._sync_replicaset(store, rs)
+        fresh = [
+            found
+            for rs in fresh
+            if (found := store.get("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"], copy=False))
+            is not None
+        ]
+        new_now = next(
+            (rs for rs in fresh if new is not None and rs["metadata"]["uid"] == new["metadata"]["uid"]), None
+        )
+        status = self._status(deployment, fresh, new_now, created, now)
+        return self._write_status(store, deployment, status) or wrote
+
+    def _create_replicaset(self, store: Store, deployment: dict, template_hash: str, olds: list[dict]) -> dict:
+        md, spec = deployment["metadata"], deployment["spec"]
+        template = copy.deepcopy(spec["template"])
+        template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = template_hash
+        selector = copy.deepcopy(spec["selector"])
+        selector.setdefault("matchLabels", {})[HASH_LABEL] = template_hash
+        revision = 1 + max(
+            (int((rs["metadata"].get("annotations") or {}).get(REVISION, "0") or 0) for rs in olds), default=0
+        )
+        surge, _ = surge_and_unavailable(deployment)
+        # A first rollout starts at full size; a rollover starts empty and grows as the old ReplicaSets shrink.
+        replicas = _replicas(deployment) if not olds else 0
+        rs = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": f"{md['name']}-{template_hash}",
+                "namespace": md["namespace"],
+                "labels": {**(template["metadata"].get("labels") or {})},
+                "annotations": {
+                    REVISION: str(revision),
+                    DESIRED: str(_replicas(deployment)),
+                    MAX_REPLICAS: str(_replicas(deployment) + surge),
+                },
+                "ownerReferences": [controller_reference(deployment)],
+            },
+            "spec": {
+                "replicas": replicas,
+                "minReadySeconds": spec.get("minReadySeconds", 0),
+                "selector": selector,
+                "template": template,
+            },
+        }
+        created = store.create("replicasets", rs)
+        store.record_event(
+            deployment,
+            "Normal",
+            "ScalingReplicaSet",
+            f"Scaled up replica set {created['metadata']['name']} from 0 to {replicas}",
+            DEPLOYMENT_COMPONENT,
+        )
+        return created
+
+    def _scale(self, store: Store, deployment: dict, rs: dict, to: int) -> None:
+        before = _replicas(rs)
+        if before == to:
+            return
+        updated = clone(store.get("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"], copy=False))
+        updated["spec"]["replicas"] = to
+        store.update("replicasets", updated)
+        word = "up" if to > before else "down"
+        store.record_event(
+            deployment,
+            "Normal",
+            "ScalingReplicaSet",
+            f"Scaled {word} replica set {rs['metadata']['name']} from {before} to {to}",
+            DEPLOYMENT_COMPONENT,
+        )
+
+    def _counts(self, store: Store, rs: dict) -> tuple[int, int]:
+        """(spec replicas, available pods) of a ReplicaSet as it is now."""
+        current = store.get("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"], copy=False) or rs
+        pods = self._pods(store, current)
+        return _replicas(current), sum(1 for p in pods if _ready(p))
+
+    def _roll(self, store: Store, deployment: dict, new: dict, olds: list[dict]) -> bool:
+        """One step of the rollout (all of it when the pods start at once): scale the new ReplicaSet up into the
+        room maxSurge leaves, then the old ones down as far as maxUnavailable lets, until nothing moves."""
+        desired = _replicas(deployment)
+        surge, max_unavailable = surge_and_unavailable(deployment)
+        recreate = ((deployment["spec"].get("strategy") or {}).get("type")) == "Recreate"
+        wrote = False
+        for _ in range(2 * (desired + len(olds)) + 2):
+            moved = False
+            for rs in [new, *olds]:
+                self._sync_replicaset(
+                    store,
+                    store.get("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"], copy=False) or rs,
+                )
+            counts = {rs["metadata"]["name"]: self._counts(store, rs) for rs in [new, *olds]}
+            new_spec, new_available = counts[new["metadata"]["name"]]
+            old_specs = sum(counts[rs["metadata"]["name"]][0] for rs in olds)
+            if recreate:
+                for rs in olds:
+                    if counts[rs["metadata"]["name"]][0]:
+                        self._scale(store, deployment, rs, 0)
+                        moved = True
+                old_pods = sum(len(self._pods(store, rs)) for rs in olds)
+                if not moved and not old_pods and new_spec != desired:
+                    self._scale(store, deployment, new, desired)
+                    moved = True
+            elif new_spec > desired or (not olds and new_spec != desired):
+                self._scale(store, deployment, new, desired)
+                moved = True
+            else:
+                room = desired + surge - (new_spec + old_specs)
+                if new_spec < desired and room > 0:
+                    self._scale(store, deployment, new, new_spec + min(room, desired - new_spec))
+                    moved = True
+                else:
+                    moved = self._scale_down_olds(
+                        store,
+                        deployment,
+                        olds,
+                        counts,
+                        new_spec - new_available,
+                        desired - max_unavailable,
+                        new_available,
+                    )
+            if not moved:
+                break
+            wrote = True
+        return wrote
+
+    def _scale_down_olds(
+        self,
+        store: Store,
+        deployment: dict,
+        olds: list[dict],
+        counts: dict[str, tuple[int, int]],
+        new_unavailable: int,
+        min_available: int,
+        new_available: int,
+    ) -> bool:
+        all_specs = sum(spec for spec, _ in counts.values())
+        budget = all_specs - min_available - new_unavailable
+        if budget <= 0:
+            return False
+        moved = False
+        for rs in olds:  # unhealthy old pods first
+            spec, available = counts[rs["metadata"]["name"]]
+            cut = min(budget, spec - available)
+            if cut > 0:
+                self._scale(store, deployment, rs, spec - cut)
+                counts[rs["metadata"]["name"]] = (spec - cut, available)
+                budget -= cut
+                moved = True
+        total_available = new_available + sum(counts[rs["metadata"]["name"]][1] for rs in olds)
+        spare = min(budget, total_available - min_available)
+        for rs in olds:  # then available ones down to the floor, oldest first
+            if spare <= 0:
+                break
+            spec, available = counts[rs["metadata"]["name"]]
+            cut = min(spare, spec)
+            if cut > 0:
+                self._scale(store, deployment, rs, spec - cut)
+                spare -= cut
+                moved = True
+        return moved
+
+    # ---- one ReplicaSet ---------------------------------------------------------------------------------
+    @staticmethod
+    def _pods(store: Store, rs: dict) -> list[dict]:
+        uid = rs["metadata"]["uid"]
+        return [p for _, p in store.dependents(uid, "pods") if _controller_uid(p) == uid and _active(p)]
+
+    def _sync_replicaset(self, store: Store, rs: dict) -> bool:
+        """Pods up or down to spec.replicas (not yet placed, then not ready, then newest go first); its status."""
+        pods = self._pods(store, rs)
+        want = _replicas(rs)
+        wrote = False
+        if len(pods) < want:
+            for _ in range(want - len(pods)):
+                pods.append(self._create_pod(store, rs))
+            wrote = True
+        elif len(pods) > want:
+            order = sorted(pods, key=lambda p: (bool(p["spec"].get("nodeName")), _ready(p), _created(p)))
+            doomed = order[: len(pods) - want]
+            for pod in doomed:
+                store.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+                store.record_event(
+                    rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}", REPLICASET_COMPONENT
+                )
+            pods = self._pods(store, rs)
+            wrote = True
+        ready = sum(1 for p in pods if _ready(p))
+        status: dict = {"observedGeneration": rs["metadata"].get("generation", 1), "replicas": len(pods)}
+        if pods:
+            status["fullyLabeledReplicas"] = len(pods)
+        if ready:
+            status.update(readyReplicas=ready, availableReplicas=ready)
+        current = store.get("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"], copy=False)
+        if current is not None and current.get("status") != status:
+            updated = clone(current)
+            updated["status"] = status
+            store.update_status("replicasets", updated)
+            wrote = True
+        return wrote
+
+    def _create_pod(self, store: Store, rs: dict) -> dict:
+        template = copy.deepcopy(rs["spec"]["template"])
+        tmd = template.get("metadata") or {}
+        pod = {
+            "metadata": {
+                "generateName": f"{rs['metadata']['name']}-",
+                "namespace": rs["metadata"]["namespace"],
+                "labels": dict(tmd.get("labels") or {}),
+                "annotations": dict(tmd.get("annotations") or {}),
+                "ownerReferences": [controller_reference(rs)],
+            },
+            "spec": template["spec"],
+        }
+        builtin.apply_defaults("pods", pod, None)  # as kube-apiserver defaults a pod the controller creates
+        created = store.create("pods", pod)
+        store.record_event(
+            rs, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}", REPLICASET_COMPONENT
+        )
+        return created
+
+    # ---- status -------------------------------------------------------------------------------------------
+    def _status(
+        self, deployment: dict, replicasets: list[dict], new: dict | None, created: bool, now: datetime
+    ) -> dict:
+        desired = _replicas(deployment)
+        _, max_unavailable = surge_and_unavailable(deployment)
+        old_status = deployment.get("status") or {}
+        conditions = old_status.get("conditions") or []
+        ts = rfc3339(now)
+
+        def total(key: str, of: list[dict]) -> int:
+            return sum(int((rs.get("status") or {}).get(key, 0)) for rs in of)
+
+        replicas, ready, available = (
+            total("replicas", replicasets),
+            total("readyReplicas", replicasets),
+            total("availableReplicas", replicasets),
+        )
+        updated = total("replicas", [new]) if new is not None else 0
+        out: dict = {"observedGeneration": deployment["metadata"].get("generation", 1)}
+        for key, value in (
+            ("replicas", replicas),
+            ("updatedReplicas", updated),
+            ("readyReplicas", ready),
+            ("availableReplicas", available),
+            ("unavailableReplicas", max(0, desired - available)),
+        ):
+            if value:  # Go's omitempty
+                out[key] = value
+        if available >= desired - max_unavailable:
+            availability = _condition(
+                conditions, ts, "Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability."
+            )
+        else:
+            availability = _condition(
+                conditions,
+                ts,
+                "Available",
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+            )
+        new_name = new["metadata"]["name"] if new is not None else ""
+        if (deployment.get("spec") or {}).get("paused"):
+            progressing = _condition(
+                conditions, ts, "Progressing", "Unknown", "DeploymentPaused", "Deployment is paused"
+            )
+        elif new is not None and updated == desired and replicas == desired and available >= desired:
+            progressing = _condition(
+                conditions,
+                ts,
+                "Progressing",
+                "True",
+                "NewReplicaSetAvailable",
+                f'ReplicaSet "{new_name}" has successfully progressed.',
+            )
+        elif created:
+            progressing = _condition(
+                conditions, ts, "Progressing", "True", "NewReplicaSetCreated", f'Created new replica set "{new_name}"'
+            )
+        else:
+            progressing = _condition(
+                conditions, ts, "Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{new_name}" is progressing.'
+            )
+        out["conditions"] = [availability, progressing]
+        if old_status.get("collisionCount") is not None:
+            out["collisionCount"] = old_status["collisionCount"]
+        return out
+
+    @staticmethod
+    def _write_status(store: Store, deployment: dict, status: dict) -> bool:
+        current = store.get(
+            "deployments", deployment["metadata"]["namespace"], deployment["metadata"]["name"], copy=False
+        )
+        if current is None or current.get("status") == status:
+            return False
+        updated = clone(current)
+        updated["status"] = status
+        store.update_status("deployments", updated)
+        return True

@@ -346,6 +346,17 @@ DEPLOYMENT = obj(
     },
     ["spec"],
 )
+REPLICA_SET = obj(
+    {
+        **TOP,
+        "spec": obj(
+            {"replicas": I32, "minReadySeconds": I32, "selector": LABEL_SELECTOR, "template": POD_TEMPLATE},
+            ["selector"],
+        ),
+        "status": ANY,
+    },
+    ["spec"],
+)
 INGRESS = obj(
     {
         **TOP,
@@ -470,6 +481,7 @@ CORE_SCHEMAS: dict[str, dict] = {
     "secrets": SECRET,
     "serviceaccounts": SERVICE_ACCOUNT,
     "deployments": DEPLOYMENT,
+    "replicasets": REPLICA_SET,
     "ingresses": INGRESS,
     "ingressclasses": INGRESS_CLASS,
     "networkpolicies": NETWORK_POLICY,

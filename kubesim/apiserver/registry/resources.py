@@ -103,6 +103,7 @@ CORE = [
         ("status",),
     ),
     Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status", "scale")),
+    Resource("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",), ("status",)),
     Resource("ingresses", "ingress", "Ingress", NETWORKING_GROUP, "v1", True, ("ing",), ("status",)),
     Resource("ingressclasses", "ingressclass", "IngressClass", NETWORKING_GROUP, "v1", False),
     Resource("networkpolicies", "networkpolicy", "NetworkPolicy", NETWORKING_GROUP, "v1", True, ("netpol",)),

@@ -529,6 +529,15 @@ CORE_COLUMNS: dict[str, list[Column]] = {
         *_containers(_TEMPLATE),
         Column("Selector", lambda d, n: label_selector(_spec(d).get("selector")), priority=1),
     ],
+    "replicasets": [
+        NAME,
+        Column("Desired", lambda r, n: _replicas(r)),
+        Column("Current", lambda r, n: _status(r).get("replicas", 0)),
+        Column("Ready", lambda r, n: _status(r).get("readyReplicas", 0)),
+        AGE,
+        *_containers(_TEMPLATE),
+        Column("Selector", lambda r, n: label_selector(_spec(r).get("selector")), priority=1),
+    ],
     "nodes": [
         NAME,
         Column("Status", _node_status),
