@@ -222,6 +222,7 @@ def main() -> None:
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         before = scrape(metrics_port)
+        controllers_before = cluster.stats()["controllers"]
         interval = 1.0 / args.rate
         begin = time.perf_counter()
         # Creates go out on schedule from a pool, so a slow create does not lower the rate of the others.
@@ -252,6 +253,10 @@ def main() -> None:
             print(f"changes at {args.rate:g}/s, {label}: {len(values)} of {len(created)}; p50 "
                   f"{p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms (polled every 20 ms)")
             figures.append(results.Figure(f"{label} p95, {size}", "ms", [p95 * 1000], target))
+        print("kubesim's controllers during the changes (seconds reconciling, longest single reconcile):")
+        for name, entry in sorted(cluster.stats()["controllers"].items(), key=lambda item: -item[1]["seconds"])[:6]:
+            spent = entry["seconds"] - controllers_before.get(name, {}).get("seconds", 0.0)
+            print(f"  {name}: {spent:.1f} s, longest {entry['max_seconds'] * 1000:.0f} ms")
         print("the watcher's hops during the changes (its /metrics):")
         print("\n".join(hop_summary(before, scrape(metrics_port))))
         now, peak = rss_mib(watcher.pid)
