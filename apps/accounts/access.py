@@ -307,6 +307,18 @@ def can_manage_budgets_somewhere(user: Visitor | None) -> bool:
     return can_anywhere(user, Action.EDIT_WEIGHT)
 
 
+def can_manage_policy(user: Visitor | None, policy: Scoped) -> bool:
+    """Whether the user creates, changes and deletes `policy` (saved or proposed), and previews the work it would
+    refuse: the organisation's for admins; a department's or a project's for admins and the department's admins.
+    Team leads and everyone else read the policies of what they see (docs/architecture.md, Policies)."""
+    return can(user, Action.MANAGE if policy.access_scope() is None else Action.MANAGE_PROJECTS, policy)
+
+
+def can_manage_policies_somewhere(user: Visitor | None) -> bool:
+    """Whether the policies API accepts a new policy from the user at all (drives navigation and the POST)."""
+    return can_anywhere(user, Action.MANAGE_PROJECTS)
+
+
 # --- sign-in: IdP group rules and API tokens ---------------------------------------------------------------------
 
 

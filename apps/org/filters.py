@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django.db.models import Q
 
 from apps.accounts.access import Action
 from apps.core.filters import DayFilter, FilterForm, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
 from apps.core.models import AuditEvent
 
-from .models import Budget, Project, Quota
+from .models import Budget, Policy, Project, Quota
 from .selectors import departments_for, node_pools, projects_for
 
 # The object_type values audit_record writes (each audited model's name).
@@ -127,3 +128,28 @@ class BudgetFilterSet(ScopedFilterSet):
     class Meta:
         model = Budget
         fields: list[str] = []
+
+
+class PolicyFilterSet(ScopedFilterSet):
+    """Policies: of a project, of a department itself (not of its projects), or the organisation's alone."""
+
+    project = ReferenceFilter(choices=lambda request: projects_for(request.user),
+                              help_text="The policy of this project (id or slug).")
+    department = ReferenceFilter(choices=lambda request: departments_for(request.user),
+                                 help_text="The policy of this department itself (id or slug), not of its projects.")
+    organisation = django_filters.BooleanFilter(method="filter_organisation",
+                                                help_text="true: only the organisation's policy; false: all but it.")
+    ordering = StableOrderingFilter(
+        fields=[("department__name", "department"), ("project__slug", "project")],
+        default=("department__name", "project__slug", "id"),
+    )
+
+    class Meta:
+        model = Policy
+        fields: list[str] = []
+
+    def filter_organisation(self, queryset: Any, name: str, value: bool | None) -> Any:
+        if value is None:
+            return queryset
+        organisation = Q(department__isnull=True, project__isnull=True)
+        return queryset.filter(organisation) if value else queryset.exclude(organisation)

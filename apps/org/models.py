@@ -18,12 +18,14 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.core.models import SealedSecretModel, VersionedModel
 from apps.core.scopes import AccessPaths
 
+from .policies import policy_field_errors
 from .validators import (
     node_labels_errors,
     node_taints_errors,
@@ -512,6 +514,104 @@ class BudgetCrossing(models.Model):
 
     def __str__(self) -> str:
         return f"{self.budget_id} {self.threshold}% from {self.period_start:%Y-%m-%d}"
+
+
+MAX_POLICY_RUNTIME_SECONDS = 30 * 24 * 3600  # the longest runtime a workload may ask for (apps.workloads.models)
+MAX_POLICY_IDLE_MINUTES = 7 * 24 * 60  # the longest idle timeout a notebook may ask for
+
+
+class Policy(VersionedModel):
+    """What work in a scope may ask for (docs/architecture.md, Policies): one row for the whole organisation (neither
+    department nor project), one per department, one per project. Every limit is nullable: empty inherits the scope
+    above, and the nearest scope that sets a field wins for that field (apps.org.policies merges them). A scope may
+    only narrow what the scope above allows (apps.org.services.policies refuses the rest)."""
+
+    class PodSecurity(models.TextChoices):
+        BASELINE = "baseline", "Baseline"
+        RESTRICTED = "restricted", "Restricted"
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, null=True, blank=True,
+                                   related_name="policies")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="policies")
+    required_labels = models.JSONField(
+        null=True, blank=True, help_text="Audit labels every workload must carry, of: model, data_class.")
+    max_gpus_per_workload = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(MAX_POOL_CAPACITY)],
+        help_text="GPU units one workload may hold in all its pods together.")
+    max_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(60), MaxValueValidator(MAX_POLICY_RUNTIME_SECONDS)],
+        help_text="The longest maximum runtime a workload may ask for.")
+    default_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(60), MaxValueValidator(MAX_POLICY_RUNTIME_SECONDS)],
+        help_text="The maximum runtime of a workload that gives none.")
+    allowed_images = models.JSONField(
+        null=True, blank=True,
+        help_text="Glob patterns (* and ? only) an image reference must match one of, e.g. nvcr.io/nvidia/*.")
+    allowed_priority_classes = models.JSONField(
+        null=True, blank=True, help_text="Names of the priority classes work may use.")
+    default_priority_class = models.ForeignKey(
+        PriorityClass, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        help_text="The class of work that names none.")
+    max_notebook_idle_minutes = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(5), MaxValueValidator(MAX_POLICY_IDLE_MINUTES)],
+        help_text="The longest idle timeout a notebook may ask for (also its default).")
+    pod_security = models.CharField(
+        max_length=10, blank=True, choices=PodSecurity.choices,
+        help_text="The Pod Security Standards profile every pod template of a submitted manifest must meet.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    access_paths: ClassVar[AccessPaths] = AccessPaths(
+        departments=("department_id", "project__department_id"), project="project_id", member_department="department_id"
+    )
+
+    class Meta:
+        ordering = ["department__name", "project__slug", "id"]
+        verbose_name_plural = "policies"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(department__isnull=True) | Q(project__isnull=True),
+                name="policy_at_most_one_scope",
+                violation_error_message="A policy belongs to a department, a project or the whole organisation, "
+                                        "not to both a department and a project.",
+            ),
+            # One policy per scope, the organisation's (both empty) included: NULLs are distinct in a plain unique
+            # constraint, their coalesced ids are not.
+            models.UniqueConstraint(
+                Coalesce("department", Value(0)), Coalesce("project", Value(0)), name="policy_one_per_scope",
+                violation_error_message="This scope already has a policy; change that one.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.scope_text()
+
+    def scope_text(self) -> str:
+        """Whose policy this is, as messages name it ("the Research department's policy")."""
+        if self.project is not None:
+            return f"the {self.project.name} project's policy"
+        if self.department is not None:
+            return f"the {self.department.name} department's policy"
+        return "the organisation's policy"
+
+    @property
+    def owner(self) -> Department | Project | None:
+        return self.project if self.project_id else self.department
+
+    @property
+    def department_under(self) -> int | None:
+        """The id of the department the policy falls under (its own or its project's); None for the organisation's."""
+        return self.project.department_id if self.project is not None else self.department_id
+
+    def access_scope(self) -> tuple[int, int | None] | None:
+        """Its department or project; None for the organisation's (everyone signed in reads it, admins change it)."""
+        owner = self.owner
+        return owner.access_scope() if owner is not None else None
+
+    def clean(self) -> None:
+        errors = policy_field_errors(self)
+        if errors:
+            raise ValidationError(errors)
 
 
 class ServingReservation(VersionedModel):

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django.apps import apps
+from django.conf import settings
 from django.db.models import F, Model, Prefetch, Q, QuerySet, Sum
 
 from apps.accounts import access
@@ -25,12 +26,14 @@ from .models import (
     KueueSyncState,
     NodePool,
     NodePoolPrice,
+    Policy,
     PriorityClass,
     Project,
     ProjectNamespace,
     Quota,
     ServingReservation,
 )
+from .policies import EffectivePolicy, merge
 
 # The rows a visitor may see (none for the anonymous one): access.restrict's querysets, which API serializers ask for
 # too, with the request's user as it comes.
@@ -57,6 +60,47 @@ def quotas_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Q
 def budgets_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Budget]:
     """Budgets of the departments and projects the user may see (members of a project see its department's)."""
     return access.restrict(Budget.objects.all(), user, action).select_related("department", "project__department")
+
+
+def policies_for(user: Visitor | None) -> QuerySet[Policy]:
+    """The policies of the departments and projects the user may see, and the organisation's for everyone signed in
+    (it applies to their work)."""
+    scoped = access.restrict(Policy.objects.all(), user)
+    if not access.can(user, Action.VIEW):
+        return scoped.select_related("department", "project", "default_priority_class")
+    organisation = Policy.objects.filter(department__isnull=True, project__isnull=True)
+    return (scoped | organisation).select_related("department", "project", "default_priority_class")
+
+
+# Where `effective_policy` keeps its answer for the rest of the request: an attribute of the project object.
+_EFFECTIVE_POLICY_CACHE = "_portal_effective_policy"
+
+
+def _scope_order(policy: Policy) -> int:
+    return 2 if policy.project_id else 1 if policy.department_id else 0
+
+
+def policies_above(*, department_id: int | None, project_id: int | None = None) -> list[Policy]:
+    """The policies that apply to a scope, from the organisation's to the scope's own, in one query (the
+    organisation's alone for `department_id` None)."""
+    condition = Q(department__isnull=True, project__isnull=True)
+    if department_id is not None:
+        condition |= Q(department_id=department_id)
+    if project_id is not None:
+        condition |= Q(project_id=project_id)
+    rows = Policy.objects.filter(condition).select_related("department", "project", "default_priority_class")
+    return sorted(rows, key=_scope_order)
+
+
+def effective_policy(project: Project) -> EffectivePolicy:
+    """What applies to work in `project`: the organisation's, its department's and its own policy merged field by
+    field, the nearest winning (one query, kept on the project object for the rest of the request)."""
+    cached: EffectivePolicy | None = getattr(project, _EFFECTIVE_POLICY_CACHE, None)
+    if cached is None:
+        cached = merge(policies_above(department_id=project.department_id, project_id=project.pk),
+                       pod_security=settings.MANIFEST_POD_SECURITY)
+        setattr(project, _EFFECTIVE_POLICY_CACHE, cached)
+    return cached
 
 
 def holding_budgets() -> QuerySet[Budget]:

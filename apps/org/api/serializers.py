@@ -27,12 +27,14 @@ from apps.org.models import (
     ImagePullSecret,
     NodePool,
     NodePoolPrice,
+    Policy,
     PriorityClass,
     Project,
     ProjectNamespace,
     Quota,
     ServingReservation,
 )
+from apps.org.policies import LABEL_FIELDS, MAX_IMAGE_PATTERNS, MAX_PRIORITY_CLASSES
 from apps.org.selectors import departments_for, projects_for
 from apps.org.validators import (
     DNS1123_LABEL,
@@ -229,6 +231,47 @@ class BudgetUpdateSerializer(BudgetSerializer):
 
     class Meta(BudgetSerializer.Meta):
         fields = ["period", "metric", "amount", "thresholds", "on_exceed", "version"]
+
+
+class PolicySerializer(ShapeOnlyModelSerializer):
+    """What work in a scope may ask for: of a `department`, of a `project` (ids), or of the whole organisation
+    (neither). A null field inherits the scope above's; the nearest scope that sets a field wins."""
+
+    department = ScopedPrimaryKeyRelatedField(
+        scope=departments_for, queryset=Department.objects.all(), allow_null=True, required=False
+    )
+    project = ScopedPrimaryKeyRelatedField(
+        scope=projects_for, queryset=Project.objects.all(), allow_null=True, required=False
+    )
+    required_labels = serializers.ListField(
+        child=serializers.ChoiceField(choices=sorted(LABEL_FIELDS)), allow_null=True, required=False,
+        max_length=len(LABEL_FIELDS), help_text="Audit labels every workload must carry (model, data_class).")
+    allowed_images = serializers.ListField(
+        child=StrictCharField(), allow_null=True, required=False, max_length=MAX_IMAGE_PATTERNS,
+        help_text="Glob patterns (* and ? only, at most 200 characters each) one of which every container image "
+                  "must match, e.g. nvcr.io/nvidia/*.")
+    allowed_priority_classes = serializers.ListField(
+        child=StrictCharField(), allow_null=True, required=False, max_length=MAX_PRIORITY_CLASSES,
+        help_text="Names of the priority classes work may use.")
+    default_priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), allow_null=True, required=False,
+        help_text="Name of the class of work that names none.")
+    version = VersionField()
+
+    class Meta:
+        model = Policy
+        fields = ["id", "department", "project", "required_labels", "max_gpus_per_workload", "max_runtime_seconds",
+                  "default_runtime_seconds", "allowed_images", "allowed_priority_classes", "default_priority_class",
+                  "max_notebook_idle_minutes", "pod_security", "version", "updated_at"]
+        read_only_fields = ["updated_at"]
+
+
+class PolicyUpdateSerializer(PolicySerializer):
+    """What a PATCH may change; a policy's scope is fixed (delete and create instead)."""
+
+    class Meta(PolicySerializer.Meta):
+        fields = [name for name in PolicySerializer.Meta.fields if name not in {"id", "department", "project",
+                                                                                 "updated_at"}]
 
 
 class ServingReservationSerializer(ShapeOnlyModelSerializer):

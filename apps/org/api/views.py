@@ -20,13 +20,14 @@ from apps.core.api_lists import StrictJSONParser
 from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.filters import AuditEventFilterSet, BudgetFilterSet, ProjectFilterSet, QuotaFilterSet
+from apps.org.filters import AuditEventFilterSet, BudgetFilterSet, PolicyFilterSet, ProjectFilterSet, QuotaFilterSet
 from apps.org.models import (
     Budget,
     DataSource,
     Department,
     ImagePullSecret,
     NodePool,
+    Policy,
     PriorityClass,
     ProjectNamespace,
     Quota,
@@ -39,6 +40,7 @@ from apps.org.selectors import (
     department_quotas,
     departments_for,
     node_pools_with_prices,
+    policies_for,
     project_namespaces_for,
     projects_for,
     pull_secrets_for,
@@ -54,6 +56,8 @@ from .serializers import (
     DataSourceSerializer,
     DepartmentSerializer,
     NodePoolSerializer,
+    PolicySerializer,
+    PolicyUpdateSerializer,
     PriorityClassSerializer,
     ProjectNamespaceSerializer,
     ProjectSerializer,
@@ -304,6 +308,53 @@ class BudgetViewSet(ServiceViewSet):
 
     def perform_destroy(self, instance: Budget) -> None:
         services.budget_delete(actor=self.request.user, budget=instance, expected_version=self.delete_version)
+
+
+@extend_schema_view(
+    create=extend_schema(description=(
+        "Set the policy of a department or a project (`department` or `project`, an id), or of the whole "
+        "organisation (neither): `required_labels`, `max_gpus_per_workload` (GPU units of all its pods together), "
+        "`max_runtime_seconds` and `default_runtime_seconds`, `allowed_images` (glob patterns with * and ? only), "
+        "`allowed_priority_classes` and `default_priority_class` (names), `max_notebook_idle_minutes` and "
+        "`pod_security` (baseline or restricted, for manifests). A null field inherits the scope above's; the "
+        "nearest scope that sets a field wins for it. A policy may only narrow what the scope above allows. One "
+        "policy per scope. The organisation's: admins; a department's or a project's: also the department's admins. "
+        "Every refusal is reported at once (400), naming the field.")),
+    partial_update=extend_schema(
+        request=PolicyUpdateSerializer, responses=PolicySerializer,
+        description="Change the fields it names (null: inherit again); the scope is fixed."),
+    destroy=extend_schema(description="Delete the policy: its scope inherits every field from the scope above."),
+)
+class PolicyViewSet(ServiceViewSet):
+    """Policies of the departments and projects the user may see, and the organisation's (docs/architecture.md,
+    Policies)."""
+
+    serializer_class = PolicySerializer
+    filterset_class = PolicyFilterSet
+
+    def get_queryset(self) -> QuerySet[Policy]:
+        return policies_for(self.request.user)
+
+    def may_create(self) -> bool:
+        return access.can_manage_policies_somewhere(self.request.user)
+
+    def may_change(self, obj: Policy) -> bool:
+        return access.can_manage_policy(self.request.user, obj)
+
+    def perform_create(self, serializer: BaseSerializer[Policy]) -> None:
+        serializer.instance = services.policy_create(actor=self.request.user, **serializer.validated_data)
+
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        policy: Policy = self.get_object()
+        serializer = PolicyUpdateSerializer(policy, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        policy = services.policy_update(actor=self.request.user, policy=policy,
+                                        expected_version=self.expected_version(serializer),
+                                        **serializer.validated_data)
+        return Response(PolicySerializer(policy, context=self.get_serializer_context()).data)
+
+    def perform_destroy(self, instance: Policy) -> None:
+        services.policy_delete(actor=self.request.user, policy=instance, expected_version=self.delete_version)
 
 
 @extend_schema(parameters=[

@@ -8,6 +8,7 @@ Callers import from here (`from apps.org import services`); the modules are:
 - `quota_table`: many cells of one department's quota table at once;
 - `budgets`: GPU-hour and cost budgets, the cap of a department's over its projects', and the sweep's writes
   (threshold crossings, holds);
+- `policies`: what work in a scope may ask for, one policy per scope, each narrowing the scope above's;
 - `kueue_sync`: the org -> Kueue reconcile's bookkeeping, asked for by every committed change;
 - `project_data`: a project's data sources and image pull secrets;
 - `project_namespaces`: the existing namespaces admins map to a project;
@@ -39,6 +40,7 @@ from .kueue_sync import (
     kueue_sync_request_by,
 )
 from .node_pools import NODE_POOL_FIELDS, node_pool_create, node_pool_delete, node_pool_update
+from .policies import POLICY_FIELDS, policy_create, policy_delete, policy_update
 from .priority_classes import (
     PRIORITY_CLASS_FIELDS,
     priority_class_create,
@@ -76,6 +78,7 @@ __all__ = [
     "KUEUE_SYNC_STALE_AFTER",
     "KUEUE_SYNC_TASK",
     "NODE_POOL_FIELDS",
+    "POLICY_FIELDS",
     "PRIORITY_CLASS_FIELDS",
     "PROJECT_FIELDS",
     "PULL_SECRET_INTENT",
@@ -103,6 +106,9 @@ __all__ = [
     "node_pool_create",
     "node_pool_delete",
     "node_pool_update",
+    "policy_create",
+    "policy_delete",
+    "policy_update",
     "priority_class_create",
     "priority_class_delete",
     "priority_class_update",

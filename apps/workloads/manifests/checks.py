@@ -68,6 +68,7 @@ class Checked:
     name: str
     image: str
     pod_sets: list[dict[str, Any]] = field(default_factory=list)
+    images: list[tuple[str, str]] = field(default_factory=list)  # (field path, image) of every container
 
     @property
     def units(self) -> int:
@@ -355,6 +356,7 @@ def check_manifest(obj: dict[str, Any], target: Target) -> tuple[Checked | None,
     errors += missing
     pod_sets = []
     image = ""
+    images: list[tuple[str, str]] = []
     for template in templates:
         spec = template.spec
         containers = spec.get("containers")
@@ -368,6 +370,7 @@ def check_manifest(obj: dict[str, Any], target: Target) -> tuple[Checked | None,
             if not isinstance(container, dict):
                 continue
             image = image or str(container.get("image") or "")
+            images.append((f"{template.path}.containers[{index}].image", str(container.get("image") or "")))
             if entry.kind != Kind.TRAINJOB and not container.get("image"):
                 errors.append(f"{template.path}.containers[{index}].image: required.")
             requests, problems = _container_checks(container, f"{template.path}.containers[{index}]", target)
@@ -376,6 +379,7 @@ def check_manifest(obj: dict[str, Any], target: Target) -> tuple[Checked | None,
                 totals[name] = totals.get(name, Decimal(0)) + amount
         for index, container in enumerate(_l(spec.get("initContainers"))):
             if isinstance(container, dict):
+                images.append((f"{template.path}.initContainers[{index}].image", str(container.get("image") or "")))
                 requests, problems = _container_checks(container, f"{template.path}.initContainers[{index}]", target)
                 errors += problems
                 for name, amount in requests.items():
@@ -400,4 +404,4 @@ def check_manifest(obj: dict[str, Any], target: Target) -> tuple[Checked | None,
     if errors:
         return None, list(dict.fromkeys(errors))
     name = str(obj["metadata"]["name"])
-    return Checked(entry=entry, obj=obj, name=name, image=image[:255], pod_sets=pod_sets), []
+    return Checked(entry=entry, obj=obj, name=name, image=image[:255], pod_sets=pod_sets, images=images), []

@@ -7,7 +7,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
@@ -17,6 +16,8 @@ from apps.core import intents, kueue_names
 from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import NodePool, PriorityClass, Project
+from apps.org.policies import LABEL_FIELDS, violations
+from apps.org.selectors import effective_policy
 from apps.workloads.manifests import ManifestErrors, Target, check_manifest, parse_manifest, prepared_manifest
 from apps.workloads.models import MAX_PODS, MAX_RUNTIME_SECONDS, Credential, Status, Workload
 from apps.workloads.selectors import default_priority_class
@@ -27,14 +28,15 @@ from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event
 
 # fits_errors' keys that are the manifest's own sizes in a manifest submission.
 _SIZE_FIELDS = ("gpus", "cpu", "memory_gib")
+# The policy's refusals that belong to a manifest submission's own fields (the rest are the manifest's).
+_POLICY_FIELDS = ("max_runtime_seconds", "priority_class", *LABEL_FIELDS.values())
 
 
-def _target(actor: Actor, project: Project, pool: NodePool) -> Target:
+def _target(actor: Actor, project: Project, pool: NodePool, profile: str) -> Target:
     own = frozenset(credential.secret_name for credential in Credential.objects.filter(
         project=project, owner_id=getattr(actor, "pk", None), deleted_at=None).only("pk"))
     return Target(namespace=project.namespace, project_name=project.name, gpu_resource=pool.gpu_resource,
-                  pool_name=pool.name, own_secrets=own, profile=settings.MANIFEST_POD_SECURITY,
-                  served=served_kinds())
+                  pool_name=pool.name, own_secrets=own, profile=profile, served=served_kinds())
 
 
 def workload_manifest_validate(*, actor: Actor, project: Project, manifest: str, node_pool: NodePool,
@@ -49,9 +51,10 @@ def workload_manifest_validate(*, actor: Actor, project: Project, manifest: str,
         raise PermissionDenied("You may not submit work in this project.")
     errors: dict[str, list[str]] = {}
     checked = None
+    policy = effective_policy(project)
     try:
         obj = parse_manifest(manifest)
-        checked, problems = check_manifest(obj, _target(actor, project, node_pool))
+        checked, problems = check_manifest(obj, _target(actor, project, node_pool, policy.pod_security))
         if problems:
             errors["manifest"] = problems
     except ManifestErrors as error:
@@ -59,12 +62,27 @@ def workload_manifest_validate(*, actor: Actor, project: Project, manifest: str,
     errors.update(shape_errors({"kind": "manifest", "model_label": model_label, "data_class": data_class}))
     if max_runtime_seconds is not None and not 60 <= max_runtime_seconds <= MAX_RUNTIME_SECONDS:
         errors["max_runtime_seconds"] = [f"Give from 60 to {MAX_RUNTIME_SECONDS} seconds."]
+    if max_runtime_seconds is None:
+        max_runtime_seconds = policy.get("default_runtime_seconds") or policy.get("max_runtime_seconds")
+    chosen = policy.get("default_priority_class")
+    if priority_class is None and chosen is not None and preemptible in (None, chosen.preemptible):
+        priority_class = chosen
     if preemptible is None:
         preemptible = priority_class.preemptible if priority_class else True
     if priority_class is None:
         priority_class = default_priority_class(project=project, preemptible=preemptible)
         if priority_class is None:
             errors["priority_class"] = ["No priority class exists yet; ask an admin to create one."]
+    found = violations(policy, units=checked.units if checked else None, images=checked.images if checked else (),
+                       runtime_seconds=max_runtime_seconds,
+                       priority_class=priority_class.name if priority_class else None,
+                       labels={"model_label": model_label, "data_class": data_class})
+    for name, messages in found.items():
+        if name in _POLICY_FIELDS:
+            errors[name] = messages if name in LABEL_FIELDS.values() else [*errors.get(name, []), *messages]
+        else:  # a size or a container's image: the manifest's, led by its path
+            where = "manifest" if name == "gpus" else name
+            errors.setdefault("manifest", []).extend(f"{where}: {message}" for message in messages)
     if checked is None:
         raise ValidationError(errors)
     sizes = []

@@ -17,6 +17,8 @@ from apps.core import intents, kueue_names
 from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
+from apps.org.policies import LABEL_FIELDS, EffectivePolicy, violations
+from apps.org.selectors import effective_policy
 from apps.workloads.frameworks import framework_entry, framework_errors, framework_object, framework_settings_of
 from apps.workloads.models import LIVE_STATUSES, PORTAL_KIND_VALUES, Credential, Framework, Kind, Status, Workload
 from apps.workloads.selectors import default_priority_class
@@ -185,6 +187,11 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
         for name, owner in _KIND_ONLY_FIELDS.items()
         if owner != kind and name not in unknown and values[name] != _DEFAULTS[name]}
     priority_class, preemptible = values["priority_class"], values["preemptible"]
+    policy = effective_policy(project) if project is not None else None
+    if priority_class is None and policy is not None and "priority_class" not in unknown:
+        chosen = policy.get("default_priority_class")
+        if chosen is not None and preemptible in (None, chosen.preemptible):
+            priority_class = chosen
     if preemptible is None:
         preemptible = priority_class.preemptible if priority_class else True
     if priority_class is None and project is not None and "priority_class" not in unknown:
@@ -194,7 +201,11 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     notebook_port, idle_minutes = values["notebook_port"], values["notebook_idle_timeout_minutes"]
     if kind == Kind.NOTEBOOK:  # defaults only for what was not given: the model refuses port 0 (not 8888)
         notebook_port = 8888 if notebook_port is None else notebook_port
-        idle_minutes = 120 if idle_minutes is None else idle_minutes
+        idle_limit = policy.get("max_notebook_idle_minutes") if policy is not None else None
+        idle_minutes = min(120, idle_limit or 120) if idle_minutes is None else idle_minutes
+    runtime = values["max_runtime_seconds"]
+    if runtime is None and policy is not None:
+        runtime = policy.get("default_runtime_seconds") or policy.get("max_runtime_seconds")
     pods, completions, parallelism = values["pods"], values["completions"], values["parallelism"]
     workload = Workload(
         project=project, owner=actor, kind=kind, name=values.get("name", ""), image=values.get("image", ""),
@@ -202,7 +213,7 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
         gpus=values.get("gpus", 0), cpu=Decimal(str(values["cpu"])), memory_gib=Decimal(str(values["memory_gib"])),
         pods=pods if kind == Kind.TRAINING else 1,
         completions=completions if kind == Kind.BATCH else 1, parallelism=parallelism if kind == Kind.BATCH else 1,
-        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=values["max_runtime_seconds"],
+        priority_class=priority_class, preemptible=preemptible, max_runtime_seconds=runtime,
         model_label=values.get("model_label", ""), data_class=values.get("data_class", ""),
         notebook_idle_timeout_minutes=idle_minutes if kind == Kind.NOTEBOOK else None,
         notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=values["resubmitted_from"],
@@ -238,8 +249,10 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             errors.setdefault(name, []).extend(messages)
+    sizes_known = not (_UNIT_FIELDS[Kind(kind)] & unknown)
+    if policy is not None:
+        _policy_errors(errors, policy, workload, sizes_known=sizes_known, unknown=unknown)
     if project is not None and node_pool is not None:
-        sizes_known = not (_UNIT_FIELDS[Kind(kind)] & unknown)
         for name, messages in fits_errors(
                 project=project, pool=node_pool, units=workload.gpu_units if sizes_known else None,
                 gpus=None if "gpus" in unknown else workload.gpus, preemptible=preemptible,
@@ -248,6 +261,26 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
                 pod_count=workload.pod_count if sizes_known else None).items():
             errors.setdefault(name, []).extend(messages)
     return workload, errors
+
+
+def _policy_errors(errors: dict[str, list[str]], policy: EffectivePolicy, workload: Workload, *, sizes_known: bool,
+                   unknown: set[str]) -> None:
+    """Add every way the draft breaks the policy that applies to its project, as far as its fields are known. An
+    empty label a policy requires says so instead of the plain "required" (docs/architecture.md, Policies)."""
+    known = {name: name not in unknown for name in ("image", "max_runtime_seconds", "priority_class",
+                                                   "notebook_idle_timeout_minutes", *LABEL_FIELDS.values())}
+    found = violations(
+        policy, units=workload.gpu_units if sizes_known else None,
+        images=[("image", workload.image)] if known["image"] else [],
+        runtime_seconds=workload.max_runtime_seconds if known["max_runtime_seconds"] else None,
+        priority_class=workload.priority_class.name if known["priority_class"] and workload.priority_class else None,
+        idle_minutes=workload.notebook_idle_timeout_minutes if known["notebook_idle_timeout_minutes"] else None,
+        labels={name: getattr(workload, name) for name in LABEL_FIELDS.values() if known[name]})
+    for name, messages in found.items():
+        if name in LABEL_FIELDS.values():
+            errors[name] = messages
+        else:
+            errors.setdefault(name, []).extend(messages)
 
 
 def workload_stop(*, actor: Actor, workload: Workload, bulk: bool = False) -> Workload:

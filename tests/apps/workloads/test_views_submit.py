@@ -393,9 +393,9 @@ def test_pool_panel_says_whether_the_work_would_start_now_or_wait(page_client):
         response.content.decode()
 
 
-LIVE_CHECK_QUERIES = 18  # session, user, grants; the form (project, pool, class); the panel (project, pool,
-# class, its quotas, held non-preemptible units) and its forecast (quotas, ClusterQueues, stopped LocalQueue, ahead,
-# the stored start forecasts of the work ahead)
+LIVE_CHECK_QUERIES = 19  # session, user, grants; the form (project, pool, class, the policies that apply); the
+# panel (project, pool, class, its quotas, held non-preemptible units) and its forecast (quotas, ClusterQueues,
+# stopped LocalQueue, ahead, the stored start forecasts of the work ahead)
 
 
 def test_live_check_query_count_is_pinned(page_client, users, make_workload, django_assert_num_queries):
