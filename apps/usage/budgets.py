@@ -24,7 +24,9 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Role, RoleBinding
+from apps.core.actors import Visitor
 from apps.core.tasks import enqueue_on_commit
+from apps.org import selectors as org_selectors
 from apps.org import services as org_services
 from apps.org.models import Budget, NodePoolPrice, budget_period
 
@@ -172,6 +174,12 @@ def budget_status(budget: Budget, *, now: datetime | None = None,
                   prices: dict[int, Decimal | None] | None = None) -> BudgetStatus:
     """Spent, burn rate and projection of one budget's current period."""
     return budget_statuses([budget], now=now, prices=prices)[0]
+
+
+def budget_statuses_for(user: Visitor | None, *, now: datetime | None = None) -> list[BudgetStatus]:
+    """The figures of every budget the user may see (the quota, GPU-hours and budgets pages): their budgets in one
+    query, then budget_statuses' fixed few."""
+    return budget_statuses(list(org_selectors.budgets_for(user)), now=now)
 
 
 def budget_recipients(budget: Budget) -> list[str]:
