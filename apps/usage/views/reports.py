@@ -36,7 +36,7 @@ def usage_reports(request: AuthenticatedRequest) -> HttpResponse:
     if form.is_valid():
         report = reports.usage_report(user=request.user, group=form.cleaned_data["group"],
                                       window=form.cleaned_data["window"], filters=form.filters())
-    context = {"form": form, "report": report, "query": request.GET.urlencode(),
+    context: dict[str, Any] = {"form": form, "report": report, "query": request.GET.urlencode(),
                "table": list(reports.report_table(report)) if report else [],
                "total_cells": reports.report_cells(report, report.total) if report else [],
                "total_ratio": reports.ratio_text(report.total.ratio) if report else "",
