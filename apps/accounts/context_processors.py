@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from .access import Action, can, can_anywhere, can_view_unmapped_work
+from .access import Action, can, can_anywhere, can_manage_budgets_somewhere, can_view_unmapped_work
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
@@ -18,6 +18,7 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             "manage_installation": can(user, Action.MANAGE),
             "manage_projects": can_anywhere(user, Action.MANAGE_PROJECTS),
             "edit_weights": can_anywhere(user, Action.EDIT_WEIGHT),
+            "set_budgets": can_manage_budgets_somewhere(user),
             "manage_members": can_anywhere(user, Action.MANAGE_MEMBERS),
             "view_audit": can_anywhere(user, Action.VIEW_AUDIT),
             "view_workloads": can_anywhere(user, Action.VIEW),

@@ -14,13 +14,16 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from apps.core.forms import StyledForm, VersionedForm
 
 from .models import (
+    MAX_BUDGET_AMOUNT,
     MAX_OVER_QUOTA_WEIGHT,
     MAX_POOL_CAPACITY,
+    Budget,
     DataSource,
     Department,
     NodePool,
     PriorityClass,
     Project,
+    budget_threshold_errors,
 )
 from .validators import (
     SLUG_MAX_LENGTH,
@@ -313,6 +316,92 @@ class ProjectDefaultsForm(VersionedForm):
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False)
     version = forms.CharField(widget=forms.HiddenInput, required=False)
 
+
+
+# --- budgets ---------------------------------------------------------------------------------------------------
+
+BOTH_OWNERS = "Choose a department or a project, not both."
+NO_OWNER = "Choose a department or a project."
+
+
+def parse_thresholds(text: str) -> list[int]:
+    """"50, 80, 100" -> [50, 80, 100], every rule broken named at once: words that are no whole percent, then the
+    model's range and order rules (budget_threshold_errors)."""
+    words = text.replace(",", " ").split()
+    wrong = [word for word in words if not (word.isascii() and word.isdigit())]
+    if wrong:
+        raise ValidationError(f"Give the thresholds as whole percents separated by commas, e.g. 50, 80, 100; "
+                              f"{', '.join(wrong)} is not one.")
+    values = [int(word) for word in words]
+    errors = budget_threshold_errors(values)
+    if errors:
+        raise ValidationError(errors)
+    return values
+
+
+class _ProjectInDepartment(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.department.name} / {obj.name}"
+
+
+class BudgetForm(VersionedForm):
+    """A budget of one department or project (docs/architecture.md, Budgets). The owner choices are those whose
+    budgets the user sets; the owner is fixed once the budget exists. Every field's rules are checked here so the
+    page names every mistake at once; the service adds what needs the other budgets (the department's cap, one
+    budget of a kind per scope and period)."""
+
+    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False, empty_label="(none)",
+                                        help_text="A department's budget caps the sum of its projects' budgets.")
+    project = _ProjectInDepartment(queryset=Project.objects.none(), required=False, empty_label="(none)")
+    period = forms.ChoiceField(choices=Budget.Period.choices, initial=Budget.Period.MONTH,
+                               help_text="Calendar months or quarters; the budget starts afresh with each.")
+    metric = forms.ChoiceField(choices=Budget.Metric.choices, initial=Budget.Metric.GPU_HOURS, label="Counts",
+                               help_text="GPU-hours are physical card hours, as the GPU-hours report counts them; "
+                                         "cost is those hours at each pool's price in force when they were used.")
+    amount = forms.DecimalField(max_digits=14, decimal_places=2, min_value=0, max_value=MAX_BUDGET_AMOUNT,
+                                help_text="GPU-hours or money per period.")
+    thresholds = forms.CharField(
+        required=False, initial="50, 80, 100", label="Thresholds (%)",
+        help_text="Percents of the amount, from 1 to 100 in rising order; crossing each notifies the scope's leads "
+                  "and admins once per period.")
+    on_exceed = forms.ChoiceField(choices=Budget.OnExceed.choices, initial=Budget.OnExceed.NOTIFY,
+                                  label="When exceeded",
+                                  help_text="Holding stops Kueue admitting the scope's new preemptible work until "
+                                            "the period ends or the budget is raised; running and non-preemptible "
+                                            "work is never held.")
+
+    def __init__(self, *args: Any, departments: Any, projects: Any, instance: Budget | None = None,
+                 **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {"department": instance.department_id, "project": instance.project_id,
+                                 "period": instance.period, "metric": instance.metric, "amount": instance.amount,
+                                 "thresholds": ", ".join(map(str, instance.thresholds)),
+                                 "on_exceed": instance.on_exceed}
+        super().__init__(*args, **kwargs)
+        fields = cast(dict[str, forms.ModelChoiceField], self.fields)
+        fields["department"].queryset = departments
+        fields["project"].queryset = projects.select_related("department")
+        if instance is not None:
+            fields["department"].disabled = fields["project"].disabled = True
+            fields["department"].help_text = fields["project"].help_text = (
+                "Fixed: delete the budget and create another for another scope.")
+            self.carry_version(instance)
+
+    def clean_thresholds(self) -> list[int]:
+        return parse_thresholds(self.cleaned_data["thresholds"])
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        department, project = data.get("department"), data.get("project")
+        # Only when both choices were read: a choice outside the list already has its error.
+        if "department" not in self.errors and "project" not in self.errors:
+            if department is not None and project is not None:
+                self.add_error("project", BOTH_OWNERS)
+            elif department is None and project is None:
+                self.add_error("department", NO_OWNER)
+                self.add_error("project", NO_OWNER)
+        return data
 
 
 class _ProjectChoice(forms.ModelChoiceField):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, cast
 
@@ -19,6 +20,7 @@ from apps.core.models import AuditEvent
 
 from .models import (
     Budget,
+    BudgetCrossing,
     DataSource,
     Department,
     ImagePullSecret,
@@ -101,6 +103,15 @@ def effective_policy(project: Project) -> EffectivePolicy:
                        pod_security=settings.MANIFEST_POD_SECURITY)
         setattr(project, _EFFECTIVE_POLICY_CACHE, cached)
     return cached
+
+
+def budget_crossings(budget_ids: list[int]) -> dict[int, dict[datetime, list[int]]]:
+    """Budget id -> period start -> the thresholds crossed in that period, rising; one query."""
+    crossings: dict[int, dict[datetime, list[int]]] = {}
+    for budget_id, period_start, threshold in BudgetCrossing.objects.filter(budget_id__in=budget_ids).order_by(
+            "budget_id", "period_start", "threshold").values_list("budget_id", "period_start", "threshold"):
+        crossings.setdefault(budget_id, {}).setdefault(period_start, []).append(threshold)
+    return crossings
 
 
 def holding_budgets() -> QuerySet[Budget]:

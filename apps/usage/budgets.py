@@ -24,13 +24,15 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Role, RoleBinding
+from apps.core.actors import Visitor
 from apps.core.tasks import enqueue_on_commit
+from apps.org import selectors as org_selectors
 from apps.org import services as org_services
-from apps.org.models import Budget, NodePoolPrice
+from apps.org.models import Budget, NodePoolPrice, budget_period
 
 from .models import UsageInterval
 from .reports.ledger import card_hours, overlapping
-from .reports.showback import priced_stretches
+from .reports.showback import Priced, priced_stretches
 from .reports.window import SECONDS_PER_HOUR, Window
 
 BUDGET_NOTIFY_TASK = "worker.tasks.budget_notify"
@@ -64,28 +66,13 @@ class BudgetStatus:
         return self.budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and self.budget.held_period_start is not None
 
 
-def _scope(budget: Budget) -> Q:
-    return Q(project_id=budget.project_id) if budget.project_id else Q(department_id=budget.department_id)
-
-
 def _decimal(value: float | None) -> Decimal:
     return Decimal(repr(float(value or 0.0))).quantize(Decimal("0.001"))
 
 
-def _spent(budget: Budget, window: Window, now: datetime) -> Decimal:
-    intervals = UsageInterval.objects.filter(_scope(budget)).filter(overlapping(window, now))
-    if budget.metric == Budget.Metric.GPU_HOURS:
-        return _decimal(intervals.aggregate(hours=Sum(card_hours(window, now), default=0.0))["hours"])
-    stretches = [(pool_id, stretch) for (_, pool_id), parts in priced_stretches([window], now).items()
-                 for stretch in parts]
-    if not stretches:
-        return Decimal(0)
-    sums = intervals.aggregate(**{
-        f"s{index}": Sum(card_hours(stretch.window, now), filter=Q(node_pool_id=pool_id) & overlapping(
-            stretch.window, now), default=0.0) for index, (pool_id, stretch) in enumerate(stretches)})
-    total = sum((Decimal(repr(float(sums[f"s{index}"] or 0.0))) * stretch.price
-                 for index, (_, stretch) in enumerate(stretches)), Decimal(0))
-    return total.quantize(Decimal("0.001"))
+def _scopes(budgets: list[Budget]) -> Q:
+    return Q(project_id__in=[b.project_id for b in budgets if b.project_id]) | Q(
+        department_id__in=[b.department_id for b in budgets if not b.project_id])
 
 
 def _prices_now(now: datetime) -> dict[int, Decimal | None]:
@@ -96,13 +83,48 @@ def _prices_now(now: datetime) -> dict[int, Decimal | None]:
     return prices
 
 
-def _still_to_come(budget: Budget, window: Window, now: datetime, prices: dict[int, Decimal | None]) -> Decimal:
+# (project id, department id) -> that pair's sums: "hours", and "s<n>" the card hours in each priced stretch.
+Sums = dict[tuple[int, int], dict[str, float]]
+
+
+def _period_sums(budgets: list[Budget], window: Window, now: datetime,
+                 stretches: list[tuple[int, Priced]]) -> Sums:
+    """One grouped query: the card hours of the scopes' intervals inside the period per project (with its
+    department), and per priced stretch where a cost budget needs them."""
+    aggregates = {"hours": Sum(card_hours(window, now), default=0.0)}
+    aggregates |= {f"s{index}": Sum(card_hours(stretch.window, now), filter=Q(node_pool_id=pool_id) & overlapping(
+        stretch.window, now), default=0.0) for index, (pool_id, stretch) in enumerate(stretches)}
+    rows = UsageInterval.objects.filter(_scopes(budgets)).filter(overlapping(window, now)).order_by().values(
+        "project_id", "department_id").annotate(**aggregates)
+    names = list(aggregates)
+    return {(row["project_id"], row["department_id"]): {name: row[name] for name in names}  # type: ignore[literal-required]
+            for row in rows}
+
+
+def _in_scope(budget: Budget, project_id: int, department_id: int) -> bool:
+    return project_id == budget.project_id if budget.project_id else department_id == budget.department_id
+
+
+def _spent(budget: Budget, sums: Sums, stretches: list[tuple[int, Priced]]) -> Decimal:
+    mine = [row for (project_id, department_id), row in sums.items() if _in_scope(budget, project_id, department_id)]
+    if budget.metric == Budget.Metric.GPU_HOURS:
+        return _decimal(sum(row["hours"] or 0.0 for row in mine))
+    total = sum((Decimal(repr(float(sum(row[f"s{index}"] or 0.0 for row in mine)))) * stretch.price
+                 for index, (_, stretch) in enumerate(stretches)), Decimal(0))
+    return total.quantize(Decimal("0.001"))
+
+
+# units, card fraction numerator and denominator, pool id, started at, maximum runtime, project id, department id
+Running = tuple[int, int, int, int, datetime, int | None, int, int]
+
+
+def _still_to_come(budget: Budget, window: Window, now: datetime, prices: dict[int, Decimal | None],
+                   running: list[Running]) -> Decimal:
     """What the scope's running work adds until it ends or the period does."""
     total = Decimal(0)
-    running = UsageInterval.objects.filter(_scope(budget), ended_at__isnull=True).values_list(
-        "units", "card_fraction_numerator", "card_fraction_denominator", "node_pool_id", "started_at",
-        "workload__max_runtime_seconds")
-    for units, numerator, denominator, pool_id, started_at, max_runtime in running:
+    for units, numerator, denominator, pool_id, started_at, max_runtime, project_id, department_id in running:
+        if not _in_scope(budget, project_id, department_id):
+            continue
         end = window.end
         if max_runtime:
             end = min(end, started_at + timedelta(seconds=max_runtime))
@@ -115,23 +137,49 @@ def _still_to_come(budget: Budget, window: Window, now: datetime, prices: dict[i
     return total.quantize(Decimal("0.001"))
 
 
+def budget_statuses(budgets: list[Budget], *, now: datetime | None = None,
+                    prices: dict[int, Decimal | None] | None = None) -> list[BudgetStatus]:
+    """Spent, burn rate and projection of each budget's current period, in the order given, in a number of queries
+    that does not grow with the budgets or the ledger (pages list every budget their viewer may see): the prices in
+    force (unless given), the price history where a cost budget is among them, one grouped sum per kind of period
+    (month, quarter) and the running work."""
+    budgets = list(budgets)
+    if not budgets:
+        return []
+    now = now or timezone.now()
+    prices = _prices_now(now) if prices is None else prices
+    windows = {period: Window(*budget_period(period, now)) for period in sorted({b.period for b in budgets})}
+    priced = priced_stretches(list(windows.values()), now) if any(
+        b.metric == Budget.Metric.COST for b in budgets) else {}
+    stretches = {period: [(pool_id, stretch) for (index, pool_id), parts in priced.items()
+                          if index == position for stretch in parts]
+                 for position, period in enumerate(windows)}
+    sums = {period: _period_sums([b for b in budgets if b.period == period], window, now, stretches[period])
+            for period, window in windows.items()}
+    running: list[Running] = list(UsageInterval.objects.filter(_scopes(budgets), ended_at__isnull=True).values_list(
+        "units", "card_fraction_numerator", "card_fraction_denominator", "node_pool_id", "started_at",
+        "workload__max_runtime_seconds", "project_id", "department_id"))
+    statuses = []
+    for budget in budgets:
+        window = windows[budget.period]
+        spent = _spent(budget, sums[budget.period], stretches[budget.period])
+        days = Decimal(max(window.hours(now), 1 / 60) / 24)
+        statuses.append(BudgetStatus(
+            budget=budget, period=window, spent=spent, burn_per_day=(spent / days).quantize(Decimal("0.001")),
+            projected=spent + _still_to_come(budget, window, now, prices, running)))
+    return statuses
+
+
 def budget_status(budget: Budget, *, now: datetime | None = None,
                   prices: dict[int, Decimal | None] | None = None) -> BudgetStatus:
-    """Spent, burn rate and projection of one budget's current period (two or three queries)."""
-    now = now or timezone.now()
-    window = Window(*budget.current_period(now))
-    spent = _spent(budget, window, now)
-    days = Decimal(max(window.hours(now), 1 / 60) / 24)
-    projected = spent + _still_to_come(budget, window, now, _prices_now(now) if prices is None else prices)
-    return BudgetStatus(budget=budget, period=window, spent=spent,
-                        burn_per_day=(spent / days).quantize(Decimal("0.001")), projected=projected)
+    """Spent, burn rate and projection of one budget's current period."""
+    return budget_statuses([budget], now=now, prices=prices)[0]
 
 
-def budget_statuses(budgets: list[Budget], *, now: datetime | None = None) -> list[BudgetStatus]:
-    """`budget_status` for each (the prices in force read once); for pages listing the budgets a user may see."""
-    now = now or timezone.now()
-    prices = _prices_now(now)
-    return [budget_status(budget, now=now, prices=prices) for budget in budgets]
+def budget_statuses_for(user: Visitor | None, *, now: datetime | None = None) -> list[BudgetStatus]:
+    """The figures of every budget the user may see (the quota, GPU-hours and budgets pages): their budgets in one
+    query, then budget_statuses' fixed few."""
+    return budget_statuses(list(org_selectors.budgets_for(user)), now=now)
 
 
 def budget_recipients(budget: Budget) -> list[str]:

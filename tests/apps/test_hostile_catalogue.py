@@ -24,7 +24,7 @@ from apps.accounts.models import GroupRoleRule, NotificationPreference, Personal
 from apps.accounts.services import personal_token_create
 from apps.core.models import AuditEvent, Intent
 from apps.org.demo import DEMO_PASSWORD
-from apps.org.models import DataSource, Department, ImagePullSecret, NodePool, PriorityClass, Project, Quota
+from apps.org.models import Budget, DataSource, Department, ImagePullSecret, NodePool, PriorityClass, Project, Quota
 from apps.workloads.models import Credential, IdlePolicy, Workload, WorkloadEvent, WorkloadTemplate
 from tests.access_matrix import fill_ids
 from tests.api_support import API, demo_ids
@@ -355,6 +355,20 @@ for label, values in {"deep-json": DEEP, "bad-image": '{"image": "BAD IMAGE"}', 
                       "string-for-int": '{"gpus": "many"}', "unknown-field": '{"project": "vision"}'}.items():
     page(f"form-template-{label}", "admin", "workloads:template_create", [], {**TEMPLATE_FORM, "values": values})
 page("form-stop-finished", "alice", "workloads:stop", ["{finished}"], {}, shows="nothing to stop", follow=True)
+BUDGET_FORM = {"department": "", "project": "{vision}", "period": "month", "metric": "gpu_hours", "amount": "100",
+               "thresholds": "50, 80, 100", "on_exceed": "notify"}
+for label, value in {"nul": "1\x00", "1e20": "1e20", "2**63": str(2**63), "negative": "-1",
+                     "arabic-digit": "\u0661"}.items():
+    page(f"form-budget-amount-{label}", "lead", "usage:budget_create", [], {**BUDGET_FORM, "amount": value})
+for label, value in {"nul": "50\x00", "xss": TEXT["xss"], "10k-chars": TEXT["10k-chars"], "superscript-digit": "²",
+                     "zero": "0, 50", "unsorted": "80, 50", "twice": "50, 50", "eleven": ", ".join(map(str, range(
+                         1, 12)))}.items():
+    page(f"form-budget-thresholds-{label}", "lead", "usage:budget_create", [], {**BUDGET_FORM, "thresholds": value})
+page("form-budget-period-unknown", "lead", "usage:budget_create", [], {**BUDGET_FORM, "period": "week"})
+page("form-budget-unseen-project", "lead", "usage:budget_create", [], {**BUDGET_FORM, "project": "{forecasting}"})
+page("form-budget-department-as-lead", "lead", "usage:budget_create", [],
+     {**BUDGET_FORM, "project": "", "department": "{research}"})
+page("form-budget-as-researcher", "alice", "usage:budget_create", [], BUDGET_FORM, status=403)
 page("form-stop-others", "bob", "workloads:stop", ["{finished}"], {}, status=404)
 page("form-bulk-stop-others", "bob", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"}, status=404)
 page("form-bulk-stop-finished", "alice", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"},
@@ -780,7 +794,7 @@ def case_id(index: int, case: Case) -> str:
 
 MODELS = [NodePool, Department, Project, Quota, PriorityClass, RoleBinding, GroupRoleRule, PersonalAccessToken,
           Workload, WorkloadTemplate, Intent, DataSource, ImagePullSecret, Credential, IdlePolicy,
-          NotificationPreference, WorkloadEvent]
+          NotificationPreference, WorkloadEvent, Budget]
 
 
 def snapshot() -> dict[str, Any]:
@@ -970,6 +984,7 @@ BASES = [
     Case("form-priority-class-edit", "admin", "POST", "@org:priority_class_edit|train", EDIT_PRIORITY, api=False),
     Case("form-group-rule-edit", "admin", "POST", "@accounts:group_rule_edit|{rule}", RULE_EDIT, api=False),
     Case("form-template-edit", "admin", "POST", "@workloads:template_edit|{template}", TEMPLATE_EDIT, api=False),
+    Case("form-budget", "lead", "POST", "@usage:budget_create|", BUDGET_FORM, api=False),
 ]
 
 

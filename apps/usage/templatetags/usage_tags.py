@@ -1,4 +1,5 @@
-"""The quota bar: deserved vs in use vs borrowed vs pending, drawn with CSS widths (no chart library)."""
+"""The quota bar (deserved vs in use vs borrowed vs pending) and the budget bar (spent vs amount vs projected),
+drawn with CSS widths (no chart library)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,28 @@ def quota_bar(deserved: Any, used: Any, limit: Any = None, pending: Any = 0) -> 
                  + (f", {pending.normalize():f} waiting" if pending else "")
                  + ("" if limit_value is None else f", limit {limit_value}"),
     }
+
+
+def _figure(value: Decimal) -> str:
+    return f"{value.quantize(Decimal('0.1')).normalize():f}"
+
+
+@register.inclusion_tag("usage/partials/_budget_bar.html")
+def budget_bar(status: Any) -> dict[str, Any]:
+    """A budget's bar (a BudgetStatus): spent within the amount, spent beyond it, what the running work adds by the
+    end of the period; a marker at the amount. Scaled to the widest of amount and projection."""
+    amount, spent, projected = status.budget.amount, status.spent, status.projected
+    scale = max(amount, projected, spent, Decimal("0.001"))
+    unit = status.budget.unit
+    return {
+        "within": _pct(min(spent, amount), scale), "over": _pct(max(Decimal(0), spent - amount), scale),
+        "coming": _pct(max(Decimal(0), projected - spent), scale), "amount_at": _pct(amount, scale),
+        "label": f"{_figure(spent)} of {_figure(amount)} {unit} spent, {_figure(projected)} projected by the end of "
+                 "the period".replace("  ", " "),
+    }
+
+
+@register.filter
+def budget_figure(value: Decimal) -> str:
+    """A budget figure to one decimal, without trailing zeros (12.5, 240)."""
+    return _figure(Decimal(value))

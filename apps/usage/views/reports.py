@@ -22,6 +22,7 @@ from apps.core.csv_export import csv_response
 from apps.core.http import AuthenticatedRequest
 
 from .. import reports
+from ..budgets import budget_statuses_for
 from ..forms.reports import HolderFilterForm, ReportFilterForm
 
 HOLDERS_PER_PAGE = 200
@@ -35,15 +36,17 @@ def usage_reports(request: AuthenticatedRequest) -> HttpResponse:
     if form.is_valid():
         report = reports.usage_report(user=request.user, group=form.cleaned_data["group"],
                                       window=form.cleaned_data["window"], filters=form.filters())
-    context = {"form": form, "report": report, "query": request.GET.urlencode(),
+    context: dict[str, Any] = {"form": form, "report": report, "query": request.GET.urlencode(),
                "table": list(reports.report_table(report)) if report else [],
                "total_cells": reports.report_cells(report, report.total) if report else [],
                "total_ratio": reports.ratio_text(report.total.ratio) if report else "",
                "bars": reports.chart(report) if report else [],
                "text_columns": 3 if report and report.group == reports.Group.PROJECT else 2,
                "currency": settings.USAGE_CURRENCY}
-    template = "usage/reports/partials/_report.html" if request.htmx else "usage/reports/showback.html"
-    return render(request, template, context)
+    if request.htmx:  # a filter change: the report alone
+        return render(request, "usage/reports/partials/_report.html", context)
+    context["budgets"] = budget_statuses_for(request.user)  # this period's, whatever window the report shows
+    return render(request, "usage/reports/showback.html", context)
 
 
 def _form_errors(form: Any) -> HttpResponse:

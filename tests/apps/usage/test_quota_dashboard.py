@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.cluster.models import ClusterQueueState, CohortState
-from apps.org.models import Department, NodePool, Project
+from apps.org.models import Budget, Department, NodePool, Project
 from apps.workloads.models import Status, Workload
 
 pytestmark = pytest.mark.django_db
@@ -138,11 +138,17 @@ def test_dashboard_queries_are_fixed(client_for, make_workload, django_assert_nu
     client = client_for(username)
     headers = {"HTTP_HX_REQUEST": "true"} if poll else {}
     expected += 4 if poll else 0  # a poll also fingerprints the figures for its ETag
+    # The full page also shows the budgets the viewer may see, in 5 queries however many (the budgets, prices now,
+    # price history, the month's sums, the running work: apps/usage/budgets.py budget_statuses); polls leave them be.
+    expected += 0 if poll else 5
+    for metric in ("gpu_hours", "cost"):
+        Budget.objects.create(department=Department.objects.get(slug="research"), metric=metric, amount=100)
     with django_assert_num_queries(expected):
         client.get(PAGE, **headers)
     for project in ("vision", "nlp", "forecasting", "serving"):
         mirror(project, guaranteed=1, elastic=1, share=5)
         waiting(make_workload, "admin", project, 1)
+        Budget.objects.create(project=Project.objects.get(slug=project), amount=10)
     with django_assert_num_queries(expected):
         client.get(PAGE, **headers)
 
@@ -187,3 +193,16 @@ def test_pending_counts_work_from_outside_by_its_pod_sets(client_for):
     research = next(d for d in figures(client_for("admin"))["departments"] if d["slug"] == "research")
     vision = next(p for p in research["projects"] if p["slug"] == "vision")
     assert vision["pending"] == research["pending"] == 4
+
+
+def test_the_page_shows_the_budgets_the_viewer_may_see_and_the_polls_do_not(client_for):
+    research, forecasting = Department.objects.get(slug="research"), Project.objects.get(slug="forecasting")
+    shown = Budget.objects.create(department=research, amount=Decimal(40), on_exceed="hold_preemptible",
+                                  held_period_start=research.created_at)
+    hidden = Budget.objects.create(project=forecasting, amount=Decimal(10))
+    content = client_for("bob").get(PAGE).content.decode()
+    assert f'data-budget="{shown.pk}"' in content and f'data-budget="{hidden.pk}"' not in content
+    assert "0 / 40 GPU-hours" in content and "Projected end of period" in content
+    assert "holding new preemptible work" in content
+    assert 'data-budget="' not in client_for("bob").get(PAGE, HTTP_HX_REQUEST="true").content.decode()
+    assert f'data-budget="{hidden.pk}"' in client_for("carol").get(PAGE).content.decode()

@@ -6,10 +6,11 @@ import csv
 import html
 import io
 import re
+from decimal import Decimal
 
 import pytest
 
-from apps.org.models import Project
+from apps.org.models import Budget, Department, Project
 from apps.usage.models import UsageInterval
 
 from .reports_support import at, interval, priced, quotas_in_force_since, workload
@@ -134,7 +135,7 @@ def grow(demo, n: int) -> None:
     from decimal import Decimal
 
     from apps.org import services
-    from apps.org.models import Department, NodePool, NodePoolPrice
+    from apps.org.models import Budget, Department, NodePool, NodePoolPrice
 
     research = Department.objects.get(slug="research")
     pools = list(NodePool.objects.all())
@@ -144,6 +145,8 @@ def grow(demo, n: int) -> None:
         project = services.project_create(actor=demo["admin"], department=research, slug=f"grown-{i}",
                                           name=f"Grown {i}")
         services.quota_set(actor=demo["admin"], node_pool=pools[i % 3], project=project, deserved=0, limit=None)
+        for metric in ("gpu_hours", "cost"):
+            Budget.objects.create(project=project, metric=metric, amount=Decimal(100))
         for who in ("alice", "bob", "lead"):
             work = workload(demo[who], project=project.slug, pool=pools[i % 3].slug)
             interval(work, "2026-03-10 00:00", "2026-03-10 03:00")
@@ -154,8 +157,10 @@ def grow(demo, n: int) -> None:
 PAGE_QUERIES = {
     # + the report (pending ledger recomputes, pools, price history, ledger aggregate, deserved quotas, project
     # names) + the filter's choices (departments, projects, users, pools)
-    f"/usage/reports/?{MARCH}&group=project": 13,
-    f"/usage/reports/?{MARCH}&group=user": 12,  # users have no deserved quota: no quota query
+    # + the budgets the viewer may see with this period's figures, 5 however many budgets (the budgets, prices now,
+    # price history, the month's sums, the running work; apps/usage/budgets.py budget_statuses)
+    f"/usage/reports/?{MARCH}&group=project": 18,
+    f"/usage/reports/?{MARCH}&group=user": 17,  # users have no deserved quota: no quota query
     f"/usage/reports.csv?{MARCH}&group=department": 9,  # the report only
     # + pending recomputes, the pool named in the filter, the count and one page of intervals (with workload,
     # project, user), choices
@@ -169,6 +174,9 @@ def test_page_and_csv_query_counts_are_pinned_and_do_not_grow(ledger, client_for
                                                               username):
     client = client_for(username)
     client.get("/usage/reports/")  # warm the session
+    research = Department.objects.get(slug="research")
+    for metric in ("gpu_hours", "cost"):
+        Budget.objects.create(department=research, metric=metric, amount=Decimal(1000))
 
     def measure() -> None:
         for url, queries in PAGE_QUERIES.items():
@@ -356,3 +364,17 @@ def test_admin_sets_a_price_per_card_hour_on_the_pool_form(demo, client_for):
     data["price_per_card_hour"] = "-1"
     assert client_for("admin").post("/pools/h100/edit/", data).status_code == 200  # refused on the form
     assert client_for("alice").post("/pools/h100/edit/", {**data, "price_per_card_hour": "0"}).status_code == 403
+
+
+def test_the_page_shows_the_budgets_the_viewer_may_see(ledger, client_for):
+    research, forecasting = Department.objects.get(slug="research"), Project.objects.get(slug="forecasting")
+    shown = Budget.objects.create(department=research, amount=Decimal(1000))
+    hidden = Budget.objects.create(project=forecasting, amount=Decimal(10))
+    content = client_for("alice").get(f"/usage/reports/?{MARCH}").content.decode()
+    assert f'data-budget="{shown.pk}"' in content and f'data-budget="{hidden.pk}"' not in content
+    assert "Burn rate per day" in content and "/ 1000 GPU-hours" in content
+    assert "Manage budgets" not in content  # alice sets no budgets
+    assert "Manage budgets" in client_for("lead").get("/usage/reports/").content.decode()
+    # A filter change re-renders the report alone.
+    assert 'id="budget-summary"' not in client_for("alice").get(
+        f"/usage/reports/?{MARCH}", HTTP_HX_REQUEST="true").content.decode()
