@@ -176,6 +176,8 @@ class ObjectStore:
             objs = self._objects[resource]
             keys = self._keys(resource, namespace)
             at = bisect.bisect_right(keys, after) if after is not None else 0
+            if count <= 0:  # the rest, all of it: one comprehension
+                return [obj for key in keys[at:] if match(obj := objs[key])], 0
             found: builtins.list[dict] = []
             while at < len(keys):
                 obj = objs[keys[at]]
