@@ -126,6 +126,24 @@ def test_pagination_with_continue(api, ns):
     assert pages == 3 and seen == [f"pg-{i}" for i in range(7)]
 
 
+def test_pagination_with_a_selector(api, ns):
+    """A filtered list pages through the matching objects only; as kube-apiserver, it gives no remainingItemCount
+    (it would have to read the whole collection to count)."""
+    for i in range(7):
+        body = pod_body(f"sel-{i}")
+        body["metadata"]["labels"] = {"parity": "even" if i % 2 == 0 else "odd"}
+        api.core.create_namespaced_pod(ns, body)
+    seen, token = [], None
+    while True:
+        page = api.core.list_namespaced_pod(ns, limit=2, label_selector="parity=even", _continue=token)
+        seen += [p.metadata.name for p in page.items]
+        assert page.metadata.remaining_item_count is None
+        token = page.metadata._continue
+        if not token:
+            break
+    assert seen == ["sel-0", "sel-2", "sel-4", "sel-6"]
+
+
 def test_optimistic_concurrency(api, ns):
     api.core.create_namespaced_pod(ns, pod_body("occ"))
     pod = api.core.read_namespaced_pod("occ", ns)  # the kubelet already moved it to Running

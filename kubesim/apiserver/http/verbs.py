@@ -68,27 +68,36 @@ class Verbs:
 
     def list(self, t: Target, query: Query, headers: dict[str, str], body: bytes) -> Response:
         labels, fields = matchers(query)
-        with self.store.lock:
-            items = [o for o in self.store.list(t.res.plural, t.namespace, copy=False) if labels(o) and fields(o)]
-            rv = self.store.resource_version
+        after = None
         token = q(query, "continue")
         if token:
             try:
                 start = json.loads(base64.urlsafe_b64decode(token.encode()))
-                last = (start["ns"], start["name"])
+                after = (start["ns"], start["name"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise bad_request("continue key is not valid") from exc
-            items = [o for o in items if (o["metadata"].get("namespace") or "", o["metadata"]["name"]) > last]
+        limit = int(q(query, "limit") or 0)
+        limit = max(limit, 0)
+        # One more than the page, to know whether a next page exists.
+        with self.store.lock:
+            items, unread = self.store.scan(
+                t.res.plural,
+                t.namespace,
+                lambda o: labels(o) and fields(o),
+                after=after,
+                count=limit + 1 if limit else 0,
+            )
+            rv = self.store.resource_version
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        limit = q(query, "limit")
-        if limit and int(limit) > 0 and len(items) > int(limit):
-            rest = len(items) - int(limit)
-            items = items[: int(limit)]
+        if limit and len(items) > limit:
+            items = items[:limit]
             lmd = items[-1]["metadata"]
             meta["continue"] = base64.urlsafe_b64encode(
                 json.dumps({"ns": lmd.get("namespace") or "", "name": lmd["name"], "rv": rv}).encode()
             ).decode()
-            meta["remainingItemCount"] = rest
+            # As kube-apiserver: the count only for an unfiltered list (a filtered one would have to be read whole).
+            if not q(query, "labelSelector") and not q(query, "fieldSelector"):
+                meta["remainingItemCount"] = unread + 1
         if tables.wants_table(headers.get("accept", "")):
             include = q(query, "includeObject", "") or ""
             return Response(200, tables.table(t.res, items, self.sim.clock.now(), meta, include, t.served_version))
@@ -377,8 +386,12 @@ class Verbs:
 
 def _deleted_status(t: Target, deleted: dict) -> dict:
     """The generic registry's answer to a delete that removed the object: Success, naming it (kind is the plural)."""
-    details = {"name": deleted["metadata"]["name"], "group": t.res.group, "kind": t.res.plural,
-               "uid": deleted["metadata"]["uid"]}
+    details = {
+        "name": deleted["metadata"]["name"],
+        "group": t.res.group,
+        "kind": t.res.plural,
+        "uid": deleted["metadata"]["uid"],
+    }
     if not details["group"]:
         del details["group"]
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}

@@ -159,6 +159,35 @@ class ObjectStore:
                 items = [o for o in items if labels_match(o, label_selector)]
             return clone(items) if copy else items
 
+    def scan(
+        self,
+        resource: str,
+        namespace: str | None,
+        match: Callable[[dict], bool],
+        *,
+        after: tuple[str, str] | None = None,
+        count: int = 0,
+    ) -> tuple[builtins.list[dict], int]:
+        """A page of a list: the stored dicts (never mutate them) sorted by (namespace, name) whose key comes after
+        `after`, that `match` accepts, the first `count` of them (0: all); and how many keys the scan left unread
+        after the last one returned. It starts at `after` and stops at `count`, so paging through a collection of N
+        objects reads each once, not N each page."""
+        with self.lock:
+            objs = self._objects[resource]
+            keys = self._keys(resource, namespace)
+            at = bisect.bisect_right(keys, after) if after is not None else 0
+            if count <= 0:  # the rest, all of it: one comprehension
+                return [obj for key in keys[at:] if match(obj := objs[key])], 0
+            found: builtins.list[dict] = []
+            while at < len(keys):
+                obj = objs[keys[at]]
+                at += 1
+                if match(obj):
+                    found.append(obj)
+                    if len(found) == count:
+                        break
+            return found, len(keys) - at
+
     def _keys(self, resource: str, namespace: str | None) -> builtins.list[tuple[str, str]]:
         """Sorted keys of a resource (in a namespace), built on first use and kept sorted as objects come and go
         (_index_key): a list after a create costs the objects listed, not a sort of every object."""
