@@ -55,7 +55,11 @@ def _owner_kinds(verbs: tuple[str, ...]) -> tuple[Permission, ...]:
 
 WORKER: tuple[Permission, ...] = (
     Permission("batch", "jobs", ("create", "get", "delete")),  # submit (adopt on retry), stop (outside Jobs too)
-    Permission("", "services", ("create", "get")),  # a notebook's or a gang's Service (adopt on retry)
+    # an inference service's Deployment: created (adopted on retry), patched to scale or roll, deleted at its stop
+    Permission("apps", "deployments", ("create", "get", "patch", "delete")),
+    # a notebook's, a gang's or an inference service's Service (adopt on retry); the cluster's garbage collector
+    # deletes an inference service's with the Deployment that owns it
+    Permission("", "services", ("create", "get")),
     # credentials and pull secrets (replaced when they exist), a notebook's token; removed when deleted
     Permission("", "secrets", ("create", "get", "update", "delete")),
     Permission("", "services/proxy", ("get",)),  # the idle culler reads a notebook server's /api/status
@@ -76,6 +80,7 @@ WATCHER: tuple[Permission, ...] = (
       for plural in ("workloads", "clusterqueues", "localqueues", "cohorts")),
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions
     Permission("", "nodes", ("list", "watch")),  # how many of a pool's nodes can host a gang's pod
+    Permission("apps", "deployments", ("list", "watch")),  # inference services: followed by their own status
     # the Events of the workloads' pods, Jobs and Workloads, kept for their pages
     Permission("", "events", ("list", "watch")),
     # a plain pod or a pod group member owning an outside Workload; list: GPU pods that run outside the queue

@@ -377,6 +377,14 @@ def can_connect_notebook(user: Visitor | None, workload: _Workload) -> bool:
     return bool(workload.project.notebooks_shared) and can(user, Action.SUBMIT, workload.project)
 
 
+def can_reach_inference(user: Visitor | None, workload: _Workload) -> bool:
+    """An inference service's endpoint through the portal: the members of its project (those who may submit
+    there), whoever started it; anyone else gets 404."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    return can(user, Action.SUBMIT, workload.project)
+
+
 def can_manage_data_of(user: Visitor | None, project: ScopeNode) -> bool:
     """Data sources and image pull secrets of a project: admins and the department's admins."""
     return can(user, Action.MANAGE_PROJECTS, project)

@@ -176,7 +176,8 @@ class WorkloadForm(StyledForm):
     env = forms.CharField(required=False, max_length=50_000, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3}),
                           help_text="One NAME=value per line.")
-    node_pool = PoolChoice(queryset=NodePool.objects.all(), empty_label=None, label="Node pool",
+    # Serving pools run inference services only (docs/architecture.md, Inference services): never offered here.
+    node_pool = PoolChoice(queryset=NodePool.objects.filter(serving=False), empty_label=None, label="Node pool",
                            help_text="The GPU type and cut this work runs on; see what your project has there.")
     gpus = _size("GPUs per pod", maximum=MAX_GPUS_PER_POD, initial=1, unit=" GPU units per pod",
                  help_text="GPU units of the pool per pod (cards, MIG slices or shared replicas).")
@@ -276,7 +277,7 @@ class ManifestForm(StyledForm):
     itself is checked there, whole."""
 
     project = ProjectChoice(queryset=Project.objects.none(), empty_label=None)
-    node_pool = PoolChoice(queryset=NodePool.objects.all(), empty_label=None, label="Node pool",
+    node_pool = PoolChoice(queryset=NodePool.objects.filter(serving=False), empty_label=None, label="Node pool",
                            help_text="The GPU type and cut it runs on: its containers ask for this pool's GPU "
                                      "resource.")
     manifest = forms.CharField(

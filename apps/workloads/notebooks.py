@@ -11,6 +11,10 @@ settings.NOTEBOOK_EXPOSE (README "Notebooks, data and credentials"):
   sandboxed (CSP `sandbox`) so nothing the notebook serves runs with the portal's origin.
 - `ingress` / `httproute`: the worker publishes `<job>.<NOTEBOOK_BASE_DOMAIN>`; Connect redirects the owner there
   with the token, which Jupyter exchanges for its own cookie.
+
+The same relay carries an inference service's endpoint (docs/architecture.md, Inference services) to the members of
+its project in proxy mode, through the Service the worker puts in front of its replicas; a model server takes no
+token, so none is added.
 """
 
 from __future__ import annotations
@@ -102,16 +106,20 @@ def forget_client() -> None:
 
 
 def relay(*, namespace: str, workload_id: int, method: str, path: str, query: list[tuple[str, str]],
-          headers: dict[str, str], body: bytes) -> Relayed:
-    """One request of the owner's browser, sent to the notebook through the service proxy with its token."""
+          headers: dict[str, str], body: bytes, with_token: bool = True) -> Relayed:
+    """One request of the owner's browser, sent to the notebook through the service proxy with its token (an
+    inference service's endpoint: `with_token=False`, the query as it came)."""
     api = _api_client()
     configuration = api.configuration
     auth = configuration.get_api_key_with_prefix("authorization")
     sent = {name: value for name, value in headers.items() if name.lower() in RELAYED_REQUEST_HEADERS}
     # The API server keeps the Authorization header for itself (it authenticates the portal), so the notebook's token
     # travels as Jupyter's `token` query parameter, added here and never shown to the browser.
-    fields = [(key, value) for key, value in query if key != "token"] + [("token", token(workload_id))]
-    url = f"{configuration.host}{service_proxy_path(namespace, workload_id, path)}?{urlencode(fields)}"
+    fields = [(key, value) for key, value in query if key != "token"] + [("token", token(workload_id))] \
+        if with_token else query
+    url = f"{configuration.host}{service_proxy_path(namespace, workload_id, path)}"
+    if fields:
+        url = f"{url}?{urlencode(fields)}"
     try:
         response = api.rest_client.pool_manager.request(
             method, url, body=None if method in ("GET", "HEAD") else body,

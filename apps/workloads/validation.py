@@ -170,6 +170,9 @@ def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: in
                 cpu: Decimal | None, memory_gib: Decimal | None, pod_count: int | None) -> Errors:
     """Everything this project could never run on this pool, whatever else is running: every refusal (None: that
     size is not known, so the checks that need it are left out)."""
+    if pool.serving:  # no queue there: a serving pool holds inference services only
+        return {"node_pool": [f"{pool.name} is a serving pool: only inference services run there. Choose another "
+                              "pool, or submit an inference service."]}
     pool_quotas = list(Quota.objects.filter(node_pool=pool).select_related("project"))
     quota = next((q for q in pool_quotas if q.project_id == project.pk), None)
     if quota is None:

@@ -478,6 +478,9 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         and access.can_keep_alive(user, workload),
         "may_connect": workload.kind == Kind.NOTEBOOK and workload.status == Status.RUNNING
         and access.can_connect_notebook(user, workload),
+        "endpoint_url": reverse("workloads:endpoint_root", args=[workload.pk])
+        if workload.kind == Kind.INFERENCE and not workload.from_outside and settings.NOTEBOOK_EXPOSE == "proxy"
+        and access.can_reach_inference(user, workload) else "",
         "data_sources": list(workload.data_sources.all()),
         "credentials": list(workload.credentials.all().only("name", "keys")),
         "may_submit_again": not workload.from_outside and access.can_anywhere(user, Action.SUBMIT),
@@ -633,6 +636,35 @@ def notebook(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResp
         raise Http404("No such page in this notebook.") from exc
     except notebooks.NotebookUnreachable:
         return HttpResponse("The notebook did not answer; try again in a moment.", status=502,
+                            content_type="text/plain")
+    response = HttpResponse(relayed.body, status=relayed.status)
+    for name, value in relayed.headers.items():
+        response[name] = value
+    response["Content-Security-Policy"] = NOTEBOOK_SANDBOX
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+@csp_exempt()  # type: ignore[arg-type]  # django-csp's decorator is typed for one-argument views
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResponse:
+    """A project member's requests relayed to a running inference service's model server (its Service) through the
+    API server's service proxy, as for notebooks (proxy mode)."""
+    workload = selectors.inference_to_reach(user=request.user, pk=pk)
+    if workload is None or workload.from_outside:
+        raise Http404("No such inference service.")
+    if settings.NOTEBOOK_EXPOSE != "proxy" or workload.status != Status.RUNNING:
+        raise Http404("This inference service is not served through the portal now.")
+    try:
+        relayed = notebooks.relay(namespace=workload.project.namespace, workload_id=workload.pk,
+                                  method=request.method or "GET", path=path, query=[
+                                      (key, value) for key in request.GET for value in request.GET.getlist(key)],
+                                  headers=dict(request.headers), body=request.body, with_token=False)
+    except notebooks.NotANotebookPath as exc:
+        raise Http404("No such path in this inference service.") from exc
+    except notebooks.NotebookUnreachable:
+        return HttpResponse("The inference service did not answer; try again in a moment.", status=502,
                             content_type="text/plain")
     response = HttpResponse(relayed.body, status=relayed.status)
     for name, value in relayed.headers.items():

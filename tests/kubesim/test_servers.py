@@ -110,3 +110,49 @@ def test_strict_validation_knows_volume_sources(ks, ns, volume):
     with pytest.raises(RequestError) as caught:
         ks.apply(body)
     assert caught.value.status["code"] in (400, 422)
+
+
+def _post(ks, path: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(f"{ks.url}{path}", data=body, method="POST", headers={
+        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_a_deployments_pod_declaring_a_port_stands_in_for_a_model_server(ks, api, ns):
+    from kubernetes import client
+
+    container = {"name": "server", "image": "vllm/vllm-openai:v0.6.3", "args": ["--model", "meta-llama/Llama-3.1-8B"],
+                 "ports": [{"name": "http", "containerPort": 8000}]}
+    client.AppsV1Api(api.client).create_namespaced_deployment(ns, {
+        "metadata": {"name": "llm"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llm"}}, "template": {
+            "metadata": {"labels": {"app": "llm"}}, "spec": {"containers": [container]}}}})
+    api.core.create_namespaced_service(ns, {"metadata": {"name": "llm"}, "spec": {
+        "selector": {"app": "llm"}, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]}})
+    ks.advance(1)
+    ks.advance(24 * 3600)  # a server serves until it is stopped
+    assert [p.status.phase for p in api.core.list_namespaced_pod(ns).items] == ["Running"]
+    base = f"/api/v1/namespaces/{ns}/services/llm:http/proxy"
+    assert _get(ks, f"{base}/health")[0] == 200
+    code, models = _get(ks, f"{base}/v1/models")
+    assert code == 200 and [m["id"] for m in json.loads(models)["data"]] == ["meta-llama/Llama-3.1-8B"]
+    code, completion = _post(ks, f"{base}/v1/completions", json.dumps({"prompt": "hello there"}).encode())
+    assert code == 200 and completion["choices"][0]["text"] == "hello there", completion
+    assert completion["model"] == "meta-llama/Llama-3.1-8B"
+    assert _post(ks, f"{base}/v1/completions", b"not json")[0] == 400
+    assert _get(ks, f"{base}/lab")[0] == 404  # nothing but the model server's paths
+
+
+def test_a_port_of_a_jobs_pod_that_is_no_jupyter_server_is_not_answered(ks, api, ns):
+    body = job_body("plain")
+    body["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
+    body["spec"]["template"]["metadata"] = {"labels": {"app": "plain"}}
+    api.batch.create_namespaced_job(ns, body)
+    api.core.create_namespaced_service(ns, {"metadata": {"name": "plain"}, "spec": {
+        "selector": {"app": "plain"}, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]}})
+    ks.advance(1)
+    code, _ = _get(ks, f"/api/v1/namespaces/{ns}/services/plain:http/proxy/health")
+    assert code == 502  # connection refused: kubesim emulates nothing there

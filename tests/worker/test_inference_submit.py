@@ -117,3 +117,30 @@ def test_the_api_submits_scales_and_refuses_by_field(client_for, demo, serving):
     assert call(alice, "PATCH", path, {"replicas": 1}).json()["replicas"] == 1
     assert call(client_for("carol"), "GET", path).status_code == 404
     assert call(client_for("carol"), "POST", "inference-services/", body).status_code == 400  # not her project
+
+
+@pytest.mark.parametrize("kind", ["training", "batch", "notebook"])
+def test_batch_work_is_refused_on_a_serving_pool_and_never_offered_one(client_for, demo, serving, kind):
+    from django.urls import reverse
+
+    from tests.api_support import call
+    from tests.apps.workloads.helpers import submit_payload
+
+    with pytest.raises(ValidationError) as caught:
+        services.workload_submit(
+            actor=demo["alice"], project=Project.objects.get(slug="vision"), kind=kind, name="x",
+            image="pytorch/pytorch:2.4.0", command=["sleep", "60"], node_pool=serving, gpus=1, model_label="m",
+            data_class="public", preemptible=True)
+    assert caught.value.message_dict["node_pool"] == [
+        "L4 serving is a serving pool: only inference services run there. Choose another pool, or submit an "
+        "inference service."]
+    body = {"project": "vision", "kind": kind, "name": "x", "image": "pytorch/pytorch:2.4.0", "node_pool": "serve-l4",
+            "gpus": 1, "labels": {"model": "m", "data_class": "public"}}
+    refused = call(client_for("alice"), "POST", "workloads/", body)
+    assert refused.status_code == 400 and "serving pool" in refused.json()["node_pool"][0], refused.content
+    alice = client_for("alice")
+    page = alice.get(reverse("workloads:submit", args=[kind])).content.decode()
+    assert "L4 serving" not in page and "H100" in page
+    posted = alice.post(reverse("workloads:submit", args=[kind]), submit_payload(kind, pool="serve-l4"))
+    assert posted.status_code == 200 and "Select a valid choice" in posted.content.decode()
+    assert not Workload.objects.filter(name__in=["x", f"my-{kind}"]).exists()

@@ -1,7 +1,8 @@
 """Least privilege, proven: kubesim enforces RBAC with deploy/'s ClusterRoles and bindings applied, the worker and
 the watcher run with their service accounts' tokens (a kubeconfig each, as in the cluster) through a reconcile that
 creates, repairs and prunes every kind it owns, submit -> admitted -> running -> finished, a queue position, a log
-tail, a retried submit adopting its Job and Service, and a stop; then work submitted outside the portal, one object
+tail, a retried submit adopting its Job and Service, and a stop; an inference service submitted (a Deployment and its
+Service), scaled by a patch, followed by the watcher and stopped; then work submitted outside the portal, one object
 of each kind kubesim runs under Kueue, whose owner the watcher reads and the worker deletes. No call may be
 forbidden, and every rule the ClusterRoles grant must have been used: a verb the code no longer needs fails the test
 as surely as a missing one. The owner verbs of a kind kubesim does not run yet are the only ones left out. The
@@ -17,6 +18,7 @@ from django.contrib.auth import get_user_model
 from kubernetes import client as k8s
 
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, POD_GROUP_LABEL, PROJECT_LABEL
+from apps.org import services as org_services
 from apps.org.demo import seed_demo
 from apps.org.models import NodePool, Project
 from apps.workloads import services
@@ -32,7 +34,7 @@ from worker.cluster_check import KUEUE_CONFIG_KEY, KUEUE_NAMESPACE
 from worker.gateway import Gateway, api_client_from_settings, reset_gateway
 from worker.kueue_sync import KIND_ORDER
 from worker.leader import LEASES, LeaderElector
-from worker.manifests import job_manifest, notebook_service
+from worker.manifests import inference_deployment, inference_service, job_manifest, notebook_service
 from worker.outside_work import OWNER_KINDS
 from worker.permissions import OWNER_READ, OWNER_STOP, POD_GROUP_STOP
 from worker.watcher import Watcher
@@ -124,6 +126,40 @@ def submit(enforcing, user, *, kind=Kind.TRAINING, gpus=4, seconds=600, name="ru
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     enforcing.advance(1)
     return Workload.objects.get(pk=workload.pk)
+
+
+def inference_served(enforcing, user):
+    """An inference service on a serving pool of one node: its Deployment and Service created (and adopted again on
+    a retry), running once the watcher sees a ready replica, scaled by a patch, then stopped by deleting the
+    Deployment."""
+    admin_user = get_user_model().objects.get(username="admin")
+    core = k8s.CoreV1Api(enforcing.api_client())
+    node = core.create_node({"metadata": {"name": "serve-node-0", "labels": {"portal.gpu/pool": "serve"}}})
+    node.status = {"allocatable": {"nvidia.com/gpu": "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "capacity": {"nvidia.com/gpu": "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    core.replace_node_status("serve-node-0", node)
+    pool = org_services.node_pool_create(actor=admin_user, slug="serve", name="Serving", gpu_resource="nvidia.com/gpu",
+                                         capacity=4, serving=True, node_labels={"portal.gpu/pool": "serve"})
+    vision = Project.objects.get(slug="vision")
+    org_services.serving_reservation_create(actor=admin_user, project=vision, node_pool=pool, cards=4)
+    service = services.inference_submit(actor=user, project=vision, node_pool=pool, name="llm", gpus=1, replicas=1,
+                                        image="vllm/vllm-openai", model_label="llm", data_class="public")
+    assert tasks.workload_submit.apply(args=[service.pk]).get() == "submitted"
+    service = Workload.objects.get(pk=service.pk)
+    # A retried submit finds the Deployment and its Service there and adopts them.
+    deployments = f"/apis/apps/v1/namespaces/{vision.namespace}/deployments"
+    assert tasks._create_or_adopt_in(tasks.gateway(), deployments, inference_deployment(service)) == service.k8s_uid
+    tasks._create_or_adopt(tasks.gateway(), inference_service(service, service.k8s_uid))
+    enforcing.advance(1)
+    wait_for(lambda: status_of(service) == Status.RUNNING, describe=lambda: status_of(service))
+    services.inference_update(actor=user, workload=Workload.objects.get(pk=service.pk), replicas=2)
+    assert tasks.inference_patch.apply(args=[service.pk]).get() == "patched"
+    enforcing.advance(1)
+    wait_for(lambda: Workload.objects.get(pk=service.pk).ready_replicas == 2)
+    services.workload_stop(actor=user, workload=Workload.objects.get(pk=service.pk))
+    assert tasks.workload_stop.apply(args=[service.pk]).get() == "stopped"
+    wait_for(lambda: status_of(service) == Status.STOPPED)
 
 
 def status_of(workload):
@@ -264,6 +300,7 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         services.workload_stop(actor=alice, workload=Workload.objects.get(pk=waiting.pk))
         assert tasks.workload_stop.apply(args=[waiting.pk]).get() == "stopped"
         wait_for(lambda: status_of(waiting) == Status.STOPPED)
+        inference_served(enforcing, alice)
         not_run = outside_work_read_and_stopped(enforcing, watcher_gw)
     finally:
         watcher.stop()

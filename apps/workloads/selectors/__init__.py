@@ -13,6 +13,7 @@ from .forecasts import FORECAST_RECORD_SIZE, forecast_record, forecasts_computed
 from .lookups import (
     credentials_of,
     default_scope,
+    inference_to_reach,
     notebook_to_connect,
     offers_scope_filter,
     preemptor_id,
@@ -72,6 +73,7 @@ __all__ = [
     "forecast_record",
     "forecasts_computed_since",
     "forecasts_for",
+    "inference_to_reach",
     "notebook_to_connect",
     "notebooks_gpu_idle",
     "notebooks_idle",

@@ -85,6 +85,15 @@ def notebook_to_connect(*, user: Actor, pk: int) -> Workload | None:
     return workload
 
 
+def inference_to_reach(*, user: Actor, pk: int) -> Workload | None:
+    """An inference service whose endpoint the user may reach (a member of its project); None for anything else,
+    which the views answer 404."""
+    workload = Workload.objects.select_related("project").filter(pk=pk, kind=Kind.INFERENCE).first()
+    if workload is None or not access.can_reach_inference(user, workload):
+        return None
+    return workload
+
+
 def credentials_of(*, owner: Actor) -> QuerySet[Credential]:
     """A user's credentials (not being deleted): names and keys only, never values."""
     return Credential.objects.filter(owner=owner, deleted_at=None).select_related("project").defer("sealed")

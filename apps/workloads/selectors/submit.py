@@ -139,8 +139,9 @@ def priority_class_preemptible(*, pk: int | None) -> bool | None:
 def submit_pool(*, project: Project | None, raw: Any) -> NodePool | None:
     """The pool a submit page starts on: the one `raw` (an id from the page) names, else the first the project has a
     quota on, else the first there is."""
-    pool = NodePool.objects.filter(pk=parse_id(raw) or 0).first() if raw else None
+    batch_pools = NodePool.objects.filter(serving=False)  # serving pools take inference services only
+    pool = batch_pools.filter(pk=parse_id(raw) or 0).first() if raw else None
     if pool is None and project is not None:
         quota = Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name").first()
         pool = quota.node_pool if quota else None
-    return pool or NodePool.objects.order_by("name").first()
+    return pool or batch_pools.order_by("name").first()

@@ -1,5 +1,6 @@
 """The service proxy: `/api/v1/namespaces/{ns}/services/{name}[:{port}]/proxy/{path}` answered by the Running pod
-behind the Service when it is a server kubesim emulates (kubesim.apiserver.nodes.servers: a Jupyter server), the
+behind the Service when it is a server kubesim emulates (kubesim.apiserver.nodes.servers: a Jupyter server, or the
+stand-in model server of a Deployment's pod), the
 same server reached on the pod's port by a connection of its own (`ServiceProxy.connect`, what port forwarding
 bridges to), and the control endpoint tests use to report activity on one."""
 
@@ -17,7 +18,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from kubesim.apiserver.errors import APIError
 from kubesim.apiserver.http.common import Response
-from kubesim.apiserver.nodes.servers import ServerActivity, is_server, server_token
+from kubesim.apiserver.nodes.servers import (
+    ServerActivity,
+    is_model_server,
+    is_server,
+    model_server_answer,
+    server_token,
+)
 from kubesim.apiserver.storage.store import ObjectStore
 from kubesim.kernel.clock import parse_rfc3339
 
@@ -52,10 +59,14 @@ def _serving_container(pod: dict, target: Any) -> dict | None:
     return None
 
 
+def _emulated(pod: dict, container: dict | None) -> bool:
+    return container is not None and (is_server(container) or is_model_server(pod, container))
+
+
 def _listening(pod: dict, port: int) -> dict | None:
     """The emulated server container of the pod that declares `port` (the port it listens on), if any."""
     container = _serving_container(pod, port)
-    return container if container is not None and is_server(container) else None
+    return container if container is not None and _emulated(pod, container) else None
 
 
 def _running(pod: dict | None) -> bool:
@@ -89,6 +100,7 @@ class ServiceProxy:
         rest: list[str],
         query: dict[str, list[str]],
         headers: dict[str, str],
+        body: bytes = b"",
     ) -> Response:
         name, _, port = service_port.partition(":")
         with self.store.lock:
@@ -106,9 +118,8 @@ class ServiceProxy:
             ]
             for pod in pods:
                 container = _serving_container(pod, target)
-                if container is not None and is_server(container):
-                    token = server_token(self.store, namespace, container)
-                    return self._jupyter(method, pod, token, "/" + "/".join(rest), query, headers)
+                if container is not None and _emulated(pod, container):
+                    return self._answer(method, namespace, pod, container, "/" + "/".join(rest), query, headers, body)
             if pods:
                 raise APIError(
                     502,
@@ -131,12 +142,12 @@ class ServiceProxy:
                 servers = sorted(
                     p["containerPort"]
                     for c in pod["spec"].get("containers") or []
-                    if is_server(c)
+                    if _emulated(pod, c)
                     for p in c.get("ports") or []
                     if isinstance(p.get("containerPort"), int)
                 )
                 hint = (
-                    f"kubesim emulates the pod's Jupyter server on port {', '.join(map(str, servers))} only"
+                    f"kubesim emulates the pod's server on port {', '.join(map(str, servers))} only"
                     if servers
                     else "kubesim emulates no server in this pod"
                 )
@@ -149,7 +160,14 @@ class ServiceProxy:
         return ours
 
     def answer_on_port(
-        self, method: str, namespace: str, pod_name: str, port: int, target: str, headers: dict[str, str]
+        self,
+        method: str,
+        namespace: str,
+        pod_name: str,
+        port: int,
+        target: str,
+        headers: dict[str, str],
+        body: bytes = b"",
     ) -> Response | None:
         """What the pod's emulated server on `port` answers to a request for `target` (path and query); None when
         the pod stopped running or serving the port since the connection opened (the connection then drops)."""
@@ -163,8 +181,24 @@ class ServiceProxy:
             container = _listening(pod, port)
             if container is None:
                 return None
-            token = server_token(self.store, namespace, container)
-            return self._jupyter(method, pod, token, url.path or "/", query, headers)
+            return self._answer(method, namespace, pod, container, url.path or "/", query, headers, body)
+
+    def _answer(
+        self,
+        method: str,
+        namespace: str,
+        pod: dict,
+        container: dict,
+        path: str,
+        query: dict[str, list[str]],
+        headers: dict[str, str],
+        body: bytes,
+    ) -> Response:
+        """The emulated server's answer: Jupyter's, or the stand-in model server's (kubesim.apiserver.nodes.servers)."""
+        if is_server(container):
+            return self._jupyter(method, pod, server_token(self.store, namespace, container), path, query, headers)
+        code, answer = model_server_answer(method, container, path, body, int(self.store.now().timestamp()))
+        return Response(code, answer)
 
     def _jupyter(
         self, method: str, pod: dict, token: str | None, path: str, query: dict[str, list[str]], headers: dict[str, str]
@@ -242,7 +276,7 @@ def _serve_connection(sock: socket.socket, endpoint: _Endpoint) -> None:
 
 
 class _PodConnection(BaseHTTPRequestHandler):
-    """One connection to a pod's emulated Jupyter server, served as HTTP/1.1 until the client closes it."""
+    """One connection to a pod's emulated server, served as HTTP/1.1 until the client closes it."""
 
     protocol_version = "HTTP/1.1"
     server_version = "TornadoServer/6.4.2"  # what a Jupyter server names itself
@@ -258,11 +292,10 @@ class _PodConnection(BaseHTTPRequestHandler):
         except ValueError:
             self.send_error(400, "Bad Content-Length")
             return
-        if length > 0:
-            self.rfile.read(length)
+        sent = self.rfile.read(length) if length > 0 else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         end = self.server
-        resp = end.proxy.answer_on_port(self.command, end.namespace, end.pod_name, end.port, self.path, headers)
+        resp = end.proxy.answer_on_port(self.command, end.namespace, end.pod_name, end.port, self.path, headers, sent)
         if resp is None:
             self.close_connection = True
             return

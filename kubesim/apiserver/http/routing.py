@@ -121,7 +121,7 @@ class Api:
             namespace, service, rest = proxied
             verb = {"GET": "get", "HEAD": "get"}.get(method, "create")
             self._authorize(user, Attributes(verb, "", "services/proxy", namespace, service.partition(":")[0]))
-            return self.service_proxy.handle(method, namespace, service, rest, query, headers)
+            return self.service_proxy.handle(method, namespace, service, rest, query, headers, body)
         target, watch_path = self._parse(parts)
         target = dataclasses.replace(target, requester=requester)
         verb = self._verb(method, target, query, watch_path)

@@ -16,7 +16,7 @@ import shlex
 from datetime import datetime, timedelta
 
 from kubesim.apiserver.nodes.scheduler import SchedulerCache, Verdict
-from kubesim.apiserver.nodes.servers import is_server
+from kubesim.apiserver.nodes.servers import is_model_server, is_server
 from kubesim.kernel.clock import parse_rfc3339, rfc3339
 from kubesim.kernel.store import ChangeFeed, Store, clone
 
@@ -47,7 +47,8 @@ def run_plan(pod: dict, default_seconds: float) -> tuple[float, int]:
         elif not exit_:
             # A server (kubesim.apiserver.nodes.servers) serves until it is stopped; anything else runs the default
             # time.
-            seconds = max(seconds, math.inf if is_server(c) or _RAY_NODE.search(cmd) else default_seconds)
+            serves = is_server(c) or is_model_server(pod, c) or _RAY_NODE.search(cmd)
+            seconds = max(seconds, math.inf if serves else default_seconds)
         if exit_ and code == 0:
             code = int(exit_.group(1))
     if annotation is not None:

@@ -8,13 +8,22 @@ needs: the landing page (`/lab`, `/tree`, `/`) and `/api/status` (`started`, `la
 `kernels`) only with the token (`Authorization: token ...` or `?token=`), a login page without it. Requests with
 the token other than `/api/status` count as activity, as in Jupyter Server; tests also report activity through the
 control endpoint `POST /kubesim/v1/servers/{ns}/{pod}/activity` (body: optional `seconds_ago`).
+
+Any other container of a Deployment's pod (owned by a ReplicaSet) that declares a container port is a stand-in for a
+model server (vLLM's OpenAI-compatible server, say), on its declared ports: `GET /health` (200), `GET /v1/models`
+(one model: the value of a `--model` argument, else the image), `POST /v1/completions` (the prompt echoed back as
+the completion). It runs no model and computes nothing: it is there so that a client can reach a pod of a
+Deployment through the service proxy and see an answer in the shape a model server gives.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import threading
+import uuid
 from datetime import datetime
+from typing import Any
 
 from kubesim.kernel.clock import parse_rfc3339
 from kubesim.kernel.store import Store
@@ -43,6 +52,60 @@ def server_token(store: Store, namespace: str, container: dict) -> str | None:
         except (ValueError, UnicodeDecodeError):
             return None
     return None
+
+
+def is_model_server(pod: dict, container: dict) -> bool:
+    """A stand-in model server: a container declaring a port in a Deployment's pod, when it is no Jupyter server."""
+    owned_by_replica_set = any(ref.get("kind") == "ReplicaSet" for ref in pod["metadata"].get("ownerReferences") or [])
+    return owned_by_replica_set and bool(container.get("ports")) and not is_server(container)
+
+
+def _model_name(container: dict) -> str:
+    words = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
+    for index, word in enumerate(words):
+        if word == "--model" and index + 1 < len(words):
+            return words[index + 1]
+        if word.startswith("--model="):
+            return word.partition("=")[2]
+    return str(container.get("image", ""))
+
+
+def model_server_answer(method: str, container: dict, path: str, body: bytes, created: int) -> tuple[int, Any]:
+    """(status, JSON body) of the stand-in model server for one request; `created` is the cluster's Unix time."""
+    path = "/" + path.strip("/")
+    model = _model_name(container)
+    if path == "/health" and method in ("GET", "HEAD"):
+        return 200, {}
+    if path == "/v1/models" and method in ("GET", "HEAD"):
+        return 200, {
+            "object": "list",
+            "data": [{"id": model, "object": "model", "created": created, "owned_by": "kubesim"}],
+        }
+    if path == "/v1/completions" and method == "POST":
+        try:
+            request = json.loads(body or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            return 400, {"object": "error", "message": "the body is not JSON", "type": "BadRequestError", "code": 400}
+        prompt = request.get("prompt", "") if isinstance(request, dict) else None
+        if not isinstance(prompt, str):
+            return 400, {
+                "object": "error",
+                "message": "prompt must be a string",
+                "type": "BadRequestError",
+                "code": 400,
+            }
+        words = len(prompt.split())
+        return 200, {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": created,
+            "model": request.get("model") or model,
+            "choices": [{"index": 0, "text": prompt, "logprobs": None, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": words, "completion_tokens": words, "total_tokens": 2 * words},
+        }
+    if path in ("/health", "/v1/models", "/v1/completions"):
+        return 405, {"detail": "Method Not Allowed"}
+    return 404, {"detail": "Not Found"}
 
 
 class ServerActivity:
