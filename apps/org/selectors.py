@@ -25,6 +25,8 @@ from .models import (
     KueueSyncState,
     NodePool,
     NodePoolPrice,
+    NotificationChannel,
+    NotificationDelivery,
     PriorityClass,
     Project,
     ProjectNamespace,
@@ -57,6 +59,20 @@ def quotas_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Q
 def budgets_for(user: Visitor | None, action: Action = Action.VIEW) -> QuerySet[Budget]:
     """Budgets of the departments and projects the user may see (members of a project see its department's)."""
     return access.restrict(Budget.objects.all(), user, action).select_related("department", "project__department")
+
+
+def notification_channels_for(user: Visitor | None) -> QuerySet[NotificationChannel]:
+    """The channels the user sets up: their own, and those of the projects whose channels they manage (never another
+    person's own channels, not even an admin's view: they are personal)."""
+    if user is None or not user.is_authenticated:
+        return NotificationChannel.objects.none()
+    projects = access.restrict(NotificationChannel.objects.filter(project__isnull=False), user, Action.EDIT_WEIGHT)
+    return (NotificationChannel.objects.filter(user=user) | projects).select_related("project__department", "user")
+
+
+def notification_deliveries(channel: NotificationChannel, *, limit: int = 50) -> list[NotificationDelivery]:
+    """The channel's delivery log, newest first."""
+    return list(channel.deliveries.order_by("-created_at", "-id")[:limit])
 
 
 def holding_budgets() -> QuerySet[Budget]:
