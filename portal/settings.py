@@ -383,7 +383,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Workloads are of every kind (the cluster's too); submissions and templates of the portal's three forms.
     "ENUM_NAME_OVERRIDES": {"WorkloadKindEnum": "apps.workloads.models.Kind",
-                            "PortalKindEnum": "apps.workloads.models.PORTAL_KIND_CHOICES"},
+                            "PortalKindEnum": "apps.workloads.models.PORTAL_KIND_CHOICES",
+                            "WorkloadStatusEnum": "apps.workloads.models.Status",
+                            "NotificationDeliveryStatusEnum": "apps.org.models.NotificationDelivery.Status"},
     # Every operation documents its errors in the one error shape (apps/core/api_schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "apps.core.api_schema.require_versions", "apps.core.api_schema.document_errors"],
