@@ -383,7 +383,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Workloads are of every kind (the cluster's too); submissions and templates of the portal's three forms.
     "ENUM_NAME_OVERRIDES": {"WorkloadKindEnum": "apps.workloads.models.Kind",
-                            "PortalKindEnum": "apps.workloads.models.PORTAL_KIND_CHOICES"},
+                            "PortalKindEnum": "apps.workloads.models.PORTAL_KIND_CHOICES",
+                            "WorkloadStatusEnum": "apps.workloads.models.Status",
+                            "NotificationDeliveryStatusEnum": "apps.org.models.NotificationDelivery.Status"},
     # Every operation documents its errors in the one error shape (apps/core/api_schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "apps.core.api_schema.require_versions", "apps.core.api_schema.document_errors"],
@@ -406,6 +408,12 @@ _SERVED_HOST = os.environ.get("PORTAL_HOST", "").strip() or "127.0.0.1"
 PORTAL_BASE_URL = os.environ.get("PORTAL_BASE_URL", "").strip().rstrip("/") or (
     f"http://{'127.0.0.1' if _SERVED_HOST in ('0.0.0.0', '::') else _SERVED_HOST}:"  # noqa: S104 - a comparison
     f"{os.environ.get('PORTAL_PORT', '').strip() or '8000'}")
+
+# Notification channels (docs/architecture.md, Notification channels): whether webhooks may point at loopback,
+# private and link-local addresses. Off in production (a URL a user gives must not reach what only the worker can);
+# on in the embedded demo, whose receivers run on the same machine. Requests time out after this many seconds.
+NOTIFICATIONS_ALLOW_PRIVATE = _env_bool("NOTIFICATIONS_ALLOW_PRIVATE", not PRODUCTION)
+NOTIFICATIONS_TIMEOUT = _env_int("NOTIFICATIONS_TIMEOUT", 5, minimum=1)
 
 # GPU utilisation: the Prometheus that scrapes NVIDIA's DCGM exporter (README "GPU utilisation"). Empty: pages say
 # utilisation is not available. Only the worker queries it (timeout per query, seconds), never a page's request.

@@ -31,7 +31,7 @@ from apps.core.kueue_names import (
 from apps.core.services import sealed_secret_applied
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
-from apps.org.models import BudgetCrossing, ImagePullSecret
+from apps.org.models import BudgetCrossing, ImagePullSecret, NotificationDelivery, NotificationEvent
 from apps.usage import budgets as usage_budgets
 from apps.workloads import logs as workload_logs
 from apps.workloads import selectors as workload_selectors
@@ -42,7 +42,7 @@ from apps.workloads.manifests import ManifestKind, manifest_kind_of
 from apps.workloads.models import Credential, IdlePolicy, Kind, Status, Workload
 from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_by, queue_position_label
 
-from . import utilisation
+from . import notifications, utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .frameworks import framework_manifest, framework_schema_errors
 from .gateway import ClusterError, gateway
@@ -521,6 +521,38 @@ def budget_notify(crossing_id: int) -> bool:
     send_mail(f"[GPU Portal] {budget.owner} at {crossing.threshold}% of its budget for {period}", "\n".join(body),
               None, recipients)
     return True
+
+
+@shared_task
+def notification_deliver(delivery_id: int) -> str:
+    """Send one notification delivery (worker/notifications.py); a failure worth retrying goes back to the outbox
+    with exponential backoff, up to the attempts allowed (apps.org.services.notifications)."""
+    kind = org_services.NOTIFICATION_INTENT
+    claim = intents.intent_claim(kind=kind, target_id=delivery_id)
+    if claim.busy:
+        return "busy"
+    delivery = NotificationDelivery.objects.select_related("channel__user").filter(pk=delivery_id).first()
+    if delivery is None or delivery.status != NotificationDelivery.Status.PENDING:
+        intents.intents_complete(kind=kind, target_id=delivery_id, outcome="gone" if delivery is None else
+                                 delivery.status, ids=claim.ids)
+        return "nothing to send"
+    if not delivery.channel.enabled and delivery.event != NotificationEvent.TEST:
+        org_services.notification_delivery_attempted(delivery_id=delivery_id, delivered=False, final=True,
+                                                     status_code=None, error="The channel was turned off.")
+        intents.intents_complete(kind=kind, target_id=delivery_id, outcome="disabled", ids=claim.ids)
+        return "disabled"
+    attempt = notifications.send(delivery)
+    attempts = delivery.attempts + 1
+    final = not attempt.delivered and (not attempt.retry or attempts >= org_services.NOTIFICATION_MAX_ATTEMPTS)
+    org_services.notification_delivery_attempted(delivery_id=delivery_id, delivered=attempt.delivered, final=final,
+                                                 status_code=attempt.status_code, error=attempt.error)
+    if attempt.delivered or final:
+        outcome = "delivered" if attempt.delivered else "failed"
+        intents.intents_complete(kind=kind, target_id=delivery_id, outcome=outcome, ids=claim.ids)
+        return outcome
+    intents.intent_release(claim, error=attempt.error,
+                           retry_at=timezone.now() + org_services.notification_retry_at(attempts))
+    return "retry later"
 
 
 @shared_task

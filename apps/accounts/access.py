@@ -319,6 +319,17 @@ def can_manage_policies_somewhere(user: Visitor | None) -> bool:
     return can_anywhere(user, Action.MANAGE_PROJECTS)
 
 
+def can_manage_notifications_of(user: Visitor | None, project: ScopeNode) -> bool:
+    """Whether the user sets up the notification channels of a project (its leads, department admins and admins;
+    docs/architecture.md, Notification channels). Anyone signed in sets up their own."""
+    return can(user, Action.EDIT_WEIGHT, project)
+
+
+def can_manage_notifications_somewhere(user: Visitor | None) -> bool:
+    """Whether the pages offer project channels at all."""
+    return can_anywhere(user, Action.EDIT_WEIGHT)
+
+
 # --- sign-in: IdP group rules and API tokens ---------------------------------------------------------------------
 
 

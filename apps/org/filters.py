@@ -14,12 +14,12 @@ from apps.accounts.access import Action
 from apps.core.filters import DayFilter, FilterForm, ReferenceFilter, ScopedFilterSet, StableOrderingFilter
 from apps.core.models import AuditEvent
 
-from .models import Budget, Policy, Project, Quota
+from .models import Budget, NotificationChannel, Policy, Project, Quota
 from .selectors import departments_for, node_pools, projects_for
 
 # The object_type values audit_record writes (each audited model's name).
 AUDITED_OBJECT_TYPES = ("nodepool", "department", "project", "quota", "priorityclass", "rolebinding", "workload",
-                        "workloadtemplate", "kueuesyncstate", "budget")
+                        "workloadtemplate", "kueuesyncstate", "budget", "notificationchannel")
 
 
 class AuditEventFilterForm(FilterForm):
@@ -153,3 +153,27 @@ class PolicyFilterSet(ScopedFilterSet):
             return queryset
         organisation = Q(department__isnull=True, project__isnull=True)
         return queryset.filter(organisation) if value else queryset.exclude(organisation)
+
+
+class NotificationChannelFilterSet(ScopedFilterSet):
+    """Notification channels: a project's (or only one's own with `mine`), by kind and whether they are on."""
+
+    project = ReferenceFilter(choices=lambda request: projects_for(request.user, Action.EDIT_WEIGHT),
+                              help_text="Channels of this project (id or slug).")
+    mine = django_filters.BooleanFilter(method="filter_mine", label="Only my own",
+                                        help_text="true: only your own channels; false: only projects' channels.")
+    kind = django_filters.ChoiceFilter(choices=NotificationChannel.Kind.choices, empty_label="(any)")
+    enabled = django_filters.BooleanFilter()
+    ordering = StableOrderingFilter(
+        fields=[("project__slug", "project"), ("name", "name"), ("kind", "kind")],
+        default=("project__slug", "name", "id"),
+    )
+
+    class Meta:
+        model = NotificationChannel
+        fields: list[str] = []
+
+    def filter_mine(self, queryset: Any, name: str, value: bool | None) -> Any:
+        if value is None:
+            return queryset
+        return queryset.filter(project__isnull=True) if value else queryset.filter(project__isnull=False)

@@ -732,3 +732,105 @@ class ImagePullSecret(SealedSecretModel):
     @property
     def secret_name(self) -> str:
         return f"portal-pull-{self.pk}"
+
+
+class NotificationEvent(models.TextChoices):
+    """What a notification channel may ask to hear about (docs/architecture.md, Notification channels)."""
+
+    WORKLOAD_SUBMITTED = "workload.submitted", "Workload submitted"
+    WORKLOAD_ADMITTED = "workload.admitted", "Workload admitted"
+    WORKLOAD_PREEMPTED = "workload.preempted", "Workload preempted"
+    WORKLOAD_REQUEUED = "workload.requeued", "Workload requeued"
+    WORKLOAD_FINISHED = "workload.finished", "Workload finished"
+    WORKLOAD_FAILED = "workload.failed", "Workload failed"
+    WORKLOAD_IDLE_WARNING = "workload.idle_warning", "Workload holds idle GPUs"
+    WORKLOAD_RUNTIME_LIMIT = "workload.runtime_limit", "Workload reached its runtime limit"
+    BUDGET_THRESHOLD = "budget.threshold", "Budget threshold crossed"
+    QUOTA_CHANGED = "quota.changed", "Quota changed"
+    TEST = "test", "Test"
+
+
+class NotificationChannel(VersionedModel):
+    """Where a user, or a project's leads, hear about events: an e-mail address, a Slack or Teams incoming webhook, or
+    a signed webhook of their own (docs/architecture.md, Notification channels).
+
+    The URL and the webhook's secret are stored sealed (apps.core.sealed): a Slack or Teams webhook URL is itself a
+    credential. Only the URL's scheme and host are kept readable, for the pages."""
+
+    class Kind(models.TextChoices):
+        EMAIL = "email", "E-mail"
+        SLACK = "slack", "Slack"
+        TEAMS = "teams", "Microsoft Teams"
+        WEBHOOK = "webhook", "Webhook"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True,
+                             related_name="notification_channels")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True,
+                                related_name="notification_channels")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    email = models.EmailField(blank=True, help_text="Where an e-mail channel sends; a user's own address if empty.")
+    url_host = models.CharField(max_length=300, blank=True, editable=False,
+                                help_text="The receiver's scheme and host, for the pages (the URL itself is sealed).")
+    sealed = models.TextField(blank=True, editable=False, help_text="The URL and secret, encrypted.")
+    events = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")
+
+    class Meta:
+        ordering = ["project__slug", "name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(user__isnull=False) & Q(project__isnull=True))
+                | (Q(user__isnull=True) & Q(project__isnull=False)),
+                name="notificationchannel_exactly_one_owner",
+                violation_error_message="A channel belongs to exactly one user or project.",
+            ),
+        ]
+        indexes = [models.Index(fields=["project", "enabled"], name="org_channel_project_enabled"),
+                   models.Index(fields=["user", "enabled"], name="org_channel_user_enabled")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} channel {self.name}"
+
+    def clean(self) -> None:
+        if not isinstance(self.events, list) or not all(isinstance(event, str) for event in self.events):
+            raise ValidationError({"events": ["Give a list of event names."]})
+        unknown = [event for event in self.events if event not in NotificationEvent.values
+                   or event == NotificationEvent.TEST]
+        if unknown:
+            raise ValidationError({"events": [f"Unknown events: {', '.join(map(str, unknown))}."]})
+
+
+class NotificationDelivery(models.Model):
+    """One event sent (or being sent) to one channel: the channel's delivery log. Written once per (channel, event,
+    key), the key naming the object and its transition, so an event seen twice is sent once."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed"
+
+    channel = models.ForeignKey(NotificationChannel, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=40, choices=NotificationEvent.choices)
+    key = models.CharField(max_length=200, help_text="The object and transition the event is about.")
+    payload = models.JSONField(help_text="The event as sent: event, timestamp, object, link, summary.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The receiver's last answer.")
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    attempted_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["channel", "event", "key"], name="notificationdelivery_once")]
+
+    def __str__(self) -> str:
+        return f"{self.event} to channel {self.channel_id}: {self.status}"

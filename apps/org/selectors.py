@@ -28,6 +28,8 @@ from .models import (
     KueueSyncState,
     NodePool,
     NodePoolPrice,
+    NotificationChannel,
+    NotificationDelivery,
     Policy,
     PriorityClass,
     Project,
@@ -112,6 +114,20 @@ def budget_crossings(budget_ids: list[int]) -> dict[int, dict[datetime, list[int
             "budget_id", "period_start", "threshold").values_list("budget_id", "period_start", "threshold"):
         crossings.setdefault(budget_id, {}).setdefault(period_start, []).append(threshold)
     return crossings
+
+
+def notification_channels_for(user: Visitor | None) -> QuerySet[NotificationChannel]:
+    """The channels the user sets up: their own, and those of the projects whose channels they manage (never another
+    person's own channels, not even an admin's view: they are personal)."""
+    if user is None or not user.is_authenticated:
+        return NotificationChannel.objects.none()
+    projects = access.restrict(NotificationChannel.objects.filter(project__isnull=False), user, Action.EDIT_WEIGHT)
+    return (NotificationChannel.objects.filter(user=user) | projects).select_related("project__department", "user")
+
+
+def notification_deliveries(channel: NotificationChannel, *, limit: int = 50) -> list[NotificationDelivery]:
+    """The channel's delivery log, newest first."""
+    return list(channel.deliveries.order_by("-created_at", "-id")[:limit])
 
 
 def holding_budgets() -> QuerySet[Budget]:

@@ -20,15 +20,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
+from django.db import transaction
 from django.db.models import Q, Sum
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts.models import Role, RoleBinding
-from apps.core.actors import Visitor
+from apps.core.actors import Actor, Visitor
 from apps.core.tasks import enqueue_on_commit
 from apps.org import selectors as org_selectors
 from apps.org import services as org_services
-from apps.org.models import Budget, NodePoolPrice, budget_period
+from apps.org.models import Budget, BudgetCrossing, NodePoolPrice, NotificationEvent, Project, budget_period
 
 from .models import UsageInterval
 from .reports.ledger import card_hours, overlapping
@@ -182,21 +185,44 @@ def budget_statuses_for(user: Visitor | None, *, now: datetime | None = None) ->
     return budget_statuses(list(org_selectors.budgets_for(user)), now=now)
 
 
-def budget_recipients(budget: Budget) -> list[str]:
-    """E-mail addresses of those who look after the budget's scope: admins, department admins and team leads bound
-    to the project or its department (directly or through a group); admins over everything when nobody is."""
+def budget_watchers(budget: Budget) -> list[Actor]:
+    """Those who look after the budget's scope: admins, department admins and team leads bound to the project or its
+    department (directly or through a group); admins over everything when nobody is. Active users only."""
     department_id = budget.project.department_id if budget.project is not None else budget.department_id
     at_scope = Q(department_id=department_id) | (Q(project_id=budget.project_id) if budget.project_id else Q(
         pk__in=[]))
     bindings = RoleBinding.objects.filter(role__in=NOTIFIED_ROLES).filter(at_scope)
     if not bindings.exists():
         bindings = RoleBinding.objects.filter(role=Role.ADMIN, department__isnull=True, project__isnull=True)
-    emails: set[str] = set()
+    watchers: dict[int, Actor] = {}
     for binding in bindings.select_related("user", "group"):
         people = [binding.user] if binding.user is not None else list(binding.group.user_set.all()) \
             if binding.group is not None else []
-        emails |= {person.email for person in people if person.email and person.is_active}
-    return sorted(emails)
+        watchers.update({person.pk: person for person in people if person.is_active})
+    return [watchers[pk] for pk in sorted(watchers)]
+
+
+def budget_recipients(budget: Budget) -> list[str]:
+    """E-mail addresses of the budget's watchers (`budget_watchers`)."""
+    return sorted({person.email for person in budget_watchers(budget) if person.email})
+
+
+def _crossing_channels_record(budget: Budget, crossing: BudgetCrossing) -> int:
+    """`budget.threshold` for the channels of the budget's watchers and of its project (or of its department's
+    projects, for a department's budget), once per crossing."""
+    period = budget.period_text(crossing.period_start)
+    spent = format(crossing.spent.normalize(), "f")
+    project_ids = [budget.project_id] if budget.project_id else list(
+        Project.objects.filter(department_id=budget.department_id or 0).values_list("pk", flat=True))
+    return org_services.notifications_emit(
+        event=NotificationEvent.BUDGET_THRESHOLD, key=f"budget-crossing:{crossing.pk}",
+        summary=f"{budget.owner} has spent {spent} of its {budget.amount_text()} budget for {period}, crossing "
+                f"{crossing.threshold}%.", link=f"{settings.PORTAL_BASE_URL}{reverse('usage:quota')}",
+        user_ids=[person.pk for person in budget_watchers(budget)], project_ids=project_ids,
+        obj={"type": "budget", "id": budget.pk, "project": budget.project_id, "department": budget.department_id,
+             "period": budget.period, "period_start": crossing.period_start.isoformat(), "metric": budget.metric,
+             "amount": format(budget.amount.normalize(), "f"), "spent": spent, "threshold": crossing.threshold,
+             "on_exceed": budget.on_exceed})
 
 
 def budgets_evaluate(*, now: datetime | None = None) -> int:
@@ -217,11 +243,13 @@ def budgets_evaluate(*, now: datetime | None = None) -> int:
             reached = status.exceeded if percent is None else percent >= threshold
             if not reached:
                 continue
-            crossing = org_services.budget_crossing_record(budget=budget, period_start=start, threshold=threshold,
-                                                           spent=status.spent)
-            if crossing is not None:
-                recorded += 1
-                enqueue_on_commit(BUDGET_NOTIFY_TASK, crossing.pk)
+            with transaction.atomic():  # the crossing and its channels' deliveries: both or neither
+                crossing = org_services.budget_crossing_record(budget=budget, period_start=start,
+                                                               threshold=threshold, spent=status.spent)
+                if crossing is not None:
+                    recorded += 1
+                    enqueue_on_commit(BUDGET_NOTIFY_TASK, crossing.pk)
+                    _crossing_channels_record(budget, crossing)
         if budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and status.exceeded and (
                 budget.held_period_start != start):
             org_services.budget_hold_set(budget=budget, period_start=start)

@@ -27,6 +27,9 @@ from apps.org.models import (
     ImagePullSecret,
     NodePool,
     NodePoolPrice,
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationEvent,
     Policy,
     PriorityClass,
     Project,
@@ -431,3 +434,56 @@ class PullSecretSerializer(serializers.ModelSerializer):
         fields = ["id", "project", "project_slug", "name", "registry", "username", "secret_name", "applied_at",
                   "apply_error", "created_at"]
         read_only_fields = fields
+
+
+CHANNEL_EVENTS = [event for event in NotificationEvent.values if event != NotificationEvent.TEST]
+
+
+class NotificationDeliverySerializer(serializers.ModelSerializer):
+    """One entry of a channel's delivery log."""
+
+    class Meta:
+        model = NotificationDelivery
+        fields = ["id", "event", "status", "attempts", "status_code", "last_error", "created_at", "attempted_at",
+                  "delivered_at"]
+        read_only_fields = fields
+
+
+class NotificationChannelSerializer(ShapeOnlyModelSerializer):
+    """A notification channel of the caller's own (no `project`) or of a project (its leads and admins). `url` and
+    `secret` are write-only: stored sealed, never read back (`url_host` shows where it sends)."""
+
+    project = ScopedPrimaryKeyRelatedField(scope=projects_for, queryset=Project.objects.all(), allow_null=True,
+                                           required=False)
+    owner = serializers.SerializerMethodField(help_text="The username of a personal channel's owner.")
+    url = StrictCharField(write_only=True, required=False, allow_blank=True, max_length=2000, help_text=(
+        "slack, teams, webhook: the receiver's http(s) URL (no credentials in it; public addresses only unless the "
+        "installation allows private ones). Never shown back."))
+    secret = StrictCharField(write_only=True, required=False, allow_blank=True, max_length=256, help_text=(
+        "webhook: the key of the HMAC-SHA256 in X-Portal-Signature (16 to 256 characters). Never shown back."))
+    events = serializers.ListField(child=StrictCharField(max_length=40), max_length=len(CHANNEL_EVENTS),
+                                   help_text=f"Any of: {', '.join(CHANNEL_EVENTS)}.")
+    last_delivery = serializers.SerializerMethodField(help_text="The newest entry of the delivery log, if any.")
+    version = VersionField()
+
+    class Meta:
+        model = NotificationChannel
+        fields = ["id", "project", "owner", "name", "kind", "email", "url", "secret", "url_host", "events",
+                  "enabled", "last_delivery", "version", "created_at", "updated_at"]
+        read_only_fields = ["url_host", "created_at", "updated_at"]
+
+    def get_owner(self, channel: NotificationChannel) -> str | None:
+        return channel.user.get_username() if channel.user is not None else None
+
+    @extend_schema_field(NotificationDeliverySerializer(allow_null=True))
+    def get_last_delivery(self, channel: NotificationChannel) -> dict[str, Any] | None:
+        last = channel.deliveries.order_by("-created_at", "-id").first()
+        return NotificationDeliverySerializer(last).data if last is not None else None
+
+
+class NotificationChannelUpdateSerializer(NotificationChannelSerializer):
+    """What a PATCH may change; a channel's kind and owner are fixed. `url` and `secret` replace the stored ones
+    when given."""
+
+    class Meta(NotificationChannelSerializer.Meta):
+        fields = ["name", "email", "url", "secret", "events", "enabled", "version"]

@@ -11,6 +11,9 @@ router.register("project-namespaces", views.ProjectNamespaceViewSet, basename="p
 router.register("quotas", views.QuotaViewSet, basename="quota")
 router.register("budgets", views.BudgetViewSet, basename="budget")
 router.register("policies", views.PolicyViewSet, basename="policy")
+
+
+router.register("notification-channels", views.NotificationChannelViewSet, basename="notification-channel")
 router.register("serving-reservations", views.ServingReservationViewSet, basename="serving-reservation")
 router.register("priority-classes", views.PriorityClassViewSet, basename="priority-class")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -20,13 +22,21 @@ from apps.core.api_lists import StrictJSONParser
 from apps.core.http import reference_lookup
 from apps.core.models import AuditEvent
 from apps.org import services
-from apps.org.filters import AuditEventFilterSet, BudgetFilterSet, PolicyFilterSet, ProjectFilterSet, QuotaFilterSet
+from apps.org.filters import (
+    AuditEventFilterSet,
+    BudgetFilterSet,
+    NotificationChannelFilterSet,
+    PolicyFilterSet,
+    ProjectFilterSet,
+    QuotaFilterSet,
+)
 from apps.org.models import (
     Budget,
     DataSource,
     Department,
     ImagePullSecret,
     NodePool,
+    NotificationChannel,
     Policy,
     PriorityClass,
     ProjectNamespace,
@@ -40,6 +50,8 @@ from apps.org.selectors import (
     department_quotas,
     departments_for,
     node_pools_with_prices,
+    notification_channels_for,
+    notification_deliveries,
     policies_for,
     project_namespaces_for,
     projects_for,
@@ -56,6 +68,9 @@ from .serializers import (
     DataSourceSerializer,
     DepartmentSerializer,
     NodePoolSerializer,
+    NotificationChannelSerializer,
+    NotificationChannelUpdateSerializer,
+    NotificationDeliverySerializer,
     PolicySerializer,
     PolicyUpdateSerializer,
     PriorityClassSerializer,
@@ -521,3 +536,56 @@ class PullSecretViewSet(StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no signed-in user
             return ImagePullSecret.objects.none()
         return pull_secrets_for(self.request.user).order_by("project__slug", "name", "pk")
+
+
+class NotificationChannelViewSet(ServiceViewSet):
+    """Your notification channels and those of the projects whose channels you manage (docs/architecture.md,
+    Notification channels). `POST .../test/` sends a test event now; `GET .../deliveries/` is the delivery log."""
+
+    serializer_class = NotificationChannelSerializer
+    filterset_class = NotificationChannelFilterSet
+
+    def get_queryset(self) -> QuerySet[NotificationChannel]:
+        return notification_channels_for(self.request.user)
+
+    def may_change(self, obj: NotificationChannel) -> bool:
+        if obj.project is not None:
+            return access.can_manage_notifications_of(self.request.user, obj.project)
+        return obj.user_id == self.request.user.pk
+
+    def perform_create(self, serializer: BaseSerializer[NotificationChannel]) -> None:
+        serializer.instance = services.notification_channel_create(actor=self.request.user,
+                                                                   **serializer.validated_data)
+
+    @extend_schema(request=NotificationChannelUpdateSerializer, responses=NotificationChannelSerializer)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        channel: NotificationChannel = self.get_object()
+        serializer = NotificationChannelUpdateSerializer(channel, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        channel = services.notification_channel_update(actor=self.request.user, channel=channel,
+                                                       expected_version=self.expected_version(serializer),
+                                                       **serializer.validated_data)
+        return Response(NotificationChannelSerializer(channel, context=self.get_serializer_context()).data)
+
+    def perform_destroy(self, instance: NotificationChannel) -> None:
+        services.notification_channel_delete(actor=self.request.user, channel=instance,
+                                             expected_version=self.delete_version)
+
+    @extend_schema(request=None, responses={202: NotificationDeliverySerializer})
+    @action(detail=True, methods=["post"])
+    def test(self, request: Request, pk: str | None = None) -> Response:
+        """Send the channel a test event now (whatever events it listens to); the answer is its delivery, pending
+        until the worker has sent it."""
+        channel: NotificationChannel = self.get_object()
+        if not self.may_change(channel):
+            self.permission_denied(request, message=self.denied_message)
+        delivery = services.notification_channel_test(actor=self.request.user, channel=channel,
+                                                      link=f"{settings.PORTAL_BASE_URL}/")
+        return Response(NotificationDeliverySerializer(delivery).data, status=202)
+
+    @extend_schema(responses=NotificationDeliverySerializer(many=True))
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def deliveries(self, request: Request, pk: str | None = None) -> Response:
+        """The channel's delivery log, newest first (the last 50)."""
+        channel: NotificationChannel = self.get_object()
+        return Response(NotificationDeliverySerializer(notification_deliveries(channel), many=True).data)

@@ -13,6 +13,7 @@ Callers import from here (`from apps.org import services`); the modules are:
 - `project_data`: a project's data sources and image pull secrets;
 - `project_namespaces`: the existing namespaces admins map to a project;
 - `serving`: the reservations of serving pools' cards for projects' inference services;
+- `notifications`: notification channels and the deliveries (outbox rows) that carry events to them;
 - `common`: the access refusal and the collected field errors the others share.
 """
 
@@ -40,6 +41,19 @@ from .kueue_sync import (
     kueue_sync_request_by,
 )
 from .node_pools import NODE_POOL_FIELDS, node_pool_create, node_pool_delete, node_pool_update
+from .notifications import (
+    NOTIFICATION_DELIVER_TASK,
+    NOTIFICATION_INTENT,
+    NOTIFICATION_MAX_ATTEMPTS,
+    channel_hook,
+    notification_channel_create,
+    notification_channel_delete,
+    notification_channel_test,
+    notification_channel_update,
+    notification_delivery_attempted,
+    notification_retry_at,
+    notifications_emit,
+)
 from .policies import POLICY_FIELDS, policy_create, policy_delete, policy_update
 from .priority_classes import (
     PRIORITY_CLASS_FIELDS,
@@ -78,6 +92,9 @@ __all__ = [
     "KUEUE_SYNC_STALE_AFTER",
     "KUEUE_SYNC_TASK",
     "NODE_POOL_FIELDS",
+    "NOTIFICATION_DELIVER_TASK",
+    "NOTIFICATION_INTENT",
+    "NOTIFICATION_MAX_ATTEMPTS",
     "POLICY_FIELDS",
     "PRIORITY_CLASS_FIELDS",
     "PROJECT_FIELDS",
@@ -94,6 +111,7 @@ __all__ = [
     "budget_hold_release",
     "budget_hold_set",
     "budget_update",
+    "channel_hook",
     "data_source_create",
     "data_source_delete",
     "department_create",
@@ -106,6 +124,13 @@ __all__ = [
     "node_pool_create",
     "node_pool_delete",
     "node_pool_update",
+    "notification_channel_create",
+    "notification_channel_delete",
+    "notification_channel_test",
+    "notification_channel_update",
+    "notification_delivery_attempted",
+    "notification_retry_at",
+    "notifications_emit",
     "policy_create",
     "policy_delete",
     "policy_update",

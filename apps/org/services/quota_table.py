@@ -21,6 +21,7 @@ from apps.org.models import Department, NodePool, Project, Quota
 
 from .common import _require
 from .kueue_sync import _org_changed
+from .notifications import quota_channels_record
 from .quotas import (
     SIZE_FIELDS,
     _quota_audit_action,
@@ -64,8 +65,9 @@ def quota_table_save(*, actor: Actor, department: Department, rows: Sequence[Map
                 quota.save(update_fields=[*changed, "updated_at"])
             if before is None or "deserved" in changed:
                 signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
-            audit_record(actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
-                         after=snapshot(quota), **_quota_scope(quota))
+            quota_channels_record(quota=quota, audit=audit_record(
+                actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
+                after=snapshot(quota), **_quota_scope(quota)))
         if plan.proposals:
             _org_changed()
     return [quota for _, quota, _, _ in plan.proposals]

@@ -1,13 +1,34 @@
-"""E-mail to a workload's owner about the changes they opted in to, sent by the worker after commit."""
+"""Telling people about a workload's changes: e-mail to its owner about the changes they opted in to (sent by the
+worker after commit), and the events of the notification channels of its owner and its project
+(docs/architecture.md, Notification channels), recorded in the transaction of the change."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
 from apps.accounts.selectors import notification_preference
 from apps.core.tasks import enqueue_on_commit
-from apps.workloads.models import Status, Workload
+from apps.org import services as org_services
+from apps.org.models import NotificationEvent
+from apps.workloads.explain.reasons import HUMAN_PREEMPTION
+from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 
 NOTIFY_TASK = "worker.tasks.workload_notify"
 NOTIFIABLE = frozenset({Status.ADMITTED, Status.PREEMPTED, Status.SUCCEEDED, Status.FAILED})
+# The channel event of each transition (by the status it moves to; leaving `submitting` for the queue is the
+# submission reaching the cluster).
+CHANNEL_EVENTS = {
+    Status.ADMITTED: NotificationEvent.WORKLOAD_ADMITTED,
+    Status.PREEMPTED: NotificationEvent.WORKLOAD_PREEMPTED,
+    Status.REQUEUED: NotificationEvent.WORKLOAD_REQUEUED,
+    Status.SUCCEEDED: NotificationEvent.WORKLOAD_FINISHED,
+    Status.FAILED: NotificationEvent.WORKLOAD_FAILED,
+    Status.SUBMIT_FAILED: NotificationEvent.WORKLOAD_FAILED,
+    Status.REJECTED: NotificationEvent.WORKLOAD_FAILED,
+}
 
 
 def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
@@ -19,3 +40,57 @@ def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
     for status in wanted:
         if preference and preference.wants(status):
             enqueue_on_commit(NOTIFY_TASK, workload.pk, status)
+
+
+def _link(workload: Workload) -> str:
+    return f"{settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}"
+
+
+def _object(workload: Workload, event: WorkloadEvent) -> dict[str, Any]:
+    return {"type": "workload", "id": workload.pk, "name": workload.name, "kind": workload.kind,
+            "project": workload.project.slug, "owner": workload.owner.username if workload.owner else None,
+            "status": event.to_status, "previous_status": event.from_status, "reason": event.reason,
+            "message": event.message, "gpus": workload.gpu_units,
+            "node_pool": workload.node_pool.slug if workload.node_pool_id else None}
+
+
+def _emit(workload: Workload, event: WorkloadEvent, name: str, summary: str, extra: dict[str, Any]) -> int:
+    return org_services.notifications_emit(
+        event=name, key=f"workload:{workload.pk}:event:{event.pk}", obj={**_object(workload, event), **extra},
+        summary=summary, link=_link(workload),
+        user_ids=[workload.owner_id] if workload.owner_id else [], project_ids=[workload.project_id])
+
+
+def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
+    """Record the channel event of one status change (none for changes no channel hears about); idempotent per
+    transition, the event row naming it."""
+    if event.from_status == event.to_status:
+        return 0
+    if event.from_status == Status.SUBMITTING and event.to_status == Status.QUEUED:
+        name: str = NotificationEvent.WORKLOAD_SUBMITTED
+    elif event.to_status in CHANNEL_EVENTS:
+        name = CHANNEL_EVENTS[Status(event.to_status)]
+    else:
+        return 0
+    label = Status(event.to_status).label.lower()
+    summary = f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} is {label}."
+    extra: dict[str, Any] = {}
+    if name == NotificationEvent.WORKLOAD_PREEMPTED:
+        plain = HUMAN_PREEMPTION.get(event.reason, "")
+        extra["plain_reason"] = f"Preempted {plain}." if plain else "Preempted by Kueue."
+        summary = f"{summary} {extra['plain_reason']}"
+    elif name == NotificationEvent.WORKLOAD_SUBMITTED:
+        summary = f"{workload.kind.capitalize()} workload {workload.name} was submitted to {workload.project.name}."
+    return _emit(workload, event, name, summary, extra)
+
+
+def workload_idle_channels_record(workload: Workload, event: WorkloadEvent, *, culled: bool) -> int:
+    """The idle warning: the workload holds GPUs it does not use (a notebook is told it will be stopped, with the
+    keep-alive link)."""
+    summary = f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} holds " \
+              f"{workload.gpu_units} GPUs that are not being used: {event.message}."
+    extra: dict[str, Any] = {}
+    if workload.kind == Kind.NOTEBOOK and culled:
+        extra["keep_alive"] = _link(workload)  # its page has the Keep alive button (a POST, never a GET link)
+        summary = f"{summary} Idle notebooks are stopped automatically; keep it alive from {extra['keep_alive']}."
+    return _emit(workload, event, NotificationEvent.WORKLOAD_IDLE_WARNING, summary, extra)

@@ -1,7 +1,8 @@
 """The one door of every status change, and the outbox rows it closes.
 
 Every status change goes through `_transition`, which is a conditional UPDATE on the expected current status (so
-two processes can never both move the same workload) and writes the WorkloadEvent in the same transaction.
+two processes can never both move the same workload) and writes the WorkloadEvent in the same transaction, with
+the notification channels' deliveries of the change (apps.workloads.services.notifications).
 
 What users ask of the cluster is an outbox row (apps.core.intents) recorded with their action: a submission records
 a `workload.submit` intent, a stop (the user's, or the idle-notebook cull) a `workload.stop` intent. `_transition`
@@ -21,6 +22,8 @@ from django.utils import timezone
 from apps.core import intents
 from apps.core.actors import Actor
 from apps.workloads.models import Status, Workload, WorkloadEvent
+
+from .notifications import workload_channels_record
 
 SUBMIT_TASK = "worker.tasks.workload_submit"
 STOP_TASK = "worker.tasks.workload_stop"
@@ -54,9 +57,10 @@ def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, 
             return False
         updated = {"status": to_status, "status_reason": reason, "status_message": message, **fields}
         Workload.objects.filter(pk=workload.pk).update(**updated)
-        _event(current, from_status=current.status, to_status=to_status, reason=reason, message=message,
-               actor=actor, at=at, cluster_at=cluster_at, details=details)
+        event = _event(current, from_status=current.status, to_status=to_status, reason=reason, message=message,
+                       actor=actor, at=at, cluster_at=cluster_at, details=details)
         _close_intents(current.status, to_status, workload.pk)
+        workload_channels_record(current, event)
     for name, value in updated.items():
         setattr(workload, name, value)
     return True

@@ -14,6 +14,7 @@ from apps.core.audit import audit_record
 from apps.core.tasks import enqueue_on_commit
 from apps.workloads.models import IdlePolicy, Workload, WorkloadUtilisation
 
+from .notifications import workload_idle_channels_record
 from .transitions import _event
 
 IDLE_NOTIFY_TASK = "worker.tasks.workload_idle_notify"
@@ -80,9 +81,11 @@ def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datet
         if idle_since is not None and row.idle_flagged_at is None and \
                 (fresh[-1][0] - idle_since).total_seconds() >= policy.idle_seconds:
             row.idle_flagged_at = now
-            _event(workload, from_status=workload.status, to_status=workload.status, reason=GPU_IDLE_REASON,
-                   message=f"GPUs below {policy.threshold_percent}% for {_duration_text(policy.idle_seconds)}",
-                   at=now, details={"idle_since": idle_since.isoformat()})
+            event = _event(workload, from_status=workload.status, to_status=workload.status, reason=GPU_IDLE_REASON,
+                           message=f"GPUs below {policy.threshold_percent}% for "
+                                   f"{_duration_text(policy.idle_seconds)}",
+                           at=now, details={"idle_since": idle_since.isoformat()})
+            workload_idle_channels_record(workload, event, culled=policy.cull_notebooks)
             preference = notification_preference(workload.owner_id) if workload.owner_id is not None else None
             if preference and preference.wants("idle"):  # the flag and the page show it either way
                 enqueue_on_commit(IDLE_NOTIFY_TASK, workload.pk)

@@ -13,7 +13,16 @@ from apps.accounts.models import RoleBinding
 from apps.core.models import AuditEvent
 from apps.org import services
 from apps.org.filters import AUDITED_OBJECT_TYPES, AuditEventFilterSet
-from apps.org.models import Department, KueueSyncState, NodePool, PriorityClass, Project, Quota
+from apps.org.models import (
+    Budget,
+    Department,
+    KueueSyncState,
+    NodePool,
+    NotificationChannel,
+    PriorityClass,
+    Project,
+    Quota,
+)
 from apps.workloads.models import Workload, WorkloadTemplate
 from tests.api_support import call, demo_ids
 
@@ -219,7 +228,7 @@ def test_the_filter_set_needs_scoped_rows(rf, users):
 
 def test_every_audited_model_is_an_object_type_choice():
     models = (NodePool, Department, Project, Quota, PriorityClass, RoleBinding, Workload, WorkloadTemplate,
-              KueueSyncState)
+              KueueSyncState, Budget, NotificationChannel)
     assert sorted(AUDITED_OBJECT_TYPES) == sorted(model._meta.model_name for model in models)
 
 

@@ -1,0 +1,147 @@
+"""Delivering notifications: every channel kind against a local receiver on 127.0.0.1 (the signature checked with
+the secret, a 500 retried then delivered, the delivery log keeping the error), the SSRF guard again at delivery, and
+workload transitions reaching the channels that listen."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+from django.core import mail
+from django.utils import timezone
+
+from apps.core.models import Intent
+from apps.org import services as org_services
+from apps.org.models import NodePool, NotificationDelivery, Project
+from apps.workloads import services
+from apps.workloads.models import Kind, Status, Workload
+from apps.workloads.observation import Observation, Preemption
+from tests.receiver import receiver
+from worker import tasks
+
+SECRET = "a-secret-of-enough-length"
+
+
+def channel(user, kind: str, url: str = "", **extra):
+    return org_services.notification_channel_create(
+        actor=user, name=kind, kind=kind, url=url, events=["workload.admitted", "workload.preempted"], **extra)
+
+
+def deliver_test(user, ch) -> NotificationDelivery:
+    delivery = org_services.notification_channel_test(actor=user, channel=ch, link="http://portal.example/x")
+    tasks.notification_deliver(delivery.pk)
+    return NotificationDelivery.objects.get(pk=delivery.pk)
+
+
+def test_a_webhook_is_signed_with_its_secret_over_the_raw_body(demo):
+    with receiver() as hook:
+        ch = channel(demo["alice"], "webhook", hook.url, secret=SECRET)
+        delivery = deliver_test(demo["alice"], ch)
+    assert delivery.status == "delivered" and delivery.status_code == 200 and delivery.attempts == 1
+    [got] = hook.received
+    expected = "sha256=" + hmac.new(SECRET.encode(), got.body, hashlib.sha256).hexdigest()
+    assert got.headers["X-Portal-Signature"] == expected
+    assert got.headers["Content-Type"] == "application/json"
+    body = json.loads(got.body)
+    assert body["event"] == "test" and body["timestamp"] and body["link"] == "http://portal.example/x"
+    assert body["object"] == {"type": "channel", "id": ch.pk, "name": "webhook"}
+    wrong = "sha256=" + hmac.new(b"another secret", got.body, hashlib.sha256).hexdigest()
+    assert got.headers["X-Portal-Signature"] != wrong
+
+
+def test_slack_gets_block_kit_and_teams_an_adaptive_card(demo):
+    with receiver() as slack, receiver() as teams:
+        deliver_test(demo["alice"], channel(demo["alice"], "slack", slack.url))
+        deliver_test(demo["alice"], channel(demo["alice"], "teams", teams.url))
+    message = json.loads(slack.received[0].body)
+    assert message["text"].startswith("GPU Portal: Test")
+    assert message["blocks"][0]["type"] == "section" and message["blocks"][0]["text"]["type"] == "mrkdwn"
+    assert message["blocks"][1]["elements"][0]["url"] == "http://portal.example/x"
+    assert "X-Portal-Signature" not in slack.received[0].headers
+    card = json.loads(teams.received[0].body)
+    assert card["type"] == "message"
+    [attachment] = card["attachments"]
+    assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
+    assert attachment["content"]["type"] == "AdaptiveCard"
+    assert attachment["content"]["actions"][0] == {"type": "Action.OpenUrl", "title": "Open in GPU Portal",
+                                                   "url": "http://portal.example/x"}
+
+
+def test_an_email_channel_mails_its_owner(demo, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    demo["alice"].email = "alice@example.com"
+    demo["alice"].save()
+    delivery = deliver_test(demo["alice"], channel(demo["alice"], "email"))
+    assert delivery.status == "delivered"
+    [sent] = mail.outbox
+    assert sent.to == ["alice@example.com"] and "http://portal.example/x" in sent.body
+
+
+def test_a_500_is_retried_with_backoff_and_the_log_keeps_the_error(demo):
+    with receiver(500, 200) as hook:
+        ch = channel(demo["alice"], "webhook", hook.url, secret=SECRET)
+        delivery = org_services.notification_channel_test(actor=demo["alice"], channel=ch, link="http://p/")
+        assert tasks.notification_deliver(delivery.pk) == "retry later"
+        first = NotificationDelivery.objects.get(pk=delivery.pk)
+        assert (first.status, first.status_code, first.attempts) == ("pending", 500, 1)
+        assert first.last_error.startswith("HTTP 500")
+        intent = Intent.objects.get(kind=org_services.NOTIFICATION_INTENT, target_id=delivery.pk)
+        assert intent.done_at is None and intent.claimed_until is None and intent.next_attempt_at > first.attempted_at
+        assert tasks.notification_deliver(delivery.pk) == "delivered"  # the sweep sends it again when due
+    done = NotificationDelivery.objects.get(pk=delivery.pk)
+    assert (done.status, done.status_code, done.attempts) == ("delivered", 200, 2)
+    assert done.last_error.startswith("HTTP 500")  # the log says what went wrong on the way
+    assert Intent.objects.get(pk=intent.pk).outcome == "delivered"
+    assert hook.received[0].body == hook.received[1].body  # the same signed body, timestamp included
+
+
+def test_a_4xx_fails_for_good_and_a_receiver_down_is_retried(demo):
+    with receiver(404) as hook:
+        failed = deliver_test(demo["alice"], channel(demo["alice"], "slack", hook.url))
+    assert (failed.status, failed.status_code) == ("failed", 404)
+    down_url = hook.url  # the receiver is gone: nothing listens on its port any more
+    down = deliver_test(demo["alice"], channel(demo["alice"], "slack", down_url))
+    assert down.status == "pending" and down.status_code is None and "Could not reach" in down.last_error
+
+
+def test_the_ssrf_guard_is_checked_again_at_delivery(demo, settings):
+    with receiver() as hook:
+        ch = channel(demo["alice"], "webhook", hook.url, secret=SECRET)
+        settings.NOTIFICATIONS_ALLOW_PRIVATE = False  # an admin turned private addresses off since
+        delivery = deliver_test(demo["alice"], ch)
+    assert delivery.status == "failed" and "loopback" in delivery.last_error and hook.received == []
+
+
+def test_workload_transitions_reach_the_owner_and_project_channels_once(demo):
+    with receiver() as mine, receiver() as team:
+        own = channel(demo["alice"], "webhook", mine.url, secret=SECRET)
+        project = org_services.notification_channel_create(
+            actor=demo["lead"], project=Project.objects.get(slug="vision"), name="team", kind="slack", url=team.url,
+            events=["workload.preempted"])
+        workload = services.workload_submit(
+            actor=demo["alice"], project=Project.objects.get(slug="vision"), kind=Kind.TRAINING, name="resnet",
+            image="pytorch/pytorch:2.4.0", node_pool=NodePool.objects.get(slug="h100"), gpus=2, model_label="m",
+            data_class="public")
+        Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED)
+        admitted = Observation(status=Status.ADMITTED, message="admitted")
+        services.workload_observe(workload_id=workload.pk, observation=admitted)
+        services.workload_observe(workload_id=workload.pk, observation=admitted)  # replayed: nothing new
+        assert list(NotificationDelivery.objects.values_list("channel_id", "event")) == [
+            (own.pk, "workload.admitted")]
+        Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+        preemption = Preemption(at=timezone.now(), reason="InCohortReclamation", message="Preempted (UID: x)",
+                                preemptor_workload_uid="w", preemptor_job_uid="j")
+        services.workload_observe(workload_id=workload.pk, observation=Observation(
+            status=Status.PREEMPTED, reason="Preempted", message="Preempted (UID: x)", preemption=preemption))
+        for delivery in NotificationDelivery.objects.order_by("pk"):
+            tasks.notification_deliver(delivery.pk)
+    assert sorted(NotificationDelivery.objects.values_list("channel_id", "event", "status")) == sorted([
+        (own.pk, "workload.admitted", "delivered"), (own.pk, "workload.preempted", "delivered"),
+        (project.pk, "workload.preempted", "delivered")])
+    bodies = [json.loads(got.body) for got in mine.received]
+    assert bodies[0]["event"] == "workload.admitted" and bodies[0]["object"]["id"] == workload.pk
+    assert bodies[0]["object"]["project"] == "vision" and bodies[0]["link"].endswith(f"/workloads/{workload.pk}/")
+    assert bodies[1]["object"]["plain_reason"] == "Preempted to give back borrowed quota to the project that " \
+                                                  "deserves it."
+    assert "give back borrowed quota" in json.loads(team.received[0].body)["text"]
