@@ -91,6 +91,8 @@ OWNED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 UNQUEUED_POD_SELECTOR = f"!{PODSET_LABEL},{MANAGED_BY_LABEL}!={MANAGED_BY}"
 UNMAPPED_WORKLOAD_REASONS = ("no_project", "no_owner", "no_queue", "malformed")
 OWNER_READERS = 8  # owners of a batch read at once
+# Cluster events (a timeline's history) wait behind status work at most this long (WorkQueue's `background`).
+EVENTS_WAIT_AT_MOST = 30.0
 OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.workloads_mirror_outside)
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 # The portal's Deployments are its inference services, followed by their own status (no Kueue Workload).
@@ -122,13 +124,19 @@ class WorkQueue:
 
     Keys whose first element is in `batched` wait in a lane of their own and are taken up to `batch_size` at a time:
     when the appliers are behind, one pass applies many outside Workloads with one set of statements, so the cost of
-    a burst grows with the number of passes, not of events. The lane whose first key has waited longest goes next.
+    a burst grows with the number of passes, not of events. The lane whose first key has waited longest goes next,
+    except that lanes in `background` (cluster events: history, not status) go only when no other lane waits or
+    their first key has waited `background_after` seconds: a first list of 80,000 Events must not hold back the
+    status of work created meanwhile, and the events still come within that bound.
     """
 
-    def __init__(self, *, batched: frozenset[str] = frozenset(), batch_size: int = 1) -> None:
+    def __init__(self, *, batched: frozenset[str] = frozenset(), batch_size: int = 1,
+                 background: frozenset[str] = frozenset(), background_after: float = 30.0) -> None:
         self.condition = threading.Condition()
         self.batched = batched
         self.batch_size = batch_size
+        self.background = background
+        self.background_after = background_after
         self.lanes: dict[str, deque[Any]] = {}
         self.dirty: set[Any] = set()
         self.processing: set[Any] = set()
@@ -163,7 +171,10 @@ class WorkQueue:
             waiting = [(self.added_at.get(lane[0], 0.0), name) for name, lane in self.lanes.items() if lane]
             if self.closed or not waiting:
                 return []
-            name = min(waiting)[1]
+            overdue = time.monotonic() - self.background_after
+            foreground = [(since, name) for since, name in waiting
+                          if name not in self.background or since <= overdue]
+            name = min(foreground or waiting)[1]
             lane = self.lanes[name]
             keys = [lane.popleft() for _ in range(min(len(lane), self.batch_size if name else 1))]
             now = time.monotonic()
@@ -218,7 +229,8 @@ class Watcher:
         self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
         self.cluster_events: dict[str, ClusterEvent] = {}  # Event uid -> the latest seen, until applied
-        self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH)
+        self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH,
+                              background=frozenset({"event"}), background_after=EVENTS_WAIT_AT_MOST)
         self.appliers = appliers
         self.synced = threading.Event()
         # thread name -> (monotonic time of its loop's last turn, the loop's own period): what `stalled` reads

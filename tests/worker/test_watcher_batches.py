@@ -25,6 +25,23 @@ def test_a_batched_lane_hands_out_up_to_the_batch_size_and_lanes_go_oldest_first
     assert work.get(0.01) == [] and len(work) == 0
 
 
+def test_a_background_lane_waits_for_the_others_unless_its_head_is_overdue(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr("worker.watcher.time.monotonic", lambda: clock[0])
+    work = WorkQueue(batched=frozenset({"outside", "event"}), batch_size=2, background=frozenset({"event"}),
+                     background_after=30.0)
+    for uid in "abc":
+        work.add(("event", uid))
+    clock[0] += 1
+    work.add(("outside", "p"))
+    assert work.get(0.01) == [("outside", "p")]  # newer, but status goes before history
+    assert work.get(0.01) == [("event", "a"), ("event", "b")]  # nothing else waits
+    work.add(("outside", "q"))
+    clock[0] += 30
+    assert work.get(0.01) == [("event", "c")]  # its head has waited 31 s: overdue, and older than q
+    assert work.get(0.01) == [("outside", "q")]
+
+
 def test_a_key_added_while_it_is_processed_comes_back_once_afterwards():
     work = WorkQueue(batched=frozenset({"outside"}), batch_size=10)
     work.add(("outside", "p"))
