@@ -54,7 +54,8 @@ _HELP = {
         "The total number of quota reserved workloads per 'cluster_queue'",
     ),
     "kueue_admitted_workloads_total": ("counter", "The total number of admitted workloads per 'cluster_queue'"),
-    "kueue_evicted_workloads_total": ("counter", "The number of evicted workloads per 'cluster_queue' and 'reason'"),
+    "kueue_evicted_workloads_total": ("counter", "The number of evicted workloads per 'cluster_queue', 'reason', "
+                                                 "'underlying_cause' and 'priority_class'"),
     "kueue_preempted_workloads_total": (
         "counter",
         "The number of preempted workloads per 'preempting_cluster_queue' and 'reason'",
@@ -85,7 +86,10 @@ class Metrics:
                 if _became_true(now, before, kind):
                     self._count(metric or "kueue_admitted_workloads_total", cluster_queue=queue)
             if _became_true(now, before, "Evicted"):
-                self._count("kueue_evicted_workloads_total", cluster_queue=queue, reason=now["Evicted"].get("reason"))
+                evicted_for, cause = eviction_labels(now["Evicted"].get("reason") or "")
+                priority_class = ((obj.get("spec") or {}).get("priorityClassRef") or {}).get("name")
+                self._count("kueue_evicted_workloads_total", cluster_queue=queue, reason=evicted_for,
+                            underlying_cause=cause, priority_class=priority_class)
             if _became_true(now, before, "Preempted"):
                 preemptor = self._preemptor_queue(now["Preempted"].get("message") or "") or queue
                 reason = now["Preempted"].get("reason")
@@ -246,3 +250,13 @@ def _number(value: object) -> float:
         return float(decimal_value(value))
     except QuantityError:
         return 0.0
+
+
+def eviction_labels(condition_reason: str) -> tuple[str, str]:
+    """The metric's (reason, underlying_cause) from the Evicted condition's reason: Kueue writes a deactivation with
+    its cause as "Deactivated" + "DueTo" + cause (e.g. DeactivatedDueToAdmissionCheck) in the condition but counts it
+    as reason Deactivated, underlying_cause AdmissionCheck; every other reason is its own root cause ("")."""
+    head, found, cause = condition_reason.partition("DueTo")
+    if found and head == "Deactivated":
+        return head, cause
+    return condition_reason, ""

@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 import urllib.request
 
+import pytest
+
+from kubesim.apiserver.http.metrics import eviction_labels
 from tests.kubesim.kueue.conftest import KUEUE, Cluster
 from tests.kubesim.kueue.test_e2e import setup_queue
 
@@ -29,7 +32,8 @@ def test_queue_depth_admissions_and_preemptions(kc: Cluster):
     ns = setup_queue(kc, 2, preemption={"withinClusterQueue": "LowerPriority"})
     before = scrape(kc)
     admitted = 'kueue_admitted_workloads_total{cluster_queue="cq"}'
-    evicted = 'kueue_evicted_workloads_total{cluster_queue="cq",reason="Preempted"}'
+    evicted = ('kueue_evicted_workloads_total{cluster_queue="cq",reason="Preempted",underlying_cause="",'
+               'priority_class="low"}')
     preempted = 'kueue_preempted_workloads_total{preempting_cluster_queue="cq",reason="InClusterQueue"}'
 
     kc.job(ns, "low", "lq", 2, priority_class="low")
@@ -80,7 +84,7 @@ def test_a_deleted_cluster_queue_takes_its_series_with_it(kc: Cluster):
     counters = {
         'kueue_quota_reserved_workloads_total{cluster_queue="cq"}',
         'kueue_admitted_workloads_total{cluster_queue="cq"}',
-        'kueue_evicted_workloads_total{cluster_queue="cq",reason="Preempted"}',
+        'kueue_evicted_workloads_total{cluster_queue="cq",reason="Preempted",underlying_cause="",priority_class="low"}',
         'kueue_preempted_workloads_total{preempting_cluster_queue="cq",reason="InClusterQueue"}',
     }
     assert counters <= set(_series_of(kc, "cq"))
@@ -107,3 +111,15 @@ def test_a_deleted_cluster_queue_takes_its_series_with_it(kc: Cluster):
 
     kc.ks.reset()  # deletes every queue: nothing of them is exported after it
     assert _series_of(kc, "cq") == []
+
+
+@pytest.mark.parametrize(("condition_reason", "labels"), [
+    ("Preempted", ("Preempted", "")), ("PodsReadyTimeout", ("PodsReadyTimeout", "")),
+    ("DeactivatedDueToAdmissionCheck", ("Deactivated", "AdmissionCheck")),
+    ("DeactivatedDueToRequeuingLimitExceeded", ("Deactivated", "RequeuingLimitExceeded")),
+    ("InactiveWorkload", ("InactiveWorkload", "")), ("", ("", "")),
+])
+def test_an_eviction_is_counted_by_reason_and_underlying_cause_as_kueue_does(condition_reason, labels):
+    """Kueue writes a deactivation's cause into the Evicted condition's reason (Deactivated + DueTo + cause) and
+    counts it as reason Deactivated with the cause as underlying_cause (pkg/workload/evict)."""
+    assert eviction_labels(condition_reason) == labels
