@@ -45,8 +45,10 @@ from .queue import (
     workload_live_marker,
 )
 from .submit import (
+    PolicyPanel,
     PoolPanel,
     default_priority_class,
+    policy_panel,
     pool_panel,
     preemptible_by_class,
     priority_class_preemptible,
@@ -60,6 +62,7 @@ __all__ = [
     "FORECAST_RECORD_SIZE",
     "ClusterEventLine",
     "LiveMarker",
+    "PolicyPanel",
     "PoolPanel",
     "PoolQuotaFigures",
     "ProjectQueue",
@@ -79,6 +82,7 @@ __all__ = [
     "notebooks_idle",
     "notebooks_running",
     "offers_scope_filter",
+    "policy_panel",
     "pool_panel",
     "preemptible_by_class",
     "preemptions_seen_by",
