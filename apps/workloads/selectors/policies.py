@@ -42,7 +42,7 @@ def _scope_order(policy: Policy) -> int:
 def workloads_breaking(*, policy: Policy) -> BreakingPreview:
     """The live work in `policy`'s scope (saved or not: the form's values) that the policy, merged over the scopes
     above it and under the projects' own policies, would refuse. Work from outside the portal is left out: no policy
-    is applied to it. Three queries: the work, the policies, the priority classes of the work."""
+    is applied to it. Two queries: the work (with its projects and priority classes) and the policies."""
     live = Workload.objects.filter(status__in=LIVE_STATUSES - {Status.STOPPING}).exclude(origin=Origin.OUTSIDE)
     if policy.project_id:
         live = live.filter(project_id=policy.project_id)
