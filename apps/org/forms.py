@@ -21,10 +21,12 @@ from .models import (
     DataSource,
     Department,
     NodePool,
+    Policy,
     PriorityClass,
     Project,
     budget_threshold_errors,
 )
+from .policies import LABEL_FIELDS
 from .validators import (
     SLUG_MAX_LENGTH,
     TAINT_EFFECTS,
@@ -448,3 +450,80 @@ class PullSecretForm(StyledForm):
     def __init__(self, *args: Any, projects: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
+
+
+# --- policies --------------------------------------------------------------------------------------------------
+
+
+class PolicyForm(VersionedForm):
+    """A policy of the organisation (neither scope chosen), a department or a project (docs/architecture.md,
+    Policies). Shape only: an empty field inherits, and every rule (patterns, the scope above and below, who may set
+    it) is the service's, so the page shows all its refusals at once. The scope is fixed once the policy exists."""
+
+    department = forms.ModelChoiceField(queryset=Department.objects.none(), required=False,
+                                        empty_label="(none)")
+    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="(none)",
+                                     help_text="Choose neither for the whole organisation's policy (admins).")
+    max_gpus_per_workload = forms.IntegerField(required=False, label="Max GPUs per workload",
+                                               help_text="GPU units one workload may hold in all its pods.")
+    max_runtime_seconds = forms.IntegerField(required=False, label="Max runtime (seconds)")
+    default_runtime_seconds = forms.IntegerField(
+        required=False, label="Default runtime (seconds)",
+        help_text="For work that gives none; the maximum serves when only that is set.")
+    allowed_images = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Allowed images",
+        help_text="One pattern a line, * and ? as wildcards (no regular expressions), e.g. nvcr.io/nvidia/*.")
+    allowed_priority_classes = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Allowed priority classes",
+        help_text="None ticked: inherited.")
+    default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False,
+                                                    empty_label="(inherited)", to_field_name="name")
+    max_notebook_idle_minutes = forms.IntegerField(required=False, label="Notebook idle limit (minutes)",
+                                                   help_text="The longest idle timeout, also the default.")
+    required_labels = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, choices=[(name, name) for name in LABEL_FIELDS],
+        label="Required audit labels", help_text="None ticked: inherited.")
+    pod_security = forms.ChoiceField(required=False, choices=[("", "(inherited)"), *Policy.PodSecurity.choices],
+                                     label="Pod security (manifests)")
+
+    def __init__(self, *args: Any, departments: Any, projects: Any, instance: Policy | None = None,
+                 **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {
+                "department": instance.department_id, "project": instance.project_id,
+                **{name: getattr(instance, name) for name in ("max_gpus_per_workload", "max_runtime_seconds",
+                                                              "default_runtime_seconds", "max_notebook_idle_minutes",
+                                                              "pod_security")},
+                "allowed_images": "\n".join(instance.allowed_images or []),
+                "allowed_priority_classes": instance.allowed_priority_classes or [],
+                "default_priority_class": instance.default_priority_class.name
+                if instance.default_priority_class else None,
+                "required_labels": instance.required_labels or [],
+            }
+        super().__init__(*args, **kwargs)
+        fields = cast(dict[str, forms.ModelChoiceField], self.fields)
+        fields["department"].queryset = departments
+        fields["project"].queryset = projects.select_related("department")
+        cast(forms.MultipleChoiceField, self.fields["allowed_priority_classes"]).choices = [
+            (name, name) for name in PriorityClass.objects.order_by("value").values_list("name", flat=True)]
+        if instance is not None:
+            fields["department"].disabled = fields["project"].disabled = True
+            fields["department"].help_text = fields["project"].help_text = (
+                "Fixed: delete the policy and create another for another scope.")
+            self.carry_version(instance)
+
+    def clean_allowed_images(self) -> list[str] | None:
+        patterns = [line.strip() for line in self.cleaned_data["allowed_images"].splitlines() if line.strip()]
+        return patterns or None
+
+    def clean_allowed_priority_classes(self) -> list[str] | None:
+        return self.cleaned_data["allowed_priority_classes"] or None
+
+    def clean_required_labels(self) -> list[str] | None:
+        return self.cleaned_data["required_labels"] or None
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        if self.cleaned_data.get("department") is not None and self.cleaned_data.get("project") is not None:
+            self.add_error("project", "Choose a department or a project, not both.")
+        return self.cleaned_data

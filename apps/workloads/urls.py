@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import policy_pages, views
 
 app_name = "workloads"
 
@@ -15,6 +15,10 @@ urlpatterns = [
     path("templates/new/", views.template_create, name="template_create"),
     path("templates/<int:pk>/edit/", views.template_edit, name="template_edit"),
     path("templates/<int:pk>/delete/", views.template_delete, name="template_delete"),
+    path("policies/", policy_pages.policies, name="policies"),
+    path("policies/new/", policy_pages.policy_create, name="policy_create"),
+    path("policies/<int:pk>/edit/", policy_pages.policy_edit, name="policy_edit"),
+    path("policies/<int:pk>/delete/", policy_pages.policy_delete, name="policy_delete"),
     path("held-idle/", views.held_idle, name="held_idle"),
     path("projects/<slug:slug>/queue/", views.project_queue, name="project_queue"),
     path("<int:pk>/", views.detail, name="detail"),

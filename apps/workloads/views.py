@@ -8,9 +8,9 @@ Submit page protocol (htmx):
 - `GET ?panel=1` (htmx) returns only the side panel for the project/pool/size in the query string.
 - `POST` with `_validate=1` (htmx) is the live check: every refusal comes back next to its field and nothing is
   saved (the form's own field errors and the service's refusals of the other fields, `services.workload_check`).
-  The answer never replaces an input (the user may be typing in another one): it targets the status line
-  and swaps each field's error block and the pool panel out of band. Empty required text fields are stood in for by
-  placeholders during the check, so quota refusals show before the whole form is filled in. When the change came
+  The answer never replaces an input (the user may be typing in another one): it targets the status line and swaps
+  each field's error block and the pool and policy panels out of band. Empty required text fields are stood in for
+  by placeholders during the check, so quota refusals show before the whole form is filled in. When the change came
   from the priority class select (`_changed=priority_class`, set by the form's hx-vals from the change event), the
   preemptible box is reset to that class's default first.
 - A plain `POST` submits through `services.workload_submit_once` and redirects to the detail page; when anything is
@@ -194,6 +194,8 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         return render(request, "workloads/partials/_submit_response.html", {
             "form": form, "kind": kind, "source": source,
             "panel": selectors.submit_panel(kind=kind, projects=projects, source=data, viewer=user),
+            "policy_panel": selectors.policy_panel(projects=projects, source=data,
+                                                   project=form.cleaned_data.get("project")),
             "checked": not form.errors, "drafted": drafted,
             "reset_preemptible": "priority_class" in (data.get("_changed"), request.htmx.trigger_name),
         })
@@ -217,6 +219,7 @@ def _submit_page(request: AuthenticatedRequest, kind: str, form: WorkloadForm, p
         "form": form, "kind": kind, "kinds": PORTAL_KIND_CHOICES, "kind_label": Kind(kind).label,
         "submission_token": token or secrets.token_urlsafe(24),
         "panel": selectors.submit_panel(kind=kind, projects=projects, source=values, viewer=request.user),
+        "policy_panel": selectors.policy_panel(projects=projects, source=values),
         "source": source, "template": template,
         "templates": selectors.templates(kind=kind),
         "preemptible_by_class": selectors.preemptible_by_class(),

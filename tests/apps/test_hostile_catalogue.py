@@ -370,6 +370,23 @@ page("form-budget-department-as-lead", "lead", "usage:budget_create", [],
      {**BUDGET_FORM, "project": "", "department": "{research}"})
 page("form-budget-as-researcher", "alice", "usage:budget_create", [], BUDGET_FORM, status=403)
 page("form-stop-others", "bob", "workloads:stop", ["{finished}"], {}, status=404)
+POLICY_FORM = {"department": "", "project": "{vision}", "max_gpus_per_workload": "2", "allowed_images": "nvcr.io/*"}
+for label, value in {"regex-catastrophic": "(a+)+$", "nul": "nvcr.io/\x00", "xss": TEXT["xss"],
+                     "10k-chars": TEXT["10k-chars"], "many-lines": "\n".join(f"r{n}/*" for n in range(60))}.items():
+    page(f"form-policy-images-{label}", "deptadmin", "workloads:policy_create", [],
+         {**POLICY_FORM, "allowed_images": value})
+    page(f"form-policy-preview-images-{label}", "deptadmin", "workloads:policy_create", [],
+         {**POLICY_FORM, "allowed_images": value, "_preview": "1"})
+for label, value in {"2**63": str(2**63), "negative": "-1", "zero": "0", "arabic-digit": "\u0661"}.items():
+    page(f"form-policy-gpus-{label}", "deptadmin", "workloads:policy_create", [],
+         {**POLICY_FORM, "max_gpus_per_workload": value})
+page("form-policy-unknown-class", "deptadmin", "workloads:policy_create", [],
+     {**POLICY_FORM, "allowed_priority_classes": "no-such-class"})
+page("form-policy-unseen-project", "deptadmin", "workloads:policy_create", [],
+     {**POLICY_FORM, "project": "{forecasting}"})
+page("form-policy-organisation-as-department-admin", "deptadmin", "workloads:policy_create", [],
+     {**POLICY_FORM, "project": ""})
+page("form-policy-as-researcher", "alice", "workloads:policy_create", [], POLICY_FORM, status=403)
 page("form-bulk-stop-others", "bob", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"}, status=404)
 page("form-bulk-stop-finished", "alice", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"},
      shows="Nothing to stop", follow=True)
@@ -985,6 +1002,7 @@ BASES = [
     Case("form-group-rule-edit", "admin", "POST", "@accounts:group_rule_edit|{rule}", RULE_EDIT, api=False),
     Case("form-template-edit", "admin", "POST", "@workloads:template_edit|{template}", TEMPLATE_EDIT, api=False),
     Case("form-budget", "lead", "POST", "@usage:budget_create|", BUDGET_FORM, api=False),
+    Case("form-policy", "deptadmin", "POST", "@workloads:policy_create|", POLICY_FORM, api=False),
 ]
 
 

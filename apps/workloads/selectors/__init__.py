@@ -2,7 +2,8 @@
 module per concern. Callers import from here (`from apps.workloads import selectors`); the modules are:
 
 - `lookups`: the rows a user may see (the list, a page's workload, a notebook to connect, credentials, templates);
-- `submit`: the submit page's side panel and the priority class defaults;
+- `submit`: the submit page's side panels and the priority class defaults;
+- `policies`: the live work a proposed policy would refuse (the caller has checked the user may set it);
 - `forecasts`: the stored start-time forecasts and the record the worker calibrates on;
 - `queue`: live queue state (positions, explanations, the project queue, history, live markers);
 - `utilisation`: the stored GPU utilisation and the workloads flagged idle;
@@ -27,6 +28,7 @@ from .lookups import (
     workloads_for,
 )
 from .notebooks import notebooks_gpu_idle, notebooks_idle, notebooks_running
+from .policies import BREAKING_SHOWN, Breaking, BreakingPreview, workloads_breaking
 from .queue import (
     ClusterEventLine,
     LiveMarker,
@@ -45,8 +47,10 @@ from .queue import (
     workload_live_marker,
 )
 from .submit import (
+    PolicyPanel,
     PoolPanel,
     default_priority_class,
+    policy_panel,
     pool_panel,
     preemptible_by_class,
     priority_class_preemptible,
@@ -57,9 +61,13 @@ from .submit import (
 from .utilisation import UtilisationChart, utilisation_available, workload_utilisation_chart, workloads_held_idle
 
 __all__ = [
+    "BREAKING_SHOWN",
     "FORECAST_RECORD_SIZE",
+    "Breaking",
+    "BreakingPreview",
     "ClusterEventLine",
     "LiveMarker",
+    "PolicyPanel",
     "PoolPanel",
     "PoolQuotaFigures",
     "ProjectQueue",
@@ -79,6 +87,7 @@ __all__ = [
     "notebooks_idle",
     "notebooks_running",
     "offers_scope_filter",
+    "policy_panel",
     "pool_panel",
     "preemptible_by_class",
     "preemptions_seen_by",
@@ -103,6 +112,7 @@ __all__ = [
     "workload_live_marker",
     "workload_rows",
     "workload_utilisation_chart",
+    "workloads_breaking",
     "workloads_for",
     "workloads_held_idle",
 ]

@@ -1,5 +1,5 @@
-"""The submit page's side panel (the project's quota on the chosen pool, and whether the request would start now)
-and the priority class defaults."""
+"""The submit page's side panels (the project's quota on the chosen pool, and whether the request would start now;
+the project's effective policy) and the priority class defaults."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.db.models import Count, Max, QuerySet
 from apps.core.actors import Actor
 from apps.core.http import parse_id, parse_int
 from apps.org.models import NodePool, PriorityClass, Project, Quota
+from apps.org.selectors import effective_policy
 from apps.workloads.explain import NEVER_FITS, Forecast, explain_probe, forecast
 from apps.workloads.models import WAITING_STATUSES, ForecastBasis, Workload, WorkloadForecast
 from apps.workloads.validation import non_preemptible_units_held
@@ -145,3 +146,73 @@ def submit_pool(*, project: Project | None, raw: Any) -> NodePool | None:
         quota = Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name").first()
         pool = quota.node_pool if quota else None
     return pool or batch_pools.order_by("name").first()
+
+
+@dataclass(frozen=True)
+class PolicyFact:
+    """One line of the submit page's policy panel: what a field allows and which policy sets it ("" when none)."""
+
+    name: str
+    label: str
+    value: str
+    source: str
+
+
+@dataclass
+class PolicyPanel:
+    """What the chosen project's effective policy allows and fills in (docs/architecture.md, Policies), shown before
+    anyone types so a refusal is never the first news of a limit."""
+
+    project: Project
+    facts: list[PolicyFact]
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _minutes(seconds: int) -> str:
+    hours, minutes = divmod(seconds // 60, 60)
+    return " ".join(part for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "")
+                    if part) or f"{seconds} s"
+
+
+def _policy_value(name: str, value: Any) -> str:
+    if value is None:
+        return "no limit" if name.startswith("max_") or name.startswith("allowed_") else "none"
+    if name == "max_gpus_per_workload":
+        return f"{value} GPU unit{'s' if value != 1 else ''} in all its pods"
+    if name in ("max_runtime_seconds", "default_runtime_seconds"):
+        return _minutes(value)
+    if name == "max_notebook_idle_minutes":
+        return f"{value} min (also the default)"
+    if name == "default_priority_class":
+        return str(value.name)
+    if isinstance(value, list):
+        return ", ".join(value)
+    return str(value)
+
+
+_POLICY_LABELS = {
+    "max_gpus_per_workload": "Max GPUs per workload", "max_runtime_seconds": "Max runtime",
+    "default_runtime_seconds": "Default runtime", "allowed_images": "Allowed images",
+    "allowed_priority_classes": "Allowed priority classes", "default_priority_class": "Default priority class",
+    "max_notebook_idle_minutes": "Notebook idle limit", "required_labels": "Required labels",
+    "pod_security": "Pod security (manifests)",
+}
+
+
+def policy_panel(*, projects: QuerySet[Project], source: Any, project: Project | None = None) -> PolicyPanel | None:
+    """The effective policy of `project`, else of the project `source` names (else the first offered), each field
+    with the scope that sets it. The merged policy is kept on the project object (`effective_policy`), so passing the
+    project the submission check already used costs no query."""
+    if project is None:
+        project_id = parse_id(source.get("project"))
+        project = (projects.filter(pk=project_id).first() if project_id else None) or projects.first()
+    if project is None:
+        return None
+    effective = effective_policy(project)
+    facts = [PolicyFact(name=name, label=label, value=_policy_value(name, effective.get(name)),
+                        source=_capital(effective.source(name)))
+             for name, label in _POLICY_LABELS.items()]
+    return PolicyPanel(project=project, facts=facts)

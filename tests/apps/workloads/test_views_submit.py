@@ -9,7 +9,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.org.models import NodePool, PriorityClass, Project
+from apps.org import services as org
+from apps.org.models import Department, NodePool, PriorityClass, Project
 from apps.workloads import services
 from apps.workloads.models import PORTAL_KIND_VALUES, Kind, Status, Workload
 from tests.factories import NodePoolFactory
@@ -191,6 +192,40 @@ def test_pool_panel_says_when_the_project_has_no_quota(page_client, b200):
     content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": b200.pk},
                                    **HTMX).content.decode()
     assert 'data-fact="no-quota"' in content and "could never run" in content
+
+
+def test_policy_panel_shows_each_limit_with_the_policy_it_comes_from_before_anyone_types(page_client, users):
+    research, vision = Department.objects.get(slug="research"), Project.objects.get(slug="vision")
+    org.policy_create(actor=users["admin"], max_runtime_seconds=7200, required_labels=["model"])
+    org.policy_create(actor=users["admin"], department=research, max_gpus_per_workload=4,
+                      allowed_images=["nvcr.io/*"])
+    org.policy_create(actor=users["admin"], project=vision, max_gpus_per_workload=2, default_runtime_seconds=3600)
+    content = page_client("alice").get(url(), {"project": vision.pk}).content.decode()
+    panel = content[content.index('id="policy-panel"'):]
+    assert "Policy for Vision" in panel
+
+    def fact(name: str) -> str:
+        return re.search(rf'data-policy="{name}">(.*?)</dd>', panel, re.S).group(1)
+
+    assert fact("max_gpus_per_workload").startswith("2 GPU units") and "Vision project&#x27;s policy" in fact(
+        "max_gpus_per_workload")
+    assert "nvcr.io/*" in fact("allowed_images") and "Research department&#x27;s policy" in fact("allowed_images")
+    assert fact("max_runtime_seconds").startswith("2 h") and "organisation&#x27;s policy" in fact(
+        "max_runtime_seconds")
+    assert fact("default_runtime_seconds").startswith("1 h") and "Vision" in fact("default_runtime_seconds")
+    assert "model" in fact("required_labels") and "organisation" in fact("required_labels")
+    assert fact("allowed_priority_classes").startswith("no limit") and "(" not in fact("allowed_priority_classes")
+
+
+def test_policy_panel_follows_the_chosen_project_in_the_live_check(page_client, users):
+    nlp = Project.objects.get(slug="nlp")
+    org.policy_create(actor=users["admin"], project=nlp, max_notebook_idle_minutes=30)
+    lead = page_client("deptadmin")
+    before = lead.post(url("notebook"), {**submit_payload("notebook"), "_validate": "1"}, **HTMX)
+    after = lead.post(url("notebook"), {**submit_payload("notebook", project="nlp"), "_validate": "1"}, **HTMX)
+    assert 'id="policy-panel"' in before.content.decode() and "30 min" not in before.content.decode()
+    content = after.content.decode()
+    assert "Policy for NLP" in content and re.search(r'data-policy="max_notebook_idle_minutes">30 min', content)
 
 
 def test_pool_panel_of_a_project_outside_scope_is_404(page_client):
