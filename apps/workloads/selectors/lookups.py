@@ -3,7 +3,8 @@ projects, templates."""
 
 from __future__ import annotations
 
-from django.db.models import Case, CharField, F, IntegerField, QuerySet, Value, When
+from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Concat, Least
 
 from apps.accounts import access
@@ -12,7 +13,15 @@ from apps.core.actors import Actor, Visitor
 from apps.core.http import parse_id
 from apps.org.models import Project
 from apps.org.selectors import projects_for
-from apps.workloads.models import OUTSIDE_THE_PORTAL, Credential, Kind, Workload, WorkloadTemplate
+from apps.workloads.models import (
+    LIVE_STATUSES,
+    OUTSIDE_THE_PORTAL,
+    Credential,
+    Kind,
+    Origin,
+    Workload,
+    WorkloadTemplate,
+)
 from apps.workloads.observation import Observation
 
 
@@ -41,6 +50,22 @@ def requested_units() -> Case:
         When(kind=Kind.BATCH, then=F("gpus") * Least(F("parallelism"), F("completions"))),
         default=F("gpus"), output_field=IntegerField(),
     )
+
+
+def holds_serving_units() -> Q:
+    """Whether a workload holds units of its project's serving reservation: a live inference service of the
+    portal's (docs/architecture.md, Inference services)."""
+    return Q(kind=Kind.INFERENCE, origin=Origin.PORTAL, status__in=LIVE_STATUSES)
+
+
+def serving_services() -> QuerySet[Workload]:
+    """The inference services that hold units of their project's serving reservation."""
+    return Workload.objects.filter(holds_serving_units())
+
+
+def serving_units() -> CombinedExpression:
+    """The units an inference service holds of its reservation, in SQL: replicas x pods x GPUs."""
+    return F("gpus") * F("pods") * F("replicas")
 
 
 def creator() -> Case:
