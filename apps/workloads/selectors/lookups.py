@@ -11,7 +11,7 @@ from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
 from apps.core.actors import Actor, Visitor
 from apps.core.http import parse_id
-from apps.org.models import Project
+from apps.org.models import NodePool, Project
 from apps.org.selectors import projects_for
 from apps.workloads.models import (
     LIVE_STATUSES,
@@ -127,6 +127,13 @@ def credentials_of(*, owner: Actor) -> QuerySet[Credential]:
 def submit_projects(*, user: Actor) -> QuerySet[Project]:
     return projects_for(user, Action.SUBMIT).select_related("department", "default_priority_class").order_by(
         "department__name", "name")
+
+
+def serving_pools(*, projects: QuerySet[Project]) -> QuerySet[NodePool]:
+    """The serving pools where one of `projects` holds a serving reservation: the only pools an inference service
+    of theirs may run on (docs/architecture.md, Inference services)."""
+    return NodePool.objects.filter(serving=True, serving_reservations__project__in=projects).distinct().order_by(
+        "name")
 
 
 def submit_project_known(*, projects: QuerySet[Project], raw: str) -> bool:
