@@ -90,6 +90,9 @@ class Api:
         response = self.request("POST", path, json=body, headers=headers or {})
         return response.json() if response.content else None
 
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, json=body).json()
+
     def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
         """Every row of a paginated list, page after page."""
         offset = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import getpass
+import re
 import sys
 import time
 import uuid
@@ -409,6 +410,69 @@ def resubmit(workload_id: str, env_pairs: tuple[str, ...], idempotency_key: str 
     created = api().post(f"workloads/{_id(workload_id)}/resubmit/", body,
                          headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
     emit(created, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, rows=[created])
+
+
+# --- inference services ------------------------------------------------------------------------------------------
+
+_SERVICE_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("ID", lambda s: s["id"]), ("NAME", lambda s: s["name"]), ("PROJECT", lambda s: s["project"]),
+    ("POOL", lambda s: s["node_pool"]), ("REPLICAS", lambda s: s["replicas"]),
+    ("READY", lambda s: s.get("ready_replicas")), ("STATUS", lambda s: s["status"]),
+]
+_SERVICE_WIDE: list[tuple[str, Callable[[Any], Any]]] = [
+    ("IMAGE", lambda s: s["image"]), ("GPUS", lambda s: s["gpus"]), ("PORT", lambda s: s.get("serving_port")),
+    ("MESSAGE", lambda s: s.get("status_message")),
+]
+
+
+def _image_name(image: str) -> str:
+    """A service's default name: its image's repository, as a DNS label (vllm/vllm-openai:v0.6.3 -> vllm-openai)."""
+    repository = image.split("@")[0].rsplit("/", 1)[-1].split(":")[0].lower()
+    return re.sub(r"[^a-z0-9-]+", "-", repository).strip("-")[:40].strip("-") or "service"
+
+
+@cli.command()
+@click.option("-p", "--project", required=True, help="Project slug.")
+@click.option("--pool", required=True, help="A serving pool the project holds a reservation on (slug).")
+@click.option("-i", "--image", required=True, help="The model server's image, e.g. vllm/vllm-openai:v0.6.3.")
+@click.option("-n", "--name", help="A name you will recognise (services are known by id); default: the image's.")
+@click.option("--port", type=int, help="The port the model server listens on (default 8000).")
+@click.option("-g", "--gpus", type=int, default=1, show_default=True, help="GPU units per replica.")
+@click.option("--replicas", type=int, help="Copies of the model server (default 1).")
+@click.option("--arg", "args", multiple=True, help="An argument after the command (repeatable), e.g. --arg=--model.")
+@click.option("--model", "model_label", required=True, help="Audit label: the model it serves.")
+@click.option("--data-class", required=True, help="Audit label: the class of data it reads.")
+@click.argument("command_line", nargs=-1)
+@command
+def serve(project: str, pool: str, image: str, name: str | None, port: int | None, gpus: int,
+          replicas: int | None, args: tuple[str, ...], model_label: str, data_class: str,
+          command_line: tuple[str, ...], fmt: str) -> None:
+    """Start an inference service on a serving pool, never queued, within the project's serving reservation; the
+    words after `--` are its command, e.g. `gpu serve -p vision --pool serve-l4 -i vllm/vllm-openai:v0.6.3 -n llama
+    --model llama-3-8b --data-class public -- vllm serve meta-llama/Llama-3.1-8B`."""
+    body: dict[str, Any] = {"project": project, "node_pool": pool, "image": image, "gpus": gpus,
+                            "name": name or _image_name(image), "model_label": model_label, "data_class": data_class}
+    body.update({key: value for key, value in (("serving_port", port), ("replicas", replicas)) if value is not None})
+    if command_line:
+        body["command"] = list(command_line)
+    if args:
+        body["args"] = list(args)
+    created = api().post("inference-services/", body)
+    emit(created, fmt, columns=_SERVICE_COLUMNS, wide=_SERVICE_WIDE, rows=[created])
+
+
+@cli.command()
+@click.argument("service_id")
+@click.option("--replicas", type=int, help="Scale to this many replicas (a scale-up must fit the reservation).")
+@click.option("-i", "--image", help="Roll the replicas to this image, one at a time.")
+@command
+def scale(service_id: str, replicas: int | None, image: str | None, fmt: str) -> None:
+    """Scale an inference service or roll it to a new image (or both at once)."""
+    body = {key: value for key, value in (("replicas", replicas), ("image", image)) if value is not None}
+    if not body:
+        raise CliError("say what to change: --replicas N, --image IMAGE or both", USAGE)
+    changed = api().patch(f"inference-services/{_id(service_id)}/", body)
+    emit(changed, fmt, columns=_SERVICE_COLUMNS, wide=_SERVICE_WIDE, rows=[changed])
 
 
 # --- list, status, queue -------------------------------------------------------------------------------------------

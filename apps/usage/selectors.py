@@ -19,6 +19,10 @@ A department's in use, borrowed, lent and pending are the sums of those of all i
 and lent are per project: a project above its deserved quota borrows even when a sibling's idle quota is what it
 uses, and that sibling lends); its deserved and limit are the department's own quota (deserved units not handed to
 a project sit in the department's cohort and are in no project's figures). The cluster row has no lent figure.
+
+A serving pool has no quotas and no Kueue objects: it shows each visible project's serving reservation and the
+units its live inference services hold of it (replicas x pods x GPUs, as the submit checks them), read in one
+query with the other figures' (docs/architecture.md, Inference services).
 """
 
 from __future__ import annotations
@@ -28,15 +32,16 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from apps.accounts.access import grants_for, sees_everything
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.core.actors import Actor
-from apps.org.models import NodePool, Quota
+from apps.org.models import NodePool, Quota, ServingReservation
 from apps.org.selectors import departments_for, projects_for
 from apps.workloads.models import WAITING_STATUSES, Workload
-from apps.workloads.selectors import requested_units
+from apps.workloads.selectors import holds_serving_units, requested_units, serving_services, serving_units
 
 ZERO = Decimal(0)
 
@@ -72,10 +77,26 @@ class Figures:
 
 
 @dataclass
+class Reservation:
+    """One project's serving reservation on a serving pool and the units its live inference services hold."""
+
+    name: str
+    slug: str
+    reserved: int
+    in_use: int
+
+    @property
+    def free(self) -> int:
+        """What the project may still start; nothing while a lowered reservation is below what runs."""
+        return max(0, self.reserved - self.in_use)
+
+
+@dataclass
 class PoolDashboard:
     pool: NodePool
     departments: list[Figures]  # each with its visible projects as children
     cluster: Figures | None
+    reservations: list[Reservation] = field(default_factory=list)  # serving pools only
 
 
 def balance(*, deserved: int, used: Decimal, lends: bool) -> tuple[Decimal, Decimal]:
@@ -84,7 +105,7 @@ def balance(*, deserved: int, used: Decimal, lends: bool) -> tuple[Decimal, Deci
 
 
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
-    """The dashboard figures for the viewer: at most eight queries, however many projects and pools."""
+    """The dashboard figures for the viewer: at most nine queries, however many projects and pools."""
     everything = sees_everything(user)
     visible_projects = {p.pk: p for p in projects_for(user).select_related("department")}
     if everything or grants_for(user).departments:
@@ -99,9 +120,17 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         project__department_id__in=department_ids)).values(
         "project_id", "department_id", "node_pool_id", "deserved", "limit", "project__department_id",
         "project__does_not_lend"))
+    held = serving_services().filter(project_id=OuterRef("project_id"), node_pool_id=OuterRef(
+        "node_pool_id")).values("project_id").annotate(units=Sum(serving_units())).values("units")
+    reservations: dict[int, list[Reservation]] = defaultdict(list)
+    for held_row in ServingReservation.objects.filter(project_id__in=list(visible_projects)).annotate(
+            in_use=Coalesce(Subquery(held), 0)).values("project_id", "node_pool_id", "cards", "in_use"):
+        project = visible_projects[held_row["project_id"]]
+        reservations[held_row["node_pool_id"]].append(Reservation(name=project.name, slug=project.slug,
+                                                             reserved=held_row["cards"], in_use=held_row["in_use"]))
     pools = list(NodePool.objects.order_by("name"))
-    if not everything:  # only pools where the viewer's scope holds quota have anything to show
-        holding = {q["node_pool_id"] for q in quotas}
+    if not everything:  # only pools where the viewer's scope holds quota or a reservation have anything to show
+        holding = {q["node_pool_id"] for q in quotas} | set(reservations)
         pools = [pool for pool in pools if pool.pk in holding]
     states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
         "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
@@ -186,18 +215,29 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             cluster = Figures(name="Cluster", slug=pool.slug, level="cluster", deserved=pool.capacity,
                               limit=pool.capacity, used=in_use, borrowed=max(ZERO, in_use - pool.capacity),
                               pending=sum(d.pending for d in rows))
-        if rows or cluster:
-            result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster))
+        serving = sorted(reservations.get(pool.pk, []), key=lambda r: r.name)
+        if rows or cluster or serving:
+            result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster, reservations=serving))
     return result
 
 
 def quota_dashboard_marker() -> str:
     """A fingerprint of everything the dashboard shows, from four aggregates (no rows): the queue and cohort mirrors,
-    the quotas and the waiting workloads. The view adds the viewer's grants (their scope)."""
+    the quotas and serving reservations, and the waiting workloads and live inference services. The view adds the
+    viewer's grants (their scope).
+
+    The quotas and the reservations are read through their pools in one query: a serving pool holds no quotas, so
+    the join adds the two up rather than multiplying them."""
 
     queues = ClusterQueueState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
     cohorts = CohortState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
-    quotas = Quota.objects.aggregate(n=Count("pk"), at=Max("updated_at"))
-    waiting = Workload.objects.filter(status__in=WAITING_STATUSES).aggregate(n=Count("pk"), newest=Max("pk"),
-                                                                    units=Sum(requested_units()))
+    quotas = NodePool.objects.aggregate(n=Count("quotas", distinct=True), at=Max("quotas__updated_at"),
+                                        reservations=Count("serving_reservations", distinct=True),
+                                        reserved_at=Max("serving_reservations__updated_at"))
+    is_waiting = Q(status__in=WAITING_STATUSES)
+    is_serving = holds_serving_units()
+    waiting = Workload.objects.filter(is_waiting | is_serving).aggregate(
+        n=Count("pk", filter=is_waiting), newest=Max("pk", filter=is_waiting),
+        units=Sum(requested_units(), filter=is_waiting), serving=Count("pk", filter=is_serving),
+        serving_units=Sum(serving_units(), filter=is_serving))
     return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), *waiting.values()))

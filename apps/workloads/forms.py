@@ -311,6 +311,59 @@ class ManifestForm(StyledForm):
         return data
 
 
+class InferenceServiceForm(StyledForm):
+    """The inference service page's form: a model server on a serving pool. `service_kwargs()` is what
+    `services.inference_submit` takes (minus the actor). The pools offered are the chosen project's serving
+    reservations (the first project's until one is chosen); the reservation's room is the service's to check."""
+
+    project = ProjectChoice(queryset=Project.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=40, help_text="A short name you will recognise, e.g. llama-chat "
+                                                    "(lower-case letters, digits and '-').")
+    image = forms.CharField(max_length=255, help_text="The model server's image, e.g. vllm/vllm-openai:v0.6.3.")
+    command = forms.CharField(required=False, max_length=20_000,
+                              help_text="Overrides the image's entrypoint, split like a shell would. Empty keeps "
+                                        "the image's own.")
+    args = forms.CharField(required=False, max_length=20_000, label="Arguments",
+                           help_text="e.g. --model meta-llama/Llama-3.1-8B --port 8000.")
+    node_pool = PoolChoice(queryset=NodePool.objects.none(), empty_label=None, label="Serving pool",
+                           error_messages={"invalid_choice": "This project has no serving reservation on that pool; "
+                                                             "ask an admin for one."},
+                           help_text="Only the pools where the project holds a serving reservation.")
+    serving_port = _size("Port", maximum=65535, initial=8000,
+                         help_text="The port the model server listens on; the endpoint reaches it there.")
+    gpus = _size("GPUs per replica", maximum=MAX_GPUS_PER_POD, initial=1, unit=" GPU units per replica")
+    replicas = _size("Replicas", maximum=MAX_PODS, initial=1, unit=" replicas",
+                     help_text="Copies of the model server behind one endpoint; all of them must fit the "
+                               "reservation.")
+    model_label, data_class = _audit_labels()
+
+    def __init__(self, *args: Any, projects: QuerySet[Project], project: Project | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
+        chosen = projects.filter(pk=project.pk) if project is not None else projects.none()
+        cast(forms.ModelChoiceField, self.fields["node_pool"]).queryset = selectors.serving_pools(projects=chosen)
+
+    def clean_command(self) -> list[str]:
+        return parse_words(self.cleaned_data["command"])
+
+    def clean_args(self) -> list[str]:
+        return parse_words(self.cleaned_data["args"])
+
+    def service_kwargs(self) -> dict[str, Any]:
+        return dict(self.cleaned_data)
+
+
+class InferenceUpdateForm(StyledForm):
+    """Scale an inference service or roll it to a new image (`services.inference_update`), from its page."""
+
+    replicas = _size("Replicas", maximum=MAX_PODS, unit=" replicas")
+    image = forms.CharField(max_length=255)
+
+    def changes(self, workload: Workload) -> dict[str, Any]:
+        """Only what differs from the service as it is, so an unchanged scale-down never rechecks the image."""
+        return {key: value for key, value in self.cleaned_data.items() if value != getattr(workload, key)}
+
+
 def initial_from_values(values: dict[str, Any]) -> dict[str, Any]:
     """Template or old-workload values (lists for command/args/env) -> form initial data (text)."""
     initial = dict(values)

@@ -64,6 +64,8 @@ from .forms import (
     CredentialForm,
     CredentialValuesForm,
     IdlePolicyForm,
+    InferenceServiceForm,
+    InferenceUpdateForm,
     ManifestForm,
     WorkloadForm,
     WorkloadTemplateForm,
@@ -224,6 +226,44 @@ def _submit_page(request: AuthenticatedRequest, kind: str, form: WorkloadForm, p
         "templates": selectors.templates(kind=kind),
         "preemptible_by_class": selectors.preemptible_by_class(),
     })
+
+
+# --- submit an inference service -------------------------------------------------------------------------------
+# A model server on a serving pool (docs/architecture.md, Inference services). `GET ?project=<id>` offers that
+# project's serving pools (the project select reloads the form with htmx); a `POST` submits through
+# `services.inference_submit` and redirects to the workload's page, or answers 400 with every refusal at once.
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit_inference(request: AuthenticatedRequest) -> HttpResponse:
+    user = request.user
+    if not access.can_anywhere(user, Action.SUBMIT):
+        raise PermissionDenied("You may not submit work in any project.")
+    projects = selectors.submit_projects(user=user)
+    raw = (request.POST if request.method == "POST" else request.GET).get("project", "")
+    _require_offered(projects, raw)
+    project = projects.filter(pk=parse_id(raw) or 0).first() if raw else projects.first()
+    if request.method == "GET":
+        form = InferenceServiceForm(initial={"project": project}, projects=projects, project=project)
+        return _inference_page(request, form)
+    form = InferenceServiceForm(request.POST, projects=projects, project=project)
+    if form.is_valid():
+        try:
+            workload = services.inference_submit(actor=user, **form.service_kwargs())
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        else:
+            messages.success(request, f"Submitted {workload.name}: its Deployment is being created on "
+                                      f"{workload.node_pool.name}.")
+            return redirect("workloads:detail", pk=workload.pk)
+    messages.error(request, "Nothing was submitted: fix the fields marked below.")
+    return _inference_page(request, form, status=400)
+
+
+def _inference_page(request: AuthenticatedRequest, form: InferenceServiceForm, *, status: int = 200) -> HttpResponse:
+    return render(request, "workloads/submit_inference.html", {"form": form, "kinds": PORTAL_KIND_CHOICES},
+                  status=status)
 
 
 # --- submit a manifest ------------------------------------------------------------------------------------------
@@ -477,6 +517,8 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "outside_get": kubectl.get_command(workload) if workload.from_outside else "",
         "may_stop": workload.is_live and workload.status != Status.STOPPING and access.can_stop_workload(
             user, workload),
+        "inference_form": InferenceUpdateForm(initial={"replicas": workload.replicas, "image": workload.image})
+        if not request.htmx and _may_change_service(user, workload) else None,
         "may_keep_alive": workload.kind == Kind.NOTEBOOK and workload.status in HOLDING_STATUSES
         and access.can_keep_alive(user, workload),
         "may_connect": workload.kind == Kind.NOTEBOOK and workload.status == Status.RUNNING
@@ -590,6 +632,44 @@ def keep_alive(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     messages.success(request, f"{workload.name} stays up: its idle timeout of "
                               f"{workload.notebook_idle_timeout_minutes} minutes starts again now.")
     return redirect(_back_url(request, workload))
+
+
+def _may_change_service(user: Any, workload: Workload) -> bool:
+    """Whether the page offers to scale this inference service or change its image: a live one of the portal's,
+    for those the service lets change it (who may stop it, as the API's PATCH)."""
+    return (workload.kind == Kind.INFERENCE and not workload.from_outside and workload.is_live
+            and workload.status != Status.STOPPING and access.can_stop_workload(user, workload))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def inference_update(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Scale an inference service or roll it to a new image (`services.inference_update`); the detail page posts
+    here, and a refusal comes back on this page with every error."""
+    user = request.user
+    workload = _visible(request, pk)
+    if workload.kind != Kind.INFERENCE or workload.from_outside:
+        raise Http404("Only the portal's inference services are scaled here.")
+    if not access.can_stop_workload(user, workload):
+        raise PermissionDenied("You may not change this inference service.")
+    if request.method == "GET":
+        form = InferenceUpdateForm(initial={"replicas": workload.replicas, "image": workload.image})
+        return render(request, "workloads/inference_update.html", {"workload": workload, "form": form})
+    form = InferenceUpdateForm(request.POST)
+    if form.is_valid():
+        changes = form.changes(workload)
+        try:
+            services.inference_update(actor=user, workload=workload, **changes)
+        except ValidationError as exc:
+            apply_service_errors(form, exc)
+        else:
+            if changes:
+                messages.success(request, f"Changing {workload.name}: its Deployment is rolled to "
+                                          f"{', '.join(f'{key} {value}' for key, value in sorted(changes.items()))}.")
+            else:
+                messages.info(request, "Nothing changed: the replicas and the image are as they were.")
+            return redirect("workloads:detail", pk=workload.pk)
+    return render(request, "workloads/inference_update.html", {"workload": workload, "form": form}, status=400)
 
 
 # --- notebooks: connect ------------------------------------------------------------------------------------------

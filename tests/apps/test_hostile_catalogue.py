@@ -349,6 +349,20 @@ for kind, data in WORKLOAD_FORM.items():
         for label, port in {"zero": "0", "too-big": "70000", "negative": "-1"}.items():
             page(f"form-submit-notebook-port-{label}", "alice", "workloads:submit", [kind],
                  {**data, "notebook_port": port})
+# The inference service form: the demo holds no serving reservation, so every case is refused for its field too.
+INFERENCE_FORM = {"project": "{vision}", "name": "llama", "image": "vllm/vllm-openai:v0.6.3", "command": "",
+                  "args": "", "node_pool": "{pool_h100}", "serving_port": "8000", "gpus": "1", "replicas": "1",
+                  "model_label": "llama", "data_class": "public"}
+for label, override in {"gpus-2**63": {"gpus": str(2**63)}, "replicas-arabic-digit": {"replicas": "\u0661"},
+                        "port-nul": {"serving_port": "80\x00"}, "command-bad-quotes": {"command": 'vllm "serve'},
+                        "name-xss": {"name": TEXT["xss"]}, "image-nul": {"image": "a\x00b"}}.items():
+    page(f"form-inference-{label}", "alice", "workloads:submit_inference", [], {**INFERENCE_FORM, **override})
+page("form-inference-unseen-project", "alice", "workloads:submit_inference", [],
+     {**INFERENCE_FORM, "project": "{forecasting}"}, status=404)
+page("form-inference-update-not-a-service", "alice", "workloads:inference_update", ["{finished}"],
+     {"replicas": "2", "image": "busybox"}, status=404)
+page("form-inference-update-others", "bob", "workloads:inference_update", ["{finished}"],
+     {"replicas": "2", "image": "busybox"}, status=404)
 TEMPLATE_FORM = {"name": "probe", "description": "", "kind": "training"}
 for label, values in {"deep-json": DEEP, "bad-image": '{"image": "BAD IMAGE"}', "nul": '{"image": "a\\u0000"}',
                       "list-for-object": "[]", "duplicate-keys": '{"gpus": 1, "gpus": 1000}',

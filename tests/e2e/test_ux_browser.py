@@ -18,7 +18,8 @@ PHONE = {"width": 390, "height": 844}
 # styled 403 page, which must not scroll sideways either. Django's admin and the Swagger UI bring their own CSS.
 MAIN_PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/holders/",
               "/workloads/submit/training/", "/workloads/submit/notebook/", "/workloads/submit/batch/",
-              "/departments/", "/departments/research/quotas/", "/weights/", "/pools/", "/pools/h100/",
+              "/workloads/submit/inference/", "/departments/", "/departments/research/quotas/", "/weights/",
+              "/pools/", "/pools/h100/",
               "/priority-classes/", "/audit/", "/cluster-sync/", "/accounts/role-bindings/", "/accounts/group-rules/",
               "/accounts/tokens/", "/accounts/settings/", "/workloads/templates/", "/workloads/projects/vision/queue/",
               "/workloads/999999/", "/usage/queues/", "/usage/queues/local-queues/", "/usage/queues/cohorts/",

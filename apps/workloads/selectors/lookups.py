@@ -3,16 +3,25 @@ projects, templates."""
 
 from __future__ import annotations
 
-from django.db.models import Case, CharField, F, IntegerField, QuerySet, Value, When
+from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Concat, Least
 
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
 from apps.core.actors import Actor, Visitor
 from apps.core.http import parse_id
-from apps.org.models import Project
+from apps.org.models import NodePool, Project
 from apps.org.selectors import projects_for
-from apps.workloads.models import OUTSIDE_THE_PORTAL, Credential, Kind, Workload, WorkloadTemplate
+from apps.workloads.models import (
+    LIVE_STATUSES,
+    OUTSIDE_THE_PORTAL,
+    Credential,
+    Kind,
+    Origin,
+    Workload,
+    WorkloadTemplate,
+)
 from apps.workloads.observation import Observation
 
 
@@ -41,6 +50,22 @@ def requested_units() -> Case:
         When(kind=Kind.BATCH, then=F("gpus") * Least(F("parallelism"), F("completions"))),
         default=F("gpus"), output_field=IntegerField(),
     )
+
+
+def holds_serving_units() -> Q:
+    """Whether a workload holds units of its project's serving reservation: a live inference service of the
+    portal's (docs/architecture.md, Inference services)."""
+    return Q(kind=Kind.INFERENCE, origin=Origin.PORTAL, status__in=LIVE_STATUSES)
+
+
+def serving_services() -> QuerySet[Workload]:
+    """The inference services that hold units of their project's serving reservation."""
+    return Workload.objects.filter(holds_serving_units())
+
+
+def serving_units() -> CombinedExpression:
+    """The units an inference service holds of its reservation, in SQL: replicas x pods x GPUs."""
+    return F("gpus") * F("pods") * F("replicas")
 
 
 def creator() -> Case:
@@ -102,6 +127,13 @@ def credentials_of(*, owner: Actor) -> QuerySet[Credential]:
 def submit_projects(*, user: Actor) -> QuerySet[Project]:
     return projects_for(user, Action.SUBMIT).select_related("department", "default_priority_class").order_by(
         "department__name", "name")
+
+
+def serving_pools(*, projects: QuerySet[Project]) -> QuerySet[NodePool]:
+    """The serving pools where one of `projects` holds a serving reservation: the only pools an inference service
+    of theirs may run on (docs/architecture.md, Inference services)."""
+    return NodePool.objects.filter(serving=True, serving_reservations__project__in=projects).distinct().order_by(
+        "name")
 
 
 def submit_project_known(*, projects: QuerySet[Project], raw: str) -> bool:

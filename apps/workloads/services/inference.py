@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import Sum
 
 from apps.accounts import access
 from apps.accounts.access import Action, can
@@ -23,6 +23,7 @@ from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import NodePool, Project, ServingReservation
 from apps.workloads.models import LIVE_STATUSES, Kind, Origin, Status, Workload
+from apps.workloads.selectors import serving_services, serving_units
 from apps.workloads.signals import quota_held, quota_released
 
 from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _transition
@@ -34,11 +35,10 @@ DEFAULT_SERVING_PORT = 8000  # vLLM's
 
 def serving_units_in_use(*, project: Project, node_pool: NodePool, exclude: Workload | None = None) -> int:
     """Units the project's live inference services hold on the pool (replicas x pods x GPUs each)."""
-    rows = Workload.objects.filter(project=project, node_pool=node_pool, kind=Kind.INFERENCE, origin=Origin.PORTAL,
-                                   status__in=LIVE_STATUSES)
+    rows = serving_services().filter(project=project, node_pool=node_pool)
     if exclude is not None:
         rows = rows.exclude(pk=exclude.pk)
-    return rows.aggregate(total=Sum(F("gpus") * F("pods") * F("replicas")))["total"] or 0
+    return rows.aggregate(total=Sum(serving_units()))["total"] or 0
 
 
 def _reservation_errors(workload: Workload, *, field: str) -> dict[str, list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
@@ -41,6 +42,30 @@ def make_workload(demo):
             data_class="public", command=["sleep", "60"], preemptible=project != "serving")
 
     return make
+
+
+def serving_pool() -> NodePool:
+    from apps.org import services
+
+    return services.node_pool_create(actor=User.objects.get(username="admin"), slug="serve-l4", name="L4 serving",
+                                     gpu_resource="nvidia.com/gpu", capacity=8, serving=True,
+                                     node_labels={"portal.gpu/pool": "serve-l4"})
+
+
+def reserve(project: str, pool: NodePool, cards: int) -> None:
+    from apps.org import services
+
+    services.serving_reservation_create(actor=User.objects.get(username="admin"),
+                                        project=Project.objects.get(slug=project), node_pool=pool, cards=cards)
+
+
+def serve(owner: str, project: str, pool: NodePool, *, replicas: int, gpus: int = 1) -> Workload:
+    from apps.workloads import services
+
+    return services.inference_submit(
+        actor=User.objects.get(username=owner), project=Project.objects.get(slug=project), node_pool=pool,
+        name="llama", image="vllm/vllm-openai:v0.6.3", gpus=gpus, replicas=replicas, model_label="llama",
+        data_class="public")
 
 
 def waiting(make_workload, owner: str, project: str, gpus: int, pods: int = 1) -> Workload:
@@ -131,8 +156,9 @@ def test_the_page_draws_bars_a_tree_and_a_table(client_for):
 
 
 # Viewers who do not see everything read the pools in a query of their own, rather than with each of their
-# departments' quota rows (which they only sum).
-@pytest.mark.parametrize(("username", "expected"), [("admin", 11), ("alice", 9), ("lead", 10)])
+# departments' quota rows (which they only sum). One of the queries reads the serving reservations with the units
+# held of them (docs/architecture.md, Inference services).
+@pytest.mark.parametrize(("username", "expected"), [("admin", 12), ("alice", 10), ("lead", 11)])
 @pytest.mark.parametrize("poll", [False, True])
 def test_dashboard_queries_are_fixed(client_for, make_workload, django_assert_num_queries, username, expected, poll):
     client = client_for(username)
@@ -145,10 +171,13 @@ def test_dashboard_queries_are_fixed(client_for, make_workload, django_assert_nu
         Budget.objects.create(department=Department.objects.get(slug="research"), metric=metric, amount=100)
     with django_assert_num_queries(expected):
         client.get(PAGE, **headers)
+    pool = serving_pool()
     for project in ("vision", "nlp", "forecasting", "serving"):
         mirror(project, guaranteed=1, elastic=1, share=5)
         waiting(make_workload, "admin", project, 1)
         Budget.objects.create(project=Project.objects.get(slug=project), amount=10)
+        reserve(project, pool, 2)
+        serve("admin", project, pool, replicas=1)
     with django_assert_num_queries(expected):
         client.get(PAGE, **headers)
 
@@ -206,3 +235,60 @@ def test_the_page_shows_the_budgets_the_viewer_may_see_and_the_polls_do_not(clie
     assert "holding new preemptible work" in content
     assert 'data-budget="' not in client_for("bob").get(PAGE, HTTP_HX_REQUEST="true").content.decode()
     assert f'data-budget="{hidden.pk}"' in client_for("carol").get(PAGE).content.decode()
+
+
+def reservations_shown(content: str, pool: str = "serve-l4") -> dict[str, tuple[int, int, int]]:
+    """slug -> (reserved, in use, free) as the page's table on `pool` says them."""
+    import re
+
+    (section,) = re.findall(rf'data-pool="{pool}".*?</section>', content, flags=re.S)
+    return {slug: tuple(int(n) for n in figures) for slug, *figures in re.findall(
+        r'data-level="reservation" data-slug="([\w-]+)">.*?data-fact="reserved">(\d+)<.*?data-fact="in-use">(\d+)<'
+        r'.*?data-fact="free">(\d+)', section, flags=re.S)}
+
+
+def test_serving_pools_show_the_reservations_in_scope_and_what_their_services_hold(demo, client_for):
+    pool = serving_pool()
+    reserve("vision", pool, 4)
+    reserve("nlp", pool, 2)
+    reserve("etl", pool, 1)
+    serve("alice", "vision", pool, replicas=2)
+    serve("alice", "vision", pool, replicas=1)
+    stopped = serve("bob", "nlp", pool, replicas=2)
+    Workload.objects.filter(pk=stopped.pk).update(status=Status.STOPPED)  # holds nothing any more
+    serve("bob", "nlp", pool, replicas=1)
+    assert reservations_shown(client_for("alice").get(PAGE).content.decode()) == {"vision": (4, 3, 1)}
+    assert reservations_shown(client_for("lead").get(PAGE).content.decode()) == {"vision": (4, 3, 1),
+                                                                                 "nlp": (2, 1, 1)}
+    assert reservations_shown(client_for("admin").get(PAGE).content.decode()) == {
+        "vision": (4, 3, 1), "nlp": (2, 1, 1), "etl": (1, 0, 1)}
+    assert 'data-pool="serve-l4"' not in client_for("carol").get(PAGE).content.decode()  # Forecasting has none
+
+
+def test_polls_see_a_reservation_or_a_service_change(demo, client_for):
+    from apps.org import services as org_services
+    from apps.org.models import ServingReservation
+    from apps.workloads import services
+
+    pool = serving_pool()
+    reserve("vision", pool, 4)
+    client = client_for("alice")
+
+    def tag_after(change) -> str:
+        before = client.get(PAGE, HTTP_HX_REQUEST="true")["ETag"]
+        change()
+        after = client.get(PAGE, HTTP_HX_REQUEST="true")
+        assert after["ETag"] != before and after.status_code == 200
+        return after.content.decode()
+
+    workload = None
+
+    def submit() -> None:
+        nonlocal workload
+        workload = serve("alice", "vision", pool, replicas=1)
+
+    assert reservations_shown(tag_after(submit)) == {"vision": (4, 1, 3)}
+    assert reservations_shown(tag_after(lambda: services.inference_update(
+        actor=demo["alice"], workload=workload, replicas=3))) == {"vision": (4, 3, 1)}
+    assert reservations_shown(tag_after(lambda: org_services.serving_reservation_update(
+        actor=demo["admin"], serving_reservation=ServingReservation.objects.get(), cards=3))) == {"vision": (3, 3, 0)}

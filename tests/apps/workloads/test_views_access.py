@@ -70,6 +70,7 @@ GET_MATRIX: list[tuple[str, Callable[[dict], str], dict[str, int]]] = [
     ("submit:training", submit_url("training"), SUBMITTERS),
     ("submit:notebook", submit_url("notebook"), SUBMITTERS),
     ("submit:batch", submit_url("batch"), SUBMITTERS),
+    ("submit:inference", lambda w: reverse("workloads:submit_inference"), SUBMITTERS),
     ("submit:inside", submit_url("training", "vision"), SUBMIT_VISION),
     ("submit:outside", submit_url("notebook", "serving"), SUBMIT_SERVING),
     ("submit_again:inside", lambda w: reverse("workloads:submit", args=["training"]) + f"?from={w['alice'].pk}",

@@ -47,7 +47,8 @@ def test_every_kind_submits_and_redirects_to_its_detail_page(page_client, users,
     assert f"Submitted my-{kind}" in page.content.decode()
 
 
-@pytest.mark.parametrize("kind", sorted(set(Kind.values) - set(PORTAL_KIND_VALUES)))
+# An inference service has a page of its own at submit/inference/ (tests/apps/workloads/test_views_inference.py).
+@pytest.mark.parametrize("kind", sorted(set(Kind.values) - set(PORTAL_KIND_VALUES) - {Kind.INFERENCE}))
 def test_the_clusters_kinds_have_no_submit_form(page_client, kind):
     """Work of the cluster's kinds is submitted outside the portal (kubectl, pipelines); the portal only mirrors it."""
     client = page_client("alice")
@@ -86,7 +87,7 @@ def test_notebook_form_has_its_own_fields(page_client):
 
 
 def test_unknown_kind_is_404(page_client):
-    assert page_client("alice").get("/workloads/submit/inference/").status_code == 404
+    assert page_client("alice").get("/workloads/submit/serving/").status_code == 404
 
 
 # --- refusals -----------------------------------------------------------------------------------------------------
