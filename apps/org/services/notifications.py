@@ -13,6 +13,7 @@ and the outbox rows that carry events to them.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
@@ -222,12 +223,38 @@ def notifications_emit(*, event: str, key: str, obj: dict[str, Any], summary: st
         return sum(_record(channel, event=event, key=key, payload=payload) is not None for channel in channels)
 
 
-def quota_channels_record(*, quota: Quota, audit: AuditEvent) -> int:
-    """`quota.changed` for the channels of the quota's project (of every project of its department, for a
-    department's own quota), in the change's transaction; the audit row names the change."""
+def quota_channels_record(*, changes: list[tuple[Quota, AuditEvent]]) -> int:
+    """`quota.changed` for the channels of each changed quota's project (of every project of its department, for a
+    department's own quota), in the change's transaction; each audit row names its change. Two queries at most
+    however many quotas changed (a quota table saves many at once): the departments' projects, the channels."""
+    departments = {quota.department_id for quota, _ in changes if not quota.project_id and quota.department_id}
+    of_department: dict[int, list[int]] = defaultdict(list)
+    if departments:
+        for project_id, department_id in Project.objects.filter(department_id__in=departments).values_list(
+                "pk", "department_id"):
+            of_department[department_id].append(project_id)
+    targets = [(quota, audit, [quota.project_id] if quota.project_id else of_department[quota.department_id or 0])
+               for quota, audit in changes]
+    projects = {project_id for _, _, ids in targets for project_id in ids}
+    channels = [channel for channel in NotificationChannel.objects.filter(project_id__in=projects, enabled=True)
+                if NotificationEvent.QUOTA_CHANGED in channel.events] if projects else []
+    recorded = 0
+    for quota, audit, project_ids in targets:
+        listening = [channel for channel in channels if channel.project_id in project_ids]
+        if not listening:
+            continue
+        key, summary, obj = _quota_change(quota, audit)
+        payload = _payload(event=NotificationEvent.QUOTA_CHANGED, key=key, obj=obj, summary=summary,
+                           link=f"{settings.PORTAL_BASE_URL}{reverse('usage:quota')}")
+        with transaction.atomic():
+            recorded += sum(_record(channel, event=NotificationEvent.QUOTA_CHANGED, key=key, payload=payload)
+                            is not None for channel in listening)
+    return recorded
+
+
+def _quota_change(quota: Quota, audit: AuditEvent) -> tuple[str, str, dict[str, Any]]:
+    """A quota change's delivery key, its sentence and the object the message carries."""
     after = audit.after or {}
-    project_ids = [quota.project_id] if quota.project_id else list(
-        Project.objects.filter(department_id=quota.department_id or 0).values_list("pk", flat=True))
     owner = quota.project if quota.project_id else quota.department
     pool = quota.node_pool
     if audit.after is None:
@@ -238,13 +265,11 @@ def quota_channels_record(*, quota: Quota, audit: AuditEvent) -> int:
                    f"{'no limit' if limit is None else f'limit {limit}'}, over-quota weight "
                    f"{after.get('over_quota_weight')}.")
     values = after or audit.before or {}
-    return notifications_emit(
-        event=NotificationEvent.QUOTA_CHANGED, key=f"quota:{quota.pk}:audit:{audit.pk}", summary=summary,
-        link=f"{settings.PORTAL_BASE_URL}{reverse('usage:quota')}", project_ids=project_ids,
-        obj={"type": "quota", "id": quota.pk, "node_pool": pool.slug, "project": quota.project_id,
-             "department": quota.department_id if not quota.project_id else None, "action": audit.action,
-             **{name: values.get(name) for name in ("deserved", "limit", "over_quota_weight")},
-             "removed": audit.after is None})
+    return f"quota:{quota.pk}:audit:{audit.pk}", summary, {
+        "type": "quota", "id": quota.pk, "node_pool": pool.slug, "project": quota.project_id,
+        "department": quota.department_id if not quota.project_id else None, "action": audit.action,
+        **{name: values.get(name) for name in ("deserved", "limit", "over_quota_weight")},
+        "removed": audit.after is None}
 
 
 # --- the worker's writes ------------------------------------------------------------------------------------------

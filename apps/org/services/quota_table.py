@@ -58,6 +58,7 @@ def quota_table_save(*, actor: Actor, department: Department, rows: Sequence[Map
         plan = _quota_table_plan(actor=actor, department=department, rows=rows, lock=True)
         if plan.errors:
             raise QuotaTableError(plan.errors)
+        changes = []
         for _, quota, changed, before in plan.proposals:
             if before is None:
                 quota.save()
@@ -65,9 +66,10 @@ def quota_table_save(*, actor: Actor, department: Department, rows: Sequence[Map
                 quota.save(update_fields=[*changed, "updated_at"])
             if before is None or "deserved" in changed:
                 signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
-            quota_channels_record(quota=quota, audit=audit_record(
+            changes.append((quota, audit_record(
                 actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
-                after=snapshot(quota), **_quota_scope(quota)))
+                after=snapshot(quota), **_quota_scope(quota))))
+        quota_channels_record(changes=changes)
         if plan.proposals:
             _org_changed()
     return [quota for _, quota, _, _ in plan.proposals]

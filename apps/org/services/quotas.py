@@ -220,9 +220,9 @@ def quota_update(*, actor: Actor, quota: Quota, expected_version: int | None = N
         quota.save(update_fields=[*changed, "updated_at"])
         if "deserved" in changed:
             signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
-        quota_channels_record(quota=quota, audit=audit_record(
+        quota_channels_record(changes=[(quota, audit_record(
             actor=actor, action=_quota_audit_action(before, changed), obj=quota, before=before,
-            after=snapshot(quota), **_quota_scope(quota)))
+            after=snapshot(quota), **_quota_scope(quota)))])
         _org_changed()
     return quota
 
@@ -260,8 +260,8 @@ def quota_create(
         _check_quota_rules(quota)
         quota.save()
         signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=quota.deserved)
-        quota_channels_record(quota=quota, audit=audit_record(
-            actor=actor, action="quota.create", obj=quota, before=None, after=snapshot(quota), **_quota_scope(quota)))
+        quota_channels_record(changes=[(quota, audit_record(
+            actor=actor, action="quota.create", obj=quota, before=None, after=snapshot(quota), **_quota_scope(quota)))])
         _org_changed()
     return quota
 
@@ -302,8 +302,8 @@ def quota_delete(*, actor: Actor, quota: Quota, expected_version: int | None = N
         version_check_locked(quota, expected_version)
         _run_quota_guards(Quota(pk=quota.pk, node_pool=quota.node_pool, project=quota.project,
                                 department=quota.department, deserved=0))
-        quota_channels_record(quota=quota, audit=audit_record(
-            actor=actor, action="quota.delete", obj=quota, before=snapshot(quota), after=None, **_quota_scope(quota)))
+        quota_channels_record(changes=[(quota, audit_record(
+            actor=actor, action="quota.delete", obj=quota, before=snapshot(quota), after=None, **_quota_scope(quota)))])
         quota.delete()
         signals.quota_deserved_changed.send(sender=Quota, quota=quota, deserved=0)
         _org_changed()

@@ -42,6 +42,10 @@ MATRIX: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     # Scoped lists (tests/apps/org/test_api_data.py checks whose rows each sees).
     ("data sources list", "GET", "data-sources/", None, (200, 200, 200, 200, 200, 200, 200)),
     ("pull secrets list", "GET", "pull-secrets/", None, (200, 200, 200, 200, 200, 200, 200)),
+    ("budgets list", "GET", "budgets/", None, (200, 200, 200, 200, 200, 200, 200)),
+    ("policies list", "GET", "policies/", None, (200, 200, 200, 200, 200, 200, 200)),
+    ("serving reservations list", "GET", "serving-reservations/", None, (200, 200, 200, 200, 200, 200, 200)),
+    ("my notification channels", "GET", "notification-channels/", None, (200, 200, 200, 200, 200, 200, 200)),
     ("audit list", "GET", "audit-events/", None, (200, 200, 403, 403, 403, 403, 403)),
     ("audit research row", "GET", "audit-events/{ev_vision}/", None, (200, 200, 403, 403, 403, 403, 403)),
     ("audit data-science row", "GET", "audit-events/{ev_forecasting}/", None, (200, 404, 403, 403, 403, 403, 403)),
