@@ -169,7 +169,7 @@ def test_a_port_nothing_listens_on_is_reported_on_the_error_stream(pod: str, api
     uid = api.core.read_namespaced_pod("nb", "wire").metadata.uid
     assert error.decode() == (
         f"error forwarding port 9000 to pod wire/nb, uid {uid}: failed to connect to localhost:9000 inside the pod: "
-        "connection refused (kubesim emulates the pod's Jupyter server on port 8888 only)"
+        "connection refused (kubesim emulates the pod's server on port 8888 only)"
     )
 
 
