@@ -475,14 +475,14 @@ class PolicyForm(VersionedForm):
         help_text="One pattern a line, * and ? as wildcards (no regular expressions), e.g. nvcr.io/nvidia/*.")
     allowed_priority_classes = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Allowed priority classes",
-        help_text="None ticked: inherited.")
+        help_text="Leave all unticked to inherit.")
     default_priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.all(), required=False,
                                                     empty_label="(inherited)", to_field_name="name")
     max_notebook_idle_minutes = forms.IntegerField(required=False, label="Notebook idle limit (minutes)",
                                                    help_text="The longest idle timeout, also the default.")
     required_labels = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, choices=[(name, name) for name in LABEL_FIELDS],
-        label="Required audit labels", help_text="None ticked: inherited.")
+        label="Required audit labels", help_text="Leave all unticked to inherit.")
     pod_security = forms.ChoiceField(required=False, choices=[("", "(inherited)"), *Policy.PodSecurity.choices],
                                      label="Pod security (manifests)")
 

@@ -154,9 +154,10 @@ class WorkloadForm(StyledForm):
     image = forms.CharField(max_length=255, help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
     framework = forms.ChoiceField(
         choices=Framework.choices, initial=Framework.NONE, required=False, label="Framework",
-        help_text="None: an Indexed Job the portal wires for torchrun (MASTER_ADDR, RANK...). PyTorch: a Kubeflow "
-                  "Trainer TrainJob (a JobSet where the cluster has no Trainer), torchrun's PET_* variables set, one "
-                  "process per GPU. Ray: a RayJob, a head and the pods as GPU workers, running the entrypoint.")
+        help_text="No framework: an Indexed Job the portal wires for torchrun (MASTER_ADDR, RANK...). PyTorch: a "
+                  "Kubeflow Trainer TrainJob (a JobSet where the cluster has no Trainer), torchrun's PET_* variables "
+                  "set, one process per GPU. Ray: a RayJob, a head and the pods as GPU workers, running the "
+                  "entrypoint.")
     # The framework's own fields say whose they are (static/js/framework-fields.js shows them only for it).
     ray_version = forms.CharField(required=False, max_length=20, label="Ray version", widget=RAY_ONLY,
                                   help_text=f"Ray: the version in the image; empty: {DEFAULT_RAY_VERSION}.")

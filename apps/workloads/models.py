@@ -57,7 +57,7 @@ class Framework(models.TextChoices):
     framework's own operator runs: PyTorch as a Kubeflow Trainer TrainJob (a JobSet where the cluster has no Trainer),
     Ray as a KubeRay RayJob."""
 
-    NONE = "none", "None (an Indexed Job)"
+    NONE = "none", "No framework (an Indexed Job)"
     PYTORCH = "pytorch", "PyTorch"
     RAY = "ray", "Ray"
 

@@ -243,7 +243,7 @@ def submit_inference(request: AuthenticatedRequest) -> HttpResponse:
     projects = selectors.submit_projects(user=user)
     raw = (request.POST if request.method == "POST" else request.GET).get("project", "")
     _require_offered(projects, raw)
-    project = projects.filter(pk=parse_id(raw) or 0).first() if raw else projects.first()
+    project = selectors.submit_project(projects=projects, raw=raw) if raw else projects.first()
     if request.method == "GET":
         form = InferenceServiceForm(initial={"project": project}, projects=projects, project=project)
         return _inference_page(request, form)

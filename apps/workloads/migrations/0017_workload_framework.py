@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='workload',
             name='framework',
-            field=models.CharField(choices=[('none', 'None (an Indexed Job)'), ('pytorch', 'PyTorch'), ('ray', 'Ray')], default='none', help_text='Training: the framework whose operator runs it.', max_length=10),
+            field=models.CharField(choices=[('none', 'No framework (an Indexed Job)'), ('pytorch', 'PyTorch'), ('ray', 'Ray')], default='none', help_text='Training: the framework whose operator runs it.', max_length=10),
         ),
         migrations.AddField(
             model_name='workload',

@@ -10,7 +10,7 @@ from django.db.models.functions import Concat, Least
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
 from apps.core.actors import Actor, Visitor
-from apps.core.http import parse_id
+from apps.core.http import reference_lookup
 from apps.org.models import NodePool, Project
 from apps.org.selectors import projects_for
 from apps.workloads.models import (
@@ -136,9 +136,15 @@ def serving_pools(*, projects: QuerySet[Project]) -> QuerySet[NodePool]:
         "name")
 
 
+def submit_project(*, projects: QuerySet[Project], raw: str) -> Project | None:
+    """The project of those the submit page offers that `raw` names, by id or slug (the manifest page's links keep
+    the slug a user typed), if any."""
+    return projects.filter(**(reference_lookup(raw, name_field="slug") or {"pk__in": []})).first()
+
+
 def submit_project_known(*, projects: QuerySet[Project], raw: str) -> bool:
-    """Whether `raw` (a project id from the page) names one of the projects the submit page offers."""
-    return projects.filter(pk=parse_id(raw) or 0).exists()
+    """Whether `raw` (a project id or slug from the page) names one of the projects the submit page offers."""
+    return submit_project(projects=projects, raw=raw) is not None
 
 
 def templates(*, kind: str | None = None) -> QuerySet[WorkloadTemplate]:

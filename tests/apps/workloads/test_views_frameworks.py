@@ -74,5 +74,5 @@ def test_the_detail_page_shows_the_framework_and_the_object_it_runs_as(page_clie
 
     plain = make_workload(name="plain", pods=2)
     html = client.get(reverse("workloads:detail", args=[plain.pk])).content.decode()
-    assert re.search(r"<dd data-framework>None \(an Indexed Job\)</dd>", html)
+    assert re.search(r"<dd data-framework>No framework \(an Indexed Job\)</dd>", html)
     assert "<dd data-object>" not in html and "Indexed Job with a headless Service" in html
