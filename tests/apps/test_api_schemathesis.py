@@ -49,7 +49,7 @@ SECONDS_PER_ROLE = 300  # a loaded CI machine; unloaded, one role and mode takes
 # from its create or list into its read, change or delete), the workload operations alone for their owner, where
 # the list's ids (into detail, stop, resubmit, logs, keep-alive) meet rows in every state.
 SEQUENCES = [("admin", "^/api/v1/", "{id}/ 2"), ("alice", "^/api/v1/workloads/", "GET /api/v1/workloads/{id}/ 200")]
-SCENARIOS, STEPS_PER_SCENARIO = 25, 6  # unloaded, about 30 s per role
+SCENARIOS, STEPS_PER_SCENARIO = 40, 6  # unloaded, about 45 s per role (enough scenarios that some follow a link)
 NOT_CHECKED = [positive_data_acceptance]
 SIGN_IN = "/api/v1/auth/token/"  # password sign-in: its lockout counts failures (tests/apps/accounts/test_signin.py)
 
