@@ -138,3 +138,26 @@ def stop_watcher(running, kubesim) -> None:
     if isinstance(kubesim, InProcessKubesim):
         kubesim.end_watches()  # ... which for a watch stream is now
     running.stop()
+
+
+GPU = "nvidia.com/gpu"
+
+
+def serving_pool(kubesim, org, *, cards: int):
+    """A serving pool of one 4-GPU node, with vision reserving `cards` of its cards."""
+    from kubernetes import client
+
+    from apps.org import services as org_services
+    from apps.org.models import Project
+
+    core = client.CoreV1Api(kubesim.api_client())
+    node = core.create_node({"metadata": {"name": "serve-l4-node-0", "labels": {"portal.gpu/pool": "serve-l4"}}})
+    node.status = {"allocatable": {GPU: "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "capacity": {GPU: "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    core.replace_node_status("serve-l4-node-0", node)
+    pool = org_services.node_pool_create(actor=org["admin"], slug="serve-l4", name="L4 serving", gpu_resource=GPU,
+                                         capacity=4, serving=True, node_labels={"portal.gpu/pool": "serve-l4"})
+    org_services.serving_reservation_create(actor=org["admin"], project=Project.objects.get(slug="vision"),
+                                            node_pool=pool, cards=cards)
+    return pool

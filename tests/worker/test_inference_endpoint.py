@@ -7,13 +7,11 @@ import json
 import pytest
 from django.test import Client
 from django.urls import reverse
-from kubernetes import client
 
-from apps.org import services as org_services
 from apps.org.models import Project
 from apps.workloads import notebooks, services
 from apps.workloads.models import Status, Workload
-from tests.worker.conftest import signed_in, wait_for
+from tests.worker.conftest import serving_pool, signed_in, wait_for
 from worker import tasks
 
 GPU = "nvidia.com/gpu"
@@ -21,18 +19,7 @@ GPU = "nvidia.com/gpu"
 
 @pytest.fixture
 def serving(kubesim, org):
-    """A serving pool of one 4-GPU node, with vision reserving 2 of its cards."""
-    core = client.CoreV1Api(kubesim.api_client())
-    node = core.create_node({"metadata": {"name": "serve-l4-node-0", "labels": {"portal.gpu/pool": "serve-l4"}}})
-    node.status = {"allocatable": {GPU: "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
-                   "capacity": {GPU: "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": "True"}]}
-    core.replace_node_status("serve-l4-node-0", node)
-    pool = org_services.node_pool_create(actor=org["admin"], slug="serve-l4", name="L4 serving", gpu_resource=GPU,
-                                         capacity=4, serving=True, node_labels={"portal.gpu/pool": "serve-l4"})
-    org_services.serving_reservation_create(actor=org["admin"], project=Project.objects.get(slug="vision"),
-                                            node_pool=pool, cards=2)
-    return pool
+    return serving_pool(kubesim, org, cards=2)
 
 
 @pytest.fixture

@@ -6,14 +6,12 @@ import subprocess
 
 import pytest
 from django.core.exceptions import ValidationError
-from kubernetes import client
 
-from apps.org import services as org_services
 from apps.org.models import Project
 from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.models import Status, Workload
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import serving_pool, wait_for
 from worker import tasks
 
 GPU = "nvidia.com/gpu"
@@ -22,18 +20,7 @@ KUBECTL = shutil.which("kubectl")
 
 @pytest.fixture
 def serving(kubesim, org):
-    """A serving pool of one 4-GPU node, with vision reserving 3 of its cards."""
-    core = client.CoreV1Api(kubesim.api_client())
-    node = core.create_node({"metadata": {"name": "serve-l4-node-0", "labels": {"portal.gpu/pool": "serve-l4"}}})
-    node.status = {"allocatable": {GPU: "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
-                   "capacity": {GPU: "4", "cpu": "32", "memory": "256Gi", "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": "True"}]}
-    core.replace_node_status("serve-l4-node-0", node)
-    pool = org_services.node_pool_create(actor=org["admin"], slug="serve-l4", name="L4 serving", gpu_resource=GPU,
-                                         capacity=4, serving=True, node_labels={"portal.gpu/pool": "serve-l4"})
-    org_services.serving_reservation_create(actor=org["admin"], project=Project.objects.get(slug="vision"),
-                                            node_pool=pool, cards=3)
-    return pool
+    return serving_pool(kubesim, org, cards=3)
 
 
 def _row(workload: Workload) -> Workload:
