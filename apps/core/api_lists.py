@@ -13,14 +13,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.db.models import QuerySet
+from django_filters.fields import BaseCSVField
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import exceptions, pagination, parsers
 from rest_framework.request import Request
 
 from .filters import ScopedFilterSet
 from .http import MAX_ID, parse_int
+
+YES_NO = {"true", "false", "1", "0"}
 
 
 def form_error_detail(errors: Any) -> dict[str, list[str]]:
@@ -42,10 +46,32 @@ class FilterSetBackend(DjangoFilterBackend):
         filterset = self.get_filterset(request, queryset, view)
         if filterset is None:
             return queryset
+        unreadable = _unreadable_values(filterset, request)
+        if unreadable:
+            raise exceptions.ValidationError(unreadable)
         if not filterset.is_valid():
             raise exceptions.ValidationError(form_error_detail(filterset.errors))
         view.filterset = filterset
         return filterset.qs
+
+
+def _unreadable_values(filterset: Any, request: Request) -> dict[str, list[str]]:
+    """What the API refuses though a page's form would let it by: an empty value of a typed filter (a choice, a
+    date, a number, a yes/no; free text may be empty) and a yes/no other than true or false. A page's "(any)" sends
+    `?status=`, which its form reads as no filter; in the API, whose schema types every filter, a filter not wanted
+    is left out, and a typo must not quietly widen the list."""
+    errors: dict[str, list[str]] = {}
+    for name, field in filterset.form.fields.items():
+        raw = request.query_params.get(name)
+        if raw is None or (isinstance(field, forms.CharField) and not isinstance(field, BaseCSVField)):
+            continue
+        if isinstance(field, forms.NullBooleanField):
+            if raw.lower() not in YES_NO:
+                errors[name] = ["Use true or false, or leave the parameter out."]
+        elif "" in (raw.split(",") if isinstance(field, BaseCSVField) else [raw]):
+            errors[name] = ["Give a value (or several, comma-separated, where the list allows it), or leave the "
+                            "parameter out."]
+    return errors
 
 
 class Pagination(pagination.LimitOffsetPagination):
