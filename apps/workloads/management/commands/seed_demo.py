@@ -5,8 +5,8 @@ from apps.workloads.demo import seed_demo, seed_demo_templates
 
 
 class Command(BaseCommand):
-    help = ("Create the demo organisation, its logins, a few workload templates, two budgets and a policy (demo/embedded "
-            "mode only); safe to run again.")
+    help = ("Create the demo organisation, its logins, a few workload templates, two budgets and a policy "
+            "(demo/embedded mode only); safe to run again.")
 
     def handle(self, *args: object, **options: object) -> None:
         users = seed_demo()
