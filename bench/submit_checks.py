@@ -157,11 +157,12 @@ def main() -> None:
               f"({len(values)} submits)")
     print(f"added by {args.policies} policies and {args.budgets} budgets: {added:+.2f} ms at the median "
           f"(target <= {TARGET_MS:g} ms); load average {os.getloadavg()}")
-    size = f"{len(governed):,} submits, {args.policies} policies, {args.budgets} budgets ({connection.vendor})"
+    size = (f"{len(governed):,} submits a side, 'with' = {args.policies} policies and {args.budgets} budgets "
+            f"({connection.vendor})")
     bench_results.record("submit_checks.py", vars(args), [
         bench_results.Figure(f"submit median without policies or budgets, {size}", "ms",
                              [statistics.median(without)]),
-        bench_results.Figure(f"submit median with them, {size}", "ms", [statistics.median(governed)]),
+        bench_results.Figure(f"submit median with policies and budgets, {size}", "ms", [statistics.median(governed)]),
         bench_results.Figure(f"added by the checks (difference of medians), {size}", "ms", [added],
                              target=f"<= {TARGET_MS:g}"),
     ], machine)
