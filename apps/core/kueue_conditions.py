@@ -38,6 +38,10 @@ NEVER_ADMITTABLE = frozenset({NO_MATCHING_FLAVOR, EXCEEDS_MAX_QUOTA})
 EVICTED_BY_PREEMPTION = "Preempted"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"  # a gang's pods were not all ready in time (also a Requeued reason)
 DEACTIVATED = "Deactivated"  # spec.active false; also the prefix of Kueue's "DeactivatedDueTo..." reasons
+# Kueue stopped the workload at its maximum execution time (the max-exec-time label the portal sets from the
+# workload's runtime limit, itself capped by the policy): the Evicted reason names the cause after "DueTo".
+MAXIMUM_EXECUTION_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
+DEACTIVATED_AT_RUNTIME_LIMIT = f"{DEACTIVATED}DueTo{MAXIMUM_EXECUTION_TIME_EXCEEDED}"
 LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
 CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +16,7 @@ from apps.accounts.services import role_binding_create
 from apps.core.actors import Actor
 
 from . import services
-from .models import Department, NodePool, PriorityClass, Project, Quota
+from .models import Budget, Department, NodePool, Policy, PriorityClass, Project, Quota
 
 DEMO_PASSWORD = "demo"  # noqa: S105 - only ever set in demo mode, see seed_demo()
 
@@ -132,6 +133,44 @@ def seed_demo() -> list[DemoUser]:
             if not exists:
                 role_binding_create(actor=admin, role=demo.role, user=user, **scope)
     return USERS
+
+
+# Spend governance a newcomer sees populated (make run's seed_demo command only: the test databases' seed leaves it
+# out, so tests start with no budgets or policies). Research's month of GPU-hours caps its projects' budgets; Vision's
+# own budget holds its preemptible work when spent; Research's policy limits what its work may ask for.
+DEMO_BUDGETS: list[dict[str, Any]] = [
+    {"department": "research", "period": Budget.Period.MONTH, "metric": Budget.Metric.GPU_HOURS,
+     "amount": Decimal("2000"), "thresholds": [50, 80, 100], "on_exceed": Budget.OnExceed.NOTIFY},
+    {"project": "vision", "period": Budget.Period.MONTH, "metric": Budget.Metric.GPU_HOURS,
+     "amount": Decimal("500"), "thresholds": [50, 80, 100], "on_exceed": Budget.OnExceed.HOLD_PREEMPTIBLE},
+]
+DEMO_POLICY: dict[str, Any] = {"department": "research", "max_gpus_per_workload": 8,
+                               "max_runtime_seconds": 7 * 24 * 3600, "default_runtime_seconds": 24 * 3600,
+                               "max_notebook_idle_minutes": 120}
+
+
+def seed_demo_spend() -> tuple[list[Budget], list[Policy]]:
+    """The demo's budgets and policy, created by the demo admin through the audited services where their scope has
+    none yet; running it again changes nothing."""
+    admin = get_user_model().objects.get(username="admin")
+    with transaction.atomic():
+        for spec in DEMO_BUDGETS:
+            owner = _demo_owner(spec)
+            exists = Budget.objects.filter(period=spec["period"], metric=spec["metric"], **owner).exists()
+            if not exists:
+                services.budget_create(actor=admin, **{**spec, **owner})
+        owner = _demo_owner(DEMO_POLICY)
+        if not Policy.objects.filter(**owner).exists():
+            services.policy_create(actor=admin, **{**DEMO_POLICY, **owner})
+    budgets = [Budget.objects.get(period=spec["period"], metric=spec["metric"], **_demo_owner(spec))
+               for spec in DEMO_BUDGETS]
+    return budgets, list(Policy.objects.filter(**_demo_owner(DEMO_POLICY)))
+
+
+def _demo_owner(spec: dict[str, Any]) -> dict[str, Any]:
+    if "project" in spec:
+        return {"project": Project.objects.get(slug=spec["project"])}
+    return {"department": Department.objects.get(slug=spec["department"])}
 
 
 def _ensure_quota(admin: Actor, pool: NodePool, deserved: int, limit: int | None, weight: int, **owner: Any) -> None:

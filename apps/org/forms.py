@@ -21,6 +21,8 @@ from .models import (
     DataSource,
     Department,
     NodePool,
+    NotificationChannel,
+    NotificationEvent,
     Policy,
     PriorityClass,
     Project,
@@ -527,3 +529,51 @@ class PolicyForm(VersionedForm):
         if self.cleaned_data.get("department") is not None and self.cleaned_data.get("project") is not None:
             self.add_error("project", "Choose a department or a project, not both.")
         return self.cleaned_data
+
+
+# --- notification channels ------------------------------------------------------------------------------------
+
+
+CHANNEL_EVENT_CHOICES = [(value, label) for value, label in NotificationEvent.choices
+                         if value != NotificationEvent.TEST]
+
+
+class NotificationChannelForm(VersionedForm):
+    """A channel of one's own (no project) or of a project whose channels the user manages (docs/architecture.md,
+    Notification channels). Shape only, and no field refuses emptiness here: services.notification_channel_create
+    and _update check every rule (the name, what the kind needs, the URL's guard, the secret's length), so the page
+    names every mistake at once. Kind and owner are fixed once the channel exists; a URL or secret left empty on edit
+    keeps the stored one (they are sealed and never shown back)."""
+
+    project = _ProjectInDepartment(queryset=Project.objects.none(), required=False,
+                                   empty_label="(none: my own channel)",
+                                   help_text="A project's channel tells its leads; leave empty for your own.")
+    name = forms.CharField(max_length=100, required=False, help_text="e.g. ml-alerts")
+    kind = forms.ChoiceField(choices=NotificationChannel.Kind.choices, initial=NotificationChannel.Kind.WEBHOOK)
+    email = forms.CharField(max_length=254, required=False, label="E-mail address",
+                            help_text="E-mail channels: where to send (your own channel: your account's if empty).")
+    url = forms.CharField(max_length=2000, required=False, label="URL", strip=True,
+                          help_text="Slack, Teams and webhooks: the receiver's http(s) URL, without credentials in "
+                                    "it. Stored sealed and never shown back.")
+    secret = forms.CharField(max_length=256, required=False, strip=False,
+                             widget=forms.PasswordInput(render_value=False),
+                             help_text="Webhooks: 16 to 256 characters; each request carries X-Portal-Signature, "
+                                       "the HMAC-SHA256 of its body with this secret. Never shown back.")
+    events = forms.MultipleChoiceField(required=False, choices=CHANNEL_EVENT_CHOICES,
+                                       widget=forms.CheckboxSelectMultiple)
+    enabled = forms.BooleanField(required=False, initial=True, label="On")
+
+    def __init__(self, *args: Any, projects: Any, instance: NotificationChannel | None = None,
+                 **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {"project": instance.project_id, "name": instance.name, "kind": instance.kind,
+                                 "email": instance.email, "events": instance.events, "enabled": instance.enabled}
+        super().__init__(*args, **kwargs)
+        project = cast(forms.ModelChoiceField, self.fields["project"])
+        project.queryset = projects.select_related("department")
+        if instance is not None:
+            project.disabled = self.fields["kind"].disabled = True
+            project.help_text = "Fixed: delete the channel and create another for another owner or kind."
+            self.fields["url"].help_text = (f"Now {instance.url_host or 'none'}; leave empty to keep the stored URL.")
+            self.fields["secret"].help_text = "Leave empty to keep the stored secret."
+            self.carry_version(instance)

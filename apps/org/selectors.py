@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from django.apps import apps
 from django.conf import settings
-from django.db.models import F, Model, Prefetch, Q, QuerySet, Sum
+from django.db.models import F, Model, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 
 from apps.accounts import access
 from apps.accounts.access import Action
@@ -128,6 +128,16 @@ def notification_channels_for(user: Visitor | None) -> QuerySet[NotificationChan
 def notification_deliveries(channel: NotificationChannel, *, limit: int = 50) -> list[NotificationDelivery]:
     """The channel's delivery log, newest first."""
     return list(channel.deliveries.order_by("-created_at", "-id")[:limit])
+
+
+def notification_last_deliveries(channel_ids: list[int]) -> dict[int, NotificationDelivery]:
+    """Channel id -> its newest delivery, for the channels page's "last delivery" column; one query however many
+    channels."""
+    if not channel_ids:
+        return {}
+    newest = NotificationDelivery.objects.filter(channel_id=OuterRef("channel_id")).order_by("-created_at", "-id")
+    rows = NotificationDelivery.objects.filter(channel_id__in=channel_ids, pk=Subquery(newest.values("pk")[:1]))
+    return {delivery.channel_id: delivery for delivery in rows}
 
 
 def holding_budgets() -> QuerySet[Budget]:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import notification_pages, views
 
 app_name = "org"
 
@@ -32,4 +32,13 @@ urlpatterns = [
     path("data/", views.data, name="data"),
     path("data/sources/<int:pk>/delete/", views.data_source_delete, name="data_source_delete"),
     path("data/registries/<int:pk>/delete/", views.pull_secret_delete, name="pull_secret_delete"),
+    path("notifications/", notification_pages.notification_channels, name="notification_channels"),
+    path("notifications/new/", notification_pages.notification_channel_create, name="notification_channel_create"),
+    path("notifications/<int:pk>/", notification_pages.notification_channel, name="notification_channel"),
+    path("notifications/<int:pk>/edit/", notification_pages.notification_channel_edit,
+         name="notification_channel_edit"),
+    path("notifications/<int:pk>/delete/", notification_pages.notification_channel_delete,
+         name="notification_channel_delete"),
+    path("notifications/<int:pk>/test/", notification_pages.notification_channel_test,
+         name="notification_channel_test"),
 ]

@@ -401,6 +401,21 @@ page("form-policy-unseen-project", "deptadmin", "workloads:policy_create", [],
 page("form-policy-organisation-as-department-admin", "deptadmin", "workloads:policy_create", [],
      {**POLICY_FORM, "project": ""})
 page("form-policy-as-researcher", "alice", "workloads:policy_create", [], POLICY_FORM, status=403)
+CHANNEL_FORM = {"project": "{vision}", "name": "probe", "kind": "webhook", "email": "", "url": "http://127.0.0.1:9/hook",
+                "secret": "a-secret-of-enough-length", "events": "workload.finished", "enabled": "on"}
+for label, value in {"nul": "http://127.0.0.1:9/\x00", "credentials": "http://user:pw@127.0.0.1:9/hook",
+                     "ftp": "ftp://127.0.0.1/hook", "javascript": "javascript:alert(1)", "xss": TEXT["xss"],
+                     "10k-chars": TEXT["10k-chars"], "empty": ""}.items():
+    page(f"form-channel-url-{label}", "lead", "org:notification_channel_create", [], {**CHANNEL_FORM, "url": value})
+for label, value in {"short": "short", "nul": "a-secret-of-enough\x00", "10k-chars": TEXT["10k-chars"]}.items():
+    page(f"form-channel-secret-{label}", "lead", "org:notification_channel_create", [],
+         {**CHANNEL_FORM, "secret": value})
+page("form-channel-event-unknown", "lead", "org:notification_channel_create", [], {**CHANNEL_FORM, "events": "test"})
+page("form-channel-kind-unknown", "lead", "org:notification_channel_create", [], {**CHANNEL_FORM, "kind": "pigeon"})
+page("form-channel-name-10k", "lead", "org:notification_channel_create", [], {**CHANNEL_FORM, "name": "x" * 10_000})
+page("form-channel-unseen-project", "lead", "org:notification_channel_create", [],
+     {**CHANNEL_FORM, "project": "{forecasting}"})
+page("form-channel-project-as-researcher", "alice", "org:notification_channel_create", [], CHANNEL_FORM)
 page("form-bulk-stop-others", "bob", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"}, status=404)
 page("form-bulk-stop-finished", "alice", "workloads:bulk_stop", [], {"ids": "{finished}", "confirmed": "1"},
      shows="Nothing to stop", follow=True)
@@ -410,6 +425,7 @@ page("form-keep-alive-training", "alice", "workloads:keep_alive", ["{finished}"]
 # Page filters (GET): a list, the audit log, the reports and the card holders.
 PAGE_FILTERS = {"workloads:list": ["project", "status", "ordering", "department"],
                 "org:audit": ["until", "department"],
+                "org:notification_channels": ["project", "kind"],
                 "usage:reports": ["project", "user", "month", "start"], "usage:holders": ["project", "user", "start"],
                 "usage:reports_csv": ["project", "month"]}
 for url_name, params in PAGE_FILTERS.items():
@@ -1017,6 +1033,7 @@ BASES = [
     Case("form-template-edit", "admin", "POST", "@workloads:template_edit|{template}", TEMPLATE_EDIT, api=False),
     Case("form-budget", "lead", "POST", "@usage:budget_create|", BUDGET_FORM, api=False),
     Case("form-policy", "deptadmin", "POST", "@workloads:policy_create|", POLICY_FORM, api=False),
+    Case("form-channel", "lead", "POST", "@org:notification_channel_create|", CHANNEL_FORM, api=False),
 ]
 
 

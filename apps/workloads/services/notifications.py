@@ -10,6 +10,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from apps.accounts.selectors import notification_preference
+from apps.core import kueue_conditions as kueue
 from apps.core.tasks import enqueue_on_commit
 from apps.org import services as org_services
 from apps.org.models import NotificationEvent
@@ -70,12 +71,19 @@ def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
         name: str = NotificationEvent.WORKLOAD_SUBMITTED
     elif event.to_status in CHANNEL_EVENTS:
         name = CHANNEL_EVENTS[Status(event.to_status)]
+    elif event.to_status == Status.STOPPED and event.reason == kueue.DEACTIVATED_AT_RUNTIME_LIMIT:
+        name = NotificationEvent.WORKLOAD_RUNTIME_LIMIT
     else:
         return 0
     label = Status(event.to_status).label.lower()
     summary = f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} is {label}."
     extra: dict[str, Any] = {}
-    if name == NotificationEvent.WORKLOAD_PREEMPTED:
+    if name == NotificationEvent.WORKLOAD_RUNTIME_LIMIT:
+        # Kueue stops it (deactivates its Workload) once it has run for the limit the portal gave it.
+        extra["max_runtime_seconds"] = workload.max_runtime_seconds
+        summary = (f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} was stopped: "
+                   f"it reached its runtime limit of {workload.max_runtime_seconds} seconds.")
+    elif name == NotificationEvent.WORKLOAD_PREEMPTED:
         plain = HUMAN_PREEMPTION.get(event.reason, "")
         extra["plain_reason"] = f"Preempted {plain}." if plain else "Preempted by Kueue."
         summary = f"{summary} {extra['plain_reason']}"

@@ -60,3 +60,27 @@ def test_the_demo_command_seeds_templates_the_form_accepts_and_is_idempotent(dem
     call_command("seed_demo", stdout=io.StringIO())
     assert WorkloadTemplate.objects.count() == len(templates)
     assert AuditEvent.objects.filter(action="workload_template.create").count() == audited
+
+
+def test_the_demo_command_seeds_budgets_and_a_policy_through_the_audited_services(demo):
+    """A newcomer finds the Budgets and Policies pages populated: Research's and Vision's monthly GPU-hour budgets with
+    thresholds, and Research's policy; running the command again adds nothing. The test databases' seed has none."""
+    import io
+
+    from django.core.management import call_command
+
+    from apps.org.models import Budget, Policy
+
+    assert not Budget.objects.exists() and not Policy.objects.exists()
+    call_command("seed_demo", stdout=io.StringIO())
+    budgets = sorted((budget.department.slug if budget.department else budget.project.slug, budget.period,
+                      budget.metric, tuple(budget.thresholds), budget.on_exceed) for budget in Budget.objects.all())
+    assert budgets == [("research", "month", "gpu_hours", (50, 80, 100), "notify"),
+                       ("vision", "month", "gpu_hours", (50, 80, 100), "hold_preemptible")]
+    [policy] = Policy.objects.all()
+    assert policy.department.slug == "research" and policy.max_gpus_per_workload == 8
+    audited = AuditEvent.objects.filter(action__in=["budget.create", "policy.create"]).count()
+    assert audited == 3
+    call_command("seed_demo", stdout=io.StringIO())
+    assert (Budget.objects.count(), Policy.objects.count()) == (2, 1)
+    assert AuditEvent.objects.filter(action__in=["budget.create", "policy.create"]).count() == audited
