@@ -372,7 +372,8 @@ def workload_idle_notify(workload_id: int) -> bool:
             f"{event.message if event else f'below {policy.threshold_percent}%'}.",
             "Stop it if you are done, so others can use the cards."]
     if workload.kind == Kind.NOTEBOOK and policy.cull_notebooks:
-        body.append("Idle notebooks are stopped automatically.")
+        body.append(f"Idle notebooks are stopped automatically: this one in {policy.warning_minutes} minutes unless "
+                    "you keep it alive from its page.")
     body.append(f"Details: {settings.PORTAL_BASE_URL}{reverse('workloads:detail', args=[workload.pk])}")
     send_mail(f"[GPU Portal] {workload.name} holds idle GPUs", "\n".join(body), None, [workload.owner.email])
     return True

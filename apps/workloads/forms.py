@@ -32,6 +32,7 @@ from .manifests import MAX_MANIFEST_BYTES, submitted_manifest
 from .models import (
     MAX_CPU_PER_POD,
     MAX_GPUS_PER_POD,
+    MAX_IDLE_WARNING_MINUTES,
     MAX_MEMORY_GIB_PER_POD,
     MAX_PODS,
     MAX_RUNTIME_SECONDS,
@@ -642,3 +643,5 @@ class IdlePolicyForm(StyledForm):
     threshold_percent = forms.IntegerField(min_value=1, max_value=100, label="Idle below (% GPU utilisation)")
     idle_minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, label="for at least (minutes)")
     cull_notebooks = forms.BooleanField(required=False, label="Stop notebooks idle this long")
+    warning_minutes = forms.IntegerField(min_value=0, max_value=MAX_IDLE_WARNING_MINUTES,
+                                         label="after warning their owner (minutes)")

@@ -583,11 +583,15 @@ def _duration(minutes: int) -> str:
     if minutes < 48 * 60:
         return f"{minutes / 60:.1f} h".replace(".0 h", " h")
     return f"{minutes / 1440:.1f} days".replace(".0 days", " days")
+MAX_IDLE_WARNING_MINUTES = 24 * 60
+
+
 class IdlePolicy(models.Model):
     """The admin's rule for "held but idle": GPUs below `threshold_percent` for `idle_seconds` (one row, pk 1).
 
-    Flagged workloads show it on their page and their owner gets an e-mail; notebooks idle this long are culled
-    when `cull_notebooks` is on (unless their owner showed activity meanwhile)."""
+    Flagged workloads show it on their page and their owner gets an e-mail and the idle warning; a flagged notebook is
+    culled `warning_minutes` later when `cull_notebooks` is on, unless its owner showed activity meanwhile (the
+    warning's keep-alive link starts a new idle stretch)."""
 
     threshold_percent = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1), MaxValueValidator(100)],
@@ -596,6 +600,9 @@ class IdlePolicy(models.Model):
         default=30 * 60, validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 3600)],
         help_text="How long a workload must stay below the threshold to be flagged.")
     cull_notebooks = models.BooleanField(default=True, help_text="Stop notebooks whose GPUs stay idle this long.")
+    warning_minutes = models.PositiveSmallIntegerField(
+        default=15, validators=[MaxValueValidator(MAX_IDLE_WARNING_MINUTES)],
+        help_text="A flagged notebook's owner is warned this long before it is stopped (0: stopped once flagged).")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -609,6 +616,10 @@ class IdlePolicy(models.Model):
     @property
     def idle_minutes(self) -> float:
         return self.idle_seconds / 60
+
+    @property
+    def warning(self) -> timedelta:
+        return timedelta(minutes=self.warning_minutes)
 
 
 class WorkloadUtilisation(models.Model):

@@ -555,13 +555,14 @@ def held_idle(request: AuthenticatedRequest) -> HttpResponse:
         raise Http404("No such page.")
     policy = IdlePolicy.current()
     initial = {"threshold_percent": policy.threshold_percent, "idle_minutes": max(1, round(policy.idle_minutes)),
-               "cull_notebooks": policy.cull_notebooks}
+               "cull_notebooks": policy.cull_notebooks, "warning_minutes": policy.warning_minutes}
     form = IdlePolicyForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
             services.idle_policy_update(actor=request.user, threshold_percent=data["threshold_percent"],
-                                        idle_seconds=data["idle_minutes"] * 60, cull_notebooks=data["cull_notebooks"])
+                                        idle_seconds=data["idle_minutes"] * 60, cull_notebooks=data["cull_notebooks"],
+                                        warning_minutes=data["warning_minutes"])
         except ValidationError as exc:
             apply_service_errors(form, exc)
         else:

@@ -675,9 +675,10 @@ for label, override in {"project-arabic-digit": {"project": "\u0661"}, "project-
     page(f"form-credential-{label}", "alice", "workloads:credentials", [], {**CREDENTIAL_FORM, **override})
 page("form-credential-values-unknown", "alice", "workloads:credential_values", [2**63], {"values": "A=1"}, status=404)
 page("form-credential-delete-unknown", "alice", "workloads:credential_delete", [2**63], {}, status=404)
-IDLE_FORM = {"threshold_percent": "10", "idle_minutes": "30", "cull_notebooks": ""}
-for field_name in ("threshold_percent", "idle_minutes"):
-    for label, value in {"zero": "0", "2**63": str(2**63), "arabic-digit": "\u0661", "float": "1.5", "nan": "NaN",
+IDLE_FORM = {"threshold_percent": "10", "idle_minutes": "30", "cull_notebooks": "", "warning_minutes": "15"}
+for field_name in ("threshold_percent", "idle_minutes", "warning_minutes"):
+    lowest = {"minus-one": "-1"} if field_name == "warning_minutes" else {"zero": "0"}  # no warning is a choice
+    for label, value in {**lowest, "2**63": str(2**63), "arabic-digit": "\u0661", "float": "1.5", "nan": "NaN",
                          "nul": "1\x00", "empty": ""}.items():
         page(f"form-held-idle-{field_name}-{label}", "admin", "workloads:held_idle", [],
              {**IDLE_FORM, field_name: value})
@@ -779,6 +780,7 @@ for label, body in {"threshold-zero": {"threshold_percent": 0}, "threshold-101":
                     "threshold-float": {"threshold_percent": 1.5}, "threshold-string": {"threshold_percent": "five"},
                     "threshold-arabic-digit": {"threshold_percent": "\u0661"},
                     "minutes-zero": {"idle_minutes": 0}, "minutes-2**63": {"idle_minutes": 2**63},
+                    "warning-minus-one": {"warning_minutes": -1}, "warning-a-day-and-more": {"warning_minutes": 1441},
                     "cull-string": {"cull_notebooks": "maybe"}, "read-only-field": {"idle_seconds": 60},
                     "unknown-field": {"colour": "red"}, "nul": {"cull_notebooks": "\x00"}}.items():
     add(Case(f"idle-policy-{label}", "admin", "PATCH", "idle-policy/", body))

@@ -8,13 +8,15 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from apps.core import kueue_conditions as kueue
 from apps.org import services as org_services
 from apps.org.models import Budget, NotificationChannel, NotificationDelivery, Policy, Project
 from apps.usage.budgets import budgets_evaluate
+from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
-from apps.workloads.models import IdlePolicy, Kind, Status, Workload
+from apps.workloads.models import IdlePolicy, Kind, Status, Workload, WorkloadUtilisation
 from apps.workloads.observation import Observation
 from tests.apps.usage.reports_support import at, interval, workload
 from tests.receiver import receiver
@@ -104,9 +106,9 @@ def test_a_threshold_crossing_reaches_the_channels_once_per_period(demo):
 
 
 @pytest.mark.django_db
-def test_an_idle_notebook_warning_carries_its_keep_alive_link(demo):
+def test_an_idle_notebook_is_warned_ahead_with_its_keep_alive_link(demo):
     policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 300,
-                                                                 "cull_notebooks": True})[0]
+                                                                 "cull_notebooks": True, "warning_minutes": 10})[0]
     notebook = workload(demo["alice"], name="nb")
     Workload.objects.filter(pk=notebook.pk).update(kind=Kind.NOTEBOOK)
     notebook.refresh_from_db()
@@ -128,4 +130,11 @@ def test_an_idle_notebook_warning_carries_its_keep_alive_link(demo):
     body = json.loads(hook.received[0].body)
     keep_alive = body["object"]["keep_alive"]
     assert keep_alive.endswith(f"/workloads/{notebook.pk}/") and keep_alive in body["summary"]
-    assert "stopped automatically" in body["summary"] and "5 minutes" in body["summary"]
+    assert "will be stopped in 10 minutes" in body["summary"] and "5 minutes" in body["summary"]
+    assert body["object"]["stops_at"] == (start + timedelta(minutes=16)).isoformat()  # warned at 6, stopped at 16
+    # Culled only once the warning's time has passed, and only if the owner did not keep it alive.
+    assert workload_selectors.notebooks_gpu_idle(now=start + timedelta(minutes=15)) == []
+    assert workload_selectors.notebooks_gpu_idle(now=start + timedelta(minutes=16)) == [notebook]
+    workload_services.workload_touch(actor=demo["alice"], workload=notebook)
+    assert workload_selectors.notebooks_gpu_idle(now=timezone.now() + timedelta(minutes=30)) == []
+    assert WorkloadUtilisation.objects.get(workload=notebook).idle_flagged_at is None  # a new stretch, a new warning

@@ -200,7 +200,8 @@ def test_hourly_figures_and_showback(demo, settings, django_assert_max_num_queri
 
 
 def test_gpu_idle_notebooks_are_culled_unless_the_owner_is_active(demo):
-    policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 60})[0]
+    policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 60,
+                                                                 "warning_minutes": 0})[0]
     notebook = workload(alice_user(), name="nb")
     notebook.kind = Kind.NOTEBOOK
     notebook.save(update_fields=["kind"])
@@ -222,10 +223,12 @@ def test_only_admins_see_the_held_idle_list_and_set_the_rule(demo, client_for):
     admin = client_for("admin")
     refused = admin.post(reverse("workloads:held_idle"), {"threshold_percent": "0", "idle_minutes": "abc"})
     assert refused.status_code == 400 and IdlePolicy.current().threshold_percent == 5
-    assert admin.post(reverse("workloads:held_idle"), {"threshold_percent": "10", "idle_minutes": "45",
-                                                       "cull_notebooks": "on"}).status_code == 302
+    saved = admin.post(reverse("workloads:held_idle"), {"threshold_percent": "10", "idle_minutes": "45",
+                                                        "cull_notebooks": "on", "warning_minutes": "20"})
+    assert saved.status_code == 302
     policy = IdlePolicy.current()
-    assert (policy.threshold_percent, policy.idle_seconds, policy.cull_notebooks) == (10, 2700, True)
+    assert (policy.threshold_percent, policy.idle_seconds, policy.cull_notebooks, policy.warning_minutes) == (
+        10, 2700, True, 20)
     from apps.core.models import AuditEvent
 
     assert AuditEvent.objects.filter(action="idle_policy.update").count() == 1

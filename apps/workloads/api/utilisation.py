@@ -18,7 +18,7 @@ from apps.core.api import AsciiIntegerField, AuthenticatedAPIRequest
 from apps.core.api_lists import StrictJSONParser
 from apps.org.models import NodePool
 from apps.workloads import services
-from apps.workloads.models import IdlePolicy, Workload
+from apps.workloads.models import MAX_IDLE_WARNING_MINUTES, IdlePolicy, Workload
 from apps.workloads.selectors import utilisation_available, workloads_held_idle
 
 NOT_FOUND = "No such page."
@@ -81,6 +81,8 @@ class IdlePolicySerializer(serializers.Serializer):
     idle_seconds = serializers.IntegerField(read_only=True, help_text="The same duration in seconds.")
     cull_notebooks = serializers.BooleanField(required=False, help_text="Stop notebooks idle this long (unless "
                                                                         "their owner showed activity).")
+    warning_minutes = AsciiIntegerField(min_value=0, max_value=MAX_IDLE_WARNING_MINUTES, required=False, help_text=(
+        "A flagged notebook's owner is warned this many minutes before it is stopped (0: stopped once flagged)."))
     utilisation_available = serializers.BooleanField(read_only=True, help_text=(
         "False: no Prometheus configured (PROMETHEUS_URL), so nothing can be flagged."))
 
@@ -98,6 +100,7 @@ class IdlePolicySerializer(serializers.Serializer):
 def _policy(policy: IdlePolicy) -> dict[str, Any]:
     return {"threshold_percent": policy.threshold_percent, "idle_minutes": max(1, round(policy.idle_minutes)),
             "idle_seconds": policy.idle_seconds, "cull_notebooks": policy.cull_notebooks,
+            "warning_minutes": policy.warning_minutes,
             "utilisation_available": utilisation_available()}
 
 
@@ -131,5 +134,6 @@ class IdlePolicyView(APIView):
         policy = services.idle_policy_update(
             actor=request.user, threshold_percent=changes.get("threshold_percent", current.threshold_percent),
             idle_seconds=changes["idle_minutes"] * 60 if "idle_minutes" in changes else current.idle_seconds,
-            cull_notebooks=changes.get("cull_notebooks", current.cull_notebooks))
+            cull_notebooks=changes.get("cull_notebooks", current.cull_notebooks),
+            warning_minutes=changes.get("warning_minutes", current.warning_minutes))
         return Response(_policy(policy))

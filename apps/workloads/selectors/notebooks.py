@@ -46,8 +46,9 @@ def notebooks_idle(*, now: datetime | None = None, activity: Mapping[int, dateti
 
 
 def notebooks_gpu_idle(*, now: datetime | None = None) -> list[Workload]:
-    """Running notebooks whose GPUs have stayed below the idle policy's threshold for its duration, and whose owner
-    showed no activity in that time either (the keep-alive, or the notebook server's own activity, overrides)."""
+    """Running notebooks whose GPUs have stayed below the idle policy's threshold for its duration, flagged (their
+    owner warned) at least the policy's warning time ago, and whose owner showed no activity in that time either
+    (the keep-alive, or the notebook server's own activity, overrides)."""
     now = now or timezone.now()
     policy = IdlePolicy.current()
     if not policy.cull_notebooks:
@@ -55,5 +56,5 @@ def notebooks_gpu_idle(*, now: datetime | None = None) -> list[Workload]:
     quiet_since = now - timedelta(seconds=policy.idle_seconds)
     return list(Workload.objects.filter(
         kind=Kind.NOTEBOOK, status__in=[Status.ADMITTED, Status.RUNNING],
-        utilisation__idle_flagged_at__isnull=False, utilisation__idle_since__lte=quiet_since,
+        utilisation__idle_flagged_at__lte=now - policy.warning, utilisation__idle_since__lte=quiet_since,
     ).filter(Q(last_activity_at__isnull=True) | Q(last_activity_at__lte=quiet_since)).order_by("pk"))

@@ -15,7 +15,7 @@ from apps.core.tasks import enqueue_on_commit
 from apps.org import services as org_services
 from apps.org.models import NotificationEvent
 from apps.workloads.explain.reasons import HUMAN_PREEMPTION
-from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from apps.workloads.models import IdlePolicy, Kind, Status, Workload, WorkloadEvent
 
 NOTIFY_TASK = "worker.tasks.workload_notify"
 NOTIFIABLE = frozenset({Status.ADMITTED, Status.PREEMPTED, Status.SUCCEEDED, Status.FAILED})
@@ -92,13 +92,15 @@ def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
     return _emit(workload, event, name, summary, extra)
 
 
-def workload_idle_channels_record(workload: Workload, event: WorkloadEvent, *, culled: bool) -> int:
-    """The idle warning: the workload holds GPUs it does not use (a notebook is told it will be stopped, with the
-    keep-alive link)."""
+def workload_idle_channels_record(workload: Workload, event: WorkloadEvent, *, policy: IdlePolicy) -> int:
+    """The idle warning: the workload holds GPUs it does not use (a notebook is told when it will be stopped, the
+    policy's warning time after this, with the keep-alive link)."""
     summary = f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} holds " \
               f"{workload.gpu_units} GPUs that are not being used: {event.message}."
     extra: dict[str, Any] = {}
-    if workload.kind == Kind.NOTEBOOK and culled:
+    if workload.kind == Kind.NOTEBOOK and policy.cull_notebooks:
         extra["keep_alive"] = _link(workload)  # its page has the Keep alive button (a POST, never a GET link)
-        summary = f"{summary} Idle notebooks are stopped automatically; keep it alive from {extra['keep_alive']}."
+        extra["stops_at"] = (event.at + policy.warning).isoformat()
+        summary = (f"{summary} It will be stopped in {policy.warning_minutes} minutes ({extra['stops_at']}) unless "
+                   f"kept alive from {extra['keep_alive']}.")
     return _emit(workload, event, NotificationEvent.WORKLOAD_IDLE_WARNING, summary, extra)

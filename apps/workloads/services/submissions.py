@@ -20,7 +20,16 @@ from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.policies import LABEL_FIELDS, EffectivePolicy, violations
 from apps.org.selectors import effective_policy
 from apps.workloads.frameworks import framework_entry, framework_errors, framework_object, framework_settings_of
-from apps.workloads.models import LIVE_STATUSES, PORTAL_KIND_VALUES, Credential, Framework, Kind, Status, Workload
+from apps.workloads.models import (
+    LIVE_STATUSES,
+    PORTAL_KIND_VALUES,
+    Credential,
+    Framework,
+    Kind,
+    Status,
+    Workload,
+    WorkloadUtilisation,
+)
 from apps.workloads.selectors import default_priority_class
 from apps.workloads.validation import attachments_errors, fits_errors, shape_errors
 
@@ -333,7 +342,12 @@ def workloads_stop(*, actor: Actor, workloads: Sequence[Workload]) -> list[Workl
 
 
 def workload_touch(*, actor: Actor, workload: Workload) -> None:
-    """The owner is still using a notebook: push its idle deadline back."""
+    """The owner is still using a notebook: push its idle deadline back. A GPU-idle stretch starts again from now,
+    so the notebook is flagged, and its owner warned, afresh before it could be stopped."""
     if not access.can_keep_alive(actor, workload):
         raise PermissionDenied("Only the owner can keep a notebook alive.")
-    Workload.objects.filter(pk=workload.pk).update(last_activity_at=timezone.now())
+    now = timezone.now()
+    with transaction.atomic():
+        Workload.objects.filter(pk=workload.pk).update(last_activity_at=now)
+        WorkloadUtilisation.objects.filter(workload=workload, idle_since__isnull=False).update(
+            idle_since=now, idle_flagged_at=None)

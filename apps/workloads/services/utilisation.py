@@ -21,21 +21,22 @@ IDLE_NOTIFY_TASK = "worker.tasks.workload_idle_notify"
 GPU_IDLE_REASON = "GpuIdle"
 
 
-def idle_policy_update(*, actor: Actor, threshold_percent: int, idle_seconds: int, cull_notebooks: bool) -> IdlePolicy:
+def idle_policy_update(*, actor: Actor, threshold_percent: int, idle_seconds: int, cull_notebooks: bool,
+                       warning_minutes: int) -> IdlePolicy:
     """The admin's idle rule; audited."""
     if not access.can_manage_idle_policy(actor):
         raise PermissionDenied("Only admins set the idle rule.")
     with transaction.atomic():
         policy = IdlePolicy.objects.select_for_update().get_or_create(pk=1)[0]
         before = {"threshold_percent": policy.threshold_percent, "idle_seconds": policy.idle_seconds,
-                  "cull_notebooks": policy.cull_notebooks}
+                  "cull_notebooks": policy.cull_notebooks, "warning_minutes": policy.warning_minutes}
         policy.threshold_percent, policy.idle_seconds = threshold_percent, idle_seconds
-        policy.cull_notebooks = cull_notebooks
+        policy.cull_notebooks, policy.warning_minutes = cull_notebooks, warning_minutes
         policy.full_clean()
         policy.save()
         audit_record(actor=actor, action="idle_policy.update", obj=policy, before=before,
                      after={"threshold_percent": threshold_percent, "idle_seconds": idle_seconds,
-                            "cull_notebooks": cull_notebooks})
+                            "cull_notebooks": cull_notebooks, "warning_minutes": warning_minutes})
     return policy
 
 
@@ -85,7 +86,7 @@ def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datet
                            message=f"GPUs below {policy.threshold_percent}% for "
                                    f"{_duration_text(policy.idle_seconds)}",
                            at=now, details={"idle_since": idle_since.isoformat()})
-            workload_idle_channels_record(workload, event, culled=policy.cull_notebooks)
+            workload_idle_channels_record(workload, event, policy=policy)
             preference = notification_preference(workload.owner_id) if workload.owner_id is not None else None
             if preference and preference.wants("idle"):  # the flag and the page show it either way
                 enqueue_on_commit(IDLE_NOTIFY_TASK, workload.pk)

@@ -94,11 +94,12 @@ def test_the_idle_rule_is_read_and_changed_as_on_the_page(client_for):
     admin = client_for("admin")
     assert call(admin, "GET", "idle-policy/").json() == {
         "threshold_percent": 5, "idle_minutes": 30, "idle_seconds": 1800, "cull_notebooks": True,
-        "utilisation_available": False}
-    changed = call(admin, "PATCH", "idle-policy/", {"idle_minutes": 60, "cull_notebooks": False})
+        "warning_minutes": 15, "utilisation_available": False}
+    changed = call(admin, "PATCH", "idle-policy/", {"idle_minutes": 60, "cull_notebooks": False, "warning_minutes": 0})
     assert changed.status_code == 200 and changed.json()["idle_seconds"] == 3600
     policy = IdlePolicy.current()
-    assert (policy.threshold_percent, policy.idle_seconds, policy.cull_notebooks) == (5, 3600, False)
+    assert (policy.threshold_percent, policy.idle_seconds, policy.cull_notebooks, policy.warning_minutes) == (
+        5, 3600, False, 0)
     assert AuditEvent.objects.filter(action="idle_policy.update").count() == 1
     for body, field in (({"threshold_percent": 0}, "threshold_percent"), ({"idle_minutes": 10081}, "idle_minutes"),
                         ({"idle_seconds": 5}, "idle_seconds"), ({"nope": 1}, "nope"),
