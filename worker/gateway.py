@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,14 +231,25 @@ class Gateway:
                     ) -> tuple[builtins.list[dict], str]:
         """Every item of a list path and the list's resourceVersion (where a watch of it starts)."""
         items: builtins.list[dict] = []
+        version = ""
+        for page, listed in self.raw_pages(path, query):
+            items.extend(page)
+            version = listed
+        return items, version
+
+    def raw_pages(self, path: str, query: builtins.list[tuple[str, Any]] | None = None,
+                  ) -> Iterator[tuple[builtins.list[dict], str]]:
+        """A list path a page of 500 at a time, each with the list's resourceVersion ("" until the last page): a
+        caller that handles each page as it comes holds one page, not the whole list."""
         continue_token = None
         while True:
             page = self._call("GET", path, query=[*(query or []), ("limit", 500),
                                                   *([("continue", continue_token)] if continue_token else [])])
-            items.extend(page.get("items", []))
             continue_token = (page.get("metadata") or {}).get("continue")
             if not continue_token:
-                return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
+                yield page.get("items", []), str((page.get("metadata") or {}).get("resourceVersion", ""))
+                return
+            yield page.get("items", []), ""
 
     def raw_get(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> Any:
         """GET any API path (the visibility API, pod logs) as JSON or text."""

@@ -58,6 +58,7 @@ from apps.workloads import services as workload_services
 from apps.workloads.frameworks import TORCH_RUNTIME_LABEL, torch_runtime_of
 from apps.workloads.manifests import MANIFEST_KIND_VALUES
 from apps.workloads.models import (
+    CLUSTER_EVENTS_KEPT,
     CLUSTER_NAMESPACE,
     LIVE_STATUSES,
     PORTAL_KIND_VALUES,
@@ -69,6 +70,7 @@ from apps.workloads.models import (
     Workload,
 )
 from apps.workloads.observation import ClusterEvent, Observation, Unmapped
+from apps.workloads.services import names_another_workload
 
 from .gateway import KINDS, ClusterError, Gateway
 from .outside_work import (
@@ -93,6 +95,9 @@ UNMAPPED_WORKLOAD_REASONS = ("no_project", "no_owner", "no_queue", "malformed")
 OWNER_READERS = 8  # owners of a batch read at once
 # Cluster events (a timeline's history) wait behind status work at most this long (WorkQueue's `background`).
 EVENTS_WAIT_AT_MOST = 30.0
+# Events held for the appliers at most: the events watch (its first list a page at a time) waits for room beyond
+# this, so the watcher's memory is bounded whatever the cluster's backlog (80,000 Events at 10,000 Workloads).
+EVENTS_HELD_AT_MOST = 5000
 OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.workloads_mirror_outside)
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 # The portal's Deployments are its inference services, followed by their own status (no Kueue Workload).
@@ -228,7 +233,10 @@ class Watcher:
         self.resource_versions: dict[str, str] = {}
         self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
-        self.cluster_events: dict[str, ClusterEvent] = {}  # Event uid -> the latest seen, until applied
+        # (namespace, kind, name) of the object -> its Events by uid, the latest of each, until applied: at most
+        # CLUSTER_EVENTS_KEPT per object, the newest (the portal keeps no more per workload, whose objects they are)
+        self.cluster_events: dict[tuple[str, str, str], dict[str, ClusterEvent]] = {}
+        self.events_held = 0
         self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH,
                               background=frozenset({"event"}), background_after=EVENTS_WAIT_AT_MOST)
         self.appliers = appliers
@@ -259,9 +267,7 @@ class Watcher:
         metadata = obj.get("metadata") or {}
         if kind == EVENTS:
             if event_type != "DELETED" and (event := _cluster_event(obj)) is not None:  # the cluster forgets them
-                with self.lock:
-                    self.cluster_events[event.uid] = event
-                self.work.add(("event", event.uid))
+                self.hold_events([event])
             return
         if kind in OWNER_WATCHES:
             if event_type != "DELETED":  # a deleted owner's Workload may come later: kept until the next resync
@@ -537,7 +543,7 @@ class Watcher:
             self.apply_outside([uid for _, uid in keys])
             return
         if key[0] == "event":
-            self.apply_events([uid for _, uid in keys])
+            self.apply_events([(namespace, kind, name) for _, namespace, kind, name in keys])
             return
         if key[0] == "mirror":
             self.apply_mirror(keys)
@@ -561,24 +567,60 @@ class Watcher:
             workload_services.workloads_gone(workload_ids=[key[1]], at=timezone.now(), cluster_at=parse_time(key[2]))
             return
 
-    def apply_events(self, uids: list[str]) -> None:
-        """Keep a batch of Kubernetes Events with the workloads they are about (the rest are dropped)."""
+    def hold_events(self, events: list[ClusterEvent], *, retried: bool = False) -> None:
+        """Hold Events for the appliers, queued by the object they are about: many Events of one object are one
+        key, and beyond CLUSTER_EVENTS_KEPT of it only the newest are held (the older ones the portal would trim
+        anyway, as the object's workload keeps the newest). A `retried` Event does not replace a newer one."""
+        objects = set()
         with self.lock:
-            events = [event for uid in uids if (event := self.cluster_events.pop(uid, None)) is not None]
+            for event in events:
+                if names_another_workload(event):
+                    continue
+                key = (event.namespace, event.object_kind, event.object_name)
+                held = self.cluster_events.setdefault(key, {})
+                if event.uid not in held:
+                    self.events_held += 1
+                elif retried:
+                    continue
+                held[event.uid] = event
+                if len(held) > CLUSTER_EVENTS_KEPT:
+                    oldest = min(held.values(), key=lambda kept: kept.last_seen)
+                    del held[oldest.uid]
+                    self.events_held -= 1
+                objects.add(key)
+        for key in objects:
+            self.work.add(("event", *key))
+
+    def apply_events(self, objects: list[tuple[str, str, str]]) -> None:
+        """Keep the held Events of these objects with the workloads they are about (the rest are dropped)."""
+        with self.lock:
+            events = [event for key in objects for event in self.cluster_events.pop(key, {}).values()]
+            self.events_held -= len(events)
         try:
             workload_services.workload_cluster_events_record(events=events)
         except Exception:
-            with self.lock:  # retried with the latest of each (the applier adds the keys back)
-                for event in events:
-                    self.cluster_events.setdefault(event.uid, event)
+            self.hold_events(events, retried=True)  # the applier adds the keys back
             raise
 
+    def wait_for_event_room(self) -> None:
+        """Hold the events watch while the appliers hold EVENTS_HELD_AT_MOST Events (they wait behind status work):
+        the backlog stays in the cluster, not in the watcher's memory."""
+        while not self.stopping.is_set():
+            with self.lock:
+                if self.events_held < EVENTS_HELD_AT_MOST:
+                    return
+            self._progressed(max(self.watch_timeout_seconds, OWNER_KIND_RETRY_SECONDS))
+            self.stopping.wait(0.1)
+
     def relist_events(self) -> str:
-        """List every Event (a page at a time) into the work queue; returns the list's resourceVersion. Only at the
-        start and after a 410: Events come and go within the hour, a missed one is not repaired by resyncs."""
-        items, version = self.gw.raw_list_at("/api/v1/events")
-        for item in items:
-            self.handle(EVENTS, "ADDED", item)
+        """List every Event into the work queue a page at a time, each once there is room for it; returns the list's
+        resourceVersion. Only at the start and after a 410: Events come and go within the hour, a missed one is not
+        repaired by resyncs."""
+        version = ""
+        for items, listed in self.gw.raw_pages("/api/v1/events"):
+            self.wait_for_event_room()
+            self.hold_events([event for item in items if (event := _cluster_event(item)) is not None])
+            version = listed
         return version
 
     def apply_mirror(self, keys: list[Any]) -> None:
@@ -839,6 +881,8 @@ class Watcher:
                     if event_type == "ERROR":
                         raise ApiException(status=obj.get("code", 500), reason=obj.get("reason", ""))
                     if event_type != "BOOKMARK":
+                        if kind == EVENTS:
+                            self.wait_for_event_room()
                         self.handle(kind, event_type, obj)
                     # Only once handled: if handling fails, the watch resumes before this event and gets it again.
                     self.resource_versions[kind] = obj["metadata"].get("resourceVersion") or \
