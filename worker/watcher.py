@@ -132,7 +132,8 @@ class WorkQueue:
     a burst grows with the number of passes, not of events. The lane whose first key has waited longest goes next,
     except that lanes in `background` (cluster events: history, not status) go only when no other lane waits or
     their first key has waited `background_after` seconds: a first list of 80,000 Events must not hold back the
-    status of work created meanwhile, and the events still come within that bound.
+    status of work created meanwhile, and the events still come within that bound. One background batch at most is
+    out at a time, so an overdue backlog takes one applier, never all of them.
     """
 
     def __init__(self, *, batched: frozenset[str] = frozenset(), batch_size: int = 1,
@@ -146,10 +147,14 @@ class WorkQueue:
         self.dirty: set[Any] = set()
         self.processing: set[Any] = set()
         self.added_at: dict[Any, float] = {}  # when a waiting key first came in, for the lag metric
+        self.background_out = 0  # keys of a background lane handed out and not done yet
         self.closed = False
 
+    def _name(self, key: Any) -> str:
+        return key[0] if key[0] in self.batched else ""
+
     def _lane(self, key: Any) -> deque[Any]:
-        return self.lanes.setdefault(key[0] if key[0] in self.batched else "", deque())
+        return self.lanes.setdefault(self._name(key), deque())
 
     def _queue(self, key: Any) -> None:
         self._lane(key).append(key)
@@ -168,12 +173,17 @@ class WorkQueue:
             if key not in self.processing:
                 self._queue(key)
 
+    def _waiting(self) -> list[tuple[float, str]]:
+        """The lanes that may hand out keys now, each with when its first key came in."""
+        return [(self.added_at.get(lane[0], 0.0), name) for name, lane in self.lanes.items()
+                if lane and not (name in self.background and self.background_out)]
+
     def get(self, timeout: float) -> list[Any]:
         """The next keys to process (one, or a batch from a batched lane); empty when none came within `timeout`."""
         with self.condition:
-            if not any(self.lanes.values()) and not self.closed:
+            if not self._waiting() and not self.closed:
                 self.condition.wait(timeout)
-            waiting = [(self.added_at.get(lane[0], 0.0), name) for name, lane in self.lanes.items() if lane]
+            waiting = self._waiting()
             if self.closed or not waiting:
                 return []
             overdue = time.monotonic() - self.background_after
@@ -182,6 +192,8 @@ class WorkQueue:
             name = min(foreground or waiting)[1]
             lane = self.lanes[name]
             keys = [lane.popleft() for _ in range(min(len(lane), self.batch_size if name else 1))]
+            if name in self.background:
+                self.background_out += len(keys)
             now = time.monotonic()
             for key in keys:
                 metrics.WATCHER_QUEUED.labels(what=key[0]).observe(now - self.added_at.get(key, now))
@@ -196,6 +208,10 @@ class WorkQueue:
 
     def done(self, key: Any) -> None:
         with self.condition:
+            if key in self.processing and (name := self._name(key)) in self.background:
+                self.background_out -= 1
+                if not self.background_out and self.lanes.get(name):
+                    self.condition.notify()  # the lane's next batch may go
             self.processing.discard(key)
             if key in self.dirty:
                 self._queue(key)
@@ -509,17 +525,21 @@ class Watcher:
         """List one owner kind's queued objects into the owner cache (its watch resumes from the list's
         resourceVersion); returns their uids, or None when the kind is not installed."""
         group, owner_kind = OWNER_WATCHES[name]
-        try:
-            items, version = self.gw.raw_list_at(owner_kind.list_path(group), [("labelSelector", OWNER_SELECTOR)])
+        uids, version = set(), ""
+        try:  # a page at a time: 10,000 Jobs are kept as who submitted each, never all at once as objects
+            for items, listed in self.gw.raw_pages(owner_kind.list_path(group), [("labelSelector", OWNER_SELECTOR)]):
+                for item in items:
+                    uid = str(item["metadata"].get("uid", ""))
+                    self.owners[uid] = submitter_fields(item)
+                    uids.add(uid)
+                version = listed
         except ClusterError as error:
             if error.not_found:
                 self.resource_versions.pop(name, None)
                 return None
             raise
-        for item in items:
-            self.owners[str(item["metadata"].get("uid", ""))] = submitter_fields(item)
         self.resource_versions[name] = version
-        return {str(item["metadata"].get("uid", "")) for item in items}
+        return uids
 
     def torch_runtime(self) -> str:
         """The ClusterTrainingRuntime PyTorch runs on as a TrainJob (docs/frameworks.md), "" for none: a cluster whose
@@ -665,6 +685,8 @@ class Watcher:
 
     def relist(self, kind: str) -> str:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
+        if kind == "Workload":
+            return self._relist_workloads()
         lister, args = self._lister(kind)
         if kind == "Node":  # core v1: the raw JSON, as the custom objects come
             response = json.loads(lister(*args, _preload_content=False).data)
@@ -679,21 +701,33 @@ class Watcher:
         elif kind == "Deployment":
             with self.lock:
                 self.deployments = {item["metadata"]["uid"]: item for item in items if _workload_id(item)}
-        elif kind == "Workload":
-            with self.lock:
-                self.workloads = {
-                    (item["metadata"].get("labels") or {})[JOB_UID_LABEL]: item for item in items
-                    if _portal_workload(item) and (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
-                }
-                self.manifests = {item["metadata"]["uid"]: (workload_id, item) for item in items
-                                  if (workload_id := _portal_manifest_id(item))}
-                self.outside = {item["metadata"]["uid"]: compact(item) for item in items
-                                if not _portal_workload(item) and not _portal_manifest_id(item)}
         else:
             MIRRORS[kind](objs=items, at=now)
             mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])
                                                      for item in items})
         return response["metadata"]["resourceVersion"]
+
+    def _relist_workloads(self) -> str:
+        """List every Kueue Workload a page at a time, keeping the portal's whole and the others compacted as each
+        page comes: 10,000 outside Workloads are never all held as listed objects at once."""
+        workloads: dict[str, dict[str, Any]] = {}
+        manifests: dict[str, tuple[int, dict[str, Any]]] = {}
+        outside: dict[str, dict[str, Any]] = {}
+        kind, version = KINDS["Workload"], ""
+        for items, listed in self.gw.raw_pages(f"/apis/{kind.group}/{kind.version}/{kind.plural}"):
+            for item in items:
+                job_uid = (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
+                if _portal_workload(item):
+                    if job_uid:
+                        workloads[job_uid] = item
+                elif workload_id := _portal_manifest_id(item):
+                    manifests[item["metadata"]["uid"]] = (workload_id, item)
+                else:
+                    outside[item["metadata"]["uid"]] = compact(item)
+            version = listed
+        with self.lock:
+            self.workloads, self.manifests, self.outside = workloads, manifests, outside
+        return version
 
     def resync(self) -> None:
         """Full relist of every kind, then every portal row of a known Job is re-applied."""
