@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 STRICT = "Strict"
+LIST_PAGE = 500  # items per list request: a list of 10,000 comes in pages a caller may handle as they come
 TRANSIENT_STATUS = {0, 408, 429, 500, 502, 503, 504}
 UNREACHABLE = "Unreachable"  # a ClusterError's reason when the API server never answered
 
@@ -166,7 +168,7 @@ class Gateway:
         items: list[dict] = []
         continue_token = None
         while True:
-            paging = [("limit", 500), *([("continue", continue_token)] if continue_token else [])]
+            paging = [("limit", LIST_PAGE), *([("continue", continue_token)] if continue_token else [])]
             page = self._call("GET", _path(kind, namespace=namespace), query=[*query, *paging])
             for item in page.get("items", []):
                 item.setdefault("apiVersion", kind.api_version)
@@ -223,21 +225,32 @@ class Gateway:
         return None
 
     def raw_list(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> builtins.list[dict]:
-        """Every item of a list path (any kind), a page of 500 at a time."""
+        """Every item of a list path (any kind), a page of LIST_PAGE at a time."""
         return self.raw_list_at(path, query)[0]
 
     def raw_list_at(self, path: str, query: builtins.list[tuple[str, Any]] | None = None,
                     ) -> tuple[builtins.list[dict], str]:
         """Every item of a list path and the list's resourceVersion (where a watch of it starts)."""
         items: builtins.list[dict] = []
+        version = ""
+        for page, listed in self.raw_pages(path, query):
+            items.extend(page)
+            version = listed
+        return items, version
+
+    def raw_pages(self, path: str, query: builtins.list[tuple[str, Any]] | None = None,
+                  ) -> Iterator[tuple[builtins.list[dict], str]]:
+        """A list path a page of LIST_PAGE at a time, each with the list's resourceVersion ("" until the last page): a
+        caller that handles each page as it comes holds one page, not the whole list."""
         continue_token = None
         while True:
-            page = self._call("GET", path, query=[*(query or []), ("limit", 500),
+            page = self._call("GET", path, query=[*(query or []), ("limit", LIST_PAGE),
                                                   *([("continue", continue_token)] if continue_token else [])])
-            items.extend(page.get("items", []))
             continue_token = (page.get("metadata") or {}).get("continue")
             if not continue_token:
-                return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
+                yield page.get("items", []), str((page.get("metadata") or {}).get("resourceVersion", ""))
+                return
+            yield page.get("items", []), ""
 
     def raw_get(self, path: str, query: builtins.list[tuple[str, Any]] | None = None) -> Any:
         """GET any API path (the visibility API, pod logs) as JSON or text."""

@@ -58,6 +58,7 @@ from apps.workloads import services as workload_services
 from apps.workloads.frameworks import TORCH_RUNTIME_LABEL, torch_runtime_of
 from apps.workloads.manifests import MANIFEST_KIND_VALUES
 from apps.workloads.models import (
+    CLUSTER_EVENTS_KEPT,
     CLUSTER_NAMESPACE,
     LIVE_STATUSES,
     PORTAL_KIND_VALUES,
@@ -69,6 +70,7 @@ from apps.workloads.models import (
     Workload,
 )
 from apps.workloads.observation import ClusterEvent, Observation, Unmapped
+from apps.workloads.services import names_another_workload
 
 from .gateway import KINDS, ClusterError, Gateway
 from .outside_work import (
@@ -93,6 +95,9 @@ UNMAPPED_WORKLOAD_REASONS = ("no_project", "no_owner", "no_queue", "malformed")
 OWNER_READERS = 8  # owners of a batch read at once
 # Cluster events (a timeline's history) wait behind status work at most this long (WorkQueue's `background`).
 EVENTS_WAIT_AT_MOST = 30.0
+# Events held for the appliers at most: the events watch (its first list a page at a time) waits for room beyond
+# this, so the watcher's memory is bounded whatever the cluster's backlog (80,000 Events at 10,000 Workloads).
+EVENTS_HELD_AT_MOST = 5000
 OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.workloads_mirror_outside)
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 # The portal's Deployments are its inference services, followed by their own status (no Kueue Workload).
@@ -127,7 +132,8 @@ class WorkQueue:
     a burst grows with the number of passes, not of events. The lane whose first key has waited longest goes next,
     except that lanes in `background` (cluster events: history, not status) go only when no other lane waits or
     their first key has waited `background_after` seconds: a first list of 80,000 Events must not hold back the
-    status of work created meanwhile, and the events still come within that bound.
+    status of work created meanwhile, and the events still come within that bound. One background batch at most is
+    out at a time, so an overdue backlog takes one applier, never all of them.
     """
 
     def __init__(self, *, batched: frozenset[str] = frozenset(), batch_size: int = 1,
@@ -141,10 +147,14 @@ class WorkQueue:
         self.dirty: set[Any] = set()
         self.processing: set[Any] = set()
         self.added_at: dict[Any, float] = {}  # when a waiting key first came in, for the lag metric
+        self.background_out = 0  # keys of a background lane handed out and not done yet
         self.closed = False
 
+    def _name(self, key: Any) -> str:
+        return key[0] if key[0] in self.batched else ""
+
     def _lane(self, key: Any) -> deque[Any]:
-        return self.lanes.setdefault(key[0] if key[0] in self.batched else "", deque())
+        return self.lanes.setdefault(self._name(key), deque())
 
     def _queue(self, key: Any) -> None:
         self._lane(key).append(key)
@@ -163,12 +173,17 @@ class WorkQueue:
             if key not in self.processing:
                 self._queue(key)
 
+    def _waiting(self) -> list[tuple[float, str]]:
+        """The lanes that may hand out keys now, each with when its first key came in."""
+        return [(self.added_at.get(lane[0], 0.0), name) for name, lane in self.lanes.items()
+                if lane and not (name in self.background and self.background_out)]
+
     def get(self, timeout: float) -> list[Any]:
         """The next keys to process (one, or a batch from a batched lane); empty when none came within `timeout`."""
         with self.condition:
-            if not any(self.lanes.values()) and not self.closed:
+            if not self._waiting() and not self.closed:
                 self.condition.wait(timeout)
-            waiting = [(self.added_at.get(lane[0], 0.0), name) for name, lane in self.lanes.items() if lane]
+            waiting = self._waiting()
             if self.closed or not waiting:
                 return []
             overdue = time.monotonic() - self.background_after
@@ -177,6 +192,8 @@ class WorkQueue:
             name = min(foreground or waiting)[1]
             lane = self.lanes[name]
             keys = [lane.popleft() for _ in range(min(len(lane), self.batch_size if name else 1))]
+            if name in self.background:
+                self.background_out += len(keys)
             now = time.monotonic()
             for key in keys:
                 metrics.WATCHER_QUEUED.labels(what=key[0]).observe(now - self.added_at.get(key, now))
@@ -191,6 +208,10 @@ class WorkQueue:
 
     def done(self, key: Any) -> None:
         with self.condition:
+            if key in self.processing and (name := self._name(key)) in self.background:
+                self.background_out -= 1
+                if not self.background_out and self.lanes.get(name):
+                    self.condition.notify()  # the lane's next batch may go
             self.processing.discard(key)
             if key in self.dirty:
                 self._queue(key)
@@ -228,7 +249,10 @@ class Watcher:
         self.resource_versions: dict[str, str] = {}
         self.applied: dict[str, Observation] = {}  # job uid -> the last one written (most events change nothing)
         self.mirror_objects: dict[Any, tuple[str, dict[str, Any]]] = {}
-        self.cluster_events: dict[str, ClusterEvent] = {}  # Event uid -> the latest seen, until applied
+        # (namespace, kind, name) of the object -> its Events by uid, the latest of each, until applied: at most
+        # CLUSTER_EVENTS_KEPT per object, the newest (the portal keeps no more per workload, whose objects they are)
+        self.cluster_events: dict[tuple[str, str, str], dict[str, ClusterEvent]] = {}
+        self.events_held = 0
         self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH,
                               background=frozenset({"event"}), background_after=EVENTS_WAIT_AT_MOST)
         self.appliers = appliers
@@ -259,9 +283,7 @@ class Watcher:
         metadata = obj.get("metadata") or {}
         if kind == EVENTS:
             if event_type != "DELETED" and (event := _cluster_event(obj)) is not None:  # the cluster forgets them
-                with self.lock:
-                    self.cluster_events[event.uid] = event
-                self.work.add(("event", event.uid))
+                self.hold_events([event])
             return
         if kind in OWNER_WATCHES:
             if event_type != "DELETED":  # a deleted owner's Workload may come later: kept until the next resync
@@ -503,17 +525,21 @@ class Watcher:
         """List one owner kind's queued objects into the owner cache (its watch resumes from the list's
         resourceVersion); returns their uids, or None when the kind is not installed."""
         group, owner_kind = OWNER_WATCHES[name]
-        try:
-            items, version = self.gw.raw_list_at(owner_kind.list_path(group), [("labelSelector", OWNER_SELECTOR)])
+        uids, version = set(), ""
+        try:  # a page at a time: 10,000 Jobs are kept as who submitted each, never all at once as objects
+            for items, listed in self.gw.raw_pages(owner_kind.list_path(group), [("labelSelector", OWNER_SELECTOR)]):
+                for item in items:
+                    uid = str(item["metadata"].get("uid", ""))
+                    self.owners[uid] = submitter_fields(item)
+                    uids.add(uid)
+                version = listed
         except ClusterError as error:
             if error.not_found:
                 self.resource_versions.pop(name, None)
                 return None
             raise
-        for item in items:
-            self.owners[str(item["metadata"].get("uid", ""))] = submitter_fields(item)
         self.resource_versions[name] = version
-        return {str(item["metadata"].get("uid", "")) for item in items}
+        return uids
 
     def torch_runtime(self) -> str:
         """The ClusterTrainingRuntime PyTorch runs on as a TrainJob (docs/frameworks.md), "" for none: a cluster whose
@@ -537,7 +563,7 @@ class Watcher:
             self.apply_outside([uid for _, uid in keys])
             return
         if key[0] == "event":
-            self.apply_events([uid for _, uid in keys])
+            self.apply_events([(namespace, kind, name) for _, namespace, kind, name in keys])
             return
         if key[0] == "mirror":
             self.apply_mirror(keys)
@@ -561,24 +587,60 @@ class Watcher:
             workload_services.workloads_gone(workload_ids=[key[1]], at=timezone.now(), cluster_at=parse_time(key[2]))
             return
 
-    def apply_events(self, uids: list[str]) -> None:
-        """Keep a batch of Kubernetes Events with the workloads they are about (the rest are dropped)."""
+    def hold_events(self, events: list[ClusterEvent], *, retried: bool = False) -> None:
+        """Hold Events for the appliers, queued by the object they are about: many Events of one object are one
+        key, and beyond CLUSTER_EVENTS_KEPT of it only the newest are held (the older ones the portal would trim
+        anyway, as the object's workload keeps the newest). A `retried` Event does not replace a newer one."""
+        objects = set()
         with self.lock:
-            events = [event for uid in uids if (event := self.cluster_events.pop(uid, None)) is not None]
+            for event in events:
+                if names_another_workload(event):
+                    continue
+                key = (event.namespace, event.object_kind, event.object_name)
+                held = self.cluster_events.setdefault(key, {})
+                if event.uid not in held:
+                    self.events_held += 1
+                elif retried:
+                    continue
+                held[event.uid] = event
+                if len(held) > CLUSTER_EVENTS_KEPT:
+                    oldest = min(held.values(), key=lambda kept: kept.last_seen)
+                    del held[oldest.uid]
+                    self.events_held -= 1
+                objects.add(key)
+        for key in objects:
+            self.work.add(("event", *key))
+
+    def apply_events(self, objects: list[tuple[str, str, str]]) -> None:
+        """Keep the held Events of these objects with the workloads they are about (the rest are dropped)."""
+        with self.lock:
+            events = [event for key in objects for event in self.cluster_events.pop(key, {}).values()]
+            self.events_held -= len(events)
         try:
             workload_services.workload_cluster_events_record(events=events)
         except Exception:
-            with self.lock:  # retried with the latest of each (the applier adds the keys back)
-                for event in events:
-                    self.cluster_events.setdefault(event.uid, event)
+            self.hold_events(events, retried=True)  # the applier adds the keys back
             raise
 
+    def wait_for_event_room(self) -> None:
+        """Hold the events watch while the appliers hold EVENTS_HELD_AT_MOST Events (they wait behind status work):
+        the backlog stays in the cluster, not in the watcher's memory."""
+        while not self.stopping.is_set():
+            with self.lock:
+                if self.events_held < EVENTS_HELD_AT_MOST:
+                    return
+            self._progressed(max(self.watch_timeout_seconds, OWNER_KIND_RETRY_SECONDS))
+            self.stopping.wait(0.1)
+
     def relist_events(self) -> str:
-        """List every Event (a page at a time) into the work queue; returns the list's resourceVersion. Only at the
-        start and after a 410: Events come and go within the hour, a missed one is not repaired by resyncs."""
-        items, version = self.gw.raw_list_at("/api/v1/events")
-        for item in items:
-            self.handle(EVENTS, "ADDED", item)
+        """List every Event into the work queue a page at a time, each once there is room for it; returns the list's
+        resourceVersion. Only at the start and after a 410: Events come and go within the hour, a missed one is not
+        repaired by resyncs."""
+        version = ""
+        for items, listed in self.gw.raw_pages("/api/v1/events"):
+            self.wait_for_event_room()
+            self.hold_events([event for item in items if (event := _cluster_event(item)) is not None])
+            version = listed
         return version
 
     def apply_mirror(self, keys: list[Any]) -> None:
@@ -623,6 +685,8 @@ class Watcher:
 
     def relist(self, kind: str) -> str:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
+        if kind == "Workload":
+            return self._relist_workloads()
         lister, args = self._lister(kind)
         if kind == "Node":  # core v1: the raw JSON, as the custom objects come
             response = json.loads(lister(*args, _preload_content=False).data)
@@ -637,21 +701,33 @@ class Watcher:
         elif kind == "Deployment":
             with self.lock:
                 self.deployments = {item["metadata"]["uid"]: item for item in items if _workload_id(item)}
-        elif kind == "Workload":
-            with self.lock:
-                self.workloads = {
-                    (item["metadata"].get("labels") or {})[JOB_UID_LABEL]: item for item in items
-                    if _portal_workload(item) and (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
-                }
-                self.manifests = {item["metadata"]["uid"]: (workload_id, item) for item in items
-                                  if (workload_id := _portal_manifest_id(item))}
-                self.outside = {item["metadata"]["uid"]: compact(item) for item in items
-                                if not _portal_workload(item) and not _portal_manifest_id(item)}
         else:
             MIRRORS[kind](objs=items, at=now)
             mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])
                                                      for item in items})
         return response["metadata"]["resourceVersion"]
+
+    def _relist_workloads(self) -> str:
+        """List every Kueue Workload a page at a time, keeping the portal's whole and the others compacted as each
+        page comes: 10,000 outside Workloads are never all held as listed objects at once."""
+        workloads: dict[str, dict[str, Any]] = {}
+        manifests: dict[str, tuple[int, dict[str, Any]]] = {}
+        outside: dict[str, dict[str, Any]] = {}
+        kind, version = KINDS["Workload"], ""
+        for items, listed in self.gw.raw_pages(f"/apis/{kind.group}/{kind.version}/{kind.plural}"):
+            for item in items:
+                job_uid = (item["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
+                if _portal_workload(item):
+                    if job_uid:
+                        workloads[job_uid] = item
+                elif workload_id := _portal_manifest_id(item):
+                    manifests[item["metadata"]["uid"]] = (workload_id, item)
+                else:
+                    outside[item["metadata"]["uid"]] = compact(item)
+            version = listed
+        with self.lock:
+            self.workloads, self.manifests, self.outside = workloads, manifests, outside
+        return version
 
     def resync(self) -> None:
         """Full relist of every kind, then every portal row of a known Job is re-applied."""
@@ -839,6 +915,8 @@ class Watcher:
                     if event_type == "ERROR":
                         raise ApiException(status=obj.get("code", 500), reason=obj.get("reason", ""))
                     if event_type != "BOOKMARK":
+                        if kind == EVENTS:
+                            self.wait_for_event_room()
                         self.handle(kind, event_type, obj)
                     # Only once handled: if handling fails, the watch resumes before this event and gets it again.
                     self.resource_versions[kind] = obj["metadata"].get("resourceVersion") or \

@@ -13,7 +13,7 @@ from kubesim.kueue.controllers import kueue_controllers
 from kubesim.kueue.install import installation
 from kubesim.kueue.membership import pending_counts
 from kubesim.kueue.state import KueueState
-from kubesim.kueue.visibility import pending_workloads
+from kubesim.kueue.visibility import PendingOrder, pending_workloads
 from kubesim.kueue.webhooks import kueue_webhooks
 
 
@@ -28,6 +28,7 @@ class Kueue:
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
         self.state = KueueState(config)
+        self.pending_order = PendingOrder(self.state)  # the visibility API's answers, kept between asks
 
     def controllers(self) -> list[Controller]:
         """Kueue's controllers in order: Job integration, Workload lifecycle, scheduler, queue status, finalizers."""
@@ -52,7 +53,7 @@ class Kueue:
     ) -> dict:
         """PendingWorkloadsSummary for a ClusterQueue, or for namespace/local_queue, in the scheduler's order."""
         return pending_workloads(
-            self.state,
+            self.pending_order,
             store,
             cluster_queue=cluster_queue,
             namespace=namespace,

@@ -36,10 +36,33 @@ def test_a_background_lane_waits_for_the_others_unless_its_head_is_overdue(monke
     work.add(("outside", "p"))
     assert work.get(0.01) == [("outside", "p")]  # newer, but status goes before history
     assert work.get(0.01) == [("event", "a"), ("event", "b")]  # nothing else waits
+    work.done(("event", "a"))
+    work.done(("event", "b"))
     work.add(("outside", "q"))
     clock[0] += 30
     assert work.get(0.01) == [("event", "c")]  # its head has waited 31 s: overdue, and older than q
     assert work.get(0.01) == [("outside", "q")]
+
+
+def test_one_background_batch_at_most_is_out_at_a_time_however_overdue(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr("worker.watcher.time.monotonic", lambda: clock[0])
+    work = WorkQueue(batched=frozenset({"outside", "event"}), batch_size=2, background=frozenset({"event"}),
+                     background_after=30.0)
+    for uid in "abcde":
+        work.add(("event", uid))
+    clock[0] += 60
+    work.add(("outside", "p"))
+    assert work.get(0.01) == [("event", "a"), ("event", "b")]  # overdue
+    assert work.get(0.01) == [("outside", "p")]  # another applier: not the next events
+    assert work.get(0.01) == []  # only events wait, and a batch of them is out
+    taken = []
+    other = threading.Thread(target=lambda: taken.extend(work.get(5)))
+    other.start()  # an idle applier waits for the batch to be done, then takes the next
+    work.done(("event", "a"))
+    work.done(("event", "b"))
+    other.join(5)
+    assert taken == [("event", "c"), ("event", "d")]
 
 
 def test_a_key_added_while_it_is_processed_comes_back_once_afterwards():
@@ -98,3 +121,19 @@ def test_a_burst_of_fifty_reaches_the_mirror_attributed_with_each_hop_measured(k
     passes = counted("portal_watcher_apply_seconds", "outside") - before[("portal_watcher_apply_seconds", "outside")]
     assert passes >= 1
     assert counted("portal_watcher_lag_seconds") - before[("portal_watcher_lag_seconds",)] >= 50
+
+
+def test_a_resync_reads_workloads_and_their_owners_a_page_at_a_time(kubesim, org, cluster, monkeypatch):
+    monkeypatch.setattr("worker.gateway.LIST_PAGE", 2)  # five Jobs and their Workloads come in three pages each
+    jobs = [create_job(kubesim, batch_job(f"paged-{i}", pods=1, gpus=1, labels={"portal.gpu/user": "alice"}))
+            for i in range(5)]
+    kubesim.advance(1)
+    watcher = Watcher(cluster)  # not started: the resync alone
+    watcher.resync()
+    assert {job.metadata.uid for job in jobs} <= set(watcher.owners) and len(watcher.outside) == 5
+    while keys := watcher.work.get(0.01):
+        watcher.process(keys)
+        for key in keys:
+            watcher.work.done(key)
+    assert sorted((row.object_name, row.owner.username) for row in Workload.objects.filter(
+        origin=Origin.OUTSIDE).select_related("owner")) == [(f"paged-{i}", "alice") for i in range(5)]

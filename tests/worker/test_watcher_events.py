@@ -101,3 +101,58 @@ def test_events_are_kept_per_workload_counted_like_kubectl_describe_and_bounded(
                                            for i in range(CLUSTER_EVENTS_KEPT)])
     rows = WorkloadClusterEvent.objects.filter(workload=workload)
     assert rows.count() == CLUSTER_EVENTS_KEPT and not rows.filter(uid__in=["a", "b", "c", "d"]).exists()
+
+
+def _pulling(org):
+    from apps.org.models import NodePool, Project
+    from apps.workloads import services
+    from apps.workloads.models import Kind
+
+    return services.workload_submit(
+        actor=org["alice"], project=Project.objects.get(slug="vision"), kind=Kind.TRAINING, name="pulls",
+        image="pytorch/pytorch:2.4.0", command=["true"], node_pool=NodePool.objects.get(slug="h100"), gpus=1,
+        model_label="resnet", data_class="public")
+
+
+def test_the_events_of_one_object_are_held_as_one_key_and_only_the_newest_the_portal_keeps(org):
+    from worker.gateway import Gateway
+    from worker.watcher import Watcher
+
+    watcher = Watcher(Gateway(k8s.ApiClient()))
+    pod = f"wl-{_pulling(org).pk}-0-aaaaa"
+    late = 2 * CLUSTER_EVENTS_KEPT  # those from here come late, seen between the others
+
+    def seen_at(i: int) -> int:
+        return 2 * i if i < late else 2 * (i - late) + late + 1
+
+    for i in range(3 * CLUSTER_EVENTS_KEPT):  # as the watch brings them, one at a time
+        watcher.hold_events([_event(f"e{i}", name=pod, message=f"m{i}", at=seen_at(i))])
+    watcher.hold_events([_event("p", name=pod, reason="Preempted", message="Preempted by UID ...", at=10_000)])
+    assert len(watcher.work) == 1 and watcher.events_held == CLUSTER_EVENTS_KEPT
+    watcher.process(watcher.work.get(0.01))
+    # What recording every one of them would have kept: the workload's newest by last seen.
+    newest = sorted(range(3 * CLUSTER_EVENTS_KEPT), key=seen_at)
+    assert set(WorkloadClusterEvent.objects.values_list("uid", flat=True)) == {
+        f"e{i}" for i in newest[-CLUSTER_EVENTS_KEPT:]}
+    assert watcher.events_held == 0 and not watcher.cluster_events
+
+
+def test_the_events_watch_waits_while_the_appliers_hold_the_most_events(org, monkeypatch):
+    import threading
+
+    from worker.gateway import Gateway
+    from worker.watcher import Watcher
+
+    monkeypatch.setattr("worker.watcher.EVENTS_HELD_AT_MOST", 10)
+    watcher = Watcher(Gateway(k8s.ApiClient()))
+    pod = f"wl-{_pulling(org).pk}"
+    watcher.hold_events([_event(f"e{i}", name=f"{pod}-{i}-aaaaa", at=i) for i in range(10)])  # ten objects
+    assert len(watcher.work) == 10
+    waited = threading.Thread(target=watcher.wait_for_event_room)
+    waited.start()
+    waited.join(0.5)
+    assert waited.is_alive()  # no room
+    watcher.process(watcher.work.get(0.01)[:1])  # one object's applied: room for one more
+    waited.join(5)
+    assert not waited.is_alive() and watcher.events_held == 9
+    watcher.stopping.set()

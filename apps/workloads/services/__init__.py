@@ -27,7 +27,7 @@ from .claims import (
     workload_release_claim,
     workload_stop_finish,
 )
-from .cluster_events import workload_cluster_events_record
+from .cluster_events import names_another_workload, workload_cluster_events_record
 from .credentials import (
     CREDENTIAL_DEADLINE,
     CREDENTIAL_INTENT,
@@ -105,6 +105,7 @@ __all__ = [
     "inference_observe",
     "inference_submit",
     "inference_update",
+    "names_another_workload",
     "notebook_cull",
     "notebook_cull_gpu_idle",
     "notebook_server_activity_record",

@@ -22,7 +22,8 @@ NAMES_ANOTHER_WORKLOAD = frozenset({"Preempted", "EvictedDueToPreempted"})
 ANOTHER_WORKLOAD_MARKS = ("(UID: ", "preemptor path:")
 
 
-def _names_another_workload(event: ClusterEvent) -> bool:
+def names_another_workload(event: ClusterEvent) -> bool:
+    """Whether the Event is one of those the timeline tells instead (never kept: the watcher need not hold it)."""
     return event.reason in NAMES_ANOTHER_WORKLOAD or any(mark in event.message for mark in ANOTHER_WORKLOAD_MARKS)
 
 
@@ -42,7 +43,7 @@ def workload_cluster_events_record(*, events: Sequence[ClusterEvent]) -> int:
     """Keep each Event that is about a workload's object (in the workload's namespace): its Job or pods (portal
     work, by their names), Kueue's Workload (by name), or the object work from outside the portal is (by name);
     the others are dropped. Returns how many were kept. A few queries per batch, whatever its size."""
-    events = [event for event in events if not _names_another_workload(event)]
+    events = [event for event in events if not names_another_workload(event)]
     if not events:
         return 0
     by_id = {event.uid: _portal_workload_id(event.object_kind, event.object_name) for event in events}
