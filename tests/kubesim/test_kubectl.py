@@ -263,9 +263,10 @@ def test_kueue_is_installed_and_queues_work(kubectl: Kubectl, ks: InProcessKubes
 
     content_type, metrics = _get(f"{ks.url}/metrics")
     assert content_type.startswith("text/plain")
-    assert 'kueue_admitted_workloads_total{cluster_queue="team-cq"} 2' in metrics
-    assert 'kueue_pending_workloads{cluster_queue="team-cq",status="inadmissible"} 1' in metrics
-    assert 'kueue_reserving_active_workloads{cluster_queue="team-cq"} 2' in metrics
+    assert 'kueue_admitted_workloads_total{cluster_queue="team-cq",replica_role="standalone"} 2' in metrics
+    assert ('kueue_pending_workloads{cluster_queue="team-cq",status="inadmissible"'
+            ',replica_role="standalone"} 1') in metrics
+    assert 'kueue_reserving_active_workloads{cluster_queue="team-cq",replica_role="standalone"} 2' in metrics
     assert "# TYPE kueue_evicted_workloads_total counter" in metrics
 
 

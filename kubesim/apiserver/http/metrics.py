@@ -10,6 +10,10 @@ transitions as the store commits them: quota reservations, admissions, evictions
 Deleting a ClusterQueue clears its series, counters included, as Kueue's ClearClusterQueueMetrics does (a reset,
 which deletes every queue, clears them all); a LocalQueue's and a stopped LocalQueue's pending series go with it.
 Kueue's Cohort-labelled series are not exported here, so a deleted Cohort has nothing to clear.
+
+Every series carries `replica_role`, last as Kueue declares it: Kueue (main since December 2025, pkg/util/roletracker)
+labels each metric but build_info with the role of the replica exporting it, `leader` or `follower` under leader
+election and `standalone` without it. kubesim is one replica without leader election, so always `standalone`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from kubesim.kernel.quantity import QuantityError, decimal_value
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _QUEUE_LABELS = ("cluster_queue", "preempting_cluster_queue")
 _PENDING_EVALUATION = "PendingEvaluation"
+_REPLICA_ROLE = "standalone"
 _HELP = {
     "kueue_pending_workloads": (
         "gauge",
@@ -206,7 +211,7 @@ class Metrics:
 def _exposition(samples: list[tuple[str, dict[str, str], Any]]) -> str:
     by_metric: dict[str, list[str]] = {name: [] for name in _HELP}
     for metric, labels, value in samples:
-        rendered = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
+        rendered = ",".join(f'{k}="{_escape(str(v))}"' for k, v in {**labels, "replica_role": _REPLICA_ROLE}.items())
         by_metric[metric].append(f"{metric}{{{rendered}}} {float(value):g}")
     lines: list[str] = []
     for metric, (kind, text) in _HELP.items():

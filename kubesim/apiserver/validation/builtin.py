@@ -43,6 +43,8 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
     elif resource == "jobs" and isinstance(spec, dict):
         _default_job(spec)
+    elif resource == "deployments" and isinstance(spec, dict):
+        _default_deployment(spec)
     elif resource == "secrets":
         if isinstance(obj.get("stringData"), dict):
             _merge_string_data(obj)
@@ -116,6 +118,22 @@ def _default_requests_from_limits(spec: dict) -> None:
                 if isinstance(requests, dict):
                     for name, value in resources["limits"].items():
                         requests.setdefault(name, value)
+
+
+def _default_deployment(spec: dict) -> None:
+    """apps/v1 SetDefaults_Deployment: one replica, a RollingUpdate of 25% surge and 25% unavailable, ten old
+    ReplicaSets kept, a 600 s progress deadline."""
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    if isinstance(strategy, dict):
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            if isinstance(rolling, dict):
+                rolling.setdefault("maxUnavailable", "25%")
+                rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
 
 
 def _default_job(spec: dict) -> None:

@@ -10,7 +10,11 @@ request's conditions drive the check (Provisioned -> Ready with podSetUpdates, F
 admission -> Retry with backoff while the attempt is within the config's backoffLimitCount, then Rejected,
 CapacityRevoked -> Rejected, also after admission); requests of a finished or evicted workload
 (CleanupProvisioningRequestsOnEviction) and requests no longer in use are deleted; a Ready check keeps its state
-when its request is deleted (a running workload goes on)."""
+when its request is deleted (a running workload goes on). Kueue watches Workloads, their requests, AdmissionChecks
+and configs, never PodTemplates: a template another client changes or deletes is left so, and the request stands.
+Kueue's "inconsistent podSet assignments" error (a covered pod set without an assignment) has no counterpart: the
+Workload CRD's rules (one assignment per pod set while QuotaReserved, names unique, each naming a pod set) keep such
+an admission from being stored."""
 
 from __future__ import annotations
 
@@ -34,15 +38,17 @@ CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 PARAM_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 AUTOSCALING_API = "autoscaling.x-k8s.io/v1"
-_MAX_NAME = 252
 _HASH = 5
+_MAX_PREFIX = 252 - _HASH
 
 
 def limit_name(name: str) -> str:
-    """Object names past the limit are cut and end in a short hash of the full name."""
-    if len(name) <= _MAX_NAME:
+    """Kueue's limitObjectName: a name longer than 247 characters is cut there and ends in `-` and the first five
+    hex digits of the full name's SHA-1."""
+    if len(name) <= _MAX_PREFIX:
         return name
-    return name[: _MAX_NAME - _HASH] + hashlib.sha1(name.encode()).hexdigest()[:_HASH]  # noqa: S324 (a name, not a secret)
+    digest = hashlib.sha1(name.encode()).hexdigest()[:_HASH]  # noqa: S324 (a name, not a secret)
+    return f"{name[:_MAX_PREFIX]}-{digest}"
 
 
 def request_name(workload: str, check: str, attempt: int) -> str:

@@ -525,8 +525,9 @@ def test_should_schedule_jobsets_as_they_fit_in_their_cluster_queue(kc: Cluster)
     assert pod_template(js, 0)["spec"]["nodeSelector"] == {POOL: "l40s-shared"}
     assert pod_template(js, 1)["spec"]["nodeSelector"] == {POOL: "h100"}
     metrics = _metrics(kc)
-    assert 'kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="active"} 0' in metrics
-    assert 'kueue_admitted_workloads_total{cluster_queue="dev-clusterqueue"} 1' in metrics
+    assert ('kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="active"'
+            ',replica_role="standalone"} 0') in metrics
+    assert 'kueue_admitted_workloads_total{cluster_queue="dev-clusterqueue",replica_role="standalone"} 1' in metrics
 
 
 def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(kc: Cluster):
@@ -544,7 +545,8 @@ def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(kc: Cluster
     kc.jobset(ns, "dev-jobset2", "local-queue", rj("replicated-job-1", 2), rj("replicated-job-2", 1))
     kc.settle()
     assert kc.read_jobset(ns, "dev-jobset2")["spec"]["suspend"] is True
-    assert 'kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="inadmissible"} 1' in _metrics(kc)
+    assert ('kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="inadmissible"'
+            ',replica_role="standalone"} 1') in _metrics(kc)
     jobset_status(
         kc,
         ns,
@@ -558,7 +560,8 @@ def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(kc: Cluster
         {"name": "replicated-job-2", "count": 4},
     ]
     assert kc.read_jobset(ns, "dev-jobset2")["spec"]["suspend"] is False
-    assert 'kueue_reserving_active_workloads{cluster_queue="dev-clusterqueue"} 2' in _metrics(kc)
+    assert ('kueue_reserving_active_workloads{cluster_queue="dev-clusterqueue"'
+            ',replica_role="standalone"} 2') in _metrics(kc)
 
 
 # -- test/e2e/singlecluster/extended/jobset_test.go ------------------------------------------------------------------

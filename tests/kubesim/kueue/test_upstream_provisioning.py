@@ -11,11 +11,13 @@ it, so the admitted counts are the pod sets' own. Upstream waits with Eventually
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 import pytest
 from kubernetes.client.rest import ApiException
 
+from kubesim.kueue.controllers.provisioning import limit_name
 from tests.kubesim.kueue.conftest import KUEUE, Cluster, _cluster
 from tests.kubesim.kueue.test_upstream_controllers import cond, reserve
 from tests.kubesim.kueue.test_upstream_queue_metrics import finish_evictions
@@ -909,3 +911,47 @@ def test_template_clashing_with_its_flavor_makes_no_request(kc: Cluster):
     check = _check(kc, ns)
     assert (check["state"], check["message"]) == ("Pending", message)
     assert ("FailedCreate", message) in kc.events(ns, "wl")
+
+
+def test_pod_templates_changed_or_deleted_by_another_client_are_left_so(kc: Cluster):
+    # Kueue's provisioning controller watches Workloads, their requests, AdmissionChecks and configs, never
+    # PodTemplates (SetupWithManager): a template deleted or edited by someone else is not put back, and the
+    # request it belongs to stands, also through later reconciles of the workload
+    ns = _setup(kc)
+    _submit(kc, ns)
+    uid = _request(kc, ns)["metadata"]["uid"]
+    kc.core.delete_namespaced_pod_template(f"ppt-wl-{CHECK}-1-ps1", ns)
+    kc.core.patch_namespaced_pod_template(f"ppt-wl-{CHECK}-1-ps2", ns, {"metadata": {"labels": {"edited": "yes"}}})
+    kc.settle(5)
+    _set(kc, ns, "Accepted")  # the request changes: the workload is reconciled again
+    assert _requests(kc, ns) == [f"wl-{CHECK}-1"]
+    assert _request(kc, ns)["metadata"]["uid"] == uid
+    names = [pt.metadata.name for pt in kc.core.list_namespaced_pod_template(ns).items]
+    assert names == [f"ppt-wl-{CHECK}-1-ps2"]
+    assert kc.core.read_namespaced_pod_template(names[0], ns).metadata.labels["edited"] == "yes"
+    _set(kc, ns, "Provisioned")
+    assert _check(kc, ns)["state"] == "Ready"
+    assert _is(_wl(kc, ns), "Admitted")
+
+
+def test_an_admission_missing_a_pod_set_is_refused_so_kueues_inconsistent_assignments_cannot_arise(kc: Cluster):
+    # controller.go's errInconsistentPodSetAssignments (a covered pod set without an assignment) is not emulated:
+    # the Workload CRD refuses such an admission while QuotaReserved is True, as kube-apiserver does
+    ns = _setup(kc)
+    _submit(kc, ns, cpu="20")  # more cpu than the queue has: kubesim's scheduler leaves it
+    with pytest.raises(ApiException) as refused:
+        reserve(kc, ns, "wl", "cluster-queue", [("ps1", {"cpu": "on-demand"}, {"cpu": "60"}, 3)])
+    assert refused.value.status == 422
+    assert "podSetAssignments must have the same number of podSets as the spec" in refused.value.body
+    assert _requests(kc, ns) == []
+
+
+@pytest.mark.parametrize(("length", "cut"), [(247, False), (248, True), (300, True)])
+def test_long_names_are_cut_as_kueues_limit_object_name_cuts_them(length: int, cut: bool):
+    # limitObjectName: more than 247 characters keep their first 247, then "-" and five hex digits of the SHA-1
+    name = "w" * (length - 2) + "-1"
+    if not cut:
+        assert limit_name(name) == name
+        return
+    assert limit_name(name) == name[:247] + "-" + hashlib.sha1(name.encode()).hexdigest()[:5]  # noqa: S324
+    assert len(limit_name(name)) == 253

@@ -32,7 +32,7 @@ def pending(kc: Cluster, cq: str) -> tuple[float, float]:
     """util.ExpectPendingWorkloadsMetric's (active, inadmissible), from /metrics."""
     samples = scrape(kc)
     return tuple(  # type: ignore[return-value]
-        samples[f'kueue_pending_workloads{{cluster_queue="{cq}",status="{status}"}}']
+        samples[f'kueue_pending_workloads{{cluster_queue="{cq}",status="{status}",replica_role="standalone"}}']
         for status in ("active", "inadmissible")
     )
 
@@ -41,7 +41,7 @@ def lq_pending(kc: Cluster, ns: str, lq: str) -> tuple[float, float] | None:
     """util.ExpectLQPendingWorkloadsMetric's (active, inadmissible); None when the series is not exported."""
     samples = scrape(kc)
     keys = [
-        f'kueue_local_queue_pending_workloads{{name="{lq}",namespace="{ns}",status="{s}"}}'
+        f'kueue_local_queue_pending_workloads{{name="{lq}",namespace="{ns}",status="{s}",replica_role="standalone"}}'
         for s in ("active", "inadmissible")
     ]
     if not any(k in samples for k in keys):
@@ -149,8 +149,8 @@ def test_strict_fifo_should_schedule_workloads_by_their_priority_strictly(kc: Cl
     assert reserved(kc, ns, "wl1") and not reserved(kc, ns, "wl2") and not reserved(kc, ns, "wl3")
     assert cond(kc.get("workloads", "wl2", ns), "QuotaReserved")[:2] == ("False", "WaitingForQuota")
     assert pending(kc, "strict-fifo-cq") == (2, 0)
-    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="strict-fifo-cq"}') == 1
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="strict-fifo-cq"}') == 1
+    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="strict-fifo-cq",replica_role="standalone"}') == 1
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="strict-fifo-cq",replica_role="standalone"}') == 1
     assert lq_pending(kc, ns, "strict-fifo-q") == (2, 0)
     assert kc.get("clusterqueues", "strict-fifo-cq")["status"]["pendingWorkloads"] == 2
 
@@ -209,15 +209,15 @@ def _then_by_priority(kc: Cluster, ns: str) -> None:
     kc.settle(1)
     assert reserved(kc, ns, "wl-high-priority-1") and reserved(kc, ns, "wl-high-priority-2")
     assert pending(kc, "prod-cq") == (0, 3)
-    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="prod-cq"}') == 2
-    assert metric(kc, 'kueue_quota_reserved_workloads_total{cluster_queue="prod-cq"}') == 2
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="prod-cq"}') == 2
+    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="prod-cq",replica_role="standalone"}') == 2
+    assert metric(kc, 'kueue_quota_reserved_workloads_total{cluster_queue="prod-cq",replica_role="standalone"}') == 2
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="prod-cq",replica_role="standalone"}') == 2
     finish(kc, ns, "wl-high-priority-1", "wl-high-priority-2")
     assert reserved(kc, ns, "wl-mid-priority-1") and reserved(kc, ns, "wl-mid-priority-2")
     assert pending(kc, "prod-cq") == (0, 1)
-    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="prod-cq"}') == 2
-    assert metric(kc, 'kueue_quota_reserved_workloads_total{cluster_queue="prod-cq"}') == 4
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="prod-cq"}') == 4
+    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="prod-cq",replica_role="standalone"}') == 2
+    assert metric(kc, 'kueue_quota_reserved_workloads_total{cluster_queue="prod-cq",replica_role="standalone"}') == 4
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="prod-cq",replica_role="standalone"}') == 4
 
 
 def test_hold_local_queue_at_startup_should_admit_workloads_according_to_their_priorities(kc: Cluster):
@@ -234,7 +234,7 @@ def test_hold_local_queue_at_startup_should_admit_workloads_according_to_their_p
     )
     _by_priority(kc, ns)
     assert pending(kc, "prod-cq") == (0, 0)
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="prod-cq"}') is None
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="prod-cq",replica_role="standalone"}') is None
     assert lq_pending(kc, ns, "prod-queue") is None  # Kueue clears a stopped LocalQueue's pending series
     assert lq_status(kc, "prod-queue", ns)["pendingWorkloads"] == 0
     kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "localqueues", "prod-queue", {"spec": {"stopPolicy": "None"}})
@@ -268,10 +268,11 @@ def test_deleting_cluster_queues_should_not_admit_new_created_workloads(kc: Clus
     wl(kc, ns, "workload2", "queue", "1")
     kc.settle(1)
     assert not reserved(kc, ns, "workload2")
-    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="cluster-queue"}') == 1
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cluster-queue"}') == 1
+    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="cluster-queue",replica_role="standalone"}') == 1
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cluster-queue",replica_role="standalone"}') == 1
     assert pending(kc, "cluster-queue") == (0, 1)
-    assert metric(kc, 'kueue_cluster_queue_status{cluster_queue="cluster-queue",status="terminating"}') == 1
+    assert metric(kc, ('kueue_cluster_queue_status{cluster_queue="cluster-queue",status="terminating"'
+                       ',replica_role="standalone"}')) == 1
 
 
 def test_should_re_enqueue_by_the_delete_event_of_workload_belonging_to_the_same_cohort(kc: Cluster):
@@ -308,7 +309,7 @@ def test_should_re_enqueue_by_the_delete_event_of_workload_belonging_to_the_same
     kc.settle(1)
     assert reserved(kc, ns, "on-demand-wl2")
     assert pending(kc, "cluster-queue") == (0, 0)
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cluster-queue"}') == 1
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cluster-queue",replica_role="standalone"}') == 1
 
 
 def test_should_re_enqueue_by_the_update_event_of_cluster_queue(kc: Cluster):
@@ -319,7 +320,8 @@ def test_should_re_enqueue_by_the_update_event_of_cluster_queue(kc: Cluster):
     wl(kc, ns, "on-demand-wl", "queue", "6")
     kc.settle(1)
     assert pending(kc, "cluster-queue") == (0, 1)
-    assert metric(kc, 'kueue_quota_reserved_workloads_total{cluster_queue="cluster-queue"}') is None
+    assert metric(kc, ('kueue_quota_reserved_workloads_total{cluster_queue="cluster-queue"'
+                       ',replica_role="standalone"}')) is None
     groups = [
         {
             "coveredResources": ["cpu"],
@@ -334,7 +336,7 @@ def test_should_re_enqueue_by_the_update_event_of_cluster_queue(kc: Cluster):
     kc.settle(1)
     assert reserved(kc, ns, "on-demand-wl")
     assert pending(kc, "cluster-queue") == (0, 0)
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cluster-queue"}') == 1
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cluster-queue",replica_role="standalone"}') == 1
 
 
 def test_should_admit_workloads_from_the_selected_namespaces(kc: Cluster):
@@ -361,13 +363,15 @@ def test_should_be_inactive_until_the_flavor_is_created(kc: Cluster):
     ns = kc.namespace()
     kc.local_queue("foo-queue", "foo-cq", ns)
     kc.settle()
-    assert metric(kc, 'kueue_cluster_queue_status{cluster_queue="foo-cq",status="pending"}') == 1
+    assert metric(kc, ('kueue_cluster_queue_status{cluster_queue="foo-cq",status="pending"'
+                       ',replica_role="standalone"}')) == 1
     wl(kc, ns, "workload", "foo-queue", "1")
     kc.settle(1)
     assert pending(kc, "foo-cq") == (0, 1)
     flavor(kc, "foo-flavor")
     kc.settle(1)
-    assert metric(kc, 'kueue_cluster_queue_status{cluster_queue="foo-cq",status="active"}') == 1
+    assert metric(kc, ('kueue_cluster_queue_status{cluster_queue="foo-cq",status="active"'
+                       ',replica_role="standalone"}')) == 1
     assert reserved(kc, ns, "workload") and pending(kc, "foo-cq") == (0, 0)
 
 
@@ -405,7 +409,7 @@ def test_should_admit_overflow_workload_after_reparenting_child_cohort_to_a_larg
     kc.settle(1)
     assert reserved(kc, ns, "wl-overflow")
     assert pending(kc, "cq") == (0, 0)
-    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cq"}') == 3
+    assert metric(kc, 'kueue_admitted_workloads_total{cluster_queue="cq",replica_role="standalone"}') == 3
 
 
 # -- fair_sharing_test.go, "Preemption is enabled" --------------------------------------------------------------
@@ -424,7 +428,7 @@ def test_fair_sharing_admits_workloads_respecting_fair_share_with_preemption(kc:
     for i in range(10):
         wl(kc, ns, f"a{i}", "a", "1")
     kc.settle(1)
-    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="a"}') == 9
+    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="a",replica_role="standalone"}') == 9
     assert pending(kc, "a") == (0, 1)
 
     for i in range(5):
@@ -434,13 +438,13 @@ def test_fair_sharing_admits_workloads_respecting_fair_share_with_preemption(kc:
     assert lq_pending(kc, ns, "b") == (5, 0)
 
     finish_evictions(kc, "a", 4)
-    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="b"}') == 4
+    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="b",replica_role="standalone"}') == 4
 
     wl(kc, ns, "c0", "c", "1")
     kc.settle(1)
     assert pending(kc, "c") == (1, 0)
     finish_evictions(kc, "a", 1)
-    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="c"}') == 1
+    assert metric(kc, 'kueue_reserving_active_workloads{cluster_queue="c",replica_role="standalone"}') == 1
 
 
 # -- clusterqueue_controller_test.go ----------------------------------------------------------------------------

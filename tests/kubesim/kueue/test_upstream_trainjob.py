@@ -367,8 +367,9 @@ def test_should_schedule_trainjobs_as_they_fit_in_their_cluster_queue(kc: Cluste
     assert pod_spec(node_1)["nodeSelector"][POOL] == "l40s-shared"
     assert pod_spec(node_2)["nodeSelector"][POOL] == "h100"
     metrics = _metrics(kc)
-    assert 'kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="active"} 0' in metrics
-    assert 'kueue_admitted_workloads_total{cluster_queue="dev-clusterqueue"} 1' in metrics
+    assert ('kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="active"'
+            ',replica_role="standalone"} 0') in metrics
+    assert 'kueue_admitted_workloads_total{cluster_queue="dev-clusterqueue",replica_role="standalone"} 1' in metrics
 
 
 def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(kc: Cluster):
@@ -383,7 +384,8 @@ def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(kc: Cluster
     kc.submit(ns, train("trainjob-test-2", "tr-2", kind="TrainingRuntime"), "local-queue")
     kc.settle()
     assert suspended(kc, ns, "trainjob-test-2") is True
-    assert 'kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="inadmissible"} 1' in _metrics(kc)
+    assert ('kueue_pending_workloads{cluster_queue="dev-clusterqueue",status="inadmissible"'
+            ',replica_role="standalone"} 1') in _metrics(kc)
     done = {"ready": 0, "failed": 0, "active": 0, "suspended": 0}
     kc.patch_status(
         "TrainJob",
@@ -394,7 +396,8 @@ def test_should_allow_reclaim_of_resources_that_are_no_longer_needed(kc: Cluster
     wl = kc.owned_workload("TrainJob", ns, "trainjob-test")
     assert wl["status"]["reclaimablePods"] == [{"name": "node-1", "count": 8}, {"name": "node-2", "count": 4}]
     assert suspended(kc, ns, "trainjob-test-2") is False
-    assert 'kueue_reserving_active_workloads{cluster_queue="dev-clusterqueue"} 2' in _metrics(kc)
+    assert ('kueue_reserving_active_workloads{cluster_queue="dev-clusterqueue"'
+            ',replica_role="standalone"} 2') in _metrics(kc)
 
 
 # -- test/e2e/singlecluster/extended/trainjob_test.go ----------------------------------------------------------------
