@@ -173,6 +173,9 @@ def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: in
     if pool.serving:  # no queue there: a serving pool holds inference services only
         return {"node_pool": [f"{pool.name} is a serving pool: only inference services run there. Choose another "
                               "pool, or submit an inference service."]}
+    if pool.kai:  # its queues are KAI Scheduler's: the portal does not yet write work for them
+        return {"node_pool": [f"{pool.name} is scheduled by KAI Scheduler, and work on KAI pools is not yet submitted "
+                              "by the portal. Choose a Kueue pool."]}
     pool_quotas = list(Quota.objects.filter(node_pool=pool).select_related("project"))
     quota = next((q for q in pool_quotas if q.project_id == project.pk), None)
     if quota is None:
