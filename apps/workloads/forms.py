@@ -351,7 +351,12 @@ class InferenceServiceForm(StyledForm):
         return parse_words(self.cleaned_data["args"])
 
     def service_kwargs(self) -> dict[str, Any]:
+        """The cleaned fields (on an invalid form: those that passed their checks), named as the service names them."""
         return dict(self.cleaned_data)
+
+    def failed_fields(self) -> set[str]:
+        """The fields that failed their own checks (`services.inference_check`'s unknown)."""
+        return {name for name in self.errors if name != NON_FIELD_ERRORS}
 
 
 class InferenceUpdateForm(StyledForm):

@@ -248,22 +248,33 @@ def submit_inference(request: AuthenticatedRequest) -> HttpResponse:
         form = InferenceServiceForm(initial={"project": project}, projects=projects, project=project)
         return _inference_page(request, form)
     form = InferenceServiceForm(request.POST, projects=projects, project=project)
-    if form.is_valid():
-        try:
-            workload = services.inference_submit(actor=user, **form.service_kwargs())
-        except ValidationError as exc:
-            apply_service_errors(form, exc)
-        else:
+    token = request.POST.get("submission_token", "")
+    if not SUBMISSION_TOKEN.fullmatch(token):
+        form.add_error(None, UNGUARDED_FORM)
+    try:
+        if form.is_valid():
+            workload, created = services.inference_submit_once(actor=user, submission_key=f"form:{token}",
+                                                               **form.service_kwargs())
+            if not created:
+                return _submitted(request, workload, created=False)
             messages.success(request, f"Submitted {workload.name}: its Deployment is being created on "
                                       f"{workload.node_pool.name}.")
             return redirect("workloads:detail", pk=workload.pk)
+        # Every refusal of the fields that passed their own checks, next to those fields' own errors.
+        services.inference_check(actor=user, unknown=form.failed_fields(), **form.service_kwargs())
+    except ValidationError as exc:
+        apply_service_errors(form, exc)
     messages.error(request, "Nothing was submitted: fix the fields marked below.")
-    return _inference_page(request, form, status=400)
+    return _inference_page(request, form, token=token if SUBMISSION_TOKEN.fullmatch(token) else None, status=400)
 
 
-def _inference_page(request: AuthenticatedRequest, form: InferenceServiceForm, *, status: int = 200) -> HttpResponse:
-    return render(request, "workloads/submit_inference.html", {"form": form, "kinds": PORTAL_KIND_CHOICES},
-                  status=status)
+def _inference_page(request: AuthenticatedRequest, form: InferenceServiceForm, *, token: str | None = None,
+                    status: int = 200) -> HttpResponse:
+    """The inference service page; `token` is the form's submission token (a new one unless a refused post brought
+    one)."""
+    return render(request, "workloads/submit_inference.html", {
+        "form": form, "kinds": PORTAL_KIND_CHOICES, "submission_token": token or secrets.token_urlsafe(24)},
+        status=status)
 
 
 # --- submit a manifest ------------------------------------------------------------------------------------------

@@ -119,6 +119,23 @@ def test_the_api_submits_scales_and_refuses_by_field(client_for, demo, serving):
     assert call(client_for("carol"), "POST", "inference-services/", body).status_code == 400  # not her project
 
 
+def test_the_api_submits_once_per_idempotency_key(client_for, demo, serving):
+    from tests.api_support import call
+
+    alice = client_for("alice")
+    body = {"project": "vision", "node_pool": "serve-l4", "name": "llama", "image": "vllm/vllm-openai:v0.6.3",
+            "gpus": 1, "model_label": "llama", "data_class": "public"}
+    first = call(alice, "POST", "inference-services/", body, HTTP_IDEMPOTENCY_KEY="k-1")
+    again = call(alice, "POST", "inference-services/", body, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert (first.status_code, again.status_code) == (201, 201), again.content
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    other = call(alice, "POST", "inference-services/", {**body, "gpus": 2}, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert other.status_code == 422 and "used for another request" in other.json()["detail"]
+    assert call(alice, "POST", "inference-services/", body, HTTP_IDEMPOTENCY_KEY="bad key").status_code == 400
+    assert Workload.objects.filter(kind="inference").count() == 1
+    assert AuditEvent.objects.filter(action="workload.submit").count() == 1
+
+
 @pytest.mark.parametrize("kind", ["training", "batch", "notebook"])
 def test_batch_work_is_refused_on_a_serving_pool_and_never_offered_one(client_for, demo, serving, kind):
     from django.urls import reverse

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,6 +18,8 @@ from apps.org.selectors import projects_for
 from apps.workloads import services
 from apps.workloads.models import Kind, Workload
 from apps.workloads.selectors import workloads_for
+
+from .views import IDEMPOTENCY_KEY_PARAMETER, IdempotencyKeyReused, idempotency_key, request_digest
 
 
 class InferenceServiceSerializer(serializers.ModelSerializer):
@@ -59,8 +62,23 @@ class InferenceServiceViewSet(StrictIdLookupMixin, mixins.CreateModelMixin, mixi
         return (workloads_for(self.request.user).filter(kind=Kind.INFERENCE)
                 .select_related("project", "node_pool").order_by("-pk"))
 
-    def perform_create(self, serializer: Any) -> None:
-        serializer.instance = services.inference_submit(actor=self.request.user, **serializer.validated_data)
+    @extend_schema(parameters=[IDEMPOTENCY_KEY_PARAMETER],
+                   responses={201: InferenceServiceSerializer,
+                              422: OpenApiResponse(description="The Idempotency-Key was used for another request.")})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Submit a service, once per Idempotency-Key (a repeat answers the first one: 201, Idempotent-Replayed);
+        the service's refusals are a 400 through the API's exception handler."""
+        key = idempotency_key(request)
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            workload, created = services.inference_submit_once(
+                actor=self.request.user, submission_key=f"api:{key}" if key else None,
+                submission_digest=request_digest(request.data) if key else "", **serializer.validated_data)
+        except services.SubmissionKeyReused as error:
+            raise IdempotencyKeyReused(error.messages[0]) from error
+        headers = {} if created else {"Idempotent-Replayed": "true"}
+        return Response(self.get_serializer(workload).data, status=status.HTTP_201_CREATED, headers=headers)
 
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workload = self.get_object()
