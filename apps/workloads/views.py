@@ -170,11 +170,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         return _submit_page(request, kind, form, projects, initial, source=source, template=template)
 
     _require_offered(projects, request.POST.get("project", ""))
-    source = None
-    if request.POST.get("resubmitted_from"):
-        source = selectors.workload_for_page(user=user, pk=parse_id(request.POST["resubmitted_from"]) or 0)
-        if source is None:
-            raise Http404("No such workload.")
+    source = _resubmitted_from(request)
     data, drafted = _live_check_data(request) if validate_only else (request.POST, set())
     form = WorkloadForm(data, kind=kind, projects=projects, owner=user)
     token = request.POST.get("submission_token", "")
@@ -205,6 +201,16 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         messages.error(request, "Nothing was submitted: fix the fields marked below.")
     return _submit_page(request, kind, form, projects, request.POST, source=source,
                         token=token if SUBMISSION_TOKEN.fullmatch(token) else None)
+
+
+def _resubmitted_from(request: AuthenticatedRequest) -> Workload | None:
+    """The workload a posted "Submit again" form names (`resubmitted_from`): 404 for one the user may not see."""
+    if not request.POST.get("resubmitted_from"):
+        return None
+    source = selectors.workload_for_page(user=request.user, pk=parse_id(request.POST["resubmitted_from"]) or 0)
+    if source is None:
+        raise Http404("No such workload.")
+    return source
 
 
 def _require_offered(projects: Any, raw: str) -> None:
@@ -354,6 +360,7 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
             return render(request, "workloads/partials/_manifest_editor.html", {"field": form["manifest"]})
         return _manifest_page(request, form, example=example)
     _manifest_project(user, request.POST.get("project", ""))
+    source = _resubmitted_from(request)
     form = ManifestForm(request.POST, projects=projects)
     token = request.POST.get("submission_token", "")
     checking = "_check" in request.POST
@@ -364,7 +371,7 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
         # The service checks it all again (and answers a repeated form with the workload it made, whatever changed).
         try:
             workload, created = services.workload_submit_manifest_once(
-                actor=user, submission_key=f"form:{token}", **form.service_kwargs())
+                actor=user, submission_key=f"form:{token}", resubmitted_from=source, **form.service_kwargs())
         except ValidationError as error:
             apply_service_errors(form, error, ALIASES)
         else:
@@ -379,7 +386,7 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
     if not checking:
         messages.error(request, "Nothing was submitted: fix what is marked below.")
     return _manifest_page(request, form, token=token if SUBMISSION_TOKEN.fullmatch(token) else None,
-                          status=200 if checking else 400, result=result)
+                          status=200 if checking else 400, result=result, source=source)
 
 
 def _manifest_page(request: AuthenticatedRequest, form: ManifestForm, *, token: str | None = None,
