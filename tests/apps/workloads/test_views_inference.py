@@ -31,7 +31,8 @@ def pools(demo) -> dict[str, NodePool]:
 
 
 def form_data(pool: NodePool, **extra: str) -> dict[str, str]:
-    return {"submission_token": "t" * 24, "project": str(Project.objects.get(slug="vision").pk), "name": "llama", "image": "vllm/vllm-openai:v0.6.3",
+    return {"submission_token": "t" * 24, "project": str(Project.objects.get(slug="vision").pk), "name": "llama",
+            "image": "vllm/vllm-openai:v0.6.3",
             "command": "", "args": "--model meta-llama/Llama-3.1-8B", "node_pool": str(pool.pk),
             "serving_port": "8000", "gpus": "1", "replicas": "2", "model_label": "llama-3-8b",
             "data_class": "public", **extra}
