@@ -30,7 +30,7 @@ from csp.decorators import csp_exempt
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -72,6 +72,7 @@ from .forms import (
     manifest_initial_from_workload,
     manifest_source,
     submit_initial,
+    template_initial_from_workload,
 )
 from .frameworks import framework_entry
 from .manifests import (
@@ -547,6 +548,8 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "data_sources": list(workload.data_sources.all()),
         "credentials": list(workload.credentials.all().only("name", "keys")),
         "may_submit_again": not workload.from_outside and access.can_anywhere(user, Action.SUBMIT),
+        "may_save_template": not workload.from_outside and workload.kind in PORTAL_KIND_VALUES
+        and access.can(user, Action.MANAGE),
         # A form's workload goes back to its form; a manifest's to the manifest page (both prefill from ?from=).
         "submit_again_url": reverse("workloads:submit", args=[workload.kind]) if workload.kind in PORTAL_KIND_VALUES
         else reverse("workloads:submit_manifest"),
@@ -857,8 +860,17 @@ def _template_form(request: AuthenticatedRequest, *, form: WorkloadTemplateForm,
 @login_required
 @require_http_methods(["GET", "POST"])
 def template_create(request: AuthenticatedRequest) -> HttpResponse:
+    """A new template; `GET ?from=<id>` starts it from a form submission the admin sees ("Save as template")."""
     access.require(request.user, Action.MANAGE)
-    form = WorkloadTemplateForm(request.POST or None)
+    initial = None
+    if request.method == "GET" and request.GET.get("from"):
+        source = selectors.workload_for_page(user=request.user, pk=parse_id(request.GET["from"]) or 0)
+        if source is None:
+            raise Http404("No such workload.")
+        if source.from_outside or source.kind not in PORTAL_KIND_VALUES:
+            raise BadRequest("Only what the submit forms submitted makes a template; this workload came another way.")
+        initial = template_initial_from_workload(source)
+    form = WorkloadTemplateForm(request.POST or None, initial=initial)
     return _template_form(request, form=form, success="Template created.",
                           save=lambda data: services.workload_template_create(actor=request.user, **data))
 
