@@ -51,8 +51,8 @@ from .manifests import (
     CONTAINER_NAME,
     attachments_of,
     companions,
+    inference_companions,
     inference_deployment,
-    inference_service,
     job_manifest,
     pull_secret,
     user_secret,
@@ -143,7 +143,8 @@ def workload_submit(self: Task, workload_id: int) -> str:
         gw = gateway()
         if inference:
             uid = _create_or_adopt_in(gw, _deployments_path(workload), manifest)
-            _create_or_adopt(gw, inference_service(workload, uid))
+            for companion in inference_companions(workload, uid):
+                _create_or_adopt(gw, companion)  # its Service, and the Ingress or HTTPRoute publishing it
         elif entry is not None:
             uid = _create_or_adopt_in(gw, entry.collection_path(workload.project.namespace), manifest)
         else:

@@ -542,9 +542,8 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         and access.can_keep_alive(user, workload),
         "may_connect": workload.kind == Kind.NOTEBOOK and workload.status == Status.RUNNING
         and access.can_connect_notebook(user, workload),
-        "endpoint_url": reverse("workloads:endpoint_root", args=[workload.pk])
-        if workload.kind == Kind.INFERENCE and not workload.from_outside and settings.NOTEBOOK_EXPOSE == "proxy"
-        and access.can_reach_inference(user, workload) else "",
+        "endpoint_url": _endpoint_url(request, workload),
+        "endpoint_relayed": settings.INFERENCE_EXPOSE == "proxy",
         "data_sources": list(workload.data_sources.all()),
         "credentials": list(workload.credentials.all().only("name", "keys")),
         "may_submit_again": not workload.from_outside and access.can_anywhere(user, Action.SUBMIT),
@@ -758,7 +757,7 @@ def endpoint(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResp
     workload = selectors.inference_to_reach(user=request.user, pk=pk)
     if workload is None or workload.from_outside:
         raise Http404("No such inference service.")
-    if settings.NOTEBOOK_EXPOSE != "proxy" or workload.status != Status.RUNNING:
+    if settings.INFERENCE_EXPOSE != "proxy" or workload.status != Status.RUNNING:
         raise Http404("This inference service is not served through the portal now.")
     try:
         relayed = notebooks.relay(namespace=workload.project.namespace, workload_id=workload.pk,
@@ -776,6 +775,17 @@ def endpoint(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResp
     response["Content-Security-Policy"] = NOTEBOOK_SANDBOX
     response["Cache-Control"] = "private, no-store"
     return response
+
+
+def _endpoint_url(request: AuthenticatedRequest, workload: Workload) -> str:
+    """Where the detail page sends a member to reach an inference service: the portal's relay (proxy mode) or the
+    address its Ingress or HTTPRoute publishes; empty for anyone else and for anything else."""
+    if workload.kind != Kind.INFERENCE or workload.from_outside or not access.can_reach_inference(
+            request.user, workload):
+        return ""
+    if settings.INFERENCE_EXPOSE == "proxy":
+        return request.build_absolute_uri(reverse("workloads:endpoint_root", args=[workload.pk]))
+    return f"https://{notebooks.inference_host(workload.pk)}/"
 
 
 # --- credentials (each user's own) --------------------------------------------------------------------------------
