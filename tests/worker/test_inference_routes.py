@@ -4,8 +4,10 @@ schema), owned by the Deployment; the service's page points at the published add
 With RBAC enforced, the worker's account creates the route through deploy/notebook-routes/ and nothing more, and
 without that ClusterRole it may not."""
 
+import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 from django.urls import reverse
@@ -14,6 +16,7 @@ from apps.org.models import Project
 from apps.workloads import services
 from apps.workloads.models import Status, Workload
 from kubesim.testing import serve
+from tests.crd_schemas import strict_schema
 from tests.k8s_fields import unknown_fields
 from tests.worker.conftest import serving_pool, signed_in
 from worker import tasks
@@ -21,6 +24,15 @@ from worker.gateway import reset_gateway
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PORTAL_NAMESPACE = "gpu-portal"
+# Gateway API's own HTTPRoute schema (tests/worker/gateway_api/SOURCES.md), strict as fieldValidation=Strict is.
+HTTP_ROUTE_SCHEMA = strict_schema(json.loads((Path(__file__).parent / "gateway_api" / "httproutes.v1.json")
+                                             .read_text()))
+HTTP_ROUTE_SCHEMA["properties"]["metadata"] = {"type": "object"}  # the API server checks metadata itself
+
+
+def http_route_errors(route: dict) -> list[str]:
+    return [f"{'.'.join(map(str, e.path))}: {e.message}" for e in jsonschema.Draft7Validator(
+        HTTP_ROUTE_SCHEMA).iter_errors({k: v for k, v in route.items() if k != "status"})]
 
 
 @pytest.fixture
@@ -57,6 +69,7 @@ def test_the_route_publishes_the_service_and_goes_with_its_deployment(kubesim, c
                 "service": {"name": name, "port": {"name": "http"}}}}]}}]}
     else:
         route = cluster.get("HTTPRoute", name, namespace="proj-vision")
+        assert http_route_errors(route) == []
         assert route["spec"]["parentRefs"] == [{"name": "public", "namespace": "gateways"}]
         assert route["spec"]["hostnames"] == [host]
         assert route["spec"]["rules"][0]["backendRefs"] == [{"name": name, "port": 80}]
