@@ -2,7 +2,7 @@
 creates the route beside the Deployment's Service (kubesim checks it with fieldValidation=Strict against the kind's
 schema), owned by the Deployment; the service's page points at the published address and the portal's relay is off.
 With RBAC enforced, the worker's account creates the route through deploy/notebook-routes/ and nothing more, and
-without that ClusterRole it may not."""
+without that ClusterRole it may not: the submission is rejected and its Deployment taken back."""
 
 import json
 from pathlib import Path
@@ -20,7 +20,7 @@ from tests.crd_schemas import strict_schema
 from tests.k8s_fields import unknown_fields
 from tests.worker.conftest import serving_pool, signed_in
 from worker import tasks
-from worker.gateway import reset_gateway
+from worker.gateway import Gateway, reset_gateway
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PORTAL_NAMESPACE = "gpu-portal"
@@ -146,9 +146,11 @@ def test_the_worker_publishes_with_the_routes_role_and_only_with_it(enforcing, t
                 used = {(g["role"], g["resource"], g["verb"]) for g in enforcing.rbac()["grants"]}
                 resource = "ingresses" if expose == "ingress" else "httproutes"
                 assert ("ClusterRole/gpu-portal-worker-notebook-routes", resource, "create") in used
-            else:  # the cluster's refusal, recorded on the row: nothing else was asked
+            else:  # the cluster's refusal, recorded on the row; the Deployment made before it is taken back
                 assert outcome == "rejected", outcome
                 resource = "ingresses" if expose == "ingress" else "httproutes"
                 assert len(denials) == 1 and resource in denials[0], denials
+                left = Gateway(enforcing.api_client()).list("Deployment", namespace="proj-vision")
+                assert all(d["metadata"].get("deletionTimestamp") for d in left), left
     finally:
         reset_gateway(None)
