@@ -108,6 +108,10 @@ def test_the_api_submits_scales_and_refuses_by_field(client_for, demo, serving):
             "gpus": 2, "replicas": 3, "model_label": "llama", "data_class": "public"}
     over = call(alice, "POST", "inference-services/", body)
     assert over.status_code == 400 and list(over.json()) == ["replicas"], over.content
+    # A field's own error and the reservation's refusal of the others come back together.
+    both = call(alice, "POST", "inference-services/", {**body, "image": "", "serving_port": "x"})
+    assert both.status_code == 400 and set(both.json()) == {"replicas", "image", "serving_port"}, both.content
+    assert "vision reserves 4 units of serve-l4" in both.json()["replicas"][0]
     created = call(alice, "POST", "inference-services/", {**body, "replicas": 2})
     assert created.status_code == 201, created.content
     assert created.json()["status"] == Status.SUBMITTING and created.json()["replicas"] == 2
