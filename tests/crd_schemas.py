@@ -26,9 +26,10 @@ KINDS = {
 }
 
 
-def _strict(schema: Any) -> Any:
+def strict_schema(schema: Any) -> Any:
+    """`schema` as an API server with fieldValidation=Strict applies it (also for other projects' CRDs' schemas)."""
     if isinstance(schema, dict):
-        schema = {key: _strict(value) for key, value in schema.items()}
+        schema = {key: strict_schema(value) for key, value in schema.items()}
         if (
             "properties" in schema
             and "additionalProperties" not in schema
@@ -37,7 +38,7 @@ def _strict(schema: Any) -> Any:
             schema["additionalProperties"] = False
         return schema
     if isinstance(schema, list):
-        return [_strict(item) for item in schema]
+        return [strict_schema(item) for item in schema]
     return schema
 
 
@@ -47,7 +48,7 @@ def _validator(kind: str, version: str) -> jsonschema.Draft7Validator:
         pytest.skip(f"Kueue CRD schemas not found at {CRD_DIR} (../shared is absent); schema checks skipped")
     crd = yaml.safe_load((CRD_DIR / KINDS[kind]).read_text())
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
-    schema = _strict(served["schema"]["openAPIV3Schema"])
+    schema = strict_schema(served["schema"]["openAPIV3Schema"])
     # metadata is not described by CRDs; the API server checks it itself.
     schema["properties"]["metadata"] = {"type": "object"}
     return jsonschema.Draft7Validator(schema)
