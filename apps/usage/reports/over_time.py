@@ -270,7 +270,8 @@ def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filt
                 series.idle_total += idle
         pools.append(series)
 
-    top = usage_report(user=user, group=Group.PROJECT, window=window, filters=filters, now=now).rows[:TOP_CONSUMERS]
+    report = usage_report(user=user, group=Group.PROJECT, window=window, filters=filters, now=now)
+    top = [row for row in report.rows if row.gpu_hours > 0][:TOP_CONSUMERS]  # rows come largest first
     return UseOverTime(window=window, granularity=granularity, now=now, starts=starts, seconds=seconds, pools=pools,
                        top=top, measured=measured)
 

@@ -16,7 +16,9 @@ from django.test.utils import CaptureQueriesContext
 from apps.cluster.models import ClusterQueueState, LocalQueueState
 from apps.cluster.services import local_queues_mirror
 from apps.org.models import Department, NodePool, Project
+from apps.usage.models import UtilisationHour
 from apps.usage.reports import Filters, Granularity, Group, Window, fairness, usage_report, use_over_time
+from tests.api_support import call
 from tests.apps.usage.reports_support import at, expected_hours, interval, quotas_in_force_since, workload
 
 PAGE = "/usage/over-time/"
@@ -204,3 +206,43 @@ def test_the_page_shows_fairness_for_a_lead(users, client_for):
     content = response.content.decode()
     assert 'data-fairness-row="vision/h100"' in content and "66.7%" in content
 
+
+
+def test_measured_use_gives_busy_cards_utilisation_and_idle_hours_per_bucket(users, settings):
+    """With a Prometheus, hourly rows the worker wrote: 10:00 6 cards measured, 3 busy, 2 idle; 11:00 3 measured,
+    3 busy."""
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"
+    row = _ledger(users)[0]
+    common = {"workload_id": row.workload_id, "project_id": row.project_id, "department_id": row.department_id,
+              "user_id": row.user_id, "node_pool_id": row.node_pool_id}
+    UtilisationHour.objects.create(hour=at("2026-03-01 10:00"), observed_card_hours=6, used_card_hours=3,
+                                   idle_card_hours=2, **common)
+    UtilisationHour.objects.create(hour=at("2026-03-01 11:00"), observed_card_hours=3, used_card_hours=3, **common)
+    result = use_over_time(user=users["admin"], window=_window(), granularity=Granularity.HOUR, now=NOW)
+    h100 = next(series for series in result.pools if series.pool.slug == "h100")
+    assert h100.busy[10] == pytest.approx(3) and h100.utilisation[10] == pytest.approx(0.5)
+    assert h100.idle_hours[10] == pytest.approx(2) and h100.utilisation[11] == pytest.approx(1)
+    assert h100.utilisation[12] is None and h100.idle_total == pytest.approx(2)
+    assert h100.mean_utilisation == pytest.approx(6 / 9)
+    daily = use_over_time(user=users["admin"], window=_window(), granularity=Granularity.DAY, now=NOW)
+    assert next(s for s in daily.pools if s.pool.slug == "h100").busy[0] == pytest.approx(6 / 24)
+    assert next(row for row in daily.top if row.slug == "vision").idle_hours == pytest.approx(2)
+
+
+def test_the_api_gives_the_pages_series_and_refuses_bad_input_all_at_once(users, client_for):
+    _ledger(users)
+    query = "start=2026-03-01&end=2026-03-02&granularity=hour"
+    data = call(client_for("admin"), "GET", f"usage/over-time/?{query}").json()
+    assert len(data["buckets"]) == 48 and data["granularity"] == "hour" and not data["utilisation_available"]
+    h100 = next(pool for pool in data["pools"] if pool["node_pool_slug"] == "h100")
+    assert h100["allocated"][10] == 6 and h100["within_deserved"][10] == 4 and h100["busy"] is None
+    shown = call(client_for("admin"), "GET", "usage/?group_by=pool&start=2026-03-01&end=2026-03-03").json()
+    assert h100["gpu_hours"] == pytest.approx(next(row["gpu_hours"] for row in shown["rows"]
+                                                   if row["node_pool_slug"] == "h100"))
+    assert [row["project_slug"] for row in data["top_consumers"]] == ["forecasting", "vision", "nlp"]
+    alice = call(client_for("alice"), "GET", f"usage/over-time/?{query}").json()
+    assert [row["project_slug"] for row in alice["top_consumers"]] == ["vision"]
+    bad = call(client_for("admin"), "GET", "usage/over-time/?start=x&end=2026-02-30&granularity=minute&department=no")
+    assert bad.status_code == 400 and set(bad.json()) >= {"start", "end", "granularity", "department"}
+    long = call(client_for("admin"), "GET", "usage/over-time/?start=2025-01-01&end=2025-12-31&granularity=hour")
+    assert long.status_code == 400 and "8,760 hours" in long.json()["granularity"][0]
