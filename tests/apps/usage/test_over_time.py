@@ -12,6 +12,7 @@ import re
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from apps.cluster.models import ClusterQueueState, LocalQueueState
 from apps.cluster.services import local_queues_mirror
@@ -246,3 +247,12 @@ def test_the_api_gives_the_pages_series_and_refuses_bad_input_all_at_once(users,
     assert bad.status_code == 400 and set(bad.json()) >= {"start", "end", "granularity", "department"}
     long = call(client_for("admin"), "GET", "usage/over-time/?start=2025-01-01&end=2025-12-31&granularity=hour")
     assert long.status_code == 400 and "8,760 hours" in long.json()["granularity"][0]
+
+
+def test_each_department_links_to_its_own_dashboard(users, client_for):
+    _ledger(users)
+    client = client_for("deptadmin")
+    departments = client.get(reverse("org:departments")).content.decode()
+    link = re.search(r'href="(/usage/over-time/\?department=research)"', departments).group(1)
+    page = client.get(link)
+    assert page.status_code == 200 and '<option value="research" selected>' in page.content.decode()
