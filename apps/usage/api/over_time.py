@@ -64,6 +64,7 @@ class UseOverTimeSerializer(serializers.Serializer):
     top_consumers = ConsumerSerializer(many=True)
 
 
+TYPED = ("start", "end", "granularity")
 PARAMETERS = [
     OpenApiParameter("start", {"type": "string", "format": "date"}, description="First day; default: 29 days before "
                                                                                "the end."),
@@ -96,8 +97,12 @@ class UseOverTimeView(APIView):
         "GPU-hours in GET /api/v1/usage/?group_by=pool."))
     def get(self, request: AuthenticatedAPIRequest) -> Response:
         form = UseOverTimeForm(request.query_params, viewer=request.user)
-        if not form.is_valid():
-            raise ValidationError(form_error_detail(form.errors))
+        # The page's form reads an empty date or step as the default; the API's schema types them, so an empty one
+        # is a mistake to name, not a default (a parameter not wanted is left out).
+        empty = {name: ["Give a value, or leave the parameter out."] for name in TYPED
+                 if request.query_params.get(name) == ""}
+        if not form.is_valid() or empty:
+            raise ValidationError({**(form_error_detail(form.errors) if form.errors else {}), **empty})
         result = reports.use_over_time(user=request.user, window=form.cleaned_data["window"],
                                        granularity=form.cleaned_data["granularity"], filters=form.filters())
         return Response({

@@ -77,8 +77,8 @@ def recent_weeks(now: datetime, count: int = WEEKS) -> list[Window]:
     return [Window(start, start + timedelta(days=7)) for start in starts]
 
 
-def fairness(*, user: Actor, department_id: int | None = None, now: datetime | None = None,
-             weeks: int = WEEKS) -> Fairness:
+def fairness(*, user: Actor, department_id: int | None = None, node_pool_id: int | None = None,
+             now: datetime | None = None, weeks: int = WEEKS) -> Fairness:
     now = now or timezone.now()
     windows = recent_weeks(now, weeks)
     visible = {project.pk: project for project in projects_for(user).select_related("department").filter(
@@ -121,6 +121,8 @@ def fairness(*, user: Actor, department_id: int | None = None, now: datetime | N
     rows = []
     keys = {(q["project_id"], q["node_pool_id"]): q for q in quotas if q["project_id"] in visible}
     for key in sorted(set(keys) | {key for key in used if key[0] in visible}):
+        if node_pool_id is not None and key[1] != node_pool_id:
+            continue
         project, pool = visible[key[0]], pools[key[1]]
         quota_row = keys.get(key)
         weight = quota_row["over_quota_weight"] if quota_row else Decimal(0)

@@ -27,7 +27,8 @@ def use_over_time(request: AuthenticatedRequest) -> HttpResponse:
         filters = form.filters()
         result = reports.use_over_time(user=request.user, window=form.cleaned_data["window"],
                                        granularity=form.cleaned_data["granularity"], filters=filters)
-        fairness = reports.fairness(user=request.user, department_id=filters.department_id)
+        fairness = reports.fairness(user=request.user, department_id=filters.department_id,
+                                    node_pool_id=filters.node_pool_id)
     return render(request, "usage/reports/over_time.html", {
         "form": form, "result": result, "fairness": fairness, "query": request.GET.urlencode(),
         "chart": result.chart_data() if result else None,

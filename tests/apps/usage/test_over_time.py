@@ -179,6 +179,8 @@ def test_fairness_shows_weekly_shares_beside_the_weights(users):
     assert vision.hours[2:] == [pytest.approx(10), pytest.approx(6)]
     assert not result.admission_fair_sharing and vision.afs_usage is None
     assert {row.project_slug for row in fairness(user=alice, now=at("2026-03-03 12:00")).rows} == {"vision"}
+    h100 = NodePool.objects.get(slug="h100")
+    assert {row.pool.slug for row in fairness(user=users["lead"], node_pool_id=h100.pk).rows} == {"h100"}
 
 
 def test_fairness_shows_kueues_decayed_usage_from_the_mirrored_local_queues(users):
@@ -245,6 +247,8 @@ def test_the_api_gives_the_pages_series_and_refuses_bad_input_all_at_once(users,
     assert [row["project_slug"] for row in alice["top_consumers"]] == ["vision"]
     bad = call(client_for("admin"), "GET", "usage/over-time/?start=x&end=2026-02-30&granularity=minute&department=no")
     assert bad.status_code == 400 and set(bad.json()) >= {"start", "end", "granularity", "department"}
+    empty = call(client_for("admin"), "GET", "usage/over-time/?granularity=&start=&end=2026-03-02")
+    assert empty.status_code == 400 and set(empty.json()) == {"granularity", "start"}
     long = call(client_for("admin"), "GET", "usage/over-time/?start=2025-01-01&end=2025-12-31&granularity=hour")
     assert long.status_code == 400 and "8,760 hours" in long.json()["granularity"][0]
 
