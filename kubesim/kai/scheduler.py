@@ -372,21 +372,19 @@ class Cycle:
         return self.held.get(queue, 0.0) / share if share > EPS else math.inf
 
     def run(self) -> bool:
+        """Allocate until an eviction: the cycle then ends, and the next one (the evicted pods' deletion is a change)
+        starts from the freed nodes."""
         wrote = False
         waiting = [g for g in self.groups if g.pending]
-        evicted = False
         while waiting:
             g = min(waiting, key=lambda g: (self._ratio(g.queue), -g.priority,
                                             g.obj["metadata"].get("creationTimestamp", ""), g.key))
             waiting.remove(g)
             result = self._allocate(g)
             if result == "evicted":
-                evicted = wrote = True
-            elif result == "bound":
-                wrote = True
-        if not evicted:
-            wrote |= self._write_status()
-        return wrote
+                return True
+            wrote |= result == "bound"
+        return self._write_status() or wrote
 
     # ---- allocate, reclaim, preempt ----------------------------------------------------------------------------
     def _allocate(self, g: Group) -> str:

@@ -163,3 +163,19 @@ def test_kube_scheduler_leaves_kai_pods_alone_and_nodes_outside_kai_pools_unused
     make_pod(api, "p", "q")
     assert bound(api) == {}
     assert condition(api, "p")["message"] == "0/0 nodes are available."
+
+
+def test_a_gang_binds_once_min_member_pods_exist(cluster):
+    api = cluster(kai_nodes("kai", 1, 4))
+    make_queue(api, "q", quota=4)
+    pg = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+          "metadata": {"name": "pair", "labels": {"kai.scheduler/node-pool": "kai"}},
+          "spec": {"minMember": 2, "queue": "q"}}
+    api.custom.create_namespaced_custom_object("scheduling.run.ai", "v2alpha2", "team", "podgroups", pg)
+    make_pod(api, "w-0", "q", group="pair")
+    assert bound(api) == {}
+    make_pod(api, "w-1", "q", group="pair")
+    assert set(bound(api)) == {"w-0", "w-1"}
+    status = pod_group_of(api, "w-0")["status"]
+    assert (status["phase"], status["running"], status["resourcesStatus"]["allocated"]["nvidia.com/gpu"]) == (
+        "Running", 2, "2")
