@@ -54,8 +54,10 @@ def make_queue(api: SimpleNamespace, name: str, *, pool: str = "kai", parent: st
 
 
 def make_pod(api: SimpleNamespace, name: str, queue: str, *, gpus: int = 1, fraction: str = "", pool: str = "kai",
-             priority_class: str = "", group: str = "") -> None:
+             priority_class: str = "", group: str = "", preemptibility: str = "") -> None:
     labels = {"kai.scheduler/queue": queue, "kai.scheduler/node-pool": pool}
+    if preemptibility:
+        labels["kai.scheduler/preemptibility"] = preemptibility
     if priority_class:
         labels["priorityClassName"] = priority_class
     annotations = {}

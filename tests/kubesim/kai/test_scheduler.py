@@ -116,7 +116,9 @@ def test_non_preemptible_work_stays_within_quota(cluster):
     make_queue(api, "q", quota=1)
     make_pod(api, "build", "q", gpus=2, priority_class="build")
     make_pod(api, "train", "q", gpus=2, priority_class="train")
+    make_pod(api, "pinned", "q", gpus=2, priority_class="train", preemptibility="non-preemptible")
     assert set(bound(api)) == {"train"}
+    assert [r["reason"] for r in condition(api, "pinned")["reasons"]] == ["NonPreemptibleOverQuota"]
     cond = condition(api, "build")
     assert cond["message"] == (
         "Non-preemptible workload is over quota. Workload requested 2 GPUs, but q quota is 1 GPUs, while 0 GPUs are "
@@ -179,3 +181,15 @@ def test_a_gang_binds_once_min_member_pods_exist(cluster):
     status = pod_group_of(api, "w-0")["status"]
     assert (status["phase"], status["running"], status["resourcesStatus"]["allocated"]["nvidia.com/gpu"]) == (
         "Running", 2, "2")
+
+
+def test_a_parent_queues_limit_caps_its_children(cluster):
+    api = cluster(kai_nodes("kai", 1, 4))
+    make_queue(api, "dept", quota=0, limit=2)
+    make_queue(api, "proj", parent="dept", quota=0, limit=-1)
+    make_pod(api, "p-1", "proj", gpus=2)
+    make_pod(api, "p-2", "proj")
+    assert set(bound(api)) == {"p-1"}
+    assert condition(api, "p-2")["message"].startswith("dept quota has reached the allowable limit of GPUs.")
+    assert queue_status(api, "dept")["childQueues"] == ["proj"]
+    assert queue_status(api, "dept")["allocated"]["nvidia.com/gpu"] == "2"
