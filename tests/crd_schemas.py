@@ -1,4 +1,5 @@
-"""Validate generated objects against Kueue's own CRD schemas in ../shared/reference/kueue-crds/.
+"""Validate generated objects against Kueue's own CRD schemas in ../shared/reference/kueue-crds/, and KAI Scheduler's
+(Queue, PodGroup) against the release schemas kubesim vendors (kubesim/apiserver/registry/crds/SOURCES.md).
 
 The OpenAPI schemas are made strict the way an API server with fieldValidation=Strict is: an object schema with
 `properties` accepts no other keys unless it says x-kubernetes-preserve-unknown-fields. Tests that need the
@@ -14,6 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+
+from kubesim.apiserver.registry.resources import KAI_GROUP, crd_schema
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference" / "kueue-crds"
 KINDS = {
@@ -59,5 +62,25 @@ def validate_kueue_object(obj: dict[str, Any]) -> None:
     group, version = obj["apiVersion"].split("/")
     assert group == "kueue.x-k8s.io", obj["apiVersion"]
     errors = sorted(_validator(obj["kind"], version).iter_errors(obj), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{obj['kind']} {obj['metadata']['name']}: {'.'.join(map(str, e.path))}: {e.message}"
+                                 for e in errors)
+
+
+KAI_KINDS = {"Queue": ("v2", "queues"), "PodGroup": ("v2alpha2", "podgroups")}
+
+
+@functools.cache
+def _kai_validator(kind: str) -> jsonschema.Draft7Validator:
+    schema = _strict(crd_schema(KAI_KINDS[kind][1]))
+    schema["properties"]["metadata"] = {"type": "object"}
+    return jsonschema.Draft7Validator(schema)
+
+
+def validate_kai_object(obj: dict[str, Any]) -> None:
+    """Raise AssertionError listing every schema violation of a KAI Queue (scheduling.run.ai/v2) or PodGroup
+    (scheduling.run.ai/v2alpha2)."""
+    version, _ = KAI_KINDS[obj["kind"]]
+    assert obj["apiVersion"] == f"{KAI_GROUP}/{version}", obj["apiVersion"]
+    errors = sorted(_kai_validator(obj["kind"]).iter_errors(obj), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{obj['kind']} {obj['metadata']['name']}: {'.'.join(map(str, e.path))}: {e.message}"
                                  for e in errors)

@@ -27,8 +27,11 @@ VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+SERVED = list(dict.fromkeys((r.group, r.version) for r in RESOURCES.values() if r.group))
+"""The (group, version) pairs of the served resources, in order: a group may serve kinds at several versions (KAI's
+Queue at scheduling.run.ai/v2, its PodGroup at v2alpha2), the first listed being its preferred one."""
 GROUPS = [
-    *dict.fromkeys((r.group, r.version) for r in RESOURCES.values() if r.group),
+    *[(g, v) for i, (g, v) in enumerate(SERVED) if all(g != other for other, _ in SERVED[:i])],
     (VISIBILITY_GROUP, VISIBILITY_VERSIONS[0]),
     (AUTHORIZATION_GROUP, "v1"),
     (AUTHENTICATION_GROUP, "v1"),
@@ -41,7 +44,8 @@ def _group(name: str, version: str) -> dict:
     if name == VISIBILITY_GROUP:
         versions = list(VISIBILITY_VERSIONS)
     else:
-        versions = [version, *[r.version for r in old_versions() if r.group == name][:1]]
+        served = dict.fromkeys(v for g, v in SERVED if g == name and v != version)
+        versions = [version, *served, *[r.version for r in old_versions() if r.group == name][:1]]
     gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
     return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
@@ -154,7 +158,8 @@ def static(path: str) -> tuple[str, Any] | None:
             "resources": [e for r in old for e in _resource_entries(r)],
         }
     visibility = len(parts) == 3 and parts[1] == VISIBILITY_GROUP and parts[2] in VISIBILITY_VERSIONS
-    if len(parts) == 3 and parts[0] == "apis" and ((parts[1], parts[2]) in GROUPS or visibility):
+    served = tuple(parts[1:]) in SERVED or tuple(parts[1:]) in GROUPS
+    if len(parts) == 3 and parts[0] == "apis" and (served or visibility):
         if parts[1] == VISIBILITY_GROUP:
             resources = _visibility_resources()
         elif parts[1] == AUTHORIZATION_GROUP:

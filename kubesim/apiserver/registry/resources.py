@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-CRD_DIR = Path(__file__).parent / "crds"  # Kueue's and the workload operators' CRD schemas, vendored (SOURCES.md)
+CRD_DIR = Path(__file__).parent / "crds"  # Kueue's, KAI's and the workload operators' CRD schemas (SOURCES.md)
 KUEUE_GROUP = "kueue.x-k8s.io"
 JOBSET_GROUP = "jobset.x-k8s.io"
+KAI_GROUP = "scheduling.run.ai"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")  # Kueue v0.20 serves both (preferred first), answering each in its own
 # Connect subresources of a pod: exec and attach refused (kubesim's containers run nothing), portforward served
@@ -166,7 +167,10 @@ OPERATORS = [
 """The kinds of the workload operators installed beside Kubernetes' own controllers (JobSet, LWS, Kubeflow Trainer v2,
 Kubeflow training-operator v1, KubeRay); served with or without the Kueue half, as a cluster has them whether or not
 Kueue manages them."""
-RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS}
+KAI = [_crd("queues"), _crd("podgroups")]
+"""KAI Scheduler's kinds (Queue at scheduling.run.ai/v2, the group's preferred version, then PodGroup at v2alpha2):
+installed in every cluster, as KAI schedules only the pods that ask for it on the nodes of its pools."""
+RESOURCES: dict[str, Resource] = {r.plural: r for r in CORE + KUEUE + OPERATORS + KAI}
 """plural -> Resource; plurals are unique across the served groups."""
 
 

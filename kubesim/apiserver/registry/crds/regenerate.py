@@ -3,9 +3,9 @@
 Usage: python -m kubesim.apiserver.registry.crds.regenerate DIR [DIR ...]
 Each DIR is searched for Kueue's CRDs (`kueue.x-k8s.io_*.yaml`) and for the workload operators' CRDs listed in
 UPSTREAM (JobSet; LeaderWorkerSet; Kubeflow Trainer's TrainJob and training runtimes; training-operator's PyTorchJob;
-KubeRay's RayJob and RayCluster; cluster-autoscaler's ProvisioningRequest); SOURCES.md says where each comes from. An
-operator's file must be the exact upstream release file (its sha256 is checked), so the JSON here is always derived
-from the release SOURCES.md names.
+KubeRay's RayJob and RayCluster; cluster-autoscaler's ProvisioningRequest; KAI Scheduler's Queue and PodGroup);
+SOURCES.md says where each comes from. An operator's file must be the exact upstream release file (its sha256 is
+checked), so the JSON here is always derived from the release SOURCES.md names.
 
 Kueue: keeps the v1beta2 version of each CRD (`<plural>.json`) and the served v1beta1's schema
 (`<plural>.v1beta1.json`, against which kubesim validates v1beta1 requests); below a Workload's
@@ -45,6 +45,8 @@ UPSTREAM = {
     "autoscaling.x-k8s.io_provisioningrequests.yaml": (
         "7f523beb246ceaa3ba4d924cd7c7d82d625419d03932be658784935802836e85"
     ),
+    "scheduling.run.ai_queues.yaml": "42ba49d1f593f605f18ca03f3e18d36f853aacbf7fac7287689a31c0de620a93",
+    "scheduling.run.ai_podgroups.yaml": "e960c08a186a0c9fc386f2cdd7a61063c32e87e31eb001005257bc0fb9b31dd6",
 }
 
 
