@@ -71,7 +71,7 @@ KAI_KINDS = {"Queue": ("v2", "queues"), "PodGroup": ("v2alpha2", "podgroups")}
 
 @functools.cache
 def _kai_validator(kind: str) -> jsonschema.Draft7Validator:
-    schema = _strict(crd_schema(KAI_KINDS[kind][1]))
+    schema = strict_schema(crd_schema(KAI_KINDS[kind][1]))
     schema["properties"]["metadata"] = {"type": "object"}
     return jsonschema.Draft7Validator(schema)
 
