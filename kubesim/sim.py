@@ -33,6 +33,7 @@ from kubesim.apiserver.registry import conversion
 from kubesim.apiserver.registry.resources import KAI, KUEUE, OPERATORS, Resource, crd_schema
 from kubesim.apiserver.storage.store import ObjectStore
 from kubesim.apiserver.validation import builtin
+from kubesim.kai import KaiScheduler
 from kubesim.kernel.clock import Clock, parse_rfc3339, rfc3339
 from kubesim.kernel.protocols import Controller, KueueHalf, KueueModule, Webhook
 from kubesim.kernel.store import clone
@@ -196,7 +197,7 @@ class Simulator:
             self.kueue = self._kueue_module.Kueue(self.kueue_config)
             self.controllers += self.kueue.controllers()
             self.webhooks += self.kueue.admission_webhooks()
-        self.controllers += [*operators.controllers(self._admit_pod), JobController(),
+        self.controllers += [*operators.controllers(self._admit_pod), JobController(), KaiScheduler(),
                              Kubelet(self.default_run_seconds), EndpointsController(), DeploymentController(),
                              ClusterRoleAggregationController(), NamespaceController(), GarbageCollector()]
 

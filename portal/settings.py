@@ -447,6 +447,20 @@ if NOTEBOOK_EXPOSE != "proxy" and not NOTEBOOK_BASE_DOMAIN:
 NOTEBOOK_INGRESS_CLASS = os.environ.get("NOTEBOOK_INGRESS_CLASS", "")
 NOTEBOOK_TLS_SECRET = os.environ.get("NOTEBOOK_TLS_SECRET", "")  # a wildcard certificate for the base domain
 NOTEBOOK_GATEWAY = os.environ.get("NOTEBOOK_GATEWAY", "")  # "<namespace>/<name>" of the Gateway HTTPRoutes attach to
+# Inference services (docs/architecture.md, Inference services): how their endpoints are reached. "proxy" (the
+# default): the portal relays its project's members' requests through the API server's service proxy. "ingress" /
+# "httproute": the worker publishes each service at <job>.<INFERENCE_BASE_DOMAIN> with an Ingress or an HTTPRoute
+# (the notebooks' ingress class and Gateway), owned by its Deployment; the portal checks no membership there.
+INFERENCE_EXPOSE = os.environ.get("INFERENCE_EXPOSE", "proxy")
+if INFERENCE_EXPOSE not in {"proxy", "ingress", "httproute"}:
+    raise ImproperlyConfigured("INFERENCE_EXPOSE must be proxy, ingress or httproute")
+INFERENCE_BASE_DOMAIN = os.environ.get("INFERENCE_BASE_DOMAIN", "") or NOTEBOOK_BASE_DOMAIN
+if INFERENCE_EXPOSE != "proxy" and not INFERENCE_BASE_DOMAIN:
+    raise ImproperlyConfigured("INFERENCE_BASE_DOMAIN (or NOTEBOOK_BASE_DOMAIN) must be set when INFERENCE_EXPOSE is "
+                               "ingress or httproute")
+# A wildcard certificate for the inference domain; empty: the notebooks' where both use one domain.
+INFERENCE_TLS_SECRET = os.environ.get("INFERENCE_TLS_SECRET", "") or (
+    NOTEBOOK_TLS_SECRET if INFERENCE_BASE_DOMAIN == NOTEBOOK_BASE_DOMAIN else "")
 # Credentials on their way to the cluster are encrypted at rest with this Fernet key (urlsafe base64 of 32 bytes);
 # empty: one derived from SECRET_KEY.
 CREDENTIALS_KEY = _env_secret("CREDENTIALS_KEY") or ""

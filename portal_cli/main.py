@@ -457,7 +457,8 @@ def serve(project: str, pool: str, image: str, name: str | None, port: int | Non
         body["command"] = list(command_line)
     if args:
         body["args"] = list(args)
-    created = api().post("inference-services/", body)
+    # A new key per call: the client's own retry of a lost answer never starts a second service.
+    created = api().post("inference-services/", body, headers={"Idempotency-Key": str(uuid.uuid4())})
     emit(created, fmt, columns=_SERVICE_COLUMNS, wide=_SERVICE_WIDE, rows=[created])
 
 

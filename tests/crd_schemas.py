@@ -29,9 +29,10 @@ KINDS = {
 }
 
 
-def _strict(schema: Any) -> Any:
+def strict_schema(schema: Any) -> Any:
+    """`schema` as an API server with fieldValidation=Strict applies it (also for other projects' CRDs' schemas)."""
     if isinstance(schema, dict):
-        schema = {key: _strict(value) for key, value in schema.items()}
+        schema = {key: strict_schema(value) for key, value in schema.items()}
         if (
             "properties" in schema
             and "additionalProperties" not in schema
@@ -40,7 +41,7 @@ def _strict(schema: Any) -> Any:
             schema["additionalProperties"] = False
         return schema
     if isinstance(schema, list):
-        return [_strict(item) for item in schema]
+        return [strict_schema(item) for item in schema]
     return schema
 
 
@@ -50,7 +51,7 @@ def _validator(kind: str, version: str) -> jsonschema.Draft7Validator:
         pytest.skip(f"Kueue CRD schemas not found at {CRD_DIR} (../shared is absent); schema checks skipped")
     crd = yaml.safe_load((CRD_DIR / KINDS[kind]).read_text())
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
-    schema = _strict(served["schema"]["openAPIV3Schema"])
+    schema = strict_schema(served["schema"]["openAPIV3Schema"])
     # metadata is not described by CRDs; the API server checks it itself.
     schema["properties"]["metadata"] = {"type": "object"}
     return jsonschema.Draft7Validator(schema)
@@ -70,7 +71,7 @@ KAI_KINDS = {"Queue": ("v2", "queues"), "PodGroup": ("v2alpha2", "podgroups")}
 
 @functools.cache
 def _kai_validator(kind: str) -> jsonschema.Draft7Validator:
-    schema = _strict(crd_schema(KAI_KINDS[kind][1]))
+    schema = strict_schema(crd_schema(KAI_KINDS[kind][1]))
     schema["properties"]["metadata"] = {"type": "object"}
     return jsonschema.Draft7Validator(schema)
 

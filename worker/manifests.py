@@ -254,23 +254,22 @@ def notebook_token_secret(workload: Workload, job_uid: str) -> dict[str, Any]:
     }
 
 
-def notebook_ingress(workload: Workload, job_uid: str) -> dict[str, Any]:
-    """networking.k8s.io/v1 Ingress: <job>.<NOTEBOOK_BASE_DOMAIN> to the notebook's Service."""
-    host = notebooks.host(workload.pk)
+def _ingress(metadata: dict[str, Any], *, host: str, service: str, port_name: str, tls_secret: str) -> dict[str, Any]:
+    """networking.k8s.io/v1 Ingress: every path of `host` to the named port of `service`."""
     spec: dict[str, Any] = {
         "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {
-            "service": {"name": job_name(workload), "port": {"name": notebooks.PORT_NAME}}}}]}}],
+            "service": {"name": service, "port": {"name": port_name}}}}]}}],
     }
     if settings.NOTEBOOK_INGRESS_CLASS:
         spec["ingressClassName"] = settings.NOTEBOOK_INGRESS_CLASS
-    if settings.NOTEBOOK_TLS_SECRET:
-        spec["tls"] = [{"hosts": [host], "secretName": settings.NOTEBOOK_TLS_SECRET}]
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": _metadata(workload, job_uid),
-            "spec": spec}
+    if tls_secret:
+        spec["tls"] = [{"hosts": [host], "secretName": tls_secret}]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": metadata, "spec": spec}
 
 
-def notebook_http_route(workload: Workload, job_uid: str) -> dict[str, Any]:
-    """Gateway API HTTPRoute attached to settings.NOTEBOOK_GATEWAY ("<namespace>/<name>")."""
+def _http_route(metadata: dict[str, Any], *, host: str, service: str, port: int) -> dict[str, Any]:
+    """Gateway API HTTPRoute attached to settings.NOTEBOOK_GATEWAY ("<namespace>/<name>"): every path of `host` to
+    `port` of `service`."""
     gateway_namespace, _, gateway_name = settings.NOTEBOOK_GATEWAY.rpartition("/")
     parent: dict[str, Any] = {"name": gateway_name}
     if gateway_namespace:
@@ -278,14 +277,26 @@ def notebook_http_route(workload: Workload, job_uid: str) -> dict[str, Any]:
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
-        "metadata": _metadata(workload, job_uid),
+        "metadata": metadata,
         "spec": {
             "parentRefs": [parent],
-            "hostnames": [notebooks.host(workload.pk)],
+            "hostnames": [host],
             "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                       "backendRefs": [{"name": job_name(workload), "port": notebooks.SERVICE_PORT}]}],
+                       "backendRefs": [{"name": service, "port": port}]}],
         },
     }
+
+
+def notebook_ingress(workload: Workload, job_uid: str) -> dict[str, Any]:
+    """<job>.<NOTEBOOK_BASE_DOMAIN> to the notebook's Service."""
+    return _ingress(_metadata(workload, job_uid), host=notebooks.host(workload.pk), service=job_name(workload),
+                    port_name=notebooks.PORT_NAME, tls_secret=settings.NOTEBOOK_TLS_SECRET)
+
+
+def notebook_http_route(workload: Workload, job_uid: str) -> dict[str, Any]:
+    """<job>.<NOTEBOOK_BASE_DOMAIN> to the notebook's Service, through the notebooks' Gateway."""
+    return _http_route(_metadata(workload, job_uid), host=notebooks.host(workload.pk), service=job_name(workload),
+                       port=notebooks.SERVICE_PORT)
 
 
 def rendezvous_service(workload: Workload, job_uid: str) -> dict[str, Any]:
@@ -383,16 +394,21 @@ def inference_deployment(workload: Workload, *, request_id: str = "",
     }
 
 
+def _owned_by_deployment(workload: Workload, deployment_uid: str) -> dict[str, Any]:
+    """Metadata of an object beside an inference service's Deployment, owned by it (it goes when the Deployment
+    goes)."""
+    return {"name": job_name(workload), "namespace": workload.project.namespace, "labels": portal_labels(workload),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": job_name(workload),
+                                 "uid": deployment_uid, "controller": True, "blockOwnerDeletion": True}]}
+
+
 def inference_service(workload: Workload, deployment_uid: str) -> dict[str, Any]:
-    """The ClusterIP Service in front of the replicas, owned by the Deployment (it goes when the Deployment goes);
-    the portal's proxy reaches the model server through it."""
+    """The ClusterIP Service in front of the replicas, owned by the Deployment; the portal's proxy, or the Ingress
+    or HTTPRoute, reaches the model server through it."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": job_name(workload), "namespace": workload.project.namespace,
-                     "labels": portal_labels(workload),
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": job_name(workload),
-                                          "uid": deployment_uid, "controller": True, "blockOwnerDeletion": True}]},
+        "metadata": _owned_by_deployment(workload, deployment_uid),
         "spec": {
             "type": "ClusterIP",
             "selector": {WORKLOAD_ID_LABEL: str(workload.pk)},
@@ -400,6 +416,20 @@ def inference_service(workload: Workload, deployment_uid: str) -> dict[str, Any]
                        "targetPort": workload.serving_port or 8000, "protocol": "TCP"}],
         },
     }
+
+
+def inference_companions(workload: Workload, deployment_uid: str) -> list[dict[str, Any]]:
+    """What an inference service needs beside its Deployment, in the order they are created: its Service, and with
+    INFERENCE_EXPOSE ingress or httproute the route publishing it at <job>.<INFERENCE_BASE_DOMAIN>."""
+    objects = [inference_service(workload, deployment_uid)]
+    host, service = notebooks.inference_host(workload.pk), job_name(workload)
+    if settings.INFERENCE_EXPOSE == "ingress":
+        objects.append(_ingress(_owned_by_deployment(workload, deployment_uid), host=host, service=service,
+                                port_name=INFERENCE_PORT_NAME, tls_secret=settings.INFERENCE_TLS_SECRET))
+    elif settings.INFERENCE_EXPOSE == "httproute":
+        objects.append(_http_route(_owned_by_deployment(workload, deployment_uid), host=host, service=service,
+                                   port=INFERENCE_SERVICE_PORT))
+    return objects
 
 
 def inference_patch(workload: Workload, *, attachments: Attachments | None = None) -> dict[str, Any]:

@@ -103,7 +103,8 @@ def _lease(name: str) -> tuple[Permission, ...]:
 # Leader election, in the portal's namespace only (a Role and RoleBinding per process kind).
 NAMESPACED: dict[str, tuple[Permission, ...]] = {process: _lease(name) for process, name in LEASES.items()}
 
-# Only with NOTEBOOK_EXPOSE=ingress or httproute: the worker publishes each notebook (deploy/notebook-routes/).
+# Only with NOTEBOOK_EXPOSE or INFERENCE_EXPOSE ingress or httproute: the worker publishes each notebook or inference
+# service (deploy/notebook-routes/); a route goes with its owner (ownerReferences), so nothing deletes one.
 NOTEBOOK_ROUTES: dict[str, tuple[Permission, ...]] = {
     "ingress": (Permission("networking.k8s.io", "ingresses", ("create", "get")),),
     "httproute": (Permission("gateway.networking.k8s.io", "httproutes", ("create", "get")),),

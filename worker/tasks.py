@@ -45,14 +45,14 @@ from apps.workloads.selectors import forecasts_computed_since, preemptions_seen_
 from . import notifications, utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .frameworks import framework_manifest, framework_schema_errors
-from .gateway import ClusterError, gateway
+from .gateway import ClusterError, Gateway, gateway
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import (
     CONTAINER_NAME,
     attachments_of,
     companions,
+    inference_companions,
     inference_deployment,
-    inference_service,
     job_manifest,
     pull_secret,
     user_secret,
@@ -139,11 +139,13 @@ def workload_submit(self: Task, workload_id: int) -> str:
         manifest = _with_request_id(dict(workload.manifest or {}), request_ids.current())
     else:
         manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
+    uid = ""  # set once the object itself exists: a companion refused then takes it back
     try:
         gw = gateway()
         if inference:
             uid = _create_or_adopt_in(gw, _deployments_path(workload), manifest)
-            _create_or_adopt(gw, inference_service(workload, uid))
+            for companion in inference_companions(workload, uid):
+                _create_or_adopt(gw, companion)  # its Service, and the Ingress or HTTPRoute publishing it
         elif entry is not None:
             uid = _create_or_adopt_in(gw, entry.collection_path(workload.project.namespace), manifest)
         else:
@@ -152,6 +154,8 @@ def workload_submit(self: Task, workload_id: int) -> str:
             _create_or_adopt(gw, companion)  # a notebook's token, Service and route; a gang's Service
     except ClusterError as error:
         if error.status in PERMANENT_STATUS or not error.transient:
+            if uid:
+                _take_back(gw, workload)
             workload_services.workload_mark_rejected(workload=workload, message=f"The cluster refused the job: "
                                                                                 f"{error.message}")
             metrics.SUBMISSIONS.labels("rejected").inc()
@@ -178,6 +182,16 @@ def workload_submit(self: Task, workload_id: int) -> str:
     metrics.SUBMISSIONS.labels("submitted").inc()
     metrics.SUBMIT_TO_JOB.observe((timezone.now() - workload.created_at).total_seconds())
     return "submitted"
+
+
+def _take_back(gw: Gateway, workload: Workload) -> None:
+    """Delete the object a refused submission created before its companion (a Service, a route) was refused: a row
+    marked rejected must leave nothing running that holds GPUs unrecorded."""
+    try:
+        gw.delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
+    except ClusterError as error:
+        logger.warning("workload %s: could not delete what its refused submission created: %s", workload.pk,
+                       error.describe())
 
 
 def _with_request_id(manifest: dict[str, Any], request_id: str) -> dict[str, Any]:

@@ -109,6 +109,7 @@ TORCH_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntim
 OWNER_KIND_RETRY_SECONDS = 60.0  # an owner kind not installed is looked for again this often
 OWNER_GRACE_SECONDS = 1.0  # how long a new outside Workload waits for its owner's watch event
 APPLY_WAIT_SECONDS = 0.5  # an idle applier looks at the work queue again this often
+SERVING_STATUSES = frozenset({Status.SUBMITTING, Status.ADMITTED, Status.RUNNING})  # an inference row counting GPUs
 # Kubernetes Events (core v1) of these kinds of object are kept with the workload they are about (its pods, its Job
 # or owner, Kueue's Workload). A field selector cannot name a set of namespaces or kinds, so the watch takes every
 # Event and keeps those the applier finds a workload for (services.workload_cluster_events_record).
@@ -357,9 +358,10 @@ class Watcher:
 
     def apply_deployment(self, uid: str) -> None:
         """Bring an inference service's row up to date with its Deployment's status: ready replicas, running, and
-        the GPU-hours of the ready replicas (apps.workloads.services.inference_observe), on the cluster's clock: the
-        latest update of the Deployment's conditions, which its controller stamps whenever availability or the
-        rollout moves (docs/architecture.md, Inference services)."""
+        the GPU-hours of the ready replicas (apps.workloads.services.inference_observe), on the cluster's clock. A
+        change of the ready count is dated from the service's pods (ready_changed_at): a pure scale stamps none of
+        the Deployment's conditions, so their latest update is only the fallback (docs/architecture.md, Inference
+        services). The pods are listed only when the count differs from the row's."""
         with self.lock:
             deployment = self.deployments.get(uid)
         if deployment is None:
@@ -368,17 +370,30 @@ class Watcher:
         generation = deployment["metadata"].get("generation", 0)
         replicas = int(spec.get("replicas", 1))
         updated = int(status.get("updatedReplicas", 0))
+        ready = int(status.get("readyReplicas", 0))
         rolled_out = (status.get("observedGeneration", 0) >= generation and updated == replicas
                       and int(status.get("replicas", 0)) == replicas
                       and int(status.get("availableReplicas", 0)) == replicas)
-        if not Workload.objects.filter(  # the portal's own Deployment in its project's namespace, not a namesake
-                pk=_workload_id(deployment), kind=Kind.INFERENCE, origin=Origin.PORTAL,
-                job_name=deployment["metadata"]["name"],
-                project__namespace=deployment["metadata"].get("namespace")).exists():
+        row = Workload.objects.filter(  # the portal's own Deployment in its project's namespace, not a namesake
+            pk=_workload_id(deployment), kind=Kind.INFERENCE, origin=Origin.PORTAL,
+            job_name=deployment["metadata"]["name"],
+            project__namespace=deployment["metadata"].get("namespace")).values("ready_replicas", "status").first()
+        if row is None:
             return
+        held = row["ready_replicas"] or 0
+        at = None
+        if ready != held and row["status"] in SERVING_STATUSES:  # a stopping service's stretch ends with its stop
+            at = ready_changed_at(self._deployment_pods(deployment), rising=ready > held)
         workload_services.inference_observe(
-            workload_id=_workload_id(deployment), uid=uid, ready=int(status.get("readyReplicas", 0)), replicas=replicas,
-            updated=updated, rolled_out=rolled_out, at=_conditions_updated_at(status) or timezone.now())
+            workload_id=_workload_id(deployment), uid=uid, ready=ready, replicas=replicas,
+            updated=updated, rolled_out=rolled_out, at=at or _conditions_updated_at(status) or timezone.now())
+
+    def _deployment_pods(self, deployment: dict[str, Any]) -> list[dict[str, Any]]:
+        """The pods of a portal Deployment, by its selector's labels (its workload id), in its namespace."""
+        labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {
+            WORKLOAD_ID_LABEL: str(_workload_id(deployment))}
+        return self.gw.list("Pod", namespace=deployment["metadata"].get("namespace"),
+                            label_selector=",".join(f"{key}={value}" for key, value in sorted(labels.items())))
 
     def apply_manifest(self, uid: str) -> None:
         """Bring the portal row of a manifest it submitted (a JobSet, a RayJob...) up to date with Kueue's Workload
@@ -1070,15 +1085,35 @@ def _portal_manifest_id(kueue_workload: dict[str, Any]) -> int:
 
 def _conditions_updated_at(status: dict[str, Any]) -> datetime | None:
     """The latest lastUpdateTime of an object's status conditions (None without one)."""
+    times = [_parsed(condition.get("lastUpdateTime")) for condition in status.get("conditions") or []]
+    return max((at for at in times if at is not None), default=None)
+
+
+def ready_changed_at(pods: list[dict[str, Any]], *, rising: bool) -> datetime | None:
+    """When a Deployment's ready count moved, on the cluster's clock, from its pods: a rise at the latest Ready=True
+    transition of its ready pods; a fall at the latest Ready=False transition of its pods not ready, or deletion
+    of its terminating ones (the ReplicaSet counts a terminating pod out at once). None when the pods say nothing
+    (those that went are gone)."""
     times = []
-    for condition in status.get("conditions") or []:
-        try:
-            at = parse_time(condition.get("lastUpdateTime") or "")
-        except (TypeError, ValueError):
-            continue
-        if at is not None:
-            times.append(at)
-    return max(times, default=None)
+    for pod in pods:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready: dict[str, Any] = next((item for item in conditions if item.get("type") == "Ready"), {})
+        deleted = pod["metadata"].get("deletionTimestamp")
+        if rising and ready.get("status") == "True" and not deleted:
+            times.append(_parsed(ready.get("lastTransitionTime")))
+        elif not rising and deleted:
+            times.append(_parsed(deleted))
+        elif not rising and ready.get("status") == "False":
+            times.append(_parsed(ready.get("lastTransitionTime")))
+    return max((at for at in times if at is not None), default=None)
+
+
+def _parsed(value: Any) -> datetime | None:
+    """A timestamp of the cluster's, or None when it is missing or malformed."""
+    try:
+        return parse_time(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def _workload_id(job: dict[str, Any]) -> int:

@@ -57,6 +57,10 @@ class LocalQueueState(models.Model):
     active = models.BooleanField(default=True)
     active_reason = models.CharField(max_length=100, blank=True)
     active_message = models.TextField(blank=True)
+    # Admission Fair Sharing (Kueue's status.fairSharing.admissionFairSharingStatus): the decayed usage Kueue orders
+    # the LocalQueues of an AFS ClusterQueue by, as Kueue reports it (resource -> quantity), and when it was sampled.
+    afs_consumed = models.JSONField(default=dict, blank=True)
+    afs_updated_at = models.DateTimeField(null=True, blank=True)
     observed_at = models.DateTimeField()
 
     access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("project__department_id",), project="project_id")

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import Model
+from django.utils.dateparse import parse_datetime
 
 from apps.core import kueue_conditions as kueue
 from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
@@ -26,6 +27,14 @@ def _units(value: Any) -> Decimal:
         return Decimal(str(value))
     except ArithmeticError:
         return Decimal(0)
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """A Kubernetes timestamp, or None when absent or unreadable (a mirror row never fails on one field)."""
+    try:
+        return parse_datetime(value) if isinstance(value, str) and value else None
+    except ValueError:
+        return None
 
 
 def _flavor_totals(entries: list[dict[str, Any]] | None) -> tuple[Decimal, Decimal]:
@@ -109,6 +118,7 @@ def local_queues_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
     for obj in objs:
         metadata, status = obj["metadata"], obj.get("status") or {}
         active, reason, message = _active(status)
+        afs = (status.get("fairSharing") or {}).get("admissionFairSharingStatus") or {}
         rows.append(LocalQueueState(
             namespace=metadata["namespace"], name=metadata["name"],
             project=org.get(_Project, metadata.get("labels") or {}, PROJECT_LABEL),
@@ -116,6 +126,7 @@ def local_queues_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
             pending_workloads=status.get("pendingWorkloads", 0) or 0,
             reserving_workloads=status.get("reservingWorkloads", 0) or 0,
             admitted_workloads=status.get("admittedWorkloads", 0) or 0,
+            afs_consumed=dict(afs.get("consumedResources") or {}), afs_updated_at=_timestamp(afs.get("lastUpdate")),
             active=active, active_reason=reason, active_message=message, observed_at=at))
     _upsert(LocalQueueState, rows, ["namespace", "name"])
 

@@ -209,13 +209,14 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
                     lends=not project.does_not_lend, weighted_share=cohorts.get(("project", project.pk, pool.pk)),
                     queues=sorted(queues[key], key=lambda q: q["name"])))
             rows.append(dept)
+        serving = sorted(reservations.get(pool.pk, []), key=lambda r: r.name)
         cluster = None
         if everything:
-            in_use = cluster_used.get(pool.pk, ZERO)
+            # A serving pool has no queues: what its inference services hold is its use (all of them are on show).
+            in_use = Decimal(sum(r.in_use for r in serving)) if pool.serving else cluster_used.get(pool.pk, ZERO)
             cluster = Figures(name="Cluster", slug=pool.slug, level="cluster", deserved=pool.capacity,
                               limit=pool.capacity, used=in_use, borrowed=max(ZERO, in_use - pool.capacity),
                               pending=sum(d.pending for d in rows))
-        serving = sorted(reservations.get(pool.pk, []), key=lambda r: r.name)
         if rows or cluster or serving:
             result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster, reservations=serving))
     return result

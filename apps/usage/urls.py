@@ -1,12 +1,12 @@
-"""Usage pages (namespace "usage"): the quota dashboard and its history, the GPU-hour reports (showback and who held
-the cards), the budgets, and the cluster mirror's queue and node pages (apps.cluster.pages), which keep the /usage/
-paths and "usage:" names they were published under."""
+"""Usage pages (namespace "usage"): the quota dashboard and its history, the GPU-hour reports (showback, use over
+time and who held the cards), the budgets, and the cluster mirror's queue and node pages (apps.cluster.pages), which
+keep the /usage/ paths and "usage:" names they were published under."""
 
 from django.urls import path
 
 from apps.cluster.pages import urls as cluster_pages
 
-from .views import budgets, history, quota, reports
+from .views import budgets, history, over_time, quota, reports
 
 app_name = "usage"
 
@@ -15,6 +15,8 @@ urlpatterns = [
     path("quota/history/", history.quota_history_page, name="quota_history"),
     path("reports/", reports.usage_reports, name="reports"),
     path("reports.csv", reports.usage_reports_csv, name="reports_csv"),
+    path("over-time/", over_time.use_over_time, name="over_time"),
+    path("over-time.csv", over_time.use_over_time_csv, name="over_time_csv"),
     path("holders/", reports.usage_holders, name="holders"),
     path("holders.csv", reports.usage_holders_csv, name="holders_csv"),
     path("budgets/", budgets.budgets, name="budgets"),

@@ -27,7 +27,7 @@ from apps.org.models import DataSource, NodePool, PriorityClass, Project, Quota
 from apps.org.validators import validate_dns_label
 
 from . import selectors
-from .frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR
+from .frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR, framework_errors
 from .manifests import MAX_MANIFEST_BYTES, submitted_manifest
 from .models import (
     MAX_CPU_PER_POD,
@@ -51,6 +51,8 @@ POLICY_FIELDS = ("priority_class", "preemptible")
 LABEL_FIELDS = ("model_label", "data_class")
 ATTACHMENT_FIELDS = ("shm_gib", "data_sources", "credentials")
 FRAMEWORK_FIELDS = ("framework", "ray_version", "ray_entrypoint", "ray_working_dir")
+# The values the framework's rules read (frameworks.framework_errors).
+FRAMEWORK_VALUES = ("command", "args", "env", "ray_version", "ray_entrypoint", "ray_working_dir")
 # Chosen by name in templates (a template serves every project: the names are looked up in the submitter's).
 NAMED_FIELDS = ("data_sources", "credentials")
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
@@ -352,7 +354,12 @@ class InferenceServiceForm(StyledForm):
         return parse_words(self.cleaned_data["args"])
 
     def service_kwargs(self) -> dict[str, Any]:
+        """The cleaned fields (on an invalid form: those that passed their checks), named as the service names them."""
         return dict(self.cleaned_data)
+
+    def failed_fields(self) -> set[str]:
+        """The fields that failed their own checks (`services.inference_check`'s unknown)."""
+        return {name for name in self.errors if name != NON_FIELD_ERRORS}
 
 
 class InferenceUpdateForm(StyledForm):
@@ -427,6 +434,41 @@ def manifest_initial_from_workload(workload: Workload) -> dict[str, Any]:
 
 def template_field_names(kind: str) -> tuple[str, ...]:
     return tuple(name for name in KIND_FIELDS[kind] if name not in NOT_IN_TEMPLATES)
+
+
+def _json_number(value: Decimal | None) -> int | float | None:
+    """A size as a template writes it: 4, not "4.000"."""
+    if value is None:
+        return None
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def template_values_from_workload(workload: Workload) -> dict[str, Any]:
+    """What "Save as template" of a form submission starts from: every field of its kind as a template names it
+    (pool by slug, priority class by name, data sources by name), the framework with its settings and the command
+    and arguments that launch it. Credentials stay out: they are their owner's, and everyone reads templates."""
+    values: dict[str, Any] = {
+        "name": workload.name, "image": workload.image, "command": workload.command, "args": workload.args,
+        "env": workload.env, "node_pool": workload.node_pool.slug, "gpus": workload.gpus,
+        "cpu": _json_number(workload.cpu), "memory_gib": _json_number(workload.memory_gib), "pods": workload.pods,
+        "completions": workload.completions, "parallelism": workload.parallelism,
+        "priority_class": workload.priority_class.name if workload.priority_class else None,
+        "preemptible": workload.preemptible, "model_label": workload.model_label, "data_class": workload.data_class,
+        "notebook_idle_timeout_minutes": workload.notebook_idle_timeout_minutes,
+        "notebook_port": workload.notebook_port, "shm_gib": _json_number(workload.shm_gib),
+        "data_sources": [source.name for source in workload.data_sources.all()],
+        "max_runtime_minutes": workload.max_runtime_seconds // 60 if workload.max_runtime_seconds else None,
+        "framework": workload.framework, **workload.framework_settings,
+    }
+    keep = set(template_field_names(workload.kind)) - {"credentials"}
+    return {key: value for key, value in values.items() if key in keep and value not in (None, "", [])}
+
+
+def template_initial_from_workload(workload: Workload) -> dict[str, Any]:
+    """The template editor's start for "Save as template" of `workload` (a form submission)."""
+    return {"name": workload.name, "kind": workload.kind,
+            "description": f"From {workload.project.slug}/{workload.name} (#{workload.pk})",
+            "values": json.dumps(template_values_from_workload(workload), indent=2)}
 
 
 def _named(model: Any, names: Any, **scope: Any) -> list[int]:
@@ -584,6 +626,14 @@ class WorkloadTemplateForm(VersionedForm):
         # ... and each value as a submission would meet it (an image reference, env names, audit labels, sizes).
         for name, messages in template_shape_errors(kind, shape).items():
             self.add_error("values", f"{name}: {' '.join(messages)}")
+        # ... and the framework's rules (Ray takes an entrypoint, no command; names its runtime sets are taken): what
+        # the template leaves out is the submitter's to fill in, so the checks needing it are left out.
+        if "framework" in shape:
+            given = {name: value for name, value in shape.items() if name in FRAMEWORK_VALUES}
+            found = framework_errors(kind=kind, framework=shape["framework"] or Framework.NONE, values=given,
+                                     unknown=set(FRAMEWORK_VALUES) - set(given))
+            for name, messages in found.items():
+                self.add_error("values", f"{name}: {' '.join(messages)}")
         return data
 
     def _check_names(self, key: str, names: Any) -> None:

@@ -50,6 +50,11 @@ def host(workload_id: int) -> str:
     return f"{kueue_names.job_name(workload_id)}.{settings.NOTEBOOK_BASE_DOMAIN}"
 
 
+def inference_host(workload_id: int) -> str:
+    """Where an Ingress or HTTPRoute publishes an inference service (settings.INFERENCE_EXPOSE)."""
+    return f"{kueue_names.job_name(workload_id)}.{settings.INFERENCE_BASE_DOMAIN}"
+
+
 def external_url(workload_id: int) -> str:
     """Where an Ingress or HTTPRoute publishes the notebook, with the token Jupyter logs the owner in with."""
     return f"https://{host(workload_id)}/lab?token={token(workload_id)}"

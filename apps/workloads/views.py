@@ -30,7 +30,7 @@ from csp.decorators import csp_exempt
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -72,6 +72,7 @@ from .forms import (
     manifest_initial_from_workload,
     manifest_source,
     submit_initial,
+    template_initial_from_workload,
 )
 from .frameworks import framework_entry
 from .manifests import (
@@ -170,11 +171,7 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         return _submit_page(request, kind, form, projects, initial, source=source, template=template)
 
     _require_offered(projects, request.POST.get("project", ""))
-    source = None
-    if request.POST.get("resubmitted_from"):
-        source = selectors.workload_for_page(user=user, pk=parse_id(request.POST["resubmitted_from"]) or 0)
-        if source is None:
-            raise Http404("No such workload.")
+    source = _resubmitted_from(request)
     data, drafted = _live_check_data(request) if validate_only else (request.POST, set())
     form = WorkloadForm(data, kind=kind, projects=projects, owner=user)
     token = request.POST.get("submission_token", "")
@@ -205,6 +202,16 @@ def submit(request: AuthenticatedRequest, kind: str) -> HttpResponse:
         messages.error(request, "Nothing was submitted: fix the fields marked below.")
     return _submit_page(request, kind, form, projects, request.POST, source=source,
                         token=token if SUBMISSION_TOKEN.fullmatch(token) else None)
+
+
+def _resubmitted_from(request: AuthenticatedRequest) -> Workload | None:
+    """The workload a posted "Submit again" form names (`resubmitted_from`): 404 for one the user may not see."""
+    if not request.POST.get("resubmitted_from"):
+        return None
+    source = selectors.workload_for_page(user=request.user, pk=parse_id(request.POST["resubmitted_from"]) or 0)
+    if source is None:
+        raise Http404("No such workload.")
+    return source
 
 
 def _require_offered(projects: Any, raw: str) -> None:
@@ -248,22 +255,33 @@ def submit_inference(request: AuthenticatedRequest) -> HttpResponse:
         form = InferenceServiceForm(initial={"project": project}, projects=projects, project=project)
         return _inference_page(request, form)
     form = InferenceServiceForm(request.POST, projects=projects, project=project)
-    if form.is_valid():
-        try:
-            workload = services.inference_submit(actor=user, **form.service_kwargs())
-        except ValidationError as exc:
-            apply_service_errors(form, exc)
-        else:
+    token = request.POST.get("submission_token", "")
+    if not SUBMISSION_TOKEN.fullmatch(token):
+        form.add_error(None, UNGUARDED_FORM)
+    try:
+        if form.is_valid():
+            workload, created = services.inference_submit_once(actor=user, submission_key=f"form:{token}",
+                                                               **form.service_kwargs())
+            if not created:
+                return _submitted(request, workload, created=False)
             messages.success(request, f"Submitted {workload.name}: its Deployment is being created on "
                                       f"{workload.node_pool.name}.")
             return redirect("workloads:detail", pk=workload.pk)
+        # Every refusal of the fields that passed their own checks, next to those fields' own errors.
+        services.inference_check(actor=user, unknown=form.failed_fields(), **form.service_kwargs())
+    except ValidationError as exc:
+        apply_service_errors(form, exc)
     messages.error(request, "Nothing was submitted: fix the fields marked below.")
-    return _inference_page(request, form, status=400)
+    return _inference_page(request, form, token=token if SUBMISSION_TOKEN.fullmatch(token) else None, status=400)
 
 
-def _inference_page(request: AuthenticatedRequest, form: InferenceServiceForm, *, status: int = 200) -> HttpResponse:
-    return render(request, "workloads/submit_inference.html", {"form": form, "kinds": PORTAL_KIND_CHOICES},
-                  status=status)
+def _inference_page(request: AuthenticatedRequest, form: InferenceServiceForm, *, token: str | None = None,
+                    status: int = 200) -> HttpResponse:
+    """The inference service page; `token` is the form's submission token (a new one unless a refused post brought
+    one)."""
+    return render(request, "workloads/submit_inference.html", {
+        "form": form, "kinds": PORTAL_KIND_CHOICES, "submission_token": token or secrets.token_urlsafe(24)},
+        status=status)
 
 
 # --- submit a manifest ------------------------------------------------------------------------------------------
@@ -343,6 +361,7 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
             return render(request, "workloads/partials/_manifest_editor.html", {"field": form["manifest"]})
         return _manifest_page(request, form, example=example)
     _manifest_project(user, request.POST.get("project", ""))
+    source = _resubmitted_from(request)
     form = ManifestForm(request.POST, projects=projects)
     token = request.POST.get("submission_token", "")
     checking = "_check" in request.POST
@@ -353,7 +372,7 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
         # The service checks it all again (and answers a repeated form with the workload it made, whatever changed).
         try:
             workload, created = services.workload_submit_manifest_once(
-                actor=user, submission_key=f"form:{token}", **form.service_kwargs())
+                actor=user, submission_key=f"form:{token}", resubmitted_from=source, **form.service_kwargs())
         except ValidationError as error:
             apply_service_errors(form, error, ALIASES)
         else:
@@ -368,7 +387,7 @@ def submit_manifest(request: AuthenticatedRequest) -> HttpResponse:
     if not checking:
         messages.error(request, "Nothing was submitted: fix what is marked below.")
     return _manifest_page(request, form, token=token if SUBMISSION_TOKEN.fullmatch(token) else None,
-                          status=200 if checking else 400, result=result)
+                          status=200 if checking else 400, result=result, source=source)
 
 
 def _manifest_page(request: AuthenticatedRequest, form: ManifestForm, *, token: str | None = None,
@@ -523,12 +542,13 @@ def detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         and access.can_keep_alive(user, workload),
         "may_connect": workload.kind == Kind.NOTEBOOK and workload.status == Status.RUNNING
         and access.can_connect_notebook(user, workload),
-        "endpoint_url": reverse("workloads:endpoint_root", args=[workload.pk])
-        if workload.kind == Kind.INFERENCE and not workload.from_outside and settings.NOTEBOOK_EXPOSE == "proxy"
-        and access.can_reach_inference(user, workload) else "",
+        "endpoint_url": _endpoint_url(request, workload),
+        "endpoint_relayed": settings.INFERENCE_EXPOSE == "proxy",
         "data_sources": list(workload.data_sources.all()),
         "credentials": list(workload.credentials.all().only("name", "keys")),
         "may_submit_again": not workload.from_outside and access.can_anywhere(user, Action.SUBMIT),
+        "may_save_template": not workload.from_outside and workload.kind in PORTAL_KIND_VALUES
+        and access.can(user, Action.MANAGE),
         # A form's workload goes back to its form; a manifest's to the manifest page (both prefill from ?from=).
         "submit_again_url": reverse("workloads:submit", args=[workload.kind]) if workload.kind in PORTAL_KIND_VALUES
         else reverse("workloads:submit_manifest"),
@@ -738,7 +758,7 @@ def endpoint(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResp
     workload = selectors.inference_to_reach(user=request.user, pk=pk)
     if workload is None or workload.from_outside:
         raise Http404("No such inference service.")
-    if settings.NOTEBOOK_EXPOSE != "proxy" or workload.status != Status.RUNNING:
+    if settings.INFERENCE_EXPOSE != "proxy" or workload.status != Status.RUNNING:
         raise Http404("This inference service is not served through the portal now.")
     try:
         relayed = notebooks.relay(namespace=workload.project.namespace, workload_id=workload.pk,
@@ -756,6 +776,17 @@ def endpoint(request: AuthenticatedRequest, pk: int, path: str = "") -> HttpResp
     response["Content-Security-Policy"] = NOTEBOOK_SANDBOX
     response["Cache-Control"] = "private, no-store"
     return response
+
+
+def _endpoint_url(request: AuthenticatedRequest, workload: Workload) -> str:
+    """Where the detail page sends a member to reach an inference service: the portal's relay (proxy mode) or the
+    address its Ingress or HTTPRoute publishes; empty for anyone else and for anything else."""
+    if workload.kind != Kind.INFERENCE or workload.from_outside or not access.can_reach_inference(
+            request.user, workload):
+        return ""
+    if settings.INFERENCE_EXPOSE == "proxy":
+        return request.build_absolute_uri(reverse("workloads:endpoint_root", args=[workload.pk]))
+    return f"https://{notebooks.inference_host(workload.pk)}/"
 
 
 # --- credentials (each user's own) --------------------------------------------------------------------------------
@@ -840,8 +871,17 @@ def _template_form(request: AuthenticatedRequest, *, form: WorkloadTemplateForm,
 @login_required
 @require_http_methods(["GET", "POST"])
 def template_create(request: AuthenticatedRequest) -> HttpResponse:
+    """A new template; `GET ?from=<id>` starts it from a form submission the admin sees ("Save as template")."""
     access.require(request.user, Action.MANAGE)
-    form = WorkloadTemplateForm(request.POST or None)
+    initial = None
+    if request.method == "GET" and request.GET.get("from"):
+        source = selectors.workload_for_page(user=request.user, pk=parse_id(request.GET["from"]) or 0)
+        if source is None:
+            raise Http404("No such workload.")
+        if source.from_outside or source.kind not in PORTAL_KIND_VALUES:
+            raise BadRequest("Only what the submit forms submitted makes a template; this workload came another way.")
+        initial = template_initial_from_workload(source)
+    form = WorkloadTemplateForm(request.POST or None, initial=initial)
     return _template_form(request, form=form, success="Template created.",
                           save=lambda data: services.workload_template_create(actor=request.user, **data))
 

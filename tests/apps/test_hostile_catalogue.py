@@ -774,6 +774,9 @@ for label in ("superscript-digit", "arabic-digit", "nul", "invalid-utf8", "2**63
     add(Case(f"query-nodes-node_pool-{label}", "alice", "GET", f"nodes/?node_pool={QUERY[label]}"))
     for param in ("node_pool", "project", "user", "start", "end"):
         add(Case(f"query-usage-holders-{param}-{label}", "alice", "GET", f"usage/holders/?{param}={QUERY[label]}"))
+    for param in ("start", "end", "granularity", "department", "node_pool"):
+        add(Case(f"query-usage-over-time-{param}-{label}", "alice", "GET",
+                 f"usage/over-time/?{param}={QUERY[label]}"))
 for path in ("cluster-queues/", "cohorts/", "flavors/", "nodes/", "data-sources/", "held-idle/", "usage/holders/"):
     for label, query in PAGINATION.items():
         add(Case(f"page-{path.strip('/').replace('/', '-')}-{label}", "admin", "GET", f"{path}?{query}"))
@@ -795,7 +798,8 @@ MORE_PAGE_FILTERS = {"org:audit": ["action", "object_type", "object_id", "since"
                      "workloads:list": ["kind", "scope", "owner"],
                      "usage:reports": ["end", "department", "node_pool"],
                      "usage:holders": ["end", "node_pool", "model_label", "data_class"],
-                     "usage:quota_history": ["project", "pool", "span"]}
+                     "usage:quota_history": ["project", "pool", "span"],
+                     "usage:over_time": ["start", "end", "granularity", "department", "node_pool"]}
 for url_name, params in MORE_PAGE_FILTERS.items():
     for param in params:
         for label in ("superscript-digit", "nul", "invalid-utf8"):
@@ -803,10 +807,14 @@ for url_name, params in MORE_PAGE_FILTERS.items():
                 continue  # any text: matches nothing
             add(Case(f"filter-{url_name.replace(':', '-')}-{param}-{label}", "deptadmin", "GET",
                      f"@{url_name}|?{param}={QUERY[label]}", api=False))
-for url_name in ("usage:holders_csv", "usage:reports_csv"):
+for url_name in ("usage:holders_csv", "usage:reports_csv", "usage:over_time_csv"):
     for param in ("project", "department", "node_pool", "user", "start", "end"):
         if url_name == "usage:holders_csv" and param == "department":
             param = "model_label"  # the timeline is per pool and project: it takes no department
+        if url_name == "usage:over_time_csv" and param in ("project", "user"):
+            if param == "user":
+                continue
+            param = "granularity"  # the dashboard is a department's or the organisation's: no project, no user
         add(Case(f"filter-{url_name.replace(':', '-')}-{param}-nul", "deptadmin", "GET",
                  f"@{url_name}|?{param}={QUERY['nul']}", api=False, status=400))
 add(Case("filter-workloads-list-ordering-unknown", "deptadmin", "GET", "@workloads:list|?ordering=password",

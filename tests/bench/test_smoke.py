@@ -27,6 +27,7 @@ SMOKE = {
     "follow_load.py": ["--followers", "2", "--seconds", "4", "--baseline", "2"],
     "usage_report.py": ["--intervals", "400", "--projects", "4", "--runs", "1"],
     "utilisation_report.py": ["--intervals", "400", "--projects", "4", "--runs", "1"],
+    "over_time_report.py": ["--intervals", "400", "--projects", "4", "--runs", "1"],
     "report.py": ["--print"],
 }
 

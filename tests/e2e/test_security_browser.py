@@ -12,7 +12,8 @@ from tests.e2e.conftest import watch_csp
 
 pytestmark = pytest.mark.browser
 
-PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/holders/", "/workloads/submit/training/",
+PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/holders/", "/usage/over-time/",
+         "/workloads/submit/training/",
          "/departments/", "/departments/research/quotas/", "/weights/", "/pools/", "/pools/h100/",
          "/priority-classes/", "/audit/",
          "/cluster-sync/", "/accounts/role-bindings/", "/accounts/group-rules/", "/accounts/group-rules/new/",

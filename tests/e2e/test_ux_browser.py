@@ -24,7 +24,7 @@ MAIN_PAGES = ["/", "/workloads/", "/usage/quota/", "/usage/reports/", "/usage/ho
               "/accounts/tokens/", "/accounts/settings/", "/workloads/templates/", "/workloads/projects/vision/queue/",
               "/workloads/999999/", "/usage/queues/", "/usage/queues/local-queues/", "/usage/queues/cohorts/",
               "/usage/queues/flavors/", "/usage/nodes/h100/", "/usage/quota/history/", "/usage/budgets/",
-              "/usage/budgets/new/", "/notifications/", "/notifications/new/"]
+              "/usage/budgets/new/", "/notifications/", "/notifications/new/", "/usage/over-time/"]
 
 
 def alice_workload(name: str = "resnet-train", **extra):

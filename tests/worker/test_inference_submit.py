@@ -108,6 +108,10 @@ def test_the_api_submits_scales_and_refuses_by_field(client_for, demo, serving):
             "gpus": 2, "replicas": 3, "model_label": "llama", "data_class": "public"}
     over = call(alice, "POST", "inference-services/", body)
     assert over.status_code == 400 and list(over.json()) == ["replicas"], over.content
+    # A field's own error and the reservation's refusal of the others come back together.
+    both = call(alice, "POST", "inference-services/", {**body, "image": "", "serving_port": "x"})
+    assert both.status_code == 400 and set(both.json()) == {"replicas", "image", "serving_port"}, both.content
+    assert "vision reserves 4 units of serve-l4" in both.json()["replicas"][0]
     created = call(alice, "POST", "inference-services/", {**body, "replicas": 2})
     assert created.status_code == 201, created.content
     assert created.json()["status"] == Status.SUBMITTING and created.json()["replicas"] == 2
@@ -117,6 +121,23 @@ def test_the_api_submits_scales_and_refuses_by_field(client_for, demo, serving):
     assert call(alice, "PATCH", path, {"replicas": 1}).json()["replicas"] == 1
     assert call(client_for("carol"), "GET", path).status_code == 404
     assert call(client_for("carol"), "POST", "inference-services/", body).status_code == 400  # not her project
+
+
+def test_the_api_submits_once_per_idempotency_key(client_for, demo, serving):
+    from tests.api_support import call
+
+    alice = client_for("alice")
+    body = {"project": "vision", "node_pool": "serve-l4", "name": "llama", "image": "vllm/vllm-openai:v0.6.3",
+            "gpus": 1, "model_label": "llama", "data_class": "public"}
+    first = call(alice, "POST", "inference-services/", body, HTTP_IDEMPOTENCY_KEY="k-1")
+    again = call(alice, "POST", "inference-services/", body, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert (first.status_code, again.status_code) == (201, 201), again.content
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    other = call(alice, "POST", "inference-services/", {**body, "gpus": 2}, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert other.status_code == 422 and "used for another request" in other.json()["detail"]
+    assert call(alice, "POST", "inference-services/", body, HTTP_IDEMPOTENCY_KEY="bad key").status_code == 400
+    assert Workload.objects.filter(kind="inference").count() == 1
+    assert AuditEvent.objects.filter(action="workload.submit").count() == 1
 
 
 @pytest.mark.parametrize("kind", ["training", "batch", "notebook"])

@@ -13,6 +13,8 @@ from apps.workloads import services
 from apps.workloads.models import Status, Workload
 from tests.worker.conftest import serving_pool, wait_for
 from worker import tasks
+from worker.status_map import parse_time
+from worker.watcher import ready_changed_at
 
 GPU = "nvidia.com/gpu"
 KUBECTL = shutil.which("kubectl")
@@ -67,3 +69,54 @@ def test_a_service_runs_unqueued_scales_and_counts_its_ready_gpus(kubesim, clust
     assert second.ended_at == _row(workload).finished_at  # the cluster's time of the deletion
     hours = [(i.ended_at - i.started_at).total_seconds() / 3600 for i in (first, second)]
     assert hours == [pytest.approx(1.0, abs=0.01), pytest.approx(0.5, abs=0.01)]  # 2 x 1 h + 3 x 0.5 h: 3.5 GPU-hours
+
+
+def _by_type(deployment: dict) -> dict[str, dict]:
+    return {condition["type"]: condition for condition in deployment["status"]["conditions"]}
+
+
+def _ready_times(pods: list[dict]) -> list[str]:
+    return sorted(condition["lastTransitionTime"] for pod in pods for condition in pod["status"]["conditions"]
+                  if condition["type"] == "Ready")
+
+
+def test_a_change_of_ready_replicas_is_dated_from_the_pods_on_the_clusters_clock(kubesim, cluster):
+    """A pure scale within maxUnavailable stamps none of the Deployment's conditions: a rise is dated by the newest
+    pod's Ready, a fall by the deletion of a pod still terminating, and pods already gone say nothing."""
+    cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dating"}})
+    cluster.create({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "dating"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "strategy": {  # the portal's strategy
+            "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "main", "image": "server:1"}]}}}})
+    created = cluster.get("Deployment", "web", namespace="dating")
+    assert _ready_times(cluster.list("Pod", namespace="dating", label_selector="app=web")) == [
+        created["metadata"]["creationTimestamp"]] * 2  # Ready on the cluster's (manual) clock
+    conditions = _by_type(created)
+
+    scaled_at = parse_time(kubesim.advance(3600))  # an hour later, 2 -> 3
+    cluster.patch("Deployment", "web", {"spec": {"replicas": 3}}, namespace="dating", subresource="scale")
+    deployment = cluster.get("Deployment", "web", namespace="dating")
+    assert deployment["status"]["readyReplicas"] == 3
+    assert _by_type(deployment) == conditions  # nothing stamped: the conditions' time is an hour old
+    pods = cluster.list("Pod", namespace="dating", label_selector="app=web")
+    assert ready_changed_at(pods, rising=True) == scaled_at
+    assert ready_changed_at(pods, rising=False) is None  # no pod went
+
+    for pod in pods:  # held by a finalizer: the pod the scale-down deletes stays, terminating
+        cluster.patch("Pod", pod["metadata"]["name"], {"metadata": {"finalizers": ["example.com/hold"]}},
+                      namespace="dating")
+    shrunk_at = parse_time(kubesim.advance(1800))  # 3 -> 2
+    cluster.patch("Deployment", "web", {"spec": {"replicas": 2}}, namespace="dating", subresource="scale")
+    assert cluster.get("Deployment", "web", namespace="dating")["status"]["readyReplicas"] == 2
+    pods = cluster.list("Pod", namespace="dating", label_selector="app=web")
+    assert len(pods) == 3 and sum(bool(pod["metadata"].get("deletionTimestamp")) for pod in pods) == 1
+    assert ready_changed_at(pods, rising=False) == shrunk_at
+
+    kubesim.advance(60)  # the finalizers lifted: the pod is gone and the pods left say nothing of the fall
+    for pod in pods:
+        cluster.patch("Pod", pod["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace="dating")
+    pods = cluster.list("Pod", namespace="dating", label_selector="app=web")
+    assert len(pods) == 2 and not any(pod["metadata"].get("deletionTimestamp") for pod in pods)
+    assert ready_changed_at(pods, rising=False) is None

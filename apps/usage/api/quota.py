@@ -37,9 +37,19 @@ QUEUE = inline_serializer("QuotaQueue", fields={
     "admitted_workloads": serializers.IntegerField()})
 PROJECT = _figures("QuotaProjectFigures", queues=QUEUE.__class__(many=True))
 DEPARTMENT = _figures("QuotaDepartmentFigures", projects=PROJECT.__class__(many=True))
+RESERVATION = inline_serializer("QuotaServingReservation", fields={
+    "name": serializers.CharField(), "slug": serializers.CharField(),
+    "reserved": serializers.IntegerField(help_text="Units the project's serving reservation holds on the pool."),
+    "in_use": serializers.IntegerField(help_text="Units its live inference services hold (replicas x pods x GPUs)."),
+    "free": serializers.IntegerField(help_text="What it may still start: 0 while a lowered reservation is below "
+                                               "what runs.")})
 POOL = inline_serializer("QuotaPool", fields={
     "pool": serializers.CharField(), "name": serializers.CharField(), "gpu_resource": serializers.CharField(),
-    "capacity": serializers.IntegerField(), "departments": DEPARTMENT.__class__(many=True),
+    "capacity": serializers.IntegerField(),
+    "serving": serializers.BooleanField(help_text="A serving pool: no quotas or queues, only reservations."),
+    "departments": DEPARTMENT.__class__(many=True),
+    "reservations": RESERVATION.__class__(many=True, help_text=(
+        "On a serving pool, the serving reservations of the projects you may see and what their services hold.")),
     "cluster": _figures("QuotaClusterFigures").__class__(allow_null=True)})
 
 
@@ -54,7 +64,9 @@ class QuotaUsageView(APIView):
             "project's deserved quota, whichever queue: preemptible work inside deserved is not borrowing), lent "
             "(deserved left idle, 0 for a project that does not lend), pending demand and fair-sharing weighted "
             "share. A department's in use, borrowed, lent and pending are the sums over all its projects; its "
-            "deserved and limit are its own quota. `cluster` is given only to those who see everything."
+            "deserved and limit are its own quota. A serving pool has no quotas: `reservations` gives each visible "
+            "project's reservation, the units its inference services hold and what is free. `cluster` is given only "
+            "to those who see everything; on a serving pool its in use is what all the services hold."
         ),
     )
     def get(self, request: AuthenticatedAPIRequest) -> Response:
@@ -63,8 +75,11 @@ class QuotaUsageView(APIView):
             pool = dashboard.pool
             pools.append({
                 "pool": pool.slug, "name": pool.name, "gpu_resource": pool.gpu_resource, "capacity": pool.capacity,
+                "serving": pool.serving,
                 "departments": [{**dept.as_dict(), "projects": [p.as_dict() for p in dept.children]}
                                 for dept in dashboard.departments],
+                "reservations": [{"name": r.name, "slug": r.slug, "reserved": r.reserved, "in_use": r.in_use,
+                                  "free": r.free} for r in dashboard.reservations],
                 "cluster": dashboard.cluster.as_dict() if dashboard.cluster else None,
             })
         return Response({"pools": pools})

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from .holders import CardHoldersView
+from .over_time import UseOverTimeView
 from .quota import QuotaUsageView
 from .reports import UsageReportCsvView, UsageReportView
 
@@ -9,4 +10,5 @@ urlpatterns = [
     path("usage/", UsageReportView.as_view(), name="usage-report"),
     path("usage/csv/", UsageReportCsvView.as_view(), name="usage-report-csv"),
     path("usage/holders/", CardHoldersView.as_view(), name="usage-holders"),
+    path("usage/over-time/", UseOverTimeView.as_view(), name="usage-over-time"),
 ]

@@ -16,12 +16,15 @@ from apps.org.models import NodePool
 from apps.org.selectors import departments_for, projects_for
 
 from ..reports import (
+    MAX_BUCKETS,
     MAX_SPAN,
     OUT_OF_RANGE,
     Filters,
+    Granularity,
     Group,
     HolderFilters,
     Window,
+    bucket_count,
     day_in_range,
     month_window,
     visible_users,
@@ -197,3 +200,54 @@ class HolderFilterForm(ReportScopeForm):
             user_id=data["user"].pk if data.get("user") else None,
             model_label=data.get("model_label") or "", data_class=data.get("data_class") or "",
         )
+
+
+class UseOverTimeForm(ReportScopeForm):
+    """A range of days (the last 30 by default), by day or by hour, for the organisation or one department, one pool
+    or all; every mistake reported at once, and a range too long for its granularity refused before any work."""
+
+    project = None  # type: ignore[assignment]  # the dashboard is the organisation's or a department's
+    user = None  # type: ignore[assignment]
+    department = ScopeChoiceField(noun="department", empty_label="(the whole organisation)")
+    start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, label="To (inclusive)", widget=forms.DateInput(attrs={"type": "date"}))
+    granularity = forms.ChoiceField(choices=[(Granularity.DAY.value, "By day"), (Granularity.HOUR.value, "By hour")],
+                                    required=False, label="Step")
+    field_order = ["department", "node_pool", "start", "end", "granularity"]
+
+    DEFAULT_DAYS = 30
+
+    def clean_start(self) -> Any:
+        return _in_range(self.cleaned_data["start"])
+
+    def clean_end(self) -> Any:
+        return _in_range(self.cleaned_data["end"])
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        granularity = Granularity(data.get("granularity") or Granularity.DAY)
+        data["granularity"] = granularity
+        if "start" not in data or "end" not in data:
+            return data  # already reported beside the field
+        today = timezone.localdate()
+        end = data["end"] or today
+        start = data["start"] or end - timedelta(days=self.DEFAULT_DAYS - 1)
+        if end < start:
+            self.add_error("end", "The end date is before the start date.")
+            return data
+        window = Window(timezone.make_aware(datetime.combine(start, datetime.min.time())),
+                        timezone.make_aware(datetime.combine(end + timedelta(days=1), datetime.min.time())))
+        if window.end - window.start > MAX_SPAN:
+            self.add_error("end", f"The dashboard spans at most {MAX_SPAN.days} days; choose a shorter period.")
+            return data
+        buckets = bucket_count(window, granularity)
+        if buckets > MAX_BUCKETS:
+            self.add_error("granularity", f"{buckets:,} {granularity.value}s is more than the {MAX_BUCKETS:,} steps a "
+                                          f"chart shows; choose by day or a shorter period.")
+            return data
+        data["window"] = window
+        return data
+
+    def filters(self) -> Filters:
+        return self.report_filters()

@@ -50,7 +50,9 @@ table), `card_holders` (who held the cards). Its callers read it through the nam
 """
 
 from .card_holders import HOLDER_COLUMNS, HolderFilters, held_split, holder_rows, holders, timeline
+from .fairness import Fairness, FairnessRow, fairness
 from .ledger import overlapping, visible_users
+from .over_time import MAX_BUCKETS, Granularity, UseOverTime, bucket_count, series_table, use_over_time
 from .showback import (
     Filters,
     Group,
@@ -76,8 +78,9 @@ from .window import (
 )
 
 __all__ = [
-    "HOLDER_COLUMNS", "MAX_SPAN", "OUT_OF_RANGE", "Filters", "Group", "HolderFilters", "Report", "ReportRow", "Window",
-    "chart", "day_in_range", "grouped_ledger", "held_split", "holder_rows", "holders", "month_window", "months_in",
-    "overlapping", "ratio_text", "report_cells", "report_header", "report_table", "timeline", "usage_report",
-    "visible_users", "window_from", "window_slug",
+    "HOLDER_COLUMNS", "MAX_BUCKETS", "MAX_SPAN", "OUT_OF_RANGE", "Fairness", "FairnessRow", "Filters", "Granularity",
+    "Group", "HolderFilters", "Report", "ReportRow", "UseOverTime", "Window", "bucket_count", "chart", "day_in_range",
+    "fairness", "grouped_ledger", "held_split", "holder_rows", "holders", "month_window", "months_in", "overlapping",
+    "ratio_text", "report_cells", "report_header", "report_table", "series_table", "timeline", "usage_report",
+    "use_over_time", "visible_users", "window_from", "window_slug",
 ]

@@ -49,7 +49,7 @@ def usage_reports(request: AuthenticatedRequest) -> HttpResponse:
     return render(request, "usage/reports/showback.html", context)
 
 
-def _form_errors(form: Any) -> HttpResponse:
+def form_errors(form: Any) -> HttpResponse:
     """A CSV download with bad filters: 400 and the same messages the page shows, as plain text."""
     return HttpResponse("\n".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()),
                         status=400, content_type="text/plain; charset=utf-8")
@@ -60,7 +60,7 @@ def _form_errors(form: Any) -> HttpResponse:
 def usage_reports_csv(request: AuthenticatedRequest) -> HttpResponse | StreamingHttpResponse:
     form = ReportFilterForm(request.GET, viewer=request.user)
     if not form.is_valid():
-        return _form_errors(form)
+        return form_errors(form)
     report = reports.usage_report(user=request.user, group=form.cleaned_data["group"],
                                   window=form.cleaned_data["window"], filters=form.filters())
     return csv_response(reports.report_table(report),
@@ -92,7 +92,7 @@ def usage_holders(request: AuthenticatedRequest) -> HttpResponse:
 def usage_holders_csv(request: AuthenticatedRequest) -> HttpResponse | StreamingHttpResponse:
     form = HolderFilterForm(request.GET, viewer=request.user)
     if not form.is_valid():
-        return _form_errors(form)
+        return form_errors(form)
     window = form.cleaned_data["window"]
     queryset = reports.holders(user=request.user, window=window, filters=form.filters())
 

@@ -234,6 +234,9 @@ class ManifestSubmitSerializer(serializers.Serializer):
                   "Default: that of the priority class, else true.")
     max_runtime_seconds = AsciiIntegerField(required=False, allow_null=True,
                                             help_text="Seconds before Kueue stops it.")
+    resubmitted_from = ScopedPrimaryKeyRelatedField(
+        scope=workloads_for, queryset=Workload.objects.all(), required=False, allow_null=True,
+        help_text="The id of an earlier workload this one submits again (recorded for its history).")
     labels = LabelsSerializer(source="*")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:

@@ -505,7 +505,14 @@ def _bounded(params: Any, name: str, lowest: int, highest: int, errors: dict[str
 
 
 def submission_of(workload: Workload) -> dict[str, Any]:
-    """What was asked for `workload`, as a submission body (the fields of its kind, as the API names them)."""
+    """What was asked for `workload`, as a submission body (the fields of its kind, as the API names them); for a
+    manifest submission, the manifest as its submitter gave it and how it ran."""
+    if workload.kind in manifests.MANIFEST_KIND_VALUES and workload.manifest:
+        return {"project": workload.project_id, "kind": "manifest", "manifest": manifests.submitted_manifest(workload),
+                "node_pool": workload.node_pool.slug,
+                "priority_class": workload.priority_class.name if workload.priority_class else None,
+                "preemptible": workload.preemptible, "max_runtime_seconds": workload.max_runtime_seconds,
+                "labels": {"model": workload.model_label, "data_class": workload.data_class}}
     return {
         "project": workload.project_id, "kind": workload.kind, "name": workload.name, "image": workload.image,
         "command": list(workload.command or []), "args": list(workload.args or []), "env": list(workload.env or []),

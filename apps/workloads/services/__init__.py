@@ -42,8 +42,10 @@ from .forecasts import FORECAST_FIELDS, workload_forecasts_store
 from .inference import (
     INFERENCE_PATCH_INTENT,
     INFERENCE_PATCH_TASK,
+    inference_check,
     inference_observe,
     inference_submit,
+    inference_submit_once,
     inference_update,
     serving_units_in_use,
 )
@@ -102,8 +104,10 @@ __all__ = [
     "credential_delete",
     "credential_values_replace",
     "idle_policy_update",
+    "inference_check",
     "inference_observe",
     "inference_submit",
+    "inference_submit_once",
     "inference_update",
     "names_another_workload",
     "notebook_cull",

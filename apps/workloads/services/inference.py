@@ -8,12 +8,13 @@ like a submission: the row and its audit row first, then an intent the worker ca
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
 from apps.accounts import access
@@ -26,6 +27,7 @@ from apps.workloads.models import LIVE_STATUSES, Kind, Origin, Status, Workload
 from apps.workloads.selectors import serving_services, serving_units
 from apps.workloads.signals import quota_held, quota_released
 
+from .submissions import _earlier_submission
 from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _transition
 
 INFERENCE_PATCH_INTENT = "workload.inference_patch"
@@ -65,46 +67,98 @@ def _require_submit(actor: Actor, project: Project) -> None:
         raise PermissionDenied("You may not submit work in this project.")
 
 
-def inference_submit(*, actor: Actor, project: Project, node_pool: NodePool, name: str, image: str, gpus: int,
-                     model_label: str, data_class: str, replicas: int = 1, pods: int = 1,
-                     serving_port: int | None = None, command: list[str] | None = None, args: list[str] | None = None,
-                     env: list[dict[str, str]] | None = None, cpu: Decimal | int | str = 1,
-                     memory_gib: Decimal | int | str = 8) -> Workload:
-    """Record an inference service (every refusal at once); the worker creates its Deployment and Service after
-    commit, named after the row's id. Multi-node replicas (`pods` > 1, a LeaderWorkerSet) are not offered yet."""
-    _require_submit(actor, project)
+_REQUIRED = frozenset({"project", "node_pool", "name", "image", "gpus", "model_label", "data_class"})
+_DEFAULTS: dict[str, Any] = {"replicas": 1, "pods": 1, "serving_port": None, "command": None, "args": None,
+                             "env": None, "cpu": 1, "memory_gib": 8}
+# Stand-ins for values a check does not know (never saved): the checks that need them are left out.
+_STAND_INS: dict[str, Any] = {"name": "draft", "image": "draft", "gpus": 1, "model_label": "draft",
+                              "data_class": "draft"}
+
+
+def _inference_draft(*, actor: Actor, values: dict[str, Any],
+                     unknown: set[str]) -> tuple[Workload, dict[str, list[str]]]:
+    """The unsaved service for `values` and every refusal of it; checks that need a field in `unknown` are left out.
+    Run inside a transaction: the reservation's row is locked while its room is counted."""
+    if extra := set(values) - _REQUIRED - set(_DEFAULTS):
+        raise TypeError(f"inference services have no {', '.join(sorted(extra))}")
+    known = {**_DEFAULTS, **{name: value for name, value in values.items() if name not in unknown}}
+    unknown = unknown | (_REQUIRED - set(known))
+    project, node_pool = known.get("project"), known.get("node_pool")
+    if project is not None:
+        _require_submit(actor, project)
+    serving_port = known["serving_port"]
     workload = Workload(
-        project=project, owner=actor, kind=Kind.INFERENCE, name=name, image=image, node_pool=node_pool, gpus=gpus,
-        pods=pods, replicas=replicas, serving_port=DEFAULT_SERVING_PORT if serving_port is None else serving_port,
-        command=command or [], args=args or [], env=env or [], cpu=Decimal(str(cpu)),
-        memory_gib=Decimal(str(memory_gib)), model_label=model_label, data_class=data_class, preemptible=False,
+        project=project, owner=actor, kind=Kind.INFERENCE, node_pool=node_pool,
+        **{name: known.get(name, _STAND_INS[name]) for name in ("name", "image", "gpus", "model_label", "data_class")},
+        pods=known["pods"], replicas=known["replicas"],
+        serving_port=DEFAULT_SERVING_PORT if serving_port is None else serving_port,
+        command=known["command"] or [], args=known["args"] or [], env=known["env"] or [],
+        cpu=Decimal(str(known["cpu"])), memory_gib=Decimal(str(known["memory_gib"])), preemptible=False,
         object_api_version="apps/v1",
     )
     errors: dict[str, list[str]] = {}
-    if pods != 1:
+    if "pods" not in unknown and known["pods"] != 1:
         errors["pods"] = ["Multi-node replicas (a LeaderWorkerSet) are not offered yet; use 1 pod per replica."]
     try:
-        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", "kueue_uid", *errors])
+        workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", "kueue_uid", *errors,
+                                     *unknown])
     except ValidationError as exc:
         errors.update(exc.message_dict)
+    if project is not None and node_pool is not None and not {"gpus", "replicas", "pods"} & (set(errors) | unknown):
+        for key, messages in _reservation_errors(workload, field="replicas").items():
+            errors.setdefault(key, []).extend(messages)
+    return workload, errors
+
+
+def inference_check(*, actor: Actor, unknown: Iterable[str], **known: Any) -> None:
+    """Every refusal `inference_submit` would give, as far as the fields' values are known (as `workload_check`):
+    the form calls it when some fields failed their own checks, so one answer shows them all. Records nothing."""
     with transaction.atomic():
-        if not {"gpus", "replicas", "pods"} & set(errors):
-            for key, messages in _reservation_errors(workload, field="replicas").items():
-                errors.setdefault(key, []).extend(messages)
-        if errors:
-            raise ValidationError(errors)
-        workload.save()
-        workload.job_name = workload.object_name = kueue_names.job_name(workload.pk)
-        workload.save(update_fields=["job_name", "object_name"])
-        _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-               message=f"Submitted as a Deployment of {replicas} on {node_pool.slug} (serving: never queued)",
-               actor=actor)
-        intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk, deadline=SUBMIT_DEADLINE)
-        audit_record(actor=actor, action="workload.submit", obj=workload, before=None,
-                     after={"name": name, "kind": Kind.INFERENCE, "image": image, "node_pool_id": node_pool.pk,
-                            "gpus": gpus, "pods": pods, "replicas": replicas, "serving_port": workload.serving_port},
-                     project=project)
+        _, errors = _inference_draft(actor=actor, values=known, unknown=set(unknown))
+    if errors:
+        raise ValidationError(errors)
+
+
+def inference_submit(*, actor: Actor, **fields: Any) -> Workload:
+    """Record an inference service (every refusal at once); the worker creates its Deployment and Service after
+    commit, named after the row's id. Multi-node replicas (`pods` > 1, a LeaderWorkerSet) are not offered yet."""
+    workload, _ = inference_submit_once(actor=actor, submission_key=None, **fields)
     return workload
+
+
+def inference_submit_once(*, actor: Actor, submission_key: str | None, submission_digest: str = "",
+                          **fields: Any) -> tuple[Workload, bool]:
+    """`inference_submit`, once per `submission_key` (the form's one-time token, an API Idempotency-Key), as
+    `workload_submit_once`: a repeat answers the first service and records nothing. Returns the service and whether
+    this call created it."""
+    if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
+        return earlier, False
+    try:
+        with transaction.atomic():
+            workload, errors = _inference_draft(actor=actor, values=fields, unknown=set())
+            if errors:
+                raise ValidationError(errors)
+            workload.submission_key, workload.submission_digest = submission_key or "", submission_digest
+            workload.save()
+            workload.job_name = workload.object_name = kueue_names.job_name(workload.pk)
+            workload.save(update_fields=["job_name", "object_name"])
+            pool = workload.node_pool
+            _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
+                   message=f"Submitted as a Deployment of {workload.replicas} on {pool.slug} (serving: never queued)",
+                   actor=actor)
+            intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
+                                  deadline=SUBMIT_DEADLINE)
+            audit_record(actor=actor, action="workload.submit", obj=workload, before=None,
+                         after={"name": workload.name, "kind": Kind.INFERENCE, "image": workload.image,
+                                "node_pool_id": pool.pk, "gpus": workload.gpus, "pods": workload.pods,
+                                "replicas": workload.replicas, "serving_port": workload.serving_port},
+                         project=workload.project)
+    except IntegrityError:
+        # The same key committed meanwhile (a double click racing itself): that one is the submission.
+        if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
+            return earlier, False
+        raise
+    return workload, True
 
 
 _CHANGEABLE = {"replicas", "image"}

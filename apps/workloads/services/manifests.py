@@ -42,7 +42,7 @@ def _target(actor: Actor, project: Project, pool: NodePool, profile: str) -> Tar
 def workload_manifest_validate(*, actor: Actor, project: Project, manifest: str, node_pool: NodePool,
                                model_label: str, data_class: str, priority_class: PriorityClass | None = None,
                                preemptible: bool | None = None, max_runtime_seconds: int | None = None,
-                               ) -> tuple[Workload, dict[str, Any]]:
+                               resubmitted_from: Workload | None = None) -> tuple[Workload, dict[str, Any]]:
     """The unsaved row of a manifest submission and its checked object; ValidationError with every refusal (the
     manifest's each led by its field path). This is the dry run (the API's `?dry_run=true`, the manifest page's
     Check): it writes nothing (no row, no intent, no audit) and calls no cluster, and the submission makes
@@ -110,7 +110,7 @@ def workload_manifest_validate(*, actor: Actor, project: Project, manifest: str,
         memory_gib=Decimal(largest["memory_gib"]), pods=max(checked.pods, 1), pod_sets=checked.pod_sets,
         pod_set_units=checked.units, priority_class=priority_class, preemptible=preemptible,
         max_runtime_seconds=max_runtime_seconds, model_label=model_label, data_class=data_class,
-        object_api_version=checked.entry.api_version)
+        object_api_version=checked.entry.api_version, resubmitted_from=resubmitted_from)
     return workload, checked.obj
 
 
@@ -135,11 +135,13 @@ def workload_submit_manifest_once(*, actor: Actor, submission_key: str | None, s
                            f"{project.namespace}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
                                   deadline=SUBMIT_DEADLINE)
-            audit_record(actor=actor, action="workload.submit", obj=workload, before=None, after={
+            audit_record(actor=actor, action="workload.resubmit" if workload.resubmitted_from_id else "workload.submit",
+                         obj=workload, before=None, after={
                 "name": workload.name, "kind": workload.kind, "manifest": True, "image": workload.image,
                 "node_pool_id": workload.node_pool_id, "gpus": workload.gpus, "pods": workload.pods,
                 "units": workload.pod_set_units, "priority_class_id": workload.priority_class_id,
-                "preemptible": workload.preemptible, "max_runtime_seconds": workload.max_runtime_seconds},
+                "preemptible": workload.preemptible, "max_runtime_seconds": workload.max_runtime_seconds,
+                "resubmitted_from_id": workload.resubmitted_from_id},
                 project=project)
     except IntegrityError:
         if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):

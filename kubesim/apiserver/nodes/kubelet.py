@@ -29,6 +29,7 @@ SCHEDULING_GATED = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 NODE_LEASE_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 def command_line(container: dict) -> str:
@@ -217,6 +218,8 @@ class Kubelet:
         pod = stored
         md = pod["metadata"]
         node_name = pod["spec"].get("nodeName")
+        if not node_name and (pod["spec"].get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
+            return False  # another scheduler's pod (KAI's): kube-scheduler leaves it to that scheduler
         if pod["spec"].get("schedulingGates") and not node_name:
             return self._gated(store, pod)
         if not node_name:

@@ -95,7 +95,10 @@ def test_moved_rows_survive_forwards_and_backwards():
         assert written["ClusterQueueState"][-1]["used_borrowed"] == Decimal("1.250")
 
         new = migrate(None)
-        assert rows(new, after_apps) == written
+        # Columns added after the move (e.g. a LocalQueue's Admission Fair Sharing usage) are not compared.
+        moved = rows(new, after_apps)
+        assert {model: [{name: row[name] for name in written[model][0]} for row in moved[model]]
+                for model in moved} == written
         assert AUDIT_INDEX["after"][1] in index_names(AUDIT_INDEX["after"][0])
         assert AUDIT_INDEX["before"][1] not in index_names(AUDIT_INDEX["after"][0])
         assert content_type("AuditEvent") == (audit_type[0], "core")

@@ -23,11 +23,11 @@ def test_schema_endpoint_serves_valid_openapi(client_for, username):
     paths = set(schema["paths"])
     for path in ("me", "node-pools", "departments", "projects", "quotas", "priority-classes", "role-bindings",
                  "audit-events", "cluster-queues", "local-queues", "cohorts", "flavors", "nodes", "data-sources",
-                 "pull-secrets", "credentials", "held-idle", "idle-policy", "usage/holders"):
+                 "pull-secrets", "credentials", "held-idle", "idle-policy", "usage/holders", "usage/over-time"):
         assert f"/api/v1/{path}/" in paths
     # The pages' reads are read-only in the API, the idle rule excepted (its page changes it).
     for path in ("cluster-queues", "local-queues", "cohorts", "flavors", "nodes", "data-sources", "pull-secrets",
-                 "credentials", "held-idle", "usage/holders"):
+                 "credentials", "held-idle", "usage/holders", "usage/over-time"):
         assert set(schema["paths"][f"/api/v1/{path}/"]) == {"get"}, path
     assert set(schema["paths"]["/api/v1/idle-policy/"]) == {"get", "patch"}
     detail = schema["components"]["schemas"]["WorkloadDetail"]["properties"]["connect_url"]

@@ -265,6 +265,36 @@ def test_serving_pools_show_the_reservations_in_scope_and_what_their_services_ho
     assert 'data-pool="serve-l4"' not in client_for("carol").get(PAGE).content.decode()  # Forecasting has none
 
 
+def test_the_api_counts_serving_reservations_and_what_their_services_hold(demo, client_for,
+                                                                           django_assert_max_num_queries):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    pool = serving_pool()
+    reserve("vision", pool, 4)
+    serve("alice", "vision", pool, replicas=2)
+    with CaptureQueriesContext(connection) as before:
+        client_for("admin").get(API)
+    reserve("nlp", pool, 2)
+    reserve("etl", pool, 1)
+    serve("alice", "vision", pool, replicas=1)
+    stopped = serve("bob", "nlp", pool, replicas=2)
+    Workload.objects.filter(pk=stopped.pk).update(status=Status.STOPPED)  # holds nothing any more
+    serve("bob", "nlp", pool, replicas=1)
+    with django_assert_max_num_queries(len(before.captured_queries)):
+        admin = figures(client_for("admin"), "serve-l4")
+    assert admin["serving"] is True and admin["departments"] == []
+    assert admin["reservations"] == [
+        {"name": "ETL", "slug": "etl", "reserved": 1, "in_use": 0, "free": 1},
+        {"name": "NLP", "slug": "nlp", "reserved": 2, "in_use": 1, "free": 1},
+        {"name": "Vision", "slug": "vision", "reserved": 4, "in_use": 3, "free": 1}], admin["reservations"]
+    assert (admin["cluster"]["deserved"], admin["cluster"]["used"]) == (8, 4)  # the pool's use: every service's
+    alice = figures(client_for("alice"), "serve-l4")
+    assert [r["slug"] for r in alice["reservations"]] == ["vision"] and alice["cluster"] is None
+    assert figures(client_for("alice"))["serving"] is False and figures(client_for("alice"))["reservations"] == []
+    assert "serve-l4" not in {p["pool"] for p in client_for("carol").get(API).json()["pools"]}
+
+
 def test_polls_see_a_reservation_or_a_service_change(demo, client_for):
     from apps.org import services as org_services
     from apps.org.models import ServingReservation

@@ -474,3 +474,24 @@ def test_dry_run_takes_true_or_false_only(client_for, value):
 def test_dry_run_false_submits(client_for):
     assert call(client_for("alice"), "POST", "workloads/?dry_run=false", body(job())).status_code == 201
     assert Workload.objects.count() == 1
+
+
+def test_a_manifest_submission_submitted_again_records_where_it_came_from(client_for):
+    alice = client_for("alice")
+    first = call(alice, "POST", "workloads/", body(jobset(), preemptible=False, max_runtime_seconds=3600))
+    assert first.status_code == 201, first.content
+    source = Workload.objects.get()
+    # The resubmit action repeats the manifest as given, how it ran, and records the source.
+    again = call(alice, "POST", f"workloads/{source.pk}/resubmit/", {"preemptible": True})
+    assert again.status_code == 201, again.content
+    second = Workload.objects.exclude(pk=source.pk).get()
+    assert (second.kind, second.name, second.pod_sets, second.max_runtime_seconds, second.preemptible) == (
+        Kind.JOBSET, "my-jobset", source.pod_sets, 3600, True)
+    assert second.resubmitted_from == source and again.json()["resubmitted_from"] == source.pk
+    assert AuditEvent.objects.get(action="workload.resubmit").after["resubmitted_from_id"] == source.pk
+    # A manifest body names its source too, a workload the caller sees only.
+    named = call(alice, "POST", "workloads/", body(jobset(), resubmitted_from=source.pk))
+    assert named.status_code == 201 and Workload.objects.get(pk=named.json()["id"]).resubmitted_from == source
+    carols = call(client_for("carol"), "POST", "workloads/", body(jobset(), project="forecasting",
+                                                                     resubmitted_from=source.pk))
+    assert carols.status_code == 400 and "resubmitted_from" in carols.json()

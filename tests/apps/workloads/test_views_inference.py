@@ -31,7 +31,8 @@ def pools(demo) -> dict[str, NodePool]:
 
 
 def form_data(pool: NodePool, **extra: str) -> dict[str, str]:
-    return {"project": str(Project.objects.get(slug="vision").pk), "name": "llama", "image": "vllm/vllm-openai:v0.6.3",
+    return {"submission_token": "t" * 24, "project": str(Project.objects.get(slug="vision").pk), "name": "llama",
+            "image": "vllm/vllm-openai:v0.6.3",
             "command": "", "args": "--model meta-llama/Llama-3.1-8B", "node_pool": str(pool.pk),
             "serving_port": "8000", "gpus": "1", "replicas": "2", "model_label": "llama-3-8b",
             "data_class": "public", **extra}
@@ -67,13 +68,33 @@ def test_every_refusal_comes_back_at_once_and_nothing_is_recorded(client_for, po
     form = refused.context["form"]
     assert set(form.errors) == {"node_pool", "serving_port", "command", "name", "image"}, form.errors
     assert "no serving reservation" in form.errors["node_pool"][0]
-    # ...and then the service's, on their fields: more than the reservation holds.
-    over = client.post(PAGE, form_data(pools["serve-l4"], replicas="3", gpus="2"))
-    assert over.status_code == 400
-    assert list(over.context["form"].errors) == ["replicas"]
-    assert "vision reserves 4 units of serve-l4" in over.context["form"].errors["replicas"][0]
-    assert "Nothing was submitted" in over.content.decode()
+    # ...and the service's beside them in the same answer: more than the reservation holds, with no image.
+    both = client.post(PAGE, form_data(pools["serve-l4"], replicas="3", gpus="2", image="", data_class=""))
+    assert both.status_code == 400
+    errors = both.context["form"].errors
+    assert set(errors) == {"replicas", "image", "data_class"}, errors
+    assert "vision reserves 4 units of serve-l4" in errors["replicas"][0]
+    assert "Nothing was submitted" in both.content.decode()
     assert not Workload.objects.filter(kind=Kind.INFERENCE).exists()
+
+
+def test_a_form_posted_twice_makes_one_service(client_for, pools):
+    client = client_for("alice")
+    first = client.post(PAGE, form_data(pools["serve-l4"]))
+    again = client.post(PAGE, form_data(pools["serve-l4"]), follow=True)
+    workload = Workload.objects.get(kind=Kind.INFERENCE)
+    assert first["Location"] == reverse("workloads:detail", args=[workload.pk])
+    assert again.redirect_chain[-1][0] == reverse("workloads:detail", args=[workload.pk])
+    assert "This form was submitted already" in again.content.decode()
+    assert AuditEvent.objects.filter(action="workload.submit", object_id=str(workload.pk)).count() == 1
+    # A refused post keeps its token (the page posts it again); a post without a token is refused, recording nothing.
+    refused = client.post(PAGE, form_data(pools["serve-l4"], submission_token="u" * 24, replicas="9"))
+    assert 'value="' + "u" * 24 + '"' in refused.content.decode()
+    unguarded = client.post(PAGE, {**form_data(pools["serve-l4"]), "submission_token": ""})
+    assert unguarded.status_code == 400 and "no valid submission token" in unguarded.content.decode()
+    assert Workload.objects.filter(kind=Kind.INFERENCE).count() == 1
+    page = client.get(PAGE).content.decode()
+    assert page.count('name="submission_token"') == 1
 
 
 def test_a_project_out_of_reach_is_not_found_and_csrf_is_enforced(client_for, demo, pools):

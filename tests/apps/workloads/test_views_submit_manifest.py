@@ -343,12 +343,15 @@ def test_submit_again_prefills_the_manifest_as_given_and_how_it_ran(client_for, 
     assert not re.search(r'<input type="checkbox" name="preemptible"[^>]*checked', content)
     for name, value in (("max_runtime_minutes", "90"), ("model_label", "bert"), ("data_class", "internal")):
         assert re.search(rf'<input[^>]*name="{name}"[^>]*value="{value}"', content), name
-    # Submitted as prefilled: a second workload like the first.
+    assert f'<input type="hidden" name="resubmitted_from" value="{first.pk}">' in content
+    # Submitted as prefilled: a second workload like the first, which it records as its source.
     again = client.post(URL, payload(pool="a100-mig-3g40gb", manifest=textarea(content), priority_class=build.pk,
                                      preemptible=None, max_runtime_minutes="90", model_label="bert",
-                                     data_class="internal"))
+                                     data_class="internal", resubmitted_from=str(first.pk)))
     assert again.status_code == 302, errors_by_line(again.content.decode())
     second = Workload.objects.exclude(pk=first.pk).get()
+    assert second.resubmitted_from == first
+    assert AuditEvent.objects.filter(action="workload.resubmit", object_id=str(second.pk)).exists()
     assert (second.kind, second.name, second.pod_sets, second.priority_class, second.preemptible) == (
         first.kind, first.name, first.pod_sets, first.priority_class, first.preemptible)
     assert second.manifest["metadata"]["name"] == f"wl-{second.pk}"

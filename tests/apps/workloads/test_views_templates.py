@@ -172,3 +172,74 @@ def test_the_template_form_reports_every_error_at_once(page_client, users):
                     "node_pool: no node pool is called 'b300'", "image: 'BAD IMAGE' is not a valid image reference"):
         assert message in values_errors
     assert WorkloadTemplate.objects.count() == 1
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"framework": "ray", "ray_entrypoint": "python tune.py", "command": ["python", "tune.py"]},
+     "command: A Ray job runs its entrypoint on the cluster"),
+    ({"framework": "ray", "ray_entrypoint": "python tune.py", "ray_version": "latest"},
+     "ray_version: 'latest' is not a Ray version"),
+    ({"framework": "pytorch", "ray_entrypoint": "python tune.py"},
+     "ray_entrypoint: Only Ray training has this"),
+    ({"framework": "pytorch", "env": ["PET_NNODES=4"]}, "env: PET_NNODES: set by the portal"),
+    ({"framework": "ray", "env": ["RAY_ADDRESS=x"]}, "env: RAY_ADDRESS: set by KubeRay"),
+])
+def test_a_templates_framework_is_held_to_the_frameworks_rules(page_client, values, message):
+    response = post(page_client("admin"), values=values)
+    assert response.status_code == 200 and message in field_errors(response, "values"), field_errors(
+        response, "values")
+    assert not WorkloadTemplate.objects.exists()
+
+
+def test_a_ray_template_leaves_its_entrypoint_to_the_submitter_and_prefills_the_framework(page_client):
+    client = page_client("admin")
+    assert post(client, values={"framework": "ray", "image": "rayproject/ray:2.9.0-gpu"}).status_code == 302
+    template = WorkloadTemplate.objects.get()
+    html = page_client("alice").get(reverse("workloads:submit", args=["training"]),
+                                    {"template": template.pk}).content.decode()
+    assert '<option value="ray" selected>' in html
+
+
+def test_save_as_template_keeps_the_framework_and_its_launch(page_client, make_workload):
+    from django.utils import timezone
+
+    from apps.cluster import services as mirror
+    from apps.workloads.models import Framework
+
+    mirror.watcher_served_kinds(kinds=["job", "jobset", "pod", "rayjob", "trainjob"], at=timezone.now(),
+                                torch_runtime="torch-h100")
+    ray = make_workload(framework=Framework.RAY, name="tune", pods=2, command=[], image="rayproject/ray:2.9.0-gpu",
+                        ray_entrypoint="python tune.py --trials 8", ray_working_dir="/work", ray_version="2.9.0",
+                        max_runtime_seconds=3600)
+    admin = page_client("admin")
+    detail = admin.get(reverse("workloads:detail", args=[ray.pk])).content.decode()
+    assert f'href="{NEW}?from={ray.pk}">Save as template</a>' in detail
+    alices = page_client("alice").get(reverse("workloads:detail", args=[ray.pk])).content.decode()
+    assert "Save as template" not in alices
+    page = admin.get(NEW, {"from": ray.pk})
+    values = json.loads(page.context["form"].initial["values"])
+    assert values == {"name": "tune", "image": "rayproject/ray:2.9.0-gpu", "framework": "ray", "ray_version": "2.9.0",
+                      "ray_entrypoint": "python tune.py --trials 8", "ray_working_dir": "/work", "node_pool": "h100",
+                      "gpus": 1, "cpu": 1, "memory_gib": 8, "pods": 2, "priority_class": ray.priority_class.name,
+                      "preemptible": True, "max_runtime_minutes": 60, "model_label": "resnet",
+                      "data_class": "public"}, values
+    # Saved as it is prefilled, it offers the same framework and launch on the submit page.
+    saved = post(admin, name="Ray tune", kind="training", values=values)
+    assert saved.status_code == 302, field_errors(saved, "values")
+    template = WorkloadTemplate.objects.get()
+    html = page_client("alice").get(reverse("workloads:submit", args=["training"]),
+                                    {"template": template.pk}).content.decode()
+    assert '<option value="ray" selected>' in html and 'value="python tune.py --trials 8"' in html
+    torch = make_workload(framework=Framework.PYTORCH, name="ddp", pods=2, command=["torchrun", "train.py"],
+                          args=["--epochs", "3"])
+    values = json.loads(admin.get(NEW, {"from": torch.pk}).context["form"].initial["values"])
+    assert (values["framework"], values["command"], values["args"]) == ("pytorch", ["torchrun", "train.py"],
+                                                                        ["--epochs", "3"])
+
+
+def test_save_as_template_is_for_admins_and_form_submissions(page_client, make_workload, make_outside):
+    run = make_workload()
+    assert page_client("alice").get(NEW, {"from": run.pk}).status_code == 403
+    assert page_client("admin").get(NEW, {"from": make_outside().pk}).status_code == 400
+    assert page_client("admin").get(NEW, {"from": 10**9}).status_code == 404
+    assert page_client("admin").get(NEW, {"from": "x"}).status_code == 404
