@@ -53,6 +53,7 @@ KINDS: dict[str, Kind] = {
     "LocalQueue": Kind("kueue.x-k8s.io", "v1beta2", "localqueues", True),
     "WorkloadPriorityClass": Kind("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False),
     "Workload": Kind("kueue.x-k8s.io", "v1beta2", "workloads", True),
+    "Queue": Kind("scheduling.run.ai", "v2", "queues", False),  # KAI Scheduler's, for KAI pools (kai_objects.py)
     "Lease": Kind("coordination.k8s.io", "v1", "leases", True),  # leader election (worker/leader.py)
 }
 

@@ -44,6 +44,11 @@ class PoolSpec:
     capacity: int
     node_labels: dict[str, str] = field(default_factory=dict)
     node_taints: tuple[dict[str, str], ...] = ()
+    scheduler: str = "kueue"  # or "kai": KAI Scheduler's Queues instead (worker/kai_objects.py), no Kueue objects
+
+    @property
+    def kai(self) -> bool:
+        return self.scheduler == "kai"
 
 
 @dataclass(frozen=True)
@@ -225,11 +230,13 @@ def priority_class(spec: PriorityClassSpec) -> dict[str, Any]:
 
 
 def desired_objects(org: OrgSnapshot, naming: KueueNames | None = None) -> list[dict[str, Any]]:
-    """Every object the cluster should hold, parents before children (the order creates must follow)."""
+    """Every Kueue object (and project namespace) the cluster should hold, parents before children (the order creates
+    must follow). KAI pools have none: KAI Scheduler queues their work (worker/kai_objects.py)."""
     naming = naming or names()
+    pools = [pool for pool in org.pools if not pool.kai]
     objects: list[dict[str, Any]] = [priority_class(spec) for spec in org.priority_classes]
-    objects += [resource_flavor(pool) for pool in org.pools]
+    objects += [resource_flavor(pool) for pool in pools]
     objects += [namespace(project, department) for department in org.departments for project in department.projects]
-    for pool in org.pools:
+    for pool in pools:
         objects += _pool_tree(pool, org.departments, naming)
     return objects

@@ -1,4 +1,5 @@
-"""Reconcile the cluster's Kueue objects with the organisation (docs/architecture.md, The organisation in Kueue).
+"""Reconcile the cluster's Kueue objects with the organisation (docs/architecture.md, The organisation in Kueue), and
+KAI Scheduler's Queues for the pools KAI schedules (worker/kai_objects.py), the same way.
 
 Compute the desired objects from the database, read what the portal owns in the cluster, and apply only the
 differences in a safe order: shrinking updates first (children before parents), then creates and growing updates
@@ -39,6 +40,7 @@ from apps.org.selectors import budget_holds
 from apps.org.validators import project_namespace_error
 
 from .gateway import ClusterError, Gateway
+from .kai_objects import kai_objects
 from .kueue_objects import (
     DepartmentSpec,
     OrgSnapshot,
@@ -51,7 +53,8 @@ from .kueue_objects import (
 
 def _quotas(quotas: list[Quota]) -> dict[str, PoolQuota]:
     return {
-        quota.node_pool.slug: PoolQuota(deserved=quota.deserved, limit=quota.limit, weight=quota.over_quota_weight)
+        quota.node_pool.slug: PoolQuota(deserved=quota.deserved, limit=quota.limit, weight=quota.over_quota_weight,
+                                        cpu_cores=quota.cpu_cores, memory_gib=quota.memory_gib)
         for quota in quotas
     }
 
@@ -59,7 +62,7 @@ def _quotas(quotas: list[Quota]) -> dict[str, PoolQuota]:
 def org_snapshot() -> OrgSnapshot:
     """The organisation as plain data, in five queries whatever its size. Serving pools are left out: inference
     services never go through Kueue, so such a pool has no ResourceFlavor, Cohorts or queues (docs/architecture.md,
-    Inference services)."""
+    Inference services). KAI pools are in it, marked: they become KAI Queues instead of Kueue objects."""
     held, held_departments = budget_holds()
     quotas = Quota.objects.select_related("node_pool")
     departments = Department.objects.order_by("slug").prefetch_related(
@@ -71,7 +74,7 @@ def org_snapshot() -> OrgSnapshot:
     return OrgSnapshot(
         pools=tuple(
             PoolSpec(slug=pool.slug, gpu_resource=pool.gpu_resource, capacity=pool.capacity,
-                     node_labels=dict(pool.node_labels), node_taints=tuple(pool.node_taints))
+                     node_labels=dict(pool.node_labels), node_taints=tuple(pool.node_taints), scheduler=pool.scheduler)
             for pool in NodePool.objects.filter(serving=False).order_by("slug")
         ),
         departments=tuple(
@@ -98,7 +101,13 @@ def org_snapshot() -> OrgSnapshot:
 
 QUANTITY_KEYS = {"nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
 # Objects are read and applied in this order; deletes go the other way.
-KIND_ORDER = ["WorkloadPriorityClass", "ResourceFlavor", "Namespace", "Cohort", "ClusterQueue", "LocalQueue"]
+KIND_ORDER = ["WorkloadPriorityClass", "ResourceFlavor", "Namespace", "Cohort", "ClusterQueue", "LocalQueue", "Queue"]
+# Kinds of a scheduler the cluster may not have installed (KAI's Queue): a 404 on their list means the portal owns
+# none there, not a failed run. A desired one then fails its create, reported like any refused object.
+OPTIONAL_KINDS = {"Queue"}
+# Kinds whose whole spec is the portal's: compared exactly, so a field added by hand (a KAI Queue's priority, say)
+# counts as drift and is taken away.
+EXACT_SPEC_KINDS = {"Queue"}
 
 
 def _describe(obj: dict[str, Any]) -> str:
@@ -177,6 +186,13 @@ def _content(obj: dict[str, Any]) -> dict[str, Any]:
     return content
 
 
+def _holds(desired: dict[str, Any], actual: dict[str, Any]) -> bool:
+    """Whether the cluster's `actual` object is as the portal wants `desired`."""
+    if desired["kind"] in EXACT_SPEC_KINDS and desired.get("spec") != actual.get("spec"):
+        return False
+    return _covers(_content(desired), _content(actual))
+
+
 def _limits(obj: dict[str, Any]) -> dict[tuple[str, str, str], Decimal | None]:
     limits: dict[tuple[str, str, str], Decimal | None] = {}
     for group in (obj.get("spec") or {}).get("resourceGroups") or []:
@@ -208,9 +224,17 @@ def _delete_rank(obj: dict[str, Any]) -> tuple[int, int]:
     return -KIND_ORDER.index(obj["kind"]), depth
 
 
+def _list_owned(gw: Gateway, kind: str) -> list[dict[str, Any]]:
+    try:
+        return gw.list(kind, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+    except ClusterError as error:
+        if error.not_found and kind in OPTIONAL_KINDS:
+            return []
+        raise
+
+
 def read_owned(gw: Gateway) -> dict[tuple[str, str, str], dict[str, Any]]:
-    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-    return {_key(obj): obj for kind in KIND_ORDER for obj in gw.list(kind, label_selector=selector)}
+    return {_key(obj): obj for kind in KIND_ORDER for obj in _list_owned(gw, kind)}
 
 
 def _project_of(obj: dict[str, Any]) -> str | None:
@@ -321,7 +345,7 @@ def reconcile(gw: Gateway, desired: list[dict[str, Any]]) -> SyncResult:
         desired = [obj for obj in desired if obj["metadata"].get("namespace") != name]
     wanted = {_key(obj): obj for obj in desired}
     updates = [(obj, actual[key]) for key, obj in wanted.items()
-               if key in actual and not _covers(_content(obj), _content(actual[key]))]
+               if key in actual and not _holds(obj, actual[key])]
     shrinking = [(obj, current) for obj, current in updates if _shrinks(obj, current)]
     growing = {id(obj) for obj, current in updates if not _shrinks(obj, current)}
     for obj, current in reversed(shrinking):  # children first
@@ -347,7 +371,7 @@ def _read_back(gw: Gateway, wanted: dict[tuple[str, str, str], dict[str, Any]], 
     lines = [f"{_describe(obj)}: not as intended when read back after the pass (changed by another writer "
              f"meanwhile); {again}"
              for key, obj in wanted.items()
-             if not result.left_out(obj) and (key not in actual or not _covers(_content(obj), _content(actual[key])))]
+             if not result.left_out(obj) and (key not in actual or not _holds(obj, actual[key]))]
     lines += [f"{_describe(obj)}: still in the cluster when read back after the pass; {again}"
               for key, obj in actual.items()
               if key not in wanted and not result.left_out(obj) and not obj["metadata"].get("deletionTimestamp")]
@@ -418,7 +442,7 @@ def _update(gw: Gateway, desired: dict[str, Any], current: dict[str, Any], resul
                 raise
             # Another writer changed it since it was read: read it again and apply on top of theirs.
             current = gw.get(desired["kind"], metadata["name"], namespace=metadata.get("namespace"))
-            if _covers(_content(desired), _content(current)):
+            if _holds(desired, current):
                 return
             continue
         result.record("updated", desired)
@@ -426,7 +450,9 @@ def _update(gw: Gateway, desired: dict[str, Any], current: dict[str, Any], resul
 
 
 def desired_from_database() -> list[dict[str, Any]]:
-    return desired_objects(org_snapshot(), kueue_names())
+    """Kueue's objects for the Kueue pools, then KAI Scheduler's Queues for the KAI pools (one snapshot)."""
+    org, naming = org_snapshot(), kueue_names()
+    return desired_objects(org, naming) + kai_objects(org, naming)
 
 
 def as_yaml(objects: list[dict[str, Any]]) -> str:

@@ -19,6 +19,7 @@ from .leader import LEASES
 from .outside_work import OWNER_KINDS
 
 KUEUE = "kueue.x-k8s.io"
+KAI = "scheduling.run.ai"  # KAI Scheduler's Queues, for the pools it schedules (worker/kai_objects.py)
 VISIBILITY = "visibility.kueue.x-k8s.io"
 COORDINATION = "coordination.k8s.io"
 
@@ -71,6 +72,7 @@ WORKER: tuple[Permission, ...] = (
         Permission(KUEUE, plural, _RECONCILED)
         for plural in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses")
     ),
+    Permission(KAI, "queues", _RECONCILED),
     *_owner_kinds(OWNER_STOP),
 )
 

@@ -29,6 +29,9 @@ OWNER_ANNOTATION = "portal.gpu/owner"
 NAME_ANNOTATION = "portal.gpu/name"
 # The request that submitted the work (apps/core/request_ids.py), to find its log lines from the Job.
 REQUEST_ID_ANNOTATION = "portal.gpu/request-id"
+# KAI Scheduler's scheduling-shard label: a KAI pool's Queues carry it with the pool's slug, so the shard that
+# schedules the pool's nodes (labelled the same) takes them (README, Kueue and KAI in one cluster).
+KAI_NODE_POOL_LABEL = "kai.scheduler/node-pool"
 # Kueue's own labels: the LocalQueue a Job goes to, its WorkloadPriorityClass and its maximum execution time.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -87,6 +90,14 @@ class KueueNames:
 
     def project_namespace(self, project: str) -> str:
         return f"{self.project_prefix}{project}"
+
+    # KAI Scheduler's Queues on a KAI pool (worker/kai_objects.py) take the names the Kueue cohorts would have: a
+    # different kind, so nothing collides, and a pool moved between schedulers keeps recognisable names.
+    def kai_department_queue(self, department: str, pool: str) -> str:
+        return self.department_cohort(department, pool)
+
+    def kai_project_queue(self, project: str, pool: str) -> str:
+        return self.project_cohort(project, pool)
 
 
 def names() -> KueueNames:

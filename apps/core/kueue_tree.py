@@ -36,6 +36,9 @@ class PoolQuota:
     deserved: int
     limit: int | None
     weight: Decimal = DEFAULT_WEIGHT
+    # Optional CPU and memory quotas: only KAI Scheduler's Queues take them (worker/kai_objects.py); None: none set.
+    cpu_cores: Decimal | None = None
+    memory_gib: int | None = None
 
     @property
     def over_quota(self) -> int | None:

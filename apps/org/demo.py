@@ -167,6 +167,37 @@ def seed_demo_spend() -> tuple[list[Budget], list[Policy]]:
     return budgets, list(Policy.objects.filter(**_demo_owner(DEMO_POLICY)))
 
 
+# A pool KAI Scheduler schedules, with GPU fractions for notebooks (README, Kueue and KAI in one cluster): four nodes
+# of four cards. make run's seed_demo command only: the test databases' seed keeps the three Kueue pools that the
+# tests count. Its nodes carry KAI's shard label with the pool's slug, as its Queues do.
+KAI_POOL: dict[str, Any] = {
+    "slug": "rtx-pro-6000", "name": "RTX PRO 6000 96GB", "gpu_resource": "nvidia.com/gpu",
+    "gpu_product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "cut": NodePool.Cut.FULL, "capacity": 16,
+    "node_labels": {"portal.gpu/pool": "rtx-pro-6000", "kai.scheduler/node-pool": "rtx-pro-6000"},
+    "scheduler": NodePool.Scheduler.KAI, "gpu_fractions": True,
+    "description": "RTX PRO 6000 cards scheduled by KAI Scheduler, shared as GPU fractions by notebooks.",
+}
+# owner slug -> (deserved, limit, weight) on the KAI pool; departments first.
+KAI_QUOTAS: dict[str, tuple[int, int | None, int]] = {
+    "research": (8, None, 2), "data-science": (8, 16, 1),
+    "vision": (4, None, 1), "nlp": (4, 8, 1), "forecasting": (4, 8, 1), "analytics": (4, 8, 1),
+}
+
+
+def seed_demo_kai_pool() -> NodePool:
+    """The demo's KAI pool and its quotas, created by the demo admin through the audited services where missing;
+    running it again changes nothing."""
+    admin = get_user_model().objects.get(username="admin")
+    with transaction.atomic():
+        pool = NodePool.objects.filter(slug=KAI_POOL["slug"]).first() or services.node_pool_create(
+            actor=admin, **KAI_POOL)
+        for slug, (deserved, limit, weight) in KAI_QUOTAS.items():
+            department = Department.objects.filter(slug=slug).first()
+            owner = {"department": department} if department else {"project": Project.objects.get(slug=slug)}
+            _ensure_quota(admin, pool, deserved, limit, weight, **owner)
+    return pool
+
+
 def _demo_owner(spec: dict[str, Any]) -> dict[str, Any]:
     if "project" in spec:
         return {"project": Project.objects.get(slug=spec["project"])}

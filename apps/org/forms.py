@@ -152,6 +152,15 @@ class NodePoolForm(VersionedForm):
         help_text="For inference services only: no Kueue queues and no batch work; admins reserve a fixed number of "
                   "its units per project instead of quotas.",
     )
+    scheduler = forms.ChoiceField(
+        choices=NodePool.Scheduler.choices, initial=NodePool.Scheduler.KUEUE,
+        help_text="What queues and admits the pool's work: Kueue, or KAI Scheduler (the organisation becomes KAI "
+                  "queues; GPU fractions possible). Changes only while no work is live on the pool.",
+    )
+    gpu_fractions = forms.BooleanField(
+        required=False, label="GPU fractions",
+        help_text="KAI pools only: work may ask for a fraction of one card, so notebooks share cards.",
+    )
 
     price_per_card_hour = forms.DecimalField(
         required=False, min_value=0, max_digits=12, decimal_places=4, label="Price per card-hour",
@@ -171,7 +180,8 @@ class NodePoolForm(VersionedForm):
                 "node_labels": labels_text(instance.node_labels), "node_taints": taints_text(instance.node_taints),
                 "capacity": instance.capacity, "card_fraction": instance.card_fraction_display,
                 "over_subscribable": instance.over_subscribable, "serving": instance.serving,
-                "price_per_card_hour": instance.price_per_card_hour,
+                "price_per_card_hour": instance.price_per_card_hour, "scheduler": instance.scheduler,
+                "gpu_fractions": instance.gpu_fractions,
             }
         super().__init__(*args, **kwargs)
         if instance is not None:
@@ -201,6 +211,10 @@ class NodePoolForm(VersionedForm):
             self.add_error("mig_profile", "A MIG pool needs its profile, e.g. 3g.40gb.")
         if data.get("cut") == NodePool.Cut.TIME_SLICED and (data.get("replicas_per_card") or 1) < 2:
             self.add_error("replicas_per_card", "A time-sliced pool shares each card between at least 2 replicas.")
+        proposed = NodePool(scheduler=data.get("scheduler") or NodePool.Scheduler.KUEUE,
+                            gpu_fractions=bool(data.get("gpu_fractions")), serving=bool(data.get("serving")))
+        for name, message in proposed.scheduler_errors().items():
+            self.add_error(name, message)
         return data
 
     def service_fields(self) -> dict[str, Any]:

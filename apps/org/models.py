@@ -49,12 +49,17 @@ def price_text(price: Decimal | None) -> str:
 
 
 class NodePool(VersionedModel):
-    """A slice of the cluster handed out as one unit: one GPU model cut one way; one Kueue ResourceFlavor."""
+    """A slice of the cluster handed out as one unit: one GPU model cut one way; one Kueue ResourceFlavor, or one
+    set of KAI Scheduler queues when KAI schedules its nodes (README, Kueue and KAI in one cluster)."""
 
     class Cut(models.TextChoices):
         FULL = "full", "Full GPU"
         MIG = "mig", "MIG slice"
         TIME_SLICED = "time-sliced", "Time-sliced replicas"
+
+    class Scheduler(models.TextChoices):
+        KUEUE = "kueue", "Kueue"
+        KAI = "kai", "KAI Scheduler"
 
     slug = models.CharField(max_length=40, unique=True, validators=[validate_slug])
     name = models.CharField(max_length=100)
@@ -88,6 +93,13 @@ class NodePool(VersionedModel):
         help_text="Optional price of one physical card for one hour, in force from when it is saved (earlier hours "
                   "keep the price they had); turns the usage showback into chargeback.",
     )
+    scheduler = models.CharField(
+        max_length=10, choices=Scheduler.choices, default=Scheduler.KUEUE,
+        help_text="What queues and admits the pool's work: Kueue, or KAI Scheduler (its own queues, GPU fractions).",
+    )
+    gpu_fractions = models.BooleanField(
+        default=False, help_text="KAI pools only: work may ask for a fraction of one card, so notebooks share cards.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -98,7 +110,12 @@ class NodePool(VersionedModel):
                 condition=Q(card_fraction_numerator__lte=models.F("card_fraction_denominator")),
                 name="nodepool_card_fraction_at_most_one",
                 violation_error_message="A unit cannot be more than one physical card.",
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_fractions=False) | Q(scheduler="kai"),
+                name="nodepool_gpu_fractions_need_kai",
+                violation_error_message="GPU fractions need KAI Scheduler: Kueue counts whole units.",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -130,8 +147,24 @@ class NodePool(VersionedModel):
             errors["node_labels"] = label_errors
         if taint_errors := node_taints_errors(self.node_taints):
             errors["node_taints"] = taint_errors
+        errors.update(self.scheduler_errors())
         if errors:
             raise ValidationError(errors)
+
+    def scheduler_errors(self) -> dict[str, str]:
+        """Fractions are KAI's (Kueue counts whole units), and a serving pool has no queues of either."""
+        errors: dict[str, str] = {}
+        if self.gpu_fractions and self.scheduler != self.Scheduler.KAI:
+            errors["gpu_fractions"] = ("GPU fractions need KAI Scheduler: Kueue counts whole units. Choose the KAI "
+                                       "scheduler for this pool, or turn fractions off.")
+        if self.serving and self.scheduler == self.Scheduler.KAI:
+            errors["scheduler"] = ("A serving pool has no queues (its inference services are not queued), so it "
+                                   "stays on Kueue; turn serving off to hand the pool to KAI Scheduler.")
+        return errors
+
+    @property
+    def kai(self) -> bool:
+        return self.scheduler == self.Scheduler.KAI
 
     @property
     def card_fraction(self) -> Fraction:

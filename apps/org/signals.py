@@ -33,3 +33,10 @@ kwargs: `quota` (the Quota with the proposed values, unsaved; its node pool and 
 its refusals, field name -> list of messages (`django.core.exceptions.NON_FIELD_ERRORS` for the quota as a whole),
 or an empty mapping or None when it has none: the services collect them all and refuse the change with every
 message, field by field, and save nothing."""
+
+node_pool_scheduler_change_proposed = Signal()
+"""A node pool's scheduler (Kueue or KAI) is about to change, sent by the node pool update service before it saves.
+
+kwargs: `node_pool` (the NodePool with the proposed scheduler, unsaved). Each receiver returns its refusals as
+`quota_size_proposed`'s do (field name -> messages, or nothing): the service refuses the change with every message
+and saves nothing. Work live on the pool was queued by the scheduler it had, which would lose it."""

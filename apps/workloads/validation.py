@@ -17,7 +17,7 @@ from apps.org.validators import mount_collisions, validate_dns_label, validate_l
 
 from . import notebooks
 from .capacity import DepartmentQuota, PoolTree, ProjectQuota
-from .models import HOLDING_STATUSES, MAX_PODS, Credential, Kind, Workload
+from .models import HOLDING_STATUSES, LIVE_STATUSES, MAX_PODS, Credential, Kind, Workload
 
 # A container image reference as the container runtime parses it: [registry[:port]/]path[:tag][@digest]. The first
 # component is a registry only when it has a dot or a port or is localhost; otherwise it is part of the path.
@@ -173,6 +173,9 @@ def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: in
     if pool.serving:  # no queue there: a serving pool holds inference services only
         return {"node_pool": [f"{pool.name} is a serving pool: only inference services run there. Choose another "
                               "pool, or submit an inference service."]}
+    if pool.kai:  # its queues are KAI Scheduler's: the portal does not yet write work for them
+        return {"node_pool": [f"{pool.name} is scheduled by KAI Scheduler, and work on KAI pools is not yet submitted "
+                              "by the portal. Choose a Kueue pool."]}
     pool_quotas = list(Quota.objects.filter(node_pool=pool).select_related("project"))
     quota = next((q for q in pool_quotas if q.project_id == project.pk), None)
     if quota is None:
@@ -242,6 +245,19 @@ def running_non_preemptible_quota_errors(*, quota: Quota, **_: Any) -> Errors:
             f"Running non-preemptible work in this project holds {held} {quota.node_pool.slug} units; the deserved "
             "quota cannot go below that until it finishes or is stopped."]}
     return {}
+
+
+def live_work_scheduler_errors(*, node_pool: NodePool, **_: Any) -> Errors:
+    """Refuse moving a pool to another scheduler while work is live on it: that work sits in the queues of the one it
+    has, which the other would neither see nor keep. A receiver of apps.org.signals.node_pool_scheduler_change_proposed
+    (connected in WorkloadsConfig.ready)."""
+    live = Workload.objects.filter(node_pool_id=node_pool.pk, status__in=LIVE_STATUSES).count()
+    if not live:
+        return {}
+    return {"scheduler": [
+        f"{live} workload{'s are' if live != 1 else ' is'} live on {node_pool.slug} (queued, admitted, running or "
+        "stopping); its scheduler cannot change until they finish or are stopped: that work sits in the queues of "
+        "the scheduler the pool has now."]}
 
 
 SHM_PATH = "/dev/shm"  # noqa: S108 - the container's shared memory, not a temporary file

@@ -265,7 +265,8 @@ def page(name: str, persona: str, url_name: str, args: list[Any], data: dict[str
 QUOTA_TABLE = "quota table"  # a body key: the whole table's POST data (every cell as stored), with these changes
 POOL_FORM = {"slug": "b300", "name": "B300", "description": "", "gpu_resource": "nvidia.com/gpu",
              "gpu_product": "", "cut": "full", "mig_profile": "", "replicas_per_card": "1",
-             "node_labels": "portal.gpu/pool=b300", "node_taints": "", "capacity": "8", "card_fraction": "1"}
+             "node_labels": "portal.gpu/pool=b300", "node_taints": "", "capacity": "8", "card_fraction": "1",
+             "scheduler": "kueue"}
 DEPARTMENT_FORM = {"slug": "robotics", "name": "Robotics", "min_project_weight": "0", "max_project_weight": "2"}
 PROJECT_FORM = {"slug": "robots", "name": "Robots", "description": "", "namespace": ""}
 PRIORITY_FORM = {"name": "urgent", "value": "500", "description": ""}

@@ -1,13 +1,13 @@
 """Least privilege, proven: kubesim enforces RBAC with deploy/'s ClusterRoles and bindings applied, the worker and
 the watcher run with their service accounts' tokens (a kubeconfig each, as in the cluster) through a reconcile that
-creates, repairs and prunes every kind it owns, submit -> admitted -> running -> finished, a queue position, a log
-tail, a retried submit adopting its Job and Service, and a stop; an inference service submitted (a Deployment and its
-Service), scaled by a patch, followed by the watcher and stopped; then work submitted outside the portal, one object
-of each kind kubesim runs under Kueue, whose owner the watcher reads and the worker deletes. No call may be
-forbidden, and every rule the ClusterRoles grant must have been used: a verb the code no longer needs fails the test
-as surely as a missing one. The owner verbs of a kind kubesim does not run yet are the only ones left out. The
-watcher's and beat's leader election, each with its own account, creates, renews and releases its Lease through
-the Roles in the portal's namespace."""
+creates, repairs and prunes every kind it owns (KAI Scheduler's Queues of a KAI pool too), submit -> admitted ->
+running -> finished, a queue position, a log tail, a retried submit adopting its Job and Service, and a stop; an
+inference service submitted (a Deployment and its Service), scaled by a patch, followed by the watcher and stopped;
+then work submitted outside the portal, one object of each kind kubesim runs under Kueue, whose owner the watcher
+reads and the worker deletes. No call may be forbidden, and every rule the ClusterRoles grant must have been used: a
+verb the code no longer needs fails the test as surely as a missing one. The owner verbs of a kind kubesim does not
+run yet are the only ones left out. The watcher's and beat's leader election, each with its own account, creates,
+renews and releases its Lease through the Roles in the portal's namespace."""
 
 import threading
 from pathlib import Path
@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from apps.core.kueue_names import MANAGED_BY, MANAGED_BY_LABEL, POD_GROUP_LABEL, PROJECT_LABEL
 from apps.org import services as org_services
 from apps.org.demo import seed_demo
-from apps.org.models import NodePool, Project
+from apps.org.models import Department, NodePool, Project
 from apps.workloads import services
 from apps.workloads.models import LIVE_STATUSES, Kind, Origin, Status, Workload
 from kubesim.testing import serve
@@ -259,9 +259,21 @@ def owner_rules_of(frameworks):
     return rules
 
 
+def kai_pool():
+    """A pool KAI Scheduler schedules, with a department's and a project's quota: the reconcile writes KAI Queues."""
+    admin_user = get_user_model().objects.get(username="admin")
+    pool = org_services.node_pool_create(actor=admin_user, slug="rtx", name="RTX", gpu_resource="nvidia.com/gpu",
+                                         capacity=4, scheduler="kai", gpu_fractions=True)
+    org_services.quota_set(actor=admin_user, node_pool=pool, department=Department.objects.get(slug="research"),
+                           deserved=4, limit=None)
+    org_services.quota_set(actor=admin_user, node_pool=pool, project=Project.objects.get(slug="vision"), deserved=2,
+                           limit=4)
+
+
 def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, accounts, transactional_db):
     admin, watcher_gw, election_clients = accounts
     seed_demo()
+    kai_pool()
     assert tasks.kueue_sync.apply().get()  # creates everything (and asks whether each namespace is the portal's)
     drift(admin)
     changes = tasks.kueue_sync.apply().get()

@@ -94,7 +94,9 @@ class NodePoolPriceSerializer(serializers.ModelSerializer):
 class NodePoolSerializer(ShapeOnlyModelSerializer):
     """A node pool. `node_labels` select its nodes ({key: value}); `node_taints` are tolerated by its workloads.
     `price_per_card_hour` is the price in force now; changing it prices use from that moment on (past hours keep
-    their price), and `price_history` lists every price with the moment it took effect, oldest first."""
+    their price), and `price_history` lists every price with the moment it took effect, oldest first. `scheduler`
+    (`kueue` or `kai`) says what queues its work, and changes only while no work is live on it; `gpu_fractions`
+    (KAI pools only) lets work ask for a fraction of one card."""
 
     card_fraction = serializers.CharField(source="card_fraction_display", read_only=True)
     price_history = NodePoolPriceSerializer(source="prices", many=True, read_only=True)
@@ -128,8 +130,8 @@ class NodePoolSerializer(ShapeOnlyModelSerializer):
         fields = [
             "id", "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile",
             "replicas_per_card", "node_labels", "node_taints", "capacity", "card_fraction_numerator",
-            "card_fraction_denominator", "card_fraction", "over_subscribable", "serving", "price_per_card_hour",
-            "price_history", "version", "created_at", "updated_at",
+            "card_fraction_denominator", "card_fraction", "over_subscribable", "serving", "scheduler",
+            "gpu_fractions", "price_per_card_hour", "price_history", "version", "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
 

@@ -1,5 +1,8 @@
 """Node pools: the GPU shapes the cluster offers (a pool in use keeps its name: it names its Kueue objects).
 
+A pool's scheduler (Kueue or KAI) changes only while no work is live on it: that work was queued by the scheduler it
+has now, and would be lost to the other (the workloads app refuses such a change, signals.py).
+
 A pool's price per card-hour has a history (NodePoolPrice): a price given with a new pool prices all of its use; a
 change prices use from the moment it is saved, so past hours and closed months keep the price they had (README,
 "Cost and chargeback").
@@ -7,9 +10,10 @@ change prices use from the moment it is saved, so past hours and closed months k
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -20,6 +24,7 @@ from apps.accounts.access import Action
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import model_delete, model_save, model_update, version_check, version_check_locked
+from apps.org import signals
 from apps.org.models import PRICED_FROM_THE_START, NodePool, NodePoolPrice, Quota, ServingReservation
 
 from .common import _field_errors, _require
@@ -28,7 +33,7 @@ from .kueue_sync import _org_changed
 NODE_POOL_FIELDS = {
     "slug", "name", "description", "gpu_resource", "gpu_product", "cut", "mig_profile", "replicas_per_card",
     "node_labels", "node_taints", "capacity", "card_fraction_numerator", "card_fraction_denominator",
-    "over_subscribable", "serving", "price_per_card_hour",
+    "over_subscribable", "serving", "price_per_card_hour", "scheduler", "gpu_fractions",
 }
 
 
@@ -55,6 +60,17 @@ def _serving_errors(pool: NodePool) -> dict[str, list[str]]:
     elif reserved > pool.capacity:
         errors["capacity"] = [f"Projects reserve {reserved} units of {pool.slug} for serving, more than a capacity of "
                               f"{pool.capacity}. Lower their reservations first."]
+    return errors
+
+
+def _scheduler_change_errors(pool: NodePool) -> dict[str, list[str]]:
+    """Every refusal of the pool's new scheduler by the apps above (signals.node_pool_scheduler_change_proposed: the
+    workloads app's, for work live on the pool)."""
+    errors: dict[str, list[str]] = {}
+    for _, response in signals.node_pool_scheduler_change_proposed.send(sender=NodePool, node_pool=pool):
+        refusals = cast("Mapping[str, list[str]] | None", response)  # the stubs type a response as a string
+        for name, messages in (refusals or {}).items():
+            errors.setdefault(name, []).extend(messages)
     return errors
 
 
@@ -110,6 +126,9 @@ def node_pool_update(*, actor: Actor, node_pool: NodePool, expected_version: int
             errors["capacity"] = [capacity_error]
         if not {"capacity", "serving"} & set(errors):
             for name, messages in _serving_errors(pool).items():
+                errors.setdefault(name, []).extend(messages)
+        if "scheduler" in changed and "scheduler" not in errors:
+            for name, messages in _scheduler_change_errors(pool).items():
                 errors.setdefault(name, []).extend(messages)
         if errors:
             raise ValidationError(errors)

@@ -84,3 +84,32 @@ def test_the_demo_command_seeds_budgets_and_a_policy_through_the_audited_service
     call_command("seed_demo", stdout=io.StringIO())
     assert (Budget.objects.count(), Policy.objects.count()) == (2, 1)
     assert AuditEvent.objects.filter(action__in=["budget.create", "policy.create"]).count() == audited
+
+
+def test_the_demo_command_seeds_a_kai_pool_with_fractions_whose_queues_are_valid(demo):
+    """make run's seed adds a KAI Scheduler pool (four nodes of four cards, fractions on) with quotas through the
+    audited services; the organisation compiles to valid KAI Queues for it and to no Kueue object; running the command
+    again adds nothing. The test databases' seed keeps the three Kueue pools."""
+    import io
+
+    from django.core.management import call_command
+
+    from tests.crd_schemas import validate_kai_object
+    from worker.kai_objects import kai_objects
+    from worker.kueue_objects import desired_objects
+    from worker.kueue_sync import org_snapshot
+
+    assert not NodePool.objects.filter(scheduler="kai").exists()
+    call_command("seed_demo", stdout=io.StringIO())
+    pool = NodePool.objects.get(scheduler="kai")
+    assert (pool.slug, pool.capacity, pool.gpu_fractions) == ("rtx-pro-6000", 16, True)
+    assert Quota.objects.filter(node_pool=pool).count() == 6
+    snapshot = org_snapshot()
+    queues = kai_objects(snapshot)
+    for queue in queues:
+        validate_kai_object(queue)
+    assert len(queues) == 2 + 4
+    assert not [obj for obj in desired_objects(snapshot) if "rtx-pro-6000" in obj["metadata"]["name"]]
+    audited = AuditEvent.objects.count()
+    call_command("seed_demo", stdout=io.StringIO())
+    assert AuditEvent.objects.count() == audited and Quota.objects.filter(node_pool=pool).count() == 6

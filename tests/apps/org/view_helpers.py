@@ -36,6 +36,7 @@ def pool_payload(**overrides: Any) -> dict[str, Any]:
         "slug": "b200", "name": "B200", "description": "", "gpu_resource": "nvidia.com/gpu",
         "gpu_product": "NVIDIA-B200", "cut": "full", "mig_profile": "", "replicas_per_card": "1",
         "node_labels": "portal.gpu/pool=b200", "node_taints": "", "capacity": "8", "card_fraction": "1",
+        "scheduler": "kueue",
     }
     data.update(overrides)
     return {key: value for key, value in data.items() if value is not None}
