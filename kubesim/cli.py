@@ -14,7 +14,7 @@ import yaml
 
 from kubesim.apiserver.auth.kubeconfig import write_kubeconfig
 from kubesim.apiserver.http.server import KubeHTTPServer
-from kubesim.apiserver.nodes.cluster import load_cluster
+from kubesim.apiserver.nodes.cluster import kai_demo_pool, load_cluster
 from kubesim.apiserver.registry import discovery
 from kubesim.kueue.install import VERSION as KUEUE_VERSION
 from kubesim.prometheus import exec_prometheus
@@ -88,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--cluster", help="YAML/JSON list of nodes (name, labels, allocatable, taints); default: the demo GPU cluster"
     )
+    serve.add_argument("--with-kai-pool", action="store_true",
+                       help="add the demo's KAI pool (four nodes of four RTX PRO 6000, GPU fractions on)")
     serve.add_argument("--config", help="Kueue Configuration subset (YAML); default: Kueue's defaults")
     serve.add_argument(
         "--default-run-seconds", type=float, default=60.0, help="run time of a container whose command has no `sleep N`"
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         clock=args.clock,
         speed=args.speed,
         start=_start_time(args.start),
-        nodes=load_cluster(args.cluster),
+        nodes=load_cluster(args.cluster) + (kai_demo_pool() if args.with_kai_pool else []),
         kueue_config=kueue_config,
         state_file=args.state,
         history=args.watch_history,

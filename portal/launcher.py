@@ -262,7 +262,7 @@ def kubesim_child(kubeconfig: Path) -> Child:
         "kubesim",
         [sys.executable, "-m", "kubesim", "serve", "--host", "127.0.0.1", "--port", KUBESIM_PORT,
          "--kubeconfig", str(kubeconfig), "--state", str(RUN_DIR / "kubesim-state.json"), "--clock", "real",
-         "--async-settle"],
+         "--async-settle", "--with-kai-pool"],  # the demo's KAI pool (seed_demo adds it to the organisation)
         ready_line="listening on", stops_last=True,
     )
 

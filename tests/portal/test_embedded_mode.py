@@ -58,3 +58,18 @@ def test_make_run_runs_the_worker_with_threads_and_beat_inside_and_one_web_proce
     assert children["web"].extra == {"WEB_CONCURRENCY": "1"}
     kubesim = launcher.kubesim_child(Path("kubeconfig")).argv
     assert "--async-settle" in kubesim
+
+
+def test_make_runs_cluster_has_the_nodes_of_the_demos_kai_pool():
+    """seed_demo adds the KAI pool to the organisation; the embedded kubesim must have its nodes, labelled as the pool
+    selects them and as KAI's shard and kubesim's fraction sharing read them."""
+    from apps.org.demo import KAI_POOL
+    from kubesim.apiserver.nodes.cluster import kai_demo_pool
+
+    assert "--with-kai-pool" in launcher.kubesim_child(Path("kubeconfig")).argv
+    nodes = kai_demo_pool()
+    assert sum(int(node["allocatable"][KAI_POOL["gpu_resource"]]) for node in nodes) == KAI_POOL["capacity"]
+    for node in nodes:
+        assert KAI_POOL["node_labels"].items() <= node["labels"].items()
+        assert node["labels"]["nvidia.com/gpu.product"] == KAI_POOL["gpu_product"]
+        assert node["labels"]["kubesim.io/kai-gpu-sharing"] == "true"

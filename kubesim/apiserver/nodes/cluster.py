@@ -43,6 +43,15 @@ def demo_cluster() -> list[dict]:
     )
 
 
+def kai_demo_pool() -> list[dict]:
+    """The embedded demo's KAI pool: four nodes of four RTX PRO 6000 96 GB cards, labelled for KAI's node-pool shard
+    and with GPU fractions on (kubesim/README.md, KAI Scheduler). Not in `demo_cluster`, whose pools the tests'
+    organisation matches exactly."""
+    return _pool("rtx-pro-6000", 4, "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "nvidia.com/gpu", 4, "64",
+                 "512Gi", **{"kai.scheduler/node-pool": "rtx-pro-6000", "kubesim.io/kai-gpu-sharing": "true",
+                             "nvidia.com/gpu.memory": "97887", "nvidia.com/gpu.count": "4"})
+
+
 def load_cluster(path: str | None) -> list[dict]:
     """Nodes from a YAML/JSON file: a list of {name, labels, allocatable, taints?} or {nodes: [...]}."""
     if not path:
