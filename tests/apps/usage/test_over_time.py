@@ -19,6 +19,7 @@ from apps.cluster.services import local_queues_mirror
 from apps.org.models import Department, NodePool, Project
 from apps.usage.models import UtilisationHour
 from apps.usage.reports import Filters, Granularity, Group, Window, fairness, usage_report, use_over_time
+from apps.usage.services import usage_days_rebuild
 from tests.api_support import call
 from tests.apps.usage.reports_support import at, expected_hours, interval, quotas_in_force_since, workload
 
@@ -221,6 +222,7 @@ def test_measured_use_gives_busy_cards_utilisation_and_idle_hours_per_bucket(use
     UtilisationHour.objects.create(hour=at("2026-03-01 10:00"), observed_card_hours=6, used_card_hours=3,
                                    idle_card_hours=2, **common)
     UtilisationHour.objects.create(hour=at("2026-03-01 11:00"), observed_card_hours=3, used_card_hours=3, **common)
+    usage_days_rebuild()  # rows written past the service: the daily rows are rebuilt as after a shell's change
     result = use_over_time(user=users["admin"], window=_window(), granularity=Granularity.HOUR, now=NOW)
     h100 = next(series for series in result.pools if series.pool.slug == "h100")
     assert h100.busy[10] == pytest.approx(3) and h100.utilisation[10] == pytest.approx(0.5)
