@@ -10,6 +10,10 @@ share) where it starts and takes it away where it ends, so one GROUP BY over the
 truncated end give, per bucket, the sum of the rate changes and the sum of rate x moment; a walk over the buckets
 (not over the slices) turns them into card-seconds per bucket exactly. Deserved periods are walked the same way.
 Fixed number of queries whatever the size of the ledger; Python work grows with buckets x pools only.
+
+By day, the days before the one holding now are read from UsageDay (closed card-seconds and measured use per project,
+pool and day, kept by the ledger's writers) instead: a row per project and day rather than a year of slices, with the
+open slices, the closed ones reaching past that day and the hours after it summed live as above (bench/README.md).
 """
 
 from __future__ import annotations
@@ -227,8 +231,10 @@ def _rate_changes(queryset: QuerySet, *, since: str, rate: Expression, extra: di
 
 def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filters: Filters | None = None,
                   now: datetime | None = None) -> UseOverTime:
-    """The series for the viewer's scope (narrowed by `filters`: a department, a pool); nine queries, ten with a
-    Prometheus, whatever the ledger holds (the ledger's four aggregates, the pools, and the top consumers' report)."""
+    """The series for the viewer's scope (narrowed by `filters`: a department, a pool); a fixed number of queries
+    whatever the ledger holds (by hour: the ledger's four aggregates, the pools and the top consumers' report; by
+    day: UsageDay's rows per pool and per project beside the live ones, tests/apps/usage/test_over_time.py pins
+    both)."""
     filters = filters or Filters()
     now = now or timezone.now()
     until = window.until(now)
