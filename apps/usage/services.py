@@ -149,7 +149,7 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
 
 def _days_refresh(project_id: int, node_pool_id: int, since: datetime) -> None:
     """Rewrite the timeline's UsageDay card-seconds from the local day of `since` on, from its closed slices (the
-    slices before that day are untouched by a recompute from `since`); three queries and one write."""
+    slices before that day are untouched by a recompute from `since`); a read and two writes."""
     first = days.day_start(since)
     sums: dict[tuple[int, datetime], list[Any]] = {}
     for department_id, units, numerator, denominator, share_n, share_d, start, end in UsageSlice.objects.filter(
@@ -161,9 +161,10 @@ def _days_refresh(project_id: int, node_pool_id: int, since: datetime) -> None:
             entry = sums.setdefault((department_id, day), [day_end, 0.0, 0.0])
             entry[1] += cards * seconds
             entry[2] += cards * seconds * share_n / share_d
-    rows = UsageDay.objects.filter(project_id=project_id, node_pool_id=node_pool_id, day__gte=first)
-    rows.filter(observed_card_hours=0).delete()  # rows only held cards: written afresh below
-    rows.update(card_seconds=0.0, within_seconds=0.0)
+    # Zeroed, never deleted: the worker's utilisation write may be adding to a row at this moment (another
+    # transaction, no timeline lock), and its increment must find the row.
+    UsageDay.objects.filter(project_id=project_id, node_pool_id=node_pool_id, day__gte=first).update(
+        card_seconds=0.0, within_seconds=0.0)
     if sums:
         UsageDay.objects.bulk_create([
             UsageDay(project_id=project_id, node_pool_id=node_pool_id, department_id=department_id, day=day,
@@ -356,7 +357,8 @@ def utilisation_hours_add(*, workload: Workload, samples: list[tuple[datetime, f
         for hour, figures in per_hour.items():
             for position, value in enumerate(figures):
                 per_day[days.day_start(hour)][position] += value
-        for day, (observed, used, idle) in per_day.items():  # the dashboard's daily rows (UsageDay)
+        # The dashboard's daily rows (UsageDay), in day order as the ledger's recompute updates them: no deadlock.
+        for day, (observed, used, idle) in sorted(per_day.items()):
             day_row, created = UsageDay.objects.get_or_create(
                 project_id=workload.project_id, node_pool_id=pool.pk, department_id=workload.project.department_id,
                 day=day, defaults={"day_end": days.next_day(day), "observed_card_hours": observed,
