@@ -4,7 +4,7 @@ day (a day can be 23 or 25 hours long at a clock change)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -22,11 +22,13 @@ def next_day(start: datetime) -> datetime:
 
 
 def days_crossed(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime, float]]:
-    """(day start, day end, seconds of [start, end) inside it) for each local day the stretch crosses."""
+    """(day start, day end, seconds of [start, end) inside it) for each local day the stretch crosses. Seconds in
+    UTC: Python subtracts two moments of one time zone by their wall clocks, 24 hours across a clock change."""
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
     day = day_start(start)
     while day < end:
         following = next_day(day)
-        seconds = (min(end, following) - max(start, day)).total_seconds()
+        seconds = (min(end, following.astimezone(UTC)) - max(start, day.astimezone(UTC))).total_seconds()
         if seconds > 0:
             yield day, following, seconds
         day = following

@@ -242,9 +242,11 @@ def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filt
     count = len(starts)
     index = {start: position for position, start in enumerate(starts)}
     bounds = [*starts[1:], window.end]
-    ends = [(min(bound, until) - window.start).total_seconds() for bound in bounds]
-    seconds = [max(0.0, (min(bound, until) - start).total_seconds()) for start, bound in zip(starts, bounds,
-                                                                                              strict=True)]
+    # In UTC: Python subtracts two moments of one time zone by their wall clocks (a 23-hour day would count 24).
+    origin, clipped = window.start.astimezone(UTC), [min(bound, until).astimezone(UTC) for bound in bounds]
+    ends = [(end - origin).total_seconds() for end in clipped]
+    seconds = [max(0.0, (end - start.astimezone(UTC)).total_seconds()) for start, end in zip(starts, clipped,
+                                                                                             strict=True)]
 
     # Per row only units and shares; the card fraction multiplies each group's sums (_add): fewer operations per
     # slice over a year of them.

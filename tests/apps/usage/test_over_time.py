@@ -393,3 +393,17 @@ def test_by_day_measured_use_is_added_to_the_daily_rows_by_the_worker_write(user
     assert by_day.busy[0] * 24 == pytest.approx(sum(by_hour.busy[:24]))
     vision = next(top for top in daily.top if top.slug == "vision")
     assert (vision.measured_hours, vision.idle_hours) == (pytest.approx(12), pytest.approx(3))
+
+
+def test_a_day_of_a_clock_change_counts_its_23_hours(users):
+    interval(workload(users["alice"], name="long", gpus=2), "2026-03-28 12:00", "2026-03-30 12:00")
+    with timezone.override("Europe/Berlin"):  # 29 March 2026 local: 23 hours
+        window = Window(*(timezone.make_aware(datetime.fromisoformat(day)) for day in ("2026-03-29", "2026-03-30")))
+        for rebuilt in (False, True):  # rows cut for UTC days (summed live), then for Berlin's
+            if rebuilt:
+                usage_days_rebuild()
+            result = use_over_time(user=users["admin"], window=window, granularity=Granularity.DAY,
+                                   now=at("2026-04-01 00:00"))
+            h100 = next(series for series in result.pools if series.pool.slug == "h100")
+            assert result.seconds == [23 * 3600]
+            assert h100.allocated == [pytest.approx(2)] and h100.card_hours == pytest.approx(46)
