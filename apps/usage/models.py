@@ -187,6 +187,43 @@ class UtilisationHour(models.Model):
         return f"{self.workload_id} {self.hour:%Y-%m-%d %H}h {self.used_card_hours:.3f}/{self.observed_card_hours:.3f}"
 
 
+class UsageDay(models.Model):
+    """A project's closed card-seconds and measured use on a pool in one local day, so the use-over-time dashboard by
+    day sums a row per project, pool and day instead of a year of slices (bench/README.md, Use over time).
+
+    `card_seconds` and `within_seconds` are the physical card-seconds (units x card fraction) of the project's closed
+    slices inside [day, day_end), and of those within its deserved quota; rewritten from the recompute's day on by
+    the ledger's slice recompute (apps.usage.services), in its transaction. Open slices are not here: readers add
+    them live. The three utilisation figures are the sums of the day's UtilisationHour rows (an hour counts in the
+    day it starts in), added by the worker's write. `day_end` says which days the rows were cut for: a reader uses
+    them only where they match its own local days (after a change of TIME_ZONE they do not until rebuilt, see
+    usage_days_rebuild)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="+")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="+")
+    day = models.DateTimeField()
+    day_end = models.DateTimeField()
+    card_seconds = models.FloatField(default=0.0)
+    within_seconds = models.FloatField(default=0.0)
+    observed_card_hours = models.FloatField(default=0.0)
+    used_card_hours = models.FloatField(default=0.0)
+    idle_card_hours = models.FloatField(default=0.0)
+
+    access_paths: ClassVar[AccessPaths] = AccessPaths(departments=("department_id",), project="project_id")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "node_pool", "department", "day"],
+                                               name="usageday_one_per_day")]
+        # Covering: the dashboard reads a year of rows by index alone.
+        indexes = [models.Index(fields=["day", "node_pool", "department", "project", "day_end", "card_seconds",
+                                        "within_seconds", "observed_card_hours", "used_card_hours",
+                                        "idle_card_hours"], name="usageday_report")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id}x{self.node_pool_id} {self.day:%Y-%m-%d} {self.card_seconds:.0f} card-s"
+
+
 class PendingRecompute(models.Model):
     """A project's timeline on a pool whose slices are due to be recomputed from `since` on.
 

@@ -37,8 +37,8 @@ from apps.core.services import lock_for_transaction
 from apps.org.models import Quota
 from apps.workloads.models import Workload
 
-from . import split
-from .models import DeservedPeriod, PendingRecompute, UsageInterval, UsageSlice, UtilisationHour
+from . import days, split
+from .models import DeservedPeriod, PendingRecompute, UsageDay, UsageInterval, UsageSlice, UtilisationHour
 
 _DEFERRED: ContextVar[bool] = ContextVar("ledger_deferred", default=False)
 
@@ -143,7 +143,54 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
                        share_numerator=piece.numerator, share_denominator=piece.denominator,
                        started_at=piece.start, ended_at=piece.end)
             for piece in new])
+    _days_refresh(project_id, node_pool_id, since)
     return len(changed) + len(new)
+
+
+def _days_refresh(project_id: int, node_pool_id: int, since: datetime) -> None:
+    """Rewrite the timeline's UsageDay card-seconds from the local day of `since` on, from its closed slices (the
+    slices before that day are untouched by a recompute from `since`); a read and two writes."""
+    first = days.day_start(since)
+    sums: dict[tuple[int, datetime], list[Any]] = {}
+    for department_id, units, numerator, denominator, share_n, share_d, start, end in UsageSlice.objects.filter(
+            project_id=project_id, node_pool_id=node_pool_id, ended_at__gt=first).values_list(
+            "department_id", "units", "card_fraction_numerator", "card_fraction_denominator", "share_numerator",
+            "share_denominator", "started_at", "ended_at"):
+        cards = units * numerator / denominator
+        for day, day_end, seconds in days.days_crossed(max(start, first), end or first):  # closed: never None
+            entry = sums.setdefault((department_id, day), [day_end, 0.0, 0.0])
+            entry[1] += cards * seconds
+            entry[2] += cards * seconds * share_n / share_d
+    # Zeroed, never deleted: the worker's utilisation write may be adding to a row at this moment (another
+    # transaction, no timeline lock), and its increment must find the row.
+    UsageDay.objects.filter(project_id=project_id, node_pool_id=node_pool_id, day__gte=first).update(
+        card_seconds=0.0, within_seconds=0.0)
+    if sums:
+        UsageDay.objects.bulk_create([
+            UsageDay(project_id=project_id, node_pool_id=node_pool_id, department_id=department_id, day=day,
+                     day_end=day_end, card_seconds=held, within_seconds=within)
+            for (department_id, day), (day_end, held, within) in sums.items()],
+            update_conflicts=True, unique_fields=["project", "node_pool", "department", "day"],
+            update_fields=["day_end", "card_seconds", "within_seconds"])
+
+
+def usage_days_rebuild() -> int:
+    """Rebuild every UsageDay row from the slices and the hourly utilisation: for an existing ledger (migration
+    usage 0011), after a change of TIME_ZONE (the rows are cut at local midnights) or after ledger rows were deleted
+    outside the services (a workload deleted in a shell takes its intervals, slices and hours with it). Returns the
+    rows written."""
+    with transaction.atomic():
+        UsageDay.objects.all().delete()
+        sums = days.daily_figures(
+            UsageSlice.objects.filter(ended_at__isnull=False).values_list(*days.SLICE_COLUMNS).order_by().iterator(
+                chunk_size=5000),
+            UtilisationHour.objects.values_list(*days.HOUR_COLUMNS).order_by().iterator(chunk_size=5000))
+        UsageDay.objects.bulk_create([
+            UsageDay(project_id=project_id, node_pool_id=pool_id, department_id=department_id, day=day,
+                     day_end=figures[0], card_seconds=figures[1], within_seconds=figures[2],
+                     observed_card_hours=figures[3], used_card_hours=figures[4], idle_card_hours=figures[5])
+            for (project_id, pool_id, department_id, day), figures in sums.items()], batch_size=5000)
+    return len(sums)
 
 
 def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime | None = None,
@@ -304,6 +351,20 @@ def utilisation_hours_add(*, workload: Workload, samples: list[tuple[datetime, f
                           "used_card_hours": used, "idle_card_hours": idle})
             if not created:
                 UtilisationHour.objects.filter(pk=row.pk).update(
+                    observed_card_hours=F("observed_card_hours") + observed,
+                    used_card_hours=F("used_card_hours") + used, idle_card_hours=F("idle_card_hours") + idle)
+        per_day: dict[datetime, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        for hour, figures in per_hour.items():
+            for position, value in enumerate(figures):
+                per_day[days.day_start(hour)][position] += value
+        # The dashboard's daily rows (UsageDay), in day order as the ledger's recompute updates them: no deadlock.
+        for day, (observed, used, idle) in sorted(per_day.items()):
+            day_row, created = UsageDay.objects.get_or_create(
+                project_id=workload.project_id, node_pool_id=pool.pk, department_id=workload.project.department_id,
+                day=day, defaults={"day_end": days.next_day(day), "observed_card_hours": observed,
+                                   "used_card_hours": used, "idle_card_hours": idle})
+            if not created:
+                UsageDay.objects.filter(pk=day_row.pk).update(
                     observed_card_hours=F("observed_card_hours") + observed,
                     used_card_hours=F("used_card_hours") + used, idle_card_hours=F("idle_card_hours") + idle)
     return len(per_hour)

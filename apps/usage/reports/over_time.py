@@ -10,6 +10,10 @@ share) where it starts and takes it away where it ends, so one GROUP BY over the
 truncated end give, per bucket, the sum of the rate changes and the sum of rate x moment; a walk over the buckets
 (not over the slices) turns them into card-seconds per bucket exactly. Deserved periods are walked the same way.
 Fixed number of queries whatever the size of the ledger; Python work grows with buckets x pools only.
+
+By day, the days before the one holding now are read from UsageDay (closed card-seconds and measured use per project,
+pool and day, kept by the ledger's writers) instead: a row per project and day rather than a year of slices, with the
+open slices, the closed ones reaching past that day and the hours after it summed live as above (bench/README.md).
 """
 
 from __future__ import annotations
@@ -22,17 +26,21 @@ from enum import StrEnum
 from typing import Any
 
 from django.db.models import (
+    Case,
     DateTimeField,
+    DurationField,
     Expression,
     ExpressionWrapper,
     F,
     FloatField,
     Func,
+    Q,
     QuerySet,
     Sum,
     Value,
+    When,
 )
-from django.db.models.functions import Greatest, Trunc
+from django.db.models.functions import Coalesce, Greatest, Least, Trunc
 from django.utils import timezone
 
 from apps.accounts import access
@@ -41,9 +49,17 @@ from apps.core.actors import Actor
 from apps.org.models import NodePool
 from apps.org.selectors import projects_for
 
-from ..models import DeservedPeriod, UtilisationHour
-from .ledger import in_force, overlapping, slices_for
-from .showback import Filters, Group, ReportRow, usage_report, utilisation_available
+from ..models import DeservedPeriod, UsageDay, UtilisationHour
+from .ledger import DurationSeconds, in_force, overlapping, slices_for
+from .showback import (
+    Filters,
+    Group,
+    ReportRow,
+    group_labels,
+    grouped_deserved,
+    usage_report,
+    utilisation_available,
+)
 from .window import SECONDS_PER_HOUR, Window
 
 
@@ -192,11 +208,12 @@ def _walk(entry: _Changes | None, ends: list[float], seconds: list[float]) -> li
 
 
 def _rate_changes(queryset: QuerySet, *, since: str, rate: Expression, extra: dict[str, Expression],
-                  window: Window, until: datetime, granularity: Granularity, keys: tuple[str, ...] = ()
-                  ) -> tuple[QuerySet, QuerySet]:
-    """Two aggregate queries: rate (and `extra` rates) added per bucket where rows start, taken away where they end
-    inside the window (open rows and rows ending after now hold on to its end)."""
-    started = Greatest(since, _moment(window.start))
+                  window: Window, until: datetime, granularity: Granularity, keys: tuple[str, ...] = (),
+                  started: Any = None) -> tuple[QuerySet, QuerySet]:
+    """Two aggregate queries: rate (and `extra` rates) added per bucket where rows start (`started`: where they
+    start counting, by default `since` clipped to the window), taken away where they end inside the window (open rows
+    and rows ending after now hold on to its end)."""
+    started = started if started is not None else Greatest(since, _moment(window.start))
     sums: dict[str, Any] = {"r": rate, **extra}
 
     def aggregate(rows: QuerySet, moment: Any) -> QuerySet:
@@ -214,8 +231,10 @@ def _rate_changes(queryset: QuerySet, *, since: str, rate: Expression, extra: di
 
 def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filters: Filters | None = None,
                   now: datetime | None = None) -> UseOverTime:
-    """The series for the viewer's scope (narrowed by `filters`: a department, a pool); nine queries, ten with a
-    Prometheus, whatever the ledger holds (the ledger's four aggregates, the pools, and the top consumers' report)."""
+    """The series for the viewer's scope (narrowed by `filters`: a department, a pool); a fixed number of queries
+    whatever the ledger holds (by hour: the ledger's four aggregates, the pools and the top consumers' report; by
+    day: UsageDay's rows per pool and per project beside the live ones, tests/apps/usage/test_over_time.py pins
+    both)."""
     filters = filters or Filters()
     now = now or timezone.now()
     until = window.until(now)
@@ -223,20 +242,34 @@ def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filt
     count = len(starts)
     index = {start: position for position, start in enumerate(starts)}
     bounds = [*starts[1:], window.end]
-    ends = [(min(bound, until) - window.start).total_seconds() for bound in bounds]
-    seconds = [max(0.0, (min(bound, until) - start).total_seconds()) for start, bound in zip(starts, bounds,
-                                                                                              strict=True)]
+    # In UTC: Python subtracts two moments of one time zone by their wall clocks (a 23-hour day would count 24).
+    origin, clipped = window.start.astimezone(UTC), [min(bound, until).astimezone(UTC) for bound in bounds]
+    ends = [(end - origin).total_seconds() for end in clipped]
+    seconds = [max(0.0, (end - start.astimezone(UTC)).total_seconds()) for start, end in zip(starts, clipped,
+                                                                                             strict=True)]
 
     # Per row only units and shares; the card fraction multiplies each group's sums (_add): fewer operations per
     # slice over a year of them.
     cards = ExpressionWrapper(Value(1.0) * F("units"), output_field=FloatField())
     within = ExpressionWrapper(cards * F("share_numerator") / F("share_denominator"), output_field=FloatField())
     slices = slices_for(user).filter(**filters.ledger()).filter(overlapping(window, now))
+    # By day, the days before `cut` (the day holding now) come from UsageDay's closed card-seconds and only the open
+    # slices and the closed ones reaching past `cut` are summed here; by hour, or where UsageDay's days are not these
+    # (cut at another TIME_ZONE's midnights), every slice is.
+    days = _days(user, window, filters, starts, bounds, until) if granularity == Granularity.DAY and \
+        filters.user_id is None else None
+    cut = days.cut if days else window.start
+    live, started = slices, None
+    if days:
+        live = slices.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=cut))
+        started = Greatest("started_at", Case(When(ended_at__isnull=True, then=_moment(window.start)),
+                                              default=_moment(cut), output_field=DateTimeField()))
     held: dict[Any, _Changes] = {}
     inside: dict[Any, _Changes] = {}
     for sign, queryset in zip((1.0, -1.0), _rate_changes(
-            slices, since="started_at", rate=cards, extra={"w": within}, window=window, until=until,
-            granularity=granularity, keys=("card_fraction_numerator", "card_fraction_denominator")), strict=True):
+            live, since="started_at", rate=cards, extra={"w": within}, window=window, until=until,
+            granularity=granularity, keys=("card_fraction_numerator", "card_fraction_denominator"), started=started),
+            strict=True):
         rows = list(queryset)
         _add(held, rows, index, count, sign, ("r", "rt"))
         _add(inside, rows, index, count, sign, ("w", "wt"))
@@ -252,9 +285,12 @@ def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filt
 
     measured = utilisation_available()
     utilisation: dict[Any, dict[int, tuple[float, float, float]]] = defaultdict(dict)
+    if measured and days:
+        for pool_id, figures in days.measured.items():
+            utilisation[pool_id].update(figures)
     if measured:
         hours = access.restrict(UtilisationHour.objects.all(), user, Action.VIEW).filter(
-            hour__gte=window.start, hour__lt=until, **filters.ledger())
+            hour__gte=cut, hour__lt=until, **filters.ledger())
         for row in hours.annotate(bucket=_trunc(F("hour"), granularity)).values("node_pool_id", "bucket").annotate(
                 m=Sum("observed_card_hours"), u=Sum("used_card_hours"), i=Sum("idle_card_hours")).order_by():
             position = index.get(row["bucket"])
@@ -263,11 +299,17 @@ def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filt
                                                               float(row["i"] or 0.0))
 
     pools = []
-    shown = set(held) | set(deserved) | set(utilisation)
+    shown = set(held) | set(deserved) | set(utilisation) | set(days.held if days else ())
+    known = {}
     for pool in NodePool.objects.filter(pk__in=shown).order_by("name"):
+        known[pool.pk] = pool
         fraction = pool.card_fraction_numerator / pool.card_fraction_denominator
         held_seconds = _walk(held.get(pool.pk), ends, seconds)
         within_seconds = _walk(inside.get(pool.pk), ends, seconds)
+        if days:
+            for position, (card_seconds, within_card_seconds) in days.held.get(pool.pk, {}).items():
+                held_seconds[position] += card_seconds
+                within_seconds[position] += within_card_seconds
         deserved_seconds = [fraction * value for value in _walk(deserved.get(pool.pk), ends, seconds)]
 
         def mean(values: list[float]) -> list[float]:
@@ -289,10 +331,93 @@ def use_over_time(*, user: Actor, window: Window, granularity: Granularity, filt
                 series.idle_total += idle
         pools.append(series)
 
-    report = usage_report(user=user, group=Group.PROJECT, window=window, filters=filters, now=now)
-    top = [row for row in report.rows if row.gpu_hours > 0][:TOP_CONSUMERS]  # rows come largest first
+    if days:
+        top = _top_consumers(user=user, window=window, filters=filters, now=now, cut=cut, live=live,
+                             started=started, pools=known, measured=measured)
+    else:
+        report = usage_report(user=user, group=Group.PROJECT, window=window, filters=filters, now=now)
+        top = [row for row in report.rows if row.gpu_hours > 0][:TOP_CONSUMERS]  # rows come largest first
     return UseOverTime(window=window, granularity=granularity, now=now, starts=starts, seconds=seconds, pools=pools,
                        top=top, measured=measured)
+
+
+@dataclass
+class _Days:
+    """UsageDay's sums per pool and bucket for the days before `cut`."""
+
+    cut: datetime
+    held: dict[int, dict[int, tuple[float, float]]]  # card-seconds, within-deserved card-seconds
+    measured: dict[int, dict[int, tuple[float, float, float]]]  # observed, used, idle card hours
+
+
+def _days(user: Actor, window: Window, filters: Filters, starts: list[datetime], bounds: list[datetime],
+          until: datetime) -> _Days | None:
+    """One query; None where a row's day is not one of the buckets (cut for another TIME_ZONE)."""
+    cut = next((start for start, bound in zip(starts, bounds, strict=True) if bound > until), window.end)
+    index = {start: position for position, start in enumerate(starts)}
+    result = _Days(cut, defaultdict(dict), defaultdict(dict))
+    for row in access.restrict(UsageDay.objects.all(), user, Action.VIEW).filter(
+            day__gte=window.start, day__lt=cut, **filters.ledger()).values("node_pool_id", "day", "day_end").annotate(
+            c=Sum("card_seconds"), w=Sum("within_seconds"), m=Sum("observed_card_hours"), u=Sum("used_card_hours"),
+            i=Sum("idle_card_hours")).order_by():
+        position = index.get(row["day"])
+        if position is None or bounds[position] != row["day_end"]:
+            return None
+        result.held[row["node_pool_id"]][position] = (row["c"], row["w"])
+        if row["m"]:
+            result.measured[row["node_pool_id"]][position] = (row["m"], row["u"], row["i"])
+    return result
+
+
+def _top_consumers(*, user: Actor, window: Window, filters: Filters, now: datetime, cut: datetime, live: QuerySet,
+                   started: Any, pools: dict[int, NodePool], measured: bool) -> list[ReportRow]:
+    """The showback report's project rows (GPU-hours, over quota, deserved, measured use) from UsageDay before `cut`
+    and the live slices and hours after it; four queries, five with a Prometheus."""
+    until = window.until(now)
+    rows: dict[int, ReportRow] = {}
+
+    def row_for(key: int) -> ReportRow:
+        return rows.setdefault(key, ReportRow(group=Group.PROJECT, key=key, slug="", name="", deserved=0.0))
+
+    for entry in access.restrict(UsageDay.objects.all(), user, Action.VIEW).filter(
+            day__gte=window.start, day__lt=cut, **filters.ledger()).values("project_id").annotate(
+            c=Sum("card_seconds"), w=Sum("within_seconds"), m=Sum("observed_card_hours"), u=Sum("used_card_hours"),
+            i=Sum("idle_card_hours")).order_by():
+        row = row_for(entry["project_id"])
+        row.gpu_hours += entry["c"] / SECONDS_PER_HOUR
+        row.within_quota += entry["w"] / SECONDS_PER_HOUR
+        row.measured_hours += entry["m"]
+        row.used_hours += entry["u"]
+        row.idle_hours += entry["i"]
+    held = ExpressionWrapper(
+        DurationSeconds(ExpressionWrapper(Least(Coalesce("ended_at", _moment(until)), _moment(until)) - started,
+                                          output_field=DurationField()))
+        * F("units") * F("card_fraction_numerator") / F("card_fraction_denominator"), output_field=FloatField())
+    for entry in live.values("project_id").annotate(h=Sum(held), w=Sum(ExpressionWrapper(
+            held * F("share_numerator") / F("share_denominator"), output_field=FloatField()))).order_by():
+        row = row_for(entry["project_id"])
+        row.gpu_hours += float(entry["h"] or 0.0) / SECONDS_PER_HOUR
+        row.within_quota += float(entry["w"] or 0.0) / SECONDS_PER_HOUR
+    if measured and cut < until:
+        for hours in access.restrict(UtilisationHour.objects.all(), user, Action.VIEW).filter(
+                hour__gte=cut, hour__lt=until, **filters.ledger()).values("project_id").annotate(
+                m=Sum("observed_card_hours"), u=Sum("used_card_hours"), i=Sum("idle_card_hours")).order_by():
+            row = row_for(hours["project_id"])
+            row.measured_hours += float(hours["m"] or 0.0)
+            row.used_hours += float(hours["u"] or 0.0)
+            row.idle_hours += float(hours["i"] or 0.0)
+    ranked = sorted((row for row in rows.values() if row.gpu_hours > 0), key=lambda row: -row.gpu_hours)
+    top = {row.key: row for row in ranked[:TOP_CONSUMERS * 2]}  # ties on the cut-off are settled by slug below
+    for row in top.values():
+        row.borrowed = row.gpu_hours - row.within_quota
+    for entry in grouped_deserved(user=user, group=Group.PROJECT, buckets=[window], filters=filters, now=now) or ():
+        pool = pools.get(entry["node_pool_id"])
+        if entry["project_id"] in top and pool is not None:
+            top[entry["project_id"]].deserved = (top[entry["project_id"]].deserved or 0.0) + float(
+                entry["b0"] or 0.0) * pool.card_fraction_numerator / pool.card_fraction_denominator
+    for key, (slug, name, department_slug) in group_labels(Group.PROJECT, set(top)).items():
+        top[key].slug, top[key].name, top[key].department_slug = slug, name, department_slug
+    return sorted(top.values(), key=lambda row: (-row.gpu_hours, row.slug))[:TOP_CONSUMERS]
 
 
 # --- one table for the page's numbers and the CSV ---------------------------------------------------------------

@@ -118,7 +118,7 @@ class Report:
         return max([max(row.gpu_hours, row.deserved or 0.0) for row in self.rows] or [0.0]) or 1.0
 
 
-def _labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
+def group_labels(group: Group, keys: set[Any]) -> dict[Any, tuple[str, str, str]]:
     """key -> (slug, name, department slug); one query."""
     if group == Group.PROJECT:
         return {pk: (slug, name, dept) for pk, slug, name, dept in Project.objects.filter(pk__in=keys).values_list(
@@ -311,7 +311,7 @@ def usage_report(*, user: Actor, group: Group, window: Window, filters: Filters 
         for key, row in rows.items():
             row.slug, row.name = pools[key].slug, pools[key].name
     elif group != Group.MONTH:
-        labels = _labels(group, set(rows))
+        labels = group_labels(group, set(rows))
         for key, row in rows.items():
             row.slug, row.name, row.department_slug = labels.get(key, (str(key), str(key), ""))
         if group == Group.USER and None in rows:  # work from outside the portal attributed to no user

@@ -8,17 +8,27 @@ import csv
 import io
 import json
 import re
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.cluster.models import ClusterQueueState, LocalQueueState
 from apps.cluster.services import local_queues_mirror
 from apps.org.models import Department, NodePool, Project
-from apps.usage.models import UtilisationHour
+from apps.usage.models import UsageDay, UtilisationHour
 from apps.usage.reports import Filters, Granularity, Group, Window, fairness, usage_report, use_over_time
+from apps.usage.services import (
+    deserved_period_set,
+    usage_days_rebuild,
+    usage_interval_close,
+    usage_interval_open,
+    usage_timeline_refresh,
+    utilisation_hours_add,
+)
 from tests.api_support import call
 from tests.apps.usage.reports_support import at, expected_hours, interval, quotas_in_force_since, workload
 
@@ -221,6 +231,7 @@ def test_measured_use_gives_busy_cards_utilisation_and_idle_hours_per_bucket(use
     UtilisationHour.objects.create(hour=at("2026-03-01 10:00"), observed_card_hours=6, used_card_hours=3,
                                    idle_card_hours=2, **common)
     UtilisationHour.objects.create(hour=at("2026-03-01 11:00"), observed_card_hours=3, used_card_hours=3, **common)
+    usage_days_rebuild()  # rows written past the service: the daily rows are rebuilt as after a shell's change
     result = use_over_time(user=users["admin"], window=_window(), granularity=Granularity.HOUR, now=NOW)
     h100 = next(series for series in result.pools if series.pool.slug == "h100")
     assert h100.busy[10] == pytest.approx(3) and h100.utilisation[10] == pytest.approx(0.5)
@@ -260,3 +271,139 @@ def test_each_department_links_to_its_own_dashboard(users, client_for):
     link = re.search(r'href="(/usage/over-time/\?department=research)"', departments).group(1)
     page = client.get(link)
     assert page.status_code == 200 and '<option value="research" selected>' in page.content.decode()
+
+
+# --- by day from UsageDay: the same sums as the slices, through every ledger write ------------------------------
+
+
+def _by_day_from_hours(user, window, now):
+    """Card-seconds and within-deserved card-seconds per (pool, local day), from the hourly series (which sums the
+    slices live, never UsageDay): the reference for the daily series."""
+    hourly = use_over_time(user=user, window=window, granularity=Granularity.HOUR, now=now)
+    out = {}
+    for series in hourly.pools:
+        for start, held, within, length in zip(hourly.starts, series.allocated, series.within, hourly.seconds,
+                                               strict=True):
+            entry = out.setdefault((series.pool.slug, timezone.localtime(start).date()), [0.0, 0.0])
+            entry[0] += held * length
+            entry[1] += within * length
+    return out
+
+
+def _assert_days_equal_the_slices(user, window, now):
+    daily = use_over_time(user=user, window=window, granularity=Granularity.DAY, now=now)
+    expected = _by_day_from_hours(user, window, now)
+    seen = set()
+    for series in daily.pools:
+        for start, held, within, length in zip(daily.starts, series.allocated, series.within, daily.seconds,
+                                               strict=True):
+            key = (series.pool.slug, timezone.localtime(start).date())
+            seen.add(key)
+            # To a millisecond: SQLite's julianday arithmetic in the live sums is that coarse.
+            assert held * length == pytest.approx(expected.get(key, [0.0, 0.0])[0], abs=1e-3), key
+            assert within * length == pytest.approx(expected.get(key, [0.0, 0.0])[1], abs=1e-3), key
+    assert {key for key, (held, _) in expected.items() if held} <= seen
+    report = usage_report(user=user, group=Group.PROJECT, window=window, now=now)
+    assert [(row.slug, pytest.approx(row.gpu_hours), pytest.approx(row.borrowed), pytest.approx(row.deserved))
+            for row in daily.top] == [(row.slug, row.gpu_hours, row.borrowed, row.deserved)
+                                      for row in report.rows if row.gpu_hours > 0]
+    return daily
+
+
+def test_by_day_the_daily_rows_stay_the_ledgers_sums_through_rewrites_deletes_and_the_open_slice(users):
+    rows = _ledger(users)
+    window = Window(at("2026-03-01 00:00"), at("2026-03-04 00:00"))
+    now = at("2026-03-03 09:30")
+    alice = users["alice"]
+    running = workload(alice, name="running", gpus=3)
+    assert usage_interval_open(workload=running, at=at("2026-03-01 20:00"))  # open: held live up to now
+    assert UsageDay.objects.filter(card_seconds__gt=0).exists()
+    _assert_days_equal_the_slices(users["admin"], window, now)
+
+    # A stretch learnt late, back-dated over the others: their within-deserved shares change from its start.
+    assert usage_interval_open(workload=workload(alice, name="late", gpus=4, preemptible=False),
+                               at=at("2026-03-01 09:00"), ended_at=at("2026-03-02 03:00"))
+    usage_interval_close(workload_id=running.pk, at=at("2026-03-02 22:15"), reason="Succeeded")
+    _assert_days_equal_the_slices(users["admin"], window, now)
+    # The deserved quota changes in the middle of a day: slices from then on split differently.
+    vision = Project.objects.get(slug="vision")
+    h100 = NodePool.objects.get(slug="h100")
+    deserved_period_set(project_id=vision.pk, department_id=vision.department_id, node_pool_id=h100.pk,
+                        deserved=1, at=at("2026-03-01 10:30"))
+    _assert_days_equal_the_slices(users["admin"], window, now)
+    _assert_days_equal_the_slices(users["deptadmin"], window, now)
+    _assert_days_equal_the_slices(alice, window, now)
+
+    # A workload deleted outside the services (a shell) takes its intervals and slices along; a rebuild follows.
+    rows[0].workload.delete()
+    usage_timeline_refresh(project_id=vision.pk, node_pool_id=h100.pk, since=rows[0].started_at)
+    usage_days_rebuild()
+    _assert_days_equal_the_slices(users["admin"], window, now)
+
+    # The daily rows are what the series read: spoil them and the days before now's are off.
+    UsageDay.objects.update(card_seconds=0.0)
+    daily = use_over_time(user=users["admin"], window=window, granularity=Granularity.DAY, now=now)
+    assert next(series for series in daily.pools if series.pool.slug == "h100").allocated[0] == 0
+
+
+def test_by_day_rows_cut_for_another_time_zone_are_not_used(users):
+    """The rows are cut at the local midnights of TIME_ZONE when written; read in another zone they do not match
+    its days, so the dashboard sums the slices instead (exact, slower) until usage_days_rebuild cuts them again."""
+    _ledger(users)
+    window_days = ("2026-03-01", "2026-03-03")
+    with timezone.override("Asia/Tokyo"):
+        window = Window(*(timezone.make_aware(datetime.fromisoformat(day)) for day in window_days))
+        _assert_days_equal_the_slices(users["admin"], window, NOW)
+        usage_days_rebuild()
+        assert UsageDay.objects.filter(day=timezone.make_aware(datetime.fromisoformat("2026-03-02"))).exists()
+        _assert_days_equal_the_slices(users["admin"], window, NOW)
+
+
+def test_by_day_queries_do_not_grow_with_the_ledger(users):
+    window = Window(at("2026-02-01 00:00"), at("2026-03-03 00:00"))
+    _ledger(users)
+    for name in ("admin", "deptadmin", "alice"):
+        _count(users[name], window, Granularity.DAY)
+    small = {name: _count(users[name], window, Granularity.DAY) for name in ("admin", "deptadmin", "alice")}
+    for day in range(1, 28):
+        interval(workload(users["alice"], name=f"w{day}", gpus=1 + day % 4), f"2026-02-{day:02d} 09:00",
+                 f"2026-02-{day:02d} 17:45")
+    assert {name: _count(users[name], window, Granularity.DAY) for name in ("admin", "deptadmin", "alice")} == small
+    # Settle, the daily rows, the live slices' two aggregates, the deserved periods' two, the pools; the top
+    # consumers: daily rows, live slices, deserved, names. No Prometheus.
+    assert small == {"admin": 11, "deptadmin": 11, "alice": 11}
+
+
+def test_by_day_measured_use_is_added_to_the_daily_rows_by_the_worker_write(users, settings):
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"
+    row = _ledger(users)[0]  # 6 cards 10:00-11:30 on 1 March
+    samples = [(at("2026-03-01 10:00") + timedelta(minutes=minute), util, 0.0) for minute, util in (
+        (0, 90.0), (30, 2.0), (60, 50.0))]
+    utilisation_hours_add(workload=row.workload, samples=samples, sample_seconds=1800, threshold_percent=5)
+    utilisation_hours_add(workload=row.workload, samples=[(at("2026-03-01 23:30"), 100.0, 0.0)], sample_seconds=1800,
+                          threshold_percent=5)
+    assert UsageDay.objects.get(project_id=row.project_id, day=at("2026-03-01 00:00")).observed_card_hours == 12
+    hourly = use_over_time(user=users["admin"], window=_window(), granularity=Granularity.HOUR, now=NOW)
+    daily = use_over_time(user=users["admin"], window=_window(), granularity=Granularity.DAY, now=NOW)
+    by_hour = next(series for series in hourly.pools if series.pool.slug == "h100")
+    by_day = next(series for series in daily.pools if series.pool.slug == "h100")
+    assert (by_day.measured_hours, by_day.busy_hours, by_day.idle_total) == (
+        pytest.approx(by_hour.measured_hours), pytest.approx(by_hour.busy_hours), pytest.approx(by_hour.idle_total))
+    assert by_day.measured_hours == pytest.approx(12) and by_day.idle_total == pytest.approx(3)
+    assert by_day.busy[0] * 24 == pytest.approx(sum(by_hour.busy[:24]))
+    vision = next(top for top in daily.top if top.slug == "vision")
+    assert (vision.measured_hours, vision.idle_hours) == (pytest.approx(12), pytest.approx(3))
+
+
+def test_a_day_of_a_clock_change_counts_its_23_hours(users):
+    interval(workload(users["alice"], name="long", gpus=2), "2026-03-28 12:00", "2026-03-30 12:00")
+    with timezone.override("Europe/Berlin"):  # 29 March 2026 local: 23 hours
+        window = Window(*(timezone.make_aware(datetime.fromisoformat(day)) for day in ("2026-03-29", "2026-03-30")))
+        for rebuilt in (False, True):  # rows cut for UTC days (summed live), then for Berlin's
+            if rebuilt:
+                usage_days_rebuild()
+            result = use_over_time(user=users["admin"], window=window, granularity=Granularity.DAY,
+                                   now=at("2026-04-01 00:00"))
+            h100 = next(series for series in result.pools if series.pool.slug == "h100")
+            assert result.seconds == [23 * 3600]
+            assert h100.allocated == [pytest.approx(2)] and h100.card_hours == pytest.approx(46)
