@@ -83,6 +83,8 @@ WATCHER: tuple[Permission, ...] = (
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions
     Permission("", "nodes", ("list", "watch")),  # how many of a pool's nodes can host a gang's pod
     Permission("apps", "deployments", ("list", "watch")),  # inference services: followed by their own status
+    # multi-node inference services, the same way; also the owners of outside Workloads (who submitted them)
+    Permission("leaderworkerset.x-k8s.io", "leaderworkersets", OWNER_READ),
     # the Events of the workloads' pods, Jobs and Workloads, kept for their pages
     Permission("", "events", ("list", "watch")),
     # a plain pod or a pod group member owning an outside Workload; list: GPU pods that run outside the queue
