@@ -92,6 +92,8 @@ def test_pods_per_replica_make_a_multi_node_service_held_to_the_reservation(clie
     workload = Workload.objects.get(kind=Kind.INFERENCE)
     assert created.status_code == 302 and (workload.replicas, workload.pods, workload.gpu_units) == (2, 2, 4)
     assert workload.object_api_version == "leaderworkerset.x-k8s.io/v1"
+    page = client.get(created["Location"]).content.decode()
+    assert "2 replicas of 2 pods each (a LeaderWorkerSet) wanted" in page
 
 
 def test_a_form_posted_twice_makes_one_service(client_for, pools):
