@@ -1,7 +1,7 @@
 """A multi-node inference service (pods > 1 per replica) end to end in kubesim with the real watcher: a
 LeaderWorkerSet checked against its vendored CRD, never queued, its endpoint reaching the groups' leaders only,
-scaled a group at a time, its GPU-hours those of the ready groups (ready x pods x GPUs) on the cluster's clock until
-it is stopped."""
+scaled and given a new image by a patch, its GPU-hours those of the ready groups (ready x pods x GPUs) on the
+cluster's clock until it is stopped."""
 
 import json
 
@@ -87,9 +87,12 @@ def test_a_multi_node_service_runs_as_a_leaderworkerset_scales_and_counts_its_re
     assert signed_in(org["bob"]).get(reverse("workloads:endpoint", args=[workload.pk, "v1/models"])).status_code == 404
 
     kubesim.advance(3600)  # an hour with one group of two ready
-    services.inference_update(actor=org["alice"], workload=_row(workload), replicas=2)
+    services.inference_update(actor=org["alice"], workload=_row(workload), replicas=2, image="vllm/vllm-openai:v0.6.4")
     assert tasks.inference_patch.apply(args=[workload.pk]).get() == "patched"
-    assert cluster.raw_get(path)["spec"]["replicas"] == 2
+    patched = cluster.raw_get(path)["spec"]
+    assert (patched["replicas"], patched["leaderWorkerTemplate"]["size"]) == (2, 2)
+    container = patched["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert container["image"] == "vllm/vllm-openai:v0.6.4" and container["resources"]["limits"][GPU] == "1"
     wait_for(lambda: _row(workload).ready_replicas == 2, describe=lambda: _row(workload).status_message)
     wait_for(lambda: _intervals(workload) == [(2, True), (4, False)], describe=lambda: _intervals(workload))
     assert _row(workload).status_message == "2 of 2 replicas ready"
