@@ -1,6 +1,6 @@
 """A multi-node inference service (pods > 1 per replica) end to end in kubesim with the real watcher: a
 LeaderWorkerSet checked against its vendored CRD, never queued, its endpoint reaching the groups' leaders only,
-scaled and given a new image by a patch, its GPU-hours those of the ready groups (ready x pods x GPUs) on the
+scaled and rolled to a new image, its GPU-hours those of the ready groups (ready x pods x GPUs) on the
 cluster's clock until it is stopped."""
 
 import json
@@ -87,12 +87,8 @@ def test_a_multi_node_service_runs_as_a_leaderworkerset_scales_and_counts_its_re
     assert signed_in(org["bob"]).get(reverse("workloads:endpoint", args=[workload.pk, "v1/models"])).status_code == 404
 
     kubesim.advance(3600)  # an hour with one group of two ready
-    services.inference_update(actor=org["alice"], workload=_row(workload), replicas=2, image="vllm/vllm-openai:v0.6.4")
+    services.inference_update(actor=org["alice"], workload=_row(workload), replicas=2)
     assert tasks.inference_patch.apply(args=[workload.pk]).get() == "patched"
-    patched = cluster.raw_get(path)["spec"]
-    assert (patched["replicas"], patched["leaderWorkerTemplate"]["size"]) == (2, 2)
-    container = patched["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
-    assert container["image"] == "vllm/vllm-openai:v0.6.4" and container["resources"]["limits"][GPU] == "1"
     wait_for(lambda: _row(workload).ready_replicas == 2, describe=lambda: _row(workload).status_message)
     wait_for(lambda: _intervals(workload) == [(2, True), (4, False)], describe=lambda: _intervals(workload))
     assert _row(workload).status_message == "2 of 2 replicas ready"
@@ -103,10 +99,43 @@ def test_a_multi_node_service_runs_as_a_leaderworkerset_scales_and_counts_its_re
     wait_for(lambda: _row(workload).status == Status.STOPPED, describe=lambda: _row(workload).status)
     wait_for(lambda: _intervals(workload) == [(2, True), (4, True)], describe=lambda: _intervals(workload))
     first, second = UsageInterval.objects.filter(workload=workload).order_by("started_at")
-    assert first.ended_at == second.started_at
+    assert first.ended_at == second.started_at  # one stretch after the other, nothing counted twice
     assert second.ended_at == _row(workload).finished_at  # the cluster's time of the deletion
     hours = [(i.ended_at - i.started_at).total_seconds() / 3600 for i in (first, second)]
     assert hours == [pytest.approx(1.0, abs=0.01), pytest.approx(0.5, abs=0.01)]  # 2 x 1 h + 4 x 0.5 h: 4 GPU-hours
+
+
+def test_a_new_image_replaces_the_groups_and_the_service_stays_ready(kubesim, cluster, org, watcher, serving):
+    """kubesim's LWS replaces the groups at once on its manual clock: the patch reaches the worker template and
+    every pod runs the new image, the row ready again. (GPU-hours across a rollout at one instant: see the
+    docs, Multi-node replicas.)"""
+    vision = Project.objects.get(slug="vision")
+    workload = services.inference_submit(
+        actor=org["alice"], project=vision, node_pool=serving, name="llama-70b", image="vllm/vllm-openai:v0.6.3",
+        gpus=1, pods=2, replicas=2, model_label="llama-3-70b", data_class="public")
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    path = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{vision.namespace}/leaderworkersets/wl-{workload.pk}"
+    lws = cluster.raw_get(path)
+    kubesim.advance(1)
+    wait_for(lambda: _row(workload).ready_replicas == 2, describe=lambda: _row(workload).status_message)
+
+    services.inference_update(actor=org["alice"], workload=_row(workload), image="vllm/vllm-openai:v0.6.4")
+    assert tasks.inference_patch.apply(args=[workload.pk]).get() == "patched"
+    patched = cluster.raw_get(path)["spec"]
+    assert (patched["replicas"], patched["leaderWorkerTemplate"]["size"]) == (2, 2)
+    container = patched["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert container["image"] == "vllm/vllm-openai:v0.6.4" and container["resources"]["limits"][GPU] == "1"
+    wait_for(lambda: sorted(pod["spec"]["containers"][0]["image"] for pod in cluster.list(
+        "Pod", namespace=vision.namespace, label_selector=f"portal.gpu/workload-id={workload.pk}")) == [
+        "vllm/vllm-openai:v0.6.4"] * 4)
+    settled = cluster.raw_get(path)["metadata"]["resourceVersion"]
+    wait_for(lambda: watcher.deployments[lws["metadata"]["uid"]]["metadata"]["resourceVersion"] == settled
+             and not watcher.work.dirty and not watcher.work.processing)  # the watcher has applied the rollout
+    assert _row(workload).status_message == "2 of 2 replicas ready"
+
+    services.workload_stop(actor=org["alice"], workload=_row(workload))
+    assert tasks.workload_stop.apply(args=[workload.pk]).get() == "stopped"
+    wait_for(lambda: _row(workload).status == Status.STOPPED, describe=lambda: _row(workload).status)
 
 
 def test_the_leaderworkerset_is_checked_against_its_crd(kubesim, org, serving):
