@@ -420,7 +420,8 @@ _SERVICE_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
     ("READY", lambda s: s.get("ready_replicas")), ("STATUS", lambda s: s["status"]),
 ]
 _SERVICE_WIDE: list[tuple[str, Callable[[Any], Any]]] = [
-    ("IMAGE", lambda s: s["image"]), ("GPUS", lambda s: s["gpus"]), ("PORT", lambda s: s.get("serving_port")),
+    ("IMAGE", lambda s: s["image"]), ("PODS", lambda s: s.get("pods")), ("GPUS", lambda s: s["gpus"]),
+    ("PORT", lambda s: s.get("serving_port")),
     ("MESSAGE", lambda s: s.get("status_message")),
 ]
 
@@ -439,20 +440,23 @@ def _image_name(image: str) -> str:
 @click.option("--port", type=int, help="The port the model server listens on (default 8000).")
 @click.option("-g", "--gpus", type=int, default=1, show_default=True, help="GPU units per replica.")
 @click.option("--replicas", type=int, help="Copies of the model server (default 1).")
+@click.option("--pods", type=int, help="Pods per replica (default 1); more for a model too large for one node: each "
+                                       "replica is then a LeaderWorkerSet group.")
 @click.option("--arg", "args", multiple=True, help="An argument after the command (repeatable), e.g. --arg=--model.")
 @click.option("--model", "model_label", required=True, help="Audit label: the model it serves.")
 @click.option("--data-class", required=True, help="Audit label: the class of data it reads.")
 @click.argument("command_line", nargs=-1)
 @command
 def serve(project: str, pool: str, image: str, name: str | None, port: int | None, gpus: int,
-          replicas: int | None, args: tuple[str, ...], model_label: str, data_class: str,
+          replicas: int | None, pods: int | None, args: tuple[str, ...], model_label: str, data_class: str,
           command_line: tuple[str, ...], fmt: str) -> None:
     """Start an inference service on a serving pool, never queued, within the project's serving reservation; the
     words after `--` are its command, e.g. `gpu serve -p vision --pool serve-l4 -i vllm/vllm-openai:v0.6.3 -n llama
     --model llama-3-8b --data-class public -- vllm serve meta-llama/Llama-3.1-8B`."""
     body: dict[str, Any] = {"project": project, "node_pool": pool, "image": image, "gpus": gpus,
                             "name": name or _image_name(image), "model_label": model_label, "data_class": data_class}
-    body.update({key: value for key, value in (("serving_port", port), ("replicas", replicas)) if value is not None})
+    body.update({key: value for key, value in (("serving_port", port), ("replicas", replicas), ("pods", pods))
+                 if value is not None})
     if command_line:
         body["command"] = list(command_line)
     if args:

@@ -45,6 +45,7 @@ KINDS: dict[str, Kind] = {
     "PersistentVolumeClaim": Kind("", "v1", "persistentvolumeclaims", True),
     "Job": Kind("batch", "v1", "jobs", True),
     "Deployment": Kind("apps", "v1", "deployments", True),  # inference services (docs/architecture.md)
+    "LeaderWorkerSet": Kind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True),  # multi-node ones
     "Ingress": Kind("networking.k8s.io", "v1", "ingresses", True),
     "HTTPRoute": Kind("gateway.networking.k8s.io", "v1", "httproutes", True),
     "ResourceFlavor": Kind("kueue.x-k8s.io", "v1beta2", "resourceflavors", False),

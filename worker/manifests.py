@@ -29,6 +29,7 @@ from apps.org.models import DataSource, ImagePullSecret
 from apps.workloads import notebooks
 from apps.workloads.manifests import portal_labels
 from apps.workloads.models import Credential, Kind, Workload
+from apps.workloads.services.inference import LEADERWORKERSET_API_VERSION
 from apps.workloads.validation import SHM_PATH
 
 CONTAINER_NAME = "main"
@@ -351,17 +352,13 @@ INFERENCE_PORT_NAME = "http"
 INFERENCE_SERVICE_PORT = 80
 
 
-def inference_deployment(workload: Workload, *, request_id: str = "",
-                         attachments: Attachments | None = None) -> dict[str, Any]:
-    """An inference service's Deployment: no Kueue queue-name label (a serving pool has no queue), so Kueue never
-    holds or preempts it; placed on its pool by the pool's node labels and tolerations, which Kueue would otherwise
-    inject. A rollout replaces one replica at a time without a surge (maxSurge 0): the project's reservation has
-    no room for an extra replica's GPUs (docs/architecture.md, Inference services)."""
-    attachments = attachments or Attachments()
-    owner = workload.owner
-    if owner is None:
-        raise ValueError("only the portal's own inference services have a manifest")
-    labels = portal_labels(workload)
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # LWS sets it on every pod: "0" on leaders
+
+
+def _inference_template(workload: Workload, attachments: Attachments) -> dict[str, Any]:
+    """The pod template of every replica's pods: no Kueue queue-name label (a serving pool has no queue), so Kueue
+    never holds or preempts them; placed on the pool by its node labels and tolerations, which Kueue would otherwise
+    inject."""
     volumes, mounts = volumes_of(workload, attachments)
     container = main_container(workload, attachments, mounts)
     container["ports"] = [{"name": INFERENCE_PORT_NAME, "containerPort": workload.serving_port or 8000,
@@ -377,41 +374,93 @@ def inference_deployment(workload: Workload, *, request_id: str = "",
         pod["volumes"] = volumes
     if attachments.pull_secrets:
         pod["imagePullSecrets"] = [{"name": secret.secret_name} for secret in attachments.pull_secrets]
+    return {"metadata": {"labels": portal_labels(workload)}, "spec": pod}
+
+
+def _inference_metadata(workload: Workload, request_id: str) -> dict[str, Any]:
+    owner = workload.owner
+    if owner is None:
+        raise ValueError("only the portal's own inference services have a manifest")
+    return {"name": job_name(workload), "namespace": workload.project.namespace, "labels": portal_labels(workload),
+            "annotations": {OWNER_ANNOTATION: owner.get_username(), NAME_ANNOTATION: workload.name,
+                            **({REQUEST_ID_ANNOTATION: request_id} if request_id else {})}}
+
+
+def is_multi_node(workload: Workload) -> bool:
+    """Whether the service's replicas are LeaderWorkerSet groups (recorded at submit, by `pods`)."""
+    return workload.object_api_version == LEADERWORKERSET_API_VERSION
+
+
+def inference_object(workload: Workload, *, request_id: str = "",
+                     attachments: Attachments | None = None) -> dict[str, Any]:
+    """What runs an inference service's replicas: a Deployment, or a LeaderWorkerSet when a replica is several
+    pods."""
+    build = inference_leaderworkerset if is_multi_node(workload) else inference_deployment
+    return build(workload, request_id=request_id, attachments=attachments)
+
+
+def inference_deployment(workload: Workload, *, request_id: str = "",
+                         attachments: Attachments | None = None) -> dict[str, Any]:
+    """An inference service's Deployment. A rollout replaces one replica at a time without a surge (maxSurge 0): the
+    project's reservation has no room for an extra replica's GPUs (docs/architecture.md, Inference services)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {
-            "name": job_name(workload), "namespace": workload.project.namespace, "labels": labels,
-            "annotations": {OWNER_ANNOTATION: owner.get_username(), NAME_ANNOTATION: workload.name,
-                            **({REQUEST_ID_ANNOTATION: request_id} if request_id else {})},
-        },
+        "metadata": _inference_metadata(workload, request_id),
         "spec": {
             "replicas": workload.replicas,
             "selector": {"matchLabels": {WORKLOAD_ID_LABEL: str(workload.pk)}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-            "template": {"metadata": {"labels": labels}, "spec": pod},
+            "template": _inference_template(workload, attachments or Attachments()),
+        },
+    }
+
+
+def inference_leaderworkerset(workload: Workload, *, request_id: str = "",
+                              attachments: Attachments | None = None) -> dict[str, Any]:
+    """A multi-node inference service's LeaderWorkerSet: `replicas` groups of `pods` pods (a leader and its
+    workers, one template for both), rolled a group at a time without a surge, as the Deployment; the workers are
+    created once their leader exists (startupPolicy LeaderCreated). No queue-name label: Kueue's LWS integration
+    leaves an LWS that names no queue alone."""
+    return {
+        "apiVersion": LEADERWORKERSET_API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "metadata": _inference_metadata(workload, request_id),
+        "spec": {
+            "replicas": workload.replicas,
+            "leaderWorkerTemplate": {"size": workload.pods,
+                                     "workerTemplate": _inference_template(workload, attachments or Attachments())},
+            "rolloutStrategy": {"type": "RollingUpdate",
+                                "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 1}},
+            "startupPolicy": "LeaderCreated",
         },
     }
 
 
 def _owned_by_deployment(workload: Workload, deployment_uid: str) -> dict[str, Any]:
-    """Metadata of an object beside an inference service's Deployment, owned by it (it goes when the Deployment
-    goes)."""
+    """Metadata of an object beside an inference service's Deployment (or LeaderWorkerSet), owned by it (it goes
+    when that goes)."""
+    api_version, kind = ((LEADERWORKERSET_API_VERSION, "LeaderWorkerSet") if is_multi_node(workload)
+                         else ("apps/v1", "Deployment"))
     return {"name": job_name(workload), "namespace": workload.project.namespace, "labels": portal_labels(workload),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": job_name(workload),
+            "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": job_name(workload),
                                  "uid": deployment_uid, "controller": True, "blockOwnerDeletion": True}]}
 
 
 def inference_service(workload: Workload, deployment_uid: str) -> dict[str, Any]:
     """The ClusterIP Service in front of the replicas, owned by the Deployment; the portal's proxy, or the Ingress
-    or HTTPRoute, reaches the model server through it."""
+    or HTTPRoute, reaches the model server through it. A LeaderWorkerSet's requests go to its groups' leaders only:
+    a worker serves its leader, not clients."""
+    selector = {WORKLOAD_ID_LABEL: str(workload.pk)}
+    if is_multi_node(workload):
+        selector[LWS_WORKER_INDEX_LABEL] = "0"
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _owned_by_deployment(workload, deployment_uid),
         "spec": {
             "type": "ClusterIP",
-            "selector": {WORKLOAD_ID_LABEL: str(workload.pk)},
+            "selector": selector,
             "ports": [{"name": INFERENCE_PORT_NAME, "port": INFERENCE_SERVICE_PORT,
                        "targetPort": workload.serving_port or 8000, "protocol": "TCP"}],
         },
@@ -433,7 +482,10 @@ def inference_companions(workload: Workload, deployment_uid: str) -> list[dict[s
 
 
 def inference_patch(workload: Workload, *, attachments: Attachments | None = None) -> dict[str, Any]:
-    """The merge patch that brings the Deployment to the row's replicas and image (a new image starts a rollout).
-    The whole pod template is sent: a merge patch replaces a list such as the containers whole."""
-    spec = inference_deployment(workload, attachments=attachments)["spec"]
+    """The merge patch that brings the Deployment (or LeaderWorkerSet) to the row's replicas and image (a new image
+    starts a rollout). The whole pod template is sent: a merge patch replaces a list such as the containers whole."""
+    spec = inference_object(workload, attachments=attachments)["spec"]
+    if is_multi_node(workload):
+        return {"spec": {"replicas": spec["replicas"], "leaderWorkerTemplate": {
+            "workerTemplate": spec["leaderWorkerTemplate"]["workerTemplate"]}}}
     return {"spec": {"replicas": spec["replicas"], "template": spec["template"]}}

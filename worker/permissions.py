@@ -45,7 +45,7 @@ OWNER_STOP = ("delete",)  # the worker stops outside work by deleting its owner 
 # A pod group's owners are its pods: one delete of the group's label selector stops them all.
 POD_GROUP_STOP = ("deletecollection",)
 # The owner kinds that also appear above with verbs of their own: their owner verbs are merged into those lines.
-_OWN_LINES = {("batch", "jobs"), ("", "pods")}
+_OWN_LINES = {("batch", "jobs"), ("", "pods"), ("leaderworkerset.x-k8s.io", "leaderworkersets")}
 
 
 def _owner_kinds(verbs: tuple[str, ...]) -> tuple[Permission, ...]:
@@ -58,6 +58,8 @@ WORKER: tuple[Permission, ...] = (
     Permission("batch", "jobs", ("create", "get", "delete")),  # submit (adopt on retry), stop (outside Jobs too)
     # an inference service's Deployment: created (adopted on retry), patched to scale or roll, deleted at its stop
     Permission("apps", "deployments", ("create", "get", "patch", "delete")),
+    # a multi-node inference service's LeaderWorkerSet, the same way; delete stops outside work owned by one too
+    Permission("leaderworkerset.x-k8s.io", "leaderworkersets", ("create", "get", "patch", *OWNER_STOP)),
     # a notebook's, a gang's or an inference service's Service (adopt on retry); the cluster's garbage collector
     # deletes an inference service's with the Deployment that owns it
     Permission("", "services", ("create", "get")),
@@ -83,6 +85,8 @@ WATCHER: tuple[Permission, ...] = (
     Permission(VISIBILITY, "localqueues/pendingworkloads", ("get",)),  # queue positions
     Permission("", "nodes", ("list", "watch")),  # how many of a pool's nodes can host a gang's pod
     Permission("apps", "deployments", ("list", "watch")),  # inference services: followed by their own status
+    # multi-node inference services, the same way; also the owners of outside Workloads (who submitted them)
+    Permission("leaderworkerset.x-k8s.io", "leaderworkersets", OWNER_READ),
     # the Events of the workloads' pods, Jobs and Workloads, kept for their pages
     Permission("", "events", ("list", "watch")),
     # a plain pod or a pod group member owning an outside Workload; list: GPU pods that run outside the queue

@@ -52,7 +52,8 @@ from .manifests import (
     attachments_of,
     companions,
     inference_companions,
-    inference_deployment,
+    inference_object,
+    is_multi_node,
     job_manifest,
     pull_secret,
     user_secret,
@@ -124,26 +125,28 @@ def workload_submit(self: Task, workload_id: int) -> str:
         return "not claimed"
     entry = _object_kind(workload)
     inference = workload.kind == Kind.INFERENCE
-    if inference:  # a Deployment, never queued (docs/architecture.md, Inference services)
-        manifest = inference_deployment(workload, request_id=request_ids.current(),
-                                        attachments=attachments_of(workload))
-    elif workload.runs_on_framework:  # built here, checked against its kind's schema before it is sent
+    problems: list[str] = []  # what the object's schema refuses, for the kinds built here (custom resources)
+    if inference:  # a Deployment or LeaderWorkerSet, never queued (docs/architecture.md, Inference services)
+        manifest = inference_object(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
+        problems = framework_schema_errors(manifest) if is_multi_node(workload) else []
+    elif workload.runs_on_framework:
         manifest = framework_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
-        if problems := framework_schema_errors(manifest):
-            workload_services.workload_mark_rejected(
-                workload=workload, message=f"The portal built a {manifest['kind']} its schema refuses: "
-                                           f"{' '.join(problems)}")
-            metrics.SUBMISSIONS.labels("rejected").inc()
-            return "rejected"
+        problems = framework_schema_errors(manifest)
     elif entry is not None:  # a manifest: the object prepared at submit, created as it is
         manifest = _with_request_id(dict(workload.manifest or {}), request_ids.current())
     else:
         manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
+    if problems:  # checked against its kind's schema before it is sent
+        workload_services.workload_mark_rejected(
+            workload=workload, message=f"The portal built a {manifest['kind']} its schema refuses: "
+                                       f"{' '.join(problems)}")
+        metrics.SUBMISSIONS.labels("rejected").inc()
+        return "rejected"
     uid = ""  # set once the object itself exists: a companion refused then takes it back
     try:
         gw = gateway()
         if inference:
-            uid = _create_or_adopt_in(gw, _deployments_path(workload), manifest)
+            uid = _create_or_adopt_in(gw, _serving_path(workload), manifest)
             for companion in inference_companions(workload, uid):
                 _create_or_adopt(gw, companion)  # its Service, and the Ingress or HTTPRoute publishing it
         elif entry is not None:
@@ -213,20 +216,23 @@ def _object_path(workload: Workload) -> str:
     object."""
     entry = _object_kind(workload)
     if workload.kind == Kind.INFERENCE and not workload.from_outside:
-        return f"{_deployments_path(workload)}/{workload.job_name}"
+        return f"{_serving_path(workload)}/{workload.job_name}"
     if entry is None:
         return f"/apis/batch/v1/namespaces/{workload.project.namespace}/jobs/{workload.job_name}"
     return f"{entry.collection_path(workload.project.namespace)}/{workload.job_name}"
 
 
-def _deployments_path(workload: Workload) -> str:
+def _serving_path(workload: Workload) -> str:
+    """The collection of what runs an inference service's replicas: Deployments, or LeaderWorkerSets."""
+    if is_multi_node(workload):
+        return f"/apis/{workload.object_api_version}/namespaces/{workload.project.namespace}/leaderworkersets"
     return f"/apis/apps/v1/namespaces/{workload.project.namespace}/deployments"
 
 
 @shared_task(autoretry_for=(TransientClusterError,), retry_backoff=2, retry_backoff_max=60, max_retries=8)
 def inference_patch(workload_id: int) -> str:
-    """Bring an inference service's Deployment to its row's replicas and image (a scale, or a rollout of a new
-    image); the row is the truth, so a repeated or late patch is harmless."""
+    """Bring an inference service's Deployment (or LeaderWorkerSet) to its row's replicas and image (a scale, or a
+    rollout of a new image); the row is the truth, so a repeated or late patch is harmless."""
     claim = intents.intent_claim(kind=workload_services.INFERENCE_PATCH_INTENT, target_id=workload_id)
     if claim.busy:
         return "busy"
@@ -238,7 +244,7 @@ def inference_patch(workload_id: int) -> str:
                                  outcome="nothing to patch", ids=claim.ids)
         return "nothing to patch"
     try:
-        gateway().raw_patch(f"{_deployments_path(workload)}/{workload.job_name}",
+        gateway().raw_patch(f"{_serving_path(workload)}/{workload.job_name}",
                             inference_patch_body(workload, attachments=attachments_of(workload)))
     except ClusterError as error:
         intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + STOP_RETRY_AFTER)

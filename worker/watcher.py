@@ -100,9 +100,13 @@ EVENTS_WAIT_AT_MOST = 30.0
 EVENTS_HELD_AT_MOST = 5000
 OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.workloads_mirror_outside)
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
-# The portal's Deployments are its inference services, followed by their own status (no Kueue Workload).
+# The portal's Deployments and LeaderWorkerSets are its inference services, followed by their own status (no Kueue
+# Workload).
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None,
-           "Deployment": OWNED}
+           "Deployment": OWNED, "LeaderWorkerSet": OWNED}
+SERVING_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
+OPTIONAL_KINDS = frozenset({"LeaderWorkerSet"})  # a custom resource: a cluster without it has none to follow
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 # Owners of outside Workloads, watched for who submitted them (worker/outside_work.py), by watch name.
 OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, kind), owner in OWNER_KINDS.items()}
 TORCH_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
@@ -241,7 +245,8 @@ class Watcher:
         # Kueue Workload uid -> (the portal workload, the Workload) of a manifest the portal submitted (not a Job)
         self.manifests: dict[str, tuple[int, dict[str, Any]]] = {}
         self.applied_manifests: dict[str, Observation] = {}
-        self.deployments: dict[str, dict[str, Any]] = {}  # Deployment uid -> an inference service's Deployment
+        # uid -> an inference service's Deployment or LeaderWorkerSet (its `kind` set)
+        self.deployments: dict[str, dict[str, Any]] = {}
         self.owners: dict[str, dict[str, Any] | None] = {}  # owner uid -> the object (None: unreadable), read once
         self.applied_outside: dict[str, Observation] = {}
         self.owner_readers = ThreadPoolExecutor(OWNER_READERS, thread_name_prefix="owner-read")
@@ -300,8 +305,8 @@ class Watcher:
                 self.mirror_objects[key] = (event_type, obj)
             self.work.add(key)
             return
-        if kind == "Deployment":
-            self._handle_deployment(event_type, obj)
+        if kind in SERVING_KINDS:
+            self._handle_deployment(event_type, {**obj, "kind": kind})
             return
         if kind == "Workload" and (workload_id := _portal_manifest_id(obj)):
             self._handle_manifest(event_type, obj, workload_id)
@@ -357,11 +362,12 @@ class Watcher:
         self.work.add(("deployment", uid))
 
     def apply_deployment(self, uid: str) -> None:
-        """Bring an inference service's row up to date with its Deployment's status: ready replicas, running, and
-        the GPU-hours of the ready replicas (apps.workloads.services.inference_observe), on the cluster's clock. A
-        change of the ready count is dated from the service's pods (ready_changed_at): a pure scale stamps none of
-        the Deployment's conditions, so their latest update is only the fallback (docs/architecture.md, Inference
-        services). The pods are listed only when the count differs from the row's."""
+        """Bring an inference service's row up to date with its Deployment's (or LeaderWorkerSet's) status: ready
+        replicas, running, and the GPU-hours of the ready replicas (apps.workloads.services.inference_observe), on
+        the cluster's clock. A change of the ready count is dated from the service's pods (ready_changed_at): a pure
+        scale stamps none of the Deployment's conditions, so their latest update is only the fallback
+        (docs/architecture.md, Inference services). The pods are listed only when the count differs from the
+        row's."""
         with self.lock:
             deployment = self.deployments.get(uid)
         if deployment is None:
@@ -371,9 +377,10 @@ class Watcher:
         replicas = int(spec.get("replicas", 1))
         updated = int(status.get("updatedReplicas", 0))
         ready = int(status.get("readyReplicas", 0))
+        # A LeaderWorkerSet has no availableReplicas: its readyReplicas counts the groups whose pods all run.
+        available = ready if deployment.get("kind") == "LeaderWorkerSet" else int(status.get("availableReplicas", 0))
         rolled_out = (status.get("observedGeneration", 0) >= generation and updated == replicas
-                      and int(status.get("replicas", 0)) == replicas
-                      and int(status.get("availableReplicas", 0)) == replicas)
+                      and int(status.get("replicas", 0)) == replicas and available == replicas)
         row = Workload.objects.filter(  # the portal's own Deployment in its project's namespace, not a namesake
             pk=_workload_id(deployment), kind=Kind.INFERENCE, origin=Origin.PORTAL,
             job_name=deployment["metadata"]["name"],
@@ -383,13 +390,17 @@ class Watcher:
         held = row["ready_replicas"] or 0
         at = None
         if ready != held and row["status"] in SERVING_STATUSES:  # a stopping service's stretch ends with its stop
-            at = ready_changed_at(self._deployment_pods(deployment), rising=ready > held)
+            pods = self._deployment_pods(deployment)
+            if deployment.get("kind") == "LeaderWorkerSet" and ready > held:
+                pods = ready_groups(pods)  # a group counts once all its pods are: its last one dates the rise
+            at = ready_changed_at(pods, rising=ready > held)
         workload_services.inference_observe(
             workload_id=_workload_id(deployment), uid=uid, ready=ready, replicas=replicas,
             updated=updated, rolled_out=rolled_out, at=at or _conditions_updated_at(status) or timezone.now())
 
     def _deployment_pods(self, deployment: dict[str, Any]) -> list[dict[str, Any]]:
-        """The pods of a portal Deployment, by its selector's labels (its workload id), in its namespace."""
+        """The pods of a portal Deployment, by its selector's labels (its workload id), in its namespace; a
+        LeaderWorkerSet's by the workload id its pod template carries."""
         labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {
             WORKLOAD_ID_LABEL: str(_workload_id(deployment))}
         return self.gw.list("Pod", namespace=deployment["metadata"].get("namespace"),
@@ -706,16 +717,23 @@ class Watcher:
         if kind == "Node":  # core v1: the raw JSON, as the custom objects come
             response = json.loads(lister(*args, _preload_content=False).data)
         else:
-            # The generated client declares `object`; a custom-object list is a decoded JSON mapping.
-            response = cast(dict[str, Any], lister(*args, label_selector=WATCHED[kind] or None))
+            try:
+                # The generated client declares `object`; a custom-object list is a decoded JSON mapping.
+                response = cast(dict[str, Any], lister(*args, label_selector=WATCHED[kind] or None))
+            except ApiException as exc:
+                if exc.status != 404 or kind not in OPTIONAL_KINDS:
+                    raise
+                response = {"items": [], "metadata": {"resourceVersion": ""}}  # not installed: nothing of it runs
         items = response.get("items", [])
         now = timezone.now()
         if kind == "Job":
             with self.lock:
                 self.jobs = {item["metadata"]["uid"]: item for item in items}
-        elif kind == "Deployment":
-            with self.lock:
-                self.deployments = {item["metadata"]["uid"]: item for item in items if _workload_id(item)}
+        elif kind in SERVING_KINDS:
+            with self.lock:  # the other serving kind's objects stay
+                self.deployments = {**{uid: item for uid, item in self.deployments.items() if item["kind"] != kind},
+                                    **{item["metadata"]["uid"]: {**item, "kind": kind} for item in items
+                                       if _workload_id(item)}}
         else:
             MIRRORS[kind](objs=items, at=now)
             mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])
@@ -843,7 +861,8 @@ class Watcher:
         workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
 
     def _apply_all_deployments(self, listed_at: datetime) -> None:
-        """Every inference service's Deployment listed (re-applied), then the live rows whose Deployment is gone."""
+        """Every inference service's Deployment or LeaderWorkerSet listed (re-applied), then the live rows whose
+        object is gone."""
         with self.lock:
             uids = list(self.deployments)
         for uid in uids:
@@ -942,6 +961,8 @@ class Watcher:
                     self._relist_and_apply(kind)
                 elif exc.status == 404 and kind in OWNER_WATCHES:  # the kind was removed from the cluster
                     self.resource_versions.pop(kind, None)
+                elif exc.status == 404 and kind in OPTIONAL_KINDS:  # not installed: looked for again later
+                    self.stopping.wait(OWNER_KIND_RETRY_SECONDS)
                 else:
                     logger.warning("watch %s failed (%s); retrying", kind, exc.status)
                     self.stopping.wait(1.0)
@@ -963,7 +984,7 @@ class Watcher:
                     job_uids = list(self.jobs)
                 for job_uid in job_uids:
                     self.apply_job_uid(job_uid)
-            if kind == "Deployment":
+            if kind in SERVING_KINDS:
                 self._apply_all_deployments(timezone.now())
             if kind == "Workload":
                 self._apply_all_manifests(timezone.now())
@@ -1084,9 +1105,26 @@ def _portal_manifest_id(kueue_workload: dict[str, Any]) -> int:
 
 
 def _conditions_updated_at(status: dict[str, Any]) -> datetime | None:
-    """The latest lastUpdateTime of an object's status conditions (None without one)."""
-    times = [_parsed(condition.get("lastUpdateTime")) for condition in status.get("conditions") or []]
+    """The latest lastUpdateTime of an object's status conditions, or lastTransitionTime where a condition has no
+    lastUpdateTime (a LeaderWorkerSet's); None without one."""
+    times = [_parsed(condition.get("lastUpdateTime") or condition.get("lastTransitionTime"))
+             for condition in status.get("conditions") or []]
     return max((at for at in times if at is not None), default=None)
+
+
+def ready_groups(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods of a LeaderWorkerSet's groups whose every pod is Ready (a group is its replica: ready when all its
+    pods are, as the LWS controller counts readyReplicas)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        groups.setdefault((pod["metadata"].get("labels") or {}).get(LWS_GROUP_INDEX_LABEL, ""), []).append(pod)
+    return [pod for members in groups.values() if all(map(_pod_ready, members)) for pod in members]
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        item.get("type") == "Ready" and item.get("status") == "True" for item in conditions)
 
 
 def ready_changed_at(pods: list[dict[str, Any]], *, rising: bool) -> datetime | None:

@@ -339,6 +339,9 @@ class InferenceServiceForm(StyledForm):
     replicas = _size("Replicas", maximum=MAX_PODS, initial=1, unit=" replicas",
                      help_text="Copies of the model server behind one endpoint; all of them must fit the "
                                "reservation.")
+    pods = _size("Pods per replica", maximum=MAX_PODS, initial=1, unit=" pods per replica",
+                 help_text="More than 1 for a model too large for one node: each replica is then a group of this "
+                           "many pods (a LeaderWorkerSet), its leader serving the endpoint.")
     model_label, data_class = _audit_labels()
 
     def __init__(self, *args: Any, projects: QuerySet[Project], project: Project | None, **kwargs: Any) -> None:

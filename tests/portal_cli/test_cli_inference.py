@@ -58,3 +58,18 @@ def test_serve_refuses_a_pool_without_a_reservation(signed_in, serving_pool):
                   "--data-class", "public")
     assert refused.exit_code == 6 and "h100 is not a serving pool" in refused.stderr
     assert not Workload.objects.filter(kind="inference").exists()
+
+
+def test_serve_with_pods_per_replica_makes_a_leaderworkerset(signed_in, serving_pool, kubesim, cluster, celery_worker):
+    refused = gpu("serve", "-p", "vision", "--pool", "serve-l4", "--image", "vllm/vllm-openai:v0.6.3", "--pods", "3",
+                  "-g", "2", "--model", "llama-3-70b", "--data-class", "public")
+    assert refused.exit_code == 6 and "(1 replicas x 3 pods x 2 GPUs)" in refused.stderr, refused.output
+    created = gpu_json("serve", "-p", "vision", "--pool", "serve-l4", "--image", "vllm/vllm-openai:v0.6.3", "--pods",
+                       "2", "-g", "2", "--model", "llama-3-70b", "--data-class", "public")
+    assert (created["pods"], created["gpus"], created["replicas"]) == (2, 2, 1)
+    wait_for(lambda: Workload.objects.get(pk=created["id"]).k8s_uid,
+             describe=lambda: Workload.objects.get(pk=created["id"]).status_message)
+    lws = cluster.raw_get(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/proj-vision/leaderworkersets/"
+                          f"wl-{created['id']}")
+    assert (lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (1, 2)
+    assert gpu("scale", str(created["id"]), "--replicas", "2").exit_code == 6  # 2 x 2 x 2 = 8 > 4 reserved

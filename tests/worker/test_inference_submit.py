@@ -123,6 +123,24 @@ def test_the_api_submits_scales_and_refuses_by_field(client_for, demo, serving):
     assert call(client_for("carol"), "POST", "inference-services/", body).status_code == 400  # not her project
 
 
+def test_the_api_takes_pods_per_replica_with_every_refusal_at_once(client_for, demo, serving):
+    from tests.api_support import call
+
+    alice = client_for("alice")
+    body = {"project": "vision", "node_pool": "serve-l4", "name": "llama-70b", "image": "vllm/vllm-openai:v0.6.3",
+            "gpus": 2, "replicas": 1, "pods": 3, "model_label": "llama", "data_class": "public"}
+    over = call(alice, "POST", "inference-services/", {**body, "image": ""})
+    assert over.status_code == 400 and set(over.json()) == {"replicas", "image"}, over.content
+    assert over.json()["replicas"][0].endswith("it asks for 6 (1 replicas x 3 pods x 2 GPUs).")
+    bad = call(alice, "POST", "inference-services/", {**body, "pods": 0, "serving_port": "x"})
+    assert bad.status_code == 400 and set(bad.json()) == {"pods", "serving_port"}, bad.content
+    created = call(alice, "POST", "inference-services/", {**body, "pods": 2})
+    assert created.status_code == 201 and created.json()["pods"] == 2, created.content
+    workload = Workload.objects.get(pk=created.json()["id"])
+    assert workload.object_api_version == "leaderworkerset.x-k8s.io/v1" and workload.gpu_units == 4
+    assert call(alice, "PATCH", f"inference-services/{workload.pk}/", {"pods": 1}).status_code == 400
+
+
 def test_the_api_submits_once_per_idempotency_key(client_for, demo, serving):
     from tests.api_support import call
 

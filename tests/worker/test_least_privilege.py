@@ -1,12 +1,12 @@
-"""Least privilege, proven: kubesim enforces RBAC with deploy/'s ClusterRoles and bindings applied, the worker and
-the watcher run with their service accounts' tokens (a kubeconfig each, as in the cluster) through a reconcile that
-creates, repairs and prunes every kind it owns (KAI Scheduler's Queues of a KAI pool too), submit -> admitted ->
-running -> finished, a queue position, a log tail, a retried submit adopting its Job and Service, and a stop; an
-inference service submitted (a Deployment and its Service), scaled by a patch, followed by the watcher and stopped;
-then work submitted outside the portal, one object of each kind kubesim runs under Kueue, whose owner the watcher
-reads and the worker deletes. No call may be forbidden, and every rule the ClusterRoles grant must have been used: a
-verb the code no longer needs fails the test as surely as a missing one. The owner verbs of a kind kubesim does not
-run yet are the only ones left out. The watcher's and beat's leader election, each with its own account, creates,
+"""Least privilege, proven: kubesim enforces RBAC with deploy/'s ClusterRoles and bindings applied, the worker and the
+watcher run with their service accounts' tokens (a kubeconfig each, as in the cluster) through a reconcile that creates,
+repairs and prunes every kind it owns (KAI Scheduler's Queues of a KAI pool too), submit -> admitted -> running ->
+finished, a queue position, a log tail, a retried submit adopting its Job and Service, and a stop; an inference service
+submitted (a Deployment and its Service), scaled by a patch, followed by the watcher and stopped, and a two-pod one as a
+LeaderWorkerSet; then work submitted outside the portal, one object of each kind kubesim runs under Kueue, whose owner
+the watcher reads and the worker deletes. No call may be forbidden, and every rule the ClusterRoles grant must have been
+used: a verb the code no longer needs fails the test as surely as a missing one. The owner verbs of a kind kubesim does
+not run yet are the only ones left out. The watcher's and beat's leader election, each with its own account, creates,
 renews and releases its Lease through the Roles in the portal's namespace."""
 
 import threading
@@ -34,7 +34,13 @@ from worker.cluster_check import KUEUE_CONFIG_KEY, KUEUE_NAMESPACE
 from worker.gateway import Gateway, api_client_from_settings, reset_gateway
 from worker.kueue_sync import KIND_ORDER
 from worker.leader import LEASES, LeaderElector
-from worker.manifests import inference_deployment, inference_service, job_manifest, notebook_service
+from worker.manifests import (
+    inference_deployment,
+    inference_leaderworkerset,
+    inference_service,
+    job_manifest,
+    notebook_service,
+)
 from worker.outside_work import OWNER_KINDS
 from worker.permissions import OWNER_READ, OWNER_STOP, POD_GROUP_STOP
 from worker.watcher import Watcher
@@ -131,7 +137,7 @@ def submit(enforcing, user, *, kind=Kind.TRAINING, gpus=4, seconds=600, name="ru
 def inference_served(enforcing, user):
     """An inference service on a serving pool of one node: its Deployment and Service created (and adopted again on
     a retry), running once the watcher sees a ready replica, scaled by a patch, then stopped by deleting the
-    Deployment."""
+    Deployment; then a two-pod one's LeaderWorkerSet the same way, rolled to a new image."""
     admin_user = get_user_model().objects.get(username="admin")
     core = k8s.CoreV1Api(enforcing.api_client())
     node = core.create_node({"metadata": {"name": "serve-node-0", "labels": {"portal.gpu/pool": "serve"}}})
@@ -160,6 +166,20 @@ def inference_served(enforcing, user):
     services.workload_stop(actor=user, workload=Workload.objects.get(pk=service.pk))
     assert tasks.workload_stop.apply(args=[service.pk]).get() == "stopped"
     wait_for(lambda: status_of(service) == Status.STOPPED)
+    # A two-pod replica: a LeaderWorkerSet, created (and adopted on a retry), rolled to a new image, stopped.
+    group = services.inference_submit(actor=user, project=vision, node_pool=pool, name="big", gpus=1, pods=2,
+                                      image="vllm/vllm-openai", model_label="llm", data_class="public")
+    assert tasks.workload_submit.apply(args=[group.pk]).get() == "submitted"
+    group = Workload.objects.get(pk=group.pk)
+    sets = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{vision.namespace}/leaderworkersets"
+    assert tasks._create_or_adopt_in(tasks.gateway(), sets, inference_leaderworkerset(group)) == group.k8s_uid
+    enforcing.advance(1)
+    wait_for(lambda: status_of(group) == Status.RUNNING, describe=lambda: status_of(group))
+    services.inference_update(actor=user, workload=Workload.objects.get(pk=group.pk), image="vllm/vllm-openai:v2")
+    assert tasks.inference_patch.apply(args=[group.pk]).get() == "patched"
+    services.workload_stop(actor=user, workload=Workload.objects.get(pk=group.pk))
+    assert tasks.workload_stop.apply(args=[group.pk]).get() == "stopped"
+    wait_for(lambda: status_of(group) == Status.STOPPED)
 
 
 def status_of(workload):

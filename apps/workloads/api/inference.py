@@ -26,7 +26,8 @@ from .views import IDEMPOTENCY_KEY_PARAMETER, IdempotencyKeyReused, idempotency_
 
 
 class InferenceServiceSerializer(serializers.ModelSerializer):
-    """An inference service: its Deployment's shape, status and ready replicas (as the cluster last said)."""
+    """An inference service: its Deployment's (LeaderWorkerSet's, with `pods` > 1 per replica) shape, status and
+    ready replicas (as the cluster last said)."""
 
     project = serializers.SlugRelatedField(slug_field="slug", queryset=Project.objects.all())
     node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all())
@@ -35,7 +36,7 @@ class InferenceServiceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Workload
-        fields = ["id", "project", "node_pool", "name", "image", "command", "args", "gpus", "replicas",
+        fields = ["id", "project", "node_pool", "name", "image", "command", "args", "gpus", "replicas", "pods",
                   "serving_port", "cpu", "memory_gib", "model_label", "data_class", "status", "status_message",
                   "ready_replicas", "job_name", "created_at"]
         read_only_fields = ["id", "status", "status_message", "ready_replicas", "job_name", "created_at"]

@@ -1,5 +1,6 @@
-"""Inference services: a model server as a Deployment on a serving pool, never queued and never preempted, held to
-its project's serving reservation on that pool (docs/architecture.md, Inference services).
+"""Inference services: a model server as a Deployment on a serving pool (a LeaderWorkerSet when a replica spans
+several pods), never queued and never preempted, held to its project's serving reservation on that pool
+(docs/architecture.md, Inference services).
 
 The reservation is checked against every live service of the project on the pool, with the reservation's row
 locked, so two submits (or scale-ups) at once cannot both take its last units. Scaling and a new image are recorded
@@ -33,6 +34,13 @@ from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _t
 INFERENCE_PATCH_INTENT = "workload.inference_patch"
 INFERENCE_PATCH_TASK = "worker.tasks.inference_patch"
 DEFAULT_SERVING_PORT = 8000  # vLLM's
+DEPLOYMENT_API_VERSION = "apps/v1"
+LEADERWORKERSET_API_VERSION = "leaderworkerset.x-k8s.io/v1"  # a replica of several pods: one leader, the rest workers
+
+
+def serving_object_kind(workload: Workload) -> str:
+    """What runs an inference service's replicas, by the API version recorded at submit."""
+    return "LeaderWorkerSet" if workload.object_api_version == LEADERWORKERSET_API_VERSION else "Deployment"
 
 
 def serving_units_in_use(*, project: Project, node_pool: NodePool, exclude: Workload | None = None) -> int:
@@ -94,11 +102,9 @@ def _inference_draft(*, actor: Actor, values: dict[str, Any],
         serving_port=DEFAULT_SERVING_PORT if serving_port is None else serving_port,
         command=known["command"] or [], args=known["args"] or [], env=known["env"] or [],
         cpu=Decimal(str(known["cpu"])), memory_gib=Decimal(str(known["memory_gib"])), preemptible=False,
-        object_api_version="apps/v1",
+        object_api_version=LEADERWORKERSET_API_VERSION if known["pods"] != 1 else DEPLOYMENT_API_VERSION,
     )
     errors: dict[str, list[str]] = {}
-    if "pods" not in unknown and known["pods"] != 1:
-        errors["pods"] = ["Multi-node replicas (a LeaderWorkerSet) are not offered yet; use 1 pod per replica."]
     try:
         workload.full_clean(exclude=["owner", "project", "node_pool", "priority_class", "kueue_uid", *errors,
                                      *unknown])
@@ -120,8 +126,8 @@ def inference_check(*, actor: Actor, unknown: Iterable[str], **known: Any) -> No
 
 
 def inference_submit(*, actor: Actor, **fields: Any) -> Workload:
-    """Record an inference service (every refusal at once); the worker creates its Deployment and Service after
-    commit, named after the row's id. Multi-node replicas (`pods` > 1, a LeaderWorkerSet) are not offered yet."""
+    """Record an inference service (every refusal at once); the worker creates its Deployment (a LeaderWorkerSet of
+    `pods`-pod groups when `pods` > 1) and Service after commit, named after the row's id."""
     workload, _ = inference_submit_once(actor=actor, submission_key=None, **fields)
     return workload
 
@@ -144,7 +150,9 @@ def inference_submit_once(*, actor: Actor, submission_key: str | None, submissio
             workload.save(update_fields=["job_name", "object_name"])
             pool = workload.node_pool
             _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-                   message=f"Submitted as a Deployment of {workload.replicas} on {pool.slug} (serving: never queued)",
+                   message=f"Submitted as a {serving_object_kind(workload)} of {workload.replicas}"
+                           + (f" groups of {workload.pods} pods" if workload.pods > 1 else "")
+                           + f" on {pool.slug} (serving: never queued)",
                    actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
                                   deadline=SUBMIT_DEADLINE)
@@ -211,8 +219,9 @@ REPLICAS_CHANGED = "ReadyReplicasChanged"
 
 def inference_observe(*, workload_id: int, uid: str, ready: int, replicas: int, updated: int, rolled_out: bool,
                       at: datetime) -> bool:
-    """Mirror what an inference service's Deployment says: its ready replicas, running from the first one ready,
-    and the GPU-hour ledger, which counts the GPUs of the ready replicas: each change of their number closes the
+    """Mirror what an inference service's Deployment (or LeaderWorkerSet: a replica is a group of `pods` pods, ready
+    when all are) says: its ready replicas, running from the first one ready, and the GPU-hour ledger, which counts
+    the GPUs of the ready replicas (ready x pods x GPUs): each change of their number closes the
     open stretch at `at` and opens one with the new count (none while no replica is ready; docs/architecture.md,
     Inference services). A row still submitting adopts the Deployment (`uid`): its status may be seen before the
     worker that created it records it. Idempotent: the same count again writes nothing. False when nothing changed."""
@@ -221,13 +230,14 @@ def inference_observe(*, workload_id: int, uid: str, ready: int, replicas: int, 
             pk=workload_id, kind=Kind.INFERENCE, origin=Origin.PORTAL).first()
         if row is not None and row.status == Status.SUBMITTING and _transition(
                 row, expected=[Status.SUBMITTING], to_status=Status.ADMITTED, reason="Deployed",
-                message=f"Deployment {row.job_name} seen in {row.project.namespace}; serving pools have no queue",
+                message=f"{serving_object_kind(row)} {row.job_name} seen in {row.project.namespace}; serving pools "
+                        "have no queue",
                 k8s_uid=uid, submitted_at=at, admitted_at=at):
             row.refresh_from_db()
         if row is None or row.status not in {Status.ADMITTED, Status.RUNNING}:
             return False  # not deployed yet (the worker marks it), or stopping/stopped: the stop closes the stretch
         message = (f"{ready} of {row.replicas} replicas ready" +
-                   ("" if rolled_out else f"; rolling out ({updated} of {replicas} pods updated)"))
+                   ("" if rolled_out else f"; rolling out ({updated} of {replicas} replicas updated)"))
         changed = (row.ready_replicas or 0) != ready
         if row.status == Status.ADMITTED and ready >= 1:
             _transition(row, expected=[Status.ADMITTED], to_status=Status.RUNNING, reason="ReplicaReady",

@@ -9,8 +9,10 @@ themselves, with the names, labels (`leaderworkerset.sigs.k8s.io/name`, `group-i
 server's admission as a StatefulSet's would (defaults and mutating webhooks: Kueue gates them). A missing pod is
 created again once its name is free; with restartPolicy RecreateGroupOnPodRestart (the default) a group with a failed
 or missing pod is recreated whole. Workers are created once their leader exists (startupPolicy LeaderCreated) or
-runs (LeaderReady). Scaling adds or removes whole groups. status: replicas, readyReplicas (groups whose pods all run),
-updatedReplicas, hpaPodSelector, observedGeneration, conditions Available / Progressing."""
+runs (LeaderReady). Scaling adds or removes whole groups; a template change replaces the groups of an older revision
+whole, highest index first, while fewer than maxUnavailable groups are unready (no surge). status: replicas,
+readyReplicas (groups whose pods all run), updatedReplicas (groups of the current revision), hpaPodSelector,
+observedGeneration, conditions Available / Progressing."""
 
 from __future__ import annotations
 
@@ -54,6 +56,16 @@ def _sha1(text: str) -> str:
 def _revision(lws: dict) -> str:
     template = _spec(lws).get("leaderWorkerTemplate") or {}
     return _sha1(repr(sorted((k, repr(v)) for k, v in template.items() if k != "size")))[:8]
+
+
+def _max_unavailable(lws: dict) -> int:
+    """rollingUpdateConfiguration.maxUnavailable in groups (an int, or a percentage of replicas rounded down), at
+    least 1."""
+    value = ((_spec(lws).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}).get(
+        "maxUnavailable", 1)
+    if isinstance(value, str) and value.endswith("%"):
+        value = replicas(lws) * int(value[:-1] or 0) // 100
+    return max(1, int(value))
 
 
 def _running(pod: dict) -> bool:
@@ -106,9 +118,32 @@ class LeaderWorkerSetController:
         for pod in pods:  # scale down: whole groups beyond replicas go
             if int((pod["metadata"].get("labels") or {}).get(GROUP_INDEX, 0)) >= replicas(lws):
                 wrote = self._delete(store, pod) or wrote
+        wrote = self._roll(store, lws, by_name) or wrote
         for i in range(replicas(lws)):
             wrote = self._sync_group(store, lws, i, by_name) or wrote
         return self._status(store, lws) or wrote
+
+    def _roll(self, store: Store, lws: dict, by_name: dict[str, dict]) -> bool:
+        """A rolling update after a template change: groups of an older revision are deleted whole (and created
+        again from the new template), the highest index first; a ready one only while fewer than maxUnavailable
+        groups are unready (maxSurge is not emulated: no extra group is made)."""
+        revision, name = _revision(lws), lws["metadata"]["name"]
+        groups = [[by_name.get(n) for n in (f"{name}-{i}", *(f"{name}-{i}-{j}" for j in range(1, size(lws))))]
+                  for i in range(replicas(lws))]
+        ready = [all(p is not None and _running(p) for p in members) for members in groups]
+        budget = _max_unavailable(lws) - ready.count(False)
+        wrote = False
+        for i in reversed(range(len(groups))):
+            present = [p for p in groups[i] if p is not None]
+            if not any((p["metadata"].get("labels") or {}).get(REVISION) != revision for p in present):
+                continue
+            if ready[i]:
+                if budget <= 0:
+                    break
+                budget -= 1
+            for pod in present:
+                wrote = self._delete(store, pod) or wrote  # created again once gone (the pod events' next pass)
+        return wrote
 
     def _sync_group(self, store: Store, lws: dict, i: int, by_name: dict[str, dict]) -> bool:
         name = lws["metadata"]["name"]
@@ -216,7 +251,8 @@ class LeaderWorkerSetController:
         status = {
             "replicas": leaders,
             "readyReplicas": ready,
-            "updatedReplicas": leaders,
+            "updatedReplicas": sum(1 for p in pods if p["metadata"]["labels"].get(WORKER_INDEX) == "0"
+                                   and p["metadata"]["labels"].get(REVISION) == _revision(lws)),
             "hpaPodSelector": f"{NAME_LABEL}={md['name']},{WORKER_INDEX}=0",
             "observedGeneration": md.get("generation", 1),
             "conditions": conditions,

@@ -9,11 +9,12 @@ needs: the landing page (`/lab`, `/tree`, `/`) and `/api/status` (`started`, `la
 the token other than `/api/status` count as activity, as in Jupyter Server; tests also report activity through the
 control endpoint `POST /kubesim/v1/servers/{ns}/{pod}/activity` (body: optional `seconds_ago`).
 
-Any other container of a Deployment's pod (owned by a ReplicaSet) that declares a container port is a stand-in for a
-model server (vLLM's OpenAI-compatible server, say), on its declared ports: `GET /health` (200), `GET /v1/models`
-(one model: the value of a `--model` argument, else the image), `POST /v1/completions` (the prompt echoed back as
-the completion). It runs no model and computes nothing: it is there so that a client can reach a pod of a
-Deployment through the service proxy and see an answer in the shape a model server gives.
+Any other container of a Deployment's pod (owned by a ReplicaSet) or a LeaderWorkerSet's pod that declares a
+container port is a stand-in for a model server (vLLM's OpenAI-compatible server, say), on its declared ports:
+`GET /health` (200), `GET /v1/models` (one model: the value of a `--model` argument, else the image),
+`POST /v1/completions` (the prompt echoed back as the completion). It runs no model and computes nothing: it is
+there so that a client can reach a pod of a Deployment or LeaderWorkerSet through the service proxy and see an
+answer in the shape a model server gives.
 """
 
 from __future__ import annotations
@@ -54,10 +55,14 @@ def server_token(store: Store, namespace: str, container: dict) -> str | None:
     return None
 
 
+SERVING_OWNERS = frozenset({"ReplicaSet", "LeaderWorkerSet"})  # a Deployment's pods, a LeaderWorkerSet's groups
+
+
 def is_model_server(pod: dict, container: dict) -> bool:
-    """A stand-in model server: a container declaring a port in a Deployment's pod, when it is no Jupyter server."""
-    owned_by_replica_set = any(ref.get("kind") == "ReplicaSet" for ref in pod["metadata"].get("ownerReferences") or [])
-    return owned_by_replica_set and bool(container.get("ports")) and not is_server(container)
+    """A stand-in model server: a container declaring a port in a Deployment's or LeaderWorkerSet's pod, when it is
+    no Jupyter server."""
+    served = any(ref.get("kind") in SERVING_OWNERS for ref in pod["metadata"].get("ownerReferences") or [])
+    return served and bool(container.get("ports")) and not is_server(container)
 
 
 def _model_name(container: dict) -> str:

@@ -34,7 +34,7 @@ def form_data(pool: NodePool, **extra: str) -> dict[str, str]:
     return {"submission_token": "t" * 24, "project": str(Project.objects.get(slug="vision").pk), "name": "llama",
             "image": "vllm/vllm-openai:v0.6.3",
             "command": "", "args": "--model meta-llama/Llama-3.1-8B", "node_pool": str(pool.pk),
-            "serving_port": "8000", "gpus": "1", "replicas": "2", "model_label": "llama-3-8b",
+            "serving_port": "8000", "gpus": "1", "replicas": "2", "pods": "1", "model_label": "llama-3-8b",
             "data_class": "public", **extra}
 
 
@@ -76,6 +76,24 @@ def test_every_refusal_comes_back_at_once_and_nothing_is_recorded(client_for, po
     assert "vision reserves 4 units of serve-l4" in errors["replicas"][0]
     assert "Nothing was submitted" in both.content.decode()
     assert not Workload.objects.filter(kind=Kind.INFERENCE).exists()
+
+
+def test_pods_per_replica_make_a_multi_node_service_held_to_the_reservation(client_for, pools):
+    client = client_for("alice")
+    refused = client.post(PAGE, form_data(pools["serve-l4"], pods="0", image=""))
+    assert refused.status_code == 400 and set(refused.context["form"].errors) == {"pods", "image"}
+    over = client.post(PAGE, form_data(pools["serve-l4"], replicas="1", pods="3", gpus="2", name="x" * 41))
+    errors = over.context["form"].errors
+    assert set(errors) == {"replicas", "name"}, errors
+    assert errors["replicas"] == ["vision reserves 4 units of serve-l4 for serving and its other services hold 0, so "
+                                  "this one can have at most 4; it asks for 6 (1 replicas x 3 pods x 2 GPUs)."]
+    assert not Workload.objects.filter(kind=Kind.INFERENCE).exists()
+    created = client.post(PAGE, form_data(pools["serve-l4"], pods="2"))
+    workload = Workload.objects.get(kind=Kind.INFERENCE)
+    assert created.status_code == 302 and (workload.replicas, workload.pods, workload.gpu_units) == (2, 2, 4)
+    assert workload.object_api_version == "leaderworkerset.x-k8s.io/v1"
+    page = client.get(created["Location"]).content.decode()
+    assert "2 replicas of 2 pods each (a LeaderWorkerSet) wanted" in page
 
 
 def test_a_form_posted_twice_makes_one_service(client_for, pools):
