@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils.http import parse_etags
+from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, permissions, serializers, status, viewsets
@@ -341,3 +342,20 @@ class ServiceViewSet(VersionETagMixin, StrictIdLookupMixin, viewsets.ModelViewSe
             raise exceptions.ValidationError({"version": ["A new row starts at version 1; leave version out."]})
         return super().create(request, *args, **kwargs)
 
+
+
+class FilterSetSchema(DjangoFilterExtension):
+    """The lists' filters as django-filter's schema extension documents them, with what FilterSetBackend enforces
+    beyond it: a list filter (`?status=queued,running`) has at least one item (an empty one is refused)."""
+
+    target_class = "apps.core.api_lists.FilterSetBackend"
+    priority = 1
+
+    def resolve_filter_field(self, auto_schema: Any, model: Any, filterset_class: Any, field_name: str,
+                             filter_field: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().resolve_filter_field(
+            auto_schema, model, filterset_class, field_name, filter_field)
+        for parameter in parameters:
+            if parameter["schema"].get("type") == "array":
+                parameter["schema"]["minItems"] = 1
+        return parameters

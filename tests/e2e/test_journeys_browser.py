@@ -45,8 +45,9 @@ OUTSIDE = re.compile(r"^/django-admin/.+|^/api/v1/.+")
 DOWNLOAD = re.compile(r"\.(csv|json|yaml|txt)$|/export")
 # Links that lead to a write (a confirmation page or a form): a viewer must be offered none.
 WRITE_LINK = re.compile(r"/(new|edit|delete|stop|keep-alive|revoke)/$|^/workloads/submit/")
-# Forms a viewer may post: their own session, e-mail settings and personal tokens.
-VIEWER_OWN_FORMS = re.compile(r"^/accounts/(logout|settings|tokens)/")
+# What a viewer may change: their own session, e-mail settings, personal tokens and their own notification channels
+# (a viewer is told of their own work and budgets like anyone; project channels are for leads and admins).
+VIEWER_OWN_FORMS = re.compile(r"^/accounts/(logout|settings|tokens)/|^/notifications/")
 DEPARTMENT_OF = {"admin": None, "viewer": None, "deptadmin": "research", "lead": "research", "alice": "research",
                  "bob": "research", "carol": "data-science"}
 
@@ -304,7 +305,8 @@ def check_page(page, path: str, username: str, forbidden: Scope | None, problems
                 problems.append(f"{path}: {username} may choose another department's {name}: {label}")
     if username == "viewer":
         for href in hrefs:
-            if WRITE_LINK.search(urlsplit(urljoin(page.url, href)).path):
+            target = urlsplit(urljoin(page.url, href)).path
+            if WRITE_LINK.search(target) and not VIEWER_OWN_FORMS.search(target):
                 problems.append(f"{path}: the viewer is offered a write link: {href}")
         # The confirmation dialog's form posts only where a data-confirm link leads (those links are checked above).
         posts = page.eval_on_selector_all(

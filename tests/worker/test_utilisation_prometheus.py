@@ -63,7 +63,7 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     notification_preference_set(user=alice_user, on_admitted=False, on_preempted=False, on_finished=False,
                                 on_failed=False, on_idle=True)
     IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 6,
-                                                        "cull_notebooks": True})
+                                                        "cull_notebooks": True, "warning_minutes": 0})
     alice = signed_in(alice_user)
     assert alice.post(reverse("workloads:submit", args=["training"]),
                       submit_payload("training", command="sleep 3600", name="busy-train")).status_code == 302
