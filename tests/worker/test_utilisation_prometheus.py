@@ -17,12 +17,14 @@ from kubernetes import client
 
 from apps.accounts.services import notification_preference_set
 from apps.core.kueue_names import WORKLOAD_ID_LABEL
+from apps.org.models import Project
+from apps.workloads import services
 from apps.workloads.models import IdlePolicy, Kind, Status, Workload, WorkloadEvent, WorkloadUtilisation
 from kubesim.apiserver.nodes import dcgm
 from kubesim.prometheus import PrometheusProcess
 from kubesim.testing import serve
 from tests.apps.workloads.helpers import submit_payload
-from tests.worker.conftest import signed_in, wait_for
+from tests.worker.conftest import serving_pool, signed_in, wait_for
 from tests.worker.test_watcher_outside import batch_job, create_job
 from worker import tasks
 
@@ -153,3 +155,40 @@ def test_busy_and_idle_workloads_through_a_real_prometheus(org, kubesim, cluster
     assert WorkloadEvent.objects.filter(workload=idle, reason="GpuIdle").exists()
     assert WorkloadEvent.objects.filter(workload=idle, to_status=Status.STOPPED, reason="IdleTimeout").exists()
     assert Workload.objects.get(pk=busy.pk).status == Status.RUNNING
+
+
+def test_an_inference_service_is_measured_like_any_work(org, kubesim, cluster, celery_worker, watcher, measured):
+    """A served model's replicas are its pods (a Deployment's `<name>-<hash>-<id>`): measured, charted and in the
+    showback like a Job's, on its serving pool."""
+    pool = serving_pool(kubesim, org, cards=2)
+    vision = Project.objects.get(slug="vision")
+    service = services.inference_submit(
+        actor=org["alice"], project=vision, node_pool=pool, name="llama", image="vllm/vllm-openai:v0.6.3", gpus=1,
+        replicas=2, model_label="llama-3-8b", data_class="public")
+    wait_for(lambda: Workload.objects.get(pk=service.pk).ready_replicas == 2, timeout=60,
+             describe=lambda: Workload.objects.filter(pk=service.pk).values("status", "ready_replicas").first())
+    core = client.CoreV1Api(kubesim.api_client())
+    pods = wait_for(lambda: core.list_namespaced_pod(
+        vision.namespace, label_selector=f"{WORKLOAD_ID_LABEL}={service.pk}").items)
+    assert len(pods) == 2
+    for pod in pods:
+        core.patch_namespaced_pod(pod.metadata.name, vision.namespace,
+                                  {"metadata": {"annotations": {dcgm.PATTERN_ANNOTATION: "busy"}}})
+
+    def measured_busy() -> bool:
+        tasks.utilisation_refresh.apply().get()
+        row = WorkloadUtilisation.objects.filter(workload=service).first()
+        return row is not None and row.samples >= 3 and abs(row.last_percent - 95.5) <= TOLERANCE
+
+    wait_for(measured_busy, timeout=60, interval=1.0,
+             describe=lambda: list(WorkloadUtilisation.objects.filter(workload=service).values("samples",
+                                                                                               "last_percent")))
+    row = WorkloadUtilisation.objects.get(workload=service)
+    assert row.idle_flagged_at is None and len(row.series) >= 3
+    page = signed_in(org["alice"]).get(reverse("workloads:detail", args=[service.pk])).content.decode()
+    assert 'data-utilisation="mean"' in page
+    today = timezone.localdate()
+    window = {"start": (today - timedelta(days=1)).isoformat(), "end": (today + timedelta(days=1)).isoformat()}
+    body = signed_in(org["alice"]).get("/api/v1/usage/", {"group_by": "pool", **window}).json()
+    serving = {r["node_pool_slug"]: r for r in body["rows"]}[pool.slug]
+    assert serving["gpu_utilisation"] is not None and serving["gpu_utilisation"] > 0.5
