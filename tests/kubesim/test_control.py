@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 
 from kubernetes import client, config
 
+from kubesim.sim import GC_THAW_SECONDS, freeze_heap
 from kubesim.testing import KubesimProcess, serve
 from tests.kubesim.conftest import job_body, pod_body
 
@@ -76,6 +79,45 @@ def test_async_settle_runs_controllers_in_the_background():
         batch.patch_namespaced_job("bg", "default", {"spec": {"suspend": True}})
         ks.settle()  # returns once settled: the pod is gone now, whatever the settler thread did
         assert core.list_namespaced_pod("default").items == []
+
+
+def test_the_background_settle_freezes_the_heap_after_a_pass():
+    gc.unfreeze()
+    try:
+        with serve(clock="real", kueue=None, async_settle=True) as ks:
+            core, batch = client.CoreV1Api(ks.api_client()), client.BatchV1Api(ks.api_client())
+            batch.create_namespaced_job("default", job_body("frozen", "sleep 600"))
+            deadline = time.monotonic() + 5
+            while gc.get_freeze_count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(core.list_namespaced_pod("default").items) == 1
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_frozen_cycle_is_collected_once_the_heap_is_thawed():
+    """Full collections skip the frozen heap (the point), so a cycle dropped after a freeze waits for the thaw."""
+    gc.unfreeze()
+    try:
+        cycle = _Cycle()
+        ref = weakref.ref(cycle)
+        thawed = freeze_heap(time.monotonic())
+        del cycle
+        gc.collect()
+        assert ref() is not None
+        assert freeze_heap(thawed) == thawed  # within the interval: frozen again, not thawed
+        gc.collect()
+        assert ref() is not None
+        assert freeze_heap(thawed - GC_THAW_SECONDS) > thawed
+        assert ref() is None
+    finally:
+        gc.unfreeze()
 
 
 def test_bad_numbers_in_a_watch_or_the_control_config_answer_a_400_status():

@@ -130,6 +130,7 @@ class JobReconciler:
         self._changes = Changes(*watched)
         self._busy: set[Key] = set()  # jobs to sync again next pass although neither they nor their Workload changed
         self._releasing = Tracked("workloads", self._evicted_reserving)  # what next_deadline looks at
+        self.visited = 0  # jobs looked at, all passes: grows with what changed, not what exists (a test pins it)
 
     def _evicted_reserving(self, wl: dict) -> bool:
         """An evicted Workload of this kind still holding its quota: its release may be paced (release_time)."""
@@ -175,6 +176,7 @@ class JobReconciler:
         for key in sorted(jobs):
             job = store.get(resource, key[0], key[1], copy=False)
             if job is not None:
+                self.visited += 1
                 wrote = self._visit(store, job, self._owned(store, job), now) or wrote
         for _, wl in sorted(workloads.items()):
             uid = owner_uid(wl, self.kind.kind)
@@ -194,6 +196,7 @@ class JobReconciler:
         wrote = False
         job_uids = set()
         for job in self.state.listed(store, self.kind.resource):
+            self.visited += 1
             job_uids.add(job["metadata"]["uid"])
             wrote = self._visit(store, job, by_owner.get(job["metadata"]["uid"], []), now) or wrote
         for uid in set(self._quiet) - job_uids:

@@ -1,9 +1,10 @@
 """The controllers' patched snapshots must equal a snapshot built from scratch: incremental passes are an
-optimisation, never a different answer."""
+optimisation, never a different answer. The job integration's passes look at the Jobs that changed, not at all."""
 
 from __future__ import annotations
 
 from kubesim.kueue.controllers import SchedulerController, StatusController
+from kubesim.kueue.integrations.jobframework import JobReconciler
 from kubesim.kueue.scheduler import Snapshot
 from kubesim.kueue.state import build_snapshot
 
@@ -76,3 +77,29 @@ def test_patched_snapshots_match_full_builds(kc: Cluster) -> None:
     _check(kc)
     assert sum(kc.admitted(ns, f"h{i}") for i in range(4)) == 2  # same-second ties are ordered by UID
     assert _lq_pending(kc, ns, "lq-held") == 2
+
+
+def _job_controller(kc: Cluster) -> JobReconciler:
+    return next(c for c in kc.ks.sim.controllers if isinstance(c, JobReconciler) and c.kind.kind == "Job")
+
+
+def test_a_new_job_is_reconciled_without_visiting_the_others(kc: Cluster) -> None:
+    """Creates arrive while thousands of Jobs exist: each settle after one create must look at that Job (a few
+    passes: its Workload created, admitted, the Job started), never at every Job."""
+    kc.flavor()
+    kc.cluster_queue("cq", 100)
+    ns = kc.namespace()
+    kc.local_queue("lq", "cq", ns)
+    for i in range(40):
+        kc.job(ns, f"old-{i}", "lq")
+    kc.settle()
+    controller = _job_controller(kc)
+    before = controller.visited
+    kc.job(ns, "new", "lq")
+    kc.settle()
+    assert kc.admitted(ns, "new")
+    assert controller.visited - before <= 5
+    # A flavor change is a broad trigger (every Job's Workload may read it): that pass does look at all 41.
+    before = controller.visited
+    kc.flavor("a100", "a100")
+    assert controller.visited - before >= 41
