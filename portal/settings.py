@@ -365,7 +365,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": [
         "apps.core.api_lists.StrictJSONParser",
         "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "apps.core.api_lists.StrictMultiPartParser",
     ],
     "DEFAULT_PAGINATION_CLASS": "apps.core.api_lists.Pagination",
     "DEFAULT_FILTER_BACKENDS": ["apps.core.api_lists.FilterSetBackend"],

@@ -148,3 +148,17 @@ class StrictJSONParser(parsers.JSONParser):
         except ValueError as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from exc
         return data
+
+
+class StrictMultiPartParser(parsers.MultiPartParser):
+    """DRF's multipart parser, stricter: a body that is not empty but holds no named part (a part without its
+    Content-Disposition name, which Django skips silently) is a 400, not an empty change that succeeds."""
+
+    def parse(self, stream: Any, media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:
+        parsed = super().parse(stream, media_type, parser_context)
+        request = (parser_context or {}).get("request")
+        sent = parse_int(str(getattr(request, "META", {}).get("CONTENT_LENGTH") or "0")) or 0
+        if sent and not parsed.data and not parsed.files:
+            raise exceptions.ParseError("Multipart form parse error - the body holds no named form field.")
+        return parsed

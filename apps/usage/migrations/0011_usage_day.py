@@ -31,7 +31,7 @@ def backfill(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('org', '0015_notification_channels'),
+        ('org', '0009_projectnamespace'),  # the rows' foreign keys only (as usage 0009): org can migrate on its own
         ('usage', '0010_deservedperiod_in_force_from'),
     ]
 

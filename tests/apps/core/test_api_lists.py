@@ -39,3 +39,18 @@ def test_free_text_may_be_empty_and_typed_values_pass(client_for, path, query):
 def test_a_page_reads_an_empty_choice_as_any(client_for):
     response = client_for("admin").get("/workloads/?status=&kind=&origin=&ordering=")
     assert response.status_code == 200
+
+
+def test_a_multipart_body_without_a_named_field_is_refused(client_for, demo):
+    """A part without its Content-Disposition name is skipped by Django's parser: the body would read as an empty
+    change and succeed. It is a 400, and nothing changes."""
+    from apps.org.models import Department
+
+    research = Department.objects.get(slug="research")
+    boundary = "a222103b9b30b1f9e8be6882ecedb1d2"
+    response = client_for("admin").generic(
+        "PATCH", f"/api/v1/departments/{research.pk}/", f"--{boundary}\r\n[]--{boundary}--\r\n".encode(),
+        content_type=f"multipart/form-data; boundary={boundary}")
+    assert response.status_code == 400, response.content
+    assert "no named form field" in response.json()["detail"]
+    assert Department.objects.get(pk=research.pk).version == research.version

@@ -238,10 +238,11 @@ def grow(admin, tag: str = "") -> None:
 # session, user, grants, department; the savepoint; pools (locked), projects, quotas (locked), other departments'
 # sums; per changed quota: its guard (a project's deserved), update, the GPU-hour ledger's deserved period upkeep
 # (savepoint, timeline lock, close and open the period, the recomputes the watcher left pending, re-slice the
-# project's intervals: 11), audit row; the channels listening to quota changes (one query for all); the reconcile
+# project's intervals, and the daily rows of the use-over-time dashboard from that day on (read the day's closed
+# slices, rewrite its rows): 13), audit row; the channels listening to quota changes (one query for all); the reconcile
 # request (2) and its intent row; release; the table answered.
 # Constant however large the table is.
-PATCH_QUERIES = 4 + 1 + 4 + 2 * (1 + 1 + 11 + 1) + 1 + 2 + 1 + 1 + 1
+PATCH_QUERIES = 4 + 1 + 4 + 2 * (1 + 1 + 13 + 1) + 1 + 2 + 1 + 1 + 1
 
 
 def test_patch_query_count_is_pinned(client_for, demo, django_assert_num_queries):
