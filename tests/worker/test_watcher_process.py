@@ -156,7 +156,7 @@ def test_a_watcher_whose_loops_stopped_turns_its_probes_and_readyz_red(probed, c
     process.watcher.stopping.set()  # every loop ends, the heartbeat's too, while the process lives on
     loops = {"heartbeat", "ledger", "positions", "owners", "apply-0", "apply-3"}
     wait_for(lambda: {problem.split()[0] for problem in get(f"{url}/healthz")[1].get("problems", [])} >= loops,
-             timeout=30)
+             timeout=60, describe=lambda: get(f"{url}/healthz")[1])
     assert get(f"{url}/readyz")[0] == 503
     wait_for(lambda: client.get("/readyz").status_code == 503, timeout=30)
     assert timezone.now() - selectors.watcher_heartbeat().beat_at > timedelta(seconds=3)
