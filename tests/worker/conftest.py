@@ -161,3 +161,16 @@ def serving_pool(kubesim, org, *, cards: int):
     org_services.serving_reservation_create(actor=org["admin"], project=Project.objects.get(slug="vision"),
                                             node_pool=pool, cards=cards)
     return pool
+
+
+@pytest.fixture
+def web_reaches_kubesim(kubesim, settings):
+    """The web process's relay (notebooks, inference endpoints) talks to this kubesim through the API server's
+    service proxy."""
+    from apps.workloads import notebooks
+
+    settings.KUBECONFIG = kubesim.kubeconfig_path
+    settings.NOTEBOOK_EXPOSE = "proxy"
+    notebooks.forget_client()
+    yield
+    notebooks.forget_client()

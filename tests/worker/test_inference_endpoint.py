@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.org.models import Project
-from apps.workloads import notebooks, services
+from apps.workloads import services
 from apps.workloads.models import Status, Workload
 from tests.worker.conftest import serving_pool, signed_in, wait_for
 from worker import tasks
@@ -20,15 +20,6 @@ GPU = "nvidia.com/gpu"
 @pytest.fixture
 def serving(kubesim, org):
     return serving_pool(kubesim, org, cards=2)
-
-
-@pytest.fixture
-def web_reaches_kubesim(kubesim, settings):
-    settings.KUBECONFIG = kubesim.kubeconfig_path
-    settings.NOTEBOOK_EXPOSE = "proxy"
-    notebooks.forget_client()
-    yield
-    notebooks.forget_client()
 
 
 def _status(workload: Workload) -> str:

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from apps.org.models import Project
 from apps.usage.models import UsageInterval
-from apps.workloads import notebooks, services
+from apps.workloads import services
 from apps.workloads.models import Status, Workload
 from tests.worker.conftest import serving_pool, signed_in, wait_for
 from worker import tasks
@@ -25,15 +25,6 @@ GPU = "nvidia.com/gpu"
 @pytest.fixture
 def serving(kubesim, org):
     return serving_pool(kubesim, org, cards=4)
-
-
-@pytest.fixture
-def web_reaches_kubesim(kubesim, settings):
-    settings.KUBECONFIG = kubesim.kubeconfig_path
-    settings.NOTEBOOK_EXPOSE = "proxy"
-    notebooks.forget_client()
-    yield
-    notebooks.forget_client()
 
 
 def _row(workload: Workload) -> Workload:
