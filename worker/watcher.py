@@ -686,6 +686,7 @@ class Watcher:
             MIRRORS[kind](objs=objs, at=timezone.now())
 
     def _apply_loop(self) -> None:
+        self._progressed(APPLY_WAIT_SECONDS)  # known from the start: a stop before the first turn still shows
         while not self.stopping.is_set():
             self._progressed(APPLY_WAIT_SECONDS)
             keys = self.work.get(timeout=APPLY_WAIT_SECONDS)
@@ -923,6 +924,7 @@ class Watcher:
     def _watch_loop(self, kind: str) -> None:
         lister, args = self._lister(kind)
         selector = OWNER_SELECTOR if kind in OWNER_WATCHES else WATCHED.get(kind)
+        self._progressed(max(self.watch_timeout_seconds, OWNER_KIND_RETRY_SECONDS))  # known before the first turn
         while not self.stopping.is_set():
             self._progressed(max(self.watch_timeout_seconds, OWNER_KIND_RETRY_SECONDS))
             close_old_connections()
