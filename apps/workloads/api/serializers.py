@@ -38,7 +38,15 @@ from apps.workloads.models import (
 )
 from apps.workloads.selectors import cluster_events_of, workloads_for
 
-from .fields import CpuField, EnvField, LabelsSerializer, MemoryField, ProjectReferenceField
+from .fields import (
+    CpuField,
+    EnvField,
+    GpuFractionField,
+    GpusField,
+    LabelsSerializer,
+    MemoryField,
+    ProjectReferenceField,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -84,7 +92,8 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     env = EnvField(required=False)
     node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all(),
                                              help_text="Node pool slug, e.g. h100.")
-    gpus = AsciiIntegerField(help_text="GPU units per pod.")
+    gpus = GpusField(help_text="GPU units per pod; 0 with a `gpu_fraction` (and then it may be left out).")
+    gpu_fraction = GpuFractionField(required=False, allow_null=True)
     cpu = CpuField(required=False)
     memory = MemoryField(required=False, source="memory_gib")
     pods = AsciiIntegerField(required=False, help_text="Training: pods started together as one gang.")
@@ -491,7 +500,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
     credentials: serializers.SlugRelatedField[Credential] = serializers.SlugRelatedField(
         slug_field="name", many=True, read_only=True, help_text="Names of the credentials it reads (never values).")
     pod_count = serializers.IntegerField(read_only=True)
-    gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted.")
+    gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted (whole GPUs: 0 "
+                                                                   "for a fraction of one).")
+    gpu_fraction = GpuFractionField(read_only=True, allow_null=True)
     queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
     stop_requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True)
@@ -525,7 +536,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
         fields = [
             "id", "project", "project_slug", "namespace", "owner", "owner_id", "origin", "kind", "framework", "object",
             "submitted_by", "submitter", "submitter_label", "name", "image", "command", "args", "env", "node_pool",
-            "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism", "pod_sets", "pod_count", "gpu_units",
+            "gpus", "gpu_fraction", "cpu", "memory_gib", "pods", "completions", "parallelism", "pod_sets", "pod_count",
+            "gpu_units",
             "priority_class", "priority", "preemptible", "queue_name", "max_runtime_seconds", "labels",
             "idle_timeout_minutes", "port", "shm", "data_sources", "credentials", "status", "status_reason",
             "status_message", "job_name", "k8s_uid",

@@ -87,6 +87,8 @@ class Admission:
         if not status_only:
             builtin.apply_defaults(plural, obj, old)
             operators.default(plural, obj, old)
+            if plural == "pods" and old is None:
+                builtin.resolve_priority(obj, self.store.get("priorityclasses", None, _priority_class_of(obj)))
         if plural == "jobs" and old is None:
             obj["metadata"]["uid"] = str(uuid.uuid4())
             builtin.label_job(obj)
@@ -143,3 +145,8 @@ class Admission:
         if causes:
             raise invalid(t.res, name, causes)
         return obj, warnings
+
+
+def _priority_class_of(pod: dict) -> str:
+    spec = pod.get("spec")
+    return str(spec.get("priorityClassName") or "") if isinstance(spec, dict) else ""

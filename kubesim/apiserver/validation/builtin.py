@@ -58,6 +58,17 @@ def apply_defaults(resource: str, obj: dict, old: dict | None) -> None:
         labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
 
 
+def resolve_priority(pod: dict, priority_class: dict | None) -> None:
+    """The Priority admission plugin at a pod's creation: the value and preemption policy of the PriorityClass its
+    spec.priorityClassName names. kubesim leaves a pod naming a class that does not exist as it is (Kubernetes
+    refuses it; kubesim/README.md, Differences)."""
+    spec = pod.get("spec")
+    if priority_class is None or not isinstance(spec, dict):
+        return
+    spec["priority"] = int(priority_class.get("value") or 0)
+    spec["preemptionPolicy"] = priority_class.get("preemptionPolicy") or "PreemptLowerPriority"
+
+
 QOS_RESOURCES = ("cpu", "memory")
 
 
