@@ -27,7 +27,8 @@ from .output import FORMATS, emit, render
 # `gpu submit` flags -> submission fields (the API's names, as `-f job.yaml` writes them)
 SUBMIT_FLAGS = {
     "project": "project", "kind": "kind", "name": "name", "image": "image", "pool": "node_pool", "gpus": "gpus",
-    "gpu_fraction": "gpu_fraction", "cpu": "cpu", "memory": "memory", "pods": "pods", "completions": "completions", "parallelism": "parallelism",
+    "gpu_fraction": "gpu_fraction", "cpu": "cpu", "memory": "memory", "pods": "pods", "completions": "completions",
+    "parallelism": "parallelism",
     "priority_class": "priority_class", "preemptible": "preemptible", "max_runtime": "max_runtime_seconds",
     "idle_timeout": "idle_timeout_minutes", "port": "port", "framework": "framework", "ray_version": "ray_version",
     "ray_entrypoint": "ray_entrypoint", "ray_working_dir": "ray_working_dir",

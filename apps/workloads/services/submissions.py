@@ -149,7 +149,8 @@ def workload_validate(
     Raises every refusal at once (field -> messages)."""
     values = {
         "project": project, "kind": kind, "name": name, "image": image, "node_pool": node_pool, "gpus": gpus,
-        "gpu_fraction": gpu_fraction, "model_label": model_label, "data_class": data_class, "command": command, "args": args, "env": env,
+        "gpu_fraction": gpu_fraction, "model_label": model_label, "data_class": data_class, "command": command,
+        "args": args, "env": env,
         "cpu": cpu, "memory_gib": memory_gib, "pods": pods, "completions": completions, "parallelism": parallelism,
         "priority_class": priority_class, "preemptible": preemptible, "max_runtime_seconds": max_runtime_seconds,
         "notebook_idle_timeout_minutes": notebook_idle_timeout_minutes, "notebook_port": notebook_port,
@@ -178,8 +179,8 @@ def workload_check(*, actor: Actor, unknown: Iterable[str], **known: Any) -> Non
 
 _REQUIRED = frozenset({"project", "kind", "name", "image", "node_pool", "gpus", "model_label", "data_class"})
 _DEFAULTS: dict[str, Any] = {
-    "gpu_fraction": None, "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1, "completions": 1,
-    "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
+    "gpu_fraction": None, "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1,
+    "completions": 1, "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
     "notebook_idle_timeout_minutes": None, "notebook_port": None, "shm_gib": None, "data_sources": None,
     "credentials": None, "resubmitted_from": None, "framework": Framework.NONE, "ray_version": None,
     "ray_entrypoint": None, "ray_working_dir": None,

@@ -88,7 +88,7 @@ class Admission:
             builtin.apply_defaults(plural, obj, old)
             operators.default(plural, obj, old)
             if plural == "pods" and old is None:
-                builtin.resolve_priority(obj, self.store.get("priorityclasses", None, _priority_class_of(obj)))
+                builtin.resolve_priority(self.store, obj)
         if plural == "jobs" and old is None:
             obj["metadata"]["uid"] = str(uuid.uuid4())
             builtin.label_job(obj)
@@ -145,8 +145,3 @@ class Admission:
         if causes:
             raise invalid(t.res, name, causes)
         return obj, warnings
-
-
-def _priority_class_of(pod: dict) -> str:
-    spec = pod.get("spec")
-    return str(spec.get("priorityClassName") or "") if isinstance(spec, dict) else ""
