@@ -190,7 +190,7 @@ class LabelsSerializer(serializers.Serializer):
 
 
 @extend_schema_field({
-    "type": "number", "minimum": 0.01, "maximum": 0.99, "nullable": True,
+    "oneOf": [{"type": "number", "minimum": 0.01, "maximum": 0.99}, {"type": "string"}], "nullable": True,
     "description": "A share of one GPU for a single pod on a KAI pool with GPU fractions (KAI Scheduler's "
                    "gpu-fraction), in hundredths, e.g. 0.5; `gpus` is then 0. Refused on other pools and for work "
                    "of several pods at once. Null or absent: whole GPUs.",

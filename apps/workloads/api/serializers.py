@@ -502,7 +502,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     pod_count = serializers.IntegerField(read_only=True)
     gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted (whole GPUs: 0 "
                                                                    "for a fraction of one).")
-    gpu_fraction = GpuFractionField(read_only=True, allow_null=True)
+    gpu_fraction = serializers.FloatField(read_only=True, allow_null=True, help_text=(
+        "The share of one GPU its single pod holds on a KAI pool (e.g. 0.5; `gpus` is then 0); null: whole GPUs."))
     queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
     stop_requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True)
