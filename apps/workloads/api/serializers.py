@@ -504,7 +504,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
                                                                    "for a fraction of one).")
     gpu_fraction = serializers.FloatField(read_only=True, allow_null=True, help_text=(
         "The share of one GPU its single pod holds on a KAI pool (e.g. 0.5; `gpus` is then 0); null: whole GPUs."))
-    queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
+    queue_name = serializers.SerializerMethodField(help_text=(
+        "The project's Kueue LocalQueue, or on a KAI pool the project's KAI Scheduler leaf Queue."))
     stop_requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True)
     resubmitted_from: serializers.PrimaryKeyRelatedField[Workload] = serializers.PrimaryKeyRelatedField(
@@ -559,6 +560,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
             entry = framework_entry(workload)
             return {"apiVersion": entry.api_version, "kind": entry.name, "name": workload.job_name}
         return {"apiVersion": PORTAL_JOB_API_VERSION, "kind": "Job", "name": workload.job_name}
+
+    def get_queue_name(self, workload: Workload) -> str:
+        return workload.kai_queue_name if workload.node_pool.kai else workload.queue_name
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_submitter(self, workload: Workload) -> str | None:

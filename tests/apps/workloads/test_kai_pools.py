@@ -172,6 +172,7 @@ def test_the_api_takes_a_fraction_and_shows_it(client_for, demo, kai_pool):
     created = call(client_for("alice"), "POST", "workloads/", body)
     assert created.status_code == 201, created.content
     assert created.json()["gpu_fraction"] == 0.5 and created.json()["gpus"] == 0
+    assert created.json()["queue_name"] == "proj-vision-rtx"
     listed = call(client_for("alice"), "GET", "workloads/").json()["results"]
     assert [row["gpu_fraction"] for row in listed if row["id"] == created.json()["id"]] == [0.5]
     again = call(client_for("alice"), "POST", f"workloads/{created.json()['id']}/resubmit/", {"gpus": 1})
