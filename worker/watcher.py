@@ -73,6 +73,7 @@ from apps.workloads.observation import ClusterEvent, Observation, Unmapped
 from apps.workloads.services import names_another_workload
 
 from .gateway import KINDS, ClusterError, Gateway
+from .heap import FREEZE_SECONDS, FrozenHeap
 from .outside_work import (
     OWNER_KINDS,
     OWNER_SELECTOR,
@@ -229,7 +230,10 @@ class WorkQueue:
 
 class Watcher:
     def __init__(self, gw: Gateway, *, resync_seconds: float = 300.0, positions_seconds: float = 2.0,
-                 watch_timeout_seconds: int = 60, appliers: int = 4, ledger_seconds: float = 0.5) -> None:
+                 watch_timeout_seconds: int = 60, appliers: int = 4, ledger_seconds: float = 0.5,
+                 freeze_heap: bool = False) -> None:
+        """`freeze_heap`: the process is the watcher's own (`manage.py watch_cluster`), whose heap it may freeze
+        (worker/heap.py); never in a process that holds much else."""
         self.gw = gw
         self.custom = k8s.CustomObjectsApi(gw.api_client)
         self.core = k8s.CoreV1Api(gw.api_client)
@@ -262,6 +266,7 @@ class Watcher:
         self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH,
                               background=frozenset({"event"}), background_after=EVENTS_WAIT_AT_MOST)
         self.appliers = appliers
+        self.heap = FrozenHeap() if freeze_heap else None
         self.synced = threading.Event()
         # thread name -> (monotonic time of its loop's last turn, the loop's own period): what `stalled` reads
         self.progress: dict[str, tuple[float, float]] = {}
@@ -1024,6 +1029,8 @@ class Watcher:
             except (ApiException, ClusterError, OSError):
                 logger.warning("initial sync failed; retrying", exc_info=True)
                 self.stopping.wait(2.0)
+        if self.heap is not None:
+            self.heap.start()
         self.threads = [self._thread(self._watch_loop, kind, name=f"watch-{kind}") for kind in
                         [*WATCHED, *OWNER_WATCHES, EVENTS]]
         self.threads += [self._thread(self._apply_loop, name=f"apply-{n}") for n in range(self.appliers)]
@@ -1036,6 +1043,8 @@ class Watcher:
                                          name="owners"))
         self.threads.append(self._thread(self._every, settings.WATCHER_HEARTBEAT_SECONDS, self.heartbeat,
                                          "heartbeat", name="heartbeat"))
+        if self.heap is not None:
+            self.threads.append(self._thread(self._every, FREEZE_SECONDS, self.heap.settle, "heap", name="heap"))
         for thread in self.threads:
             thread.start()
         return self.threads
