@@ -137,6 +137,7 @@ class Workload(models.Model):
     node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="workloads")
     gpus = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_POD)],
                                             help_text="GPU units per pod.")
+    gpu_fraction = models.DecimalField(max_digits=3, decimal_places=2, null=True, blank=True)
     cpu = models.DecimalField(max_digits=7, decimal_places=3, default=1,
                               validators=[MinValueValidator(0), MaxValueValidator(MAX_CPU_PER_POD)],
                               help_text="CPU cores per pod.")

@@ -1,0 +1,147 @@
+"""The watcher on a KAI pool, against kubesim's KAI Scheduler and manual clock: statuses from the Job, its PodGroup and
+its pods, preemption by reclaim and what follows, the GPU-hours of whole and fractional GPUs, and why work waits."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kubernetes import client as k8s
+
+from apps.org import services as org_services
+from apps.org.models import Department, Project
+from apps.usage import reports
+from apps.usage.models import UsageInterval
+from apps.workloads.explain import explain_workloads
+from apps.workloads.models import Status, Workload, WorkloadEvent
+from kubesim.apiserver.nodes.cluster import demo_cluster
+from kubesim.testing import serve
+from tests.worker.conftest import stop_watcher, wait_for
+from tests.worker.kai_work import kai_workload, submit_kai
+from worker.kueue_sync import desired_from_database, reconcile
+from worker.watcher import Watcher
+
+pytestmark = pytest.mark.slow
+
+GPU = "nvidia.com/gpu"
+POOL_LABELS = {"kai.scheduler/node-pool": "rtx", "kubesim.io/kai-gpu-sharing": "true"}
+
+
+@pytest.fixture(scope="module")
+def kubesim():
+    """The demo's Kueue pools and a KAI pool of two nodes of two cards, sharing cards between fractional pods."""
+    rtx = [{"name": f"rtx-{i}", "labels": POOL_LABELS,
+            "allocatable": {GPU: "2", "cpu": "64", "memory": "512Gi", "pods": "110"}} for i in range(2)]
+    with serve(clock="manual", nodes=demo_cluster() + rtx) as served:
+        yield served
+
+
+@pytest.fixture
+def rtx(org, cluster):
+    """The KAI pool: Research deserves its 4 cards; Vision 2 (limit 4), NLP 2 (limit 2); reconciled to KAI Queues."""
+    admin = org["admin"]
+    pool = org_services.node_pool_create(actor=admin, slug="rtx", name="RTX PRO 6000", gpu_resource=GPU, capacity=4,
+                                         scheduler="kai", gpu_fractions=True,
+                                         node_labels={"kai.scheduler/node-pool": "rtx"})
+    org_services.quota_set(actor=admin, node_pool=pool, department=Department.objects.get(slug="research"),
+                           deserved=4, limit=None)
+    org_services.quota_set(actor=admin, node_pool=pool, project=Project.objects.get(slug="vision"), deserved=2,
+                           limit=4)
+    org_services.quota_set(actor=admin, node_pool=pool, project=Project.objects.get(slug="nlp"), deserved=2, limit=2)
+    reconcile(cluster, desired_from_database())
+    return pool
+
+
+@pytest.fixture
+def watcher(kubesim, cluster, rtx):
+    running = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    running.start()
+    yield running
+    stop_watcher(running, kubesim)
+
+
+def submit(kubesim, cluster, owner, **fields):
+    workload = submit_kai(cluster, kai_workload(owner, **fields))
+    kubesim.advance(1)  # distinct creation times; KAI's cycle runs
+    return workload
+
+
+def row(workload):
+    return Workload.objects.select_related("project__department", "node_pool").get(pk=workload.pk)
+
+
+def status_of(workload):
+    return row(workload).status
+
+
+def statuses(workload):
+    return list(WorkloadEvent.objects.filter(workload=workload).order_by("id").values_list("to_status", flat=True))
+
+
+def held_hours(workload, admin):
+    window = reports.Window(datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
+    return sum(item.held_hours for item in reports.holders(user=admin, window=window, filters=reports.HolderFilters())
+               if item.workload_id == workload.pk)
+
+
+def explained(workload, viewer=None):
+    return explain_workloads([row(workload)], viewer=viewer)[workload.pk]
+
+
+def test_whole_gpus_queue_run_and_finish_counting_gpus_x_hours(kubesim, cluster, org, watcher):
+    run = submit(kubesim, cluster, org["alice"], project="vision", gpus=2, seconds=1800)
+    wait_for(lambda: status_of(run) == Status.RUNNING, describe=lambda: (status_of(run), row(run).status_message))
+    running = row(run)
+    assert running.cluster_queue == "proj-vision-rtx" and running.kueue_name == ""
+    assert running.admitted_at and running.started_at and running.kueue_conditions == []
+    assert running.queue_position_local is None  # KAI keeps no positions
+    kubesim.advance(1800)
+    wait_for(lambda: status_of(run) == Status.SUCCEEDED)
+    assert statuses(run) in ([Status.QUEUED, Status.RUNNING, Status.SUCCEEDED],
+                             [Status.QUEUED, Status.ADMITTED, Status.RUNNING, Status.SUCCEEDED])
+    interval = UsageInterval.objects.get(workload=run)
+    assert (interval.units, interval.card_fraction_numerator, interval.card_fraction_denominator) == (2, 1, 1)
+    assert interval.ended_at - interval.started_at == timedelta(seconds=1800)
+    assert held_hours(run, org["admin"]) == pytest.approx(1.0)  # 2 GPUs x half an hour
+
+
+def test_half_gpus_share_a_card_and_count_half_the_hours(kubesim, cluster, org, watcher):
+    halves = [submit(kubesim, cluster, org["alice"], project="vision", fraction="0.5", seconds=3600, name=f"nb-{i}")
+              for i in range(2)]
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in halves))
+    core = k8s.CoreV1Api(cluster.api_client)
+    pods = core.list_namespaced_pod(row(halves[0]).project.namespace, label_selector="kai.scheduler/queue=proj-vision-rtx").items
+    assert len({(pod.spec.node_name, pod.metadata.labels["runai-gpu-group"]) for pod in pods}) == 1  # one card
+    kubesim.advance(3600)
+    wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in halves))
+    for half in halves:
+        interval = UsageInterval.objects.get(workload=half)
+        assert (interval.units, interval.card_fraction_numerator, interval.card_fraction_denominator) == (1, 1, 2)
+        assert interval.ended_at - interval.started_at == timedelta(seconds=3600)
+        assert held_hours(half, org["admin"]) == pytest.approx(0.5)  # half a card for an hour
+
+
+def test_reclaim_preempts_over_quota_work_which_waits_again(kubesim, cluster, org, watcher):
+    # Vision borrows NLP's idle deserved cards (4 of 2 deserved); NLP's work takes them back (KAI reclaims only for a
+    # queue below its fair share, from preemptible work above its own).
+    borrowed = [submit(kubesim, cluster, org["alice"], project="vision", gpus=2, seconds=3600, name=f"b-{i}")
+                for i in range(2)]
+    wait_for(lambda: all(status_of(w) == Status.RUNNING for w in borrowed))
+    reclaimer = submit(kubesim, cluster, org["bob"], project="nlp", gpus=2, seconds=600, name="reclaim")
+    kubesim.advance(1)  # the victim's pods are gone: the reclaimer binds in the next cycle
+    wait_for(lambda: status_of(reclaimer) == Status.RUNNING,
+             describe=lambda: (status_of(reclaimer), row(reclaimer).status_message))
+    wait_for(lambda: WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).exists())
+    (victim,) = [w for w in borrowed if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
+    event = WorkloadEvent.objects.get(workload=victim, to_status=Status.PREEMPTED)
+    assert event.reason == "PreemptionByScheduler" and "nlp/wl-" in event.message
+    assert event.details["preemptor_job_uid"] == row(reclaimer).k8s_uid
+    wait_for(lambda: status_of(victim) == Status.REQUEUED, describe=lambda: statuses(victim))
+    (interval,) = UsageInterval.objects.filter(workload=victim)
+    assert interval.ended_at == event.cluster_at and interval.end_reason.startswith("Preempted")
+    note = explained(victim, org["admin"])
+    assert note.preemption is not None and note.preemption.preemptor.id == reclaimer.pk
+    assert note.sentence.startswith(f"Preempted on {event.cluster_at:%Y-%m-%d %H:%M:%S} UTC by #{reclaimer.pk}")
+    # The reclaimer finishes: the victim runs again, a second stretch in the ledger.
+    kubesim.advance(600)
+    wait_for(lambda: status_of(victim) == Status.RUNNING, describe=lambda: (statuses(victim), row(victim).status_message))
+    assert UsageInterval.objects.filter(workload=victim).count() == 2
+    assert status_of(borrowed[0] if victim != borrowed[0] else borrowed[1]) == Status.RUNNING
