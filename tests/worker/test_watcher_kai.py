@@ -139,9 +139,67 @@ def test_reclaim_preempts_over_quota_work_which_waits_again(kubesim, cluster, or
     assert interval.ended_at == event.cluster_at and interval.end_reason.startswith("Preempted")
     note = explained(victim, org["admin"])
     assert note.preemption is not None and note.preemption.preemptor.id == reclaimer.pk
-    assert note.sentence.startswith(f"Preempted on {event.cluster_at:%Y-%m-%d %H:%M:%S} UTC by #{reclaimer.pk}")
+    assert note.preemption.sentence.startswith(
+        f"Preempted on {event.cluster_at:%Y-%m-%d %H:%M:%S} UTC by #{reclaimer.pk} reclaim (NLP), as KAI Scheduler "
+        "gives GPUs back")
     # The reclaimer finishes: the victim runs again, a second stretch in the ledger.
     kubesim.advance(600)
     wait_for(lambda: status_of(victim) == Status.RUNNING, describe=lambda: (statuses(victim), row(victim).status_message))
     assert UsageInterval.objects.filter(workload=victim).count() == 2
     assert status_of(borrowed[0] if victim != borrowed[0] else borrowed[1]) == Status.RUNNING
+
+
+def waiting(workload, reason):
+    wait_for(lambda: row(workload).status_reason == reason,
+             describe=lambda: (status_of(workload), row(workload).status_reason, row(workload).status_message))
+    return explained(workload)
+
+
+def test_limits_and_deserved_quota_explained_with_kais_numbers(kubesim, cluster, org, watcher):
+    # NLP's limit is 2: with 2 in use, one more waits (OverLimit on its queue).
+    full = submit(kubesim, cluster, org["bob"], project="nlp", gpus=2, name="full")
+    wait_for(lambda: status_of(full) == Status.RUNNING)
+    over = submit(kubesim, cluster, org["bob"], project="nlp", gpus=1, name="over")
+    said = waiting(over, "OverLimit")
+    assert status_of(over) == Status.QUEUED and row(over).cluster_queue == "proj-nlp-rtx"
+    assert (said.reason, said.kind) == ("project_limit", "quota")
+    assert said.sentence == ("Waiting for 1 x RTX PRO 6000: NLP is at its limit on RTX PRO 6000, 2 of 2 in use, so 1 "
+                             "more are needed. It starts when NLP's own work frees them, or when an admin raises the "
+                             "limit. KAI Scheduler keeps no place in line, so none is shown.")
+    assert said.headline == "1 more RTX PRO 6000 needed: NLP is at its limit (2 of 2)"
+    assert (said.numbers["limit"], said.numbers["project_used"], said.numbers["position"]) == (2, 2, None)
+    # Vision's non-preemptible work holds its 2 deserved: more of it waits (NonPreemptibleOverQuota).
+    guaranteed = submit(kubesim, cluster, org["alice"], project="vision", gpus=2, preemptible=False, name="np")
+    wait_for(lambda: status_of(guaranteed) == Status.RUNNING)
+    beyond = submit(kubesim, cluster, org["alice"], project="vision", gpus=1, preemptible=False, name="beyond")
+    said = waiting(beyond, "NonPreemptibleOverQuota")
+    assert said.reason == "project_deserved"
+    assert said.sentence.startswith("Waiting for 1 x RTX PRO 6000: non-preemptible work runs only inside Vision's "
+                                    "deserved quota on RTX PRO 6000, and its non-preemptible work holds 2 of the 2 "
+                                    "deserved, so 1 more are needed. Mark it preemptible")
+    assert (said.numbers["queue_used"], said.numbers["deserved"], said.numbers["more_needed"]) == (2, 2, 1)
+
+
+def test_a_missing_queue_is_an_admins_problem(kubesim, cluster, org, watcher):
+    cluster.delete("Queue", "proj-vision-rtx")  # by hand: the organisation still gives Vision quota there
+    lost = submit(kubesim, cluster, org["alice"], project="vision", gpus=1)
+    said = waiting(lost, "QueueDoesNotExist")
+    assert (said.reason, said.kind) == ("misconfigured", "misconfigured")
+    assert said.sentence.startswith("Waiting for 1 x RTX PRO 6000: KAI Scheduler has no queue proj-vision-rtx for "
+                                    "Vision on RTX PRO 6000 (Queue 'proj-vision-rtx' does not exist). This is for an "
+                                    "admin to fix")
+    assert said.headline == "The proj-vision-rtx queue is missing on RTX PRO 6000: ask an admin"
+
+
+def test_no_node_with_room_says_what_is_lacking_and_no_forecast(kubesim, cluster, org, watcher):
+    from worker.forecast import forecasts_refresh
+
+    wide = submit(kubesim, cluster, org["alice"], project="vision", gpus=3, name="wide")  # no node has 3 cards
+    said = waiting(wide, "Unschedulable")
+    assert (said.reason, said.headline) == ("pool_full", "No room on RTX PRO 6000: the nodes lack GPUs")
+    assert said.sentence.startswith("Waiting for 3 x RTX PRO 6000: it is within Vision's quota and limits, but no "
+                                    "node of RTX PRO 6000 has room for it now (KAI Scheduler: 0/2 nodes are available, "
+                                    "2 node(s) didn't have enough resources: GPUs.). The nodes lack GPUs")
+    assert said.numbers["lacking"] == ["GPUs"]
+    forecasts_refresh()
+    assert Workload.objects.select_related("forecast").get(pk=wide.pk).forecast.phrase() == "no forecast on KAI pools"
