@@ -108,11 +108,12 @@ OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.
 # only the portal's, by its labels; the pods of portal Jobs on KAI pools carry KAI's queue label too.
 KAI_PODS = "Pod"
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None,
-           "Deployment": OWNED, "LeaderWorkerSet": OWNED, "PodGroup": OWNED, KAI_PODS: f"{OWNED},{KAI_QUEUE_LABEL}"}
+           "Deployment": OWNED, "LeaderWorkerSet": OWNED, "Queue": OWNED, "PodGroup": OWNED,
+           KAI_PODS: f"{OWNED},{KAI_QUEUE_LABEL}"}
 SERVING_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
 KAI_KINDS = frozenset({"PodGroup", KAI_PODS})
 # Custom resources: a cluster without one has none to follow (KAI's PodGroup where KAI Scheduler is not installed).
-OPTIONAL_KINDS = frozenset({"LeaderWorkerSet", "PodGroup"})
+OPTIONAL_KINDS = frozenset({"LeaderWorkerSet", "Queue", "PodGroup"})
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 # Owners of outside Workloads, watched for who submitted them (worker/outside_work.py), by watch name.
 OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, kind), owner in OWNER_KINDS.items()}
@@ -129,6 +130,7 @@ EVENTS = "Event"  # the events watch's name
 MIRRORS: dict[str, Callable[..., None]] = {
     "ClusterQueue": mirror.cluster_queues_mirror, "LocalQueue": mirror.local_queues_mirror,
     "Cohort": mirror.cohorts_mirror, "Node": mirror.nodes_mirror,
+    "Queue": mirror.kai_queues_mirror,  # KAI's leaf Queues: what a project's work holds on a KAI pool
 }
 
 

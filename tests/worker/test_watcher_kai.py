@@ -6,10 +6,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client as k8s
 
+from apps.cluster.models import ClusterQueueState
 from apps.org import services as org_services
 from apps.org.models import Department, Project
 from apps.usage import reports
 from apps.usage.models import UsageInterval
+from apps.usage.selectors import quota_dashboard
 from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Status, Workload, WorkloadEvent
 from kubesim.apiserver.nodes.cluster import demo_cluster
@@ -110,6 +112,12 @@ def test_half_gpus_share_a_card_and_count_half_the_hours(kubesim, cluster, org, 
     core = k8s.CoreV1Api(cluster.api_client)
     pods = core.list_namespaced_pod(row(halves[0]).project.namespace, label_selector="kai.scheduler/queue=proj-vision-rtx").items
     assert len({(pod.spec.node_name, pod.metadata.labels["runai-gpu-group"]) for pod in pods}) == 1  # one card
+    # Quota in use on the KAI pool is the mirror of what KAI's Queue says the work holds: one card in halves.
+    wait_for(lambda: ClusterQueueState.objects.filter(name="proj-vision-rtx/preemptible", used=1).exists())
+    assert ClusterQueueState.objects.get(name="proj-vision-rtx/non-preemptible").used == 0
+    (pool,) = [board for board in quota_dashboard(user=org["admin"]) if board.pool.slug == "rtx"]
+    (vision,) = [p for d in pool.departments for p in d.children if p.slug == "vision"]
+    assert (vision.used, vision.deserved, pool.cluster.used) == (1, 2, 1)
     kubesim.advance(3600)
     wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in halves))
     for half in halves:
