@@ -539,7 +539,8 @@ class WorkloadForecast(models.Model):
         return self.likely is not None
 
     def phrase(self, *, now: datetime | None = None) -> str:
-        """The line pages show, from `now`: "likely in 30 min (25-40 min)", "likely now", "cannot estimate: ...", "no forecast on KAI pools"."""
+        """The line pages show, from `now`: "likely in 30 min (25-40 min)", "likely now", "cannot estimate: ...",
+        "no forecast on KAI pools"."""
         if self.reason == ForecastReason.KAI_POOL:
             return self.get_reason_display()  # plainly: nothing was tried to estimate
         if self.likely is None or self.earliest is None or self.latest is None:

@@ -49,7 +49,7 @@ def kai_job(workload: Workload) -> dict[str, Any]:
 def kai_pod_group(workload: Workload, job_uid: str) -> dict[str, Any]:
     """The PodGroup: the gang's size (a training's pods, else 1), queue, priority and preemptibility; owned by the
     Job."""
-    labels = {**{key: value for key, value in kai_job(workload)["metadata"]["labels"].items()}}
+    labels = dict(kai_job(workload)["metadata"]["labels"])
     return {
         "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
         "metadata": {"name": job_name(workload), "namespace": workload.project.namespace, "labels": labels,

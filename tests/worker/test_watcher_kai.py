@@ -110,7 +110,8 @@ def test_half_gpus_share_a_card_and_count_half_the_hours(kubesim, cluster, org, 
               for i in range(2)]
     wait_for(lambda: all(status_of(w) == Status.RUNNING for w in halves))
     core = k8s.CoreV1Api(cluster.api_client)
-    pods = core.list_namespaced_pod(row(halves[0]).project.namespace, label_selector="kai.scheduler/queue=proj-vision-rtx").items
+    pods = core.list_namespaced_pod(row(halves[0]).project.namespace,
+                                    label_selector="kai.scheduler/queue=proj-vision-rtx").items
     assert len({(pod.spec.node_name, pod.metadata.labels["runai-gpu-group"]) for pod in pods}) == 1  # one card
     # Quota in use on the KAI pool is the mirror of what KAI's Queue says the work holds: one card in halves.
     wait_for(lambda: ClusterQueueState.objects.filter(name="proj-vision-rtx/preemptible", used=1).exists())
@@ -152,7 +153,8 @@ def test_reclaim_preempts_over_quota_work_which_waits_again(kubesim, cluster, or
         "gives GPUs back")
     # The reclaimer finishes: the victim runs again, a second stretch in the ledger.
     kubesim.advance(600)
-    wait_for(lambda: status_of(victim) == Status.RUNNING, describe=lambda: (statuses(victim), row(victim).status_message))
+    wait_for(lambda: status_of(victim) == Status.RUNNING,
+             describe=lambda: (statuses(victim), row(victim).status_message))
     assert UsageInterval.objects.filter(workload=victim).count() == 2
     assert status_of(borrowed[0] if victim != borrowed[0] else borrowed[1]) == Status.RUNNING
 

@@ -9,7 +9,7 @@ def test_the_current_condition_and_its_first_reason():
     old = {"type": "UnschedulableOnNodePool", "status": "True", "reasons": [{"reason": "OverLimit"}]}
     new = {"type": "UnschedulableOnNodePool", "status": "True", "reason": "Unschedulable", "reasons": []}
     assert kai.scheduling_condition([old, new]) == new and kai.scheduling_condition(None) == {}
-    assert kai.reason_of(old) == "OverLimit" and kai.reason_of(new) == "Unschedulable" and kai.reason_of({}) == "Pending"
+    assert (kai.reason_of(old), kai.reason_of(new), kai.reason_of({})) == ("OverLimit", "Unschedulable", "Pending")
 
 
 def test_gpu_amounts_and_what_nodes_lack():
