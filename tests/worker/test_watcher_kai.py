@@ -8,7 +8,7 @@ from kubernetes import client as k8s
 
 from apps.cluster.models import ClusterQueueState
 from apps.org import services as org_services
-from apps.org.models import Department, Project
+from apps.org.models import Department, NodePool, Project
 from apps.usage import reports
 from apps.usage.models import UsageInterval
 from apps.usage.selectors import quota_dashboard
@@ -213,3 +213,35 @@ def test_no_node_with_room_says_what_is_lacking_and_no_forecast(kubesim, cluster
     assert said.numbers["lacking"] == ["GPUs"]
     forecasts_refresh()
     assert Workload.objects.select_related("forecast").get(pk=wide.pk).forecast.phrase() == "no forecast on KAI pools"
+
+
+def test_a_cluster_without_kais_crds_is_watched_as_before(kubesim, cluster, org, monkeypatch):
+    """KAI's PodGroup and Queue kinds answer 404 (KAI Scheduler not installed): the watcher lists and watches the rest,
+    and Kueue work is followed as ever."""
+    from kubernetes.client.exceptions import ApiException
+
+    from apps.workloads import services
+    from worker import tasks
+
+    running = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    listed = running.custom.list_cluster_custom_object
+
+    def without_kai(group, *args, **kwargs):
+        if group == "scheduling.run.ai":
+            raise ApiException(status=404, reason="Not Found")
+        return listed(group, *args, **kwargs)
+
+    monkeypatch.setattr(running.custom, "list_cluster_custom_object", without_kai)
+    running.start()
+    try:
+        work = services.workload_submit(
+            actor=org["alice"], project=Project.objects.get(slug="vision"), kind="training", name="kueue",
+            image="pytorch/pytorch:2.4.0", command=["sleep", "600"], node_pool=NodePool.objects.get(slug="h100"),
+            gpus=1, model_label="resnet", data_class="public", preemptible=True)
+        assert tasks.workload_submit.apply(args=[work.pk]).get() == "submitted"
+        kubesim.advance(1)
+        wait_for(lambda: status_of(work) == Status.RUNNING)
+        assert running.resource_versions["PodGroup"] == running.resource_versions["Queue"] == ""  # none listed
+        assert running.stalled() == [] and running.pod_groups == {}
+    finally:
+        stop_watcher(running, kubesim)
