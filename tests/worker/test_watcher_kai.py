@@ -245,3 +245,15 @@ def test_a_cluster_without_kais_crds_is_watched_as_before(kubesim, cluster, org,
         assert running.stalled() == [] and running.pod_groups == {}
     finally:
         stop_watcher(running, kubesim)
+
+
+def test_the_first_sync_reads_pod_groups_and_pods_already_there(kubesim, cluster, org, rtx):
+    """Work that ran and waited before the watcher started (or while a watch was down) is seen by the relist."""
+    full = submit(kubesim, cluster, org["bob"], project="nlp", gpus=2, name="full")
+    over = submit(kubesim, cluster, org["bob"], project="nlp", gpus=1, name="over")
+    running = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    running.resync()  # what start() does first
+    with running.lock:
+        assert {len(pods) for pods in running.kai_pods.values()} == {1} and len(running.pod_groups) == 2
+    assert (status_of(full), status_of(over), row(over).status_reason) == (Status.RUNNING, Status.QUEUED, "OverLimit")
+    assert UsageInterval.objects.filter(workload=full, ended_at__isnull=True).exists()
