@@ -78,18 +78,7 @@ def kai_wait(x: _Explainer) -> Explanation:
     if reason == kai.OVER_LIMIT:
         return _over_limit(x, ask, amount, details, queue)
     if reason == kai.NON_PREEMPTIBLE_OVER_QUOTA:
-        held = kai.gpus(details.get("queueAllocatedNonPreemptibleResources"))
-        deserved = kai.gpus(details.get("queueDeservedResources"))
-        deserved = deserved if deserved is not None else (Decimal(f.deserved) if f.deserved is not None else None)
-        asked = kai.gpus(details.get("podGroupRequestedResources")) or amount
-        more = None if held is None or deserved is None else max(Decimal(0), held + asked - deserved)
-        return x.done(PROJECT_DESERVED, f"Waiting for {ask}: non-preemptible work runs only inside {x.project}'s "
-                                        f"deserved quota on {x.pool}, and its non-preemptible work holds {_n(held)} of "
-                                        f"the {_n(deserved)} deserved, so {_n(more)} more are needed. Mark it "
-                                        "preemptible to use idle capacity beyond it." + NO_PLACE,
-                      f"{_n(more)} more {x.pool} needed: non-preemptible work holds {_n(held)} of {x.project}'s "
-                      f"deserved {_n(deserved)}", queue_used=_num(held), deserved=_num(deserved),
-                      more_needed=_num(more))
+        return _over_deserved(x, ask, amount, details)
     if condition:
         lacking = kai.lacking(message)
         what = _join(lacking) or "room for it"
@@ -98,8 +87,42 @@ def kai_wait(x: _Explainer) -> Explanation:
                                  f"{what}; it starts when work there finishes, or when KAI takes back cards others "
                                  "use beyond their fair share." + NO_PLACE,
                       f"No room on {x.pool}: the nodes lack {what}", lacking=lacking)
+    # KAI has said nothing yet (it was just submitted, or it is the submit form's probe): the same checks on the
+    # mirror of what KAI's queues hold.
+    if f.limit is not None and (f.project_used or 0) + amount > f.limit:
+        return _over_limit(x, ask, amount, {}, queue)
+    if f.department_limit is not None and (f.department_used or 0) + amount > f.department_limit:
+        department = names().kai_department_queue(w.project.department.slug, w.node_pool.slug)
+        return _over_limit(x, ask, amount, {"name": department}, queue)
+    if not w.preemptible and f.deserved is not None and (f.queue_used or 0) + amount > f.deserved:
+        return _over_deserved(x, ask, amount, {})
+    pool_used = f.pool_used or Decimal(0)
+    if f.pool_capacity is not None and pool_used + amount > f.pool_capacity:
+        more = pool_used + amount - f.pool_capacity
+        return x.done(POOL_FULL, f"Waiting for {ask}: {_n(pool_used)} of the pool's {f.pool_capacity} are in use, "
+                                 f"so {_n(more)} more are needed; it starts when work there finishes, or when KAI "
+                                 "takes back cards others use beyond their fair share." + NO_PLACE,
+                      f"{_n(more)} more {x.pool} needed: the pool is full ({_n(pool_used)} of {f.pool_capacity} in "
+                      "use)", more_needed=_num(more))
     return x.done(ADMITTING, f"Waiting for {ask}: KAI Scheduler has not placed it yet; it does at its next "
                              "scheduling cycle when there is room." + NO_PLACE, "Waiting for KAI Scheduler")
+
+
+def _over_deserved(x: _Explainer, ask: str, amount: Decimal, details: dict[str, Any]) -> Explanation:
+    """Non-preemptible work beyond the project's deserved quota (KAI's numbers, else the mirror's)."""
+    f = x.f
+    held = kai.gpus(details.get("queueAllocatedNonPreemptibleResources"))
+    held = held if held is not None else f.queue_used
+    deserved = kai.gpus(details.get("queueDeservedResources"))
+    deserved = deserved if deserved is not None else (Decimal(f.deserved) if f.deserved is not None else None)
+    asked = kai.gpus(details.get("podGroupRequestedResources")) or amount
+    more = None if held is None or deserved is None else max(Decimal(0), held + asked - deserved)
+    return x.done(PROJECT_DESERVED, f"Waiting for {ask}: non-preemptible work runs only inside {x.project}'s "
+                                    f"deserved quota on {x.pool}, and its non-preemptible work holds {_n(held)} of "
+                                    f"the {_n(deserved)} deserved, so {_n(more)} more are needed. Mark it "
+                                    "preemptible to use idle capacity beyond it." + NO_PLACE,
+                  f"{_n(more)} more {x.pool} needed: non-preemptible work holds {_n(held)} of {x.project}'s "
+                  f"deserved {_n(deserved)}", queue_used=_num(held), deserved=_num(deserved), more_needed=_num(more))
 
 
 def _over_limit(x: _Explainer, ask: str, amount: Decimal, details: dict[str, Any], queue: str) -> Explanation:

@@ -4,12 +4,14 @@ conditions (the kubesim tests in tests/worker/test_watcher_kai.py check the same
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from apps.accounts import access
+from apps.cluster.models import ClusterQueueState
 from apps.org import services as org_services
 from apps.org.models import Department, PriorityClass, Project
-from apps.workloads.explain import explain_workloads
-from apps.workloads.models import Status, Workload
+from apps.workloads.explain import explain_probe, explain_workloads, forecast
+from apps.workloads.models import Kind, Status, Workload
 from tests.factories import WorkloadFactory
 
 pytestmark = pytest.mark.django_db
@@ -85,3 +87,34 @@ def test_kai_waits_cost_no_query_of_their_own(demo, rtx, django_assert_num_queri
         pk__in=[w.pk for w in rows]))
     with django_assert_num_queries(3):  # as for Kueue work: quotas, the queue mirror, stopped LocalQueues
         explain_workloads(workloads, viewer=demo["alice"])
+
+
+def held_by_vision(pool, preemptible, non_preemptible=0):
+    """The mirror of Vision's KAI queue on the pool (apps.cluster.services.kai_queues_mirror)."""
+    project = Project.objects.get(slug="vision")
+    for guaranteed, used in ((False, preemptible), (True, non_preemptible)):
+        ClusterQueueState.objects.create(name=f"proj-vision-rtx/{'non-' if guaranteed else ''}preemptible",
+                                         project=project, node_pool=pool, guaranteed=guaranteed, used=used,
+                                         observed_at=timezone.now())
+
+
+def test_before_kai_speaks_the_mirror_of_its_queues_says_what_is_in_the_way(demo, rtx):
+    held_by_vision(rtx, preemptible=4, non_preemptible=2)
+    guaranteed = waiting(demo, rtx, status_reason="Pending", preemptible=False)
+    limit, first = explained(waiting(demo, rtx, status_reason="Pending"), guaranteed)
+    assert (limit.reason, limit.headline) == ("project_limit", "1 more RTX needed: Vision is at its limit (6 of 6)")
+    assert first.reason == "project_limit"  # the limit comes first, as KAI checks it first
+    ClusterQueueState.objects.filter(name="proj-vision-rtx/preemptible").update(used=0)
+    ClusterQueueState.objects.filter(name="proj-vision-rtx/non-preemptible").update(used=4)
+    (deserved,) = explained(guaranteed)
+    assert (deserved.reason, deserved.numbers["queue_used"], deserved.numbers["deserved"]) == (
+        "project_deserved", 4, 4)
+
+
+def test_the_submit_forms_probe_on_a_kai_pool(demo, rtx):
+    held_by_vision(rtx, preemptible=6)
+    probe = Workload(project=Project.objects.select_related("department").get(slug="vision"), node_pool=rtx,
+                     kind=Kind.TRAINING, gpus=1, pods=1, preemptible=True,
+                     priority_class=PriorityClass.objects.get(name="train"))
+    said = explain_probe(probe, viewer=demo["alice"])
+    assert forecast(probe, said).sentence == "Would wait: Vision is at its limit (6 of 6 RTX); 1 more RTX needed."
