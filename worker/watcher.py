@@ -1,5 +1,9 @@
 """The watcher: the only reader of cluster state; mirrors Jobs, Kueue Workloads, queues and Nodes into the database.
 
+On KAI Scheduler's pools there is no Kueue Workload: the portal's Jobs there are followed through their PodGroups and
+pods (worker/kai_status.py, docs/architecture.md, The life of a submission), and the portal's KAI Queues are mirrored
+as its queues are. A cluster without KAI's CRDs has none of them to watch.
+
 Every Kueue Workload is watched, whatever submitted it: the portal's own (their Jobs are `wl-<id>`) follow their
 Jobs; every other one in a project's namespace is mirrored as work submitted outside the portal
 (worker/outside_work.py, docs/architecture.md, Work submitted outside the portal), and what it cannot map is kept
