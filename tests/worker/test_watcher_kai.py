@@ -257,3 +257,20 @@ def test_the_first_sync_reads_pod_groups_and_pods_already_there(kubesim, cluster
         assert {len(pods) for pods in running.kai_pods.values()} == {1} and len(running.pod_groups) == 2
     assert (status_of(full), status_of(over), row(over).status_reason) == (Status.RUNNING, Status.QUEUED, "OverLimit")
     assert UsageInterval.objects.filter(workload=full, ended_at__isnull=True).exists()
+
+
+def test_a_gang_runs_once_all_its_pods_are_bound_and_holds_them_all(kubesim, cluster, org, watcher):
+    gang = submit(kubesim, cluster, org["alice"], project="vision", gpus=2, pods=2, seconds=600, name="gang")
+    wait_for(lambda: status_of(gang) == Status.RUNNING, describe=lambda: (status_of(gang), row(gang).status_message))
+    with watcher.lock:
+        (pod_group,) = [group for uid, group in watcher.pod_groups.items() if uid == row(gang).k8s_uid]
+    assert pod_group["spec"]["minMember"] == 2
+    # Another gang of two finds no room: the first holds every card of the pool (Vision's limit allows 4).
+    second = submit(kubesim, cluster, org["alice"], project="vision", gpus=1, pods=2, seconds=600, name="second")
+    said = waiting(second, "OverLimit")
+    assert said.headline == "2 more RTX PRO 6000 needed: Vision is at its limit (4 of 4)"
+    kubesim.advance(600)
+    wait_for(lambda: status_of(gang) == Status.SUCCEEDED)
+    interval = UsageInterval.objects.get(workload=gang)
+    assert interval.units == 4 and interval.ended_at - interval.started_at == timedelta(seconds=600)
+    wait_for(lambda: status_of(second) == Status.RUNNING)
