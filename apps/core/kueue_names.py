@@ -32,6 +32,8 @@ REQUEST_ID_ANNOTATION = "portal.gpu/request-id"
 # KAI Scheduler's scheduling-shard label: a KAI pool's Queues carry it with the pool's slug, so the shard that
 # schedules the pool's nodes (labelled the same) takes them (README, Kueue and KAI in one cluster).
 KAI_NODE_POOL_LABEL = "kai.scheduler/node-pool"
+# KAI Scheduler's queue label: the leaf Queue a portal Job, its pods and its PodGroup belong to.
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
 # Kueue's own labels: the LocalQueue a Job goes to, its WorkloadPriorityClass and its maximum execution time.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

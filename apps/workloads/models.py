@@ -137,6 +137,7 @@ class Workload(models.Model):
     node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="workloads")
     gpus = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_POD)],
                                             help_text="GPU units per pod.")
+    gpu_fraction = models.DecimalField(max_digits=3, decimal_places=2, null=True, blank=True)
     cpu = models.DecimalField(max_digits=7, decimal_places=3, default=1,
                               validators=[MinValueValidator(0), MaxValueValidator(MAX_CPU_PER_POD)],
                               help_text="CPU cores per pod.")
@@ -506,6 +507,7 @@ class ForecastReason(models.TextChoices):
     QUEUE_STOPPED = "queue_stopped", "its queue is stopped"
     NO_QUEUE = "no_queue", "its queue does not exist"
     BEYOND_HORIZON = "beyond_horizon", "not within the next 7 days"
+    KAI_POOL = "kai_pool", "no forecast on KAI pools"
 
 
 class WorkloadForecast(models.Model):
@@ -537,7 +539,10 @@ class WorkloadForecast(models.Model):
         return self.likely is not None
 
     def phrase(self, *, now: datetime | None = None) -> str:
-        """The line pages show, from `now`: "likely in 30 min (25-40 min)", "likely now", "cannot estimate: ..."."""
+        """The line pages show, from `now`: "likely in 30 min (25-40 min)", "likely now", "cannot estimate: ...",
+        "no forecast on KAI pools"."""
+        if self.reason == ForecastReason.KAI_POOL:
+            return self.get_reason_display()  # plainly: nothing was tried to estimate
         if self.likely is None or self.earliest is None or self.latest is None:
             return f"cannot estimate: {self.message or self.get_reason_display()}"
         now = now or timezone.now()
