@@ -183,7 +183,7 @@ def soak(stack: submit_load.EmbeddedStack, gateway, *, minutes: float, jobs: int
         for _ in range(count):
             namespace = ("proj-vision", "proj-nlp")[created % 2]
             job = {**body, "metadata": {**body["metadata"], "name": f"soak-{created}", "namespace": namespace}}
-            gateway.create("Job", job, namespace=namespace)
+            gateway.create(job)
             created += 1
 
     with Sampler(stack.proc.pid, every=5.0) as sampler:
@@ -194,7 +194,7 @@ def soak(stack: submit_load.EmbeddedStack, gateway, *, minutes: float, jobs: int
         while time.monotonic() < end:
             minute = time.monotonic()
             create(churn)
-            time.sleep(max(0.0, 60 - (time.monotonic() - minute)))
+            time.sleep(max(0.0, min(60 - (time.monotonic() - minute), end - time.monotonic())))
     watcher = [(at - began, next((p["rss"] for p in snap.values() if p["label"] == "watcher"), 0))
                for at, snap in sampler.samples]
     watcher = [(at, rss) for at, rss in watcher if rss]

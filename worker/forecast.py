@@ -353,16 +353,23 @@ def forecasts_compute(*, now: datetime | None = None, preemptible: dict[int, boo
         "project", "node_pool", "priority_class").order_by("id"))
     if preemptible is not None:
         preemptible.update((w.pk, w.preemptible) for w in rows if w.status in WAITING)
+    # The replay is Kueue's admission; KAI Scheduler's pools (fair shares, reclaim) it does not model: their waiting
+    # work says so instead of an estimate (README, Kueue and KAI in one cluster).
+    on_kai = {w.pk: Estimate(None, None, None, ForecastBasis.NONE, ForecastReason.KAI_POOL,
+                             f"KAI Scheduler schedules {w.node_pool.name}; the forecast models Kueue's pools only")
+              for w in rows if w.node_pool.kai and w.status in WAITING}
+    rows = [w for w in rows if not w.node_pool.kai]
     samples = runtime_samples(now=now)
     holding = [_job(w, samples=samples, now=now, holding=True) for w in rows if w.status in HOLDING]
     waiting = [_job(w, samples=samples, now=now, holding=False) for w in rows if w.status in WAITING]
     if not waiting:
-        return {}
+        return on_kai
     stopped = {("ClusterQueue", name) for name in ClusterQueueState.objects.filter(
         active=False, active_reason__in=kueue_conditions.STOPPED_REASONS).values_list("name", flat=True)}
     stopped |= {("LocalQueue", f"{namespace}/{name}") for namespace, name in LocalQueueState.objects.filter(
         active=False, active_reason__in=kueue_conditions.STOPPED_REASONS).values_list("namespace", "name")}
-    return replay(objects=desired_from_database(), holding=holding, waiting=waiting, now=now, stopped=stopped)
+    return {**replay(objects=desired_from_database(), holding=holding, waiting=waiting, now=now, stopped=stopped),
+            **on_kai}
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,9 @@ WATCHER: tuple[Permission, ...] = (
     # a plain pod or a pod group member owning an outside Workload; list: GPU pods that run outside the queue
     Permission("", "pods", OWNER_READ),
     *_owner_kinds(OWNER_READ),
+    # portal work on KAI pools: followed through its PodGroups (and its pods, above); what it holds, from its Queues
+    Permission(KAI, "podgroups", ("list", "watch")),
+    Permission(KAI, "queues", ("list", "watch")),
     # PyTorch runs as a TrainJob only on a ClusterTrainingRuntime for torch: each resync looks for one
     Permission("trainer.kubeflow.org", "clustertrainingruntimes", ("list",)),
 )

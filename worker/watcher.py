@@ -1,5 +1,9 @@
 """The watcher: the only reader of cluster state; mirrors Jobs, Kueue Workloads, queues and Nodes into the database.
 
+On KAI Scheduler's pools there is no Kueue Workload: the portal's Jobs there are followed through their PodGroups and
+pods (worker/kai_status.py, docs/architecture.md, The life of a submission), and the portal's KAI Queues are mirrored
+as its queues are. A cluster without KAI's CRDs has none of them to watch.
+
 Every Kueue Workload is watched, whatever submitted it: the portal's own (their Jobs are `wl-<id>`) follow their
 Jobs; every other one in a project's namespace is mirrored as work submitted outside the portal
 (worker/outside_work.py, docs/architecture.md, Work submitted outside the portal), and what it cannot map is kept
@@ -41,11 +45,12 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
 from apps.cluster import services as mirror
-from apps.core import kueue_names, metrics
+from apps.core import kai_conditions, kueue_names, metrics
 from apps.core.http import parse_id, parse_int
 from apps.core.kueue_names import (
     JOB_PREFIX,
     JOB_UID_LABEL,
+    KAI_QUEUE_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PODSET_LABEL,
@@ -69,10 +74,12 @@ from apps.workloads.models import (
     Status,
     Workload,
 )
-from apps.workloads.observation import ClusterEvent, Observation, Unmapped
+from apps.workloads.observation import ClusterEvent, Observation, Preemption, Unmapped
 from apps.workloads.services import names_another_workload
 
 from .gateway import KINDS, ClusterError, Gateway
+from .heap import FREEZE_SECONDS, FrozenHeap
+from .kai_status import KaiPod, compact_pod, compact_pod_group, observe_kai, on_kai, pod_group_job_uid
 from .outside_work import (
     OWNER_KINDS,
     OWNER_SELECTOR,
@@ -102,10 +109,16 @@ OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 # The portal's Deployments and LeaderWorkerSets are its inference services, followed by their own status (no Kueue
 # Workload).
+# Portal work on KAI pools (no Kueue Workload) is followed through its PodGroup and its pods (worker/kai_status.py):
+# only the portal's, by its labels; the pods of portal Jobs on KAI pools carry KAI's queue label too.
+KAI_PODS = "Pod"
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None,
-           "Deployment": OWNED, "LeaderWorkerSet": OWNED}
+           "Deployment": OWNED, "LeaderWorkerSet": OWNED, "Queue": OWNED, "PodGroup": OWNED,
+           KAI_PODS: f"{OWNED},{KAI_QUEUE_LABEL}"}
 SERVING_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
-OPTIONAL_KINDS = frozenset({"LeaderWorkerSet"})  # a custom resource: a cluster without it has none to follow
+KAI_KINDS = frozenset({"PodGroup", KAI_PODS})
+# Custom resources: a cluster without one has none to follow (KAI's PodGroup where KAI Scheduler is not installed).
+OPTIONAL_KINDS = frozenset({"LeaderWorkerSet", "Queue", "PodGroup"})
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 # Owners of outside Workloads, watched for who submitted them (worker/outside_work.py), by watch name.
 OWNER_WATCHES = {f"owner:{group or 'core'}/{kind}": (group, owner) for (group, kind), owner in OWNER_KINDS.items()}
@@ -122,6 +135,7 @@ EVENTS = "Event"  # the events watch's name
 MIRRORS: dict[str, Callable[..., None]] = {
     "ClusterQueue": mirror.cluster_queues_mirror, "LocalQueue": mirror.local_queues_mirror,
     "Cohort": mirror.cohorts_mirror, "Node": mirror.nodes_mirror,
+    "Queue": mirror.kai_queues_mirror,  # KAI's leaf Queues: what a project's work holds on a KAI pool
 }
 
 
@@ -229,7 +243,10 @@ class WorkQueue:
 
 class Watcher:
     def __init__(self, gw: Gateway, *, resync_seconds: float = 300.0, positions_seconds: float = 2.0,
-                 watch_timeout_seconds: int = 60, appliers: int = 4, ledger_seconds: float = 0.5) -> None:
+                 watch_timeout_seconds: int = 60, appliers: int = 4, ledger_seconds: float = 0.5,
+                 freeze_heap: bool = False) -> None:
+        """`freeze_heap`: the process is the watcher's own (`manage.py watch_cluster`), whose heap it may freeze
+        (worker/heap.py); never in a process that holds much else."""
         self.gw = gw
         self.custom = k8s.CustomObjectsApi(gw.api_client)
         self.core = k8s.CoreV1Api(gw.api_client)
@@ -241,6 +258,11 @@ class Watcher:
         self.lock = threading.RLock()
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
         self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload (the portal's Jobs)
+        # Portal Jobs on KAI pools, by job uid: the PodGroup (compacted), the pods (as KaiPods, by pod uid) and the
+        # latest eviction KAI made of them (kept once the evicted pods are gone)
+        self.pod_groups: dict[str, dict[str, Any]] = {}
+        self.kai_pods: dict[str, dict[str, KaiPod]] = {}
+        self.kai_preemptions: dict[str, Preemption] = {}
         self.outside: dict[str, dict[str, Any]] = {}  # Kueue Workload uid -> Workload submitted outside the portal
         # Kueue Workload uid -> (the portal workload, the Workload) of a manifest the portal submitted (not a Job)
         self.manifests: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -262,6 +284,7 @@ class Watcher:
         self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH,
                               background=frozenset({"event"}), background_after=EVENTS_WAIT_AT_MOST)
         self.appliers = appliers
+        self.heap = FrozenHeap() if freeze_heap else None
         self.synced = threading.Event()
         # thread name -> (monotonic time of its loop's last turn, the loop's own period): what `stalled` reads
         self.progress: dict[str, tuple[float, float]] = {}
@@ -272,10 +295,14 @@ class Watcher:
         """Bring the portal row of one Job up to date with the Job and its Kueue Workload."""
         with self.lock:
             job, kueue_workload = self.jobs.get(job_uid), self.workloads.get(job_uid)
+            pod_group, pods = self.pod_groups.get(job_uid), list(self.kai_pods.get(job_uid, {}).values())
         if job is None:
             return
         workload_id = _workload_id(job)
-        observation = observe(job, kueue_workload)
+        if on_kai(job):
+            observation = observe_kai(job, pod_group, pods, self._kai_preemption(job_uid, job))
+        else:
+            observation = observe(job, kueue_workload)
         if not workload_id or observation is None or self.applied.get(job_uid) == observation:
             return
         moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
@@ -284,9 +311,82 @@ class Watcher:
         if moved:  # a queue changed: the start forecasts are due again
             forecasts_refresh_soon()
 
+    def _kai_preemption(self, job_uid: str, job: dict[str, Any]) -> Preemption | None:
+        """The latest eviction KAI made of a Job's pods, with the preemptor's Job when KAI's message names a PodGroup
+        of the portal's (named as its Job, in the same namespace: the shared contract). Its Job is looked up by name
+        when the Jobs' watch has not delivered it yet (KAI may evict for it before that event comes)."""
+        with self.lock:
+            preemption = self.kai_preemptions.get(job_uid)
+        if preemption is None or preemption.preemptor_job_uid:
+            return preemption
+        match = kai_conditions.PREEMPTOR.search(preemption.message)
+        if match is None:
+            return preemption
+        with self.lock:
+            preemptor = next((uid for uid, other in self.jobs.items()
+                              if other["metadata"].get("name") == match.group("name")
+                              and other["metadata"].get("namespace") == match.group("namespace")), "")
+        if not preemptor:  # its Job's watch event has not come yet: asked for once, by name
+            try:
+                found = self.gw.get("Job", match.group("name"), namespace=match.group("namespace"))
+            except ClusterError as error:
+                if not error.not_found:
+                    raise
+                found = {}
+            preemptor = str((found.get("metadata") or {}).get("uid", ""))
+        if not preemptor:
+            return preemption
+        preemption = Preemption(at=preemption.at, reason=preemption.reason, message=preemption.message,
+                                preemptor_workload_uid="", preemptor_job_uid=preemptor)
+        with self.lock:
+            if self.kai_preemptions.get(job_uid, preemption).at == preemption.at:
+                self.kai_preemptions[job_uid] = preemption
+        return preemption
+
+    def _handle_kai(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        """A PodGroup or a pod of a portal Job on a KAI pool: kept compacted by its Job, whose key is queued."""
+        if kind == "PodGroup":
+            job_uid = pod_group_job_uid(obj)
+            if not job_uid:
+                return
+            with self.lock:
+                if event_type == "DELETED":
+                    self.pod_groups.pop(job_uid, None)
+                elif _newer(obj, self.pod_groups.get(job_uid)):
+                    self.pod_groups[job_uid] = compact_pod_group(obj)
+                else:
+                    return
+            self.work.add(("job", job_uid))
+            return
+        pod = compact_pod(obj)
+        if pod is None:
+            return
+        with self.lock:
+            pods = self.kai_pods.setdefault(pod.job_uid, {})
+            held = pods.get(pod.uid)
+            if event_type == "DELETED":
+                pods.pop(pod.uid, None)
+            elif held is None or _newer(obj, {"metadata": {"resourceVersion": held.resource_version}}):
+                pods[pod.uid] = pod
+            else:
+                return
+            self._note_preemption(pod)
+            if not pods and event_type == "DELETED" and pod.job_uid not in self.jobs:
+                self.kai_pods.pop(pod.job_uid, None)
+        self.work.add(("job", pod.job_uid))
+
+    def _note_preemption(self, pod: KaiPod) -> None:
+        """Keep the latest eviction of a Job's pods (called with the lock held)."""
+        held = self.kai_preemptions.get(pod.job_uid)
+        if pod.preemption is not None and (held is None or pod.preemption.at > held.at):
+            self.kai_preemptions[pod.job_uid] = pod.preemption
+
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Remember the object and queue its key; the appliers write the database."""
         metadata = obj.get("metadata") or {}
+        if kind in KAI_KINDS:
+            self._handle_kai(kind, event_type, obj)
+            return
         if kind == EVENTS:
             if event_type != "DELETED" and (event := _cluster_event(obj)) is not None:  # the cluster forgets them
                 self.hold_events([event])
@@ -325,6 +425,9 @@ class Watcher:
                 cache.pop(job_uid, None)
                 if kind == "Job":
                     self.applied.pop(job_uid, None)
+                    self.pod_groups.pop(job_uid, None)
+                    self.kai_pods.pop(job_uid, None)
+                    self.kai_preemptions.pop(job_uid, None)
                     workload_id = _workload_id(obj)
                     if workload_id:
                         self.work.add(("deleted", workload_id, metadata.get("deletionTimestamp") or ""))
@@ -714,6 +817,8 @@ class Watcher:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
         if kind == "Workload":
             return self._relist_workloads()
+        if kind == KAI_PODS:
+            return self._relist_kai_pods()
         lister, args = self._lister(kind)
         if kind == "Node":  # core v1: the raw JSON, as the custom objects come
             response = json.loads(lister(*args, _preload_content=False).data)
@@ -730,6 +835,10 @@ class Watcher:
         if kind == "Job":
             with self.lock:
                 self.jobs = {item["metadata"]["uid"]: item for item in items}
+        elif kind == "PodGroup":
+            with self.lock:
+                self.pod_groups = {job_uid: compact_pod_group(item) for item in items
+                                   if (job_uid := pod_group_job_uid(item))}
         elif kind in SERVING_KINDS:
             with self.lock:  # the other serving kind's objects stay
                 self.deployments = {**{uid: item for uid, item in self.deployments.items() if item["kind"] != kind},
@@ -740,6 +849,24 @@ class Watcher:
             mirror.mirror_keep_only(kind=kind, keys={(item["metadata"].get("namespace", ""), item["metadata"]["name"])
                                                      for item in items})
         return response["metadata"]["resourceVersion"]
+
+    def _relist_kai_pods(self) -> str:
+        """List the pods of portal Jobs on KAI pools a page at a time, kept compacted by Job. The evictions noted
+        before stay for the Jobs still there (an evicted pod is gone by the next list)."""
+        pods: dict[str, dict[str, KaiPod]] = {}
+        version = ""
+        for items, listed in self.gw.raw_pages("/api/v1/pods", [("labelSelector", WATCHED[KAI_PODS] or "")]):
+            for item in items:
+                if (pod := compact_pod(item)) is not None:
+                    pods.setdefault(pod.job_uid, {})[pod.uid] = pod
+            version = listed
+        with self.lock:
+            self.kai_pods = pods
+            self.kai_preemptions = {uid: held for uid, held in self.kai_preemptions.items() if uid in self.jobs}
+            for job_pods in pods.values():
+                for pod in job_pods.values():
+                    self._note_preemption(pod)
+        return version
 
     def _relist_workloads(self) -> str:
         """List every Kueue Workload a page at a time, keeping the portal's whole and the others compacted as each
@@ -913,6 +1040,8 @@ class Watcher:
             return self.core.list_node, ()
         if kind == EVENTS:
             return self.core.list_event_for_all_namespaces, ()
+        if kind == KAI_PODS:
+            return self.core.list_pod_for_all_namespaces, ()
         if kind in OWNER_WATCHES:
             group, owner_kind = OWNER_WATCHES[kind]
             if not group:
@@ -981,7 +1110,7 @@ class Watcher:
                 self.resource_versions[kind] = self.relist_events()
                 return
             self.resource_versions[kind] = self.relist(kind)
-            if kind in ("Job", "Workload"):
+            if kind in ("Job", "Workload", *KAI_KINDS):
                 with self.lock:
                     job_uids = list(self.jobs)
                 for job_uid in job_uids:
@@ -1024,6 +1153,8 @@ class Watcher:
             except (ApiException, ClusterError, OSError):
                 logger.warning("initial sync failed; retrying", exc_info=True)
                 self.stopping.wait(2.0)
+        if self.heap is not None:
+            self.heap.start()
         self.threads = [self._thread(self._watch_loop, kind, name=f"watch-{kind}") for kind in
                         [*WATCHED, *OWNER_WATCHES, EVENTS]]
         self.threads += [self._thread(self._apply_loop, name=f"apply-{n}") for n in range(self.appliers)]
@@ -1036,6 +1167,8 @@ class Watcher:
                                          name="owners"))
         self.threads.append(self._thread(self._every, settings.WATCHER_HEARTBEAT_SECONDS, self.heartbeat,
                                          "heartbeat", name="heartbeat"))
+        if self.heap is not None:
+            self.threads.append(self._thread(self._every, FREEZE_SECONDS, self.heap.settle, "heap", name="heap"))
         for thread in self.threads:
             thread.start()
         return self.threads

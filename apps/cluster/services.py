@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Model
 from django.utils.dateparse import parse_datetime
 
+from apps.core import kai_conditions as kai
 from apps.core import kueue_conditions as kueue
 from apps.core.kueue_names import DEPARTMENT_LABEL, GUARANTEED, POOL_LABEL, PROJECT_LABEL
 
@@ -111,6 +112,40 @@ def cluster_queues_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
     _upsert(ClusterQueueState, rows, ["name"])
 
 
+# A KAI leaf Queue is mirrored as two queue rows, as Kueue's two ClusterQueues of a project on a pool are: what its
+# non-preemptible work holds (inside the deserved quota, like the guaranteed queue) and what its preemptible work
+# holds. A Kubernetes name has no "/", so these names never meet a ClusterQueue's.
+KAI_ROWS = {True: "non-preemptible", False: "preemptible"}
+
+
+def kai_row_name(queue: str, *, guaranteed: bool) -> str:
+    return f"{queue}/{KAI_ROWS[guaranteed]}"
+
+
+def kai_queues_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
+    """Mirror KAI Scheduler's leaf Queues of the portal (a project's on a KAI pool) from their status: the GPUs its
+    work holds (`status.allocated`), of which non-preemptible (`allocatedNonPreemptible`); parents are not mirrored
+    (departments' use is their projects' sum). One statement for the batch."""
+    org = _OrgRows(objs)
+    rows = []
+    for obj in objs:
+        metadata, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        labels = metadata.get("labels") or {}
+        if not labels.get(PROJECT_LABEL):
+            continue
+        held = kai.gpus(status.get("allocated")) or Decimal(0)
+        guaranteed = min(held, kai.gpus(status.get("allocatedNonPreemptible")) or Decimal(0))
+        deserved = _units(((spec.get("resources") or {}).get("gpu") or {}).get("quota", 0))
+        for is_guaranteed, used, nominal in ((True, guaranteed, max(deserved, Decimal(0))),
+                                             (False, held - guaranteed, Decimal(0))):
+            rows.append(ClusterQueueState(
+                name=kai_row_name(metadata["name"], guaranteed=is_guaranteed),
+                node_pool=org.get(_NodePool, labels, POOL_LABEL), project=org.get(_Project, labels, PROJECT_LABEL),
+                guaranteed=is_guaranteed, cohort=spec.get("parentQueue", ""), nominal=nominal, used=used,
+                used_borrowed=max(Decimal(0), used - nominal) if is_guaranteed else Decimal(0), observed_at=at))
+    _upsert(ClusterQueueState, rows, ["name"])
+
+
 def local_queues_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
     """Mirror LocalQueues, one statement for the batch."""
     org = _OrgRows(objs)
@@ -172,20 +207,34 @@ def nodes_mirror(*, objs: list[dict[str, Any]], at: datetime) -> None:
 
 _MIRROR_MODELS: dict[str, type[ClusterQueueState] | type[LocalQueueState] | type[CohortState] | type[NodeState]] = {
     "ClusterQueue": ClusterQueueState, "LocalQueue": LocalQueueState, "Cohort": CohortState, "Node": NodeState,
+    "Queue": ClusterQueueState,  # KAI's, as two rows each (kai_queues_mirror)
 }
 
 
+def _kind_rows(kind: str) -> Any:
+    """The mirror rows of one kind: a ClusterQueue's and a KAI Queue's share a table, told apart by the name."""
+    rows = _MIRROR_MODELS[kind].objects.all()
+    if kind == "ClusterQueue":
+        return rows.exclude(name__contains="/")
+    if kind == "Queue":
+        return rows.filter(name__contains="/")
+    return rows
+
+
 def mirror_forget(*, kind: str, name: str, namespace: str = "") -> None:
-    model = _MIRROR_MODELS[kind]
+    if kind == "Queue":
+        _kind_rows(kind).filter(name__in=[kai_row_name(name, guaranteed=flag) for flag in KAI_ROWS]).delete()
+        return
     filters = {"name": name, **({"namespace": namespace} if kind == "LocalQueue" else {})}
-    model.objects.filter(**filters).delete()
+    _kind_rows(kind).filter(**filters).delete()
 
 
 def mirror_keep_only(*, kind: str, keys: set[tuple[str, str]]) -> None:
     """After a full relist: drop mirror rows of objects that no longer exist."""
-    model = _MIRROR_MODELS[kind]
+    if kind == "Queue":
+        keys = {(namespace, kai_row_name(name, guaranteed=flag)) for namespace, name in keys for flag in KAI_ROWS}
     with transaction.atomic():
-        for row in model.objects.all():
+        for row in _kind_rows(kind):
             if (getattr(row, "namespace", ""), row.name) not in keys:
                 row.delete()
 

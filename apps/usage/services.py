@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any
 
 from django.db import transaction
@@ -215,15 +216,26 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
     return True
 
 
+def held_cards(workload: Workload) -> tuple[int, Fraction]:
+    """(units, card fraction of one unit) a workload holds while it runs: its quota units, each the pool's fraction
+    of a card; fractional work on a KAI pool (`gpu_fraction`, one pod) holds one unit of that fraction of a card, so
+    its card hours are the fraction x hours (README, Kueue and KAI in one cluster). In the within/over-deserved split
+    such a unit counts as one, since deserved quota is kept in whole units."""
+    pool = workload.node_pool
+    if workload.gpu_fraction is not None:
+        return max(workload.pod_count, 1), pool.card_fraction * Fraction(workload.gpu_fraction)
+    return workload.gpu_units, pool.card_fraction
+
+
 def _interval(workload: Workload, at: datetime, ended_at: datetime | None, reason: str,
               units: int | None = None) -> UsageInterval:
-    """The ledger row of one stretch of held quota, with the pool's card fraction and the queue it was held in."""
+    """The ledger row of one stretch of held quota, with the card fraction it holds and the queue it was held in."""
     pool = workload.node_pool
+    held, card = held_cards(workload)
     return UsageInterval(
         workload_id=workload.pk, project_id=workload.project_id, department_id=workload.project.department_id,
-        user_id=workload.owner_id, node_pool_id=pool.pk, units=workload.gpu_units if units is None else units,
-        card_fraction_numerator=pool.card_fraction_numerator,
-        card_fraction_denominator=pool.card_fraction_denominator,
+        user_id=workload.owner_id, node_pool_id=pool.pk, units=held if units is None else units,
+        card_fraction_numerator=card.numerator, card_fraction_denominator=card.denominator,
         queue=UsageInterval.Queue.ELASTIC if workload.preemptible else UsageInterval.Queue.GUARANTEED,
         model_label=workload.model_label, data_class=workload.data_class, started_at=at,
         ended_at=None if ended_at is None else max(at, ended_at), end_reason=reason[:100] if ended_at else "")
@@ -334,8 +346,8 @@ def utilisation_hours_add(*, workload: Workload, samples: list[tuple[datetime, f
     The caller passes only samples not counted before (apps.workloads.services.workload_utilisation_record returns
     them), in the same transaction, so a repeated refresh adds nothing twice."""
     pool = workload.node_pool
-    card_hours = workload.gpu_units * pool.card_fraction_numerator / pool.card_fraction_denominator \
-        * sample_seconds / 3600
+    held, card = held_cards(workload)
+    card_hours = held * card.numerator / card.denominator * sample_seconds / 3600
     per_hour: dict[datetime, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for moment, util, _memory in samples:
         figures = per_hour[moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)]

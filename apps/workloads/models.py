@@ -538,6 +538,7 @@ class ForecastReason(models.TextChoices):
     QUEUE_STOPPED = "queue_stopped", "its queue is stopped"
     NO_QUEUE = "no_queue", "its queue does not exist"
     BEYOND_HORIZON = "beyond_horizon", "not within the next 7 days"
+    KAI_POOL = "kai_pool", "no forecast on KAI pools"
 
 
 class WorkloadForecast(models.Model):
@@ -569,7 +570,10 @@ class WorkloadForecast(models.Model):
         return self.likely is not None
 
     def phrase(self, *, now: datetime | None = None) -> str:
-        """The line pages show, from `now`: "likely in 30 min (25-40 min)", "likely now", "cannot estimate: ..."."""
+        """The line pages show, from `now`: "likely in 30 min (25-40 min)", "likely now", "cannot estimate: ...",
+        "no forecast on KAI pools"."""
+        if self.reason == ForecastReason.KAI_POOL:
+            return self.get_reason_display()  # plainly: nothing was tried to estimate
         if self.likely is None or self.earliest is None or self.latest is None:
             return f"cannot estimate: {self.message or self.get_reason_display()}"
         now = now or timezone.now()

@@ -1,7 +1,8 @@
 """What the watcher saw of one workload in the cluster, as the workloads state machine takes it.
 
 The watcher builds an `Observation` from the Job and Kueue's Workload (`worker/status_map.py`: Kueue's conditions ->
-the portal's status); `services.workload_observe` records it. `OutsideWork` is a Kueue Workload submitted outside
+the portal's status), or on a KAI pool from the Job, its PodGroup and its pods (`worker/kai_status.py`);
+`services.workload_observe` records it. `OutsideWork` is a Kueue Workload submitted outside
 the portal (`services.workload_mirror_outside`), `Unmapped` one it cannot mirror. They live here, below the worker,
 because apps never import the worker. Plain values, no ORM: every time is the cluster's.
 """
@@ -44,6 +45,9 @@ class Observation:
     kueue_name: str = ""  # Kueue's Workload; empty when it is gone
     deleted_at: datetime | None = None  # the Job is being deleted (its deletionTimestamp: the cluster's time)
     job_uid: str = ""
+    # Work on a KAI pool: its leaf Queue (the PodGroup's spec.queue); `conditions` then hold the PodGroup's scheduling
+    # conditions, and `kueue_name` stays empty (worker/kai_status.py).
+    kai_queue: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from apps.workloads.capacity import ZERO, Assessment
 from apps.workloads.models import PREEMPTED_STATUSES, QUEUED_STATUSES, Status, Workload
 
 from .facts import Explanation, PreemptionNote, WaitFacts
+from .kai import kai_gang_starting, kai_wait
 from .reasons import (
     ADMISSION_CHECKS,
     ADMITTING,
@@ -113,9 +114,11 @@ class _Explainer:
                                        "it will not start again as it is. Submit it again to queue it anew.",
                              "Deactivated by Kueue")
         if w.status == Status.ADMITTED:
-            return self.gang_starting()
+            return kai_gang_starting(self) if w.node_pool.kai else self.gang_starting()
         if w.status == Status.PREEMPTED:
             return self.preempted()
+        if w.node_pool.kai:  # KAI Scheduler's pools: its own conditions say why (explain/kai.py)
+            return kai_wait(self)
         if w.status_reason == kueue.UNSATISFIED_ADMISSION_CHECKS:
             return self.admission_checks()
         if not f.has_quota:

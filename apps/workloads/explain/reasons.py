@@ -1,10 +1,11 @@
-"""The reason codes of "why am I waiting", what each means, their coarse kinds, and Kueue's own reasons and
-numbers in plain words."""
+"""The reason codes of "why am I waiting", what each means, their coarse kinds, and Kueue's (and KAI Scheduler's) own
+reasons and numbers in plain words."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+from apps.core import kai_conditions as kai
 from apps.core import kueue_conditions as kueue
 
 PROJECT_LIMIT = "project_limit"
@@ -74,6 +75,8 @@ HUMAN_PREEMPTION = {
     kueue.IN_COHORT_RECLAMATION: "to give back borrowed quota to the project that deserves it",
     kueue.IN_COHORT_FAIR_SHARING: "to share the pool fairly between projects (fair sharing)",
     kueue.IN_COHORT_RECLAIM_WHILE_BORROWING: "to make room for higher-priority work of another project",
+    kai.PREEMPTION_BY_SCHEDULER: "as KAI Scheduler gives GPUs back to a queue below its fair share, or to "
+                                 "higher-priority work of the same queue",
 }
 
 

@@ -46,6 +46,8 @@ def workload_observe(*, workload_id: int, observation: Observation, preemptor_id
         if observation.kueue_name:  # else Kueue's Workload is gone (a deleted Job): keep what it last said
             mirror.update(kueue_name=observation.kueue_name, kueue_conditions=observation.conditions,
                           cluster_queue=observation.cluster_queue, admission=observation.admission)
+        elif observation.kai_queue:  # a KAI pool's: the leaf Queue and the PodGroup's scheduling conditions
+            mirror.update(kueue_conditions=observation.conditions, cluster_queue=observation.kai_queue)
         for name in ("admitted_at", "started_at", "finished_at"):
             value = getattr(observation, name)
             if value and not getattr(row, name):
@@ -57,7 +59,8 @@ def workload_observe(*, workload_id: int, observation: Observation, preemptor_id
             return _observe_stopping(row, observation, mirror)
         if row.status == Status.SUBMITTING:
             _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                        message=f"Job {row.job_name} created in {row.project.namespace}; waiting for Kueue")
+                        message=f"Job {row.job_name} created in {row.project.namespace}; waiting for "
+                                f"{'KAI Scheduler' if observation.kai_queue else 'Kueue'}")
             moved.append(Status.QUEUED)
         preemption = observation.preemption
         if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):

@@ -22,7 +22,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, resync_seconds: float = 300.0, positions_seconds: float = 2.0,
                **options: object) -> None:
-        watcher = Watcher(gateway(), resync_seconds=resync_seconds, positions_seconds=positions_seconds)
+        watcher = Watcher(gateway(), resync_seconds=resync_seconds, positions_seconds=positions_seconds,
+                          freeze_heap=True)
         process = WatcherProcess(watcher, elector_from_settings("watcher"))
         serve_metrics(settings.WATCHER_METRICS_PORT, probes=process.probes())
         signal.signal(signal.SIGTERM, lambda *_: process.stop())

@@ -1,0 +1,124 @@
+"""KAI's view of a portal Job -> the portal's status (worker/kai_status.py), as pure functions."""
+
+from datetime import UTC, datetime
+
+from apps.workloads.models import Status
+from apps.workloads.observation import Preemption
+from worker.kai_status import compact_pod, compact_pod_group, observe_kai, on_kai, pod_group_job_uid
+
+JOB_UID = "job-1"
+
+
+def at(second):
+    return datetime(2026, 3, 1, 10, 0, second, tzinfo=UTC)
+
+
+def stamp(second):
+    return at(second).isoformat().replace("+00:00", "Z")
+
+
+def job(conditions=(), deleted=None):
+    metadata = {"name": "wl-7", "namespace": "team", "uid": JOB_UID, "creationTimestamp": stamp(0),
+                "labels": {"portal.gpu/workload-id": "7", "kai.scheduler/queue": "proj-nlp-rtx"}}
+    if deleted:
+        metadata["deletionTimestamp"] = stamp(deleted)
+    status = {"conditions": list(conditions)}
+    for condition in conditions:
+        status["completionTime"] = condition["lastTransitionTime"]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": {"suspend": False},
+            "status": status}
+
+
+def pod_group(min_member=1, condition=None):
+    obj = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+           "metadata": {"name": "wl-7", "namespace": "team", "uid": "pg-1", "resourceVersion": "5",
+                        "creationTimestamp": stamp(1),
+                        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "wl-7", "uid": JOB_UID,
+                                             "controller": True}]},
+           "spec": {"minMember": min_member, "queue": "proj-nlp-rtx"}, "status": {}}
+    if condition:
+        obj["status"]["schedulingConditions"] = [condition]
+    return compact_pod_group(obj)
+
+
+def pod(name, *, bound=None, ready=None, phase="Pending", evicted=None):
+    conditions = []
+    if bound is not None:
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(bound)})
+    if ready is not None:
+        conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": stamp(ready)})
+    if evicted is not None:
+        conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                           "message": "Pod team/x was preempted by workload other/wl-9.",
+                           "lastTransitionTime": stamp(evicted)})
+    obj = {"metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}", "resourceVersion": "3",
+                        "ownerReferences": [{"kind": "Job", "name": "wl-7", "uid": JOB_UID, "controller": True}]},
+           "spec": {"nodeName": "rtx-0"} if bound is not None else {},
+           "status": {"phase": phase, "conditions": conditions}}
+    return compact_pod(obj)
+
+
+OVER_LIMIT = {"type": "UnschedulableOnNodePool", "nodePool": "rtx", "reason": "Unschedulable", "status": "True",
+              "message": "proj-nlp-rtx quota has reached the allowable limit of GPUs.",
+              "reasons": [{"reason": "OverLimit", "message": "proj-nlp-rtx quota has reached the allowable limit"}],
+              "lastTransitionTime": stamp(2), "transitionID": "0"}
+
+
+def test_only_jobs_naming_a_kai_queue_are_kais():
+    assert on_kai(job())
+    assert not on_kai({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "vision-h100"}}})
+
+
+def test_a_job_alone_waits_for_kai_in_its_queue():
+    assert observe_kai(None, None, []) is None
+    seen = observe_kai(job(), None, [])
+    assert (seen.status, seen.reason, seen.kai_queue, seen.kueue_name) == (Status.QUEUED, "Pending", "proj-nlp-rtx",
+                                                                           "")
+    assert seen.at == at(0) and seen.message == "Waiting for KAI Scheduler to schedule its pods"
+
+
+def test_a_pending_pod_group_says_kais_first_reason():
+    seen = observe_kai(job(), pod_group(condition=OVER_LIMIT), [pod("a")])
+    assert (seen.status, seen.reason, seen.at) == (Status.QUEUED, "OverLimit", at(2))
+    assert seen.conditions == [OVER_LIMIT] and seen.admitted_at is None
+    no_reasons = {**OVER_LIMIT, "reasons": [], "message": "0/2 nodes are available, 2 node(s) didn't have enough "
+                                                          "resources: GPUs."}
+    assert observe_kai(job(), pod_group(condition=no_reasons), [pod("a")]).reason == "Unschedulable"
+
+
+def test_a_gang_is_admitted_when_min_member_pods_are_bound_and_runs_when_they_are_ready():
+    group = pod_group(min_member=2)
+    assert observe_kai(job(), group, [pod("a", bound=5), pod("b")]).status == Status.QUEUED
+    admitted = observe_kai(job(), group, [pod("a", bound=5), pod("b", bound=6)])
+    assert (admitted.status, admitted.at, admitted.admitted_at) == (Status.ADMITTED, at(6), at(6))
+    running = observe_kai(job(), group, [pod("a", bound=5, ready=7, phase="Running"),
+                                         pod("b", bound=6, ready=9, phase="Running")])
+    assert (running.status, running.at, running.admitted_at, running.started_at) == (Status.RUNNING, at(9), at(6),
+                                                                                     at(7))
+    assert running.conditions == []
+
+
+def test_evicted_pods_hold_nothing_and_the_preemption_is_passed_on():
+    evicted = pod("a", bound=5, ready=6, phase="Running", evicted=20)
+    assert evicted.leaving and evicted.preemption.at == at(20)
+    assert evicted.preemption.reason == "PreemptionByScheduler" and "other/wl-9" in evicted.preemption.message
+    preemption = Preemption(at=at(20), reason="PreemptionByScheduler", message="m", preemptor_workload_uid="",
+                            preemptor_job_uid="job-9")
+    seen = observe_kai(job(), pod_group(), [evicted, pod("a2")], preemption)
+    assert (seen.status, seen.preemption, seen.admitted_at) == (Status.QUEUED, preemption, None)
+
+
+def test_finished_and_deleted_jobs():
+    complete = {"type": "Complete", "status": "True", "reason": "CompletionsReached", "lastTransitionTime": stamp(59)}
+    done = observe_kai(job([complete]), pod_group(), [pod("a", bound=5, ready=6, phase="Succeeded")])
+    assert (done.status, done.finished_at, done.admitted_at) == (Status.SUCCEEDED, at(59), at(5))
+    gone = observe_kai(job(deleted=30), pod_group(), [pod("a", bound=5)])
+    assert (gone.status, gone.deleted_at, gone.finished_at) == (Status.STOPPED, at(30), at(30))
+
+
+def test_what_is_kept_of_pods_and_pod_groups():
+    assert compact_pod({"metadata": {"name": "lonely", "uid": "u"}, "spec": {}, "status": {}}) is None
+    assert pod_group_job_uid({"metadata": {"ownerReferences": [{"kind": "Job", "uid": "j", "controller": False}]}}) \
+        == ""
+    kept = pod_group(condition=OVER_LIMIT)
+    assert set(kept) == {"metadata", "spec", "status"} and kept["spec"] == {"minMember": 1, "queue": "proj-nlp-rtx"}
