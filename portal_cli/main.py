@@ -27,7 +27,8 @@ from .output import FORMATS, emit, render
 # `gpu submit` flags -> submission fields (the API's names, as `-f job.yaml` writes them)
 SUBMIT_FLAGS = {
     "project": "project", "kind": "kind", "name": "name", "image": "image", "pool": "node_pool", "gpus": "gpus",
-    "cpu": "cpu", "memory": "memory", "pods": "pods", "completions": "completions", "parallelism": "parallelism",
+    "gpu_fraction": "gpu_fraction", "cpu": "cpu", "memory": "memory", "pods": "pods", "completions": "completions",
+    "parallelism": "parallelism",
     "priority_class": "priority_class", "preemptible": "preemptible", "max_runtime": "max_runtime_seconds",
     "idle_timeout": "idle_timeout_minutes", "port": "port", "framework": "framework", "ray_version": "ray_version",
     "ray_entrypoint": "ray_entrypoint", "ray_working_dir": "ray_working_dir",
@@ -271,7 +272,9 @@ def submission_options(*, again: bool) -> Callable[[Callable[..., Any]], Callabl
                      "A DNS label you will recognise (not unique: workloads are known by id)."),
         click.option("-i", "--image", help="Another container image." if again else "Container image."),
         click.option("--pool", help="Another node pool (slug)." if again else "Node pool slug, e.g. h100."),
-        click.option("-g", "--gpus", type=int, help="GPU units per pod."),
+        click.option("-g", "--gpus", type=int, help="GPU units per pod (0 with --gpu-fraction)."),
+        click.option("--gpu-fraction", help="A share of one GPU for one pod, e.g. 0.5: KAI pools with GPU "
+                                            "fractions only (then GPUs per pod is 0)."),
         click.option("--cpu", help='CPU cores per pod, e.g. 4 or "500m".'),
         click.option("--memory", help='Memory per pod, e.g. "16Gi".' if again else
                      'Memory per pod, e.g. "16Gi" (a plain number is GiB).'),
@@ -281,7 +284,7 @@ def submission_options(*, again: bool) -> Callable[[Callable[..., Any]], Callabl
         click.option("--priority-class", help="Priority class name."),
         click.option("--preemptible/--non-preemptible", default=None,
                      help="Default: as it was." if again else "Default: that of the priority class."),
-        click.option("--max-runtime", type=int, help="Seconds before Kueue stops it."),
+        click.option("--max-runtime", type=int, help="Seconds before it is stopped."),
         click.option("-e", "--env", "env_pairs", multiple=True,
                      help="NAME=VALUE: the environment it gets instead (repeatable)." if again else
                      "NAME=VALUE (repeatable)."),
@@ -373,6 +376,7 @@ def submit(job_file: str | None, template: str | None, env_pairs: tuple[str, ...
         body = _template(portal, template) if template else {}
         body.update(from_file)
         body.update({SUBMIT_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
+        _one_gpu_request(body, flags)
         if env_pairs:
             earlier = body.get("env")
             body["env"] = {**(earlier if isinstance(earlier, dict) else {}), **_env(env_pairs)}
@@ -387,8 +391,18 @@ def submit(job_file: str | None, template: str | None, env_pairs: tuple[str, ...
     emit(created, fmt, columns=_LIST_COLUMNS, wide=_WIDE_COLUMNS, rows=[created])
 
 
+def _one_gpu_request(body: dict[str, Any], flags: dict[str, Any]) -> None:
+    """A flag for one way of asking for GPUs replaces the other one from the file or template: --gpu-fraction alone
+    asks for no whole GPUs, --gpus alone for no fraction."""
+    if flags.get("gpu_fraction") is not None and flags.get("gpus") is None:
+        body["gpus"] = 0
+    elif flags.get("gpus") is not None and flags.get("gpu_fraction") is None and "gpu_fraction" in body:
+        body["gpu_fraction"] = None
+
+
 # `gpu resubmit` flags -> the fields of the submission to change
-RESUBMIT_FLAGS = {"name": "name", "image": "image", "pool": "node_pool", "gpus": "gpus", "cpu": "cpu",
+RESUBMIT_FLAGS = {"name": "name", "image": "image", "pool": "node_pool", "gpus": "gpus",
+                  "gpu_fraction": "gpu_fraction", "cpu": "cpu",
                   "memory": "memory", "pods": "pods", "completions": "completions", "parallelism": "parallelism",
                   "priority_class": "priority_class", "preemptible": "preemptible",
                   "max_runtime": "max_runtime_seconds"}
@@ -502,10 +516,15 @@ def _why(workload: dict[str, Any]) -> str:
     return waiting.get("headline") or workload.get("status_reason") or ""
 
 
+def _gpus(workload: dict[str, Any]) -> Any:
+    """The GPUs it holds: its whole units, or its share of one card (0.5)."""
+    return workload["gpu_fraction"] if workload.get("gpu_fraction") is not None else workload["gpu_units"]
+
+
 _LIST_COLUMNS: list[tuple[str, Callable[[Any], Any]]] = [
     ("ID", lambda w: w["id"]), ("NAME", lambda w: w["name"]), ("PROJECT", lambda w: w["project_slug"]),
     ("KIND", lambda w: w["kind"]), ("STATUS", lambda w: w["status"]), ("POOL", lambda w: w["node_pool"]),
-    ("GPUS", lambda w: w["gpu_units"]), ("OWNER", lambda w: w.get("submitter_label") or w["owner"]),
+    ("GPUS", _gpus), ("OWNER", lambda w: w.get("submitter_label") or w["owner"]),
     ("POSITION", _position_label),
     ("WHY", _why),
 ]

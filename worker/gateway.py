@@ -55,7 +55,9 @@ KINDS: dict[str, Kind] = {
     "WorkloadPriorityClass": Kind("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False),
     "Workload": Kind("kueue.x-k8s.io", "v1beta2", "workloads", True),
     "Queue": Kind("scheduling.run.ai", "v2", "queues", False),  # KAI Scheduler's, for KAI pools (kai_objects.py)
-    "PodGroup": Kind("scheduling.run.ai", "v2alpha2", "podgroups", True),  # a KAI pool's gangs (kai_status.py)
+    "PodGroup": Kind("scheduling.run.ai", "v2alpha2", "podgroups", True),  # KAI pools (manifests.py, kai_status.py)
+    # KAI Scheduler reads a pod's priorityClassName: the organisation's classes, for KAI pools (kai_objects.py)
+    "PriorityClass": Kind("scheduling.k8s.io", "v1", "priorityclasses", False),
     "Lease": Kind("coordination.k8s.io", "v1", "leases", True),  # leader election (worker/leader.py)
 }
 

@@ -13,6 +13,11 @@ unlimited one as -1), always explicitly. CPU and memory stay unlimited (-1) unle
 counts millicpus and megabytes of 10^6 bytes). Priority is left to KAI's default: the organisation has no queue
 priority of its own. Every Queue carries the portal's ownership label and KAI's shard label with the pool's slug, so
 the pool's scheduling shard (nodes labelled the same) takes it.
+
+KAI orders work by its pods' priorityClassName, a Kubernetes PriorityClass (scheduling.k8s.io/v1), which nothing else
+in the cluster creates for the organisation's classes (Kueue's WorkloadPriorityClasses are another kind). So while any
+pool is KAI's, each of the organisation's priority classes is also a PriorityClass of the same name and value (never
+the cluster's default); the portal's work on KAI pools names it (worker/manifests.py).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from apps.core.kueue_names import (
 )
 from apps.core.kueue_tree import NO_QUOTA, PoolQuota
 
-from .kueue_objects import DepartmentSpec, OrgSnapshot, PoolSpec
+from .kueue_objects import DepartmentSpec, OrgSnapshot, PoolSpec, PriorityClassSpec
 
 KAI_API = "scheduling.run.ai/v2"
 UNLIMITED = -1
@@ -85,7 +90,20 @@ def _pool_queues(pool: PoolSpec, departments: tuple[DepartmentSpec, ...], naming
     return objects
 
 
+def priority_class(spec: PriorityClassSpec) -> dict[str, Any]:
+    """The Kubernetes PriorityClass KAI reads for one of the organisation's priority classes."""
+    obj: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                           "metadata": {"name": spec.name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+                           "value": spec.value}  # never globalDefault (false, which the API server omits)
+    if spec.description:
+        obj["description"] = spec.description
+    return obj
+
+
 def kai_objects(org: OrgSnapshot, naming: KueueNames | None = None) -> list[dict[str, Any]]:
-    """Every KAI Queue the cluster should hold for the KAI pools, parents before children."""
+    """Every object KAI Scheduler needs from the organisation for the KAI pools: the priority classes (when there is
+    a KAI pool at all), then the Queues, parents before children."""
     naming = naming or names()
-    return [obj for pool in org.pools if pool.kai for obj in _pool_queues(pool, org.departments, naming)]
+    kai_pools = [pool for pool in org.pools if pool.kai]
+    classes = [priority_class(spec) for spec in org.priority_classes] if kai_pools else []
+    return classes + [obj for pool in kai_pools for obj in _pool_queues(pool, org.departments, naming)]

@@ -101,7 +101,8 @@ def org_snapshot() -> OrgSnapshot:
 
 QUANTITY_KEYS = {"nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
 # Objects are read and applied in this order; deletes go the other way.
-KIND_ORDER = ["WorkloadPriorityClass", "ResourceFlavor", "Namespace", "Cohort", "ClusterQueue", "LocalQueue", "Queue"]
+KIND_ORDER = ["WorkloadPriorityClass", "PriorityClass", "ResourceFlavor", "Namespace", "Cohort", "ClusterQueue",
+              "LocalQueue", "Queue"]
 # Kinds of a scheduler the cluster may not have installed (KAI's Queue): a 404 on their list means the portal owns
 # none there, not a failed run. A desired one then fails its create, reported like any refused object.
 OPTIONAL_KINDS = {"Queue"}
@@ -411,8 +412,29 @@ def _guarded(result: SyncResult, verb: str, obj: dict[str, Any], write: Callable
 
 
 def _create(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:
-    gw.create(obj)
+    try:
+        gw.create(obj)
+    except ClusterError as error:
+        if not (error.already_exists and obj["kind"] == "PriorityClass"):
+            raise
+        _foreign_priority_class(gw, obj, result)
+        return
     result.record("created", obj)
+
+
+def _foreign_priority_class(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:
+    """A PriorityClass of the organisation's name that is not the portal's (KAI's installation creates train, build
+    and inference, say): never adopted or changed. Of the same value it serves as it is (nothing to report); of
+    another value the pods of that class get the cluster's, so the admins are told."""
+    existing = gw.get("PriorityClass", obj["metadata"]["name"])
+    if existing.get("value") == obj["value"]:
+        result.refused_objects.add(_key(obj))  # left out of the read back: it is not the portal's to hold
+        return
+    result.refuse_object(obj, f"a PriorityClass of this name exists in the cluster without the portal's label "
+                              f"{MANAGED_BY_LABEL}={MANAGED_BY}, with value {existing.get('value')} where the "
+                              f"organisation's class has {obj['value']}; the portal leaves it alone, so KAI Scheduler "
+                              "orders this class's work on KAI pools by the cluster's value. Rename the class in the "
+                              "portal, or give it the same value.")
 
 
 def _delete(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:
@@ -421,11 +443,12 @@ def _delete(gw: Gateway, obj: dict[str, Any], result: SyncResult) -> None:
 
 
 def _update(gw: Gateway, desired: dict[str, Any], current: dict[str, Any], result: SyncResult) -> None:
-    if desired["kind"] == "LocalQueue" and desired["spec"] != current.get("spec", {}) and (
+    if (desired["kind"] == "LocalQueue" and desired["spec"] != current.get("spec", {}) and (
         desired["spec"]["clusterQueue"] != current.get("spec", {}).get("clusterQueue")
-    ):
-        # A LocalQueue's clusterQueue is immutable: replace the queue.
-        gw.delete("LocalQueue", current["metadata"]["name"], namespace=current["metadata"]["namespace"])
+    )) or (desired["kind"] == "PriorityClass" and desired["value"] != current.get("value")):
+        # A LocalQueue's clusterQueue and a PriorityClass's value are immutable: replace the object (pods created
+        # before keep the priority they were given).
+        gw.delete(desired["kind"], current["metadata"]["name"], namespace=current["metadata"].get("namespace"))
         gw.create(desired)
         result.record("recreated", desired)
         return

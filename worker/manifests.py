@@ -3,6 +3,11 @@
 The Job is what Kueue's batch/job integration expects (docs/architecture.md, The life of a submission): suspended,
 labelled with its LocalQueue and WorkloadPriorityClass, GPU requests equal to limits in the pool's resource name. Its
 name derives from the workload id, so a retried create answers 409 AlreadyExists instead of making a second Job.
+
+On a KAI pool (README, Kueue and KAI in one cluster) the Job is not suspended and names no Kueue queue: its pods ask
+for KAI Scheduler, name their leaf Queue, node pool, preemptibility and priority class, and belong to a PodGroup of the
+Job's name (created right after it, owned by it) whose minMember is the gang KAI starts together; a fraction of a GPU
+is KAI's gpu-fraction annotation instead of a GPU request. A runtime limit is the Job's activeDeadlineSeconds.
 """
 
 from __future__ import annotations
@@ -17,6 +22,15 @@ from django.conf import settings
 
 from apps.core import kueue_names
 from apps.core.kueue_names import (
+    KAI_GPU_FRACTION_ANNOTATION,
+    KAI_NODE_POOL_LABEL,
+    KAI_NON_PREEMPTIBLE,
+    KAI_POD_GROUP_ANNOTATION,
+    KAI_POD_GROUP_API_VERSION,
+    KAI_PREEMPTIBILITY_LABEL,
+    KAI_PREEMPTIBLE,
+    KAI_QUEUE_LABEL,
+    KAI_SCHEDULER_NAME,
     MAX_EXEC_TIME_LABEL,
     NAME_ANNOTATION,
     OWNER_ANNOTATION,
@@ -113,7 +127,8 @@ def volumes_of(workload: Workload, attachments: Attachments) -> tuple[list[dict[
 
 
 def main_container(workload: Workload, attachments: Attachments, mounts: list[dict[str, Any]]) -> dict[str, Any]:
-    gpu = {workload.node_pool.gpu_resource: str(workload.gpus)}
+    # A fraction of a GPU is asked for by KAI's annotation on the pod (kai_pod_annotations), never as a resource.
+    gpu = {} if workload.gpu_fraction is not None else {workload.node_pool.gpu_resource: str(workload.gpus)}
     own_env = [{"name": item["name"], "value": item["value"]} for item in workload.env]
     if workload.kind == Kind.NOTEBOOK:
         own_env.append({"name": notebooks.TOKEN_ENV, "valueFrom": {"secretKeyRef": {
@@ -178,17 +193,32 @@ def pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
     return spec
 
 
+def kai_labels(workload: Workload) -> dict[str, str]:
+    """The portal's labels and what KAI Scheduler reads on a KAI pool's Job and PodGroup: the leaf Queue of the
+    project on the pool (worker/kai_objects.py) and the pool, KAI's scheduling shard."""
+    return {**portal_labels(workload), KAI_QUEUE_LABEL: workload.kai_queue_name,
+            KAI_NODE_POOL_LABEL: workload.node_pool.slug}
+
+
+def kai_preemptibility(workload: Workload) -> str:
+    return KAI_PREEMPTIBLE if workload.preemptible else KAI_NON_PREEMPTIBLE
+
+
 def object_metadata(workload: Workload, *, request_id: str = "") -> dict[str, Any]:
     """The metadata of the object Kueue queues for a workload (its Job, or its framework's object): the
     deterministic name, the queue, priority and runtime labels Kueue reads, the portal's own labels; `request_id`,
-    when the submission came with one, is annotated so its log lines can be found."""
+    when the submission came with one, is annotated so its log lines can be found. On a KAI pool: no Kueue label,
+    KAI's queue and node-pool labels instead."""
     owner, priority_class = workload.owner, workload.priority_class
     if owner is None or priority_class is None:
         raise ValueError("only the portal's own submissions have a manifest")
-    labels = {**portal_labels(workload), QUEUE_NAME_LABEL: workload.queue_name,
-              PRIORITY_CLASS_LABEL: priority_class.name}
-    if workload.max_runtime_seconds:
-        labels[MAX_EXEC_TIME_LABEL] = str(workload.max_runtime_seconds)
+    if workload.node_pool.kai:
+        labels = kai_labels(workload)
+    else:
+        labels = {**portal_labels(workload), QUEUE_NAME_LABEL: workload.queue_name,
+                  PRIORITY_CLASS_LABEL: priority_class.name}
+        if workload.max_runtime_seconds:
+            labels[MAX_EXEC_TIME_LABEL] = str(workload.max_runtime_seconds)
     return {
         "name": job_name(workload),
         "namespace": workload.project.namespace,
@@ -199,8 +229,10 @@ def object_metadata(workload: Workload, *, request_id: str = "") -> dict[str, An
 
 
 def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attachments | None = None) -> dict[str, Any]:
-    """The Job."""
+    """The Job: for Kueue, or for KAI Scheduler on a KAI pool (`kai_job_manifest`)."""
     attachments = attachments or Attachments()
+    if workload.node_pool.kai:
+        return kai_job_manifest(workload, request_id=request_id, attachments=attachments)
     labels = portal_labels(workload)
     return {
         "apiVersion": "batch/v1",
@@ -214,6 +246,65 @@ def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attac
                 "spec": pod_spec(workload, attachments),
             },
         },
+    }
+
+
+def kai_pod_annotations(workload: Workload) -> dict[str, str]:
+    """The PodGroup each pod belongs to, and the share of one GPU a fractional pod asks for."""
+    annotations = {KAI_POD_GROUP_ANNOTATION: job_name(workload)}
+    if workload.gpu_fraction is not None:
+        annotations[KAI_GPU_FRACTION_ANNOTATION] = format(workload.gpu_fraction.normalize(), "f")
+    return annotations
+
+
+def kai_job_manifest(workload: Workload, *, request_id: str = "",
+                     attachments: Attachments | None = None) -> dict[str, Any]:
+    """The Job of work on a KAI pool: not suspended (KAI Scheduler binds its pods; nothing would unsuspend it), its
+    pods named for KAI (scheduler, Queue, node pool, preemptibility, priority class, PodGroup), placed on the pool's
+    nodes and tolerating their taints (KAI injects neither), stopped after the runtime limit by Kubernetes'
+    activeDeadlineSeconds (Kueue's label has no effect without Kueue)."""
+    priority_class = workload.priority_class
+    if priority_class is None:
+        raise ValueError("only the portal's own submissions have a manifest")
+    spec = pod_spec(workload, attachments or Attachments())
+    spec["schedulerName"] = KAI_SCHEDULER_NAME
+    spec["priorityClassName"] = priority_class.name
+    pool = workload.node_pool
+    if pool.node_labels:
+        spec["nodeSelector"] = dict(pool.node_labels)
+    if pool.node_taints:
+        spec["tolerations"] = [{"key": taint["key"], "operator": "Equal", "value": taint.get("value", ""),
+                                "effect": taint["effect"]} for taint in pool.node_taints]
+    job_spec: dict[str, Any] = {"suspend": False, **_counts(workload)}
+    if workload.max_runtime_seconds:
+        job_spec["activeDeadlineSeconds"] = workload.max_runtime_seconds
+    job_spec["template"] = {
+        "metadata": {"labels": {**kai_labels(workload), KAI_PREEMPTIBILITY_LABEL: kai_preemptibility(workload)},
+                     "annotations": kai_pod_annotations(workload)},
+        "spec": spec,
+    }
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": object_metadata(workload, request_id=request_id),
+            "spec": job_spec}
+
+
+def kai_min_member(workload: Workload) -> int:
+    """The pods KAI Scheduler starts together or not at all: a training's whole gang; one for a notebook, and for a
+    batch run, whose pods come and go one by one (not a gang)."""
+    return workload.pods if workload.kind == Kind.TRAINING else 1
+
+
+def kai_pod_group(workload: Workload, job_uid: str) -> dict[str, Any]:
+    """The PodGroup of work on a KAI pool, named like its Job and owned by it (it goes with the Job): the gang's
+    minMember, the leaf Queue, the priority class and preemptibility KAI schedules it by."""
+    priority_class = workload.priority_class
+    if priority_class is None:
+        raise ValueError("only the portal's own submissions have a manifest")
+    return {
+        "apiVersion": KAI_POD_GROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {**_metadata(workload, job_uid), "labels": kai_labels(workload)},
+        "spec": {"minMember": kai_min_member(workload), "queue": workload.kai_queue_name,
+                 "priorityClassName": priority_class.name, "preemptibility": kai_preemptibility(workload)},
     }
 
 
@@ -317,17 +408,18 @@ def rendezvous_service(workload: Workload, job_uid: str) -> dict[str, Any]:
 
 
 def companions(workload: Workload, job_uid: str) -> list[dict[str, Any]]:
-    """Every object the Job needs beside it, in the order they are created."""
+    """Every object the Job needs beside it, in the order they are created: on a KAI pool its PodGroup first (KAI
+    schedules none of the pods before it exists)."""
+    objects = [kai_pod_group(workload, job_uid)] if workload.node_pool.kai else []
     if workload.kind == Kind.NOTEBOOK:
-        objects = [notebook_token_secret(workload, job_uid), notebook_service(workload, job_uid)]
+        objects += [notebook_token_secret(workload, job_uid), notebook_service(workload, job_uid)]
         if settings.NOTEBOOK_EXPOSE == "ingress":
             objects.append(notebook_ingress(workload, job_uid))
         elif settings.NOTEBOOK_EXPOSE == "httproute":
             objects.append(notebook_http_route(workload, job_uid))
-        return objects
-    if is_distributed(workload):
-        return [rendezvous_service(workload, job_uid)]
-    return []
+    elif is_distributed(workload):
+        objects.append(rendezvous_service(workload, job_uid))
+    return objects
 
 
 def user_secret(*, name: str, namespace: str, values: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:

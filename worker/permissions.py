@@ -21,6 +21,7 @@ from .outside_work import OWNER_KINDS
 KUEUE = "kueue.x-k8s.io"
 KAI = "scheduling.run.ai"  # KAI Scheduler's Queues, for the pools it schedules (worker/kai_objects.py)
 VISIBILITY = "visibility.kueue.x-k8s.io"
+SCHEDULING = "scheduling.k8s.io"  # PriorityClasses, which KAI Scheduler reads for the pools it schedules
 COORDINATION = "coordination.k8s.io"
 
 
@@ -75,6 +76,10 @@ WORKER: tuple[Permission, ...] = (
         for plural in ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses")
     ),
     Permission(KAI, "queues", _RECONCILED),
+    # the organisation's priority classes as PriorityClasses while a pool is KAI's, reconciled like its Queues
+    Permission(SCHEDULING, "priorityclasses", _RECONCILED),
+    # the PodGroup of work on a KAI pool, created after its Job (adopted on retry); it goes with the Job
+    Permission(KAI, "podgroups", ("create", "get")),
     *_owner_kinds(OWNER_STOP),
 )
 

@@ -32,8 +32,17 @@ REQUEST_ID_ANNOTATION = "portal.gpu/request-id"
 # KAI Scheduler's scheduling-shard label: a KAI pool's Queues carry it with the pool's slug, so the shard that
 # schedules the pool's nodes (labelled the same) takes them (README, Kueue and KAI in one cluster).
 KAI_NODE_POOL_LABEL = "kai.scheduler/node-pool"
-# KAI Scheduler's queue label: the leaf Queue a portal Job, its pods and its PodGroup belong to.
+# What KAI Scheduler reads on the portal's work on a KAI pool (README, Kueue and KAI in one cluster): the scheduler a
+# pod names, its leaf Queue and whether it may be preempted (labels), the PodGroup it belongs to and the share of one
+# GPU it asks for (annotations), and the PodGroup's own API version.
+KAI_SCHEDULER_NAME = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
+KAI_PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+KAI_PREEMPTIBLE = "preemptible"
+KAI_NON_PREEMPTIBLE = "non-preemptible"
+KAI_POD_GROUP_ANNOTATION = "pod-group-name"
+KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
+KAI_POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 # Kueue's own labels: the LocalQueue a Job goes to, its WorkloadPriorityClass and its maximum execution time.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

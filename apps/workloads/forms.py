@@ -31,11 +31,13 @@ from .frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR, fr
 from .manifests import MAX_MANIFEST_BYTES, submitted_manifest
 from .models import (
     MAX_CPU_PER_POD,
+    MAX_GPU_FRACTION,
     MAX_GPUS_PER_POD,
     MAX_IDLE_WARNING_MINUTES,
     MAX_MEMORY_GIB_PER_POD,
     MAX_PODS,
     MAX_RUNTIME_SECONDS,
+    MIN_GPU_FRACTION,
     PORTAL_KIND_CHOICES,
     Credential,
     Framework,
@@ -46,7 +48,7 @@ from .models import (
 from .validation import template_shape_errors
 
 COMMON_FIELDS = ("project", "name", "image")
-SIZE_FIELDS = ("node_pool", "gpus", "cpu", "memory_gib")
+SIZE_FIELDS = ("node_pool", "gpus", "gpu_fraction", "cpu", "memory_gib")
 POLICY_FIELDS = ("priority_class", "preemptible")
 LABEL_FIELDS = ("model_label", "data_class")
 ATTACHMENT_FIELDS = ("shm_gib", "data_sources", "credentials")
@@ -183,8 +185,17 @@ class WorkloadForm(StyledForm):
     # Serving pools run inference services only (docs/architecture.md, Inference services): never offered here.
     node_pool = PoolChoice(queryset=NodePool.objects.filter(serving=False), empty_label=None, label="Node pool",
                            help_text="The GPU type and cut this work runs on; see what your project has there.")
-    gpus = _size("GPUs per pod", maximum=MAX_GPUS_PER_POD, initial=1, unit=" GPU units per pod",
-                 help_text="GPU units of the pool per pod (cards, MIG slices or shared replicas).")
+    gpus = _size("GPUs per pod", minimum=0, maximum=MAX_GPUS_PER_POD, initial=1, unit=" GPU units per pod",
+                 help_text="GPU units of the pool per pod (cards, MIG slices or shared replicas); 0 with a GPU "
+                           "fraction.")
+    gpu_fraction = forms.DecimalField(
+        label="GPU fraction", required=False, max_digits=3, decimal_places=2, min_value=MIN_GPU_FRACTION,
+        max_value=MAX_GPU_FRACTION,
+        error_messages={"min_value": "Give a share of one GPU above 0, e.g. 0.25.",
+                        "max_value": "Give a share of one GPU below 1, e.g. 0.75; ask for whole GPUs otherwise.",
+                        "max_decimal_places": "Give the share in hundredths, e.g. 0.25, 0.5 or 0.75."},
+        help_text="KAI pools with GPU fractions only, one pod: a share of one card (e.g. 0.5), with GPUs per pod 0. "
+                  "Empty: whole GPUs.")
     pods = _size("Pods (gang size)", maximum=MAX_PODS, initial=1, unit=" pods",
                  help_text="Pods started together as one gang; all or none are admitted.")
     completions = _size("Completions", maximum=MAX_PODS * 100, initial=1, unit=" completions",
@@ -222,7 +233,9 @@ class WorkloadForm(StyledForm):
         help_text="Preemptible work may use idle capacity beyond the deserved quota and may be stopped to give it "
                   "back. Non-preemptible work must fit in the deserved quota and is never preempted.")
     max_runtime_minutes = _size("Max runtime (minutes)", maximum=MAX_RUNTIME_MINUTES, unit=" minutes",
-                                required=False, help_text="Kueue stops the job after this long; empty: no limit.")
+                                required=False, help_text="The job is stopped after this long (by Kueue, or by "
+                                                          "Kubernetes' activeDeadlineSeconds on a KAI pool); "
+                                                          "empty: no limit.")
     model_label, data_class = _audit_labels()
 
     ALIASES = ALIASES
@@ -391,7 +404,8 @@ def initial_from_workload(workload: Workload) -> dict[str, Any]:
     """What "Submit again" prefills: every field of the old workload's kind."""
     values: dict[str, Any] = {
         "name": workload.name, "image": workload.image, "command": workload.command, "args": workload.args,
-        "env": workload.env, "node_pool": workload.node_pool_id, "gpus": workload.gpus, "cpu": workload.cpu,
+        "env": workload.env, "node_pool": workload.node_pool_id, "gpus": workload.gpus,
+        "gpu_fraction": workload.gpu_fraction, "cpu": workload.cpu,
         "memory_gib": workload.memory_gib, "pods": workload.pods, "completions": workload.completions,
         "parallelism": workload.parallelism, "priority_class": workload.priority_class_id,
         "preemptible": workload.preemptible, "model_label": workload.model_label, "data_class": workload.data_class,
@@ -453,6 +467,7 @@ def template_values_from_workload(workload: Workload) -> dict[str, Any]:
     values: dict[str, Any] = {
         "name": workload.name, "image": workload.image, "command": workload.command, "args": workload.args,
         "env": workload.env, "node_pool": workload.node_pool.slug, "gpus": workload.gpus,
+        "gpu_fraction": _json_number(workload.gpu_fraction),
         "cpu": _json_number(workload.cpu), "memory_gib": _json_number(workload.memory_gib), "pods": workload.pods,
         "completions": workload.completions, "parallelism": workload.parallelism,
         "priority_class": workload.priority_class.name if workload.priority_class else None,

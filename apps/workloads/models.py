@@ -7,6 +7,7 @@ derives from the row's id, so retries never duplicate it. Status follows docs/ar
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
@@ -30,6 +31,9 @@ MAX_PODS = 512
 MAX_CPU_PER_POD = 512
 MAX_MEMORY_GIB_PER_POD = 4096
 MAX_RUNTIME_SECONDS = 30 * 24 * 3600
+# A share of one GPU (KAI Scheduler's gpu-fraction annotation): above 0, below 1, in hundredths.
+MIN_GPU_FRACTION = Decimal("0.01")
+MAX_GPU_FRACTION = Decimal("0.99")
 
 
 class Kind(models.TextChoices):
@@ -135,9 +139,12 @@ class Workload(models.Model):
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=list, blank=True, help_text="[{'name': ..., 'value': ...}]")
     node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="workloads")
-    gpus = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_POD)],
-                                            help_text="GPU units per pod.")
-    gpu_fraction = models.DecimalField(max_digits=3, decimal_places=2, null=True, blank=True)
+    gpus = models.PositiveSmallIntegerField(validators=[MinValueValidator(0), MaxValueValidator(MAX_GPUS_PER_POD)],
+                                            help_text="GPU units per pod (0 with a GPU fraction).")
+    gpu_fraction = models.DecimalField(
+        max_digits=3, decimal_places=2, null=True, blank=True,
+        validators=[MinValueValidator(MIN_GPU_FRACTION), MaxValueValidator(MAX_GPU_FRACTION)],
+        help_text="A share of one GPU for a single pod on a KAI pool that shares GPUs (e.g. 0.5); empty: whole GPUs.")
     cpu = models.DecimalField(max_digits=7, decimal_places=3, default=1,
                               validators=[MinValueValidator(0), MaxValueValidator(MAX_CPU_PER_POD)],
                               help_text="CPU cores per pod.")
@@ -311,6 +318,25 @@ class Workload(models.Model):
         return self.gpus * self.pod_count
 
     @property
+    def gpu_amount(self) -> Decimal:
+        """GPUs held while running, a fraction of one included: what the pages show (`gpus_text`)."""
+        if self.gpu_fraction is not None:
+            return self.gpu_fraction
+        return Decimal(self.gpu_units)
+
+    @property
+    def gpu_amount_text(self) -> str:
+        """`gpu_amount` as the pages print it: 0.5, 4."""
+        return format(self.gpu_amount.normalize(), "f")
+
+    @property
+    def gpus_text(self) -> str:
+        """The GPUs it asks for as the pages say it: "0.5 GPU" for a fraction, else whole units per pod."""
+        if self.gpu_fraction is not None:
+            return f"{self.gpu_amount_text} GPU"
+        return f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
+
+    @property
     def gang_shape(self) -> tuple[int, int]:
         """(GPU units per pod, pods that hold them), as the forecast's replay and the wait explanation place it: the
         form's numbers, or for work from outside its GPU pods with its units shared out (exact for the usual one
@@ -358,6 +384,11 @@ class Workload(models.Model):
     @property
     def queue_name(self) -> str:
         return kueue_names.local_queue(self.node_pool.slug, guaranteed=not self.preemptible)
+
+    @property
+    def kai_queue_name(self) -> str:
+        """KAI Scheduler's leaf Queue of the project on the pool (worker/kai_objects.py), for work on a KAI pool."""
+        return kueue_names.names().kai_project_queue(self.project.slug, self.node_pool.slug)
 
     @property
     def cluster_queue_name(self) -> str:

@@ -62,7 +62,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("creator", "Creator", lambda w: w.submitter_label, "owner"),
     Column("kind", "Kind", lambda w: w.get_kind_display(), "kind"),
     Column("pool", "Pool", lambda w: w.node_pool.slug, "node_pool", shown=False),
-    Column("gpus_requested", "GPUs requested", lambda w: w.gpu_units, "gpus"),
+    Column("gpus_requested", "GPUs requested", lambda w: w.gpu_amount_text, "gpus"),
     Column("gpus_allocated", "GPUs allocated", allocated_units),
     Column("pods", "Pods running / requested", lambda w: f"{pods_running(w)}/{w.pod_count}"),
     Column("status", "Status", lambda w: w.get_status_display(), "status"),

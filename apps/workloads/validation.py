@@ -17,7 +17,17 @@ from apps.org.validators import mount_collisions, validate_dns_label, validate_l
 
 from . import notebooks
 from .capacity import DepartmentQuota, PoolTree, ProjectQuota
-from .models import HOLDING_STATUSES, LIVE_STATUSES, MAX_PODS, Credential, Kind, Workload
+from .models import (
+    HOLDING_STATUSES,
+    LIVE_STATUSES,
+    MAX_GPU_FRACTION,
+    MAX_PODS,
+    MIN_GPU_FRACTION,
+    Credential,
+    Framework,
+    Kind,
+    Workload,
+)
 
 # A container image reference as the container runtime parses it: [registry[:port]/]path[:tag][@digest]. The first
 # component is a registry only when it has a dot or a port or is localhost; otherwise it is part of the path.
@@ -167,20 +177,24 @@ def template_shape_errors(kind: str, values: dict[str, Any]) -> Errors:
 
 
 def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: int | None, preemptible: bool,
-                cpu: Decimal | None, memory_gib: Decimal | None, pod_count: int | None) -> Errors:
+                cpu: Decimal | None, memory_gib: Decimal | None, pod_count: int | None,
+                gpu_fraction: Decimal | None = None) -> Errors:
     """Everything this project could never run on this pool, whatever else is running: every refusal (None: that
-    size is not known, so the checks that need it are left out)."""
+    size is not known, so the checks that need it are left out). A KAI pool is judged as KAI Scheduler judges its
+    queues (`_kai_fits_errors`); `gpu_fraction`, a share of one card, counts as that much of a unit there."""
     if pool.serving:  # no queue there: a serving pool holds inference services only
         return {"node_pool": [f"{pool.name} is a serving pool: only inference services run there. Choose another "
                               "pool, or submit an inference service."]}
-    if pool.kai:  # its queues are KAI Scheduler's: the portal does not yet write work for them
-        return {"node_pool": [f"{pool.name} is scheduled by KAI Scheduler, and work on KAI pools is not yet submitted "
-                              "by the portal. Choose a Kueue pool."]}
     pool_quotas = list(Quota.objects.filter(node_pool=pool).select_related("project"))
     quota = next((q for q in pool_quotas if q.project_id == project.pk), None)
     if quota is None:
         return {"node_pool": [f"{project.name} has no quota on {pool.name}; choose a pool listed for the project or "
                               "ask your department admin for quota there."]}
+    if pool.kai:
+        amount = gpu_fraction if gpu_fraction is not None else units
+        return _kai_fits_errors(project=project, pool=pool, quota=quota, pool_quotas=pool_quotas, amount=amount,
+                                gpus=gpus, preemptible=preemptible, cpu=cpu, memory_gib=memory_gib,
+                                pod_count=pod_count)
     errors: Errors = {}
     if gpus is not None and gpus > pool.capacity:
         _add(errors, "gpus", [f"{pool.name} has {pool.capacity} units in all; one pod cannot ask for {gpus}."])
@@ -208,6 +222,102 @@ def fits_errors(*, project: Project, pool: NodePool, units: int | None, gpus: in
             memory_gib * pod_count > quota.memory_gib:
         _add(errors, "memory_gib", [f"{project.name} has {quota.memory_gib} GiB of memory on {pool.name}; this asks "
                                     f"for {memory_gib * pod_count}."])
+    return errors
+
+
+def _units_text(amount: Decimal | int) -> str:
+    return format(Decimal(amount).normalize(), "f")
+
+
+def _kai_fits_errors(*, project: Project, pool: NodePool, quota: Quota, pool_quotas: list[Quota],
+                     amount: Decimal | int | None, gpus: int | None, preemptible: bool, cpu: Decimal | None,
+                     memory_gib: Decimal | None, pod_count: int | None) -> Errors:
+    """What KAI Scheduler would never schedule for this project on a KAI pool, whatever else runs (README, Kueue and
+    KAI in one cluster): the project's quota row is its leaf Queue (worker/kai_objects.py), whose limit, and its
+    department's, cap everything it holds (KAI's OverLimit; a limit of 0 allows nothing); non-preemptible work must
+    fit the deserved quota (KAI's NonPreemptibleOverQuota), for GPUs, CPU and memory alike, while preemptible work may
+    go over it up to the limits, where KAI's reclaim takes it back. KAI lends every idle deserved GPU, so Kueue's "does
+    not lend" has no part here."""
+    errors: Errors = {}
+    if gpus is not None and gpus > pool.capacity:
+        _add(errors, "gpus", [f"{pool.name} has {pool.capacity} units in all; one pod cannot ask for {gpus}."])
+    if amount is not None:
+        asked = _units_text(amount)
+        department = next((q for q in pool_quotas if q.department_id is not None
+                           and q.department_id == project.department_id), None)
+        for owner, row in ((project.name, quota), (project.department.name, department)):
+            if row is not None and row.limit is not None and amount > row.limit:
+                most = "no units" if row.limit == 0 else f"at most {row.limit} units"
+                _add(errors, "gpus", [f"This asks for {asked} {pool.name} units but {owner} may hold {most} there (its "
+                                      "limit, which KAI Scheduler enforces); ask for fewer GPUs or pods."])
+        if amount > pool.capacity and not pool.over_subscribable:
+            _add(errors, "gpus", [f"This asks for {asked} units but {pool.name} only has {pool.capacity}."])
+        if not preemptible and amount > quota.deserved:
+            _add(errors, "preemptible", [
+                f"Non-preemptible work must fit in {project.name}'s deserved quota on {pool.name} ({quota.deserved} "
+                f"units) and this asks for {asked}. Mark it preemptible to use idle capacity, or ask for fewer GPUs."])
+    if not preemptible and pod_count is not None:  # KAI's quota for CPU and memory is deserved, not a cap
+        if cpu is not None and quota.cpu_cores is not None and cpu * pod_count > quota.cpu_cores:
+            _add(errors, "cpu", [f"Non-preemptible work must fit in {project.name}'s {quota.cpu_cores} CPU cores on "
+                                 f"{pool.name}; this asks for {cpu * pod_count}. Mark it preemptible, or ask for "
+                                 "fewer cores."])
+        if memory_gib is not None and quota.memory_gib is not None and memory_gib * pod_count > quota.memory_gib:
+            _add(errors, "memory_gib", [f"Non-preemptible work must fit in {project.name}'s {quota.memory_gib} GiB of "
+                                        f"memory on {pool.name}; this asks for {memory_gib * pod_count}. Mark it "
+                                        "preemptible, or ask for less memory."])
+    return errors
+
+
+def gpu_fraction_errors(*, pool: NodePool | None, kind: str, gpus: int | None, gpu_fraction: Decimal | None,
+                        pod_count: int | None, framework: str = "") -> Errors:
+    """Whether a share of one GPU may be asked for here, every reason it may not (README, Kueue and KAI in one
+    cluster): only KAI Scheduler places fractions, only on pools that share cards, only for one pod (a notebook, a
+    one-pod training, a batch run one pod at a time), and instead of whole GPUs. Without a fraction, whole GPUs
+    (at least one) are asked for. None: that value is not known, so the checks that need it are left out."""
+    errors: Errors = {}
+    if gpu_fraction is None:
+        if gpus == 0:
+            _add(errors, "gpus", ["Ask for at least 1 GPU, or for a fraction of one (gpu_fraction) on a KAI pool "
+                                  "that shares GPUs."])
+        return errors
+    if not MIN_GPU_FRACTION <= gpu_fraction <= MAX_GPU_FRACTION or gpu_fraction != round(gpu_fraction, 2):
+        _add(errors, "gpu_fraction", ["Give a share of one GPU above 0 and below 1, in hundredths, e.g. 0.25, 0.5 or "
+                                      "0.75."])
+    if pool is not None and not (pool.kai and pool.gpu_fractions):
+        why = ("is scheduled by Kueue, which counts whole GPUs" if not pool.kai else
+               "is scheduled by KAI Scheduler without GPU sharing")
+        _add(errors, "gpu_fraction", [f"{pool.name} {why}: a fraction of a GPU runs only on a KAI pool with GPU "
+                                      "fractions on. Choose such a pool, or ask for whole GPUs."])
+    if pod_count is not None and pod_count != 1:
+        what = "training runs" if kind == Kind.TRAINING else "batch run runs"
+        _add(errors, "gpu_fraction", [f"This {what} {pod_count} pods at once; a fraction of a GPU is for a single pod "
+                                      "(a notebook, a one-pod training, a batch run with parallelism 1). Ask for "
+                                      "whole GPUs, or run one pod."])
+    if framework and framework != Framework.NONE:
+        _add(errors, "gpu_fraction", ["A framework's operator starts its own pods, which take whole GPUs; leave the "
+                                      "framework out to run on a fraction."])
+    if gpus:
+        _add(errors, "gpus", [f"With a fraction of a GPU the pod asks for no whole GPUs: set GPUs to 0 (this asks for "
+                              f"{gpus} and {_units_text(gpu_fraction)})."])
+    return errors
+
+
+def kai_pool_errors(*, project: Project, pool: NodePool, preemptible: bool, framework: str = "",
+                    held_projects: set[int] | None = None, held_departments: set[int] | None = None) -> Errors:
+    """What the portal offers only through Kueue's queues, refused on a KAI pool with the field it concerns (README,
+    Kueue and KAI in one cluster): a framework's object (its operator's Kueue integration queues it), and
+    preemptible work while a budget holds the project's (Kueue holds it in its LocalQueue; KAI has no hold, so it
+    would start at once)."""
+    errors: Errors = {}
+    if framework and framework != Framework.NONE:
+        _add(errors, "framework", [f"{pool.name} is scheduled by KAI Scheduler, where the portal runs its own Jobs "
+                                   "only; leave the framework out, or choose a Kueue pool."])
+    held = project.pk in (held_projects or set()) or project.department_id in (held_departments or set())
+    if preemptible and held:
+        _add(errors, "preemptible", [f"{project.name}'s budget is spent, so its new preemptible work is held; "
+                                     f"{pool.name} is scheduled by KAI Scheduler, which cannot hold work, so it is "
+                                     "refused there. Mark it non-preemptible (within the deserved quota), or wait "
+                                     "until the budget is raised or the period rolls over."])
     return errors
 
 

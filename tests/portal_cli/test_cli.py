@@ -366,3 +366,23 @@ def test_watch_prints_again_on_change_and_ctrl_c_ends_it_with_0(signed_in, home,
     # Printed once per change, not once per read (every half second): the queued table, then the running one.
     header = re.compile(r"^ (ID|field) +┃", re.MULTILINE)
     assert len(header.findall(before)) == 2, before
+
+
+def test_a_fraction_of_a_gpu_from_a_job_file_or_a_flag_on_a_kai_pool(signed_in, home, tmp_path):
+    from apps.org.demo import seed_demo_kai_pool
+
+    seed_demo_kai_pool()
+    spec = tmp_path / "half.yaml"
+    spec.write_text("project: vision\nkind: notebook\nname: half\nimage: jupyter/base-notebook:latest\n"
+                    "node_pool: rtx-pro-6000\ngpu_fraction: 0.5\nlabels: {model: m, data_class: public}\n")
+    created = gpu_json("submit", "-f", str(spec))
+    assert created["gpu_fraction"] == 0.5 and created["gpus"] == 0
+    listed = gpu("list").stdout
+    row = next((line for line in listed.splitlines() if line.split()[:2] == [str(created["id"]), "half"]), listed)
+    assert " 0.5 " in row, listed
+    flagged = gpu_json("submit", "-p", "vision", "-k", "notebook", "-n", "quarter", "-i",
+                       "jupyter/base-notebook:latest", "--pool", "rtx-pro-6000", "--gpu-fraction", "0.25",
+                       "--model", "m", "--data-class", "public")
+    assert flagged["gpu_fraction"] == 0.25 and flagged["gpus"] == 0  # the flag asks for no whole GPU
+    refused = gpu("submit", *SUBMIT, "-n", "x", "--pods", "2", "--gpu-fraction", "0.5")
+    assert refused.exit_code == 6 and "gpu_fraction:" in refused.stderr and "gpus:" in refused.stderr  # both given

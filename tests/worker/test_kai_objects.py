@@ -7,6 +7,7 @@ import pytest
 
 from apps.core.kueue_tree import PoolQuota
 from tests.crd_schemas import validate_kai_object, validate_kueue_object
+from tests.k8s_fields import unknown_fields
 from worker.kai_objects import kai_objects, queue_resources
 from worker.kueue_objects import DepartmentSpec, OrgSnapshot, PoolSpec, PriorityClassSpec, ProjectSpec, desired_objects
 
@@ -38,7 +39,7 @@ def org() -> OrgSnapshot:
 
 @pytest.fixture
 def queues():
-    return {obj["metadata"]["name"]: obj for obj in kai_objects(org())}
+    return {obj["metadata"]["name"]: obj for obj in kai_objects(org()) if obj["kind"] == "Queue"}
 
 
 def test_the_same_organisation_gives_valid_kueue_objects_and_valid_kai_queues_side_by_side():
@@ -48,12 +49,15 @@ def test_the_same_organisation_gives_valid_kueue_objects_and_valid_kai_queues_si
         if obj["apiVersion"].startswith("kueue.x-k8s.io/"):
             validate_kueue_object(obj)
     for obj in kai:
-        validate_kai_object(obj)
+        if obj["kind"] == "PriorityClass":  # scheduling.k8s.io/v1, as the official client's model defines it
+            assert unknown_fields(obj, "V1PriorityClass") == []
+        else:
+            validate_kai_object(obj)
     # Kueue gets the Kueue pool only; KAI the KAI pool only.
     assert {obj["metadata"]["labels"].get("portal.gpu/pool") for obj in kueue} == {"h100", None}
     assert [obj["metadata"]["name"] for obj in kueue if obj["kind"] == "ResourceFlavor"] == ["h100"]
     assert [obj["metadata"]["name"] for obj in kai] == [
-        "dept-research-rtx", "proj-vision-rtx", "proj-nlp-rtx", "dept-production-rtx", "proj-etl-rtx"]
+        "train", "dept-research-rtx", "proj-vision-rtx", "proj-nlp-rtx", "dept-production-rtx", "proj-etl-rtx"]
     # Every project keeps its namespace whatever schedules its pools.
     assert sorted(obj["metadata"]["name"] for obj in kueue if obj["kind"] == "Namespace") == [
         "proj-etl", "proj-nlp", "proj-vision"]
@@ -64,6 +68,21 @@ def test_a_pool_without_a_kai_pool_gives_no_queues():
     only_kueue = OrgSnapshot(pools=snapshot.pools[:1], departments=snapshot.departments,
                              priority_classes=snapshot.priority_classes)
     assert kai_objects(only_kueue) == []
+
+
+def test_the_organisations_priority_classes_are_priority_classes_kai_reads():
+    classes = (PriorityClassSpec(name="train", value=50, description=""),
+               PriorityClassSpec(name="build", value=100, description="Builds and interactive work."))
+    snapshot = org()
+    objects = kai_objects(OrgSnapshot(pools=snapshot.pools, departments=snapshot.departments,
+                                      priority_classes=classes))
+    assert [obj for obj in objects if obj["kind"] == "PriorityClass"] == [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": "train", "labels": {"app.kubernetes.io/managed-by": "gpu-portal"}}, "value": 50},
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": "build", "labels": {"app.kubernetes.io/managed-by": "gpu-portal"}}, "value": 100,
+         "description": "Builds and interactive work."},
+    ]
 
 
 def test_department_queue_is_the_parent_with_the_department_quota(queues):

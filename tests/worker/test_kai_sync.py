@@ -5,11 +5,12 @@ import pytest
 import yaml
 
 from apps.org import services
-from apps.org.models import Department, NodePool, Project, Quota
+from apps.org.models import Department, NodePool, PriorityClass, Project, Quota
 from tests.crd_schemas import validate_kai_object
 from worker.kueue_sync import as_yaml, desired_from_database, read_owned, reconcile
 
 RTX_QUEUES = ["dept-research-rtx", "proj-nlp-rtx", "proj-vision-rtx"]  # parents first, projects by slug
+PRIORITY_CLASSES = ["build", "inference", "interactive-preemptible", "train"]  # the demo's, by name
 
 
 def versions(gw):
@@ -32,7 +33,8 @@ def rtx(demo, synced):
                        limit=None, over_quota_weight=3)
     services.quota_set(actor=admin, node_pool=pool, project=Project.objects.get(slug="nlp"), deserved=2, limit=2)
     result = reconcile(synced, desired_from_database())
-    assert sorted(result.changes) == [f"created Queue {name}" for name in sorted(RTX_QUEUES)]
+    assert sorted(result.changes) == [f"created PriorityClass {name}" for name in PRIORITY_CLASSES] + [
+        f"created Queue {name}" for name in sorted(RTX_QUEUES)]
     return pool
 
 
@@ -103,7 +105,8 @@ def test_a_pool_handed_to_kai_swaps_its_kueue_objects_for_queues(synced, demo):
     changes = reconcile(synced, desired_from_database()).changes
     created = [change for change in changes if change.startswith("created")]
     deleted = [change for change in changes if change.startswith("deleted")]
-    assert sorted(created) == sorted(f"created Queue {name}" for name in (
+    assert sorted(created) == [f"created PriorityClass {name}" for name in PRIORITY_CLASSES] + sorted(
+        f"created Queue {name}" for name in (
         "dept-research-l40s-shared", "dept-production-l40s-shared", "dept-data-science-l40s-shared",
         "proj-vision-l40s-shared", "proj-nlp-l40s-shared", "proj-serving-l40s-shared", "proj-etl-l40s-shared",
         "proj-forecasting-l40s-shared", "proj-analytics-l40s-shared"))
@@ -116,3 +119,34 @@ def test_a_pool_handed_to_kai_swaps_its_kueue_objects_for_queues(synced, demo):
 def test_dry_run_yaml_holds_the_queues(rtx):
     documents = list(yaml.safe_load_all(as_yaml(desired_from_database())))
     assert [doc["metadata"]["name"] for doc in documents if doc["kind"] == "Queue"] == RTX_QUEUES
+
+
+def test_the_organisations_priority_classes_follow_it_while_a_pool_is_kais(rtx, synced, demo):
+    assert synced.get("PriorityClass", "build")["value"] == 100
+    build = PriorityClass.objects.get(name="build")
+    services.priority_class_update(actor=demo["admin"], priority_class=build, value=110)
+    assert [c for c in reconcile(synced, desired_from_database()).changes if "PriorityClass" in c] == [
+        "updated WorkloadPriorityClass build", "recreated PriorityClass build"]
+    assert synced.get("PriorityClass", "build")["value"] == 110
+    assert reconcile(synced, desired_from_database()).changes == []
+    services.node_pool_update(actor=demo["admin"], node_pool=rtx, scheduler="kueue", gpu_fractions=False)
+    changes = reconcile(synced, desired_from_database()).changes
+    assert sorted(change for change in changes if "PriorityClass" in change) == [
+        f"deleted PriorityClass {name}" for name in PRIORITY_CLASSES]
+
+
+def test_a_priority_class_of_the_same_name_not_the_portals_is_left_alone(demo, synced):
+    synced.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "train"},
+                   "value": 50})  # as KAI's installation has it
+    synced.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "build"},
+                   "value": 99})
+    services.node_pool_create(actor=demo["admin"], slug="rtx", name="RTX PRO 6000", gpu_resource="nvidia.com/gpu",
+                              capacity=16, scheduler="kai")
+    result = reconcile(synced, desired_from_database())
+    assert "created PriorityClass train" not in result.changes and "created PriorityClass build" not in result.changes
+    assert [line for line in result.problems if "PriorityClass" in line] == [
+        "PriorityClass build: a PriorityClass of this name exists in the cluster without the portal's label "
+        "app.kubernetes.io/managed-by=gpu-portal, with value 99 where the organisation's class has 100; the portal "
+        "leaves it alone, so KAI Scheduler orders this class's work on KAI pools by the cluster's value. Rename the "
+        "class in the portal, or give it the same value."]
+    assert "app.kubernetes.io/managed-by" not in (synced.get("PriorityClass", "train")["metadata"].get("labels") or {})

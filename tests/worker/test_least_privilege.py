@@ -1,7 +1,8 @@
 """Least privilege, proven: kubesim enforces RBAC with deploy/'s ClusterRoles and bindings applied, the worker and the
 watcher run with their service accounts' tokens (a kubeconfig each, as in the cluster) through a reconcile that creates,
-repairs and prunes every kind it owns (KAI Scheduler's Queues of a KAI pool too), submit -> admitted -> running ->
-finished, a queue position, a log tail, a retried submit adopting its Job and Service, and a stop; an inference service
+repairs and prunes every kind it owns (KAI Scheduler's Queues and the PriorityClasses of a KAI pool too), submit ->
+admitted -> running -> finished, half a card on the KAI pool (its Job and PodGroup, the PodGroup adopted on a retry),
+a queue position, a log tail, a retried submit adopting its Job and Service, and a stop; an inference service
 submitted (a Deployment and its Service), scaled by a patch, followed by the watcher and stopped, and a two-pod one as a
 LeaderWorkerSet; then work submitted outside the portal, one object of each kind kubesim runs under Kueue, whose owner
 the watcher reads and the worker deletes. No call may be forbidden, and every rule the ClusterRoles grant must have been
@@ -10,6 +11,7 @@ not run yet are the only ones left out. The watcher's and beat's leader election
 renews and releases its Lease through the Roles in the portal's namespace."""
 
 import threading
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,7 @@ from worker.manifests import (
     inference_leaderworkerset,
     inference_service,
     job_manifest,
+    kai_pod_group,
     notebook_service,
 )
 from worker.outside_work import OWNER_KINDS
@@ -114,6 +117,8 @@ def drift(admin):
         changed = {**current, "metadata": {**metadata}}
         if kind == "WorkloadPriorityClass":
             changed["value"] = current["value"] + 1
+        elif kind == "PriorityClass":  # its value is immutable; its description is not
+            changed["description"] = "drifted"
         else:
             label = next(k for k in metadata["labels"] if k not in (MANAGED_BY_LABEL, PROJECT_LABEL))
             changed["metadata"]["labels"] = {**metadata["labels"], label: "drifted"}
@@ -290,6 +295,19 @@ def kai_pool():
                            limit=4)
 
 
+def on_kai_pool(user):
+    """Half a card on the KAI pool: its Job and PodGroup created, the PodGroup adopted again on a retry (the pool has
+    no nodes here: it waits)."""
+    workload = services.workload_submit(
+        actor=user, project=Project.objects.get(slug="vision"), kind=Kind.NOTEBOOK, name="half",
+        image="jupyter/base-notebook:latest", node_pool=NodePool.objects.get(slug="rtx"), gpus=0,
+        gpu_fraction=Decimal("0.5"), model_label="m", data_class="public", preemptible=True)
+    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    workload = Workload.objects.get(pk=workload.pk)
+    tasks._create_or_adopt(tasks.gateway(), kai_pod_group(workload, workload.k8s_uid))
+    return workload
+
+
 def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, accounts, transactional_db):
     admin, watcher_gw, election_clients = accounts
     seed_demo()
@@ -321,6 +339,7 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
         services.credential_delete(actor=alice, credential=credential)
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "deleted"
+        half = on_kai_pool(alice)
         enforcing.advance(60)  # the runs finish, the waiting one starts
         wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in runs))
         enforcing.advance(1)
@@ -331,6 +350,8 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         assert Workload.objects.get(pk=notebook.pk).server_activity_mark  # its server answered
         services.workload_stop(actor=alice, workload=Workload.objects.get(pk=waiting.pk))
         assert tasks.workload_stop.apply(args=[waiting.pk]).get() == "stopped"
+        services.workload_stop(actor=alice, workload=Workload.objects.get(pk=half.pk))
+        assert tasks.workload_stop.apply(args=[half.pk]).get() == "stopped"
         wait_for(lambda: status_of(waiting) == Status.STOPPED)
         inference_served(enforcing, alice)
         not_run = outside_work_read_and_stopped(enforcing, watcher_gw)

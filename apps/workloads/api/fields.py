@@ -13,9 +13,10 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
-from apps.core.api import StrictCharField
-from apps.core.http import reference_lookup
+from apps.core.api import AsciiIntegerField, StrictCharField
+from apps.core.http import holds_nul, reference_lookup
 from apps.org.models import Project
 from apps.org.selectors import projects_for
 
@@ -186,3 +187,41 @@ class LabelsSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 {name: ["Only the model and data_class labels are set here."] for name in sorted(unknown)})
         return super().to_internal_value(data)
+
+
+@extend_schema_field({
+    "oneOf": [{"type": "number", "minimum": 0.01, "maximum": 0.99}, {"type": "string"}], "nullable": True,
+    "description": "A share of one GPU for a single pod on a KAI pool with GPU fractions (KAI Scheduler's "
+                   "gpu-fraction), in hundredths, e.g. 0.5; `gpus` is then 0. Refused on other pools and for work "
+                   "of several pods at once. Null or absent: whole GPUs.",
+    "example": 0.5,
+})
+class GpuFractionField(serializers.Field):
+    """A share of one GPU: a JSON number (or a numeric string) as a Decimal; its range and where it may be asked for
+    are the service's to check (apps.workloads.validation.gpu_fraction_errors), with every other refusal."""
+
+    default_error_messages = {"invalid": "Give a share of one GPU as a number, e.g. 0.5."}
+
+    def to_internal_value(self, data: Any) -> Decimal:
+        number = _number(data)
+        if number is None and isinstance(data, str) and not holds_nul(data):
+            try:
+                number = Decimal(data.strip())
+            except InvalidOperation:
+                number = None
+        if number is None or not number.is_finite():
+            self.fail("invalid")
+        return number
+
+    def to_representation(self, value: Decimal) -> float:
+        return float(value)
+
+
+class GpusField(AsciiIntegerField):
+    """Whole GPUs per pod; 0 when left out of a submission that asks for a GPU fraction (and required otherwise)."""
+
+    def get_value(self, dictionary: Any) -> Any:
+        value = super().get_value(dictionary)
+        if value is empty and isinstance(dictionary, Mapping) and dictionary.get("gpu_fraction") not in (None, ""):
+            return 0
+        return value

@@ -38,7 +38,15 @@ from apps.workloads.models import (
 )
 from apps.workloads.selectors import cluster_events_of, workloads_for
 
-from .fields import CpuField, EnvField, LabelsSerializer, MemoryField, ProjectReferenceField
+from .fields import (
+    CpuField,
+    EnvField,
+    GpuFractionField,
+    GpusField,
+    LabelsSerializer,
+    MemoryField,
+    ProjectReferenceField,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -84,7 +92,8 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     env = EnvField(required=False)
     node_pool = serializers.SlugRelatedField(slug_field="slug", queryset=NodePool.objects.all(),
                                              help_text="Node pool slug, e.g. h100.")
-    gpus = AsciiIntegerField(help_text="GPU units per pod.")
+    gpus = GpusField(help_text="GPU units per pod; 0 with a `gpu_fraction` (and then it may be left out).")
+    gpu_fraction = GpuFractionField(required=False, allow_null=True)
     cpu = CpuField(required=False)
     memory = MemoryField(required=False, source="memory_gib")
     pods = AsciiIntegerField(required=False, help_text="Training: pods started together as one gang.")
@@ -491,8 +500,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
     credentials: serializers.SlugRelatedField[Credential] = serializers.SlugRelatedField(
         slug_field="name", many=True, read_only=True, help_text="Names of the credentials it reads (never values).")
     pod_count = serializers.IntegerField(read_only=True)
-    gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted.")
-    queue_name = serializers.CharField(read_only=True, help_text="The project's Kueue LocalQueue.")
+    gpu_units = serializers.IntegerField(read_only=True, help_text="Quota units held while admitted (whole GPUs: 0 "
+                                                                   "for a fraction of one).")
+    gpu_fraction = serializers.FloatField(read_only=True, allow_null=True, help_text=(
+        "The share of one GPU its single pod holds on a KAI pool (e.g. 0.5; `gpus` is then 0); null: whole GPUs."))
+    queue_name = serializers.SerializerMethodField(help_text=(
+        "The project's Kueue LocalQueue, or on a KAI pool the project's KAI Scheduler leaf Queue."))
     stop_requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True)
     resubmitted_from: serializers.PrimaryKeyRelatedField[Workload] = serializers.PrimaryKeyRelatedField(
@@ -525,7 +538,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
         fields = [
             "id", "project", "project_slug", "namespace", "owner", "owner_id", "origin", "kind", "framework", "object",
             "submitted_by", "submitter", "submitter_label", "name", "image", "command", "args", "env", "node_pool",
-            "gpus", "cpu", "memory_gib", "pods", "completions", "parallelism", "pod_sets", "pod_count", "gpu_units",
+            "gpus", "gpu_fraction", "cpu", "memory_gib", "pods", "completions", "parallelism", "pod_sets", "pod_count",
+            "gpu_units",
             "priority_class", "priority", "preemptible", "queue_name", "max_runtime_seconds", "labels",
             "idle_timeout_minutes", "port", "shm", "data_sources", "credentials", "status", "status_reason",
             "status_message", "job_name", "k8s_uid",
@@ -546,6 +560,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
             entry = framework_entry(workload)
             return {"apiVersion": entry.api_version, "kind": entry.name, "name": workload.job_name}
         return {"apiVersion": PORTAL_JOB_API_VERSION, "kind": "Job", "name": workload.job_name}
+
+    def get_queue_name(self, workload: Workload) -> str:
+        return workload.kai_queue_name if workload.node_pool.kai else workload.queue_name
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_submitter(self, workload: Workload) -> str | None:

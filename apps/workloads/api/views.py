@@ -423,7 +423,12 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
         if "resubmitted_from" in changes and parse_id(changes["resubmitted_from"]) != source.pk:
             raise exceptions.ValidationError({"resubmitted_from": [
                 f"A resubmission comes from the workload in its URL ({source.pk}); leave this out."]})
-        return self._submit({**submission_of(source), **dict(changes.items()), "resubmitted_from": source.pk})
+        earlier = submission_of(source)
+        if "gpus" in changes and "gpu_fraction" not in changes:  # whole GPUs asked for instead of a fraction
+            earlier.pop("gpu_fraction", None)
+        elif changes.get("gpu_fraction") not in (None, "") and "gpus" not in changes:  # a fraction instead
+            earlier["gpus"] = 0
+        return self._submit({**earlier, **dict(changes.items()), "resubmitted_from": source.pk})
 
     @extend_schema(
         request=None,
@@ -516,9 +521,10 @@ def submission_of(workload: Workload) -> dict[str, Any]:
     return {
         "project": workload.project_id, "kind": workload.kind, "name": workload.name, "image": workload.image,
         "command": list(workload.command or []), "args": list(workload.args or []), "env": list(workload.env or []),
-        "node_pool": workload.node_pool.slug, "gpus": workload.gpus, "cpu": str(workload.cpu),
-        "memory": str(workload.memory_gib), "pods": workload.pods, "completions": workload.completions,
-        "parallelism": workload.parallelism,
+        "node_pool": workload.node_pool.slug, "gpus": workload.gpus,
+        **({"gpu_fraction": str(workload.gpu_fraction)} if workload.gpu_fraction is not None else {}),
+        "cpu": str(workload.cpu), "memory": str(workload.memory_gib), "pods": workload.pods,
+        "completions": workload.completions, "parallelism": workload.parallelism,
         "priority_class": workload.priority_class.name if workload.priority_class else None,
         "preemptible": workload.preemptible, "max_runtime_seconds": workload.max_runtime_seconds,
         "labels": {"model": workload.model_label, "data_class": workload.data_class},

@@ -83,6 +83,11 @@ def workload_manifest_validate(*, actor: Actor, project: Project, manifest: str,
         else:  # a size or a container's image: the manifest's, led by its path
             where = "manifest" if name == "gpus" else name
             errors.setdefault("manifest", []).extend(f"{where}: {message}" for message in messages)
+    if node_pool.kai:  # a manifest's object goes to Kueue's queues, which a KAI pool has not (README, KAI pools)
+        errors.setdefault("node_pool", []).append(
+            f"{node_pool.name} is scheduled by KAI Scheduler; a manifest runs through Kueue's queues, which it has "
+            "not. Submit the work with the training, batch or notebook form there, or choose a Kueue pool.")
+        raise ValidationError(errors)
     if checked is None:
         raise ValidationError(errors)
     sizes = []

@@ -18,7 +18,7 @@ from apps.core.actors import Actor
 from apps.core.audit import audit_record
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.org.policies import LABEL_FIELDS, EffectivePolicy, violations
-from apps.org.selectors import effective_policy
+from apps.org.selectors import budget_holds, effective_policy
 from apps.workloads.frameworks import framework_entry, framework_errors, framework_object, framework_settings_of
 from apps.workloads.models import (
     LIVE_STATUSES,
@@ -31,7 +31,13 @@ from apps.workloads.models import (
     WorkloadUtilisation,
 )
 from apps.workloads.selectors import default_priority_class
-from apps.workloads.validation import attachments_errors, fits_errors, shape_errors
+from apps.workloads.validation import (
+    attachments_errors,
+    fits_errors,
+    gpu_fraction_errors,
+    kai_pool_errors,
+    shape_errors,
+)
 
 from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _record_stop, _transition
 
@@ -77,8 +83,10 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
             workload.credentials.set(workload.chosen_credentials)
             runs_as = f" as a {framework_entry(workload).name}" if workload.runs_on_framework else ""
             runs_as += f" on the {workload.training_runtime} runtime" if workload.training_runtime else ""
+            queue = (f"KAI Scheduler's {kueue_names.names().kai_project_queue(project.slug, workload.node_pool.slug)} "
+                     "queue" if workload.node_pool.kai else f"the {workload.queue_name} queue of {project.namespace}")
             _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-                   message=f"Submitted{runs_as} to the {workload.queue_name} queue of {project.namespace}", actor=actor)
+                   message=f"Submitted{runs_as} to {queue}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
                                   deadline=SUBMIT_DEADLINE)
             audit_record(actor=actor, action="workload.resubmit" if workload.resubmitted_from_id else "workload.submit",
@@ -93,12 +101,14 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
 
 # What an audit row keeps of a submission: what it asks for, not its whole spec (env values may be secrets).
 _AUDITED_FIELDS = ("name", "kind", "framework", "object_api_version", "training_runtime", "image", "node_pool_id",
-                   "gpus", "pods", "completions", "parallelism", "priority_class_id", "preemptible",
+                   "gpus", "gpu_fraction", "pods", "completions", "parallelism", "priority_class_id", "preemptible",
                    "max_runtime_seconds", "resubmitted_from_id")
 
 
 def _submitted(workload: Workload) -> dict[str, Any]:
-    return {name: getattr(workload, name) for name in _AUDITED_FIELDS}
+    values = {name: getattr(workload, name) for name in _AUDITED_FIELDS}
+    values["gpu_fraction"] = None if workload.gpu_fraction is None else str(workload.gpu_fraction)
+    return values
 
 
 def workload_validate(
@@ -111,6 +121,7 @@ def workload_validate(
     node_pool: NodePool,
     gpus: int,
     model_label: str,
+    gpu_fraction: Decimal | str | None = None,
     data_class: str,
     command: list[str] | None = None,
     args: list[str] | None = None,
@@ -138,7 +149,8 @@ def workload_validate(
     Raises every refusal at once (field -> messages)."""
     values = {
         "project": project, "kind": kind, "name": name, "image": image, "node_pool": node_pool, "gpus": gpus,
-        "model_label": model_label, "data_class": data_class, "command": command, "args": args, "env": env,
+        "gpu_fraction": gpu_fraction, "model_label": model_label, "data_class": data_class, "command": command,
+        "args": args, "env": env,
         "cpu": cpu, "memory_gib": memory_gib, "pods": pods, "completions": completions, "parallelism": parallelism,
         "priority_class": priority_class, "preemptible": preemptible, "max_runtime_seconds": max_runtime_seconds,
         "notebook_idle_timeout_minutes": notebook_idle_timeout_minutes, "notebook_port": notebook_port,
@@ -167,16 +179,17 @@ def workload_check(*, actor: Actor, unknown: Iterable[str], **known: Any) -> Non
 
 _REQUIRED = frozenset({"project", "kind", "name", "image", "node_pool", "gpus", "model_label", "data_class"})
 _DEFAULTS: dict[str, Any] = {
-    "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1, "completions": 1,
-    "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
+    "gpu_fraction": None, "command": None, "args": None, "env": None, "cpu": 1, "memory_gib": 8, "pods": 1,
+    "completions": 1, "parallelism": 1, "priority_class": None, "preemptible": None, "max_runtime_seconds": None,
     "notebook_idle_timeout_minutes": None, "notebook_port": None, "shm_gib": None, "data_sources": None,
     "credentials": None, "resubmitted_from": None, "framework": Framework.NONE, "ray_version": None,
     "ray_entrypoint": None, "ray_working_dir": None,
 }
 _WORKLOAD_FIELDS = _REQUIRED | set(_DEFAULTS)
 # The sizes that decide how many units a workload holds, by kind.
-_UNIT_FIELDS = {Kind.TRAINING: {"gpus", "pods"}, Kind.BATCH: {"gpus", "completions", "parallelism"},
-                Kind.NOTEBOOK: {"gpus"}}
+_UNIT_FIELDS = {Kind.TRAINING: {"gpus", "gpu_fraction", "pods"},
+                Kind.BATCH: {"gpus", "gpu_fraction", "completions", "parallelism"},
+                Kind.NOTEBOOK: {"gpus", "gpu_fraction"}}
 # The fields only one kind has: another kind given one (other than its default) is refused, not silently dropped.
 _KIND_ONLY_FIELDS = {"pods": Kind.TRAINING, "completions": Kind.BATCH, "parallelism": Kind.BATCH,
                      "notebook_idle_timeout_minutes": Kind.NOTEBOOK, "notebook_port": Kind.NOTEBOOK}
@@ -227,6 +240,7 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
         notebook_idle_timeout_minutes=idle_minutes if kind == Kind.NOTEBOOK else None,
         notebook_port=notebook_port if kind == Kind.NOTEBOOK else None, resubmitted_from=values["resubmitted_from"],
         shm_gib=None if values["shm_gib"] in (None, "") else Decimal(str(values["shm_gib"])),
+        gpu_fraction=None if values["gpu_fraction"] in (None, "") else Decimal(str(values["gpu_fraction"])),
     )
     framework = values["framework"]
     errors.update(framework_errors(kind=kind, framework=framework, values=values, unknown=unknown))
@@ -246,6 +260,20 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
              **{name: values[name] for name in ("name", "image", "model_label", "data_class", "pods", "completions",
                                                  "parallelism", "cpu", "memory_gib") if name in values}}
     errors.update(shape_errors(shape))
+    sizes_known = not (_UNIT_FIELDS[Kind(kind)] & unknown)
+    for name, messages in gpu_fraction_errors(
+            pool=node_pool, kind=kind, gpus=None if "gpus" in unknown else workload.gpus,
+            gpu_fraction=None if "gpu_fraction" in unknown else workload.gpu_fraction,
+            pod_count=workload.pod_count if sizes_known else None,
+            framework="" if "framework" in unknown else framework).items():
+        errors.setdefault(name, []).extend(messages)
+    if project is not None and node_pool is not None and node_pool.kai:
+        held_projects, held_departments = budget_holds()
+        for name, messages in kai_pool_errors(
+                project=project, pool=node_pool, preemptible=preemptible,
+                framework="" if "framework" in unknown else framework, held_projects=held_projects,
+                held_departments=held_departments).items():
+            errors.setdefault(name, []).extend(messages)
     for name, messages in attachments_errors(
             project=project, owner=actor, data_sources=workload.chosen_data_sources,
             credentials=workload.chosen_credentials, shm_gib=None if "shm_gib" in unknown else workload.shm_gib,
@@ -258,7 +286,6 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             errors.setdefault(name, []).extend(messages)
-    sizes_known = not (_UNIT_FIELDS[Kind(kind)] & unknown)
     if policy is not None:
         _policy_errors(errors, policy, workload, sizes_known=sizes_known, unknown=unknown)
     if project is not None and node_pool is not None:
@@ -267,7 +294,8 @@ def _workload_draft(*, actor: Actor, values: dict[str, Any],
                 gpus=None if "gpus" in unknown else workload.gpus, preemptible=preemptible,
                 cpu=None if "cpu" in unknown else workload.cpu,
                 memory_gib=None if "memory_gib" in unknown else workload.memory_gib,
-                pod_count=workload.pod_count if sizes_known else None).items():
+                pod_count=workload.pod_count if sizes_known else None,
+                gpu_fraction=None if "gpu_fraction" in unknown else workload.gpu_fraction).items():
             errors.setdefault(name, []).extend(messages)
     return workload, errors
 

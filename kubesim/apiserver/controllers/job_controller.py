@@ -341,6 +341,7 @@ class JobController:
             "spec": pod_spec,
         }
         builtin.apply_defaults("pods", pod, None)  # as kube-apiserver defaults a pod the controller creates
+        builtin.resolve_priority(store, pod)
         created = store.create("pods", pod)
         store.record_event(job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}", COMPONENT)
         return created

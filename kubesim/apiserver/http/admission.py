@@ -87,6 +87,8 @@ class Admission:
         if not status_only:
             builtin.apply_defaults(plural, obj, old)
             operators.default(plural, obj, old)
+            if plural == "pods" and old is None:
+                builtin.resolve_priority(self.store, obj)
         if plural == "jobs" and old is None:
             obj["metadata"]["uid"] = str(uuid.uuid4())
             builtin.label_job(obj)

@@ -364,6 +364,16 @@ INGRESS = obj(
         "status": ANY,
     }
 )
+PRIORITY_CLASS = obj(
+    {
+        **TOP,
+        "value": I32,
+        "globalDefault": B,
+        "description": S,
+        "preemptionPolicy": enum("Never", "PreemptLowerPriority"),
+    },
+    ["value"],
+)
 INGRESS_CLASS = obj({**TOP, "spec": obj({"controller": S, "parameters": ANY})})
 NETWORK_POLICY = obj(
     {
@@ -477,6 +487,7 @@ CORE_SCHEMAS: dict[str, dict] = {
     "configmaps": CONFIG_MAP,
     "podtemplates": POD_TEMPLATE_OBJECT,
     "leases": LEASE,
+    "priorityclasses": PRIORITY_CLASS,
     "persistentvolumeclaims": PERSISTENT_VOLUME_CLAIM,
     "secrets": SECRET,
     "serviceaccounts": SERVICE_ACCOUNT,

@@ -22,6 +22,7 @@ AUTHENTICATION_GROUP = "authentication.k8s.io"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 COORDINATION_GROUP = "coordination.k8s.io"
+SCHEDULING_GROUP = "scheduling.k8s.io"
 
 SCALED_CRDS = frozenset({"leaderworkersets"})
 """The CRDs whose `scale` subresource kubesim serves (spec.replicas, status.hpaPodSelector)."""
@@ -109,6 +110,8 @@ CORE = [
     Resource("ingressclasses", "ingressclass", "IngressClass", NETWORKING_GROUP, "v1", False),
     Resource("networkpolicies", "networkpolicy", "NetworkPolicy", NETWORKING_GROUP, "v1", True, ("netpol",)),
     Resource("leases", "lease", "Lease", COORDINATION_GROUP, "v1", True),
+    # Read by KAI Scheduler (a pod's spec.priorityClassName) and resolved into the pod's spec.priority at creation.
+    Resource("priorityclasses", "priorityclass", "PriorityClass", SCHEDULING_GROUP, "v1", False, ("pc",)),
     Resource("roles", "role", "Role", RBAC_GROUP, "v1", True),
     Resource("clusterroles", "clusterrole", "ClusterRole", RBAC_GROUP, "v1", False),
     Resource("rolebindings", "rolebinding", "RoleBinding", RBAC_GROUP, "v1", True),

@@ -585,6 +585,12 @@ CORE_COLUMNS: dict[str, list[Column]] = {
         Column("Count", _event_count, priority=1),
         Column("Name", _name, priority=1, format="name"),
     ],
+    "priorityclasses": [
+        NAME,
+        Column("Value", lambda pc, n: pc.get("value", 0), type="integer"),
+        Column("Global-Default", lambda pc, n: bool(pc.get("globalDefault")), type="boolean"),
+        AGE,
+    ],
     "leases": [NAME, Column("Holder", lambda le, n: _spec(le).get("holderIdentity") or ""), AGE],
     "persistentvolumeclaims": [
         NAME,

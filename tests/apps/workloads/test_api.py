@@ -117,7 +117,7 @@ REFUSALS: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     ("unknown label", {"labels": {"model": "resnet", "data_class": "public", "team": "x"}}, ("labels", "team"),
      "Only the model and data_class labels"),
     ("absurd gpus", {"gpus": 1000}, ("gpus",), "less than or equal to 64"),
-    ("no gpus", {"gpus": 0}, ("gpus",), "greater than or equal to 1"),
+    ("no gpus", {"gpus": 0}, ("gpus",), "Ask for at least 1 GPU, or for a fraction of one"),
     ("absurd pods", {"pods": 100000}, ("pods",), "At most 512 pods."),
     ("negative cpu", {"cpu": -1}, ("cpu",), "greater than or equal to 0"),
     ("absurd memory", {"memory": "100Ti"}, ("memory",), "less than or equal to 4096"),

@@ -1,27 +1,42 @@
-"""Work on KAI pools is not submitted by the portal yet: every way in refuses it with a message saying so, and
-nothing is created."""
+"""Work on KAI pools: checked as KAI Scheduler judges its queues (quota row, limits with KAI's 0, non-preemptible
+within deserved), GPU fractions only where KAI shares cards and for one pod, what only Kueue offers refused by field;
+every refusal at once, from the service, the API (400) and the form alike."""
+
+from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from apps.org import services as org_services
-from apps.org.models import Department, Project
+from apps.org.models import Department, NodePool, Project, Quota
 from apps.workloads import services
-from apps.workloads.models import Workload
+from apps.workloads.models import Status, Workload
 from tests.api_support import call
 
 from .helpers import submit_payload
 
-REFUSAL = ("RTX PRO 6000 is scheduled by KAI Scheduler, and work on KAI pools is not yet submitted by the portal. "
-           "Choose a Kueue pool.")
-
 
 @pytest.fixture
 def kai_pool(demo):
+    """RTX PRO 6000 scheduled by KAI with fractions: Research 6 (limit 8), Vision 4 (unlimited), NLP 2 (limit 2)."""
     pool = org_services.node_pool_create(actor=demo["admin"], slug="rtx", name="RTX PRO 6000",
                                          gpu_resource="nvidia.com/gpu", capacity=16, scheduler="kai",
                                          gpu_fractions=True)
+    org_services.quota_set(actor=demo["admin"], node_pool=pool, department=Department.objects.get(slug="research"),
+                           deserved=6, limit=8)
+    org_services.quota_set(actor=demo["admin"], node_pool=pool, project=Project.objects.get(slug="vision"),
+                           deserved=4, limit=None)
+    org_services.quota_set(actor=demo["admin"], node_pool=pool, project=Project.objects.get(slug="nlp"),
+                           deserved=2, limit=2)
+    return pool
+
+
+@pytest.fixture
+def whole_kai_pool(demo):
+    """A KAI pool without GPU sharing, Vision 4 there."""
+    pool = org_services.node_pool_create(actor=demo["admin"], slug="kai-a100", name="A100 KAI",
+                                         gpu_resource="nvidia.com/gpu", capacity=8, scheduler="kai")
     org_services.quota_set(actor=demo["admin"], node_pool=pool, department=Department.objects.get(slug="research"),
                            deserved=4, limit=None)
     org_services.quota_set(actor=demo["admin"], node_pool=pool, project=Project.objects.get(slug="vision"),
@@ -29,19 +44,173 @@ def kai_pool(demo):
     return pool
 
 
-@pytest.mark.parametrize("kind", ["training", "batch", "notebook"])
-def test_work_on_a_kai_pool_is_refused_everywhere(client_for, page_client, demo, kai_pool, kind):
+def submit(demo, pool, *, kind="notebook", project="vision", user="alice", **fields):
+    values = {"kind": kind, "name": "x", "image": "pytorch/pytorch:2.4.0", "node_pool": pool, "gpus": 1,
+              "model_label": "m", "data_class": "public", "preemptible": True, **fields}
+    return services.workload_submit(actor=demo[user], project=Project.objects.get(slug=project), **values)
+
+
+def refusal(demo, pool, **fields):
     with pytest.raises(ValidationError) as caught:
-        services.workload_submit(
-            actor=demo["alice"], project=Project.objects.get(slug="vision"), kind=kind, name="x",
-            image="pytorch/pytorch:2.4.0", command=["sleep", "60"], node_pool=kai_pool, gpus=1, model_label="m",
-            data_class="public", preemptible=True)
-    assert caught.value.message_dict["node_pool"] == [REFUSAL]
-    body = {"project": "vision", "kind": kind, "name": "x", "image": "pytorch/pytorch:2.4.0", "node_pool": "rtx",
-            "gpus": 1, "labels": {"model": "m", "data_class": "public"}}
+        submit(demo, pool, **fields)
+    return caught.value.message_dict
+
+
+@pytest.mark.parametrize("kind", ["training", "batch", "notebook"])
+def test_whole_gpu_work_on_a_kai_pool_is_accepted(demo, kai_pool, kind):
+    workload = submit(demo, kai_pool, kind=kind, gpus=2)
+    assert workload.status == Status.SUBMITTING and workload.gpu_fraction is None
+    assert workload.events.get().message == "Submitted to KAI Scheduler's proj-vision-rtx queue"
+
+
+def test_a_notebook_on_half_a_card(demo, kai_pool):
+    workload = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.5"))
+    assert workload.gpu_fraction == Decimal("0.5") and workload.gpus == 0 and workload.gpu_units == 0
+    assert workload.gpus_text == "0.5 GPU" and workload.gpu_amount_text == "0.5"
+
+
+def test_a_project_without_quota_on_the_kai_pool_is_refused(demo, kai_pool):
+    errors = refusal(demo, kai_pool, project="forecasting", user="admin")
+    assert errors["node_pool"] == ["Forecasting has no quota on RTX PRO 6000; choose a pool listed for the project "
+                                   "or ask your department admin for quota there."]
+
+
+def test_limits_cap_what_kai_schedules_the_project_and_its_department(demo, kai_pool):
+    errors = refusal(demo, kai_pool, project="nlp", user="bob", kind="training", gpus=3)
+    assert errors["gpus"] == ["This asks for 3 RTX PRO 6000 units but NLP may hold at most 2 units there (its limit, "
+                              "which KAI Scheduler enforces); ask for fewer GPUs or pods."]
+    errors = refusal(demo, kai_pool, kind="training", gpus=9)
+    assert errors["gpus"] == ["This asks for 9 RTX PRO 6000 units but Research may hold at most 8 units there (its "
+                              "limit, which KAI Scheduler enforces); ask for fewer GPUs or pods."]
+
+
+def test_a_limit_of_0_allows_nothing(demo, kai_pool):
+    quota = Quota.objects.get(project__slug="nlp", node_pool=kai_pool)
+    org_services.quota_set(actor=demo["admin"], node_pool=kai_pool, project=quota.project, deserved=0, limit=0)
+    errors = refusal(demo, kai_pool, project="nlp", user="bob", gpus=0, gpu_fraction=Decimal("0.25"))
+    assert errors == {"gpus": ["This asks for 0.25 RTX PRO 6000 units but NLP may hold no units there (its limit, "
+                               "which KAI Scheduler enforces); ask for fewer GPUs or pods."]}
+
+
+def test_non_preemptible_work_must_fit_the_deserved_quota(demo, kai_pool):
+    errors = refusal(demo, kai_pool, kind="training", gpus=5, preemptible=False)
+    assert errors["preemptible"] == [
+        "Non-preemptible work must fit in Vision's deserved quota on RTX PRO 6000 (4 units) and this asks for 5. Mark "
+        "it preemptible to use idle capacity, or ask for fewer GPUs."]
+    assert submit(demo, kai_pool, kind="training", gpus=5, preemptible=True).pk  # over quota, within the limits
+
+
+def test_fractions_are_refused_on_kueue_pools_and_kai_pools_without_sharing(demo, whole_kai_pool):
+    kueue = NodePool.objects.get(slug="h100")
+    errors = refusal(demo, kueue, gpus=0, gpu_fraction=Decimal("0.5"))
+    assert errors["gpu_fraction"] == [f"{kueue.name} is scheduled by Kueue, which counts whole GPUs: a fraction of "
+                                      "a GPU runs only on a KAI pool with GPU fractions on. Choose such a pool, or "
+                                      "ask for whole GPUs."]
+    errors = refusal(demo, whole_kai_pool, gpus=0, gpu_fraction=Decimal("0.5"))
+    assert errors["gpu_fraction"] == ["A100 KAI is scheduled by KAI Scheduler without GPU sharing: a fraction of a "
+                                      "GPU runs only on a KAI pool with GPU fractions on. Choose such a pool, or ask "
+                                      "for whole GPUs."]
+
+
+def test_fractions_are_for_one_pod(demo, kai_pool):
+    errors = refusal(demo, kai_pool, kind="training", pods=2, gpus=0, gpu_fraction=Decimal("0.5"))
+    assert errors["gpu_fraction"] == [
+        "This training runs 2 pods at once; a fraction of a GPU is for a single pod (a notebook, a one-pod training, "
+        "a batch run with parallelism 1). Ask for whole GPUs, or run one pod."]
+    errors = refusal(demo, kai_pool, kind="batch", completions=4, parallelism=2, gpus=0, gpu_fraction=Decimal("0.5"))
+    assert "batch run runs 2 pods at once" in errors["gpu_fraction"][0]
+    assert submit(demo, kai_pool, kind="batch", completions=4, parallelism=1, gpus=0, gpu_fraction=Decimal("0.5"))
+
+
+@pytest.mark.parametrize("fraction", ["0", "1", "1.5", "-0.5", "0.125"])
+def test_a_fraction_is_above_0_below_1_in_hundredths(demo, kai_pool, fraction):
+    errors = refusal(demo, kai_pool, gpus=0, gpu_fraction=Decimal(fraction))
+    assert errors["gpu_fraction"] == ["Give a share of one GPU above 0 and below 1, in hundredths, e.g. 0.25, 0.5 or "
+                                      "0.75."]
+
+
+def test_every_refusal_at_once(demo, whole_kai_pool):
+    errors = refusal(demo, whole_kai_pool, kind="training", pods=2, gpus=1, gpu_fraction=Decimal("1.5"),
+                     framework="ray", ray_entrypoint="python x.py")
+    assert len(errors["gpu_fraction"]) == 4  # range, pool, pods, framework
+    assert errors["gpus"] == ["With a fraction of a GPU the pod asks for no whole GPUs: set GPUs to 0 (this asks for 1 "
+                              "and 1.5)."]
+    assert errors["framework"] == ["A100 KAI is scheduled by KAI Scheduler, where the portal runs its own Jobs only; "
+                                   "leave the framework out, or choose a Kueue pool."]
+
+
+def test_no_gpu_at_all_is_refused(demo, kai_pool):
+    assert refusal(demo, kai_pool, gpus=0)["gpus"] == [
+        "Ask for at least 1 GPU, or for a fraction of one (gpu_fraction) on a KAI pool that shares GPUs."]
+
+
+def test_a_budget_hold_refuses_preemptible_work_on_a_kai_pool(demo, kai_pool, monkeypatch):
+    vision = Project.objects.get(slug="vision")
+    monkeypatch.setattr("apps.workloads.services.submissions.budget_holds", lambda: ({vision.pk}, set()))
+    errors = refusal(demo, kai_pool)
+    assert errors["preemptible"][0].startswith("Vision's budget is spent, so its new preemptible work is held; RTX "
+                                               "PRO 6000 is scheduled by KAI Scheduler, which cannot hold work")
+    assert submit(demo, kai_pool, preemptible=False).pk
+
+
+def test_a_manifest_is_refused_on_a_kai_pool(demo, kai_pool):
+    manifest = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: m}\nspec:\n  template:\n    spec:\n"
+                "      restartPolicy: Never\n      containers:\n      - name: main\n        image: busybox:1.36\n"
+                "        resources: {limits: {nvidia.com/gpu: 1}, requests: {nvidia.com/gpu: 1}}\n")
+    with pytest.raises(ValidationError) as caught:
+        services.workload_manifest_validate(actor=demo["alice"], project=Project.objects.get(slug="vision"),
+                                            manifest=manifest, node_pool=kai_pool, model_label="m",
+                                            data_class="public")
+    assert caught.value.message_dict["node_pool"] == [
+        "RTX PRO 6000 is scheduled by KAI Scheduler; a manifest runs through Kueue's queues, which it has not. Submit "
+        "the work with the training, batch or notebook form there, or choose a Kueue pool."]
+
+
+def test_the_api_takes_a_fraction_and_shows_it(client_for, demo, kai_pool):
+    body = {"project": "vision", "kind": "notebook", "name": "half", "image": "jupyter/base-notebook:latest",
+            "node_pool": "rtx", "gpu_fraction": 0.5, "labels": {"model": "m", "data_class": "public"}}
+    created = call(client_for("alice"), "POST", "workloads/", body)
+    assert created.status_code == 201, created.content
+    assert created.json()["gpu_fraction"] == 0.5 and created.json()["gpus"] == 0
+    assert created.json()["queue_name"] == "proj-vision-rtx"
+    listed = call(client_for("alice"), "GET", "workloads/").json()["results"]
+    assert [row["gpu_fraction"] for row in listed if row["id"] == created.json()["id"]] == [0.5]
+    again = call(client_for("alice"), "POST", f"workloads/{created.json()['id']}/resubmit/", {"gpus": 1})
+    assert again.status_code == 201, again.content
+    assert again.json()["gpu_fraction"] is None and again.json()["gpus"] == 1
+
+
+def test_the_api_gives_every_refusal_in_one_400(client_for, demo, kai_pool):
+    body = {"project": "vision", "kind": "training", "name": "Bad Name", "image": "pytorch/pytorch:2.4.0",
+            "node_pool": "h100", "gpus": 1, "pods": 2, "gpu_fraction": "0.333",
+            "labels": {"model": "m", "data_class": "public"}}
     refused = call(client_for("alice"), "POST", "workloads/", body)
-    assert refused.status_code == 400 and refused.json()["node_pool"] == [REFUSAL], refused.content
-    posted = page_client("alice").post(reverse("workloads:submit", args=[kind]), submit_payload(kind, pool="rtx"))
+    assert refused.status_code == 400, refused.content
+    errors = refused.json()
+    assert len(errors["gpu_fraction"]) == 3 and errors["gpus"] and errors["name"]
+    not_a_number = call(client_for("alice"), "POST", "workloads/", {**body, "gpu_fraction": "half"})
+    assert not_a_number.status_code == 400
+    assert not_a_number.json()["gpu_fraction"] == ["Give a share of one GPU as a number, e.g. 0.5."]
+    assert not_a_number.json()["name"]
+
+
+def test_the_form_takes_a_fraction_and_the_pages_show_it(page_client, demo, kai_pool):
+    client = page_client("alice")
+    posted = client.post(reverse("workloads:submit", args=["notebook"]),
+                         submit_payload("notebook", pool="rtx", gpus="0", gpu_fraction="0.5"))
+    assert posted.status_code == 302, posted.context["form"].errors if posted.context else posted
+    workload = Workload.objects.get(node_pool=kai_pool)
+    assert workload.gpu_fraction == Decimal("0.5")
+    detail = client.get(reverse("workloads:detail", args=[workload.pk])).content.decode()
+    assert "0.5 GPU" in detail and "proj-vision-rtx" in detail
+    listed = client.get(reverse("workloads:list")).content.decode()
+    assert '<td data-col="gpus_requested" class="num">0.5</td>' in listed
+
+
+def test_the_form_refuses_a_fraction_on_a_kueue_pool_with_every_error(page_client, demo, kai_pool):
+    posted = page_client("alice").post(reverse("workloads:submit", args=["training"]),
+                                       submit_payload("training", gpus="1", pods="2", gpu_fraction="0.5",
+                                                      name="Bad Name"))
     assert posted.status_code == 200
-    assert list(posted.context["form"].errors["node_pool"]) == [REFUSAL]
-    assert not Workload.objects.filter(node_pool=kai_pool).exists()
+    errors = posted.context["form"].errors
+    assert len(errors["gpu_fraction"]) == 2 and errors["gpus"] and errors["name"]

@@ -121,7 +121,7 @@ REFUSALS = [
     ("absurd pods", "training", {"pods": "100000"}, "pods", "At most 512 pods"),
     ("absurd CPU", "notebook", {"cpu": "100000"}, "cpu", ""),
     ("absurd memory", "training", {"memory_gib": "99999"}, "memory_gib", "At most 4096 GiB per pod"),
-    ("zero GPUs", "training", {"gpus": "0"}, "gpus", "At least 1"),
+    ("zero GPUs", "training", {"gpus": "0"}, "gpus", "Ask for at least 1 GPU, or for a fraction of one"),
     ("absurd runtime", "training", {"max_runtime_minutes": "10000000"}, "max_runtime_minutes", "At most 43200"),
     ("parallelism above completions", "batch", {"completions": "2", "parallelism": "3"}, "parallelism",
      "Parallelism cannot exceed the number of completions"),
