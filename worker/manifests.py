@@ -257,12 +257,19 @@ def kai_pod_annotations(workload: Workload) -> dict[str, str]:
     return annotations
 
 
+# A pod KAI Scheduler evicts (reclaim, preemption) is marked DisruptionTarget before it is deleted; without this rule
+# the Job counts it as a failed pod, and with a backoffLimit of 0 a preempted training would fail instead of waiting
+# again (Kueue suspends its Jobs instead, so their pods never count). Kubernetes' own advice for preemptible Jobs.
+EVICTIONS_NOT_FAILURES = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
+                                                                             "status": "True"}]}]}
+
+
 def kai_job_manifest(workload: Workload, *, request_id: str = "",
                      attachments: Attachments | None = None) -> dict[str, Any]:
     """The Job of work on a KAI pool: not suspended (KAI Scheduler binds its pods; nothing would unsuspend it), its
     pods named for KAI (scheduler, Queue, node pool, preemptibility, priority class, PodGroup), placed on the pool's
     nodes and tolerating their taints (KAI injects neither), stopped after the runtime limit by Kubernetes'
-    activeDeadlineSeconds (Kueue's label has no effect without Kueue)."""
+    activeDeadlineSeconds (Kueue's label has no effect without Kueue), its evicted pods replaced, not failed."""
     priority_class = workload.priority_class
     if priority_class is None:
         raise ValueError("only the portal's own submissions have a manifest")
@@ -275,7 +282,7 @@ def kai_job_manifest(workload: Workload, *, request_id: str = "",
     if pool.node_taints:
         spec["tolerations"] = [{"key": taint["key"], "operator": "Equal", "value": taint.get("value", ""),
                                 "effect": taint["effect"]} for taint in pool.node_taints]
-    job_spec: dict[str, Any] = {"suspend": False, **_counts(workload)}
+    job_spec: dict[str, Any] = {"suspend": False, **_counts(workload), "podFailurePolicy": EVICTIONS_NOT_FAILURES}
     if workload.max_runtime_seconds:
         job_spec["activeDeadlineSeconds"] = workload.max_runtime_seconds
     job_spec["template"] = {

@@ -37,6 +37,9 @@ def test_a_kai_job_is_not_suspended_and_names_no_kueue_queue():
     assert job["metadata"]["annotations"] == {"portal.gpu/owner": "alice", "portal.gpu/name": "resnet"}
     spec = job["spec"]
     assert spec["suspend"] is False and spec["activeDeadlineSeconds"] == 3600
+    # a pod KAI evicts is replaced, not counted against the backoffLimit of 0 (a preempted training waits again)
+    assert spec["podFailurePolicy"] == {"rules": [{"action": "Ignore", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]}]}
     assert (spec["parallelism"], spec["completions"], spec["completionMode"]) == (2, 2, "Indexed")
     template = spec["template"]
     assert template["metadata"] == {
