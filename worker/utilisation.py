@@ -7,7 +7,8 @@ at most MAX_POINTS steps), at UTILISATION_STEP_SECONDS resolution, each with a t
 pods of its Job (`<job name>-...` in its project's namespace); for work from outside the portal, the pods named
 after its object (`<JobSet name>-...`, `<RayCluster name>-head-...`), which is how each operator names them.
 
-Utilisation per pod is the mean of its GPUs' `DCGM_FI_DEV_GPU_UTIL`; a MIG instance has no device utilisation, so
+Utilisation per pod is the mean of its GPUs' `DCGM_FI_DEV_GPU_UTIL`, a workload's the mean over its pods (an
+inference service keeps each pod's too: its replicas); a MIG instance has no device utilisation, so
 its `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (a ratio) x 100 stands in. A time-sliced replica reports its physical card
 (the exporter cannot split a shared card by pod): a pod sharing a busy card looks busy.
 """
@@ -31,7 +32,7 @@ from django.utils import timezone
 
 from apps.usage import services as usage_services
 from apps.workloads import services as workload_services
-from apps.workloads.models import HOLDING_STATUSES, IdlePolicy, Workload, WorkloadUtilisation
+from apps.workloads.models import HOLDING_STATUSES, IdlePolicy, Kind, Workload, WorkloadUtilisation
 
 logger = logging.getLogger(__name__)
 
@@ -143,10 +144,15 @@ def refresh(prometheus: Prometheus, now: datetime | None = None) -> Refresh:
 
     util_points: dict[int, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     memory_points: dict[int, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    pod_points: dict[int, dict[str, list[tuple[datetime, float]]]] = defaultdict(lambda: defaultdict(list))
     for series in utilisation:
         if (held_by := owner(series)) is not None:
+            pod = (series.get("metric") or {}).get("pod", "")
             for moment, value in series.get("values") or []:
                 util_points[held_by.pk][float(moment)].append(float(value))
+                if held_by.kind == Kind.INFERENCE and math.isfinite(float(value)):
+                    pod_points[held_by.pk][pod].append((datetime.fromtimestamp(float(moment), tz=UTC),
+                                                        float(value)))
     for series in memory:
         if (held_by := owner(series)) is not None:
             for moment, value in series.get("values") or []:
@@ -162,7 +168,8 @@ def refresh(prometheus: Prometheus, now: datetime | None = None) -> Refresh:
                    for moment, values in sorted(points.items()) if all(math.isfinite(v) for v in values)]
         with transaction.atomic():
             accepted = workload_services.workload_utilisation_record(workload=workload, samples=samples,
-                                                                     policy=policy, now=now)
+                                                                     policy=policy, now=now,
+                                                                     replicas=pod_points.get(workload.pk))
             usage_services.utilisation_hours_add(workload=workload, samples=accepted, sample_seconds=step,
                                                  threshold_percent=policy.threshold_percent)
         result.workloads += bool(accepted)

@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django.conf import settings
@@ -1265,8 +1265,9 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
 def ready_changed_at(pods: list[dict[str, Any]], *, rising: bool) -> datetime | None:
     """When a Deployment's ready count moved, on the cluster's clock, from its pods: a rise at the latest Ready=True
     transition of its ready pods; a fall at the latest Ready=False transition of its pods not ready, or deletion
-    of its terminating ones (the ReplicaSet counts a terminating pod out at once). None when the pods say nothing
-    (those that went are gone)."""
+    of its terminating ones (the ReplicaSet counts a terminating pod out at once): its deletionTimestamp less its
+    deletionGracePeriodSeconds, since the API server dates a graceful deletion by when the grace period ends. None
+    when the pods say nothing (those that went are gone)."""
     times = []
     for pod in pods:
         conditions = (pod.get("status") or {}).get("conditions") or []
@@ -1275,7 +1276,9 @@ def ready_changed_at(pods: list[dict[str, Any]], *, rising: bool) -> datetime | 
         if rising and ready.get("status") == "True" and not deleted:
             times.append(_parsed(ready.get("lastTransitionTime")))
         elif not rising and deleted:
-            times.append(_parsed(deleted))
+            ends = _parsed(deleted)
+            grace = pod["metadata"].get("deletionGracePeriodSeconds")
+            times.append(ends - timedelta(seconds=grace) if ends is not None and isinstance(grace, int) else ends)
         elif not rising and ready.get("status") == "False":
             times.append(_parsed(ready.get("lastTransitionTime")))
     return max((at for at in times if at is not None), default=None)

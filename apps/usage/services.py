@@ -195,9 +195,8 @@ def usage_days_rebuild() -> int:
 
 
 def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime | None = None,
-                        reason: str = "", units: int | None = None) -> bool:
-    """Record the stretch of quota that began at `at` (Kueue's admission time); idempotent. `units`: what the
-    stretch holds when not the workload's own units (an inference service's ready replicas).
+                        reason: str = "") -> bool:
+    """Record the stretch of quota that began at `at` (Kueue's admission time); idempotent.
 
     No-op when an interval starting then exists already, or when another one is still open. With `ended_at` the
     stretch is recorded closed at once: the watcher learnt of the admission only after it ended.
@@ -211,7 +210,7 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
         if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(
                 ended_at__isnull=True).exists()):
             return False
-        _interval(workload, at, ended_at, reason, units=units).save(force_insert=True)
+        _interval(workload, at, ended_at, reason).save(force_insert=True)
         _timeline_changed({(workload.project_id, pool.pk): at})
     return True
 
@@ -278,6 +277,47 @@ def usage_interval_close(*, workload_id: int, at: datetime, reason: str) -> bool
     return True
 
 
+def usage_interval_units_set(*, workload: Workload, at: datetime, units: int, reason: str) -> bool:
+    """The workload holds `units` from `at` on (0: nothing), as an inference service's ready replicas do: the open
+    stretch closes at `at` and one with the new units opens there; False when nothing changed.
+
+    Changes come in any order and at any moment: the watcher dates them from the pods, so two may share an instant (a
+    replica replaced within the cluster clock's resolution) or be dated before the stretch they end. So a change
+    never goes back before the workload's recorded stretches (the start of its open one, the end of its last closed
+    one): dated earlier, it counts from there; and a stretch that would last no time is not kept: one opened at that
+    instant takes the new units in its place (or goes, at 0). Each instant has one count, the last one seen
+    (docs/architecture.md, Inference services).
+    """
+    pool = workload.node_pool
+    with transaction.atomic():
+        if not _DEFERRED.get():
+            _lock_timeline(workload.project_id, pool.pk)
+        rows = UsageInterval.objects.select_for_update().filter(workload_id=workload.pk)
+        opened = rows.filter(ended_at__isnull=True).first()
+        last_end = rows.filter(ended_at__isnull=False).order_by("-ended_at").values_list("ended_at", flat=True).first()
+        at = max(at, last_end or at, opened.started_at if opened is not None else at)
+        if (opened.units if opened is not None else 0) == units:
+            return False
+        if opened is not None and opened.started_at < at:
+            opened.ended_at, opened.end_reason = at, reason[:100]
+            opened.save(update_fields=["ended_at", "end_reason"])
+        elif opened is not None and units:  # opened at this instant: it held nothing yet
+            opened.units = units
+            opened.save(update_fields=["units"])
+        elif opened is not None:
+            opened.delete()
+        if units and (opened is None or opened.ended_at is not None):
+            # A stretch closed at its start (a stop at the same instant) takes the instant's one row.
+            lasted_nothing = rows.filter(started_at=at, ended_at=at).first()
+            if lasted_nothing is not None:
+                lasted_nothing.units, lasted_nothing.ended_at, lasted_nothing.end_reason = units, None, ""
+                lasted_nothing.save(update_fields=["units", "ended_at", "end_reason"])
+            else:
+                _interval(workload, at, None, "", units=units).save(force_insert=True)
+        _timeline_changed({(workload.project_id, pool.pk): at})
+    return True
+
+
 def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: int, deserved: int,
                         at: datetime | None = None) -> bool:
     """The project's deserved units on the pool are `deserved` from `at` (now) on; False when nothing changed.
@@ -317,12 +357,16 @@ def deserved_period_set(*, project_id: int, department_id: int, node_pool_id: in
 
 
 def on_quota_held(*, workload: Workload, at: datetime, ended_at: datetime | None = None, reason: str = "",
-                  units: int | None = None, **_: Any) -> None:
-    usage_interval_open(workload=workload, at=at, ended_at=ended_at, reason=reason, units=units)
+                  **_: Any) -> None:
+    usage_interval_open(workload=workload, at=at, ended_at=ended_at, reason=reason)
 
 
 def on_quotas_held(*, stretches: list[tuple[Workload, datetime, datetime | None, str]], **_: Any) -> None:
     usage_intervals_open_many(stretches=stretches)
+
+
+def on_quota_units_changed(*, workload: Workload, at: datetime, units: int, reason: str, **_: Any) -> None:
+    usage_interval_units_set(workload=workload, at=at, units=units, reason=reason)
 
 
 def on_quota_released(*, workload_id: int, at: datetime, reason: str, **_: Any) -> None:

@@ -663,12 +663,19 @@ class WorkloadUtilisation(models.Model):
 
     `series` is the detail page's chart: [[epoch seconds, mean GPU util %, framebuffer used MiB], ...] over the run,
     at most MAX_POINTS (older points merged pairwise when it grows). `idle_since` is the start of the current stretch
-    below the idle policy's threshold; `idle_flagged_at` when that stretch reached the policy's duration."""
+    below the idle policy's threshold; `idle_flagged_at` when that stretch reached the policy's duration.
+
+    `replicas`, for an inference service, each of its pods' own figures beside the mean over them: replicas are
+    interchangeable behind one Service, so a replica left idle (or one saturated) by the load balancing hides in the
+    mean. [{"pod", "mean_percent", "last_percent", "samples", "last_at" (epoch seconds)}, ...] by pod name, the
+    pods measured within REPLICAS_KEPT of its newest sample (a rollout's replaced pods drop out)."""
 
     MAX_POINTS = 240
+    REPLICAS_KEPT = timedelta(hours=1)
 
     workload = models.OneToOneField(Workload, on_delete=models.CASCADE, primary_key=True, related_name="utilisation")
     series = models.JSONField(default=list, blank=True)
+    replicas = models.JSONField(default=list, blank=True)
     sampled_until = models.DateTimeField(null=True, blank=True, help_text="The last sample already counted.")
     samples = models.PositiveIntegerField(default=0)
     mean_percent = models.FloatField(null=True, blank=True)

@@ -91,6 +91,10 @@ class Store(Protocol):
 
     def remove_finalizer(self, resource: str, namespace: str | None, name: str, finalizer: str) -> None: ...
 
+    def pod_terminated(self, namespace: str, name: str) -> dict | None:
+        """The kubelet's delete with grace period 0 of a pod whose containers have stopped."""
+        ...
+
     def record_event(self, involved: dict, type_: str, reason: str, message: str, component: str) -> None: ...
 
     def release_foreground(self) -> bool:

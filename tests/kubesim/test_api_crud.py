@@ -313,6 +313,75 @@ def test_finalizers_and_foreground(api, ns):
     assert err.value.status == 404
 
 
+def test_a_running_pod_is_deleted_gracefully(api, ks, ns):
+    """As kube-apiserver and the kubelet: a bound, running pod stays Terminating (deletionTimestamp its deletion plus
+    the grace period, deletionGracePeriodSeconds that period) until its containers stop on SIGTERM, which an emulated
+    one does at once unless `kubesim.io/stop-seconds` says otherwise, never later than the grace period; a shorter
+    grace period brings the end forward, 0 deletes at once, and an unscheduled pod has none."""
+    from kubesim.kernel.clock import parse_rfc3339
+
+    def gone(name: str) -> bool:
+        try:
+            api.core.read_namespaced_pod(name, ns)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    for name, stop in (("quick", None), ("slow", "5"), ("stubborn", "600"), ("forced", "600")):
+        body = pod_body(name, **({"annotations": {"kubesim.io/stop-seconds": stop}} if stop else {}))
+        body["spec"]["terminationGracePeriodSeconds"] = 20
+        api.core.create_namespaced_pod(ns, body)
+    ks.advance(0)
+    assert {api.core.read_namespaced_pod(n, ns).status.phase for n in ("quick", "slow", "stubborn")} == {"Running"}
+
+    answer = api.core.delete_namespaced_pod("quick", ns)  # the pod as the deletion left it
+    assert answer.metadata.deletion_grace_period_seconds == 20 and answer.metadata.deletion_timestamp is not None
+    assert gone("quick")  # its containers stopped at once: the kubelet ended it before the answer
+
+    deleted_at = parse_rfc3339(ks.advance(0))
+    api.core.delete_namespaced_pod("slow", ns)
+    api.core.delete_namespaced_pod("stubborn", ns)
+    slow = api.core.read_namespaced_pod("slow", ns)
+    assert slow.metadata.deletion_grace_period_seconds == 20
+    assert (slow.metadata.deletion_timestamp - deleted_at).total_seconds() == 20  # by when it will be gone
+    ks.advance(4)
+    assert not gone("slow")  # terminating: its container takes 5 s to stop
+    ks.advance(1)
+    assert gone("slow") and not gone("stubborn")
+    api.core.delete_namespaced_pod("stubborn", ns, grace_period_seconds=10)  # sooner: 10 s from now, not 20
+    ks.advance(9)
+    assert not gone("stubborn")
+    ks.advance(1)
+    assert gone("stubborn")  # killed at the end of its grace period
+    api.core.delete_namespaced_pod("forced", ns, grace_period_seconds=0)
+    assert gone("forced")
+
+    unscheduled = pod_body("nowhere")
+    unscheduled["spec"]["nodeSelector"] = {"no-such": "node"}
+    api.core.create_namespaced_pod(ns, unscheduled)
+    ks.advance(0)
+    answer = api.core.delete_namespaced_pod("nowhere", ns)
+    assert answer.metadata.deletion_timestamp is None and gone("nowhere")  # never ran: no grace period
+
+    held = pod_body("held", finalizers=["example.com/hold"])  # terminated, then held by its finalizer
+    held["metadata"]["annotations"] = {"kubesim.io/stop-seconds": "3"}
+    api.core.create_namespaced_pod(ns, held)
+    ks.advance(0)
+    api.core.delete_namespaced_pod("held", ns)
+    api.core.patch_namespaced_pod("held", ns, [{"op": "remove", "path": "/metadata/finalizers"}])
+    assert not gone("held")  # its finalizer lifted, its containers still stopping
+    ks.advance(3)
+    assert gone("held")
+    api.core.create_namespaced_pod(ns, pod_body("held2", finalizers=["example.com/hold"]))
+    ks.advance(0)
+    api.core.delete_namespaced_pod("held2", ns)
+    stopped_at = parse_rfc3339(ks.advance(0))
+    waiting = api.core.read_namespaced_pod("held2", ns)
+    assert waiting.metadata.deletion_grace_period_seconds == 0 and waiting.metadata.deletion_timestamp == stopped_at
+    api.core.patch_namespaced_pod("held2", ns, [{"op": "remove", "path": "/metadata/finalizers"}])
+    assert gone("held2")
+
+
 def test_namespace_delete_removes_content(api):
     api.core.create_namespace({"metadata": {"name": "doomed"}})
     api.core.create_namespaced_pod("doomed", pod_body("p"))

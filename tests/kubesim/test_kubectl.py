@@ -168,6 +168,67 @@ def test_explain_built_in_and_kueue_kinds(kubectl: Kubectl):
     assert "resourceGroups\t<[]Object>" in queues
 
 
+TEMPLATE_FINALIZERS = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: held, namespace: held}
+spec:
+  template:
+    metadata:
+      creationTimestamp: null
+      labels: {app: held-job}
+      finalizers: [example.com/hold]
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox, command: [sleep, "600"]}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: held, namespace: held}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: held-web}}
+  template:
+    metadata:
+      creationTimestamp: null
+      labels: {app: held-web}
+      finalizers: [example.com/hold]
+    spec:
+      containers: [{name: main, image: nginx}]
+"""
+
+
+def test_pod_templates_take_a_whole_object_meta_and_pass_their_finalizers_on(
+    kubectl: Kubectl, core: client.CoreV1Api, tmp_path: Path
+):
+    """A PodTemplateSpec's metadata is an ObjectMeta (Kubernetes' OpenAPI, as the official client models it): every
+    field of it is known to the template schemas, and kubectl's default (Strict) validation lets a Job and a Deployment
+    with template finalizers and `creationTimestamp: null` through; their pods carry the finalizers, so a deleted one
+    stays terminating until they are lifted."""
+    from kubesim.apiserver.registry import coreschemas, workloadschemas
+
+    object_meta = set(client.V1ObjectMeta.attribute_map.values())
+    for template in (coreschemas.POD_TEMPLATE, workloadschemas.POD_TEMPLATE):
+        assert object_meta <= set(template["properties"]["metadata"]["properties"])
+
+    kubectl("create", "namespace", "held")
+    manifest = tmp_path / "held.yaml"
+    manifest.write_text(TEMPLATE_FINALIZERS)
+    assert kubectl("apply", "-f", str(manifest)).stdout.split("\n")[:2] == [
+        "job.batch/held created", "deployment.apps/held created"]
+    for app, count in (("held-job", 1), ("held-web", 2)):
+        pods = core.list_namespaced_pod("held", label_selector=f"app={app}").items
+        assert len(pods) == count and all(pod.metadata.finalizers == ["example.com/hold"] for pod in pods)
+
+    kubectl("delete", "deployment", "held", "-n", "held", "--wait=false")
+    kubectl("delete", "job", "held", "-n", "held", "--wait=false")
+    pods = core.list_namespaced_pod("held").items
+    assert len(pods) == 3 and all(pod.metadata.deletion_timestamp for pod in pods)  # held by their finalizer
+    for pod in pods:
+        core.patch_namespaced_pod(pod.metadata.name, "held", {"metadata": {"finalizers": None}})
+    assert core.list_namespaced_pod("held").items == []
+
+
 def test_server_side_apply_conflicts_and_force(kubectl: Kubectl, core: client.CoreV1Api, tmp_path: Path):
     manifest = tmp_path / "ssa.yaml"
     manifest.write_text(

@@ -98,8 +98,8 @@ def test_a_multi_node_service_runs_as_a_leaderworkerset_scales_and_counts_its_re
 
 def test_a_new_image_replaces_the_groups_and_the_service_stays_ready(kubesim, cluster, org, watcher, serving):
     """kubesim's LWS replaces the groups at once on its manual clock: the patch reaches the worker template and
-    every pod runs the new image, the row ready again. (GPU-hours across a rollout at one instant: see the
-    docs, Multi-node replicas.)"""
+    every pod runs the new image, the row ready again. (GPU-hours across changes at one instant:
+    tests/apps/usage/test_ledger_units.py.)"""
     vision = Project.objects.get(slug="vision")
     workload = services.inference_submit(
         actor=org["alice"], project=vision, node_pool=serving, name="llama-70b", image="vllm/vllm-openai:v0.6.3",

@@ -3,6 +3,7 @@ scaled (kubectl rollout status answering), and its GPU-hours those of its ready 
 
 import shutil
 import subprocess
+from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -120,3 +121,22 @@ def test_a_change_of_ready_replicas_is_dated_from_the_pods_on_the_clusters_clock
     pods = cluster.list("Pod", namespace="dating", label_selector="app=web")
     assert len(pods) == 2 and not any(pod["metadata"].get("deletionTimestamp") for pod in pods)
     assert ready_changed_at(pods, rising=False) is None
+
+
+def test_a_fall_is_dated_by_the_deletion_not_by_the_end_of_the_grace_period(kubesim, cluster):
+    """A pod a scale-down deletes terminates gracefully: the API server dates it by when its grace period ends
+    (deletion + 30 s), so the fall is its deletionTimestamp less its deletionGracePeriodSeconds."""
+    cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "grace"}})
+    cluster.create({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "grace"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}, "annotations": {"kubesim.io/stop-seconds": "10"}},
+            "spec": {"containers": [{"name": "main", "image": "server:1"}]}}}})
+    shrunk_at = parse_time(kubesim.advance(600))
+    cluster.patch("Deployment", "web", {"spec": {"replicas": 1}}, namespace="grace", subresource="scale")
+    pods = cluster.list("Pod", namespace="grace", label_selector="app=web")
+    (terminating,) = [pod for pod in pods if pod["metadata"].get("deletionTimestamp")]  # its server stops in 10 s
+    assert parse_time(terminating["metadata"]["deletionTimestamp"]) == shrunk_at + timedelta(seconds=30)
+    assert ready_changed_at(pods, rising=False) == shrunk_at
+    kubesim.advance(10)
+    assert len(cluster.list("Pod", namespace="grace", label_selector="app=web")) == 1

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.usage import reports
@@ -149,6 +151,54 @@ def test_the_workload_api_gives_what_was_measured(demo, client_for, django_asser
     with django_assert_max_num_queries(12):  # joined into the list's one query, not one per row
         rows = {row["name"]: row["utilisation"] for row in api.get("/api/v1/workloads/").json()["results"]}
     assert rows["measured"]["idle"] is True and rows["unmeasured"] is None
+
+
+def test_an_inference_service_keeps_each_replicas_figures_beside_the_mean(demo, client_for, settings):
+    """The mean over the pods stays what idle and showback use; each pod's own figures are kept for the detail page
+    and the API's detail (not its list), by pod name, a replaced pod dropping out an hour after its last sample."""
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"  # configured (never asked: pages read what the worker stored)
+    policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 600})[0]
+    served = workload(alice_user(), name="served", gpus=1)
+    served.kind = Kind.INFERENCE
+    served.save(update_fields=["kind"])
+
+    def at(minutes: int) -> datetime:
+        return START + timedelta(minutes=minutes)
+
+    busy, idle = "wl-1-5d4f-busy", "wl-1-5d4f-idle"
+    workload_services.workload_utilisation_record(
+        workload=served, samples=samples([50, 50]), policy=policy, now=at(5),
+        replicas={busy: [(at(0), 100.0), (at(1), 100.0)], idle: [(at(0), 0.0), (at(1), 0.0)]})
+    workload_services.workload_utilisation_record(  # a replay counts nothing twice; the busy pod slows down
+        workload=served, samples=samples([50, 30, 40], start=at(1)), policy=policy, now=at(5),
+        replicas={busy: [(at(1), 100.0), (at(2), 60.0), (at(3), 80.0)], idle: [(at(1), 0.0), (at(2), 0.0),
+                                                                              (at(3), 0.0)]})
+    row = WorkloadUtilisation.objects.get(workload=served)
+    assert row.mean_percent == pytest.approx(42.5) and row.samples == 4  # the mean over the pods, as before
+    assert row.replicas == [
+        {"pod": busy, "mean_percent": 85.0, "last_percent": 80.0, "samples": 4, "last_at": at(3).timestamp()},
+        {"pod": idle, "mean_percent": 0.0, "last_percent": 0.0, "samples": 4, "last_at": at(3).timestamp()}]
+
+    api = client_for("alice")
+    with CaptureQueriesContext(connection) as queries:
+        detail = api.get(f"/api/v1/workloads/{served.pk}/").json()["utilisation"]
+    assert not [query for query in queries if 'FROM "workloads_workloadutilisation"' in query["sql"]]  # joined in
+    assert [(r["pod"], r["mean_percent"], r["last_percent"], r["samples"]) for r in detail["replicas"]] == [
+        (busy, 85.0, 80.0, 4), (idle, 0.0, 0.0, 4)]
+    assert detail["replicas"][0]["last_at"].startswith("2026-03-02T10:03")
+    listed = {row["name"]: row["utilisation"] for row in api.get("/api/v1/workloads/").json()["results"]}
+    assert "replicas" not in listed["served"] and listed["served"]["mean_percent"] == pytest.approx(42.5)
+
+    page = api.get(reverse("workloads:detail", args=[served.pk])).content.decode()
+    table = page.split('data-utilisation="replicas"')[1].split("</table>")[0]
+    assert f'data-replica="{busy}"' in table and f'data-replica="{idle}"' in table
+    assert '"replica-mean">85%' in table and '"replica-mean">0%' in table
+
+    rolled = "wl-1-7c8e-new"  # a rollout replaced both pods: an hour after their last sample they go
+    workload_services.workload_utilisation_record(
+        workload=served, samples=samples([70], start=at(64)), policy=policy, now=at(65),
+        replicas={rolled: [(at(64), 70.0)]})
+    assert [r["pod"] for r in WorkloadUtilisation.objects.get(workload=served).replicas] == [rolled]
 
 
 def test_the_chart_stays_bounded(demo):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.http import QueryDict
@@ -415,6 +416,27 @@ class WorkloadUtilisationSerializer(serializers.ModelSerializer):
         return measured.idle_flagged_at is not None
 
 
+class ReplicaUtilisationSerializer(serializers.Serializer):
+    pod = serializers.CharField(help_text="The pod's name.")
+    mean_percent = serializers.FloatField(help_text="Its mean GPU utilisation over its samples, 0-100.")
+    last_percent = serializers.FloatField(help_text="Its last sample's GPU utilisation, 0-100.")
+    samples = serializers.IntegerField()
+    last_at = serializers.SerializerMethodField(help_text="When it was last measured.")
+
+    def get_last_at(self, replica: dict[str, Any]) -> datetime:
+        return datetime.fromtimestamp(replica["last_at"], tz=UTC)
+
+
+class WorkloadUtilisationDetailSerializer(WorkloadUtilisationSerializer):
+    replicas = ReplicaUtilisationSerializer(many=True, read_only=True, help_text=(
+        "An inference service's figures per replica (each pod; a multi-node replica's pods each), beside the mean "
+        "over them, for the pods measured within the last hour of its measurements; empty for other work."))
+
+    class Meta(WorkloadUtilisationSerializer.Meta):
+        fields = [*WorkloadUtilisationSerializer.Meta.fields, "replicas"]
+        read_only_fields = fields
+
+
 # The Kubernetes kind of the object behind each kind of workload (a pod group's Workload stands for its pods; the
 # kind of an object of no integration the portal knows is not recorded).
 OBJECT_KINDS = {Kind.TRAINING: "Job", Kind.NOTEBOOK: "Job", Kind.BATCH: "Job", Kind.JOB: "Job", Kind.JOBSET: "JobSet",
@@ -687,6 +709,14 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         fields = [*WorkloadSerializer.Meta.fields, "queue_position", "reason", "message", "admission", "preemptions",
                   "connect_url", "events", "cluster_events", "manifest"]
         read_only_fields = fields
+
+    @extend_schema_field(WorkloadUtilisationDetailSerializer(allow_null=True))
+    def get_utilisation(self, workload: Workload) -> dict[str, Any] | None:
+        try:
+            measured = workload.utilisation
+        except WorkloadUtilisation.DoesNotExist:
+            return None
+        return WorkloadUtilisationDetailSerializer(measured).data
 
     @extend_schema_field(serializers.URLField(allow_null=True))
     def get_connect_url(self, workload: Workload) -> str | None:

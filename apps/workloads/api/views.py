@@ -199,13 +199,13 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
     def get_queryset(self) -> QuerySet[Workload]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no signed-in user
             return Workload.objects.none()
-        queryset = _with_attachments(workload_list(user=self.request.user))
+        queryset = _with_attachments(workload_list(user=self.request.user, detail=self.action != "list"))
         if self.action == "list":
             return queryset
         return queryset.prefetch_related(Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor")))
 
     def _detail(self, workload: Workload) -> dict[str, Any]:
-        fresh = _with_attachments(workload_list(user=self.request.user)).prefetch_related(
+        fresh = _with_attachments(workload_list(user=self.request.user, detail=True)).prefetch_related(
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor"))).get(pk=workload.pk)
         return WorkloadDetailSerializer(self._with_live_state(fresh), context=self.get_serializer_context()).data
 

@@ -89,9 +89,11 @@ def workload_rows(*, user: Actor) -> QuerySet[Workload]:
     ).annotate(requested_units=requested_units(), creator=creator())
 
 
-def workload_list(*, user: Actor) -> QuerySet[Workload]:
-    """The API's rows: `workload_rows` with who asked for a stop and the utilisation summary joined in too."""
-    return workload_rows(user=user).select_related("stop_requested_by", "utilisation").defer("utilisation__series")
+def workload_list(*, user: Actor, detail: bool = False) -> QuerySet[Workload]:
+    """The API's rows: `workload_rows` with who asked for a stop and the utilisation summary joined in too (with
+    `detail`, an inference service's figures per replica as well: the detail shows them, the list does not)."""
+    return workload_rows(user=user).select_related("stop_requested_by", "utilisation").defer(
+        "utilisation__series", *(() if detail else ("utilisation__replicas",)))
 
 
 def workload_for_page(*, user: Actor, pk: int) -> Workload | None:

@@ -17,7 +17,8 @@ from .lookups import workloads_for
 
 @dataclass(frozen=True)
 class UtilisationChart:
-    """The detail page's sparkline: SVG polyline points in a CHART_WIDTH x CHART_HEIGHT box (0 % at the bottom)."""
+    """The detail page's sparkline: SVG polyline points in a CHART_WIDTH x CHART_HEIGHT box (0 % at the bottom), and
+    an inference service's figures per replica (WorkloadUtilisation.replicas, `last_at` a datetime)."""
 
     row: WorkloadUtilisation | None
     util_points: str = ""
@@ -25,6 +26,7 @@ class UtilisationChart:
     memory_scale_mib: float = 0.0
     started: Any = None
     ended: Any = None
+    replicas: tuple[dict[str, Any], ...] = ()
 
 
 CHART_WIDTH, CHART_HEIGHT = 300, 60
@@ -40,6 +42,8 @@ def workload_utilisation_chart(*, workload: Workload) -> UtilisationChart:
     series = row.series if row else []
     if not series:
         return UtilisationChart(row=row)
+    replicas = tuple({**replica, "last_at": datetime.fromtimestamp(replica["last_at"], tz=UTC)}
+                     for replica in (row.replicas if row else []))
     first, last = series[0][0], series[-1][0]
     span = (last - first) or 1.0
     peak = max(point[2] for point in series) or 1.0
@@ -53,7 +57,8 @@ def workload_utilisation_chart(*, workload: Workload) -> UtilisationChart:
     util = " ".join(f"{x(p[0])},{y(p[1] / 100)}" for p in series)
     memory = " ".join(f"{x(p[0])},{y(p[2] / peak)}" for p in series)
     return UtilisationChart(row=row, util_points=util, memory_points=memory, memory_scale_mib=peak,
-                            started=datetime.fromtimestamp(first, tz=UTC), ended=datetime.fromtimestamp(last, tz=UTC))
+                            started=datetime.fromtimestamp(first, tz=UTC), ended=datetime.fromtimestamp(last, tz=UTC),
+                            replicas=replicas)
 
 
 def workloads_held_idle(*, user: Actor) -> QuerySet[Workload]:

@@ -26,7 +26,7 @@ from apps.core.audit import audit_record
 from apps.org.models import NodePool, Project, ServingReservation
 from apps.workloads.models import LIVE_STATUSES, Kind, Origin, Status, Workload
 from apps.workloads.selectors import serving_services, serving_units
-from apps.workloads.signals import quota_held, quota_released
+from apps.workloads.signals import quota_units_changed
 
 from .submissions import _earlier_submission
 from .transitions import SUBMIT_DEADLINE, SUBMIT_INTENT, SUBMIT_TASK, _event, _transition
@@ -247,7 +247,6 @@ def inference_observe(*, workload_id: int, uid: str, ready: int, replicas: int, 
         else:
             return False
         if changed:
-            quota_released.send(sender=Workload, workload_id=row.pk, at=at, reason=REPLICAS_CHANGED)
-            if ready:
-                quota_held.send(sender=Workload, workload=row, at=at, units=ready * row.pods * row.gpus)
+            quota_units_changed.send(sender=Workload, workload=row, at=at, units=ready * row.pods * row.gpus,
+                                     reason=REPLICAS_CHANGED)
     return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -51,10 +52,34 @@ def _merge_pairs(points: list[list[float]]) -> list[list[float]]:
     return merged
 
 
+def _replicas_merged(stored: list[dict[str, Any]], per_pod: dict[str, list[tuple[datetime, float]]],
+                     counted_until: datetime | None) -> list[dict[str, Any]]:
+    """Each pod's figures with its samples after `counted_until` added, by pod name; a pod not measured within
+    REPLICAS_KEPT of the newest sample goes (WorkloadUtilisation.replicas)."""
+    by_pod = {entry["pod"]: dict(entry) for entry in stored}
+    for pod, points in per_pod.items():
+        fresh = sorted(point for point in points if counted_until is None or point[0] > counted_until)
+        if not fresh:
+            continue
+        entry = by_pod.setdefault(pod, {"pod": pod, "mean_percent": 0.0, "last_percent": 0.0, "samples": 0,
+                                        "last_at": 0.0})
+        samples = entry["samples"] + len(fresh)
+        entry["mean_percent"] = round((entry["mean_percent"] * entry["samples"] + sum(
+            util for _, util in fresh)) / samples, 3)
+        entry["samples"], entry["last_percent"] = samples, round(fresh[-1][1], 3)
+        entry["last_at"] = max(entry["last_at"], fresh[-1][0].timestamp())
+    newest = max((entry["last_at"] for entry in by_pod.values()), default=0.0)
+    kept = WorkloadUtilisation.REPLICAS_KEPT.total_seconds()
+    return [by_pod[pod] for pod in sorted(by_pod) if by_pod[pod]["last_at"] >= newest - kept]
+
+
 def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datetime, float, float]],
-                                policy: IdlePolicy, now: datetime) -> list[tuple[datetime, float, float]]:
+                                policy: IdlePolicy, now: datetime,
+                                replicas: dict[str, list[tuple[datetime, float]]] | None = None,
+                                ) -> list[tuple[datetime, float, float]]:
     """Add Prometheus' samples (time, mean GPU util %, framebuffer MiB) newer than what is already counted; update
     the idle stretch and flag the workload (event + e-mail to the owner) when it reaches the policy's duration.
+    `replicas`: an inference service's samples per pod (pod name -> [(time, GPU util %)]), kept beside the mean.
 
     Returns the samples it accepted (the caller adds the same ones to the hourly showback figures), so a repeated
     refresh over the same window counts nothing twice."""
@@ -63,6 +88,8 @@ def workload_utilisation_record(*, workload: Workload, samples: list[tuple[datet
         fresh = sorted(s for s in samples if row.sampled_until is None or s[0] > row.sampled_until)
         if not fresh:
             return []
+        if replicas:
+            row.replicas = _replicas_merged(row.replicas, replicas, row.sampled_until)
         total = (row.mean_percent or 0.0) * row.samples + sum(util for _, util, _ in fresh)
         row.samples += len(fresh)
         row.mean_percent = total / row.samples

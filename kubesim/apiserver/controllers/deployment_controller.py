@@ -657,6 +657,7 @@ class DeploymentController:
                 "namespace": rs["metadata"]["namespace"],
                 "labels": dict(tmd.get("labels") or {}),
                 "annotations": dict(tmd.get("annotations") or {}),
+                **({"finalizers": list(tmd["finalizers"])} if tmd.get("finalizers") else {}),  # as GetPodFromTemplate
                 "ownerReferences": [controller_reference(rs)],
             },
             "spec": template["spec"],

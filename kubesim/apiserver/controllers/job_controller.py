@@ -336,6 +336,7 @@ class JobController:
                 "namespace": md["namespace"],
                 "labels": labels,
                 "annotations": annotations,
+                **({"finalizers": list(tmd["finalizers"])} if tmd.get("finalizers") else {}),  # as GetPodFromTemplate
                 "ownerReferences": [controller_reference(job)],
             },
             "spec": pod_spec,

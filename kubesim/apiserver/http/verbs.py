@@ -300,6 +300,8 @@ class Verbs:
                 opts["propagationPolicy"] = q(query, "propagationPolicy")
             if q(query, "orphanDependents") is not None:
                 opts["orphanDependents"] = truthy(q(query, "orphanDependents"))
+            if q(query, "gracePeriodSeconds") is not None:
+                opts["gracePeriodSeconds"] = q(query, "gracePeriodSeconds")
             if "dryRun" in query:
                 opts["dryRun"] = query["dryRun"]
         causes = []
@@ -310,6 +312,12 @@ class Verbs:
         if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
             message = f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan", "nil"'
             causes.append(Cause("propagationPolicy", "FieldValueNotSupported", message))
+        grace = opts.get("gracePeriodSeconds")
+        if grace is not None:
+            try:
+                opts["gracePeriodSeconds"] = int(grace)
+            except (TypeError, ValueError):
+                raise bad_request(f'invalid gracePeriodSeconds "{grace}": an integer') from None
         causes += dry_run_problems(opts.get("dryRun") or [])
         if causes:
             raise options_invalid("DeleteOptions", causes)
@@ -348,7 +356,8 @@ class Verbs:
                 )
             dry = bool(opts.get("dryRun"))
             try:
-                result = self.store.delete(t.res.plural, t.namespace, t.name or "", policy, dry_run=dry)
+                result = self.store.delete(t.res.plural, t.namespace, t.name or "", policy, dry_run=dry,
+                                           grace_seconds=opts.get("gracePeriodSeconds"))
             except NotFound as exc:
                 raise not_found(t.res, t.name or "") from exc
             if not result["metadata"].get("deletionTimestamp") and t.res.plural not in RETURNS_DELETED_OBJECT:
@@ -367,7 +376,8 @@ class Verbs:
                 md = o["metadata"]
                 try:
                     deleted.append(
-                        self.store.delete(t.res.plural, md.get("namespace"), md["name"], policy, dry_run=dry)
+                        self.store.delete(t.res.plural, md.get("namespace"), md["name"], policy, dry_run=dry,
+                                          grace_seconds=opts.get("gracePeriodSeconds"))
                     )
                 except NotFound:
                     continue

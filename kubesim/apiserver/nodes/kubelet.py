@@ -21,6 +21,10 @@ from kubesim.kernel.clock import parse_rfc3339, rfc3339
 from kubesim.kernel.store import ChangeFeed, Store, clone
 
 RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
+# Graceful termination: an emulated container stops on SIGTERM after this long (default 0: at once, at the kubelet's
+# next pass), never later than the pod's grace period, when the kubelet sends the delete that ends it.
+STOP_SECONDS_ANNOTATION = "kubesim.io/stop-seconds"
+DEFAULT_STOP_SECONDS = 0.0
 _SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)")
 _EXIT = re.compile(r"\bexit\s+(\d+)")
 _RAY_NODE = re.compile(r"\bray start\b.*--block\b")
@@ -75,6 +79,7 @@ class Kubelet:
         # next_deadline and the due pods cost what is due, not a scan of every pod. An entry is checked against
         # the stored pod when it comes up (the pod may have been deleted or restarted since).
         self._runs: list[tuple[datetime, tuple[str, str]]] = []
+        self._stops: list[tuple[datetime, tuple[str, str]]] = []  # terminating pods' container stops, soonest first
         self._cache = SchedulerCache()
         self._unschedulable: set[tuple[str, str]] = set()  # pods the last attempt could not place
 
@@ -90,7 +95,7 @@ class Kubelet:
             self._cache.set_nodes(store.list("nodes", copy=False))
             wrote |= self._register_leases(store)
             pods = store.list("pods", copy=False)
-            self._runs = []
+            self._runs, self._stops = [], []
             for pod in pods:
                 self._cache.track(pod)
                 self._track(pod)
@@ -118,6 +123,7 @@ class Kubelet:
         pending = []
         for pod in pods:
             if pod["metadata"].get("deletionTimestamp"):
+                wrote |= self._terminate(store, pod, now)
                 continue
             phase = (pod.get("status") or {}).get("phase", "Pending")
             if phase == "Pending":
@@ -175,13 +181,42 @@ class Kubelet:
         return pod is not None and (pod.get("status") or {}).get("phase") == "Running" and self._end_time(pod) == end
 
     def _due(self, store: Store, now: datetime) -> set[tuple[str, str]]:
-        """The running pods whose run has ended by now (taken off the run ends)."""
+        """The running pods whose run has ended by now (taken off the run ends), and the terminating pods whose
+        containers have stopped by now."""
         due = set()
         while self._runs and self._runs[0][0] <= now:
             end, key = heapq.heappop(self._runs)
             if self._current_end(store, key, end):
                 due.add(key)
+        while self._stops and self._stops[0][0] <= now:
+            due.add(heapq.heappop(self._stops)[1])
         return due
+
+    @staticmethod
+    def _stop_time(pod: dict) -> datetime | None:
+        """When a terminating pod's containers have stopped: the emulated stop time after the deletion, within its
+        grace period; None when the kubelet is done with it (grace period 0)."""
+        md = pod["metadata"]
+        grace = md.get("deletionGracePeriodSeconds") or 0
+        if not grace:
+            return None
+        seconds = DEFAULT_STOP_SECONDS
+        with contextlib.suppress(ValueError):
+            seconds = float((md.get("annotations") or {}).get(STOP_SECONDS_ANNOTATION, seconds))
+        deleted = parse_rfc3339(md["deletionTimestamp"]) - timedelta(seconds=grace)
+        return deleted + timedelta(seconds=min(max(seconds, 0.0), grace))
+
+    def _terminate(self, store: Store, pod: dict, now: datetime) -> bool:
+        """A pod being deleted: once its containers have stopped, the kubelet ends its grace period (it goes, or
+        waits for its finalizers); until then it is noted for when they will have."""
+        stop = self._stop_time(pod)
+        if stop is None:
+            return False
+        if stop > now:
+            heapq.heappush(self._stops, (stop, _key(pod)))
+            return False
+        store.pod_terminated(*_key(pod))
+        return True
 
     def _finished_by(self, pod: dict, now: datetime) -> bool:
         return (
@@ -191,13 +226,19 @@ class Kubelet:
         )
 
     def next_deadline(self, store: Store) -> datetime | None:
-        """The soonest end of a running pod's run."""
+        """The soonest end of a running pod's run or of a terminating pod's containers."""
         while self._runs:
             end, key = self._runs[0]
             if self._current_end(store, key, end):
-                return end
+                break
             heapq.heappop(self._runs)
-        return None
+        while self._stops:
+            stop, key = self._stops[0]
+            pod = store.get("pods", key[0], key[1], copy=False)
+            if pod is not None and self._stop_time(pod) == stop:
+                break
+            heapq.heappop(self._stops)
+        return min([deadline for deadline, _ in (self._runs[:1] + self._stops[:1])], default=None)
 
     def _end_time(self, pod: dict) -> datetime | None:
         started = (pod.get("status") or {}).get("startTime")

@@ -168,7 +168,10 @@ POD_SPEC = obj(
     },
     ["containers"],
 )
-TEMPLATE_METADATA = obj({"name": S, "namespace": S, "labels": STRMAP, "annotations": STRMAP, "generateName": S})
+# A PodTemplateSpec's metadata is a whole ObjectMeta in Kubernetes' OpenAPI (the same type as an object's):
+# kube-apiserver takes every field of it under fieldValidation=Strict, e.g. `creationTimestamp: null` as kubectl writes
+# it out, or finalizers, which the Job and ReplicaSet controllers copy onto the pods they create.
+TEMPLATE_METADATA = METADATA
 POD_TEMPLATE = obj({"metadata": TEMPLATE_METADATA, "spec": POD_SPEC}, ["spec"])
 
 TOP = {"apiVersion": S, "kind": S, "metadata": {"type": "object"}}

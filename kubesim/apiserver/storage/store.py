@@ -12,11 +12,11 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from kubesim.apiserver.registry.resources import RESOURCES
 from kubesim.apiserver.storage.lock import StoreLock
-from kubesim.kernel.clock import Clock, rfc3339
+from kubesim.kernel.clock import Clock, parse_rfc3339, rfc3339
 from kubesim.kernel.store import WatchEvent, clone
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
@@ -303,7 +303,7 @@ class ObjectStore:
     def _commit(self, resource: str, new: dict) -> dict:
         key = _key(new)
         md = new["metadata"]
-        if md.get("deletionTimestamp") and not _finalizers(resource, new):
+        if md.get("deletionTimestamp") and not _finalizers(resource, new) and not md.get("deletionGracePeriodSeconds"):
             return self._remove(resource, key)
         md["resourceVersion"] = str(self._next_rv())
         prev = self._put(resource, key, new)
@@ -371,11 +371,16 @@ class ObjectStore:
         propagation: str = "Background",
         *,
         dry_run: bool = False,
+        grace_seconds: int | None = None,
     ) -> dict:
         """Delete honouring finalizers; cascade to dependents (Background/Foreground) or orphan them (Orphan).
 
-        Returns the object as it was deleted, or with deletionTimestamp set when finalizers keep it. A dry run
-        returns the same answer and touches nothing, dependents included.
+        Returns the object as it was deleted, or with deletionTimestamp set when finalizers or a pod's graceful
+        termination keep it. A pod bound to a node and not finished is deleted gracefully, as kube-apiserver does:
+        deletionTimestamp is now + its grace period (`grace_seconds`, DeleteOptions.gracePeriodSeconds, else its
+        spec.terminationGracePeriodSeconds, 30 by default), deletionGracePeriodSeconds that period, and it stays
+        until the kubelet has stopped its containers (`pod_terminated`); 0 deletes it at once. A dry run returns
+        the same answer and touches nothing, dependents included.
         """
         with self.lock:
             key = (namespace or "", name)
@@ -383,7 +388,7 @@ class ObjectStore:
             if cur is None:
                 raise NotFound(resource, name)
             if dry_run:
-                return clone(self._marked_for_deletion(resource, cur, propagation) or cur)
+                return clone(self._marked_for_deletion(resource, cur, propagation, grace_seconds) or cur)
             uid = cur["metadata"]["uid"]
             deps = builtins.list(self.dependents(uid))
             if propagation == "Orphan":
@@ -409,32 +414,65 @@ class ObjectStore:
             cur = self._objects[resource].get(key)
             if cur is None:
                 raise NotFound(resource, name)
-            marked = self._marked_for_deletion(resource, cur, propagation)
+            marked = self._marked_for_deletion(resource, cur, propagation, grace_seconds)
             if marked is None:
                 return self._remove(resource, key)
             already = cur["metadata"].get("deletionTimestamp")
-            if already and marked["metadata"].get("finalizers") == cur["metadata"].get("finalizers"):
+            if already and marked["metadata"] == cur["metadata"]:
                 return clone(cur)
             return self._commit(resource, marked)
 
-    def _marked_for_deletion(self, resource: str, cur: dict, propagation: str) -> dict | None:
-        """The object as a deletion leaves it while finalizers keep it (deletionTimestamp set), or None when it goes
-        at once. Foreground always goes through the finalizer, as in kube-apiserver: the object is marked
-        (deletionTimestamp, foregroundDeletion) and the garbage collector removes it once its dependents are gone,
-        even when that is at once."""
-        finalizers = builtins.list(cur["metadata"].get("finalizers") or [])
+    def _marked_for_deletion(
+        self, resource: str, cur: dict, propagation: str, grace_seconds: int | None = None
+    ) -> dict | None:
+        """The object as a deletion leaves it while finalizers or a pod's grace period keep it (deletionTimestamp
+        set), or None when it goes at once. Foreground always goes through the finalizer, as in kube-apiserver: the
+        object is marked (deletionTimestamp, foregroundDeletion) and the garbage collector removes it once its
+        dependents are gone, even when that is at once. A pod deleted again while terminating keeps its deletion
+        time unless the new grace period ends sooner (kube's BeforeDelete)."""
+        md = cur["metadata"]
+        finalizers = builtins.list(md.get("finalizers") or [])
         if propagation == "Foreground" and FOREGROUND_FINALIZER not in finalizers:
             finalizers.append(FOREGROUND_FINALIZER)
-        if not finalizers and not _finalizers(resource, cur):
+        grace = _grace_seconds(resource, cur, grace_seconds)
+        if not finalizers and not _finalizers(resource, cur) and not grace:
             return None
         new = clone(cur)
+        nmd = new["metadata"]
         if finalizers:
-            new["metadata"]["finalizers"] = finalizers
+            nmd["finalizers"] = finalizers
         if resource == "namespaces":
             new.setdefault("status", {})["phase"] = "Terminating"
-        new["metadata"].setdefault("deletionTimestamp", rfc3339(self.now()))
-        new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+        now = self.now()
+        if md.get("deletionTimestamp") and md.get("deletionGracePeriodSeconds"):
+            # Terminating already: a shorter grace period brings the end forward, a longer one changes nothing.
+            started = parse_rfc3339(md["deletionTimestamp"]) - timedelta(seconds=md["deletionGracePeriodSeconds"])
+            if grace < md["deletionGracePeriodSeconds"] - (now - started).total_seconds():
+                nmd["deletionTimestamp"] = rfc3339(now + timedelta(seconds=grace))
+                nmd["deletionGracePeriodSeconds"] = grace
+            return new
+        nmd.setdefault("deletionTimestamp", rfc3339(now + timedelta(seconds=grace)))
+        nmd.setdefault("deletionGracePeriodSeconds", grace)
         return new
+
+    def pod_terminated(self, namespace: str, name: str) -> dict | None:
+        """The kubelet's last word on a pod being deleted, a delete with grace period 0: its containers have
+        stopped, so its grace period ends now (deletionTimestamp now, deletionGracePeriodSeconds 0) and it goes,
+        unless finalizers still hold it. None when it went."""
+        with self.lock:
+            key = (namespace, name)
+            cur = self._objects["pods"].get(key)
+            if cur is None or not cur["metadata"].get("deletionTimestamp"):
+                return None
+            new = clone(cur)
+            now = self.now()
+            if parse_rfc3339(new["metadata"]["deletionTimestamp"]) > now:
+                new["metadata"]["deletionTimestamp"] = rfc3339(now)
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            if not _finalizers("pods", new):
+                self._remove("pods", key)
+                return None
+            return self._commit("pods", new)
 
     def remove_finalizer(self, resource: str, namespace: str | None, name: str, finalizer: str) -> None:
         with self.lock:
@@ -544,6 +582,23 @@ class ObjectStore:
             self._rv = max(self._rv, int(data.get("resourceVersion", 0)))
             self._compacted = self._rv
             self._history.clear()
+
+
+DEFAULT_GRACE_SECONDS = 30  # a PodSpec's terminationGracePeriodSeconds when it says none
+
+
+def _grace_seconds(resource: str, obj: dict, asked: int | None) -> int:
+    """The grace period a deletion gives the object: only a pod bound to a node and not finished has one (kube's
+    pod strategy: an unscheduled or finished pod goes at once); DeleteOptions' own, else the pod's, else 30 s."""
+    md, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    if resource != "pods" or (md.get("deletionTimestamp") and not md.get("deletionGracePeriodSeconds")):
+        return 0  # not a pod, or one whose grace period has ended
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if asked is not None:
+        return max(0, int(asked))
+    period = spec.get("terminationGracePeriodSeconds")
+    return DEFAULT_GRACE_SECONDS if period is None else max(0, int(period))
 
 
 def _finalizers(resource: str, obj: dict) -> list[str]:
