@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workloads', '0020_idle_warning_minutes'),
+        ('workloads', '0023_workload_gpu_fraction_rules'),
     ]
 
     operations = [
