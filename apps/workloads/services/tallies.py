@@ -53,11 +53,12 @@ def workload_tallies_rebuild() -> int:
                 cursor.execute(_HOLD)
         # Each tally's count of changes goes on growing (poll markers compare it), one more for the rebuild.
         changes: dict[tuple[int, int, str], int] = defaultdict(lambda: 1)
-        for *key, folded in WorkloadTally.objects.values_list("project_id", "node_pool_id", "status", "changes"):
-            changes[tuple(key)] += folded
-        for *key, pending in WorkloadTallyChange.objects.values_list("project_id", "node_pool_id", "status").annotate(
-                pending=Count("pk")).order_by():
-            changes[tuple(key)] += pending
+        for project_id, pool_id, status, folded in WorkloadTally.objects.values_list(
+                "project_id", "node_pool_id", "status", "changes"):
+            changes[(project_id, pool_id, status)] += folded
+        for project_id, pool_id, status, pending in WorkloadTallyChange.objects.values_list(
+                "project_id", "node_pool_id", "status").annotate(pending=Count("pk")).order_by():
+            changes[(project_id, pool_id, status)] += pending
         WorkloadTallyChange.objects.all().delete()
         WorkloadTally.objects.all().delete()
         counted = Workload.objects.values_list("project_id", "node_pool_id", "status").annotate(
