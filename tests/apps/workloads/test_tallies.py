@@ -108,6 +108,17 @@ def test_bulk_writes_moves_between_projects_and_deletes_are_kept_too(demo):
 
 
 @pytest.mark.django_db
+def test_the_beat_task_folds_them(make_workload):
+    from worker.tasks import workload_tallies_fold
+
+    observe(make_workload(name="queued"), Status.QUEUED)
+    assert WorkloadTallyChange.objects.exists()
+    assert workload_tallies_fold() > 0
+    assert not WorkloadTallyChange.objects.exists()
+    assert_kept()
+
+
+@pytest.mark.django_db
 def test_a_rebuild_counts_them_afresh_and_the_count_of_changes_only_grows(make_workload):
     workload = make_workload(name="queued")
     observe(workload, Status.QUEUED)
