@@ -395,8 +395,8 @@ class WorkloadTally(models.Model):
 
 class WorkloadTallyChange(models.Model):
     """One change to a tally not folded into it yet: +1 and a row's units where it arrived, -1 and its units where it
-    left. Only inserted, by the triggers (migration 0021), so writers of different workloads never wait for each
-    other here; `workload_tallies_fold` deletes what it folds."""
+    left. Only inserted, by the triggers (the `workload_tallies` migration), so writers of different workloads never
+    wait for each other here; `workload_tallies_fold` deletes what it folds."""
 
     id = models.BigAutoField(primary_key=True)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)

@@ -1,8 +1,9 @@
 """Folding the workload tallies' changes into them, and rebuilding them from the rows (docs/architecture.md,
 Figures kept rather than counted).
 
-The database appends a change for every write that moves a workload between tallies (triggers of migration 0021),
-so writers never wait for each other on a tally; these two are the only Python that writes the tallies."""
+The database appends a change for every write that moves a workload between tallies (the triggers of the
+`workload_tallies` migration), so writers never wait for each other on a tally; these two are the only Python that
+writes the tallies."""
 
 from __future__ import annotations
 
