@@ -345,6 +345,9 @@ CELERY_BEAT_SCHEDULE = {
     # The outbox: sends again every submit, stop or reconcile not done by its deadline (a lost message, a killed
     # worker).
     "intents-sweep": {"task": "worker.tasks.intents_sweep", "schedule": 15.0, "options": {"expires": 14}},
+    # The workload tallies the pages read (apps/workloads/services/tallies.py): their changes folded in.
+    "workload-tallies-fold": {"task": "worker.tasks.workload_tallies_fold", "schedule": 10.0,
+                              "options": {"expires": 9}},
     "notebooks-cull-idle": {"task": "worker.tasks.notebooks_cull_idle", "schedule": 60.0},
     # Start-time forecasts go stale as time passes even when nothing moves (worker/forecast.py).
     "forecasts-refresh": {"task": "worker.tasks.forecasts_refresh", "schedule": 60.0, "options": {"expires": 55}},

@@ -349,6 +349,13 @@ def intents_sweep() -> int:
     return sent
 
 
+@shared_task(expires=14)
+def workload_tallies_fold() -> int:
+    """Fold the workload tallies' changes into them (apps.workloads.services.tallies); beat runs it every 10 s, so
+    the pages that read the tallies read few changes."""
+    return workload_services.workload_tallies_fold()
+
+
 @shared_task(expires=55)
 def notebooks_cull_idle() -> int:
     """Stop notebooks idle past their timeout: first read what each notebook server says of its own activity (through

@@ -281,7 +281,10 @@ class CappedPaginator(Paginator):
 
     @cached_property
     def counted(self) -> int:
-        return cast(QuerySet, self.object_list)[: self.cap + 1].count()
+        """Only which rows, not their order, columns or joined rows: PostgreSQL counts the first `cap + 1` it finds
+        (from an index alone when nothing is filtered) instead of sorting and joining them (30 ms down to 1-5 ms at
+        100,000 workloads, bench/README.md)."""
+        return cast(QuerySet, self.object_list).order_by().values("pk")[: self.cap + 1].count()
 
     @cached_property
     def count(self) -> int:

@@ -40,8 +40,8 @@ from apps.cluster.models import ClusterQueueState, CohortState
 from apps.core.actors import Actor
 from apps.org.models import NodePool, Quota, ServingReservation
 from apps.org.selectors import departments_for, projects_for
-from apps.workloads.models import WAITING_STATUSES, Workload
-from apps.workloads.selectors import holds_serving_units, requested_units, serving_services, serving_units
+from apps.workloads.models import WAITING_STATUSES
+from apps.workloads.selectors import Tally, serving_services, serving_units, tallies_by_pool, workload_tallies
 
 ZERO = Decimal(0)
 
@@ -143,13 +143,13 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             project_id__in=list(visible_projects))):
         owner = ("project", cohort.project_id) if cohort.project_id else ("department", cohort.department_id)
         cohorts[(*owner, cohort.node_pool_id)] = cohort.weighted_share
-    pending_rows = list(Workload.objects.filter(
-        status__in=WAITING_STATUSES, project__department_id__in=department_ids).values(
-        "project_id", "project__department_id", "node_pool_id").annotate(units=Sum(requested_units())).order_by())
-    pending = {(row["project_id"], row["node_pool_id"]): row["units"] or 0 for row in pending_rows}
+    # Pending demand from the kept tallies, not from the waiting rows: a department may have tens of thousands.
+    waiting = tallies_by_pool(workload_tallies(statuses=WAITING_STATUSES, project__department_id__in=department_ids),
+                              statuses=WAITING_STATUSES)
+    pending = {key: tally.units for key, tally in waiting.items()}
     department_pending: dict[tuple[int, int], int] = defaultdict(int)
-    for row in pending_rows:
-        department_pending[(row["project__department_id"], row["node_pool_id"])] += row["units"] or 0
+    for (_, pool_id), tally in waiting.items():
+        department_pending[(tally.department_id, pool_id)] += tally.units
 
     project_quota = {(q["project_id"], q["node_pool_id"]): q for q in quotas if q["project_id"]}
     department_quota = {(q["department_id"], q["node_pool_id"]): q for q in quotas if q["department_id"]}
@@ -223,9 +223,9 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
 
 
 def quota_dashboard_marker() -> str:
-    """A fingerprint of everything the dashboard shows, from four aggregates (no rows): the queue and cohort mirrors,
-    the quotas and serving reservations, and the waiting workloads and live inference services. The view adds the
-    viewer's grants (their scope).
+    """A fingerprint of everything the dashboard shows, from five small queries: the queue and cohort mirrors, the
+    quotas and serving reservations, the tallies of the waiting workloads and the live inference services. The view
+    adds the viewer's grants (their scope).
 
     The quotas and the reservations are read through their pools in one query: a serving pool holds no quotas, so
     the join adds the two up rather than multiplying them."""
@@ -235,10 +235,11 @@ def quota_dashboard_marker() -> str:
     quotas = NodePool.objects.aggregate(n=Count("quotas", distinct=True), at=Max("quotas__updated_at"),
                                         reservations=Count("serving_reservations", distinct=True),
                                         reserved_at=Max("serving_reservations__updated_at"))
-    is_waiting = Q(status__in=WAITING_STATUSES)
-    is_serving = holds_serving_units()
-    waiting = Workload.objects.filter(is_waiting | is_serving).aggregate(
-        n=Count("pk", filter=is_waiting), newest=Max("pk", filter=is_waiting),
-        units=Sum(requested_units(), filter=is_waiting), serving=Count("pk", filter=is_serving),
-        serving_units=Sum(serving_units(), filter=is_serving))
-    return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), *waiting.values()))
+    # The waiting work as the kept tallies count it (their count of changes moves whenever a waiting workload is
+    # replaced by another of the same size too); the live inference services are few and read from their rows.
+    waiting = Tally()
+    for tally in workload_tallies(statuses=WAITING_STATUSES).values():
+        waiting.add(tally)
+    serving = serving_services().aggregate(n=Count("pk"), newest=Max("pk"), units=Sum(serving_units()))
+    return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), waiting.workloads,
+                                           waiting.units, waiting.changes, *serving.values()))

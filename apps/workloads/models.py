@@ -398,6 +398,52 @@ class Workload(models.Model):
             self.project.slug, self.node_pool.slug, guaranteed=not self.preemptible)
 
 
+class WorkloadTally(models.Model):
+    """How many of a project's workloads on a pool are in one status, and the GPU units they ask for (as
+    `selectors.requested_units` counts them): the figures pages would otherwise count from every row (a department's
+    waiting demand, a project's queue length), kept up to date by the database (docs/architecture.md, Figures kept
+    rather than counted).
+
+    Nothing in Python writes a workload's tally: triggers on the workload table append every change of a row's
+    status, project, pool or size to `WorkloadTallyChange` in the writer's own transaction, whoever writes (a
+    transition, the bulk mirror of outside work, a data migration, a test), and `workload_tallies_fold` adds
+    those changes up into these rows. A tally is the row here plus its changes not folded yet."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=20, choices=Status.choices)
+    workloads = models.BigIntegerField(default=0)
+    units = models.BigIntegerField(default=0)
+    # How many changes have been folded in: with those not folded yet, a count that grows with every change and
+    # never goes back, for the poll markers (a workload replaced by another of the same size changes it too).
+    changes = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "node_pool", "status"], name="workload_tally_key")]
+
+    def __str__(self) -> str:
+        return f"project {self.project_id} pool {self.node_pool_id} {self.status}: {self.workloads} ({self.units})"
+
+
+class WorkloadTallyChange(models.Model):
+    """One change to a tally not folded into it yet: +1 and a row's units where it arrived, -1 and its units where it
+    left. Only inserted, by the triggers (the `workload_tallies` migration), so writers of different workloads never
+    wait for each other here; `workload_tallies_fold` deletes what it folds."""
+
+    id = models.BigAutoField(primary_key=True)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="+", db_index=False)
+    status = models.CharField(max_length=20, choices=Status.choices)
+    workloads = models.BigIntegerField()
+    units = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "node_pool"], name="workload_tally_change_key")]
+
+    def __str__(self) -> str:
+        return f"project {self.project_id} pool {self.node_pool_id} {self.status}: {self.workloads:+} ({self.units:+})"
+
+
 class WorkloadEvent(models.Model):
     """One status transition or notable happening: the history users and auditors read."""
 

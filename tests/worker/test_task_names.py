@@ -98,3 +98,12 @@ def test_every_task_constant_names_a_registered_task():
     assert names, "the apps declare their task names as *_TASK constants: the search found none"
     unknown = {constant: name for constant, name in names.items() if name not in celery_app.tasks}
     assert unknown == {}
+
+
+def test_every_task_beat_sends_is_registered():
+    from django.conf import settings
+
+    unknown = {entry: spec["task"] for entry, spec in settings.CELERY_BEAT_SCHEDULE.items()
+               if spec["task"] not in celery_app.tasks}
+    assert "workload-tallies-fold" in settings.CELERY_BEAT_SCHEDULE
+    assert unknown == {}

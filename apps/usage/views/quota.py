@@ -21,7 +21,7 @@ from ..budgets import budget_statuses_for
 def quota(request: AuthenticatedRequest) -> HttpResponse:
     """Per pool: bars, the cohort tree (cluster -> departments -> projects) and the table, under the budgets the
     viewer may see (full page only). Polls every 15 s while the tab is visible; each poll is a conditional GET
-    answered 304 from four aggregates when nothing changed (full page loads skip those aggregates)."""
+    answered 304 from five small queries when nothing changed (full page loads skip those aggregates)."""
     if not access.can_anywhere(request.user, Action.VIEW):
         raise PermissionDenied("You may not see quotas anywhere.")
     user = request.user

@@ -7,7 +7,8 @@ module per concern. Callers import from here (`from apps.workloads import select
 - `forecasts`: the stored start-time forecasts and the record the worker calibrates on;
 - `queue`: live queue state (positions, explanations, the project queue, history, live markers);
 - `utilisation`: the stored GPU utilisation and the workloads flagged idle;
-- `notebooks`: the notebooks the culler asks about, and those idle.
+- `notebooks`: the notebooks the culler asks about, and those idle;
+- `tallies`: per project, pool and status, how many workloads and the units they ask for, kept by the database.
 """
 
 from .forecasts import FORECAST_RECORD_SIZE, forecast_record, forecasts_computed_since, forecasts_for
@@ -63,6 +64,7 @@ from .submit import (
     submit_panel,
     submit_pool,
 )
+from .tallies import Tally, tallies_by_pool, workload_tallies
 from .utilisation import UtilisationChart, utilisation_available, workload_utilisation_chart, workloads_held_idle
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "PoolPanel",
     "PoolQuotaFigures",
     "ProjectQueue",
+    "Tally",
     "UtilisationChart",
     "annotate_live",
     "cluster_events_of",
@@ -113,6 +116,7 @@ __all__ = [
     "submit_project",
     "submit_project_known",
     "submit_projects",
+    "tallies_by_pool",
     "templates",
     "utilisation_available",
     "workload_for_page",
@@ -121,6 +125,7 @@ __all__ = [
     "workload_list_marker",
     "workload_live_marker",
     "workload_rows",
+    "workload_tallies",
     "workload_utilisation_chart",
     "workloads_breaking",
     "workloads_for",

@@ -30,7 +30,8 @@ from apps.workloads.models import (
     WorkloadLogTail,
 )
 
-from .lookups import requested_units, workloads_for
+from .lookups import workloads_for
+from .tallies import tallies_by_pool, workload_tallies
 
 
 def queue_position_label(workload: Workload) -> str:
@@ -133,8 +134,8 @@ def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQu
     holding = list(live.filter(status__in=LIVE_STATUSES - PENDING_STATUSES).order_by(
         "node_pool__slug", Coalesce("admitted_at", "created_at"), "pk"))
     annotate_live([*pending, *holding], viewer=viewer)
-    waiting = Workload.objects.filter(project=project, status__in=PENDING_STATUSES).values("node_pool_id").annotate(
-        count=Count("pk"), units=Sum(requested_units(), filter=Q(status__in=WAITING_STATUSES))).order_by()
+    # How many wait and their demand, from the kept tallies rather than from every waiting row.
+    tallies = workload_tallies(statuses=PENDING_STATUSES, project=project)
     figures: dict[int, PoolQuotaFigures] = {}
     for quota in Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"):
         figures[quota.node_pool_id] = PoolQuotaFigures(pool=quota.node_pool, deserved=quota.deserved,
@@ -151,11 +152,10 @@ def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQu
     for cohort in CohortState.objects.filter(project=project, node_pool_id__in=list(figures)):
         assert cohort.node_pool_id is not None  # filtered by node_pool_id__in
         figures[cohort.node_pool_id].weighted_share = cohort.weighted_share
-    pending_total = 0
-    for row in waiting:  # demand as the dashboard counts it: the waiting statuses' units
-        pending_total += row["count"]
-        if row["node_pool_id"] in figures:
-            figures[row["node_pool_id"]].pending_units += row["units"] or 0
+    pending_total = sum(tally.workloads for tally in tallies.values())
+    for (_, pool_id), tally in tallies_by_pool(tallies, statuses=WAITING_STATUSES).items():
+        if pool_id in figures:  # demand as the dashboard counts it: the waiting statuses' units
+            figures[pool_id].pending_units += tally.units
     return ProjectQueue(project=project, pending=pending, holding=holding, pools=list(figures.values()),
                         pending_total=pending_total)
 

@@ -14,7 +14,8 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 - `cluster_events`: what the watcher does with the Kubernetes Events of the workloads' objects: keep them;
 - `observe`: what the watcher does: the state machine on the cluster's observations, queue positions, Jobs gone;
 - `forecasts`: storing the worker's start-time forecasts;
-- `utilisation`: GPU utilisation samples, idle flags and the admin's idle rule.
+- `utilisation`: GPU utilisation samples, idle flags and the admin's idle rule;
+- `tallies`: folding the workload tallies' changes into them, and rebuilding them from the rows.
 """
 
 from .claims import (
@@ -65,6 +66,7 @@ from .submissions import (
     workload_validate,
     workloads_stop,
 )
+from .tallies import workload_tallies_fold, workload_tallies_rebuild
 from .templates import workload_template_create, workload_template_delete, workload_template_update
 from .transitions import (
     STOP_DEADLINE,
@@ -133,6 +135,8 @@ __all__ = [
     "workload_submit",
     "workload_submit_manifest_once",
     "workload_submit_once",
+    "workload_tallies_fold",
+    "workload_tallies_rebuild",
     "workload_template_create",
     "workload_template_delete",
     "workload_template_update",

@@ -163,7 +163,9 @@ def test_the_page_draws_bars_a_tree_and_a_table(client_for):
 def test_dashboard_queries_are_fixed(client_for, make_workload, django_assert_num_queries, username, expected, poll):
     client = client_for(username)
     headers = {"HTTP_HX_REQUEST": "true"} if poll else {}
-    expected += 4 if poll else 0  # a poll also fingerprints the figures for its ETag
+    # A poll also fingerprints the figures for its ETag: the queue and cohort mirrors, the quotas and reservations,
+    # the waiting work's tallies, the live inference services.
+    expected += 5 if poll else 0
     # The full page also shows the budgets the viewer may see, in 5 queries however many (the budgets, prices now,
     # price history, the month's sums, the running work: apps/usage/budgets.py budget_statuses); polls leave them be.
     expected += 0 if poll else 5
@@ -186,7 +188,7 @@ def test_polls_answer_304_until_a_figure_changes(client_for, django_assert_max_n
     client = client_for("alice")
     first = client.get(PAGE, HTTP_HX_REQUEST="true")
     assert first.status_code == 200 and 'id="quota-live"' in first.content.decode()
-    with django_assert_max_num_queries(7):  # session, user, grants, the four aggregates
+    with django_assert_max_num_queries(8):  # session, user, grants, the marker's five small queries
         again = client.get(PAGE, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"])
     assert again.status_code == 304
     assert client.get(PAGE, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200  # the full page is another body
@@ -194,6 +196,16 @@ def test_polls_answer_304_until_a_figure_changes(client_for, django_assert_max_n
     assert client_for("bob").get(PAGE, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200
     mirror("vision", guaranteed=2)
     assert client.get(PAGE, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200
+
+
+def test_a_poll_sees_a_waiting_workload_replaced_by_another_of_the_same_size(client_for, make_workload):
+    """The marker reads the waiting work's tallies, whose count of changes moves even when the figures come back."""
+    client = client_for("alice")
+    first = waiting(make_workload, "alice", "vision", 2)
+    before = client.get(PAGE, HTTP_HX_REQUEST="true")
+    Workload.objects.filter(pk=first.pk).update(status=Status.SUCCEEDED)
+    waiting(make_workload, "alice", "vision", 2)
+    assert client.get(PAGE, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=before["ETag"]).status_code == 200
 
 
 @pytest.mark.parametrize("username", ["admin", "alice"])

@@ -1,0 +1,57 @@
+"""The workload tallies: per project, pool and status, how many workloads and the GPU units they ask for, read
+from a few rows instead of counted from every workload (docs/architecture.md, Figures kept rather than counted)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Sum
+
+from apps.workloads.models import WorkloadTally, WorkloadTallyChange
+
+
+@dataclass
+class Tally:
+    workloads: int = 0
+    units: int = 0
+    # Grows with every change and never goes back: the part of a poll marker that moves whenever the figures may.
+    changes: int = 0
+    department_id: int = 0  # the project's
+
+    def add(self, other: Tally) -> None:
+        self.department_id = other.department_id
+        self.workloads += other.workloads
+        self.units += other.units
+        self.changes += other.changes
+
+
+TallyKey = tuple[int, int, str]  # project id, pool id, status
+
+
+def workload_tallies(*, statuses: Iterable[str], **where: Any) -> dict[TallyKey, Tally]:
+    """The tallies in `statuses` of the projects `where` selects (`project=...`, `project__department_id__in=...`;
+    nothing: every project), by project, pool and status. One query, of the folded figures and the changes not
+    folded yet: as exact as counting the rows would be in the same transaction."""
+    statuses = sorted(statuses)
+    folded = WorkloadTally.objects.filter(status__in=statuses, **where).values_list(
+        "project_id", "node_pool_id", "status", "project__department_id", "workloads", "units", "changes")
+    pending = WorkloadTallyChange.objects.filter(status__in=statuses, **where).values_list(
+        "project_id", "node_pool_id", "status", "project__department_id").annotate(
+        workloads=Sum("workloads"), units=Sum("units"), changes=Count("pk")).order_by()
+    tallies: dict[TallyKey, Tally] = defaultdict(Tally)
+    for project_id, pool_id, status, department_id, workloads, units, changes in folded.union(pending, all=True):
+        tallies[(project_id, pool_id, status)].add(Tally(int(workloads), int(units), int(changes), department_id))
+    return dict(tallies)
+
+
+def tallies_by_pool(tallies: Mapping[TallyKey, Tally], *, statuses: Iterable[str]) -> dict[tuple[int, int], Tally]:
+    """`tallies` of `statuses` added up per (project id, pool id)."""
+    wanted = set(statuses)
+    added: dict[tuple[int, int], Tally] = defaultdict(Tally)
+    for (project_id, pool_id, status), tally in tallies.items():
+        if status in wanted:
+            added[(project_id, pool_id)].add(tally)
+    return dict(added)
