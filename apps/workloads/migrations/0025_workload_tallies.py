@@ -99,8 +99,8 @@ def triggers_drop(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('org', '0016_node_pool_scheduler'),
-        ('workloads', '0020_idle_warning_minutes'),
+        ('org', '0008_data_sources_pull_secrets_notebook_sharing'),
+        ('workloads', '0024_workloadutilisation_replicas'),
     ]
 
     operations = [
