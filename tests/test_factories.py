@@ -45,7 +45,7 @@ def test_scopes_follow_the_target():
     (QuotaFactory, {"deserved": 4, "limit": 2}, "The limit cannot be below the deserved quota."),
     (QuotaFactory, {"department": DepartmentFactory}, "A quota belongs to exactly one department or project."),
     (NodePoolFactory, {"slug": "Not A Label"}, ""),
-    (WorkloadFactory, {"gpus": 0}, ""),
+    (WorkloadFactory, {"gpus": -1}, ""),  # 0 is a shape now: a fraction of one GPU on a KAI pool
     (RoleBindingFactory, {"group": None, "user": None}, "Bind the role to a user or to a group, not both."),
 ])
 def test_invalid_shapes_are_refused(factory, values, message):

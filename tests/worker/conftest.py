@@ -174,3 +174,19 @@ def web_reaches_kubesim(kubesim, settings):
     notebooks.forget_client()
     yield
     notebooks.forget_client()
+
+
+def run_submit_task(workload) -> None:
+    """Run the submit task for a workload in this process; when a test runs a Celery worker too, the task sent on
+    commit may get there first ('busy' or 'not claimed' here): then wait for its submission instead."""
+    from apps.workloads.models import Status, Workload
+    from worker import tasks
+
+    def status():
+        return Workload.objects.get(pk=workload.pk).status
+
+    outcome = tasks.workload_submit.apply(args=[workload.pk]).get()
+    if outcome != "submitted":
+        assert outcome in ("busy", "not claimed"), outcome
+        wait_for(lambda: status() != Status.SUBMITTING)
+    assert status() not in (Status.SUBMITTING, Status.SUBMIT_FAILED)

@@ -10,8 +10,7 @@ from apps.workloads import services
 from apps.workloads.explain import explain_workloads
 from apps.workloads.history import preemptions
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
-from tests.worker.conftest import wait_for
-from worker import tasks
+from tests.worker.conftest import run_submit_task, wait_for
 from worker.watcher import Watcher
 
 pytestmark = pytest.mark.slow
@@ -23,7 +22,7 @@ def submit(kubesim, user, *, project="vision", gpus=4, preemptible=True, seconds
         actor=user, project=Project.objects.get(slug=project), kind=Kind.TRAINING, name=name,
         image="pytorch/pytorch:2.4.0", command=["sleep", str(seconds)], node_pool=NodePool.objects.get(slug="h100"),
         gpus=gpus, model_label="resnet", data_class="public", preemptible=preemptible)
-    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    run_submit_task(workload)
     kubesim.advance(1)  # distinct creation times keep FIFO order deterministic
     return workload
 
