@@ -31,7 +31,20 @@ from .reasons import (
     QUEUE_STOPPED,
     UNKNOWN,
 )
-from .wording import _ahead, _gang, _join, _keepers, _limit, _n, _num, _peer, _plural, _share_numbers, _shares
+from .wording import (
+    _ahead,
+    _gang,
+    _join,
+    _keepers,
+    _limit,
+    _n,
+    _num,
+    _over_a_cap,
+    _peer,
+    _plural,
+    _share_numbers,
+    _shares,
+)
 
 
 def waits(workload: Workload) -> bool:
@@ -185,15 +198,8 @@ class _Explainer:
         if not kueue_says and (a is None or a.ever_fits):
             return None
         change, what = "request", ""
-        if f.limit is not None and units > f.limit:
-            what, change = f"{self.project} may use at most {f.limit} there", "project_limit"
-        elif not w.preemptible and f.deserved is not None and units > f.deserved:
-            what, change = f"non-preemptible work must fit in {self.project}'s deserved {f.deserved}", "preemptible"
-        elif f.department_limit is not None and units > f.department_limit:
-            what, change = f"{f.department or 'the department'} may use at most {f.department_limit} there", \
-                "department_limit"
-        elif f.pool_capacity is not None and units > f.pool_capacity:
-            what, change = f"the pool has {f.pool_capacity} in all", "request"
+        if cap := _over_a_cap(f, amount=units, preemptible=w.preemptible, project=self.project):
+            what, change = cap
         elif a is not None and not a.ever_fits:
             what = f"at most {_n(max(ZERO, a.potential))} of them can ever be free to {self.project}"
             if f.keepers:

@@ -27,7 +27,7 @@ from .reasons import (
     PROJECT_DESERVED,
     PROJECT_LIMIT,
 )
-from .wording import _gang, _join, _n, _num
+from .wording import _gang, _join, _n, _num, _over_a_cap
 
 if TYPE_CHECKING:
     from .explainer import _Explainer
@@ -159,17 +159,9 @@ def _over_limit(x: _Explainer, ask: str, amount: Decimal, details: dict[str, Any
 def _never(x: _Explainer, ask: str, amount: Decimal) -> Explanation | None:
     """Work KAI can never schedule as submitted: more than a limit, non-preemptible beyond deserved, or than the
     pool."""
-    f, w = x.f, x.w
-    if f.limit is not None and amount > f.limit:
-        what, change = f"{x.project} may use at most {f.limit} there", "project_limit"
-    elif not w.preemptible and f.deserved is not None and amount > f.deserved:
-        what, change = f"non-preemptible work must fit in {x.project}'s deserved {f.deserved}", "preemptible"
-    elif f.department_limit is not None and amount > f.department_limit:
-        what, change = f"{f.department or 'the department'} may use at most {f.department_limit} there", \
-            "department_limit"
-    elif f.pool_capacity is not None and amount > f.pool_capacity:
-        what, change = f"the pool has {f.pool_capacity} in all", "request"
-    else:
+    cap = _over_a_cap(x.f, amount=amount, preemptible=x.w.preemptible, project=x.project)
+    if cap is None:
         return None
+    what, change = cap
     return x.done(NEVER_FITS, f"This can never start as submitted: it asks for {ask} but {what}. Ask for fewer GPUs "
                               "or pods, or ask your admin for more quota.", f"Can never start: {what}", change=change)

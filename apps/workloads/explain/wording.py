@@ -8,7 +8,7 @@ from typing import Any
 
 from apps.workloads.capacity import ZERO
 
-from .facts import Peer, Share
+from .facts import Peer, Share, WaitFacts
 
 
 def _n(value: Decimal | int | None) -> str:
@@ -100,3 +100,18 @@ def _peer(peer: Peer | None) -> dict[str, Any] | None:
         return None
     return {"id": peer.id, "name": peer.name, "project": peer.project} if peer.visible else \
         {"id": None, "name": None, "project": None}
+
+
+def _over_a_cap(f: WaitFacts, *, amount: Decimal | int, preemptible: bool, project: str) -> tuple[str, str] | None:
+    """The first cap an amount can never fit, in words, with what to change; None when it fits them all (the
+    project's limit, the deserved quota for non-preemptible work, the department's limit, the pool)."""
+    if f.limit is not None and amount > f.limit:
+        return f"{project} may use at most {f.limit} there", "project_limit"
+    if not preemptible and f.deserved is not None and amount > f.deserved:
+        return f"non-preemptible work must fit in {project}'s deserved {f.deserved}", "preemptible"
+    if f.department_limit is not None and amount > f.department_limit:
+        return f"{f.department or 'the department'} may use at most {f.department_limit} there", "department_limit"
+    if f.pool_capacity is not None and amount > f.pool_capacity:
+        return f"the pool has {f.pool_capacity} in all", "request"
+    return None
+
