@@ -20,5 +20,5 @@ class Command(BaseCommand):
         self.stdout.write(f"Workload templates: {', '.join(template.name for template in templates)}.")
         self.stdout.write(f"Budgets: {', '.join(str(budget.owner) for budget in budgets)}; policies: "
                           f"{', '.join(policy.scope_text() for policy in policies)}.")
-        self.stdout.write(f"KAI Scheduler pool: {kai_pool.slug} (GPU fractions on; the portal does not submit work "
-                          "there yet).")
+        self.stdout.write(f"KAI Scheduler pool: {kai_pool.slug} (GPU fractions on: notebooks and single-pod work may "
+                          "ask for part of a card).")
