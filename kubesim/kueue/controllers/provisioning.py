@@ -203,12 +203,9 @@ class Provisioning:
             status, reason, message = ("True", "Active", "The admission check is active")
             if prc is None:
                 status, reason, message = "False", "BadParametersRef", why
-            conditions = (obj.get("status") or {}).get("conditions") or []
-            current = next((c.get("status") for c in conditions if c["type"] == "Active"), None)
-            if current == status:
-                continue
             new = clone(obj)
-            ws.set_condition(new, "Active", status, reason, message, now)
+            if not ws.set_condition(new, "Active", status, reason, message, now):
+                continue  # as it is (a reason or message changing under the same status is written too)
             store.update_status("admissionchecks", new)
             wrote = True
         return wrote

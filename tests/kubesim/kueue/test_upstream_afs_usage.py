@@ -4,8 +4,9 @@ served kubesim, manual clock).
 
 Sources (Kueue v0.20): pkg/util/admissionfairsharing/admission_fair_sharing_test.go (TestCalculateEntryPenalty*,
 TestCalculateDecayedConsumed*, TestCalculateUsage*), the Admission Fair Sharing cases of
-pkg/controller/core/localqueue_controller_test.go (TestLocalQueueReconcile) and
-pkg/scheduler/scheduler_afs_test.go (TestShouldApplyEntryPenalty). Upstream seeds its in-memory usage ledger by hand;
+pkg/controller/core/localqueue_controller_test.go (TestLocalQueueReconcile), the entry-penalty cases of
+pkg/controller/core/workload_controller_test.go (settlement and drops) and pkg/scheduler/scheduler_afs_test.go
+(TestShouldApplyEntryPenalty). Upstream seeds its in-memory usage ledger by hand;
 kubesim keeps that ledger in the LocalQueue's status (read back at each sample, seeded afresh when a restarted
 kubesim first meets the LocalQueue), so the tests write the status and restart kubesim (restore from a snapshot)
 where upstream starts with an empty ledger.
@@ -18,7 +19,10 @@ AdmissionFairSharingStatus" needs the ledger and the status to disagree, and kub
 status (a status another client wipes starts afresh here; Kueue keeps its memory); "skips a second-pass workload that
 already holds a quota reservation" needs Kueue's second scheduling pass (TAS), which kubesim does not emulate;
 TestScheduleForAFS's "admits workload (even if its localqueue was / when another LQ is) deleted" delete a LocalQueue
-behind the queue manager's back (Kueue's LocalQueue controller drops a deleted queue's workloads from its queues).
+behind the queue manager's back (Kueue's LocalQueue controller drops a deleted queue's workloads from its queues);
+TestUpdateAfsConsumedUsage's "creates a penalty-only entry on a cache miss" and "clamps a future LastUpdate" are the
+same races; "moving to another LocalQueue drops the record" is emulated (StatusController._settle_penalties) but
+not re-told here.
 """
 
 from __future__ import annotations
@@ -349,13 +353,11 @@ def _penalties(kc: Cluster, ns: str) -> dict:
     return kc.ks.sim.kueue.state.afs_records.get((ns, "lq"), {})  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("usage_based", [True, False], ids=["usage-based ClusterQueue", "other ClusterQueue"])
-def test_an_entry_penalty_is_pushed_only_in_a_usage_based_cluster_queue(afs_5m: Cluster, usage_based: bool):
-    # "pushes for a first-pass workload on a usage-based ClusterQueue", "skips for a ClusterQueue without
-    # usage-based admission mode": an admission check keeps the workload reserved and unsettled
-    kc = _fresh(afs_5m)
+def _held(kc: Cluster, usage_based: bool = True) -> str:
+    """_setup's queues with an admission check no controller answers, so a reservation waits unsettled; the
+    ClusterQueue admits by usage unless told not to. A Workload `wl` of 4 cpu reserves (its penalty: 2 cpu)."""
     ns = _setup(kc)
-    check(kc, "held", active=True)  # no controller answers it
+    check(kc, "held", active=True)
     patch: dict = {"admissionChecksStrategy": {"admissionChecks": [{"name": "held"}]}}
     if usage_based:
         patch["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
@@ -368,10 +370,85 @@ def test_an_entry_penalty_is_pushed_only_in_a_usage_based_cluster_queue(afs_5m: 
     }
     kc.create("workloads", {"kind": "Workload", "metadata": {"name": "wl"}, "spec": spec}, ns)
     kc.settle()
-    reserved = kc.get("workloads", "wl", ns)["status"]["conditions"]
-    assert any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in reserved)
-    want = {f"{ns}/wl": afs.entry_penalty({"cpu": Decimal(4)}, FIVE_MINUTES, FIVE_MINUTES)} if usage_based else {}
-    assert _penalties(kc, ns) == want
+    assert _condition(kc, ns, "QuotaReserved") == "True"
+    return ns
+
+
+def _condition(kc: Cluster, ns: str, ctype: str) -> str:
+    conditions = kc.get("workloads", "wl", ns)["status"].get("conditions") or []
+    return next((c["status"] for c in conditions if c["type"] == ctype), "")
+
+
+def _write_conditions(kc: Cluster, ns: str, **statuses: str) -> None:
+    """Conditions of `wl` written by hand, as upstream's helpers write them."""
+    wl = kc.get("workloads", "wl", ns)
+    now = kc.ks.healthz()["time"]
+    for ctype, status in statuses.items():
+        wl["status"]["conditions"] = [c for c in wl["status"]["conditions"] if c["type"] != ctype]
+        wl["status"]["conditions"].append(
+            {"type": ctype, "status": status, "reason": "ByTest", "message": "by test", "lastTransitionTime": now}
+        )
+    kc.custom.replace_namespaced_custom_object_status(*KUEUE, ns, "workloads", "wl", wl)
+    kc.settle()
+
+
+TWO_CPU = {"cpu": Decimal(2)}  # 4 cpu x alpha(5m) with a half-life of 5m
+
+
+@pytest.mark.parametrize("usage_based", [True, False], ids=["usage-based ClusterQueue", "other ClusterQueue"])
+def test_an_entry_penalty_is_pushed_only_in_a_usage_based_cluster_queue(afs_5m: Cluster, usage_based: bool):
+    # "pushes for a first-pass workload on a usage-based ClusterQueue", "skips for a ClusterQueue without
+    # usage-based admission mode"
+    kc = _fresh(afs_5m)
+    ns = _held(kc, usage_based)
+    assert _penalties(kc, ns) == ({f"{ns}/wl": TWO_CPU} if usage_based else {})
+
+
+# -- workload_controller_test.go: the entry penalty's settlement and drops ---------------------------------------
+
+
+def test_admission_folds_the_penalty_into_the_usage_once(afs_5m: Cluster):
+    # TestUpdateAfsConsumedUsage "folds into an existing entry", TestUpdateSettlesAfsEntryPenalty "QuotaReserved to
+    # Admitted settles the entry penalty", TestRepeatedAfsSettlementFoldsPenaltyOnce: the LocalQueue's 8 cpu,
+    # sampled this instant, plus the 2 cpu penalty; later reconciles fold nothing more
+    kc = _fresh(afs_5m)
+    ns = _held(kc)
+    _persist(kc, ns, {"cpu": "8"})
+    assert _penalties(kc, ns) == {f"{ns}/wl": TWO_CPU}
+    wl = kc.get("workloads", "wl", ns)
+    for state in wl["status"]["admissionChecks"]:
+        state.update(state="Ready", lastTransitionTime=kc.ks.healthz()["time"])
+    kc.custom.replace_namespaced_custom_object_status(*KUEUE, ns, "workloads", "wl", wl)
+    kc.settle()
+    assert _condition(kc, ns, "Admitted") == "True"
+    assert _consumed(kc, ns) == {"cpu": "10"}
+    assert _penalties(kc, ns) == {}
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", "wl", {"metadata": {"labels": {"again": "1"}}})
+    kc.settle()
+    assert _consumed(kc, ns) == {"cpu": "10"}
+
+
+def test_deactivation_keeps_the_penalty_while_the_reservation_stays(afs_5m: Cluster):
+    # TestUpdateDropsUnsettleableAfsEntryPenalty "deactivation that keeps the reservation keeps the record", then
+    # "deactivation with the reservation gone drops the record"
+    kc = _fresh(afs_5m)
+    ns = _held(kc)
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", "wl", {"spec": {"active": False}})
+    kc.settle()
+    assert _condition(kc, ns, "QuotaReserved") == "True"  # no Job owns it: nothing releases the reservation
+    assert _penalties(kc, ns) == {f"{ns}/wl": TWO_CPU}
+    _write_conditions(kc, ns, QuotaReserved="False")
+    assert _penalties(kc, ns) == {}
+
+
+def test_finishing_without_admission_drops_the_penalty(afs_5m: Cluster):
+    # TestUpdateDropsUnsettleableAfsEntryPenalty "finishing without admission drops the record": nothing reaches
+    # the LocalQueue's usage
+    kc = _fresh(afs_5m)
+    ns = _held(kc)
+    _write_conditions(kc, ns, Finished="True")
+    assert _penalties(kc, ns) == {}
+    assert _consumed(kc, ns) == {}
 
 
 def test_no_entry_penalty_without_admission_fair_sharing(kc: Cluster):

@@ -1183,3 +1183,82 @@ def test_with_the_cleanup_gate_off_an_eviction_keeps_the_requests(cluster_keep: 
     assert _is(_wl(kc, ns), "Evicted")
     assert _requests(kc, ns) == [f"wl-{CHECK}-1"]
     assert len(kc.core.list_namespaced_pod_template(ns).items) == 2
+
+
+# -- admissioncheck_reconciler_test.go: TestReconcileAdmissionCheck ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ref", "config", "want"),
+    [
+        pytest.param(
+            {"apiGroup": "bad.group", "kind": "ProvisioningRequestConfig", "name": "config1"},
+            False,
+            (
+                "False",
+                "BadParametersRef",
+                'wrong group "bad.group", expecting "kueue.x-k8s.io": bad parameters reference',
+            ),
+            id="bad ref group",
+        ),
+        pytest.param(
+            {"apiGroup": "kueue.x-k8s.io", "kind": "BadKind", "name": "config1"},
+            False,
+            (
+                "False",
+                "BadParametersRef",
+                'wrong kind "BadKind", expecting "ProvisioningRequestConfig": bad parameters reference',
+            ),
+            id="bad ref kind",
+        ),
+        pytest.param(
+            {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "config1"},
+            False,
+            ("False", "BadParametersRef", 'provisioningrequestconfigs.kueue.x-k8s.io "config1" not found'),
+            id="config missing",
+        ),
+        pytest.param(
+            {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "config1"},
+            True,
+            ("True", "Active", "The admission check is active"),
+            id="config found",
+        ),
+    ],
+)
+def test_the_check_is_active_only_with_a_good_parameters_reference(
+    kc: Cluster, ref: dict, config: bool, want: tuple[str, str, str]
+):
+    if config:
+        _config(kc, name="config1")
+    body = {"kind": "AdmissionCheck", "metadata": {"name": "check1"}}
+    body["spec"] = {"controllerName": CONTROLLER, "parameters": ref}
+    kc.create("admissionchecks", body)
+    kc.settle()
+    ac = kc.get("admissionchecks", "check1")
+    [active] = ac["status"]["conditions"]
+    assert (active["status"], active["reason"], active["message"]) == want
+    assert active["observedGeneration"] == ac["metadata"]["generation"]
+
+
+def test_an_unrelated_check_gets_no_condition_from_the_provisioning_controller(kc: Cluster):
+    # "unrelated check": another controller's check is left to that controller
+    kc.create(
+        "admissionchecks", {"kind": "AdmissionCheck", "metadata": {"name": "check1"}, "spec": {"controllerName": "x"}}
+    )
+    kc.settle()
+    assert not (kc.get("admissionchecks", "check1").get("status") or {}).get("conditions")
+
+
+def test_a_new_reason_under_the_same_status_is_written(kc: Cluster):
+    # the condition follows the reference as it changes, also while it stays False (SetStatusCondition)
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "config1"}
+    body = {"kind": "AdmissionCheck", "metadata": {"name": "check1"}, "spec": {"controllerName": CONTROLLER}}
+    kc.create("admissionchecks", body)
+    kc.settle()
+    kc.custom.patch_cluster_custom_object(*KUEUE, "admissionchecks", "check1", {"spec": {"parameters": ref}})
+    kc.settle()
+    [active] = kc.get("admissionchecks", "check1")["status"]["conditions"]
+    assert (active["status"], active["message"]) == (
+        "False",
+        'provisioningrequestconfigs.kueue.x-k8s.io "config1" not found',
+    )
