@@ -36,7 +36,7 @@ import pytest
 from kubesim.kernel.quantity import decimal_value
 from kubesim.kueue.scheduler import afs
 from tests.kubesim.kueue.conftest import KUEUE, Cluster, _cluster
-from tests.kubesim.kueue.test_upstream_controllers import check, flavor
+from tests.kubesim.kueue.test_upstream_controllers import check, flavor, now
 
 WEEK, FIVE_MINUTES = 168 * 3600.0, 300.0
 GPU = "example.com/gpu"  # upstream names it GPU, not a resource name the API admits in a pod
@@ -306,7 +306,7 @@ def test_a_new_local_queue_starts_with_empty_usage(afs_5m: Cluster):
     status = _status(kc, ns)
     assert status == {
         "weightedShare": 0,
-        "admissionFairSharingStatus": {"consumedResources": {}, "lastUpdate": kc.ks.healthz()["time"]},
+        "admissionFairSharingStatus": {"consumedResources": {}, "lastUpdate": now(kc)},
     }
 
 
@@ -322,7 +322,7 @@ def test_a_local_queue_met_with_running_workloads_starts_at_zero(afs_5m: Cluster
         obj.pop("status", None)
     kc.ks.restore(snapshot)
     status = _status(kc, ns)["admissionFairSharingStatus"]
-    assert status == {"consumedResources": {"cpu": "0"}, "lastUpdate": kc.ks.healthz()["time"]}
+    assert status == {"consumedResources": {"cpu": "0"}, "lastUpdate": now(kc)}
 
 
 def test_a_restart_seeds_the_usage_from_the_status_without_decaying_the_gap(afs_5m: Cluster):
@@ -335,8 +335,8 @@ def test_a_restart_seeds_the_usage_from_the_status_without_decaying_the_gap(afs_
     kc.settle(240)
     _persist(kc, ns, {"cpu": "8"})
     kc.ks.restore(kc.ks.snapshot())
-    now = kc.ks.healthz()["time"]
-    assert _status(kc, ns)["admissionFairSharingStatus"] == {"consumedResources": {"cpu": "8"}, "lastUpdate": now}
+    at = now(kc)
+    assert _status(kc, ns)["admissionFairSharingStatus"] == {"consumedResources": {"cpu": "8"}, "lastUpdate": at}
     kc.settle(300)
     assert _consumed(kc, ns) == {"cpu": "6"}
 
@@ -382,11 +382,11 @@ def _condition(kc: Cluster, ns: str, ctype: str) -> str:
 def _write_conditions(kc: Cluster, ns: str, **statuses: str) -> None:
     """Conditions of `wl` written by hand, as upstream's helpers write them."""
     wl = kc.get("workloads", "wl", ns)
-    now = kc.ks.healthz()["time"]
+    at = now(kc)
     for ctype, status in statuses.items():
         wl["status"]["conditions"] = [c for c in wl["status"]["conditions"] if c["type"] != ctype]
         wl["status"]["conditions"].append(
-            {"type": ctype, "status": status, "reason": "ByTest", "message": "by test", "lastTransitionTime": now}
+            {"type": ctype, "status": status, "reason": "ByTest", "message": "by test", "lastTransitionTime": at}
         )
     kc.custom.replace_namespaced_custom_object_status(*KUEUE, ns, "workloads", "wl", wl)
     kc.settle()
@@ -417,7 +417,7 @@ def test_admission_folds_the_penalty_into_the_usage_once(afs_5m: Cluster):
     assert _penalties(kc, ns) == {f"{ns}/wl": TWO_CPU}
     wl = kc.get("workloads", "wl", ns)
     for state in wl["status"]["admissionChecks"]:
-        state.update(state="Ready", lastTransitionTime=kc.ks.healthz()["time"])
+        state.update(state="Ready", lastTransitionTime=now(kc))
     kc.custom.replace_namespaced_custom_object_status(*KUEUE, ns, "workloads", "wl", wl)
     kc.settle()
     assert _condition(kc, ns, "Admitted") == "True"

@@ -1041,13 +1041,12 @@ def test_a_request_of_that_name_not_the_workloads_is_not_replaced(kc: Cluster):
     # request is gone, the Workload's next reconcile (kubesim: its next change; Kueue retries on its error backoff)
     # makes its own, and with no condition on it yet the message goes
     ns = _setup(kc)
-    _unqueued(kc, ns)
     podsets = [{"podTemplateRef": {"name": "someone-elses"}, "count": 1}]
     foreign = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest"}
     foreign["metadata"] = {"name": f"wl-{CHECK}-1"}
     foreign["spec"] = {"provisioningClassName": "other", "podSets": podsets}
     kc.custom.create_namespaced_custom_object(*AUTOSCALING, ns, "provisioningrequests", foreign)
-    _reserve_both(kc, ns)
+    _submit(kc, ns)  # the scheduler reserves (a reservation written by hand would go at the next change)
     message = (
         f'Error creating ProvisioningRequest "wl-{CHECK}-1": provisioningrequests.autoscaling.x-k8s.io '
         f'"wl-{CHECK}-1" already exists'
