@@ -8,7 +8,7 @@ from decimal import Decimal, InvalidOperation
 _SUFFIXES = {"Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
              "Pi": Decimal(2**50), "Ei": Decimal(2**60), "k": Decimal(10**3), "M": Decimal(10**6),
              "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18),
-             "m": Decimal("0.001")}
+             "m": Decimal("0.001"), "u": Decimal("0.000001"), "n": Decimal("0.000000001")}
 
 
 def quantity(value: object) -> Decimal:

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from kubesim.kueue import constants as C
+from kubesim.kueue.features import ADMISSION_FAIR_SHARING, parse_feature_gates
 from kubesim.kueue.features import DEFAULTS as DEFAULT_GATES
-from kubesim.kueue.features import parse_feature_gates
 
 # Every integration Kueue v0.20 knows (its FrameworkName constants); kubesim emulates EMULATED_FRAMEWORKS and accepts
 # the others in a Configuration without acting on them.
@@ -77,12 +77,6 @@ class AdmissionFairSharing:
     usage_half_life_seconds: float = 168 * 3600.0
     usage_sampling_interval_seconds: float = 300.0
     resource_weights: dict[str, float] = field(default_factory=dict)  # a resource without a weight counts 1
-
-    def alpha(self, elapsed_seconds: float) -> float:
-        """The share of the current usage a sample after elapsed_seconds takes in (1 - 0.5^(elapsed/halfLife))."""
-        if self.usage_half_life_seconds <= 0:
-            return 1.0
-        return 1.0 - 0.5 ** (elapsed_seconds / self.usage_half_life_seconds)
 
 
 def parse_frameworks(value: object) -> list[str]:
@@ -173,6 +167,8 @@ class KueueConfig:
                 resource_weights={k: float(v) for k, v in (afs.get("resourceWeights") or {}).items()},
             )
         cfg.feature_gates = parse_feature_gates(d.get("featureGates"))
+        if not cfg.enabled(ADMISSION_FAIR_SHARING):  # Kueue reads the configuration only with the gate on
+            cfg.admission_fair_sharing = None
         integrations = d.get("integrations") or {}
         if integrations.get("frameworks") is not None:
             cfg.frameworks = parse_frameworks(integrations["frameworks"])

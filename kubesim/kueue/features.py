@@ -96,9 +96,13 @@ DEFAULTS: dict[str, bool] = {
 }
 
 PRIORITIZE_PREEMPTOR_WORKLOADS = "PrioritizePreemptorWorkloads"
+ADMISSION_FAIR_SHARING = "AdmissionFairSharing"  # off: the admissionFairSharing configuration is ignored
+CLEANUP_PROVISIONING_REQUESTS_ON_EVICTION = "CleanupProvisioningRequestsOnEviction"  # off: an eviction keeps them
 
 # Gates whose non-default setting kubesim emulates.
-HONOURED = frozenset({PRIORITIZE_PREEMPTOR_WORKLOADS})
+HONOURED = frozenset(
+    {PRIORITIZE_PREEMPTOR_WORKLOADS, ADMISSION_FAIR_SHARING, CLEANUP_PROVISIONING_REQUESTS_ON_EVICTION}
+)
 
 
 def parse_feature_gates(value: object) -> dict[str, bool]:

@@ -14,6 +14,7 @@ from kubesim.kernel.store import Store
 from kubesim.kueue.cache import ListCache
 from kubesim.kueue.config import KueueConfig
 from kubesim.kueue.scheduler import Queues, Snapshot
+from kubesim.kueue.scheduler.afs import Usage, summed
 from kubesim.kueue.scheduler.model import ParseCache
 
 
@@ -26,13 +27,16 @@ class KueueState:
     # Admission Fair Sharing's entry penalties, kept in memory as Kueue's usage ledger keeps them: one record per
     # workload that reserved quota and has not settled it (`afs_records`, by LocalQueue; `afs_owner` says whose
     # LocalQueue holds a workload's record), their sum per LocalQueue (`afs_penalty`), and a counter bumped when
-    # samples or settlements change a LocalQueue's usage, so kept snapshots rebuild.
-    afs_penalty: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
-    afs_records: dict[tuple[str, str], dict[str, dict[str, float]]] = field(default_factory=dict)
+    # samples or settlements change a LocalQueue's usage, so kept snapshots rebuild. Values are quantity values
+    # (scheduler/afs.py). `afs_seen`: the LocalQueues whose usage this process has sampled or settled (Kueue's
+    # ledger entries), so a LocalQueue's first sample after a restart seeds from its status.
+    afs_penalty: dict[tuple[str, str], Usage] = field(default_factory=dict)
+    afs_records: dict[tuple[str, str], dict[str, Usage]] = field(default_factory=dict)
     afs_owner: dict[str, tuple[str, str]] = field(default_factory=dict)
+    afs_seen: set[tuple[str, str]] = field(default_factory=set)
     afs_epoch: int = 0
 
-    def push_penalty(self, lq: tuple[str, str], workload: str, penalty: dict[str, float]) -> None:
+    def push_penalty(self, lq: tuple[str, str], workload: str, penalty: Usage) -> None:
         """A reservation's entry penalty: replaces the workload's record (a workload evicted and reserving again
         does not stack a second one)."""
         self.sub_penalty(workload)
@@ -40,7 +44,7 @@ class KueueState:
         self.afs_owner[workload] = lq
         self._sum_penalties(lq)
 
-    def sub_penalty(self, workload: str) -> dict[str, float]:
+    def sub_penalty(self, workload: str) -> Usage:
         """Remove the workload's record (settled into the consumed usage, or never to settle): what it held."""
         lq = self.afs_owner.pop(workload, None)
         if lq is None:
@@ -56,10 +60,9 @@ class KueueState:
             self.afs_records.pop(lq, None)
             self.afs_penalty.pop(lq, None)
             return
-        total: dict[str, float] = {}
+        total: Usage = {}
         for record in records.values():
-            for r, v in record.items():
-                total[r] = total.get(r, 0.0) + v
+            total = summed(total, record)
         self.afs_penalty[lq] = total
 
     def listed(self, store: Store, resource: str) -> list[dict]:
@@ -80,7 +83,7 @@ def build_snapshot(
     *,
     lists: ListCache | None = None,
     parsed: ParseCache | None = None,
-    afs_penalties: dict[tuple[str, str], dict[str, float]] | None = None,
+    afs_penalties: dict[tuple[str, str], Usage] | None = None,
 ) -> Snapshot:
     """A scheduler snapshot of everything in the store; lists and parsed reuse a KueueState's caches."""
 

@@ -28,6 +28,7 @@ from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import clone
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.features import CLEANUP_PROVISIONING_REQUESTS_ON_EVICTION
 from kubesim.kueue.integrations.podsets import PodSetConflict, PodSetInfo, merge_into
 from kubesim.kueue.scheduler.model import EPOCH, condition_true, parse_time
 
@@ -202,12 +203,9 @@ class Provisioning:
             status, reason, message = ("True", "Active", "The admission check is active")
             if prc is None:
                 status, reason, message = "False", "BadParametersRef", why
-            conditions = (obj.get("status") or {}).get("conditions") or []
-            current = next((c.get("status") for c in conditions if c["type"] == "Active"), None)
-            if current == status:
-                continue
             new = clone(obj)
-            ws.set_condition(new, "Active", status, reason, message, now)
+            if not ws.set_condition(new, "Active", status, reason, message, now):
+                continue  # as it is (a reason or message changing under the same status is written too)
             store.update_status("admissionchecks", new)
             wrote = True
         return wrote
@@ -221,10 +219,8 @@ class Provisioning:
 
     def cleanup(self, store: Store, wl: dict) -> bool:
         """A finished workload, or an evicted one (CleanupProvisioningRequestsOnEviction), loses its requests."""
-        evicted = condition_true(wl, C.EVICTED)
-        if not (
-            condition_true(wl, C.FINISHED) or (evicted and self.config.enabled("CleanupProvisioningRequestsOnEviction"))
-        ):
+        cleanup = self.config.enabled(CLEANUP_PROVISIONING_REQUESTS_ON_EVICTION)
+        if not (condition_true(wl, C.FINISHED) or (cleanup and condition_true(wl, C.EVICTED))):
             return False
         wrote = False
         for pr in self.owned(store, wl):
@@ -348,19 +344,22 @@ class Provisioning:
                     CLASS_ANNOTATION: pr["spec"].get("provisioningClassName", ""),
                 },
             }
-            if selectors is not None:
-                update["nodeSelector"] = {
-                    s["key"]: details[s["valueFromProvisioningClassDetail"]]
-                    for s in selectors
-                    if s.get("valueFromProvisioningClassDetail") in details
-                }
+            node_selector = {
+                s["key"]: details[s["valueFromProvisioningClassDetail"]]
+                for s in selectors or []
+                if s.get("valueFromProvisioningClassDetail") in details
+            }
+            if node_selector:  # an empty map is omitted, as Go's omitempty drops it
+                update["nodeSelector"] = node_selector
             out.append(update)
         return out
 
     def _create(self, store: Store, wl: dict, check: str, prc: dict, last: dict | None, now: datetime) -> bool:
-        """Creates the check's next request with its PodTemplates when one is due. A template whose flavors'
-        node labels clash with its own nodeSelector is not made, and then neither is the request: the check's
-        message and a FailedCreate event say why. True when the check's state changed."""
+        """Creates the check's next request when one is due, after its PodTemplates (each owned by the Workload
+        until the request exists, then passed to it), as Kueue does. A template whose flavors' node labels clash
+        with its own nodeSelector is not made, nor are the request and the templates after it (those before it
+        stay, the Workload's); a request of that name that is not the Workload's is not replaced: the check's
+        message and a FailedCreate event say why. True when the check changed."""
         podsets = _merged_podsets(wl, prc)
         if not podsets:
             return False
@@ -382,19 +381,21 @@ class Provisioning:
             if key.startswith(PARAM_ANNOTATION_PREFIX):
                 params[key[len(PARAM_ANNOTATION_PREFIX) :]] = value
         request_podsets = []
-        templates = []
         for ps, psa, count in podsets:
             pt_name = template_name(pr_name, ps.get("name", ""))
             request_podsets.append({"podTemplateRef": {"name": pt_name}, "count": count})
             if store.get("podtemplates", ns, pt_name, copy=False) is not None:
                 continue
             try:
-                templates.append(_pod_template(store, ns, pt_name, ps, psa))
+                template = _pod_template(store, ns, pt_name, ps, psa)
             except PodSetConflict as exc:
-                message = f'Error creating PodTemplate "{pt_name}": {exc}'[:1024]
-                store.record_event(wl, "Warning", "FailedCreate", message, C.CONTROLLER_NAME)
-                return ws.set_check_state(wl, check, state.get("state", C.CHECK_PENDING), message, now)
-        owner = _owner(wl, "kueue.x-k8s.io/v1beta2", "Workload")
+                return self._failed(store, wl, state, f'Error creating PodTemplate "{pt_name}": {exc}', now)
+            # owned by the Workload until the request exists, so a template is not left behind if it is never made
+            template["metadata"]["ownerReferences"] = [_owner(wl, "kueue.x-k8s.io/v1beta2", "Workload")]
+            store.create("podtemplates", template)
+        if store.get("provisioningrequests", ns, pr_name, copy=False) is not None:  # not this workload's own
+            why = f'provisioningrequests.autoscaling.x-k8s.io "{pr_name}" already exists'
+            return self._failed(store, wl, state, f'Error creating ProvisioningRequest "{pr_name}": {why}', now)
         request = {
             "apiVersion": AUTOSCALING_API,
             "kind": "ProvisioningRequest",
@@ -402,7 +403,7 @@ class Provisioning:
                 "name": pr_name,
                 "namespace": ns,
                 "labels": {MANAGED_LABEL: "true"},
-                "ownerReferences": [owner],
+                "ownerReferences": [_owner(wl, "kueue.x-k8s.io/v1beta2", "Workload")],
             },
             "spec": {
                 "provisioningClassName": spec.get("provisioningClassName", ""),
@@ -411,13 +412,18 @@ class Provisioning:
             },
         }
         created = store.create("provisioningrequests", request)
-        for pt in templates:  # owned by their request, so they go with it
-            pt["metadata"]["ownerReferences"] = [_owner(created, AUTOSCALING_API, "ProvisioningRequest")]
-            store.create("podtemplates", pt)
         store.record_event(
             wl, "Normal", "ProvisioningRequestCreated", f'Created ProvisioningRequest: "{pr_name}"', C.CONTROLLER_NAME
         )
+        _adopt_templates(store, wl, created)
         return False
+
+    @staticmethod
+    def _failed(store: Store, wl: dict, state: dict, message: str, now: datetime) -> bool:
+        """A template or request that could not be made: a FailedCreate event, and the check's message says why
+        (its state kept). True when the check changed."""
+        store.record_event(wl, "Warning", "FailedCreate", message[:1024], C.CONTROLLER_NAME)
+        return ws.set_check_state(wl, state["name"], state.get("state", C.CHECK_PENDING), message[:1024], now)
 
     # -- the cluster autoscaler stand-in ------------------------------------------------------------------------
 
@@ -473,6 +479,29 @@ def _owner(obj: dict, api_version: str, kind: str) -> dict:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def _adopt_templates(store: Store, wl: dict, request: dict) -> None:
+    """The request's PodTemplates pass to it: the Workload's controller reference is dropped and the request's set,
+    unless another object controls the template (Kueue's syncProvisionRequestsPodTemplates; a missing template is
+    not made again)."""
+    ns = request["metadata"]["namespace"]
+    wl_uid, pr_uid = wl["metadata"].get("uid"), request["metadata"].get("uid")
+    for ps in request["spec"].get("podSets") or []:
+        pt = store.get("podtemplates", ns, ps["podTemplateRef"]["name"], copy=False)
+        if pt is None:
+            continue
+        refs = pt["metadata"].get("ownerReferences") or []
+        kept = [r for r in refs if not (r.get("controller") and r.get("uid") == wl_uid)]
+        controller = next((r for r in kept if r.get("controller")), None)
+        if controller is not None and controller.get("uid") != pr_uid:
+            continue  # another controller's: Kueue's reconcile fails there and leaves it
+        if controller is None:
+            kept.append(_owner(request, AUTOSCALING_API, "ProvisioningRequest"))
+        if kept != refs:
+            new = clone(pt)
+            new["metadata"]["ownerReferences"] = kept
+            store.update("podtemplates", new)
 
 
 def _pod_template(store: Store, ns: str, name: str, ps: dict, psa: dict) -> dict:

@@ -11,14 +11,8 @@ from kubesim.kueue import constants as C
 from kubesim.kueue import workload_status as ws
 from kubesim.kueue.cache import ChangeGate, Changes, Key
 from kubesim.kueue.controllers.live_snapshot import SCHEDULING_INPUTS, LiveSnapshot
-from kubesim.kueue.scheduler import ClusterQueueNode
-from kubesim.kueue.scheduler.model import (
-    condition_true,
-    consumed_resources,
-    local_queue_usage,
-    parse_time,
-    quantity_of,
-)
+from kubesim.kueue.scheduler import ClusterQueueNode, afs
+from kubesim.kueue.scheduler.model import condition_true, consumed_resources, parse_time
 from kubesim.kueue.scheduler.quota import dominant_resource_share
 from kubesim.kueue.state import KueueState
 
@@ -67,8 +61,8 @@ class StatusController:
         LocalQueue's consumed usage, which is brought up to date at once (decayed toward what the LocalQueue's
         admitted workloads use now, plus the penalty: updateAfsConsumedUsage); one deleted, finished,
         deactivated without a reservation, or moved to another LocalQueue drops its penalty unsettled."""
-        afs = self.config.admission_fair_sharing
-        if afs is None or not self.state.afs_owner:
+        cfg = self.config.admission_fair_sharing
+        if cfg is None or not self.state.afs_owner:
             return False
         wrote = False
         for key, lq_key in sorted(self.state.afs_owner.items()):
@@ -91,64 +85,72 @@ class StatusController:
             lq = store.get("localqueues", ns, lq_key[1], copy=False)
             if lq is None:
                 continue
-            cq = snap.cluster_queues.get((lq.get("spec") or {}).get("clusterQueue", ""))
-            current: dict[str, float] = {}
-            for w in cq.workloads.values() if cq else []:
-                if (w.namespace, w.queue_name) == lq_key and condition_true(w.obj, C.ADMITTED):
-                    for (_, r), v in w.usage.items():
-                        current[r] = current.get(r, 0.0) + v
-            last = parse_time(_afs_status(lq).get("lastUpdate"))
-            consumed = consumed_resources(lq) if last is not None else {}
-            alpha = afs.alpha(max(0.0, (now - last).total_seconds())) if last is not None else 0.0
-            for r in consumed.keys() | current.keys() | penalty.keys():
-                decayed = consumed.get(r, 0.0) * (1 - alpha) + current.get(r, 0.0) * alpha
-                consumed[r] = decayed + penalty.get(r, 0.0)
-            wrote = self._write_afs_status(store, lq, consumed, now) or wrote
+            if cfg.usage_half_life_seconds == 0:  # no usage is kept (the penalty was zero)
+                wrote = self._write_afs_status(store, lq, {}, now) or wrote
+                continue
+            consumed, last = self._ledger(lq, now)
+            elapsed = max(0.0, (now - last).total_seconds())
+            consumed = afs.decayed(consumed, self._admitted_usage(snap, lq), elapsed, cfg.usage_half_life_seconds)
+            wrote = self._write_afs_status(store, lq, afs.summed(consumed, penalty), now) or wrote
         return wrote
 
-    def _write_afs_status(self, store: Store, lq: dict, consumed: dict[str, float], now: datetime) -> bool:
+    def _ledger(self, lq: dict, now: datetime) -> tuple[afs.Usage, datetime]:
+        """A LocalQueue's consumed usage and when it was last brought up to date, as Kueue's usage ledger holds
+        them: read back from the LocalQueue's status, except the first time this process meets the LocalQueue
+        (Kueue's ledger is in memory: after a restart it is seeded from the status with the time of seeding, so the
+        time between the last sample before the restart and the seeding is not decayed; initializeAfsIfNeeded)."""
+        md = lq["metadata"]
+        status = _afs_status(lq)
+        last = parse_time(status.get("lastUpdate"))
+        if last is None or (md["namespace"], md["name"]) not in self.state.afs_seen:
+            return consumed_resources(lq), now
+        return consumed_resources(lq), last
+
+    @staticmethod
+    def _admitted_usage(snap, lq: dict) -> afs.Usage:
+        """What the LocalQueue's admitted workloads use now, as values."""
+        md = lq["metadata"]
+        key = (md["namespace"], md["name"])
+        cq = snap.cluster_queues.get((lq.get("spec") or {}).get("clusterQueue", ""))
+        total: dict[str, int] = {}
+        for w in cq.workloads.values() if cq else []:
+            if (w.namespace, w.queue_name) == key and condition_true(w.obj, C.ADMITTED):
+                for (_, r), v in w.usage.items():
+                    total[r] = total.get(r, 0) + v
+        return {r: afs.value_of_amount(r, v) for r, v in total.items()}
+
+    def _write_afs_status(self, store: Store, lq: dict, consumed: afs.Usage, now: datetime) -> bool:
+        """The sample into the LocalQueue's status. Kueue's LocalQueue controller writes no weighted share of its
+        own there (the field stays 0); the usage that orders the queue is the consumed usage plus the pending
+        entry penalties."""
+        md = lq["metadata"]
+        self.state.afs_seen.add((md["namespace"], md["name"]))
         status = dict(lq.get("status") or {})
-        sample = {
-            "consumedResources": {r: quantity_of(r, v) for r, v in sorted(consumed.items())},
-            "lastUpdate": ws.ts(now),
-        }
-        view = {**lq, "status": {"fairSharing": {"admissionFairSharingStatus": sample}}}
-        usage = local_queue_usage(view, self.config)
-        status["fairSharing"] = {
-            "weightedShare": round(usage) if usage != float("inf") else 9223372036854775807,
-            "admissionFairSharingStatus": sample,
-        }
+        sample = {"consumedResources": afs.format_usage(consumed), "lastUpdate": ws.ts(now)}
+        status["fairSharing"] = {"weightedShare": 0, "admissionFairSharingStatus": sample}
         self.state.afs_epoch += 1
         return self._write(store, "localqueues", lq, status)
 
     def _sample_usage(self, store: Store, snap, now: datetime) -> bool:
         """Admission Fair Sharing: every sampling interval a LocalQueue's consumed usage decays toward what its
         admitted workloads use now (consumed x (1 - alpha) + current x alpha) (Kueue's LocalQueue
-        reconcileConsumedUsage); entry penalties stay until their workloads settle or drop them."""
-        afs = self.config.admission_fair_sharing
-        if afs is None:
+        reconcileConsumedUsage); with a half-life of zero it is kept empty. Entry penalties stay until their
+        workloads settle or drop them. A LocalQueue met for the first time is sampled at once (elapsed zero)."""
+        cfg = self.config.admission_fair_sharing
+        if cfg is None:
             return False
         wrote = False
         for lq in self._afs_local_queues(store):
             md = lq["metadata"]
-            key = (md["namespace"], md["name"])
-            previous = _afs_status(lq)
-            last = parse_time(previous.get("lastUpdate"))
-            if last is not None and (now - last).total_seconds() < afs.usage_sampling_interval_seconds:
+            seen = (md["namespace"], md["name"]) in self.state.afs_seen
+            last = parse_time(_afs_status(lq).get("lastUpdate"))
+            if seen and last is not None and (now - last).total_seconds() < cfg.usage_sampling_interval_seconds:
                 continue
-            cq = snap.cluster_queues.get((lq.get("spec") or {}).get("clusterQueue", ""))
-            current: dict[str, float] = {}
-            for w in cq.workloads.values() if cq else []:
-                if (w.namespace, w.queue_name) == key and condition_true(w.obj, C.ADMITTED):
-                    for (_, r), v in w.usage.items():
-                        current[r] = current.get(r, 0.0) + v
-            consumed = consumed_resources(lq)
-            if last is None:
-                consumed = dict.fromkeys(current, 0.0)
-            else:
-                alpha = afs.alpha((now - last).total_seconds())
-                for r in consumed.keys() | current.keys():
-                    consumed[r] = consumed.get(r, 0.0) * (1 - alpha) + current.get(r, 0.0) * alpha
+            consumed: afs.Usage = {}
+            if cfg.usage_half_life_seconds != 0:
+                old, since = self._ledger(lq, now)
+                elapsed = max(0.0, (now - since).total_seconds())
+                consumed = afs.decayed(old, self._admitted_usage(snap, lq), elapsed, cfg.usage_half_life_seconds)
             wrote = self._write_afs_status(store, lq, consumed, now) or wrote
         return wrote
 

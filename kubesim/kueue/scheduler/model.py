@@ -15,6 +15,7 @@ from kubesim.kernel.quantity import decimal_value, format_amount, to_amount
 from kubesim.kernel.selectors import selector_matches
 from kubesim.kueue import constants as C
 from kubesim.kueue.config import KueueConfig
+from kubesim.kueue.scheduler import afs
 from kubesim.kueue.scheduler.quota import (
     CohortNode,
     FlavorResource,
@@ -422,7 +423,7 @@ class Snapshot:
         now: datetime | None = None,
         parse_cache: ParseCache | None = None,
         admission_checks: Iterable[dict] = (),
-        afs_penalties: dict[tuple[str, str], dict[str, float]] | None = None,
+        afs_penalties: dict[tuple[str, str], afs.Usage] | None = None,
     ) -> Snapshot:
         """Build from API objects. namespaces=None means every namespace is known but unlabelled.
 
@@ -631,48 +632,33 @@ class Snapshot:
         return label_selector_matches(cq.namespace_selector, labels)
 
 
-def consumed_resources(lq: dict) -> dict[str, float]:
-    """A LocalQueue's decayed usage per resource (status.fairSharing.admissionFairSharingStatus)."""
-    afs = ((lq.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus") or {}
-    return {r: amount_of(r, q) for r, q in (afs.get("consumedResources") or {}).items()}
+def consumed_resources(lq: dict) -> afs.Usage:
+    """A LocalQueue's decayed usage per resource (status.fairSharing.admissionFairSharingStatus), as values."""
+    status = ((lq.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus") or {}
+    return afs.parse_usage(status.get("consumedResources") or {})
 
 
-def amount_of(resource: str, quantity: object) -> float:
-    """A quantity in Kueue's int64 units (CPU in millicores), without rounding: decayed usage is fractional."""
-    value = float(decimal_value(quantity))
-    return value * 1000 if resource == "cpu" else value
-
-
-def quantity_of(resource: str, amount: float) -> str:
-    """Back from amount_of: a quantity string (millis where the value is fractional)."""
-    milli = round(amount if resource == "cpu" else amount * 1000)
-    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
-
-
-def entry_penalty(wl: WorkloadInfo, config: KueueConfig) -> dict[str, float]:
-    """What admitting wl adds to its LocalQueue's usage at once: its requests x alpha(sampling interval)."""
-    afs = config.admission_fair_sharing
-    if afs is None:
-        return {}
-    alpha = afs.alpha(afs.usage_sampling_interval_seconds)
-    out: dict[str, float] = {}
+def requested(wl: WorkloadInfo) -> afs.Usage:
+    """What a workload's admission uses per resource, as values (the flavors summed)."""
+    out: dict[str, int] = {}
     for (_, r), v in wl.usage.items():
-        out[r] = out.get(r, 0.0) + v * alpha
-    return out
+        out[r] = out.get(r, 0) + v
+    return {r: afs.value_of_amount(r, v) for r, v in out.items()}
 
 
-def local_queue_usage(lq: dict, config: KueueConfig, penalty: dict[str, float] | None = None) -> float:
-    """Sum over resources of weight x (consumed + entry penalty), over the LocalQueue's fair-sharing weight."""
-    afs = config.admission_fair_sharing
-    weights = afs.resource_weights if afs is not None else {}
-    consumed = consumed_resources(lq)
-    for r, v in (penalty or {}).items():
-        consumed[r] = consumed.get(r, 0.0) + v
-    total = sum(weights.get(r, 1.0) * v for r, v in consumed.items())
-    weight = _weight(lq.get("spec") or {})
-    if weight <= 0:
-        return float("inf")
-    return total / weight
+def entry_penalty(wl: WorkloadInfo, config: KueueConfig) -> afs.Usage:
+    """What admitting wl adds to its LocalQueue's usage at once: its requests x alpha(sampling interval)."""
+    cfg = config.admission_fair_sharing
+    if cfg is None:
+        return {}
+    return afs.entry_penalty(requested(wl), cfg.usage_sampling_interval_seconds, cfg.usage_half_life_seconds)
+
+
+def local_queue_usage(lq: dict, config: KueueConfig, penalty: afs.Usage | None = None) -> float:
+    """Weight x (consumed + entry penalty) summed over resources, over the LocalQueue's fair-sharing weight."""
+    cfg = config.admission_fair_sharing
+    weights = cfg.resource_weights if cfg is not None else {}
+    return afs.weighted_usage(consumed_resources(lq), penalty, _weight(lq.get("spec") or {}), weights)
 
 
 def order_key(wl: WorkloadInfo) -> tuple:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim.apiserver.nodes.cluster import node_object
+from kubesim.kernel.quantity import decimal_value
 from tests.kubesim.kueue.conftest import GPU, POOL_LABEL, Cluster, _cluster
 
 
@@ -334,7 +335,7 @@ def test_admission_fair_sharing_admits_the_less_used_local_queue_first(kc_afs: C
     kc.job(heavy, "long", "lq", 4, seconds=600)
     kc.settle(900)  # it ran 10 minutes, then its usage decays for 5
     afs = kc.get("localqueues", "lq", heavy)["status"]["fairSharing"]["admissionFairSharingStatus"]
-    consumed = float(afs["consumedResources"]["nvidia.com/gpu"].rstrip("m")) / 1000
+    consumed = float(decimal_value(afs["consumedResources"]["nvidia.com/gpu"]))
     assert 0.5 < consumed < 2  # about 4 x (1 - 0.5) after 10 min, halved again within 5 min
     kc.custom.patch_cluster_custom_object(
         "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq", {"spec": {"stopPolicy": "Hold"}}
@@ -369,7 +370,7 @@ def test_without_admission_scope_the_queue_stays_fifo(kc_afs: Cluster):
     kc.job(heavy, "long", "lq", 4, seconds=600)
     kc.settle(900)
     afs = kc.get("localqueues", "lq", heavy)["status"]["fairSharing"]["admissionFairSharingStatus"]
-    assert float(afs["consumedResources"]["nvidia.com/gpu"].rstrip("m")) > 0
+    assert decimal_value(afs["consumedResources"]["nvidia.com/gpu"]) > 0
     kc.custom.patch_cluster_custom_object(
         "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq", {"spec": {"stopPolicy": "Hold"}}
     )

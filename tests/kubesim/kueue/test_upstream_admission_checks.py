@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.rest import ApiException
 
+from kubesim.kernel.quantity import decimal_value
 from tests.kubesim.kueue.conftest import KUEUE, Cluster
 from tests.kubesim.kueue.test_upstream_controllers import check, cluster_queue, cond, flavor, fq
 from tests.kubesim.kueue.test_upstream_queue_metrics import finish_evictions
@@ -150,8 +151,7 @@ def _finish(kc: Cluster, ns: str, *names: str) -> None:
 def _usage(kc: Cluster, ns: str, lq: str) -> float:
     status = kc.get("localqueues", lq, ns).get("status") or {}
     consumed = ((status.get("fairSharing") or {}).get("admissionFairSharingStatus") or {}).get("consumedResources")
-    cpu = (consumed or {}).get("cpu", "0")
-    return float(cpu[:-1]) if cpu.endswith("m") else float(cpu) * 1000
+    return float(decimal_value((consumed or {}).get("cpu", "0"))) * 1000
 
 
 def test_afs_admits_one_workload_from_each_local_queue_when_quota_is_limited(kc_afs: Cluster):

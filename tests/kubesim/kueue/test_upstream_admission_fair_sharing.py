@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubesim.kernel.quantity import decimal_value
 from kubesim.testing import KubesimProcess
 from tests.kubesim.kueue.conftest import KUEUE, Cluster, _cluster
 from tests.kubesim.kueue.test_upstream_controllers import cond, flavor
@@ -88,7 +89,7 @@ def _afs_status(kc: Cluster, ns: str, lq: str) -> dict | None:
 
 def _millicpu(kc: Cluster, ns: str, lq: str) -> float:
     cpu = ((_afs_status(kc, ns, lq) or {}).get("consumedResources") or {}).get("cpu", "0")
-    return float(cpu[:-1]) if cpu.endswith("m") else float(cpu) * 1000
+    return float(decimal_value(cpu)) * 1000
 
 
 def _cohort_setup(kc: Cluster) -> str:

@@ -955,3 +955,309 @@ def test_long_names_are_cut_as_kueues_limit_object_name_cuts_them(length: int, c
         return
     assert limit_name(name) == name[:247] + "-" + hashlib.sha1(name.encode()).hexdigest()[:5]  # noqa: S324
     assert len(limit_name(name)) == 253
+
+
+# -- controller_test.go: TestReconcile (the cases an API client can see) ---------------------------------------------
+# Upstream calls the reconciler on objects it seeds; here they are made through the API and the reservation is written
+# by hand (util.SetQuotaReservation) on a Workload no LocalQueue holds, or the scheduler reserves it.
+
+
+def _unqueued(kc: Cluster, ns: str, ps2: dict | None = None) -> dict:
+    """A Workload `wl` of pod sets ps1 (1 cpu) and ps2 (1 cpu unless given), in no LocalQueue (so reserved by
+    hand), as created."""
+    c = {"name": "c", "image": "image", "resources": {"requests": {"cpu": "1"}}}
+    podsets = [
+        {"name": "ps1", "count": 1, "template": {"spec": {"containers": [c]}}},
+        {"name": "ps2", "count": 1, "template": ps2 or {"spec": {"containers": [c]}}},
+    ]
+    return kc.create("workloads", {"kind": "Workload", "metadata": {"name": "wl"}, "spec": {"podSets": podsets}}, ns)
+
+
+def _reserve_both(kc: Cluster, ns: str) -> None:
+    reserve(
+        kc,
+        ns,
+        "wl",
+        "cluster-queue",
+        [(ps, {"cpu": "on-demand"}, {"cpu": "1"}, 1) for ps in ("ps1", "ps2")],
+    )
+
+
+def _template_owners(kc: Cluster, ns: str) -> dict[str, list[tuple[str, str, bool]]]:
+    return {
+        pt.metadata.name: [(o.kind, o.name, bool(o.controller)) for o in pt.metadata.owner_references or []]
+        for pt in kc.core.list_namespaced_pod_template(ns).items
+    }
+
+
+def test_templates_made_before_a_clashing_one_stay_the_workloads(kc: Cluster):
+    # "when pod template creation error": templates are made one by one, each owned by the Workload until the
+    # request exists; the one whose flavor clashes with its nodeSelector is not made, nor is the request, and the
+    # template made before it stays (the Workload's, so it goes with it)
+    ns = _setup(kc)
+    c = {"name": "c", "image": "image", "resources": {"requests": {"cpu": "1"}}}
+    _unqueued(kc, ns, ps2={"spec": {"containers": [c], "nodeSelector": {"ns1": "other"}}})
+    _reserve_both(kc, ns)
+    assert _requests(kc, ns) == []
+    assert _template_owners(kc, ns) == {f"ppt-wl-{CHECK}-1-ps1": [("Workload", "wl", True)]}
+    message = (
+        f'Error creating PodTemplate "ppt-wl-{CHECK}-1-ps2": invalid admission check PodSetUpdate: conflict for '
+        "nodeSelector: conflict for key=ns1, value1=other, value2=ns1v"
+    )
+    assert _check(kc, ns)["message"] == message
+    assert ("FailedCreate", message) in kc.events(ns, "wl")
+
+
+def test_a_template_already_made_passes_to_the_request(kc: Cluster):
+    # "one template already created": a template of the request's name owned by the Workload is kept as it is
+    # (not made again) and passes to the request; the other is made, owned by the request
+    ns = _setup(kc)
+    wl = _unqueued(kc, ns)
+    owner = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "name": "wl",
+        "uid": wl["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    made = {
+        "metadata": {"name": f"ppt-wl-{CHECK}-1-ps1", "labels": {"made": "before"}, "ownerReferences": [owner]},
+        "template": {"spec": {"containers": [{"name": "c", "image": "earlier"}]}},
+    }
+    kc.core.create_namespaced_pod_template(ns, made)
+    _reserve_both(kc, ns)
+    assert _requests(kc, ns) == [f"wl-{CHECK}-1"]
+    request = ("ProvisioningRequest", f"wl-{CHECK}-1", True)
+    assert _template_owners(kc, ns) == {f"ppt-wl-{CHECK}-1-ps1": [request], f"ppt-wl-{CHECK}-1-ps2": [request]}
+    kept = kc.core.read_namespaced_pod_template(f"ppt-wl-{CHECK}-1-ps1", ns)
+    assert (kept.metadata.labels, kept.template.spec.containers[0].image) == ({"made": "before"}, "earlier")
+
+
+def test_a_request_of_that_name_not_the_workloads_is_not_replaced(kc: Cluster):
+    # "when the existing request is already visible in the cache": a request of the attempt's name that the
+    # Workload does not own stays; the check's message and a FailedCreate event say why, the templates stay the
+    # Workload's. Then "when the request has no conditions yet the previous check message is cleared": once that
+    # request is gone, the Workload's next reconcile (kubesim: its next change; Kueue retries on its error backoff)
+    # makes its own, and with no condition on it yet the message goes
+    ns = _setup(kc)
+    podsets = [{"podTemplateRef": {"name": "someone-elses"}, "count": 1}]
+    foreign = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest"}
+    foreign["metadata"] = {"name": f"wl-{CHECK}-1"}
+    foreign["spec"] = {"provisioningClassName": "other", "podSets": podsets}
+    kc.custom.create_namespaced_custom_object(*AUTOSCALING, ns, "provisioningrequests", foreign)
+    _submit(kc, ns)  # the scheduler reserves (a reservation written by hand would go at the next change)
+    message = (
+        f'Error creating ProvisioningRequest "wl-{CHECK}-1": provisioningrequests.autoscaling.x-k8s.io '
+        f'"wl-{CHECK}-1" already exists'
+    )
+    assert (_check(kc, ns)["state"], _check(kc, ns)["message"]) == ("Pending", message)
+    assert ("FailedCreate", message) in kc.events(ns, "wl")
+    assert _request(kc, ns)["spec"]["provisioningClassName"] == "other"
+    workload = ("Workload", "wl", True)
+    assert _template_owners(kc, ns) == {f"ppt-wl-{CHECK}-1-ps1": [workload], f"ppt-wl-{CHECK}-1-ps2": [workload]}
+    kc.custom.delete_namespaced_custom_object(*AUTOSCALING, ns, "provisioningrequests", f"wl-{CHECK}-1")
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", "wl", {"metadata": {"labels": {"touch": "1"}}})
+    kc.settle()
+    assert _request(kc, ns)["spec"]["provisioningClassName"] == "provisioning-class"
+    assert (_check(kc, ns)["state"], _check(kc, ns).get("message", "")) == ("Pending", "")
+    request = ("ProvisioningRequest", f"wl-{CHECK}-1", True)
+    assert _template_owners(kc, ns) == {f"ppt-wl-{CHECK}-1-ps1": [request], f"ppt-wl-{CHECK}-1-ps2": [request]}
+
+
+def test_requests_the_workload_no_longer_needs_are_deleted(kc: Cluster):
+    # "remove unnecessary requests": a request the Workload owns that is not its check's current one goes
+    ns = _setup(kc)
+    _submit(kc, ns)
+    owner = _request(kc, ns)["metadata"]["ownerReferences"]
+    stray = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest"}
+    stray["metadata"] = {"name": "wl-check2", "ownerReferences": owner}
+    stray["spec"] = {"provisioningClassName": "other", "podSets": [{"podTemplateRef": {"name": "x"}, "count": 1}]}
+    kc.custom.create_namespaced_custom_object(*AUTOSCALING, ns, "provisioningrequests", stray)
+    kc.settle()
+    assert _requests(kc, ns) == [f"wl-{CHECK}-1"]
+
+
+def _managing(kc: Cluster, *resources: str) -> None:
+    kc.custom.patch_cluster_custom_object(
+        *KUEUE, "provisioningrequestconfigs", "prov-config", {"spec": {"managedResources": list(resources)}}
+    )
+
+
+def test_no_request_when_no_pod_set_uses_a_managed_resource(kc: Cluster):
+    # "when no request is needed": the config manages a resource no pod set asks for
+    ns = _setup(kc)
+    _managing(kc, "example.org/gpu")
+    _submit(kc, ns)
+    check = _check(kc, ns)
+    assert (check["state"], check["message"]) == ("Ready", "the provisioning request is not needed")
+    assert _requests(kc, ns) == []
+    assert (
+        "AdmissionCheckUpdated",
+        f"Admission check {CHECK} updated state from Pending to Ready with message: the "
+        "provisioning request is not needed",
+    ) in kc.events(ns, "wl")
+
+
+@pytest.mark.parametrize("limit_only", [False, True], ids=["resource request", "resource limit"])
+def test_a_request_covers_only_the_pod_sets_using_a_managed_resource(kc: Cluster, limit_only: bool):
+    # "when request is needed for one PodSet (resource request)" and "(resource limit)": only ps2 asks for the
+    # managed GPU; a container giving only its limit has the limit as its request in the template
+    ns = _setup(kc)
+    _managing(kc, GPU)
+    c1 = {"name": "c", "image": "image", "resources": {"requests": {"cpu": "1"}}}
+    resources = {"limits": {GPU: "1"}} if limit_only else {"requests": {"cpu": "500m", GPU: "1"}}
+    c2 = {"name": "c", "image": "image", "resources": resources}
+    podsets = [
+        {"name": "ps1", "count": 2, "template": {"spec": {"containers": [c1]}}},
+        {"name": "ps2", "count": 3, "template": {"spec": {"containers": [c2]}}},
+    ]
+    body = {"kind": "Workload", "metadata": {"name": "wl"}, "spec": {"queueName": "queue", "podSets": podsets}}
+    kc.create("workloads", body, ns)
+    kc.settle()
+    pr = _request(kc, ns)
+    assert pr["spec"]["podSets"] == [{"podTemplateRef": {"name": f"ppt-wl-{CHECK}-1-ps2"}, "count": 3}]
+    template = kc.core.read_namespaced_pod_template(f"ppt-wl-{CHECK}-1-ps2", ns)
+    want = {GPU: "1"} if limit_only else {"cpu": "500m", GPU: "1"}
+    assert template.template.spec.containers[0].resources.requests == want
+
+
+@pytest.mark.parametrize("detail", [True, False], ids=["detail given", "detail missing"])
+def test_node_selectors_from_the_class_details(kc: Cluster, detail: bool):
+    # "when request is provisioned and has NodeSelector specified via ProvisioningClassDetail" / "... missing in
+    # the ProvisioningClassDetail": the config's podSetUpdates take a node selector's value from the request's
+    # provisioningClassDetails; a missing detail adds no selector (and no empty nodeSelector either)
+    ns = _setup(kc)
+    selector = [{"key": "node-selector-key", "valueFromProvisioningClassDetail": "node-selector-value"}]
+    kc.custom.patch_cluster_custom_object(
+        *KUEUE, "provisioningrequestconfigs", "prov-config", {"spec": {"podSetUpdates": {"nodeSelector": selector}}}
+    )
+    _submit(kc, ns)
+    details = {"node-selector-value": "nodes-selector-xyz"} if detail else {"some-detail": "xyz"}
+    _set(kc, ns, "Provisioned", message="By test", provisioningClassDetails=details)
+    annotations = {CONSUME: f"wl-{CHECK}-1", CLASS: "provisioning-class"}
+    update: dict = {"annotations": annotations}
+    if detail:
+        update["nodeSelector"] = {"node-selector-key": "nodes-selector-xyz"}
+    check = _check(kc, ns)
+    assert (check["state"], check["message"]) == ("Ready", "By test")
+    assert check["podSetUpdates"] == [{"name": "ps1", **update}, {"name": "ps2", **update}]
+
+
+def test_a_provisioned_request_without_a_message_clears_the_checks_message(kc: Cluster):
+    # "when the request is provisioned the previous check message is cleared": the check's earlier message (the
+    # ETA) goes when the request is Provisioned without one, and the event says so without a message
+    ns = _setup(kc)
+    _submit(kc, ns)
+    _set(kc, ns, "Accepted")
+    _set(kc, ns, "Provisioned", "False", "Not provisioned, ETA: 2024-02-22T10:36:40Z.")
+    assert _check(kc, ns)["message"] == "Not provisioned, ETA: 2024-02-22T10:36:40Z."
+    _set(kc, ns, "Provisioned")
+    check = _check(kc, ns)
+    assert (check["state"], check.get("message", "")) == ("Ready", "")
+    assert ("AdmissionCheckUpdated", f"Admission check {CHECK} updated state from Pending to Ready") in kc.events(
+        ns, "wl"
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster_keep() -> Iterator[Cluster]:
+    yield from _cluster(
+        kueue_config={
+            "featureGates": {"CleanupProvisioningRequestsOnEviction": False},
+            "kubesim": {"provisioningRequestAutoscaler": False},
+        }
+    )
+
+
+def test_with_the_cleanup_gate_off_an_eviction_keeps_the_requests(cluster_keep: Cluster):
+    # "request preserved on workload evicted when cleanup is disabled" (CleanupProvisioningRequestsOnEviction, beta
+    # and on, switched off)
+    kc = cluster_keep
+    kc.ks.reset()
+    ns = _setup(kc)
+    _submit(kc, ns)
+    kc.custom.patch_namespaced_custom_object(*KUEUE, ns, "workloads", "wl", {"spec": {"active": False}})
+    kc.settle()
+    assert _is(_wl(kc, ns), "Evicted")
+    assert _requests(kc, ns) == [f"wl-{CHECK}-1"]
+    assert len(kc.core.list_namespaced_pod_template(ns).items) == 2
+
+
+# -- admissioncheck_reconciler_test.go: TestReconcileAdmissionCheck ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ref", "config", "want"),
+    [
+        pytest.param(
+            {"apiGroup": "bad.group", "kind": "ProvisioningRequestConfig", "name": "config1"},
+            False,
+            (
+                "False",
+                "BadParametersRef",
+                'wrong group "bad.group", expecting "kueue.x-k8s.io": bad parameters reference',
+            ),
+            id="bad ref group",
+        ),
+        pytest.param(
+            {"apiGroup": "kueue.x-k8s.io", "kind": "BadKind", "name": "config1"},
+            False,
+            (
+                "False",
+                "BadParametersRef",
+                'wrong kind "BadKind", expecting "ProvisioningRequestConfig": bad parameters reference',
+            ),
+            id="bad ref kind",
+        ),
+        pytest.param(
+            {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "config1"},
+            False,
+            ("False", "BadParametersRef", 'provisioningrequestconfigs.kueue.x-k8s.io "config1" not found'),
+            id="config missing",
+        ),
+        pytest.param(
+            {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "config1"},
+            True,
+            ("True", "Active", "The admission check is active"),
+            id="config found",
+        ),
+    ],
+)
+def test_the_check_is_active_only_with_a_good_parameters_reference(
+    kc: Cluster, ref: dict, config: bool, want: tuple[str, str, str]
+):
+    if config:
+        _config(kc, name="config1")
+    body = {"kind": "AdmissionCheck", "metadata": {"name": "check1"}}
+    body["spec"] = {"controllerName": CONTROLLER, "parameters": ref}
+    kc.create("admissionchecks", body)
+    kc.settle()
+    ac = kc.get("admissionchecks", "check1")
+    [active] = ac["status"]["conditions"]
+    assert (active["status"], active["reason"], active["message"]) == want
+    assert active["observedGeneration"] == ac["metadata"]["generation"]
+
+
+def test_an_unrelated_check_gets_no_condition_from_the_provisioning_controller(kc: Cluster):
+    # "unrelated check": another controller's check is left to that controller
+    kc.create(
+        "admissionchecks", {"kind": "AdmissionCheck", "metadata": {"name": "check1"}, "spec": {"controllerName": "x"}}
+    )
+    kc.settle()
+    assert not (kc.get("admissionchecks", "check1").get("status") or {}).get("conditions")
+
+
+def test_a_new_reason_under_the_same_status_is_written(kc: Cluster):
+    # the condition follows the reference as it changes, also while it stays False (SetStatusCondition)
+    ref = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "config1"}
+    body = {"kind": "AdmissionCheck", "metadata": {"name": "check1"}, "spec": {"controllerName": CONTROLLER}}
+    kc.create("admissionchecks", body)
+    kc.settle()
+    kc.custom.patch_cluster_custom_object(*KUEUE, "admissionchecks", "check1", {"spec": {"parameters": ref}})
+    kc.settle()
+    [active] = kc.get("admissionchecks", "check1")["status"]["conditions"]
+    assert (active["status"], active["message"]) == (
+        "False",
+        'provisioningrequestconfigs.kueue.x-k8s.io "config1" not found',
+    )
