@@ -230,3 +230,27 @@ def test_the_form_refuses_a_fraction_on_a_kueue_pool_with_every_error(page_clien
     assert posted.status_code == 200
     errors = posted.context["form"].errors
     assert len(errors["gpu_fraction"]) == 2 and errors["gpus"] and errors["name"]
+
+
+def test_work_on_a_kai_pool_is_said_to_wait_for_kai_scheduler(demo, kai_pool):
+    workload = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.5"))
+    assert services.workload_mark_submitted(workload=workload, uid="uid-1", manifest={})
+    workload.refresh_from_db()
+    said = f"Job {workload.job_name} created in {workload.project.namespace}; waiting for KAI Scheduler"
+    assert workload.status == Status.QUEUED and workload.status_message == said
+    assert workload.events.get(to_status=Status.QUEUED).message == said
+
+
+def test_a_preemption_of_kai_work_without_a_known_reason_is_kai_schedulers(demo, kai_pool):
+    """The notification's plain reason falls back to the pool's scheduler, not to Kueue."""
+    from apps.org.models import NotificationDelivery
+    from apps.workloads.observation import Observation
+
+    org_services.notification_channel_create(actor=demo["alice"], name="mine", kind="email",
+                                             events=["workload.preempted"])
+    workload = submit(demo, kai_pool, kind="training", gpus=1)
+    Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+    services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.PREEMPTED, reason="Evicted", message="The pod was evicted"))
+    (delivery,) = NotificationDelivery.objects.filter(event="workload.preempted")
+    assert delivery.payload["object"]["plain_reason"] == "Preempted by KAI Scheduler."
