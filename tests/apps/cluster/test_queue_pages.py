@@ -179,7 +179,8 @@ def kai_pool(demo) -> NodePool:
     labels = {"portal.gpu/managed-by": "gpu-portal", "portal.gpu/pool": "rtx", "portal.gpu/department": "research",
               "portal.gpu/project": "vision"}
     kai_queues_mirror(objs=[{
-        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "proj-vision-rtx", "labels": labels},
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+        "metadata": {"name": "proj-vision-rtx", "labels": labels},
         "spec": {"parentQueue": "dept-research-rtx", "resources": {"gpu": {"quota": 4, "limit": -1}}},
         "status": {"allocated": {"nvidia.com/gpu": "1"}, "requested": {"nvidia.com/gpu": "4"}}}], at=timezone.now())
     return pool

@@ -12,6 +12,7 @@ from django.utils import timezone
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import Budget, Department, NodePool, Project
 from apps.workloads.models import Status, Workload
+from tests.apps.cluster import test_queue_pages as queue_pages
 
 pytestmark = pytest.mark.django_db
 PAGE = reverse("usage:quota")
@@ -339,13 +340,11 @@ def test_polls_see_a_reservation_or_a_service_change(demo, client_for):
 def test_a_kai_queues_rows_count_the_portals_waiting_work_as_pending(demo, client_for):
     """KAI's Queue status counts no workloads: the API's two rows of Vision's KAI queue count its waiting work of
     each kind, as a ClusterQueue's pendingWorkloads does."""
-    from tests.apps.cluster.test_queue_pages import kai_pool, waiting as kai_waiting
-
-    pool = kai_pool(demo)
-    kai_waiting(demo, pool, preemptible=True)
-    kai_waiting(demo, pool, preemptible=True, status=Status.REQUEUED)
-    kai_waiting(demo, pool, preemptible=False)
-    kai_waiting(demo, pool, preemptible=False, status=Status.ADMITTED)
+    pool = queue_pages.kai_pool(demo)
+    queue_pages.waiting(demo, pool, preemptible=True)
+    queue_pages.waiting(demo, pool, preemptible=True, status=Status.REQUEUED)
+    queue_pages.waiting(demo, pool, preemptible=False)
+    queue_pages.waiting(demo, pool, preemptible=False, status=Status.ADMITTED)
     entry = figures(client_for("alice"), "rtx")
     research = next(d for d in entry["departments"] if d["slug"] == "research")
     vision = next(p for p in research["projects"] if p["slug"] == "vision")
