@@ -67,7 +67,8 @@ def with_kai_waiting(rows: list[ClusterQueueState]) -> list[ClusterQueueState]:
     if kai:
         waiting = kai_queue_waiting(project_id__in={row.project_id for row in kai})
         for row in kai:
-            row.pending_workloads = waiting.get((row.project_id, row.node_pool_id, row.guaranteed), 0)
+            if row.project_id is not None and row.node_pool_id is not None:  # else a project or pool no longer there
+                row.pending_workloads = waiting.get((row.project_id, row.node_pool_id, row.guaranteed), 0)
     return rows
 
 
