@@ -12,6 +12,7 @@ from django.utils import timezone
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import Budget, Department, NodePool, Project
 from apps.workloads.models import Status, Workload
+from tests.apps.cluster import test_queue_pages as queue_pages
 
 pytestmark = pytest.mark.django_db
 PAGE = reverse("usage:quota")
@@ -334,3 +335,18 @@ def test_polls_see_a_reservation_or_a_service_change(demo, client_for):
         actor=demo["alice"], workload=workload, replicas=3))) == {"vision": (4, 3, 1)}
     assert reservations_shown(tag_after(lambda: org_services.serving_reservation_update(
         actor=demo["admin"], serving_reservation=ServingReservation.objects.get(), cards=3))) == {"vision": (3, 3, 0)}
+
+
+def test_a_kai_queues_rows_count_the_portals_waiting_work_as_pending(demo, client_for):
+    """KAI's Queue status counts no workloads: the API's two rows of Vision's KAI queue count its waiting work of
+    each kind, as a ClusterQueue's pendingWorkloads does."""
+    pool = queue_pages.kai_pool(demo)
+    queue_pages.waiting(demo, pool, preemptible=True)
+    queue_pages.waiting(demo, pool, preemptible=True, status=Status.REQUEUED)
+    queue_pages.waiting(demo, pool, preemptible=False)
+    queue_pages.waiting(demo, pool, preemptible=False, status=Status.ADMITTED)
+    entry = figures(client_for("alice"), "rtx")
+    research = next(d for d in entry["departments"] if d["slug"] == "research")
+    vision = next(p for p in research["projects"] if p["slug"] == "vision")
+    assert {q["name"]: q["pending_workloads"] for q in vision["queues"]} == {
+        "proj-vision-rtx/non-preemptible": 1, "proj-vision-rtx/preemptible": 2}
