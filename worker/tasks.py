@@ -528,6 +528,13 @@ def budgets_evaluate() -> int:
 
 
 @shared_task
+def budget_evaluate(budget_id: int) -> int:
+    """The sweep for one budget right after it is created or changed (apps.org.services.budgets): a raise that ends
+    the excess releases its hold now, one that does not keeps it, a scope already over a new budget is held now."""
+    return usage_budgets.budgets_evaluate(budget_ids=[budget_id])
+
+
+@shared_task
 def budget_notify(crossing_id: int) -> bool:
     """One e-mail to those who look after a budget's scope: it crossed a threshold this period."""
     crossing = BudgetCrossing.objects.select_related("budget__department", "budget__project").filter(

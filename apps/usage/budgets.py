@@ -9,9 +9,10 @@ current period, how fast it burns, where it will end, and the sweep that notifie
   has a maximum runtime (the end the start forecast assumes too), until that runtime is up, whichever comes first;
   priced at the price in force now. Work not started yet is not counted: it has no cards.
 
-The sweep (`budgets_evaluate`, every minute from beat) records each crossed threshold once per period and notifies
-after commit; for `hold_preemptible` budgets it sets the hold when spent reaches the amount and releases it when the
-period rolls over (or a raised budget is no longer exceeded). Its writes go through apps.org.services.
+The sweep (`budgets_evaluate`, every minute from beat, and for one budget right after it is created or changed)
+records each crossed threshold once per period and notifies after commit; for `hold_preemptible` budgets it sets the
+hold when spent reaches the amount and releases it when the scope is no longer over it (the period rolled over, or
+the budget was raised enough). Its writes go through apps.org.services.
 """
 
 from __future__ import annotations
@@ -225,18 +226,23 @@ def _crossing_channels_record(budget: Budget, crossing: BudgetCrossing) -> int:
              "on_exceed": budget.on_exceed})
 
 
-def budgets_evaluate(*, now: datetime | None = None) -> int:
-    """The sweep: for every budget, record the thresholds its scope crossed this period (each once, notified after
-    commit), hold or release its preemptible work, and release holds from an earlier period. Idempotent; returns how
-    many crossings it recorded."""
+def budgets_evaluate(*, now: datetime | None = None, budget_ids: list[int] | None = None) -> int:
+    """The sweep: for every budget (or those of `budget_ids`, which a change to them asks for at once), record the
+    thresholds its scope crossed this period (each once, notified after commit), and hold its preemptible work while
+    it is exceeded, releasing the hold when it no longer is (the period rolled over, or the budget was raised above
+    what was spent; a raise that is not enough keeps the hold without a gap). Idempotent; returns how many crossings
+    it recorded."""
     now = now or timezone.now()
     prices = _prices_now(now)
     recorded = 0
-    for budget in Budget.objects.select_related("department", "project__department").order_by("pk"):
+    budgets = Budget.objects.select_related("department", "project__department").order_by("pk")
+    if budget_ids is not None:
+        budgets = budgets.filter(pk__in=budget_ids)
+    for budget in budgets:
         status = budget_status(budget, now=now, prices=prices)
         start = status.period.start
-        if budget.held_period_start is not None and (budget.held_period_start != start or not status.exceeded
-                                                     or budget.on_exceed != Budget.OnExceed.HOLD_PREEMPTIBLE):
+        hold = budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and status.exceeded
+        if budget.held_period_start is not None and not hold:
             org_services.budget_hold_release(budget=budget)
         percent = status.percent
         for threshold in budget.thresholds:
@@ -250,7 +256,6 @@ def budgets_evaluate(*, now: datetime | None = None) -> int:
                     recorded += 1
                     enqueue_on_commit(BUDGET_NOTIFY_TASK, crossing.pk)
                     _crossing_channels_record(budget, crossing)
-        if budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and status.exceeded and (
-                budget.held_period_start != start):
+        if hold and budget.held_period_start != start:
             org_services.budget_hold_set(budget=budget, period_start=start)
     return recorded
