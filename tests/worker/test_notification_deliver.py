@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from datetime import datetime
 
 from django.core import mail
 from django.utils import timezone
@@ -44,7 +45,9 @@ def test_a_webhook_is_signed_with_its_secret_over_the_raw_body(demo):
     assert got.headers["X-Portal-Signature"] == expected
     assert got.headers["Content-Type"] == "application/json"
     body = json.loads(got.body)
-    assert body["event"] == "test" and body["timestamp"] and body["link"] == "http://portal.example/x"
+    assert body["event"] == "test" and body["link"] == "http://portal.example/x"
+    sent_at, occurred_at = (datetime.fromisoformat(body[name]) for name in ("timestamp", "occurred_at"))
+    assert occurred_at <= sent_at <= timezone.now()
     assert body["object"] == {"type": "channel", "id": ch.pk, "name": "webhook"}
     wrong = "sha256=" + hmac.new(b"another secret", got.body, hashlib.sha256).hexdigest()
     assert got.headers["X-Portal-Signature"] != wrong
@@ -93,7 +96,14 @@ def test_a_500_is_retried_with_backoff_and_the_log_keeps_the_error(demo):
     assert (done.status, done.status_code, done.attempts) == ("delivered", 200, 2)
     assert done.last_error.startswith("HTTP 500")  # the log says what went wrong on the way
     assert Intent.objects.get(pk=intent.pk).outcome == "delivered"
-    assert hook.received[0].body == hook.received[1].body  # the same signed body, timestamp included
+    first_body, second_body = (json.loads(got.body) for got in hook.received)
+    # Each attempt signed afresh at its own moment (a receiver refusing old timestamps takes the retry); the event's
+    # id and moment are the same.
+    assert second_body["timestamp"] > first_body["timestamp"] >= first_body["occurred_at"]
+    assert {**first_body, "timestamp": ""} == {**second_body, "timestamp": ""}
+    for got in hook.received:
+        assert got.headers["X-Portal-Signature"] == "sha256=" + hmac.new(SECRET.encode(), got.body,
+                                                                        hashlib.sha256).hexdigest()
 
 
 def test_a_4xx_fails_for_good_and_a_receiver_down_is_retried(demo):
