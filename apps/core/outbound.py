@@ -13,6 +13,10 @@ cluster's API, a metadata service on a link-local address, a database on loopbac
   the request then goes to the very address that was checked (the connection is pinned to it, with the URL's host
   name still sent as Host and TLS server name), so a DNS answer that changes in between cannot redirect it.
   Redirects are never followed.
+- **One deadline.** A request takes at most its `timeout` in all, not per socket operation: a receiver that answers a
+  byte at a time (or stalls a TLS handshake) would otherwise hold a worker process until Celery's time limit, and a
+  user may point a channel at such a receiver and then cause events at will. At the deadline the socket is shut down
+  and the request ends as a `TimeoutError`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
@@ -124,12 +129,34 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         sock = socket.create_connection((self.host, self.port), self.timeout)
+        self.raw_sock = sock  # the deadline can cut a handshake that stalls
         self.sock = self._context.wrap_socket(sock, server_hostname=self._server_name)  # type: ignore[attr-defined]
 
 
+class _Deadline:
+    """Shuts the connection's socket down when `seconds` have passed: a read or write blocked on it then returns or
+    fails at once, whatever its own timeout, and `passed` says why."""
+
+    def __init__(self, connection: http.client.HTTPConnection, seconds: float) -> None:
+        self.connection = connection
+        self.passed = threading.Event()
+        self.timer = threading.Timer(seconds, self._cut)
+        self.timer.daemon = True
+
+    def _cut(self) -> None:
+        self.passed.set()
+        for sock in (getattr(self.connection, "raw_sock", None), self.connection.sock):
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # not connected yet or already closed: connect() checks `passed` itself
+
+
 def post(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> Answer:
-    """POST `body` to `url` at the address `resolve` checked; raises OutboundRefused before connecting, OSError (a
-    timeout included) on the way. Never follows a redirect: a 3xx is an answer like any other."""
+    """POST `body` to `url` at the address `resolve` checked, all within `timeout` seconds; raises OutboundRefused
+    before connecting, OSError (TimeoutError at the deadline) on the way. Never follows a redirect: a 3xx is an
+    answer like any other."""
     parts, address = resolve(url)
     host = parts.hostname or ""
     scheme = parts.scheme.lower()
@@ -145,11 +172,21 @@ def post(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> A
     host_header = host if parts.port is None else f"{host}:{parts.port}"
     if ":" in host and not host.startswith("["):
         host_header = f"[{host}]" if parts.port is None else f"[{host}]:{parts.port}"
+    deadline = _Deadline(connection, timeout)
+    deadline.timer.start()
     try:
+        connection.connect()
+        if deadline.passed.is_set():
+            raise TimeoutError
         connection.request("POST", target, body=body, headers={
             **headers, "Host": host_header, "Content-Length": str(len(body)), "User-Agent": "gpu-portal"})
         response = connection.getresponse()
-        peek = response.read(RESPONSE_PEEK).decode("utf-8", "replace")
+        peek = response.read(RESPONSE_PEEK).decode("utf-8", "replace")  # cut short at the deadline: the status stands
         return Answer(status=response.status, reason=response.reason, body=peek)
+    except (OSError, http.client.HTTPException) as exc:
+        if deadline.passed.is_set():
+            raise TimeoutError(f"no whole answer within {timeout:g} s") from exc
+        raise
     finally:
+        deadline.timer.cancel()
         connection.close()
