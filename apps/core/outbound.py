@@ -6,9 +6,10 @@ cluster's API, a metadata service on a link-local address, a database on loopbac
 
 - **Shape.** Only `http` and `https`, a host, no user name or password in the URL (credentials in a URL end up in
   logs and pages; a receiver that needs them takes the channel's secret instead).
-- **Where it resolves.** Every address the host resolves to must be public: loopback, private, link-local,
-  carrier-grade NAT, multicast, reserved and unspecified addresses are refused unless
-  `settings.NOTIFICATIONS_ALLOW_PRIVATE` (on in the embedded demo, off in production) allows them.
+- **Where it resolves.** Every address the host resolves to must be public: loopback, private and carrier-grade NAT
+  addresses are refused unless `settings.NOTIFICATIONS_ALLOW_PRIVATE` (on in the embedded demo, off in production)
+  allows them; link-local (a cloud's metadata service at 169.254.169.254 hands out the machine's credentials),
+  multicast, reserved and unspecified addresses always, since no receiver lives there.
 - **Checked twice.** When the channel is saved (a 400 naming the field) and again when each request is sent, and
   the request then goes to the very address that was checked (the connection is pinned to it, with the URL's host
   name still sent as Host and TLS server name), so a DNS answer that changes in between cannot redirect it.
@@ -34,6 +35,7 @@ from django.conf import settings
 SCHEMES = {"http": 80, "https": 443}
 MAX_URL_LENGTH = 2000
 RESPONSE_PEEK = 500  # bytes of a refused answer kept for the delivery log
+ALWAYS_REFUSED = frozenset({"link-local", "not a unicast"})  # whatever NOTIFICATIONS_ALLOW_PRIVATE says
 
 
 class OutboundRefused(Exception):
@@ -98,13 +100,14 @@ def resolve(url: str) -> tuple[SplitResult, str]:
     addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     if not addresses:
         raise OutboundRefused(f"The host {host} does not resolve.")
-    if not settings.NOTIFICATIONS_ALLOW_PRIVATE:
-        for text in addresses:
-            reason = _refused_reason(ipaddress.ip_address(text.split("%", 1)[0]))
-            if reason is not None:
-                raise OutboundRefused(
-                    f"{host} resolves to {text}, a {reason} address; the portal only calls public addresses "
-                    "(an admin may allow private ones with NOTIFICATIONS_ALLOW_PRIVATE).")
+    for text in addresses:
+        reason = _refused_reason(ipaddress.ip_address(text.split("%", 1)[0]))
+        if reason in ALWAYS_REFUSED:
+            raise OutboundRefused(f"{host} resolves to {text}, a {reason} address; the portal never calls those.")
+        if reason is not None and not settings.NOTIFICATIONS_ALLOW_PRIVATE:
+            raise OutboundRefused(
+                f"{host} resolves to {text}, a {reason} address; the portal only calls public addresses "
+                "(an admin may allow private ones with NOTIFICATIONS_ALLOW_PRIVATE).")
     return parts, addresses[0]
 
 
