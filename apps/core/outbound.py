@@ -22,6 +22,7 @@ cluster's API, a metadata service on a link-local address, a database on loopbac
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import socket
@@ -150,10 +151,8 @@ class _Deadline:
         self.passed.set()
         for sock in (getattr(self.connection, "raw_sock", None), self.connection.sock):
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):  # not connected yet or closed: connect() checks `passed` itself
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # not connected yet or already closed: connect() checks `passed` itself
 
 
 def post(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> Answer:
