@@ -31,7 +31,13 @@ from apps.core.kueue_names import (
 from apps.core.services import sealed_secret_applied
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
-from apps.org.models import BudgetCrossing, ImagePullSecret, NotificationDelivery, NotificationEvent
+from apps.org.models import (
+    BudgetCrossing,
+    ImagePullSecret,
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationEvent,
+)
 from apps.usage import budgets as usage_budgets
 from apps.workloads import logs as workload_logs
 from apps.workloads import selectors as workload_selectors
@@ -577,7 +583,7 @@ def notification_deliver(delivery_id: int) -> str:
         intents.intents_complete(kind=kind, target_id=delivery_id, outcome="disabled", ids=claim.ids)
         return "disabled"
     channel = delivery.channel
-    hook = channel.kind != channel.Kind.EMAIL
+    hook = channel.kind != NotificationChannel.Kind.EMAIL
     paused_until = org_services.notification_channel_turn(channel=channel) if hook and (
         delivery.event != NotificationEvent.TEST) else None  # "send test" always tries: it is how one checks
     if paused_until is not None:
