@@ -216,7 +216,7 @@ def budget_hold_set(*, budget: Budget, period_start: datetime) -> bool:
     with transaction.atomic():
         rows = Budget.objects.filter(pk=budget.pk, on_exceed=Budget.OnExceed.HOLD_PREEMPTIBLE).exclude(
             held_period_start=period_start)
-        earlier = rows.select_for_update().values_list("held_period_start", flat=True).first()
+        earlier = rows.select_for_update().order_by("pk").values_list("held_period_start", flat=True).first()
         if not rows.update(held_period_start=period_start):
             return False
         audit_record(actor=None, action="budget.hold", obj=budget,
