@@ -91,6 +91,20 @@ def test_the_figures_of_many_budgets_take_as_many_queries_as_of_one(ledger, demo
     assert UsageInterval.objects.count() > len(ledger) + 8
 
 
+def test_the_projection_runs_work_to_the_end_similar_recent_runs_forecast(ledger, demo):
+    """NLP's run has held its card ten days; similar runs of NLP's (kind and image family) took 12, 14 and 16 days,
+    so it is expected to end after 14 (the median of those longer than ten), on 15 March, before its 20-day limit."""
+    for start, days in (("2026-02-10", 12), ("2026-02-12", 14), ("2026-02-05", 16)):
+        done = workload(demo["bob"], project="nlp", gpus=1)
+        Workload.objects.filter(pk=done.pk).update(status="succeeded", admitted_at=at(f"{start} 00:00"),
+                                                   finished_at=at(f"{start} 00:00") + timedelta(days=days))
+    status = budget_status(budget("research", amount="1000"), now=NOW)
+    assert status.spent == Decimal("250.000")
+    assert status.projected == Decimal("250.000") + Decimal("96.000")  # four more days of one card
+    # Runs of another project say nothing about NLP's: Vision's budget still projects from its own.
+    assert budget_status(budget("vision"), now=NOW).projected == Decimal("10.000")
+
+
 def test_a_budget_of_a_scope_without_work_has_spent_nothing(demo):
     status = budget_status(budget("etl"), now=NOW)
     assert (status.spent, status.burn_per_day, status.projected) == (Decimal(0), Decimal(0), Decimal(0))
