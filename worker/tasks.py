@@ -31,7 +31,13 @@ from apps.core.kueue_names import (
 from apps.core.services import sealed_secret_applied
 from apps.core.tasks import enqueue_now
 from apps.org import services as org_services
-from apps.org.models import BudgetCrossing, ImagePullSecret, NotificationDelivery, NotificationEvent
+from apps.org.models import (
+    BudgetCrossing,
+    ImagePullSecret,
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationEvent,
+)
 from apps.usage import budgets as usage_budgets
 from apps.workloads import logs as workload_logs
 from apps.workloads import selectors as workload_selectors
@@ -528,6 +534,13 @@ def budgets_evaluate() -> int:
 
 
 @shared_task
+def budget_evaluate(budget_id: int) -> int:
+    """The sweep for one budget right after it is created or changed (apps.org.services.budgets): a raise that ends
+    the excess releases its hold now, one that does not keeps it, a scope already over a new budget is held now."""
+    return usage_budgets.budgets_evaluate(budget_ids=[budget_id])
+
+
+@shared_task
 def budget_notify(crossing_id: int) -> bool:
     """One e-mail to those who look after a budget's scope: it crossed a threshold this period."""
     crossing = BudgetCrossing.objects.select_related("budget__department", "budget__project").filter(
@@ -569,7 +582,23 @@ def notification_deliver(delivery_id: int) -> str:
                                                      status_code=None, error="The channel was turned off.")
         intents.intents_complete(kind=kind, target_id=delivery_id, outcome="disabled", ids=claim.ids)
         return "disabled"
+    channel = delivery.channel
+    hook = channel.kind != NotificationChannel.Kind.EMAIL
+    paused_until = org_services.notification_channel_turn(channel=channel) if hook and (
+        delivery.event != NotificationEvent.TEST) else None  # "send test" always tries: it is how one checks
+    if paused_until is not None:
+        if delivery.created_at < timezone.now() - org_services.NOTIFICATION_GIVE_UP:
+            org_services.notification_delivery_attempted(
+                delivery_id=delivery_id, delivered=False, final=True, status_code=None,
+                error=f"{channel.url_host} has not answered since a day after the event; given up.")
+            intents.intents_complete(kind=kind, target_id=delivery_id, outcome="failed", ids=claim.ids)
+            return "failed"
+        intents.intent_release(claim, error=f"Waiting: {channel.url_host} did not answer; tried again from "
+                                            f"{paused_until.isoformat()}.", retry_at=paused_until)
+        return "receiver paused"
     attempt = notifications.send(delivery)
+    if hook and (attempt.status_code is not None or attempt.retry):
+        org_services.notification_channel_reached(channel=channel, answered=attempt.status_code is not None)
     attempts = delivery.attempts + 1
     final = not attempt.delivered and (not attempt.retry or attempts >= org_services.NOTIFICATION_MAX_ATTEMPTS)
     org_services.notification_delivery_attempted(delivery_id=delivery_id, delivered=attempt.delivered, final=final,
