@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubesim.testing import RequestError, serve
 import portal.settings as defaults
+from kubesim.testing import RequestError, serve
 from worker.permissions import COMPONENTS, NAMESPACED
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -48,7 +48,7 @@ def purge(*queues: str) -> None:
 
 
 def test_every_task_that_waits_on_a_receiver_is_routed_to_the_notifications_queue_and_nothing_else():
-    assert NOTIFICATION_TASKS <= set(app.tasks)  # the names are real tasks
+    assert set(app.tasks) >= NOTIFICATION_TASKS  # the names are real tasks
     for name in app.tasks:
         if not name.startswith("worker.tasks."):
             continue
