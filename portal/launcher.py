@@ -241,8 +241,8 @@ PREPARE_STEPS = [
 WORKER_THREADS = os.environ.get("PORTAL_WORKER_THREADS", "4")
 # Notification deliveries and e-mails wait on receivers outside the cluster (each at most its deadline), so they have a
 # queue and a worker of their own: a slow receiver fills that worker's threads, never the ones that submit and stop.
-# The cost is one more Python process (about 100 MiB of make run's idle footprint, still under bench/memory.py's
-# target); consuming both queues in the one worker would save it but let a slow receiver delay submissions again.
+# The cost is one more Python process (about 125 MiB RSS idle, bench/memory.py: the total stays just under its
+# 600 MiB target); consuming both queues in the one worker would save it but let a slow receiver delay submits.
 NOTIFIER_THREADS = os.environ.get("PORTAL_NOTIFIER_THREADS", "2")
 # The queue names of portal/settings.py (this process does not load Django).
 QUEUE = os.environ.get("CELERY_QUEUE", "portal")
