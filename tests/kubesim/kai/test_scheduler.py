@@ -49,7 +49,7 @@ def test_the_pod_grouper_makes_a_valid_podgroup_per_pod(cluster):
     make_pod(api, "solo", "q", priority_class="build")
     pg = pod_group_of(api, "solo")
     validate_kai_object(pg)
-    assert pg["spec"] == {"minMember": 1, "queue": "q"}
+    assert pg["spec"] == {"minMember": 1, "queue": "q", "priorityClassName": "build"}
     assert pg["status"]["phase"] == "Running"
     assert pg["status"]["resourcesStatus"]["allocatedNonPreemptible"]["nvidia.com/gpu"] == "1"
 
