@@ -1,8 +1,8 @@
-"""KAI Scheduler for the nodes of KAI pools: its pod-grouper (the PodGroup of each pod, from its top owner), and each node
-pool's scheduling cycle: allocate pending PodGroups (gangs: at least minMember pods or none) queue by queue, the queue
-furthest below its fair share first; reclaim GPUs held over their fair share by other queues' preemptible work for a
-queue below its own; preempt lower-priority preemptible work in the same queue; share GPUs between fractional pods;
-then write Queue and PodGroup status and the scheduling conditions of what stays pending."""
+"""KAI Scheduler for the nodes of KAI pools: its pod-grouper (the PodGroup of each pod, from its top owner), and each
+node pool's scheduling cycle: allocate pending PodGroups (gangs: at least minMember pods or none) queue by queue, the
+queue furthest below its fair share first; reclaim GPUs held over their fair share by other queues' preemptible work
+for a queue below its own; preempt lower-priority preemptible work in the same queue; share GPUs between fractional
+pods; then write Queue and PodGroup status and the scheduling conditions of what stays pending."""
 
 from __future__ import annotations
 

@@ -263,8 +263,8 @@ def test_a_gang_runs_once_all_its_pods_are_bound_and_holds_them_all(kubesim, clu
     gang = submit(kubesim, cluster, org["alice"], project="vision", gpus=2, pods=2, seconds=600, name="gang")
     wait_for(lambda: status_of(gang) == Status.RUNNING, describe=lambda: (status_of(gang), row(gang).status_message))
     with watcher.lock:
-        (pod_group,) = [group for uid, group in watcher.pod_groups.items() if uid == row(gang).k8s_uid]
-    assert pod_group["spec"]["minMember"] == 2
+        pod_group = watcher.pod_groups[f"{row(gang).project.namespace}/{gang.job_name}"]
+    assert pod_group["spec"]["minMember"] == 2 and pod_group["metadata"]["uid"] == row(gang).k8s_uid
     # Another gang of two finds no room: the first holds every card of the pool (Vision's limit allows 4).
     second = submit(kubesim, cluster, org["alice"], project="vision", gpus=1, pods=2, seconds=600, name="second")
     said = waiting(second, "OverLimit")
