@@ -218,8 +218,13 @@ def _scheduled(common: dict[str, Any], condition: dict[str, Any], pods: list[Kai
         if not holding or len(ready) >= min(min_member, len(holding)):
             times = [p.ready_at for p in (ready or ever_bound) if p.ready_at is not None]
             at = _nth(times, min(min_member, len(times))) if times else admitted_at
-            return Observation(status=Status.RUNNING, reason=kueue.RUNNING, message="Pods are running", at=at,
-                               **common)
+            # A batch run's later pods may wait while its first ones run: say what KAI says of them.
+            unbound = [p for p in pods if p.bound_at is None and not p.leaving and p.phase not in FINISHED_PHASES]
+            message = "Pods are running"
+            if unbound and condition:
+                said = str(condition.get("message") or kai.first_reason(condition).get("message") or "")
+                message += f"; {len(unbound)} more waiting for KAI Scheduler: {said}"
+            return Observation(status=Status.RUNNING, reason=kueue.RUNNING, message=message, at=at, **common)
         return Observation(status=Status.ADMITTED, reason=kueue.ADMITTED,
                            message=f"Scheduled by KAI Scheduler in queue {common['kai_queue']}", at=admitted_at,
                            **common)

@@ -113,6 +113,8 @@ def test_a_pod_waiting_says_its_own_pod_groups_condition():
     seen = observe_kai(job(), groups, pods)
     assert (seen.status, seen.admitted_at) == (Status.RUNNING, at(5))  # a batch runs from its first pod
     assert seen.conditions == [OVER_LIMIT]  # and says why its other pod waits
+    assert seen.message == ("Pods are running; 1 more waiting for KAI Scheduler: proj-nlp-rtx quota has reached the "
+                            "allowable limit of GPUs.")
 
 
 def test_a_gang_is_admitted_when_min_member_pods_are_bound_and_runs_when_they_are_ready():

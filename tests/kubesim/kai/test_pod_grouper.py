@@ -64,7 +64,7 @@ def test_an_ownerless_pod_without_one_is_its_own_top_owner(cluster):
 def test_a_jobs_pods_get_a_pod_group_each_and_lose_the_one_they_named(cluster):
     api = cluster(kai_nodes("kai", 1, 4))
     make_queue(api, "q", quota=4)
-    created = job(api, "pair", parallelism=2, labels={"kai.scheduler/queue": "q", "team": "vision"},
+    created = job(api, "pair", parallelism=2, labels={**KAI_LABELS, "team": "vision"},
                   annotations={"pod-group-name": "pair"})
     uid = created["metadata"]["uid"]
     names = {name: pod.metadata.annotations["pod-group-name"] for name, pod in pods(api).items()}
@@ -73,7 +73,7 @@ def test_a_jobs_pods_get_a_pod_group_each_and_lose_the_one_they_named(cluster):
     assert set(groups) == set(names.values())  # no gang: the Job's own name is overwritten on every pod
     for group in groups.values():
         assert group["spec"] == {"minMember": 1, "queue": "q", "priorityClassName": "train"}  # KAI's fallback
-        assert group["metadata"]["labels"] == {"kai.scheduler/queue": "q", "team": "vision"}  # the Job's labels
+        assert group["metadata"]["labels"] == {**KAI_LABELS, "team": "vision"}  # the Job's labels
         assert group["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "pair",
                                                          "uid": uid}]
         validate_kai_object(group)
