@@ -200,3 +200,24 @@ def test_a_repair_asked_for_a_finished_gang_stops_its_ranks_still_running(kai_po
     assert tasks.kai_gang_repair.apply(args=[gang.pk]).get() == "stopped 2"
     assert all(pod["metadata"].get("deletionTimestamp") for pod in pods_of(synced, gang))
     assert not Intent.objects.filter(kind=services.GANG_REPAIR_INTENT, target_id=gang.pk, done_at=None).exists()
+
+
+def test_a_repair_waits_while_a_lost_rank_still_terminates_then_makes_it_again(kai_pool, synced, client_for,
+                                                                                kubesim):
+    gang = training(client_for, kubesim)
+    services.workload_gang_repair_request(workload_id=gang.pk)
+    rank = f"{gang.job_name}-1"
+    # the rank's container takes 20 s to stop on SIGTERM (kubesim's stop-seconds): it stays, terminating, meanwhile
+    synced.raw_patch(f"/api/v1/namespaces/{NAMESPACE}/pods/{rank}",
+                     {"metadata": {"annotations": {"kubesim.io/stop-seconds": "20"}}})
+    synced.delete("Pod", rank, namespace=NAMESPACE)
+    assert tasks.kai_gang_repair.apply(args=[gang.pk]).get() == "waiting"
+    (intent,) = Intent.objects.filter(kind=services.GANG_REPAIR_INTENT, target_id=gang.pk)
+    assert intent.done_at is None and intent.claimed_until is None and "terminating" in intent.last_error
+    kubesim.advance(21)
+    assert [pod["metadata"]["name"] for pod in pods_of(synced, gang)] == [f"{gang.job_name}-0"]
+    assert tasks.kai_gang_repair.apply(args=[gang.pk]).get() == "made 1"
+    kubesim.advance(0)
+    assert len(bound(pods_of(synced, gang))) == 2  # the gang is whole again
+    intent.refresh_from_db()
+    assert intent.done_at is not None and intent.outcome == "made 1"
