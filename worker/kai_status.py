@@ -59,6 +59,7 @@ class KaiPod:
     name: str = ""
     finished_at: datetime | None = None  # its main container's end, once the pod succeeded or failed
     failure: str = ""  # why it failed, as the kubelet says (the pod's reason and message, or its container's exit)
+    failure_reason: str = ""  # the kubelet's reason for a failed pod (DeadlineExceeded: past the runtime limit)
 
 
 def on_kai(job: dict[str, Any]) -> bool:
@@ -137,7 +138,8 @@ def compact_pod(pod: dict[str, Any]) -> KaiPod | None:
                   bound_at=bound_at, ready_at=_time(ready.get("lastTransitionTime")) if ready else None,
                   leaving=bool(metadata.get("deletionTimestamp") or evicted), preemption=preemption,
                   pod_group=pod_group, name=str(metadata.get("name", "")), finished_at=finished_at,
-                  failure=failure if phase == "Failed" else "")
+                  failure=failure if phase == "Failed" else "",
+                  failure_reason=str(status.get("reason") or "") if phase == "Failed" else "")
 
 
 def _ending(status: dict[str, Any]) -> tuple[datetime | None, str]:
@@ -288,8 +290,8 @@ def observe_kai_gang(pod_group: dict[str, Any] | None, pods: Iterable[KaiPod],
     if failed:
         pod = failed[0]
         message = f"Pod {pod.name} failed" + (f": {pod.failure}" if pod.failure else "")
-        return Observation(status=Status.FAILED, reason=POD_FAILED, message=message, at=pod.finished_at,
-                           finished_at=pod.finished_at, **common)
+        return Observation(status=Status.FAILED, reason=pod.failure_reason or POD_FAILED, message=message,
+                           at=pod.finished_at, finished_at=pod.finished_at, **common)
     succeeded = [p for p in staying if p.phase == "Succeeded"]
     if len(succeeded) >= min_member:
         at = max((p.finished_at for p in succeeded if p.finished_at), default=None)

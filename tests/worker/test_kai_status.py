@@ -177,6 +177,15 @@ def test_a_gang_runs_finishes_once_all_succeeded_and_fails_with_one():
     assert (failed.status, failed.reason, failed.message) == (Status.FAILED, "PodFailed",
                                                               "Pod w-1 failed: Error (exit code 1)")
     assert gang_outliving(gang_pods("Running", "Failed")) and not gang_outliving(gang_pods("Failed", "Succeeded"))
+    past_limit = compact_pod({"metadata": {"name": "w-0", "namespace": "team", "uid": "u0",
+                                           "annotations": {"pod-group-name": "wl-7"}},
+                              "spec": {"nodeName": "rtx-0"},
+                              "status": {"phase": "Failed", "reason": "DeadlineExceeded",
+                                         "message": "Pod was active on the node longer than the specified deadline"}})
+    stopped = observe_kai_gang(group, [past_limit])
+    assert (stopped.status, stopped.reason, stopped.message) == (
+        Status.FAILED, "DeadlineExceeded",
+        "Pod w-0 failed: DeadlineExceeded Pod was active on the node longer than the specified deadline")
 
 
 def test_an_evicted_gang_is_no_failure_waits_again_and_lacks_its_pods():
