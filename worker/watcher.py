@@ -348,7 +348,9 @@ class Watcher:
         min_member = max(1, int(((self.pod_groups.get(key) or {}).get("spec") or {}).get("minMember") or 1))
         finished = observation.status in (Status.SUCCEEDED, Status.FAILED)
         with self.lock:
-            lost = key in self.gangs_lost and gang_missing(pods, min_member) and not finished
+            # a gang being deleted (a stop) is not repaired
+            lost = (key in self.gangs_lost and gang_missing(pods, min_member) and not finished
+                    and observation.deleted_at is None)
             self.gangs_lost.discard(key)
         if lost or (finished and gang_outliving(pods)):
             workload_services.workload_gang_repair_request(workload_id=workload_id)
