@@ -47,6 +47,7 @@ from . import notifications, utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .frameworks import framework_manifest, framework_schema_errors
 from .gateway import ClusterError, Gateway, gateway
+from .kai_status import FINISHED_PHASES
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import (
     CONTAINER_NAME,
@@ -377,7 +378,6 @@ def _record_deletion(workload_id: int, deleted: dict[str, Any] | None) -> None:
 GANG_WANTED = frozenset({Status.QUEUED, Status.REQUEUED, Status.PREEMPTED, Status.ADMITTED, Status.RUNNING})
 GANG_FINISHED = frozenset({Status.SUCCEEDED, Status.FAILED})
 GANG_WAIT = timedelta(seconds=10)  # evicted pods still terminating: looked at again after this
-FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @shared_task(autoretry_for=(TransientClusterError,), retry_backoff=2, retry_backoff_max=60, max_retries=8)
