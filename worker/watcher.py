@@ -141,6 +141,8 @@ TORCH_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntim
 OWNER_KIND_RETRY_SECONDS = 60.0  # an owner kind not installed is looked for again this often
 OWNER_GRACE_SECONDS = 1.0  # how long a new outside Workload waits for its owner's watch event
 APPLY_WAIT_SECONDS = 0.5  # an idle applier looks at the work queue again this often
+# Two sightings of a KAI eviction this close are one: its pod's condition and its PodGroup's Event, a gang's pods.
+KAI_EVICTION_SEEN_TWICE = timedelta(seconds=10)
 SERVING_STATUSES = frozenset({Status.SUBMITTING, Status.ADMITTED, Status.RUNNING})  # an inference row counting GPUs
 # Kubernetes Events (core v1) of these kinds of object are kept with the workload they are about (its pods, its Job
 # or owner, Kueue's Workload). A field selector cannot name a set of namespaces or kinds, so the watch takes every
@@ -430,10 +432,47 @@ class Watcher:
         self.work.add(("job", pod.job_uid))
 
     def _note_preemption(self, pod: KaiPod) -> None:
-        """Keep the latest eviction of a Job's pods (called with the lock held)."""
-        held = self.kai_preemptions.get(pod.job_uid)
-        if pod.preemption is not None and (held is None or pod.preemption.at > held.at):
-            self.kai_preemptions[pod.job_uid] = pod.preemption
+        """Keep the latest eviction of a Job's (or gang's) pods (called with the lock held)."""
+        if pod.preemption is not None:
+            self._note_eviction(pod.job_uid, pod.preemption)
+
+    def _note_eviction(self, key: str, preemption: Preemption) -> bool:
+        """Keep an eviction of the work `key` unless one as late or within KAI_EVICTION_SEEN_TWICE before it is held
+        (the same eviction, seen on a pod and in the Event on its PodGroup, a gang's pods each); called with the lock
+        held. Whether it was kept."""
+        held = self.kai_preemptions.get(key)
+        if held is not None and preemption.at - held.at < KAI_EVICTION_SEEN_TWICE:
+            return False
+        self.kai_preemptions[key] = preemption
+        return True
+
+    def _note_kai_eviction(self, event: dict[str, Any]) -> None:
+        """KAI records each eviction as an `Evict` Event on the evicted PodGroup. Kept as the pod's DisruptionTarget
+        is, so a relist (after a watch gap, or a restart: Events are listed at the start) that finds the work waiting
+        again still finds why; the Event is dated at or before the pod's condition, so an eviction the row recorded
+        already is not recorded again."""
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") != kai_conditions.EVICT or involved.get("kind") != "PodGroup":
+            return
+        metadata = event.get("metadata") or {}
+        try:
+            at = parse_time(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+                            or metadata.get("creationTimestamp") or "")
+        except (TypeError, ValueError):
+            return
+        if at is None:
+            return
+        key = gang_key(str(involved.get("namespace") or metadata.get("namespace") or ""), str(involved.get("name")))
+        with self.lock:
+            group = self.pod_groups.get(key)
+            if group is None:  # not the portal's work, or gone with it
+                return
+            work = key if is_gang(group) else pod_group_owner_uid(group)
+            kept = self._note_eviction(work, Preemption(
+                at=at, reason=kai_conditions.PREEMPTION_BY_SCHEDULER, message=str(event.get("message") or ""),
+                preemptor_workload_uid="", preemptor_job_uid=""))
+        if kept:
+            self.work.add(("job", work))
 
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Remember the object and queue its key; the appliers write the database."""
@@ -442,8 +481,10 @@ class Watcher:
             self._handle_kai(kind, event_type, obj)
             return
         if kind == EVENTS:
-            if event_type != "DELETED" and (event := _cluster_event(obj)) is not None:  # the cluster forgets them
-                self.hold_events([event])
+            if event_type != "DELETED":  # the cluster forgets them
+                self._note_kai_eviction(obj)
+                if (event := _cluster_event(obj)) is not None:
+                    self.hold_events([event])
             return
         if kind in OWNER_WATCHES:
             if event_type != "DELETED":  # a deleted owner's Workload may come later: kept until the next resync
@@ -821,6 +862,8 @@ class Watcher:
         version = ""
         for items, listed in self.gw.raw_pages("/api/v1/events"):
             self.wait_for_event_room()
+            for item in items:
+                self._note_kai_eviction(item)
             self.hold_events([event for item in items if (event := _cluster_event(item)) is not None])
             version = listed
         return version

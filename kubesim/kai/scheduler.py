@@ -598,8 +598,9 @@ class Cycle:
                 status["conditions"] = [*conditions, {
                     "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler", "message": message,
                     "lastProbeTime": None, "lastTransitionTime": rfc3339(self.store.now())}]
-                pod = self.store.update_status("pods", pod)
-                self.store.record_event(pod, "Normal", "Evict", message, SCHEDULER_NAME)
+                self.store.update_status("pods", pod)
+                # KAI records the eviction on the victim's PodGroup (one Event per pod), then evicts the pod
+                self.store.record_event(v.obj, "Normal", "Evict", message, SCHEDULER_NAME)
                 self.store.delete("pods", md["namespace"], md["name"])
 
     # ---- status ------------------------------------------------------------------------------------------------

@@ -267,6 +267,26 @@ def test_the_first_sync_reads_pod_groups_and_pods_already_there(kubesim, cluster
     assert UsageInterval.objects.filter(workload=full, ended_at__isnull=True).exists()
 
 
+def test_a_preemption_while_the_watcher_was_away_is_found_in_kais_evict_event(kubesim, cluster, org, rtx):
+    """KAI evicts while no watcher runs: the evicted pods are gone and the Job's new ones wait, so only the Evict Event
+    KAI recorded on the victim's PodGroup tells why; the watcher's first sync finds it."""
+    borrowed = [submit(kubesim, cluster, org["alice"], project="vision", gpus=2, seconds=3600, name=f"b-{i}")
+                for i in range(2)]
+    Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2).resync()
+    assert [status_of(w) for w in borrowed] == [Status.RUNNING, Status.RUNNING]
+    reclaimer = submit(kubesim, cluster, org["bob"], project="nlp", gpus=2, seconds=600, name="reclaim")
+    kubesim.advance(35)
+    running = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    running.start()
+    try:
+        wait_for(lambda: WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).exists())
+        (event,) = WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED)
+        assert event.reason == "PreemptionByScheduler" and event.details["preemptor_job_uid"] == row(reclaimer).k8s_uid
+        wait_for(lambda: status_of(event.workload) == Status.REQUEUED, describe=lambda: statuses(event.workload))
+    finally:
+        stop_watcher(running, kubesim)
+
+
 def test_a_gang_runs_once_all_its_pods_are_bound_and_holds_them_all(kubesim, cluster, org, watcher):
     gang = submit(kubesim, cluster, org["alice"], project="vision", gpus=2, pods=2, seconds=600, name="gang")
     wait_for(lambda: status_of(gang) == Status.RUNNING, describe=lambda: (status_of(gang), row(gang).status_message))
