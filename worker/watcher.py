@@ -82,6 +82,7 @@ from apps.workloads.services import names_another_workload
 from .gateway import KINDS, ClusterError, Gateway
 from .heap import FREEZE_SECONDS, FrozenHeap
 from .kai_status import (
+    FINISHED_PHASES,
     KaiPod,
     compact_pod,
     compact_pod_group,
@@ -282,6 +283,10 @@ class Watcher:
         self.pod_groups: dict[str, dict[str, Any]] = {}
         self.kai_pods: dict[str, dict[str, KaiPod]] = {}
         self.kai_preemptions: dict[str, Preemption] = {}
+        # by the same key: the latest eviction read from KAI's Evict Event on a PodGroup, taken as the work's once its
+        # pods no longer show it running (the pod's own condition usually comes first: KAI records the Event before
+        # it evicts)
+        self.kai_evict_events: dict[str, Preemption] = {}
         self.gangs_lost: set[str] = set()
         self.outside: dict[str, dict[str, Any]] = {}  # Kueue Workload uid -> Workload submitted outside the portal
         # Kueue Workload uid -> (the portal workload, the Workload) of a manifest the portal submitted (not a Job)
@@ -350,10 +355,12 @@ class Watcher:
         min_member = max(1, int(((self.pod_groups.get(key) or {}).get("spec") or {}).get("minMember") or 1))
         finished = observation.status in (Status.SUCCEEDED, Status.FAILED)
         with self.lock:
-            # a gang being deleted (a stop) is not repaired
+            # a gang being deleted (a stop) is not repaired; the mark stays until acted on, since `pods` may be older
+            # than the deletion that set it (the key is applied again then)
             lost = (key in self.gangs_lost and gang_missing(pods, min_member) and not finished
                     and observation.deleted_at is None)
-            self.gangs_lost.discard(key)
+            if lost or finished:
+                self.gangs_lost.discard(key)
         if lost or (finished and gang_outliving(pods)):
             workload_services.workload_gang_repair_request(workload_id=workload_id)
 
@@ -362,6 +369,7 @@ class Watcher:
         PodGroup: the Job it was made for (its owner), or the gang it is. The PodGroup is read from the API when its
         watch event has not come yet (KAI may evict for it before that)."""
         with self.lock:
+            self._take_evict_event(job_uid)
             preemption = self.kai_preemptions.get(job_uid)
         if preemption is None or preemption.preemptor_job_uid:
             return preemption
@@ -401,6 +409,7 @@ class Watcher:
                         self.applied.pop(key, None)
                         self.kai_pods.pop(key, None)
                         self.kai_preemptions.pop(key, None)
+                        self.kai_evict_events.pop(key, None)
                         self.gangs_lost.discard(key)
                         if workload_id := _workload_id(obj):
                             self.work.add(("deleted", workload_id, metadata.get("deletionTimestamp") or ""))
@@ -436,15 +445,13 @@ class Watcher:
         if pod.preemption is not None:
             self._note_eviction(pod.job_uid, pod.preemption)
 
-    def _note_eviction(self, key: str, preemption: Preemption) -> bool:
+    def _note_eviction(self, key: str, preemption: Preemption) -> None:
         """Keep an eviction of the work `key` unless one as late or within KAI_EVICTION_SEEN_TWICE before it is held
         (the same eviction, seen on a pod and in the Event on its PodGroup, a gang's pods each); called with the lock
-        held. Whether it was kept."""
+        held."""
         held = self.kai_preemptions.get(key)
-        if held is not None and preemption.at - held.at < KAI_EVICTION_SEEN_TWICE:
-            return False
-        self.kai_preemptions[key] = preemption
-        return True
+        if held is None or preemption.at - held.at >= KAI_EVICTION_SEEN_TWICE:
+            self.kai_preemptions[key] = preemption
 
     def _note_kai_eviction(self, event: dict[str, Any]) -> None:
         """KAI records each eviction as an `Evict` Event on the evicted PodGroup. Kept as the pod's DisruptionTarget
@@ -468,11 +475,27 @@ class Watcher:
             if group is None:  # not the portal's work, or gone with it
                 return
             work = key if is_gang(group) else pod_group_owner_uid(group)
-            kept = self._note_eviction(work, Preemption(
+            held = self.kai_evict_events.get(work)
+            if held is not None and held.at >= at:
+                return
+            self.kai_evict_events[work] = Preemption(
                 at=at, reason=kai_conditions.PREEMPTION_BY_SCHEDULER, message=str(event.get("message") or ""),
-                preemptor_workload_uid="", preemptor_job_uid=""))
-        if kept:
-            self.work.add(("job", work))
+                preemptor_workload_uid="", preemptor_job_uid="")
+        self.work.add(("job", work))
+
+    def _take_evict_event(self, key: str) -> None:
+        """Take the eviction read from an Evict Event as the work's once no pod bound before it still runs (called
+        with the lock held): until then the pods' own update is on its way, and would show the work running after
+        its preemption."""
+        event = self.kai_evict_events.get(key)
+        if event is None:
+            return
+        pods = self.kai_pods.get(key, {}).values()
+        if any(p.bound_at is not None and p.bound_at <= event.at and not p.leaving and p.phase not in FINISHED_PHASES
+               for p in pods):
+            return
+        self.kai_evict_events.pop(key, None)
+        self._note_eviction(key, event)
 
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Remember the object and queue its key; the appliers write the database."""
@@ -522,6 +545,7 @@ class Watcher:
                     self.applied.pop(job_uid, None)
                     self.kai_pods.pop(job_uid, None)
                     self.kai_preemptions.pop(job_uid, None)
+                    self.kai_evict_events.pop(job_uid, None)
                     workload_id = _workload_id(obj)
                     if workload_id:
                         self.work.add(("deleted", workload_id, metadata.get("deletionTimestamp") or ""))
@@ -960,6 +984,8 @@ class Watcher:
             self.kai_pods = pods
             self.kai_preemptions = {uid: held for uid, held in self.kai_preemptions.items()
                                     if uid in self.jobs or uid in self.pod_groups}
+            self.kai_evict_events = {uid: held for uid, held in self.kai_evict_events.items()
+                                     if uid in self.jobs or uid in self.pod_groups}
             # A gang short of pods at a relist may have lost them unseen (a watch gap): its repair is asked for.
             self.gangs_lost |= {key for key, group in self.pod_groups.items() if is_gang(group) and gang_missing(
                 pods.get(key, {}).values(), int((group.get("spec") or {}).get("minMember") or 1))}
