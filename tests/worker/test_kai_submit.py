@@ -142,6 +142,9 @@ def test_a_two_pod_training_is_the_portals_pod_group_and_ownerless_pods_started_
     service = synced.get("Service", gang.job_name, namespace=NAMESPACE)
     assert service["spec"]["clusterIP"] == "None"
     assert service["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"  # it goes with the gang
+    created = gang.events.get(reason="Created")
+    assert created.message == (f"PodGroup {gang.job_name} and its 2 pods created in {NAMESPACE}; "
+                               "waiting for KAI Scheduler")
 
 
 def test_a_gang_binds_whole_or_not_at_all(kai_pool, synced, client_for, kubesim):

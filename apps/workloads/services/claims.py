@@ -43,15 +43,17 @@ def workload_release_claim(*, workload: Workload) -> None:
 
 
 def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
-    """The Job exists in the cluster. False when the workload was stopped meanwhile (the caller deletes the Job);
-    when the watcher already saw it move on, only the submission details are filled in. It now waits for its pool's
-    scheduler: Kueue, or KAI Scheduler on a KAI pool."""
+    """The Job (or a KAI gang's PodGroup and pods) exists in the cluster. False when the workload was stopped
+    meanwhile (the caller deletes what it made); when the watcher already saw it move on, only the submission details
+    are filled in. It now waits for its pool's scheduler: Kueue, or KAI Scheduler on a KAI pool."""
     fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
                               "submit_claimed_at": None}
     scheduler = workload.node_pool.get_scheduler_display()
+    # A gang on a KAI pool is a PodGroup and its ranks (worker/manifests.py), everything else a Job.
+    made = (f"PodGroup {workload.job_name} and its {workload.pods} pods" if manifest.get("kind") == "PodGroup"
+            else f"Job {workload.job_name}")
     if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                   message=f"Job {workload.job_name} created in {workload.project.namespace}; waiting for {scheduler}",
-                   **fields):
+                   message=f"{made} created in {workload.project.namespace}; waiting for {scheduler}", **fields):
         return True
     if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
         return False
