@@ -3,9 +3,9 @@ projects, templates."""
 
 from __future__ import annotations
 
-from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import BigIntegerField, Case, CharField, F, IntegerField, Q, QuerySet, Value, When
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Concat, Least
+from django.db.models.functions import Cast, Concat, Least, Round
 
 from apps.accounts import access
 from apps.accounts.access import Action, can_anywhere
@@ -49,6 +49,16 @@ def requested_units() -> Case:
         When(kind=Kind.TRAINING, then=F("gpus") * F("pods")),
         When(kind=Kind.BATCH, then=F("gpus") * Least(F("parallelism"), F("completions"))),
         default=F("gpus"), output_field=IntegerField(),
+    )
+
+
+def requested_hundredths() -> Case:
+    """A workload's GPUs in hundredths of a unit in SQL (`Workload.gpu_amount` x 100), as the tallies keep them (the
+    triggers of the `workload_tallies_fractions` migration count the same): a share of a card on a KAI pool is its
+    share (0.5: 50), whole units x 100. An exact integer on SQLite too, where a decimal sum would be a float's."""
+    return Case(
+        When(gpu_fraction__isnull=False, then=Cast(Round(F("gpu_fraction") * 100), BigIntegerField())),
+        default=requested_units() * 100, output_field=BigIntegerField(),
     )
 
 
