@@ -333,8 +333,15 @@ class Workload(models.Model):
     def gpus_text(self) -> str:
         """The GPUs it asks for as the pages say it: "0.5 GPU" for a fraction, else whole units per pod."""
         if self.gpu_fraction is not None:
-            return f"{self.gpu_amount_text} GPU"
+            return self.gpu_amount_words
         return f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
+
+    @property
+    def gpu_amount_words(self) -> str:
+        """All it holds while running, in a sentence: "0.5 GPU" for a share of a card, "1 GPU", "4 GPUs"."""
+        if self.gpu_fraction is not None:
+            return f"{self.gpu_amount_text} GPU"
+        return f"{self.gpu_units} GPU{'s' if self.gpu_units != 1 else ''}"
 
     @property
     def gang_shape(self) -> tuple[int, int]:
