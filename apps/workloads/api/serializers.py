@@ -275,7 +275,10 @@ class WorkloadDryRunSerializer(serializers.Serializer):
                                   help_text="The project's local queue it would wait in.")
     priority_class = serializers.CharField(source="priority_class.name", read_only=True)
     preemptible = serializers.BooleanField(read_only=True)
-    gpu_units = serializers.IntegerField(read_only=True, help_text="GPU units of the pool it would hold, all pods.")
+    gpu_units = serializers.IntegerField(read_only=True, help_text="GPU units of the pool it would hold, all pods "
+                                                                   "(whole GPUs: 0 for a fraction of one).")
+    gpu_fraction = serializers.FloatField(read_only=True, allow_null=True, help_text=(
+        "The share of one GPU its single pod would hold on a KAI pool (e.g. 0.5); null: whole GPUs."))
     pods = serializers.IntegerField(source="pod_count", read_only=True, help_text="Pods that would run at once.")
     image = serializers.CharField(read_only=True)
 
