@@ -325,7 +325,8 @@ def _units(help_text: str) -> serializers.FloatField:
 class WaitingNumbersSerializer(serializers.Serializer):
     """The numbers behind the sentence; the keys a reason does not use are absent or null."""
 
-    requested = serializers.IntegerField(help_text="GPU units it needs at once (pods x GPUs per pod).")
+    requested = serializers.FloatField(help_text="GPU units it needs at once (pods x GPUs per pod; a share of one "
+                                                 "card on a KAI pool as that share, 0.5).")
     pool = serializers.CharField(help_text="The node pool's slug.")
     pool_name = serializers.CharField()
     pods = serializers.IntegerField(help_text="Pods admitted together (a gang for multi-pod training).")

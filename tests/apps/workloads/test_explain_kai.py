@@ -56,6 +56,13 @@ def test_a_fraction_asks_its_share_of_a_card(demo, rtx):
     assert said.numbers["requested"] == 0.5 and said.numbers["kai_queue"] == "proj-vision-rtx"
 
 
+def test_the_api_gives_the_share_a_fraction_asks(demo, rtx, client_for):
+    """The API's waiting numbers keep the share (they said 0: the field was an integer)."""
+    workload = waiting(demo, rtx, gpu_fraction=Decimal("0.5"), conditions=[NO_SHARING])
+    data = client_for("alice").get(f"/api/v1/workloads/{workload.pk}/").json()
+    assert data["waiting"]["numbers"]["requested"] == 0.5
+
+
 def test_before_kai_says_anything_without_quota_and_never(demo, rtx):
     pending, elsewhere, too_big = explained(
         waiting(demo, rtx, status_reason="Pending"),
