@@ -91,12 +91,13 @@ def creator() -> Case:
 
 def workload_rows(*, user: Actor) -> QuerySet[Workload]:
     """The list page's and its CSV's rows with everything their columns show joined in: a fixed number of queries
-    however many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_units` and `creator` too).
+    however many rows; `filters.WorkloadFilterSet` narrows and orders them (by `requested_gpus`, a share of a card as
+    that share, and `creator` too).
     Seven tables and no more: PostgreSQL's planner spends more on each further join than the page's query takes to
     run (about 4 ms to plan seven, 26 ms nine, on this machine under load)."""
     return workloads_for(user).select_related(
         "project__department", "node_pool", "owner", "priority_class", "forecast",
-    ).annotate(requested_units=requested_units(), creator=creator())
+    ).annotate(requested_gpus=requested_hundredths(), creator=creator())
 
 
 def workload_list(*, user: Actor, detail: bool = False) -> QuerySet[Workload]:

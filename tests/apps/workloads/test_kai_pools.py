@@ -4,6 +4,7 @@ every refusal at once, from the service, the API (400) and the form alike."""
 
 import csv
 import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -253,6 +254,18 @@ def test_a_running_share_of_a_card_is_shown_as_that_share_wherever_gpus_held_are
         "node_pool": "rtx", "gpu_fraction": 0.25, "labels": {"model": "m", "data_class": "public"}})
     assert dry.status_code == 200, dry.content
     assert (dry.json()["gpu_units"], dry.json()["gpu_fraction"]) == (0, 0.25)
+
+
+def test_the_list_sorts_shares_of_a_card_by_their_share(page_client, client_for, demo, kai_pool):
+    """Sorted by GPUs, a quarter comes before a half and a half before a whole GPU (shares sorted as 0 before)."""
+    half = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.5"))
+    whole = submit(demo, kai_pool, gpus=1)
+    quarter = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.25"))
+    ours = [quarter.pk, half.pk, whole.pk]
+    listed = page_client("alice").get(reverse("workloads:list"), {"ordering": "gpus"}).content.decode()
+    assert [pk for pk in map(int, re.findall(r'data-workload="(\d+)"', listed)) if pk in ours] == ours
+    api = call(client_for("alice"), "GET", "workloads/?ordering=-gpus").json()["results"]
+    assert [row["id"] for row in api if row["id"] in ours] == ours[::-1]
 
 
 def test_the_form_refuses_a_fraction_on_a_kueue_pool_with_every_error(page_client, demo, kai_pool):
