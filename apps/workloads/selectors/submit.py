@@ -123,12 +123,12 @@ def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any,
     fraction = _gpu_fraction(source.get("gpu_fraction")) if pool.kai and pool.gpu_fractions and not sizes["gpus"] \
         else None
     probe = None
-    whole = sizes["gpus"] is not None and sizes["gpus"] > 0
-    if (whole or fraction is not None) and all(size is None or size > 0 for key, size in sizes.items()
-                                               if key != "gpus"):
+    gpus = sizes["gpus"] or 0
+    if (gpus > 0 or fraction is not None) and all(size is None or size > 0 for key, size in sizes.items()
+                                                   if key != "gpus"):
         priority_class_id = parse_id(source.get("priority_class"))
-        probe = Workload(kind=kind, project=project, node_pool=pool, gpus=sizes["gpus"] if whole else 0,
-                         gpu_fraction=None if whole else fraction, pods=sizes["pods"] or 1,
+        probe = Workload(kind=kind, project=project, node_pool=pool, gpus=gpus,
+                         gpu_fraction=None if gpus else fraction, pods=sizes["pods"] or 1,
                          completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1,
                          preemptible=preemptible,
                          priority_class=PriorityClass.objects.filter(pk=priority_class_id).first()
