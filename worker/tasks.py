@@ -507,7 +507,7 @@ def workload_idle_notify(workload_id: int) -> bool:
     policy = IdlePolicy.current()
     event = workload.events.filter(reason=workload_services.GPU_IDLE_REASON).order_by("-id").first()
     body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} holds "
-            f"{workload.gpu_units} x {workload.node_pool.name} GPUs that are not being used: "
+            f"{workload.gpu_amount_words} on {workload.node_pool.name}, not being used: "
             f"{event.message if event else f'below {policy.threshold_percent}%'}.",
             "Stop it if you are done, so others can use the cards."]
     if workload.kind == Kind.NOTEBOOK and policy.cull_notebooks:
@@ -728,7 +728,7 @@ def workload_notify(workload_id: int, status: str) -> bool:
     event = workload.events.filter(to_status=status).order_by("-id").first()
     label = Status(status).label.lower()
     body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} is {label}.",
-            f"GPUs: {workload.gpu_units} x {workload.node_pool.name}"]
+            f"GPUs: {workload.gpu_amount_text} x {workload.node_pool.name}"]
     if status == Status.PREEMPTED:
         # The plain sentence of the pages (when, by whom as the owner may see it, why), never Kueue's UIDs and paths.
         found = preemptions_seen_by(workload=workload, user=owner)

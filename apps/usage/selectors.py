@@ -63,7 +63,7 @@ class Figures:
     deserved: int = 0
     limit: int | None = None
     used: Decimal = ZERO
-    pending: int = 0
+    pending: Decimal = ZERO  # GPU units the waiting work asks for (a share of a card on a KAI pool as that share)
     weighted_share: int | None = None
     borrowed: Decimal = ZERO
     lent: Decimal = ZERO
@@ -155,7 +155,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     waiting = tallies_by_pool(workload_tallies(statuses=WAITING_STATUSES, project__department_id__in=department_ids),
                               statuses=WAITING_STATUSES)
     pending = {key: tally.units for key, tally in waiting.items()}
-    department_pending: dict[tuple[int, int], int] = defaultdict(int)
+    department_pending: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     for (_, pool_id), tally in waiting.items():
         department_pending[(tally.department_id, pool_id)] += tally.units
 
@@ -219,7 +219,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
                 borrowed, lent = balance(deserved=quota["deserved"], used=used[key], lends=not project.does_not_lend)
                 dept.children.append(Figures(
                     name=project.name, slug=project.slug, level="project", deserved=quota["deserved"],
-                    limit=quota["limit"], used=used[key], pending=pending.get(key, 0), borrowed=borrowed, lent=lent,
+                    limit=quota["limit"], used=used[key], pending=pending.get(key, ZERO), borrowed=borrowed, lent=lent,
                     lends=not project.does_not_lend, weighted_share=cohorts.get(("project", project.pk, pool.pk)),
                     queues=sorted(queues[key], key=lambda q: q["name"])))
             rows.append(dept)
@@ -230,7 +230,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             in_use = Decimal(sum(r.in_use for r in serving)) if pool.serving else cluster_used.get(pool.pk, ZERO)
             cluster = Figures(name="Cluster", slug=pool.slug, level="cluster", deserved=pool.capacity,
                               limit=pool.capacity, used=in_use, borrowed=max(ZERO, in_use - pool.capacity),
-                              pending=sum(d.pending for d in rows))
+                              pending=sum((d.pending for d in rows), ZERO))
         if rows or cluster or serving:
             result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster, reservations=serving))
     return result
@@ -256,4 +256,4 @@ def quota_dashboard_marker() -> str:
         waiting.add(tally)
     serving = serving_services().aggregate(n=Count("pk"), newest=Max("pk"), units=Sum(serving_units()))
     return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), waiting.workloads,
-                                           waiting.units, waiting.changes, *serving.values()))
+                                           waiting.unit_hundredths, waiting.changes, *serving.values()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import BigIntegerField, Case, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
@@ -89,7 +90,7 @@ class PoolQuotaFigures:
     used: Any = 0
     used_guaranteed: Any = 0
     used_elastic: Any = 0
-    pending_units: int = 0
+    pending_units: Decimal = Decimal(0)  # a share of a card on a KAI pool counts as that share
     weighted_share: int | None = None
     observed: bool = False  # whether the watcher has mirrored the project's queues yet
 

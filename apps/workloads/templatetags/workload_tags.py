@@ -33,8 +33,8 @@ def duration(value: timedelta | None) -> str:
 
 
 @register.filter
-def allocated_units(workload: Workload) -> int:
-    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
+def allocated_units(workload: Workload) -> str:
+    """GPUs its scheduler admitted for the workload, a share of a card as that share (apps/workloads/table.py)."""
     return table.allocated_units(workload)
 
 
