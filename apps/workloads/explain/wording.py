@@ -86,9 +86,13 @@ def _shares_worded(shares: tuple[Share, ...], others: str) -> str:
     return ", ".join(parts)
 
 
-@lru_cache(maxsize=_WORDED)
-def _keepers(shares: tuple[Share, ...]) -> str:
+def _keepers(shares: Iterable[Share]) -> str:
     """Who keeps idle cards: 'Serving (4)', 'a project you cannot see (4)'."""
+    return _keepers_worded(tuple(shares))
+
+
+@lru_cache(maxsize=_WORDED)
+def _keepers_worded(shares: tuple[Share, ...]) -> str:
     named = [f"{s.project} ({_n(s.units)})" for s in shares if s.project is not None]
     hidden = [s for s in shares if s.project is None]
     if hidden:
