@@ -1,9 +1,11 @@
 """A local HTTP receiver for notification tests: answers each POST with the next scripted status and records what
-it got (headers and raw body), on 127.0.0.1 at a free port."""
+it got (headers and raw body), on 127.0.0.1 at a free port; slow if asked (`delay` seconds before answering, or the
+answer's bytes `drip` seconds apart)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ class Receiver:
 
 
 @contextmanager
-def receiver(*statuses: int) -> Iterator[Receiver]:
+def receiver(*statuses: int, delay: float = 0.0, drip: float = 0.0) -> Iterator[Receiver]:
     state = Receiver(url="", statuses=list(statuses))
 
     class Handler(BaseHTTPRequestHandler):
@@ -34,6 +36,17 @@ def receiver(*statuses: int) -> Iterator[Receiver]:
             state.received.append(Received(path=self.path, headers=dict(self.headers.items()), body=body))
             status = state.statuses.pop(0) if state.statuses else 200
             answer = b"ok" if status < 400 else b"receiver trouble"
+            time.sleep(delay)
+            if drip:
+                whole = f"HTTP/1.1 {status} OK\r\nContent-Length: {len(answer)}\r\n\r\n".encode() + answer
+                for index in range(len(whole)):
+                    time.sleep(drip)
+                    try:
+                        self.wfile.write(whole[index:index + 1])
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the client gave up
+                return
             self.send_response(status)
             self.send_header("Content-Length", str(len(answer)))
             self.end_headers()

@@ -29,7 +29,6 @@ kubesim's objects, `forecasts_refresh` from the database.
 from __future__ import annotations
 
 import gc
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -44,7 +43,7 @@ from apps.cluster.models import ClusterQueueState, LocalQueueState
 from apps.core import kueue_conditions
 from apps.workloads import selectors as workload_selectors
 from apps.workloads import services as workload_services
-from apps.workloads.history import runtime_samples, similar_work
+from apps.workloads.history import Runtime, expected_runtime, quantile, runtime_samples, similar_work
 from apps.workloads.models import ForecastBasis, ForecastReason, Status, Workload
 from kubesim.kueue import constants as kueue
 from kubesim.kueue.scheduler import Snapshot, forecast
@@ -57,8 +56,6 @@ HORIZON = timedelta(days=7)
 RESOLUTION = timedelta(seconds=60)
 RELATIVE_RESOLUTION = 0.1  # ends further out are grouped over a tenth of their distance from now (see `forecast`)
 PREEMPT_LATER = False
-MIN_SAMPLES = 3  # fewer similar runs than this say too little about the spread
-LOW, LIKELY, HIGH = 0.1, 0.5, 0.9  # the quantiles of similar runtimes behind earliest, likely and latest
 WIDEN_QUANTILE = 0.9  # a range is widened until this share of recorded waits ended inside each of its edges
 WIDEN_MIN_RECORD = 20  # fewer recorded waits than this say too little to widen by
 
@@ -66,43 +63,6 @@ WIDEN_MIN_RECORD = 20  # fewer recorded waits than this say too little to widen 
 # stop). A stopping workload is about to give its quota back, so it is in neither.
 HOLDING = (Status.ADMITTED, Status.RUNNING)
 WAITING = (Status.SUBMITTING, Status.QUEUED, Status.REQUEUED, Status.PREEMPTED)
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """Seconds a workload holds its quota once admitted, counted from its admission: optimistic, likely and
-    pessimistic, and where they come from (a ForecastBasis)."""
-
-    low: float
-    likely: float
-    high: float
-    basis: str
-
-
-def quantile(ordered: list[float], q: float) -> float:
-    """Linear interpolation between the closest ranks of an ascending list."""
-    position = (len(ordered) - 1) * q
-    below = math.floor(position)
-    above = min(below + 1, len(ordered) - 1)
-    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
-
-
-def expected_runtime(*, max_runtime: float | None, samples: Iterable[float], elapsed: float = 0.0) -> Runtime | None:
-    """How long a workload holds its quota, having held it `elapsed` seconds already; None when nothing says."""
-    ordered = sorted(samples)
-    if len(ordered) >= MIN_SAMPLES:
-        longer = [s for s in ordered if s > elapsed]
-        if longer:
-            low, likely, high = (quantile(longer, q) for q in (LOW, LIKELY, HIGH))
-        else:  # it ran longer than every similar run: it may end any moment, or run on for about their spread
-            spread = max(60.0, quantile(ordered, HIGH) - quantile(ordered, LOW))
-            low, likely, high = elapsed, elapsed, elapsed + spread
-        if max_runtime is not None:
-            low, likely, high = (min(v, max_runtime) for v in (low, likely, high))
-        return Runtime(low, likely, high, ForecastBasis.HISTORY)
-    if max_runtime is not None:
-        return Runtime(max_runtime, max_runtime, max_runtime, ForecastBasis.MAX_RUNTIME)
-    return None
 
 
 @dataclass(frozen=True)

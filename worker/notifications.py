@@ -1,9 +1,10 @@
 """Sending one notification delivery to its channel (docs/architecture.md, Notification channels): the message each
 kind of receiver expects, the webhook's signature, and what an attempt's outcome means for retrying.
 
-- **webhook**: the event as compact JSON (`event`, `id`, `timestamp`, `summary`, `object`, `link`), with
-  `X-Portal-Signature: sha256=<hex>`, the HMAC-SHA256 of exactly those bytes keyed with the channel's secret. The
-  timestamp is inside the signed body, so a receiver can refuse an old body replayed later.
+- **webhook**: the event as compact JSON (`event`, `id`, `occurred_at`, `timestamp`, `summary`, `object`, `link`),
+  with `X-Portal-Signature: sha256=<hex>`, the HMAC-SHA256 of exactly those bytes keyed with the channel's secret.
+  `timestamp` is the moment of this attempt, inside the signed body, so a receiver can refuse an old body replayed
+  later and still take a retry sent minutes after the event (`occurred_at`; `id` is the same on every attempt).
 - **slack**: an incoming webhook's Block Kit message (a section and a button to the portal), with `text` as the
   notification's fallback.
 - **teams**: a Teams workflow webhook's message carrying one Adaptive Card (the format Microsoft's Workflows accept
@@ -25,6 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
+from django.utils import timezone
 
 from apps.core import outbound, sealed
 from apps.org import services as org_services
@@ -80,13 +82,14 @@ def teams_message(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def request_for(channel: NotificationChannel, payload: dict[str, Any], secret: str) -> tuple[bytes, dict[str, str]]:
-    """The body and headers a hook channel is sent."""
+    """The body and headers a hook channel is sent (now: a webhook's body is signed with the attempt's moment)."""
     headers = {"Content-Type": "application/json"}
     if channel.kind == NotificationChannel.Kind.SLACK:
         return json.dumps(slack_message(payload)).encode(), headers
     if channel.kind == NotificationChannel.Kind.TEAMS:
         return json.dumps(teams_message(payload)).encode(), headers
-    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    signed = {**payload, "occurred_at": payload.get("timestamp"), "timestamp": timezone.now().isoformat()}
+    body = json.dumps(signed, sort_keys=True, separators=(",", ":")).encode()
     headers.update({SIGNATURE_HEADER: signature(secret, body), "X-Portal-Event": str(payload.get("event", ""))})
     return body, headers
 

@@ -45,6 +45,12 @@ class ClusterQueueState(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @staticmethod
+    def names_kai_queue(name: str) -> bool:
+        """Whether a row of this name mirrors one kind of work of a KAI leaf Queue (services.kai_row_name:
+        "<queue>/<kind>", with a "/" no Kubernetes name has) rather than a Kueue ClusterQueue."""
+        return "/" in name
+
 
 class LocalQueueState(models.Model):
     namespace = models.CharField(max_length=63)

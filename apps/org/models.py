@@ -808,6 +808,12 @@ class NotificationChannel(VersionedModel):
     sealed = models.TextField(blank=True, editable=False, help_text="The URL and secret, encrypted.")
     events = models.JSONField(default=list, blank=True)
     enabled = models.BooleanField(default=True)
+    unreachable_since = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="When the receiver stopped answering (a timeout or no connection); cleared by its next answer.")
+    paused_until = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="Until when the channel's deliveries wait instead of trying a receiver that does not answer.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -5,7 +5,8 @@ the violations of a submission. Pure: no queries (the selectors and services han
 Image patterns are shell-style globs matched by `fnmatch.fnmatchcase`, restricted to `*` and `?` over the characters
 of an image reference and at most `MAX_IMAGE_PATTERN` characters: no regular expressions, so no pattern can take
 catastrophic time. A narrower scope's pattern counts as within the scope above when one of the above's patterns
-matches its text (`nvcr.io/nvidia/*` is within `nvcr.io/*`; `*` is within nothing but `*`).
+matches every image it matches (`glob_within`: `nvcr.io/nvidia/*` is within `nvcr.io/*`; `*` is within nothing but
+`*`; `team-*` is not within `team-?`).
 """
 
 from __future__ import annotations
@@ -146,8 +147,35 @@ def merge(policies: Sequence[Policy], *, pod_security: str) -> EffectivePolicy:
     return EffectivePolicy(values=values, sources=sources)
 
 
+def glob_within(narrow: str, wide: str) -> bool:
+    """Whether every text the glob `narrow` matches is matched by the glob `wide` (both of `*` and `?` only).
+
+    Matching `narrow`'s text with `wide` is not enough: `wide`'s `?` would match a `*` of `narrow`, which stands for
+    any number of characters. Here `wide` runs as an automaton over `narrow`'s pieces: a literal character is matched
+    by the same character, `?` or `*`; a `?` by `?` or `*`; a `*` only by `*`. Conservative: a pair such as `?*`
+    within `*?` (both "one or more") is refused, never a pattern that allows more. The states are an int's bits, so
+    the longest patterns allowed take a few hundred integer operations, whatever their wildcards."""
+    wide = re.sub(r"\*+", "*", wide)  # a run of stars is one star; the closure below then needs one step
+    stars = sum(1 << position for position, char in enumerate(wide) if char == "*")
+    accept = 1 << len(wide)
+
+    def closure(states: int) -> int:
+        return states | ((states & stars) << 1)  # a star may match nothing
+
+    def matching(piece: str) -> int:
+        return sum(1 << position for position, char in enumerate(wide)
+                   if char == piece or (char == "?" and piece != "*"))
+
+    states = closure(1)
+    for piece in narrow:
+        states = closure(((states & matching(piece)) << 1) | (states & stars))
+        if not states:
+            return False
+    return bool(states & accept)
+
+
 def _pattern_within(pattern: str, above: Sequence[str]) -> bool:
-    return any(fnmatchcase(pattern, wider) for wider in above)
+    return any(glob_within(pattern, wider) for wider in above)
 
 
 def contradiction_errors(policy: Policy, above: EffectivePolicy) -> dict[str, list[str]]:

@@ -5,13 +5,16 @@ current period, how fast it burns, where it will end, and the sweep that notifie
   intervals clipped to the period, open ones up to now; for a cost budget each stretch at the pool's price in force
   then (unpriced stretches cost nothing).
 - **Burn rate**: spent per day of the period so far.
-- **Projected end of period**: spent, plus the work holding cards now running on until the period ends or, where it
-  has a maximum runtime (the end the start forecast assumes too), until that runtime is up, whichever comes first;
-  priced at the price in force now. Work not started yet is not counted: it has no cards.
+- **Projected end of period**: spent, plus the work holding cards now running on until its forecast end or the
+  period's, whichever comes first; priced at the price in force now. The forecast end is the start forecast's own
+  expectation for work holding quota (apps.workloads.history.expected_runtime): the likely runtime of similar recent
+  runs longer than it has run so far (capped by its maximum runtime), else its maximum runtime, else none (it runs to
+  the period's end). Work not started yet is not counted: it has no cards.
 
-The sweep (`budgets_evaluate`, every minute from beat) records each crossed threshold once per period and notifies
-after commit; for `hold_preemptible` budgets it sets the hold when spent reaches the amount and releases it when the
-period rolls over (or a raised budget is no longer exceeded). Its writes go through apps.org.services.
+The sweep (`budgets_evaluate`, every minute from beat, and for one budget right after it is created or changed)
+records each crossed threshold once per period and notifies after commit; for `hold_preemptible` budgets it sets the
+hold when spent reaches the amount and releases it when the scope is no longer over it (the period rolled over, or
+the budget was raised enough). Its writes go through apps.org.services.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from apps.core.tasks import enqueue_on_commit
 from apps.org import selectors as org_selectors
 from apps.org import services as org_services
 from apps.org.models import Budget, BudgetCrossing, NodePoolPrice, NotificationEvent, Project, budget_period
+from apps.workloads.history import expected_runtime, runtime_samples, similar_work
 
 from .models import UsageInterval
 from .reports.ledger import card_hours, overlapping
@@ -117,20 +121,39 @@ def _spent(budget: Budget, sums: Sums, stretches: list[tuple[int, Priced]]) -> D
     return total.quantize(Decimal("0.001"))
 
 
-# units, card fraction numerator and denominator, pool id, started at, maximum runtime, project id, department id
-Running = tuple[int, int, int, int, datetime, int | None, int, int]
+# units, card fraction numerator and denominator, pool id, started at, project id, department id, and its expected
+# end (None: none known)
+Running = tuple[int, int, int, int, datetime, int, int, datetime | None]
+
+
+def _running(budgets: list[Budget], now: datetime) -> list[Running]:
+    """The scopes' open ledger intervals, each with the end the start forecast expects of it: two queries, however
+    much runs (the intervals with their workloads, and the recent runs of their projects, found by a subquery so the
+    count stays the same when nothing runs)."""
+    open_intervals = UsageInterval.objects.filter(_scopes(budgets), ended_at__isnull=True)
+    rows = list(open_intervals.select_related("workload").only(
+        "units", "card_fraction_numerator", "card_fraction_denominator", "node_pool_id", "started_at", "project_id",
+        "department_id", "workload__max_runtime_seconds", "workload__project_id", "workload__kind", "workload__image"))
+    samples = runtime_samples(now=now, project_ids=open_intervals.values("project_id"))
+    running: list[Running] = []
+    for row in rows:
+        runtime = expected_runtime(max_runtime=row.workload.max_runtime_seconds,
+                                   samples=samples.get(similar_work(row.workload), ()),
+                                   elapsed=max(0.0, (now - row.started_at).total_seconds()))
+        end = None if runtime is None else row.started_at + timedelta(seconds=runtime.likely)
+        running.append((row.units, row.card_fraction_numerator, row.card_fraction_denominator, row.node_pool_id,
+                        row.started_at, row.project_id, row.department_id, end))
+    return running
 
 
 def _still_to_come(budget: Budget, window: Window, now: datetime, prices: dict[int, Decimal | None],
                    running: list[Running]) -> Decimal:
-    """What the scope's running work adds until it ends or the period does."""
+    """What the scope's running work adds until its expected end or the period's."""
     total = Decimal(0)
-    for units, numerator, denominator, pool_id, started_at, max_runtime, project_id, department_id in running:
+    for units, numerator, denominator, pool_id, _, project_id, department_id, expected_end in running:
         if not _in_scope(budget, project_id, department_id):
             continue
-        end = window.end
-        if max_runtime:
-            end = min(end, started_at + timedelta(seconds=max_runtime))
+        end = window.end if expected_end is None else min(window.end, expected_end)
         hours = Decimal(max(0.0, (end - now).total_seconds()) / SECONDS_PER_HOUR)
         cards = Decimal(units * numerator) / Decimal(denominator)
         if budget.metric == Budget.Metric.GPU_HOURS:
@@ -145,7 +168,7 @@ def budget_statuses(budgets: list[Budget], *, now: datetime | None = None,
     """Spent, burn rate and projection of each budget's current period, in the order given, in a number of queries
     that does not grow with the budgets or the ledger (pages list every budget their viewer may see): the prices in
     force (unless given), the price history where a cost budget is among them, one grouped sum per kind of period
-    (month, quarter) and the running work."""
+    (month, quarter), the running work, and the recent runs of its projects when any is running."""
     budgets = list(budgets)
     if not budgets:
         return []
@@ -159,9 +182,7 @@ def budget_statuses(budgets: list[Budget], *, now: datetime | None = None,
                  for position, period in enumerate(windows)}
     sums = {period: _period_sums([b for b in budgets if b.period == period], window, now, stretches[period])
             for period, window in windows.items()}
-    running: list[Running] = list(UsageInterval.objects.filter(_scopes(budgets), ended_at__isnull=True).values_list(
-        "units", "card_fraction_numerator", "card_fraction_denominator", "node_pool_id", "started_at",
-        "workload__max_runtime_seconds", "project_id", "department_id"))
+    running = _running(budgets, now)
     statuses = []
     for budget in budgets:
         window = windows[budget.period]
@@ -225,18 +246,23 @@ def _crossing_channels_record(budget: Budget, crossing: BudgetCrossing) -> int:
              "on_exceed": budget.on_exceed})
 
 
-def budgets_evaluate(*, now: datetime | None = None) -> int:
-    """The sweep: for every budget, record the thresholds its scope crossed this period (each once, notified after
-    commit), hold or release its preemptible work, and release holds from an earlier period. Idempotent; returns how
-    many crossings it recorded."""
+def budgets_evaluate(*, now: datetime | None = None, budget_ids: list[int] | None = None) -> int:
+    """The sweep: for every budget (or those of `budget_ids`, which a change to them asks for at once), record the
+    thresholds its scope crossed this period (each once, notified after commit), and hold its preemptible work while
+    it is exceeded, releasing the hold when it no longer is (the period rolled over, or the budget was raised above
+    what was spent; a raise that is not enough keeps the hold without a gap). Idempotent; returns how many crossings
+    it recorded."""
     now = now or timezone.now()
     prices = _prices_now(now)
     recorded = 0
-    for budget in Budget.objects.select_related("department", "project__department").order_by("pk"):
+    budgets = Budget.objects.select_related("department", "project__department").order_by("pk")
+    if budget_ids is not None:
+        budgets = budgets.filter(pk__in=budget_ids)
+    for budget in budgets:
         status = budget_status(budget, now=now, prices=prices)
         start = status.period.start
-        if budget.held_period_start is not None and (budget.held_period_start != start or not status.exceeded
-                                                     or budget.on_exceed != Budget.OnExceed.HOLD_PREEMPTIBLE):
+        hold = budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and status.exceeded
+        if budget.held_period_start is not None and not hold:
             org_services.budget_hold_release(budget=budget)
         percent = status.percent
         for threshold in budget.thresholds:
@@ -250,7 +276,6 @@ def budgets_evaluate(*, now: datetime | None = None) -> int:
                     recorded += 1
                     enqueue_on_commit(BUDGET_NOTIFY_TASK, crossing.pk)
                     _crossing_channels_record(budget, crossing)
-        if budget.on_exceed == Budget.OnExceed.HOLD_PREEMPTIBLE and status.exceeded and (
-                budget.held_period_start != start):
+        if hold and budget.held_period_start != start:
             org_services.budget_hold_set(budget=budget, period_start=start)
     return recorded

@@ -3,9 +3,10 @@ week or month, from the GPU-hour ledger (two queries).
 
 Each point is the average over its step (15 minutes for a day, an hour for a week, six hours for a month), weighted
 by time, so a job shorter than a step still counts for the time it held its cards. In use counts every ledger slice
-of the project on the pool; borrowed is the over-quota part of each slice (units x (1 - its within-deserved share)),
-the same split as the GPU-hour reports (apps/usage/split.py); deserved is the quota in force (DeservedPeriod), from
-the moment it came into force (none before the project had a quota on the pool).
+of the project on the pool (a share of a card on a KAI pool as that share of a unit); borrowed is the over-quota
+part of each slice (units x (1 - its within-deserved share)), the same split as the GPU-hour reports
+(apps/usage/split.py); deserved is the quota in force (DeservedPeriod), from the moment it came into force (none
+before the project had a quota on the pool).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.utils import timezone
 from apps.org.models import NodePool, Project
 
 from .models import DeservedPeriod, UsageSlice
-from .services import usage_timelines_settle
+from .services import quota_units, usage_timelines_settle
 
 SPANS: dict[str, tuple[str, timedelta, timedelta]] = {
     "day": ("Last day", timedelta(days=1), timedelta(minutes=15)),
@@ -87,10 +88,12 @@ def quota_history(*, project: Project, pool: NodePool, span: str, now: datetime 
     used, borrowed, deserved = [0.0] * count, [0.0] * count, [0.0] * count
     usage_timelines_settle()
     overlapping = Q(started_at__lt=end) & (Q(ended_at__isnull=True) | Q(ended_at__gt=start))
-    for units, numerator, denominator, since, until in UsageSlice.objects.filter(
+    for whole, fraction, numerator, denominator, since, until in UsageSlice.objects.filter(
         overlapping, project=project, node_pool=pool
-    ).values_list("units", "share_numerator", "share_denominator", "started_at", "ended_at"):
+    ).values_list("units", "interval__workload__gpu_fraction", "share_numerator", "share_denominator", "started_at",
+                  "ended_at"):
         until = min(until or now, now)  # an open slice holds its cards until now, not until the step's end
+        units = float(quota_units(whole, fraction))  # a share of a card on a KAI pool: that share of a unit
         _spread(used, units, since, until, start=start, step=step)
         _spread(borrowed, units * (1 - numerator / denominator), since, until, start=start, step=step)
     in_force = Q(in_force_from__lt=end) & (Q(ended_at__isnull=True) | Q(ended_at__gt=start))

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -103,9 +104,10 @@ def usage_timeline_refresh(*, project_id: int, node_pool_id: int, since: datetim
     rows = {row["pk"]: row for row in UsageInterval.objects.filter(
         project_id=project_id, node_pool_id=node_pool_id).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
         .values("pk", "started_at", "ended_at", "units", "queue", "department_id", "user_id",
-                "card_fraction_numerator", "card_fraction_denominator")}
-    intervals = [split.Held(row["pk"], row["started_at"], row["ended_at"], row["units"],
-                            row["queue"] == UsageInterval.Queue.GUARANTEED) for row in rows.values()]
+                "card_fraction_numerator", "card_fraction_denominator", "workload__gpu_fraction")}
+    intervals = [split.Held(row["pk"], row["started_at"], row["ended_at"], quota_units(
+        row["units"], row["workload__gpu_fraction"]), row["queue"] == UsageInterval.Queue.GUARANTEED)
+        for row in rows.values()]
     periods = list(DeservedPeriod.objects.filter(project_id=project_id, node_pool_id=node_pool_id).values_list(
         "started_at", "deserved"))
     pieces = split.split(intervals, periods, since)
@@ -219,11 +221,19 @@ def held_cards(workload: Workload) -> tuple[int, Fraction]:
     """(units, card fraction of one unit) a workload holds while it runs: its quota units, each the pool's fraction
     of a card; fractional work on a KAI pool (`gpu_fraction`, one pod) holds one unit of that fraction of a card, so
     its card hours are the fraction x hours (README, Kueue and KAI in one cluster). In the within/over-deserved split
-    such a unit counts as one, since deserved quota is kept in whole units."""
+    such a unit counts as that share of a unit (`quota_units`)."""
     pool = workload.node_pool
     if workload.gpu_fraction is not None:
         return max(workload.pod_count, 1), pool.card_fraction * Fraction(workload.gpu_fraction)
     return workload.gpu_units, pool.card_fraction
+
+
+def quota_units(units: int, gpu_fraction: Decimal | None) -> int | Fraction:
+    """What an interval's `units` hold of the deserved quota, for the within/over-deserved split: a share of a card
+    on a KAI pool (its workload's `gpu_fraction`, read through the interval, since a workload's size never changes)
+    holds that share of a unit, as KAI counts it against the queue's quota. Its card fraction counts the share in
+    the GPU-hours already, so the split and the total agree."""
+    return units if gpu_fraction is None else units * Fraction(gpu_fraction)
 
 
 def _interval(workload: Workload, at: datetime, ended_at: datetime | None, reason: str,

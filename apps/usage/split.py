@@ -3,7 +3,8 @@
 GPU-hours are split by the organisation's quota, not by the ClusterQueue a workload ran in. For one project on one
 node pool, at each moment t:
 
-- H(t) = the units of every interval the project held at t, guaranteed and elastic queues together;
+- H(t) = the units of every interval the project held at t, guaranteed and elastic queues together (a share of a
+  card on a KAI pool counts as that share of a unit: KAI adds fractions up against the deserved quota);
 - D(t) = the project's deserved quota on the pool at t (``DeservedPeriod`` rows);
 - within-deserved units = min(H, D); over-quota units = H - min(H, D).
 
@@ -16,7 +17,8 @@ between jobs (Kueue does not say which elastic job is the borrowing one: borrowi
 job) and makes every split add up exactly: summed over the intervals, within-deserved units are min(H, D) at every
 moment, so per-interval, per-user and per-workload within-deserved hours add up to the project's.
 
-A share is kept as a fraction (numerator, denominator) in lowest terms, 1/1 for "all within deserved" and 0/1 for
+Units are whole numbers or exact fractions (Fraction), never floats, so the shares stay exact. A share is kept as
+a fraction (numerator, denominator) in lowest terms, 1/1 for "all within deserved" and 0/1 for
 "all over quota". The result is a list of pieces: per interval, maximal stretches of constant share. That form is
 canonical (the same intervals and quotas always give the same pieces), so recomputing a stretch of a timeline is
 idempotent.
@@ -29,7 +31,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from math import gcd
+from fractions import Fraction
 
 # The start of the first deserved period of a project on a pool: the first quota known applies to all earlier time
 # (no queue, so no usage, existed before a project had a quota row; and cluster clocks may lag the portal's).
@@ -38,12 +40,13 @@ BEGINNING = datetime(1970, 1, 1, tzinfo=UTC)
 
 @dataclass(frozen=True)
 class Held:
-    """One ledger interval of the timeline (units held from start to end; end None while still held)."""
+    """One ledger interval of the timeline (units held from start to end; end None while still held): whole units,
+    or a share of one (a fraction of a card on a KAI pool)."""
 
     id: int
     start: datetime
     end: datetime | None
-    units: int
+    units: int | Fraction
     guaranteed: bool
 
 
@@ -62,17 +65,18 @@ class Piece:
         return self.numerator, self.denominator
 
 
-def fraction(numerator: int, denominator: int) -> tuple[int, int]:
+def fraction(numerator: int | Fraction, denominator: int | Fraction) -> tuple[int, int]:
     """numerator/denominator in lowest terms, 0 <= n <= d; an empty class (d == 0) counts as fully within."""
     if denominator <= 0 or numerator >= denominator:
         return 1, 1
     if numerator <= 0:
         return 0, 1
-    common = gcd(numerator, denominator)
-    return numerator // common, denominator // common
+    ratio = Fraction(numerator) / Fraction(denominator)
+    return ratio.numerator, ratio.denominator
 
 
-def shares(guaranteed: int, elastic: int, deserved: int) -> tuple[tuple[int, int], tuple[int, int]]:
+def shares(guaranteed: int | Fraction, elastic: int | Fraction,
+           deserved: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """(guaranteed share, elastic share) of one moment: G units in guaranteed, E in elastic, D deserved."""
     guaranteed_within = min(guaranteed, max(deserved, 0))
     left = max(deserved, 0) - guaranteed_within
@@ -111,7 +115,7 @@ def split(intervals: Iterable[Held], periods: Sequence[tuple[datetime, int]], si
     open_piece: dict[int, Piece] = {}
     pieces: list[Piece] = []
     cursor = 0
-    held_units = {True: 0, False: 0}  # units held now, by queue (guaranteed or not)
+    held_units: dict[bool, int | Fraction] = {True: 0, False: 0}  # units held now, by queue (guaranteed or not)
     for index, moment in enumerate(order):
         while ending and ending[0][0] <= moment:
             _, gone = heapq.heappop(ending)

@@ -386,3 +386,19 @@ def test_a_fraction_of_a_gpu_from_a_job_file_or_a_flag_on_a_kai_pool(signed_in, 
     assert flagged["gpu_fraction"] == 0.25 and flagged["gpus"] == 0  # the flag asks for no whole GPU
     refused = gpu("submit", *SUBMIT, "-n", "x", "--pods", "2", "--gpu-fraction", "0.5")
     assert refused.exit_code == 6 and "gpu_fraction:" in refused.stderr and "gpus:" in refused.stderr  # both given
+
+
+def test_a_policy_refuses_a_cli_submit_as_it_does_the_api_every_rule_with_its_scope(signed_in, home, org):
+    """Policies apply to the CLI alike (it submits through the API): every violation in one refusal, each naming the
+    policy's scope, and nothing created."""
+    from apps.org import services as org_services
+    from apps.org.models import Department
+
+    org_services.policy_create(actor=org["admin"], department=Department.objects.get(slug="research"),
+                               max_gpus_per_workload=2, allowed_images=["nvcr.io/*"])
+    refused = gpu_process("submit", *SUBMIT[:6], "-g", "4", *SUBMIT[8:], "-n", "too-big")
+    _, err = refused.communicate(timeout=60)
+    assert refused.returncode == 6 and "(HTTP 400)" in err
+    assert "gpus: The Research department's policy allows at most 2 GPUs per workload" in err
+    assert "The Research department's policy allows images matching nvcr.io/* only; busybox:1.36 matches none." in err
+    assert Workload.objects.count() == 0

@@ -12,14 +12,12 @@ from decimal import Decimal
 
 import pytest
 
+from apps.workloads.history import Runtime, expected_runtime, quantile
 from apps.workloads.models import ForecastBasis, ForecastReason
 from worker.forecast import (
     WIDEN_MIN_RECORD,
     Job,
-    Runtime,
     Widening,
-    expected_runtime,
-    quantile,
     replay,
     widened,
     widening_from,

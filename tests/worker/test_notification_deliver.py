@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from datetime import datetime
 
 from django.core import mail
 from django.utils import timezone
@@ -44,7 +45,9 @@ def test_a_webhook_is_signed_with_its_secret_over_the_raw_body(demo):
     assert got.headers["X-Portal-Signature"] == expected
     assert got.headers["Content-Type"] == "application/json"
     body = json.loads(got.body)
-    assert body["event"] == "test" and body["timestamp"] and body["link"] == "http://portal.example/x"
+    assert body["event"] == "test" and body["link"] == "http://portal.example/x"
+    sent_at, occurred_at = (datetime.fromisoformat(body[name]) for name in ("timestamp", "occurred_at"))
+    assert occurred_at <= sent_at <= timezone.now()
     assert body["object"] == {"type": "channel", "id": ch.pk, "name": "webhook"}
     wrong = "sha256=" + hmac.new(b"another secret", got.body, hashlib.sha256).hexdigest()
     assert got.headers["X-Portal-Signature"] != wrong
@@ -93,7 +96,14 @@ def test_a_500_is_retried_with_backoff_and_the_log_keeps_the_error(demo):
     assert (done.status, done.status_code, done.attempts) == ("delivered", 200, 2)
     assert done.last_error.startswith("HTTP 500")  # the log says what went wrong on the way
     assert Intent.objects.get(pk=intent.pk).outcome == "delivered"
-    assert hook.received[0].body == hook.received[1].body  # the same signed body, timestamp included
+    first_body, second_body = (json.loads(got.body) for got in hook.received)
+    # Each attempt signed afresh at its own moment (a receiver refusing old timestamps takes the retry); the event's
+    # id and moment are the same.
+    assert second_body["timestamp"] > first_body["timestamp"] >= first_body["occurred_at"]
+    assert {**first_body, "timestamp": ""} == {**second_body, "timestamp": ""}
+    for got in hook.received:
+        assert got.headers["X-Portal-Signature"] == "sha256=" + hmac.new(SECRET.encode(), got.body,
+                                                                        hashlib.sha256).hexdigest()
 
 
 def test_a_4xx_fails_for_good_and_a_receiver_down_is_retried(demo):
@@ -145,3 +155,97 @@ def test_workload_transitions_reach_the_owner_and_project_channels_once(demo):
     assert bodies[1]["object"]["plain_reason"] == "Preempted to give back borrowed quota to the project that " \
                                                   "deserves it."
     assert "give back borrowed quota" in json.loads(team.received[0].body)["text"]
+
+
+def test_a_silent_receiver_pauses_its_channel_so_it_costs_one_timeout_not_one_per_delivery(demo, settings):
+    """A receiver that does not answer within the timeout holds a worker process for the timeout once; the channel's
+    other deliveries then wait without trying (the worker's processes also send submitted work to the cluster),
+    until the pause ends and one delivery tries first; an answer ends the pause."""
+    import time
+    from datetime import timedelta
+
+    from apps.org.models import NotificationChannel
+
+    settings.NOTIFICATIONS_TIMEOUT = 1
+    with receiver(delay=3) as hook:
+        ch = channel(demo["alice"], "webhook", hook.url, secret=SECRET)
+        for key in ("a", "b", "c"):
+            org_services.notifications_emit(event="workload.admitted", key=key, obj={"type": "workload"},
+                                             summary=key, link="http://p/", user_ids=[demo["alice"].pk])
+        first, second, third = NotificationDelivery.objects.filter(channel=ch).order_by("pk")
+        started = time.monotonic()
+        assert tasks.notification_deliver(first.pk) == "retry later"
+        assert 0.9 < time.monotonic() - started < 2.5  # one timeout, not the receiver's 3 s
+        paused = NotificationChannel.objects.get(pk=ch.pk)
+        assert paused.unreachable_since is not None and paused.paused_until > timezone.now() + timedelta(seconds=25)
+
+        started = time.monotonic()
+        assert tasks.notification_deliver(second.pk) == "receiver paused"
+        assert tasks.notification_deliver(third.pk) == "receiver paused"
+        assert time.monotonic() - started < 0.5 and len(hook.received) == 1
+        waiting = NotificationDelivery.objects.get(pk=second.pk)
+        assert (waiting.status, waiting.attempts) == ("pending", 0)
+        intent = Intent.objects.get(kind=org_services.NOTIFICATION_INTENT, target_id=second.pk)
+        assert intent.next_attempt_at >= paused.paused_until and "did not answer" in intent.last_error
+        # "Send test" always tries: it is how the owner checks the receiver.
+        assert deliver_test(demo["alice"], ch).status == "pending" and len(hook.received) == 2
+
+    with receiver() as back:  # the receiver moves (a new URL ends the pause at once), and answers
+        ch = org_services.notification_channel_update(actor=demo["alice"], channel=ch, url=back.url)
+        assert tasks.notification_deliver(second.pk) == "delivered"
+        answered = NotificationChannel.objects.get(pk=ch.pk)
+        assert answered.unreachable_since is None and answered.paused_until is None
+        assert tasks.notification_deliver(third.pk) == "delivered"
+        assert tasks.notification_deliver(first.pk) == "delivered"
+    assert [json.loads(got.body)["summary"] for got in back.received] == ["b", "c", "a"]
+
+
+def test_after_a_pause_one_delivery_tries_while_the_others_keep_waiting(demo, settings):
+    from datetime import timedelta
+
+    from apps.org.models import NotificationChannel
+
+    with receiver() as hook:
+        ch = channel(demo["alice"], "webhook", hook.url, secret=SECRET)
+    now = timezone.now()
+    NotificationChannel.objects.filter(pk=ch.pk).update(unreachable_since=now - timedelta(minutes=4),
+                                                        paused_until=now - timedelta(seconds=1))
+    ch.refresh_from_db()
+    assert org_services.notification_channel_turn(channel=ch) is None  # this one tries
+    assert org_services.notification_channel_turn(channel=ch) > timezone.now()  # the rest wait for its outcome
+    org_services.notification_channel_reached(channel=ch, answered=False)
+    silent = NotificationChannel.objects.get(pk=ch.pk)
+    # Silent for four minutes: paused for about as long again (between 30 s and 15 minutes).
+    assert timedelta(minutes=3, seconds=50) < silent.paused_until - timezone.now() < timedelta(minutes=4, seconds=10)
+
+
+def test_a_new_url_ends_the_pause(demo):
+    from datetime import timedelta
+
+    from apps.org.models import NotificationChannel
+
+    with receiver() as hook:
+        ch = channel(demo["alice"], "webhook", hook.url, secret=SECRET)
+        NotificationChannel.objects.filter(pk=ch.pk).update(unreachable_since=timezone.now(),
+                                                            paused_until=timezone.now() + timedelta(minutes=5))
+        moved = org_services.notification_channel_update(actor=demo["alice"], channel=ch, url=hook.url + "/v2")
+    assert (moved.unreachable_since, moved.paused_until) == (None, None)
+    assert org_services.notification_channel_turn(channel=moved) is None
+
+
+def test_a_delivery_still_paused_a_day_after_its_event_fails_for_good(demo):
+    from datetime import timedelta
+
+    from apps.org.models import NotificationChannel
+
+    with receiver() as hook:
+        ch = channel(demo["alice"], "webhook", hook.url, secret=SECRET)
+    org_services.notifications_emit(event="workload.admitted", key="old", obj={"type": "workload"}, summary="old",
+                                     link="http://p/", user_ids=[demo["alice"].pk])
+    delivery = NotificationDelivery.objects.get(channel=ch)
+    NotificationDelivery.objects.filter(pk=delivery.pk).update(created_at=timezone.now() - timedelta(days=1, minutes=1))
+    NotificationChannel.objects.filter(pk=ch.pk).update(unreachable_since=timezone.now() - timedelta(days=1),
+                                                        paused_until=timezone.now() + timedelta(minutes=10))
+    assert tasks.notification_deliver(delivery.pk) == "failed"
+    failed = NotificationDelivery.objects.get(pk=delivery.pk)
+    assert failed.status == "failed" and "given up" in failed.last_error

@@ -13,7 +13,9 @@ Scope (the access module decides, through the scope paths the mirror models decl
 
 Figures in GPU units. A queue's borrowing is Kueue's `flavorsUsage[].borrowed`; its lending is the nominal quota it
 leaves idle for the cohort, which a guaranteed queue of a project that lends has (an elastic queue's nominal quota is
-0, and a "does not lend" project's guaranteed queue has lendingLimit 0).
+0, and a "does not lend" project's guaranteed queue has lendingLimit 0). A KAI leaf Queue's two rows (its
+non-preemptible and its preemptible work) count as pending the portal's waiting work there: KAI's Queue status has
+resource totals only (`apps.workloads.selectors.kai_queue_waiting`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState,
 from apps.core.actors import Actor
 from apps.org.models import NodePool
 from apps.org.selectors import projects_for
+from apps.workloads.models import WAITING_STATUSES
+from apps.workloads.selectors import kai_queue_waiting, workload_tallies
 
 ZERO = Decimal(0)
 TABS = {
@@ -56,12 +60,35 @@ def cluster_queues_for(user: Actor) -> QuerySet[ClusterQueueState]:
     )
 
 
+def with_kai_waiting(rows: list[ClusterQueueState]) -> list[ClusterQueueState]:
+    """`rows` with the pending count of each KAI queue row set from the portal's waiting work (one query, none
+    without such a row)."""
+    kai = [row for row in rows if ClusterQueueState.names_kai_queue(row.name)]
+    if kai:
+        waiting = kai_queue_waiting(project_id__in={row.project_id for row in kai})
+        for row in kai:
+            if row.project_id is not None and row.node_pool_id is not None:  # else a project or pool no longer there
+                row.pending_workloads = waiting.get((row.project_id, row.node_pool_id, row.guaranteed), 0)
+    return rows
+
+
 def cluster_queues(*, user: Actor) -> list[ClusterQueueState]:
-    """The cluster queues the viewer may see, by pool then name, each with `lending` set."""
-    rows = list(cluster_queues_for(user))
+    """The cluster queues the viewer may see, by pool then name, each with `lending` set (and a KAI queue row's
+    pending count)."""
+    rows = with_kai_waiting(list(cluster_queues_for(user)))
     for row in rows:
         row.lending = lending(row)  # type: ignore[attr-defined]
     return rows
+
+
+def _kai_waiting_by_pool(pools: list[NodePool]) -> dict[int, int]:
+    """The portal's waiting work per KAI pool (what its queue rows count as pending); no query without a KAI pool."""
+    if not any(pool.kai for pool in pools):
+        return {}
+    by_pool: dict[int, int] = defaultdict(int)
+    for (_, pool_id, _), count in kai_queue_waiting(node_pool_id__in=[pool.pk for pool in pools if pool.kai]).items():
+        by_pool[pool_id] += count
+    return by_pool
 
 
 def local_queues_for(user: Actor) -> QuerySet[LocalQueueState]:
@@ -164,7 +191,7 @@ class FlavorFigures:
 
 
 def flavors(*, user: Actor) -> list[FlavorFigures]:
-    """Every pool with its nodes' totals; three queries."""
+    """Every pool with its nodes' totals; three queries (four with a KAI pool)."""
     result = {pool.pk: FlavorFigures(pool=pool) for pool in NodePool.objects.order_by("name")}
     for node in NodeState.objects.filter(node_pool__isnull=False).values(
         "node_pool_id", "allocatable_gpus", "ready", "unschedulable"
@@ -193,6 +220,8 @@ def flavors(*, user: Actor) -> list[FlavorFigures]:
             if entry is not None:
                 entry.used, entry.borrowed = usage["used"], usage["borrowed"]
                 entry.pending, entry.admitted = usage["pending"], usage["admitted"]
+        for pool_id, waiting in _kai_waiting_by_pool([entry.pool for entry in result.values()]).items():
+            result[pool_id].pending = (result[pool_id].pending or 0) + waiting
     return list(result.values())
 
 
@@ -222,7 +251,8 @@ def pool_nodes(*, user: Actor, slug: str) -> PoolNodes | None:
             admitted=Sum("admitted_workloads"),
         )
         flavor.used, flavor.borrowed = usage["used"] or ZERO, usage["borrowed"] or ZERO
-        flavor.pending, flavor.admitted = usage["pending"] or 0, usage["admitted"] or 0
+        flavor.pending = (usage["pending"] or 0) + _kai_waiting_by_pool([pool]).get(pool.pk, 0)
+        flavor.admitted = usage["admitted"] or 0
     return PoolNodes(pool=pool, nodes=nodes, flavor=flavor)
 
 
@@ -234,12 +264,18 @@ def nodes_in_pools() -> QuerySet[NodeState]:
 
 
 def queues_marker() -> str:
-    """A fingerprint of everything the queue and node pages show, from aggregates only (no rows): the mirrors and
-    the pools. The views add the viewer's grants (their scope)."""
+    """A fingerprint of everything the queue and node pages show, from aggregates only (no rows): the mirrors, the
+    pools and, with a KAI pool, the tallies of the waiting work there (a KAI queue's pending; their count of changes
+    moves when a waiting workload is replaced by another too). The views add the viewer's grants (their scope)."""
     parts: list[Any] = []
     for model in (ClusterQueueState, LocalQueueState, CohortState, NodeState):
         parts.extend(model.objects.aggregate(n=Count("pk"), at=Max("observed_at")).values())
-    parts.extend(NodePool.objects.aggregate(n=Count("pk"), at=Max("updated_at")).values())
+    pools = NodePool.objects.aggregate(n=Count("pk"), at=Max("updated_at"),
+                                       kai=Count("pk", filter=Q(scheduler=NodePool.Scheduler.KAI)))
+    parts.extend(pools.values())
+    if pools["kai"]:
+        waiting = workload_tallies(statuses=WAITING_STATUSES, node_pool__scheduler=NodePool.Scheduler.KAI).values()
+        parts.extend((sum(tally.workloads for tally in waiting), sum(tally.changes for tally in waiting)))
     return "|".join(str(part) for part in parts)
 
 

@@ -2,8 +2,15 @@
 projects' (same period and metric), and the sweep's writes (threshold crossings, holds and their release).
 
 A hold is a fact in the database (`Budget.held_period_start`), which the Kueue sync turns into `stopPolicy: Hold` on
-the scope's elastic LocalQueues; raising, relaxing or deleting a held budget clears it and asks for a reconcile, and
-the sweep sets it again if the budget is still exceeded."""
+the scope's elastic LocalQueues. Turning the hold off (`on_exceed` notify) or deleting a held budget clears it at once;
+raising the amount (or changing its period or metric) asks the sweep to judge that budget again right after commit,
+and the sweep releases the hold only if the scope is no longer over it: clearing it on any raise let preemptible work
+in until the next sweep held it again when the raise was not enough (this layer cannot count what was spent; the
+ledger is apps.usage's).
+
+A change of amount re-arms the thresholds of the current period the scope has not reached under the new amount
+(a crossing keeps what was spent when it was recorded, a floor of what is spent now), so 80 % of a raised budget
+notifies again instead of never."""
 
 from __future__ import annotations
 
@@ -14,11 +21,13 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
+from django.utils import timezone
 
 from apps.accounts import access
 from apps.core.actors import Actor
 from apps.core.audit import audit_record, snapshot
 from apps.core.services import model_update, version_check, version_check_locked
+from apps.core.tasks import enqueue_on_commit
 from apps.org.models import Budget, BudgetCrossing, Department, Project
 
 from .common import DENIED, _field_errors
@@ -27,6 +36,7 @@ from .kueue_sync import kueue_sync_request
 BUDGET_FIELDS = {"department", "project", "period", "metric", "amount", "thresholds", "on_exceed"}
 BUDGET_CHANGEABLE = BUDGET_FIELDS - {"department", "project"}
 NO_OWNER = "Give a department or a project."
+BUDGET_EVALUATE_TASK = "worker.tasks.budget_evaluate"
 
 
 def _snapshot(budget: Budget) -> dict[str, Any]:
@@ -122,13 +132,18 @@ def budget_create(*, actor: Actor, **fields: Any) -> Budget:
         _save(budget)
         audit_record(actor=actor, action="budget.create", obj=budget, before=None, after=_snapshot(budget),
                      department=budget.department, project=budget.project)
+        enqueue_on_commit(BUDGET_EVALUATE_TASK, budget.pk)  # a scope already over it is held and told now
     return budget
 
 
-def _loosened(before: Budget, after: Budget) -> bool:
-    """Whether a change may end a hold: more to spend, no hold wanted any more, or another period or metric."""
-    return (after.amount > before.amount or after.on_exceed != Budget.OnExceed.HOLD_PREEMPTIBLE
-            or after.period != before.period or after.metric != before.metric)
+def _crossings_rearm(budget: Budget) -> None:
+    """Forget the current period's crossings the scope had not reached under the new amount (their recorded spent
+    below the threshold's share of it): the sweep records and notifies them again once they are reached."""
+    start = budget.current_period(timezone.now())[0]
+    unreached = [crossing.pk for crossing in budget.crossings.filter(period_start=start)
+                 if crossing.spent * 100 < crossing.threshold * budget.amount]
+    if unreached:
+        budget.crossings.filter(pk__in=unreached).delete()
 
 
 def budget_update(*, actor: Actor, budget: Budget, expected_version: int | None = None, **changes: Any) -> Budget:
@@ -146,23 +161,25 @@ def budget_update(*, actor: Actor, budget: Budget, expected_version: int | None 
         budget = Budget.objects.select_for_update(of=("self",)).select_related("project__department", "department").get(
             pk=budget.pk)
         version_check(budget, expected_version)
-        before, original = _snapshot(budget), Budget(**{f.attname: getattr(budget, f.attname)
-                                                      for f in Budget._meta.concrete_fields})
+        before = _snapshot(budget)
         changed = model_update(budget, changes, BUDGET_CHANGEABLE)
         if not changed:
             return budget
         _check(budget)
-        released = budget.held_period_start is not None and _loosened(original, budget)
+        released = budget.held_period_start is not None and budget.on_exceed != Budget.OnExceed.HOLD_PREEMPTIBLE
         if released:
             budget.held_period_start = None
             changed.append("held_period_start")
         _save(budget, update_fields=[*changed, "updated_at"])
         if "period" in changed or "metric" in changed:
             budget.crossings.all().delete()  # another kind of budget: its thresholds count afresh
+        elif "amount" in changed:
+            _crossings_rearm(budget)
         audit_record(actor=actor, action="budget.update", obj=budget, before=before, after=_snapshot(budget),
                      department=budget.department, project=budget.project)
         if released:
             kueue_sync_request()
+        enqueue_on_commit(BUDGET_EVALUATE_TASK, budget.pk)  # hold, release or notify now, not at the next sweep
     return budget
 
 
@@ -197,11 +214,13 @@ def budget_hold_set(*, budget: Budget, period_start: datetime) -> bool:
     """Hold the scope's new preemptible work for the rest of the period (a conditional UPDATE: True only for the
     sweep that set it), audited, with a reconcile asked for in the same transaction."""
     with transaction.atomic():
-        updated = Budget.objects.filter(pk=budget.pk, on_exceed=Budget.OnExceed.HOLD_PREEMPTIBLE).exclude(
-            held_period_start=period_start).update(held_period_start=period_start)
-        if not updated:
+        rows = Budget.objects.filter(pk=budget.pk, on_exceed=Budget.OnExceed.HOLD_PREEMPTIBLE).exclude(
+            held_period_start=period_start)
+        earlier = rows.select_for_update().order_by("pk").values_list("held_period_start", flat=True).first()
+        if not rows.update(held_period_start=period_start):
             return False
-        audit_record(actor=None, action="budget.hold", obj=budget, before={"held_period_start": None},
+        audit_record(actor=None, action="budget.hold", obj=budget,
+                     before={"held_period_start": earlier.isoformat() if earlier else None},
                      after={"held_period_start": period_start.isoformat()}, department=budget.department,
                      project=budget.project)
         kueue_sync_request()

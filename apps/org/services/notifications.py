@@ -9,13 +9,19 @@ and the outbox rows that carry events to them.
   replayed observation or a second sweep sends nothing twice.
 - The worker writes what each attempt got (`notification_delivery_attempted`); a receiver that is down or slow only
   delays its own deliveries, never a page or a submit, which only write rows.
+- Nor the worker's other tasks (the ones that send submitted work to the cluster among them), which share its
+  processes: a request takes at most `NOTIFICATIONS_TIMEOUT` in all (apps.core.outbound), and a receiver that did not
+  answer pauses its channel (`notification_channel_reached`): while paused its deliveries wait without trying, and
+  when the pause ends one of them tries first (`notification_channel_turn`). The pause grows with the time the
+  receiver has been silent (30 s, then as long as it has been, at most 15 minutes), so a dead receiver costs one
+  timeout per pause, not one per event and retry.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,6 +48,8 @@ NOTIFICATION_INTENT = "notification.deliver"
 NOTIFICATION_DEADLINE = timedelta(seconds=30)
 NOTIFICATION_MAX_ATTEMPTS = 6  # then the delivery is failed for good (about 15 minutes of backoff)
 RETRY_BASE = timedelta(seconds=30)
+MAX_PAUSE = timedelta(minutes=15)
+NOTIFICATION_GIVE_UP = timedelta(days=1)  # a delivery still paused a day after its event fails for good
 MIN_SECRET = 16
 MAX_SECRET = 256
 HOOK_KINDS = frozenset({NotificationChannel.Kind.SLACK, NotificationChannel.Kind.TEAMS,
@@ -155,6 +163,9 @@ def notification_channel_update(*, actor: Actor, channel: NotificationChannel, e
         if (new_url, new_secret) != (current["url"], current["secret"]):
             _seal(channel, new_url, new_secret)
             changed += ["sealed", "url_host"]
+            if new_url != current["url"] and channel.unreachable_since is not None:
+                channel.unreachable_since = channel.paused_until = None  # another receiver: tried at once
+                changed += ["unreachable_since", "paused_until"]
         if not changed:
             return channel
         channel.save(update_fields=[*changed, "updated_at"])
@@ -278,6 +289,34 @@ def _quota_change(quota: Quota, audit: AuditEvent) -> tuple[str, str, dict[str, 
 def notification_retry_at(attempts: int) -> timedelta:
     """How long after its `attempts`-th failed attempt a delivery is tried again: 30 s, 1, 2, 4, 8 minutes."""
     return RETRY_BASE * 2 ** max(0, attempts - 1)
+
+
+def notification_channel_turn(*, channel: NotificationChannel) -> datetime | None:
+    """None when a delivery of `channel` may try its receiver now; else when to try again, the channel being paused.
+    At the end of a pause one delivery takes the turn (a conditional UPDATE moving the pause past its attempt), so
+    the deliveries that waited do not all try a silent receiver at once."""
+    if channel.unreachable_since is None:
+        return None
+    now = timezone.now()
+    probe = now + 2 * timedelta(seconds=settings.NOTIFICATIONS_TIMEOUT)
+    if NotificationChannel.objects.filter(pk=channel.pk).filter(
+            Q(paused_until__isnull=True) | Q(paused_until__lte=now)).update(paused_until=probe):
+        return None
+    return NotificationChannel.objects.filter(pk=channel.pk).values_list("paused_until", flat=True).first() or now
+
+
+def notification_channel_reached(*, channel: NotificationChannel, answered: bool) -> None:
+    """Whether the receiver answered an attempt (any HTTP status) or not (a timeout, no connection): an answer ends
+    a pause; silence pauses the channel for as long as the receiver has been silent (30 s at first, at most 15
+    minutes). Plain updates: a channel's version is its owner's edits, not the worker's."""
+    rows = NotificationChannel.objects.filter(pk=channel.pk)
+    if answered:
+        if channel.unreachable_since is not None:
+            rows.update(unreachable_since=None, paused_until=None)
+        return
+    now = timezone.now()
+    since = rows.values_list("unreachable_since", flat=True).first() or now
+    rows.update(unreachable_since=since, paused_until=now + min(max(RETRY_BASE, now - since), MAX_PAUSE))
 
 
 def notification_delivery_attempted(*, delivery_id: int, delivered: bool, final: bool, status_code: int | None,

@@ -243,7 +243,8 @@ class ManifestSubmitSerializer(serializers.Serializer):
         help_text="Preemptible work may borrow idle quota; non-preemptible work must fit the deserved quota. "
                   "Default: that of the priority class, else true.")
     max_runtime_seconds = AsciiIntegerField(required=False, allow_null=True,
-                                            help_text="Seconds before Kueue stops it.")
+                                            help_text="Seconds before Kueue stops it (on a KAI pool, Kubernetes' "
+                                                      "activeDeadlineSeconds).")
     resubmitted_from = ScopedPrimaryKeyRelatedField(
         scope=workloads_for, queryset=Workload.objects.all(), required=False, allow_null=True,
         help_text="The id of an earlier workload this one submits again (recorded for its history).")
@@ -344,7 +345,8 @@ class WaitingNumbersSerializer(serializers.Serializer):
     pool_capacity = serializers.IntegerField(allow_null=True)
     pool_used = _units("In use on the whole pool")
     pool_idle = _units("Idle on the whole pool")
-    kueue_reason = serializers.CharField(help_text="Kueue's (or the portal's) reason on the workload.")
+    kueue_reason = serializers.CharField(help_text="Kueue's, KAI Scheduler's on a KAI pool (or the portal's) "
+                                                   "reason on the workload.")
     pool_nodes = serializers.IntegerField(allow_null=True, help_text="A gang waiting for admission: the pool's "
                                                                      "ready, schedulable nodes (null: unknown).")
     nodes_hosting_a_pod = serializers.IntegerField(allow_null=True, help_text="A gang waiting for admission: how "
@@ -365,7 +367,8 @@ class WaitingNumbersSerializer(serializers.Serializer):
                                                                           "know).")
     preemption_reason = serializers.CharField(required=False, help_text="Preempted or requeued: Kueue's reason for "
                                               "its last preemption (InClusterQueue, InCohortReclamation, "
-                                              "InCohortFairSharing, InCohortReclaimWhileBorrowing).")
+                                              "InCohortFairSharing, InCohortReclaimWhileBorrowing), or KAI "
+                                              "Scheduler's on a KAI pool (PreemptionByScheduler).")
     preempted_at = serializers.DateTimeField(required=False, allow_null=True,
                                              help_text="Preempted or requeued: when (the cluster's clock).")
     admission_checks = serializers.ListField(
@@ -533,10 +536,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
     resubmitted_from: serializers.PrimaryKeyRelatedField[Workload] = serializers.PrimaryKeyRelatedField(
         read_only=True, allow_null=True)
     status = serializers.ChoiceField(choices=Status.choices, read_only=True, help_text=(
-        "The portal's status. `requeued`: preempted and back in Kueue's queue, until admitted again (`preempted`: "
-        "its pods are still stopping)."))
-    status_reason = serializers.CharField(read_only=True, help_text="Kueue's (or the portal's) own reason for the "
-                                                                    "status, e.g. Pending, InCohortReclamation.")
+        "The portal's status. `requeued`: preempted and back in its queue (Kueue's, or KAI Scheduler's on a KAI "
+        "pool), until admitted again (`preempted`: its pods are still stopping)."))
+    status_reason = serializers.CharField(read_only=True, help_text="Kueue's, KAI Scheduler's on a KAI pool (or the "
+                                                                    "portal's) own reason for the status, e.g. "
+                                                                    "Pending, InCohortReclamation.")
     explanation = serializers.SerializerMethodField(help_text="Why it waits, in one sentence (`waiting.sentence`); "
                                                               "null unless it waits.")
     explanation_kind = serializers.SerializerMethodField(
@@ -690,10 +694,11 @@ class WorkloadDetailSerializer(WorkloadSerializer):
     manifest = serializers.JSONField(read_only=True, allow_null=True)
     queue_position = serializers.SerializerMethodField(help_text="Null unless queued with a position from Kueue.")
     reason = serializers.CharField(source="status_reason", read_only=True, help_text=(
-        "Kueue's (or the portal's) own reason for the status: the same as `status_reason`. The portal's "
-        "machine-readable cause of a wait is `waiting.reason`, with its `waiting.numbers` (list and detail alike)."))
-    message = serializers.CharField(source="status_message", read_only=True, help_text="Kueue's own message (the "
-                                                                                       "same as `status_message`).")
+        "Kueue's, KAI Scheduler's on a KAI pool (or the portal's) own reason for the status: the same as "
+        "`status_reason`. The portal's machine-readable cause of a wait is `waiting.reason`, with its "
+        "`waiting.numbers` (list and detail alike)."))
+    message = serializers.CharField(source="status_message", read_only=True, help_text=(
+        "Kueue's own message, or KAI Scheduler's on a KAI pool (the same as `status_message`)."))
     admission = serializers.SerializerMethodField(help_text="Null until admitted.")
     preemptions = serializers.SerializerMethodField()
     cluster_events = serializers.SerializerMethodField(help_text=(

@@ -42,6 +42,17 @@ def queue_position_label(workload: Workload) -> str:
     return f"#{workload.queue_position_local + 1} in {workload.queue_name}"
 
 
+def kai_queue_waiting(**where: Any) -> dict[tuple[int, int, bool], int]:
+    """The portal's waiting work on KAI pools (queued, requeued or preempted), counted per mirrored KAI queue row:
+    (project id, pool id, guaranteed: its non-preemptible row) -> workloads. KAI's Queue status has resource totals
+    only, no workload counts, so these are the rows' pending as Kueue's ClusterQueues report theirs. `where` narrows
+    the workloads (`project__department_id__in=...`). One query."""
+    counted = Workload.objects.filter(node_pool__scheduler=NodePool.Scheduler.KAI, status__in=WAITING_STATUSES,
+                                      **where).values_list("project_id", "node_pool_id", "preemptible").annotate(
+        n=Count("pk")).order_by()
+    return {(project_id, pool_id, not preemptible): n for project_id, pool_id, preemptible, n in counted}
+
+
 def annotate_live(workloads: list[Workload], *, viewer: Actor | None = None, now: Any = None) -> list[Workload]:
     """Attach `explanation` (why it waits, worded for `viewer`: other projects are named only when the viewer may see
     them), `position_label` and `runtime` to rows already joined with project and node_pool: a fixed number of

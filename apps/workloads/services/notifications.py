@@ -85,7 +85,8 @@ def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
                    f"it reached its runtime limit of {workload.max_runtime_seconds} seconds.")
     elif name == NotificationEvent.WORKLOAD_PREEMPTED:
         plain = HUMAN_PREEMPTION.get(event.reason, "")
-        extra["plain_reason"] = f"Preempted {plain}." if plain else "Preempted by Kueue."
+        extra["plain_reason"] = f"Preempted {plain}." if plain else \
+            f"Preempted by {workload.node_pool.get_scheduler_display()}."
         summary = f"{summary} {extra['plain_reason']}"
     elif name == NotificationEvent.WORKLOAD_SUBMITTED:
         summary = f"{workload.kind.capitalize()} workload {workload.name} was submitted to {workload.project.name}."

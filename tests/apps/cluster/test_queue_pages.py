@@ -9,7 +9,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState, NodeState
-from apps.org.models import NodePool, Project
+from apps.cluster.services import kai_queues_mirror
+from apps.org import services as org_services
+from apps.org.models import Department, NodePool, Project
+from apps.workloads.models import Status
+from tests.api_support import call
+from tests.factories import WorkloadFactory
 
 TABS = ["cluster-queues", "local-queues", "cohorts", "flavors"]
 
@@ -160,3 +165,65 @@ def test_the_two_borrowed_figures_are_labelled_so_they_cannot_be_read_as_one(cli
     cohorts = client.get(reverse("usage:queues_tab", args=["cohorts"])).content.decode()
     row = cohorts[cohorts.index('data-cohort="proj-vision-h100"'):]
     assert 'data-fact="borrowed">2<' in row[: row.index("</tr>")]
+
+
+def kai_pool(demo) -> NodePool:
+    """rtx, scheduled by KAI: Research 6 there, Vision 4; KAI's leaf Queue proj-vision-rtx mirrored as its two rows,
+    from a status that (like KAI's) counts GPUs, no workloads."""
+    pool = org_services.node_pool_create(actor=demo["admin"], slug="rtx", name="RTX", gpu_resource="nvidia.com/gpu",
+                                         capacity=16, scheduler="kai", gpu_fractions=True)
+    org_services.quota_set(actor=demo["admin"], node_pool=pool, department=Department.objects.get(slug="research"),
+                           deserved=6, limit=None)
+    org_services.quota_set(actor=demo["admin"], node_pool=pool, project=Project.objects.get(slug="vision"),
+                           deserved=4, limit=None)
+    labels = {"portal.gpu/managed-by": "gpu-portal", "portal.gpu/pool": "rtx", "portal.gpu/department": "research",
+              "portal.gpu/project": "vision"}
+    kai_queues_mirror(objs=[{
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+        "metadata": {"name": "proj-vision-rtx", "labels": labels},
+        "spec": {"parentQueue": "dept-research-rtx", "resources": {"gpu": {"quota": 4, "limit": -1}}},
+        "status": {"allocated": {"nvidia.com/gpu": "1"}, "requested": {"nvidia.com/gpu": "4"}}}], at=timezone.now())
+    return pool
+
+
+def waiting(demo, pool: NodePool, *, preemptible: bool, status: str = Status.QUEUED, project: str = "vision"):
+    return WorkloadFactory(project=Project.objects.get(slug=project), owner=demo["alice"], node_pool=pool,
+                           preemptible=preemptible, status=status)
+
+
+def pending_cells(html: str) -> dict[str, str]:
+    rows = {}
+    for name in ("proj-vision-rtx/non-preemptible", "proj-vision-rtx/preemptible"):
+        row = html[html.index(f'data-queue="{name}"'):]
+        row = row[: row.index("</tr>")]
+        rows[name] = row[row.index('data-fact="pending">') + len('data-fact="pending">'):].split("<", 1)[0]
+    return rows
+
+
+def test_a_kai_queues_rows_count_the_portals_waiting_work_as_pending(demo, client_for):
+    """KAI's Queue status counts no workloads, so each of the two rows counts the portal's waiting work of its kind
+    on the queue: queued, requeued and preempted, not running, not another pool's. The tab, its poll, the API and
+    the pool's flavor figures all show it."""
+    pool = kai_pool(demo)
+    waiting(demo, pool, preemptible=True)
+    waiting(demo, pool, preemptible=True, status=Status.PREEMPTED)
+    waiting(demo, pool, preemptible=False, status=Status.REQUEUED)
+    waiting(demo, pool, preemptible=False, status=Status.RUNNING)
+    waiting(demo, NodePool.objects.get(slug="h100"), preemptible=False)
+    client = client_for("alice")
+    url = reverse("usage:queues_tab", args=["cluster-queues"])
+    first = client.get(url, HTTP_HX_REQUEST="true")
+    assert pending_cells(first.content.decode()) == {"proj-vision-rtx/non-preemptible": "1",
+                                                     "proj-vision-rtx/preemptible": "2"}
+    api = {row["name"]: row["pending_workloads"] for row in call(client, "GET", "cluster-queues/").json()["results"]}
+    assert api == {"proj-vision-rtx/non-preemptible": 1, "proj-vision-rtx/preemptible": 2}
+    one = ClusterQueueState.objects.get(name="proj-vision-rtx/preemptible")
+    assert call(client, "GET", f"cluster-queues/{one.pk}/").json()["pending_workloads"] == 2
+    flavors = client_for("admin").get(reverse("usage:queues_tab", args=["flavors"])).content.decode()
+    rtx = flavors[flavors.index('data-flavor="rtx"'):]
+    assert 'data-fact="pending">3<' in rtx[: rtx.index("</tr>")]
+    # A new waiting workload moves the poll's marker, though KAI's Queue (the mirror) did not change.
+    waiting(demo, pool, preemptible=False)
+    again = client.get(url, HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 200
+    assert pending_cells(again.content.decode())["proj-vision-rtx/non-preemptible"] == "2"

@@ -129,12 +129,16 @@ def test_update_and_delete_are_audited(client_for, ids):
         "budget.create", "budget.update", "budget.delete"]
 
 
-def test_raising_a_held_budget_releases_it_and_asks_for_a_reconcile(client_for, ids):
+def test_a_raise_asks_the_sweep_to_judge_the_hold_and_turning_the_hold_off_releases_it_at_once(
+        client_for, ids, django_capture_on_commit_callbacks):
+    """Only the sweep counts what was spent (apps.usage): a raise keeps the hold and has that budget judged right
+    after commit (tests/apps/usage/test_budgets.py follows the judgement); `notify` needs no count."""
     from django.utils import timezone
 
     from apps.core.models import Intent
     from apps.org import services
     from apps.org.models import budget_period
+    from worker.tasks import budget_evaluate
 
     lead = client_for("lead")
     created = call(lead, "POST", "budgets/", {"project": ids["vision"], "amount": "10",
@@ -148,9 +152,18 @@ def test_raising_a_held_budget_releases_it_and_asks_for_a_reconcile(client_for, 
     # Thresholds only: still held.
     version = Budget.objects.get(pk=budget.pk).version
     assert call(lead, "PATCH", f"budgets/{budget.pk}/", {"thresholds": [90], "version": version}).json()["held"]
+    with django_capture_on_commit_callbacks() as callbacks:
+        changed = call(lead, "PATCH", f"budgets/{budget.pk}/", {"amount": "20"}).json()
+    assert changed["held"] is True and len(callbacks) == 1  # the budget's own sweep, sent after commit
     assert Intent.objects.count() == before
-    changed = call(lead, "PATCH", f"budgets/{budget.pk}/", {"amount": "20"}).json()
-    assert changed["held"] is False
+    budget_evaluate(budget.pk)  # what that task does: nothing spent this month, so no longer exceeded
+    assert call(lead, "GET", f"budgets/{budget.pk}/").json()["held"] is False
     assert Intent.objects.count() == before + 1  # the Kueue sync is asked to lift the hold
+
+    assert services.budget_hold_set(budget=Budget.objects.get(pk=budget.pk), period_start=start)
+    changed = call(lead, "PATCH", f"budgets/{budget.pk}/", {"on_exceed": "notify"}).json()
+    assert changed["held"] is False and Budget.objects.get(pk=budget.pk).held_period_start is None
+    assert Intent.objects.count() == before + 3  # hold set, then lifted with the change itself
     assert list(AuditEvent.objects.filter(object_type="budget").values_list("action", flat=True).order_by("pk")) == [
-        "budget.create", "budget.hold", "budget.update", "budget.update"]
+        "budget.create", "budget.hold", "budget.update", "budget.update", "budget.release", "budget.hold",
+        "budget.update"]

@@ -101,6 +101,18 @@ def test_a_project_policy_may_not_allow_more_than_its_departments(client_for, id
     created(admin, {"project": ids["vision"], "max_gpus_per_workload": 4, "allowed_images": ["nvcr.io/nvidia/*"]})
 
 
+def test_a_project_pattern_with_a_star_where_the_department_has_one_character_goes_beyond_it(client_for, ids):
+    """`team-*` read as text matches `team-?` (the `?` takes the `*`), yet it allows `team-anything`."""
+    admin = client_for("admin")
+    created(admin, {"department": ids["research"], "allowed_images": ["registry.example/team-?", "nvcr.io/*"]})
+    errors = refused(admin, "POST", "policies/", {
+        "project": ids["vision"], "allowed_images": ["registry.example/team-*", "registry.example/team-a?"]})
+    assert errors == {"allowed_images": [
+        "The Research department's policy allows images matching registry.example/team-?, nvcr.io/* only; "
+        "registry.example/team-*, registry.example/team-a? goes beyond that."]}
+    created(admin, {"project": ids["vision"], "allowed_images": ["registry.example/team-v", "nvcr.io/nvidia/*"]})
+
+
 def test_a_wider_scope_may_not_fall_below_what_a_narrower_one_allows(client_for, ids):
     admin = client_for("admin")
     vision = created(admin, {"project": ids["vision"], "max_gpus_per_workload": 8})

@@ -179,3 +179,16 @@ def test_send_test_without_javascript_comes_back_to_the_channel(demo, page_clien
 def test_the_navigation_links_the_channels_for_everyone_signed_in(page_client):
     for name in ("alice", "viewer", "admin"):
         assert f'href="{LIST}"' in page_client(name).get(reverse("org:overview")).content.decode()
+
+
+def test_a_silent_receiver_is_named_on_the_channel_page_with_the_end_of_its_pause(demo, page_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    channel = own(demo["alice"], kind="webhook", url="http://127.0.0.1:9/hook", secret=SECRET)
+    assert "silent since" not in page_client("alice").get(url("", channel)).content.decode()
+    until = timezone.now() + timedelta(minutes=2)
+    NotificationChannel.objects.filter(pk=channel.pk).update(unreachable_since=timezone.now(), paused_until=until)
+    page = page_client("alice").get(url("", channel)).content.decode()
+    assert "silent since" in page and timezone.localtime(until).strftime("%H:%M:%S") in page

@@ -91,9 +91,69 @@ def test_the_figures_of_many_budgets_take_as_many_queries_as_of_one(ledger, demo
     assert UsageInterval.objects.count() > len(ledger) + 8
 
 
+def test_the_projection_runs_work_to_the_end_similar_recent_runs_forecast(ledger, demo):
+    """NLP's run has held its card ten days; similar runs of NLP's (kind and image family) took 12, 14 and 16 days,
+    so it is expected to end after 14 (the median of those longer than ten), on 15 March, before its 20-day limit."""
+    for start, days in (("2026-02-10", 12), ("2026-02-12", 14), ("2026-02-05", 16)):
+        done = workload(demo["bob"], project="nlp", gpus=1)
+        Workload.objects.filter(pk=done.pk).update(status="succeeded", admitted_at=at(f"{start} 00:00"),
+                                                   finished_at=at(f"{start} 00:00") + timedelta(days=days))
+    status = budget_status(budget("research", amount="1000"), now=NOW)
+    assert status.spent == Decimal("250.000")
+    assert status.projected == Decimal("250.000") + Decimal("96.000")  # four more days of one card
+    # Runs of another project say nothing about NLP's: Vision's budget still projects from its own.
+    assert budget_status(budget("vision"), now=NOW).projected == Decimal("10.000")
+
+
 def test_a_budget_of_a_scope_without_work_has_spent_nothing(demo):
     status = budget_status(budget("etl"), now=NOW)
     assert (status.spent, status.burn_per_day, status.projected) == (Decimal(0), Decimal(0), Decimal(0))
     assert not status.exceeded
     assert status.percent == 0.0
     assert budget_status(budget("serving", amount="0"), now=NOW + timedelta(days=1)).percent is None
+
+
+def test_a_raise_releases_the_hold_only_once_it_ends_the_excess_and_rearms_the_thresholds_not_reached(demo):
+    """Held after spending past the amount; a raise still below what was spent keeps the hold (no gap in which
+    preemptible work slips in), a raise above it releases it at the budget's own sweep; the thresholds not reached
+    under the raised amount notify again once they are."""
+    from django.utils import timezone
+
+    from apps.core.models import AuditEvent
+    from apps.org import services as org_services
+    from apps.org.models import BudgetCrossing, budget_period
+    from apps.usage.budgets import budgets_evaluate
+    from worker.tasks import budget_evaluate
+
+    now = timezone.now()
+    start = budget_period("month", now)[0]
+    text = "%Y-%m-%d %H:%M:%S"
+    interval(workload(demo["alice"], gpus=2), f"{start:{text}}", f"{start + (now - start) / 2:{text}}")
+    created = org_services.budget_create(actor=demo["admin"], project=Project.objects.get(slug="vision"),
+                                         amount=Decimal(1), thresholds=[50, 100], on_exceed="hold_preemptible")
+    assert budgets_evaluate(budget_ids=[created.pk]) == 2
+    spent = budget_status(created).spent  # about the hours since the month began: 2 cards for half of them
+    assert spent > 2 and Budget.objects.get(pk=created.pk).held_period_start == start
+
+    def raise_to(amount: Decimal) -> Budget:
+        budget = org_services.budget_update(actor=demo["admin"], budget=Budget.objects.get(pk=created.pk),
+                                            amount=amount)
+        assert budget.held_period_start == start  # the change itself never lifts the hold
+        budget_evaluate(created.pk)
+        return Budget.objects.get(pk=created.pk)
+
+    not_enough = raise_to((spent * Decimal("0.9")).quantize(Decimal("0.01")))
+    assert not_enough.held_period_start == start
+    assert sorted(BudgetCrossing.objects.filter(budget=created).values_list("threshold", flat=True)) == [50, 100]
+
+    enough = raise_to((spent * Decimal("1.5")).quantize(Decimal("0.01")))
+    assert enough.held_period_start is None
+    # 50 % of the new amount was reached when it was recorded; 100 % was not, so it will notify when it is.
+    assert list(BudgetCrossing.objects.filter(budget=created).values_list("threshold", flat=True)) == [50]
+    assert list(AuditEvent.objects.filter(object_type="budget", object_id=str(created.pk)).order_by(
+        "pk").values_list("action", flat=True)) == [
+        "budget.create", "budget.hold", "budget.update", "budget.update", "budget.release"]
+
+    lowered = org_services.budget_update(actor=demo["admin"], budget=enough, amount=Decimal(1))
+    assert budgets_evaluate(budget_ids=[lowered.pk]) == 1  # 100 % again, of this amount
+    assert Budget.objects.get(pk=created.pk).held_period_start == start

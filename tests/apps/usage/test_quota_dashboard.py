@@ -12,6 +12,7 @@ from django.utils import timezone
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.org.models import Budget, Department, NodePool, Project
 from apps.workloads.models import Status, Workload
+from tests.apps.cluster import test_queue_pages as queue_pages
 
 pytestmark = pytest.mark.django_db
 PAGE = reverse("usage:quota")
@@ -167,9 +168,10 @@ def test_dashboard_queries_are_fixed(client_for, make_workload, django_assert_nu
     # A poll also fingerprints the figures for its ETag: the queue and cohort mirrors, the quotas and reservations,
     # the waiting work's tallies, the live inference services.
     expected += 5 if poll else 0
-    # The full page also shows the budgets the viewer may see, in 5 queries however many (the budgets, prices now,
-    # price history, the month's sums, the running work: apps/usage/budgets.py budget_statuses); polls leave them be.
-    expected += 0 if poll else 5
+    # The full page also shows the budgets the viewer may see, in 6 queries however many (the budgets, prices now,
+    # price history, the month's sums, the running work, the recent runs of its projects for its forecast ends:
+    # apps/usage/budgets.py budget_statuses); polls leave them be.
+    expected += 0 if poll else 6
     for metric in ("gpu_hours", "cost"):
         Budget.objects.create(department=Department.objects.get(slug="research"), metric=metric, amount=100)
     with django_assert_num_queries(expected):
@@ -335,3 +337,18 @@ def test_polls_see_a_reservation_or_a_service_change(demo, client_for):
         actor=demo["alice"], workload=workload, replicas=3))) == {"vision": (4, 3, 1)}
     assert reservations_shown(tag_after(lambda: org_services.serving_reservation_update(
         actor=demo["admin"], serving_reservation=ServingReservation.objects.get(), cards=3))) == {"vision": (3, 3, 0)}
+
+
+def test_a_kai_queues_rows_count_the_portals_waiting_work_as_pending(demo, client_for):
+    """KAI's Queue status counts no workloads: the API's two rows of Vision's KAI queue count its waiting work of
+    each kind, as a ClusterQueue's pendingWorkloads does."""
+    pool = queue_pages.kai_pool(demo)
+    queue_pages.waiting(demo, pool, preemptible=True)
+    queue_pages.waiting(demo, pool, preemptible=True, status=Status.REQUEUED)
+    queue_pages.waiting(demo, pool, preemptible=False)
+    queue_pages.waiting(demo, pool, preemptible=False, status=Status.ADMITTED)
+    entry = figures(client_for("alice"), "rtx")
+    research = next(d for d in entry["departments"] if d["slug"] == "research")
+    vision = next(p for p in research["projects"] if p["slug"] == "vision")
+    assert {q["name"]: q["pending_workloads"] for q in vision["queues"]} == {
+        "proj-vision-rtx/non-preemptible": 1, "proj-vision-rtx/preemptible": 2}

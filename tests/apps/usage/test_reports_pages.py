@@ -157,10 +157,11 @@ def grow(demo, n: int) -> None:
 PAGE_QUERIES = {
     # + the report (pending ledger recomputes, pools, price history, ledger aggregate, deserved quotas, project
     # names) + the filter's choices (departments, projects, users, pools)
-    # + the budgets the viewer may see with this period's figures, 5 however many budgets (the budgets, prices now,
-    # price history, the month's sums, the running work; apps/usage/budgets.py budget_statuses)
-    f"/usage/reports/?{MARCH}&group=project": 18,
-    f"/usage/reports/?{MARCH}&group=user": 17,  # users have no deserved quota: no quota query
+    # + the budgets the viewer may see with this period's figures, 6 however many budgets (the budgets, prices now,
+    # price history, the month's sums, the running work, the recent runs of its projects for its forecast ends;
+    # apps/usage/budgets.py budget_statuses)
+    f"/usage/reports/?{MARCH}&group=project": 19,
+    f"/usage/reports/?{MARCH}&group=user": 18,  # users have no deserved quota: no quota query
     f"/usage/reports.csv?{MARCH}&group=department": 9,  # the report only
     # + pending recomputes, the pool named in the filter, the count and one page of intervals (with workload,
     # project, user), choices

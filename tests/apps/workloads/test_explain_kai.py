@@ -4,6 +4,7 @@ conditions (the kubesim tests in tests/worker/test_watcher_kai.py check the same
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts import access
@@ -118,3 +119,15 @@ def test_the_submit_forms_probe_on_a_kai_pool(demo, rtx):
                      priority_class=PriorityClass.objects.get(name="train"))
     said = explain_probe(probe, viewer=demo["alice"])
     assert forecast(probe, said).sentence == "Would wait: Vision is at its limit (6 of 6 RTX); 1 more RTX needed."
+
+
+def test_the_detail_page_names_kai_scheduler_for_work_on_a_kai_pool(demo, rtx, page_client):
+    """The conditions are KAI's PodGroup's, KAI gives no positions and its own message is KAI's: nothing on the page
+    names Kueue for work on a KAI pool."""
+    work = waiting(demo, rtx, gpus=0, gpu_fraction=Decimal("0.5"), conditions=[NO_SHARING],
+                   status_message=NO_SHARING["message"])
+    page = page_client("alice").get(reverse("workloads:detail", args=[work.pk])).content.decode()
+    assert 'aria-label="KAI Scheduler conditions"' in page and 'data-condition="UnschedulableOnNodePool"' in page
+    assert "KAI Scheduler gives no queue positions." in page
+    assert "<summary>KAI Scheduler's own message</summary>" in page
+    assert "Kueue" not in page

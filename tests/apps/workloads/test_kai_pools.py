@@ -100,6 +100,22 @@ def test_non_preemptible_work_must_fit_the_deserved_quota(demo, kai_pool):
     assert submit(demo, kai_pool, kind="training", gpus=5, preemptible=True).pk  # over quota, within the limits
 
 
+def test_running_shares_of_cards_keep_the_deserved_quota_they_need_rounded_up_after_adding(demo, kai_pool):
+    """A non-preemptible half card holds a whole deserved unit (the portal's quota is whole units; KAI keeps the
+    half within it); two halves on one card still need only one."""
+    vision = Project.objects.get(slug="vision")
+    halves = [submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.5"), preemptible=False) for _ in range(2)]
+    Workload.objects.filter(pk=halves[0].pk).update(status=Status.RUNNING)
+    with pytest.raises(ValidationError) as caught:
+        org_services.quota_set(actor=demo["admin"], node_pool=kai_pool, project=vision, deserved=0, limit=None)
+    assert caught.value.message_dict["deserved"] == [
+        "Running non-preemptible work in this project holds 1 rtx units; the deserved quota cannot go below that "
+        "until it finishes or is stopped."]
+    Workload.objects.filter(pk=halves[1].pk).update(status=Status.ADMITTED)
+    org_services.quota_set(actor=demo["admin"], node_pool=kai_pool, project=vision, deserved=1, limit=None)
+    assert Quota.objects.get(node_pool=kai_pool, project=vision).deserved == 1
+
+
 def test_fractions_are_refused_on_kueue_pools_and_kai_pools_without_sharing(demo, whole_kai_pool):
     kueue = NodePool.objects.get(slug="h100")
     errors = refusal(demo, kueue, gpus=0, gpu_fraction=Decimal("0.5"))
@@ -214,3 +230,27 @@ def test_the_form_refuses_a_fraction_on_a_kueue_pool_with_every_error(page_clien
     assert posted.status_code == 200
     errors = posted.context["form"].errors
     assert len(errors["gpu_fraction"]) == 2 and errors["gpus"] and errors["name"]
+
+
+def test_work_on_a_kai_pool_is_said_to_wait_for_kai_scheduler(demo, kai_pool):
+    workload = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.5"))
+    assert services.workload_mark_submitted(workload=workload, uid="uid-1", manifest={})
+    workload.refresh_from_db()
+    said = f"Job {workload.job_name} created in {workload.project.namespace}; waiting for KAI Scheduler"
+    assert workload.status == Status.QUEUED and workload.status_message == said
+    assert workload.events.get(to_status=Status.QUEUED).message == said
+
+
+def test_a_preemption_of_kai_work_without_a_known_reason_is_kai_schedulers(demo, kai_pool):
+    """The notification's plain reason falls back to the pool's scheduler, not to Kueue."""
+    from apps.org.models import NotificationDelivery
+    from apps.workloads.observation import Observation
+
+    org_services.notification_channel_create(actor=demo["alice"], name="mine", kind="email",
+                                             events=["workload.preempted"])
+    workload = submit(demo, kai_pool, kind="training", gpus=1)
+    Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+    services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.PREEMPTED, reason="Evicted", message="The pod was evicted"))
+    (delivery,) = NotificationDelivery.objects.filter(event="workload.preempted")
+    assert delivery.payload["object"]["plain_reason"] == "Preempted by KAI Scheduler."

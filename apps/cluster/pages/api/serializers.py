@@ -43,6 +43,9 @@ class ClusterQueueSerializer(serializers.ModelSerializer):
                   "used", "borrowed", "lending", "reserved", "pending_workloads", "reserving_workloads",
                   "admitted_workloads", "weighted_share", "active", "active_reason", "active_message", "observed_at"]
         read_only_fields = fields
+        extra_kwargs = {"pending_workloads": {"help_text": (
+            "Kueue's pendingWorkloads; on a KAI queue's row, the portal's waiting work of that kind there (KAI's "
+            "Queue status counts no workloads).")}}
 
     @extend_schema_field(serializers.ChoiceField(choices=["guaranteed", "elastic"]))
     def get_kind(self, queue: ClusterQueueState) -> str:

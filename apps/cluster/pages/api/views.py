@@ -71,6 +71,14 @@ class ClusterQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOn
             return ClusterQueueState.objects.none()
         return reads.cluster_queues_for(self.request.user)
 
+    def paginate_queryset(self, queryset: Any) -> list[Any] | None:
+        """A page of rows, a KAI queue row's pending counted as the page shows it (`reads.with_kai_waiting`)."""
+        page = super().paginate_queryset(queryset)
+        return None if page is None else reads.with_kai_waiting(list(page))
+
+    def get_object(self) -> ClusterQueueState:
+        return reads.with_kai_waiting([super().get_object()])[0]
+
 
 class LocalQueueViewSet(QueueViewerMixin, StrictIdLookupMixin, viewsets.ReadOnlyModelViewSet):
     """The LocalQueues of the projects you may see, by namespace then name, with Kueue's counts."""
