@@ -38,7 +38,7 @@ from apps.core.kueue_names import (
 from apps.workloads.models import Status
 from apps.workloads.observation import Observation, Preemption
 
-from .status_map import parse_time
+from .status_map import job_ended, parse_time
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -245,20 +245,16 @@ def observe_kai(job: dict[str, Any] | None, pod_groups: Mapping[str, dict[str, A
     PodGroups of its namespace by name, of which those its pods name are read."""
     if job is None:
         return None
-    metadata, job_status = job["metadata"], job.get("status") or {}
+    metadata = job["metadata"]
     pods = list(pods)
     groups = _groups_of(pod_groups, pods)
     condition = _waiting_condition(pod_groups, pods)
     common, min_member = _common(groups, condition, pods, queue=str((metadata.get("labels") or {}).get(
         KAI_QUEUE_LABEL, "")), uid=metadata.get("uid", ""), deleted=metadata.get("deletionTimestamp"),
         preemption=preemption)
-    job_conditions = job_status.get("conditions") or []
-    for kind, status in ((kueue.JOB_COMPLETE, Status.SUCCEEDED), (kueue.JOB_FAILED, Status.FAILED)):
-        done = _condition(job_conditions, kind)
-        if done:
-            at = parse_time(job_status.get("completionTime") or done.get("lastTransitionTime"))
-            return Observation(status=status, reason=done.get("reason", kind), message=done.get("message", ""),
-                               at=at, finished_at=at, **common)
+    ended = job_ended(job, common)
+    if ended:
+        return ended
     if common["deleted_at"]:
         at = common["deleted_at"]
         return Observation(status=Status.STOPPED, reason=kueue.JOB_DELETED,
