@@ -4,10 +4,13 @@ The Job is what Kueue's batch/job integration expects (docs/architecture.md, The
 labelled with its LocalQueue and WorkloadPriorityClass, GPU requests equal to limits in the pool's resource name. Its
 name derives from the workload id, so a retried create answers 409 AlreadyExists instead of making a second Job.
 
-On a KAI pool (README, Kueue and KAI in one cluster) the Job is not suspended and names no Kueue queue: its pods ask
-for KAI Scheduler, name their leaf Queue, node pool, preemptibility and priority class, and belong to a PodGroup of the
-Job's name (created right after it, owned by it) whose minMember is the gang KAI starts together; a fraction of a GPU
-is KAI's gpu-fraction annotation instead of a GPU request. A runtime limit is the Job's activeDeadlineSeconds.
+On a KAI pool (README, Kueue and KAI in one cluster) the Job is not suspended and names no Kueue queue: it and its
+pods carry what KAI's pod-grouper copies into the PodGroup it makes for each of the Job's pods (leaf Queue, node pool,
+preemptibility, priority class); a fraction of a GPU is KAI's gpu-fraction annotation instead of a GPU request. A
+runtime limit is the Job's activeDeadlineSeconds. KAI (v0.20.1) gangs no Job's pods, so a multi-pod training there is
+no Job: the portal's PodGroup (minMember = its pods) and one ownerless Pod per rank annotated with it, which KAI's
+grouper leaves in that PodGroup (`kai_gang_pod_group`, `kai_gang_pod`; the portal is their controller: worker/tasks.py,
+kai_gang_repair).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from apps.core.kueue_names import (
     KAI_POD_GROUP_API_VERSION,
     KAI_PREEMPTIBILITY_LABEL,
     KAI_PREEMPTIBLE,
+    KAI_PRIORITY_CLASS_LABEL,
     KAI_QUEUE_LABEL,
     KAI_SCHEDULER_NAME,
     MAX_EXEC_TIME_LABEL,
@@ -90,18 +94,26 @@ def _memory(gib: Decimal) -> str:
     return f"{int(gib * 1024)}Mi"
 
 
-def _launcher_env(workload: Workload) -> list[dict[str, Any]]:
-    """What torchrun and similar launchers read: rank 0 is pod 0 of the Indexed Job, found by its stable hostname
-    under the headless Service; one node per pod, one process per GPU."""
+def is_kai_gang(workload: Workload) -> bool:
+    """A gang on a KAI pool: the portal's PodGroup and ownerless Pods instead of an Indexed Job."""
+    return workload.node_pool.kai and is_distributed(workload)
+
+
+def _launcher_env(workload: Workload, index: int | None = None) -> list[dict[str, Any]]:
+    """What torchrun and similar launchers read: rank 0 is pod 0 of the Indexed Job (or of a KAI gang, whose pods
+    know their `index`), found by its stable hostname under the headless Service; one node per pod, one process per
+    GPU."""
     name = job_name(workload)
+    rank: dict[str, Any] = ({"value": str(index)} if index is not None
+                            else {"valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}})
     return [
         {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},
         {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
         {"name": "WORLD_SIZE", "value": str(workload.pods)},
         {"name": "NNODES", "value": str(workload.pods)},
         {"name": "NPROC_PER_NODE", "value": str(workload.gpus)},
-        {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "RANK", **rank},
+        {"name": "NODE_RANK", **rank},
     ]
 
 
@@ -126,7 +138,8 @@ def volumes_of(workload: Workload, attachments: Attachments) -> tuple[list[dict[
     return volumes, mounts
 
 
-def main_container(workload: Workload, attachments: Attachments, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def main_container(workload: Workload, attachments: Attachments, mounts: list[dict[str, Any]],
+                   index: int | None = None) -> dict[str, Any]:
     # A fraction of a GPU is asked for by KAI's annotation on the pod (kai_pod_annotations), never as a resource.
     gpu = {} if workload.gpu_fraction is not None else {workload.node_pool.gpu_resource: str(workload.gpus)}
     own_env = [{"name": item["name"], "value": item["value"]} for item in workload.env]
@@ -139,7 +152,7 @@ def main_container(workload: Workload, attachments: Attachments, mounts: list[di
         "env": [
             {"name": "PORTAL_WORKLOAD_ID", "value": str(workload.pk)},
             {"name": "PORTAL_PROJECT", "value": workload.project.slug},
-            *(_launcher_env(workload) if is_distributed(workload) else []),
+            *(_launcher_env(workload, index) if is_distributed(workload) else []),
             *own_env,
         ],
         "resources": {
@@ -177,12 +190,13 @@ def _counts(workload: Workload) -> dict[str, Any]:
     return {"parallelism": 1, "completions": 1, "backoffLimit": 0}
 
 
-def pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
+def pod_spec(workload: Workload, attachments: Attachments, index: int | None = None) -> dict[str, Any]:
+    """The pods' spec; `index` for a pod of a KAI gang, which has no Job to name its hostname after its index."""
     volumes, mounts = volumes_of(workload, attachments)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 30,
-        "containers": [main_container(workload, attachments, mounts)],
+        "containers": [main_container(workload, attachments, mounts, index)],
     }
     if volumes:
         spec["volumes"] = volumes
@@ -190,14 +204,21 @@ def pod_spec(workload: Workload, attachments: Attachments) -> dict[str, Any]:
         spec["imagePullSecrets"] = [{"name": secret.secret_name} for secret in attachments.pull_secrets]
     if is_distributed(workload):
         spec["subdomain"] = job_name(workload)  # pods are <job>-<index>.<job>: the headless Service's names
+        if index is not None:
+            spec["hostname"] = gang_pod_name(workload, index)
     return spec
 
 
 def kai_labels(workload: Workload) -> dict[str, str]:
-    """The portal's labels and what KAI Scheduler reads on a KAI pool's Job and PodGroup: the leaf Queue of the
-    project on the pool (worker/kai_objects.py) and the pool, KAI's scheduling shard."""
+    """The portal's labels and what KAI Scheduler reads on a KAI pool's work, which its pod-grouper copies from the
+    top owner (the Job) into the PodGroups it makes: the leaf Queue of the project on the pool
+    (worker/kai_objects.py), the pool (KAI's scheduling shard), the preemptibility and the priority class."""
+    priority_class = workload.priority_class
+    if priority_class is None:
+        raise ValueError("only the portal's own submissions have a manifest")
     return {**portal_labels(workload), KAI_QUEUE_LABEL: workload.kai_queue_name,
-            KAI_NODE_POOL_LABEL: workload.node_pool.slug}
+            KAI_NODE_POOL_LABEL: workload.node_pool.slug, KAI_PREEMPTIBILITY_LABEL: kai_preemptibility(workload),
+            KAI_PRIORITY_CLASS_LABEL: priority_class.name}
 
 
 def kai_preemptibility(workload: Workload) -> str:
@@ -250,11 +271,10 @@ def job_manifest(workload: Workload, *, request_id: str = "", attachments: Attac
 
 
 def kai_pod_annotations(workload: Workload) -> dict[str, str]:
-    """The PodGroup each pod belongs to, and the share of one GPU a fractional pod asks for."""
-    annotations = {KAI_POD_GROUP_ANNOTATION: job_name(workload)}
-    if workload.gpu_fraction is not None:
-        annotations[KAI_GPU_FRACTION_ANNOTATION] = format(workload.gpu_fraction.normalize(), "f")
-    return annotations
+    """The share of one GPU a fractional pod asks for."""
+    if workload.gpu_fraction is None:
+        return {}
+    return {KAI_GPU_FRACTION_ANNOTATION: format(workload.gpu_fraction.normalize(), "f")}
 
 
 # A pod KAI Scheduler evicts (reclaim, preemption) is marked DisruptionTarget before it is deleted; without this rule
@@ -264,16 +284,13 @@ EVICTIONS_NOT_FAILURES = {"rules": [{"action": "Ignore", "onPodConditions": [{"t
                                                                              "status": "True"}]}]}
 
 
-def kai_job_manifest(workload: Workload, *, request_id: str = "",
-                     attachments: Attachments | None = None) -> dict[str, Any]:
-    """The Job of work on a KAI pool: not suspended (KAI Scheduler binds its pods; nothing would unsuspend it), its
-    pods named for KAI (scheduler, Queue, node pool, preemptibility, priority class, PodGroup), placed on the pool's
-    nodes and tolerating their taints (KAI injects neither), stopped after the runtime limit by Kubernetes'
-    activeDeadlineSeconds (Kueue's label has no effect without Kueue), its evicted pods replaced, not failed."""
+def _kai_pod_spec(workload: Workload, attachments: Attachments, index: int | None = None) -> dict[str, Any]:
+    """A pod spec for KAI Scheduler: its scheduler and priority class, placed on the pool's nodes and tolerating
+    their taints (KAI injects neither)."""
     priority_class = workload.priority_class
     if priority_class is None:
         raise ValueError("only the portal's own submissions have a manifest")
-    spec = pod_spec(workload, attachments or Attachments())
+    spec = pod_spec(workload, attachments, index)
     spec["schedulerName"] = KAI_SCHEDULER_NAME
     spec["priorityClassName"] = priority_class.name
     pool = workload.node_pool
@@ -282,48 +299,76 @@ def kai_job_manifest(workload: Workload, *, request_id: str = "",
     if pool.node_taints:
         spec["tolerations"] = [{"key": taint["key"], "operator": "Equal", "value": taint.get("value", ""),
                                 "effect": taint["effect"]} for taint in pool.node_taints]
+    return spec
+
+
+def kai_job_manifest(workload: Workload, *, request_id: str = "",
+                     attachments: Attachments | None = None) -> dict[str, Any]:
+    """The Job of work on a KAI pool: not suspended (KAI Scheduler binds its pods; nothing would unsuspend it),
+    labelled (it and its pods) with what KAI's pod-grouper copies into each pod's PodGroup, and no PodGroup of its
+    own: the grouper makes one per pod and names it on the pod (minMember 1: right for a notebook or a one-pod
+    training, and for a batch run, whose pods come and go one by one). Stopped after the runtime limit by
+    Kubernetes' activeDeadlineSeconds (Kueue's label has no effect without Kueue); its evicted pods replaced, not
+    failed."""
+    if is_kai_gang(workload):
+        raise ValueError("a gang on a KAI pool is a PodGroup and its pods, not a Job (kai_gang_pod_group)")
     job_spec: dict[str, Any] = {"suspend": False, **_counts(workload), "podFailurePolicy": EVICTIONS_NOT_FAILURES}
     if workload.max_runtime_seconds:
         job_spec["activeDeadlineSeconds"] = workload.max_runtime_seconds
-    job_spec["template"] = {
-        "metadata": {"labels": {**kai_labels(workload), KAI_PREEMPTIBILITY_LABEL: kai_preemptibility(workload)},
-                     "annotations": kai_pod_annotations(workload)},
-        "spec": spec,
-    }
+    template_metadata: dict[str, Any] = {"labels": kai_labels(workload)}
+    if annotations := kai_pod_annotations(workload):
+        template_metadata["annotations"] = annotations
+    job_spec["template"] = {"metadata": template_metadata,
+                            "spec": _kai_pod_spec(workload, attachments or Attachments())}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": object_metadata(workload, request_id=request_id),
             "spec": job_spec}
 
 
-def kai_min_member(workload: Workload) -> int:
-    """The pods KAI Scheduler starts together or not at all: a training's whole gang; one for a notebook, and for a
-    batch run, whose pods come and go one by one (not a gang)."""
-    return workload.pods if workload.kind == Kind.TRAINING else 1
-
-
-def kai_pod_group(workload: Workload, job_uid: str) -> dict[str, Any]:
-    """The PodGroup of work on a KAI pool, named like its Job and owned by it (it goes with the Job): the gang's
-    minMember, the leaf Queue, the priority class and preemptibility KAI schedules it by."""
+def kai_gang_pod_group(workload: Workload, *, request_id: str = "") -> dict[str, Any]:
+    """The PodGroup of a gang on a KAI pool, named like the Job it replaces and owned by nothing (the portal deletes
+    it at the stop): minMember is every pod (KAI starts them together or not at all), with the leaf Queue, priority
+    class and preemptibility KAI schedules it by."""
     priority_class = workload.priority_class
     if priority_class is None:
         raise ValueError("only the portal's own submissions have a manifest")
     return {
         "apiVersion": KAI_POD_GROUP_API_VERSION,
         "kind": "PodGroup",
-        "metadata": {**_metadata(workload, job_uid), "labels": kai_labels(workload)},
-        "spec": {"minMember": kai_min_member(workload), "queue": workload.kai_queue_name,
+        "metadata": object_metadata(workload, request_id=request_id),
+        "spec": {"minMember": workload.pods, "queue": workload.kai_queue_name,
                  "priorityClassName": priority_class.name, "preemptibility": kai_preemptibility(workload)},
     }
 
 
-def _owned_by_job(workload: Workload, job_uid: str) -> list[dict[str, Any]]:
-    """Owned by the Job, so they go when the Job goes."""
-    return [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name(workload), "uid": job_uid,
+def gang_pod_name(workload: Workload, index: int) -> str:
+    """<job>-<index>: the pod of one rank, its hostname under the headless Service as an Indexed Job's would be."""
+    return f"{job_name(workload)}-{index}"
+
+
+def kai_gang_pod(workload: Workload, index: int, *, request_id: str = "",
+                 attachments: Attachments | None = None) -> dict[str, Any]:
+    """One rank of a gang on a KAI pool: an ownerless Pod annotated with the gang's PodGroup, which KAI's grouper
+    keeps only on a pod without owners (so the portal, not a Job, is its controller: worker/tasks.py,
+    kai_gang_repair). Never restarted; stopped by the kubelet after the runtime limit (activeDeadlineSeconds)."""
+    metadata = object_metadata(workload, request_id=request_id)
+    metadata["name"] = gang_pod_name(workload, index)
+    metadata["annotations"] = {**metadata["annotations"], KAI_POD_GROUP_ANNOTATION: job_name(workload)}
+    spec = _kai_pod_spec(workload, attachments or Attachments(), index)
+    if workload.max_runtime_seconds:
+        spec["activeDeadlineSeconds"] = workload.max_runtime_seconds
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _owned_by(workload: Workload, owner_uid: str) -> list[dict[str, Any]]:
+    """Owned by what runs the workload (its Job, or a KAI gang's PodGroup), so they go when it goes."""
+    api_version, kind = (KAI_POD_GROUP_API_VERSION, "PodGroup") if is_kai_gang(workload) else ("batch/v1", "Job")
+    return [{"apiVersion": api_version, "kind": kind, "name": job_name(workload), "uid": owner_uid,
              "controller": True, "blockOwnerDeletion": True}]
 
 
-def _metadata(workload: Workload, job_uid: str, name: str | None = None) -> dict[str, Any]:
+def _metadata(workload: Workload, owner_uid: str, name: str | None = None) -> dict[str, Any]:
     return {"name": name or job_name(workload), "namespace": workload.project.namespace,
-            "labels": portal_labels(workload), "ownerReferences": _owned_by_job(workload, job_uid)}
+            "labels": portal_labels(workload), "ownerReferences": _owned_by(workload, owner_uid)}
 
 
 def notebook_service(workload: Workload, job_uid: str) -> dict[str, Any]:
@@ -415,9 +460,9 @@ def rendezvous_service(workload: Workload, job_uid: str) -> dict[str, Any]:
 
 
 def companions(workload: Workload, job_uid: str) -> list[dict[str, Any]]:
-    """Every object the Job needs beside it, in the order they are created: on a KAI pool its PodGroup first (KAI
-    schedules none of the pods before it exists)."""
-    objects = [kai_pod_group(workload, job_uid)] if workload.node_pool.kai else []
+    """Every object the Job (or a KAI gang's PodGroup, whose uid `job_uid` then is) needs beside it, in the order
+    they are created."""
+    objects: list[dict[str, Any]] = []
     if workload.kind == Kind.NOTEBOOK:
         objects += [notebook_token_secret(workload, job_uid), notebook_service(workload, job_uid)]
         if settings.NOTEBOOK_EXPOSE == "ingress":

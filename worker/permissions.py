@@ -67,8 +67,10 @@ WORKER: tuple[Permission, ...] = (
     # credentials and pull secrets (replaced when they exist), a notebook's token; removed when deleted
     Permission("", "secrets", ("create", "get", "update", "delete")),
     Permission("", "services/proxy", ("get",)),  # the idle culler reads a notebook server's /api/status
-    # the log tail finds a workload's pods; a stop of outside work deletes a plain pod, or a pod group's pods
-    Permission("", "pods", ("list", *OWNER_STOP, *POD_GROUP_STOP)),
+    # the log tail finds a workload's pods; a stop of outside work deletes a plain pod, or a pod group's pods; a gang
+    # on a KAI pool is ownerless pods the worker creates (adopted on retry, made again after an eviction), deletes by
+    # its labels at the stop, and deletes one by one when they outlive the gang's end
+    Permission("", "pods", ("create", "get", "list", *OWNER_STOP, *POD_GROUP_STOP)),
     Permission("", "pods/log", ("get",)),
     Permission("", "namespaces", ("get", *_RECONCILED)),  # get: is an existing namespace the portal's?
     *(
@@ -78,8 +80,8 @@ WORKER: tuple[Permission, ...] = (
     Permission(KAI, "queues", _RECONCILED),
     # the organisation's priority classes as PriorityClasses while a pool is KAI's, reconciled like its Queues
     Permission(SCHEDULING, "priorityclasses", _RECONCILED),
-    # the PodGroup of work on a KAI pool, created after its Job (adopted on retry); it goes with the Job
-    Permission(KAI, "podgroups", ("create", "get")),
+    # the PodGroup of a gang on a KAI pool, created before its pods (adopted on retry), deleted at its stop
+    Permission(KAI, "podgroups", ("create", "get", "delete")),
     *_owner_kinds(OWNER_STOP),
 )
 

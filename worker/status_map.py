@@ -65,11 +65,23 @@ def _preemption(conditions: dict[str, dict[str, Any]]) -> Preemption | None:
     )
 
 
+def job_ended(job: dict[str, Any] | None, common: dict[str, Any]) -> Observation | None:
+    """A Job that completed or failed, as the portal's status (its completion time, else its condition's); None while
+    it has not. Shared by Kueue's Jobs and KAI's (worker/kai_status.py)."""
+    job_conditions, job_status = _conditions(job), (job or {}).get("status") or {}
+    for kind, status in ((kueue.JOB_COMPLETE, Status.SUCCEEDED), (kueue.JOB_FAILED, Status.FAILED)):
+        done = _true(job_conditions, kind)
+        if done:
+            at = parse_time(job_status.get("completionTime") or done.get("lastTransitionTime"))
+            return Observation(status=status, reason=done.get("reason", kind), message=done.get("message", ""),
+                               at=at, finished_at=at, **common)
+    return None
+
+
 def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Observation | None:
     """What the portal status is now; None when there is nothing to say yet (no Job, no Workload)."""
     if job is None and workload is None:
         return None
-    job_conditions = _conditions(job)
     conditions = _conditions(workload)
     job_status = (job or {}).get("status") or {}
     common: dict[str, Any] = {
@@ -85,12 +97,9 @@ def observe(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> Obse
         admitted = _true(conditions, kueue.ADMITTED)
         common["admitted_at"] = parse_time(admitted.get("lastTransitionTime")) if admitted else None
 
-    for kind, status in ((kueue.JOB_COMPLETE, Status.SUCCEEDED), (kueue.JOB_FAILED, Status.FAILED)):
-        done = _true(job_conditions, kind)
-        if done:
-            at = parse_time(job_status.get("completionTime") or done.get("lastTransitionTime"))
-            return Observation(status=status, reason=done.get("reason", kind), message=done.get("message", ""),
-                               at=at, finished_at=at, **common)
+    ended = job_ended(job, common)
+    if ended:
+        return ended
     finished = _true(conditions, kueue.FINISHED)
     if finished:
         at = parse_time(finished.get("lastTransitionTime"))

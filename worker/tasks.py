@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from apps.core import intents, metrics, request_ids, sealed
 from apps.core.kueue_names import (
+    KAI_POD_GROUP_API_VERSION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PROJECT_LABEL,
@@ -52,15 +53,20 @@ from . import notifications, utilisation
 from .forecast import forecasts_refresh as forecasts_compute_and_store
 from .frameworks import framework_manifest, framework_schema_errors
 from .gateway import ClusterError, Gateway, gateway
+from .kai_status import FINISHED_PHASES
 from .kueue_sync import desired_from_database, reconcile
 from .manifests import (
     CONTAINER_NAME,
     attachments_of,
     companions,
+    gang_pod_name,
     inference_companions,
     inference_object,
+    is_kai_gang,
     is_multi_node,
     job_manifest,
+    kai_gang_pod,
+    kai_gang_pod_group,
     pull_secret,
     user_secret,
 )
@@ -140,6 +146,8 @@ def workload_submit(self: Task, workload_id: int) -> str:
         problems = framework_schema_errors(manifest)
     elif entry is not None:  # a manifest: the object prepared at submit, created as it is
         manifest = _with_request_id(dict(workload.manifest or {}), request_ids.current())
+    elif is_kai_gang(workload):  # its PodGroup first: the gang's pods follow it (docs/architecture.md)
+        manifest = kai_gang_pod_group(workload, request_id=request_ids.current())
     else:
         manifest = job_manifest(workload, request_id=request_ids.current(), attachments=attachments_of(workload))
     if problems:  # checked against its kind's schema before it is sent
@@ -161,6 +169,8 @@ def workload_submit(self: Task, workload_id: int) -> str:
             uid = _create_or_adopt(gw, manifest)
         for companion in companions(workload, uid) if entry is None and not inference else []:
             _create_or_adopt(gw, companion)  # a notebook's token, Service and route; a gang's Service
+        if is_kai_gang(workload):
+            _gang_pods_create(gw, workload, request_id=request_ids.current())
     except ClusterError as error:
         if error.status in PERMANENT_STATUS or not error.transient:
             if uid:
@@ -184,7 +194,7 @@ def workload_submit(self: Task, workload_id: int) -> str:
     mark = workload_services.workload_mark_deployed if inference else workload_services.workload_mark_submitted
     if not mark(workload=workload, uid=uid, manifest=manifest):
         # Stopped while we were creating it: take the Job back out, and record the stop if nobody has yet.
-        deleted = gw.delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
+        deleted = _delete_own(gw, workload)
         _record_deletion(workload_id, deleted)
         metrics.SUBMISSIONS.labels("stopped_meanwhile").inc()
         return "stopped meanwhile"
@@ -197,10 +207,34 @@ def _take_back(gw: Gateway, workload: Workload) -> None:
     """Delete the object a refused submission created before its companion (a Service, a route) was refused: a row
     marked rejected must leave nothing running that holds GPUs unrecorded."""
     try:
-        gw.delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
+        _delete_own(gw, workload)
     except ClusterError as error:
         logger.warning("workload %s: could not delete what its refused submission created: %s", workload.pk,
                        error.describe())
+
+
+def _gang_pods_create(gw: Gateway, workload: Workload, *, request_id: str = "",
+                      missing: set[int] | None = None) -> int:
+    """Create (or adopt, on a retry) the pods of a KAI gang's ranks, all of them or the `missing` ones; how many were
+    asked for."""
+    attachments = attachments_of(workload)
+    indexes = sorted(missing) if missing is not None else range(workload.pods)
+    for index in indexes:
+        _create_or_adopt(gw, kai_gang_pod(workload, index, request_id=request_id, attachments=attachments))
+    return len(indexes)
+
+
+def _delete_own(gw: Gateway, workload: Workload) -> dict[str, Any] | None:
+    """Delete what the portal created for a workload of its own, its pods first (foreground); a KAI gang's pods have
+    no owner, so they are deleted by the portal's labels before their PodGroup (its Service goes with that)."""
+    if is_kai_gang(workload):
+        gw.delete_path(f"/api/v1/namespaces/{workload.project.namespace}/pods", propagation=STOP_PROPAGATION,
+                       label_selector=_gang_selector(workload))
+    return gw.delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
+
+
+def _gang_selector(workload: Workload) -> str:
+    return f"{MANAGED_BY_LABEL}={MANAGED_BY},{WORKLOAD_ID_LABEL}={workload.pk}"
 
 
 def _with_request_id(manifest: dict[str, Any], request_id: str) -> dict[str, Any]:
@@ -223,6 +257,9 @@ def _object_path(workload: Workload) -> str:
     entry = _object_kind(workload)
     if workload.kind == Kind.INFERENCE and not workload.from_outside:
         return f"{_serving_path(workload)}/{workload.job_name}"
+    if not workload.from_outside and is_kai_gang(workload):
+        namespace = workload.project.namespace
+        return f"/apis/{KAI_POD_GROUP_API_VERSION}/namespaces/{namespace}/podgroups/{workload.job_name}"
     if entry is None:
         return f"/apis/batch/v1/namespaces/{workload.project.namespace}/jobs/{workload.job_name}"
     return f"{entry.collection_path(workload.project.namespace)}/{workload.job_name}"
@@ -323,7 +360,7 @@ def _delete_work(workload: Workload) -> dict[str, Any] | None:
     """Delete what runs the workload, its pods first (foreground): the portal's Job, or the object that work from
     outside the portal belongs to (docs/architecture.md, Work submitted outside the portal)."""
     if not workload.from_outside:
-        return gateway().delete_path(_object_path(workload), propagation=STOP_PROPAGATION)
+        return _delete_own(gateway(), workload)
     target = stop_target(namespace=workload.cluster_namespace, api_version=workload.object_api_version,
                          kind=workload.kind, name=workload.object_name)
     if target is None:
@@ -341,6 +378,75 @@ def _record_deletion(workload_id: int, deleted: dict[str, Any] | None) -> None:
         workload_services.workload_observe(workload_id=workload_id, observation=observation)
     deleted_at = parse_time(((deleted or {}).get("metadata") or {}).get("deletionTimestamp") or "")
     workload_services.workload_stop_finish(workload_id=workload_id, cluster_at=deleted_at)  # no-op once recorded
+
+
+# A gang is wanted while it waits or runs: its evicted ranks are made again (a Job would make its pods again too).
+GANG_WANTED = frozenset({Status.QUEUED, Status.REQUEUED, Status.PREEMPTED, Status.ADMITTED, Status.RUNNING})
+GANG_FINISHED = frozenset({Status.SUCCEEDED, Status.FAILED})
+GANG_WAIT = timedelta(seconds=10)  # evicted pods still terminating: looked at again after this
+
+
+@shared_task(autoretry_for=(TransientClusterError,), retry_backoff=2, retry_backoff_max=60, max_retries=8)
+def kai_gang_repair(workload_id: int) -> str:
+    """Make a gang's pods on a KAI pool match its row, the portal being the gang's controller (docs/architecture.md,
+    The life of a submission): while it is wanted, the ranks KAI evicted (or someone deleted) are made again under
+    their names once the old pods are gone, so it waits for KAI again as a Job's would; once it finished or failed,
+    its ranks still running are deleted. Submitting and stopping are the submit's and the stop's. Idempotent: the
+    names are deterministic, and ranks made while a stop came are taken back (the row is read again after)."""
+    kind = workload_services.GANG_REPAIR_INTENT
+    claim = intents.intent_claim(kind=kind, target_id=workload_id)
+    if claim.busy:
+        return "busy"
+    workload = Workload.objects.select_related("project", "node_pool", "priority_class", "owner").filter(
+        pk=workload_id).first()
+    if workload is None or workload.from_outside or not workload.k8s_uid or not is_kai_gang(workload):
+        intents.intents_complete(kind=kind, target_id=workload_id, outcome="nothing to repair", ids=claim.ids)
+        return "nothing to repair"
+    try:
+        outcome = _gang_repair(gateway(), workload)
+    except ClusterError as error:
+        intents.intent_release(claim, error=error.describe(), retry_at=timezone.now() + STOP_RETRY_AFTER)
+        if error.transient:
+            raise TransientClusterError(error.message) from error
+        raise
+    if outcome == "waiting":
+        intents.intent_release(claim, error="evicted pods are still terminating", retry_at=timezone.now() + GANG_WAIT)
+        return outcome
+    intents.intents_complete(kind=kind, target_id=workload_id, outcome=outcome, ids=claim.ids)
+    return outcome
+
+
+def _gang_repair(gw: Gateway, workload: Workload) -> str:
+    namespace = workload.project.namespace
+    pods = gw.list("Pod", namespace=namespace, label_selector=_gang_selector(workload))
+    if workload.status in GANG_FINISHED:
+        outliving = [pod["metadata"]["name"] for pod in pods if not pod["metadata"].get("deletionTimestamp")
+                     and (pod.get("status") or {}).get("phase") not in FINISHED_PHASES]
+        for name in outliving:
+            gw.delete("Pod", name, namespace=namespace)
+        return f"stopped {len(outliving)}"
+    if workload.status not in GANG_WANTED:
+        return "not wanted"
+    try:
+        group = gw.get("PodGroup", workload.job_name, namespace=namespace)
+    except ClusterError as error:
+        if not error.not_found:
+            raise
+        return "gone"  # the watcher records the gang gone
+    if group["metadata"].get("uid") != workload.k8s_uid or group["metadata"].get("deletionTimestamp"):
+        return "gone"
+    if any(pod["metadata"].get("deletionTimestamp") for pod in pods):
+        return "waiting"  # a rank of the same name is still there: made again once it is gone
+    present = {pod["metadata"]["name"] for pod in pods}
+    missing = {index for index in range(workload.pods) if gang_pod_name(workload, index) not in present}
+    if not missing:
+        return "complete"
+    _gang_pods_create(gw, workload, missing=missing)
+    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
+        for index in missing:  # stopped meanwhile: the stop may have deleted the pods before these came
+            gw.delete("Pod", gang_pod_name(workload, index), namespace=namespace)
+        return "stopped meanwhile"
+    return f"made {len(missing)}"
 
 
 @shared_task(expires=14)
@@ -401,7 +507,7 @@ def workload_idle_notify(workload_id: int) -> bool:
     policy = IdlePolicy.current()
     event = workload.events.filter(reason=workload_services.GPU_IDLE_REASON).order_by("-id").first()
     body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} holds "
-            f"{workload.gpu_units} x {workload.node_pool.name} GPUs that are not being used: "
+            f"{workload.gpu_amount_words} on {workload.node_pool.name}, not being used: "
             f"{event.message if event else f'below {policy.threshold_percent}%'}.",
             "Stop it if you are done, so others can use the cards."]
     if workload.kind == Kind.NOTEBOOK and policy.cull_notebooks:
@@ -622,7 +728,7 @@ def workload_notify(workload_id: int, status: str) -> bool:
     event = workload.events.filter(to_status=status).order_by("-id").first()
     label = Status(status).label.lower()
     body = [f"Your {workload.kind} workload {workload.name} in {workload.project.name} is {label}.",
-            f"GPUs: {workload.gpu_units} x {workload.node_pool.name}"]
+            f"GPUs: {workload.gpu_amount_text} x {workload.node_pool.name}"]
     if status == Status.PREEMPTED:
         # The plain sentence of the pages (when, by whom as the owner may see it, why), never Kueue's UIDs and paths.
         found = preemptions_seen_by(workload=workload, user=owner)

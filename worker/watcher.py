@@ -1,8 +1,10 @@
 """The watcher: the only reader of cluster state; mirrors Jobs, Kueue Workloads, queues and Nodes into the database.
 
-On KAI Scheduler's pools there is no Kueue Workload: the portal's Jobs there are followed through their PodGroups and
-pods (worker/kai_status.py, docs/architecture.md, The life of a submission), and the portal's KAI Queues are mirrored
-as its queues are. A cluster without KAI's CRDs has none of them to watch.
+On KAI Scheduler's pools there is no Kueue Workload: the portal's Jobs there, and its gangs (a PodGroup and ownerless
+pods), are followed through their pods and the PodGroups each pod names (worker/kai_status.py, docs/architecture.md,
+The life of a submission), and the portal's KAI Queues are mirrored as its queues are. A gang whose pods KAI evicted
+while it is still wanted, or whose pods outlive its end, is handed to the worker (kai_gang_repair, through its
+outbox intent). A cluster without KAI's CRDs has none of them to watch.
 
 Every Kueue Workload is watched, whatever submitted it: the portal's own (their Jobs are `wl-<id>`) follow their
 Jobs; every other one in a project's namespace is mirrored as work submitted outside the portal
@@ -79,7 +81,20 @@ from apps.workloads.services import names_another_workload
 
 from .gateway import KINDS, ClusterError, Gateway
 from .heap import FREEZE_SECONDS, FrozenHeap
-from .kai_status import KaiPod, compact_pod, compact_pod_group, observe_kai, on_kai, pod_group_job_uid
+from .kai_status import (
+    FINISHED_PHASES,
+    KaiPod,
+    compact_pod,
+    compact_pod_group,
+    gang_key,
+    gang_missing,
+    gang_outliving,
+    is_gang,
+    observe_kai,
+    observe_kai_gang,
+    on_kai,
+    pod_group_owner_uid,
+)
 from .outside_work import (
     OWNER_KINDS,
     OWNER_SELECTOR,
@@ -109,8 +124,9 @@ OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 # The portal's Deployments and LeaderWorkerSets are its inference services, followed by their own status (no Kueue
 # Workload).
-# Portal work on KAI pools (no Kueue Workload) is followed through its PodGroup and its pods (worker/kai_status.py):
-# only the portal's, by its labels; the pods of portal Jobs on KAI pools carry KAI's queue label too.
+# Portal work on KAI pools (no Kueue Workload) is followed through its pods and their PodGroups (worker/kai_status.py):
+# only the portal's, by its labels (KAI's grouper copies a Job's labels into the PodGroups it makes); the pods of
+# portal work on KAI pools carry KAI's queue label too.
 KAI_PODS = "Pod"
 WATCHED = {"Job": OWNED, "Workload": None, "ClusterQueue": OWNED, "LocalQueue": OWNED, "Cohort": OWNED, "Node": None,
            "Deployment": OWNED, "LeaderWorkerSet": OWNED, "Queue": OWNED, "PodGroup": OWNED,
@@ -126,6 +142,8 @@ TORCH_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntim
 OWNER_KIND_RETRY_SECONDS = 60.0  # an owner kind not installed is looked for again this often
 OWNER_GRACE_SECONDS = 1.0  # how long a new outside Workload waits for its owner's watch event
 APPLY_WAIT_SECONDS = 0.5  # an idle applier looks at the work queue again this often
+# Two sightings of a KAI eviction this close are one: its pod's condition and its PodGroup's Event, a gang's pods.
+KAI_EVICTION_SEEN_TWICE = timedelta(seconds=10)
 SERVING_STATUSES = frozenset({Status.SUBMITTING, Status.ADMITTED, Status.RUNNING})  # an inference row counting GPUs
 # Kubernetes Events (core v1) of these kinds of object are kept with the workload they are about (its pods, its Job
 # or owner, Kueue's Workload). A field selector cannot name a set of namespaces or kinds, so the watch takes every
@@ -258,11 +276,18 @@ class Watcher:
         self.lock = threading.RLock()
         self.jobs: dict[str, dict[str, Any]] = {}  # job uid -> Job
         self.workloads: dict[str, dict[str, Any]] = {}  # job uid -> Kueue Workload (the portal's Jobs)
-        # Portal Jobs on KAI pools, by job uid: the PodGroup (compacted), the pods (as KaiPods, by pod uid) and the
-        # latest eviction KAI made of them (kept once the evicted pods are gone)
+        # Portal work on KAI pools. The PodGroups (compacted) by gang_key (namespace/name): a gang's is the gang,
+        # keyed so; by the key of their work (a Job's uid, a gang's key): the pods (as KaiPods, by pod uid) and the
+        # latest eviction KAI made of them (kept once the evicted pods are gone); the gangs that lost pods since
+        # their repair was last asked for
         self.pod_groups: dict[str, dict[str, Any]] = {}
         self.kai_pods: dict[str, dict[str, KaiPod]] = {}
         self.kai_preemptions: dict[str, Preemption] = {}
+        # by the same key: the latest eviction read from KAI's Evict Event on a PodGroup, taken as the work's once its
+        # pods no longer show it running (the pod's own condition usually comes first: KAI records the Event before
+        # it evicts)
+        self.kai_evict_events: dict[str, Preemption] = {}
+        self.gangs_lost: set[str] = set()
         self.outside: dict[str, dict[str, Any]] = {}  # Kueue Workload uid -> Workload submitted outside the portal
         # Kueue Workload uid -> (the portal workload, the Workload) of a manifest the portal submitted (not a Job)
         self.manifests: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -292,30 +317,59 @@ class Watcher:
     # --- applying what we see ------------------------------------------------------------------------------------
 
     def apply_job_uid(self, job_uid: str) -> None:
-        """Bring the portal row of one Job up to date with the Job and its Kueue Workload."""
+        """Bring the portal row of one Job up to date with the Job and its Kueue Workload, or on a KAI pool with its
+        pods and their PodGroups; `job_uid` is a gang's key for a gang on a KAI pool (its PodGroup)."""
         with self.lock:
             job, kueue_workload = self.jobs.get(job_uid), self.workloads.get(job_uid)
-            pod_group, pods = self.pod_groups.get(job_uid), list(self.kai_pods.get(job_uid, {}).values())
-        if job is None:
-            return
-        workload_id = _workload_id(job)
-        if on_kai(job):
-            observation = observe_kai(job, pod_group, pods, self._kai_preemption(job_uid, job))
+            gang = self.pod_groups.get(job_uid)
+            pods = list(self.kai_pods.get(job_uid, {}).values())
+            namespace = ((job or gang or {}).get("metadata") or {}).get("namespace", "")
+            pod_groups = {pod.pod_group: group for pod in pods
+                          if (group := self.pod_groups.get(gang_key(namespace, pod.pod_group))) is not None}
+        if job is not None:
+            workload_id = _workload_id(job)
+            if on_kai(job):
+                observation = observe_kai(job, pod_groups, pods, self._kai_preemption(job_uid))
+            else:
+                observation = observe(job, kueue_workload)
+        elif gang is not None and is_gang(gang):
+            workload_id = _workload_id(gang)
+            observation = observe_kai_gang(gang, pods, self._kai_preemption(job_uid))
         else:
-            observation = observe(job, kueue_workload)
-        if not workload_id or observation is None or self.applied.get(job_uid) == observation:
             return
-        moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
-                                                   preemptor_id=workload_selectors.preemptor_id(observation))
-        self.applied[job_uid] = observation
-        if moved:  # a queue changed: the start forecasts are due again
-            forecasts_refresh_soon()
+        if not workload_id or observation is None:
+            return
+        if self.applied.get(job_uid) != observation:
+            moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
+                                                       preemptor_id=workload_selectors.preemptor_id(observation))
+            self.applied[job_uid] = observation
+            if moved:  # a queue changed: the start forecasts are due again
+                forecasts_refresh_soon()
+        if job is None:  # after the row moved: the repair reads it
+            self._gang_repair(job_uid, workload_id, observation, pods)
 
-    def _kai_preemption(self, job_uid: str, job: dict[str, Any]) -> Preemption | None:
-        """The latest eviction KAI made of a Job's pods, with the preemptor's Job when KAI's message names a PodGroup
-        of the portal's (named as its Job, in the same namespace: the shared contract). Its Job is looked up by name
-        when the Jobs' watch has not delivered it yet (KAI may evict for it before that event comes)."""
+    def _gang_repair(self, key: str, workload_id: int, observation: Observation, pods: list[KaiPod]) -> None:
+        """Hand a gang to the worker when its pods differ from what its row may want: pods gone (evicted, deleted)
+        while it waits or runs, or pods still running once it finished or failed. The worker's task reads the row and
+        decides (worker/tasks.py kai_gang_repair); asked again only after more pods are lost."""
+        min_member = max(1, int(((self.pod_groups.get(key) or {}).get("spec") or {}).get("minMember") or 1))
+        finished = observation.status in (Status.SUCCEEDED, Status.FAILED)
         with self.lock:
+            # a gang being deleted (a stop) is not repaired; the mark stays until acted on, since `pods` may be older
+            # than the deletion that set it (the key is applied again then)
+            lost = (key in self.gangs_lost and gang_missing(pods, min_member) and not finished
+                    and observation.deleted_at is None)
+            if lost or finished:
+                self.gangs_lost.discard(key)
+        if lost or (finished and gang_outliving(pods)):
+            workload_services.workload_gang_repair_request(workload_id=workload_id)
+
+    def _kai_preemption(self, job_uid: str) -> Preemption | None:
+        """The latest eviction KAI made of a Job's (or gang's) pods, with the preemptor when KAI's message names a
+        PodGroup: the Job it was made for (its owner), or the gang it is. The PodGroup is read from the API when its
+        watch event has not come yet (KAI may evict for it before that)."""
+        with self.lock:
+            self._take_evict_event(job_uid)
             preemption = self.kai_preemptions.get(job_uid)
         if preemption is None or preemption.preemptor_job_uid:
             return preemption
@@ -323,17 +377,14 @@ class Watcher:
         if match is None:
             return preemption
         with self.lock:
-            preemptor = next((uid for uid, other in self.jobs.items()
-                              if other["metadata"].get("name") == match.group("name")
-                              and other["metadata"].get("namespace") == match.group("namespace")), "")
-        if not preemptor:  # its Job's watch event has not come yet: asked for once, by name
+            held = self.pod_groups.get(gang_key(match.group("namespace"), match.group("name")))
+        if held is None:  # asked for once, by name
             try:
-                found = self.gw.get("Job", match.group("name"), namespace=match.group("namespace"))
+                held = self.gw.get("PodGroup", match.group("name"), namespace=match.group("namespace"))
             except ClusterError as error:
                 if not error.not_found:
                     raise
-                found = {}
-            preemptor = str((found.get("metadata") or {}).get("uid", ""))
+        preemptor = pod_group_owner_uid(held) if held else ""
         if not preemptor:
             return preemption
         preemption = Preemption(at=preemption.at, reason=preemption.reason, message=preemption.message,
@@ -344,19 +395,30 @@ class Watcher:
         return preemption
 
     def _handle_kai(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
-        """A PodGroup or a pod of a portal Job on a KAI pool: kept compacted by its Job, whose key is queued."""
+        """A PodGroup of the portal's work on a KAI pool, or one of its pods: kept compacted, and the key of the work
+        queued (the Job a PodGroup was made for, or the gang it is; the Job or gang of a pod). A gang's deleted
+        PodGroup is the gang gone."""
         if kind == "PodGroup":
-            job_uid = pod_group_job_uid(obj)
-            if not job_uid:
-                return
+            metadata = obj["metadata"]
+            key = gang_key(metadata.get("namespace", ""), metadata["name"])
+            work = key if is_gang(obj) else pod_group_owner_uid(obj)
             with self.lock:
                 if event_type == "DELETED":
-                    self.pod_groups.pop(job_uid, None)
-                elif _newer(obj, self.pod_groups.get(job_uid)):
-                    self.pod_groups[job_uid] = compact_pod_group(obj)
+                    self.pod_groups.pop(key, None)
+                    if work == key:
+                        self.applied.pop(key, None)
+                        self.kai_pods.pop(key, None)
+                        self.kai_preemptions.pop(key, None)
+                        self.kai_evict_events.pop(key, None)
+                        self.gangs_lost.discard(key)
+                        if workload_id := _workload_id(obj):
+                            self.work.add(("deleted", workload_id, metadata.get("deletionTimestamp") or ""))
+                        return
+                elif _newer(obj, self.pod_groups.get(key)):
+                    self.pod_groups[key] = compact_pod_group(obj)
                 else:
                     return
-            self.work.add(("job", job_uid))
+            self.work.add(("job", work))
             return
         pod = compact_pod(obj)
         if pod is None:
@@ -366,20 +428,74 @@ class Watcher:
             held = pods.get(pod.uid)
             if event_type == "DELETED":
                 pods.pop(pod.uid, None)
+                if pod.job_uid in self.pod_groups:  # a gang's: made again while the gang is wanted
+                    self.gangs_lost.add(pod.job_uid)
             elif held is None or _newer(obj, {"metadata": {"resourceVersion": held.resource_version}}):
                 pods[pod.uid] = pod
             else:
                 return
             self._note_preemption(pod)
-            if not pods and event_type == "DELETED" and pod.job_uid not in self.jobs:
+            if not pods and event_type == "DELETED" and pod.job_uid not in self.jobs and (
+                    pod.job_uid not in self.pod_groups):
                 self.kai_pods.pop(pod.job_uid, None)
         self.work.add(("job", pod.job_uid))
 
     def _note_preemption(self, pod: KaiPod) -> None:
-        """Keep the latest eviction of a Job's pods (called with the lock held)."""
-        held = self.kai_preemptions.get(pod.job_uid)
-        if pod.preemption is not None and (held is None or pod.preemption.at > held.at):
-            self.kai_preemptions[pod.job_uid] = pod.preemption
+        """Keep the latest eviction of a Job's (or gang's) pods (called with the lock held)."""
+        if pod.preemption is not None:
+            self._note_eviction(pod.job_uid, pod.preemption)
+
+    def _note_eviction(self, key: str, preemption: Preemption) -> None:
+        """Keep an eviction of the work `key` unless one as late or within KAI_EVICTION_SEEN_TWICE before it is held
+        (the same eviction, seen on a pod and in the Event on its PodGroup, a gang's pods each); called with the lock
+        held."""
+        held = self.kai_preemptions.get(key)
+        if held is None or preemption.at - held.at >= KAI_EVICTION_SEEN_TWICE:
+            self.kai_preemptions[key] = preemption
+
+    def _note_kai_eviction(self, event: dict[str, Any]) -> None:
+        """KAI records each eviction as an `Evict` Event on the evicted PodGroup. Kept as the pod's DisruptionTarget
+        is, so a relist (after a watch gap, or a restart: Events are listed at the start) that finds the work waiting
+        again still finds why; the Event is dated at or before the pod's condition, so an eviction the row recorded
+        already is not recorded again."""
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") != kai_conditions.EVICT or involved.get("kind") != "PodGroup":
+            return
+        metadata = event.get("metadata") or {}
+        try:
+            at = parse_time(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+                            or metadata.get("creationTimestamp") or "")
+        except (TypeError, ValueError):
+            return
+        if at is None:
+            return
+        key = gang_key(str(involved.get("namespace") or metadata.get("namespace") or ""), str(involved.get("name")))
+        with self.lock:
+            group = self.pod_groups.get(key)
+            if group is None:  # not the portal's work, or gone with it
+                return
+            work = key if is_gang(group) else pod_group_owner_uid(group)
+            held = self.kai_evict_events.get(work)
+            if held is not None and held.at >= at:
+                return
+            self.kai_evict_events[work] = Preemption(
+                at=at, reason=kai_conditions.PREEMPTION_BY_SCHEDULER, message=str(event.get("message") or ""),
+                preemptor_workload_uid="", preemptor_job_uid="")
+        self.work.add(("job", work))
+
+    def _take_evict_event(self, key: str) -> None:
+        """Take the eviction read from an Evict Event as the work's once no pod bound before it still runs (called
+        with the lock held): until then the pods' own update is on its way, and would show the work running after
+        its preemption."""
+        event = self.kai_evict_events.get(key)
+        if event is None:
+            return
+        pods = self.kai_pods.get(key, {}).values()
+        if any(p.bound_at is not None and p.bound_at <= event.at and not p.leaving and p.phase not in FINISHED_PHASES
+               for p in pods):
+            return
+        self.kai_evict_events.pop(key, None)
+        self._note_eviction(key, event)
 
     def handle(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Remember the object and queue its key; the appliers write the database."""
@@ -388,8 +504,10 @@ class Watcher:
             self._handle_kai(kind, event_type, obj)
             return
         if kind == EVENTS:
-            if event_type != "DELETED" and (event := _cluster_event(obj)) is not None:  # the cluster forgets them
-                self.hold_events([event])
+            if event_type != "DELETED":  # the cluster forgets them
+                self._note_kai_eviction(obj)
+                if (event := _cluster_event(obj)) is not None:
+                    self.hold_events([event])
             return
         if kind in OWNER_WATCHES:
             if event_type != "DELETED":  # a deleted owner's Workload may come later: kept until the next resync
@@ -425,9 +543,9 @@ class Watcher:
                 cache.pop(job_uid, None)
                 if kind == "Job":
                     self.applied.pop(job_uid, None)
-                    self.pod_groups.pop(job_uid, None)
                     self.kai_pods.pop(job_uid, None)
                     self.kai_preemptions.pop(job_uid, None)
+                    self.kai_evict_events.pop(job_uid, None)
                     workload_id = _workload_id(obj)
                     if workload_id:
                         self.work.add(("deleted", workload_id, metadata.get("deletionTimestamp") or ""))
@@ -768,6 +886,8 @@ class Watcher:
         version = ""
         for items, listed in self.gw.raw_pages("/api/v1/events"):
             self.wait_for_event_room()
+            for item in items:
+                self._note_kai_eviction(item)
             self.hold_events([event for item in items if (event := _cluster_event(item)) is not None])
             version = listed
         return version
@@ -837,8 +957,8 @@ class Watcher:
                 self.jobs = {item["metadata"]["uid"]: item for item in items}
         elif kind == "PodGroup":
             with self.lock:
-                self.pod_groups = {job_uid: compact_pod_group(item) for item in items
-                                   if (job_uid := pod_group_job_uid(item))}
+                self.pod_groups = {gang_key(item["metadata"].get("namespace", ""), item["metadata"]["name"]):
+                                   compact_pod_group(item) for item in items}
         elif kind in SERVING_KINDS:
             with self.lock:  # the other serving kind's objects stay
                 self.deployments = {**{uid: item for uid, item in self.deployments.items() if item["kind"] != kind},
@@ -862,7 +982,13 @@ class Watcher:
             version = listed
         with self.lock:
             self.kai_pods = pods
-            self.kai_preemptions = {uid: held for uid, held in self.kai_preemptions.items() if uid in self.jobs}
+            self.kai_preemptions = {uid: held for uid, held in self.kai_preemptions.items()
+                                    if uid in self.jobs or uid in self.pod_groups}
+            self.kai_evict_events = {uid: held for uid, held in self.kai_evict_events.items()
+                                     if uid in self.jobs or uid in self.pod_groups}
+            # A gang short of pods at a relist may have lost them unseen (a watch gap): its repair is asked for.
+            self.gangs_lost |= {key for key, group in self.pod_groups.items() if is_gang(group) and gang_missing(
+                pods.get(key, {}).values(), int((group.get("spec") or {}).get("minMember") or 1))}
             for job_pods in pods.values():
                 for pod in job_pods.values():
                     self._note_preemption(pod)
@@ -906,7 +1032,7 @@ class Watcher:
         torch_runtime = self.torch_runtime() if Kind.TRAINJOB.value in served else ""
         mirror.watcher_served_kinds(kinds=sorted(served), at=timezone.now(), torch_runtime=torch_runtime)
         with self.lock:
-            job_uids = list(self.jobs)
+            job_uids = [*self.jobs, *self._gang_keys()]
         for job_uid in job_uids:
             self.apply_job_uid(job_uid)
         self._jobs_gone(listed_at)
@@ -1001,15 +1127,20 @@ class Watcher:
         workload_services.workloads_gone(workload_ids=list(missing.values_list("pk", flat=True)), at=timezone.now())
 
     def _jobs_gone(self, listed_at: datetime) -> None:
-        """Live rows whose Job no longer exists in the cluster (deleted by someone else)."""
+        """Live rows whose Job (or a KAI gang's PodGroup) no longer exists in the cluster (deleted by someone
+        else)."""
         with self.lock:
-            present = set(self.jobs)
+            present = {*self.jobs, *(str(self.pod_groups[key]["metadata"].get("uid")) for key in self._gang_keys())}
         missing = Workload.objects.filter(origin=Origin.PORTAL, kind__in=[*PORTAL_KIND_VALUES, Kind.JOB]).exclude(
             RUNS_AS_OBJECT).exclude(k8s_uid="").exclude(k8s_uid__in=present).filter(
             status__in=LIVE_STATUSES - {Status.SUBMITTING},
             submitted_at__lt=listed_at,  # submitted after the list was taken: its Job may simply not be listed
         ).values_list("pk", flat=True)
         workload_services.workloads_gone(workload_ids=list(missing), at=timezone.now())
+
+    def _gang_keys(self) -> list[str]:
+        """The keys of the gangs on KAI pools (their PodGroups), called with the lock held."""
+        return [key for key, group in self.pod_groups.items() if is_gang(group)]
 
     # --- queue positions -----------------------------------------------------------------------------------------
 
@@ -1112,7 +1243,7 @@ class Watcher:
             self.resource_versions[kind] = self.relist(kind)
             if kind in ("Job", "Workload", *KAI_KINDS):
                 with self.lock:
-                    job_uids = list(self.jobs)
+                    job_uids = [*self.jobs, *self._gang_keys()]
                 for job_uid in job_uids:
                     self.apply_job_uid(job_uid)
             if kind in SERVING_KINDS:

@@ -1,11 +1,12 @@
 """KAI Scheduler's vocabulary as the portal reads it, each spelled once: a PodGroup's scheduling conditions and their
-reasons, and the pod condition KAI leaves on what it evicts. Pure constants and parsers.
+reasons, and the pod condition and Event KAI leaves on what it evicts. Pure constants and parsers.
 
 KAI writes a PodGroup's `status.schedulingConditions` (type UnschedulableOnNodePool, with `reasons[]` saying why and,
 for a queue's quota or limit, `details.queueDetails` with the numbers), and puts a `DisruptionTarget` condition with
 reason `PreemptionByScheduler` on each pod it evicts, just before deleting it (KAI's pkg/apis/scheduling/v2alpha2,
-podgroup_types.go). The watcher turns them into the portal's statuses (`worker/kai_status.py`), the mirror keeps the
-conditions (`Workload.kueue_conditions` holds a KAI workload's), and "why am I waiting" reads them back
+podgroup_types.go), having recorded an `Evict` Event with the same message on the pod's PodGroup. The watcher turns
+them into the portal's statuses (`worker/kai_status.py`), the mirror keeps the conditions
+(`Workload.kueue_conditions` holds a KAI workload's), and "why am I waiting" reads them back
 (`apps/workloads/explain`). kubesim has its own copy (`kubesim/kai/names.py`): it knows nothing of the portal.
 """
 
@@ -30,6 +31,7 @@ PENDING = "Pending"  # what the portal records while KAI has said nothing yet
 # --- eviction ------------------------------------------------------------------------------------------------------
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+EVICT = "Evict"  # the reason of the Event KAI records on the evicted PodGroup, one per pod, with the same message
 # "... was preempted by workload <ns>/<name>." (reclaim) or "... by higher priority workload <ns>/<name>"
 PREEMPTOR = re.compile(r"preempted by (?P<priority>higher priority )?workload (?P<namespace>[^/\s]+)/(?P<name>[^\s.]+)")
 # what a node lacked: "0/4 nodes are available, 4 node(s) didn't have enough resources: GPUs."

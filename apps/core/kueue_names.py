@@ -33,11 +33,13 @@ REQUEST_ID_ANNOTATION = "portal.gpu/request-id"
 # schedules the pool's nodes (labelled the same) takes them (README, Kueue and KAI in one cluster).
 KAI_NODE_POOL_LABEL = "kai.scheduler/node-pool"
 # What KAI Scheduler reads on the portal's work on a KAI pool (README, Kueue and KAI in one cluster): the scheduler a
-# pod names, its leaf Queue and whether it may be preempted (labels), the PodGroup it belongs to and the share of one
-# GPU it asks for (annotations), and the PodGroup's own API version.
+# pod names, its leaf Queue, whether it may be preempted and its priority class (labels, read on the top owner before
+# the pod), the PodGroup it belongs to and the share of one GPU it asks for (annotations), and the PodGroup's own API
+# version.
 KAI_SCHEDULER_NAME = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+KAI_PRIORITY_CLASS_LABEL = "priorityClassName"
 KAI_PREEMPTIBLE = "preemptible"
 KAI_NON_PREEMPTIBLE = "non-preemptible"
 KAI_POD_GROUP_ANNOTATION = "pod-group-name"

@@ -63,7 +63,7 @@ class Figures:
     deserved: int = 0
     limit: int | None = None
     used: Decimal = ZERO
-    pending: int = 0
+    pending: Decimal = ZERO  # GPU units the waiting work asks for (a share of a card on a KAI pool as that share)
     weighted_share: int | None = None
     borrowed: Decimal = ZERO
     lent: Decimal = ZERO
@@ -112,7 +112,7 @@ def balance(*, deserved: int, used: Decimal, lends: bool) -> tuple[Decimal, Deci
 
 
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
-    """The dashboard figures for the viewer: at most nine queries, however many projects and pools (ten with a KAI
+    """The dashboard figures for the viewer: at most eight queries, however many projects and pools (nine with a KAI
     queue on show: its rows' pending, `kai_queue_waiting`)."""
     everything = sees_everything(user)
     visible_projects = {p.pk: p for p in projects_for(user).select_related("department")}
@@ -124,14 +124,24 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     # Quota rows of the departments on show and of all their projects (a roll-up sums every project's borrowed and
     # lent, seen or not); usage comes from the queue mirror.
     # Plain values, not models: a researcher's department may hold hundreds of quota rows it only sums.
+    # Each row carries the weighted shares Kueue reports on its cohorts (the project's, and its department's on the
+    # same pool: every department row on show has a quota row of its own or of a project on show), rather than a
+    # query of the cohorts of its own. No ordering: everything is sorted by name below.
+    def share(**owner: Any) -> Subquery:  # the last by name, should two cohorts ever be mirrored for one owner
+        return Subquery(CohortState.objects.filter(node_pool_id=OuterRef("node_pool_id"), **owner).order_by(
+            "-name").values("weighted_share")[:1])
+
     quotas = list(Quota.objects.filter(Q(department_id__in=department_ids) | Q(
-        project__department_id__in=department_ids)).values(
+        project__department_id__in=department_ids)).order_by().annotate(
+        project_share=share(project_id=OuterRef("project_id")),
+        department_share=share(project__isnull=True, department_id=Coalesce(
+            OuterRef("department_id"), OuterRef("project__department_id")))).values(
         "project_id", "department_id", "node_pool_id", "deserved", "limit", "project__department_id",
-        "project__does_not_lend"))
+        "project__does_not_lend", "project_share", "department_share"))
     held = serving_services().filter(project_id=OuterRef("project_id"), node_pool_id=OuterRef(
         "node_pool_id")).values("project_id").annotate(units=Sum(serving_units())).values("units")
     reservations: dict[int, list[Reservation]] = defaultdict(list)
-    for held_row in ServingReservation.objects.filter(project_id__in=list(visible_projects)).annotate(
+    for held_row in ServingReservation.objects.filter(project_id__in=list(visible_projects)).order_by().annotate(
             in_use=Coalesce(Subquery(held), 0)).values("project_id", "node_pool_id", "cards", "in_use"):
         project = visible_projects[held_row["project_id"]]
         reservations[held_row["node_pool_id"]].append(Reservation(name=project.name, slug=project.slug,
@@ -142,20 +152,21 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         pools = [pool for pool in pools if pool.pk in holding]
     states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
         "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
-        "used_borrowed", "nominal", "pending_workloads", "admitted_workloads"))
+        "used_borrowed", "nominal", "pending_workloads", "admitted_workloads").order_by())
     if everything:
         cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in ClusterQueueState.objects.values(
             "node_pool_id").annotate(used=Sum("used")).order_by()}
-    cohorts: dict[tuple[str, int | None, int | None], int | None] = {}
-    for cohort in CohortState.objects.filter(Q(department_id__in=department_ids, project__isnull=True) | Q(
-            project_id__in=list(visible_projects))):
-        owner = ("project", cohort.project_id) if cohort.project_id else ("department", cohort.department_id)
-        cohorts[(*owner, cohort.node_pool_id)] = cohort.weighted_share
+    shares: dict[tuple[str, int, int], int | None] = {}
+    for q in quotas:
+        if q["project_id"]:
+            shares[("project", q["project_id"], q["node_pool_id"])] = q["project_share"]
+        shares[("department", q["department_id"] or q["project__department_id"], q["node_pool_id"])] = q[
+            "department_share"]
     # Pending demand from the kept tallies, not from the waiting rows: a department may have tens of thousands.
     waiting = tallies_by_pool(workload_tallies(statuses=WAITING_STATUSES, project__department_id__in=department_ids),
                               statuses=WAITING_STATUSES)
     pending = {key: tally.units for key, tally in waiting.items()}
-    department_pending: dict[tuple[int, int], int] = defaultdict(int)
+    department_pending: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     for (_, pool_id), tally in waiting.items():
         department_pending[(tally.department_id, pool_id)] += tally.units
 
@@ -206,7 +217,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             dept = Figures(name=department.name, slug=department.slug, level="department",
                            deserved=dq["deserved"] if dq else 0, limit=dq["limit"] if dq else None,
                            has_quota=dq is not None,
-                           weighted_share=cohorts.get(("department", department.pk, pool.pk)),
+                           weighted_share=shares.get(("department", department.pk, pool.pk)),
                            used=department_used[(department.pk, pool.pk)],
                            borrowed=department_borrowed[(department.pk, pool.pk)],
                            lent=department_lent[(department.pk, pool.pk)],
@@ -219,8 +230,8 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
                 borrowed, lent = balance(deserved=quota["deserved"], used=used[key], lends=not project.does_not_lend)
                 dept.children.append(Figures(
                     name=project.name, slug=project.slug, level="project", deserved=quota["deserved"],
-                    limit=quota["limit"], used=used[key], pending=pending.get(key, 0), borrowed=borrowed, lent=lent,
-                    lends=not project.does_not_lend, weighted_share=cohorts.get(("project", project.pk, pool.pk)),
+                    limit=quota["limit"], used=used[key], pending=pending.get(key, ZERO), borrowed=borrowed, lent=lent,
+                    lends=not project.does_not_lend, weighted_share=shares.get(("project", project.pk, pool.pk)),
                     queues=sorted(queues[key], key=lambda q: q["name"])))
             rows.append(dept)
         serving = sorted(reservations.get(pool.pk, []), key=lambda r: r.name)
@@ -230,7 +241,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             in_use = Decimal(sum(r.in_use for r in serving)) if pool.serving else cluster_used.get(pool.pk, ZERO)
             cluster = Figures(name="Cluster", slug=pool.slug, level="cluster", deserved=pool.capacity,
                               limit=pool.capacity, used=in_use, borrowed=max(ZERO, in_use - pool.capacity),
-                              pending=sum(d.pending for d in rows))
+                              pending=sum((d.pending for d in rows), ZERO))
         if rows or cluster or serving:
             result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster, reservations=serving))
     return result
@@ -256,4 +267,4 @@ def quota_dashboard_marker() -> str:
         waiting.add(tally)
     serving = serving_services().aggregate(n=Count("pk"), newest=Max("pk"), units=Sum(serving_units()))
     return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), waiting.workloads,
-                                           waiting.units, waiting.changes, *serving.values()))
+                                           waiting.unit_hundredths, waiting.changes, *serving.values()))

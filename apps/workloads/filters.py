@@ -59,7 +59,7 @@ class WorkloadFilterSet(ScopedFilterSet):
     ordering = StableOrderingFilter(
         fields=[("created_at", "created_at"), ("name", "name"), ("status", "status"), ("kind", "kind"),
                 ("project__slug", "project"), ("project__department__slug", "department"),
-                ("node_pool__slug", "node_pool"), ("creator", "owner"), ("requested_units", "gpus"),
+                ("node_pool__slug", "node_pool"), ("creator", "owner"), ("requested_gpus", "gpus"),
                 ("queue_position_cluster", "position")],
         default=("-created_at", "-id"),
     )

@@ -333,8 +333,15 @@ class Workload(models.Model):
     def gpus_text(self) -> str:
         """The GPUs it asks for as the pages say it: "0.5 GPU" for a fraction, else whole units per pod."""
         if self.gpu_fraction is not None:
-            return f"{self.gpu_amount_text} GPU"
+            return self.gpu_amount_words
         return f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
+
+    @property
+    def gpu_amount_words(self) -> str:
+        """All it holds while running, in a sentence: "0.5 GPU" for a share of a card, "1 GPU", "4 GPUs"."""
+        if self.gpu_fraction is not None:
+            return f"{self.gpu_amount_text} GPU"
+        return f"{self.gpu_units} GPU{'s' if self.gpu_units != 1 else ''}"
 
     @property
     def gang_shape(self) -> tuple[int, int]:
@@ -399,8 +406,9 @@ class Workload(models.Model):
 
 
 class WorkloadTally(models.Model):
-    """How many of a project's workloads on a pool are in one status, and the GPU units they ask for (as
-    `selectors.requested_units` counts them): the figures pages would otherwise count from every row (a department's
+    """How many of a project's workloads on a pool are in one status, and the GPUs they ask for in hundredths of a
+    unit (as `selectors.requested_hundredths` counts them: a share of a card on a KAI pool is its share, and whole
+    units are exact integers on SQLite too): the figures pages would otherwise count from every row (a department's
     waiting demand, a project's queue length), kept up to date by the database (docs/architecture.md, Figures kept
     rather than counted).
 
@@ -413,7 +421,7 @@ class WorkloadTally(models.Model):
     node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=20, choices=Status.choices)
     workloads = models.BigIntegerField(default=0)
-    units = models.BigIntegerField(default=0)
+    unit_hundredths = models.BigIntegerField(default=0)
     # How many changes have been folded in: with those not folded yet, a count that grows with every change and
     # never goes back, for the poll markers (a workload replaced by another of the same size changes it too).
     changes = models.BigIntegerField(default=0)
@@ -422,26 +430,28 @@ class WorkloadTally(models.Model):
         constraints = [models.UniqueConstraint(fields=["project", "node_pool", "status"], name="workload_tally_key")]
 
     def __str__(self) -> str:
-        return f"project {self.project_id} pool {self.node_pool_id} {self.status}: {self.workloads} ({self.units})"
+        return (f"project {self.project_id} pool {self.node_pool_id} {self.status}: {self.workloads}"
+                f" ({self.unit_hundredths / 100:g})")
 
 
 class WorkloadTallyChange(models.Model):
-    """One change to a tally not folded into it yet: +1 and a row's units where it arrived, -1 and its units where it
-    left. Only inserted, by the triggers (the `workload_tallies` migration), so writers of different workloads never
-    wait for each other here; `workload_tallies_fold` deletes what it folds."""
+    """One change to a tally not folded into it yet: +1 and a row's hundredths of a unit where it arrived, -1 and
+    them where it left. Only inserted, by the triggers (the `workload_tallies` migrations), so writers of different
+    workloads never wait for each other here; `workload_tallies_fold` deletes what it folds."""
 
     id = models.BigAutoField(primary_key=True)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
     node_pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="+", db_index=False)
     status = models.CharField(max_length=20, choices=Status.choices)
     workloads = models.BigIntegerField()
-    units = models.BigIntegerField()
+    unit_hundredths = models.BigIntegerField()
 
     class Meta:
         indexes = [models.Index(fields=["project", "node_pool"], name="workload_tally_change_key")]
 
     def __str__(self) -> str:
-        return f"project {self.project_id} pool {self.node_pool_id} {self.status}: {self.workloads:+} ({self.units:+})"
+        return (f"project {self.project_id} pool {self.node_pool_id} {self.status}: {self.workloads:+}"
+                f" ({self.unit_hundredths / 100:+g})")
 
 
 class WorkloadEvent(models.Model):

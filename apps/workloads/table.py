@@ -29,9 +29,10 @@ def forecast_text(workload: Workload) -> str:
     return forecast.phrase() if forecast is not None and hasattr(forecast, "phrase") else ""
 
 
-def allocated_units(workload: Workload) -> int:
-    """Units Kueue has admitted for it: all it asked for while it holds quota, none otherwise."""
-    return workload.gpu_units if workload.status in HOLDING_STATUSES else 0
+def allocated_units(workload: Workload) -> str:
+    """GPUs its scheduler has admitted for it: all it asked for while it holds quota (a share of a card as that
+    share, 0.5), none otherwise."""
+    return workload.gpu_amount_text if workload.status in HOLDING_STATUSES else "0"
 
 
 def pods_running(workload: Workload) -> int:

@@ -336,19 +336,25 @@ def preemptible_most(project: Project, pool: NodePool, pool_quotas: list[Quota])
     return 0 if assessment is None else int(max(assessment.potential, Decimal(0)))
 
 
-def non_preemptible_units_held(*, project_id: int, pool_id: int) -> int:
-    """Whole units held right now by the project's admitted or running non-preemptible work on the pool: the least
-    deserved quota that work still fits in.
-
-    A share of a card on a KAI pool (`gpu_fraction`) counts as that share, and the total is rounded up to whole
-    units: KAI Scheduler adds fractions up in a queue's non-preemptible allocation and keeps it within the deserved
-    quota, which the portal gives in whole units, so a deserved quota at or above the rounded-up sum holds all of it
-    and one below does not. Adding before rounding keeps two halves on one deserved card, as KAI packs them."""
+def non_preemptible_amount_held(*, project_id: int, pool_id: int) -> Decimal:
+    """GPUs held right now by the project's admitted or running non-preemptible work on the pool, a share of a card on
+    a KAI pool (`gpu_fraction`) as that share: what KAI Scheduler adds up in a queue's non-preemptible allocation."""
     rows = Workload.objects.filter(project_id=project_id, node_pool_id=pool_id, preemptible=False,
                                    status__in=HOLDING_STATUSES).only(
         "kind", "origin", "gpus", "gpu_fraction", "pods", "parallelism", "completions", "replicas", "pod_sets",
         "pod_set_units")
-    return ceil(sum((workload.gpu_amount for workload in rows), Decimal(0)))
+    return sum((workload.gpu_amount for workload in rows), Decimal(0))
+
+
+def non_preemptible_units_held(*, project_id: int, pool_id: int) -> int:
+    """Whole units held right now by the project's admitted or running non-preemptible work on the pool: the least
+    deserved quota that work still fits in.
+
+    The sum of `non_preemptible_amount_held` rounded up to whole units: KAI Scheduler keeps a queue's
+    non-preemptible allocation within the deserved quota, which the portal gives in whole units, so a deserved quota
+    at or above the rounded-up sum holds all of it and one below does not. Adding before rounding keeps two halves
+    on one deserved card, as KAI packs them."""
+    return ceil(non_preemptible_amount_held(project_id=project_id, pool_id=pool_id))
 
 
 def running_non_preemptible_quota_errors(*, quota: Quota, **_: Any) -> Errors:

@@ -1,8 +1,8 @@
-"""KAI Scheduler for the nodes of KAI pools: its pod-grouper (a PodGroup per workload that has none), and each node
-pool's scheduling cycle: allocate pending PodGroups (gangs: at least minMember pods or none) queue by queue, the queue
-furthest below its fair share first; reclaim GPUs held over their fair share by other queues' preemptible work for a
-queue below its own; preempt lower-priority preemptible work in the same queue; share GPUs between fractional pods;
-then write Queue and PodGroup status and the scheduling conditions of what stays pending."""
+"""KAI Scheduler for the nodes of KAI pools: its pod-grouper (the PodGroup of each pod, from its top owner), and each
+node pool's scheduling cycle: allocate pending PodGroups (gangs: at least minMember pods or none) queue by queue, the
+queue furthest below its fair share first; reclaim GPUs held over their fair share by other queues' preemptible work
+for a queue below its own; preempt lower-priority preemptible work in the same queue; share GPUs between fractional
+pods; then write Queue and PodGroup status and the scheduling conditions of what stays pending."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from kubesim.kai import fairness
 from kubesim.kai.names import (
     DEFAULT_NODE_POOL,
     DEFAULT_POD_GROUP_PRIORITY,
+    DEFAULT_PRIORITY_CLASS,
+    DEFAULT_QUEUE,
     GPU,
     GPU_FRACTION_ANNOTATION,
     GPU_GROUP_LABEL,
@@ -26,6 +28,7 @@ from kubesim.kai.names import (
     POD_GROUP_ANNOTATION,
     PREEMPTIBILITY_LABEL,
     PREEMPTIBLE,
+    PRIORITY_CLASS_LABEL,
     PRIORITY_CLASSES,
     QUEUE_DOES_NOT_EXIST,
     QUEUE_LABEL,
@@ -196,6 +199,65 @@ def resource_list(gpus: float, cpu_milli: float, memory: float) -> dict:
     return {"cpu": quantity(cpu_milli / 1000), "memory": str(round(memory)), GPU: quantity(gpus)}
 
 
+POD_GROUPER = "pod-grouper"
+GROUPER_WARNING = "PodGrouperWarning"  # the reason of the Event KAI's grouper records when it cannot group a pod
+
+
+def _top_owner(store: Store, pod: dict) -> tuple[dict | None, str]:
+    """(the object at the top of the pod's owner chain, ""), the pod itself when it has no owner; (None, why) when
+    an owner is gone (or replaced by another of the same name) or an owner has several owners of its own. KAI
+    follows each object's first ownerReference."""
+    current = pod
+    while refs := current["metadata"].get("ownerReferences") or []:
+        if current is not pod and len(refs) > 1:
+            return None, f"{current['kind']} {current['metadata']['name']} has several owners"
+        ref = refs[0]
+        found = store.by_uid(str(ref.get("uid", "")))
+        owner = store.get(found[0], found[1], found[2], copy=False) if found else None
+        if owner is None or owner.get("kind") != ref.get("kind") or owner["metadata"]["name"] != ref.get("name"):
+            return None, (f"failed to find {ref.get('kind')}: <{pod['metadata']['namespace']}/{ref.get('name')}>, "
+                          f"uid: <{ref.get('uid')}>: not found")
+        current = owner
+    return current, ""
+
+
+def _pod_group_name(top: dict, pod: dict) -> str:
+    """KAI's name for the PodGroup of a pod: one per pod of a batch/v1 Job (KAI's Job grouper: a Job's pods are never
+    a gang), else one per top owner (the default grouper, for a pod of its own too)."""
+    per_pod = top.get("apiVersion") == "batch/v1" and top.get("kind") == "Job"
+    return f"pg-{pod['metadata']['name'] if per_pod else top['metadata']['name']}-{top['metadata']['uid']}"[:253]
+
+
+def _pod_group(store: Store, top: dict, pod: dict, name: str) -> dict:
+    """The PodGroup KAI's default grouper writes: the top owner's labels (and the pod's node pool when the owner
+    names none), owned by the top owner, minMember 1; queue, priority class and preemptibility from the top
+    owner's labels, else the pod's (a priority class that does not exist falls back to KAI's `train`)."""
+    owner_labels, pod_labels = _labels(top), _labels(pod)
+    labels = dict(owner_labels)
+    if NODE_POOL_LABEL not in labels and NODE_POOL_LABEL in pod_labels:
+        labels[NODE_POOL_LABEL] = pod_labels[NODE_POOL_LABEL]
+    class_name = (owner_labels.get(PRIORITY_CLASS_LABEL) or pod_labels.get(PRIORITY_CLASS_LABEL)
+                  or pod["spec"].get("priorityClassName") or "")
+    if class_name not in PRIORITY_CLASSES and store.get("priorityclasses", None, class_name, copy=False) is None:
+        class_name = DEFAULT_PRIORITY_CLASS
+    spec: dict = {"minMember": 1, "queue": owner_labels.get(QUEUE_LABEL) or pod_labels.get(QUEUE_LABEL)
+                  or DEFAULT_QUEUE, "priorityClassName": class_name}
+    said = owner_labels[PREEMPTIBILITY_LABEL] if PREEMPTIBILITY_LABEL in owner_labels else pod_labels.get(
+        PREEMPTIBILITY_LABEL)
+    if said in (PREEMPTIBLE, NON_PREEMPTIBLE):
+        spec["preemptibility"] = said
+    md = top["metadata"]
+    return {
+        "apiVersion": PODGROUP_API,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": pod["metadata"]["namespace"], "labels": labels,
+                     "annotations": dict(md.get("annotations") or {}),
+                     "ownerReferences": [{"apiVersion": top["apiVersion"], "kind": top["kind"], "name": md["name"],
+                                          "uid": md["uid"]}]},
+        "spec": spec,
+    }
+
+
 class KaiScheduler:
     """Controller: the pod-grouper, then one scheduling cycle per node pool whenever pods, nodes, Queues or PodGroups
     changed. kubesim's default scheduler leaves the pods that name kai-scheduler alone; the kubelet starts what this
@@ -230,45 +292,32 @@ class KaiScheduler:
 
     # ---- pod-grouper -----------------------------------------------------------------------------------------
     def _group_pods(self, store: Store, pods: list[dict]) -> bool:
-        """A PodGroup (minMember 1) for each KAI pod without one, named after its top owner as KAI's pod-grouper
-        names it, and the pod annotated with it."""
+        """KAI's pod-grouper: an ownerless pod that names its PodGroup keeps it (whoever made that PodGroup makes the
+        gang); any other KAI pod belongs to the PodGroup the grouper derives from its top owner, created when
+        missing, and the pod's `pod-group-name` is set to it (overwriting what the pod said). A pod whose owner chain
+        cannot be read is left ungrouped, so KAI never schedules it (KAI records a warning and retries)."""
         wrote = False
         for seen in pods:
             stored = store.get("pods", seen["metadata"]["namespace"], seen["metadata"]["name"], copy=False)
             if stored is None or stored["spec"].get("schedulerName") != SCHEDULER_NAME or not _active(stored):
                 continue
-            annotations = stored["metadata"].get("annotations") or {}
-            if annotations.get(POD_GROUP_ANNOTATION):
-                continue
             md = stored["metadata"]
-            owner = next((o for o in md.get("ownerReferences") or [] if o.get("controller")), None)
-            top = owner or {"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md["uid"]}
-            name = f"pg-{top['name']}-{top['uid']}"[:253]
+            annotations = md.get("annotations") or {}
+            if not md.get("ownerReferences") and annotations.get(POD_GROUP_ANNOTATION):
+                continue
+            top, problem = _top_owner(store, stored)
+            if top is None:
+                store.record_event(stored, "Warning", GROUPER_WARNING, problem, POD_GROUPER)
+                continue
+            name = _pod_group_name(top, stored)
             if store.get("podgroups", md["namespace"], name, copy=False) is None:
-                labels = {k: v for k, v in _labels(stored).items() if k in (QUEUE_LABEL, NODE_POOL_LABEL)}
-                spec: dict = {"minMember": 1, "queue": _labels(stored).get(QUEUE_LABEL, "")}
-                if stored["spec"].get("priorityClassName"):
-                    spec["priorityClassName"] = stored["spec"]["priorityClassName"]
-                if _labels(stored).get(PREEMPTIBILITY_LABEL) in (PREEMPTIBLE, NON_PREEMPTIBLE):
-                    spec["preemptibility"] = _labels(stored)[PREEMPTIBILITY_LABEL]
-                store.create("podgroups", {
-                    "apiVersion": PODGROUP_API,
-                    "kind": "PodGroup",
-                    "metadata": {
-                        "name": name,
-                        "namespace": md["namespace"],
-                        "labels": labels,
-                        "ownerReferences": [{
-                            "apiVersion": top["apiVersion"], "kind": top["kind"], "name": top["name"],
-                            "uid": top["uid"], "controller": False, "blockOwnerDeletion": False,
-                        }],
-                    },
-                    "spec": spec,
-                })
-            pod = clone(stored)
-            pod["metadata"].setdefault("annotations", {})[POD_GROUP_ANNOTATION] = name
-            store.update("pods", pod)
-            wrote = True
+                store.create("podgroups", _pod_group(store, top, stored, name))
+                wrote = True
+            if annotations.get(POD_GROUP_ANNOTATION) != name:
+                pod = clone(stored)
+                pod["metadata"].setdefault("annotations", {})[POD_GROUP_ANNOTATION] = name
+                store.update("pods", pod)
+                wrote = True
         return wrote
 
     # ---- the scheduling cycle --------------------------------------------------------------------------------
@@ -549,8 +598,9 @@ class Cycle:
                 status["conditions"] = [*conditions, {
                     "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler", "message": message,
                     "lastProbeTime": None, "lastTransitionTime": rfc3339(self.store.now())}]
-                pod = self.store.update_status("pods", pod)
-                self.store.record_event(pod, "Normal", "Evict", message, SCHEDULER_NAME)
+                self.store.update_status("pods", pod)
+                # KAI records the eviction on the victim's PodGroup (one Event per pod), then evicts the pod
+                self.store.record_event(v.obj, "Normal", "Evict", message, SCHEDULER_NAME)
                 self.store.delete("pods", md["namespace"], md["name"])
 
     # ---- status ------------------------------------------------------------------------------------------------

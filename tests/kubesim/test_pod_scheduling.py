@@ -131,6 +131,18 @@ def test_a_finished_pod_frees_its_share(api, ks):
     assert read(api, "next").status.phase == "Running" and read(api, "next").spec.node_name == "gpu-a"
 
 
+def test_a_pod_past_its_active_deadline_is_killed_and_fails(api, ks):
+    create(api, gpu_pod("bounded", 8, "sleep 3600", activeDeadlineSeconds=60), gpu_pod("short", 8, "sleep 30",
+                                                                                      activeDeadlineSeconds=60))
+    ks.advance(31)
+    assert read(api, "short").status.phase == "Succeeded"  # done within its deadline
+    ks.advance(30)
+    bounded = read(api, "bounded").status
+    assert (bounded.phase, bounded.reason, bounded.message) == (
+        "Failed", "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+    assert bounded.container_statuses[0].state.terminated.exit_code == 137
+
+
 def test_the_message_counts_every_nodes_reason_as_kube_scheduler_words_it(ks):
     nodes = [
         node("full", gpus=2),

@@ -1,5 +1,5 @@
-"""Portal work on a KAI pool for the watcher's tests: a row as a submission leaves it, and the Job KAI schedules and its
-PodGroup created as the worker creates them (worker/manifests.py)."""
+"""Portal work on a KAI pool for the watcher's tests: a row as a submission leaves it, and what KAI schedules created as
+the worker creates it (worker/manifests.py): a Job, or a gang's PodGroup and pods."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from apps.workloads.models import Status, Workload
 from apps.workloads.services.claims import workload_mark_submitted
 from tests.factories import WorkloadFactory
 from worker.gateway import Gateway
-from worker.manifests import job_manifest, job_name, kai_pod_group
+from worker.manifests import is_kai_gang, job_manifest, job_name, kai_gang_pod, kai_gang_pod_group
 
 
 def kai_workload(owner: Any, *, project: str, pool: str = "rtx", gpus: int = 1, pods: int = 1, seconds: int = 600,
@@ -28,8 +28,12 @@ def kai_workload(owner: Any, *, project: str, pool: str = "rtx", gpus: int = 1, 
 
 
 def submit_kai(gateway: Gateway, workload: Workload) -> Workload:
-    """Create the Job and its PodGroup as the worker would, and record the submission."""
-    job = gateway.create(job_manifest(workload))
-    gateway.create(kai_pod_group(workload, job["metadata"]["uid"]))
-    assert workload_mark_submitted(workload=workload, uid=job["metadata"]["uid"], manifest=job)
+    """Create the Job (or the gang's PodGroup and then its pods) as the worker would, and record the submission."""
+    if is_kai_gang(workload):
+        created = gateway.create(kai_gang_pod_group(workload))
+        for index in range(workload.pods):
+            gateway.create(kai_gang_pod(workload, index))
+    else:
+        created = gateway.create(job_manifest(workload))
+    assert workload_mark_submitted(workload=workload, uid=created["metadata"]["uid"], manifest=created)
     return Workload.objects.get(pk=workload.pk)

@@ -1,7 +1,8 @@
 """Least privilege, proven: kubesim enforces RBAC with deploy/'s ClusterRoles and bindings applied, the worker and the
 watcher run with their service accounts' tokens (a kubeconfig each, as in the cluster) through a reconcile that creates,
 repairs and prunes every kind it owns (KAI Scheduler's Queues and the PriorityClasses of a KAI pool too), submit ->
-admitted -> running -> finished, half a card on the KAI pool (its Job and PodGroup, the PodGroup adopted on a retry),
+admitted -> running -> finished, half a card on the KAI pool (its Job) and a gang there (its PodGroup and pods, adopted
+on a retry, made again by a repair, deleted at the stop),
 a queue position, a log tail, a retried submit adopting its Job and Service, and a stop; an inference service
 submitted (a Deployment and its Service), scaled by a patch, followed by the watcher and stopped, and a two-pod one as a
 LeaderWorkerSet; then work submitted outside the portal, one object of each kind kubesim runs under Kueue, whose owner
@@ -41,7 +42,8 @@ from worker.manifests import (
     inference_leaderworkerset,
     inference_service,
     job_manifest,
-    kai_pod_group,
+    kai_gang_pod,
+    kai_gang_pod_group,
     notebook_service,
 )
 from worker.outside_work import OWNER_KINDS
@@ -296,16 +298,26 @@ def kai_pool():
 
 
 def on_kai_pool(user):
-    """Half a card on the KAI pool: its Job and PodGroup created, the PodGroup adopted again on a retry (the pool has
-    no nodes here: it waits)."""
-    workload = services.workload_submit(
-        actor=user, project=Project.objects.get(slug="vision"), kind=Kind.NOTEBOOK, name="half",
-        image="jupyter/base-notebook:latest", node_pool=NodePool.objects.get(slug="rtx"), gpus=0,
-        gpu_fraction=Decimal("0.5"), model_label="m", data_class="public", preemptible=True)
-    assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
-    workload = Workload.objects.get(pk=workload.pk)
-    tasks._create_or_adopt(tasks.gateway(), kai_pod_group(workload, workload.k8s_uid))
-    return workload
+    """Half a card on the KAI pool (its Job: KAI's grouper makes its PodGroup), and a gang of two there: its PodGroup
+    and pods created, both adopted again on a retry, a rank deleted and made again by the gang's repair (the pool has
+    no nodes here: both wait)."""
+    rtx, vision = NodePool.objects.get(slug="rtx"), Project.objects.get(slug="vision")
+    half = services.workload_submit(
+        actor=user, project=vision, kind=Kind.NOTEBOOK, name="half", image="jupyter/base-notebook:latest",
+        node_pool=rtx, gpus=0, gpu_fraction=Decimal("0.5"), model_label="m", data_class="public", preemptible=True)
+    assert tasks.workload_submit.apply(args=[half.pk]).get() == "submitted"
+    gang = services.workload_submit(
+        actor=user, project=vision, kind=Kind.TRAINING, name="gang", image="pytorch/pytorch:2.4.0",
+        command=["sleep", "600"], node_pool=rtx, gpus=1, pods=2, model_label="m", data_class="public",
+        preemptible=True)
+    assert tasks.workload_submit.apply(args=[gang.pk]).get() == "submitted"
+    gang = Workload.objects.get(pk=gang.pk)
+    gw = tasks.gateway()
+    assert tasks._create_or_adopt(gw, kai_gang_pod_group(gang)) == gang.k8s_uid
+    tasks._create_or_adopt(gw, kai_gang_pod(gang, 0))
+    gw.delete("Pod", f"{gang.job_name}-1", namespace=vision.namespace)
+    assert tasks.kai_gang_repair.apply(args=[gang.pk]).get() in ("made 1", "waiting")
+    return Workload.objects.get(pk=half.pk), gang
 
 
 def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, accounts, transactional_db):
@@ -339,7 +351,7 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "applied"
         services.credential_delete(actor=alice, credential=credential)
         assert tasks.credential_sync.apply(args=[credential.pk]).get() == "deleted"
-        half = on_kai_pool(alice)
+        half, gang = on_kai_pool(alice)
         enforcing.advance(60)  # the runs finish, the waiting one starts
         wait_for(lambda: all(status_of(w) == Status.SUCCEEDED for w in runs))
         enforcing.advance(1)
@@ -350,8 +362,9 @@ def test_the_cluster_roles_hold_what_a_run_uses_and_nothing_more(enforcing, acco
         assert Workload.objects.get(pk=notebook.pk).server_activity_mark  # its server answered
         services.workload_stop(actor=alice, workload=Workload.objects.get(pk=waiting.pk))
         assert tasks.workload_stop.apply(args=[waiting.pk]).get() == "stopped"
-        services.workload_stop(actor=alice, workload=Workload.objects.get(pk=half.pk))
-        assert tasks.workload_stop.apply(args=[half.pk]).get() == "stopped"
+        for kai_work in (half, gang):
+            services.workload_stop(actor=alice, workload=Workload.objects.get(pk=kai_work.pk))
+            assert tasks.workload_stop.apply(args=[kai_work.pk]).get() == "stopped"
         wait_for(lambda: status_of(waiting) == Status.STOPPED)
         inference_served(enforcing, alice)
         not_run = outside_work_read_and_stopped(enforcing, watcher_gw)

@@ -138,3 +138,30 @@ def test_an_idle_notebook_is_warned_ahead_with_its_keep_alive_link(demo):
     workload_services.workload_touch(actor=demo["alice"], workload=notebook)
     assert workload_selectors.notebooks_gpu_idle(now=timezone.now() + timedelta(minutes=30)) == []
     assert WorkloadUtilisation.objects.get(workload=notebook).idle_flagged_at is None  # a new stretch, a new warning
+
+
+@pytest.mark.django_db
+def test_an_idle_share_of_a_card_is_said_as_that_share(demo, mailoutbox):
+    """A notebook holding half a card on a KAI pool is warned that it holds 0.5 GPU (it said 0 GPUs), in the
+    channel's summary and object and in the owner's e-mail; the e-mail of a transition says 0.5 x the pool too."""
+    policy = IdlePolicy.objects.update_or_create(pk=1, defaults={"threshold_percent": 5, "idle_seconds": 300,
+                                                                 "cull_notebooks": False})[0]
+    org_services.node_pool_create(actor=demo["admin"], slug="rtx", name="RTX", gpu_resource="nvidia.com/gpu",
+                                  capacity=16, scheduler="kai", gpu_fractions=True)
+    notebook = workload(demo["alice"], name="nb", pool="rtx")
+    Workload.objects.filter(pk=notebook.pk).update(kind=Kind.NOTEBOOK, gpus=0, gpu_fraction="0.5")
+    notebook.refresh_from_db()
+    start = at("2026-03-02 10:00")
+    with receiver() as hook:
+        webhook(demo["alice"], hook.url, "workload.idle_warning")
+        workload_services.workload_utilisation_record(
+            workload=notebook, samples=[(start + timedelta(minutes=minute), 1.0, 1000.0) for minute in range(7)],
+            policy=policy, now=start + timedelta(minutes=6))
+        deliver_all()
+    body = json.loads(hook.received[0].body)
+    assert "holds 0.5 GPU not being used: GPUs below 5% for 5 minutes." in body["summary"]
+    assert (body["object"]["gpus"], body["object"]["gpu_fraction"]) == (0, 0.5)
+    assert tasks.workload_idle_notify(notebook.pk)
+    assert "holds 0.5 GPU on RTX, not being used: GPUs below 5% for 5 minutes." in mailoutbox[-1].body
+    assert tasks.workload_notify(notebook.pk, Status.RUNNING)
+    assert "GPUs: 0.5 x RTX" in mailoutbox[-1].body

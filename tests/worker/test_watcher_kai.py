@@ -1,5 +1,7 @@
-"""The watcher on a KAI pool, against kubesim's KAI Scheduler and manual clock: statuses from the Job, its PodGroup and
-its pods, preemption by reclaim and what follows, the GPU-hours of whole and fractional GPUs, and why work waits."""
+"""The watcher on a KAI pool, against kubesim's KAI Scheduler (its pod-grouper as KAI's) and manual clock: statuses from
+a Job's pods and the PodGroups KAI's grouper made for them, or from a gang's PodGroup and ownerless pods; preemption by
+reclaim and what follows (a gang's ranks made again by the worker when the watcher asks), the GPU-hours of whole and
+fractional GPUs, and why work waits."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -7,6 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from apps.cluster.models import ClusterQueueState
+from apps.core.models import Intent
 from apps.org import services as org_services
 from apps.org.models import Department, NodePool, Project
 from apps.usage import reports
@@ -14,11 +17,15 @@ from apps.usage.models import UsageInterval
 from apps.usage.selectors import quota_dashboard
 from apps.workloads.explain import explain_workloads
 from apps.workloads.models import Status, Workload, WorkloadEvent
+from apps.workloads.services import GANG_REPAIR_INTENT
+from apps.workloads.services.claims import workload_mark_submitted
 from kubesim.apiserver.nodes.cluster import demo_cluster
 from kubesim.testing import serve
 from tests.worker.conftest import stop_watcher, wait_for
 from tests.worker.kai_work import kai_workload, submit_kai
+from worker import tasks
 from worker.kueue_sync import desired_from_database, reconcile
+from worker.manifests import kai_gang_pod, kai_gang_pod_group
 from worker.watcher import Watcher
 
 pytestmark = pytest.mark.slow
@@ -141,7 +148,8 @@ def test_reclaim_preempts_over_quota_work_which_waits_again(kubesim, cluster, or
     wait_for(lambda: WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).exists())
     (victim,) = [w for w in borrowed if WorkloadEvent.objects.filter(workload=w, to_status=Status.PREEMPTED).exists()]
     event = WorkloadEvent.objects.get(workload=victim, to_status=Status.PREEMPTED)
-    assert event.reason == "PreemptionByScheduler" and "nlp/wl-" in event.message
+    # KAI names the PodGroup its grouper made for the reclaimer's pod; the preemptor is the Job that owns it
+    assert event.reason == "PreemptionByScheduler" and "nlp/pg-wl-" in event.message
     assert event.details["preemptor_job_uid"] == row(reclaimer).k8s_uid
     wait_for(lambda: status_of(victim) == Status.REQUEUED, describe=lambda: statuses(victim))
     (interval,) = UsageInterval.objects.filter(workload=victim)
@@ -259,12 +267,32 @@ def test_the_first_sync_reads_pod_groups_and_pods_already_there(kubesim, cluster
     assert UsageInterval.objects.filter(workload=full, ended_at__isnull=True).exists()
 
 
+def test_a_preemption_while_the_watcher_was_away_is_found_in_kais_evict_event(kubesim, cluster, org, rtx):
+    """KAI evicts while no watcher runs: the evicted pods are gone and the Job's new ones wait, so only the Evict Event
+    KAI recorded on the victim's PodGroup tells why; the watcher's first sync finds it."""
+    borrowed = [submit(kubesim, cluster, org["alice"], project="vision", gpus=2, seconds=3600, name=f"b-{i}")
+                for i in range(2)]
+    Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2).resync()
+    assert [status_of(w) for w in borrowed] == [Status.RUNNING, Status.RUNNING]
+    reclaimer = submit(kubesim, cluster, org["bob"], project="nlp", gpus=2, seconds=600, name="reclaim")
+    kubesim.advance(35)
+    running = Watcher(cluster, resync_seconds=3600, positions_seconds=0.2, watch_timeout_seconds=2)
+    running.start()
+    try:
+        wait_for(lambda: WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED).exists())
+        (event,) = WorkloadEvent.objects.filter(workload__in=borrowed, to_status=Status.PREEMPTED)
+        assert event.reason == "PreemptionByScheduler" and event.details["preemptor_job_uid"] == row(reclaimer).k8s_uid
+        wait_for(lambda: status_of(event.workload) == Status.REQUEUED, describe=lambda: statuses(event.workload))
+    finally:
+        stop_watcher(running, kubesim)
+
+
 def test_a_gang_runs_once_all_its_pods_are_bound_and_holds_them_all(kubesim, cluster, org, watcher):
     gang = submit(kubesim, cluster, org["alice"], project="vision", gpus=2, pods=2, seconds=600, name="gang")
     wait_for(lambda: status_of(gang) == Status.RUNNING, describe=lambda: (status_of(gang), row(gang).status_message))
     with watcher.lock:
-        (pod_group,) = [group for uid, group in watcher.pod_groups.items() if uid == row(gang).k8s_uid]
-    assert pod_group["spec"]["minMember"] == 2
+        pod_group = watcher.pod_groups[f"{row(gang).project.namespace}/{gang.job_name}"]
+    assert pod_group["spec"]["minMember"] == 2 and pod_group["metadata"]["uid"] == row(gang).k8s_uid
     # Another gang of two finds no room: the first holds every card of the pool (Vision's limit allows 4).
     second = submit(kubesim, cluster, org["alice"], project="vision", gpus=1, pods=2, seconds=600, name="second")
     said = waiting(second, "OverLimit")
@@ -274,3 +302,66 @@ def test_a_gang_runs_once_all_its_pods_are_bound_and_holds_them_all(kubesim, clu
     interval = UsageInterval.objects.get(workload=gang)
     assert interval.units == 4 and interval.ended_at - interval.started_at == timedelta(seconds=600)
     wait_for(lambda: status_of(second) == Status.RUNNING)
+
+
+def repair_asked(workload):
+    return Intent.objects.filter(kind=GANG_REPAIR_INTENT, target_id=workload.pk, done_at=None).exists()
+
+
+def gang_pods(cluster, workload):
+    return cluster.list("Pod", namespace=row(workload).project.namespace,
+                        label_selector=f"portal.gpu/workload-id={workload.pk}")
+
+
+def test_a_reclaimed_gang_is_made_again_by_the_worker_and_runs_again(kubesim, cluster, org, watcher):
+    # Vision borrows NLP's deserved cards, the newest with a gang of two; NLP's run reclaims them (taking Vision back
+    # to its fair share, no further): the gang's ranks are evicted and deleted, the watcher asks the worker to make
+    # them again, and the gang waits, then runs once NLP's run ends.
+    filler = submit(kubesim, cluster, org["alice"], project="vision", gpus=2, seconds=7200, name="filler")
+    wait_for(lambda: status_of(filler) == Status.RUNNING)
+    gang = submit(kubesim, cluster, org["alice"], project="vision", gpus=1, pods=2, seconds=3600, name="gang")
+    wait_for(lambda: status_of(gang) == Status.RUNNING, describe=lambda: (status_of(gang), row(gang).status_message))
+    reclaimer = submit(kubesim, cluster, org["bob"], project="nlp", gpus=2, seconds=600, name="reclaim")
+    kubesim.advance(35)  # the evicted ranks end within their grace period and are gone
+    wait_for(lambda: WorkloadEvent.objects.filter(workload=gang, to_status=Status.PREEMPTED).exists(),
+             describe=lambda: statuses(gang))
+    event = WorkloadEvent.objects.get(workload=gang, to_status=Status.PREEMPTED)
+    assert event.details["preemptor_job_uid"] == row(reclaimer).k8s_uid
+    wait_for(lambda: repair_asked(gang) and gang_pods(cluster, gang) == [])
+    assert tasks.kai_gang_repair.apply(args=[gang.pk]).get() == "made 2"
+    wait_for(lambda: status_of(gang) == Status.REQUEUED, describe=lambda: (statuses(gang), row(gang).status_message))
+    kubesim.advance(600)
+    wait_for(lambda: status_of(gang) == Status.RUNNING, describe=lambda: (statuses(gang), row(gang).status_message))
+    assert UsageInterval.objects.filter(workload=gang).count() == 2
+
+
+def test_a_gang_fails_with_its_first_failed_rank_and_the_rest_is_stopped(kubesim, cluster, org, watcher):
+    gang = kai_workload(org["alice"], project="vision", gpus=1, pods=2, name="crash")
+    group = cluster.create(kai_gang_pod_group(gang))
+    for index, command in enumerate((["sh", "-c", "sleep 5; exit 3"], ["sleep", "3600"])):
+        rank = kai_gang_pod(gang, index)  # rank 0 fails after 5 s; rank 1 would go on
+        rank["spec"]["containers"][0]["command"] = command
+        rank["spec"]["containers"][0].pop("args", None)
+        cluster.create(rank)
+    assert workload_mark_submitted(workload=gang, uid=group["metadata"]["uid"], manifest=group)
+    kubesim.advance(1)
+    wait_for(lambda: status_of(gang) == Status.RUNNING, describe=lambda: (status_of(gang), row(gang).status_message))
+    kubesim.advance(5)
+    wait_for(lambda: status_of(gang) == Status.FAILED, describe=lambda: (status_of(gang), row(gang).status_message))
+    assert row(gang).status_message == f"Pod {gang.job_name}-0 failed: Error (exit code 3)"
+    wait_for(lambda: repair_asked(gang))
+    assert tasks.kai_gang_repair.apply(args=[gang.pk]).get() == "stopped 1"
+    kubesim.advance(35)
+    assert [pod["metadata"]["name"] for pod in gang_pods(cluster, gang)] == [f"{gang.job_name}-0"]  # kept, for its log
+
+
+def test_a_half_card_notebook_is_explained_from_the_pod_group_kai_made(kubesim, cluster, org, watcher):
+    full = submit(kubesim, cluster, org["bob"], project="nlp", gpus=2, seconds=600, name="full")
+    wait_for(lambda: status_of(full) == Status.RUNNING)
+    half = submit(kubesim, cluster, org["bob"], project="nlp", fraction="0.5", seconds=600, name="nb")
+    said = waiting(half, "OverLimit")  # NLP's limit is 2: the condition of the PodGroup KAI's grouper made
+    assert (said.reason, said.kind) == ("project_limit", "quota")
+    (pod,) = gang_pods(cluster, half)
+    assert pod["metadata"]["annotations"]["pod-group-name"].startswith(f"pg-{pod['metadata']['name']}-")
+    kubesim.advance(600)
+    wait_for(lambda: status_of(half) == Status.RUNNING, describe=lambda: (status_of(half), row(half).status_message))

@@ -24,7 +24,9 @@ def _figures(name: str, **extra: Any) -> serializers.Serializer:
         "borrowed": serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False, help_text=(
             "Borrowed over deserved: in use beyond the deserved quota, both queues of a project together (not "
             "Kueue's per-queue borrowed, which counts all of an elastic queue's work).")),
-        "pending": serializers.IntegerField(help_text="GPU units of waiting (queued or preempted) workloads."),
+        "pending": serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False, help_text=(
+            "GPU units of waiting (queued or preempted) workloads; a share of a card on a KAI pool counts as that "
+            "share (0.5).")),
         "weighted_share": serializers.IntegerField(allow_null=True), **extra})
 
 

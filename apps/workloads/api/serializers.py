@@ -275,7 +275,10 @@ class WorkloadDryRunSerializer(serializers.Serializer):
                                   help_text="The project's local queue it would wait in.")
     priority_class = serializers.CharField(source="priority_class.name", read_only=True)
     preemptible = serializers.BooleanField(read_only=True)
-    gpu_units = serializers.IntegerField(read_only=True, help_text="GPU units of the pool it would hold, all pods.")
+    gpu_units = serializers.IntegerField(read_only=True, help_text="GPU units of the pool it would hold, all pods "
+                                                                   "(whole GPUs: 0 for a fraction of one).")
+    gpu_fraction = serializers.FloatField(read_only=True, allow_null=True, help_text=(
+        "The share of one GPU its single pod would hold on a KAI pool (e.g. 0.5); null: whole GPUs."))
     pods = serializers.IntegerField(source="pod_count", read_only=True, help_text="Pods that would run at once.")
     image = serializers.CharField(read_only=True)
 
@@ -322,7 +325,8 @@ def _units(help_text: str) -> serializers.FloatField:
 class WaitingNumbersSerializer(serializers.Serializer):
     """The numbers behind the sentence; the keys a reason does not use are absent or null."""
 
-    requested = serializers.IntegerField(help_text="GPU units it needs at once (pods x GPUs per pod).")
+    requested = serializers.FloatField(help_text="GPU units it needs at once (pods x GPUs per pod; a share of one "
+                                                 "card on a KAI pool as that share, 0.5).")
     pool = serializers.CharField(help_text="The node pool's slug.")
     pool_name = serializers.CharField()
     pods = serializers.IntegerField(help_text="Pods admitted together (a gang for multi-pod training).")

@@ -40,7 +40,10 @@ class HeldIdleSerializer(serializers.ModelSerializer):
     submitter_label = serializers.CharField(read_only=True, help_text="Who submitted it, as the pages say it.")
     node_pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(slug_field="slug",
                                                                                       read_only=True)
-    gpu_units = serializers.IntegerField(read_only=True, help_text="GPU units it holds.")
+    gpu_units = serializers.IntegerField(read_only=True, help_text="GPU units it holds (whole GPUs: 0 for a fraction "
+                                                                   "of one).")
+    gpu_fraction = serializers.FloatField(read_only=True, allow_null=True, help_text=(
+        "The share of one GPU it holds on a KAI pool (e.g. 0.5; `gpu_units` is then 0); null: whole GPUs."))
     idle_since = serializers.DateTimeField(source="utilisation.idle_since", read_only=True, allow_null=True)
     idle_flagged_at = serializers.DateTimeField(source="utilisation.idle_flagged_at", read_only=True)
     mean_percent = serializers.FloatField(source="utilisation.mean_percent", read_only=True, allow_null=True,
@@ -50,8 +53,8 @@ class HeldIdleSerializer(serializers.ModelSerializer):
     class Meta:
         model = Workload
         fields = ["id", "name", "kind", "status", "project", "project_slug", "department_slug", "owner",
-                  "submitter_label", "node_pool", "gpu_units", "idle_since", "idle_flagged_at", "mean_percent",
-                  "last_percent"]
+                  "submitter_label", "node_pool", "gpu_units", "gpu_fraction", "idle_since", "idle_flagged_at",
+                  "mean_percent", "last_percent"]
         read_only_fields = fields
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from apps.workloads.capacity import ZERO
@@ -65,8 +66,18 @@ def _join(parts: list[str]) -> str:
     return f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
+# Every waiting row of one project on one pool names the same holders and keepers (the same tuple of shares: see
+# gather._Standing), and a pool with a hundred projects names a hundred of them: each tuple is put in words once.
+_WORDED = 512
+
+
 def _shares(shares: Iterable[Share], *, others: str = "others") -> str:
     """'Vision 8, NLP 4, others 4': named projects first by size, the unnamed summed."""
+    return _shares_worded(tuple(shares), others)
+
+
+@lru_cache(maxsize=_WORDED)
+def _shares_worded(shares: tuple[Share, ...], others: str) -> str:
     named = sorted((s for s in shares if s.project is not None and s.units > 0), key=lambda s: (-s.units, s.project))
     hidden = sum((s.units for s in shares if s.project is None), ZERO)
     parts = [f"{s.project} {_n(s.units)}" for s in named]
@@ -75,8 +86,13 @@ def _shares(shares: Iterable[Share], *, others: str = "others") -> str:
     return ", ".join(parts)
 
 
-def _keepers(shares: tuple[Share, ...]) -> str:
+def _keepers(shares: Iterable[Share]) -> str:
     """Who keeps idle cards: 'Serving (4)', 'a project you cannot see (4)'."""
+    return _keepers_worded(tuple(shares))
+
+
+@lru_cache(maxsize=_WORDED)
+def _keepers_worded(shares: tuple[Share, ...]) -> str:
     named = [f"{s.project} ({_n(s.units)})" for s in shares if s.project is not None]
     hidden = [s for s in shares if s.project is None]
     if hidden:
@@ -87,12 +103,18 @@ def _keepers(shares: tuple[Share, ...]) -> str:
 
 
 def _share_numbers(shares: Iterable[Share]) -> list[dict[str, Any]]:
+    """The shares for the API: named projects first by size, the unnamed summed (a list of its own each call)."""
+    return [{"project": project, "units": units} for project, units in _share_pairs(tuple(shares))]
+
+
+@lru_cache(maxsize=_WORDED)
+def _share_pairs(shares: tuple[Share, ...]) -> tuple[tuple[str | None, int | float | None], ...]:
     hidden = sum((s.units for s in shares if s.project is None), ZERO)
     named = sorted((s for s in shares if s.project is not None and s.units > 0), key=lambda s: (-s.units, s.project))
-    rows: list[dict[str, Any]] = [{"project": s.project, "units": _num(s.units)} for s in named]
+    pairs = [(s.project, _num(s.units)) for s in named]
     if hidden > 0:
-        rows.append({"project": None, "units": _num(hidden)})
-    return rows
+        pairs.append((None, _num(hidden)))
+    return tuple(pairs)
 
 
 def _peer(peer: Peer | None) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import BigIntegerField, Case, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
@@ -89,7 +90,7 @@ class PoolQuotaFigures:
     used: Any = 0
     used_guaranteed: Any = 0
     used_elastic: Any = 0
-    pending_units: int = 0
+    pending_units: Decimal = Decimal(0)  # a share of a card on a KAI pool counts as that share
     weighted_share: int | None = None
     observed: bool = False  # whether the watcher has mirrored the project's queues yet
 
@@ -135,15 +136,20 @@ def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQu
     """The project's live work in queue order and its quota per pool: a fixed number of queries.
 
     The caller has checked the viewer may see the project (the access module lets project members see all its
-    workloads); the page decides which details of other people's work it shows, and the explanations name other
-    projects only as far as the viewer may see them.
+    workloads) and passes it with its department joined (every row is given that instance); the page decides which
+    details of other people's work it shows, and the explanations name other projects only as far as the viewer may
+    see them.
     """
     live = Workload.objects.filter(project=project).select_related(
-        "project__department", "node_pool", "owner", "priority_class", "forecast")
+        "node_pool", "owner", "priority_class", "forecast")
     # The head of the queue and the holders are read; the rest of a long queue is only counted and summed.
     pending = list(live.filter(status__in=PENDING_STATUSES).order_by(*QUEUE_ORDER)[:PROJECT_QUEUE_ROWS])
     holding = list(live.filter(status__in=LIVE_STATUSES - PENDING_STATUSES).order_by(
         "node_pool__slug", Coalesce("admitted_at", "created_at"), "pk"))
+    for workload in (*pending, *holding):
+        # Every row's project is this one: one instance given to each rather than a project and a department joined
+        # to each row and built for it (which cost more than reading the rows: 28 ms against 18 for the 100 rows).
+        workload.project = project
     annotate_live([*pending, *holding], viewer=viewer)
     # How many wait and their demand, from the kept tallies rather than from every waiting row.
     tallies = workload_tallies(statuses=PENDING_STATUSES, project=project)

@@ -4,6 +4,7 @@ the project's effective policy) and the priority class defaults."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db.models import Count, Max, QuerySet
@@ -13,8 +14,15 @@ from apps.core.http import parse_id, parse_int
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.org.selectors import effective_policy
 from apps.workloads.explain import NEVER_FITS, Forecast, explain_probe, forecast
-from apps.workloads.models import WAITING_STATUSES, ForecastBasis, Workload, WorkloadForecast
-from apps.workloads.validation import non_preemptible_units_held
+from apps.workloads.models import (
+    MAX_GPU_FRACTION,
+    MIN_GPU_FRACTION,
+    WAITING_STATUSES,
+    ForecastBasis,
+    Workload,
+    WorkloadForecast,
+)
+from apps.workloads.validation import non_preemptible_amount_held
 
 
 @dataclass
@@ -24,9 +32,11 @@ class PoolPanel:
     project: Project
     pool: NodePool
     quota: Quota | None
-    units: int | None  # what the form currently asks for, when it can be computed
+    # What the form currently asks for, when it can be computed: whole units, or a share of a card on a KAI pool.
+    units: Decimal | None
     preemptible: bool
-    held_non_preemptible: int = 0
+    # Held by the project's running non-preemptible work, a share of a card as that share (KAI adds them up).
+    held_non_preemptible: Decimal = Decimal(0)
     other_pools: list[Quota] = field(default_factory=list)
     forecast: Forecast | None = None  # whether it would start now or wait, and why (when the size is known)
     # "If you submit this now": the stored forecasts of the work ahead of it in its queue (`queue_start_forecast`)
@@ -34,9 +44,10 @@ class PoolPanel:
     ahead: int = 0
 
     @property
-    def non_preemptible_room(self) -> int:
-        """Deserved units not held by the project's running non-preemptible work."""
-        return max(0, (self.quota.deserved if self.quota else 0) - self.held_non_preemptible)
+    def non_preemptible_room(self) -> Decimal:
+        """Deserved units not held by the project's running non-preemptible work (0.5 left beside a half card held
+        in a deserved 1: KAI packs another half there)."""
+        return max(Decimal(0), (self.quota.deserved if self.quota else 0) - self.held_non_preemptible)
 
     @property
     def fits_limit(self) -> bool | None:
@@ -64,7 +75,7 @@ def pool_panel(*, project: Project, pool: NodePool, probe: Workload | None, pree
     whether that would start now or wait, and why (`explain.explain_probe`: the mirror, no cluster call)."""
     quotas = list(Quota.objects.filter(project=project).select_related("node_pool").order_by("node_pool__name"))
     quota = next((q for q in quotas if q.node_pool_id == pool.pk), None)
-    held = non_preemptible_units_held(project_id=project.pk, pool_id=pool.pk) if quota else 0
+    held = non_preemptible_amount_held(project_id=project.pk, pool_id=pool.pk) if quota else Decimal(0)
     expected, start, ahead = None, None, 0
     if probe is not None and quota is not None:
         explanation = explain_probe(probe, viewer=viewer)
@@ -72,7 +83,7 @@ def pool_panel(*, project: Project, pool: NodePool, probe: Workload | None, pree
         start, ahead = queue_start_forecast(probe)  # always, so the live check costs the same whatever it says
         if expected is None or expected.starts_now or explanation is None or explanation.reason == NEVER_FITS:
             start, ahead = None, 0
-    return PoolPanel(project=project, pool=pool, quota=quota, units=probe.gpu_units if probe else None,
+    return PoolPanel(project=project, pool=pool, quota=quota, units=probe.gpu_amount if probe else None,
                      preemptible=preemptible, held_non_preemptible=held,
                      other_pools=[q for q in quotas if q.node_pool_id != pool.pk], forecast=expected, start=start,
                      ahead=ahead)
@@ -108,15 +119,33 @@ def submit_panel(*, kind: str, projects: QuerySet[Project], source: Any,
     preemptible = source.get("preemptible")
     preemptible = preemptible if isinstance(preemptible, bool) else preemptible in ("on", "true", "1", "True")
     sizes = {key: parse_int(source.get(key)) for key in ("gpus", "pods", "completions", "parallelism")}
+    # A share of one card, for a single pod on a KAI pool that shares cards (the form refuses it elsewhere).
+    fraction = _gpu_fraction(source.get("gpu_fraction")) if pool.kai and pool.gpu_fractions and not sizes["gpus"] \
+        else None
     probe = None
-    if sizes["gpus"] is not None and sizes["gpus"] > 0 and all(size is None or size > 0 for size in sizes.values()):
+    gpus = sizes["gpus"] or 0
+    if (gpus > 0 or fraction is not None) and all(size is None or size > 0 for key, size in sizes.items()
+                                                   if key != "gpus"):
         priority_class_id = parse_id(source.get("priority_class"))
-        probe = Workload(kind=kind, project=project, node_pool=pool, gpus=sizes["gpus"], pods=sizes["pods"] or 1,
+        probe = Workload(kind=kind, project=project, node_pool=pool, gpus=gpus,
+                         gpu_fraction=None if gpus else fraction, pods=sizes["pods"] or 1,
                          completions=sizes["completions"] or 1, parallelism=sizes["parallelism"] or 1,
                          preemptible=preemptible,
                          priority_class=PriorityClass.objects.filter(pk=priority_class_id).first()
                          if priority_class_id else None)
     return pool_panel(project=project, pool=pool, probe=probe, preemptible=preemptible, viewer=viewer)
+
+
+def _gpu_fraction(value: Any) -> Decimal | None:
+    """A share of one GPU from a query or form value (0.5, "0.25"), or None when it is no valid share."""
+    try:
+        fraction = Decimal(str(value).strip()) if value not in (None, "") else None
+    except InvalidOperation:
+        return None
+    if fraction is None or not fraction.is_finite() or not MIN_GPU_FRACTION <= fraction <= MAX_GPU_FRACTION \
+            or fraction != round(fraction, 2):
+        return None
+    return fraction
 
 
 def default_priority_class(*, project: Project, preemptible: bool) -> PriorityClass | None:

@@ -1,11 +1,13 @@
-"""The workload tallies: per project, pool and status, how many workloads and the GPU units they ask for, read
-from a few rows instead of counted from every workload (docs/architecture.md, Figures kept rather than counted)."""
+"""The workload tallies: per project, pool and status, how many workloads and the GPU units they ask for (a share
+of a card on a KAI pool as that share), read from a few rows instead of counted from every workload
+(docs/architecture.md, Figures kept rather than counted)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Sum
@@ -16,7 +18,7 @@ from apps.workloads.models import WorkloadTally, WorkloadTallyChange
 @dataclass
 class Tally:
     workloads: int = 0
-    units: int = 0
+    unit_hundredths: int = 0  # as kept: added up exactly, read as `units`
     # Grows with every change and never goes back: the part of a poll marker that moves whenever the figures may.
     changes: int = 0
     department_id: int = 0  # the project's
@@ -24,8 +26,13 @@ class Tally:
     def add(self, other: Tally) -> None:
         self.department_id = other.department_id
         self.workloads += other.workloads
-        self.units += other.units
+        self.unit_hundredths += other.unit_hundredths
         self.changes += other.changes
+
+    @property
+    def units(self) -> Decimal:
+        """The GPU units they ask for: 2, 0.5 (a share of a card on a KAI pool counts as that share)."""
+        return Decimal(self.unit_hundredths) / 100
 
 
 TallyKey = tuple[int, int, str]  # project id, pool id, status
@@ -37,13 +44,13 @@ def workload_tallies(*, statuses: Iterable[str], **where: Any) -> dict[TallyKey,
     folded yet: as exact as counting the rows would be in the same transaction."""
     statuses = sorted(statuses)
     folded = WorkloadTally.objects.filter(status__in=statuses, **where).values_list(
-        "project_id", "node_pool_id", "status", "project__department_id", "workloads", "units", "changes")
+        "project_id", "node_pool_id", "status", "project__department_id", "workloads", "unit_hundredths", "changes")
     pending = WorkloadTallyChange.objects.filter(status__in=statuses, **where).values_list(
         "project_id", "node_pool_id", "status", "project__department_id").annotate(
-        workloads=Sum("workloads"), units=Sum("units"), changes=Count("pk")).order_by()
+        workloads=Sum("workloads"), unit_hundredths=Sum("unit_hundredths"), changes=Count("pk")).order_by()
     tallies: dict[TallyKey, Tally] = defaultdict(Tally)
-    for project_id, pool_id, status, department_id, workloads, units, changes in folded.union(pending, all=True):
-        tallies[(project_id, pool_id, status)].add(Tally(int(workloads), int(units), int(changes), department_id))
+    for project_id, pool_id, status, department_id, workloads, hundredths, changes in folded.union(pending, all=True):
+        tallies[(project_id, pool_id, status)].add(Tally(int(workloads), int(hundredths), int(changes), department_id))
     return dict(tallies)
 
 

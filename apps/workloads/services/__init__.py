@@ -20,6 +20,7 @@ along. Callers import from here (`from apps.workloads import services`); the mod
 
 from .claims import (
     workload_claim_submit,
+    workload_gang_repair_request,
     workload_mark_deployed,
     workload_mark_rejected,
     workload_mark_stopped,
@@ -69,6 +70,8 @@ from .submissions import (
 from .tallies import workload_tallies_fold, workload_tallies_rebuild
 from .templates import workload_template_create, workload_template_delete, workload_template_update
 from .transitions import (
+    GANG_REPAIR_INTENT,
+    GANG_REPAIR_TASK,
     STOP_DEADLINE,
     STOP_INTENT,
     STOP_TASK,
@@ -85,6 +88,8 @@ __all__ = [
     "CREDENTIAL_INTENT",
     "CREDENTIAL_TASK",
     "FORECAST_FIELDS",
+    "GANG_REPAIR_INTENT",
+    "GANG_REPAIR_TASK",
     "GPU_IDLE_REASON",
     "IDLE_NOTIFY_TASK",
     "INFERENCE_PATCH_INTENT",
@@ -120,6 +125,7 @@ __all__ = [
     "workload_claim_submit",
     "workload_cluster_events_record",
     "workload_forecasts_store",
+    "workload_gang_repair_request",
     "workload_manifest_validate",
     "workload_mark_deployed",
     "workload_mark_rejected",

@@ -9,10 +9,18 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.core import intents
 from apps.workloads.models import Status, Workload
 from apps.workloads.signals import quota_released
 
-from .transitions import SUBMIT_CLAIM_TIMEOUT, _record_stop, _transition
+from .transitions import (
+    GANG_REPAIR_DEADLINE,
+    GANG_REPAIR_INTENT,
+    GANG_REPAIR_TASK,
+    SUBMIT_CLAIM_TIMEOUT,
+    _record_stop,
+    _transition,
+)
 
 
 def workload_claim_submit(*, workload_id: int) -> Workload | None:
@@ -35,15 +43,17 @@ def workload_release_claim(*, workload: Workload) -> None:
 
 
 def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
-    """The Job exists in the cluster. False when the workload was stopped meanwhile (the caller deletes the Job);
-    when the watcher already saw it move on, only the submission details are filled in. It now waits for its pool's
-    scheduler: Kueue, or KAI Scheduler on a KAI pool."""
+    """The Job (or a KAI gang's PodGroup and pods) exists in the cluster. False when the workload was stopped
+    meanwhile (the caller deletes what it made); when the watcher already saw it move on, only the submission details
+    are filled in. It now waits for its pool's scheduler: Kueue, or KAI Scheduler on a KAI pool."""
     fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
                               "submit_claimed_at": None}
     scheduler = workload.node_pool.get_scheduler_display()
+    # A gang on a KAI pool is a PodGroup and its ranks (worker/manifests.py), everything else a Job.
+    made = (f"PodGroup {workload.job_name} and its {workload.pods} pods" if manifest.get("kind") == "PodGroup"
+            else f"Job {workload.job_name}")
     if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                   message=f"Job {workload.job_name} created in {workload.project.namespace}; waiting for {scheduler}",
-                   **fields):
+                   message=f"{made} created in {workload.project.namespace}; waiting for {scheduler}", **fields):
         return True
     if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
         return False
@@ -112,4 +122,17 @@ def workload_stop_finish(*, workload_id: int, cluster_at: datetime | None = None
         claimed_at = workload.submit_claimed_at
         if claimed_at and claimed_at > timezone.now() - SUBMIT_CLAIM_TIMEOUT:
             _record_stop(workload, deadline=claimed_at + SUBMIT_CLAIM_TIMEOUT - timezone.now(), send=False)
+    return True
+
+
+def workload_gang_repair_request(*, workload_id: int) -> bool:
+    """The watcher saw a gang on a KAI pool whose pods differ from what its row may want (pods evicted or deleted
+    while it waits or runs; pods still running after it finished or failed): one open intent per gang, its task
+    sent after commit and again by the sweep until it is done. False when one is open already."""
+    with transaction.atomic():
+        Workload.objects.select_for_update().filter(pk=workload_id).first()  # one request at a time per gang
+        if intents.intents_open(kind=GANG_REPAIR_INTENT, target_id=workload_id):
+            return False
+        intents.intent_record(kind=GANG_REPAIR_INTENT, task=GANG_REPAIR_TASK, target_id=workload_id,
+                              deadline=GANG_REPAIR_DEADLINE)
     return True

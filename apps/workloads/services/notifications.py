@@ -52,6 +52,7 @@ def _object(workload: Workload, event: WorkloadEvent) -> dict[str, Any]:
             "project": workload.project.slug, "owner": workload.owner.username if workload.owner else None,
             "status": event.to_status, "previous_status": event.from_status, "reason": event.reason,
             "message": event.message, "gpus": workload.gpu_units,
+            "gpu_fraction": None if workload.gpu_fraction is None else float(workload.gpu_fraction),
             "node_pool": workload.node_pool.slug if workload.node_pool_id else None}
 
 
@@ -97,7 +98,7 @@ def workload_idle_channels_record(workload: Workload, event: WorkloadEvent, *, p
     """The idle warning: the workload holds GPUs it does not use (a notebook is told when it will be stopped, the
     policy's warning time after this, with the keep-alive link)."""
     summary = f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} holds " \
-              f"{workload.gpu_units} GPUs that are not being used: {event.message}."
+              f"{workload.gpu_amount_words} not being used: {event.message}."
     extra: dict[str, Any] = {}
     if workload.kind == Kind.NOTEBOOK and policy.cull_notebooks:
         extra["keep_alive"] = _link(workload)  # its page has the Keep alive button (a POST, never a GET link)

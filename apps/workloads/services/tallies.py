@@ -13,15 +13,16 @@ from django.db import connection, transaction
 from django.db.models import Count, Sum
 
 from apps.workloads.models import Workload, WorkloadTally, WorkloadTallyChange
-from apps.workloads.selectors import requested_units
+from apps.workloads.selectors import requested_hundredths
 
 # Adds to a tally (a new one starts from nothing): two folds at once add up, neither loses the other's changes.
-_ADD = ("INSERT INTO workloads_workloadtally (project_id, node_pool_id, status, workloads, units, changes)"
+_ADD = ("INSERT INTO workloads_workloadtally (project_id, node_pool_id, status, workloads, unit_hundredths, changes)"
         " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (project_id, node_pool_id, status) DO UPDATE SET"
         " workloads = workloads_workloadtally.workloads + excluded.workloads,"
-        " units = workloads_workloadtally.units + excluded.units,"
+        " unit_hundredths = workloads_workloadtally.unit_hundredths + excluded.unit_hundredths,"
         " changes = workloads_workloadtally.changes + excluded.changes")
-_TAKE = "DELETE FROM workloads_workloadtallychange RETURNING project_id, node_pool_id, status, workloads, units"
+_TAKE = ("DELETE FROM workloads_workloadtallychange"
+         " RETURNING project_id, node_pool_id, status, workloads, unit_hundredths")
 _HOLD = "LOCK TABLE workloads_workload IN SHARE ROW EXCLUSIVE MODE"
 
 
@@ -34,10 +35,10 @@ def workload_tallies_fold() -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_TAKE)
         sums: dict[tuple[int, int, str], list[int]] = defaultdict(lambda: [0, 0, 0])
-        for project_id, pool_id, status, workloads, units in cursor.fetchall():
+        for project_id, pool_id, status, workloads, hundredths in cursor.fetchall():
             total = sums[(project_id, pool_id, status)]
             total[0] += workloads
-            total[1] += units
+            total[1] += hundredths
             total[2] += 1
         if sums:
             cursor.executemany(_ADD, [(*key, *total) for key, total in sorted(sums.items())])
@@ -63,9 +64,9 @@ def workload_tallies_rebuild() -> int:
         WorkloadTallyChange.objects.all().delete()
         WorkloadTally.objects.all().delete()
         counted = Workload.objects.values_list("project_id", "node_pool_id", "status").annotate(
-            count=Count("pk"), units=Sum(requested_units())).order_by()
+            count=Count("pk"), hundredths=Sum(requested_hundredths())).order_by()
         WorkloadTally.objects.bulk_create([
             WorkloadTally(project_id=project_id, node_pool_id=pool_id, status=status, workloads=count,
-                          units=units or 0, changes=changes[(project_id, pool_id, status)])
-            for project_id, pool_id, status, count, units in counted], batch_size=1000)
+                          unit_hundredths=hundredths or 0, changes=changes[(project_id, pool_id, status)])
+            for project_id, pool_id, status, count, hundredths in counted], batch_size=1000)
     return WorkloadTally.objects.count()

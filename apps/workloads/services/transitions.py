@@ -29,6 +29,11 @@ SUBMIT_TASK = "worker.tasks.workload_submit"
 STOP_TASK = "worker.tasks.workload_stop"
 SUBMIT_INTENT = "workload.submit"
 STOP_INTENT = "workload.stop"
+# A gang on a KAI pool has no Job to replace its evicted pods or stop its last ones: the portal does (the watcher asks,
+# worker.tasks.kai_gang_repair makes the cluster match the row).
+GANG_REPAIR_TASK = "worker.tasks.kai_gang_repair"
+GANG_REPAIR_INTENT = "workload.gang_repair"
+GANG_REPAIR_DEADLINE = timedelta(seconds=30)
 # A claim older than this belonged to a task Celery has killed (it outlives the hard time limit).
 SUBMIT_CLAIM_TIMEOUT = intents.lease()
 SUBMIT_DEADLINE = timedelta(seconds=30)  # not submitted by then: the sweep sends the task again

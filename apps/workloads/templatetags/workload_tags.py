@@ -7,11 +7,37 @@ from decimal import Decimal
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from apps.workloads import table
 from apps.workloads.models import Workload, WorkloadForecast
 
 register = template.Library()
+
+# The badges of long tables' rows (the workload list, a project's queue), written here rather than included from
+# partials/_status_badge.html and _origin_badge.html per row: two includes a row cost those pages more than the
+# rest of the row. Byte for byte what the partials render, which stay for single workloads (a test compares them).
+_STATUS_TONES = {"running": " ok", "succeeded": " ok", "admitted": " ok", "failed": " bad", "rejected": " bad",
+                 "submit_failed": " bad", "preempted": " warn", "requeued": " warn", "stopping": " warn",
+                 "stopped": " grey"}
+
+
+@register.simple_tag
+def status_badge(workload: Workload) -> SafeString:
+    """partials/_status_badge.html for one row."""
+    return format_html('<span class="badge status-{}{}">{}</span>\n', workload.status,
+                       _STATUS_TONES.get(workload.status, ""), workload.get_status_display())
+
+
+@register.simple_tag
+def origin_badge(workload: Workload) -> SafeString:
+    """partials/_origin_badge.html for one row: the "outside" badge for work submitted outside the portal."""
+    if not workload.from_outside:
+        return SafeString("\n")
+    by = format_html(" by {}", workload.submitted_by) if workload.submitted_by else ""
+    return format_html(' <span class="badge grey" data-origin="outside" title="Submitted outside the portal{} ({} {})">'
+                       'outside</span>\n', by, workload.get_kind_display(), workload.object_name)
 
 
 @register.filter
@@ -33,8 +59,8 @@ def duration(value: timedelta | None) -> str:
 
 
 @register.filter
-def allocated_units(workload: Workload) -> int:
-    """GPU units Kueue admitted for the workload (apps/workloads/table.py)."""
+def allocated_units(workload: Workload) -> str:
+    """GPUs its scheduler admitted for the workload, a share of a card as that share (apps/workloads/table.py)."""
     return table.allocated_units(workload)
 
 

@@ -1,6 +1,7 @@
 """The kubelet and kube-scheduler: binds pending pods to nodes as kube-scheduler does
 (kubesim.apiserver.nodes.scheduler), runs them for the time their command says, and finishes them with the exit code
-their command says. A Ray node (`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it
+their command says; a pod past its spec.activeDeadlineSeconds is killed and failed (DeadlineExceeded), as the kubelet
+does. A Ray node (`ray start ... --block`, the command KubeRay gives a RayCluster's pods) runs until it
 is stopped, as a server does.
 
 A pod with spec.schedulingGates is not scheduled: it stays Pending with PodScheduled False, reason SchedulingGated,
@@ -34,6 +35,10 @@ GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 NODE_LEASE_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds
 DEFAULT_SCHEDULER = "default-scheduler"
+# A pod past its activeDeadlineSeconds: the kubelet kills its containers (SIGKILL's exit code) and fails it.
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+DEADLINE_EXIT_CODE = 137
 
 
 def command_line(container: dict) -> str:
@@ -248,6 +253,7 @@ class Kubelet:
         end = self._ends.get(key)
         if end is None:
             seconds, _ = run_plan(pod, self.default_run_seconds)
+            seconds = min(seconds, _deadline(pod))
             if math.isinf(seconds):
                 return None  # runs until deleted
             end = self._ends[key] = parse_rfc3339(started) + timedelta(seconds=seconds)
@@ -407,12 +413,16 @@ class Kubelet:
         end = self._end_time(pod)
         if end is None or end > now:
             return False
-        _, code = run_plan(pod, self.default_run_seconds)
+        seconds, code = run_plan(pod, self.default_run_seconds)
+        exceeded = seconds > _deadline(pod)  # the kubelet kills it: Failed, never restarted
+        if exceeded:
+            code = DEADLINE_EXIT_CODE
         status = pod["status"]
         self._ends.pop((pod["metadata"]["uid"], status.get("startTime", "")), None)
         ts = rfc3339(end)
         restart = pod["spec"].get("restartPolicy", "Always")
-        if (code != 0 and restart in ("OnFailure", "Always")) or (code == 0 and restart == "Always"):
+        restarts = (code != 0 and restart in ("OnFailure", "Always")) or (code == 0 and restart == "Always")
+        if restarts and not exceeded:
             # The container restarts in place: same pod, a new run starting now.
             status["startTime"] = rfc3339(now)
             for cs in status.get("containerStatuses") or []:
@@ -426,6 +436,8 @@ class Kubelet:
                 store.record_event(pod, "Warning", "BackOff", "Back-off restarting failed container", "kubelet")
             return True
         status["phase"] = "Succeeded" if code == 0 else "Failed"
+        if exceeded:
+            status["reason"], status["message"] = DEADLINE_EXCEEDED, DEADLINE_MESSAGE
         reason = "PodCompleted"
         status["conditions"] = [
             _cond("PodScheduled", "True", status.get("startTime", ts)),
@@ -448,6 +460,12 @@ class Kubelet:
             }
         store.update_status("pods", pod)
         return True
+
+
+def _deadline(pod: dict) -> float:
+    """The pod's spec.activeDeadlineSeconds, counted from its start (infinite without one)."""
+    deadline = pod["spec"].get("activeDeadlineSeconds")
+    return math.inf if deadline is None else float(deadline)
 
 
 def _key(pod: dict) -> tuple[str, str]:

@@ -430,7 +430,7 @@ def test_a_dry_run_answers_what_would_be_submitted_and_records_nothing(client_fo
     assert response.json() == {
         "dry_run": True, "kind": "jobset", "api_version": "jobset.x-k8s.io/v1alpha2", "name": "my-jobset",
         "project": "vision", "node_pool": "h100", "queue": "guaranteed-h100", "priority_class": "build",
-        "preemptible": False, "gpu_units": 2, "pods": 2, "image": "pytorch/pytorch:2.4.0"}
+        "preemptible": False, "gpu_units": 2, "gpu_fraction": None, "pods": 2, "image": "pytorch/pytorch:2.4.0"}
     nothing_recorded()
     # The key was not used up: the real submission with it records the workload.
     real = call(client_for("alice"), "POST", "workloads/", body(jobset(), preemptible=False),

@@ -13,6 +13,8 @@ from apps.org import services as org_services
 from apps.org.models import Department, PriorityClass, Project
 from apps.workloads.explain import explain_probe, explain_workloads, forecast
 from apps.workloads.models import Kind, Status, Workload
+from tests.api_support import personal_token
+from tests.apps.workloads.test_api_schema import conforming
 from tests.factories import WorkloadFactory
 
 pytestmark = pytest.mark.django_db
@@ -54,6 +56,14 @@ def test_a_fraction_asks_its_share_of_a_card(demo, rtx):
                                     "RTX has room for it now")
     assert said.headline == "No room on RTX: the nodes lack GPU sharing"
     assert said.numbers["requested"] == 0.5 and said.numbers["kai_queue"] == "proj-vision-rtx"
+
+
+def test_the_api_gives_the_share_a_fraction_asks_as_its_schema_says(demo, rtx, api_schema):
+    """The API's waiting numbers keep the share, and its OpenAPI schema allows it (it declared an integer)."""
+    workload = waiting(demo, rtx, gpus=0, gpu_fraction=Decimal("0.5"), conditions=[NO_SHARING])
+    data = conforming(api_schema, personal_token(demo["alice"]), "GET", "/api/v1/workloads/{id}/",
+                      path_parameters={"id": workload.pk}).json()
+    assert data["waiting"]["numbers"]["requested"] == 0.5
 
 
 def test_before_kai_says_anything_without_quota_and_never(demo, rtx):

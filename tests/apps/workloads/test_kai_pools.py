@@ -2,16 +2,21 @@
 within deserved), GPU fractions only where KAI shares cards and for one pod, what only Kueue offers refused by field;
 every refusal at once, from the service, the API (400) and the form alike."""
 
+import csv
+import io
+import re
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.org import services as org_services
 from apps.org.models import Department, NodePool, Project, Quota
 from apps.workloads import services
-from apps.workloads.models import Status, Workload
+from apps.workloads.models import Status, Workload, WorkloadUtilisation
 from tests.api_support import call
 
 from .helpers import submit_payload
@@ -221,6 +226,46 @@ def test_the_form_takes_a_fraction_and_the_pages_show_it(page_client, demo, kai_
     assert "0.5 GPU" in detail and "proj-vision-rtx" in detail
     listed = client.get(reverse("workloads:list")).content.decode()
     assert '<td data-col="gpus_requested" class="num">0.5</td>' in listed
+
+
+def test_a_running_share_of_a_card_is_shown_as_that_share_wherever_gpus_held_are_counted(page_client, client_for,
+                                                                                         demo, kai_pool):
+    """Half a card held by a running notebook is 0.5 (it was 0) in the list's and CSV's GPUs allocated, the project
+    queue's holders, the held-idle page, and the held-idle and dry-run APIs' gpu_fraction."""
+    workload = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.5"))
+    Workload.objects.filter(pk=workload.pk).update(status=Status.RUNNING)
+    now = timezone.now()
+    WorkloadUtilisation.objects.create(workload=workload, samples=30, mean_percent=1.5, last_percent=0.0,
+                                       idle_since=now - timedelta(minutes=45), idle_flagged_at=now)
+    client = page_client("alice")
+    listed = client.get(reverse("workloads:list")).content.decode()
+    assert '<td data-col="gpus_allocated" class="num">0.5</td>' in listed
+    exported = b"".join(client.get(reverse("workloads:export")).streaming_content).decode()
+    (row,) = [row for row in csv.DictReader(io.StringIO(exported)) if row["Workload"] == workload.name]
+    assert (row["GPUs requested"], row["GPUs allocated"]) == ("0.5", "0.5")
+    queue = client.get(reverse("workloads:project_queue", args=["vision"])).content.decode()
+    assert '<td>rtx</td><td class="num">0.5</td>' in queue
+    held_idle = page_client("admin").get(reverse("workloads:held_idle")).content.decode()
+    assert "<td>0.5 x rtx</td>" in held_idle
+    (flagged,) = call(client_for("admin"), "GET", "held-idle/").json()["results"]
+    assert (flagged["gpu_units"], flagged["gpu_fraction"]) == (0, 0.5)
+    dry = call(client_for("alice"), "POST", "workloads/?dry_run=true", {
+        "project": "vision", "kind": "notebook", "name": "half", "image": "jupyter/base-notebook:latest",
+        "node_pool": "rtx", "gpu_fraction": 0.25, "labels": {"model": "m", "data_class": "public"}})
+    assert dry.status_code == 200, dry.content
+    assert (dry.json()["gpu_units"], dry.json()["gpu_fraction"]) == (0, 0.25)
+
+
+def test_the_list_sorts_shares_of_a_card_by_their_share(page_client, client_for, demo, kai_pool):
+    """Sorted by GPUs, a quarter comes before a half and a half before a whole GPU (shares sorted as 0 before)."""
+    half = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.5"))
+    whole = submit(demo, kai_pool, gpus=1)
+    quarter = submit(demo, kai_pool, gpus=0, gpu_fraction=Decimal("0.25"))
+    ours = [quarter.pk, half.pk, whole.pk]
+    listed = page_client("alice").get(reverse("workloads:list"), {"ordering": "gpus"}).content.decode()
+    assert [pk for pk in map(int, re.findall(r'data-workload="(\d+)"', listed)) if pk in ours] == ours
+    api = call(client_for("alice"), "GET", "workloads/?ordering=-gpus").json()["results"]
+    assert [row["id"] for row in api if row["id"] in ours] == ours[::-1]
 
 
 def test_the_form_refuses_a_fraction_on_a_kueue_pool_with_every_error(page_client, demo, kai_pool):

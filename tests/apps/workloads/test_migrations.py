@@ -12,7 +12,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from apps.workloads.models import Status, Workload
 
-BEFORE = [("workloads", "0004_outbox_intents")]
+# usage 0012 reads the workloads' gpu_fraction (workloads 0021), so it goes back too.
+BEFORE = [("workloads", "0004_outbox_intents"), ("usage", "0011_usage_day")]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

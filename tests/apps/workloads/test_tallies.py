@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
@@ -12,24 +13,33 @@ from django.db import connection, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from apps.org import services as org_services
 from apps.org.models import NodePool, Project
 from apps.workloads import services
 from apps.workloads.models import Kind, Origin, Status, Workload, WorkloadTally, WorkloadTallyChange
 from apps.workloads.observation import Observation, Preemption
-from apps.workloads.selectors import requested_units, tallies_by_pool, workload_tallies
+from apps.workloads.selectors import requested_hundredths, tallies_by_pool, workload_tallies
 from tests.factories import WorkloadFactory
 
 EVERY_STATUS = [status.value for status in Status]
 
 
-def counted() -> dict[tuple[int, int, str], tuple[int, int]]:
-    """(project id, pool id, status) -> (workloads, units), counted from the rows."""
-    return {(project_id, pool_id, status): (count, units or 0) for project_id, pool_id, status, count, units in
-            Workload.objects.values_list("project_id", "node_pool_id", "status").annotate(
-                count=Count("pk"), units=Sum(requested_units())).order_by()}
+def counted() -> dict[tuple[int, int, str], tuple[int, Decimal]]:
+    """(project id, pool id, status) -> (workloads, GPU units), counted from the rows (`Workload.gpu_amount`)."""
+    sums: dict[tuple[int, int, str], tuple[int, Decimal]] = {}
+    for workload in Workload.objects.all():
+        key = (workload.project_id, workload.node_pool_id, workload.status)
+        count, units = sums.get(key, (0, Decimal(0)))
+        sums[key] = (count + 1, units + workload.gpu_amount)
+    in_sql = {(project_id, pool_id, status): (count, Decimal(hundredths or 0) / 100)
+              for project_id, pool_id, status, count, hundredths in Workload.objects.values_list(
+                  "project_id", "node_pool_id", "status").annotate(
+                  count=Count("pk"), hundredths=Sum(requested_hundredths())).order_by()}
+    assert in_sql == sums  # the rebuild's SQL counts what the rows' Python does
+    return sums
 
 
-def kept() -> dict[tuple[int, int, str], tuple[int, int]]:
+def kept() -> dict[tuple[int, int, str], tuple[int, Decimal]]:
     """The same from the tallies (a tally left at nothing is no figure)."""
     return {key: (tally.workloads, tally.units) for key, tally in workload_tallies(statuses=EVERY_STATUS).items()
             if tally.workloads or tally.units}
@@ -125,13 +135,53 @@ def test_a_rebuild_counts_them_afresh_and_the_count_of_changes_only_grows(make_w
     services.workload_tallies_fold()
     key = (workload.project_id, workload.node_pool_id, Status.QUEUED.value)
     before = workload_tallies(statuses=[Status.QUEUED])[key].changes
-    WorkloadTally.objects.filter(status=Status.QUEUED).update(workloads=999, units=999)  # a bad restore, say
+    WorkloadTally.objects.filter(status=Status.QUEUED).update(workloads=999, unit_hundredths=999)  # a bad restore, say
     assert kept() != counted()
     call_command("workload_tallies_rebuild", stdout=open("/dev/null", "w"))  # noqa: SIM115 - closed at exit
     assert kept() == counted()
     assert workload_tallies(statuses=[Status.QUEUED])[key].changes > before
     observe(workload, Status.ADMITTED, admitted_at=timezone.now())
     assert workload_tallies(statuses=[Status.QUEUED])[key].changes > before + 1
+
+
+@pytest.fixture
+def rtx(demo) -> NodePool:
+    """A KAI pool that shares cards, where notebooks ask for a fraction of one."""
+    return org_services.node_pool_create(actor=demo["admin"], slug="rtx", name="RTX", gpu_resource="nvidia.com/gpu",
+                                         capacity=16, scheduler="kai", gpu_fractions=True)
+
+
+def half(demo, pool: NodePool, fraction: str = "0.5", **extra) -> Workload:
+    return WorkloadFactory(project=Project.objects.get(slug="vision"), owner=demo["alice"], node_pool=pool,
+                           kind=Kind.NOTEBOOK, gpus=0, gpu_fraction=Decimal(fraction), **extra)
+
+
+@pytest.mark.django_db
+def test_a_share_of_a_card_is_tallied_as_that_share(demo, rtx):
+    """A notebook asking for half a card on a KAI pool counts 0.5 units (not 0) in its tally, through every kind of
+    write: a transition, a change of its fraction, a bulk insert, a delete, a fold and a rebuild."""
+    notebook = half(demo, rtx, status=Status.QUEUED)
+    quarter = half(demo, rtx, "0.25", status=Status.QUEUED)
+    key = (notebook.project_id, rtx.pk, Status.QUEUED.value)
+    assert workload_tallies(statuses=[Status.QUEUED])[key].units == Decimal("0.75")
+    assert_kept(fold=True)
+    assert workload_tallies(statuses=[Status.QUEUED])[key].units == Decimal("0.75")
+    Workload.objects.filter(pk=quarter.pk).update(gpu_fraction=Decimal("0.3"))
+    assert workload_tallies(statuses=[Status.QUEUED])[key].units == Decimal("0.8")
+    observe(notebook, Status.ADMITTED, admitted_at=timezone.now())
+    assert workload_tallies(statuses=[Status.QUEUED, Status.ADMITTED])[key].units == Decimal("0.3")
+    assert_kept()
+    Workload.objects.bulk_create([Workload(project=notebook.project, node_pool=rtx, kind=Kind.NOTEBOOK, gpus=0,
+                                           gpu_fraction=Decimal("0.33"), name=f"nb-{index}", image="busybox",
+                                           status=Status.QUEUED) for index in range(3)])
+    assert workload_tallies(statuses=[Status.QUEUED])[key].units == Decimal("1.29")
+    Workload.objects.filter(pk=quarter.pk).delete()
+    assert_kept(fold=True)
+    assert workload_tallies(statuses=[Status.QUEUED])[key].units == Decimal("0.99")
+    WorkloadTally.objects.filter(status=Status.QUEUED).update(unit_hundredths=0)
+    services.workload_tallies_rebuild()
+    assert workload_tallies(statuses=[Status.QUEUED])[key].units == Decimal("0.99")
+    assert_kept()
 
 
 @pytest.mark.django_db

@@ -188,6 +188,26 @@ def test_pool_panel_counts_held_non_preemptible_units(page_client, make_workload
     assert "1 of 4 deserved units free" in content and "waits for running non-preemptible work" in content
 
 
+def test_pool_panel_counts_shares_of_a_card_asked_for_and_held(page_client, users):
+    """On a KAI pool that shares cards, a notebook asking for half a card asks for 0.5 units (not 0, and not nothing
+    to say), and a running non-preemptible half card holds 0.5 of the deserved units: KAI packs another half beside
+    it, so 1.5 of a deserved 2 are free and the half fits now."""
+    rtx = org.node_pool_create(actor=users["admin"], slug="rtx", name="RTX", gpu_resource="nvidia.com/gpu",
+                               capacity=16, scheduler="kai", gpu_fractions=True)
+    vision = Project.objects.get(slug="vision")
+    org.quota_set(actor=users["admin"], node_pool=rtx, department=vision.department, deserved=4, limit=None)
+    org.quota_set(actor=users["admin"], node_pool=rtx, project=vision, deserved=2, limit=None)
+    Workload.objects.create(project=vision, owner=users["alice"], kind=Kind.NOTEBOOK, name="held-half",
+                            image="busybox", node_pool=rtx, gpus=0, gpu_fraction="0.5", preemptible=False,
+                            status=Status.RUNNING)
+    content = page_client("alice").get(url("notebook"), {
+        "panel": "1", "project": vision.pk, "node_pool": rtx.pk, "gpus": "0", "gpu_fraction": "0.5"},
+        **HTMX).content.decode()
+    assert "This asks for <strong>0.5</strong> units" in content
+    assert "1.5 of 2 deserved units free (0.5 held by running non-preemptible work)" in content
+    assert "fits non-preemptible" in content and "waits for running non-preemptible work" not in content
+
+
 def test_pool_panel_says_when_the_project_has_no_quota(page_client, b200):
     vision = Project.objects.get(slug="vision")
     content = page_client("alice").get(url(), {"panel": "1", "project": vision.pk, "node_pool": b200.pk},

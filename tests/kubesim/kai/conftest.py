@@ -30,7 +30,8 @@ def cluster() -> Iterator[Callable[[list[dict]], SimpleNamespace]]:
         stack.append(cm)
         api_client = ks.api_client()
         stack.append(api_client)
-        api = SimpleNamespace(ks=ks, core=client.CoreV1Api(api_client), custom=client.CustomObjectsApi(api_client))
+        api = SimpleNamespace(ks=ks, core=client.CoreV1Api(api_client), batch=client.BatchV1Api(api_client),
+                              custom=client.CustomObjectsApi(api_client))
         api.core.create_namespace({"metadata": {"name": "team"}})
         return api
 

@@ -49,7 +49,7 @@ def test_the_pod_grouper_makes_a_valid_podgroup_per_pod(cluster):
     make_pod(api, "solo", "q", priority_class="build")
     pg = pod_group_of(api, "solo")
     validate_kai_object(pg)
-    assert pg["spec"] == {"minMember": 1, "queue": "q"}
+    assert pg["spec"] == {"minMember": 1, "queue": "q", "priorityClassName": "build"}
     assert pg["status"]["phase"] == "Running"
     assert pg["status"]["resourcesStatus"]["allocatedNonPreemptible"]["nvidia.com/gpu"] == "1"
 
@@ -67,9 +67,12 @@ def test_reclaim_takes_back_over_quota_gpus_down_to_the_victims_quota_and_no_fur
     held = bound(api)
     assert sum(n.startswith("a-") for n in held) == 4 and sum(n.startswith("b-") for n in held) == 4
     assert set(held) >= {"a-0", "a-1", "a-2", "a-3"}  # the newest are reclaimed first
-    events = api.core.list_namespaced_event("team", field_selector="involvedObject.name=a-7").items
-    assert [e.message for e in events if e.reason == "Evict"] == [
-        f"Pod team/a-7 was preempted by workload team/{pod_group_of(api, 'b-0')['metadata']['name']}."]
+    # KAI records each eviction on the victim's PodGroup (the pod's own, here), not on the pod
+    evictions = {e.involved_object.name: e.message for e in api.core.list_namespaced_event("team").items
+                 if e.reason == "Evict"}
+    (group,) = [name for name in evictions if name.startswith("pg-a-7-")]
+    preemptor = pod_group_of(api, "b-0")["metadata"]["name"]
+    assert evictions[group] == f"Pod team/a-7 was preempted by workload team/{preemptor}."
     assert condition(api, "b-4")["message"].startswith("0/2 nodes are available")
     assert queue_status(api, "a")["allocated"]["nvidia.com/gpu"] == "4"
 
@@ -106,9 +109,10 @@ def test_a_higher_priority_workload_preempts_lower_priority_work_of_its_own_queu
     make_pod(api, "train-2", "q", priority_class="train")
     make_pod(api, "serve", "q", priority_class="inference")
     assert set(bound(api)) == {"train-1", "serve"}
-    events = api.core.list_namespaced_event("team", field_selector="involvedObject.name=train-2").items
-    assert any(e.message.startswith("Pod team/train-2 was preempted by higher priority workload team/pg-serve-")
-               for e in events)
+    events = [e for e in api.core.list_namespaced_event("team").items if e.reason == "Evict"]
+    (event,) = [e for e in events if e.involved_object.name.startswith("pg-train-2-")]  # on its PodGroup, as KAI
+    assert event.involved_object.kind == "PodGroup"
+    assert event.message.startswith("Pod team/train-2 was preempted by higher priority workload team/pg-serve-")
 
 
 def test_non_preemptible_work_stays_within_quota(cluster):
