@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# GPU Portal's image: one image for web, worker, beat and watcher (docker-compose.yml, deploy/).
+# GPU Portal's image: one image for web, worker, notifier, beat and watcher (docker-compose.yml, deploy/).
 # Build: docker build -t gpu-portal:0.1.0 .
 
 # --- builder: wheels of every dependency (compilers live here only) -------------------------------------------------

@@ -79,7 +79,7 @@ def label(pid: int, parent: int, labels: dict[int, str]) -> str:
     if "gunicorn" in line:
         return "web worker" if labels.get(parent, "").startswith("web") else "web (gunicorn master)"
     if "celery" in line:
-        role = "beat" if " beat" in line else "worker"
+        role = "beat" if " beat" in line else "notifier" if "notifier@" in line else "worker"
         return f"{role} child" if labels.get(parent, "").startswith(role) else role
     if "watch_cluster" in line:
         return "watcher"

@@ -44,6 +44,25 @@ app.user_options["worker"].add(Option(["--beat-thread"], is_flag=True, default=F
                                       help="Run beat (the periodic tasks) in a thread of this worker."))
 app.steps["worker"].add(ThreadedBeat)
 
+# The tasks that wait on receivers outside the cluster, each at most its own deadline: notification deliveries to
+# webhooks, Slack and Teams (worker/notifications.py) and the e-mails about a workload or a budget (the mail server).
+NOTIFICATION_TASKS = frozenset({
+    "worker.tasks.notification_deliver",
+    "worker.tasks.workload_notify",
+    "worker.tasks.workload_idle_notify",
+    "worker.tasks.budget_notify",
+})
+
+
+def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any) -> dict[str, str] | None:
+    """CELERY_TASK_ROUTES: the notification tasks to the notifications queue, whoever sends them (a service after
+    commit, the outbox's sweep, a retry); everything else to the default queue. Read at each send, so a run that
+    renames the queues (the tests, one pair per run) routes to its own."""
+    if name in NOTIFICATION_TASKS:
+        return {"queue": settings.NOTIFICATIONS_QUEUE}
+    return None
+
+
 _bound: dict[str, Token[str]] = {}  # task id -> the token to restore when it ends
 
 

@@ -239,6 +239,14 @@ PREPARE_STEPS = [
 # with beat in a thread beside them, and the web serves from one process of threads. Deployments scale these out
 # instead (docs/architecture.md, The stack). Celery's time limits are not enforced in the thread pool.
 WORKER_THREADS = os.environ.get("PORTAL_WORKER_THREADS", "4")
+# Notification deliveries and e-mails wait on receivers outside the cluster (each at most its deadline), so they have a
+# queue and a worker of their own: a slow receiver fills that worker's threads, never the ones that submit and stop.
+# The cost is one more Python process (about 125 MiB RSS idle, bench/memory.py: the total stays just under its
+# 600 MiB target); consuming both queues in the one worker would save it but let a slow receiver delay submits.
+NOTIFIER_THREADS = os.environ.get("PORTAL_NOTIFIER_THREADS", "2")
+# The queue names of portal/settings.py (this process does not load Django).
+QUEUE = os.environ.get("CELERY_QUEUE", "portal")
+NOTIFICATIONS_QUEUE = os.environ.get("CELERY_NOTIFICATIONS_QUEUE", "notifications")
 EMBEDDED_WEB_CONCURRENCY = "1"
 
 
@@ -246,7 +254,11 @@ def services() -> list[Child]:
     celery = [sys.executable, "-m", "celery", "-A", "portal.celery"]
     return [
         Child("worker", [*celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency", WORKER_THREADS,
-                         "--beat-thread", "--without-gossip", "--without-mingle"]),
+                         "--queues", QUEUE, "--beat-thread", "--without-gossip", "--without-mingle"]),
+        Child("notifier", [*celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency",
+                           NOTIFIER_THREADS, "--queues", NOTIFICATIONS_QUEUE, "--hostname", "notifier@%h",
+                           "--without-gossip", "--without-mingle"],
+              extra={"WORKER_METRICS_PORT": "0"}),
         Child("watcher", _manage("watch_cluster")),
         # Everything but the address comes from ./gunicorn.conf.py, as in the image, compose and the manifests.
         Child("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{HOST}:{PORT}"],

@@ -329,6 +329,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1 if REDIS_URL else 16
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "portal")
+# Tasks that talk to receivers outside the cluster (webhooks, Slack, Teams, the mail server) have a queue of their own,
+# consumed by workers of their own: a receiver that is down or slow then fills those slots, never the ones that turn
+# submissions and stops into cluster objects (portal.celery.route_task; docs/architecture.md, Notification channels).
+NOTIFICATIONS_QUEUE = os.environ.get("CELERY_NOTIFICATIONS_QUEUE", "notifications")
+CELERY_TASK_ROUTES = ("portal.celery.route_task",)
 CELERY_TASK_SOFT_TIME_LIMIT = 120
 CELERY_TASK_TIME_LIMIT = 180
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -404,6 +409,8 @@ EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = _env_secret("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+# A mail server that accepts the connection and then says nothing holds a notifications slot this long, not forever.
+EMAIL_TIMEOUT = _env_int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
 # Links in e-mails: PORTAL_BASE_URL, else where `make run` serves the portal (PORTAL_HOST and PORTAL_PORT, as the
 # launcher reads them; a wildcard address is reached on the loopback).

@@ -21,6 +21,7 @@ def pytest_configure(config: pytest.Config) -> None:
         database["TEST"] = {**database.get("TEST", {}), "NAME": str(settings.RUN_DIR / f"test-{os.getpid()}.sqlite3")}
     # One broker queue per run too, so parallel runs never take each other's tasks.
     settings.CELERY_TASK_DEFAULT_QUEUE = f"portal-test-{os.getpid()}"
+    settings.NOTIFICATIONS_QUEUE = f"portal-test-notifications-{os.getpid()}"
     # The suite's expected names use the documented default prefixes, whatever the environment configures (the
     # tests of other prefixes set them per test).
     settings.KUEUE_ROOT_COHORT_PREFIX, settings.KUEUE_DEPARTMENT_COHORT_PREFIX, settings.KUEUE_PROJECT_PREFIX = (

@@ -11,8 +11,11 @@ The design, one rule per line:
   workload; apps.workloads.services), `kueue.sync` (the org -> Kueue reconcile, no target; apps.org.services),
   `credential.sync` and `pull_secret.sync` (write or remove a credential's or a registry's Secret; their values wait
   sealed on the row, apps.core.sealed), `workload.gang_repair` (the watcher's request that the worker make a KAI gang's
-  pods match its row: evicted ranks made again, ranks outliving its end stopped). Keeping a notebook alive only writes
-  the portal's database, so it is no intent.
+  pods match its row: evicted ranks made again, ranks outliving its end stopped) and `notification.deliver` (a
+  webhook, Slack, Teams or e-mail delivery; apps.org.services). Keeping a notebook alive only writes the portal's
+  database, so it is no intent. Sends go by task name, so Celery's router puts each on its queue
+  (portal.celery.route_task): the first send and the sweep's re-sends of a delivery alike land on the notifications
+  queue.
 - **A deadline, then the sweep.** `next_attempt_at` is when an intent not yet done is due. The beat task
   `worker.tasks.intents_sweep` (every 15 s) sends the task of every due intent again (`intents_claim_due`: a
   conditional claim, so two sweeps never both send it) and pushes the deadline back with exponential backoff

@@ -16,7 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict] = COMPOSE["services"]
-PORTAL = {"web", "worker", "beat", "watcher"}
+PORTAL = {"web", "worker", "notifier", "beat", "watcher"}
 ONE_SHOT = {"migrate", "seed-demo"}
 SECRET_NAMES = re.compile(r"(SECRET|PASSWORD|TOKEN)", re.IGNORECASE)
 
@@ -71,6 +71,7 @@ def test_every_long_running_service_has_a_health_check():
     # Each fails when its process stops making progress, not merely when a port still answers.
     assert SERVICES["watcher"]["healthcheck"]["test"][-1] == "http://127.0.0.1:9102/healthz"
     assert 'inspect ping -d "celery@$$HOSTNAME" --timeout 10' in SERVICES["worker"]["healthcheck"]["test"][1]
+    assert 'inspect ping -d "notifier@$$HOSTNAME" --timeout 10' in SERVICES["notifier"]["healthcheck"]["test"][1]
     assert SERVICES["beat"]["healthcheck"]["test"][-4:] == ["--file", "/tmp/portal/beat-heartbeat", "--max-age", "60"]
     assert "pg_isready" in " ".join(SERVICES["postgres"]["healthcheck"]["test"])
     assert SERVICES["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
@@ -141,3 +142,17 @@ def test_the_image_carries_gunicorns_config_where_gunicorn_runs():
     workdir = [line.split()[1] for line in final if line.startswith("WORKDIR ")][-1]
     copied = [line for line in final if line.startswith("COPY ") and "gunicorn.conf.py" in line.split()[1:-1]]
     assert workdir == "/app" and copied and copied[0].split()[-1] in {"./", "/app/", "/app/gunicorn.conf.py"}
+
+
+def test_each_queue_has_its_worker_and_a_slow_receiver_cannot_take_the_submit_slots():
+    """The worker consumes the default queue only, the notifier the notifications queue only (the names of
+    portal/settings.py): nothing routed waits for a consumer, and deliveries never queue before submits."""
+    import portal.settings as defaults
+
+    def queues(service: dict) -> list[str]:
+        command = service["command"]
+        return command[command.index("--queues") + 1].split(",")
+
+    assert queues(SERVICES["worker"]) == [defaults.CELERY_TASK_DEFAULT_QUEUE]
+    assert queues(SERVICES["notifier"]) == [defaults.NOTIFICATIONS_QUEUE]
+    assert SERVICES["notifier"]["command"][SERVICES["notifier"]["command"].index("--hostname") + 1] == "notifier@%h"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import portal.settings as defaults
 from kubesim.testing import RequestError, serve
 from worker.permissions import COMPONENTS, NAMESPACED
 
@@ -61,6 +62,10 @@ def role_pairs(objects: list[dict], name: str, kind: str = "ClusterRole") -> lis
                   for verb in rule["verbs"])
 
 
+def queues(command: list[str]) -> list[str]:
+    return command[command.index("--queues") + 1].split(",")
+
+
 def check_objects(objects: list[dict]) -> None:
     kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
     for expected in ("Deployment/gpu-portal-web", "Deployment/gpu-portal-worker", "Deployment/gpu-portal-beat",
@@ -86,7 +91,7 @@ def check_objects(objects: list[dict]) -> None:
     config = next(o for o in objects if o["kind"] == "ConfigMap")
     assert config["data"]["LEADER_ELECTION"] == "true"
     deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
-    for name in ("gpu-portal-worker", "gpu-portal-beat", "gpu-portal-watcher"):
+    for name in ("gpu-portal-worker", "gpu-portal-notifier", "gpu-portal-beat", "gpu-portal-watcher"):
         spec = deployments[name]["spec"]
         assert spec["replicas"] == 2  # a node lost costs a takeover, never the process
         assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
@@ -99,7 +104,8 @@ def check_objects(objects: list[dict]) -> None:
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert pod["serviceAccountName"] == name
-        assert pod["automountServiceAccountToken"] is (name != "gpu-portal-web")
+        # web and the notifier never talk to the Kubernetes API
+        assert pod["automountServiceAccountToken"] is (name not in {"gpu-portal-web", "gpu-portal-notifier"})
         for container in pod["containers"] + pod.get("initContainers", []):
             context = container["securityContext"]
             assert context["readOnlyRootFilesystem"] is True
@@ -119,6 +125,12 @@ def check_objects(objects: list[dict]) -> None:
     ping = worker["livenessProbe"]["exec"]["command"]
     assert ping[:2] == ["sh", "-c"] and "unset PROMETHEUS_MULTIPROC_DIR;" in ping[2]
     assert 'inspect ping -d "celery@$HOSTNAME" --timeout 10' in ping[2]
+    # Each queue its consumer (the names of portal/settings.py): submits never wait behind a slow receiver.
+    notifier = deployments["gpu-portal-notifier"]["spec"]["template"]["spec"]["containers"][0]
+    assert queues(worker["command"]) == [defaults.CELERY_TASK_DEFAULT_QUEUE]
+    assert queues(notifier["command"]) == [defaults.NOTIFICATIONS_QUEUE]
+    assert notifier["command"][notifier["command"].index("--hostname") + 1] == "notifier@%h"
+    assert 'inspect ping -d "notifier@$HOSTNAME" --timeout 10' in notifier["livenessProbe"]["exec"]["command"][2]
     beat = deployments["gpu-portal-beat"]["spec"]["template"]["spec"]["containers"][0]
     heartbeat = f"{config['data']['PORTAL_RUN_DIR']}/beat-heartbeat"  # settings.BEAT_HEARTBEAT_FILE
     assert beat["livenessProbe"]["exec"]["command"] == ["python", "-m", "portal.container", "check", "--file",

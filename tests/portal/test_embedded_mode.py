@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import portal.settings as defaults
 from portal import launcher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,9 +53,14 @@ def test_the_folder_broker_writes_whole_messages_and_the_worker_takes_a_burst_at
 def test_make_run_runs_the_worker_with_threads_and_beat_inside_and_one_web_process(monkeypatch):
     monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
     children = {child.name: child for child in launcher.services()}
-    assert set(children) == {"worker", "watcher", "web"}
+    assert set(children) == {"worker", "notifier", "watcher", "web"}
     worker = children["worker"].argv
     assert worker[worker.index("--pool") + 1] == "threads" and "--beat-thread" in worker
+    # Each queue its own worker (portal/settings.py's names), so a slow receiver never holds a submit's thread.
+    notifier = children["notifier"].argv
+    assert notifier[notifier.index("--pool") + 1] == "threads" and "--beat-thread" not in notifier
+    assert worker[worker.index("--queues") + 1] == defaults.CELERY_TASK_DEFAULT_QUEUE
+    assert notifier[notifier.index("--queues") + 1] == defaults.NOTIFICATIONS_QUEUE
     assert children["web"].extra == {"WEB_CONCURRENCY": "1"}
     kubesim = launcher.kubesim_child(Path("kubeconfig")).argv
     assert "--async-settle" in kubesim

@@ -70,7 +70,18 @@ def signed_in(user):
 
 @pytest.fixture
 def celery_worker(transactional_db, settings):
-    """A real Celery worker (thread, solo pool) consuming this run's queue on the configured broker."""
+    """A real Celery worker (thread, solo pool) consuming this run's queues on the configured broker: the default
+    one and the notifications one (tests/worker/test_notification_queue.py keeps them apart)."""
+    yield from _celery_worker(settings, [settings.CELERY_TASK_DEFAULT_QUEUE, settings.NOTIFICATIONS_QUEUE])
+
+
+@pytest.fixture
+def default_queue_worker(transactional_db, settings):
+    """A real Celery worker (thread, solo pool) consuming this run's default queue only, as the deployments' worker."""
+    yield from _celery_worker(settings, [settings.CELERY_TASK_DEFAULT_QUEUE])
+
+
+def _celery_worker(settings, queues: list[str]):
     from celery.contrib.testing.worker import start_worker
 
     from portal.celery import app
@@ -78,7 +89,8 @@ def celery_worker(transactional_db, settings):
     (settings.BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     with app.connection_for_write() as connection:
-        connection.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)  # leftovers of an aborted run
+        for queue in queues:
+            connection.default_channel.queue_purge(queue)  # leftovers of an aborted run
     import threading
 
     from celery.signals import task_postrun
@@ -94,7 +106,7 @@ def celery_worker(transactional_db, settings):
     task_postrun.connect(close_connection, weak=False)
     try:
         with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=30,
-                          queues=[settings.CELERY_TASK_DEFAULT_QUEUE]) as worker:
+                          queues=queues) as worker:
             yield worker
     finally:
         task_postrun.disconnect(close_connection)
