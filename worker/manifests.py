@@ -96,7 +96,7 @@ def _memory(gib: Decimal) -> str:
 
 def is_kai_gang(workload: Workload) -> bool:
     """A gang on a KAI pool: the portal's PodGroup and ownerless Pods instead of an Indexed Job."""
-    return workload.node_pool.kai and is_distributed(workload)
+    return workload.kai_gang
 
 
 def _launcher_env(workload: Workload, index: int | None = None) -> list[dict[str, Any]]:

@@ -366,6 +366,12 @@ class Workload(models.Model):
         return self.kind == Kind.TRAINING and self.framework != Framework.NONE
 
     @property
+    def kai_gang(self) -> bool:
+        """A multi-pod training on a KAI pool: the portal's PodGroup and ownerless pods, not a Job (KAI gangs no Job's
+        pods; docs/architecture.md)."""
+        return self.node_pool.kai and self.kind == Kind.TRAINING and self.pods > 1 and not self.runs_on_framework
+
+    @property
     def from_outside(self) -> bool:
         return self.origin == Origin.OUTSIDE
 

@@ -21,6 +21,7 @@ from rest_framework.fields import SkipField
 
 from apps.accounts import access
 from apps.core.api import AsciiIntegerField, ScopedPrimaryKeyRelatedField, StrictCharField, nul_errors
+from apps.core.kueue_names import KAI_POD_GROUP_API_VERSION
 from apps.org.models import DataSource, NodePool, PriorityClass, Project
 from apps.workloads.explain import REASONS
 from apps.workloads.frameworks import DEFAULT_RAY_VERSION, MAX_ENTRYPOINT, MAX_WORKING_DIR, framework_entry
@@ -456,8 +457,8 @@ PORTAL_JOB_API_VERSION = "batch/v1"
 class ObjectReferenceSerializer(serializers.Serializer):
     apiVersion = serializers.CharField(help_text="e.g. batch/v1, jobset.x-k8s.io/v1alpha2.")
     kind = serializers.CharField(allow_null=True, help_text="Job, JobSet, TrainJob, PyTorchJob, RayJob, RayCluster, "
-                                                            "LeaderWorkerSet or Pod (a pod group: its pods); null for "
-                                                            "a kind the portal does not know.")
+                                                            "LeaderWorkerSet, Pod (a pod group: its pods) or PodGroup "
+                                                            "(a KAI gang); null for a kind the portal does not know.")
     name = serializers.CharField(help_text="Its name in the project's namespace (a pod group: the group's name).")
 
 
@@ -498,8 +499,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
         "training, notebook or batch for the portal's own forms; for work from outside, the kind of the object Kueue "
         "admits (job, jobset, trainjob, pytorchjob, rayjob, raycluster, leaderworkerset, pod, podgroup, other)."))
     object = serializers.SerializerMethodField(help_text=(
-        "The Kubernetes object the workload is: the portal's Job, or the object from outside; null before the "
-        "portal has submitted its Job."))
+        "The Kubernetes object the workload is: the portal's Job (a multi-pod training on a KAI pool: its PodGroup, "
+        "whose pods are <name>-<rank>), or the object from outside; null before the portal has submitted it."))
     submitted_by = serializers.CharField(read_only=True, help_text=(
         "Work from outside: the Kubernetes user (or field manager) that created it, when the cluster says; empty "
         "otherwise."))
@@ -589,6 +590,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
         if workload.runs_on_framework:
             entry = framework_entry(workload)
             return {"apiVersion": entry.api_version, "kind": entry.name, "name": workload.job_name}
+        if workload.kai_gang:
+            return {"apiVersion": KAI_POD_GROUP_API_VERSION, "kind": "PodGroup", "name": workload.job_name}
         return {"apiVersion": PORTAL_JOB_API_VERSION, "kind": "Job", "name": workload.job_name}
 
     def get_queue_name(self, workload: Workload) -> str:

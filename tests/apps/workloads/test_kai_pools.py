@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
@@ -299,3 +300,12 @@ def test_a_preemption_of_kai_work_without_a_known_reason_is_kai_schedulers(demo,
         status=Status.PREEMPTED, reason="Evicted", message="The pod was evicted"))
     (delivery,) = NotificationDelivery.objects.filter(event="workload.preempted")
     assert delivery.payload["object"]["plain_reason"] == "Preempted by KAI Scheduler."
+
+
+def test_the_api_names_a_kai_gangs_pod_group_as_its_object_and_a_one_pod_run_its_job(client_for, demo, kai_pool):
+    gang = submit(demo, kai_pool, kind="training", pods=2)
+    single = submit(demo, kai_pool, kind="training", pods=1)
+    Workload.objects.filter(pk__in=[gang.pk, single.pk]).update(job_name=F("name"))  # as the worker names them
+    objects = {row["id"]: row["object"] for row in call(client_for("alice"), "GET", "workloads/").json()["results"]}
+    assert objects[gang.pk] == {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "name": "x"}
+    assert objects[single.pk] == {"apiVersion": "batch/v1", "kind": "Job", "name": "x"}
