@@ -373,7 +373,8 @@ class QuotaTableRowSerializer(ShapeOnlyModelSerializer):
             values = super().to_internal_value(data)
         except serializers.ValidationError as exc:
             if unknown and isinstance(exc.detail, dict):
-                raise serializers.ValidationError({**exc.detail, **unknown}) from exc
+                errors: dict[Any, Any] = {**exc.detail, **unknown}
+                raise serializers.ValidationError(errors) from exc
             raise
         if unknown:
             raise serializers.ValidationError(unknown)
