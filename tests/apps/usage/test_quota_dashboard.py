@@ -159,7 +159,7 @@ def test_the_page_draws_bars_a_tree_and_a_table(client_for):
 # Viewers who do not see everything read the pools in a query of their own, rather than with each of their
 # departments' quota rows (which they only sum). One of the queries reads the serving reservations with the units
 # held of them (docs/architecture.md, Inference services). The cohorts' weighted shares come with the quota rows
-# (one query fewer than 12, 10 and 11: the dashboard's fixed floor, issue 29).
+# (one query fewer than 12, 10 and 11: the dashboard's fixed floor, bench/README.md "Live-state pages and the watcher").
 @pytest.mark.parametrize(("username", "expected"), [("admin", 11), ("alice", 9), ("lead", 10)])
 @pytest.mark.parametrize("poll", [False, True])
 def test_dashboard_queries_are_fixed(client_for, make_workload, django_assert_num_queries, username, expected, poll):
