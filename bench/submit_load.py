@@ -10,8 +10,10 @@ flushed and seeded with the demo organisation plus 50 researchers with personal 
 
 Load:
 - 20 API clients (token auth), each submitting 50 one-GPU training jobs to the L40S pool
-  (`POST /api/v1/workloads/`), back to back (closed loop) or `--think` seconds apart (a person or a script between
-  two submissions); half in Vision, half in NLP, so most wait in Kueue's queues.
+  (`POST /api/v1/workloads/`), back to back (closed loop) or `--think` seconds apart on average (a person or a
+  script between two submissions: each client starts at a random moment within the first pause and pauses for an
+  exponentially distributed time, so twenty independent clients never submit in step); half in Vision, half in
+  NLP, so most wait in Kueue's queues.
 - 50 page users (session cookies), each polling every 5 s as the pages' htmx does: their workload list, and every
   third poll (`--queue-every`; 0: never) their project's queue, with If-None-Match (the browser cache's
   revalidation; 304 when unchanged). They poll until every submission has left `submitting`.
@@ -292,9 +294,11 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     drained = threading.Event()
     follows: list[dict] = []
 
-    def submitter(person: dict, count: int) -> None:
+    def submitter(person: dict, count: int, pace: random.Random) -> None:
         session = requests.Session()
         session.headers["Authorization"] = f"Token {person['token']}"
+        if think:  # clients that pause are independent: each begins at its own moment, not all twenty at once
+            time.sleep(pace.uniform(0, think))
         for index in range(count):
             body = {"project": person["project"], "kind": "training", "name": f"load-{index}",
                     "image": "pytorch/pytorch:2.4.0", "command": ["sleep", "3600"], "node_pool": "l40s-shared",
@@ -311,8 +315,8 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                 submit_times.append(elapsed)
                 if response.status_code != 201:
                     submit_errors.append(f"{response.status_code} {response.text[:200]}")
-            if think:
-                time.sleep(think)
+            if think:  # a person's or a script's pause: exponential, so the clients never fall into step
+                time.sleep(pace.expovariate(1 / think))
 
     def poller(person: dict) -> None:
         session = requests.Session()
@@ -376,7 +380,7 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     for thread in threads:
         thread.start()
     began = time.monotonic()
-    submitters = [threading.Thread(target=submitter, args=(people[i % len(people)], per_client[i]))
+    submitters = [threading.Thread(target=submitter, args=(people[i % len(people)], per_client[i], random.Random(i)))
                   for i in range(clients)]
     for thread in submitters:
         thread.start()
@@ -434,7 +438,7 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> list[results.F
               f"{percentile(values, 0.95) * 1000:.0f} | {max(values) * 1000:.0f} |{extra}")
 
     print(f"\n{args.submissions} submissions, {args.clients} API clients "
-          f"({f'{args.think:g} s apart' if args.think else 'back to back'}), {args.pollers} polling users, "
+          f"({f'{args.think:g} s apart on average' if args.think else 'back to back'}), {args.pollers} polling users, "
           f"{args.followers} log follows, gunicorn.conf.py {args.gunicorn_args or '(as shipped)'}, queue page every "
           f"{args.queue_every or 'no'} polls, {os.cpu_count()} cores\n")
     print("| request | count | median ms | p95 ms | max ms | |")
@@ -469,6 +473,8 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> list[results.F
     waits = lags + [load["drain_seconds"]] * result["submitting"]
     mode = "make run" if args.embedded else "PostgreSQL + Redis"
     size = f"{args.submissions} submissions, {args.clients} clients, {args.pollers} pollers"
+    if args.think:
+        size += f", {args.think:g} s think (exponential)"
     print(f"left submitting: p95 {percentile(waits, 0.95):.2f} s after the POST ({len(lags)} of {result['workloads']}"
           f" done)")
     return [results.Figure(f"{mode}: POST p95, {size}", "ms", [percentile(load["submit_times"], 0.95) * 1000],
