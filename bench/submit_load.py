@@ -10,8 +10,10 @@ flushed and seeded with the demo organisation plus 50 researchers with personal 
 
 Load:
 - 20 API clients (token auth), each submitting 50 one-GPU training jobs to the L40S pool
-  (`POST /api/v1/workloads/`), back to back (closed loop) or `--think` seconds apart (a person or a script between
-  two submissions); half in Vision, half in NLP, so most wait in Kueue's queues.
+  (`POST /api/v1/workloads/`), back to back (closed loop) or `--think` seconds apart on average (a person or a
+  script between two submissions: each client starts at a random moment within the first pause and pauses for an
+  exponentially distributed time, so twenty independent clients never submit in step); half in Vision, half in
+  NLP, so most wait in Kueue's queues.
 - 50 page users (session cookies), each polling every 5 s as the pages' htmx does: their workload list, and every
   third poll (`--queue-every`; 0: never) their project's queue, with If-None-Match (the browser cache's
   revalidation; 304 when unchanged). They poll until every submission has left `submitting`.
@@ -51,6 +53,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,6 +193,30 @@ class EmbeddedStack:
     def kubeconfig(self) -> str:
         return str(self.workdir / "kubeconfig")
 
+    def parts(self) -> dict[str, int]:
+        """The launcher's children by what they run (the launcher itself: its supervision only)."""
+        assert self.proc is not None
+        found = {"launcher": self.proc.pid}
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if entry.name.isdigit() and int(fields[1]) == self.proc.pid:
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                    found[self.part_name([arg.decode() for arg in argv])] = int(entry.name)
+        return found
+
+    @staticmethod
+    def part_name(argv: list[str]) -> str:
+        if "gunicorn" in argv:
+            return "web"
+        if "watch_cluster" in argv:
+            return "watcher"
+        if "kubesim" in argv:
+            return "prometheus" if "prometheus" in argv else "kubesim"
+        if "worker" in argv:
+            return "notifier" if any(arg.startswith("notifier@") for arg in argv) else "worker"
+        return " ".join(Path(arg).name for arg in argv[:4])
+
 
 def await_kueue_synced(gateway, timeout: float = 300.0) -> None:
     """The worker's first reconcile after seeding has made the projects' namespaces and queues (a submission before
@@ -251,13 +278,45 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-class Machine:
-    """Load average and CPU busy share, sampled while the load runs."""
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user and system) each named process has used with its descendants, those still running and those
+    it has reaped, from /proc: where the machine's time went, by part of the stack."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended while we looked
+            continue
+        parent[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = sum(int(value) for value in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, ppid in parent.items():
+        children[ppid].append(pid)
 
-    def __init__(self) -> None:
+    named = set(roots.values())
+
+    def tree(pid: int) -> float:  # a descendant named itself is counted under its own name only
+        return used.get(pid, 0.0) + sum(tree(child) for child in children.get(pid, []) if child not in named)
+
+    return {name: tree(pid) for name, pid in roots.items()}
+
+
+class Machine:
+    """Load average and CPU busy share, sampled while the load runs; with `parts` (name -> pid of a process this
+    bench started), the CPU each part used over the run."""
+
+    def __init__(self, parts: Callable[[], dict[str, int]] | None = None) -> None:
         self.loads: list[float] = []
         self.stop = threading.Event()
+        self.parts = parts or dict
         self.start_cpu = self._cpu()
+        self.start_parts = cpu_seconds(self.parts())
+        self.start_own = self._own()
+        self.part_seconds: dict[str, float] = {}
 
     @staticmethod
     def _cpu() -> tuple[int, int]:
@@ -265,19 +324,35 @@ class Machine:
         idle = fields[3] + fields[4]
         return sum(fields), idle
 
+    @staticmethod
+    def _own() -> float:
+        """This process's own CPU, its children (kubesim in the served mode) not included: the bench's clients."""
+        times = os.times()
+        return times.user + times.system
+
     def run(self) -> None:
         """A sample at once and every 2 s, so a run shorter than a sampling period still says its load."""
         self.loads.append(os.getloadavg()[0])
         while not self.stop.wait(2.0):
             self.loads.append(os.getloadavg()[0])
+        ended = cpu_seconds(self.parts())
+        self.part_seconds = {name: ended[name] - self.start_parts[name] for name in ended if name in self.start_parts}
+        self.part_seconds["the bench's clients"] = self._own() - self.start_own
+        self.end_cpu = self._cpu()
 
     def busy(self) -> float:
-        total, idle = self._cpu()
+        total, idle = getattr(self, "end_cpu", None) or self._cpu()
         return 1 - (idle - self.start_cpu[1]) / max(1, total - self.start_cpu[0])
+
+    def cpu_total(self) -> float:
+        """CPU seconds the whole machine spent busy over the run (all cores)."""
+        total, idle = getattr(self, "end_cpu", None) or self._cpu()
+        busy_ticks = (total - self.start_cpu[0]) - (idle - self.start_cpu[1])
+        return busy_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def run_load(base: str, people: list[dict], *, submissions: int, clients: int, pollers: int, followers: int,
-             think: float, queue_every: int) -> dict:
+             think: float, queue_every: int, parts: Callable[[], dict[str, int]]) -> dict:
     import requests
 
     from apps.workloads.models import Status, Workload
@@ -292,9 +367,11 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
     drained = threading.Event()
     follows: list[dict] = []
 
-    def submitter(person: dict, count: int) -> None:
+    def submitter(person: dict, count: int, pace: random.Random) -> None:
         session = requests.Session()
         session.headers["Authorization"] = f"Token {person['token']}"
+        if think:  # clients that pause are independent: each begins at its own moment, not all twenty at once
+            time.sleep(pace.uniform(0, think))
         for index in range(count):
             body = {"project": person["project"], "kind": "training", "name": f"load-{index}",
                     "image": "pytorch/pytorch:2.4.0", "command": ["sleep", "3600"], "node_pool": "l40s-shared",
@@ -311,8 +388,8 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
                 submit_times.append(elapsed)
                 if response.status_code != 201:
                     submit_errors.append(f"{response.status_code} {response.text[:200]}")
-            if think:
-                time.sleep(think)
+            if think:  # a person's or a script's pause: exponential, so the clients never fall into step
+                time.sleep(pace.expovariate(1 / think))
 
     def poller(person: dict) -> None:
         session = requests.Session()
@@ -370,13 +447,13 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
         warm.get(f"{base}/workloads/", timeout=60)
         warm.get(f"{base}/workloads/projects/{people[0]['project']}/queue/", timeout=60)
     per_client = [submissions // clients + (1 if i < submissions % clients else 0) for i in range(clients)]
-    machine = Machine()
+    machine = Machine(parts)
     threads = [threading.Thread(target=machine.run, daemon=True)]
     threads += [threading.Thread(target=poller, args=(people[i % len(people)],), daemon=True) for i in range(pollers)]
     for thread in threads:
         thread.start()
     began = time.monotonic()
-    submitters = [threading.Thread(target=submitter, args=(people[i % len(people)], per_client[i]))
+    submitters = [threading.Thread(target=submitter, args=(people[i % len(people)], per_client[i], random.Random(i)))
                   for i in range(clients)]
     for thread in submitters:
         thread.start()
@@ -404,7 +481,8 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
         thread.join(timeout=POLL_SECONDS + 65)
     return {"submit_times": submit_times, "submit_errors": submit_errors, "submit_seconds": submit_seconds,
             "drain_seconds": drain_seconds, "polls": polls, "sizes": sizes, "poll_status": poll_status,
-            "follows": follows, "loads": machine.loads, "busy": machine.busy()}
+            "follows": follows, "loads": machine.loads, "busy": machine.busy(), "cpu_total": machine.cpu_total(),
+            "part_seconds": machine.part_seconds}
 
 
 def check(gateway) -> dict:
@@ -434,7 +512,7 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> list[results.F
               f"{percentile(values, 0.95) * 1000:.0f} | {max(values) * 1000:.0f} |{extra}")
 
     print(f"\n{args.submissions} submissions, {args.clients} API clients "
-          f"({f'{args.think:g} s apart' if args.think else 'back to back'}), {args.pollers} polling users, "
+          f"({f'{args.think:g} s apart on average' if args.think else 'back to back'}), {args.pollers} polling users, "
           f"{args.followers} log follows, gunicorn.conf.py {args.gunicorn_args or '(as shipped)'}, queue page every "
           f"{args.queue_every or 'no'} polls, {os.cpu_count()} cores\n")
     print("| request | count | median ms | p95 ms | max ms | |")
@@ -460,6 +538,12 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> list[results.F
     loads = load["loads"]
     print(f"machine: load average (1 min) min {min(loads):.1f} / median {statistics.median(loads):.1f} / "
           f"max {max(loads):.1f} on {os.cpu_count()} cores; CPU busy {load['busy'] * 100:.0f}% over the run")
+    parts = load["part_seconds"]
+    rest = load["cpu_total"] - sum(parts.values())
+    print(f"CPU seconds over the run ({load['cpu_total']:.0f} in all; per submission in brackets): " + ", ".join(
+        f"{name} {seconds:.1f} ({seconds / args.submissions * 1000:.0f} ms)"
+        for name, seconds in sorted(parts.items(), key=lambda item: -item[1]))
+        + f", the rest (PostgreSQL if used, other work on the machine) {rest:.1f} ({rest / args.submissions * 1000:.0f} ms)")
     print(f"exactly once: {result['workloads']} workloads, {result['with_one_job']} with exactly one Job, "
           f"{result['duplicated']} duplicated, {result['submitting']} still submitting, "
           f"{result['open_intents']} open intents")
@@ -469,6 +553,8 @@ def report(load: dict, result: dict, args: argparse.Namespace) -> list[results.F
     waits = lags + [load["drain_seconds"]] * result["submitting"]
     mode = "make run" if args.embedded else "PostgreSQL + Redis"
     size = f"{args.submissions} submissions, {args.clients} clients, {args.pollers} pollers"
+    if args.think:
+        size += f", {args.think:g} s think (exponential)"
     print(f"left submitting: p95 {percentile(waits, 0.95):.2f} s after the POST ({len(lags)} of {result['workloads']}"
           f" done)")
     return [results.Figure(f"{mode}: POST p95, {size}", "ms", [percentile(load["submit_times"], 0.95) * 1000],
@@ -510,7 +596,9 @@ def main() -> None:
         stack.start(kubesim.kubeconfig_path)
         load = run_load(stack.url, fixture["people"], submissions=args.submissions, clients=args.clients,
                         pollers=args.pollers, followers=args.followers, think=args.think,
-                        queue_every=args.queue_every)
+                        queue_every=args.queue_every,
+                        parts=lambda: {**{name: proc.pid for name, proc in stack.procs.items()},
+                                       "kubesim": kubesim.proc.pid})
         figures = report(load, check(gateway), args)
         print("after:", subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip())
         results.record("submit_load.py", vars(args), figures, machine)
@@ -543,7 +631,7 @@ def main_embedded(args: argparse.Namespace) -> None:
         fixture = add_people(max(args.clients, args.pollers, 1))
         load = run_load(stack.url, fixture["people"], submissions=args.submissions, clients=args.clients,
                         pollers=args.pollers, followers=args.followers, think=args.think,
-                        queue_every=args.queue_every)
+                        queue_every=args.queue_every, parts=stack.parts)
         figures = report(load, check(gateway), args)
         print("after:", subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip())
         results.record("submit_load.py", vars(args), figures, machine)

@@ -23,7 +23,7 @@ SMOKE = {
     "outside_sync.py": ["--workloads", "20", "--projects", "4", "--changes", "10", "--rate", "10"],
     "kubesim_creates.py": ["--workloads", "40", "--projects", "4", "--changes", "10", "--rate", "10"],
     "kubesim_preemption.py": ["--cqs", "4", "--admitted", "40"],
-    "submit_load.py": ["--submissions", "10", "--clients", "2", "--pollers", "2"],
+    "submit_load.py": ["--submissions", "10", "--clients", "2", "--pollers", "2", "--think", "0.1"],
     "submit_checks.py": ["--submits", "10", "--rounds", "1", "--policies", "5", "--budgets", "10"],
     "follow_load.py": ["--followers", "2", "--seconds", "4", "--baseline", "2"],
     "usage_report.py": ["--intervals", "400", "--projects", "4", "--runs", "1"],
