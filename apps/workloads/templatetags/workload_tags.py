@@ -175,11 +175,8 @@ def _local_date(value: datetime | None, format_string: str) -> str:
     return date(localtime(value), format_string) if value is not None else ""
 
 
-@register.simple_tag
-def forecast_span(forecast: WorkloadForecast | None) -> SafeString:
-    """partials/_forecast.html for one row (the list's Forecast column)."""
-    if not forecast:
-        return SafeString("\n\n")
+def _forecast_span(forecast: WorkloadForecast) -> SafeString:
+    """partials/_forecast.html for a row's forecast (the list's Forecast column)."""
     if forecast.estimated:
         title = format_html("Estimated start between {} and {} UTC, likely {}; from {}",
                             _local_date(forecast.earliest, "H:i"), _local_date(forecast.latest, "H:i"),
@@ -217,7 +214,7 @@ def workload_row(context: Context, w: Workload) -> SafeString:
             str(w.status_reason).lower() != w.status:
         why = f'<div class="small muted"><code>{_escape(w.status_reason)}</code></div>'
     forecast = w.start_forecast
-    forecast_cell = f"<div data-start-forecast>{forecast_span(forecast)}</div>" if forecast else _NONE
+    forecast_cell = f"<div data-start-forecast>{_forecast_span(forecast)}</div>" if forecast else _NONE
     runtime = getattr(w, "runtime", None)
     runtime_cell = _escape(duration(runtime)) if runtime else _NONE
     kind = str(w.get_kind_display())
