@@ -427,6 +427,32 @@ def _ids_with(roles_by_id: dict[int, frozenset[str]], action: Action) -> list[in
     return [key for key, roles in roles_by_id.items() if action in _actions(roles)]
 
 
+@dataclass(frozen=True)
+class ScopeAt:
+    """A node of the scope tree known by its ids (a row read as plain values), to ask `can` about."""
+
+    department_id: int
+    project_id: int | None = None
+
+    def access_scope(self) -> tuple[int, int | None]:
+        return self.department_id, self.project_id
+
+
+def department_ids_seen(user: Visitor | None, action: Action = Action.VIEW) -> set[int] | None:
+    """The ids of the departments on which the user may do `action`, as `restrict` selects departments (a project
+    binding lets its member VIEW the department); None when they may everywhere. For reads that scope several
+    tables by department with a list rather than a subquery of their own each."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return set()
+    grants = grants_for(user)
+    if action in _actions(grants.everywhere):
+        return None
+    seen = set(_ids_with(grants.departments, action))
+    if action == Action.VIEW:
+        seen |= set(grants.project_departments.values())
+    return seen
+
+
 def restrict(queryset: Rows, user: Visitor | None, action: Action = Action.VIEW) -> Rows:
     """The rows of `queryset` on which the user may do `action`, by the scope paths the model declares."""
     if user is None or not user.is_authenticated or not user.is_active:

@@ -1,9 +1,11 @@
-"""The form renderer (settings.FORM_RENDERER): Django's own, except that a select is written out in Python.
+"""The form renderer (settings.FORM_RENDERER): Django's own, except that selects and inputs are written in Python.
 
 Django renders each `<option>` through a template of its own; a filter form with a select of a hundred projects
-then cost more than the table of rows under it. `PortalFormRenderer` writes `django/forms/widgets/select.html` with
-its standard options byte for byte as those templates do (tests/apps/core/test_form_rendering.py compares them),
-and leaves every other template, and any select whose options use another template, to Django.
+then cost more than the table of rows under it. An `<input>` goes through three templates (its type's, input.html
+and attrs.html), which cost a short form's page more than its queries. `PortalFormRenderer` writes
+`django/forms/widgets/select.html` with its standard options, and the input types whose template is only
+input.html, byte for byte as those templates do (tests/apps/core/test_form_rendering.py compares them), and leaves
+every other template, and any select whose options use another template, to Django.
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.forms.renderers import DjangoTemplates
-from django.utils.html import conditional_escape
+from django.utils.html import conditional_escape, escape
+from django.utils.safestring import SafeData
 
 SELECT = "django/forms/widgets/select.html"
 OPTION = "django/forms/widgets/select_option.html"
+# Django's widget templates that are `{% include "django/forms/widgets/input.html" %}` and nothing else.
+INPUTS = frozenset(f"django/forms/widgets/{kind}.html" for kind in (
+    "checkbox", "color", "date", "datetime", "email", "file", "hidden", "number", "password", "search", "tel", "text",
+    "time", "url"))
 
 
 def _attrs(attrs: dict[str, Any]) -> str:
@@ -45,8 +52,30 @@ def render_select(widget: dict[str, Any]) -> str | None:
     return "".join(parts)
 
 
+def _stringformat(value: Any) -> str:
+    """`{{ value|stringformat:'s' }}`: "%s" of the value (of a tuple, its str; nothing when that fails), escaped
+    unless the value was marked safe (the filter keeps that mark)."""
+    try:
+        text = "%s" % (str(value) if isinstance(value, tuple) else value)
+    except (ValueError, TypeError):
+        return ""
+    return text if isinstance(value, SafeData) else escape(text)
+
+
+def render_input(widget: dict[str, Any]) -> str:
+    """django/forms/widgets/input.html with its attrs.html, as Django's renderer returns it (stripped)."""
+    value = "" if widget["value"] is None else f' value="{_stringformat(widget["value"])}"'
+    attrs = "".join(f" {conditional_escape(name)}" if attr is True else
+                    f' {conditional_escape(name)}="{_stringformat(attr)}"'
+                    for name, attr in widget["attrs"].items() if attr is not False)
+    return f'<input type="{conditional_escape(widget["type"])}" name="{conditional_escape(widget["name"])}"{value}' \
+           f"{attrs}>"
+
+
 class PortalFormRenderer(DjangoTemplates):
     def render(self, template_name: str, context: dict[str, Any], request: Any = None) -> str:
+        if template_name in INPUTS:
+            return render_input(context["widget"])
         if template_name == SELECT:
             rendered = render_select(context["widget"])
             if rendered is not None:

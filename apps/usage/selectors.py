@@ -35,11 +35,10 @@ from typing import Any
 from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 
-from apps.accounts.access import grants_for, sees_everything
+from apps.accounts.access import Action, ScopeAt, can, department_ids_seen
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.core.actors import Actor
 from apps.org.models import NodePool, Quota, ServingReservation
-from apps.org.selectors import departments_for, projects_for
 from apps.workloads.models import WAITING_STATUSES
 from apps.workloads.selectors import (
     Tally,
@@ -98,9 +97,24 @@ class Reservation:
         return max(0, self.reserved - self.in_use)
 
 
+@dataclass(frozen=True)
+class Pool:
+    """What the dashboard shows of a node pool (its heading), read with the rows that put it on show."""
+
+    pk: int
+    slug: str
+    name: str
+    gpu_resource: str
+    capacity: int
+    serving: bool
+
+
+POOL_FIELDS = ("pk", "slug", "name", "gpu_resource", "capacity", "serving")
+
+
 @dataclass
 class PoolDashboard:
-    pool: NodePool
+    pool: Pool
     departments: list[Figures]  # each with its visible projects as children
     cluster: Figures | None
     reservations: list[Reservation] = field(default_factory=list)  # serving pools only
@@ -111,16 +125,34 @@ def balance(*, deserved: int, used: Decimal, lends: bool) -> tuple[Decimal, Deci
     return max(ZERO, used - deserved), max(ZERO, deserved - used) if lends else ZERO
 
 
+def _pool_of(row: dict[str, Any]) -> Pool:
+    return Pool(*(row[f"node_pool__{name}"] for name in POOL_FIELDS))
+
+
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
-    """The dashboard figures for the viewer: at most eight queries, however many projects and pools (nine with a KAI
-    queue on show: its rows' pending, `kai_queue_waiting`)."""
-    everything = sees_everything(user)
-    visible_projects = {p.pk: p for p in projects_for(user).select_related("department")}
-    if everything or grants_for(user).departments:
-        departments = {d.pk: d for d in departments_for(user)}
-    else:  # bound to projects only: their departments came with them
-        departments = {p.department_id: p.department for p in visible_projects.values()}
-    department_ids = list(departments)
+    """The dashboard figures for the viewer: four queries for those who do not see everything (quotas, serving
+    reservations, queue mirrors, tallies), six for those who do (every pool, and the cluster's use), however many
+    projects and pools; one more with a KAI queue on show (its rows' pending, `kai_queue_waiting`).
+
+    The scope comes from the viewer's grants, which the request has read already, not from reads of its own: the
+    departments on show are those the access module lets the viewer see (`department_ids_seen`, one list for every
+    read), and a project's row is shown when `can` lets them see it, asked once per project of the rows read. A
+    department or project is on show only where it holds quota, so the quota rows carry the names of every one of
+    them; those who do not see everything read the pools' headings with the quota rows and reservations that put the
+    pools on show."""
+    departments_seen = department_ids_seen(user)
+    everything = departments_seen is None
+    in_scope = Q() if departments_seen is None else Q(department_id__in=departments_seen) | Q(
+        project__department_id__in=departments_seen)
+    department_scope = {} if departments_seen is None else {"project__department_id__in": departments_seen}
+    pool_columns = () if everything else tuple(f"node_pool__{name}" for name in POOL_FIELDS)
+    seen: dict[int, bool] = {}
+
+    def sees(project_id: int, department_id: int) -> bool:  # asked once per project
+        if project_id not in seen:
+            seen[project_id] = everything or can(user, Action.VIEW, ScopeAt(department_id, project_id))
+        return seen[project_id]
+
     # Quota rows of the departments on show and of all their projects (a roll-up sums every project's borrowed and
     # lent, seen or not); usage comes from the queue mirror.
     # Plain values, not models: a researcher's department may hold hundreds of quota rows it only sums.
@@ -131,26 +163,34 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         return Subquery(CohortState.objects.filter(node_pool_id=OuterRef("node_pool_id"), **owner).order_by(
             "-name").values("weighted_share")[:1])
 
-    quotas = list(Quota.objects.filter(Q(department_id__in=department_ids) | Q(
-        project__department_id__in=department_ids)).order_by().annotate(
+    quotas = list(Quota.objects.filter(in_scope).order_by().annotate(
         project_share=share(project_id=OuterRef("project_id")),
         department_share=share(project__isnull=True, department_id=Coalesce(
             OuterRef("department_id"), OuterRef("project__department_id")))).values(
         "project_id", "department_id", "node_pool_id", "deserved", "limit", "project__department_id",
-        "project__does_not_lend", "project_share", "department_share"))
+        "project__does_not_lend", "project_share", "department_share", "project__name", "project__slug",
+        "department__name", "department__slug", "project__department__name", "project__department__slug",
+        *pool_columns))
     held = serving_services().filter(project_id=OuterRef("project_id"), node_pool_id=OuterRef(
         "node_pool_id")).values("project_id").annotate(units=Sum(serving_units())).values("units")
     reservations: dict[int, list[Reservation]] = defaultdict(list)
-    for held_row in ServingReservation.objects.filter(project_id__in=list(visible_projects)).order_by().annotate(
-            in_use=Coalesce(Subquery(held), 0)).values("project_id", "node_pool_id", "cards", "in_use"):
-        project = visible_projects[held_row["project_id"]]
-        reservations[held_row["node_pool_id"]].append(Reservation(name=project.name, slug=project.slug,
-                                                             reserved=held_row["cards"], in_use=held_row["in_use"]))
-    pools = list(NodePool.objects.order_by("name"))
-    if not everything:  # only pools where the viewer's scope holds quota or a reservation have anything to show
-        holding = {q["node_pool_id"] for q in quotas} | set(reservations)
-        pools = [pool for pool in pools if pool.pk in holding]
-    states = list(ClusterQueueState.objects.filter(project__department_id__in=department_ids).values(
+    pools: dict[int, Pool] = {}
+    for held_row in ServingReservation.objects.filter(**department_scope).order_by().annotate(
+            in_use=Coalesce(Subquery(held), 0)).values("project_id", "project__department_id", "project__name",
+                                                       "project__slug", "node_pool_id", "cards", "in_use",
+                                                       *pool_columns):
+        if not sees(held_row["project_id"], held_row["project__department_id"]):
+            continue
+        reservations[held_row["node_pool_id"]].append(Reservation(
+            name=held_row["project__name"], slug=held_row["project__slug"], reserved=held_row["cards"],
+            in_use=held_row["in_use"]))
+        if not everything:
+            pools[held_row["node_pool_id"]] = _pool_of(held_row)
+    if everything:
+        pools = {row["pk"]: Pool(**row) for row in NodePool.objects.order_by().values(*POOL_FIELDS)}
+    else:  # only pools where the viewer's scope holds quota or a reservation have anything to show
+        pools.update((q["node_pool_id"], _pool_of(q)) for q in quotas if q["node_pool_id"] not in pools)
+    states = list(ClusterQueueState.objects.filter(**department_scope).values(
         "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
         "used_borrowed", "nominal", "pending_workloads", "admitted_workloads").order_by())
     if everything:
@@ -163,7 +203,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         shares[("department", q["department_id"] or q["project__department_id"], q["node_pool_id"])] = q[
             "department_share"]
     # Pending demand from the kept tallies, not from the waiting rows: a department may have tens of thousands.
-    waiting = tallies_by_pool(workload_tallies(statuses=WAITING_STATUSES, project__department_id__in=department_ids),
+    waiting = tallies_by_pool(workload_tallies(statuses=WAITING_STATUSES, **department_scope),
                               statuses=WAITING_STATUSES)
     pending = {key: tally.units for key, tally in waiting.items()}
     department_pending: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
@@ -172,6 +212,10 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
 
     project_quota = {(q["project_id"], q["node_pool_id"]): q for q in quotas if q["project_id"]}
     department_quota = {(q["department_id"], q["node_pool_id"]): q for q in quotas if q["department_id"]}
+    # The departments that hold quota (of their own or of a project), the only ones with a row to show.
+    departments = sorted({(q["department__name"], q["department_id"], q["department__slug"]) if q["department_id"]
+                          else (q["project__department__name"], q["project__department_id"],
+                                q["project__department__slug"]) for q in quotas})
     used: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     # Every project of the departments on show, seen or not: department, and whether it lends.
@@ -180,7 +224,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
                                                   for q in quotas if q["project_id"]}
     # KAI's Queues count no workloads: their rows' pending is the portal's waiting work (one query, only with KAI
     # rows on show).
-    kai_waiting = kai_queue_waiting(project__department_id__in=department_ids) if any(
+    kai_waiting = kai_queue_waiting(**department_scope) if any(
         ClusterQueueState.names_kai_queue(state["name"]) for state in states) else {}
     for state in states:
         key = (state["project_id"], state["node_pool_id"])
@@ -207,31 +251,32 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         department_lent[(department_id, pool_id)] += lent
 
     result = []
-    for pool in pools:
+    for pool in sorted(pools.values(), key=lambda p: p.name):
         rows = []
-        for department in sorted(departments.values(), key=lambda d: d.name):
-            dq = department_quota.get((department.pk, pool.pk))
-            projects = sorted((visible_projects[project_id] for project_id, pool_id in project_quota
-                               if pool_id == pool.pk and project_id in visible_projects
-                               and visible_projects[project_id].department_id == department.pk), key=lambda p: p.name)
-            dept = Figures(name=department.name, slug=department.slug, level="department",
+        for department_name, department_id, department_slug in departments:
+            dq = department_quota.get((department_id, pool.pk))
+            projects = sorted((q for (_, pool_id), q in project_quota.items()
+                               if pool_id == pool.pk and q["project__department_id"] == department_id
+                               and sees(q["project_id"], department_id)),
+                              key=lambda q: q["project__name"])
+            dept = Figures(name=department_name, slug=department_slug, level="department",
                            deserved=dq["deserved"] if dq else 0, limit=dq["limit"] if dq else None,
                            has_quota=dq is not None,
-                           weighted_share=shares.get(("department", department.pk, pool.pk)),
-                           used=department_used[(department.pk, pool.pk)],
-                           borrowed=department_borrowed[(department.pk, pool.pk)],
-                           lent=department_lent[(department.pk, pool.pk)],
-                           pending=department_pending[(department.pk, pool.pk)])
+                           weighted_share=shares.get(("department", department_id, pool.pk)),
+                           used=department_used[(department_id, pool.pk)],
+                           borrowed=department_borrowed[(department_id, pool.pk)],
+                           lent=department_lent[(department_id, pool.pk)],
+                           pending=department_pending[(department_id, pool.pk)])
             if dq is None and not projects:
                 continue
-            for project in projects:  # only the projects on show; the roll-up above counts all of them
-                key = (project.pk, pool.pk)
-                quota = project_quota[key]
-                borrowed, lent = balance(deserved=quota["deserved"], used=used[key], lends=not project.does_not_lend)
+            for quota in projects:  # only the projects on show; the roll-up above counts all of them
+                key = (quota["project_id"], pool.pk)
+                lends = not quota["project__does_not_lend"]
+                borrowed, lent = balance(deserved=quota["deserved"], used=used[key], lends=lends)
                 dept.children.append(Figures(
-                    name=project.name, slug=project.slug, level="project", deserved=quota["deserved"],
-                    limit=quota["limit"], used=used[key], pending=pending.get(key, ZERO), borrowed=borrowed, lent=lent,
-                    lends=not project.does_not_lend, weighted_share=shares.get(("project", project.pk, pool.pk)),
+                    name=quota["project__name"], slug=quota["project__slug"], level="project",
+                    deserved=quota["deserved"], limit=quota["limit"], used=used[key], pending=pending.get(key, ZERO),
+                    borrowed=borrowed, lent=lent, lends=lends, weighted_share=shares.get(("project", *key)),
                     queues=sorted(queues[key], key=lambda q: q["name"])))
             rows.append(dept)
         serving = sorted(reservations.get(pool.pk, []), key=lambda r: r.name)

@@ -46,6 +46,28 @@ def test_visible_rows(org, username, departments, projects):
     assert quota_owners == set(departments) | set(projects)
 
 
+@pytest.mark.parametrize("username", ["admin", "viewer", "deptadmin", "lead", "alice", "bob", "carol"])
+@pytest.mark.parametrize("action", [Action.VIEW, Action.SUBMIT, Action.MANAGE_PROJECTS])
+def test_department_ids_seen_are_the_departments_restrict_selects(org, username, action):
+    user = org[username]
+    seen = access.department_ids_seen(user, action)
+    restricted = set(access.restrict(Department.objects.all(), user, action).values_list("pk", flat=True))
+    if seen is None:
+        assert restricted == set(Department.objects.values_list("pk", flat=True))
+        assert access.sees_everything(user, action)
+    else:
+        assert seen == restricted
+        assert not access.sees_everything(user, action)
+
+
+@pytest.mark.parametrize("username", ["deptadmin", "lead", "alice", "bob", "carol"])
+def test_a_scope_at_ids_is_asked_as_its_project(org, username):
+    for project in Project.objects.all():
+        for action in (Action.VIEW, Action.SUBMIT, Action.STOP_ANY):
+            assert access.can(org[username], action, access.ScopeAt(project.department_id, project.pk)) is \
+                access.can(org[username], action, project)
+
+
 @pytest.mark.parametrize(("username", "action", "target", "allowed"), [
     ("admin", Action.MANAGE, None, True),
     ("deptadmin", Action.MANAGE, None, False),

@@ -1,11 +1,20 @@
-"""The row badges written in Python (`status_badge`, `origin_badge`) render what their partials render."""
+"""The list rows and row badges written in Python (`workload_row`, `status_badge`, `origin_badge`) render what their
+templates rendered."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 from django.template import engines
+from django.test import RequestFactory
+from django.utils import timezone
 
-from apps.workloads.models import Kind, Origin, Status, Workload
+from apps.org.models import Department, NodePool, PriorityClass, Project
+from apps.workloads.models import ForecastBasis, ForecastReason, Kind, Origin, Status, Workload, WorkloadForecast
 
 TAGS = engines["django"].from_string("{% load workload_tags %}{% status_badge w %}|{% origin_badge w %}")
 PARTIALS = engines["django"].from_string('{% include "workloads/partials/_status_badge.html" with workload=w %}|'
@@ -27,3 +36,65 @@ def test_origin_badge_is_the_partial_byte_for_byte(submitted_by, object_name):
         rendered = TAGS.render({"w": workload})
         assert rendered == PARTIALS.render({"w": workload})
         assert ('data-origin="outside"' in rendered) == (origin == Origin.OUTSIDE)
+
+
+# partials/_list_table.html's row (its loop's body) as the template wrote it before `workload_row` did, kept beside
+# this file to compare with.
+LIST_ROW_TEMPLATE = (Path(__file__).parent / "list_row_before.html").read_text()
+OLD_ROWS = engines["django"].from_string("{% load workload_tags %}{% for w in rows %}" + LIST_ROW_TEMPLATE +
+                                         "{% endfor %}")
+NEW_ROWS = engines["django"].from_string("{% load workload_tags %}{% for w in rows %}{% workload_row w %}{% endfor %}")
+
+
+def listed(status, *, now, index, may_stop, origin=Origin.PORTAL, forecast=None, explanation=None):
+    """A row as the list page hands it to the template (joined, annotated, `may_stop` set), in memory."""
+    department = Department(pk=3, slug="re<search>", name="Research")
+    workload = Workload(
+        pk=100 + index, status=status, kind=list(Kind)[index % len(Kind)], origin=origin, name=f"run-{index} <&>",
+        project=Project(pk=5, slug="vision_2-b", name="Vision", department=department),
+        node_pool=NodePool(pk=2, slug="h100", name="H100"), gpus=index % 3 + 1,
+        gpu_fraction=Decimal("0.5") if index % 4 == 0 else None, pods=1 + index % 2, preemptible=index % 2 == 0,
+        priority_class=PriorityClass(name="high <p>") if index % 3 else None, submitted_by='ci "bot"',
+        status_reason=["", "Running", "QuotaReserved", "Evicted <by> 'x'"][index % 4],
+        created_at=now - timedelta(days=index % 5, hours=index, minutes=30), object_name=f"job-{index}")
+    workload.may_stop = may_stop
+    workload.explanation = explanation
+    workload.position_label = f"{index} of 9 <in queue>" if index % 2 else ""
+    workload.runtime = timedelta(seconds=index * 3671) if index % 3 else None
+    if forecast is not None:
+        workload.forecast = forecast
+    else:  # read with the row and found missing, as select_related("forecast") leaves it
+        workload._state.fields_cache["forecast"] = None
+    return workload
+
+
+def forecasts(now):
+    # Ages and forecasts are said from now: half a minute (or an hour) from their next change.
+    now += timedelta(seconds=30)
+    estimated = {"earliest": now + timedelta(minutes=25), "likely": now + timedelta(minutes=30),
+                 "latest": now + timedelta(minutes=40)}
+    return [None, WorkloadForecast(computed_at=now, basis=ForecastBasis.HISTORY, **estimated),
+            WorkloadForecast(computed_at=now, basis=ForecastBasis.MIXED, reason="", **estimated),
+            WorkloadForecast(computed_at=now, basis=ForecastBasis.NONE, reason=ForecastReason.NEVER_FITS,
+                             message="needs 9 <GPUs> & more"),
+            WorkloadForecast(computed_at=now, basis=ForecastBasis.NONE, reason=ForecastReason.KAI_POOL)]
+
+
+@pytest.mark.parametrize("may_stop_any", [False, True])
+@pytest.mark.parametrize("may_submit", [False, True])
+def test_workload_row_is_the_list_template_row_byte_for_byte(may_stop_any, may_submit):
+    explanation = SimpleNamespace(kind="quota", reason="quota_<full>", sentence='Waits for "8" GPUs & <more>.')
+    now = timezone.now()
+    rows = [listed(status, now=now, index=index, may_stop=may_stop_any and index % 2 == 0,
+                   origin=Origin.OUTSIDE if index % 5 == 0 else Origin.PORTAL,
+                   forecast=forecasts(now)[index % 5], explanation=explanation if index % 3 == 0 else None)
+            for index, status in enumerate(list(Status) * 2)]
+    request = RequestFactory().get("/workloads/", {"scope": "all", "q": 'a&b <c> "d" é', "page": "2"})
+    context = {"rows": rows, "may_stop_any": may_stop_any, "may_submit": may_submit, "request": request,
+               "stop_consequences": 'Its Job & pods are "deleted" <now>.'}
+    new = NEW_ROWS.render(context)
+    assert new == OLD_ROWS.render(context)
+    assert new.count("<tr data-workload") == len(rows)
+    assert ("data-start-forecast" in new) and ('data-forecast-reason="kai_pool"' in new)
+    assert ('name="ids"' in new) is may_stop_any
+    assert ("Submit again" in new) is may_submit
