@@ -257,6 +257,39 @@ def test_notebook_and_batch_submissions(client_for, demo, django_capture_on_comm
     assert enqueued(callbacks) == [(SUBMIT_TASK, (notebook["id"],)), (SUBMIT_TASK, (batch["id"],))]
 
 
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"kind": "notebook", "name": "nb", "pods": DROP, "gpus": 1, "env": [], "node_pool": "l40s-shared",
+     "memory": "512Mi", "cpu": "500m", "shm": "0.25"},
+    {"kind": "batch", "name": "etl", "pods": DROP, "completions": 8, "parallelism": 2, "gpus": 1, "memory": 24,
+     "max_runtime_seconds": 3600, "preemptible": False},
+    {"attachments": True},
+], ids=["training", "notebook", "batch", "attachments"])
+def test_a_submissions_answer_is_the_detail_read_back(client_for, demo, changes):
+    """The 201 is built from the row the service wrote, not read back: it must equal the workload's detail."""
+    from apps.org.models import Project
+    from apps.org.services import data_source_create
+    from apps.workloads import services
+
+    changes = dict(changes)
+    if changes.pop("attachments", False):
+        vision = Project.objects.get(slug="vision")
+        for name in ("zeta", "alpha"):  # answered in the models' order, whatever the order asked
+            data_source_create(actor=demo["admin"], project=vision, name=name, kind="pvc", claim_name=name,
+                               mount_path=f"/data/{name}")
+            services.credential_create(actor=demo["alice"], project=vision, name=f"{name}-key",
+                                       values={f"{name.upper()}_KEY": "secret"})
+        changes.update(data_sources=["zeta", "alpha"], credentials=["zeta-key", "alpha-key"])
+    client = client_for("alice")
+    created = call(client, "POST", "workloads/", body(**changes))
+    assert created.status_code == 201, created.content
+    read = call(client, "GET", f"workloads/{created.json()['id']}/")
+    assert created.json() == read.json()
+    if changes.get("data_sources"):
+        assert created.json()["data_sources"] == ["alpha", "zeta"]
+
+
 def test_priority_class_defaults_follow_the_preemptibility_asked(client_for, demo):
     client = client_for("alice")
     guaranteed = call(client, "POST", "workloads/", body(name="a", preemptible=False, gpus=1, pods=1)).json()
