@@ -347,6 +347,19 @@ def test_token_authentication_submits(client, demo, django_capture_on_commit_cal
     assert refused["WWW-Authenticate"] == 'Token realm="api"'
 
 
+
+def test_a_submission_costs_a_fixed_number_of_queries(client, demo, django_assert_num_queries):
+    """The API's busiest write, pinned: the token with its user, the grants, the project (once, for the 403 check
+    and the validation, with its default priority class), the pool, the policies, the pool's quotas; then the
+    transaction (savepoint, the row, its job name, its event, its intent, its audit row, release). Nothing is read
+    back."""
+    token = personal_token(demo["alice"])
+    for name in ("warm", "pinned"):
+        with django_assert_num_queries(13):
+            response = call(client, "POST", "workloads/", body(name=name), HTTP_AUTHORIZATION=f"Token {token}")
+        assert response.status_code == 201, response.content
+
+
 @pytest.mark.parametrize(("username", "offers_post"), [("alice", True), ("lead", True), ("viewer", False)])
 def test_options_offers_the_submission_form_only_to_submitters(client_for, demo, username, offers_post):
     response = client_for(username).options("/api/v1/workloads/")
