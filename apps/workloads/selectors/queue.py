@@ -197,7 +197,7 @@ def explanation_inputs() -> dict[str, Subquery]:
             "projects_at": _newest(Project.objects.all(), "updated_at")}
 
 
-def _project_queue_marker_query(project_pk: int) -> QuerySet[Project]:
+def _project_queue_marker_query(project_pk: int) -> QuerySet[Any, Any]:
     def newest(queryset: QuerySet, column: str) -> Subquery:
         return Subquery(queryset.filter(project=OuterRef("pk")).order_by().values("project").annotate(
             newest=Max(column)).values("newest")[:1])

@@ -104,7 +104,7 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
     for column in _DECIMAL_COLUMNS:
         if (value := getattr(workload, column.attname)) is not None:
             setattr(workload, column.attname, value.quantize(Decimal(1).scaleb(-column.decimal_places)))
-    workload._prefetched_objects_cache = {
+    workload._prefetched_objects_cache = {  # type: ignore[attr-defined]  # Django's, as prefetch_related fills it
         "events": [submitted],
         "data_sources": sorted(workload.chosen_data_sources, key=lambda source: (source.name, source.pk)),
         "credentials": sorted(workload.chosen_credentials, key=lambda credential: (credential.name, credential.pk))}
