@@ -125,8 +125,6 @@ class ProjectQueue:
 # The project queue page shows this many waiting workloads (in queue order) with their explanations; the rest are
 # counted, their demand summed, and found on the workload list (a long queue rendered whole was 378 kB a poll).
 PROJECT_QUEUE_ROWS = 100
-# The columns the project queue's rows never read (the page, its explanations, runtimes and badges).
-QUEUE_PAGE_UNREAD = ("manifest", "command", "args", "env")
 
 
 # Queue order: by pool and LocalQueue (`queue_name`: elastic before guaranteed, as their names sort), Kueue's position
@@ -143,10 +141,8 @@ def project_queue(*, project: Project, viewer: Actor | None = None) -> ProjectQu
     details of other people's work it shows, and the explanations name other projects only as far as the viewer may
     see them.
     """
-    # The page leaves the Job as submitted, image, command and environment to each workload's own page: those JSON
-    # columns (the Job a few kB a row once submitted) are neither read nor decoded here.
     live = Workload.objects.filter(project=project).select_related(
-        "node_pool", "owner", "priority_class", "forecast").defer(*QUEUE_PAGE_UNREAD)
+        "node_pool", "owner", "priority_class", "forecast")
     # The head of the queue and the holders are read; the rest of a long queue is only counted and summed.
     pending = list(live.filter(status__in=PENDING_STATUSES).order_by(*QUEUE_ORDER)[:PROJECT_QUEUE_ROWS])
     holding = list(live.filter(status__in=LIVE_STATUSES - PENDING_STATUSES).order_by(
