@@ -304,9 +304,10 @@ class WorkloadViewSet(StrictIdLookupMixin, mixins.ListModelMixin, mixins.Retriev
 
     def _created(self, workload: Workload) -> dict[str, Any]:
         """The detail of a workload this request just submitted, from the row the service wrote instead of read back
-        (the read and its four prefetches were a third of the submission's CPU, docs/architecture.md, Serving the
-        portal): the service leaves its event and attachments on it as prefetched, and a new submission has nothing
-        else yet (no utilisation, forecast, cluster events, stop or preemption). Tests hold it equal to a read."""
+        (the read, its four prefetches and its cluster events were a quarter of the submission's CPU,
+        docs/architecture.md, Serving the portal): the service leaves its event and attachments on it as
+        prefetched, and a new submission has nothing else yet (no utilisation, forecast, cluster events, stop or
+        preemption). Tests hold it equal to a read."""
         Workload.utilisation.related.set_cached_value(workload, None)
         Workload.forecast.related.set_cached_value(workload, None)
         workload.cluster_event_lines = []
