@@ -20,6 +20,7 @@ SMOKE = {
     "memory.py": ["--settle", "0", "--idle-seconds", "2", "--submissions", "4", "--clients", "2", "--soak-minutes",
                   "0.1", "--soak-jobs", "3", "--soak-churn", "2"],
     "live_pages.py": ["--workloads", "60", "--projects", "4", "--requests", "2", "--changes", "10", "--rate", "10"],
+    "web_cost.py": ["--workloads", "60", "--projects", "4", "--requests", "3"],
     "outside_sync.py": ["--workloads", "20", "--projects", "4", "--changes", "10", "--rate", "10"],
     "kubesim_creates.py": ["--workloads", "40", "--projects", "4", "--changes", "10", "--rate", "10"],
     "kubesim_preemption.py": ["--cqs", "4", "--admitted", "40"],

@@ -60,12 +60,16 @@ class ProjectReferenceField(serializers.Field):
     def to_internal_value(self, data: Any) -> Project:
         if isinstance(data, bool) or not isinstance(data, int | str) or data == "":
             self.fail("invalid")
-        request = self.context.get("request")
-        visible = projects_for(getattr(request, "user", None))
         text = str(data).strip()
-        lookup = reference_lookup(text, name_field="slug")
-        project = visible.select_related("department", "default_priority_class").filter(
-            **lookup).first() if lookup is not None else None
+        # The submit view asks about the project before the whole body is validated (403 before 400): one read for
+        # both. The field is the serializer's own copy, so what it remembers lasts one request.
+        found: dict[str, Project | None] = self.__dict__.setdefault("_found", {})
+        if text not in found:
+            request = self.context.get("request")
+            lookup = reference_lookup(text, name_field="slug")
+            found[text] = projects_for(getattr(request, "user", None)).select_related(
+                "department", "default_priority_class").filter(**lookup).first() if lookup is not None else None
+        project = found[text]
         if project is None:
             self.fail("does_not_exist", value=text)
         return project

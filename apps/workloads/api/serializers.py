@@ -755,7 +755,11 @@ class WorkloadDetailSerializer(WorkloadSerializer):
 
     @extend_schema_field(ClusterEventSerializer(many=True))
     def get_cluster_events(self, workload: Workload) -> list[dict[str, Any]]:
-        return ClusterEventSerializer(cluster_events_of(workload=workload), many=True).data  # type: ignore[return-value]
+        # A workload just submitted has none yet: the view says so instead of asking the database.
+        lines = getattr(workload, "cluster_event_lines", None)
+        if lines is None:
+            lines = cluster_events_of(workload=workload)
+        return ClusterEventSerializer(lines, many=True).data  # type: ignore[return-value]
 
     @extend_schema_field(PreemptionSerializer(many=True))
     def get_preemptions(self, workload: Workload) -> list[dict[str, Any]]:

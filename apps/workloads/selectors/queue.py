@@ -8,13 +8,14 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import BigIntegerField, Case, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
-from django.db.models.functions import Coalesce, Length
+from django.db.models import BigIntegerField, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce, Concat, Length, StrIndex
 from django.utils import timezone
 
 from apps.accounts import access
 from apps.cluster.models import ClusterQueueState, CohortState, LocalQueueState
 from apps.core.actors import Actor
+from apps.core.prepared import PreparedQuery
 from apps.org.models import NodePool, Project, Quota
 from apps.workloads.explain import Peer, PreemptionNote, explain_workloads
 from apps.workloads.history import conditions_scoped, preemptions, preemptor_job_uids
@@ -192,18 +193,13 @@ def explanation_inputs() -> dict[str, Subquery]:
             "projects_at": _newest(Project.objects.all(), "updated_at")}
 
 
-def project_queue_marker(*, project: Project) -> str:
-    """A cheap fingerprint of everything the project queue page shows, in one query of aggregates (no rows fetched):
-    the live workloads' count and newest position and preemption, the newest event, the newest mirror of the
-    project's cohorts, and everything explanations read (`explanation_inputs`). It changes whenever the page would
-    (runtimes and ages aside). The viewer's scope is not in it: callers add it to their cache keys."""
-
+def _project_queue_marker_query(project_pk: int) -> QuerySet[Any, Any]:
     def newest(queryset: QuerySet, column: str) -> Subquery:
         return Subquery(queryset.filter(project=OuterRef("pk")).order_by().values("project").annotate(
             newest=Max(column)).values("newest")[:1])
 
-    live = Q(workloads__status__in=LIVE_STATUSES)
-    row = Project.objects.filter(pk=project.pk).annotate(
+    live = Q(workloads__status__in=sorted(LIVE_STATUSES))
+    return Project.objects.filter(pk=project_pk).annotate(
         live=Count("workloads", filter=live), positions=Max("workloads__positions_at", filter=live),
         preempted=Max("workloads__last_preempted_at", filter=live),
         # Kueue's reason and message may change without a transition; their lengths catch most such changes.
@@ -212,8 +208,26 @@ def project_queue_marker(*, project: Project) -> str:
         cohorts=newest(CohortState.objects.all(), "observed_at"),
         **explanation_inputs(),
     ).values_list("live", "positions", "preempted", "reasons", "event", "cohorts", "queues_at", "local_queues_at",
-                  "quotas_at", "pools_at", "projects_at").first()
-    return "|".join(str(part) for part in row or ())
+                  "quotas_at", "pools_at", "projects_at")[:1]
+
+
+# Compiled once per process: the ORM's compile of these subqueries cost more CPU than the database's answer.
+_PROJECT_QUEUE_MARKER = PreparedQuery(_project_queue_marker_query, values=1)
+_EXPLANATION_INPUTS = PreparedQuery(lambda: Project.objects.annotate(**explanation_inputs()).values_list(
+    *explanation_inputs())[:1])
+
+
+def project_queue_marker(*, project: Project) -> str:
+    """A cheap fingerprint of everything the project queue page shows, in one query of aggregates (no rows fetched):
+    the live workloads' count and newest position and preemption, the newest event, the newest mirror of the
+    project's cohorts, and everything explanations read (`explanation_inputs`). It changes whenever the page would
+    (runtimes and ages aside). The viewer's scope is not in it: callers add it to their cache keys."""
+    return "|".join(str(part) for part in _PROJECT_QUEUE_MARKER.row(project.pk) or ())
+
+
+# Each status's place in one string: `states` below weighs each row by it in one expression, which the ORM compiles
+# in a fraction of the time a CASE of one WHEN per status takes.
+_STATUS_CODES = f"|{'|'.join(Status.values)}|"
 
 
 def workload_list_marker(*, queryset: QuerySet[Workload], now: Any = None) -> str:
@@ -224,18 +238,16 @@ def workload_list_marker(*, queryset: QuerySet[Workload], now: Any = None) -> st
     held its GPUs for less than an hour, minutes otherwise, so the clock's 5 or 60 s bucket is part of it. The
     viewer's scope and the query string are not in it: callers add them."""
     now = now or timezone.now()
-    statuses = {status: index for index, status in enumerate(Status, start=1)}
     row = queryset.order_by().aggregate(
         rows=Count("pk"), newest=Max("pk"),
-        states=Sum(Case(*(When(status=status, then=F("pk") * index) for status, index in statuses.items()),
-                        default=Value(0), output_field=BigIntegerField())),
+        states=Sum(F("pk") * StrIndex(Value(_STATUS_CODES), Concat(Value("|"), "status", Value("|"))),
+                   output_field=BigIntegerField()),
         admitted=Max("admitted_at"), started=Max("started_at"), finished=Max("finished_at"),
         positions=Max("positions_at"), preempted=Max("last_preempted_at"), forecasts=Max("forecast__computed_at"),
         reasons=Sum(Length("status_reason") + Length("status_message")),
         fresh=Count("pk", filter=Q(status__in=HOLDING_STATUSES, admitted_at__gt=now - timedelta(hours=1))),
     )
-    explaining = explanation_inputs()  # uncorrelated: any one row carries them
-    inputs = Project.objects.annotate(**explaining).values_list(*explaining).first() or ()
+    inputs = _EXPLANATION_INPUTS.row() or ()  # uncorrelated: any one row carries them
     bucket = int(now.timestamp()) // (5 if row["fresh"] else 60)
     return "|".join(str(part) for part in (*row.values(), *inputs, bucket))
 

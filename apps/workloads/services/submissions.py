@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from apps.accounts import access
@@ -66,7 +66,7 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
     """`workload_submit`, once per `submission_key` (a submit form's one-time token, an API Idempotency-Key; unique
     per owner): a repeat answers the first workload and records nothing (one row, one intent). With a
     `submission_digest` (of the API request), a repeat with another digest raises SubmissionKeyReused. Returns the
-    workload and whether this call created it."""
+    workload and whether this call created it; a created one carries its event and attachments as prefetched."""
     if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
         return earlier, False
     workload = workload_validate(actor=actor, **fields)
@@ -79,14 +79,17 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
             if workload.runs_on_framework:  # the TrainJob, JobSet or RayJob is named like the portal's Job
                 workload.object_name = workload.job_name
             workload.save(update_fields=["job_name", "object_name"])
-            workload.data_sources.set(workload.chosen_data_sources)
-            workload.credentials.set(workload.chosen_credentials)
+            # A new row has no attachments to replace: add what was chosen (set() would read the none there are).
+            if workload.chosen_data_sources:
+                workload.data_sources.add(*workload.chosen_data_sources)
+            if workload.chosen_credentials:
+                workload.credentials.add(*workload.chosen_credentials)
             runs_as = f" as a {framework_entry(workload).name}" if workload.runs_on_framework else ""
             runs_as += f" on the {workload.training_runtime} runtime" if workload.training_runtime else ""
             queue = (f"KAI Scheduler's {kueue_names.names().kai_project_queue(project.slug, workload.node_pool.slug)} "
                      "queue" if workload.node_pool.kai else f"the {workload.queue_name} queue of {project.namespace}")
-            _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
-                   message=f"Submitted{runs_as} to {queue}", actor=actor)
+            submitted = _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
+                               message=f"Submitted{runs_as} to {queue}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
                                   deadline=SUBMIT_DEADLINE)
             audit_record(actor=actor, action="workload.resubmit" if workload.resubmitted_from_id else "workload.submit",
@@ -96,7 +99,19 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
         if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):
             return earlier, False
         raise
+    # The row as a read would give it back, so the caller can answer with it without reading it: decimals at their
+    # columns' scale, and what the submission wrote kept as a prefetch would leave it (in the models' orders).
+    for column in _DECIMAL_COLUMNS:
+        if (value := getattr(workload, column.attname)) is not None:
+            setattr(workload, column.attname, value.quantize(Decimal(1).scaleb(-column.decimal_places)))
+    workload._prefetched_objects_cache = {  # type: ignore[attr-defined]  # Django's, as prefetch_related fills it
+        "events": [submitted],
+        "data_sources": sorted(workload.chosen_data_sources, key=lambda source: (source.name, source.pk)),
+        "credentials": sorted(workload.chosen_credentials, key=lambda credential: (credential.name, credential.pk))}
     return workload, True
+
+
+_DECIMAL_COLUMNS = [column for column in Workload._meta.concrete_fields if isinstance(column, models.DecimalField)]
 
 
 # What an audit row keeps of a submission: what it asks for, not its whole spec (env values may be secrets).

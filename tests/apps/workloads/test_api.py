@@ -257,6 +257,39 @@ def test_notebook_and_batch_submissions(client_for, demo, django_capture_on_comm
     assert enqueued(callbacks) == [(SUBMIT_TASK, (notebook["id"],)), (SUBMIT_TASK, (batch["id"],))]
 
 
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"kind": "notebook", "name": "nb", "pods": DROP, "gpus": 1, "env": [], "node_pool": "l40s-shared",
+     "memory": "512Mi", "cpu": "500m", "shm": "0.25"},
+    {"kind": "batch", "name": "etl", "pods": DROP, "completions": 8, "parallelism": 2, "gpus": 1, "memory": 24,
+     "max_runtime_seconds": 3600, "preemptible": False},
+    {"attachments": True},
+], ids=["training", "notebook", "batch", "attachments"])
+def test_a_submissions_answer_is_the_detail_read_back(client_for, demo, changes):
+    """The 201 is built from the row the service wrote, not read back: it must equal the workload's detail."""
+    from apps.org.models import Project
+    from apps.org.services import data_source_create
+    from apps.workloads import services
+
+    changes = dict(changes)
+    if changes.pop("attachments", False):
+        vision = Project.objects.get(slug="vision")
+        for name in ("zeta", "alpha"):  # answered in the models' order, whatever the order asked
+            data_source_create(actor=demo["admin"], project=vision, name=name, kind="pvc", claim_name=name,
+                               mount_path=f"/data/{name}")
+            services.credential_create(actor=demo["alice"], project=vision, name=f"{name}-key",
+                                       values={f"{name.upper()}_KEY": "secret"})
+        changes.update(data_sources=["zeta", "alpha"], credentials=["zeta-key", "alpha-key"])
+    client = client_for("alice")
+    created = call(client, "POST", "workloads/", body(**changes))
+    assert created.status_code == 201, created.content
+    read = call(client, "GET", f"workloads/{created.json()['id']}/")
+    assert created.json() == read.json()
+    if changes.get("data_sources"):
+        assert created.json()["data_sources"] == ["alpha", "zeta"]
+
+
 def test_priority_class_defaults_follow_the_preemptibility_asked(client_for, demo):
     client = client_for("alice")
     guaranteed = call(client, "POST", "workloads/", body(name="a", preemptible=False, gpus=1, pods=1)).json()
@@ -312,6 +345,19 @@ def test_token_authentication_submits(client, demo, django_capture_on_commit_cal
     # failure of the token scheme, not a session without permission.
     assert refused.status_code == 401 and refused.json() == {"detail": "Invalid token."}
     assert refused["WWW-Authenticate"] == 'Token realm="api"'
+
+
+
+def test_a_submission_costs_a_fixed_number_of_queries(client, demo, django_assert_num_queries):
+    """The API's busiest write, pinned: the token with its user, the grants, the project (once, for the 403 check
+    and the validation, with its default priority class), the pool, the policies, the pool's quotas; then the
+    transaction (savepoint, the row, its job name, its event, its intent, its audit row, release). Nothing is read
+    back."""
+    token = personal_token(demo["alice"])
+    for name in ("warm", "pinned"):
+        with django_assert_num_queries(13):
+            response = call(client, "POST", "workloads/", body(name=name), HTTP_AUTHORIZATION=f"Token {token}")
+        assert response.status_code == 201, response.content
 
 
 @pytest.mark.parametrize(("username", "offers_post"), [("alice", True), ("lead", True), ("viewer", False)])

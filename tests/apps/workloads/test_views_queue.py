@@ -119,14 +119,14 @@ def test_project_queue_stops_polling_when_nothing_is_live(page_client):
     assert "Nothing is waiting." in content and "hx-get" not in content.split('id="project-queue"')[1][:80]
 
 
-def test_project_queue_answers_304_while_nothing_changed(page_client, make_workload, django_assert_max_num_queries):
+def test_project_queue_answers_304_while_nothing_changed(page_client, make_workload, django_assert_num_queries):
     client = page_client("alice")
     workload = queued(make_workload("alice", name="w", gpus=4), 0)
     first = client.get(queue_url(), HTTP_HX_REQUEST="true")
     etag = first["ETag"]
     assert first.status_code == 200 and "HX-Request" in first["Vary"]
     assert 'id="project-queue"' in first.content.decode() and "<html" not in first.content.decode()
-    with django_assert_max_num_queries(5):  # session, user, grants, project, the marker
+    with django_assert_num_queries(5):  # session, user, grants, project, the marker
         again = client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag)
     assert again.status_code == 304 and again["ETag"] == etag
     # The full page has its own tag: same URL, other body.
@@ -164,6 +164,11 @@ def test_project_queue_makes_a_fixed_number_of_queries(page_client, make_workloa
     with django_assert_num_queries(expected):
         page = client.get(queue_url())
     assert page.content.decode().count('data-origin="outside"') == 18
+    with django_assert_num_queries(expected):  # the poll's partial reads what the page does
+        poll = client.get(queue_url(), HTTP_HX_REQUEST="true")
+    assert poll.content.decode().count('data-origin="outside"') == 18
+    with django_assert_num_queries(5):  # unchanged: session, user, grants, project, the marker
+        assert client.get(queue_url(), HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=poll["ETag"]).status_code == 304
 
 
 def test_a_long_queue_shows_its_head_and_counts_the_rest(page_client, make_workload, monkeypatch):
