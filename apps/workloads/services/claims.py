@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,23 +19,50 @@ from .transitions import (
     GANG_REPAIR_INTENT,
     GANG_REPAIR_TASK,
     SUBMIT_CLAIM_TIMEOUT,
+    SUBMIT_INTENT,
     _record_stop,
     _transition,
 )
 
 
-def workload_claim_submit(*, workload_id: int) -> Workload | None:
-    """Claim a submitting workload for one worker (conditional UPDATE); None if it is not ours to submit."""
+@dataclass(frozen=True)
+class SubmitClaim:
+    """What a submit task holds: the lease of the submission's intents and, when it is ours to submit, the row
+    (claimed; with what building its Job reads). `busy`: another task holds the intents."""
+
+    intents: intents.Claim
+    workload: Workload | None
+
+    @property
+    def busy(self) -> bool:
+        return self.intents.busy
+
+
+def workload_claim_submit(*, workload_id: int) -> SubmitClaim:
+    """Lease the submission's intents (apps/core/intents.py) and claim the submitting row for one worker, in one
+    transaction: on SQLite each write transaction waits for the database's one writer, so a submission takes two (this
+    and the mark), not four (docs/architecture.md, The embedded mode). The row is read after commit, outside it.
+
+    Not ours (`workload` None) when another task holds the intents (busy), another worker holds a live claim (the
+    lease goes back), or the row is no longer submitting (its intents are done: nothing is left to ask)."""
     now = timezone.now()
-    claimed = Workload.objects.filter(
-        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
-        pk=workload_id, status=Status.SUBMITTING,
-    ).update(submit_claimed_at=now)
-    if not claimed:
-        return None
-    Workload.objects.filter(pk=workload_id).update(submit_attempts=F("submit_attempts") + 1)
-    return Workload.objects.select_related("project__department", "node_pool", "priority_class", "owner").get(
-        pk=workload_id)
+    with transaction.atomic():
+        claim = intents.intent_claim(kind=SUBMIT_INTENT, target_id=workload_id)
+        if claim.busy:
+            return SubmitClaim(intents=claim, workload=None)
+        submitting = Workload.objects.filter(pk=workload_id, status=Status.SUBMITTING)
+        claimed = submitting.filter(
+            Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
+        ).update(submit_claimed_at=now, submit_attempts=F("submit_attempts") + 1)
+        if not claimed:
+            if submitting.exists():
+                intents.intent_release(claim)
+            else:
+                intents.intents_complete(kind=SUBMIT_INTENT, target_id=workload_id, outcome="not submitting",
+                                         ids=claim.ids)
+            return SubmitClaim(intents=claim, workload=None)
+    return SubmitClaim(intents=claim, workload=Workload.objects.select_related(
+        "project__department", "node_pool", "priority_class", "owner").get(pk=workload_id))
 
 
 def workload_release_claim(*, workload: Workload) -> None:

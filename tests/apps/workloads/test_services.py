@@ -1,13 +1,20 @@
 """Submission rules through the service: what can never run is refused with a reason, and nothing is saved."""
 
+from datetime import timedelta
+
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from apps.core.models import Intent
 from apps.org import services as org_services
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.factories import NodePoolFactory
+from tests.write_transactions import described, transactions
 
 
 def submit(user, **overrides):
@@ -174,5 +181,35 @@ def test_deserved_cannot_drop_below_running_non_preemptible_work(demo):
 
 def test_claim_is_exclusive(demo):
     workload = submit(demo["alice"])
-    assert services.workload_claim_submit(workload_id=workload.pk) is not None
-    assert services.workload_claim_submit(workload_id=workload.pk) is None
+    first = services.workload_claim_submit(workload_id=workload.pk)
+    assert first.workload is not None and not first.busy and len(first.intents.ids) == 1
+    [intent] = Intent.objects.filter(kind="workload.submit", target_id=workload.pk)
+    assert intent.claimed_until is not None and intent.attempts == 1
+    assert Workload.objects.get(pk=workload.pk).submit_attempts == 1
+    assert services.workload_claim_submit(workload_id=workload.pk).busy  # its intents are leased
+    # The lease ran out while the row's claim is live (a slow worker): not ours, and the lease goes back.
+    Intent.objects.filter(pk=intent.pk).update(claimed_until=timezone.now() - timedelta(seconds=1))
+    second = services.workload_claim_submit(workload_id=workload.pk)
+    assert second.workload is None and not second.busy
+    intent.refresh_from_db()
+    assert intent.claimed_until is None and intent.done_at is None and intent.attempts == 2
+    assert Workload.objects.get(pk=workload.pk).submit_attempts == 1
+
+
+def test_a_claim_of_a_row_no_longer_submitting_closes_its_intents(demo):
+    workload = submit(demo["alice"])
+    Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED)  # the watcher saw its Job first
+    claim = services.workload_claim_submit(workload_id=workload.pk)
+    assert claim.workload is None and not claim.busy
+    intent = Intent.objects.get(kind="workload.submit", target_id=workload.pk)
+    assert intent.done_at is not None and intent.outcome == "not submitting" and intent.claimed_until is None
+
+
+def test_a_submission_is_one_write_transaction_of_five_statements(demo):
+    """The POST's transaction: on SQLite it holds the database's one write lock, so it carries only the writes (the
+    department of the audit row is its project's id, and a submission without attachments writes none)."""
+    with CaptureQueriesContext(connection) as captured:
+        submit(demo["alice"])
+    [written] = transactions(captured.captured_queries)
+    assert described(written) == ["INSERT workloads_workload", "UPDATE workloads_workload",
+                                  "INSERT workloads_workloadevent", "INSERT core_intent", "INSERT core_auditevent"]
