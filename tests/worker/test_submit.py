@@ -74,11 +74,27 @@ def test_the_worker_submits_in_two_write_transactions(synced, demo):
         assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     claim, mark = transactions(captured.captured_queries)
     assert described(claim) == ["SELECT core_intent", "UPDATE core_intent", "UPDATE workloads_workload"]
-    assert described(mark) == ["SELECT workloads_workload", "UPDATE workloads_workload",
-                               "INSERT workloads_workloadevent", "UPDATE core_intent", "SELECT org_notificationchannel"]
+    # The claim read the row: the conditional UPDATE decides the transition, with no second read of it.
+    assert described(mark) == ["UPDATE workloads_workload", "INSERT workloads_workloadevent", "UPDATE core_intent",
+                               "SELECT org_notificationchannel"]
     # Between them, outside any transaction: the row with what the Job is built from, its data sources, credentials
     # and the project's pull secrets.
     assert len(captured.captured_queries) == 4 + len(claim) + len(mark) + 4
+
+
+def test_a_job_the_watcher_saw_first_gets_its_details_in_the_same_transaction(synced, demo):
+    workload = submit(demo["alice"])
+    claimed = services.workload_claim_submit(workload_id=workload.pk).workload
+    synced.create(job_manifest(claimed))
+    Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED)  # the watcher saw the Job before the mark
+    with CaptureQueriesContext(connection) as captured:
+        assert services.workload_mark_submitted(workload=claimed, uid="uid-1", manifest={"kind": "Job"}) is True
+    [mark] = transactions(captured.captured_queries)
+    assert described(mark) == ["UPDATE workloads_workload", "UPDATE workloads_workload"]  # the transition found none
+    marked = Workload.objects.get(pk=workload.pk)
+    assert (marked.status, marked.k8s_uid, marked.submit_claimed_at) == (Status.QUEUED, "uid-1", None)
+    assert list(WorkloadEvent.objects.filter(workload=workload).values_list("to_status", flat=True)) == [
+        Status.SUBMITTING]  # the watcher's own transition writes its event; the mark writes none
 
 
 @pytest.mark.slow

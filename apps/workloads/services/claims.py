@@ -73,35 +73,38 @@ def workload_release_claim(*, workload: Workload) -> None:
 def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
     """The Job (or a KAI gang's PodGroup and pods) exists in the cluster. False when the workload was stopped
     meanwhile (the caller deletes what it made); when the watcher already saw it move on, only the submission details
-    are filled in. It now waits for its pool's scheduler: Kueue, or KAI Scheduler on a KAI pool."""
+    are filled in. It now waits for its pool's scheduler: Kueue, or KAI Scheduler on a KAI pool.
+
+    `workload`: the row as the claim read it (`workload_claim_submit`). One transaction either way, so on SQLite the
+    worker waits for the write lock once (docs/architecture.md, One writer on SQLite)."""
     fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
                               "submit_claimed_at": None}
     scheduler = workload.node_pool.get_scheduler_display()
     # A gang on a KAI pool is a PodGroup and its ranks (worker/manifests.py), everything else a Job.
     made = (f"PodGroup {workload.job_name} and its {workload.pods} pods" if manifest.get("kind") == "PodGroup"
             else f"Job {workload.job_name}")
-    if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                   message=f"{made} created in {workload.project.namespace}; waiting for {scheduler}", **fields):
-        return True
-    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
-        return False
-    Workload.objects.filter(pk=workload.pk).update(**fields)
-    return True
+    with transaction.atomic():
+        if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                       message=f"{made} created in {workload.project.namespace}; waiting for {scheduler}",
+                       reread=False, **fields):
+            return True
+        return bool(Workload.objects.filter(pk=workload.pk).exclude(
+            status__in=[Status.STOPPING, Status.STOPPED]).update(**fields))
 
 
 def workload_mark_deployed(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
     """An inference service's Deployment exists: no queue, so it goes straight to admitted (its pods are being
-    started). False when it was stopped meanwhile (the caller deletes the Deployment)."""
+    started). False when it was stopped meanwhile (the caller deletes the Deployment). One transaction, as
+    `workload_mark_submitted`."""
     fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
                               "admitted_at": timezone.now(), "submit_claimed_at": None}
-    if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.ADMITTED, reason="Deployed",
-                   message=f"Deployment {workload.job_name} created in {workload.project.namespace}; serving pools "
-                           "have no queue", **fields):
-        return True
-    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
-        return False
-    Workload.objects.filter(pk=workload.pk).update(**fields)
-    return True
+    with transaction.atomic():
+        if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.ADMITTED, reason="Deployed",
+                       message=f"Deployment {workload.job_name} created in {workload.project.namespace}; serving "
+                               "pools have no queue", reread=False, **fields):
+            return True
+        return bool(Workload.objects.filter(pk=workload.pk).exclude(
+            status__in=[Status.STOPPING, Status.STOPPED]).update(**fields))
 
 
 def workload_mark_rejected(*, workload: Workload, message: str, reason: str = "Rejected") -> bool:

@@ -213,3 +213,22 @@ def test_a_submission_is_one_write_transaction_of_five_statements(demo):
     [written] = transactions(captured.captured_queries)
     assert described(written) == ["INSERT workloads_workload", "UPDATE workloads_workload",
                                   "INSERT workloads_workloadevent", "INSERT core_intent", "INSERT core_auditevent"]
+
+
+def test_queue_positions_write_only_what_changed_in_one_transaction(demo):
+    first, second, third = (submit(demo["alice"], name=f"run-{index}") for index in range(3))
+    Workload.objects.filter(pk__in=[first.pk, second.pk, third.pk]).update(status=Status.QUEUED)
+    Workload.objects.filter(pk=third.pk).update(queue_position_local=5, queue_position_cluster=9)
+    listed = {first.pk: (1, 1), second.pk: (2, 3)}  # Kueue no longer lists the third
+    with CaptureQueriesContext(connection) as captured:
+        assert services.workload_positions_set(positions=listed, at=timezone.now(), queued={
+            first.pk: (None, None), second.pk: (2, 3), third.pk: (5, 9)}) == 2
+    [written] = transactions(captured.captured_queries)
+    assert described(written) == ["UPDATE workloads_workload", "UPDATE workloads_workload"]
+    assert dict(Workload.objects.values_list("pk", "queue_position_local")) == {
+        first.pk: 1, second.pk: None, third.pk: None}  # the second was written by nobody: it had (2, 3) when read
+    # Nothing changed since: nothing is written, not even a transaction begun.
+    with CaptureQueriesContext(connection) as captured:
+        assert services.workload_positions_set(positions=listed, at=timezone.now(), queued={
+            first.pk: (1, 1), second.pk: (2, 3), third.pk: (None, None)}) == 0
+    assert not captured.captured_queries
