@@ -96,7 +96,7 @@ class Claim:
 
 def intent_claim(*, kind: str, target_id: int | None) -> Claim:
     """Lease the open intents of (kind, target) whose lease is free (conditional UPDATE under row locks); within the
-    caller's transaction when there is one (no savepoint: a statement fewer each way while the write lock is held)."""
+    caller's transaction when there is one, without a savepoint (two statements fewer while it holds the lock)."""
     now = timezone.now()
     with transaction.atomic(savepoint=False):
         rows = list(Intent.objects.select_for_update().filter(kind=kind, target_id=target_id, done_at__isnull=True)

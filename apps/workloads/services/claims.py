@@ -41,7 +41,7 @@ class SubmitClaim:
 def workload_claim_submit(*, workload_id: int) -> SubmitClaim:
     """Lease the submission's intents (apps/core/intents.py) and claim the submitting row for one worker, in one
     transaction: on SQLite each write transaction waits for the database's one writer, so a submission takes two (this
-    and the mark), not four (docs/architecture.md, The embedded mode). The row is read after commit, outside it.
+    and the mark), not four (docs/architecture.md, One writer on SQLite). The row is read after commit, outside it.
 
     Not ours (`workload` None) when another task holds the intents (busy), another worker holds a live claim (the
     lease goes back), or the row is no longer submitting (its intents are done: nothing is left to ask)."""
