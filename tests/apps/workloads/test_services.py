@@ -13,6 +13,7 @@ from apps.org import services as org_services
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from apps.workloads.observation import Observation
 from tests.factories import NodePoolFactory
 from tests.write_transactions import described, transactions
 
@@ -232,3 +233,19 @@ def test_queue_positions_write_only_what_changed_in_one_transaction(demo):
         assert services.workload_positions_set(positions=listed, at=timezone.now(), queued={
             first.pk: (1, 1), second.pk: (2, 3), third.pk: (None, None)}) == 0
     assert not captured.captured_queries
+
+
+def test_the_watcher_moves_a_row_it_locked_without_reading_it_again(demo):
+    """workload_observe locks the row first: its transition is the conditional UPDATE alone (no second read, no
+    savepoint), and a change no notification channel hears reads nothing more."""
+    workload = submit(demo["alice"])
+    with CaptureQueriesContext(connection) as captured:
+        moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
+            status=Status.QUEUED, reason="Pending", message="waiting for quota", kueue_name=f"job-{workload.job_name}"))
+    assert moved == [Status.QUEUED]
+    [observed] = transactions(captured.captured_queries)
+    assert described(observed) == [
+        "SELECT workloads_workload", "SELECT org_project",  # the row, locked; its namespace for the event's message
+        "UPDATE workloads_workload", "INSERT workloads_workloadevent", "UPDATE core_intent",  # the transition
+        "SELECT org_notificationchannel", "UPDATE workloads_workload"]  # who listens; the mirror of Kueue's Workload
+    assert Workload.objects.get(pk=workload.pk).kueue_name == f"job-{workload.job_name}"
