@@ -158,7 +158,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Write-ahead log: readers (pages, the watcher's reads) no longer wait for a writer nor block it, and a commit
     # appends instead of rewriting pages (the mode stays with the file; setting it again is a no-op). In that mode
     # synchronous=NORMAL syncs the log at checkpoints, not at every commit: the database stays consistent, a power
-    # cut may lose the last commits (the outbox sends their tasks' work again) - the embedded mode's trade.
+    # cut may lose the last commits (the outbox sends their tasks' work again) - the embedded mode's trade. The
+    # backend is Django's with each process's write transactions queued in the process (portal/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "portal.sqlite"
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE",
                                        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0

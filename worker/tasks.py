@@ -125,15 +125,11 @@ PERMANENT_STATUS = {400, 403, 422}
 @shared_task(bind=True, max_retries=6)
 def workload_submit(self: Task, workload_id: int) -> str:
     """Create the workload's Job (and a notebook's Service); idempotent through its deterministic name."""
-    claim = intents.intent_claim(kind=workload_services.SUBMIT_INTENT, target_id=workload_id)
-    if claim.busy:
+    submit_claim = workload_services.workload_claim_submit(workload_id=workload_id)
+    if submit_claim.busy:
         return "busy"  # another task holds it: it finishes, or its lease runs out and the sweep sends it again
-    workload = workload_services.workload_claim_submit(workload_id=workload_id)
+    claim, workload = submit_claim.intents, submit_claim.workload
     if workload is None:  # already submitted, stopped, or another worker holds it
-        if not Workload.objects.filter(pk=workload_id, status=Status.SUBMITTING).exists():
-            intents.intents_complete(kind=workload_services.SUBMIT_INTENT, target_id=workload_id,
-                                     outcome="not submitting", ids=claim.ids)
-        intents.intent_release(claim)
         return "not claimed"
     entry = _object_kind(workload)
     inference = workload.kind == Kind.INFERENCE

@@ -1146,10 +1146,11 @@ class Watcher:
 
     def refresh_positions(self) -> None:
         queued = list(Workload.objects.filter(status__in=QUEUED_STATUSES).exclude(kueue_name="").values_list(
-            "pk", "kueue_name", CLUSTER_NAMESPACE, "preemptible", "node_pool__slug"))
+            "pk", "kueue_name", CLUSTER_NAMESPACE, "preemptible", "node_pool__slug", "queue_position_local",
+            "queue_position_cluster"))
         queues = {(namespace, kueue_names.local_queue(pool, guaranteed=not preemptible))
-                  for _, _, namespace, preemptible, pool in queued}
-        by_name = {(namespace, name): pk for pk, name, namespace, _, _ in queued}
+                  for _, _, namespace, preemptible, pool, _, _ in queued}
+        by_name = {(namespace, name): pk for pk, name, namespace, _, _, _, _ in queued}
         positions: dict[int, tuple[int, int]] = {}
         for namespace, queue in sorted(queues):
             summary = self.gw.raw_get(
@@ -1159,8 +1160,8 @@ class Watcher:
                 workload_id = by_name.get((namespace, item["metadata"]["name"]))
                 if workload_id is not None:
                     positions[workload_id] = (item["positionInLocalQueue"], item["positionInClusterQueue"])
-        workload_services.workload_positions_set(positions=positions, queued_ids=[pk for pk, *_ in queued],
-                                                 at=timezone.now())
+        workload_services.workload_positions_set(
+            positions=positions, queued={pk: (local, cluster) for pk, *_, local, cluster in queued}, at=timezone.now())
 
     # --- the loops -----------------------------------------------------------------------------------------------
 

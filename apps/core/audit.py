@@ -36,15 +36,15 @@ def audit_record(
 ) -> AuditEvent:
     """Write one audit row; the department/project scope lets department admins read their own rows. The actor is
     None for what the portal does by itself (single sign-on, the worker)."""
-    if project is not None and department is None:
-        department = project.department
+    # A project's department by its id: no read of the department in the caller's (write) transaction.
+    department_id = department.pk if department is not None else getattr(project, "department_id", None)
     return AuditEvent.objects.create(
         actor=actor,
         action=action,
         object_type=obj._meta.model_name or "",
         object_id=str(obj.pk),
         object_repr=str(obj)[:200],
-        department=department,
+        department_id=department_id,
         project=project,
         before=before,
         after=after,

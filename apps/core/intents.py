@@ -95,9 +95,10 @@ class Claim:
 
 
 def intent_claim(*, kind: str, target_id: int | None) -> Claim:
-    """Lease the open intents of (kind, target) whose lease is free (conditional UPDATE under row locks)."""
+    """Lease the open intents of (kind, target) whose lease is free (conditional UPDATE under row locks); within the
+    caller's transaction when there is one, without a savepoint (two statements fewer while it holds the lock)."""
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         rows = list(Intent.objects.select_for_update().filter(kind=kind, target_id=target_id, done_at__isnull=True)
                     .values_list("pk", "claimed_until"))
         free = [pk for pk, until in rows if until is None or until <= now]

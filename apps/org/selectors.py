@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -123,6 +124,16 @@ def notification_channels_for(user: Visitor | None) -> QuerySet[NotificationChan
         return NotificationChannel.objects.none()
     projects = access.restrict(NotificationChannel.objects.filter(project__isnull=False), user, Action.EDIT_WEIGHT)
     return (NotificationChannel.objects.filter(user=user) | projects).select_related("project__department", "user")
+
+
+def notification_channels_listening(*, event: str, user_ids: Iterable[int] = (),
+                                    project_ids: Iterable[int] = ()) -> list[NotificationChannel]:
+    """The enabled channels of these users and projects that listen to `event`; one query (none without owners)."""
+    users, projects = set(user_ids), set(project_ids)
+    if not users and not projects:
+        return []
+    return [channel for channel in NotificationChannel.objects.filter(
+        Q(user_id__in=users) | Q(project_id__in=projects), enabled=True) if event in channel.events]
 
 
 def notification_deliveries(channel: NotificationChannel, *, limit: int = 50) -> list[NotificationDelivery]:

@@ -24,6 +24,7 @@ with connection.cursor() as cursor:
     cursor.execute("PRAGMA synchronous")
     synchronous = cursor.fetchone()[0]
 print(json.dumps({"journal": journal, "synchronous": synchronous, "transport": settings.CELERY_BROKER_TRANSPORT,
+                  "engine": settings.DATABASES["default"]["ENGINE"],
                   "prefetch": settings.CELERY_WORKER_PREFETCH_MULTIPLIER}))
 """
 
@@ -40,6 +41,7 @@ def test_sqlite_keeps_a_write_ahead_log_so_readers_never_wait_for_a_writer(tmp_p
     probed = embedded_settings(tmp_path)
     assert probed["journal"] == "wal"
     assert probed["synchronous"] == 1  # NORMAL: the log is synced at checkpoints
+    assert probed["engine"] == "portal.sqlite"  # a process's writers queue in the process (tests/portal/test_sqlite.py)
 
 
 def test_the_folder_broker_writes_whole_messages_and_the_worker_takes_a_burst_at_once(tmp_path):

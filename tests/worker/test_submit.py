@@ -3,6 +3,8 @@
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.core.intents import intents_claim_due
@@ -11,6 +13,7 @@ from apps.org.models import NodePool, Project
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from tests.worker.conftest import kueue_workload, wait_for
+from tests.write_transactions import described, transactions
 from worker import tasks
 from worker.manifests import job_manifest
 
@@ -60,6 +63,38 @@ def test_submit_twice_gives_one_job(synced, demo):
     Workload.objects.filter(pk=workload.pk).update(status=Status.SUBMITTING, submit_claimed_at=None)
     assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
     assert len(synced.list("Job", namespace="proj-vision")) == 1
+
+
+def test_the_worker_submits_in_two_write_transactions(synced, demo):
+    """On SQLite every write transaction waits for the database's one writer: the task's are the claim (its intents
+    leased and the row claimed) and the record of the Job; a change no notification channel listens to reads nothing
+    of the workload's project, owner or pool inside the second."""
+    workload = submit(demo["alice"])
+    with CaptureQueriesContext(connection) as captured:
+        assert tasks.workload_submit.apply(args=[workload.pk]).get() == "submitted"
+    claim, mark = transactions(captured.captured_queries)
+    assert described(claim) == ["SELECT core_intent", "UPDATE core_intent", "UPDATE workloads_workload"]
+    # The claim read the row: the conditional UPDATE decides the transition, with no second read of it.
+    assert described(mark) == ["UPDATE workloads_workload", "INSERT workloads_workloadevent", "UPDATE core_intent",
+                               "SELECT org_notificationchannel"]
+    # Between them, outside any transaction: the row with what the Job is built from, its data sources, credentials
+    # and the project's pull secrets.
+    assert len(captured.captured_queries) == 4 + len(claim) + len(mark) + 4
+
+
+def test_a_job_the_watcher_saw_first_gets_its_details_in_the_same_transaction(synced, demo):
+    workload = submit(demo["alice"])
+    claimed = services.workload_claim_submit(workload_id=workload.pk).workload
+    synced.create(job_manifest(claimed))
+    Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED)  # the watcher saw the Job before the mark
+    with CaptureQueriesContext(connection) as captured:
+        assert services.workload_mark_submitted(workload=claimed, uid="uid-1", manifest={"kind": "Job"}) is True
+    [mark] = transactions(captured.captured_queries)
+    assert described(mark) == ["UPDATE workloads_workload", "UPDATE workloads_workload"]  # the transition found none
+    marked = Workload.objects.get(pk=workload.pk)
+    assert (marked.status, marked.k8s_uid, marked.submit_claimed_at) == (Status.QUEUED, "uid-1", None)
+    assert list(WorkloadEvent.objects.filter(workload=workload).values_list("to_status", flat=True)) == [
+        Status.SUBMITTING]  # the watcher's own transition writes its event; the mark writes none
 
 
 @pytest.mark.slow
@@ -124,7 +159,7 @@ def test_stop_deletes_the_job(synced, demo, kubesim):
 
 def test_stop_while_submitting_never_leaves_a_job(synced, demo):
     workload = submit(demo["alice"])
-    claimed = services.workload_claim_submit(workload_id=workload.pk)  # a worker is mid-submit
+    claimed = services.workload_claim_submit(workload_id=workload.pk).workload  # a worker is mid-submit
     services.workload_stop(actor=demo["alice"], workload=workload)
     tasks.workload_stop.apply(args=[workload.pk])
     # The in-flight submit finishes its create and notices the stop.
@@ -176,7 +211,7 @@ def test_a_stop_records_the_cluster_time_of_the_deletion(synced, demo, kubesim):
 
 def test_a_job_created_after_the_stop_is_deleted_by_the_follow_up(synced, demo):
     workload = submit(demo["alice"])
-    claimed = services.workload_claim_submit(workload_id=workload.pk)  # a worker is mid-submit...
+    claimed = services.workload_claim_submit(workload_id=workload.pk).workload  # a worker is mid-submit...
     services.workload_stop(actor=demo["alice"], workload=workload)
     assert tasks.workload_stop.apply(args=[workload.pk]).get() == "stopped"
     synced.create(job_manifest(claimed))  # ...creates the Job after the stop deleted nothing, and dies

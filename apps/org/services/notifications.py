@@ -39,6 +39,7 @@ from apps.core.audit import audit_record, snapshot
 from apps.core.models import AuditEvent
 from apps.core.services import model_update, version_check, version_check_locked
 from apps.org.models import NotificationChannel, NotificationDelivery, NotificationEvent, Project, Quota
+from apps.org.selectors import notification_channels_listening
 
 from .common import DENIED, _field_errors
 
@@ -219,14 +220,14 @@ def notification_channel_test(*, actor: Actor, channel: NotificationChannel, lin
 
 
 def notifications_emit(*, event: str, key: str, obj: dict[str, Any], summary: str, link: str,
-                       user_ids: Iterable[int] = (), project_ids: Iterable[int] = ()) -> int:
+                       user_ids: Iterable[int] = (), project_ids: Iterable[int] = (),
+                       channels: list[NotificationChannel] | None = None) -> int:
     """Record `event` for every enabled channel of these users and projects that listens to it (in the caller's
-    transaction; sent after commit). Idempotent per (channel, event, key); returns how many deliveries are new."""
-    users, projects = set(user_ids), set(project_ids)
-    if not users and not projects:
-        return 0
-    channels = [channel for channel in NotificationChannel.objects.filter(
-        Q(user_id__in=users) | Q(project_id__in=projects), enabled=True) if event in channel.events]
+    transaction; sent after commit). Idempotent per (channel, event, key); returns how many deliveries are new.
+    `channels`: those listening, when the caller has read them already (`notification_channels_listening`, to say
+    nothing when nobody listens)."""
+    if channels is None:
+        channels = notification_channels_listening(event=event, user_ids=user_ids, project_ids=project_ids)
     if not channels:
         return 0
     payload = _payload(event=event, key=key, obj=obj, summary=summary, link=link)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,23 +19,50 @@ from .transitions import (
     GANG_REPAIR_INTENT,
     GANG_REPAIR_TASK,
     SUBMIT_CLAIM_TIMEOUT,
+    SUBMIT_INTENT,
     _record_stop,
     _transition,
 )
 
 
-def workload_claim_submit(*, workload_id: int) -> Workload | None:
-    """Claim a submitting workload for one worker (conditional UPDATE); None if it is not ours to submit."""
+@dataclass(frozen=True)
+class SubmitClaim:
+    """What a submit task holds: the lease of the submission's intents and, when it is ours to submit, the row
+    (claimed; with what building its Job reads). `busy`: another task holds the intents."""
+
+    intents: intents.Claim
+    workload: Workload | None
+
+    @property
+    def busy(self) -> bool:
+        return self.intents.busy
+
+
+def workload_claim_submit(*, workload_id: int) -> SubmitClaim:
+    """Lease the submission's intents (apps/core/intents.py) and claim the submitting row for one worker, in one
+    transaction: on SQLite each write transaction waits for the database's one writer, so a submission takes two (this
+    and the mark), not four (docs/architecture.md, One writer on SQLite). The row is read after commit, outside it.
+
+    Not ours (`workload` None) when another task holds the intents (busy), another worker holds a live claim (the
+    lease goes back), or the row is no longer submitting (its intents are done: nothing is left to ask)."""
     now = timezone.now()
-    claimed = Workload.objects.filter(
-        Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
-        pk=workload_id, status=Status.SUBMITTING,
-    ).update(submit_claimed_at=now)
-    if not claimed:
-        return None
-    Workload.objects.filter(pk=workload_id).update(submit_attempts=F("submit_attempts") + 1)
-    return Workload.objects.select_related("project__department", "node_pool", "priority_class", "owner").get(
-        pk=workload_id)
+    with transaction.atomic():
+        claim = intents.intent_claim(kind=SUBMIT_INTENT, target_id=workload_id)
+        if claim.busy:
+            return SubmitClaim(intents=claim, workload=None)
+        submitting = Workload.objects.filter(pk=workload_id, status=Status.SUBMITTING)
+        claimed = submitting.filter(
+            Q(submit_claimed_at__isnull=True) | Q(submit_claimed_at__lt=now - SUBMIT_CLAIM_TIMEOUT),
+        ).update(submit_claimed_at=now, submit_attempts=F("submit_attempts") + 1)
+        if not claimed:
+            if submitting.exists():
+                intents.intent_release(claim)
+            else:
+                intents.intents_complete(kind=SUBMIT_INTENT, target_id=workload_id, outcome="not submitting",
+                                         ids=claim.ids)
+            return SubmitClaim(intents=claim, workload=None)
+    return SubmitClaim(intents=claim, workload=Workload.objects.select_related(
+        "project__department", "node_pool", "priority_class", "owner").get(pk=workload_id))
 
 
 def workload_release_claim(*, workload: Workload) -> None:
@@ -45,35 +73,38 @@ def workload_release_claim(*, workload: Workload) -> None:
 def workload_mark_submitted(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
     """The Job (or a KAI gang's PodGroup and pods) exists in the cluster. False when the workload was stopped
     meanwhile (the caller deletes what it made); when the watcher already saw it move on, only the submission details
-    are filled in. It now waits for its pool's scheduler: Kueue, or KAI Scheduler on a KAI pool."""
+    are filled in. It now waits for its pool's scheduler: Kueue, or KAI Scheduler on a KAI pool.
+
+    `workload`: the row as the claim read it (`workload_claim_submit`). One transaction either way, so on SQLite the
+    worker waits for the write lock once (docs/architecture.md, One writer on SQLite)."""
     fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
                               "submit_claimed_at": None}
     scheduler = workload.node_pool.get_scheduler_display()
     # A gang on a KAI pool is a PodGroup and its ranks (worker/manifests.py), everything else a Job.
     made = (f"PodGroup {workload.job_name} and its {workload.pods} pods" if manifest.get("kind") == "PodGroup"
             else f"Job {workload.job_name}")
-    if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                   message=f"{made} created in {workload.project.namespace}; waiting for {scheduler}", **fields):
-        return True
-    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
-        return False
-    Workload.objects.filter(pk=workload.pk).update(**fields)
-    return True
+    with transaction.atomic():
+        if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                       message=f"{made} created in {workload.project.namespace}; waiting for {scheduler}",
+                       reread=False, **fields):
+            return True
+        return bool(Workload.objects.filter(pk=workload.pk).exclude(
+            status__in=[Status.STOPPING, Status.STOPPED]).update(**fields))
 
 
 def workload_mark_deployed(*, workload: Workload, uid: str, manifest: dict[str, Any]) -> bool:
     """An inference service's Deployment exists: no queue, so it goes straight to admitted (its pods are being
-    started). False when it was stopped meanwhile (the caller deletes the Deployment)."""
+    started). False when it was stopped meanwhile (the caller deletes the Deployment). One transaction, as
+    `workload_mark_submitted`."""
     fields: dict[str, Any] = {"k8s_uid": uid, "manifest": manifest, "submitted_at": timezone.now(),
                               "admitted_at": timezone.now(), "submit_claimed_at": None}
-    if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.ADMITTED, reason="Deployed",
-                   message=f"Deployment {workload.job_name} created in {workload.project.namespace}; serving pools "
-                           "have no queue", **fields):
-        return True
-    if Workload.objects.filter(pk=workload.pk, status__in=[Status.STOPPING, Status.STOPPED]).exists():
-        return False
-    Workload.objects.filter(pk=workload.pk).update(**fields)
-    return True
+    with transaction.atomic():
+        if _transition(workload, expected=[Status.SUBMITTING], to_status=Status.ADMITTED, reason="Deployed",
+                       message=f"Deployment {workload.job_name} created in {workload.project.namespace}; serving "
+                               "pools have no queue", reread=False, **fields):
+            return True
+        return bool(Workload.objects.filter(pk=workload.pk).exclude(
+            status__in=[Status.STOPPING, Status.STOPPED]).update(**fields))
 
 
 def workload_mark_rejected(*, workload: Workload, message: str, reason: str = "Rejected") -> bool:

@@ -13,7 +13,8 @@ from apps.accounts.selectors import notification_preference
 from apps.core import kueue_conditions as kueue
 from apps.core.tasks import enqueue_on_commit
 from apps.org import services as org_services
-from apps.org.models import NotificationEvent
+from apps.org.models import NotificationChannel, NotificationEvent
+from apps.org.selectors import notification_channels_listening
 from apps.workloads.explain.reasons import HUMAN_PREEMPTION
 from apps.workloads.models import IdlePolicy, Kind, Status, Workload, WorkloadEvent
 
@@ -56,11 +57,16 @@ def _object(workload: Workload, event: WorkloadEvent) -> dict[str, Any]:
             "node_pool": workload.node_pool.slug if workload.node_pool_id else None}
 
 
-def _emit(workload: Workload, event: WorkloadEvent, name: str, summary: str, extra: dict[str, Any]) -> int:
+def _listening(workload: Workload, name: str) -> list[NotificationChannel]:
+    return notification_channels_listening(event=name, user_ids=[workload.owner_id] if workload.owner_id else [],
+                                           project_ids=[workload.project_id])
+
+
+def _emit(workload: Workload, event: WorkloadEvent, name: str, summary: str, extra: dict[str, Any],
+          channels: list[NotificationChannel]) -> int:
     return org_services.notifications_emit(
         event=name, key=f"workload:{workload.pk}:event:{event.pk}", obj={**_object(workload, event), **extra},
-        summary=summary, link=_link(workload),
-        user_ids=[workload.owner_id] if workload.owner_id else [], project_ids=[workload.project_id])
+        summary=summary, link=_link(workload), channels=channels)
 
 
 def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
@@ -75,6 +81,11 @@ def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
     elif event.to_status == Status.STOPPED and event.reason == kueue.DEACTIVATED_AT_RUNTIME_LIMIT:
         name = NotificationEvent.WORKLOAD_RUNTIME_LIMIT
     else:
+        return 0
+    # Who listens first: for a change no channel hears, nothing of the project, the owner or the pool is read (inside
+    # the transition's transaction, which on SQLite holds the database's one write lock).
+    channels = _listening(workload, name)
+    if not channels:
         return 0
     label = Status(event.to_status).label.lower()
     summary = f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} is {label}."
@@ -91,12 +102,15 @@ def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
         summary = f"{summary} {extra['plain_reason']}"
     elif name == NotificationEvent.WORKLOAD_SUBMITTED:
         summary = f"{workload.kind.capitalize()} workload {workload.name} was submitted to {workload.project.name}."
-    return _emit(workload, event, name, summary, extra)
+    return _emit(workload, event, name, summary, extra, channels)
 
 
 def workload_idle_channels_record(workload: Workload, event: WorkloadEvent, *, policy: IdlePolicy) -> int:
     """The idle warning: the workload holds GPUs it does not use (a notebook is told when it will be stopped, the
     policy's warning time after this, with the keep-alive link)."""
+    channels = _listening(workload, NotificationEvent.WORKLOAD_IDLE_WARNING)
+    if not channels:
+        return 0
     summary = f"{workload.kind.capitalize()} workload {workload.name} in {workload.project.name} holds " \
               f"{workload.gpu_amount_words} not being used: {event.message}."
     extra: dict[str, Any] = {}
@@ -105,4 +119,4 @@ def workload_idle_channels_record(workload: Workload, event: WorkloadEvent, *, p
         extra["stops_at"] = (event.at + policy.warning).isoformat()
         summary = (f"{summary} It will be stopped in {policy.warning_minutes} minutes ({extra['stops_at']}) unless "
                    f"kept alive from {extra['keep_alive']}.")
-    return _emit(workload, event, NotificationEvent.WORKLOAD_IDLE_WARNING, summary, extra)
+    return _emit(workload, event, NotificationEvent.WORKLOAD_IDLE_WARNING, summary, extra, channels)

@@ -35,7 +35,8 @@ WATCHER_IGNORES = frozenset({Status.STOPPED, Status.SUCCEEDED, Status.FAILED, St
 def workload_observe(*, workload_id: int, observation: Observation, preemptor_id: int | None = None) -> list[str]:
     """Record what the cluster says about a workload; returns the statuses it moved through (for notifications).
 
-    Idempotent: replaying the same observation (a resync, a re-delivered watch event) writes no new events.
+    Idempotent: replaying the same observation (a resync, a re-delivered watch event) writes no new events. The row
+    is locked first, so its transitions need no second read of it (`_transition(reread=False)`).
     """
     moved: list[str] = []
     with transaction.atomic():
@@ -60,7 +61,7 @@ def workload_observe(*, workload_id: int, observation: Observation, preemptor_id
         if row.status == Status.SUBMITTING:
             _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
                         message=f"Job {row.job_name} created in {row.project.namespace}; waiting for "
-                                f"{'KAI Scheduler' if observation.kai_queue else 'Kueue'}")
+                                f"{'KAI Scheduler' if observation.kai_queue else 'Kueue'}", reread=False)
             moved.append(Status.QUEUED)
         preemption = observation.preemption
         if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
@@ -68,7 +69,7 @@ def workload_observe(*, workload_id: int, observation: Observation, preemptor_id
                     row, expected=[row.status], to_status=Status.PREEMPTED, reason=preemption.reason,
                     message=preemption.message, cluster_at=preemption.at,
                     details={"preemptor_workload_id": preemptor_id, "preemptor_job_uid": preemption.preemptor_job_uid,
-                             "preemptor_kueue_uid": preemption.preemptor_workload_uid}):
+                             "preemptor_kueue_uid": preemption.preemptor_workload_uid}, reread=False):
                 moved.append(Status.PREEMPTED)
             mirror["last_preempted_at"] = preemption.at
             quota_released.send(sender=Workload, workload_id=row.pk, at=preemption.at,
@@ -79,7 +80,7 @@ def workload_observe(*, workload_id: int, observation: Observation, preemptor_id
         if status != row.status:
             reason = kueue.REQUEUED if status == Status.REQUEUED else observation.reason
             _transition(row, expected=[row.status], to_status=status, reason=reason,
-                        message=observation.message, cluster_at=observation.at)
+                        message=observation.message, cluster_at=observation.at, reread=False)
             moved.append(status)
         else:
             mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
@@ -109,7 +110,7 @@ def _observe_stopping(row: Workload, observation: Observation, mirror: dict[str,
     if observation.status in {Status.SUCCEEDED, Status.FAILED} or (
             observation.status == Status.STOPPED and not observation.deleted_at):
         if _transition(row, expected=[Status.STOPPING], to_status=observation.status, reason=observation.reason,
-                       message=observation.message, cluster_at=observation.at,
+                       message=observation.message, cluster_at=observation.at, reread=False,
                        finished_at=observation.finished_at or observation.at or timezone.now()):
             moved.append(observation.status)
     elif observation.deleted_at and workload_stop_finish(workload_id=row.pk, cluster_at=observation.deleted_at):
@@ -137,14 +138,25 @@ def _account(workload: Workload, observation: Observation) -> None:
                             reason=observation.reason or observation.status)
 
 
-def workload_positions_set(*, positions: dict[int, tuple[int, int]], queued_ids: Iterable[int], at: datetime) -> None:
-    """Queue positions from Kueue's visibility API; queued workloads it did not list lose theirs."""
-    for workload_id, (local, cluster) in positions.items():
-        Workload.objects.filter(pk=workload_id, status__in=QUEUED_STATUSES).exclude(
-            queue_position_local=local, queue_position_cluster=cluster).update(
-            queue_position_local=local, queue_position_cluster=cluster, positions_at=at)
-    Workload.objects.filter(pk__in=set(queued_ids) - set(positions)).exclude(
-        queue_position_local=None).update(queue_position_local=None, queue_position_cluster=None, positions_at=at)
+def workload_positions_set(*, positions: dict[int, tuple[int, int]],
+                           queued: dict[int, tuple[int | None, int | None]], at: datetime) -> int:
+    """Queue positions from Kueue's visibility API; queued workloads it did not list lose theirs. `queued`: the
+    positions the queued rows had when read. Only rows whose positions changed are written, all in one transaction (none
+    when nothing changed: on SQLite each write waits for the database's one writer, docs/architecture.md, One writer on
+    SQLite); each UPDATE is still conditional on the row being queued. Returns how many rows were written."""
+    changed = {pk: position for pk, position in positions.items() if pk in queued and queued[pk] != position}
+    lost = [pk for pk, (local, _) in queued.items() if pk not in positions and local is not None]
+    if not changed and not lost:
+        return 0
+    written = 0
+    with transaction.atomic():
+        for workload_id, (local, cluster) in changed.items():
+            written += Workload.objects.filter(pk=workload_id, status__in=QUEUED_STATUSES).update(
+                queue_position_local=local, queue_position_cluster=cluster, positions_at=at)
+        if lost:
+            written += Workload.objects.filter(pk__in=lost).update(
+                queue_position_local=None, queue_position_cluster=None, positions_at=at)
+    return written
 
 
 def workloads_gone(*, workload_ids: Iterable[int], at: datetime, cluster_at: datetime | None = None) -> None:

@@ -72,6 +72,14 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
     workload = workload_validate(actor=actor, **fields)
     workload.submission_key, workload.submission_digest = submission_key or "", submission_digest
     project = workload.project
+    # Everything that needs no id is worked out before the transaction: on SQLite it holds the database's one write
+    # lock, which the other submissions, the worker and the watcher wait for (docs/architecture.md, One writer on
+    # SQLite).
+    runs_as = f" as a {framework_entry(workload).name}" if workload.runs_on_framework else ""
+    runs_as += f" on the {workload.training_runtime} runtime" if workload.training_runtime else ""
+    queue = (f"KAI Scheduler's {kueue_names.names().kai_project_queue(project.slug, workload.node_pool.slug)} "
+             "queue" if workload.node_pool.kai else f"the {workload.queue_name} queue of {project.namespace}")
+    audited = _submitted(workload)
     try:
         with transaction.atomic():
             workload.save()
@@ -84,16 +92,12 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
                 workload.data_sources.add(*workload.chosen_data_sources)
             if workload.chosen_credentials:
                 workload.credentials.add(*workload.chosen_credentials)
-            runs_as = f" as a {framework_entry(workload).name}" if workload.runs_on_framework else ""
-            runs_as += f" on the {workload.training_runtime} runtime" if workload.training_runtime else ""
-            queue = (f"KAI Scheduler's {kueue_names.names().kai_project_queue(project.slug, workload.node_pool.slug)} "
-                     "queue" if workload.node_pool.kai else f"the {workload.queue_name} queue of {project.namespace}")
             submitted = _event(workload, from_status="", to_status=Status.SUBMITTING, reason="Submitted",
                                message=f"Submitted{runs_as} to {queue}", actor=actor)
             intents.intent_record(kind=SUBMIT_INTENT, task=SUBMIT_TASK, target_id=workload.pk,
                                   deadline=SUBMIT_DEADLINE)
             audit_record(actor=actor, action="workload.resubmit" if workload.resubmitted_from_id else "workload.submit",
-                         obj=workload, before=None, after=_submitted(workload), project=project)
+                         obj=workload, before=None, after=audited, project=project)
     except IntegrityError:
         # The same key committed meanwhile (a double click racing itself): that one is the submission.
         if submission_key and (earlier := _earlier_submission(actor, submission_key, submission_digest)):

@@ -53,18 +53,31 @@ def _event(workload: Workload, *, from_status: str, to_status: str, reason: str 
 
 def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, reason: str = "", message: str = "",
                 actor: Actor | None = None, at: datetime | None = None, cluster_at: datetime | None = None,
-                details: dict[str, Any] | None = None, **fields: Any) -> bool:
+                details: dict[str, Any] | None = None, reread: bool = True, **fields: Any) -> bool:
     """Move the workload to `to_status` if it is still in one of `expected`; False when someone moved it first.
-    `details` go on the event (e.g. a preemption's preemptor), `fields` on the workload with its new status."""
-    with transaction.atomic():
-        current = Workload.objects.select_for_update().filter(pk=workload.pk, status__in=list(expected)).first()
-        if current is None:
-            return False
-        updated = {"status": to_status, "status_reason": reason, "status_message": message, **fields}
-        Workload.objects.filter(pk=workload.pk).update(**updated)
-        event = _event(current, from_status=current.status, to_status=to_status, reason=reason, message=message,
+    `details` go on the event (e.g. a preemption's preemptor), `fields` on the workload with its new status.
+
+    `reread=False`: the caller's `workload` is the row as it stands but for its status (the caller locked it in this
+    transaction, or holds its submit claim), and `expected` is one status: the conditional UPDATE alone decides, with
+    no second read of the row. Inside a caller's transaction it adds no savepoint: on SQLite every statement here runs
+    while the database's one write lock is held (docs/architecture.md, One writer on SQLite)."""
+    expected = list(expected)
+    updated = {"status": to_status, "status_reason": reason, "status_message": message, **fields}
+    with transaction.atomic(savepoint=False):
+        if reread:
+            current = Workload.objects.select_for_update().filter(pk=workload.pk, status__in=expected).first()
+            if current is None:
+                return False
+            from_status = current.status
+            Workload.objects.filter(pk=workload.pk).update(**updated)
+        else:
+            [from_status] = expected
+            if not Workload.objects.filter(pk=workload.pk, status=from_status).update(**updated):
+                return False
+            current = workload
+        event = _event(current, from_status=from_status, to_status=to_status, reason=reason, message=message,
                        actor=actor, at=at, cluster_at=cluster_at, details=details)
-        _close_intents(current.status, to_status, workload.pk)
+        _close_intents(from_status, to_status, workload.pk)
         workload_channels_record(current, event)
     for name, value in updated.items():
         setattr(workload, name, value)

@@ -76,7 +76,7 @@ def test_stop_records_an_intent_and_leaving_the_status_closes_it(demo):
 
 def test_a_stop_during_a_live_submission_leaves_a_follow_up(demo):
     workload = submit(demo["alice"])
-    assert services.workload_claim_submit(workload_id=workload.pk) is not None  # a worker is creating its Job
+    assert services.workload_claim_submit(workload_id=workload.pk).workload is not None  # a worker is creating its Job
     services.workload_stop(actor=demo["alice"], workload=workload)
     assert services.workload_stop_finish(workload_id=workload.pk) is True
     [follow_up] = open_intents("workload.stop", workload.pk)

@@ -1,13 +1,21 @@
 """Submission rules through the service: what can never run is refused with a reason, and nothing is saved."""
 
+from datetime import timedelta
+
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from apps.core.models import Intent
 from apps.org import services as org_services
 from apps.org.models import NodePool, PriorityClass, Project, Quota
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
+from apps.workloads.observation import Observation
 from tests.factories import NodePoolFactory
+from tests.write_transactions import described, transactions
 
 
 def submit(user, **overrides):
@@ -174,5 +182,70 @@ def test_deserved_cannot_drop_below_running_non_preemptible_work(demo):
 
 def test_claim_is_exclusive(demo):
     workload = submit(demo["alice"])
-    assert services.workload_claim_submit(workload_id=workload.pk) is not None
-    assert services.workload_claim_submit(workload_id=workload.pk) is None
+    first = services.workload_claim_submit(workload_id=workload.pk)
+    assert first.workload is not None and not first.busy and len(first.intents.ids) == 1
+    [intent] = Intent.objects.filter(kind="workload.submit", target_id=workload.pk)
+    assert intent.claimed_until is not None and intent.attempts == 1
+    assert Workload.objects.get(pk=workload.pk).submit_attempts == 1
+    assert services.workload_claim_submit(workload_id=workload.pk).busy  # its intents are leased
+    # The lease ran out while the row's claim is live (a slow worker): not ours, and the lease goes back.
+    Intent.objects.filter(pk=intent.pk).update(claimed_until=timezone.now() - timedelta(seconds=1))
+    second = services.workload_claim_submit(workload_id=workload.pk)
+    assert second.workload is None and not second.busy
+    intent.refresh_from_db()
+    assert intent.claimed_until is None and intent.done_at is None and intent.attempts == 2
+    assert Workload.objects.get(pk=workload.pk).submit_attempts == 1
+
+
+def test_a_claim_of_a_row_no_longer_submitting_closes_its_intents(demo):
+    workload = submit(demo["alice"])
+    Workload.objects.filter(pk=workload.pk).update(status=Status.QUEUED)  # the watcher saw its Job first
+    claim = services.workload_claim_submit(workload_id=workload.pk)
+    assert claim.workload is None and not claim.busy
+    intent = Intent.objects.get(kind="workload.submit", target_id=workload.pk)
+    assert intent.done_at is not None and intent.outcome == "not submitting" and intent.claimed_until is None
+
+
+def test_a_submission_is_one_write_transaction_of_five_statements(demo):
+    """The POST's transaction: on SQLite it holds the database's one write lock, so it carries only the writes (the
+    department of the audit row is its project's id, and a submission without attachments writes none)."""
+    with CaptureQueriesContext(connection) as captured:
+        submit(demo["alice"])
+    [written] = transactions(captured.captured_queries)
+    assert described(written) == ["INSERT workloads_workload", "UPDATE workloads_workload",
+                                  "INSERT workloads_workloadevent", "INSERT core_intent", "INSERT core_auditevent"]
+
+
+def test_queue_positions_write_only_what_changed_in_one_transaction(demo):
+    first, second, third = (submit(demo["alice"], name=f"run-{index}") for index in range(3))
+    Workload.objects.filter(pk__in=[first.pk, second.pk, third.pk]).update(status=Status.QUEUED)
+    Workload.objects.filter(pk=third.pk).update(queue_position_local=5, queue_position_cluster=9)
+    listed = {first.pk: (1, 1), second.pk: (2, 3)}  # Kueue no longer lists the third
+    with CaptureQueriesContext(connection) as captured:
+        assert services.workload_positions_set(positions=listed, at=timezone.now(), queued={
+            first.pk: (None, None), second.pk: (2, 3), third.pk: (5, 9)}) == 2
+    [written] = transactions(captured.captured_queries)
+    assert described(written) == ["UPDATE workloads_workload", "UPDATE workloads_workload"]
+    assert dict(Workload.objects.values_list("pk", "queue_position_local")) == {
+        first.pk: 1, second.pk: None, third.pk: None}  # the second was written by nobody: it had (2, 3) when read
+    # Nothing changed since: nothing is written, not even a transaction begun.
+    with CaptureQueriesContext(connection) as captured:
+        assert services.workload_positions_set(positions=listed, at=timezone.now(), queued={
+            first.pk: (1, 1), second.pk: (2, 3), third.pk: (None, None)}) == 0
+    assert not captured.captured_queries
+
+
+def test_the_watcher_moves_a_row_it_locked_without_reading_it_again(demo):
+    """workload_observe locks the row first: its transition is the conditional UPDATE alone (no second read, no
+    savepoint), and a change no notification channel hears reads nothing more."""
+    workload = submit(demo["alice"])
+    with CaptureQueriesContext(connection) as captured:
+        moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
+            status=Status.QUEUED, reason="Pending", message="waiting for quota", kueue_name=f"job-{workload.job_name}"))
+    assert moved == [Status.QUEUED]
+    [observed] = transactions(captured.captured_queries)
+    assert described(observed) == [
+        "SELECT workloads_workload", "SELECT org_project",  # the row, locked; its namespace for the event's message
+        "UPDATE workloads_workload", "INSERT workloads_workloadevent", "UPDATE core_intent",  # the transition
+        "SELECT org_notificationchannel", "UPDATE workloads_workload"]  # who listens; the mirror of Kueue's Workload
+    assert Workload.objects.get(pk=workload.pk).kueue_name == f"job-{workload.job_name}"
