@@ -52,7 +52,7 @@ from apps.workloads.selectors import (
     workload_tallies,
 )
 
-from .reads import ScopedRead
+from .reads import ScopedRead, read_together
 
 ZERO = Decimal(0)
 
@@ -178,7 +178,7 @@ def _reservations(department_ids: Sequence[int] | None) -> QuerySet[ServingReser
                                                    *_pool_columns(department_ids))
 
 
-def _states(department_ids: Sequence[int] | None) -> QuerySet[ClusterQueueState, dict[str, Any]]:
+def _states(department_ids: Sequence[int] | None) -> QuerySet[ClusterQueueState, Any]:
     """The queue mirrors of the departments on show."""
     return ClusterQueueState.objects.filter(**_department_scope(department_ids)).values(
         "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
@@ -195,9 +195,9 @@ _TALLIES = ScopedRead(lambda department_ids: tally_rows(statuses=WAITING_STATUSE
 
 
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
-    """The dashboard figures for the viewer: four queries for those who do not see everything (quotas, serving
-    reservations, queue mirrors, tallies), six for those who do (every pool, and the cluster's use), however many
-    projects and pools; one more with a KAI queue on show (its rows' pending, `kai_queue_waiting`).
+    """The dashboard figures for the viewer: one round trip of four statements for those who do not see everything
+    (quotas, serving reservations, queue mirrors, tallies: `read_together`), three for those who do (every pool, and
+    the cluster's use, besides), however many projects and pools; one more with a KAI queue on show (its rows' pending, `kai_queue_waiting`).
 
     The scope comes from the viewer's grants, which the request has read already, not from reads of its own: the
     departments on show are those the access module lets the viewer see (`department_ids_seen`, one list for every
@@ -215,10 +215,12 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             seen[project_id] = everything or can(user, Action.VIEW, ScopeAt(department_id, project_id))
         return seen[project_id]
 
-    quotas = _QUOTAS.dicts(department_ids)
+    # The four reads in one round trip (apps/usage/reads.py).
+    quotas, reservation_rows, states, tally_rows_ = read_together(department_ids, _QUOTAS, _RESERVATIONS, _STATES,
+                                                                  _TALLIES)
     reservations: dict[int, list[Reservation]] = defaultdict(list)
     pools: dict[int, Pool] = {}
-    for held_row in _RESERVATIONS.dicts(department_ids):
+    for held_row in reservation_rows:
         if not sees(held_row["project_id"], held_row["project__department_id"]):
             continue
         reservations[held_row["node_pool_id"]].append(Reservation(
@@ -230,7 +232,6 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         pools = {row["pk"]: Pool(**row) for row in NodePool.objects.order_by().values(*POOL_FIELDS)}
     else:  # only pools where the viewer's scope holds quota or a reservation have anything to show
         pools.update((q["node_pool_id"], _pool_of(q)) for q in quotas if q["node_pool_id"] not in pools)
-    states = _STATES.dicts(department_ids)
     if everything:
         cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in ClusterQueueState.objects.values(
             "node_pool_id").annotate(used=Sum("used")).order_by()}
@@ -241,7 +242,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         shares[("department", q["department_id"] or q["project__department_id"], q["node_pool_id"])] = q[
             "department_share"]
     # Pending demand from the kept tallies, not from the waiting rows: a department may have tens of thousands.
-    waiting = tallies_by_pool(tallies_of(_TALLIES.tuples(department_ids)), statuses=WAITING_STATUSES)
+    waiting = tallies_by_pool(tallies_of(tuple(row.values()) for row in tally_rows_), statuses=WAITING_STATUSES)
     pending = {key: tally.units for key, tally in waiting.items()}
     department_pending: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     for (_, pool_id), tally in waiting.items():
