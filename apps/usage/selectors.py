@@ -197,7 +197,8 @@ _TALLIES = ScopedRead(lambda department_ids: tally_rows(statuses=WAITING_STATUSE
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     """The dashboard figures for the viewer: one round trip of four statements for those who do not see everything
     (quotas, serving reservations, queue mirrors, tallies: `read_together`), three for those who do (every pool, and
-    the cluster's use, besides), however many projects and pools; one more with a KAI queue on show (its rows' pending, `kai_queue_waiting`).
+    the cluster's use, besides), however many projects and pools; one more with a KAI queue on show (its rows'
+    pending, `kai_queue_waiting`).
 
     The scope comes from the viewer's grants, which the request has read already, not from reads of its own: the
     departments on show are those the access module lets the viewer see (`department_ids_seen`, one list for every
