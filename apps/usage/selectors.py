@@ -28,11 +28,12 @@ query with the other figures' (docs/architecture.md, Inference services).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from apps.accounts.access import Action, ScopeAt, can, department_ids_seen
@@ -46,8 +47,12 @@ from apps.workloads.selectors import (
     serving_services,
     serving_units,
     tallies_by_pool,
+    tallies_of,
+    tally_rows,
     workload_tallies,
 )
+
+from .reads import ScopedRead, read_together
 
 ZERO = Decimal(0)
 
@@ -129,10 +134,71 @@ def _pool_of(row: dict[str, Any]) -> Pool:
     return Pool(*(row[f"node_pool__{name}"] for name in POOL_FIELDS))
 
 
+def _department_scope(department_ids: Sequence[int] | None) -> dict[str, Any]:
+    return {} if department_ids is None else {"project__department_id__in": department_ids}
+
+
+def _pool_columns(department_ids: Sequence[int] | None) -> tuple[str, ...]:
+    """The pools' headings, read with the rows that put them on show by those who do not see every pool."""
+    return () if department_ids is None else tuple(f"node_pool__{name}" for name in POOL_FIELDS)
+
+
+def _share(**owner: Any) -> Subquery:
+    """The weighted share Kueue reports on an owner's cohort on the row's pool (the last by name, should two cohorts
+    ever be mirrored for one owner)."""
+    return Subquery(CohortState.objects.filter(node_pool_id=OuterRef("node_pool_id"), **owner).order_by(
+        "-name").values("weighted_share")[:1])
+
+
+def _quotas(department_ids: Sequence[int] | None) -> QuerySet[Quota, dict[str, Any]]:
+    """Quota rows of the departments on show and of all their projects (a roll-up sums every project's borrowed and
+    lent, seen or not); usage comes from the queue mirror. Plain values, not models: a researcher's department may
+    hold hundreds of quota rows it only sums. Each row carries the weighted shares Kueue reports on its cohorts (the
+    project's, and its department's on the same pool: every department row on show has a quota row of its own or of
+    a project on show), rather than a query of the cohorts of its own. No ordering: everything is sorted by name."""
+    in_scope = Q() if department_ids is None else Q(department_id__in=department_ids) | Q(
+        project__department_id__in=department_ids)
+    return Quota.objects.filter(in_scope).order_by().annotate(
+        project_share=_share(project_id=OuterRef("project_id")),
+        department_share=_share(project__isnull=True, department_id=Coalesce(
+            OuterRef("department_id"), OuterRef("project__department_id")))).values(
+        "project_id", "department_id", "node_pool_id", "deserved", "limit", "project__department_id",
+        "project__does_not_lend", "project_share", "department_share", "project__name", "project__slug",
+        "department__name", "department__slug", "project__department__name", "project__department__slug",
+        *_pool_columns(department_ids))
+
+
+def _reservations(department_ids: Sequence[int] | None) -> QuerySet[ServingReservation, dict[str, Any]]:
+    """The serving reservations of the departments on show, each with the units its live inference services hold."""
+    held = serving_services().filter(project_id=OuterRef("project_id"), node_pool_id=OuterRef(
+        "node_pool_id")).values("project_id").annotate(units=Sum(serving_units())).values("units")
+    return ServingReservation.objects.filter(**_department_scope(department_ids)).order_by().annotate(
+        in_use=Coalesce(Subquery(held), 0)).values("project_id", "project__department_id", "project__name",
+                                                   "project__slug", "node_pool_id", "cards", "in_use",
+                                                   *_pool_columns(department_ids))
+
+
+def _states(department_ids: Sequence[int] | None) -> QuerySet[ClusterQueueState, Any]:
+    """The queue mirrors of the departments on show."""
+    return ClusterQueueState.objects.filter(**_department_scope(department_ids)).values(
+        "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
+        "used_borrowed", "nominal", "pending_workloads", "admitted_workloads").order_by()
+
+
+# The dashboard's four reads, compiled once per process and number of departments (apps/usage/reads.py): at 10,000
+# workloads building and compiling them cost the page more than PostgreSQL took to answer them.
+_QUOTAS = ScopedRead(_quotas)
+_RESERVATIONS = ScopedRead(_reservations)
+_STATES = ScopedRead(_states)
+_TALLIES = ScopedRead(lambda department_ids: tally_rows(statuses=WAITING_STATUSES,
+                                                       **_department_scope(department_ids)))
+
+
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
-    """The dashboard figures for the viewer: four queries for those who do not see everything (quotas, serving
-    reservations, queue mirrors, tallies), six for those who do (every pool, and the cluster's use), however many
-    projects and pools; one more with a KAI queue on show (its rows' pending, `kai_queue_waiting`).
+    """The dashboard figures for the viewer: one round trip of four statements for those who do not see everything
+    (quotas, serving reservations, queue mirrors, tallies: `read_together`), three for those who do (every pool, and
+    the cluster's use, besides), however many projects and pools; one more with a KAI queue on show (its rows'
+    pending, `kai_queue_waiting`).
 
     The scope comes from the viewer's grants, which the request has read already, not from reads of its own: the
     departments on show are those the access module lets the viewer see (`department_ids_seen`, one list for every
@@ -142,10 +208,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     pools on show."""
     departments_seen = department_ids_seen(user)
     everything = departments_seen is None
-    in_scope = Q() if departments_seen is None else Q(department_id__in=departments_seen) | Q(
-        project__department_id__in=departments_seen)
-    department_scope = {} if departments_seen is None else {"project__department_id__in": departments_seen}
-    pool_columns = () if everything else tuple(f"node_pool__{name}" for name in POOL_FIELDS)
+    department_ids = None if departments_seen is None else sorted(departments_seen)
     seen: dict[int, bool] = {}
 
     def sees(project_id: int, department_id: int) -> bool:  # asked once per project
@@ -153,32 +216,12 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             seen[project_id] = everything or can(user, Action.VIEW, ScopeAt(department_id, project_id))
         return seen[project_id]
 
-    # Quota rows of the departments on show and of all their projects (a roll-up sums every project's borrowed and
-    # lent, seen or not); usage comes from the queue mirror.
-    # Plain values, not models: a researcher's department may hold hundreds of quota rows it only sums.
-    # Each row carries the weighted shares Kueue reports on its cohorts (the project's, and its department's on the
-    # same pool: every department row on show has a quota row of its own or of a project on show), rather than a
-    # query of the cohorts of its own. No ordering: everything is sorted by name below.
-    def share(**owner: Any) -> Subquery:  # the last by name, should two cohorts ever be mirrored for one owner
-        return Subquery(CohortState.objects.filter(node_pool_id=OuterRef("node_pool_id"), **owner).order_by(
-            "-name").values("weighted_share")[:1])
-
-    quotas = list(Quota.objects.filter(in_scope).order_by().annotate(
-        project_share=share(project_id=OuterRef("project_id")),
-        department_share=share(project__isnull=True, department_id=Coalesce(
-            OuterRef("department_id"), OuterRef("project__department_id")))).values(
-        "project_id", "department_id", "node_pool_id", "deserved", "limit", "project__department_id",
-        "project__does_not_lend", "project_share", "department_share", "project__name", "project__slug",
-        "department__name", "department__slug", "project__department__name", "project__department__slug",
-        *pool_columns))
-    held = serving_services().filter(project_id=OuterRef("project_id"), node_pool_id=OuterRef(
-        "node_pool_id")).values("project_id").annotate(units=Sum(serving_units())).values("units")
+    # The four reads in one round trip (apps/usage/reads.py).
+    quotas, reservation_rows, states, tally_rows_ = read_together(department_ids, _QUOTAS, _RESERVATIONS, _STATES,
+                                                                  _TALLIES)
     reservations: dict[int, list[Reservation]] = defaultdict(list)
     pools: dict[int, Pool] = {}
-    for held_row in ServingReservation.objects.filter(**department_scope).order_by().annotate(
-            in_use=Coalesce(Subquery(held), 0)).values("project_id", "project__department_id", "project__name",
-                                                       "project__slug", "node_pool_id", "cards", "in_use",
-                                                       *pool_columns):
+    for held_row in reservation_rows:
         if not sees(held_row["project_id"], held_row["project__department_id"]):
             continue
         reservations[held_row["node_pool_id"]].append(Reservation(
@@ -190,9 +233,6 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         pools = {row["pk"]: Pool(**row) for row in NodePool.objects.order_by().values(*POOL_FIELDS)}
     else:  # only pools where the viewer's scope holds quota or a reservation have anything to show
         pools.update((q["node_pool_id"], _pool_of(q)) for q in quotas if q["node_pool_id"] not in pools)
-    states = list(ClusterQueueState.objects.filter(**department_scope).values(
-        "name", "project_id", "project__department_id", "project__does_not_lend", "node_pool_id", "guaranteed", "used",
-        "used_borrowed", "nominal", "pending_workloads", "admitted_workloads").order_by())
     if everything:
         cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in ClusterQueueState.objects.values(
             "node_pool_id").annotate(used=Sum("used")).order_by()}
@@ -203,8 +243,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         shares[("department", q["department_id"] or q["project__department_id"], q["node_pool_id"])] = q[
             "department_share"]
     # Pending demand from the kept tallies, not from the waiting rows: a department may have tens of thousands.
-    waiting = tallies_by_pool(workload_tallies(statuses=WAITING_STATUSES, **department_scope),
-                              statuses=WAITING_STATUSES)
+    waiting = tallies_by_pool(tallies_of(tuple(row.values()) for row in tally_rows_), statuses=WAITING_STATUSES)
     pending = {key: tally.units for key, tally in waiting.items()}
     department_pending: dict[tuple[int, int], Decimal] = defaultdict(lambda: ZERO)
     for (_, pool_id), tally in waiting.items():
@@ -224,6 +263,7 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
                                                   for q in quotas if q["project_id"]}
     # KAI's Queues count no workloads: their rows' pending is the portal's waiting work (one query, only with KAI
     # rows on show).
+    department_scope = {} if department_ids is None else {"project__department_id__in": department_ids}
     kai_waiting = kai_queue_waiting(**department_scope) if any(
         ClusterQueueState.names_kai_queue(state["name"]) for state in states) else {}
     for state in states:

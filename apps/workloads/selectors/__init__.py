@@ -66,7 +66,7 @@ from .submit import (
     submit_panel,
     submit_pool,
 )
-from .tallies import Tally, tallies_by_pool, workload_tallies
+from .tallies import Tally, tallies_by_pool, tallies_of, tally_rows, workload_tallies
 from .utilisation import UtilisationChart, utilisation_available, workload_utilisation_chart, workloads_held_idle
 
 __all__ = [
@@ -121,6 +121,8 @@ __all__ = [
     "submit_project_known",
     "submit_projects",
     "tallies_by_pool",
+    "tallies_of",
+    "tally_rows",
     "templates",
     "utilisation_available",
     "workload_for_page",

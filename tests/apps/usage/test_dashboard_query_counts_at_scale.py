@@ -40,7 +40,7 @@ def test_dashboards_make_as_many_queries_at_10000_rows_as_at_100(client_for, use
     # Pinned: session, user and grants, then each surface's own fixed reads; the quota dashboard's full page adds
     # the viewer's budgets (none here), its polls the figures' five-query fingerprint (bench/README.md, "Live-state
     # pages and the watcher"). A change here is a change of the page's floor, to be measured there.
-    assert at_100 == {"admin's quota dashboard": 10, "lead's quota dashboard": 8, "alice's quota dashboard": 8,
-                      "alice's quota dashboard, polled": 12, "admin's quota dashboard, polled": 14,
+    assert at_100 == {"admin's quota dashboard": 7, "lead's quota dashboard": 5, "alice's quota dashboard": 5,
+                      "alice's quota dashboard, polled": 9, "admin's quota dashboard, polled": 11,
                       "admin's cluster queues": 9, "alice's cluster queues": 9, "lead's cohorts": 11,
                       "admin's held-idle list": 5}
