@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
-from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from apps.workloads.capacity import ZERO
 
 from .facts import Peer, Share, WaitFacts
+
+_T = TypeVar("_T")
 
 
 def _n(value: Decimal | int | None) -> str:
@@ -66,23 +67,43 @@ def _join(parts: list[str]) -> str:
     return f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
-# Every waiting row of one project on one pool names the same holders and keepers (the same tuple of shares: see
-# gather._Standing), and a pool with a hundred projects names a hundred of them: each tuple is put in words once.
+# Every waiting row of one project on one pool names the same holders and keepers: the very same tuple of shares
+# (gather._Standing builds it once per project and pool), and a pool with a hundred projects names a hundred of them.
+# Each tuple is put in words once, remembered by identity: hashing and comparing a hundred shares per row cost more
+# than the words themselves (a tuple caches no hash, and the next request's equal tuple is another object).
 _WORDED = 512
 
 
-def _shares(shares: Iterable[Share], *, others: str = "others") -> str:
+def _once(word: Callable[[tuple[Share, ...]], _T]) -> Callable[[tuple[Share, ...]], _T]:
+    """`word` of a tuple of shares, remembered for the last `_WORDED` tuples by identity (the tuple is kept with its
+    words, so its id cannot be reused while remembered; the oldest go first)."""
+    seen: dict[int, tuple[tuple[Share, ...], _T]] = {}
+
+    def worded(shares: tuple[Share, ...]) -> _T:
+        found = seen.get(id(shares))
+        if found is not None and found[0] is shares:
+            return found[1]
+        words = word(shares)
+        if len(seen) >= _WORDED:
+            seen.pop(next(iter(seen)), None)
+        seen[id(shares)] = (shares, words)
+        return words
+
+    return worded
+
+
+def _shares(shares: Iterable[Share]) -> str:
     """'Vision 8, NLP 4, others 4': named projects first by size, the unnamed summed."""
-    return _shares_worded(tuple(shares), others)
+    return _shares_worded(tuple(shares))
 
 
-@lru_cache(maxsize=_WORDED)
-def _shares_worded(shares: tuple[Share, ...], others: str) -> str:
+@_once
+def _shares_worded(shares: tuple[Share, ...]) -> str:
     named = sorted((s for s in shares if s.project is not None and s.units > 0), key=lambda s: (-s.units, s.project))
     hidden = sum((s.units for s in shares if s.project is None), ZERO)
     parts = [f"{s.project} {_n(s.units)}" for s in named]
     if hidden > 0:
-        parts.append(f"{others} {_n(hidden)}")
+        parts.append(f"others {_n(hidden)}")
     return ", ".join(parts)
 
 
@@ -91,7 +112,7 @@ def _keepers(shares: Iterable[Share]) -> str:
     return _keepers_worded(tuple(shares))
 
 
-@lru_cache(maxsize=_WORDED)
+@_once
 def _keepers_worded(shares: tuple[Share, ...]) -> str:
     named = [f"{s.project} ({_n(s.units)})" for s in shares if s.project is not None]
     hidden = [s for s in shares if s.project is None]
@@ -107,7 +128,7 @@ def _share_numbers(shares: Iterable[Share]) -> list[dict[str, Any]]:
     return [{"project": project, "units": units} for project, units in _share_pairs(tuple(shares))]
 
 
-@lru_cache(maxsize=_WORDED)
+@_once
 def _share_pairs(shares: tuple[Share, ...]) -> tuple[tuple[str | None, int | float | None], ...]:
     hidden = sum((s.units for s in shares if s.project is None), ZERO)
     named = sorted((s for s in shares if s.project is not None and s.units > 0), key=lambda s: (-s.units, s.project))

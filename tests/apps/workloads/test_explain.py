@@ -141,6 +141,25 @@ def test_pool_physically_full_says_who_holds_it():
     assert result.headline == "4 more H100 needed: the pool is full (16 of 16 in use)"
 
 
+def test_each_tuple_of_holders_is_worded_as_it_reads_whichever_was_worded_before():
+    """The words are remembered by the tuple's identity: other holders, or equal ones built anew, read as they are."""
+    def holders_in_words(holders: tuple[Share, ...]) -> tuple[str, list]:
+        result = explain(queued(preemptible=True, queue_position_local=None),
+                         WaitFacts(deserved=4, limit=8, project_used=Decimal(4), pool_capacity=16,
+                                   pool_used=Decimal(16), assessment=fits(0, short_at="pool"), holders=holders))
+        return result.sentence.split(" (")[1].split(")")[0], result.numbers["holders"]
+
+    first = (Share("Vision", Decimal(4)), Share(None, Decimal(12)))
+    other = (Share("NLP", Decimal(10)), Share("Vision", Decimal(6)))
+    assert holders_in_words(first) == ("Vision 4, others 12", [{"project": "Vision", "units": 4},
+                                                               {"project": None, "units": 12}])
+    assert holders_in_words(other) == ("NLP 10, Vision 6", [{"project": "NLP", "units": 10},
+                                                            {"project": "Vision", "units": 6}])
+    again = (Share("Vision", Decimal(4)), Share(None, Decimal(12)))
+    assert again is not first and holders_in_words(again) == holders_in_words(first)
+    assert holders_in_words(first)[1] is not holders_in_words(first)[1]  # the API's list is the caller's own
+
+
 @pytest.mark.parametrize(("keepers", "wording"), [
     ((Share("Serving", Decimal(4)),), "Serving (4) keeps 4 of them for non-preemptible work and does not lend them"),
     ((Share(None, Decimal(4)),), "a project you cannot see (4) keeps 4 of them"),
