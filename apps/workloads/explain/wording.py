@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -78,15 +79,17 @@ def _once(word: Callable[[tuple[Share, ...]], _T]) -> Callable[[tuple[Share, ...
     """`word` of a tuple of shares, remembered for the last `_WORDED` tuples by identity (the tuple is kept with its
     words, so its id cannot be reused while remembered; the oldest go first)."""
     seen: dict[int, tuple[tuple[Share, ...], _T]] = {}
+    forgetting = threading.Lock()  # the web's threads share it: dropping the oldest iterates the dict
 
     def worded(shares: tuple[Share, ...]) -> _T:
         found = seen.get(id(shares))
         if found is not None and found[0] is shares:
             return found[1]
         words = word(shares)
-        if len(seen) >= _WORDED:
-            seen.pop(next(iter(seen)), None)
-        seen[id(shares)] = (shares, words)
+        with forgetting:
+            if len(seen) >= _WORDED:
+                seen.pop(next(iter(seen)), None)
+            seen[id(shares)] = (shares, words)
         return words
 
     return worded
