@@ -363,7 +363,7 @@ class Machine:
 
 
 def run_load(base: str, people: list[dict], *, submissions: int, clients: int, pollers: int, followers: int,
-             think: float, queue_every: int, parts: Callable[[], dict[str, int]]) -> dict:
+             think: float, queue_every: int, parts: Callable[[], dict[str, int]] | None = None) -> dict:
     import requests
 
     from apps.workloads.models import Status, Workload
