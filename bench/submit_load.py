@@ -222,8 +222,10 @@ class EmbeddedStack:
             return "web"
         if "watch_cluster" in argv:
             return "watcher"
+        if "prometheus" in argv or Path(argv[0]).name == "prometheus":  # kubesim's CLI execs Prometheus itself
+            return "prometheus"
         if "kubesim" in argv:
-            return "prometheus" if "prometheus" in argv else "kubesim"
+            return "kubesim"
         if "worker" in argv:
             return "notifier" if any(arg.startswith("notifier@") for arg in argv) else "worker"
         return " ".join(Path(arg).name for arg in argv[:4])
