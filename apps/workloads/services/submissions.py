@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, models, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.accounts import access
@@ -108,11 +109,23 @@ def workload_submit_once(*, actor: Actor, submission_key: str | None, submission
     for column in _DECIMAL_COLUMNS:
         if (value := getattr(workload, column.attname)) is not None:
             setattr(workload, column.attname, value.quantize(Decimal(1).scaleb(-column.decimal_places)))
-    workload._prefetched_objects_cache = {  # type: ignore[attr-defined]  # Django's, as prefetch_related fills it
-        "events": [submitted],
-        "data_sources": sorted(workload.chosen_data_sources, key=lambda source: (source.name, source.pk)),
-        "credentials": sorted(workload.chosen_credentials, key=lambda credential: (credential.name, credential.pk))}
+    prefetched = {
+        "events": _as_prefetched(workload.events, [submitted]),
+        "data_sources": _as_prefetched(workload.data_sources, sorted(
+            workload.chosen_data_sources, key=lambda source: (source.name, source.pk))),
+        "credentials": _as_prefetched(workload.credentials, sorted(
+            workload.chosen_credentials, key=lambda credential: (credential.name, credential.pk)))}
+    workload._prefetched_objects_cache = prefetched  # type: ignore[attr-defined]  # Django's, as prefetch fills it
     return workload, True
+
+
+def _as_prefetched(manager: Any, rows: list[Any]) -> QuerySet[Any]:
+    """The relation's queryset holding these rows, as prefetch_related leaves it: `.all()` answers from them, while
+    `.get()` or `.filter()` still read the database."""
+    queryset = manager.get_queryset()
+    queryset._result_cache = rows
+    queryset._prefetch_done = True
+    return queryset
 
 
 _DECIMAL_COLUMNS = [column for column in Workload._meta.concrete_fields if isinstance(column, models.DecimalField)]
