@@ -5,14 +5,51 @@ milliseconds of CPU a call, many times what the database takes to answer (docs/a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
 from django.db.models import QuerySet
+from django.db.models.sql.compiler import SQLCompiler
 
 # Stand-ins for the values a query is built with: integers no row ever has, found again among the compiled parameters.
 _STAND_IN = -7_340_019_851
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A query's SQL and parameters, with the parameter positions each stand-in reached (position -> value index)."""
+
+    sql: str
+    params: tuple[Any, ...]
+    slots: dict[int, int]
+    compiler: SQLCompiler
+    names: tuple[str, ...]  # the columns' names as values() names them, read before compiling changes the query
+
+    def bound(self, values: Sequence[Any]) -> list[Any]:
+        """The parameters with each stand-in replaced by the value in its place."""
+        bound = list(self.params)
+        for position, index in self.slots.items():
+            bound[position] = values[index]
+        return bound
+
+
+def compile_with_stand_ins(build: Callable[[list[int] | None], QuerySet[Any, Any]], count: int | None, *,
+                           using: str = "default") -> Compiled:
+    """`build` called with `count` stand-ins (None: none at all), compiled; every stand-in must reach the SQL as a
+    parameter of its own, so that binding values later changes nothing else."""
+    stand_ins = None if count is None else [_STAND_IN - index for index in range(count)]
+    query = build(stand_ins).query
+    names = tuple(query.selected) if query.selected is not None else (
+        *query.extra_select, *query.values_select, *query.annotation_select)
+    compiler = query.get_compiler(using)
+    sql, params = compiler.as_sql()
+    slots = {position: stand_ins.index(param) for position, param in enumerate(params)
+             if stand_ins and isinstance(param, int) and param in stand_ins}
+    if count is not None and sorted(set(slots.values())) != list(range(count)):
+        raise ValueError("Every stand-in must reach the compiled query as a parameter of its own.")
+    return Compiled(sql, tuple(params), slots, compiler, names)
 
 
 class PreparedQuery:
@@ -24,27 +61,18 @@ class PreparedQuery:
     def __init__(self, build: Callable[..., QuerySet[Any]], *, values: int = 0) -> None:
         self._build = build
         self._values = values
-        self._compiled: dict[str, tuple[str, list[Any], dict[int, int]]] = {}
+        self._compiled: dict[str, Compiled] = {}
 
-    def _compile(self, using: str) -> tuple[str, list[Any], dict[int, int]]:
-        stand_ins = [_STAND_IN - index for index in range(self._values)]
-        queryset = self._build(*stand_ins)
-        sql, params = queryset.query.get_compiler(using).as_sql()
-        slots = {position: stand_ins.index(param) for position, param in enumerate(params)
-                 if isinstance(param, int) and param in stand_ins}
-        if sorted(set(slots.values())) != list(range(self._values)):
-            raise ValueError("Every stand-in must reach the compiled query as a parameter of its own.")
-        compiled = (sql, list(params), slots)
+    def _compile(self, using: str) -> Compiled:
+        compiled = compile_with_stand_ins(lambda stand_ins: self._build(*(stand_ins or [])), self._values,
+                                          using=using)
         self._compiled[using] = compiled  # a race compiles it twice, to the same thing
         return compiled
 
     def row(self, *values: Any, using: str = "default") -> tuple[Any, ...] | None:
         if len(values) != self._values:
             raise TypeError(f"This query takes {self._values} values, not {len(values)}.")
-        sql, params, slots = self._compiled.get(using) or self._compile(using)
-        bound = list(params)
-        for position, index in slots.items():
-            bound[position] = values[index]
+        compiled = self._compiled.get(using) or self._compile(using)
         with connections[using].cursor() as cursor:
-            cursor.execute(sql, bound)
+            cursor.execute(compiled.sql, compiled.bound(values))
             return cursor.fetchone()

@@ -11,24 +11,12 @@ through the compiler's converters as the ORM's would.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
 from django.db.models import QuerySet
-from django.db.models.sql.compiler import SQLCompiler
 
-# Stand-ins for department ids: integers no row ever has, found again among the compiled parameters.
-_STAND_IN = -6_520_377_113
-
-
-@dataclass(frozen=True)
-class _Compiled:
-    sql: str
-    params: tuple[Any, ...]
-    slots: dict[int, int]  # parameter position -> index of the department id it stands for
-    compiler: SQLCompiler
-    names: tuple[str, ...]  # the columns' names, as values() names them
+from apps.core.prepared import Compiled, compile_with_stand_ins
 
 
 class ScopedRead:
@@ -38,30 +26,17 @@ class ScopedRead:
 
     def __init__(self, build: Callable[[Sequence[int] | None], QuerySet[Any, Any]]) -> None:
         self._build = build
-        self._compiled: dict[tuple[str, int | None], _Compiled] = {}
+        self._compiled: dict[tuple[str, int | None], Compiled] = {}
 
-    def _compile(self, using: str, count: int | None) -> _Compiled:
-        stand_ins = None if count is None else [_STAND_IN - index for index in range(count)]
-        query = self._build(stand_ins).query
-        compiler = query.get_compiler(using)
-        sql, params = compiler.as_sql()
-        slots = {position: stand_ins.index(param) for position, param in enumerate(params)
-                 if stand_ins and isinstance(param, int) and param in stand_ins}
-        if count is not None and sorted(set(slots.values())) != list(range(count)):
-            raise ValueError("Every department's stand-in must reach the compiled query as a parameter of its own.")
-        names = tuple(query.selected) if query.selected is not None else (
-            *query.extra_select, *query.values_select, *query.annotation_select)
-        compiled = _Compiled(sql, tuple(params), slots, compiler, names)
+    def _compile(self, using: str, count: int | None) -> Compiled:
+        compiled = compile_with_stand_ins(self._build, count, using=using)
         self._compiled[(using, count)] = compiled  # a race compiles it twice, to the same thing
         return compiled
 
     def compiled(self, department_ids: Sequence[int], *, using: str = "default") -> tuple[str, list[Any]]:
         """The statement and its parameters for these departments (at least one)."""
         compiled = self._compiled.get((using, len(department_ids))) or self._compile(using, len(department_ids))
-        bound = list(compiled.params)
-        for position, index in compiled.slots.items():
-            bound[position] = department_ids[index]
-        return compiled.sql, bound
+        return compiled.sql, compiled.bound(department_ids)
 
     def everything(self, *, using: str = "default") -> tuple[str, list[Any]]:
         """The statement and its parameters for every department."""
