@@ -1,5 +1,5 @@
 """The embedded broker (no REDIS_URL): kombu's file-system transport, with each message written whole before it
-can be seen.
+can be seen, and a full prefetch window handed back to the worker's loop at once.
 
 kombu writes a message straight into the folder the worker reads, and the worker takes a file as soon as it is listed,
 so a worker polling quickly could take one still empty (a JSON error that stops the worker) or, with the folder and
@@ -34,3 +34,16 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+
+    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+        """Celery's loop for a transport that cannot wake it (the worker's `synloop`) applies the acknowledgements of
+        the tasks that ended, which free its prefetch window, only between two calls here, each with a 2 s timeout.
+        kombu's drain waits out that timeout even when the window is full and nothing can be taken until those
+        acknowledgements are applied: a burst larger than the window stalled 2 s each time it filled it. While a
+        window is full, the drain is cut to one polling interval (the other channels, remote control's, are still
+        polled), so the loop gets its turn at once; otherwise kombu's drain as it is."""
+        window_full = any(channel.qos.prefetch_count and not channel.qos.can_consume()
+                          for channel in self.channels if channel._consumers)
+        if window_full and timeout is not None and self.polling_interval:
+            timeout = min(timeout, self.polling_interval)
+        super().drain_events(connection, timeout=timeout)
