@@ -14,9 +14,11 @@ Load:
   script between two submissions: each client starts at a random moment within the first pause and pauses for an
   exponentially distributed time, so twenty independent clients never submit in step); half in Vision, half in
   NLP, so most wait in Kueue's queues.
-- 50 page users (session cookies), each polling every 5 s as the pages' htmx does: their workload list, and every
-  third poll (`--queue-every`; 0: never) their project's queue, with If-None-Match (the browser cache's
-  revalidation; 304 when unchanged). They poll until every submission has left `submitting`.
+- 50 page users (session cookies), each opening its two pages at a moment of its own within the first 5 s (until
+  2026-12-07 evening all fifty at once, a burst of a hundred full pages in the first second), then polling every
+  5 s as the pages' htmx does: their workload list, and every third poll (`--queue-every`; 0: never) their
+  project's queue, with If-None-Match (the browser cache's revalidation; 304 when unchanged). They poll until every
+  submission has left `submitting`.
 - `--followers N` log follows (`GET .../logs/?follow=true`, as `gpu logs -f`) of the first submitted workload, open
   for the whole run.
 
@@ -409,10 +411,12 @@ def run_load(base: str, people: list[dict], *, submissions: int, clients: int, p
         session.cookies.set("sessionid", person["session"])
         pages = {"workload list": "/workloads/", "project queue": f"/workloads/projects/{person['project']}/queue/"}
         etags: dict[str, str] = {}
+        # Each user opens the pages at a moment of their own within the first poll period, not all fifty at once.
+        time.sleep(random.uniform(0, POLL_SECONDS))
         for label, path in pages.items():  # the first, full page load
             response = session.get(base + path, timeout=60)
             etags[label] = response.headers.get("ETag", "")
-        time.sleep(random.uniform(0, POLL_SECONDS))
+        time.sleep(POLL_SECONDS)
         count = 0
         while not drained.is_set():
             label = "project queue" if queue_every and count % queue_every == queue_every - 1 else "workload list"
