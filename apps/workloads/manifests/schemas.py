@@ -12,12 +12,12 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import jsonschema
-from kubernetes import client as k8s_client
+from typing import TYPE_CHECKING, Any
 
 from apps.workloads.models import Kind
+
+if TYPE_CHECKING:
+    import jsonschema
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 
@@ -86,6 +86,8 @@ def _strict(schema: Any) -> Any:
 
 @functools.cache
 def _crd_validator(file_name: str) -> jsonschema.Draft7Validator:
+    import jsonschema  # loaded at the first check, as the client's models below
+
     crd = json.loads((CRD_DIR / file_name).read_text())
     schema = _strict(crd["schema"])
     # The object's own metadata is the API server's to check (and the portal's: checks.metadata_errors).
@@ -145,7 +147,7 @@ def _model_errors(value: Any, type_name: str, path: str, *, quantity: bool = Fal
                 for problem in _model_errors(item, inner, f"{path}.{key}", quantity=is_quantity)]
     if not isinstance(value, dict):
         return [f"{path}: expected an object."]
-    model = getattr(k8s_client, type_name)
+    model = getattr(_client_models(), type_name)
     by_json_name = {json_name: attr for attr, json_name in model.attribute_map.items()}
     problems = []
     for key, item in value.items():
@@ -156,6 +158,15 @@ def _model_errors(value: Any, type_name: str, path: str, *, quantity: bool = Fal
             continue
         problems += _model_errors(item, model.openapi_types[attr], where)
     return problems
+
+
+def _client_models() -> Any:
+    """The official client's models, imported at the first check of a built-in kind rather than with this module:
+    every web process imports it, few ever check a manifest, and the client with its models holds some 30 MiB of a
+    process (docs/architecture.md, The stack)."""
+    from kubernetes import client
+
+    return client
 
 
 def schema_errors(entry: ManifestKind, obj: dict[str, Any]) -> list[str]:
