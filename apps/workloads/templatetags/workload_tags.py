@@ -139,6 +139,7 @@ class _RowConstants:
     stop_consequences: str
     submit: dict[str, str]  # kind -> the submit form's address, as rows ask for them
     badges: dict[str, str]  # status -> its badge, as rows ask for them
+    kinds: dict[str, str]  # kind -> its label, as rows ask for them
 
 
 def _row_constants(context: Context) -> _RowConstants:
@@ -151,9 +152,17 @@ def _row_constants(context: Context) -> _RowConstants:
             queue=_around(reverse("workloads:project_queue", args=[_PLACEHOLDER_SLUG]), _PLACEHOLDER_SLUG),
             next_query=escape(urlencode(request.get_full_path())) if request is not None else "",
             may_stop_any=bool(context.get("may_stop_any")), may_submit=bool(context.get("may_submit")),
-            stop_consequences=escape(context.get("stop_consequences", "")), submit={}, badges={})
+            stop_consequences=escape(context.get("stop_consequences", "")), submit={}, badges={}, kinds={})
         context.render_context[_ROW_CONSTANTS] = found
     return found
+
+
+def _kind_label(labels: dict[str, str], w: Workload) -> str:
+    """`w.get_kind_display()`, looked up once a rendering: Django builds the field's choices into a dict again on
+    every call."""
+    if w.kind not in labels:
+        labels[w.kind] = str(w.get_kind_display())
+    return labels[w.kind]
 
 
 def _escape(text: object) -> str:
@@ -217,7 +226,7 @@ def workload_row(context: Context, w: Workload) -> SafeString:
     forecast_cell = f"<div data-start-forecast>{_forecast_span(forecast)}</div>" if forecast else _NONE
     runtime = getattr(w, "runtime", None)
     runtime_cell = _escape(duration(runtime)) if runtime else _NONE
-    kind = str(w.get_kind_display())
+    kind = _kind_label(row.kinds, w)
     stop = ""
     if may_stop:
         stop = (f'<a class="btn small danger" href="{_at(row.stop, pk)}?next={row.next_query}"\n'
@@ -268,6 +277,7 @@ class _QueueConstants:
     detail: tuple[str, str]
     viewer_pk: object
     badges: dict[str, str]  # status -> its badge, as rows ask for them
+    kinds: dict[str, str]  # kind -> its label, as rows ask for them
 
 
 _PREEMPTIBLE = ' <span class="muted">preemptible</span>'
@@ -279,7 +289,7 @@ def _queue_constants(context: Context) -> _QueueConstants:
         # As `{% if w.owner_id == request.user.pk %}` read it: None without a request (or a user) in the context.
         viewer_pk = getattr(getattr(context.get("request"), "user", None), "pk", None)
         found = _QueueConstants(detail=_around(reverse("workloads:detail", args=[_PLACEHOLDER_ID]), _PLACEHOLDER_ID),
-                                viewer_pk=viewer_pk, badges={})
+                                viewer_pk=viewer_pk, badges={}, kinds={})
         context.render_context[_QUEUE_CONSTANTS] = found
     return found
 
@@ -287,7 +297,7 @@ def _queue_constants(context: Context) -> _QueueConstants:
 def _queue_row_head(row: _QueueConstants, w: Workload) -> str:
     """The cells both tables open a row with: its link, id, kind and origin badge."""
     return (f'<td><a href="{_at(row.detail, w.pk)}">{_escape(w.name)}</a> <span class="muted small">#{w.pk} '
-            f'{_escape(str(w.get_kind_display()).lower())}</span>{origin_badge(w)}</td>')
+            f'{_escape(_kind_label(row.kinds, w).lower())}</span>{origin_badge(w)}</td>')
 
 
 def _queue_badge(row: _QueueConstants, w: Workload) -> str:
