@@ -37,7 +37,7 @@ class _Quota:
     department_id: int | None  # a department's quota
     project_id: int | None  # a project's quota
     project_name: str
-    project_department_id: int | None
+    project_department_id: int | None  # None only for a department's quota
     project_department_name: str
     does_not_lend: bool
     visible: bool
@@ -96,7 +96,7 @@ def _pools(waiting: list[Workload], quotas: list[_Quota], states: list[dict[str,
             departments=[DepartmentQuota(d, q.deserved, q.limit) for d, q in department_quota.items()],
             projects=[ProjectQuota(p, q.project_department_id, q.deserved, q.limit, lends=not q.does_not_lend,
                                    guaranteed_used=usage[(p, True)], elastic_used=usage[(p, False)])
-                      for p, q in project_quota.items()])
+                      for p, q in project_quota.items() if q.project_department_id is not None])
         names = {p: q.project_name for p, q in project_quota.items() if q.visible}
         pools[pool.pk] = _Pool(tree=tree, used=used, names=names, department_quota=department_quota,
                                project_quota=project_quota, queue_usage=usage)
