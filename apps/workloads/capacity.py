@@ -166,6 +166,10 @@ class PoolTree:
     departments: dict[int, DepartmentQuota]
     root: Node
     queues: dict[tuple[int, bool], Node]  # (project id, guaranteed) -> ClusterQueue node
+    # What `assess` answered, by its arguments: the tree does not change once built, and a page's waiting rows ask
+    # the same few questions (a queue's rows mostly one project's queue and a few sizes) many times over.
+    _assessed: dict[tuple[int, bool, int], Assessment | None] = field(default_factory=dict, init=False, repr=False,
+                                                                       compare=False)
 
     @classmethod
     def build(cls, *, capacity: int, departments: Iterable[DepartmentQuota],
@@ -213,6 +217,12 @@ class PoolTree:
 
     def assess(self, *, project_id: int, guaranteed: bool, units: int) -> Assessment | None:
         """None when the project has no queue on this pool (no quota)."""
+        key = (project_id, guaranteed, units)
+        if key not in self._assessed:
+            self._assessed[key] = self._assess(project_id=project_id, guaranteed=guaranteed, units=units)
+        return self._assessed[key]
+
+    def _assess(self, *, project_id: int, guaranteed: bool, units: int) -> Assessment | None:
         queue = self.queues.get((project_id, guaranteed))
         if queue is None:
             return None

@@ -250,7 +250,6 @@ class Workload(models.Model):
     runtime: timedelta | None
     may_stop: bool
     preemption_list: list[dict[str, Any]]
-    detail_url: str  # the project queue's rows: their link, reversed once for the page
     cluster_event_lines: list[Any]  # the API's answer to a new submission: none yet, not read
     # Not columns: what a draft (services._workload_draft) will attach once saved.
     chosen_data_sources: list[DataSource]

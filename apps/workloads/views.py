@@ -613,21 +613,8 @@ def project_queue(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     # Explanations name other projects only as far as the viewer may see them: the tag carries the viewer's scope.
     etag = poll_etag(access.grants_fingerprint(user), bool(request.htmx), marker)
     return conditional_poll(request, etag, lambda: render(
-        request, template, {"queue": _with_detail_links(selectors.project_queue(project=project, viewer=user)),
+        request, template, {"queue": selectors.project_queue(project=project, viewer=user),
                             "project": project, "may_submit": access.can(user, Action.SUBMIT, project)}))
-
-
-# An id no row has, replaced by each row's own in a link reversed once.
-_LINK_STAND_IN = 7_340_019_851
-
-
-def _with_detail_links(queue: selectors.ProjectQueue) -> selectors.ProjectQueue:
-    """Each row's link to its page (`detail_url`), reversed once for the page: a `{% url %}` per row cost about 4 ms
-    of CPU in a hundred rows (docs/architecture.md, Serving the portal)."""
-    link = reverse("workloads:detail", args=[_LINK_STAND_IN])
-    for workload in (*queue.pending, *queue.holding):
-        workload.detail_url = link.replace(str(_LINK_STAND_IN), str(workload.pk))
-    return queue
 
 
 def _back_url(request: HttpRequest, workload: Workload) -> str:

@@ -8,8 +8,21 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import BigIntegerField, Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value
-from django.db.models.functions import Coalesce, Concat, Length, StrIndex
+from django.db.models import (
+    BigIntegerField,
+    CharField,
+    Count,
+    F,
+    Func,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce, Length, StrIndex
 from django.utils import timezone
 
 from apps.accounts import access
@@ -230,6 +243,13 @@ def project_queue_marker(*, project: Project) -> str:
 _STATUS_CODES = f"|{'|'.join(Status.values)}|"
 
 
+def _delimited_status() -> Func:
+    """'|' || status || '|': what `Concat` writes for the never-null column, without the copies, coalesces and
+    casts its compile goes through (a third of the list's marker's CPU)."""
+    return Func(Value("|"), F("status"), Value("|"), template="(%(expressions)s)", arg_joiner=" || ",
+                output_field=CharField())
+
+
 def workload_list_marker(*, queryset: QuerySet[Workload], now: Any = None) -> str:
     """A cheap fingerprint of a page of the workload list (the filtered `queryset`), in two queries of aggregates: which
     rows there are, each row's status (a sum weighted by row and status), the newest of every time a transition
@@ -240,7 +260,7 @@ def workload_list_marker(*, queryset: QuerySet[Workload], now: Any = None) -> st
     now = now or timezone.now()
     row = queryset.order_by().aggregate(
         rows=Count("pk"), newest=Max("pk"),
-        states=Sum(F("pk") * StrIndex(Value(_STATUS_CODES), Concat(Value("|"), "status", Value("|"))),
+        states=Sum(F("pk") * StrIndex(Value(_STATUS_CODES), _delimited_status()),
                    output_field=BigIntegerField()),
         admitted=Max("admitted_at"), started=Max("started_at"), finished=Max("finished_at"),
         positions=Max("positions_at"), preempted=Max("last_preempted_at"), forecasts=Max("forecast__computed_at"),

@@ -139,6 +139,7 @@ class _RowConstants:
     stop_consequences: str
     submit: dict[str, str]  # kind -> the submit form's address, as rows ask for them
     badges: dict[str, str]  # status -> its badge, as rows ask for them
+    kinds: dict[str, str]  # kind -> its label, as rows ask for them
 
 
 def _row_constants(context: Context) -> _RowConstants:
@@ -151,9 +152,17 @@ def _row_constants(context: Context) -> _RowConstants:
             queue=_around(reverse("workloads:project_queue", args=[_PLACEHOLDER_SLUG]), _PLACEHOLDER_SLUG),
             next_query=escape(urlencode(request.get_full_path())) if request is not None else "",
             may_stop_any=bool(context.get("may_stop_any")), may_submit=bool(context.get("may_submit")),
-            stop_consequences=escape(context.get("stop_consequences", "")), submit={}, badges={})
+            stop_consequences=escape(context.get("stop_consequences", "")), submit={}, badges={}, kinds={})
         context.render_context[_ROW_CONSTANTS] = found
     return found
+
+
+def _kind_label(labels: dict[str, str], w: Workload) -> str:
+    """`w.get_kind_display()`, looked up once a rendering: Django builds the field's choices into a dict again on
+    every call."""
+    if w.kind not in labels:
+        labels[w.kind] = str(w.get_kind_display())
+    return labels[w.kind]
 
 
 def _escape(text: object) -> str:
@@ -217,7 +226,7 @@ def workload_row(context: Context, w: Workload) -> SafeString:
     forecast_cell = f"<div data-start-forecast>{_forecast_span(forecast)}</div>" if forecast else _NONE
     runtime = getattr(w, "runtime", None)
     runtime_cell = _escape(duration(runtime)) if runtime else _NONE
-    kind = str(w.get_kind_display())
+    kind = _kind_label(row.kinds, w)
     stop = ""
     if may_stop:
         stop = (f'<a class="btn small danger" href="{_at(row.stop, pk)}?next={row.next_query}"\n'
@@ -254,3 +263,92 @@ def workload_row(context: Context, w: Workload) -> SafeString:
         f'      <td data-col="age" class="small" title="{_date_time(created_at)} UTC">'
         f'{_escape(timesince_filter(w.created_at))}</td>\n'
         f'      <td><div class="actions">\n        {stop}\n        {again}\n      </div></td>\n    </tr>\n  ')
+
+
+# The project queue's rows, written here for the same reason as the list's: its hundred waiting rows through the
+# template (the variables, filters, badges and the forecast's include of each) cost the poll more CPU than its
+# selector's queries. Byte for byte what partials/_project_queue_live.html rendered with `{% for %}`
+# (tests/apps/workloads/test_workload_tags.py keeps those loops' bodies and compares).
+_QUEUE_CONSTANTS = "workload_tags.queue_row"
+
+
+@dataclass(frozen=True)
+class _QueueConstants:
+    detail: tuple[str, str]
+    viewer_pk: object
+    badges: dict[str, str]  # status -> its badge, as rows ask for them
+    kinds: dict[str, str]  # kind -> its label, as rows ask for them
+
+
+_PREEMPTIBLE = ' <span class="muted">preemptible</span>'
+
+
+def _queue_constants(context: Context) -> _QueueConstants:
+    found: _QueueConstants | None = context.render_context.get(_QUEUE_CONSTANTS)
+    if found is None:
+        # As `{% if w.owner_id == request.user.pk %}` read it: None without a request (or a user) in the context.
+        viewer_pk = getattr(getattr(context.get("request"), "user", None), "pk", None)
+        found = _QueueConstants(detail=_around(reverse("workloads:detail", args=[_PLACEHOLDER_ID]), _PLACEHOLDER_ID),
+                                viewer_pk=viewer_pk, badges={}, kinds={})
+        context.render_context[_QUEUE_CONSTANTS] = found
+    return found
+
+
+def _queue_row_head(row: _QueueConstants, w: Workload) -> str:
+    """The cells both tables open a row with: its link, id, kind and origin badge."""
+    return (f'<td><a href="{_at(row.detail, w.pk)}">{_escape(w.name)}</a> <span class="muted small">#{w.pk} '
+            f'{_escape(_kind_label(row.kinds, w).lower())}</span>{origin_badge(w)}</td>')
+
+
+def _queue_badge(row: _QueueConstants, w: Workload) -> str:
+    if w.status not in row.badges:
+        row.badges[w.status] = status_badge(w)
+    return row.badges[w.status]
+
+
+@register.simple_tag(takes_context=True)
+def queue_waiting_row(context: Context, w: Workload) -> SafeString:
+    """One waiting row of the project queue (its `<tr>` and the whitespace around it in the template's loop)."""
+    row = _queue_constants(context)
+    position_label = getattr(w, "position_label", "")
+    position = (f"<strong>{_escape(position_label)}</strong>" if position_label
+                else f'<span class="muted">{_escape(w.queue_name)}</span>')
+    you = ' <span class="badge">you</span>' if w.owner_id == row.viewer_pk else ""
+    priority = _escape((w.priority_class.name if w.priority_class is not None else "") or "no priority class")
+    explanation = getattr(w, "explanation", None)
+    why = ""
+    if explanation:
+        why = (f'<span data-explanation="{_escape(explanation.kind)}" data-reason="{_escape(explanation.reason)}">'
+               f'{_escape(explanation.sentence)}</span>')
+    elif w.status_message:
+        why = _escape(w.status_message)
+    forecast = w.start_forecast
+    if forecast:
+        why += f"<div data-start-forecast>{_forecast_span(forecast)}</div>"
+    local_position = w.queue_position_local
+    return SafeString(
+        f'\n      <tr data-workload="{w.pk}" data-status="{_escape(w.status)}">\n'
+        f'        <td data-position="{"" if local_position is None else local_position}">{position}</td>\n'
+        f"        {_queue_row_head(row, w)}\n"
+        f"        <td>{_escape(w.submitter_label)}{you}</td>\n"
+        f'        <td class="num">{_escape(w.gpu_amount_text)}</td>\n'
+        f'        <td class="small">{priority}{"" if w.preemptible else " · non-preemptible"}</td>\n'
+        f"        <td>{_queue_badge(row, w)}</td>\n"
+        f'        <td class="small">{why}</td>\n'
+        f'        <td class="small">{_escape(timesince_filter(w.created_at))}</td></tr>\n    ')
+
+
+@register.simple_tag(takes_context=True)
+def queue_holding_row(context: Context, w: Workload) -> SafeString:
+    """One admitted or running row of the project queue (its `<tr>` and the whitespace around it in the loop)."""
+    row = _queue_constants(context)
+    runtime = getattr(w, "runtime", None)
+    return SafeString(
+        f'\n      <tr data-workload="{w.pk}" data-status="{_escape(w.status)}">\n'
+        f"        {_queue_row_head(row, w)}\n"
+        f"        <td>{_escape(w.submitter_label)}</td><td>{_escape(w.node_pool.slug)}</td>"
+        f'<td class="num">{_escape(w.gpu_amount_text)}</td>\n'
+        f'        <td class="small"><code>{_escape(w.queue_name)}</code>'
+        f'{_PREEMPTIBLE if w.preemptible else ""}</td>\n'
+        f"        <td>{_queue_badge(row, w)}</td>\n"
+        f'        <td class="small">{_escape(duration(runtime)) if runtime else "—"}</td></tr>\n    ')

@@ -312,6 +312,18 @@ def test_tree_limit_lending_and_capacity():
     assert serving.fits  # what Serving keeps is always there for its non-preemptible work
 
 
+def test_a_tree_answers_each_question_once_and_alike():
+    tree = demo_tree(vision=(0, 4), nlp=(4, 0))
+    questions = [(project_id, guaranteed, units) for project_id in (1, 3, 4, 99) for guaranteed in (True, False)
+                 for units in (1, 4, 9)]
+    first = [tree.assess(project_id=p, guaranteed=g, units=u) for p, g, u in questions]
+    assert first == [demo_tree(vision=(0, 4), nlp=(4, 0)).assess(project_id=p, guaranteed=g, units=u)
+                     for p, g, u in questions]  # what a tree asked nothing before answers
+    again = [tree.assess(project_id=p, guaranteed=g, units=u) for p, g, u in questions]
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert first[questions.index((99, True, 1))] is None  # no quota, no queue
+
+
 # --- gathering facts for a viewer ---------------------------------------------------------------------------------
 
 
