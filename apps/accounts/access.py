@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 
 from apps.core.actors import Actor, Visitor
+from apps.core.prepared import PreparedQuery
 from apps.core.scopes import Scoped, ScopedModel, ScopedRows, ScopeNode
 
 from .models import BindingSource, PersonalAccessToken, Role, RoleBinding, Scope
@@ -113,7 +115,18 @@ def _actions(roles: frozenset[str]) -> frozenset[Action]:
 
 def bindings_for(user: Actor) -> QuerySet[RoleBinding]:
     """Bindings that apply to the user directly or through a group."""
-    return RoleBinding.objects.filter(Q(user=user) | Q(group__in=user.groups.all()))
+    return _bindings_of(user.pk)
+
+
+def _bindings_of(user_pk: int) -> QuerySet[RoleBinding]:
+    return RoleBinding.objects.filter(Q(user_id=user_pk) | Q(group__in=Group.objects.filter(user=user_pk)))
+
+
+# What `grants_for` reads, compiled once per process (apps/core/prepared.py): every signed-in request reads it, and
+# building and compiling it cost several times what the database takes to answer (docs/architecture.md, Serving the
+# portal).
+_GRANTS = PreparedQuery(lambda user_pk: _bindings_of(user_pk).values_list(
+    "role", "scope", "department_id", "project_id", "project__department_id"), values=1)
 
 
 def grants_for(user: Visitor | None) -> Grants:
@@ -127,9 +140,7 @@ def grants_for(user: Visitor | None) -> Grants:
     departments: dict[int, set[str]] = {}
     projects: dict[int, set[str]] = {}
     project_departments: dict[int, int] = {}
-    for role, scope, department_id, project_id, project_department_id in bindings_for(user).values_list(
-        "role", "scope", "department_id", "project_id", "project__department_id"
-    ):
+    for role, scope, department_id, project_id, project_department_id in _GRANTS.rows(user.pk):
         if scope == Scope.EVERYTHING:
             everywhere.add(role)
         elif scope == Scope.DEPARTMENT:

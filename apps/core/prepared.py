@@ -56,7 +56,8 @@ class PreparedQuery:
     """`build(*stand_ins)` returns the queryset (e.g. `Project.objects.filter(pk=pk).annotate(...)[:1]`); `row(*values)`
     runs its SQL, compiled on the first call for each database, with each stand-in's parameter replaced by the value
     in its place, and returns the first row as the database driver gives it (no ORM conversions: for fingerprints,
-    whose parts are only ever compared and hashed)."""
+    whose parts are only ever compared and hashed); `rows(*values)` returns every row so (for columns the ORM would
+    not convert either: text, integers)."""
 
     def __init__(self, build: Callable[..., QuerySet[Any]], *, values: int = 0) -> None:
         self._build = build
@@ -69,10 +70,18 @@ class PreparedQuery:
         self._compiled[using] = compiled  # a race compiles it twice, to the same thing
         return compiled
 
-    def row(self, *values: Any, using: str = "default") -> tuple[Any, ...] | None:
+    def _statement(self, values: Sequence[Any], using: str) -> tuple[str, list[Any]]:
         if len(values) != self._values:
             raise TypeError(f"This query takes {self._values} values, not {len(values)}.")
         compiled = self._compiled.get(using) or self._compile(using)
+        return compiled.sql, compiled.bound(values)
+
+    def row(self, *values: Any, using: str = "default") -> tuple[Any, ...] | None:
         with connections[using].cursor() as cursor:
-            cursor.execute(compiled.sql, compiled.bound(values))
+            cursor.execute(*self._statement(values, using))
             return cursor.fetchone()
+
+    def rows(self, *values: Any, using: str = "default") -> list[tuple[Any, ...]]:
+        with connections[using].cursor() as cursor:
+            cursor.execute(*self._statement(values, using))
+            return list(cursor.fetchall())

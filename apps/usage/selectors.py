@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from apps.accounts.access import Action, ScopeAt, can, department_ids_seen
 from apps.cluster.models import ClusterQueueState, CohortState
 from apps.core.actors import Actor
-from apps.org.models import NodePool, Quota, ServingReservation
+from apps.org.models import Budget, NodePool, Quota, ServingReservation
 from apps.workloads.models import WAITING_STATUSES
 from apps.workloads.selectors import (
     Tally,
@@ -49,9 +49,9 @@ from apps.workloads.selectors import (
     tallies_by_pool,
     tallies_of,
     tally_rows,
-    workload_tallies,
 )
 
+from .budgets import BudgetStatus, budget_statuses_for
 from .reads import ScopedRead, read_together
 
 ZERO = Decimal(0)
@@ -143,29 +143,34 @@ def _pool_columns(department_ids: Sequence[int] | None) -> tuple[str, ...]:
     return () if department_ids is None else tuple(f"node_pool__{name}" for name in POOL_FIELDS)
 
 
-def _share(**owner: Any) -> Subquery:
-    """The weighted share Kueue reports on an owner's cohort on the row's pool (the last by name, should two cohorts
-    ever be mirrored for one owner)."""
-    return Subquery(CohortState.objects.filter(node_pool_id=OuterRef("node_pool_id"), **owner).order_by(
-        "-name").values("weighted_share")[:1])
+def _held_in(department_ids: Sequence[int] | None) -> Q:
+    """Rows of the departments on show held by a department or by one of its projects."""
+    return Q() if department_ids is None else Q(department_id__in=department_ids) | Q(
+        project__department_id__in=department_ids)
 
 
-def _quotas(department_ids: Sequence[int] | None) -> QuerySet[Quota, dict[str, Any]]:
+def _quotas(department_ids: Sequence[int] | None) -> QuerySet[Quota, Any]:
     """Quota rows of the departments on show and of all their projects (a roll-up sums every project's borrowed and
     lent, seen or not); usage comes from the queue mirror. Plain values, not models: a researcher's department may
-    hold hundreds of quota rows it only sums. Each row carries the weighted shares Kueue reports on its cohorts (the
-    project's, and its department's on the same pool: every department row on show has a quota row of its own or of
-    a project on show), rather than a query of the cohorts of its own. No ordering: everything is sorted by name."""
-    in_scope = Q() if department_ids is None else Q(department_id__in=department_ids) | Q(
-        project__department_id__in=department_ids)
-    return Quota.objects.filter(in_scope).order_by().annotate(
-        project_share=_share(project_id=OuterRef("project_id")),
-        department_share=_share(project__isnull=True, department_id=Coalesce(
-            OuterRef("department_id"), OuterRef("project__department_id")))).values(
+    hold hundreds of quota rows it only sums. No ordering: everything is sorted by name."""
+    return Quota.objects.filter(_held_in(department_ids)).order_by().values(
         "project_id", "department_id", "node_pool_id", "deserved", "limit", "project__department_id",
-        "project__does_not_lend", "project_share", "department_share", "project__name", "project__slug",
-        "department__name", "department__slug", "project__department__name", "project__department__slug",
-        *_pool_columns(department_ids))
+        "project__does_not_lend", "project__name", "project__slug", "department__name", "department__slug",
+        "project__department__name", "project__department__slug", *_pool_columns(department_ids))
+
+
+def _cohorts(department_ids: Sequence[int] | None) -> QuerySet[CohortState, Any]:
+    """The cohort mirrors of the departments on show and of their projects, for their weighted shares: read beside
+    the quota rows and matched to them in Python rather than as two subqueries of the quota read, which PostgreSQL
+    ran as a scan of the cohort mirror per quota row and per share."""
+    return CohortState.objects.filter(_held_in(department_ids)).order_by().values(
+        "name", "project_id", "department_id", "node_pool_id", "weighted_share")
+
+
+def _budgets(department_ids: Sequence[int] | None) -> QuerySet[Budget, Any]:
+    """Whether a budget is held in the departments on show (by a department or one of its projects): every budget a
+    viewer may see is among these, so with none the full page skips the budgets' own queries."""
+    return Budget.objects.filter(_held_in(department_ids)).order_by().values("pk")[:1]
 
 
 def _reservations(department_ids: Sequence[int] | None) -> QuerySet[ServingReservation, dict[str, Any]]:
@@ -185,20 +190,26 @@ def _states(department_ids: Sequence[int] | None) -> QuerySet[ClusterQueueState,
         "used_borrowed", "nominal", "pending_workloads", "admitted_workloads").order_by()
 
 
-# The dashboard's four reads, compiled once per process and number of departments (apps/usage/reads.py): at 10,000
+# The dashboard's reads, compiled once per process and number of departments (apps/usage/reads.py): at 10,000
 # workloads building and compiling them cost the page more than PostgreSQL took to answer them.
 _QUOTAS = ScopedRead(_quotas)
+_COHORTS = ScopedRead(_cohorts)
 _RESERVATIONS = ScopedRead(_reservations)
 _STATES = ScopedRead(_states)
 _TALLIES = ScopedRead(lambda department_ids: tally_rows(statuses=WAITING_STATUSES,
                                                        **_department_scope(department_ids)))
+_BUDGETS = ScopedRead(_budgets)
+# Only for those who see everything: every pool, and the cluster's use of each.
+_POOLS = ScopedRead(lambda _: NodePool.objects.order_by().values(*POOL_FIELDS))
+_CLUSTER_USED = ScopedRead(lambda _: ClusterQueueState.objects.values("node_pool_id").annotate(
+    used=Sum("used")).order_by())
 
 
 def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
-    """The dashboard figures for the viewer: one round trip of four statements for those who do not see everything
-    (quotas, serving reservations, queue mirrors, tallies: `read_together`), three for those who do (every pool, and
-    the cluster's use, besides), however many projects and pools; one more with a KAI queue on show (its rows'
-    pending, `kai_queue_waiting`).
+    """The dashboard figures for the viewer: one round trip (`read_together`) of five statements for those who do
+    not see everything (quotas, cohort mirrors, serving reservations, queue mirrors, tallies), of seven for those who
+    do (every pool, and the cluster's use, besides), however many projects and pools; one more query with a KAI
+    queue on show (its rows' pending, `kai_queue_waiting`).
 
     The scope comes from the viewer's grants, which the request has read already, not from reads of its own: the
     departments on show are those the access module lets the viewer see (`department_ids_seen`, one list for every
@@ -206,6 +217,19 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
     department or project is on show only where it holds quota, so the quota rows carry the names of every one of
     them; those who do not see everything read the pools' headings with the quota rows and reservations that put the
     pools on show."""
+    return _dashboard(user, budgets=False)[0]
+
+
+def quota_page(*, user: Actor) -> tuple[list[PoolDashboard], list[BudgetStatus]]:
+    """The full page: the dashboard and the budgets the viewer may see. Whether a budget is held in the departments
+    on show at all comes in the dashboard's round trip, so the budgets' own queries (`budget_statuses_for`) run only
+    when there is one."""
+    pools, budgeted = _dashboard(user, budgets=True)
+    return pools, budget_statuses_for(user) if budgeted else []
+
+
+def _dashboard(user: Actor, *, budgets: bool) -> tuple[list[PoolDashboard], bool]:
+    """The dashboard, and (with `budgets`) whether a budget is held in the departments on show."""
     departments_seen = department_ids_seen(user)
     everything = departments_seen is None
     department_ids = None if departments_seen is None else sorted(departments_seen)
@@ -216,9 +240,12 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
             seen[project_id] = everything or can(user, Action.VIEW, ScopeAt(department_id, project_id))
         return seen[project_id]
 
-    # The four reads in one round trip (apps/usage/reads.py).
-    quotas, reservation_rows, states, tally_rows_ = read_together(department_ids, _QUOTAS, _RESERVATIONS, _STATES,
-                                                                  _TALLIES)
+    # The reads in one round trip (apps/usage/reads.py).
+    reads = [_QUOTAS, _COHORTS, _RESERVATIONS, _STATES, _TALLIES]
+    reads += [_BUDGETS] if budgets else []
+    reads += [_POOLS, _CLUSTER_USED] if everything else []
+    quotas, cohorts, reservation_rows, states, tally_rows_, *more = read_together(department_ids, *reads)
+    budgeted = bool(more.pop(0)) if budgets else False
     reservations: dict[int, list[Reservation]] = defaultdict(list)
     pools: dict[int, Pool] = {}
     for held_row in reservation_rows:
@@ -230,18 +257,17 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
         if not everything:
             pools[held_row["node_pool_id"]] = _pool_of(held_row)
     if everything:
-        pools = {row["pk"]: Pool(**row) for row in NodePool.objects.order_by().values(*POOL_FIELDS)}
+        pool_rows, cluster_rows = more
+        pools = {row["pk"]: Pool(**row) for row in pool_rows}
+        cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in cluster_rows}
     else:  # only pools where the viewer's scope holds quota or a reservation have anything to show
         pools.update((q["node_pool_id"], _pool_of(q)) for q in quotas if q["node_pool_id"] not in pools)
-    if everything:
-        cluster_used = {row["node_pool_id"]: row["used"] or ZERO for row in ClusterQueueState.objects.values(
-            "node_pool_id").annotate(used=Sum("used")).order_by()}
+    # The weighted share Kueue reports on an owner's cohort on a pool (the last by name, should two cohorts ever be
+    # mirrored for one owner): a project's, and a department's (its cohort has no project).
     shares: dict[tuple[str, int, int], int | None] = {}
-    for q in quotas:
-        if q["project_id"]:
-            shares[("project", q["project_id"], q["node_pool_id"])] = q["project_share"]
-        shares[("department", q["department_id"] or q["project__department_id"], q["node_pool_id"])] = q[
-            "department_share"]
+    for cohort in sorted(cohorts, key=lambda c: c["name"]):
+        owner = ("project", cohort["project_id"]) if cohort["project_id"] else ("department", cohort["department_id"])
+        shares[(*owner, cohort["node_pool_id"])] = cohort["weighted_share"]
     # Pending demand from the kept tallies, not from the waiting rows: a department may have tens of thousands.
     waiting = tallies_by_pool(tallies_of(tuple(row.values()) for row in tally_rows_), statuses=WAITING_STATUSES)
     pending = {key: tally.units for key, tally in waiting.items()}
@@ -329,27 +355,41 @@ def quota_dashboard(*, user: Actor) -> list[PoolDashboard]:
                               pending=sum((d.pending for d in rows), ZERO))
         if rows or cluster or serving:
             result.append(PoolDashboard(pool=pool, departments=rows, cluster=cluster, reservations=serving))
-    return result
+    return result, budgeted
+
+
+def _whole(queryset: QuerySet[Any, Any], **aggregates: Any) -> QuerySet[Any, Any]:
+    """`queryset.aggregate(**aggregates)` as a queryset, to compile once: grouped by a constant, which the ORM leaves
+    out of the GROUP BY, so it reads one row of aggregates even over no rows, as `aggregate()` does."""
+    return queryset.order_by().annotate(whole=Value(1)).values("whole").annotate(**aggregates).values(*aggregates)
+
+
+# The marker's five reads: compiled once per process and sent in one round trip (apps/usage/reads.py), like the
+# dashboard's; they take no scope (each is of every department).
+_MARKER_READS = (
+    ScopedRead(lambda _: _whole(ClusterQueueState.objects.all(), n=Count("pk"), at=Max("observed_at"))),
+    ScopedRead(lambda _: _whole(CohortState.objects.all(), n=Count("pk"), at=Max("observed_at"))),
+    # The quotas and the reservations through their pools: a serving pool holds no quotas, so the join adds the two
+    # up rather than multiplying them.
+    ScopedRead(lambda _: _whole(NodePool.objects.all(), n=Count("quotas", distinct=True),
+                                at=Max("quotas__updated_at"),
+                                reservations=Count("serving_reservations", distinct=True),
+                                reserved_at=Max("serving_reservations__updated_at"))),
+    ScopedRead(lambda _: tally_rows(statuses=WAITING_STATUSES)),
+    ScopedRead(lambda _: _whole(serving_services(), n=Count("pk"), newest=Max("pk"), units=Sum(serving_units()))),
+)
 
 
 def quota_dashboard_marker() -> str:
-    """A fingerprint of everything the dashboard shows, from five small queries: the queue and cohort mirrors, the
-    quotas and serving reservations, the tallies of the waiting workloads and the live inference services. The view
-    adds the viewer's grants (their scope).
-
-    The quotas and the reservations are read through their pools in one query: a serving pool holds no quotas, so
-    the join adds the two up rather than multiplying them."""
-
-    queues = ClusterQueueState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
-    cohorts = CohortState.objects.aggregate(n=Count("pk"), at=Max("observed_at"))
-    quotas = NodePool.objects.aggregate(n=Count("quotas", distinct=True), at=Max("quotas__updated_at"),
-                                        reservations=Count("serving_reservations", distinct=True),
-                                        reserved_at=Max("serving_reservations__updated_at"))
+    """A fingerprint of everything the dashboard shows, from five small reads in one round trip: the queue and
+    cohort mirrors, the quotas and serving reservations, the tallies of the waiting workloads and the live inference
+    services. The view adds the viewer's grants (their scope)."""
+    queues, cohorts, quotas, tallies, serving = read_together(None, *_MARKER_READS)
     # The waiting work as the kept tallies count it (their count of changes moves whenever a waiting workload is
     # replaced by another of the same size too); the live inference services are few and read from their rows.
     waiting = Tally()
-    for tally in workload_tallies(statuses=WAITING_STATUSES).values():
+    for tally in tallies_of(tuple(row.values()) for row in tallies).values():
         waiting.add(tally)
-    serving = serving_services().aggregate(n=Count("pk"), newest=Max("pk"), units=Sum(serving_units()))
-    return "|".join(str(part) for part in (*queues.values(), *cohorts.values(), *quotas.values(), waiting.workloads,
-                                           waiting.unit_hundredths, waiting.changes, *serving.values()))
+    return "|".join(str(part) for part in (*queues[0].values(), *cohorts[0].values(), *quotas[0].values(),
+                                           waiting.workloads, waiting.unit_hundredths, waiting.changes,
+                                           *serving[0].values()))

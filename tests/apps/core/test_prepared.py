@@ -36,3 +36,12 @@ def test_a_value_the_query_does_not_take_is_refused(demo):
         PreparedQuery(lambda pk: Project.objects.filter(slug="vision").values_list("pk")[:1], values=1).row(1)
     with pytest.raises(TypeError):
         PreparedQuery(lambda: Project.objects.values_list("pk")[:1]).row(1)
+
+
+def test_rows_answers_every_row_as_the_orm_does(demo):
+    query = PreparedQuery(lambda department_pk: Project.objects.filter(department_id=department_pk).order_by(
+        "slug").values_list("slug", "department_id"), values=1)
+    for project in Project.objects.all():
+        assert query.rows(project.department_id) == list(Project.objects.filter(
+            department_id=project.department_id).order_by("slug").values_list("slug", "department_id"))
+    assert query.rows(0) == []
