@@ -325,8 +325,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # Redis pushes: a worker takes one message per free slot. The folder broker is read in a blocking loop that applies the
 # acknowledgements of finished tasks only between two polls of the folder (Celery's loop for transports that cannot
-# wake it; portal/broker.py keeps those turns short while the window is full): there the worker takes a burst at once,
-# a loop turn per message rather than per slot (the outbox sends again whatever a killed worker held).
+# wake it; portal/broker.py keeps those turns short while the window is full): there the worker takes up to 16
+# messages a thread at once, so a burst does not wait a loop turn per message (the outbox sends again whatever a
+# killed worker held).
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1 if REDIS_URL else 16
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
