@@ -160,6 +160,7 @@ def _model_errors(value: Any, type_name: str, path: str, *, quantity: bool = Fal
     return problems
 
 
+@functools.cache
 def _client_models() -> Any:
     """The official client's models, imported at the first check of a built-in kind rather than with this module:
     every web process imports it, few ever check a manifest, and the client with its models holds some 30 MiB of a
