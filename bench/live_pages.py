@@ -4,8 +4,10 @@
 queue and the quota dashboard, each beside a bare Django view rendering a template of the same size in the same
 run (target: every page within 2x of it); then cluster-change-to-database lag at 50 changes per second through
 kubesim (real clock, separate process; `--rate`, `--async-settle` for kubesim's background settling) and the real
-watcher (target: p95 under 1 s), and the process's memory (`--heap`: the watcher's Python heap peak too, traced
-with tracemalloc, which slows the watcher several times over and so is never on while the lag is what counts).
+watcher as deployed, a process of its own (`manage.py watch_cluster`; target: p95 under 1 s), split at the moment
+Kueue's Workload for the Job exists, with the watcher's hops from its /metrics and its memory (`--heap` runs the
+watcher in this process instead, to trace its Python heap peak with tracemalloc, which slows it several times over
+and so is never on while the lag is what counts).
 
 It uses its own database (`<name>_bench` next to DATABASE_URL's, created if missing; SQLite file otherwise) and
 never touches development or test data.
@@ -16,18 +18,25 @@ Usage: python -m portal.devservices .venv/bin/python bench/live_pages.py [--work
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import tracemalloc
 import types
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -272,10 +281,83 @@ def measure_pages(fixture: dict, requests: int, only: str = "") -> list[dict]:
     return results
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """The process's resident memory now and its peak (VmRSS, VmHWM), in MiB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """The watcher's histogram buckets on /metrics: {(metric and labels, le): cumulative count}."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("portal_watcher_") and "_bucket{" in line:
+            head, value = line.rsplit(" ", 1)
+            labels = head[head.index("{") + 1:-1].split(",")
+            le = next(label for label in labels if label.startswith("le="))
+            rest = ",".join(label for label in labels if not label.startswith("le="))
+            found[(head[:head.index("{")] + "{" + rest + "}", le[4:-1])] = float(value)
+    return found
+
+
+def hop_summary(before: dict, after: dict) -> list[str]:
+    """Per watcher histogram, the share of this phase's observations within 0.25 s, 0.5 s and 1 s."""
+    lines = []
+    for series in sorted({series for series, _ in after}):
+        total = after.get((series, "+Inf"), 0) - before.get((series, "+Inf"), 0)
+        if total <= 0:
+            continue
+        shares = []
+        for le in ("0.25", "0.5", "1.0"):
+            within = after.get((series, le), 0) - before.get((series, le), 0)
+            shares.append(f"<= {float(le):g} s {within / total:.0%}")
+        lines.append(f"  {series}: {total:.0f} observations; " + ", ".join(shares))
+    return lines
+
+
+@contextlib.contextmanager
+def watcher_process(kubeconfig: str, *, positions_seconds: float) -> Iterator[tuple[subprocess.Popen, int]]:
+    """The watcher as it runs in production: `manage.py watch_cluster`, a process of its own against the cluster's
+    kubeconfig and the bench database, so the bench's own threads (creating Jobs, polling rows) do not share its
+    interpreter. Yields the process and its metrics port once its first sync is done."""
+    metrics_port = free_port()
+    environment = {**os.environ, "KUBECONFIG": kubeconfig, "WATCHER_METRICS_PORT": str(metrics_port),
+                   "LEADER_ELECTION": "false"}
+    watcher = subprocess.Popen(
+        [sys.executable, "manage.py", "watch_cluster", "--resync-seconds", "3600", "--positions-seconds",
+         str(positions_seconds)], cwd=ROOT, env=environment, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # synced: its readiness probe answers 200
+            if watcher.poll() is not None:
+                raise SystemExit(f"the watcher exited with {watcher.returncode}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=5)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the watcher did not finish its first sync within 120 s") from None
+                time.sleep(0.1)
+        yield watcher, metrics_port
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=30)
+
+
 def measure_lag(fixture: dict, changes: int, rate: float, *, async_settle: bool = False, heap: bool = False) -> dict:
     """Create Jobs at `rate` per second through kubesim; time until the watcher has moved each row off submitting.
-    `heap` traces the Python heap's peak with tracemalloc, which slows every allocation several times over: the
-    watcher (in this process) then falls behind at 50 changes/s, so the lag is measured without it unless asked."""
+
+    The watcher runs as deployed, a process of its own (`watcher_process`); its hops come from its /metrics.
+    `heap` instead runs it in this process and traces the Python heap's peak with tracemalloc, which slows every
+    allocation several times over: the watcher then falls behind at 50 changes/s, so the lag is measured without it
+    unless asked."""
     from apps.org.models import PriorityClass
     from apps.workloads.models import Kind, Status, Workload
     from kubesim.testing import KubesimProcess
@@ -295,53 +377,98 @@ def measure_lag(fixture: dict, changes: int, rate: float, *, async_settle: bool 
         rows = Workload.objects.bulk_create([
             Workload(project=project, owner=fixture["researcher"], kind=Kind.TRAINING, name=f"lag{i}",
                      image="pytorch/pytorch:2.4.0", node_pool=pool, gpus=1, priority_class=train, preemptible=True,
-                     model_label="m", data_class="public", status=Status.SUBMITTING, command=["sleep", "3600"])
+                     model_label="m", data_class="public", status=Status.SUBMITTING, command=["sleep", "3600"],
+                     job_name=f"lag-{i}")
             for i in range(changes)])
-        if heap:
-            tracemalloc.start()
-        watcher = Watcher(gw, resync_seconds=3600, positions_seconds=1.0)
-        watcher.start()
-        created: dict[int, float] = {}
-        seen: dict[int, float] = {}
-        stop = threading.Event()
-
-        def poll() -> None:
-            while not stop.is_set():
-                pending = [pk for pk in list(created) if pk not in seen]  # a copy: the main thread adds to it
-                if pending:
-                    now = time.perf_counter()
-                    for pk in Workload.objects.filter(pk__in=pending).exclude(status=Status.SUBMITTING).values_list(
-                            "pk", flat=True):
-                        seen[pk] = now
-                time.sleep(0.01)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        interval = 1.0 / rate
-        start = time.perf_counter()
-        for index, row in enumerate(rows):
-            row = Workload.objects.select_related("project__department", "node_pool", "priority_class",
-                                                  "owner").get(pk=row.pk)
-            row.job_name = f"wl-{row.pk}"
-            gw.create(job_manifest(row))
-            created[row.pk] = time.perf_counter()
-            time.sleep(max(0.0, start + (index + 1) * interval - time.perf_counter()))
-        deadline = time.perf_counter() + 30
-        while len(seen) < len(created) and time.perf_counter() < deadline:
-            time.sleep(0.05)
-        stop.set()
-        _, peak = tracemalloc.get_traced_memory() if heap else (0, 0)
-        tracemalloc.stop()
-        watcher.stop()
-        lags = sorted(seen[pk] - created[pk] for pk in seen)
+        manifests = {row.pk: job_manifest(row) for row in Workload.objects.select_related(
+            "project__department", "node_pool", "priority_class", "owner").filter(pk__in=[row.pk for row in rows])}
+        with contextlib.ExitStack() as stack:
+            if heap:
+                tracemalloc.start()
+                watcher = Watcher(gw, resync_seconds=3600, positions_seconds=1.0)
+                watcher.start()
+                stack.callback(watcher.stop)
+                process, metrics_port = None, 0
+            else:
+                process, metrics_port = stack.enter_context(
+                    watcher_process(cluster.kubeconfig_path, positions_seconds=1.0))
+            lags, split, hops = _lag_run(gw, cluster.api_client(), manifests, rate, metrics_port)
+            _, peak = tracemalloc.get_traced_memory() if heap else (0, 0)
+            tracemalloc.stop()
+            watcher_rss = rss_mib(process.pid)[1] if process is not None else 0.0
         return {"changes": changes, "rate_per_s": rate, "observed": len(lags),
                 "lag_p50_ms": statistics.median(lags) * 1000,
                 "lag_p95_ms": statistics.quantiles(lags, n=20)[18] * 1000,
-                **({"watcher_python_heap_peak_mib": peak / 2**20} if heap else {}),
-                "process_max_rss_mib": __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss
-                / 1024}
+                **{f"{part}_p95_ms": statistics.quantiles(values, n=20)[18] * 1000
+                   for part, values in split.items() if len(values) > 1}, "hops": hops,
+                **({"watcher_python_heap_peak_mib": peak / 2**20} if heap else {"watcher_rss_peak_mib": watcher_rss})}
     finally:
         cluster.stop()
+
+
+def _lag_run(gw: Any, api_client: Any, manifests: dict[int, dict], rate: float,
+             metrics_port: int) -> tuple[list[float], dict[str, list[float]], list[str]]:
+    """Create the Jobs on schedule from a pool (a slow create does not lower the rate of the others) while a poller
+    looks for their rows every 10 ms on its own connection, as a page would; returns each row's lag in seconds, the
+    lag split at the moment a watch of the bench's own sees the Job's Kueue Workload (the cluster's part, kubesim's
+    Kueue making it; the watcher's part, reading it into the row: the row moves off submitting once Kueue has the
+    Job's Workload) and, with a watcher process, its hops during the run."""
+    from django.db import connection
+    from kubernetes import client, watch
+
+    from apps.workloads.models import Status, Workload
+
+    created: dict[int, float] = {}
+    seen: dict[int, float] = {}
+    arrived: dict[int, float] = {}
+    by_name = {manifest["metadata"]["name"]: pk for pk, manifest in manifests.items()}
+    stop = threading.Event()
+    listed = gw.raw_get("/apis/kueue.x-k8s.io/v1beta2/workloads", query=[("limit", 1)])["metadata"]["resourceVersion"]
+
+    def watch_workloads() -> None:
+        stream = watch.Watch()
+        for event in stream.stream(client.CustomObjectsApi(api_client).list_cluster_custom_object, "kueue.x-k8s.io",
+                                   "v1beta2", "workloads", resource_version=listed, timeout_seconds=120):
+            owners = event["object"].get("metadata", {}).get("ownerReferences") or [{}]
+            if (pk := by_name.get(owners[0].get("name", ""))) is not None:
+                arrived.setdefault(pk, time.perf_counter())
+            if stop.is_set():
+                stream.stop()
+
+    def poll() -> None:
+        while not stop.is_set():
+            pending = [pk for pk in list(created) if pk not in seen]  # a copy: the creators add to it
+            if pending:
+                now = time.perf_counter()
+                for pk in Workload.objects.filter(pk__in=pending).exclude(status=Status.SUBMITTING).values_list(
+                        "pk", flat=True):
+                    seen[pk] = now
+            time.sleep(0.01)
+        connection.close()
+
+    def create(pk: int) -> None:
+        gw.create(manifests[pk])
+        created[pk] = time.perf_counter()  # the Job exists in the cluster from here on
+
+    before = scrape(metrics_port) if metrics_port else {}
+    threading.Thread(target=watch_workloads, daemon=True).start()
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    with ThreadPoolExecutor(8) as creators:
+        for index, pk in enumerate(manifests):
+            time.sleep(max(0.0, start + index * interval - time.perf_counter()))
+            creators.submit(create, pk)
+    deadline = time.perf_counter() + 30
+    while len(seen) < len(created) and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    poller.join()
+    hops = hop_summary(before, scrape(metrics_port)) if metrics_port else []
+    split = {"cluster_part": sorted(arrived[pk] - created[pk] for pk in seen if pk in arrived and pk in created),
+             "watcher_part": sorted(seen[pk] - arrived[pk] for pk in seen if pk in arrived)}
+    return sorted(seen[pk] - created[pk] for pk in seen), split, hops
 
 
 def main() -> None:
@@ -398,8 +525,11 @@ def main() -> None:
                                      [row["ratio_p50"]], "<= 2"))
     if args.changes > 0:
         lag = measure_lag(fixture, args.changes, args.rate, async_settle=args.async_settle, heap=args.heap)
+        hops = lag.pop("hops")
         print("lag:", ", ".join(f"{key}={value:.1f}" if isinstance(value, float) else f"{key}={value}"
                                 for key, value in lag.items()))
+        if hops:
+            print("the watcher's hops during the changes (its /metrics):", *hops, sep="\n")
         mode = "kubesim settling after the write" if args.async_settle else "kubesim settling before it answers"
         if connection.vendor == "sqlite":
             mode += ", SQLite (as make run)"

@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -51,47 +49,6 @@ def job(name: str, namespace: str, seconds: int = 3600) -> dict:
 def workload_count(gw) -> int:
     page = gw.raw_get("/apis/kueue.x-k8s.io/v1beta2/workloads", query=[("limit", 1)])
     return len(page.get("items", [])) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def rss_mib(pid: int) -> tuple[float, float]:
-    """The process's resident memory now and its peak (VmRSS, VmHWM), in MiB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
-
-
-def scrape(port: int) -> dict[tuple[str, str], float]:
-    """The watcher's histogram buckets on /metrics: {(metric and labels, le): cumulative count}."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    found = {}
-    for line in text.splitlines():
-        if line.startswith("portal_watcher_") and "_bucket{" in line:
-            head, value = line.rsplit(" ", 1)
-            labels = head[head.index("{") + 1:-1].split(",")
-            le = next(label for label in labels if label.startswith("le="))
-            rest = ",".join(label for label in labels if not label.startswith("le="))
-            found[(head[:head.index("{")] + "{" + rest + "}", le[4:-1])] = float(value)
-    return found
-
-
-def hop_summary(before: dict, after: dict) -> list[str]:
-    """Per watcher histogram, the share of this phase's observations within 0.25 s, 0.5 s and 1 s."""
-    lines = []
-    for series in sorted({series for series, _ in after}):
-        total = after.get((series, "+Inf"), 0) - before.get((series, "+Inf"), 0)
-        if total <= 0:
-            continue
-        shares = []
-        for le in ("0.25", "0.5", "1.0"):
-            within = after.get((series, le), 0) - before.get((series, le), 0)
-            shares.append(f"<= {float(le):g} s {within / total:.0%}")
-        lines.append(f"  {series}: {total:.0f} observations; " + ", ".join(shares))
-    return lines
 
 
 def make_room(projects: list, jobs: int) -> None:
@@ -158,7 +115,7 @@ def main() -> None:
 
         # The watcher as it runs in production: `manage.py watch_cluster`, a process of its own against the cluster's
         # kubeconfig, so its memory is its own and the bench's threads do not share its interpreter.
-        metrics_port = free_port()
+        metrics_port = live_pages.free_port()
         environment = {**os.environ, "KUBECONFIG": cluster.kubeconfig_path,
                        "WATCHER_METRICS_PORT": str(metrics_port), "LEADER_ELECTION": "false"}
         started = time.perf_counter()
@@ -172,7 +129,7 @@ def main() -> None:
             time.sleep(0.25)
         sync = time.perf_counter() - started
         print(f"first sync: {outside.count()} rows, all admitted, in {sync:.1f}s; watcher RSS now / peak "
-              "{:.0f} / {:.0f} MiB".format(*rss_mib(watcher.pid)))
+              "{:.0f} / {:.0f} MiB".format(*live_pages.rss_mib(watcher.pid)))
 
         # When each change's Workload appeared in the cluster, seen by a watch of the bench's own: splits the lag
         # into the cluster's part (kubesim's Kueue making the Workload) and the watcher's (reading it into its row).
@@ -221,7 +178,7 @@ def main() -> None:
         threading.Thread(target=watch_workloads, daemon=True).start()
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        before = scrape(metrics_port)
+        before = live_pages.scrape(metrics_port)
         controllers_before = cluster.stats()["controllers"]
         interval = 1.0 / args.rate
         begin = time.perf_counter()
@@ -258,8 +215,8 @@ def main() -> None:
             spent = entry["seconds"] - controllers_before.get(name, {}).get("seconds", 0.0)
             print(f"  {name}: {spent:.1f} s, longest {entry['max_seconds'] * 1000:.0f} ms")
         print("the watcher's hops during the changes (its /metrics):")
-        print("\n".join(hop_summary(before, scrape(metrics_port))))
-        now, peak = rss_mib(watcher.pid)
+        print("\n".join(live_pages.hop_summary(before, live_pages.scrape(metrics_port))))
+        now, peak = live_pages.rss_mib(watcher.pid)
         print(f"memory: watcher RSS now / peak {now:.0f} / {peak:.0f} MiB")
         figures.append(results.Figure(f"watcher RSS peak, {args.workloads:,} outside Workloads", "MiB", [peak],
                                       "< 500"))

@@ -44,7 +44,9 @@ def described(statements: list[str]) -> list[str]:
             table = words[1]
         elif verb in ("INSERT", "DELETE"):
             table = words[2]
-        else:
-            table = words[[word.upper() for word in words].index("FROM") + 1].split(".")[0]
+        elif "FROM" in (upper := [word.upper() for word in words]):
+            table = words[upper.index("FROM") + 1].split(".")[0]
+        else:  # a function's call, e.g. `SELECT pg_advisory_xact_lock`
+            table = words[1].split("(")[0]
         out.append(f"{verb} {table}")
     return out

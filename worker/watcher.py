@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -121,6 +121,9 @@ EVENTS_WAIT_AT_MOST = 30.0
 # this, so the watcher's memory is bounded whatever the cluster's backlog (80,000 Events at 10,000 Workloads).
 EVENTS_HELD_AT_MOST = 5000
 OUTSIDE_BATCH = 250  # outside Workloads mirrored in one pass at most (services.workloads_mirror_outside)
+# The portal's own Jobs applied in one pass at most (services.workloads_observe): their rows show together, when the
+# pass commits, so a pass is kept short (about a few ms a row).
+JOB_BATCH = 50
 # Nodes are not the portal's: all of them, so each pool's are found by the pool's node labels.
 # The portal's Deployments and LeaderWorkerSets are its inference services, followed by their own status (no Kueue
 # Workload).
@@ -164,20 +167,19 @@ class WorkQueue:
     two threads at once, and one added while it is being processed comes back afterwards. Bursts of events for one
     Job (created, admitted, started, ready...) thus cost one database write when the appliers are behind.
 
-    Keys whose first element is in `batched` wait in a lane of their own and are taken up to `batch_size` at a time:
-    when the appliers are behind, one pass applies many outside Workloads with one set of statements, so the cost of
-    a burst grows with the number of passes, not of events. The lane whose first key has waited longest goes next,
-    except that lanes in `background` (cluster events: history, not status) go only when no other lane waits or
-    their first key has waited `background_after` seconds: a first list of 80,000 Events must not hold back the
-    status of work created meanwhile, and the events still come within that bound. One background batch at most is
-    out at a time, so an overdue backlog takes one applier, never all of them.
+    Keys whose first element is in `batched` wait in a lane of their own and are taken up to that lane's batch size
+    at a time: when the appliers are behind, one pass applies many Jobs' rows or outside Workloads in one
+    transaction, so the cost of a burst grows with the number of passes, not of events. The lane whose first key has
+    waited longest goes next, except that lanes in `background` (cluster events: history, not status) go only when
+    no other lane waits or their first key has waited `background_after` seconds: a first list of 80,000 Events must
+    not hold back the status of work created meanwhile, and the events still come within that bound. One background
+    batch at most is out at a time, so an overdue backlog takes one applier, never all of them.
     """
 
-    def __init__(self, *, batched: frozenset[str] = frozenset(), batch_size: int = 1,
+    def __init__(self, *, batched: Mapping[str, int] | None = None,
                  background: frozenset[str] = frozenset(), background_after: float = 30.0) -> None:
         self.condition = threading.Condition()
-        self.batched = batched
-        self.batch_size = batch_size
+        self.batched = dict(batched or {})
         self.background = background
         self.background_after = background_after
         self.lanes: dict[str, deque[Any]] = {}
@@ -228,7 +230,7 @@ class WorkQueue:
                           if name not in self.background or since <= overdue]
             name = min(foreground or waiting)[1]
             lane = self.lanes[name]
-            keys = [lane.popleft() for _ in range(min(len(lane), self.batch_size if name else 1))]
+            keys = [lane.popleft() for _ in range(min(len(lane), self.batched.get(name, 1)))]
             if name in self.background:
                 self.background_out += len(keys)
             now = time.monotonic()
@@ -306,7 +308,8 @@ class Watcher:
         # CLUSTER_EVENTS_KEPT per object, the newest (the portal keeps no more per workload, whose objects they are)
         self.cluster_events: dict[tuple[str, str, str], dict[str, ClusterEvent]] = {}
         self.events_held = 0
-        self.work = WorkQueue(batched=frozenset({"outside", "mirror", "event"}), batch_size=OUTSIDE_BATCH,
+        self.work = WorkQueue(batched={"outside": OUTSIDE_BATCH, "mirror": OUTSIDE_BATCH, "event": OUTSIDE_BATCH,
+                                       "job": JOB_BATCH},
                               background=frozenset({"event"}), background_after=EVENTS_WAIT_AT_MOST)
         self.appliers = appliers
         self.heap = FrozenHeap() if freeze_heap else None
@@ -316,9 +319,35 @@ class Watcher:
 
     # --- applying what we see ------------------------------------------------------------------------------------
 
-    def apply_job_uid(self, job_uid: str) -> None:
-        """Bring the portal row of one Job up to date with the Job and its Kueue Workload, or on a KAI pool with its
-        pods and their PodGroups; `job_uid` is a gang's key for a gang on a KAI pool (its PodGroup)."""
+    def apply_all_jobs(self) -> None:
+        """Apply every Job and gang held (after a relist), a batch at a time; those unchanged cost nothing."""
+        with self.lock:
+            job_uids = [*self.jobs, *self._gang_keys()]
+        for start in range(0, len(job_uids), JOB_BATCH):
+            self.apply_job_uids(job_uids[start:start + JOB_BATCH])
+
+    def apply_job_uids(self, job_uids: list[str]) -> None:
+        """Bring the portal rows of these Jobs up to date with each Job and its Kueue Workload, or on a KAI pool with
+        its pods and their PodGroups (a key is a gang's key for a gang on a KAI pool: its PodGroup), in one
+        transaction for those whose observation changed."""
+        seen = [(job_uid, *found) for job_uid in job_uids if (found := self._job_observation(job_uid)) is not None]
+        news = [(job_uid, workload_id, observation) for job_uid, workload_id, observation, _ in seen
+                if self.applied.get(job_uid) != observation]
+        if news:
+            moved = workload_services.workloads_observe(observations=[
+                (workload_id, observation, workload_selectors.preemptor_id(observation))
+                for _, workload_id, observation in news])
+            for job_uid, _, observation in news:
+                self.applied[job_uid] = observation
+            if any(moved.values()):  # a queue changed: the start forecasts are due again
+                forecasts_refresh_soon()
+        for job_uid, workload_id, observation, pods in seen:
+            if pods is not None:  # a gang, after its row moved: the repair reads it
+                self._gang_repair(job_uid, workload_id, observation, pods)
+
+    def _job_observation(self, job_uid: str) -> tuple[int, Observation, list[KaiPod] | None] | None:
+        """(workload id, what the cluster says of it, and for a gang on a KAI pool its pods) of one key; None when
+        there is nothing to say yet or it is not the portal's."""
         with self.lock:
             job, kueue_workload = self.jobs.get(job_uid), self.workloads.get(job_uid)
             gang = self.pod_groups.get(job_uid)
@@ -336,17 +365,10 @@ class Watcher:
             workload_id = _workload_id(gang)
             observation = observe_kai_gang(gang, pods, self._kai_preemption(job_uid))
         else:
-            return
+            return None
         if not workload_id or observation is None:
-            return
-        if self.applied.get(job_uid) != observation:
-            moved = workload_services.workload_observe(workload_id=workload_id, observation=observation,
-                                                       preemptor_id=workload_selectors.preemptor_id(observation))
-            self.applied[job_uid] = observation
-            if moved:  # a queue changed: the start forecasts are due again
-                forecasts_refresh_soon()
-        if job is None:  # after the row moved: the repair reads it
-            self._gang_repair(job_uid, workload_id, observation, pods)
+            return None
+        return workload_id, observation, (pods if job is None else None)
 
     def _gang_repair(self, key: str, workload_id: int, observation: Observation, pods: list[KaiPod]) -> None:
         """Hand a gang to the worker when its pods differ from what its row may want: pods gone (evicted, deleted)
@@ -803,8 +825,8 @@ class Watcher:
         return torch_runtime_of(runtimes)
 
     def process(self, keys: list[Any]) -> None:
-        """Apply what the work queue handed out: a batch of outside Workloads or of mirrored queues, cohorts and
-        Nodes, or one key: a Job's portal row, a deleted Job's, a gone outside Workload's."""
+        """Apply what the work queue handed out: a batch of Jobs' portal rows, of outside Workloads, of mirrored
+        queues, cohorts and Nodes or of Events, or one key: a deleted Job's row, a gone outside Workload's..."""
         key = keys[0]
         if key[0] == "outside":
             self.apply_outside([uid for _, uid in keys])
@@ -816,7 +838,7 @@ class Watcher:
             self.apply_mirror(keys)
             return
         if key[0] == "job":
-            self.apply_job_uid(key[1])
+            self.apply_job_uids([job_uid for _, job_uid in keys])
             return
         if key[0] == "manifest":
             self.apply_manifest(key[1])
@@ -895,18 +917,24 @@ class Watcher:
     def apply_mirror(self, keys: list[Any]) -> None:
         """Mirror the latest state of these queues, cohorts and Nodes: one statement per kind for the batch."""
         current: dict[str, list[dict[str, Any]]] = {}
-        for key in keys:
-            _, kind, namespace, name = key
-            with self.lock:
-                event_type, obj = self.mirror_objects.pop(key, (None, None))
-            if obj is None:
-                continue
-            if event_type == "DELETED":
-                mirror.mirror_forget(kind=kind, name=name, namespace=namespace)
-            else:
-                current.setdefault(kind, []).append(obj)
-        for kind, objs in current.items():
-            MIRRORS[kind](objs=objs, at=timezone.now())
+        taken: dict[Any, tuple[str, dict[str, Any]]] = {}
+        with self.lock:
+            for key in keys:
+                if key in self.mirror_objects:
+                    taken[key] = self.mirror_objects.pop(key)
+        try:
+            for (_, kind, namespace, name), (event_type, obj) in taken.items():
+                if event_type == "DELETED":
+                    mirror.mirror_forget(kind=kind, name=name, namespace=namespace)
+                else:
+                    current.setdefault(kind, []).append(obj)
+            for kind, objs in current.items():
+                MIRRORS[kind](objs=objs, at=timezone.now())
+        except Exception:
+            with self.lock:  # held again for the retry, unless a newer state came meanwhile
+                for key, held in taken.items():
+                    self.mirror_objects.setdefault(key, held)
+            raise
 
     def _apply_loop(self) -> None:
         self._progressed(APPLY_WAIT_SECONDS)  # known from the start: a stop before the first turn still shows
@@ -916,22 +944,33 @@ class Watcher:
             if not keys:
                 continue
             close_old_connections()
-            started = time.monotonic()
             try:
-                with usage_services.ledger_deferred():  # the ledger loop recomputes slices, once per burst
-                    self.process(keys)
-                metrics.WATCHER_APPLY.labels(what=keys[0][0]).observe(time.monotonic() - started)
-                for key in keys:
-                    metrics.WATCHER_LAG.observe(self.work.waited(key))
-            except Exception:
-                logger.warning("applying %s%s failed; will retry", keys[0], f" and {len(keys) - 1} more" * (
-                    len(keys) > 1), exc_info=True)
-                self.stopping.wait(0.5)
-                for key in keys:
-                    self.work.add(key)
+                if not self._apply(keys, retry=len(keys) == 1):
+                    # One object the database refuses must not hold back the rest of its batch: each alone.
+                    for key in keys:
+                        self._apply([key], retry=True)
             finally:
                 for key in keys:
                     self.work.done(key)
+
+    def _apply(self, keys: list[Any], *, retry: bool) -> bool:
+        """One applier pass; False when it failed (the keys then go back to the work queue if `retry`)."""
+        started = time.monotonic()
+        try:
+            with usage_services.ledger_deferred():  # the ledger loop recomputes slices, once per burst
+                self.process(keys)
+        except Exception:
+            logger.warning("applying %s%s failed%s", keys[0], f" and {len(keys) - 1} more" * (len(keys) > 1),
+                           "; will retry" if retry else "; applying each alone", exc_info=True)
+            if retry:
+                self.stopping.wait(0.5)
+                for key in keys:
+                    self.work.add(key)
+            return False
+        metrics.WATCHER_APPLY.labels(what=keys[0][0]).observe(time.monotonic() - started)
+        for key in keys:
+            metrics.WATCHER_LAG.observe(self.work.waited(key))
+        return True
 
     def relist(self, kind: str) -> str:
         """List one kind afresh, apply every object, forget what is gone; returns the list's resourceVersion."""
@@ -1031,10 +1070,7 @@ class Watcher:
                 served.add(OWNER_WATCHES[name][1].kind.value)
         torch_runtime = self.torch_runtime() if Kind.TRAINJOB.value in served else ""
         mirror.watcher_served_kinds(kinds=sorted(served), at=timezone.now(), torch_runtime=torch_runtime)
-        with self.lock:
-            job_uids = [*self.jobs, *self._gang_keys()]
-        for job_uid in job_uids:
-            self.apply_job_uid(job_uid)
+        self.apply_all_jobs()
         self._jobs_gone(listed_at)
         self._apply_all_deployments(listed_at)
         self._apply_all_manifests(listed_at)
@@ -1243,10 +1279,7 @@ class Watcher:
                 return
             self.resource_versions[kind] = self.relist(kind)
             if kind in ("Job", "Workload", *KAI_KINDS):
-                with self.lock:
-                    job_uids = [*self.jobs, *self._gang_keys()]
-                for job_uid in job_uids:
-                    self.apply_job_uid(job_uid)
+                self.apply_all_jobs()
             if kind in SERVING_KINDS:
                 self._apply_all_deployments(timezone.now())
             if kind == "Workload":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db.models import Count, QuerySet
 
 from apps.core.actors import Actor
@@ -13,6 +15,14 @@ def notification_preference(user: Actor | int) -> NotificationPreference | None:
     """The e-mail opt-ins of the user (or the user of that id), None until they first save them (nothing is sent
     then)."""
     return NotificationPreference.objects.filter(user=user).first()
+
+
+def notification_preferences(user_ids: Iterable[int]) -> dict[int, NotificationPreference]:
+    """User id -> their e-mail opt-ins, for those of these users who saved them; one query."""
+    ids = set(user_ids)
+    if not ids:
+        return {}
+    return {preference.user_id: preference for preference in NotificationPreference.objects.filter(user_id__in=ids)}
 
 
 def group_rules() -> QuerySet[GroupRoleRule]:

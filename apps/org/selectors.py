@@ -129,11 +129,16 @@ def notification_channels_for(user: Visitor | None) -> QuerySet[NotificationChan
 def notification_channels_listening(*, event: str, user_ids: Iterable[int] = (),
                                     project_ids: Iterable[int] = ()) -> list[NotificationChannel]:
     """The enabled channels of these users and projects that listen to `event`; one query (none without owners)."""
+    return [channel for channel in notification_channels_of(user_ids=user_ids, project_ids=project_ids)
+            if event in channel.events]
+
+
+def notification_channels_of(*, user_ids: Iterable[int], project_ids: Iterable[int]) -> list[NotificationChannel]:
+    """The enabled channels of these users and projects, whatever they listen to; one query (none without owners)."""
     users, projects = set(user_ids), set(project_ids)
     if not users and not projects:
         return []
-    return [channel for channel in NotificationChannel.objects.filter(
-        Q(user_id__in=users) | Q(project_id__in=projects), enabled=True) if event in channel.events]
+    return list(NotificationChannel.objects.filter(Q(user_id__in=users) | Q(project_id__in=projects), enabled=True))
 
 
 def notification_deliveries(channel: NotificationChannel, *, limit: int = 50) -> list[NotificationDelivery]:

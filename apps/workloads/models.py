@@ -32,6 +32,9 @@ MAX_CPU_PER_POD = 512
 MAX_MEMORY_GIB_PER_POD = 4096
 MAX_RUNTIME_SECONDS = 30 * 24 * 3600
 # A share of one GPU (KAI Scheduler's gpu-fraction annotation): above 0, below 1, in hundredths.
+# What a status's and an event's reason keep of the cluster's (a condition reason may run to 1,024 characters; the
+# portal's and Kueue's are short words).
+REASON_LENGTH = 100
 MIN_GPU_FRACTION = Decimal("0.01")
 MAX_GPU_FRACTION = Decimal("0.99")
 
@@ -195,7 +198,7 @@ class Workload(models.Model):
     server_activity_mark = models.CharField(max_length=64, blank=True, help_text="The server's own last_activity, "
                                                                                  "as it last reported it.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTING, db_index=True)
-    status_reason = models.CharField(max_length=100, blank=True)
+    status_reason = models.CharField(max_length=REASON_LENGTH, blank=True)
     status_message = models.TextField(blank=True)
     job_name = models.CharField(max_length=63, blank=True)
     k8s_uid = models.CharField(max_length=64, blank=True)
@@ -468,7 +471,7 @@ class WorkloadEvent(models.Model):
     at = models.DateTimeField(db_index=True)
     from_status = models.CharField(max_length=20, blank=True)
     to_status = models.CharField(max_length=20, blank=True)
-    reason = models.CharField(max_length=100, blank=True)
+    reason = models.CharField(max_length=REASON_LENGTH, blank=True)
     message = models.TextField(blank=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                               related_name="+")

@@ -4,6 +4,7 @@ reaches the mirror with each hop of its lag measured."""
 import threading
 
 import pytest
+from django.db import DatabaseError
 from prometheus_client import REGISTRY
 
 from apps.workloads.models import Origin, Workload
@@ -13,7 +14,7 @@ from worker.watcher import Watcher, WorkQueue
 
 
 def test_a_batched_lane_hands_out_up_to_the_batch_size_and_lanes_go_oldest_first():
-    work = WorkQueue(batched=frozenset({"outside"}), batch_size=3)
+    work = WorkQueue(batched={"outside": 3})
     work.add(("job", "a"))
     for uid in "pqrst":
         work.add(("outside", uid))
@@ -28,7 +29,7 @@ def test_a_batched_lane_hands_out_up_to_the_batch_size_and_lanes_go_oldest_first
 def test_a_background_lane_waits_for_the_others_unless_its_head_is_overdue(monkeypatch):
     clock = [100.0]
     monkeypatch.setattr("worker.watcher.time.monotonic", lambda: clock[0])
-    work = WorkQueue(batched=frozenset({"outside", "event"}), batch_size=2, background=frozenset({"event"}),
+    work = WorkQueue(batched={"outside": 2, "event": 2}, background=frozenset({"event"}),
                      background_after=30.0)
     for uid in "abc":
         work.add(("event", uid))
@@ -47,7 +48,7 @@ def test_a_background_lane_waits_for_the_others_unless_its_head_is_overdue(monke
 def test_one_background_batch_at_most_is_out_at_a_time_however_overdue(monkeypatch):
     clock = [100.0]
     monkeypatch.setattr("worker.watcher.time.monotonic", lambda: clock[0])
-    work = WorkQueue(batched=frozenset({"outside", "event"}), batch_size=2, background=frozenset({"event"}),
+    work = WorkQueue(batched={"outside": 2, "event": 2}, background=frozenset({"event"}),
                      background_after=30.0)
     for uid in "abcde":
         work.add(("event", uid))
@@ -66,7 +67,7 @@ def test_one_background_batch_at_most_is_out_at_a_time_however_overdue(monkeypat
 
 
 def test_a_key_added_while_it_is_processed_comes_back_once_afterwards():
-    work = WorkQueue(batched=frozenset({"outside"}), batch_size=10)
+    work = WorkQueue(batched={"outside": 10})
     work.add(("outside", "p"))
     (key,) = work.get(0.01)
     work.add(("outside", "p"))
@@ -137,3 +138,28 @@ def test_a_resync_reads_workloads_and_their_owners_a_page_at_a_time(kubesim, org
             watcher.work.done(key)
     assert sorted((row.object_name, row.owner.username) for row in Workload.objects.filter(
         origin=Origin.OUTSIDE).select_related("owner")) == [(f"paged-{i}", "alice") for i in range(5)]
+
+
+def test_a_batch_that_fails_is_applied_key_by_key_so_a_bad_key_holds_back_only_itself(cluster, monkeypatch):
+    watcher = Watcher(cluster)  # not started: one applier loop, run below
+    applied, tried = [], []
+
+    def process(keys):  # the database refuses whatever includes the bad Job's row
+        tried.append(list(keys))
+        if ("job", "bad") in keys:
+            raise DatabaseError("value too long")
+        applied.extend(keys)
+
+    monkeypatch.setattr(watcher, "process", process)
+    for uid in ("a", "bad", "c"):
+        watcher.work.add(("job", uid))
+    loop = threading.Thread(target=watcher._apply_loop)
+    loop.start()
+    wait_for(lambda: len(tried) >= 4, timeout=10)
+    watcher.stopping.set()
+    watcher.work.close()
+    loop.join(10)
+    assert tried[:4] == [[("job", "a"), ("job", "bad"), ("job", "c")], [("job", "a")], [("job", "bad")],
+                         [("job", "c")]]
+    assert applied == [("job", "a"), ("job", "c")]
+    assert ("job", "bad") in watcher.work.dirty  # kept for a retry

@@ -54,7 +54,14 @@ from .inference import (
 from .manifests import workload_manifest_validate, workload_submit_manifest_once
 from .notebooks import notebook_cull, notebook_cull_gpu_idle, notebook_server_activity_record
 from .notifications import NOTIFIABLE, NOTIFY_TASK
-from .observe import WATCHER_IGNORES, workload_observe, workload_positions_set, workloads_gone, workloads_unmapped
+from .observe import (
+    WATCHER_IGNORES,
+    workload_observe,
+    workload_positions_set,
+    workloads_gone,
+    workloads_observe,
+    workloads_unmapped,
+)
 from .outside import workload_mirror_outside, workloads_mirror_outside
 from .submissions import (
     BULK_STOP_LIMIT,
@@ -151,6 +158,7 @@ __all__ = [
     "workload_validate",
     "workloads_gone",
     "workloads_mirror_outside",
+    "workloads_observe",
     "workloads_stop",
     "workloads_unmapped",
 ]

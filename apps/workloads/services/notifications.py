@@ -4,17 +4,21 @@ worker after commit), and the events of the notification channels of its owner a
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
 
-from apps.accounts.selectors import notification_preference
+from apps.accounts.models import NotificationPreference
+from apps.accounts.selectors import notification_preference, notification_preferences
 from apps.core import kueue_conditions as kueue
 from apps.core.tasks import enqueue_on_commit
 from apps.org import services as org_services
 from apps.org.models import NotificationChannel, NotificationEvent
-from apps.org.selectors import notification_channels_listening
+from apps.org.selectors import notification_channels_listening, notification_channels_of
 from apps.workloads.explain.reasons import HUMAN_PREEMPTION
 from apps.workloads.models import IdlePolicy, Kind, Status, Workload, WorkloadEvent
 
@@ -33,12 +37,53 @@ CHANNEL_EVENTS = {
 }
 
 
+class _Batch:
+    """The notification channels and e-mail opt-ins of a batch of workloads, each read once for all of them when a
+    change first needs it (`notifications_batch`)."""
+
+    def __init__(self, workloads: Sequence[Workload]) -> None:
+        self.user_ids = {workload.owner_id for workload in workloads if workload.owner_id is not None}
+        self.project_ids = {workload.project_id for workload in workloads}
+        self._channels: list[NotificationChannel] | None = None
+        self._preferences: dict[int, NotificationPreference] | None = None
+
+    def covers(self, workload: Workload) -> bool:
+        return workload.project_id in self.project_ids and (
+            workload.owner_id is None or workload.owner_id in self.user_ids)
+
+    def listening(self, workload: Workload, event: str) -> list[NotificationChannel]:
+        if self._channels is None:
+            self._channels = notification_channels_of(user_ids=self.user_ids, project_ids=self.project_ids)
+        return [channel for channel in self._channels if event in channel.events and (
+            channel.project_id == workload.project_id or (channel.user_id and channel.user_id == workload.owner_id))]
+
+    def preference(self, user_id: int) -> NotificationPreference | None:
+        if self._preferences is None:
+            self._preferences = notification_preferences(self.user_ids)
+        return self._preferences.get(user_id)
+
+
+_BATCH: ContextVar[_Batch | None] = ContextVar("notifications_batch", default=None)
+
+
+@contextlib.contextmanager
+def notifications_batch(workloads: Sequence[Workload]) -> Iterator[None]:
+    """While open, the changes of these workloads read their listeners and opt-ins from one read for the batch."""
+    token = _BATCH.set(_Batch(workloads))
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+
+
 def _notify_on_commit(workload: Workload, statuses: list[str]) -> None:
     """E-mail the owner about the transitions they opted in to (after commit, by the worker)."""
     wanted = [status for status in statuses if status in NOTIFIABLE]
     if not wanted or workload.owner_id is None:
         return
-    preference = notification_preference(workload.owner_id)
+    batch = _BATCH.get()
+    preference = batch.preference(workload.owner_id) if batch and batch.covers(workload) else \
+        notification_preference(workload.owner_id)
     for status in wanted:
         if preference and preference.wants(status):
             enqueue_on_commit(NOTIFY_TASK, workload.pk, status)
@@ -58,6 +103,8 @@ def _object(workload: Workload, event: WorkloadEvent) -> dict[str, Any]:
 
 
 def _listening(workload: Workload, name: str) -> list[NotificationChannel]:
+    if (batch := _BATCH.get()) is not None and batch.covers(workload):
+        return batch.listening(workload, name)
     return notification_channels_listening(event=name, user_ids=[workload.owner_id] if workload.owner_id else [],
                                            project_ids=[workload.project_id])
 

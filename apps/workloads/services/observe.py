@@ -3,7 +3,7 @@ observations), Kueue's queue positions, and Jobs that disappeared."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ from apps.workloads.models import (
     HOLDING_STATUSES,
     PREEMPTED_STATUSES,
     QUEUED_STATUSES,
+    REASON_LENGTH,
     Kind,
     Origin,
     Status,
@@ -25,7 +26,7 @@ from apps.workloads.observation import Observation
 from apps.workloads.signals import quota_held, quota_released
 
 from .claims import workload_stop_finish
-from .notifications import _notify_on_commit
+from .notifications import _notify_on_commit, notifications_batch
 from .transitions import _transition
 
 # Rows the watcher leaves alone: they are over.
@@ -34,65 +35,88 @@ WATCHER_IGNORES = frozenset({Status.STOPPED, Status.SUCCEEDED, Status.FAILED, St
 
 def workload_observe(*, workload_id: int, observation: Observation, preemptor_id: int | None = None) -> list[str]:
     """Record what the cluster says about a workload; returns the statuses it moved through (for notifications).
+    `workloads_observe` for a batch of one."""
+    return workloads_observe(observations=[(workload_id, observation, preemptor_id)]).get(workload_id, [])
 
-    Idempotent: replaying the same observation (a resync, a re-delivered watch event) writes no new events. The row
-    is locked first, so its transitions need no second read of it (`_transition(reread=False)`).
+
+def workloads_observe(*, observations: Sequence[tuple[int, Observation, int | None]]) -> dict[int, list[str]]:
+    """Record what the cluster says about many workloads (each with its preemptor's row, when preempted) in one
+    transaction; returns the statuses each moved through.
+
+    The watcher applies a burst of Jobs as one batch (docs/architecture.md, The watcher): the rows are locked and read
+    together (in id order, so two batches never deadlock), with their project, owner and pool, and the notification
+    channels and e-mail opt-ins of the batch are read once, when a change first needs them. Idempotent: replaying the
+    same observation (a resync, a re-delivered watch event) writes no new events. A row is locked first, so its
+    transitions need no second read of it (`_transition(reread=False)`).
     """
-    moved: list[str] = []
+    wanted = {workload_id: (observation, preemptor_id) for workload_id, observation, preemptor_id in observations}
+    moved: dict[int, list[str]] = {}
     with transaction.atomic():
-        row = Workload.objects.select_for_update().filter(pk=workload_id).first()
-        if row is None or row.status in WATCHER_IGNORES:
-            return moved
-        mirror: dict[str, Any] = {}
-        if observation.kueue_name:  # else Kueue's Workload is gone (a deleted Job): keep what it last said
-            mirror.update(kueue_name=observation.kueue_name, kueue_conditions=observation.conditions,
-                          cluster_queue=observation.cluster_queue, admission=observation.admission)
-        elif observation.kai_queue:  # a KAI pool's: the leaf Queue and the PodGroup's scheduling conditions
-            mirror.update(kueue_conditions=observation.conditions, cluster_queue=observation.kai_queue)
-        for name in ("admitted_at", "started_at", "finished_at"):
-            value = getattr(observation, name)
-            if value and not getattr(row, name):
-                mirror[name] = value
-        if observation.job_uid and not row.k8s_uid:
-            # The Job exists but no worker recorded it (the one that created it died): the row adopts it.
-            mirror.update(k8s_uid=observation.job_uid, submitted_at=row.submitted_at or timezone.now())
-        if row.status == Status.STOPPING:
-            return _observe_stopping(row, observation, mirror)
-        if row.status == Status.SUBMITTING:
-            _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
-                        message=f"Job {row.job_name} created in {row.project.namespace}; waiting for "
-                                f"{'KAI Scheduler' if observation.kai_queue else 'Kueue'}", reread=False)
-            moved.append(Status.QUEUED)
-        preemption = observation.preemption
-        if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
-            if row.status != Status.PREEMPTED and _transition(
-                    row, expected=[row.status], to_status=Status.PREEMPTED, reason=preemption.reason,
-                    message=preemption.message, cluster_at=preemption.at,
-                    details={"preemptor_workload_id": preemptor_id, "preemptor_job_uid": preemption.preemptor_job_uid,
-                             "preemptor_kueue_uid": preemption.preemptor_workload_uid}, reread=False):
-                moved.append(Status.PREEMPTED)
-            mirror["last_preempted_at"] = preemption.at
-            quota_released.send(sender=Workload, workload_id=row.pk, at=preemption.at,
-                                reason=f"Preempted ({preemption.reason})")
-        status = observation.status
-        if status == Status.QUEUED and row.status in PREEMPTED_STATUSES:
-            status = Status.REQUEUED  # back in the queue after a preemption: its own status until admitted again
-        if status != row.status:
-            reason = kueue.REQUEUED if status == Status.REQUEUED else observation.reason
-            _transition(row, expected=[row.status], to_status=status, reason=reason,
-                        message=observation.message, cluster_at=observation.at, reread=False)
-            moved.append(status)
-        else:
-            mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
-        if status not in QUEUED_STATUSES:
-            mirror.update(queue_position_local=None, queue_position_cluster=None)
-        if Status.RUNNING in moved and row.kind == Kind.NOTEBOOK:
+        rows = [row for row in Workload.objects.select_for_update(of=("self",)).select_related(
+            "project", "owner", "node_pool").filter(pk__in=list(wanted)).order_by("pk")
+            if row.status not in WATCHER_IGNORES]
+        with notifications_batch(rows):
+            for row in rows:
+                observation, preemptor_id = wanted[row.pk]
+                moved[row.pk] = _observe(row, observation, preemptor_id)
+    return moved
+
+
+def _observe(row: Workload, observation: Observation, preemptor_id: int | None) -> list[str]:
+    """One locked row's share of `workloads_observe`: its transitions, with what Kueue says written beside the last
+    one (one UPDATE), its ledger and its notifications."""
+    moved: list[str] = []
+    mirror: dict[str, Any] = {}
+    if observation.kueue_name:  # else Kueue's Workload is gone (a deleted Job): keep what it last said
+        mirror.update(kueue_name=observation.kueue_name, kueue_conditions=observation.conditions,
+                      cluster_queue=observation.cluster_queue, admission=observation.admission)
+    elif observation.kai_queue:  # a KAI pool's: the leaf Queue and the PodGroup's scheduling conditions
+        mirror.update(kueue_conditions=observation.conditions, cluster_queue=observation.kai_queue)
+    for name in ("admitted_at", "started_at", "finished_at"):
+        value = getattr(observation, name)
+        if value and not getattr(row, name):
+            mirror[name] = value
+    if observation.job_uid and not row.k8s_uid:
+        # The Job exists but no worker recorded it (the one that created it died): the row adopts it.
+        mirror.update(k8s_uid=observation.job_uid, submitted_at=row.submitted_at or timezone.now())
+    if row.status == Status.STOPPING:
+        return _observe_stopping(row, observation, mirror)
+    if row.status == Status.SUBMITTING:
+        _transition(row, expected=[Status.SUBMITTING], to_status=Status.QUEUED, reason="Created",
+                    message=f"Job {row.job_name} created in {row.project.namespace}; waiting for "
+                            f"{'KAI Scheduler' if observation.kai_queue else 'Kueue'}", reread=False)
+        moved.append(Status.QUEUED)
+    preemption = observation.preemption
+    if preemption and (row.last_preempted_at is None or preemption.at > row.last_preempted_at):
+        if row.status != Status.PREEMPTED and _transition(
+                row, expected=[row.status], to_status=Status.PREEMPTED, reason=preemption.reason,
+                message=preemption.message, cluster_at=preemption.at,
+                details={"preemptor_workload_id": preemptor_id, "preemptor_job_uid": preemption.preemptor_job_uid,
+                         "preemptor_kueue_uid": preemption.preemptor_workload_uid}, reread=False):
+            moved.append(Status.PREEMPTED)
+        mirror["last_preempted_at"] = preemption.at
+        quota_released.send(sender=Workload, workload_id=row.pk, at=preemption.at,
+                            reason=f"Preempted ({preemption.reason})")
+    status = observation.status
+    if status == Status.QUEUED and row.status in PREEMPTED_STATUSES:
+        status = Status.REQUEUED  # back in the queue after a preemption: its own status until admitted again
+    if status not in QUEUED_STATUSES:
+        mirror.update(queue_position_local=None, queue_position_cluster=None)
+    if status != row.status:
+        if status == Status.RUNNING and row.kind == Kind.NOTEBOOK:
             mirror["last_activity_at"] = timezone.now()  # a notebook that just started counts as in use
-        if mirror:
-            Workload.objects.filter(pk=row.pk).update(**mirror)
-        _account(row, observation)
-        _notify_on_commit(row, moved)
-        workload_logs_read_on_commit(workload=row, statuses=moved, ran=bool(row.started_at or observation.started_at))
+        reason = kueue.REQUEUED if status == Status.REQUEUED else observation.reason
+        if _transition(row, expected=[row.status], to_status=status, reason=reason, message=observation.message,
+                       cluster_at=observation.at, reread=False, **mirror):
+            moved.append(status)
+            mirror = {}
+    else:
+        mirror["status_reason"], mirror["status_message"] = observation.reason[:REASON_LENGTH], observation.message
+    if mirror:
+        Workload.objects.filter(pk=row.pk).update(**mirror)
+    _account(row, observation)
+    _notify_on_commit(row, moved)
+    workload_logs_read_on_commit(workload=row, statuses=moved, ran=bool(row.started_at or observation.started_at))
     return moved
 
 

@@ -23,12 +23,20 @@ from apps.core.kueue_names import ELASTIC, GUARANTEED
 from apps.core.quantities import quantity
 from apps.core.services import lock_many_for_transaction
 from apps.org.models import NodePool, PriorityClass, Project, ProjectNamespace
-from apps.workloads.models import FINAL_STATUSES, HOLDING_STATUSES, Origin, Status, Workload, WorkloadEvent
+from apps.workloads.models import (
+    FINAL_STATUSES,
+    HOLDING_STATUSES,
+    REASON_LENGTH,
+    Origin,
+    Status,
+    Workload,
+    WorkloadEvent,
+)
 from apps.workloads.observation import Observation, OutsideWork, PodSet, Unmapped
 from apps.workloads.selectors import preemptor_id
 from apps.workloads.signals import quotas_held
 
-from .observe import WATCHER_IGNORES, workload_observe
+from .observe import WATCHER_IGNORES, workloads_observe
 
 MAX_OUTSIDE_PODS = 100_000  # more pods than any cluster runs: a malformed object, refused from the mirror
 MAX_NAME = Workload._meta.get_field("name").max_length or 40
@@ -147,8 +155,8 @@ def workloads_mirror_outside(*, items: Sequence[tuple[OutsideWork, Observation]]
 
     Rows seen for the first time are written together, already in the status Kueue reports, with their history
     (submitted, then that status) and their GPU-hour stretch: a first sync of thousands costs a few statements per
-    batch, not per workload. Rows already mirrored go through `observe.workload_observe` (the state machine), and
-    only when what Kueue says of them changed.
+    batch, not per workload. Rows already mirrored go through `observe.workloads_observe` (the state machine), together,
+    and only when what Kueue says of them changed.
     """
     lookups = _Lookups.of([work for work, _ in items])
     results: dict[str, int | Unmapped] = {}
@@ -170,14 +178,17 @@ def workloads_mirror_outside(*, items: Sequence[tuple[OutsideWork, Observation]]
         fresh = [entry for uid, entry in mapped.items() if uid not in existing]
         for row in _create(fresh):
             results[row.kueue_uid] = row.pk
+    news = []
     for uid, row in existing.items():
         work, observation, values = mapped[uid]
         changed = {name: value for name, value in values.items() if getattr(row, name) != value}
         if changed:
             Workload.objects.filter(pk=row.pk).update(**changed)
         if _news(row, observation):
-            workload_observe(workload_id=row.pk, observation=observation, preemptor_id=preemptor_id(observation))
+            news.append((row.pk, observation, preemptor_id(observation)))
         results[uid] = row.pk
+    if news:
+        workloads_observe(observations=news)
     return results
 
 
@@ -188,7 +199,7 @@ def _news(row: Workload, observation: Observation) -> bool:
     preempted = observation.preemption is not None and (
         row.last_preempted_at is None or observation.preemption.at > row.last_preempted_at)
     return preempted or (row.status, row.status_reason, row.kueue_conditions, row.admission) != (
-        observation.status, observation.reason, observation.conditions, observation.admission)
+        observation.status, observation.reason[:REASON_LENGTH], observation.conditions, observation.admission)
 
 
 def _create(fresh: list[tuple[OutsideWork, Observation, dict[str, Any]]]) -> list[Workload]:
@@ -199,7 +210,7 @@ def _create(fresh: list[tuple[OutsideWork, Observation, dict[str, Any]]]) -> lis
         final = observation.status in FINAL_STATUSES
         rows.append(Workload(
             **values, origin=Origin.OUTSIDE, kueue_uid=work.kueue_uid, status=observation.status,
-            status_reason=observation.reason or "SubmittedOutside", status_message=observation.message,
+            status_reason=observation.reason[:REASON_LENGTH] or "SubmittedOutside", status_message=observation.message,
             submitted_at=work.created_at or now, model_label="", data_class="",
             kueue_conditions=observation.conditions, cluster_queue=observation.cluster_queue,
             admission=observation.admission, admitted_at=observation.admitted_at, started_at=observation.started_at,
@@ -215,7 +226,7 @@ def _create(fresh: list[tuple[OutsideWork, Observation, dict[str, Any]]]) -> lis
             message=f"{row.get_kind_display()} {work.object_name} submitted outside the portal{who}"))
         if observation.status != Status.QUEUED:
             events.append(WorkloadEvent(workload=row, at=now, cluster_at=observation.at, from_status=Status.QUEUED,
-                                        to_status=observation.status, reason=observation.reason,
+                                        to_status=observation.status, reason=observation.reason[:REASON_LENGTH],
                                         message=observation.message))
         stretch = _stretch(observation)
         if stretch is not None:

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.core import intents
 from apps.core.actors import Actor
-from apps.workloads.models import Status, Workload, WorkloadEvent
+from apps.workloads.models import REASON_LENGTH, Status, Workload, WorkloadEvent
 
 from .notifications import workload_channels_record
 
@@ -62,6 +62,7 @@ def _transition(workload: Workload, *, expected: Iterable[str], to_status: str, 
     no second read of the row. Inside a caller's transaction it adds no savepoint: on SQLite every statement here runs
     while the database's one write lock is held (docs/architecture.md, One writer on SQLite)."""
     expected = list(expected)
+    reason = reason[:REASON_LENGTH]  # a cluster's condition reason may be up to 1,024 characters
     updated = {"status": to_status, "status_reason": reason, "status_message": message, **fields}
     with transaction.atomic(savepoint=False):
         if reread:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from apps.core.models import Intent
 from apps.org import services as org_services
 from apps.org.models import NodePool, PriorityClass, Project, Quota
+from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from apps.workloads.observation import Observation
@@ -236,8 +237,8 @@ def test_queue_positions_write_only_what_changed_in_one_transaction(demo):
 
 
 def test_the_watcher_moves_a_row_it_locked_without_reading_it_again(demo):
-    """workload_observe locks the row first: its transition is the conditional UPDATE alone (no second read, no
-    savepoint), and a change no notification channel hears reads nothing more."""
+    """workload_observe locks the row first, read with its project (its namespace for the event's message): its
+    transition is the conditional UPDATE alone (no second read, no savepoint)."""
     workload = submit(demo["alice"])
     with CaptureQueriesContext(connection) as captured:
         moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
@@ -245,7 +246,47 @@ def test_the_watcher_moves_a_row_it_locked_without_reading_it_again(demo):
     assert moved == [Status.QUEUED]
     [observed] = transactions(captured.captured_queries)
     assert described(observed) == [
-        "SELECT workloads_workload", "SELECT org_project",  # the row, locked; its namespace for the event's message
+        "SELECT workloads_workload",  # the row, locked, with its project, owner and pool
         "UPDATE workloads_workload", "INSERT workloads_workloadevent", "UPDATE core_intent",  # the transition
         "SELECT org_notificationchannel", "UPDATE workloads_workload"]  # who listens; the mirror of Kueue's Workload
     assert Workload.objects.get(pk=workload.pk).kueue_name == f"job-{workload.job_name}"
+
+
+def test_a_batch_of_rows_is_observed_in_one_transaction_reading_rows_and_listeners_once(demo):
+    """workloads_observe: the rows are read and locked in one statement and the notification channels read once for
+    the batch; what remains is each row's own writes, the status and what Kueue says in one UPDATE."""
+    rows = [submit(demo["alice"], name=f"run-{index}") for index in range(4)]
+    Workload.objects.filter(pk__in=[row.pk for row in rows]).update(status=Status.QUEUED)
+    now = timezone.now()
+    admitted = Observation(status=Status.ADMITTED, reason="Admitted", message="admitted by cq", at=now,
+                           kueue_name="wl", cluster_queue="cq", admission={"clusterQueue": "cq"}, admitted_at=now)
+    with CaptureQueriesContext(connection) as captured:
+        moved = services.workloads_observe(observations=[(row.pk, admitted, None) for row in rows])
+    assert moved == {row.pk: [Status.ADMITTED] for row in rows}
+    [observed] = transactions(captured.captured_queries)
+    statements = described(observed)
+    assert statements.count("SELECT workloads_workload") == 1
+    assert statements.count("SELECT org_notificationchannel") == 1
+    assert statements.count("UPDATE workloads_workload") == len(rows)  # status and mirror together
+    assert statements.count("INSERT workloads_workloadevent") == len(rows)
+    assert not [statement for statement in statements if statement.startswith("SELECT org_")
+                and statement != "SELECT org_notificationchannel"]  # projects and pools came with the rows
+    assert set(Workload.objects.filter(pk__in=[row.pk for row in rows]).values_list(
+        "status", "cluster_queue", "admitted_at")) == {(Status.ADMITTED, "cq", now)}
+    assert UsageInterval.objects.filter(workload__in=rows, started_at=now, ended_at=None).count() == len(rows)
+
+
+def test_a_reason_longer_than_the_portal_keeps_is_cut_not_refused(demo):
+    """A condition reason may run to 1,024 characters (another controller's): the row and its event keep the first
+    100, and the observation is recorded, not failed at every retry."""
+    workload = submit(demo["alice"])
+    reason = "Waiting" + "X" * 500
+    moved = services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.QUEUED, reason=reason, message="long", kueue_name="wl"))
+    assert moved == [Status.QUEUED]
+    services.workload_observe(workload_id=workload.pk, observation=Observation(
+        status=Status.ADMITTED, reason=reason, message="long", kueue_name="wl", at=timezone.now(),
+        admitted_at=timezone.now()))
+    row = Workload.objects.get(pk=workload.pk)
+    assert (row.status, row.status_reason) == (Status.ADMITTED, reason[:100])
+    assert row.events.get(to_status=Status.ADMITTED).reason == reason[:100]
