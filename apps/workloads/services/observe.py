@@ -44,15 +44,17 @@ def workloads_observe(*, observations: Sequence[tuple[int, Observation, int | No
     transaction; returns the statuses each moved through.
 
     The watcher applies a burst of Jobs as one batch (docs/architecture.md, The watcher): the rows are locked and read
-    together (in id order, so two batches never deadlock), with their project, owner and pool, and the notification
-    channels and e-mail opt-ins of the batch are read once, when a change first needs them. Idempotent: replaying the
-    same observation (a resync, a re-delivered watch event) writes no new events. A row is locked first, so its
-    transitions need no second read of it (`_transition(reread=False)`).
+    together (in id order, so two batches never deadlock with each other), with their project, owner and pool, and
+    the notification channels and e-mail opt-ins of the batch are read once, when a change first needs them.
+    Idempotent: replaying the same observation (a resync, a re-delivered watch event) writes no new events. A row is
+    locked first, so its transitions need no second read of it (`_transition(reread=False)`).
     """
     wanted = {workload_id: (observation, preemptor_id) for workload_id, observation, preemptor_id in observations}
     moved: dict[int, list[str]] = {}
     with transaction.atomic():
-        rows = [row for row in Workload.objects.select_for_update(of=("self",)).select_related(
+        # FOR NO KEY UPDATE, as an UPDATE locks: another transaction's rows that name these (an Event's, checked at
+        # its commit) do not wait for the batch, nor the batch for them, so they never deadlock.
+        rows = [row for row in Workload.objects.select_for_update(of=("self",), no_key=True).select_related(
             "project", "owner", "node_pool").filter(pk__in=list(wanted)).order_by("pk")
             if row.status not in WATCHER_IGNORES]
         with notifications_batch(rows):

@@ -15,6 +15,7 @@ from apps.usage.models import UsageInterval
 from apps.workloads import services
 from apps.workloads.models import Kind, Status, Workload, WorkloadEvent
 from apps.workloads.observation import Observation
+from tests.conftest import demo_users
 from tests.factories import NodePoolFactory
 from tests.write_transactions import described, transactions
 
@@ -290,3 +291,33 @@ def test_a_reason_longer_than_the_portal_keeps_is_cut_not_refused(demo):
     row = Workload.objects.get(pk=workload.pk)
     assert (row.status, row.status_reason) == (Status.ADMITTED, reason[:100])
     assert row.events.get(to_status=Status.ADMITTED).reason == reason[:100]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks are PostgreSQL's (SQLite has one writer)")
+def test_a_batch_does_not_wait_for_a_transaction_whose_rows_name_its_workloads(transactional_db):
+    """Another transaction that inserts a row naming a workload (an Event's, whose foreign key is checked with a key
+    share lock) holds that lock until it commits: the batch locks its rows as an UPDATE does, which that lock lets
+    through, so neither waits for the other (waiting both ways was a deadlock under load)."""
+    import psycopg
+
+    workload = submit(demo_users()["alice"])
+    settings = connection.settings_dict
+    other = psycopg.connect(host=settings["HOST"], port=settings["PORT"] or 5432, user=settings["USER"],
+                            password=settings["PASSWORD"], dbname=settings["NAME"])
+    try:
+        other.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the foreign key checked now, its lock held until commit
+        other.execute("INSERT INTO workloads_workloadevent (workload_id, at, from_status, to_status, reason, message, "
+                      "details) VALUES (%s, now(), '', '', 'Other', '', '{}')", [workload.pk])
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")  # a wait would fail the batch instead of hanging the test
+        try:
+            moved = services.workloads_observe(observations=[(workload.pk, Observation(
+                status=Status.QUEUED, reason="Pending", message="waiting", kueue_name="wl"), None)])
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = 0")
+        assert moved == {workload.pk: [Status.QUEUED]}
+        other.commit()
+    finally:
+        other.close()
+    assert WorkloadEvent.objects.filter(workload=workload, reason="Other").exists()
