@@ -168,18 +168,20 @@ class WorkQueue:
     Job (created, admitted, started, ready...) thus cost one database write when the appliers are behind.
 
     Keys whose first element is in `batched` wait in a lane of their own and are taken up to that lane's batch size
-    at a time: when the appliers are behind, one pass applies many Jobs' rows or outside Workloads in one
-    transaction, so the cost of a burst grows with the number of passes, not of events. The lane whose first key has
-    waited longest goes next, except that lanes in `background` (cluster events: history, not status) go only when
-    no other lane waits or their first key has waited `background_after` seconds: a first list of 80,000 Events must
-    not hold back the status of work created meanwhile, and the events still come within that bound. One background
-    batch at most is out at a time, so an overdue backlog takes one applier, never all of them.
+    at a time, a backlog shared among the `appliers`: when they are behind, one pass applies many Jobs' rows or
+    outside Workloads in one transaction, so the cost of a burst grows with the number of passes, not of events,
+    and the appliers write in parallel. The lane whose first key has waited longest goes next, except that lanes in
+    `background` (cluster events: history, not status) go only when no other lane waits or their first key has
+    waited `background_after` seconds: a first list of 80,000 Events must not hold back the status of work created
+    meanwhile, and the events still come within that bound. One background batch at most is out at a time, so an
+    overdue backlog takes one applier, never all of them.
     """
 
-    def __init__(self, *, batched: Mapping[str, int] | None = None,
+    def __init__(self, *, batched: Mapping[str, int] | None = None, appliers: int = 1,
                  background: frozenset[str] = frozenset(), background_after: float = 30.0) -> None:
         self.condition = threading.Condition()
         self.batched = dict(batched or {})
+        self.appliers = appliers
         self.background = background
         self.background_after = background_after
         self.lanes: dict[str, deque[Any]] = {}
@@ -230,7 +232,10 @@ class WorkQueue:
                           if name not in self.background or since <= overdue]
             name = min(foreground or waiting)[1]
             lane = self.lanes[name]
-            keys = [lane.popleft() for _ in range(min(len(lane), self.batched.get(name, 1)))]
+            # A backlog is shared among the appliers (each takes its share, up to the batch size), so they write in
+            # parallel rather than one taking it all while the others wait.
+            share = -(-len(lane) // self.appliers)
+            keys = [lane.popleft() for _ in range(min(share, self.batched.get(name, 1)))]
             if name in self.background:
                 self.background_out += len(keys)
             now = time.monotonic()
@@ -309,7 +314,7 @@ class Watcher:
         self.cluster_events: dict[tuple[str, str, str], dict[str, ClusterEvent]] = {}
         self.events_held = 0
         self.work = WorkQueue(batched={"outside": OUTSIDE_BATCH, "mirror": OUTSIDE_BATCH, "event": OUTSIDE_BATCH,
-                                       "job": JOB_BATCH},
+                                       "job": JOB_BATCH}, appliers=appliers,
                               background=frozenset({"event"}), background_after=EVENTS_WAIT_AT_MOST)
         self.appliers = appliers
         self.heap = FrozenHeap() if freeze_heap else None

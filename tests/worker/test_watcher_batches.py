@@ -66,6 +66,19 @@ def test_one_background_batch_at_most_is_out_at_a_time_however_overdue(monkeypat
     assert taken == [("event", "c"), ("event", "d")]
 
 
+def test_a_backlog_is_shared_among_the_appliers_up_to_the_batch_size():
+    work = WorkQueue(batched={"job": 50}, appliers=4)
+    for index in range(300):
+        work.add(("job", index))
+    assert len(work.get(0.01)) == 50  # 300 waiting: a full batch
+    work = WorkQueue(batched={"job": 50}, appliers=4)
+    for index in range(100):
+        work.add(("job", index))
+    # 100 waiting: a quarter each, so four appliers write at once; then a quarter of what is left
+    assert [len(work.get(0.01)) for _ in range(5)] == [25, 19, 14, 11, 8]
+    assert len(work) == 23
+
+
 def test_a_key_added_while_it_is_processed_comes_back_once_afterwards():
     work = WorkQueue(batched={"outside": 10})
     work.add(("outside", "p"))
@@ -141,7 +154,7 @@ def test_a_resync_reads_workloads_and_their_owners_a_page_at_a_time(kubesim, org
 
 
 def test_a_batch_that_fails_is_applied_key_by_key_so_a_bad_key_holds_back_only_itself(cluster, monkeypatch):
-    watcher = Watcher(cluster)  # not started: one applier loop, run below
+    watcher = Watcher(cluster, appliers=1)  # not started: its one applier loop, run below
     applied, tried = [], []
 
     def process(keys):  # the database refuses whatever includes the bad Job's row
