@@ -831,7 +831,8 @@ class Watcher:
 
     def process(self, keys: list[Any]) -> None:
         """Apply what the work queue handed out: a batch of Jobs' portal rows, of outside Workloads, of mirrored
-        queues, cohorts and Nodes or of Events, or one key: a deleted Job's row, a gone outside Workload's..."""
+        queues, cohorts and Nodes or of Events, or one key: a manifest's or an inference service's row, a deleted
+        Job's, a gone outside Workload's."""
         key = keys[0]
         if key[0] == "outside":
             self.apply_outside([uid for _, uid in keys])

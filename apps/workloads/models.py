@@ -31,10 +31,10 @@ MAX_PODS = 512
 MAX_CPU_PER_POD = 512
 MAX_MEMORY_GIB_PER_POD = 4096
 MAX_RUNTIME_SECONDS = 30 * 24 * 3600
-# A share of one GPU (KAI Scheduler's gpu-fraction annotation): above 0, below 1, in hundredths.
 # What a status's and an event's reason keep of the cluster's (a condition reason may run to 1,024 characters; the
 # portal's and Kueue's are short words).
 REASON_LENGTH = 100
+# A share of one GPU (KAI Scheduler's gpu-fraction annotation): above 0, below 1, in hundredths.
 MIN_GPU_FRACTION = Decimal("0.01")
 MAX_GPU_FRACTION = Decimal("0.99")
 
