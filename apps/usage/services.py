@@ -204,13 +204,13 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
     stretch is recorded closed at once: the watcher learnt of the admission only after it ended.
     """
     pool = workload.node_pool
-    with transaction.atomic():
+    # No savepoint inside a caller's transaction (the watcher's batch): a failure fails the caller's whole change.
+    with transaction.atomic(savepoint=False):
         if not _DEFERRED.get():
             _lock_timeline(workload.project_id, pool.pk)
         # Two writers of one workload cannot both pass: the table allows one open interval and one per admission.
-        existing = UsageInterval.objects.filter(workload_id=workload.pk)
-        if existing.filter(started_at=at).exists() or (ended_at is None and existing.filter(
-                ended_at__isnull=True).exists()):
+        held = Q(started_at=at) | Q(ended_at__isnull=True) if ended_at is None else Q(started_at=at)
+        if UsageInterval.objects.filter(held, workload_id=workload.pk).exists():
             return False
         _interval(workload, at, ended_at, reason).save(force_insert=True)
         _timeline_changed({(workload.project_id, pool.pk): at})
@@ -274,7 +274,7 @@ def usage_interval_close(*, workload_id: int, at: datetime, reason: str) -> bool
     timeline = opened.values_list("project_id", "node_pool_id").first()
     if timeline is None:
         return False
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # as in usage_interval_open
         if not _DEFERRED.get():
             _lock_timeline(*timeline)
         interval = opened.select_for_update().first()

@@ -105,7 +105,9 @@ def test_one_of_two_candidates_leads_and_a_stopped_leader_hands_over_at_once(kub
     stopped = time.monotonic()
     first.stop()
     assert first.lost is False and first.stopped_at is not None
-    wait_for(second.elector.is_leader, timeout=5)
+    # Its work starts just after it becomes leader, in its own thread: wait for the work, not only the lease.
+    wait_for(lambda: second.started_at is not None, timeout=5)
+    assert second.elector.is_leader()
     # Released (no holder, 1 s), so the standby took it at its next try instead of waiting out the lease.
     assert second.started_at - stopped < TIMING.retry_seconds * JITTER + 1
     spec = read(kubesim, lease)
