@@ -32,7 +32,7 @@ import time
 import tracemalloc
 import types
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -322,6 +322,33 @@ def hop_summary(before: dict, after: dict) -> list[str]:
     return lines
 
 
+def watch_arrivals(api_client: Any, gw: Any, key_of: Callable[[str], Any], arrived: dict[Any, float],
+                   done: threading.Event) -> None:
+    """Start a watch of the bench's own on Kueue Workloads from now on, in a thread: `arrived[key]` is when the first
+    Workload whose owner's name gives a key (`key_of`, None for others) showed in it, until `done`."""
+    from kubernetes import client, watch
+    from urllib3.exceptions import ProtocolError
+
+    listed = gw.raw_get("/apis/kueue.x-k8s.io/v1beta2/workloads", query=[("limit", 1)])["metadata"]["resourceVersion"]
+
+    def run() -> None:
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(client.CustomObjectsApi(api_client).list_cluster_custom_object,
+                                       "kueue.x-k8s.io", "v1beta2", "workloads", resource_version=listed,
+                                       timeout_seconds=600):
+                owners = event["object"].get("metadata", {}).get("ownerReferences") or [{}]
+                if (key := key_of(owners[0].get("name", ""))) is not None:
+                    arrived.setdefault(key, time.perf_counter())
+                if done.is_set():
+                    stream.stop()
+        except ProtocolError:
+            if not done.is_set():
+                raise  # the cluster ended the stream while the changes still came: the split would be wrong
+
+    threading.Thread(target=run, daemon=True).start()
+
+
 @contextlib.contextmanager
 def watcher_process(kubeconfig: str, *, positions_seconds: float) -> Iterator[tuple[subprocess.Popen, int]]:
     """The watcher as it runs in production: `manage.py watch_cluster`, a process of its own against the cluster's
@@ -414,7 +441,6 @@ def _lag_run(gw: Any, api_client: Any, manifests: dict[int, dict], rate: float,
     Kueue making it; the watcher's part, reading it into the row: the row moves off submitting once Kueue has the
     Job's Workload) and, with a watcher process, its hops during the run."""
     from django.db import connection
-    from kubernetes import client, watch
 
     from apps.workloads.models import Status, Workload
 
@@ -423,18 +449,6 @@ def _lag_run(gw: Any, api_client: Any, manifests: dict[int, dict], rate: float,
     arrived: dict[int, float] = {}
     by_name = {manifest["metadata"]["name"]: pk for pk, manifest in manifests.items()}
     stop = threading.Event()
-    listed = gw.raw_get("/apis/kueue.x-k8s.io/v1beta2/workloads", query=[("limit", 1)])["metadata"]["resourceVersion"]
-
-    def watch_workloads() -> None:
-        stream = watch.Watch()
-        for event in stream.stream(client.CustomObjectsApi(api_client).list_cluster_custom_object, "kueue.x-k8s.io",
-                                   "v1beta2", "workloads", resource_version=listed, timeout_seconds=120):
-            owners = event["object"].get("metadata", {}).get("ownerReferences") or [{}]
-            if (pk := by_name.get(owners[0].get("name", ""))) is not None:
-                arrived.setdefault(pk, time.perf_counter())
-            if stop.is_set():
-                stream.stop()
-
     def poll() -> None:
         while not stop.is_set():
             pending = [pk for pk in list(created) if pk not in seen]  # a copy: the creators add to it
@@ -451,7 +465,7 @@ def _lag_run(gw: Any, api_client: Any, manifests: dict[int, dict], rate: float,
         created[pk] = time.perf_counter()  # the Job exists in the cluster from here on
 
     before = scrape(metrics_port) if metrics_port else {}
-    threading.Thread(target=watch_workloads, daemon=True).start()
+    watch_arrivals(api_client, gw, by_name.get, arrived, stop)
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
     interval = 1.0 / rate

@@ -138,24 +138,6 @@ def main() -> None:
         seen: dict[str, float] = {}
         done = threading.Event()
 
-        def watch_workloads() -> None:
-            from kubernetes import client, watch
-            from urllib3.exceptions import ProtocolError
-
-            api = client.CustomObjectsApi(cluster.api_client())
-            stream = watch.Watch()
-            try:
-                for event in stream.stream(api.list_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", "workloads",
-                                           resource_version=listed_version, timeout_seconds=600):
-                    owners = event["object"].get("metadata", {}).get("ownerReferences") or [{}]
-                    if owners[0].get("name", "").startswith("change-"):
-                        arrived.setdefault(owners[0]["name"], time.perf_counter())
-                    if done.is_set():
-                        stream.stop()
-            except ProtocolError:
-                if not done.is_set():
-                    raise  # the cluster ended the stream while the changes still came: the split would be wrong
-
         def poll() -> None:
             """Look for the new rows every 20 ms while the changes come, as a page would (its own connection)."""
             from django.db import connection
@@ -173,9 +155,8 @@ def main() -> None:
             gw.create(job(name, namespaces[index % len(namespaces)]))
             created[name] = time.perf_counter()  # the Job exists in the cluster from here on
 
-        listed_version = gw.raw_get("/apis/kueue.x-k8s.io/v1beta2/workloads",
-                                    query=[("limit", 1)])["metadata"]["resourceVersion"]
-        threading.Thread(target=watch_workloads, daemon=True).start()
+        live_pages.watch_arrivals(cluster.api_client(), gw,
+                                  lambda name: name if name.startswith("change-") else None, arrived, done)
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         before = live_pages.scrape(metrics_port)
