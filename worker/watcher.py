@@ -234,7 +234,7 @@ class WorkQueue:
             lane = self.lanes[name]
             # A backlog is shared among the appliers (each takes its share, up to the batch size), so they write in
             # parallel rather than one taking it all while the others wait.
-            share = -(-len(lane) // self.appliers)
+            share = len(lane) if name in self.background else -(-len(lane) // self.appliers)  # one out at a time
             keys = [lane.popleft() for _ in range(min(share, self.batched.get(name, 1)))]
             if name in self.background:
                 self.background_out += len(keys)
@@ -325,11 +325,13 @@ class Watcher:
     # --- applying what we see ------------------------------------------------------------------------------------
 
     def apply_all_jobs(self) -> None:
-        """Apply every Job and gang held (after a relist), a batch at a time; those unchanged cost nothing."""
+        """Apply every Job and gang held (after a relist), a batch at a time; those unchanged cost nothing. The ledger
+        is deferred as in the appliers: a batch takes no timeline's lock, which it would take out of order."""
         with self.lock:
             job_uids = [*self.jobs, *self._gang_keys()]
-        for start in range(0, len(job_uids), JOB_BATCH):
-            self.apply_job_uids(job_uids[start:start + JOB_BATCH])
+        with usage_services.ledger_deferred():
+            for start in range(0, len(job_uids), JOB_BATCH):
+                self.apply_job_uids(job_uids[start:start + JOB_BATCH])
 
     def apply_job_uids(self, job_uids: list[str]) -> None:
         """Bring the portal rows of these Jobs up to date with each Job and its Kueue Workload, or on a KAI pool with
@@ -951,10 +953,13 @@ class Watcher:
                 continue
             close_old_connections()
             try:
-                if not self._apply(keys, retry=len(keys) == 1):
+                failed = not self._apply(keys, retry=len(keys) == 1)
+                if failed and len(keys) > 1:
                     # One object the database refuses must not hold back the rest of its batch: each alone.
-                    for key in keys:
-                        self._apply([key], retry=True)
+                    applied = [self._apply([key], retry=True) for key in keys]  # every one, not up to a failure
+                    failed = not all(applied)
+                if failed:
+                    self.stopping.wait(0.5)  # once a turn, not once a key: a database that is down stays down
             finally:
                 for key in keys:
                     self.work.done(key)
@@ -969,7 +974,6 @@ class Watcher:
             logger.warning("applying %s%s failed%s", keys[0], f" and {len(keys) - 1} more" * (len(keys) > 1),
                            "; will retry" if retry else "; applying each alone", exc_info=True)
             if retry:
-                self.stopping.wait(0.5)
                 for key in keys:
                     self.work.add(key)
             return False

@@ -209,7 +209,9 @@ def usage_interval_open(*, workload: Workload, at: datetime, ended_at: datetime 
         if not _DEFERRED.get():
             _lock_timeline(workload.project_id, pool.pk)
         # Two writers of one workload cannot both pass: the table allows one open interval and one per admission.
-        held = Q(started_at=at) | Q(ended_at__isnull=True) if ended_at is None else Q(started_at=at)
+        held = Q(started_at=at)
+        if ended_at is None:
+            held |= Q(ended_at__isnull=True)
         if UsageInterval.objects.filter(held, workload_id=workload.pk).exists():
             return False
         _interval(workload, at, ended_at, reason).save(force_insert=True)

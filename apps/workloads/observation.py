@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .models import Status
+from .models import REASON_LENGTH, Status
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,11 @@ class Observation:
     # Work on a KAI pool: its leaf Queue (the PodGroup's spec.queue); `conditions` then hold the PodGroup's scheduling
     # conditions, and `kueue_name` stays empty (worker/kai_status.py).
     kai_queue: str = ""
+
+    def __post_init__(self) -> None:
+        # What the portal keeps of the cluster's reason (a condition reason may run to 1,024 characters), cut once here
+        # so every record of it and every comparison with a recorded one agree.
+        object.__setattr__(self, "reason", self.reason[:REASON_LENGTH])
 
 
 @dataclass(frozen=True)

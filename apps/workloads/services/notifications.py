@@ -129,8 +129,8 @@ def workload_channels_record(workload: Workload, event: WorkloadEvent) -> int:
         name = NotificationEvent.WORKLOAD_RUNTIME_LIMIT
     else:
         return 0
-    # Who listens first: for a change no channel hears, nothing of the project, the owner or the pool is read (inside
-    # the transition's transaction, which on SQLite holds the database's one write lock).
+    # Who listens first: for a change no channel hears, nothing more is read (inside the transition's transaction,
+    # which on SQLite holds the database's one write lock).
     channels = _listening(workload, name)
     if not channels:
         return 0

@@ -16,7 +16,6 @@ from apps.workloads.models import (
     HOLDING_STATUSES,
     PREEMPTED_STATUSES,
     QUEUED_STATUSES,
-    REASON_LENGTH,
     Kind,
     Origin,
     Status,
@@ -54,9 +53,9 @@ def workloads_observe(*, observations: Sequence[tuple[int, Observation, int | No
     with transaction.atomic():
         # FOR NO KEY UPDATE, as an UPDATE locks: another transaction's rows that name these (an Event's, checked at
         # its commit) do not wait for the batch, nor the batch for them, so they never deadlock.
-        rows = [row for row in Workload.objects.select_for_update(of=("self",), no_key=True).select_related(
-            "project", "owner", "node_pool").filter(pk__in=list(wanted)).order_by("pk")
-            if row.status not in WATCHER_IGNORES]
+        rows = list(Workload.objects.select_for_update(of=("self",), no_key=True).select_related(
+            "project", "owner", "node_pool").filter(pk__in=list(wanted)).exclude(status__in=WATCHER_IGNORES).order_by(
+            "pk"))
         with notifications_batch(rows):
             for row in rows:
                 observation, preemptor_id = wanted[row.pk]
@@ -113,7 +112,7 @@ def _observe(row: Workload, observation: Observation, preemptor_id: int | None) 
             moved.append(status)
             mirror = {}
     else:
-        mirror["status_reason"], mirror["status_message"] = observation.reason[:REASON_LENGTH], observation.message
+        mirror["status_reason"], mirror["status_message"] = observation.reason, observation.message
     if mirror:
         Workload.objects.filter(pk=row.pk).update(**mirror)
     _account(row, observation)

@@ -26,7 +26,6 @@ from apps.org.models import NodePool, PriorityClass, Project, ProjectNamespace
 from apps.workloads.models import (
     FINAL_STATUSES,
     HOLDING_STATUSES,
-    REASON_LENGTH,
     Origin,
     Status,
     Workload,
@@ -199,7 +198,7 @@ def _news(row: Workload, observation: Observation) -> bool:
     preempted = observation.preemption is not None and (
         row.last_preempted_at is None or observation.preemption.at > row.last_preempted_at)
     return preempted or (row.status, row.status_reason, row.kueue_conditions, row.admission) != (
-        observation.status, observation.reason[:REASON_LENGTH], observation.conditions, observation.admission)
+        observation.status, observation.reason, observation.conditions, observation.admission)
 
 
 def _create(fresh: list[tuple[OutsideWork, Observation, dict[str, Any]]]) -> list[Workload]:
@@ -210,7 +209,7 @@ def _create(fresh: list[tuple[OutsideWork, Observation, dict[str, Any]]]) -> lis
         final = observation.status in FINAL_STATUSES
         rows.append(Workload(
             **values, origin=Origin.OUTSIDE, kueue_uid=work.kueue_uid, status=observation.status,
-            status_reason=observation.reason[:REASON_LENGTH] or "SubmittedOutside", status_message=observation.message,
+            status_reason=observation.reason or "SubmittedOutside", status_message=observation.message,
             submitted_at=work.created_at or now, model_label="", data_class="",
             kueue_conditions=observation.conditions, cluster_queue=observation.cluster_queue,
             admission=observation.admission, admitted_at=observation.admitted_at, started_at=observation.started_at,
@@ -226,7 +225,7 @@ def _create(fresh: list[tuple[OutsideWork, Observation, dict[str, Any]]]) -> lis
             message=f"{row.get_kind_display()} {work.object_name} submitted outside the portal{who}"))
         if observation.status != Status.QUEUED:
             events.append(WorkloadEvent(workload=row, at=now, cluster_at=observation.at, from_status=Status.QUEUED,
-                                        to_status=observation.status, reason=observation.reason[:REASON_LENGTH],
+                                        to_status=observation.status, reason=observation.reason,
                                         message=observation.message))
         stretch = _stretch(observation)
         if stretch is not None:
